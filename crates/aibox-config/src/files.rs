@@ -1,0 +1,51 @@
+//! The vocabulary of a plan: files that aibox intends to write.
+//!
+//! Generators in the crates above return [`PlannedFile`]s; only the engine's writer
+//! turns them into bytes on disk. The type lives here, at the bottom layer, so every
+//! generator speaks it without depending on the engine.
+
+use camino::Utf8PathBuf;
+
+/// Who owns a planned file, which decides how the writer treats an existing copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Ownership {
+    /// Fully generated from the configuration; rewritten whenever it differs. A copy
+    /// without aibox's header is hand-written and needs `--force` (which backs it up).
+    Generated,
+    /// Created once for the user, never overwritten afterwards.
+    ScaffoldOnce,
+    /// aibox merges its entries into a file that others also edit; the contents are the
+    /// merge result computed from the file's current text.
+    Merged,
+    /// Generated local state that must stay out of git (for example `.aibox-local.env`).
+    LocalState,
+}
+
+/// One file of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFile {
+    /// Path relative to the project root, with `/` separators.
+    pub path: Utf8PathBuf,
+    /// Full new contents.
+    pub contents: Vec<u8>,
+    /// Ownership class.
+    pub ownership: Ownership,
+    /// Unix permission bits to set (for example `0o600` for files holding personal data).
+    pub mode: Option<u32>,
+}
+
+impl PlannedFile {
+    /// A generated file with default permissions.
+    pub fn generated(path: impl Into<Utf8PathBuf>, contents: impl Into<Vec<u8>>) -> Self {
+        Self { path: path.into(), contents: contents.into(), ownership: Ownership::Generated, mode: None }
+    }
+
+    /// A file with the given ownership and default permissions.
+    pub fn new(
+        path: impl Into<Utf8PathBuf>,
+        contents: impl Into<Vec<u8>>,
+        ownership: Ownership,
+    ) -> Self {
+        Self { path: path.into(), contents: contents.into(), ownership, mode: None }
+    }
+}

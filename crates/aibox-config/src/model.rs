@@ -1,0 +1,616 @@
+//! The typed model of `aibox.toml` and `.aibox-local.toml`.
+//!
+//! Every table rejects unknown keys (`deny_unknown_fields`), every field has a
+//! documented default, and the same types produce the JSON Schema (`schemars`), so the
+//! schema, the loader and the docs cannot disagree.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The whole of `aibox.toml`: the committed, team-wide desired state of a project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "aibox.toml")]
+pub struct AiboxToml {
+    /// Project identity.
+    #[serde(default)]
+    pub aibox: AiboxSection,
+    /// The dev container.
+    pub container: ContainerSection,
+    /// Where the agents' context comes from.
+    #[serde(default)]
+    pub context: ContextSection,
+    /// The pinned processkit content release (context mode `processkit`).
+    #[serde(default)]
+    pub processkit: ProcesskitSection,
+    /// Skill selection on top of the package tiers.
+    #[serde(default)]
+    pub skills: SkillsSection,
+    /// AI harnesses and MCP servers.
+    #[serde(default)]
+    pub ai: AiSection,
+    /// Security consents. Never written by aibox on the owner's behalf.
+    #[serde(default)]
+    pub security: SecuritySection,
+}
+
+/// `[aibox]`: project identity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AiboxSection {
+    /// Project name; defaults to `container.name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_name: Option<String>,
+    /// Who uses the container: drives warnings only.
+    #[serde(default)]
+    pub profile: Profile,
+}
+
+/// Who the container is for.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// A person works in the container (default).
+    #[default]
+    HumanDev,
+    /// Agents run unattended in the container.
+    HeadlessRunner,
+}
+
+impl Profile {
+    /// The name used in `aibox.toml` and image labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HumanDev => "human-dev",
+            Self::HeadlessRunner => "headless-runner",
+        }
+    }
+}
+
+/// `[container]`: the dev container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerSection {
+    /// Compose service, `container_name` and project name. Required.
+    /// Letters, digits, `.`, `_`, `-`; starts with a letter or digit.
+    pub name: String,
+    /// Host name inside the container; defaults to `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// The unprivileged user the container runs as.
+    #[serde(default = "default_user")]
+    pub user: String,
+    /// UID of that user (match your host UID so bind mounts stay writable).
+    #[serde(default = "default_uid")]
+    pub uid: u32,
+    /// GID of that user; defaults to `uid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid: Option<u32>,
+    /// Base image of the generated Dockerfile. Must carry a concrete tag or digest.
+    #[serde(default = "default_base_image")]
+    pub base_image: String,
+    /// Time zone (`TZ`) inside the container; omitted when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// Non-secret environment variables (committed). Secrets go to `.aibox-local.toml`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
+    /// Additional bind mounts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_volumes: Vec<ExtraVolume>,
+    /// devcontainer lifecycle commands.
+    #[serde(default)]
+    pub lifecycle: Lifecycle,
+    /// Which container engine to use.
+    #[serde(default)]
+    pub engine: EngineChoice,
+}
+
+fn default_user() -> String {
+    "aibox".to_owned()
+}
+fn default_uid() -> u32 {
+    1000
+}
+/// The default base image: a Debian release tag, never `latest`.
+pub const DEFAULT_BASE_IMAGE: &str = "docker.io/library/debian:bookworm-slim";
+fn default_base_image() -> String {
+    DEFAULT_BASE_IMAGE.to_owned()
+}
+
+impl ContainerSection {
+    /// Effective host name.
+    pub fn hostname(&self) -> &str {
+        self.hostname.as_deref().unwrap_or(&self.name)
+    }
+    /// Effective GID.
+    pub fn gid(&self) -> u32 {
+        self.gid.unwrap_or(self.uid)
+    }
+    /// Home directory of the container user.
+    pub fn home(&self) -> String {
+        if self.user == "root" {
+            "/root".to_owned()
+        } else {
+            format!("/home/{}", self.user)
+        }
+    }
+}
+
+/// One `[[container.extra_volumes]]` bind mount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraVolume {
+    /// Host path; `~` expands to the host home, relative paths are relative to the project.
+    pub source: String,
+    /// Absolute path inside the container; no `..`.
+    pub target: String,
+    /// Mount read-only.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// `[container.lifecycle]`: devcontainer lifecycle commands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    /// devcontainer `postCreateCommand`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_create_command: Option<String>,
+    /// devcontainer `postStartCommand`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_start_command: Option<String>,
+}
+
+/// Container engine selection. `AIBOX_ENGINE` overrides it.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineChoice {
+    /// Docker when its daemon answers, else Podman.
+    #[default]
+    Auto,
+    /// Always Docker.
+    Docker,
+    /// Always Podman.
+    Podman,
+}
+
+/// `[context]`: where the agents' context comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextSection {
+    /// `processkit` installs a pinned content release; `harness-only` installs none.
+    #[serde(default)]
+    pub mode: ContextMode,
+    /// processkit package tiers to install (processkit mode only).
+    #[serde(default = "default_packages")]
+    pub packages: Vec<String>,
+}
+
+impl Default for ContextSection {
+    fn default() -> Self {
+        Self { mode: ContextMode::default(), packages: default_packages() }
+    }
+}
+
+fn default_packages() -> Vec<String> {
+    vec!["product".to_owned()]
+}
+
+/// Context mode.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContextMode {
+    /// Install processkit content and register its servers (default).
+    #[default]
+    Processkit,
+    /// No processkit content, hooks, allow rules or gateway.
+    HarnessOnly,
+}
+
+impl ContextMode {
+    /// The name used in `aibox.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Processkit => "processkit",
+            Self::HarnessOnly => "harness-only",
+        }
+    }
+}
+
+/// `[processkit]`: the pinned content release.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcesskitSection {
+    /// Where releases come from: an `https://` or `http://` base URL, a local `.tar.gz`,
+    /// or a local directory (relative paths are relative to the project root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Exact release version (for example `v0.28.3`). `latest` is resolved, never stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Expected SHA-256 of the release archive (64 lowercase hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// URL template of the release asset; `{source}` and `{version}` are substituted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_asset_url_template: Option<String>,
+    /// Path of the content inside the archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_path: Option<String>,
+    /// Named opt-out of digest verification. A provenance exception that `aibox doctor`
+    /// always reports.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_unverified: bool,
+}
+
+/// `[skills]`: selection on top of the package tiers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsSection {
+    /// Skills to add to the tier selection.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    /// Skills to remove from the selection (core skills stay; `doctor` warns).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Per-skill consent to register a skill that fails `aibox skill review`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub review_exceptions: Vec<SkillReviewException>,
+}
+
+/// One recorded consent for a skill that fails review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillReviewException {
+    /// Skill name.
+    pub skill: String,
+    /// Who reviewed it.
+    pub reviewer: String,
+    /// Why the failed points are acceptable.
+    pub reason: String,
+}
+
+/// `[ai]`: harnesses and MCP.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AiSection {
+    /// Enabled harnesses, in display order.
+    #[serde(default)]
+    pub harnesses: Vec<Harness>,
+    /// MCP servers, gateway and permissions.
+    #[serde(default)]
+    pub mcp: McpSection,
+    /// Execution posture projected into each harness where a real key exists.
+    #[serde(default)]
+    pub execution: Execution,
+}
+
+/// An AI coding harness aibox can configure.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Harness {
+    /// Claude Code.
+    Claude,
+    /// OpenAI Codex CLI.
+    Codex,
+    /// Gemini CLI.
+    Gemini,
+    /// OpenCode.
+    Opencode,
+    /// Cursor.
+    Cursor,
+    /// VS Code (GitHub Copilot agent mode).
+    Vscode,
+}
+
+impl Harness {
+    /// Every harness, in canonical order.
+    pub const ALL: [Self; 6] =
+        [Self::Claude, Self::Codex, Self::Gemini, Self::Opencode, Self::Cursor, Self::Vscode];
+
+    /// The id used in `aibox.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::Gemini => "gemini",
+            Self::Opencode => "opencode",
+            Self::Cursor => "cursor",
+            Self::Vscode => "vscode",
+        }
+    }
+
+    /// Parses an id as written in `aibox.toml` or on the command line.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|h| h.as_str() == s)
+    }
+
+    /// The harness's state directory under the container user's home, if it has one
+    /// (mounted from `.aibox-home/`).
+    pub fn home_dir(self) -> Option<&'static str> {
+        match self {
+            Self::Claude => Some(".claude"),
+            Self::Codex => Some(".codex"),
+            Self::Gemini => Some(".gemini"),
+            Self::Opencode => Some(".local/share/opencode"),
+            Self::Cursor | Self::Vscode => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `[ai.mcp]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpSection {
+    /// Team MCP servers (committed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<McpServer>,
+    /// The processkit gateway.
+    #[serde(default)]
+    pub gateway: Gateway,
+    /// Tool permissions projected into each harness.
+    #[serde(default)]
+    pub permissions: Permissions,
+}
+
+/// One MCP server: stdio (`command`) or remote (`url`), exactly one of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    /// Server name: letters, digits, `_` and `-`.
+    pub name: String,
+    /// Program to start (stdio servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment: values must be variable references such as `${TOKEN}` in committed files.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// URL of a remote (streamable HTTP) server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// HTTP headers of a remote server; values must be variable references.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Tools the harness may call without asking; empty means the permission defaults apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_tools: Vec<String>,
+    /// Start-up timeout for slow servers, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_timeout_sec: Option<u32>,
+    /// Set to false to keep the entry but not register it.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub enabled: bool,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_true(b: &bool) -> bool {
+    *b
+}
+fn yes() -> bool {
+    true
+}
+
+/// `[ai.mcp.gateway]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gateway {
+    /// `auto` uses the gateway when its skill is installed; `separate` registers each
+    /// skill's server on its own; `off` never uses the gateway.
+    #[serde(default)]
+    pub mode: GatewayMode,
+    /// Address the gateway daemon binds to; loopback only.
+    #[serde(default = "default_gateway_host")]
+    pub host: String,
+    /// Port of the gateway daemon.
+    #[serde(default = "default_gateway_port")]
+    pub port: u16,
+}
+
+impl Default for Gateway {
+    fn default() -> Self {
+        Self {
+            mode: GatewayMode::default(),
+            host: default_gateway_host(),
+            port: default_gateway_port(),
+        }
+    }
+}
+
+fn default_gateway_host() -> String {
+    "127.0.0.1".to_owned()
+}
+fn default_gateway_port() -> u16 {
+    8765
+}
+
+/// Gateway mode.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum GatewayMode {
+    /// Gateway when the gateway skill is installed, else per-skill servers.
+    #[default]
+    Auto,
+    /// Per-skill servers always.
+    Separate,
+}
+
+/// `[ai.mcp.permissions]`: deny wins; a non-empty allow list is exclusive.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Permissions {
+    /// What happens to a tool matched by neither list.
+    #[serde(default)]
+    pub default_mode: PermissionMode,
+    /// Tool patterns allowed without asking (`*`, exact, `prefix*`, `*suffix`, `*mid*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_patterns: Vec<String>,
+    /// Tool patterns always denied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_patterns: Vec<String>,
+}
+
+/// Default permission mode.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PermissionMode {
+    /// Ask the user (default).
+    #[default]
+    Ask,
+    /// Allow.
+    Allow,
+    /// Deny.
+    Deny,
+}
+
+/// `[ai.execution]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Execution {
+    /// File-system reach of the harness's own sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filesystem: Option<FilesystemMode>,
+    /// When the harness asks before running a command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalMode>,
+    /// Network reach of the harness's commands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkMode>,
+}
+
+/// File-system mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FilesystemMode {
+    /// Read-only.
+    ReadOnly,
+    /// Write inside the workspace.
+    WorkspaceWrite,
+    /// No nested sandbox: the container is the boundary.
+    ContainerFull,
+}
+
+/// Approval mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Ask every time.
+    Ask,
+    /// Ask when the harness thinks it should.
+    OnRequest,
+    /// Never ask.
+    Never,
+}
+
+/// Network mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    /// No network.
+    Deny,
+    /// Ask.
+    Ask,
+    /// Allow.
+    Allow,
+}
+
+/// `[security]`: consents. aibox never sets these on the owner's behalf.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecuritySection {
+    /// The owner accepts `seccomp=unconfined` for Codex's bubblewrap sandbox.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub acknowledge_seccomp_unconfined: bool,
+    /// How Codex's nested sandbox is made to work in the container.
+    #[serde(default)]
+    pub codex_sandbox: CodexSandbox,
+    /// The owner accepts the generated seccomp profile that allows user namespaces.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub acknowledge_seccomp_profile: bool,
+    /// Recorded exceptions for other relaxations, one per option.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exceptions: Vec<SecurityException>,
+}
+
+/// Codex sandbox strategy inside the container.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CodexSandbox {
+    /// Codex's Landlock mode: no container relaxation (default).
+    #[default]
+    Landlock,
+    /// A generated seccomp profile: Docker's default plus what bubblewrap needs.
+    /// Needs `acknowledge_seccomp_profile`.
+    SeccompProfile,
+    /// `seccomp=unconfined`. Needs `acknowledge_seccomp_unconfined`.
+    Unconfined,
+}
+
+/// One `[[security.exceptions]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecurityException {
+    /// The option, for example `cap_add:NET_ADMIN`.
+    pub option: String,
+    /// Why it is needed.
+    pub reason: String,
+}
+
+/// The whole of `.aibox-local.toml`: personal, gitignored settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = ".aibox-local.toml")]
+pub struct LocalToml {
+    /// Personal container settings.
+    #[serde(default)]
+    pub container: LocalContainer,
+    /// Personal MCP servers.
+    #[serde(default)]
+    pub mcp: LocalMcp,
+}
+
+/// `[container]` of the personal overlay.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LocalContainer {
+    /// Personal environment: written only to `.aibox-local.env` (mode 0600).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
+    /// Personal bind mounts, appended after the team's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_volumes: Vec<ExtraVolume>,
+}
+
+/// `[mcp]` of the personal overlay.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LocalMcp {
+    /// Personal MCP servers: only ever written to gitignored files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<McpServer>,
+}

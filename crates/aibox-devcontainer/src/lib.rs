@@ -1,0 +1,1 @@
+//! `aibox-devcontainer`: pure generators of the dev container files.

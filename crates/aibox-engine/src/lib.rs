@@ -1,0 +1,1 @@
+//! `aibox-engine`: the plan/apply engine shared by the CLI and embedders.

@@ -1,0 +1,1 @@
+//! `aibox-mcp-registration`: MCP server registration for AI coding harnesses.

@@ -1,0 +1,1 @@
+//! `aibox-policy`: pure security policy gates.

@@ -1,0 +1,1 @@
+//! `aibox-provenance`: lock file, digests, verified downloads, safe extraction, processkit content.

@@ -1,0 +1,1 @@
+//! `aibox-runtime`: container engine detection and the Compose lifecycle.

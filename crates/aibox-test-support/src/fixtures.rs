@@ -1,0 +1,1 @@
+//! Test helpers: fixtures (see the crate docs).

@@ -1,0 +1,1 @@
+//! Test helpers: http (see the crate docs).

@@ -1,0 +1,1 @@
+//! Test helpers: podman (see the crate docs).

@@ -1,0 +1,1 @@
+//! Test helpers: schema (see the crate docs).

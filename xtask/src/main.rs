@@ -1,0 +1,3 @@
+//! `cargo xtask`: maintainer tasks.
+
+fn main() {}
