@@ -1,3 +1,134 @@
 //! `cargo xtask`: maintainer tasks.
+//!
+//! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
+//!   layering, stub scan, the whole test suite). This is the README's test command and what
+//!   `.ci/run` executes.
+//! - `demo`: aibox's main job on the bundled example project (`examples/demo`, copied to
+//!   `target/aibox-demo` so the repository stays clean): `apply`, a second no-op `apply`,
+//!   `apply --check` and `doctor`.
+//! - `layering`: checks the dependency arrows between crates (see `ARCHITECTURE.md`).
+//! - `docs`: builds the documentation site (`docs-site/`) with the pinned mdBook.
+//! - `release-gate`: every check a release needs, then artifacts, `SHA256SUMS` and
+//!   `evidence.json` under `target/release-gate/` (see `release.rs`).
+//! - `release-state`: floating inputs, available updates and provenance exceptions.
+//! - `stubs`: refuses ignored tests and `todo!`/`unimplemented!` in the workspace.
 
-fn main() {}
+mod layering;
+mod release;
+mod stubs;
+
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let task = args.first().map_or("help", String::as_str);
+    let result = match task {
+        "ci" => ci(),
+        "demo" => demo(),
+        "docs" => release::docs(),
+        "release-gate" => release::gate(&args[1..]),
+        "release-state" => release::state(),
+        "layering" => layering::check(),
+        "stubs" => stubs::check(),
+        _ => {
+            say("usage: cargo xtask <ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty]|release-state>");
+            return if task == "help" { ExitCode::SUCCESS } else { ExitCode::from(2) };
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            say(&format!("xtask {task}: FAILED: {msg}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints a progress line (xtask is a maintainer tool; printing is its job).
+#[allow(clippy::print_stderr)]
+pub(crate) fn say(msg: &str) {
+    eprintln!("{msg}");
+}
+
+pub(crate) fn ci() -> Result<(), String> {
+    setup()?;
+    step("formatting", &["fmt", "--all", "--check"])?;
+    step(
+        "clippy",
+        &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"],
+    )?;
+    say("==> layering");
+    layering::check()?;
+    say("==> stub scan");
+    stubs::check()?;
+    step("tests", &["test", "--workspace", "--locked", "--no-fail-fast"])?;
+    say("xtask ci: all checks passed");
+    Ok(())
+}
+
+/// Installs the test suite's system and npm dependencies when they are missing.
+fn setup() -> Result<(), String> {
+    if std::env::var_os("AIBOX_SKIP_SETUP").is_some() {
+        say("==> setup: skipped (AIBOX_SKIP_SETUP)");
+        return Ok(());
+    }
+    say("==> setup: scripts/setup-test-deps.sh");
+    let status = Command::new("bash")
+        .arg("scripts/setup-test-deps.sh")
+        .status()
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("setup failed ({status})")) }
+}
+
+fn demo() -> Result<(), String> {
+    step("build aibox", &["build", "--locked", "--quiet", "--package", "aibox-cli"])?;
+    let target = std::path::Path::new("target/aibox-demo");
+    if target.exists() {
+        fs_err::remove_dir_all(target).map_err(|e| e.to_string())?;
+    }
+    copy_dir(std::path::Path::new("examples/demo"), target)?;
+    let bin = std::path::Path::new("target/debug/aibox");
+    for args in [&["apply"][..], &["apply"], &["apply", "--check"], &["doctor"]] {
+        say(&format!("==> aibox --project target/aibox-demo {}", args.join(" ")));
+        let status = Command::new(bin)
+            .arg("--project")
+            .arg(target)
+            .args(args)
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+        if !status.success() {
+            return Err(format!("aibox {} failed ({status})", args.join(" ")));
+        }
+    }
+    say("demo: generated files are in target/aibox-demo");
+    Ok(())
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
+    fs_err::create_dir_all(to).map_err(|e| e.to_string())?;
+    for entry in fs_err::read_dir(from).map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let dest = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &dest)?;
+        } else {
+            fs_err::copy(entry.path(), dest).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn step(name: &str, args: &[&str]) -> Result<(), String> {
+    say(&format!("==> {name}: cargo {}", args.join(" ")));
+    let started = std::time::Instant::now();
+    let status = Command::new(cargo())
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    say(&format!("<== {name}: {:.1}s", started.elapsed().as_secs_f64()));
+    if status.success() { Ok(()) } else { Err(format!("{name} failed ({status})")) }
+}
+
+pub(crate) fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}

@@ -37,7 +37,12 @@ pub struct PlannedFile {
 impl PlannedFile {
     /// A generated file with default permissions.
     pub fn generated(path: impl Into<Utf8PathBuf>, contents: impl Into<Vec<u8>>) -> Self {
-        Self { path: path.into(), contents: contents.into(), ownership: Ownership::Generated, mode: None }
+        Self {
+            path: path.into(),
+            contents: contents.into(),
+            ownership: Ownership::Generated,
+            mode: None,
+        }
     }
 
     /// A file with the given ownership and default permissions.
@@ -46,6 +51,11 @@ impl PlannedFile {
         contents: impl Into<Vec<u8>>,
         ownership: Ownership,
     ) -> Self {
-        Self { path: path.into(), contents: contents.into(), ownership, mode: None }
+        Self {
+            path: path.into(),
+            contents: contents.into(),
+            ownership,
+            mode: None,
+        }
     }
 }

@@ -5,14 +5,25 @@
 //! pointing at the file, line and span. It performs no network, process or container
 //! work and writes no file except through the explicit edit API.
 
+pub mod diag;
+pub mod edit;
 pub mod files;
+pub mod gitignore;
+pub mod init;
 pub mod model;
+pub mod schema;
+pub mod validate;
 
 mod load;
+mod path;
+mod shape;
 
-pub use load::{
-    AIBOX_TOML, ConfigError, LOCAL_TOML, Project, find_project_root, load_project, parse_aibox_toml,
-    parse_local_toml,
-};
+pub use diag::{ConfigProblems, Problem, ProblemKind, render_plain};
 pub use files::{Ownership, PlannedFile};
+pub use gitignore::{LOCAL_STATE_PATHS, merge_gitignore};
+pub use init::{InitOptions, render_aibox_toml};
+pub use load::{
+    AIBOX_TOML, ConfigError, LOCAL_TOML, Project, find_project_root, load_project,
+    parse_aibox_toml, parse_local_toml, parse_local_toml_with_team,
+};
 pub use model::*;

@@ -1,9 +1,20 @@
-//! Finding and loading a project's configuration files.
+//! Finding and strictly loading a project's configuration files.
+//!
+//! Loading runs in stages, each reporting every problem it finds with spans:
+//! 1. TOML syntax (`toml_edit`'s span-preserving parser);
+//! 2. structure against the generated JSON Schema (unknown keys, types, enum values,
+//!    required keys), see `shape`;
+//! 3. serde into the typed model;
+//! 4. semantic checks the schema cannot express, see `validate`.
 
 use camino::{Utf8Path, Utf8PathBuf};
-use miette::{Diagnostic, NamedSource, SourceSpan};
+use miette::{Diagnostic, SourceSpan};
+use serde::de::DeserializeOwned;
+use toml_edit::Document;
 
+use crate::diag::{ConfigProblems, Problem, ProblemKind, Source, source};
 use crate::model::{AiboxToml, LocalToml};
+use crate::validate::{Checker, check_local, check_team};
 
 /// File name of the committed configuration.
 pub const AIBOX_TOML: &str = "aibox.toml";
@@ -36,7 +47,10 @@ pub enum ConfigError {
     },
     /// A file could not be read.
     #[error("cannot read {path}")]
-    #[diagnostic(code(aibox::config::io))]
+    #[diagnostic(
+        code(aibox::config::io),
+        help("check that the file exists and that you may read it")
+    )]
     Io {
         /// The file.
         path: Utf8PathBuf,
@@ -44,19 +58,32 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    /// The TOML is malformed or does not match the model.
-    #[error("{message}")]
-    #[diagnostic(code(aibox::config::invalid))]
-    Invalid {
-        /// What is wrong.
-        message: String,
-        /// The file text.
-        #[source_code]
-        src: NamedSource<String>,
-        /// Where.
-        #[label("here")]
-        span: Option<SourceSpan>,
+    /// One or more problems in the configuration files, each with its own code.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Invalid(ConfigProblems),
+    /// A key path given to `get`/`set` is malformed or does not fit the document.
+    #[error("invalid key path `{key}`: {reason}")]
+    #[diagnostic(
+        code(aibox::config::key_path),
+        help("write a dotted path such as `container.name` or `ai.mcp.gateway.port`")
+    )]
+    KeyPath {
+        /// The key path as given.
+        key: String,
+        /// Why it cannot be used.
+        reason: String,
     },
+}
+
+impl ConfigError {
+    /// Every configuration problem carried by this error (empty for other kinds).
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            Self::Invalid(p) => p.problems(),
+            _ => &[],
+        }
+    }
 }
 
 /// Walks up from `start` to the nearest directory holding `aibox.toml`.
@@ -68,42 +95,145 @@ pub fn find_project_root(start: &Utf8Path) -> Result<Utf8PathBuf, ConfigError> {
         }
         dir = d.parent();
     }
-    Err(ConfigError::NotFound { start: start.to_owned() })
+    Err(ConfigError::NotFound {
+        start: start.to_owned(),
+    })
 }
 
 /// Loads `aibox.toml` and, when present, `.aibox-local.toml` from `root`.
+///
+/// Problems of both files are reported together; the overlay is also checked against
+/// the team file (duplicate MCP server names, overlapping volumes).
 pub fn load_project(root: &Utf8Path) -> Result<Project, ConfigError> {
     let path = root.join(AIBOX_TOML);
     let text = read(&path)?;
-    let config = parse_aibox_toml(&text, path.as_str())?;
+    let team = parse_team(&text, path.as_str());
     let local_path = root.join(LOCAL_TOML);
     let local = if local_path.is_file() {
-        parse_local_toml(&read(&local_path)?, local_path.as_str())?
+        let local_text = read(&local_path)?;
+        parse_local(&local_text, local_path.as_str(), team.as_ref().ok())
     } else {
-        LocalToml::default()
+        Ok(LocalToml::default())
     };
-    Ok(Project { root: root.to_owned(), config, local })
+    match (team, local) {
+        (Ok(config), Ok(local)) => Ok(Project {
+            root: root.to_owned(),
+            config,
+            local,
+        }),
+        (Err(a), Err(b)) => Err(ConfigError::Invalid(a.merge(b))),
+        (Err(a), Ok(_)) | (Ok(_), Err(a)) => Err(ConfigError::Invalid(a)),
+    }
 }
 
 fn read(path: &Utf8Path) -> Result<String, ConfigError> {
-    fs_err::read_to_string(path)
-        .map_err(|source| ConfigError::Io { path: path.to_owned(), source })
-}
-
-/// Parses the text of an `aibox.toml`; `name` labels diagnostics.
-pub fn parse_aibox_toml(text: &str, name: &str) -> Result<AiboxToml, ConfigError> {
-    parse(text, name)
-}
-
-/// Parses the text of a `.aibox-local.toml`; `name` labels diagnostics.
-pub fn parse_local_toml(text: &str, name: &str) -> Result<LocalToml, ConfigError> {
-    parse(text, name)
-}
-
-fn parse<T: serde::de::DeserializeOwned>(text: &str, name: &str) -> Result<T, ConfigError> {
-    toml::from_str(text).map_err(|e| ConfigError::Invalid {
-        message: e.message().to_owned(),
-        src: NamedSource::new(name, text.to_owned()),
-        span: e.span().map(Into::into),
+    fs_err::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_owned(),
+        source,
     })
+}
+
+/// Parses and validates the text of an `aibox.toml`; `name` labels diagnostics.
+pub fn parse_aibox_toml(text: &str, name: &str) -> Result<AiboxToml, ConfigError> {
+    parse_team(text, name).map_err(ConfigError::Invalid)
+}
+
+/// Parses and validates the text of a `.aibox-local.toml`; `name` labels diagnostics.
+///
+/// Checks that need the team file (duplicate server names) run in [`load_project`] and
+/// [`parse_local_toml_with_team`].
+pub fn parse_local_toml(text: &str, name: &str) -> Result<LocalToml, ConfigError> {
+    parse_local(text, name, None).map_err(ConfigError::Invalid)
+}
+
+/// Like [`parse_local_toml`], also checking the overlay against the team configuration.
+pub fn parse_local_toml_with_team(
+    text: &str,
+    name: &str,
+    team: Option<&AiboxToml>,
+) -> Result<LocalToml, ConfigError> {
+    parse_local(text, name, team).map_err(ConfigError::Invalid)
+}
+
+const LOCAL_HINT: &str = "the personal overlay only holds `[container.environment]`, \
+    `[[container.extra_volumes]]` and `[[mcp.servers]]`; team settings belong in aibox.toml";
+
+fn parse_team(text: &str, name: &str) -> Result<AiboxToml, ConfigProblems> {
+    let src = source(name, text);
+    let doc = structure(text, &src, &crate::schema::AIBOX_SCHEMA, None)?;
+    let cfg: AiboxToml = deserialize(text, &src)?;
+    let mut checker = Checker::new(doc.as_item(), &src);
+    check_team(&cfg, &mut checker);
+    ConfigProblems::from_vec(checker.problems).map_or(Ok(cfg), Err)
+}
+
+fn parse_local(
+    text: &str,
+    name: &str,
+    team: Option<&AiboxToml>,
+) -> Result<LocalToml, ConfigProblems> {
+    let src = source(name, text);
+    let doc = structure(text, &src, &crate::schema::LOCAL_SCHEMA, Some(LOCAL_HINT))?;
+    let local: LocalToml = deserialize(text, &src)?;
+    let mut checker = Checker::new(doc.as_item(), &src);
+    check_local(&local, team, &mut checker);
+    ConfigProblems::from_vec(checker.problems).map_or(Ok(local), Err)
+}
+
+/// Stages 1 and 2: TOML syntax, then the shape against the schema.
+fn structure<'t>(
+    text: &'t str,
+    src: &Source,
+    schema: &serde_json::Value,
+    hint: Option<&str>,
+) -> Result<Document<&'t str>, ConfigProblems> {
+    let doc = Document::parse(text).map_err(|e| ConfigProblems::single(syntax(&e, src)))?;
+    let problems = crate::shape::check(schema, doc.as_item(), src, hint);
+    ConfigProblems::from_vec(problems).map_or(Ok(doc), Err)
+}
+
+fn deserialize<T: DeserializeOwned>(text: &str, src: &Source) -> Result<T, ConfigProblems> {
+    // The schema walk has already accepted the structure, so a serde error here is a
+    // value the schema could not express; report it as an invalid value.
+    toml::from_str(text).map_err(|e| {
+        let span = e.span().map_or(SourceSpan::from(0..0), Into::into);
+        ConfigProblems::single(
+            Problem::new(
+                ProblemKind::InvalidValue,
+                src,
+                span,
+                e.message().trim().to_owned(),
+                "here",
+            )
+            .help("fix the value so it matches the documented format"),
+        )
+    })
+}
+
+pub(crate) fn syntax(e: &toml_edit::TomlError, src: &Source) -> Problem {
+    let span = e.span().map_or(SourceSpan::from(0..0), Into::into);
+    let message = e.message().trim();
+    let first = message.lines().next().unwrap_or("invalid TOML");
+    let quoted = e
+        .span()
+        .and_then(|r| src.inner().get(r))
+        .filter(|t| !t.is_empty());
+    let first = match quoted {
+        Some(key) if first == "duplicate key" => format!("duplicate key `{key}`"),
+        _ => first.to_owned(),
+    };
+    let first = first.as_str();
+    let help = if first.contains("duplicate") {
+        "a key or table header may appear only once; merge the two definitions"
+    } else {
+        "check quotes, brackets and `=` near the marked spot; strings need double quotes"
+    };
+    Problem::new(
+        ProblemKind::Syntax,
+        src,
+        span,
+        format!("invalid TOML: {first}"),
+        first,
+    )
+    .help(help)
 }

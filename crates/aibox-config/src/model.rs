@@ -195,7 +195,10 @@ pub struct ContextSection {
 
 impl Default for ContextSection {
     fn default() -> Self {
-        Self { mode: ContextMode::default(), packages: default_packages() }
+        Self {
+            mode: ContextMode::default(),
+            packages: default_packages(),
+        }
     }
 }
 
@@ -302,11 +305,11 @@ pub struct AiSection {
 pub enum Harness {
     /// Claude Code.
     Claude,
-    /// OpenAI Codex CLI.
+    /// The Codex CLI.
     Codex,
     /// Gemini CLI.
     Gemini,
-    /// OpenCode.
+    /// The opencode CLI.
     Opencode,
     /// Cursor.
     Cursor,
@@ -316,8 +319,14 @@ pub enum Harness {
 
 impl Harness {
     /// Every harness, in canonical order.
-    pub const ALL: [Self; 6] =
-        [Self::Claude, Self::Codex, Self::Gemini, Self::Opencode, Self::Cursor, Self::Vscode];
+    pub const ALL: [Self; 6] = [
+        Self::Claude,
+        Self::Codex,
+        Self::Gemini,
+        Self::Opencode,
+        Self::Cursor,
+        Self::Vscode,
+    ];
 
     /// The id used in `aibox.toml`.
     pub fn as_str(self) -> &'static str {
@@ -415,7 +424,7 @@ fn yes() -> bool {
 #[serde(deny_unknown_fields)]
 pub struct Gateway {
     /// `auto` uses the gateway when its skill is installed; `separate` registers each
-    /// skill's server on its own; `off` never uses the gateway.
+    /// skill's server on its own.
     #[serde(default)]
     pub mode: GatewayMode,
     /// Address the gateway daemon binds to; loopback only.

@@ -1,1 +1,24 @@
 //! `aibox-engine`: the plan/apply engine shared by the CLI and embedders.
+//!
+//! [`plan`] computes every file aibox would write (with its owner) from the project's
+//! configuration; [`apply`] writes it through the single guarded writer
+//! ([`writer`]): atomic, write-if-changed, inside a closed perimeter, lock file last,
+//! under a project lock.
+
+mod apply;
+mod error;
+pub mod plan;
+pub mod sources;
+pub mod writer;
+
+pub use apply::{ApplyOptions, ApplyReport, FileAction, FileReport, apply};
+pub use error::EngineError;
+pub use plan::{Plan, PlanBuilder, PlanContext, PlanOptions, plan};
+
+// Modules owned by other features (one line each):
+pub mod doctor;
+pub mod config_edit;
+pub mod init;
+pub mod lifecycle;
+mod mcp_list;
+pub use mcp_list::mcp_list;

@@ -1,1 +1,73 @@
 //! `aibox-policy`: pure security policy gates.
+//!
+//! Every function here takes texts and the configuration and returns decisions or
+//! [`Finding`]s; nothing reads a file, spawns a process or touches the network. The engine
+//! reads the files and hands their text in, so the same gates run in `apply` (blocking),
+//! `up` and `doctor` (reporting).
+//!
+//! - [`seccomp`]: the Codex seccomp posture and the generated seccomp profile.
+//! - [`gate`]: dangerous options in Compose files, `devcontainer.json` and bind mounts.
+//! - [`secrets`]: the secret scanner for committed and generated files.
+//! - [`redact`]: redaction of diagnostics before they are shown or written.
+
+pub mod gate;
+pub mod redact;
+pub mod seccomp;
+pub mod secrets;
+
+mod finding;
+mod text;
+
+pub use finding::{Consent, Finding, Severity, has_errors};
+pub use gate::{
+    check_compose, check_devcontainer_json, check_plan, check_run_args, check_seccomp_profile,
+    check_volumes,
+};
+pub use redact::{MASK, Redactor, redact};
+pub use seccomp::{
+    PROFILE_PATH, PROFILE_SECURITY_OPT, SeccompPosture, SecurityDecision, UNCONFINED_SECURITY_OPT,
+    container_security, generated_profile, generated_profile_sha256, sha256_hex,
+};
+pub use secrets::{TextKind, scan_secrets};
+
+use miette::Diagnostic;
+
+/// Errors of this crate: decisions that block an operation outright.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum PolicyError {
+    /// Codex's sandbox strategy relaxes seccomp but the owner has not consented.
+    #[error(
+        "Codex's sandbox strategy `{strategy}` relaxes the container's seccomp filter, but \
+         `[security] {key} = true` is not set in aibox.toml"
+    )]
+    #[diagnostic(code(aibox::policy::seccomp_consent), help("{help}"))]
+    SeccompConsent {
+        /// The configured `[security] codex_sandbox` value.
+        strategy: &'static str,
+        /// The consent key that is missing.
+        key: &'static str,
+        /// Why, what the key means, and the narrower alternatives, in that order.
+        help: String,
+    },
+    /// The planned files (or the user-owned files they run with) break security rules.
+    #[error("{summary}")]
+    #[diagnostic(code(aibox::policy::gate), help("{details}"))]
+    Gate {
+        /// One line: how many rules are broken, in which files.
+        summary: String,
+        /// Every error finding with its location and fix.
+        details: String,
+        /// The findings (errors and warnings).
+        findings: Vec<Finding>,
+    },
+    /// The vendored base seccomp profile could not be turned into the generated profile.
+    #[error("the built-in seccomp profile is malformed: {reason}")]
+    #[diagnostic(
+        code(aibox::policy::seccomp_profile_internal),
+        help("this is a bug in aibox; please report it with `aibox doctor --report FILE`")
+    )]
+    BaseProfile {
+        /// What is wrong with it.
+        reason: String,
+    },
+}

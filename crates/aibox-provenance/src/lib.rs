@@ -1,1 +1,36 @@
-//! `aibox-provenance`: lock file, digests, verified downloads, safe extraction, processkit content.
+//! `aibox-provenance`: lock records, SHA-256 digests, verified downloads, safe archive
+//! extraction, processkit install, lossless three-way upgrade and per-file integrity.
+//!
+//! The flow: [`fetch_release`] resolves `[processkit]` into a [`VerifiedRelease`]
+//! (digest checked against the pin, the lock or the `.sha256` sidecar; archive validated
+//! entry by entry in memory), [`plan_install`] compares base, release and live files
+//! before anything is written, [`apply_plan`] writes the plan atomically, and
+//! [`integrity`] checks the installed files against the per-file manifest at any time.
+
+pub mod cache;
+pub mod catalog;
+pub mod digest;
+pub mod error;
+pub mod extract;
+pub mod fetch;
+pub mod install;
+pub mod integrity;
+pub mod lock;
+pub mod migration;
+pub mod record;
+pub mod servers;
+pub mod source;
+pub mod time;
+
+pub use cache::Cache;
+pub use digest::{Sha256, parse_sidecar};
+pub use error::{ProvenanceError, Result};
+pub use extract::{ExtractLimits, Payload, PayloadFile};
+pub use fetch::{HttpOptions, Progress};
+pub use install::{
+    Action, Class, FileDecision, InstallPlan, PlanOptions, apply_plan, plan_install,
+};
+pub use integrity::{IntegrityReport, IntegrityStatus, integrity};
+pub use record::{Marker, ProcesskitLock};
+pub use servers::ProcesskitServer;
+pub use source::{FetchOptions, Verification, VerifiedRelease, fetch_release, tree_digest};

@@ -1,1 +1,23 @@
 //! `aibox-runtime`: container engine detection and the Compose lifecycle.
+//!
+//! This is the only aibox crate that spawns processes. [`Runtime::detect`] picks Podman
+//! or Docker and a Compose provider ([`detect`]); a [`Target`] names one project's
+//! container, image and Compose file; [`Runtime`] then builds, starts, stops, inspects
+//! and runs commands in it. Every external command has a deadline, long steps report
+//! [`Event`]s to a callback instead of printing, and a container that belongs to another
+//! project is refused, never adopted or removed.
+
+pub mod detect;
+mod error;
+mod lifecycle;
+mod process;
+
+pub use detect::{
+    COMPOSE_ENV, ComposeCli, ComposeKind, DetectEnv, Detected, ENGINE_ENV, Engine, EngineCli,
+};
+pub use error::RuntimeError;
+pub use lifecycle::{
+    COMPOSE_FILE, COMPOSE_OVERRIDE_FILE, COMPOSE_PROJECT_LABELS, ContainerState, Event,
+    ExecRequest, PROJECT_LABEL, Progress, Runtime, Status, Target, Timeouts, UpOptions,
+    WORKSPACE_DIR,
+};

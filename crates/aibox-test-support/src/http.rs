@@ -1,1 +1,194 @@
-//! Test helpers: http (see the crate docs).
+//! Test helpers: a bounded loopback HTTP server with fault injection, plus (in
+//! [`release`]) a generator of realistic synthetic processkit releases and hostile
+//! archives.
+//!
+//! The server listens on `127.0.0.1:0`, serves one connection at a time on one thread
+//! (`Connection: close`), and records every request path so tests can assert that
+//! nothing was fetched. Faults: any status, redirects (loops included), slow responses
+//! and truncated bodies.
+
+pub mod release;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// One route's behaviour.
+#[derive(Debug, Clone, Default)]
+pub struct Route {
+    /// Status code (200 when zero).
+    pub status: u16,
+    /// Body bytes.
+    pub body: Vec<u8>,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// Wait this long before answering (a slow server).
+    pub delay: Duration,
+    /// Announce the full length but send only this many body bytes, then close.
+    pub truncate_at: Option<usize>,
+}
+
+impl Route {
+    /// 200 with a body.
+    pub fn ok(body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status: 200,
+            body: body.into(),
+            ..Self::default()
+        }
+    }
+    /// An error status with a short text body.
+    pub fn status(status: u16) -> Self {
+        Self {
+            status,
+            body: format!("status {status}\n").into_bytes(),
+            ..Self::default()
+        }
+    }
+    /// A 302 redirect to `location` (absolute URL or absolute path).
+    pub fn redirect(location: &str) -> Self {
+        Self {
+            status: 302,
+            headers: vec![("Location".into(), location.into())],
+            ..Self::default()
+        }
+    }
+    /// Delays the answer.
+    #[must_use]
+    pub fn slow(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+    /// Truncates the body after `n` bytes while announcing the full length.
+    #[must_use]
+    pub fn truncated(mut self, n: usize) -> Self {
+        self.truncate_at = Some(n);
+        self
+    }
+}
+
+type Routes = Arc<Mutex<HashMap<String, Route>>>;
+
+/// A loopback HTTP/1.1 server for tests; stops when dropped.
+pub struct Server {
+    addr: SocketAddr,
+    routes: Routes,
+    hits: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts a server on `127.0.0.1:0`.
+    pub fn start() -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let routes: Routes = Arc::default();
+        let hits: Arc<Mutex<Vec<String>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (routes, hits, stop) = (routes.clone(), hits.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    if let Ok(stream) = stream {
+                        serve(stream, &routes, &hits);
+                    }
+                }
+            })
+        };
+        Ok(Self {
+            addr,
+            routes,
+            hits,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// `http://127.0.0.1:<port>` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Sets the route for an exact path.
+    pub fn route(&self, path: &str, route: Route) {
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(path.to_owned(), route);
+    }
+
+    /// Every requested path, in order.
+    pub fn hits(&self) -> Vec<String> {
+        self.hits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How often `path` was requested.
+    pub fn hit_count(&self, path: &str) -> usize {
+        self.hits().iter().filter(|h| *h == path).count()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(mut stream: TcpStream, routes: &Routes, hits: &Mutex<Vec<String>>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+    // Read the request head, bounded to 16 KiB.
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&head);
+    let path = text.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    hits.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(path.clone());
+    let route = routes
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&path)
+        .cloned()
+        .unwrap_or_else(|| Route::status(404));
+    std::thread::sleep(route.delay);
+    let status = if route.status == 0 { 200 } else { route.status };
+    let mut out = format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+        route.body.len()
+    );
+    for (k, v) in &route.headers {
+        let _ = write!(out, "{k}: {v}\r\n");
+    }
+    out.push_str("\r\n");
+    let body = &route.body[..route
+        .truncate_at
+        .unwrap_or(route.body.len())
+        .min(route.body.len())];
+    let _ = stream.write_all(out.as_bytes());
+    let _ = stream.write_all(body);
+    let _ = stream.flush();
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}

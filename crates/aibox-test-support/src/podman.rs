@@ -1,1 +1,370 @@
-//! Test helpers: podman (see the crate docs).
+//! A real Podman for end-to-end tests, configured for this kind of machine.
+//!
+//! [`Podman::ready`] writes a project-local `containers.conf` under the workspace
+//! `target/` folder (the `runc` runtime and lowered ulimits that CI machines need; see
+//! `shared/specs/container-runtime-notes.md`), hands it to child processes through
+//! `CONTAINERS_CONF`, and builds the base image [`BASE_IMAGE`] with debootstrap when it
+//! is missing. The build holds a file lock, so parallel tests build it once; later runs
+//! reuse the cached image. This file is a test-harness setting: aibox never writes it
+//! for its users.
+//!
+//! [`DockerApi`] serves Podman's Docker-compatible API on a socket under `target/` for
+//! tools that only speak to Docker (`docker-compose`, the devcontainer CLI).
+//!
+//! A missing tool fails the test with a message naming what to install; nothing here
+//! skips silently.
+
+// A test harness must stop the test loudly, with an actionable message, when the machine
+// is not prepared; panicking is how a test fails.
+#![allow(clippy::panic)]
+
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// The locally built Debian base image every end-to-end project starts `FROM`.
+pub const BASE_IMAGE: &str = "localhost/aibox-test-base:bookworm";
+
+/// Contents of the harness's `containers.conf`.
+const CONTAINERS_CONF: &str = "\
+# Written by aibox's test harness for CI machines (cgroup v1 hybrid mode, no
+# CAP_SYS_RESOURCE): use runc and lower the default ulimits.
+[containers]
+default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"]
+[engine]
+runtime = \"runc\"
+";
+
+const INSTALL_HINT: &str = "install the container tools first: `apt-get install -y podman runc \
+     debootstrap podman-compose docker-compose uidmap slirp4netns fuse-overlayfs catatonit`";
+
+/// A prepared Podman: its configuration file and the base image are in place.
+#[derive(Debug, Clone)]
+pub struct Podman {
+    dir: Utf8PathBuf,
+    conf: Utf8PathBuf,
+}
+
+/// The folder for the harness's files: `<target dir>/aibox-podman`.
+pub fn harness_dir() -> Utf8PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(
+        |_| crate::workspace_root().join("target"),
+        Utf8PathBuf::from,
+    );
+    target.join("aibox-podman")
+}
+
+/// Finds `name` on `PATH`, or fails the test with `hint`.
+pub fn require_program(name: &str, hint: &str) -> PathBuf {
+    find_program(name, std::env::var_os("PATH").as_deref())
+        .unwrap_or_else(|| panic!("`{name}` is not on PATH; {hint}"))
+}
+
+fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(path?).find_map(|dir| {
+        let candidate = dir.join(name);
+        let meta = fs_err::metadata(&candidate).ok()?;
+        (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
+    })
+}
+
+impl Podman {
+    /// Checks that Podman is installed, writes `containers.conf` and makes sure the base
+    /// image exists (building it with debootstrap the first time). Fails the test with
+    /// instructions when a tool is missing.
+    pub fn ready() -> Self {
+        require_program("podman", INSTALL_HINT);
+        require_program("runc", INSTALL_HINT);
+        let dir = harness_dir();
+        fs_err::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create the Podman harness folder: {e}"));
+        let conf = dir.join("containers.conf");
+        // Written only when different, so concurrent tests never see a half-written file.
+        if fs_err::read_to_string(&conf).ok().as_deref() != Some(CONTAINERS_CONF) {
+            static SEQ: AtomicU32 = AtomicU32::new(0);
+            let n = SEQ.fetch_add(1, Ordering::Relaxed);
+            let tmp = dir.join(format!("containers.conf.{}.{n}", std::process::id()));
+            fs_err::write(&tmp, CONTAINERS_CONF)
+                .and_then(|()| fs_err::rename(&tmp, &conf))
+                .unwrap_or_else(|e| panic!("cannot write {conf}: {e}"));
+        }
+        let podman = Self { dir, conf };
+        podman.ensure_base_image();
+        podman
+    }
+
+    /// The `containers.conf` this harness uses.
+    pub fn containers_conf(&self) -> &Utf8Path {
+        &self.conf
+    }
+
+    /// The variables a child process needs to use this Podman (`CONTAINERS_CONF`).
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![("CONTAINERS_CONF".to_owned(), self.conf.to_string())]
+    }
+
+    /// Sets [`Podman::env`] on `cmd`.
+    pub fn configure<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.envs(self.env())
+    }
+
+    /// A `podman` command with the harness configuration.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new("podman");
+        self.configure(&mut cmd);
+        cmd
+    }
+
+    /// Runs `podman ARGS...` and returns its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run podman {args:?}: {e}"))
+    }
+
+    /// `podman container inspect NAME` as JSON, or `None` when no such container exists.
+    pub fn inspect_container(&self, name: &str) -> Option<serde_json::Value> {
+        let out = self.run(&["container", "inspect", name]);
+        if !out.status.success() {
+            return None;
+        }
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("podman inspect printed no JSON: {e}"));
+        value.as_array().and_then(|a| a.first()).cloned()
+    }
+
+    /// Whether `image` exists locally.
+    pub fn image_exists(&self, image: &str) -> bool {
+        self.run(&["image", "exists", image]).status.success()
+    }
+
+    /// Removes a container (if any), ignoring errors: cleanup must not mask a failure.
+    pub fn remove_container(&self, name: &str) {
+        let _ = self.run(&["rm", "-f", "-t", "0", name]);
+    }
+
+    /// Removes an image (if any), ignoring errors.
+    pub fn remove_image(&self, image: &str) {
+        let _ = self.run(&["rmi", "-f", image]);
+    }
+
+    /// Starts Podman's Docker-compatible API service on a fresh socket under `target/`.
+    pub fn docker_api(&self) -> DockerApi {
+        DockerApi::start(self)
+    }
+
+    fn ensure_base_image(&self) {
+        if self.image_exists(BASE_IMAGE) {
+            return;
+        }
+        let lock_path = self.dir.join("base-image.lock");
+        let lock = fs_err::File::create(&lock_path)
+            .unwrap_or_else(|e| panic!("cannot create {lock_path}: {e}"));
+        lock.file()
+            .lock()
+            .unwrap_or_else(|e| panic!("cannot lock {lock_path}: {e}"));
+        // Another test may have built it while we waited for the lock.
+        if self.image_exists(BASE_IMAGE) {
+            return;
+        }
+        require_program("debootstrap", INSTALL_HINT);
+        let rootfs = self.dir.join("rootfs");
+        if rootfs.exists() {
+            fs_err::remove_dir_all(&rootfs)
+                .unwrap_or_else(|e| panic!("cannot clear a stale {rootfs}: {e}"));
+        }
+        let out = Command::new("timeout")
+            .args(["900", "debootstrap", "--variant=minbase", "bookworm"])
+            .arg(rootfs.as_str())
+            .arg("http://deb.debian.org/debian")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run debootstrap: {e}"));
+        assert!(
+            out.status.success(),
+            "debootstrap of the base image failed (it needs root and access to \
+             deb.debian.org): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.import(&rootfs);
+        let _ = fs_err::remove_dir_all(&rootfs);
+        assert!(
+            self.image_exists(BASE_IMAGE),
+            "{BASE_IMAGE} is still missing after the build"
+        );
+    }
+
+    fn import(&self, rootfs: &Utf8Path) {
+        let mut tar = Command::new("tar")
+            .args(["-C", rootfs.as_str(), "-c", "."])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run tar: {e}"));
+        let tar_out = tar
+            .stdout
+            .take()
+            .unwrap_or_else(|| panic!("tar has no stdout"));
+        let out = self
+            .command()
+            .args(["import", "-", BASE_IMAGE])
+            .stdin(tar_out)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run podman import: {e}"));
+        let tar_status = tar.wait().unwrap_or_else(|e| panic!("tar failed: {e}"));
+        assert!(
+            tar_status.success() && out.status.success(),
+            "importing the base image failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A running `podman system service` that speaks the Docker API on a Unix socket.
+/// Dropping it stops the service.
+#[derive(Debug)]
+pub struct DockerApi {
+    child: Child,
+    dir: Utf8PathBuf,
+    socket: Utf8PathBuf,
+}
+
+impl DockerApi {
+    fn start(podman: &Podman) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = podman.dir.join(format!("api-{}-{n}", std::process::id()));
+        fs_err::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {dir}: {e}"));
+        let socket = dir.join("podman.sock");
+        let log_path = dir.join("service.log");
+        let log = fs_err::File::create(&log_path)
+            .unwrap_or_else(|e| panic!("cannot create {log_path}: {e}"));
+        let log_err = log
+            .file()
+            .try_clone()
+            .unwrap_or_else(|e| panic!("cannot dup log: {e}"));
+        let child = podman
+            .command()
+            .args(["system", "service", "--time=0", &format!("unix://{socket}")])
+            .stdin(Stdio::null())
+            .stdout(log.into_parts().0)
+            .stderr(log_err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `podman system service`: {e}"));
+        let mut api = Self { child, dir, socket };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !api.answers() {
+            if let Ok(Some(status)) = api.child.try_wait() {
+                panic!(
+                    "`podman system service` exited ({status}): {}",
+                    fs_err::read_to_string(&log_path).unwrap_or_default()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the Podman API socket {} did not answer within 30 s",
+                api.socket
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        api
+    }
+
+    /// The value for `DOCKER_HOST`.
+    pub fn docker_host(&self) -> String {
+        format!("unix://{}", self.socket)
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &Utf8Path {
+        &self.socket
+    }
+
+    fn answers(&self) -> bool {
+        let Ok(mut stream) = UnixStream::connect(&self.socket) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        if stream
+            .write_all(b"GET /_ping HTTP/1.0\r\nHost: d\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut reply = String::new();
+        let _ = stream.read_to_string(&mut reply);
+        reply.starts_with("HTTP/1.") && reply.contains(" 200 ")
+    }
+}
+
+impl Drop for DockerApi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs_err::remove_dir_all(&self.dir);
+    }
+}
+
+/// Removes the named containers and images when dropped, so a failing test still
+/// cleans up after itself.
+#[derive(Debug)]
+pub struct Cleanup {
+    podman: Podman,
+    containers: Vec<String>,
+    images: Vec<String>,
+    networks: Vec<String>,
+}
+
+impl Cleanup {
+    /// A cleanup list for `podman`.
+    pub fn new(podman: &Podman) -> Self {
+        Self {
+            podman: podman.clone(),
+            containers: Vec::new(),
+            networks: Vec::new(),
+            images: Vec::new(),
+        }
+    }
+
+    /// Removes this container at the end (and now, if a stale one exists).
+    pub fn container(&mut self, name: &str) -> &mut Self {
+        self.podman.remove_container(name);
+        self.containers.push(name.to_owned());
+        self
+    }
+
+    /// Removes this network at the end (Compose creates `<project>_default`).
+    pub fn network(&mut self, network: &str) -> &mut Self {
+        self.networks.push(network.to_owned());
+        self
+    }
+
+    /// Removes this image at the end.
+    pub fn image(&mut self, image: &str) -> &mut Self {
+        self.images.push(image.to_owned());
+        self
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for name in &self.containers {
+            self.podman.remove_container(name);
+        }
+        for image in &self.images {
+            self.podman.remove_image(image);
+        }
+        for network in &self.networks {
+            let _ = self.podman.run(&["network", "rm", "-f", network]);
+        }
+    }
+}

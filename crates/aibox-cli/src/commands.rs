@@ -1,0 +1,407 @@
+//! One function per subcommand: resolve the project, call the library, render, pick the
+//! exit code.
+
+use std::io::IsTerminal;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use clap::CommandFactory;
+
+use crate::Exit;
+use crate::args::{
+    ApplyArgs, Cli, Command, ConfigCommand, DoctorArgs, ExecArgs, Global, InitArgs, McpCommand,
+    Output, UpArgs,
+};
+use crate::render;
+
+/// A failed command: the diagnostic to show and the exit code to return.
+pub struct Failure {
+    pub report: miette::Report,
+    pub exit: Exit,
+}
+
+impl Failure {
+    fn user(e: impl Into<miette::Report>) -> Self {
+        Self { report: e.into(), exit: Exit::User }
+    }
+    fn env(e: impl Into<miette::Report>) -> Self {
+        Self { report: e.into(), exit: Exit::Environment }
+    }
+}
+
+type Outcome = Result<Exit, Failure>;
+
+/// Runs the parsed command line.
+pub fn run(cli: &Cli) -> Outcome {
+    let g = &cli.global;
+    match &cli.command {
+        Command::Completion { shell } => {
+            let mut cmd = Cli::command();
+            let mut buf = Vec::new();
+            clap_complete::generate(*shell, &mut cmd, "aibox", &mut buf);
+            render::out(String::from_utf8_lossy(&buf).trim_end());
+            Ok(Exit::Ok)
+        }
+        Command::Docs { page } => {
+            let text = if page == "cli" {
+                crate::docs::cli_reference()
+            } else {
+                crate::docs::config_reference()
+            };
+            render::out(text.trim_end());
+            Ok(Exit::Ok)
+        }
+        Command::Init(args) => init(g, args),
+        Command::Apply(args) => apply(g, args),
+        Command::Up(args) => up(g, args),
+        Command::Down => down(g),
+        Command::Status => status(g),
+        Command::Exec(args) => exec(g, args),
+        Command::Doctor(args) => doctor(g, args),
+        Command::Config(cmd) => config(g, cmd),
+        Command::Mcp(McpCommand::List) => mcp_list(g),
+    }
+}
+
+/// The project root: `--project DIR` as given, else the nearest parent with `aibox.toml`.
+fn project_root(explicit: Option<&Utf8Path>) -> Result<Utf8PathBuf, Failure> {
+    if let Some(dir) = explicit {
+        return Ok(dir.to_owned());
+    }
+    aibox_config::find_project_root(&cwd()?).map_err(Failure::user)
+}
+
+fn cwd() -> Result<Utf8PathBuf, Failure> {
+    let cwd = std::env::current_dir().map_err(|e| {
+        Failure::env(miette::miette!(
+            code = "aibox::cli::cwd",
+            "cannot read the current directory: {e}"
+        ))
+    })?;
+    Utf8PathBuf::from_path_buf(cwd).map_err(|p| {
+        Failure::user(miette::miette!(
+            code = "aibox::cli::non_utf8_path",
+            "the current directory is not valid UTF-8: {}",
+            p.display()
+        ))
+    })
+}
+
+fn json_or(g: &Global, value: &impl serde::Serialize, human: impl FnOnce()) -> Result<(), Failure> {
+    if g.output == Output::Json {
+        render::json(value).map_err(|report| Failure { report, exit: Exit::Internal })
+    } else {
+        human();
+        Ok(())
+    }
+}
+
+fn init(g: &Global, args: &InitArgs) -> Outcome {
+    let dir = match &g.project {
+        Some(d) => d.clone(),
+        None => cwd()?,
+    };
+    let name = match &args.name {
+        Some(n) => n.clone(),
+        None => dir
+            .canonicalize_utf8()
+            .ok()
+            .and_then(|p| p.file_name().map(ToOwned::to_owned))
+            .unwrap_or_else(|| "project".to_owned()),
+    };
+    let mut harnesses = args.harnesses.clone();
+    let interactive = !g.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if harnesses.is_empty() && interactive {
+        let answer = ask("Harnesses to enable (comma-separated: claude, codex, gemini, opencode, cursor, vscode)", "claude")?;
+        harnesses = answer.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+    }
+    if harnesses.is_empty() {
+        harnesses.push("claude".to_owned());
+    }
+    let mut parsed = Vec::new();
+    for h in &harnesses {
+        let Some(harness) = aibox_config::Harness::parse(h) else {
+            return Err(Failure::user(miette::miette!(
+                code = "aibox::init::unknown_harness",
+                help = "known harnesses: claude, codex, gemini, opencode, cursor, vscode",
+                "unknown harness `{h}`"
+            )));
+        };
+        if !parsed.contains(&harness) {
+            parsed.push(harness);
+        }
+    }
+    let context_mode = match args.context_mode.as_deref() {
+        Some("harness-only") => aibox_config::ContextMode::HarnessOnly,
+        Some(_) => aibox_config::ContextMode::Processkit,
+        None if interactive => {
+            let answer = ask("Context mode (processkit | harness-only)", "harness-only")?;
+            if answer == "processkit" {
+                aibox_config::ContextMode::Processkit
+            } else {
+                aibox_config::ContextMode::HarnessOnly
+            }
+        }
+        None if args.processkit_source.is_some() => aibox_config::ContextMode::Processkit,
+        None => aibox_config::ContextMode::HarnessOnly,
+    };
+    let opts = aibox_config::init::InitOptions {
+        name,
+        harnesses: parsed,
+        context_mode,
+        processkit_source: args.processkit_source.clone(),
+        processkit_version: args.processkit_version.clone(),
+        base_image: args.base_image.clone(),
+    };
+    let report = aibox_engine::init::init(&dir, &opts).map_err(Failure::user)?;
+    let summary = serde_json::json!({
+        "aibox_toml": report.aibox_toml,
+        "gitignore": report.gitignore,
+        "gitignore_added": report.gitignore_added,
+    });
+    json_or(g, &summary, || {
+        render::note(g.quiet, &format!("created {}", report.aibox_toml));
+        if !report.gitignore_added.is_empty() {
+            render::note(
+                g.quiet,
+                &format!("added {} entries to {}", report.gitignore_added.len(), report.gitignore),
+            );
+        }
+        render::note(g.quiet, "next: review aibox.toml, then run `aibox apply`");
+    })?;
+    Ok(Exit::Ok)
+}
+
+fn ask(question: &str, default: &str) -> Result<String, Failure> {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{question} [{default}]: ");
+    let _ = err.flush();
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).map_err(|e| {
+        Failure::env(miette::miette!(code = "aibox::cli::stdin", "cannot read the answer: {e}"))
+    })?;
+    let line = line.trim();
+    Ok(if line.is_empty() { default.to_owned() } else { line.to_owned() })
+}
+
+fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
+    let root = project_root(g.project.as_deref())?;
+    let opts = aibox_engine::ApplyOptions {
+        dry_run: args.dry_run,
+        check: args.check,
+        force: args.force,
+        ..aibox_engine::ApplyOptions::default()
+    };
+    let report = aibox_engine::apply(&root, &opts).map_err(Failure::user)?;
+    json_or(g, &report, || {
+        for f in &report.files {
+            if f.action.changes() || g.verbose > 0 {
+                let verb = if report.wrote_nothing {
+                    format!("would be {}", f.action.as_str())
+                } else {
+                    f.action.as_str().to_owned()
+                };
+                render::note(g.quiet, &format!("{verb:>22}  {}", f.path));
+            }
+            if let Some(b) = &f.backup {
+                render::note(g.quiet, &format!("{:>22}  previous contents saved to {b}", ""));
+            }
+            if let Some(d) = &f.diff {
+                render::out(d.trim_end());
+            }
+        }
+        let changed = report.files.iter().filter(|f| f.action.changes()).count();
+        let summary = match (report.wrote_nothing, changed) {
+            (_, 0) => "everything is up to date".to_owned(),
+            (true, n) => format!("{n} file(s) would change"),
+            (false, n) => format!("{n} file(s) written"),
+        };
+        render::note(g.quiet, &summary);
+    })?;
+    if args.check && report.changed() {
+        return Ok(Exit::Problems);
+    }
+    if args.build {
+        let opts = aibox_engine::lifecycle::LifecycleOptions::default();
+        aibox_engine::lifecycle::build(&root, &opts, &mut |e| progress(g, e))
+            .map_err(Failure::env)?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn progress(g: &Global, event: &aibox_runtime::Event) {
+    use aibox_runtime::Event;
+    let line = match event {
+        Event::Building { image } => format!("building image {image} ..."),
+        Event::Starting { container } => format!("starting {container} ..."),
+        Event::Waiting { container } => format!("waiting for {container} to run ..."),
+        Event::Running { container, id } => {
+            format!("{container} is running ({})", id.get(..12).unwrap_or(id))
+        }
+        Event::AlreadyRunning { container } => format!("{container} is already running"),
+        Event::Stopping { container } => format!("stopping {container} ..."),
+        Event::Output { line } => {
+            if g.verbose == 0 {
+                return;
+            }
+            format!("  | {line}")
+        }
+        _ => return,
+    };
+    render::note(g.quiet, &line);
+}
+
+fn up(g: &Global, args: &UpArgs) -> Outcome {
+    let root = project_root(g.project.as_deref())?;
+    let opts = aibox_engine::lifecycle::UpOptions { build: args.build, ..Default::default() };
+    let report =
+        aibox_engine::lifecycle::up(&root, &opts, &mut |e| progress(g, e)).map_err(lifecycle_failure)?;
+    json_or(g, &report, || {})?;
+    Ok(Exit::Ok)
+}
+
+fn lifecycle_failure(e: aibox_engine::lifecycle::LifecycleError) -> Failure {
+    use aibox_engine::lifecycle::LifecycleError;
+    match e {
+        LifecycleError::Engine(_) => Failure::user(e),
+        _ => Failure::env(e),
+    }
+}
+
+fn down(g: &Global) -> Outcome {
+    let root = project_root(g.project.as_deref())?;
+    let opts = aibox_engine::lifecycle::LifecycleOptions::default();
+    let status = aibox_engine::lifecycle::down(&root, &opts, &mut |e| progress(g, e))
+        .map_err(lifecycle_failure)?;
+    json_or(g, &status, || render::note(g.quiet, &format!("{} is {}", status.container, status.state)))?;
+    Ok(Exit::Ok)
+}
+
+fn status(g: &Global) -> Outcome {
+    let root = project_root(g.project.as_deref())?;
+    let opts = aibox_engine::lifecycle::LifecycleOptions::default();
+    let status = aibox_engine::lifecycle::status(&root, &opts).map_err(lifecycle_failure)?;
+    json_or(g, &status, || {
+        render::out(&format!("container: {}", status.container));
+        render::out(&format!("state:     {}", status.state));
+        render::out(&format!("image:     {}", status.image));
+        if let Some(id) = &status.container_id {
+            render::out(&format!("id:        {id}"));
+        }
+    })?;
+    Ok(Exit::Ok)
+}
+
+fn exec(g: &Global, args: &ExecArgs) -> Outcome {
+    let root = project_root(g.project.as_deref())?;
+    let opts = aibox_engine::lifecycle::LifecycleOptions::default();
+    let code = aibox_engine::lifecycle::exec(&root, &opts, &args.cmd, &args.env)
+        .map_err(lifecycle_failure)?;
+    // The command's own exit code is the result; clamp it into a process exit code.
+    std::process::exit(code.clamp(0, 255));
+}
+
+fn doctor(g: &Global, args: &DoctorArgs) -> Outcome {
+    let root = project_root(g.project.as_deref())?;
+    let _ = args;
+    let report = aibox_engine::doctor::doctor(&root, &aibox_engine::doctor::DoctorOptions::default())
+        .map_err(Failure::user)?;
+    if let Some(path) = &args.report {
+        aibox_engine::doctor::write_report(&root, &report, path).map_err(Failure::env)?;
+        render::note(
+            g.quiet,
+            &format!("wrote {path}; it is redacted, but read it before you attach it anywhere public"),
+        );
+    }
+    json_or(g, &report, || render::out(report.render_human().trim_end()))?;
+    Ok(if report.has_errors() { Exit::Problems } else { Exit::Ok })
+}
+
+fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
+    match cmd {
+        ConfigCommand::Schema { local } => {
+            let schema = if *local {
+                aibox_config::schema::local_toml_schema()
+            } else {
+                aibox_config::schema::aibox_toml_schema()
+            };
+            render::out(aibox_config::schema::render_schema(&schema).trim_end());
+            Ok(Exit::Ok)
+        }
+        ConfigCommand::Validate => {
+            let root = project_root(g.project.as_deref())?;
+            aibox_config::load_project(&root).map_err(Failure::user)?;
+            json_or(g, &serde_json::json!({ "valid": true, "project": root }), || {
+                render::note(g.quiet, &format!("{root}/aibox.toml is valid"));
+            })?;
+            Ok(Exit::Ok)
+        }
+        ConfigCommand::Get { key } => {
+            let root = project_root(g.project.as_deref())?;
+            let path = root.join(aibox_config::AIBOX_TOML);
+            let text = read(&path)?;
+            match aibox_config::edit::get(&text, key).map_err(Failure::user)? {
+                Some(v) => {
+                    json_or(g, &serde_json::json!({ "key": key, "value": v }), || render::out(&v))?;
+                    Ok(Exit::Ok)
+                }
+                None => Err(Failure::user(miette::miette!(
+                    code = "aibox::config::key_not_set",
+                    help = "`aibox config schema` lists every key",
+                    "`{key}` is not set in {path}"
+                ))),
+            }
+        }
+        ConfigCommand::Set { key, value, local } => {
+            let root = project_root(g.project.as_deref())?;
+            let file = if *local {
+                aibox_config::edit::ConfigFile::Local
+            } else {
+                aibox_config::edit::ConfigFile::Team
+            };
+            let path = aibox_engine::config_edit::config_set(&root, file, key, value)
+                .map_err(Failure::user)?;
+            render::note(g.quiet, &format!("set {key} in {path}"));
+            Ok(Exit::Ok)
+        }
+    }
+}
+
+fn read(path: &Utf8Path) -> Result<String, Failure> {
+    fs_err::read_to_string(path).map_err(|e| {
+        Failure::user(miette::miette!(code = "aibox::cli::read", "cannot read {path}: {e}"))
+    })
+}
+
+fn mcp_list(g: &Global) -> Outcome {
+    let root = project_root(g.project.as_deref())?;
+    let servers = aibox_engine::mcp_list(&root).map_err(Failure::user)?;
+    json_or(g, &servers, || {
+        if servers.is_empty() {
+            render::out("no MCP servers are configured");
+        }
+        for s in &servers {
+            let target = s.target_file.as_deref().unwrap_or("-");
+            let tools = if s.allowed_tools.is_empty() {
+                "(ask)".to_owned()
+            } else {
+                s.allowed_tools.join(", ")
+            };
+            render::out(&format!(
+                "{:<9} {:<20} {:<10} {:<6} -> {target}",
+                s.harness.as_str(),
+                s.name,
+                format!("{:?}", s.origin).to_lowercase(),
+                s.transport
+            ));
+            render::out(&format!("{:<9} trust: {}; allowed tools: {tools}", "", s.trust_scope));
+            if let Some(why) = &s.skipped {
+                render::out(&format!("{:<9} not registered: {why}", ""));
+            }
+            for note in &s.notes {
+                render::out(&format!("{:<9} note: {note}", ""));
+            }
+        }
+    })?;
+    Ok(Exit::Ok)
+}

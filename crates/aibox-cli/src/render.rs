@@ -1,0 +1,51 @@
+//! Rendering: the only place that writes to the terminal.
+
+use std::io::{IsTerminal, Write};
+
+use crate::args::Color;
+
+/// Configures miette's graphical handler for the chosen colour mode.
+pub fn install_miette_hook(color: Color) {
+    let colored = match color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal(),
+    };
+    // A hook can only be set once per process; a second call is harmless to ignore.
+    let _ = miette::set_hook(Box::new(move |_| {
+        let theme = if colored {
+            miette::GraphicalTheme::unicode()
+        } else {
+            miette::GraphicalTheme::unicode_nocolor()
+        };
+        Box::new(miette::GraphicalReportHandler::new_themed(theme).with_context_lines(2))
+    }));
+}
+
+/// Prints a diagnostic to stderr.
+pub fn error(report: &miette::Report) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{report:?}");
+}
+
+/// Prints a line of normal output to stdout.
+pub fn out(line: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{line}");
+}
+
+/// Prints a progress or status line to stderr (suppressed by `--quiet`).
+pub fn note(quiet: bool, line: &str) {
+    if !quiet {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+    }
+}
+
+/// Prints a value as pretty JSON to stdout.
+pub fn json<T: serde::Serialize>(value: &T) -> Result<(), miette::Report> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| miette::miette!(code = "aibox::cli::json", "cannot render JSON: {e}"))?;
+    out(&text);
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! End-to-end: the `aibox` binary against a real Podman.
+//!
+//! `init` → `apply` → `up` → `status` → `exec` → `down`, checking every step's effect
+//! on the engine with `podman inspect`; plus the refusal to touch another project's
+//! container and a fast, clear error when no engine is installed. The harness builds
+//! and caches the Debian base image (see `aibox_test_support::podman`).
+
+// Helpers outside `#[test]` functions are test code too: failing loudly is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
+use camino::{Utf8Path, Utf8PathBuf};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A fresh project folder named after the test and this process (unique container names).
+fn project_dir(stem: &str) -> (tempfile::TempDir, Utf8PathBuf, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = format!("aibox-e2e-{stem}-{}", std::process::id());
+    let root = Utf8PathBuf::from_path_buf(tmp.path().join(&name)).unwrap();
+    fs_err::create_dir_all(&root).unwrap();
+    (tmp, root, name)
+}
+
+/// `aibox --project ROOT ...` with the harness's Podman settings and nothing inherited
+/// that could change the outcome.
+fn aibox(podman: &Podman, root: &Utf8Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aibox"));
+    podman.configure(&mut cmd);
+    cmd.env("AIBOX_ENGINE", "podman")
+        .env("NO_COLOR", "1")
+        .env_remove("AIBOX_COMPOSE")
+        .env_remove("AIBOX_PROJECT")
+        .arg("--project")
+        .arg(root.as_str())
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().unwrap()
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(out.status.success(), "{cmd:?} failed: {}", show(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn init(podman: &Podman, root: &Utf8Path, name: &str) {
+    ok(aibox(podman, root).args([
+        "init",
+        name,
+        "--harness",
+        "claude",
+        "--context-mode",
+        "harness-only",
+        "--base-image",
+        BASE_IMAGE,
+        "--yes",
+    ]));
+    assert!(root.join("aibox.toml").is_file());
+}
+
+/// Project name, image and user as aibox reports them (`status` before any `up`).
+fn names(podman: &Podman, root: &Utf8Path) -> (String, String, String) {
+    let status = status_json(podman, root);
+    let text = |k: &str| {
+        status[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {k}: {status}"))
+            .to_owned()
+    };
+    let user = aibox_config::load_project(root)
+        .unwrap()
+        .config
+        .container
+        .user;
+    (text("project"), text("image"), user)
+}
+
+fn status_json(podman: &Podman, root: &Utf8Path) -> serde_json::Value {
+    let text = ok(aibox(podman, root).args(["status", "--output", "json"]));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("status is not JSON ({e}): {text}"))
+}
+
+/// `exec`: the version marker, the configured user, the workspace, one named host
+/// variable for one command only, and the command's exit code passed through.
+fn check_exec(podman: &Podman, root: &Utf8Path, user: &str) {
+    let marker = ok(aibox(podman, root).args(["exec", "--", "cat", "/etc/aibox-version"]));
+    assert_eq!(marker.trim(), VERSION);
+    let whoami = ok(aibox(podman, root).args(["exec", "--", "id", "-un"]));
+    assert_eq!(whoami.trim(), user);
+    let pwd = ok(aibox(podman, root).args(["exec", "--", "pwd"]));
+    assert_eq!(pwd.trim(), "/workspace");
+    // The workspace is the project folder, bind-mounted.
+    let listed = ok(aibox(podman, root).args(["exec", "--", "cat", "aibox.toml"]));
+    assert_eq!(
+        listed,
+        fs_err::read_to_string(root.join("aibox.toml")).unwrap()
+    );
+
+    // One named host variable, for one command only; the command's exit code is ours.
+    let token = "ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000";
+    let passed = run(aibox(podman, root)
+        .env("AIBOX_E2E_TOKEN", token)
+        .args(["exec", "--env", "AIBOX_E2E_TOKEN", "--"])
+        .args(["sh", "-c", &format!("test \"$AIBOX_E2E_TOKEN\" = {token}")]));
+    assert!(passed.status.success(), "{}", show(&passed));
+    let isolated = run(aibox(podman, root).env("AIBOX_E2E_TOKEN", token).args([
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "test -z \"${AIBOX_E2E_TOKEN-}\"",
+    ]));
+    assert!(
+        isolated.status.success(),
+        "variable leaked: {}",
+        show(&isolated)
+    );
+    let failing = run(aibox(podman, root).args(["exec", "--", "sh", "-c", "exit 3"]));
+    assert_eq!(failing.status.code(), Some(3), "{}", show(&failing));
+}
+
+#[test]
+fn init_apply_up_status_exec_down() {
+    let podman = Podman::ready();
+    let (_tmp, root, name) = project_dir("flow");
+    init(&podman, &root, &name);
+    let (project, image, user) = names(&podman, &root);
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup
+        .container(&name)
+        .image(&image)
+        .network(&format!("{project}_default"));
+
+    ok(aibox(&podman, &root).arg("apply"));
+    for file in ["Dockerfile", "docker-compose.yml", "devcontainer.json"] {
+        assert!(
+            root.join(".devcontainer").join(file).is_file(),
+            "{file} missing"
+        );
+    }
+    ok(aibox(&podman, &root).args(["apply", "--check"]));
+    assert!(
+        podman.inspect_container(&name).is_none(),
+        "apply alone starts nothing"
+    );
+
+    let before = status_json(&podman, &root);
+    assert_eq!(before["state"], "missing", "{before}");
+
+    ok(aibox(&podman, &root).arg("up"));
+    let inspect = podman
+        .inspect_container(&name)
+        .expect("up created the container");
+    assert_eq!(inspect["State"]["Running"], true, "{inspect}");
+    let labels = &inspect["Config"]["Labels"];
+    assert_eq!(labels["aibox.project"].as_str(), Some(project.as_str()));
+    assert_eq!(
+        labels["aibox.version"].as_str(),
+        Some(VERSION),
+        "image label"
+    );
+    assert!(podman.image_exists(&image));
+
+    let status = status_json(&podman, &root);
+    assert_eq!(status["state"], "running", "{status}");
+    assert_eq!(status["container"], name.as_str());
+    assert_eq!(status["container_id"], inspect["Id"]);
+    assert_eq!(status["engine"], "podman");
+
+    check_exec(&podman, &root, &user);
+
+    // `up` again is a no-op on a running container.
+    ok(aibox(&podman, &root).arg("up"));
+    let again = podman.inspect_container(&name).unwrap();
+    assert_eq!(again["Id"], inspect["Id"]);
+
+    ok(aibox(&podman, &root).arg("down"));
+    assert!(
+        podman.inspect_container(&name).is_none(),
+        "down removed the container"
+    );
+    let after = status_json(&podman, &root);
+    assert!(
+        matches!(after["state"].as_str(), Some("missing" | "stopped")),
+        "{after}"
+    );
+    let exec_down = run(aibox(&podman, &root).args(["exec", "--", "true"]));
+    assert!(!exec_down.status.success());
+    assert!(
+        String::from_utf8_lossy(&exec_down.stderr).contains("aibox up"),
+        "{}",
+        show(&exec_down)
+    );
+}
+
+#[test]
+fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
+    let podman = Podman::ready();
+    let (_tmp, root, name) = project_dir("foreign");
+    init(&podman, &root, &name);
+    let (project, image, _) = names(&podman, &root);
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup
+        .container(&name)
+        .image(&image)
+        .network(&format!("{project}_default"));
+    let created = podman.run(&[
+        "create",
+        "--name",
+        &name,
+        "--label",
+        "aibox.project=some-other-project",
+        BASE_IMAGE,
+        "sleep",
+        "infinity",
+    ]);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let id = podman.inspect_container(&name).unwrap()["Id"].clone();
+
+    for args in [&["up"][..], &["down"], &["status"], &["exec", "--", "true"]] {
+        let out = run(aibox(&podman, &root).args(args));
+        assert!(
+            !out.status.success(),
+            "{args:?} must refuse: {}",
+            show(&out)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("aibox::runtime::foreign_container"),
+            "{args:?}: {}",
+            show(&out)
+        );
+        assert!(
+            stderr.contains("some-other-project"),
+            "{args:?}: {}",
+            show(&out)
+        );
+    }
+    let after = podman
+        .inspect_container(&name)
+        .expect("the other container is still there");
+    assert_eq!(after["Id"], id);
+    assert_eq!(
+        after["State"]["Status"], "created",
+        "it was neither started nor replaced"
+    );
+    assert!(
+        !podman.image_exists(&image),
+        "nothing was built for the refused project"
+    );
+}
+
+#[test]
+fn no_engine_on_path_fails_fast_with_a_clear_error() {
+    let podman = Podman::ready();
+    let (_tmp, root, name) = project_dir("noengine");
+    init(&podman, &root, &name);
+    let compose = root.join(".devcontainer/docker-compose.yml");
+    let had_compose = compose.exists();
+    let empty = tempfile::tempdir().unwrap();
+    for args in [&["up"][..], &["status"], &["down"], &["exec", "--", "true"]] {
+        let started = Instant::now();
+        let out = run(aibox(&podman, &root).env("PATH", empty.path()).args(args));
+        let took = started.elapsed();
+        assert!(!out.status.success(), "{args:?}: {}", show(&out));
+        assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("aibox::runtime::no_engine"),
+            "{args:?}: {}",
+            show(&out)
+        );
+        assert!(
+            stderr.contains("`podman` was requested but is not on PATH"),
+            "{}",
+            show(&out)
+        );
+    }
+    assert_eq!(compose.exists(), had_compose, "a failed `up` wrote nothing");
+}

@@ -1,0 +1,317 @@
+//! Comment- and order-preserving edits of the configuration files.
+//!
+//! Edits go through `toml_edit`, so comments, blank lines, key order and formatting of
+//! everything not touched survive byte for byte. Every edit re-validates the whole
+//! result with the strict loader before returning it: an edit that would leave the file
+//! invalid is refused with a diagnostic, so a caller that saves the returned text can
+//! never save a broken file.
+
+use toml_edit::{DocumentMut, InlineTable, Item, Key, Table, Value};
+
+use crate::diag::{ConfigProblems, source};
+use crate::load::{
+    AIBOX_TOML, ConfigError, LOCAL_TOML, parse_aibox_toml, parse_local_toml, syntax,
+};
+
+/// Which file an edit applies to; decides the validation after the edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigFile {
+    /// The committed `aibox.toml`.
+    Team,
+    /// The personal `.aibox-local.toml`.
+    Local,
+}
+
+impl ConfigFile {
+    /// The file name used in diagnostics.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Self::Team => AIBOX_TOML,
+            Self::Local => LOCAL_TOML,
+        }
+    }
+}
+
+/// Reads the value at the dotted `key` of an `aibox.toml` text, rendered as TOML.
+///
+/// Returns `Ok(None)` when the key is not set (defaults are not filled in). Tables are
+/// rendered as TOML text; array entries are addressed by number (`ai.mcp.servers.0.name`).
+pub fn get(text: &str, key: &str) -> Result<Option<String>, ConfigError> {
+    let doc = parse_doc(text, ConfigFile::Team)?;
+    let segs = split_key(key)?;
+    let mut node = Node::Item(doc.as_item());
+    for (i, seg) in segs.iter().enumerate() {
+        let walked = segs[..i].join(".");
+        let next = match node {
+            Node::Item(item) => match item {
+                Item::ArrayOfTables(aot) => aot.get(index(key, seg)?).map(Node::Table),
+                Item::Value(v) => value_child(v, seg, key, &walked)?,
+                Item::Table(t) => t.get(seg).map(Node::Item),
+                Item::None => None,
+            },
+            Node::Table(t) => t.get(seg).map(Node::Item),
+            Node::Value(v) => value_child(v, seg, key, &walked)?,
+        };
+        match next {
+            Some(n) => node = n,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(render(node)))
+}
+
+/// Reads the effective value at `key`: what aibox uses, with defaults filled in.
+///
+/// The text must pass the strict loader. Optional keys without a default (such as
+/// `processkit.version` when unset) are `None`.
+pub fn get_effective(text: &str, key: &str) -> Result<Option<String>, ConfigError> {
+    let cfg = parse_aibox_toml(text, AIBOX_TOML)?;
+    let full = toml::to_string(&cfg).map_err(|e| bad_key(key, e.to_string()))?;
+    get(&full, key)
+}
+
+/// Sets the dotted `key` of an `aibox.toml` text to `value` and returns the new text.
+///
+/// `value` is parsed as a TOML value when it parses (`true`, `1000`, `["a", "b"]`,
+/// `"quoted"`), else taken as a plain string. Missing tables are created. Comments and
+/// key order are preserved, including a trailing comment on a replaced value. The
+/// result is re-validated with the strict loader; an invalid result is refused.
+pub fn set(text: &str, key: &str, value: &str) -> Result<String, ConfigError> {
+    set_in(ConfigFile::Team, text, key, value)
+}
+
+/// [`set`] for either file.
+pub fn set_in(file: ConfigFile, text: &str, key: &str, value: &str) -> Result<String, ConfigError> {
+    let mut doc = parse_doc(text, file)?;
+    let segs = split_key(key)?;
+    let new = parse_value(value);
+    set_item(doc.as_item_mut(), &segs, new, key, 0)?;
+    let out = doc.to_string();
+    match file {
+        ConfigFile::Team => parse_aibox_toml(&out, file.file_name()).map(|_| ())?,
+        ConfigFile::Local => parse_local_toml(&out, file.file_name()).map(|_| ())?,
+    }
+    Ok(out)
+}
+
+/// The TOML value `value` denotes: a TOML literal when it parses, else a string.
+fn parse_value(value: &str) -> Value {
+    match value.trim().parse::<Value>() {
+        Ok(mut v) => {
+            v.decor_mut().clear();
+            v
+        }
+        Err(_) => Value::from(value),
+    }
+}
+
+fn parse_doc(text: &str, file: ConfigFile) -> Result<DocumentMut, ConfigError> {
+    text.parse::<DocumentMut>().map_err(|e| {
+        let src = source(file.file_name(), text);
+        let p = syntax(&e, &src);
+        ConfigProblems::from_vec(vec![p])
+            .map_or_else(|| bad_key("", "invalid TOML"), ConfigError::Invalid)
+    })
+}
+
+fn bad_key(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::KeyPath {
+        key: key.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn split_key(key: &str) -> Result<Vec<String>, ConfigError> {
+    if key.trim().is_empty() {
+        return Err(bad_key(key, "the key is empty"));
+    }
+    let keys = Key::parse(key).map_err(|_| bad_key(key, "not a valid dotted TOML key"))?;
+    Ok(keys.iter().map(|k| k.get().to_owned()).collect())
+}
+
+fn index(key: &str, seg: &str) -> Result<usize, ConfigError> {
+    seg.parse::<usize>().map_err(|_| {
+        bad_key(
+            key,
+            format!("`{seg}` addresses an array; use an index such as 0"),
+        )
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    Item(&'a Item),
+    Table(&'a Table),
+    Value(&'a Value),
+}
+
+fn value_child<'a>(
+    v: &'a Value,
+    seg: &str,
+    key: &str,
+    walked: &str,
+) -> Result<Option<Node<'a>>, ConfigError> {
+    match v {
+        Value::InlineTable(t) => Ok(t.get(seg).map(Node::Value)),
+        Value::Array(a) => Ok(a.get(index(key, seg)?).map(Node::Value)),
+        _ => Err(bad_key(
+            key,
+            format!("`{walked}` is a {}, not a table", v.type_name()),
+        )),
+    }
+}
+
+fn render(node: Node<'_>) -> String {
+    match node {
+        Node::Item(Item::Value(v)) | Node::Value(v) => bare(v),
+        Node::Item(Item::Table(t)) | Node::Table(t) => table_text(t),
+        Node::Item(Item::ArrayOfTables(aot)) => {
+            let mut arr = toml_edit::Array::new();
+            for t in aot {
+                arr.push(t.clone().into_inline_table());
+            }
+            bare(&Value::Array(arr))
+        }
+        Node::Item(Item::None) => String::new(),
+    }
+}
+
+fn bare(v: &Value) -> String {
+    let mut v = v.clone();
+    v.decor_mut().clear();
+    v.to_string().trim().to_owned()
+}
+
+fn table_text(t: &Table) -> String {
+    let mut doc = DocumentMut::new();
+    for (k, item) in t {
+        doc.insert(k, item.clone());
+    }
+    doc.to_string().trim_end().to_owned()
+}
+
+fn set_item(
+    item: &mut Item,
+    segs: &[String],
+    value: Value,
+    key: &str,
+    depth: usize,
+) -> Result<(), ConfigError> {
+    let Some((head, tail)) = segs.split_first() else {
+        return Err(bad_key(key, "the key is empty"));
+    };
+    let walked = key_prefix(key, depth);
+    match item {
+        Item::Table(t) => set_in_table(t, head, tail, value, key, depth, false),
+        Item::Value(Value::InlineTable(t)) => set_in_table(t, head, tail, value, key, depth, true),
+        Item::ArrayOfTables(aot) => {
+            let i = index(key, head)?;
+            let len = aot.len();
+            let t = aot.get_mut(i).ok_or_else(|| {
+                bad_key(key, format!("`{walked}` has {len} entries, not {}", i + 1))
+            })?;
+            let Some((field, rest)) = tail.split_first() else {
+                return Err(bad_key(
+                    key,
+                    "replacing a whole table entry is not supported",
+                ));
+            };
+            set_in_table(t, field, rest, value, key, depth + 1, false)
+        }
+        Item::Value(Value::Array(arr)) => {
+            let i = index(key, head)?;
+            let len = arr.len();
+            let slot = arr.get_mut(i).ok_or_else(|| {
+                bad_key(key, format!("`{walked}` has {len} elements, not {}", i + 1))
+            })?;
+            if tail.is_empty() {
+                replace_value(slot, value);
+                return Ok(());
+            }
+            let mut as_item = Item::Value(slot.clone());
+            set_item(&mut as_item, tail, value, key, depth + 1)?;
+            if let Item::Value(v) = as_item {
+                *slot = v;
+            }
+            Ok(())
+        }
+        Item::Value(v) => Err(bad_key(
+            key,
+            format!("`{walked}` is a {}, not a table", v.type_name()),
+        )),
+        Item::None => Err(bad_key(key, format!("`{walked}` does not exist"))),
+    }
+}
+
+fn set_in_table(
+    t: &mut dyn toml_edit::TableLike,
+    head: &str,
+    tail: &[String],
+    value: Value,
+    key: &str,
+    depth: usize,
+    inline: bool,
+) -> Result<(), ConfigError> {
+    if tail.is_empty() {
+        match t.get_mut(head) {
+            Some(Item::Value(old)) => replace_value(old, value),
+            Some(other) => *other = Item::Value(value),
+            None => {
+                let mut value = value;
+                if inline {
+                    take_closing_space(t, &mut value);
+                }
+                t.insert(head, Item::Value(value));
+            }
+        }
+        return Ok(());
+    }
+    if t.get(head).is_none() {
+        let fresh = if inline {
+            Item::Value(Value::InlineTable(InlineTable::new()))
+        } else {
+            let mut nt = Table::new();
+            // Only the innermost table gets a header, like `[ai.mcp.gateway]`.
+            nt.set_implicit(true);
+            Item::Table(nt)
+        };
+        t.insert(head, fresh);
+    }
+    let child = t
+        .get_mut(head)
+        .ok_or_else(|| bad_key(key, "could not create the table"))?;
+    set_item(child, tail, value, key, depth + 1)
+}
+
+/// In an inline table the space before `}` belongs to the last value; hand it to the
+/// value appended after it so `{ A = "x" }` becomes `{ A = "x", B = "y" }`.
+fn take_closing_space(t: &mut dyn toml_edit::TableLike, value: &mut Value) {
+    if let Some((_, last)) = t.iter_mut().last()
+        && let Some(v) = last.as_value_mut()
+    {
+        let suffix = v.decor().suffix().cloned();
+        v.decor_mut().set_suffix("");
+        if let Some(s) = suffix {
+            value.decor_mut().set_suffix(s);
+        }
+        value.decor_mut().set_prefix(" ");
+    }
+}
+
+/// Replaces a value in place, keeping its surrounding whitespace and trailing comment.
+fn replace_value(old: &mut Value, mut new: Value) {
+    *new.decor_mut() = old.decor().clone();
+    *old = new;
+}
+
+fn key_prefix(key: &str, depth: usize) -> String {
+    split_key(key)
+        .map(|segs| {
+            segs.iter()
+                .take(depth)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(".")
+        })
+        .unwrap_or_default()
+}

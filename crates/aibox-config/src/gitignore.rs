@@ -1,0 +1,121 @@
+//! Keeping personal and local state out of git.
+//!
+//! [`merge_gitignore`] adds every path of [`LOCAL_STATE_PATHS`] that a `.gitignore` does
+//! not already cover. It never edits, removes or reorders the user's lines: missing
+//! entries go into a block marked as aibox's, appended at the end (or into that block
+//! when it already exists).
+
+/// Paths aibox may write that can hold personal data, secrets or machine state.
+///
+/// Directories end with `/`. Generated committed files (`.devcontainer/*`, `aibox.lock`,
+/// `.claude/settings.json`) are deliberately absent.
+pub const LOCAL_STATE_PATHS: &[&str] = &[
+    // Personal configuration and the environment file generated from it.
+    ".aibox-local.toml",
+    ".aibox-local.env",
+    // Harness logins, tokens and caches mounted into the container.
+    ".aibox-home/",
+    // aibox's own state: caches, backups, project lock.
+    ".aibox/",
+    ".aibox-env/",
+    // processkit runtime state and private notes.
+    "context/.cache/",
+    "context/.state/",
+    "context/private/",
+    "context/**/private/",
+    // Harness files that merge personal MCP servers or approvals in.
+    ".mcp.json",
+    ".claude/settings.local.json",
+    ".codex/config.toml",
+    ".cursor/mcp.json",
+    ".gemini/settings.json",
+    ".continue/mcpServers/",
+];
+
+/// First line of aibox's block.
+pub const BLOCK_START: &str =
+    "# >>> aibox: local state, may hold personal data (keep out of git) >>>";
+/// Last line of aibox's block.
+pub const BLOCK_END: &str = "# <<< aibox <<<";
+
+/// Normalises a pattern for comparison: no leading `/` (gitignore anchors any pattern
+/// with an inner slash anyway, and a root-anchored pattern still covers our root path).
+fn norm(p: &str) -> &str {
+    p.strip_prefix('/').unwrap_or(p)
+}
+
+/// Whether an existing pattern line already covers `entry`, or the user explicitly
+/// un-ignored it (`!entry`), which we respect.
+fn covered(line: &str, entry: &str) -> bool {
+    let line = line.trim();
+    let line = line.strip_prefix('!').unwrap_or(line);
+    let (line, entry) = (norm(line), norm(entry));
+    if line == entry {
+        return true;
+    }
+    // `x` ignores the file or directory `x`, so it covers `x/`; `x/` does not cover
+    // a file `x`.
+    entry.strip_suffix('/').is_some_and(|dir| line == dir)
+}
+
+/// The entries of [`LOCAL_STATE_PATHS`] that `existing` does not cover.
+pub fn missing_entries(existing: &str) -> Vec<&'static str> {
+    let lines: Vec<&str> = existing
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .collect();
+    LOCAL_STATE_PATHS
+        .iter()
+        .copied()
+        .filter(|entry| !lines.iter().any(|l| covered(l, entry)))
+        .collect()
+}
+
+/// New `.gitignore` text covering every local-state path, or `None` when nothing is
+/// missing. `existing` is the current file (`None` when there is none).
+pub fn merge_gitignore(existing: Option<&str>) -> Option<String> {
+    let text = existing.unwrap_or("");
+    let missing = missing_entries(text);
+    if missing.is_empty() {
+        return None;
+    }
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let end = lines.iter().position(|l| l.trim_end() == BLOCK_END);
+    let start = lines.iter().position(|l| l.trim_end() == BLOCK_START);
+    let mut out = String::with_capacity(text.len() + 512);
+    if let (Some(s), Some(e)) = (start, end)
+        && s < e
+    {
+        // Extend our own block in place; everything else stays byte-identical.
+        for l in &lines[..e] {
+            out.push_str(l);
+        }
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        for m in &missing {
+            out.push_str(m);
+            out.push('\n');
+        }
+        for l in &lines[e..] {
+            out.push_str(l);
+        }
+        return Some(out);
+    }
+    out.push_str(text);
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(BLOCK_START);
+    out.push('\n');
+    for m in &missing {
+        out.push_str(m);
+        out.push('\n');
+    }
+    out.push_str(BLOCK_END);
+    out.push('\n');
+    Some(out)
+}

@@ -1,0 +1,627 @@
+//! Checks that the schema cannot express, run on the typed model.
+//!
+//! Each check names the offending value by key path and the [`Checker`] turns the path
+//! back into a span of the original text, so these problems underline the file exactly
+//! like the structural ones do.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use miette::SourceSpan;
+use toml_edit::Item;
+
+use crate::diag::{Problem, ProblemKind, Source};
+use crate::model::{AiboxToml, ContextMode, ExtraVolume, LocalToml, McpServer};
+use crate::path::{KeyPath, locate, path};
+
+/// Where aibox mounts the project inside the container.
+pub const WORKSPACE_DIR: &str = "/workspace";
+
+/// Entries of the container user's home that aibox manages (mounted from `.aibox-home/`).
+///
+/// An extra volume may not target one of these, a parent of one, or a path inside one.
+pub const MANAGED_HOME_ENTRIES: &[&str] = &[
+    ".aibox",
+    ".cache",
+    ".claude",
+    ".claude.json",
+    ".codex",
+    ".config",
+    ".gemini",
+    ".local",
+    ".tmux",
+    ".vim",
+];
+
+/// Collects problems for one file, locating spans by key path.
+pub(crate) struct Checker<'a> {
+    root: &'a Item,
+    src: &'a Source,
+    pub problems: Vec<Problem>,
+}
+
+impl<'a> Checker<'a> {
+    pub fn new(root: &'a Item, src: &'a Source) -> Self {
+        Self {
+            root,
+            src,
+            problems: Vec::new(),
+        }
+    }
+
+    fn span(&self, p: &KeyPath) -> SourceSpan {
+        locate(self.root, p)
+            .and_then(|l| l.best())
+            .map_or(SourceSpan::from(0..0), Into::into)
+    }
+
+    fn key_span(&self, p: &KeyPath) -> SourceSpan {
+        locate(self.root, p)
+            .and_then(|l| l.key.or(l.value))
+            .map_or(SourceSpan::from(0..0), Into::into)
+    }
+
+    fn problem(&self, kind: ProblemKind, p: &KeyPath, msg: String, label: &str) -> Problem {
+        Problem::new(kind, self.src, self.span(p), msg, label)
+    }
+
+    fn invalid(&mut self, p: &KeyPath, msg: String, label: &str, help: String) {
+        let pr = self
+            .problem(ProblemKind::InvalidValue, p, msg, label)
+            .help(help);
+        self.problems.push(pr);
+    }
+}
+
+/// Container names, also Compose service and project names.
+pub fn is_container_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Linux user names as Debian's `useradd` accepts them by default.
+pub fn is_user_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    s.len() <= 32
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
+}
+
+/// Environment variable names (`[A-Za-z_][A-Za-z0-9_]*`).
+pub fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// MCP server names (`[A-Za-z0-9_-]+`): they become keys in every harness file.
+pub fn is_mcp_server_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+}
+
+fn is_hostname(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+fn is_http_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
+}
+
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64
+        && s.chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+}
+
+/// Why an image reference is not pinned, or `None` when it carries a concrete tag or digest.
+pub fn image_pin_problem(image: &str) -> Option<&'static str> {
+    if image.is_empty() || image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("is empty or contains whitespace");
+    }
+    let (name, digest) = match image.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (image, None),
+    };
+    if let Some(d) = digest {
+        return match d.strip_prefix("sha256:") {
+            Some(hex) if is_sha256(hex) => None,
+            _ => Some("has a malformed digest (expected `@sha256:` and 64 lowercase hex digits)"),
+        };
+    }
+    // The tag is after the last `:` of the last path component (a registry port
+    // such as `host:5000/` is not a tag).
+    let last = name.rsplit('/').next().unwrap_or(name);
+    match last.rsplit_once(':') {
+        None => Some("has no tag, so it floats like `latest`"),
+        Some((_, "")) => Some("has an empty tag"),
+        Some((_, "latest")) => Some("uses the mutable `latest` tag"),
+        Some(_) => None,
+    }
+}
+
+/// Runs every semantic check of `aibox.toml`.
+pub(crate) fn check_team(cfg: &AiboxToml, ch: &mut Checker<'_>) {
+    check_container(cfg, ch);
+    if cfg.context.mode == ContextMode::Processkit && cfg.context.packages.is_empty() {
+        ch.invalid(
+            &path(&["context", "packages"]),
+            "`context.packages` is empty in processkit mode".into(),
+            "no package tier selected",
+            "name at least one tier such as \"product\", or set `context.mode = \"harness-only\"`"
+                .into(),
+        );
+    }
+    if let Some(sha) = &cfg.processkit.sha256
+        && !is_sha256(sha)
+    {
+        ch.invalid(
+            &path(&["processkit", "sha256"]),
+            "`processkit.sha256` is not a SHA-256 digest".into(),
+            "expected 64 lowercase hex digits",
+            "copy the digest from the release's `.sha256` file (64 characters, 0-9 and a-f)".into(),
+        );
+    }
+    check_skills(cfg, ch);
+    check_harnesses(cfg, ch);
+    let servers = path(&["ai", "mcp", "servers"]);
+    check_servers(&cfg.ai.mcp.servers, &servers, ch);
+    check_duplicate_servers(&cfg.ai.mcp.servers, &servers, None, ch);
+    check_gateway(cfg, ch);
+    for (i, e) in cfg.security.exceptions.iter().enumerate() {
+        let p = path(&["security", "exceptions"]).index(i);
+        for (field, value) in [("option", &e.option), ("reason", &e.reason)] {
+            if value.trim().is_empty() {
+                ch.invalid(
+                    &p.key(field),
+                    format!("security exception `{field}` is empty"),
+                    "empty",
+                    "a recorded exception names the option and explains why it is needed".into(),
+                );
+            }
+        }
+    }
+}
+
+fn check_container(cfg: &AiboxToml, ch: &mut Checker<'_>) {
+    let c = &cfg.container;
+    if !is_container_name(&c.name) {
+        ch.invalid(
+            &path(&["container", "name"]),
+            format!("container name \"{}\" is not a safe identifier", c.name),
+            "invalid name",
+            "use letters, digits, `.`, `_` and `-`, starting with a letter or digit".into(),
+        );
+    }
+    if let Some(h) = &c.hostname
+        && !is_hostname(h)
+    {
+        ch.invalid(
+            &path(&["container", "hostname"]),
+            format!("host name \"{h}\" is not a valid DNS name"),
+            "invalid host name",
+            "use letters, digits and `-` in dot-separated labels of at most 63 characters".into(),
+        );
+    }
+    if !is_user_name(&c.user) {
+        ch.invalid(
+            &path(&["container", "user"]),
+            format!("user name \"{}\" is not a valid Linux user name", c.user),
+            "invalid user name",
+            "use lowercase letters, digits, `_` and `-`, starting with a letter or `_` \
+             (at most 32 characters)"
+                .into(),
+        );
+    }
+    if let Some(why) = image_pin_problem(&c.base_image) {
+        ch.invalid(
+            &path(&["container", "base_image"]),
+            format!("base image \"{}\" {why}", c.base_image),
+            "not a pinned image",
+            format!(
+                "pin a concrete tag or digest, for example \"{}\"",
+                crate::model::DEFAULT_BASE_IMAGE
+            ),
+        );
+    }
+    if let Some(tz) = &c.timezone
+        && (tz.is_empty()
+            || !tz
+                .chars()
+                .all(|x| x.is_ascii_alphanumeric() || "_+-/".contains(x)))
+    {
+        ch.invalid(
+            &path(&["container", "timezone"]),
+            format!("time zone \"{tz}\" is not a time zone name"),
+            "invalid time zone",
+            "use an IANA name such as \"Europe/Berlin\" or \"UTC\"".into(),
+        );
+    }
+    check_env(&c.environment, &path(&["container", "environment"]), ch);
+    let mut targets = Vec::new();
+    let base = path(&["container", "extra_volumes"]);
+    check_volumes(&c.extra_volumes, &base, &c.home(), &mut targets, ch);
+}
+
+fn check_gateway(cfg: &AiboxToml, ch: &mut Checker<'_>) {
+    let gw = &cfg.ai.mcp.gateway;
+    let loopback =
+        gw.host == "localhost" || gw.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
+        ch.invalid(
+            &path(&["ai", "mcp", "gateway", "host"]),
+            format!("gateway host \"{}\" is not a loopback address", gw.host),
+            "must be loopback",
+            "the gateway must not be reachable from the network; use \"127.0.0.1\"".into(),
+        );
+    }
+    if gw.port == 0 {
+        ch.invalid(
+            &path(&["ai", "mcp", "gateway", "port"]),
+            "gateway port 0 is not a fixed port".into(),
+            "invalid port",
+            "use a port between 1 and 65535, for example 8765".into(),
+        );
+    }
+}
+
+/// Runs every semantic check of `.aibox-local.toml`, plus the checks against the team
+/// file when it is known (duplicate server names and volume targets).
+pub(crate) fn check_local(local: &LocalToml, team: Option<&AiboxToml>, ch: &mut Checker<'_>) {
+    check_env(
+        &local.container.environment,
+        &path(&["container", "environment"]),
+        ch,
+    );
+    let home = team.map_or_else(|| "/home/aibox".to_owned(), |t| t.container.home());
+    let mut targets: Vec<String> = Vec::new();
+    if let Some(t) = team {
+        targets.extend(
+            t.container
+                .extra_volumes
+                .iter()
+                .filter_map(|v| normalise(&v.target)),
+        );
+    }
+    check_volumes(
+        &local.container.extra_volumes,
+        &path(&["container", "extra_volumes"]),
+        &home,
+        &mut targets,
+        ch,
+    );
+    let servers = path(&["mcp", "servers"]);
+    check_servers(&local.mcp.servers, &servers, ch);
+    check_duplicate_servers(
+        &local.mcp.servers,
+        &servers,
+        team.map(|t| &t.ai.mcp.servers[..]),
+        ch,
+    );
+}
+
+fn check_env(env: &BTreeMap<String, String>, base: &KeyPath, ch: &mut Checker<'_>) {
+    for (name, value) in env {
+        let p = base.key(name);
+        if !is_env_name(name) {
+            let pr = Problem::new(
+                ProblemKind::InvalidValue,
+                ch.src,
+                ch.key_span(&p),
+                format!("\"{name}\" is not a valid environment variable name"),
+                "invalid name",
+            )
+            .help("use letters, digits and `_`, not starting with a digit");
+            ch.problems.push(pr);
+        }
+        if value.contains(['\n', '\r', '\0']) {
+            ch.invalid(
+                &p,
+                format!("environment value of `{name}` contains a line break or NUL"),
+                "multi-line value",
+                "environment values are written one per line; put the value on one line".into(),
+            );
+        }
+    }
+}
+
+/// Lexically normalised absolute path, or `None` when it is relative or has `..`.
+fn normalise(target: &str) -> Option<String> {
+    if !target.starts_with('/') {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return None,
+            p => parts.push(p),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+fn overlaps(a: &str, b: &str) -> bool {
+    let under = |x: &str, y: &str| y == "/" || x == y || x.starts_with(&format!("{y}/"));
+    under(a, b) || under(b, a)
+}
+
+fn check_volumes(
+    volumes: &[ExtraVolume],
+    base: &KeyPath,
+    home: &str,
+    seen: &mut Vec<String>,
+    ch: &mut Checker<'_>,
+) {
+    let mut managed = vec![WORKSPACE_DIR.to_owned()];
+    managed.extend(MANAGED_HOME_ENTRIES.iter().map(|e| format!("{home}/{e}")));
+    for (i, v) in volumes.iter().enumerate() {
+        let p = base.index(i);
+        if v.source.trim().is_empty() {
+            ch.invalid(
+                &p.key("source"),
+                "volume source is empty".into(),
+                "empty",
+                "name a host path, for example \"~/datasets\"".into(),
+            );
+        } else if v.source.split('/').any(|c| c == "..") {
+            ch.invalid(
+                &p.key("source"),
+                format!("volume source \"{}\" contains `..`", v.source),
+                "`..` not allowed",
+                "use an absolute path or a path starting with `~/` instead".into(),
+            );
+        }
+        for (field, value) in [("source", &v.source), ("target", &v.target)] {
+            if value.contains([':', ',', '\n', '\r']) {
+                ch.invalid(
+                    &p.key(field),
+                    format!("volume {field} \"{value}\" contains `:`, `,` or a line break"),
+                    "unsafe character",
+                    "these characters separate mount options in Compose; rename the path".into(),
+                );
+            }
+        }
+        let t = &v.target;
+        if !t.starts_with('/') {
+            ch.invalid(
+                &p.key("target"),
+                format!("volume target \"{t}\" is not an absolute path"),
+                "must start with `/`",
+                format!("use an absolute container path, for example \"{home}/data\""),
+            );
+            continue;
+        }
+        let Some(norm) = normalise(t) else {
+            ch.invalid(
+                &p.key("target"),
+                format!("volume target \"{t}\" contains `..`"),
+                "`..` not allowed",
+                "write the target without `..` components".into(),
+            );
+            continue;
+        };
+        if let Some(m) = managed.iter().find(|m| overlaps(&norm, m)) {
+            let pr = ch
+                .problem(
+                    ProblemKind::Conflict,
+                    &p.key("target"),
+                    format!("volume target \"{t}\" overlaps `{m}`, which aibox manages"),
+                    "overlaps a managed path",
+                )
+                .help(format!(
+                    "mount somewhere that is neither inside nor above `{m}`, for example \
+                     \"/mnt/data\""
+                ));
+            ch.problems.push(pr);
+            continue;
+        }
+        if let Some(other) = seen.iter().find(|s| overlaps(&norm, s)) {
+            let pr = ch
+                .problem(
+                    ProblemKind::Conflict,
+                    &p.key("target"),
+                    format!("volume target \"{t}\" overlaps another extra volume at `{other}`"),
+                    "overlapping mount",
+                )
+                .help("give each extra volume its own, non-nested target");
+            ch.problems.push(pr);
+        }
+        seen.push(norm);
+    }
+}
+
+fn check_skills(cfg: &AiboxToml, ch: &mut Checker<'_>) {
+    let include = &cfg.skills.include;
+    for (j, skill) in cfg.skills.exclude.iter().enumerate() {
+        if let Some(i) = include.iter().position(|s| s == skill) {
+            let inc = path(&["skills", "include"]).index(i);
+            let exc = path(&["skills", "exclude"]).index(j);
+            let pr = ch
+                .problem(
+                    ProblemKind::Conflict,
+                    &exc,
+                    format!("skill \"{skill}\" is both included and excluded"),
+                    "excluded here",
+                )
+                .also(ch.span(&inc), "included here")
+                .help(format!("remove \"{skill}\" from one of the two lists"));
+            ch.problems.push(pr);
+        }
+    }
+}
+
+fn check_harnesses(cfg: &AiboxToml, ch: &mut Checker<'_>) {
+    let list = &cfg.ai.harnesses;
+    for (i, h) in list.iter().enumerate() {
+        if let Some(first) = list[..i].iter().position(|x| x == h) {
+            let base = path(&["ai", "harnesses"]);
+            let pr = ch
+                .problem(
+                    ProblemKind::InvalidValue,
+                    &base.index(i),
+                    format!("harness \"{h}\" is listed twice"),
+                    "duplicate",
+                )
+                .also(ch.span(&base.index(first)), "first listed here")
+                .help("list each harness once");
+            ch.problems.push(pr);
+        }
+    }
+}
+
+fn check_servers(servers: &[McpServer], base: &KeyPath, ch: &mut Checker<'_>) {
+    for (i, s) in servers.iter().enumerate() {
+        let p = base.index(i);
+        if !is_mcp_server_name(&s.name) {
+            ch.invalid(
+                &p.key("name"),
+                format!("MCP server name \"{}\" is not a safe identifier", s.name),
+                "invalid name",
+                "use letters, digits, `_` and `-` only".into(),
+            );
+        }
+        match (&s.command, &s.url) {
+            (Some(_), Some(_)) => {
+                let pr = ch
+                    .problem(
+                        ProblemKind::Conflict,
+                        &p.key("url"),
+                        format!("MCP server \"{}\" sets both `command` and `url`", s.name),
+                        "remote server",
+                    )
+                    .also(ch.span(&p.key("command")), "stdio server")
+                    .help("a server is either started locally (`command`) or remote (`url`); keep one");
+                ch.problems.push(pr);
+            }
+            (None, None) => {
+                let pr = Problem::new(
+                    ProblemKind::MissingKey,
+                    ch.src,
+                    ch.span(&p),
+                    format!("MCP server \"{}\" has neither `command` nor `url`", s.name),
+                    "needs `command` or `url`",
+                )
+                .help("add `command = \"...\"` for a stdio server or `url = \"https://...\"` for a remote one");
+                ch.problems.push(pr);
+            }
+            (None, Some(url)) => {
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    ch.invalid(
+                        &p.key("url"),
+                        format!("MCP server URL \"{url}\" is not an http(s) URL"),
+                        "expected http:// or https://",
+                        "write the full URL, for example \"https://mcp.example.com/mcp\"".into(),
+                    );
+                }
+                for field in ["args", "env"] {
+                    let present = if field == "args" {
+                        !s.args.is_empty()
+                    } else {
+                        !s.env.is_empty()
+                    };
+                    if present {
+                        let pr = ch
+                            .problem(
+                                ProblemKind::Conflict,
+                                &p.key(field),
+                                format!("`{field}` only applies to stdio servers, but \"{}\" has a `url`", s.name),
+                                "ignored for remote servers",
+                            )
+                            .help(format!("remove `{field}`, or use `headers` to pass values to a remote server"));
+                        ch.problems.push(pr);
+                    }
+                }
+            }
+            (Some(cmd), None) => {
+                if cmd.trim().is_empty() {
+                    ch.invalid(
+                        &p.key("command"),
+                        "MCP server command is empty".into(),
+                        "empty",
+                        "name the program to start, for example \"npx\"".into(),
+                    );
+                }
+                if !s.headers.is_empty() {
+                    let pr = ch
+                        .problem(
+                            ProblemKind::Conflict,
+                            &p.key("headers"),
+                            format!("`headers` only apply to remote servers, but \"{}\" has a `command`", s.name),
+                            "ignored for stdio servers",
+                        )
+                        .help("remove `headers`, or use `env` for a stdio server");
+                    ch.problems.push(pr);
+                }
+            }
+        }
+        check_env(&s.env, &p.key("env"), ch);
+        for name in s.headers.keys() {
+            if !is_http_token(name) {
+                let hp = p.key("headers").key(name);
+                let pr = Problem::new(
+                    ProblemKind::InvalidValue,
+                    ch.src,
+                    ch.key_span(&hp),
+                    format!("\"{name}\" is not a valid HTTP header name"),
+                    "invalid header name",
+                )
+                .help("use letters, digits and `-`, for example \"Authorization\"");
+                ch.problems.push(pr);
+            }
+        }
+    }
+}
+
+fn check_duplicate_servers(
+    servers: &[McpServer],
+    base: &KeyPath,
+    team: Option<&[McpServer]>,
+    ch: &mut Checker<'_>,
+) {
+    for (i, s) in servers.iter().enumerate() {
+        let name_path = base.index(i).key("name");
+        if let Some(first) = servers[..i].iter().position(|x| x.name == s.name) {
+            let pr = ch
+                .problem(
+                    ProblemKind::Conflict,
+                    &name_path,
+                    format!("MCP server \"{}\" is defined twice", s.name),
+                    "second definition",
+                )
+                .also(ch.span(&base.index(first).key("name")), "first definition")
+                .help("give each server a unique name, or remove one of them");
+            ch.problems.push(pr);
+        } else if team.is_some_and(|t| t.iter().any(|x| x.name == s.name)) {
+            let pr = ch
+                .problem(
+                    ProblemKind::Conflict,
+                    &name_path,
+                    format!(
+                        "personal MCP server \"{}\" has the same name as a team server in {}",
+                        s.name,
+                        crate::load::AIBOX_TOML
+                    ),
+                    "already defined by the team",
+                )
+                .help("rename your personal server; team and personal servers share one namespace");
+            ch.problems.push(pr);
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Rendered diagnostics of every error kind, as the user sees them.
+
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use aibox_config::{ConfigError, parse_aibox_toml, parse_local_toml, render_plain};
+
+const MINIMAL: &str = "[container]\nname = \"demo\"\n";
+
+fn team_err(text: &str) -> ConfigError {
+    parse_aibox_toml(text, "aibox.toml").expect_err("the text must be rejected")
+}
+
+fn render(err: &ConfigError) -> String {
+    render_plain(err, 100)
+}
+
+fn codes(err: &ConfigError) -> Vec<&'static str> {
+    err.problems()
+        .iter()
+        .map(aibox_config::Problem::code)
+        .collect()
+}
+
+#[test]
+fn minimal_file_loads() {
+    let cfg = parse_aibox_toml(MINIMAL, "aibox.toml").unwrap();
+    assert_eq!(cfg.container.name, "demo");
+}
+
+#[test]
+fn syntax_error() {
+    let err = team_err("[container]\nname = \"demo\n");
+    assert_eq!(codes(&err), ["aibox::config::syntax"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn duplicate_table_is_a_syntax_error() {
+    let err = team_err("[container]\nname = \"demo\"\n\n[container]\nuser = \"me\"\n");
+    assert_eq!(codes(&err), ["aibox::config::syntax"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn unknown_key_with_suggestion() {
+    let err = team_err("[container]\nname = \"demo\"\nbase_imgae = \"debian:12\"\n");
+    assert_eq!(codes(&err), ["aibox::config::unknown_key"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn unknown_key_in_wrong_table() {
+    let err = team_err("[container]\nname = \"demo\"\nharnesses = [\"claude\"]\n");
+    assert_eq!(codes(&err), ["aibox::config::unknown_key"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn unknown_top_level_table() {
+    let err = team_err("[container]\nname = \"demo\"\n\n[addons]\npython = true\n");
+    assert_eq!(codes(&err), ["aibox::config::unknown_key"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn wrong_type() {
+    let err = team_err("[container]\nname = \"demo\"\nuid = \"1000\"\n");
+    assert_eq!(codes(&err), ["aibox::config::wrong_type"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn invalid_enum_value() {
+    let err = team_err("[container]\nname = \"demo\"\n\n[context]\nmode = \"processkitt\"\n");
+    assert_eq!(codes(&err), ["aibox::config::invalid_value"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn unknown_harness() {
+    let err =
+        team_err("[container]\nname = \"demo\"\n\n[ai]\nharnesses = [\"claude\", \"openai\"]\n");
+    assert_eq!(codes(&err), ["aibox::config::unknown_harness"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn missing_key() {
+    let err = team_err("[container]\nuser = \"dev\"\n");
+    assert_eq!(codes(&err), ["aibox::config::missing_key"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn missing_container_table() {
+    let err = team_err("[ai]\nharnesses = [\"claude\"]\n");
+    assert_eq!(codes(&err), ["aibox::config::missing_key"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn conflict_include_exclude() {
+    let err = team_err(
+        "[container]\nname = \"demo\"\n\n[skills]\ninclude = [\"pdf\", \"git\"]\nexclude = [\"git\"]\n",
+    );
+    assert_eq!(codes(&err), ["aibox::config::conflict"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn conflict_command_and_url() {
+    let err = team_err(
+        "[container]\nname = \"demo\"\n\n[[ai.mcp.servers]]\nname = \"issues\"\ncommand = \"npx\"\nurl = \"https://mcp.example.com/mcp\"\n",
+    );
+    assert_eq!(codes(&err), ["aibox::config::conflict"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn several_problems_reported_at_once() {
+    let err = team_err(
+        "[container]\nname = \"demo\"\nuid = \"1000\"\nshell = \"zsh\"\n\n[ai]\nharnesses = [\"claud\"]\n",
+    );
+    assert_eq!(
+        codes(&err),
+        [
+            "aibox::config::wrong_type",
+            "aibox::config::unknown_key",
+            "aibox::config::unknown_harness"
+        ]
+    );
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn semantic_problems_reported_at_once() {
+    let err = team_err(
+        "[container]\nname = \"-demo\"\nbase_image = \"debian:latest\"\n\n\
+         [[container.extra_volumes]]\nsource = \"~/data\"\ntarget = \"/home/aibox/.claude/x\"\n\n\
+         [processkit]\nsha256 = \"ABC\"\n\n[ai.mcp.gateway]\nhost = \"0.0.0.0\"\n",
+    );
+    assert_eq!(
+        codes(&err),
+        [
+            "aibox::config::invalid_value",
+            "aibox::config::invalid_value",
+            "aibox::config::conflict",
+            "aibox::config::invalid_value",
+            "aibox::config::invalid_value",
+        ]
+    );
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn local_unknown_section() {
+    let err = parse_local_toml(
+        "[container.environment]\nTOKEN = \"x\"\n\n[ai]\nharnesses = []\n",
+        ".aibox-local.toml",
+    )
+    .expect_err("unknown section");
+    assert_eq!(codes(&err), ["aibox::config::unknown_key"]);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn local_bad_env_name() {
+    let err = parse_local_toml(
+        "[container.environment]\n\"MY-TOKEN\" = \"x\"\n",
+        ".aibox-local.toml",
+    )
+    .expect_err("bad env name");
+    assert_eq!(codes(&err), ["aibox::config::invalid_value"]);
+    insta::assert_snapshot!(render(&err));
+}

@@ -1,0 +1,83 @@
+//! `.gitignore` merging: user lines untouched, missing entries appended once.
+
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use aibox_config::gitignore::{BLOCK_END, BLOCK_START, missing_entries};
+use aibox_config::{LOCAL_STATE_PATHS, merge_gitignore};
+
+#[test]
+fn fresh_file_gets_every_entry() {
+    let out = merge_gitignore(None).unwrap();
+    for entry in LOCAL_STATE_PATHS {
+        assert!(out.lines().any(|l| l == *entry), "{entry} missing");
+    }
+    assert!(out.starts_with(BLOCK_START));
+    assert!(out.ends_with(&format!("{BLOCK_END}\n")));
+    assert_eq!(
+        merge_gitignore(Some(&out)),
+        None,
+        "second run must be a no-op"
+    );
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn user_lines_survive_byte_for_byte() {
+    let user = "# build output\n/target\n\n*.log   \n!keep.log\n.env"; // no final newline
+    let out = merge_gitignore(Some(user)).unwrap();
+    assert!(out.starts_with(user), "user text must be a prefix:\n{out}");
+    assert_eq!(&out[user.len()..user.len() + 2], "\n\n");
+    assert_eq!(merge_gitignore(Some(&out)), None);
+}
+
+#[test]
+fn equivalent_forms_count_as_present() {
+    let user = "/.aibox-local.toml\n.aibox-home\n/.aibox/\ncontext/.cache/\n/.mcp.json\n";
+    let missing = missing_entries(user);
+    for present in [
+        ".aibox-local.toml",
+        ".aibox-home/",
+        ".aibox/",
+        "context/.cache/",
+        ".mcp.json",
+    ] {
+        assert!(
+            !missing.contains(&present),
+            "{present} should count as present"
+        );
+    }
+    // A directory pattern does not cover a file of the same name.
+    assert!(missing_entries(".mcp.json/\n").contains(&".mcp.json"));
+    // Comments are not patterns.
+    assert!(missing_entries("# .aibox-local.env\n").contains(&".aibox-local.env"));
+}
+
+#[test]
+fn explicit_unignore_is_respected() {
+    let user = "!.mcp.json\n";
+    let out = merge_gitignore(Some(user)).unwrap();
+    assert!(!out.lines().any(|l| l == ".mcp.json"), "{out}");
+}
+
+#[test]
+fn existing_block_is_extended_in_place() {
+    let old =
+        format!("node_modules/\n\n{BLOCK_START}\n.aibox-local.toml\n{BLOCK_END}\n# mine\nfoo\n");
+    let out = merge_gitignore(Some(&old)).unwrap();
+    assert!(out.starts_with(&format!(
+        "node_modules/\n\n{BLOCK_START}\n.aibox-local.toml\n.aibox-local.env\n"
+    )));
+    assert!(
+        out.ends_with(&format!("{BLOCK_END}\n# mine\nfoo\n")),
+        "{out}"
+    );
+    assert_eq!(out.matches(BLOCK_START).count(), 1);
+    assert_eq!(merge_gitignore(Some(&out)), None);
+}
+
+#[test]
+fn complete_file_is_left_alone() {
+    let all = LOCAL_STATE_PATHS.join("\n") + "\n";
+    assert_eq!(merge_gitignore(Some(&all)), None);
+}

@@ -1,0 +1,54 @@
+//! `.devcontainer/devcontainer.json` (JSONC with a `//` header) for Compose mode.
+//!
+//! Only keys valid with `dockerComposeFile` are written (never `runArgs` or
+//! `initializeCommand`); aibox's own metadata lives under `customizations.aibox`, the
+//! only place the schema allows tool-specific keys.
+
+use serde_json::{Map, Value, json};
+
+use crate::{GENERATED_HEADER, Inputs, WORKSPACE_DIR};
+
+pub(crate) fn render(inputs: &Inputs<'_>) -> String {
+    let config = inputs.config;
+    let c = &config.container;
+    let mut compose_files = vec!["docker-compose.yml"];
+    if inputs.override_present() {
+        compose_files.push("docker-compose.override.yml");
+    }
+    let mut doc = Map::new();
+    doc.insert("name".into(), json!(crate::project_name(config)));
+    doc.insert("dockerComposeFile".into(), json!(compose_files));
+    doc.insert("service".into(), json!(crate::service_name(config)));
+    doc.insert("workspaceFolder".into(), json!(WORKSPACE_DIR));
+    doc.insert("remoteUser".into(), json!(c.user));
+    // The Compose file already runs `sleep infinity` under `init`; keep it.
+    doc.insert("overrideCommand".into(), json!(false));
+    // The UID is configured explicitly; a rewritten UID would differ from `aibox up`.
+    doc.insert("updateRemoteUserUID".into(), json!(false));
+    if let Some(cmd) = &c.lifecycle.post_create_command {
+        doc.insert("postCreateCommand".into(), json!(cmd));
+    }
+    if let Some(cmd) = &c.lifecycle.post_start_command {
+        doc.insert("postStartCommand".into(), json!(cmd));
+    }
+    let harnesses: Vec<&str> = inputs
+        .harnesses()
+        .into_iter()
+        .map(aibox_config::Harness::as_str)
+        .collect();
+    doc.insert(
+        "customizations".into(),
+        json!({
+            "aibox": {
+                "project": crate::project_name(config),
+                "profile": config.aibox.profile.as_str(),
+                "contextMode": config.context.mode.as_str(),
+                "harnesses": harnesses,
+            }
+        }),
+    );
+    // Serialising a `Value` cannot fail; fall back to compact output just in case.
+    let value = Value::Object(doc);
+    let body = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+    format!("// {GENERATED_HEADER}\n{body}\n")
+}

@@ -1,0 +1,110 @@
+//! `.devcontainer/Dockerfile`: base image, labels, the container user, the version
+//! marker, the inlined `Dockerfile.local`, then `USER` and `WORKDIR`.
+//!
+//! The user step needs only what a Debian minbase root file system has (`getent`,
+//! `groupadd`/`groupmod`, `useradd`/`usermod`, `cut`, `mkdir`, `chown`): no network, no
+//! packages, no sudo.
+
+use std::fmt::Write as _;
+
+use crate::quote::{dockerfile as dq, shell};
+use crate::{DEFAULT_IMAGE_SOURCE, GENERATED_HEADER, Inputs, WORKSPACE_DIR};
+
+/// Marker lines around the inlined `Dockerfile.local`.
+pub(crate) const LOCAL_BEGIN: &str =
+    "# ---- begin .devcontainer/Dockerfile.local (inlined verbatim; edit that file) ----";
+pub(crate) const LOCAL_END: &str = "# ---- end .devcontainer/Dockerfile.local ----";
+
+pub(crate) fn render(inputs: &Inputs<'_>) -> String {
+    let c = &inputs.config.container;
+    let version = inputs.aibox_version;
+    let project = crate::project_name(inputs.config);
+    let source = inputs.image_source.unwrap_or(DEFAULT_IMAGE_SOURCE);
+    let mut out = String::new();
+    let _ = writeln!(out, "# {GENERATED_HEADER}");
+    out.push_str("# Image additions belong in Dockerfile.local, inlined near the end.\n");
+    let _ = writeln!(out, "FROM {}\n", c.base_image);
+
+    let labels = [
+        ("org.opencontainers.image.source", source),
+        ("org.opencontainers.image.version", version),
+        ("org.opencontainers.image.title", project.as_str()),
+        ("aibox.version", version),
+        ("aibox.profile", inputs.config.aibox.profile.as_str()),
+    ];
+    for (i, (key, value)) in labels.iter().enumerate() {
+        let lead = if i == 0 { "LABEL " } else { "      " };
+        let tail = if i + 1 == labels.len() { "" } else { " \\" };
+        let _ = writeln!(out, "{lead}{key}={}{tail}", dq(value));
+    }
+    out.push('\n');
+
+    let home = c.home();
+    let mut dirs = vec![shell(&home)];
+    dirs.extend(
+        inputs
+            .harness_home_dirs()
+            .iter()
+            .map(|d| shell(&format!("{home}/{d}"))),
+    );
+    let dirs = dirs.join(" ");
+    if c.user == "root" {
+        out.push_str(
+            "# The container user is root: only the harness state directories are needed.\n",
+        );
+        let _ = writeln!(out, "RUN mkdir -p {dirs}\n");
+    } else {
+        let name = shell(&c.user);
+        let (uid, gid) = (c.uid, c.gid());
+        out.push_str(
+            "# The container user. A group or user that already holds the configured IDs\n\
+             # (for example `ubuntu` in Ubuntu images) is renamed instead of duplicated.\n",
+        );
+        let _ = write!(
+            out,
+            "RUN set -eu; \\\n    \
+             name={name}; uid={uid}; gid={gid}; home={home_q}; \\\n    \
+             if ! getent group \"$gid\" >/dev/null; then \\\n        \
+             if getent group \"$name\" >/dev/null; then groupmod --gid \"$gid\" \"$name\"; \\\n        \
+             else groupadd --gid \"$gid\" \"$name\"; fi; \\\n    \
+             fi; \\\n    \
+             current=\"$(getent passwd \"$uid\" | cut -d: -f1)\"; \\\n    \
+             if [ -n \"$current\" ] && [ \"$current\" != \"$name\" ]; then \\\n        \
+             if getent passwd \"$name\" >/dev/null; then \\\n            \
+             echo \"aibox: UID $uid belongs to $current, and user $name also exists\" >&2; exit 1; \\\n        \
+             fi; \\\n        \
+             usermod --login \"$name\" --gid \"$gid\" --home \"$home\" --shell /bin/bash \"$current\"; \\\n    \
+             elif [ -n \"$current\" ]; then \\\n        \
+             usermod --gid \"$gid\" --home \"$home\" --shell /bin/bash \"$name\"; \\\n    \
+             elif getent passwd \"$name\" >/dev/null; then \\\n        \
+             usermod --uid \"$uid\" --gid \"$gid\" --home \"$home\" --shell /bin/bash \"$name\"; \\\n    \
+             else \\\n        \
+             useradd --no-log-init --uid \"$uid\" --gid \"$gid\" --home-dir \"$home\" \
+             --shell /bin/bash \"$name\"; \\\n    \
+             fi; \\\n    \
+             mkdir -p {dirs}; \\\n    \
+             chown -R \"$uid:$gid\" \"$home\"\n\n",
+            home_q = shell(&home),
+        );
+    }
+
+    out.push_str("# Version marker; agrees with the aibox.version label.\n");
+    let _ = writeln!(
+        out,
+        "RUN printf '%s\\n' {} > /etc/aibox-version\n",
+        shell(version)
+    );
+
+    if let Some(local) = inputs.effective_dockerfile_local() {
+        let _ = writeln!(out, "{LOCAL_BEGIN}");
+        out.push_str(local);
+        if !local.is_empty() && !local.ends_with('\n') {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "{LOCAL_END}\n");
+    }
+
+    let _ = writeln!(out, "USER {}", c.user);
+    let _ = writeln!(out, "WORKDIR {WORKSPACE_DIR}");
+    out
+}

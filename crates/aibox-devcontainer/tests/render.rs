@@ -1,0 +1,442 @@
+//! Snapshot, schema and real-Compose tests of the generated dev container files.
+//!
+//! Every case renders twice (determinism), snapshots every file, validates the Compose
+//! and devcontainer files against the vendored schemas, and has Debian's
+//! `docker-compose` 1.29 and `podman-compose` parse the files as a project on disk.
+
+// Helper functions outside `#[test]` fail the test by panicking, like the tests do.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::Command;
+
+use aibox_config::{AiboxToml, LocalToml, Ownership, PlannedFile};
+use aibox_devcontainer::{GENERATED_HEADER_MARKER, Inputs, render};
+use aibox_test_support::podman::require_program;
+use aibox_test_support::schema::{validate_compose_yaml, validate_devcontainer_json};
+
+const VERSION: &str = "0.1.0";
+const COMPOSE_HINT: &str = "install Compose: `apt-get install -y docker-compose podman-compose`";
+
+fn team(text: &str) -> AiboxToml {
+    toml::from_str(text).unwrap()
+}
+
+fn local(text: &str) -> LocalToml {
+    toml::from_str(text).unwrap()
+}
+
+const MINIMAL: &str = "[container]\nname = \"demo\"\n";
+
+const FULL: &str = r#"
+[aibox]
+project_name = "Full.Project"
+profile = "human-dev"
+
+[container]
+name = "full-dev"
+hostname = "fullhost"
+user = "dev"
+uid = 1001
+gid = 1002
+base_image = "docker.io/library/debian:bookworm-slim"
+timezone = "Europe/Berlin"
+
+[container.environment]
+LANG = "C.UTF-8"
+PRICE = "costs $5 or ${AMOUNT}"
+QUOTED = "say \"hi\" and 'bye'"
+COMMENTISH = "a: b # c"
+MULTILINE = "one\ntwo"
+OVERRIDDEN = "team value"
+YES = "yes"
+
+[[container.extra_volumes]]
+source = "./data"
+target = "/data"
+
+[[container.extra_volumes]]
+source = "~/.gitconfig"
+target = "/home/dev/.gitconfig"
+read_only = true
+
+[[container.extra_volumes]]
+source = "/srv/shared cache"
+target = "/cache"
+
+[container.lifecycle]
+post_create_command = "make setup && echo \"done\""
+post_start_command = "git status"
+
+[ai]
+harnesses = ["vscode", "claude", "codex", "gemini", "opencode", "cursor", "claude"]
+"#;
+
+const FULL_LOCAL: &str = r#"
+[container.environment]
+GITHUB_TOKEN = "ghp_FAKEFAKEFAKEFAKEFAKE"
+OVERRIDDEN = "personal value"
+GREETING = "hello world = a#1"
+WIN_PATH = 'C:\Users\x\n'
+MIXED = '''say "hi" it's	done'''
+
+[[container.extra_volumes]]
+source = "~/notes"
+target = "/notes"
+read_only = true
+"#;
+
+const HARNESS_ONLY: &str = r#"
+[aibox]
+profile = "headless-runner"
+
+[container]
+name = "runner"
+user = "agent"
+uid = 2000
+
+[context]
+mode = "harness-only"
+
+[ai]
+harnesses = ["codex", "cursor"]
+"#;
+
+const ROOT: &str =
+    "[container]\nname = \"rooty\"\nuser = \"root\"\nuid = 0\n\n[ai]\nharnesses = [\"claude\"]\n";
+
+const DOCKERFILE_LOCAL: &str = "# my additions\nRUN echo \"local step\" > /etc/local-step\n";
+
+struct Case {
+    name: &'static str,
+    team: AiboxToml,
+    local: LocalToml,
+    dockerfile_local: Option<String>,
+    override_exists: bool,
+    scaffold: bool,
+    security_opt: Vec<String>,
+}
+
+impl Case {
+    fn new(name: &'static str, team_text: &str) -> Self {
+        Self {
+            name,
+            team: team(team_text),
+            local: LocalToml::default(),
+            dockerfile_local: None,
+            override_exists: false,
+            scaffold: true,
+            security_opt: Vec::new(),
+        }
+    }
+
+    fn inputs(&self) -> Inputs<'_> {
+        let mut inputs = Inputs::new(&self.team, &self.local, VERSION);
+        inputs.dockerfile_local = self.dockerfile_local.as_deref();
+        inputs.override_exists = self.override_exists;
+        inputs.scaffold_user_files = self.scaffold;
+        inputs.security_opt = &self.security_opt;
+        inputs
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let mut full = Case::new("full", FULL);
+    full.local = local(FULL_LOCAL);
+    let mut no_scaffold = Case::new("minimal_no_scaffold", MINIMAL);
+    no_scaffold.scaffold = false;
+    let mut with_local = Case::new("local_and_override", MINIMAL);
+    with_local.scaffold = false;
+    with_local.dockerfile_local = Some(DOCKERFILE_LOCAL.to_owned());
+    with_local.override_exists = true;
+    let mut seccomp = Case::new(
+        "security_opt",
+        "[container]\nname = \"sec\"\n[ai]\nharnesses = [\"codex\"]\n",
+    );
+    seccomp.security_opt = vec![
+        "seccomp=unconfined".to_owned(),
+        "no-new-privileges:true".to_owned(),
+    ];
+    vec![
+        Case::new("minimal", MINIMAL),
+        no_scaffold,
+        full,
+        Case::new("harness_only", HARNESS_ONLY),
+        with_local,
+        seccomp,
+        Case::new("root_user", ROOT),
+    ]
+}
+
+fn file<'a>(files: &'a [PlannedFile], path: &str) -> &'a str {
+    let f = files
+        .iter()
+        .find(|f| f.path == path)
+        .unwrap_or_else(|| panic!("{path} not planned"));
+    std::str::from_utf8(&f.contents).unwrap()
+}
+
+fn summary(files: &[PlannedFile]) -> String {
+    files.iter().fold(String::new(), |mut out, f| {
+        let _ = writeln!(
+            out,
+            "{} {:?} {:?} {} bytes",
+            f.path,
+            f.ownership,
+            f.mode,
+            f.contents.len()
+        );
+        out
+    })
+}
+
+#[test]
+fn every_case_is_deterministic_snapshotted_and_schema_valid() {
+    for case in cases() {
+        let files = render(&case.inputs()).unwrap();
+        assert_eq!(
+            files,
+            render(&case.inputs()).unwrap(),
+            "{}: not deterministic",
+            case.name
+        );
+        let n = case.name;
+        insta::assert_snapshot!(format!("{n}__files"), summary(&files));
+        for (suffix, path) in [
+            ("dockerfile", ".devcontainer/Dockerfile"),
+            ("compose", ".devcontainer/docker-compose.yml"),
+            ("devcontainer_json", ".devcontainer/devcontainer.json"),
+            ("local_env", ".aibox-local.env"),
+        ] {
+            insta::assert_snapshot!(format!("{n}__{suffix}"), file(&files, path));
+        }
+        let compose = file(&files, ".devcontainer/docker-compose.yml");
+        validate_compose_yaml(compose).unwrap_or_else(|e| panic!("{n}: compose invalid: {e:#?}"));
+        let json = file(&files, ".devcontainer/devcontainer.json");
+        validate_devcontainer_json(json)
+            .unwrap_or_else(|e| panic!("{n}: devcontainer.json invalid: {e:#?}"));
+        for f in &files {
+            let text = std::str::from_utf8(&f.contents).unwrap();
+            match f.ownership {
+                Ownership::Generated => {
+                    let head: String = text.lines().take(2).collect();
+                    assert!(
+                        head.contains(GENERATED_HEADER_MARKER),
+                        "{n}: {} lacks header",
+                        f.path
+                    );
+                }
+                Ownership::ScaffoldOnce => {
+                    assert!(
+                        !text.contains(GENERATED_HEADER_MARKER),
+                        "{}: scaffold has marker",
+                        f.path
+                    );
+                }
+                _ => {}
+            }
+            assert!(
+                !text.contains("privileged") && !text.contains("cap_add"),
+                "{}",
+                f.path
+            );
+            assert!(!text.contains("runArgs") && !text.contains("initializeCommand"));
+        }
+    }
+}
+
+#[test]
+fn scaffolds_are_valid_and_snapshotted() {
+    let case = Case::new("minimal", MINIMAL);
+    let files = render(&case.inputs()).unwrap();
+    let override_text = file(&files, ".devcontainer/docker-compose.override.yml");
+    validate_compose_yaml(override_text).unwrap();
+    insta::assert_snapshot!("scaffold__compose_override", override_text);
+    insta::assert_snapshot!(
+        "scaffold__dockerfile_local",
+        file(&files, ".devcontainer/Dockerfile.local")
+    );
+    // The scaffolded Dockerfile.local is what the Dockerfile already inlines, so creating
+    // it changes nothing on the next run.
+    let mut next = Case::new("minimal", MINIMAL);
+    next.scaffold = false;
+    next.dockerfile_local = Some(file(&files, ".devcontainer/Dockerfile.local").to_owned());
+    next.override_exists = true;
+    let again = render(&next.inputs()).unwrap();
+    assert_eq!(
+        again[..3],
+        files[..3],
+        "generated files changed once the scaffolds exist"
+    );
+}
+
+/// Writes a rendered project into a temporary folder, as the engine would.
+fn write_project(case: &Case, files: &[PlannedFile]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = files.to_vec();
+    let planned = |files: &[PlannedFile], p: &str| files.iter().any(|f| f.path == p);
+    if case.override_exists && !planned(&files, ".devcontainer/docker-compose.override.yml") {
+        // The user's existing override: the scaffold aibox would have written.
+        let mut scaffolding = Inputs::new(&case.team, &case.local, VERSION);
+        scaffolding.scaffold_user_files = true;
+        let scaffolded = render(&scaffolding).unwrap();
+        let f = scaffolded
+            .into_iter()
+            .find(|f| f.path == ".devcontainer/docker-compose.override.yml");
+        files.push(f.unwrap());
+    }
+    for f in &files {
+        let path = dir.path().join(f.path.as_str());
+        fs_err::create_dir_all(path.parent().unwrap()).unwrap();
+        fs_err::write(&path, &f.contents).unwrap();
+    }
+    dir
+}
+
+fn compose_args(files: &[PlannedFile]) -> Vec<&'static str> {
+    let mut args = vec!["-f", "docker-compose.yml"];
+    let json = file(files, ".devcontainer/devcontainer.json");
+    if json.contains("docker-compose.override.yml") {
+        args.extend(["-f", "docker-compose.override.yml"]);
+    }
+    args
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
+    require_program("docker-compose", COMPOSE_HINT);
+    for case in cases() {
+        let files = render(&case.inputs()).unwrap();
+        let dir = write_project(&case, &files);
+        let project = aibox_devcontainer::project_name(&case.team);
+        let out = run_ok(
+            Command::new("docker-compose")
+                .current_dir(dir.path().join(".devcontainer"))
+                .env("HOME", "/home/tester")
+                .args(["-p", &project])
+                .args(compose_args(&files))
+                .arg("config"),
+        );
+        let parsed: serde_yaml::Value = serde_yaml::from_str(&out).unwrap();
+        let service = &parsed["services"][aibox_devcontainer::service_name(&case.team)];
+        assert_eq!(
+            service["init"],
+            serde_yaml::Value::Bool(true),
+            "{}",
+            case.name
+        );
+        // `config` prints literal `$` as `$$`; undo that to compare with the input.
+        let env: BTreeMap<String, String> = service["environment"]
+            .as_mapping()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| {
+                        (
+                            k.as_str().unwrap().to_owned(),
+                            v.as_str().unwrap().replace("$$", "$"),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut expected: BTreeMap<String, String> = case.team.container.environment.clone();
+        if let Some(tz) = &case.team.container.timezone {
+            expected.insert("TZ".into(), tz.clone());
+        }
+        expected.extend(case.local.container.environment.clone());
+        assert_eq!(env, expected, "{}: environment differs", case.name);
+        let volumes: Vec<&str> = service["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(
+            volumes.iter().any(|v| v.ends_with(":/workspace:rw")),
+            "{volumes:?}"
+        );
+        if case.name == "full" {
+            assert!(
+                volumes.contains(&"/home/tester/.gitconfig:/home/dev/.gitconfig:ro"),
+                "{volumes:?}"
+            );
+            assert!(
+                volumes.contains(&"/srv/shared cache:/cache:rw"),
+                "{volumes:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn podman_compose_turns_every_case_into_the_expected_podman_run() {
+    require_program("podman-compose", COMPOSE_HINT);
+    require_program("podman", COMPOSE_HINT);
+    for case in cases() {
+        let files = render(&case.inputs()).unwrap();
+        let dir = write_project(&case, &files);
+        let root = dir.path().to_str().unwrap();
+        let project = aibox_devcontainer::project_name(&case.team);
+        // podman-compose 1.0.3 has no `config`; `--dry-run up` prints the podman commands
+        // it would run (it only inspects whether the image exists).
+        let out = run_ok(
+            Command::new("podman-compose")
+                .current_dir(dir.path().join(".devcontainer"))
+                .env("HOME", "/home/tester")
+                .args(["--dry-run", "-p", &project])
+                .args(compose_args(&files))
+                .args(["up", "-d"]),
+        );
+        // A multi-line value splits the printed command, so take the rest of the output.
+        let run = &out[out.find("podman run ").unwrap_or_else(|| panic!("{out}"))..];
+        let n = case.name;
+        let service = aibox_devcontainer::service_name(&case.team);
+        for expected in [
+            format!("--name={service} "),
+            format!("--env-file {root}/.aibox-local.env "),
+            format!("-v {root}:/workspace "),
+            "-w /workspace ".to_owned(),
+            "--init ".to_owned(),
+            format!(
+                " {} sleep infinity",
+                aibox_devcontainer::image_name(&case.team)
+            ),
+            format!("--label aibox.project={project} "),
+        ] {
+            assert!(
+                run.contains(&expected),
+                "{n}: `{expected}` missing from {run}"
+            );
+        }
+        assert!(
+            !run.contains("--privileged") && !run.contains("--cap-add"),
+            "{n}: {run}"
+        );
+        for opt in &case.security_opt {
+            assert!(run.contains(&format!("--security-opt {opt}")), "{n}: {run}");
+        }
+        if n == "full" {
+            assert!(out.contains("-e PRICE=costs $5 or ${AMOUNT} "), "{out}");
+            assert!(run.contains("-v /home/tester/notes:/notes:ro "), "{run}");
+            assert!(run.contains(&format!("-v {root}/data:/data ")), "{run}");
+            assert!(
+                !run.contains("OVERRIDDEN=team"),
+                "personal key leaked into compose: {run}"
+            );
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! `apply`: executes a plan through the writer.
+//!
+//! Order of a real apply: take the project lock → remove stray temp files → plan →
+//! decide every file's action (refusing foreign files before anything is written) →
+//! record the planned digests in `.aibox/pending.lock` → back up foreign files when
+//! forced → write the files → write `aibox.lock` last → drop the pending record.
+//!
+//! The pending record makes a killed apply recoverable: files it already wrote carry a
+//! digest the next apply recognises as aibox's own even though `aibox.lock` was not
+//! updated yet. Dry runs and checks only read (they take no lock).
+
+use std::time::{Duration, Instant};
+
+use aibox_config::{Ownership, PlannedFile};
+use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::EngineError;
+use crate::plan::{PlanOptions, plan_in};
+use crate::writer::{ProjectRoot, Writer, check_relative, in_perimeter};
+
+/// Digests of the apply in progress (the would-be lock), under `.aibox/`.
+pub const PENDING_LOCK: &str = ".aibox/pending.lock";
+/// The project lock file held while applying.
+pub const APPLY_LOCK: &str = ".aibox/apply.lock";
+/// Where `--force` keeps the files it replaces: `.aibox/backups/<path>.<n>`.
+pub const BACKUP_DIR: &str = ".aibox/backups";
+
+/// Options of [`apply`].
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    /// Compute diffs of what would change; write nothing.
+    pub dry_run: bool,
+    /// Report whether anything would change; write nothing.
+    pub check: bool,
+    /// Back up and replace generated files that aibox did not write.
+    pub force: bool,
+    /// How long to wait for another apply's project lock before failing with
+    /// `aibox::apply::busy`.
+    pub lock_timeout: Duration,
+    /// Planning options.
+    pub plan: PlanOptions,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        Self {
+            dry_run: false,
+            check: false,
+            force: false,
+            lock_timeout: Duration::from_secs(30),
+            plan: PlanOptions::default(),
+        }
+    }
+}
+
+/// What happened (or, in dry-run/check mode, would happen) to one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileAction {
+    /// The file did not exist and was created.
+    Created,
+    /// The file was rewritten with new contents or mode.
+    Updated,
+    /// The file already had the planned contents; it was not touched.
+    Unchanged,
+    /// A user-owned (scaffold-once) file exists; aibox left it alone.
+    SkippedUserOwned,
+    /// A file aibox did not write was backed up (see `backup`) and replaced.
+    BackedUp,
+}
+
+impl FileAction {
+    /// Whether the action changes the file on disk.
+    pub fn changes(self) -> bool {
+        matches!(self, Self::Created | Self::Updated | Self::BackedUp)
+    }
+
+    /// The kebab-case name shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Updated => "updated",
+            Self::Unchanged => "unchanged",
+            Self::SkippedUserOwned => "skipped-user-owned",
+            Self::BackedUp => "backed-up",
+        }
+    }
+}
+
+/// One file of an [`ApplyReport`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileReport {
+    /// Root-relative path.
+    pub path: Utf8PathBuf,
+    /// Ownership class of the planned file.
+    #[serde(skip)]
+    pub ownership: Ownership,
+    /// The action.
+    pub action: FileAction,
+    /// Where the previous contents were saved (action `backed-up`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<Utf8PathBuf>,
+    /// Unified diff (`--- a/path` / `+++ b/path`) of a changed file, in dry-run mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+}
+
+/// Result of [`apply`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ApplyReport {
+    /// Every planned file in write order; `aibox.lock` is last.
+    pub files: Vec<FileReport>,
+    /// Whether this was a dry run or check (nothing written).
+    pub wrote_nothing: bool,
+    /// Temp files of a previously killed apply that were removed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed_temp_files: Vec<Utf8PathBuf>,
+}
+
+impl ApplyReport {
+    /// Whether any file changed (or, for dry-run/check, would change).
+    pub fn changed(&self) -> bool {
+        self.files.iter().any(|f| f.action.changes())
+    }
+}
+
+/// Plans and applies the project at `root`.
+pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, EngineError> {
+    let root = ProjectRoot::open(root)?;
+    let read_only = options.dry_run || options.check;
+    let _guard = if read_only {
+        None
+    } else {
+        Some(ProjectLock::acquire(&root, options.lock_timeout)?)
+    };
+    let mut writer = Writer::new(&root);
+
+    let plan = plan_in(&root, &options.plan)?;
+    let lock_file = plan.lock_file();
+    let all: Vec<&PlannedFile> = plan
+        .files
+        .iter()
+        .chain(std::iter::once(&lock_file))
+        .collect();
+
+    let removed_temp_files = if read_only {
+        Vec::new()
+    } else {
+        writer.clean_stray_temps(all.iter().map(|f| f.path.as_path()))?
+    };
+
+    let pending = read_pending(&root)?;
+    let previous = crate::plan::read_lock(&root)?;
+    let known = KnownDigests {
+        previous: previous.as_ref(),
+        pending: pending.as_ref(),
+    };
+
+    // Decide everything before writing anything: a refusal leaves the project untouched.
+    let mut decisions = Vec::with_capacity(all.len());
+    for file in &all {
+        decisions.push(decide(&root, file, &known, options)?);
+    }
+    if let Some(foreign) = decisions.iter().find(|d| d.foreign && !options.force) {
+        return Err(EngineError::ForeignFile {
+            path: foreign.report.path.clone(),
+        });
+    }
+
+    if read_only {
+        let files = decisions.into_iter().map(|d| d.report).collect();
+        return Ok(ApplyReport {
+            files,
+            wrote_nothing: true,
+            removed_temp_files,
+        });
+    }
+
+    let anything = decisions.iter().any(|d| d.report.action.changes());
+    if anything {
+        writer.write(Utf8Path::new(PENDING_LOCK), plan.lock_text.as_bytes(), None)?;
+    }
+    let mut reports = Vec::with_capacity(decisions.len());
+    for (decision, file) in decisions.into_iter().zip(&all) {
+        let mut report = decision.report;
+        if let Some(old) = decision.old.filter(|_| decision.foreign) {
+            let backup = backup_path(&root, &file.path)?;
+            writer.write(&backup, &old, None)?;
+            report.backup = Some(backup);
+        }
+        if report.action.changes() {
+            writer.write(&file.path, &file.contents, file.mode)?;
+        }
+        reports.push(report);
+    }
+    // Unconditional: a run killed between the lock and this removal left the record.
+    writer.remove(Utf8Path::new(PENDING_LOCK))?;
+    Ok(ApplyReport {
+        files: reports,
+        wrote_nothing: false,
+        removed_temp_files,
+    })
+}
+
+struct KnownDigests<'a> {
+    previous: Option<&'a Lock>,
+    pending: Option<&'a Lock>,
+}
+
+impl KnownDigests<'_> {
+    fn is_ours(&self, path: &Utf8Path, bytes: &[u8]) -> bool {
+        if String::from_utf8_lossy(bytes).contains(aibox_devcontainer::GENERATED_HEADER_MARKER) {
+            return true;
+        }
+        let digest = sha256_hex(bytes);
+        [self.previous, self.pending]
+            .into_iter()
+            .flatten()
+            .any(|lock| lock.generated_digest(path.as_str()) == Some(digest.as_str()))
+    }
+}
+
+struct Decision {
+    report: FileReport,
+    /// Existing bytes, kept for backups.
+    old: Option<Vec<u8>>,
+    /// Existing generated file that aibox did not write.
+    foreign: bool,
+}
+
+fn decide(
+    root: &ProjectRoot,
+    file: &PlannedFile,
+    known: &KnownDigests,
+    options: &ApplyOptions,
+) -> Result<Decision, EngineError> {
+    check_relative(&file.path)?;
+    if !in_perimeter(&file.path) {
+        return Err(EngineError::OutsidePerimeter {
+            path: file.path.clone(),
+        });
+    }
+    let old = root.read(&file.path)?;
+    let old_mode = if old.is_some() && file.mode.is_some() {
+        root.mode(&file.path)?
+    } else {
+        None
+    };
+    let mut foreign = false;
+    let action = match (&old, file.ownership) {
+        (None, _) => FileAction::Created,
+        (Some(_), Ownership::ScaffoldOnce) => FileAction::SkippedUserOwned,
+        (Some(bytes), _) if *bytes == file.contents => {
+            if file.mode.is_some() && old_mode.is_some() && file.mode != old_mode {
+                FileAction::Updated
+            } else {
+                FileAction::Unchanged
+            }
+        }
+        (Some(bytes), Ownership::Generated)
+            if file.path != LOCK_FILE && !known.is_ours(&file.path, bytes) =>
+        {
+            foreign = true;
+            FileAction::BackedUp
+        }
+        (Some(_), _) => FileAction::Updated,
+    };
+    let diff = (options.dry_run && action.changes())
+        .then(|| unified_diff(&file.path, old.as_deref(), &file.contents));
+    let backup = None;
+    let report = FileReport {
+        path: file.path.clone(),
+        ownership: file.ownership,
+        action,
+        backup,
+        diff,
+    };
+    Ok(Decision {
+        report,
+        old,
+        foreign,
+    })
+}
+
+/// Unified diff of one file; a created file is diffed against `/dev/null`.
+fn unified_diff(path: &Utf8Path, old: Option<&[u8]>, new: &[u8]) -> String {
+    let old_text = old.map(String::from_utf8_lossy).unwrap_or_default();
+    let new_text = String::from_utf8_lossy(new);
+    let from = if old.is_some() {
+        format!("a/{path}")
+    } else {
+        "/dev/null".to_owned()
+    };
+    similar::TextDiff::from_lines(old_text.as_ref(), new_text.as_ref())
+        .unified_diff()
+        .context_radius(3)
+        .header(&from, &format!("b/{path}"))
+        .to_string()
+}
+
+/// First free `.aibox/backups/<path>.<n>`, counting from 1.
+fn backup_path(root: &ProjectRoot, path: &Utf8Path) -> Result<Utf8PathBuf, EngineError> {
+    for n in 1..=u32::MAX {
+        let candidate = Utf8PathBuf::from(format!("{BACKUP_DIR}/{path}.{n}"));
+        if !root.is_file(&candidate)? {
+            return Ok(candidate);
+        }
+    }
+    Err(EngineError::WrongKind {
+        path: Utf8PathBuf::from(BACKUP_DIR),
+        expected: "backup slot",
+    })
+}
+
+fn read_pending(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
+    let rel = Utf8Path::new(PENDING_LOCK);
+    let Some(bytes) = root.read(rel)? else {
+        return Ok(None);
+    };
+    // A damaged record only costs recognition of half-written runs; never fail on it.
+    Ok(Lock::parse(&String::from_utf8_lossy(&bytes), &root.path().join(rel)).ok())
+}
+
+/// The project lock: an OS file lock on `.aibox/apply.lock`, released on drop (and by
+/// the OS when the process dies, so a killed apply never leaves it stuck).
+struct ProjectLock {
+    _file: fs_err::File,
+}
+
+impl ProjectLock {
+    fn acquire(root: &ProjectRoot, timeout: Duration) -> Result<Self, EngineError> {
+        let rel = Utf8Path::new(APPLY_LOCK);
+        let writer = Writer::new(root);
+        let dir = writer.ensure_parent(rel)?;
+        let path = dir.join(rel.file_name().unwrap_or_default());
+        if fs_err::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(EngineError::Symlink {
+                path: rel.to_owned(),
+                link: rel.to_owned(),
+            });
+        }
+        let file = fs_err::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| EngineError::io("open", &path, e))?;
+        let start = Instant::now();
+        loop {
+            match file.file().try_lock() {
+                Ok(()) => return Ok(Self { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if start.elapsed() >= timeout {
+                        return Err(EngineError::Busy {
+                            lock: path,
+                            waited_secs: start.elapsed().as_secs(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(EngineError::io("lock", &path, e));
+                }
+            }
+        }
+    }
+}

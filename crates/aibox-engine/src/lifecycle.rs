@@ -1,0 +1,170 @@
+//! The container lifecycle commands (`up`, `down`, `status`, `exec`, `apply --build`).
+//!
+//! Thin glue: load the project, pick the engine (failing fast when none is installed),
+//! bring the generated files up to date where a command needs them, then hand over to
+//! `aibox-runtime`, which owns every spawned process.
+
+use aibox_config::load_project;
+use aibox_runtime::{
+    DetectEnv, ExecRequest, Progress, Runtime, RuntimeError, Status, Target, Timeouts,
+};
+use camino::Utf8Path;
+use miette::Diagnostic;
+
+use crate::{ApplyOptions, ApplyReport, EngineError, apply};
+
+/// Errors of the lifecycle commands: those of the layers they combine, unchanged.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum LifecycleError {
+    /// Loading the project or applying the generated files failed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Engine(Box<EngineError>),
+    /// Detecting or driving the container engine failed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+// Boxed: the engine's errors carry source text for their diagnostics and are large.
+impl From<EngineError> for LifecycleError {
+    fn from(err: EngineError) -> Self {
+        Self::Engine(Box::new(err))
+    }
+}
+
+impl From<aibox_config::ConfigError> for LifecycleError {
+    fn from(err: aibox_config::ConfigError) -> Self {
+        Self::Engine(Box::new(err.into()))
+    }
+}
+
+/// How the engine is chosen and how long steps may take.
+#[derive(Debug, Clone)]
+pub struct LifecycleOptions {
+    /// Engine/Compose overrides, `PATH` and extra environment for engine commands.
+    pub env: DetectEnv,
+    /// Step deadlines.
+    pub timeouts: Timeouts,
+}
+
+impl Default for LifecycleOptions {
+    /// Reads `AIBOX_ENGINE`, `AIBOX_COMPOSE` and `PATH` from this process.
+    fn default() -> Self {
+        Self {
+            env: DetectEnv::from_process(),
+            timeouts: Timeouts::default(),
+        }
+    }
+}
+
+/// Options of [`up`].
+#[derive(Debug, Clone, Default)]
+pub struct UpOptions {
+    /// Rebuild the image even when it exists.
+    pub build: bool,
+    /// Engine selection and deadlines.
+    pub lifecycle: LifecycleOptions,
+    /// Options of the `apply` that runs first.
+    pub apply: ApplyOptions,
+}
+
+/// Result of [`up`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UpReport {
+    /// What the preceding apply did (usually nothing).
+    pub apply: ApplyReport,
+    /// The container afterwards.
+    pub status: Status,
+}
+
+/// The runtime and target of the project at `root`.
+pub fn runtime_for(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+) -> Result<(Runtime, Target), LifecycleError> {
+    let project = load_project(root)?;
+    let runtime = Runtime::detect(project.config.container.engine, options.env.clone())?
+        .with_timeouts(options.timeouts);
+    let config = &project.config;
+    let target = Target {
+        root: root.to_owned(),
+        project: aibox_devcontainer::project_name(config),
+        container: aibox_devcontainer::service_name(config).to_owned(),
+        image: aibox_devcontainer::image_name(config),
+        user: config.container.user.clone(),
+    };
+    Ok((runtime, target))
+}
+
+/// Brings the generated files up to date, then builds (when needed) and starts the
+/// container and waits until it runs.
+pub fn up(
+    root: &Utf8Path,
+    options: &UpOptions,
+    progress: Progress<'_>,
+) -> Result<UpReport, LifecycleError> {
+    // Detect first: a missing engine is reported before anything is written.
+    let (runtime, target) = runtime_for(root, &options.lifecycle)?;
+    let apply_opts = ApplyOptions {
+        dry_run: false,
+        check: false,
+        ..options.apply.clone()
+    };
+    let report = apply(root, &apply_opts)?;
+    let status = runtime.up(
+        &target,
+        aibox_runtime::UpOptions {
+            build: options.build,
+        },
+        progress,
+    )?;
+    Ok(UpReport {
+        apply: report,
+        status,
+    })
+}
+
+/// Stops and removes the project's container.
+pub fn down(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+    progress: Progress<'_>,
+) -> Result<Status, LifecycleError> {
+    let (runtime, target) = runtime_for(root, options)?;
+    Ok(runtime.down(&target, progress)?)
+}
+
+/// Reports the project's container state.
+pub fn status(root: &Utf8Path, options: &LifecycleOptions) -> Result<Status, LifecycleError> {
+    let (runtime, target) = runtime_for(root, options)?;
+    Ok(runtime.status(&target)?)
+}
+
+/// Runs `cmd` in the running container as the configured user, passing the named host
+/// variables in `env` for this command only, and returns its exit code.
+pub fn exec(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+    cmd: &[String],
+    env: &[String],
+) -> Result<i32, LifecycleError> {
+    let (runtime, target) = runtime_for(root, options)?;
+    let request = ExecRequest {
+        user: &target.user,
+        cmd,
+        env,
+        timeout: None,
+    };
+    Ok(runtime.exec(&target, &request)?)
+}
+
+/// Builds the image (`aibox apply --build`, after the apply itself).
+pub fn build(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+    progress: Progress<'_>,
+) -> Result<(), LifecycleError> {
+    let (runtime, target) = runtime_for(root, options)?;
+    Ok(runtime.build(&target, progress)?)
+}

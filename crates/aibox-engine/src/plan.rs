@@ -1,0 +1,178 @@
+//! The plan: every file aibox would write, with its owner and new contents.
+//!
+//! A plan is assembled by independent sources (see [`crate::sources`]), each reading the
+//! project through a [`PlanContext`] and adding files to a [`PlanBuilder`]. Planning
+//! only reads; nothing is written until [`crate::apply`] hands the plan to the writer.
+
+use std::collections::BTreeMap;
+
+use aibox_config::{Ownership, PlannedFile, Project};
+use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::EngineError;
+use crate::writer::ProjectRoot;
+
+/// Options of [`plan`].
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Version recorded in generated files' labels and in `aibox.lock`.
+    pub aibox_version: String,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        Self {
+            aibox_version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// Read-only view of the project handed to every plan source.
+pub struct PlanContext<'a> {
+    /// The loaded configuration (`aibox.toml` and `.aibox-local.toml`).
+    pub project: &'a Project,
+    /// The lock written by the previous apply, if any.
+    pub previous_lock: Option<&'a Lock>,
+    /// Version of aibox doing the planning.
+    pub aibox_version: &'a str,
+    /// Compose `security_opt` entries decided by the policy layer. Policy hook: this is
+    /// the only place container security options come from; empty until the policy gate
+    /// fills it in [`plan`].
+    pub security_opt: Vec<String>,
+    root: &'a ProjectRoot,
+}
+
+impl PlanContext<'_> {
+    /// The project root.
+    pub fn root(&self) -> &Utf8Path {
+        self.root.path()
+    }
+
+    /// Current bytes of a root-relative file, `None` when it does not exist. Refuses
+    /// invalid paths and symlinks like the writer does.
+    pub fn read(&self, rel: &Utf8Path) -> Result<Option<Vec<u8>>, EngineError> {
+        self.root.read(rel)
+    }
+
+    /// Current text of a root-relative file (lossy UTF-8), `None` when it does not exist.
+    pub fn read_text(&self, rel: &Utf8Path) -> Result<Option<String>, EngineError> {
+        Ok(self
+            .read(rel)?
+            .map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Whether a root-relative regular file exists (symlinks count as absent).
+    pub fn exists(&self, rel: &Utf8Path) -> Result<bool, EngineError> {
+        self.root.is_file(rel)
+    }
+}
+
+/// Collects planned files from the sources; refuses two sources writing one path.
+#[derive(Debug, Default)]
+pub struct PlanBuilder {
+    files: BTreeMap<Utf8PathBuf, PlannedFile>,
+    lock: Lock,
+}
+
+impl PlanBuilder {
+    /// Adds a file. Errors when another source already planned the same path.
+    pub fn add(&mut self, file: PlannedFile) -> Result<(), EngineError> {
+        crate::writer::check_relative(&file.path)?;
+        if self.files.contains_key(&file.path) {
+            return Err(EngineError::DuplicatePath { path: file.path });
+        }
+        self.files.insert(file.path.clone(), file);
+        Ok(())
+    }
+
+    /// Adds several files.
+    pub fn extend(
+        &mut self,
+        files: impl IntoIterator<Item = PlannedFile>,
+    ) -> Result<(), EngineError> {
+        files.into_iter().try_for_each(|f| self.add(f))
+    }
+
+    /// A file planned so far (for sources that build on another's output).
+    pub fn get(&self, path: &Utf8Path) -> Option<&PlannedFile> {
+        self.files.get(path)
+    }
+
+    /// The lock being built: sources record their own sections here (the engine fills
+    /// `[aibox]` and `[generated]`).
+    pub fn lock_mut(&mut self) -> &mut Lock {
+        &mut self.lock
+    }
+
+    fn finish(mut self, aibox_version: &str) -> Result<Plan, EngineError> {
+        aibox_version.clone_into(&mut self.lock.aibox.cli_version);
+        self.lock.generated = self
+            .files
+            .values()
+            .filter(|f| f.ownership == Ownership::Generated)
+            .map(|f| (f.path.to_string(), sha256_hex(&f.contents)))
+            .collect();
+        let lock_text = self.lock.render()?;
+        Ok(Plan {
+            files: self.files.into_values().collect(),
+            lock: self.lock,
+            lock_text,
+        })
+    }
+}
+
+/// Everything one apply would write.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The files, sorted by path; `aibox.lock` is not among them.
+    pub files: Vec<PlannedFile>,
+    /// The lock the apply records.
+    pub lock: Lock,
+    /// Rendered lock text, written last.
+    pub lock_text: String,
+}
+
+impl Plan {
+    /// The lock as a planned file (written after every other file).
+    pub fn lock_file(&self) -> PlannedFile {
+        PlannedFile::new(
+            LOCK_FILE,
+            self.lock_text.clone().into_bytes(),
+            Ownership::Generated,
+        )
+    }
+}
+
+/// Builds the plan for the project at `root` without writing anything.
+pub fn plan(root: &Utf8Path, options: &PlanOptions) -> Result<Plan, EngineError> {
+    let root = ProjectRoot::open(root)?;
+    plan_in(&root, options)
+}
+
+pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan, EngineError> {
+    let project = aibox_config::load_project(root.path())?;
+    let previous_lock = read_lock(root)?;
+    let ctx = PlanContext {
+        project: &project,
+        previous_lock: previous_lock.as_ref(),
+        aibox_version: &options.aibox_version,
+        // Policy hook: the policy gate decides these from the configuration.
+        security_opt: Vec::new(),
+        root,
+    };
+    let mut builder = PlanBuilder::default();
+    crate::sources::contribute_all(&ctx, &mut builder)?;
+    builder.finish(&options.aibox_version)
+}
+
+/// Reads and parses `aibox.lock`; `None` when absent. A corrupt lock is an error, never
+/// silently replaced.
+pub(crate) fn read_lock(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
+    let rel = Utf8Path::new(LOCK_FILE);
+    let Some(bytes) = root.read(rel)? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(Some(Lock::parse(&text, &root.path().join(rel))?))
+}

@@ -1,0 +1,28 @@
+//! Plan source: the local-state entries of `.gitignore`.
+//!
+//! Missing entries are appended by `aibox_config::gitignore::merge_gitignore`; user lines
+//! are never edited, removed or reordered.
+
+use aibox_config::{Ownership, PlannedFile, merge_gitignore};
+use camino::Utf8Path;
+
+use crate::EngineError;
+use crate::plan::{PlanBuilder, PlanContext};
+
+/// Path of the file, at the project root.
+pub const GITIGNORE: &str = ".gitignore";
+
+/// Adds `.gitignore` with aibox's missing local-state entries appended (or unchanged
+/// when nothing is missing).
+pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
+    let path = Utf8Path::new(GITIGNORE);
+    let existing = ctx.read(path)?;
+    let text = existing.as_deref().map(String::from_utf8_lossy);
+    let contents = match (merge_gitignore(text.as_deref()), existing) {
+        (Some(merged), _) => merged.into_bytes(),
+        // Already complete: planned as is, so the report lists it as unchanged.
+        (None, Some(bytes)) => bytes,
+        (None, None) => return Ok(()),
+    };
+    plan.add(PlannedFile::new(GITIGNORE, contents, Ownership::Merged))
+}

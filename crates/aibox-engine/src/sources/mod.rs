@@ -1,0 +1,24 @@
+//! Plan sources: each adds its files to the plan.
+//!
+//! Every source is a module with
+//! `fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError>`.
+//! Later features add a module and one line in [`contribute_all`]; the writer and the
+//! apply logic never change for a new kind of file.
+
+use crate::EngineError;
+use crate::plan::{PlanBuilder, PlanContext};
+
+pub mod devcontainer;
+pub mod gitignore;
+pub mod mcp;
+pub mod processkit;
+
+/// Runs every source in order. Order matters only for sources that read what an
+/// earlier one planned (through [`PlanBuilder::get`]).
+pub fn contribute_all(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
+    devcontainer::contribute(ctx, plan)?;
+    processkit::contribute(ctx, plan)?;
+    mcp::contribute(ctx, plan)?;
+    gitignore::contribute(ctx, plan)?;
+    Ok(())
+}

@@ -1,0 +1,520 @@
+//! The single guarded writer: the only code in aibox that writes project files.
+//!
+//! Guarantees:
+//! - only clean relative paths (no `..`, `.`, empty components, absolute paths or
+//!   backslashes) inside the closed [`PERIMETER`];
+//! - never through a symlink: every parent directory and the target itself are checked
+//!   with `symlink_metadata` below the canonicalised project root;
+//! - write-if-changed: identical bytes (and mode) leave the file untouched, so a no-op
+//!   apply keeps mtimes and inodes;
+//! - atomic: a temp file in the same directory is written, fsynced, given its mode and
+//!   renamed over the target, so a crash leaves the old or the new file, never a mix.
+//!   Stray temp files of a killed run are removed by [`Writer::clean_stray_temps`].
+
+use std::io::Write as _;
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::EngineError;
+
+/// The closed set of root-relative paths aibox may write. An entry ending in `/**`
+/// covers everything below that directory; every other entry is one exact file.
+pub const PERIMETER: &[&str] = &[
+    // dev container files (generated and scaffold-once)
+    ".devcontainer/Dockerfile",
+    ".devcontainer/docker-compose.yml",
+    ".devcontainer/devcontainer.json",
+    ".devcontainer/Dockerfile.local",
+    ".devcontainer/docker-compose.override.yml",
+    // local state
+    ".aibox-local.env",
+    ".aibox-home/**",
+    ".aibox/**",
+    // bookkeeping
+    "aibox.lock",
+    ".gitignore",
+    // harness files
+    ".mcp.json",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".codex/**",
+    ".gemini/settings.json",
+    ".cursor/mcp.json",
+    ".vscode/mcp.json",
+    "opencode.json",
+    // processkit content
+    "context/**",
+    "AGENTS.md",
+];
+
+/// Marker in the name of the writer's temp files: `.<name>.aibox-tmp.<pid>`.
+const TEMP_MARKER: &str = ".aibox-tmp.";
+
+/// Whether a clean relative path lies inside [`PERIMETER`].
+pub fn in_perimeter(rel: &Utf8Path) -> bool {
+    let rel = rel.as_str();
+    PERIMETER
+        .iter()
+        .any(|entry| match entry.strip_suffix("/**") {
+            Some(dir) => rel
+                .strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/') && rest.len() > 1),
+            None => rel == *entry,
+        })
+}
+
+/// Checks that `rel` is a clean relative path with `/` separators.
+pub fn check_relative(rel: &Utf8Path) -> Result<(), EngineError> {
+    let s = rel.as_str();
+    let bad = |reason| {
+        Err(EngineError::InvalidPath {
+            path: s.to_owned(),
+            reason,
+        })
+    };
+    if s.is_empty() {
+        return bad("the path is empty");
+    }
+    if s.starts_with('/') || rel.is_absolute() {
+        return bad("absolute paths are not allowed");
+    }
+    if s.contains('\\') || s.contains('\0') {
+        return bad("backslashes and NUL bytes are not allowed");
+    }
+    for part in s.split('/') {
+        match part {
+            "" => return bad("empty path component"),
+            "." => return bad("`.` components are not allowed"),
+            ".." => return bad("`..` components are not allowed"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Outcome of one write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The file did not exist.
+    Created,
+    /// The file existed with other contents or mode.
+    Updated,
+    /// Same bytes and mode: nothing was touched.
+    Unchanged,
+}
+
+/// A canonicalised project root with symlink-refusing path resolution.
+#[derive(Debug, Clone)]
+pub struct ProjectRoot {
+    root: Utf8PathBuf,
+}
+
+impl ProjectRoot {
+    /// Canonicalises `root`, which must be an existing directory.
+    pub fn open(root: &Utf8Path) -> Result<Self, EngineError> {
+        let canonical = fs_err::canonicalize(root).map_err(|e| EngineError::Root {
+            path: root.to_string(),
+            reason: e.to_string(),
+        })?;
+        let root = Utf8PathBuf::from_path_buf(canonical).map_err(|p| EngineError::Root {
+            path: p.display().to_string(),
+            reason: "not valid UTF-8".to_owned(),
+        })?;
+        if !root.is_dir() {
+            return Err(EngineError::Root {
+                path: root.to_string(),
+                reason: "not a directory".to_owned(),
+            });
+        }
+        Ok(Self { root })
+    }
+
+    /// The canonical root.
+    pub fn path(&self) -> &Utf8Path {
+        &self.root
+    }
+
+    /// Resolves the parent directory of `rel`, refusing symlinks and non-directories.
+    /// With `create`, missing directories are created one by one; without it, a missing
+    /// directory yields `None`.
+    fn parent_dir(&self, rel: &Utf8Path, create: bool) -> Result<Option<Utf8PathBuf>, EngineError> {
+        check_relative(rel)?;
+        let mut dir = self.root.clone();
+        let Some(parent) = rel.parent() else {
+            return Ok(Some(dir));
+        };
+        for part in parent.components() {
+            dir.push(part);
+            match fs_err::symlink_metadata(&dir) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(EngineError::Symlink {
+                        path: rel.to_owned(),
+                        link: self.rel(&dir),
+                    });
+                }
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(EngineError::WrongKind {
+                        path: self.rel(&dir),
+                        expected: "directory",
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if !create {
+                        return Ok(None);
+                    }
+                    match fs_err::create_dir(&dir) {
+                        Ok(()) => {}
+                        // A concurrent creator is fine as long as it made a real directory.
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                            let meta = fs_err::symlink_metadata(&dir)
+                                .map_err(|e| EngineError::io("inspect", &dir, e))?;
+                            if !meta.is_dir() {
+                                return Err(EngineError::WrongKind {
+                                    path: self.rel(&dir),
+                                    expected: "directory",
+                                });
+                            }
+                        }
+                        Err(e) => return Err(EngineError::io("create directory", &dir, e)),
+                    }
+                }
+                Err(e) => return Err(EngineError::io("inspect", &dir, e)),
+            }
+        }
+        Ok(Some(dir))
+    }
+
+    fn rel(&self, abs: &Utf8Path) -> Utf8PathBuf {
+        abs.strip_prefix(&self.root)
+            .map_or_else(|_| abs.to_owned(), ToOwned::to_owned)
+    }
+
+    /// Metadata of the target, refusing symlinks and directories; `None` when absent.
+    fn target_meta(
+        rel: &Utf8Path,
+        abs: &Utf8Path,
+    ) -> Result<Option<std::fs::Metadata>, EngineError> {
+        match fs_err::symlink_metadata(abs) {
+            Ok(meta) if meta.file_type().is_symlink() => Err(EngineError::Symlink {
+                path: rel.to_owned(),
+                link: rel.to_owned(),
+            }),
+            Ok(meta) if !meta.is_file() => Err(EngineError::WrongKind {
+                path: rel.to_owned(),
+                expected: "regular file",
+            }),
+            Ok(meta) => Ok(Some(meta)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(EngineError::io("inspect", abs, e)),
+        }
+    }
+
+    /// Current bytes of a root-relative file; `None` when it (or a parent) is missing.
+    /// Symlinked parents or targets are errors.
+    pub fn read(&self, rel: &Utf8Path) -> Result<Option<Vec<u8>>, EngineError> {
+        Ok(self.read_with_meta(rel)?.map(|(bytes, _)| bytes))
+    }
+
+    fn read_with_meta(
+        &self,
+        rel: &Utf8Path,
+    ) -> Result<Option<(Vec<u8>, std::fs::Metadata)>, EngineError> {
+        let Some(dir) = self.parent_dir(rel, false)? else {
+            return Ok(None);
+        };
+        let abs = dir.join(rel.file_name().unwrap_or_default());
+        let Some(meta) = Self::target_meta(rel, &abs)? else {
+            return Ok(None);
+        };
+        let bytes = fs_err::read(&abs).map_err(|e| EngineError::io("read", &abs, e))?;
+        Ok(Some((bytes, meta)))
+    }
+
+    /// Whether a root-relative regular file exists (through no symlink).
+    pub fn is_file(&self, rel: &Utf8Path) -> Result<bool, EngineError> {
+        let Some(dir) = self.parent_dir(rel, false)? else {
+            return Ok(false);
+        };
+        let abs = dir.join(rel.file_name().unwrap_or_default());
+        Ok(Self::target_meta(rel, &abs)?.is_some())
+    }
+
+    /// Unix permission bits of an existing file (`None` when absent or not on Unix).
+    pub fn mode(&self, rel: &Utf8Path) -> Result<Option<u32>, EngineError> {
+        Ok(self
+            .read_with_meta(rel)?
+            .and_then(|(_, meta)| mode_of(&meta)))
+    }
+}
+
+#[cfg(unix)]
+#[allow(clippy::unnecessary_wraps)] // `None` on other platforms
+fn mode_of(meta: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    Some(meta.permissions().mode() & 0o7777)
+}
+
+#[cfg(not(unix))]
+fn mode_of(_meta: &std::fs::Metadata) -> Option<u32> {
+    None
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Utf8Path, mode: u32) -> Result<(), EngineError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| EngineError::io("set permissions of", path, e))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_path: &Utf8Path, _mode: u32) -> Result<(), EngineError> {
+    Ok(())
+}
+
+/// Writes files below a [`ProjectRoot`], inside the perimeter only.
+#[derive(Debug)]
+pub struct Writer<'a> {
+    root: &'a ProjectRoot,
+    crash: crash::Hook,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer for `root`.
+    pub fn new(root: &'a ProjectRoot) -> Self {
+        Self {
+            root,
+            crash: crash::Hook::from_env(),
+        }
+    }
+
+    /// Writes `contents` to `rel` when they (or the requested mode) differ from the file
+    /// on disk. `mode` of `None` keeps an existing file's mode.
+    pub fn write(
+        &mut self,
+        rel: &Utf8Path,
+        contents: &[u8],
+        mode: Option<u32>,
+    ) -> Result<WriteOutcome, EngineError> {
+        check_relative(rel)?;
+        if !in_perimeter(rel) {
+            return Err(EngineError::OutsidePerimeter {
+                path: rel.to_owned(),
+            });
+        }
+        let existing = self.root.read_with_meta(rel)?;
+        let old_mode = existing.as_ref().and_then(|(_, meta)| mode_of(meta));
+        let outcome = match &existing {
+            None => WriteOutcome::Created,
+            Some((bytes, _)) if bytes == contents && (mode.is_none() || mode == old_mode) => {
+                return Ok(WriteOutcome::Unchanged);
+            }
+            Some(_) => WriteOutcome::Updated,
+        };
+        let dir = self
+            .root
+            .parent_dir(rel, true)?
+            .unwrap_or_else(|| self.root.path().to_owned());
+        let name = rel.file_name().unwrap_or_default();
+        let target = dir.join(name);
+        let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
+        write_temp(&temp, contents)?;
+        if let Some(mode) = mode.or(old_mode) {
+            set_mode(&temp, mode)?;
+        }
+        self.crash.point();
+        if let Err(e) = fs_err::rename(&temp, &target) {
+            let _ = fs_err::remove_file(&temp);
+            return Err(EngineError::io("replace", &target, e));
+        }
+        sync_dir(&dir);
+        self.crash.point();
+        Ok(outcome)
+    }
+
+    /// Removes a file inside the perimeter (missing is fine). Returns whether it existed.
+    pub fn remove(&mut self, rel: &Utf8Path) -> Result<bool, EngineError> {
+        check_relative(rel)?;
+        if !in_perimeter(rel) {
+            return Err(EngineError::OutsidePerimeter {
+                path: rel.to_owned(),
+            });
+        }
+        let Some(dir) = self.root.parent_dir(rel, false)? else {
+            return Ok(false);
+        };
+        let abs = dir.join(rel.file_name().unwrap_or_default());
+        if ProjectRoot::target_meta(rel, &abs)?.is_none() {
+            return Ok(false);
+        }
+        fs_err::remove_file(&abs).map_err(|e| EngineError::io("remove", &abs, e))?;
+        sync_dir(&dir);
+        Ok(true)
+    }
+
+    /// Creates (if needed) the directory holding `rel` and returns its absolute path.
+    pub(crate) fn ensure_parent(&self, rel: &Utf8Path) -> Result<Utf8PathBuf, EngineError> {
+        if !in_perimeter(rel) {
+            return Err(EngineError::OutsidePerimeter {
+                path: rel.to_owned(),
+            });
+        }
+        Ok(self
+            .root
+            .parent_dir(rel, true)?
+            .unwrap_or_else(|| self.root.path().to_owned()))
+    }
+
+    /// Removes temp files left by a killed run from the directories holding `files`.
+    /// Returns the root-relative paths removed.
+    pub fn clean_stray_temps<'p>(
+        &mut self,
+        files: impl IntoIterator<Item = &'p Utf8Path>,
+    ) -> Result<Vec<Utf8PathBuf>, EngineError> {
+        let mut dirs = std::collections::BTreeSet::new();
+        for rel in files {
+            if let Some(dir) = self.root.parent_dir(rel, false)? {
+                dirs.insert(dir);
+            }
+        }
+        let mut removed = Vec::new();
+        for dir in dirs {
+            let entries = fs_err::read_dir(&dir).map_err(|e| EngineError::io("list", &dir, e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| EngineError::io("list", &dir, e))?;
+                let Ok(name) = entry.file_name().into_string() else {
+                    continue;
+                };
+                let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+                if is_file && name.starts_with('.') && name.contains(TEMP_MARKER) {
+                    let abs = dir.join(&name);
+                    fs_err::remove_file(&abs).map_err(|e| EngineError::io("remove", &abs, e))?;
+                    removed.push(self.root.rel(&abs));
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+fn write_temp(temp: &Utf8Path, contents: &[u8]) -> Result<(), EngineError> {
+    // A leftover temp of this very pid can only be stale: replace it.
+    let _ = fs_err::remove_file(temp);
+    let mut file = fs_err::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temp)
+        .map_err(|e| EngineError::io("create", temp, e))?;
+    let result = file.write_all(contents).and_then(|()| file.sync_all());
+    if let Err(e) = result {
+        drop(file);
+        let _ = fs_err::remove_file(temp);
+        return Err(EngineError::io("write", temp, e));
+    }
+    Ok(())
+}
+
+/// Makes a rename durable. Best effort: some file systems refuse to fsync directories.
+fn sync_dir(dir: &Utf8Path) {
+    if let Ok(d) = fs_err::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Test-only crash injection, compiled into debug builds only.
+mod crash {
+    /// Environment variable: abort the process at the N-th crash point (1-based). Crash
+    /// points are after a temp file is complete (before its rename) and after the rename.
+    #[cfg(debug_assertions)]
+    pub const ENV: &str = "AIBOX_TEST_CRASH_AFTER_WRITES";
+
+    #[derive(Debug, Default)]
+    pub struct Hook {
+        #[cfg(debug_assertions)]
+        remaining: Option<u64>,
+    }
+
+    impl Hook {
+        #[cfg(debug_assertions)]
+        pub fn from_env() -> Self {
+            Self {
+                remaining: std::env::var(ENV).ok().and_then(|v| v.parse().ok()),
+            }
+        }
+
+        #[cfg(not(debug_assertions))]
+        pub fn from_env() -> Self {
+            Self {}
+        }
+
+        #[cfg(debug_assertions)]
+        pub fn point(&mut self) {
+            if let Some(n) = self.remaining.as_mut() {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    // A real SIGKILL, as from the OOM killer or `kill -9`; abort if that fails.
+                    let _ = std::process::Command::new("kill")
+                        .args(["-KILL", &std::process::id().to_string()])
+                        .status();
+                    std::process::abort();
+                }
+            }
+        }
+
+        #[cfg(not(debug_assertions))]
+        #[allow(clippy::unused_self)]
+        pub fn point(&mut self) {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perimeter_matching() {
+        for ok in [
+            ".devcontainer/Dockerfile",
+            ".aibox-home/.claude/.keep",
+            ".aibox/backups/x.1",
+            "aibox.lock",
+            ".codex/config.toml",
+            "context/skills/a/SKILL.md",
+        ] {
+            assert!(in_perimeter(Utf8Path::new(ok)), "{ok}");
+        }
+        for bad in [
+            ".devcontainer/other",
+            ".aibox-home",
+            "context",
+            "README.md",
+            "src/main.rs",
+            ".git/config",
+            ".aibox-homeX/a",
+            "aibox.toml",
+        ] {
+            assert!(!in_perimeter(Utf8Path::new(bad)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn relative_path_checks() {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "a/../b",
+            "./a",
+            "a//b",
+            "a/",
+            "a\\b",
+            "..",
+        ] {
+            let err = check_relative(Utf8Path::new(bad)).unwrap_err();
+            assert!(
+                matches!(err, EngineError::InvalidPath { .. }),
+                "{bad}: {err:?}"
+            );
+        }
+        check_relative(Utf8Path::new(".devcontainer/Dockerfile")).unwrap();
+    }
+}

@@ -1,0 +1,561 @@
+//! Fixture-tree tests of `plan` and `apply` on real temp directories.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::time::Duration;
+
+use aibox_config::Ownership;
+use aibox_engine::writer::{PERIMETER, ProjectRoot, WriteOutcome, Writer};
+use aibox_engine::{ApplyOptions, EngineError, FileAction, PlanOptions, apply, plan};
+use aibox_provenance::lock::{Lock, sha256_hex};
+use camino::Utf8Path;
+use common::{Fixture, code};
+
+const DOCKERFILE: &str = ".devcontainer/Dockerfile";
+const COMPOSE: &str = ".devcontainer/docker-compose.yml";
+
+fn opts() -> ApplyOptions {
+    ApplyOptions {
+        plan: PlanOptions {
+            aibox_version: "0.1.0".into(),
+        },
+        ..ApplyOptions::default()
+    }
+}
+
+fn dry_run() -> ApplyOptions {
+    ApplyOptions {
+        dry_run: true,
+        ..opts()
+    }
+}
+
+fn check() -> ApplyOptions {
+    ApplyOptions {
+        check: true,
+        ..opts()
+    }
+}
+
+fn force() -> ApplyOptions {
+    ApplyOptions {
+        force: true,
+        ..opts()
+    }
+}
+
+fn action(report: &aibox_engine::ApplyReport, path: &str) -> FileAction {
+    report
+        .files
+        .iter()
+        .find(|f| f.path == path)
+        .unwrap_or_else(|| panic!("{path} not in report"))
+        .action
+}
+
+#[test]
+fn first_apply_creates_every_planned_file_and_the_lock_last() {
+    let fx = Fixture::new();
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert!(report.changed());
+    assert!(!report.wrote_nothing);
+    for f in &report.files {
+        assert_eq!(f.action, FileAction::Created, "{}", f.path);
+        assert!(fx.path(f.path.as_str()).is_file(), "{}", f.path);
+    }
+    assert_eq!(report.files.last().unwrap().path, "aibox.lock");
+    for p in [
+        DOCKERFILE,
+        COMPOSE,
+        ".devcontainer/devcontainer.json",
+        ".aibox-local.env",
+    ] {
+        assert!(
+            report.files.iter().any(|f| f.path == p),
+            "{p} missing from report"
+        );
+    }
+    // Personal values go to the 0600 local env file only.
+    let env_mode = fs_err::metadata(fx.path(".aibox-local.env"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(env_mode & 0o777, 0o600);
+    assert!(fx.read(".aibox-local.env").contains("ghp_FAKE"));
+    for p in [DOCKERFILE, COMPOSE, "aibox.lock"] {
+        assert!(!fx.read(p).contains("ghp_FAKE"), "secret leaked into {p}");
+    }
+    // The lock records the digest of each generated file and nothing else.
+    let lock = Lock::parse(&fx.read("aibox.lock"), Utf8Path::new("aibox.lock")).unwrap();
+    assert_eq!(lock.aibox.cli_version, "0.1.0");
+    let generated: Vec<_> = report
+        .files
+        .iter()
+        .filter(|f| f.ownership == Ownership::Generated && f.path != "aibox.lock")
+        .collect();
+    assert_eq!(lock.generated.len(), generated.len());
+    for f in generated {
+        let bytes = fs_err::read(fx.path(f.path.as_str())).unwrap();
+        assert_eq!(
+            lock.generated_digest(f.path.as_str()),
+            Some(sha256_hex(&bytes).as_str())
+        );
+    }
+    // No pending record or temp file is left behind.
+    assert!(!fx.path(".aibox/pending.lock").exists());
+    assert!(
+        common::walk(&fx.root)
+            .iter()
+            .all(|p| !p.contains(".aibox-tmp."))
+    );
+}
+
+#[test]
+fn second_apply_on_unchanged_input_writes_nothing() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let before = fx.stamps();
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert!(!report.changed(), "{report:#?}");
+    for f in &report.files {
+        assert!(
+            matches!(
+                f.action,
+                FileAction::Unchanged | FileAction::SkippedUserOwned
+            ),
+            "{} {:?}",
+            f.path,
+            f.action
+        );
+    }
+    assert_eq!(
+        before,
+        fx.stamps(),
+        "inodes, mtimes or modes changed on a no-op apply"
+    );
+}
+
+#[test]
+fn plan_is_deterministic_and_reads_only() {
+    let fx = Fixture::new();
+    let a = plan(&fx.root, &PlanOptions::default()).unwrap();
+    let b = plan(&fx.root, &PlanOptions::default()).unwrap();
+    assert_eq!(a.files, b.files);
+    assert_eq!(a.lock_text, b.lock_text);
+    assert_eq!(
+        common::walk(&fx.root),
+        vec![".aibox-local.toml", "aibox.toml"]
+    );
+    let paths: Vec<_> = a.files.iter().map(|f| f.path.as_path()).collect();
+    let mut sorted = paths.clone();
+    sorted.sort_unstable();
+    assert_eq!(paths, sorted, "plan files are sorted by path components");
+}
+
+#[test]
+fn dry_run_prints_unified_diffs_and_writes_nothing() {
+    let fx = Fixture::new();
+    // On an empty project: everything would be created; nothing is written, not even .aibox/.
+    let report = apply(&fx.root, &dry_run()).unwrap();
+    assert!(report.wrote_nothing && report.changed());
+    let docker = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
+    let diff = docker.diff.as_deref().unwrap();
+    assert!(
+        diff.starts_with("--- /dev/null\n+++ b/.devcontainer/Dockerfile\n"),
+        "{diff}"
+    );
+    assert_eq!(
+        common::walk(&fx.root),
+        vec![".aibox-local.toml", "aibox.toml"]
+    );
+
+    apply(&fx.root, &opts()).unwrap();
+    let before = fx.snapshot();
+    fx.write(
+        "aibox.toml",
+        &common::AIBOX_TOML.replace("C.UTF-8", "en_US.UTF-8"),
+    );
+    let report = apply(&fx.root, &dry_run()).unwrap();
+    let changed: Vec<_> = report.files.iter().filter(|f| f.action.changes()).collect();
+    assert!(changed.iter().any(|f| f.path == COMPOSE), "{changed:#?}");
+    for f in &report.files {
+        assert_eq!(f.diff.is_some(), f.action.changes(), "{}", f.path);
+    }
+    let compose = changed.iter().find(|f| f.path == COMPOSE).unwrap();
+    insta::assert_snapshot!("dry_run_compose_diff", compose.diff.as_deref().unwrap());
+    let mut after = fx.snapshot();
+    after.insert("aibox.toml".into(), before["aibox.toml"].clone());
+    assert_eq!(before, after, "dry run wrote something");
+}
+
+#[test]
+fn check_reports_pending_changes_without_writing() {
+    let fx = Fixture::new();
+    let report = apply(&fx.root, &check()).unwrap();
+    assert!(report.changed() && report.wrote_nothing);
+    assert!(report.files.iter().all(|f| f.diff.is_none()));
+    assert_eq!(
+        common::walk(&fx.root),
+        vec![".aibox-local.toml", "aibox.toml"]
+    );
+
+    apply(&fx.root, &opts()).unwrap();
+    assert!(!apply(&fx.root, &check()).unwrap().changed());
+
+    fx.write(
+        "aibox.toml",
+        &common::AIBOX_TOML.replace("\"codex\"", "\"gemini\""),
+    );
+    let before = fx.stamps();
+    assert!(apply(&fx.root, &check()).unwrap().changed());
+    assert_eq!(before, fx.stamps());
+}
+
+#[test]
+fn foreign_generated_file_is_refused_then_backed_up_with_force() {
+    let fx = Fixture::new();
+    fx.write(DOCKERFILE, "FROM alpine:3.20\nRUN echo hand-written\n");
+    let err = apply(&fx.root, &opts()).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::foreign_file");
+    let EngineError::ForeignFile { path } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(path, DOCKERFILE);
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(help.contains("--force"), "{help}");
+    // Refused before anything was written (only the project lock file exists).
+    assert_eq!(
+        common::walk(&fx.root),
+        vec![
+            ".aibox-local.toml",
+            ".aibox/apply.lock",
+            DOCKERFILE,
+            "aibox.toml"
+        ]
+    );
+    // dry-run and check refuse the same way.
+    assert_eq!(
+        code(&apply(&fx.root, &dry_run()).unwrap_err()),
+        "aibox::apply::foreign_file"
+    );
+
+    let report = apply(&fx.root, &force()).unwrap();
+    let entry = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
+    assert_eq!(entry.action, FileAction::BackedUp);
+    assert_eq!(
+        entry.backup.as_deref().unwrap(),
+        ".aibox/backups/.devcontainer/Dockerfile.1"
+    );
+    assert!(
+        fx.read(".aibox/backups/.devcontainer/Dockerfile.1")
+            .contains("hand-written")
+    );
+    assert!(
+        fx.read(DOCKERFILE)
+            .contains(aibox_devcontainer::GENERATED_HEADER_MARKER)
+    );
+
+    // A second foreign edit gets the next backup number.
+    fx.write(DOCKERFILE, "FROM alpine:3.21\n");
+    let report = apply(&fx.root, &force()).unwrap();
+    let entry = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
+    assert_eq!(
+        entry.backup.as_deref().unwrap(),
+        ".aibox/backups/.devcontainer/Dockerfile.2"
+    );
+    assert_eq!(
+        fx.read(".aibox/backups/.devcontainer/Dockerfile.1")
+            .lines()
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn generated_file_with_header_or_recorded_digest_is_updated_without_force() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    // An edit that keeps aibox's header is still aibox's file.
+    let edited = format!("{}\n# local tweak\n", fx.read(COMPOSE));
+    fx.write(COMPOSE, &edited);
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert_eq!(action(&report, COMPOSE), FileAction::Updated);
+    assert!(!fx.read(COMPOSE).contains("local tweak"));
+
+    // Without the header, the digest recorded in the lock identifies it.
+    let headerless = "FROM debian:bookworm-slim\n";
+    fx.write(DOCKERFILE, headerless);
+    let mut lock = Lock::parse(&fx.read("aibox.lock"), Utf8Path::new("aibox.lock")).unwrap();
+    lock.generated
+        .insert(DOCKERFILE.into(), sha256_hex(headerless.as_bytes()));
+    fx.write("aibox.lock", &lock.render().unwrap());
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert_eq!(action(&report, DOCKERFILE), FileAction::Updated);
+    assert!(!fx.path(".aibox/backups").exists());
+}
+
+#[test]
+fn scaffold_once_files_are_created_once_and_never_overwritten() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let local = ".devcontainer/Dockerfile.local";
+    assert!(fx.path(local).is_file());
+    fx.write(local, "RUN echo mine\n");
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert_eq!(action(&report, local), FileAction::SkippedUserOwned);
+    assert_eq!(fx.read(local), "RUN echo mine\n");
+    // The generated Dockerfile picks up the user's fragment.
+    assert_eq!(action(&report, DOCKERFILE), FileAction::Updated);
+    assert!(fx.read(DOCKERFILE).contains("RUN echo mine"));
+}
+
+#[test]
+fn local_state_mode_is_restored() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let env = fx.path(".aibox-local.env");
+    fs_err::set_permissions(&env, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert_eq!(action(&report, ".aibox-local.env"), FileAction::Updated);
+    assert_eq!(
+        fs_err::metadata(&env).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn symlinked_devcontainer_dir_pointing_outside_is_refused() {
+    let fx = Fixture::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), fx.path(".devcontainer")).unwrap();
+    for options in [opts(), dry_run(), force()] {
+        let err = apply(&fx.root, &options).unwrap_err();
+        assert_eq!(code(&err), "aibox::apply::symlink", "{err:?}");
+        let EngineError::Symlink { link, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(link, ".devcontainer");
+    }
+    assert_eq!(fs_err::read_dir(outside.path()).unwrap().count(), 0);
+    assert!(!fx.path("aibox.lock").exists());
+}
+
+#[test]
+fn symlinked_target_file_is_refused() {
+    let fx = Fixture::new();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    fs_err::write(&victim, "precious\n").unwrap();
+    fs_err::create_dir(fx.path(".devcontainer")).unwrap();
+    std::os::unix::fs::symlink(&victim, fx.path(COMPOSE)).unwrap();
+    let err = apply(&fx.root, &force()).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::symlink");
+    assert_eq!(fs_err::read_to_string(&victim).unwrap(), "precious\n");
+}
+
+#[test]
+fn writer_refuses_paths_outside_the_perimeter() {
+    let fx = Fixture::new();
+    let root = ProjectRoot::open(&fx.root).unwrap();
+    let mut writer = Writer::new(&root);
+    for (path, expected) in [
+        ("README.md", "aibox::apply::outside_perimeter"),
+        ("aibox.toml", "aibox::apply::outside_perimeter"),
+        (".git/config", "aibox::apply::outside_perimeter"),
+        (".devcontainer/evil.sh", "aibox::apply::outside_perimeter"),
+        ("context/../README.md", "aibox::apply::invalid_path"),
+        ("/etc/passwd", "aibox::apply::invalid_path"),
+        (".aibox//x", "aibox::apply::invalid_path"),
+    ] {
+        let err = writer.write(Utf8Path::new(path), b"x", None).unwrap_err();
+        assert_eq!(code(&err), expected, "{path}");
+    }
+    assert_eq!(
+        common::walk(&fx.root),
+        vec![".aibox-local.toml", "aibox.toml"]
+    );
+    // Inside the perimeter: created, then unchanged, then updated.
+    let p = Utf8Path::new(".aibox/notes/x.txt");
+    assert_eq!(writer.write(p, b"1", None).unwrap(), WriteOutcome::Created);
+    assert_eq!(
+        writer.write(p, b"1", None).unwrap(),
+        WriteOutcome::Unchanged
+    );
+    assert_eq!(
+        writer.write(p, b"2", Some(0o640)).unwrap(),
+        WriteOutcome::Updated
+    );
+    assert_eq!(
+        fs_err::metadata(fx.path(p.as_str()))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o640
+    );
+    // A later write without a mode keeps it.
+    writer.write(p, b"3", None).unwrap();
+    assert_eq!(
+        fs_err::metadata(fx.path(p.as_str()))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o640
+    );
+    assert!(PERIMETER.contains(&"aibox.lock"));
+}
+
+#[test]
+fn a_file_in_the_way_of_a_directory_is_a_clear_error() {
+    let fx = Fixture::new();
+    fx.write(".devcontainer", "not a dir");
+    let err = apply(&fx.root, &opts()).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::wrong_kind", "{err:?}");
+}
+
+#[test]
+fn corrupt_lock_is_reported_and_kept() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    fx.write("aibox.lock", "[aibox\ncli_version = \n");
+    for options in [opts(), check(), force()] {
+        let err = apply(&fx.root, &options).unwrap_err();
+        assert_eq!(code(&err), "aibox::lock::invalid");
+        let help = miette::Diagnostic::help(&err).unwrap().to_string();
+        assert!(help.contains("regenerate"), "{help}");
+    }
+    assert_eq!(fx.read("aibox.lock"), "[aibox\ncli_version = \n");
+}
+
+#[test]
+fn invalid_configuration_passes_its_diagnostic_through() {
+    let fx = Fixture::with("[container]\nname = \"demo\"\nbogus = 1\n");
+    let err = apply(&fx.root, &opts()).unwrap_err();
+    assert!(code(&err).starts_with("aibox::config::"), "{}", code(&err));
+    let missing = tempfile::tempdir().unwrap();
+    let root = camino::Utf8PathBuf::from_path_buf(missing.path().join("nope")).unwrap();
+    assert_eq!(
+        code(&apply(&root, &opts()).unwrap_err()),
+        "aibox::apply::root"
+    );
+}
+
+#[test]
+fn second_apply_waits_for_the_project_lock_then_refuses() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    // Hold the project lock like a running apply would.
+    let holder = fs_err::OpenOptions::new()
+        .write(true)
+        .open(fx.path(".aibox/apply.lock"))
+        .unwrap()
+        .into_parts()
+        .0;
+    holder.lock().unwrap();
+    let started = std::time::Instant::now();
+    let busy = ApplyOptions {
+        lock_timeout: Duration::from_millis(400),
+        ..opts()
+    };
+    let err = apply(&fx.root, &busy).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::busy");
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    // Read-only modes never wait.
+    assert!(!apply(&fx.root, &check()).unwrap().changed());
+    // Once released, a waiting apply proceeds.
+    let waiter = {
+        let root = fx.root.clone();
+        std::thread::spawn(move || apply(&root, &opts()))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    holder.unlock().unwrap();
+    assert!(!waiter.join().unwrap().unwrap().changed());
+}
+
+#[test]
+fn concurrent_applies_serialise_and_agree() {
+    let fx = Fixture::new();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let root = fx.root.clone();
+            std::thread::spawn(move || apply(&root, &opts()).map(|r| r.changed()))
+        })
+        .collect();
+    let changed: Vec<bool> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap().unwrap())
+        .collect();
+    assert_eq!(
+        changed.iter().filter(|c| **c).count(),
+        1,
+        "exactly one apply does the work"
+    );
+    let reference = Fixture::new();
+    apply(&reference.root, &opts()).unwrap();
+    assert_eq!(fx.snapshot(), reference.snapshot());
+}
+
+#[test]
+fn gitignore_gets_missing_local_state_entries_and_keeps_user_lines() {
+    let fx = Fixture::new();
+    fx.write(".gitignore", "target/\n# mine\n.aibox-local.env\n");
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert_eq!(action(&report, ".gitignore"), FileAction::Updated);
+    let text = fx.read(".gitignore");
+    assert!(
+        text.starts_with("target/\n# mine\n.aibox-local.env\n"),
+        "{text}"
+    );
+    for entry in aibox_config::LOCAL_STATE_PATHS {
+        assert!(
+            text.lines().any(|l| l == *entry),
+            "{entry} missing:\n{text}"
+        );
+    }
+    assert_eq!(text.matches(".aibox-local.env").count(), 1, "{text}");
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert_eq!(action(&report, ".gitignore"), FileAction::Unchanged);
+
+    let fresh = Fixture::new();
+    apply(&fresh.root, &opts()).unwrap();
+    assert!(fresh.read(".gitignore").contains(".aibox-home/"));
+}
+
+#[test]
+fn digest_recorded_by_an_interrupted_apply_counts_as_ours() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    // A header-less generated file written by a run killed before it wrote aibox.lock.
+    let headerless = "FROM debian:bookworm-slim\n";
+    fx.write(DOCKERFILE, headerless);
+    let mut pending = Lock::default();
+    pending
+        .generated
+        .insert(DOCKERFILE.into(), sha256_hex(headerless.as_bytes()));
+    fx.write(".aibox/pending.lock", &pending.render().unwrap());
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert_eq!(action(&report, DOCKERFILE), FileAction::Updated);
+    assert!(!fx.path(".aibox/pending.lock").exists());
+    assert!(!fx.path(".aibox/backups").exists());
+}
+
+#[test]
+fn report_serialises_with_kebab_case_actions() {
+    let fx = Fixture::new();
+    fx.write(DOCKERFILE, "FROM alpine:3.20\n");
+    let report = apply(&fx.root, &force()).unwrap();
+    let json = serde_json::to_value(&report).unwrap();
+    let entry = json["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == DOCKERFILE)
+        .unwrap();
+    assert_eq!(entry["action"], "backed-up");
+    assert_eq!(entry["backup"], ".aibox/backups/.devcontainer/Dockerfile.1");
+    assert_eq!(FileAction::SkippedUserOwned.as_str(), "skipped-user-owned");
+}

@@ -1,0 +1,111 @@
+//! Fixture helpers shared by the engine's integration tests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt as _;
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// A small but complete configuration: two harnesses, environment, personal overlay.
+pub const AIBOX_TOML: &str = r#"[container]
+name = "demo"
+environment = { LANG = "C.UTF-8" }
+
+[context]
+mode = "harness-only"
+
+[ai]
+harnesses = ["claude", "codex"]
+"#;
+
+/// A personal overlay with an obviously fake token.
+pub const LOCAL_TOML: &str = r#"[container.environment]
+GITHUB_TOKEN = "ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE"
+"#;
+
+/// A temp project holding `aibox.toml` and `.aibox-local.toml`.
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    /// The project root.
+    pub root: Utf8PathBuf,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        Self::with(AIBOX_TOML)
+    }
+
+    pub fn with(toml: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        fs_err::write(root.join("aibox.toml"), toml).unwrap();
+        fs_err::write(root.join(".aibox-local.toml"), LOCAL_TOML).unwrap();
+        Self { _dir: dir, root }
+    }
+
+    pub fn path(&self, rel: &str) -> Utf8PathBuf {
+        self.root.join(rel)
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        fs_err::read_to_string(self.path(rel)).unwrap()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.path(rel);
+        fs_err::create_dir_all(p.parent().unwrap()).unwrap();
+        fs_err::write(p, text).unwrap();
+    }
+
+    /// Every regular file below the root with its contents, except the project lock
+    /// file (an OS lock handle whose bytes never matter).
+    pub fn snapshot(&self) -> BTreeMap<String, String> {
+        walk(&self.root)
+            .into_iter()
+            .filter(|p| p != ".aibox/apply.lock")
+            .map(|p| {
+                let bytes = fs_err::read(self.root.join(&p)).unwrap();
+                (p, String::from_utf8_lossy(&bytes).into_owned())
+            })
+            .collect()
+    }
+
+    /// (inode, mtime in ns, mode) of every regular file below the root.
+    pub fn stamps(&self) -> BTreeMap<String, (u64, i128, u32)> {
+        walk(&self.root)
+            .into_iter()
+            .map(|p| {
+                let m = fs_err::metadata(self.root.join(&p)).unwrap();
+                let mtime = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+                (p, (m.ino(), mtime, m.mode()))
+            })
+            .collect()
+    }
+}
+
+/// Root-relative paths of every regular file below `root`, sorted.
+pub fn walk(root: &Utf8Path) -> Vec<String> {
+    fn rec(root: &Utf8Path, dir: &Utf8Path, out: &mut Vec<String>) {
+        for entry in fs_err::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = Utf8PathBuf::from_path_buf(entry.path()).unwrap();
+            let ty = entry.file_type().unwrap();
+            if ty.is_dir() {
+                rec(root, &path, out);
+            } else if ty.is_file() {
+                out.push(path.strip_prefix(root).unwrap().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    rec(root, root, &mut out);
+    out.sort();
+    out
+}
+
+/// The stable `code(...)` of a diagnostic.
+pub fn code(err: &dyn miette::Diagnostic) -> String {
+    err.code().map(|c| c.to_string()).unwrap_or_default()
+}

@@ -1,0 +1,393 @@
+//! `aibox doctor`: the checks on real project trees (real `git`, a real apply), and the
+//! redacted report bundle.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::process::Command;
+
+use aibox_engine::doctor::{CheckStatus, DoctorOptions, DoctorReport, doctor, write_report};
+use aibox_engine::{ApplyOptions, PlanOptions, apply};
+use aibox_policy::Severity;
+use aibox_runtime::DetectEnv;
+use camino::{Utf8Path, Utf8PathBuf};
+
+const BASE_TOML: &str =
+    "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n";
+
+struct Project {
+    _dir: tempfile::TempDir,
+    root: Utf8PathBuf,
+    /// A PATH holding a stand-in `podman`, so engine detection is deterministic.
+    bin: Utf8PathBuf,
+}
+
+impl Project {
+    fn new(toml: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let base = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        let root = base.join("project");
+        let bin = base.join("bin");
+        fs_err::create_dir_all(&root).unwrap();
+        fs_err::create_dir_all(&bin).unwrap();
+        let podman = bin.join("podman");
+        fs_err::write(&podman, "#!/bin/sh\nexit 0\n").unwrap();
+        fs_err::set_permissions(&podman, std::fs::Permissions::from_mode(0o755)).unwrap();
+        fs_err::write(root.join("aibox.toml"), toml).unwrap();
+        Self {
+            _dir: dir,
+            root,
+            bin,
+        }
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.root.join(rel);
+        fs_err::create_dir_all(p.parent().unwrap()).unwrap();
+        fs_err::write(p, text).unwrap();
+    }
+
+    fn apply(&self) {
+        apply(&self.root, &ApplyOptions::default()).unwrap();
+    }
+
+    fn git(&self, args: &[&str]) {
+        let status = Command::new("git")
+            .arg("-C")
+            .arg(self.root.as_str())
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+
+    fn options(&self) -> DoctorOptions {
+        DoctorOptions {
+            cli_version: env!("CARGO_PKG_VERSION").to_owned(),
+            detect: DetectEnv {
+                path: Some(self.bin.as_str().into()),
+                ..DetectEnv::default()
+            },
+            skip_engine: false,
+            environment: vec![("LANG".to_owned(), "C.UTF-8".to_owned())],
+            users: vec!["fakeuser".to_owned()],
+            hosts: vec!["fakehost".to_owned()],
+        }
+    }
+
+    fn doctor(&self) -> DoctorReport {
+        doctor(&self.root, &self.options()).unwrap()
+    }
+}
+
+fn codes(report: &DoctorReport, severity: Severity) -> Vec<String> {
+    report
+        .by_severity(severity)
+        .map(|f| f.code.clone())
+        .collect()
+}
+
+fn status(report: &DoctorReport, check: &str) -> CheckStatus {
+    report
+        .checks
+        .iter()
+        .find(|c| c.name == check)
+        .unwrap()
+        .status
+}
+
+#[test]
+fn a_freshly_applied_git_project_is_healthy() {
+    let p = Project::new(BASE_TOML);
+    p.git(&["init", "-q"]);
+    p.apply();
+    let report = p.doctor();
+    assert_eq!(
+        codes(&report, Severity::Error),
+        Vec::<String>::new(),
+        "{}",
+        report.render_human()
+    );
+    assert_eq!(
+        codes(&report, Severity::Warning),
+        Vec::<String>::new(),
+        "{}",
+        report.render_human()
+    );
+    for check in [
+        "config",
+        "engine",
+        "sync",
+        "local-state",
+        "container-policy",
+        "secrets",
+        "version",
+    ] {
+        assert_eq!(status(&report, check), CheckStatus::Ok, "{check}");
+    }
+    assert_eq!(report.exit_code(), 0);
+    assert!(report.redacted);
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["redacted"], true);
+    let human = report.render_human().replace(p.bin.as_str(), "[BIN]");
+    insta::assert_snapshot!("healthy_human", human);
+}
+
+#[test]
+fn out_of_sync_and_missing_lock_are_reported() {
+    let p = Project::new(BASE_TOML);
+    let report = p.doctor();
+    assert!(codes(&report, Severity::Warning).contains(&"aibox::doctor::out_of_sync".to_owned()));
+    assert!(codes(&report, Severity::Info).contains(&"aibox::doctor::no_lock".to_owned()));
+    assert_eq!(status(&report, "local-state"), CheckStatus::Skipped);
+}
+
+#[test]
+fn invalid_configuration_is_an_error_and_dependent_checks_skip() {
+    let p = Project::new("[container]\nname = \"demo\"\nnot_a_key = 1\n");
+    let report = p.doctor();
+    assert_eq!(
+        codes(&report, Severity::Error),
+        ["aibox::doctor::config_invalid"]
+    );
+    assert_eq!(status(&report, "sync"), CheckStatus::Skipped);
+    assert_eq!(report.exit_code(), 1);
+}
+
+#[test]
+fn tracked_or_unignored_local_state_is_an_error() {
+    let p = Project::new(BASE_TOML);
+    p.git(&["init", "-q"]);
+    p.write(
+        ".aibox-local.toml",
+        "[container.environment]\nLANG = \"C\"\n",
+    );
+    p.git(&["add", ".aibox-local.toml"]);
+    let report = p.doctor();
+    let errors = codes(&report, Severity::Error);
+    assert!(
+        errors.contains(&"aibox::doctor::local_state_tracked".to_owned()),
+        "{errors:?}"
+    );
+    assert!(
+        errors.contains(&"aibox::doctor::local_state_not_ignored".to_owned()),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn override_relaxations_need_consent_in_doctor_too() {
+    let override_text = "services:\n  demo:\n    security_opt:\n      - seccomp=unconfined\n    cap_add: [SYS_ADMIN]\n";
+    let p = Project::new(BASE_TOML);
+    p.apply();
+    p.write(".devcontainer/docker-compose.override.yml", override_text);
+    let report = p.doctor();
+    let found: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.file == ".devcontainer/docker-compose.override.yml")
+        .map(|f| (f.code.as_str(), f.severity))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("aibox::policy::cap_add", Severity::Error),
+            ("aibox::policy::seccomp_unconfined", Severity::Error)
+        ]
+    );
+
+    let consented = format!(
+        "{BASE_TOML}\n[ai]\nharnesses = [\"codex\"]\n\n[security]\ncodex_sandbox = \"unconfined\"\nacknowledge_seccomp_unconfined = true\n\n[[security.exceptions]]\noption = \"cap_add:SYS_ADMIN\"\nreason = \"fixture\"\n"
+    );
+    let p = Project::new(&consented);
+    p.apply();
+    p.write(".devcontainer/docker-compose.override.yml", override_text);
+    let report = p.doctor();
+    assert!(!report.has_errors(), "{}", report.render_human());
+    assert_eq!(report.seccomp_posture.as_deref(), Some("unconfined"));
+    let options: Vec<&str> = report
+        .exceptions
+        .iter()
+        .map(|e| e.option.as_str())
+        .collect();
+    assert_eq!(
+        options,
+        ["acknowledge_seccomp_unconfined", "cap_add:SYS_ADMIN"]
+    );
+    assert!(codes(&report, Severity::Info).contains(&"aibox::doctor::exception".to_owned()));
+    assert!(
+        report
+            .render_human()
+            .contains("Active security exceptions:")
+    );
+}
+
+#[test]
+fn missing_seccomp_consent_is_reported() {
+    let toml = format!(
+        "{BASE_TOML}\n[ai]\nharnesses = [\"codex\"]\n\n[security]\ncodex_sandbox = \"unconfined\"\n"
+    );
+    let p = Project::new(&toml);
+    let report = p.doctor();
+    assert!(codes(&report, Severity::Error).contains(&"aibox::doctor::seccomp_consent".to_owned()));
+}
+
+#[test]
+fn version_skew_warns() {
+    let p = Project::new(BASE_TOML);
+    let options = ApplyOptions {
+        plan: PlanOptions {
+            aibox_version: "9.9.0".to_owned(),
+        },
+        ..ApplyOptions::default()
+    };
+    apply(&p.root, &options).unwrap();
+    let report = p.doctor();
+    let skew: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.code == "aibox::doctor::version_skew")
+        .collect();
+    assert_eq!(skew.len(), 1);
+    assert!(skew[0].message.contains("9.9.0"));
+}
+
+#[test]
+fn committed_secrets_are_errors() {
+    let p = Project::new(BASE_TOML);
+    p.apply();
+    p.write(
+        ".devcontainer/docker-compose.override.yml",
+        "services:\n  demo:\n    environment:\n      - GH_TOKEN=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\n",
+    );
+    let report = p.doctor();
+    let secret: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.code.starts_with("aibox::policy::secret"))
+        .collect();
+    assert_eq!(secret.len(), 1);
+    assert_eq!(secret[0].severity, Severity::Error);
+    assert_eq!(secret[0].line, Some(4));
+}
+
+/// Every planted value; none may appear in the bundle.
+const PLANTED: &[&str] = &[
+    "ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE1111",
+    "sk-ant-api03-FAKEFAKEFAKEFAKEFAKE2222",
+    "personal-FAKE-value-3333",
+    "sk-proj-FAKEFAKEFAKEFAKEFAKE4444",
+    "another-personal-FAKE-5555",
+    "ghp_ENVFAKEENVFAKEENVFAKEENVFAKE6666",
+    "FAKEPASS7777",
+    "env-only-FAKE-8888",
+    "AKIAFAKEFAKEFAKE9999",
+    "fakeuser",
+    "fakehost",
+];
+
+#[test]
+fn planted_secrets_never_reach_the_report_bundle() {
+    let toml = format!(
+        "{BASE_TOML}\n[[ai.mcp.servers]]\nname = \"github\"\ncommand = \"github-mcp\"\nenv = {{ GITHUB_TOKEN = \"{}\" }}\n",
+        PLANTED[0]
+    );
+    let p = Project::new(&toml);
+    p.git(&["init", "-q"]);
+    p.write(
+        ".aibox-local.toml",
+        &format!(
+            "[container.environment]\nANTHROPIC_API_KEY = \"{}\"\nMY_PERSONAL = \"{}\"\n",
+            PLANTED[1], PLANTED[2]
+        ),
+    );
+    p.write(
+        ".aibox-local.env",
+        &format!("OPENAI_API_KEY={}\nPLAIN=\"{}\"\n", PLANTED[3], PLANTED[4]),
+    );
+    p.write(
+        ".devcontainer/docker-compose.override.yml",
+        &format!(
+            "# written on fakehost by fakeuser\nservices:\n  demo:\n    volumes:\n      - /home/fakeuser/data:/data\n    environment:\n      - AWS_KEY={}\n",
+            PLANTED[8]
+        ),
+    );
+    let mut options = p.options();
+    options.environment = vec![
+        ("GH_TOKEN".to_owned(), PLANTED[5].to_owned()),
+        (
+            "DOCKER_HOST".to_owned(),
+            format!("tcp://admin:{}@fakehost:2376", PLANTED[6]),
+        ),
+        ("MY_SERVICE_PASSWORD".to_owned(), PLANTED[7].to_owned()),
+        ("HOME".to_owned(), "/home/fakeuser".to_owned()),
+        ("USER".to_owned(), "fakeuser".to_owned()),
+    ];
+    let report = doctor(&p.root, &options).unwrap();
+    // The secrets were found (and reported without their values).
+    assert!(report.has_errors());
+    let out = p.root.parent().unwrap().join("report.json");
+    write_report(&p.root, &report, &out).unwrap();
+    let bundle = fs_err::read_to_string(&out).unwrap();
+    let human = report.render_human();
+    let json = serde_json::to_string(&report).unwrap();
+    for planted in PLANTED {
+        assert!(
+            !bundle.contains(planted),
+            "{planted} survived in the bundle:\n{bundle}"
+        );
+        assert!(
+            !human.contains(planted),
+            "{planted} survived in the human output"
+        );
+        assert!(
+            !json.contains(planted),
+            "{planted} survived in the JSON output"
+        );
+    }
+    let parsed: serde_json::Value = serde_json::from_str(&bundle).unwrap();
+    assert_eq!(parsed["redacted"], true);
+    assert_eq!(parsed["report"]["redacted"], true);
+    // The bundle is useful: it has the files and environment names, redacted.
+    assert!(
+        parsed["files"]["aibox.toml"]
+            .as_str()
+            .unwrap()
+            .contains("GITHUB_TOKEN = \"***\"")
+    );
+    assert!(
+        parsed["files"][".aibox-local.env"]
+            .as_str()
+            .unwrap()
+            .contains("OPENAI_API_KEY=***")
+    );
+    let names = parsed["environment"]["names"].as_array().unwrap();
+    assert!(names.iter().any(|n| n == "GH_TOKEN"));
+    assert!(bundle.contains("/home/<user>"));
+    let mode = fs_err::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn a_missing_root_is_an_error() {
+    let err = doctor(
+        Utf8Path::new("/nonexistent/aibox-doctor-test"),
+        &DoctorOptions::default(),
+    );
+    assert!(err.is_err());
+}
+
+#[test]
+fn an_unwritable_report_path_is_a_clear_error() {
+    let p = Project::new(BASE_TOML);
+    let report = p.doctor();
+    let err = write_report(
+        &p.root,
+        &report,
+        Utf8Path::new("/nonexistent/dir/report.json"),
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("/nonexistent/dir/report.json"), "{text}");
+}

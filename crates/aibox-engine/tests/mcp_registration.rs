@@ -1,0 +1,134 @@
+//! `aibox apply` registers MCP servers through the `mcp` plan source: merged harness
+//! files and the ledger are written, a second apply changes nothing, a removed server
+//! is pruned, and an unparsable harness file stops the apply untouched.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use aibox_engine::{ApplyOptions, apply};
+use common::Fixture;
+
+const TOML: &str = r#"[container]
+name = "demo"
+
+[context]
+mode = "harness-only"
+
+[ai]
+harnesses = ["claude", "codex", "gemini", "vscode"]
+
+[[ai.mcp.servers]]
+name = "docs"
+command = "npx"
+args = ["-y", "@acme/docs-mcp@1.4.2"]
+env = { ACME_TOKEN = "${ACME_TOKEN}" }
+allowed_tools = ["search"]
+
+[[ai.mcp.servers]]
+name = "issues"
+url = "https://mcp.example.invalid/mcp"
+headers = { Authorization = "Bearer ${ISSUES_TOKEN}" }
+"#;
+
+const LOCAL: &str = r#"[[mcp.servers]]
+name = "my-notes"
+command = "node"
+args = ["./tools/notes.js"]
+"#;
+
+fn fixture() -> Fixture {
+    let f = Fixture::with(TOML);
+    f.write(".aibox-local.toml", LOCAL);
+    f
+}
+
+#[test]
+fn apply_registers_prunes_and_is_idempotent() {
+    let f = fixture();
+    f.write(".gemini/settings.json", "{\"ui\": {\"theme\": \"x\"}}\n");
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+
+    let mcp: serde_json::Value = serde_json::from_str(&f.read(".mcp.json")).unwrap();
+    let names: Vec<&String> = mcp["mcpServers"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["docs", "issues", "my-notes"]);
+    let settings = f.read(".claude/settings.json");
+    assert!(settings.contains("mcp__docs__search") && !settings.contains("my-notes"));
+    assert!(f.read(".claude/settings.local.json").contains("my-notes"));
+    assert!(
+        f.read(".codex/config.toml")
+            .contains("[mcp_servers.issues]")
+    );
+    assert!(
+        f.read(".aibox-home/.codex/config.toml")
+            .contains("[projects.\"/workspace\"]")
+    );
+    assert!(f.read(".gemini/settings.json").contains("\"theme\": \"x\""));
+    assert!(
+        !f.read(".vscode/mcp.json").contains("my-notes"),
+        "personal server in a committed file"
+    );
+    assert!(f.read(".aibox/mcp-ledger.json").contains("my-notes"));
+
+    let again = apply(&f.root, &ApplyOptions::default()).unwrap();
+    let changed: Vec<_> = again
+        .files
+        .iter()
+        .filter(|r| r.action.changes())
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(changed.is_empty(), "second apply changed {changed:?}");
+
+    // Remove `issues` from aibox.toml: gone from every harness file on the next apply.
+    let cut = TOML
+        .split("[[ai.mcp.servers]]\nname = \"issues\"")
+        .next()
+        .unwrap();
+    f.write("aibox.toml", cut);
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    for path in [
+        ".mcp.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        ".vscode/mcp.json",
+    ] {
+        assert!(
+            !f.read(path).contains("issues"),
+            "{path} still lists `issues`"
+        );
+    }
+    assert!(f.read(".gemini/settings.json").contains("\"theme\": \"x\""));
+}
+
+#[test]
+fn unparsable_harness_file_stops_apply_and_stays_untouched() {
+    let f = fixture();
+    let broken = "{\n  \"mcpServers\": {\n    \"mine\": { \"command\": \"x\" },,\n  }\n}\n";
+    f.write(".mcp.json", broken);
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let text = format!("{err:?}");
+    assert!(
+        text.contains(".mcp.json") && text.contains("line 3"),
+        "{text}"
+    );
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("aibox::mcp::unparsable_target"));
+    assert_eq!(f.read(".mcp.json"), broken);
+    assert!(
+        !f.path(".codex/config.toml").exists(),
+        "nothing may be written"
+    );
+}
+
+#[test]
+fn literal_secret_in_team_server_is_refused() {
+    let f = Fixture::with(&TOML.replace("${ACME_TOKEN}", "plain-value"));
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(
+        code.as_deref(),
+        Some("aibox::mcp::literal_secret"),
+        "{err:?}"
+    );
+    assert!(!f.path(".mcp.json").exists());
+}

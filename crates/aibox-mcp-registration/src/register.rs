@@ -1,0 +1,502 @@
+//! Registration across every enabled harness: which server goes to which file, the
+//! merged file texts, the updated ledger, and the report behind `aibox mcp list`.
+//!
+//! Target files and their scope (harness-mcp-formats §13):
+//!
+//! | Harness | File | Scope | Personal servers |
+//! |---|---|---|---|
+//! | Claude Code | `.mcp.json` | gitignored | yes |
+//! | Claude Code | `.claude/settings.json` (team/processkit approvals + rules) | committed | never |
+//! | Claude Code | `.claude/settings.local.json` (personal approvals + rules) | gitignored | yes |
+//! | Codex | `.codex/config.toml` | gitignored | yes |
+//! | Codex | `.aibox-home/.codex/config.toml` (project trust only) | container-scoped | — |
+//! | Gemini CLI | `.gemini/settings.json` | gitignored | yes |
+//! | OpenCode | `opencode.json` | committed | skipped, reported |
+//! | Cursor | `.cursor/mcp.json` | gitignored | yes |
+//! | VS Code | `.vscode/mcp.json` | committed | skipped, reported |
+
+use std::collections::BTreeSet;
+
+use aibox_config::{Harness, Permissions};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::McpError;
+use crate::harness::{self, Rendered};
+use crate::jsonfile::JsonDoc;
+use crate::ledger::{LEDGER_PATH, Ledger, previously_owned};
+use crate::spec::{Origin, ServerSpec, Transport};
+use crate::tomlfile::TomlDoc;
+use crate::tools::ToolPolicy;
+
+/// Claude Code project servers.
+pub const CLAUDE_MCP_JSON: &str = ".mcp.json";
+/// Claude Code committed settings: team and processkit approvals and allow rules.
+pub const CLAUDE_SETTINGS: &str = ".claude/settings.json";
+/// Claude Code personal settings: personal approvals and allow rules.
+pub const CLAUDE_SETTINGS_LOCAL: &str = ".claude/settings.local.json";
+/// Codex project config.
+pub const CODEX_CONFIG: &str = ".codex/config.toml";
+/// The container-scoped Codex home config (mounted as `~/.codex/config.toml`).
+pub const CODEX_HOME_CONFIG: &str = ".aibox-home/.codex/config.toml";
+/// Gemini CLI project settings.
+pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
+/// `OpenCode` project config.
+pub const OPENCODE_CONFIG: &str = "opencode.json";
+/// Cursor project servers.
+pub const CURSOR_MCP: &str = ".cursor/mcp.json";
+/// VS Code workspace servers.
+pub const VSCODE_MCP: &str = ".vscode/mcp.json";
+
+/// Default container path of the project.
+pub const CONTAINER_WORKSPACE: &str = "/workspace";
+
+/// Paths that must be in `.gitignore` because they may hold personal servers or
+/// container-scoped state (the engine's gitignore source adds them).
+pub const GITIGNORE_ENTRIES: [&str; 7] = [
+    CLAUDE_MCP_JSON,
+    CLAUDE_SETTINGS_LOCAL,
+    CODEX_CONFIG,
+    GEMINI_SETTINGS,
+    CURSOR_MCP,
+    ".aibox/",
+    ".aibox-home/",
+];
+
+/// Whether a target file is shared through git.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileScope {
+    /// Committed: never holds a personal server, trust, or a literal secret.
+    Committed,
+    /// Gitignored project file.
+    Gitignored,
+    /// Under `.aibox-home/`: the container user's home, never committed.
+    ContainerScoped,
+}
+
+/// Every file aibox may merge into, with its harness and scope.
+pub const TARGETS: [(Harness, &str, FileScope); 9] = [
+    (Harness::Claude, CLAUDE_MCP_JSON, FileScope::Gitignored),
+    (Harness::Claude, CLAUDE_SETTINGS, FileScope::Committed),
+    (
+        Harness::Claude,
+        CLAUDE_SETTINGS_LOCAL,
+        FileScope::Gitignored,
+    ),
+    (Harness::Codex, CODEX_CONFIG, FileScope::Gitignored),
+    (
+        Harness::Codex,
+        CODEX_HOME_CONFIG,
+        FileScope::ContainerScoped,
+    ),
+    (Harness::Gemini, GEMINI_SETTINGS, FileScope::Gitignored),
+    (Harness::Opencode, OPENCODE_CONFIG, FileScope::Committed),
+    (Harness::Cursor, CURSOR_MCP, FileScope::Gitignored),
+    (Harness::Vscode, VSCODE_MCP, FileScope::Committed),
+];
+
+/// Inputs besides the servers.
+#[derive(Debug, Clone, Copy)]
+pub struct RegisterOptions<'a> {
+    /// Enabled harnesses (`[ai] harnesses`); files of other harnesses are only pruned.
+    pub harnesses: &'a [Harness],
+    /// `[ai.mcp.permissions]`.
+    pub permissions: &'a Permissions,
+    /// The project's path inside the container (normally [`CONTAINER_WORKSPACE`]): Codex
+    /// script paths are made absolute under it and Codex trust is seeded for it.
+    pub workspace: &'a str,
+}
+
+/// One server as one harness sees it: the data behind `aibox mcp list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EffectiveServer {
+    /// The harness.
+    pub harness: Harness,
+    /// Server name.
+    pub name: String,
+    /// processkit, team or personal.
+    pub origin: Origin,
+    /// `stdio` or `remote`.
+    pub transport: &'static str,
+    /// File that holds the entry; `None` when skipped.
+    pub target_file: Option<String>,
+    /// Scope of that file.
+    pub file_scope: Option<FileScope>,
+    /// Who must approve or trust the server, and where that is stored.
+    pub trust_scope: String,
+    /// Allowed tools after deny-wins resolution (`*` = all).
+    pub allowed_tools: Vec<String>,
+    /// Denied tool patterns.
+    pub denied_tools: Vec<String>,
+    /// Where the allow/deny projection was written; `None` when the harness has no
+    /// faithful mechanism (see `notes`).
+    pub permissions_target: Option<String>,
+    /// Limits and caveats (unprojectable patterns, dropped defaults, ...).
+    pub notes: Vec<String>,
+    /// Why the server is not registered in this harness.
+    pub skipped: Option<String>,
+}
+
+/// One merged file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetFile {
+    /// Root-relative path.
+    pub path: String,
+    /// New full text.
+    pub contents: String,
+    /// Committed, gitignored or container-scoped.
+    pub scope: FileScope,
+    /// Whether `contents` differs from the current file.
+    pub changed: bool,
+}
+
+/// The result of [`register`].
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// Merged harness files (unchanged files of enabled harnesses included).
+    pub files: Vec<TargetFile>,
+    /// The ledger to store at [`LEDGER_PATH`].
+    pub ledger: Ledger,
+    /// Whether the ledger must be written (entries owned now, or a ledger existed).
+    pub write_ledger: bool,
+    /// Per-harness report.
+    pub servers: Vec<EffectiveServer>,
+    /// Messages for the user (approval commands, missing ledger, ...).
+    pub notices: Vec<String>,
+}
+
+#[derive(Default)]
+struct Computed {
+    claude: Vec<(String, Value)>,
+    claude_names: [Vec<String>; 2],
+    claude_allow: [Vec<String>; 2],
+    claude_deny: [Vec<String>; 2],
+    codex: Vec<(String, toml_edit::Table)>,
+    gemini: Vec<(String, Value)>,
+    opencode: Vec<(String, Value)>,
+    cursor: Vec<(String, Value)>,
+    vscode: Vec<(String, Value)>,
+    report: Vec<EffectiveServer>,
+}
+
+impl Computed {
+    /// Renders `s` for harness `h`, records the entry, and returns the target file and
+    /// notes, or the reason the harness cannot take the server.
+    fn render(
+        &mut self,
+        h: Harness,
+        s: &ServerSpec,
+        policy: &ToolPolicy,
+        row: &mut EffectiveServer,
+        workspace: &str,
+    ) -> Result<(&'static str, Vec<String>), String> {
+        let personal = s.origin == Origin::Personal;
+        let c = self;
+        match h {
+            Harness::Claude => harness::claude_entry(s).map(|Rendered { value, notes }| {
+                c.claude.push((s.name.clone(), value));
+                let idx = usize::from(personal);
+                c.claude_names[idx].push(s.name.clone());
+                let rules = harness::claude_rules(s, policy);
+                let (allow, deny) = rules.value;
+                if !allow.is_empty() || !deny.is_empty() {
+                    row.permissions_target = Some(
+                        if personal {
+                            CLAUDE_SETTINGS_LOCAL
+                        } else {
+                            CLAUDE_SETTINGS
+                        }
+                        .to_owned(),
+                    );
+                }
+                c.claude_allow[idx].extend(allow);
+                c.claude_deny[idx].extend(deny);
+                (CLAUDE_MCP_JSON, [notes, rules.notes].concat())
+            }),
+            Harness::Codex => harness::codex_entry(s, policy, workspace).map(|r| {
+                if r.value.contains_key("enabled_tools") || r.value.contains_key("disabled_tools") {
+                    row.permissions_target = Some(CODEX_CONFIG.to_owned());
+                }
+                c.codex.push((s.name.clone(), r.value));
+                (CODEX_CONFIG, r.notes)
+            }),
+            Harness::Gemini => harness::gemini_entry(s, policy).map(|r| {
+                if r.value.get("includeTools").is_some() || r.value.get("excludeTools").is_some() {
+                    row.permissions_target = Some(GEMINI_SETTINGS.to_owned());
+                }
+                c.gemini.push((s.name.clone(), r.value));
+                (GEMINI_SETTINGS, r.notes)
+            }),
+            Harness::Opencode | Harness::Vscode if personal => {
+                let (file, user) = if h == Harness::Opencode {
+                    (OPENCODE_CONFIG, "~/.config/opencode/opencode.json")
+                } else {
+                    (
+                        VSCODE_MCP,
+                        "your VS Code user profile (MCP: Open User Configuration)",
+                    )
+                };
+                Err(format!(
+                    "personal servers never go to the committed {file}, and {h} has no gitignored project file; add it to {user} yourself"
+                ))
+            }
+            Harness::Opencode => harness::opencode_entry(s).map(|r| {
+                c.opencode.push((s.name.clone(), r.value));
+                (OPENCODE_CONFIG, r.notes)
+            }),
+            Harness::Cursor => harness::cursor_entry(s).map(|r| {
+                c.cursor.push((s.name.clone(), r.value));
+                (CURSOR_MCP, r.notes)
+            }),
+            Harness::Vscode => harness::vscode_entry(s).map(|r| {
+                c.vscode.push((s.name.clone(), r.value));
+                (VSCODE_MCP, r.notes)
+            }),
+        }
+    }
+}
+
+fn trust_scope(h: Harness, origin: Origin, workspace: &str) -> String {
+    match (h, origin) {
+        (Harness::Claude, Origin::Personal) => {
+            "approved for you in .claude/settings.local.json (enabledMcpjsonServers)".into()
+        }
+        (Harness::Claude, _) => "approved in committed .claude/settings.json (enabledMcpjsonServers); Claude honours it only after you trust the folder".into(),
+        (Harness::Codex, _) => format!("Codex reads .codex/config.toml because aibox trusts {workspace} in the container-scoped {CODEX_HOME_CONFIG}"),
+        (Harness::Gemini, _) => "Gemini connects only in a trusted folder (~/.gemini/trustedFolders.json or GEMINI_CLI_TRUST_WORKSPACE=true); aibox never sets `trust`".into(),
+        (Harness::Opencode, _) => "approve with `opencode mcp approve NAME` (stored in your OpenCode data dir)".into(),
+        (Harness::Cursor, _) => "approved in the Cursor IDE".into(),
+        (Harness::Vscode, _) => "VS Code asks for trust when the server first starts".into(),
+    }
+}
+
+/// Harness order for processing: canonical, deduplicated.
+fn enabled_set(harnesses: &[Harness]) -> BTreeSet<Harness> {
+    harnesses.iter().copied().collect()
+}
+
+fn compute(servers: &[ServerSpec], opts: &RegisterOptions) -> Computed {
+    let mut c = Computed::default();
+    let enabled = enabled_set(opts.harnesses);
+    for h in Harness::ALL.into_iter().filter(|h| enabled.contains(h)) {
+        for s in servers {
+            let policy = ToolPolicy::resolve(s, opts.permissions);
+            let mut row = EffectiveServer {
+                harness: h,
+                name: s.name.clone(),
+                origin: s.origin,
+                transport: match s.transport {
+                    Transport::Stdio { .. } => "stdio",
+                    Transport::Remote { .. } => "remote",
+                },
+                target_file: None,
+                file_scope: None,
+                trust_scope: trust_scope(h, s.origin, opts.workspace),
+                allowed_tools: policy.allow.clone(),
+                denied_tools: policy.deny.clone(),
+                permissions_target: None,
+                notes: Vec::new(),
+                skipped: None,
+            };
+            let outcome = c.render(h, s, &policy, &mut row, opts.workspace);
+            match outcome {
+                Ok((file, notes)) => {
+                    row.target_file = Some(file.to_owned());
+                    row.file_scope = TARGETS.iter().find(|t| t.1 == file).map(|t| t.2);
+                    row.notes = notes;
+                    if row.permissions_target.is_none()
+                        && !policy.is_empty()
+                        && matches!(h, Harness::Opencode | Harness::Cursor | Harness::Vscode)
+                    {
+                        row.notes.push(format!(
+                            "{h} has no per-tool allow-list in its MCP file; allowed/denied tools are not projected"
+                        ));
+                    }
+                }
+                Err(reason) => row.skipped = Some(reason),
+            }
+            c.report.push(row);
+        }
+    }
+    c
+}
+
+/// The servers each enabled harness would load, with origin, target file, trust scope
+/// and allowed tools: the data behind `aibox mcp list`. Pure; reads no file.
+pub fn effective_servers(servers: &[ServerSpec], opts: &RegisterOptions) -> Vec<EffectiveServer> {
+    compute(servers, opts).report
+}
+
+fn is_processkit_name(k: &str) -> bool {
+    k.starts_with("processkit-")
+}
+fn is_processkit_rule(k: &str) -> bool {
+    k.starts_with("mcp__processkit-")
+}
+
+/// Merges `servers` into every enabled harness's files (and prunes what the ledger
+/// says aibox wrote before). `read` returns a root-relative file's current text.
+pub fn register(
+    servers: &[ServerSpec],
+    opts: &RegisterOptions,
+    ledger: Option<&Ledger>,
+    read: &mut dyn FnMut(&str) -> Result<Option<String>, McpError>,
+) -> Result<Registration, McpError> {
+    let c = compute(servers, opts);
+    let enabled = enabled_set(opts.harnesses);
+    let mut out = Ledger::new();
+    let mut files = Vec::new();
+    let mut notices = Vec::new();
+    let mut any_existing = false;
+
+    for (h, path, scope) in TARGETS {
+        let on = enabled.contains(&h);
+        let text = read(path)?;
+        any_existing |= text.is_some();
+        let owned_before = ledger.is_some_and(|l| l.files.contains_key(path));
+        if !on && text.is_none() {
+            continue;
+        }
+        if !on && ledger.is_some() && !owned_before {
+            continue;
+        }
+        let new_text = match path {
+            CODEX_CONFIG => {
+                let mut doc = TomlDoc::parse(path, text.as_deref())?;
+                let entries = if on { c.codex.clone() } else { Vec::new() };
+                let prev = previously_owned(
+                    ledger,
+                    path,
+                    "mcp_servers",
+                    doc.keys_at("mcp_servers").into_iter(),
+                    is_processkit_name,
+                );
+                out.set(
+                    path,
+                    "mcp_servers",
+                    doc.merge_tables("mcp_servers", entries, &prev)?,
+                );
+                doc.render()
+            }
+            CODEX_HOME_CONFIG => {
+                let mut doc = TomlDoc::parse(path, text.as_deref())?;
+                let prev =
+                    previously_owned(ledger, path, "projects", std::iter::empty(), |_| false);
+                // Trust only matters once Codex has project servers to load.
+                let trust = on && !c.codex.is_empty();
+                for old in prev.iter().filter(|p| !trust || p.as_str() != opts.workspace) {
+                    doc.set_nested("projects", old, "trust_level", None)?;
+                }
+                if trust {
+                    doc.set_nested("projects", opts.workspace, "trust_level", Some("trusted"))?;
+                    out.set(
+                        path,
+                        "projects",
+                        BTreeSet::from([opts.workspace.to_owned()]),
+                    );
+                }
+                doc.render()
+            }
+            _ => {
+                let mut doc = JsonDoc::parse(path, text.as_deref())?;
+                merge_json(&mut doc, path, on, &c, ledger, &mut out)?;
+                doc.render()?
+            }
+        };
+        if let Some(contents) = new_text {
+            let changed = text.as_deref() != Some(contents.as_str());
+            if on || changed {
+                files.push(TargetFile {
+                    path: path.to_owned(),
+                    contents,
+                    scope,
+                    changed,
+                });
+            }
+        }
+    }
+
+    if ledger.is_none() && any_existing {
+        notices.push(format!(
+            "no MCP ledger at {LEDGER_PATH}: only `processkit-*` entries were treated as aibox's; remove stale team or personal servers by hand once"
+        ));
+    }
+    if enabled.contains(&Harness::Opencode) && !c.opencode.is_empty() {
+        notices.push("OpenCode asks to approve project servers: run `opencode mcp approve NAME` inside the container after each change".into());
+    }
+    if enabled.contains(&Harness::Codex) && !c.codex.is_empty() {
+        notices.push(format!(
+            "Codex project trust for {} is seeded in the container-scoped {CODEX_HOME_CONFIG}",
+            opts.workspace
+        ));
+    }
+    let write_ledger = ledger.is_some() || !out.files.is_empty();
+    Ok(Registration {
+        files,
+        ledger: out,
+        write_ledger,
+        servers: c.report,
+        notices,
+    })
+}
+
+/// A list aibox merges into: key path, desired items, fallback ownership test.
+type ListSlot<'a> = (&'a [&'a str], &'a Vec<String>, fn(&str) -> bool);
+
+fn merge_json(
+    doc: &mut JsonDoc,
+    path: &str,
+    on: bool,
+    c: &Computed,
+    ledger: Option<&Ledger>,
+    out: &mut Ledger,
+) -> Result<(), McpError> {
+    let pick = |v: &Vec<(String, Value)>| if on { v.clone() } else { Vec::new() };
+    let (slot, entries): (&[&str], Vec<(String, Value)>) = match path {
+        CLAUDE_MCP_JSON => (&["mcpServers"], pick(&c.claude)),
+        GEMINI_SETTINGS => (&["mcpServers"], pick(&c.gemini)),
+        OPENCODE_CONFIG => (&["mcp"], pick(&c.opencode)),
+        CURSOR_MCP => (&["mcpServers"], pick(&c.cursor)),
+        VSCODE_MCP => (&["servers"], pick(&c.vscode)),
+        CLAUDE_SETTINGS | CLAUDE_SETTINGS_LOCAL => {
+            let idx = usize::from(path == CLAUDE_SETTINGS_LOCAL);
+            let lists: [ListSlot; 3] = [
+                (
+                    &["enabledMcpjsonServers"],
+                    &c.claude_names[idx],
+                    is_processkit_name,
+                ),
+                (
+                    &["permissions", "allow"],
+                    &c.claude_allow[idx],
+                    is_processkit_rule,
+                ),
+                (
+                    &["permissions", "deny"],
+                    &c.claude_deny[idx],
+                    is_processkit_rule,
+                ),
+            ];
+            for (keys, items, fallback) in lists {
+                let slot = keys.join(".");
+                let prev =
+                    previously_owned(ledger, path, &slot, doc.keys_at(keys).into_iter(), fallback);
+                let desired: &[String] = if on { items } else { &[] };
+                out.set(path, &slot, doc.merge_list(keys, desired, &prev)?);
+            }
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    let slot_name = slot.join(".");
+    let prev = previously_owned(
+        ledger,
+        path,
+        &slot_name,
+        doc.keys_at(slot).into_iter(),
+        is_processkit_name,
+    );
+    out.set(path, &slot_name, doc.merge_entries(slot, entries, &prev)?);
+    Ok(())
+}

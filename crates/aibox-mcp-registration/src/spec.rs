@@ -1,0 +1,329 @@
+//! The provider-neutral server specification every writer consumes.
+//!
+//! Servers come from three places: processkit (the content release, supplied by the
+//! provenance layer as a list of [`ServerSpec`]s), the team (`aibox.toml
+//! [[ai.mcp.servers]]`) and the person (`.aibox-local.toml [[mcp.servers]]`).
+//! [`collect_servers`] merges them, drops processkit servers in `harness-only` mode,
+//! and validates names and secret handling before any harness file is touched.
+
+use std::collections::BTreeMap;
+
+use aibox_config::{AiboxToml, ContextMode, LocalToml, McpServer};
+use serde::{Deserialize, Serialize};
+
+use crate::McpError;
+use crate::refs::{Template, is_secret_key, looks_like_secret};
+
+/// Where a server was defined; decides which files it may be written to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// The pinned processkit release (context mode `processkit` only).
+    Processkit,
+    /// `aibox.toml [[ai.mcp.servers]]`: committed, reviewed by the team.
+    Team,
+    /// `.aibox-local.toml [[mcp.servers]]`: personal, only in gitignored or
+    /// container-scoped files.
+    Personal,
+}
+
+impl Origin {
+    /// The name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Processkit => "processkit",
+            Self::Team => "team",
+            Self::Personal => "personal",
+        }
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the harness reaches the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Transport {
+    /// A local process speaking MCP over stdin/stdout.
+    Stdio {
+        /// Program to start.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Environment; values are `${VAR}` references (literals only for processkit).
+        env: BTreeMap<String, String>,
+    },
+    /// A streamable-HTTP server.
+    Remote {
+        /// Endpoint URL.
+        url: String,
+        /// HTTP headers; values contain `${VAR}` references for anything secret.
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One MCP server to register.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerSpec {
+    /// Name (letters, digits, `-`, `_`); the key in every harness file.
+    pub name: String,
+    /// Where it was defined.
+    pub origin: Origin,
+    /// stdio or remote.
+    pub transport: Transport,
+    /// Tools the harness may call without asking (`*` = all); empty means the
+    /// `[ai.mcp.permissions]` defaults apply.
+    pub allowed_tools: Vec<String>,
+    /// Start-up timeout for slow servers, in seconds.
+    pub startup_timeout_sec: Option<u32>,
+}
+
+/// Start-up timeout aibox sets for `uv`-launched servers when none is configured: a
+/// cold `uv run` resolving a script's dependencies outlasts the harnesses' defaults.
+pub const UV_STARTUP_TIMEOUT_SEC: u32 = 90;
+
+impl ServerSpec {
+    /// Converts a configured server; `None` when it is disabled (`enabled = false`).
+    pub fn from_config(server: &McpServer, origin: Origin) -> Result<Option<Self>, McpError> {
+        if !server.enabled {
+            return Ok(None);
+        }
+        let invalid = |message: &str, help: &str| McpError::InvalidServer {
+            server: server.name.clone(),
+            origin: origin.to_string(),
+            message: message.to_owned(),
+            help: help.to_owned(),
+        };
+        let transport = match (&server.command, &server.url) {
+            (Some(command), None) => {
+                if !server.headers.is_empty() {
+                    return Err(invalid(
+                        "`headers` only apply to remote servers",
+                        "remove `headers`, or replace `command` with `url`",
+                    ));
+                }
+                Transport::Stdio {
+                    command: command.clone(),
+                    args: server.args.clone(),
+                    env: server.env.clone(),
+                }
+            }
+            (None, Some(url)) => {
+                if !server.args.is_empty() || !server.env.is_empty() {
+                    return Err(invalid(
+                        "`args` and `env` only apply to stdio servers",
+                        "remove them, or replace `url` with `command`",
+                    ));
+                }
+                Transport::Remote {
+                    url: url.clone(),
+                    headers: server.headers.clone(),
+                }
+            }
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "both `command` and `url` are set",
+                    "set `command` for a local (stdio) server or `url` for a remote one, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(invalid(
+                    "neither `command` nor `url` is set",
+                    "set `command` for a local (stdio) server or `url` for a remote one",
+                ));
+            }
+        };
+        let spec = Self {
+            name: server.name.clone(),
+            origin,
+            transport,
+            allowed_tools: server.allowed_tools.clone(),
+            startup_timeout_sec: server.startup_timeout_sec,
+        };
+        spec.validate()?;
+        Ok(Some(spec))
+    }
+
+    /// The configured start-up timeout, or [`UV_STARTUP_TIMEOUT_SEC`] for `uv` servers.
+    pub fn effective_startup_timeout(&self) -> Option<u32> {
+        self.startup_timeout_sec.or_else(|| match &self.transport {
+            Transport::Stdio { command, .. } if command == "uv" || command.ends_with("/uv") => {
+                Some(UV_STARTUP_TIMEOUT_SEC)
+            }
+            _ => None,
+        })
+    }
+
+    /// Checks the name and that no literal secret would be written anywhere.
+    ///
+    /// Team and personal `env` values must be exactly one `${VAR}` reference; header
+    /// values must contain one (`Bearer ${TOKEN}`). processkit servers come from a
+    /// verified release and may carry literal, non-secret settings.
+    pub fn validate(&self) -> Result<(), McpError> {
+        let invalid = |message: String, help: &str| McpError::InvalidServer {
+            server: self.name.clone(),
+            origin: self.origin.to_string(),
+            message,
+            help: help.to_owned(),
+        };
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(invalid(
+                "the name may contain only letters, digits, `-` and `_`".to_owned(),
+                "rename the server, for example `my-server` (hyphens work in every harness)",
+            ));
+        }
+        if let Some(tool) = self.allowed_tools.iter().find(|t| !is_tool_pattern(t)) {
+            return Err(invalid(
+                format!("allowed tool `{tool}` is not a tool name or pattern"),
+                "list tool names (letters, digits, `-`, `_`, `.`), optionally with `*` wildcards",
+            ));
+        }
+        let literal =
+            |field: &'static str, key: &str, reason: &'static str| McpError::LiteralValue {
+                server: self.name.clone(),
+                origin: self.origin.as_str(),
+                field,
+                key: key.to_owned(),
+                reason,
+                suggest: suggest_var(&self.name, key),
+            };
+        let strict = self.origin != Origin::Processkit;
+        match &self.transport {
+            Transport::Stdio { command, args, env } => {
+                if command.trim().is_empty() {
+                    return Err(invalid(
+                        "`command` is empty".to_owned(),
+                        "set the program to start, for example `npx`",
+                    ));
+                }
+                if looks_like_secret(&Template::parse(command).literal_text()) {
+                    return Err(literal("command", "command", "it looks like a credential"));
+                }
+                for (i, arg) in args.iter().enumerate() {
+                    if looks_like_secret(&Template::parse(arg).literal_text()) {
+                        return Err(literal(
+                            "args",
+                            &format!("args[{i}]"),
+                            "it looks like a credential",
+                        ));
+                    }
+                }
+                for (key, value) in env {
+                    let t = Template::parse(value);
+                    if t.single_var().is_some() || value.is_empty() {
+                        continue;
+                    }
+                    if strict {
+                        return Err(literal(
+                            "env",
+                            key,
+                            "team and personal server environment values must be a single `${VAR}` reference",
+                        ));
+                    }
+                    if is_secret_key(key) || looks_like_secret(&t.literal_text()) {
+                        return Err(literal("env", key, "it looks like a credential"));
+                    }
+                }
+            }
+            Transport::Remote { url, headers } => {
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(invalid(
+                        format!("`url` must start with https:// or http://, found `{url}`"),
+                        "write the full endpoint URL, for example `https://mcp.example.com/mcp`",
+                    ));
+                }
+                if looks_like_secret(&Template::parse(url).literal_text()) {
+                    return Err(literal("url", "url", "it carries credentials"));
+                }
+                for (key, value) in headers {
+                    let t = Template::parse(value);
+                    if strict && !t.has_var() {
+                        return Err(literal(
+                            "headers",
+                            key,
+                            "team and personal header values must contain a `${VAR}` reference",
+                        ));
+                    }
+                    if looks_like_secret(&t.literal_text()) || (!t.has_var() && is_secret_key(key))
+                    {
+                        return Err(literal("headers", key, "it looks like a credential"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A tool name or a `*` pattern (`*`, `prefix*`, `*suffix`, `*mid*`).
+pub(crate) fn is_tool_pattern(t: &str) -> bool {
+    !t.is_empty()
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '*'))
+}
+
+/// A variable name to suggest for a literal value (`MYSERVER_API_KEY` style).
+fn suggest_var(server: &str, key: &str) -> String {
+    let clean = |s: &str| {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+    };
+    if crate::refs::is_var_name(key) && key.chars().all(|c| !c.is_ascii_lowercase()) {
+        key.to_owned()
+    } else {
+        format!("{}_TOKEN", clean(server))
+    }
+}
+
+/// The servers to register, in a stable order (processkit, team, personal; each by
+/// name): processkit servers are dropped in `harness-only` mode; disabled servers are
+/// skipped; names must be unique.
+pub fn collect_servers(
+    config: &AiboxToml,
+    local: &LocalToml,
+    processkit: &[ServerSpec],
+) -> Result<Vec<ServerSpec>, McpError> {
+    let mut out: Vec<ServerSpec> = Vec::new();
+    if config.context.mode == ContextMode::Processkit {
+        for spec in processkit {
+            let mut spec = spec.clone();
+            spec.origin = Origin::Processkit;
+            spec.validate()?;
+            out.push(spec);
+        }
+    }
+    for server in &config.ai.mcp.servers {
+        out.extend(ServerSpec::from_config(server, Origin::Team)?);
+    }
+    for server in &local.mcp.servers {
+        out.extend(ServerSpec::from_config(server, Origin::Personal)?);
+    }
+    let mut seen: BTreeMap<&str, Origin> = BTreeMap::new();
+    for spec in &out {
+        if let Some(first) = seen.insert(&spec.name, spec.origin) {
+            return Err(McpError::DuplicateServer {
+                name: spec.name.clone(),
+                first: first.to_string(),
+                second: spec.origin.to_string(),
+            });
+        }
+    }
+    out.sort_by(|a, b| (a.origin, &a.name).cmp(&(b.origin, &b.name)));
+    Ok(out)
+}

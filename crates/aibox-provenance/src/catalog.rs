@@ -1,0 +1,270 @@
+//! The release catalog: skills found by scanning every `SKILL.md` (category-aware), the
+//! package tiers of `.processkit/packages/`, and the skill selection of a project.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+use crate::error::{ProvenanceError, Result};
+use crate::extract::Payload;
+
+/// One skill of a release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skill {
+    /// Directory name (the name used in tiers and `[skills]`).
+    pub name: String,
+    /// Category directory.
+    pub category: String,
+    /// Release path of the skill directory, `context/skills/<category>/<name>`.
+    pub dir: String,
+    /// Core skills are always installed.
+    pub core: bool,
+}
+
+/// One package tier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tier {
+    /// Tier name.
+    pub name: String,
+    /// Tiers it extends.
+    pub extends: Vec<String>,
+    /// Skills it adds.
+    pub skills: Vec<String>,
+}
+
+/// Skills and tiers of a release.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Catalog {
+    /// Skills by name.
+    pub skills: BTreeMap<String, Skill>,
+    /// Tiers by name.
+    pub tiers: BTreeMap<String, Tier>,
+}
+
+#[derive(Deserialize)]
+struct Frontmatter {
+    name: Option<String>,
+    #[serde(default)]
+    metadata: Option<FmMetadata>,
+}
+#[derive(Deserialize)]
+struct FmMetadata {
+    #[serde(default)]
+    processkit: Option<FmProcesskit>,
+}
+#[derive(Deserialize)]
+struct FmProcesskit {
+    #[serde(default)]
+    core: bool,
+}
+
+#[derive(Deserialize)]
+struct PackageDoc {
+    #[serde(default)]
+    metadata: Option<PackageMeta>,
+    #[serde(default)]
+    spec: Option<PackageSpec>,
+}
+#[derive(Deserialize)]
+struct PackageMeta {
+    name: Option<String>,
+}
+#[derive(Deserialize)]
+struct PackageSpec {
+    #[serde(default)]
+    extends: Vec<String>,
+    #[serde(default)]
+    includes: Option<PackageIncludes>,
+}
+#[derive(Deserialize)]
+struct PackageIncludes {
+    #[serde(default)]
+    skills: Vec<String>,
+}
+
+/// The YAML front matter of a Markdown file (between the first two `---` lines).
+pub(crate) fn front_matter(text: &str) -> Option<&str> {
+    let rest = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))?;
+    let end = rest.find("\n---")?;
+    Some(&rest[..=end])
+}
+
+/// If `path` lies inside a skill directory `context/skills/<category>/<skill>/…`, returns
+/// `(category, skill)`. `_lib` is not a category.
+pub fn skill_of(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix("context/skills/")?;
+    let mut it = rest.splitn(3, '/');
+    let category = it.next()?;
+    let skill = it.next()?;
+    it.next()?;
+    if category.starts_with('_') {
+        return None;
+    }
+    Some((category, skill))
+}
+
+impl Catalog {
+    /// Scans a payload.
+    pub fn from_payload(payload: &Payload) -> Result<Self> {
+        let mut catalog = Self::default();
+        for (path, file) in &payload.files {
+            let Some((category, name)) = skill_of(path) else {
+                continue;
+            };
+            if path != &format!("context/skills/{category}/{name}/SKILL.md") {
+                continue;
+            }
+            let bad = |reason: String| ProvenanceError::Catalog {
+                path: path.clone(),
+                reason,
+            };
+            let text = std::str::from_utf8(&file.data).map_err(|_| bad("not UTF-8".to_owned()))?;
+            let fm = front_matter(text).ok_or_else(|| bad("no `---` front matter".to_owned()))?;
+            let fm: Frontmatter =
+                serde_yaml::from_str(fm).map_err(|e| bad(format!("front matter: {e}")))?;
+            if let Some(n) = &fm.name
+                && n != name
+            {
+                return Err(bad(format!(
+                    "`name: {n}` differs from the directory name `{name}`"
+                )));
+            }
+            let core = fm
+                .metadata
+                .and_then(|m| m.processkit)
+                .is_some_and(|p| p.core);
+            let skill = Skill {
+                name: name.to_owned(),
+                category: category.to_owned(),
+                dir: format!("context/skills/{category}/{name}"),
+                core,
+            };
+            if let Some(other) = catalog.skills.insert(name.to_owned(), skill) {
+                return Err(bad(format!(
+                    "skill name `{name}` also exists in category `{}`",
+                    other.category
+                )));
+            }
+        }
+        for (path, file) in &payload.files {
+            let Some(file_name) = path.strip_prefix(".processkit/packages/") else {
+                continue;
+            };
+            let Some(stem) = file_name.strip_suffix(".yaml") else {
+                continue;
+            };
+            if stem.contains('/') {
+                continue;
+            }
+            let bad = |reason: String| ProvenanceError::Catalog {
+                path: path.clone(),
+                reason,
+            };
+            let text = std::str::from_utf8(&file.data).map_err(|_| bad("not UTF-8".to_owned()))?;
+            let doc: PackageDoc = serde_yaml::from_str(text).map_err(|e| bad(e.to_string()))?;
+            let name = doc
+                .metadata
+                .and_then(|m| m.name)
+                .unwrap_or_else(|| stem.to_owned());
+            let spec = doc.spec.unwrap_or(PackageSpec {
+                extends: Vec::new(),
+                includes: None,
+            });
+            let skills = spec.includes.map(|i| i.skills).unwrap_or_default();
+            catalog.tiers.insert(
+                name.clone(),
+                Tier {
+                    name,
+                    extends: spec.extends,
+                    skills,
+                },
+            );
+        }
+        Ok(catalog)
+    }
+
+    fn tier_skills(
+        &self,
+        tier: &str,
+        stack: &mut Vec<String>,
+        out: &mut BTreeSet<String>,
+        warnings: &mut Vec<String>,
+    ) -> Result<()> {
+        if let Some(pos) = stack.iter().position(|t| t == tier) {
+            let mut chain = stack[pos..].to_vec();
+            chain.push(tier.to_owned());
+            return Err(ProvenanceError::TierCycle {
+                chain: chain.join(" -> "),
+            });
+        }
+        let Some(t) = self.tiers.get(tier) else {
+            warnings.push(format!("unknown package tier `{tier}` ignored"));
+            return Ok(());
+        };
+        stack.push(tier.to_owned());
+        for parent in &t.extends {
+            self.tier_skills(parent, stack, out, warnings)?;
+        }
+        stack.pop();
+        out.extend(t.skills.iter().cloned());
+        Ok(())
+    }
+
+    /// Selection = tiers (with `extends`) + `include` − `exclude` + core skills. Unknown
+    /// tier and skill names produce warnings, never errors; a tier cycle is an error.
+    pub fn select(
+        &self,
+        packages: &[String],
+        include: &[String],
+        exclude: &[String],
+    ) -> Result<Selection> {
+        let mut warnings = Vec::new();
+        let mut wanted = BTreeSet::new();
+        for p in packages {
+            self.tier_skills(p, &mut Vec::new(), &mut wanted, &mut warnings)?;
+        }
+        wanted.extend(include.iter().cloned());
+        for e in exclude {
+            if self.skills.get(e).is_some_and(|s| s.core) {
+                warnings.push(format!(
+                    "core skill `{e}` cannot be excluded; it stays installed"
+                ));
+            } else {
+                wanted.remove(e);
+            }
+            if !self.skills.contains_key(e) {
+                warnings.push(format!("`[skills] exclude` names unknown skill `{e}`"));
+            }
+        }
+        let mut skills = BTreeSet::new();
+        for name in wanted {
+            if self.skills.contains_key(&name) {
+                skills.insert(name);
+            } else {
+                warnings.push(format!(
+                    "unknown skill `{name}` ignored (not in this release)"
+                ));
+            }
+        }
+        skills.extend(
+            self.skills
+                .values()
+                .filter(|s| s.core)
+                .map(|s| s.name.clone()),
+        );
+        warnings.sort();
+        warnings.dedup();
+        Ok(Selection { skills, warnings })
+    }
+}
+
+/// The skills a project installs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Selected skill names.
+    pub skills: BTreeSet<String>,
+    /// Warnings about unknown names and ignored exclusions.
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,193 @@
+//! SHA-256 digests: the validated [`Sha256`] value, hashing helpers and the lenient-shape,
+//! strict-content parser of `.sha256` sidecars.
+
+use std::fmt;
+use std::io::Read;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256 as Hasher};
+
+use crate::error::{ProvenanceError, Result};
+
+/// A SHA-256 digest, always 64 lowercase hex digits when shown or serialised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Sha256([u8; 32]);
+
+impl Sha256 {
+    /// Parses 64 lowercase hex digits; `origin` names where the value came from in errors.
+    pub fn parse(value: &str, origin: &str) -> Result<Self> {
+        let invalid = || ProvenanceError::InvalidDigest {
+            origin: origin.to_owned(),
+            value: value.chars().take(80).collect(),
+        };
+        if value.len() != 64
+            || !value
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return Err(invalid());
+        }
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(value, &mut out).map_err(|_| invalid())?;
+        Ok(Self(out))
+    }
+
+    /// Digest of a byte slice.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Hasher::digest(bytes).into())
+    }
+
+    /// Digest of everything a reader yields.
+    pub fn of_reader(mut reader: impl Read) -> std::io::Result<Self> {
+        let mut hasher = Hasher::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = reader.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+        }
+        Ok(Self(hasher.finalize().into()))
+    }
+
+    /// Digest of a file's contents.
+    pub fn of_file(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let file = fs_err::File::open(path).map_err(|e| ProvenanceError::io("open", path, e))?;
+        Self::of_reader(file).map_err(|e| ProvenanceError::io("read", path, e))
+    }
+
+    /// The raw 32 bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// Lowercase hex form.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for Sha256 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl From<Sha256> for String {
+    fn from(d: Sha256) -> Self {
+        d.to_hex()
+    }
+}
+
+impl TryFrom<String> for Sha256 {
+    type Error = ProvenanceError;
+    fn try_from(value: String) -> Result<Self> {
+        Self::parse(&value, "a serialised digest")
+    }
+}
+
+/// A streaming hasher that also counts bytes.
+#[derive(Default)]
+pub(crate) struct Counter {
+    hasher: Hasher,
+    pub(crate) bytes: u64,
+}
+
+impl Counter {
+    pub(crate) fn update(&mut self, data: &[u8]) {
+        self.hasher.update(data);
+        self.bytes += data.len() as u64;
+    }
+    pub(crate) fn finish(self) -> Sha256 {
+        Sha256(self.hasher.finalize().into())
+    }
+}
+
+/// Parses a `.sha256` sidecar: either a bare digest or a `sha256sum` line
+/// (`<digest>  <name>`). When a file name follows it must equal `archive_name`
+/// (a leading `*`, sha256sum's binary marker, is accepted).
+pub fn parse_sidecar(text: &str, archive_name: &str, what: &str) -> Result<Sha256> {
+    let err = |reason: String| ProvenanceError::Sidecar {
+        what: what.to_owned(),
+        reason,
+    };
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let line = lines
+        .next()
+        .ok_or_else(|| err("the file is empty".to_owned()))?;
+    if lines.next().is_some() {
+        return Err(err("expected exactly one line".to_owned()));
+    }
+    let line = line.trim();
+    let (digest, rest) = match line.find(char::is_whitespace) {
+        Some(i) => (&line[..i], line[i..].trim()),
+        None => (line, ""),
+    };
+    let digest = Sha256::parse(digest, what).map_err(|_| {
+        err(format!(
+            "first token `{}` is not 64 lowercase hex digits",
+            digest.chars().take(80).collect::<String>()
+        ))
+    })?;
+    let name = rest.strip_prefix('*').unwrap_or(rest);
+    if !name.is_empty() && name != archive_name {
+        return Err(err(format!("it names `{name}`, not `{archive_name}`")));
+    }
+    Ok(digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: &str = "676b8c1e8a3a2b9f0e4c9d2c1b0a99887766554433221100ffeeddccbbaa0011";
+
+    #[test]
+    fn parses_and_shows_digests() {
+        let d = Sha256::parse(D, "test").unwrap();
+        assert_eq!(d.to_string(), D);
+        assert!(Sha256::parse(&D.to_uppercase(), "t").is_err());
+        assert!(Sha256::parse(&D[1..], "t").is_err());
+        assert!(Sha256::parse(&format!("{}g", &D[1..]), "t").is_err());
+        assert_eq!(
+            Sha256::of(b"").to_hex(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn sidecar_shapes() {
+        let name = "processkit-v1.0.0.tar.gz";
+        assert_eq!(
+            parse_sidecar(&format!("{D}\n"), name, "s")
+                .unwrap()
+                .to_hex(),
+            D
+        );
+        assert_eq!(
+            parse_sidecar(&format!("{D}  {name}\n"), name, "s")
+                .unwrap()
+                .to_hex(),
+            D
+        );
+        assert_eq!(
+            parse_sidecar(&format!("{D} *{name}"), name, "s")
+                .unwrap()
+                .to_hex(),
+            D
+        );
+        for bad in [
+            String::new(),
+            format!("{D}  other.tar.gz\n"),
+            format!("{}  {name}\n", D.to_uppercase()),
+            format!("{D}\n{D}\n"),
+            "deadbeef\n".to_owned(),
+        ] {
+            let e = parse_sidecar(&bad, name, "s").unwrap_err();
+            assert!(matches!(e, ProvenanceError::Sidecar { .. }), "{bad:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! Typed errors of the provenance layer, each with a stable `aibox::provenance::*` code.
+
+use miette::Diagnostic;
+use thiserror::Error;
+
+/// Everything that can go wrong while fetching, verifying, extracting, installing or
+/// checking processkit content.
+#[derive(Debug, Error, Diagnostic)]
+#[non_exhaustive]
+pub enum ProvenanceError {
+    /// A file-system operation failed.
+    #[error("{action} `{path}` failed")]
+    #[diagnostic(
+        code(aibox::provenance::io),
+        help("check that the path exists and that you may read and write it")
+    )]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path involved.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A digest value is not 64 lowercase hex digits.
+    #[error("invalid SHA-256 digest in {origin}: `{value}`")]
+    #[diagnostic(
+        code(aibox::provenance::invalid_digest),
+        help("a SHA-256 digest is exactly 64 lowercase hexadecimal digits")
+    )]
+    InvalidDigest {
+        /// Where the value came from.
+        origin: String,
+        /// The offending value (never a secret: digests are public).
+        value: String,
+    },
+
+    /// The content does not hash to the expected digest.
+    #[error("digest mismatch for {what}: expected {expected}, got {actual}")]
+    #[diagnostic(
+        code(aibox::provenance::digest_mismatch),
+        help(
+            "nothing was installed or cached. The download may be corrupt or the release \
+             was replaced; check the source, and only change the pin if you trust the new content"
+        )
+    )]
+    DigestMismatch {
+        /// What was verified (URL or path).
+        what: String,
+        /// The expected digest.
+        expected: String,
+        /// The digest actually computed.
+        actual: String,
+    },
+
+    /// No digest is available to verify the source against.
+    #[error("no SHA-256 digest to verify {what}")]
+    #[diagnostic(
+        code(aibox::provenance::unverified),
+        help(
+            "pin the digest with `[processkit] sha256 = \"{computed}\"` after checking the \
+             content, publish a `.sha256` sidecar, or (not recommended) set \
+             `[processkit] allow_unverified = true`, which is reported as a provenance exception"
+        )
+    )]
+    NoDigest {
+        /// The source.
+        what: String,
+        /// The digest computed from the content, offered for an explicit pin.
+        computed: String,
+    },
+
+    /// The `.sha256` sidecar is malformed.
+    #[error("invalid checksum sidecar {what}: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::sidecar),
+        help(
+            "the sidecar must hold 64 lowercase hex digits, optionally followed by two spaces and the archive file name"
+        )
+    )]
+    Sidecar {
+        /// Sidecar URL or path.
+        what: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// An HTTP transfer failed.
+    #[error("download of {url} failed: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::http),
+        help("check the URL and your network; nothing was installed or cached")
+    )]
+    Http {
+        /// The URL.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// The server answered with an error status.
+    #[error("{url} answered HTTP {status}")]
+    #[diagnostic(
+        code(aibox::provenance::http_status),
+        help(
+            "a 404 usually means the version has no published release asset; check `[processkit] version` and the URL template"
+        )
+    )]
+    HttpStatus {
+        /// The URL.
+        url: String,
+        /// The status code.
+        status: u16,
+    },
+
+    /// A download exceeded the size limit.
+    #[error("{url} is larger than the limit of {limit} bytes")]
+    #[diagnostic(
+        code(aibox::provenance::too_large),
+        help("real processkit releases are about 1.3 MB; the source is probably wrong")
+    )]
+    TooLarge {
+        /// The URL.
+        url: String,
+        /// The limit in bytes.
+        limit: u64,
+    },
+
+    /// Too many redirects (or a redirect loop).
+    #[error("too many redirects (limit {limit}) fetching {url}")]
+    #[diagnostic(
+        code(aibox::provenance::redirects),
+        help("the server redirects in a loop or too often; check the URL template")
+    )]
+    Redirects {
+        /// The URL first requested.
+        url: String,
+        /// The redirect limit.
+        limit: u32,
+    },
+
+    /// A URL that is neither HTTPS nor plain HTTP to a loopback address.
+    #[error("refusing insecure URL {url}")]
+    #[diagnostic(
+        code(aibox::provenance::insecure_url),
+        help(
+            "release downloads (and every redirect) must use https://; plain http:// is only accepted for loopback addresses"
+        )
+    )]
+    InsecureUrl {
+        /// The URL.
+        url: String,
+    },
+
+    /// An archive entry was rejected by safe extraction.
+    #[error("unsafe archive entry `{entry}`: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::unsafe_entry),
+        help(
+            "the archive is malformed or hostile; nothing was extracted outside the staging directory and nothing was installed"
+        )
+    )]
+    UnsafeEntry {
+        /// The entry name as found in the archive (lossy UTF-8, control characters escaped).
+        entry: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+
+    /// The archive exceeds an extraction limit (decompression bomb protection).
+    #[error("archive exceeds a limit: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::archive_limit),
+        help(
+            "real processkit releases hold about 1 300 entries and 5 MB; the archive is not a processkit release"
+        )
+    )]
+    ArchiveLimit {
+        /// Which limit and where.
+        reason: String,
+    },
+
+    /// The archive could not be decoded.
+    #[error("corrupt archive {what}: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::corrupt_archive),
+        help("the file is not a valid gzip-compressed tar archive")
+    )]
+    CorruptArchive {
+        /// Archive path or URL.
+        what: String,
+        /// Decoder message.
+        reason: String,
+    },
+
+    /// The release does not have the processkit layout.
+    #[error("not a processkit release ({what}): {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::layout),
+        help(
+            "a release holds one top directory `processkit-<tag>/` with `PROVENANCE.toml` and `context/` inside; releases before v0.8.0 are not supported"
+        )
+    )]
+    Layout {
+        /// The source.
+        what: String,
+        /// What is missing or wrong.
+        reason: String,
+    },
+
+    /// The configured version is not a concrete release tag.
+    #[error("invalid processkit version `{value}`: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::version),
+        help(
+            "pin an exact tag such as `v0.28.3` in `[processkit] version`; `latest` and branch names are never recorded as pins"
+        )
+    )]
+    Version {
+        /// The configured value.
+        value: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+
+    /// The `[processkit]` configuration is incomplete or inconsistent.
+    #[error("invalid `[processkit] {key}`: {reason}")]
+    #[diagnostic(code(aibox::provenance::config), help("{help}"))]
+    Config {
+        /// The key.
+        key: &'static str,
+        /// What is wrong.
+        reason: String,
+        /// How to fix it.
+        help: String,
+    },
+
+    /// A catalog file of the release (tier, `SKILL.md`, MCP config) is malformed.
+    #[error("malformed release file `{path}`: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::catalog),
+        help("the release content is broken; report it upstream or pin another version")
+    )]
+    Catalog {
+        /// Release path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// Package tiers extend each other in a cycle.
+    #[error("package tiers extend each other in a cycle: {chain}")]
+    #[diagnostic(
+        code(aibox::provenance::tier_cycle),
+        help("the release's `.processkit/packages/*.yaml` is broken; pin another version")
+    )]
+    TierCycle {
+        /// The cycle, joined by ` -> `.
+        chain: String,
+    },
+
+    /// MCP configurations reference scripts that do not exist or are not allowed.
+    #[error("{} MCP server script(s) missing or invalid: {}", scripts.len(), scripts.join(", "))]
+    #[diagnostic(
+        code(aibox::provenance::missing_scripts),
+        help(
+            "every registered server script must exist, stay inside `context/skills/` and end in `server.py`; nothing was written"
+        )
+    )]
+    MissingScripts {
+        /// Every offending script path, sorted.
+        scripts: Vec<String>,
+    },
+
+    /// A project path is unsafe to write (symlinked parent, outside the root).
+    #[error("refusing to write `{path}`: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::unsafe_destination),
+        help("remove the symlink or move the file; aibox never writes through links")
+    )]
+    UnsafeDestination {
+        /// Project-relative path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// The installed marker, manifest or lock section could not be parsed.
+    #[error("cannot read install record `{path}`: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::record),
+        help("the file was edited by hand or is corrupt; run `aibox apply` to rewrite it")
+    )]
+    Record {
+        /// Path.
+        path: String,
+        /// Parser message.
+        reason: String,
+    },
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = ProvenanceError> = std::result::Result<T, E>;
+
+impl ProvenanceError {
+    /// Wraps an IO error with the action and path.
+    pub fn io(
+        action: &'static str,
+        path: impl AsRef<std::path::Path>,
+        source: std::io::Error,
+    ) -> Self {
+        Self::Io {
+            action,
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+}
+
+/// Shows a possibly hostile name safely: lossy UTF-8, control characters escaped.
+pub(crate) fn show_name(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw)
+        .chars()
+        .flat_map(char::escape_default)
+        .collect()
+}

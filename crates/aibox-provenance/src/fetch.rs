@@ -1,0 +1,239 @@
+//! Bounded HTTP(S) downloads with `ureq`: timeouts, a size cap, redirects followed by hand
+//! (so every hop is checked for HTTPS and counted), streaming hash, progress callback.
+//! Nothing is printed here; the CLI renders progress from the callback.
+
+use std::io::Read;
+use std::time::Duration;
+
+use crate::digest::{Counter, Sha256};
+use crate::error::{ProvenanceError, Result};
+
+/// Limits of one download.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// Longest silence while reading the body.
+    pub read_timeout: Duration,
+    /// Whole request, redirects included.
+    pub overall_timeout: Duration,
+    /// Largest accepted body in bytes.
+    pub max_bytes: u64,
+    /// Most redirects followed before giving up.
+    pub max_redirects: u32,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(15),
+            read_timeout: Duration::from_secs(30),
+            overall_timeout: Duration::from_mins(5),
+            max_bytes: 64 * 1024 * 1024,
+            max_redirects: 5,
+        }
+    }
+}
+
+/// Progress of a running download, handed to the caller's callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes received so far.
+    pub received: u64,
+    /// Total size when the server announced it.
+    pub total: Option<u64>,
+}
+
+/// A download callback; the CLI draws a progress bar from it on a TTY.
+pub type ProgressFn<'a> = &'a mut dyn FnMut(Progress);
+
+/// A completed download.
+#[derive(Debug, Clone)]
+pub struct Downloaded {
+    /// The body.
+    pub bytes: Vec<u8>,
+    /// Its SHA-256.
+    pub digest: Sha256,
+    /// The URL that finally answered (after redirects).
+    pub final_url: String,
+}
+
+/// Accepts `https://` always and `http://` only for loopback hosts.
+pub fn check_url(url: &str) -> Result<()> {
+    let insecure = || ProvenanceError::InsecureUrl {
+        url: url.to_owned(),
+    };
+    if url.starts_with("https://") {
+        return Ok(());
+    }
+    let rest = url.strip_prefix("http://").ok_or_else(insecure)?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    let loopback_ip = host
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback());
+    if !authority.contains('@') && (host == "localhost" || loopback_ip) {
+        Ok(())
+    } else {
+        Err(insecure())
+    }
+}
+
+fn resolve_location(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_owned();
+    }
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let authority_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    if location.starts_with('/') {
+        format!("{}{location}", &base[..authority_end])
+    } else {
+        let dir_end = base
+            .rfind('/')
+            .filter(|&i| i >= authority_end)
+            .map_or(authority_end, |i| i);
+        format!("{}/{location}", &base[..dir_end])
+    }
+}
+
+/// Downloads `url` into memory, hashing while streaming.
+pub fn download(
+    url: &str,
+    opts: &HttpOptions,
+    mut progress: Option<ProgressFn<'_>>,
+) -> Result<Downloaded> {
+    check_url(url)?;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .accept_encoding("identity")
+        .timeout_connect(Some(opts.connect_timeout))
+        .timeout_recv_response(Some(opts.read_timeout))
+        .timeout_recv_body(Some(opts.overall_timeout))
+        .timeout_global(Some(opts.overall_timeout))
+        .timeout_per_read(Some(opts.read_timeout))
+        .user_agent(concat!("aibox/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let mut current = url.to_owned();
+    let mut hops = 0u32;
+    loop {
+        let http_err = |u: &str, e: &dyn std::fmt::Display| ProvenanceError::Http {
+            url: u.to_owned(),
+            reason: e.to_string(),
+        };
+        let response = agent
+            .get(&current)
+            .call()
+            .map_err(|e| http_err(&current, &e))?;
+        let status = response.status().as_u16();
+        if (300..400).contains(&status) {
+            let location = response
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| http_err(&current, &"redirect without a Location header"))?;
+            hops += 1;
+            if hops > opts.max_redirects {
+                return Err(ProvenanceError::Redirects {
+                    url: url.to_owned(),
+                    limit: opts.max_redirects,
+                });
+            }
+            let next = resolve_location(&current, location);
+            check_url(&next)?;
+            current = next;
+            continue;
+        }
+        if status != 200 {
+            return Err(ProvenanceError::HttpStatus {
+                url: current,
+                status,
+            });
+        }
+        let total = response.body().content_length();
+        if total.is_some_and(|t| t > opts.max_bytes) {
+            return Err(ProvenanceError::TooLarge {
+                url: current,
+                limit: opts.max_bytes,
+            });
+        }
+        let mut reader = response.into_body().into_reader();
+        let mut bytes = Vec::with_capacity(usize::try_from(total.unwrap_or(0)).unwrap_or(0));
+        let mut counter = Counter::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = reader.read(&mut buf).map_err(|e| http_err(&current, &e))?;
+            if n == 0 {
+                break;
+            }
+            counter.update(&buf[..n]);
+            if counter.bytes > opts.max_bytes {
+                return Err(ProvenanceError::TooLarge {
+                    url: current,
+                    limit: opts.max_bytes,
+                });
+            }
+            bytes.extend_from_slice(&buf[..n]);
+            if let Some(cb) = progress.as_mut() {
+                cb(Progress {
+                    received: counter.bytes,
+                    total,
+                });
+            }
+        }
+        if total.is_some_and(|t| t != counter.bytes) {
+            return Err(http_err(
+                &current,
+                &"the response ended before the announced length",
+            ));
+        }
+        return Ok(Downloaded {
+            bytes,
+            digest: counter.finish(),
+            final_url: current,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_policy() {
+        for ok in [
+            "https://example.invalid/x",
+            "http://127.0.0.1:8080/x",
+            "http://localhost/x",
+            "http://[::1]:9/x",
+        ] {
+            assert!(check_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://example.invalid/x",
+            "ftp://x/y",
+            "file:///etc/passwd",
+            "http://127.evil.invalid@10.0.0.1/",
+            "http://127.0.0.1.evil.invalid/",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn resolves_locations() {
+        assert_eq!(resolve_location("http://h:1/a/b", "/c"), "http://h:1/c");
+        assert_eq!(resolve_location("http://h:1/a/b", "c"), "http://h:1/a/c");
+        assert_eq!(
+            resolve_location("http://h:1/a/b", "https://x/y"),
+            "https://x/y"
+        );
+    }
+}

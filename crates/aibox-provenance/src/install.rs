@@ -1,0 +1,714 @@
+//! Installing and upgrading processkit content without losing a local byte.
+//!
+//! [`plan_install`] compares three ways BEFORE anything is written: base R (the per-file
+//! manifest of the previous install), the new release C and the live file L. Only files
+//! that are safe to change are written: new upstream files that do not exist locally,
+//! and files changed upstream whose live copy still equals the base. Files removed
+//! upstream (or deselected) are deleted only when the live copy still equals the base.
+//! Every local edit is kept; conflicts keep the live file and park the upstream copy in
+//! the migration document's folder. [`apply_plan`] then writes the plan atomically.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::catalog::{Catalog, skill_of};
+use crate::digest::Sha256;
+use crate::error::{ProvenanceError, Result};
+use crate::extract::{PayloadFile, write_tree};
+use crate::record::{
+    MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall, MarkerManifest, ProcesskitLock, SNAPSHOT_DIR,
+};
+use crate::servers::{ProcesskitServer, servers};
+use crate::source::VerifiedRelease;
+
+/// Three-way class of one file (processkit's migration vocabulary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// Same everywhere (or already at the new upstream).
+    Unchanged,
+    /// Edited or deleted locally, unchanged upstream: kept.
+    ChangedLocallyOnly,
+    /// Changed upstream, untouched locally: updated.
+    ChangedUpstreamOnly,
+    /// Changed on both sides: live file kept, upstream proposed.
+    Conflict,
+    /// New upstream: added.
+    NewUpstream,
+    /// Gone upstream (or deselected): removed if untouched, else kept.
+    RemovedUpstream,
+}
+
+impl Class {
+    /// The name used in migration documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unchanged => "unchanged",
+            Self::ChangedLocallyOnly => "changed-locally-only",
+            Self::ChangedUpstreamOnly => "changed-upstream-only",
+            Self::Conflict => "conflict",
+            Self::NewUpstream => "new-upstream",
+            Self::RemovedUpstream => "removed-upstream",
+        }
+    }
+}
+
+/// What the plan does with one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Nothing to do.
+    None,
+    /// Write the upstream version.
+    Write,
+    /// Delete the (untouched) live file.
+    Remove,
+    /// Keep the live file although upstream differs.
+    Keep,
+}
+
+/// One classified file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileDecision {
+    /// Project path.
+    pub path: String,
+    /// Release path (differs for `INDEX.md`).
+    pub release_path: String,
+    /// Class.
+    pub class: Class,
+    /// Action.
+    pub action: Action,
+    /// User-owned (agent-mutable settings, `AGENTS.md`).
+    pub user_owned: bool,
+}
+
+/// A file to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileWrite {
+    /// Project path.
+    pub path: String,
+    /// Contents and mode.
+    pub file: PayloadFile,
+}
+
+/// The snapshot of the installed version, `context/templates/processkit/<version>/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotPlan {
+    /// Project directory of the snapshot.
+    pub dir: String,
+    /// Full payload, relative to `dir`.
+    pub files: BTreeMap<String, PayloadFile>,
+}
+
+/// Settings of a plan that do not come from the release.
+#[derive(Debug, Clone)]
+pub struct PlanOptions<'a> {
+    /// `[context] packages`.
+    pub packages: &'a [String],
+    /// `[skills] include`.
+    pub include: &'a [String],
+    /// `[skills] exclude`.
+    pub exclude: &'a [String],
+    /// Use the gateway when its skill is installed.
+    pub prefer_gateway: bool,
+    /// `[processkit] src_path`, recorded in the lock.
+    pub src_path: Option<&'a str>,
+    /// RFC 3339 time of this run (recorded only when something changed).
+    pub now: &'a str,
+    /// aibox version.
+    pub cli_version: &'a str,
+}
+
+/// Everything an install or upgrade will do, computed before writing anything.
+#[derive(Debug, Clone)]
+pub struct InstallPlan {
+    /// Version installed before this run (from the marker), if any.
+    pub from_version: Option<String>,
+    /// Version being installed.
+    pub to_version: String,
+    /// Every classified file, sorted by path.
+    pub decisions: Vec<FileDecision>,
+    /// Files to write.
+    pub writes: Vec<FileWrite>,
+    /// Files to delete.
+    pub removals: Vec<String>,
+    /// The snapshot to (re)write, when missing or outdated.
+    pub snapshot: Option<SnapshotPlan>,
+    /// Snapshot directories of other versions to delete (regenerable).
+    pub stale_snapshots: Vec<String>,
+    /// Migration document and parked upstream copies of conflicting files.
+    pub migration: Option<Vec<FileWrite>>,
+    /// New marker text.
+    pub marker: String,
+    /// Whether the marker differs from the live one.
+    pub marker_changed: bool,
+    /// New `aibox.lock [processkit]` section.
+    pub lock: ProcesskitLock,
+    /// MCP servers to register.
+    pub servers: Vec<ProcesskitServer>,
+    /// Selected skills.
+    pub skills: BTreeSet<String>,
+    /// Warnings (unknown names, version stamps, kept removals).
+    pub warnings: Vec<String>,
+}
+
+impl InstallPlan {
+    /// True when applying would change nothing on disk.
+    pub fn is_noop(&self) -> bool {
+        self.writes.is_empty()
+            && self.removals.is_empty()
+            && self.snapshot.is_none()
+            && self.stale_snapshots.is_empty()
+            && self.migration.is_none()
+            && !self.marker_changed
+    }
+
+    /// Count of decisions per class.
+    pub fn counts(&self) -> BTreeMap<Class, usize> {
+        let mut m = BTreeMap::new();
+        for d in &self.decisions {
+            *m.entry(d.class).or_insert(0) += 1;
+        }
+        m
+    }
+}
+
+/// Maps a release path to its project path and ownership, or `None` when the file is
+/// catalog data or not selected.
+fn target(path: &str, selected: &BTreeSet<String>) -> Option<(String, bool)> {
+    match path {
+        "AGENTS.md" => return Some(("AGENTS.md".to_owned(), true)),
+        "INDEX.md" => return Some(("context/INDEX.md".to_owned(), false)),
+        _ => {}
+    }
+    if !path.starts_with("context/")
+        || path.starts_with("context/templates/")
+        || path.starts_with("context/migrations/")
+        || path == MARKER_PATH
+        || path.rsplit('/').next() == Some("FORMAT.md")
+    {
+        return None;
+    }
+    if let Some((category, skill)) = skill_of(path) {
+        if !selected.contains(skill) {
+            return None;
+        }
+        let user = path.starts_with(&format!("context/skills/{category}/{skill}/config/"));
+        return Some((path.to_owned(), user));
+    }
+    Some((path.to_owned(), false))
+}
+
+enum Live {
+    Missing,
+    File(Sha256),
+    /// A symlink, directory or other non-file: never touched.
+    Odd,
+}
+
+fn live_state(root: &Path, rel: &str) -> Result<Live> {
+    let path = root.join(rel);
+    match fs_err::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Live::Missing),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Ok(Live::Odd),
+        Err(e) => Err(ProvenanceError::io("inspect", &path, e)),
+        Ok(m) if m.file_type().is_file() => Ok(Live::File(Sha256::of_file(&path)?)),
+        Ok(_) => Ok(Live::Odd),
+    }
+}
+
+/// Classifies one file from its three hashes (`None` = absent).
+fn classify(r: Option<Sha256>, c: Option<Sha256>, l: &Live) -> (Class, Action) {
+    let l_hash = match l {
+        Live::File(h) => Some(*h),
+        Live::Missing => None,
+        Live::Odd => {
+            return (
+                if c.is_some() && r.is_none() {
+                    Class::Conflict
+                } else {
+                    Class::ChangedLocallyOnly
+                },
+                Action::Keep,
+            );
+        }
+    };
+    match (r, c) {
+        (Some(r), Some(c)) if r == c => {
+            if l_hash == Some(r) {
+                (Class::Unchanged, Action::None)
+            } else {
+                (Class::ChangedLocallyOnly, Action::Keep)
+            }
+        }
+        (Some(r), Some(c)) => match l_hash {
+            Some(l) if l == r => (Class::ChangedUpstreamOnly, Action::Write),
+            Some(l) if l == c => (Class::Unchanged, Action::None),
+            _ => (Class::Conflict, Action::Keep),
+        },
+        (None, Some(c)) => match l_hash {
+            None => (Class::NewUpstream, Action::Write),
+            Some(l) if l == c => (Class::NewUpstream, Action::None),
+            Some(_) => (Class::Conflict, Action::Keep),
+        },
+        (Some(r), None) => match l_hash {
+            Some(l) if l == r => (Class::RemovedUpstream, Action::Remove),
+            None => (Class::RemovedUpstream, Action::None),
+            Some(_) => (Class::RemovedUpstream, Action::Keep),
+        },
+        (None, None) => (Class::Unchanged, Action::None),
+    }
+}
+
+fn count_direct(files: &BTreeMap<String, PayloadFile>, dir: &str) -> usize {
+    files
+        .keys()
+        .filter(|k| {
+            k.strip_prefix(dir)
+                .is_some_and(|r| !r.contains('/') && !r.starts_with('.'))
+        })
+        .count()
+}
+
+/// The reference-compatible `v2:` fingerprint (spec §14) over the given final contents.
+pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
+    use sha2::Digest as _;
+    const ROOTS: [&str; 5] = [
+        "context/skills/processkit/",
+        "context/skills/_lib/",
+        "context/schemas/",
+        "context/state-machines/",
+        "context/processes/",
+    ];
+    let mut selected: Vec<(&str, &[u8])> = files
+        .into_iter()
+        .filter(|(p, _)| ROOTS.iter().any(|r| p.starts_with(r)))
+        .filter(|(p, _)| !p.split('/').any(|c| c.starts_with('.')))
+        .filter(|(p, _)| {
+            skill_of(p).is_none_or(|(cat, skill)| {
+                !p.starts_with(&format!("context/skills/{cat}/{skill}/config/"))
+            })
+        })
+        .collect();
+    selected.sort_by(|a, b| a.0.cmp(b.0));
+    let mut h = sha2::Sha256::new();
+    for (p, data) in selected {
+        h.update(p.as_bytes());
+        h.update([0]);
+        h.update(data);
+        h.update([0]);
+    }
+    format!("v2:{}", hex::encode(h.finalize()))
+}
+
+/// The outcome of the three-way comparison.
+#[derive(Default)]
+struct ThreeWay {
+    decisions: Vec<FileDecision>,
+    writes: Vec<FileWrite>,
+    removals: Vec<String>,
+    parked: Vec<FileWrite>,
+    files: BTreeMap<String, Sha256>,
+    user_files: BTreeMap<String, Sha256>,
+}
+
+type InstallSet<'a> = BTreeMap<String, (&'a str, &'a PayloadFile, bool)>;
+
+/// Classifies every file of the new install set and of the previous manifest.
+fn three_way(
+    root: &Path,
+    new_set: &InstallSet<'_>,
+    old: Option<&Marker>,
+    same_release: bool,
+    warnings: &mut Vec<String>,
+) -> Result<ThreeWay> {
+    let base: BTreeMap<&str, Sha256> = old
+        .map(|m| {
+            m.files
+                .iter()
+                .chain(&m.user_files)
+                .map(|(k, v)| (k.as_str(), *v))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut t = ThreeWay::default();
+    let all: BTreeSet<&str> = new_set
+        .keys()
+        .map(String::as_str)
+        .chain(base.keys().copied())
+        .collect();
+    for path in all {
+        let r = base.get(path).copied();
+        let entry = new_set.get(path);
+        // Same release: the base hash is the upstream hash; skip re-hashing the payload.
+        let c = entry.map(|(_, f, _)| match r {
+            Some(r) if same_release => r,
+            _ => Sha256::of(&f.data),
+        });
+        let user_owned =
+            entry.is_some_and(|e| e.2) || old.is_some_and(|m| m.user_files.contains_key(path));
+        let live = live_state(root, path)?;
+        let (mut class, mut action) = classify(r, c, &live);
+        if user_owned && !matches!(live, Live::Missing) && action == Action::Write {
+            class = Class::Conflict;
+            action = Action::Keep;
+        }
+        if user_owned && action == Action::Remove {
+            action = Action::Keep;
+        }
+        if user_owned && matches!(live, Live::Missing) && r.is_some() && c.is_some() {
+            // The user deleted their own file: respect that.
+            action = Action::None;
+            class = Class::ChangedLocallyOnly;
+        }
+        if let (Some((release_path, file, _)), Some(c)) = (entry, c) {
+            if user_owned {
+                // A kept user file is recorded as it was installed (or found), not as
+                // the upstream version that was not written.
+                let live_hash = if let Live::File(h) = live {
+                    Some(h)
+                } else {
+                    None
+                };
+                let recorded = if action == Action::Write {
+                    c
+                } else {
+                    r.or(live_hash).unwrap_or(c)
+                };
+                t.user_files.insert(path.to_owned(), recorded);
+            } else {
+                t.files.insert(path.to_owned(), c);
+            }
+            match action {
+                Action::Write => t.writes.push(FileWrite {
+                    path: path.to_owned(),
+                    file: (*file).clone(),
+                }),
+                Action::Keep if class == Class::Conflict => {
+                    t.parked.push(FileWrite {
+                        path: path.to_owned(),
+                        file: (*file).clone(),
+                    });
+                }
+                _ => {}
+            }
+            t.decisions.push(FileDecision {
+                path: path.to_owned(),
+                release_path: (*release_path).to_owned(),
+                class,
+                action,
+                user_owned,
+            });
+        } else {
+            if action == Action::Remove {
+                t.removals.push(path.to_owned());
+            } else if action == Action::Keep {
+                warnings.push(format!(
+                    "`{path}` was removed upstream but has local changes; kept"
+                ));
+            }
+            t.decisions.push(FileDecision {
+                path: path.to_owned(),
+                release_path: path.to_owned(),
+                class,
+                action,
+                user_owned,
+            });
+        }
+    }
+
+    Ok(t)
+}
+
+/// The snapshot to write (when missing or from another release) and stale snapshots.
+fn snapshot_plan(
+    root: &Path,
+    release: &VerifiedRelease,
+    same_release: bool,
+) -> (Option<SnapshotPlan>, Vec<String>) {
+    // Snapshot of this version.
+    let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
+    let snap_ok = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
+        .ok()
+        .is_some_and(|b| {
+            release
+                .payload
+                .files
+                .get("PROVENANCE.toml")
+                .is_some_and(|p| p.data == b)
+        });
+    let snapshot = (!snap_ok || !same_release).then(|| SnapshotPlan {
+        dir: snap_dir.clone(),
+        files: release.payload.files.clone(),
+    });
+    let mut stale_snapshots = Vec::new();
+    if let Ok(rd) = fs_err::read_dir(root.join(SNAPSHOT_DIR)) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name != release.version && !name.starts_with('.') {
+                stale_snapshots.push(format!("{SNAPSHOT_DIR}/{name}"));
+            }
+        }
+    }
+    stale_snapshots.sort();
+
+    (snapshot, stale_snapshots)
+}
+
+/// Computes the install or upgrade of `release` into `root`. Reads live files; writes
+/// nothing. `previous_lock` is the lock section as it was before this run.
+pub fn plan_install(
+    root: &Path,
+    release: &VerifiedRelease,
+    previous_lock: Option<&ProcesskitLock>,
+    opts: &PlanOptions<'_>,
+) -> Result<InstallPlan> {
+    let catalog = Catalog::from_payload(&release.payload)?;
+    let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
+    let mut warnings = release.warnings.clone();
+    warnings.extend(selection.warnings.iter().cloned());
+
+    // C: the new install set.
+    let mut new_set: InstallSet<'_> = BTreeMap::new();
+    for (path, file) in &release.payload.files {
+        if let Some((dest, user)) = target(path, &selection.skills) {
+            new_set.insert(dest, (path.as_str(), file, user));
+        }
+    }
+    let servers = servers(
+        new_set
+            .iter()
+            .map(|(p, (_, f, _))| (p.as_str(), f.data.as_slice())),
+        opts.prefer_gateway,
+    )?;
+
+    // R: the previous install.
+    let old = Marker::read(root);
+    let same_release = old.as_ref().is_some_and(|m| {
+        m.install.processkit_version == release.version
+            && m.manifest.release_asset_sha256 == Some(release.digest)
+    });
+
+    let t = three_way(root, &new_set, old.as_ref(), same_release, &mut warnings)?;
+    let ThreeWay {
+        decisions,
+        writes,
+        removals,
+        parked,
+        files,
+        user_files,
+    } = t;
+    let (snapshot, stale_snapshots) = snapshot_plan(root, release, same_release);
+
+    // Marker and lock, keeping the old timestamp when nothing changed.
+    let content_changed = !writes.is_empty() || !removals.is_empty();
+    let skills: Vec<String> = selection.skills.iter().cloned().collect();
+    let fingerprint = install_hash_v2(
+        new_set
+            .iter()
+            .map(|(p, (_, f, _))| (p.as_str(), f.data.as_slice())),
+    );
+    let manifest = MarkerManifest {
+        skill_count: catalog
+            .skills
+            .values()
+            .filter(|s| s.category == "processkit")
+            .count(),
+        schema_count: count_direct(&release.payload.files, "context/schemas/"),
+        process_count: count_direct(&release.payload.files, "context/processes/"),
+        state_machine_count: count_direct(&release.payload.files, "context/state-machines/"),
+        release_asset_sha256: Some(release.digest),
+        verification: release.verification,
+        install_hash: Some(fingerprint.clone()),
+    };
+    let unchanged_record = old.as_ref().is_some_and(|m| {
+        !content_changed
+            && m.install.processkit_version == release.version
+            && m.install.processkit_source == release.source
+            && m.install.skills == skills
+            && m.manifest == manifest
+            && m.files == files
+            && m.user_files == user_files
+    });
+    let installed_at = match &old {
+        Some(m) if unchanged_record => m.install.installed_at.clone(),
+        _ => opts.now.to_owned(),
+    };
+    let cli_version = match &old {
+        Some(m) if unchanged_record => m.install.cli_version.clone(),
+        _ => opts.cli_version.to_owned(),
+    };
+    let marker = Marker {
+        schema_version: MARKER_SCHEMA,
+        install: MarkerInstall {
+            processkit_version: release.version.clone(),
+            processkit_source: release.source.clone(),
+            installed_at: installed_at.clone(),
+            cli_version,
+            skills,
+        },
+        manifest,
+        files,
+        user_files,
+    }
+    .render();
+    let marker_changed = fs_err::read_to_string(root.join(MARKER_PATH))
+        .ok()
+        .as_deref()
+        != Some(marker.as_str());
+    let lock_installed_at = match previous_lock {
+        Some(l)
+            if unchanged_record && l.version == release.version && l.source == release.source =>
+        {
+            l.installed_at.clone()
+        }
+        _ => installed_at,
+    };
+    let lock = ProcesskitLock {
+        source: release.source.clone(),
+        version: release.version.clone(),
+        src_path: opts.src_path.map(str::to_owned),
+        release_asset_sha256: Some(release.digest),
+        verification: release.verification,
+        installed_at: lock_installed_at,
+        processkit_install_hash: Some(fingerprint),
+    };
+
+    let from_version = old.as_ref().map(|m| m.install.processkit_version.clone());
+    let mut plan = InstallPlan {
+        from_version,
+        to_version: release.version.clone(),
+        decisions,
+        writes,
+        removals,
+        snapshot,
+        stale_snapshots,
+        migration: None,
+        marker,
+        marker_changed,
+        lock,
+        servers,
+        skills: selection.skills,
+        warnings,
+    };
+    plan.migration = crate::migration::document(&plan, &release.source, opts.now, parked);
+    Ok(plan)
+}
+
+/// Checks that no existing ancestor of `rel` below `root` is a symlink or non-directory.
+fn check_parents(root: &Path, rel: &str) -> Result<()> {
+    let mut cur = root.to_path_buf();
+    let comps: Vec<&str> = rel.split('/').collect();
+    if comps
+        .iter()
+        .any(|c| c.is_empty() || *c == "." || *c == "..")
+    {
+        return Err(ProvenanceError::UnsafeDestination {
+            path: rel.to_owned(),
+            reason: "not a plain relative path".to_owned(),
+        });
+    }
+    for c in &comps[..comps.len() - 1] {
+        cur.push(c);
+        match fs_err::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(ProvenanceError::UnsafeDestination {
+                    path: rel.to_owned(),
+                    reason: format!(
+                        "parent `{}` is a symbolic link",
+                        cur.strip_prefix(root).unwrap_or(&cur).display()
+                    ),
+                });
+            }
+            Ok(m) if !m.is_dir() => {
+                return Err(ProvenanceError::UnsafeDestination {
+                    path: rel.to_owned(),
+                    reason: format!(
+                        "parent `{}` is not a directory",
+                        cur.strip_prefix(root).unwrap_or(&cur).display()
+                    ),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Writes one project file atomically (temp file + rename) with a normalised mode.
+pub fn write_atomic(root: &Path, rel: &str, data: &[u8], executable: bool) -> Result<()> {
+    check_parents(root, rel)?;
+    let path = root.join(rel);
+    let dir = path.parent().unwrap_or(root);
+    fs_err::create_dir_all(dir).map_err(|e| ProvenanceError::io("create", dir, e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".aibox-tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| ProvenanceError::io("create temporary file in", dir, e))?;
+    std::io::Write::write_all(&mut tmp, data)
+        .map_err(|e| ProvenanceError::io("write", tmp.path(), e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = if executable { 0o755 } else { 0o644 };
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| ProvenanceError::io("set permissions of", &path, e))?;
+    }
+    tmp.persist(&path)
+        .map_err(|e| ProvenanceError::io("rename into", &path, e.error))?;
+    Ok(())
+}
+
+/// Applies a plan: content writes and removals, snapshot, migration document, and the
+/// marker last. The caller writes `plan.lock` into `aibox.lock` afterwards.
+pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
+    // Refuse before writing anything if any destination is unsafe.
+    for w in plan.writes.iter().chain(plan.migration.iter().flatten()) {
+        check_parents(root, &w.path)?;
+    }
+    for r in &plan.removals {
+        check_parents(root, r)?;
+    }
+    for w in &plan.writes {
+        write_atomic(root, &w.path, &w.file.data, w.file.executable)?;
+    }
+    for r in &plan.removals {
+        let path = root.join(r);
+        match fs_err::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(ProvenanceError::io("remove", &path, e));
+            }
+            _ => {}
+        }
+        // Drop directories the removal left empty, up to `context/`.
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if d == root.join("context") || !d.starts_with(root) || fs_err::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+    }
+    if let Some(s) = &plan.snapshot {
+        check_parents(root, &format!("{}/x", s.dir))?;
+        write_tree(
+            s.files.iter().map(|(k, v)| (k.as_str(), v)),
+            &root.join(&s.dir),
+        )?;
+    }
+    for s in &plan.stale_snapshots {
+        check_parents(root, s)?;
+        let p = root.join(s);
+        fs_err::remove_dir_all(&p).map_err(|e| ProvenanceError::io("remove", &p, e))?;
+    }
+    for w in plan.migration.iter().flatten() {
+        write_atomic(root, &w.path, &w.file.data, false)?;
+    }
+    if plan.marker_changed {
+        write_atomic(root, MARKER_PATH, plan.marker.as_bytes(), false)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! Per-file integrity of an installed processkit release (read-only). The outcome ladder
+//! is checked in order and the first failing rung wins; drift lists name every file.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::catalog::skill_of;
+use crate::digest::Sha256;
+use crate::error::Result;
+use crate::record::{MARKER_PATH, Marker, ProcesskitLock, SNAPSHOT_DIR};
+use crate::source::Verification;
+
+/// Directories whose every file must be in the manifest.
+const MANAGED_DIRS: [&str; 4] = [
+    "context/skills",
+    "context/schemas",
+    "context/state-machines",
+    "context/processes",
+];
+
+/// The overall outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IntegrityStatus {
+    /// No `[processkit]` in the lock: nothing to check.
+    NotInstalled,
+    /// The live marker (with the manifest) is missing or unreadable.
+    MissingMarker,
+    /// Lock, marker and snapshot disagree about the version.
+    VersionMismatch,
+    /// The snapshot of the installed version is missing (regenerable by `aibox apply`).
+    MissingSnapshot,
+    /// Files were modified, deleted or added.
+    Drifted,
+    /// Everything matches, but the release was installed without verification.
+    Unverified,
+    /// Everything matches.
+    Healthy,
+}
+
+/// The integrity report; serialisable for `--output json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IntegrityReport {
+    /// Outcome.
+    pub status: IntegrityStatus,
+    /// Version in `aibox.lock`.
+    pub lock_version: Option<String>,
+    /// Version in the live marker.
+    pub marker_version: Option<String>,
+    /// Whether `context/templates/processkit/<lock version>/PROVENANCE.toml` exists.
+    pub snapshot_present: bool,
+    /// How the installed release was verified.
+    pub verification: Option<Verification>,
+    /// Installer-owned files whose content differs from the manifest.
+    pub modified: Vec<String>,
+    /// Installer-owned files that are gone.
+    pub missing: Vec<String>,
+    /// Files in managed directories that the manifest does not know.
+    pub unexpected: Vec<String>,
+    /// User-owned files that differ from what was installed (informational).
+    pub user_modified: Vec<String>,
+    /// Number of files verified.
+    pub checked: usize,
+}
+
+impl IntegrityReport {
+    /// Exit status for scripts: 0 for healthy, not installed or unverified-but-intact.
+    pub fn exit_code(&self) -> i32 {
+        match self.status {
+            IntegrityStatus::Healthy
+            | IntegrityStatus::NotInstalled
+            | IntegrityStatus::Unverified => 0,
+            _ => 1,
+        }
+    }
+}
+
+fn hash_live(path: &Path) -> Option<Sha256> {
+    let meta = fs_err::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_file() {
+        return None;
+    }
+    Sha256::of_file(path).ok()
+}
+
+fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
+    let Ok(rd) = fs_err::read_dir(root.join(rel)) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let child = format!("{rel}/{name}");
+        match e.file_type() {
+            Ok(t) if t.is_dir() => walk(root, &child, out),
+            Ok(_) => out.push(child),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Checks the install under `root` against `aibox.lock`, the marker's per-file
+/// manifest and the snapshot.
+pub fn integrity(root: &Path) -> Result<IntegrityReport> {
+    let lock = ProcesskitLock::read_from_lock_file(&root.join("aibox.lock"))?;
+    let mut report = IntegrityReport {
+        status: IntegrityStatus::Healthy,
+        lock_version: lock.as_ref().map(|l| l.version.clone()),
+        marker_version: None,
+        snapshot_present: false,
+        verification: lock.as_ref().map(|l| l.verification),
+        modified: Vec::new(),
+        missing: Vec::new(),
+        unexpected: Vec::new(),
+        user_modified: Vec::new(),
+        checked: 0,
+    };
+    let Some(lock) = lock else {
+        report.status = IntegrityStatus::NotInstalled;
+        return Ok(report);
+    };
+    report.snapshot_present = root
+        .join(SNAPSHOT_DIR)
+        .join(&lock.version)
+        .join("PROVENANCE.toml")
+        .is_file();
+    let Some(marker) = Marker::read(root) else {
+        report.status = IntegrityStatus::MissingMarker;
+        return Ok(report);
+    };
+    report.marker_version = Some(marker.install.processkit_version.clone());
+    if marker.install.processkit_version != lock.version
+        || marker.manifest.release_asset_sha256 != lock.release_asset_sha256
+    {
+        report.status = IntegrityStatus::VersionMismatch;
+        return Ok(report);
+    }
+    for (path, expected) in &marker.files {
+        report.checked += 1;
+        match hash_live(&root.join(path)) {
+            None => report.missing.push(path.clone()),
+            Some(h) if h != *expected => report.modified.push(path.clone()),
+            Some(_) => {}
+        }
+    }
+    for (path, expected) in &marker.user_files {
+        report.checked += 1;
+        if hash_live(&root.join(path)) != Some(*expected) {
+            report.user_modified.push(path.clone());
+        }
+    }
+    let mut present = Vec::new();
+    for dir in MANAGED_DIRS {
+        walk(root, dir, &mut present);
+    }
+    present.sort();
+    report.unexpected = present
+        .into_iter()
+        .filter(|p| !marker.files.contains_key(p) && !marker.user_files.contains_key(p))
+        .filter(|p| {
+            skill_of(p)
+                .is_none_or(|(c, s)| !p.starts_with(&format!("context/skills/{c}/{s}/config/")))
+        })
+        .filter(|p| p != MARKER_PATH)
+        .collect();
+    report.status = if !report.snapshot_present {
+        IntegrityStatus::MissingSnapshot
+    } else if !(report.modified.is_empty()
+        && report.missing.is_empty()
+        && report.unexpected.is_empty())
+    {
+        IntegrityStatus::Drifted
+    } else if lock.verification == Verification::Unverified {
+        IntegrityStatus::Unverified
+    } else {
+        IntegrityStatus::Healthy
+    };
+    Ok(report)
+}

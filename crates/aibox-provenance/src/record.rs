@@ -1,0 +1,141 @@
+//! Install records: the lock's `[processkit]` section and the live marker
+//! `context/.processkit-provenance.toml`, which also carries the per-file manifest
+//! (project path → SHA-256) of everything installed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::Sha256;
+use crate::error::{ProvenanceError, Result};
+use crate::source::Verification;
+
+/// Project path of the live marker.
+pub const MARKER_PATH: &str = "context/.processkit-provenance.toml";
+/// Project directory of the per-version snapshots.
+pub const SNAPSHOT_DIR: &str = "context/templates/processkit";
+/// The marker schema this crate writes.
+pub const MARKER_SCHEMA: u32 = 1;
+
+/// `aibox.lock [processkit]`: what is installed, with a concrete version and digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcesskitLock {
+    /// Source as configured.
+    pub source: String,
+    /// Concrete version; never `latest`.
+    pub version: String,
+    /// Content path inside the source, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_path: Option<String>,
+    /// Digest of the release archive (or directory listing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_asset_sha256: Option<Sha256>,
+    /// How the digest was established at install time.
+    #[serde(default = "unverified")]
+    pub verification: Verification,
+    /// RFC 3339 time of the install; unchanged while nothing else changes.
+    pub installed_at: String,
+    /// The reference-compatible `v2:` fingerprint (spec §14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processkit_install_hash: Option<String>,
+}
+
+fn unverified() -> Verification {
+    Verification::Unverified
+}
+
+impl ProcesskitLock {
+    /// Reads `[processkit]` from an `aibox.lock` file; `Ok(None)` when the file or the
+    /// section is absent or the version is `unset`.
+    pub fn read_from_lock_file(path: &Path) -> Result<Option<Self>> {
+        let text = match fs_err::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(ProvenanceError::io("read", path, e)),
+        };
+        let bad = |reason: String| ProvenanceError::Record {
+            path: path.display().to_string(),
+            reason,
+        };
+        let mut table: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let Some(section) = table.remove("processkit") else {
+            return Ok(None);
+        };
+        let lock: Self = section
+            .try_into()
+            .map_err(|e: toml::de::Error| bad(e.to_string()))?;
+        Ok((lock.version != "unset").then_some(lock))
+    }
+}
+
+/// `[install]` of the marker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkerInstall {
+    /// Installed version.
+    pub processkit_version: String,
+    /// Source as configured.
+    pub processkit_source: String,
+    /// RFC 3339 install time.
+    pub installed_at: String,
+    /// aibox version that installed it.
+    pub cli_version: String,
+    /// Selected skills.
+    #[serde(default)]
+    pub skills: Vec<String>,
+}
+
+/// `[manifest]` of the marker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkerManifest {
+    /// Skills in `context/skills/processkit/` of the release.
+    pub skill_count: usize,
+    /// Files directly in `context/schemas/`.
+    pub schema_count: usize,
+    /// Files directly in `context/processes/`.
+    pub process_count: usize,
+    /// Files directly in `context/state-machines/`.
+    pub state_machine_count: usize,
+    /// Digest of the release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_asset_sha256: Option<Sha256>,
+    /// How it was verified.
+    pub verification: Verification,
+    /// `v2:` fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_hash: Option<String>,
+}
+
+/// The live marker with the per-file manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    /// Always [`MARKER_SCHEMA`].
+    pub schema_version: u32,
+    /// Install identity.
+    pub install: MarkerInstall,
+    /// Counts and digests.
+    pub manifest: MarkerManifest,
+    /// Installer-owned files: project path → SHA-256 as installed.
+    #[serde(default)]
+    pub files: BTreeMap<String, Sha256>,
+    /// User-owned files (agent-mutable settings, seed `AGENTS.md`): tracked, never
+    /// overwritten, never reported as modified.
+    #[serde(default)]
+    pub user_files: BTreeMap<String, Sha256>,
+}
+
+impl Marker {
+    /// Renders the marker (deterministic: sorted tables).
+    pub fn render(&self) -> String {
+        let body = toml::to_string(self).unwrap_or_default();
+        format!("# aibox-managed install marker; do not edit\n{body}")
+    }
+
+    /// Reads the marker of a project; `None` when missing, unparseable or of an unknown
+    /// schema (it is rewritten on the next apply, never an error).
+    pub fn read(project_root: &Path) -> Option<Self> {
+        let text = fs_err::read_to_string(project_root.join(MARKER_PATH)).ok()?;
+        let marker: Self = toml::from_str(&text).ok()?;
+        (marker.schema_version == MARKER_SCHEMA).then_some(marker)
+    }
+}

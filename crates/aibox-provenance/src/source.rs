@@ -1,0 +1,526 @@
+//! Resolving `[processkit]` into a verified release: where it comes from, which concrete
+//! version it is, which digest proves it, and the validated [`Payload`].
+//!
+//! Verification order: a digest pinned in the configuration or the lock must match; with
+//! no pin, an HTTP or local archive needs its `.sha256` sidecar; a directory needs a pin.
+//! With none of these the fetch fails unless `allow_unverified` is set, which is recorded
+//! as [`Verification::Unverified`]. Nothing is cached unless verified.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use aibox_config::ProcesskitSection;
+use serde::{Deserialize, Serialize};
+
+use crate::cache::Cache;
+use crate::digest::{Sha256, parse_sidecar};
+use crate::error::{ProvenanceError, Result};
+use crate::extract::{ExtractLimits, Payload, read_archive, read_dir};
+use crate::fetch::{HttpOptions, ProgressFn, download};
+use crate::record::ProcesskitLock;
+
+/// The default URL template of release assets.
+pub const DEFAULT_URL_TEMPLATE: &str =
+    "{source}/releases/download/{version}/{name}-{version}.tar.gz";
+
+/// Where a release comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceKind {
+    /// An `https://` (or loopback `http://`) base URL plus the asset URL template.
+    Http {
+        /// Source URL without a trailing `.git` or `/`.
+        base: String,
+        /// URL template.
+        template: String,
+    },
+    /// A local `.tar.gz` release archive.
+    Archive(PathBuf),
+    /// A local directory holding the release payload (with `PROVENANCE.toml` inside).
+    Directory(PathBuf),
+}
+
+/// How the digest of a release was established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verification {
+    /// Matched `[processkit] sha256`.
+    Pinned,
+    /// Matched the digest recorded in `aibox.lock` (trust on first use).
+    Locked,
+    /// Matched the release's `.sha256` sidecar.
+    Sidecar,
+    /// Not verified: the named opt-out `allow_unverified` was used. A provenance exception.
+    Unverified,
+}
+
+/// Knobs of a fetch; `Default` is right for production apart from the cache.
+#[derive(Default)]
+pub struct FetchOptions<'a> {
+    /// Digest-keyed archive cache; `None` disables caching.
+    pub cache: Option<Cache>,
+    /// HTTP limits.
+    pub http: HttpOptions,
+    /// Extraction limits.
+    pub limits: ExtractLimits,
+    /// Download progress callback.
+    pub progress: Option<ProgressFn<'a>>,
+}
+
+/// A verified, validated release.
+#[derive(Debug, Clone)]
+pub struct VerifiedRelease {
+    /// The source as configured (URL or path as written).
+    pub source: String,
+    /// The concrete version (tag).
+    pub version: String,
+    /// SHA-256 of the archive, or of the tree listing for directory sources.
+    pub digest: Sha256,
+    /// How the digest was established.
+    pub verification: Verification,
+    /// The validated files.
+    pub payload: Payload,
+    /// Non-fatal findings (for example a `generated_for_tag` mismatch).
+    pub warnings: Vec<String>,
+}
+
+/// Checks that a version is a concrete tag (`v1.2.3`, optionally `-pre`): never `latest`,
+/// `unset`, empty or a branch name.
+pub fn check_version(value: &str) -> Result<()> {
+    let err = |reason: &str| ProvenanceError::Version {
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if value.is_empty() || value == "latest" || value == "unset" {
+        return Err(err("not a concrete release"));
+    }
+    let core = value.strip_prefix('v').unwrap_or(value);
+    let (core, pre) = match core.split_once('-') {
+        Some((c, p)) => (c, Some(p)),
+        None => (core, None),
+    };
+    let parts: Vec<&str> = core.split('.').collect();
+    if parts.len() != 3
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(err("expected MAJOR.MINOR.PATCH such as `v0.28.3`"));
+    }
+    if pre.is_some_and(|p| {
+        p.is_empty()
+            || !p
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+    }) {
+        return Err(err("invalid pre-release suffix"));
+    }
+    Ok(())
+}
+
+/// Classifies the configured source; relative paths are resolved against `project_root`.
+pub fn source_kind(section: &ProcesskitSection, project_root: &Path) -> Result<SourceKind> {
+    let source = section
+        .source
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| ProvenanceError::Config {
+            key: "source",
+            reason: "no source is configured".to_owned(),
+            help:
+                "set `[processkit] source` to a release URL, a local `.tar.gz` or a local directory"
+                    .to_owned(),
+        })?;
+    if source.contains("://") {
+        let base = source.trim_end_matches('/');
+        let base = base.strip_suffix(".git").unwrap_or(base).to_owned();
+        let template = section
+            .release_asset_url_template
+            .clone()
+            .unwrap_or_else(|| DEFAULT_URL_TEMPLATE.to_owned());
+        return Ok(SourceKind::Http { base, template });
+    }
+    let path = project_root.join(source);
+    let meta = fs_err::metadata(&path).map_err(|e| ProvenanceError::Config {
+        key: "source",
+        reason: format!("`{source}` cannot be read: {e}"),
+        help: "use an https:// URL, or a path (relative to the project root) of a release `.tar.gz` or directory".to_owned(),
+    })?;
+    if meta.is_dir() {
+        Ok(SourceKind::Directory(path))
+    } else {
+        Ok(SourceKind::Archive(path))
+    }
+}
+
+/// Fills the URL template for `version`.
+pub fn asset_url(base: &str, template: &str, version: &str) -> String {
+    let path = base.split_once("://").map_or(base, |(_, rest)| rest);
+    let mut segs = path.split('/').skip(1).filter(|s| !s.is_empty());
+    let org = segs.next().unwrap_or_default();
+    let name = segs.next().unwrap_or("processkit");
+    template
+        .replace("{source}", base)
+        .replace("{org}", org)
+        .replace("{name}", name)
+        .replace("{version}", version)
+}
+
+/// Digest of a directory payload: SHA-256 of the `sha256sum`-style listing
+/// `<hex>  <path>\n` of every file sorted by path. Reproducible with
+/// `find . -type f -printf '%P\n' | LC_ALL=C sort | xargs sha256sum | sha256sum`.
+pub fn tree_digest(payload: &Payload) -> Sha256 {
+    let mut listing = String::new();
+    for (path, file) in &payload.files {
+        listing.push_str(&Sha256::of(&file.data).to_hex());
+        listing.push_str("  ");
+        listing.push_str(path);
+        listing.push('\n');
+    }
+    Sha256::of(listing.as_bytes())
+}
+
+struct Pins {
+    pin: Option<Sha256>,
+    locked: Option<(Sha256, Verification)>,
+}
+
+impl Pins {
+    fn expected(&self) -> Option<Sha256> {
+        self.pin.or(self.locked.map(|(d, _)| d))
+    }
+
+    /// Checks `actual` against every pin; returns how it was verified.
+    fn verify(&self, what: &str, actual: Sha256) -> Result<Option<Verification>> {
+        let mismatch = |expected: Sha256| ProvenanceError::DigestMismatch {
+            what: what.to_owned(),
+            expected: expected.to_hex(),
+            actual: actual.to_hex(),
+        };
+        if let Some(p) = self.pin
+            && p != actual
+        {
+            return Err(mismatch(p));
+        }
+        if let Some((l, _)) = self.locked
+            && l != actual
+        {
+            return Err(mismatch(l));
+        }
+        Ok(match (self.pin, self.locked) {
+            (Some(_), _) => Some(Verification::Pinned),
+            // The lock carries how the digest was first established (pin, sidecar or the
+            // unverified opt-out); keeping it makes re-runs byte-identical.
+            (None, Some((_, how))) => Some(how),
+            (None, None) => None,
+        })
+    }
+}
+
+/// Fetches, verifies and validates the configured release. `locked` is the lock's
+/// `[processkit]` section as it was before this run; its digest counts as a pin when
+/// source and version are unchanged.
+pub fn fetch_release(
+    section: &ProcesskitSection,
+    project_root: &Path,
+    locked: Option<&ProcesskitLock>,
+    opts: &mut FetchOptions<'_>,
+) -> Result<VerifiedRelease> {
+    let kind = source_kind(section, project_root)?;
+    let source = section.source.clone().unwrap_or_default();
+    let version = section.version.clone();
+    if let Some(v) = &version {
+        check_version(v)?;
+    }
+    let pin = section
+        .sha256
+        .as_deref()
+        .map(|s| Sha256::parse(s, "`[processkit] sha256`"))
+        .transpose()?;
+    let locked = locked
+        .filter(|l| l.source == source && version.as_deref().is_none_or(|v| v == l.version))
+        .and_then(|l| l.release_asset_sha256.map(|d| (d, l.verification)));
+    let pins = Pins { pin, locked };
+    let mut warnings = Vec::new();
+    let (payload, digest, verification) = match &kind {
+        SourceKind::Http { base, template } => {
+            let version = version.as_deref().ok_or_else(|| ProvenanceError::Version {
+                value: "(none)".to_owned(),
+                reason: "URL sources need an exact version; `latest` cannot be resolved from an asset URL".to_owned(),
+            })?;
+            let url = asset_url(base, template, version);
+            fetch_http(&url, version, section.allow_unverified, &pins, opts)?
+        }
+        SourceKind::Archive(path) => {
+            let what = path.display().to_string();
+            let bytes = fs_err::read(path).map_err(|e| ProvenanceError::io("read", path, e))?;
+            let actual = Sha256::of(&bytes);
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let mut sidecar_path = path.clone().into_os_string();
+            sidecar_path.push(".sha256");
+            let sidecar = match fs_err::read_to_string(&sidecar_path) {
+                Ok(text) => Some(parse_sidecar(
+                    &text,
+                    &name,
+                    &format!("{}", PathBuf::from(&sidecar_path).display()),
+                )?),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(ProvenanceError::io("read", &sidecar_path, e)),
+            };
+            let verification = verify_all(&what, actual, &pins, sidecar, section.allow_unverified)?;
+            let payload = read_archive(&bytes, &what, version.as_deref(), &opts.limits)?;
+            (payload, actual, verification)
+        }
+        SourceKind::Directory(path) => {
+            let what = path.display().to_string();
+            let payload = read_dir(path, &opts.limits)?;
+            let actual = tree_digest(&payload);
+            let verification = verify_all(&what, actual, &pins, None, section.allow_unverified)?;
+            (payload, actual, verification)
+        }
+    };
+    let version = resolve_version(version, &payload, &source, &mut warnings)?;
+    validate_layout(&payload, &source, &version, &mut warnings)?;
+    Ok(VerifiedRelease {
+        source,
+        version,
+        digest,
+        verification,
+        payload,
+        warnings,
+    })
+}
+
+fn verify_all(
+    what: &str,
+    actual: Sha256,
+    pins: &Pins,
+    sidecar: Option<Sha256>,
+    allow_unverified: bool,
+) -> Result<Verification> {
+    let by_pin = pins.verify(what, actual)?;
+    if let Some(s) = sidecar
+        && s != actual
+    {
+        return Err(ProvenanceError::DigestMismatch {
+            what: what.to_owned(),
+            expected: s.to_hex(),
+            actual: actual.to_hex(),
+        });
+    }
+    match (by_pin, sidecar) {
+        (Some(v), _) => Ok(v),
+        (None, Some(_)) => Ok(Verification::Sidecar),
+        (None, None) if allow_unverified => Ok(Verification::Unverified),
+        (None, None) => Err(ProvenanceError::NoDigest {
+            what: what.to_owned(),
+            computed: actual.to_hex(),
+        }),
+    }
+}
+
+fn fetch_http(
+    url: &str,
+    version: &str,
+    allow_unverified: bool,
+    pins: &Pins,
+    opts: &mut FetchOptions<'_>,
+) -> Result<(Payload, Sha256, Verification)> {
+    // A verified cache hit needs no network at all.
+    if let (Some(cache), Some(expected)) = (&opts.cache, pins.expected())
+        && let Some(bytes) = cache.load(&expected)?
+    {
+        let verification = pins.verify(url, expected)?.unwrap_or(Verification::Locked);
+        let payload = read_archive(&bytes, url, Some(version), &opts.limits)?;
+        return Ok((payload, expected, verification));
+    }
+    let sidecar = if pins.expected().is_none() {
+        let sidecar_url = format!("{url}.sha256");
+        match download(&sidecar_url, &opts.http, None) {
+            Ok(d) => {
+                let text = String::from_utf8_lossy(&d.bytes);
+                let name = url.rsplit('/').next().unwrap_or_default();
+                Some(parse_sidecar(&text, name, &sidecar_url)?)
+            }
+            Err(ProvenanceError::HttpStatus { status: 404, .. }) => None,
+            Err(e) => return Err(e),
+        }
+    } else {
+        None
+    };
+    if sidecar.is_none() && pins.expected().is_none() && !allow_unverified {
+        return Err(ProvenanceError::NoDigest {
+            what: format!("{url} (no `.sha256` sidecar published)"),
+            computed: "<digest you checked>".to_owned(),
+        });
+    }
+    let progress: Option<&mut dyn FnMut(crate::fetch::Progress)> = match &mut opts.progress {
+        Some(p) => Some(&mut **p),
+        None => None,
+    };
+    let downloaded = download(url, &opts.http, progress)?;
+    let verification = verify_all(url, downloaded.digest, pins, sidecar, allow_unverified)?;
+    let payload = read_archive(&downloaded.bytes, url, Some(version), &opts.limits)?;
+    if verification != Verification::Unverified
+        && let Some(cache) = &opts.cache
+    {
+        cache.store(&downloaded.digest, &downloaded.bytes)?;
+    }
+    Ok((payload, downloaded.digest, verification))
+}
+
+fn provenance_tag(payload: &Payload) -> Option<String> {
+    let text = std::str::from_utf8(&payload.files.get("PROVENANCE.toml")?.data).ok()?;
+    let value: toml::Table = toml::from_str(text).ok()?;
+    value
+        .get("source")?
+        .get("generated_for_tag")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+fn resolve_version(
+    configured: Option<String>,
+    payload: &Payload,
+    source: &str,
+    warnings: &mut Vec<String>,
+) -> Result<String> {
+    let stamped = provenance_tag(payload);
+    let version = configured
+        .or_else(|| payload.top_tag.clone())
+        .or_else(|| stamped.clone())
+        .ok_or_else(|| ProvenanceError::Version {
+            value: "(none)".to_owned(),
+            reason: format!(
+                "`{source}` does not say which version it is; set `[processkit] version`"
+            ),
+        })?;
+    check_version(&version)?;
+    if let Some(s) = stamped
+        && s != version
+    {
+        warnings.push(format!(
+            "PROVENANCE.toml says generated_for_tag = {s}, installing it as {version}"
+        ));
+    }
+    Ok(version)
+}
+
+/// Required payload shape: `PROVENANCE.toml`, `context/`, and the strict file-set check
+/// (the files are exactly those listed in `PROVENANCE.toml` plus itself, `LICENSE` and
+/// `CHANGELOG.md`).
+fn validate_layout(
+    payload: &Payload,
+    source: &str,
+    version: &str,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let layout = |reason: String| ProvenanceError::Layout {
+        what: format!("{source} {version}"),
+        reason,
+    };
+    let prov = payload
+        .files
+        .get("PROVENANCE.toml")
+        .ok_or_else(|| layout("`PROVENANCE.toml` is missing".to_owned()))?;
+    let text = std::str::from_utf8(&prov.data)
+        .map_err(|_| layout("`PROVENANCE.toml` is not UTF-8".to_owned()))?;
+    let table: toml::Table = toml::from_str(text)
+        .map_err(|e| layout(format!("`PROVENANCE.toml` does not parse: {e}")))?;
+    let listed: BTreeSet<&str> = table
+        .get("files")
+        .and_then(toml::Value::as_table)
+        .ok_or_else(|| layout("`PROVENANCE.toml` has no [files] table".to_owned()))?
+        .keys()
+        .map(String::as_str)
+        .collect();
+    if !payload.files.keys().any(|k| k.starts_with("context/")) {
+        return Err(layout("there is no `context/` directory".to_owned()));
+    }
+    let extra: Vec<&str> = payload
+        .files
+        .keys()
+        .map(String::as_str)
+        .filter(|k| {
+            !listed.contains(k) && !matches!(*k, "PROVENANCE.toml" | "LICENSE" | "CHANGELOG.md")
+        })
+        .collect();
+    let missing: Vec<&str> = listed
+        .iter()
+        .copied()
+        .filter(|k| !payload.files.contains_key(*k))
+        .collect();
+    let show = |v: &[&str]| {
+        let mut s = v
+            .iter()
+            .take(10)
+            .map(|p| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if v.len() > 10 {
+            let _ = write!(s, " and {} more", v.len() - 10);
+        }
+        s
+    };
+    if !extra.is_empty() {
+        return Err(layout(format!(
+            "files not listed in PROVENANCE.toml: {}",
+            show(&extra)
+        )));
+    }
+    if !missing.is_empty() {
+        return Err(layout(format!(
+            "files listed in PROVENANCE.toml but absent: {}",
+            show(&missing)
+        )));
+    }
+    let _ = warnings;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        for ok in ["v0.28.3", "0.1.0", "v1.0.0-alpha.1"] {
+            check_version(ok).unwrap();
+        }
+        for bad in [
+            "",
+            "latest",
+            "unset",
+            "main",
+            "v1.2",
+            "v1.2.x",
+            "v1.0.0-",
+            "v1.0.0-a b",
+        ] {
+            assert!(check_version(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn url_template() {
+        assert_eq!(
+            asset_url(
+                "https://github.com/projectious-work/processkit",
+                DEFAULT_URL_TEMPLATE,
+                "v0.28.3"
+            ),
+            "https://github.com/projectious-work/processkit/releases/download/v0.28.3/processkit-v0.28.3.tar.gz"
+        );
+        assert_eq!(
+            asset_url(
+                "http://127.0.0.1:9/o/n",
+                "{source}/{org}/{name}/{version}",
+                "v1.0.0"
+            ),
+            "http://127.0.0.1:9/o/n/o/n/v1.0.0"
+        );
+    }
+}

@@ -1,0 +1,380 @@
+//! Verified fetching over a real loopback HTTP server with injected faults, plus local
+//! archive and directory sources and the digest-keyed cache.
+
+use std::time::Duration;
+
+use aibox_config::ProcesskitSection;
+use aibox_provenance::fetch::{HttpOptions, download};
+use aibox_provenance::source::{FetchOptions, Verification, fetch_release, tree_digest};
+use aibox_provenance::{Cache, ProcesskitLock, ProvenanceError, Sha256};
+use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
+use aibox_test_support::http::{Route, Server};
+
+const PATH: &str = "/org/processkit/releases/download/v0.0.1/processkit-v0.0.1.tar.gz";
+
+struct Fixture {
+    server: Server,
+    archive: Vec<u8>,
+    release: SyntheticRelease,
+    cache_dir: tempfile::TempDir,
+    project: tempfile::TempDir,
+}
+
+fn fixture(with_sidecar: bool) -> Fixture {
+    let server = Server::start().unwrap();
+    let release = SyntheticRelease::minimal("v0.0.1");
+    let archive = release.tar_gz();
+    server.route(PATH, Route::ok(archive.clone()));
+    if with_sidecar {
+        server.route(
+            &format!("{PATH}.sha256"),
+            Route::ok(release.sidecar(&archive)),
+        );
+    }
+    Fixture {
+        server,
+        archive,
+        release,
+        cache_dir: tempfile::tempdir().unwrap(),
+        project: tempfile::tempdir().unwrap(),
+    }
+}
+
+impl Fixture {
+    fn section(&self) -> ProcesskitSection {
+        ProcesskitSection {
+            source: Some(self.server.url("/org/processkit.git")),
+            version: Some("v0.0.1".into()),
+            ..ProcesskitSection::default()
+        }
+    }
+    fn opts(&self) -> FetchOptions<'static> {
+        FetchOptions {
+            cache: Some(Cache::new(self.cache_dir.path())),
+            http: fast_http(),
+            ..FetchOptions::default()
+        }
+    }
+    fn cached_files(&self) -> usize {
+        fs_err::read_dir(self.cache_dir.path().join("archives"))
+            .map(Iterator::count)
+            .unwrap_or(0)
+    }
+}
+
+fn fast_http() -> HttpOptions {
+    HttpOptions {
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_millis(400),
+        overall_timeout: Duration::from_secs(5),
+        max_bytes: 1024 * 1024,
+        max_redirects: 3,
+    }
+}
+
+#[test]
+fn sidecar_verified_download_is_cached_and_reused_offline() {
+    let f = fixture(true);
+    let mut seen = 0u64;
+    let mut cb = |p: aibox_provenance::Progress| seen = p.received;
+    let mut opts = FetchOptions {
+        progress: Some(&mut cb),
+        ..f.opts()
+    };
+    let r = fetch_release(&f.section(), f.project.path(), None, &mut opts).unwrap();
+    drop(opts);
+    assert_eq!(
+        seen,
+        f.archive.len() as u64,
+        "progress reached the full size"
+    );
+    assert_eq!(r.verification, Verification::Sidecar);
+    assert_eq!(r.version, "v0.0.1");
+    assert_eq!(r.digest.to_hex(), sha256_hex(&f.archive));
+    assert_eq!(r.payload.files.len(), f.release.files.len());
+    assert_eq!(f.cached_files(), 1);
+
+    // Second run with the lock as pin: served from the cache, no request at all.
+    let lock = ProcesskitLock {
+        source: f.section().source.unwrap(),
+        version: "v0.0.1".into(),
+        src_path: None,
+        release_asset_sha256: Some(r.digest),
+        verification: r.verification,
+        installed_at: "2026-01-01T00:00:00Z".into(),
+        processkit_install_hash: None,
+    };
+    let hits = f.server.hits().len();
+    let again = fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
+    assert_eq!(
+        again.verification,
+        Verification::Sidecar,
+        "as first established"
+    );
+    assert_eq!(
+        f.server.hits().len(),
+        hits,
+        "cache hit must not touch the network"
+    );
+
+    // A corrupted cache entry is detected, discarded and re-downloaded.
+    let cached = f
+        .cache_dir
+        .path()
+        .join("archives")
+        .join(format!("sha256-{}.tar.gz", r.digest));
+    fs_err::write(&cached, b"tampered").unwrap();
+    let third = fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
+    assert_eq!(third.digest, r.digest);
+    assert_eq!(f.server.hit_count(PATH), 2);
+    assert_eq!(fs_err::read(&cached).unwrap(), f.archive);
+}
+
+#[test]
+fn missing_sidecar_without_pin_fails_and_caches_nothing() {
+    let f = fixture(false);
+    let err = fetch_release(&f.section(), f.project.path(), None, &mut f.opts()).unwrap_err();
+    assert!(matches!(err, ProvenanceError::NoDigest { .. }), "{err}");
+    assert_eq!(f.cached_files(), 0);
+    assert_eq!(f.server.hit_count(PATH), 0, "archive not even downloaded");
+}
+
+#[test]
+fn allow_unverified_is_reported_and_never_cached() {
+    let f = fixture(false);
+    let section = ProcesskitSection {
+        allow_unverified: true,
+        ..f.section()
+    };
+    let r = fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap();
+    assert_eq!(r.verification, Verification::Unverified);
+    assert_eq!(f.cached_files(), 0);
+}
+
+#[test]
+fn wrong_digests_fail_hard() {
+    let f = fixture(true);
+    let wrong = "0".repeat(64);
+    let section = ProcesskitSection {
+        sha256: Some(wrong.clone()),
+        ..f.section()
+    };
+    let err = fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::DigestMismatch { .. }),
+        "{err}"
+    );
+    assert_eq!(f.cached_files(), 0);
+
+    // A sidecar that disagrees with the archive.
+    f.server.route(
+        &format!("{PATH}.sha256"),
+        Route::ok(format!("{wrong}  processkit-v0.0.1.tar.gz\n")),
+    );
+    let err = fetch_release(&f.section(), f.project.path(), None, &mut f.opts()).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::DigestMismatch { .. }),
+        "{err}"
+    );
+    assert_eq!(f.cached_files(), 0);
+
+    // A malformed sidecar.
+    f.server
+        .route(&format!("{PATH}.sha256"), Route::ok("not a digest\n"));
+    let err = fetch_release(&f.section(), f.project.path(), None, &mut f.opts()).unwrap_err();
+    assert!(matches!(err, ProvenanceError::Sidecar { .. }), "{err}");
+
+    // A pin that is not a digest.
+    let section = ProcesskitSection {
+        sha256: Some("abc".into()),
+        ..f.section()
+    };
+    let err = fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::InvalidDigest { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn http_faults() {
+    let server = Server::start().unwrap();
+    server.route("/404", Route::status(404));
+    server.route("/500", Route::status(500));
+    server.route("/loop-a", Route::redirect("/loop-b"));
+    server.route("/loop-b", Route::redirect("/loop-a"));
+    server.route("/hop", Route::redirect("/ok"));
+    server.route("/ok", Route::ok("payload"));
+    server.route("/slow", Route::ok("late").slow(Duration::from_millis(1500)));
+    server.route("/truncated", Route::ok(vec![7u8; 10_000]).truncated(100));
+    server.route("/big", Route::ok(vec![0u8; 2 * 1024 * 1024]));
+    server.route("/insecure", Route::redirect("http://example.invalid/x"));
+    let opts = fast_http();
+    let get = |p: &str| download(&server.url(p), &opts, None);
+
+    assert!(matches!(
+        get("/404").unwrap_err(),
+        ProvenanceError::HttpStatus { status: 404, .. }
+    ));
+    assert!(matches!(
+        get("/500").unwrap_err(),
+        ProvenanceError::HttpStatus { status: 500, .. }
+    ));
+    assert!(matches!(
+        get("/loop-a").unwrap_err(),
+        ProvenanceError::Redirects { limit: 3, .. }
+    ));
+    let ok = get("/hop").unwrap();
+    assert_eq!(ok.bytes, b"payload");
+    assert_eq!(ok.digest, Sha256::of(b"payload"));
+    assert!(ok.final_url.ends_with("/ok"));
+    let truncated = get("/truncated").unwrap_err();
+    assert!(
+        matches!(truncated, ProvenanceError::Http { .. }),
+        "{truncated:?}"
+    );
+    assert!(!truncated.to_string().contains("timeout"), "{truncated}");
+    let big = get("/big").unwrap_err();
+    assert!(matches!(big, ProvenanceError::TooLarge { .. }), "{big:?}");
+    assert!(matches!(
+        get("/insecure").unwrap_err(),
+        ProvenanceError::InsecureUrl { .. }
+    ));
+    assert!(matches!(
+        download("http://example.invalid/x", &opts, None).unwrap_err(),
+        ProvenanceError::InsecureUrl { .. }
+    ));
+    // Last: the single-threaded server stays busy while it sleeps.
+    let slow = get("/slow").unwrap_err();
+    assert!(slow.to_string().contains("timeout"), "{slow}");
+}
+
+#[test]
+fn release_404_is_a_clear_error() {
+    let f = fixture(true);
+    let section = ProcesskitSection {
+        version: Some("v9.9.9".into()),
+        ..f.section()
+    };
+    let err = fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap_err();
+    // The sidecar 404s first, so the error is "no digest"; with a pin it is the 404.
+    assert!(matches!(err, ProvenanceError::NoDigest { .. }), "{err}");
+    let section = ProcesskitSection {
+        sha256: Some("1".repeat(64)),
+        ..section
+    };
+    let err = fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::HttpStatus { status: 404, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn local_archive_and_directory_sources() {
+    let project = tempfile::tempdir().unwrap();
+    let release = SyntheticRelease::minimal("v0.0.1");
+    let archive = release.tar_gz();
+    let name = release.archive_name();
+    fs_err::write(project.path().join(&name), &archive).unwrap();
+    let section = ProcesskitSection {
+        source: Some(name.clone()),
+        ..ProcesskitSection::default()
+    };
+    let mut opts = FetchOptions::default();
+    let err = fetch_release(&section, project.path(), None, &mut opts).unwrap_err();
+    assert!(matches!(err, ProvenanceError::NoDigest { .. }), "{err}");
+    // A sidecar naming another file is rejected.
+    fs_err::write(
+        project.path().join(format!("{name}.sha256")),
+        format!("{}  other.tar.gz\n", sha256_hex(&archive)),
+    )
+    .unwrap();
+    let err = fetch_release(&section, project.path(), None, &mut opts).unwrap_err();
+    assert!(matches!(err, ProvenanceError::Sidecar { .. }), "{err}");
+    fs_err::write(
+        project.path().join(format!("{name}.sha256")),
+        release.sidecar(&archive),
+    )
+    .unwrap();
+    let r = fetch_release(&section, project.path(), None, &mut opts).unwrap();
+    assert_eq!(
+        (r.version.as_str(), r.verification),
+        ("v0.0.1", Verification::Sidecar)
+    );
+
+    release.write_dir(&project.path().join("pack")).unwrap();
+    let section = ProcesskitSection {
+        source: Some("pack".into()),
+        ..ProcesskitSection::default()
+    };
+    let err = fetch_release(&section, project.path(), None, &mut opts).unwrap_err();
+    let ProvenanceError::NoDigest { computed, .. } = &err else {
+        panic!("{err}")
+    };
+    let section = ProcesskitSection {
+        sha256: Some(computed.clone()),
+        ..section
+    };
+    let r = fetch_release(&section, project.path(), None, &mut opts).unwrap();
+    assert_eq!(r.verification, Verification::Pinned);
+    assert_eq!(r.version, "v0.0.1", "version from PROVENANCE.toml");
+    assert_eq!(tree_digest(&r.payload).to_hex(), *computed);
+
+    // An extra file not listed in PROVENANCE.toml changes the digest and fails the layout check.
+    fs_err::write(project.path().join("pack/context/extra.md"), "x").unwrap();
+    let err = fetch_release(&section, project.path(), None, &mut opts).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::DigestMismatch { .. }),
+        "{err}"
+    );
+    let section = ProcesskitSection {
+        sha256: None,
+        allow_unverified: true,
+        ..section
+    };
+    let err = fetch_release(&section, project.path(), None, &mut opts).unwrap_err();
+    assert!(err.to_string().contains("context/extra.md"), "{err}");
+
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink("/etc/passwd", project.path().join("pack/context/link"))
+            .unwrap();
+        fs_err::remove_file(project.path().join("pack/context/extra.md")).unwrap();
+        let err = fetch_release(&section, project.path(), None, &mut opts).unwrap_err();
+        assert!(
+            matches!(err, ProvenanceError::UnsafeEntry { .. })
+                && err.to_string().contains("context/link"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn versions_must_be_concrete() {
+    let f = fixture(true);
+    for v in ["latest", "main", "unset"] {
+        let section = ProcesskitSection {
+            version: Some(v.into()),
+            ..f.section()
+        };
+        let err = fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap_err();
+        assert!(matches!(err, ProvenanceError::Version { .. }), "{v}: {err}");
+    }
+    let section = ProcesskitSection {
+        version: None,
+        ..f.section()
+    };
+    assert!(matches!(
+        fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap_err(),
+        ProvenanceError::Version { .. }
+    ));
+    let section = ProcesskitSection {
+        source: None,
+        ..f.section()
+    };
+    assert!(matches!(
+        fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap_err(),
+        ProvenanceError::Config { .. }
+    ));
+}

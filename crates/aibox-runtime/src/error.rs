@@ -1,0 +1,212 @@
+//! The typed errors of the runtime layer, each with a stable `aibox::runtime::*` code.
+
+use camino::Utf8PathBuf;
+use miette::Diagnostic;
+
+/// Everything that can go wrong while detecting or driving a container engine.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum RuntimeError {
+    /// Neither Podman nor Docker could be found (or the requested one is missing).
+    #[error("no container engine found: {detail}")]
+    #[diagnostic(
+        code(aibox::runtime::no_engine),
+        help(
+            "install Podman (`apt-get install podman`) or Docker, or choose an installed one \
+             with `AIBOX_ENGINE=podman|docker` or `[container] engine` in aibox.toml"
+        )
+    )]
+    NoEngine {
+        /// What was looked for and what was found.
+        detail: String,
+    },
+
+    /// No Compose provider works with the chosen engine.
+    #[error("no Compose provider found for {engine}: tried {tried}")]
+    #[diagnostic(
+        code(aibox::runtime::no_compose),
+        help(
+            "install one (`apt-get install podman-compose` or `docker-compose`, or the Docker \
+             Compose plugin), or name one with `AIBOX_COMPOSE` (docker compose, podman compose, \
+             podman-compose, docker-compose)"
+        )
+    )]
+    NoCompose {
+        /// The engine.
+        engine: String,
+        /// The providers that were tried.
+        tried: String,
+    },
+
+    /// An environment variable that selects the engine or Compose provider has a bad value.
+    #[error("{var}={value:?} is not a valid choice")]
+    #[diagnostic(code(aibox::runtime::invalid_override), help("use one of: {expected}"))]
+    InvalidOverride {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// The accepted values.
+        expected: &'static str,
+    },
+
+    /// A program could not be started at all.
+    #[error("cannot run {program}")]
+    #[diagnostic(
+        code(aibox::runtime::spawn),
+        help("check that it is installed and executable")
+    )]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A command did not finish in time and was stopped.
+    #[error("`{command}` did not finish within {seconds} s and was stopped")]
+    #[diagnostic(
+        code(aibox::runtime::timeout),
+        help("check that the container engine is healthy (`podman info` / `docker info`)")
+    )]
+    Timeout {
+        /// The command line.
+        command: String,
+        /// The limit.
+        seconds: u64,
+    },
+
+    /// A command exited unsuccessfully.
+    #[error("`{command}` failed (exit status {status})")]
+    #[diagnostic(
+        code(aibox::runtime::command_failed),
+        help("its last output:\n{output}")
+    )]
+    CommandFailed {
+        /// The command line.
+        command: String,
+        /// Exit status (`signal N` when killed).
+        status: String,
+        /// The last lines it printed.
+        output: String,
+    },
+
+    /// A command printed something aibox could not understand.
+    #[error("unexpected output from `{command}`: {detail}")]
+    #[diagnostic(
+        code(aibox::runtime::unexpected_output),
+        help(
+            "this engine version may be unsupported; please report it with `aibox doctor --report`"
+        )
+    )]
+    UnexpectedOutput {
+        /// The command line.
+        command: String,
+        /// What was wrong.
+        detail: String,
+    },
+
+    /// The generated Compose file is missing.
+    #[error("{path} does not exist")]
+    #[diagnostic(
+        code(aibox::runtime::no_compose_file),
+        help("run `aibox apply` to generate the dev container files")
+    )]
+    MissingComposeFile {
+        /// The expected path.
+        path: Utf8PathBuf,
+    },
+
+    /// A container with the project's container name belongs to someone else.
+    #[error(
+        "a container named `{container}` already exists and belongs to {owner}, not to project \
+         `{project}`; aibox leaves it alone"
+    )]
+    #[diagnostic(
+        code(aibox::runtime::foreign_container),
+        help(
+            "rename this project's container (`[container] name` in aibox.toml), or remove the \
+             other container yourself if you are sure it is not needed"
+        )
+    )]
+    ForeignContainer {
+        /// The container name.
+        container: String,
+        /// This project's name.
+        project: String,
+        /// Who owns it, in words.
+        owner: String,
+    },
+
+    /// The container is not running, so a command cannot be run in it.
+    #[error("container `{container}` is {state}")]
+    #[diagnostic(code(aibox::runtime::not_running), help("start it with `aibox up`"))]
+    NotRunning {
+        /// The container name.
+        container: String,
+        /// Its state.
+        state: String,
+    },
+
+    /// The container stopped right after it was started.
+    #[error("container `{container}` exited right after starting (status `{status}`)")]
+    #[diagnostic(
+        code(aibox::runtime::exited),
+        help("see why with `{engine} logs {container}`")
+    )]
+    Exited {
+        /// The container name.
+        container: String,
+        /// Its state.
+        status: String,
+        /// Engine program name for the hint.
+        engine: String,
+    },
+
+    /// The container did not reach the running state in time.
+    #[error("container `{container}` was not running after {seconds} s")]
+    #[diagnostic(
+        code(aibox::runtime::start_timeout),
+        help("see what it is doing with `{engine} logs {container}`")
+    )]
+    StartTimeout {
+        /// The container name.
+        container: String,
+        /// The limit.
+        seconds: u64,
+        /// Engine program name for the hint.
+        engine: String,
+    },
+
+    /// `exec` was asked to run nothing.
+    #[error("no command given")]
+    #[diagnostic(
+        code(aibox::runtime::empty_command),
+        help("for example: `aibox exec -- bash`")
+    )]
+    EmptyCommand,
+
+    /// An `--env` name is not a valid variable name.
+    #[error("`{name}` is not a valid environment variable name")]
+    #[diagnostic(
+        code(aibox::runtime::invalid_env_name),
+        help(
+            "pass only the NAME (letters, digits, `_`; not starting with a digit); the value is taken from your environment"
+        )
+    )]
+    InvalidEnvName {
+        /// The rejected name.
+        name: String,
+    },
+
+    /// An `--env` variable is not set on the host.
+    #[error("environment variable `{name}` is not set on the host")]
+    #[diagnostic(
+        code(aibox::runtime::env_not_set),
+        help("set it in your shell first (`export {name}=...`), or drop `--env {name}`")
+    )]
+    EnvNotSet {
+        /// The variable.
+        name: String,
+    },
+}

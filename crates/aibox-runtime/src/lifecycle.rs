@@ -1,0 +1,800 @@
+//! The container lifecycle: build, up, down, status and exec for one project.
+//!
+//! Compose does the building and starting; the engine CLI answers questions about the
+//! container (`container inspect`) and runs commands in it (`exec`). Before touching a
+//! container, its labels are checked: one that another project owns is never adopted,
+//! stopped or removed.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use camino::Utf8PathBuf;
+use serde::Serialize;
+
+use crate::detect::{ComposeKind, DetectEnv, Detected, Engine, detect};
+use crate::error::RuntimeError;
+use crate::process::{self, ExtraEnv, Stream};
+
+/// Label the generated Compose file puts on the container: the aibox project name.
+pub const PROJECT_LABEL: &str = "aibox.project";
+/// Labels Compose providers put on containers they create: the Compose project name.
+pub const COMPOSE_PROJECT_LABELS: [&str; 2] =
+    ["com.docker.compose.project", "io.podman.compose.project"];
+/// Working directory inside the container (the workspace bind mount).
+pub const WORKSPACE_DIR: &str = "/workspace";
+/// The generated Compose file, relative to the project root.
+pub const COMPOSE_FILE: &str = ".devcontainer/docker-compose.yml";
+/// The user's scaffold-once Compose override, relative to the project root.
+pub const COMPOSE_OVERRIDE_FILE: &str = ".devcontainer/docker-compose.override.yml";
+
+/// Everything the runtime needs to know about one project's container. The engine
+/// fills it from the names the generators use (`aibox_devcontainer::project_name`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Project root (holds `aibox.toml`).
+    pub root: Utf8PathBuf,
+    /// Compose project name (also the `aibox.project` label).
+    pub project: String,
+    /// Container name.
+    pub container: String,
+    /// Image name with tag.
+    pub image: String,
+    /// The unprivileged user commands run as.
+    pub user: String,
+}
+
+impl Target {
+    /// Absolute path of the generated Compose file.
+    pub fn compose_file(&self) -> Utf8PathBuf {
+        self.root.join(COMPOSE_FILE)
+    }
+
+    /// Absolute path of the Compose override file (it may not exist).
+    pub fn override_file(&self) -> Utf8PathBuf {
+        self.root.join(COMPOSE_OVERRIDE_FILE)
+    }
+}
+
+/// Deadlines of the lifecycle steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Quick questions to the engine (`inspect`, `image exists`).
+    pub query: Duration,
+    /// Building the image.
+    pub build: Duration,
+    /// Creating and starting the container.
+    pub start: Duration,
+    /// Waiting for the started container to report `running`.
+    pub running: Duration,
+    /// Stopping and removing it.
+    pub stop: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            query: Duration::from_secs(30),
+            build: Duration::from_mins(30),
+            start: Duration::from_mins(5),
+            running: Duration::from_mins(1),
+            stop: Duration::from_mins(2),
+        }
+    }
+}
+
+/// Progress of a long step, for the caller to show. The runtime never prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The image is being built.
+    Building {
+        /// Image name.
+        image: String,
+    },
+    /// The container is being created or started.
+    Starting {
+        /// Container name.
+        container: String,
+    },
+    /// Waiting for the container to report `running`.
+    Waiting {
+        /// Container name.
+        container: String,
+    },
+    /// The container runs.
+    Running {
+        /// Container name.
+        container: String,
+        /// Its id.
+        id: String,
+    },
+    /// The container was already running; nothing was changed.
+    AlreadyRunning {
+        /// Container name.
+        container: String,
+    },
+    /// The container is being stopped and removed.
+    Stopping {
+        /// Container name.
+        container: String,
+    },
+    /// One line printed by the engine or Compose.
+    Output {
+        /// The line, without its newline.
+        line: String,
+    },
+}
+
+/// A progress callback.
+pub type Progress<'a> = &'a mut dyn FnMut(&Event);
+
+/// The state of the project's container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerState {
+    /// It exists and runs.
+    Running,
+    /// It exists but does not run (created, exited, paused, ...).
+    Stopped,
+    /// No container of that name exists.
+    Missing,
+}
+
+impl std::fmt::Display for ContainerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Running => "running",
+            Self::Stopped => "stopped",
+            Self::Missing => "missing",
+        })
+    }
+}
+
+/// What `status` reports (serialisable for `--output json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Status {
+    /// Compose project name.
+    pub project: String,
+    /// Container name.
+    pub container: String,
+    /// Running, stopped or missing.
+    pub state: ContainerState,
+    /// The engine's own status word (`running`, `exited`, `created`, ...), if it exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_status: Option<String>,
+    /// Container id, if it exists.
+    pub container_id: Option<String>,
+    /// The container's image, or the configured image when there is no container.
+    pub image: String,
+    /// Whether the configured image exists locally.
+    pub image_present: bool,
+    /// The engine used.
+    pub engine: Engine,
+    /// The Compose provider used.
+    pub compose: ComposeKind,
+}
+
+/// Options of [`Runtime::up`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpOptions {
+    /// Rebuild the image (and recreate the container) even when the image exists.
+    pub build: bool,
+}
+
+/// A command to run in the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRequest<'a> {
+    /// User to run as (normally [`Target::user`]).
+    pub user: &'a str,
+    /// Program and arguments.
+    pub cmd: &'a [String],
+    /// Names of host environment variables passed in for this command only. Values are
+    /// never put on a command line: the engine reads them from its own environment.
+    pub env: &'a [String],
+    /// Optional deadline; `None` lets an interactive command run as long as it likes.
+    pub timeout: Option<Duration>,
+}
+
+/// One engine and Compose provider, ready to drive containers.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    detected: Detected,
+    extra_env: ExtraEnv,
+    timeouts: Timeouts,
+}
+
+/// What `container inspect` told us.
+#[derive(Debug, Clone)]
+struct Inspected {
+    id: String,
+    status: String,
+    running: bool,
+    labels: BTreeMap<String, String>,
+    image: String,
+}
+
+impl Runtime {
+    /// Detects the engine and Compose provider (see [`crate::detect`]).
+    pub fn detect(
+        choice: aibox_config::EngineChoice,
+        env: DetectEnv,
+    ) -> Result<Self, RuntimeError> {
+        let detected = detect(choice, &env)?;
+        Ok(Self {
+            detected,
+            extra_env: env.extra_env,
+            timeouts: Timeouts::default(),
+        })
+    }
+
+    /// A runtime from an explicit detection result; `extra_env` is added to the
+    /// environment of every command it runs.
+    pub fn new(
+        detected: Detected,
+        extra_env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    ) -> Self {
+        Self {
+            detected,
+            extra_env,
+            timeouts: Timeouts::default(),
+        }
+    }
+
+    /// Replaces the step deadlines.
+    #[must_use]
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// The engine and Compose provider in use.
+    pub fn detected(&self) -> &Detected {
+        &self.detected
+    }
+
+    /// Builds the image through Compose.
+    pub fn build(&self, target: &Target, progress: Progress<'_>) -> Result<(), RuntimeError> {
+        require_compose_file(target)?;
+        progress(&Event::Building {
+            image: target.image.clone(),
+        });
+        let cmd = self.compose(target, &["build"]);
+        run_checked(cmd, self.timeouts.build, progress)?;
+        Ok(())
+    }
+
+    /// Builds the image when missing (or when asked), starts the container and waits
+    /// until it runs.
+    pub fn up(
+        &self,
+        target: &Target,
+        opts: UpOptions,
+        progress: Progress<'_>,
+    ) -> Result<Status, RuntimeError> {
+        require_compose_file(target)?;
+        let existing = self.inspect(&target.container)?;
+        if let Some(found) = &existing {
+            check_owner(found, target)?;
+        }
+        let build = opts.build || !self.image_exists(&target.image)?;
+        if build {
+            self.build(target, progress)?;
+        }
+        match &existing {
+            Some(found) if found.running && !build => {
+                progress(&Event::AlreadyRunning {
+                    container: target.container.clone(),
+                });
+            }
+            Some(_) if !build => {
+                progress(&Event::Starting {
+                    container: target.container.clone(),
+                });
+                let mut cmd = self.engine_cmd();
+                cmd.args(["start", &target.container]);
+                run_checked(cmd, self.timeouts.start, progress)?;
+            }
+            _ => {
+                progress(&Event::Starting {
+                    container: target.container.clone(),
+                });
+                let mut args = vec!["up", "-d", "--no-build"];
+                if existing.is_some() {
+                    args.push("--force-recreate");
+                }
+                let cmd = self.compose(target, &args);
+                run_checked(cmd, self.timeouts.start, progress)?;
+            }
+        }
+        let id = self.wait_running(target, progress)?;
+        progress(&Event::Running {
+            container: target.container.clone(),
+            id,
+        });
+        self.status(target)
+    }
+
+    /// Stops and removes the project's container (Compose `down`). Files, volumes and
+    /// the image are kept.
+    pub fn down(&self, target: &Target, progress: Progress<'_>) -> Result<Status, RuntimeError> {
+        let existing = self.inspect(&target.container)?;
+        if let Some(found) = &existing {
+            check_owner(found, target)?;
+        }
+        progress(&Event::Stopping {
+            container: target.container.clone(),
+        });
+        if target.compose_file().is_file() {
+            let cmd = self.compose(target, &["down"]);
+            run_checked(cmd, self.timeouts.stop, progress)?;
+            self.remove_leftover_network(target, progress);
+        } else if existing.is_some() {
+            // Without the Compose file only our own (label-checked) container is removed.
+            let mut cmd = self.engine_cmd();
+            cmd.args(["rm", "-f", &target.container]);
+            run_checked(cmd, self.timeouts.stop, progress)?;
+        }
+        self.status(target)
+    }
+
+    /// Reports whether the project's container runs.
+    pub fn status(&self, target: &Target) -> Result<Status, RuntimeError> {
+        let found = self.inspect(&target.container)?;
+        if let Some(found) = &found {
+            check_owner(found, target)?;
+        }
+        let image_present = self.image_exists(&target.image)?;
+        let (state, engine_status, container_id, image) = match found {
+            None => (ContainerState::Missing, None, None, target.image.clone()),
+            Some(c) => {
+                let state = if c.running {
+                    ContainerState::Running
+                } else {
+                    ContainerState::Stopped
+                };
+                (state, Some(c.status), Some(c.id), c.image)
+            }
+        };
+        Ok(Status {
+            project: target.project.clone(),
+            container: target.container.clone(),
+            state,
+            engine_status,
+            container_id,
+            image,
+            image_present,
+            engine: self.detected.engine.engine,
+            compose: self.detected.compose.kind,
+        })
+    }
+
+    /// Runs a command in the running container with the caller's stdin, stdout and
+    /// stderr, and returns its exit code.
+    pub fn exec(&self, target: &Target, request: &ExecRequest<'_>) -> Result<i32, RuntimeError> {
+        if request.cmd.is_empty() {
+            return Err(RuntimeError::EmptyCommand);
+        }
+        for name in request.env {
+            if !valid_env_name(name) {
+                return Err(RuntimeError::InvalidEnvName { name: name.clone() });
+            }
+            let in_extra = self.extra_env.iter().any(|(k, _)| k == name.as_str());
+            if !in_extra && std::env::var_os(name).is_none() {
+                return Err(RuntimeError::EnvNotSet { name: name.clone() });
+            }
+        }
+        let found = self
+            .inspect(&target.container)?
+            .ok_or_else(|| RuntimeError::NotRunning {
+                container: target.container.clone(),
+                state: "missing".to_owned(),
+            })?;
+        check_owner(&found, target)?;
+        if !found.running {
+            return Err(RuntimeError::NotRunning {
+                container: target.container.clone(),
+                state: found.status,
+            });
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.arg("exec").arg("-i");
+        if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+            cmd.arg("-t");
+        }
+        cmd.args(["--user", request.user, "--workdir", WORKSPACE_DIR]);
+        for name in request.env {
+            // `-e NAME` without a value: the engine copies it from its environment.
+            cmd.args(["-e", name]);
+        }
+        cmd.arg(&target.container).args(request.cmd);
+        let status = process::run_inherited(cmd, request.timeout)?;
+        Ok(process::exit_code(status))
+    }
+
+    /// Whether `image` exists locally.
+    pub fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["image", "inspect", "--format", "{{.Id}}", image]);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if done.success() {
+            return Ok(true);
+        }
+        if is_not_found(&done.stderr) {
+            return Ok(false);
+        }
+        Err(failed(
+            &format!("{} image inspect {image}", self.engine_name()),
+            &done,
+        ))
+    }
+
+    fn inspect(&self, container: &str) -> Result<Option<Inspected>, RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["container", "inspect", container]);
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            if is_not_found(&done.stderr) {
+                return Ok(None);
+            }
+            return Err(failed(&rendered, &done));
+        }
+        let parsed =
+            parse_inspect(&done.stdout).map_err(|detail| RuntimeError::UnexpectedOutput {
+                command: rendered,
+                detail,
+            })?;
+        // `inspect` also matches id prefixes; only a container with exactly this name counts.
+        Ok(parsed
+            .filter(|(name, _)| name.trim_start_matches('/') == container)
+            .map(|(_, c)| c))
+    }
+
+    fn wait_running(
+        &self,
+        target: &Target,
+        progress: Progress<'_>,
+    ) -> Result<String, RuntimeError> {
+        progress(&Event::Waiting {
+            container: target.container.clone(),
+        });
+        let deadline = Instant::now() + self.timeouts.running;
+        loop {
+            if let Some(found) = self.inspect(&target.container)? {
+                if found.running {
+                    return Ok(found.id);
+                }
+                if matches!(found.status.as_str(), "exited" | "dead" | "stopped") {
+                    return Err(RuntimeError::Exited {
+                        container: target.container.clone(),
+                        status: found.status,
+                        engine: self.engine_name(),
+                    });
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(RuntimeError::StartTimeout {
+                    container: target.container.clone(),
+                    seconds: self.timeouts.running.as_secs(),
+                    engine: self.engine_name(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `podman-compose` 1.0 leaves the project's default network behind on `down`;
+    /// remove it when its labels say it is ours. Best effort: a network still in use
+    /// (or already gone) is not an error.
+    fn remove_leftover_network(&self, target: &Target, progress: Progress<'_>) {
+        if self.detected.compose.kind != ComposeKind::PodmanCompose {
+            return;
+        }
+        let network = format!("{}_default", target.project);
+        let mut cmd = self.engine_cmd();
+        cmd.args(["network", "inspect", &network]);
+        let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {}) else {
+            return;
+        };
+        if !done.success() || !network_is_ours(&done.stdout, &target.project) {
+            return;
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.args(["network", "rm", &network]);
+        if let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {})
+            && !done.success()
+        {
+            for line in done.tail {
+                progress(&Event::Output { line });
+            }
+        }
+    }
+
+    fn engine_name(&self) -> String {
+        self.detected.engine.engine.as_str().to_owned()
+    }
+
+    fn engine_cmd(&self) -> Command {
+        let mut cmd = Command::new(&self.detected.engine.program);
+        cmd.envs(self.extra_env.iter().map(|(k, v)| (k, v)));
+        cmd
+    }
+
+    fn compose(&self, target: &Target, args: &[&str]) -> Command {
+        let mut cmd = self.detected.compose.command();
+        cmd.envs(self.extra_env.iter().map(|(k, v)| (k, v)));
+        cmd.current_dir(target.root.join(".devcontainer"));
+        cmd.arg("-p")
+            .arg(&target.project)
+            .arg("-f")
+            .arg(target.compose_file());
+        let override_file = target.override_file();
+        if override_file.is_file() {
+            cmd.arg("-f").arg(override_file);
+        }
+        cmd.args(args);
+        cmd
+    }
+}
+
+fn run_checked(
+    cmd: Command,
+    timeout: Duration,
+    progress: Progress<'_>,
+) -> Result<process::Finished, RuntimeError> {
+    let rendered = process::render(&cmd);
+    let done = process::run(cmd, timeout, &mut |_: Stream, line| {
+        progress(&Event::Output {
+            line: line.to_owned(),
+        });
+    })?;
+    if done.success() {
+        Ok(done)
+    } else {
+        Err(failed(&rendered, &done))
+    }
+}
+
+fn require_compose_file(target: &Target) -> Result<(), RuntimeError> {
+    let path = target.compose_file();
+    if path.is_file() {
+        Ok(())
+    } else {
+        Err(RuntimeError::MissingComposeFile { path })
+    }
+}
+
+fn failed(command: &str, done: &process::Finished) -> RuntimeError {
+    RuntimeError::CommandFailed {
+        command: command.to_owned(),
+        status: process::describe_status(done.status),
+        output: if done.tail.is_empty() {
+            "(nothing)".to_owned()
+        } else {
+            done.tail.join("\n")
+        },
+    }
+}
+
+/// Podman says "no such container"/"image not known"; Docker says "No such container".
+fn is_not_found(stderr: &str) -> bool {
+    let lower = stderr.to_ascii_lowercase();
+    lower.contains("no such") || lower.contains("image not known")
+}
+
+fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Parses `container inspect` JSON (an array with one object) into the name and facts.
+fn parse_inspect(stdout: &str) -> Result<Option<(String, Inspected)>, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(stdout).map_err(|e| format!("not JSON: {e}"))?;
+    let Some(first) = value.as_array().ok_or("not a JSON array")?.first() else {
+        return Ok(None);
+    };
+    let text = |v: &serde_json::Value, what: &str| {
+        v.as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("`{what}` is missing"))
+    };
+    let id = text(&first["Id"], "Id")?;
+    let name = text(&first["Name"], "Name")?;
+    let status = text(&first["State"]["Status"], "State.Status")?;
+    let running = first["State"]["Running"]
+        .as_bool()
+        .ok_or_else(|| "`State.Running` is missing".to_owned())?;
+    let labels = match &first["Config"]["Labels"] {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    let image = first["Config"]["Image"]
+        .as_str()
+        .or_else(|| first["ImageName"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Some((
+        name,
+        Inspected {
+            id,
+            status,
+            running,
+            labels,
+            image,
+        },
+    )))
+}
+
+/// Whether `network inspect` output describes a network of Compose project `project`.
+fn network_is_ours(stdout: &str, project: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(stdout) else {
+        return false;
+    };
+    let first = &value[0];
+    // Podman's own format says `labels`; the Docker-compatible one says `Labels`.
+    let labels = if first["labels"].is_object() {
+        &first["labels"]
+    } else {
+        &first["Labels"]
+    };
+    COMPOSE_PROJECT_LABELS
+        .iter()
+        .any(|l| labels[*l].as_str() == Some(project))
+}
+
+/// Refuses a container that another project (or no aibox project at all) owns.
+fn check_owner(found: &Inspected, target: &Target) -> Result<(), RuntimeError> {
+    let owner = match found.labels.get(PROJECT_LABEL) {
+        None => Some("something other than aibox (it has no `aibox.project` label)".to_owned()),
+        Some(p) if *p != target.project => Some(format!("aibox project `{p}`")),
+        Some(_) => COMPOSE_PROJECT_LABELS
+            .iter()
+            .filter_map(|l| found.labels.get(*l))
+            .find(|c| **c != target.project)
+            .map(|c| format!("Compose project `{c}`")),
+    };
+    match owner {
+        None => Ok(()),
+        Some(owner) => Err(RuntimeError::ForeignContainer {
+            container: target.container.clone(),
+            project: target.project.clone(),
+            owner,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> Target {
+        Target {
+            root: "/p".into(),
+            project: "demo".into(),
+            container: "demo".into(),
+            image: "demo-aibox:0.1.0".into(),
+            user: "aibox".into(),
+        }
+    }
+
+    fn with_labels(labels: &[(&str, &str)]) -> Inspected {
+        Inspected {
+            id: "abc".into(),
+            status: "running".into(),
+            running: true,
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            image: "x".into(),
+        }
+    }
+
+    #[test]
+    fn own_container_is_accepted() {
+        check_owner(&with_labels(&[(PROJECT_LABEL, "demo")]), &target()).unwrap();
+        check_owner(
+            &with_labels(&[
+                (PROJECT_LABEL, "demo"),
+                ("com.docker.compose.project", "demo"),
+            ]),
+            &target(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn foreign_containers_are_refused() {
+        for (labels, owner) in [
+            (
+                vec![],
+                "something other than aibox (it has no `aibox.project` label)",
+            ),
+            (vec![(PROJECT_LABEL, "other")], "aibox project `other`"),
+            (
+                vec![
+                    (PROJECT_LABEL, "demo"),
+                    ("io.podman.compose.project", "elsewhere"),
+                ],
+                "Compose project `elsewhere`",
+            ),
+        ] {
+            let err = check_owner(&with_labels(&labels), &target()).unwrap_err();
+            match err {
+                RuntimeError::ForeignContainer { owner: got, .. } => assert_eq!(got, owner),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn parses_podman_and_docker_inspect() {
+        let podman = r#"[{"Id":"1234","Name":"demo","State":{"Status":"running","Running":true},
+            "ImageName":"demo-aibox:0.1.0","Config":{"Image":"demo-aibox:0.1.0",
+            "Labels":{"aibox.project":"demo"}}}]"#;
+        let (name, c) = parse_inspect(podman).unwrap().unwrap();
+        assert_eq!(name, "demo");
+        assert_eq!(
+            (c.id.as_str(), c.status.as_str(), c.running),
+            ("1234", "running", true)
+        );
+        assert_eq!(
+            c.labels.get(PROJECT_LABEL).map(String::as_str),
+            Some("demo")
+        );
+        let docker = r#"[{"Id":"99","Name":"/demo","State":{"Status":"exited","Running":false},
+            "Config":{"Image":"demo-aibox:0.1.0","Labels":null}}]"#;
+        let (name, c) = parse_inspect(docker).unwrap().unwrap();
+        assert_eq!(name, "/demo");
+        assert!(!c.running);
+        assert!(c.labels.is_empty());
+        assert!(parse_inspect("[]").unwrap().is_none());
+        assert!(parse_inspect("{").unwrap_err().starts_with("not JSON"));
+        assert_eq!(
+            parse_inspect(r#"[{"Name":"x"}]"#).unwrap_err(),
+            "`Id` is missing"
+        );
+    }
+
+    #[test]
+    fn only_our_networks_are_removed() {
+        let ours = r#"[{"name":"demo_default","labels":{"io.podman.compose.project":"demo"}}]"#;
+        assert!(network_is_ours(ours, "demo"));
+        assert!(!network_is_ours(ours, "other"));
+        let docker = r#"[{"Name":"demo_default","Labels":{"com.docker.compose.project":"demo"}}]"#;
+        assert!(network_is_ours(docker, "demo"));
+        assert!(!network_is_ours(
+            r#"[{"name":"demo_default","labels":{}}]"#,
+            "demo"
+        ));
+        assert!(!network_is_ours("[]", "demo"));
+        assert!(!network_is_ours("not json", "demo"));
+    }
+
+    #[test]
+    fn env_names_are_checked() {
+        for ok in ["A", "_X", "GITHUB_TOKEN", "a1"] {
+            assert!(valid_env_name(ok), "{ok}");
+        }
+        for bad in ["", "1A", "A=B", "A B", "Ä"] {
+            assert!(!valid_env_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn not_found_messages() {
+        assert!(is_not_found("Error: no such container demo"));
+        assert!(is_not_found("Error: No such container: demo"));
+        assert!(is_not_found("Error: demo: image not known"));
+        assert!(!is_not_found("Error: cannot connect to Podman"));
+    }
+}

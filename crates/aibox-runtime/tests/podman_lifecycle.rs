@@ -1,0 +1,331 @@
+//! The runtime against a real Podman: build, up, status, exec, down, and the refusal to
+//! touch another project's container. Uses hand-written Compose files so it does not
+//! depend on the generators; the CLI end-to-end tests cover the generated ones.
+
+// Helpers outside `#[test]` functions are test code too: failing loudly is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::ffi::OsString;
+
+use aibox_config::EngineChoice;
+use aibox_runtime::{
+    ComposeKind, ContainerState, DetectEnv, Engine, Event, ExecRequest, Runtime, RuntimeError,
+    Target, UpOptions,
+};
+use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
+use camino::Utf8PathBuf;
+
+/// A throw-away project with a minimal Dockerfile and Compose file.
+fn project(name: &str) -> (tempfile::TempDir, Target) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
+    let dc = root.join(".devcontainer");
+    fs_err::create_dir_all(&dc).unwrap();
+    fs_err::write(
+        dc.join("Dockerfile"),
+        format!(
+            "FROM {BASE_IMAGE}\nRUN useradd -m -u 1000 tester && echo 0.1.0 > /etc/aibox-version\n\
+             USER tester\n"
+        ),
+    )
+    .unwrap();
+    let image = format!("{name}-aibox:0.1.0");
+    fs_err::write(
+        dc.join("docker-compose.yml"),
+        format!(
+            "services:\n  {name}:\n    build:\n      context: .\n      dockerfile: Dockerfile\n\
+             \x20   image: {image}\n    container_name: {name}\n    init: true\n\
+             \x20   labels:\n      aibox.project: {name}\n    working_dir: /workspace\n\
+             \x20   volumes:\n      - ..:/workspace\n    command: [\"sleep\", \"infinity\"]\n"
+        ),
+    )
+    .unwrap();
+    let target = Target {
+        root,
+        project: name.to_owned(),
+        container: name.to_owned(),
+        image,
+        user: "tester".to_owned(),
+    };
+    (dir, target)
+}
+
+fn env_with(podman: &Podman, extra: &[(&str, &str)]) -> DetectEnv {
+    let mut extra_env: Vec<(OsString, OsString)> = podman
+        .env()
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    extra_env.extend(extra.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+    DetectEnv {
+        engine_override: None,
+        compose_override: None,
+        path: std::env::var_os("PATH"),
+        extra_env,
+    }
+}
+
+fn label(inspect: &serde_json::Value, key: &str) -> Option<String> {
+    inspect["Config"]["Labels"][key].as_str().map(str::to_owned)
+}
+
+#[test]
+fn full_lifecycle_with_podman_compose() {
+    let podman = Podman::ready();
+    let name = format!("aibox-rt-{}", std::process::id());
+    let (_dir, target) = project(&name);
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup
+        .container(&name)
+        .image(&target.image)
+        .network(&format!("{name}_default"));
+
+    let env = env_with(&podman, &[("AIBOX_RT_TOKEN", "ghp_FAKEFAKEFAKEFAKE")]);
+    let runtime = Runtime::detect(EngineChoice::Podman, env).unwrap();
+    assert_eq!(runtime.detected().engine.engine, Engine::Podman);
+    assert_eq!(runtime.detected().compose.kind, ComposeKind::PodmanCompose);
+
+    let before = runtime.status(&target).unwrap();
+    assert_eq!(before.state, ContainerState::Missing);
+    assert!(!before.image_present);
+    assert_eq!(before.container_id, None);
+
+    let mut events = Vec::new();
+    let up = runtime
+        .up(&target, UpOptions::default(), &mut |e| {
+            events.push(e.clone());
+        })
+        .unwrap();
+    assert_eq!(up.state, ContainerState::Running);
+    assert!(up.image_present);
+    assert!(
+        events.contains(&Event::Building {
+            image: target.image.clone()
+        }),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|e| matches!(e, Event::Running { .. })),
+        "{events:?}"
+    );
+    // The engine agrees: running, our id, labelled with both project names.
+    let inspect = podman.inspect_container(&name).expect("container exists");
+    assert_eq!(inspect["State"]["Running"], true);
+    assert_eq!(inspect["Id"].as_str(), up.container_id.as_deref());
+    assert_eq!(
+        label(&inspect, "aibox.project").as_deref(),
+        Some(name.as_str())
+    );
+    assert_eq!(
+        label(&inspect, "com.docker.compose.project").as_deref(),
+        Some(name.as_str())
+    );
+
+    // A second `up` changes nothing.
+    let mut again = Vec::new();
+    let up2 = runtime
+        .up(&target, UpOptions::default(), &mut |e| {
+            again.push(e.clone());
+        })
+        .unwrap();
+    assert_eq!(up2.container_id, up.container_id);
+    assert!(
+        again.contains(&Event::AlreadyRunning {
+            container: name.clone()
+        }),
+        "{again:?}"
+    );
+
+    check_exec(&runtime, &target);
+
+    // Stopped (not removed) containers are reported and restarted by `up`.
+    assert!(podman.run(&["stop", "-t", "0", &name]).status.success());
+    assert_eq!(
+        runtime.status(&target).unwrap().state,
+        ContainerState::Stopped
+    );
+    let err = exec_sh(&runtime, &target, "true", &[]).unwrap_err();
+    assert!(matches!(err, RuntimeError::NotRunning { .. }), "{err:?}");
+    let restarted = runtime
+        .up(&target, UpOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(restarted.state, ContainerState::Running);
+    assert_eq!(restarted.container_id, up.container_id);
+
+    let down = runtime.down(&target, &mut |_| {}).unwrap();
+    assert_eq!(down.state, ContainerState::Missing);
+    assert!(podman.inspect_container(&name).is_none());
+    assert!(podman.image_exists(&target.image), "down keeps the image");
+    let networks = podman.run(&["network", "ls", "--format", "{{.Name}}"]);
+    let networks = String::from_utf8_lossy(&networks.stdout);
+    assert!(
+        !networks.lines().any(|n| n.starts_with(&name)),
+        "network left behind: {networks}"
+    );
+    let err = exec_sh(&runtime, &target, "true", &[]).unwrap_err();
+    assert!(matches!(err, RuntimeError::NotRunning { .. }), "{err:?}");
+}
+
+fn exec_sh(
+    runtime: &Runtime,
+    target: &Target,
+    script: &str,
+    env: &[String],
+) -> Result<i32, RuntimeError> {
+    let cmd = vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()];
+    runtime.exec(
+        target,
+        &ExecRequest {
+            user: "tester",
+            cmd: &cmd,
+            env,
+            timeout: None,
+        },
+    )
+}
+
+/// exec: configured user, workspace dir, exit codes, one named variable for one command.
+fn check_exec(runtime: &Runtime, target: &Target) {
+    let run = |cmd: &str, env: &[String]| exec_sh(runtime, target, cmd, env);
+    assert_eq!(
+        run(
+            "test \"$(id -un)\" = tester && test \"$PWD\" = /workspace",
+            &[]
+        )
+        .unwrap(),
+        0
+    );
+    assert_eq!(run("grep -qx 0.1.0 /etc/aibox-version", &[]).unwrap(), 0);
+    assert_eq!(run("exit 7", &[]).unwrap(), 7);
+    let token = ["AIBOX_RT_TOKEN".to_owned()];
+    assert_eq!(
+        run("test \"$AIBOX_RT_TOKEN\" = ghp_FAKEFAKEFAKEFAKE", &token).unwrap(),
+        0
+    );
+    assert_eq!(
+        run("test -z \"${AIBOX_RT_TOKEN-}\"", &[]).unwrap(),
+        0,
+        "variable leaked"
+    );
+    let err = run("true", &["AIBOX_RT_SURELY_UNSET_VAR".to_owned()]).unwrap_err();
+    assert!(matches!(err, RuntimeError::EnvNotSet { .. }), "{err:?}");
+    let err = run("true", &["A=B".to_owned()]).unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::InvalidEnvName { .. }),
+        "{err:?}"
+    );
+    let empty = runtime
+        .exec(
+            &target,
+            &ExecRequest {
+                user: "tester",
+                cmd: &[],
+                env: &[],
+                timeout: None,
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(empty, RuntimeError::EmptyCommand), "{empty:?}");
+}
+
+#[test]
+fn another_projects_container_is_left_alone() {
+    let podman = Podman::ready();
+    let name = format!("aibox-rt-foreign-{}", std::process::id());
+    let (_dir, target) = project(&name);
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup
+        .container(&name)
+        .image(&target.image)
+        .network(&format!("{name}_default"));
+    let created = podman.run(&[
+        "create",
+        "--name",
+        &name,
+        "--label",
+        "aibox.project=someone-else",
+        BASE_IMAGE,
+        "sleep",
+        "infinity",
+    ]);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let id = podman.inspect_container(&name).unwrap()["Id"].clone();
+
+    let runtime = Runtime::detect(EngineChoice::Podman, env_with(&podman, &[])).unwrap();
+    for err in [
+        runtime
+            .up(&target, UpOptions::default(), &mut |_| {})
+            .unwrap_err(),
+        runtime.down(&target, &mut |_| {}).unwrap_err(),
+        runtime.status(&target).unwrap_err(),
+    ] {
+        match &err {
+            RuntimeError::ForeignContainer { owner, .. } => {
+                assert_eq!(owner, "aibox project `someone-else`");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(err.to_string().contains("aibox leaves it alone"), "{err}");
+    }
+    let after = podman
+        .inspect_container(&name)
+        .expect("the other container still exists");
+    assert_eq!(after["Id"], id);
+    assert_eq!(after["State"]["Status"], "created", "it was not started");
+    assert!(
+        !podman.image_exists(&target.image),
+        "nothing was built for the refused project"
+    );
+}
+
+#[test]
+fn docker_compose_through_the_docker_api_socket() {
+    let podman = Podman::ready();
+    let api = podman.docker_api();
+    let name = format!("aibox-rt-dc-{}", std::process::id());
+    let (_dir, target) = project(&name);
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup
+        .container(&name)
+        .image(&target.image)
+        .network(&format!("{name}_default"));
+
+    let mut env = env_with(&podman, &[("DOCKER_HOST", &api.docker_host())]);
+    env.compose_override = Some("docker-compose".to_owned());
+    let runtime = Runtime::detect(EngineChoice::Podman, env).unwrap();
+    assert_eq!(
+        runtime.detected().compose.kind,
+        ComposeKind::DockerComposeStandalone
+    );
+    let up = runtime
+        .up(&target, UpOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(up.state, ContainerState::Running);
+    let inspect = podman.inspect_container(&name).unwrap();
+    assert_eq!(
+        label(&inspect, "com.docker.compose.project").as_deref(),
+        Some(name.as_str())
+    );
+    let down = runtime.down(&target, &mut |_| {}).unwrap();
+    assert_eq!(down.state, ContainerState::Missing);
+    assert!(podman.inspect_container(&name).is_none());
+}
+
+#[test]
+fn missing_compose_file_is_reported() {
+    let podman = Podman::ready();
+    let (dir, mut target) = project("aibox-rt-nofile");
+    target.root = Utf8PathBuf::from_path_buf(dir.path().join("elsewhere")).unwrap();
+    let runtime = Runtime::detect(EngineChoice::Podman, env_with(&podman, &[])).unwrap();
+    let err = runtime
+        .up(&target, UpOptions::default(), &mut |_| {})
+        .unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::MissingComposeFile { .. }),
+        "{err:?}"
+    );
+}

@@ -1,0 +1,393 @@
+//! Point 4: the tool list is minimal.
+//!
+//! Tools registered in code (`@mcp.tool(...)`, `@server.tool`, `Tool(name=...)`,
+//! `.add_tool(...)`) against `metadata.processkit.provides.mcp_tools` in `SKILL.md`; the
+//! four annotation hints per tool; `mcp/mcp-config.json` (one server, `uv run` of a script
+//! inside the skill, no fetching arguments, no literal secrets); and the allow rules of the
+//! command adapters (`commands/*.md` `allowed-tools`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use camino::Utf8Path;
+use serde_json::Value;
+
+use super::{Skill, is_secret_name};
+use crate::python::{Kind, PyFile};
+use crate::report::Findings;
+use crate::skill::{frontmatter, line_of_word};
+
+const HINTS: [&str; 4] = [
+    "readOnlyHint",
+    "destructiveHint",
+    "idempotentHint",
+    "openWorldHint",
+];
+
+/// A tool the server registers.
+#[derive(Debug, Clone)]
+pub(crate) struct Registered {
+    pub name: String,
+    pub file: String,
+    pub line: u32,
+    /// Annotation hints set to a literal `True`/`False`.
+    pub hints: BTreeMap<String, bool>,
+}
+
+/// Every tool registered by the skill's Python code.
+pub(crate) fn registered(skill: &Skill<'_>) -> Vec<Registered> {
+    let mut out = Vec::new();
+    for (entry, file) in skill.parsed() {
+        let rel = entry.rel.as_str();
+        for d in &file.decorated {
+            let last = d.decorator.rsplit('.').next().unwrap_or("");
+            if last != "tool" || !d.decorator.contains('.') {
+                continue;
+            }
+            let name = d
+                .args
+                .as_ref()
+                .and_then(|a| file.keyword(a.clone(), "name"))
+                .and_then(|v| file.literal(&v).map(str::to_owned))
+                .unwrap_or_else(|| d.function.clone());
+            let hints = d
+                .args
+                .as_ref()
+                .map(|a| hints(file, a.clone()))
+                .unwrap_or_default();
+            out.push(Registered {
+                name,
+                file: rel.to_owned(),
+                line: d.line,
+                hints,
+            });
+        }
+        for call in &file.calls {
+            let last = call.callee.rsplit('.').next().unwrap_or("");
+            let name = if last == "Tool" {
+                file.keyword(call.args.clone(), "name")
+                    .and_then(|v| file.literal(&v).map(str::to_owned))
+            } else if last == "add_tool" && call.callee.contains('.') {
+                file.keyword(call.args.clone(), "name")
+                    .and_then(|v| file.literal(&v).map(str::to_owned))
+                    .or_else(|| {
+                        let first = file.positional(call.args.clone()).into_iter().next()?;
+                        (first.len() == 1 && file.toks[first.start].kind == Kind::Name)
+                            .then(|| file.toks[first.start].text.clone())
+                    })
+            } else {
+                None
+            };
+            if let Some(name) = name {
+                out.push(Registered {
+                    name,
+                    file: rel.to_owned(),
+                    line: call.line,
+                    hints: hints(file, call.args.clone()),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Hints written as `readOnlyHint=True` or `"readOnlyHint": True` inside `args`.
+fn hints(file: &PyFile, args: std::ops::Range<usize>) -> BTreeMap<String, bool> {
+    let mut out = BTreeMap::new();
+    let toks = &file.toks[args];
+    for w in toks.windows(3) {
+        let key = &w[0];
+        if !(key.kind == Kind::Name || key.is_plain_str()) || !HINTS.contains(&key.text.as_str()) {
+            continue;
+        }
+        if !(w[1].is_op("=") || w[1].is_op(":")) {
+            continue;
+        }
+        match w[2].text.as_str() {
+            "True" => out.insert(key.text.clone(), true),
+            "False" => out.insert(key.text.clone(), false),
+            _ => None,
+        };
+    }
+    out
+}
+
+pub(crate) fn check(skill: &Skill<'_>) -> Findings {
+    let mut f = Findings::default();
+    for (line, message) in &skill.meta.problems {
+        f.fail("SKILL.md", *line, message.clone());
+    }
+    let tools = registered(skill);
+    let has_server = skill.entry("mcp/server.py").is_some();
+    match (&skill.meta.mcp_tools, skill.meta.present) {
+        (_, false) if has_server || !tools.is_empty() => {
+            f.fail(
+                "SKILL.md",
+                None,
+                "SKILL.md is missing, so the server's tools are not declared anywhere",
+            );
+        }
+        (None, true) if !tools.is_empty() => {
+            f.fail("SKILL.md", None, "the server registers tools but `metadata.processkit.provides.mcp_tools` is missing");
+        }
+        _ => {}
+    }
+    let declared: BTreeSet<&str> = skill
+        .meta
+        .mcp_tools
+        .iter()
+        .flatten()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let names: BTreeSet<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    for t in &tools {
+        if skill.meta.mcp_tools.is_some() && !declared.contains(t.name.as_str()) {
+            f.fail(
+                &t.file,
+                Some(t.line),
+                format!("registers tool `{}` that SKILL.md does not declare", t.name),
+            );
+        }
+        let missing: Vec<&str> = HINTS
+            .iter()
+            .copied()
+            .filter(|h| !t.hints.contains_key(*h))
+            .collect();
+        if !missing.is_empty() {
+            f.warn(
+                &t.file,
+                Some(t.line),
+                format!(
+                    "tool `{}` lacks annotation hint(s): {}",
+                    t.name,
+                    missing.join(", ")
+                ),
+            );
+        }
+        if t.hints.get("destructiveHint") == Some(&true) {
+            f.warn(
+                &t.file,
+                Some(t.line),
+                format!("tool `{}` is destructive (`destructiveHint: true`)", t.name),
+            );
+        }
+    }
+    if let Some(list) = &skill.meta.mcp_tools {
+        for (name, line) in list {
+            if !names.contains(name.as_str()) {
+                f.warn(
+                    "SKILL.md",
+                    *line,
+                    format!("declares tool `{name}` that the server does not register"),
+                );
+            }
+        }
+    }
+    let server = check_config(skill, &mut f);
+    check_commands(skill, server.as_deref(), &mut f);
+    f
+}
+
+/// Checks `mcp/mcp-config.json`; returns the server name it declares.
+fn check_config(skill: &Skill<'_>, f: &mut Findings) -> Option<String> {
+    const FILE: &str = "mcp/mcp-config.json";
+    let entry = skill.entry(FILE)?;
+    let Some(text) = entry.text() else {
+        f.fail(FILE, None, "not UTF-8 text");
+        return None;
+    };
+    let doc: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            f.fail(
+                FILE,
+                u32::try_from(e.line()).ok(),
+                format!("not valid JSON: {e}"),
+            );
+            return None;
+        }
+    };
+    let Some(servers) = doc.get("mcpServers").and_then(Value::as_object) else {
+        f.fail(FILE, None, "has no `mcpServers` object");
+        return None;
+    };
+    if servers.len() != 1 {
+        f.fail(
+            FILE,
+            None,
+            format!(
+                "declares {} servers; a skill declares exactly one",
+                servers.len()
+            ),
+        );
+    }
+    let (name, server) = servers.iter().next()?;
+    let locate = |needle: &str| line_of_word(text, needle);
+    let expected = format!("processkit-{}", skill.dir_name);
+    if *name != expected {
+        f.warn(
+            FILE,
+            locate(name),
+            format!("server `{name}` is not named `{expected}`"),
+        );
+    }
+    if server.get("command").and_then(Value::as_str) != Some("uv") {
+        f.fail(
+            FILE,
+            locate("command"),
+            "command is not `uv`; a skill server is started with `uv run`",
+        );
+    }
+    let args: Vec<&str> = server
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    check_args(skill, &args, &locate, f);
+    if let Some(env) = server.get("env").and_then(Value::as_object) {
+        for (key, value) in env {
+            let v = value.as_str().unwrap_or("");
+            let reference = v.is_empty() || v.starts_with('$') || v.starts_with("{env:");
+            if !reference && (is_secret_name(key) || looks_like_token(v)) {
+                f.fail(FILE, locate(key), format!("env `{key}` holds a literal value where a secret belongs; use a variable reference such as `${{{key}}}`"));
+            }
+        }
+    }
+    Some(name.clone())
+}
+
+fn check_args(
+    skill: &Skill<'_>,
+    args: &[&str],
+    locate: &dyn Fn(&str) -> Option<u32>,
+    f: &mut Findings,
+) {
+    const FILE: &str = "mcp/mcp-config.json";
+    if args.first() != Some(&"run") {
+        f.fail(
+            FILE,
+            locate("args"),
+            "args do not start with `run` (`uv run <script>`)",
+        );
+    }
+    let mut scripts = 0;
+    for a in args.iter().skip(1) {
+        let lower = a.to_ascii_lowercase();
+        let fetching = [
+            "--with",
+            "--index",
+            "--extra-index-url",
+            "--find-links",
+            "--from",
+            "-i",
+            "-f",
+        ]
+        .iter()
+        .any(|o| lower == *o || lower.starts_with(&format!("{o}=")));
+        if fetching || lower.contains("://") || lower.starts_with("git+") {
+            f.fail(
+                FILE,
+                locate(a),
+                format!("argument `{a}` fetches code or packages outside the reviewed script"),
+            );
+        } else if Utf8Path::new(a)
+            .extension()
+            .is_some_and(|x| x.eq_ignore_ascii_case("py"))
+        {
+            scripts += 1;
+            let inside = a.split('/').all(|c| c != "..")
+                && a.strip_suffix(".py").is_some()
+                && skill.entries.iter().any(|e| {
+                    let suffix = format!("{}/{}", skill.dir_name, e.rel);
+                    a.ends_with(&suffix) || *a == e.rel
+                });
+            if !inside {
+                f.fail(
+                    FILE,
+                    locate(a),
+                    format!("script `{a}` is not a file inside this skill"),
+                );
+            }
+        }
+    }
+    if scripts != 1 {
+        f.fail(
+            FILE,
+            locate("args"),
+            format!("`uv run` should start exactly one script of the skill, found {scripts}"),
+        );
+    }
+}
+
+fn looks_like_token(v: &str) -> bool {
+    [
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "ghr_",
+        "github_pat_",
+        "glpat-",
+        "sk-",
+        "xoxb-",
+        "xoxp-",
+        "AKIA",
+        "AIza",
+    ]
+    .iter()
+    .any(|p| v.starts_with(p))
+}
+
+/// Command adapters may pre-authorise only this skill's own server.
+fn check_commands(skill: &Skill<'_>, server: Option<&str>, f: &mut Findings) {
+    let own = server.map_or_else(|| format!("processkit-{}", skill.dir_name), str::to_owned);
+    let prefix = format!("mcp__{own}__");
+    for e in skill
+        .entries
+        .iter()
+        .filter(|e| e.rel.starts_with("commands/") && e.extension() == "md")
+    {
+        let Some(text) = e.text() else { continue };
+        let doc = match frontmatter(text) {
+            Ok(Some(doc)) => doc,
+            Ok(None) => continue,
+            Err((line, message)) => {
+                f.fail(&e.rel, line, message);
+                continue;
+            }
+        };
+        let rules: Vec<String> = match doc.get("allowed-tools") {
+            Some(serde_yaml::Value::Sequence(items)) => items
+                .iter()
+                .filter_map(|i| i.as_str().map(str::to_owned))
+                .collect(),
+            Some(serde_yaml::Value::String(s)) => s
+                .split(',')
+                .map(|r| r.trim().to_owned())
+                .filter(|r| !r.is_empty())
+                .collect(),
+            _ => Vec::new(),
+        };
+        for rule in rules {
+            let line = line_of_word(text, "allowed-tools");
+            if rule == "*" || rule == "mcp__*" || rule.starts_with("mcp__*") {
+                f.fail(
+                    &e.rel,
+                    line,
+                    format!("allow rule `{rule}` covers every server"),
+                );
+            } else if rule.starts_with("mcp__") && !rule.starts_with(&prefix) {
+                f.fail(
+                    &e.rel,
+                    line,
+                    format!("allow rule `{rule}` is for another server than `{own}`"),
+                );
+            } else if !rule.starts_with("mcp__") {
+                f.warn(
+                    &e.rel,
+                    line,
+                    format!("pre-authorises harness tool `{rule}`"),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! Errors of the review itself (not findings: a skill that fails a point is a result).
+
+use camino::Utf8PathBuf;
+use miette::Diagnostic;
+
+/// Why a skill could not be reviewed at all.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum ReviewError {
+    /// The skill path does not exist.
+    #[error("skill directory `{path}` does not exist")]
+    #[diagnostic(
+        code(aibox::skill_review::not_found),
+        help(
+            "pass the directory that holds the skill's SKILL.md, or the name of an installed skill"
+        )
+    )]
+    NotFound {
+        /// The path as given.
+        path: Utf8PathBuf,
+    },
+
+    /// The skill path is not a directory.
+    #[error("`{path}` is not a directory")]
+    #[diagnostic(
+        code(aibox::skill_review::not_a_directory),
+        help("a skill is a directory (context/skills/<category>/<skill>/); pass that directory")
+    )]
+    NotADirectory {
+        /// The path as given.
+        path: Utf8PathBuf,
+    },
+
+    /// A file or directory name inside the skill is not valid UTF-8.
+    #[error("a file name below `{dir}` is not valid UTF-8: {name}")]
+    #[diagnostic(
+        code(aibox::skill_review::non_utf8_name),
+        help("rename the file; skills are reviewed and installed by UTF-8 path only")
+    )]
+    NonUtf8Name {
+        /// Directory that holds the entry.
+        dir: Utf8PathBuf,
+        /// Lossy rendering of the name.
+        name: String,
+    },
+
+    /// Reading a file or directory failed.
+    #[error("cannot {op} `{path}`")]
+    #[diagnostic(
+        code(aibox::skill_review::io),
+        help("check that the skill directory is readable by the current user")
+    )]
+    Io {
+        /// What was attempted.
+        op: &'static str,
+        /// The path.
+        path: Utf8PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The skill holds more files than a review will read.
+    #[error("`{path}` holds more than {limit} files; refusing to review it")]
+    #[diagnostic(
+        code(aibox::skill_review::too_many_files),
+        help(
+            "a skill is a small directory; check that PATH points at one skill, not a tree of them"
+        )
+    )]
+    TooManyFiles {
+        /// The skill directory.
+        path: Utf8PathBuf,
+        /// The limit.
+        limit: usize,
+    },
+}

@@ -1,0 +1,146 @@
+//! Reading a skill directory: every entry, sorted, without following symlinks.
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::ReviewError;
+
+/// Upper bound on entries read; a skill is a handful of files.
+pub(crate) const MAX_FILES: usize = 5_000;
+/// Files larger than this are not read (and fail point 1: too large to audit).
+pub(crate) const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// What an entry is.
+#[derive(Debug)]
+pub(crate) enum EntryKind {
+    /// A regular file and its bytes (`None` when it exceeds [`MAX_FILE_BYTES`]).
+    File {
+        bytes: Option<Vec<u8>>,
+        executable: bool,
+    },
+    /// A symbolic link (never followed) and its target.
+    Symlink { target: String },
+    /// A socket, FIFO or device.
+    Special,
+}
+
+/// One entry below the skill directory.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    /// Path relative to the skill directory, `/`-separated.
+    pub rel: String,
+    /// What it is.
+    pub kind: EntryKind,
+}
+
+impl Entry {
+    /// The text of a regular UTF-8 file.
+    pub(crate) fn text(&self) -> Option<&str> {
+        match &self.kind {
+            EntryKind::File { bytes: Some(b), .. } => std::str::from_utf8(b).ok(),
+            _ => None,
+        }
+    }
+
+    /// File name (last component).
+    pub(crate) fn name(&self) -> &str {
+        self.rel.rsplit('/').next().unwrap_or(&self.rel)
+    }
+
+    /// File extension in lower case, without the dot.
+    pub(crate) fn extension(&self) -> String {
+        Utf8Path::new(self.name())
+            .extension()
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    }
+}
+
+/// Reads every entry below `root`, sorted by relative path. `.git` is skipped.
+pub(crate) fn read_tree(root: &Utf8Path) -> Result<Vec<Entry>, ReviewError> {
+    let mut out = Vec::new();
+    let mut stack: Vec<Utf8PathBuf> = vec![Utf8PathBuf::new()];
+    while let Some(rel_dir) = stack.pop() {
+        let abs_dir = root.join(&rel_dir);
+        let rd = fs_err::read_dir(&abs_dir).map_err(|source| ReviewError::Io {
+            op: "list",
+            path: abs_dir.clone(),
+            source,
+        })?;
+        for item in rd {
+            let item = item.map_err(|source| ReviewError::Io {
+                op: "list",
+                path: abs_dir.clone(),
+                source,
+            })?;
+            let name = item
+                .file_name()
+                .into_string()
+                .map_err(|n| ReviewError::NonUtf8Name {
+                    dir: abs_dir.clone(),
+                    name: n.to_string_lossy().into_owned(),
+                })?;
+            let rel = rel_dir.join(&name);
+            let abs = root.join(&rel);
+            let meta = fs_err::symlink_metadata(&abs).map_err(|source| ReviewError::Io {
+                op: "inspect",
+                path: abs.clone(),
+                source,
+            })?;
+            let ft = meta.file_type();
+            let kind = if ft.is_symlink() {
+                let target = fs_err::read_link(&abs).map_err(|source| ReviewError::Io {
+                    op: "read link",
+                    path: abs.clone(),
+                    source,
+                })?;
+                EntryKind::Symlink {
+                    target: target.to_string_lossy().into_owned(),
+                }
+            } else if ft.is_dir() {
+                if name != ".git" {
+                    stack.push(rel);
+                }
+                continue;
+            } else if ft.is_file() {
+                let bytes = if meta.len() > MAX_FILE_BYTES {
+                    None
+                } else {
+                    Some(fs_err::read(&abs).map_err(|source| ReviewError::Io {
+                        op: "read",
+                        path: abs.clone(),
+                        source,
+                    })?)
+                };
+                EntryKind::File {
+                    bytes,
+                    executable: is_executable(&meta),
+                }
+            } else {
+                EntryKind::Special
+            };
+            out.push(Entry {
+                rel: rel.as_str().replace('\\', "/"),
+                kind,
+            });
+            if out.len() > MAX_FILES {
+                return Err(ReviewError::TooManyFiles {
+                    path: root.to_owned(),
+                    limit: MAX_FILES,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(out)
+}
+
+#[cfg(unix)]
+fn is_executable(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o111 != 0
+}
+
+#[cfg(not(unix))]
+fn is_executable(_meta: &std::fs::Metadata) -> bool {
+    false
+}

@@ -1,0 +1,80 @@
+//! `aibox-skill-review`: static review of third-party processkit skills.
+//!
+//! [`review_skill`] reads a skill directory (it never runs or imports the skill's code and
+//! never touches the network) and answers the six points of the third-party skill
+//! checklist, each pass / warn / fail with file-and-line evidence:
+//!
+//! 1. the source is auditable (no compiled or obfuscated payloads, imports resolve);
+//! 2. no unexpected outbound network (HTTP clients, sockets, `curl`, URL and host literals);
+//! 3. no credential access beyond purpose (credential paths, secret-like variables);
+//! 4. the tool list is minimal (registered tools versus `SKILL.md`, `mcp-config.json`);
+//! 5. the dependency supply chain (pins, hashes, indexes, runtime installs);
+//! 6. an immutable, pinned source (from the [`ReviewContext`]).
+//!
+//! [`gate`] is what `aibox apply` calls: it refuses failing skills unless `aibox.toml`
+//! records a `[[skills.review_exceptions]]` consent for them.
+
+mod checks;
+mod context;
+mod deps;
+mod error;
+mod files;
+mod gate;
+mod python;
+mod report;
+mod shell;
+mod skill;
+
+use camino::Utf8Path;
+
+pub use context::{ReviewContext, SkillOrigin};
+pub use error::ReviewError;
+pub use gate::{GateError, GateReport, RefusedSkill, gate, gate_report};
+pub use report::{Evidence, Outcome, POINT_TITLES, PointResult, Review};
+
+/// Reviews the skill in `dir` (the directory holding its `SKILL.md`).
+///
+/// Findings are results, not errors: an error means the directory could not be read.
+/// The same files and context always give the same report.
+pub fn review_skill(dir: &Utf8Path, ctx: &ReviewContext) -> Result<Review, ReviewError> {
+    let meta = fs_err::metadata(dir).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            ReviewError::NotFound {
+                path: dir.to_owned(),
+            }
+        } else {
+            ReviewError::Io {
+                op: "inspect",
+                path: dir.to_owned(),
+                source,
+            }
+        }
+    })?;
+    if !meta.is_dir() {
+        return Err(ReviewError::NotADirectory {
+            path: dir.to_owned(),
+        });
+    }
+    let entries = files::read_tree(dir)?;
+    let dir_name = dir
+        .canonicalize_utf8()
+        .ok()
+        .and_then(|p| p.file_name().map(str::to_owned))
+        .or_else(|| dir.file_name().map(str::to_owned))
+        .unwrap_or_default();
+    let skill = checks::Skill::load(dir_name, &entries);
+    let points = vec![
+        checks::source::check(&skill).into_point(1),
+        checks::network::check(&skill, ctx).into_point(2),
+        checks::credentials::check(&skill).into_point(3),
+        checks::tools::check(&skill).into_point(4),
+        checks::supply_chain::check(&skill, ctx).into_point(5),
+        checks::pinned::check(&skill, ctx).into_point(6),
+    ];
+    let outcome = points.iter().map(|p| p.outcome).max().unwrap_or_default();
+    Ok(Review {
+        skill: skill.name().to_owned(),
+        outcome,
+        points,
+    })
+}

@@ -1,0 +1,200 @@
+//! The review report: six points, each pass / warn / fail with file-and-line evidence.
+//!
+//! The types serialise to the JSON of `aibox skill review --output json`; field order and
+//! evidence order are fixed so the same skill always yields the same bytes.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+/// Outcome of one point, or the level of one piece of evidence.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Nothing to object to (evidence at this level is informational).
+    #[default]
+    Pass,
+    /// Something a reviewer should look at; does not block.
+    Warn,
+    /// Fails the point; blocks registration without a recorded consent.
+    Fail,
+}
+
+impl Outcome {
+    /// Lower-case name as used in the JSON report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Warn => "warn",
+            Self::Fail => "fail",
+        }
+    }
+}
+
+/// One finding: where it is and what it means.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// How serious the finding is; `pass` marks an informational note.
+    pub level: Outcome,
+    /// File relative to the skill directory, with `/` separators (empty for findings about
+    /// the skill's origin rather than a file).
+    pub file: String,
+    /// 1-based line, when the finding has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// What was found and why it matters.
+    pub message: String,
+}
+
+/// The result of one of the six review points.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PointResult {
+    /// Point number, 1 to 6.
+    pub point: u8,
+    /// Short title of the point.
+    pub title: String,
+    /// The worst level among the evidence (pass when there is none).
+    pub outcome: Outcome,
+    /// Findings, ordered by file, line and message.
+    pub evidence: Vec<Evidence>,
+}
+
+/// The full review of one skill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Review {
+    /// Skill name (from `SKILL.md`, else the directory name).
+    pub skill: String,
+    /// The worst outcome over all points.
+    pub outcome: Outcome,
+    /// The six points, in order.
+    pub points: Vec<PointResult>,
+}
+
+/// Titles of the six points, index 0 is point 1.
+pub const POINT_TITLES: [&str; 6] = [
+    "Source is auditable",
+    "No unexpected outbound network",
+    "No credential access beyond purpose",
+    "Tool list is minimal",
+    "Dependency supply chain",
+    "Immutable, pinned source",
+];
+
+impl Review {
+    /// True when at least one point failed.
+    pub fn failed(&self) -> bool {
+        self.points.iter().any(|p| p.outcome == Outcome::Fail)
+    }
+
+    /// Numbers of the failed points, ascending.
+    pub fn failed_points(&self) -> Vec<u8> {
+        self.points
+            .iter()
+            .filter(|p| p.outcome == Outcome::Fail)
+            .map(|p| p.point)
+            .collect()
+    }
+
+    /// The result of point `n` (1 to 6).
+    pub fn point(&self, n: u8) -> Option<&PointResult> {
+        self.points.iter().find(|p| p.point == n)
+    }
+
+    /// Plain-text report for terminals and logs (no colours, stable layout).
+    pub fn render_human(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Skill review: {} ({})",
+            self.skill,
+            self.outcome.as_str().to_uppercase()
+        );
+        for p in &self.points {
+            let _ = writeln!(out, "  [{}] {}. {}", p.outcome.as_str(), p.point, p.title);
+            for e in &p.evidence {
+                let place = match (e.file.is_empty(), e.line) {
+                    (true, _) => String::new(),
+                    (false, Some(line)) => format!("{}:{line}: ", e.file),
+                    (false, None) => format!("{}: ", e.file),
+                };
+                let _ = writeln!(out, "         {}: {place}{}", e.level.as_str(), e.message);
+            }
+        }
+        let failed = self.failed_points();
+        if failed.is_empty() {
+            out.push_str("No point failed.");
+            if self.outcome == Outcome::Warn {
+                out.push_str(" Read the warnings before installing the skill.");
+            }
+            out.push('\n');
+        } else {
+            let list: Vec<String> = failed.iter().map(u8::to_string).collect();
+            let _ = writeln!(
+                out,
+                "Failed point(s): {}. `aibox apply` will not register this skill unless \
+                 aibox.toml records a [[skills.review_exceptions]] entry for it.",
+                list.join(", ")
+            );
+        }
+        out
+    }
+}
+
+/// Collects evidence for one point and turns it into a [`PointResult`].
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Findings {
+    items: Vec<Evidence>,
+}
+
+impl Findings {
+    pub(crate) fn add(
+        &mut self,
+        level: Outcome,
+        file: &str,
+        line: Option<u32>,
+        message: impl Into<String>,
+    ) {
+        self.items.push(Evidence {
+            level,
+            file: file.to_owned(),
+            line,
+            message: message.into(),
+        });
+    }
+
+    pub(crate) fn fail(&mut self, file: &str, line: Option<u32>, message: impl Into<String>) {
+        self.add(Outcome::Fail, file, line, message);
+    }
+
+    pub(crate) fn warn(&mut self, file: &str, line: Option<u32>, message: impl Into<String>) {
+        self.add(Outcome::Warn, file, line, message);
+    }
+
+    pub(crate) fn note(&mut self, file: &str, line: Option<u32>, message: impl Into<String>) {
+        self.add(Outcome::Pass, file, line, message);
+    }
+
+    pub(crate) fn extend(&mut self, other: &Findings) {
+        self.items.extend(other.items.iter().cloned());
+    }
+
+    pub(crate) fn into_point(mut self, point: u8) -> PointResult {
+        self.items.sort_by(|a, b| {
+            (&a.file, a.line, &a.message, a.level).cmp(&(&b.file, b.line, &b.message, b.level))
+        });
+        self.items.dedup();
+        let outcome = self.items.iter().map(|e| e.level).max().unwrap_or_default();
+        let title = POINT_TITLES
+            .get(usize::from(point).saturating_sub(1))
+            .copied()
+            .unwrap_or("");
+        PointResult {
+            point,
+            title: title.to_owned(),
+            outcome,
+            evidence: self.items,
+        }
+    }
+}

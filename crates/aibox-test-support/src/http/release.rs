@@ -1,0 +1,670 @@
+//! Synthetic processkit releases in the real release layout (about 150 skills and 900
+//! files in several categories, package tiers, core skills, a gateway skill, per-skill
+//! MCP servers), a second version with upstream changes, and hostile archives — all
+//! deterministic, packed by a small ustar writer that can also express what well-behaved
+//! tar libraries refuse to write (`..`, NUL bytes, devices, duplicates).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use sha2::Digest as _;
+
+/// Categories and how many skills each holds (150 in total).
+const CATEGORIES: [(&str, usize); 7] = [
+    ("processkit", 50),
+    ("engineering", 45),
+    ("devops", 16),
+    ("data-ai", 12),
+    ("documents", 9),
+    ("product", 11),
+    ("design", 7),
+];
+
+/// Core skills (always installed).
+pub const CORE_SKILLS: [&str; 3] = ["skill-finder", "skill-gate", "task-router"];
+
+/// A release tree: payload path → (contents, mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntheticRelease {
+    /// The tag, for example `v1.0.0`.
+    pub version: String,
+    /// Files below the top directory.
+    pub files: BTreeMap<String, (Vec<u8>, u32)>,
+}
+
+fn filler(seed: &str, len: usize) -> String {
+    // Deterministic prose-like text so gzip behaves realistically.
+    const WORDS: [&str; 16] = [
+        "context", "skill", "agent", "review", "record", "decision", "workflow", "state",
+        "artifact", "gate", "process", "team", "model", "schema", "event", "log",
+    ];
+    let mut h: u64 = seed.bytes().fold(0xcbf2_9ce4_8422_2325, |a, b| {
+        (a ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut out = String::with_capacity(len + 16);
+    while out.len() < len {
+        h ^= h << 13;
+        h ^= h >> 7;
+        h ^= h << 17;
+        out.push_str(WORDS[usize::try_from(h % 16).unwrap_or(0)]);
+        out.push(if h.is_multiple_of(11) { '\n' } else { ' ' });
+    }
+    out.push('\n');
+    out
+}
+
+fn skill_names() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (cat, n) in CATEGORIES {
+        for i in 0..n {
+            let name = match (cat, i) {
+                ("processkit", 0) => "skill-finder".to_owned(),
+                ("processkit", 1) => "skill-gate".to_owned(),
+                ("processkit", 2) => "task-router".to_owned(),
+                ("processkit", 3) => "processkit-gateway".to_owned(),
+                _ => format!("{cat}-skill-{i:02}"),
+            };
+            out.push((cat.to_owned(), name));
+        }
+    }
+    out
+}
+
+fn has_server(cat: &str, i: usize) -> bool {
+    (cat == "processkit" && (4..30).contains(&i)) || (cat == "devops" && i == 0)
+}
+
+impl SyntheticRelease {
+    /// The base release (`upstream_changes = false`) or its successor with upstream
+    /// changes: edited skills, a new and a removed skill, a new library file, a dropped
+    /// schema.
+    #[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
+    pub fn generate(version: &str, upstream_changes: bool) -> Self {
+        let mut files: BTreeMap<String, (Vec<u8>, u32)> = BTreeMap::new();
+        let mut add = |path: String, text: String| {
+            files.insert(path, (text.into_bytes(), 0o644));
+        };
+        add(
+            "AGENTS.md".into(),
+            format!(
+                "# Agents\n\nprocesskit {version}\n\n{}",
+                filler("agents", 3000)
+            ),
+        );
+        add("INDEX.md".into(), "# processkit\n".into());
+        add(".gitignore.example".into(), "context/.cache/\n".into());
+        add(".processkit/FORMAT.md".into(), "# Format\n".into());
+        add(
+            ".processkit/packages/INDEX.md".into(),
+            "# Packages\n".into(),
+        );
+        add(
+            "context/.processkit-mcp-manifest.json".into(),
+            "{\"version\": 1}\n".into(),
+        );
+        add("context/skills/INDEX.md".into(), "# Skills\n".into());
+        add("context/skills/FORMAT.md".into(), "# Skill format\n".into());
+        add("context/team/roster.md".into(), "# Roster\n".into());
+        for i in 0..24 {
+            add(
+                format!("context/skills/_lib/processkit/mod_{i:02}.py"),
+                filler(&format!("lib{i}"), 5000),
+            );
+        }
+        if upstream_changes {
+            add(
+                "context/skills/_lib/processkit/new_helper.py".into(),
+                filler("newlib", 2000),
+            );
+        }
+        for i in 0..18 {
+            if upstream_changes && i == 17 {
+                continue;
+            }
+            add(
+                format!("context/schemas/schema-{i:02}.yaml"),
+                filler(&format!("schema{i}"), 1500),
+            );
+        }
+        for i in 0..7 {
+            add(
+                format!("context/state-machines/sm-{i}.yaml"),
+                filler(&format!("sm{i}"), 800),
+            );
+        }
+        for dir in ["artifacts", "bindings", "roles", "team-members"] {
+            for i in 0..12 {
+                add(
+                    format!("context/{dir}/{dir}-{i:02}.md"),
+                    filler(&format!("{dir}{i}"), 1200),
+                );
+            }
+        }
+        let mut names = skill_names();
+        if upstream_changes {
+            names.retain(|(_, n)| n != "engineering-skill-29");
+            names.push(("engineering".into(), "engineering-skill-new".into()));
+        }
+        let mut counters: BTreeMap<String, usize> = BTreeMap::new();
+        for (cat, name) in &names {
+            let i = counters.entry(cat.clone()).or_insert(0);
+            let idx = *i;
+            *i += 1;
+            let dir = format!("context/skills/{cat}/{name}");
+            let core = CORE_SKILLS.contains(&name.as_str());
+            let changed = upstream_changes && idx % 10 == 5;
+            let mut skill_md = format!(
+                "---\nname: {name}\ndescription: \"Synthetic skill {name} for tests\"\nmetadata:\n  processkit:\n    apiVersion: processkit.projectious.work/v2\n    id: SKILL-{name}\n    version: \"1.0.0\"\n    category: {cat}\n"
+            );
+            if core {
+                skill_md.push_str("    core: true\n");
+            }
+            skill_md.push_str("---\n\n");
+            let _ = writeln!(skill_md, "# {name}\n");
+            skill_md.push_str(&filler(&format!("skill-{name}"), 2500));
+            if changed {
+                skill_md.push_str("\nUpstream revision: clarified the procedure.\n");
+            }
+            add(format!("{dir}/SKILL.md"), skill_md);
+            add(
+                format!("{dir}/commands/pk-{name}.md"),
+                format!(
+                    "---\nargument-hint: \"[args]\"\nallowed-tools: []\n---\nUse the {name} skill with $ARGUMENTS\n"
+                ),
+            );
+            add(
+                format!("{dir}/references/guide.md"),
+                filler(&format!("guide-{name}"), if changed { 2100 } else { 2000 }),
+            );
+            add(format!("{dir}/scripts/.gitkeep"), String::new());
+            if idx.is_multiple_of(3) {
+                add(
+                    format!("{dir}/config/settings.toml"),
+                    format!("# settings of {name}\nverbose = false\n"),
+                );
+            }
+            if name == "processkit-gateway" {
+                add(
+                    format!("{dir}/mcp/server.py"),
+                    format!(
+                        "# /// script\n# requires-python = \">=3.10\"\n# ///\n{}",
+                        filler("gateway", 6000)
+                    ),
+                );
+                add(
+                    format!("{dir}/mcp/mcp-config.json"),
+                    format!(
+                        "{{\"mcpServers\": {{\"processkit-gateway\": {{\"command\": \"uv\", \"args\": [\"run\", \"--script\", \"{dir}/mcp/server.py\"], \"env\": {{\"PROCESSKIT_MCP_MODE\": \"gateway\"}}}}}}}}\n"
+                    ),
+                );
+                add(
+                    format!("{dir}/mcp/tool-catalog.json"),
+                    format!(
+                        "{{\"catalog_version\": 1, \"notes\": {:?}}}\n",
+                        filler("catalog", 20000)
+                    ),
+                );
+            } else if has_server(cat, idx) {
+                add(
+                    format!("{dir}/mcp/server.py"),
+                    format!(
+                        "# /// script\n# requires-python = \">=3.10\"\n# dependencies = [\"mcp[cli]>=1.0\"]\n# ///\n{}",
+                        filler(&format!("srv-{name}"), 3000)
+                    ),
+                );
+                add(format!("{dir}/mcp/SERVER.md"), format!("# {name} server\n"));
+                add(
+                    format!("{dir}/mcp/mcp-config.json"),
+                    format!(
+                        "{{\"mcpServers\": {{\"processkit-{name}\": {{\"command\": \"uv\", \"args\": [\"run\", \"{dir}/mcp/server.py\"], \"env\": {{}}}}}}}}\n"
+                    ),
+                );
+            }
+        }
+        // Tiers: names follow the real ones, including a stale skill name.
+        let pick = |cat: &str, from: usize, to: usize| -> Vec<String> {
+            (from..to).map(|i| format!("{cat}-skill-{i:02}")).collect()
+        };
+        let mut minimal = pick("processkit", 4, 13);
+        minimal.push("processkit-gateway".into());
+        let mut managed = pick("processkit", 13, 40);
+        managed.push("backlog-context".into());
+        let software = [pick("engineering", 0, 30), pick("devops", 0, 5)].concat();
+        let research = [pick("data-ai", 0, 12), pick("documents", 0, 9)].concat();
+        let product = [
+            pick("product", 0, 11),
+            pick("design", 0, 7),
+            pick("engineering", 30, 35),
+        ]
+        .concat();
+        for (tier, extends, skills) in [
+            ("minimal", vec![], minimal),
+            ("managed", vec!["minimal"], managed),
+            ("software", vec!["managed"], software),
+            ("research", vec!["managed"], research),
+            ("product", vec!["software"], product),
+        ] {
+            let mut y = format!(
+                "apiVersion: processkit.projectious.work/v1\nkind: Package\nmetadata: {{id: PKG-{tier}, name: {tier}, version: \"1.0.0\"}}\nspec:\n  description: \"{tier} tier\"\n"
+            );
+            let _ = writeln!(y, "  extends: [{}]", extends.join(", "));
+            let _ = writeln!(y, "  includes:\n    skills: [{}]", skills.join(", "));
+            add(format!(".processkit/packages/{tier}.yaml"), y);
+        }
+        files.insert("LICENSE".into(), (b"MIT\n".to_vec(), 0o644));
+        files.insert(
+            "CHANGELOG.md".into(),
+            (format!("# Changelog\n\n## {version}\n").into_bytes(), 0o644),
+        );
+        if let Some(f) =
+            files.get_mut("context/skills/processkit/processkit-skill-05/scripts/.gitkeep")
+        {
+            f.1 = 0o755;
+        }
+        let mut prov = format!(
+            "[source]\nproject = \"processkit\"\nupstream = \"https://example.invalid/processkit.git\"\ngenerated_at = \"2026-01-01T00:00:00Z\"\ngenerated_for_tag = \"{version}\"\n\n[files]\n"
+        );
+        for path in files
+            .keys()
+            .filter(|p| *p != "LICENSE" && *p != "CHANGELOG.md")
+        {
+            let _ = writeln!(prov, "\"{path}\" = \"{version}\"");
+        }
+        files.insert("PROVENANCE.toml".into(), (prov.into_bytes(), 0o644));
+        Self {
+            version: version.to_owned(),
+            files,
+        }
+    }
+
+    /// `processkit-<version>.tar.gz`.
+    pub fn archive_name(&self) -> String {
+        format!("processkit-{}.tar.gz", self.version)
+    }
+
+    /// The tar entries, top directory first, sorted by name (like the real releases).
+    pub fn entries(&self) -> Vec<TarEntry> {
+        let top = format!("processkit-{}", self.version);
+        let mut dirs = std::collections::BTreeSet::new();
+        for path in self.files.keys() {
+            let mut acc = top.clone();
+            for comp in path
+                .split('/')
+                .rev()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
+                acc = format!("{acc}/{comp}");
+                dirs.insert(acc.clone());
+            }
+        }
+        let mut all: BTreeMap<String, TarEntry> = BTreeMap::new();
+        all.insert(format!("{top}/"), TarEntry::dir(&format!("{top}/")));
+        for d in dirs {
+            all.insert(format!("{d}/"), TarEntry::dir(&format!("{d}/")));
+        }
+        for (path, (data, mode)) in &self.files {
+            let name = format!("{top}/{path}");
+            all.insert(
+                name.clone(),
+                TarEntry {
+                    mode: *mode,
+                    ..TarEntry::file(&name, data.clone())
+                },
+            );
+        }
+        all.into_values().collect()
+    }
+
+    /// The gzip-compressed tar archive.
+    pub fn tar_gz(&self) -> Vec<u8> {
+        gzip(&tar(&self.entries()))
+    }
+
+    /// The `sha256sum`-style sidecar for an archive produced by [`Self::tar_gz`].
+    pub fn sidecar(&self, archive: &[u8]) -> String {
+        format!("{}  {}\n", sha256_hex(archive), self.archive_name())
+    }
+
+    /// Writes the payload as a directory (for local directory sources).
+    pub fn write_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        for (path, (data, mode)) in &self.files {
+            let p = dir.join(path);
+            if let Some(parent) = p.parent() {
+                fs_err::create_dir_all(parent)?;
+            }
+            fs_err::write(&p, data)?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                fs_err::set_permissions(&p, std::fs::Permissions::from_mode(*mode))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(data))
+}
+
+/// One raw tar entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TarEntry {
+    /// Name bytes, written verbatim (PAX `path` record when it does not fit ustar).
+    pub name: Vec<u8>,
+    /// Type flag: `b'0'` file, `b'5'` dir, `b'1'` hard link, `b'2'` symlink, `b'3'`/`b'4'`
+    /// devices, `b'6'` FIFO.
+    pub kind: u8,
+    /// Mode bits.
+    pub mode: u32,
+    /// Content.
+    pub data: Vec<u8>,
+    /// Link target.
+    pub link: Vec<u8>,
+}
+
+impl TarEntry {
+    /// A regular file (0644).
+    pub fn file(name: &str, data: impl Into<Vec<u8>>) -> Self {
+        Self {
+            name: name.as_bytes().to_vec(),
+            kind: b'0',
+            mode: 0o644,
+            data: data.into(),
+            link: Vec::new(),
+        }
+    }
+    /// A directory (0755).
+    pub fn dir(name: &str) -> Self {
+        Self {
+            name: name.as_bytes().to_vec(),
+            kind: b'5',
+            mode: 0o755,
+            data: Vec::new(),
+            link: Vec::new(),
+        }
+    }
+    /// Any entry kind with a link target.
+    pub fn special(name: &[u8], kind: u8, link: &str) -> Self {
+        Self {
+            name: name.to_vec(),
+            kind,
+            mode: 0o644,
+            data: Vec::new(),
+            link: link.as_bytes().to_vec(),
+        }
+    }
+}
+
+fn octal(field: &mut [u8], value: u64) {
+    let width = field.len() - 1;
+    let s = format!("{value:0width$o}");
+    let bytes = s.as_bytes();
+    let start = bytes.len().saturating_sub(width);
+    field[..width].copy_from_slice(&bytes[start..]);
+    field[width] = 0;
+}
+
+fn header(name: &[u8], prefix: &[u8], kind: u8, mode: u32, size: u64, link: &[u8]) -> [u8; 512] {
+    let mut h = [0u8; 512];
+    h[..name.len()].copy_from_slice(name);
+    octal(&mut h[100..108], u64::from(mode));
+    octal(&mut h[108..116], 0);
+    octal(&mut h[116..124], 0);
+    octal(&mut h[124..136], size);
+    octal(&mut h[136..148], 1_767_225_600);
+    h[156] = kind;
+    let l = link.len().min(100);
+    h[157..157 + l].copy_from_slice(&link[..l]);
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[345..345 + prefix.len()].copy_from_slice(prefix);
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
+    let s = format!("{sum:06o}\0 ");
+    h[148..156].copy_from_slice(s.as_bytes());
+    h
+}
+
+fn push_data(out: &mut Vec<u8>, data: &[u8]) {
+    out.extend_from_slice(data);
+    let pad = (512 - data.len() % 512) % 512;
+    out.extend(std::iter::repeat_n(0u8, pad));
+}
+
+/// Splits a name into ustar `(prefix, name)` when possible.
+fn ustar_split(name: &[u8]) -> Option<(&[u8], &[u8])> {
+    if name.contains(&0) {
+        return None;
+    }
+    if name.len() <= 100 {
+        return Some((&[], name));
+    }
+    (0..name.len())
+        .rev()
+        .filter(|&i| name[i] == b'/')
+        .find_map(|i| {
+            let (p, n) = (&name[..i], &name[i + 1..]);
+            (p.len() <= 155 && n.len() <= 100 && !n.is_empty()).then_some((p, n))
+        })
+}
+
+/// Packs entries into an uncompressed tar stream (ustar, PAX for long or odd names).
+pub fn tar(entries: &[TarEntry]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in entries {
+        let (prefix, name) = if let Some(split) = ustar_split(&e.name) {
+            split
+        } else {
+            let mut record = b" path=".to_vec();
+            record.extend_from_slice(&e.name);
+            record.push(b'\n');
+            // The length prefix counts itself.
+            let mut len = record.len() + 1;
+            while format!("{len}").len() + record.len() != len {
+                len = format!("{len}").len() + record.len();
+            }
+            let mut pax = format!("{len}").into_bytes();
+            pax.extend_from_slice(&record);
+            out.extend_from_slice(&header(
+                b"PaxHeader",
+                &[],
+                b'x',
+                0o644,
+                pax.len() as u64,
+                &[],
+            ));
+            push_data(&mut out, &pax);
+            (&[][..], &b"pax-long-name"[..])
+        };
+        out.extend_from_slice(&header(
+            name,
+            prefix,
+            e.kind,
+            e.mode,
+            e.data.len() as u64,
+            &e.link,
+        ));
+        push_data(&mut out, &e.data);
+    }
+    out.extend(std::iter::repeat_n(0u8, 1024));
+    out
+}
+
+/// Gzip-compresses bytes.
+pub fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let _ = enc.write_all(data);
+    enc.finish().unwrap_or_default()
+}
+
+/// Kinds of hostile archive entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hostile {
+    /// `/etc/passwd`-style absolute path.
+    AbsolutePath,
+    /// A `..` component.
+    DotDot,
+    /// A NUL byte in a PAX path.
+    NulByte,
+    /// A symbolic link.
+    Symlink,
+    /// A hard link.
+    Hardlink,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// A FIFO.
+    Fifo,
+    /// The same path twice.
+    Duplicate,
+    /// Two names that differ only in case.
+    CaseCollision,
+    /// A name with a Unicode look-alike.
+    UnicodeName,
+    /// A backslash in a name.
+    Backslash,
+    /// A second top-level directory.
+    SecondTopDir,
+    /// A file whose parent path is a file.
+    FileAsParent,
+    /// 65 MiB of zeros (compresses to kilobytes).
+    SizeBomb,
+}
+
+impl Hostile {
+    /// Every kind.
+    pub const ALL: [Self; 15] = [
+        Self::AbsolutePath,
+        Self::DotDot,
+        Self::NulByte,
+        Self::Symlink,
+        Self::Hardlink,
+        Self::CharDevice,
+        Self::BlockDevice,
+        Self::Fifo,
+        Self::Duplicate,
+        Self::CaseCollision,
+        Self::UnicodeName,
+        Self::Backslash,
+        Self::SecondTopDir,
+        Self::FileAsParent,
+        Self::SizeBomb,
+    ];
+
+    /// The entry name the rejection must mention.
+    pub fn entry_name(self, top: &str) -> String {
+        match self {
+            Self::AbsolutePath => "/etc/evil".into(),
+            Self::DotDot => format!("{top}/context/../../evil"),
+            Self::NulByte => format!("{top}/context/a\\u{{0}}b"),
+            Self::Symlink => format!("{top}/context/link"),
+            Self::Hardlink => format!("{top}/context/hard"),
+            Self::CharDevice => format!("{top}/context/chr"),
+            Self::BlockDevice => format!("{top}/context/blk"),
+            Self::Fifo => format!("{top}/context/fifo"),
+            Self::Duplicate => "context/team/roster.md".into(),
+            Self::CaseCollision => "context/team/ROSTER.md".into(),
+            Self::UnicodeName => format!("{top}/context/r\\u{{43e}}ster.md"),
+            Self::Backslash => format!("{top}/context\\\\evil"),
+            Self::SecondTopDir => "other-top/file".into(),
+            Self::FileAsParent => "context/team/roster.md/x".into(),
+            Self::SizeBomb => "context/bomb.bin".into(),
+        }
+    }
+
+    fn entries(self, top: &str) -> Vec<TarEntry> {
+        let at = |s: &str| format!("{top}/{s}");
+        match self {
+            Self::AbsolutePath => vec![TarEntry::file("/etc/evil", "x")],
+            Self::DotDot => vec![TarEntry::file(&at("context/../../evil"), "x")],
+            Self::NulByte => vec![TarEntry {
+                name: at("context/a\0b").into_bytes(),
+                ..TarEntry::file("x", "x")
+            }],
+            Self::Symlink => vec![TarEntry::special(
+                at("context/link").as_bytes(),
+                b'2',
+                "/etc/passwd",
+            )],
+            Self::Hardlink => vec![TarEntry::special(
+                at("context/hard").as_bytes(),
+                b'1',
+                "/etc/passwd",
+            )],
+            Self::CharDevice => vec![TarEntry::special(at("context/chr").as_bytes(), b'3', "")],
+            Self::BlockDevice => vec![TarEntry::special(at("context/blk").as_bytes(), b'4', "")],
+            Self::Fifo => vec![TarEntry::special(at("context/fifo").as_bytes(), b'6', "")],
+            Self::Duplicate => vec![TarEntry::file(&at("context/team/roster.md"), "again")],
+            Self::CaseCollision => vec![TarEntry::file(&at("context/team/ROSTER.md"), "x")],
+            Self::UnicodeName => vec![TarEntry::file(&at("context/r\u{43e}ster.md"), "x")],
+            Self::Backslash => vec![TarEntry::file(&at("context\\evil"), "x")],
+            Self::SecondTopDir => vec![TarEntry::file("other-top/file", "x")],
+            Self::FileAsParent => vec![TarEntry::file(&at("context/team/roster.md/x"), "x")],
+            Self::SizeBomb => vec![TarEntry::file(
+                &at("context/bomb.bin"),
+                vec![0u8; 65 * 1024 * 1024 + 1],
+            )],
+        }
+    }
+}
+
+/// A small valid release (`v0.0.1`) with one hostile entry appended; gzip-compressed.
+pub fn hostile_archive(kind: Hostile) -> Vec<u8> {
+    let release = SyntheticRelease::minimal("v0.0.1");
+    let mut entries = release.entries();
+    entries.extend(kind.entries("processkit-v0.0.1"));
+    gzip(&tar(&entries))
+}
+
+impl SyntheticRelease {
+    /// Rewrites `PROVENANCE.toml` after the file map was edited by a test.
+    pub fn restamp(&mut self) {
+        let mut prov = format!(
+            "[source]\ngenerated_for_tag = \"{}\"\n\n[files]\n",
+            self.version
+        );
+        for p in self
+            .files
+            .keys()
+            .filter(|p| !matches!(p.as_str(), "LICENSE" | "CHANGELOG.md" | "PROVENANCE.toml"))
+        {
+            let _ = writeln!(prov, "\"{p}\" = \"{}\"", self.version);
+        }
+        self.files
+            .insert("PROVENANCE.toml".into(), (prov.into_bytes(), 0o644));
+    }
+
+    /// A tiny valid release: one core skill, a tier, `PROVENANCE.toml`.
+    pub fn minimal(version: &str) -> Self {
+        let mut files = BTreeMap::new();
+        let mut add = |p: &str, t: String| {
+            files.insert(p.to_owned(), (t.into_bytes(), 0o644));
+        };
+        add("AGENTS.md", "# Agents\n".into());
+        add("context/team/roster.md", "# Roster\n".into());
+        add(
+            "context/skills/processkit/skill-gate/SKILL.md",
+            "---\nname: skill-gate\ndescription: gate\nmetadata:\n  processkit:\n    category: processkit\n    core: true\n---\n# gate\n".into(),
+        );
+        add(
+            ".processkit/packages/minimal.yaml",
+            "metadata: {name: minimal}\nspec:\n  includes: {skills: []}\n".into(),
+        );
+        let mut prov = format!("[source]\ngenerated_for_tag = \"{version}\"\n\n[files]\n");
+        for p in files.keys() {
+            let _ = writeln!(prov, "\"{p}\" = \"{version}\"");
+        }
+        files.insert("PROVENANCE.toml".into(), (prov.into_bytes(), 0o644));
+        Self {
+            version: version.to_owned(),
+            files,
+        }
+    }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian machine (run as root, or with
+# the packages already present). Called by `cargo xtask ci`; idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+
+apt_packages=(podman runc catatonit debootstrap podman-compose docker-compose uidmap
+  slirp4netns fuse-overlayfs git ca-certificates)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Real harness and devcontainer CLIs, pinned by committed lock files.
+for dir in test-tools/*/; do
+  # Skip when node_modules is already newer than the lock file (a local re-run).
+  if [ -f "$dir/package-lock.json" ] && ! [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    echo "setup: npm ci --prefix $dir"
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  fi
+done
+
+echo "setup: setup took $(( $(date +%s) - started ))s"
