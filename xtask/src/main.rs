@@ -61,6 +61,8 @@ pub(crate) fn ci() -> Result<(), String> {
     layering::check()?;
     say("==> stub scan");
     stubs::check()?;
+    say("==> documentation site (mdBook production build)");
+    release::docs()?;
     step("tests", &["test", "--workspace", "--locked", "--no-fail-fast"])?;
     say("xtask ci: all checks passed");
     Ok(())

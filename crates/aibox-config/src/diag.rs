@@ -274,3 +274,32 @@ pub fn render_plain(diagnostic: &dyn Diagnostic, width: usize) -> String {
     }
     out
 }
+
+/// A harness id given outside a configuration file (for example `--harness`) that aibox
+/// does not support.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown harness \"{given}\"")]
+pub struct UnknownHarness {
+    /// What was given.
+    pub given: String,
+    /// The closest supported id, or the id an alias maps to.
+    pub suggestion: Option<&'static str>,
+}
+
+impl Diagnostic for UnknownHarness {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(ProblemKind::UnknownHarness.code()))
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        let all: Vec<&str> = crate::model::Harness::ALL
+            .iter()
+            .map(|h| h.as_str())
+            .collect();
+        let list = all.join(", ");
+        Some(Box::new(match self.suggestion {
+            Some(s) => format!("did you mean \"{s}\"? supported harnesses: {list}"),
+            None => format!("supported harnesses: {list}"),
+        }))
+    }
+}

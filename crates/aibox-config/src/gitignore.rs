@@ -13,6 +13,7 @@ pub const LOCAL_STATE_PATHS: &[&str] = &[
     // Personal configuration and the environment file generated from it.
     ".aibox-local.toml",
     ".aibox-local.env",
+    ".devcontainer/docker-compose.local.yml",
     // Harness logins, tokens and caches mounted into the container.
     ".aibox-home/",
     // aibox's own state: caches, backups, project lock.

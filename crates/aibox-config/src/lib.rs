@@ -18,7 +18,7 @@ mod load;
 mod path;
 mod shape;
 
-pub use diag::{ConfigProblems, Problem, ProblemKind, render_plain};
+pub use diag::{ConfigProblems, Problem, ProblemKind, UnknownHarness, render_plain};
 pub use files::{Ownership, PlannedFile};
 pub use gitignore::{LOCAL_STATE_PATHS, merge_gitignore};
 pub use init::{InitOptions, render_aibox_toml};

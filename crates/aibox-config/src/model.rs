@@ -358,6 +358,18 @@ impl Harness {
     }
 }
 
+impl std::str::FromStr for Harness {
+    type Err = crate::diag::UnknownHarness;
+
+    /// Parses an id, with a suggestion (typo or the original tool's alias) on failure.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s).ok_or_else(|| crate::diag::UnknownHarness {
+            given: s.to_owned(),
+            suggestion: crate::shape::harness_suggestion(s),
+        })
+    }
+}
+
 impl std::fmt::Display for Harness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

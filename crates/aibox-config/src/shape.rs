@@ -554,6 +554,15 @@ fn ticks(items: &[&str]) -> String {
         .join(", ")
 }
 
+/// The harness id `given` most likely meant: an alias of the original tool or a typo.
+pub(crate) fn harness_suggestion(given: &str) -> Option<&'static str> {
+    HARNESS_ALIASES
+        .iter()
+        .find(|(a, _)| *a == given)
+        .map(|(_, to)| *to)
+        .or_else(|| closest(given, crate::model::Harness::ALL.iter().map(|h| h.as_str())))
+}
+
 /// The candidate closest to `word`, when it is close enough to be a plausible typo.
 pub(crate) fn closest<'a>(
     word: &str,

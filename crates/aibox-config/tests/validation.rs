@@ -514,3 +514,20 @@ fn single_brackets_for_an_array_of_tables() {
         Some("write each entry under a `[[container.extra_volumes]]` header (double brackets)")
     );
 }
+
+#[test]
+fn harness_ids_from_the_command_line() {
+    use aibox_config::Harness;
+    assert_eq!("codex".parse::<Harness>().unwrap(), Harness::Codex);
+    let err = "openai".parse::<Harness>().unwrap_err();
+    assert_eq!(err.suggestion, Some("codex"));
+    let err = "gemni".parse::<Harness>().unwrap_err();
+    assert_eq!(err.suggestion, Some("gemini"));
+    let rendered = aibox_config::render_plain(&err, 100);
+    assert!(
+        rendered.contains("aibox::config::unknown_harness"),
+        "{rendered}"
+    );
+    assert!(rendered.contains("did you mean \"gemini\"?"), "{rendered}");
+    assert_eq!("zzz".parse::<Harness>().unwrap_err().suggestion, None);
+}

@@ -15,6 +15,8 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> String {
     if inputs.override_present() {
         compose_files.push("docker-compose.override.yml");
     }
+    // Always generated (gitignored): the personal bind mounts.
+    compose_files.push("docker-compose.local.yml");
     let mut doc = Map::new();
     doc.insert("name".into(), json!(crate::project_name(config)));
     doc.insert("dockerComposeFile".into(), json!(compose_files));

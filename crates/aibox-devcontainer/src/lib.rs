@@ -37,6 +37,8 @@ pub const DEVCONTAINER_JSON_PATH: &str = ".devcontainer/devcontainer.json";
 pub const DOCKERFILE_LOCAL_PATH: &str = ".devcontainer/Dockerfile.local";
 /// Path of the user-owned Compose override file.
 pub const COMPOSE_OVERRIDE_PATH: &str = ".devcontainer/docker-compose.override.yml";
+/// Path of the generated personal Compose file (gitignored): the personal bind mounts.
+pub const COMPOSE_LOCAL_PATH: &str = ".devcontainer/docker-compose.local.yml";
 /// Path of the personal environment file (gitignored, mode 0600).
 pub const LOCAL_ENV_PATH: &str = ".aibox-local.env";
 /// Folder holding the harnesses' state directories, bind-mounted into the container.
@@ -142,6 +144,11 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
             Ownership::ScaffoldOnce,
         ));
     }
+    files.push(PlannedFile::new(
+        COMPOSE_LOCAL_PATH,
+        compose::render_local(inputs)?,
+        Ownership::LocalState,
+    ));
     let mut env = PlannedFile::new(
         LOCAL_ENV_PATH,
         local_env::render(inputs.local)?,

@@ -300,6 +300,8 @@ fn compose_args(files: &[PlannedFile]) -> Vec<&'static str> {
     if json.contains("docker-compose.override.yml") {
         args.extend(["-f", "docker-compose.override.yml"]);
     }
+    assert!(json.contains("docker-compose.local.yml"), "{json}");
+    args.extend(["-f", "docker-compose.local.yml"]);
     args
 }
 
@@ -439,4 +441,23 @@ fn podman_compose_turns_every_case_into_the_expected_podman_run() {
             );
         }
     }
+}
+
+/// Personal bind mounts go only to the gitignored `docker-compose.local.yml`; the
+/// committed Compose file never names them.
+#[test]
+fn personal_volumes_stay_out_of_the_committed_compose_file() {
+    let mut case = Case::new("full", FULL);
+    case.local = local(FULL_LOCAL);
+    let files = render(&case.inputs()).unwrap();
+    let committed = file(&files, ".devcontainer/docker-compose.yml");
+    let personal = file(&files, ".devcontainer/docker-compose.local.yml");
+    assert!(!committed.contains("/notes"), "{committed}");
+    assert!(personal.contains("${HOME}/notes:/notes:ro"), "{personal}");
+    validate_compose_yaml(personal).unwrap();
+    insta::assert_snapshot!("full__compose_local", personal);
+    let plain = render(&Case::new("minimal", MINIMAL).inputs()).unwrap();
+    let empty = file(&plain, ".devcontainer/docker-compose.local.yml");
+    validate_compose_yaml(empty).unwrap();
+    insta::assert_snapshot!("minimal__compose_local", empty);
 }

@@ -408,7 +408,11 @@ pub fn write_report(
             files.insert(rel.to_owned(), text);
         }
     }
-    let mut names: Vec<String> = report.environment.iter().map(|(k, _)| redact(k, r)).collect();
+    let mut names: Vec<String> = report
+        .environment
+        .iter()
+        .map(|(k, _)| redact(k, r))
+        .collect();
     names.sort_unstable();
     let shown: BTreeMap<&str, String> = report
         .environment

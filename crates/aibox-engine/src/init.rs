@@ -151,8 +151,12 @@ pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError>
 /// Writes `bytes` to `path` through a temporary file in the same directory.
 ///
 /// With `no_clobber`, the final step is a hard link, which fails instead of replacing a
-/// file that appeared since the existence check.
-pub(crate) fn write_atomic(path: &Utf8Path, bytes: &[u8], no_clobber: bool) -> Result<(), InitError> {
+/// file that appeared since the existence check. A replaced file keeps its permissions.
+pub(crate) fn write_atomic(
+    path: &Utf8Path,
+    bytes: &[u8],
+    no_clobber: bool,
+) -> Result<(), InitError> {
     let io = |source| InitError::Io {
         path: path.to_owned(),
         source,
@@ -166,6 +170,10 @@ pub(crate) fn write_atomic(path: &Utf8Path, bytes: &[u8], no_clobber: bool) -> R
             .create_new(true)
             .open(&tmp)?;
         f.write_all(bytes)?;
+        // Keep the mode of a file being replaced (for example 0600 on a personal file).
+        if let Ok(meta) = fs_err::metadata(path) {
+            f.set_permissions(meta.permissions())?;
+        }
         f.sync_all()?;
         drop(f);
         if no_clobber {

@@ -11,7 +11,9 @@ pub mod plan;
 pub mod sources;
 pub mod writer;
 
-pub use apply::{ApplyOptions, ApplyReport, FileAction, FileReport, apply};
+pub use apply::{
+    APPLY_LOCK, ApplyOptions, ApplyReport, BACKUP_DIR, FileAction, FileReport, PENDING_LOCK, apply,
+};
 pub use error::EngineError;
 pub use plan::{Plan, PlanBuilder, PlanContext, PlanOptions, plan};
 

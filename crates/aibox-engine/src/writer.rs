@@ -26,6 +26,7 @@ pub const PERIMETER: &[&str] = &[
     ".devcontainer/devcontainer.json",
     ".devcontainer/Dockerfile.local",
     ".devcontainer/docker-compose.override.yml",
+    ".devcontainer/docker-compose.local.yml",
     // local state
     ".aibox-local.env",
     ".aibox-home/**",

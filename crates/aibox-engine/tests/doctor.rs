@@ -391,3 +391,11 @@ fn an_unwritable_report_path_is_a_clear_error() {
     let text = err.to_string();
     assert!(text.contains("/nonexistent/dir/report.json"), "{text}");
 }
+
+#[test]
+fn a_corrupt_lock_is_an_error() {
+    let p = Project::new(BASE_TOML);
+    p.write("aibox.lock", "this is = not [a lock\n");
+    let report = p.doctor();
+    assert!(codes(&report, Severity::Error).contains(&"aibox::doctor::lock_invalid".to_owned()));
+}

@@ -128,3 +128,16 @@ fn symlinked_gitignore_is_refused() {
     assert!(matches!(err, InitError::Symlink { .. }));
     assert!(!dir.join("aibox.toml").exists());
 }
+
+#[cfg(unix)]
+#[test]
+fn extended_gitignore_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_t, dir) = tempdir();
+    let gi = dir.join(".gitignore");
+    fs_err::write(&gi, "target/\n").unwrap();
+    fs_err::set_permissions(&gi, std::fs::Permissions::from_mode(0o640)).unwrap();
+    init(&dir, &InitOptions::new("demo")).unwrap();
+    let mode = fs_err::metadata(&gi).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+}

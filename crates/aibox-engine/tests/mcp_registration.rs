@@ -132,3 +132,18 @@ fn literal_secret_in_team_server_is_refused() {
     );
     assert!(!f.path(".mcp.json").exists());
 }
+
+#[test]
+fn effective_servers_for_mcp_list() {
+    let f = fixture();
+    let project = aibox_config::load_project(&f.root).unwrap();
+    let rows = aibox_engine::sources::mcp::effective_servers(&project, &[]).unwrap();
+    assert_eq!(rows.len(), 4 * 3, "4 harnesses x 3 servers");
+    let personal_vscode = rows
+        .iter()
+        .find(|r| r.harness == aibox_config::Harness::Vscode && r.name == "my-notes")
+        .unwrap();
+    assert!(personal_vscode.skipped.is_some());
+    let json = serde_json::to_value(&rows).unwrap();
+    assert_eq!(json[0]["origin"], "team");
+}

@@ -385,7 +385,10 @@ pub fn register(
                     previously_owned(ledger, path, "projects", std::iter::empty(), |_| false);
                 // Trust only matters once Codex has project servers to load.
                 let trust = on && !c.codex.is_empty();
-                for old in prev.iter().filter(|p| !trust || p.as_str() != opts.workspace) {
+                for old in prev
+                    .iter()
+                    .filter(|p| !trust || p.as_str() != opts.workspace)
+                {
                     doc.set_nested("projects", old, "trust_level", None)?;
                 }
                 if trust {
@@ -417,7 +420,33 @@ pub fn register(
         }
     }
 
-    if ledger.is_none() && any_existing {
+    notices.extend(user_notices(
+        servers,
+        opts,
+        &c,
+        ledger.is_none() && any_existing,
+    ));
+    let write_ledger = ledger.is_some() || !out.files.is_empty();
+    Ok(Registration {
+        files,
+        ledger: out,
+        write_ledger,
+        servers: c.report,
+        notices,
+    })
+}
+
+/// Messages for the user: missing ledger, approval commands, seeded trust, unpinned
+/// team packages.
+fn user_notices(
+    servers: &[ServerSpec],
+    opts: &RegisterOptions,
+    c: &Computed,
+    no_ledger: bool,
+) -> Vec<String> {
+    let enabled = enabled_set(opts.harnesses);
+    let mut notices = Vec::new();
+    if no_ledger {
         notices.push(format!(
             "no MCP ledger at {LEDGER_PATH}: only `processkit-*` entries were treated as aibox's; remove stale team or personal servers by hand once"
         ));
@@ -431,14 +460,16 @@ pub fn register(
             opts.workspace
         ));
     }
-    let write_ledger = ledger.is_some() || !out.files.is_empty();
-    Ok(Registration {
-        files,
-        ledger: out,
-        write_ledger,
-        servers: c.report,
-        notices,
-    })
+    for s in servers.iter().filter(|s| s.origin == Origin::Team) {
+        if let Some(package) = s.unpinned_package() {
+            notices.push(format!(
+                "team server `{}` runs `{package}` without an exact version; pin it (for example `{}@1.2.3`) so every teammate runs the same code",
+                s.name,
+                package.rsplit_once('@').filter(|(n, _)| !n.is_empty()).map_or(package.as_str(), |(n, _)| n)
+            ));
+        }
+    }
+    notices
 }
 
 /// A list aibox merges into: key path, desired items, fallback ownership test.

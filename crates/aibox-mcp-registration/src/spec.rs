@@ -158,6 +158,33 @@ impl ServerSpec {
         })
     }
 
+    /// The package a `npx`/`uvx`/`bunx`/`pnpm dlx` server runs when it is not pinned to an
+    /// exact version (SEC-MCP-5): `pkg`, `@scope/pkg` or `pkg@latest`.
+    pub fn unpinned_package(&self) -> Option<String> {
+        let Transport::Stdio { command, args, .. } = &self.transport else {
+            return None;
+        };
+        let program = command.rsplit('/').next().unwrap_or(command);
+        let rest: &[String] = match (program, args.first().map(String::as_str)) {
+            ("npx" | "uvx" | "bunx", _) => args,
+            ("pnpm" | "yarn", Some("dlx")) => &args[1..],
+            _ => return None,
+        };
+        let package = rest.iter().find(|a| !a.starts_with('-'))?;
+        let version = package
+            .strip_prefix('@')
+            .unwrap_or(package)
+            .split_once(['@', '=']);
+        match version {
+            Some((_, v))
+                if !v.is_empty() && v != "latest" && !v.starts_with(['^', '~', '>', '<', '*']) =>
+            {
+                None
+            }
+            _ => Some(package.clone()),
+        }
+    }
+
     /// Checks the name and that no literal secret would be written anywhere.
     ///
     /// Team and personal `env` values must be exactly one `${VAR}` reference; header

@@ -560,3 +560,71 @@ fn harness_specific_limits_are_reported_not_invented() {
     );
     assert!(row(Harness::Claude).skipped.is_none());
 }
+
+#[test]
+fn codex_trust_is_seeded_only_while_codex_has_servers() {
+    let mut files = Files::new();
+    apply(&mut files, &[], &[Harness::Codex], &perms()).unwrap();
+    assert!(
+        files.is_empty(),
+        "nothing to register, nothing written: {files:?}"
+    );
+    apply(&mut files, &fixture_servers(), &[Harness::Codex], &perms()).unwrap();
+    assert!(files[".aibox-home/.codex/config.toml"].contains("trust_level = \"trusted\""));
+    apply(&mut files, &[], &[Harness::Codex], &perms()).unwrap();
+    assert!(!files[".aibox-home/.codex/config.toml"].contains("trusted"));
+    assert!(!files[".codex/config.toml"].contains("mcp_servers."));
+}
+
+#[test]
+fn parse_errors_render_with_file_line_and_code() {
+    let mut files = Files::new();
+    files.insert(
+        ".gemini/settings.json".into(),
+        "{\n  \"ui\": {\n    \"theme\": \"x\",,\n}\n".into(),
+    );
+    let err = apply(&mut files, &fixture_servers(), &[Harness::Gemini], &perms()).unwrap_err();
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("aibox::mcp::unparsable_target"));
+    let text = err.to_string();
+    assert!(
+        text.contains(".gemini/settings.json") && text.contains("line 3"),
+        "{text}"
+    );
+    let help = miette::Diagnostic::help(&err)
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    assert!(help.contains("never overwrites"), "{help}");
+}
+
+#[test]
+fn unpinned_team_packages_are_reported() {
+    let cases = [
+        ("npx", &["-y", "@acme/docs-mcp"][..], true),
+        ("npx", &["-y", "@acme/docs-mcp@latest"][..], true),
+        ("npx", &["-y", "docs-mcp@^1"][..], true),
+        ("npx", &["-y", "@acme/docs-mcp@1.4.2"][..], false),
+        ("uvx", &["mcp-server-git==0.6.2"][..], false),
+        ("uvx", &["mcp-server-git"][..], true),
+        ("pnpm", &["dlx", "docs-mcp@2.0.0"][..], false),
+        ("node", &["server.js"][..], false),
+    ];
+    for (command, args, unpinned) in cases {
+        let spec = stdio("s", Origin::Team, command, args, &[]);
+        assert_eq!(
+            spec.unpinned_package().is_some(),
+            unpinned,
+            "{command} {args:?}"
+        );
+    }
+    let mut files = Files::new();
+    let team = stdio("docs", Origin::Team, "npx", &["-y", "@acme/docs-mcp"], &[]);
+    let reg = apply(&mut files, &[team], &[Harness::Claude], &perms()).unwrap();
+    assert!(
+        reg.notices
+            .iter()
+            .any(|n| n.contains("`@acme/docs-mcp` without an exact version")),
+        "{:?}",
+        reg.notices
+    );
+}

@@ -159,6 +159,41 @@ pub fn container_security(config: &AiboxToml) -> Result<SecurityDecision, Policy
     }
 }
 
+/// Drops the entries of `security_opt` that the user-owned Compose override already sets
+/// for any service (SEC-SECCOMP-1: never emit an option twice). `=` and `:` separators
+/// count as the same option. The gate still checks the override itself.
+pub fn without_override_duplicates(
+    security_opt: &[String],
+    override_text: Option<&str>,
+) -> Vec<String> {
+    let normalise = |s: &str| s.trim().replacen(':', "=", 1).to_ascii_lowercase();
+    let existing: Vec<String> = override_text
+        .and_then(|t| serde_yaml::from_str::<serde_yaml::Value>(t).ok())
+        .and_then(|doc| {
+            doc.get("services")
+                .and_then(serde_yaml::Value::as_mapping)
+                .cloned()
+        })
+        .map(|services| {
+            services
+                .values()
+                .filter_map(|svc| {
+                    svc.get("security_opt")
+                        .and_then(serde_yaml::Value::as_sequence)
+                })
+                .flatten()
+                .filter_map(serde_yaml::Value::as_str)
+                .map(normalise)
+                .collect()
+        })
+        .unwrap_or_default();
+    security_opt
+        .iter()
+        .filter(|o| !existing.contains(&normalise(o)))
+        .cloned()
+        .collect()
+}
+
 fn decision(
     posture: SeccompPosture,
     security_opt: Vec<String>,

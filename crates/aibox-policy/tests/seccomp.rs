@@ -210,3 +210,17 @@ fn generated_profile_ends_with_newline_and_is_stable() {
     assert!(a.ends_with("}\n"));
     assert_eq!(a, generated_profile().unwrap());
 }
+
+#[test]
+fn options_the_override_already_sets_are_not_emitted_twice() {
+    use aibox_policy::without_override_duplicates;
+    let opts = vec!["seccomp=unconfined".to_owned()];
+    let override_text = "services:\n  demo:\n    security_opt:\n      - seccomp:unconfined\n";
+    assert!(without_override_duplicates(&opts, Some(override_text)).is_empty());
+    assert_eq!(without_override_duplicates(&opts, None), opts);
+    assert_eq!(
+        without_override_duplicates(&opts, Some("services:\n  demo:\n    image: x\n")),
+        opts
+    );
+    assert_eq!(without_override_duplicates(&opts, Some("not: [yaml")), opts);
+}

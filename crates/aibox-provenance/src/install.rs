@@ -457,6 +457,51 @@ fn snapshot_plan(
     (snapshot, stale_snapshots)
 }
 
+/// The marker's `[manifest]` counts and digests.
+fn manifest(catalog: &Catalog, release: &VerifiedRelease, fingerprint: String) -> MarkerManifest {
+    MarkerManifest {
+        skill_count: catalog
+            .skills
+            .values()
+            .filter(|s| s.category == "processkit")
+            .count(),
+        schema_count: count_direct(&release.payload.files, "context/schemas/"),
+        process_count: count_direct(&release.payload.files, "context/processes/"),
+        state_machine_count: count_direct(&release.payload.files, "context/state-machines/"),
+        release_asset_sha256: Some(release.digest),
+        verification: release.verification,
+        install_hash: Some(fingerprint),
+    }
+}
+
+/// The lock's `[processkit]` section, keeping its timestamp when nothing changed.
+fn lock_section(
+    release: &VerifiedRelease,
+    previous_lock: Option<&ProcesskitLock>,
+    unchanged_record: bool,
+    installed_at: String,
+    opts: &PlanOptions<'_>,
+    fingerprint: String,
+) -> ProcesskitLock {
+    let lock_installed_at = match previous_lock {
+        Some(l)
+            if unchanged_record && l.version == release.version && l.source == release.source =>
+        {
+            l.installed_at.clone()
+        }
+        _ => installed_at,
+    };
+    ProcesskitLock {
+        source: release.source.clone(),
+        version: release.version.clone(),
+        src_path: opts.src_path.map(str::to_owned),
+        release_asset_sha256: Some(release.digest),
+        verification: release.verification,
+        installed_at: lock_installed_at,
+        processkit_install_hash: Some(fingerprint),
+    }
+}
+
 /// Computes the install or upgrade of `release` into `root`. Reads live files; writes
 /// nothing. `previous_lock` is the lock section as it was before this run.
 pub fn plan_install(
@@ -492,45 +537,25 @@ pub fn plan_install(
     });
 
     let t = three_way(root, &new_set, old.as_ref(), same_release, &mut warnings)?;
-    let ThreeWay {
-        decisions,
-        writes,
-        removals,
-        parked,
-        files,
-        user_files,
-    } = t;
     let (snapshot, stale_snapshots) = snapshot_plan(root, release, same_release);
 
     // Marker and lock, keeping the old timestamp when nothing changed.
-    let content_changed = !writes.is_empty() || !removals.is_empty();
+    let content_changed = !t.writes.is_empty() || !t.removals.is_empty();
     let skills: Vec<String> = selection.skills.iter().cloned().collect();
     let fingerprint = install_hash_v2(
         new_set
             .iter()
             .map(|(p, (_, f, _))| (p.as_str(), f.data.as_slice())),
     );
-    let manifest = MarkerManifest {
-        skill_count: catalog
-            .skills
-            .values()
-            .filter(|s| s.category == "processkit")
-            .count(),
-        schema_count: count_direct(&release.payload.files, "context/schemas/"),
-        process_count: count_direct(&release.payload.files, "context/processes/"),
-        state_machine_count: count_direct(&release.payload.files, "context/state-machines/"),
-        release_asset_sha256: Some(release.digest),
-        verification: release.verification,
-        install_hash: Some(fingerprint.clone()),
-    };
+    let manifest = manifest(&catalog, release, fingerprint.clone());
     let unchanged_record = old.as_ref().is_some_and(|m| {
         !content_changed
             && m.install.processkit_version == release.version
             && m.install.processkit_source == release.source
             && m.install.skills == skills
             && m.manifest == manifest
-            && m.files == files
-            && m.user_files == user_files
+            && m.files == t.files
+            && m.user_files == t.user_files
     });
     let installed_at = match &old {
         Some(m) if unchanged_record => m.install.installed_at.clone(),
@@ -550,39 +575,30 @@ pub fn plan_install(
             skills,
         },
         manifest,
-        files,
-        user_files,
+        files: t.files,
+        user_files: t.user_files,
     }
     .render();
     let marker_changed = fs_err::read_to_string(root.join(MARKER_PATH))
         .ok()
         .as_deref()
         != Some(marker.as_str());
-    let lock_installed_at = match previous_lock {
-        Some(l)
-            if unchanged_record && l.version == release.version && l.source == release.source =>
-        {
-            l.installed_at.clone()
-        }
-        _ => installed_at,
-    };
-    let lock = ProcesskitLock {
-        source: release.source.clone(),
-        version: release.version.clone(),
-        src_path: opts.src_path.map(str::to_owned),
-        release_asset_sha256: Some(release.digest),
-        verification: release.verification,
-        installed_at: lock_installed_at,
-        processkit_install_hash: Some(fingerprint),
-    };
+    let lock = lock_section(
+        release,
+        previous_lock,
+        unchanged_record,
+        installed_at,
+        opts,
+        fingerprint,
+    );
 
     let from_version = old.as_ref().map(|m| m.install.processkit_version.clone());
     let mut plan = InstallPlan {
         from_version,
         to_version: release.version.clone(),
-        decisions,
-        writes,
-        removals,
+        decisions: t.decisions,
+        writes: t.writes,
+        removals: t.removals,
         snapshot,
         stale_snapshots,
         migration: None,
@@ -593,7 +609,7 @@ pub fn plan_install(
         skills: selection.skills,
         warnings,
     };
-    plan.migration = crate::migration::document(&plan, &release.source, opts.now, parked);
+    plan.migration = crate::migration::document(&plan, &release.source, opts.now, t.parked);
     Ok(plan)
 }
 

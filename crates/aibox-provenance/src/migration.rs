@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::extract::PayloadFile;
-use crate::install::{Action, Class, FileWrite, InstallPlan};
+use crate::install::{Action, Class, FileDecision, FileWrite, InstallPlan};
 
 /// Directory of pending migration documents.
 pub const PENDING_DIR: &str = "context/migrations/pending";
@@ -38,6 +38,105 @@ fn yaml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
+type Groups<'a> = BTreeMap<String, BTreeMap<Class, Vec<&'a FileDecision>>>;
+
+const ALL_CLASSES: [Class; 6] = [
+    Class::Unchanged,
+    Class::ChangedLocallyOnly,
+    Class::ChangedUpstreamOnly,
+    Class::Conflict,
+    Class::NewUpstream,
+    Class::RemovedUpstream,
+];
+
+/// Everything one document shows.
+struct Doc<'a> {
+    id: String,
+    from: &'a str,
+    to: &'a str,
+    source: &'a str,
+    created: String,
+    summary: String,
+    counts: BTreeMap<Class, usize>,
+    listed: Vec<&'a FileDecision>,
+    groups: Groups<'a>,
+    parked: bool,
+}
+
+impl Doc<'_> {
+    fn n(&self, c: Class) -> usize {
+        self.counts.get(&c).copied().unwrap_or(0)
+    }
+
+    fn front_matter(&self, t: &mut String) {
+        let (id, from, to, created) = (&self.id, self.from, self.to, &self.created);
+        let _ = writeln!(
+            t,
+            "---\napiVersion: processkit.projectious.work/v2\nkind: Migration"
+        );
+        let _ = writeln!(t, "metadata: {{id: {id}, created: {created}}}");
+        let _ = writeln!(
+            t,
+            "spec:\n  source: processkit\n  source_url: {}",
+            yaml_str(self.source)
+        );
+        let _ = writeln!(
+            t,
+            "  from_version: {from}\n  to_version: {to}\n  state: pending"
+        );
+        let _ = writeln!(t, "  generated_by: aibox apply\n  generated_at: {created}");
+        let _ = writeln!(t, "  summary: {}", yaml_str(&self.summary));
+        let groups: Vec<String> = self.groups.keys().map(|g| yaml_str(g)).collect();
+        let _ = writeln!(t, "  affected_groups: [{}]", groups.join(", "));
+        let _ = writeln!(t, "  affected_files:");
+        for d in &self.listed {
+            let (path, class) = (yaml_str(&d.path), d.class.as_str());
+            let _ = writeln!(t, "  - {{path: {path}, classification: {class}}}");
+        }
+        let _ = writeln!(t, "  source_processkit_version: {from}");
+        let _ = writeln!(t, "  target_processkit_version: {to}");
+        let _ = writeln!(t, "  apply_mode: one-shot\n---\n");
+    }
+
+    fn body(&self, t: &mut String) {
+        let _ = writeln!(
+            t,
+            "# processkit upgrade from {} to {}\n",
+            self.from, self.to
+        );
+        let _ = writeln!(t, "{}.\n\n## Counts\n", self.summary);
+        for c in ALL_CLASSES {
+            let _ = writeln!(t, "- {}: {}", c.as_str(), self.n(c));
+        }
+        let _ = writeln!(t, "- removed-upstream-stale: 0\n");
+        if self.parked {
+            let _ = writeln!(
+                t,
+                "Conflicting files kept their local version; the upstream version of each is \
+                 in `{}.upstream/<path>` next to this document.\n",
+                self.id
+            );
+        }
+        let _ = writeln!(t, "## Changes by group\n");
+        for (g, classes) in &self.groups {
+            let _ = writeln!(t, "### {g}\n");
+            for (c, ds) in classes {
+                let _ = writeln!(t, "- {}:", c.as_str());
+                for d in ds {
+                    let what = match d.action {
+                        Action::Write => "applied",
+                        Action::Remove => "removed",
+                        Action::Keep => "kept local version",
+                        Action::None => "no action",
+                    };
+                    let _ = writeln!(t, "  - `{}` → `{}` ({what})", d.release_path, d.path);
+                }
+            }
+            let _ = writeln!(t);
+        }
+    }
+}
+
 /// Builds the migration document for a version change, or `None` when nothing moved
 /// upstream (or the version did not change).
 pub(crate) fn document(
@@ -47,9 +146,6 @@ pub(crate) fn document(
     parked: Vec<FileWrite>,
 ) -> Option<Vec<FileWrite>> {
     let from = plan.from_version.as_deref()?;
-    if from == plan.to_version {
-        return None;
-    }
     let moved = plan.decisions.iter().any(|d| {
         matches!(
             d.class,
@@ -59,19 +155,15 @@ pub(crate) fn document(
                 | Class::RemovedUpstream
         )
     });
-    if !moved {
+    if from == plan.to_version || !moved {
         return None;
     }
-    let id = format!("MIG-{}", crate::time::compact(now));
-    let counts = plan.counts();
-    let n = |c: Class| counts.get(&c).copied().unwrap_or(0);
-    let listed: Vec<_> = plan
+    let listed: Vec<&FileDecision> = plan
         .decisions
         .iter()
         .filter(|d| d.class != Class::Unchanged)
         .collect();
-    let mut groups: BTreeMap<String, BTreeMap<Class, Vec<&crate::install::FileDecision>>> =
-        BTreeMap::new();
+    let mut groups: Groups<'_> = BTreeMap::new();
     for d in &listed {
         groups
             .entry(group(&d.path))
@@ -80,6 +172,8 @@ pub(crate) fn document(
             .or_default()
             .push(d);
     }
+    let counts = plan.counts();
+    let n = |c: Class| counts.get(&c).copied().unwrap_or(0);
     let summary = format!(
         "{} changed upstream, {} conflicts, {} new, {} removed, 0 stale-removed ({} groups affected)",
         n(Class::ChangedUpstreamOnly),
@@ -88,105 +182,33 @@ pub(crate) fn document(
         n(Class::RemovedUpstream),
         groups.len()
     );
+    let doc = Doc {
+        id: format!("MIG-{}", crate::time::compact(now)),
+        from,
+        to: &plan.to_version,
+        source,
+        created: now.replace('T', " ").replace('Z', "+00:00"),
+        summary,
+        counts,
+        listed,
+        groups,
+        parked: !parked.is_empty(),
+    };
     let mut t = String::new();
-    let created = now.replace('T', " ").replace('Z', "+00:00");
-    let _ = writeln!(
-        t,
-        "---\napiVersion: processkit.projectious.work/v2\nkind: Migration"
-    );
-    let _ = writeln!(t, "metadata: {{id: {id}, created: {created}}}");
-    let _ = writeln!(
-        t,
-        "spec:\n  source: processkit\n  source_url: {}",
-        yaml_str(source)
-    );
-    let _ = writeln!(
-        t,
-        "  from_version: {from}\n  to_version: {}\n  state: pending",
-        plan.to_version
-    );
-    let _ = writeln!(t, "  generated_by: aibox apply\n  generated_at: {created}");
-    let _ = writeln!(t, "  summary: {}", yaml_str(&summary));
-    let _ = writeln!(
-        t,
-        "  affected_groups: [{}]",
-        groups
-            .keys()
-            .map(|g| yaml_str(g))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(t, "  affected_files:");
-    for d in &listed {
-        let _ = writeln!(
-            t,
-            "  - {{path: {}, classification: {}}}",
-            yaml_str(&d.path),
-            d.class.as_str()
-        );
-    }
-    let _ = writeln!(
-        t,
-        "  source_processkit_version: {from}\n  target_processkit_version: {}",
-        plan.to_version
-    );
-    let _ = writeln!(t, "  apply_mode: one-shot\n---\n");
-    let _ = writeln!(
-        t,
-        "# processkit upgrade from {from} to {}\n",
-        plan.to_version
-    );
-    let _ = writeln!(t, "{summary}.\n\n## Counts\n");
-    for c in [
-        Class::Unchanged,
-        Class::ChangedLocallyOnly,
-        Class::ChangedUpstreamOnly,
-        Class::Conflict,
-        Class::NewUpstream,
-        Class::RemovedUpstream,
-    ] {
-        let _ = writeln!(t, "- {}: {}", c.as_str(), n(c));
-    }
-    let _ = writeln!(t, "- removed-upstream-stale: 0\n");
-    if !parked.is_empty() {
-        let _ = writeln!(
-            t,
-            "Conflicting files kept their local version; the upstream version of each is in `{id}.upstream/<path>` next to this document.\n"
-        );
-    }
-    let _ = writeln!(t, "## Changes by group\n");
-    for (g, classes) in &groups {
-        let _ = writeln!(t, "### {g}\n");
-        for (c, ds) in classes {
-            let _ = writeln!(t, "- {}:", c.as_str());
-            for d in ds {
-                let what = match d.action {
-                    Action::Write => "applied",
-                    Action::Remove => "removed",
-                    Action::Keep => "kept local version",
-                    Action::None => "no action",
-                };
-                let _ = writeln!(t, "  - `{}` → `{}` ({what})", d.release_path, d.path);
-            }
-        }
-        let _ = writeln!(t);
-    }
+    doc.front_matter(&mut t);
+    doc.body(&mut t);
+    let mut text = t.trim_end().to_owned();
+    text.push('\n');
     let mut out = vec![FileWrite {
-        path: format!("{PENDING_DIR}/{id}.md"),
+        path: format!("{PENDING_DIR}/{}.md", doc.id),
         file: PayloadFile {
-            data: t
-                .trim_end()
-                .as_bytes()
-                .iter()
-                .copied()
-                .chain([b'\n'])
-                .collect(),
+            data: text.into_bytes(),
             executable: false,
         },
     }];
     for p in parked {
         out.push(FileWrite {
-            path: format!("{PENDING_DIR}/{id}.upstream/{}", p.path),
+            path: format!("{PENDING_DIR}/{}.upstream/{}", doc.id, p.path),
             file: p.file,
         });
     }

@@ -1,6 +1,8 @@
 //! Verified fetching over a real loopback HTTP server with injected faults, plus local
 //! archive and directory sources and the digest-keyed cache.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
 use std::time::Duration;
 
 use aibox_config::ProcesskitSection;
@@ -56,9 +58,7 @@ impl Fixture {
         }
     }
     fn cached_files(&self) -> usize {
-        fs_err::read_dir(self.cache_dir.path().join("archives"))
-            .map(Iterator::count)
-            .unwrap_or(0)
+        fs_err::read_dir(self.cache_dir.path().join("archives")).map_or(0, Iterator::count)
     }
 }
 

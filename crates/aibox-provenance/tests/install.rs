@@ -1,5 +1,7 @@
 //! Install, no-op, lossless upgrade and integrity on the synthetic release.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
 mod common;
 
 use std::path::Path;
@@ -234,6 +236,7 @@ fn selection_changes_install_and_remove_only_untouched_files() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one end-to-end scenario, asserted step by step
 fn upgrade_keeps_every_local_edit_and_writes_a_migration() {
     let d = dirs();
     let root = d.project.path();

@@ -1,6 +1,8 @@
 //! Property: random local edits, deletions and additions across random upstream changes
 //! never lose a local byte, and the run after an upgrade is a no-op.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
 mod common;
 
 use common::{Setup, install, plan};
@@ -101,9 +103,10 @@ proptest! {
         }
         for (j, add) in local_new.iter().enumerate() {
             let live = fs_err::read(root.join(new_path(j))).ok();
-            match add {
-                Some(bytes) => prop_assert_eq!(live.as_ref(), Some(bytes), "local file n{} lost", j),
-                None => prop_assert_eq!(live.as_ref(), v2_map.get(&new_path(j))),
+            if let Some(bytes) = add {
+                prop_assert_eq!(live.as_ref(), Some(bytes), "local file n{} lost", j);
+            } else {
+                prop_assert_eq!(live.as_ref(), v2_map.get(&new_path(j)));
             }
         }
 

@@ -17,7 +17,7 @@ pub use detect::{
 };
 pub use error::RuntimeError;
 pub use lifecycle::{
-    COMPOSE_FILE, COMPOSE_OVERRIDE_FILE, COMPOSE_PROJECT_LABELS, ContainerState, Event,
-    ExecRequest, PROJECT_LABEL, Progress, Runtime, Status, Target, Timeouts, UpOptions,
-    WORKSPACE_DIR,
+    COMPOSE_FILE, COMPOSE_LOCAL_FILE, COMPOSE_OVERRIDE_FILE, COMPOSE_PROJECT_LABELS,
+    ContainerState, Event, ExecRequest, PROJECT_LABEL, Progress, Runtime, Status, Target, Timeouts,
+    UpOptions, WORKSPACE_DIR,
 };

@@ -28,6 +28,9 @@ pub const WORKSPACE_DIR: &str = "/workspace";
 pub const COMPOSE_FILE: &str = ".devcontainer/docker-compose.yml";
 /// The user's scaffold-once Compose override, relative to the project root.
 pub const COMPOSE_OVERRIDE_FILE: &str = ".devcontainer/docker-compose.override.yml";
+/// The generated, gitignored Compose file with personal bind mounts, relative to the
+/// project root.
+pub const COMPOSE_LOCAL_FILE: &str = ".devcontainer/docker-compose.local.yml";
 
 /// Everything the runtime needs to know about one project's container. The engine
 /// fills it from the names the generators use (`aibox_devcontainer::project_name`, ...).
@@ -54,6 +57,19 @@ impl Target {
     /// Absolute path of the Compose override file (it may not exist).
     pub fn override_file(&self) -> Utf8PathBuf {
         self.root.join(COMPOSE_OVERRIDE_FILE)
+    }
+
+    /// Every Compose file that exists, in the order `devcontainer.json` lists them:
+    /// the generated file, the user's override, the personal local file.
+    pub fn compose_files(&self) -> Vec<Utf8PathBuf> {
+        let mut files = vec![self.compose_file()];
+        for extra in [COMPOSE_OVERRIDE_FILE, COMPOSE_LOCAL_FILE] {
+            let path = self.root.join(extra);
+            if path.is_file() {
+                files.push(path);
+            }
+        }
+        files
     }
 }
 
@@ -526,13 +542,9 @@ impl Runtime {
         let mut cmd = self.detected.compose.command();
         cmd.envs(self.extra_env.iter().map(|(k, v)| (k, v)));
         cmd.current_dir(target.root.join(".devcontainer"));
-        cmd.arg("-p")
-            .arg(&target.project)
-            .arg("-f")
-            .arg(target.compose_file());
-        let override_file = target.override_file();
-        if override_file.is_file() {
-            cmd.arg("-f").arg(override_file);
+        cmd.arg("-p").arg(&target.project);
+        for file in target.compose_files() {
+            cmd.arg("-f").arg(file);
         }
         cmd.args(args);
         cmd
@@ -762,6 +774,33 @@ mod tests {
         assert_eq!(
             parse_inspect(r#"[{"Name":"x"}]"#).unwrap_err(),
             "`Id` is missing"
+        );
+    }
+
+    #[test]
+    fn compose_files_in_devcontainer_json_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = target();
+        t.root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
+        assert_eq!(
+            t.compose_files(),
+            [t.root.join(COMPOSE_FILE)],
+            "only the generated file"
+        );
+        fs_err::create_dir_all(t.root.join(".devcontainer")).unwrap();
+        fs_err::write(t.root.join(COMPOSE_LOCAL_FILE), "").unwrap();
+        assert_eq!(
+            t.compose_files(),
+            [t.root.join(COMPOSE_FILE), t.root.join(COMPOSE_LOCAL_FILE)]
+        );
+        fs_err::write(t.root.join(COMPOSE_OVERRIDE_FILE), "").unwrap();
+        assert_eq!(
+            t.compose_files(),
+            [
+                t.root.join(COMPOSE_FILE),
+                t.root.join(COMPOSE_OVERRIDE_FILE),
+                t.root.join(COMPOSE_LOCAL_FILE)
+            ]
         );
     }
 

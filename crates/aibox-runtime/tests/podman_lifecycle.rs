@@ -40,6 +40,17 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
         ),
     )
     .unwrap();
+    // The user's override and the personal local file are merged in, in this order.
+    fs_err::write(
+        dc.join("docker-compose.override.yml"),
+        format!("services:\n  {name}:\n    labels:\n      test.override: \"yes\"\n"),
+    )
+    .unwrap();
+    fs_err::write(
+        dc.join("docker-compose.local.yml"),
+        format!("services:\n  {name}:\n    environment:\n      FROM_LOCAL_FILE: \"1\"\n"),
+    )
+    .unwrap();
     let target = Target {
         root,
         project: name.to_owned(),
@@ -121,6 +132,8 @@ fn full_lifecycle_with_podman_compose() {
         Some(name.as_str())
     );
 
+    assert_eq!(label(&inspect, "test.override").as_deref(), Some("yes"));
+
     // A second `up` changes nothing.
     let mut again = Vec::new();
     let up2 = runtime
@@ -197,6 +210,7 @@ fn check_exec(runtime: &Runtime, target: &Target) {
     );
     assert_eq!(run("grep -qx 0.1.0 /etc/aibox-version", &[]).unwrap(), 0);
     assert_eq!(run("exit 7", &[]).unwrap(), 7);
+    assert_eq!(run("test \"$FROM_LOCAL_FILE\" = 1", &[]).unwrap(), 0);
     let token = ["AIBOX_RT_TOKEN".to_owned()];
     assert_eq!(
         run("test \"$AIBOX_RT_TOKEN\" = ghp_FAKEFAKEFAKEFAKE", &token).unwrap(),

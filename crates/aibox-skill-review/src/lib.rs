@@ -30,7 +30,7 @@ use camino::Utf8Path;
 pub use context::{ReviewContext, SkillOrigin};
 pub use error::ReviewError;
 pub use gate::{GateError, GateReport, RefusedSkill, gate, gate_report};
-pub use report::{Evidence, Outcome, POINT_TITLES, PointResult, Review};
+pub use report::{Evidence, Outcome, POINT_TITLES, PointResult, Review, ReviewDiff};
 
 /// Reviews the skill in `dir` (the directory holding its `SKILL.md`).
 ///

@@ -156,11 +156,12 @@ impl Findings {
         line: Option<u32>,
         message: impl Into<String>,
     ) {
+        let message = redact_url_credentials(&message.into());
         self.items.push(Evidence {
             level,
             file: file.to_owned(),
             line,
-            message: message.into(),
+            message,
         });
     }
 
@@ -196,5 +197,126 @@ impl Findings {
             outcome,
             evidence: self.items,
         }
+    }
+}
+
+/// Replaces the user-info of every URL (`scheme://user:secret@host`) with `***`, so a
+/// report never repeats a credential found in the reviewed files.
+pub(crate) fn redact_url_credentials(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("://") {
+        out.push_str(&rest[..i + 3]);
+        rest = &rest[i + 3..];
+        let end = rest
+            .find(['/', '?', '#', ' ', '`', '"', '\'', '\n'])
+            .unwrap_or(rest.len());
+        if let Some(at) = rest[..end].rfind('@') {
+            out.push_str("***");
+            rest = &rest[at..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What changed between two reviews of a skill (for example across a version change).
+/// Evidence is compared without line numbers, which move with unrelated edits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewDiff {
+    /// Findings present now but not in the previous review: (point, evidence).
+    pub added: Vec<(u8, Evidence)>,
+    /// Findings of the previous review that are gone: (point, evidence).
+    pub resolved: Vec<(u8, Evidence)>,
+}
+
+impl ReviewDiff {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.resolved.is_empty()
+    }
+}
+
+/// A finding without its line: (point, level, file, message).
+type Key<'a> = (u8, Outcome, &'a str, &'a str);
+
+fn keyed(r: &Review) -> Vec<(Key<'_>, &Evidence)> {
+    r.points
+        .iter()
+        .flat_map(|p| {
+            p.evidence
+                .iter()
+                .map(move |e| ((p.point, e.level, e.file.as_str(), e.message.as_str()), e))
+        })
+        .collect()
+}
+
+fn missing(from: &[(Key<'_>, &Evidence)], other: &[(Key<'_>, &Evidence)]) -> Vec<(u8, Evidence)> {
+    from.iter()
+        .filter(|(k, _)| !other.iter().any(|(o, _)| o == k))
+        .map(|(k, e)| (k.0, (*e).clone()))
+        .collect()
+}
+
+impl Review {
+    /// Findings added and resolved since `previous`.
+    pub fn diff(&self, previous: &Review) -> ReviewDiff {
+        let now = keyed(self);
+        let before = keyed(previous);
+        ReviewDiff {
+            added: missing(&now, &before),
+            resolved: missing(&before, &now),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_credentials_are_redacted() {
+        assert_eq!(
+            redact_url_credentials(
+                "`pkg @ git+https://__token__:ghp_FAKEFAKE@git.example.com/r.git` and https://h.example.com/x@y"
+            ),
+            "`pkg @ git+https://***@git.example.com/r.git` and https://h.example.com/x@y"
+        );
+        let mut f = Findings::default();
+        f.fail("a", None, "see https://u:p@h.invalid/");
+        assert_eq!(
+            f.into_point(1).evidence[0].message,
+            "see https://***@h.invalid/"
+        );
+    }
+
+    #[test]
+    fn diff_ignores_moved_lines() {
+        let mk = |items: Vec<(Outcome, Option<u32>, &str)>| {
+            let mut f = Findings::default();
+            for (level, line, m) in items {
+                f.add(level, "mcp/server.py", line, m);
+            }
+            let p = f.into_point(2);
+            Review {
+                skill: "s".into(),
+                outcome: p.outcome,
+                points: vec![p],
+            }
+        };
+        let old = mk(vec![
+            (Outcome::Fail, Some(3), "a"),
+            (Outcome::Warn, Some(9), "b"),
+        ]);
+        let new = mk(vec![
+            (Outcome::Fail, Some(30), "a"),
+            (Outcome::Fail, Some(4), "c"),
+        ]);
+        let d = new.diff(&old);
+        assert_eq!(d.added.len(), 1);
+        assert_eq!(d.added[0].1.message, "c");
+        assert_eq!(d.resolved.len(), 1);
+        assert_eq!(d.resolved[0].1.message, "b");
+        assert!(old.diff(&old).is_empty());
     }
 }

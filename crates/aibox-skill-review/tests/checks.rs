@@ -840,3 +840,89 @@ fn piped_installers_fail_points_2_and_5() {
         "host `get.example.com`",
     );
 }
+
+#[test]
+fn a_name_that_differs_from_the_directory_warns() {
+    let s = Scratch::clean();
+    s.replace("SKILL.md", "name: demo", "name: skill-finder");
+    let r = s.review();
+    expect(
+        &r,
+        &[],
+        4,
+        Outcome::Warn,
+        "SKILL.md",
+        Some(2),
+        "`name: skill-finder` differs from the directory name `demo`",
+    );
+    assert_eq!(r.skill, "skill-finder");
+}
+
+#[test]
+fn oversized_files_fail_point_1() {
+    let s = Scratch::clean();
+    s.write("assets/big.txt", "a\n".repeat(2 * 1024 * 1024 + 1));
+    let r = s.review();
+    expect(
+        &r,
+        &[1],
+        1,
+        Outcome::Fail,
+        "assets/big.txt",
+        None,
+        "too large to audit",
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn non_utf8_file_names_are_an_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let s = Scratch::clean();
+    let name = std::ffi::OsStr::from_bytes(b"bad\xffname.py");
+    fs_err::write(s.dir.as_std_path().join("mcp").join(name), "x = 1\n").unwrap();
+    let err = review_skill(&s.dir, &pinned()).unwrap_err();
+    assert!(matches!(err, ReviewError::NonUtf8Name { .. }), "{err:?}");
+    assert_eq!(
+        err.code().unwrap().to_string(),
+        "aibox::skill_review::non_utf8_name"
+    );
+}
+
+#[test]
+fn huge_trees_are_refused() {
+    let s = Scratch::clean();
+    for i in 0..5_001 {
+        s.write(&format!("assets/many/{i}.txt"), "");
+    }
+    let err = review_skill(&s.dir, &pinned()).unwrap_err();
+    assert!(
+        matches!(err, ReviewError::TooManyFiles { limit: 5_000, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.code().unwrap().to_string(),
+        "aibox::skill_review::too_many_files"
+    );
+}
+
+#[test]
+fn credentials_in_dependency_urls_are_not_repeated() {
+    let s = Scratch::clean();
+    s.write(
+        "requirements.txt",
+        "private @ git+https://__token__:ghp_FAKEFAKEFAKEFAKE@git.example.invalid/p.git\n",
+    );
+    let r = s.review();
+    expect(
+        &r,
+        &[5],
+        5,
+        Outcome::Fail,
+        "requirements.txt",
+        Some(1),
+        "git+https://***@git.example.invalid/p.git",
+    );
+    assert!(!serde_json::to_string(&r).unwrap().contains("FAKE"));
+    assert!(!r.render_human().contains("FAKE"));
+}

@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use aibox_config::{Ownership, PlannedFile};
+use aibox_config::{Ownership, PlannedFile, Project};
 use aibox_mcp_registration::{
-    CONTAINER_WORKSPACE, LEDGER_PATH, Ledger, McpError, RegisterOptions, ServerSpec, TARGETS,
-    collect_servers, register,
+    CONTAINER_WORKSPACE, EffectiveServer, LEDGER_PATH, Ledger, McpError, RegisterOptions,
+    ServerSpec, TARGETS, collect_servers, register,
 };
 use camino::Utf8Path;
 
@@ -69,4 +69,21 @@ pub fn contribute_with(
         ))?;
     }
     Ok(())
+}
+
+/// The servers each enabled harness loads, with origin, target file, trust scope and
+/// allowed tools: the data behind `aibox mcp list [--output json]`. Reads no file.
+pub fn effective_servers(
+    project: &Project,
+    processkit: &[ServerSpec],
+) -> Result<Vec<EffectiveServer>, EngineError> {
+    let config = &project.config;
+    let servers =
+        collect_servers(config, &project.local, processkit).map_err(EngineError::source)?;
+    let opts = RegisterOptions {
+        harnesses: &config.ai.harnesses,
+        permissions: &config.ai.mcp.permissions,
+        workspace: CONTAINER_WORKSPACE,
+    };
+    Ok(aibox_mcp_registration::effective_servers(&servers, &opts))
 }

@@ -1,8 +1,8 @@
 //! Shared helpers of the integration tests: install a synthetic release from a local
 //! archive (with its sidecar) into a project directory, writing the lock like the engine.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 #![allow(dead_code)]
-
 use std::path::Path;
 
 use aibox_config::ProcesskitSection;

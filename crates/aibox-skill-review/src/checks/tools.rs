@@ -12,6 +12,7 @@ use camino::Utf8Path;
 use serde_json::Value;
 
 use super::{Skill, is_secret_name};
+use crate::files::Entry;
 use crate::python::{Kind, PyFile};
 use crate::report::Findings;
 use crate::skill::{frontmatter, line_of_word};
@@ -115,6 +116,22 @@ pub(crate) fn check(skill: &Skill<'_>) -> Findings {
     let mut f = Findings::default();
     for (line, message) in &skill.meta.problems {
         f.fail("SKILL.md", *line, message.clone());
+    }
+    if let Some(name) = &skill.meta.name
+        && *name != skill.dir_name
+    {
+        let line = skill
+            .entry("SKILL.md")
+            .and_then(Entry::text)
+            .and_then(|t| line_of_word(t, "name"));
+        f.warn(
+            "SKILL.md",
+            line,
+            format!(
+                "`name: {name}` differs from the directory name `{}`",
+                skill.dir_name
+            ),
+        );
     }
     let tools = registered(skill);
     let has_server = skill.entry("mcp/server.py").is_some();
