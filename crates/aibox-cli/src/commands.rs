@@ -119,13 +119,7 @@ fn init(g: &Global, args: &InitArgs) -> Outcome {
     }
     let mut parsed = Vec::new();
     for h in &harnesses {
-        let Some(harness) = aibox_config::Harness::parse(h) else {
-            return Err(Failure::user(miette::miette!(
-                code = "aibox::init::unknown_harness",
-                help = "known harnesses: claude, codex, gemini, opencode, cursor, vscode",
-                "unknown harness `{h}`"
-            )));
-        };
+        let harness: aibox_config::Harness = h.parse().map_err(Failure::user)?;
         if !parsed.contains(&harness) {
             parsed.push(harness);
         }

@@ -134,6 +134,29 @@ fn devcontainer_up_succeeds_on_generated_files() {
         Some(project.as_str())
     );
     assert_eq!(result["containerId"], inspect["Id"], "{result}");
+    // The CLI runs it under its own Compose project (`<folder>_devcontainer`), so aibox
+    // treats it as another owner's container: reported, never adopted or removed.
+    let mut down = Command::new(env!("CARGO_BIN_EXE_aibox"));
+    podman.configure(&mut down);
+    let refused = down
+        .env("AIBOX_ENGINE", "podman")
+        .env_remove("AIBOX_COMPOSE")
+        .args(["--project", root.as_str(), "down"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success(), "{}", show(&refused));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("aibox::runtime::foreign_container"),
+        "{}",
+        show(&refused)
+    );
+    assert!(stderr.contains("Dev Containers CLI"), "{}", show(&refused));
+    assert_eq!(
+        podman.inspect_container(&name).unwrap()["Id"],
+        inspect["Id"]
+    );
     // Any image the CLI derived from ours (for example to align the user's UID) goes too.
     if let Some(derived) = inspect["ImageName"].as_str()
         && derived != image

@@ -121,6 +121,27 @@ impl Problem {
         self.labels.first().map_or(0, |(_, s)| s.offset())
     }
 
+    /// Machine-readable form: code, file, line, column, message, help and labels.
+    pub fn to_json(&self) -> serde_json::Value {
+        let (line, column) = self.line_col();
+        let labels: Vec<serde_json::Value> = self
+            .labels
+            .iter()
+            .map(|(label, span)| {
+                serde_json::json!({ "label": label, "offset": span.offset(), "len": span.len() })
+            })
+            .collect();
+        serde_json::json!({
+            "code": self.code(),
+            "file": self.file(),
+            "line": line,
+            "column": column,
+            "message": self.message,
+            "help": self.help,
+            "labels": labels,
+        })
+    }
+
     /// 1-based line and column of the primary span.
     pub fn line_col(&self) -> (usize, usize) {
         let text: &str = self.src.inner();
@@ -210,6 +231,11 @@ impl ConfigProblems {
     /// Every problem, in file and position order.
     pub fn problems(&self) -> &[Problem] {
         &self.problems
+    }
+
+    /// Machine-readable form: an array of [`Problem::to_json`] objects.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::Value::Array(self.problems.iter().map(Problem::to_json).collect())
     }
 
     /// The diagnostic codes of all problems, in order.

@@ -43,7 +43,7 @@ impl KeyPath {
     }
 }
 
-/// Builds a path from dotted text, with `[n]` never used: test and check helper.
+/// Builds a path of table keys, such as `path(&["container", "name"])`.
 pub(crate) fn path(keys: &[&str]) -> KeyPath {
     KeyPath(keys.iter().map(|k| Seg::Key((*k).to_owned())).collect())
 }

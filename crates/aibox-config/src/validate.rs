@@ -1,6 +1,6 @@
 //! Checks that the schema cannot express, run on the typed model.
 //!
-//! Each check names the offending value by key path and the [`Checker`] turns the path
+//! Each check names the offending value by key path and the checker turns the path
 //! back into a span of the original text, so these problems underline the file exactly
 //! like the structural ones do.
 

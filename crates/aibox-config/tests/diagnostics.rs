@@ -174,3 +174,30 @@ fn local_bad_env_name() {
     assert_eq!(codes(&err), ["aibox::config::invalid_value"]);
     insta::assert_snapshot!(render(&err));
 }
+
+#[test]
+fn problems_as_json() {
+    let err = team_err("[container]\nname = \"demo\"\nuid = \"1000\"\n");
+    let ConfigError::Invalid(problems) = &err else {
+        panic!("expected Invalid")
+    };
+    insta::assert_json_snapshot!(problems.to_json(), @r#"
+    [
+      {
+        "code": "aibox::config::wrong_type",
+        "file": "aibox.toml",
+        "line": 3,
+        "column": 7,
+        "message": "`container.uid` must be an integer, not a string",
+        "help": "write an integer, for example `1000` (without quotes)",
+        "labels": [
+          {
+            "label": "expected an integer",
+            "offset": 32,
+            "len": 6
+          }
+        ]
+      }
+    ]
+    "#);
+}

@@ -147,7 +147,8 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     let removed_temp_files = if read_only {
         Vec::new()
     } else {
-        writer.clean_stray_temps(all.iter().map(|f| f.path.as_path()))?
+        let written = all.iter().map(|f| f.path.as_path());
+        writer.clean_stray_temps(written.chain([Utf8Path::new(PENDING_LOCK)]))?
     };
 
     let pending = read_pending(&root)?;
@@ -183,11 +184,9 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     }
     let mut reports = Vec::with_capacity(decisions.len());
     for (decision, file) in decisions.into_iter().zip(&all) {
-        let mut report = decision.report;
-        if let Some(old) = decision.old.filter(|_| decision.foreign) {
-            let backup = backup_path(&root, &file.path)?;
-            writer.write(&backup, &old, None)?;
-            report.backup = Some(backup);
+        let report = decision.report;
+        if let (Some(old), Some(backup)) = (&decision.old, &report.backup) {
+            writer.write(backup, old, None)?;
         }
         if report.action.changes() {
             writer.write(&file.path, &file.contents, file.mode)?;
@@ -268,7 +267,12 @@ fn decide(
     };
     let diff = (options.dry_run && action.changes())
         .then(|| unified_diff(&file.path, old.as_deref(), &file.contents));
-    let backup = None;
+    // Predicted in dry-run/check too, so the report says where the copy would go.
+    let backup = if foreign {
+        Some(backup_path(root, &file.path)?)
+    } else {
+        None
+    };
     let report = FileReport {
         path: file.path.clone(),
         ownership: file.ownership,

@@ -34,15 +34,10 @@ pub const COMPOSE_FILE: &str = ".devcontainer/docker-compose.yml";
 pub const OVERRIDE_FILE: &str = ".devcontainer/docker-compose.override.yml";
 /// The generated `devcontainer.json`.
 pub const DEVCONTAINER_FILE: &str = ".devcontainer/devcontainer.json";
+/// The generated personal Compose file (local state: personal volumes and env file).
+pub const COMPOSE_LOCAL_FILE: &str = ".devcontainer/docker-compose.local.yml";
 /// The personal env file.
 pub const LOCAL_ENV_FILE: &str = ".aibox-local.env";
-/// Local state that must be gitignored and untracked.
-pub const LOCAL_STATE: [&str; 4] = [
-    ".aibox-local.toml",
-    LOCAL_ENV_FILE,
-    ".aibox-home/",
-    ".aibox/",
-];
 /// Committed user-owned files that are scanned for secrets when present.
 const USER_OWNED_COMMITTED: [&str; 2] = [OVERRIDE_FILE, ".devcontainer/Dockerfile.local"];
 /// Environment variables whose values a report bundle includes (redacted); of all others
@@ -398,6 +393,7 @@ pub fn write_report(
             LOCK_FILE,
             COMPOSE_FILE,
             OVERRIDE_FILE,
+            COMPOSE_LOCAL_FILE,
             DEVCONTAINER_FILE,
         ] {
             let text = match project_root.read(Utf8Path::new(rel)) {
@@ -588,6 +584,14 @@ fn sync_findings(root: &Utf8Path, options: &DoctorOptions) -> Vec<Finding> {
     }
 }
 
+/// Local state that must be gitignored and untracked (glob entries are left to git).
+fn local_state_paths() -> impl Iterator<Item = &'static str> {
+    aibox_config::LOCAL_STATE_PATHS
+        .iter()
+        .copied()
+        .filter(|p| !p.contains('*'))
+}
+
 fn git(root: &Utf8Path, args: &[&str]) -> Option<std::process::Output> {
     Command::new("git")
         .arg("-C")
@@ -616,7 +620,7 @@ fn local_state(run: &mut Run, root: &Utf8Path) {
         return;
     }
     let mut findings = Vec::new();
-    for path in LOCAL_STATE {
+    for path in local_state_paths() {
         // check-ignore: 0 = ignored, 1 = not ignored, 128 = fatal.
         let ignored = git(root, &["check-ignore", "-q", "--no-index", "--", path]);
         match ignored.as_ref().and_then(|o| o.status.code()) {
@@ -702,8 +706,10 @@ fn container_policy(
     if let Some(text) = read_text(root, COMPOSE_FILE) {
         out.extend(check_compose(COMPOSE_FILE, &text, &consent));
     }
-    if let Some(text) = read_text(root, OVERRIDE_FILE) {
-        out.extend(check_compose(OVERRIDE_FILE, &text, &consent));
+    for file in [OVERRIDE_FILE, COMPOSE_LOCAL_FILE] {
+        if let Some(text) = read_text(root, file) {
+            out.extend(check_compose(file, &text, &consent));
+        }
     }
     if let Some(text) = read_text(root, DEVCONTAINER_FILE) {
         out.extend(check_devcontainer_json(DEVCONTAINER_FILE, &text, &consent));
@@ -735,10 +741,7 @@ fn secret_findings(root: &ProjectRoot, lock: Option<&Lock>) -> Vec<Finding> {
     paths.dedup();
     let mut out = Vec::new();
     for path in paths {
-        if LOCAL_STATE
-            .iter()
-            .any(|l| path == *l || path.starts_with(l))
-        {
+        if local_state_paths().any(|l| path == l || path.starts_with(l)) {
             continue;
         }
         if let Some(text) = read_text(root, &path) {

@@ -18,8 +18,8 @@ pub use error::EngineError;
 pub use plan::{Plan, PlanBuilder, PlanContext, PlanOptions, plan};
 
 // Modules owned by other features (one line each):
-pub mod doctor;
 pub mod config_edit;
+pub mod doctor;
 pub mod init;
 pub mod lifecycle;
 mod mcp_list;

@@ -153,17 +153,37 @@ pub fn plan(root: &Utf8Path, options: &PlanOptions) -> Result<Plan, EngineError>
 pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan, EngineError> {
     let project = aibox_config::load_project(root.path())?;
     let previous_lock = read_lock(root)?;
+    // Policy: the seccomp posture decides the Compose security options (and may add the
+    // generated profile); options the user's override already sets are not repeated.
+    let policy_err = |e: aibox_policy::PolicyError| EngineError::Source(Box::new(e));
+    let security = aibox_policy::container_security(&project.config).map_err(policy_err)?;
+    let override_text = root
+        .read(Utf8Path::new(aibox_policy::OVERRIDE_PATH))?
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
     let ctx = PlanContext {
         project: &project,
         previous_lock: previous_lock.as_ref(),
         aibox_version: &options.aibox_version,
-        // Policy hook: the policy gate decides these from the configuration.
-        security_opt: Vec::new(),
+        security_opt: aibox_policy::without_override_duplicates(
+            &security.security_opt,
+            override_text.as_deref(),
+        ),
         root,
     };
     let mut builder = PlanBuilder::default();
+    builder.extend(security.files)?;
     crate::sources::contribute_all(&ctx, &mut builder)?;
-    builder.finish(&options.aibox_version)
+    let plan = builder.finish(&options.aibox_version)?;
+    // Policy gate over what would be written, the user's override and the configured
+    // volumes, plus the secret scan of committed files: a refusal leaves the project as is.
+    aibox_policy::check_plan(
+        &project.config,
+        &project.local,
+        &plan.files,
+        override_text.as_deref(),
+    )
+    .map_err(policy_err)?;
+    Ok(plan)
 }
 
 /// Reads and parses `aibox.lock`; `None` when absent. A corrupt lock is an error, never

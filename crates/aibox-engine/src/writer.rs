@@ -27,6 +27,7 @@ pub const PERIMETER: &[&str] = &[
     ".devcontainer/Dockerfile.local",
     ".devcontainer/docker-compose.override.yml",
     ".devcontainer/docker-compose.local.yml",
+    ".devcontainer/aibox-seccomp.json",
     // local state
     ".aibox-local.env",
     ".aibox-home/**",

@@ -236,11 +236,33 @@ fn foreign_generated_file_is_refused_then_backed_up_with_force() {
             "aibox.toml"
         ]
     );
-    // dry-run and check refuse the same way.
+    // dry-run and check refuse the same way; with --force they announce the backup.
     assert_eq!(
         code(&apply(&fx.root, &dry_run()).unwrap_err()),
         "aibox::apply::foreign_file"
     );
+    let preview = apply(
+        &fx.root,
+        &ApplyOptions {
+            force: true,
+            ..dry_run()
+        },
+    )
+    .unwrap();
+    let entry = preview.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
+    assert_eq!(entry.action, FileAction::BackedUp);
+    assert_eq!(
+        entry.backup.as_deref().unwrap(),
+        ".aibox/backups/.devcontainer/Dockerfile.1"
+    );
+    assert!(
+        entry
+            .diff
+            .as_deref()
+            .unwrap()
+            .contains("-RUN echo hand-written")
+    );
+    assert!(!fx.path(".aibox/backups").exists());
 
     let report = apply(&fx.root, &force()).unwrap();
     let entry = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
@@ -558,4 +580,14 @@ fn report_serialises_with_kebab_case_actions() {
     assert_eq!(entry["action"], "backed-up");
     assert_eq!(entry["backup"], ".aibox/backups/.devcontainer/Dockerfile.1");
     assert_eq!(FileAction::SkippedUserOwned.as_str(), "skipped-user-owned");
+}
+
+#[test]
+fn symlinked_state_dir_is_refused_before_locking() {
+    let fx = Fixture::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), fx.path(".aibox")).unwrap();
+    let err = apply(&fx.root, &opts()).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::symlink", "{err:?}");
+    assert_eq!(fs_err::read_dir(outside.path()).unwrap().count(), 0);
 }

@@ -270,6 +270,11 @@ fn filter_lists(
             )),
         }
     }
+    if include.is_some() {
+        notes.push(format!(
+            "{harness}'s tool list is a filter: tools outside the allowed list are hidden, not asked for"
+        ));
+    }
     if policy.default_mode == aibox_config::PermissionMode::Allow || include.is_some() {
         notes.push(format!(
             "{harness} has no per-server auto-approval key aibox writes; allowed tools still follow {harness}'s own approval prompts"

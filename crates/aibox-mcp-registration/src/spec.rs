@@ -235,14 +235,12 @@ impl ServerSpec {
                 if looks_like_secret(&Template::parse(command).literal_text()) {
                     return Err(literal("command", "command", "it looks like a credential"));
                 }
-                for (i, arg) in args.iter().enumerate() {
-                    if looks_like_secret(&Template::parse(arg).literal_text()) {
-                        return Err(literal(
-                            "args",
-                            &format!("args[{i}]"),
-                            "it looks like a credential",
-                        ));
-                    }
+                if let Some(i) = secret_arg(args) {
+                    return Err(literal(
+                        "args",
+                        &format!("args[{i}]"),
+                        "it looks like a credential",
+                    ));
                 }
                 for (key, value) in env {
                     let t = Template::parse(value);
@@ -271,6 +269,9 @@ impl ServerSpec {
                 if looks_like_secret(&Template::parse(url).literal_text()) {
                     return Err(literal("url", "url", "it carries credentials"));
                 }
+                if let Some(key) = secret_query_key(url) {
+                    return Err(literal("url", &key, "a credential in the query string"));
+                }
                 for (key, value) in headers {
                     let t = Template::parse(value);
                     if strict && !t.has_var() {
@@ -289,6 +290,34 @@ impl ServerSpec {
         }
         Ok(())
     }
+}
+
+/// Index of an argument that holds a literal credential: a known token format, or the
+/// value of a secret-named flag (`--api-key=VALUE`, `--api-key VALUE`).
+fn secret_arg(args: &[String]) -> Option<usize> {
+    let flag = |a: &str| a.starts_with('-') && is_secret_key(a.trim_start_matches('-'));
+    args.iter().enumerate().find_map(|(i, arg)| {
+        let literal_flag_value = match arg.split_once('=') {
+            Some((k, v)) => flag(k) && !v.is_empty() && !Template::parse(v).has_var(),
+            None => {
+                i > 0
+                    && flag(&args[i - 1])
+                    && !arg.starts_with('-')
+                    && !Template::parse(arg).has_var()
+            }
+        };
+        (literal_flag_value || looks_like_secret(&Template::parse(arg).literal_text())).then_some(i)
+    })
+}
+
+/// A secret-named query parameter with a literal value (`?api_key=...`).
+fn secret_query_key(url: &str) -> Option<String> {
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    query
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, v)| is_secret_key(k) && !v.is_empty() && !Template::parse(v).has_var())
+        .map(|(k, _)| k.to_owned())
 }
 
 /// A tool name or a `*` pattern (`*`, `prefix*`, `*suffix`, `*mid*`).

@@ -263,6 +263,9 @@ fn check_round(root: &Path, out: &Outputs, with_issues: bool) {
 
 #[test]
 fn real_clients_load_exactly_the_registered_servers() {
+    for client in ["claude", "codex", "gemini"] {
+        bin(client);
+    }
     let project = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let root = project.path();

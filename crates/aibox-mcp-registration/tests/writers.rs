@@ -387,6 +387,14 @@ fn literal_secrets_are_refused() {
             &[("Authorization", "Bearer abcdef")],
         ),
         remote("f", Origin::Team, "https://user:pw@x.invalid/mcp", &[]),
+        stdio("g", Origin::Team, "npx", &["--api-key=abcdef"], &[]),
+        stdio("h", Origin::Team, "npx", &["--token", "abcdef"], &[]),
+        remote(
+            "i",
+            Origin::Team,
+            "https://x.invalid/mcp?api_key=abcdef",
+            &[],
+        ),
     ];
     for spec in cases {
         let err = spec.validate().unwrap_err();
@@ -401,6 +409,23 @@ fn literal_secrets_are_refused() {
             "error echoes the secret: {text}"
         );
     }
+    stdio(
+        "ok2",
+        Origin::Team,
+        "npx",
+        &["--token", "${TOKEN}", "--verbose", "-y", "pkg@1.0.0"],
+        &[],
+    )
+    .validate()
+    .unwrap();
+    remote(
+        "ok3",
+        Origin::Team,
+        "https://x.invalid/mcp?api_key=${KEY}&v=1",
+        &[],
+    )
+    .validate()
+    .unwrap();
     stdio(
         "ok",
         Origin::Processkit,

@@ -76,6 +76,8 @@ const ENGINE_SOCKETS: [&str; 4] = ["docker.sock", "podman.sock", "containerd.soc
 pub const COMPOSE_PATH: &str = ".devcontainer/docker-compose.yml";
 /// Path of the user-owned Compose override.
 pub const OVERRIDE_PATH: &str = ".devcontainer/docker-compose.override.yml";
+/// Path of the generated personal Compose file (local state, still gated).
+pub const COMPOSE_LOCAL_PATH: &str = ".devcontainer/docker-compose.local.yml";
 /// Path of the generated `devcontainer.json`.
 pub const DEVCONTAINER_PATH: &str = ".devcontainer/devcontainer.json";
 
@@ -94,11 +96,16 @@ pub fn check_plan(
 ) -> Result<Vec<Finding>, PolicyError> {
     let consent = Consent::from_config(config);
     let mut out = Vec::new();
-    let planned_override = files.iter().find(|f| f.path == OVERRIDE_PATH);
-    for f in files {
+    // A scaffold-once override that already exists is not rewritten: its current text is
+    // what Compose will use.
+    let skip = |f: &PlannedFile| {
+        f.path == OVERRIDE_PATH && f.ownership == Ownership::ScaffoldOnce && override_text.is_some()
+    };
+    let planned_override = files.iter().any(|f| f.path == OVERRIDE_PATH && !skip(f));
+    for f in files.iter().filter(|f| !skip(f)) {
         let text = String::from_utf8_lossy(&f.contents);
         match f.path.as_str() {
-            COMPOSE_PATH | OVERRIDE_PATH => {
+            COMPOSE_PATH | OVERRIDE_PATH | COMPOSE_LOCAL_PATH => {
                 out.extend(check_compose(f.path.as_str(), &text, &consent));
             }
             DEVCONTAINER_PATH => {
@@ -106,7 +113,7 @@ pub fn check_plan(
             }
             _ => {}
         }
-        if f.ownership != Ownership::LocalState {
+        if f.ownership != Ownership::LocalState && !is_local_state(f.path.as_str()) {
             out.extend(scan_secrets(
                 f.path.as_str(),
                 &text,
@@ -114,7 +121,7 @@ pub fn check_plan(
             ));
         }
     }
-    if let (Some(text), None) = (override_text, planned_override) {
+    if let (Some(text), false) = (override_text, planned_override) {
         out.extend(check_compose(OVERRIDE_PATH, text, &consent));
         out.extend(scan_secrets(OVERRIDE_PATH, text, TextKind::Yaml));
     }
@@ -156,6 +163,20 @@ pub fn check_plan(
         details,
         findings: out,
     })
+}
+
+/// Whether `path` is gitignored local state (`aibox_config::LOCAL_STATE_PATHS`), which may
+/// hold personal values and is never committed.
+fn is_local_state(path: &str) -> bool {
+    aibox_config::LOCAL_STATE_PATHS
+        .iter()
+        .any(|entry| match entry.split_once("/**/") {
+            Some((base, leaf)) => {
+                path.starts_with(&format!("{base}/")) && path.contains(&format!("/{leaf}"))
+            }
+            None if entry.ends_with('/') => path.starts_with(entry),
+            None => path == *entry,
+        })
 }
 
 /// Checks a Compose file (generated or the user-owned override) for dangerous options.

@@ -20,13 +20,14 @@ mod text;
 
 pub use finding::{Consent, Finding, Severity, has_errors};
 pub use gate::{
-    check_compose, check_devcontainer_json, check_plan, check_run_args, check_seccomp_profile,
-    check_volumes,
+    COMPOSE_LOCAL_PATH, COMPOSE_PATH, DEVCONTAINER_PATH, OVERRIDE_PATH, check_compose,
+    check_devcontainer_json, check_plan, check_run_args, check_seccomp_profile, check_volumes,
 };
 pub use redact::{MASK, Redactor, redact};
 pub use seccomp::{
     PROFILE_PATH, PROFILE_SECURITY_OPT, SeccompPosture, SecurityDecision, UNCONFINED_SECURITY_OPT,
     container_security, generated_profile, generated_profile_sha256, sha256_hex,
+    without_override_duplicates,
 };
 pub use secrets::{TextKind, scan_secrets};
 

@@ -511,6 +511,17 @@ mod plan {
                 "GH_TOKEN=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\n",
                 Ownership::LocalState,
             ),
+            // Gitignored merged harness files (personal servers) are local state as well.
+            PlannedFile::new(
+                ".mcp.json",
+                "{\"mcpServers\": {\"me\": {\"env\": {\"TOKEN\": \"personal-literal\"}}}}",
+                Ownership::Merged,
+            ),
+            PlannedFile::new(
+                "context/notes/private/x.md",
+                "token: ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\n",
+                Ownership::Merged,
+            ),
         ]
     }
 
@@ -558,7 +569,7 @@ mod plan {
         assert!(warnings.is_empty(), "{warnings:#?}");
         let mut with_secret = files(COMPOSE_OK);
         with_secret.push(PlannedFile::generated(
-            ".mcp.json",
+            ".vscode/mcp.json",
             "{\"mcpServers\": {\"gh\": {\"env\": {\"GITHUB_TOKEN\": \"literal-value\"}}}}",
         ));
         let err = check_plan(&config, &LocalToml::default(), &with_secret, None).unwrap_err();
@@ -566,7 +577,25 @@ mod plan {
             unreachable!()
         };
         assert_eq!(findings.len(), 1);
-        assert_eq!(findings[0].file, ".mcp.json");
-        assert!(findings[0].remedy.contains("${GITHUB_TOKEN}"));
+        assert_eq!(findings[0].file, ".vscode/mcp.json");
+        assert!(findings[0].remedy.contains("${env:GITHUB_TOKEN}"));
+    }
+
+    #[test]
+    fn an_existing_override_is_checked_instead_of_its_scaffold() {
+        let config = parse_aibox_toml(TOML, "aibox.toml").unwrap();
+        let mut planned = files("services:\n  demo:\n    image: x\n");
+        planned.push(PlannedFile::new(
+            ".devcontainer/docker-compose.override.yml",
+            "services: {}\n",
+            Ownership::ScaffoldOnce,
+        ));
+        let existing = "services:\n  demo:\n    network_mode: host\n";
+        let err = check_plan(&config, &LocalToml::default(), &planned, Some(existing)).unwrap_err();
+        let PolicyError::Gate { findings, .. } = err else {
+            unreachable!()
+        };
+        assert_eq!(findings[0].code, "aibox::policy::host_namespace");
+        assert!(check_plan(&config, &LocalToml::default(), &planned, None).is_ok());
     }
 }

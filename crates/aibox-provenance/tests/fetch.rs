@@ -197,6 +197,28 @@ fn wrong_digests_fail_hard() {
 }
 
 #[test]
+fn a_replaced_release_does_not_match_the_lock() {
+    let f = fixture(true);
+    let lock = ProcesskitLock {
+        source: f.section().source.unwrap(),
+        version: "v0.0.1".into(),
+        src_path: None,
+        release_asset_sha256: Some(Sha256::of(b"the archive installed last time")),
+        verification: Verification::Sidecar,
+        installed_at: "2026-01-01T00:00:00Z".into(),
+        processkit_install_hash: None,
+    };
+    // The server's archive and sidecar agree with each other, but not with the lock.
+    let err = fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap_err();
+    assert!(matches!(err, ProvenanceError::DigestMismatch { .. }), "{err}");
+    assert_eq!(f.cached_files(), 0);
+    // A different version is not bound by that lock entry.
+    let mut other = lock.clone();
+    other.version = "v0.0.0".into();
+    fetch_release(&f.section(), f.project.path(), Some(&other), &mut f.opts()).unwrap();
+}
+
+#[test]
 fn http_faults() {
     let server = Server::start().unwrap();
     server.route("/404", Route::status(404));

@@ -514,3 +514,56 @@ fn symlinked_parent_is_refused() {
         "nothing written through the link"
     );
 }
+
+#[test]
+fn migration_document_format() {
+    let d = dirs();
+    let root = d.project.path();
+    let mut v1 = SyntheticRelease::minimal("v1.0.0");
+    for (p, t) in [
+        ("context/artifacts/a.md", "a1\n"),
+        ("context/artifacts/b.md", "b1\n"),
+        ("context/artifacts/c.md", "c1\n"),
+    ] {
+        v1.files.insert(p.into(), (t.as_bytes().to_vec(), 0o644));
+    }
+    v1.restamp();
+    let mut v2 = v1.clone();
+    v2.version = "v1.1.0".into();
+    v2.files
+        .insert("context/artifacts/a.md".into(), (b"a2\n".to_vec(), 0o644));
+    v2.files
+        .insert("context/artifacts/b.md".into(), (b"b2\n".to_vec(), 0o644));
+    v2.files.remove("context/artifacts/c.md");
+    v2.files
+        .insert("context/artifacts/d.md".into(), (b"d2\n".to_vec(), 0o644));
+    v2.restamp();
+    let setup = Setup {
+        packages: &[],
+        ..Setup::default()
+    };
+    install(root, d.store.path(), &v1, &setup);
+    fs_err::write(root.join("context/artifacts/b.md"), "local b\n").unwrap();
+    let setup = Setup {
+        packages: &[],
+        now: "2026-07-01T08:30:00Z",
+        ..Setup::default()
+    };
+    install(root, d.store.path(), &v2, &setup);
+    let doc = String::from_utf8(read(
+        root,
+        "context/migrations/pending/MIG-20260701T083000.md",
+    ))
+    .unwrap();
+    let front: serde_yaml::Value =
+        serde_yaml::from_str(doc.split("---\n").nth(1).unwrap()).unwrap();
+    assert_eq!(front["spec"]["state"].as_str(), Some("pending"));
+    assert_eq!(
+        front["spec"]["affected_files"].as_sequence().unwrap().len(),
+        4
+    );
+    insta::assert_snapshot!(
+        "migration_document",
+        doc.replace(d.store.path().to_str().unwrap(), "<store>")
+    );
+}

@@ -22,6 +22,8 @@ pub const PROJECT_LABEL: &str = "aibox.project";
 /// Labels Compose providers put on containers they create: the Compose project name.
 pub const COMPOSE_PROJECT_LABELS: [&str; 2] =
     ["com.docker.compose.project", "io.podman.compose.project"];
+/// Label the Dev Containers CLI puts on containers it starts: the local project folder.
+const DEVCONTAINER_FOLDER_LABEL: &str = "devcontainer.local_folder";
 /// Working directory inside the container (the workspace bind mount).
 pub const WORKSPACE_DIR: &str = "/workspace";
 /// The generated Compose file, relative to the project root.
@@ -672,7 +674,13 @@ fn check_owner(found: &Inspected, target: &Target) -> Result<(), RuntimeError> {
             .iter()
             .filter_map(|l| found.labels.get(*l))
             .find(|c| **c != target.project)
-            .map(|c| format!("Compose project `{c}`")),
+            .map(|c| match found.labels.get(DEVCONTAINER_FOLDER_LABEL) {
+                Some(folder) => format!(
+                    "Compose project `{c}`, started by the Dev Containers CLI (VS Code) for \
+                     {folder}; stop it from there"
+                ),
+                None => format!("Compose project `{c}`"),
+            }),
     };
     match owner {
         None => Ok(()),
@@ -738,6 +746,15 @@ mod tests {
                     ("io.podman.compose.project", "elsewhere"),
                 ],
                 "Compose project `elsewhere`",
+            ),
+            (
+                vec![
+                    (PROJECT_LABEL, "demo"),
+                    ("com.docker.compose.project", "demo_devcontainer"),
+                    (DEVCONTAINER_FOLDER_LABEL, "/src/demo"),
+                ],
+                "Compose project `demo_devcontainer`, started by the Dev Containers CLI \
+                 (VS Code) for /src/demo; stop it from there",
             ),
         ] {
             let err = check_owner(&with_labels(&labels), &target()).unwrap_err();

@@ -230,7 +230,7 @@ fn check_exec(runtime: &Runtime, target: &Target) {
     );
     let empty = runtime
         .exec(
-            &target,
+            target,
             &ExecRequest {
                 user: "tester",
                 cmd: &[],

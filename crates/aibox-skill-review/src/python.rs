@@ -105,7 +105,8 @@ pub(crate) fn tokenize(src: &str) -> Result<Vec<Tok>, ParseError> {
                 line += 1;
                 i += 3;
             }
-            c if c.is_whitespace() => i += 1,
+            // A byte-order mark is allowed at the start of a file.
+            c if c.is_whitespace() || c == '\u{feff}' => i += 1,
             '\'' | '"' => {
                 let (tok, next, lines) = read_string(&chars, i, "", line)?;
                 toks.push(tok);
@@ -358,9 +359,20 @@ pub(crate) struct Decorated {
     pub line: u32,
 }
 
+/// A function definition and its body.
+#[derive(Debug, Clone)]
+pub(crate) struct FunctionDef {
+    pub name: String,
+    /// Tokens of the body (the indented block, or the rest of a one-line definition).
+    pub body: Range<usize>,
+}
+
 /// The analysed form of one Python file.
 #[derive(Debug, Default)]
 pub(crate) struct PyFile {
+    /// Leading whitespace width of each physical line (index 0 is line 1).
+    pub indents: Vec<usize>,
+    pub defs: Vec<FunctionDef>,
     pub toks: Vec<Tok>,
     pub imports: Vec<Import>,
     /// Local name → qualified name (from `import x as y` and `from m import n`).
@@ -378,10 +390,16 @@ impl PyFile {
     /// Tokenises and analyses `src`.
     pub(crate) fn parse(src: &str) -> Result<Self, ParseError> {
         let toks = tokenize(src)?;
+        let indents = src
+            .split('\n')
+            .map(|l| l.chars().take_while(|c| *c == ' ' || *c == '\t').count())
+            .collect();
         let mut file = Self {
+            indents,
             toks,
             ..Self::default()
         };
+        file.collect_defs();
         file.collect_imports();
         file.collect_calls();
         file.collect_decorators();
@@ -507,6 +525,63 @@ impl PyFile {
     pub(crate) fn literal(&self, range: &Range<usize>) -> Option<&str> {
         (range.len() == 1 && self.toks[range.start].is_plain_str())
             .then(|| self.toks[range.start].text.as_str())
+    }
+
+    fn indent_at(&self, tok: usize) -> usize {
+        let line = self.toks[tok].line as usize;
+        self.indents
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The `def` name token index when the logical line `range` defines a function.
+    fn def_name_at(&self, range: &Range<usize>) -> Option<usize> {
+        let first = &self.toks[range.start];
+        let at = if first.is_name("def") {
+            range.start + 1
+        } else if first.is_name("async")
+            && self
+                .toks
+                .get(range.start + 1)
+                .is_some_and(|t| t.is_name("def"))
+        {
+            range.start + 2
+        } else {
+            return None;
+        };
+        self.toks
+            .get(at)
+            .filter(|t| t.kind == Kind::Name)
+            .map(|_| at)
+    }
+
+    fn collect_defs(&mut self) {
+        let lines = self.logical_lines();
+        let mut defs = Vec::new();
+        for (k, range) in lines.iter().enumerate() {
+            let Some(at) = self.def_name_at(range) else {
+                continue;
+            };
+            let indent = self.indent_at(range.start);
+            let mut end = k;
+            while let Some(next) = lines.get(end + 1) {
+                if self.indent_at(next.start) <= indent {
+                    break;
+                }
+                end += 1;
+            }
+            let body = if end == k {
+                at..range.end
+            } else {
+                lines[k + 1].start..lines[end].end
+            };
+            defs.push(FunctionDef {
+                name: self.toks[at].text.clone(),
+                body,
+            });
+        }
+        self.defs = defs;
     }
 
     fn collect_imports(&mut self) {
@@ -701,6 +776,14 @@ mod tests {
     }
 
     #[test]
+    fn accepts_bom_crlf_and_modern_syntax() {
+        let src = "\u{feff}import os\r\nmatch os.name:\r\n    case 'posix':\r\n        x = f\"{os.sep!r:>3}\" @ y\r\n";
+        let toks = tokenize(src).unwrap();
+        assert_eq!(toks.iter().filter(|t| t.kind == Kind::Newline).count(), 4);
+        assert_eq!(toks.last().unwrap().line, 4);
+    }
+
+    #[test]
     fn merges_adjacent_literals() {
         let toks = tokenize("x = ('ab'\n 'cd')\n").unwrap();
         assert!(toks.iter().any(|t| t.text == "abcd"));
@@ -749,6 +832,29 @@ mod tests {
         assert_eq!(f.qualify("sp.run"), "subprocess.run");
         assert_eq!(f.qualify("R"), "urllib.request.Request");
         assert_eq!(f.imports[2].names, vec!["urlopen", "Request"]);
+    }
+
+    #[test]
+    fn finds_function_bodies() {
+        let f = PyFile::parse(
+            "def a():\n    x = 1\n\n    # c\n    def inner(): return 2\n    return x\nasync def b(): pass\ny = 3\n",
+        )
+        .unwrap();
+        let shape: Vec<_> = f
+            .defs
+            .iter()
+            .map(|d| {
+                (
+                    d.name.as_str(),
+                    d.line,
+                    f.toks[d.body.clone()].iter().map(|t| t.line).max(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![("a", Some(6)), ("inner", Some(5)), ("b", Some(7))]
+        );
     }
 
     #[test]

@@ -926,3 +926,46 @@ fn credentials_in_dependency_urls_are_not_repeated() {
     assert!(!serde_json::to_string(&r).unwrap().contains("FAKE"));
     assert!(!r.render_human().contains("FAKE"));
 }
+
+#[test]
+fn each_networking_tool_needs_its_open_world_hint() {
+    let s = Scratch::clean();
+    s.replace(
+        "mcp/server.py",
+        "\"mcp[cli]==1.9.4\"",
+        "\"mcp[cli]==1.9.4\", \"httpx==0.27.0\"",
+    );
+    s.server_code(
+        "import httpx\n\n\ndef _fetch(url):\n    return httpx.get(url).text\n\n\n\
+         @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=True))\n\
+         def fetch_ok() -> str:\n    return _fetch(\"https://api.example.com/a\")\n\n\n\
+         @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False))\n\
+         def fetch_hidden() -> str:\n    return _fetch(\"https://api.example.com/b\")",
+    );
+    s.replace(
+        "SKILL.md",
+        "[count_words, list_notes]",
+        "[count_words, list_notes, fetch_ok, fetch_hidden]",
+    );
+    let ctx = ReviewContext {
+        declared_hosts: vec!["api.example.com".to_owned()],
+        ..pinned()
+    };
+    let r = s.review_with(&ctx);
+    expect(
+        &r,
+        &[2],
+        2,
+        Outcome::Fail,
+        "mcp/server.py",
+        None,
+        "tool `fetch_hidden` reaches the network (in `fetch_hidden`)",
+    );
+    let p2 = r.point(2).unwrap();
+    let fails: Vec<_> = p2
+        .evidence
+        .iter()
+        .filter(|e| e.level == Outcome::Fail)
+        .collect();
+    assert_eq!(fails.len(), 1, "{}", r.render_human());
+}

@@ -69,3 +69,32 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     plan.lock_mut().processkit = Some(install.lock);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use camino::Utf8Path;
+
+    const PACK_SHA256: &str = "85e26571936b8e418b23fb0ded82e31c63c0993fd567a1e6fa0914473d014af0";
+
+    #[test]
+    fn plans_the_example_pack_and_records_the_lock_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(dir.path()).unwrap();
+        let pack = aibox_test_support::workspace_root().join("examples/processkit-pack");
+        let toml = format!(
+            "[container]\nname = \"t\"\n\n[context]\nmode = \"processkit\"\npackages = [\"starter\"]\n\n\
+             [processkit]\nsource = \"{pack}\"\nversion = \"v0.1.0\"\nsha256 = \"{PACK_SHA256}\"\n"
+        );
+        fs_err::write(root.join("aibox.toml"), toml).unwrap();
+        let plan = crate::plan(root, &crate::PlanOptions::default()).unwrap();
+        let paths: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
+        assert!(paths.contains(&"context/skills/processkit/skill-finder/SKILL.md"), "{paths:?}");
+        assert!(paths.contains(&"context/.processkit-provenance.toml"));
+        assert!(paths.contains(&"context/templates/processkit/v0.1.0/PROVENANCE.toml"));
+        assert!(!paths.iter().any(|p| p.starts_with("context/skills/engineering/")));
+        let lock = plan.lock.processkit.as_ref().unwrap();
+        assert_eq!(lock.version, "v0.1.0");
+        assert_eq!(lock.release_asset_sha256.unwrap().to_hex(), PACK_SHA256);
+        assert!(plan.lock_text.contains("[processkit]"), "{}", plan.lock_text);
+    }
+}

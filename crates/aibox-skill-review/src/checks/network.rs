@@ -4,6 +4,8 @@
 //! literal. Fails on network code when the skill declares no hosts, on a host that is not
 //! declared, and on network code whose tools never say `openWorldHint: true`.
 
+use std::collections::BTreeSet;
+
 use super::{Skill, spawns, tools};
 use crate::context::ReviewContext;
 use crate::python::PyFile;
@@ -118,7 +120,25 @@ pub(crate) fn check(skill: &Skill<'_>, ctx: &ReviewContext) -> Findings {
             f.fail("", None, "the skill has network code but declares no hosts");
         }
         let registered = tools::registered(skill);
-        if !registered.is_empty()
+        let mut attributed = false;
+        for (entry, file) in skill.parsed() {
+            let reaching = network_functions(file);
+            for t in registered.iter().filter(|t| t.file == entry.rel) {
+                let Some(function) = t.function.as_deref().filter(|f| reaching.contains(*f)) else {
+                    continue;
+                };
+                attributed = true;
+                if t.hints.get("openWorldHint") != Some(&true) {
+                    f.fail(
+                        &t.file,
+                        Some(t.line),
+                        format!("tool `{}` reaches the network (in `{function}`) but does not set `openWorldHint: true`", t.name),
+                    );
+                }
+            }
+        }
+        if !attributed
+            && !registered.is_empty()
             && !registered
                 .iter()
                 .any(|t| t.hints.get("openWorldHint") == Some(&true))
@@ -217,6 +237,58 @@ fn python_network(rel: &str, file: &PyFile, f: &mut Findings, undeclared: bool) 
         }
     }
     found
+}
+
+/// Functions whose body calls a network module or spawns a network tool, directly or
+/// through other functions of the same file.
+fn network_functions(file: &PyFile) -> BTreeSet<String> {
+    let spawn_lines: Vec<u32> = spawns(file)
+        .into_iter()
+        .filter(|s| {
+            s.commands
+                .as_ref()
+                .is_some_and(|c| !shell::classify(c).network.is_empty())
+        })
+        .map(|s| s.line)
+        .collect();
+    let mut out = BTreeSet::new();
+    for def in &file.defs {
+        let direct = file.calls.iter().any(|c| {
+            def.body.contains(&c.args.start.saturating_sub(1)) && is_network_module(&c.callee)
+        });
+        let lines = file.toks.get(def.body.start).map(|t| t.line)
+            ..=file
+                .toks
+                .get(def.body.end.saturating_sub(1))
+                .map(|t| t.line);
+        let spawned = spawn_lines.iter().any(|l| lines.contains(&Some(*l)));
+        if direct || spawned {
+            out.insert(def.name.clone());
+        }
+    }
+    // Callers of network functions reach the network too.
+    loop {
+        let before = out.len();
+        for def in &file.defs {
+            if out.contains(&def.name) {
+                continue;
+            }
+            let calls_one = file.calls.iter().any(|c| {
+                let local = c
+                    .callee
+                    .strip_prefix("self.")
+                    .or_else(|| c.callee.strip_prefix("cls."))
+                    .unwrap_or(&c.callee);
+                def.body.contains(&c.args.start.saturating_sub(1)) && out.contains(local)
+            });
+            if calls_one {
+                out.insert(def.name.clone());
+            }
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
 }
 
 fn is_network_module(m: &str) -> bool {

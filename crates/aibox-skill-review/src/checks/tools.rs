@@ -32,6 +32,8 @@ pub(crate) struct Registered {
     pub line: u32,
     /// Annotation hints set to a literal `True`/`False`.
     pub hints: BTreeMap<String, bool>,
+    /// The Python function that implements it, when known.
+    pub function: Option<String>,
 }
 
 /// Every tool registered by the skill's Python code.
@@ -60,10 +62,16 @@ pub(crate) fn registered(skill: &Skill<'_>) -> Vec<Registered> {
                 file: rel.to_owned(),
                 line: d.line,
                 hints,
+                function: Some(d.function.clone()),
             });
         }
         for call in &file.calls {
             let last = call.callee.rsplit('.').next().unwrap_or("");
+            let function = (last == "add_tool")
+                .then(|| file.positional(call.args.clone()).into_iter().next())
+                .flatten()
+                .filter(|a| a.len() == 1 && file.toks[a.start].kind == Kind::Name)
+                .map(|a| file.toks[a.start].text.clone());
             let name = if last == "Tool" {
                 file.keyword(call.args.clone(), "name")
                     .and_then(|v| file.literal(&v).map(str::to_owned))
@@ -84,6 +92,7 @@ pub(crate) fn registered(skill: &Skill<'_>) -> Vec<Registered> {
                     file: rel.to_owned(),
                     line: call.line,
                     hints: hints(file, call.args.clone()),
+                    function,
                 });
             }
         }

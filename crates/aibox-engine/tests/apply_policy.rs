@@ -1,0 +1,168 @@
+//! `apply` runs the policy layer: the seccomp decision reaches the Compose file (and the
+//! generated profile the lock), and the gate refuses a plan before anything is written.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use aibox_engine::doctor::{DoctorOptions, doctor};
+use aibox_engine::{ApplyOptions, EngineError, apply};
+use aibox_policy::{PROFILE_PATH, Severity, generated_profile_sha256};
+use camino::Utf8PathBuf;
+use miette::Diagnostic;
+
+const BASE: &str = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"codex\"]\n";
+const COMPOSE: &str = ".devcontainer/docker-compose.yml";
+const OVERRIDE: &str = ".devcontainer/docker-compose.override.yml";
+
+struct Project {
+    _dir: tempfile::TempDir,
+    root: Utf8PathBuf,
+}
+
+impl Project {
+    fn new(toml: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        fs_err::write(root.join("aibox.toml"), toml).unwrap();
+        Self { _dir: dir, root }
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.root.join(rel);
+        fs_err::create_dir_all(p.parent().unwrap()).unwrap();
+        fs_err::write(p, text).unwrap();
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs_err::read_to_string(self.root.join(rel)).unwrap()
+    }
+
+    fn apply(&self) -> Result<aibox_engine::ApplyReport, EngineError> {
+        apply(&self.root, &ApplyOptions::default())
+    }
+
+    fn doctor_options() -> DoctorOptions {
+        DoctorOptions {
+            skip_engine: true,
+            environment: Vec::new(),
+            ..DoctorOptions::default()
+        }
+    }
+}
+
+fn code(err: &EngineError) -> String {
+    err.code().map(|c| c.to_string()).unwrap_or_default()
+}
+
+#[test]
+fn unconfined_without_consent_writes_nothing() {
+    let p = Project::new(&format!(
+        "{BASE}\n[security]\ncodex_sandbox = \"unconfined\"\n"
+    ));
+    let err = p.apply().unwrap_err();
+    assert_eq!(code(&err), "aibox::policy::seccomp_consent");
+    assert!(!p.root.join(".devcontainer").exists());
+    assert!(!p.root.join("aibox.lock").exists());
+}
+
+#[test]
+fn unconfined_with_consent_reaches_the_compose_file_once() {
+    let toml = format!(
+        "{BASE}\n[security]\ncodex_sandbox = \"unconfined\"\nacknowledge_seccomp_unconfined = true\n"
+    );
+    let p = Project::new(&toml);
+    p.apply().unwrap();
+    let compose = p.read(COMPOSE);
+    assert_eq!(
+        compose.matches("seccomp=unconfined").count(),
+        1,
+        "{compose}"
+    );
+    assert!(!compose.contains("privileged") && !compose.contains("cap_add"));
+    // The user's override already sets it: the generator does not repeat it.
+    p.write(
+        OVERRIDE,
+        "services:\n  demo:\n    security_opt:\n      - seccomp:unconfined\n",
+    );
+    p.apply().unwrap();
+    assert!(!p.read(COMPOSE).contains("seccomp=unconfined"));
+    let report = doctor(&p.root, &Project::doctor_options()).unwrap();
+    assert!(!report.has_errors(), "{}", report.render_human());
+}
+
+#[test]
+fn the_generated_profile_is_written_pinned_and_checked() {
+    let toml = format!(
+        "{BASE}\n[security]\ncodex_sandbox = \"seccomp-profile\"\nacknowledge_seccomp_profile = true\n"
+    );
+    let p = Project::new(&toml);
+    p.apply().unwrap();
+    assert!(p.read(COMPOSE).contains("seccomp=aibox-seccomp.json"));
+    let sha = generated_profile_sha256().unwrap();
+    assert_eq!(
+        aibox_policy::sha256_hex(p.read(PROFILE_PATH).as_bytes()),
+        sha
+    );
+    assert!(p.read("aibox.lock").contains(&sha));
+    let report = doctor(&p.root, &Project::doctor_options()).unwrap();
+    assert!(!report.has_errors(), "{}", report.render_human());
+    assert_eq!(report.seccomp_posture.as_deref(), Some("seccomp-profile"));
+
+    // An edited profile is reported by doctor and not silently overwritten by apply.
+    let edited = p
+        .read(PROFILE_PATH)
+        .replacen("SCMP_ACT_ERRNO", "SCMP_ACT_ALLOW", 1);
+    p.write(PROFILE_PATH, &edited);
+    let report = doctor(&p.root, &Project::doctor_options()).unwrap();
+    let codes: Vec<&str> = report
+        .by_severity(Severity::Error)
+        .map(|f| f.code.as_str())
+        .collect();
+    assert!(
+        codes.contains(&"aibox::policy::seccomp_profile_edited"),
+        "{codes:?}"
+    );
+    assert!(p.apply().is_err());
+    assert_eq!(p.read(PROFILE_PATH), edited);
+}
+
+#[test]
+fn a_dangerous_override_blocks_apply_until_an_exception_is_recorded() {
+    let p = Project::new(BASE);
+    p.write(OVERRIDE, "services:\n  demo:\n    privileged: true\n");
+    let err = p.apply().unwrap_err();
+    assert_eq!(code(&err), "aibox::policy::gate");
+    assert!(!p.root.join(COMPOSE).exists());
+    assert!(!p.root.join("aibox.lock").exists());
+
+    let p = Project::new(&format!(
+        "{BASE}\n[[security.exceptions]]\noption = \"privileged\"\nreason = \"fixture: hardware tests\"\n"
+    ));
+    p.write(OVERRIDE, "services:\n  demo:\n    privileged: true\n");
+    p.apply().unwrap();
+    let report = doctor(&p.root, &Project::doctor_options()).unwrap();
+    let accepted: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.code == "aibox::policy::privileged")
+        .collect();
+    assert_eq!(accepted.len(), 1);
+    assert_eq!(accepted[0].severity, Severity::Warning);
+    assert_eq!(
+        accepted[0].accepted_reason.as_deref(),
+        Some("fixture: hardware tests")
+    );
+}
+
+#[test]
+fn a_literal_secret_in_a_committed_file_blocks_apply() {
+    let p = Project::new(BASE);
+    p.write(
+        OVERRIDE,
+        "services:\n  demo:\n    environment:\n      - GH_TOKEN=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\n",
+    );
+    let err = p.apply().unwrap_err();
+    assert_eq!(code(&err), "aibox::policy::gate");
+    assert!(!err.to_string().contains("ghp_FAKE"));
+    assert!(!p.root.join("aibox.lock").exists());
+}
