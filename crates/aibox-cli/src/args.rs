@@ -80,6 +80,9 @@ pub enum Command {
     /// MCP servers.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// processkit skills: review, enable, disable.
+    #[command(subcommand)]
+    Skill(SkillCommand),
     /// Print a generated reference page (used to build the documentation site).
     #[command(hide = true)]
     Docs {
@@ -197,4 +200,24 @@ pub enum ConfigCommand {
 pub enum McpCommand {
     /// The effective servers per harness, with origin, target file and trust scope.
     List,
+}
+
+/// `aibox skill ...`.
+#[derive(Debug, Subcommand)]
+pub enum SkillCommand {
+    /// Review a skill against the six-point third-party checklist; exit 1 when a point fails.
+    Review {
+        /// A skill directory, or the name of an installed skill.
+        target: String,
+    },
+    /// Select a skill (edits `[skills]` in `aibox.toml`; the next `apply` installs it).
+    Enable {
+        /// Skill name.
+        name: String,
+    },
+    /// Deselect a skill (the next `apply` removes its MCP entries and unchanged files).
+    Disable {
+        /// Skill name.
+        name: String,
+    },
 }

@@ -9,7 +9,7 @@ use clap::CommandFactory;
 use crate::Exit;
 use crate::args::{
     ApplyArgs, Cli, Command, ConfigCommand, DoctorArgs, ExecArgs, Global, InitArgs, McpCommand,
-    Output, UpArgs,
+    Output, SkillCommand, UpArgs,
 };
 use crate::render;
 
@@ -59,6 +59,7 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Doctor(args) => doctor(g, args),
         Command::Config(cmd) => config(g, cmd),
         Command::Mcp(McpCommand::List) => mcp_list(g),
+        Command::Skill(cmd) => skill(g, cmd),
     }
 }
 
@@ -398,4 +399,30 @@ fn mcp_list(g: &Global) -> Outcome {
         }
     })?;
     Ok(Exit::Ok)
+}
+
+fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
+    match cmd {
+        SkillCommand::Review { target } => {
+            let root = match &g.project {
+                Some(p) => Some(p.clone()),
+                None => aibox_config::find_project_root(&cwd()?).ok(),
+            };
+            let review = aibox_engine::skills::review_target(root.as_deref(), target)
+                .map_err(Failure::user)?;
+            json_or(g, &review, || render::out(review.render_human().trim_end()))?;
+            Ok(if review.failed() { Exit::Problems } else { Exit::Ok })
+        }
+        SkillCommand::Enable { name } | SkillCommand::Disable { name } => {
+            let root = project_root(g.project.as_deref())?;
+            let path = if matches!(cmd, SkillCommand::Enable { .. }) {
+                aibox_engine::skills::enable(&root, name)
+            } else {
+                aibox_engine::skills::disable(&root, name)
+            }
+            .map_err(Failure::user)?;
+            render::note(g.quiet, &format!("updated [skills] in {path}; run `aibox apply` to install or remove it"));
+            Ok(Exit::Ok)
+        }
+    }
 }

@@ -159,6 +159,12 @@ fn init_apply_up_status_exec_down() {
         podman.inspect_container(&name).is_none(),
         "apply alone starts nothing"
     );
+    ok(aibox(&podman, &root).args(["apply", "--build"]));
+    assert!(podman.image_exists(&image), "apply --build built the image");
+    assert!(
+        podman.inspect_container(&name).is_none(),
+        "apply --build starts nothing"
+    );
 
     let before = status_json(&podman, &root);
     assert_eq!(before["state"], "missing", "{before}");

@@ -699,9 +699,10 @@ impl Ctx<'_> {
             );
             return;
         }
-        let ours = value
-            .trim_start_matches("./")
-            .ends_with("aibox-seccomp.json");
+        // Only the generated file counts, relative to `.devcontainer/` or by an absolute path
+        // into a project's `.devcontainer/`; its contents are checked against the lock.
+        let ours = matches!(value, "aibox-seccomp.json" | "./aibox-seccomp.json")
+            || value.ends_with("/.devcontainer/aibox-seccomp.json");
         if ours && self.consent.seccomp_profile {
             return;
         }

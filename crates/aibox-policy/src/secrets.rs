@@ -25,6 +25,8 @@ pub enum TextKind {
     Yaml,
     /// `KEY=VALUE` lines.
     Env,
+    /// A Dockerfile: `ENV` and `ARG` values (they end up in image layers and history).
+    Dockerfile,
     /// Anything else: only credential formats are recognised.
     Plain,
 }
@@ -40,6 +42,7 @@ impl TextKind {
             "yml" | "yaml" => Self::Yaml,
             "env" => Self::Env,
             _ if name.starts_with(".env") => Self::Env,
+            _ if name.starts_with("dockerfile") || ext == "dockerfile" => Self::Dockerfile,
             _ => Self::Plain,
         }
     }
@@ -68,6 +71,7 @@ pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
             .and_then(|y| serde_json::to_value(y).ok())
             .map(|v| leaves_of(&v)),
         TextKind::Env => Some(env_leaves(text)),
+        TextKind::Dockerfile => Some(dockerfile_leaves(text)),
         TextKind::Plain => None,
     };
     for leaf in leaves.unwrap_or_default() {
@@ -189,6 +193,42 @@ fn env_leaves(text: &str) -> Vec<Leaf> {
         .collect()
 }
 
+/// `ENV KEY=VALUE ...`, `ENV KEY VALUE` and `ARG KEY=VALUE` instructions.
+fn dockerfile_leaves(text: &str) -> Vec<Leaf> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let Some((instr, rest)) = line.split_once(char::is_whitespace) else {
+            continue;
+        };
+        if !instr.eq_ignore_ascii_case("ENV") && !instr.eq_ignore_ascii_case("ARG") {
+            continue;
+        }
+        let rest = rest.trim();
+        let unquote = |v: &str| v.trim_matches(['"', '\'']).to_owned();
+        if let Some((first, _)) = rest.split_once(char::is_whitespace)
+            && !first.contains('=')
+        {
+            // Legacy form: `ENV KEY value with spaces`.
+            let value = rest[first.len()..].trim();
+            out.push(Leaf {
+                path: vec!["env".to_owned(), first.to_owned()],
+                value: unquote(value),
+            });
+            continue;
+        }
+        for pair in rest.split_whitespace() {
+            if let Some((k, v)) = pair.split_once('=') {
+                out.push(Leaf {
+                    path: vec!["env".to_owned(), k.to_owned()],
+                    value: unquote(v),
+                });
+            }
+        }
+    }
+    out
+}
+
 fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec<Finding>) {
     let key = leaf.key();
     let shown = leaf.display();
@@ -234,7 +274,9 @@ fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec
             )
             .at(locate()),
         );
-    } else if (kind == TextKind::Env || env_field(leaf)) && high_entropy(value) {
+    } else if (matches!(kind, TextKind::Env | TextKind::Dockerfile) || env_field(leaf))
+        && high_entropy(value)
+    {
         out.push(
             Finding::new(
                 "aibox::policy::secret_entropy",

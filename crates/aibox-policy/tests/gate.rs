@@ -318,6 +318,9 @@ fn the_generated_profile_needs_its_key() {
         ..Consent::default()
     };
     assert!(check_compose(GENERATED, &text, &consent).is_empty());
+    // A look-alike file name is another profile.
+    let other = compose("    security_opt: [\"seccomp=./evil-aibox-seccomp.json\"]\n");
+    assert!(has_errors(&check_compose(OVERRIDE, &other, &consent)));
 }
 
 #[test]

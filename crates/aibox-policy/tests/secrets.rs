@@ -196,6 +196,32 @@ fn kinds_from_paths() {
     assert_eq!(TextKind::from_path(".env.local"), TextKind::Env);
     assert_eq!(
         TextKind::from_path(".devcontainer/Dockerfile"),
-        TextKind::Plain
+        TextKind::Dockerfile
+    );
+    assert_eq!(
+        TextKind::from_path(".devcontainer/Dockerfile.local"),
+        TextKind::Dockerfile
+    );
+    assert_eq!(TextKind::from_path("README.md"), TextKind::Plain);
+}
+
+#[test]
+fn dockerfile_env_and_arg_values_are_scanned() {
+    let text = format!(
+        "FROM debian:bookworm-slim\nARG NPM_TOKEN=literal-npm\nENV LANG=C.UTF-8 API_KEY=\"abc\"\nENV SESSION {RANDOM}\nARG GH_TOKEN\nENV TOKEN_REF=${{TOKEN}}\nRUN echo {GHP}\n"
+    );
+    let found = scan_secrets(
+        ".devcontainer/Dockerfile.local",
+        &text,
+        TextKind::Dockerfile,
+    );
+    assert_eq!(
+        codes(&found),
+        [
+            ("aibox::policy::secret_key", Some(2)),
+            ("aibox::policy::secret_key", Some(3)),
+            ("aibox::policy::secret_entropy", Some(4)),
+            ("aibox::policy::secret_value", Some(7)),
+        ]
     );
 }

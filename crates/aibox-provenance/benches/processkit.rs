@@ -1,6 +1,7 @@
 //! Benchmarks on the synthetic release (about 150 skills, 900 files): first install,
 //! no-op apply, upgrade to the second version (archive already local, so no download),
-//! and the full per-file integrity check. Compile with
+//! and the full per-file integrity check, next to a `sha256sum` baseline over the same
+//! installed files (the targets: no-op and integrity within 3x of it). Compile with
 //! `cargo bench -p aibox-provenance --no-run`; run on an otherwise idle machine.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
@@ -11,31 +12,47 @@ mod common;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
 use aibox_test_support::http::release::SyntheticRelease;
-use common::{Setup, install, plan};
+use common::{Setup, install_section, plan_section, publish};
 
 fn benches(c: &mut Criterion) {
     let store = tempfile::tempdir().unwrap();
     let v1 = SyntheticRelease::generate("v1.0.0", false);
     let v2 = SyntheticRelease::generate("v2.0.0", true);
     let setup = Setup::default();
+    let s1 = publish(&v1, store.path());
+    let s2 = publish(&v2, store.path());
     let mut group = c.benchmark_group("processkit");
     group.sample_size(10);
 
     group.bench_function("first_install", |b| {
         b.iter_batched(
             || tempfile::tempdir().unwrap(),
-            |project| install(project.path(), store.path(), &v1, &setup),
+            |project| install_section(project.path(), &s1, &setup),
             BatchSize::PerIteration,
         );
     });
 
     let installed = tempfile::tempdir().unwrap();
-    install(installed.path(), store.path(), &v1, &setup);
+    install_section(installed.path(), &s1, &setup);
     group.bench_function("noop_apply", |b| {
         b.iter(|| {
-            let p = plan(installed.path(), store.path(), &v1, &setup).unwrap();
+            let p = plan_section(installed.path(), &s1, &setup).unwrap();
             assert!(p.is_noop());
             aibox_provenance::apply_plan(installed.path(), &p).unwrap();
+        });
+    });
+
+    // Baseline of the targets: one `sha256sum` process over the same installed files.
+    let marker = aibox_provenance::Marker::read(installed.path()).unwrap();
+    let files: Vec<&String> = marker.files.keys().chain(marker.user_files.keys()).collect();
+    group.bench_function("sha256sum_baseline", |b| {
+        b.iter(|| {
+            let out = std::process::Command::new("sha256sum")
+                .args(&files)
+                .current_dir(installed.path())
+                .output()
+                .expect("sha256sum (coreutils) is required for the baseline");
+            assert!(out.status.success());
         });
     });
 
@@ -47,10 +64,10 @@ fn benches(c: &mut Criterion) {
         b.iter_batched(
             || {
                 let project = tempfile::tempdir().unwrap();
-                install(project.path(), store.path(), &v1, &setup);
+                install_section(project.path(), &s1, &setup);
                 project
             },
-            |project| install(project.path(), store.path(), &v2, &setup),
+            |project| install_section(project.path(), &s2, &setup),
             BatchSize::PerIteration,
         );
     });

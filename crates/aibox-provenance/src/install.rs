@@ -542,11 +542,18 @@ pub fn plan_install(
     // Marker and lock, keeping the old timestamp when nothing changed.
     let content_changed = !t.writes.is_empty() || !t.removals.is_empty();
     let skills: Vec<String> = selection.skills.iter().cloned().collect();
-    let fingerprint = install_hash_v2(
-        new_set
-            .iter()
-            .map(|(p, (_, f, _))| (p.as_str(), f.data.as_slice())),
-    );
+    // The fingerprint only depends on the release and the selection.
+    let reusable = old
+        .as_ref()
+        .filter(|m| same_release && m.install.skills == skills);
+    let fingerprint = match reusable.and_then(|m| m.manifest.install_hash.clone()) {
+        Some(h) => h,
+        None => install_hash_v2(
+            new_set
+                .iter()
+                .map(|(p, (_, f, _))| (p.as_str(), f.data.as_slice())),
+        ),
+    };
     let manifest = manifest(&catalog, release, fingerprint.clone());
     let unchanged_record = old.as_ref().is_some_and(|m| {
         !content_changed

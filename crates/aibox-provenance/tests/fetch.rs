@@ -209,8 +209,12 @@ fn a_replaced_release_does_not_match_the_lock() {
         processkit_install_hash: None,
     };
     // The server's archive and sidecar agree with each other, but not with the lock.
-    let err = fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap_err();
-    assert!(matches!(err, ProvenanceError::DigestMismatch { .. }), "{err}");
+    let err =
+        fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::DigestMismatch { .. }),
+        "{err}"
+    );
     assert_eq!(f.cached_files(), 0);
     // A different version is not bound by that lock entry.
     let mut other = lock.clone();

@@ -165,6 +165,21 @@ fn full_lifecycle_with_podman_compose() {
     assert_eq!(restarted.state, ContainerState::Running);
     assert_eq!(restarted.container_id, up.container_id);
 
+    // `up --build` rebuilds the image and replaces the container.
+    let mut rebuilt_events = Vec::new();
+    let rebuilt = runtime
+        .up(&target, UpOptions { build: true }, &mut |e| {
+            rebuilt_events.push(e.clone())
+        })
+        .unwrap();
+    assert_eq!(rebuilt.state, ContainerState::Running);
+    assert_ne!(rebuilt.container_id, up.container_id, "container recreated");
+    assert!(
+        rebuilt_events
+            .iter()
+            .any(|e| matches!(e, Event::Building { .. }))
+    );
+
     let down = runtime.down(&target, &mut |_| {}).unwrap();
     assert_eq!(down.state, ContainerState::Missing);
     assert!(podman.inspect_container(&name).is_none());

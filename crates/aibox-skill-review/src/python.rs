@@ -846,7 +846,6 @@ mod tests {
             .map(|d| {
                 (
                     d.name.as_str(),
-                    d.line,
                     f.toks[d.body.clone()].iter().map(|t| t.line).max(),
                 )
             })

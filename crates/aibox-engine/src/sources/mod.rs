@@ -12,6 +12,7 @@ pub mod devcontainer;
 pub mod gitignore;
 pub mod mcp;
 pub mod processkit;
+pub mod skill_review;
 
 /// Runs every source in order. Order matters only for sources that read what an
 /// earlier one planned (through [`PlanBuilder::get`]).

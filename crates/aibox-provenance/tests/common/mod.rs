@@ -75,9 +75,18 @@ pub fn plan(
     setup: &Setup<'_>,
 ) -> aibox_provenance::Result<InstallPlan> {
     let section = publish(release, store);
+    plan_section(root, &section, setup)
+}
+
+/// Plans from an already published section (benchmarks exclude the packing).
+pub fn plan_section(
+    root: &Path,
+    section: &ProcesskitSection,
+    setup: &Setup<'_>,
+) -> aibox_provenance::Result<InstallPlan> {
     let previous = read_lock(root);
     let verified = fetch_release(
-        &section,
+        section,
         root,
         previous.as_ref(),
         &mut FetchOptions::default(),
@@ -97,6 +106,14 @@ pub fn plan(
         cli_version: "0.1.0",
     };
     plan_install(root, &verified, previous.as_ref(), &opts)
+}
+
+/// Plans from a published section, applies, writes the lock.
+pub fn install_section(root: &Path, section: &ProcesskitSection, setup: &Setup<'_>) -> InstallPlan {
+    let plan = plan_section(root, section, setup).unwrap();
+    apply_plan(root, &plan).unwrap();
+    write_lock(root, &plan.lock);
+    plan
 }
 
 /// Plans, applies and writes the lock last.

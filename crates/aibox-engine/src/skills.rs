@@ -1,0 +1,133 @@
+//! `aibox skill ...`: reviewing a skill by path or by installed name, and editing the
+//! `[skills]` selection of `aibox.toml` without losing comments.
+
+use aibox_config::edit::ConfigFile;
+use aibox_provenance::lock::{LOCK_FILE, Lock};
+use aibox_provenance::source::Verification;
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::EngineError;
+use crate::config_edit::{ConfigEditError, config_set};
+use crate::sources::skill_review::{Review, ReviewContext, SkillOrigin, review};
+
+/// Reviews `target`: an existing directory is reviewed as a local path; anything else is
+/// the name of a skill installed under `context/skills/<category>/<name>` of the project
+/// at `root`, reviewed with the provenance recorded in `aibox.lock`.
+pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, EngineError> {
+    let as_path = Utf8Path::new(target);
+    if as_path.is_dir() {
+        let ctx = ReviewContext {
+            origin: SkillOrigin::LocalPath { path: target.to_owned() },
+            ..ReviewContext::default()
+        };
+        return review(as_path, &ctx);
+    }
+    let Some(root) = root else {
+        return Err(EngineError::source(SkillError::NoProject { target: target.to_owned() }));
+    };
+    let dir = find_installed(root, target)?;
+    let lock_text = fs_err::read_to_string(root.join(LOCK_FILE)).ok();
+    let lock = lock_text
+        .as_deref()
+        .map(|t| Lock::parse(t, Utf8Path::new(LOCK_FILE)))
+        .transpose()?;
+    let origin = match lock.as_ref().and_then(|l| l.processkit.as_ref()) {
+        Some(pk) => SkillOrigin::Release {
+            source: pk.source.clone(),
+            version: pk.version.clone(),
+            sha256: pk.release_asset_sha256.as_ref().map(ToString::to_string),
+            verified: pk.verification != Verification::Unverified,
+        },
+        None => SkillOrigin::Unknown,
+    };
+    review(&dir, &ReviewContext { origin, ..ReviewContext::default() })
+}
+
+fn find_installed(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, EngineError> {
+    let skills = root.join("context/skills");
+    let mut found = Vec::new();
+    if let Ok(categories) = fs_err::read_dir(&skills) {
+        for category in categories.flatten() {
+            let candidate = skills.join(category.file_name().to_string_lossy().as_ref()).join(name);
+            if candidate.join("SKILL.md").is_file() {
+                found.push(candidate);
+            }
+        }
+    }
+    found.sort();
+    found.into_iter().next().ok_or_else(|| {
+        EngineError::source(SkillError::NotInstalled { name: name.to_owned(), skills: skills.clone() })
+    })
+}
+
+/// Enables `name`: removes it from `[skills] exclude`, or adds it to `[skills] include`.
+/// The next `aibox apply` installs it and registers its MCP server.
+pub fn enable(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, ConfigEditError> {
+    let project = aibox_config::load_project(root)?;
+    let skills = &project.config.skills;
+    if skills.exclude.iter().any(|s| s == name) {
+        let rest: Vec<&String> = skills.exclude.iter().filter(|s| *s != name).collect();
+        config_set(root, ConfigFile::Team, "skills.exclude", &toml_list(&rest))
+    } else if skills.include.iter().any(|s| s == name) {
+        Ok(root.join(aibox_config::AIBOX_TOML))
+    } else {
+        let mut all: Vec<&String> = skills.include.iter().collect();
+        let owned = name.to_owned();
+        all.push(&owned);
+        config_set(root, ConfigFile::Team, "skills.include", &toml_list(&all))
+    }
+}
+
+/// Disables `name`: removes it from `[skills] include`, or adds it to `[skills] exclude`.
+/// The next `aibox apply` removes its MCP entries and allow rules and, where unchanged
+/// since install, its files.
+pub fn disable(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, ConfigEditError> {
+    let project = aibox_config::load_project(root)?;
+    let skills = &project.config.skills;
+    if skills.include.iter().any(|s| s == name) {
+        let rest: Vec<&String> = skills.include.iter().filter(|s| *s != name).collect();
+        config_set(root, ConfigFile::Team, "skills.include", &toml_list(&rest))
+    } else if skills.exclude.iter().any(|s| s == name) {
+        Ok(root.join(aibox_config::AIBOX_TOML))
+    } else {
+        let mut all: Vec<&String> = skills.exclude.iter().collect();
+        let owned = name.to_owned();
+        all.push(&owned);
+        config_set(root, ConfigFile::Team, "skills.exclude", &toml_list(&all))
+    }
+}
+
+fn toml_list(items: &[&String]) -> String {
+    let quoted: Vec<String> = items
+        .iter()
+        .map(|s| toml_edit::Value::from(s.as_str()).to_string().trim().to_owned())
+        .collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// Errors of looking up a skill to review.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum SkillError {
+    /// Not a directory, and no project to look the name up in.
+    #[error("`{target}` is not a directory and no project was found to look it up in")]
+    #[diagnostic(
+        code(aibox::skill::not_found),
+        help("pass a skill directory, or run inside a project (or with --project DIR)")
+    )]
+    NoProject {
+        /// What was asked for.
+        target: String,
+    },
+    /// No installed skill of that name.
+    #[error("no installed skill named `{name}` under {skills}")]
+    #[diagnostic(
+        code(aibox::skill::not_found),
+        help("pass the skill's directory instead, or check the name in `context/skills/`")
+    )]
+    NotInstalled {
+        /// The name.
+        name: String,
+        /// Where it was looked for.
+        skills: Utf8PathBuf,
+    },
+}
