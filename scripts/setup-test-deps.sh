@@ -11,6 +11,12 @@ missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# The docker client (no daemon) is needed by the Dev Containers CLI test, which talks to
+# Podman's Docker-compatible API. Machines of this kind ship the client; install Debian's
+# only when it is missing.
+command -v docker >/dev/null 2>&1 || missing+=(docker.io)
+# Node.js 20 or newer runs the pinned harness CLIs (gemini-cli needs 20).
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -121,6 +121,7 @@ pub struct InitArgs {
 
 /// `aibox apply`.
 #[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools)] // each bool is one independent command-line flag
 pub struct ApplyArgs {
     /// Show a unified diff of what would change; write nothing.
     #[arg(long, conflicts_with = "check")]

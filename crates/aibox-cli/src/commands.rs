@@ -257,10 +257,7 @@ fn up(g: &Global, args: &UpArgs) -> Outcome {
 
 fn lifecycle_failure(e: aibox_engine::lifecycle::LifecycleError) -> Failure {
     use aibox_engine::lifecycle::LifecycleError;
-    match e {
-        LifecycleError::Engine(_) => Failure::user(e),
-        _ => Failure::env(e),
-    }
+    if matches!(e, LifecycleError::Engine(_)) { Failure::user(e) } else { Failure::env(e) }
 }
 
 fn down(g: &Global) -> Outcome {

@@ -121,12 +121,11 @@ fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
     }
     // `Option<T>` and documented refs come as `allOf`/`anyOf` wrappers.
     for key in ["allOf", "anyOf"] {
-        if let Some(list) = node.get(key).and_then(Value::as_array) {
-            if let Some(first) = list.iter().find(|v| v.get("type") != Some(&Value::from("null"))) {
-                if list.len() <= 2 {
-                    return resolve(root, first);
-                }
-            }
+        if let Some(list) = node.get(key).and_then(Value::as_array)
+            && list.len() <= 2
+            && let Some(first) = list.iter().find(|v| v.get("type") != Some(&Value::from("null")))
+        {
+            return resolve(root, first);
         }
     }
     node

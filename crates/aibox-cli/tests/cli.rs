@@ -1,4 +1,5 @@
 //! The CLI as users run it: the real `aibox` binary on fixture trees.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may fail loudly
 
 use std::process::{Command, Output};
 

@@ -1,5 +1,6 @@
 //! Every input the generators refuse, with the error each one gets, plus the naming
 //! helpers the runtime relies on.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may fail loudly
 
 use aibox_config::{AiboxToml, LocalToml};
 use aibox_devcontainer::{DevcontainerError, Inputs, image_name, project_name, render};
@@ -181,7 +182,7 @@ fn dockerfile_local_that_would_break_the_dockerfile_is_refused() {
         "{msg}"
     );
     let msg = err_with(&config, &local, |i| {
-        i.dockerfile_local = Some("from debian:12\n")
+        i.dockerfile_local = Some("from debian:12\n");
     });
     assert!(
         msg.contains("dockerfile_local") && msg.contains("FROM"),

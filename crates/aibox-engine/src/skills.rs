@@ -26,11 +26,10 @@ pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, En
         return Err(EngineError::source(SkillError::NoProject { target: target.to_owned() }));
     };
     let dir = find_installed(root, target)?;
-    let lock_text = fs_err::read_to_string(root.join(LOCK_FILE)).ok();
-    let lock = lock_text
-        .as_deref()
-        .map(|t| Lock::parse(t, Utf8Path::new(LOCK_FILE)))
-        .transpose()?;
+    let lock = match fs_err::read_to_string(root.join(LOCK_FILE)) {
+        Ok(text) => Some(Lock::parse(&text, Utf8Path::new(LOCK_FILE))?),
+        Err(_) => None,
+    };
     let origin = match lock.as_ref().and_then(|l| l.processkit.as_ref()) {
         Some(pk) => SkillOrigin::Release {
             source: pk.source.clone(),

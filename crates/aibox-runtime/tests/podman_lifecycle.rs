@@ -169,7 +169,7 @@ fn full_lifecycle_with_podman_compose() {
     let mut rebuilt_events = Vec::new();
     let rebuilt = runtime
         .up(&target, UpOptions { build: true }, &mut |e| {
-            rebuilt_events.push(e.clone())
+            rebuilt_events.push(e.clone());
         })
         .unwrap();
     assert_eq!(rebuilt.state, ContainerState::Running);

@@ -15,7 +15,7 @@ pub fn shared_dir() -> camino::Utf8PathBuf {
     if let Ok(dir) = std::env::var("AIBOX_SHARED_DIR") {
         return dir.into();
     }
-    workspace_root().parent().map(|p| p.join("shared")).unwrap_or_else(|| "shared".into())
+    workspace_root().parent().map_or_else(|| "shared".into(), |p| p.join("shared"))
 }
 
 /// The workspace root (the folder with the top-level `Cargo.toml`).
