@@ -21,10 +21,16 @@ pub struct Failure {
 
 impl Failure {
     fn user(e: impl Into<miette::Report>) -> Self {
-        Self { report: e.into(), exit: Exit::User }
+        Self {
+            report: e.into(),
+            exit: Exit::User,
+        }
     }
     fn env(e: impl Into<miette::Report>) -> Self {
-        Self { report: e.into(), exit: Exit::Environment }
+        Self {
+            report: e.into(),
+            exit: Exit::Environment,
+        }
     }
 }
 
@@ -89,7 +95,10 @@ fn cwd() -> Result<Utf8PathBuf, Failure> {
 
 fn json_or(g: &Global, value: &impl serde::Serialize, human: impl FnOnce()) -> Result<(), Failure> {
     if g.output == Output::Json {
-        render::json(value).map_err(|report| Failure { report, exit: Exit::Internal })
+        render::json(value).map_err(|report| Failure {
+            report,
+            exit: Exit::Internal,
+        })
     } else {
         human();
         Ok(())
@@ -112,8 +121,15 @@ fn init(g: &Global, args: &InitArgs) -> Outcome {
     let mut harnesses = args.harnesses.clone();
     let interactive = !g.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if harnesses.is_empty() && interactive {
-        let answer = ask("Harnesses to enable (comma-separated: claude, codex, gemini, opencode, cursor, vscode)", "claude")?;
-        harnesses = answer.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+        let answer = ask(
+            "Harnesses to enable (comma-separated: claude, codex, gemini, opencode, cursor, vscode)",
+            "claude",
+        )?;
+        harnesses = answer
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
     }
     if harnesses.is_empty() {
         harnesses.push("claude".to_owned());
@@ -158,7 +174,11 @@ fn init(g: &Global, args: &InitArgs) -> Outcome {
         if !report.gitignore_added.is_empty() {
             render::note(
                 g.quiet,
-                &format!("added {} entries to {}", report.gitignore_added.len(), report.gitignore),
+                &format!(
+                    "added {} entries to {}",
+                    report.gitignore_added.len(),
+                    report.gitignore
+                ),
             );
         }
         render::note(g.quiet, "next: review aibox.toml, then run `aibox apply`");
@@ -173,10 +193,17 @@ fn ask(question: &str, default: &str) -> Result<String, Failure> {
     let _ = err.flush();
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).map_err(|e| {
-        Failure::env(miette::miette!(code = "aibox::cli::stdin", "cannot read the answer: {e}"))
+        Failure::env(miette::miette!(
+            code = "aibox::cli::stdin",
+            "cannot read the answer: {e}"
+        ))
     })?;
     let line = line.trim();
-    Ok(if line.is_empty() { default.to_owned() } else { line.to_owned() })
+    Ok(if line.is_empty() {
+        default.to_owned()
+    } else {
+        line.to_owned()
+    })
 }
 
 fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
@@ -199,7 +226,10 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
                 render::note(g.quiet, &format!("{verb:>22}  {}", f.path));
             }
             if let Some(b) = &f.backup {
-                render::note(g.quiet, &format!("{:>22}  previous contents saved to {b}", ""));
+                render::note(
+                    g.quiet,
+                    &format!("{:>22}  previous contents saved to {b}", ""),
+                );
             }
             if let Some(d) = &f.diff {
                 render::out(d.trim_end());
@@ -248,16 +278,23 @@ fn progress(g: &Global, event: &aibox_runtime::Event) {
 
 fn up(g: &Global, args: &UpArgs) -> Outcome {
     let root = project_root(g.project.as_deref())?;
-    let opts = aibox_engine::lifecycle::UpOptions { build: args.build, ..Default::default() };
-    let report =
-        aibox_engine::lifecycle::up(&root, &opts, &mut |e| progress(g, e)).map_err(lifecycle_failure)?;
+    let opts = aibox_engine::lifecycle::UpOptions {
+        build: args.build,
+        ..Default::default()
+    };
+    let report = aibox_engine::lifecycle::up(&root, &opts, &mut |e| progress(g, e))
+        .map_err(lifecycle_failure)?;
     json_or(g, &report, || {})?;
     Ok(Exit::Ok)
 }
 
 fn lifecycle_failure(e: aibox_engine::lifecycle::LifecycleError) -> Failure {
     use aibox_engine::lifecycle::LifecycleError;
-    if matches!(e, LifecycleError::Engine(_)) { Failure::user(e) } else { Failure::env(e) }
+    if matches!(e, LifecycleError::Engine(_)) {
+        Failure::user(e)
+    } else {
+        Failure::env(e)
+    }
 }
 
 fn down(g: &Global) -> Outcome {
@@ -265,7 +302,12 @@ fn down(g: &Global) -> Outcome {
     let opts = aibox_engine::lifecycle::LifecycleOptions::default();
     let status = aibox_engine::lifecycle::down(&root, &opts, &mut |e| progress(g, e))
         .map_err(lifecycle_failure)?;
-    json_or(g, &status, || render::note(g.quiet, &format!("{} is {}", status.container, status.state)))?;
+    json_or(g, &status, || {
+        render::note(
+            g.quiet,
+            &format!("{} is {}", status.container, status.state),
+        )
+    })?;
     Ok(Exit::Ok)
 }
 
@@ -296,17 +338,24 @@ fn exec(g: &Global, args: &ExecArgs) -> Outcome {
 fn doctor(g: &Global, args: &DoctorArgs) -> Outcome {
     let root = project_root(g.project.as_deref())?;
     let _ = args;
-    let report = aibox_engine::doctor::doctor(&root, &aibox_engine::doctor::DoctorOptions::default())
-        .map_err(Failure::user)?;
+    let report =
+        aibox_engine::doctor::doctor(&root, &aibox_engine::doctor::DoctorOptions::default())
+            .map_err(Failure::user)?;
     if let Some(path) = &args.report {
         aibox_engine::doctor::write_report(&root, &report, path).map_err(Failure::env)?;
         render::note(
             g.quiet,
-            &format!("wrote {path}; it is redacted, but read it before you attach it anywhere public"),
+            &format!(
+                "wrote {path}; it is redacted, but read it before you attach it anywhere public"
+            ),
         );
     }
     json_or(g, &report, || render::out(report.render_human().trim_end()))?;
-    Ok(if report.has_errors() { Exit::Problems } else { Exit::Ok })
+    Ok(if report.has_errors() {
+        Exit::Problems
+    } else {
+        Exit::Ok
+    })
 }
 
 fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
@@ -323,9 +372,13 @@ fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
         ConfigCommand::Validate => {
             let root = project_root(g.project.as_deref())?;
             aibox_config::load_project(&root).map_err(Failure::user)?;
-            json_or(g, &serde_json::json!({ "valid": true, "project": root }), || {
-                render::note(g.quiet, &format!("{root}/aibox.toml is valid"));
-            })?;
+            json_or(
+                g,
+                &serde_json::json!({ "valid": true, "project": root }),
+                || {
+                    render::note(g.quiet, &format!("{root}/aibox.toml is valid"));
+                },
+            )?;
             Ok(Exit::Ok)
         }
         ConfigCommand::Get { key } => {
@@ -334,7 +387,9 @@ fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
             let text = read(&path)?;
             match aibox_config::edit::get(&text, key).map_err(Failure::user)? {
                 Some(v) => {
-                    json_or(g, &serde_json::json!({ "key": key, "value": v }), || render::out(&v))?;
+                    json_or(g, &serde_json::json!({ "key": key, "value": v }), || {
+                        render::out(&v)
+                    })?;
                     Ok(Exit::Ok)
                 }
                 None => Err(Failure::user(miette::miette!(
@@ -361,7 +416,10 @@ fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
 
 fn read(path: &Utf8Path) -> Result<String, Failure> {
     fs_err::read_to_string(path).map_err(|e| {
-        Failure::user(miette::miette!(code = "aibox::cli::read", "cannot read {path}: {e}"))
+        Failure::user(miette::miette!(
+            code = "aibox::cli::read",
+            "cannot read {path}: {e}"
+        ))
     })
 }
 
@@ -386,7 +444,10 @@ fn mcp_list(g: &Global) -> Outcome {
                 format!("{:?}", s.origin).to_lowercase(),
                 s.transport
             ));
-            render::out(&format!("{:<9} trust: {}; allowed tools: {tools}", "", s.trust_scope));
+            render::out(&format!(
+                "{:<9} trust: {}; allowed tools: {tools}",
+                "", s.trust_scope
+            ));
             if let Some(why) = &s.skipped {
                 render::out(&format!("{:<9} not registered: {why}", ""));
             }
@@ -408,7 +469,11 @@ fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
             let review = aibox_engine::skills::review_target(root.as_deref(), target)
                 .map_err(Failure::user)?;
             json_or(g, &review, || render::out(review.render_human().trim_end()))?;
-            Ok(if review.failed() { Exit::Problems } else { Exit::Ok })
+            Ok(if review.failed() {
+                Exit::Problems
+            } else {
+                Exit::Ok
+            })
         }
         SkillCommand::Enable { name } | SkillCommand::Disable { name } => {
             let root = project_root(g.project.as_deref())?;
@@ -418,7 +483,10 @@ fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
                 aibox_engine::skills::disable(&root, name)
             }
             .map_err(Failure::user)?;
-            render::note(g.quiet, &format!("updated [skills] in {path}; run `aibox apply` to install or remove it"));
+            render::note(
+                g.quiet,
+                &format!("updated [skills] in {path}; run `aibox apply` to install or remove it"),
+            );
             Ok(Exit::Ok)
         }
     }

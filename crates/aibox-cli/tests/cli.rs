@@ -35,7 +35,10 @@ fn version_is_the_workspace_version() {
     let (_t, dir) = tempdir();
     let out = aibox(&dir, &["--version"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("aibox {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("aibox {}", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]
@@ -67,16 +70,34 @@ fn no_project_is_a_user_error_with_a_hint() {
 #[test]
 fn init_then_validate_get_set_apply_check() {
     let (_t, dir) = tempdir();
-    let out = aibox(&dir, &["init", "demo", "--harness", "claude", "--context-mode", "harness-only", "--yes"]);
+    let out = aibox(
+        &dir,
+        &[
+            "init",
+            "demo",
+            "--harness",
+            "claude",
+            "--context-mode",
+            "harness-only",
+            "--yes",
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out));
     assert!(dir.join("aibox.toml").is_file());
-    assert!(fs_err::read_to_string(dir.join(".gitignore")).unwrap().contains(".aibox-local.toml"));
+    assert!(
+        fs_err::read_to_string(dir.join(".gitignore"))
+            .unwrap()
+            .contains(".aibox-local.toml")
+    );
 
     // A second init refuses and changes nothing.
     let before = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
     let out = aibox(&dir, &["init", "demo", "--yes"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert_eq!(fs_err::read_to_string(dir.join("aibox.toml")).unwrap(), before);
+    assert_eq!(
+        fs_err::read_to_string(dir.join("aibox.toml")).unwrap(),
+        before
+    );
 
     let out = aibox(&dir, &["config", "validate"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -90,13 +111,23 @@ fn init_then_validate_get_set_apply_check() {
     let after = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
     assert!(after.contains("user = \"dev\""), "{after}");
     // Comments written by init survive the edit.
-    let comments = |s: &str| s.lines().filter(|l| l.trim_start().starts_with('#')).count();
+    let comments = |s: &str| {
+        s.lines()
+            .filter(|l| l.trim_start().starts_with('#'))
+            .count()
+    };
     assert_eq!(comments(&after), comments(&before));
 
     // An invalid edit is refused and the file is untouched.
-    let out = aibox(&dir, &["config", "set", "container.uid", "\"not a number\""]);
+    let out = aibox(
+        &dir,
+        &["config", "set", "container.uid", "\"not a number\""],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert_eq!(fs_err::read_to_string(dir.join("aibox.toml")).unwrap(), after);
+    assert_eq!(
+        fs_err::read_to_string(dir.join("aibox.toml")).unwrap(),
+        after
+    );
 
     // Out of date before apply, up to date after.
     let out = aibox(&dir, &["apply", "--check"]);
@@ -109,13 +140,23 @@ fn init_then_validate_get_set_apply_check() {
     let out = aibox(&dir, &["--output", "json", "apply"]);
     assert!(out.status.success(), "{}", text(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert!(report["files"].as_array().unwrap().iter().all(|f| f["action"] != "created" && f["action"] != "updated"));
+    assert!(
+        report["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["action"] != "created" && f["action"] != "updated")
+    );
 }
 
 #[test]
 fn invalid_config_exits_2_and_names_the_file() {
     let (_t, dir) = tempdir();
-    fs_err::write(dir.join("aibox.toml"), "[container]\nname = \"x\"\nnmae = \"y\"\n").unwrap();
+    fs_err::write(
+        dir.join("aibox.toml"),
+        "[container]\nname = \"x\"\nnmae = \"y\"\n",
+    )
+    .unwrap();
     let out = aibox(&dir, &["config", "validate"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);

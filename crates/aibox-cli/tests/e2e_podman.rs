@@ -304,3 +304,101 @@ fn no_engine_on_path_fails_fast_with_a_clear_error() {
     }
     assert_eq!(compose.exists(), had_compose, "a failed `up` wrote nothing");
 }
+
+/// The seccomp relaxation Codex's sandbox may need reaches the running container only
+/// after the owner's consent, for both the unconfined and the generated-profile choice.
+#[test]
+fn seccomp_relaxation_reaches_the_container_only_after_consent() {
+    let podman = Podman::ready();
+    let (_tmp, root, name) = project_dir("seccomp");
+    ok(aibox(&podman, &root).args([
+        "init",
+        &name,
+        "--harness",
+        "codex",
+        "--context-mode",
+        "harness-only",
+        "--base-image",
+        BASE_IMAGE,
+        "--yes",
+    ]));
+    let (project, image, _) = names(&podman, &root);
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup
+        .container(&name)
+        .image(&image)
+        .network(&format!("{project}_default"));
+
+    // The default (Landlock) relaxes nothing.
+    ok(aibox(&podman, &root).arg("up"));
+    let inspect = podman.inspect_container(&name).expect("container");
+    let opts = inspect["HostConfig"]["SecurityOpt"].to_string();
+    assert!(!opts.contains("seccomp=unconfined"), "{opts}");
+    ok(aibox(&podman, &root).arg("down"));
+
+    for (strategy, consent) in [
+        ("unconfined", "security.acknowledge_seccomp_unconfined"),
+        ("seccomp-profile", "security.acknowledge_seccomp_profile"),
+    ] {
+        ok(aibox(&podman, &root).args(["config", "set", "security.codex_sandbox", strategy]));
+        let compose =
+            fs_err::read_to_string(root.join(".devcontainer/docker-compose.yml")).unwrap();
+        // Without consent: refused, with the code, and nothing relaxed is written.
+        let refused = run(aibox(&podman, &root).arg("apply"));
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{strategy}: {}",
+            show(&refused)
+        );
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("aibox::policy::seccomp_consent"),
+            "{strategy}: {}",
+            show(&refused)
+        );
+        assert_eq!(
+            fs_err::read_to_string(root.join(".devcontainer/docker-compose.yml")).unwrap(),
+            compose,
+            "{strategy}: a refused apply changed the compose file"
+        );
+        let up_refused = run(aibox(&podman, &root).arg("up"));
+        assert!(
+            !up_refused.status.success(),
+            "{strategy}: {}",
+            show(&up_refused)
+        );
+        assert!(
+            podman.inspect_container(&name).is_none(),
+            "{strategy}: up started anyway"
+        );
+
+        // With consent: the option reaches the running container.
+        ok(aibox(&podman, &root).args(["config", "set", consent, "true"]));
+        ok(aibox(&podman, &root).arg("up"));
+        let inspect = podman.inspect_container(&name).expect("container");
+        let host = &inspect["HostConfig"];
+        let opts = host["SecurityOpt"].to_string();
+        // The kernel's view: seccomp mode 0 = no filter, 2 = a filter is installed.
+        let status =
+            ok(aibox(&podman, &root).args(["exec", "--", "grep", "^Seccomp:", "/proc/1/status"]));
+        if strategy == "unconfined" {
+            assert!(opts.contains("seccomp=unconfined"), "{strategy}: {host}");
+            assert!(status.contains('0'), "{strategy}: {status}");
+        } else {
+            assert!(!opts.contains("seccomp=unconfined"), "{strategy}: {host}");
+            assert!(
+                opts.contains("seccomp=aibox-seccomp.json"),
+                "{strategy}: {host}"
+            );
+            assert!(
+                status.contains('2'),
+                "{strategy}: filter not active: {status}"
+            );
+            let profile =
+                fs_err::read_to_string(root.join(".devcontainer/aibox-seccomp.json")).unwrap();
+            assert!(profile.contains("setns"), "profile content");
+        }
+        ok(aibox(&podman, &root).arg("down"));
+        ok(aibox(&podman, &root).args(["config", "set", consent, "false"]));
+    }
+}

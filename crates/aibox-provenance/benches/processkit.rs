@@ -27,7 +27,10 @@ fn benches(c: &mut Criterion) {
     group.bench_function("first_install", |b| {
         b.iter_batched(
             || tempfile::tempdir().unwrap(),
-            |project| install_section(project.path(), &s1, &setup),
+            |project| {
+                install_section(project.path(), &s1, &setup);
+                project // dropped (deleted) outside the measurement
+            },
             BatchSize::PerIteration,
         );
     });
@@ -44,7 +47,11 @@ fn benches(c: &mut Criterion) {
 
     // Baseline of the targets: one `sha256sum` process over the same installed files.
     let marker = aibox_provenance::Marker::read(installed.path()).unwrap();
-    let files: Vec<&String> = marker.files.keys().chain(marker.user_files.keys()).collect();
+    let files: Vec<&String> = marker
+        .files
+        .keys()
+        .chain(marker.user_files.keys())
+        .collect();
     group.bench_function("sha256sum_baseline", |b| {
         b.iter(|| {
             let out = std::process::Command::new("sha256sum")
@@ -67,7 +74,10 @@ fn benches(c: &mut Criterion) {
                 install_section(project.path(), &s1, &setup);
                 project
             },
-            |project| install_section(project.path(), &s2, &setup),
+            |project| {
+                install_section(project.path(), &s2, &setup);
+                project
+            },
             BatchSize::PerIteration,
         );
     });
