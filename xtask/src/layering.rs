@@ -28,18 +28,46 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
             "aibox-skill-review",
         ],
     ),
-    ("aibox-cli", &["aibox-config", "aibox-engine", "aibox-runtime", "aibox-policy", "aibox-provenance", "aibox-mcp-registration"]),
+    (
+        "aibox-cli",
+        &[
+            "aibox-config",
+            "aibox-engine",
+            "aibox-runtime",
+            "aibox-policy",
+            "aibox-provenance",
+            "aibox-mcp-registration",
+        ],
+    ),
     ("aibox-test-support", &["aibox-config"]),
 ];
 
 /// Third-party crates a product crate must never depend on directly.
 const FORBIDDEN_EXTERNAL: &[(&str, &[&str])] = &[
-    ("aibox-config", &["ureq", "tar", "flate2", "clap", "reqwest"]),
-    ("aibox-policy", &["ureq", "tar", "flate2", "clap", "reqwest"]),
-    ("aibox-skill-review", &["ureq", "tar", "flate2", "clap", "reqwest"]),
-    ("aibox-devcontainer", &["ureq", "tar", "flate2", "clap", "reqwest"]),
-    ("aibox-mcp-registration", &["ureq", "tar", "flate2", "clap", "reqwest"]),
-    ("aibox-runtime", &["ureq", "tar", "flate2", "clap", "reqwest"]),
+    (
+        "aibox-config",
+        &["ureq", "tar", "flate2", "clap", "reqwest"],
+    ),
+    (
+        "aibox-policy",
+        &["ureq", "tar", "flate2", "clap", "reqwest"],
+    ),
+    (
+        "aibox-skill-review",
+        &["ureq", "tar", "flate2", "clap", "reqwest"],
+    ),
+    (
+        "aibox-devcontainer",
+        &["ureq", "tar", "flate2", "clap", "reqwest"],
+    ),
+    (
+        "aibox-mcp-registration",
+        &["ureq", "tar", "flate2", "clap", "reqwest"],
+    ),
+    (
+        "aibox-runtime",
+        &["ureq", "tar", "flate2", "clap", "reqwest"],
+    ),
     ("aibox-provenance", &["clap", "reqwest"]),
     ("aibox-engine", &["clap", "reqwest"]),
 ];
@@ -51,7 +79,10 @@ pub fn check() -> Result<(), String> {
         .output()
         .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
     if !out.status.success() {
-        return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let meta: Value =
         serde_json::from_slice(&out.stdout).map_err(|e| format!("bad cargo metadata: {e}"))?;
@@ -71,23 +102,31 @@ fn violations(meta: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let packages = meta["packages"].as_array().cloned().unwrap_or_default();
     for pkg in &packages {
-        let Some(name) = pkg["name"].as_str() else { continue };
+        let Some(name) = pkg["name"].as_str() else {
+            continue;
+        };
         if name == "xtask" {
             continue;
         }
         let Some((_, allowed)) = ALLOWED_INTERNAL.iter().find(|(n, _)| *n == name) else {
-            problems.push(format!("{name} is not listed in the layering rules (xtask/src/layering.rs)"));
+            problems.push(format!(
+                "{name} is not listed in the layering rules (xtask/src/layering.rs)"
+            ));
             continue;
         };
-        let forbidden =
-            FORBIDDEN_EXTERNAL.iter().find(|(n, _)| *n == name).map_or(&[][..], |(_, f)| *f);
+        let forbidden = FORBIDDEN_EXTERNAL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(&[][..], |(_, f)| *f);
         for dep in pkg["dependencies"].as_array().into_iter().flatten() {
             let dep_name = dep["name"].as_str().unwrap_or_default();
             let is_dev = dep["kind"].as_str() == Some("dev");
             if dep_name.starts_with("aibox-") {
                 if dep_name == "aibox-test-support" {
                     if !is_dev {
-                        problems.push(format!("{name} uses aibox-test-support outside dev-dependencies"));
+                        problems.push(format!(
+                            "{name} uses aibox-test-support outside dev-dependencies"
+                        ));
                     }
                 } else if !is_dev && !allowed.contains(&dep_name) {
                     problems.push(format!("{name} must not depend on {dep_name}"));

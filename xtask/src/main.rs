@@ -31,8 +31,14 @@ fn main() -> ExitCode {
         "layering" => layering::check(),
         "stubs" => stubs::check(),
         _ => {
-            say("usage: cargo xtask <ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty]|release-state>");
-            return if task == "help" { ExitCode::SUCCESS } else { ExitCode::from(2) };
+            say(
+                "usage: cargo xtask <ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty]|release-state>",
+            );
+            return if task == "help" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
         }
     };
     match result {
@@ -55,7 +61,15 @@ pub(crate) fn ci() -> Result<(), String> {
     step("formatting", &["fmt", "--all", "--check"])?;
     step(
         "clippy",
-        &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
     )?;
     say("==> layering");
     layering::check()?;
@@ -63,7 +77,10 @@ pub(crate) fn ci() -> Result<(), String> {
     stubs::check()?;
     say("==> documentation site (mdBook production build)");
     release::docs()?;
-    step("tests", &["test", "--workspace", "--locked", "--no-fail-fast"])?;
+    step(
+        "tests",
+        &["test", "--workspace", "--locked", "--no-fail-fast"],
+    )?;
     say("xtask ci: all checks passed");
     Ok(())
 }
@@ -79,19 +96,34 @@ fn setup() -> Result<(), String> {
         .arg("scripts/setup-test-deps.sh")
         .status()
         .map_err(|e| format!("cannot run bash: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("setup failed ({status})")) }
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("setup failed ({status})"))
+    }
 }
 
 fn demo() -> Result<(), String> {
-    step("build aibox", &["build", "--locked", "--quiet", "--package", "aibox-cli"])?;
+    step(
+        "build aibox",
+        &["build", "--locked", "--quiet", "--package", "aibox-cli"],
+    )?;
     let target = std::path::Path::new("target/aibox-demo");
     if target.exists() {
         fs_err::remove_dir_all(target).map_err(|e| e.to_string())?;
     }
     copy_dir(std::path::Path::new("examples/demo"), target)?;
     let bin = std::path::Path::new("target/debug/aibox");
-    for args in [&["apply"][..], &["apply"], &["apply", "--check"], &["doctor"]] {
-        say(&format!("==> aibox --project target/aibox-demo {}", args.join(" ")));
+    for args in [
+        &["apply"][..],
+        &["apply"],
+        &["apply", "--check"],
+        &["doctor"],
+    ] {
+        say(&format!(
+            "==> aibox --project target/aibox-demo {}",
+            args.join(" ")
+        ));
         let status = Command::new(bin)
             .arg("--project")
             .arg(target)
@@ -127,8 +159,15 @@ pub(crate) fn step(name: &str, args: &[&str]) -> Result<(), String> {
         .args(args)
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
-    say(&format!("<== {name}: {:.1}s", started.elapsed().as_secs_f64()));
-    if status.success() { Ok(()) } else { Err(format!("{name} failed ({status})")) }
+    say(&format!(
+        "<== {name}: {:.1}s",
+        started.elapsed().as_secs_f64()
+    ));
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{name} failed ({status})"))
+    }
 }
 
 pub(crate) fn cargo() -> String {

@@ -22,21 +22,39 @@ const ADVISORY_DIR: &str = "target/advisory-dbs/advisory-db-3157b0e258782691";
 /// Runs the release gate.
 pub fn gate(args: &[String]) -> Result<(), String> {
     let allow_dirty = args.iter().any(|a| a == "--allow-dirty");
-    let tag = args.iter().position(|a| a == "--tag").and_then(|i| args.get(i + 1)).cloned();
+    let tag = args
+        .iter()
+        .position(|a| a == "--tag")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     let dirty = !git(&["status", "--porcelain"])?.trim().is_empty();
     if dirty && !allow_dirty {
-        return Err("the working tree has uncommitted changes: releases come only from tracked \
+        return Err(
+            "the working tree has uncommitted changes: releases come only from tracked \
                     source (commit first; --allow-dirty runs the checks without producing a \
                     releasable evidence file)"
-            .to_owned());
+                .to_owned(),
+        );
     }
     crate::ci()?;
     let db_date = prepare_advisory_db()?;
-    say(&format!("==> cargo deny (advisory database snapshot of {db_date})"));
-    run_tool(deny_cmd().args(["--offline", "check", "advisories", "bans", "licenses", "sources"]))?;
+    say(&format!(
+        "==> cargo deny (advisory database snapshot of {db_date})"
+    ));
+    run_tool(deny_cmd().args([
+        "--offline",
+        "check",
+        "advisories",
+        "bans",
+        "licenses",
+        "sources",
+    ]))?;
     say("==> documentation site");
     docs()?;
-    step("release build", &["build", "--release", "--locked", "--package", "aibox-cli"])?;
+    step(
+        "release build",
+        &["build", "--release", "--locked", "--package", "aibox-cli"],
+    )?;
     let bin = PathBuf::from("target/release/aibox");
     version_smoke(&bin)?;
     let out = Path::new(OUT_DIR);
@@ -49,7 +67,11 @@ pub fn gate(args: &[String]) -> Result<(), String> {
     let digest = sha256_file(&artifact)?;
     let sums = format!("{digest}  aibox-x86_64-unknown-linux-gnu\n");
     fs_err::write(out.join("SHA256SUMS"), &sums).map_err(|e| e.to_string())?;
-    run_tool(Command::new("sha256sum").args(["-c", "SHA256SUMS"]).current_dir(out))?;
+    run_tool(
+        Command::new("sha256sum")
+            .args(["-c", "SHA256SUMS"])
+            .current_dir(out),
+    )?;
     let evidence = serde_json::json!({
         "schema": "aibox-release-evidence/1",
         "version": workspace_version()?,
@@ -64,7 +86,9 @@ pub fn gate(args: &[String]) -> Result<(), String> {
     let text = serde_json::to_string_pretty(&evidence).map_err(|e| e.to_string())? + "\n";
     fs_err::write(out.join("evidence.json"), &text).map_err(|e| e.to_string())?;
     let evidence_digest = hex::encode(Sha256::digest(text.as_bytes()));
-    say(&format!("release-gate: evidence {OUT_DIR}/evidence.json sha256 {evidence_digest}"));
+    say(&format!(
+        "release-gate: evidence {OUT_DIR}/evidence.json sha256 {evidence_digest}"
+    ));
     if let Some(tag) = tag {
         if dirty {
             return Err("refusing to tag a dirty tree".to_owned());
@@ -79,7 +103,11 @@ pub fn gate(args: &[String]) -> Result<(), String> {
 
 /// Builds the documentation site with the pinned mdBook.
 pub fn docs() -> Result<(), String> {
-    run_tool(Command::new("bash").arg("scripts/install-release-tools.sh").arg("mdbook"))?;
+    run_tool(
+        Command::new("bash")
+            .arg("scripts/install-release-tools.sh")
+            .arg("mdbook"),
+    )?;
     run_tool(Command::new(tool_path("mdbook")).args(["build", "docs-site"]))
 }
 
@@ -102,14 +130,21 @@ fn deny_cmd() -> Command {
 
 fn path_with_tools() -> String {
     let tools = tool_path("x");
-    let dir = tools.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    let dir = tools
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
 }
 
 /// Copies `../shared/advisory-db` into a git checkout where cargo-deny looks for it and
 /// returns the snapshot date from its README.
 fn prepare_advisory_db() -> Result<String, String> {
-    run_tool(Command::new("bash").arg("scripts/install-release-tools.sh").arg("cargo-deny"))?;
+    run_tool(
+        Command::new("bash")
+            .arg("scripts/install-release-tools.sh")
+            .arg("cargo-deny"),
+    )?;
     let src = Path::new("../shared/advisory-db");
     let readme = fs_err::read_to_string(src.join("README.md")).map_err(|e| e.to_string())?;
     let date = readme
@@ -123,9 +158,28 @@ fn prepare_advisory_db() -> Result<String, String> {
             fs_err::remove_dir_all(dst).map_err(|e| e.to_string())?;
         }
         fs_err::create_dir_all(dst).map_err(|e| e.to_string())?;
-        run_tool(Command::new("cp").args(["-r", "--no-preserve=mode"]).arg(src.join("crates")).arg(src.join("rust")).arg(dst))?;
+        run_tool(
+            Command::new("cp")
+                .args(["-r", "--no-preserve=mode"])
+                .arg(src.join("crates"))
+                .arg(src.join("rust"))
+                .arg(dst),
+        )?;
         let env_date = format!("{date}T00:00:00Z");
-        for args in [&["init", "-q"][..], &["add", "-A"], &["-c", "user.name=aibox", "-c", "user.email=aibox@invalid", "commit", "-q", "-m", "advisory-db snapshot"]] {
+        for args in [
+            &["init", "-q"][..],
+            &["add", "-A"],
+            &[
+                "-c",
+                "user.name=aibox",
+                "-c",
+                "user.email=aibox@invalid",
+                "commit",
+                "-q",
+                "-m",
+                "advisory-db snapshot",
+            ],
+        ] {
             run_tool(
                 Command::new("git")
                     .args(args)
@@ -139,11 +193,20 @@ fn prepare_advisory_db() -> Result<String, String> {
 }
 
 fn version_smoke(bin: &Path) -> Result<(), String> {
-    let out = Command::new(bin).arg("--version").output().map_err(|e| e.to_string())?;
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .map_err(|e| e.to_string())?;
     let got = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     let want = format!("aibox {}", workspace_version()?);
     say(&format!("==> version smoke: {got}"));
-    if got == want { Ok(()) } else { Err(format!("`aibox --version` printed `{got}`, expected `{want}`")) }
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!(
+            "`aibox --version` printed `{got}`, expected `{want}`"
+        ))
+    }
 }
 
 fn workspace_version() -> Result<String, String> {
@@ -156,7 +219,10 @@ fn workspace_version() -> Result<String, String> {
 }
 
 fn tool_version(tool: &str) -> Result<String, String> {
-    let out = Command::new(tool).arg("--version").output().map_err(|e| e.to_string())?;
+    let out = Command::new(tool)
+        .arg("--version")
+        .output()
+        .map_err(|e| e.to_string())?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
@@ -166,16 +232,29 @@ fn sha256_file(path: &Path) -> Result<String, String> {
 }
 
 fn git(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git").args(args).output().map_err(|e| format!("git: {e}"))?;
+    let out = Command::new("git")
+        .args(args)
+        .output()
+        .map_err(|e| format!("git: {e}"))?;
     if !out.status.success() {
-        return Err(format!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn run_tool(cmd: &mut Command) -> Result<(), String> {
-    let status = cmd.status().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed ({status})")) }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed ({status})"))
+    }
 }
 
 /// The release-state report: floating inputs, available updates, provenance exceptions.
@@ -187,10 +266,18 @@ pub fn state() -> Result<(), String> {
         for (i, line) in text.lines().enumerate() {
             let l = line.trim();
             if l.starts_with("base_image") && !l.contains("@sha256:") {
-                floating.push(format!("{}:{}: base image without a digest: {l}", file.display(), i + 1));
+                floating.push(format!(
+                    "{}:{}: base image without a digest: {l}",
+                    file.display(),
+                    i + 1
+                ));
             }
             if l.starts_with("version") && (l.contains("latest") || l.contains("main")) {
-                floating.push(format!("{}:{}: floating version: {l}", file.display(), i + 1));
+                floating.push(format!(
+                    "{}:{}: floating version: {l}",
+                    file.display(),
+                    i + 1
+                ));
             }
         }
     }
@@ -201,16 +288,21 @@ pub fn state() -> Result<(), String> {
             for (name, v) in json[section].as_object().into_iter().flatten() {
                 let v = v.as_str().unwrap_or_default();
                 if v.starts_with(['^', '~', '>', '*']) || v == "latest" {
-                    floating.push(format!("{}: {name} {v} is not an exact version", file.display()));
+                    floating.push(format!(
+                        "{}: {name} {v} is not an exact version",
+                        file.display()
+                    ));
                 }
             }
         }
     }
     let script = fs_err::read_to_string("scripts/setup-test-deps.sh").map_err(|e| e.to_string())?;
     if script.contains("apt-get install") {
-        floating.push("scripts/setup-test-deps.sh: Debian packages follow the distribution's \
+        floating.push(
+            "scripts/setup-test-deps.sh: Debian packages follow the distribution's \
                        stable updates (versions not pinned; the Debian release is)"
-            .to_owned());
+                .to_owned(),
+        );
     }
     if floating.is_empty() {
         report.push_str("none\n");
@@ -224,7 +316,10 @@ pub fn state() -> Result<(), String> {
         .output()
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stderr);
-    let updates: Vec<&str> = text.lines().filter(|l| l.contains("Updating") || l.contains("Unchanged")).collect();
+    let updates: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("Updating") || l.contains("Unchanged"))
+        .collect();
     if updates.is_empty() {
         report.push_str("(none, or the registry was not reachable)\n");
     }
@@ -236,21 +331,27 @@ pub fn state() -> Result<(), String> {
     for file in files_named(Path::new("."), "aibox.toml")? {
         let text = fs_err::read_to_string(&file).map_err(|e| e.to_string())?;
         for (i, line) in text.lines().enumerate() {
-            if line.contains("allow_unverified = true") || line.trim() == "[[security.exceptions]]" {
+            if line.contains("allow_unverified = true") || line.trim() == "[[security.exceptions]]"
+            {
                 exceptions.push(format!("{}:{}: {}", file.display(), i + 1, line.trim()));
             }
         }
     }
-    exceptions.push("advisories are checked against an offline RustSec snapshot (see \
+    exceptions.push(
+        "advisories are checked against an offline RustSec snapshot (see \
                      ../shared/advisory-db/README.md); advisories newer than it are not covered"
-        .to_owned());
+            .to_owned(),
+    );
     for e in &exceptions {
         let _ = writeln!(report, "- {e}");
     }
     fs_err::create_dir_all(OUT_DIR).map_err(|e| e.to_string())?;
-    fs_err::write(Path::new(OUT_DIR).join("release-state.md"), &report).map_err(|e| e.to_string())?;
+    fs_err::write(Path::new(OUT_DIR).join("release-state.md"), &report)
+        .map_err(|e| e.to_string())?;
     say(report.trim_end());
-    say(&format!("release-state: written to {OUT_DIR}/release-state.md"));
+    say(&format!(
+        "release-state: written to {OUT_DIR}/release-state.md"
+    ));
     Ok(())
 }
 
@@ -261,7 +362,10 @@ fn files_named(dir: &Path, name: &str) -> Result<Vec<PathBuf>, String> {
     }
     for entry in fs_err::read_dir(dir).map_err(|e| e.to_string())? {
         let path = entry.map_err(|e| e.to_string())?.path();
-        let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let file_name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if path.is_dir() {
             if matches!(file_name, "target" | "node_modules" | ".git") {
                 continue;

@@ -284,6 +284,10 @@ fn up(g: &Global, args: &UpArgs) -> Outcome {
     };
     let report = aibox_engine::lifecycle::up(&root, &opts, &mut |e| progress(g, e))
         .map_err(lifecycle_failure)?;
+    // Relaxation notices are shown even with --quiet: they concern security.
+    for notice in &report.notices {
+        render::note(false, notice);
+    }
     json_or(g, &report, || {})?;
     Ok(Exit::Ok)
 }

@@ -374,7 +374,13 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
 
         // With consent: the option reaches the running container.
         ok(aibox(&podman, &root).args(["config", "set", consent, "true"]));
-        ok(aibox(&podman, &root).arg("up"));
+        let up = run(aibox(&podman, &root).arg("up"));
+        assert!(up.status.success(), "{strategy}: {}", show(&up));
+        assert!(
+            String::from_utf8_lossy(&up.stderr).contains("security: "),
+            "{strategy}: up must say a relaxation is active: {}",
+            show(&up)
+        );
         let inspect = podman.inspect_container(&name).expect("container");
         let host = &inspect["HostConfig"];
         let opts = host["SecurityOpt"].to_string();

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::ops::Range;
 
-use toml_edit::{Item, Value};
+use toml_edit::{Item, Key, Value};
 
 /// One step of a key path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,14 +109,7 @@ fn walk_item(item: &Item, rest: &[Seg], here: Located) -> Option<Located> {
     match (seg, item) {
         (Seg::Key(k), _) => {
             let (key, child) = item.as_table_like()?.get_key_value(k)?;
-            walk_item(
-                child,
-                tail,
-                Located {
-                    key: key.span(),
-                    value: child.span(),
-                },
-            )
+            walk_entry(key, child, tail)
         }
         (Seg::Index(i), Item::ArrayOfTables(aot)) => {
             let table = aot.get(*i)?;
@@ -129,18 +122,23 @@ fn walk_item(item: &Item, rest: &[Seg], here: Located) -> Option<Located> {
             };
             let Seg::Key(k) = seg else { return None };
             let (key, child) = table.get_key_value(k)?;
-            walk_item(
-                child,
-                tail,
-                Located {
-                    key: key.span(),
-                    value: child.span(),
-                },
-            )
+            walk_entry(key, child, tail)
         }
         (Seg::Index(_), Item::Value(v)) => walk_value(v, rest, here),
         _ => None,
     }
+}
+
+/// Steps into the entry `key = child` and walks the rest of the path from there.
+fn walk_entry(key: &Key, child: &Item, rest: &[Seg]) -> Option<Located> {
+    walk_item(
+        child,
+        rest,
+        Located {
+            key: key.span(),
+            value: child.span(),
+        },
+    )
 }
 
 fn walk_value(value: &Value, rest: &[Seg], here: Located) -> Option<Located> {
@@ -150,14 +148,7 @@ fn walk_value(value: &Value, rest: &[Seg], here: Located) -> Option<Located> {
     match (seg, value) {
         (Seg::Key(k), Value::InlineTable(t)) => {
             let (key, child) = t.get_key_value(k)?;
-            walk_item(
-                child,
-                tail,
-                Located {
-                    key: key.span(),
-                    value: child.span(),
-                },
-            )
+            walk_entry(key, child, tail)
         }
         (Seg::Index(i), Value::Array(a)) => {
             let e = a.get(*i)?;

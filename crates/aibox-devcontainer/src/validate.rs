@@ -3,6 +3,9 @@
 //! checks protect the file formats (a newline in a `FROM` line, a `:` in a short-syntax
 //! volume, a user name `useradd` refuses).
 
+// The loader's own name rules, so both layers accept exactly the same names.
+use aibox_config::validate::{is_container_name, is_env_name, is_user_name};
+
 use crate::{DevcontainerError, Inputs};
 
 fn invalid(
@@ -22,7 +25,7 @@ fn invalid(
 /// Validates the values that go into the Dockerfile, the Compose file and the labels.
 pub(crate) fn inputs(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
     let c = &inputs.config.container;
-    if !is_name(&c.name) {
+    if !is_container_name(&c.name) {
         return Err(invalid(
             "container.name",
             &c.name,
@@ -31,7 +34,7 @@ pub(crate) fn inputs(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
         ));
     }
     let host = c.hostname();
-    if !is_name(host) || host.len() > 63 {
+    if !is_container_name(host) || host.len() > 63 {
         return Err(invalid(
             "container.hostname",
             host,
@@ -109,7 +112,7 @@ pub(crate) fn inputs(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
 /// Environment names, security options and `Dockerfile.local`.
 fn values(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
     for key in inputs.config.container.environment.keys() {
-        if !is_env_key(key) {
+        if !is_env_name(key) {
             return Err(DevcontainerError::EnvKey {
                 file: "aibox.toml",
                 key: key.clone(),
@@ -159,30 +162,4 @@ fn dockerfile_local(text: &str) -> Result<(), DevcontainerError> {
         });
     }
     Ok(())
-}
-
-/// Compose service / container name: `[A-Za-z0-9][A-Za-z0-9._-]*`.
-pub(crate) fn is_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
-
-/// Portable user name: `[a-z_][a-z0-9_-]{0,31}`.
-fn is_user_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    s.len() <= 32
-        && chars
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
-}
-
-/// Environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
-pub(crate) fn is_env_key(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

@@ -18,8 +18,10 @@ pub fn config_set(
 ) -> Result<camino::Utf8PathBuf, ConfigEditError> {
     let path = root.join(file.file_name());
     let text = if path.is_file() {
-        fs_err::read_to_string(&path)
-            .map_err(|source| ConfigEditError::Io { path: path.clone(), source })?
+        fs_err::read_to_string(&path).map_err(|source| ConfigEditError::Io {
+            path: path.clone(),
+            source,
+        })?
     } else {
         String::new()
     };

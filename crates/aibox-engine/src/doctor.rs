@@ -871,7 +871,8 @@ fn build_redactor(
         }
     }
     for (k, v) in &options.environment {
-        if secret_like_name(k) {
+        // The policy gate's own rule, so doctor hides what the redactor would.
+        if aibox_policy::secrets::suspicious_key(k) {
             values.push(v.clone());
         }
     }
@@ -901,23 +902,4 @@ fn collect_env_values(item: &toml_edit::Item, under_env: bool, out: &mut Vec<Str
     } else if let Some(s) = item.as_str().filter(|_| under_env) {
         out.push(s.to_owned());
     }
-}
-
-fn secret_like_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "PASSPHRASE",
-        "API_KEY",
-        "APIKEY",
-        "ACCESS_KEY",
-        "PRIVATE_KEY",
-        "CREDENTIAL",
-    ]
-    .iter()
-    .any(|p| upper.contains(p))
-        || upper.split('_').any(|w| w == "AUTH")
 }

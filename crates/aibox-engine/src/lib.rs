@@ -22,6 +22,6 @@ pub mod config_edit;
 pub mod doctor;
 pub mod init;
 pub mod lifecycle;
-pub mod skills;
 mod mcp_list;
+pub mod skills;
 pub use mcp_list::mcp_list;

@@ -76,6 +76,41 @@ pub struct UpReport {
     pub apply: ApplyReport,
     /// The container afterwards.
     pub status: Status,
+    /// One-line notices the user must see on every `up`, such as an active seccomp
+    /// relaxation (a consent committed by someone else is not yours).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
+}
+
+/// Notices about relaxations that the project's configuration makes active.
+fn relaxation_notices(root: &Utf8Path) -> Vec<String> {
+    let Ok(project) = load_project(root) else {
+        return Vec::new();
+    };
+    let Ok(decision) = aibox_policy::container_security(&project.config) else {
+        return Vec::new();
+    };
+    let mut notices = Vec::new();
+    match decision.posture {
+        aibox_policy::SeccompPosture::Unconfined => notices.push(
+            "security: seccomp=unconfined is active for this container (consent: \
+             [security] acknowledge_seccomp_unconfined in aibox.toml)"
+                .to_owned(),
+        ),
+        aibox_policy::SeccompPosture::Profile => notices.push(
+            "security: the generated seccomp profile allowing user namespaces is active \
+             (consent: [security] acknowledge_seccomp_profile in aibox.toml)"
+                .to_owned(),
+        ),
+        _ => {}
+    }
+    for exception in &project.config.security.exceptions {
+        notices.push(format!(
+            "security: exception `{}` is active ({})",
+            exception.option, exception.reason
+        ));
+    }
+    notices
 }
 
 /// The runtime and target of the project at `root`.
@@ -122,6 +157,7 @@ pub fn up(
     Ok(UpReport {
         apply: report,
         status,
+        notices: relaxation_notices(root),
     })
 }
 

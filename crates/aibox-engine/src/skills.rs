@@ -17,13 +17,17 @@ pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, En
     let as_path = Utf8Path::new(target);
     if as_path.is_dir() {
         let ctx = ReviewContext {
-            origin: SkillOrigin::LocalPath { path: target.to_owned() },
+            origin: SkillOrigin::LocalPath {
+                path: target.to_owned(),
+            },
             ..ReviewContext::default()
         };
         return review(as_path, &ctx);
     }
     let Some(root) = root else {
-        return Err(EngineError::source(SkillError::NoProject { target: target.to_owned() }));
+        return Err(EngineError::source(SkillError::NoProject {
+            target: target.to_owned(),
+        }));
     };
     let dir = find_installed(root, target)?;
     let lock = match fs_err::read_to_string(root.join(LOCK_FILE)) {
@@ -39,7 +43,13 @@ pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, En
         },
         None => SkillOrigin::Unknown,
     };
-    review(&dir, &ReviewContext { origin, ..ReviewContext::default() })
+    review(
+        &dir,
+        &ReviewContext {
+            origin,
+            ..ReviewContext::default()
+        },
+    )
 }
 
 fn find_installed(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, EngineError> {
@@ -47,7 +57,9 @@ fn find_installed(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, EngineErro
     let mut found = Vec::new();
     if let Ok(categories) = fs_err::read_dir(&skills) {
         for category in categories.flatten() {
-            let candidate = skills.join(category.file_name().to_string_lossy().as_ref()).join(name);
+            let candidate = skills
+                .join(category.file_name().to_string_lossy().as_ref())
+                .join(name);
             if candidate.join("SKILL.md").is_file() {
                 found.push(candidate);
             }
@@ -55,7 +67,10 @@ fn find_installed(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, EngineErro
     }
     found.sort();
     found.into_iter().next().ok_or_else(|| {
-        EngineError::source(SkillError::NotInstalled { name: name.to_owned(), skills: skills.clone() })
+        EngineError::source(SkillError::NotInstalled {
+            name: name.to_owned(),
+            skills: skills.clone(),
+        })
     })
 }
 
@@ -99,7 +114,12 @@ pub fn disable(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, ConfigEditErr
 fn toml_list(items: &[&String]) -> String {
     let quoted: Vec<String> = items
         .iter()
-        .map(|s| toml_edit::Value::from(s.as_str()).to_string().trim().to_owned())
+        .map(|s| {
+            toml_edit::Value::from(s.as_str())
+                .to_string()
+                .trim()
+                .to_owned()
+        })
         .collect();
     format!("[{}]", quoted.join(", "))
 }

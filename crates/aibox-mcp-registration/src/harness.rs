@@ -36,11 +36,27 @@ fn render_map(
         .collect()
 }
 
-/// Claude Code `.mcp.json` entry (also read by GitHub Copilot: only shared keys).
-pub(crate) fn claude_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
+/// How a harness spells the common JSON entry: `command`/`args`/`env` for stdio,
+/// a URL plus `headers` for remote servers.
+struct JsonShape {
+    /// Reference syntax for `${VAR}` in env and header values.
+    syntax: RefSyntax,
+    /// `type` written for a stdio server, when the harness wants one.
+    stdio_type: Option<&'static str>,
+    /// `type` written for a remote server, when the harness wants one.
+    remote_type: Option<&'static str>,
+    /// Key that holds a remote server's URL.
+    url_key: &'static str,
+}
+
+/// The transport part of an entry in the common JSON shape.
+fn json_entry(spec: &ServerSpec, shape: &JsonShape) -> Result<Map<String, Value>, Skip> {
     let mut entry = Map::new();
     match &spec.transport {
         Transport::Stdio { command, args, env } => {
+            if let Some(kind) = shape.stdio_type {
+                entry.insert("type".into(), json!(kind));
+            }
             entry.insert("command".into(), json!(command));
             if !args.is_empty() {
                 entry.insert("args".into(), json!(args));
@@ -48,19 +64,33 @@ pub(crate) fn claude_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
             if !env.is_empty() {
                 entry.insert(
                     "env".into(),
-                    Value::Object(render_map(env, RefSyntax::Dollar, "env")?),
+                    Value::Object(render_map(env, shape.syntax, "env")?),
                 );
             }
         }
         Transport::Remote { url, headers } => {
-            entry.insert("type".into(), json!("http"));
-            entry.insert("url".into(), json!(url));
+            if let Some(kind) = shape.remote_type {
+                entry.insert("type".into(), json!(kind));
+            }
+            entry.insert(shape.url_key.into(), json!(url));
             if !headers.is_empty() {
-                let h = render_map(headers, RefSyntax::Dollar, "header")?;
+                let h = render_map(headers, shape.syntax, "header")?;
                 entry.insert("headers".into(), Value::Object(h));
             }
         }
     }
+    Ok(entry)
+}
+
+/// Claude Code `.mcp.json` entry (also read by GitHub Copilot: only shared keys).
+pub(crate) fn claude_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
+    let shape = JsonShape {
+        syntax: RefSyntax::Dollar,
+        stdio_type: None,
+        remote_type: Some("http"),
+        url_key: "url",
+    };
+    let entry = json_entry(spec, &shape)?;
     Ok(Rendered {
         value: Value::Object(entry),
         notes: Vec::new(),
@@ -294,29 +324,14 @@ pub(crate) fn gemini_entry(
             spec.name
         ));
     }
-    let mut entry = Map::new();
+    let shape = JsonShape {
+        syntax: RefSyntax::Dollar,
+        stdio_type: None,
+        remote_type: None,
+        url_key: "httpUrl",
+    };
+    let mut entry = json_entry(spec, &shape)?;
     let mut notes = Vec::new();
-    match &spec.transport {
-        Transport::Stdio { command, args, env } => {
-            entry.insert("command".into(), json!(command));
-            if !args.is_empty() {
-                entry.insert("args".into(), json!(args));
-            }
-            if !env.is_empty() {
-                entry.insert(
-                    "env".into(),
-                    Value::Object(render_map(env, RefSyntax::Dollar, "env")?),
-                );
-            }
-        }
-        Transport::Remote { url, headers } => {
-            entry.insert("httpUrl".into(), json!(url));
-            if !headers.is_empty() {
-                let h = render_map(headers, RefSyntax::Dollar, "header")?;
-                entry.insert("headers".into(), Value::Object(h));
-            }
-        }
-    }
     let (include, exclude) = filter_lists(policy, "Gemini", &mut notes);
     if let Some(list) = include {
         entry.insert("includeTools".into(), json!(list));
@@ -364,28 +379,13 @@ pub(crate) fn opencode_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip>
 
 /// Cursor `.cursor/mcp.json` entry (`${env:VAR}` references).
 pub(crate) fn cursor_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
-    let mut entry = Map::new();
-    match &spec.transport {
-        Transport::Stdio { command, args, env } => {
-            entry.insert("command".into(), json!(command));
-            if !args.is_empty() {
-                entry.insert("args".into(), json!(args));
-            }
-            if !env.is_empty() {
-                entry.insert(
-                    "env".into(),
-                    Value::Object(render_map(env, RefSyntax::DollarEnv, "env")?),
-                );
-            }
-        }
-        Transport::Remote { url, headers } => {
-            entry.insert("url".into(), json!(url));
-            if !headers.is_empty() {
-                let h = render_map(headers, RefSyntax::DollarEnv, "header")?;
-                entry.insert("headers".into(), Value::Object(h));
-            }
-        }
-    }
+    let shape = JsonShape {
+        syntax: RefSyntax::DollarEnv,
+        stdio_type: None,
+        remote_type: None,
+        url_key: "url",
+    };
+    let entry = json_entry(spec, &shape)?;
     Ok(Rendered {
         value: Value::Object(entry),
         notes: Vec::new(),
@@ -394,30 +394,13 @@ pub(crate) fn cursor_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
 
 /// VS Code `.vscode/mcp.json` `servers.<name>` entry (`type` is required).
 pub(crate) fn vscode_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
-    let mut entry = Map::new();
-    match &spec.transport {
-        Transport::Stdio { command, args, env } => {
-            entry.insert("type".into(), json!("stdio"));
-            entry.insert("command".into(), json!(command));
-            if !args.is_empty() {
-                entry.insert("args".into(), json!(args));
-            }
-            if !env.is_empty() {
-                entry.insert(
-                    "env".into(),
-                    Value::Object(render_map(env, RefSyntax::DollarEnv, "env")?),
-                );
-            }
-        }
-        Transport::Remote { url, headers } => {
-            entry.insert("type".into(), json!("http"));
-            entry.insert("url".into(), json!(url));
-            if !headers.is_empty() {
-                let h = render_map(headers, RefSyntax::DollarEnv, "header")?;
-                entry.insert("headers".into(), Value::Object(h));
-            }
-        }
-    }
+    let shape = JsonShape {
+        syntax: RefSyntax::DollarEnv,
+        stdio_type: Some("stdio"),
+        remote_type: Some("http"),
+        url_key: "url",
+    };
+    let entry = json_entry(spec, &shape)?;
     Ok(Rendered {
         value: Value::Object(entry),
         notes: Vec::new(),

@@ -353,7 +353,9 @@ fn env_field(leaf: &Leaf) -> bool {
 }
 
 /// Key names that suggest a secret (case-insensitive; `AUTH` only as a whole word).
-pub(crate) fn suspicious_key(key: &str) -> bool {
+///
+/// `camelCase` and punctuation count as word breaks, so `apiKey` and `x-auth` match too.
+pub fn suspicious_key(key: &str) -> bool {
     const PARTS: [&str; 11] = [
         "TOKEN",
         "SECRET",

@@ -148,6 +148,9 @@ pub struct InstallPlan {
     pub lock: ProcesskitLock,
     /// MCP servers to register.
     pub servers: Vec<ProcesskitServer>,
+    /// Recomputed `aggregate_sha256` of the release's MCP manifest: re-merge the harness
+    /// configs whenever it differs from the value at the last merge.
+    pub mcp_aggregate_sha256: Option<String>,
     /// Selected skills.
     pub skills: BTreeSet<String>,
     /// Warnings (unknown names, version stamps, kept removals).
@@ -447,7 +450,9 @@ fn snapshot_plan(
     if let Ok(rd) = fs_err::read_dir(root.join(SNAPSHOT_DIR)) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name != release.version && !name.starts_with('.') {
+            // Only real directories that look like versions: never a user's file or link.
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && name != release.version && crate::source::check_version(&name).is_ok() {
                 stale_snapshots.push(format!("{SNAPSHOT_DIR}/{name}"));
             }
         }
@@ -502,6 +507,17 @@ fn lock_section(
     }
 }
 
+/// C: project path → (release path, file, user-owned) of everything to install.
+fn install_set<'a>(release: &'a VerifiedRelease, selected: &BTreeSet<String>) -> InstallSet<'a> {
+    let mut set = BTreeMap::new();
+    for (path, file) in &release.payload.files {
+        if let Some((dest, user)) = target(path, selected) {
+            set.insert(dest, (path.as_str(), file, user));
+        }
+    }
+    set
+}
+
 /// Computes the install or upgrade of `release` into `root`. Reads live files; writes
 /// nothing. `previous_lock` is the lock section as it was before this run.
 pub fn plan_install(
@@ -514,14 +530,12 @@ pub fn plan_install(
     let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
     let mut warnings = release.warnings.clone();
     warnings.extend(selection.warnings.iter().cloned());
+    let (mcp_aggregate_sha256, mcp_warnings) =
+        crate::servers::check_mcp_manifest(&release.payload.files);
+    warnings.extend(mcp_warnings);
 
     // C: the new install set.
-    let mut new_set: InstallSet<'_> = BTreeMap::new();
-    for (path, file) in &release.payload.files {
-        if let Some((dest, user)) = target(path, &selection.skills) {
-            new_set.insert(dest, (path.as_str(), file, user));
-        }
-    }
+    let new_set = install_set(release, &selection.skills);
     let servers = servers(
         new_set
             .iter()
@@ -613,6 +627,7 @@ pub fn plan_install(
         marker_changed,
         lock,
         servers,
+        mcp_aggregate_sha256,
         skills: selection.skills,
         warnings,
     };

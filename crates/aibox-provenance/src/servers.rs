@@ -176,3 +176,146 @@ mod tests {
         );
     }
 }
+
+/// Serialises JSON canonically, as processkit hashes MCP configs: object keys sorted,
+/// no whitespace, non-ASCII as raw UTF-8.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let items: Vec<String> = keys
+                .into_iter()
+                .map(|k| {
+                    let key = serde_json::to_string(k).unwrap_or_default();
+                    format!("{key}:{}", canonical_json(&map[k]))
+                })
+                .collect();
+            format!("{{{}}}", items.join(","))
+        }
+        Value::Array(items) => {
+            format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(canonical_json)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        }
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// Checks `context/.processkit-mcp-manifest.json` against the shipped MCP configs
+/// (spec: per-config SHA-256 of the canonical JSON; aggregate over the per-skill digests
+/// in path order). Returns the recomputed aggregate (re-merge harness configs whenever it
+/// changes) and a warning per disagreement; a release without a manifest yields `None`.
+pub fn check_mcp_manifest(
+    files: &BTreeMap<String, crate::extract::PayloadFile>,
+) -> (Option<String>, Vec<String>) {
+    const MANIFEST: &str = "context/.processkit-mcp-manifest.json";
+    let mut warnings = Vec::new();
+    let Some(file) = files.get(MANIFEST) else {
+        return (None, warnings);
+    };
+    let Ok(manifest) = serde_json::from_slice::<serde_json::Value>(&file.data) else {
+        warnings.push(format!("`{MANIFEST}` is not valid JSON"));
+        return (None, warnings);
+    };
+    let digest_of = |path: &str| -> Option<String> {
+        let value: serde_json::Value = serde_json::from_slice(&files.get(path)?.data).ok()?;
+        Some(crate::digest::Sha256::of(canonical_json(&value).as_bytes()).to_hex())
+    };
+    let mut per_skill = Vec::new();
+    for list in ["per_skill", "per_gateway"] {
+        for entry in manifest[list].as_array().into_iter().flatten() {
+            let Some(path) = entry["path"].as_str() else {
+                continue;
+            };
+            match digest_of(path) {
+                None => warnings.push(format!(
+                    "MCP manifest lists `{path}`, which is missing or not JSON"
+                )),
+                Some(actual) => {
+                    if entry["sha256"].as_str() != Some(actual.as_str()) {
+                        warnings.push(format!(
+                            "MCP manifest digest of `{path}` does not match its content"
+                        ));
+                    }
+                    if list == "per_skill" {
+                        per_skill.push((path.to_owned(), actual));
+                    }
+                }
+            }
+        }
+    }
+    per_skill.sort();
+    let joined: Vec<&str> = per_skill.iter().map(|(_, d)| d.as_str()).collect();
+    let aggregate = crate::digest::Sha256::of(joined.join("\n").as_bytes()).to_hex();
+    if manifest["aggregate_sha256"]
+        .as_str()
+        .is_some_and(|a| a != aggregate)
+    {
+        warnings.push(
+            "MCP manifest `aggregate_sha256` does not match the per-skill digests".to_owned(),
+        );
+    }
+    (Some(aggregate), warnings)
+}
+
+#[cfg(test)]
+mod manifest_tests {
+    use super::*;
+    use crate::extract::PayloadFile;
+
+    #[test]
+    fn canonical_json_matches_python_json_dumps() {
+        // python3 -c 'import json;print(json.dumps(v, sort_keys=True, separators=(",",":"), ensure_ascii=False))'
+        let v: serde_json::Value =
+            serde_json::from_str(r#"{"b": [1, {"z": "é\n", "a": null}], "a": true}"#).unwrap();
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a":true,"b":[1,{"a":null,"z":"é\n"}]}"#
+        );
+    }
+
+    #[test]
+    fn manifest_check_recomputes_digests() {
+        let cfg = br#"{"mcpServers": {"processkit-a": {"command": "uv", "args": ["run", "x"]}}}"#;
+        let value: serde_json::Value = serde_json::from_slice(cfg).unwrap();
+        let digest = crate::digest::Sha256::of(canonical_json(&value).as_bytes()).to_hex();
+        let aggregate = crate::digest::Sha256::of(digest.as_bytes()).to_hex();
+        let manifest = format!(
+            r#"{{"aggregate_sha256": "{aggregate}", "per_skill": [{{"path": "c/a.json", "sha256": "{digest}"}}], "version": 1}}"#
+        );
+        let mut files = BTreeMap::new();
+        files.insert(
+            "c/a.json".to_owned(),
+            PayloadFile {
+                data: cfg.to_vec(),
+                executable: false,
+            },
+        );
+        files.insert(
+            "context/.processkit-mcp-manifest.json".to_owned(),
+            PayloadFile {
+                data: manifest.into_bytes(),
+                executable: false,
+            },
+        );
+        let (agg, warnings) = check_mcp_manifest(&files);
+        assert_eq!(agg.as_deref(), Some(aggregate.as_str()));
+        assert!(warnings.is_empty(), "{warnings:?}");
+        files.insert(
+            "c/a.json".to_owned(),
+            PayloadFile {
+                data: b"{}".to_vec(),
+                executable: false,
+            },
+        );
+        let (_, warnings) = check_mcp_manifest(&files);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+    }
+}

@@ -49,6 +49,12 @@ fn pack_installs_offline_and_its_server_answers() {
     let plan = plan_install(root, &release, None, &opts).unwrap();
     let skills: Vec<_> = plan.skills.iter().map(String::as_str).collect();
     assert_eq!(skills, ["decision-record", "skill-finder"]);
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+    assert_eq!(
+        plan.mcp_aggregate_sha256.as_deref(),
+        Some("aa44b1646b0dcb3fbd6a8b03d7eb12bdba7bd3d106515af77b4f2ff219859401"),
+        "matches the pack's manifest, computed like processkit does"
+    );
     assert_eq!(plan.servers.len(), 1);
     assert_eq!(plan.servers[0].name, "processkit-skill-finder");
     assert_eq!(plan.servers[0].command, "python3");

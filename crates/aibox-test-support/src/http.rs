@@ -192,3 +192,51 @@ fn serve(mut stream: TcpStream, routes: &Routes, hits: &Mutex<Vec<String>>) {
     let _ = stream.flush();
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(server: &Server, path: &str) -> Vec<u8> {
+        let mut s = TcpStream::connect(server.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        out
+    }
+
+    #[test]
+    fn serves_routes_and_faults_and_records_hits() {
+        let server = Server::start().unwrap();
+        server.route("/ok", Route::ok("hello"));
+        server.route("/moved", Route::redirect("/ok"));
+        server.route("/cut", Route::ok("0123456789").truncated(3));
+        let ok = String::from_utf8(get(&server, "/ok")).unwrap();
+        assert!(
+            ok.starts_with("HTTP/1.1 200") && ok.ends_with("\r\n\r\nhello"),
+            "{ok}"
+        );
+        let missing = String::from_utf8(get(&server, "/nope")).unwrap();
+        assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+        let moved = String::from_utf8(get(&server, "/moved")).unwrap();
+        assert!(moved.starts_with("HTTP/1.1 302") && moved.contains("Location: /ok\r\n"));
+        let cut = String::from_utf8(get(&server, "/cut")).unwrap();
+        assert!(
+            cut.contains("Content-Length: 10\r\n") && cut.ends_with("\r\n\r\n012"),
+            "{cut}"
+        );
+        assert_eq!(server.hits(), ["/ok", "/nope", "/moved", "/cut"]);
+        assert_eq!(server.hit_count("/ok"), 1);
+    }
+
+    #[test]
+    fn slow_routes_wait_before_answering() {
+        let server = Server::start().unwrap();
+        server.route("/slow", Route::ok("late").slow(Duration::from_millis(300)));
+        let start = std::time::Instant::now();
+        let body = get(&server, "/slow");
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        assert!(body.ends_with(b"late"));
+    }
+}

@@ -15,11 +15,15 @@ pub fn shared_dir() -> camino::Utf8PathBuf {
     if let Ok(dir) = std::env::var("AIBOX_SHARED_DIR") {
         return dir.into();
     }
-    workspace_root().parent().map_or_else(|| "shared".into(), |p| p.join("shared"))
+    workspace_root()
+        .parent()
+        .map_or_else(|| "shared".into(), |p| p.join("shared"))
 }
 
 /// The workspace root (the folder with the top-level `Cargo.toml`).
 pub fn workspace_root() -> camino::Utf8PathBuf {
     let here = camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.parent().and_then(|p| p.parent()).map_or_else(|| here.to_owned(), ToOwned::to_owned)
+    here.parent()
+        .and_then(|p| p.parent())
+        .map_or_else(|| here.to_owned(), ToOwned::to_owned)
 }

@@ -88,13 +88,48 @@ mod tests {
         fs_err::write(root.join("aibox.toml"), toml).unwrap();
         let plan = crate::plan(root, &crate::PlanOptions::default()).unwrap();
         let paths: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
-        assert!(paths.contains(&"context/skills/processkit/skill-finder/SKILL.md"), "{paths:?}");
+        assert!(
+            paths.contains(&"context/skills/processkit/skill-finder/SKILL.md"),
+            "{paths:?}"
+        );
         assert!(paths.contains(&"context/.processkit-provenance.toml"));
         assert!(paths.contains(&"context/templates/processkit/v0.1.0/PROVENANCE.toml"));
-        assert!(!paths.iter().any(|p| p.starts_with("context/skills/engineering/")));
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.starts_with("context/skills/engineering/"))
+        );
         let lock = plan.lock.processkit.as_ref().unwrap();
         assert_eq!(lock.version, "v0.1.0");
         assert_eq!(lock.release_asset_sha256.unwrap().to_hex(), PACK_SHA256);
-        assert!(plan.lock_text.contains("[processkit]"), "{}", plan.lock_text);
+        assert!(
+            plan.lock_text.contains("[processkit]"),
+            "{}",
+            plan.lock_text
+        );
+
+        // Apply, then a second apply is a no-op; a local edit survives and the
+        // integrity check names it.
+        let opts = crate::ApplyOptions::default();
+        assert!(crate::apply(root, &opts).unwrap().changed());
+        let report = aibox_provenance::integrity(root.as_std_path()).unwrap();
+        assert_eq!(
+            report.status,
+            aibox_provenance::IntegrityStatus::Healthy,
+            "{report:?}"
+        );
+        assert!(
+            !crate::apply(root, &opts).unwrap().changed(),
+            "second apply must be a no-op"
+        );
+        let skill = root.join("context/skills/processkit/decision-record/SKILL.md");
+        fs_err::write(&skill, "my edit\n").unwrap();
+        crate::apply(root, &opts).unwrap();
+        assert_eq!(fs_err::read_to_string(&skill).unwrap(), "my edit\n");
+        let report = aibox_provenance::integrity(root.as_std_path()).unwrap();
+        assert_eq!(
+            report.modified,
+            ["context/skills/processkit/decision-record/SKILL.md"]
+        );
     }
 }
