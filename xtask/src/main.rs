@@ -113,12 +113,19 @@ fn demo() -> Result<(), String> {
         fs_err::remove_dir_all(target).map_err(|e| e.to_string())?;
     }
     copy_dir(std::path::Path::new("examples/demo"), target)?;
+    let pack = std::path::Path::new("target/processkit-pack");
+    if pack.exists() {
+        fs_err::remove_dir_all(pack).map_err(|e| e.to_string())?;
+    }
+    copy_dir(std::path::Path::new("examples/processkit-pack"), pack)?;
     let bin = std::path::Path::new("target/debug/aibox");
     for args in [
         &["apply"][..],
         &["apply"],
         &["apply", "--check"],
+        &["mcp", "list"],
         &["doctor"],
+        &["doctor", "--integrity"],
     ] {
         say(&format!(
             "==> aibox --project target/aibox-demo {}",

@@ -310,7 +310,7 @@ fn down(g: &Global) -> Outcome {
         render::note(
             g.quiet,
             &format!("{} is {}", status.container, status.state),
-        )
+        );
     })?;
     Ok(Exit::Ok)
 }
@@ -341,7 +341,9 @@ fn exec(g: &Global, args: &ExecArgs) -> Outcome {
 
 fn doctor(g: &Global, args: &DoctorArgs) -> Outcome {
     let root = project_root(g.project.as_deref())?;
-    let _ = args;
+    if args.integrity {
+        return integrity(g, &root);
+    }
     let report =
         aibox_engine::doctor::doctor(&root, &aibox_engine::doctor::DoctorOptions::default())
             .map_err(Failure::user)?;
@@ -392,7 +394,7 @@ fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
             match aibox_config::edit::get(&text, key).map_err(Failure::user)? {
                 Some(v) => {
                     json_or(g, &serde_json::json!({ "key": key, "value": v }), || {
-                        render::out(&v)
+                        render::out(&v);
                     })?;
                     Ok(Exit::Ok)
                 }
@@ -494,4 +496,39 @@ fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
             Ok(Exit::Ok)
         }
     }
+}
+
+fn integrity(g: &Global, root: &Utf8Path) -> Outcome {
+    let report = aibox_engine::integrity(root.as_std_path()).map_err(Failure::user)?;
+    json_or(g, &report, || {
+        let status = serde_json::to_value(report.status)
+            .ok()
+            .and_then(|v| v.as_str().map(ToOwned::to_owned))
+            .unwrap_or_default();
+        render::out(&format!(
+            "processkit integrity: {status} ({} files checked)",
+            report.checked
+        ));
+        if let Some(v) = &report.lock_version {
+            render::out(&format!(
+                "  version: lock {v}, marker {}",
+                report.marker_version.as_deref().unwrap_or("-")
+            ));
+        }
+        for (label, files) in [
+            ("modified", &report.modified),
+            ("missing", &report.missing),
+            ("unexpected", &report.unexpected),
+            ("edited (user-owned, fine)", &report.user_modified),
+        ] {
+            for f in files {
+                render::out(&format!("  {label}: {f}"));
+            }
+        }
+    })?;
+    Ok(if report.exit_code() == 0 {
+        Exit::Ok
+    } else {
+        Exit::Problems
+    })
 }

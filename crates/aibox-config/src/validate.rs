@@ -71,6 +71,13 @@ impl<'a> Checker<'a> {
             .help(help);
         self.problems.push(pr);
     }
+
+    /// Like [`Self::invalid`], but underlines the key: the name is wrong, not the value.
+    fn invalid_key(&mut self, p: &KeyPath, msg: String, label: &str, help: &str) {
+        let span = self.key_span(p);
+        let pr = Problem::new(ProblemKind::InvalidValue, self.src, span, msg, label).help(help);
+        self.problems.push(pr);
+    }
 }
 
 /// Container names, also Compose service and project names.
@@ -320,15 +327,12 @@ fn check_env(env: &BTreeMap<String, String>, base: &KeyPath, ch: &mut Checker<'_
     for (name, value) in env {
         let p = base.key(name);
         if !is_env_name(name) {
-            let pr = Problem::new(
-                ProblemKind::InvalidValue,
-                ch.src,
-                ch.key_span(&p),
+            ch.invalid_key(
+                &p,
                 format!("\"{name}\" is not a valid environment variable name"),
                 "invalid name",
-            )
-            .help("use letters, digits and `_`, not starting with a digit");
-            ch.problems.push(pr);
+                "use letters, digits and `_`, not starting with a digit",
+            );
         }
         if value.contains(['\n', '\r', '\0']) {
             ch.invalid(
@@ -574,16 +578,12 @@ fn check_servers(servers: &[McpServer], base: &KeyPath, ch: &mut Checker<'_>) {
         check_env(&s.env, &p.key("env"), ch);
         for name in s.headers.keys() {
             if !is_http_token(name) {
-                let hp = p.key("headers").key(name);
-                let pr = Problem::new(
-                    ProblemKind::InvalidValue,
-                    ch.src,
-                    ch.key_span(&hp),
+                ch.invalid_key(
+                    &p.key("headers").key(name),
                     format!("\"{name}\" is not a valid HTTP header name"),
                     "invalid header name",
-                )
-                .help("use letters, digits and `-`, for example \"Authorization\"");
-                ch.problems.push(pr);
+                    "use letters, digits and `-`, for example \"Authorization\"",
+                );
             }
         }
     }

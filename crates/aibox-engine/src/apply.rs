@@ -68,12 +68,17 @@ pub enum FileAction {
     SkippedUserOwned,
     /// A file aibox did not write was backed up (see `backup`) and replaced.
     BackedUp,
+    /// A file aibox owned and no longer plans was removed.
+    Removed,
 }
 
 impl FileAction {
     /// Whether the action changes the file on disk.
     pub fn changes(self) -> bool {
-        matches!(self, Self::Created | Self::Updated | Self::BackedUp)
+        matches!(
+            self,
+            Self::Created | Self::Updated | Self::BackedUp | Self::Removed
+        )
     }
 
     /// The kebab-case name shown to users.
@@ -84,6 +89,7 @@ impl FileAction {
             Self::Unchanged => "unchanged",
             Self::SkippedUserOwned => "skipped-user-owned",
             Self::BackedUp => "backed-up",
+            Self::Removed => "removed",
         }
     }
 }
@@ -163,6 +169,29 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     for file in &all {
         decisions.push(decide(&root, file, &known, options)?);
     }
+    let mut removals = Vec::new();
+    for path in &plan.removals {
+        check_relative(path)?;
+        if !in_perimeter(path) {
+            return Err(EngineError::OutsidePerimeter { path: path.clone() });
+        }
+        if let Some(old) = root.read(path)? {
+            let diff = options.dry_run.then(|| {
+                unified_diff(path, Some(&old), b"").replacen(
+                    &format!("+++ b/{path}"),
+                    "+++ /dev/null",
+                    1,
+                )
+            });
+            removals.push(FileReport {
+                path: path.clone(),
+                ownership: Ownership::Merged,
+                action: FileAction::Removed,
+                backup: None,
+                diff,
+            });
+        }
+    }
     if let Some(foreign) = decisions.iter().find(|d| d.foreign && !options.force) {
         return Err(EngineError::ForeignFile {
             path: foreign.report.path.clone(),
@@ -170,7 +199,10 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     }
 
     if read_only {
-        let files = decisions.into_iter().map(|d| d.report).collect();
+        let mut files: Vec<FileReport> = decisions.into_iter().map(|d| d.report).collect();
+        let lock_report = files.pop();
+        files.extend(removals);
+        files.extend(lock_report);
         return Ok(ApplyReport {
             files,
             wrote_nothing: true,
@@ -178,12 +210,20 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
         });
     }
 
-    let anything = decisions.iter().any(|d| d.report.action.changes());
+    let anything = !removals.is_empty() || decisions.iter().any(|d| d.report.action.changes());
     if anything {
         writer.write(Utf8Path::new(PENDING_LOCK), plan.lock_text.as_bytes(), None)?;
     }
-    let mut reports = Vec::with_capacity(decisions.len());
-    for (decision, file) in decisions.into_iter().zip(&all) {
+    let mut reports = Vec::with_capacity(decisions.len() + removals.len());
+    let lock_index = decisions.len() - 1;
+    for (i, (decision, file)) in decisions.into_iter().zip(&all).enumerate() {
+        if i == lock_index {
+            // Removals happen before the lock, which is always written last.
+            for removal in removals.drain(..) {
+                writer.remove(&removal.path)?;
+                reports.push(removal);
+            }
+        }
         let report = decision.report;
         if let (Some(old), Some(backup)) = (&decision.old, &report.backup) {
             writer.write(backup, old, None)?;

@@ -16,8 +16,8 @@ use std::process::Command;
 use aibox_config::{AiboxToml, Project, SecurityException};
 use aibox_policy::{
     Consent, Finding, PROFILE_PATH, Redactor, Severity, TextKind, check_compose,
-    check_devcontainer_json, check_seccomp_profile, check_volumes, container_security, redact,
-    scan_secrets,
+    check_devcontainer_json, check_project_volumes, check_seccomp_profile, container_security,
+    redact, scan_secrets,
 };
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 use aibox_runtime::DetectEnv;
@@ -714,16 +714,7 @@ fn container_policy(
     if let Some(text) = read_text(root, DEVCONTAINER_FILE) {
         out.extend(check_devcontainer_json(DEVCONTAINER_FILE, &text, &consent));
     }
-    out.extend(check_volumes(
-        "aibox.toml [[container.extra_volumes]]",
-        &config.container.extra_volumes,
-        &consent,
-    ));
-    out.extend(check_volumes(
-        ".aibox-local.toml [[container.extra_volumes]]",
-        &project.local.container.extra_volumes,
-        &consent,
-    ));
+    out.extend(check_project_volumes(config, &project.local, &consent));
     if let Ok(Some(bytes)) = root.read(Utf8Path::new(PROFILE_PATH)) {
         let recorded = lock.and_then(|l| l.generated_digest(PROFILE_PATH));
         out.extend(check_seccomp_profile(&bytes, recorded));

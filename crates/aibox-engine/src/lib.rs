@@ -24,4 +24,7 @@ pub mod init;
 pub mod lifecycle;
 mod mcp_list;
 pub mod skills;
+
+/// `aibox doctor --integrity`: per-file verification of the installed processkit content.
+pub use aibox_provenance::{IntegrityReport, IntegrityStatus, integrity};
 pub use mcp_list::mcp_list;

@@ -72,6 +72,8 @@ impl PlanContext<'_> {
 #[derive(Debug, Default)]
 pub struct PlanBuilder {
     files: BTreeMap<Utf8PathBuf, PlannedFile>,
+    removals: std::collections::BTreeSet<Utf8PathBuf>,
+    processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
     lock: Lock,
 }
 
@@ -94,6 +96,26 @@ impl PlanBuilder {
         files.into_iter().try_for_each(|f| self.add(f))
     }
 
+    /// Plans the removal of a file that a source owned and no longer wants (for example
+    /// an unchanged processkit file dropped upstream). The writer removes it only if it
+    /// still exists; a path that is also planned for writing is kept.
+    pub fn remove(&mut self, path: impl Into<Utf8PathBuf>) -> Result<(), EngineError> {
+        let path = path.into();
+        crate::writer::check_relative(&path)?;
+        self.removals.insert(path);
+        Ok(())
+    }
+
+    /// Records the MCP servers of the installed processkit release, for the MCP source.
+    pub fn set_processkit_servers(&mut self, servers: Vec<aibox_mcp_registration::ServerSpec>) {
+        self.processkit_servers = servers;
+    }
+
+    /// The processkit MCP servers recorded so far.
+    pub fn processkit_servers(&self) -> &[aibox_mcp_registration::ServerSpec] {
+        &self.processkit_servers
+    }
+
     /// A file planned so far (for sources that build on another's output).
     pub fn get(&self, path: &Utf8Path) -> Option<&PlannedFile> {
         self.files.get(path)
@@ -114,8 +136,15 @@ impl PlanBuilder {
             .map(|f| (f.path.to_string(), sha256_hex(&f.contents)))
             .collect();
         let lock_text = self.lock.render()?;
+        let removals = self
+            .removals
+            .into_iter()
+            .filter(|p| !self.files.contains_key(p))
+            .collect();
         Ok(Plan {
             files: self.files.into_values().collect(),
+            removals,
+            processkit_servers: self.processkit_servers,
             lock: self.lock,
             lock_text,
         })
@@ -127,6 +156,10 @@ impl PlanBuilder {
 pub struct Plan {
     /// The files, sorted by path; `aibox.lock` is not among them.
     pub files: Vec<PlannedFile>,
+    /// Files to remove if they exist (sorted; none of them is also in `files`).
+    pub removals: Vec<Utf8PathBuf>,
+    /// The MCP servers of the installed processkit release (empty in harness-only mode).
+    pub processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
     /// The lock the apply records.
     pub lock: Lock,
     /// Rendered lock text, written last.

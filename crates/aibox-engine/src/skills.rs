@@ -77,37 +77,38 @@ fn find_installed(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, EngineErro
 /// Enables `name`: removes it from `[skills] exclude`, or adds it to `[skills] include`.
 /// The next `aibox apply` installs it and registers its MCP server.
 pub fn enable(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, ConfigEditError> {
-    let project = aibox_config::load_project(root)?;
-    let skills = &project.config.skills;
-    if skills.exclude.iter().any(|s| s == name) {
-        let rest: Vec<&String> = skills.exclude.iter().filter(|s| *s != name).collect();
-        config_set(root, ConfigFile::Team, "skills.exclude", &toml_list(&rest))
-    } else if skills.include.iter().any(|s| s == name) {
-        Ok(root.join(aibox_config::AIBOX_TOML))
-    } else {
-        let mut all: Vec<&String> = skills.include.iter().collect();
-        let owned = name.to_owned();
-        all.push(&owned);
-        config_set(root, ConfigFile::Team, "skills.include", &toml_list(&all))
-    }
+    toggle(root, name, true)
 }
 
 /// Disables `name`: removes it from `[skills] include`, or adds it to `[skills] exclude`.
 /// The next `aibox apply` removes its MCP entries and allow rules and, where unchanged
 /// since install, its files.
 pub fn disable(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, ConfigEditError> {
+    toggle(root, name, false)
+}
+
+/// Takes `name` off the list that works against `enable`, else puts it on the list that
+/// works for it; nothing to do when it is already there.
+fn toggle(root: &Utf8Path, name: &str, enable: bool) -> Result<Utf8PathBuf, ConfigEditError> {
     let project = aibox_config::load_project(root)?;
     let skills = &project.config.skills;
-    if skills.include.iter().any(|s| s == name) {
-        let rest: Vec<&String> = skills.include.iter().filter(|s| *s != name).collect();
-        config_set(root, ConfigFile::Team, "skills.include", &toml_list(&rest))
-    } else if skills.exclude.iter().any(|s| s == name) {
+    let include = (&skills.include, "skills.include");
+    let exclude = (&skills.exclude, "skills.exclude");
+    let ((against, against_key), (towards, towards_key)) = if enable {
+        (exclude, include)
+    } else {
+        (include, exclude)
+    };
+    if against.iter().any(|s| s == name) {
+        let rest: Vec<&String> = against.iter().filter(|s| *s != name).collect();
+        config_set(root, ConfigFile::Team, against_key, &toml_list(&rest))
+    } else if towards.iter().any(|s| s == name) {
         Ok(root.join(aibox_config::AIBOX_TOML))
     } else {
-        let mut all: Vec<&String> = skills.exclude.iter().collect();
+        let mut all: Vec<&String> = towards.iter().collect();
         let owned = name.to_owned();
         all.push(&owned);
-        config_set(root, ConfigFile::Team, "skills.exclude", &toml_list(&all))
+        config_set(root, ConfigFile::Team, towards_key, &toml_list(&all))
     }
 }
 

@@ -82,6 +82,14 @@ fn json_entry(spec: &ServerSpec, shape: &JsonShape) -> Result<Map<String, Value>
     Ok(entry)
 }
 
+/// An entry in the common JSON shape that needs no notes.
+fn plain_entry(spec: &ServerSpec, shape: &JsonShape) -> Result<Rendered<Value>, Skip> {
+    Ok(Rendered {
+        value: Value::Object(json_entry(spec, shape)?),
+        notes: Vec::new(),
+    })
+}
+
 /// Claude Code `.mcp.json` entry (also read by GitHub Copilot: only shared keys).
 pub(crate) fn claude_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
     let shape = JsonShape {
@@ -90,11 +98,7 @@ pub(crate) fn claude_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
         remote_type: Some("http"),
         url_key: "url",
     };
-    let entry = json_entry(spec, &shape)?;
-    Ok(Rendered {
-        value: Value::Object(entry),
-        notes: Vec::new(),
-    })
+    plain_entry(spec, &shape)
 }
 
 /// Claude permission rules (`mcp__<server>__<tool>`), allow and deny.
@@ -385,11 +389,7 @@ pub(crate) fn cursor_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
         remote_type: None,
         url_key: "url",
     };
-    let entry = json_entry(spec, &shape)?;
-    Ok(Rendered {
-        value: Value::Object(entry),
-        notes: Vec::new(),
-    })
+    plain_entry(spec, &shape)
 }
 
 /// VS Code `.vscode/mcp.json` `servers.<name>` entry (`type` is required).
@@ -400,11 +400,7 @@ pub(crate) fn vscode_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip> {
         remote_type: Some("http"),
         url_key: "url",
     };
-    let entry = json_entry(spec, &shape)?;
-    Ok(Rendered {
-        value: Value::Object(entry),
-        notes: Vec::new(),
-    })
+    plain_entry(spec, &shape)
 }
 
 #[cfg(test)]

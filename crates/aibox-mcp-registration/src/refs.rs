@@ -5,6 +5,8 @@
 //! once and rendered per harness; a harness without a faithful rendering gets `None`
 //! and the server is skipped there with a reason instead of receiving a wrong value.
 
+use aibox_config::validate::is_env_name;
+
 /// One piece of a value: literal text or a variable reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
@@ -48,7 +50,7 @@ impl Template {
                     Some((n, d)) => (n, Some(d.to_owned())),
                     None => (inner, None),
                 };
-                is_var_name(name).then(|| {
+                is_env_name(name).then(|| {
                     (
                         Part::Var {
                             name: name.to_owned(),
@@ -153,15 +155,6 @@ impl Template {
         }
         Some(out)
     }
-}
-
-/// Environment variable names: a letter or `_`, then letters, digits and `_`.
-pub fn is_var_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Key names that suggest a secret (security-model §3): one of the words as a whole

@@ -340,7 +340,7 @@ fn suggest_var(server: &str, key: &str) -> String {
             })
             .collect::<String>()
     };
-    if crate::refs::is_var_name(key) && key.chars().all(|c| !c.is_ascii_lowercase()) {
+    if aibox_config::validate::is_env_name(key) && key.chars().all(|c| !c.is_ascii_lowercase()) {
         key.to_owned()
     } else {
         format!("{}_TOKEN", clean(server))

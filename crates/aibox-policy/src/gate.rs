@@ -125,16 +125,7 @@ pub fn check_plan(
         out.extend(check_compose(OVERRIDE_PATH, text, &consent));
         out.extend(scan_secrets(OVERRIDE_PATH, text, TextKind::Yaml));
     }
-    out.extend(check_volumes(
-        "aibox.toml [[container.extra_volumes]]",
-        &config.container.extra_volumes,
-        &consent,
-    ));
-    out.extend(check_volumes(
-        ".aibox-local.toml [[container.extra_volumes]]",
-        &local.container.extra_volumes,
-        &consent,
-    ));
+    out.extend(check_project_volumes(config, local, &consent));
     let errors: Vec<&Finding> = out
         .iter()
         .filter(|f| f.severity == Severity::Error)
@@ -509,6 +500,26 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
             _ => {}
         }
     }
+    out
+}
+
+/// Checks the bind mounts of both `aibox.toml` and `.aibox-local.toml`
+/// (`[[container.extra_volumes]]`), each labelled with its file.
+pub fn check_project_volumes(
+    config: &AiboxToml,
+    local: &LocalToml,
+    consent: &Consent,
+) -> Vec<Finding> {
+    let mut out = check_volumes(
+        "aibox.toml [[container.extra_volumes]]",
+        &config.container.extra_volumes,
+        consent,
+    );
+    out.extend(check_volumes(
+        ".aibox-local.toml [[container.extra_volumes]]",
+        &local.container.extra_volumes,
+        consent,
+    ));
     out
 }
 

@@ -21,7 +21,8 @@ mod text;
 pub use finding::{Consent, Finding, Severity, has_errors};
 pub use gate::{
     COMPOSE_LOCAL_PATH, COMPOSE_PATH, DEVCONTAINER_PATH, OVERRIDE_PATH, check_compose,
-    check_devcontainer_json, check_plan, check_run_args, check_seccomp_profile, check_volumes,
+    check_devcontainer_json, check_plan, check_project_volumes, check_run_args,
+    check_seccomp_profile, check_volumes,
 };
 pub use redact::{MASK, Redactor, redact};
 pub use seccomp::{

@@ -326,3 +326,46 @@ pub(crate) fn show_name(raw: &[u8]) -> String {
         .flat_map(char::escape_default)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_stable_and_help_is_present() {
+        let cases = [
+            (
+                ProvenanceError::NoDigest {
+                    what: "x".into(),
+                    computed: "y".into(),
+                },
+                "aibox::provenance::unverified",
+            ),
+            (
+                ProvenanceError::UnsafeEntry {
+                    entry: "e".into(),
+                    reason: "r".into(),
+                },
+                "aibox::provenance::unsafe_entry",
+            ),
+            (
+                ProvenanceError::MissingScripts {
+                    scripts: vec!["a".into()],
+                },
+                "aibox::provenance::missing_scripts",
+            ),
+            (
+                ProvenanceError::HttpStatus {
+                    url: "u".into(),
+                    status: 404,
+                },
+                "aibox::provenance::http_status",
+            ),
+        ];
+        for (err, code) in cases {
+            assert_eq!(err.code().map(|c| c.to_string()).as_deref(), Some(code));
+            assert!(err.help().is_some(), "{code} has no help");
+        }
+        assert_eq!(show_name(b"a\0b\xff"), "a\\u{0}b\\u{fffd}");
+    }
+}

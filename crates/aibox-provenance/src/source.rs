@@ -312,8 +312,9 @@ fn verify_all(
         });
     }
     match (by_pin, sidecar) {
+        // A sidecar that now exists upgrades an install first made without one.
+        (Some(Verification::Unverified) | None, Some(_)) => Ok(Verification::Sidecar),
         (Some(v), _) => Ok(v),
-        (None, Some(_)) => Ok(Verification::Sidecar),
         (None, None) if allow_unverified => Ok(Verification::Unverified),
         (None, None) => Err(ProvenanceError::NoDigest {
             what: what.to_owned(),

@@ -19,7 +19,8 @@ pub mod skill_review;
 pub fn contribute_all(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
     devcontainer::contribute(ctx, plan)?;
     processkit::contribute(ctx, plan)?;
-    mcp::contribute(ctx, plan)?;
+    let processkit_servers = plan.processkit_servers().to_vec();
+    mcp::contribute_with(ctx, plan, &processkit_servers)?;
     gitignore::contribute(ctx, plan)?;
     Ok(())
 }

@@ -12,8 +12,12 @@ use aibox_provenance::install::FileWrite;
 use aibox_provenance::source::{FetchOptions, fetch_release};
 use aibox_provenance::{Cache, PlanOptions, plan_install};
 
+use aibox_mcp_registration::{Origin, ServerSpec, Transport};
+use camino::{Utf8Path, Utf8PathBuf};
+
 use crate::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
+use crate::sources::skill_review::ReviewContext;
 
 fn planned(w: &FileWrite) -> PlannedFile {
     let mut f = PlannedFile::new(w.path.as_str(), w.file.data.clone(), Ownership::Merged);
@@ -66,8 +70,110 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         install.marker.clone().into_bytes(),
         Ownership::Merged,
     ))?;
+    // Files the three-way plan found safe to delete (unchanged since install and gone
+    // upstream or deselected), and snapshots of other versions (regenerable).
+    for path in &install.removals {
+        plan.remove(path.as_str())?;
+    }
+    for dir in &install.stale_snapshots {
+        for file in files_under(ctx.root(), dir) {
+            plan.remove(file)?;
+        }
+    }
+    let servers = registered_servers(ctx, &release, &install)?;
+    plan.set_processkit_servers(servers);
     plan.lock_mut().processkit = Some(install.lock);
     Ok(())
+}
+
+/// The release's MCP servers as registration specs, after the third-party skill review:
+/// a skill whose server fails a review point is refused unless `aibox.toml` records a
+/// `[[skills.review_exceptions]]` entry for it. The release's core skills are exempt.
+/// The review reads the verified release's copy of each skill (staged in a temporary
+/// folder), so a skill is reviewed before it is ever installed or registered.
+fn registered_servers(
+    ctx: &PlanContext,
+    release: &aibox_provenance::VerifiedRelease,
+    install: &aibox_provenance::InstallPlan,
+) -> Result<Vec<ServerSpec>, EngineError> {
+    let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
+        .map_err(EngineError::source)?;
+    let review_ctx = ReviewContext::verified_release(
+        release.source.clone(),
+        release.version.clone(),
+        release.digest.to_string(),
+    );
+    let staging = tempfile::tempdir()
+        .map_err(|e| EngineError::io("create a review staging folder in", "$TMPDIR", e))?;
+    let mut to_review = Vec::new();
+    for server in install.servers.iter().filter(|s| !s.gateway) {
+        let Some(skill) = catalog.skills.get(&server.skill) else {
+            continue;
+        };
+        if skill.core
+            || to_review
+                .iter()
+                .any(|(n, _, _): &(String, Utf8PathBuf, ReviewContext)| n == &skill.name)
+        {
+            continue;
+        }
+        let prefix = format!("{}/", skill.dir);
+        let files = release
+            .payload
+            .files
+            .iter()
+            .filter_map(|(p, f)| p.strip_prefix(prefix.as_str()).map(|rel| (rel, f)));
+        let dest = staging.path().join(&skill.name);
+        aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::source)?;
+        let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
+            EngineError::io(
+                "stage",
+                p.display().to_string(),
+                std::io::Error::other("non-UTF-8 path"),
+            )
+        })?;
+        to_review.push((skill.name.clone(), dir, review_ctx.clone()));
+    }
+    let allowed = crate::sources::skill_review::gate(ctx.project, &to_review)?;
+    let reviewed: Vec<&str> = to_review.iter().map(|(n, _, _)| n.as_str()).collect();
+    Ok(install
+        .servers
+        .iter()
+        .filter(|s| !reviewed.contains(&s.skill.as_str()) || allowed.contains(&s.skill))
+        .map(|s| ServerSpec {
+            name: s.name.clone(),
+            origin: Origin::Processkit,
+            transport: Transport::Stdio {
+                command: s.command.clone(),
+                args: s.args.clone(),
+                env: s.env.clone(),
+            },
+            allowed_tools: Vec::new(),
+            startup_timeout_sec: None,
+        })
+        .collect())
+}
+
+/// Every regular file below `dir` (root-relative), for removing a stale snapshot.
+fn files_under(root: &Utf8Path, dir: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![Utf8PathBuf::from(dir)];
+    while let Some(rel) = stack.pop() {
+        let Ok(entries) = fs_err::read_dir(root.join(&rel)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let child = rel.join(&name);
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(child),
+                Ok(t) if t.is_file() => out.push(child.into_string()),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 #[cfg(test)]
