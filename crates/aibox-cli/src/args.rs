@@ -206,6 +206,8 @@ pub enum McpCommand {
 /// `aibox skill ...`.
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
+    /// The installed skills, with core, MCP and selection state.
+    List,
     /// Review a skill against the six-point third-party checklist; exit 1 when a point fails.
     Review {
         /// A skill directory, or the name of an installed skill.

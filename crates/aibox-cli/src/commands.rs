@@ -467,6 +467,37 @@ fn mcp_list(g: &Global) -> Outcome {
 
 fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
     match cmd {
+        SkillCommand::List => {
+            let root = project_root(g.project.as_deref())?;
+            let skills = aibox_engine::skills::list(&root).map_err(Failure::user)?;
+            json_or(g, &skills, || {
+                if skills.is_empty() {
+                    render::out("no processkit skills are installed");
+                }
+                for s in &skills {
+                    let mut tags = Vec::new();
+                    if s.core {
+                        tags.push("core");
+                    }
+                    if s.mcp_server {
+                        tags.push("mcp");
+                    }
+                    if s.included {
+                        tags.push("included");
+                    }
+                    if s.excluded {
+                        tags.push("excluded");
+                    }
+                    render::out(&format!(
+                        "{:<24} {:<14} {}",
+                        s.name,
+                        s.category,
+                        tags.join(", ")
+                    ));
+                }
+            })?;
+            Ok(Exit::Ok)
+        }
         SkillCommand::Review { target } => {
             let root = match &g.project {
                 Some(p) => Some(p.clone()),

@@ -151,3 +151,58 @@ pub enum SkillError {
         skills: Utf8PathBuf,
     },
 }
+
+/// One installed skill, for `aibox skill list`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SkillInfo {
+    /// Skill name (its directory name).
+    pub name: String,
+    /// Category directory.
+    pub category: String,
+    /// Root-relative directory.
+    pub dir: String,
+    /// A core skill: always installed, never excluded.
+    pub core: bool,
+    /// It declares an MCP server (`mcp/mcp-config.json`).
+    pub mcp_server: bool,
+    /// Named in `[skills] include`.
+    pub included: bool,
+    /// Named in `[skills] exclude` (still installed until the next `apply`, or core).
+    pub excluded: bool,
+}
+
+/// The skills installed under `context/skills/<category>/<name>/`, with their selection
+/// state from `[skills]`.
+pub fn list(root: &Utf8Path) -> Result<Vec<SkillInfo>, EngineError> {
+    let project = aibox_config::load_project(root)?;
+    let skills = root.join("context/skills");
+    let mut out = Vec::new();
+    let Ok(categories) = fs_err::read_dir(&skills) else {
+        return Ok(out);
+    };
+    for category in categories.flatten() {
+        let category = category.file_name().to_string_lossy().into_owned();
+        let Ok(entries) = fs_err::read_dir(skills.join(&category)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let dir = skills.join(&category).join(&name);
+            let Ok(text) = fs_err::read_to_string(dir.join("SKILL.md")) else {
+                continue;
+            };
+            let front = text.split("\n---").next().unwrap_or_default();
+            out.push(SkillInfo {
+                core: front.lines().any(|l| l.trim() == "core: true"),
+                mcp_server: dir.join("mcp/mcp-config.json").is_file(),
+                included: project.config.skills.include.contains(&name),
+                excluded: project.config.skills.exclude.contains(&name),
+                dir: format!("context/skills/{category}/{name}"),
+                category: category.clone(),
+                name,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}

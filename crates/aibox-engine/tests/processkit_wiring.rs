@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may fail loudly
 
+use std::fmt::Write as _;
+
 use aibox_engine::{ApplyOptions, FileAction, apply};
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -115,9 +117,11 @@ fn pack_with_failing_skill(dir: &Utf8Path) -> Utf8PathBuf {
     let provenance = dest.join("PROVENANCE.toml");
     let mut text = fs_err::read_to_string(&provenance).unwrap();
     for f in ["SKILL.md", "mcp/mcp-config.json", "mcp/server.py"] {
-        text.push_str(&format!(
-            "\"context/skills/engineering/net-fetch/{f}\" = \"v0.1.0\"\n"
-        ));
+        writeln!(
+            text,
+            "\"context/skills/engineering/net-fetch/{f}\" = \"v0.1.0\""
+        )
+        .unwrap();
     }
     fs_err::write(&provenance, text).unwrap();
     let product = dest.join(".processkit/packages/product.yaml");
@@ -166,4 +170,30 @@ fn a_skill_failing_review_is_registered_only_after_consent() {
     let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
     assert!(mcp.contains("processkit-net-fetch"), "{mcp}");
     assert!(mcp.contains("processkit-skill-finder"), "{mcp}");
+}
+
+#[test]
+fn skill_list_shows_installed_skills_with_their_state() {
+    let (_t, root) = tempdir();
+    let sha = format!("sha256 = \"{PACK_SHA256}\"");
+    write_config(&root, &pack(), "\"starter\"", &sha);
+    apply(&root, &ApplyOptions::default()).unwrap();
+    aibox_engine::skills::disable(&root, "decision-record").unwrap();
+    let skills = aibox_engine::skills::list(&root).unwrap();
+    let names: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["decision-record", "skill-finder"]);
+    let finder = &skills[1];
+    assert!(
+        finder.core && finder.mcp_server && !finder.excluded,
+        "{finder:?}"
+    );
+    assert!(skills[0].excluded && !skills[0].core, "{:?}", skills[0]);
+    // The next apply removes the deselected skill's unchanged files.
+    apply(&root, &ApplyOptions::default()).unwrap();
+    let names: Vec<String> = aibox_engine::skills::list(&root)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, ["skill-finder"]);
 }
