@@ -312,13 +312,16 @@ pub fn state() -> Result<(), String> {
     }
     report.push_str("\n## Available dependency updates (crates.io)\n\n```\n");
     let out = Command::new(cargo())
-        .args(["update", "--dry-run", "--workspace"])
+        .args(["update", "--dry-run", "--verbose"])
         .output()
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stderr);
     let updates: Vec<&str> = text
         .lines()
-        .filter(|l| l.contains("Updating") || l.contains("Unchanged"))
+        .filter(|l| {
+            let l = l.trim_start();
+            (l.starts_with("Updating") && !l.contains("index")) || l.starts_with("Unchanged")
+        })
         .collect();
     if updates.is_empty() {
         report.push_str("(none, or the registry was not reachable)\n");
