@@ -154,6 +154,7 @@ pub enum SkillError {
 
 /// One installed skill, for `aibox skill list`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[allow(clippy::struct_excessive_bools)] // independent facts, serialised as they are
 pub struct SkillInfo {
     /// Skill name (its directory name).
     pub name: String,
