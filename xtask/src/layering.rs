@@ -138,3 +138,45 @@ fn violations(meta: &Value) -> Vec<String> {
     }
     problems
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    fn meta(deps: &[(&str, &str, Option<&str>)]) -> serde_json::Value {
+        let mut packages: Vec<serde_json::Value> = Vec::new();
+        for (pkg, dep, kind) in deps {
+            packages.push(json!({
+                "name": pkg,
+                "dependencies": [{ "name": dep, "kind": kind }],
+            }));
+        }
+        json!({ "packages": packages })
+    }
+
+    #[test]
+    fn allowed_arrows_pass() {
+        let m = meta(&[
+            ("aibox-engine", "aibox-config", None),
+            ("aibox-config", "insta", Some("dev")),
+            ("aibox-provenance", "ureq", None),
+            ("aibox-cli", "clap", None),
+        ]);
+        assert!(super::violations(&m).is_empty());
+    }
+
+    #[test]
+    fn forbidden_arrows_are_named() {
+        let m = meta(&[
+            ("aibox-config", "ureq", None),
+            ("aibox-policy", "clap", None),
+            ("aibox-config", "aibox-engine", None),
+            ("aibox-engine", "aibox-test-support", None),
+            ("aibox-newcrate", "serde", None),
+        ]);
+        let problems = super::violations(&m);
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert!(problems.iter().any(|p| p == "aibox-config must not depend on ureq"));
+        assert!(problems.iter().any(|p| p.contains("aibox-newcrate is not listed")));
+    }
+}

@@ -444,7 +444,7 @@ fn mcp_list(g: &Global) -> Outcome {
                 s.allowed_tools.join(", ")
             };
             render::out(&format!(
-                "{:<9} {:<20} {:<10} {:<6} -> {target}",
+                "{:<9} {:<24} {:<10} {:<6} -> {target}",
                 s.harness.as_str(),
                 s.name,
                 format!("{:?}", s.origin).to_lowercase(),

@@ -7,9 +7,15 @@ use aibox_engine::{ApplyOptions, apply};
 use camino::{Utf8Path, Utf8PathBuf};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
+/// The example's `aibox.toml`, with its processkit source (relative to the example) made
+/// absolute so the copy in a temporary folder installs the same bundled content pack.
 fn example_toml() -> String {
-    let path = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo/aibox.toml");
-    fs_err::read_to_string(path).unwrap()
+    let examples = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let text = fs_err::read_to_string(examples.join("demo/aibox.toml")).unwrap();
+    let pack = examples.join("processkit-pack").canonicalize_utf8().unwrap();
+    let patched = text.replace("\"../processkit-pack\"", &format!("\"{pack}\""));
+    assert_ne!(patched, text, "the example's processkit source moved; update this bench");
+    patched
 }
 
 fn fresh_project(toml: &str) -> (tempfile::TempDir, Utf8PathBuf) {
