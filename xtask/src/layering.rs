@@ -176,7 +176,15 @@ mod tests {
         ]);
         let problems = super::violations(&m);
         assert_eq!(problems.len(), 5, "{problems:#?}");
-        assert!(problems.iter().any(|p| p == "aibox-config must not depend on ureq"));
-        assert!(problems.iter().any(|p| p.contains("aibox-newcrate is not listed")));
+        assert!(
+            problems
+                .iter()
+                .any(|p| p == "aibox-config must not depend on ureq")
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("aibox-newcrate is not listed"))
+        );
     }
 }

@@ -12,9 +12,15 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 fn example_toml() -> String {
     let examples = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let text = fs_err::read_to_string(examples.join("demo/aibox.toml")).unwrap();
-    let pack = examples.join("processkit-pack").canonicalize_utf8().unwrap();
+    let pack = examples
+        .join("processkit-pack")
+        .canonicalize_utf8()
+        .unwrap();
     let patched = text.replace("\"../processkit-pack\"", &format!("\"{pack}\""));
-    assert_ne!(patched, text, "the example's processkit source moved; update this bench");
+    assert_ne!(
+        patched, text,
+        "the example's processkit source moved; update this bench"
+    );
     patched
 }
 
