@@ -208,13 +208,25 @@ fn ask(question: &str, default: &str) -> Result<String, Failure> {
 
 fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
     let root = project_root(g.project.as_deref())?;
-    let opts = aibox_engine::ApplyOptions {
+    let mut opts = aibox_engine::ApplyOptions {
         dry_run: args.dry_run,
         check: args.check,
         force: args.force,
         ..aibox_engine::ApplyOptions::default()
     };
-    let report = aibox_engine::apply(&root, &opts).map_err(Failure::user)?;
+    opts.plan.download_progress = render::download_progress(g.quiet);
+    let report = match aibox_engine::apply(&root, &opts) {
+        Ok(report) => report,
+        Err(e) => {
+            let Some(key) = consent_question(g, &root, &e) else {
+                return Err(Failure::user(e));
+            };
+            // Show the full explanation first, then ask.
+            render::error(&miette::Report::new(e));
+            ask_seccomp_consent(g, &root, key)?;
+            aibox_engine::apply(&root, &opts).map_err(Failure::user)?
+        }
+    };
     json_or(g, &report, || {
         for f in &report.files {
             if f.action.changes() || g.verbose > 0 {
@@ -254,6 +266,42 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
     Ok(Exit::Ok)
 }
 
+/// The consent key to ask for when `err` is a missing seccomp consent and a person is
+/// at the terminal without `--yes` (which never counts as consent).
+fn consent_question(
+    g: &Global,
+    root: &Utf8Path,
+    err: &aibox_engine::EngineError,
+) -> Option<&'static str> {
+    let code = miette::Diagnostic::code(err).map(|c| c.to_string());
+    if code.as_deref() != Some("aibox::policy::seccomp_consent") || g.yes || !interactive() {
+        return None;
+    }
+    aibox_engine::consent::missing_seccomp_consent(root)
+}
+
+/// Asks (default No) and, on "yes", records `key = true` in `aibox.toml`.
+fn ask_seccomp_consent(g: &Global, root: &Utf8Path, key: &str) -> Result<(), Failure> {
+    let answer = ask(
+        &format!("Record your consent (`{key} = true` in aibox.toml)? y/N"),
+        "N",
+    )?;
+    if !matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes") {
+        return Err(Failure::user(miette::miette!(
+            code = "aibox::policy::seccomp_consent",
+            help = "nothing was written; see the explanation above for the narrower options",
+            "consent not given"
+        )));
+    }
+    let path = aibox_engine::consent::record_consent(root, key).map_err(Failure::user)?;
+    render::note(g.quiet, &format!("recorded `{key} = true` in {path}"));
+    Ok(())
+}
+
+fn interactive() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
 fn progress(g: &Global, event: &aibox_runtime::Event) {
     use aibox_runtime::Event;
     let line = match event {
@@ -278,10 +326,11 @@ fn progress(g: &Global, event: &aibox_runtime::Event) {
 
 fn up(g: &Global, args: &UpArgs) -> Outcome {
     let root = project_root(g.project.as_deref())?;
-    let opts = aibox_engine::lifecycle::UpOptions {
+    let mut opts = aibox_engine::lifecycle::UpOptions {
         build: args.build,
         ..Default::default()
     };
+    opts.apply.plan.download_progress = render::download_progress(g.quiet);
     let report = aibox_engine::lifecycle::up(&root, &opts, &mut |e| progress(g, e))
         .map_err(lifecycle_failure)?;
     // Relaxation notices are shown even with --quiet: they concern security.

@@ -49,3 +49,27 @@ pub fn json<T: serde::Serialize>(value: &T) -> Result<(), miette::Report> {
     out(&text);
     Ok(())
 }
+
+/// A download progress line for a terminal: `None` when stderr is not a terminal or
+/// `--quiet` is set, so logs and pipes never see carriage returns.
+pub fn download_progress(quiet: bool) -> Option<aibox_engine::DownloadProgress> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    Some(std::sync::Arc::new(|received: u64, total: Option<u64>| {
+        let mut err = std::io::stderr().lock();
+        let line = match total {
+            Some(t) if t > 0 => format!(
+                "downloading processkit: {} of {} KiB ({}%)",
+                received / 1024,
+                t / 1024,
+                received * 100 / t
+            ),
+            _ => format!("downloading processkit: {} KiB", received / 1024),
+        };
+        let _ = write!(err, "\r{line}\x1b[K");
+        if total.is_some_and(|t| received >= t) {
+            let _ = writeln!(err);
+        }
+    }))
+}

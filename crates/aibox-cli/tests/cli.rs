@@ -195,3 +195,107 @@ fn reference_docs_are_in_sync() {
         );
     }
 }
+
+/// Runs `aibox ARGS` under a pseudo-terminal (util-linux `script`), typing `input`.
+fn aibox_tty(dir: &Utf8Path, args: &str, input: &str) -> Output {
+    use std::io::Write as _;
+    let script = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| Utf8Path::new(p).is_file())
+        .expect(
+            "`script` (util-linux) is needed for the terminal tests: apt-get install util-linux",
+        );
+    let mut child = Command::new(script)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("AIBOX_PROJECT")
+        .args([
+            "-qec",
+            &format!("{} {args}", env!("CARGO_BIN_EXE_aibox")),
+            "/dev/null",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run script");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// At a terminal, a missing seccomp consent is explained and asked for (default No);
+/// only an explicit "y" records it, and `--yes` never does.
+#[test]
+fn seccomp_consent_is_asked_at_a_terminal_and_never_implied() {
+    let (_t, dir) = tempdir();
+    let out = aibox(
+        &dir,
+        &[
+            "init",
+            "t",
+            "--harness",
+            "codex",
+            "--context-mode",
+            "harness-only",
+            "--yes",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(
+        &dir,
+        &["config", "set", "security.codex_sandbox", "unconfined"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let consented = || {
+        fs_err::read_to_string(dir.join("aibox.toml"))
+            .unwrap()
+            .lines()
+            .any(|l| l.trim() == "acknowledge_seccomp_unconfined = true")
+    };
+
+    // Not a terminal: refused with the explanation, nothing written.
+    let out = aibox(&dir, &["apply"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("aibox::policy::seccomp_consent"));
+    assert!(!dir.join(".devcontainer").exists());
+
+    // --yes at a terminal: still no consent, and no question.
+    let out = aibox_tty(&dir, "--yes apply", "y\n");
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(!consented());
+
+    // Enter (default No) and "n": refused, nothing recorded or written.
+    for answer in ["\n", "n\n"] {
+        let out = aibox_tty(&dir, "apply", answer);
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Record your consent"),
+            "{}",
+            text(&out)
+        );
+        assert!(!consented());
+        assert!(!dir.join(".devcontainer/docker-compose.yml").exists());
+    }
+
+    // "y": recorded with comments kept, and the apply goes through.
+    let comments = |s: &str| {
+        s.lines()
+            .filter(|l| l.trim_start().starts_with('#'))
+            .count()
+    };
+    let before = comments(&fs_err::read_to_string(dir.join("aibox.toml")).unwrap());
+    let out = aibox_tty(&dir, "apply", "y\n");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(consented());
+    assert_eq!(
+        comments(&fs_err::read_to_string(dir.join("aibox.toml")).unwrap()),
+        before
+    );
+    let compose = fs_err::read_to_string(dir.join(".devcontainer/docker-compose.yml")).unwrap();
+    assert!(compose.contains("seccomp=unconfined"), "{compose}");
+}

@@ -547,6 +547,7 @@ fn sync_findings(root: &Utf8Path, options: &DoctorOptions) -> Vec<Finding> {
         check: true,
         plan: crate::PlanOptions {
             aibox_version: options.cli_version.clone(),
+            ..crate::PlanOptions::default()
         },
         ..crate::ApplyOptions::default()
     };

@@ -15,10 +15,11 @@ pub use apply::{
     APPLY_LOCK, ApplyOptions, ApplyReport, BACKUP_DIR, FileAction, FileReport, PENDING_LOCK, apply,
 };
 pub use error::EngineError;
-pub use plan::{Plan, PlanBuilder, PlanContext, PlanOptions, plan};
+pub use plan::{DownloadProgress, Plan, PlanBuilder, PlanContext, PlanOptions, plan};
 
 // Modules owned by other features (one line each):
 pub mod config_edit;
+pub mod consent;
 pub mod doctor;
 pub mod init;
 pub mod lifecycle;

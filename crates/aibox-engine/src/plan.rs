@@ -13,17 +13,38 @@ use camino::{Utf8Path, Utf8PathBuf};
 use crate::EngineError;
 use crate::writer::ProjectRoot;
 
+/// A download progress sink: bytes received so far and the announced total. The CLI
+/// draws a progress line from it on a terminal; the engine itself never prints.
+pub type DownloadProgress = std::sync::Arc<dyn Fn(u64, Option<u64>) + Send + Sync>;
+
 /// Options of [`plan`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PlanOptions {
     /// Version recorded in generated files' labels and in `aibox.lock`.
     pub aibox_version: String,
+    /// Where verified downloads are cached (default: `$XDG_CACHE_HOME/aibox`, else
+    /// `~/.cache/aibox`).
+    pub cache_dir: Option<Utf8PathBuf>,
+    /// Called while a processkit release downloads.
+    pub download_progress: Option<DownloadProgress>,
+}
+
+impl std::fmt::Debug for PlanOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanOptions")
+            .field("aibox_version", &self.aibox_version)
+            .field("cache_dir", &self.cache_dir)
+            .field("download_progress", &self.download_progress.is_some())
+            .finish()
+    }
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
         Self {
             aibox_version: env!("CARGO_PKG_VERSION").to_owned(),
+            cache_dir: None,
+            download_progress: None,
         }
     }
 }
@@ -40,6 +61,8 @@ pub struct PlanContext<'a> {
     /// the only place container security options come from; empty until the policy gate
     /// fills it in [`plan`].
     pub security_opt: Vec<String>,
+    /// Planning options (cache location, download progress).
+    pub options: &'a PlanOptions,
     root: &'a ProjectRoot,
 }
 
@@ -201,6 +224,7 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
             &security.security_opt,
             override_text.as_deref(),
         ),
+        options,
         root,
     };
     let mut builder = PlanBuilder::default();

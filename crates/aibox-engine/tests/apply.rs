@@ -21,6 +21,7 @@ fn opts() -> ApplyOptions {
     ApplyOptions {
         plan: PlanOptions {
             aibox_version: "0.1.0".into(),
+            ..PlanOptions::default()
         },
         ..ApplyOptions::default()
     }

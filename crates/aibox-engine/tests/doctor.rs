@@ -239,6 +239,7 @@ fn version_skew_warns() {
     let options = ApplyOptions {
         plan: PlanOptions {
             aibox_version: "9.9.0".to_owned(),
+            ..PlanOptions::default()
         },
         ..ApplyOptions::default()
     };

@@ -197,3 +197,57 @@ fn skill_list_shows_installed_skills_with_their_state() {
         .collect();
     assert_eq!(names, ["skill-finder"]);
 }
+
+/// Progress calls recorded by a test: (bytes received, announced total).
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(u64, Option<u64>)>>>;
+
+/// A release served over (loopback) HTTP: verified against its sidecar, cached where the
+/// embedder says, and the download reports progress through the plan options.
+#[test]
+fn http_release_reports_download_progress_and_uses_the_given_cache() {
+    use aibox_test_support::http::{Route, Server, release::SyntheticRelease};
+    use std::sync::Arc;
+
+    let server = Server::start().unwrap();
+    let release = SyntheticRelease::minimal("v0.0.1");
+    let archive = release.tar_gz();
+    let path = "/org/processkit/releases/download/v0.0.1/processkit-v0.0.1.tar.gz";
+    server.route(path, Route::ok(archive.clone()));
+    server.route(
+        &format!("{path}.sha256"),
+        Route::ok(release.sidecar(&archive)),
+    );
+
+    let (_t, root) = tempdir();
+    let cache = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
+         [processkit]\nsource = \"{}\"\nversion = \"v0.0.1\"\n",
+        server.url("/org/processkit.git")
+    );
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    let seen: Seen = Arc::default();
+    let sink = Arc::clone(&seen);
+    let mut options = ApplyOptions::default();
+    options.plan.cache_dir = Some(Utf8PathBuf::from_path_buf(cache.path().to_owned()).unwrap());
+    options.plan.download_progress = Some(Arc::new(move |got, total| {
+        sink.lock().unwrap().push((got, total));
+    }));
+    apply(&root, &options).unwrap();
+
+    let seen = seen.lock().unwrap().clone();
+    let size = archive.len() as u64;
+    assert!(!seen.is_empty(), "no progress reported");
+    assert_eq!(seen.last().unwrap().0, size, "{seen:?}");
+    assert!(
+        seen.iter().all(|(_, total)| *total == Some(size)),
+        "{seen:?}"
+    );
+    assert!(
+        fs_err::read_dir(cache.path()).unwrap().next().is_some(),
+        "the verified archive is cached in the given folder"
+    );
+    assert_eq!(server.hit_count(path), 1);
+    let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
+    assert!(lock.contains("verification = \"sidecar\""), "{lock}");
+}

@@ -33,8 +33,17 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     }
     let root = ctx.root().as_std_path();
     let previous = ctx.previous_lock.and_then(|l| l.processkit.as_ref());
+    let mut report = |p: aibox_provenance::Progress| {
+        if let Some(sink) = &ctx.options.download_progress {
+            sink(p.received, p.total);
+        }
+    };
     let mut fetch = FetchOptions {
-        cache: Cache::default_location(),
+        cache: match &ctx.options.cache_dir {
+            Some(dir) => Some(Cache::new(dir.as_std_path())),
+            None => Cache::default_location(),
+        },
+        progress: Some(&mut report),
         ..FetchOptions::default()
     };
     let release = fetch_release(&config.processkit, root, previous, &mut fetch)
