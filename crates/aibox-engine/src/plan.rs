@@ -230,6 +230,7 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
     let mut builder = PlanBuilder::default();
     builder.extend(security.files)?;
     crate::sources::contribute_all(&ctx, &mut builder)?;
+    retire_generated(root, previous_lock.as_ref(), &mut builder)?;
     let plan = builder.finish(&options.aibox_version)?;
     // Policy gate over what would be written, the user's override and the configured
     // volumes, plus the secret scan of committed files: a refusal leaves the project as is.
@@ -241,6 +242,32 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
     )
     .map_err(policy_err)?;
     Ok(plan)
+}
+
+/// Generated files the previous apply wrote and this plan no longer contains (for
+/// example the seccomp profile after switching back to Landlock) are removed, but only
+/// while their bytes still match the digest recorded in `aibox.lock`: an edited copy is
+/// somebody's work and stays.
+fn retire_generated(
+    root: &ProjectRoot,
+    previous: Option<&Lock>,
+    builder: &mut PlanBuilder,
+) -> Result<(), EngineError> {
+    let Some(previous) = previous else {
+        return Ok(());
+    };
+    for (path, digest) in &previous.generated {
+        let rel = Utf8Path::new(path);
+        if builder.get(rel).is_some() || !crate::writer::in_perimeter(rel) {
+            continue;
+        }
+        if let Some(bytes) = root.read(rel)?
+            && sha256_hex(&bytes) == *digest
+        {
+            builder.remove(rel)?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads and parses `aibox.lock`; `None` when absent. A corrupt lock is an error, never
