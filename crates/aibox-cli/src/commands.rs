@@ -247,6 +247,9 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
                 render::out(d.trim_end());
             }
         }
+        for warning in &report.warnings {
+            render::note(g.quiet, &format!("warning: {warning}"));
+        }
         let changed = report.files.iter().filter(|f| f.action.changes()).count();
         let summary = match (report.wrote_nothing, changed) {
             (_, 0) => "everything is up to date".to_owned(),

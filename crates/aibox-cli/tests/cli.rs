@@ -299,3 +299,29 @@ fn seccomp_consent_is_asked_at_a_terminal_and_never_implied() {
     let compose = fs_err::read_to_string(dir.join(".devcontainer/docker-compose.yml")).unwrap();
     assert!(compose.contains("seccomp=unconfined"), "{compose}");
 }
+
+/// What the sources want the user to know reaches the terminal and the JSON report:
+/// here, a team MCP server whose package is not pinned to an exact version.
+#[test]
+fn apply_shows_warnings() {
+    let (_t, dir) = tempdir();
+    fs_err::write(
+        dir.join("aibox.toml"),
+        "[container]\nname = \"w\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\"]\n\n\
+         [[ai.mcp.servers]]\nname = \"issues\"\ncommand = \"npx\"\nargs = [\"-y\", \"@acme/issues-mcp\"]\n",
+    )
+    .unwrap();
+    let out = aibox(&dir, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: mcp:") && err.contains("issues"),
+        "{err}"
+    );
+    let out = aibox(&dir, &["--output", "json", "apply", "--check"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        report["warnings"].to_string().contains("issues"),
+        "{report}"
+    );
+}

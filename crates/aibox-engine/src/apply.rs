@@ -122,6 +122,9 @@ pub struct ApplyReport {
     /// Temp files of a previously killed apply that were removed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed_temp_files: Vec<Utf8PathBuf>,
+    /// Warnings for the user (see [`crate::PlanBuilder::warn`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl ApplyReport {
@@ -207,6 +210,7 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
             files,
             wrote_nothing: true,
             removed_temp_files,
+            warnings: plan.warnings,
         });
     }
 
@@ -239,6 +243,7 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
         files: reports,
         wrote_nothing: false,
         removed_temp_files,
+        warnings: plan.warnings,
     })
 }
 

@@ -97,6 +97,7 @@ pub struct PlanBuilder {
     files: BTreeMap<Utf8PathBuf, PlannedFile>,
     removals: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
+    warnings: Vec<String>,
     lock: Lock,
 }
 
@@ -134,6 +135,15 @@ impl PlanBuilder {
         self.processkit_servers = servers;
     }
 
+    /// Records a warning for the user (shown by the CLI, listed in the JSON report):
+    /// something aibox did on purpose but the user should know about.
+    pub fn warn(&mut self, message: impl Into<String>) {
+        let message = message.into();
+        if !self.warnings.contains(&message) {
+            self.warnings.push(message);
+        }
+    }
+
     /// The processkit MCP servers recorded so far.
     pub fn processkit_servers(&self) -> &[aibox_mcp_registration::ServerSpec] {
         &self.processkit_servers
@@ -168,6 +178,7 @@ impl PlanBuilder {
             files: self.files.into_values().collect(),
             removals,
             processkit_servers: self.processkit_servers,
+            warnings: self.warnings,
             lock: self.lock,
             lock_text,
         })
@@ -183,6 +194,8 @@ pub struct Plan {
     pub removals: Vec<Utf8PathBuf>,
     /// The MCP servers of the installed processkit release (empty in harness-only mode).
     pub processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
+    /// Warnings from the sources (unknown skill names, unpinned team packages, ...).
+    pub warnings: Vec<String>,
     /// The lock the apply records.
     pub lock: Lock,
     /// Rendered lock text, written last.

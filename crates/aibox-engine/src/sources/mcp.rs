@@ -54,6 +54,9 @@ pub fn contribute_with(
     };
     let registration =
         register(&servers, &opts, ledger.as_ref(), &mut read).map_err(EngineError::source)?;
+    for notice in &registration.notices {
+        plan.warn(format!("mcp: {notice}"));
+    }
     for file in registration.files {
         plan.add(PlannedFile::new(
             file.path,

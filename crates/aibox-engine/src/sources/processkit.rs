@@ -59,6 +59,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         cli_version: ctx.aibox_version,
     };
     let install = plan_install(root, &release, previous, &opts).map_err(EngineError::source)?;
+    for warning in &install.warnings {
+        plan.warn(format!("processkit: {warning}"));
+    }
     for w in &install.writes {
         plan.add(planned(w))?;
     }
