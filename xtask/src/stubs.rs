@@ -2,7 +2,13 @@
 
 use std::path::Path;
 
-const PATTERNS: &[&str] = &["#[ignore", "todo!(", "unimplemented!("];
+/// Assembled with `concat!` so that this file does not match its own scan (nor any other
+/// grep for stubs).
+const PATTERNS: &[&str] = &[
+    concat!("#[ig", "nore"),
+    concat!("to", "do!("),
+    concat!("unimple", "mented!("),
+];
 
 /// Scans `crates/` and `xtask/` for stub markers.
 pub fn check() -> Result<(), String> {
@@ -27,7 +33,7 @@ fn scan(dir: &Path, hits: &mut Vec<String>) -> Result<(), String> {
         let path = entry.map_err(|e| e.to_string())?.path();
         if path.is_dir() {
             scan(&path, hits)?;
-        } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("stubs.rs") {
+        } else if path.extension().is_some_and(|e| e == "rs") {
             let text = fs_err::read_to_string(&path).map_err(|e| e.to_string())?;
             for (i, line) in text.lines().enumerate() {
                 if PATTERNS.iter().any(|p| line.contains(p)) {
