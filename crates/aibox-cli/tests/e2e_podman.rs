@@ -59,12 +59,12 @@ fn ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn init(podman: &Podman, root: &Utf8Path, name: &str) {
+fn init(podman: &Podman, root: &Utf8Path, name: &str, harness: &str) {
     ok(aibox(podman, root).args([
         "init",
         name,
         "--harness",
-        "claude",
+        harness,
         "--context-mode",
         "harness-only",
         "--base-image",
@@ -89,6 +89,54 @@ fn names(podman: &Podman, root: &Utf8Path) -> (String, String, String) {
         .container
         .user;
     (text("project"), text("image"), user)
+}
+
+/// An initialised project whose container, image and network are removed at the end.
+struct TestProject {
+    // First field, so dropped first: the engine objects go before the folder.
+    _cleanup: Cleanup,
+    _tmp: tempfile::TempDir,
+    root: Utf8PathBuf,
+    name: String,
+    project: String,
+    image: String,
+    user: String,
+}
+
+impl TestProject {
+    fn init(podman: &Podman, stem: &str, harness: &str) -> Self {
+        let (tmp, root, name) = project_dir(stem);
+        init(podman, &root, &name, harness);
+        let (project, image, user) = names(podman, &root);
+        let mut cleanup = Cleanup::new(podman);
+        cleanup
+            .container(&name)
+            .image(&image)
+            .network(&format!("{project}_default"));
+        Self {
+            _cleanup: cleanup,
+            _tmp: tmp,
+            root,
+            name,
+            project,
+            image,
+            user,
+        }
+    }
+}
+
+/// Runs `aibox ARGS`, which must fail with every one of `needles` on stderr.
+fn refused(mut cmd: Command, args: &[&str], needles: &[&str]) {
+    let out = run(cmd.args(args));
+    assert!(
+        !out.status.success(),
+        "{args:?} must refuse: {}",
+        show(&out)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in needles {
+        assert!(stderr.contains(needle), "{args:?}: {}", show(&out));
+    }
 }
 
 fn status_json(podman: &Podman, root: &Utf8Path) -> serde_json::Value {
@@ -138,40 +186,41 @@ fn check_exec(podman: &Podman, root: &Utf8Path, user: &str) {
 #[test]
 fn init_apply_up_status_exec_down() {
     let podman = Podman::ready();
-    let (_tmp, root, name) = project_dir("flow");
-    init(&podman, &root, &name);
-    let (project, image, user) = names(&podman, &root);
-    let mut cleanup = Cleanup::new(&podman);
-    cleanup
-        .container(&name)
-        .image(&image)
-        .network(&format!("{project}_default"));
+    let p = TestProject::init(&podman, "flow", "claude");
+    let TestProject {
+        root,
+        name,
+        project,
+        image,
+        user,
+        ..
+    } = &p;
 
-    ok(aibox(&podman, &root).arg("apply"));
+    ok(aibox(&podman, root).arg("apply"));
     for file in ["Dockerfile", "docker-compose.yml", "devcontainer.json"] {
         assert!(
             root.join(".devcontainer").join(file).is_file(),
             "{file} missing"
         );
     }
-    ok(aibox(&podman, &root).args(["apply", "--check"]));
+    ok(aibox(&podman, root).args(["apply", "--check"]));
     assert!(
-        podman.inspect_container(&name).is_none(),
+        podman.inspect_container(name).is_none(),
         "apply alone starts nothing"
     );
-    ok(aibox(&podman, &root).args(["apply", "--build"]));
-    assert!(podman.image_exists(&image), "apply --build built the image");
+    ok(aibox(&podman, root).args(["apply", "--build"]));
+    assert!(podman.image_exists(image), "apply --build built the image");
     assert!(
-        podman.inspect_container(&name).is_none(),
+        podman.inspect_container(name).is_none(),
         "apply --build starts nothing"
     );
 
-    let before = status_json(&podman, &root);
+    let before = status_json(&podman, root);
     assert_eq!(before["state"], "missing", "{before}");
 
-    ok(aibox(&podman, &root).arg("up"));
+    ok(aibox(&podman, root).arg("up"));
     let inspect = podman
-        .inspect_container(&name)
+        .inspect_container(name)
         .expect("up created the container");
     assert_eq!(inspect["State"]["Running"], true, "{inspect}");
     let labels = &inspect["Config"]["Labels"];
@@ -181,32 +230,32 @@ fn init_apply_up_status_exec_down() {
         Some(VERSION),
         "image label"
     );
-    assert!(podman.image_exists(&image));
+    assert!(podman.image_exists(image));
 
-    let status = status_json(&podman, &root);
+    let status = status_json(&podman, root);
     assert_eq!(status["state"], "running", "{status}");
     assert_eq!(status["container"], name.as_str());
     assert_eq!(status["container_id"], inspect["Id"]);
     assert_eq!(status["engine"], "podman");
 
-    check_exec(&podman, &root, &user);
+    check_exec(&podman, root, user);
 
     // `up` again is a no-op on a running container.
-    ok(aibox(&podman, &root).arg("up"));
-    let again = podman.inspect_container(&name).unwrap();
+    ok(aibox(&podman, root).arg("up"));
+    let again = podman.inspect_container(name).unwrap();
     assert_eq!(again["Id"], inspect["Id"]);
 
-    ok(aibox(&podman, &root).arg("down"));
+    ok(aibox(&podman, root).arg("down"));
     assert!(
-        podman.inspect_container(&name).is_none(),
+        podman.inspect_container(name).is_none(),
         "down removed the container"
     );
-    let after = status_json(&podman, &root);
+    let after = status_json(&podman, root);
     assert!(
         matches!(after["state"].as_str(), Some("missing" | "stopped")),
         "{after}"
     );
-    let exec_down = run(aibox(&podman, &root).args(["exec", "--", "true"]));
+    let exec_down = run(aibox(&podman, root).args(["exec", "--", "true"]));
     assert!(!exec_down.status.success());
     assert!(
         String::from_utf8_lossy(&exec_down.stderr).contains("aibox up"),
@@ -218,18 +267,14 @@ fn init_apply_up_status_exec_down() {
 #[test]
 fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
     let podman = Podman::ready();
-    let (_tmp, root, name) = project_dir("foreign");
-    init(&podman, &root, &name);
-    let (project, image, _) = names(&podman, &root);
-    let mut cleanup = Cleanup::new(&podman);
-    cleanup
-        .container(&name)
-        .image(&image)
-        .network(&format!("{project}_default"));
+    let p = TestProject::init(&podman, "foreign", "claude");
+    let TestProject {
+        root, name, image, ..
+    } = &p;
     let created = podman.run(&[
         "create",
         "--name",
-        &name,
+        name,
         "--label",
         "aibox.project=some-other-project",
         BASE_IMAGE,
@@ -241,29 +286,17 @@ fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
         "{}",
         String::from_utf8_lossy(&created.stderr)
     );
-    let id = podman.inspect_container(&name).unwrap()["Id"].clone();
+    let id = podman.inspect_container(name).unwrap()["Id"].clone();
 
     for args in [&["up"][..], &["down"], &["status"], &["exec", "--", "true"]] {
-        let out = run(aibox(&podman, &root).args(args));
-        assert!(
-            !out.status.success(),
-            "{args:?} must refuse: {}",
-            show(&out)
-        );
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains("aibox::runtime::foreign_container"),
-            "{args:?}: {}",
-            show(&out)
-        );
-        assert!(
-            stderr.contains("some-other-project"),
-            "{args:?}: {}",
-            show(&out)
+        refused(
+            aibox(&podman, root),
+            args,
+            &["aibox::runtime::foreign_container", "some-other-project"],
         );
     }
     let after = podman
-        .inspect_container(&name)
+        .inspect_container(name)
         .expect("the other container is still there");
     assert_eq!(after["Id"], id);
     assert_eq!(
@@ -271,7 +304,7 @@ fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
         "it was neither started nor replaced"
     );
     assert!(
-        !podman.image_exists(&image),
+        !podman.image_exists(image),
         "nothing was built for the refused project"
     );
 }
@@ -280,27 +313,24 @@ fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
 fn no_engine_on_path_fails_fast_with_a_clear_error() {
     let podman = Podman::ready();
     let (_tmp, root, name) = project_dir("noengine");
-    init(&podman, &root, &name);
+    init(&podman, &root, &name, "claude");
     let compose = root.join(".devcontainer/docker-compose.yml");
     let had_compose = compose.exists();
     let empty = tempfile::tempdir().unwrap();
     for args in [&["up"][..], &["status"], &["down"], &["exec", "--", "true"]] {
         let started = Instant::now();
-        let out = run(aibox(&podman, &root).env("PATH", empty.path()).args(args));
+        let mut cmd = aibox(&podman, &root);
+        cmd.env("PATH", empty.path());
+        refused(
+            cmd,
+            args,
+            &[
+                "aibox::runtime::no_engine",
+                "`podman` was requested but is not on PATH",
+            ],
+        );
         let took = started.elapsed();
-        assert!(!out.status.success(), "{args:?}: {}", show(&out));
         assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains("aibox::runtime::no_engine"),
-            "{args:?}: {}",
-            show(&out)
-        );
-        assert!(
-            stderr.contains("`podman` was requested but is not on PATH"),
-            "{}",
-            show(&out)
-        );
     }
     assert_eq!(compose.exists(), had_compose, "a failed `up` wrote nothing");
 }
@@ -310,41 +340,25 @@ fn no_engine_on_path_fails_fast_with_a_clear_error() {
 #[test]
 fn seccomp_relaxation_reaches_the_container_only_after_consent() {
     let podman = Podman::ready();
-    let (_tmp, root, name) = project_dir("seccomp");
-    ok(aibox(&podman, &root).args([
-        "init",
-        &name,
-        "--harness",
-        "codex",
-        "--context-mode",
-        "harness-only",
-        "--base-image",
-        BASE_IMAGE,
-        "--yes",
-    ]));
-    let (project, image, _) = names(&podman, &root);
-    let mut cleanup = Cleanup::new(&podman);
-    cleanup
-        .container(&name)
-        .image(&image)
-        .network(&format!("{project}_default"));
+    let p = TestProject::init(&podman, "seccomp", "codex");
+    let TestProject { root, name, .. } = &p;
 
     // The default (Landlock) relaxes nothing.
-    ok(aibox(&podman, &root).arg("up"));
-    let inspect = podman.inspect_container(&name).expect("container");
+    ok(aibox(&podman, root).arg("up"));
+    let inspect = podman.inspect_container(name).expect("container");
     let opts = inspect["HostConfig"]["SecurityOpt"].to_string();
     assert!(!opts.contains("seccomp=unconfined"), "{opts}");
-    ok(aibox(&podman, &root).arg("down"));
+    ok(aibox(&podman, root).arg("down"));
 
     for (strategy, consent) in [
         ("unconfined", "security.acknowledge_seccomp_unconfined"),
         ("seccomp-profile", "security.acknowledge_seccomp_profile"),
     ] {
-        ok(aibox(&podman, &root).args(["config", "set", "security.codex_sandbox", strategy]));
+        ok(aibox(&podman, root).args(["config", "set", "security.codex_sandbox", strategy]));
         let compose =
             fs_err::read_to_string(root.join(".devcontainer/docker-compose.yml")).unwrap();
         // Without consent: refused, with the code, and nothing relaxed is written.
-        let refused = run(aibox(&podman, &root).arg("apply"));
+        let refused = run(aibox(&podman, root).arg("apply"));
         assert_eq!(
             refused.status.code(),
             Some(2),
@@ -361,32 +375,32 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
             compose,
             "{strategy}: a refused apply changed the compose file"
         );
-        let up_refused = run(aibox(&podman, &root).arg("up"));
+        let up_refused = run(aibox(&podman, root).arg("up"));
         assert!(
             !up_refused.status.success(),
             "{strategy}: {}",
             show(&up_refused)
         );
         assert!(
-            podman.inspect_container(&name).is_none(),
+            podman.inspect_container(name).is_none(),
             "{strategy}: up started anyway"
         );
 
         // With consent: the option reaches the running container.
-        ok(aibox(&podman, &root).args(["config", "set", consent, "true"]));
-        let up = run(aibox(&podman, &root).arg("up"));
+        ok(aibox(&podman, root).args(["config", "set", consent, "true"]));
+        let up = run(aibox(&podman, root).arg("up"));
         assert!(up.status.success(), "{strategy}: {}", show(&up));
         assert!(
             String::from_utf8_lossy(&up.stderr).contains("security: "),
             "{strategy}: up must say a relaxation is active: {}",
             show(&up)
         );
-        let inspect = podman.inspect_container(&name).expect("container");
+        let inspect = podman.inspect_container(name).expect("container");
         let host = &inspect["HostConfig"];
         let opts = host["SecurityOpt"].to_string();
         // The kernel's view: seccomp mode 0 = no filter, 2 = a filter is installed.
         let status =
-            ok(aibox(&podman, &root).args(["exec", "--", "grep", "^Seccomp:", "/proc/1/status"]));
+            ok(aibox(&podman, root).args(["exec", "--", "grep", "^Seccomp:", "/proc/1/status"]));
         if strategy == "unconfined" {
             assert!(opts.contains("seccomp=unconfined"), "{strategy}: {host}");
             assert!(status.contains('0'), "{strategy}: {status}");
@@ -404,7 +418,7 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
                 fs_err::read_to_string(root.join(".devcontainer/aibox-seccomp.json")).unwrap();
             assert!(profile.contains("setns"), "profile content");
         }
-        ok(aibox(&podman, &root).arg("down"));
-        ok(aibox(&podman, &root).args(["config", "set", consent, "false"]));
+        ok(aibox(&podman, root).arg("down"));
+        ok(aibox(&podman, root).args(["config", "set", consent, "false"]));
     }
 }

@@ -5,10 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may fail loudly
 
+mod common;
+
 use std::fmt::Write as _;
 
-use aibox_engine::{ApplyOptions, FileAction, apply};
+use aibox_engine::{ApplyOptions, apply};
 use camino::{Utf8Path, Utf8PathBuf};
+use common::{empty_project, removed};
 
 const PACK_SHA256: &str = "85e26571936b8e418b23fb0ded82e31c63c0993fd567a1e6fa0914473d014af0";
 
@@ -25,15 +28,9 @@ fn write_config(root: &Utf8Path, source: &Utf8Path, packages: &str, extra: &str)
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
 }
 
-fn tempdir() -> (tempfile::TempDir, Utf8PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
-    (dir, root)
-}
-
 #[test]
 fn servers_are_registered_and_deselected_skills_removed() {
-    let (_t, root) = tempdir();
+    let (_t, root) = empty_project();
     let sha = format!("sha256 = \"{PACK_SHA256}\"");
     write_config(&root, &pack(), "\"product\"", &sha);
     apply(&root, &ApplyOptions::default()).unwrap();
@@ -50,12 +47,7 @@ fn servers_are_registered_and_deselected_skills_removed() {
     // Narrow the selection: the unchanged files of the dropped skills are removed.
     write_config(&root, &pack(), "\"starter\"", &sha);
     let report = apply(&root, &ApplyOptions::default()).unwrap();
-    let removed: Vec<&str> = report
-        .files
-        .iter()
-        .filter(|f| f.action == FileAction::Removed)
-        .map(|f| f.path.as_str())
-        .collect();
+    let removed = removed(&report);
     assert!(
         removed.contains(&"context/skills/engineering/code-review/SKILL.md"),
         "{removed:?}"
@@ -148,7 +140,7 @@ fn copy_dir(from: &Utf8Path, to: &Utf8Path) {
 
 #[test]
 fn a_skill_failing_review_is_registered_only_after_consent() {
-    let (_t, root) = tempdir();
+    let (_t, root) = empty_project();
     let scratch = tempfile::tempdir().unwrap();
     let source = pack_with_failing_skill(Utf8Path::from_path(scratch.path()).unwrap());
     write_config(&root, &source, "\"product\"", "allow_unverified = true");
@@ -174,7 +166,7 @@ fn a_skill_failing_review_is_registered_only_after_consent() {
 
 #[test]
 fn skill_list_shows_installed_skills_with_their_state() {
-    let (_t, root) = tempdir();
+    let (_t, root) = empty_project();
     let sha = format!("sha256 = \"{PACK_SHA256}\"");
     write_config(&root, &pack(), "\"starter\"", &sha);
     apply(&root, &ApplyOptions::default()).unwrap();
@@ -218,7 +210,7 @@ fn http_release_reports_download_progress_and_uses_the_given_cache() {
         Route::ok(release.sidecar(&archive)),
     );
 
-    let (_t, root) = tempdir();
+    let (_t, root) = empty_project();
     let cache = tempfile::tempdir().unwrap();
     let toml = format!(
         "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\

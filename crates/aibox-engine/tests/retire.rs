@@ -3,8 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may fail loudly
 
+mod common;
+
 use aibox_engine::{ApplyOptions, FileAction, apply};
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
+use common::{empty_project, removed};
 
 const PROFILE: &str = ".devcontainer/aibox-seccomp.json";
 
@@ -16,26 +19,15 @@ fn write(root: &Utf8Path, sandbox: &str) {
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
 }
 
-fn project() -> (tempfile::TempDir, Utf8PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
-    (dir, root)
-}
-
 #[test]
 fn an_unneeded_generated_file_is_removed() {
-    let (_t, root) = project();
+    let (_t, root) = empty_project();
     write(&root, "seccomp-profile");
     apply(&root, &ApplyOptions::default()).unwrap();
     assert!(root.join(PROFILE).is_file());
     write(&root, "landlock");
     let report = apply(&root, &ApplyOptions::default()).unwrap();
-    let removed: Vec<&str> = report
-        .files
-        .iter()
-        .filter(|f| f.action == FileAction::Removed)
-        .map(|f| f.path.as_str())
-        .collect();
+    let removed = removed(&report);
     assert_eq!(removed, [PROFILE]);
     assert!(!root.join(PROFILE).exists());
     let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
@@ -45,7 +37,7 @@ fn an_unneeded_generated_file_is_removed() {
 
 #[test]
 fn an_edited_generated_file_is_kept() {
-    let (_t, root) = project();
+    let (_t, root) = empty_project();
     write(&root, "seccomp-profile");
     apply(&root, &ApplyOptions::default()).unwrap();
     fs_err::write(root.join(PROFILE), "{\"edited\": true}\n").unwrap();

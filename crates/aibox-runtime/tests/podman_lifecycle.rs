@@ -61,6 +61,34 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
     (dir, target)
 }
 
+/// A throw-away project named `<stem>-<pid>` whose container, image and network are
+/// removed at the end.
+struct Scratch {
+    // First field, so dropped first: the engine objects go before the folder.
+    _cleanup: Cleanup,
+    _dir: tempfile::TempDir,
+    name: String,
+    target: Target,
+}
+
+impl Scratch {
+    fn new(podman: &Podman, stem: &str) -> Self {
+        let name = format!("{stem}-{}", std::process::id());
+        let (dir, target) = project(&name);
+        let mut cleanup = Cleanup::new(podman);
+        cleanup
+            .container(&name)
+            .image(&target.image)
+            .network(&format!("{name}_default"));
+        Self {
+            _cleanup: cleanup,
+            _dir: dir,
+            name,
+            target,
+        }
+    }
+}
+
 fn env_with(podman: &Podman, extra: &[(&str, &str)]) -> DetectEnv {
     let mut extra_env: Vec<(OsString, OsString)> = podman
         .env()
@@ -83,27 +111,22 @@ fn label(inspect: &serde_json::Value, key: &str) -> Option<String> {
 #[test]
 fn full_lifecycle_with_podman_compose() {
     let podman = Podman::ready();
-    let name = format!("aibox-rt-{}", std::process::id());
-    let (_dir, target) = project(&name);
-    let mut cleanup = Cleanup::new(&podman);
-    cleanup
-        .container(&name)
-        .image(&target.image)
-        .network(&format!("{name}_default"));
+    let scratch = Scratch::new(&podman, "aibox-rt");
+    let Scratch { name, target, .. } = &scratch;
 
     let env = env_with(&podman, &[("AIBOX_RT_TOKEN", "ghp_FAKEFAKEFAKEFAKE")]);
     let runtime = Runtime::detect(EngineChoice::Podman, env).unwrap();
     assert_eq!(runtime.detected().engine.engine, Engine::Podman);
     assert_eq!(runtime.detected().compose.kind, ComposeKind::PodmanCompose);
 
-    let before = runtime.status(&target).unwrap();
+    let before = runtime.status(target).unwrap();
     assert_eq!(before.state, ContainerState::Missing);
     assert!(!before.image_present);
     assert_eq!(before.container_id, None);
 
     let mut events = Vec::new();
     let up = runtime
-        .up(&target, UpOptions::default(), &mut |e| {
+        .up(target, UpOptions::default(), &mut |e| {
             events.push(e.clone());
         })
         .unwrap();
@@ -120,7 +143,7 @@ fn full_lifecycle_with_podman_compose() {
         "{events:?}"
     );
     // The engine agrees: running, our id, labelled with both project names.
-    let inspect = podman.inspect_container(&name).expect("container exists");
+    let inspect = podman.inspect_container(name).expect("container exists");
     assert_eq!(inspect["State"]["Running"], true);
     assert_eq!(inspect["Id"].as_str(), up.container_id.as_deref());
     assert_eq!(
@@ -137,7 +160,7 @@ fn full_lifecycle_with_podman_compose() {
     // A second `up` changes nothing.
     let mut again = Vec::new();
     let up2 = runtime
-        .up(&target, UpOptions::default(), &mut |e| {
+        .up(target, UpOptions::default(), &mut |e| {
             again.push(e.clone());
         })
         .unwrap();
@@ -149,18 +172,18 @@ fn full_lifecycle_with_podman_compose() {
         "{again:?}"
     );
 
-    check_exec(&runtime, &target);
+    check_exec(&runtime, target);
 
     // Stopped (not removed) containers are reported and restarted by `up`.
-    assert!(podman.run(&["stop", "-t", "0", &name]).status.success());
+    assert!(podman.run(&["stop", "-t", "0", name]).status.success());
     assert_eq!(
-        runtime.status(&target).unwrap().state,
+        runtime.status(target).unwrap().state,
         ContainerState::Stopped
     );
-    let err = exec_sh(&runtime, &target, "true", &[]).unwrap_err();
+    let err = exec_sh(&runtime, target, "true", &[]).unwrap_err();
     assert!(matches!(err, RuntimeError::NotRunning { .. }), "{err:?}");
     let restarted = runtime
-        .up(&target, UpOptions::default(), &mut |_| {})
+        .up(target, UpOptions::default(), &mut |_| {})
         .unwrap();
     assert_eq!(restarted.state, ContainerState::Running);
     assert_eq!(restarted.container_id, up.container_id);
@@ -168,7 +191,7 @@ fn full_lifecycle_with_podman_compose() {
     // `up --build` rebuilds the image and replaces the container.
     let mut rebuilt_events = Vec::new();
     let rebuilt = runtime
-        .up(&target, UpOptions { build: true }, &mut |e| {
+        .up(target, UpOptions { build: true }, &mut |e| {
             rebuilt_events.push(e.clone());
         })
         .unwrap();
@@ -180,17 +203,17 @@ fn full_lifecycle_with_podman_compose() {
             .any(|e| matches!(e, Event::Building { .. }))
     );
 
-    let down = runtime.down(&target, &mut |_| {}).unwrap();
+    let down = runtime.down(target, &mut |_| {}).unwrap();
     assert_eq!(down.state, ContainerState::Missing);
-    assert!(podman.inspect_container(&name).is_none());
+    assert!(podman.inspect_container(name).is_none());
     assert!(podman.image_exists(&target.image), "down keeps the image");
     let networks = podman.run(&["network", "ls", "--format", "{{.Name}}"]);
     let networks = String::from_utf8_lossy(&networks.stdout);
     assert!(
-        !networks.lines().any(|n| n.starts_with(&name)),
+        !networks.lines().any(|n| n.starts_with(name)),
         "network left behind: {networks}"
     );
-    let err = exec_sh(&runtime, &target, "true", &[]).unwrap_err();
+    let err = exec_sh(&runtime, target, "true", &[]).unwrap_err();
     assert!(matches!(err, RuntimeError::NotRunning { .. }), "{err:?}");
 }
 
@@ -260,17 +283,12 @@ fn check_exec(runtime: &Runtime, target: &Target) {
 #[test]
 fn another_projects_container_is_left_alone() {
     let podman = Podman::ready();
-    let name = format!("aibox-rt-foreign-{}", std::process::id());
-    let (_dir, target) = project(&name);
-    let mut cleanup = Cleanup::new(&podman);
-    cleanup
-        .container(&name)
-        .image(&target.image)
-        .network(&format!("{name}_default"));
+    let scratch = Scratch::new(&podman, "aibox-rt-foreign");
+    let Scratch { name, target, .. } = &scratch;
     let created = podman.run(&[
         "create",
         "--name",
-        &name,
+        name,
         "--label",
         "aibox.project=someone-else",
         BASE_IMAGE,
@@ -282,15 +300,15 @@ fn another_projects_container_is_left_alone() {
         "{}",
         String::from_utf8_lossy(&created.stderr)
     );
-    let id = podman.inspect_container(&name).unwrap()["Id"].clone();
+    let id = podman.inspect_container(name).unwrap()["Id"].clone();
 
     let runtime = Runtime::detect(EngineChoice::Podman, env_with(&podman, &[])).unwrap();
     for err in [
         runtime
-            .up(&target, UpOptions::default(), &mut |_| {})
+            .up(target, UpOptions::default(), &mut |_| {})
             .unwrap_err(),
-        runtime.down(&target, &mut |_| {}).unwrap_err(),
-        runtime.status(&target).unwrap_err(),
+        runtime.down(target, &mut |_| {}).unwrap_err(),
+        runtime.status(target).unwrap_err(),
     ] {
         match &err {
             RuntimeError::ForeignContainer { owner, .. } => {
@@ -301,7 +319,7 @@ fn another_projects_container_is_left_alone() {
         assert!(err.to_string().contains("aibox leaves it alone"), "{err}");
     }
     let after = podman
-        .inspect_container(&name)
+        .inspect_container(name)
         .expect("the other container still exists");
     assert_eq!(after["Id"], id);
     assert_eq!(after["State"]["Status"], "created", "it was not started");
@@ -315,13 +333,8 @@ fn another_projects_container_is_left_alone() {
 fn docker_compose_through_the_docker_api_socket() {
     let podman = Podman::ready();
     let api = podman.docker_api();
-    let name = format!("aibox-rt-dc-{}", std::process::id());
-    let (_dir, target) = project(&name);
-    let mut cleanup = Cleanup::new(&podman);
-    cleanup
-        .container(&name)
-        .image(&target.image)
-        .network(&format!("{name}_default"));
+    let scratch = Scratch::new(&podman, "aibox-rt-dc");
+    let Scratch { name, target, .. } = &scratch;
 
     let mut env = env_with(&podman, &[("DOCKER_HOST", &api.docker_host())]);
     env.compose_override = Some("docker-compose".to_owned());
@@ -331,17 +344,17 @@ fn docker_compose_through_the_docker_api_socket() {
         ComposeKind::DockerComposeStandalone
     );
     let up = runtime
-        .up(&target, UpOptions::default(), &mut |_| {})
+        .up(target, UpOptions::default(), &mut |_| {})
         .unwrap();
     assert_eq!(up.state, ContainerState::Running);
-    let inspect = podman.inspect_container(&name).unwrap();
+    let inspect = podman.inspect_container(name).unwrap();
     assert_eq!(
         label(&inspect, "com.docker.compose.project").as_deref(),
         Some(name.as_str())
     );
-    let down = runtime.down(&target, &mut |_| {}).unwrap();
+    let down = runtime.down(target, &mut |_| {}).unwrap();
     assert_eq!(down.state, ContainerState::Missing);
-    assert!(podman.inspect_container(&name).is_none());
+    assert!(podman.inspect_container(name).is_none());
 }
 
 #[test]

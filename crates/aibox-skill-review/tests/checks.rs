@@ -2,7 +2,7 @@
 //! a review itself can fail.
 
 // Helpers outside `#[test]` functions panic on purpose: a failed helper is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use aibox_skill_review::{Outcome, Review, ReviewContext, ReviewError, review_skill};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -51,6 +51,15 @@ impl Scratch {
         )
     }
 
+    /// Adds `httpx` to the server's inline dependencies.
+    fn depend_on_httpx(&self) -> &Self {
+        self.replace(
+            "mcp/server.py",
+            "\"mcp[cli]==1.9.4\"",
+            "\"mcp[cli]==1.9.4\", \"httpx==0.27.0\"",
+        )
+    }
+
     fn review(&self) -> Review {
         self.review_with(&pinned())
     }
@@ -81,28 +90,57 @@ fn pinned() -> ReviewContext {
     )
 }
 
-/// Asserts that exactly `points` fail and that point `point` has evidence at `level`
-/// whose message contains `needle`, in `file` at `line` when given.
+/// The pinned context with one declared network host.
+fn declaring(host: &str) -> ReviewContext {
+    ReviewContext {
+        declared_hosts: vec![host.to_owned()],
+        ..pinned()
+    }
+}
+
+/// Asserts that exactly `failed` points fail and that each expected piece of evidence is
+/// present. An expectation reads `"<level> <point> <file>[:<line>] <message fragment>"`, e.g.
+/// `"fail 2 scripts/sync.sh:3 runs `rsync`"`: point `<point>` has evidence at `<level>` in
+/// `<file>` (at `<line>` when given) whose message contains the fragment.
 #[track_caller]
-fn expect(
-    r: &Review,
-    failed: &[u8],
-    point: u8,
-    level: Outcome,
-    file: &str,
-    line: Option<u32>,
-    needle: &str,
-) {
+fn expect(r: &Review, failed: &[u8], evidence: &[&str]) {
     assert_eq!(r.failed_points(), failed, "{}", r.render_human());
-    let p = r.point(point).unwrap();
-    assert!(
-        p.evidence.iter().any(|e| e.level == level
-            && e.file == file
-            && (line.is_none() || e.line == line)
-            && e.message.contains(needle)),
-        "no {level:?} evidence {file}:{line:?} containing {needle:?} in point {point}:\n{}",
-        r.render_human()
-    );
+    for spec in evidence {
+        let mut parts = spec.splitn(4, ' ');
+        let mut next = || {
+            parts
+                .next()
+                .unwrap_or_else(|| panic!("bad expectation {spec:?}"))
+        };
+        let level = match next() {
+            "fail" => Outcome::Fail,
+            "warn" => Outcome::Warn,
+            "pass" => Outcome::Pass,
+            other => panic!("unknown level {other:?} in {spec:?}"),
+        };
+        let point: u8 = next().parse().unwrap();
+        let location = next();
+        let (file, line) = match location.rsplit_once(':') {
+            Some((file, line)) => (file, Some(line.parse::<u32>().unwrap())),
+            None => (location, None),
+        };
+        let needle = next();
+        let p = r.point(point).unwrap();
+        assert!(
+            p.evidence.iter().any(|e| e.level == level
+                && e.file == file
+                && (line.is_none() || e.line == line)
+                && e.message.contains(needle)),
+            "no {level:?} evidence {file}:{line:?} containing {needle:?} in point {point}:\n{}",
+            r.render_human()
+        );
+    }
+}
+
+/// Asserts the stable diagnostic code of a review error.
+#[track_caller]
+fn assert_code(err: &ReviewError, code: &str) {
+    assert_eq!(err.code().unwrap().to_string(), code);
 }
 
 #[test]
@@ -118,10 +156,7 @@ fn the_scratch_copy_is_clean() {
 fn missing_directory_is_an_error() {
     let err = review_skill(Utf8Path::new("/nonexistent/aibox/skill"), &pinned()).unwrap_err();
     assert!(matches!(err, ReviewError::NotFound { .. }));
-    assert_eq!(
-        err.code().unwrap().to_string(),
-        "aibox::skill_review::not_found"
-    );
+    assert_code(&err, "aibox::skill_review::not_found");
     assert!(err.help().unwrap().to_string().contains("SKILL.md"));
 }
 
@@ -130,10 +165,7 @@ fn a_file_is_not_a_skill() {
     let s = Scratch::clean();
     let err = review_skill(&s.dir.join("SKILL.md"), &pinned()).unwrap_err();
     assert!(matches!(err, ReviewError::NotADirectory { .. }));
-    assert_eq!(
-        err.code().unwrap().to_string(),
-        "aibox::skill_review::not_a_directory"
-    );
+    assert_code(&err, "aibox::skill_review::not_a_directory");
 }
 
 // ---- point 1 ----
@@ -150,20 +182,10 @@ fn compiled_files_fail_point_1() {
     expect(
         &r,
         &[1],
-        1,
-        Outcome::Fail,
-        "mcp/__pycache__/notes.cpython-311.pyc",
-        None,
-        "compiled code",
-    );
-    expect(
-        &r,
-        &[1],
-        1,
-        Outcome::Fail,
-        "scripts/helper.so",
-        None,
-        "`.so`",
+        &[
+            "fail 1 mcp/__pycache__/notes.cpython-311.pyc compiled code",
+            "fail 1 scripts/helper.so `.so`",
+        ],
     );
 }
 
@@ -177,29 +199,11 @@ fn executables_and_binary_code_files_fail_point_1() {
     expect(
         &r,
         &[1],
-        1,
-        Outcome::Fail,
-        "scripts/tool",
-        None,
-        "ELF executable",
-    );
-    expect(
-        &r,
-        &[1],
-        1,
-        Outcome::Fail,
-        "mcp/data.txt",
-        None,
-        "not UTF-8",
-    );
-    expect(
-        &r,
-        &[1],
-        1,
-        Outcome::Warn,
-        "assets/logo.png",
-        None,
-        "binary file",
+        &[
+            "fail 1 scripts/tool ELF executable",
+            "fail 1 mcp/data.txt not UTF-8",
+            "warn 1 assets/logo.png binary file",
+        ],
     );
 }
 
@@ -212,11 +216,7 @@ fn symlinks_fail_point_1() {
     expect(
         &r,
         &[1],
-        1,
-        Outcome::Fail,
-        "mcp/extra.py",
-        None,
-        "symbolic link to `/etc/hostname`",
+        &["fail 1 mcp/extra.py symbolic link to `/etc/hostname`"],
     );
 }
 
@@ -228,11 +228,7 @@ fn unparsable_python_fails_point_1() {
     expect(
         &r,
         &[1],
-        1,
-        Outcome::Fail,
-        "mcp/broken.py",
-        Some(2),
-        "does not parse as Python",
+        &["fail 1 mcp/broken.py:2 does not parse as Python"],
     );
 }
 
@@ -244,20 +240,10 @@ fn unresolved_imports_fail_point_1() {
     expect(
         &r,
         &[1],
-        1,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "import `leftpad_plus` resolves to neither",
-    );
-    expect(
-        &r,
-        &[1],
-        1,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "relative import `.missing`",
+        &[
+            "fail 1 mcp/server.py import `leftpad_plus` resolves to neither",
+            "fail 1 mcp/server.py relative import `.missing`",
+        ],
     );
 }
 
@@ -269,22 +255,14 @@ fn dynamic_code_is_judged_by_its_argument() {
     expect(
         &r,
         &[],
-        1,
-        Outcome::Warn,
-        "mcp/server.py",
-        None,
-        "`eval` of a literal string",
+        &["warn 1 mcp/server.py `eval` of a literal string"],
     );
     s.server_code("import importlib\nmod = importlib.import_module(VALUE)");
     let r = s.review();
     expect(
         &r,
         &[1],
-        1,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "`importlib.import_module` with a non-literal",
+        &["fail 1 mcp/server.py `importlib.import_module` with a non-literal"],
     );
 }
 
@@ -301,20 +279,10 @@ fn blobs_and_minified_lines_fail_point_1() {
     expect(
         &r,
         &[1],
-        1,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "1600 characters of base64",
-    );
-    expect(
-        &r,
-        &[1],
-        1,
-        Outcome::Fail,
-        "scripts/min.js",
-        Some(1),
-        "line of 607 characters",
+        &[
+            "fail 1 mcp/server.py 1600 characters of base64",
+            "fail 1 scripts/min.js:1 line of 607 characters",
+        ],
     );
 }
 
@@ -326,11 +294,7 @@ fn a_config_without_its_server_fails_point_1() {
     expect(
         &r,
         &[1, 4],
-        1,
-        Outcome::Fail,
-        "mcp/mcp-config.json",
-        None,
-        "`mcp/server.py` is missing",
+        &["fail 1 mcp/mcp-config.json `mcp/server.py` is missing"],
     );
 }
 
@@ -350,29 +314,11 @@ fn spawned_network_tools_fail_point_2() {
     expect(
         &r,
         &[2],
-        2,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "`subprocess.run` runs `curl`",
-    );
-    expect(
-        &r,
-        &[2],
-        2,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "`os.system` runs `git push`",
-    );
-    expect(
-        &r,
-        &[2],
-        2,
-        Outcome::Fail,
-        "scripts/sync.sh",
-        Some(3),
-        "runs `rsync`",
+        &[
+            "fail 2 mcp/server.py `subprocess.run` runs `curl`",
+            "fail 2 mcp/server.py `os.system` runs `git push`",
+            "fail 2 scripts/sync.sh:3 runs `rsync`",
+        ],
     );
 }
 
@@ -380,42 +326,16 @@ fn spawned_network_tools_fail_point_2() {
 fn network_tools_need_open_world_hints_even_with_declared_hosts() {
     let s = Scratch::clean();
     s.server_code("import httpx\nAPI = \"https://api.example.com/v1\"");
-    s.replace(
-        "mcp/server.py",
-        "\"mcp[cli]==1.9.4\"",
-        "\"mcp[cli]==1.9.4\", \"httpx==0.27.0\"",
-    );
-    let ctx = ReviewContext {
-        declared_hosts: vec!["api.example.com".to_owned()],
-        ..pinned()
-    };
-    let r = s.review_with(&ctx);
+    s.depend_on_httpx();
+    let r = s.review_with(&declaring("api.example.com"));
     expect(
         &r,
         &[2],
-        2,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "none of its tools sets `openWorldHint: true`",
-    );
-    expect(
-        &r,
-        &[2],
-        2,
-        Outcome::Warn,
-        "mcp/server.py",
-        None,
-        "imports network module `httpx`",
-    );
-    expect(
-        &r,
-        &[2],
-        2,
-        Outcome::Pass,
-        "mcp/server.py",
-        None,
-        "host `api.example.com` is declared",
+        &[
+            "fail 2 mcp/server.py none of its tools sets `openWorldHint: true`",
+            "warn 2 mcp/server.py imports network module `httpx`",
+            "pass 2 mcp/server.py host `api.example.com` is declared",
+        ],
     );
 }
 
@@ -425,15 +345,7 @@ fn loopback_hosts_and_computed_commands() {
     s.server_code("import subprocess\nLOCAL = \"http://127.0.0.1:8765/mcp\"\nsubprocess.run(cmd)");
     let r = s.review();
     assert_eq!(r.failed_points(), Vec::<u8>::new(), "{}", r.render_human());
-    expect(
-        &r,
-        &[],
-        2,
-        Outcome::Warn,
-        "mcp/server.py",
-        None,
-        "command built at run time",
-    );
+    expect(&r, &[], &["warn 2 mcp/server.py command built at run time"]);
 }
 
 // ---- point 3 ----
@@ -450,38 +362,12 @@ fn environment_and_local_files_fail_point_3() {
     expect(
         &r,
         &[3],
-        3,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "accesses the whole environment",
-    );
-    expect(
-        &r,
-        &[3],
-        3,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "`.aibox-local.*`",
-    );
-    expect(
-        &r,
-        &[3],
-        3,
-        Outcome::Fail,
-        "scripts/run.sh",
-        Some(2),
-        "`OPENAI_API_KEY`",
-    );
-    expect(
-        &r,
-        &[3],
-        3,
-        Outcome::Fail,
-        "scripts/run.sh",
-        Some(3),
-        "`.config/gh`",
+        &[
+            "fail 3 mcp/server.py accesses the whole environment",
+            "fail 3 mcp/server.py `.aibox-local.*`",
+            "fail 3 scripts/run.sh:2 `OPENAI_API_KEY`",
+            "fail 3 scripts/run.sh:3 `.config/gh`",
+        ],
     );
 }
 
@@ -492,26 +378,10 @@ fn missing_or_broken_skill_md_fails_point_4() {
     let s = Scratch::clean();
     s.write("SKILL.md", "---\nname: demo\nmetadata: [unclosed\n---\n");
     let r = s.review();
-    expect(
-        &r,
-        &[4],
-        4,
-        Outcome::Fail,
-        "SKILL.md",
-        None,
-        "not valid YAML",
-    );
+    expect(&r, &[4], &["fail 4 SKILL.md not valid YAML"]);
     fs_err::remove_file(s.dir.join("SKILL.md")).unwrap();
     let r = s.review();
-    expect(
-        &r,
-        &[4],
-        4,
-        Outcome::Fail,
-        "SKILL.md",
-        None,
-        "SKILL.md is missing",
-    );
+    expect(&r, &[4], &["fail 4 SKILL.md SKILL.md is missing"]);
 }
 
 #[test]
@@ -528,20 +398,10 @@ fn declared_but_unregistered_tools_and_missing_hints_warn() {
     expect(
         &r,
         &[],
-        4,
-        Outcome::Warn,
-        "SKILL.md",
-        Some(11),
-        "declares tool `export_notes` that the server does not register",
-    );
-    expect(
-        &r,
-        &[],
-        4,
-        Outcome::Warn,
-        "mcp/server.py",
-        None,
-        "`list_tags` lacks annotation hint(s): readOnlyHint, destructiveHint, idempotentHint, openWorldHint",
+        &[
+            "warn 4 SKILL.md:11 declares tool `export_notes` that the server does not register",
+            "warn 4 mcp/server.py `list_tags` lacks annotation hint(s): readOnlyHint, destructiveHint, idempotentHint, openWorldHint",
+        ],
     );
 }
 
@@ -555,11 +415,7 @@ fn low_level_tool_objects_are_counted() {
     expect(
         &r,
         &[4],
-        4,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "registers tool `shadow_tool`",
+        &["fail 4 mcp/server.py registers tool `shadow_tool`"],
     );
 }
 
@@ -578,29 +434,11 @@ fn server_config_is_checked() {
     expect(
         &r,
         &[4],
-        4,
-        Outcome::Fail,
-        "mcp/mcp-config.json",
-        None,
-        "declares 2 servers",
-    );
-    expect(
-        &r,
-        &[4],
-        4,
-        Outcome::Fail,
-        "mcp/mcp-config.json",
-        Some(2),
-        "argument `--with` fetches",
-    );
-    expect(
-        &r,
-        &[4],
-        4,
-        Outcome::Fail,
-        "mcp/mcp-config.json",
-        Some(3),
-        "env `GITHUB_TOKEN` holds a literal value",
+        &[
+            "fail 4 mcp/mcp-config.json declares 2 servers",
+            "fail 4 mcp/mcp-config.json:2 argument `--with` fetches",
+            "fail 4 mcp/mcp-config.json:3 env `GITHUB_TOKEN` holds a literal value",
+        ],
     );
     let text = serde_json::to_string(&r).unwrap();
     assert!(
@@ -621,23 +459,11 @@ fn server_config_scripts_must_be_inside_the_skill() {
     expect(
         &r,
         &[4],
-        4,
-        Outcome::Fail,
-        "mcp/mcp-config.json",
-        None,
-        "is not a file inside this skill",
+        &["fail 4 mcp/mcp-config.json is not a file inside this skill"],
     );
     s.write("mcp/mcp-config.json", "{ not json");
     let r = s.review();
-    expect(
-        &r,
-        &[4],
-        4,
-        Outcome::Fail,
-        "mcp/mcp-config.json",
-        Some(1),
-        "not valid JSON",
-    );
+    expect(&r, &[4], &["fail 4 mcp/mcp-config.json:1 not valid JSON"]);
 }
 
 #[test]
@@ -649,29 +475,11 @@ fn command_adapter_allow_rules_are_scoped() {
     expect(
         &r,
         &[4],
-        4,
-        Outcome::Fail,
-        "commands/pk-count.md",
-        Some(3),
-        "covers every server",
-    );
-    expect(
-        &r,
-        &[4],
-        4,
-        Outcome::Fail,
-        "commands/pk-list.md",
-        Some(2),
-        "for another server",
-    );
-    expect(
-        &r,
-        &[4],
-        4,
-        Outcome::Warn,
-        "commands/pk-list.md",
-        Some(2),
-        "pre-authorises harness tool `Bash(rm:*)`",
+        &[
+            "fail 4 commands/pk-count.md:3 covers every server",
+            "fail 4 commands/pk-list.md:2 for another server",
+            "warn 4 commands/pk-list.md:2 pre-authorises harness tool `Bash(rm:*)`",
+        ],
     );
     let p4 = r.point(4).unwrap();
     assert!(
@@ -694,38 +502,12 @@ fn requirements_files_are_checked() {
     expect(
         &r,
         &[5],
-        5,
-        Outcome::Fail,
-        "requirements.txt",
-        Some(4),
-        "`--index-url` points pip at another",
-    );
-    expect(
-        &r,
-        &[5],
-        5,
-        Outcome::Warn,
-        "requirements.txt",
-        Some(5),
-        "`rich>=13` is a version range",
-    );
-    expect(
-        &r,
-        &[5],
-        5,
-        Outcome::Warn,
-        "requirements.txt",
-        Some(5),
-        "`rich>=13` has no `--hash`",
-    );
-    expect(
-        &r,
-        &[5],
-        5,
-        Outcome::Fail,
-        "requirements.txt",
-        Some(6),
-        "instead of the package registry",
+        &[
+            "fail 5 requirements.txt:4 `--index-url` points pip at another",
+            "warn 5 requirements.txt:5 `rich>=13` is a version range",
+            "warn 5 requirements.txt:5 `rich>=13` has no `--hash`",
+            "fail 5 requirements.txt:6 instead of the package registry",
+        ],
     );
     let p5 = r.point(5).unwrap();
     assert!(
@@ -750,20 +532,10 @@ fn pyproject_and_inline_uv_sources_fail_point_5() {
     expect(
         &r,
         &[5],
-        5,
-        Outcome::Fail,
-        "pyproject.toml",
-        Some(6),
-        "`tool.uv.index-url` redirects",
-    );
-    expect(
-        &r,
-        &[5],
-        5,
-        Outcome::Fail,
-        "mcp/server.py",
-        Some(6),
-        "`tool.uv.find-links` redirects",
+        &[
+            "fail 5 pyproject.toml:6 `tool.uv.index-url` redirects",
+            "fail 5 mcp/server.py:6 `tool.uv.find-links` redirects",
+        ],
     );
 }
 
@@ -776,15 +548,7 @@ fn broken_inline_metadata_fails_point_5() {
         "dependencies = [\"mcp[cli]==1.9.4\"",
     );
     let r = s.review();
-    expect(
-        &r,
-        &[5],
-        5,
-        Outcome::Fail,
-        "mcp/server.py",
-        Some(2),
-        "not valid TOML",
-    );
+    expect(&r, &[5], &["fail 5 mcp/server.py:2 not valid TOML"]);
 }
 
 #[test]
@@ -796,20 +560,10 @@ fn runtime_installs_fail_point_5() {
     expect(
         &r,
         &[5],
-        5,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "installs software at run time: `pip install`",
-    );
-    expect(
-        &r,
-        &[5],
-        5,
-        Outcome::Fail,
-        "scripts/setup.sh",
-        Some(2),
-        "`npm install`",
+        &[
+            "fail 5 mcp/server.py installs software at run time: `pip install`",
+            "fail 5 scripts/setup.sh:2 `npm install`",
+        ],
     );
 }
 
@@ -824,20 +578,10 @@ fn piped_installers_fail_points_2_and_5() {
     expect(
         &r,
         &[2, 5],
-        5,
-        Outcome::Fail,
-        "scripts/bootstrap.sh",
-        Some(2),
-        "a download piped into `sh`",
-    );
-    expect(
-        &r,
-        &[2, 5],
-        2,
-        Outcome::Fail,
-        "scripts/bootstrap.sh",
-        Some(2),
-        "host `get.example.com`",
+        &[
+            "fail 5 scripts/bootstrap.sh:2 a download piped into `sh`",
+            "fail 2 scripts/bootstrap.sh:2 host `get.example.com`",
+        ],
     );
 }
 
@@ -849,11 +593,7 @@ fn a_name_that_differs_from_the_directory_warns() {
     expect(
         &r,
         &[],
-        4,
-        Outcome::Warn,
-        "SKILL.md",
-        Some(2),
-        "`name: skill-finder` differs from the directory name `demo`",
+        &["warn 4 SKILL.md:2 `name: skill-finder` differs from the directory name `demo`"],
     );
     assert_eq!(r.skill, "skill-finder");
 }
@@ -863,15 +603,7 @@ fn oversized_files_fail_point_1() {
     let s = Scratch::clean();
     s.write("assets/big.txt", "a\n".repeat(2 * 1024 * 1024 + 1));
     let r = s.review();
-    expect(
-        &r,
-        &[1],
-        1,
-        Outcome::Fail,
-        "assets/big.txt",
-        None,
-        "too large to audit",
-    );
+    expect(&r, &[1], &["fail 1 assets/big.txt too large to audit"]);
 }
 
 #[cfg(unix)]
@@ -883,10 +615,7 @@ fn non_utf8_file_names_are_an_error() {
     fs_err::write(s.dir.as_std_path().join("mcp").join(name), "x = 1\n").unwrap();
     let err = review_skill(&s.dir, &pinned()).unwrap_err();
     assert!(matches!(err, ReviewError::NonUtf8Name { .. }), "{err:?}");
-    assert_eq!(
-        err.code().unwrap().to_string(),
-        "aibox::skill_review::non_utf8_name"
-    );
+    assert_code(&err, "aibox::skill_review::non_utf8_name");
 }
 
 #[test]
@@ -900,10 +629,7 @@ fn huge_trees_are_refused() {
         matches!(err, ReviewError::TooManyFiles { limit: 5_000, .. }),
         "{err:?}"
     );
-    assert_eq!(
-        err.code().unwrap().to_string(),
-        "aibox::skill_review::too_many_files"
-    );
+    assert_code(&err, "aibox::skill_review::too_many_files");
 }
 
 #[test]
@@ -917,11 +643,7 @@ fn credentials_in_dependency_urls_are_not_repeated() {
     expect(
         &r,
         &[5],
-        5,
-        Outcome::Fail,
-        "requirements.txt",
-        Some(1),
-        "git+https://***@git.example.invalid/p.git",
+        &["fail 5 requirements.txt:1 git+https://***@git.example.invalid/p.git"],
     );
     assert!(!serde_json::to_string(&r).unwrap().contains("FAKE"));
     assert!(!r.render_human().contains("FAKE"));
@@ -930,11 +652,7 @@ fn credentials_in_dependency_urls_are_not_repeated() {
 #[test]
 fn each_networking_tool_needs_its_open_world_hint() {
     let s = Scratch::clean();
-    s.replace(
-        "mcp/server.py",
-        "\"mcp[cli]==1.9.4\"",
-        "\"mcp[cli]==1.9.4\", \"httpx==0.27.0\"",
-    );
+    s.depend_on_httpx();
     s.server_code(
         "import httpx\n\n\ndef _fetch(url):\n    return httpx.get(url).text\n\n\n\
          @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=True))\n\
@@ -947,19 +665,11 @@ fn each_networking_tool_needs_its_open_world_hint() {
         "[count_words, list_notes]",
         "[count_words, list_notes, fetch_ok, fetch_hidden]",
     );
-    let ctx = ReviewContext {
-        declared_hosts: vec!["api.example.com".to_owned()],
-        ..pinned()
-    };
-    let r = s.review_with(&ctx);
+    let r = s.review_with(&declaring("api.example.com"));
     expect(
         &r,
         &[2],
-        2,
-        Outcome::Fail,
-        "mcp/server.py",
-        None,
-        "tool `fetch_hidden` reaches the network (in `fetch_hidden`)",
+        &["fail 2 mcp/server.py tool `fetch_hidden` reaches the network (in `fetch_hidden`)"],
     );
     let p2 = r.point(2).unwrap();
     let fails: Vec<_> = p2

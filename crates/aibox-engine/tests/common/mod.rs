@@ -105,6 +105,23 @@ pub fn walk(root: &Utf8Path) -> Vec<String> {
     out
 }
 
+/// An empty temp folder and its path, for tests that write their own `aibox.toml`.
+pub fn empty_project() -> (tempfile::TempDir, Utf8PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
+    (dir, root)
+}
+
+/// The paths an apply removed, in report order.
+pub fn removed(report: &aibox_engine::ApplyReport) -> Vec<&str> {
+    report
+        .files
+        .iter()
+        .filter(|f| f.action == aibox_engine::FileAction::Removed)
+        .map(|f| f.path.as_str())
+        .collect()
+}
+
 /// The stable `code(...)` of a diagnostic.
 pub fn code(err: &dyn miette::Diagnostic) -> String {
     err.code().map(|c| c.to_string()).unwrap_or_default()
