@@ -46,6 +46,11 @@ pub struct AiboxSection {
     /// Who uses the container: drives warnings only.
     #[serde(default)]
     pub profile: Profile,
+    /// URL of the project's source repository, recorded in the image label
+    /// `org.opencontainers.image.source`; when unset the label names aibox's own repository,
+    /// which generated the Dockerfile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
 }
 
 /// Who the container is for.

@@ -191,6 +191,7 @@ pub(crate) fn check_team(cfg: &AiboxToml, ch: &mut Checker<'_>) {
     check_servers(&cfg.ai.mcp.servers, &servers, ch);
     check_duplicate_servers(&cfg.ai.mcp.servers, &servers, None, ch);
     check_gateway(cfg, ch);
+    check_repository(cfg, ch);
     for (i, e) in cfg.security.exceptions.iter().enumerate() {
         let p = path(&["security", "exceptions"]).index(i);
         for (field, value) in [("option", &e.option), ("reason", &e.reason)] {
@@ -264,6 +265,26 @@ fn check_container(cfg: &AiboxToml, ch: &mut Checker<'_>) {
     let mut targets = Vec::new();
     let base = path(&["container", "extra_volumes"]);
     check_volumes(&c.extra_volumes, &base, &c.home(), &mut targets, ch);
+}
+
+fn check_repository(cfg: &AiboxToml, ch: &mut Checker<'_>) {
+    let Some(url) = &cfg.aibox.repository else {
+        return;
+    };
+    let scheme_ok = url.starts_with("https://") || url.starts_with("http://");
+    let clean = !url
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '"');
+    if !scheme_ok || !clean || url.contains('@') {
+        ch.invalid(
+            &path(&["aibox", "repository"]),
+            format!("repository \"{url}\" is not a plain http(s) URL"),
+            "invalid repository URL",
+            "use the repository's web address, such as \"https://example.org/team/project\" \
+             (no credentials, spaces or quotes)"
+                .into(),
+        );
+    }
 }
 
 fn check_gateway(cfg: &AiboxToml, ch: &mut Checker<'_>) {

@@ -531,3 +531,20 @@ fn harness_ids_from_the_command_line() {
     assert!(rendered.contains("did you mean \"gemini\"?"), "{rendered}");
     assert_eq!("zzz".parse::<Harness>().unwrap_err().suggestion, None);
 }
+
+#[test]
+fn repository_url() {
+    accepts("[aibox]\nrepository = \"https://example.org/team/project\"\n");
+    for bad in [
+        "ftp://example.org/x",
+        "https://user:secret@example.org/x",
+        "https://example.org/a b",
+        "example.org/x",
+    ] {
+        rejects(
+            &format!("[aibox]\nrepository = \"{bad}\"\n"),
+            "aibox::config::invalid_value",
+            "is not a plain http(s) URL",
+        );
+    }
+}

@@ -19,7 +19,10 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> String {
     let c = &inputs.config.container;
     let version = inputs.aibox_version;
     let project = crate::project_name(inputs.config);
-    let source = inputs.image_source.unwrap_or(DEFAULT_IMAGE_SOURCE);
+    let source = inputs
+        .image_source
+        .or(inputs.config.aibox.repository.as_deref())
+        .unwrap_or(DEFAULT_IMAGE_SOURCE);
     let mut out = String::new();
     let _ = writeln!(out, "# {GENERATED_HEADER}");
     out.push_str("# Image additions belong in Dockerfile.local, inlined near the end.\n");
