@@ -223,7 +223,7 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
             };
             // Show the full explanation first, then ask.
             render::error(&miette::Report::new(e));
-            ask_seccomp_consent(g, &root, key)?;
+            ask_seccomp_consent(g, &root, &key)?;
             aibox_engine::apply(&root, &opts).map_err(Failure::user)?
         }
     };
@@ -275,7 +275,7 @@ fn consent_question(
     g: &Global,
     root: &Utf8Path,
     err: &aibox_engine::EngineError,
-) -> Option<&'static str> {
+) -> Option<String> {
     let code = miette::Diagnostic::code(err).map(|c| c.to_string());
     if code.as_deref() != Some("aibox::policy::seccomp_consent") || g.yes || !interactive() {
         return None;

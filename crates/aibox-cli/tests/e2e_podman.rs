@@ -271,22 +271,7 @@ fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
     let TestProject {
         root, name, image, ..
     } = &p;
-    let created = podman.run(&[
-        "create",
-        "--name",
-        name,
-        "--label",
-        "aibox.project=some-other-project",
-        BASE_IMAGE,
-        "sleep",
-        "infinity",
-    ]);
-    assert!(
-        created.status.success(),
-        "{}",
-        String::from_utf8_lossy(&created.stderr)
-    );
-    let id = podman.inspect_container(name).unwrap()["Id"].clone();
+    let id = podman.create_foreign(name, "some-other-project");
 
     for args in [&["up"][..], &["down"], &["status"], &["exec", "--", "true"]] {
         refused(

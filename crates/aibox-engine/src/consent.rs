@@ -4,26 +4,18 @@
 //! CLI may ask a person at a terminal and, on an explicit "yes", record the answer here.
 
 use aibox_config::edit::ConfigFile;
-use aibox_config::{CodexSandbox, Harness};
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::config_edit::{ConfigEditError, config_set};
 
 /// The consent key the project's configuration is missing for its chosen seccomp
-/// relaxation, if any: `security.acknowledge_seccomp_unconfined` or
-/// `security.acknowledge_seccomp_profile`.
-pub fn missing_seccomp_consent(root: &Utf8Path) -> Option<&'static str> {
+/// relaxation, if any (for example `security.acknowledge_seccomp_unconfined`). The policy
+/// layer decides; this only reads its answer.
+pub fn missing_seccomp_consent(root: &Utf8Path) -> Option<String> {
     let project = aibox_config::load_project(root).ok()?;
-    let security = &project.config.security;
-    if !project.config.ai.harnesses.contains(&Harness::Codex) {
-        return None;
-    }
-    match security.codex_sandbox {
-        CodexSandbox::Unconfined if !security.acknowledge_seccomp_unconfined => {
-            Some("security.acknowledge_seccomp_unconfined")
-        }
-        CodexSandbox::SeccompProfile if !security.acknowledge_seccomp_profile => {
-            Some("security.acknowledge_seccomp_profile")
+    match aibox_policy::container_security(&project.config) {
+        Err(aibox_policy::PolicyError::SeccompConsent { key, .. }) => {
+            Some(format!("security.{key}"))
         }
         _ => None,
     }

@@ -53,25 +53,55 @@ pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, En
 }
 
 fn find_installed(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, EngineError> {
-    let skills = root.join("context/skills");
-    let mut found = Vec::new();
-    if let Ok(categories) = fs_err::read_dir(&skills) {
-        for category in categories.flatten() {
-            let candidate = skills
-                .join(category.file_name().to_string_lossy().as_ref())
-                .join(name);
-            if candidate.join("SKILL.md").is_file() {
-                found.push(candidate);
+    installed(root)
+        .into_iter()
+        .find(|s| s.name == name)
+        .map(|s| s.dir)
+        .ok_or_else(|| {
+            EngineError::source(SkillError::NotInstalled {
+                name: name.to_owned(),
+                skills: root.join(SKILLS_DIR),
+            })
+        })
+}
+
+/// Where processkit installs skills: `<category>/<name>/SKILL.md` below it.
+const SKILLS_DIR: &str = "context/skills";
+
+/// One skill directory found on disk.
+struct Installed {
+    category: String,
+    name: String,
+    dir: Utf8PathBuf,
+}
+
+/// Every `context/skills/<category>/<name>/` holding a `SKILL.md`, sorted by category and
+/// name (so a name that exists in two categories resolves the same way every time).
+fn installed(root: &Utf8Path) -> Vec<Installed> {
+    let skills = root.join(SKILLS_DIR);
+    let mut out = Vec::new();
+    let Ok(categories) = fs_err::read_dir(&skills) else {
+        return out;
+    };
+    for category in categories.flatten() {
+        let category = category.file_name().to_string_lossy().into_owned();
+        let Ok(entries) = fs_err::read_dir(skills.join(&category)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let dir = skills.join(&category).join(&name);
+            if dir.join("SKILL.md").is_file() {
+                out.push(Installed {
+                    category: category.clone(),
+                    name,
+                    dir,
+                });
             }
         }
     }
-    found.sort();
-    found.into_iter().next().ok_or_else(|| {
-        EngineError::source(SkillError::NotInstalled {
-            name: name.to_owned(),
-            skills: skills.clone(),
-        })
-    })
+    out.sort_by(|a, b| (&a.category, &a.name).cmp(&(&b.category, &b.name)));
+    out
 }
 
 /// Enables `name`: removes it from `[skills] exclude`, or adds it to `[skills] include`.
@@ -176,34 +206,22 @@ pub struct SkillInfo {
 /// state from `[skills]`.
 pub fn list(root: &Utf8Path) -> Result<Vec<SkillInfo>, EngineError> {
     let project = aibox_config::load_project(root)?;
-    let skills = root.join("context/skills");
-    let mut out = Vec::new();
-    let Ok(categories) = fs_err::read_dir(&skills) else {
-        return Ok(out);
-    };
-    for category in categories.flatten() {
-        let category = category.file_name().to_string_lossy().into_owned();
-        let Ok(entries) = fs_err::read_dir(skills.join(&category)) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let dir = skills.join(&category).join(&name);
-            let Ok(text) = fs_err::read_to_string(dir.join("SKILL.md")) else {
-                continue;
-            };
+    let mut out: Vec<SkillInfo> = installed(root)
+        .into_iter()
+        .map(|s| {
+            let text = fs_err::read_to_string(s.dir.join("SKILL.md")).unwrap_or_default();
             let front = text.split("\n---").next().unwrap_or_default();
-            out.push(SkillInfo {
+            SkillInfo {
                 core: front.lines().any(|l| l.trim() == "core: true"),
-                mcp_server: dir.join("mcp/mcp-config.json").is_file(),
-                included: project.config.skills.include.contains(&name),
-                excluded: project.config.skills.exclude.contains(&name),
-                dir: format!("context/skills/{category}/{name}"),
-                category: category.clone(),
-                name,
-            });
-        }
-    }
+                mcp_server: s.dir.join("mcp/mcp-config.json").is_file(),
+                included: project.config.skills.include.contains(&s.name),
+                excluded: project.config.skills.exclude.contains(&s.name),
+                dir: format!("{SKILLS_DIR}/{}/{}", s.category, s.name),
+                category: s.category,
+                name: s.name,
+            }
+        })
+        .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }

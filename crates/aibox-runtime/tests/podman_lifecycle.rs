@@ -285,22 +285,7 @@ fn another_projects_container_is_left_alone() {
     let podman = Podman::ready();
     let scratch = Scratch::new(&podman, "aibox-rt-foreign");
     let Scratch { name, target, .. } = &scratch;
-    let created = podman.run(&[
-        "create",
-        "--name",
-        name,
-        "--label",
-        "aibox.project=someone-else",
-        BASE_IMAGE,
-        "sleep",
-        "infinity",
-    ]);
-    assert!(
-        created.status.success(),
-        "{}",
-        String::from_utf8_lossy(&created.stderr)
-    );
-    let id = podman.inspect_container(name).unwrap()["Id"].clone();
+    let id = podman.create_foreign(name, "someone-else");
 
     let runtime = Runtime::detect(EngineChoice::Podman, env_with(&podman, &[])).unwrap();
     for err in [

@@ -131,6 +131,23 @@ impl Podman {
             .unwrap_or_else(|e| panic!("cannot run podman {args:?}: {e}"))
     }
 
+    /// Creates (without starting) a container `name` that belongs to aibox project
+    /// `owner`, as another project on the same machine would, and returns its id.
+    pub fn create_foreign(&self, name: &str, owner: &str) -> serde_json::Value {
+        let label = format!("aibox.project={owner}");
+        let created = self.run(&[
+            "create", "--name", name, "--label", &label, BASE_IMAGE, "sleep", "infinity",
+        ]);
+        assert!(
+            created.status.success(),
+            "{}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+        self.inspect_container(name)
+            .unwrap_or_else(|| panic!("{name} was not created"))["Id"]
+            .clone()
+    }
+
     /// `podman container inspect NAME` as JSON, or `None` when no such container exists.
     pub fn inspect_container(&self, name: &str) -> Option<serde_json::Value> {
         let out = self.run(&["container", "inspect", name]);

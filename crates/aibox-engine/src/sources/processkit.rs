@@ -99,8 +99,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
 }
 
 /// The release's MCP servers as registration specs, after the third-party skill review:
-/// a skill whose server fails a review point is refused unless `aibox.toml` records a
-/// `[[skills.review_exceptions]]` entry for it. The release's core skills are exempt.
+/// a skill whose server fails a review point stops the apply unless `aibox.toml` records
+/// a `[[skills.review_exceptions]]` entry for it. The release's core skills are exempt.
 /// The review reads the verified release's copy of each skill (staged in a temporary
 /// folder), so a skill is reviewed before it is ever installed or registered.
 fn registered_servers(
@@ -117,19 +117,23 @@ fn registered_servers(
     );
     let staging = tempfile::tempdir()
         .map_err(|e| EngineError::io("create a review staging folder in", "$TMPDIR", e))?;
+    // Every selected non-core skill that ships an MCP server is reviewed, whether it is
+    // registered on its own or served through the gateway (which exposes its tools too).
+    let selected = |skill: &aibox_provenance::catalog::Skill| {
+        let prefix = format!("{}/", skill.dir);
+        install
+            .decisions
+            .iter()
+            .any(|d| d.path.starts_with(&prefix))
+            || install.servers.iter().any(|s| s.skill == skill.name)
+    };
     let mut to_review = Vec::new();
-    for server in install.servers.iter().filter(|s| !s.gateway) {
-        let Some(skill) = catalog.skills.get(&server.skill) else {
-            continue;
-        };
-        if skill.core
-            || to_review
-                .iter()
-                .any(|(n, _, _): &(String, Utf8PathBuf, ReviewContext)| n == &skill.name)
-        {
+    for skill in catalog.skills.values().filter(|s| !s.core && selected(s)) {
+        let prefix = format!("{}/", skill.dir);
+        let mcp = format!("{prefix}mcp/");
+        if !release.payload.files.keys().any(|p| p.starts_with(&mcp)) {
             continue;
         }
-        let prefix = format!("{}/", skill.dir);
         let files = release
             .payload
             .files
@@ -146,12 +150,12 @@ fn registered_servers(
         })?;
         to_review.push((skill.name.clone(), dir, review_ctx.clone()));
     }
-    let allowed = crate::sources::skill_review::gate(ctx.project, &to_review)?;
-    let reviewed: Vec<&str> = to_review.iter().map(|(n, _, _)| n.as_str()).collect();
+    // Refuses (stopping the apply) when a reviewed skill fails without a recorded consent;
+    // past this point every reviewed skill passed or was consented to.
+    crate::sources::skill_review::gate(ctx.project, &to_review)?;
     Ok(install
         .servers
         .iter()
-        .filter(|s| !reviewed.contains(&s.skill.as_str()) || allowed.contains(&s.skill))
         .map(|s| ServerSpec {
             name: s.name.clone(),
             origin: Origin::Processkit,
