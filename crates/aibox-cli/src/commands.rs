@@ -340,6 +340,12 @@ fn up(g: &Global, args: &UpArgs) -> Outcome {
     for notice in &report.notices {
         render::note(false, notice);
     }
+    for warning in &report.apply.warnings {
+        render::note(false, &format!("warning: {warning}"));
+    }
+    if let Some(sandbox) = &report.codex_sandbox {
+        render::note(false, &sandbox.line());
+    }
     json_or(g, &report, || {})?;
     Ok(Exit::Ok)
 }

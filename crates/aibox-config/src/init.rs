@@ -147,16 +147,18 @@ fn render_rest(out: &mut String, opts: &InitOptions) {
         "[security]\n\
          # Consents. aibox never sets these for you: each one records a decision that only\n\
          # the project's owner can make, after reading SECURITY.md.\n\
-         # - `acknowledge_seccomp_unconfined` accepts running the container without a\n\
-         #   seccomp filter, which Codex's bubblewrap sandbox can need. Prefer the default\n\
-         #   `codex_sandbox = \"landlock\"`, which needs no relaxation at all.\n\
-         # - `acknowledge_seccomp_profile` accepts a generated seccomp profile that allows\n\
-         #   user namespaces (`codex_sandbox = \"seccomp-profile\"`).\n",
+         # Codex's Linux sandbox is bubblewrap, which needs unprivileged user namespaces.\n\
+         # Podman's default seccomp profile allows them; Docker's refuses them, so on Docker\n\
+         # `aibox apply` stops until you choose one of these (see SECURITY.md):\n\
+         # - `acknowledge_seccomp_profile = true` with `codex_sandbox = \"seccomp-profile\"`\n\
+         #   (preferred): Docker's default profile plus only the syscalls bubblewrap needs.\n\
+         # - `acknowledge_seccomp_unconfined = true` with `codex_sandbox = \"unconfined\"`:\n\
+         #   no seccomp filter at all.\n",
     );
     if opts.harnesses.contains(&Harness::Codex) {
         out.push_str(
-            "# Codex is enabled: it runs its sandbox in Landlock mode, so nothing needs to be\n\
-             # relaxed unless you choose otherwise.\n",
+            "# Codex is enabled with `codex_sandbox = \"engine-default\"` (the default): nothing\n\
+             # is relaxed; `aibox up` and `aibox doctor` report whether its sandbox works.\n",
         );
     }
 }

@@ -581,20 +581,40 @@ pub struct SecuritySection {
     pub exceptions: Vec<SecurityException>,
 }
 
-/// Codex sandbox strategy inside the container.
+/// How Codex's bubblewrap sandbox is made to work inside the container.
+///
+/// Codex (0.147 and later) always sandboxes with bubblewrap on Linux, which needs
+/// unprivileged user namespaces; whether the container allows them depends on the
+/// engine's default seccomp profile (Podman's does, Docker's does not).
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum CodexSandbox {
-    /// Codex's Landlock mode: no container relaxation (default).
+    /// The engine's default seccomp profile, nothing relaxed (default). Works where the
+    /// default allows user namespaces (Podman); on Docker `apply` asks for a consent key.
     #[default]
-    Landlock,
-    /// A generated seccomp profile: Docker's default plus what bubblewrap needs.
+    EngineDefault,
+    /// A generated seccomp profile: Docker's default plus only what bubblewrap needs.
     /// Needs `acknowledge_seccomp_profile`.
     SeccompProfile,
     /// `seccomp=unconfined`. Needs `acknowledge_seccomp_unconfined`.
     Unconfined,
+    /// Deprecated: Codex has no Landlock sandbox any more; read as `engine-default`, with a
+    /// warning.
+    Landlock,
+}
+
+impl CodexSandbox {
+    /// The value as written in `aibox.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EngineDefault => "engine-default",
+            Self::SeccompProfile => "seccomp-profile",
+            Self::Unconfined => "unconfined",
+            Self::Landlock => "landlock",
+        }
+    }
 }
 
 /// One `[[security.exceptions]]` entry.

@@ -15,8 +15,8 @@ use std::process::Command;
 
 use aibox_config::{AiboxToml, Project, SecurityException};
 use aibox_policy::{
-    Consent, Finding, PROFILE_PATH, Redactor, Severity, TextKind, check_compose,
-    check_devcontainer_json, check_project_volumes, check_seccomp_profile, container_security,
+    Consent, Finding, PROFILE_PATH, Redactor, Severity, TargetEngine, TextKind, check_compose,
+    check_devcontainer_json, check_project_volumes, check_seccomp_profile, container_security_for,
     redact, scan_secrets,
 };
 use aibox_provenance::lock::{LOCK_FILE, Lock};
@@ -26,6 +26,7 @@ use miette::Diagnostic;
 use serde::Serialize;
 
 use crate::EngineError;
+use crate::codex_sandbox::{SandboxReport, SandboxStatus};
 use crate::writer::ProjectRoot;
 
 /// The generated Compose file.
@@ -161,12 +162,15 @@ pub struct DoctorReport {
     pub checks: Vec<CheckResult>,
     /// Findings, errors first, then warnings, then notes.
     pub findings: Vec<Finding>,
-    /// The Codex seccomp posture (`default`, `landlock`, `seccomp-profile`, `unconfined`)
+    /// The Codex seccomp posture (`default`, `engine-default`, `seccomp-profile`, `unconfined`)
     /// when the configuration could be evaluated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seccomp_posture: Option<String>,
     /// Active `[[security.exceptions]]` and consent keys, listed on every run.
     pub exceptions: Vec<SecurityException>,
+    /// Whether Codex's sandbox can start in the running container (Codex enabled only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codex_sandbox: Option<SandboxReport>,
     #[serde(skip)]
     redactor: Redactor,
     #[serde(skip)]
@@ -321,8 +325,12 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     }
 
     // generated files in sync (what `apply --check` reports)
+    // The engine the seccomp gate judges, resolved with the same environment as above.
+    let engine = project.as_ref().map_or(TargetEngine::Unknown, |p| {
+        crate::codex_sandbox::target_engine(p.config.container.engine, &options.detect)
+    });
     if project.is_some() {
-        run.check("sync", sync_findings(project_root.path(), options));
+        run.check("sync", sync_findings(project_root.path(), options, engine));
     } else {
         run.skip("sync", "no valid configuration");
     }
@@ -337,11 +345,27 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
             &project_root,
             p,
             lock.as_ref().ok().and_then(Option::as_ref),
+            engine,
         );
         posture = p_name;
         run.check("container-policy", findings);
     } else {
         run.skip("container-policy", "no valid configuration");
+    }
+
+    // Codex's sandbox, probed in the running container (only when Codex is enabled)
+    let mut codex_sandbox = None;
+    if let Some(p) = project
+        .as_ref()
+        .filter(|p| crate::codex_sandbox::codex_enabled(&p.config))
+    {
+        if options.skip_engine {
+            run.skip("codex-sandbox", "skipped by the caller");
+        } else {
+            let report = codex_sandbox_probe(project_root.path(), &p.config, options);
+            run.check("codex-sandbox", vec![codex_sandbox_finding(&report)]);
+            codex_sandbox = Some(report);
+        }
     }
 
     // secrets in committed files
@@ -364,7 +388,12 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     }
 
     let redactor = build_redactor(&project_root, project.as_ref(), options);
-    Ok(run.finish(options, posture, exceptions, redactor))
+    let mut report = run.finish(options, posture, exceptions, redactor);
+    report.codex_sandbox = codex_sandbox.map(|mut c| {
+        c.detail = redact(&c.detail, &report.redactor);
+        c
+    });
+    Ok(report)
 }
 
 /// Writes a redacted diagnostic bundle (JSON) to `path`: the report, the project's
@@ -516,6 +545,7 @@ impl Run {
             findings,
             seccomp_posture: posture,
             exceptions,
+            codex_sandbox: None,
             redactor,
             environment: options.environment.clone(),
         }
@@ -542,11 +572,12 @@ fn read_text(root: &ProjectRoot, rel: &str) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-fn sync_findings(root: &Utf8Path, options: &DoctorOptions) -> Vec<Finding> {
+fn sync_findings(root: &Utf8Path, options: &DoctorOptions, engine: TargetEngine) -> Vec<Finding> {
     let apply_options = crate::ApplyOptions {
         check: true,
         plan: crate::PlanOptions {
             aibox_version: options.cli_version.clone(),
+            engine: Some(engine),
             ..crate::PlanOptions::default()
         },
         ..crate::ApplyOptions::default()
@@ -662,11 +693,12 @@ fn container_policy(
     root: &ProjectRoot,
     project: &Project,
     lock: Option<&Lock>,
+    engine: TargetEngine,
 ) -> (Vec<Finding>, Option<String>) {
     let config = &project.config;
     let consent = Consent::from_config(config);
     let mut out = Vec::new();
-    let posture = match container_security(config) {
+    let posture = match container_security_for(config, engine) {
         Ok(decision) => {
             let name = decision.posture.as_str().to_owned();
             if !decision.security_opt.is_empty() {
@@ -679,7 +711,18 @@ fn container_policy(
                          consent",
                         decision.security_opt.join(", ")
                     ),
-                    "consider `[security] codex_sandbox = \"landlock\"`, which needs no relaxation",
+                    "on Podman, `[security] codex_sandbox = \"engine-default\"` needs no \
+                     relaxation",
+                ));
+            }
+            for warning in decision.warnings {
+                out.push(Finding::new(
+                    "aibox::doctor::seccomp_deprecated",
+                    Severity::Warning,
+                    aibox_config::AIBOX_TOML,
+                    warning,
+                    "write `codex_sandbox = \"engine-default\"` (same meaning) or choose another \
+                     strategy",
                 ));
             }
             for note in decision.notes {
@@ -893,5 +936,61 @@ fn collect_env_values(item: &toml_edit::Item, under_env: bool, out: &mut Vec<Str
         }
     } else if let Some(s) = item.as_str().filter(|_| under_env) {
         out.push(s.to_owned());
+    }
+}
+
+/// Probes the project's running container; a container that is not running (or an
+/// engine that cannot be used) gives "not checked" with the reason.
+fn codex_sandbox_probe(
+    root: &Utf8Path,
+    config: &AiboxToml,
+    options: &DoctorOptions,
+) -> SandboxReport {
+    let lifecycle = crate::lifecycle::LifecycleOptions {
+        env: options.detect.clone(),
+        timeouts: aibox_runtime::Timeouts::default(),
+    };
+    let posture = aibox_policy::container_security(config)
+        .map_or(aibox_policy::SeccompPosture::EngineDefault, |d| d.posture);
+    let not_checked = |detail: String| SandboxReport {
+        status: SandboxStatus::NotChecked,
+        posture: posture.as_str().to_owned(),
+        probe: aibox_runtime::USERNS_PROBE.join(" "),
+        detail,
+        fix: None,
+    };
+    match crate::lifecycle::runtime_for(root, &lifecycle) {
+        Ok((runtime, target)) => crate::codex_sandbox::probe(config, &runtime, &target)
+            .unwrap_or_else(|| not_checked(String::new())),
+        Err(e) => not_checked(e.to_string()),
+    }
+}
+
+fn codex_sandbox_finding(report: &SandboxReport) -> Finding {
+    match report.status {
+        SandboxStatus::Works => Finding::new(
+            "aibox::doctor::codex_sandbox",
+            Severity::Info,
+            "",
+            report.line(),
+            "",
+        ),
+        SandboxStatus::Blocked => Finding::new(
+            "aibox::doctor::codex_sandbox_blocked",
+            Severity::Warning,
+            aibox_config::AIBOX_TOML,
+            format!(
+                "Codex sandbox: blocked ({}): `{}` failed in the container: {}",
+                report.posture, report.probe, report.detail
+            ),
+            report.fix.clone().unwrap_or_default(),
+        ),
+        SandboxStatus::NotChecked => Finding::new(
+            "aibox::doctor::codex_sandbox_unchecked",
+            Severity::Info,
+            "",
+            format!("Codex sandbox: not checked ({})", report.detail),
+            "start the container (`aibox up`) and run `aibox doctor` again",
+        ),
     }
 }

@@ -80,6 +80,9 @@ pub struct UpReport {
     /// relaxation (a consent committed by someone else is not yours).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Whether Codex's sandbox can start in the container (probed when Codex is enabled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codex_sandbox: Option<crate::codex_sandbox::SandboxReport>,
 }
 
 /// Notices about relaxations that the project's configuration makes active.
@@ -141,11 +144,15 @@ pub fn up(
 ) -> Result<UpReport, LifecycleError> {
     // Detect first: a missing engine is reported before anything is written.
     let (runtime, target) = runtime_for(root, &options.lifecycle)?;
-    let apply_opts = ApplyOptions {
+    let mut apply_opts = ApplyOptions {
         dry_run: false,
         check: false,
         ..options.apply.clone()
     };
+    // The seccomp gate judges the engine `up` is about to use.
+    apply_opts.plan.engine = Some(crate::codex_sandbox::from_engine(
+        runtime.detected().engine.engine,
+    ));
     let report = apply(root, &apply_opts)?;
     let status = runtime.up(
         &target,
@@ -154,10 +161,14 @@ pub fn up(
         },
         progress,
     )?;
+    let codex_sandbox = load_project(root)
+        .ok()
+        .and_then(|p| crate::codex_sandbox::probe(&p.config, &runtime, &target));
     Ok(UpReport {
         apply: report,
         status,
         notices: relaxation_notices(root),
+        codex_sandbox,
     })
 }
 

@@ -27,6 +27,9 @@ pub struct PlanOptions {
     pub cache_dir: Option<Utf8PathBuf>,
     /// Called while a processkit release downloads.
     pub download_progress: Option<DownloadProgress>,
+    /// The engine the Codex seccomp gate judges; `None` resolves it from this process's
+    /// environment (see [`crate::codex_sandbox::target_engine`]) when the gate needs it.
+    pub engine: Option<aibox_policy::TargetEngine>,
 }
 
 impl std::fmt::Debug for PlanOptions {
@@ -35,6 +38,7 @@ impl std::fmt::Debug for PlanOptions {
             .field("aibox_version", &self.aibox_version)
             .field("cache_dir", &self.cache_dir)
             .field("download_progress", &self.download_progress.is_some())
+            .field("engine", &self.engine)
             .finish()
     }
 }
@@ -45,6 +49,7 @@ impl Default for PlanOptions {
             aibox_version: env!("CARGO_PKG_VERSION").to_owned(),
             cache_dir: None,
             download_progress: None,
+            engine: None,
         }
     }
 }
@@ -226,6 +231,16 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
     // generated profile); options the user's override already sets are not repeated.
     let policy_err = |e: aibox_policy::PolicyError| EngineError::Source(Box::new(e));
     let security = aibox_policy::container_security(&project.config).map_err(policy_err)?;
+    // The engine-aware half of the gate; the engine is resolved only when it matters.
+    if security.posture == aibox_policy::SeccompPosture::EngineDefault {
+        let engine = options.engine.unwrap_or_else(|| {
+            crate::codex_sandbox::target_engine(
+                project.config.container.engine,
+                &aibox_runtime::DetectEnv::from_process(),
+            )
+        });
+        aibox_policy::check_engine(&security, engine).map_err(policy_err)?;
+    }
     let override_text = root
         .read(Utf8Path::new(aibox_policy::OVERRIDE_PATH))?
         .map(|b| String::from_utf8_lossy(&b).into_owned());
@@ -241,6 +256,9 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
         root,
     };
     let mut builder = PlanBuilder::default();
+    for warning in &security.warnings {
+        builder.warn(warning.clone());
+    }
     builder.extend(security.files)?;
     crate::sources::contribute_all(&ctx, &mut builder)?;
     retire_generated(root, previous_lock.as_ref(), &mut builder)?;
@@ -258,7 +276,7 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
 }
 
 /// Generated files the previous apply wrote and this plan no longer contains (for
-/// example the seccomp profile after switching back to Landlock) are removed, but only
+/// example the seccomp profile after switching back to the engine's default) are removed, but only
 /// while their bytes still match the digest recorded in `aibox.lock`: an edited copy is
 /// somebody's work and stays.
 fn retire_generated(

@@ -591,8 +591,8 @@ impl Ctx<'_> {
             self.file,
             "privileged mode gives the container every capability and every host device: it is \
              no longer a boundary",
-            "remove it; for Codex's sandbox use `[security] codex_sandbox` (Landlock or the \
-             generated seccomp profile), for devices add only the one device you need",
+            "remove it; for Codex's sandbox use `[security] codex_sandbox` (the engine's \
+             default or the generated seccomp profile), for devices add only the one device you need",
         )
         .at(line);
         self.push(true, "privileged", f, out);
@@ -702,7 +702,7 @@ impl Ctx<'_> {
                     self.file,
                     "`seccomp=unconfined` removes the container's syscall filter, and the \
                          owner has not consented",
-                    "prefer `[security] codex_sandbox = \"landlock\"` (no relaxation) or \
+                    "prefer `[security] codex_sandbox = \"engine-default\"` (no relaxation) or \
                          \"seccomp-profile\" (narrower); to keep it, set `[security] \
                          acknowledge_seccomp_unconfined = true` in aibox.toml",
                 )
@@ -723,7 +723,7 @@ impl Ctx<'_> {
                      has not consented"
                     .to_owned(),
                 "set `[security] acknowledge_seccomp_profile = true` in aibox.toml, or \
-                     use `codex_sandbox = \"landlock\"`"
+                     use `codex_sandbox = \"engine-default\"`"
                     .to_owned(),
             )
         } else {

@@ -26,8 +26,9 @@ pub use gate::{
 };
 pub use redact::{MASK, Redactor, redact};
 pub use seccomp::{
-    PROFILE_PATH, PROFILE_SECURITY_OPT, SeccompPosture, SecurityDecision, UNCONFINED_SECURITY_OPT,
-    container_security, generated_profile, generated_profile_sha256, sha256_hex,
+    PROFILE_PATH, PROFILE_SECURITY_OPT, SeccompPosture, SecurityDecision, TargetEngine,
+    UNCONFINED_SECURITY_OPT, check_engine, container_security, container_security_for,
+    generated_profile, generated_profile_sha256, sandbox_fix, sha256_hex,
     without_override_duplicates,
 };
 pub use secrets::{TextKind, scan_secrets};
@@ -49,6 +50,23 @@ pub enum PolicyError {
         /// The consent key that is missing.
         key: &'static str,
         /// Why, what the key means, and the narrower alternatives, in that order.
+        help: String,
+    },
+    /// Codex keeps the engine's default seccomp profile on an engine whose default refuses
+    /// the user namespaces its sandbox needs (Docker), and no consent key is set. Same code
+    /// as [`PolicyError::SeccompConsent`]: the fix is recording a consent.
+    #[error(
+        "Codex's sandbox cannot start on the container engine `{engine}`: its default seccomp \
+         profile refuses user namespaces, and neither `[security] acknowledge_seccomp_profile` \
+         nor `[security] acknowledge_seccomp_unconfined` is set in aibox.toml"
+    )]
+    #[diagnostic(code(aibox::policy::seccomp_consent), help("{help}"))]
+    EngineBlocksSandbox {
+        /// The engine the project resolves to.
+        engine: &'static str,
+        /// The preferred consent key (the narrower one).
+        key: &'static str,
+        /// Why, and every way out, narrowest first.
         help: String,
     },
     /// The planned files (or the user-owned files they run with) break security rules.

@@ -1,10 +1,17 @@
 //! The Codex seccomp posture (security model §7) and the generated seccomp profile.
 //!
-//! Codex's Linux sandbox is bubblewrap, which needs unprivileged user namespaces. A
-//! container's default seccomp filter may block them, so `[security] codex_sandbox` picks
-//! a strategy: Landlock (no relaxation, the default), a generated profile that adds only
-//! what bubblewrap needs, or `seccomp=unconfined`. The two relaxations each need their own
-//! consent key; this module never emits `privileged` or a capability.
+//! Codex's Linux sandbox is bubblewrap (Codex 0.147 dropped its Landlock mode), which
+//! needs unprivileged user namespaces. Whether a container allows them depends on the
+//! engine's default seccomp profile: Podman's (containers/common) does, Docker's (Moby)
+//! does not. `[security] codex_sandbox` picks a strategy: the engine's default
+//! (`engine-default`, nothing relaxed), a generated profile that adds only what bubblewrap
+//! needs to Docker's default, or `seccomp=unconfined`. The two relaxations each need their
+//! own consent key, and [`check_engine`] refuses `engine-default` for Codex on an engine
+//! whose default blocks the sandbox. This module never emits `privileged` or a capability.
+//!
+//! The decision of *what* to write ([`container_security`]) never depends on the engine,
+//! so the committed Compose file is the same on every teammate's machine; only the gate
+//! ([`check_engine`]) does, and the engine layer hands it the engine it resolved.
 
 use std::fmt::Write as _;
 use std::sync::OnceLock;
@@ -27,25 +34,57 @@ pub const PROFILE_SECURITY_OPT: &str = "seccomp=aibox-seccomp.json";
 /// The `security_opt` entry that removes the syscall filter.
 pub const UNCONFINED_SECURITY_OPT: &str = "seccomp=unconfined";
 
-/// The base profile: Debian's copy of the `containers/common` default (Apache-2.0, see
+/// The base profile: Docker's (Moby's) default seccomp profile (Apache-2.0, see
 /// `vendor/NOTICE.md`).
-const BASE_PROFILE: &str = include_str!("../vendor/containers-common-seccomp.json");
+const BASE_PROFILE: &str = include_str!("../vendor/moby-default-seccomp.json");
 
-/// Syscalls bubblewrap needs for its user, mount and PID namespaces and its new root.
-/// `clone3` is left exactly as the base profile has it.
-pub const BWRAP_SYSCALLS: [&str; 6] = [
-    "clone",
-    "mount",
-    "pivot_root",
-    "setns",
-    "umount2",
-    "unshare",
-];
+/// Syscalls bubblewrap needs on top of Docker's default profile, measured with Codex
+/// 0.171's bubblewrap: `clone` and `unshare` for the namespaces, `mount` for the new root
+/// ("Failed to make / slave" without it), `pivot_root` and `umount2` to switch to it and
+/// drop the old one. `setns`, the new mount API and `clone3` (which stays ENOSYS, so the
+/// inspectable `clone` is used) are not needed and stay as the base has them.
+pub const BWRAP_SYSCALLS: [&str; 5] = ["clone", "mount", "pivot_root", "umount2", "unshare"];
 
-const ATTRIBUTION: &str = "aibox: clone, mount, pivot_root, setns, umount2 and unshare allowed \
-unconditionally for Codex's bubblewrap sandbox, on top of the containers/common default seccomp \
-profile (Apache-2.0, Copyright 2018 github.com/containers/common authors and Docker, Inc.); \
-every other rule is unchanged";
+const ATTRIBUTION: &str = "aibox: clone, mount, pivot_root, umount2 and unshare allowed \
+unconditionally for Codex's bubblewrap sandbox, on top of Docker's default seccomp profile \
+(Moby, Apache-2.0, Copyright Docker, Inc. and the Moby project contributors); every other rule \
+is unchanged";
+
+/// Consent key of the generated profile (preferred: narrower).
+pub const PROFILE_CONSENT_KEY: &str = "acknowledge_seccomp_profile";
+/// Consent key of `seccomp=unconfined`.
+pub const UNCONFINED_CONSENT_KEY: &str = "acknowledge_seccomp_unconfined";
+
+/// The container engine the project will run on, as resolved by the engine layer
+/// (`[container] engine`, `AIBOX_ENGINE`, and for `auto` the engine detection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetEngine {
+    /// Podman: its default seccomp profile allows unprivileged user namespaces.
+    Podman,
+    /// Docker: its default seccomp profile refuses them.
+    Docker,
+    /// `auto` found no engine on this machine: treated like Docker, because that is what
+    /// most Dev Containers users run and what a teammate is likely to use.
+    Unknown,
+}
+
+impl TargetEngine {
+    /// Whether the engine's default seccomp profile lets an unprivileged user create user
+    /// namespaces (what bubblewrap needs). Only Podman's is known to.
+    pub fn default_allows_user_namespaces(self) -> bool {
+        matches!(self, Self::Podman)
+    }
+
+    /// Short name for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Podman => "podman",
+            Self::Docker => "docker",
+            Self::Unknown => "unknown (auto found no engine)",
+        }
+    }
+}
 
 /// The effective Codex sandbox posture of a project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -53,9 +92,9 @@ every other rule is unchanged";
 pub enum SeccompPosture {
     /// Codex is not enabled: the engine's default seccomp profile, no relaxation.
     Default,
-    /// Codex in Landlock mode: no relaxation.
-    Landlock,
-    /// The generated profile (default plus bubblewrap's syscalls).
+    /// Codex with the engine's default seccomp profile: no relaxation.
+    EngineDefault,
+    /// The generated profile (Docker's default plus bubblewrap's syscalls).
     Profile,
     /// `seccomp=unconfined`.
     Unconfined,
@@ -66,7 +105,7 @@ impl SeccompPosture {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Default => "default",
-            Self::Landlock => "landlock",
+            Self::EngineDefault => "engine-default",
             Self::Profile => "seccomp-profile",
             Self::Unconfined => "unconfined",
         }
@@ -86,15 +125,27 @@ pub struct SecurityDecision {
     pub profile_sha256: Option<String>,
     /// Non-blocking remarks (for example a consent that has no effect).
     pub notes: Vec<String>,
+    /// Things the user must change soon (a deprecated value); `apply` shows them.
+    pub warnings: Vec<String>,
 }
+
+/// The warning for the deprecated `codex_sandbox = "landlock"`.
+pub const LANDLOCK_DEPRECATED: &str = "`[security] codex_sandbox = \"landlock\"` is deprecated \
+and now means \"engine-default\": Codex 0.147 and later always sandboxes with bubblewrap (its \
+Landlock mode is gone), so nothing is relaxed and Codex's sandbox works only where the \
+engine's default seccomp profile allows user namespaces (Podman's does, Docker's does not). \
+Write `codex_sandbox = \"engine-default\"` instead, or choose \"seccomp-profile\"";
 
 /// Decides the container's seccomp posture from the configuration.
 ///
-/// Codex not enabled: no relaxation. Codex enabled: `codex_sandbox = "landlock"` relaxes
-/// nothing; `"seccomp-profile"` needs `acknowledge_seccomp_profile`; `"unconfined"` needs
-/// `acknowledge_seccomp_unconfined`. For compatibility with configurations of the reference
-/// tool, which knew only the acknowledgement key, `acknowledge_seccomp_unconfined = true`
-/// with the default strategy also selects `unconfined`.
+/// Codex not enabled: no relaxation. Codex enabled: `codex_sandbox = "engine-default"` (and
+/// the deprecated `"landlock"`) relaxes nothing; `"seccomp-profile"` needs
+/// `acknowledge_seccomp_profile`; `"unconfined"` needs `acknowledge_seccomp_unconfined`.
+/// A consent key alone also selects its strategy when `codex_sandbox` is left at the
+/// default (the profile when both are set), so recording a consent at the prompt is
+/// enough; the reference tool knew only `acknowledge_seccomp_unconfined`.
+///
+/// The result never depends on the container engine; see [`check_engine`].
 ///
 /// # Errors
 /// [`PolicyError::SeccompConsent`] when a relaxation lacks its consent key.
@@ -102,9 +153,15 @@ pub fn container_security(config: &AiboxToml) -> Result<SecurityDecision, Policy
     let sec = &config.security;
     let codex = config.ai.harnesses.contains(&Harness::Codex);
     let mut notes = Vec::new();
+    let mut warnings = Vec::new();
+    if sec.codex_sandbox == CodexSandbox::Landlock {
+        warnings.push(LANDLOCK_DEPRECATED.to_owned());
+    }
     if !codex {
-        if sec.codex_sandbox != CodexSandbox::Landlock
-            || sec.acknowledge_seccomp_unconfined
+        if !matches!(
+            sec.codex_sandbox,
+            CodexSandbox::EngineDefault | CodexSandbox::Landlock
+        ) || sec.acknowledge_seccomp_unconfined
             || sec.acknowledge_seccomp_profile
         {
             notes.push(
@@ -113,23 +170,33 @@ pub fn container_security(config: &AiboxToml) -> Result<SecurityDecision, Policy
                     .to_owned(),
             );
         }
-        return Ok(decision(SeccompPosture::Default, Vec::new(), None, notes));
+        return Ok(decision(
+            SeccompPosture::Default,
+            Vec::new(),
+            notes,
+            warnings,
+        ));
     }
     let strategy = match sec.codex_sandbox {
-        CodexSandbox::Landlock if sec.acknowledge_seccomp_unconfined => CodexSandbox::Unconfined,
+        CodexSandbox::EngineDefault | CodexSandbox::Landlock => {
+            if sec.acknowledge_seccomp_profile {
+                if sec.acknowledge_seccomp_unconfined {
+                    notes.push(
+                        "both seccomp acknowledgements are set and codex_sandbox is left at its \
+                         default: the narrower generated profile is used"
+                            .to_owned(),
+                    );
+                }
+                CodexSandbox::SeccompProfile
+            } else if sec.acknowledge_seccomp_unconfined {
+                CodexSandbox::Unconfined
+            } else {
+                CodexSandbox::EngineDefault
+            }
+        }
         other => other,
     };
     match strategy {
-        CodexSandbox::Landlock => {
-            if sec.acknowledge_seccomp_profile {
-                notes.push(
-                    "acknowledge_seccomp_profile is set but codex_sandbox is \"landlock\": no \
-                     profile is used"
-                        .to_owned(),
-                );
-            }
-            Ok(decision(SeccompPosture::Landlock, Vec::new(), None, notes))
-        }
         CodexSandbox::SeccompProfile => {
             if !sec.acknowledge_seccomp_profile {
                 return Err(consent_error(CodexSandbox::SeccompProfile));
@@ -143,6 +210,7 @@ pub fn container_security(config: &AiboxToml) -> Result<SecurityDecision, Policy
                 files: vec![file],
                 profile_sha256: Some(sha),
                 notes,
+                warnings,
             })
         }
         CodexSandbox::Unconfined => {
@@ -152,11 +220,99 @@ pub fn container_security(config: &AiboxToml) -> Result<SecurityDecision, Policy
             Ok(decision(
                 SeccompPosture::Unconfined,
                 vec![UNCONFINED_SECURITY_OPT.to_owned()],
-                None,
                 notes,
+                warnings,
             ))
         }
+        CodexSandbox::EngineDefault | CodexSandbox::Landlock => Ok(decision(
+            SeccompPosture::EngineDefault,
+            Vec::new(),
+            notes,
+            warnings,
+        )),
     }
+}
+
+/// The engine-aware half of the gate: Codex with the engine's default profile on an
+/// engine whose default refuses user namespaces (Docker, or `auto` that found no engine)
+/// would leave Codex without its sandbox, so this refuses until the owner records a
+/// consent key. Never suggests `privileged` or `CAP_SYS_ADMIN`.
+///
+/// # Errors
+/// [`PolicyError::EngineBlocksSandbox`] in that case.
+pub fn check_engine(decision: &SecurityDecision, engine: TargetEngine) -> Result<(), PolicyError> {
+    if decision.posture != SeccompPosture::EngineDefault || engine.default_allows_user_namespaces()
+    {
+        return Ok(());
+    }
+    Err(PolicyError::EngineBlocksSandbox {
+        engine: engine.as_str(),
+        key: PROFILE_CONSENT_KEY,
+        help: engine_help(engine),
+    })
+}
+
+/// [`container_security`] followed by [`check_engine`]: what `apply` runs.
+///
+/// # Errors
+/// As the two functions.
+pub fn container_security_for(
+    config: &AiboxToml,
+    engine: TargetEngine,
+) -> Result<SecurityDecision, PolicyError> {
+    let decision = container_security(config)?;
+    check_engine(&decision, engine)?;
+    Ok(decision)
+}
+
+/// What to do when Codex's sandbox is (or would be) blocked, for a project whose posture
+/// is `posture`: the one-line fix `up` and `doctor` print next to "blocked".
+pub fn sandbox_fix(posture: SeccompPosture) -> String {
+    match posture {
+        SeccompPosture::Default | SeccompPosture::EngineDefault => format!(
+            "set `[security] {PROFILE_CONSENT_KEY} = true` and `codex_sandbox = \
+             \"seccomp-profile\"` in aibox.toml (preferred: Docker's default profile plus only \
+             what bubblewrap needs), or `{UNCONFINED_CONSENT_KEY} = true` with `codex_sandbox = \
+             \"unconfined\"`; then `aibox down && aibox up`"
+        ),
+        SeccompPosture::Profile | SeccompPosture::Unconfined => {
+            "seccomp is not what blocks it: the host refuses unprivileged user namespaces \
+             (`sysctl user.max_user_namespaces`, Ubuntu's \
+             `kernel.apparmor_restrict_unprivileged_userns`, or an AppArmor profile that \
+             blocks mounts); fix it on the host, or use `[ai.execution] filesystem = \
+             \"container-full\"` (no nested sandbox, the container is the boundary)"
+                .to_owned()
+        }
+    }
+}
+
+fn engine_help(engine: TargetEngine) -> String {
+    let which = match engine {
+        TargetEngine::Unknown => {
+            "`[container] engine = \"auto\"` found no container engine on this machine, so \
+             aibox assumes Docker, whose default seccomp profile refuses them"
+        }
+        _ => "Docker's default seccomp profile refuses them (Podman's allows them)",
+    };
+    format!(
+        "Why: Codex runs commands in a bubblewrap sandbox, which needs unprivileged user \
+         namespaces; {which}. Without a change Codex's sandbox cannot start and Codex asks to \
+         run commands unsandboxed.\n\
+         Choose one, by editing aibox.toml (only the project owner decides; `--yes` never \
+         counts as consent):\n  \
+         1. `[security] {PROFILE_CONSENT_KEY} = true` with `codex_sandbox = \
+         \"seccomp-profile\"` (preferred): Docker's default profile plus unconditional allows \
+         for clone, mount, pivot_root, umount2 and unshare; user namespaces become available, \
+         every other rule stays.\n  \
+         2. `[security] {UNCONFINED_CONSENT_KEY} = true` with `codex_sandbox = \
+         \"unconfined\"`: no syscall filter at all (no root, no capability, but every default \
+         denial is gone).\n  \
+         3. `[ai.execution] filesystem = \"container-full\"`: no nested sandbox; the container \
+         is the boundary and Codex has full rights inside it.\n  \
+         4. Run the project on Podman (`[container] engine = \"podman\"`), whose default \
+         profile lets the sandbox work with nothing relaxed.\n\
+         aibox never uses `privileged` or CAP_SYS_ADMIN for this."
+    )
 }
 
 /// Drops the entries of `security_opt` that the user-owned Compose override already sets
@@ -197,34 +353,36 @@ pub fn without_override_duplicates(
 fn decision(
     posture: SeccompPosture,
     security_opt: Vec<String>,
-    profile_sha256: Option<String>,
     notes: Vec<String>,
+    warnings: Vec<String>,
 ) -> SecurityDecision {
     SecurityDecision {
         posture,
         security_opt,
         files: Vec::new(),
-        profile_sha256,
+        profile_sha256: None,
         notes,
+        warnings,
     }
 }
 
 fn consent_error(strategy: CodexSandbox) -> PolicyError {
     const WHY: &str = "Why: Codex runs commands in a bubblewrap sandbox, which needs \
-        unprivileged user namespaces; a container's default seccomp filter can block them.";
-    const LANDLOCK: &str = "codex_sandbox = \"landlock\" (the default): Codex's Landlock mode, \
-        no container relaxation at all; needs a kernel >= 5.13 with Landlock and isolates the \
-        file system only.";
+        unprivileged user namespaces; Docker's default seccomp filter refuses them (Podman's \
+        allows them).";
+    const ENGINE_DEFAULT: &str = "codex_sandbox = \"engine-default\" (the default): nothing \
+        relaxed; Codex's sandbox works where the engine's default profile allows user \
+        namespaces (Podman), and apply refuses it on Docker.";
     const NO_SANDBOX: &str = "[ai.execution] filesystem = \"container-full\": no nested sandbox, \
         the container is the boundary; no relaxation, but the harness has full rights inside \
         the container.";
     const PROFILE: &str = "codex_sandbox = \"seccomp-profile\" with acknowledge_seccomp_profile \
-        = true: the default profile plus only the syscalls bubblewrap needs; still enables user \
-        namespaces, but far narrower than unconfined.";
+        = true: Docker's default profile plus only the syscalls bubblewrap needs; still enables \
+        user namespaces, but far narrower than unconfined.";
     let (name, key, what, alternatives) = match strategy {
         CodexSandbox::Unconfined => (
             "unconfined",
-            "acknowledge_seccomp_unconfined",
+            UNCONFINED_CONSENT_KEY,
             "`seccomp=unconfined` removes the whole syscall filter: it grants no root and no \
              capability, but discards every default denial and widens the kernel surface \
              reachable from the container. Setting `[security] acknowledge_seccomp_unconfined \
@@ -232,18 +390,18 @@ fn consent_error(strategy: CodexSandbox) -> PolicyError {
              stops doctor warning about it, and records in the repository that the owner \
              accepted weaker syscall filtering instead of `privileged` or CAP_SYS_ADMIN (which \
              aibox never uses).",
-            vec![LANDLOCK, NO_SANDBOX, PROFILE],
+            vec![PROFILE, ENGINE_DEFAULT, NO_SANDBOX],
         ),
         _ => (
             "seccomp-profile",
-            "acknowledge_seccomp_profile",
-            "The generated profile (.devcontainer/aibox-seccomp.json) is the default seccomp \
-             profile plus unconditional allows for clone, unshare, setns, mount, umount2 and \
-             pivot_root, so user namespaces become available inside the container. Setting \
+            PROFILE_CONSENT_KEY,
+            "The generated profile (.devcontainer/aibox-seccomp.json) is Docker's default \
+             seccomp profile plus unconditional allows for clone, mount, pivot_root, umount2 \
+             and unshare, so user namespaces become available inside the container. Setting \
              `[security] acknowledge_seccomp_profile = true` in aibox.toml lets apply write the \
              profile and emit `security_opt: [\"seccomp=aibox-seccomp.json\"]`, and records that \
              the owner accepted it; its SHA-256 is pinned in aibox.lock so doctor detects edits.",
-            vec![LANDLOCK, NO_SANDBOX],
+            vec![ENGINE_DEFAULT, NO_SANDBOX],
         ),
     };
     let mut help = format!("{WHY}\nWhat the key means: {what}\nNarrower alternatives:");

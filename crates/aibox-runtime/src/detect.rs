@@ -185,21 +185,27 @@ pub fn detect(choice: EngineChoice, env: &DetectEnv) -> Result<Detected, Runtime
     Ok(Detected { engine, compose })
 }
 
+/// `[container] engine` after the `AIBOX_ENGINE` override; probes nothing.
+pub fn effective_choice(
+    choice: EngineChoice,
+    env: &DetectEnv,
+) -> Result<EngineChoice, RuntimeError> {
+    match env.engine_override.as_deref().map(str::trim) {
+        None | Some("") => Ok(choice),
+        Some("podman") => Ok(EngineChoice::Podman),
+        Some("docker") => Ok(EngineChoice::Docker),
+        Some("auto") => Ok(EngineChoice::Auto),
+        Some(other) => Err(RuntimeError::InvalidOverride {
+            var: ENGINE_ENV,
+            value: other.to_owned(),
+            expected: "podman, docker, auto",
+        }),
+    }
+}
+
 /// Picks the engine alone.
 pub fn detect_engine(choice: EngineChoice, env: &DetectEnv) -> Result<EngineCli, RuntimeError> {
-    let choice = match env.engine_override.as_deref().map(str::trim) {
-        None | Some("") => choice,
-        Some("podman") => EngineChoice::Podman,
-        Some("docker") => EngineChoice::Docker,
-        Some("auto") => EngineChoice::Auto,
-        Some(other) => {
-            return Err(RuntimeError::InvalidOverride {
-                var: ENGINE_ENV,
-                value: other.to_owned(),
-                expected: "podman, docker, auto",
-            });
-        }
-    };
+    let choice = effective_choice(choice, env)?;
     let find = |engine: Engine| {
         process::find_program(engine.as_str(), env.path.as_deref())
             .map(|program| EngineCli { engine, program })

@@ -19,5 +19,5 @@ pub use error::RuntimeError;
 pub use lifecycle::{
     COMPOSE_FILE, COMPOSE_LOCAL_FILE, COMPOSE_OVERRIDE_FILE, COMPOSE_PROJECT_LABELS,
     ContainerState, Event, ExecRequest, PROJECT_LABEL, Progress, Runtime, Status, Target, Timeouts,
-    UpOptions, WORKSPACE_DIR,
+    USERNS_PROBE, UpOptions, UsernsProbe, WORKSPACE_DIR,
 };

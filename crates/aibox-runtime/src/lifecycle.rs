@@ -215,6 +215,19 @@ pub struct ExecRequest<'a> {
     pub timeout: Option<Duration>,
 }
 
+/// The user-namespace check [`Runtime::probe_user_namespaces`] runs in the container.
+pub const USERNS_PROBE: [&str; 4] = ["unshare", "--user", "--map-root-user", "true"];
+
+/// Result of [`Runtime::probe_user_namespaces`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsernsProbe {
+    /// The probe succeeded: Codex's bubblewrap sandbox can create its namespaces.
+    pub works: bool,
+    /// The first line the probe printed (the refusal, when it failed).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
 /// One engine and Compose provider, ready to drive containers.
 #[derive(Debug, Clone)]
 pub struct Runtime {
@@ -429,6 +442,51 @@ impl Runtime {
         cmd.arg(&target.container).args(request.cmd);
         let status = process::run_inherited(cmd, request.timeout)?;
         Ok(process::exit_code(status))
+    }
+
+    /// Checks, as `user` in the running container, whether an unprivileged user may
+    /// create a user namespace: `unshare --user --map-root-user true` (util-linux, part of
+    /// every Debian base). That is what Codex's bubblewrap sandbox needs first; a refusal
+    /// here means the sandbox cannot start, whatever the reason (seccomp, sysctl,
+    /// AppArmor).
+    ///
+    /// # Errors
+    /// The container is missing, stopped or another project's, or the engine fails.
+    pub fn probe_user_namespaces(
+        &self,
+        target: &Target,
+        user: &str,
+    ) -> Result<UsernsProbe, RuntimeError> {
+        let found = self
+            .inspect(&target.container)?
+            .ok_or_else(|| RuntimeError::NotRunning {
+                container: target.container.clone(),
+                state: "missing".to_owned(),
+            })?;
+        check_owner(&found, target)?;
+        if !found.running {
+            return Err(RuntimeError::NotRunning {
+                container: target.container.clone(),
+                state: found.status,
+            });
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.args(["exec", "--user", user, "--workdir", WORKSPACE_DIR])
+            .arg(&target.container)
+            .args(USERNS_PROBE);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        let detail = done
+            .stderr
+            .lines()
+            .chain(done.stdout.lines())
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(UsernsProbe {
+            works: done.success(),
+            detail,
+        })
     }
 
     /// Whether `image` exists locally.
