@@ -48,6 +48,18 @@ fn every_answer_is_used() {
     assert_eq!(cfg.container.base_image, "docker.io/library/debian:12.8");
     // Codex must not pull in any consent.
     assert!(!cfg.security.acknowledge_seccomp_unconfined);
+    // The text says what Codex really does (bubblewrap, never a Landlock mode) and which
+    // engine needs a consent.
+    assert!(!text.to_ascii_lowercase().contains("landlock"), "{text}");
+    for needle in [
+        "bubblewrap",
+        "codex_sandbox = \"engine-default\"",
+        "Docker's refuses them",
+        "acknowledge_seccomp_profile",
+        "acknowledge_seccomp_unconfined",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
     no_uncommented_consent(&text);
     assert_eq!(
         text,

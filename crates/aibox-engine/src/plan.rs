@@ -239,7 +239,7 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
                 &aibox_runtime::DetectEnv::from_process(),
             )
         });
-        aibox_policy::check_engine(&security, engine).map_err(policy_err)?;
+        aibox_policy::check_engine(&project.config, &security, engine).map_err(policy_err)?;
     }
     let override_text = root
         .read(Utf8Path::new(aibox_policy::OVERRIDE_PATH))?

@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use aibox_config::{AiboxToml, CodexSandbox, Harness, PlannedFile};
+use aibox_config::{AiboxToml, CodexSandbox, FilesystemMode, Harness, PlannedFile};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -236,12 +236,21 @@ pub fn container_security(config: &AiboxToml) -> Result<SecurityDecision, Policy
 /// The engine-aware half of the gate: Codex with the engine's default profile on an
 /// engine whose default refuses user namespaces (Docker, or `auto` that found no engine)
 /// would leave Codex without its sandbox, so this refuses until the owner records a
-/// consent key. Never suggests `privileged` or `CAP_SYS_ADMIN`.
+/// consent key. A project that runs Codex without a nested sandbox (`[ai.execution]
+/// filesystem = "container-full"`) needs none. Never suggests `privileged` or
+/// `CAP_SYS_ADMIN`.
 ///
 /// # Errors
 /// [`PolicyError::EngineBlocksSandbox`] in that case.
-pub fn check_engine(decision: &SecurityDecision, engine: TargetEngine) -> Result<(), PolicyError> {
-    if decision.posture != SeccompPosture::EngineDefault || engine.default_allows_user_namespaces()
+pub fn check_engine(
+    config: &AiboxToml,
+    decision: &SecurityDecision,
+    engine: TargetEngine,
+) -> Result<(), PolicyError> {
+    let no_nested_sandbox = config.ai.execution.filesystem == Some(FilesystemMode::ContainerFull);
+    if decision.posture != SeccompPosture::EngineDefault
+        || engine.default_allows_user_namespaces()
+        || no_nested_sandbox
     {
         return Ok(());
     }
@@ -261,7 +270,7 @@ pub fn container_security_for(
     engine: TargetEngine,
 ) -> Result<SecurityDecision, PolicyError> {
     let decision = container_security(config)?;
-    check_engine(&decision, engine)?;
+    check_engine(config, &decision, engine)?;
     Ok(decision)
 }
 

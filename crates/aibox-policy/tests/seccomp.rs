@@ -6,8 +6,8 @@
 use aibox_config::{AiboxToml, CodexSandbox, Harness, parse_aibox_toml};
 use aibox_policy::seccomp::{BWRAP_SYSCALLS, base_profile};
 use aibox_policy::{
-    PROFILE_PATH, PolicyError, SeccompPosture, container_security, generated_profile,
-    generated_profile_sha256, sha256_hex,
+    PROFILE_PATH, PolicyError, SeccompPosture, TargetEngine, container_security,
+    container_security_for, generated_profile, generated_profile_sha256, sha256_hex,
 };
 use miette::Diagnostic;
 use serde_json::Value;
@@ -41,13 +41,136 @@ fn no_codex_means_no_relaxation_even_with_consent() {
 }
 
 #[test]
-fn codex_defaults_to_landlock_without_relaxation() {
+fn codex_defaults_to_the_engine_default_without_relaxation() {
     let cfg = config("\"codex\"", "");
-    assert_eq!(cfg.security.codex_sandbox, CodexSandbox::Landlock);
+    assert_eq!(cfg.security.codex_sandbox, CodexSandbox::EngineDefault);
     let d = container_security(&cfg).unwrap();
-    assert_eq!(d.posture, SeccompPosture::Landlock);
+    assert_eq!(d.posture, SeccompPosture::EngineDefault);
     assert!(d.security_opt.is_empty());
     assert!(d.files.is_empty());
+    assert!(d.warnings.is_empty());
+}
+
+#[test]
+fn landlock_loads_as_engine_default_with_a_deprecation_warning() {
+    let legacy = container_security(&config("\"codex\"", "codex_sandbox = \"landlock\"")).unwrap();
+    let current =
+        container_security(&config("\"codex\"", "codex_sandbox = \"engine-default\"")).unwrap();
+    assert_eq!(legacy.posture, SeccompPosture::EngineDefault);
+    assert_eq!(legacy.security_opt, current.security_opt);
+    assert_eq!(legacy.files, current.files);
+    assert_eq!(legacy.warnings.len(), 1);
+    let warning = &legacy.warnings[0];
+    for needle in ["deprecated", "engine-default", "bubblewrap", "Docker"] {
+        assert!(warning.contains(needle), "{needle}: {warning}");
+    }
+    // Also when Codex is off: the value is still deprecated.
+    let off = container_security(&config("\"claude\"", "codex_sandbox = \"landlock\"")).unwrap();
+    assert_eq!(off.warnings.len(), 1);
+    assert!(
+        off.notes.is_empty(),
+        "landlock is the old default, not a relaxation"
+    );
+}
+
+#[test]
+fn a_consent_key_alone_selects_its_strategy_profile_first() {
+    let d = container_security(&config("\"codex\"", "acknowledge_seccomp_profile = true")).unwrap();
+    assert_eq!(d.posture, SeccompPosture::Profile);
+    let both = container_security(&config(
+        "\"codex\"",
+        "acknowledge_seccomp_profile = true\nacknowledge_seccomp_unconfined = true",
+    ))
+    .unwrap();
+    assert_eq!(both.posture, SeccompPosture::Profile, "the narrower one");
+    assert_eq!(both.notes.len(), 1);
+}
+
+#[test]
+fn engine_gate_refuses_codex_on_docker_and_names_both_keys() {
+    for engine in [TargetEngine::Docker, TargetEngine::Unknown] {
+        for security in [
+            "",
+            "codex_sandbox = \"engine-default\"",
+            "codex_sandbox = \"landlock\"",
+        ] {
+            let err = container_security_for(&config("\"codex\"", security), engine).unwrap_err();
+            assert!(
+                matches!(err, PolicyError::EngineBlocksSandbox { .. }),
+                "{err:?}"
+            );
+            let text = render(&err);
+            assert!(text.contains("aibox::policy::seccomp_consent"), "{text}");
+            let profile = text.find("acknowledge_seccomp_profile").unwrap();
+            let unconfined = text.find("acknowledge_seccomp_unconfined").unwrap();
+            assert!(text[profile..].contains("(preferred)") || text.contains("preferred"));
+            assert!(
+                profile < unconfined || text.contains("1. `[security] acknowledge_seccomp_profile")
+            );
+            assert!(
+                !text.contains("cap_add")
+                    && text.contains("never uses `privileged` or CAP_SYS_ADMIN")
+            );
+        }
+    }
+    let err = container_security_for(&config("\"codex\"", ""), TargetEngine::Docker).unwrap_err();
+    insta::assert_snapshot!("engine_gate_docker", render(&err));
+}
+
+#[test]
+fn engine_gate_passes_podman_relaxations_and_projects_without_codex() {
+    let ok = |harness: &str, security: &str, engine| {
+        container_security_for(&config(harness, security), engine).unwrap()
+    };
+    assert_eq!(
+        ok("\"codex\"", "", TargetEngine::Podman).posture,
+        SeccompPosture::EngineDefault
+    );
+    for engine in [
+        TargetEngine::Podman,
+        TargetEngine::Docker,
+        TargetEngine::Unknown,
+    ] {
+        assert_eq!(
+            ok("\"claude\"", "", engine).posture,
+            SeccompPosture::Default
+        );
+        assert_eq!(
+            ok(
+                "\"codex\"",
+                "codex_sandbox = \"seccomp-profile\"\nacknowledge_seccomp_profile = true",
+                engine
+            )
+            .posture,
+            SeccompPosture::Profile
+        );
+        assert_eq!(
+            ok(
+                "\"codex\"",
+                "codex_sandbox = \"unconfined\"\nacknowledge_seccomp_unconfined = true",
+                engine
+            )
+            .posture,
+            SeccompPosture::Unconfined
+        );
+        // The decision of what to write never depends on the engine.
+        assert_eq!(
+            ok("\"codex\"", "acknowledge_seccomp_profile = true", engine),
+            container_security(&config("\"codex\"", "acknowledge_seccomp_profile = true")).unwrap()
+        );
+    }
+    // No nested sandbox: nothing for the engine to block.
+    let full = "[container]\nname = \"demo\"\n[ai]\nharnesses = [\"codex\"]\n[ai.execution]\nfilesystem = \"container-full\"\n";
+    let full = parse_aibox_toml(full, "aibox.toml").unwrap();
+    assert!(container_security_for(&full, TargetEngine::Docker).is_ok());
+    // Consent is still required for the relaxations, whatever the engine.
+    assert!(matches!(
+        container_security_for(
+            &config("\"codex\"", "codex_sandbox = \"seccomp-profile\""),
+            TargetEngine::Podman
+        ),
+        Err(PolicyError::SeccompConsent { .. })
+    ));
 }
 
 #[test]
@@ -189,7 +312,17 @@ fn profile_is_the_default_plus_only_what_bubblewrap_needs() {
     }
     let extra = &gen_rules[expected.len()..];
     assert!(extra.iter().all(unconditional_allow));
-    assert!(!changed.is_empty());
+    // Docker's default denies none of them without arguments: exactly one rule is added,
+    // naming exactly bubblewrap's syscalls, and no base rule changes.
+    assert!(changed.is_empty());
+    assert_eq!(gen_rules.len(), base_rules.len() + 1);
+    let added: Vec<&str> = extra[0]["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(added, BWRAP_SYSCALLS);
     let modified: Vec<&Value> = changed
         .iter()
         .map(|i| &gen_rules[*i])
