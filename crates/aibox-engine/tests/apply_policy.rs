@@ -10,7 +10,9 @@ use aibox_policy::{PROFILE_PATH, Severity, generated_profile_sha256};
 use camino::Utf8PathBuf;
 use miette::Diagnostic;
 
-const BASE: &str = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"codex\"]\n";
+// Podman named explicitly: the engine-aware gate then needs no detection, so the outcome
+// does not depend on which engines this machine has.
+const BASE: &str = "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"codex\"]\n";
 const COMPOSE: &str = ".devcontainer/docker-compose.yml";
 const OVERRIDE: &str = ".devcontainer/docker-compose.override.yml";
 
@@ -165,4 +167,93 @@ fn a_literal_secret_in_a_committed_file_blocks_apply() {
     assert_eq!(code(&err), "aibox::policy::gate");
     assert!(!err.to_string().contains("ghp_FAKE"));
     assert!(!p.root.join("aibox.lock").exists());
+}
+
+/// Codex with the engine's default profile on Docker: the sandbox could not start, so
+/// apply refuses before writing anything and names both consent keys; either key (with
+/// its strategy) unblocks it. On Podman the same file applies as is.
+#[test]
+fn codex_on_docker_needs_a_consent_and_podman_does_not() {
+    let docker = BASE.replace("engine = \"podman\"", "engine = \"docker\"");
+    for security in ["", "[security]\ncodex_sandbox = \"engine-default\"\n"] {
+        let p = Project::new(&format!("{docker}\n{security}"));
+        let err = p.apply().unwrap_err();
+        assert_eq!(code(&err), "aibox::policy::seccomp_consent", "{err}");
+        let text = format!("{err} {}", err.help().unwrap());
+        assert!(text.contains("acknowledge_seccomp_profile"), "{text}");
+        assert!(text.contains("acknowledge_seccomp_unconfined"), "{text}");
+        assert!(
+            !p.root.join(".devcontainer").exists(),
+            "a refused apply writes nothing"
+        );
+        assert!(!p.root.join("aibox.lock").exists());
+    }
+    for consent in [
+        "codex_sandbox = \"seccomp-profile\"\nacknowledge_seccomp_profile = true",
+        "acknowledge_seccomp_profile = true",
+        "codex_sandbox = \"unconfined\"\nacknowledge_seccomp_unconfined = true",
+    ] {
+        let p = Project::new(&format!("{docker}\n[security]\n{consent}\n"));
+        p.apply().unwrap();
+        assert!(p.read(COMPOSE).contains("seccomp="), "{consent}");
+    }
+    let podman = Project::new(BASE);
+    podman.apply().unwrap();
+    assert!(!podman.read(COMPOSE).contains("security_opt"));
+    // The Compose file does not depend on the engine: the same consent gives the same file.
+    let a = Project::new(&format!(
+        "{BASE}\n[security]\nacknowledge_seccomp_profile = true\n"
+    ));
+    let b = Project::new(&format!(
+        "{docker}\n[security]\nacknowledge_seccomp_profile = true\n"
+    ));
+    a.apply().unwrap();
+    b.apply().unwrap();
+    assert_eq!(
+        a.read(COMPOSE).replace("engine = \"podman\"", ""),
+        b.read(COMPOSE).replace("engine = \"docker\"", "")
+    );
+}
+
+/// `auto` is judged by what it resolves to: the engine layer passes it in.
+#[test]
+fn auto_is_judged_by_the_engine_it_resolves_to() {
+    use aibox_engine::PlanOptions;
+    use aibox_policy::TargetEngine;
+    let auto = BASE.replace("engine = \"podman\"", "engine = \"auto\"");
+    let p = Project::new(&auto);
+    let with = |engine| ApplyOptions {
+        plan: PlanOptions {
+            engine: Some(engine),
+            ..PlanOptions::default()
+        },
+        ..ApplyOptions::default()
+    };
+    for engine in [TargetEngine::Docker, TargetEngine::Unknown] {
+        let err = apply(&p.root, &with(engine)).unwrap_err();
+        assert_eq!(
+            code(&err),
+            "aibox::policy::seccomp_consent",
+            "{engine:?}: {err}"
+        );
+    }
+    apply(&p.root, &with(TargetEngine::Podman)).unwrap();
+}
+
+/// The old default value still loads; apply says what it means now.
+#[test]
+fn landlock_applies_as_engine_default_with_a_warning() {
+    let p = Project::new(&format!(
+        "{BASE}\n[security]\ncodex_sandbox = \"landlock\"\n"
+    ));
+    let report = p.apply().unwrap();
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("deprecated") && w.contains("engine-default")),
+        "{:?}",
+        report.warnings
+    );
+    assert!(!p.read(COMPOSE).contains("security_opt"));
 }

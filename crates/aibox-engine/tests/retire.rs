@@ -11,10 +11,17 @@ use common::{empty_project, removed};
 
 const PROFILE: &str = ".devcontainer/aibox-seccomp.json";
 
+/// `seccomp-profile` with its consent, or the engine's default without any consent (on
+/// Podman, whose default lets Codex's sandbox work, so the gate needs no engine probe).
 fn write(root: &Utf8Path, sandbox: &str) {
+    let consent = if sandbox == "seccomp-profile" {
+        "acknowledge_seccomp_profile = true\n"
+    } else {
+        ""
+    };
     let toml = format!(
-        "[container]\nname = \"r\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"codex\"]\n\n\
-         [security]\ncodex_sandbox = \"{sandbox}\"\nacknowledge_seccomp_profile = true\n"
+        "[container]\nname = \"r\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"codex\"]\n\n\
+         [security]\ncodex_sandbox = \"{sandbox}\"\n{consent}"
     );
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
 }
@@ -25,7 +32,7 @@ fn an_unneeded_generated_file_is_removed() {
     write(&root, "seccomp-profile");
     apply(&root, &ApplyOptions::default()).unwrap();
     assert!(root.join(PROFILE).is_file());
-    write(&root, "landlock");
+    write(&root, "engine-default");
     let report = apply(&root, &ApplyOptions::default()).unwrap();
     let removed = removed(&report);
     assert_eq!(removed, [PROFILE]);
@@ -41,7 +48,7 @@ fn an_edited_generated_file_is_kept() {
     write(&root, "seccomp-profile");
     apply(&root, &ApplyOptions::default()).unwrap();
     fs_err::write(root.join(PROFILE), "{\"edited\": true}\n").unwrap();
-    write(&root, "landlock");
+    write(&root, "engine-default");
     let report = apply(&root, &ApplyOptions::default()).unwrap();
     assert!(report.files.iter().all(|f| f.action != FileAction::Removed));
     assert_eq!(
