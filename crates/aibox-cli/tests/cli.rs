@@ -325,3 +325,76 @@ fn apply_shows_warnings() {
         "{report}"
     );
 }
+
+/// Codex on Docker with the engine's default profile: Docker's default seccomp profile
+/// refuses the user namespaces Codex's bubblewrap sandbox needs, so `apply` exits 2,
+/// writes nothing and names both consent keys, the narrower first; `--yes` does not
+/// consent, and a "y" at the prompt records the narrower key, which then applies.
+#[test]
+fn codex_on_docker_without_consent_is_refused_and_yes_never_consents() {
+    let (_t, dir) = tempdir();
+    let init = [
+        "init",
+        "t",
+        "--harness",
+        "codex",
+        "--context-mode",
+        "harness-only",
+        "--yes",
+    ];
+    let out = aibox(&dir, &init);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(&dir, &["config", "set", "container.engine", "docker"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let toml = || fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
+    let before = toml();
+
+    for args in [&["apply"][..], &["--yes", "apply"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_aibox"))
+            .current_dir(&dir)
+            .env("NO_COLOR", "1")
+            .env_remove("AIBOX_PROJECT")
+            .env_remove("AIBOX_ENGINE")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("aibox::policy::seccomp_consent"),
+            "{stderr}"
+        );
+        let profile = stderr
+            .find("acknowledge_seccomp_profile")
+            .expect("profile key");
+        let unconfined = stderr
+            .find("acknowledge_seccomp_unconfined")
+            .expect("unconfined key");
+        assert!(
+            profile < unconfined,
+            "the narrower key comes first: {stderr}"
+        );
+        assert!(stderr.contains("docker"), "{stderr}");
+        assert!(!dir.join(".devcontainer").exists(), "{args:?} wrote files");
+        assert!(!dir.join("aibox.lock").exists());
+        assert_eq!(toml(), before, "{args:?} changed aibox.toml");
+    }
+
+    // --yes at a terminal: no consent, no question.
+    let out = aibox_tty(&dir, "--yes apply", "y\n");
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(toml(), before);
+
+    // "y" at the prompt: the narrower key is recorded and the generated profile is used.
+    let out = aibox_tty(&dir, "apply", "y\n");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        toml()
+            .lines()
+            .any(|l| l.trim() == "acknowledge_seccomp_profile = true"),
+        "{}",
+        toml()
+    );
+    let compose = fs_err::read_to_string(dir.join(".devcontainer/docker-compose.yml")).unwrap();
+    assert!(compose.contains("seccomp=aibox-seccomp.json"), "{compose}");
+}

@@ -570,7 +570,8 @@ pub struct SecuritySection {
     /// The owner accepts `seccomp=unconfined` for Codex's bubblewrap sandbox.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub acknowledge_seccomp_unconfined: bool,
-    /// How Codex's nested sandbox is made to work in the container.
+    /// How Codex's bubblewrap sandbox gets the user namespaces it needs in the container
+    /// (`landlock` is deprecated and means `engine-default`).
     #[serde(default)]
     pub codex_sandbox: CodexSandbox,
     /// The owner accepts the generated seccomp profile that allows user namespaces.
