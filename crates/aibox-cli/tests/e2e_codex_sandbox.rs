@@ -102,6 +102,18 @@ impl Project {
             ),
         )
         .unwrap();
+        // The developer owns the project folder; this test runs as root, so hand the
+        // folder to the container user's IDs as a developer's checkout would be.
+        let user = aibox_config::load_project(&p.root)
+            .unwrap()
+            .config
+            .container;
+        let owner = format!("{}:{}", user.uid, user.gid());
+        let chown = Command::new("chown")
+            .args(["-R", &owner, p.root.as_str()])
+            .status()
+            .unwrap();
+        assert!(chown.success(), "chown {owner} {}", p.root);
         let status = p.json(&["status"]);
         let project = status["project"].as_str().unwrap().to_owned();
         let image = status["image"].as_str().unwrap().to_owned();
@@ -193,6 +205,8 @@ impl Project {
 
         let out = self.codex_sandbox();
         let text = show(&out);
+        // The measured row, for the CI log (`--nocapture`).
+        eprintln!("[measured] {strategy}: codex sandbox (workspace-write):\n{text}");
         assert!(out.status.success(), "{strategy}: {text}");
         assert!(
             text.contains("WS-OK"),
@@ -276,6 +290,7 @@ fn codex_sandbox_confines_commands_under_every_strategy() {
     ] {
         p.set_strategy(strategy, consent);
         let line = p.up();
+        eprintln!("[measured] {line}");
         assert_eq!(line, format!("Codex sandbox: works ({strategy})"));
         p.assert_confined(strategy);
         let doctor = p.json(&["doctor"]);
@@ -339,6 +354,7 @@ fn docker_default_profile_blocks_the_sandbox_and_seccomp_profile_fixes_it() {
     );
     let out = p.codex_sandbox();
     let text = show(&out);
+    eprintln!("[measured] Docker's default profile, engine-default: {line}\n{text}");
     assert!(!out.status.success(), "{text}");
     assert!(
         text.contains("No permissions to create a new namespace"),
