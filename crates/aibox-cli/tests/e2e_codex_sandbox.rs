@@ -15,6 +15,8 @@
 
 // Helpers outside `#[test]` functions are test code too: failing loudly is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// The measured rows go to the test log (`--nocapture`), as the record behind the docs' table.
+#![allow(clippy::print_stderr)]
 
 use std::process::{Command, Output, Stdio};
 
@@ -75,16 +77,18 @@ impl Project {
         let name = format!("aibox-e2e-{stem}-{}", std::process::id());
         let root = Utf8PathBuf::from_path_buf(tmp.path().join(&name)).unwrap();
         fs_err::create_dir_all(&root).unwrap();
-        let mut p = Self {
-            _cleanup: Cleanup::new(podman),
-            _tmp: tmp,
-            root,
-            name,
-            conf,
+        let ok = |args: &[&str]| {
+            let out = aibox(&root, &conf, args);
+            assert!(
+                out.status.success(),
+                "aibox {args:?} failed: {}",
+                show(&out)
+            );
+            out
         };
-        p.ok(&[
+        ok(&[
             "init",
-            &p.name.clone(),
+            &name,
             "--harness",
             "codex",
             "--context-mode",
@@ -93,9 +97,9 @@ impl Project {
             BASE_IMAGE,
             "--yes",
         ]);
-        p.ok(&["config", "set", "container.engine", "podman"]);
+        ok(&["config", "set", "container.engine", "podman"]);
         fs_err::write(
-            p.root.join(".aibox-local.toml"),
+            root.join(".aibox-local.toml"),
             format!(
                 "[[container.extra_volumes]]\nsource = \"{}\"\ntarget = \"{CODEX_DIR}\"\nread_only = true\n",
                 codex_package()
@@ -104,41 +108,33 @@ impl Project {
         .unwrap();
         // The developer owns the project folder; this test runs as root, so hand the
         // folder to the container user's IDs as a developer's checkout would be.
-        let user = aibox_config::load_project(&p.root)
-            .unwrap()
-            .config
-            .container;
+        let user = aibox_config::load_project(&root).unwrap().config.container;
         let owner = format!("{}:{}", user.uid, user.gid());
         let chown = Command::new("chown")
-            .args(["-R", &owner, p.root.as_str()])
+            .args(["-R", &owner, root.as_str()])
             .status()
             .unwrap();
-        assert!(chown.success(), "chown {owner} {}", p.root);
-        let status = p.json(&["status"]);
-        let project = status["project"].as_str().unwrap().to_owned();
-        let image = status["image"].as_str().unwrap().to_owned();
+        assert!(chown.success(), "chown {owner} {root}");
+        let status = ok(&["status", "--output", "json"]);
+        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        let project = status["project"].as_str().unwrap();
+        let image = status["image"].as_str().unwrap();
         let mut cleanup = Cleanup::new(podman);
         cleanup
-            .container(&p.name)
-            .image(&image)
+            .container(&name)
+            .image(image)
             .network(&format!("{project}_default"));
-        p._cleanup = cleanup;
-        p
+        Self {
+            _cleanup: cleanup,
+            _tmp: tmp,
+            root,
+            name,
+            conf,
+        }
     }
 
     fn aibox(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_aibox"))
-            .env("CONTAINERS_CONF", self.conf.as_str())
-            .env("AIBOX_ENGINE", "podman")
-            .env("NO_COLOR", "1")
-            .env_remove("AIBOX_COMPOSE")
-            .env_remove("AIBOX_PROJECT")
-            .arg("--project")
-            .arg(self.root.as_str())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        aibox(&self.root, &self.conf, args)
     }
 
     /// Runs `aibox ARGS`, which must succeed; returns stdout + stderr.
@@ -267,6 +263,23 @@ impl Project {
             ]);
         }
     }
+}
+
+/// `aibox --project ROOT ARGS` on Podman with `conf` as `CONTAINERS_CONF`, nothing
+/// inherited that could change the outcome.
+fn aibox(root: &Utf8Path, conf: &Utf8Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aibox"))
+        .env("CONTAINERS_CONF", conf.as_str())
+        .env("AIBOX_ENGINE", "podman")
+        .env("NO_COLOR", "1")
+        .env_remove("AIBOX_COMPOSE")
+        .env_remove("AIBOX_PROJECT")
+        .arg("--project")
+        .arg(root.as_str())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
 
 fn show(out: &Output) -> String {

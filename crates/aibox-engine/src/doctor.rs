@@ -354,20 +354,8 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     }
 
     // Codex's sandbox, probed in the running container (only when Codex is enabled)
-    let mut codex_sandbox = None;
-    if let Some(p) = project
-        .as_ref()
-        .filter(|p| crate::codex_sandbox::codex_enabled(&p.config))
-    {
-        if options.skip_engine {
-            run.skip("codex-sandbox", "skipped by the caller");
-        } else {
-            let report = codex_sandbox_probe(project_root.path(), &p.config, options);
-            run.check("codex-sandbox", vec![codex_sandbox_finding(&report)]);
-            codex_sandbox = Some(report);
-        }
-    }
-
+    let codex_sandbox =
+        codex_sandbox_check(&mut run, project_root.path(), project.as_ref(), options);
     // secrets in committed files
     run.check(
         "secrets",
@@ -993,4 +981,21 @@ fn codex_sandbox_finding(report: &SandboxReport) -> Finding {
             "start the container (`aibox up`) and run `aibox doctor` again",
         ),
     }
+}
+
+/// The `codex-sandbox` check (Codex enabled only): the probe's finding, and its report.
+fn codex_sandbox_check(
+    run: &mut Run,
+    root: &Utf8Path,
+    project: Option<&Project>,
+    options: &DoctorOptions,
+) -> Option<SandboxReport> {
+    let p = project.filter(|p| crate::codex_sandbox::codex_enabled(&p.config))?;
+    if options.skip_engine {
+        run.skip("codex-sandbox", "skipped by the caller");
+        return None;
+    }
+    let report = codex_sandbox_probe(root, &p.config, options);
+    run.check("codex-sandbox", vec![codex_sandbox_finding(&report)]);
+    Some(report)
 }

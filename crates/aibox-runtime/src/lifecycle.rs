@@ -448,7 +448,7 @@ impl Runtime {
     /// create a user namespace: `unshare --user --map-root-user true` (util-linux, part of
     /// every Debian base). That is what Codex's bubblewrap sandbox needs first; a refusal
     /// here means the sandbox cannot start, whatever the reason (seccomp, sysctl,
-    /// AppArmor).
+    /// a host security module).
     ///
     /// # Errors
     /// The container is missing, stopped or another project's, or the engine fails.
