@@ -400,3 +400,105 @@ fn a_corrupt_lock_is_an_error() {
     let report = p.doctor();
     assert!(codes(&report, Severity::Error).contains(&"aibox::doctor::lock_invalid".to_owned()));
 }
+
+/// Codex on Docker with the engine's default profile: doctor reports the same refusal as
+/// apply, and the sandbox probe says why it did not run (no container, here no Docker).
+#[test]
+fn codex_on_docker_is_reported_and_the_probe_says_not_checked() {
+    let toml = BASE_TOML.replace("engine = \"podman\"", "engine = \"docker\"")
+        + "\n[ai]\nharnesses = [\"codex\"]\n";
+    let p = Project::new(&toml);
+    let report = p.doctor();
+    let errors = codes(&report, Severity::Error);
+    assert!(
+        errors.contains(&"aibox::doctor::seccomp_consent".to_owned()),
+        "{}",
+        report.render_human()
+    );
+    let text = report.render_human();
+    assert!(text.contains("acknowledge_seccomp_profile"), "{text}");
+    assert!(text.contains("acknowledge_seccomp_unconfined"), "{text}");
+    assert!(
+        codes(&report, Severity::Info)
+            .contains(&"aibox::doctor::codex_sandbox_unchecked".to_owned()),
+        "{text}"
+    );
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["codex_sandbox"]["status"], "not-checked", "{json}");
+    assert_eq!(json["codex_sandbox"]["posture"], "engine-default", "{json}");
+    assert_eq!(
+        json["codex_sandbox"]["probe"],
+        "unshare --user --map-root-user true"
+    );
+    // On Podman the same project has no seccomp finding at all.
+    let podman = Project::new(&format!("{BASE_TOML}\n[ai]\nharnesses = [\"codex\"]\n"));
+    let report = podman.doctor();
+    assert!(
+        !codes(&report, Severity::Error).contains(&"aibox::doctor::seccomp_consent".to_owned()),
+        "{}",
+        report.render_human()
+    );
+    // Without Codex there is no probe and no `codex_sandbox` in the JSON.
+    let plain = Project::new(BASE_TOML).doctor();
+    assert!(
+        serde_json::to_value(&plain)
+            .unwrap()
+            .get("codex_sandbox")
+            .is_none()
+    );
+}
+
+#[test]
+fn landlock_is_a_deprecation_warning() {
+    let toml = format!(
+        "{BASE_TOML}\n[ai]\nharnesses = [\"codex\"]\n\n[security]\ncodex_sandbox = \"landlock\"\n"
+    );
+    let report = Project::new(&toml).doctor();
+    assert!(
+        codes(&report, Severity::Warning).contains(&"aibox::doctor::seccomp_deprecated".to_owned()),
+        "{}",
+        report.render_human()
+    );
+    assert_eq!(report.seccomp_posture.as_deref(), Some("engine-default"));
+}
+
+/// The engine the gate judges: `AIBOX_ENGINE` over the file; `podman`/`docker` as written
+/// (nothing probed); `auto` by detection, `Unknown` when nothing is found.
+#[test]
+fn the_gate_judges_the_engine_the_runtime_would_pick() {
+    use aibox_config::EngineChoice;
+    use aibox_engine::codex_sandbox::target_engine;
+    use aibox_policy::TargetEngine;
+    let p = Project::new(BASE_TOML);
+    let empty = tempfile::tempdir().unwrap();
+    let env = |path: &Utf8Path, engine: Option<&str>| DetectEnv {
+        path: Some(path.as_str().into()),
+        engine_override: engine.map(ToOwned::to_owned),
+        ..DetectEnv::default()
+    };
+    let nothing = Utf8Path::from_path(empty.path()).unwrap();
+    assert_eq!(
+        target_engine(EngineChoice::Docker, &env(nothing, None)),
+        TargetEngine::Docker
+    );
+    assert_eq!(
+        target_engine(EngineChoice::Podman, &env(nothing, None)),
+        TargetEngine::Podman
+    );
+    assert_eq!(
+        target_engine(EngineChoice::Auto, &env(nothing, None)),
+        TargetEngine::Unknown
+    );
+    assert_eq!(
+        target_engine(EngineChoice::Auto, &env(&p.bin, None)),
+        TargetEngine::Podman
+    );
+    assert_eq!(
+        target_engine(EngineChoice::Podman, &env(nothing, Some("docker"))),
+        TargetEngine::Docker
+    );
+    assert_eq!(
+        target_engine(EngineChoice::Docker, &env(nothing, Some("podman"))),
+        TargetEngine::Podman
+    );
+}
