@@ -41,8 +41,9 @@ const BASE_PROFILE: &str = include_str!("../vendor/moby-default-seccomp.json");
 /// Syscalls bubblewrap needs on top of Docker's default profile, measured with Codex
 /// 0.171's bubblewrap: `clone` and `unshare` for the namespaces, `mount` for the new root
 /// ("Failed to make / slave" without it), `pivot_root` and `umount2` to switch to it and
-/// drop the old one. `setns`, the new mount API and `clone3` (which stays ENOSYS, so the
-/// inspectable `clone` is used) are not needed and stay as the base has them.
+/// drop the old one; leaving out any one of them made the sandbox fail. `setns`, the new
+/// mount API and `clone3` (which stays ENOSYS, so the inspectable `clone` is used) are not
+/// needed and stay as the base has them.
 pub const BWRAP_SYSCALLS: [&str; 5] = ["clone", "mount", "pivot_root", "umount2", "unshare"];
 
 const ATTRIBUTION: &str = "aibox: clone, mount, pivot_root, umount2 and unshare allowed \
