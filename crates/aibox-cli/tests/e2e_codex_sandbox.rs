@@ -282,6 +282,28 @@ fn aibox(root: &Utf8Path, conf: &Utf8Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A `containers.conf` in `dir`: the harness's, with `profile` as Podman's default
+/// seccomp profile (what a container gets when nothing else is asked for).
+fn conf_with_default_profile(
+    podman: &Podman,
+    dir: &std::path::Path,
+    profile: &Utf8Path,
+) -> Utf8PathBuf {
+    let conf = Utf8PathBuf::from_path_buf(dir.join("containers.conf")).unwrap();
+    let base = fs_err::read_to_string(podman.containers_conf()).unwrap();
+    assert!(base.contains("[containers]\n"), "{base}");
+    fs_err::write(
+        &conf,
+        base.replacen(
+            "[containers]\n",
+            &format!("[containers]\nseccomp_profile = \"{profile}\"\n"),
+            1,
+        ),
+    )
+    .unwrap();
+    conf
+}
+
 fn show(out: &Output) -> String {
     format!(
         "status {:?}\n{}{}",
@@ -326,18 +348,7 @@ fn docker_default_profile_blocks_the_sandbox_and_seccomp_profile_fixes_it() {
         .join("tests/fixtures/docker-seccomp/default.json");
     assert!(fixture.is_file(), "{fixture}");
     let conf_dir = tempfile::tempdir().unwrap();
-    let conf = Utf8PathBuf::from_path_buf(conf_dir.path().join("containers.conf")).unwrap();
-    let base = fs_err::read_to_string(podman.containers_conf()).unwrap();
-    assert!(base.contains("[containers]\n"), "{base}");
-    fs_err::write(
-        &conf,
-        base.replacen(
-            "[containers]\n",
-            &format!("[containers]\nseccomp_profile = \"{fixture}\"\n"),
-            1,
-        ),
-    )
-    .unwrap();
+    let conf = conf_with_default_profile(&podman, conf_dir.path(), &fixture);
     let p = Project::new(&podman, "codexdocker", conf);
 
     // The engine's default is now Docker's: blocked, with the fix named.
@@ -385,4 +396,65 @@ fn docker_default_profile_blocks_the_sandbox_and_seccomp_profile_fixes_it() {
     let doctor = p.json(&["doctor"]);
     assert_eq!(doctor["codex_sandbox"]["status"], "works", "{doctor}");
     p.ok(&["down"]);
+}
+
+/// The generated profile is the narrowest that works: with any one of the syscalls it adds
+/// to Docker's default taken out again, Codex's sandbox fails to start.
+#[test]
+fn every_syscall_the_generated_profile_adds_is_needed() {
+    let podman = Podman::ready();
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
+    let mut p = Project::new(&podman, "codexmin", podman.containers_conf().to_owned());
+    p.set_strategy("seccomp-profile", Some("acknowledge_seccomp_profile"));
+    p.ok(&["apply"]);
+    let text = fs_err::read_to_string(p.root.join(".devcontainer/aibox-seccomp.json")).unwrap();
+    let generated: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rules = generated["syscalls"].as_array().unwrap();
+    let added = rules
+        .iter()
+        .position(|r| {
+            r["comment"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("aibox:"))
+        })
+        .expect("the rule aibox adds");
+    let names: Vec<String> = rules[added]["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["clone", "mount", "pivot_root", "umount2", "unshare"]
+    );
+
+    // Each variant becomes Podman's default; the project keeps the engine's default.
+    p.set_strategy("engine-default", None);
+    for name in &names {
+        let mut variant = generated.clone();
+        variant["syscalls"][added]["names"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n != name.as_str());
+        let path = scratch.join(format!("without-{name}.json"));
+        fs_err::write(&path, serde_json::to_string_pretty(&variant).unwrap()).unwrap();
+        p.conf = conf_with_default_profile(&podman, dir.path(), &path);
+        let line = p.up();
+        let out = p.codex_sandbox();
+        let text = show(&out);
+        eprintln!("[measured] generated profile without {name}: {line}\n{text}");
+        // The probe sees the namespace and mount refusals; the others only Codex shows.
+        if matches!(name.as_str(), "unshare" | "mount") {
+            assert!(
+                line.starts_with("Codex sandbox: blocked"),
+                "without {name}: {line}"
+            );
+        }
+        assert!(!out.status.success(), "without {name}: {text}");
+        assert!(text.contains("bwrap: "), "without {name}: {text}");
+        assert!(!text.contains("WS-OK"), "without {name}: {text}");
+        p.ok(&["down"]);
+    }
 }

@@ -8,7 +8,11 @@
 //! is found, counts as [`TargetEngine::Unknown`], which the gate treats like Docker.
 //!
 //! Profiles, kernels and host security modules differ, so the gate is backed by a probe:
-//! `unshare --user --map-root-user true` as the container user in the running container.
+//! `unshare --user --map-root-user --mount true` as the container user in the running
+//! container: a user namespace and, in it, a mount namespace whose `/` is made private,
+//! which is what bubblewrap does first. What it cannot see (a profile that refuses only
+//! `clone` with namespace flags, `pivot_root` or `umount2`) only Codex itself shows; the
+//! end-to-end tests run Codex's own sandbox for that.
 
 use aibox_config::{AiboxToml, EngineChoice, Harness};
 use aibox_policy::{SeccompPosture, TargetEngine, container_security, sandbox_fix};

@@ -428,7 +428,7 @@ fn codex_on_docker_is_reported_and_the_probe_says_not_checked() {
     assert_eq!(json["codex_sandbox"]["posture"], "engine-default", "{json}");
     assert_eq!(
         json["codex_sandbox"]["probe"],
-        "unshare --user --map-root-user true"
+        "unshare --user --map-root-user --mount true"
     );
     // On Podman the same project has no seccomp finding at all.
     let podman = Project::new(&format!("{BASE_TOML}\n[ai]\nharnesses = [\"codex\"]\n"));

@@ -216,7 +216,10 @@ pub struct ExecRequest<'a> {
 }
 
 /// The user-namespace check [`Runtime::probe_user_namespaces`] runs in the container.
-pub const USERNS_PROBE: [&str; 4] = ["unshare", "--user", "--map-root-user", "true"];
+/// `--mount` makes `unshare` also set `/` private in a new mount namespace, the kind of
+/// mount bubblewrap makes first ("make / slave"), so a seccomp rule or an `AppArmor` profile
+/// that refuses mounts shows up here too.
+pub const USERNS_PROBE: [&str; 5] = ["unshare", "--user", "--map-root-user", "--mount", "true"];
 
 /// Result of [`Runtime::probe_user_namespaces`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -445,8 +448,9 @@ impl Runtime {
     }
 
     /// Checks, as `user` in the running container, whether an unprivileged user may
-    /// create a user namespace: `unshare --user --map-root-user true` (util-linux, part of
-    /// every Debian base). That is what Codex's bubblewrap sandbox needs first; a refusal
+    /// create a user namespace and a mount namespace in it: `unshare --user
+    /// --map-root-user --mount true` (util-linux, part of every Debian base). That is what
+    /// Codex's bubblewrap sandbox needs first; a refusal
     /// here means the sandbox cannot start, whatever the reason (seccomp, sysctl,
     /// a host security module).
     ///
