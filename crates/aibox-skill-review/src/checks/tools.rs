@@ -382,11 +382,11 @@ fn check_commands(skill: &Skill<'_>, server: Option<&str>, f: &mut Findings) {
             }
         };
         let rules: Vec<String> = match doc.get("allowed-tools") {
-            Some(serde_yaml::Value::Sequence(items)) => items
+            Some(serde_norway::Value::Sequence(items)) => items
                 .iter()
                 .filter_map(|i| i.as_str().map(str::to_owned))
                 .collect(),
-            Some(serde_yaml::Value::String(s)) => s
+            Some(serde_norway::Value::String(s)) => s
                 .split(',')
                 .map(|r| r.trim().to_owned())
                 .filter(|r| !r.is_empty())
