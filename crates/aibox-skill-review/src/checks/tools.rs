@@ -96,6 +96,72 @@ pub(crate) fn registered(skill: &Skill<'_>) -> Vec<Registered> {
                 });
             }
         }
+        out.extend(descriptor_tools(rel, file));
+    }
+    out
+}
+
+/// Tools described as JSON-RPC descriptors in a dict literal (`{"name": "find_skill",
+/// "inputSchema": {...}, "annotations": ...}`): servers written against the plain MCP
+/// protocol (no SDK) answer `tools/list` with such a list. `annotations` may name a
+/// module-level dict (`"annotations": ANNOTATIONS`), whose literal hints count.
+fn descriptor_tools(rel: &str, file: &PyFile) -> Vec<Registered> {
+    let toks = &file.toks;
+    let mut out = Vec::new();
+    for (open, t) in toks.iter().enumerate() {
+        if !t.is_op("{") {
+            continue;
+        }
+        let close = file.closing(open);
+        // Keys directly in this dict: `"key": value` at depth 1.
+        let mut depth = 0usize;
+        let mut name = None;
+        let mut schema = false;
+        let mut annotations = None;
+        for i in open..close.min(toks.len()) {
+            let k = &toks[i];
+            if k.kind == Kind::Op {
+                match k.text.as_str() {
+                    "(" | "[" | "{" => depth += 1,
+                    ")" | "]" | "}" => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                continue;
+            }
+            if depth != 1 || !k.is_plain_str() || !toks.get(i + 1).is_some_and(|c| c.is_op(":")) {
+                continue;
+            }
+            let value = toks.get(i + 2);
+            match k.text.as_str() {
+                "name" => {
+                    name = value
+                        .filter(|v| v.is_plain_str())
+                        .map(|v| (v.text.clone(), v.line));
+                }
+                "inputSchema" => schema = true,
+                "annotations" => annotations = value.map(|v| (i + 2, v)),
+                _ => {}
+            }
+        }
+        let (Some((name, line)), true) = (name, schema) else {
+            continue;
+        };
+        let hints = match annotations {
+            Some((at, v)) if v.is_op("{") => hints(file, at..file.closing(at)),
+            Some((_, v)) if v.kind == Kind::Name => toks
+                .windows(3)
+                .position(|w| w[0].is_name(&v.text) && w[1].is_op("=") && w[2].is_op("{"))
+                .map(|p| hints(file, p + 2..file.closing(p + 2)))
+                .unwrap_or_default(),
+            _ => BTreeMap::new(),
+        };
+        out.push(Registered {
+            name,
+            file: rel.to_owned(),
+            line,
+            hints,
+            function: None,
+        });
     }
     out
 }
