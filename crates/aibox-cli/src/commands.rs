@@ -540,10 +540,23 @@ fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
                     if s.excluded {
                         tags.push("excluded");
                     }
+                    let origin = match s.origin {
+                        aibox_engine::skills::Trust::FirstParty => "first-party",
+                        aibox_engine::skills::Trust::ThirdParty => "third-party",
+                    };
+                    let verdict = if s.failed_points.is_empty() {
+                        s.verdict.as_str().to_owned()
+                    } else {
+                        let points: Vec<String> =
+                            s.failed_points.iter().map(u8::to_string).collect();
+                        format!("fail (point {})", points.join(", "))
+                    };
                     render::out(&format!(
-                        "{:<24} {:<14} {}",
+                        "{:<24} {:<14} {:<12} {:<18} {}",
                         s.name,
                         s.category,
+                        origin,
+                        verdict,
                         tags.join(", ")
                     ));
                 }
