@@ -45,7 +45,7 @@ fn first_install_selects_maps_and_records() {
         "{:?}",
         plan.warnings
     );
-    assert_eq!(plan.skills.len(), 9 + 1 + 27 + 35 + 23 + 3);
+    assert_eq!(plan.skills.len(), 9 + 1 + 27 + 35 + 21 + 3);
 
     // Mapping.
     assert!(
