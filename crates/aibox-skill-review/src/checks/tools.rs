@@ -314,8 +314,14 @@ fn check_config(skill: &Skill<'_>, f: &mut Findings) -> Option<String> {
     }
     let (name, server) = servers.iter().next()?;
     let locate = |needle: &str| line_of_word(text, needle);
-    let expected = format!("processkit-{}", skill.dir_name);
-    if *name != expected {
+    // The gateway skill's directory already carries the prefix: its server is
+    // `processkit-gateway` (format spec §10), not `processkit-processkit-gateway`.
+    let expected = if skill.dir_name.starts_with("processkit-") {
+        skill.dir_name.clone()
+    } else {
+        format!("processkit-{}", skill.dir_name)
+    };
+    if *name != expected && *name != format!("processkit-{}", skill.dir_name) {
         f.warn(
             FILE,
             locate(name),

@@ -282,6 +282,18 @@ fn has_unregistered_server(cat: &str, i: usize) -> bool {
     cat == "processkit" && (30..33).contains(&i)
 }
 
+/// The extra tool of `repo-management`'s server.
+const REPO_PUSH: &str = r#"
+import subprocess  # noqa: E402
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True))
+def push_branch(branch: str) -> str:
+    """Push a branch to the configured remote."""
+    done = subprocess.run(["git", "push", "origin", branch], check=True, capture_output=True, text=True)
+    return done.stdout
+"#;
+
 /// `list_<skill>` and `get_<skill>` with underscores.
 fn tools_of(name: &str) -> [String; 2] {
     let snake = name.replace('-', "_");
@@ -596,7 +608,9 @@ impl SyntheticRelease {
             let dir = format!("context/skills/{cat}/{name}");
             let core = CORE_SKILLS.contains(&name.as_str());
             let changed = upstream_changes && idx % 10 == 5;
-            let server = has_server(cat, idx) || has_unregistered_server(cat, idx);
+            let server = has_server(cat, idx)
+                || has_unregistered_server(cat, idx)
+                || name == "processkit-gateway";
             let mut skill_md = format!(
                 "---\nname: {name}\ndescription: \"Synthetic skill {name} for tests\"\nmetadata:\n  processkit:\n    apiVersion: processkit.projectious.work/v2\n    id: SKILL-{name}\n    version: \"1.0.0\"\n    created: 2026-04-06T00:00:00Z\n    category: {cat}\n    layer: 2\n"
             );
@@ -605,9 +619,14 @@ impl SyntheticRelease {
             }
             if server {
                 let [list, get] = tools_of(name);
+                let push = if name == "repo-management" {
+                    ", push_branch"
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     skill_md,
-                    "    uses: [{{skill: event-log, purpose: \"record changes\"}}]\n    provides:\n      primitives: [Entity]\n      mcp_tools: [{list}, {get}]\n      templates: [{name}]"
+                    "    uses: [{{skill: event-log, purpose: \"record changes\"}}]\n    provides:\n      primitives: [Entity]\n      mcp_tools: [{list}, {get}{push}]\n      templates: [{name}]"
                 );
             }
             let _ = writeln!(
@@ -671,15 +690,33 @@ impl SyntheticRelease {
                         "{{\n  \"mcpServers\": {{\n    \"processkit-gateway\": {{\n      \"command\": \"uv\",\n      \"args\": [\"run\", \"--script\", \"{dir}/mcp/server.py\"],\n      \"env\": {{\"PROCESSKIT_MCP_MODE\": \"gateway\"}}\n    }}\n  }}\n}}\n"
                     ),
                 );
+                // Generated data, pretty-printed like processkit's JSON writers.
+                let tools: Vec<serde_json::Value> = (0..171)
+                    .map(|i| {
+                        serde_json::json!({
+                            "description": filler(&format!("tool{i}"), 80).trim(),
+                            "name": format!("tool_{i:03}"),
+                            "source_server": format!("processkit-{}", skill_name("processkit", 4 + i % 26, real)),
+                        })
+                    })
+                    .collect();
+                let catalog = serde_json::json!({"catalog_version": 1, "tools": tools});
                 add(
                     format!("{dir}/mcp/tool-catalog.json"),
                     format!(
-                        "{{\"catalog_version\": 1, \"notes\": {:?}}}\n",
-                        filler("catalog", 20000)
+                        "{}\n",
+                        serde_json::to_string_pretty(&catalog).unwrap_or_default()
                     ),
                 );
             } else if server {
-                add(format!("{dir}/mcp/server.py"), server_py(name, ""));
+                // Like the real repo-management server, one tool talks to a git remote:
+                // a true review finding (point 2) on a first-party skill.
+                let extra = if name == "repo-management" {
+                    REPO_PUSH
+                } else {
+                    ""
+                };
+                add(format!("{dir}/mcp/server.py"), server_py(name, extra));
                 add(format!("{dir}/mcp/SERVER.md"), format!("# {name} server\n"));
                 if has_server(cat, idx) {
                     add(
