@@ -168,6 +168,19 @@ fn review_all_gates_first_party_skills_too() {
     assert_eq!(repo.failed_points, [2], "{repo:?}");
     let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
     assert!(mcp.contains("processkit-repo-management"), "{mcp}");
+    // doctor summarises the failing points of first-party skills as a note.
+    let options = aibox_engine::doctor::DoctorOptions {
+        skip_engine: true,
+        ..aibox_engine::doctor::DoctorOptions::default()
+    };
+    let report = aibox_engine::doctor::doctor(&root, &options).unwrap();
+    let text = report.render_human();
+    assert!(
+        text.contains("aibox::doctor::first_party_review")
+            && text.contains("repo-management (point 2)"),
+        "{text}"
+    );
+    assert!(!text.contains("skill_review_failed"), "{text}");
 }
 
 /// A skill folder the release did not ship, with an MCP server that fetches from a host
