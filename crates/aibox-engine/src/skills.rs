@@ -40,6 +40,15 @@ pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, En
     review(&dir, &review_context(root, lock.as_ref(), &rel))
 }
 
+/// The trust of the installed skill `name` (`None` when no such skill is installed).
+pub fn trust_of_installed(root: &Utf8Path, name: &str) -> Option<Trust> {
+    let dir = installed(root).into_iter().find(|s| s.name == name)?;
+    Some(trust_of(
+        root,
+        &format!("{SKILLS_DIR}/{}/{}", dir.category, dir.name),
+    ))
+}
+
 /// Where a skill's files came from, by provenance only (never by its own metadata).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
