@@ -174,3 +174,49 @@ fn upgrade_keeps_local_edits_and_writes_the_migration_document() {
     );
     assert!(p.mcp_aggregate_sha256.is_some(), "manifest re-verified");
 }
+
+#[test]
+fn a_tier_file_with_two_documents_is_refused_with_its_name() {
+    let (project, store) = dirs();
+    let mut v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    let tier = ".processkit/packages/research.yaml";
+    let mut text = String::from_utf8(v1.files[tier].0.clone()).unwrap();
+    text.push_str("apiVersion: processkit.projectious.work/v1\nkind: Package\n");
+    v1.files.get_mut(tier).unwrap().0 = text.into_bytes();
+    v1.restamp();
+    let err = plan(project.path(), store.path(), &v1, &Setup::default()).unwrap_err();
+    let shown = err.to_string();
+    assert!(shown.contains(tier), "{shown}");
+    assert!(
+        shown.contains("more than one non-empty YAML document"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn crlf_tier_files_and_a_stale_provenance_stamp_still_install() {
+    let (project, store) = dirs();
+    let mut v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    for (path, (data, _)) in &mut v1.files {
+        if path.starts_with(".processkit/packages/") && path.ends_with(".yaml") {
+            *data = String::from_utf8_lossy(data)
+                .replace('\n', "\r\n")
+                .into_bytes();
+        }
+    }
+    v1.restamp();
+    let prov = String::from_utf8(v1.files["PROVENANCE.toml"].0.clone()).unwrap();
+    v1.files.get_mut("PROVENANCE.toml").unwrap().0 = prov
+        .replace(
+            "generated_for_tag = \"v0.28.3\"",
+            "generated_for_tag = \"v0.28.2\"",
+        )
+        .into_bytes();
+    let p = plan(project.path(), store.path(), &v1, &Setup::default()).unwrap();
+    assert!(p.skills.contains("workitem-management"));
+    assert!(
+        p.warnings.iter().any(|w| w.contains("generated_for_tag")),
+        "{:?}",
+        p.warnings
+    );
+}
