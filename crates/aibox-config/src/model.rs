@@ -280,6 +280,7 @@ pub enum ReviewScope {
 }
 
 impl ReviewScope {
+    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes `&T`
     fn is_default(&self) -> bool {
         *self == Self::ThirdParty
     }

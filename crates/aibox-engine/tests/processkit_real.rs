@@ -7,6 +7,8 @@
 
 mod common;
 
+use std::fmt::Write as _;
+
 use aibox_engine::{ApplyOptions, apply};
 use aibox_test_support::http::release::SyntheticRelease;
 use aibox_test_support::http::{Route, Server};
@@ -238,10 +240,12 @@ fn hand_added_skills_are_refused_until_consent_even_when_they_claim_core() {
 
     let mut text = toml;
     for skill in ["net-fetch", "core-claimer"] {
-        text.push_str(&format!(
+        writeln!(
+            text,
             "\n[[skills.review_exceptions]]\nskill = \"{skill}\"\nreviewer = \"Test Reviewer\"\n\
-             reason = \"fetches from one documented host\"\n"
-        ));
+             reason = \"fetches from one documented host\""
+        )
+        .unwrap();
     }
     fs_err::write(root.join("aibox.toml"), text).unwrap();
     apply(&root, &options(&cache)).unwrap();

@@ -198,7 +198,7 @@ fn crlf_tier_files_and_a_stale_provenance_stamp_still_install() {
     let (project, store) = dirs();
     let mut v1 = SyntheticRelease::processkit_like("v0.28.3", false);
     for (path, (data, _)) in &mut v1.files {
-        if path.starts_with(".processkit/packages/") && path.ends_with(".yaml") {
+        if path.starts_with(".processkit/packages/") && !path.ends_with("INDEX.md") {
             *data = String::from_utf8_lossy(data)
                 .replace('\n', "\r\n")
                 .into_bytes();

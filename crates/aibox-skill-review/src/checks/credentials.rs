@@ -234,47 +234,6 @@ fn shell_vars(l: &str) -> Vec<String> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn credential_paths() {
-        assert_eq!(credential_path("~/.ssh/id_ed25519"), Some(".ssh"));
-        assert_eq!(
-            credential_path("/home/u/.config/gh/hosts.yml"),
-            Some(".config/gh")
-        );
-        assert_eq!(credential_path(".env.local"), Some(".env.*"));
-        assert_eq!(credential_path("x/.env"), Some(".env"));
-        assert_eq!(credential_path(".aibox-local.toml"), Some(".aibox-local.*"));
-        assert_eq!(credential_path("/run/secrets/db"), Some("run/secrets"));
-        assert_eq!(credential_path(".environment"), None);
-        assert_eq!(credential_path("docs/ssh.md"), None);
-        assert_eq!(credential_path("my.claude.notes"), None);
-    }
-
-    #[test]
-    fn environment_access() {
-        let file = PyFile::parse(
-            "import os\nfrom os import environ as E, getenv\na = os.environ['GITHUB_TOKEN']\nb = getenv('HOME')\nc = dict(E)\nd = os.environ.get(name)\nif 'OPENAI_API_KEY' in os.environ: pass\n",
-        )
-        .unwrap();
-        let mut f = Findings::default();
-        env_access("s.py", &file, &mut f);
-        let p = f.into_point(3);
-        let lines: Vec<_> = p
-            .evidence
-            .iter()
-            .map(|e| (e.line.unwrap(), e.level.as_str()))
-            .collect();
-        assert_eq!(
-            lines,
-            vec![(3, "fail"), (5, "fail"), (6, "warn"), (7, "fail")]
-        );
-    }
-}
-
 /// Credential-looking text in any text file of the skill (documentation examples such as
 /// `postgres://user:pass@host`, `Authorization: Bearer ...`, a PEM header, token
 /// formats). A warning, never a failure: release content is covered by its digest and
@@ -335,4 +294,69 @@ fn credential_kind(line: &str) -> Option<&'static str> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_paths() {
+        assert_eq!(credential_path("~/.ssh/id_ed25519"), Some(".ssh"));
+        assert_eq!(
+            credential_path("/home/u/.config/gh/hosts.yml"),
+            Some(".config/gh")
+        );
+        assert_eq!(credential_path(".env.local"), Some(".env.*"));
+        assert_eq!(credential_path("x/.env"), Some(".env"));
+        assert_eq!(credential_path(".aibox-local.toml"), Some(".aibox-local.*"));
+        assert_eq!(credential_path("/run/secrets/db"), Some("run/secrets"));
+        assert_eq!(credential_path(".environment"), None);
+        assert_eq!(credential_path("docs/ssh.md"), None);
+        assert_eq!(credential_path("my.claude.notes"), None);
+    }
+
+    #[test]
+    fn environment_access() {
+        let file = PyFile::parse(
+            "import os\nfrom os import environ as E, getenv\na = os.environ['GITHUB_TOKEN']\nb = getenv('HOME')\nc = dict(E)\nd = os.environ.get(name)\nif 'OPENAI_API_KEY' in os.environ: pass\n",
+        )
+        .unwrap();
+        let mut f = Findings::default();
+        env_access("s.py", &file, &mut f);
+        let p = f.into_point(3);
+        let lines: Vec<_> = p
+            .evidence
+            .iter()
+            .map(|e| (e.line.unwrap(), e.level.as_str()))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![(3, "fail"), (5, "fail"), (6, "warn"), (7, "fail")]
+        );
+    }
+
+    #[test]
+    fn credential_looking_text() {
+        use super::credential_kind;
+        assert_eq!(
+            credential_kind("url: postgres://user:pass@db.example.com/app"),
+            Some("a password in a URL")
+        );
+        assert_eq!(credential_kind("see https://example.com/a@b"), None);
+        assert_eq!(
+            credential_kind("Authorization: Bearer abc123example"),
+            Some("a bearer token")
+        );
+        assert_eq!(
+            credential_kind("-----BEGIN RSA PRIVATE KEY-----"),
+            Some("a PEM private key header")
+        );
+        assert_eq!(credential_kind("-----BEGIN CERTIFICATE-----"), None);
+        assert_eq!(
+            credential_kind("token = ghp_FAKEFAKEFAKEFAKEFAKE"),
+            Some("an access token format")
+        );
+        assert_eq!(credential_kind("plain prose"), None);
+    }
 }

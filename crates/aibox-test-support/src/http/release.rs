@@ -675,12 +675,12 @@ impl SyntheticRelease {
                     format!("{dir}/mcp/server.py"),
                     server_py(
                         name,
-                        &format!(
-                            "# gateway catalog notes\n{}",
-                            filler("gateway", 400)
-                                .lines()
-                                .map(|l| format!("# {l}\n"))
-                                .collect::<String>()
+                        &filler("gateway", 400).lines().fold(
+                            String::from("# gateway catalog notes\n"),
+                            |mut acc, l| {
+                                let _ = writeln!(acc, "# {l}");
+                                acc
+                            },
                         ),
                     ),
                 );
