@@ -258,6 +258,41 @@ pub enum DoctorError {
     },
 }
 
+/// The container engine check: which engine `up` would use, or why none is usable.
+fn engine_check(run: &mut Run, project: Option<&Project>, options: &DoctorOptions) {
+    match (project, options.skip_engine) {
+        (_, true) => run.skip("engine", "skipped by the caller"),
+        (None, false) => run.skip("engine", "no valid configuration"),
+        (Some(p), false) => {
+            let f = match aibox_runtime::detect::detect_engine(
+                p.config.container.engine,
+                &options.detect,
+            ) {
+                Ok(cli) => Finding::new(
+                    "aibox::doctor::engine",
+                    Severity::Info,
+                    "",
+                    format!(
+                        "container engine: {} ({})",
+                        cli.engine,
+                        cli.program.display()
+                    ),
+                    "",
+                ),
+                Err(e) => Finding::new(
+                    "aibox::doctor::no_engine",
+                    Severity::Warning,
+                    "",
+                    format!("no usable container engine: {e}"),
+                    e.help()
+                        .map_or_else(|| "install Podman or Docker".to_owned(), |h| h.to_string()),
+                ),
+            };
+            run.check("engine", vec![f]);
+        }
+    }
+}
+
 /// Runs every check on the project at `root`. Only reads (and runs `git` and the engine's
 /// version probe); never writes.
 ///
@@ -292,37 +327,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     let lock = read_lock(&project_root);
 
     // container engine
-    match (&project, options.skip_engine) {
-        (_, true) => run.skip("engine", "skipped by the caller"),
-        (None, false) => run.skip("engine", "no valid configuration"),
-        (Some(p), false) => {
-            let f = match aibox_runtime::detect::detect_engine(
-                p.config.container.engine,
-                &options.detect,
-            ) {
-                Ok(cli) => Finding::new(
-                    "aibox::doctor::engine",
-                    Severity::Info,
-                    "",
-                    format!(
-                        "container engine: {} ({})",
-                        cli.engine,
-                        cli.program.display()
-                    ),
-                    "",
-                ),
-                Err(e) => Finding::new(
-                    "aibox::doctor::no_engine",
-                    Severity::Warning,
-                    "",
-                    format!("no usable container engine: {e}"),
-                    e.help()
-                        .map_or_else(|| "install Podman or Docker".to_owned(), |h| h.to_string()),
-                ),
-            };
-            run.check("engine", vec![f]);
-        }
-    }
+    engine_check(&mut run, project.as_ref(), options);
 
     // generated files in sync (what `apply --check` reports)
     // The engine the seccomp gate judges, resolved with the same environment as above.
