@@ -101,7 +101,8 @@ impl Project {
         fs_err::write(
             root.join(".aibox-local.toml"),
             format!(
-                "[[container.extra_volumes]]\nsource = \"{}\"\ntarget = \"{CODEX_DIR}\"\nread_only = true\n",
+                "{}[[container.extra_volumes]]\nsource = \"{}\"\ntarget = \"{CODEX_DIR}\"\nread_only = true\n",
+                aibox_test_support::podman::local_toml_with_host_ca(),
                 codex_package()
             ),
         )

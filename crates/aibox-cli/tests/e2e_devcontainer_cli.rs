@@ -84,6 +84,11 @@ fn devcontainer_up_succeeds_on_generated_files() {
             "--yes",
         ],
     );
+    fs_err::write(
+        root.join(".aibox-local.toml"),
+        aibox_test_support::podman::local_toml_with_host_ca(),
+    )
+    .unwrap();
     aibox(&podman, &root, &["apply"]);
     let status: serde_json::Value =
         serde_json::from_slice(&aibox(&podman, &root, &["status", "--output", "json"]).stdout)

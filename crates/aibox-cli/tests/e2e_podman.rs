@@ -72,6 +72,11 @@ fn init(podman: &Podman, root: &Utf8Path, name: &str, harness: &str) {
         "--yes",
     ]));
     assert!(root.join("aibox.toml").is_file());
+    fs_err::write(
+        root.join(".aibox-local.toml"),
+        aibox_test_support::podman::local_toml_with_host_ca(),
+    )
+    .unwrap();
 }
 
 /// Project name, image and user as aibox reports them (`status` before any `up`).

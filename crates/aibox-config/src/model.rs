@@ -34,6 +34,26 @@ pub struct AiboxToml {
     /// Security consents. Never written by aibox on the owner's behalf.
     #[serde(default)]
     pub security: SecuritySection,
+    /// Extra tools from aibox's catalog installed into the image.
+    #[serde(default, skip_serializing_if = "AddonsSection::is_empty")]
+    pub addons: AddonsSection,
+}
+
+/// `[addons]`: tools from aibox's catalog (`aibox addon list`) added to the image, on top
+/// of what the enabled harnesses and the context mode install.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddonsSection {
+    /// Catalog tool names, e.g. `["python", "ripgrep"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+}
+
+impl AddonsSection {
+    /// Whether no addon is chosen.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
 }
 
 /// `[aibox]`: project identity.
@@ -685,6 +705,11 @@ pub struct LocalContainer {
     /// Personal bind mounts, appended after the team's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_volumes: Vec<ExtraVolume>,
+    /// A PEM file of extra CA certificates (e.g. a company TLS-inspecting proxy's) the
+    /// image build and the container trust. Absolute, or relative to the project folder.
+    /// Its text is copied into the gitignored `.devcontainer/aibox-ca/`, never committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_ca_certificates: Option<String>,
 }
 
 /// `[mcp]` of the personal overlay.

@@ -58,7 +58,7 @@ fn unknown_key_in_wrong_table() {
 
 #[test]
 fn unknown_top_level_table() {
-    let err = team_err("[container]\nname = \"demo\"\n\n[addons]\npython = true\n");
+    let err = team_err("[container]\nname = \"demo\"\n\n[plugins]\npython = true\n");
     assert_eq!(codes(&err), ["aibox::config::unknown_key"]);
     insta::assert_snapshot!(render(&err));
 }

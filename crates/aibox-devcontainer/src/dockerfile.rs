@@ -1,4 +1,4 @@
-//! `.devcontainer/Dockerfile`: base image, labels, the container user, the version
+//! `.devcontainer/Dockerfile`: base image, catalog tools (see `tools`), labels, the container user, the version
 //! marker, the inlined `Dockerfile.local`, then `USER` and `WORKDIR`.
 //!
 //! The user step needs only what a Debian minbase root file system has (`getent`,
@@ -15,7 +15,7 @@ pub(crate) const LOCAL_BEGIN: &str =
     "# ---- begin .devcontainer/Dockerfile.local (inlined verbatim; edit that file) ----";
 pub(crate) const LOCAL_END: &str = "# ---- end .devcontainer/Dockerfile.local ----";
 
-pub(crate) fn render(inputs: &Inputs<'_>) -> String {
+pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> String {
     let c = &inputs.config.container;
     let version = inputs.aibox_version;
     let project = crate::project_name(inputs.config);
@@ -27,6 +27,9 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> String {
     let _ = writeln!(out, "# {GENERATED_HEADER}");
     out.push_str("# Image additions belong in Dockerfile.local, inlined near the end.\n");
     let _ = writeln!(out, "FROM {}\n", c.base_image);
+    // Tools come before anything project-specific, so projects on one base image share
+    // these layers in the engine's build cache.
+    crate::tools::render(&mut out, tools);
 
     let labels = [
         ("org.opencontainers.image.source", source),

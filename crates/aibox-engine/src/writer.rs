@@ -28,6 +28,7 @@ pub const PERIMETER: &[&str] = &[
     ".devcontainer/docker-compose.override.yml",
     ".devcontainer/docker-compose.local.yml",
     ".devcontainer/aibox-seccomp.json",
+    ".devcontainer/aibox-ca/extra-ca.crt",
     // local state
     ".aibox-local.env",
     ".aibox-home/**",

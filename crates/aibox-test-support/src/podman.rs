@@ -32,6 +32,16 @@ use camino::{Utf8Path, Utf8PathBuf};
 /// The locally built Debian base image every end-to-end project starts `FROM`.
 pub const BASE_IMAGE: &str = "localhost/aibox-test-base:bookworm";
 
+/// The host's CA bundle. This machine reaches the package registries through a
+/// TLS-inspecting proxy, so image builds that download catalog tools must trust it.
+pub const HOST_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// `.aibox-local.toml` text trusting [`HOST_CA_BUNDLE`] (the personal CA setting); append
+/// further `[container]` keys or `[[container.extra_volumes]]` tables after it.
+pub fn local_toml_with_host_ca() -> String {
+    format!("[container]\nextra_ca_certificates = \"{HOST_CA_BUNDLE}\"\n")
+}
+
 /// Contents of the harness's `containers.conf`.
 const CONTAINERS_CONF: &str = "\
 # Written by aibox's test harness for CI machines (cgroup v1 hybrid mode, no

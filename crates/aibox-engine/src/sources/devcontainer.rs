@@ -18,5 +18,33 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.dockerfile_local = dockerfile_local.as_deref();
     inputs.override_exists = override_exists;
     inputs.security_opt = &ctx.security_opt;
+    let extra_ca = read_extra_ca(ctx)?;
+    inputs.extra_ca = extra_ca.as_deref();
     plan.extend(aibox_devcontainer::render(&inputs)?)
+}
+
+/// Text of `.aibox-local.toml` `container.extra_ca_certificates` (a personal path, so it
+/// may lie outside the project; relative paths start at the project root).
+fn read_extra_ca(ctx: &PlanContext) -> Result<Option<String>, EngineError> {
+    let Some(path) = ctx.project.local.container.extra_ca_certificates.as_deref() else {
+        return Ok(None);
+    };
+    let path = ctx.root().join(path);
+    let text = fs_err::read_to_string(path.as_std_path())
+        .map_err(|e| EngineError::io("read the extra CA certificates", &path, e))?;
+    if !text.contains("-----BEGIN CERTIFICATE-----") {
+        return Err(EngineError::io(
+            "read the extra CA certificates",
+            &path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "no PEM certificate in the file",
+            ),
+        ));
+    }
+    let mut text = text;
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(Some(text))
 }
