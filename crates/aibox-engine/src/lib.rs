@@ -27,6 +27,8 @@ pub mod lifecycle;
 mod mcp_list;
 pub mod skills;
 
+/// The tool catalog (`aibox addon list`), re-exported for the CLI.
+pub use aibox_devcontainer::catalog;
 /// `aibox doctor --integrity`: per-file verification of the installed processkit content.
 pub use aibox_provenance::{IntegrityReport, IntegrityStatus, integrity};
 pub use mcp_list::mcp_list;
