@@ -9,7 +9,9 @@
 
 use std::process::{Command, Output, Stdio};
 
-use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman, require_program};
+use aibox_test_support::podman::{
+    BASE_IMAGE, Cleanup, Podman, local_toml_with_host_ca, require_program,
+};
 use aibox_test_support::workspace_root;
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -84,11 +86,7 @@ fn devcontainer_up_succeeds_on_generated_files() {
             "--yes",
         ],
     );
-    fs_err::write(
-        root.join(".aibox-local.toml"),
-        aibox_test_support::podman::local_toml_with_host_ca(),
-    )
-    .unwrap();
+    fs_err::write(root.join(".aibox-local.toml"), local_toml_with_host_ca()).unwrap();
     aibox(&podman, &root, &["apply"]);
     let status: serde_json::Value =
         serde_json::from_slice(&aibox(&podman, &root, &["status", "--output", "json"]).stdout)
