@@ -83,6 +83,9 @@ pub enum Command {
     /// processkit skills: review, enable, disable.
     #[command(subcommand)]
     Skill(SkillCommand),
+    /// Tools from aibox's pinned, verified catalog installed into the image.
+    #[command(subcommand)]
+    Addon(AddonCommand),
     /// Print a generated reference page (used to build the documentation site).
     #[command(hide = true)]
     Docs {
@@ -201,6 +204,25 @@ pub enum ConfigCommand {
 pub enum McpCommand {
     /// The effective servers per harness, with origin, target file and trust scope.
     List,
+}
+
+/// `aibox addon ...`.
+#[derive(Debug, Subcommand)]
+pub enum AddonCommand {
+    /// The catalog: version, verification, and why this project's image has each tool.
+    List,
+    /// Add tools to `[addons] tools` in `aibox.toml` (the next `apply` changes the image).
+    Add {
+        /// Catalog names, e.g. `python`.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Remove tools from `[addons] tools` (an emptied `[addons]` table is removed).
+    Remove {
+        /// Catalog names.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
 }
 
 /// `aibox skill ...`.

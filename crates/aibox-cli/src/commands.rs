@@ -8,8 +8,8 @@ use clap::CommandFactory;
 
 use crate::Exit;
 use crate::args::{
-    ApplyArgs, Cli, Command, ConfigCommand, DoctorArgs, ExecArgs, Global, InitArgs, McpCommand,
-    Output, SkillCommand, UpArgs,
+    AddonCommand, ApplyArgs, Cli, Command, ConfigCommand, DoctorArgs, ExecArgs, Global, InitArgs,
+    McpCommand, Output, SkillCommand, UpArgs,
 };
 use crate::render;
 
@@ -66,6 +66,7 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Config(cmd) => config(g, cmd),
         Command::Mcp(McpCommand::List) => mcp_list(g),
         Command::Skill(cmd) => skill(g, cmd),
+        Command::Addon(cmd) => addon(g, cmd),
     }
 }
 
@@ -521,6 +522,57 @@ fn mcp_list(g: &Global) -> Outcome {
         }
     })?;
     Ok(Exit::Ok)
+}
+
+fn addon(g: &Global, cmd: &AddonCommand) -> Outcome {
+    match cmd {
+        AddonCommand::List => {
+            let root = match &g.project {
+                Some(p) => Some(p.clone()),
+                None => aibox_config::find_project_root(&cwd()?).ok(),
+            };
+            let project = match root {
+                Some(r) => Some(aibox_config::load_project(&r).map_err(Failure::user)?),
+                None => None,
+            };
+            let rows = aibox_engine::addons::list(project.as_ref().map(|p| &p.config))
+                .map_err(Failure::user)?;
+            json_or(g, &rows, || {
+                for r in &rows {
+                    render::out(&format!(
+                        "{:<16} {:<10} {:<14} {:<16} {}",
+                        r.name,
+                        r.version,
+                        r.verification,
+                        r.installed.as_deref().unwrap_or("-"),
+                        r.summary
+                    ));
+                    if let Some(e) = &r.exception {
+                        render::out(&format!("{:<16} UNVERIFIED: {e}", ""));
+                    }
+                }
+            })?;
+            Ok(Exit::Ok)
+        }
+        AddonCommand::Add { names } | AddonCommand::Remove { names } => {
+            let root = project_root(g.project.as_deref())?;
+            let changed = if matches!(cmd, AddonCommand::Add { .. }) {
+                aibox_engine::addons::add(&root, names)
+            } else {
+                aibox_engine::addons::remove(&root, names)
+            }
+            .map_err(Failure::user)?;
+            json_or(g, &serde_json::json!({ "changed": changed }), || {
+                let msg = if changed {
+                    "aibox.toml updated; run `aibox apply` to change the image"
+                } else {
+                    "nothing to change"
+                };
+                render::note(g.quiet, msg);
+            })?;
+            Ok(Exit::Ok)
+        }
+    }
 }
 
 fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {

@@ -18,6 +18,7 @@ pub use error::EngineError;
 pub use plan::{DownloadProgress, Plan, PlanBuilder, PlanContext, PlanOptions, plan};
 
 // Modules owned by other features (one line each):
+pub mod addons;
 pub mod codex_sandbox;
 pub mod config_edit;
 pub mod consent;

@@ -29,6 +29,39 @@ pub struct Lock {
     /// Root-relative path (with `/`) → lowercase hex SHA-256 of every generated file.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub generated: BTreeMap<String, String>,
+    /// `[tools.<name>]`: the catalog tools the generated Dockerfile installs, with the
+    /// exact downloads and digests it checks, so a rebuild is reproducible and reviewable.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolLock>,
+}
+
+/// One installed tool in the lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolLock {
+    /// The pinned version (for Debian packages: the Debian release).
+    pub version: String,
+    /// How the build checks it: `npm-integrity`, `sha256`, `apt-signed` or `exception`.
+    pub verification: String,
+    /// Debian packages installed from the signed apt repository.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apt: Vec<String>,
+    /// The files downloaded and checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub download: Vec<ToolDownload>,
+}
+
+/// One checked download of a tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDownload {
+    /// Debian architecture, absent when the file serves every architecture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// Where it comes from.
+    pub url: String,
+    /// `sha512:<hex>` or `sha256:<hex>`.
+    pub digest: String,
 }
 
 /// `[aibox]` of the lock.

@@ -3,7 +3,11 @@
 //! The generator is pure; this source looks up the facts it needs (the text of
 //! `Dockerfile.local`, whether the Compose override exists) through the context.
 
-use aibox_devcontainer::{COMPOSE_OVERRIDE_PATH, DOCKERFILE_LOCAL_PATH, Inputs};
+use std::collections::BTreeMap;
+
+use aibox_devcontainer::catalog::Catalog;
+use aibox_devcontainer::{COMPOSE_OVERRIDE_PATH, DOCKERFILE_LOCAL_PATH, Inputs, tools};
+use aibox_provenance::lock::{ToolDownload, ToolLock};
 use camino::Utf8Path;
 
 use crate::EngineError;
@@ -20,7 +24,42 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.security_opt = &ctx.security_opt;
     let extra_ca = read_extra_ca(ctx)?;
     inputs.extra_ca = extra_ca.as_deref();
-    plan.extend(aibox_devcontainer::render(&inputs)?)
+    plan.extend(aibox_devcontainer::render(&inputs)?)?;
+    plan.lock_mut().tools = tool_locks(&ctx.project.config)?;
+    Ok(())
+}
+
+/// The lock entries of the tools the Dockerfile installs.
+fn tool_locks(config: &aibox_config::AiboxToml) -> Result<BTreeMap<String, ToolLock>, EngineError> {
+    let catalog = Catalog::builtin().map_err(|e| {
+        EngineError::from(aibox_devcontainer::DevcontainerError::Catalog {
+            message: e.to_string(),
+        })
+    })?;
+    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
+    Ok(tools
+        .into_iter()
+        .map(|t| {
+            let download = t
+                .artifact
+                .iter()
+                .map(|a| ToolDownload {
+                    arch: a.arch.clone(),
+                    url: tools::download_url(a),
+                    digest: tools::expected_digest(a)
+                        .map(|(cmd, hex)| format!("{}:{hex}", cmd.trim_end_matches("sum")))
+                        .unwrap_or_default(),
+                })
+                .collect();
+            let lock = ToolLock {
+                version: t.version.clone(),
+                verification: t.verification.as_str().to_owned(),
+                apt: t.apt.clone(),
+                download,
+            };
+            (t.name.clone(), lock)
+        })
+        .collect())
 }
 
 /// Text of `.aibox-local.toml` `container.extra_ca_certificates` (a personal path, so it

@@ -1,0 +1,136 @@
+//! `aibox addon add|remove` + `apply`: adding an addon changes exactly the lines it
+//! should (snapshot of the diff), and removing it gives back every byte.
+
+#![allow(clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use std::collections::BTreeMap;
+use std::process::{Command, Output, Stdio};
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+fn aibox(root: &Utf8Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aibox"))
+        .env("NO_COLOR", "1")
+        .env_remove("AIBOX_PROJECT")
+        .arg("--project")
+        .arg(root.as_str())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(root: &Utf8Path, args: &[&str]) -> String {
+    let out = aibox(root, args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every file under `root`, by relative path.
+fn files(root: &Utf8Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Utf8Path, dir: &Utf8Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in fs_err::read_dir(dir).unwrap() {
+            let path = Utf8PathBuf::from_path_buf(entry.unwrap().path()).unwrap();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().to_string();
+                out.insert(rel, fs_err::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn project() -> (tempfile::TempDir, Utf8PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = Utf8PathBuf::from_path_buf(tmp.path().join("demo")).unwrap();
+    fs_err::create_dir_all(&root).unwrap();
+    ok(
+        &root,
+        &[
+            "init",
+            "demo",
+            "--harness",
+            "claude",
+            "--context-mode",
+            "harness-only",
+            "--yes",
+        ],
+    );
+    ok(&root, &["apply"]);
+    (tmp, root)
+}
+
+#[test]
+fn add_changes_only_the_expected_lines_and_remove_restores_every_byte() {
+    let (_tmp, root) = project();
+    let before = files(&root);
+
+    ok(&root, &["addon", "add", "python"]);
+    ok(&root, &["apply"]);
+    let after = files(&root);
+    let mut diff = String::new();
+    for (path, new) in &after {
+        let old = before.get(path).map(Vec::as_slice).unwrap_or_default();
+        if old != new.as_slice() {
+            let (old, new) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
+            let text = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
+            diff.push_str(
+                &text
+                    .unified_diff()
+                    .context_radius(1)
+                    .header(path, path)
+                    .to_string(),
+            );
+        }
+    }
+    assert!(
+        before.keys().all(|k| after.contains_key(k)),
+        "a file disappeared"
+    );
+    insta::assert_snapshot!(diff);
+
+    let listed: serde_json::Value =
+        serde_json::from_str(&ok(&root, &["addon", "list", "--output", "json"])).unwrap();
+    let python = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "python")
+        .unwrap();
+    assert_eq!(python["installed"], "addon");
+
+    ok(&root, &["addon", "remove", "python"]);
+    ok(&root, &["apply"]);
+    assert_eq!(
+        files(&root),
+        before,
+        "remove + apply did not restore every byte"
+    );
+}
+
+#[test]
+fn an_unknown_addon_is_refused_and_nothing_changes() {
+    let (_tmp, root) = project();
+    let before = files(&root);
+    let out = aibox(&root, &["addon", "add", "pyhton"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`pyhton` is not in aibox's tool catalog"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("python"),
+        "the known names are listed: {stderr}"
+    );
+    assert_eq!(files(&root), before);
+}

@@ -1,0 +1,251 @@
+//! `aibox addon list|add|remove`: the tool catalog and the project's `[addons] tools`.
+//!
+//! Adding and removing edit `aibox.toml` with `toml_edit`, so comments and layout stay;
+//! removing the last addon drops the `tools` key and an `[addons]` table left empty, so
+//! `add` followed by `remove` gives back the original bytes. Names are checked against
+//! the catalog before anything is written; the next `aibox apply` changes the image.
+
+use aibox_config::{AiboxToml, ContextMode};
+use aibox_devcontainer::catalog::{self, Catalog};
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::Serialize;
+use toml_edit::{Array, DocumentMut, Item, Table, Value};
+
+use crate::init::{InitError, write_atomic};
+
+/// One catalog tool as `aibox addon list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AddonRow {
+    /// Catalog name.
+    pub name: String,
+    /// Pinned version.
+    pub version: String,
+    /// Verification kind.
+    pub verification: String,
+    /// The written exception of an unverified tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exception: Option<String>,
+    /// One line on what it is.
+    pub summary: String,
+    /// Why the project's image has it (`base`, `harness claude`, `processkit`, `addon`,
+    /// `required`), or `None` when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub installed: Option<String>,
+}
+
+/// Errors of the addon commands.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum AddonError {
+    /// The shipped catalog is broken (a bug).
+    #[error("{0}")]
+    #[diagnostic(code(aibox::addon::catalog))]
+    Catalog(String),
+    /// The name is not in the catalog.
+    #[error("`{name}` is not in aibox's tool catalog")]
+    #[diagnostic(
+        code(aibox::addon::unknown),
+        help("known tools: {known}; `aibox addon list` shows versions and verification")
+    )]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The catalog's names.
+        known: String,
+    },
+    /// `aibox.toml` could not be read, or the edit is invalid.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Config(#[from] aibox_config::ConfigError),
+    /// `aibox.toml` is not valid TOML.
+    #[error("{path} is not valid TOML: {message}")]
+    #[diagnostic(code(aibox::addon::toml), help("fix the file, then try again"))]
+    Toml {
+        /// The file.
+        path: Utf8PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// `[addons]` is not a table or `tools` not an array of strings.
+    #[error("{path}: `[addons] tools` is not an array of tool names")]
+    #[diagnostic(
+        code(aibox::addon::shape),
+        help("make it `tools = [\"python\"]` under `[addons]`")
+    )]
+    Shape {
+        /// The file.
+        path: Utf8PathBuf,
+    },
+    /// Reading failed.
+    #[error("cannot read {path}")]
+    #[diagnostic(code(aibox::addon::io))]
+    Io {
+        /// The file.
+        path: Utf8PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing failed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Write(#[from] InitError),
+}
+
+fn builtin() -> Result<Catalog, AddonError> {
+    Catalog::builtin().map_err(|e| AddonError::Catalog(e.to_string()))
+}
+
+/// Every catalog tool, marked with why `config`'s image has it (when given).
+pub fn list(config: Option<&AiboxToml>) -> Result<Vec<AddonRow>, AddonError> {
+    let catalog = builtin()?;
+    let installed = |name: &str| -> Option<String> {
+        let config = config?;
+        if catalog::BASE_TOOLS.contains(&name) {
+            return Some("base".into());
+        }
+        if let Some(h) = config
+            .ai
+            .harnesses
+            .iter()
+            .find(|h| catalog::harness_tool(**h) == Some(name))
+        {
+            return Some(format!("harness {}", h.as_str()));
+        }
+        if config.context.mode == ContextMode::Processkit
+            && catalog::PROCESSKIT_TOOLS.contains(&name)
+        {
+            return Some("processkit".into());
+        }
+        if config.addons.tools.iter().any(|t| t == name) {
+            return Some("addon".into());
+        }
+        let selected = aibox_devcontainer::selected_tools(config, &catalog).ok()?;
+        selected
+            .iter()
+            .any(|t| t.name == name)
+            .then(|| "required".into())
+    };
+    Ok(catalog
+        .tools()
+        .map(|t| AddonRow {
+            name: t.name.clone(),
+            version: t.version.clone(),
+            verification: t.verification.as_str().to_owned(),
+            exception: t.exception.clone(),
+            summary: t.summary.clone(),
+            installed: installed(&t.name),
+        })
+        .collect())
+}
+
+/// Adds `names` to `[addons] tools` (those already there are left alone). Returns
+/// whether the file changed.
+pub fn add(root: &Utf8Path, names: &[String]) -> Result<bool, AddonError> {
+    let catalog = builtin()?;
+    for name in names {
+        if catalog.get(name).is_none() {
+            return Err(AddonError::Unknown {
+                name: name.clone(),
+                known: catalog
+                    .tools()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+    }
+    edit(root, |path, doc| {
+        if !doc.contains_key("addons") {
+            // The new table goes last, after the comments that end the file (they belong
+            // to the table above); `remove` hands them back.
+            let trailing = doc.trailing().as_str().unwrap_or_default().to_owned();
+            doc.set_trailing("");
+            let mut table = Table::new();
+            table.decor_mut().set_prefix(format!("{trailing}\n"));
+            doc.insert("addons", Item::Table(table));
+        }
+        let table = doc["addons"]
+            .as_table_like_mut()
+            .ok_or_else(|| AddonError::Shape {
+                path: path.to_owned(),
+            })?;
+        if !table.contains_key("tools") {
+            table.insert("tools", Item::Value(Value::Array(Array::new())));
+        }
+        let tools = table
+            .get_mut("tools")
+            .and_then(Item::as_array_mut)
+            .ok_or_else(|| AddonError::Shape {
+                path: path.to_owned(),
+            })?;
+        for name in names {
+            if !tools.iter().any(|v| v.as_str() == Some(name)) {
+                tools.push(name.as_str());
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Removes `names` from `[addons] tools`; an emptied list and `[addons]` table go too.
+/// Returns whether the file changed.
+pub fn remove(root: &Utf8Path, names: &[String]) -> Result<bool, AddonError> {
+    edit(root, |path, doc| {
+        let Some(table) = doc.get_mut("addons") else {
+            return Ok(());
+        };
+        let table = table.as_table_like_mut().ok_or_else(|| AddonError::Shape {
+            path: path.to_owned(),
+        })?;
+        if let Some(tools) = table.get_mut("tools") {
+            let tools = tools.as_array_mut().ok_or_else(|| AddonError::Shape {
+                path: path.to_owned(),
+            })?;
+            tools.retain(|v| !v.as_str().is_some_and(|s| names.iter().any(|n| n == s)));
+            if tools.is_empty() {
+                table.remove("tools");
+            }
+        }
+        if table.is_empty() {
+            let last = doc.iter().last().is_some_and(|(k, _)| k == "addons");
+            let prefix = doc
+                .get("addons")
+                .and_then(Item::as_table)
+                .and_then(|t| t.decor().prefix())
+                .and_then(|p| p.as_str())
+                .map(str::to_owned);
+            doc.remove("addons");
+            // Undo `add`: comments it moved in front of the table go back to the end.
+            if let Some(prefix) = prefix.filter(|_| last && doc.trailing().as_str() == Some("")) {
+                let restored = prefix.strip_suffix('\n').unwrap_or(&prefix).to_owned();
+                doc.set_trailing(restored);
+            }
+        }
+        Ok(())
+    })
+}
+
+fn edit(
+    root: &Utf8Path,
+    change: impl FnOnce(&Utf8Path, &mut DocumentMut) -> Result<(), AddonError>,
+) -> Result<bool, AddonError> {
+    let path = root.join(aibox_config::AIBOX_TOML);
+    let text = fs_err::read_to_string(&path).map_err(|source| AddonError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let mut doc: DocumentMut =
+        text.parse()
+            .map_err(|e: toml_edit::TomlError| AddonError::Toml {
+                path: path.clone(),
+                message: e.message().to_owned(),
+            })?;
+    change(&path, &mut doc)?;
+    let new = doc.to_string();
+    if new == text {
+        return Ok(false);
+    }
+    aibox_config::parse_aibox_toml(&new, aibox_config::AIBOX_TOML)?;
+    write_atomic(&path, new.as_bytes(), false)?;
+    Ok(true)
+}
