@@ -304,12 +304,15 @@ pub fn state() -> Result<(), String> {
                 .to_owned(),
         );
     }
+    let catalog = catalog_tools()?;
+    floating.extend(catalog_floating(&catalog));
     if floating.is_empty() {
         report.push_str("none\n");
     }
     for f in &floating {
         let _ = writeln!(report, "- {f}");
     }
+    report.push_str(&catalog_table(&catalog));
     report.push_str("\n## Available dependency updates (crates.io)\n\n```\n");
     let out = Command::new(cargo())
         .args(["update", "--dry-run", "--verbose"])
@@ -330,7 +333,7 @@ pub fn state() -> Result<(), String> {
         let _ = writeln!(report, "{}", u.trim());
     }
     report.push_str("```\n\n## Provenance exceptions\n\n");
-    let mut exceptions = Vec::new();
+    let mut exceptions = catalog_exceptions(&catalog);
     for file in files_named(Path::new("."), "aibox.toml")? {
         let text = fs_err::read_to_string(&file).map_err(|e| e.to_string())?;
         for (i, line) in text.lines().enumerate() {
@@ -356,6 +359,157 @@ pub fn state() -> Result<(), String> {
         "release-state: written to {OUT_DIR}/release-state.md"
     ));
     Ok(())
+}
+
+/// Catalog entries that float: Debian packages follow their release's signed updates.
+fn catalog_floating(catalog: &[CatalogTool]) -> Vec<String> {
+    catalog
+        .iter()
+        .filter(|t| t.verification == "apt-signed")
+        .map(|t| {
+            format!(
+                "{CATALOG}: {}: Debian packages {} follow the {} release's signed updates",
+                t.name,
+                t.apt.join(", "),
+                t.version
+            )
+        })
+        .collect()
+}
+
+/// Catalog entries without verification, with their written reason.
+fn catalog_exceptions(catalog: &[CatalogTool]) -> Vec<String> {
+    catalog
+        .iter()
+        .filter(|t| t.verification == "exception")
+        .map(|t| {
+            format!(
+                "{CATALOG}: {} {} is not verified: {}",
+                t.name,
+                t.version,
+                t.exception.as_deref().unwrap_or("(no reason written)")
+            )
+        })
+        .collect()
+}
+
+/// Every catalog entry with its pin, verification and the registry's newest version.
+fn catalog_table(catalog: &[CatalogTool]) -> String {
+    let mut out = format!(
+        "\n## Tool catalog ({CATALOG})\n\n\
+         | tool | pinned | verification | registry | newest |\n|---|---|---|---|---|\n"
+    );
+    for t in catalog {
+        let (registry, newest) = newest_version(t);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {registry} | {newest} |",
+            t.name, t.version, t.verification
+        );
+    }
+    out
+}
+
+/// The tool catalog the generated Dockerfiles install from.
+const CATALOG: &str = "crates/aibox-devcontainer/catalog/tools.toml";
+
+/// The fields of a catalog entry release-state reports.
+struct CatalogTool {
+    name: String,
+    version: String,
+    verification: String,
+    exception: Option<String>,
+    apt: Vec<String>,
+    /// First npm package name, or the `PyPI` project named by the first URL.
+    npm: Option<String>,
+    pypi: Option<String>,
+}
+
+fn catalog_tools() -> Result<Vec<CatalogTool>, String> {
+    let text = fs_err::read_to_string(CATALOG).map_err(|e| e.to_string())?;
+    let doc: toml::Table = toml::from_str(&text).map_err(|e| format!("{CATALOG}: {e}"))?;
+    let tools = doc
+        .get("tool")
+        .and_then(toml::Value::as_table)
+        .cloned()
+        .unwrap_or_default();
+    let text_of = |v: Option<&toml::Value>| v.and_then(toml::Value::as_str).map(str::to_owned);
+    Ok(tools
+        .iter()
+        .map(|(name, t)| {
+            let first = t
+                .get("artifact")
+                .and_then(toml::Value::as_array)
+                .and_then(|a| a.first());
+            let npm = text_of(first.and_then(|a| a.get("npm"))).map(|spec| {
+                let at = spec
+                    .get(1..)
+                    .and_then(|s| s.find('@'))
+                    .map_or(spec.len(), |i| i + 1);
+                spec[..at].to_owned()
+            });
+            let pypi = text_of(first.and_then(|a| a.get("url")))
+                .filter(|u| u.contains("pythonhosted.org"))
+                .and_then(|u| {
+                    let file = u.rsplit('/').next()?.to_owned();
+                    Some(file.split('-').next()?.to_owned())
+                });
+            CatalogTool {
+                name: name.clone(),
+                version: text_of(t.get("version")).unwrap_or_default(),
+                verification: text_of(t.get("verification")).unwrap_or_default(),
+                exception: text_of(t.get("exception")),
+                apt: t
+                    .get("apt")
+                    .and_then(toml::Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                npm,
+                pypi,
+            }
+        })
+        .collect())
+}
+
+/// `(registry, newest version)` from the registry the entry comes from, asked through
+/// the machine's own clients (npm, the `PyPI` JSON API with curl, apt-cache).
+fn newest_version(t: &CatalogTool) -> (String, String) {
+    let unreachable = || "(not reachable)".to_owned();
+    let stdout = |cmd: &mut Command| {
+        cmd.output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    if let Some(name) = &t.npm {
+        let v = stdout(Command::new("npm").args(["view", name, "version"]));
+        return (
+            format!("npm {name}"),
+            v.map_or_else(unreachable, |v| v.trim().to_owned()),
+        );
+    }
+    if let Some(name) = &t.pypi {
+        let url = format!("https://pypi.org/pypi/{name}/json");
+        let v = stdout(Command::new("curl").args(["-fsSL", "--max-time", "30", &url]))
+            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .and_then(|j| j["info"]["version"].as_str().map(str::to_owned));
+        return (format!("PyPI {name}"), v.unwrap_or_else(unreachable));
+    }
+    if let Some(pkg) = t.apt.first() {
+        let v = stdout(Command::new("apt-cache").args(["policy", pkg])).and_then(|text| {
+            text.lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix("Candidate:")
+                    .map(|v| v.trim().to_owned())
+            })
+        });
+        return (format!("Debian {pkg}"), v.unwrap_or_else(unreachable));
+    }
+    ("-".to_owned(), "-".to_owned())
 }
 
 fn files_named(dir: &Path, name: &str) -> Result<Vec<PathBuf>, String> {
