@@ -927,6 +927,9 @@ fn exception_findings(config: &AiboxToml) -> (Vec<Finding>, Vec<SecurityExceptio
             )
         })
         .collect();
+    if let Ok(catalog) = aibox_devcontainer::catalog::Catalog::builtin() {
+        findings.extend(unverified_tool_findings(config, &catalog));
+    }
     if config.processkit.allow_unverified {
         findings.push(Finding::new(
             "aibox::doctor::unverified_processkit",
@@ -938,6 +941,35 @@ fn exception_findings(config: &AiboxToml) -> (Vec<Finding>, Vec<SecurityExceptio
         ));
     }
     (findings, list)
+}
+
+/// Catalog tools this project's image installs without verification: always shown, with
+/// the catalog's written reason.
+fn unverified_tool_findings(
+    config: &AiboxToml,
+    catalog: &aibox_devcontainer::catalog::Catalog,
+) -> Vec<Finding> {
+    let Ok(tools) = aibox_devcontainer::selected_tools(config, catalog) else {
+        return Vec::new();
+    };
+    tools
+        .into_iter()
+        .filter(|t| t.verification == aibox_devcontainer::catalog::Verification::Exception)
+        .map(|t| {
+            Finding::new(
+                "aibox::doctor::unverified_tool",
+                Severity::Warning,
+                aibox_devcontainer::DOCKERFILE_PATH,
+                format!(
+                    "`{} {}` is installed without verification: {}",
+                    t.name,
+                    t.version,
+                    t.exception.as_deref().unwrap_or_default()
+                ),
+                "prefer a verified catalog version; `aibox addon list` shows each tool's check",
+            )
+        })
+        .collect()
 }
 
 /// Everything that must not leave the machine: the known user and host names, the values
@@ -1072,4 +1104,43 @@ fn codex_sandbox_check(
     let report = codex_sandbox_probe(root, &p.config, options);
     run.check("codex-sandbox", vec![codex_sandbox_finding(&report)]);
     Some(report)
+}
+
+#[cfg(test)]
+mod tool_exception_tests {
+    use aibox_devcontainer::catalog::Catalog;
+
+    /// An unverified catalog entry the project installs is always reported, with its
+    /// reason; one it does not install is not.
+    #[test]
+    fn an_installed_unverified_tool_is_reported_with_its_reason() {
+        let catalog = Catalog::parse(
+            "[tool.ca-certificates]\nversion = \"bookworm\"\nsummary = \"c\"\n\
+             verification = \"apt-signed\"\napt = [\"ca-certificates\"]\n\
+             [tool.curl]\nversion = \"bookworm\"\nsummary = \"c\"\n\
+             verification = \"apt-signed\"\napt = [\"curl\"]\n\
+             [tool.git]\nversion = \"bookworm\"\nsummary = \"g\"\n\
+             verification = \"apt-signed\"\napt = [\"git\"]\n\
+             [tool.odd]\nversion = \"1.0.0\"\nsummary = \"o\"\n\
+             verification = \"exception\"\nexception = \"upstream publishes no digest\"\n\
+             [[tool.odd.artifact]]\nurl = \"https://example.invalid/odd.tar.gz\"\n",
+        )
+        .unwrap();
+        let config = |addons: &str| -> aibox_config::AiboxToml {
+            aibox_config::parse_aibox_toml(
+                &format!("[container]\nname = \"x\"\n[context]\nmode = \"harness-only\"\n{addons}"),
+                "aibox.toml",
+            )
+            .unwrap()
+        };
+        assert!(super::unverified_tool_findings(&config(""), &catalog).is_empty());
+        let findings =
+            super::unverified_tool_findings(&config("[addons]\ntools = [\"odd\"]\n"), &catalog);
+        assert_eq!(findings.len(), 1);
+        let text = format!("{findings:?}");
+        assert!(
+            text.contains("odd 1.0.0") && text.contains("upstream publishes no digest"),
+            "{text}"
+        );
+    }
 }
