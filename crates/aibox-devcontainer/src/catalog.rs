@@ -368,6 +368,17 @@ fn check_tool(tool: &Tool, all: &BTreeMap<String, Tool>) -> Result<(), CatalogEr
         for a in &tool.artifact {
             check_artifact(tool, a)?;
         }
+        // Zip files (wheels) are unpacked with Python's `zipfile` module.
+        let zips = tool
+            .artifact
+            .iter()
+            .any(|a| a.url.as_deref().and_then(archive_kind) == Some(Archive::Zip));
+        if zips && !tool.requires.iter().any(|r| r == "python") {
+            return Err(err(
+                name,
+                "zip downloads need `requires = [\"python\"]` to unpack",
+            ));
+        }
     }
     for r in &tool.requires {
         if !all.contains_key(r) || r == name {

@@ -6,10 +6,17 @@
 use aibox_devcontainer::catalog::{Catalog, Verification, sha512_hex, split_npm};
 
 const GOOD: &str = r#"
+[tool.python]
+version = "bookworm"
+summary = "p"
+verification = "apt-signed"
+apt = ["python3"]
+
 [tool.x]
 version = "1.2.3"
 summary = "x"
 verification = "sha256"
+requires = ["python"]
 [[tool.x.artifact]]
 url = "https://files.pythonhosted.org/packages/x.whl"
 sha256 = "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19"
@@ -85,6 +92,15 @@ fn verification_must_be_exactly_one_and_present() {
         "only allowed",
     );
     refused(&GOOD.replace("d7f459", "D7F459"), "lowercase hex");
+}
+
+#[test]
+fn zip_downloads_need_python_and_archives_a_known_suffix() {
+    refused(
+        &GOOD.replace("requires = [\"python\"]", ""),
+        "zip downloads need",
+    );
+    refused(&GOOD.replace("x.whl", "x.sh"), "must end in");
 }
 
 #[test]
