@@ -47,8 +47,7 @@ fn snapshots_per_harness() {
 
 #[test]
 fn claude_settings_validate_against_the_vendored_schema() {
-    let schema =
-        aibox_test_support::shared_dir().join("schemas/claude-code/claude-code-settings.json");
+    let schema = aibox_test_support::schemas_dir().join("claude-code/claude-code-settings.json");
     let files = all_files();
     for path in [".claude/settings.json", ".claude/settings.local.json"] {
         let value = json(&files[path]);
@@ -72,7 +71,7 @@ fn claude_settings_validate_against_the_vendored_schema() {
 
 #[test]
 fn gemini_settings_validate_against_the_vendored_schema() {
-    let schema = aibox_test_support::shared_dir().join("schemas/gemini-cli/settings.schema.json");
+    let schema = aibox_test_support::schemas_dir().join("gemini-cli/settings.schema.json");
     let files = all_files();
     let value = json(&files[".gemini/settings.json"]);
     validate_json_against(&schema, &value).unwrap();

@@ -1,4 +1,5 @@
-//! Validation of generated files against the vendored JSON schemas in `shared/schemas/`.
+//! Validation of generated files against the JSON schemas vendored in this crate's
+//! `schemas/` folder.
 //!
 //! Every helper returns `Err` with readable messages both when the document is invalid
 //! and when the schema itself cannot be read or compiled, so a broken or missing schema
@@ -13,12 +14,12 @@ use serde_json::Value;
 
 /// Path of the devcontainer base schema (`devContainer.base.schema.json`).
 pub fn devcontainer_schema_path() -> Utf8PathBuf {
-    crate::shared_dir().join("schemas/devcontainer/devContainer.base.schema.json")
+    crate::schemas_dir().join("devcontainer/devContainer.base.schema.json")
 }
 
 /// Path of the Compose specification schema (`compose-spec.json`).
 pub fn compose_schema_path() -> Utf8PathBuf {
-    crate::shared_dir().join("schemas/compose/compose-spec.json")
+    crate::schemas_dir().join("compose/compose-spec.json")
 }
 
 /// Validates `devcontainer.json` text (JSONC: `//` and `/* */` comments allowed)
@@ -206,6 +207,40 @@ mod tests {
             strip_jsonc_comments(text).lines().count(),
             text.lines().count()
         );
+    }
+
+    #[test]
+    fn vendored_schemas_live_in_the_repository_and_match_their_recorded_digests() {
+        use sha2::Digest as _;
+        let dir = crate::schemas_dir();
+        assert!(dir.starts_with(crate::workspace_root()), "{dir}");
+        let readme = fs_err::read_to_string(dir.join("README.md")).unwrap();
+        for path in [
+            devcontainer_schema_path(),
+            compose_schema_path(),
+            dir.join("claude-code/claude-code-settings.json"),
+            dir.join("gemini-cli/settings.schema.json"),
+        ] {
+            let digest = hex::encode(sha2::Sha256::digest(fs_err::read(&path).unwrap()));
+            let name = path.strip_prefix(&dir).unwrap().as_str();
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{name}`")))
+                .unwrap_or_else(|| panic!("{name} has no row in schemas/README.md"));
+            assert!(
+                row.contains(&digest),
+                "{name}: digest {digest} not in {row}"
+            );
+            let folder = path.parent().unwrap();
+            assert!(
+                fs_err::read_dir(folder).unwrap().any(|e| e
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("LICENSE")),
+                "{folder} has no licence file"
+            );
+        }
     }
 
     #[test]
