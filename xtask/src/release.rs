@@ -17,7 +17,7 @@ use crate::{cargo, say, step};
 /// Where the gate writes its outputs.
 const OUT_DIR: &str = "target/release-gate";
 /// Where an offline advisory database copy (`--advisory-db DIR`) is prepared: a git
-/// checkout named the way cargo-deny names its clone of the default RustSec URL.
+/// checkout named the way cargo-deny names its clone of the default `RustSec` URL.
 const OFFLINE_DB_ROOT: &str = "target/advisory-dbs";
 const OFFLINE_DB_CHECKOUT: &str = "advisory-db-3157b0e258782691";
 
