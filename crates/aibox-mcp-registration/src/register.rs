@@ -3,16 +3,22 @@
 //!
 //! Target files and their scope (harness-mcp-formats §13):
 //!
+//! Project files are committed, so a fresh clone sees the team and processkit servers
+//! without running aibox. Personal servers never reach a committed file: they go to the
+//! container-scoped user config where the harness has one, and are otherwise skipped
+//! with a reason that says where to add them by hand.
+//!
 //! | Harness | File | Scope | Personal servers |
 //! |---|---|---|---|
-//! | Claude Code | `.mcp.json` | gitignored | yes |
+//! | Claude Code | `.mcp.json` | committed | skipped, reported (`claude mcp add --scope local`) |
 //! | Claude Code | `.claude/settings.json` (team/processkit approvals + rules) | committed | never |
-//! | Claude Code | `.claude/settings.local.json` (personal approvals + rules) | gitignored | yes |
-//! | Codex | `.codex/config.toml` | gitignored | yes |
-//! | Codex | `.aibox-home/.codex/config.toml` (project trust only) | container-scoped | — |
-//! | Gemini CLI | `.gemini/settings.json` | gitignored | yes |
+//! | Claude Code | `.claude/settings.local.json` (personal rules) | gitignored | yes |
+//! | Codex | `.codex/config.toml` | committed | never |
+//! | Codex | `.aibox-home/.codex/config.toml` (project trust + personal servers) | container-scoped | yes |
+//! | Gemini CLI | `.gemini/settings.json` | committed | never |
+//! | Gemini CLI | `.aibox-home/.gemini/settings.json` (personal servers) | container-scoped | yes |
 //! | OpenCode | `opencode.json` | committed | skipped, reported |
-//! | Cursor | `.cursor/mcp.json` | gitignored | yes |
+//! | Cursor | `.cursor/mcp.json` | committed | skipped, reported |
 //! | VS Code | `.vscode/mcp.json` | committed | skipped, reported |
 
 use std::collections::BTreeSet;
@@ -41,6 +47,9 @@ pub const CODEX_CONFIG: &str = ".codex/config.toml";
 pub const CODEX_HOME_CONFIG: &str = ".aibox-home/.codex/config.toml";
 /// Gemini CLI project settings.
 pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
+/// The container-scoped Gemini user settings (mounted as `~/.gemini/settings.json`):
+/// personal servers.
+pub const GEMINI_HOME_SETTINGS: &str = ".aibox-home/.gemini/settings.json";
 /// `OpenCode` project config.
 pub const OPENCODE_CONFIG: &str = "opencode.json";
 /// Cursor project servers.
@@ -52,16 +61,10 @@ pub const VSCODE_MCP: &str = ".vscode/mcp.json";
 pub const CONTAINER_WORKSPACE: &str = "/workspace";
 
 /// Paths that must be in `.gitignore` because they may hold personal servers or
-/// container-scoped state (the engine's gitignore source adds them).
-pub const GITIGNORE_ENTRIES: [&str; 7] = [
-    CLAUDE_MCP_JSON,
-    CLAUDE_SETTINGS_LOCAL,
-    CODEX_CONFIG,
-    GEMINI_SETTINGS,
-    CURSOR_MCP,
-    ".aibox/",
-    ".aibox-home/",
-];
+/// container-scoped state (the engine's gitignore source adds them). The project MCP
+/// files are absent on purpose: they hold only team and processkit servers and are
+/// committed.
+pub const GITIGNORE_ENTRIES: [&str; 3] = [CLAUDE_SETTINGS_LOCAL, ".aibox/", ".aibox-home/"];
 
 /// Whether a target file is shared through git.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -76,23 +79,28 @@ pub enum FileScope {
 }
 
 /// Every file aibox may merge into, with its harness and scope.
-pub const TARGETS: [(Harness, &str, FileScope); 9] = [
-    (Harness::Claude, CLAUDE_MCP_JSON, FileScope::Gitignored),
+pub const TARGETS: [(Harness, &str, FileScope); 10] = [
+    (Harness::Claude, CLAUDE_MCP_JSON, FileScope::Committed),
     (Harness::Claude, CLAUDE_SETTINGS, FileScope::Committed),
     (
         Harness::Claude,
         CLAUDE_SETTINGS_LOCAL,
         FileScope::Gitignored,
     ),
-    (Harness::Codex, CODEX_CONFIG, FileScope::Gitignored),
+    (Harness::Codex, CODEX_CONFIG, FileScope::Committed),
     (
         Harness::Codex,
         CODEX_HOME_CONFIG,
         FileScope::ContainerScoped,
     ),
-    (Harness::Gemini, GEMINI_SETTINGS, FileScope::Gitignored),
+    (Harness::Gemini, GEMINI_SETTINGS, FileScope::Committed),
+    (
+        Harness::Gemini,
+        GEMINI_HOME_SETTINGS,
+        FileScope::ContainerScoped,
+    ),
     (Harness::Opencode, OPENCODE_CONFIG, FileScope::Committed),
-    (Harness::Cursor, CURSOR_MCP, FileScope::Gitignored),
+    (Harness::Cursor, CURSOR_MCP, FileScope::Committed),
     (Harness::Vscode, VSCODE_MCP, FileScope::Committed),
 ];
 
@@ -173,7 +181,9 @@ struct Computed {
     claude_allow: [Vec<String>; 2],
     claude_deny: [Vec<String>; 2],
     codex: Vec<(String, toml_edit::Table)>,
+    codex_personal: Vec<(String, toml_edit::Table)>,
     gemini: Vec<(String, Value)>,
+    gemini_personal: Vec<(String, Value)>,
     opencode: Vec<(String, Value)>,
     cursor: Vec<(String, Value)>,
     vscode: Vec<(String, Value)>,
@@ -194,6 +204,9 @@ impl Computed {
         let personal = s.origin == Origin::Personal;
         let c = self;
         match h {
+            Harness::Claude | Harness::Cursor | Harness::Opencode | Harness::Vscode if personal => {
+                Err(personal_skip(h, &s.name))
+            }
             Harness::Claude => harness::claude_entry(s).map(|Rendered { value, notes }| {
                 c.claude.push((s.name.clone(), value));
                 let idx = usize::from(personal);
@@ -215,32 +228,39 @@ impl Computed {
                 (CLAUDE_MCP_JSON, [notes, rules.notes].concat())
             }),
             Harness::Codex => harness::codex_entry(s, policy, workspace).map(|r| {
+                let file = if personal {
+                    CODEX_HOME_CONFIG
+                } else {
+                    CODEX_CONFIG
+                };
                 if r.value.contains_key("enabled_tools") || r.value.contains_key("disabled_tools") {
-                    row.permissions_target = Some(CODEX_CONFIG.to_owned());
+                    row.permissions_target = Some(file.to_owned());
                 }
-                c.codex.push((s.name.clone(), r.value));
-                (CODEX_CONFIG, r.notes)
+                let list = if personal {
+                    &mut c.codex_personal
+                } else {
+                    &mut c.codex
+                };
+                list.push((s.name.clone(), r.value));
+                (file, r.notes)
             }),
             Harness::Gemini => harness::gemini_entry(s, policy).map(|r| {
-                if r.value.get("includeTools").is_some() || r.value.get("excludeTools").is_some() {
-                    row.permissions_target = Some(GEMINI_SETTINGS.to_owned());
-                }
-                c.gemini.push((s.name.clone(), r.value));
-                (GEMINI_SETTINGS, r.notes)
-            }),
-            Harness::Opencode | Harness::Vscode if personal => {
-                let (file, user) = if h == Harness::Opencode {
-                    (OPENCODE_CONFIG, "~/.config/opencode/opencode.json")
+                let file = if personal {
+                    GEMINI_HOME_SETTINGS
                 } else {
-                    (
-                        VSCODE_MCP,
-                        "your VS Code user profile (MCP: Open User Configuration)",
-                    )
+                    GEMINI_SETTINGS
                 };
-                Err(format!(
-                    "personal servers never go to the committed {file}, and {h} has no gitignored project file; add it to {user} yourself"
-                ))
-            }
+                if r.value.get("includeTools").is_some() || r.value.get("excludeTools").is_some() {
+                    row.permissions_target = Some(file.to_owned());
+                }
+                let list = if personal {
+                    &mut c.gemini_personal
+                } else {
+                    &mut c.gemini
+                };
+                list.push((s.name.clone(), r.value));
+                (file, r.notes)
+            }),
             Harness::Opencode => harness::opencode_entry(s).map(|r| {
                 c.opencode.push((s.name.clone(), r.value));
                 (OPENCODE_CONFIG, r.notes)
@@ -257,12 +277,40 @@ impl Computed {
     }
 }
 
+/// Why a personal server is not registered for `h`, and where to add it by hand: the
+/// harness's project file is committed and aibox has no container-scoped place for it.
+fn personal_skip(h: Harness, name: &str) -> String {
+    let (file, user) = match h {
+        Harness::Claude => (
+            CLAUDE_MCP_JSON,
+            format!(
+                "inside the container run `claude mcp add --scope local {name} -- COMMAND` (stored in your ~/.claude.json)"
+            ),
+        ),
+        Harness::Cursor => (
+            CURSOR_MCP,
+            "add it to ~/.cursor/mcp.json yourself".to_owned(),
+        ),
+        Harness::Opencode => (
+            OPENCODE_CONFIG,
+            "add it to ~/.config/opencode/opencode.json yourself".to_owned(),
+        ),
+        _ => (
+            VSCODE_MCP,
+            "add it to your VS Code user profile (MCP: Open User Configuration) yourself"
+                .to_owned(),
+        ),
+    };
+    format!("personal servers never go to the committed {file}; {user}")
+}
+
 fn trust_scope(h: Harness, origin: Origin, workspace: &str) -> String {
     match (h, origin) {
         (Harness::Claude, Origin::Personal) => {
             "approved for you in .claude/settings.local.json (enabledMcpjsonServers)".into()
         }
         (Harness::Claude, _) => "approved in committed .claude/settings.json (enabledMcpjsonServers); Claude honours it only after you trust the folder".into(),
+        (Harness::Codex, Origin::Personal) => format!("Codex loads servers of its user config, the container-scoped {CODEX_HOME_CONFIG}"),
         (Harness::Codex, _) => format!("Codex reads .codex/config.toml because aibox trusts {workspace} in the container-scoped {CODEX_HOME_CONFIG}"),
         (Harness::Gemini, _) => "Gemini connects only in a trusted folder (~/.gemini/trustedFolders.json or GEMINI_CLI_TRUST_WORKSPACE=true); aibox never sets `trust`".into(),
         (Harness::Opencode, _) => "approve with `opencode mcp approve NAME` (stored in your OpenCode data dir)".into(),
@@ -381,6 +429,18 @@ pub fn register(
             }
             CODEX_HOME_CONFIG => {
                 let mut doc = TomlDoc::parse(path, text.as_deref())?;
+                let entries = if on {
+                    c.codex_personal.clone()
+                } else {
+                    Vec::new()
+                };
+                let prev_servers =
+                    previously_owned(ledger, path, "mcp_servers", std::iter::empty(), |_| false);
+                out.set(
+                    path,
+                    "mcp_servers",
+                    doc.merge_tables("mcp_servers", entries, &prev_servers)?,
+                );
                 let prev =
                     previously_owned(ledger, path, "projects", std::iter::empty(), |_| false);
                 // Trust only matters once Codex has project servers to load.
@@ -487,6 +547,7 @@ fn merge_json(
     let (slot, entries): (&[&str], Vec<(String, Value)>) = match path {
         CLAUDE_MCP_JSON => (&["mcpServers"], pick(&c.claude)),
         GEMINI_SETTINGS => (&["mcpServers"], pick(&c.gemini)),
+        GEMINI_HOME_SETTINGS => (&["mcpServers"], pick(&c.gemini_personal)),
         OPENCODE_CONFIG => (&["mcp"], pick(&c.opencode)),
         CURSOR_MCP => (&["mcpServers"], pick(&c.cursor)),
         VSCODE_MCP => (&["servers"], pick(&c.vscode)),

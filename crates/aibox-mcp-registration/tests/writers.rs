@@ -49,7 +49,7 @@ fn snapshots_per_harness() {
 fn claude_settings_validate_against_the_vendored_schema() {
     let schema = aibox_test_support::schemas_dir().join("claude-code/claude-code-settings.json");
     let files = all_files();
-    for path in [".claude/settings.json", ".claude/settings.local.json"] {
+    for path in [".claude/settings.json"] {
         let value = json(&files[path]);
         validate_json_against(&schema, &value).unwrap_or_else(|e| panic!("{path}: {e:?}"));
         assert!(value.get("permissions.allow").is_none(), "flat key written");
@@ -88,21 +88,49 @@ fn gemini_settings_validate_against_the_vendored_schema() {
 #[test]
 fn personal_servers_never_reach_committed_files() {
     let files = all_files();
-    for committed in [".claude/settings.json", "opencode.json", ".vscode/mcp.json"] {
+    // Every project MCP file is committed: team and processkit servers only.
+    for committed in [
+        ".mcp.json",
+        ".claude/settings.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        "opencode.json",
+        ".cursor/mcp.json",
+        ".vscode/mcp.json",
+    ] {
         assert!(
             !files[committed].contains("my-notes"),
             "{committed} leaks a personal server"
         );
+        assert!(
+            files[committed].contains("processkit-gateway"),
+            "{committed}"
+        );
     }
-    assert!(files[".claude/settings.local.json"].contains("my-notes"));
-    assert!(files[".mcp.json"].contains("my-notes"));
+    // The personal server goes to the container-scoped user configs only.
+    assert!(files[".aibox-home/.codex/config.toml"].contains("[mcp_servers.my-notes]"));
+    assert!(files[".aibox-home/.gemini/settings.json"].contains("\"my-notes\""));
+    for path in aibox_mcp_registration::GITIGNORE_ENTRIES {
+        assert!(
+            !matches!(
+                path,
+                ".mcp.json" | ".codex/config.toml" | ".gemini/settings.json" | ".cursor/mcp.json"
+            ),
+            "{path} is committed, not ignored"
+        );
+    }
     let opts = RegisterOptions {
         harnesses: &Harness::ALL,
         permissions: &perms(),
         workspace: "/workspace",
     };
     let report = effective_servers(&fixture_servers(), &opts);
-    for h in [Harness::Opencode, Harness::Vscode] {
+    for h in [
+        Harness::Claude,
+        Harness::Cursor,
+        Harness::Opencode,
+        Harness::Vscode,
+    ] {
         let row = report
             .iter()
             .find(|r| r.harness == h && r.name == "my-notes")
@@ -150,15 +178,16 @@ fn codex_config_uses_absolute_paths_names_and_timeouts() {
         codex["mcp_servers"]["issues"]["bearer_token_env_var"].as_str(),
         Some("ISSUES_TOKEN")
     );
-    assert_eq!(
-        codex["mcp_servers"]["my-notes"]["args"][0].as_str(),
-        Some("/workspace/tools/notes.js")
-    );
+    assert!(codex["mcp_servers"].get("my-notes").is_none());
     assert!(
         !files[".codex/config.toml"].contains("projects"),
         "trust must not be in the project file"
     );
     let home: toml_edit::DocumentMut = files[".aibox-home/.codex/config.toml"].parse().unwrap();
+    assert_eq!(
+        home["mcp_servers"]["my-notes"]["args"][0].as_str(),
+        Some("/workspace/tools/notes.js")
+    );
     assert_eq!(
         home["projects"]["/workspace"]["trust_level"].as_str(),
         Some("trusted")
@@ -233,16 +262,7 @@ fn merge_keeps_user_entries_comments_order_and_prunes_removed_servers() {
     assert_eq!(top, ["zeta", "mcpServers", "alpha"]);
     let names: Vec<&String> = mcp["mcpServers"].as_object().unwrap().keys().collect();
     // `docs` is taken over in place; new entries are appended in name order.
-    assert_eq!(
-        names,
-        [
-            "hand-made",
-            "docs",
-            "issues",
-            "my-notes",
-            "processkit-gateway"
-        ]
-    );
+    assert_eq!(names, ["hand-made", "docs", "issues", "processkit-gateway"]);
     assert_eq!(mcp["mcpServers"]["docs"]["command"], "npx");
 
     let codex = &files[".codex/config.toml"];
