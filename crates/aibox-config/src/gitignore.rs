@@ -8,7 +8,7 @@
 /// Paths aibox may write that can hold personal data, secrets or machine state.
 ///
 /// Directories end with `/`. Generated committed files (`.devcontainer/*`, `aibox.lock`,
-/// `.claude/settings.json`) are deliberately absent.
+/// `.claude/settings.json`, the project MCP files) are deliberately absent.
 pub const LOCAL_STATE_PATHS: &[&str] = &[
     // Personal configuration and the environment file generated from it.
     ".aibox-local.toml",
@@ -24,12 +24,10 @@ pub const LOCAL_STATE_PATHS: &[&str] = &[
     "context/.state/",
     "context/private/",
     "context/**/private/",
-    // Harness files that merge personal MCP servers or approvals in.
-    ".mcp.json",
+    // Personal harness settings. The project MCP files (`.mcp.json`,
+    // `.codex/config.toml`, `.gemini/settings.json`, `.cursor/mcp.json`) are committed:
+    // they hold only team and processkit servers, so a fresh clone sees them.
     ".claude/settings.local.json",
-    ".codex/config.toml",
-    ".cursor/mcp.json",
-    ".gemini/settings.json",
     ".continue/mcpServers/",
 ];
 

@@ -33,14 +33,14 @@ fn user_lines_survive_byte_for_byte() {
 
 #[test]
 fn equivalent_forms_count_as_present() {
-    let user = "/.aibox-local.toml\n.aibox-home\n/.aibox/\ncontext/.cache/\n/.mcp.json\n";
+    let user = "/.aibox-local.toml\n.aibox-home\n/.aibox/\ncontext/.cache/\n/.claude/settings.local.json\n";
     let missing = missing_entries(user);
     for present in [
         ".aibox-local.toml",
         ".aibox-home/",
         ".aibox/",
         "context/.cache/",
-        ".mcp.json",
+        ".claude/settings.local.json",
     ] {
         assert!(
             !missing.contains(&present),
@@ -48,16 +48,36 @@ fn equivalent_forms_count_as_present() {
         );
     }
     // A directory pattern does not cover a file of the same name.
-    assert!(missing_entries(".mcp.json/\n").contains(&".mcp.json"));
+    assert!(missing_entries(".aibox-local.env/\n").contains(&".aibox-local.env"));
     // Comments are not patterns.
     assert!(missing_entries("# .aibox-local.env\n").contains(&".aibox-local.env"));
 }
 
 #[test]
 fn explicit_unignore_is_respected() {
-    let user = "!.mcp.json\n";
+    let user = "!.claude/settings.local.json\n";
     let out = merge_gitignore(Some(user)).unwrap();
-    assert!(!out.lines().any(|l| l == ".mcp.json"), "{out}");
+    assert!(
+        !out.lines().any(|l| l == ".claude/settings.local.json"),
+        "{out}"
+    );
+}
+
+#[test]
+fn project_mcp_files_are_committed_so_a_fresh_clone_sees_team_servers() {
+    let out = merge_gitignore(None).unwrap();
+    for committed in [
+        ".mcp.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        ".cursor/mcp.json",
+        "opencode.json",
+        ".vscode/mcp.json",
+        ".devcontainer/docker-compose.yml",
+    ] {
+        assert!(!out.lines().any(|l| l == committed), "{committed}:\n{out}");
+    }
+    assert!(out.lines().any(|l| l == ".claude/settings.local.json"));
 }
 
 #[test]
