@@ -230,7 +230,9 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
     json_or(g, &report, || {
         for f in &report.files {
             if f.action.changes() || g.verbose > 0 {
-                let verb = if report.wrote_nothing {
+                let verb = if args.check && f.action.changes() {
+                    format!("stale ({})", f.action.as_str())
+                } else if report.wrote_nothing {
                     format!("would be {}", f.action.as_str())
                 } else {
                     f.action.as_str().to_owned()
@@ -253,6 +255,11 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
         let changed = report.files.iter().filter(|f| f.action.changes()).count();
         let summary = match (report.wrote_nothing, changed) {
             (_, 0) => "everything is up to date".to_owned(),
+            (true, n) if args.check => format!(
+                "{n} committed file(s) differ from what aibox.toml generates: run `aibox apply` \
+                 and commit the result (local, gitignored files are not checked; the next apply \
+                 creates them)"
+            ),
             (true, n) => format!("{n} file(s) would change"),
             (false, n) => format!("{n} file(s) written"),
         };

@@ -31,6 +31,22 @@ pub const LOCAL_STATE_PATHS: &[&str] = &[
     ".continue/mcpServers/",
 ];
 
+/// Whether a root-relative path (with `/` separators) is local state: covered by one of
+/// [`LOCAL_STATE_PATHS`], so it never reaches git. `apply --check` judges only the other
+/// (committed) files, because a fresh clone has none of these.
+pub fn is_local_state(path: &str) -> bool {
+    LOCAL_STATE_PATHS.iter().any(|entry| {
+        if let Some((head, tail)) = entry.split_once("**/") {
+            path.starts_with(head) && path[head.len()..].contains(&format!("/{tail}"))
+                || path.starts_with(&format!("{head}{tail}"))
+        } else if entry.ends_with('/') {
+            path.starts_with(entry)
+        } else {
+            path == *entry
+        }
+    })
+}
+
 /// First line of aibox's block.
 pub const BLOCK_START: &str =
     "# >>> aibox: local state, may hold personal data (keep out of git) >>>";

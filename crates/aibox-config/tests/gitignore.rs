@@ -101,3 +101,28 @@ fn complete_file_is_left_alone() {
     let all = LOCAL_STATE_PATHS.join("\n") + "\n";
     assert_eq!(merge_gitignore(Some(&all)), None);
 }
+
+#[test]
+fn local_state_paths_are_recognised() {
+    use aibox_config::is_local_state;
+    for local in [
+        ".aibox-local.env",
+        ".devcontainer/docker-compose.local.yml",
+        ".aibox/mcp-ledger.json",
+        ".aibox-home/.codex/config.toml",
+        ".claude/settings.local.json",
+        "context/private/notes.md",
+        "context/team/private/x.md",
+    ] {
+        assert!(is_local_state(local), "{local}");
+    }
+    for committed in [
+        ".mcp.json",
+        ".devcontainer/docker-compose.yml",
+        "aibox.lock",
+        ".aibox-local.toml.example",
+        "context/skills/x/SKILL.md",
+    ] {
+        assert!(!is_local_state(committed), "{committed}");
+    }
+}

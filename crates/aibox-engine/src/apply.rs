@@ -31,7 +31,9 @@ pub const BACKUP_DIR: &str = ".aibox/backups";
 pub struct ApplyOptions {
     /// Compute diffs of what would change; write nothing.
     pub dry_run: bool,
-    /// Report whether anything would change; write nothing.
+    /// Report whether any committed output would change; write nothing. Local state
+    /// (gitignored files, see [`aibox_config::is_local_state`]) is left out of the
+    /// report: a fresh clone has none of it and the next apply creates it silently.
     pub check: bool,
     /// Back up and replace generated files that aibox did not write.
     pub force: bool,
@@ -194,6 +196,10 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
                 diff,
             });
         }
+    }
+    if options.check {
+        decisions.retain(|d| !aibox_config::is_local_state(d.report.path.as_str()));
+        removals.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
     }
     if let Some(foreign) = decisions.iter().find(|d| d.foreign && !options.force) {
         return Err(EngineError::ForeignFile {

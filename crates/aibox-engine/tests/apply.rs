@@ -215,6 +215,58 @@ fn check_reports_pending_changes_without_writing() {
     assert_eq!(before, fx.stamps());
 }
 
+/// A fresh clone has the committed outputs but no local state: `--check` passes there,
+/// and names only committed files when one is stale.
+#[test]
+fn check_judges_committed_outputs_only() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let mut removed = 0;
+    for path in common::walk(&fx.root) {
+        if aibox_config::is_local_state(&path) {
+            fs_err::remove_file(fx.path(&path)).unwrap();
+            removed += 1;
+        }
+    }
+    assert!(removed >= 3, "expected local files to remove");
+    let report = apply(&fx.root, &check()).unwrap();
+    assert!(
+        !report.changed(),
+        "{:?}",
+        report
+            .files
+            .iter()
+            .filter(|f| f.action.changes())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        report
+            .files
+            .iter()
+            .all(|f| !aibox_config::is_local_state(f.path.as_str()))
+    );
+
+    fx.write(
+        "aibox.toml",
+        &common::AIBOX_TOML.replace("C.UTF-8", "en_US.UTF-8"),
+    );
+    let report = apply(&fx.root, &check()).unwrap();
+    let stale: Vec<&str> = report
+        .files
+        .iter()
+        .filter(|f| f.action.changes())
+        .map(|f| f.path.as_str())
+        .collect();
+    assert!(
+        stale.contains(&".devcontainer/docker-compose.yml"),
+        "{stale:?}"
+    );
+    assert!(
+        stale.iter().all(|p| !aibox_config::is_local_state(p)),
+        "{stale:?}"
+    );
+}
+
 #[test]
 fn foreign_generated_file_is_refused_then_backed_up_with_force() {
     let fx = Fixture::new();

@@ -51,10 +51,22 @@ fn apply_registers_prunes_and_is_idempotent() {
 
     let mcp: serde_json::Value = serde_json::from_str(&f.read(".mcp.json")).unwrap();
     let names: Vec<&String> = mcp["mcpServers"].as_object().unwrap().keys().collect();
-    assert_eq!(names, ["docs", "issues", "my-notes"]);
+    // `.mcp.json` is committed: team servers only; the personal one goes to the
+    // container-scoped Codex and Gemini user configs.
+    assert_eq!(names, ["docs", "issues"]);
     let settings = f.read(".claude/settings.json");
     assert!(settings.contains("mcp__docs__search") && !settings.contains("my-notes"));
-    assert!(f.read(".claude/settings.local.json").contains("my-notes"));
+    for committed in [".codex/config.toml", ".gemini/settings.json"] {
+        assert!(!f.read(committed).contains("my-notes"), "{committed}");
+    }
+    assert!(
+        f.read(".aibox-home/.codex/config.toml")
+            .contains("[mcp_servers.my-notes]")
+    );
+    assert!(
+        f.read(".aibox-home/.gemini/settings.json")
+            .contains("my-notes")
+    );
     assert!(
         f.read(".codex/config.toml")
             .contains("[mcp_servers.issues]")
