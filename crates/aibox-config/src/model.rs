@@ -636,7 +636,8 @@ pub struct LocalContainer {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LocalMcp {
-    /// Personal MCP servers: only ever written to gitignored files.
+    /// Personal MCP servers: only ever written to container-scoped or gitignored files, never
+    /// to a committed one (skipped, with a reason, for harnesses that have no such place).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub servers: Vec<McpServer>,
 }
