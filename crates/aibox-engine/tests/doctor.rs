@@ -400,3 +400,29 @@ fn a_corrupt_lock_is_an_error() {
     let report = p.doctor();
     assert!(codes(&report, Severity::Error).contains(&"aibox::doctor::lock_invalid".to_owned()));
 }
+
+/// A hand edit of a generated file is an error that names `--force` and its backup;
+/// doctor never advises a plain `apply` that would overwrite the edit.
+#[test]
+fn a_hand_edited_generated_file_is_an_error_not_an_invitation_to_apply() {
+    let p = Project::new(BASE_TOML);
+    p.git(&["init", "-q"]);
+    p.apply();
+    let dockerfile = p.root.join(".devcontainer/Dockerfile");
+    let edited = format!(
+        "{}RUN echo my tweak\n",
+        fs_err::read_to_string(&dockerfile).unwrap()
+    );
+    fs_err::write(&dockerfile, &edited).unwrap();
+    let report = p.doctor();
+    let finding = report
+        .by_severity(Severity::Error)
+        .find(|f| f.code == "aibox::doctor::plan_failed")
+        .unwrap_or_else(|| panic!("{}", report.render_human()));
+    assert!(
+        finding.message.contains("aibox::apply::edited_file"),
+        "{finding:?}"
+    );
+    assert!(finding.remedy.contains("--force"), "{finding:?}");
+    assert_eq!(fs_err::read_to_string(&dockerfile).unwrap(), edited);
+}
