@@ -159,3 +159,27 @@ fn effective_servers_for_mcp_list() {
     let json = serde_json::to_value(&rows).unwrap();
     assert_eq!(json[0]["origin"], "team");
 }
+
+/// VS Code and Gemini CLI files with `//` comments are merged (not refused), keeping
+/// every comment, and the next apply changes nothing.
+#[test]
+fn commented_harness_files_are_merged_keeping_comments() {
+    let f = fixture();
+    let vscode = "// team servers\n{\n  \"servers\": {\n    // mine\n    \"mine\": { \"type\": \"stdio\", \"command\": \"echo\" },\n  },\n}\n";
+    let gemini = "{\n  // look\n  \"ui\": { \"theme\": \"x\" } /* dark */\n}\n";
+    f.write(".vscode/mcp.json", vscode);
+    f.write(".gemini/settings.json", gemini);
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let v = f.read(".vscode/mcp.json");
+    for kept in ["// team servers", "// mine", "\"mine\""] {
+        assert!(v.contains(kept), "lost {kept}:\n{v}");
+    }
+    assert!(v.contains("\"docs\""), "{v}");
+    let g = f.read(".gemini/settings.json");
+    for kept in ["// look", "/* dark */", "\"theme\": \"x\""] {
+        assert!(g.contains(kept), "lost {kept}:\n{g}");
+    }
+    assert!(g.contains("\"docs\""), "{g}");
+    let again = apply(&f.root, &ApplyOptions::default()).unwrap();
+    assert!(!again.changed(), "{:?}", again.files);
+}

@@ -672,3 +672,104 @@ fn unpinned_team_packages_are_reported() {
         reg.notices
     );
 }
+
+const VSCODE_WITH_COMMENTS: &str = r#"// Team MCP servers for VS Code
+{
+  /* servers we added by hand */
+  "servers": {
+    // my own server, keep it
+    "hand-made": { "type": "stdio", "command": "echo" }, // trailing note
+  },
+  "inputs": [], // none yet
+}
+"#;
+
+const GEMINI_WITH_COMMENTS: &str = r#"{
+  // appearance
+  "ui": { "theme": "x" },
+  /* servers */
+  "mcpServers": {
+    "mine": { "command": "echo" } // hand-made
+  }
+}
+"#;
+
+/// VS Code and Gemini CLI read `//` and `/* */` comments and trailing commas; a merge keeps
+/// every comment and touches only aibox's own entries, and removing them later keeps the
+/// comments too.
+#[test]
+fn jsonc_files_are_merged_keeping_every_comment() {
+    let mut files = Files::new();
+    files.insert(".vscode/mcp.json".into(), VSCODE_WITH_COMMENTS.into());
+    files.insert(".gemini/settings.json".into(), GEMINI_WITH_COMMENTS.into());
+    let harnesses = [Harness::Vscode, Harness::Gemini];
+    apply(&mut files, &fixture_servers(), &harnesses, &perms()).unwrap();
+    insta::assert_snapshot!("jsonc_vscode_merged", files[".vscode/mcp.json"]);
+    let comments = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| {
+                l.find("//")
+                    .or_else(|| l.find("/*"))
+                    .map(|i| l[i..].to_owned())
+            })
+            .filter(|c| !c.starts_with("//y") && !c.contains("://"))
+            .collect()
+    };
+    for (path, original) in [
+        (".vscode/mcp.json", VSCODE_WITH_COMMENTS),
+        (".gemini/settings.json", GEMINI_WITH_COMMENTS),
+    ] {
+        let merged = &files[path];
+        for comment in comments(original) {
+            assert!(
+                merged.contains(&comment),
+                "{path} lost `{comment}`:\n{merged}"
+            );
+        }
+        assert!(merged.contains("processkit-gateway"), "{merged}");
+        let value: serde_json::Value =
+            jsonc_parser::parse_to_serde_value(merged, &jsonc_parser::ParseOptions::default())
+                .unwrap();
+        let slot = if path.starts_with(".vscode") {
+            "servers"
+        } else {
+            "mcpServers"
+        };
+        let names: Vec<&String> = value[slot].as_object().unwrap().keys().collect();
+        assert_eq!(
+            names[0],
+            if slot == "servers" {
+                "hand-made"
+            } else {
+                "mine"
+            }
+        );
+        assert!(names.iter().any(|n| *n == "docs"), "{names:?}");
+    }
+    let gemini: serde_json::Value = jsonc_parser::parse_to_serde_value(
+        &files[".gemini/settings.json"],
+        &jsonc_parser::ParseOptions::default(),
+    )
+    .unwrap();
+    validate_json_against(
+        &aibox_test_support::schemas_dir().join("gemini-cli/settings.schema.json"),
+        &gemini,
+    )
+    .unwrap();
+
+    // Applying again is byte-identical; removing every aibox server keeps the comments.
+    let before = files.clone();
+    apply(&mut files, &fixture_servers(), &harnesses, &perms()).unwrap();
+    assert_eq!(files, before);
+    apply(&mut files, &[], &harnesses, &perms()).unwrap();
+    for (path, original) in [
+        (".vscode/mcp.json", VSCODE_WITH_COMMENTS),
+        (".gemini/settings.json", GEMINI_WITH_COMMENTS),
+    ] {
+        let text = &files[path];
+        assert!(!text.contains("processkit-gateway"), "{text}");
+        for comment in comments(original) {
+            assert!(text.contains(&comment), "{path} lost `{comment}`:\n{text}");
+        }
+    }
+}

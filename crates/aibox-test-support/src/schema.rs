@@ -25,9 +25,9 @@ pub fn compose_schema_path() -> Utf8PathBuf {
 /// Validates `devcontainer.json` text (JSONC: `//` and `/* */` comments allowed)
 /// against the devcontainer base schema.
 pub fn validate_devcontainer_json(text: &str) -> Result<(), Vec<String>> {
-    let stripped = strip_jsonc_comments(text);
-    let value: Value = serde_json::from_str(&stripped)
-        .map_err(|e| vec![format!("devcontainer.json is not valid JSON(C): {e}")])?;
+    let value: Value =
+        jsonc_parser::parse_to_serde_value(text, &jsonc_parser::ParseOptions::default())
+            .map_err(|e| vec![format!("devcontainer.json is not valid JSON(C): {e}")])?;
     validate_json_against(&devcontainer_schema_path(), &value)
 }
 
@@ -113,100 +113,14 @@ fn draft_of(uri: &str) -> Option<Draft> {
     .find_map(|(suffix, draft)| uri.ends_with(suffix).then_some(draft))
 }
 
-/// Replaces `//` and `/* */` comments outside of JSON strings with spaces (newlines are
-/// kept, so parser error positions still point at the right line).
-pub fn strip_jsonc_comments(text: &str) -> String {
-    #[derive(Clone, Copy, PartialEq)]
-    enum State {
-        Code,
-        Str,
-        StrEscape,
-        Line,
-        Block,
-        BlockStar,
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut state = State::Code;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        state = match (state, c) {
-            (State::Code, '"') => {
-                out.push(c);
-                State::Str
-            }
-            (State::Code, '/') if chars.peek() == Some(&'/') => {
-                chars.next();
-                out.push_str("  ");
-                State::Line
-            }
-            (State::Code, '/') if chars.peek() == Some(&'*') => {
-                chars.next();
-                out.push_str("  ");
-                State::Block
-            }
-            (State::Code, _) => {
-                out.push(c);
-                State::Code
-            }
-            (State::Str, '\\') => {
-                out.push(c);
-                State::StrEscape
-            }
-            (State::Str, '"') | (State::StrEscape, _) => {
-                out.push(c);
-                if state == State::StrEscape {
-                    State::Str
-                } else {
-                    State::Code
-                }
-            }
-            (State::Str, _) => {
-                out.push(c);
-                State::Str
-            }
-            (State::Line, '\n') => {
-                out.push('\n');
-                State::Code
-            }
-            (State::Line, _) => {
-                out.push(' ');
-                State::Line
-            }
-            (State::Block | State::BlockStar, '\n') => {
-                out.push('\n');
-                State::Block
-            }
-            (State::Block | State::BlockStar, '*') => {
-                out.push(' ');
-                State::BlockStar
-            }
-            (State::BlockStar, '/') => {
-                out.push(' ');
-                State::Code
-            }
-            (State::Block | State::BlockStar, _) => {
-                out.push(' ');
-                State::Block
-            }
-        };
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn jsonc_comments_are_stripped_but_not_inside_strings() {
-        let text = "// head\n{\n  \"url\": \"http://x//y\", // tail\n  /* block\n * */ \"q\": \"a\\\"//b/*c*/\"\n}\n";
-        let v: Value = serde_json::from_str(&strip_jsonc_comments(text)).unwrap();
-        assert_eq!(v["url"], "http://x//y");
-        assert_eq!(v["q"], "a\"//b/*c*/");
-        assert_eq!(
-            strip_jsonc_comments(text).lines().count(),
-            text.lines().count()
-        );
+    fn jsonc_comments_and_trailing_commas_are_read() {
+        let text = "// head\n{\n  \"name\": \"http://x//y\", // tail\n  /* block\n * */ \"dockerComposeFile\": [\"a.yml\",],\n  \"service\": \"x\", \"workspaceFolder\": \"/w\",\n}\n";
+        validate_devcontainer_json(text).unwrap();
     }
 
     #[test]
