@@ -102,6 +102,8 @@ pub struct ContainerSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
     /// Non-secret environment variables (committed). Secrets go to `.aibox-local.toml`.
+    /// A value that is exactly `${NAME}` takes the host's `NAME` when the container is
+    /// created (empty when unset); any other `$` is kept literally.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
     /// Additional bind mounts.

@@ -1,7 +1,8 @@
 //! `.devcontainer/docker-compose.yml`, written by hand for stable, readable output.
 //!
 //! Every scalar is double-quoted (see [`crate::quote::yaml`]) and every `$` doubled so
-//! Compose passes values through without interpolation. There is no top-level `name:`
+//! Compose passes values through without interpolation, except a team environment value
+//! that is exactly `${NAME}`: that one Compose fills from the host environment. There is no top-level `name:`
 //! (Debian's docker-compose 1.29 rejects it; the runtime passes `-p`) and no `version:`
 //! (obsolete).
 //!
@@ -52,7 +53,13 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     if !env.is_empty() {
         out.push_str("    environment:\n");
         for (key, value) in &env {
-            let _ = writeln!(out, "      {}: {}", yaml(key), compose_yaml(value));
+            let value = if host_reference(value).is_some() {
+                // Left for Compose to interpolate from the host environment.
+                yaml(value)
+            } else {
+                compose_yaml(value)
+            };
+            let _ = writeln!(out, "      {}: {value}", yaml(key));
         }
     }
 
@@ -70,6 +77,14 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
         compose_yaml(&crate::project_name(config))
     );
     Ok(out)
+}
+
+/// The variable name when `value` is exactly a host reference `${NAME}`.
+pub(crate) fn host_reference(value: &str) -> Option<&str> {
+    value
+        .strip_prefix("${")
+        .and_then(|v| v.strip_suffix('}'))
+        .filter(|name| aibox_config::validate::is_env_name(name))
 }
 
 /// The committed `environment:` map: the team's variables plus `TZ` from

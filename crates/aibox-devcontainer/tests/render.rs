@@ -51,6 +51,7 @@ COMMENTISH = "a: b # c"
 MULTILINE = "one\ntwo"
 OVERRIDDEN = "team value"
 YES = "yes"
+FROM_HOST = "${AIBOX_TEST_FROM_HOST}"
 
 [[container.extra_volumes]]
 source = "./data"
@@ -378,6 +379,7 @@ fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
             Command::new("docker-compose")
                 .current_dir(dir.path().join(".devcontainer"))
                 .env("HOME", "/home/tester")
+                .env("AIBOX_TEST_FROM_HOST", "from the host")
                 .args(["-p", &project])
                 .args(compose_args(&files))
                 .arg("config"),
@@ -409,6 +411,12 @@ fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
             expected.insert("TZ".into(), tz.clone());
         }
         expected.extend(case.local.container.environment.clone());
+        // A value that is exactly `${NAME}` is the host's NAME.
+        for value in expected.values_mut() {
+            if value == "${AIBOX_TEST_FROM_HOST}" {
+                "from the host".clone_into(value);
+            }
+        }
         assert_eq!(env, expected, "{}: environment differs", case.name);
         let volumes: Vec<&str> = service["volumes"]
             .as_sequence()
@@ -448,10 +456,14 @@ fn podman_compose_turns_every_case_into_the_expected_podman_run() {
             Command::new("podman-compose")
                 .current_dir(dir.path().join(".devcontainer"))
                 .env("HOME", "/home/tester")
+                .env("AIBOX_TEST_FROM_HOST", "from-the-host")
                 .args(["--dry-run", "-p", &project])
                 .args(compose_args(&files))
                 .args(["up", "-d"]),
         );
+        if case.name == "full" {
+            assert!(out.contains("-e FROM_HOST=from-the-host "), "{out}");
+        }
         // A multi-line value splits the printed command, so take the rest of the output.
         let run = &out[out.find("podman run ").unwrap_or_else(|| panic!("{out}"))..];
         let n = case.name;
