@@ -183,3 +183,32 @@ fn commented_harness_files_are_merged_keeping_comments() {
     let again = apply(&f.root, &ApplyOptions::default()).unwrap();
     assert!(!again.changed(), "{:?}", again.files);
 }
+
+/// `default_mode = "allow"` with a glob deny: Claude rules cannot express the glob, so
+/// registering would allow every tool. `apply` refuses it and names the fix; exact tool
+/// names are enforced and pass.
+#[test]
+fn a_deny_that_cannot_be_enforced_is_an_apply_error() {
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n\
+                [ai]\nharnesses = [\"claude\"]\n\n[ai.mcp.permissions]\ndefault_mode = \"allow\"\n\
+                deny_patterns = [\"delete_*\"]\n\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"true\"\n";
+    let f = Fixture::with(toml);
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(
+        code.as_deref(),
+        Some("aibox::mcp::unenforceable_deny"),
+        "{err:?}"
+    );
+    let text = format!("{err}");
+    assert!(
+        text.contains("delete_*") && text.contains("claude"),
+        "{text}"
+    );
+    assert!(!f.path(".mcp.json").exists(), "nothing may be written");
+
+    f.write("aibox.toml", &toml.replace("delete_*", "delete_page"));
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let settings = f.read(".claude/settings.json");
+    assert!(settings.contains("mcp__docs__delete_page"), "{settings}");
+}

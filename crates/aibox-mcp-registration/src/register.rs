@@ -142,6 +142,10 @@ pub struct EffectiveServer {
     pub permissions_target: Option<String>,
     /// Limits and caveats (unprojectable patterns, dropped defaults, ...).
     pub notes: Vec<String>,
+    /// Deny patterns this harness cannot enforce for a registered server (`apply`
+    /// refuses them: see [`McpError::UnenforceableDeny`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unenforced_deny: Vec<String>,
     /// Why the server is not registered in this harness.
     pub skipped: Option<String>,
 }
@@ -345,11 +349,13 @@ fn compute(servers: &[ServerSpec], opts: &RegisterOptions) -> Computed {
                 denied_tools: policy.deny.clone(),
                 permissions_target: None,
                 notes: Vec::new(),
+                unenforced_deny: Vec::new(),
                 skipped: None,
             };
             let outcome = c.render(h, s, &policy, &mut row, opts.workspace);
             match outcome {
                 Ok((file, notes)) => {
+                    row.unenforced_deny = unenforced_deny(h, &policy);
                     row.target_file = Some(file.to_owned());
                     row.file_scope = TARGETS.iter().find(|t| t.1 == file).map(|t| t.2);
                     row.notes = notes;
@@ -368,6 +374,42 @@ fn compute(servers: &[ServerSpec], opts: &RegisterOptions) -> Computed {
         }
     }
     c
+}
+
+/// The deny patterns of `policy` that harness `h` cannot enforce: Claude rules take exact
+/// tools or `*`; Codex and Gemini tool lists take exact names; OpenCode, Cursor and VS Code
+/// have no per-tool list at all.
+fn unenforced_deny(h: Harness, policy: &ToolPolicy) -> Vec<String> {
+    use crate::tools::ToolPattern;
+    policy
+        .deny
+        .iter()
+        .filter(|p| match (h, ToolPattern::parse(p)) {
+            (Harness::Claude, ToolPattern::Glob(_))
+            | (Harness::Codex | Harness::Gemini, ToolPattern::Glob(_) | ToolPattern::All)
+            | (Harness::Opencode | Harness::Cursor | Harness::Vscode, _) => true,
+            _ => false,
+        })
+        .cloned()
+        .collect()
+}
+
+/// Refuses a registration in which a deny pattern cannot be enforced by a harness the
+/// server is registered in.
+pub fn check_denies_enforceable(servers: &[EffectiveServer]) -> Result<(), McpError> {
+    match servers.iter().find(|s| !s.unenforced_deny.is_empty()) {
+        None => Ok(()),
+        Some(s) => Err(McpError::UnenforceableDeny {
+            server: s.name.clone(),
+            harness: s.harness.as_str().to_owned(),
+            patterns: s
+                .unenforced_deny
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
 }
 
 /// The servers each enabled harness would load, with origin, target file, trust scope
