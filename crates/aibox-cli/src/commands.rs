@@ -436,7 +436,8 @@ fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
         }
         ConfigCommand::Validate => {
             let root = project_root(g.project.as_deref())?;
-            aibox_config::load_project(&root).map_err(Failure::user)?;
+            // The same checks as `apply` and `config set`.
+            aibox_engine::config_check::check_project(&root).map_err(Failure::user)?;
             json_or(
                 g,
                 &serde_json::json!({ "valid": true, "project": root }),

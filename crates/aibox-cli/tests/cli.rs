@@ -325,3 +325,70 @@ fn apply_shows_warnings() {
         "{report}"
     );
 }
+
+/// `config set` and `config validate` run the checks `apply` runs: a literal secret in
+/// the committed `aibox.toml`, `version = "latest"` and a plain-http processkit source are
+/// refused by all three, with the same code.
+#[test]
+fn config_set_validate_and_apply_share_one_set_of_checks() {
+    let (_t, dir) = tempdir();
+    let out = aibox(
+        &dir,
+        &[
+            "init",
+            "demo",
+            "--harness",
+            "claude",
+            "--context-mode",
+            "harness-only",
+            "--yes",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let good = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
+    let cases: [(&str, &str, &str); 3] = [
+        (
+            "container.environment.GITHUB_TOKEN",
+            "\"ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE\"",
+            "aibox::config::literal_secret",
+        ),
+        ("processkit.version", "\"latest\"", "aibox::provenance::"),
+        (
+            "processkit.source",
+            "\"http://releases.example.invalid/processkit\"",
+            "aibox::provenance::insecure_url",
+        ),
+    ];
+    for (key, value, code) in cases {
+        // Processkit checks apply in processkit mode with a source.
+        let mut base = good.replace("mode = \"harness-only\"", "mode = \"processkit\"");
+        if !key.starts_with("container") {
+            base = base.replace(
+                "[processkit]\n",
+                "[processkit]\nsource = \"https://releases.example.invalid/processkit\"\nversion = \"v1.0.0\"\n",
+            );
+        }
+        fs_err::write(dir.join("aibox.toml"), &base).unwrap();
+        let out = aibox(&dir, &["config", "set", key, value]);
+        assert_eq!(out.status.code(), Some(2), "set {key}: {}", text(&out));
+        assert!(text(&out).contains(code), "set {key}: {}", text(&out));
+        assert_eq!(
+            fs_err::read_to_string(dir.join("aibox.toml")).unwrap(),
+            base
+        );
+
+        // The same value written by hand: validate and apply refuse it alike.
+        let edited = match key {
+            "processkit.version" => base.replace("version = \"v1.0.0\"", "version = \"latest\""),
+            "processkit.source" => base.replace("https://releases", "http://releases"),
+            _ => format!("{base}\n[container.environment]\nGITHUB_TOKEN = {value}\n"),
+        };
+        assert_ne!(edited, base);
+        fs_err::write(dir.join("aibox.toml"), &edited).unwrap();
+        for args in [&["config", "validate"][..], &["apply"]] {
+            let out = aibox(&dir, args);
+            assert_eq!(out.status.code(), Some(2), "{args:?} {key}: {}", text(&out));
+            assert!(text(&out).contains(code), "{args:?} {key}: {}", text(&out));
+        }
+    }
+}

@@ -233,87 +233,8 @@ fn a_fresh_clone_comes_up_and_lists_team_servers_without_running_aibox() {
 
     let tmp = tempfile::tempdir().unwrap();
     let name = format!("aibox-e2e-clone-{}", std::process::id());
-    let origin = Utf8PathBuf::from_path_buf(tmp.path().join("origin").join(&name)).unwrap();
-    fs_err::create_dir_all(&origin).unwrap();
-    aibox(
-        &podman,
-        &origin,
-        &[
-            "init",
-            &name,
-            "--harness",
-            "claude",
-            "--harness",
-            "codex",
-            "--harness",
-            "gemini",
-            "--harness",
-            "opencode",
-            "--context-mode",
-            "harness-only",
-            "--base-image",
-            BASE_IMAGE,
-            "--yes",
-        ],
-    );
-    let mut toml = fs_err::read_to_string(origin.join("aibox.toml")).unwrap();
-    toml.push_str("\n[[ai.mcp.servers]]\nname = \"team-docs\"\ncommand = \"true\"\n");
-    fs_err::write(origin.join("aibox.toml"), toml).unwrap();
-    // The committer's personal overlay: a personal server and a fake secret.
-    let personal = "[container.environment]\nMY_TOKEN = \"fake-token-for-tests\"\n\n\
-                    [[mcp.servers]]\nname = \"my-notes\"\ncommand = \"true\"\n";
-    fs_err::write(origin.join(".aibox-local.toml"), personal).unwrap();
-    aibox(&podman, &origin, &["apply"]);
-    git(&origin, &["init", "-q"]);
-    git(&origin, &["add", "-A"]);
-    git(&origin, &["commit", "-q", "-m", "aibox project"]);
-
-    let clone = Utf8PathBuf::from_path_buf(tmp.path().join("clone").join(&name)).unwrap();
-    fs_err::create_dir_all(clone.parent().unwrap()).unwrap();
-    git(
-        clone.parent().unwrap(),
-        &["clone", "-q", origin.as_str(), clone.as_str()],
-    );
-    for local in [
-        ".aibox-local.toml",
-        ".aibox-local.env",
-        ".devcontainer/docker-compose.local.yml",
-        ".aibox-home",
-    ] {
-        assert!(!clone.join(local).exists(), "{local} was committed");
-    }
-    for committed in [
-        ".mcp.json",
-        ".codex/config.toml",
-        ".gemini/settings.json",
-        "opencode.json",
-    ] {
-        let text = fs_err::read_to_string(clone.join(committed))
-            .unwrap_or_else(|e| panic!("{committed} is not committed: {e}"));
-        assert!(text.contains("team-docs"), "{committed}: {text}");
-        assert!(!text.contains("my-notes"), "{committed} leaks: {text}");
-    }
-
-    // The harness CLIs read the committed files (scratch home; Codex needs the user's
-    // own trust for the project folder, which a repository can never grant).
-    let home = Utf8PathBuf::from_path_buf(tmp.path().join("home")).unwrap();
-    fs_err::create_dir_all(home.join(".codex")).unwrap();
-    fs_err::write(
-        home.join(".codex/config.toml"),
-        format!("[projects.\"{clone}\"]\ntrust_level = \"trusted\"\n"),
-    )
-    .unwrap();
-    let claude = harness(&clone, &home, "claude", &["mcp", "list"]);
-    assert!(claude.contains("team-docs: true"), "{claude}");
-    let gemini = harness(&clone, &home, "gemini", &["mcp", "list"]);
-    assert!(gemini.contains("team-docs"), "{gemini}");
-    let codex = harness(&clone, &home, "codex", &["mcp", "list", "--json"]);
-    assert!(codex.contains("\"team-docs\""), "{codex}");
-    let opencode = harness(&clone, &home, "opencode", &["mcp", "list"]);
-    assert!(opencode.contains(" team-docs "), "{opencode}");
-    for out in [&claude, &gemini, &codex, &opencode] {
-        assert!(!out.contains("my-notes"), "{out}");
-    }
+    let (origin, clone) = generate_commit_and_clone(&podman, &tmp, &name);
+    harness_clis_list_the_team_server(&clone, &tmp_home(&tmp));
 
     // The real Dev Containers CLI brings the clone up from the committed files alone.
     let image = aibox_devcontainer_image(&podman, &origin);
@@ -377,4 +298,103 @@ fn aibox_devcontainer_image(podman: &Podman, root: &Utf8Path) -> String {
         serde_json::from_slice(&aibox(podman, root, &["status", "--output", "json"]).stdout)
             .unwrap();
     status["image"].as_str().unwrap().to_owned()
+}
+
+fn tmp_home(tmp: &tempfile::TempDir) -> Utf8PathBuf {
+    Utf8PathBuf::from_path_buf(tmp.path().join("home")).unwrap()
+}
+
+/// The real `claude`, `gemini`, `codex` and `opencode` CLIs, run in the clone, list the
+/// team server from the committed files and never the committer's personal one.
+fn harness_clis_list_the_team_server(clone: &Utf8Path, home: &Utf8Path) {
+    // The harness CLIs read the committed files (scratch home; Codex needs the user's
+    // own trust for the project folder, which a repository can never grant).
+    fs_err::create_dir_all(home.join(".codex")).unwrap();
+    fs_err::write(
+        home.join(".codex/config.toml"),
+        format!("[projects.\"{clone}\"]\ntrust_level = \"trusted\"\n"),
+    )
+    .unwrap();
+    let claude = harness(clone, home, "claude", &["mcp", "list"]);
+    assert!(claude.contains("team-docs: true"), "{claude}");
+    let gemini = harness(clone, home, "gemini", &["mcp", "list"]);
+    assert!(gemini.contains("team-docs"), "{gemini}");
+    let codex = harness(clone, home, "codex", &["mcp", "list", "--json"]);
+    assert!(codex.contains("\"team-docs\""), "{codex}");
+    let opencode = harness(clone, home, "opencode", &["mcp", "list"]);
+    assert!(opencode.contains(" team-docs "), "{opencode}");
+    for out in [&claude, &gemini, &codex, &opencode] {
+        assert!(!out.contains("my-notes"), "{out}");
+    }
+}
+
+/// Generates a project with a team and a personal MCP server, commits what git does not
+/// ignore, clones it, and checks that only committed, non-personal files arrived.
+fn generate_commit_and_clone(
+    podman: &Podman,
+    tmp: &tempfile::TempDir,
+    name: &str,
+) -> (Utf8PathBuf, Utf8PathBuf) {
+    let origin = Utf8PathBuf::from_path_buf(tmp.path().join("origin").join(name)).unwrap();
+    fs_err::create_dir_all(&origin).unwrap();
+    aibox(
+        podman,
+        &origin,
+        &[
+            "init",
+            name,
+            "--harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--harness",
+            "gemini",
+            "--harness",
+            "opencode",
+            "--context-mode",
+            "harness-only",
+            "--base-image",
+            BASE_IMAGE,
+            "--yes",
+        ],
+    );
+    let mut toml = fs_err::read_to_string(origin.join("aibox.toml")).unwrap();
+    toml.push_str("\n[[ai.mcp.servers]]\nname = \"team-docs\"\ncommand = \"true\"\n");
+    fs_err::write(origin.join("aibox.toml"), toml).unwrap();
+    // The committer's personal overlay: a personal server and a fake secret.
+    let personal = "[container.environment]\nMY_TOKEN = \"fake-token-for-tests\"\n\n\
+                    [[mcp.servers]]\nname = \"my-notes\"\ncommand = \"true\"\n";
+    fs_err::write(origin.join(".aibox-local.toml"), personal).unwrap();
+    aibox(podman, &origin, &["apply"]);
+    git(&origin, &["init", "-q"]);
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-q", "-m", "aibox project"]);
+
+    let clone = Utf8PathBuf::from_path_buf(tmp.path().join("clone").join(name)).unwrap();
+    fs_err::create_dir_all(clone.parent().unwrap()).unwrap();
+    git(
+        clone.parent().unwrap(),
+        &["clone", "-q", origin.as_str(), clone.as_str()],
+    );
+    for local in [
+        ".aibox-local.toml",
+        ".aibox-local.env",
+        ".devcontainer/docker-compose.local.yml",
+        ".aibox-home",
+    ] {
+        assert!(!clone.join(local).exists(), "{local} was committed");
+    }
+    for committed in [
+        ".mcp.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        "opencode.json",
+    ] {
+        let text = fs_err::read_to_string(clone.join(committed))
+            .unwrap_or_else(|e| panic!("{committed} is not committed: {e}"));
+        assert!(text.contains("team-docs"), "{committed}: {text}");
+        assert!(!text.contains("my-notes"), "{committed} leaks: {text}");
+    }
+
+    (origin, clone)
 }

@@ -18,6 +18,7 @@ pub use error::EngineError;
 pub use plan::{DownloadProgress, Plan, PlanBuilder, PlanContext, PlanOptions, plan};
 
 // Modules owned by other features (one line each):
+pub mod config_check;
 pub mod config_edit;
 pub mod consent;
 pub mod doctor;

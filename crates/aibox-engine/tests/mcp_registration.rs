@@ -137,9 +137,10 @@ fn literal_secret_in_team_server_is_refused() {
     let f = Fixture::with(&TOML.replace("${ACME_TOKEN}", "plain-value"));
     let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
     let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    // Caught by the configuration check that `config set` and `config validate` share.
     assert_eq!(
         code.as_deref(),
-        Some("aibox::mcp::literal_secret"),
+        Some("aibox::config::literal_secret"),
         "{err:?}"
     );
     assert!(!f.path(".mcp.json").exists());

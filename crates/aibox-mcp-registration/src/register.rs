@@ -377,18 +377,23 @@ fn compute(servers: &[ServerSpec], opts: &RegisterOptions) -> Computed {
 }
 
 /// The deny patterns of `policy` that harness `h` cannot enforce: Claude rules take exact
-/// tools or `*`; Codex and Gemini tool lists take exact names; OpenCode, Cursor and VS Code
+/// tools or `*`; Codex and Gemini tool lists take exact names; `OpenCode`, Cursor and VS Code
 /// have no per-tool list at all.
 fn unenforced_deny(h: Harness, policy: &ToolPolicy) -> Vec<String> {
     use crate::tools::ToolPattern;
     policy
         .deny
         .iter()
-        .filter(|p| match (h, ToolPattern::parse(p)) {
-            (Harness::Claude, ToolPattern::Glob(_))
-            | (Harness::Codex | Harness::Gemini, ToolPattern::Glob(_) | ToolPattern::All)
-            | (Harness::Opencode | Harness::Cursor | Harness::Vscode, _) => true,
-            _ => false,
+        .filter(|p| {
+            matches!(
+                (h, ToolPattern::parse(p)),
+                (Harness::Claude, ToolPattern::Glob(_))
+                    | (
+                        Harness::Codex | Harness::Gemini,
+                        ToolPattern::Glob(_) | ToolPattern::All
+                    )
+                    | (Harness::Opencode | Harness::Cursor | Harness::Vscode, _)
+            )
         })
         .cloned()
         .collect()

@@ -1,4 +1,4 @@
-//! The harnesses' own CLIs (Claude Code, Codex, Gemini CLI and OpenCode), pinned in
+//! The harnesses' own CLIs (Claude Code, Codex, Gemini CLI and `OpenCode`), pinned in
 //! `test-tools/harnesses/package-lock.json`, load exactly the servers aibox wrote (plus
 //! the user's own), and forget a server once it is removed from the configuration and
 //! registration runs again. Team and processkit servers come from the committed project
