@@ -172,7 +172,8 @@ pub struct DoctorArgs {
 /// `aibox config ...`.
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Print the value at a dotted key path.
+    /// Print the effective value at a dotted key path (defaults included): strings raw,
+    /// other values as JSON; `--output json` prints `{"key", "value"}` with the JSON value.
     Get {
         /// For example `container.user`.
         key: String,

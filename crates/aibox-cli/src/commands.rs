@@ -451,18 +451,34 @@ fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
             let root = project_root(g.project.as_deref())?;
             let path = root.join(aibox_config::AIBOX_TOML);
             let text = read(&path)?;
-            match aibox_config::edit::get(&text, key).map_err(Failure::user)? {
-                Some(v) => {
+            let config = aibox_config::parse_aibox_toml(&text, aibox_config::AIBOX_TOML)
+                .map_err(Failure::user)?;
+            let effective = serde_json::to_value(&config)
+                .map_err(|e| Failure::env(miette::miette!(code = "aibox::cli::internal", "{e}")))?;
+            let schema = aibox_config::schema::aibox_toml_schema();
+            match crate::config_get::lookup(&effective, &schema, key) {
+                crate::config_get::Lookup::Value(v) => {
                     json_or(g, &serde_json::json!({ "key": key, "value": v }), || {
-                        render::out(&v);
+                        render::out(&crate::config_get::raw(&v));
                     })?;
                     Ok(Exit::Ok)
                 }
-                None => Err(Failure::user(miette::miette!(
+                crate::config_get::Lookup::Unset => Err(Failure::user(miette::miette!(
                     code = "aibox::config::key_not_set",
-                    help = "`aibox config schema` lists every key",
+                    help = format!("it has no default; set it with `aibox config set {key} VALUE`"),
                     "`{key}` is not set in {path}"
                 ))),
+                crate::config_get::Lookup::Unknown { at, suggestion } => {
+                    let help = suggestion.map_or_else(
+                        || "`aibox config schema` lists every key".to_owned(),
+                        |s| format!("did you mean `{s}`? (`aibox config schema` lists every key)"),
+                    );
+                    Err(Failure::user(miette::miette!(
+                        code = "aibox::config::unknown_key",
+                        help = help,
+                        "`{at}` is not a key of aibox.toml"
+                    )))
+                }
             }
         }
         ConfigCommand::Set { key, value, local } => {

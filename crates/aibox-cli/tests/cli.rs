@@ -392,3 +392,35 @@ fn config_set_validate_and_apply_share_one_set_of_checks() {
         }
     }
 }
+
+/// `config get` prints the effective value (defaults included) raw, JSON values with
+/// `--output json`, and suggests the right key on a typo.
+#[test]
+fn config_get_prints_effective_raw_values_and_suggests_keys() {
+    let (_t, dir) = tempdir();
+    fs_err::write(
+        dir.join("aibox.toml"),
+        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n",
+    )
+    .unwrap();
+    let out = aibox(&dir, &["config", "get", "container.name"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "demo\n");
+    // Not in the file: the default aibox uses.
+    let out = aibox(&dir, &["config", "get", "ai.mcp.gateway.port"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "8765\n");
+    let out = aibox(&dir, &["--output", "json", "config", "get", "ai.harnesses"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["value"], serde_json::json!([]));
+    let out = aibox(&dir, &["config", "get", "container.usr"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("did you mean `container.user`"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["config", "get", "processkit.version"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("not set"), "{}", text(&out));
+}
