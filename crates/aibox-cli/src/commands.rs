@@ -110,16 +110,17 @@ fn init(g: &Global, args: &InitArgs) -> Outcome {
         Some(d) => d.clone(),
         None => cwd()?,
     };
+    let absolute = dir.canonicalize_utf8().ok();
     let name = match &args.name {
         Some(n) => n.clone(),
-        None => dir
-            .canonicalize_utf8()
-            .ok()
-            .and_then(|p| p.file_name().map(ToOwned::to_owned))
-            .unwrap_or_else(|| "project".to_owned()),
+        None => folder_project_name(absolute.as_deref())?,
     };
+    warn_if_nested(g, absolute.as_deref());
     let mut harnesses = args.harnesses.clone();
     let interactive = !g.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let chose_harnesses = harnesses.is_empty() && !interactive;
+    let chose_mode =
+        args.context_mode.is_none() && args.processkit_source.is_none() && !interactive;
     if harnesses.is_empty() && interactive {
         let answer = ask(
             "Harnesses to enable (comma-separated: claude, codex, gemini, opencode, cursor, vscode)",
@@ -163,6 +164,9 @@ fn init(g: &Global, args: &InitArgs) -> Outcome {
         processkit_version: args.processkit_version.clone(),
         base_image: args.base_image.clone(),
     };
+    if chose_harnesses || chose_mode {
+        note_defaults(g, &opts);
+    }
     let report = aibox_engine::init::init(&dir, &opts).map_err(Failure::user)?;
     let summary = serde_json::json!({
         "aibox_toml": report.aibox_toml,
@@ -306,6 +310,75 @@ fn ask_seccomp_consent(g: &Global, root: &Utf8Path, key: &str) -> Result<(), Fai
     let path = aibox_engine::consent::record_consent(root, key).map_err(Failure::user)?;
     render::note(g.quiet, &format!("recorded `{key} = true` in {path}"));
     Ok(())
+}
+
+/// A project inside another one works, but is rarely meant: say so.
+fn warn_if_nested(g: &Global, absolute: Option<&Utf8Path>) {
+    if let Some(outer) = absolute
+        .and_then(Utf8Path::parent)
+        .and_then(|p| aibox_config::find_project_root(p).ok())
+    {
+        render::note(
+            g.quiet,
+            &format!(
+                "warning: {outer} is already an aibox project; this creates a separate project \
+                 nested inside it (run `aibox` commands from {outer} to work on that one)"
+            ),
+        );
+    }
+}
+
+/// No terminal to ask on (or `--yes`): say what `init` chose, so nothing is implicit.
+fn note_defaults(g: &Global, opts: &aibox_config::init::InitOptions) {
+    render::note(
+        g.quiet,
+        &format!(
+            "no questions asked (no terminal or --yes); chose the defaults: harnesses = [{}], \
+             context mode = {}; pass --harness and --context-mode to choose",
+            opts.harnesses
+                .iter()
+                .map(|h| format!("\"{}\"", h.as_str()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            opts.context_mode.as_str()
+        ),
+    );
+}
+
+/// The project name `init` takes from the folder, or an error suggesting
+/// `aibox init NAME` when the folder name is not a valid project name.
+fn folder_project_name(absolute: Option<&Utf8Path>) -> Result<String, Failure> {
+    let folder = absolute
+        .and_then(Utf8Path::file_name)
+        .unwrap_or("project")
+        .to_owned();
+    if aibox_config::validate::is_container_name(&folder) {
+        return Ok(folder);
+    }
+    let mapped: String = folder
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = mapped.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    let suggestion = if trimmed.is_empty() {
+        "my-project"
+    } else {
+        trimmed
+    };
+    Err(Failure::user(miette::miette!(
+        code = "aibox::init::folder_name",
+        help = format!(
+            "name the project yourself: `aibox init {suggestion}` (letters, digits, `.`, `_` \
+             and `-`, starting with a letter or digit)"
+        ),
+        "the folder name `{folder}` is not a valid project name"
+    )))
 }
 
 fn interactive() -> bool {

@@ -424,3 +424,68 @@ fn config_get_prints_effective_raw_values_and_suggests_keys() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("not set"), "{}", text(&out));
 }
+
+/// `init`: a folder name that is not a project name suggests `aibox init NAME`; without a
+/// terminal the chosen defaults are printed; a nested project is warned about; a floating
+/// `--processkit-version latest` is refused before anything is written.
+#[test]
+fn init_says_what_it_chose_and_refuses_what_apply_would() {
+    let (_t, base) = tempdir();
+    let odd = base.join("My Project!");
+    fs_err::create_dir_all(&odd).unwrap();
+    let out = aibox(&odd, &["init"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("aibox init my-project"),
+        "{}",
+        text(&out)
+    );
+    assert!(!odd.join("aibox.toml").exists());
+
+    let out = aibox(&odd, &["init", "demo"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out)
+            .contains("chose the defaults: harnesses = [\"claude\"], context mode = harness-only"),
+        "{}",
+        text(&out)
+    );
+
+    let inner = odd.join("tools");
+    fs_err::create_dir_all(&inner).unwrap();
+    let out = aibox(
+        &inner,
+        &[
+            "init",
+            "tools",
+            "--harness",
+            "codex",
+            "--context-mode",
+            "harness-only",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("is already an aibox project"),
+        "{}",
+        text(&out)
+    );
+
+    let pinned = base.join("pinned");
+    fs_err::create_dir_all(&pinned).unwrap();
+    let out = aibox(
+        &pinned,
+        &[
+            "init",
+            "pinned",
+            "--processkit-source",
+            "https://example.invalid/pk",
+            "--processkit-version",
+            "latest",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("latest"), "{}", text(&out));
+    assert!(!pinned.join("aibox.toml").exists());
+    assert!(!pinned.join(".gitignore").exists());
+}

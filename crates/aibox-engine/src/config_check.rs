@@ -6,7 +6,7 @@
 //! three commands means `config set` and `config validate` never accept what `apply`
 //! then refuses.
 
-use aibox_config::{AiboxToml, ContextMode};
+use aibox_config::AiboxToml;
 use aibox_policy::{Severity, TextKind, scan_secrets};
 use camino::Utf8Path;
 use miette::Diagnostic;
@@ -47,14 +47,14 @@ pub fn check_team_config(text: &str, config: &AiboxToml) -> Result<(), ConfigChe
             remedy: f.remedy,
         });
     }
+    // Checked whenever set, in any context mode: a committed pin is never floating and a
+    // committed source is never plain http, even while processkit is switched off.
     let pk = &config.processkit;
-    if config.context.mode == ContextMode::Processkit && pk.source.is_some() {
-        if let Some(version) = &pk.version {
-            aibox_provenance::source::check_version(version)?;
-        }
-        if let Some(url) = pk.source.as_deref().filter(|s| s.contains("://")) {
-            aibox_provenance::fetch::check_url(url)?;
-        }
+    if let Some(version) = &pk.version {
+        aibox_provenance::source::check_version(version)?;
+    }
+    if let Some(url) = pk.source.as_deref().filter(|s| s.contains("://")) {
+        aibox_provenance::fetch::check_url(url)?;
     }
     Ok(())
 }
