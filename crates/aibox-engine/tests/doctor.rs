@@ -426,3 +426,44 @@ fn a_hand_edited_generated_file_is_an_error_not_an_invitation_to_apply() {
     assert!(finding.remedy.contains("--force"), "{finding:?}");
     assert_eq!(fs_err::read_to_string(&dockerfile).unwrap(), edited);
 }
+
+/// Settings that change nothing are a visible warning at `apply` and a doctor finding:
+/// processkit mode without a source, and skill selection in harness-only mode.
+#[test]
+fn settings_without_effect_are_apply_warnings_and_doctor_findings() {
+    let cases = [
+        (
+            "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"processkit\"\n",
+            "source is not set",
+        ),
+        (
+            "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n\n\
+             [skills]\ninclude = [\"research\"]\n",
+            "no effect in context mode `harness-only`",
+        ),
+    ];
+    for (toml, needle) in cases {
+        let p = Project::new(toml);
+        p.git(&["init", "-q"]);
+        let report = apply(&p.root, &ApplyOptions::default()).unwrap();
+        assert!(
+            report.warnings.iter().any(|w| w.contains(needle)),
+            "{:?}",
+            report.warnings
+        );
+        let doctor = p.doctor();
+        assert!(
+            doctor
+                .by_severity(Severity::Warning)
+                .any(|f| f.code == "aibox::doctor::apply_warning" && f.message.contains(needle)),
+            "{}",
+            doctor.render_human()
+        );
+        assert_ne!(
+            status(&doctor, "sync"),
+            CheckStatus::Ok,
+            "{}",
+            doctor.render_human()
+        );
+    }
+}
