@@ -571,9 +571,11 @@ fn sync_findings(root: &Utf8Path, options: &DoctorOptions) -> Vec<Finding> {
                     "run `aibox apply` (`aibox apply --dry-run` shows the diff)",
                 )
             })
-            // What `apply` warns about (settings with no effect, skipped content) is a
-            // finding here too, so `doctor` never says ok about it.
-            .chain(report.warnings.iter().map(|w| {
+            // What `apply` warns about processkit content (settings with no effect,
+            // skipped or kept files) is a finding here too, so `doctor` never says ok
+            // about it. The `mcp:` notices are guidance (approval commands, seeded trust)
+            // and stay with `apply` and `aibox mcp list`.
+            .chain(report.warnings.iter().filter(|w| w.starts_with("processkit:")).map(|w| {
                 Finding::new(
                     "aibox::doctor::apply_warning",
                     Severity::Warning,
