@@ -86,13 +86,44 @@ pub fn missing_entries(existing: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// New `.gitignore` text covering every local-state path, or `None` when nothing is
-/// missing. `existing` is the current file (`None` when there is none).
+/// Entries older versions put into aibox's block that must now be committed: the
+/// project MCP files, which hold only team and processkit servers.
+pub const OBSOLETE_ENTRIES: &[&str] = &[
+    ".mcp.json",
+    ".codex/config.toml",
+    ".cursor/mcp.json",
+    ".gemini/settings.json",
+];
+
+/// `text` without [`OBSOLETE_ENTRIES`] lines inside aibox's own block (the user's lines
+/// elsewhere are never touched).
+fn without_obsolete(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_block = false;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_end();
+        if trimmed == BLOCK_START {
+            in_block = true;
+        } else if trimmed == BLOCK_END {
+            in_block = false;
+        } else if in_block && OBSOLETE_ENTRIES.contains(&trimmed) {
+            continue;
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// New `.gitignore` text covering every local-state path (and no longer ignoring the
+/// project MCP files in aibox's block), or `None` when nothing changes. `existing` is the
+/// current file (`None` when there is none).
 pub fn merge_gitignore(existing: Option<&str>) -> Option<String> {
-    let text = existing.unwrap_or("");
+    let original = existing.unwrap_or("");
+    let cleaned = without_obsolete(original);
+    let text = cleaned.as_str();
     let missing = missing_entries(text);
     if missing.is_empty() {
-        return None;
+        return (cleaned != original).then_some(cleaned);
     }
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let end = lines.iter().position(|l| l.trim_end() == BLOCK_END);

@@ -126,3 +126,36 @@ fn local_state_paths_are_recognised() {
         assert!(!is_local_state(committed), "{committed}");
     }
 }
+
+/// Projects made by older versions ignored the project MCP files in aibox's block; the
+/// next merge drops those lines (only inside the block), so the team files get committed.
+#[test]
+fn obsolete_entries_leave_aibox_block_only() {
+    let fresh = merge_gitignore(None).unwrap();
+    let old = format!(
+        "/.mcp.json-user-line\n.gemini/settings.json\n\n{}",
+        fresh.replace(
+            ".claude/settings.local.json\n",
+            ".mcp.json\n.claude/settings.local.json\n.codex/config.toml\n.cursor/mcp.json\n.gemini/settings.json\n"
+        )
+    );
+    let new = merge_gitignore(Some(&old)).unwrap();
+    let block = &new[new.find(BLOCK_START).unwrap()..];
+    for gone in [
+        ".mcp.json",
+        ".codex/config.toml",
+        ".cursor/mcp.json",
+        ".gemini/settings.json",
+    ] {
+        assert!(
+            !block.lines().any(|l| l == gone),
+            "{gone} still ignored:\n{new}"
+        );
+    }
+    // The user's own line outside the block stays.
+    assert!(
+        new.starts_with("/.mcp.json-user-line\n.gemini/settings.json\n"),
+        "{new}"
+    );
+    assert_eq!(merge_gitignore(Some(&new)), None);
+}
