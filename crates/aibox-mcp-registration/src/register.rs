@@ -443,12 +443,12 @@ pub fn register(
     let mut out = Ledger::new();
     let mut files = Vec::new();
     let mut notices = Vec::new();
-    let mut any_existing = false;
+    // Server entries already in the files, to tell whether a missing ledger matters.
+    let mut found: BTreeSet<String> = BTreeSet::new();
 
     for (h, path, scope) in TARGETS {
         let on = enabled.contains(&h);
         let text = read(path)?;
-        any_existing |= text.is_some();
         let owned_before = ledger.is_some_and(|l| l.files.contains_key(path));
         if !on && text.is_none() {
             continue;
@@ -459,6 +459,7 @@ pub fn register(
         let new_text = match path {
             CODEX_CONFIG => {
                 let mut doc = TomlDoc::parse(path, text.as_deref())?;
+                found.extend(doc.keys_at("mcp_servers"));
                 let entries = if on { c.codex.clone() } else { Vec::new() };
                 let prev = previously_owned(
                     ledger,
@@ -476,6 +477,7 @@ pub fn register(
             }
             CODEX_HOME_CONFIG => {
                 let mut doc = TomlDoc::parse(path, text.as_deref())?;
+                found.extend(doc.keys_at("mcp_servers"));
                 let entries = if on {
                     c.codex_personal.clone()
                 } else {
@@ -510,6 +512,9 @@ pub fn register(
             }
             _ => {
                 let mut doc = JsonDoc::parse(path, text.as_deref())?;
+                if let Some(slot) = server_slot(path) {
+                    found.extend(doc.keys_at(&[slot]));
+                }
                 merge_json(&mut doc, path, on, &c, ledger, &mut out)?;
                 doc.render()?
             }
@@ -531,7 +536,14 @@ pub fn register(
         servers,
         opts,
         &c,
-        ledger.is_none() && any_existing,
+        if ledger.is_none() {
+            found
+                .into_iter()
+                .filter(|n| !is_processkit_name(n) && !servers.iter().any(|s| &s.name == n))
+                .collect()
+        } else {
+            Vec::new()
+        },
     ));
     let write_ledger = ledger.is_some() || !out.files.is_empty();
     Ok(Registration {
@@ -549,13 +561,20 @@ fn user_notices(
     servers: &[ServerSpec],
     opts: &RegisterOptions,
     c: &Computed,
-    no_ledger: bool,
+    unexplained: Vec<String>,
 ) -> Vec<String> {
     let enabled = enabled_set(opts.harnesses);
     let mut notices = Vec::new();
-    if no_ledger {
+    // Without a ledger (a fresh clone, or files from before the ledger) entries of the
+    // current configuration are simply rewritten; only others may be stale.
+    if !unexplained.is_empty() {
         notices.push(format!(
-            "no MCP ledger at {LEDGER_PATH}: only `processkit-*` entries were treated as aibox's; remove stale team or personal servers by hand once"
+            "no MCP ledger at {LEDGER_PATH}: kept {} as not aibox's; remove any that are stale by hand once",
+            unexplained
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     if enabled.contains(&Harness::Opencode) && !c.opencode.is_empty() {
@@ -577,6 +596,16 @@ fn user_notices(
         }
     }
     notices
+}
+
+/// The key holding server entries in a JSON target, if it has one.
+fn server_slot(path: &str) -> Option<&'static str> {
+    match path {
+        CLAUDE_MCP_JSON | GEMINI_SETTINGS | GEMINI_HOME_SETTINGS | CURSOR_MCP => Some("mcpServers"),
+        OPENCODE_CONFIG => Some("mcp"),
+        VSCODE_MCP => Some("servers"),
+        _ => None,
+    }
 }
 
 /// A list aibox merges into: key path, desired items, fallback ownership test.

@@ -345,7 +345,31 @@ fn without_a_ledger_only_processkit_entries_are_pruned() {
     let mcp = json(&files[".mcp.json"]);
     assert!(mcp["mcpServers"].get("processkit-old").is_none());
     assert!(mcp["mcpServers"].get("team-old").is_some());
-    assert!(reg.notices.iter().any(|n| n.contains("no MCP ledger")));
+    assert!(
+        reg.notices
+            .iter()
+            .any(|n| n.contains("no MCP ledger") && n.contains("`team-old`")),
+        "{:?}",
+        reg.notices
+    );
+}
+
+/// A teammate's fresh clone has the committed files but no ledger: entries of the current
+/// configuration are rewritten in place without a stale-entry notice.
+#[test]
+fn a_fresh_clone_without_a_ledger_gets_no_stale_entry_notice() {
+    let mut files = all_files();
+    files.remove(".aibox/mcp-ledger.json");
+    let before = files.clone();
+    let reg = apply(&mut files, &fixture_servers(), &Harness::ALL, &perms()).unwrap();
+    assert!(
+        !reg.notices.iter().any(|n| n.contains("no MCP ledger")),
+        "{:?}",
+        reg.notices
+    );
+    for (path, text) in &before {
+        assert_eq!(&files[path], text, "{path} changed");
+    }
 }
 
 #[test]
