@@ -478,36 +478,7 @@ pub fn register(
             CODEX_HOME_CONFIG => {
                 let mut doc = TomlDoc::parse(path, text.as_deref())?;
                 found.extend(doc.keys_at("mcp_servers"));
-                let entries = if on {
-                    c.codex_personal.clone()
-                } else {
-                    Vec::new()
-                };
-                let prev_servers =
-                    previously_owned(ledger, path, "mcp_servers", std::iter::empty(), |_| false);
-                out.set(
-                    path,
-                    "mcp_servers",
-                    doc.merge_tables("mcp_servers", entries, &prev_servers)?,
-                );
-                let prev =
-                    previously_owned(ledger, path, "projects", std::iter::empty(), |_| false);
-                // Trust only matters once Codex has project servers to load.
-                let trust = on && !c.codex.is_empty();
-                for old in prev
-                    .iter()
-                    .filter(|p| !trust || p.as_str() != opts.workspace)
-                {
-                    doc.set_nested("projects", old, "trust_level", None)?;
-                }
-                if trust {
-                    doc.set_nested("projects", opts.workspace, "trust_level", Some("trusted"))?;
-                    out.set(
-                        path,
-                        "projects",
-                        BTreeSet::from([opts.workspace.to_owned()]),
-                    );
-                }
+                merge_codex_home(&mut doc, on, &c, ledger, &mut out, opts.workspace)?;
                 doc.render()
             }
             _ => {
@@ -536,7 +507,7 @@ pub fn register(
         servers,
         opts,
         &c,
-        if ledger.is_none() {
+        &if ledger.is_none() {
             found
                 .into_iter()
                 .filter(|n| !is_processkit_name(n) && !servers.iter().any(|s| &s.name == n))
@@ -555,13 +526,47 @@ pub fn register(
     })
 }
 
+/// The container-scoped Codex user config: personal servers and the `/workspace` trust.
+fn merge_codex_home(
+    doc: &mut TomlDoc,
+    on: bool,
+    c: &Computed,
+    ledger: Option<&Ledger>,
+    out: &mut Ledger,
+    workspace: &str,
+) -> Result<(), McpError> {
+    let path = CODEX_HOME_CONFIG;
+    let entries = if on {
+        c.codex_personal.clone()
+    } else {
+        Vec::new()
+    };
+    let prev_servers = previously_owned(ledger, path, "mcp_servers", std::iter::empty(), |_| false);
+    out.set(
+        path,
+        "mcp_servers",
+        doc.merge_tables("mcp_servers", entries, &prev_servers)?,
+    );
+    let prev = previously_owned(ledger, path, "projects", std::iter::empty(), |_| false);
+    // Trust only matters once Codex has project servers to load.
+    let trust = on && !c.codex.is_empty();
+    for old in prev.iter().filter(|p| !trust || p.as_str() != workspace) {
+        doc.set_nested("projects", old, "trust_level", None)?;
+    }
+    if trust {
+        doc.set_nested("projects", workspace, "trust_level", Some("trusted"))?;
+        out.set(path, "projects", BTreeSet::from([workspace.to_owned()]));
+    }
+    Ok(())
+}
+
 /// Messages for the user: missing ledger, approval commands, seeded trust, unpinned
 /// team packages.
 fn user_notices(
     servers: &[ServerSpec],
     opts: &RegisterOptions,
     c: &Computed,
-    unexplained: Vec<String>,
+    unexplained: &[String],
 ) -> Vec<String> {
     let enabled = enabled_set(opts.harnesses);
     let mut notices = Vec::new();
