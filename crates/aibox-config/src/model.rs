@@ -299,7 +299,8 @@ pub struct AiSection {
     /// MCP servers, gateway and permissions.
     #[serde(default)]
     pub mcp: McpSection,
-    /// Execution posture projected into each harness where a real key exists.
+    /// Execution posture. Not yet written into any harness file: `apply` and `doctor` warn
+    /// while it is set, so it never looks applied.
     #[serde(default)]
     pub execution: Execution,
 }

@@ -68,3 +68,28 @@ pub fn check_project(root: &Utf8Path) -> Result<aibox_config::Project, crate::En
     check_team_config(&text, &project.config).map_err(crate::EngineError::source)?;
     Ok(project)
 }
+
+/// Settings that are valid but change no file, as warnings for `apply` (and findings for
+/// `doctor`): a setting that silently does nothing is worse than none.
+pub fn unapplied_settings(config: &AiboxToml) -> Vec<String> {
+    let e = &config.ai.execution;
+    let mut keys = Vec::new();
+    if e.filesystem.is_some() {
+        keys.push("filesystem");
+    }
+    if e.approval.is_some() {
+        keys.push("approval");
+    }
+    if e.network.is_some() {
+        keys.push("network");
+    }
+    if keys.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "config: [ai.execution] {} is not applied: aibox writes it into no harness file yet; \
+         set the harness's own keys instead (for example Codex `sandbox_mode` and \
+         `approval_policy` in .codex/config.toml) and remove it from aibox.toml",
+        keys.join(", ")
+    )]
+}

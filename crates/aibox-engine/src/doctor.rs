@@ -571,19 +571,26 @@ fn sync_findings(root: &Utf8Path, options: &DoctorOptions) -> Vec<Finding> {
                     "run `aibox apply` (`aibox apply --dry-run` shows the diff)",
                 )
             })
-            // What `apply` warns about processkit content (settings with no effect,
-            // skipped or kept files) is a finding here too, so `doctor` never says ok
+            // What `apply` warns about settings with no effect and skipped or kept
+            // processkit content is a finding here too, so `doctor` never says ok
             // about it. The `mcp:` notices are guidance (approval commands, seeded trust)
             // and stay with `apply` and `aibox mcp list`.
-            .chain(report.warnings.iter().filter(|w| w.starts_with("processkit:")).map(|w| {
-                Finding::new(
-                    "aibox::doctor::apply_warning",
-                    Severity::Warning,
-                    "aibox.toml",
-                    w.clone(),
-                    "follow the advice in the message; `aibox apply` shows the same warning",
-                )
-            }))
+            .chain(
+                report
+                    .warnings
+                    .iter()
+                    .filter(|w| w.starts_with("processkit:") || w.starts_with("config:"))
+                    .map(|w| {
+                        Finding::new(
+                            "aibox::doctor::apply_warning",
+                            Severity::Warning,
+                            "aibox.toml",
+                            w.clone(),
+                            "follow the advice in the message; `aibox apply` shows the same \
+                             warning",
+                        )
+                    }),
+            )
             .collect(),
         Err(e) => {
             let code = e.code().map(|c| c.to_string()).unwrap_or_default();

@@ -242,6 +242,9 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
         root,
     };
     let mut builder = PlanBuilder::default();
+    for warning in crate::config_check::unapplied_settings(&project.config) {
+        builder.warn(warning);
+    }
     builder.extend(security.files)?;
     crate::sources::contribute_all(&ctx, &mut builder)?;
     retire_generated(root, previous_lock.as_ref(), &mut builder)?;

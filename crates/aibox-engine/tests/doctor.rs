@@ -428,7 +428,8 @@ fn a_hand_edited_generated_file_is_an_error_not_an_invitation_to_apply() {
 }
 
 /// Settings that change nothing are a visible warning at `apply` and a doctor finding:
-/// processkit mode without a source, and skill selection in harness-only mode.
+/// processkit mode without a source, skill selection in harness-only mode, and
+/// `[ai.execution]`, which no harness file receives yet.
 #[test]
 fn settings_without_effect_are_apply_warnings_and_doctor_findings() {
     let cases = [
@@ -440,6 +441,12 @@ fn settings_without_effect_are_apply_warnings_and_doctor_findings() {
             "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n\n\
              [skills]\ninclude = [\"research\"]\n",
             "no effect in context mode `harness-only`",
+        ),
+        (
+            "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n\n\
+             [ai]\nharnesses = [\"codex\"]\n\n[ai.execution]\nfilesystem = \"workspace-write\"\n\
+             approval = \"on-request\"\n",
+            "[ai.execution] filesystem, approval is not applied",
         ),
     ];
     for (toml, needle) in cases {
