@@ -673,6 +673,16 @@ fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
                 g.quiet,
                 &format!("updated [skills] in {path}; run `aibox apply` to install or remove it"),
             );
+            // Shown even with --quiet: the command did nothing the user can use yet.
+            if aibox_config::load_project(&root)
+                .is_ok_and(|p| p.config.context.mode == aibox_config::ContextMode::HarnessOnly)
+            {
+                render::note(
+                    false,
+                    "warning: context mode is `harness-only`, so no processkit skill is \
+                     installed and this has no effect until [context] mode = \"processkit\"",
+                );
+            }
             Ok(Exit::Ok)
         }
     }

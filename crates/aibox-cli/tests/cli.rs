@@ -489,3 +489,17 @@ fn init_says_what_it_chose_and_refuses_what_apply_would() {
     assert!(!pinned.join("aibox.toml").exists());
     assert!(!pinned.join(".gitignore").exists());
 }
+
+/// `skill enable` in harness-only mode records the choice but says it has no effect.
+#[test]
+fn skill_enable_in_harness_only_mode_warns() {
+    let (_t, dir) = tempdir();
+    fs_err::write(
+        dir.join("aibox.toml"),
+        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n",
+    )
+    .unwrap();
+    let out = aibox(&dir, &["skill", "enable", "research"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("has no effect"), "{}", text(&out));
+}
