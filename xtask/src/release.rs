@@ -193,16 +193,20 @@ fn advisories(source: &AdvisorySource) -> Result<String, String> {
                 "==> cargo deny (offline advisory database copy of {date} from {})",
                 src.display()
             ));
-            run_tool(
-                deny_cmd()
-                    .arg("--offline")
-                    .args(checks)
-                    .arg("--config")
-                    .arg(&config_path),
-            )?;
+            run_tool(deny_cmd().args(offline_args(&config_path, &checks)))?;
             Ok(date)
         }
     }
+}
+
+/// cargo-deny arguments for an offline run with a derived config. `--offline` and
+/// `--config` are global options of cargo-deny 0.20 and must precede `check` (checked
+/// against the real 0.20.2 binary, which rejects `check --config`).
+fn offline_args(config: &Path, checks: &[&str]) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec!["--offline".into(), "--config".into()];
+    args.push(config.as_os_str().to_owned());
+    args.extend(checks.iter().map(Into::into));
+    args
 }
 
 /// `deny.toml` with `[advisories] db-path` set to `root` (the offline copy's parent).
@@ -546,6 +550,22 @@ mod tests {
         );
         assert!(derived.contains("[licenses]"));
         assert!(offline_config("[bans]\n", Path::new("/x")).is_err());
+    }
+
+    #[test]
+    fn offline_options_precede_the_check_subcommand() {
+        let args = offline_args(Path::new("t/deny.toml"), &["check", "advisories"]);
+        let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            args,
+            [
+                "--offline",
+                "--config",
+                "t/deny.toml",
+                "check",
+                "advisories"
+            ]
+        );
     }
 
     #[test]
