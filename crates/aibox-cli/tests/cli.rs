@@ -503,3 +503,31 @@ fn skill_enable_in_harness_only_mode_warns() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("has no effect"), "{}", text(&out));
 }
+
+/// `apply --check` names each stale committed file and the fix, and ignores local files
+/// that a fresh clone lacks.
+#[test]
+fn apply_check_names_stale_committed_files_only() {
+    let (_t, dir) = tempdir();
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\"]\n";
+    fs_err::write(dir.join("aibox.toml"), toml).unwrap();
+    let out = aibox(&dir, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    for local in [".aibox-local.env", ".devcontainer/docker-compose.local.yml"] {
+        fs_err::remove_file(dir.join(local)).unwrap();
+    }
+    fs_err::remove_dir_all(dir.join(".aibox")).unwrap();
+    let out = aibox(&dir, &["apply", "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    fs_err::write(dir.join("aibox.toml"), toml.replace("demo", "demo2")).unwrap();
+    let out = aibox(&dir, &["apply", "--check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("stale (updated)  .devcontainer/docker-compose.yml"),
+        "{t}"
+    );
+    assert!(t.contains("run `aibox apply` and commit the result"), "{t}");
+    assert!(!t.contains(".aibox-local.env"), "{t}");
+}
