@@ -183,9 +183,7 @@ fn git(dir: &Utf8Path, args: &[&str]) {
 
 /// Runs a pinned harness CLI from `test-tools/harnesses` in `dir` with a scratch home.
 fn harness(dir: &Utf8Path, home: &Utf8Path, program: &str, args: &[&str]) -> String {
-    let bin = workspace_root()
-        .join("test-tools/harnesses/node_modules/.bin")
-        .join(program);
+    let bin = aibox_test_support::harness_cli(program);
     assert!(
         bin.is_file(),
         "{bin} is missing: run `npm ci --prefix test-tools/harnesses`"

@@ -28,16 +28,7 @@ use aibox_mcp_registration::{LEDGER_PATH, Ledger, Origin, RegisterOptions, Serve
 use common::{remote, stdio};
 
 fn bin(name: &str) -> PathBuf {
-    // This crate's own manifest dir, so the path is right wherever the workspace lives.
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test-tools/harnesses/node_modules/.bin");
-    let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `npm ci --prefix test-tools/harnesses` (Node.js >= 20) before the tests",
-        path.display()
-    );
-    path
+    aibox_test_support::harness_cli(name).into()
 }
 
 fn servers(with_issues: bool) -> Vec<ServerSpec> {

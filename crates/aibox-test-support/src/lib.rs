@@ -22,3 +22,23 @@ pub fn workspace_root() -> camino::Utf8PathBuf {
         .and_then(|p| p.parent())
         .map_or_else(|| here.to_owned(), ToOwned::to_owned)
 }
+
+/// Path of a pinned harness CLI from `test-tools/harnesses` (`claude`, `codex`, `gemini`,
+/// `opencode`); panics with the set-up command when it is missing.
+///
+/// `OpenCode` is pinned as its Linux x64 binary package, not the `opencode-ai` wrapper: the
+/// wrapper lists one optional package per platform, and a lock file that records only the
+/// ones a registry serves fails `npm ci`.
+pub fn harness_cli(name: &str) -> camino::Utf8PathBuf {
+    let modules = workspace_root().join("test-tools/harnesses/node_modules");
+    let path = if name == "opencode" {
+        modules.join("opencode-linux-x64/bin/opencode")
+    } else {
+        modules.join(".bin").join(name)
+    };
+    assert!(
+        path.is_file(),
+        "{path} is missing: run `npm ci --prefix test-tools/harnesses` (Node.js >= 20) before the tests"
+    );
+    path
+}
