@@ -86,7 +86,7 @@ fn add_changes_only_the_expected_lines_and_remove_restores_every_byte() {
             diff.push_str(
                 &text
                     .unified_diff()
-                    .context_radius(1)
+                    .context_radius(0)
                     .header(path, path)
                     .to_string(),
             );

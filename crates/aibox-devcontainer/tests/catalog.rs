@@ -141,16 +141,19 @@ fn harness_clis_match_the_test_harness_lock() {
     let packages = lock["packages"].as_object().unwrap();
     let c = Catalog::builtin().unwrap();
     let mut checked = 0;
-    for tool in ["claude-code", "codex", "gemini-cli"] {
+    for tool in ["claude-code", "codex", "gemini-cli", "opencode"] {
         for a in &c.get(tool).unwrap().artifact {
             let spec = a.npm.as_deref().unwrap();
             let (name, version) = split_npm(spec).unwrap();
             let key = format!("node_modules/{}", a.install_as.as_deref().unwrap_or(name));
             let entry = &packages[&key];
+            if entry.is_null() && a.arch.as_deref() == Some("arm64") {
+                continue; // the test tools install the x64 platform packages only
+            }
             assert_eq!(entry["version"].as_str(), Some(version), "{key}");
             assert_eq!(entry["integrity"].as_str(), a.integrity.as_deref(), "{key}");
             checked += 1;
         }
     }
-    assert!(checked >= 6);
+    assert!(checked >= 5, "{checked}");
 }

@@ -340,6 +340,9 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         run.skip("sync", "no valid configuration");
     }
 
+    // processkit content as installed (the summary of `doctor --integrity`)
+    run.check("integrity", integrity_findings(project_root.path()));
+
     // local state ignored and untracked
     local_state(&mut run, project_root.path());
 
@@ -600,6 +603,26 @@ fn sync_findings(root: &Utf8Path, options: &DoctorOptions, engine: TargetEngine)
                     "run `aibox apply` (`aibox apply --dry-run` shows the diff)",
                 )
             })
+            // What `apply` warns about settings with no effect and skipped or kept
+            // processkit content is a finding here too, so `doctor` never says ok
+            // about it. The `mcp:` notices are guidance (approval commands, seeded trust)
+            // and stay with `apply` and `aibox mcp list`.
+            .chain(
+                report
+                    .warnings
+                    .iter()
+                    .filter(|w| w.starts_with("processkit:") || w.starts_with("config:"))
+                    .map(|w| {
+                        Finding::new(
+                            "aibox::doctor::apply_warning",
+                            Severity::Warning,
+                            "aibox.toml",
+                            w.clone(),
+                            "follow the advice in the message; `aibox apply` shows the same \
+                             warning",
+                        )
+                    }),
+            )
             .collect(),
         Err(e) => {
             let code = e.code().map(|c| c.to_string()).unwrap_or_default();
@@ -615,6 +638,45 @@ fn sync_findings(root: &Utf8Path, options: &DoctorOptions, engine: TargetEngine)
             )]
         }
     }
+}
+
+/// The integrity summary: drift of the installed processkit content is a warning here,
+/// so plain `doctor` sees what `doctor --integrity` lists file by file.
+fn integrity_findings(root: &Utf8Path) -> Vec<Finding> {
+    use aibox_provenance::IntegrityStatus;
+    let report = match aibox_provenance::integrity(root.as_std_path()) {
+        Ok(r) => r,
+        Err(e) => {
+            return vec![Finding::new(
+                "aibox::doctor::integrity_unreadable",
+                Severity::Warning,
+                "aibox.lock",
+                format!("the processkit integrity check cannot run: {e}"),
+                "run `aibox doctor --integrity` for details",
+            )];
+        }
+    };
+    let problem = match report.status {
+        IntegrityStatus::NotInstalled | IntegrityStatus::Healthy => return Vec::new(),
+        IntegrityStatus::Unverified => "installed without verification",
+        IntegrityStatus::MissingMarker => "the live marker is missing",
+        IntegrityStatus::VersionMismatch => "lock, marker and snapshot disagree on the version",
+        IntegrityStatus::MissingSnapshot => "the snapshot of the installed version is missing",
+        IntegrityStatus::Drifted => "installed files were modified, deleted or added",
+    };
+    vec![Finding::new(
+        "aibox::doctor::integrity",
+        Severity::Warning,
+        "context/",
+        format!(
+            "processkit content: {problem} ({} modified, {} missing, {} unexpected of {} checked)",
+            report.modified.len(),
+            report.missing.len(),
+            report.unexpected.len(),
+            report.checked
+        ),
+        "`aibox doctor --integrity` lists the files; `aibox apply` restores untouched ones",
+    )]
 }
 
 /// Local state that must be gitignored and untracked (glob entries are left to git).

@@ -16,7 +16,7 @@ use crate::PolicyError;
 use crate::finding::{Consent, Finding, Severity};
 use crate::seccomp::PROFILE_PATH;
 use crate::secrets::{TextKind, scan_secrets};
-use crate::text::{line_of, line_of_all, strip_jsonc};
+use crate::text::{line_of, line_of_all, parse_jsonc};
 
 /// Capabilities that are refused: each hands out root-equivalent powers.
 const BROAD_CAPS: [&str; 8] = [
@@ -156,18 +156,10 @@ pub fn check_plan(
     })
 }
 
-/// Whether `path` is gitignored local state (`aibox_config::LOCAL_STATE_PATHS`), which may
-/// hold personal values and is never committed.
+/// Whether `path` is gitignored local state, which may hold personal values and is
+/// never committed.
 fn is_local_state(path: &str) -> bool {
-    aibox_config::LOCAL_STATE_PATHS
-        .iter()
-        .any(|entry| match entry.split_once("/**/") {
-            Some((base, leaf)) => {
-                path.starts_with(&format!("{base}/")) && path.contains(&format!("/{leaf}"))
-            }
-            None if entry.ends_with('/') => path.starts_with(entry),
-            None => path == *entry,
-        })
+    aibox_config::is_local_state(path)
 }
 
 /// Checks a Compose file (generated or the user-owned override) for dangerous options.
@@ -343,9 +335,9 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
         text: jsonc_text,
         consent,
     };
-    let doc: Json = match serde_json::from_str(&strip_jsonc(jsonc_text)) {
+    let doc: Json = match parse_jsonc(jsonc_text) {
         Ok(doc) => doc,
-        Err(e) => return vec![unparsable(file, "JSON", &e.to_string()).at(Some(e.line()))],
+        Err(e) => return vec![unparsable(file, "JSON", &e.message).at(Some(e.line))],
     };
     let mut out = Vec::new();
     if doc.get("privileged").is_some_and(json_truthy) {

@@ -9,15 +9,10 @@ pub mod http;
 pub mod podman;
 pub mod schema;
 
-/// Path of the read-only `shared/` folder beside the repository (`../shared`), or
-/// `AIBOX_SHARED_DIR` when set.
-pub fn shared_dir() -> camino::Utf8PathBuf {
-    if let Ok(dir) = std::env::var("AIBOX_SHARED_DIR") {
-        return dir.into();
-    }
-    workspace_root()
-        .parent()
-        .map_or_else(|| "shared".into(), |p| p.join("shared"))
+/// Folder of the JSON schemas vendored into this crate (`schemas/`, see its README for
+/// sources and licences). Inside the repository, so a clone of aibox alone passes its tests.
+pub fn schemas_dir() -> camino::Utf8PathBuf {
+    camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas")
 }
 
 /// The workspace root (the folder with the top-level `Cargo.toml`).
@@ -26,4 +21,24 @@ pub fn workspace_root() -> camino::Utf8PathBuf {
     here.parent()
         .and_then(|p| p.parent())
         .map_or_else(|| here.to_owned(), ToOwned::to_owned)
+}
+
+/// Path of a pinned harness CLI from `test-tools/harnesses` (`claude`, `codex`, `gemini`,
+/// `opencode`); panics with the set-up command when it is missing.
+///
+/// `OpenCode` is pinned as its Linux x64 binary package, not the `opencode-ai` wrapper: the
+/// wrapper lists one optional package per platform, and a lock file that records only the
+/// ones a registry serves fails `npm ci`.
+pub fn harness_cli(name: &str) -> camino::Utf8PathBuf {
+    let modules = workspace_root().join("test-tools/harnesses/node_modules");
+    let path = if name == "opencode" {
+        modules.join("opencode-linux-x64/bin/opencode")
+    } else {
+        modules.join(".bin").join(name)
+    };
+    assert!(
+        path.is_file(),
+        "{path} is missing: run `npm ci --prefix test-tools/harnesses` (Node.js >= 20) before the tests"
+    );
+    path
 }
