@@ -27,12 +27,12 @@ mkdir -p "$proj"
     85e26571936b8e418b23fb0ded82e31c63c0993fd567a1e6fa0914473d014af0 >/dev/null
 "$aibox" --project "$proj" config set context.packages '["starter"]' >/dev/null
 printf '[container]\nextra_ca_certificates = "%s"\n' "$ca" > "$proj/.aibox-local.toml"
-"$aibox" --project "$proj" apply >/dev/null
+"$aibox" --project "$proj" -q apply >/dev/null
 
 build() {
     local start end
     start="$(date +%s%N)"
-    podman build "$@" -f "$proj/.devcontainer/Dockerfile" "$proj/.devcontainer" >/dev/null
+    podman build "$@" -f "$proj/.devcontainer/Dockerfile" "$proj/.devcontainer" >/dev/null 2>&1
     end="$(date +%s%N)"
     echo $(((end - start) / 1000000))
 }
