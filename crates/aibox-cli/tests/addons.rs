@@ -1,5 +1,7 @@
 //! `aibox addon add|remove` + `apply`: adding an addon changes exactly the lines it
-//! should (snapshot of the diff), and removing it gives back every byte.
+//! should (snapshot of the diff), and removing it gives back every byte. Also the
+//! personal extra CA setting: copied only into the gitignored build context, and a
+//! missing or non-PEM file is a clear error that writes nothing.
 
 #![allow(clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
@@ -133,4 +135,61 @@ fn an_unknown_addon_is_refused_and_nothing_changes() {
         "the known names are listed: {stderr}"
     );
     assert_eq!(files(&root), before);
+}
+
+#[test]
+fn the_personal_ca_reaches_only_the_gitignored_build_context() {
+    let (_tmp, root) = project();
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n";
+    let ca = root.join("my-ca.pem");
+    fs_err::write(&ca, pem).unwrap();
+    fs_err::write(
+        root.join(".aibox-local.toml"),
+        "[container]\nextra_ca_certificates = \"my-ca.pem\"\n",
+    )
+    .unwrap();
+    let before = files(&root);
+    ok(&root, &["apply"]);
+    let after = files(&root);
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(k, v)| before.get(*k) != Some(*v))
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(changed, [".devcontainer/aibox-ca/extra-ca.crt"]);
+    assert_eq!(after[".devcontainer/aibox-ca/extra-ca.crt"], pem.as_bytes());
+    let gitignore = String::from_utf8_lossy(&after[".gitignore"]).into_owned();
+    assert!(
+        gitignore.lines().any(|l| l == ".devcontainer/aibox-ca/"),
+        "{gitignore}"
+    );
+}
+
+#[test]
+fn a_missing_or_non_pem_ca_file_is_refused_and_nothing_is_written() {
+    let (_tmp, root) = project();
+    for (setting, needle) in [
+        (
+            "/nonexistent/aibox-test-ca.pem",
+            "/nonexistent/aibox-test-ca.pem",
+        ),
+        ("aibox.toml", "no PEM certificate"),
+    ] {
+        fs_err::write(
+            root.join(".aibox-local.toml"),
+            format!("[container]\nextra_ca_certificates = \"{setting}\"\n"),
+        )
+        .unwrap();
+        let before = files(&root);
+        let out = aibox(&root, &["apply"]);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{stderr}");
+        assert!(stderr.contains("extra CA certificates"), "{stderr}");
+        assert!(
+            stderr.contains("extra_ca_certificates` in .aibox-local.toml"),
+            "{stderr}"
+        );
+        assert_eq!(files(&root), before);
+    }
 }

@@ -163,6 +163,23 @@ pub enum EngineError {
         source: std::io::Error,
     },
 
+    /// `.aibox-local.toml` `container.extra_ca_certificates` cannot be used.
+    #[error("cannot use the extra CA certificates `{path}`: {reason}")]
+    #[diagnostic(
+        code(aibox::apply::extra_ca),
+        help(
+            "`container.extra_ca_certificates` in .aibox-local.toml must name a readable PEM \
+             file (absolute, or relative to the project folder), for example \
+             /etc/ssl/certs/ca-certificates.crt; remove the key if you need no extra CA"
+        )
+    )]
+    ExtraCa {
+        /// The path as resolved.
+        path: Utf8PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// The project root does not exist or is not valid UTF-8.
     #[error("project root `{path}` is not usable: {reason}")]
     #[diagnostic(code(aibox::apply::root), help("pass an existing project directory"))]

@@ -69,17 +69,15 @@ fn read_extra_ca(ctx: &PlanContext) -> Result<Option<String>, EngineError> {
         return Ok(None);
     };
     let path = ctx.root().join(path);
-    let text = fs_err::read_to_string(path.as_std_path())
-        .map_err(|e| EngineError::io("read the extra CA certificates", &path, e))?;
+    let text = fs_err::read_to_string(path.as_std_path()).map_err(|e| EngineError::ExtraCa {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
     if !text.contains("-----BEGIN CERTIFICATE-----") {
-        return Err(EngineError::io(
-            "read the extra CA certificates",
-            &path,
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "no PEM certificate in the file",
-            ),
-        ));
+        return Err(EngineError::ExtraCa {
+            path,
+            reason: "the file holds no PEM certificate".to_owned(),
+        });
     }
     let mut text = text;
     if !text.ends_with('\n') {
