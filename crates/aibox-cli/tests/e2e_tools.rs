@@ -1,10 +1,10 @@
 //! The image carries the tools the project needs, pinned and verified (real Podman).
 //!
 //! A three-harness processkit project with the bundled content pack
-//! (`examples/processkit-pack`) is applied and brought up; inside the container,
-//! `aibox exec` finds every harness CLI, `uv` and `git` at the catalog's versions, and the
-//! pack's MCP server, started exactly as the registered Claude Code config says, answers
-//! `initialize` over stdio. The image build reaches the package registries through this
+//! (`examples/processkit-pack`) and the `npm` addon is applied and brought up; inside the
+//! container, `aibox exec` finds every harness CLI, `uv`, `git`, `node` and `npx` at the
+//! catalog's versions, and the pack's MCP server, started exactly as the registered
+//! Claude Code config says, answers `initialize` over stdio. The image build reaches the package registries through this
 //! machine's TLS-inspecting proxy with the personal CA setting.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail loudly
@@ -120,6 +120,8 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
     ]));
     ok(aibox(&podman, &root).args(["config", "set", "processkit.sha256", PACK_SHA256]));
     ok(aibox(&podman, &root).args(["config", "set", "context.packages", "[\"starter\"]"]));
+    // A user-chosen addon on top: npm and npx.
+    ok(aibox(&podman, &root).args(["addon", "add", "npm"]));
     fs_err::write(root.join(".aibox-local.toml"), local_toml_with_host_ca()).unwrap();
     ok(aibox(&podman, &root).arg("apply"));
     let status: serde_json::Value = serde_json::from_str(&ok(
@@ -146,6 +148,8 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
         ("gemini", version("gemini-cli")),
         ("uv", format!("uv {}", version("uv"))),
         ("git", "git version ".to_owned()),
+        ("node", format!("v{}", version("node"))),
+        ("npx", version("npm")),
     ] {
         let out = ok(aibox(&podman, &root).args(["exec", "--", cmd, "--version"]));
         assert!(

@@ -196,7 +196,8 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
 }
 
 /// The catalog tools the image installs, in install order: the basics, the CLIs of the
-/// enabled harnesses, Python and `uv` in processkit mode, and `[addons] tools`.
+/// enabled harnesses, Python and `uv` in processkit mode, npm when a team MCP server is
+/// started with `npx`, and `[addons] tools`.
 pub fn selected_tools<'c>(
     config: &AiboxToml,
     catalog: &'c Catalog,
@@ -212,6 +213,17 @@ pub fn selected_tools<'c>(
         for tool in catalog::PROCESSKIT_TOOLS {
             wanted.push(tool);
         }
+    }
+    // Team MCP servers started with npx/npm need them in the image (personal servers do
+    // not change the committed Dockerfile; add `npm` to `[addons]` for those).
+    let npx = config.ai.mcp.servers.iter().any(|s| {
+        s.command
+            .as_deref()
+            .and_then(|c| c.rsplit('/').next())
+            .is_some_and(|c| c == "npx" || c == "npm")
+    });
+    if npx {
+        wanted.push("npm");
     }
     for addon in &config.addons.tools {
         if catalog.get(addon).is_none() {

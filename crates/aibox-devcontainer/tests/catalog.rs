@@ -157,3 +157,43 @@ fn harness_clis_match_the_test_harness_lock() {
     }
     assert!(checked >= 5, "{checked}");
 }
+
+fn selected(toml_text: &str) -> Vec<String> {
+    let config: aibox_config::AiboxToml = toml::from_str(toml_text).unwrap();
+    let catalog = Catalog::builtin().unwrap();
+    aibox_devcontainer::selected_tools(&config, &catalog)
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// What an image gets follows from the configuration, requirements first.
+#[test]
+fn the_configuration_decides_the_tools() {
+    assert_eq!(
+        selected("[container]\nname = \"x\"\n[context]\nmode = \"harness-only\"\n"),
+        ["ca-certificates", "curl", "git"]
+    );
+    assert_eq!(
+        selected(
+            "[container]\nname = \"x\"\n[ai]\nharnesses = [\"gemini\", \"claude\", \"cursor\"]\n"
+        ),
+        [
+            "ca-certificates",
+            "curl",
+            "git",
+            "python",
+            "claude-code",
+            "node",
+            "gemini-cli",
+            "uv"
+        ]
+    );
+    let npx = selected(
+        "[container]\nname = \"x\"\n[context]\nmode = \"harness-only\"\n\
+         [[ai.mcp.servers]]\nname = \"fs\"\ncommand = \"npx\"\n\
+         args = [\"-y\", \"@modelcontextprotocol/server-filesystem@2025.8.21\", \"/workspace\"]\n",
+    );
+    assert_eq!(npx, ["ca-certificates", "curl", "git", "node", "npm"]);
+}

@@ -116,6 +116,16 @@ pub fn list(config: Option<&AiboxToml>) -> Result<Vec<AddonRow>, AddonError> {
         {
             return Some("processkit".into());
         }
+        if name == "npm"
+            && config.ai.mcp.servers.iter().any(|s| {
+                s.command
+                    .as_deref()
+                    .and_then(|c| c.rsplit('/').next())
+                    .is_some_and(|c| c == "npx" || c == "npm")
+            })
+        {
+            return Some("npx server".into());
+        }
         if config.addons.tools.iter().any(|t| t == name) {
             return Some("addon".into());
         }
