@@ -160,7 +160,9 @@ fn the_personal_ca_reaches_only_the_gitignored_build_context() {
     assert_eq!(after[".devcontainer/aibox-ca/extra-ca.crt"], pem.as_bytes());
     let gitignore = String::from_utf8_lossy(&after[".gitignore"]).into_owned();
     assert!(
-        gitignore.lines().any(|l| l == ".devcontainer/aibox-ca/"),
+        gitignore
+            .lines()
+            .any(|l| l == ".devcontainer/aibox-ca/extra-ca.crt"),
         "{gitignore}"
     );
 }

@@ -385,6 +385,15 @@ fn generate_commit_and_clone(
     ] {
         assert!(!clone.join(local).exists(), "{local} was committed");
     }
+    // Behind this machine's TLS-inspecting proxy the image build needs its CA: the
+    // developer's personal copy in the gitignored build-context file (what `aibox apply`
+    // writes from `.aibox-local.toml`). The clone has the folder from the committed README.
+    assert!(!clone.join(".devcontainer/aibox-ca/extra-ca.crt").exists());
+    fs_err::copy(
+        aibox_test_support::podman::HOST_CA_BUNDLE,
+        clone.join(".devcontainer/aibox-ca/extra-ca.crt"),
+    )
+    .unwrap();
     for committed in [
         ".mcp.json",
         ".codex/config.toml",

@@ -15,7 +15,7 @@ pub const LOCAL_STATE_PATHS: &[&str] = &[
     ".aibox-local.env",
     ".devcontainer/docker-compose.local.yml",
     // Personal extra CA certificates copied in for the image build.
-    ".devcontainer/aibox-ca/",
+    ".devcontainer/aibox-ca/extra-ca.crt",
     // Harness logins, tokens and caches mounted into the container.
     ".aibox-home/",
     // aibox's own state: caches, backups, project lock.

@@ -180,6 +180,10 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
     );
     env.mode = Some(0o600);
     files.push(env);
+    files.push(PlannedFile::generated(
+        EXTRA_CA_README_PATH,
+        tools::ca_readme(),
+    ));
     files.push(PlannedFile::new(
         EXTRA_CA_PATH,
         inputs.extra_ca.unwrap_or_default(),
@@ -247,6 +251,9 @@ pub fn selected_tools<'c>(
 
 /// Path of the personal extra CA certificates in the build context (gitignored).
 pub const EXTRA_CA_PATH: &str = ".devcontainer/aibox-ca/extra-ca.crt";
+/// Committed file that keeps `.devcontainer/aibox-ca/` in a fresh clone, so the
+/// Dockerfile's `COPY` works before anyone runs `aibox apply`.
+pub const EXTRA_CA_README_PATH: &str = ".devcontainer/aibox-ca/README";
 
 /// The Compose project name: `aibox.project_name`, else `container.name`, lowercased,
 /// with characters Compose does not allow replaced by `-`. The runtime passes it with

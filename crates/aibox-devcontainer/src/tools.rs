@@ -17,6 +17,17 @@ pub const CA_FILE: &str = "extra-ca.crt";
 
 const DL: &str = "/tmp/aibox-download";
 
+/// Text of the committed `README` in [`CA_DIR`].
+pub fn ca_readme() -> String {
+    format!(
+        "# {}\n\
+         # This folder is copied into the image build. `extra-ca.crt` (gitignored, personal)\n\
+         # holds the CA certificates named by `container.extra_ca_certificates` in\n\
+         # .aibox-local.toml, for registries behind a TLS-inspecting proxy; aibox writes it.\n",
+        crate::GENERATED_HEADER
+    )
+}
+
 /// Where an artifact is unpacked inside the image.
 pub fn install_dir(tool: &Tool, a: &Artifact) -> String {
     match &a.npm {

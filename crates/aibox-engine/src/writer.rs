@@ -29,6 +29,7 @@ pub const PERIMETER: &[&str] = &[
     ".devcontainer/docker-compose.local.yml",
     ".devcontainer/aibox-seccomp.json",
     ".devcontainer/aibox-ca/extra-ca.crt",
+    ".devcontainer/aibox-ca/README",
     // local state
     ".aibox-local.env",
     ".aibox-home/**",
