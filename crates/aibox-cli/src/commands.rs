@@ -546,10 +546,23 @@ fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
                     if s.excluded {
                         tags.push("excluded");
                     }
+                    let origin = match s.origin {
+                        aibox_engine::skills::Trust::FirstParty => "first-party",
+                        aibox_engine::skills::Trust::ThirdParty => "third-party",
+                    };
+                    let verdict = if s.failed_points.is_empty() {
+                        s.verdict.as_str().to_owned()
+                    } else {
+                        let points: Vec<String> =
+                            s.failed_points.iter().map(u8::to_string).collect();
+                        format!("fail (point {})", points.join(", "))
+                    };
                     render::out(&format!(
-                        "{:<24} {:<14} {}",
+                        "{:<24} {:<14} {:<12} {:<18} {}",
                         s.name,
                         s.category,
+                        origin,
+                        verdict,
                         tags.join(", ")
                     ));
                 }
@@ -563,7 +576,21 @@ fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
             };
             let review = aibox_engine::skills::review_target(root.as_deref(), target)
                 .map_err(Failure::user)?;
-            json_or(g, &review, || render::out(review.render_human().trim_end()))?;
+            json_or(g, &review, || {
+                render::out(review.render_human().trim_end());
+                let first_party = root.as_deref().is_some_and(|r| {
+                    !Utf8Path::new(target).is_dir()
+                        && aibox_engine::skills::trust_of_installed(r, target)
+                            == Some(aibox_engine::skills::Trust::FirstParty)
+                });
+                if first_party && review.failed() {
+                    render::out(
+                        "This skill is first-party (shipped in the verified release pinned in aibox.lock): \
+                         its findings are reported and do not block `aibox apply` unless \
+                         `[processkit] review = \"all\"`.",
+                    );
+                }
+            })?;
             Ok(if review.failed() {
                 Exit::Problems
             } else {

@@ -258,6 +258,40 @@ pub struct ProcesskitSection {
     /// always reports.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_unverified: bool,
+    /// Which skills the skill review gates at `apply`. `third-party` (default): skills
+    /// the verified, pinned release shipped are first-party (reviewed and reported, never
+    /// blocking); everything else must pass or carry a consent. `all`: first-party
+    /// skills must pass or carry a consent too.
+    #[serde(default, skip_serializing_if = "ReviewScope::is_default")]
+    pub review: ReviewScope,
+}
+
+/// `[processkit] review`: which skills the review gates at `apply`.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReviewScope {
+    /// Gate skills that did not come from the verified, pinned release (default).
+    #[default]
+    ThirdParty,
+    /// Gate every skill with an MCP server, first-party ones included.
+    All,
+}
+
+impl ReviewScope {
+    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes `&T`
+    fn is_default(&self) -> bool {
+        *self == Self::ThirdParty
+    }
+
+    /// The name used in `aibox.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ThirdParty => "third-party",
+            Self::All => "all",
+        }
+    }
 }
 
 /// `[skills]`: selection on top of the package tiers.

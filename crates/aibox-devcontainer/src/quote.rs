@@ -94,7 +94,7 @@ mod tests {
         ];
         for value in hostile {
             let doc = format!("k: {}\n", yaml(value));
-            let parsed: serde_yaml::Value = serde_yaml::from_str(&doc).unwrap();
+            let parsed: serde_norway::Value = serde_norway::from_str(&doc).unwrap();
             assert_eq!(
                 parsed["k"].as_str(),
                 Some(value),

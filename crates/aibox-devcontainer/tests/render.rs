@@ -333,11 +333,11 @@ fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
                 .args(compose_args(&files))
                 .arg("config"),
         );
-        let parsed: serde_yaml::Value = serde_yaml::from_str(&out).unwrap();
+        let parsed: serde_norway::Value = serde_norway::from_str(&out).unwrap();
         let service = &parsed["services"][aibox_devcontainer::service_name(&case.team)];
         assert_eq!(
             service["init"],
-            serde_yaml::Value::Bool(true),
+            serde_norway::Value::Bool(true),
             "{}",
             case.name
         );

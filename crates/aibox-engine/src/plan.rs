@@ -104,9 +104,17 @@ pub struct PlanBuilder {
     processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
     warnings: Vec<String>,
     lock: Lock,
+    verified_content: std::collections::BTreeSet<Utf8PathBuf>,
 }
 
 impl PlanBuilder {
+    /// Marks a planned file as verified release content (or aibox's own record of it):
+    /// the secret scan, which is for what users write, skips it. The release's digest
+    /// covers it; credential-looking text in it is a skill review finding instead.
+    pub fn mark_verified_content(&mut self, path: impl Into<Utf8PathBuf>) {
+        self.verified_content.insert(path.into());
+    }
+
     /// Adds a file. Errors when another source already planned the same path.
     pub fn add(&mut self, file: PlannedFile) -> Result<(), EngineError> {
         crate::writer::check_relative(&file.path)?;
@@ -262,13 +270,21 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
     builder.extend(security.files)?;
     crate::sources::contribute_all(&ctx, &mut builder)?;
     retire_generated(root, previous_lock.as_ref(), &mut builder)?;
+    let verified_content = std::mem::take(&mut builder.verified_content);
     let plan = builder.finish(&options.aibox_version)?;
     // Policy gate over what would be written, the user's override and the configured
     // volumes, plus the secret scan of committed files: a refusal leaves the project as is.
+    // Verified release content is not what users write; the gate skips it.
+    let gated: Vec<PlannedFile> = plan
+        .files
+        .iter()
+        .filter(|f| !verified_content.contains(&f.path))
+        .cloned()
+        .collect();
     aibox_policy::check_plan(
         &project.config,
         &project.local,
-        &plan.files,
+        &gated,
         override_text.as_deref(),
     )
     .map_err(policy_err)?;

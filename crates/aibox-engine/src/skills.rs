@@ -4,11 +4,13 @@
 use aibox_config::edit::ConfigFile;
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 use aibox_provenance::source::Verification;
+use std::collections::BTreeSet;
+
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
 use crate::config_edit::{ConfigEditError, config_set};
-use crate::sources::skill_review::{Review, ReviewContext, SkillOrigin, review};
+use crate::sources::skill_review::{Outcome, Review, ReviewContext, SkillOrigin, review};
 
 /// Reviews `target`: an existing directory is reviewed as a local path; anything else is
 /// the name of a skill installed under `context/skills/<category>/<name>` of the project
@@ -34,22 +36,88 @@ pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, En
         Ok(text) => Some(Lock::parse(&text, Utf8Path::new(LOCK_FILE))?),
         Err(_) => None,
     };
-    let origin = match lock.as_ref().and_then(|l| l.processkit.as_ref()) {
-        Some(pk) => SkillOrigin::Release {
+    let rel = dir.strip_prefix(root).unwrap_or(&dir).to_string();
+    review(&dir, &review_context(root, lock.as_ref(), &rel))
+}
+
+/// The trust of the installed skill `name` (`None` when no such skill is installed).
+pub fn trust_of_installed(root: &Utf8Path, name: &str) -> Option<Trust> {
+    let dir = installed(root).into_iter().find(|s| s.name == name)?;
+    Some(trust_of(
+        root,
+        &format!("{SKILLS_DIR}/{}/{}", dir.category, dir.name),
+    ))
+}
+
+/// Where a skill's files came from, by provenance only (never by its own metadata).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trust {
+    /// Installed from the verified, pinned release recorded in `aibox.lock`.
+    FirstParty,
+    /// Anything else: a folder the release did not ship, or an unverified release.
+    ThirdParty,
+}
+
+/// The trust of the skill folder `dir` (root-relative): first-party when the install
+/// marker recorded its files from a verified release.
+pub fn trust_of(root: &Utf8Path, dir: &str) -> Trust {
+    let prefix = format!("{dir}/");
+    let first = aibox_provenance::Marker::read(root.as_std_path()).is_some_and(|m| {
+        m.manifest.verification != Verification::Unverified
+            && m.files
+                .keys()
+                .chain(m.user_files.keys())
+                .any(|p| p.starts_with(&prefix))
+    });
+    if first {
+        Trust::FirstParty
+    } else {
+        Trust::ThirdParty
+    }
+}
+
+fn review_context(root: &Utf8Path, lock: Option<&Lock>, dir: &str) -> ReviewContext {
+    let origin = match (
+        trust_of(root, dir),
+        lock.and_then(|l| l.processkit.as_ref()),
+    ) {
+        (Trust::FirstParty, Some(pk)) => SkillOrigin::Release {
             source: pk.source.clone(),
             version: pk.version.clone(),
             sha256: pk.release_asset_sha256.as_ref().map(ToString::to_string),
             verified: pk.verification != Verification::Unverified,
         },
-        None => SkillOrigin::Unknown,
-    };
-    review(
-        &dir,
-        &ReviewContext {
-            origin,
-            ..ReviewContext::default()
+        _ => SkillOrigin::LocalPath {
+            path: dir.to_owned(),
         },
-    )
+    };
+    ReviewContext {
+        origin,
+        ..ReviewContext::default()
+    }
+}
+
+/// A skill folder under `context/skills/` that the pinned release did not ship.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HandAdded {
+    /// Directory name.
+    pub name: String,
+    /// Root-relative directory.
+    pub dir: String,
+}
+
+/// Skill folders under `context/skills/<category>/` that are not among `shipped` (release
+/// skill directories) and declare an MCP server: third-party, whatever they claim.
+pub(crate) fn hand_added(root: &Utf8Path, shipped: &BTreeSet<&str>) -> Vec<HandAdded> {
+    installed(root)
+        .into_iter()
+        .filter_map(|s| {
+            let dir = format!("{SKILLS_DIR}/{}/{}", s.category, s.name);
+            (!shipped.contains(dir.as_str()) && s.dir.join("mcp/mcp-config.json").is_file())
+                .then_some(HandAdded { name: s.name, dir })
+        })
+        .collect()
 }
 
 fn find_installed(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, EngineError> {
@@ -85,13 +153,16 @@ fn installed(root: &Utf8Path) -> Vec<Installed> {
     };
     for category in categories.flatten() {
         let category = category.file_name().to_string_lossy().into_owned();
+        if category.starts_with('_') {
+            continue;
+        }
         let Ok(entries) = fs_err::read_dir(skills.join(&category)) else {
             continue;
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let dir = skills.join(&category).join(&name);
-            if dir.join("SKILL.md").is_file() {
+            if dir.join("SKILL.md").is_file() || dir.join("mcp/mcp-config.json").is_file() {
                 out.push(Installed {
                     category: category.clone(),
                     name,
@@ -200,28 +271,41 @@ pub struct SkillInfo {
     pub included: bool,
     /// Named in `[skills] exclude` (still installed until the next `apply`, or core).
     pub excluded: bool,
+    /// Where it came from: the verified release (first-party) or not (third-party).
+    pub origin: Trust,
+    /// The worst outcome of its review (`aibox skill review NAME` shows the evidence).
+    pub verdict: Outcome,
+    /// The review points it fails.
+    pub failed_points: Vec<u8>,
 }
 
 /// The skills installed under `context/skills/<category>/<name>/`, with their selection
 /// state from `[skills]`.
 pub fn list(root: &Utf8Path) -> Result<Vec<SkillInfo>, EngineError> {
     let project = aibox_config::load_project(root)?;
-    let mut out: Vec<SkillInfo> = installed(root)
-        .into_iter()
-        .map(|s| {
-            let text = fs_err::read_to_string(s.dir.join("SKILL.md")).unwrap_or_default();
-            let front = text.split("\n---").next().unwrap_or_default();
-            SkillInfo {
-                core: front.lines().any(|l| l.trim() == "core: true"),
-                mcp_server: s.dir.join("mcp/mcp-config.json").is_file(),
-                included: project.config.skills.include.contains(&s.name),
-                excluded: project.config.skills.exclude.contains(&s.name),
-                dir: format!("{SKILLS_DIR}/{}/{}", s.category, s.name),
-                category: s.category,
-                name: s.name,
-            }
-        })
-        .collect();
+    let lock = match fs_err::read_to_string(root.join(LOCK_FILE)) {
+        Ok(text) => Some(Lock::parse(&text, Utf8Path::new(LOCK_FILE))?),
+        Err(_) => None,
+    };
+    let mut out = Vec::new();
+    for s in installed(root) {
+        let text = fs_err::read_to_string(s.dir.join("SKILL.md")).unwrap_or_default();
+        let front = text.split("\n---").next().unwrap_or_default();
+        let dir = format!("{SKILLS_DIR}/{}/{}", s.category, s.name);
+        let review = review(&s.dir, &review_context(root, lock.as_ref(), &dir))?;
+        out.push(SkillInfo {
+            core: front.lines().any(|l| l.trim() == "core: true"),
+            mcp_server: s.dir.join("mcp/mcp-config.json").is_file(),
+            included: project.config.skills.include.contains(&s.name),
+            excluded: project.config.skills.exclude.contains(&s.name),
+            origin: trust_of(root, &dir),
+            verdict: review.outcome,
+            failed_points: review.failed_points(),
+            dir,
+            category: s.category,
+            name: s.name,
+        });
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }

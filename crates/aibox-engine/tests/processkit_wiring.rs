@@ -106,6 +106,28 @@ fn pack_with_failing_skill(dir: &Utf8Path) -> Utf8PathBuf {
         "import urllib.request\n\n\ndef fetch(url):\n    return urllib.request.urlopen(\"https://collector.example.com/\" + url).read()\n",
     )
     .unwrap();
+    // The manifest lists every shipped config (canonical-JSON digests, spec §9).
+    let manifest_path = dest.join("context/.processkit-mcp-manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(&manifest_path).unwrap()).unwrap();
+    let config = fs_err::read(skill.join("mcp/mcp-config.json")).unwrap();
+    let per_skill = manifest["per_skill"].as_array_mut().unwrap();
+    per_skill.push(serde_json::json!({
+        "path": "context/skills/engineering/net-fetch/mcp/mcp-config.json",
+        "sha256": aibox_provenance::servers::config_digest(&config).unwrap(),
+    }));
+    per_skill.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
+    let digests: Vec<&str> = per_skill
+        .iter()
+        .map(|e| e["sha256"].as_str().unwrap())
+        .collect();
+    let aggregate = aibox_provenance::Sha256::of(digests.join("\n").as_bytes()).to_hex();
+    manifest["aggregate_sha256"] = aggregate.into();
+    fs_err::write(
+        &manifest_path,
+        serde_json::to_string_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
     let provenance = dest.join("PROVENANCE.toml");
     let mut text = fs_err::read_to_string(&provenance).unwrap();
     for f in ["SKILL.md", "mcp/mcp-config.json", "mcp/server.py"] {
@@ -153,10 +175,24 @@ fn a_skill_failing_review_is_registered_only_after_consent() {
         "a refused apply wrote nothing"
     );
 
+    // An unverified release is third-party as a whole: its `core: true` skill-finder
+    // (launched with `python3`, not `uv run`: a true point-4 finding) is gated too, since a
+    // skill's own metadata never decides its trust.
+    assert!(shown.contains("skill-finder"), "{shown}");
+
     let consent = "\n[[skills.review_exceptions]]\nskill = \"net-fetch\"\nreviewer = \"Test Reviewer\"\n\
                    reason = \"fetches pages from one documented host\"\n";
     let mut text = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
     text.push_str(consent);
+    fs_err::write(root.join("aibox.toml"), &text).unwrap();
+    let err = apply(&root, &ApplyOptions::default()).unwrap_err();
+    let shown = format!("{:?}", miette::Report::new(err));
+    assert!(shown.contains("refusing to register 1 skill"), "{shown}");
+    assert!(shown.contains("skill-finder"), "{shown}");
+    text.push_str(
+        "\n[[skills.review_exceptions]]\nskill = \"skill-finder\"\nreviewer = \"Test Reviewer\"\n\
+         reason = \"read-only listing of local skills\"\n",
+    );
     fs_err::write(root.join("aibox.toml"), text).unwrap();
     apply(&root, &ApplyOptions::default()).unwrap();
     let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();

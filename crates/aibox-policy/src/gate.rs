@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use aibox_config::{AiboxToml, ExtraVolume, LocalToml, Ownership, PlannedFile};
 use serde_json::Value as Json;
-use serde_yaml::Value as Yaml;
+use serde_norway::Value as Yaml;
 
 use crate::PolicyError;
 use crate::finding::{Consent, Finding, Severity};
@@ -180,7 +180,7 @@ pub fn check_compose(file: &str, yaml_text: &str, consent: &Consent) -> Vec<Find
         text: yaml_text,
         consent,
     };
-    let doc: Yaml = match serde_yaml::from_str(yaml_text) {
+    let doc: Yaml = match serde_norway::from_str(yaml_text) {
         Ok(doc) => doc,
         Err(e) => {
             let line = e.location().map(|l| l.line());

@@ -334,10 +334,10 @@ pub fn without_override_duplicates(
 ) -> Vec<String> {
     let normalise = |s: &str| s.trim().replacen(':', "=", 1).to_ascii_lowercase();
     let existing: Vec<String> = override_text
-        .and_then(|t| serde_yaml::from_str::<serde_yaml::Value>(t).ok())
+        .and_then(|t| serde_norway::from_str::<serde_norway::Value>(t).ok())
         .and_then(|doc| {
             doc.get("services")
-                .and_then(serde_yaml::Value::as_mapping)
+                .and_then(serde_norway::Value::as_mapping)
                 .cloned()
         })
         .map(|services| {
@@ -345,10 +345,10 @@ pub fn without_override_duplicates(
                 .values()
                 .filter_map(|svc| {
                     svc.get("security_opt")
-                        .and_then(serde_yaml::Value::as_sequence)
+                        .and_then(serde_norway::Value::as_sequence)
                 })
                 .flatten()
-                .filter_map(serde_yaml::Value::as_str)
+                .filter_map(serde_norway::Value::as_str)
                 .map(normalise)
                 .collect()
         })

@@ -66,7 +66,7 @@ pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
         TextKind::Json => serde_json::from_str::<Value>(&strip_jsonc(text))
             .ok()
             .map(|v| leaves_of(&v)),
-        TextKind::Yaml => serde_yaml::from_str::<serde_yaml::Value>(text)
+        TextKind::Yaml => serde_norway::from_str::<serde_norway::Value>(text)
             .ok()
             .and_then(|y| serde_json::to_value(y).ok())
             .map(|v| leaves_of(&v)),

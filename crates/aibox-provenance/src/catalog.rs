@@ -123,7 +123,7 @@ impl Catalog {
             let text = std::str::from_utf8(&file.data).map_err(|_| bad("not UTF-8".to_owned()))?;
             let fm = front_matter(text).ok_or_else(|| bad("no `---` front matter".to_owned()))?;
             let fm: Frontmatter =
-                serde_yaml::from_str(fm).map_err(|e| bad(format!("front matter: {e}")))?;
+                serde_norway::from_str(fm).map_err(|e| bad(format!("front matter: {e}")))?;
             if let Some(n) = &fm.name
                 && n != name
             {
@@ -163,7 +163,9 @@ impl Catalog {
                 reason,
             };
             let text = std::str::from_utf8(&file.data).map_err(|_| bad("not UTF-8".to_owned()))?;
-            let doc: PackageDoc = serde_yaml::from_str(text).map_err(|e| bad(e.to_string()))?;
+            let doc: PackageDoc = crate::yaml::first_document(text)
+                .map_err(bad)?
+                .ok_or_else(|| bad("empty package file".to_owned()))?;
             let name = doc
                 .metadata
                 .and_then(|m| m.name)

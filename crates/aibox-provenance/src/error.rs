@@ -250,6 +250,21 @@ pub enum ProvenanceError {
         reason: String,
     },
 
+    /// The release's MCP manifest disagrees with the server configs it ships.
+    #[error("MCP manifest `context/.processkit-mcp-manifest.json` disagrees with the release: {}", .problems.join("; "))]
+    #[diagnostic(
+        code(aibox::provenance::mcp_manifest),
+        help(
+            "the manifest hashes the canonical JSON of each shipped `mcp-config.json`; a \
+             mismatch means the configs were changed after the release was built. Nothing \
+             was written; report it upstream or pin another version"
+        )
+    )]
+    McpManifest {
+        /// One entry per disagreement, each naming its file.
+        problems: Vec<String>,
+    },
+
     /// Package tiers extend each other in a cycle.
     #[error("package tiers extend each other in a cycle: {chain}")]
     #[diagnostic(

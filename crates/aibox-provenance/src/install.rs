@@ -531,7 +531,7 @@ pub fn plan_install(
     let mut warnings = release.warnings.clone();
     warnings.extend(selection.warnings.iter().cloned());
     let (mcp_aggregate_sha256, mcp_warnings) =
-        crate::servers::check_mcp_manifest(&release.payload.files);
+        crate::servers::check_mcp_manifest(&release.payload.files, &release.version)?;
     warnings.extend(mcp_warnings);
 
     // C: the new install set.

@@ -21,6 +21,7 @@ pub mod record;
 pub mod servers;
 pub mod source;
 pub mod time;
+pub mod yaml;
 
 pub use cache::Cache;
 pub use digest::{Sha256, parse_sidecar};

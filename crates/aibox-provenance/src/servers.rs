@@ -208,40 +208,77 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
     }
 }
 
+/// Project path of the MCP manifest.
+pub const MCP_MANIFEST: &str = "context/.processkit-mcp-manifest.json";
+
+/// SHA-256 of the PEP 723 block of a server script (spec §9): from the `# /// script`
+/// line through the closing `# ///` line, lines joined by `\n` plus one trailing `\n`.
+pub fn pep723_header_digest(script: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(script).ok()?;
+    let mut block: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        if block.is_empty() {
+            if line == "# /// script" {
+                block.push(line);
+            }
+        } else {
+            block.push(line);
+            if line == "# ///" {
+                let mut joined = block.join("\n");
+                joined.push('\n');
+                return Some(crate::digest::Sha256::of(joined.as_bytes()).to_hex());
+            }
+        }
+    }
+    None
+}
+
+/// SHA-256 of the canonical JSON of a config file, as the manifest records it.
+pub fn config_digest(data: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(data).ok()?;
+    Some(crate::digest::Sha256::of(canonical_json(&value).as_bytes()).to_hex())
+}
+
 /// Checks `context/.processkit-mcp-manifest.json` against the shipped MCP configs
-/// (spec: per-config SHA-256 of the canonical JSON; aggregate over the per-skill digests
-/// in path order). Returns the recomputed aggregate (re-merge harness configs whenever it
-/// changes) and a warning per disagreement; a release without a manifest yields `None`.
+/// (spec §9): every `per_skill` and `per_gateway` digest must equal the SHA-256 of the
+/// canonical JSON of its file, every shipped `mcp/mcp-config.json` must be listed, and
+/// `aggregate_sha256` must equal the digest over the per-skill digests in path order.
+/// Any disagreement refuses the release, naming the file. A stale `per_server_header`
+/// digest (real releases have shipped some) or another `processkit_version` is only a
+/// warning. Returns the recomputed aggregate (re-merge harness configs whenever it
+/// changes) and the warnings; a release without a manifest yields `None`.
 pub fn check_mcp_manifest(
     files: &BTreeMap<String, crate::extract::PayloadFile>,
-) -> (Option<String>, Vec<String>) {
-    const MANIFEST: &str = "context/.processkit-mcp-manifest.json";
+    version: &str,
+) -> Result<(Option<String>, Vec<String>)> {
     let mut warnings = Vec::new();
-    let Some(file) = files.get(MANIFEST) else {
-        return (None, warnings);
+    let Some(file) = files.get(MCP_MANIFEST) else {
+        return Ok((None, warnings));
     };
-    let Ok(manifest) = serde_json::from_slice::<serde_json::Value>(&file.data) else {
-        warnings.push(format!("`{MANIFEST}` is not valid JSON"));
-        return (None, warnings);
-    };
-    let digest_of = |path: &str| -> Option<String> {
-        let value: serde_json::Value = serde_json::from_slice(&files.get(path)?.data).ok()?;
-        Some(crate::digest::Sha256::of(canonical_json(&value).as_bytes()).to_hex())
-    };
+    let manifest = serde_json::from_slice::<serde_json::Value>(&file.data).map_err(|e| {
+        ProvenanceError::McpManifest {
+            problems: vec![format!("`{MCP_MANIFEST}` is not valid JSON: {e}")],
+        }
+    })?;
+    let mut problems = Vec::new();
     let mut per_skill = Vec::new();
+    let mut listed = BTreeSet::new();
     for list in ["per_skill", "per_gateway"] {
         for entry in manifest[list].as_array().into_iter().flatten() {
             let Some(path) = entry["path"].as_str() else {
+                problems.push(format!("a `{list}` entry has no `path`"));
                 continue;
             };
-            match digest_of(path) {
-                None => warnings.push(format!(
-                    "MCP manifest lists `{path}`, which is missing or not JSON"
+            listed.insert(path.to_owned());
+            match files.get(path).and_then(|f| config_digest(&f.data)) {
+                None => problems.push(format!(
+                    "`{path}` is listed in `{list}` but missing from the release or not JSON"
                 )),
                 Some(actual) => {
                     if entry["sha256"].as_str() != Some(actual.as_str()) {
-                        warnings.push(format!(
-                            "MCP manifest digest of `{path}` does not match its content"
+                        problems.push(format!(
+                            "`{path}`: content digest {actual} differs from the manifest's {}",
+                            entry["sha256"].as_str().unwrap_or("(none)")
                         ));
                     }
                     if list == "per_skill" {
@@ -251,18 +288,52 @@ pub fn check_mcp_manifest(
             }
         }
     }
+    for path in files.keys() {
+        if path.starts_with("context/skills/")
+            && path.ends_with("/mcp/mcp-config.json")
+            && !listed.contains(path)
+        {
+            problems.push(format!(
+                "`{path}` is shipped but not listed in the manifest"
+            ));
+        }
+    }
     per_skill.sort();
     let joined: Vec<&str> = per_skill.iter().map(|(_, d)| d.as_str()).collect();
     let aggregate = crate::digest::Sha256::of(joined.join("\n").as_bytes()).to_hex();
-    if manifest["aggregate_sha256"]
-        .as_str()
-        .is_some_and(|a| a != aggregate)
+    if let Some(recorded) = manifest["aggregate_sha256"].as_str()
+        && recorded != aggregate
     {
-        warnings.push(
-            "MCP manifest `aggregate_sha256` does not match the per-skill digests".to_owned(),
-        );
+        problems.push(format!(
+            "`aggregate_sha256` {recorded} differs from {aggregate} computed over the per-skill digests"
+        ));
     }
-    (Some(aggregate), warnings)
+    if !problems.is_empty() {
+        return Err(ProvenanceError::McpManifest { problems });
+    }
+    for entry in manifest["per_server_header"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let Some(path) = entry["path"].as_str() else {
+            continue;
+        };
+        let actual = files.get(path).and_then(|f| pep723_header_digest(&f.data));
+        if actual.as_deref() != entry["sha256"].as_str() {
+            warnings.push(format!(
+                "MCP manifest: the PEP 723 header digest of `{path}` is stale (a known processkit release slip; the server configs themselves match)"
+            ));
+        }
+    }
+    if let Some(v) = manifest["processkit_version"].as_str()
+        && v != version
+    {
+        warnings.push(format!(
+            "MCP manifest says processkit_version = {v}, installing it as {version}"
+        ));
+    }
+    Ok((Some(aggregate), warnings))
 }
 
 #[cfg(test)]
@@ -305,9 +376,18 @@ mod manifest_tests {
                 executable: false,
             },
         );
-        let (agg, warnings) = check_mcp_manifest(&files);
+        let (agg, warnings) = check_mcp_manifest(&files, "v1").unwrap();
         assert_eq!(agg.as_deref(), Some(aggregate.as_str()));
         assert!(warnings.is_empty(), "{warnings:?}");
+        // Whitespace and key order do not matter: the manifest hashes canonical JSON.
+        files.insert(
+            "c/a.json".to_owned(),
+            PayloadFile {
+                data: br#"{ "mcpServers" : { "processkit-a" : { "args" : ["run", "x"], "command" : "uv" } } }"#.to_vec(),
+                executable: false,
+            },
+        );
+        assert!(check_mcp_manifest(&files, "v1").is_ok());
         files.insert(
             "c/a.json".to_owned(),
             PayloadFile {
@@ -315,7 +395,15 @@ mod manifest_tests {
                 executable: false,
             },
         );
-        let (_, warnings) = check_mcp_manifest(&files);
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        let err = check_mcp_manifest(&files, "v1").unwrap_err();
+        let ProvenanceError::McpManifest { problems } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].starts_with("`c/a.json`: content digest"),
+            "{problems:?}"
+        );
+        assert!(problems[1].contains("aggregate_sha256"), "{problems:?}");
     }
 }

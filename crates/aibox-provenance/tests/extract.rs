@@ -83,7 +83,7 @@ fn layout_errors() {
 fn long_names_and_the_synthetic_release() {
     let r = SyntheticRelease::generate("v1.0.0", false);
     let skills = r.files.keys().filter(|k| k.ends_with("/SKILL.md")).count();
-    assert_eq!(skills, 150);
+    assert_eq!(skills, 146);
     assert!(
         (850..=1000).contains(&r.files.len()),
         "{} files",

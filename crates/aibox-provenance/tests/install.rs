@@ -45,7 +45,7 @@ fn first_install_selects_maps_and_records() {
         "{:?}",
         plan.warnings
     );
-    assert_eq!(plan.skills.len(), 9 + 1 + 27 + 35 + 23 + 3);
+    assert_eq!(plan.skills.len(), 9 + 1 + 27 + 35 + 21 + 3);
 
     // Mapping.
     assert!(
@@ -555,8 +555,8 @@ fn migration_document_format() {
         "context/migrations/pending/MIG-20260701T083000.md",
     ))
     .unwrap();
-    let front: serde_yaml::Value =
-        serde_yaml::from_str(doc.split("---\n").nth(1).unwrap()).unwrap();
+    let front: serde_norway::Value =
+        serde_norway::from_str(doc.split("---\n").nth(1).unwrap()).unwrap();
     assert_eq!(front["spec"]["state"].as_str(), Some("pending"));
     assert_eq!(
         front["spec"]["affected_files"].as_sequence().unwrap().len(),

@@ -45,7 +45,35 @@ pub(crate) fn shell_commands(s: &str) -> Vec<Command> {
         }
         current.clear();
     };
+    // Command substitutions (`$(...)`, backticks) run their own commands, even inside
+    // double quotes or an assignment (`x=$(curl -s "https://$H/p")`): each is split off
+    // as a command of its own; the stack remembers the quote state around it.
+    let mut substitutions: Vec<Option<char>> = Vec::new();
     while let Some(c) = chars.next() {
+        if c == '$' && quote != Some('\'') && chars.peek() == Some(&'(') {
+            chars.next();
+            if chars.peek() == Some(&'(') {
+                // `$((...))` is arithmetic, not a command.
+                chars.next();
+                current.push_str("$((");
+                continue;
+            }
+            flush(&mut current, piped, &mut out);
+            piped = false;
+            substitutions.push(quote.take());
+            continue;
+        }
+        if c == '`' && quote != Some('\'') {
+            flush(&mut current, piped, &mut out);
+            piped = false;
+            continue;
+        }
+        if c == ')' && quote.is_none() && !substitutions.is_empty() {
+            flush(&mut current, piped, &mut out);
+            piped = false;
+            quote = substitutions.pop().flatten();
+            continue;
+        }
         if let Some(q) = quote {
             if c == q {
                 quote = None;

@@ -1,6 +1,6 @@
 //! `SKILL.md` and command-adapter frontmatter, parsed leniently (unknown keys ignored).
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 /// What `SKILL.md` declares.
 #[derive(Debug, Default)]
@@ -25,10 +25,12 @@ pub(crate) fn frontmatter(text: &str) -> Result<Option<Value>, (Option<u32>, Str
     let mut yaml = String::new();
     for l in lines {
         if l.trim_end() == "---" {
-            return serde_yaml::from_str::<Value>(&yaml).map(Some).map_err(|e| {
-                let line = e.location().and_then(|l| u32::try_from(l.line() + 1).ok());
-                (line, format!("frontmatter is not valid YAML: {e}"))
-            });
+            return serde_norway::from_str::<Value>(&yaml)
+                .map(Some)
+                .map_err(|e| {
+                    let line = e.location().and_then(|l| u32::try_from(l.line() + 1).ok());
+                    (line, format!("frontmatter is not valid YAML: {e}"))
+                });
         }
         yaml.push_str(l);
         yaml.push('\n');

@@ -323,6 +323,41 @@ fn spawned_network_tools_fail_point_2() {
 }
 
 #[test]
+fn command_substitutions_are_commands_too() {
+    let s = Scratch::clean();
+    s.write(
+        "scripts/probe.sh",
+        "#!/bin/sh\nset -eu\nx=$(curl -s \"https://$H/p\")\necho \"got `wget -qO- $U` and $((1 + 2))\"\n",
+    );
+    let r = s.review();
+    expect(
+        &r,
+        &[2],
+        &[
+            "fail 2 scripts/probe.sh:3 runs `curl`",
+            "fail 2 scripts/probe.sh:4 runs `wget`",
+        ],
+    );
+}
+
+#[test]
+fn the_bundled_skill_finder_registers_the_tools_it_declares() {
+    // A plain JSON-RPC server (no SDK) lists its tools as dicts; that is registration.
+    let dir = aibox_test_support::workspace_root()
+        .join("examples/processkit-pack/context/skills/processkit/skill-finder");
+    let r = review_skill(&dir, &pinned()).unwrap();
+    // (Its `python3` launch is a true point-4 finding: real releases use `uv run`.)
+    let p4 = r.point(4).unwrap();
+    assert!(
+        !p4.evidence
+            .iter()
+            .any(|e| e.message.contains("does not register")),
+        "{}",
+        r.render_human()
+    );
+}
+
+#[test]
 fn network_tools_need_open_world_hints_even_with_declared_hosts() {
     let s = Scratch::clean();
     s.server_code("import httpx\nAPI = \"https://api.example.com/v1\"");

@@ -32,7 +32,7 @@ pub fn validate_devcontainer_json(text: &str) -> Result<(), Vec<String>> {
 
 /// Validates Compose YAML text against the Compose specification schema (draft 7).
 pub fn validate_compose_yaml(text: &str) -> Result<(), Vec<String>> {
-    let value: Value = serde_yaml::from_str(text)
+    let value: Value = serde_norway::from_str(text)
         .map_err(|e| vec![format!("compose file is not valid YAML: {e}")])?;
     validate_json_against(&compose_schema_path(), &value)
 }

@@ -7,7 +7,9 @@
 //! The contents are already the merge result, hence [`Ownership::Merged`]. The lock's
 //! `[processkit]` section is recorded through the plan builder.
 
-use aibox_config::{ContextMode, GatewayMode, Ownership, PlannedFile};
+use std::collections::BTreeSet;
+
+use aibox_config::{ContextMode, GatewayMode, Ownership, PlannedFile, ReviewScope};
 use aibox_provenance::install::FileWrite;
 use aibox_provenance::source::{FetchOptions, fetch_release};
 use aibox_provenance::{Cache, PlanOptions, plan_install};
@@ -17,7 +19,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
-use crate::sources::skill_review::ReviewContext;
+use crate::sources::skill_review::{ReviewContext, SkillOrigin};
 
 fn planned(w: &FileWrite) -> PlannedFile {
     let mut f = PlannedFile::new(w.path.as_str(), w.file.data.clone(), Ownership::Merged);
@@ -62,8 +64,18 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     for warning in &install.warnings {
         plan.warn(format!("processkit: {warning}"));
     }
+    // Release content of a verified release, its snapshot, the parked upstream copies and
+    // aibox's own records of them (migration documents, marker) are not scanned for
+    // secrets: the digest covers the content, and the records only list its paths.
+    let verified = release.verification != aibox_provenance::Verification::Unverified;
+    let add = |plan: &mut PlanBuilder, w: &FileWrite, content: bool| {
+        if verified || !content {
+            plan.mark_verified_content(w.path.as_str());
+        }
+        plan.add(planned(w))
+    };
     for w in &install.writes {
-        plan.add(planned(w))?;
+        add(plan, w, true)?;
     }
     if let Some(snapshot) = &install.snapshot {
         for (rel, file) in &snapshot.files {
@@ -71,12 +83,13 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
                 path: format!("{}/{rel}", snapshot.dir),
                 file: file.clone(),
             };
-            plan.add(planned(&w))?;
+            add(plan, &w, true)?;
         }
     }
     for w in install.migration.iter().flatten() {
-        plan.add(planned(w))?;
+        add(plan, w, w.path.contains(".upstream/"))?;
     }
+    plan.mark_verified_content(aibox_provenance::record::MARKER_PATH);
     plan.add(PlannedFile::new(
         aibox_provenance::record::MARKER_PATH,
         install.marker.clone().into_bytes(),
@@ -98,11 +111,18 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     Ok(())
 }
 
-/// The release's MCP servers as registration specs, after the third-party skill review:
-/// a skill whose server fails a review point stops the apply unless `aibox.toml` records
-/// a `[[skills.review_exceptions]]` entry for it. The release's core skills are exempt.
-/// The review reads the verified release's copy of each skill (staged in a temporary
-/// folder), so a skill is reviewed before it is ever installed or registered.
+/// The release's MCP servers (and those of hand-added skills) as registration specs,
+/// after the skill review.
+///
+/// Trust comes from provenance, never from a skill's own metadata (`core: true` decides
+/// only that a skill is always installed). Skills shipped in the verified, pinned release
+/// are first-party: their review runs in `aibox skill review` / `skill list` / `doctor`,
+/// and does not block `apply` unless `[processkit] review = "all"`. Third-party skills
+/// are gated: those of an unverified release (`allow_unverified`), and skill folders under
+/// `context/skills/` that the release did not ship but that declare an MCP server. A
+/// failing gated skill stops the apply until `aibox.toml` records a
+/// `[[skills.review_exceptions]]` consent. Release skills are reviewed from the verified
+/// release's copy (staged in a temporary folder), before they are installed or registered.
 fn registered_servers(
     ctx: &PlanContext,
     release: &aibox_provenance::VerifiedRelease,
@@ -110,64 +130,120 @@ fn registered_servers(
 ) -> Result<Vec<ServerSpec>, EngineError> {
     let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
         .map_err(EngineError::source)?;
+    let first_party = release.verification != aibox_provenance::Verification::Unverified;
+    let gate_release = !first_party || ctx.project.config.processkit.review == ReviewScope::All;
     let review_ctx = ReviewContext::verified_release(
         release.source.clone(),
         release.version.clone(),
         release.digest.to_string(),
     );
+    let review_ctx = if first_party {
+        review_ctx
+    } else {
+        ReviewContext {
+            origin: SkillOrigin::Release {
+                source: release.source.clone(),
+                version: release.version.clone(),
+                sha256: None,
+                verified: false,
+            },
+            ..review_ctx
+        }
+    };
     let staging = tempfile::tempdir()
         .map_err(|e| EngineError::io("create a review staging folder in", "$TMPDIR", e))?;
-    // Every selected non-core skill that ships an MCP server is reviewed, whether it is
-    // registered on its own or served through the gateway (which exposes its tools too).
-    let selected = |skill: &aibox_provenance::catalog::Skill| {
-        let prefix = format!("{}/", skill.dir);
-        install
-            .decisions
-            .iter()
-            .any(|d| d.path.starts_with(&prefix))
-            || install.servers.iter().any(|s| s.skill == skill.name)
-    };
     let mut to_review = Vec::new();
-    for skill in catalog.skills.values().filter(|s| !s.core && selected(s)) {
-        let prefix = format!("{}/", skill.dir);
-        let mcp = format!("{prefix}mcp/");
-        if !release.payload.files.keys().any(|p| p.starts_with(&mcp)) {
-            continue;
+    if gate_release {
+        // Every selected skill that ships an MCP server is reviewed, whether it is
+        // registered on its own or served through the gateway (which exposes its tools
+        // too). Core skills are no exception: `core: true` is not a trust decision.
+        let selected = |skill: &aibox_provenance::catalog::Skill| {
+            let prefix = format!("{}/", skill.dir);
+            install
+                .decisions
+                .iter()
+                .any(|d| d.path.starts_with(&prefix))
+                || install.servers.iter().any(|s| s.skill == skill.name)
+        };
+        for skill in catalog.skills.values().filter(|s| selected(s)) {
+            let prefix = format!("{}/", skill.dir);
+            let mcp = format!("{prefix}mcp/");
+            if !release.payload.files.keys().any(|p| p.starts_with(&mcp)) {
+                continue;
+            }
+            let files = release
+                .payload
+                .files
+                .iter()
+                .filter_map(|(p, f)| p.strip_prefix(prefix.as_str()).map(|rel| (rel, f)));
+            let dest = staging.path().join(&skill.name);
+            aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::source)?;
+            let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
+                EngineError::io(
+                    "stage",
+                    p.display().to_string(),
+                    std::io::Error::other("non-UTF-8 path"),
+                )
+            })?;
+            to_review.push((skill.name.clone(), dir, review_ctx.clone()));
         }
-        let files = release
-            .payload
-            .files
-            .iter()
-            .filter_map(|(p, f)| p.strip_prefix(prefix.as_str()).map(|rel| (rel, f)));
-        let dest = staging.path().join(&skill.name);
-        aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::source)?;
-        let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
-            EngineError::io(
-                "stage",
-                p.display().to_string(),
-                std::io::Error::other("non-UTF-8 path"),
-            )
-        })?;
-        to_review.push((skill.name.clone(), dir, review_ctx.clone()));
     }
-    // Refuses (stopping the apply) when a reviewed skill fails without a recorded consent;
-    // past this point every reviewed skill passed or was consented to.
-    crate::sources::skill_review::gate(ctx.project, &to_review)?;
-    Ok(install
-        .servers
-        .iter()
-        .map(|s| ServerSpec {
-            name: s.name.clone(),
-            origin: Origin::Processkit,
-            transport: Transport::Stdio {
-                command: s.command.clone(),
-                args: s.args.clone(),
-                env: s.env.clone(),
+    // Skill folders the release did not ship: third-party whatever they claim.
+    let shipped: BTreeSet<&str> = catalog.skills.values().map(|s| s.dir.as_str()).collect();
+    let foreign = crate::skills::hand_added(ctx.root(), &shipped);
+    for skill in &foreign {
+        to_review.push((
+            skill.name.clone(),
+            ctx.root().join(&skill.dir),
+            ReviewContext {
+                origin: SkillOrigin::LocalPath {
+                    path: skill.dir.clone(),
+                },
+                ..ReviewContext::default()
             },
-            allowed_tools: Vec::new(),
-            startup_timeout_sec: None,
-        })
-        .collect())
+        ));
+    }
+    // Refuses (stopping the apply) when a gated skill fails without a recorded consent;
+    // past this point every gated skill passed or was consented to.
+    crate::sources::skill_review::gate(ctx.project, &to_review)?;
+    let spec = |s: &aibox_provenance::ProcesskitServer| ServerSpec {
+        name: s.name.clone(),
+        origin: Origin::Processkit,
+        transport: Transport::Stdio {
+            command: s.command.clone(),
+            args: s.args.clone(),
+            env: s.env.clone(),
+        },
+        allowed_tools: Vec::new(),
+        startup_timeout_sec: None,
+    };
+    let mut out: Vec<ServerSpec> = install.servers.iter().map(spec).collect();
+    for skill in &foreign {
+        for server in hand_added_servers(ctx.root(), skill)? {
+            if !out.iter().any(|s| s.name == server.name) {
+                out.push(spec(&server));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The servers a hand-added skill declares in its `mcp/mcp-config.json`, with the same
+/// checks as the release's (name prefix, script inside the skill folder).
+fn hand_added_servers(
+    root: &Utf8Path,
+    skill: &crate::skills::HandAdded,
+) -> Result<Vec<aibox_provenance::ProcesskitServer>, EngineError> {
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for rel in files_under(root, &skill.dir) {
+        if rel.ends_with("/mcp/mcp-config.json") || rel.ends_with("/server.py") {
+            let data = fs_err::read(root.join(&rel))
+                .map_err(|e| EngineError::io("read", root.join(&rel), e))?;
+            files.push((rel, data));
+        }
+    }
+    aibox_provenance::servers::servers(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())), false)
+        .map_err(EngineError::source)
 }
 
 /// Every regular file below `dir` (root-relative), for removing a stale snapshot.

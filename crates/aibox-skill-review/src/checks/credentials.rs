@@ -90,6 +90,7 @@ pub(crate) fn check(skill: &Skill<'_>) -> Findings {
             }
         }
     }
+    credential_text(skill, &mut f);
     f
 }
 
@@ -233,6 +234,68 @@ fn shell_vars(l: &str) -> Vec<String> {
     out
 }
 
+/// Credential-looking text in any text file of the skill (documentation examples such as
+/// `postgres://user:pass@host`, `Authorization: Bearer ...`, a PEM header, token
+/// formats). A warning, never a failure: release content is covered by its digest and
+/// such text is usually a placeholder, but a reviewer should see where it is. The value
+/// itself is never repeated.
+fn credential_text(skill: &Skill<'_>, f: &mut Findings) {
+    for entry in skill.entries {
+        let Some(text) = entry.text() else {
+            continue;
+        };
+        for (i, l) in text.lines().enumerate() {
+            if let Some(kind) = credential_kind(l) {
+                f.warn(
+                    &entry.rel,
+                    u32::try_from(i + 1).ok(),
+                    format!("credential-looking text ({kind}); check that it is a placeholder"),
+                );
+            }
+        }
+    }
+}
+
+/// What kind of credential a line seems to hold, if any.
+fn credential_kind(line: &str) -> Option<&'static str> {
+    if line.contains("-----BEGIN") && line.contains("PRIVATE KEY") {
+        return Some("a PEM private key header");
+    }
+    if let Some(at) = line.find("Bearer ") {
+        let token: String = line[at + 7..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '='))
+            .collect();
+        if token.len() >= 3 {
+            return Some("a bearer token");
+        }
+    }
+    // `scheme://user:password@host`
+    if let Some(scheme) = line.find("://") {
+        let rest = &line[scheme + 3..];
+        let authority = rest.split(['/', ' ', '"', '\'', '`']).next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && userinfo
+                .split_once(':')
+                .is_some_and(|(u, p)| !u.is_empty() && !p.is_empty())
+        {
+            return Some("a password in a URL");
+        }
+    }
+    for prefix in ["ghp_", "github_pat_", "sk-ant-", "xoxb-", "AKIA", "glpat-"] {
+        if let Some(at) = line.find(prefix) {
+            let run = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+                .count();
+            if run >= prefix.len() + 12 {
+                return Some("an access token format");
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,5 +334,29 @@ mod tests {
             lines,
             vec![(3, "fail"), (5, "fail"), (6, "warn"), (7, "fail")]
         );
+    }
+
+    #[test]
+    fn credential_looking_text() {
+        use super::credential_kind;
+        assert_eq!(
+            credential_kind("url: postgres://user:pass@db.example.com/app"),
+            Some("a password in a URL")
+        );
+        assert_eq!(credential_kind("see https://example.com/a@b"), None);
+        assert_eq!(
+            credential_kind("Authorization: Bearer abc123example"),
+            Some("a bearer token")
+        );
+        assert_eq!(
+            credential_kind("-----BEGIN RSA PRIVATE KEY-----"),
+            Some("a PEM private key header")
+        );
+        assert_eq!(credential_kind("-----BEGIN CERTIFICATE-----"), None);
+        assert_eq!(
+            credential_kind("token = ghp_FAKEFAKEFAKEFAKEFAKE"),
+            Some("an access token format")
+        );
+        assert_eq!(credential_kind("plain prose"), None);
     }
 }

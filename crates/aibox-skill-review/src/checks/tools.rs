@@ -96,6 +96,72 @@ pub(crate) fn registered(skill: &Skill<'_>) -> Vec<Registered> {
                 });
             }
         }
+        out.extend(descriptor_tools(rel, file));
+    }
+    out
+}
+
+/// Tools described as JSON-RPC descriptors in a dict literal (`{"name": "find_skill",
+/// "inputSchema": {...}, "annotations": ...}`): servers written against the plain MCP
+/// protocol (no SDK) answer `tools/list` with such a list. `annotations` may name a
+/// module-level dict (`"annotations": ANNOTATIONS`), whose literal hints count.
+fn descriptor_tools(rel: &str, file: &PyFile) -> Vec<Registered> {
+    let toks = &file.toks;
+    let mut out = Vec::new();
+    for (open, t) in toks.iter().enumerate() {
+        if !t.is_op("{") {
+            continue;
+        }
+        let close = file.closing(open);
+        // Keys directly in this dict: `"key": value` at depth 1.
+        let mut depth = 0usize;
+        let mut name = None;
+        let mut schema = false;
+        let mut annotations = None;
+        for i in open..close.min(toks.len()) {
+            let k = &toks[i];
+            if k.kind == Kind::Op {
+                match k.text.as_str() {
+                    "(" | "[" | "{" => depth += 1,
+                    ")" | "]" | "}" => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                continue;
+            }
+            if depth != 1 || !k.is_plain_str() || !toks.get(i + 1).is_some_and(|c| c.is_op(":")) {
+                continue;
+            }
+            let value = toks.get(i + 2);
+            match k.text.as_str() {
+                "name" => {
+                    name = value
+                        .filter(|v| v.is_plain_str())
+                        .map(|v| (v.text.clone(), v.line));
+                }
+                "inputSchema" => schema = true,
+                "annotations" => annotations = value.map(|v| (i + 2, v)),
+                _ => {}
+            }
+        }
+        let (Some((name, line)), true) = (name, schema) else {
+            continue;
+        };
+        let hints = match annotations {
+            Some((at, v)) if v.is_op("{") => hints(file, at..file.closing(at)),
+            Some((_, v)) if v.kind == Kind::Name => toks
+                .windows(3)
+                .position(|w| w[0].is_name(&v.text) && w[1].is_op("=") && w[2].is_op("{"))
+                .map(|p| hints(file, p + 2..file.closing(p + 2)))
+                .unwrap_or_default(),
+            _ => BTreeMap::new(),
+        };
+        out.push(Registered {
+            name,
+            file: rel.to_owned(),
+            line,
+            hints,
+            function: None,
+        });
     }
     out
 }
@@ -248,8 +314,14 @@ fn check_config(skill: &Skill<'_>, f: &mut Findings) -> Option<String> {
     }
     let (name, server) = servers.iter().next()?;
     let locate = |needle: &str| line_of_word(text, needle);
-    let expected = format!("processkit-{}", skill.dir_name);
-    if *name != expected {
+    // The gateway skill's directory already carries the prefix: its server is
+    // `processkit-gateway` (format spec §10), not `processkit-processkit-gateway`.
+    let expected = if skill.dir_name.starts_with("processkit-") {
+        skill.dir_name.clone()
+    } else {
+        format!("processkit-{}", skill.dir_name)
+    };
+    if *name != expected && *name != format!("processkit-{}", skill.dir_name) {
         f.warn(
             FILE,
             locate(name),
@@ -382,11 +454,11 @@ fn check_commands(skill: &Skill<'_>, server: Option<&str>, f: &mut Findings) {
             }
         };
         let rules: Vec<String> = match doc.get("allowed-tools") {
-            Some(serde_yaml::Value::Sequence(items)) => items
+            Some(serde_norway::Value::Sequence(items)) => items
                 .iter()
                 .filter_map(|i| i.as_str().map(str::to_owned))
                 .collect(),
-            Some(serde_yaml::Value::String(s)) => s
+            Some(serde_norway::Value::String(s)) => s
                 .split(',')
                 .map(|r| r.trim().to_owned())
                 .filter(|r| !r.is_empty())

@@ -10,19 +10,201 @@ use std::io::Write as _;
 
 use sha2::Digest as _;
 
-/// Categories and how many skills each holds (150 in total).
+/// Categories and how many skills each holds (146 in total, as in processkit v0.28.3).
 const CATEGORIES: [(&str, usize); 7] = [
-    ("processkit", 50),
-    ("engineering", 45),
+    ("processkit", 48),
+    ("engineering", 47),
     ("devops", 16),
-    ("data-ai", 12),
-    ("documents", 9),
+    ("data-ai", 11),
+    ("documents", 8),
     ("product", 11),
-    ("design", 7),
+    ("design", 5),
 ];
 
 /// Core skills (always installed).
 pub const CORE_SKILLS: [&str; 3] = ["skill-finder", "skill-gate", "task-router"];
+
+/// Real skill names of processkit's own category (v0.28.3 and its neighbours), used by
+/// [`SyntheticRelease::processkit_like`]. The first 26 after the gateway ship a server.
+const PROCESSKIT_NAMES: [&str; 44] = [
+    "event-log",
+    "workitem-management",
+    "index-management",
+    "id-management",
+    "binding-management",
+    "decision-record",
+    "gate-management",
+    "role-management",
+    "context-archiving",
+    "actor-profile",
+    "artifact-management",
+    "discussion-management",
+    "migration-management",
+    "model-recommender",
+    "note-management",
+    "schedule-management",
+    "scope-management",
+    "state-machine-management",
+    "team-manager",
+    "agent-management",
+    "owner-profiling",
+    "release-audit",
+    "aggregate-mcp",
+    "morning-briefing",
+    "standup-context",
+    "retrospective",
+    "pk-doctor",
+    "context-grooming",
+    "session-handover",
+    "skill-builder",
+    "skill-reviewer",
+    "processkit-onboarding",
+    "status-briefing",
+    "backlog-grooming",
+    "sprint-planning",
+    "risk-register",
+    "stakeholder-map",
+    "meeting-notes",
+    "daily-log",
+    "project-charter",
+    "roadmap-planning",
+    "okr-tracking",
+    "knowledge-capture",
+    "glossary-management",
+];
+
+/// Real-like names of the other categories; `auth-patterns`, `secret-management` and
+/// `database-patterns` carry documentation examples that look like credentials.
+const OTHER_NAMES: [(&str, &[&str]); 6] = [
+    (
+        "engineering",
+        &[
+            "code-review",
+            "auth-patterns",
+            "secret-management",
+            "database-patterns",
+            "api-design",
+            "testing-strategy",
+            "refactoring",
+            "error-handling",
+            "logging-patterns",
+            "performance-profiling",
+            "dependency-management",
+            "git-workflow",
+            "rust-patterns",
+            "python-patterns",
+            "typescript-patterns",
+            "go-patterns",
+            "java-patterns",
+            "sql-optimization",
+            "caching-strategies",
+            "concurrency-patterns",
+            "event-driven-design",
+            "domain-driven-design",
+            "clean-architecture",
+            "microservices",
+            "graphql-design",
+            "rest-conventions",
+            "openapi-specs",
+            "unit-testing",
+            "integration-testing",
+            "property-testing",
+            "fuzzing",
+            "code-documentation",
+            "changelog-writing",
+            "release-notes",
+            "semantic-versioning",
+            "feature-flags",
+            "migration-scripts",
+            "data-modeling",
+            "schema-evolution",
+            "security-review",
+            "threat-modeling",
+            "input-validation",
+            "accessibility-review",
+            "i18n-patterns",
+            "cli-design",
+            "debugging",
+            "pair-programming",
+        ],
+    ),
+    (
+        "devops",
+        &[
+            "repo-management",
+            "ci-pipelines",
+            "container-builds",
+            "kubernetes-deploy",
+            "terraform-modules",
+            "monitoring-setup",
+            "incident-response",
+            "backup-restore",
+            "log-aggregation",
+            "secrets-rotation",
+            "release-automation",
+            "infrastructure-review",
+            "cost-optimization",
+            "dns-management",
+            "tls-certificates",
+            "on-call-handbook",
+        ],
+    ),
+    (
+        "data-ai",
+        &[
+            "prompt-engineering",
+            "eval-design",
+            "dataset-curation",
+            "model-selection",
+            "rag-patterns",
+            "embedding-search",
+            "fine-tuning",
+            "data-cleaning",
+            "notebook-hygiene",
+            "ml-experiment-tracking",
+            "agent-design",
+        ],
+    ),
+    (
+        "documents",
+        &[
+            "technical-writing",
+            "adr-writing",
+            "readme-authoring",
+            "runbook-writing",
+            "proposal-writing",
+            "meeting-minutes",
+            "report-generation",
+            "style-guide",
+        ],
+    ),
+    (
+        "product",
+        &[
+            "user-research",
+            "requirements-writing",
+            "user-stories",
+            "product-discovery",
+            "competitive-analysis",
+            "pricing-strategy",
+            "launch-planning",
+            "feedback-triage",
+            "metrics-definition",
+            "persona-design",
+            "journey-mapping",
+        ],
+    ),
+    (
+        "design",
+        &[
+            "ui-review",
+            "design-system",
+            "wireframing",
+            "usability-testing",
+            "visual-identity",
+        ],
+    ),
+];
 
 /// A release tree: payload path → (contents, mode).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,18 +236,38 @@ fn filler(seed: &str, len: usize) -> String {
     out
 }
 
-fn skill_names() -> Vec<(String, String)> {
+/// The name of the `i`-th skill of `cat`: synthetic (`<cat>-skill-NN`, stable for tests
+/// that name skills by index) or real-like.
+fn skill_name(cat: &str, i: usize, real: bool) -> String {
+    match (cat, i) {
+        ("processkit", 0) => return "skill-finder".to_owned(),
+        ("processkit", 1) => return "skill-gate".to_owned(),
+        ("processkit", 2) => return "task-router".to_owned(),
+        ("processkit", 3) => return "processkit-gateway".to_owned(),
+        _ => {}
+    }
+    if real {
+        let table: &[&str] = if cat == "processkit" {
+            &PROCESSKIT_NAMES
+        } else {
+            OTHER_NAMES
+                .iter()
+                .find(|(c, _)| *c == cat)
+                .map_or(&[], |(_, n)| *n)
+        };
+        let idx = if cat == "processkit" { i - 4 } else { i };
+        if let Some(n) = table.get(idx) {
+            return (*n).to_owned();
+        }
+    }
+    format!("{cat}-skill-{i:02}")
+}
+
+fn skill_names(real: bool) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (cat, n) in CATEGORIES {
         for i in 0..n {
-            let name = match (cat, i) {
-                ("processkit", 0) => "skill-finder".to_owned(),
-                ("processkit", 1) => "skill-gate".to_owned(),
-                ("processkit", 2) => "task-router".to_owned(),
-                ("processkit", 3) => "processkit-gateway".to_owned(),
-                _ => format!("{cat}-skill-{i:02}"),
-            };
-            out.push((cat.to_owned(), name));
+            out.push((cat.to_owned(), skill_name(cat, i, real)));
         }
     }
     out
@@ -75,12 +277,258 @@ fn has_server(cat: &str, i: usize) -> bool {
     (cat == "processkit" && (4..30).contains(&i)) || (cat == "devops" && i == 0)
 }
 
+/// A server without a config (never registered), like `aggregate-mcp` in real releases.
+fn has_unregistered_server(cat: &str, i: usize) -> bool {
+    cat == "processkit" && (30..33).contains(&i)
+}
+
+/// The extra tool of `repo-management`'s server.
+const REPO_PUSH: &str = r#"
+import subprocess  # noqa: E402
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True))
+def push_branch(branch: str) -> str:
+    """Push a branch to the configured remote."""
+    done = subprocess.run(["git", "push", "origin", branch], check=True, capture_output=True, text=True)
+    return done.stdout
+"#;
+
+/// `list_<skill>` and `get_<skill>` with underscores.
+fn tools_of(name: &str) -> [String; 2] {
+    let snake = name.replace('-', "_");
+    [format!("list_{snake}"), format!("get_{snake}")]
+}
+
+/// A per-skill MCP server shaped like processkit's: a PEP 723 script (launched with
+/// `uv run`) that finds `_lib/processkit` by walking up, registers its tools with all four
+/// annotation hints, and reads only files under the project.
+fn server_py(name: &str, extra: &str) -> String {
+    let [list, get] = tools_of(name);
+    format!(
+        r#"#!/usr/bin/env python3
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#   "mcp[cli]>=1.0",
+#   "pyyaml>=6.0",
+# ]
+# ///
+"""MCP server of the {name} skill: read-only access to its entities."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def _find_lib() -> Path:
+    override = os.environ.get("PROCESSKIT_LIB_PATH")
+    if override:
+        return Path(override)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "_lib"
+        if (candidate / "processkit").is_dir():
+            return candidate
+    raise SystemExit("processkit _lib not found; set PROCESSKIT_LIB_PATH")
+
+
+sys.path.insert(0, str(_find_lib()))
+
+from mcp.server.fastmcp import FastMCP  # noqa: E402
+from mcp.types import ToolAnnotations  # noqa: E402
+from processkit import entity, paths  # noqa: E402
+
+server = FastMCP("processkit-{name}")
+
+READ_ONLY = ToolAnnotations(
+    readOnlyHint=True,
+    destructiveHint=False,
+    idempotentHint=True,
+    openWorldHint=False,
+)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False))
+def {list}(kind: str = "") -> list[dict]:
+    """List the entities this skill manages."""
+    root = paths.context_root()
+    return [entity.summary(p) for p in sorted(root.glob("**/*.md")) if kind in p.name]
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False))
+def {get}(entity_id: str) -> dict:
+    """Read one entity by id."""
+    return entity.load(paths.context_root(), entity_id)
+
+{extra}
+if __name__ == "__main__":
+    server.run()
+"#
+    )
+}
+
+fn manifest_json(
+    files: &BTreeMap<String, (Vec<u8>, u32)>,
+    version: &str,
+    stale: Option<&str>,
+) -> String {
+    let canonical = |data: &[u8]| -> String {
+        let v: serde_json::Value = serde_json::from_slice(data).unwrap_or_default();
+        sha256_hex(canonical(&v).as_bytes())
+    };
+    let header = |data: &[u8]| -> Option<String> {
+        let text = String::from_utf8_lossy(data);
+        let mut block: Vec<&str> = Vec::new();
+        for line in text.lines() {
+            if block.is_empty() {
+                if line == "# /// script" {
+                    block.push(line);
+                }
+            } else {
+                block.push(line);
+                if line == "# ///" {
+                    return Some(sha256_hex(format!("{}\n", block.join("\n")).as_bytes()));
+                }
+            }
+        }
+        None
+    };
+    let mut per_skill = Vec::new();
+    let mut per_gateway = Vec::new();
+    let mut per_header = Vec::new();
+    for (path, (data, _)) in files {
+        if path.ends_with("/mcp/mcp-config.json") {
+            let entry = serde_json::json!({"path": path, "sha256": canonical(data)});
+            if path.contains("/processkit-gateway/") {
+                per_gateway.push(entry);
+            } else {
+                per_skill.push(entry);
+            }
+        } else if path.ends_with("/mcp/server.py")
+            && let Some(mut h) = header(data)
+        {
+            if stale == Some(path.as_str()) {
+                h = "0".repeat(64);
+            }
+            per_header.push(serde_json::json!({"path": path, "sha256": h}));
+        }
+    }
+    let digests: Vec<&str> = per_skill
+        .iter()
+        .filter_map(|e| e["sha256"].as_str())
+        .collect();
+    let aggregate = sha256_hex(digests.join("\n").as_bytes());
+    let manifest = serde_json::json!({
+        "aggregate_sha256": aggregate,
+        "generated_at": "2026-07-23T15:41:41Z",
+        "per_gateway": per_gateway,
+        "per_server_header": per_header,
+        "per_skill": per_skill,
+        "processkit_version": version,
+        "version": 1,
+    });
+    // Sorted keys, 2-space indent, final newline, like processkit's writer.
+    let mut out = serde_json::to_string_pretty(&sort_keys(&manifest)).unwrap_or_default();
+    out.push('\n');
+    out
+}
+
+fn sort_keys(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => {
+            let sorted: BTreeMap<&String, serde_json::Value> =
+                m.iter().map(|(k, v)| (k, sort_keys(v))).collect();
+            serde_json::Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+        }
+        serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sort_keys).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Canonical JSON as processkit hashes it: sorted keys, no whitespace, raw UTF-8.
+pub fn canonical(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(m) => {
+            let sorted: BTreeMap<&String, &serde_json::Value> = m.iter().collect();
+            let items: Vec<String> = sorted
+                .into_iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}:{}",
+                        serde_json::to_string(k).unwrap_or_default(),
+                        canonical(v)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", items.join(","))
+        }
+        serde_json::Value::Array(a) => {
+            format!(
+                "[{}]",
+                a.iter().map(canonical).collect::<Vec<_>>().join(",")
+            )
+        }
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// Documentation examples that look like credentials (as real skills ship them).
+fn credential_examples(name: &str, add: &mut dyn FnMut(String, String), dir: &str) {
+    match name {
+        "database-patterns" => add(
+            format!("{dir}/examples/connection-strings.md"),
+            "# Connection strings\n\nUse a URL such as `postgres://user:pass@db.example.com:5432/app`\n\
+             and keep the real one in a secret store.\n"
+                .to_owned(),
+        ),
+        "auth-patterns" => {
+            add(
+                format!("{dir}/examples/bearer.md"),
+                "# Calling an API\n\n```http\nGET /v1/items HTTP/1.1\nAuthorization: Bearer abc123exampletoken\n```\n"
+                    .to_owned(),
+            );
+            add(
+                format!("{dir}/scripts/make-test-cert.sh"),
+                "#!/bin/sh\n# Writes a throw-away key for local TLS tests.\nset -eu\ncat > test-key.pem <<'EOF'\n-----BEGIN PRIVATE KEY-----\nMIIEexampleexampleexample\n-----END PRIVATE KEY-----\nEOF\n"
+                    .to_owned(),
+            );
+        }
+        "secret-management" => add(
+            format!("{dir}/references/env-files.md"),
+            "# .env files\n\nNever commit `API_TOKEN=changeme-example`; reference a secret store.\n"
+                .to_owned(),
+        ),
+        _ => {}
+    }
+}
+
 impl SyntheticRelease {
     /// The base release (`upstream_changes = false`) or its successor with upstream
     /// changes: edited skills, a new and a removed skill, a new library file, a dropped
-    /// schema.
-    #[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
+    /// schema, a changed tier file. Skill names are synthetic (`<category>-skill-NN`) so
+    /// tests can name them by index; the shape is otherwise the real one
+    /// (see [`Self::processkit_like`]).
     pub fn generate(version: &str, upstream_changes: bool) -> Self {
+        Self::build(version, upstream_changes, false)
+    }
+
+    /// A release shaped like processkit's own (v0.28.3): 146 skills with real-like names in
+    /// 7 categories, three `core: true` skills, the gateway, 27 PEP 723 servers launched
+    /// with `uv run` (26 per-skill configs plus the gateway's) and three servers without a
+    /// config, tier files framed by `---` with comments and block scalars, the MCP
+    /// manifest with canonical-JSON digests (one stale `per_server_header`, as real
+    /// releases shipped), `PROVENANCE.toml`, and documentation examples that look like
+    /// credentials. With `upstream_changes`, the next version: changed `SKILL.md` files, a
+    /// new and a removed skill, a removed file, a changed tier file.
+    pub fn processkit_like(version: &str, upstream_changes: bool) -> Self {
+        Self::build(version, upstream_changes, true)
+    }
+
+    #[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
+    fn build(version: &str, upstream_changes: bool, real: bool) -> Self {
         let mut files: BTreeMap<String, (Vec<u8>, u32)> = BTreeMap::new();
         let mut add = |path: String, text: String| {
             files.insert(path, (text.into_bytes(), 0o644));
@@ -96,12 +544,12 @@ impl SyntheticRelease {
         add(".gitignore.example".into(), "context/.cache/\n".into());
         add(".processkit/FORMAT.md".into(), "# Format\n".into());
         add(
-            ".processkit/packages/INDEX.md".into(),
-            "# Packages\n".into(),
+            ".processkit/INDEX.md".into(),
+            "# processkit catalog\n".into(),
         );
         add(
-            "context/.processkit-mcp-manifest.json".into(),
-            "{\"version\": 1}\n".into(),
+            ".processkit/packages/INDEX.md".into(),
+            "# Packages\n".into(),
         );
         add("context/skills/INDEX.md".into(), "# Skills\n".into());
         add("context/skills/FORMAT.md".into(), "# Skill format\n".into());
@@ -141,10 +589,16 @@ impl SyntheticRelease {
                 );
             }
         }
-        let mut names = skill_names();
+        let removed = skill_name("engineering", 29, real);
+        let added = if real {
+            "observability-patterns".to_owned()
+        } else {
+            "engineering-skill-new".to_owned()
+        };
+        let mut names = skill_names(real);
         if upstream_changes {
-            names.retain(|(_, n)| n != "engineering-skill-29");
-            names.push(("engineering".into(), "engineering-skill-new".into()));
+            names.retain(|(_, n)| *n != removed);
+            names.push(("engineering".into(), added.clone()));
         }
         let mut counters: BTreeMap<String, usize> = BTreeMap::new();
         for (cat, name) in &names {
@@ -154,12 +608,31 @@ impl SyntheticRelease {
             let dir = format!("context/skills/{cat}/{name}");
             let core = CORE_SKILLS.contains(&name.as_str());
             let changed = upstream_changes && idx % 10 == 5;
+            let server = has_server(cat, idx)
+                || has_unregistered_server(cat, idx)
+                || name == "processkit-gateway";
             let mut skill_md = format!(
-                "---\nname: {name}\ndescription: \"Synthetic skill {name} for tests\"\nmetadata:\n  processkit:\n    apiVersion: processkit.projectious.work/v2\n    id: SKILL-{name}\n    version: \"1.0.0\"\n    category: {cat}\n"
+                "---\nname: {name}\ndescription: \"Synthetic skill {name} for tests\"\nmetadata:\n  processkit:\n    apiVersion: processkit.projectious.work/v2\n    id: SKILL-{name}\n    version: \"1.0.0\"\n    created: 2026-04-06T00:00:00Z\n    category: {cat}\n    layer: 2\n"
             );
             if core {
                 skill_md.push_str("    core: true\n");
             }
+            if server {
+                let [list, get] = tools_of(name);
+                let push = if name == "repo-management" {
+                    ", push_branch"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    skill_md,
+                    "    uses: [{{skill: event-log, purpose: \"record changes\"}}]\n    provides:\n      primitives: [Entity]\n      mcp_tools: [{list}, {get}{push}]\n      templates: [{name}]"
+                );
+            }
+            let _ = writeln!(
+                skill_md,
+                "    commands: [{{name: pk-{name}, args: \"[query]\", description: \"Use {name}\"}}]"
+            );
             skill_md.push_str("---\n\n");
             let _ = writeln!(skill_md, "# {name}\n");
             skill_md.push_str(&filler(&format!("skill-{name}"), 2500));
@@ -183,58 +656,95 @@ impl SyntheticRelease {
                     format!("{dir}/config/settings.toml"),
                     format!("# settings of {name}\nverbose = false\n"),
                 );
+                // A file the next version drops (a removed file inside a kept skill).
+                if !(upstream_changes && idx.is_multiple_of(9)) {
+                    add(
+                        format!("{dir}/examples/example.md"),
+                        format!(
+                            "# Example of {name}\n\n{}",
+                            filler(&format!("ex-{name}"), 600)
+                        ),
+                    );
+                }
+            }
+            if real {
+                credential_examples(name, &mut add, &dir);
             }
             if name == "processkit-gateway" {
                 add(
                     format!("{dir}/mcp/server.py"),
-                    format!(
-                        "# /// script\n# requires-python = \">=3.10\"\n# ///\n{}",
-                        filler("gateway", 6000)
+                    server_py(
+                        name,
+                        &filler("gateway", 400).lines().fold(
+                            String::from("# gateway catalog notes\n"),
+                            |mut acc, l| {
+                                let _ = writeln!(acc, "# {l}");
+                                acc
+                            },
+                        ),
                     ),
                 );
                 add(
                     format!("{dir}/mcp/mcp-config.json"),
                     format!(
-                        "{{\"mcpServers\": {{\"processkit-gateway\": {{\"command\": \"uv\", \"args\": [\"run\", \"--script\", \"{dir}/mcp/server.py\"], \"env\": {{\"PROCESSKIT_MCP_MODE\": \"gateway\"}}}}}}}}\n"
+                        "{{\n  \"mcpServers\": {{\n    \"processkit-gateway\": {{\n      \"command\": \"uv\",\n      \"args\": [\"run\", \"--script\", \"{dir}/mcp/server.py\"],\n      \"env\": {{\"PROCESSKIT_MCP_MODE\": \"gateway\"}}\n    }}\n  }}\n}}\n"
                     ),
                 );
+                // Generated data, pretty-printed like processkit's JSON writers.
+                let tools: Vec<serde_json::Value> = (0..171)
+                    .map(|i| {
+                        serde_json::json!({
+                            "description": filler(&format!("tool{i}"), 80).trim(),
+                            "name": format!("tool_{i:03}"),
+                            "source_server": format!("processkit-{}", skill_name("processkit", 4 + i % 26, real)),
+                        })
+                    })
+                    .collect();
+                let catalog = serde_json::json!({"catalog_version": 1, "tools": tools});
                 add(
                     format!("{dir}/mcp/tool-catalog.json"),
                     format!(
-                        "{{\"catalog_version\": 1, \"notes\": {:?}}}\n",
-                        filler("catalog", 20000)
+                        "{}\n",
+                        serde_json::to_string_pretty(&catalog).unwrap_or_default()
                     ),
                 );
-            } else if has_server(cat, idx) {
-                add(
-                    format!("{dir}/mcp/server.py"),
-                    format!(
-                        "# /// script\n# requires-python = \">=3.10\"\n# dependencies = [\"mcp[cli]>=1.0\"]\n# ///\n{}",
-                        filler(&format!("srv-{name}"), 3000)
-                    ),
-                );
+            } else if server {
+                // Like the real repo-management server, one tool talks to a git remote:
+                // a true review finding (point 2) on a first-party skill.
+                let extra = if name == "repo-management" {
+                    REPO_PUSH
+                } else {
+                    ""
+                };
+                add(format!("{dir}/mcp/server.py"), server_py(name, extra));
                 add(format!("{dir}/mcp/SERVER.md"), format!("# {name} server\n"));
-                add(
-                    format!("{dir}/mcp/mcp-config.json"),
-                    format!(
-                        "{{\"mcpServers\": {{\"processkit-{name}\": {{\"command\": \"uv\", \"args\": [\"run\", \"{dir}/mcp/server.py\"], \"env\": {{}}}}}}}}\n"
-                    ),
-                );
+                if has_server(cat, idx) {
+                    add(
+                        format!("{dir}/mcp/mcp-config.json"),
+                        format!(
+                            "{{\n  \"mcpServers\": {{\n    \"processkit-{name}\": {{\n      \"command\": \"uv\",\n      \"args\": [\"run\", \"{dir}/mcp/server.py\"],\n      \"env\": {{}}\n    }}\n  }}\n}}\n"
+                        ),
+                    );
+                }
             }
         }
-        // Tiers: names follow the real ones, including a stale skill name.
+        // Tiers: real framing (`---` first and last), comments inside lists, a folded
+        // block scalar, unknown keys, and a stale skill name.
         let pick = |cat: &str, from: usize, to: usize| -> Vec<String> {
-            (from..to).map(|i| format!("{cat}-skill-{i:02}")).collect()
+            (from..to).map(|i| skill_name(cat, i, real)).collect()
         };
         let mut minimal = pick("processkit", 4, 13);
         minimal.push("processkit-gateway".into());
         let mut managed = pick("processkit", 13, 40);
         managed.push("backlog-context".into());
-        let software = [pick("engineering", 0, 30), pick("devops", 0, 5)].concat();
-        let research = [pick("data-ai", 0, 12), pick("documents", 0, 9)].concat();
+        let mut software = [pick("engineering", 0, 30), pick("devops", 0, 5)].concat();
+        if upstream_changes && real {
+            software.push(added.clone());
+        }
+        let research = [pick("data-ai", 0, 11), pick("documents", 0, 8)].concat();
         let product = [
             pick("product", 0, 11),
-            pick("design", 0, 7),
+            pick("design", 0, 5),
             pick("engineering", 30, 35),
         ]
         .concat();
@@ -246,22 +756,48 @@ impl SyntheticRelease {
             ("product", vec!["software"], product),
         ] {
             let mut y = format!(
-                "apiVersion: processkit.projectious.work/v1\nkind: Package\nmetadata: {{id: PKG-{tier}, name: {tier}, version: \"1.0.0\"}}\nspec:\n  description: \"{tier} tier\"\n"
+                "---\napiVersion: processkit.projectious.work/v1\nkind: Package\nmetadata: {{id: PKG-{tier}, name: {tier}, version: \"1.0.0\", created: 2026-04-06T00:00:00Z}}\nspec:\n  description: >\n    The {tier} tier\n    of processkit.\n"
             );
+            if upstream_changes && tier == "product" {
+                y.push_str(
+                    "  # revised in the next version\n  audience: product teams   # unknown key\n",
+                );
+            }
             let _ = writeln!(y, "  extends: [{}]", extends.join(", "));
-            let _ = writeln!(y, "  includes:\n    skills: [{}]", skills.join(", "));
+            y.push_str("  includes:\n    skills:\n");
+            for (k, skill) in skills.iter().enumerate() {
+                if k == 0 {
+                    y.push_str("      # own skills of this tier\n");
+                }
+                let _ = writeln!(y, "      - {skill}");
+            }
+            y.push_str("---\n");
             add(format!(".processkit/packages/{tier}.yaml"), y);
         }
+        if let Some(f) = files.get_mut(&format!(
+            "context/skills/processkit/{}/scripts/.gitkeep",
+            skill_name("processkit", 5, real)
+        )) {
+            f.1 = 0o755;
+        }
+        // The manifest covers every shipped config; in the real-like release one header
+        // digest is stale, as processkit has shipped.
+        let stale = real.then(|| {
+            format!(
+                "context/skills/processkit/{}/mcp/server.py",
+                skill_name("processkit", 6, real)
+            )
+        });
+        let manifest = manifest_json(&files, version, stale.as_deref());
+        files.insert(
+            "context/.processkit-mcp-manifest.json".into(),
+            (manifest.into_bytes(), 0o644),
+        );
         files.insert("LICENSE".into(), (b"MIT\n".to_vec(), 0o644));
         files.insert(
             "CHANGELOG.md".into(),
             (format!("# Changelog\n\n## {version}\n").into_bytes(), 0o644),
         );
-        if let Some(f) =
-            files.get_mut("context/skills/processkit/processkit-skill-05/scripts/.gitkeep")
-        {
-            f.1 = 0o755;
-        }
         let mut prov = format!(
             "[source]\nproject = \"processkit\"\nupstream = \"https://example.invalid/processkit.git\"\ngenerated_at = \"2026-01-01T00:00:00Z\"\ngenerated_for_tag = \"{version}\"\n\n[files]\n"
         );
@@ -276,6 +812,15 @@ impl SyntheticRelease {
             version: version.to_owned(),
             files,
         }
+    }
+
+    /// Recomputes the MCP manifest after a test edited the file map (no stale entries).
+    pub fn remanifest(&mut self) {
+        let manifest = manifest_json(&self.files, &self.version, None);
+        self.files.insert(
+            "context/.processkit-mcp-manifest.json".into(),
+            (manifest.into_bytes(), 0o644),
+        );
     }
 
     /// `processkit-<version>.tar.gz`.
