@@ -15,9 +15,8 @@ use std::process::Command;
 
 use aibox_config::{AiboxToml, Project, SecurityException};
 use aibox_policy::{
-    Consent, Finding, PROFILE_PATH, Redactor, Severity, TargetEngine, TextKind, check_compose,
-    check_devcontainer_json, check_project_volumes, check_seccomp_profile, container_security_for,
-    redact, scan_secrets,
+    Consent, Finding, PROFILE_PATH, Redactor, Severity, TargetEngine, TextKind,
+    check_project_volumes, check_seccomp_profile, container_security_for, redact, scan_secrets,
 };
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 use aibox_runtime::DetectEnv;
@@ -743,17 +742,12 @@ fn container_policy(
             None
         }
     };
-    if let Some(text) = read_text(root, COMPOSE_FILE) {
-        out.extend(check_compose(COMPOSE_FILE, &text, &consent));
-    }
-    for file in [OVERRIDE_FILE, COMPOSE_LOCAL_FILE] {
-        if let Some(text) = read_text(root, file) {
-            out.extend(check_compose(file, &text, &consent));
-        }
-    }
-    if let Some(text) = read_text(root, DEVCONTAINER_FILE) {
-        out.extend(check_devcontainer_json(DEVCONTAINER_FILE, &text, &consent));
-    }
+    // The Compose files as Compose resolves them, with `devcontainer.json`.
+    out.extend(aibox_policy::check_compose_setup(
+        &crate::plan::ProjectSources(root),
+        &consent,
+    ));
+    out.extend(aibox_policy::check_container_user(config, &consent));
     out.extend(check_project_volumes(config, &project.local, &consent));
     if let Ok(Some(bytes)) = root.read(Utf8Path::new(PROFILE_PATH)) {
         let recorded = lock.and_then(|l| l.generated_digest(PROFILE_PATH));

@@ -105,7 +105,7 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "podman socket (long form, interpolated)",
-        compose: "    volumes:\n      - type: bind\n        source: ${SOCK:-/run/user/1000/podman/podman.sock}\n        target: /run/podman.sock\n",
+        compose: "    volumes:\n      - type: bind\n        source: /run/user/1000/podman/podman.sock\n        target: /run/podman.sock\n",
         devcontainer: "\"mounts\": [{\"source\": \"/run/user/1000/podman/podman.sock\", \"target\": \"/run/p.sock\", \"type\": \"bind\"}]",
         run_args: &[
             "--mount",
@@ -481,8 +481,10 @@ fn configured_volumes_are_checked() {
 fn unresolvable_sources_are_suspicious() {
     let text = compose("    volumes:\n      - ${SOMEWHERE}:/x\n");
     let found = check_compose(OVERRIDE, &text, &Consent::default());
-    assert_eq!(found.len(), 1);
-    assert_eq!(found[0].code, "aibox::policy::unresolved_source");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].code, "aibox::policy::unresolved_variable");
+    assert_eq!(found[0].severity, Severity::Error);
+    assert_eq!(found[0].option.as_deref(), Some("env:SOMEWHERE"));
 }
 
 #[test]
@@ -497,7 +499,7 @@ fn findings_serialise_with_stable_fields() {
 
 mod plan {
     use aibox_config::{LocalToml, Ownership, PlannedFile, parse_aibox_toml};
-    use aibox_policy::{PolicyError, check_plan};
+    use aibox_policy::{NoSources, PolicyError, check_plan};
     use miette::Diagnostic;
 
     const TOML: &str = "[container]\nname = \"demo\"\n";
@@ -537,6 +539,7 @@ mod plan {
             &LocalToml::default(),
             &files(COMPOSE_OK),
             Some(override_text),
+            &NoSources,
         )
         .unwrap_err();
         let PolicyError::Gate { findings, .. } = &err else {
@@ -567,15 +570,28 @@ mod plan {
             "aibox.toml",
         )
         .unwrap();
-        let warnings =
-            check_plan(&config, &LocalToml::default(), &files(COMPOSE_OK), None).unwrap();
+        let warnings = check_plan(
+            &config,
+            &LocalToml::default(),
+            &files(COMPOSE_OK),
+            None,
+            &NoSources,
+        )
+        .unwrap();
         assert!(warnings.is_empty(), "{warnings:#?}");
         let mut with_secret = files(COMPOSE_OK);
         with_secret.push(PlannedFile::generated(
             ".vscode/mcp.json",
             "{\"mcpServers\": {\"gh\": {\"env\": {\"GITHUB_TOKEN\": \"literal-value\"}}}}",
         ));
-        let err = check_plan(&config, &LocalToml::default(), &with_secret, None).unwrap_err();
+        let err = check_plan(
+            &config,
+            &LocalToml::default(),
+            &with_secret,
+            None,
+            &NoSources,
+        )
+        .unwrap_err();
         let PolicyError::Gate { findings, .. } = err else {
             unreachable!()
         };
@@ -594,11 +610,18 @@ mod plan {
             Ownership::ScaffoldOnce,
         ));
         let existing = "services:\n  demo:\n    network_mode: host\n";
-        let err = check_plan(&config, &LocalToml::default(), &planned, Some(existing)).unwrap_err();
+        let err = check_plan(
+            &config,
+            &LocalToml::default(),
+            &planned,
+            Some(existing),
+            &NoSources,
+        )
+        .unwrap_err();
         let PolicyError::Gate { findings, .. } = err else {
             unreachable!()
         };
         assert_eq!(findings[0].code, "aibox::policy::host_namespace");
-        assert!(check_plan(&config, &LocalToml::default(), &planned, None).is_ok());
+        assert!(check_plan(&config, &LocalToml::default(), &planned, None, &NoSources).is_ok());
     }
 }
