@@ -361,7 +361,7 @@ pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> V
     }
     let mut texts: Vec<(String, String)> = Vec::new();
     for name in names {
-        if name.starts_with("../") {
+        if name.starts_with("../") || name.starts_with(['/', '~', '\\']) || name.contains('$') {
             let f = Finding::new(
                 "aibox::policy::unchecked_include",
                 Severity::Error,
@@ -396,8 +396,9 @@ pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> V
     out
 }
 
-/// The files of a `devcontainer.json` `dockerComposeFile` (project-relative, in order);
-/// `None` when the text does not parse or names none.
+/// The files of a `devcontainer.json` `dockerComposeFile` (project-relative, in order;
+/// entries outside the project or named through a variable as written); `None` when the
+/// text does not parse or names none.
 pub fn devcontainer_compose_files(jsonc_text: &str) -> Option<Vec<String>> {
     let doc: Json = serde_json::from_str(&strip_jsonc(jsonc_text)).ok()?;
     let list = json_strings(doc.get("dockerComposeFile"));
@@ -409,7 +410,7 @@ pub fn devcontainer_compose_files(jsonc_text: &str) -> Option<Vec<String>> {
             .map(|f| {
                 literal_path(f)
                     .and_then(|f| join_project(".devcontainer", &f))
-                    .unwrap_or_else(|| format!("../{f}"))
+                    .unwrap_or_else(|| f.clone())
             })
             .collect(),
     )
