@@ -322,12 +322,17 @@ pub(crate) fn variables_in(value: &Yaml, out: &mut Vec<String>) -> bool {
             }
             Err(_) => true,
         },
+        // Every item is visited (no short cut): all variables are collected.
         Yaml::Sequence(items) => items
             .iter()
-            .fold(false, |bad, v| variables_in(v, out) || bad),
+            .map(|v| variables_in(v, out))
+            .collect::<Vec<_>>()
+            .contains(&true),
         Yaml::Mapping(map) => map
             .values()
-            .fold(false, |bad, v| variables_in(v, out) || bad),
+            .map(|v| variables_in(v, out))
+            .collect::<Vec<_>>()
+            .contains(&true),
         _ => false,
     }
 }

@@ -976,7 +976,8 @@ fn check_feature(ctx: &Ctx<'_>, id: &str, out: &mut Vec<Finding>) {
                 Severity::Error,
                 ctx.file,
                 format!(
-                    "devcontainer feature `{id}` runs the container privileged (its metadata                      sets `privileged: true`): it is no longer a boundary"
+                    "devcontainer feature `{id}` runs the container privileged (its metadata \
+                     sets `privileged: true`): it is no longer a boundary"
                 ),
                 "remove the feature; build images on the host, or record the consent with a                  `[[security.exceptions]]` entry `option = \"privileged\"`",
             )
@@ -1484,23 +1485,26 @@ impl Ctx<'_> {
         };
         let option = format!("mount:{path}");
         let mode = if m.read_only { "read-only" } else { "writable" };
-        if let (Some(dir), false) = (self.dir, path.starts_with(['/', '~'])) {
-            if join_project(dir, &path).is_none() {
-                let f = Finding::new(
-                    "aibox::policy::sensitive_mount",
-                    Severity::Error,
-                    self.file,
-                    format!(
-                        "bind mount of `{path}` ({mode}) reaches outside the project, into                          folders the gate cannot judge (a home directory, other projects)"
-                    ),
-                    format!(
-                        "mount a folder inside the project; to keep it, record the consent with                          a `[[security.exceptions]]` entry `option = \"{option}\"`"
-                    ),
-                )
-                .at(line);
-                self.push(true, &option, f, out);
-                return;
-            }
+        let escapes = self
+            .dir
+            .is_some_and(|dir| !path.starts_with(['/', '~']) && join_project(dir, &path).is_none());
+        if escapes {
+            let f = Finding::new(
+                "aibox::policy::sensitive_mount",
+                Severity::Error,
+                self.file,
+                format!(
+                    "bind mount of `{path}` ({mode}) reaches outside the project, into \
+                     folders the gate cannot judge (a home directory, other projects)"
+                ),
+                format!(
+                    "mount a folder inside the project; to keep it, record the consent with \
+                     a `[[security.exceptions]]` entry `option = \"{option}\"`"
+                ),
+            )
+            .at(line);
+            self.push(true, &option, f, out);
+            return;
         }
         let file_name = path.rsplit('/').next().unwrap_or(&path);
         let under_run = path.starts_with("/run/") || path.starts_with("/var/run/");

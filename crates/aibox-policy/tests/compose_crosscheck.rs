@@ -82,9 +82,8 @@ fn real_config(root: &Path, files: &BTreeMap<String, String>, home: &Path) -> Op
         }
     }
     cmd.arg("config");
-    let out = cmd
-        .output()
-        .expect("docker-compose must be installed (scripts/setup-test-deps.sh)");
+    // docker-compose must be installed (scripts/setup-test-deps.sh): without it this fails.
+    let out = cmd.output().unwrap();
     if !out.status.success() {
         return None;
     }
@@ -155,10 +154,10 @@ fn dangers(config: &Yaml, project: &Path, home: &Path) -> Vec<String> {
             }
         }
         for key in ["network_mode", "pid", "ipc", "uts", "userns_mode"] {
-            if let Some(v) = svc.get(key).and_then(Yaml::as_str) {
-                if v == "host" || v.starts_with("container:") {
-                    out.push(format!("{name}: {key} {v}"));
-                }
+            if let Some(v) = svc.get(key).and_then(Yaml::as_str)
+                && (v == "host" || v.starts_with("container:"))
+            {
+                out.push(format!("{name}: {key} {v}"));
             }
         }
         for opt in strings(svc.get("security_opt")) {
@@ -170,7 +169,9 @@ fn dangers(config: &Yaml, project: &Path, home: &Path) -> Vec<String> {
             let source = vol.split(':').next().unwrap_or("");
             // Read-only files of the home (a `.gitconfig`) are warned by policy, not refused.
             let read_only_home = vol.ends_with(":ro") && Path::new(source).starts_with(home);
-            if source.ends_with(".sock")
+            if Path::new(source)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("sock"))
                 || (dangerous_path(source, project, home) && !read_only_home)
             {
                 out.push(format!("{name}: volume {vol}"));
@@ -185,10 +186,10 @@ fn dangers(config: &Yaml, project: &Path, home: &Path) -> Vec<String> {
         let context = build
             .and_then(|b| b.get("context").or(Some(b)))
             .and_then(Yaml::as_str);
-        if let Some(context) = context {
-            if dangerous_path(context, project, home) {
-                out.push(format!("{name}: build context {context}"));
-            }
+        if let Some(context) = context
+            && dangerous_path(context, project, home)
+        {
+            out.push(format!("{name}: build context {context}"));
         }
         if let Some(extra) = build
             .and_then(|b| b.get("additional_contexts"))
