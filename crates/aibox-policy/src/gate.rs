@@ -308,8 +308,11 @@ pub fn check_compose_project(
         r.load_text(path, text);
         queue.push((*path).to_owned());
     }
+    // In load order; included files after the ones handed in.
     let mut judged: Vec<String> = Vec::new();
-    while let Some(path) = queue.pop() {
+    let mut next = 0;
+    while let Some(path) = queue.get(next).cloned() {
+        next += 1;
         if judged.contains(&path) {
             continue;
         }
@@ -317,8 +320,8 @@ pub fn check_compose_project(
         if judged.len() > 64 {
             break;
         }
-        queue.extend(r.includes(&path));
         r.judge_file(&path);
+        queue.extend(r.includes(&path));
     }
     let mut out = r.out;
     let mut seen = Vec::new();
