@@ -352,7 +352,10 @@ fn up(g: &Global, args: &UpArgs) -> Outcome {
 
 fn lifecycle_failure(e: aibox_engine::lifecycle::LifecycleError) -> Failure {
     use aibox_engine::lifecycle::LifecycleError;
-    if matches!(e, LifecycleError::Engine(_)) {
+    if matches!(
+        e,
+        LifecycleError::Engine(_) | LifecycleError::ContainerPolicy { .. }
+    ) {
         Failure::user(e)
     } else {
         Failure::env(e)

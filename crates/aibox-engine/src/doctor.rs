@@ -355,6 +355,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     // Codex's sandbox, probed in the running container (only when Codex is enabled)
     let codex_sandbox =
         codex_sandbox_check(&mut run, project_root.path(), project.as_ref(), options);
+    container_state_check(&mut run, project_root.path(), project.as_ref(), options);
     // secrets in committed files
     run.check(
         "secrets",
@@ -1043,6 +1044,39 @@ fn codex_sandbox_finding(report: &SandboxReport) -> Finding {
             format!("Codex sandbox: not checked ({})", report.detail),
             "start the container (`aibox up`) and run `aibox doctor` again",
         ),
+    }
+}
+
+/// The `container-state` check: the engine state of the project's container (what the
+/// engine actually runs) under the policy gate's rules, as `up` checks it.
+fn container_state_check(
+    run: &mut Run,
+    root: &Utf8Path,
+    project: Option<&Project>,
+    options: &DoctorOptions,
+) {
+    let Some(p) = project else {
+        run.skip("container-state", "no valid configuration");
+        return;
+    };
+    if options.skip_engine {
+        run.skip("container-state", "skipped by the caller");
+        return;
+    }
+    let lifecycle = crate::lifecycle::LifecycleOptions {
+        env: options.detect.clone(),
+        timeouts: aibox_runtime::Timeouts::default(),
+    };
+    let state = crate::lifecycle::runtime_for(root, &lifecycle)
+        .map_err(|e| e.to_string())
+        .and_then(|(runtime, target)| {
+            crate::lifecycle::container_state(&runtime, &target, &p.config)
+                .map_err(|e| e.to_string())
+        });
+    match state {
+        Ok(Some(findings)) => run.check("container-state", findings),
+        Ok(None) => run.skip("container-state", "no container"),
+        Err(e) => run.skip("container-state", &e),
     }
 }
 

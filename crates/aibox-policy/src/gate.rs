@@ -187,6 +187,90 @@ pub fn check_plan(
     })
 }
 
+/// Label of findings about the running container.
+pub const CONTAINER_LABEL: &str = "running container";
+
+/// Checks what the engine actually runs: the `container inspect` JSON of Podman or Docker
+/// (`HostConfig.Privileged`, `CapAdd`, `SecurityOpt`, `NetworkMode`, `PidMode`,
+/// `IpcMode`, `UTSMode`, `Mounts`, `Config.User`) under the same rules and consents as the
+/// files. Bind mounts from inside `project_root` (an absolute host path) are the
+/// project's own. Text that is not inspect JSON is refused: the state is unknown.
+pub fn check_container_state(
+    inspect_json: &str,
+    project_root: &str,
+    consent: &Consent,
+) -> Vec<Finding> {
+    let ctx = Ctx {
+        file: CONTAINER_LABEL,
+        text: "",
+        consent,
+        dir: None,
+    };
+    let doc: Json = match serde_json::from_str(inspect_json) {
+        Ok(doc) => doc,
+        Err(e) => return vec![unparsable(CONTAINER_LABEL, "inspect JSON", &e.to_string())],
+    };
+    let Some(c) = doc.as_array().and_then(|a| a.first()).or(Some(&doc)) else {
+        return Vec::new();
+    };
+    let host = &c["HostConfig"];
+    let mut out = Vec::new();
+    if host["Privileged"].as_bool() == Some(true) {
+        ctx.privileged(None, &mut out);
+    }
+    for cap in json_strings(host.get("CapAdd")) {
+        ctx.cap(&cap, &mut out);
+    }
+    for opt in json_strings(host.get("SecurityOpt")) {
+        match opt.split_once(['=', ':']) {
+            // Docker shows an applied profile by its JSON text: only the consent counts.
+            Some((k, v))
+                if k.eq_ignore_ascii_case("seccomp") && v.trim_start().starts_with('{') =>
+            {
+                if !consent.seccomp_profile {
+                    ctx.seccomp_opt("custom profile", None, &mut out);
+                }
+            }
+            _ => ctx.security_opt(&opt, &mut out),
+        }
+    }
+    // Not the user and cgroup namespaces: engines report `host` there by default (rootful
+    // engines, cgroup v1), so the state says nothing about the files.
+    for (field, key) in [
+        ("NetworkMode", "network_mode"),
+        ("PidMode", "pid"),
+        ("IpcMode", "ipc"),
+        ("UTSMode", "uts"),
+    ] {
+        if let Some(value) = host[field].as_str() {
+            ctx.namespace(key, value, &mut out);
+        }
+    }
+    if let Some(user) = c["Config"]["User"].as_str() {
+        ctx.user(user, &mut out);
+    }
+    let root = project_root.trim_end_matches('/');
+    for m in c["Mounts"].as_array().into_iter().flatten() {
+        let kind = m["Type"].as_str().unwrap_or("bind");
+        let Some(source) = m["Source"].as_str() else {
+            continue;
+        };
+        let inside =
+            !root.is_empty() && (source == root || source.starts_with(&format!("{root}/")));
+        if kind != "bind" || inside {
+            continue;
+        }
+        ctx.mount(
+            &Mount {
+                source: source.to_owned(),
+                read_only: m["RW"].as_bool() == Some(false),
+            },
+            &mut out,
+        );
+    }
+    out
+}
+
 /// Planned files first, then the project on disk.
 struct Overlay<'a> {
     planned: &'a BTreeMap<String, String>,
