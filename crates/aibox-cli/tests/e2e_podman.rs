@@ -417,6 +417,7 @@ fn engine_state_without_consent_is_reported_and_stopped() {
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "state", "claude");
     let TestProject { root, name, .. } = &p;
+    ok(aibox(&podman, root).arg("apply"));
     let compose = fs_err::read_to_string(root.join(".devcontainer/docker-compose.yml")).unwrap();
     let doc: serde_norway::Value = serde_norway::from_str(&compose).unwrap();
     let service = doc["services"]
