@@ -3,9 +3,11 @@
 //! then materialises a payload through a private staging directory that is renamed into
 //! place, creating each file exclusively with a normalised mode.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read;
 use std::path::Path;
+use std::rc::Rc;
 
 use crate::error::{ProvenanceError, Result, show_name};
 
@@ -187,6 +189,42 @@ pub fn check_name(raw: &[u8], limits: &ExtractLimits) -> Result<Vec<String>> {
     Ok(comps.into_iter().map(str::to_owned).collect())
 }
 
+/// Header bytes allowed per entry beyond its contents (header block, padding, modest
+/// PAX records), and for the archive as a whole (long names, global headers).
+const HEADER_ALLOWANCE_PER_ENTRY: u64 = 2 * 1024;
+const HEADER_ALLOWANCE: u64 = 1024 * 1024;
+
+/// Most decompressed bytes an archive within `limits` can need.
+fn stream_cap(limits: &ExtractLimits) -> u64 {
+    limits
+        .max_total_bytes
+        .saturating_add((limits.max_entries as u64).saturating_mul(HEADER_ALLOWANCE_PER_ENTRY))
+        .saturating_add(HEADER_ALLOWANCE)
+}
+
+/// A reader that fails once more than `left` bytes came through (and says so in `hit`).
+struct CappedReader<R> {
+    inner: R,
+    left: u64,
+    hit: Rc<Cell<bool>>,
+}
+
+impl<R: Read> Read for CappedReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        match self.left.checked_sub(n as u64) {
+            Some(left) => {
+                self.left = left;
+                Ok(n)
+            }
+            None => {
+                self.hit.set(true);
+                Err(std::io::Error::other("archive size limit reached"))
+            }
+        }
+    }
+}
+
 /// Reads and validates a gzip-compressed tar archive entirely in memory. The archive must
 /// hold exactly one top directory `processkit-<tag>/` (stripped; the tag is returned in
 /// [`Payload::top_tag`]); with `expected_tag` the tag must match.
@@ -200,7 +238,25 @@ pub fn read_archive(
         what: what.to_owned(),
         reason: e.to_string(),
     };
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(gz));
+    // Header data (PAX extensions, GNU long names) is read by `tar` before an entry is
+    // seen, so the whole decompressed stream is capped: contents plus a header allowance.
+    let hit = Rc::new(Cell::new(false));
+    let cap = stream_cap(limits);
+    let capped = CappedReader {
+        inner: flate2::read::GzDecoder::new(gz),
+        left: cap,
+        hit: Rc::clone(&hit),
+    };
+    let over = || ProvenanceError::ArchiveLimit {
+        reason: format!(
+            "more than {cap} bytes of decompressed archive (file contents plus headers, \
+             including PAX and GNU long-name data)"
+        ),
+    };
+    let corrupt = |e: &dyn std::fmt::Display| {
+        if hit.get() { over() } else { corrupt(e) }
+    };
+    let mut archive = tar::Archive::new(capped);
     let mut checker = Checker::new(limits);
     let mut payload = Payload::default();
     let mut top: Option<String> = None;
