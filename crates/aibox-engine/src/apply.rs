@@ -138,6 +138,8 @@ impl ApplyReport {
 pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, EngineError> {
     let root = ProjectRoot::open(root)?;
     let read_only = options.dry_run || options.check;
+    // An invalid configuration is reported before anything (even the lock) is created.
+    aibox_config::load_project(root.path())?;
     let _guard = if read_only {
         None
     } else {

@@ -592,3 +592,15 @@ fn symlinked_state_dir_is_refused_before_locking() {
     assert_eq!(code(&err), "aibox::apply::symlink", "{err:?}");
     assert_eq!(fs_err::read_dir(outside.path()).unwrap().count(), 0);
 }
+
+/// An invalid configuration is reported before anything is created: no `.aibox/`
+/// folder, no apply lock, no generated file.
+#[test]
+fn invalid_configuration_creates_nothing_not_even_the_apply_lock() {
+    let fx = Fixture::with("[container]\nname = \"demo\"\nuid = \"not a number\"\n");
+    let before = fx.snapshot();
+    let err = apply(&fx.root, &opts()).unwrap_err();
+    assert!(matches!(err, EngineError::Config(_)), "{err:?}");
+    assert!(!fx.path(".aibox").exists(), "apply created .aibox/");
+    assert_eq!(fx.snapshot(), before);
+}
