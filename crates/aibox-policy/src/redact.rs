@@ -212,13 +212,11 @@ fn redact_flags(line: &str) -> String {
         let mut start = k;
         if user_flag {
             // `user:password`: the user name stays readable.
-            match line[k..end].find(':') {
-                Some(colon) => start = k + colon + 1,
-                None => {
-                    i = end.max(i + 1);
-                    continue;
-                }
-            }
+            let Some(colon) = line[k..end].find(':') else {
+                i = end.max(i + 1);
+                continue;
+            };
+            start = k + colon + 1;
         }
         let value = &line[start..end];
         if value.is_empty() || value == MASK || value.starts_with('-') || has_reference(value) {

@@ -385,6 +385,11 @@ fn fetch_http(
         None
     };
     if sidecar.is_none() && pins.expected().is_none() && !allow_unverified {
+        // Without a sidecar: a version that was never published is a 404 of the asset
+        // itself, not a question of digests.
+        if !crate::fetch::exists(url, &opts.http) {
+            return Err(ProvenanceError::http_status(url.to_owned(), 404));
+        }
         return Err(ProvenanceError::NoDigest {
             what: format!("{url} (no `.sha256` sidecar published)"),
             computed: "<digest you checked>".to_owned(),
