@@ -24,7 +24,10 @@ pub(crate) struct JsonDoc {
 impl JsonDoc {
     /// Parses `text` (absent or blank = empty object). Errors name the file and position.
     pub fn parse(path: &str, text: Option<&str>) -> Result<Self, McpError> {
-        let root = match text {
+        // Editors on Windows may start the file with a UTF-8 byte order mark; JSON
+        // parsers refuse it, harnesses read past it. Kept on write (see `render`).
+        let parsed = text.map(|t| t.strip_prefix('\u{feff}').unwrap_or(t));
+        let root = match parsed {
             Some(t) if !t.trim().is_empty() => {
                 let value: Value = serde_json::from_str(t).map_err(|e| {
                     let (line, column) = if e.line() == 0 {
@@ -178,6 +181,10 @@ impl JsonDoc {
     /// does not exist and nothing would be written.
     pub fn render(self) -> Result<Option<String>, McpError> {
         let merged = Value::Object(self.root);
+        let bom = self
+            .original_text
+            .as_deref()
+            .is_some_and(|t| t.starts_with('\u{feff}'));
         if let Some(text) = self.original_text {
             if merged == self.original {
                 return Ok(Some(text));
@@ -190,6 +197,9 @@ impl JsonDoc {
             message: e.to_string(),
         })?;
         text.push('\n');
+        if bom {
+            text.insert(0, '\u{feff}');
+        }
         Ok(Some(text))
     }
 }
