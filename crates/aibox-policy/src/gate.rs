@@ -156,6 +156,7 @@ pub fn check_plan(
     };
     out.extend(check_compose_setup(&overlay, &consent));
     out.extend(check_container_user(config, &consent));
+    point_secrets_at_source(&mut out, files, disk);
     out.extend(check_project_volumes(config, local, &consent));
     let errors: Vec<&Finding> = out
         .iter()
@@ -269,6 +270,41 @@ pub fn check_container_state(
         );
     }
     out
+}
+
+/// A secret in a generated file usually comes from `aibox.toml`: the finding that names
+/// the same key there (file and line to fix) replaces the generated file's.
+fn point_secrets_at_source(
+    out: &mut Vec<Finding>,
+    files: &[PlannedFile],
+    disk: &dyn ComposeSources,
+) {
+    let Some(text) = disk.read(aibox_config::AIBOX_TOML) else {
+        return;
+    };
+    let sources = scan_secrets(aibox_config::AIBOX_TOML, &text, TextKind::Toml);
+    if sources.is_empty() {
+        return;
+    }
+    let generated = |file: &str| {
+        files
+            .iter()
+            .any(|f| f.path == file && f.ownership == Ownership::Generated)
+    };
+    let source_keys: Vec<&str> = sources.iter().filter_map(secret_key_of).collect();
+    out.retain(|f| {
+        !(f.code.starts_with("aibox::policy::secret")
+            && generated(&f.file)
+            && secret_key_of(f).is_some_and(|k| source_keys.contains(&k)))
+    });
+    out.extend(sources);
+}
+
+/// The key a secret finding names (the last part of its `` `path` ``).
+fn secret_key_of(f: &Finding) -> Option<&str> {
+    let rest = f.message.strip_prefix('`')?;
+    let path = &rest[..rest.find('`')?];
+    path.rsplit(['.', ':']).next()
 }
 
 /// Planned files first, then the project on disk.

@@ -625,3 +625,32 @@ mod plan {
         assert!(check_plan(&config, &LocalToml::default(), &planned, None, &NoSources).is_ok());
     }
 }
+
+/// A literal secret in `aibox.toml` reaches the generated Compose file; the finding names
+/// `aibox.toml` and its line (where the fix goes), not the generated file.
+#[test]
+fn secrets_from_aibox_toml_point_at_aibox_toml() {
+    use std::collections::BTreeMap;
+
+    use aibox_config::{LocalToml, PlannedFile, parse_aibox_toml};
+    use aibox_policy::{PolicyError, check_plan};
+
+    let toml = "[container]\nname = \"demo\"\n\n[container.environment]\nLANG = \"C\"\nAPI_TOKEN = \"literal-fake-value\"\n";
+    let config = parse_aibox_toml(toml, "aibox.toml").unwrap();
+    let compose = "services:\n  demo:\n    image: x\n    environment:\n      LANG: C\n      API_TOKEN: literal-fake-value\n";
+    let files = vec![PlannedFile::generated(
+        ".devcontainer/docker-compose.yml",
+        compose,
+    )];
+    let disk: BTreeMap<String, String> = [("aibox.toml".to_owned(), toml.to_owned())].into();
+    let err = check_plan(&config, &LocalToml::default(), &files, None, &disk).unwrap_err();
+    let PolicyError::Gate { findings, .. } = err else {
+        unreachable!()
+    };
+    let secrets: Vec<(&str, Option<usize>)> = findings
+        .iter()
+        .filter(|f| f.code.starts_with("aibox::policy::secret"))
+        .map(|f| (f.file.as_str(), f.line))
+        .collect();
+    assert_eq!(secrets, [("aibox.toml", Some(6))], "{findings:#?}");
+}
