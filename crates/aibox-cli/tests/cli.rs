@@ -164,6 +164,31 @@ fn invalid_config_exits_2_and_names_the_file() {
     assert!(err.contains("nmae"), "{err}");
 }
 
+/// A broken configuration line is quoted in the error, but a secret on it is not: the
+/// terminal (and any log of it) never shows the value.
+#[test]
+fn a_secret_on_a_broken_config_line_is_not_echoed() {
+    let (_t, dir) = tempdir();
+    for broken in [
+        "[container.environment]\nAPI_TOKEN = \"fake-secret-value-123\" trailing\n",
+        "[container.environment]\nDB_PASSWORD = fake-secret-value-123\n",
+        "[container]\nname = \"x\"\nnmae = \"ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\"\n",
+    ] {
+        fs_err::write(
+            dir.join("aibox.toml"),
+            format!("[container]\nname = \"x\"\n{broken}"),
+        )
+        .unwrap();
+        let out = aibox(&dir, &["apply"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("aibox.toml"), "{err}");
+        for secret in ["fake-secret-value-123", "ghp_FAKEFAKE"] {
+            assert!(!err.contains(secret), "{secret} echoed:\n{err}");
+        }
+    }
+}
+
 #[test]
 fn schema_is_printed_as_json() {
     let (_t, dir) = tempdir();

@@ -28,7 +28,7 @@ pub use gate::{
     check_container_user, check_devcontainer_json, check_plan, check_project_volumes,
     check_run_args, check_seccomp_profile, check_volumes, devcontainer_compose_files,
 };
-pub use redact::{MASK, Redactor, redact};
+pub use redact::{MASK, Redactor, redact, redact_secrets};
 pub use seccomp::{
     PROFILE_PATH, PROFILE_SECURITY_OPT, SeccompPosture, SecurityDecision, TargetEngine,
     UNCONFINED_SECURITY_OPT, check_engine, container_security, container_security_for,

@@ -54,6 +54,17 @@ pub fn redact(text: &str, redactor: &Redactor) -> String {
     out
 }
 
+/// Masks secrets only (credential formats, secret-like assignments and flags), leaving
+/// paths, user and host names readable: for error messages shown on the terminal, which
+/// may quote a line of a configuration file.
+pub fn redact_secrets(text: &str) -> String {
+    mask_spans(text)
+        .split('\n')
+        .map(|line| redact_flags(&redact_assignments(line)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn mask_spans(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut last = 0;
