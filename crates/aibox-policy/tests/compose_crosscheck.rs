@@ -6,9 +6,10 @@
 //! dangerous. Compose runs with an empty environment (only `PATH` and a scratch `HOME`),
 //! so defaults and `.env` decide, as on a fresh shell.
 //!
-//! Debian's podman-compose (1.0.x) has no `config` command, so it cannot be asked; aibox
-//! runs Compose files through the same Compose file format, and the property is checked
-//! against docker-compose's resolution.
+//! Debian's podman-compose (1.0.x) has no `config` command; its `--dry-run up` prints the
+//! merged configuration and the `podman run` command it would start, which the second
+//! test reads the same way (it creates the project's network and named volumes as a side
+//! effect, so it uses a unique project name and removes them again).
 
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -56,20 +57,7 @@ fn project_files(root: &Path) -> BTreeMap<String, String> {
 /// `docker-compose config` over the files Compose would get; `None` when Compose refuses
 /// the project (then nothing runs).
 fn real_config(root: &Path, files: &BTreeMap<String, String>, home: &Path) -> Option<Yaml> {
-    let mut names = vec![
-        ".devcontainer/docker-compose.yml".to_owned(),
-        ".devcontainer/docker-compose.override.yml".to_owned(),
-    ];
-    if let Some(listed) = files
-        .get(".devcontainer/devcontainer.json")
-        .and_then(|t| devcontainer_compose_files(t))
-    {
-        for name in listed {
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
-    }
+    let names = compose_files(files);
     let mut cmd = Command::new("docker-compose");
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -275,6 +263,195 @@ fn whenever_the_gate_accepts_the_real_compose_config_is_harmless() {
     // devcontainer-only settings).
     eprintln!(
         "{bypass_real_danger} of {bypass_total} bypass attempts are dangerous in docker-compose's resolution"
+    );
+    assert!(
+        bypass_real_danger * 2 > bypass_total,
+        "{bypass_real_danger} of {bypass_total}"
+    );
+}
+
+/// The `podman run` arguments podman-compose would use for each fixture, and the merged
+/// configuration it printed; `None` when podman-compose refuses the project.
+fn podman_compose_run(
+    root: &Path,
+    files: &BTreeMap<String, String>,
+    home: &Path,
+    project: &str,
+) -> Option<(Vec<String>, Yaml)> {
+    let mut cmd = Command::new("podman-compose");
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .current_dir(root.join(".devcontainer"))
+        .args(["--dry-run", "-p", project]);
+    for name in compose_files(files) {
+        let path = root.join(&name);
+        if path.is_file() {
+            cmd.arg("-f").arg(path);
+        }
+    }
+    cmd.args(["up", "-d"]);
+    // podman-compose must be installed (scripts/setup-test-deps.sh): without it this fails.
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let merged_start = stdout.find("** merged:")? + "** merged:".len();
+    let merged_end = stdout[merged_start..]
+        .find("\n}\n")
+        .map(|e| merged_start + e + 2)?;
+    let merged: Yaml = serde_norway::from_str(&stdout[merged_start..merged_end]).ok()?;
+    let run: Vec<String> = stdout
+        .lines()
+        .filter(|l| l.starts_with("podman run "))
+        .flat_map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    Some((run, merged))
+}
+
+fn compose_files(files: &BTreeMap<String, String>) -> Vec<String> {
+    let mut names = vec![
+        ".devcontainer/docker-compose.yml".to_owned(),
+        ".devcontainer/docker-compose.override.yml".to_owned(),
+    ];
+    if let Some(listed) = files
+        .get(".devcontainer/devcontainer.json")
+        .and_then(|t| devcontainer_compose_files(t))
+    {
+        for name in listed {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// What is dangerous in a `podman run` command line and the merged configuration.
+fn run_dangers(args: &[String], merged: &Yaml, project: &Path, home: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let (flag, inline) = match args[i].split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (args[i].as_str(), None),
+        };
+        let takes = matches!(
+            flag,
+            "--cap-add"
+                | "--security-opt"
+                | "--net"
+                | "--network"
+                | "--pid"
+                | "--ipc"
+                | "-v"
+                | "--volume"
+                | "--env-file"
+                | "--uts"
+        );
+        let value = if takes && inline.is_none() {
+            i += 1;
+            args.get(i).cloned().unwrap_or_default()
+        } else {
+            inline.unwrap_or_default()
+        };
+        i += 1;
+        match flag {
+            "--privileged" => out.push("privileged".to_owned()),
+            "--cap-add" if ["SYS_ADMIN", "ALL"].iter().any(|c| value.ends_with(c)) => {
+                out.push(format!("cap_add {value}"));
+            }
+            "--security-opt" if value.contains("unconfined") || value.contains("disable") => {
+                out.push(format!("security_opt {value}"));
+            }
+            "--net" | "--network" | "--pid" | "--ipc" | "--uts"
+                if value == "host" || value.starts_with("container:") =>
+            {
+                out.push(format!("{flag} {value}"));
+            }
+            "-v" | "--volume" | "--env-file" => {
+                let source = value.split(':').next().unwrap_or("");
+                let read_only_home = value.ends_with(":ro") && Path::new(source).starts_with(home);
+                if Path::new(source)
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("sock"))
+                    || (dangerous_path(source, project, home) && !read_only_home)
+                {
+                    out.push(format!("{flag} {value}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Named volumes and build contexts are in the merged configuration.
+    out.extend(
+        dangers(merged, project, home).into_iter().filter(|d| {
+            d.starts_with("volumes ") || d.contains("build") || d.contains("additional")
+        }),
+    );
+    out
+}
+
+/// Removes what `podman-compose --dry-run up` created for `project`.
+fn podman_cleanup(project: &str) {
+    let label = format!("label=io.podman.compose.project={project}");
+    if let Ok(out) = Command::new("podman")
+        .args(["volume", "ls", "-q", "--filter", &label])
+        .output()
+    {
+        for name in String::from_utf8_lossy(&out.stdout).lines() {
+            let _ = Command::new("podman")
+                .args(["volume", "rm", "-f", name])
+                .output();
+        }
+    }
+    let _ = Command::new("podman")
+        .args(["network", "rm", "-f", &format!("{project}_default")])
+        .output();
+}
+
+#[test]
+fn whenever_the_gate_accepts_podman_compose_runs_nothing_dangerous() {
+    let home = tempfile::tempdir().unwrap();
+    let project_name = format!("aibox-xcheck-{}", std::process::id());
+    let mut bypass_total = 0;
+    let mut bypass_real_danger = 0;
+    let mut violations = Vec::new();
+    for kind in ["compose-bypass", "compose-benign"] {
+        for case in fixtures(kind) {
+            let project = fs_err::canonicalize(&case).unwrap();
+            let files = project_files(&project);
+            let accepted = !has_errors(&check_compose_setup(&files, &Consent::default()));
+            let real = podman_compose_run(&project, &files, home.path(), &project_name);
+            podman_cleanup(&project_name);
+            let danger = real
+                .as_ref()
+                .map(|(run, merged)| run_dangers(run, merged, &project, home.path()))
+                .unwrap_or_default();
+            if kind == "compose-bypass" {
+                bypass_total += 1;
+                bypass_real_danger += usize::from(!danger.is_empty());
+            } else {
+                assert!(
+                    real.is_some(),
+                    "{}: podman-compose refused a benign project",
+                    case.display()
+                );
+                assert!(
+                    accepted,
+                    "{}: the gate refused a benign project",
+                    case.display()
+                );
+            }
+            if accepted && !danger.is_empty() {
+                violations.push(format!("{}: {danger:?}", case.display()));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "accepted yet dangerous: {violations:#?}"
+    );
+    eprintln!(
+        "{bypass_real_danger} of {bypass_total} bypass attempts are dangerous in podman-compose's run"
     );
     assert!(
         bypass_real_danger * 2 > bypass_total,
