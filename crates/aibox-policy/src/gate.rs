@@ -468,6 +468,7 @@ pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> V
     let devcontainer = sources.read(DEVCONTAINER_PATH);
     if let Some(text) = &devcontainer {
         out.extend(check_devcontainer_json(DEVCONTAINER_PATH, text, consent));
+        out.extend(check_local_features(text, sources, consent));
     }
     // `aibox up` runs the three files itself; the editor runs the listed ones. Both count.
     let mut names: Vec<String> = [COMPOSE_PATH, OVERRIDE_PATH, COMPOSE_LOCAL_PATH]
@@ -516,6 +517,49 @@ pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> V
         sources,
         consent,
     ));
+    out
+}
+
+/// Local devcontainer features (`"./name"`) bring their own container options in
+/// `devcontainer-feature.json` (`privileged`, `capAdd`, `securityOpt`, `mounts`): judged
+/// like the same keys in `devcontainer.json`. A local feature whose metadata cannot be
+/// read is refused.
+fn check_local_features(
+    jsonc_text: &str,
+    sources: &dyn ComposeSources,
+    consent: &Consent,
+) -> Vec<Finding> {
+    let Ok(doc) = serde_json::from_str::<Json>(&strip_jsonc(jsonc_text)) else {
+        return Vec::new();
+    };
+    let Some(features) = doc.get("features").and_then(Json::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for id in features
+        .keys()
+        .filter(|id| id.starts_with("./") || id.starts_with("../"))
+    {
+        let path = join_project(".devcontainer", id.trim_end_matches('/'))
+            .map(|dir| format!("{dir}/devcontainer-feature.json"));
+        let Some((path, text)) = path.and_then(|p| sources.read(&p).map(|t| (p, t))) else {
+            let f = Finding::new(
+                "aibox::policy::unchecked_include",
+                Severity::Error,
+                DEVCONTAINER_PATH,
+                format!(
+                    "the local feature `{id}` has no readable `devcontainer-feature.json` inside \
+                     the project, so the gate cannot tell which container options it sets"
+                ),
+                "keep local features inside the project with their metadata file",
+            )
+            .at(line_of(jsonc_text, id));
+            out.extend(consent.judge(true, &format!("include:{id}"), f));
+            continue;
+        };
+        // The metadata uses the `devcontainer.json` key names.
+        out.extend(check_devcontainer_json(&path, &text, consent));
+    }
     out
 }
 
@@ -880,6 +924,25 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
     for key in ["devices", "device_cgroup_rules"] {
         if svc.get(key).is_some_and(|v| !yaml_strings(v).is_empty()) {
             ctx.devices(key, out);
+        }
+    }
+    if let Some(from) = svc.get("volumes_from") {
+        for source in yaml_strings(from) {
+            if let Some(container) = source.strip_prefix("container:") {
+                let f = Finding::new(
+                    "aibox::policy::volumes_from_container",
+                    Severity::Error,
+                    ctx.file,
+                    format!(
+                        "service `{name}` takes every volume of the container `{container}`, \
+                         which is not part of this project: the gate cannot tell what it mounts"
+                    ),
+                    "mount what you need explicitly, or record the consent with a \
+                     `[[security.exceptions]]` entry `option = \"volumes_from:container\"`",
+                )
+                .at(line_of(ctx.text, "volumes_from"));
+                ctx.push(true, "volumes_from:container", f, out);
+            }
         }
     }
     if let Some(user) = svc.get("user") {
