@@ -654,3 +654,51 @@ fn secrets_from_aibox_toml_point_at_aibox_toml() {
         .collect();
     assert_eq!(secrets, [("aibox.toml", Some(6))], "{findings:#?}");
 }
+
+/// The engine state check over a real `podman container inspect` (captured from
+/// `podman create --cap-add SYS_ADMIN --security-opt seccomp=unconfined --pid host
+/// -v /etc:/host-etc -v /tmp:/proj --user root`): every violation is found, the
+/// project's own mount (`/tmp` here) is not, and recorded consent turns errors into
+/// warnings.
+#[test]
+fn running_container_state_is_judged_like_the_files() {
+    use aibox_policy::check_container_state;
+
+    let json = include_str!("fixtures/podman-inspect/violations.json");
+    let found = check_container_state(json, "/tmp", &Consent::default());
+    let mut codes: Vec<(&str, Severity)> = found
+        .iter()
+        .map(|f| (f.code.as_str(), f.severity))
+        .collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [
+            ("aibox::policy::cap_add", Severity::Error),
+            ("aibox::policy::host_namespace", Severity::Error),
+            ("aibox::policy::root_user", Severity::Warning),
+            ("aibox::policy::seccomp_unconfined", Severity::Error),
+            ("aibox::policy::sensitive_mount", Severity::Error),
+        ],
+        "{found:#?}"
+    );
+    assert!(found.iter().all(|f| f.file == "running container"));
+    let consent = Consent {
+        seccomp_unconfined: true,
+        exceptions: ["cap_add:SYS_ADMIN", "pid:host", "mount:/etc", "user:root"]
+            .iter()
+            .map(|o| SecurityException {
+                option: (*o).to_owned(),
+                reason: "test".to_owned(),
+            })
+            .collect(),
+        ..Consent::default()
+    };
+    assert!(!has_errors(&check_container_state(json, "/tmp", &consent)));
+    // Not inspect JSON: the state is unknown, which is refused.
+    assert!(has_errors(&check_container_state(
+        "not json",
+        "/tmp",
+        &Consent::default()
+    )));
+}
