@@ -1003,6 +1003,14 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
 fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
     let context = build.get("context").and_then(Yaml::as_str).unwrap_or(".");
     ctx.host_read("build.context", context, out);
+    // Relative to the context (judged above); an absolute one is a host file of its own.
+    if let Some(file) = build
+        .get("dockerfile")
+        .and_then(Yaml::as_str)
+        .filter(|f| f.starts_with(['/', '~']))
+    {
+        ctx.host_read("build.dockerfile", file, out);
+    }
     if let Some(extra) = build.get("additional_contexts") {
         let paths: Vec<String> = match extra {
             Yaml::Mapping(m) => m

@@ -102,6 +102,7 @@ fn attempts_are_refused_by_the_rule_they_try_to_dodge() {
         ("configs-shadow", "aibox::policy::host_read"),
         ("build-context-root", "aibox::policy::host_read"),
         ("build-additional-contexts", "aibox::policy::host_read"),
+        ("build-dockerfile-absolute", "aibox::policy::host_read"),
         ("mount-sudoers-d", "aibox::policy::sensitive_mount"),
         ("mount-claude", "aibox::policy::credential_mount"),
         ("mount-bashrc", "aibox::policy::credential_mount"),
