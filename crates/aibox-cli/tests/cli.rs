@@ -423,3 +423,42 @@ fn codex_on_docker_without_consent_is_refused_and_yes_never_consents() {
     let compose = fs_err::read_to_string(dir.join(".devcontainer/docker-compose.yml")).unwrap();
     assert!(compose.contains("seccomp=aibox-seccomp.json"), "{compose}");
 }
+
+/// A folder that refuses writes is the environment, not the project: exit 3, and the
+/// apply changes nothing (all or nothing).
+#[test]
+fn a_refused_write_exits_3_and_changes_nothing() {
+    struct Immutable(camino::Utf8PathBuf);
+    impl Drop for Immutable {
+        fn drop(&mut self) {
+            let _ = Command::new("chattr")
+                .args(["-i", self.0.as_str()])
+                .status();
+        }
+    }
+    let (_t, dir) = tempdir();
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\", \"vscode\"]\n\n[[ai.mcp.servers]]\nname = \"first\"\ncommand = \"npx\"\nargs = [\"-y\", \"first-mcp@1.0.0\"]\n";
+    fs_err::write(dir.join("aibox.toml"), toml).unwrap();
+    let out = aibox(&dir, &["apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    fs_err::write(
+        dir.join("aibox.toml"),
+        format!("{toml}\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp@1.0.0\"]\n"),
+    )
+    .unwrap();
+    let mcp_before = fs_err::read_to_string(dir.join(".mcp.json")).unwrap();
+    let vscode = dir.join(".vscode");
+    let set = Command::new("chattr")
+        .args(["+i", vscode.as_str()])
+        .status()
+        .expect("chattr");
+    assert!(set.success());
+    let guard = Immutable(vscode);
+    let out = aibox(&dir, &["apply"]);
+    drop(guard);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(
+        fs_err::read_to_string(dir.join(".mcp.json")).unwrap(),
+        mcp_before
+    );
+}
