@@ -35,6 +35,17 @@ fn benches(c: &mut Criterion) {
             });
         }
     }
+    // The same value as `apply` meets it again: in the generated Compose file.
+    for kb in [100, 400] {
+        let text = format!(
+            "services:\n  dev:\n    environment:\n      BIG: \"{}\"\n",
+            value("plain", kb * 1024)
+        );
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_function(format!("compose_plain_{kb}kb"), |b| {
+            b.iter(|| scan_secrets(".devcontainer/docker-compose.yml", &text, TextKind::Yaml));
+        });
+    }
     group.finish();
 }
 
