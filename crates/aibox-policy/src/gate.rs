@@ -1193,6 +1193,32 @@ fn check_feature(ctx: &Ctx<'_>, id: &str, out: &mut Vec<Finding>) {
         }
         _ => {}
     }
+    // A remote feature's metadata (`devcontainer-feature.json`: `privileged`, `capAdd`,
+    // `mounts`, …) is fetched when the container is built; the gate cannot read it.
+    if !id.starts_with("./") && !id.starts_with("../") {
+        let base = id.split('@').next().unwrap_or(id);
+        let base = match base.rsplit_once(':') {
+            Some((b, tag)) if !tag.contains('/') => b,
+            _ => base,
+        };
+        let f = Finding::new(
+            "aibox::policy::remote_feature",
+            Severity::Error,
+            ctx.file,
+            format!(
+                "devcontainer feature `{id}` brings container options from a registry (its \
+                 `devcontainer-feature.json` may ask for privileged mode, capabilities or \
+                 mounts), which the gate cannot read"
+            ),
+            format!(
+                "install the tool in `.devcontainer/Dockerfile.local` instead, or read the \
+                 feature's metadata and record the consent with a `[[security.exceptions]]` \
+                 entry `option = \"feature:{base}\"`"
+            ),
+        )
+        .at(line);
+        ctx.push(true, &format!("feature:{base}"), f, out);
+    }
 }
 
 fn feature_unpinned(id: &str) -> bool {

@@ -395,9 +395,20 @@ fn safe_files_pass() {
     let json = devcontainer(
         "\"dockerComposeFile\": [\"docker-compose.yml\"], \"features\": {\"ghcr.io/devcontainers/features/node:1\": {}}, \"remoteEnv\": {\"TOKEN\": \"${localEnv:TOKEN}\"}",
     );
-    assert_eq!(
-        check_devcontainer_json(DEVCONTAINER, &json, &Consent::default()),
-        vec![]
+    // A remote feature is accepted once consent names it (its metadata is remote).
+    let consent = Consent {
+        exceptions: vec![SecurityException {
+            option: "feature:ghcr.io/devcontainers/features/node".to_owned(),
+            reason: "read its devcontainer-feature.json: no container options".to_owned(),
+        }],
+        ..Consent::default()
+    };
+    let found = check_devcontainer_json(DEVCONTAINER, &json, &consent);
+    assert!(!has_errors(&found), "{found:#?}");
+    assert!(
+        found
+            .iter()
+            .all(|f| f.code == "aibox::policy::remote_feature")
     );
 }
 
@@ -405,8 +416,17 @@ fn safe_files_pass() {
 fn unpinned_features_and_includes_warn() {
     let json = devcontainer("\"features\": {\"ghcr.io/devcontainers/features/node\": {}}");
     let found = check_devcontainer_json(DEVCONTAINER, &json, &Consent::default());
-    assert_eq!(found.len(), 1);
-    assert_eq!(found[0].severity, Severity::Warning);
+    let codes: Vec<(&str, Severity)> = found
+        .iter()
+        .map(|f| (f.code.as_str(), f.severity))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("aibox::policy::remote_feature", Severity::Error),
+            ("aibox::policy::unpinned_feature", Severity::Warning)
+        ]
+    );
     let text = format!("include:\n  - other.yml\n{}", compose(""));
     let found = check_compose(OVERRIDE, &text, &Consent::default());
     assert_eq!(found[0].code, "aibox::policy::unchecked_include");
