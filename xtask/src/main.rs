@@ -32,7 +32,7 @@ fn main() -> ExitCode {
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty]|release-state>",
+                "usage: cargo xtask <ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR]|release-state>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS

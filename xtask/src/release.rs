@@ -16,17 +16,50 @@ use crate::{cargo, say, step};
 
 /// Where the gate writes its outputs.
 const OUT_DIR: &str = "target/release-gate";
-/// Where the offline advisory database copy is prepared (see `deny.toml`).
-const ADVISORY_DIR: &str = "target/advisory-dbs/advisory-db-3157b0e258782691";
+/// Where an offline advisory database copy (`--advisory-db DIR`) is prepared: a git
+/// checkout named the way cargo-deny names its clone of the default `RustSec` URL.
+const OFFLINE_DB_ROOT: &str = "target/advisory-dbs";
+const OFFLINE_DB_CHECKOUT: &str = "advisory-db-3157b0e258782691";
+
+/// Where the advisory database comes from.
+#[derive(Debug, PartialEq, Eq)]
+enum AdvisorySource {
+    /// cargo-deny's normal location (`$CARGO_HOME/advisory-dbs`), fetched by cargo-deny.
+    Default,
+    /// An offline copy (a folder with the database's `crates/` and `rust/` trees).
+    Offline(PathBuf),
+}
+
+/// Parses the gate's options: `--allow-dirty`, `--tag TAG`, `--advisory-db DIR`.
+fn parse_args(args: &[String]) -> Result<(bool, Option<String>, AdvisorySource), String> {
+    let mut allow_dirty = false;
+    let mut tag = None;
+    let mut source = AdvisorySource::Default;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--allow-dirty" => allow_dirty = true,
+            "--tag" => tag = Some(it.next().ok_or("--tag needs a value (vX.Y.Z)")?.clone()),
+            "--advisory-db" => {
+                let dir = it
+                    .next()
+                    .ok_or("--advisory-db needs a folder (an offline RustSec database copy)")?;
+                source = AdvisorySource::Offline(PathBuf::from(dir));
+            }
+            other => {
+                return Err(format!(
+                    "release-gate: unknown option `{other}` (known: --tag vX.Y.Z, \
+                     --allow-dirty, --advisory-db DIR)"
+                ));
+            }
+        }
+    }
+    Ok((allow_dirty, tag, source))
+}
 
 /// Runs the release gate.
 pub fn gate(args: &[String]) -> Result<(), String> {
-    let allow_dirty = args.iter().any(|a| a == "--allow-dirty");
-    let tag = args
-        .iter()
-        .position(|a| a == "--tag")
-        .and_then(|i| args.get(i + 1))
-        .cloned();
+    let (allow_dirty, tag, source) = parse_args(args)?;
     let dirty = !git(&["status", "--porcelain"])?.trim().is_empty();
     if dirty && !allow_dirty {
         return Err(
@@ -37,18 +70,7 @@ pub fn gate(args: &[String]) -> Result<(), String> {
         );
     }
     crate::ci()?;
-    let db_date = prepare_advisory_db()?;
-    say(&format!(
-        "==> cargo deny (advisory database snapshot of {db_date})"
-    ));
-    run_tool(deny_cmd().args([
-        "--offline",
-        "check",
-        "advisories",
-        "bans",
-        "licenses",
-        "sources",
-    ]))?;
+    let db_date = advisories(&source)?;
     say("==> documentation site");
     docs()?;
     step(
@@ -137,57 +159,162 @@ fn path_with_tools() -> String {
     format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
 }
 
-/// Copies `../shared/advisory-db` into a git checkout where cargo-deny looks for it and
-/// returns the snapshot date from its README.
-fn prepare_advisory_db() -> Result<String, String> {
+/// Runs cargo-deny (advisories, bans, licenses, sources) and returns the advisory
+/// database's date. By default cargo-deny fetches the database into its normal location;
+/// with an offline copy, the copy is prepared as a checkout and cargo-deny runs offline
+/// with a derived config pointing at it.
+fn advisories(source: &AdvisorySource) -> Result<String, String> {
     run_tool(
         Command::new("bash")
             .arg("scripts/install-release-tools.sh")
             .arg("cargo-deny"),
     )?;
-    let src = Path::new("../shared/advisory-db");
-    let readme = fs_err::read_to_string(src.join("README.md")).map_err(|e| e.to_string())?;
-    let date = readme
-        .split(['(', ')'])
-        .find(|s| s.len() == 10 && s.chars().filter(|c| *c == '-').count() == 2)
-        .unwrap_or("unknown")
-        .to_owned();
-    let dst = Path::new(ADVISORY_DIR);
-    if !dst.join(".git").exists() {
-        if dst.exists() {
-            fs_err::remove_dir_all(dst).map_err(|e| e.to_string())?;
+    let checks = ["check", "advisories", "bans", "licenses", "sources"];
+    match source {
+        AdvisorySource::Default => {
+            say("==> cargo deny (advisory database fetched into $CARGO_HOME/advisory-dbs)");
+            run_tool(deny_cmd().args(checks))?;
+            let date = default_db_date();
+            say(&format!("cargo deny: advisory database of {date}"));
+            Ok(date)
         }
-        fs_err::create_dir_all(dst).map_err(|e| e.to_string())?;
-        run_tool(
-            Command::new("cp")
-                .args(["-r", "--no-preserve=mode"])
-                .arg(src.join("crates"))
-                .arg(src.join("rust"))
-                .arg(dst),
-        )?;
-        let env_date = format!("{date}T00:00:00Z");
-        for args in [
-            &["init", "-q"][..],
-            &["add", "-A"],
-            &[
-                "-c",
-                "user.name=aibox",
-                "-c",
-                "user.email=aibox@invalid",
-                "commit",
-                "-q",
-                "-m",
-                "advisory-db snapshot",
-            ],
-        ] {
-            run_tool(
-                Command::new("git")
-                    .args(args)
-                    .current_dir(dst)
-                    .env("GIT_AUTHOR_DATE", &env_date)
-                    .env("GIT_COMMITTER_DATE", &env_date),
+        AdvisorySource::Offline(src) => {
+            let date = prepare_offline_db(src)?;
+            let root = std::env::current_dir()
+                .map_err(|e| e.to_string())?
+                .join(OFFLINE_DB_ROOT);
+            let config = offline_config(
+                &fs_err::read_to_string("deny.toml").map_err(|e| e.to_string())?,
+                &root,
             )?;
+            let config_path = Path::new(OFFLINE_DB_ROOT).join("deny-offline.toml");
+            fs_err::write(&config_path, config).map_err(|e| e.to_string())?;
+            say(&format!(
+                "==> cargo deny (offline advisory database copy of {date} from {})",
+                src.display()
+            ));
+            run_tool(deny_cmd().args(offline_args(&config_path, &checks)))?;
+            Ok(date)
         }
+    }
+}
+
+/// cargo-deny arguments for an offline run with a derived config. `--offline` and
+/// `--config` are global options of cargo-deny 0.20 and must precede `check` (checked
+/// against the real 0.20.2 binary, which rejects `check --config`).
+fn offline_args(config: &Path, checks: &[&str]) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec!["--offline".into(), "--config".into()];
+    args.push(config.as_os_str().to_owned());
+    args.extend(checks.iter().map(Into::into));
+    args
+}
+
+/// `deny.toml` with `[advisories] db-path` set to `root` (the offline copy's parent).
+fn offline_config(deny_toml: &str, root: &Path) -> Result<String, String> {
+    let root = root
+        .to_str()
+        .ok_or("the offline advisory database path is not UTF-8")?;
+    let line = format!("db-path = {}", serde_json::Value::from(root));
+    let mut out = String::new();
+    let mut done = false;
+    for l in deny_toml.lines() {
+        if l.trim_start().starts_with("db-path") {
+            continue;
+        }
+        out.push_str(l);
+        out.push('\n');
+        if l.trim() == "[advisories]" {
+            out.push_str(&line);
+            out.push('\n');
+            done = true;
+        }
+    }
+    if !done {
+        return Err("deny.toml has no [advisories] section".to_owned());
+    }
+    Ok(out)
+}
+
+/// Date of the newest commit in cargo-deny's default database checkout, or "unknown".
+fn default_db_date() -> String {
+    let home = std::env::var("CARGO_HOME").map_or_else(
+        |_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".to_owned()))
+                .join(".cargo")
+        },
+        PathBuf::from,
+    );
+    let dir = home.join("advisory-dbs").join(OFFLINE_DB_CHECKOUT);
+    Command::new("git")
+        .args(["log", "-1", "--format=%cs"])
+        .current_dir(&dir)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// Copies an offline database (`crates/`, `rust/`, optional `README.md` naming its date in
+/// parentheses) into a fresh git checkout where cargo-deny looks for it; returns the date.
+fn prepare_offline_db(src: &Path) -> Result<String, String> {
+    for sub in ["crates", "rust"] {
+        if !src.join(sub).is_dir() {
+            return Err(format!(
+                "--advisory-db {}: no `{sub}/` folder; pass a copy of the RustSec \
+                 advisory database (its `crates/` and `rust/` trees)",
+                src.display()
+            ));
+        }
+    }
+    let date = fs_err::read_to_string(src.join("README.md"))
+        .ok()
+        .and_then(|readme| {
+            readme
+                .split(['(', ')'])
+                .find(|s| s.len() == 10 && s.chars().filter(|c| *c == '-').count() == 2)
+                .map(ToOwned::to_owned)
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    let dst = Path::new(OFFLINE_DB_ROOT).join(OFFLINE_DB_CHECKOUT);
+    if dst.exists() {
+        fs_err::remove_dir_all(&dst).map_err(|e| e.to_string())?;
+    }
+    fs_err::create_dir_all(&dst).map_err(|e| e.to_string())?;
+    run_tool(
+        Command::new("cp")
+            .args(["-r", "--no-preserve=mode"])
+            .arg(src.join("crates"))
+            .arg(src.join("rust"))
+            .arg(&dst),
+    )?;
+    let env_date = if date == "unknown" {
+        "2000-01-01T00:00:00Z".to_owned()
+    } else {
+        format!("{date}T00:00:00Z")
+    };
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=aibox",
+            "-c",
+            "user.email=aibox@invalid",
+            "commit",
+            "-q",
+            "-m",
+            "advisory-db snapshot",
+        ],
+    ] {
+        run_tool(
+            Command::new("git")
+                .args(args)
+                .current_dir(&dst)
+                .env("GIT_AUTHOR_DATE", &env_date)
+                .env("GIT_COMMITTER_DATE", &env_date),
+        )?;
     }
     Ok(date)
 }
@@ -341,8 +468,8 @@ pub fn state() -> Result<(), String> {
         }
     }
     exceptions.push(
-        "advisories are checked against an offline RustSec snapshot (see \
-                     ../shared/advisory-db/README.md); advisories newer than it are not covered"
+        "`release-gate --advisory-db DIR` checks advisories against an offline RustSec \
+         copy; advisories newer than it are not covered (the evidence file records its date)"
             .to_owned(),
     );
     for e in &exceptions {
@@ -380,4 +507,73 @@ fn files_named(dir: &Path, name: &str) -> Result<Vec<PathBuf>, String> {
     }
     found.sort();
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn advisories_come_from_cargo_deny_default_location_unless_a_copy_is_named() {
+        let (dirty, tag, source) = parse_args(&args(&["--tag", "v1.0.0"])).unwrap();
+        assert!(!dirty);
+        assert_eq!(tag.as_deref(), Some("v1.0.0"));
+        assert_eq!(source, AdvisorySource::Default);
+        let (_, _, source) = parse_args(&args(&[
+            "--advisory-db",
+            "/data/advisory-db",
+            "--allow-dirty",
+        ]))
+        .unwrap();
+        assert_eq!(
+            source,
+            AdvisorySource::Offline(PathBuf::from("/data/advisory-db"))
+        );
+        assert!(parse_args(&args(&["--advisory-db"])).is_err());
+        assert!(parse_args(&args(&["--bogus"])).is_err());
+    }
+
+    #[test]
+    fn the_committed_policy_names_no_database_path_outside_the_repository() {
+        let deny =
+            fs_err::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../deny.toml"))
+                .unwrap();
+        assert!(!deny.lines().any(|l| l.trim_start().starts_with("db-path")));
+        let derived = offline_config(&deny, Path::new("/tmp/x y/advisory-dbs")).unwrap();
+        assert!(
+            derived.contains("[advisories]\ndb-path = \"/tmp/x y/advisory-dbs\"\n"),
+            "{derived}"
+        );
+        assert!(derived.contains("[licenses]"));
+        assert!(offline_config("[bans]\n", Path::new("/x")).is_err());
+    }
+
+    #[test]
+    fn offline_options_precede_the_check_subcommand() {
+        let args = offline_args(Path::new("t/deny.toml"), &["check", "advisories"]);
+        let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            args,
+            [
+                "--offline",
+                "--config",
+                "t/deny.toml",
+                "check",
+                "advisories"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_offline_copy_without_the_database_trees_is_refused() {
+        let dir = std::env::temp_dir().join(format!("aibox-xtask-db-{}", std::process::id()));
+        fs_err::create_dir_all(&dir).unwrap();
+        let err = prepare_offline_db(&dir).unwrap_err();
+        assert!(err.contains("no `crates/` folder"), "{err}");
+        fs_err::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -126,7 +126,8 @@ pub struct ApplyArgs {
     /// Show a unified diff of what would change; write nothing.
     #[arg(long, conflicts_with = "check")]
     pub dry_run: bool,
-    /// Write nothing; exit 1 when something would change (for CI).
+    /// Write nothing; exit 1 when a committed output would change, naming each stale file
+    /// (for CI; local, gitignored files are not judged: the next apply creates them).
     #[arg(long)]
     pub check: bool,
     /// Replace hand-written generated files (a backup is kept under `.aibox/backups/`).
@@ -171,7 +172,8 @@ pub struct DoctorArgs {
 /// `aibox config ...`.
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Print the value at a dotted key path.
+    /// Print the effective value at a dotted key path (defaults included): strings raw,
+    /// other values as JSON; `--output json` prints `{"key", "value"}` with the JSON value.
     Get {
         /// For example `container.user`.
         key: String,

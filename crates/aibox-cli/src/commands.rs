@@ -120,16 +120,17 @@ fn init(g: &Global, args: &InitArgs) -> Outcome {
         Some(d) => d.clone(),
         None => cwd()?,
     };
+    let absolute = dir.canonicalize_utf8().ok();
     let name = match &args.name {
         Some(n) => n.clone(),
-        None => dir
-            .canonicalize_utf8()
-            .ok()
-            .and_then(|p| p.file_name().map(ToOwned::to_owned))
-            .unwrap_or_else(|| "project".to_owned()),
+        None => folder_project_name(absolute.as_deref())?,
     };
+    warn_if_nested(g, absolute.as_deref());
     let mut harnesses = args.harnesses.clone();
     let interactive = !g.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let chose_harnesses = harnesses.is_empty() && !interactive;
+    let chose_mode =
+        args.context_mode.is_none() && args.processkit_source.is_none() && !interactive;
     if harnesses.is_empty() && interactive {
         let answer = ask(
             "Harnesses to enable (comma-separated: claude, codex, gemini, opencode, cursor, vscode)",
@@ -173,6 +174,9 @@ fn init(g: &Global, args: &InitArgs) -> Outcome {
         processkit_version: args.processkit_version.clone(),
         base_image: args.base_image.clone(),
     };
+    if chose_harnesses || chose_mode {
+        note_defaults(g, &opts);
+    }
     let report = aibox_engine::init::init(&dir, &opts).map_err(Failure::user)?;
     let summary = serde_json::json!({
         "aibox_toml": report.aibox_toml,
@@ -240,7 +244,9 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
     json_or(g, &report, || {
         for f in &report.files {
             if f.action.changes() || g.verbose > 0 {
-                let verb = if report.wrote_nothing {
+                let verb = if args.check && f.action.changes() {
+                    format!("stale ({})", f.action.as_str())
+                } else if report.wrote_nothing {
                     format!("would be {}", f.action.as_str())
                 } else {
                     f.action.as_str().to_owned()
@@ -263,6 +269,11 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
         let changed = report.files.iter().filter(|f| f.action.changes()).count();
         let summary = match (report.wrote_nothing, changed) {
             (_, 0) => "everything is up to date".to_owned(),
+            (true, n) if args.check => format!(
+                "{n} committed file(s) differ from what aibox.toml generates: run `aibox apply` \
+                 and commit the result (local, gitignored files are not checked; the next apply \
+                 creates them)"
+            ),
             (true, n) => format!("{n} file(s) would change"),
             (false, n) => format!("{n} file(s) written"),
         };
@@ -309,6 +320,75 @@ fn ask_seccomp_consent(g: &Global, root: &Utf8Path, key: &str) -> Result<(), Fai
     let path = aibox_engine::consent::record_consent(root, key).map_err(Failure::user)?;
     render::note(g.quiet, &format!("recorded `{key} = true` in {path}"));
     Ok(())
+}
+
+/// A project inside another one works, but is rarely meant: say so.
+fn warn_if_nested(g: &Global, absolute: Option<&Utf8Path>) {
+    if let Some(outer) = absolute
+        .and_then(Utf8Path::parent)
+        .and_then(|p| aibox_config::find_project_root(p).ok())
+    {
+        render::note(
+            g.quiet,
+            &format!(
+                "warning: {outer} is already an aibox project; this creates a separate project \
+                 nested inside it (run `aibox` commands from {outer} to work on that one)"
+            ),
+        );
+    }
+}
+
+/// No terminal to ask on (or `--yes`): say what `init` chose, so nothing is implicit.
+fn note_defaults(g: &Global, opts: &aibox_config::init::InitOptions) {
+    render::note(
+        g.quiet,
+        &format!(
+            "no questions asked (no terminal or --yes); chose the defaults: harnesses = [{}], \
+             context mode = {}; pass --harness and --context-mode to choose",
+            opts.harnesses
+                .iter()
+                .map(|h| format!("\"{}\"", h.as_str()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            opts.context_mode.as_str()
+        ),
+    );
+}
+
+/// The project name `init` takes from the folder, or an error suggesting
+/// `aibox init NAME` when the folder name is not a valid project name.
+fn folder_project_name(absolute: Option<&Utf8Path>) -> Result<String, Failure> {
+    let folder = absolute
+        .and_then(Utf8Path::file_name)
+        .unwrap_or("project")
+        .to_owned();
+    if aibox_config::validate::is_container_name(&folder) {
+        return Ok(folder);
+    }
+    let mapped: String = folder
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = mapped.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    let suggestion = if trimmed.is_empty() {
+        "my-project"
+    } else {
+        trimmed
+    };
+    Err(Failure::user(miette::miette!(
+        code = "aibox::init::folder_name",
+        help = format!(
+            "name the project yourself: `aibox init {suggestion}` (letters, digits, `.`, `_` \
+             and `-`, starting with a letter or digit)"
+        ),
+        "the folder name `{folder}` is not a valid project name"
+    )))
 }
 
 fn interactive() -> bool {
@@ -448,7 +528,8 @@ fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
         }
         ConfigCommand::Validate => {
             let root = project_root(g.project.as_deref())?;
-            aibox_config::load_project(&root).map_err(Failure::user)?;
+            // The same checks as `apply` and `config set`.
+            aibox_engine::config_check::check_project(&root).map_err(Failure::user)?;
             json_or(
                 g,
                 &serde_json::json!({ "valid": true, "project": root }),
@@ -462,18 +543,34 @@ fn config(g: &Global, cmd: &ConfigCommand) -> Outcome {
             let root = project_root(g.project.as_deref())?;
             let path = root.join(aibox_config::AIBOX_TOML);
             let text = read(&path)?;
-            match aibox_config::edit::get(&text, key).map_err(Failure::user)? {
-                Some(v) => {
+            let config = aibox_config::parse_aibox_toml(&text, aibox_config::AIBOX_TOML)
+                .map_err(Failure::user)?;
+            let effective = serde_json::to_value(&config)
+                .map_err(|e| Failure::env(miette::miette!(code = "aibox::cli::internal", "{e}")))?;
+            let schema = aibox_config::schema::aibox_toml_schema();
+            match crate::config_get::lookup(&effective, &schema, key) {
+                crate::config_get::Lookup::Value(v) => {
                     json_or(g, &serde_json::json!({ "key": key, "value": v }), || {
-                        render::out(&v);
+                        render::out(&crate::config_get::raw(&v));
                     })?;
                     Ok(Exit::Ok)
                 }
-                None => Err(Failure::user(miette::miette!(
+                crate::config_get::Lookup::Unset => Err(Failure::user(miette::miette!(
                     code = "aibox::config::key_not_set",
-                    help = "`aibox config schema` lists every key",
+                    help = format!("it has no default; set it with `aibox config set {key} VALUE`"),
                     "`{key}` is not set in {path}"
                 ))),
+                crate::config_get::Lookup::Unknown { at, suggestion } => {
+                    let help = suggestion.map_or_else(
+                        || "`aibox config schema` lists every key".to_owned(),
+                        |s| format!("did you mean `{s}`? (`aibox config schema` lists every key)"),
+                    );
+                    Err(Failure::user(miette::miette!(
+                        code = "aibox::config::unknown_key",
+                        help = help,
+                        "`{at}` is not a key of aibox.toml"
+                    )))
+                }
             }
         }
         ConfigCommand::Set { key, value, local } => {
@@ -622,6 +719,16 @@ fn skill(g: &Global, cmd: &SkillCommand) -> Outcome {
                 g.quiet,
                 &format!("updated [skills] in {path}; run `aibox apply` to install or remove it"),
             );
+            // Shown even with --quiet: the command did nothing the user can use yet.
+            if aibox_config::load_project(&root)
+                .is_ok_and(|p| p.config.context.mode == aibox_config::ContextMode::HarnessOnly)
+            {
+                render::note(
+                    false,
+                    "warning: context mode is `harness-only`, so no processkit skill is \
+                     installed and this has no effect until [context] mode = \"processkit\"",
+                );
+            }
             Ok(Exit::Ok)
         }
     }

@@ -10,6 +10,7 @@
 
 mod args;
 mod commands;
+mod config_get;
 mod docs;
 mod render;
 

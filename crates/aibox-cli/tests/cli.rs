@@ -462,3 +462,209 @@ fn a_refused_write_exits_3_and_changes_nothing() {
         mcp_before
     );
 }
+
+/// `config set` and `config validate` run the checks `apply` runs: a literal secret in
+/// the committed `aibox.toml`, `version = "latest"` and a plain-http processkit source are
+/// refused by all three, with the same code.
+#[test]
+fn config_set_validate_and_apply_share_one_set_of_checks() {
+    let (_t, dir) = tempdir();
+    let out = aibox(
+        &dir,
+        &[
+            "init",
+            "demo",
+            "--harness",
+            "claude",
+            "--context-mode",
+            "harness-only",
+            "--yes",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let good = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
+    let cases: [(&str, &str, &str); 3] = [
+        (
+            "container.environment.GITHUB_TOKEN",
+            "\"ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE\"",
+            "aibox::config::literal_secret",
+        ),
+        ("processkit.version", "\"latest\"", "aibox::provenance::"),
+        (
+            "processkit.source",
+            "\"http://releases.example.invalid/processkit\"",
+            "aibox::provenance::insecure_url",
+        ),
+    ];
+    for (key, value, code) in cases {
+        // Processkit checks apply in processkit mode with a source.
+        let mut base = good.replace("mode = \"harness-only\"", "mode = \"processkit\"");
+        if !key.starts_with("container") {
+            base = base.replace(
+                "[processkit]\n",
+                "[processkit]\nsource = \"https://releases.example.invalid/processkit\"\nversion = \"v1.0.0\"\n",
+            );
+        }
+        fs_err::write(dir.join("aibox.toml"), &base).unwrap();
+        let out = aibox(&dir, &["config", "set", key, value]);
+        assert_eq!(out.status.code(), Some(2), "set {key}: {}", text(&out));
+        assert!(text(&out).contains(code), "set {key}: {}", text(&out));
+        assert_eq!(
+            fs_err::read_to_string(dir.join("aibox.toml")).unwrap(),
+            base
+        );
+
+        // The same value written by hand: validate and apply refuse it alike.
+        let edited = match key {
+            "processkit.version" => base.replace("version = \"v1.0.0\"", "version = \"latest\""),
+            "processkit.source" => base.replace("https://releases", "http://releases"),
+            _ => format!("{base}\n[container.environment]\nGITHUB_TOKEN = {value}\n"),
+        };
+        assert_ne!(edited, base);
+        fs_err::write(dir.join("aibox.toml"), &edited).unwrap();
+        for args in [&["config", "validate"][..], &["apply"]] {
+            let out = aibox(&dir, args);
+            assert_eq!(out.status.code(), Some(2), "{args:?} {key}: {}", text(&out));
+            assert!(text(&out).contains(code), "{args:?} {key}: {}", text(&out));
+        }
+    }
+}
+
+/// `config get` prints the effective value (defaults included) raw, JSON values with
+/// `--output json`, and suggests the right key on a typo.
+#[test]
+fn config_get_prints_effective_raw_values_and_suggests_keys() {
+    let (_t, dir) = tempdir();
+    fs_err::write(
+        dir.join("aibox.toml"),
+        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n",
+    )
+    .unwrap();
+    let out = aibox(&dir, &["config", "get", "container.name"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "demo\n");
+    // Not in the file: the default aibox uses.
+    let out = aibox(&dir, &["config", "get", "ai.mcp.gateway.port"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "8765\n");
+    let out = aibox(&dir, &["--output", "json", "config", "get", "ai.harnesses"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["value"], serde_json::json!([]));
+    let out = aibox(&dir, &["config", "get", "container.usr"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("did you mean `container.user`"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["config", "get", "processkit.version"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("not set"), "{}", text(&out));
+}
+
+/// `init`: a folder name that is not a project name suggests `aibox init NAME`; without a
+/// terminal the chosen defaults are printed; a nested project is warned about; a floating
+/// `--processkit-version latest` is refused before anything is written.
+#[test]
+fn init_says_what_it_chose_and_refuses_what_apply_would() {
+    let (_t, base) = tempdir();
+    let odd = base.join("My Project!");
+    fs_err::create_dir_all(&odd).unwrap();
+    let out = aibox(&odd, &["init"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("aibox init my-project"),
+        "{}",
+        text(&out)
+    );
+    assert!(!odd.join("aibox.toml").exists());
+
+    let out = aibox(&odd, &["init", "demo"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out)
+            .contains("chose the defaults: harnesses = [\"claude\"], context mode = harness-only"),
+        "{}",
+        text(&out)
+    );
+
+    let inner = odd.join("tools");
+    fs_err::create_dir_all(&inner).unwrap();
+    let out = aibox(
+        &inner,
+        &[
+            "init",
+            "tools",
+            "--harness",
+            "codex",
+            "--context-mode",
+            "harness-only",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("is already an aibox project"),
+        "{}",
+        text(&out)
+    );
+
+    let pinned = base.join("pinned");
+    fs_err::create_dir_all(&pinned).unwrap();
+    let out = aibox(
+        &pinned,
+        &[
+            "init",
+            "pinned",
+            "--processkit-source",
+            "https://example.invalid/pk",
+            "--processkit-version",
+            "latest",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("latest"), "{}", text(&out));
+    assert!(!pinned.join("aibox.toml").exists());
+    assert!(!pinned.join(".gitignore").exists());
+}
+
+/// `skill enable` in harness-only mode records the choice but says it has no effect.
+#[test]
+fn skill_enable_in_harness_only_mode_warns() {
+    let (_t, dir) = tempdir();
+    fs_err::write(
+        dir.join("aibox.toml"),
+        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n",
+    )
+    .unwrap();
+    let out = aibox(&dir, &["skill", "enable", "research"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("has no effect"), "{}", text(&out));
+}
+
+/// `apply --check` names each stale committed file and the fix, and ignores local files
+/// that a fresh clone lacks.
+#[test]
+fn apply_check_names_stale_committed_files_only() {
+    let (_t, dir) = tempdir();
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\"]\n";
+    fs_err::write(dir.join("aibox.toml"), toml).unwrap();
+    let out = aibox(&dir, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    for local in [".aibox-local.env", ".devcontainer/docker-compose.local.yml"] {
+        fs_err::remove_file(dir.join(local)).unwrap();
+    }
+    fs_err::remove_dir_all(dir.join(".aibox")).unwrap();
+    let out = aibox(&dir, &["apply", "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    fs_err::write(dir.join("aibox.toml"), toml.replace("demo", "demo2")).unwrap();
+    let out = aibox(&dir, &["apply", "--check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("stale (updated)  .devcontainer/docker-compose.yml"),
+        "{t}"
+    );
+    assert!(t.contains("run `aibox apply` and commit the result"), "{t}");
+    assert!(!t.contains(".aibox-local.env"), "{t}");
+}

@@ -164,3 +164,237 @@ fn devcontainer_up_succeeds_on_generated_files() {
         cleanup.image(derived);
     }
 }
+
+fn git(dir: &Utf8Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=aibox-test",
+            "-c",
+            "user.email=test@example.invalid",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("git is installed");
+    assert!(out.status.success(), "git {args:?}: {}", show(&out));
+}
+
+/// Runs a pinned harness CLI from `test-tools/harnesses` in `dir` with a scratch home.
+fn harness(dir: &Utf8Path, home: &Utf8Path, program: &str, args: &[&str]) -> String {
+    let bin = workspace_root()
+        .join("test-tools/harnesses/node_modules/.bin")
+        .join(program);
+    assert!(
+        bin.is_file(),
+        "{bin} is missing: run `npm ci --prefix test-tools/harnesses`"
+    );
+    let out = Command::new(bin.as_str())
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("CODEX_HOME", home.join(".codex"))
+        .env("NO_COLOR", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{program} {args:?}: {}", show(&out));
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A teammate's fresh clone: generate a project, commit what git does not ignore, clone
+/// it, and there, without running aibox, the real Dev Containers CLI brings the
+/// container up and the real harness CLIs list the team's MCP server (never the
+/// committer's personal one); then `aibox apply --check` passes.
+#[test]
+fn a_fresh_clone_comes_up_and_lists_team_servers_without_running_aibox() {
+    let cli = devcontainer_cli();
+    let hint = "install the Docker client and Compose: `apt-get install -y docker.io docker-compose` \
+                (only the clients are used; the engine is Podman)";
+    require_program("docker", hint);
+    require_program("docker-compose", hint);
+    require_program("git", "install git (`apt-get install -y git`)");
+    require_program("node", "install Node.js (`apt-get install -y nodejs npm`)");
+    let podman = Podman::ready();
+    let api = podman.docker_api();
+
+    let tmp = tempfile::tempdir().unwrap();
+    let name = format!("aibox-e2e-clone-{}", std::process::id());
+    let (origin, clone) = generate_commit_and_clone(&podman, &tmp, &name);
+    harness_clis_list_the_team_server(&clone, &tmp_home(&tmp));
+
+    // The real Dev Containers CLI brings the clone up from the committed files alone.
+    let image = aibox_devcontainer_image(&podman, &origin);
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup.container(&name).image(&image);
+    for network in [
+        format!("{name}_default"),
+        format!("{name}_devcontainer_default"),
+    ] {
+        cleanup.network(&network);
+    }
+    let mut cmd = Command::new(cli.as_str());
+    podman.configure(&mut cmd);
+    let out = cmd
+        .env("DOCKER_HOST", api.docker_host())
+        .args(["up", "--workspace-folder", clone.as_str()])
+        .args([
+            "--docker-path",
+            "docker",
+            "--docker-compose-path",
+            "docker-compose",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result: serde_json::Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON result from `devcontainer up`: {}", show(&out)));
+    assert_eq!(result["outcome"], "success", "{}", show(&out));
+    let inspect = podman
+        .inspect_container(&name)
+        .expect("devcontainer up created the container");
+    assert_eq!(inspect["State"]["Running"], true);
+    if let Some(derived) = inspect["ImageName"].as_str()
+        && derived != image
+    {
+        cleanup.image(derived);
+    }
+    let env = inspect["Config"]["Env"].to_string();
+    assert!(
+        !env.contains("MY_TOKEN"),
+        "the committer's secret reached the clone: {env}"
+    );
+
+    // CI on the clone: the committed outputs are current; local files are not judged.
+    let check = aibox(&podman, &clone, &["apply", "--check"]);
+    let text = String::from_utf8_lossy(&check.stderr);
+    assert!(
+        text.contains("everything is up to date"),
+        "{}",
+        show(&check)
+    );
+}
+
+/// The image name `aibox status` reports for a project.
+fn aibox_devcontainer_image(podman: &Podman, root: &Utf8Path) -> String {
+    let status: serde_json::Value =
+        serde_json::from_slice(&aibox(podman, root, &["status", "--output", "json"]).stdout)
+            .unwrap();
+    status["image"].as_str().unwrap().to_owned()
+}
+
+fn tmp_home(tmp: &tempfile::TempDir) -> Utf8PathBuf {
+    Utf8PathBuf::from_path_buf(tmp.path().join("home")).unwrap()
+}
+
+/// The real `claude`, `gemini`, `codex` and `opencode` CLIs, run in the clone, list the
+/// team server from the committed files and never the committer's personal one.
+fn harness_clis_list_the_team_server(clone: &Utf8Path, home: &Utf8Path) {
+    // The harness CLIs read the committed files (scratch home; Codex needs the user's
+    // own trust for the project folder, which a repository can never grant).
+    fs_err::create_dir_all(home.join(".codex")).unwrap();
+    fs_err::write(
+        home.join(".codex/config.toml"),
+        format!("[projects.\"{clone}\"]\ntrust_level = \"trusted\"\n"),
+    )
+    .unwrap();
+    let claude = harness(clone, home, "claude", &["mcp", "list"]);
+    assert!(claude.contains("team-docs: true"), "{claude}");
+    let gemini = harness(clone, home, "gemini", &["mcp", "list"]);
+    assert!(gemini.contains("team-docs"), "{gemini}");
+    let codex = harness(clone, home, "codex", &["mcp", "list", "--json"]);
+    assert!(codex.contains("\"team-docs\""), "{codex}");
+    let opencode = harness(clone, home, "opencode", &["mcp", "list"]);
+    assert!(opencode.contains(" team-docs "), "{opencode}");
+    for out in [&claude, &gemini, &codex, &opencode] {
+        assert!(!out.contains("my-notes"), "{out}");
+    }
+}
+
+/// Generates a project with a team and a personal MCP server, commits what git does not
+/// ignore, clones it, and checks that only committed, non-personal files arrived.
+fn generate_commit_and_clone(
+    podman: &Podman,
+    tmp: &tempfile::TempDir,
+    name: &str,
+) -> (Utf8PathBuf, Utf8PathBuf) {
+    let origin = Utf8PathBuf::from_path_buf(tmp.path().join("origin").join(name)).unwrap();
+    fs_err::create_dir_all(&origin).unwrap();
+    aibox(
+        podman,
+        &origin,
+        &[
+            "init",
+            name,
+            "--harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--harness",
+            "gemini",
+            "--harness",
+            "opencode",
+            "--context-mode",
+            "harness-only",
+            "--base-image",
+            BASE_IMAGE,
+            "--yes",
+        ],
+    );
+    let mut toml = fs_err::read_to_string(origin.join("aibox.toml")).unwrap();
+    toml.push_str("\n[[ai.mcp.servers]]\nname = \"team-docs\"\ncommand = \"true\"\n");
+    fs_err::write(origin.join("aibox.toml"), toml).unwrap();
+    // The committer's personal overlay: a personal server and a fake secret.
+    let personal = "[container.environment]\nMY_TOKEN = \"fake-token-for-tests\"\n\n\
+                    [[mcp.servers]]\nname = \"my-notes\"\ncommand = \"true\"\n";
+    fs_err::write(origin.join(".aibox-local.toml"), personal).unwrap();
+    aibox(podman, &origin, &["apply"]);
+    git(&origin, &["init", "-q"]);
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-q", "-m", "aibox project"]);
+
+    let clone = Utf8PathBuf::from_path_buf(tmp.path().join("clone").join(name)).unwrap();
+    fs_err::create_dir_all(clone.parent().unwrap()).unwrap();
+    git(
+        clone.parent().unwrap(),
+        &["clone", "-q", origin.as_str(), clone.as_str()],
+    );
+    for local in [
+        ".aibox-local.toml",
+        ".aibox-local.env",
+        ".devcontainer/docker-compose.local.yml",
+        ".aibox-home",
+    ] {
+        assert!(!clone.join(local).exists(), "{local} was committed");
+    }
+    for committed in [
+        ".mcp.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        "opencode.json",
+    ] {
+        let text = fs_err::read_to_string(clone.join(committed))
+            .unwrap_or_else(|e| panic!("{committed} is not committed: {e}"));
+        assert!(text.contains("team-docs"), "{committed}: {text}");
+        assert!(!text.contains("my-notes"), "{committed} leaks: {text}");
+    }
+
+    (origin, clone)
+}

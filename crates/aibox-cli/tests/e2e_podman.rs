@@ -479,3 +479,70 @@ fn engine_state_without_consent_is_reported_and_stopped() {
     let inspect = podman.inspect_container(name).expect("container kept");
     assert_eq!(inspect["State"]["Running"], false, "{inspect}");
 }
+
+/// `container.environment.X = "${X}"` passes the host's value into the real container,
+/// and `aibox up` runs `post_create_command` once per new container and
+/// `post_start_command` on every start (both were written to devcontainer.json only).
+#[test]
+fn host_references_and_lifecycle_commands_reach_the_container() {
+    let podman = Podman::ready();
+    let p = TestProject::init(&podman, "lifecycle", "claude");
+    let root = &p.root;
+    let mut toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
+    toml.push_str(
+        "\n[container.environment]\nFROM_HOST = \"${AIBOX_E2E_FROM_HOST}\"\nLITERAL = \"costs $5\"\n\n\
+         [container.lifecycle]\npost_create_command = \"echo created >> marks/post-create\"\n\
+         post_start_command = \"echo started >> marks/post-start\"\n",
+    );
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    // The container user is not the host user that owns the temp project: let it write.
+    fs_err::create_dir_all(root.join("marks")).unwrap();
+    fs_err::set_permissions(
+        root.join("marks"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let up = || {
+        ok(aibox(&podman, root)
+            .env("AIBOX_E2E_FROM_HOST", "from the host")
+            .arg("up"));
+    };
+    let lines = |file: &str| {
+        fs_err::read_to_string(root.join(file))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    up();
+    let env = ok(aibox(&podman, root).args(["exec", "--", "printenv", "FROM_HOST", "LITERAL"]));
+    assert_eq!(env, "from the host\ncosts $5\n");
+    assert_eq!(
+        (lines("marks/post-create"), lines("marks/post-start")),
+        (1, 1)
+    );
+    // Already running: nothing runs again.
+    up();
+    assert_eq!(
+        (lines("marks/post-create"), lines("marks/post-start")),
+        (1, 1)
+    );
+    // A new container gets both again.
+    ok(aibox(&podman, root).arg("down"));
+    up();
+    assert_eq!(
+        (lines("marks/post-create"), lines("marks/post-start")),
+        (2, 2)
+    );
+
+    // A failing command is an error naming the key, after the container is up.
+    let toml = fs_err::read_to_string(root.join("aibox.toml"))
+        .unwrap()
+        .replace("echo started >> marks/post-start", "exit 7");
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    ok(aibox(&podman, root).arg("down"));
+    let out = run(aibox(&podman, root).arg("up"));
+    assert!(!out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("post_start_command"), "{}", show(&out));
+    assert!(stderr.contains("exit code 7"), "{}", show(&out));
+}

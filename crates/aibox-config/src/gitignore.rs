@@ -8,7 +8,7 @@
 /// Paths aibox may write that can hold personal data, secrets or machine state.
 ///
 /// Directories end with `/`. Generated committed files (`.devcontainer/*`, `aibox.lock`,
-/// `.claude/settings.json`) are deliberately absent.
+/// `.claude/settings.json`, the project MCP files) are deliberately absent.
 pub const LOCAL_STATE_PATHS: &[&str] = &[
     // Personal configuration and the environment file generated from it.
     ".aibox-local.toml",
@@ -24,14 +24,28 @@ pub const LOCAL_STATE_PATHS: &[&str] = &[
     "context/.state/",
     "context/private/",
     "context/**/private/",
-    // Harness files that merge personal MCP servers or approvals in.
-    ".mcp.json",
+    // Personal harness settings. The project MCP files (`.mcp.json`,
+    // `.codex/config.toml`, `.gemini/settings.json`, `.cursor/mcp.json`) are committed:
+    // they hold only team and processkit servers, so a fresh clone sees them.
     ".claude/settings.local.json",
-    ".codex/config.toml",
-    ".cursor/mcp.json",
-    ".gemini/settings.json",
     ".continue/mcpServers/",
 ];
+
+/// Whether a root-relative path (with `/` separators) is local state: covered by one of
+/// [`LOCAL_STATE_PATHS`], so it never reaches git. `apply --check` judges only the other
+/// (committed) files, because a fresh clone has none of these.
+pub fn is_local_state(path: &str) -> bool {
+    LOCAL_STATE_PATHS.iter().any(|entry| {
+        if let Some((head, tail)) = entry.split_once("**/") {
+            path.starts_with(head) && path[head.len()..].contains(&format!("/{tail}"))
+                || path.starts_with(&format!("{head}{tail}"))
+        } else if entry.ends_with('/') {
+            path.starts_with(entry)
+        } else {
+            path == *entry
+        }
+    })
+}
 
 /// First line of aibox's block.
 pub const BLOCK_START: &str =
@@ -72,13 +86,44 @@ pub fn missing_entries(existing: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// New `.gitignore` text covering every local-state path, or `None` when nothing is
-/// missing. `existing` is the current file (`None` when there is none).
+/// Entries older versions put into aibox's block that must now be committed: the
+/// project MCP files, which hold only team and processkit servers.
+pub const OBSOLETE_ENTRIES: &[&str] = &[
+    ".mcp.json",
+    ".codex/config.toml",
+    ".cursor/mcp.json",
+    ".gemini/settings.json",
+];
+
+/// `text` without [`OBSOLETE_ENTRIES`] lines inside aibox's own block (the user's lines
+/// elsewhere are never touched).
+fn without_obsolete(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_block = false;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_end();
+        if trimmed == BLOCK_START {
+            in_block = true;
+        } else if trimmed == BLOCK_END {
+            in_block = false;
+        } else if in_block && OBSOLETE_ENTRIES.contains(&trimmed) {
+            continue;
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// New `.gitignore` text covering every local-state path (and no longer ignoring the
+/// project MCP files in aibox's block), or `None` when nothing changes. `existing` is the
+/// current file (`None` when there is none).
 pub fn merge_gitignore(existing: Option<&str>) -> Option<String> {
-    let text = existing.unwrap_or("");
+    let original = existing.unwrap_or("");
+    let cleaned = without_obsolete(original);
+    let text = cleaned.as_str();
     let missing = missing_entries(text);
     if missing.is_empty() {
-        return None;
+        return (cleaned != original).then_some(cleaned);
     }
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let end = lines.iter().position(|l| l.trim_end() == BLOCK_END);

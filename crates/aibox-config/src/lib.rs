@@ -20,7 +20,7 @@ mod shape;
 
 pub use diag::{ConfigProblems, Problem, ProblemKind, UnknownHarness, render_plain};
 pub use files::{Ownership, PlannedFile};
-pub use gitignore::{LOCAL_STATE_PATHS, merge_gitignore};
+pub use gitignore::{LOCAL_STATE_PATHS, is_local_state, merge_gitignore};
 pub use init::{InitOptions, render_aibox_toml};
 pub use load::{
     AIBOX_TOML, ConfigError, LOCAL_TOML, Project, find_project_root, load_project,

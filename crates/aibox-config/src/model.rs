@@ -102,6 +102,8 @@ pub struct ContainerSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
     /// Non-secret environment variables (committed). Secrets go to `.aibox-local.toml`.
+    /// A value that is exactly `${NAME}` takes the host's `NAME` when the container is
+    /// created (empty when unset); any other `$` is kept literally.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
     /// Additional bind mounts.
@@ -331,7 +333,8 @@ pub struct AiSection {
     /// MCP servers, gateway and permissions.
     #[serde(default)]
     pub mcp: McpSection,
-    /// Execution posture projected into each harness where a real key exists.
+    /// Execution posture. Not yet written into any harness file: `apply` and `doctor` warn
+    /// while it is set, so it never looks applied.
     #[serde(default)]
     pub execution: Execution,
 }
@@ -691,7 +694,8 @@ pub struct LocalContainer {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LocalMcp {
-    /// Personal MCP servers: only ever written to gitignored files.
+    /// Personal MCP servers: only ever written to container-scoped or gitignored files, never
+    /// to a committed one (skipped, with a reason, for harnesses that have no such place).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub servers: Vec<McpServer>,
 }

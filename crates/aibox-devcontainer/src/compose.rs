@@ -1,9 +1,16 @@
 //! `.devcontainer/docker-compose.yml`, written by hand for stable, readable output.
 //!
 //! Every scalar is double-quoted (see [`crate::quote::yaml`]) and every `$` doubled so
-//! Compose passes values through without interpolation. There is no top-level `name:`
+//! Compose passes values through without interpolation, except a team environment value
+//! that is exactly `${NAME}`: that one Compose fills from the host environment. There is no top-level `name:`
 //! (Debian's docker-compose 1.29 rejects it; the runtime passes `-p`) and no `version:`
 //! (obsolete).
+//!
+//! The committed file names no gitignored file, so a fresh clone comes up without
+//! running aibox. The personal `.aibox-local.env` is referenced only from the gitignored
+//! `docker-compose.local.yml`, which the runtime adds with `-f` when it exists. (Compose's
+//! optional `env_file` form, `required: false`, needs Compose 2.24; Debian's
+//! docker-compose 1.29 rejects it, so an optional overlay file is the portable way.)
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -42,14 +49,17 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
         let _ = writeln!(out, "      - {}", yaml(&volume));
     }
 
-    out.push_str("    env_file:\n");
-    let _ = writeln!(out, "      - {}", yaml(&format!("../{LOCAL_ENV_PATH}")));
-
     let env = environment(inputs);
     if !env.is_empty() {
         out.push_str("    environment:\n");
         for (key, value) in &env {
-            let _ = writeln!(out, "      {}: {}", yaml(key), compose_yaml(value));
+            let value = if host_reference(value).is_some() {
+                // Left for Compose to interpolate from the host environment.
+                yaml(value)
+            } else {
+                compose_yaml(value)
+            };
+            let _ = writeln!(out, "      {}: {value}", yaml(key));
         }
     }
 
@@ -69,30 +79,34 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     Ok(out)
 }
 
-/// The `environment:` map: the team's variables minus those the personal overlay sets
-/// (those reach the container only through `.aibox-local.env`), plus `TZ` from
-/// `container.timezone`, which wins over a team `TZ`.
+/// The variable name when `value` is exactly a host reference `${NAME}`.
+pub(crate) fn host_reference(value: &str) -> Option<&str> {
+    value
+        .strip_prefix("${")
+        .and_then(|v| v.strip_suffix('}'))
+        .filter(|name| aibox_config::validate::is_env_name(name))
+}
+
+/// The committed `environment:` map: the team's variables plus `TZ` from
+/// `container.timezone`, which wins over a team `TZ`. It never depends on the personal
+/// overlay, so every developer's apply writes the same committed file.
 fn environment<'a>(inputs: &Inputs<'a>) -> BTreeMap<&'a str, &'a str> {
     let c = &inputs.config.container;
-    let personal = &inputs.local.container.environment;
     let mut env: BTreeMap<&str, &str> = c
         .environment
         .iter()
-        .filter(|(k, _)| !personal.contains_key(*k))
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    if let Some(tz) = &c.timezone
-        && !personal.contains_key("TZ")
-    {
+    if let Some(tz) = &c.timezone {
         env.insert("TZ", tz);
     }
     env
 }
 
-/// `.devcontainer/docker-compose.local.yml`: the personal overlay's bind mounts. It is
-/// local state (gitignored) so that one developer's paths never reach the committed
-/// Compose file and never make another developer's `apply` change it. Always written,
-/// so the Compose file list stays the same for everyone.
+/// `.devcontainer/docker-compose.local.yml`: the personal overlay's environment file
+/// and bind mounts. It is local state (gitignored) so that one developer's paths never
+/// reach the committed Compose file and never make another developer's `apply` change
+/// it. The runtime adds it with `-f` when it exists; the committed files work without it.
 pub(crate) fn render_local(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     let service = crate::service_name(inputs.config);
     let mut out = String::new();
@@ -102,10 +116,26 @@ pub(crate) fn render_local(inputs: &Inputs<'_>) -> Result<String, DevcontainerEr
     );
     out.push_str("services:\n");
     let personal = volumes(inputs)?.personal;
-    if personal.is_empty() {
-        let _ = writeln!(out, "  {}: {{}}", yaml(service));
-    } else {
-        let _ = writeln!(out, "  {}:", yaml(service));
+    let _ = writeln!(out, "  {}:", yaml(service));
+    out.push_str("    env_file:\n");
+    let _ = writeln!(out, "      - {}", yaml(&format!("../{LOCAL_ENV_PATH}")));
+    // Compose lets `environment:` win over `env_file`, so a personal value for a key the
+    // team file sets must be repeated here to override it (this file is mode 0600).
+    let team = environment(inputs);
+    let overrides: Vec<(&String, &String)> = inputs
+        .local
+        .container
+        .environment
+        .iter()
+        .filter(|(k, _)| team.contains_key(k.as_str()))
+        .collect();
+    if !overrides.is_empty() {
+        out.push_str("    environment:\n");
+        for (key, value) in overrides {
+            let _ = writeln!(out, "      {}: {}", yaml(key), compose_yaml(value));
+        }
+    }
+    if !personal.is_empty() {
         out.push_str("    volumes:\n");
         for volume in personal {
             let _ = writeln!(out, "      - {}", yaml(&volume));

@@ -15,8 +15,8 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> String {
     if inputs.override_present() {
         compose_files.push("docker-compose.override.yml");
     }
-    // Always generated (gitignored): the personal bind mounts.
-    compose_files.push("docker-compose.local.yml");
+    // Only committed files: a fresh clone must come up without running aibox. The
+    // personal `docker-compose.local.yml` is added by `aibox up` (`-f`) when it exists.
     let mut doc = Map::new();
     doc.insert("name".into(), json!(crate::project_name(config)));
     doc.insert("dockerComposeFile".into(), json!(compose_files));

@@ -144,11 +144,14 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
             Ownership::ScaffoldOnce,
         ));
     }
-    files.push(PlannedFile::new(
+    let mut local = PlannedFile::new(
         COMPOSE_LOCAL_PATH,
         compose::render_local(inputs)?,
         Ownership::LocalState,
-    ));
+    );
+    // It may repeat personal values (see `compose::render_local`).
+    local.mode = Some(0o600);
+    files.push(local);
     let mut env = PlannedFile::new(
         LOCAL_ENV_PATH,
         local_env::render(inputs.local)?,

@@ -51,6 +51,7 @@ COMMENTISH = "a: b # c"
 MULTILINE = "one\ntwo"
 OVERRIDDEN = "team value"
 YES = "yes"
+FROM_HOST = "${AIBOX_TEST_FROM_HOST}"
 
 [[container.extra_volumes]]
 source = "./data"
@@ -294,15 +295,64 @@ fn write_project(case: &Case, files: &[PlannedFile]) -> tempfile::TempDir {
     dir
 }
 
+/// The files `devcontainer.json` lists (committed only), then the personal overlay the
+/// runtime adds with `-f` when it exists.
 fn compose_args(files: &[PlannedFile]) -> Vec<&'static str> {
+    let mut args = committed_compose_args(files);
+    args.extend(["-f", "docker-compose.local.yml"]);
+    args
+}
+
+/// The Compose files `devcontainer.json` lists: never a gitignored one.
+fn committed_compose_args(files: &[PlannedFile]) -> Vec<&'static str> {
     let mut args = vec!["-f", "docker-compose.yml"];
     let json = file(files, ".devcontainer/devcontainer.json");
     if json.contains("docker-compose.override.yml") {
         args.extend(["-f", "docker-compose.override.yml"]);
     }
-    assert!(json.contains("docker-compose.local.yml"), "{json}");
-    args.extend(["-f", "docker-compose.local.yml"]);
+    assert!(!json.contains("docker-compose.local.yml"), "{json}");
+    for f in ["docker-compose.yml", "docker-compose.override.yml"] {
+        assert!(
+            !file(files, ".devcontainer/docker-compose.yml").contains(".aibox-local"),
+            "{f}"
+        );
+    }
     args
+}
+
+/// A fresh clone has only the committed files: no `.aibox-local.env`, no
+/// `docker-compose.local.yml`. Both Compose implementations must accept that project.
+#[test]
+fn committed_files_alone_are_a_valid_compose_project() {
+    require_program("docker-compose", COMPOSE_HINT);
+    require_program("podman-compose", COMPOSE_HINT);
+    for case in cases() {
+        let files = render(&case.inputs()).unwrap();
+        let dir = write_project(&case, &files);
+        for local in [".aibox-local.env", ".devcontainer/docker-compose.local.yml"] {
+            fs_err::remove_file(dir.path().join(local)).unwrap();
+        }
+        let project = aibox_devcontainer::project_name(&case.team);
+        let out = run_ok(
+            Command::new("docker-compose")
+                .current_dir(dir.path().join(".devcontainer"))
+                .env("HOME", "/home/tester")
+                .args(["-p", &project])
+                .args(committed_compose_args(&files))
+                .arg("config"),
+        );
+        assert!(out.contains("sleep"), "{}: {out}", case.name);
+        let out = run_ok(
+            Command::new("podman-compose")
+                .current_dir(dir.path().join(".devcontainer"))
+                .env("HOME", "/home/tester")
+                .args(["--dry-run", "-p", &project])
+                .args(committed_compose_args(&files))
+                .args(["up", "-d"]),
+        );
+        assert!(out.contains("podman run "), "{}: {out}", case.name);
+        assert!(!out.contains("--env-file"), "{}: {out}", case.name);
+    }
 }
 
 fn run_ok(cmd: &mut Command) -> String {
@@ -329,6 +379,7 @@ fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
             Command::new("docker-compose")
                 .current_dir(dir.path().join(".devcontainer"))
                 .env("HOME", "/home/tester")
+                .env("AIBOX_TEST_FROM_HOST", "from the host")
                 .args(["-p", &project])
                 .args(compose_args(&files))
                 .arg("config"),
@@ -360,6 +411,12 @@ fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
             expected.insert("TZ".into(), tz.clone());
         }
         expected.extend(case.local.container.environment.clone());
+        // A value that is exactly `${NAME}` is the host's NAME.
+        for value in expected.values_mut() {
+            if value == "${AIBOX_TEST_FROM_HOST}" {
+                "from the host".clone_into(value);
+            }
+        }
         assert_eq!(env, expected, "{}: environment differs", case.name);
         let volumes: Vec<&str> = service["volumes"]
             .as_sequence()
@@ -399,10 +456,14 @@ fn podman_compose_turns_every_case_into_the_expected_podman_run() {
             Command::new("podman-compose")
                 .current_dir(dir.path().join(".devcontainer"))
                 .env("HOME", "/home/tester")
+                .env("AIBOX_TEST_FROM_HOST", "from-the-host")
                 .args(["--dry-run", "-p", &project])
                 .args(compose_args(&files))
                 .args(["up", "-d"]),
         );
+        if case.name == "full" {
+            assert!(out.contains("-e FROM_HOST=from-the-host "), "{out}");
+        }
         // A multi-line value splits the printed command, so take the rest of the output.
         let run = &out[out.find("podman run ").unwrap_or_else(|| panic!("{out}"))..];
         let n = case.name;

@@ -1,7 +1,8 @@
 //! `apply`: executes a plan through the writer.
 //!
 //! Order of a real apply: take the project lock → remove stray temp files → plan →
-//! decide every file's action (refusing foreign files before anything is written) →
+//! decide every file's action (refusing foreign and hand-edited generated files before
+//! anything is written) →
 //! record the planned digests in `.aibox/pending.lock` → back up foreign files when
 //! forced → write the files → write `aibox.lock` last → drop the pending record.
 //!
@@ -31,7 +32,9 @@ pub const BACKUP_DIR: &str = ".aibox/backups";
 pub struct ApplyOptions {
     /// Compute diffs of what would change; write nothing.
     pub dry_run: bool,
-    /// Report whether anything would change; write nothing.
+    /// Report whether any committed output would change; write nothing. Local state
+    /// (gitignored files, see [`aibox_config::is_local_state`]) is left out of the
+    /// report: a fresh clone has none of it and the next apply creates it silently.
     pub check: bool,
     /// Back up and replace generated files that aibox did not write.
     pub force: bool,
@@ -174,34 +177,12 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     for file in &all {
         decisions.push(decide(&root, file, &known, options)?);
     }
-    let mut removals = Vec::new();
-    for path in &plan.removals {
-        check_relative(path)?;
-        if !in_perimeter(path) {
-            return Err(EngineError::OutsidePerimeter { path: path.clone() });
-        }
-        if let Some(old) = root.read(path)? {
-            let diff = options.dry_run.then(|| {
-                unified_diff(path, Some(&old), b"").replacen(
-                    &format!("+++ b/{path}"),
-                    "+++ /dev/null",
-                    1,
-                )
-            });
-            removals.push(FileReport {
-                path: path.clone(),
-                ownership: Ownership::Merged,
-                action: FileAction::Removed,
-                backup: None,
-                diff,
-            });
-        }
+    let mut removals = planned_removals(&root, &plan.removals, options)?;
+    if options.check {
+        decisions.retain(|d| !aibox_config::is_local_state(d.report.path.as_str()));
+        removals.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
     }
-    if let Some(foreign) = decisions.iter().find(|d| d.foreign && !options.force) {
-        return Err(EngineError::ForeignFile {
-            path: foreign.report.path.clone(),
-        });
-    }
+    refuse_unowned(&decisions, &all, options)?;
 
     if read_only {
         let mut files: Vec<FileReport> = decisions.into_iter().map(|d| d.report).collect();
@@ -264,30 +245,115 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     })
 }
 
+/// The removals of a plan that exist on disk, as reports (diffed in dry-run mode).
+fn planned_removals(
+    root: &ProjectRoot,
+    paths: &[Utf8PathBuf],
+    options: &ApplyOptions,
+) -> Result<Vec<FileReport>, EngineError> {
+    let mut removals = Vec::new();
+    for path in paths {
+        check_relative(path)?;
+        if !in_perimeter(path) {
+            return Err(EngineError::OutsidePerimeter { path: path.clone() });
+        }
+        if let Some(old) = root.read(path)? {
+            let diff = options.dry_run.then(|| {
+                unified_diff(path, Some(&old), b"").replacen(
+                    &format!("+++ b/{path}"),
+                    "+++ /dev/null",
+                    1,
+                )
+            });
+            removals.push(FileReport {
+                path: path.clone(),
+                ownership: Ownership::Merged,
+                action: FileAction::Removed,
+                backup: None,
+                diff,
+            });
+        }
+    }
+    Ok(removals)
+}
+
+/// Refuses (without `--force`) the first generated file aibox did not write or that was
+/// edited by hand since the last apply.
+fn refuse_unowned(
+    decisions: &[Decision],
+    planned: &[&PlannedFile],
+    options: &ApplyOptions,
+) -> Result<(), EngineError> {
+    if options.force {
+        return Ok(());
+    }
+    for d in decisions {
+        match d.unowned {
+            None => {}
+            Some(Unowned::Foreign) => {
+                return Err(EngineError::ForeignFile {
+                    path: d.report.path.clone(),
+                });
+            }
+            Some(Unowned::Edited) => {
+                let new = planned
+                    .iter()
+                    .find(|f| f.path == d.report.path)
+                    .map_or(&[][..], |f| f.contents.as_slice());
+                return Err(EngineError::EditedFile {
+                    path: d.report.path.clone(),
+                    diff: unified_diff(&d.report.path, d.old.as_deref(), new),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 struct KnownDigests<'a> {
     previous: Option<&'a Lock>,
     pending: Option<&'a Lock>,
 }
 
 impl KnownDigests<'_> {
-    fn is_ours(&self, path: &Utf8Path, bytes: &[u8]) -> bool {
-        if String::from_utf8_lossy(bytes).contains(aibox_devcontainer::GENERATED_HEADER_MARKER) {
-            return true;
-        }
-        let digest = sha256_hex(bytes);
-        [self.previous, self.pending]
+    /// Who wrote the existing `bytes` of a generated file: `None` when aibox did. A
+    /// digest recorded at the last apply (or by a killed one) decides; only a file with no
+    /// recorded digest falls back to aibox's header, since an edit keeps the header.
+    fn owner(&self, path: &Utf8Path, bytes: &[u8]) -> Option<Unowned> {
+        let recorded: Vec<&str> = [self.previous, self.pending]
             .into_iter()
             .flatten()
-            .any(|lock| lock.generated_digest(path.as_str()) == Some(digest.as_str()))
+            .filter_map(|lock| lock.generated_digest(path.as_str()))
+            .collect();
+        if recorded.is_empty() {
+            let header = String::from_utf8_lossy(bytes)
+                .contains(aibox_devcontainer::GENERATED_HEADER_MARKER);
+            return (!header).then_some(Unowned::Foreign);
+        }
+        let digest = sha256_hex(bytes);
+        if recorded.contains(&digest.as_str()) {
+            None
+        } else {
+            Some(Unowned::Edited)
+        }
     }
+}
+
+/// Why an existing generated file is not aibox's to overwrite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unowned {
+    /// aibox never wrote it (no header, no recorded digest).
+    Foreign,
+    /// aibox wrote it, and it was edited by hand since.
+    Edited,
 }
 
 struct Decision {
     report: FileReport,
     /// Existing bytes, kept for backups.
     old: Option<Vec<u8>>,
-    /// Existing generated file that aibox did not write.
-    foreign: bool,
+    /// Set when the existing generated file is not aibox's to overwrite.
+    unowned: Option<Unowned>,
 }
 
 fn decide(
@@ -308,7 +374,7 @@ fn decide(
     } else {
         None
     };
-    let mut foreign = false;
+    let mut unowned = None;
     let action = match (&old, file.ownership) {
         (None, _) => FileAction::Created,
         (Some(_), Ownership::ScaffoldOnce) => FileAction::SkippedUserOwned,
@@ -320,9 +386,9 @@ fn decide(
             }
         }
         (Some(bytes), Ownership::Generated)
-            if file.path != LOCK_FILE && !known.is_ours(&file.path, bytes) =>
+            if file.path != LOCK_FILE && known.owner(&file.path, bytes).is_some() =>
         {
-            foreign = true;
+            unowned = known.owner(&file.path, bytes);
             FileAction::BackedUp
         }
         (Some(_), _) => FileAction::Updated,
@@ -330,7 +396,7 @@ fn decide(
     let diff = (options.dry_run && action.changes())
         .then(|| unified_diff(&file.path, old.as_deref(), &file.contents));
     // Predicted in dry-run/check too, so the report says where the copy would go.
-    let backup = if foreign {
+    let backup = if unowned.is_some() {
         Some(backup_path(root, &file.path)?)
     } else {
         None
@@ -345,7 +411,7 @@ fn decide(
     Ok(Decision {
         report,
         old,
-        foreign,
+        unowned,
     })
 }
 

@@ -26,6 +26,11 @@ pub fn config_set(
         String::new()
     };
     let new = aibox_config::edit::set_in(file, &text, key, value)?;
+    if file == ConfigFile::Team {
+        // The checks `apply` runs: an edit apply would refuse is refused here.
+        let config = aibox_config::parse_aibox_toml(&new, aibox_config::AIBOX_TOML)?;
+        crate::config_check::check_team_config(&new, &config)?;
+    }
     if new != text {
         write_atomic(&path, new.as_bytes(), false)?;
     }
@@ -39,6 +44,10 @@ pub enum ConfigEditError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Config(#[from] aibox_config::ConfigError),
+    /// The edit passes the loader but `apply` would refuse it.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Check(#[from] crate::config_check::ConfigCheckError),
     /// Writing failed.
     #[error(transparent)]
     #[diagnostic(transparent)]

@@ -257,6 +257,41 @@ pub enum DoctorError {
     },
 }
 
+/// The container engine check: which engine `up` would use, or why none is usable.
+fn engine_check(run: &mut Run, project: Option<&Project>, options: &DoctorOptions) {
+    match (project, options.skip_engine) {
+        (_, true) => run.skip("engine", "skipped by the caller"),
+        (None, false) => run.skip("engine", "no valid configuration"),
+        (Some(p), false) => {
+            let f = match aibox_runtime::detect::detect_engine(
+                p.config.container.engine,
+                &options.detect,
+            ) {
+                Ok(cli) => Finding::new(
+                    "aibox::doctor::engine",
+                    Severity::Info,
+                    "",
+                    format!(
+                        "container engine: {} ({})",
+                        cli.engine,
+                        cli.program.display()
+                    ),
+                    "",
+                ),
+                Err(e) => Finding::new(
+                    "aibox::doctor::no_engine",
+                    Severity::Warning,
+                    "",
+                    format!("no usable container engine: {e}"),
+                    e.help()
+                        .map_or_else(|| "install Podman or Docker".to_owned(), |h| h.to_string()),
+                ),
+            };
+            run.check("engine", vec![f]);
+        }
+    }
+}
+
 /// Runs every check on the project at `root`. Only reads (and runs `git` and the engine's
 /// version probe); never writes.
 ///
@@ -291,37 +326,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     let lock = read_lock(&project_root);
 
     // container engine
-    match (&project, options.skip_engine) {
-        (_, true) => run.skip("engine", "skipped by the caller"),
-        (None, false) => run.skip("engine", "no valid configuration"),
-        (Some(p), false) => {
-            let f = match aibox_runtime::detect::detect_engine(
-                p.config.container.engine,
-                &options.detect,
-            ) {
-                Ok(cli) => Finding::new(
-                    "aibox::doctor::engine",
-                    Severity::Info,
-                    "",
-                    format!(
-                        "container engine: {} ({})",
-                        cli.engine,
-                        cli.program.display()
-                    ),
-                    "",
-                ),
-                Err(e) => Finding::new(
-                    "aibox::doctor::no_engine",
-                    Severity::Warning,
-                    "",
-                    format!("no usable container engine: {e}"),
-                    e.help()
-                        .map_or_else(|| "install Podman or Docker".to_owned(), |h| h.to_string()),
-                ),
-            };
-            run.check("engine", vec![f]);
-        }
-    }
+    engine_check(&mut run, project.as_ref(), options);
 
     // generated files in sync (what `apply --check` reports)
     // The engine the seccomp gate judges, resolved with the same environment as above.
@@ -333,6 +338,9 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     } else {
         run.skip("sync", "no valid configuration");
     }
+
+    // processkit content as installed (the summary of `doctor --integrity`)
+    run.check("integrity", integrity_findings(project_root.path()));
 
     // local state ignored and untracked
     local_state(&mut run, project_root.path());
@@ -595,6 +603,26 @@ fn sync_findings(root: &Utf8Path, options: &DoctorOptions, engine: TargetEngine)
                     "run `aibox apply` (`aibox apply --dry-run` shows the diff)",
                 )
             })
+            // What `apply` warns about settings with no effect and skipped or kept
+            // processkit content is a finding here too, so `doctor` never says ok
+            // about it. The `mcp:` notices are guidance (approval commands, seeded trust)
+            // and stay with `apply` and `aibox mcp list`.
+            .chain(
+                report
+                    .warnings
+                    .iter()
+                    .filter(|w| w.starts_with("processkit:") || w.starts_with("config:"))
+                    .map(|w| {
+                        Finding::new(
+                            "aibox::doctor::apply_warning",
+                            Severity::Warning,
+                            "aibox.toml",
+                            w.clone(),
+                            "follow the advice in the message; `aibox apply` shows the same \
+                             warning",
+                        )
+                    }),
+            )
             .collect(),
         Err(e) => {
             let code = e.code().map(|c| c.to_string()).unwrap_or_default();
@@ -610,6 +638,45 @@ fn sync_findings(root: &Utf8Path, options: &DoctorOptions, engine: TargetEngine)
             )]
         }
     }
+}
+
+/// The integrity summary: drift of the installed processkit content is a warning here,
+/// so plain `doctor` sees what `doctor --integrity` lists file by file.
+fn integrity_findings(root: &Utf8Path) -> Vec<Finding> {
+    use aibox_provenance::IntegrityStatus;
+    let report = match aibox_provenance::integrity(root.as_std_path()) {
+        Ok(r) => r,
+        Err(e) => {
+            return vec![Finding::new(
+                "aibox::doctor::integrity_unreadable",
+                Severity::Warning,
+                "aibox.lock",
+                format!("the processkit integrity check cannot run: {e}"),
+                "run `aibox doctor --integrity` for details",
+            )];
+        }
+    };
+    let problem = match report.status {
+        IntegrityStatus::NotInstalled | IntegrityStatus::Healthy => return Vec::new(),
+        IntegrityStatus::Unverified => "installed without verification",
+        IntegrityStatus::MissingMarker => "the live marker is missing",
+        IntegrityStatus::VersionMismatch => "lock, marker and snapshot disagree on the version",
+        IntegrityStatus::MissingSnapshot => "the snapshot of the installed version is missing",
+        IntegrityStatus::Drifted => "installed files were modified, deleted or added",
+    };
+    vec![Finding::new(
+        "aibox::doctor::integrity",
+        Severity::Warning,
+        "context/",
+        format!(
+            "processkit content: {problem} ({} modified, {} missing, {} unexpected of {} checked)",
+            report.modified.len(),
+            report.missing.len(),
+            report.unexpected.len(),
+            report.checked
+        ),
+        "`aibox doctor --integrity` lists the files; `aibox apply` restores untouched ones",
+    )]
 }
 
 /// Local state that must be gitignored and untracked (glob entries are left to git).

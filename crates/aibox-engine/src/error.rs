@@ -101,6 +101,26 @@ pub enum EngineError {
         path: Utf8PathBuf,
     },
 
+    /// A generated file was edited by hand since the last apply.
+    #[error(
+        "`{path}` was edited by hand since the last apply (its digest differs from the one \
+         recorded in aibox.lock); applying would undo this:\n{diff}"
+    )]
+    #[diagnostic(
+        code(aibox::apply::edited_file),
+        help(
+            "move your change into aibox.toml (or the user-owned Dockerfile.local / \
+             docker-compose.override.yml), or run `aibox apply --force` to back the edited \
+             file up under .aibox/backups/ and replace it"
+        )
+    )]
+    EditedFile {
+        /// The file.
+        path: Utf8PathBuf,
+        /// Unified diff from the edited file to what aibox would write.
+        diff: String,
+    },
+
     /// Two plan sources want to write the same path.
     #[error("two plan sources want to write `{path}`")]
     #[diagnostic(

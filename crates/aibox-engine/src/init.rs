@@ -78,6 +78,10 @@ pub enum InitError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Invalid(#[from] ConfigError),
+    /// The answers produce a configuration that `apply` would refuse.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Check(#[from] crate::config_check::ConfigCheckError),
     /// Reading or writing a file failed.
     #[error("cannot write {path}")]
     #[diagnostic(code(aibox::init::io), help("check that the directory is writable"))]
@@ -103,8 +107,11 @@ pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError>
         return Err(InitError::Exists { path: toml_path });
     }
     let text = aibox_config::render_aibox_toml(opts);
-    // Validate before touching anything: bad answers must not leave half a project.
-    parse_aibox_toml(&text, AIBOX_TOML)?;
+    // Validate before touching anything: bad answers must not leave half a project. The
+    // checks `apply` runs come too (a floating `--processkit-version latest` is refused
+    // now, not at the next apply).
+    let config = parse_aibox_toml(&text, AIBOX_TOML)?;
+    crate::config_check::check_team_config(&text, &config)?;
 
     let gi_path = dir.join(".gitignore");
     let existing = match gi_path.symlink_metadata() {

@@ -19,6 +19,7 @@ pub use plan::{DownloadProgress, Plan, PlanBuilder, PlanContext, PlanOptions, pl
 
 // Modules owned by other features (one line each):
 pub mod codex_sandbox;
+pub mod config_check;
 pub mod config_edit;
 pub mod consent;
 pub mod doctor;

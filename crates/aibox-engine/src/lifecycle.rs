@@ -10,7 +10,8 @@ use std::fmt::Write as _;
 use aibox_config::load_project;
 use aibox_policy::{Finding, Severity};
 use aibox_runtime::{
-    DetectEnv, ExecRequest, Progress, Runtime, RuntimeError, Status, Target, Timeouts,
+    ContainerState, DetectEnv, ExecRequest, Progress, Runtime, RuntimeError, Status, Target,
+    Timeouts,
 };
 use camino::Utf8Path;
 use miette::Diagnostic;
@@ -42,6 +43,23 @@ pub enum LifecycleError {
         summary: String,
         /// Every error finding with its fix.
         details: String,
+    },
+    /// A `[container.lifecycle]` command exited with a failure.
+    #[error("`{key}` (`{command}`) failed in the container with exit code {code}")]
+    #[diagnostic(
+        code(aibox::lifecycle::command_failed),
+        help(
+            "its output is above; fix the command in aibox.toml [container.lifecycle] (the \
+             container is running: try it with `aibox exec -- sh -c '...'`)"
+        )
+    )]
+    Command {
+        /// `post_create_command` or `post_start_command`.
+        key: &'static str,
+        /// The command.
+        command: String,
+        /// Its exit code.
+        code: i32,
     },
 }
 
@@ -102,6 +120,10 @@ pub struct UpReport {
     /// Whether Codex's sandbox can start in the container (probed when Codex is enabled).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub codex_sandbox: Option<crate::codex_sandbox::SandboxReport>,
+    /// The `[container.lifecycle]` commands this `up` ran: `post_create_command` after
+    /// the container was created, `post_start_command` after it was started.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ran: Vec<&'static str>,
 }
 
 /// Notices about relaxations that the project's configuration makes active.
@@ -173,6 +195,7 @@ pub fn up(
         runtime.detected().engine.engine,
     ));
     let report = apply(root, &apply_opts)?;
+    let before = runtime.status(&target)?;
     let status = runtime.up(
         &target,
         aibox_runtime::UpOptions {
@@ -207,11 +230,31 @@ pub fn up(
         }
     }
     let codex_sandbox = crate::codex_sandbox::probe(&project.config, &runtime, &target);
+    // Like the Dev Containers CLI: post-create once per new container, post-start on
+    // every start.
+    let created = status.container_id.is_some() && status.container_id != before.container_id;
+    let started = created || before.state != ContainerState::Running;
+    let lifecycle = project.config.container.lifecycle;
+    let mut ran = Vec::new();
+    for (key, command, due) in [
+        (
+            "post_create_command",
+            lifecycle.post_create_command,
+            created,
+        ),
+        ("post_start_command", lifecycle.post_start_command, started),
+    ] {
+        if let Some(command) = command.filter(|_| due) {
+            run_lifecycle_command(&runtime, &target, key, command)?;
+            ran.push(key);
+        }
+    }
     Ok(UpReport {
         apply: report,
         status,
         notices: relaxation_notices(root),
         codex_sandbox,
+        ran,
     })
 }
 
@@ -233,6 +276,32 @@ pub(crate) fn container_state(
         &root,
         &aibox_policy::Consent::from_config(config),
     )))
+}
+
+/// Runs one lifecycle command as the container user in `/workspace`, through `sh -c`
+/// like `devcontainer.json` string commands. Its output goes to stderr so `--output
+/// json` stays clean.
+fn run_lifecycle_command(
+    runtime: &Runtime,
+    target: &Target,
+    key: &'static str,
+    command: String,
+) -> Result<(), LifecycleError> {
+    let cmd = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("exec 1>&2\n{command}"),
+    ];
+    let request = ExecRequest {
+        user: &target.user,
+        cmd: &cmd,
+        env: &[],
+        timeout: None,
+    };
+    match runtime.exec(target, &request)? {
+        0 => Ok(()),
+        code => Err(LifecycleError::Command { key, command, code }),
+    }
 }
 
 /// Stops and removes the project's container.

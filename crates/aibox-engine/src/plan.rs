@@ -233,7 +233,8 @@ pub fn plan(root: &Utf8Path, options: &PlanOptions) -> Result<Plan, EngineError>
 }
 
 pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan, EngineError> {
-    let project = aibox_config::load_project(root.path())?;
+    // The same checks as `config validate` and `config set`.
+    let project = crate::config_check::check_project(root.path())?;
     let previous_lock = read_lock(root)?;
     // Policy: the seccomp posture decides the Compose security options (and may add the
     // generated profile); options the user's override already sets are not repeated.
@@ -266,6 +267,9 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
     let mut builder = PlanBuilder::default();
     for warning in &security.warnings {
         builder.warn(warning.clone());
+    }
+    for warning in crate::config_check::unapplied_settings(&project.config) {
+        builder.warn(warning);
     }
     builder.extend(security.files)?;
     crate::sources::contribute_all(&ctx, &mut builder)?;

@@ -108,14 +108,28 @@ pub(crate) struct HandAdded {
 }
 
 /// Skill folders under `context/skills/<category>/` that are not among `shipped` (release
-/// skill directories) and declare an MCP server: third-party, whatever they claim.
+/// skill directories) and declare an MCP server: third-party, whatever they claim. A
+/// folder an earlier install put there (recorded in the install marker, for example a
+/// skill removed upstream whose edited files were kept) is not hand-added.
 pub(crate) fn hand_added(root: &Utf8Path, shipped: &BTreeSet<&str>) -> Vec<HandAdded> {
+    let recorded = aibox_provenance::Marker::read(root.as_std_path());
+    let from_release = |dir: &str| {
+        let prefix = format!("{dir}/");
+        recorded.as_ref().is_some_and(|m| {
+            m.files
+                .keys()
+                .chain(m.user_files.keys())
+                .any(|p| p.starts_with(&prefix))
+        })
+    };
     installed(root)
         .into_iter()
         .filter_map(|s| {
             let dir = format!("{SKILLS_DIR}/{}/{}", s.category, s.name);
-            (!shipped.contains(dir.as_str()) && s.dir.join("mcp/mcp-config.json").is_file())
-                .then_some(HandAdded { name: s.name, dir })
+            (!shipped.contains(dir.as_str())
+                && !from_release(&dir)
+                && s.dir.join("mcp/mcp-config.json").is_file())
+            .then_some(HandAdded { name: s.name, dir })
         })
         .collect()
 }

@@ -215,6 +215,58 @@ fn check_reports_pending_changes_without_writing() {
     assert_eq!(before, fx.stamps());
 }
 
+/// A fresh clone has the committed outputs but no local state: `--check` passes there,
+/// and names only committed files when one is stale.
+#[test]
+fn check_judges_committed_outputs_only() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let mut removed = 0;
+    for path in common::walk(&fx.root) {
+        if aibox_config::is_local_state(&path) {
+            fs_err::remove_file(fx.path(&path)).unwrap();
+            removed += 1;
+        }
+    }
+    assert!(removed >= 3, "expected local files to remove");
+    let report = apply(&fx.root, &check()).unwrap();
+    assert!(
+        !report.changed(),
+        "{:?}",
+        report
+            .files
+            .iter()
+            .filter(|f| f.action.changes())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        report
+            .files
+            .iter()
+            .all(|f| !aibox_config::is_local_state(f.path.as_str()))
+    );
+
+    fx.write(
+        "aibox.toml",
+        &common::AIBOX_TOML.replace("C.UTF-8", "en_US.UTF-8"),
+    );
+    let report = apply(&fx.root, &check()).unwrap();
+    let stale: Vec<&str> = report
+        .files
+        .iter()
+        .filter(|f| f.action.changes())
+        .map(|f| f.path.as_str())
+        .collect();
+    assert!(
+        stale.contains(&".devcontainer/docker-compose.yml"),
+        "{stale:?}"
+    );
+    assert!(
+        stale.iter().all(|p| !aibox_config::is_local_state(p)),
+        "{stale:?}"
+    );
+}
+
 #[test]
 fn foreign_generated_file_is_refused_then_backed_up_with_force() {
     let fx = Fixture::new();
@@ -298,15 +350,16 @@ fn foreign_generated_file_is_refused_then_backed_up_with_force() {
 }
 
 #[test]
-fn generated_file_with_header_or_recorded_digest_is_updated_without_force() {
+fn generated_file_with_recorded_digest_is_updated_without_force() {
     let fx = Fixture::new();
     apply(&fx.root, &opts()).unwrap();
-    // An edit that keeps aibox's header is still aibox's file.
-    let edited = format!("{}\n# local tweak\n", fx.read(COMPOSE));
-    fx.write(COMPOSE, &edited);
+    // A configuration change rewrites files whose bytes match the recorded digests.
+    fx.write(
+        "aibox.toml",
+        &common::AIBOX_TOML.replace("C.UTF-8", "en_US.UTF-8"),
+    );
     let report = apply(&fx.root, &opts()).unwrap();
     assert_eq!(action(&report, COMPOSE), FileAction::Updated);
-    assert!(!fx.read(COMPOSE).contains("local tweak"));
 
     // Without the header, the digest recorded in the lock identifies it.
     let headerless = "FROM debian:bookworm-slim\n";
@@ -318,6 +371,39 @@ fn generated_file_with_header_or_recorded_digest_is_updated_without_force() {
     let report = apply(&fx.root, &opts()).unwrap();
     assert_eq!(action(&report, DOCKERFILE), FileAction::Updated);
     assert!(!fx.path(".aibox/backups").exists());
+}
+
+/// A hand edit of a generated file, even one that keeps aibox's header, is refused with
+/// the diff; `--force` keeps a backup. Nothing is lost.
+#[test]
+fn hand_edited_generated_file_is_refused_then_backed_up_with_force() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let edited = format!("{}RUN echo my tweak\n", fx.read(DOCKERFILE));
+    assert!(edited.contains(aibox_devcontainer::GENERATED_HEADER_MARKER));
+    fx.write(DOCKERFILE, &edited);
+    for options in [opts(), dry_run(), check()] {
+        let err = apply(&fx.root, &options).unwrap_err();
+        assert_eq!(code(&err), "aibox::apply::edited_file");
+        let EngineError::EditedFile { path, diff } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(path, DOCKERFILE);
+        assert!(diff.contains("-RUN echo my tweak"), "{diff}");
+        let help = miette::Diagnostic::help(&err).unwrap().to_string();
+        assert!(help.contains("--force"), "{help}");
+        assert_eq!(fx.read(DOCKERFILE), edited, "the edit must survive");
+    }
+    assert!(!fx.path(".aibox/backups").exists());
+
+    let report = apply(&fx.root, &force()).unwrap();
+    let entry = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
+    assert_eq!(entry.action, FileAction::BackedUp);
+    let backup = entry.backup.clone().unwrap();
+    assert_eq!(fx.read(backup.as_str()), edited);
+    assert!(!fx.read(DOCKERFILE).contains("my tweak"));
+    // The next apply is clean again.
+    assert!(!apply(&fx.root, &check()).unwrap().changed());
 }
 
 #[test]

@@ -508,3 +508,77 @@ fn the_gate_judges_the_engine_the_runtime_would_pick() {
         TargetEngine::Podman
     );
 }
+
+/// A hand edit of a generated file is an error that names `--force` and its backup;
+/// doctor never advises a plain `apply` that would overwrite the edit.
+#[test]
+fn a_hand_edited_generated_file_is_an_error_not_an_invitation_to_apply() {
+    let p = Project::new(BASE_TOML);
+    p.git(&["init", "-q"]);
+    p.apply();
+    let dockerfile = p.root.join(".devcontainer/Dockerfile");
+    let edited = format!(
+        "{}RUN echo my tweak\n",
+        fs_err::read_to_string(&dockerfile).unwrap()
+    );
+    fs_err::write(&dockerfile, &edited).unwrap();
+    let report = p.doctor();
+    let finding = report
+        .by_severity(Severity::Error)
+        .find(|f| f.code == "aibox::doctor::plan_failed")
+        .unwrap_or_else(|| panic!("{}", report.render_human()));
+    assert!(
+        finding.message.contains("aibox::apply::edited_file"),
+        "{finding:?}"
+    );
+    assert!(finding.remedy.contains("--force"), "{finding:?}");
+    assert_eq!(fs_err::read_to_string(&dockerfile).unwrap(), edited);
+}
+
+/// Settings that change nothing are a visible warning at `apply` and a doctor finding:
+/// processkit mode without a source, skill selection in harness-only mode, and
+/// `[ai.execution]`, which no harness file receives yet.
+#[test]
+fn settings_without_effect_are_apply_warnings_and_doctor_findings() {
+    let cases = [
+        (
+            "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"processkit\"\n",
+            "source is not set",
+        ),
+        (
+            "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n\n\
+             [skills]\ninclude = [\"research\"]\n",
+            "no effect in context mode `harness-only`",
+        ),
+        (
+            "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n\n\
+             [ai]\nharnesses = [\"codex\"]\n\n[ai.execution]\nfilesystem = \"workspace-write\"\n\
+             approval = \"on-request\"\n",
+            "[ai.execution] filesystem, approval is not applied",
+        ),
+    ];
+    for (toml, needle) in cases {
+        let p = Project::new(toml);
+        p.git(&["init", "-q"]);
+        let report = apply(&p.root, &ApplyOptions::default()).unwrap();
+        assert!(
+            report.warnings.iter().any(|w| w.contains(needle)),
+            "{:?}",
+            report.warnings
+        );
+        let doctor = p.doctor();
+        assert!(
+            doctor
+                .by_severity(Severity::Warning)
+                .any(|f| f.code == "aibox::doctor::apply_warning" && f.message.contains(needle)),
+            "{}",
+            doctor.render_human()
+        );
+        assert_ne!(
+            status(&doctor, "sync"),
+            CheckStatus::Ok,
+            "{}",
+            doctor.render_human()
+        );
+    }
+}

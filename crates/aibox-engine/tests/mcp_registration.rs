@@ -51,10 +51,22 @@ fn apply_registers_prunes_and_is_idempotent() {
 
     let mcp: serde_json::Value = serde_json::from_str(&f.read(".mcp.json")).unwrap();
     let names: Vec<&String> = mcp["mcpServers"].as_object().unwrap().keys().collect();
-    assert_eq!(names, ["docs", "issues", "my-notes"]);
+    // `.mcp.json` is committed: team servers only; the personal one goes to the
+    // container-scoped Codex and Gemini user configs.
+    assert_eq!(names, ["docs", "issues"]);
     let settings = f.read(".claude/settings.json");
     assert!(settings.contains("mcp__docs__search") && !settings.contains("my-notes"));
-    assert!(f.read(".claude/settings.local.json").contains("my-notes"));
+    for committed in [".codex/config.toml", ".gemini/settings.json"] {
+        assert!(!f.read(committed).contains("my-notes"), "{committed}");
+    }
+    assert!(
+        f.read(".aibox-home/.codex/config.toml")
+            .contains("[mcp_servers.my-notes]")
+    );
+    assert!(
+        f.read(".aibox-home/.gemini/settings.json")
+            .contains("my-notes")
+    );
     assert!(
         f.read(".codex/config.toml")
             .contains("[mcp_servers.issues]")
@@ -125,9 +137,10 @@ fn literal_secret_in_team_server_is_refused() {
     let f = Fixture::with(&TOML.replace("${ACME_TOKEN}", "plain-value"));
     let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
     let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    // Caught by the configuration check that `config set` and `config validate` share.
     assert_eq!(
         code.as_deref(),
-        Some("aibox::mcp::literal_secret"),
+        Some("aibox::config::literal_secret"),
         "{err:?}"
     );
     assert!(!f.path(".mcp.json").exists());
@@ -146,4 +159,57 @@ fn effective_servers_for_mcp_list() {
     assert!(personal_vscode.skipped.is_some());
     let json = serde_json::to_value(&rows).unwrap();
     assert_eq!(json[0]["origin"], "team");
+}
+
+/// VS Code and Gemini CLI files with `//` comments are merged (not refused), keeping
+/// every comment, and the next apply changes nothing.
+#[test]
+fn commented_harness_files_are_merged_keeping_comments() {
+    let f = fixture();
+    let vscode = "// team servers\n{\n  \"servers\": {\n    // mine\n    \"mine\": { \"type\": \"stdio\", \"command\": \"echo\" },\n  },\n}\n";
+    let gemini = "{\n  // look\n  \"ui\": { \"theme\": \"x\" } /* dark */\n}\n";
+    f.write(".vscode/mcp.json", vscode);
+    f.write(".gemini/settings.json", gemini);
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let v = f.read(".vscode/mcp.json");
+    for kept in ["// team servers", "// mine", "\"mine\""] {
+        assert!(v.contains(kept), "lost {kept}:\n{v}");
+    }
+    assert!(v.contains("\"docs\""), "{v}");
+    let g = f.read(".gemini/settings.json");
+    for kept in ["// look", "/* dark */", "\"theme\": \"x\""] {
+        assert!(g.contains(kept), "lost {kept}:\n{g}");
+    }
+    assert!(g.contains("\"docs\""), "{g}");
+    let again = apply(&f.root, &ApplyOptions::default()).unwrap();
+    assert!(!again.changed(), "{:?}", again.files);
+}
+
+/// `default_mode = "allow"` with a glob deny: Claude rules cannot express the glob, so
+/// registering would allow every tool. `apply` refuses it and names the fix; exact tool
+/// names are enforced and pass.
+#[test]
+fn a_deny_that_cannot_be_enforced_is_an_apply_error() {
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n\
+                [ai]\nharnesses = [\"claude\"]\n\n[ai.mcp.permissions]\ndefault_mode = \"allow\"\n\
+                deny_patterns = [\"delete_*\"]\n\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"true\"\n";
+    let f = Fixture::with(toml);
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(
+        code.as_deref(),
+        Some("aibox::mcp::unenforceable_deny"),
+        "{err:?}"
+    );
+    let text = format!("{err}");
+    assert!(
+        text.contains("delete_*") && text.contains("claude"),
+        "{text}"
+    );
+    assert!(!f.path(".mcp.json").exists(), "nothing may be written");
+
+    f.write("aibox.toml", &toml.replace("delete_*", "delete_page"));
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let settings = f.read(".claude/settings.json");
+    assert!(settings.contains("mcp__docs__delete_page"), "{settings}");
 }

@@ -27,6 +27,11 @@ const HARNESS_FILES: [&str; 6] = [
 /// Publishes `release` on a loopback server; returns the server (keep it alive).
 fn serve(release: &SyntheticRelease) -> Server {
     let server = Server::start().unwrap();
+    publish(&server, release);
+    server
+}
+
+fn publish(server: &Server, release: &SyntheticRelease) {
     let archive = release.tar_gz();
     let path = format!(
         "/org/processkit/releases/download/{v}/processkit-{v}.tar.gz",
@@ -37,7 +42,6 @@ fn serve(release: &SyntheticRelease) -> Server {
         &format!("{path}.sha256"),
         Route::ok(release.sidecar(&archive)),
     );
-    server
 }
 
 fn config(server: &Server, version: &str, packages: &str, extra: &str) -> String {
@@ -112,6 +116,18 @@ fn a_processkit_like_release_installs_with_no_review_exceptions() {
     assert!(
         !apply(&root, &options(&cache)).unwrap().changed(),
         "second apply must be a no-op"
+    );
+    // The secret scan left the verified content and aibox's own marker alone, although
+    // the marker lists files of `secret-management` and `auth-patterns` and the release
+    // ships credential-looking documentation examples.
+    let marker = fs_err::read_to_string(root.join("context/.processkit-provenance.toml")).unwrap();
+    assert!(marker.contains("context/skills/engineering/secret-management/"));
+    assert!(
+        fs_err::read_to_string(
+            root.join("context/skills/engineering/auth-patterns/examples/bearer.md")
+        )
+        .unwrap()
+        .contains("Bearer ")
     );
 
     // The skills of the verified release are first-party; their review is reported.
@@ -252,4 +268,68 @@ fn hand_added_skills_are_refused_until_consent_even_when_they_claim_core() {
     let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
     assert!(mcp.contains("processkit-net-fetch"), "{mcp}");
     assert!(mcp.contains("processkit-core-claimer"), "{mcp}");
+}
+
+#[test]
+fn upgrading_keeps_local_edits_writes_the_migration_and_reregisters() {
+    let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    let v2 = SyntheticRelease::processkit_like("v0.29.0", true);
+    let server = serve(&v1);
+    publish(&server, &v2);
+    let (_t, root) = empty_project();
+    let (_c, cache) = temp_utf8();
+    fs_err::write(
+        root.join("aibox.toml"),
+        config(&server, "v0.28.3", "\"software\"", ""),
+    )
+    .unwrap();
+    apply(&root, &options(&cache)).unwrap();
+    // One edit to a file that also changed upstream, one to a file that did not.
+    let conflict = "context/skills/processkit/workitem-management/SKILL.md";
+    let local = "context/skills/processkit/event-log/SKILL.md";
+    for f in [conflict, local] {
+        let mut text = fs_err::read_to_string(root.join(f)).unwrap();
+        text.push_str("\nLocal note.\n");
+        fs_err::write(root.join(f), text).unwrap();
+    }
+    let text = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
+    fs_err::write(
+        root.join("aibox.toml"),
+        text.replace("version = \"v0.28.3\"", "version = \"v0.29.0\""),
+    )
+    .unwrap();
+    let report = apply(&root, &options(&cache)).unwrap();
+    assert!(
+        report.warnings.iter().all(|w| !w.contains("refus")),
+        "{:?}",
+        report.warnings
+    );
+    for f in [conflict, local] {
+        assert!(
+            fs_err::read_to_string(root.join(f))
+                .unwrap()
+                .ends_with("\nLocal note.\n"),
+            "{f} lost its edit"
+        );
+    }
+    let pending = root.join("context/migrations/pending");
+    let doc = fs_err::read_dir(&pending)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "md"))
+        .unwrap();
+    let doc = fs_err::read_to_string(doc).unwrap();
+    assert!(doc.contains("to_version: v0.29.0"), "{doc}");
+    assert!(doc.contains(conflict), "{doc}");
+    // The new skill of the changed tier file is installed.
+    assert!(
+        root.join("context/skills/engineering/observability-patterns/SKILL.md")
+            .is_file()
+    );
+    let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
+    assert!(lock.contains("version = \"v0.29.0\""), "{lock}");
+    assert!(
+        !apply(&root, &options(&cache)).unwrap().changed(),
+        "the apply after an upgrade is a no-op"
+    );
 }

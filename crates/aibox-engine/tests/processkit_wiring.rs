@@ -279,3 +279,60 @@ fn http_release_reports_download_progress_and_uses_the_given_cache() {
     let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
     assert!(lock.contains("verification = \"sidecar\""), "{lock}");
 }
+
+/// A project's own `AGENTS.md` is kept when processkit ships one, and the skip is a
+/// visible warning instead of silence.
+#[test]
+fn an_existing_agents_md_is_kept_with_a_warning() {
+    let (_t, root) = empty_project();
+    let sha = format!("sha256 = \"{PACK_SHA256}\"");
+    write_config(&root, &pack(), "\"product\"", &sha);
+    fs_err::write(root.join("AGENTS.md"), "# Our own agent rules\n").unwrap();
+    let report = apply(&root, &ApplyOptions::default()).unwrap();
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("AGENTS.md already exists")),
+        "{:?}",
+        report.warnings
+    );
+    assert_eq!(
+        fs_err::read_to_string(root.join("AGENTS.md")).unwrap(),
+        "# Our own agent rules\n"
+    );
+}
+
+/// Plain `doctor` includes the integrity summary: a hand-modified processkit file is a
+/// finding without `--integrity`.
+#[test]
+fn plain_doctor_reports_processkit_drift() {
+    let (_t, root) = empty_project();
+    let sha = format!("sha256 = \"{PACK_SHA256}\"");
+    write_config(&root, &pack(), "\"product\"", &sha);
+    apply(&root, &ApplyOptions::default()).unwrap();
+    let options = aibox_engine::doctor::DoctorOptions {
+        skip_engine: true,
+        ..aibox_engine::doctor::DoctorOptions::default()
+    };
+    let healthy = aibox_engine::doctor::doctor(&root, &options).unwrap();
+    assert!(
+        !healthy
+            .findings
+            .iter()
+            .any(|f| f.code == "aibox::doctor::integrity"),
+        "{}",
+        healthy.render_human()
+    );
+    let skill = root.join("context/skills/engineering/code-review/SKILL.md");
+    let mut text = fs_err::read_to_string(&skill).unwrap();
+    text.push_str("\nlocal edit\n");
+    fs_err::write(&skill, text).unwrap();
+    let report = aibox_engine::doctor::doctor(&root, &options).unwrap();
+    let finding = report
+        .findings
+        .iter()
+        .find(|f| f.code == "aibox::doctor::integrity")
+        .unwrap_or_else(|| panic!("{}", report.render_human()));
+    assert!(finding.message.contains("1 modified"), "{finding:?}");
+}

@@ -111,6 +111,30 @@ pub enum McpError {
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 
+    /// A deny pattern that an enabled harness cannot enforce: registering the server
+    /// there would silently allow the tools.
+    #[error(
+        "MCP server `{server}`: {harness} cannot enforce the deny pattern(s) {patterns} \
+         (registering it there would allow those tools)"
+    )]
+    #[diagnostic(
+        code(aibox::mcp::unenforceable_deny),
+        help(
+            "name exact tools instead of patterns (Claude also takes `*` for a whole server), \
+             remove {harness} from [ai] harnesses, or drop the pattern from \
+             [ai.mcp.permissions] deny_patterns; `aibox mcp list` shows what each harness \
+             can project"
+        )
+    )]
+    UnenforceableDeny {
+        /// Server name.
+        server: String,
+        /// Harness id.
+        harness: String,
+        /// The patterns, quoted and comma-separated.
+        patterns: String,
+    },
+
     /// Serialising a merged file failed (an internal error).
     #[error("cannot render `{path}`: {message}")]
     #[diagnostic(code(aibox::mcp::render))]

@@ -1,16 +1,22 @@
-//! Non-destructive merges into JSON harness files.
+//! Non-destructive merges into JSON and JSONC harness files.
 //!
 //! The user's key order is kept (`serde_json`'s `preserve_order`): an entry aibox already
 //! owns is replaced in place, new entries are appended in name order, owned entries no
 //! longer wanted are removed with `shift_remove` so nothing else moves. When the merged
 //! document equals the parsed original, the original text is returned byte for byte.
+//!
+//! Files may carry `//` and `/* */` comments and trailing commas (VS Code and Gemini CLI
+//! read both). They are parsed with `jsonc-parser`, and an existing file is edited through
+//! its concrete syntax tree: only the keys and array items that changed are touched, so
+//! every comment and the user's formatting elsewhere survive.
 
 use std::collections::BTreeSet;
 
+use jsonc_parser::ParseOptions;
+use jsonc_parser::cst::{CstArray, CstInputValue, CstObject, CstRootNode};
 use serde_json::{Map, Value};
 
 use crate::McpError;
-use crate::error::line_col;
 
 /// A parsed JSON object file.
 pub(crate) struct JsonDoc {
@@ -29,14 +35,8 @@ impl JsonDoc {
         let parsed = text.map(|t| t.strip_prefix('\u{feff}').unwrap_or(t));
         let root = match parsed {
             Some(t) if !t.trim().is_empty() => {
-                let value: Value = serde_json::from_str(t).map_err(|e| {
-                    let (line, column) = if e.line() == 0 {
-                        line_col(t, t.len())
-                    } else {
-                        (e.line(), e.column())
-                    };
-                    McpError::parse(path, t, e.to_string(), line, column)
-                })?;
+                let value: Value = jsonc_parser::parse_to_serde_value(t, &jsonc_options())
+                    .map_err(|e| jsonc_error(path, t, &e))?;
                 match value {
                     Value::Object(map) => map,
                     other => {
@@ -189,6 +189,15 @@ impl JsonDoc {
             if merged == self.original {
                 return Ok(Some(text));
             }
+            if !text.trim().is_empty() {
+                let body = text.strip_prefix('\u{feff}').unwrap_or(&text);
+                let edited = edit_in_place(&self.path, body, &self.original, &merged)?;
+                return Ok(Some(if bom {
+                    format!("\u{feff}{edited}")
+                } else {
+                    edited
+                }));
+            }
         } else if merged.as_object().is_some_and(Map::is_empty) {
             return Ok(None);
         }
@@ -201,6 +210,122 @@ impl JsonDoc {
             text.insert(0, '\u{feff}');
         }
         Ok(Some(text))
+    }
+}
+
+/// JSONC as the harnesses read it: comments and trailing commas, nothing looser.
+fn jsonc_options() -> ParseOptions {
+    ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        allow_loose_object_property_names: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    }
+}
+
+/// A parse error naming the file, line and column.
+fn jsonc_error(path: &str, text: &str, e: &jsonc_parser::errors::ParseError) -> McpError {
+    let (line, column) = (e.line_display(), e.column_display());
+    McpError::parse(
+        path,
+        text,
+        format!("{} at line {line} column {column}", e.kind()),
+        line,
+        column,
+    )
+}
+
+/// Applies the difference between `original` and `merged` to the syntax tree of `text`,
+/// keeping comments and formatting of everything that did not change.
+fn edit_in_place(
+    path: &str,
+    text: &str,
+    original: &Value,
+    merged: &Value,
+) -> Result<String, McpError> {
+    let root =
+        CstRootNode::parse(text, &jsonc_options()).map_err(|e| jsonc_error(path, text, &e))?;
+    let (Value::Object(old), Value::Object(new)) = (original, merged) else {
+        return Err(McpError::Render {
+            path: path.to_owned(),
+            message: "the document root is not an object".to_owned(),
+        });
+    };
+    sync_object(&root.object_value_or_set(), old, new);
+    let mut out = root.to_string();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Makes the CST object `obj` (parsed as `old`) hold `new`.
+fn sync_object(obj: &CstObject, old: &Map<String, Value>, new: &Map<String, Value>) {
+    for key in old.keys().filter(|k| !new.contains_key(*k)) {
+        if let Some(prop) = obj.get(key) {
+            prop.remove();
+        }
+    }
+    for (key, value) in new {
+        let Some(prop) = obj.get(key) else {
+            obj.append(key, input(value));
+            continue;
+        };
+        match (old.get(key), value) {
+            (Some(o), v) if o == v => {}
+            (Some(Value::Object(o)), Value::Object(n)) => match prop.object_value() {
+                Some(child) => sync_object(&child, o, n),
+                None => prop.set_value(input(value)),
+            },
+            (Some(Value::Array(o)), Value::Array(n)) => match prop.array_value() {
+                Some(child) if sync_array(&child, o, n) => {}
+                _ => prop.set_value(input(value)),
+            },
+            _ => prop.set_value(input(value)),
+        }
+    }
+}
+
+/// Edits the CST array `arr` (parsed as `old`) into `new` when `new` is `old` with some
+/// items removed and others appended (how aibox merges lists); otherwise returns `false`
+/// and leaves it alone.
+fn sync_array(arr: &CstArray, old: &[Value], new: &[Value]) -> bool {
+    let kept: Vec<&Value> = old.iter().filter(|v| new.contains(v)).collect();
+    if kept.len() > new.len() || kept.iter().zip(new).any(|(k, n)| *k != n) {
+        return false;
+    }
+    let elements = arr.elements();
+    if elements.len() != old.len() {
+        return false;
+    }
+    for (element, value) in elements.into_iter().zip(old) {
+        if !new.contains(value) {
+            element.remove();
+        }
+    }
+    for value in &new[kept.len()..] {
+        arr.append(input(value));
+    }
+    true
+}
+
+/// A `serde_json` value as `jsonc-parser` input.
+fn input(value: &Value) -> CstInputValue {
+    match value {
+        Value::Null => CstInputValue::Null,
+        Value::Bool(b) => CstInputValue::Bool(*b),
+        Value::Number(n) => CstInputValue::Number(n.to_string()),
+        Value::String(s) => CstInputValue::String(s.clone()),
+        Value::Array(a) => CstInputValue::Array(a.iter().map(input).collect()),
+        Value::Object(m) => {
+            CstInputValue::Object(m.iter().map(|(k, v)| (k.clone(), input(v))).collect())
+        }
     }
 }
 

@@ -3,16 +3,22 @@
 //!
 //! Target files and their scope (harness-mcp-formats §13):
 //!
+//! Project files are committed, so a fresh clone sees the team and processkit servers
+//! without running aibox. Personal servers never reach a committed file: they go to the
+//! container-scoped user config where the harness has one, and are otherwise skipped
+//! with a reason that says where to add them by hand.
+//!
 //! | Harness | File | Scope | Personal servers |
 //! |---|---|---|---|
-//! | Claude Code | `.mcp.json` | gitignored | yes |
+//! | Claude Code | `.mcp.json` | committed | skipped, reported (`claude mcp add --scope local`) |
 //! | Claude Code | `.claude/settings.json` (team/processkit approvals + rules) | committed | never |
-//! | Claude Code | `.claude/settings.local.json` (personal approvals + rules) | gitignored | yes |
-//! | Codex | `.codex/config.toml` | gitignored | yes |
-//! | Codex | `.aibox-home/.codex/config.toml` (project trust only) | container-scoped | — |
-//! | Gemini CLI | `.gemini/settings.json` | gitignored | yes |
+//! | Claude Code | `.claude/settings.local.json` (personal rules) | gitignored | yes |
+//! | Codex | `.codex/config.toml` | committed | never |
+//! | Codex | `.aibox-home/.codex/config.toml` (project trust + personal servers) | container-scoped | yes |
+//! | Gemini CLI | `.gemini/settings.json` | committed | never |
+//! | Gemini CLI | `.aibox-home/.gemini/settings.json` (personal servers) | container-scoped | yes |
 //! | OpenCode | `opencode.json` | committed | skipped, reported |
-//! | Cursor | `.cursor/mcp.json` | gitignored | yes |
+//! | Cursor | `.cursor/mcp.json` | committed | skipped, reported |
 //! | VS Code | `.vscode/mcp.json` | committed | skipped, reported |
 
 use std::collections::BTreeSet;
@@ -41,6 +47,9 @@ pub const CODEX_CONFIG: &str = ".codex/config.toml";
 pub const CODEX_HOME_CONFIG: &str = ".aibox-home/.codex/config.toml";
 /// Gemini CLI project settings.
 pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
+/// The container-scoped Gemini user settings (mounted as `~/.gemini/settings.json`):
+/// personal servers.
+pub const GEMINI_HOME_SETTINGS: &str = ".aibox-home/.gemini/settings.json";
 /// `OpenCode` project config.
 pub const OPENCODE_CONFIG: &str = "opencode.json";
 /// Cursor project servers.
@@ -52,16 +61,10 @@ pub const VSCODE_MCP: &str = ".vscode/mcp.json";
 pub const CONTAINER_WORKSPACE: &str = "/workspace";
 
 /// Paths that must be in `.gitignore` because they may hold personal servers or
-/// container-scoped state (the engine's gitignore source adds them).
-pub const GITIGNORE_ENTRIES: [&str; 7] = [
-    CLAUDE_MCP_JSON,
-    CLAUDE_SETTINGS_LOCAL,
-    CODEX_CONFIG,
-    GEMINI_SETTINGS,
-    CURSOR_MCP,
-    ".aibox/",
-    ".aibox-home/",
-];
+/// container-scoped state (the engine's gitignore source adds them). The project MCP
+/// files are absent on purpose: they hold only team and processkit servers and are
+/// committed.
+pub const GITIGNORE_ENTRIES: [&str; 3] = [CLAUDE_SETTINGS_LOCAL, ".aibox/", ".aibox-home/"];
 
 /// Whether a target file is shared through git.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -76,23 +79,28 @@ pub enum FileScope {
 }
 
 /// Every file aibox may merge into, with its harness and scope.
-pub const TARGETS: [(Harness, &str, FileScope); 9] = [
-    (Harness::Claude, CLAUDE_MCP_JSON, FileScope::Gitignored),
+pub const TARGETS: [(Harness, &str, FileScope); 10] = [
+    (Harness::Claude, CLAUDE_MCP_JSON, FileScope::Committed),
     (Harness::Claude, CLAUDE_SETTINGS, FileScope::Committed),
     (
         Harness::Claude,
         CLAUDE_SETTINGS_LOCAL,
         FileScope::Gitignored,
     ),
-    (Harness::Codex, CODEX_CONFIG, FileScope::Gitignored),
+    (Harness::Codex, CODEX_CONFIG, FileScope::Committed),
     (
         Harness::Codex,
         CODEX_HOME_CONFIG,
         FileScope::ContainerScoped,
     ),
-    (Harness::Gemini, GEMINI_SETTINGS, FileScope::Gitignored),
+    (Harness::Gemini, GEMINI_SETTINGS, FileScope::Committed),
+    (
+        Harness::Gemini,
+        GEMINI_HOME_SETTINGS,
+        FileScope::ContainerScoped,
+    ),
     (Harness::Opencode, OPENCODE_CONFIG, FileScope::Committed),
-    (Harness::Cursor, CURSOR_MCP, FileScope::Gitignored),
+    (Harness::Cursor, CURSOR_MCP, FileScope::Committed),
     (Harness::Vscode, VSCODE_MCP, FileScope::Committed),
 ];
 
@@ -134,6 +142,10 @@ pub struct EffectiveServer {
     pub permissions_target: Option<String>,
     /// Limits and caveats (unprojectable patterns, dropped defaults, ...).
     pub notes: Vec<String>,
+    /// Deny patterns this harness cannot enforce for a registered server (`apply`
+    /// refuses them: see [`McpError::UnenforceableDeny`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unenforced_deny: Vec<String>,
     /// Why the server is not registered in this harness.
     pub skipped: Option<String>,
 }
@@ -173,7 +185,9 @@ struct Computed {
     claude_allow: [Vec<String>; 2],
     claude_deny: [Vec<String>; 2],
     codex: Vec<(String, toml_edit::Table)>,
+    codex_personal: Vec<(String, toml_edit::Table)>,
     gemini: Vec<(String, Value)>,
+    gemini_personal: Vec<(String, Value)>,
     opencode: Vec<(String, Value)>,
     cursor: Vec<(String, Value)>,
     vscode: Vec<(String, Value)>,
@@ -194,6 +208,9 @@ impl Computed {
         let personal = s.origin == Origin::Personal;
         let c = self;
         match h {
+            Harness::Claude | Harness::Cursor | Harness::Opencode | Harness::Vscode if personal => {
+                Err(personal_skip(h, &s.name))
+            }
             Harness::Claude => harness::claude_entry(s).map(|Rendered { value, notes }| {
                 c.claude.push((s.name.clone(), value));
                 let idx = usize::from(personal);
@@ -215,32 +232,39 @@ impl Computed {
                 (CLAUDE_MCP_JSON, [notes, rules.notes].concat())
             }),
             Harness::Codex => harness::codex_entry(s, policy, workspace).map(|r| {
+                let file = if personal {
+                    CODEX_HOME_CONFIG
+                } else {
+                    CODEX_CONFIG
+                };
                 if r.value.contains_key("enabled_tools") || r.value.contains_key("disabled_tools") {
-                    row.permissions_target = Some(CODEX_CONFIG.to_owned());
+                    row.permissions_target = Some(file.to_owned());
                 }
-                c.codex.push((s.name.clone(), r.value));
-                (CODEX_CONFIG, r.notes)
+                let list = if personal {
+                    &mut c.codex_personal
+                } else {
+                    &mut c.codex
+                };
+                list.push((s.name.clone(), r.value));
+                (file, r.notes)
             }),
             Harness::Gemini => harness::gemini_entry(s, policy).map(|r| {
-                if r.value.get("includeTools").is_some() || r.value.get("excludeTools").is_some() {
-                    row.permissions_target = Some(GEMINI_SETTINGS.to_owned());
-                }
-                c.gemini.push((s.name.clone(), r.value));
-                (GEMINI_SETTINGS, r.notes)
-            }),
-            Harness::Opencode | Harness::Vscode if personal => {
-                let (file, user) = if h == Harness::Opencode {
-                    (OPENCODE_CONFIG, "~/.config/opencode/opencode.json")
+                let file = if personal {
+                    GEMINI_HOME_SETTINGS
                 } else {
-                    (
-                        VSCODE_MCP,
-                        "your VS Code user profile (MCP: Open User Configuration)",
-                    )
+                    GEMINI_SETTINGS
                 };
-                Err(format!(
-                    "personal servers never go to the committed {file}, and {h} has no gitignored project file; add it to {user} yourself"
-                ))
-            }
+                if r.value.get("includeTools").is_some() || r.value.get("excludeTools").is_some() {
+                    row.permissions_target = Some(file.to_owned());
+                }
+                let list = if personal {
+                    &mut c.gemini_personal
+                } else {
+                    &mut c.gemini
+                };
+                list.push((s.name.clone(), r.value));
+                (file, r.notes)
+            }),
             Harness::Opencode => harness::opencode_entry(s).map(|r| {
                 c.opencode.push((s.name.clone(), r.value));
                 (OPENCODE_CONFIG, r.notes)
@@ -257,12 +281,40 @@ impl Computed {
     }
 }
 
+/// Why a personal server is not registered for `h`, and where to add it by hand: the
+/// harness's project file is committed and aibox has no container-scoped place for it.
+fn personal_skip(h: Harness, name: &str) -> String {
+    let (file, user) = match h {
+        Harness::Claude => (
+            CLAUDE_MCP_JSON,
+            format!(
+                "inside the container run `claude mcp add --scope local {name} -- COMMAND` (stored in your ~/.claude.json)"
+            ),
+        ),
+        Harness::Cursor => (
+            CURSOR_MCP,
+            "add it to ~/.cursor/mcp.json yourself".to_owned(),
+        ),
+        Harness::Opencode => (
+            OPENCODE_CONFIG,
+            "add it to ~/.config/opencode/opencode.json yourself".to_owned(),
+        ),
+        _ => (
+            VSCODE_MCP,
+            "add it to your VS Code user profile (MCP: Open User Configuration) yourself"
+                .to_owned(),
+        ),
+    };
+    format!("personal servers never go to the committed {file}; {user}")
+}
+
 fn trust_scope(h: Harness, origin: Origin, workspace: &str) -> String {
     match (h, origin) {
         (Harness::Claude, Origin::Personal) => {
             "approved for you in .claude/settings.local.json (enabledMcpjsonServers)".into()
         }
         (Harness::Claude, _) => "approved in committed .claude/settings.json (enabledMcpjsonServers); Claude honours it only after you trust the folder".into(),
+        (Harness::Codex, Origin::Personal) => format!("Codex loads servers of its user config, the container-scoped {CODEX_HOME_CONFIG}"),
         (Harness::Codex, _) => format!("Codex reads .codex/config.toml because aibox trusts {workspace} in the container-scoped {CODEX_HOME_CONFIG}"),
         (Harness::Gemini, _) => "Gemini connects only in a trusted folder (~/.gemini/trustedFolders.json or GEMINI_CLI_TRUST_WORKSPACE=true); aibox never sets `trust`".into(),
         (Harness::Opencode, _) => "approve with `opencode mcp approve NAME` (stored in your OpenCode data dir)".into(),
@@ -297,11 +349,13 @@ fn compute(servers: &[ServerSpec], opts: &RegisterOptions) -> Computed {
                 denied_tools: policy.deny.clone(),
                 permissions_target: None,
                 notes: Vec::new(),
+                unenforced_deny: Vec::new(),
                 skipped: None,
             };
             let outcome = c.render(h, s, &policy, &mut row, opts.workspace);
             match outcome {
                 Ok((file, notes)) => {
+                    row.unenforced_deny = unenforced_deny(h, &policy);
                     row.target_file = Some(file.to_owned());
                     row.file_scope = TARGETS.iter().find(|t| t.1 == file).map(|t| t.2);
                     row.notes = notes;
@@ -320,6 +374,47 @@ fn compute(servers: &[ServerSpec], opts: &RegisterOptions) -> Computed {
         }
     }
     c
+}
+
+/// The deny patterns of `policy` that harness `h` cannot enforce: Claude rules take exact
+/// tools or `*`; Codex and Gemini tool lists take exact names; `OpenCode`, Cursor and VS Code
+/// have no per-tool list at all.
+fn unenforced_deny(h: Harness, policy: &ToolPolicy) -> Vec<String> {
+    use crate::tools::ToolPattern;
+    policy
+        .deny
+        .iter()
+        .filter(|p| {
+            matches!(
+                (h, ToolPattern::parse(p)),
+                (Harness::Claude, ToolPattern::Glob(_))
+                    | (
+                        Harness::Codex | Harness::Gemini,
+                        ToolPattern::Glob(_) | ToolPattern::All
+                    )
+                    | (Harness::Opencode | Harness::Cursor | Harness::Vscode, _)
+            )
+        })
+        .cloned()
+        .collect()
+}
+
+/// Refuses a registration in which a deny pattern cannot be enforced by a harness the
+/// server is registered in.
+pub fn check_denies_enforceable(servers: &[EffectiveServer]) -> Result<(), McpError> {
+    match servers.iter().find(|s| !s.unenforced_deny.is_empty()) {
+        None => Ok(()),
+        Some(s) => Err(McpError::UnenforceableDeny {
+            server: s.name.clone(),
+            harness: s.harness.as_str().to_owned(),
+            patterns: s
+                .unenforced_deny
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
 }
 
 /// The servers each enabled harness would load, with origin, target file, trust scope
@@ -348,12 +443,12 @@ pub fn register(
     let mut out = Ledger::new();
     let mut files = Vec::new();
     let mut notices = Vec::new();
-    let mut any_existing = false;
+    // Server entries already in the files, to tell whether a missing ledger matters.
+    let mut found: BTreeSet<String> = BTreeSet::new();
 
     for (h, path, scope) in TARGETS {
         let on = enabled.contains(&h);
         let text = read(path)?;
-        any_existing |= text.is_some();
         let owned_before = ledger.is_some_and(|l| l.files.contains_key(path));
         if !on && text.is_none() {
             continue;
@@ -364,6 +459,7 @@ pub fn register(
         let new_text = match path {
             CODEX_CONFIG => {
                 let mut doc = TomlDoc::parse(path, text.as_deref())?;
+                found.extend(doc.keys_at("mcp_servers"));
                 let entries = if on { c.codex.clone() } else { Vec::new() };
                 let prev = previously_owned(
                     ledger,
@@ -381,28 +477,15 @@ pub fn register(
             }
             CODEX_HOME_CONFIG => {
                 let mut doc = TomlDoc::parse(path, text.as_deref())?;
-                let prev =
-                    previously_owned(ledger, path, "projects", std::iter::empty(), |_| false);
-                // Trust only matters once Codex has project servers to load.
-                let trust = on && !c.codex.is_empty();
-                for old in prev
-                    .iter()
-                    .filter(|p| !trust || p.as_str() != opts.workspace)
-                {
-                    doc.set_nested("projects", old, "trust_level", None)?;
-                }
-                if trust {
-                    doc.set_nested("projects", opts.workspace, "trust_level", Some("trusted"))?;
-                    out.set(
-                        path,
-                        "projects",
-                        BTreeSet::from([opts.workspace.to_owned()]),
-                    );
-                }
+                found.extend(doc.keys_at("mcp_servers"));
+                merge_codex_home(&mut doc, on, &c, ledger, &mut out, opts.workspace)?;
                 doc.render()
             }
             _ => {
                 let mut doc = JsonDoc::parse(path, text.as_deref())?;
+                if let Some(slot) = server_slot(path) {
+                    found.extend(doc.keys_at(&[slot]));
+                }
                 merge_json(&mut doc, path, on, &c, ledger, &mut out)?;
                 doc.render()?
             }
@@ -424,7 +507,14 @@ pub fn register(
         servers,
         opts,
         &c,
-        ledger.is_none() && any_existing,
+        &if ledger.is_none() {
+            found
+                .into_iter()
+                .filter(|n| !is_processkit_name(n) && !servers.iter().any(|s| &s.name == n))
+                .collect()
+        } else {
+            Vec::new()
+        },
     ));
     let write_ledger = ledger.is_some() || !out.files.is_empty();
     Ok(Registration {
@@ -436,19 +526,60 @@ pub fn register(
     })
 }
 
+/// The container-scoped Codex user config: personal servers and the `/workspace` trust.
+fn merge_codex_home(
+    doc: &mut TomlDoc,
+    on: bool,
+    c: &Computed,
+    ledger: Option<&Ledger>,
+    out: &mut Ledger,
+    workspace: &str,
+) -> Result<(), McpError> {
+    let path = CODEX_HOME_CONFIG;
+    let entries = if on {
+        c.codex_personal.clone()
+    } else {
+        Vec::new()
+    };
+    let prev_servers = previously_owned(ledger, path, "mcp_servers", std::iter::empty(), |_| false);
+    out.set(
+        path,
+        "mcp_servers",
+        doc.merge_tables("mcp_servers", entries, &prev_servers)?,
+    );
+    let prev = previously_owned(ledger, path, "projects", std::iter::empty(), |_| false);
+    // Trust only matters once Codex has project servers to load.
+    let trust = on && !c.codex.is_empty();
+    for old in prev.iter().filter(|p| !trust || p.as_str() != workspace) {
+        doc.set_nested("projects", old, "trust_level", None)?;
+    }
+    if trust {
+        doc.set_nested("projects", workspace, "trust_level", Some("trusted"))?;
+        out.set(path, "projects", BTreeSet::from([workspace.to_owned()]));
+    }
+    Ok(())
+}
+
 /// Messages for the user: missing ledger, approval commands, seeded trust, unpinned
 /// team packages.
 fn user_notices(
     servers: &[ServerSpec],
     opts: &RegisterOptions,
     c: &Computed,
-    no_ledger: bool,
+    unexplained: &[String],
 ) -> Vec<String> {
     let enabled = enabled_set(opts.harnesses);
     let mut notices = Vec::new();
-    if no_ledger {
+    // Without a ledger (a fresh clone, or files from before the ledger) entries of the
+    // current configuration are simply rewritten; only others may be stale.
+    if !unexplained.is_empty() {
         notices.push(format!(
-            "no MCP ledger at {LEDGER_PATH}: only `processkit-*` entries were treated as aibox's; remove stale team or personal servers by hand once"
+            "no MCP ledger at {LEDGER_PATH}: kept {} as not aibox's; remove any that are stale by hand once",
+            unexplained
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     if enabled.contains(&Harness::Opencode) && !c.opencode.is_empty() {
@@ -472,6 +603,16 @@ fn user_notices(
     notices
 }
 
+/// The key holding server entries in a JSON target, if it has one.
+fn server_slot(path: &str) -> Option<&'static str> {
+    match path {
+        CLAUDE_MCP_JSON | GEMINI_SETTINGS | GEMINI_HOME_SETTINGS | CURSOR_MCP => Some("mcpServers"),
+        OPENCODE_CONFIG => Some("mcp"),
+        VSCODE_MCP => Some("servers"),
+        _ => None,
+    }
+}
+
 /// A list aibox merges into: key path, desired items, fallback ownership test.
 type ListSlot<'a> = (&'a [&'a str], &'a Vec<String>, fn(&str) -> bool);
 
@@ -487,6 +628,7 @@ fn merge_json(
     let (slot, entries): (&[&str], Vec<(String, Value)>) = match path {
         CLAUDE_MCP_JSON => (&["mcpServers"], pick(&c.claude)),
         GEMINI_SETTINGS => (&["mcpServers"], pick(&c.gemini)),
+        GEMINI_HOME_SETTINGS => (&["mcpServers"], pick(&c.gemini_personal)),
         OPENCODE_CONFIG => (&["mcp"], pick(&c.opencode)),
         CURSOR_MCP => (&["mcpServers"], pick(&c.cursor)),
         VSCODE_MCP => (&["servers"], pick(&c.vscode)),

@@ -1,10 +1,14 @@
-//! The harnesses' own CLIs, pinned in `test-tools/harnesses/package-lock.json`, load
-//! exactly the servers aibox wrote (plus the user's own), and forget a server once it
-//! is removed from the configuration and registration runs again.
+//! The harnesses' own CLIs (Claude Code, Codex, Gemini CLI and `OpenCode`), pinned in
+//! `test-tools/harnesses/package-lock.json`, load exactly the servers aibox wrote (plus
+//! the user's own), and forget a server once it is removed from the configuration and
+//! registration runs again. Team and processkit servers come from the committed project
+//! files; the personal server comes only from the container-scoped user configs under
+//! `.aibox-home/` (Codex, Gemini) and is absent where the harness has none.
 //!
 //! Needs `npm ci --prefix test-tools/harnesses`; without it the test fails (it never
-//! skips). Each run uses a scratch `HOME`, so the real home is never touched. The
-//! clients are run in parallel; one round takes about 5 s (Gemini CLI dominates).
+//! skips). `HOME` is the project's scratch `.aibox-home/`, as inside the container, so
+//! the real home is never touched. The clients are run in parallel; one round takes
+//! about 5 s (Gemini CLI dominates).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -77,7 +81,12 @@ fn apply(root: &Path, servers: &[ServerSpec]) {
         .ok()
         .map(|t| Ledger::parse(&t).unwrap());
     let opts = RegisterOptions {
-        harnesses: &[Harness::Claude, Harness::Codex, Harness::Gemini],
+        harnesses: &[
+            Harness::Claude,
+            Harness::Codex,
+            Harness::Gemini,
+            Harness::Opencode,
+        ],
         permissions: &Permissions::default(),
         workspace,
     };
@@ -111,6 +120,12 @@ fn run_status(root: &Path, home: &Path, program: &str, args: &[&str]) -> (bool, 
         .args(args)
         .current_dir(root)
         .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("NO_COLOR", "1")
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
         .env("CODEX_HOME", root.join(".aibox-home/.codex"))
         .env("DISABLE_AUTOUPDATER", "1")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
@@ -145,6 +160,14 @@ fn listed(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Server names from `opencode mcp list`: lines such as `●  ✗ docs failed`.
+fn opencode_listed(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| l.trim_start().starts_with('●'))
+        .filter_map(|l| l.split_whitespace().nth(2).map(ToOwned::to_owned))
+        .collect()
+}
+
 fn codex_names(text: &str) -> (BTreeSet<String>, serde_json::Value) {
     let start = text.find('[').expect("codex printed no JSON array");
     let end = text.rfind(']').unwrap();
@@ -168,6 +191,7 @@ struct Outputs {
     claude_get: (bool, String),
     codex: String,
     gemini: String,
+    opencode: String,
 }
 
 fn run_clients(root: &Path, home: &Path) -> Outputs {
@@ -182,12 +206,14 @@ fn run_clients(root: &Path, home: &Path) -> Outputs {
         });
         let codex = s.spawn(|| run(root, home, "codex", &["mcp", "list", "--json"]));
         let gemini = s.spawn(|| run(root, home, "gemini", &["mcp", "list"]));
+        let opencode = s.spawn(|| run(root, home, "opencode", &["mcp", "list"]));
         let (claude, claude_get) = claude.join().unwrap();
         Outputs {
             claude,
             claude_get,
             codex: codex.join().unwrap(),
             gemini: gemini.join().unwrap(),
+            opencode: opencode.join().unwrap(),
         }
     })
 }
@@ -211,14 +237,39 @@ fn check_round(root: &Path, out: &Outputs, with_issues: bool) {
         claude_get,
         codex,
         gemini,
+        opencode,
     } = out;
-    assert_eq!(listed(claude), expected, "claude mcp list:\n{claude}");
+    // The personal server reaches Codex and Gemini through their container-scoped user
+    // configs only; Claude and OpenCode have no such place aibox writes.
+    let mut without_personal = expected.clone();
+    without_personal.remove("my-notes");
+    assert_eq!(
+        listed(claude),
+        without_personal,
+        "claude mcp list:\n{claude}"
+    );
+    assert_eq!(
+        opencode_listed(opencode),
+        without_personal,
+        "opencode mcp list:\n{opencode}"
+    );
     assert_eq!(listed(gemini), expected, "gemini mcp list:\n{gemini}");
     let (names, json) = codex_names(codex);
     assert_eq!(names, expected, "codex mcp list --json:\n{codex}");
+    for committed in [
+        ".mcp.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        "opencode.json",
+    ] {
+        let text = fs_err::read_to_string(root.join(committed)).unwrap();
+        assert!(
+            !text.contains("my-notes"),
+            "{committed} holds a personal server:\n{text}"
+        );
+    }
 
-    // Personal approvals from settings.local.json are honoured; team approvals wait
-    // for folder trust, which aibox never grants.
+    // Team approvals wait for folder trust, which aibox never grants.
     let line = |name: &str| {
         claude
             .lines()
@@ -226,7 +277,6 @@ fn check_round(root: &Path, out: &Outputs, with_issues: bool) {
             .unwrap_or("")
             .to_owned()
     };
-    assert!(!line("my-notes").contains("Pending approval"), "{claude}");
     assert!(line("docs").contains("Pending approval"), "{claude}");
     assert!(!claude.to_lowercase().contains("invalid"), "{claude}");
 
@@ -263,12 +313,13 @@ fn check_round(root: &Path, out: &Outputs, with_issues: bool) {
 
 #[test]
 fn real_clients_load_exactly_the_registered_servers() {
-    for client in ["claude", "codex", "gemini"] {
+    for client in ["claude", "codex", "gemini", "opencode"] {
         bin(client);
     }
     let project = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
     let root = project.path();
+    let home = root.join(".aibox-home");
+    fs_err::create_dir_all(&home).unwrap();
     // Claude honours `.claude/settings.local.json` approvals only inside a git work tree,
     // which an aibox project is.
     let git = Command::new("git")
@@ -287,11 +338,14 @@ fn real_clients_load_exactly_the_registered_servers() {
     fs_err::create_dir_all(root.join(".codex")).unwrap();
     let codex_text = "# mine\n[mcp_servers.hand-made]\ncommand = \"true\"\n";
     fs_err::write(root.join(".codex/config.toml"), codex_text).unwrap();
+    let opencode_text =
+        "{\"mcp\": {\"hand-made\": {\"type\": \"local\", \"command\": [\"true\"]}}}\n";
+    fs_err::write(root.join("opencode.json"), opencode_text).unwrap();
 
     // Round 1 registers four servers; round 2 removes `issues` from the configuration.
     for with_issues in [true, false] {
         apply(root, &servers(with_issues));
-        let out = run_clients(root, home.path());
+        let out = run_clients(root, &home);
         check_round(root, &out, with_issues);
     }
     let codex = fs_err::read_to_string(root.join(".codex/config.toml")).unwrap();

@@ -47,14 +47,13 @@ fn snapshots_per_harness() {
 
 #[test]
 fn claude_settings_validate_against_the_vendored_schema() {
-    let schema =
-        aibox_test_support::shared_dir().join("schemas/claude-code/claude-code-settings.json");
+    let schema = aibox_test_support::schemas_dir().join("claude-code/claude-code-settings.json");
     let files = all_files();
-    for path in [".claude/settings.json", ".claude/settings.local.json"] {
-        let value = json(&files[path]);
-        validate_json_against(&schema, &value).unwrap_or_else(|e| panic!("{path}: {e:?}"));
-        assert!(value.get("permissions.allow").is_none(), "flat key written");
-    }
+    let value = json(&files[".claude/settings.json"]);
+    validate_json_against(&schema, &value).unwrap();
+    assert!(value.get("permissions.allow").is_none(), "flat key written");
+    // No personal server reaches Claude, so no personal settings file is written.
+    assert!(!files.contains_key(".claude/settings.local.json"));
     let committed = json(&files[".claude/settings.json"]);
     assert_eq!(
         committed["enabledMcpjsonServers"],
@@ -72,7 +71,7 @@ fn claude_settings_validate_against_the_vendored_schema() {
 
 #[test]
 fn gemini_settings_validate_against_the_vendored_schema() {
-    let schema = aibox_test_support::shared_dir().join("schemas/gemini-cli/settings.schema.json");
+    let schema = aibox_test_support::schemas_dir().join("gemini-cli/settings.schema.json");
     let files = all_files();
     let value = json(&files[".gemini/settings.json"]);
     validate_json_against(&schema, &value).unwrap();
@@ -89,21 +88,49 @@ fn gemini_settings_validate_against_the_vendored_schema() {
 #[test]
 fn personal_servers_never_reach_committed_files() {
     let files = all_files();
-    for committed in [".claude/settings.json", "opencode.json", ".vscode/mcp.json"] {
+    // Every project MCP file is committed: team and processkit servers only.
+    for committed in [
+        ".mcp.json",
+        ".claude/settings.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        "opencode.json",
+        ".cursor/mcp.json",
+        ".vscode/mcp.json",
+    ] {
         assert!(
             !files[committed].contains("my-notes"),
             "{committed} leaks a personal server"
         );
+        assert!(
+            files[committed].contains("processkit-gateway"),
+            "{committed}"
+        );
     }
-    assert!(files[".claude/settings.local.json"].contains("my-notes"));
-    assert!(files[".mcp.json"].contains("my-notes"));
+    // The personal server goes to the container-scoped user configs only.
+    assert!(files[".aibox-home/.codex/config.toml"].contains("[mcp_servers.my-notes]"));
+    assert!(files[".aibox-home/.gemini/settings.json"].contains("\"my-notes\""));
+    for path in aibox_mcp_registration::GITIGNORE_ENTRIES {
+        assert!(
+            !matches!(
+                path,
+                ".mcp.json" | ".codex/config.toml" | ".gemini/settings.json" | ".cursor/mcp.json"
+            ),
+            "{path} is committed, not ignored"
+        );
+    }
     let opts = RegisterOptions {
         harnesses: &Harness::ALL,
         permissions: &perms(),
         workspace: "/workspace",
     };
     let report = effective_servers(&fixture_servers(), &opts);
-    for h in [Harness::Opencode, Harness::Vscode] {
+    for h in [
+        Harness::Claude,
+        Harness::Cursor,
+        Harness::Opencode,
+        Harness::Vscode,
+    ] {
         let row = report
             .iter()
             .find(|r| r.harness == h && r.name == "my-notes")
@@ -151,15 +178,16 @@ fn codex_config_uses_absolute_paths_names_and_timeouts() {
         codex["mcp_servers"]["issues"]["bearer_token_env_var"].as_str(),
         Some("ISSUES_TOKEN")
     );
-    assert_eq!(
-        codex["mcp_servers"]["my-notes"]["args"][0].as_str(),
-        Some("/workspace/tools/notes.js")
-    );
+    assert!(codex["mcp_servers"].get("my-notes").is_none());
     assert!(
         !files[".codex/config.toml"].contains("projects"),
         "trust must not be in the project file"
     );
     let home: toml_edit::DocumentMut = files[".aibox-home/.codex/config.toml"].parse().unwrap();
+    assert_eq!(
+        home["mcp_servers"]["my-notes"]["args"][0].as_str(),
+        Some("/workspace/tools/notes.js")
+    );
     assert_eq!(
         home["projects"]["/workspace"]["trust_level"].as_str(),
         Some("trusted")
@@ -234,16 +262,7 @@ fn merge_keeps_user_entries_comments_order_and_prunes_removed_servers() {
     assert_eq!(top, ["zeta", "mcpServers", "alpha"]);
     let names: Vec<&String> = mcp["mcpServers"].as_object().unwrap().keys().collect();
     // `docs` is taken over in place; new entries are appended in name order.
-    assert_eq!(
-        names,
-        [
-            "hand-made",
-            "docs",
-            "issues",
-            "my-notes",
-            "processkit-gateway"
-        ]
-    );
+    assert_eq!(names, ["hand-made", "docs", "issues", "processkit-gateway"]);
     assert_eq!(mcp["mcpServers"]["docs"]["command"], "npx");
 
     let codex = &files[".codex/config.toml"];
@@ -326,7 +345,31 @@ fn without_a_ledger_only_processkit_entries_are_pruned() {
     let mcp = json(&files[".mcp.json"]);
     assert!(mcp["mcpServers"].get("processkit-old").is_none());
     assert!(mcp["mcpServers"].get("team-old").is_some());
-    assert!(reg.notices.iter().any(|n| n.contains("no MCP ledger")));
+    assert!(
+        reg.notices
+            .iter()
+            .any(|n| n.contains("no MCP ledger") && n.contains("`team-old`")),
+        "{:?}",
+        reg.notices
+    );
+}
+
+/// A teammate's fresh clone has the committed files but no ledger: entries of the current
+/// configuration are rewritten in place without a stale-entry notice.
+#[test]
+fn a_fresh_clone_without_a_ledger_gets_no_stale_entry_notice() {
+    let mut files = all_files();
+    files.remove(".aibox/mcp-ledger.json");
+    let before = files.clone();
+    let reg = apply(&mut files, &fixture_servers(), &Harness::ALL, &perms()).unwrap();
+    assert!(
+        !reg.notices.iter().any(|n| n.contains("no MCP ledger")),
+        "{:?}",
+        reg.notices
+    );
+    for (path, text) in &before {
+        assert_eq!(&files[path], text, "{path} changed");
+    }
 }
 
 #[test]
@@ -669,4 +712,105 @@ fn a_byte_order_mark_is_accepted_and_kept() {
     let mcp = json(text.trim_start_matches('\u{feff}'));
     assert_eq!(mcp["mcpServers"]["hand-made"]["command"], "echo");
     assert!(mcp["mcpServers"]["processkit-gateway"].is_object(), "{mcp}");
+}
+
+const VSCODE_WITH_COMMENTS: &str = r#"// Team MCP servers for VS Code
+{
+  /* servers we added by hand */
+  "servers": {
+    // my own server, keep it
+    "hand-made": { "type": "stdio", "command": "echo" }, // trailing note
+  },
+  "inputs": [], // none yet
+}
+"#;
+
+const GEMINI_WITH_COMMENTS: &str = r#"{
+  // appearance
+  "ui": { "theme": "x" },
+  /* servers */
+  "mcpServers": {
+    "mine": { "command": "echo" } // hand-made
+  }
+}
+"#;
+
+/// VS Code and Gemini CLI read `//` and `/* */` comments and trailing commas; a merge keeps
+/// every comment and touches only aibox's own entries, and removing them later keeps the
+/// comments too.
+#[test]
+fn jsonc_files_are_merged_keeping_every_comment() {
+    let mut files = Files::new();
+    files.insert(".vscode/mcp.json".into(), VSCODE_WITH_COMMENTS.into());
+    files.insert(".gemini/settings.json".into(), GEMINI_WITH_COMMENTS.into());
+    let harnesses = [Harness::Vscode, Harness::Gemini];
+    apply(&mut files, &fixture_servers(), &harnesses, &perms()).unwrap();
+    insta::assert_snapshot!("jsonc_vscode_merged", files[".vscode/mcp.json"]);
+    let comments = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| {
+                l.find("//")
+                    .or_else(|| l.find("/*"))
+                    .map(|i| l[i..].to_owned())
+            })
+            .filter(|c| !c.starts_with("//y") && !c.contains("://"))
+            .collect()
+    };
+    for (path, original) in [
+        (".vscode/mcp.json", VSCODE_WITH_COMMENTS),
+        (".gemini/settings.json", GEMINI_WITH_COMMENTS),
+    ] {
+        let merged = &files[path];
+        for comment in comments(original) {
+            assert!(
+                merged.contains(&comment),
+                "{path} lost `{comment}`:\n{merged}"
+            );
+        }
+        assert!(merged.contains("processkit-gateway"), "{merged}");
+        let value: serde_json::Value =
+            jsonc_parser::parse_to_serde_value(merged, &jsonc_parser::ParseOptions::default())
+                .unwrap();
+        let slot = if path.starts_with(".vscode") {
+            "servers"
+        } else {
+            "mcpServers"
+        };
+        let names: Vec<&String> = value[slot].as_object().unwrap().keys().collect();
+        assert_eq!(
+            names[0],
+            if slot == "servers" {
+                "hand-made"
+            } else {
+                "mine"
+            }
+        );
+        assert!(names.iter().any(|n| *n == "docs"), "{names:?}");
+    }
+    let gemini: serde_json::Value = jsonc_parser::parse_to_serde_value(
+        &files[".gemini/settings.json"],
+        &jsonc_parser::ParseOptions::default(),
+    )
+    .unwrap();
+    validate_json_against(
+        &aibox_test_support::schemas_dir().join("gemini-cli/settings.schema.json"),
+        &gemini,
+    )
+    .unwrap();
+
+    // Applying again is byte-identical; removing every aibox server keeps the comments.
+    let before = files.clone();
+    apply(&mut files, &fixture_servers(), &harnesses, &perms()).unwrap();
+    assert_eq!(files, before);
+    apply(&mut files, &[], &harnesses, &perms()).unwrap();
+    for (path, original) in [
+        (".vscode/mcp.json", VSCODE_WITH_COMMENTS),
+        (".gemini/settings.json", GEMINI_WITH_COMMENTS),
+    ] {
+        let text = &files[path];
+        assert!(!text.contains("processkit-gateway"), "{text}");
+        for comment in comments(original) {
+            assert!(text.contains(&comment), "{path} lost `{comment}`:\n{text}");
+        }
+    }
 }

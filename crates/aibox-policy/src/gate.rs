@@ -24,7 +24,7 @@ use crate::compose::{
 use crate::finding::{Consent, Finding, Severity};
 use crate::seccomp::PROFILE_PATH;
 use crate::secrets::{TextKind, scan_secrets};
-use crate::text::{line_of, line_of_all, strip_jsonc};
+use crate::text::{line_of, line_of_all, parse_jsonc};
 
 /// Capabilities that are refused: each hands out root-equivalent powers.
 const BROAD_CAPS: [&str; 8] = [
@@ -343,18 +343,10 @@ pub fn check_container_user(config: &AiboxToml, consent: &Consent) -> Vec<Findin
     consent.judge(false, "user:root", f).into_iter().collect()
 }
 
-/// Whether `path` is gitignored local state (`aibox_config::LOCAL_STATE_PATHS`), which may
-/// hold personal values and is never committed.
+/// Whether `path` is gitignored local state, which may hold personal values and is
+/// never committed.
 fn is_local_state(path: &str) -> bool {
-    aibox_config::LOCAL_STATE_PATHS
-        .iter()
-        .any(|entry| match entry.split_once("/**/") {
-            Some((base, leaf)) => {
-                path.starts_with(&format!("{base}/")) && path.contains(&format!("/{leaf}"))
-            }
-            None if entry.ends_with('/') => path.starts_with(entry),
-            None => path == *entry,
-        })
+    aibox_config::is_local_state(path)
 }
 
 /// Checks a Compose file (generated or the user-owned override) for dangerous options, as
@@ -528,7 +520,7 @@ fn check_local_features(
     sources: &dyn ComposeSources,
     consent: &Consent,
 ) -> Vec<Finding> {
-    let Ok(doc) = serde_json::from_str::<Json>(&strip_jsonc(jsonc_text)) else {
+    let Ok(doc) = parse_jsonc(jsonc_text) else {
         return Vec::new();
     };
     let Some(features) = doc.get("features").and_then(Json::as_object) else {
@@ -566,7 +558,7 @@ fn check_local_features(
 /// entries outside the project or named through a variable as written); `None` when the
 /// text does not parse or names none.
 pub fn devcontainer_compose_files(jsonc_text: &str) -> Option<Vec<String>> {
-    let doc: Json = serde_json::from_str(&strip_jsonc(jsonc_text)).ok()?;
+    let doc: Json = parse_jsonc(jsonc_text).ok()?;
     let list = json_strings(doc.get("dockerComposeFile"));
     if list.is_empty() {
         return None;
@@ -1072,9 +1064,9 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
         consent,
         dir: None,
     };
-    let doc: Json = match serde_json::from_str(&strip_jsonc(jsonc_text)) {
+    let doc: Json = match parse_jsonc(jsonc_text) {
         Ok(doc) => doc,
-        Err(e) => return vec![unparsable(file, "JSON", &e.to_string()).at(Some(e.line()))],
+        Err(e) => return vec![unparsable(file, "JSON", &e.message).at(Some(e.line))],
     };
     let mut out = Vec::new();
     if doc.get("privileged").is_some_and(json_truthy) {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::finding::{Finding, Severity};
-use crate::text::{entropy, has_reference, is_identifier, line_of, line_of_all, strip_jsonc};
+use crate::text::{entropy, has_reference, is_identifier, line_of, line_of_all, parse_jsonc};
 
 /// The syntax of a scanned text, which decides how keys are found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,9 +63,7 @@ pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
             .ok()
             .and_then(|t| serde_json::to_value(t).ok())
             .map(|v| leaves_of(&v)),
-        TextKind::Json => serde_json::from_str::<Value>(&strip_jsonc(text))
-            .ok()
-            .map(|v| leaves_of(&v)),
+        TextKind::Json => parse_jsonc(text).ok().map(|v| leaves_of(&v)),
         TextKind::Yaml => serde_norway::from_str::<serde_norway::Value>(text)
             .ok()
             .and_then(|y| serde_json::to_value(y).ok())

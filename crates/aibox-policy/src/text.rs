@@ -1,4 +1,4 @@
-//! Small text helpers shared by the gates: locating lines, JSONC comments, references.
+//! Small text helpers shared by the gates: locating lines, JSONC parsing, references.
 
 /// 1-based number of the first line that contains `needle`, searching from `from_line`
 /// (1-based) onwards and then from the start.
@@ -18,85 +18,30 @@ pub(crate) fn line_of_all(text: &str, needles: &[&str]) -> Option<usize> {
         .or_else(|| needles.first().and_then(|n| line_of(text, n)))
 }
 
-/// Removes `//` and `/* */` comments and trailing commas from JSONC, keeping line breaks
-/// so that line numbers stay valid.
-pub(crate) fn strip_jsonc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let mut in_string = false;
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            if c == '\\' {
-                if let Some(n) = chars.next() {
-                    out.push(n);
-                }
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                in_string = true;
-                out.push(c);
-            }
-            '/' if chars.peek() == Some(&'/') => {
-                for n in chars.by_ref() {
-                    if n == '\n' {
-                        out.push('\n');
-                        break;
-                    }
-                }
-            }
-            '/' if chars.peek() == Some(&'*') => {
-                chars.next();
-                let mut prev = ' ';
-                for n in chars.by_ref() {
-                    if n == '\n' {
-                        out.push('\n');
-                    }
-                    if prev == '*' && n == '/' {
-                        break;
-                    }
-                    prev = n;
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    remove_trailing_commas(&out)
+/// A parse failure of a JSONC text: message and 1-based line.
+pub(crate) struct JsoncError {
+    pub message: String,
+    pub line: usize,
 }
 
-fn remove_trailing_commas(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut in_string = false;
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if in_string {
-            out.push(c);
-            if c == '\\' && i + 1 < chars.len() {
-                out.push(chars[i + 1]);
-                i += 1;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-            out.push(c);
-        } else if c == ',' {
-            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
-            if !matches!(next, Some('}' | ']')) {
-                out.push(c);
-            }
-        } else {
-            out.push(c);
-        }
-        i += 1;
-    }
-    out
+/// Parses JSONC (`//` and `/* */` comments, trailing commas) with `jsonc-parser`.
+pub(crate) fn parse_jsonc(text: &str) -> Result<serde_json::Value, JsoncError> {
+    let options = jsonc_parser::ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        allow_loose_object_property_names: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    };
+    jsonc_parser::parse_to_serde_value(text, &options).map_err(|e| JsoncError {
+        message: e.kind().to_string(),
+        line: e.line_display(),
+    })
 }
 
 /// True for a variable name such as `GH_TOKEN`.
@@ -178,13 +123,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jsonc_comments_and_trailing_commas_are_removed_keeping_lines() {
+    fn jsonc_comments_and_trailing_commas_are_accepted() {
         let text = "{\n  // c\n  \"a\": \"x//y\", /* b\n */\n  \"b\": [1, 2,],\n}\n";
-        let clean = strip_jsonc(text);
-        assert_eq!(clean.lines().count(), text.lines().count());
-        let v: serde_json::Value = serde_json::from_str(&clean).unwrap();
+        let v = parse_jsonc(text).ok().unwrap();
         assert_eq!(v["a"], "x//y");
         assert_eq!(v["b"], serde_json::json!([1, 2]));
+        let err = parse_jsonc("{\n  \"a\": 1,,\n}").err().unwrap();
+        assert_eq!(err.line, 2, "{}", err.message);
     }
 
     #[test]

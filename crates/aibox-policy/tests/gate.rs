@@ -536,9 +536,9 @@ mod plan {
                 "GH_TOKEN=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\n",
                 Ownership::LocalState,
             ),
-            // Gitignored merged harness files (personal servers) are local state as well.
+            // Container-scoped harness files (personal servers) are local state as well.
             PlannedFile::new(
-                ".mcp.json",
+                ".aibox-home/.gemini/settings.json",
                 "{\"mcpServers\": {\"me\": {\"env\": {\"TOKEN\": \"personal-literal\"}}}}",
                 Ownership::Merged,
             ),

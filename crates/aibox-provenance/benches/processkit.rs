@@ -1,4 +1,5 @@
-//! Benchmarks on the synthetic release (about 150 skills, 900 files): first install,
+//! Benchmarks on the processkit-like synthetic release (146 skills, about 870 files, the
+//! shape of processkit v0.28.3; `SyntheticRelease::processkit_like`): first install,
 //! no-op apply, upgrade to the second version (archive already local, so no download),
 //! and the full per-file integrity check, next to a `sha256sum` baseline over the same
 //! installed files (the targets: no-op and integrity within 3x of it). Compile with
@@ -16,8 +17,8 @@ use common::{Setup, install_section, plan_section, publish};
 
 fn benches(c: &mut Criterion) {
     let store = tempfile::tempdir().unwrap();
-    let v1 = SyntheticRelease::generate("v1.0.0", false);
-    let v2 = SyntheticRelease::generate("v2.0.0", true);
+    let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    let v2 = SyntheticRelease::processkit_like("v0.29.0", true);
     let setup = Setup::default();
     let s1 = publish(&v1, store.path());
     let s2 = publish(&v2, store.path());

@@ -1,5 +1,6 @@
-//! The apply gate: review every non-core skill and refuse the failing ones unless
-//! `aibox.toml` records a consent (`[[skills.review_exceptions]]`) for them.
+//! The apply gate: review every gated skill (third-party by provenance, or every skill
+//! under `[processkit] review = "all"`) and refuse the failing ones unless `aibox.toml`
+//! records a consent (`[[skills.review_exceptions]]`) for them.
 
 use std::fmt::Write as _;
 
@@ -83,8 +84,8 @@ fn list(skills: &[RefusedSkill]) -> String {
 }
 
 /// Reviews `skills` (name, directory, context) and returns the names that may be
-/// registered. Pass only skills that need review: everything except the core skills of
-/// the pinned default processkit release.
+/// registered. Pass only skills that are gated: the caller decides trust by provenance
+/// (a skill's own metadata never exempts it).
 pub fn gate(
     project: &Project,
     skills: &[(String, Utf8PathBuf, ReviewContext)],

@@ -9,15 +9,10 @@ pub mod http;
 pub mod podman;
 pub mod schema;
 
-/// Path of the read-only `shared/` folder beside the repository (`../shared`), or
-/// `AIBOX_SHARED_DIR` when set.
-pub fn shared_dir() -> camino::Utf8PathBuf {
-    if let Ok(dir) = std::env::var("AIBOX_SHARED_DIR") {
-        return dir.into();
-    }
-    workspace_root()
-        .parent()
-        .map_or_else(|| "shared".into(), |p| p.join("shared"))
+/// Folder of the JSON schemas vendored into this crate (`schemas/`, see its README for
+/// sources and licences). Inside the repository, so a clone of aibox alone passes its tests.
+pub fn schemas_dir() -> camino::Utf8PathBuf {
+    camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas")
 }
 
 /// The workspace root (the folder with the top-level `Cargo.toml`).

@@ -1,8 +1,8 @@
 //! A real Podman for end-to-end tests, configured for this kind of machine.
 //!
 //! [`Podman::ready`] writes a project-local `containers.conf` under the workspace
-//! `target/` folder (the `runc` runtime and lowered ulimits that CI machines need; see
-//! `shared/specs/container-runtime-notes.md`), hands it to child processes through
+//! `target/` folder (the `runc` runtime and lowered ulimits that CI machines in
+//! unprivileged containers need), hands it to child processes through
 //! `CONTAINERS_CONF`, and builds the base image [`BASE_IMAGE`] with debootstrap when it
 //! is missing. The build holds a file lock, so parallel tests build it once; later runs
 //! reuse the cached image. This file is a test-harness setting: aibox never writes it

@@ -1,4 +1,5 @@
-//! Validation of generated files against the vendored JSON schemas in `shared/schemas/`.
+//! Validation of generated files against the JSON schemas vendored in this crate's
+//! `schemas/` folder.
 //!
 //! Every helper returns `Err` with readable messages both when the document is invalid
 //! and when the schema itself cannot be read or compiled, so a broken or missing schema
@@ -13,20 +14,20 @@ use serde_json::Value;
 
 /// Path of the devcontainer base schema (`devContainer.base.schema.json`).
 pub fn devcontainer_schema_path() -> Utf8PathBuf {
-    crate::shared_dir().join("schemas/devcontainer/devContainer.base.schema.json")
+    crate::schemas_dir().join("devcontainer/devContainer.base.schema.json")
 }
 
 /// Path of the Compose specification schema (`compose-spec.json`).
 pub fn compose_schema_path() -> Utf8PathBuf {
-    crate::shared_dir().join("schemas/compose/compose-spec.json")
+    crate::schemas_dir().join("compose/compose-spec.json")
 }
 
 /// Validates `devcontainer.json` text (JSONC: `//` and `/* */` comments allowed)
 /// against the devcontainer base schema.
 pub fn validate_devcontainer_json(text: &str) -> Result<(), Vec<String>> {
-    let stripped = strip_jsonc_comments(text);
-    let value: Value = serde_json::from_str(&stripped)
-        .map_err(|e| vec![format!("devcontainer.json is not valid JSON(C): {e}")])?;
+    let value: Value =
+        jsonc_parser::parse_to_serde_value(text, &jsonc_parser::ParseOptions::default())
+            .map_err(|e| vec![format!("devcontainer.json is not valid JSON(C): {e}")])?;
     validate_json_against(&devcontainer_schema_path(), &value)
 }
 
@@ -112,100 +113,48 @@ fn draft_of(uri: &str) -> Option<Draft> {
     .find_map(|(suffix, draft)| uri.ends_with(suffix).then_some(draft))
 }
 
-/// Replaces `//` and `/* */` comments outside of JSON strings with spaces (newlines are
-/// kept, so parser error positions still point at the right line).
-pub fn strip_jsonc_comments(text: &str) -> String {
-    #[derive(Clone, Copy, PartialEq)]
-    enum State {
-        Code,
-        Str,
-        StrEscape,
-        Line,
-        Block,
-        BlockStar,
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut state = State::Code;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        state = match (state, c) {
-            (State::Code, '"') => {
-                out.push(c);
-                State::Str
-            }
-            (State::Code, '/') if chars.peek() == Some(&'/') => {
-                chars.next();
-                out.push_str("  ");
-                State::Line
-            }
-            (State::Code, '/') if chars.peek() == Some(&'*') => {
-                chars.next();
-                out.push_str("  ");
-                State::Block
-            }
-            (State::Code, _) => {
-                out.push(c);
-                State::Code
-            }
-            (State::Str, '\\') => {
-                out.push(c);
-                State::StrEscape
-            }
-            (State::Str, '"') | (State::StrEscape, _) => {
-                out.push(c);
-                if state == State::StrEscape {
-                    State::Str
-                } else {
-                    State::Code
-                }
-            }
-            (State::Str, _) => {
-                out.push(c);
-                State::Str
-            }
-            (State::Line, '\n') => {
-                out.push('\n');
-                State::Code
-            }
-            (State::Line, _) => {
-                out.push(' ');
-                State::Line
-            }
-            (State::Block | State::BlockStar, '\n') => {
-                out.push('\n');
-                State::Block
-            }
-            (State::Block | State::BlockStar, '*') => {
-                out.push(' ');
-                State::BlockStar
-            }
-            (State::BlockStar, '/') => {
-                out.push(' ');
-                State::Code
-            }
-            (State::Block | State::BlockStar, _) => {
-                out.push(' ');
-                State::Block
-            }
-        };
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn jsonc_comments_are_stripped_but_not_inside_strings() {
-        let text = "// head\n{\n  \"url\": \"http://x//y\", // tail\n  /* block\n * */ \"q\": \"a\\\"//b/*c*/\"\n}\n";
-        let v: Value = serde_json::from_str(&strip_jsonc_comments(text)).unwrap();
-        assert_eq!(v["url"], "http://x//y");
-        assert_eq!(v["q"], "a\"//b/*c*/");
-        assert_eq!(
-            strip_jsonc_comments(text).lines().count(),
-            text.lines().count()
-        );
+    fn jsonc_comments_and_trailing_commas_are_read() {
+        let text = "// head\n{\n  \"name\": \"http://x//y\", // tail\n  /* block\n * */ \"dockerComposeFile\": [\"a.yml\",],\n  \"service\": \"x\", \"workspaceFolder\": \"/w\",\n}\n";
+        validate_devcontainer_json(text).unwrap();
+    }
+
+    #[test]
+    fn vendored_schemas_live_in_the_repository_and_match_their_recorded_digests() {
+        use sha2::Digest as _;
+        let dir = crate::schemas_dir();
+        assert!(dir.starts_with(crate::workspace_root()), "{dir}");
+        let readme = fs_err::read_to_string(dir.join("README.md")).unwrap();
+        for path in [
+            devcontainer_schema_path(),
+            compose_schema_path(),
+            dir.join("claude-code/claude-code-settings.json"),
+            dir.join("gemini-cli/settings.schema.json"),
+        ] {
+            let digest = hex::encode(sha2::Sha256::digest(fs_err::read(&path).unwrap()));
+            let name = path.strip_prefix(&dir).unwrap().as_str();
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{name}`")))
+                .unwrap_or_else(|| panic!("{name} has no row in schemas/README.md"));
+            assert!(
+                row.contains(&digest),
+                "{name}: digest {digest} not in {row}"
+            );
+            let folder = path.parent().unwrap();
+            assert!(
+                fs_err::read_dir(folder).unwrap().any(|e| e
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("LICENSE")),
+                "{folder} has no licence file"
+            );
+        }
     }
 
     #[test]

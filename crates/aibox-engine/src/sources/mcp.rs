@@ -54,6 +54,9 @@ pub fn contribute_with(
     };
     let registration =
         register(&servers, &opts, ledger.as_ref(), &mut read).map_err(EngineError::source)?;
+    // A deny the harness cannot enforce would be a silent allow: refuse it.
+    aibox_mcp_registration::check_denies_enforceable(&registration.servers)
+        .map_err(EngineError::source)?;
     for notice in &registration.notices {
         plan.warn(format!("mcp: {notice}"));
     }

@@ -31,6 +31,21 @@ fn planned(w: &FileWrite) -> PlannedFile {
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
     let config = &ctx.project.config;
     if config.context.mode != ContextMode::Processkit || config.processkit.source.is_none() {
+        // Nothing is installed: say so when the configuration asks for content.
+        if config.context.mode == ContextMode::Processkit {
+            plan.warn(
+                "processkit: context mode is `processkit` but [processkit] source is not set, so \
+                 no processkit content is installed; set `source` and `version`, or set \
+                 [context] mode = \"harness-only\""
+                    .to_owned(),
+            );
+        } else if !config.skills.include.is_empty() || !config.skills.exclude.is_empty() {
+            plan.warn(
+                "processkit: [skills] include/exclude have no effect in context mode \
+                 `harness-only` (no processkit content is installed)"
+                    .to_owned(),
+            );
+        }
         return Ok(());
     }
     let root = ctx.root().as_std_path();
@@ -74,6 +89,17 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         }
         plan.add(planned(w))
     };
+    // A user-owned file that already exists is kept, never overwritten: say so for the
+    // one whose content matters to every agent.
+    if install.decisions.iter().any(|d| {
+        d.path == "AGENTS.md" && d.user_owned && d.action == aibox_provenance::install::Action::Keep
+    }) {
+        plan.warn(format!(
+            "processkit: AGENTS.md already exists, so processkit {}'s AGENTS.md was not \
+             installed; merge its guidance by hand if you want it",
+            release.version
+        ));
+    }
     for w in &install.writes {
         add(plan, w, true)?;
     }

@@ -19,9 +19,8 @@ pub fn review(dir: &Utf8Path, ctx: &ReviewContext) -> Result<Review, EngineError
     aibox_skill_review::review_skill(dir, ctx).map_err(EngineError::source)
 }
 
-/// The `apply` gate: reviews `skills` (name, directory, context; every skill except the
-/// core skills of the pinned default processkit release) and returns the names that may be
-/// registered. A failing skill without a `[[skills.review_exceptions]]` consent in
+/// The `apply` gate: reviews `skills` (name, directory, context; the gated skills, chosen
+/// by provenance in `sources::processkit`) and returns the names that may be registered. A failing skill without a `[[skills.review_exceptions]]` consent in
 /// `aibox.toml` stops `apply` with `aibox::skill_review::refused`.
 pub fn gate(
     project: &Project,

@@ -1,0 +1,165 @@
+//! `aibox config get KEY`: the effective value (defaults filled in), with a suggestion
+//! when the key does not exist.
+//!
+//! Values come from the validated configuration serialised to JSON, so a default the
+//! user never wrote is shown as aibox uses it. Whether a key exists is decided by the JSON
+//! Schema of `aibox.toml`, which also supplies the suggestions for a typo.
+
+use serde_json::Value;
+
+/// What `get` found at a key.
+#[derive(Debug, PartialEq)]
+pub enum Lookup {
+    /// The effective value.
+    Value(Value),
+    /// A valid key with no value and no default (for example `processkit.version`).
+    Unset,
+    /// Not a key of `aibox.toml`; `suggestion` is the closest valid spelling, if any.
+    Unknown {
+        /// Where the path stopped matching (the dotted prefix including the bad segment).
+        at: String,
+        /// A close valid key at that level.
+        suggestion: Option<String>,
+    },
+}
+
+/// Looks `key` up in `effective` (the serialised configuration), checking it against
+/// `schema` (the JSON Schema of `aibox.toml`).
+pub fn lookup(effective: &Value, schema: &Value, key: &str) -> Lookup {
+    let segs: Vec<&str> = key.split('.').collect();
+    let mut node = Some(schema);
+    for (i, seg) in segs.iter().enumerate() {
+        let Some(current) = node.map(|n| resolve(schema, n)) else {
+            break;
+        };
+        node = child(schema, current, seg);
+        if node.is_none() {
+            let at = segs[..=i].join(".");
+            let prefix = segs[..i].join(".");
+            let suggestion = names(schema, current)
+                .into_iter()
+                .map(|n| (strsim::jaro_winkler(seg, &n), n))
+                .filter(|(score, _)| *score > 0.8)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, n)| {
+                    if prefix.is_empty() {
+                        n
+                    } else {
+                        format!("{prefix}.{n}")
+                    }
+                });
+            return Lookup::Unknown { at, suggestion };
+        }
+    }
+    let mut value = Some(effective);
+    for seg in &segs {
+        value = value.and_then(|v| match v {
+            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+            other => other.get(*seg),
+        });
+    }
+    value
+        .filter(|v| !v.is_null())
+        .cloned()
+        .map_or(Lookup::Unset, Lookup::Value)
+}
+
+/// The raw text of a value: strings without quotes, everything else as JSON.
+pub fn raw(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
+    }
+}
+
+/// Follows `$ref`s and picks the object-like branch of `anyOf`/`oneOf`/`allOf`.
+fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
+    let mut node = node;
+    for _ in 0..16 {
+        if let Some(name) = node
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+            && let Some(def) = root.get("$defs").and_then(|d| d.get(name))
+        {
+            node = def;
+            continue;
+        }
+        let branch = ["anyOf", "oneOf", "allOf"].iter().find_map(|k| {
+            node.get(*k)?.as_array()?.iter().find(|b| {
+                b.get("$ref").is_some() || b.get("properties").is_some() || b.get("items").is_some()
+            })
+        });
+        match branch {
+            Some(b) => node = b,
+            None => return node,
+        }
+    }
+    node
+}
+
+/// The schema node of `seg` under `node`: a named property, a map entry, or an array item.
+fn child<'a>(root: &'a Value, node: &'a Value, seg: &str) -> Option<&'a Value> {
+    if let Some(p) = node.get("properties").and_then(|p| p.get(seg)) {
+        return Some(p);
+    }
+    if let Some(extra) = node.get("additionalProperties").filter(|a| a.is_object()) {
+        return Some(extra);
+    }
+    if seg.parse::<usize>().is_ok()
+        && let Some(items) = node.get("items")
+    {
+        return Some(resolve(root, items));
+    }
+    None
+}
+
+fn names(_root: &Value, node: &Value) -> Vec<String> {
+    node.get("properties")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn effective(text: &str) -> Value {
+        serde_json::to_value(aibox_config::parse_aibox_toml(text, "aibox.toml").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn effective_values_typos_and_unset_keys() {
+        let schema = aibox_config::schema::aibox_toml_schema();
+        let cfg =
+            effective("[container]\nname = \"demo\"\n[container.environment]\nLANG = \"C\"\n");
+        assert_eq!(
+            lookup(&cfg, &schema, "container.name"),
+            Lookup::Value("demo".into())
+        );
+        // A default the file never states.
+        assert!(matches!(
+            lookup(&cfg, &schema, "container.user"),
+            Lookup::Value(Value::String(_))
+        ));
+        assert_eq!(
+            lookup(&cfg, &schema, "container.environment.LANG"),
+            Lookup::Value("C".into())
+        );
+        assert_eq!(lookup(&cfg, &schema, "processkit.version"), Lookup::Unset);
+        assert_eq!(
+            lookup(&cfg, &schema, "container.usr"),
+            Lookup::Unknown {
+                at: "container.usr".into(),
+                suggestion: Some("container.user".into())
+            }
+        );
+        assert!(matches!(
+            lookup(&cfg, &schema, "contaner.name"),
+            Lookup::Unknown { suggestion: Some(s), .. } if s == "container"
+        ));
+        assert_eq!(raw(&Value::from("x y")), "x y");
+        assert_eq!(raw(&Value::from(1000)), "1000");
+    }
+}

@@ -1,0 +1,95 @@
+//! The configuration checks that `apply`, `config validate` and `config set` share.
+//!
+//! Beyond the strict loader (types, unknown keys, cross-field rules), the committed
+//! `aibox.toml` must hold no literal secret, a processkit pin must be a concrete release,
+//! and a processkit URL must be `https://` (or loopback). Running the same function in all
+//! three commands means `config set` and `config validate` never accept what `apply`
+//! then refuses.
+
+use aibox_config::AiboxToml;
+use aibox_policy::{Severity, TextKind, scan_secrets};
+use camino::Utf8Path;
+use miette::Diagnostic;
+
+/// A configuration that the strict loader accepts but `apply` would refuse.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum ConfigCheckError {
+    /// A literal secret-looking value in the committed `aibox.toml`.
+    #[error("aibox.toml:{line}: {message} [{code}]")]
+    #[diagnostic(code(aibox::config::literal_secret), help("{remedy}"))]
+    Secret {
+        /// 1-based line (0 when unknown).
+        line: usize,
+        /// What was found.
+        message: String,
+        /// The scanner's rule code.
+        code: String,
+        /// How to fix it.
+        remedy: String,
+    },
+    /// The processkit pin or source is refused.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Processkit(#[from] aibox_provenance::error::ProvenanceError),
+}
+
+/// Checks the team configuration `config` parsed from `text` (the committed
+/// `aibox.toml`).
+pub fn check_team_config(text: &str, config: &AiboxToml) -> Result<(), ConfigCheckError> {
+    if let Some(f) = scan_secrets("aibox.toml", text, TextKind::Toml)
+        .into_iter()
+        .find(|f| f.severity == Severity::Error)
+    {
+        return Err(ConfigCheckError::Secret {
+            line: f.line.unwrap_or(0),
+            message: f.message,
+            code: f.code,
+            remedy: f.remedy,
+        });
+    }
+    // Checked whenever set, in any context mode: a committed pin is never floating and a
+    // committed source is never plain http, even while processkit is switched off.
+    let pk = &config.processkit;
+    if let Some(version) = &pk.version {
+        aibox_provenance::source::check_version(version)?;
+    }
+    if let Some(url) = pk.source.as_deref().filter(|s| s.contains("://")) {
+        aibox_provenance::fetch::check_url(url)?;
+    }
+    Ok(())
+}
+
+/// Loads the project at `root` strictly and runs [`check_team_config`] on it.
+pub fn check_project(root: &Utf8Path) -> Result<aibox_config::Project, crate::EngineError> {
+    let project = aibox_config::load_project(root)?;
+    let path = root.join(aibox_config::AIBOX_TOML);
+    let text =
+        fs_err::read_to_string(&path).map_err(|e| crate::EngineError::io("read", &path, e))?;
+    check_team_config(&text, &project.config).map_err(crate::EngineError::source)?;
+    Ok(project)
+}
+
+/// Settings that are valid but change no file, as warnings for `apply` (and findings for
+/// `doctor`): a setting that silently does nothing is worse than none.
+pub fn unapplied_settings(config: &AiboxToml) -> Vec<String> {
+    let e = &config.ai.execution;
+    let mut keys = Vec::new();
+    if e.filesystem.is_some() {
+        keys.push("filesystem");
+    }
+    if e.approval.is_some() {
+        keys.push("approval");
+    }
+    if e.network.is_some() {
+        keys.push("network");
+    }
+    if keys.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "config: [ai.execution] {} is not applied: aibox writes it into no harness file yet; \
+         set the harness's own keys instead (for example Codex `sandbox_mode` and \
+         `approval_policy` in .codex/config.toml) and remove it from aibox.toml",
+        keys.join(", ")
+    )]
+}
