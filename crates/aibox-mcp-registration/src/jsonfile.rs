@@ -106,6 +106,15 @@ impl JsonDoc {
         }
     }
 
+    /// The value of entry `name` in the object at `keys`, if present.
+    pub fn entry(&self, keys: &[&str], name: &str) -> Option<&Value> {
+        let mut map = &self.root;
+        for key in keys {
+            map = map.get(*key)?.as_object()?;
+        }
+        map.get(name)
+    }
+
     /// Merges named entries into the object at `keys`. Returns the owned keys.
     pub fn merge_entries(
         &mut self,
