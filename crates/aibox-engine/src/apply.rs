@@ -141,6 +141,8 @@ impl ApplyReport {
 pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, EngineError> {
     let root = ProjectRoot::open(root)?;
     let read_only = options.dry_run || options.check;
+    // An invalid configuration is reported before anything (even the lock) is created.
+    aibox_config::load_project(root.path())?;
     let _guard = if read_only {
         None
     } else {
@@ -196,6 +198,21 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     }
 
     let anything = !removals.is_empty() || decisions.iter().any(|d| d.report.action.changes());
+    // All or nothing: every folder that will be written to must take a new file before
+    // the first real write, so a permission problem stops the run with nothing changed.
+    if anything {
+        let mut targets: Vec<&Utf8Path> = vec![Utf8Path::new(PENDING_LOCK)];
+        for (decision, file) in decisions.iter().zip(&all) {
+            if decision.report.action.changes() {
+                targets.push(&file.path);
+            }
+            if let Some(backup) = &decision.report.backup {
+                targets.push(backup);
+            }
+        }
+        targets.extend(removals.iter().map(|r| r.path.as_path()));
+        writer.probe_writable(&targets)?;
+    }
     if anything {
         writer.write(Utf8Path::new(PENDING_LOCK), plan.lock_text.as_bytes(), None)?;
     }

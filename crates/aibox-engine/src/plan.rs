@@ -290,9 +290,22 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
         &project.local,
         &gated,
         override_text.as_deref(),
+        &ProjectSources(root),
     )
     .map_err(policy_err)?;
     Ok(plan)
+}
+
+/// The project's files as the policy gate's Compose resolver sees them: regular files
+/// inside the project (no symlink out), read as text, at most 1 MiB each.
+pub(crate) struct ProjectSources<'a>(pub(crate) &'a ProjectRoot);
+
+impl aibox_policy::ComposeSources for ProjectSources<'_> {
+    fn read(&self, path: &str) -> Option<String> {
+        const MAX: usize = 1 << 20;
+        let bytes = self.0.read(Utf8Path::new(path)).ok().flatten()?;
+        (bytes.len() <= MAX).then(|| String::from_utf8_lossy(&bytes).into_owned())
+    }
 }
 
 /// Generated files the previous apply wrote and this plan no longer contains (for

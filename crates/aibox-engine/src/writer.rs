@@ -334,6 +334,38 @@ impl<'a> Writer<'a> {
         Ok(outcome)
     }
 
+    /// Checks that a new file can be created in the folder of each of `targets` (the
+    /// nearest existing folder for ones still to be created) by creating and removing a
+    /// probe file there. Nothing else is touched.
+    pub fn probe_writable(&self, targets: &[&Utf8Path]) -> Result<(), EngineError> {
+        let mut probed: Vec<Utf8PathBuf> = Vec::new();
+        for rel in targets {
+            check_relative(rel)?;
+            let mut dir = self.root.path().to_owned();
+            if let Some(parent) = rel.parent() {
+                for part in parent.components() {
+                    let next = dir.join(part);
+                    if !next.is_dir() {
+                        break;
+                    }
+                    dir = next;
+                }
+            }
+            if probed.contains(&dir) {
+                continue;
+            }
+            let probe = dir.join(format!(".aibox-probe{TEMP_MARKER}{}", std::process::id()));
+            fs_err::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&probe)
+                .map_err(|e| EngineError::io("write", self.root.path().join(rel), e))?;
+            let _ = fs_err::remove_file(&probe);
+            probed.push(dir);
+        }
+        Ok(())
+    }
+
     /// Removes a file inside the perimeter (missing is fine). Returns whether it existed.
     pub fn remove(&mut self, rel: &Utf8Path) -> Result<bool, EngineError> {
         check_relative(rel)?;
