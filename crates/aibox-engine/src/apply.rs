@@ -2,12 +2,18 @@
 //!
 //! Order of a real apply: take the project lock → remove stray temp files → plan →
 //! decide every file's action (refusing foreign files before anything is written) →
-//! record the planned digests in `.aibox/pending.lock` → back up foreign files when
-//! forced → write the files → write `aibox.lock` last → drop the pending record.
+//! record the planned digests in `.aibox/pending.lock` and the processkit install
+//! intent in `.aibox/pending-processkit.toml` → back up foreign files when forced →
+//! write the files and removals → one durable commit point (`syncfs`) → write the
+//! records of the content (the processkit marker) → write `aibox.lock` last → drop the
+//! pending records.
 //!
-//! The pending record makes a killed apply recoverable: files it already wrote carry a
+//! The pending records make a killed apply recoverable: files it already wrote carry a
 //! digest the next apply recognises as aibox's own even though `aibox.lock` was not
-//! updated yet. Dry runs and checks only read (they take no lock).
+//! updated yet, and the processkit intent lets the next run re-plan exactly the
+//! interrupted install (the marker still names the base it started from, because it is
+//! written only after the content is durable). Dry runs and checks only read (they
+//! take no lock).
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +27,9 @@ use crate::writer::{ProjectRoot, Writer, check_relative, in_perimeter};
 
 /// Digests of the apply in progress (the would-be lock), under `.aibox/`.
 pub const PENDING_LOCK: &str = ".aibox/pending.lock";
+/// The processkit install intent of the apply in progress (see
+/// [`aibox_provenance::Intent`]).
+pub const PENDING_PROCESSKIT: &str = ".aibox/pending-processkit.toml";
 /// The project lock file held while applying.
 pub const APPLY_LOCK: &str = ".aibox/apply.lock";
 /// Where `--force` keeps the files it replaces: `.aibox/backups/<path>.<n>`.
@@ -217,27 +226,32 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     let anything = !removals.is_empty() || decisions.iter().any(|d| d.report.action.changes());
     if anything {
         writer.write(Utf8Path::new(PENDING_LOCK), plan.lock_text.as_bytes(), None)?;
+        if let Some(intent) = &plan.processkit_intent {
+            writer.write(Utf8Path::new(PENDING_PROCESSKIT), intent.as_bytes(), None)?;
+        }
+        // Content is made durable once, at the commit point below, not file by file.
+        writer.defer_sync();
     }
     let mut reports = Vec::with_capacity(decisions.len() + removals.len());
-    let lock_index = decisions.len() - 1;
-    for (i, (decision, file)) in decisions.into_iter().zip(&all).enumerate() {
-        if i == lock_index {
-            // Removals happen before the lock, which is always written last.
-            for removal in removals.drain(..) {
-                writer.remove(&removal.path)?;
-                reports.push(removal);
-            }
-        }
-        let report = decision.report;
-        if let (Some(old), Some(backup)) = (&decision.old, &report.backup) {
-            writer.write(backup, old, None)?;
-        }
-        if report.action.changes() {
-            writer.write(&file.path, &file.contents, file.mode)?;
-        }
-        reports.push(report);
+    let mut items: Vec<(Decision, &PlannedFile)> = decisions.into_iter().zip(all).collect();
+    let lock_item = items.pop();
+    let (last, first): (Vec<_>, Vec<_>) = items
+        .into_iter()
+        .partition(|(_, file)| plan.commit_last.contains(&file.path));
+    for (decision, file) in first {
+        reports.push(write_decided(&mut writer, decision, file)?);
     }
-    // Unconditional: a run killed between the lock and this removal left the record.
+    for removal in removals {
+        writer.remove(&removal.path)?;
+        reports.push(removal);
+    }
+    // The commit point: everything above is durable before any record of it is written.
+    writer.commit()?;
+    for (decision, file) in last.into_iter().chain(lock_item) {
+        reports.push(write_decided(&mut writer, decision, file)?);
+    }
+    // Unconditional: a run killed between the lock and these removals left the records.
+    writer.remove(Utf8Path::new(PENDING_PROCESSKIT))?;
     writer.remove(Utf8Path::new(PENDING_LOCK))?;
     Ok(ApplyReport {
         files: reports,
@@ -245,6 +259,22 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
         removed_temp_files,
         warnings: plan.warnings,
     })
+}
+
+/// Writes one decided file (and its backup when forced); returns its report.
+fn write_decided(
+    writer: &mut Writer<'_>,
+    decision: Decision,
+    file: &PlannedFile,
+) -> Result<FileReport, EngineError> {
+    let report = decision.report;
+    if let (Some(old), Some(backup)) = (&decision.old, &report.backup) {
+        writer.write(backup, old, None)?;
+    }
+    if report.action.changes() {
+        writer.write(&file.path, &file.contents, file.mode)?;
+    }
+    Ok(report)
 }
 
 struct KnownDigests<'a> {

@@ -105,6 +105,8 @@ pub struct PlanBuilder {
     warnings: Vec<String>,
     lock: Lock,
     verified_content: std::collections::BTreeSet<Utf8PathBuf>,
+    commit_last: std::collections::BTreeSet<Utf8PathBuf>,
+    processkit_intent: Option<String>,
 }
 
 impl PlanBuilder {
@@ -113,6 +115,19 @@ impl PlanBuilder {
     /// covers it; credential-looking text in it is a skill review finding instead.
     pub fn mark_verified_content(&mut self, path: impl Into<Utf8PathBuf>) {
         self.verified_content.insert(path.into());
+    }
+
+    /// Marks a planned file as a record of the others (the processkit marker): the apply
+    /// writes it after every other file is durable, just before `aibox.lock`, so a
+    /// killed run never leaves a record naming content that was not written.
+    pub fn write_last(&mut self, path: impl Into<Utf8PathBuf>) {
+        self.commit_last.insert(path.into());
+    }
+
+    /// Records the processkit install intent (see [`aibox_provenance::Intent`]): the
+    /// apply stores it in [`crate::apply::PENDING_PROCESSKIT`] before its first write.
+    pub fn set_processkit_intent(&mut self, text: String) {
+        self.processkit_intent = Some(text);
     }
 
     /// Adds a file. Errors when another source already planned the same path.
@@ -194,6 +209,8 @@ impl PlanBuilder {
             warnings: self.warnings,
             lock: self.lock,
             lock_text,
+            commit_last: self.commit_last,
+            processkit_intent: self.processkit_intent,
         })
     }
 }
@@ -213,6 +230,10 @@ pub struct Plan {
     pub lock: Lock,
     /// Rendered lock text, written last.
     pub lock_text: String,
+    /// Files written after every other file is durable, just before the lock.
+    pub commit_last: std::collections::BTreeSet<Utf8PathBuf>,
+    /// The processkit install intent record, stored before the first write.
+    pub processkit_intent: Option<String>,
 }
 
 impl Plan {

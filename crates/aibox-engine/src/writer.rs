@@ -7,9 +7,13 @@
 //!   with `symlink_metadata` below the canonicalised project root;
 //! - write-if-changed: identical bytes (and mode) leave the file untouched, so a no-op
 //!   apply keeps mtimes and inodes;
-//! - atomic: a temp file in the same directory is written, fsynced, given its mode and
-//!   renamed over the target, so a crash leaves the old or the new file, never a mix.
-//!   Stray temp files of a killed run are removed by [`Writer::clean_stray_temps`].
+//! - atomic: a temp file in the same directory is written, given its mode and renamed
+//!   over the target, so a crash leaves the old or the new file, never a mix. Stray temp
+//!   files of a killed run are removed by [`Writer::clean_stray_temps`];
+//! - durable: each write is fsynced (file and directory), except between
+//!   [`Writer::defer_sync`] and [`Writer::commit`], where one `syncfs` of the project's
+//!   file system makes the whole batch durable at once (an apply's content, before the
+//!   records that name it).
 
 use std::io::Write as _;
 
@@ -279,6 +283,10 @@ fn set_mode(_path: &Utf8Path, _mode: u32) -> Result<(), EngineError> {
 pub struct Writer<'a> {
     root: &'a ProjectRoot,
     crash: crash::Hook,
+    /// Between `defer_sync` and `commit`: no per-file fsync.
+    deferred: bool,
+    /// Something was written or removed since `defer_sync`.
+    dirty: bool,
 }
 
 impl<'a> Writer<'a> {
@@ -287,7 +295,27 @@ impl<'a> Writer<'a> {
         Self {
             root,
             crash: crash::Hook::from_env(),
+            deferred: false,
+            dirty: false,
         }
+    }
+
+    /// Stops fsyncing each write; [`Self::commit`] makes them all durable at once.
+    pub fn defer_sync(&mut self) {
+        // Only where one call can sync the file system; elsewhere every write syncs.
+        self.deferred = cfg!(target_os = "linux");
+    }
+
+    /// The durable commit point: syncs the project's file system when anything was
+    /// written since [`Self::defer_sync`], then goes back to per-file fsync.
+    pub fn commit(&mut self) -> Result<(), EngineError> {
+        if self.deferred && self.dirty {
+            sync_fs(self.root.path())?;
+        }
+        self.deferred = false;
+        self.dirty = false;
+        self.crash.point();
+        Ok(())
     }
 
     /// Writes `contents` to `rel` when they (or the requested mode) differ from the file
@@ -320,7 +348,7 @@ impl<'a> Writer<'a> {
         let name = rel.file_name().unwrap_or_default();
         let target = dir.join(name);
         let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
-        write_temp(&temp, contents)?;
+        write_temp(&temp, contents, !self.deferred)?;
         if let Some(mode) = mode.or(old_mode) {
             set_mode(&temp, mode)?;
         }
@@ -329,7 +357,7 @@ impl<'a> Writer<'a> {
             let _ = fs_err::remove_file(&temp);
             return Err(EngineError::io("replace", &target, e));
         }
-        sync_dir(&dir);
+        self.synced(&dir);
         self.crash.point();
         Ok(outcome)
     }
@@ -350,8 +378,17 @@ impl<'a> Writer<'a> {
             return Ok(false);
         }
         fs_err::remove_file(&abs).map_err(|e| EngineError::io("remove", &abs, e))?;
-        sync_dir(&dir);
+        self.synced(&dir);
         Ok(true)
+    }
+
+    /// After a rename or removal in `dir`: fsync it now, or at the commit point.
+    fn synced(&mut self, dir: &Utf8Path) {
+        if self.deferred {
+            self.dirty = true;
+        } else {
+            sync_dir(dir);
+        }
     }
 
     /// Creates (if needed) the directory holding `rel` and returns its absolute path.
@@ -399,20 +436,43 @@ impl<'a> Writer<'a> {
     }
 }
 
-fn write_temp(temp: &Utf8Path, contents: &[u8]) -> Result<(), EngineError> {
-    // A leftover temp of this very pid can only be stale: replace it.
-    let _ = fs_err::remove_file(temp);
-    let mut file = fs_err::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(temp)
-        .map_err(|e| EngineError::io("create", temp, e))?;
-    let result = file.write_all(contents).and_then(|()| file.sync_all());
+fn write_temp(temp: &Utf8Path, contents: &[u8], sync: bool) -> Result<(), EngineError> {
+    let open = || {
+        fs_err::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(temp)
+    };
+    let mut file = match open() {
+        // A leftover temp of this very pid can only be stale: replace it.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = fs_err::remove_file(temp);
+            open()
+        }
+        other => other,
+    }
+    .map_err(|e| EngineError::io("create", temp, e))?;
+    let result = file
+        .write_all(contents)
+        .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
     if let Err(e) = result {
         drop(file);
         let _ = fs_err::remove_file(temp);
         return Err(EngineError::io("write", temp, e));
     }
+    Ok(())
+}
+
+/// Makes everything written on the file system holding `root` durable (`syncfs`).
+#[cfg(target_os = "linux")]
+fn sync_fs(root: &Utf8Path) -> Result<(), EngineError> {
+    let dir = fs_err::File::open(root).map_err(|e| EngineError::io("open", root, e))?;
+    rustix::fs::syncfs(dir.file()).map_err(|e| EngineError::io("sync", root, e.into()))
+}
+
+#[cfg(not(target_os = "linux"))]
+#[allow(clippy::unnecessary_wraps)]
+fn sync_fs(_root: &Utf8Path) -> Result<(), EngineError> {
     Ok(())
 }
 

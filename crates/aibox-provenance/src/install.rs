@@ -18,7 +18,8 @@ use crate::digest::Sha256;
 use crate::error::{ProvenanceError, Result};
 use crate::extract::{PayloadFile, write_tree};
 use crate::record::{
-    MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall, MarkerManifest, ProcesskitLock, SNAPSHOT_DIR,
+    Intent, IntentWrite, MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall, MarkerManifest,
+    ProcesskitLock, SNAPSHOT_DIR,
 };
 use crate::servers::{ProcesskitServer, servers};
 use crate::source::VerifiedRelease;
@@ -155,6 +156,9 @@ pub struct InstallPlan {
     pub skills: BTreeSet<String>,
     /// Warnings (unknown names, version stamps, kept removals).
     pub warnings: Vec<String>,
+    /// The record of this plan's writes and removals, to be stored before the first
+    /// write (see [`Intent`]); `None` for a no-op.
+    pub intent: Option<Intent>,
 }
 
 impl InstallPlan {
@@ -309,6 +313,8 @@ pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>)
 /// The outcome of the three-way comparison.
 #[derive(Default)]
 struct ThreeWay {
+    intent_writes: BTreeMap<String, IntentWrite>,
+    intent_removals: BTreeMap<String, Sha256>,
     decisions: Vec<FileDecision>,
     writes: Vec<FileWrite>,
     removals: Vec<String>,
@@ -325,6 +331,7 @@ fn three_way(
     new_set: &InstallSet<'_>,
     old: Option<&Marker>,
     same_release: bool,
+    resume: Option<&Intent>,
     warnings: &mut Vec<String>,
 ) -> Result<ThreeWay> {
     let base: BTreeMap<&str, Sha256> = old
@@ -352,7 +359,18 @@ fn three_way(
         });
         let user_owned =
             entry.is_some_and(|e| e.2) || old.is_some_and(|m| m.user_files.contains_key(path));
-        let live = live_state(root, path)?;
+        let mut live = live_state(root, path)?;
+        // Resuming an interrupted plan: a file it already wrote (or removed) is seen as
+        // the plan saw it, so the classification is the interrupted plan's own.
+        if let Some(intent) = resume {
+            match (&live, intent.writes.get(path), intent.removals.get(path)) {
+                (Live::File(h), Some(w), _) if *h == w.new => {
+                    live = w.before.map_or(Live::Missing, Live::File);
+                }
+                (Live::Missing, None, Some(before)) => live = Live::File(*before),
+                _ => {}
+            }
+        }
         let (mut class, mut action) = classify(r, c, &live);
         if user_owned && !matches!(live, Live::Missing) && action == Action::Write {
             class = Class::Conflict;
@@ -385,10 +403,22 @@ fn three_way(
                 t.files.insert(path.to_owned(), c);
             }
             match action {
-                Action::Write => t.writes.push(FileWrite {
-                    path: path.to_owned(),
-                    file: (*file).clone(),
-                }),
+                Action::Write => {
+                    t.intent_writes.insert(
+                        path.to_owned(),
+                        IntentWrite {
+                            new: c,
+                            before: match live {
+                                Live::File(h) => Some(h),
+                                _ => None,
+                            },
+                        },
+                    );
+                    t.writes.push(FileWrite {
+                        path: path.to_owned(),
+                        file: (*file).clone(),
+                    });
+                }
                 Action::Keep if class == Class::Conflict => {
                     t.parked.push(FileWrite {
                         path: path.to_owned(),
@@ -406,6 +436,9 @@ fn three_way(
             });
         } else {
             if action == Action::Remove {
+                if let Some(r) = r {
+                    t.intent_removals.insert(path.to_owned(), r);
+                }
                 t.removals.push(path.to_owned());
             } else if action == Action::Keep {
                 warnings.push(format!(
@@ -526,6 +559,20 @@ pub fn plan_install(
     previous_lock: Option<&ProcesskitLock>,
     opts: &PlanOptions<'_>,
 ) -> Result<InstallPlan> {
+    plan_resume(root, release, previous_lock, opts, None)
+}
+
+/// [`plan_install`], resuming the plan of an interrupted run when `interrupted` (its
+/// [`Intent`] record) still applies: same release, same selection and the marker it
+/// started from still in place. The result is then that run's plan, so applying it
+/// completes exactly what was intended. A record that does not apply is ignored.
+pub fn plan_resume(
+    root: &Path,
+    release: &VerifiedRelease,
+    previous_lock: Option<&ProcesskitLock>,
+    opts: &PlanOptions<'_>,
+    interrupted: Option<&Intent>,
+) -> Result<InstallPlan> {
     let catalog = Catalog::from_payload(&release.payload)?;
     let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
     let mut warnings = release.warnings.clone();
@@ -544,18 +591,44 @@ pub fn plan_install(
     )?;
 
     // R: the previous install.
+    let live_marker = fs_err::read_to_string(root.join(MARKER_PATH)).ok();
     let old = Marker::read(root);
     let same_release = old.as_ref().is_some_and(|m| {
         m.install.processkit_version == release.version
             && m.manifest.release_asset_sha256 == Some(release.digest)
     });
+    let skills: Vec<String> = selection.skills.iter().cloned().collect();
+    let base_marker_sha256 = live_marker.as_deref().map(|t| Sha256::of(t.as_bytes()));
+    let resume = interrupted.filter(|i| {
+        i.version == release.version
+            && i.release_asset_sha256 == release.digest
+            && i.base_marker_sha256 == base_marker_sha256
+            && i.skills == skills
+    });
+    let resumed_opts;
+    let opts = match resume {
+        Some(i) => {
+            resumed_opts = PlanOptions {
+                now: i.now.as_str(),
+                ..opts.clone()
+            };
+            &resumed_opts
+        }
+        None => opts,
+    };
 
-    let t = three_way(root, &new_set, old.as_ref(), same_release, &mut warnings)?;
+    let t = three_way(
+        root,
+        &new_set,
+        old.as_ref(),
+        same_release,
+        resume,
+        &mut warnings,
+    )?;
     let (snapshot, stale_snapshots) = snapshot_plan(root, release, same_release);
 
     // Marker and lock, keeping the old timestamp when nothing changed.
     let content_changed = !t.writes.is_empty() || !t.removals.is_empty();
-    let skills: Vec<String> = selection.skills.iter().cloned().collect();
     // The fingerprint only depends on the release and the selection.
     let reusable = old
         .as_ref()
@@ -600,10 +673,16 @@ pub fn plan_install(
         user_files: t.user_files,
     }
     .render();
-    let marker_changed = fs_err::read_to_string(root.join(MARKER_PATH))
-        .ok()
-        .as_deref()
-        != Some(marker.as_str());
+    let marker_changed = live_marker.as_deref() != Some(marker.as_str());
+    let intent = Intent {
+        version: release.version.clone(),
+        release_asset_sha256: release.digest,
+        base_marker_sha256,
+        skills: selection.skills.iter().cloned().collect(),
+        now: opts.now.to_owned(),
+        writes: t.intent_writes,
+        removals: t.intent_removals,
+    };
     let lock = lock_section(
         release,
         previous_lock,
@@ -630,8 +709,10 @@ pub fn plan_install(
         mcp_aggregate_sha256,
         skills: selection.skills,
         warnings,
+        intent: None,
     };
     plan.migration = crate::migration::document(&plan, &release.source, opts.now, t.parked);
+    plan.intent = (!plan.is_noop()).then_some(intent);
     Ok(plan)
 }
 

@@ -29,9 +29,9 @@ pub use error::{ProvenanceError, Result};
 pub use extract::{ExtractLimits, Payload, PayloadFile};
 pub use fetch::{HttpOptions, Progress};
 pub use install::{
-    Action, Class, FileDecision, InstallPlan, PlanOptions, apply_plan, plan_install,
+    Action, Class, FileDecision, InstallPlan, PlanOptions, apply_plan, plan_install, plan_resume,
 };
 pub use integrity::{IntegrityReport, IntegrityStatus, integrity};
-pub use record::{Marker, ProcesskitLock};
+pub use record::{Intent, Marker, ProcesskitLock};
 pub use servers::ProcesskitServer;
 pub use source::{FetchOptions, Verification, VerifiedRelease, fetch_release, tree_digest};

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use aibox_config::{ContextMode, GatewayMode, Ownership, PlannedFile, ReviewScope};
 use aibox_provenance::install::FileWrite;
 use aibox_provenance::source::{FetchOptions, fetch_release};
-use aibox_provenance::{Cache, PlanOptions, plan_install};
+use aibox_provenance::{Cache, Intent, PlanOptions, plan_resume};
 
 use aibox_mcp_registration::{Origin, ServerSpec, Transport};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -60,7 +60,16 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         now: &now,
         cli_version: ctx.aibox_version,
     };
-    let install = plan_install(root, &release, previous, &opts).map_err(EngineError::source)?;
+    // The record of an interrupted apply, if any: resuming it completes exactly what
+    // that run intended (see `aibox_provenance::Intent`).
+    let interrupted = ctx
+        .read(Utf8Path::new(crate::apply::PENDING_PROCESSKIT))?
+        .and_then(|b| Intent::parse(&String::from_utf8_lossy(&b)));
+    let install = plan_resume(root, &release, previous, &opts, interrupted.as_ref())
+        .map_err(EngineError::source)?;
+    if let Some(intent) = &install.intent {
+        plan.set_processkit_intent(intent.render());
+    }
     for warning in &install.warnings {
         plan.warn(format!("processkit: {warning}"));
     }
@@ -90,6 +99,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         add(plan, w, w.path.contains(".upstream/"))?;
     }
     plan.mark_verified_content(aibox_provenance::record::MARKER_PATH);
+    plan.write_last(aibox_provenance::record::MARKER_PATH);
     plan.add(PlannedFile::new(
         aibox_provenance::record::MARKER_PATH,
         install.marker.clone().into_bytes(),
