@@ -166,9 +166,11 @@ fn one_run(
             .env("NO_COLOR", "1");
         c
     };
-    r.first.push(measure(&mut aibox(&["apply"]), "first install", work)?);
+    r.first
+        .push(measure(&mut aibox(&["apply"]), "first install", work)?);
     r.files = tree_size(&project.join("context"));
-    r.noop.push(measure(&mut aibox(&["apply"]), "no-op apply", work)?);
+    r.noop
+        .push(measure(&mut aibox(&["apply"]), "no-op apply", work)?);
     let mut cp = Command::new("cp");
     cp.arg("-r")
         .arg(project.join("context"))
@@ -183,7 +185,8 @@ fn one_run(
     r.sha.push(measure(&mut sha, "sha256sum", work)?);
     fs_err::write(&toml, config(&v2.archive, &v2.version, &v2.digest))
         .map_err(|e| e.to_string())?;
-    r.upgrade.push(measure(&mut aibox(&["apply"]), "upgrade", work)?);
+    r.upgrade
+        .push(measure(&mut aibox(&["apply"]), "upgrade", work)?);
     r.integrity.push(measure(
         &mut aibox(&["doctor", "--integrity"]),
         "doctor --integrity",
@@ -195,9 +198,10 @@ fn one_run(
 }
 
 fn fmt_row(out: &mut String, name: &str, ours: Sample, base: Sample, base_name: &str) {
-    let rss = ours
-        .rss_kib
-        .map_or_else(|| "n/a".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+    let rss = ours.rss_kib.map_or_else(
+        || "n/a".to_owned(),
+        |k| format!("{:.1} MiB", k as f64 / 1024.0),
+    );
     let _ = writeln!(
         out,
         "  {name:<20} {:>9.1} ms  rss {rss:>10}   {base_name:<10} {:>8.1} ms   ratio {:>6.2}x",

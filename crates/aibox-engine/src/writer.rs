@@ -4,7 +4,9 @@
 //! - only clean relative paths (no `..`, `.`, empty components, absolute paths or
 //!   backslashes) inside the closed [`PERIMETER`];
 //! - never through a symlink: every parent directory and the target itself are checked
-//!   with `symlink_metadata` below the canonicalised project root;
+//!   with `symlink_metadata` below the canonicalised project root (each directory once
+//!   per [`ProjectRoot`]: aibox never removes or replaces a directory, and an apply
+//!   holds the project lock);
 //! - write-if-changed: identical bytes (and mode) leave the file untouched, so a no-op
 //!   apply keeps mtimes and inodes;
 //! - atomic: a temp file in the same directory is written, given its mode and renamed
@@ -113,6 +115,8 @@ pub enum WriteOutcome {
 #[derive(Debug, Clone)]
 pub struct ProjectRoot {
     root: Utf8PathBuf,
+    /// Directories already found to be real directories (not symlinks) below the root.
+    checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<Utf8PathBuf>>>,
 }
 
 impl ProjectRoot {
@@ -132,7 +136,22 @@ impl ProjectRoot {
                 reason: "not a directory".to_owned(),
             });
         }
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            checked_dirs: std::sync::Arc::default(),
+        })
+    }
+
+    fn is_checked_dir(&self, dir: &Utf8Path) -> bool {
+        self.checked_dirs
+            .lock()
+            .is_ok_and(|dirs| dirs.contains(dir))
+    }
+
+    fn remember_dir(&self, dir: &Utf8Path) {
+        if let Ok(mut dirs) = self.checked_dirs.lock() {
+            dirs.insert(dir.to_owned());
+        }
     }
 
     /// The canonical root.
@@ -149,8 +168,16 @@ impl ProjectRoot {
         let Some(parent) = rel.parent() else {
             return Ok(Some(dir));
         };
+        // A directory is remembered only after all its ancestors were checked.
+        let full = dir.join(parent);
+        if self.is_checked_dir(&full) {
+            return Ok(Some(full));
+        }
         for part in parent.components() {
             dir.push(part);
+            if self.is_checked_dir(&dir) {
+                continue;
+            }
             match fs_err::symlink_metadata(&dir) {
                 Ok(meta) if meta.file_type().is_symlink() => {
                     return Err(EngineError::Symlink {
@@ -187,6 +214,7 @@ impl ProjectRoot {
                 }
                 Err(e) => return Err(EngineError::io("inspect", &dir, e)),
             }
+            self.remember_dir(&dir);
         }
         Ok(Some(dir))
     }

@@ -135,7 +135,10 @@ impl Releases {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
-        Self { _dir: dir, dir: path }
+        Self {
+            _dir: dir,
+            dir: path,
+        }
     }
 
     /// Writes the release archive and returns the `aibox.toml` installing it.
@@ -180,9 +183,17 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
     let report = apply(&reference, &opts(cache)).unwrap();
     assert!(!apply(&reference, &opts(cache)).unwrap().changed());
     let expected = tree(&reference);
-    let written = report.files.iter().filter(|f| f.action.changes()).count();
+    let expected_integrity = format!(
+        "{:?}",
+        aibox_provenance::integrity(reference.as_std_path()).unwrap()
+    );
+    let written = report
+        .files
+        .iter()
+        .filter(|f| f.action.changes() && f.action != aibox_engine::FileAction::Removed)
+        .count();
     // Two points per write (temp complete, renamed) including the two pending records,
-    // and the commit point.
+    // and the commit point; removals have none.
     let total = u32::try_from(2 * (written + 2) + 1).unwrap();
 
     let (mut kills, mut incomplete) = (0, 0);
@@ -214,6 +225,11 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
                 aibox_provenance::IntegrityStatus::Healthy,
                 "kill {n}: the integrity check says healthy"
             );
+            assert_ne!(
+                format!("{integrity:?}"),
+                expected_integrity,
+                "kill {n}: the integrity check cannot tell the difference"
+            );
         }
         // Recovery.
         apply(&project, &opts(cache)).unwrap();
@@ -236,37 +252,40 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
         }
         // The reference is settled, so an equal tree is too; the integrity check agrees.
         let integrity = aibox_provenance::integrity(project.as_std_path()).unwrap();
-        assert_eq!(
-            integrity.status,
-            aibox_provenance::IntegrityStatus::Healthy,
-            "kill {n}: {integrity:?}"
-        );
+        assert_eq!(format!("{integrity:?}"), expected_integrity, "kill {n}");
     }
     (kills, incomplete)
 }
 
 #[test]
-fn killed_processkit_install_and_upgrade_recover_to_the_uninterrupted_tree() {
+fn killed_processkit_install_recovers_to_the_uninterrupted_tree() {
+    let releases = Releases::new();
+    let (_c, cache) = temp();
+    let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
+    let (_s, start) = temp();
+    fs_err::write(start.join("aibox.toml"), &v1).unwrap();
+    let (kills, incomplete) = run_matrix(&start, &cache);
+    eprintln!("{kills} kills, {incomplete} incomplete after recovery");
+    assert!(kills >= KILLS - 2, "only {kills} kills");
+    assert_eq!(incomplete, 0);
+}
+
+#[test]
+fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
     let releases = Releases::new();
     let (_c, cache) = temp();
     let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
     let v2 = releases.config(&SyntheticRelease::processkit_like("v0.29.0", true));
-
-    // First install.
+    // An installed v1 with a local edit that must survive (a conflict upstream).
     let (_s, start) = temp();
     fs_err::write(start.join("aibox.toml"), &v1).unwrap();
-    let (kills, incomplete) = run_matrix(&start, &cache);
-    assert!(kills >= KILLS - 2, "only {kills} kills");
-    assert_eq!(incomplete, 0);
-
-    // Upgrade from an installed v1 with a local edit that must survive.
     apply(&start, &opts(&cache)).unwrap();
     let edited = start.join("context/skills/processkit/skill-finder/SKILL.md");
-    if edited.exists() {
-        fs_err::write(&edited, "my local edit\n").unwrap();
-    }
+    assert!(edited.exists());
+    fs_err::write(&edited, "my local edit\n").unwrap();
     fs_err::write(start.join("aibox.toml"), &v2).unwrap();
     let (kills, incomplete) = run_matrix(&start, &cache);
+    eprintln!("{kills} kills, {incomplete} incomplete after recovery");
     assert!(kills >= KILLS - 2, "only {kills} kills");
     assert_eq!(incomplete, 0);
 }
