@@ -143,6 +143,7 @@ fn one_run(
     v1: &Release,
     v2: &Release,
     r: &mut Results,
+    keep: bool,
 ) -> Result<(), String> {
     let project = work.join(format!("project-{run}"));
     let copy = work.join(format!("copy-{run}"));
@@ -192,11 +193,14 @@ fn one_run(
         "doctor --integrity",
         work,
     )?);
-    fs_err::remove_dir_all(&project).map_err(|e| e.to_string())?;
-    fs_err::remove_dir_all(&copy).map_err(|e| e.to_string())?;
+    if !keep {
+        fs_err::remove_dir_all(&project).map_err(|e| e.to_string())?;
+        fs_err::remove_dir_all(&copy).map_err(|e| e.to_string())?;
+    }
     Ok(())
 }
 
+#[allow(clippy::cast_precision_loss)] // display only
 fn fmt_row(out: &mut String, name: &str, ours: Sample, base: Sample, base_name: &str) {
     let rss = ours.rss_kib.map_or_else(
         || "n/a".to_owned(),
@@ -211,12 +215,14 @@ fn fmt_row(out: &mut String, name: &str, ours: Sample, base: Sample, base_name: 
     );
 }
 
-/// `cargo xtask bench [--factors 1,10] [--runs N] [--bin PATH]` (`--bin`: measure that
-/// `aibox` instead of building this tree's).
+/// `cargo xtask bench [--factors 1,10] [--runs N] [--bin PATH] [--keep]` (`--bin`: measure
+/// that `aibox` instead of building this tree's; `--keep`: leave `target/bench/`).
+#[allow(clippy::cast_precision_loss)] // display only
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut factors = vec![1_usize, 10];
     let mut runs_1x = 5_usize;
     let mut given_bin: Option<PathBuf> = None;
+    let mut keep = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -234,6 +240,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     .and_then(|n| n.parse().ok())
                     .ok_or("--runs needs a number")?;
             }
+            "--keep" => keep = true,
             "--bin" => given_bin = Some(PathBuf::from(it.next().ok_or("--bin needs a path")?)),
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -281,10 +288,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let runs = if factor <= 1 { runs_1x } else { 1 };
         let mut r = Results::default();
         // One warm-up run fills the page cache and the archive cache.
-        one_run(&bin, &work, 0, &v1, &v2, &mut Results::default())?;
+        one_run(&bin, &work, 0, &v1, &v2, &mut Results::default(), false)?;
         for i in 0..runs {
             say(&format!("==> bench {factor}x: run {}/{runs}", i + 1));
-            one_run(&bin, &work, i + 1, &v1, &v2, &mut r)?;
+            one_run(&bin, &work, i + 1, &v1, &v2, &mut r, keep)?;
         }
         let _ = writeln!(
             report,
@@ -304,7 +311,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
             sha,
             "sha256sum",
         );
-        fs_err::remove_dir_all(&work).map_err(|e| e.to_string())?;
+        if !keep {
+            fs_err::remove_dir_all(&work).map_err(|e| e.to_string())?;
+        }
     }
     say(&report);
     Ok(())

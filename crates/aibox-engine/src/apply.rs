@@ -223,6 +223,24 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
         });
     }
 
+    let reports = write_plan(&mut writer, &plan, decisions, &all, removals)?;
+    Ok(ApplyReport {
+        files: reports,
+        wrote_nothing: false,
+        removed_temp_files,
+        warnings: plan.warnings,
+    })
+}
+
+/// The write phase of an apply: pending records, content and removals, the commit
+/// point, the records of the content, the lock, then dropping the pending records.
+fn write_plan(
+    writer: &mut Writer<'_>,
+    plan: &crate::plan::Plan,
+    decisions: Vec<Decision>,
+    all: &[&PlannedFile],
+    removals: Vec<FileReport>,
+) -> Result<Vec<FileReport>, EngineError> {
     let anything = !removals.is_empty() || decisions.iter().any(|d| d.report.action.changes());
     if anything {
         writer.write(Utf8Path::new(PENDING_LOCK), plan.lock_text.as_bytes(), None)?;
@@ -233,32 +251,31 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
         writer.defer_sync();
     }
     let mut reports = Vec::with_capacity(decisions.len() + removals.len());
-    let mut items: Vec<(Decision, &PlannedFile)> = decisions.into_iter().zip(all).collect();
+    let mut items: Vec<(Decision, &PlannedFile)> =
+        decisions.into_iter().zip(all.iter().copied()).collect();
     let lock_item = items.pop();
     let (last, first): (Vec<_>, Vec<_>) = items
         .into_iter()
         .partition(|(_, file)| plan.commit_last.contains(&file.path));
     for (decision, file) in first {
-        reports.push(write_decided(&mut writer, decision, file)?);
+        reports.push(write_decided(writer, decision, file)?);
     }
     for removal in removals {
         writer.remove(&removal.path)?;
         reports.push(removal);
     }
+    for dir in &plan.prune_dirs {
+        writer.prune_empty_dirs(dir)?;
+    }
     // The commit point: everything above is durable before any record of it is written.
     writer.commit()?;
     for (decision, file) in last.into_iter().chain(lock_item) {
-        reports.push(write_decided(&mut writer, decision, file)?);
+        reports.push(write_decided(writer, decision, file)?);
     }
     // Unconditional: a run killed between the lock and these removals left the records.
     writer.remove(Utf8Path::new(PENDING_PROCESSKIT))?;
     writer.remove(Utf8Path::new(PENDING_LOCK))?;
-    Ok(ApplyReport {
-        files: reports,
-        wrote_nothing: false,
-        removed_temp_files,
-        warnings: plan.warnings,
-    })
+    Ok(reports)
 }
 
 /// Writes one decided file (and its backup when forced); returns its report.

@@ -107,6 +107,7 @@ pub struct PlanBuilder {
     verified_content: std::collections::BTreeSet<Utf8PathBuf>,
     commit_last: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_intent: Option<String>,
+    prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
 }
 
 impl PlanBuilder {
@@ -115,6 +116,16 @@ impl PlanBuilder {
     /// covers it; credential-looking text in it is a skill review finding instead.
     pub fn mark_verified_content(&mut self, path: impl Into<Utf8PathBuf>) {
         self.verified_content.insert(path.into());
+    }
+
+    /// Plans the removal of a directory tree whose files are all planned for removal (a
+    /// stale processkit snapshot): after the removals, its directories are removed
+    /// where empty, deepest first. Anything else left inside keeps its directory.
+    pub fn prune_dir(&mut self, path: impl Into<Utf8PathBuf>) -> Result<(), EngineError> {
+        let path = path.into();
+        crate::writer::check_relative(&path)?;
+        self.prune_dirs.insert(path);
+        Ok(())
     }
 
     /// Marks a planned file as a record of the others (the processkit marker): the apply
@@ -211,6 +222,7 @@ impl PlanBuilder {
             lock_text,
             commit_last: self.commit_last,
             processkit_intent: self.processkit_intent,
+            prune_dirs: self.prune_dirs.into_iter().collect(),
         })
     }
 }
@@ -234,6 +246,8 @@ pub struct Plan {
     pub commit_last: std::collections::BTreeSet<Utf8PathBuf>,
     /// The processkit install intent record, stored before the first write.
     pub processkit_intent: Option<String>,
+    /// Directory trees to remove where empty after the removals.
+    pub prune_dirs: Vec<Utf8PathBuf>,
 }
 
 impl Plan {

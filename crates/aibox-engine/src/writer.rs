@@ -419,6 +419,52 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Removes the empty directories of the tree at `rel` (inside the perimeter), deepest
+    /// first, and `rel` itself when it ends up empty. Files, symlinks and non-empty
+    /// directories stay; a symlinked or missing `rel` is left alone.
+    pub fn prune_empty_dirs(&mut self, rel: &Utf8Path) -> Result<(), EngineError> {
+        check_relative(rel)?;
+        if !in_perimeter(rel) {
+            return Err(EngineError::OutsidePerimeter {
+                path: rel.to_owned(),
+            });
+        }
+        let Some(parent) = self.root.parent_dir(rel, false)? else {
+            return Ok(());
+        };
+        let top = parent.join(rel.file_name().unwrap_or_default());
+        if let Ok(mut checked) = self.root.checked_dirs.lock() {
+            checked.retain(|d| !d.starts_with(&top));
+        }
+        // Directories in discovery order; reversed, children come before parents.
+        let mut dirs = Vec::new();
+        let mut stack = vec![top];
+        while let Some(dir) = stack.pop() {
+            let Ok(meta) = fs_err::symlink_metadata(&dir) else {
+                continue;
+            };
+            if !meta.is_dir() {
+                continue;
+            }
+            let entries = fs_err::read_dir(&dir).map_err(|e| EngineError::io("list", &dir, e))?;
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir())
+                    && let Ok(name) = entry.file_name().into_string()
+                {
+                    stack.push(dir.join(name));
+                }
+            }
+            dirs.push(dir);
+        }
+        for dir in dirs.iter().rev() {
+            // Not empty (or already gone) is fine: only empty directories go.
+            if fs_err::remove_dir(dir).is_ok() {
+                self.synced(dir.parent().unwrap_or(dir));
+            }
+        }
+        Ok(())
+    }
+
     /// Creates (if needed) the directory holding `rel` and returns its absolute path.
     pub(crate) fn ensure_parent(&self, rel: &Utf8Path) -> Result<Utf8PathBuf, EngineError> {
         if !in_perimeter(rel) {

@@ -288,4 +288,10 @@ fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
     eprintln!("{kills} kills, {incomplete} incomplete after recovery");
     assert!(kills >= KILLS - 2, "only {kills} kills");
     assert_eq!(incomplete, 0);
+
+    // The old snapshot goes entirely, directories included, and the next apply is a no-op.
+    apply(&start, &opts(&cache)).unwrap();
+    assert!(!start.join("context/templates/processkit/v0.28.3").exists());
+    assert!(start.join("context/templates/processkit/v0.29.0").is_dir());
+    assert!(!apply(&start, &opts(&cache)).unwrap().changed());
 }

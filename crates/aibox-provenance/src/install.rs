@@ -310,6 +310,37 @@ pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>)
     format!("v2:{}", hex::encode(h.finalize()))
 }
 
+/// Resuming an interrupted plan: a file it already wrote (or removed) is seen as that
+/// plan saw it, so the classification is the interrupted plan's own.
+fn as_planned(live: Live, path: &str, resume: Option<&Intent>) -> Live {
+    let Some(intent) = resume else {
+        return live;
+    };
+    match (&live, intent.writes.get(path), intent.removals.get(path)) {
+        (Live::File(now), Some(planned), _) if *now == planned.new => {
+            planned.before.map_or(Live::Missing, Live::File)
+        }
+        (Live::Missing, None, Some(before)) => Live::File(*before),
+        _ => live,
+    }
+}
+
+/// The intent record of an interrupted run, when it still applies: same release, same
+/// selection, and the marker it started from still in place.
+fn applicable<'a>(
+    interrupted: Option<&'a Intent>,
+    release: &VerifiedRelease,
+    base_marker_sha256: Option<Sha256>,
+    skills: &[String],
+) -> Option<&'a Intent> {
+    interrupted.filter(|i| {
+        i.version == release.version
+            && i.release_asset_sha256 == release.digest
+            && i.base_marker_sha256 == base_marker_sha256
+            && i.skills == skills
+    })
+}
+
 /// The outcome of the three-way comparison.
 #[derive(Default)]
 struct ThreeWay {
@@ -326,6 +357,7 @@ struct ThreeWay {
 type InstallSet<'a> = BTreeMap<String, (&'a str, &'a PayloadFile, bool)>;
 
 /// Classifies every file of the new install set and of the previous manifest.
+#[allow(clippy::too_many_lines)] // one pass over every path reads better whole
 fn three_way(
     root: &Path,
     new_set: &InstallSet<'_>,
@@ -359,18 +391,7 @@ fn three_way(
         });
         let user_owned =
             entry.is_some_and(|e| e.2) || old.is_some_and(|m| m.user_files.contains_key(path));
-        let mut live = live_state(root, path)?;
-        // Resuming an interrupted plan: a file it already wrote (or removed) is seen as
-        // the plan saw it, so the classification is the interrupted plan's own.
-        if let Some(intent) = resume {
-            match (&live, intent.writes.get(path), intent.removals.get(path)) {
-                (Live::File(h), Some(w), _) if *h == w.new => {
-                    live = w.before.map_or(Live::Missing, Live::File);
-                }
-                (Live::Missing, None, Some(before)) => live = Live::File(*before),
-                _ => {}
-            }
-        }
+        let live = as_planned(live_state(root, path)?, path, resume);
         let (mut class, mut action) = classify(r, c, &live);
         if user_owned && !matches!(live, Live::Missing) && action == Action::Write {
             class = Class::Conflict;
@@ -404,16 +425,12 @@ fn three_way(
             }
             match action {
                 Action::Write => {
-                    t.intent_writes.insert(
-                        path.to_owned(),
-                        IntentWrite {
-                            new: c,
-                            before: match live {
-                                Live::File(h) => Some(h),
-                                _ => None,
-                            },
-                        },
-                    );
+                    let before = match live {
+                        Live::File(h) => Some(h),
+                        _ => None,
+                    };
+                    t.intent_writes
+                        .insert(path.to_owned(), IntentWrite { new: c, before });
                     t.writes.push(FileWrite {
                         path: path.to_owned(),
                         file: (*file).clone(),
@@ -566,6 +583,7 @@ pub fn plan_install(
 /// [`Intent`] record) still applies: same release, same selection and the marker it
 /// started from still in place. The result is then that run's plan, so applying it
 /// completes exactly what was intended. A record that does not apply is ignored.
+#[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
 pub fn plan_resume(
     root: &Path,
     release: &VerifiedRelease,
@@ -599,23 +617,13 @@ pub fn plan_resume(
     });
     let skills: Vec<String> = selection.skills.iter().cloned().collect();
     let base_marker_sha256 = live_marker.as_deref().map(|t| Sha256::of(t.as_bytes()));
-    let resume = interrupted.filter(|i| {
-        i.version == release.version
-            && i.release_asset_sha256 == release.digest
-            && i.base_marker_sha256 == base_marker_sha256
-            && i.skills == skills
+    let resume = applicable(interrupted, release, base_marker_sha256, &skills);
+    // A resumed plan keeps the interrupted run's time (install time, migration id).
+    let resumed_opts = resume.map(|i| PlanOptions {
+        now: i.now.as_str(),
+        ..opts.clone()
     });
-    let resumed_opts;
-    let opts = match resume {
-        Some(i) => {
-            resumed_opts = PlanOptions {
-                now: i.now.as_str(),
-                ..opts.clone()
-            };
-            &resumed_opts
-        }
-        None => opts,
-    };
+    let opts = resumed_opts.as_ref().unwrap_or(opts);
 
     let t = three_way(
         root,

@@ -114,6 +114,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         for file in files_under(ctx.root(), dir) {
             plan.remove(file)?;
         }
+        plan.prune_dir(dir.as_str())?;
     }
     let servers = registered_servers(ctx, &release, &install)?;
     plan.set_processkit_servers(servers);
