@@ -21,9 +21,11 @@ use crate::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 use crate::sources::skill_review::{ReviewContext, SkillOrigin};
 
-fn planned(w: &FileWrite) -> PlannedFile {
-    let mut f = PlannedFile::new(w.path.as_str(), w.file.data.clone(), Ownership::Merged);
-    f.mode = Some(if w.file.executable { 0o755 } else { 0o644 });
+/// The planned file of a write; moves the contents (no copy of the payload).
+fn planned(w: FileWrite) -> PlannedFile {
+    let mode = if w.file.executable { 0o755 } else { 0o644 };
+    let mut f = PlannedFile::new(w.path, w.file.data, Ownership::Merged);
+    f.mode = Some(mode);
     f
 }
 
@@ -65,7 +67,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     let interrupted = ctx
         .read(Utf8Path::new(crate::apply::PENDING_PROCESSKIT))?
         .and_then(|b| Intent::parse(&String::from_utf8_lossy(&b)));
-    let install = plan_resume(root, &release, previous, &opts, interrupted.as_ref())
+    let mut install = plan_resume(root, &release, previous, &opts, interrupted.as_ref())
         .map_err(EngineError::source)?;
     if let Some(intent) = &install.intent {
         plan.set_processkit_intent(intent.render());
@@ -77,26 +79,29 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // aibox's own records of them (migration documents, marker) are not scanned for
     // secrets: the digest covers the content, and the records only list its paths.
     let verified = release.verification != aibox_provenance::Verification::Unverified;
-    let add = |plan: &mut PlanBuilder, w: &FileWrite, content: bool| {
+    let add = |plan: &mut PlanBuilder, w: FileWrite, content: bool| {
         if verified || !content {
             plan.mark_verified_content(w.path.as_str());
         }
         plan.add(planned(w))
     };
-    for w in &install.writes {
+    // Contents are moved into the plan, never copied: memory stays one payload plus
+    // what is written.
+    for w in std::mem::take(&mut install.writes) {
         add(plan, w, true)?;
     }
-    if let Some(snapshot) = &install.snapshot {
-        for (rel, file) in &snapshot.files {
+    if let Some(snapshot) = install.snapshot.take() {
+        for (rel, file) in snapshot.files {
             let w = FileWrite {
                 path: format!("{}/{rel}", snapshot.dir),
-                file: file.clone(),
+                file,
             };
-            add(plan, &w, true)?;
+            add(plan, w, true)?;
         }
     }
-    for w in install.migration.iter().flatten() {
-        add(plan, w, w.path.contains(".upstream/"))?;
+    for w in install.migration.take().into_iter().flatten() {
+        let content = w.path.contains(".upstream/");
+        add(plan, w, content)?;
     }
     plan.mark_verified_content(aibox_provenance::record::MARKER_PATH);
     plan.write_last(aibox_provenance::record::MARKER_PATH);
