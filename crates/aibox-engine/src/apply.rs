@@ -30,6 +30,9 @@ pub const PENDING_LOCK: &str = ".aibox/pending.lock";
 /// The processkit install intent of the apply in progress (see
 /// [`aibox_provenance::Intent`]).
 pub const PENDING_PROCESSKIT: &str = ".aibox/pending-processkit.toml";
+/// The stat cache of the installed processkit files (see
+/// [`aibox_provenance::StatCache`]).
+pub const STAT_CACHE: &str = ".aibox/processkit-stat-cache";
 /// The project lock file held while applying.
 pub const APPLY_LOCK: &str = ".aibox/apply.lock";
 /// Where `--force` keeps the files it replaces: `.aibox/backups/<path>.<n>`.
@@ -275,6 +278,10 @@ fn write_plan(
     // Unconditional: a run killed between the lock and these removals left the records.
     writer.remove(Utf8Path::new(PENDING_PROCESSKIT))?;
     writer.remove(Utf8Path::new(PENDING_LOCK))?;
+    if let Some(digests) = &plan.processkit_stat_cache {
+        let text = aibox_provenance::StatCache::render(writer.root().as_std_path(), digests);
+        writer.write(Utf8Path::new(STAT_CACHE), text.as_bytes(), None)?;
+    }
     Ok(reports)
 }
 

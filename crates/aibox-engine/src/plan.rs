@@ -108,6 +108,7 @@ pub struct PlanBuilder {
     commit_last: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_intent: Option<String>,
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
+    processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
 }
 
 impl PlanBuilder {
@@ -126,6 +127,15 @@ impl PlanBuilder {
         crate::writer::check_relative(&path)?;
         self.prune_dirs.insert(path);
         Ok(())
+    }
+
+    /// Asks the apply to rewrite the processkit stat cache for these files (project path
+    /// → digest once applied) after the lock is written.
+    pub fn set_processkit_stat_cache(
+        &mut self,
+        digests: BTreeMap<String, aibox_provenance::Sha256>,
+    ) {
+        self.processkit_stat_cache = Some(digests);
     }
 
     /// Marks a planned file as a record of the others (the processkit marker): the apply
@@ -223,6 +233,7 @@ impl PlanBuilder {
             commit_last: self.commit_last,
             processkit_intent: self.processkit_intent,
             prune_dirs: self.prune_dirs.into_iter().collect(),
+            processkit_stat_cache: self.processkit_stat_cache,
         })
     }
 }
@@ -248,6 +259,8 @@ pub struct Plan {
     pub processkit_intent: Option<String>,
     /// Directory trees to remove where empty after the removals.
     pub prune_dirs: Vec<Utf8PathBuf>,
+    /// Processkit files to record in the stat cache after applying (when it is stale).
+    pub processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
 }
 
 impl Plan {

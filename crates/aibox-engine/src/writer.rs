@@ -328,6 +328,11 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// The project root.
+    pub fn root(&self) -> &Utf8Path {
+        self.root.path()
+    }
+
     /// Stops fsyncing each write; [`Self::commit`] makes them all durable at once.
     pub fn defer_sync(&mut self) {
         // Only where one call can sync the file system; elsewhere every write syncs.

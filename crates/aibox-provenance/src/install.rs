@@ -23,6 +23,7 @@ use crate::record::{
 };
 use crate::servers::{ProcesskitServer, servers};
 use crate::source::VerifiedRelease;
+use crate::statcache::StatCache;
 
 /// Three-way class of one file (processkit's migration vocabulary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -159,6 +160,21 @@ pub struct InstallPlan {
     /// The record of this plan's writes and removals, to be stored before the first
     /// write (see [`Intent`]); `None` for a no-op.
     pub intent: Option<Intent>,
+    /// The digest every tracked live file has once the plan is applied (for the
+    /// [`StatCache`]).
+    pub live_after: BTreeMap<String, Sha256>,
+    /// Whether the stat cache should be rewritten after applying: something changed,
+    /// or files had to be re-hashed.
+    pub stat_cache_stale: bool,
+}
+
+/// What planning may reuse from earlier runs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Hints<'a> {
+    /// The intent record of an interrupted run (see [`plan_resume`]).
+    pub interrupted: Option<&'a Intent>,
+    /// The stat cache of the last apply: unchanged files are not re-hashed.
+    pub stat_cache: Option<&'a StatCache>,
 }
 
 impl InstallPlan {
@@ -215,13 +231,24 @@ enum Live {
     Odd,
 }
 
-fn live_state(root: &Path, rel: &str) -> Result<Live> {
+fn live_state(
+    root: &Path,
+    rel: &str,
+    cache: Option<&StatCache>,
+    misses: &mut usize,
+) -> Result<Live> {
     let path = root.join(rel);
     match fs_err::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Live::Missing),
         Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Ok(Live::Odd),
         Err(e) => Err(ProvenanceError::io("inspect", &path, e)),
-        Ok(m) if m.file_type().is_file() => Ok(Live::File(Sha256::of_file(&path)?)),
+        Ok(m) if m.file_type().is_file() => {
+            if let Some(h) = cache.and_then(|c| c.lookup(rel, &m)) {
+                return Ok(Live::File(h));
+            }
+            *misses += 1;
+            Ok(Live::File(Sha256::of_file(&path)?))
+        }
         Ok(_) => Ok(Live::Odd),
     }
 }
@@ -346,6 +373,8 @@ fn applicable<'a>(
 struct ThreeWay {
     intent_writes: BTreeMap<String, IntentWrite>,
     intent_removals: BTreeMap<String, Sha256>,
+    live_after: BTreeMap<String, Sha256>,
+    cache_misses: usize,
     decisions: Vec<FileDecision>,
     writes: Vec<FileWrite>,
     removals: Vec<String>,
@@ -363,9 +392,10 @@ fn three_way(
     new_set: &InstallSet<'_>,
     old: Option<&Marker>,
     same_release: bool,
-    resume: Option<&Intent>,
+    hints: Hints<'_>,
     warnings: &mut Vec<String>,
 ) -> Result<ThreeWay> {
+    let resume = hints.interrupted;
     let base: BTreeMap<&str, Sha256> = old
         .map(|m| {
             m.files
@@ -391,7 +421,12 @@ fn three_way(
         });
         let user_owned =
             entry.is_some_and(|e| e.2) || old.is_some_and(|m| m.user_files.contains_key(path));
-        let live = as_planned(live_state(root, path)?, path, resume);
+        let actual = live_state(root, path, hints.stat_cache, &mut t.cache_misses)?;
+        let live_now = match actual {
+            Live::File(h) => Some(h),
+            _ => None,
+        };
+        let live = as_planned(actual, path, resume);
         let (mut class, mut action) = classify(r, c, &live);
         if user_owned && !matches!(live, Live::Missing) && action == Action::Write {
             class = Class::Conflict;
@@ -404,6 +439,18 @@ fn three_way(
             // The user deleted their own file: respect that.
             action = Action::None;
             class = Class::ChangedLocallyOnly;
+        }
+        // The digest the live file has once this plan is applied.
+        match (action, c) {
+            (Action::Write, Some(c)) => {
+                t.live_after.insert(path.to_owned(), c);
+            }
+            (Action::Remove, _) => {}
+            _ => {
+                if let Some(h) = live_now {
+                    t.live_after.insert(path.to_owned(), h);
+                }
+            }
         }
         if let (Some((release_path, file, _)), Some(c)) = (entry, c) {
             if user_owned {
@@ -576,7 +623,7 @@ pub fn plan_install(
     previous_lock: Option<&ProcesskitLock>,
     opts: &PlanOptions<'_>,
 ) -> Result<InstallPlan> {
-    plan_resume(root, release, previous_lock, opts, None)
+    plan_resume(root, release, previous_lock, opts, Hints::default())
 }
 
 /// [`plan_install`], resuming the plan of an interrupted run when `interrupted` (its
@@ -589,8 +636,9 @@ pub fn plan_resume(
     release: &VerifiedRelease,
     previous_lock: Option<&ProcesskitLock>,
     opts: &PlanOptions<'_>,
-    interrupted: Option<&Intent>,
+    hints: Hints<'_>,
 ) -> Result<InstallPlan> {
+    let interrupted = hints.interrupted;
     let catalog = Catalog::from_payload(&release.payload)?;
     let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
     let mut warnings = release.warnings.clone();
@@ -625,14 +673,19 @@ pub fn plan_resume(
     });
     let opts = resumed_opts.as_ref().unwrap_or(opts);
 
+    let hints = Hints {
+        interrupted: resume,
+        ..hints
+    };
     let t = three_way(
         root,
         &new_set,
         old.as_ref(),
         same_release,
-        resume,
+        hints,
         &mut warnings,
     )?;
+    let cache_misses = t.cache_misses;
     let (snapshot, stale_snapshots) = snapshot_plan(root, release, same_release);
 
     // Marker and lock, keeping the old timestamp when nothing changed.
@@ -691,6 +744,7 @@ pub fn plan_resume(
         writes: t.intent_writes,
         removals: t.intent_removals,
     };
+    let live_after = t.live_after;
     let lock = lock_section(
         release,
         previous_lock,
@@ -718,9 +772,12 @@ pub fn plan_resume(
         skills: selection.skills,
         warnings,
         intent: None,
+        live_after,
+        stat_cache_stale: false,
     };
     plan.migration = crate::migration::document(&plan, &release.source, opts.now, t.parked);
     plan.intent = (!plan.is_noop()).then_some(intent);
+    plan.stat_cache_stale = cache_misses > 0 || !plan.is_noop();
     Ok(plan)
 }
 

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use aibox_config::{ContextMode, GatewayMode, Ownership, PlannedFile, ReviewScope};
 use aibox_provenance::install::FileWrite;
 use aibox_provenance::source::{FetchOptions, fetch_release};
-use aibox_provenance::{Cache, Intent, PlanOptions, plan_resume};
+use aibox_provenance::{Cache, Hints, Intent, PlanOptions, StatCache, plan_resume};
 
 use aibox_mcp_registration::{Origin, ServerSpec, Transport};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -67,8 +67,16 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     let interrupted = ctx
         .read(Utf8Path::new(crate::apply::PENDING_PROCESSKIT))?
         .and_then(|b| Intent::parse(&String::from_utf8_lossy(&b)));
-    let mut install = plan_resume(root, &release, previous, &opts, interrupted.as_ref())
-        .map_err(EngineError::source)?;
+    let stat_cache = read_stat_cache(ctx)?;
+    let hints = Hints {
+        interrupted: interrupted.as_ref(),
+        stat_cache: stat_cache.as_ref(),
+    };
+    let mut install =
+        plan_resume(root, &release, previous, &opts, hints).map_err(EngineError::source)?;
+    if install.stat_cache_stale {
+        plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
+    }
     if let Some(intent) = &install.intent {
         plan.set_processkit_intent(intent.render());
     }
@@ -260,6 +268,21 @@ fn hand_added_servers(
     }
     aibox_provenance::servers::servers(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())), false)
         .map_err(EngineError::source)
+}
+
+/// The stat cache of the last apply, if any (a damaged one only costs re-hashing).
+fn read_stat_cache(ctx: &PlanContext) -> Result<Option<StatCache>, EngineError> {
+    let rel = Utf8Path::new(crate::apply::STAT_CACHE);
+    let Some(bytes) = ctx.read(rel)? else {
+        return Ok(None);
+    };
+    let Ok(meta) = fs_err::symlink_metadata(ctx.root().join(rel)) else {
+        return Ok(None);
+    };
+    Ok(Some(StatCache::parse(
+        &String::from_utf8_lossy(&bytes),
+        &meta,
+    )))
 }
 
 /// Every regular file below `dir` (root-relative), for removing a stale snapshot.
