@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 started=$(date +%s)
 
 apt_packages=(podman runc catatonit debootstrap podman-compose docker-compose uidmap
-  slirp4netns fuse-overlayfs git ca-certificates)
+  slirp4netns fuse-overlayfs git ca-certificates e2fsprogs)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

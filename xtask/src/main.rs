@@ -1,5 +1,7 @@
 //! `cargo xtask`: maintainer tasks.
 //!
+//! - `bench`: the processkit install path (first install, no-op, upgrade, integrity,
+//!   peak RSS) at 1x and 10x content beside `cp -r` and `sha256sum` (see `bench.rs`).
 //! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
 //!   layering, stub scan, the whole test suite). This is the README's test command and what
 //!   `.ci/run` executes.
@@ -13,6 +15,7 @@
 //! - `release-state`: floating inputs, available updates and provenance exceptions.
 //! - `stubs`: refuses ignored tests and `todo!`/`unimplemented!` in the workspace.
 
+mod bench;
 mod layering;
 mod release;
 mod stubs;
@@ -23,6 +26,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let task = args.first().map_or("help", String::as_str);
     let result = match task {
+        "bench" => bench::run(&args[1..]),
         "ci" => ci(),
         "demo" => demo(),
         "docs" => release::docs(),
@@ -32,7 +36,7 @@ fn main() -> ExitCode {
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR]|release-state>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH]|ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR]|release-state>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS

@@ -36,6 +36,16 @@ impl Failure {
 
 type Outcome = Result<Exit, Failure>;
 
+/// An `apply` failure: the file system refusing a read or write is the environment
+/// (exit 3), everything else is about the project (exit 2).
+fn apply_failure(e: aibox_engine::EngineError) -> Failure {
+    if matches!(e, aibox_engine::EngineError::Io { .. }) {
+        Failure::env(e)
+    } else {
+        Failure::user(e)
+    }
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: &Cli) -> Outcome {
     let g = &cli.global;
@@ -224,12 +234,12 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
         Ok(report) => report,
         Err(e) => {
             let Some(key) = consent_question(g, &root, &e) else {
-                return Err(Failure::user(e));
+                return Err(apply_failure(e));
             };
             // Show the full explanation first, then ask.
             render::error(&miette::Report::new(e));
             ask_seccomp_consent(g, &root, &key)?;
-            aibox_engine::apply(&root, &opts).map_err(Failure::user)?
+            aibox_engine::apply(&root, &opts).map_err(apply_failure)?
         }
     };
     json_or(g, &report, || {
@@ -433,7 +443,10 @@ fn up(g: &Global, args: &UpArgs) -> Outcome {
 
 fn lifecycle_failure(e: aibox_engine::lifecycle::LifecycleError) -> Failure {
     use aibox_engine::lifecycle::LifecycleError;
-    if matches!(e, LifecycleError::Engine(_)) {
+    if matches!(
+        e,
+        LifecycleError::Engine(_) | LifecycleError::ContainerPolicy { .. }
+    ) {
         Failure::user(e)
     } else {
         Failure::env(e)

@@ -22,10 +22,12 @@ pub fn install_miette_hook(color: Color) {
     }));
 }
 
-/// Prints a diagnostic to stderr.
+/// Prints a diagnostic to stderr. Diagnostics may quote a line of a configuration file;
+/// a secret on that line is masked before it reaches the terminal.
 pub fn error(report: &miette::Report) {
+    let text = aibox_policy::redact_secrets(&format!("{report:?}"));
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{report:?}");
+    let _ = writeln!(err, "{text}");
 }
 
 /// Prints a line of normal output to stdout.

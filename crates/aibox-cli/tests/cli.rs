@@ -164,6 +164,31 @@ fn invalid_config_exits_2_and_names_the_file() {
     assert!(err.contains("nmae"), "{err}");
 }
 
+/// A broken configuration line is quoted in the error, but a secret on it is not: the
+/// terminal (and any log of it) never shows the value.
+#[test]
+fn a_secret_on_a_broken_config_line_is_not_echoed() {
+    let (_t, dir) = tempdir();
+    for broken in [
+        "[container.environment]\nAPI_TOKEN = \"fake-secret-value-123\" trailing\n",
+        "[container.environment]\nDB_PASSWORD = fake-secret-value-123\n",
+        "[container]\nname = \"x\"\nnmae = \"ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\"\n",
+    ] {
+        fs_err::write(
+            dir.join("aibox.toml"),
+            format!("[container]\nname = \"x\"\n{broken}"),
+        )
+        .unwrap();
+        let out = aibox(&dir, &["apply"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("aibox.toml"), "{err}");
+        for secret in ["fake-secret-value-123", "ghp_FAKEFAKE"] {
+            assert!(!err.contains(secret), "{secret} echoed:\n{err}");
+        }
+    }
+}
+
 #[test]
 fn schema_is_printed_as_json() {
     let (_t, dir) = tempdir();
@@ -397,6 +422,45 @@ fn codex_on_docker_without_consent_is_refused_and_yes_never_consents() {
     );
     let compose = fs_err::read_to_string(dir.join(".devcontainer/docker-compose.yml")).unwrap();
     assert!(compose.contains("seccomp=aibox-seccomp.json"), "{compose}");
+}
+
+/// A folder that refuses writes is the environment, not the project: exit 3, and the
+/// apply changes nothing (all or nothing).
+#[test]
+fn a_refused_write_exits_3_and_changes_nothing() {
+    struct Immutable(camino::Utf8PathBuf);
+    impl Drop for Immutable {
+        fn drop(&mut self) {
+            let _ = Command::new("chattr")
+                .args(["-i", self.0.as_str()])
+                .status();
+        }
+    }
+    let (_t, dir) = tempdir();
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\", \"vscode\"]\n\n[[ai.mcp.servers]]\nname = \"first\"\ncommand = \"npx\"\nargs = [\"-y\", \"first-mcp@1.0.0\"]\n";
+    fs_err::write(dir.join("aibox.toml"), toml).unwrap();
+    let out = aibox(&dir, &["apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    fs_err::write(
+        dir.join("aibox.toml"),
+        format!("{toml}\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp@1.0.0\"]\n"),
+    )
+    .unwrap();
+    let mcp_before = fs_err::read_to_string(dir.join(".mcp.json")).unwrap();
+    let vscode = dir.join(".vscode");
+    let set = Command::new("chattr")
+        .args(["+i", vscode.as_str()])
+        .status()
+        .expect("chattr");
+    assert!(set.success());
+    let guard = Immutable(vscode);
+    let out = aibox(&dir, &["apply"]);
+    drop(guard);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(
+        fs_err::read_to_string(dir.join(".mcp.json")).unwrap(),
+        mcp_before
+    );
 }
 
 /// `config set` and `config validate` run the checks `apply` runs: a literal secret in

@@ -413,6 +413,78 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
     }
 }
 
+/// What the engine runs is checked, not only the files: a container whose engine state
+/// breaks the policy without consent (here: privileged, started while consent was
+/// recorded, consent then withdrawn and the files cleaned) is reported by `doctor` and
+/// stopped by `up`.
+#[test]
+fn engine_state_without_consent_is_reported_and_stopped() {
+    let podman = Podman::ready();
+    let p = TestProject::init(&podman, "state", "claude");
+    let TestProject { root, name, .. } = &p;
+    ok(aibox(&podman, root).arg("apply"));
+    let compose = fs_err::read_to_string(root.join(".devcontainer/docker-compose.yml")).unwrap();
+    let doc: serde_norway::Value = serde_norway::from_str(&compose).unwrap();
+    let service = doc["services"]
+        .as_mapping()
+        .and_then(|m| m.keys().next())
+        .and_then(|k| k.as_str())
+        .unwrap()
+        .to_owned();
+    let override_path = root.join(".devcontainer/docker-compose.override.yml");
+    let toml_path = root.join("aibox.toml");
+    let toml = fs_err::read_to_string(&toml_path).unwrap();
+
+    // With consent the privileged container starts.
+    fs_err::write(
+        &override_path,
+        format!("services:\n  \"{service}\":\n    privileged: true\n"),
+    )
+    .unwrap();
+    fs_err::write(
+        &toml_path,
+        format!(
+            "{toml}\n[[security.exceptions]]\noption = \"privileged\"\nreason = \"e2e test\"\n"
+        ),
+    )
+    .unwrap();
+    ok(aibox(&podman, root).arg("up"));
+    let inspect = podman.inspect_container(name).expect("container");
+    assert_eq!(inspect["HostConfig"]["Privileged"], true, "{inspect}");
+
+    // Consent withdrawn, files clean: the running container still is privileged.
+    fs_err::write(&toml_path, &toml).unwrap();
+    fs_err::write(
+        &override_path,
+        format!("services:\n  \"{service}\": {{}}\n"),
+    )
+    .unwrap();
+    let doctor = run(aibox(&podman, root).arg("doctor"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&doctor.stdout),
+        String::from_utf8_lossy(&doctor.stderr)
+    );
+    assert!(!doctor.status.success(), "{}", show(&doctor));
+    assert!(
+        text.contains("running container") && text.contains("aibox::policy::privileged"),
+        "{}",
+        show(&doctor)
+    );
+
+    // `up` finds it running, checks the engine state, stops it and says why.
+    let up = run(aibox(&podman, root).arg("up"));
+    assert!(!up.status.success(), "{}", show(&up));
+    let stderr = String::from_utf8_lossy(&up.stderr);
+    assert!(
+        stderr.contains("aibox::lifecycle::container_policy") && stderr.contains("privileged"),
+        "{}",
+        show(&up)
+    );
+    let inspect = podman.inspect_container(name).expect("container kept");
+    assert_eq!(inspect["State"]["Running"], false, "{inspect}");
+}
+
 /// `container.environment.X = "${X}"` passes the host's value into the real container,
 /// and `aibox up` runs `post_create_command` once per new container and
 /// `post_start_command` on every start (both were written to devcontainer.json only).

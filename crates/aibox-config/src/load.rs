@@ -35,15 +35,21 @@ pub struct Project {
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error, Diagnostic)]
 pub enum ConfigError {
-    /// No `aibox.toml` above the start directory.
-    #[error("no aibox.toml found in {start} or any parent directory")]
+    /// No `aibox.toml` between the start directory and the search boundary (the root of
+    /// the git repository holding it, or the file system root).
+    #[error("no aibox.toml found in {start} or any parent directory up to {boundary}")]
     #[diagnostic(
         code(aibox::config::not_found),
-        help("run `aibox init` to create one, or pass `--project DIR`")
+        help(
+            "run `aibox init` to create one, or pass `--project DIR`; the search stops at the \
+             root of the git repository so that it never writes into an enclosing project"
+        )
     )]
     NotFound {
         /// Where the search started.
         start: Utf8PathBuf,
+        /// Where it stopped (the repository root, or `/`).
+        boundary: Utf8PathBuf,
     },
     /// A file could not be read.
     #[error("cannot read {path}")]
@@ -89,14 +95,22 @@ impl ConfigError {
 /// Walks up from `start` to the nearest directory holding `aibox.toml`.
 pub fn find_project_root(start: &Utf8Path) -> Result<Utf8PathBuf, ConfigError> {
     let mut dir = Some(start);
+    let mut boundary = start;
     while let Some(d) = dir {
+        boundary = d;
         if d.join(AIBOX_TOML).is_file() {
             return Ok(d.to_owned());
+        }
+        // The root of a git repository (`.git` directory, or file for worktrees and
+        // submodules) ends the search: a project above it belongs to someone else.
+        if d.join(".git").exists() {
+            break;
         }
         dir = d.parent();
     }
     Err(ConfigError::NotFound {
         start: start.to_owned(),
+        boundary: boundary.to_owned(),
     })
 }
 

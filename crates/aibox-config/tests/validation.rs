@@ -414,6 +414,29 @@ fn project_root_is_found_from_subdirectories() {
     assert!(matches!(err, ConfigError::NotFound { .. }));
 }
 
+/// A git repository inside an aibox project (a clone in a subfolder) is its own world:
+/// the search stops at its root and names it, instead of writing into the outer project.
+#[test]
+fn project_search_stops_at_the_git_repository_root() {
+    let (_t, outer) = project(&[("aibox.toml", HEAD)]);
+    let repo = outer.join("vendor/other-repo");
+    fs_err::create_dir_all(repo.join(".git")).unwrap();
+    fs_err::create_dir_all(repo.join("src")).unwrap();
+    let err = find_project_root(&repo.join("src")).unwrap_err();
+    let ConfigError::NotFound { boundary, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(boundary, &repo);
+    assert!(err.to_string().contains(repo.as_str()), "{err}");
+    // A worktree or submodule marks its root with a `.git` file.
+    fs_err::remove_dir_all(repo.join(".git")).unwrap();
+    fs_err::write(repo.join(".git"), "gitdir: ../.git/modules/x\n").unwrap();
+    assert!(find_project_root(&repo.join("src")).is_err());
+    // The repository's own aibox.toml is found.
+    fs_err::write(repo.join("aibox.toml"), HEAD).unwrap();
+    assert_eq!(find_project_root(&repo.join("src")).unwrap(), repo);
+}
+
 #[test]
 fn load_project_reports_both_files_together() {
     let (_t, root) = project(&[

@@ -2,13 +2,19 @@
 //!
 //! Order of a real apply: take the project lock → remove stray temp files → plan →
 //! decide every file's action (refusing foreign and hand-edited generated files before
-//! anything is written) →
-//! record the planned digests in `.aibox/pending.lock` → back up foreign files when
-//! forced → write the files → write `aibox.lock` last → drop the pending record.
+//! anything is written) → check that every target folder takes a new file (all or
+//! nothing) → record the planned digests in `.aibox/pending.lock` and the processkit
+//! install intent in `.aibox/pending-processkit.toml` → back up foreign files when forced
+//! → write the files and removals → one durable commit point (`syncfs`) → write the
+//! records of the content (the processkit marker) → write `aibox.lock` last → drop the
+//! pending records.
 //!
-//! The pending record makes a killed apply recoverable: files it already wrote carry a
+//! The pending records make a killed apply recoverable: files it already wrote carry a
 //! digest the next apply recognises as aibox's own even though `aibox.lock` was not
-//! updated yet. Dry runs and checks only read (they take no lock).
+//! updated yet, and the processkit intent lets the next run re-plan exactly the
+//! interrupted install (the marker still names the base it started from, because it is
+//! written only after the content is durable). Dry runs and checks only read (they
+//! take no lock).
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +28,12 @@ use crate::writer::{ProjectRoot, Writer, check_relative, in_perimeter};
 
 /// Digests of the apply in progress (the would-be lock), under `.aibox/`.
 pub const PENDING_LOCK: &str = ".aibox/pending.lock";
+/// The processkit install intent of the apply in progress (see
+/// [`aibox_provenance::Intent`]).
+pub const PENDING_PROCESSKIT: &str = ".aibox/pending-processkit.toml";
+/// The stat cache of the installed processkit files (see
+/// [`aibox_provenance::StatCache`]).
+pub const STAT_CACHE: &str = ".aibox/processkit-stat-cache";
 /// The project lock file held while applying.
 pub const APPLY_LOCK: &str = ".aibox/apply.lock";
 /// Where `--force` keeps the files it replaces: `.aibox/backups/<path>.<n>`.
@@ -141,6 +153,8 @@ impl ApplyReport {
 pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, EngineError> {
     let root = ProjectRoot::open(root)?;
     let read_only = options.dry_run || options.check;
+    // An invalid configuration is reported before anything (even the lock) is created.
+    aibox_config::load_project(root.path())?;
     let _guard = if read_only {
         None
     } else {
@@ -195,31 +209,7 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
         });
     }
 
-    let anything = !removals.is_empty() || decisions.iter().any(|d| d.report.action.changes());
-    if anything {
-        writer.write(Utf8Path::new(PENDING_LOCK), plan.lock_text.as_bytes(), None)?;
-    }
-    let mut reports = Vec::with_capacity(decisions.len() + removals.len());
-    let lock_index = decisions.len() - 1;
-    for (i, (decision, file)) in decisions.into_iter().zip(&all).enumerate() {
-        if i == lock_index {
-            // Removals happen before the lock, which is always written last.
-            for removal in removals.drain(..) {
-                writer.remove(&removal.path)?;
-                reports.push(removal);
-            }
-        }
-        let report = decision.report;
-        if let (Some(old), Some(backup)) = (&decision.old, &report.backup) {
-            writer.write(backup, old, None)?;
-        }
-        if report.action.changes() {
-            writer.write(&file.path, &file.contents, file.mode)?;
-        }
-        reports.push(report);
-    }
-    // Unconditional: a run killed between the lock and this removal left the record.
-    writer.remove(Utf8Path::new(PENDING_LOCK))?;
+    let reports = write_plan(&mut writer, &plan, decisions, &all, removals)?;
     Ok(ApplyReport {
         files: reports,
         wrote_nothing: false,
@@ -291,6 +281,90 @@ fn refuse_unowned(
         }
     }
     Ok(())
+}
+
+/// The write phase of an apply: pending records, content and removals, the commit
+/// point, the records of the content, the lock, then dropping the pending records.
+fn write_plan(
+    writer: &mut Writer<'_>,
+    plan: &crate::plan::Plan,
+    decisions: Vec<Decision>,
+    all: &[&PlannedFile],
+    removals: Vec<FileReport>,
+) -> Result<Vec<FileReport>, EngineError> {
+    let anything = !removals.is_empty() || decisions.iter().any(|d| d.report.action.changes());
+    // All or nothing: every folder that will be written to must take a new file before
+    // the first real write, so a permission problem stops the run with nothing changed.
+    if anything {
+        let mut targets: Vec<&Utf8Path> = vec![
+            Utf8Path::new(PENDING_LOCK),
+            Utf8Path::new(PENDING_PROCESSKIT),
+        ];
+        for (decision, file) in decisions.iter().zip(all) {
+            if decision.report.action.changes() {
+                targets.push(&file.path);
+            }
+            if let Some(backup) = &decision.report.backup {
+                targets.push(backup);
+            }
+        }
+        targets.extend(removals.iter().map(|r| r.path.as_path()));
+        writer.probe_writable(&targets)?;
+    }
+    if anything {
+        writer.write(Utf8Path::new(PENDING_LOCK), plan.lock_text.as_bytes(), None)?;
+        if let Some(intent) = &plan.processkit_intent {
+            writer.write(Utf8Path::new(PENDING_PROCESSKIT), intent.as_bytes(), None)?;
+        }
+        // Content is made durable once, at the commit point below, not file by file.
+        writer.defer_sync();
+    }
+    let mut reports = Vec::with_capacity(decisions.len() + removals.len());
+    let mut items: Vec<(Decision, &PlannedFile)> =
+        decisions.into_iter().zip(all.iter().copied()).collect();
+    let lock_item = items.pop();
+    let (last, first): (Vec<_>, Vec<_>) = items
+        .into_iter()
+        .partition(|(_, file)| plan.commit_last.contains(&file.path));
+    for (decision, file) in first {
+        reports.push(write_decided(writer, decision, file)?);
+    }
+    for removal in removals {
+        writer.remove(&removal.path)?;
+        reports.push(removal);
+    }
+    for dir in &plan.prune_dirs {
+        writer.prune_empty_dirs(dir)?;
+    }
+    // The commit point: everything above is durable before any record of it is written.
+    writer.commit()?;
+    for (decision, file) in last.into_iter().chain(lock_item) {
+        reports.push(write_decided(writer, decision, file)?);
+    }
+    // Unconditional: a run killed between the lock and these removals left the records.
+    writer.remove(Utf8Path::new(PENDING_PROCESSKIT))?;
+    writer.remove(Utf8Path::new(PENDING_LOCK))?;
+    if let Some(digests) = &plan.processkit_stat_cache {
+        let text = aibox_provenance::StatCache::render(writer.root().as_std_path(), digests);
+        writer.write(Utf8Path::new(STAT_CACHE), text.as_bytes(), None)?;
+    }
+    Ok(reports)
+}
+
+/// Writes one decided file (and its backup when forced); returns its report.
+fn write_decided(
+    writer: &mut Writer<'_>,
+    decision: Decision,
+    file: &PlannedFile,
+) -> Result<FileReport, EngineError> {
+    let report = decision.report;
+    if let (Some(old), Some(backup)) = (&decision.old, &report.backup) {
+        writer.write(backup, old, None)?;
+    }
+    if report.action.changes() {
+        writer.write(&file.path, &file.contents, file.mode)?;
+    }
+    Ok(report)
 }
 
 struct KnownDigests<'a> {

@@ -15,9 +15,8 @@ use std::process::Command;
 
 use aibox_config::{AiboxToml, Project, SecurityException};
 use aibox_policy::{
-    Consent, Finding, PROFILE_PATH, Redactor, Severity, TargetEngine, TextKind, check_compose,
-    check_devcontainer_json, check_project_volumes, check_seccomp_profile, container_security_for,
-    redact, scan_secrets,
+    Consent, Finding, PROFILE_PATH, Redactor, Severity, TargetEngine, TextKind,
+    check_project_volumes, check_seccomp_profile, container_security_for, redact, scan_secrets,
 };
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 use aibox_runtime::DetectEnv;
@@ -364,6 +363,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     // Codex's sandbox, probed in the running container (only when Codex is enabled)
     let codex_sandbox =
         codex_sandbox_check(&mut run, project_root.path(), project.as_ref(), options);
+    container_state_check(&mut run, project_root.path(), project.as_ref(), options);
     // secrets in committed files
     run.check(
         "secrets",
@@ -810,17 +810,12 @@ fn container_policy(
             None
         }
     };
-    if let Some(text) = read_text(root, COMPOSE_FILE) {
-        out.extend(check_compose(COMPOSE_FILE, &text, &consent));
-    }
-    for file in [OVERRIDE_FILE, COMPOSE_LOCAL_FILE] {
-        if let Some(text) = read_text(root, file) {
-            out.extend(check_compose(file, &text, &consent));
-        }
-    }
-    if let Some(text) = read_text(root, DEVCONTAINER_FILE) {
-        out.extend(check_devcontainer_json(DEVCONTAINER_FILE, &text, &consent));
-    }
+    // The Compose files as Compose resolves them, with `devcontainer.json`.
+    out.extend(aibox_policy::check_compose_setup(
+        &crate::plan::ProjectSources(root),
+        &consent,
+    ));
+    out.extend(aibox_policy::check_container_user(config, &consent));
     out.extend(check_project_volumes(config, &project.local, &consent));
     if let Ok(Some(bytes)) = root.read(Utf8Path::new(PROFILE_PATH)) {
         let recorded = lock.and_then(|l| l.generated_digest(PROFILE_PATH));
@@ -1148,6 +1143,39 @@ fn codex_sandbox_finding(report: &SandboxReport) -> Finding {
             format!("Codex sandbox: not checked ({})", report.detail),
             "start the container (`aibox up`) and run `aibox doctor` again",
         ),
+    }
+}
+
+/// The `container-state` check: the engine state of the project's container (what the
+/// engine actually runs) under the policy gate's rules, as `up` checks it.
+fn container_state_check(
+    run: &mut Run,
+    root: &Utf8Path,
+    project: Option<&Project>,
+    options: &DoctorOptions,
+) {
+    let Some(p) = project else {
+        run.skip("container-state", "no valid configuration");
+        return;
+    };
+    if options.skip_engine {
+        run.skip("container-state", "skipped by the caller");
+        return;
+    }
+    let lifecycle = crate::lifecycle::LifecycleOptions {
+        env: options.detect.clone(),
+        timeouts: aibox_runtime::Timeouts::default(),
+    };
+    let state = crate::lifecycle::runtime_for(root, &lifecycle)
+        .map_err(|e| e.to_string())
+        .and_then(|(runtime, target)| {
+            crate::lifecycle::container_state(&runtime, &target, &p.config)
+                .map_err(|e| e.to_string())
+        });
+    match state {
+        Ok(Some(findings)) => run.check("container-state", findings),
+        Ok(None) => run.skip("container-state", "no container"),
+        Err(e) => run.skip("container-state", &e),
     }
 }
 

@@ -2,9 +2,13 @@
 //!
 //! Thin glue: load the project, pick the engine (failing fast when none is installed),
 //! bring the generated files up to date where a command needs them, then hand over to
-//! `aibox-runtime`, which owns every spawned process.
+//! `aibox-runtime`, which owns every spawned process. After `up` the engine state of the
+//! container is checked under the policy gate's rules; a violation stops it.
+
+use std::fmt::Write as _;
 
 use aibox_config::load_project;
+use aibox_policy::{Finding, Severity};
 use aibox_runtime::{
     ContainerState, DetectEnv, ExecRequest, Progress, Runtime, RuntimeError, Status, Target,
     Timeouts,
@@ -25,6 +29,21 @@ pub enum LifecycleError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The started container's engine state breaks the policy without consent (something
+    /// the files did not show reached the engine); the container was stopped.
+    #[error(
+        "the running container `{container}` breaks the security policy without consent, so it \
+         was stopped: {summary}"
+    )]
+    #[diagnostic(code(aibox::lifecycle::container_policy), help("{details}"))]
+    ContainerPolicy {
+        /// The container's name.
+        container: String,
+        /// The broken rules, one line.
+        summary: String,
+        /// Every error finding with its fix.
+        details: String,
+    },
     /// A `[container.lifecycle]` command exited with a failure.
     #[error("`{key}` (`{command}`) failed in the container with exit code {code}")]
     #[diagnostic(
@@ -184,14 +203,38 @@ pub fn up(
         },
         progress,
     )?;
-    let codex_sandbox = load_project(root)
-        .ok()
-        .and_then(|p| crate::codex_sandbox::probe(&p.config, &runtime, &target));
+    // What the engine actually runs, under the same rules: a violation stops the container.
+    let project = load_project(root)?;
+    if let Some(findings) = container_state(&runtime, &target, &project.config)? {
+        let errors: Vec<&Finding> = findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .collect();
+        if !errors.is_empty() {
+            runtime.stop(&target, progress)?;
+            let mut summary: Vec<String> = errors.iter().map(|f| f.code.clone()).collect();
+            summary.dedup();
+            let mut details = String::new();
+            for f in &errors {
+                let _ = writeln!(details, "{f}");
+            }
+            details.push_str(
+                "Run `aibox doctor` for the files that set it; consent goes into aibox.toml \
+                 [[security.exceptions]].",
+            );
+            return Err(LifecycleError::ContainerPolicy {
+                container: target.container.clone(),
+                summary: summary.join(", "),
+                details,
+            });
+        }
+    }
+    let codex_sandbox = crate::codex_sandbox::probe(&project.config, &runtime, &target);
     // Like the Dev Containers CLI: post-create once per new container, post-start on
     // every start.
     let created = status.container_id.is_some() && status.container_id != before.container_id;
     let started = created || before.state != ContainerState::Running;
-    let lifecycle = load_project(root)?.config.container.lifecycle;
+    let lifecycle = project.config.container.lifecycle;
     let mut ran = Vec::new();
     for (key, command, due) in [
         (
@@ -213,6 +256,26 @@ pub fn up(
         codex_sandbox,
         ran,
     })
+}
+
+/// The policy findings over the engine state of the project's container (`container
+/// inspect`), `None` when there is no container.
+pub(crate) fn container_state(
+    runtime: &Runtime,
+    target: &Target,
+    config: &aibox_config::AiboxToml,
+) -> Result<Option<Vec<Finding>>, RuntimeError> {
+    let Some(json) = runtime.inspect_json(target)? else {
+        return Ok(None);
+    };
+    // Engines report bind sources as resolved absolute paths.
+    let root = fs_err::canonicalize(target.root.as_std_path())
+        .map_or_else(|_| target.root.to_string(), |p| p.display().to_string());
+    Ok(Some(aibox_policy::check_container_state(
+        &json,
+        &root,
+        &aibox_policy::Consent::from_config(config),
+    )))
 }
 
 /// Runs one lifecycle command as the container user in `/workspace`, through `sh -c`

@@ -105,6 +105,10 @@ pub struct PlanBuilder {
     warnings: Vec<String>,
     lock: Lock,
     verified_content: std::collections::BTreeSet<Utf8PathBuf>,
+    commit_last: std::collections::BTreeSet<Utf8PathBuf>,
+    processkit_intent: Option<String>,
+    prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
+    processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
 }
 
 impl PlanBuilder {
@@ -113,6 +117,38 @@ impl PlanBuilder {
     /// covers it; credential-looking text in it is a skill review finding instead.
     pub fn mark_verified_content(&mut self, path: impl Into<Utf8PathBuf>) {
         self.verified_content.insert(path.into());
+    }
+
+    /// Plans the removal of a directory tree whose files are all planned for removal (a
+    /// stale processkit snapshot): after the removals, its directories are removed
+    /// where empty, deepest first. Anything else left inside keeps its directory.
+    pub fn prune_dir(&mut self, path: impl Into<Utf8PathBuf>) -> Result<(), EngineError> {
+        let path = path.into();
+        crate::writer::check_relative(&path)?;
+        self.prune_dirs.insert(path);
+        Ok(())
+    }
+
+    /// Asks the apply to rewrite the processkit stat cache for these files (project path
+    /// → digest once applied) after the lock is written.
+    pub fn set_processkit_stat_cache(
+        &mut self,
+        digests: BTreeMap<String, aibox_provenance::Sha256>,
+    ) {
+        self.processkit_stat_cache = Some(digests);
+    }
+
+    /// Marks a planned file as a record of the others (the processkit marker): the apply
+    /// writes it after every other file is durable, just before `aibox.lock`, so a
+    /// killed run never leaves a record naming content that was not written.
+    pub fn write_last(&mut self, path: impl Into<Utf8PathBuf>) {
+        self.commit_last.insert(path.into());
+    }
+
+    /// Records the processkit install intent (see [`aibox_provenance::Intent`]): the
+    /// apply stores it in [`crate::apply::PENDING_PROCESSKIT`] before its first write.
+    pub fn set_processkit_intent(&mut self, text: String) {
+        self.processkit_intent = Some(text);
     }
 
     /// Adds a file. Errors when another source already planned the same path.
@@ -194,6 +230,10 @@ impl PlanBuilder {
             warnings: self.warnings,
             lock: self.lock,
             lock_text,
+            commit_last: self.commit_last,
+            processkit_intent: self.processkit_intent,
+            prune_dirs: self.prune_dirs.into_iter().collect(),
+            processkit_stat_cache: self.processkit_stat_cache,
         })
     }
 }
@@ -213,6 +253,14 @@ pub struct Plan {
     pub lock: Lock,
     /// Rendered lock text, written last.
     pub lock_text: String,
+    /// Files written after every other file is durable, just before the lock.
+    pub commit_last: std::collections::BTreeSet<Utf8PathBuf>,
+    /// The processkit install intent record, stored before the first write.
+    pub processkit_intent: Option<String>,
+    /// Directory trees to remove where empty after the removals.
+    pub prune_dirs: Vec<Utf8PathBuf>,
+    /// Processkit files to record in the stat cache after applying (when it is stale).
+    pub processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
 }
 
 impl Plan {
@@ -290,9 +338,22 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
         &project.local,
         &gated,
         override_text.as_deref(),
+        &ProjectSources(root),
     )
     .map_err(policy_err)?;
     Ok(plan)
+}
+
+/// The project's files as the policy gate's Compose resolver sees them: regular files
+/// inside the project (no symlink out), read as text, at most 1 MiB each.
+pub(crate) struct ProjectSources<'a>(pub(crate) &'a ProjectRoot);
+
+impl aibox_policy::ComposeSources for ProjectSources<'_> {
+    fn read(&self, path: &str) -> Option<String> {
+        const MAX: usize = 1 << 20;
+        let bytes = self.0.read(Utf8Path::new(path)).ok().flatten()?;
+        (bytes.len() <= MAX).then(|| String::from_utf8_lossy(&bytes).into_owned())
+    }
 }
 
 /// Generated files the previous apply wrote and this plan no longer contains (for

@@ -4,12 +4,18 @@
 //! - only clean relative paths (no `..`, `.`, empty components, absolute paths or
 //!   backslashes) inside the closed [`PERIMETER`];
 //! - never through a symlink: every parent directory and the target itself are checked
-//!   with `symlink_metadata` below the canonicalised project root;
+//!   with `symlink_metadata` below the canonicalised project root (each directory once
+//!   per [`ProjectRoot`]: aibox never removes or replaces a directory, and an apply
+//!   holds the project lock);
 //! - write-if-changed: identical bytes (and mode) leave the file untouched, so a no-op
 //!   apply keeps mtimes and inodes;
-//! - atomic: a temp file in the same directory is written, fsynced, given its mode and
-//!   renamed over the target, so a crash leaves the old or the new file, never a mix.
-//!   Stray temp files of a killed run are removed by [`Writer::clean_stray_temps`].
+//! - atomic: a temp file in the same directory is written, given its mode and renamed
+//!   over the target, so a crash leaves the old or the new file, never a mix. Stray temp
+//!   files of a killed run are removed by [`Writer::clean_stray_temps`];
+//! - durable: each write is fsynced (file and directory), except between
+//!   [`Writer::defer_sync`] and [`Writer::commit`], where one `syncfs` of the project's
+//!   file system makes the whole batch durable at once (an apply's content, before the
+//!   records that name it).
 
 use std::io::Write as _;
 
@@ -111,6 +117,8 @@ pub enum WriteOutcome {
 #[derive(Debug, Clone)]
 pub struct ProjectRoot {
     root: Utf8PathBuf,
+    /// Directories already found to be real directories (not symlinks) below the root.
+    checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<Utf8PathBuf>>>,
 }
 
 impl ProjectRoot {
@@ -130,7 +138,22 @@ impl ProjectRoot {
                 reason: "not a directory".to_owned(),
             });
         }
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            checked_dirs: std::sync::Arc::default(),
+        })
+    }
+
+    fn is_checked_dir(&self, dir: &Utf8Path) -> bool {
+        self.checked_dirs
+            .lock()
+            .is_ok_and(|dirs| dirs.contains(dir))
+    }
+
+    fn remember_dir(&self, dir: &Utf8Path) {
+        if let Ok(mut dirs) = self.checked_dirs.lock() {
+            dirs.insert(dir.to_owned());
+        }
     }
 
     /// The canonical root.
@@ -147,8 +170,16 @@ impl ProjectRoot {
         let Some(parent) = rel.parent() else {
             return Ok(Some(dir));
         };
+        // A directory is remembered only after all its ancestors were checked.
+        let full = dir.join(parent);
+        if self.is_checked_dir(&full) {
+            return Ok(Some(full));
+        }
         for part in parent.components() {
             dir.push(part);
+            if self.is_checked_dir(&dir) {
+                continue;
+            }
             match fs_err::symlink_metadata(&dir) {
                 Ok(meta) if meta.file_type().is_symlink() => {
                     return Err(EngineError::Symlink {
@@ -185,6 +216,7 @@ impl ProjectRoot {
                 }
                 Err(e) => return Err(EngineError::io("inspect", &dir, e)),
             }
+            self.remember_dir(&dir);
         }
         Ok(Some(dir))
     }
@@ -281,6 +313,10 @@ fn set_mode(_path: &Utf8Path, _mode: u32) -> Result<(), EngineError> {
 pub struct Writer<'a> {
     root: &'a ProjectRoot,
     crash: crash::Hook,
+    /// Between `defer_sync` and `commit`: no per-file fsync.
+    deferred: bool,
+    /// Something was written or removed since `defer_sync`.
+    dirty: bool,
 }
 
 impl<'a> Writer<'a> {
@@ -289,7 +325,32 @@ impl<'a> Writer<'a> {
         Self {
             root,
             crash: crash::Hook::from_env(),
+            deferred: false,
+            dirty: false,
         }
+    }
+
+    /// The project root.
+    pub fn root(&self) -> &Utf8Path {
+        self.root.path()
+    }
+
+    /// Stops fsyncing each write; [`Self::commit`] makes them all durable at once.
+    pub fn defer_sync(&mut self) {
+        // Only where one call can sync the file system; elsewhere every write syncs.
+        self.deferred = cfg!(target_os = "linux");
+    }
+
+    /// The durable commit point: syncs the project's file system when anything was
+    /// written since [`Self::defer_sync`], then goes back to per-file fsync.
+    pub fn commit(&mut self) -> Result<(), EngineError> {
+        if self.deferred && self.dirty {
+            sync_fs(self.root.path())?;
+        }
+        self.deferred = false;
+        self.dirty = false;
+        self.crash.point();
+        Ok(())
     }
 
     /// Writes `contents` to `rel` when they (or the requested mode) differ from the file
@@ -322,7 +383,7 @@ impl<'a> Writer<'a> {
         let name = rel.file_name().unwrap_or_default();
         let target = dir.join(name);
         let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
-        write_temp(&temp, contents)?;
+        write_temp(&temp, contents, !self.deferred)?;
         if let Some(mode) = mode.or(old_mode) {
             set_mode(&temp, mode)?;
         }
@@ -331,9 +392,41 @@ impl<'a> Writer<'a> {
             let _ = fs_err::remove_file(&temp);
             return Err(EngineError::io("replace", &target, e));
         }
-        sync_dir(&dir);
+        self.synced(&dir);
         self.crash.point();
         Ok(outcome)
+    }
+
+    /// Checks that a new file can be created in the folder of each of `targets` (the
+    /// nearest existing folder for ones still to be created) by creating and removing a
+    /// probe file there. Nothing else is touched.
+    pub fn probe_writable(&self, targets: &[&Utf8Path]) -> Result<(), EngineError> {
+        let mut probed: Vec<Utf8PathBuf> = Vec::new();
+        for rel in targets {
+            check_relative(rel)?;
+            let mut dir = self.root.path().to_owned();
+            if let Some(parent) = rel.parent() {
+                for part in parent.components() {
+                    let next = dir.join(part);
+                    if !next.is_dir() {
+                        break;
+                    }
+                    dir = next;
+                }
+            }
+            if probed.contains(&dir) {
+                continue;
+            }
+            let probe = dir.join(format!(".aibox-probe{TEMP_MARKER}{}", std::process::id()));
+            fs_err::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&probe)
+                .map_err(|e| EngineError::io("write", self.root.path().join(rel), e))?;
+            let _ = fs_err::remove_file(&probe);
+            probed.push(dir);
+        }
+        Ok(())
     }
 
     /// Removes a file inside the perimeter (missing is fine). Returns whether it existed.
@@ -352,8 +445,63 @@ impl<'a> Writer<'a> {
             return Ok(false);
         }
         fs_err::remove_file(&abs).map_err(|e| EngineError::io("remove", &abs, e))?;
-        sync_dir(&dir);
+        self.synced(&dir);
         Ok(true)
+    }
+
+    /// After a rename or removal in `dir`: fsync it now, or at the commit point.
+    fn synced(&mut self, dir: &Utf8Path) {
+        if self.deferred {
+            self.dirty = true;
+        } else {
+            sync_dir(dir);
+        }
+    }
+
+    /// Removes the empty directories of the tree at `rel` (inside the perimeter), deepest
+    /// first, and `rel` itself when it ends up empty. Files, symlinks and non-empty
+    /// directories stay; a symlinked or missing `rel` is left alone.
+    pub fn prune_empty_dirs(&mut self, rel: &Utf8Path) -> Result<(), EngineError> {
+        check_relative(rel)?;
+        if !in_perimeter(rel) {
+            return Err(EngineError::OutsidePerimeter {
+                path: rel.to_owned(),
+            });
+        }
+        let Some(parent) = self.root.parent_dir(rel, false)? else {
+            return Ok(());
+        };
+        let top = parent.join(rel.file_name().unwrap_or_default());
+        if let Ok(mut checked) = self.root.checked_dirs.lock() {
+            checked.retain(|d| !d.starts_with(&top));
+        }
+        // Directories in discovery order; reversed, children come before parents.
+        let mut dirs = Vec::new();
+        let mut stack = vec![top];
+        while let Some(dir) = stack.pop() {
+            let Ok(meta) = fs_err::symlink_metadata(&dir) else {
+                continue;
+            };
+            if !meta.is_dir() {
+                continue;
+            }
+            let entries = fs_err::read_dir(&dir).map_err(|e| EngineError::io("list", &dir, e))?;
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir())
+                    && let Ok(name) = entry.file_name().into_string()
+                {
+                    stack.push(dir.join(name));
+                }
+            }
+            dirs.push(dir);
+        }
+        for dir in dirs.iter().rev() {
+            // Not empty (or already gone) is fine: only empty directories go.
+            if fs_err::remove_dir(dir).is_ok() {
+                self.synced(dir.parent().unwrap_or(dir));
+            }
+        }
+        Ok(())
     }
 
     /// Creates (if needed) the directory holding `rel` and returns its absolute path.
@@ -401,20 +549,43 @@ impl<'a> Writer<'a> {
     }
 }
 
-fn write_temp(temp: &Utf8Path, contents: &[u8]) -> Result<(), EngineError> {
-    // A leftover temp of this very pid can only be stale: replace it.
-    let _ = fs_err::remove_file(temp);
-    let mut file = fs_err::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(temp)
-        .map_err(|e| EngineError::io("create", temp, e))?;
-    let result = file.write_all(contents).and_then(|()| file.sync_all());
+fn write_temp(temp: &Utf8Path, contents: &[u8], sync: bool) -> Result<(), EngineError> {
+    let open = || {
+        fs_err::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(temp)
+    };
+    let mut file = match open() {
+        // A leftover temp of this very pid can only be stale: replace it.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = fs_err::remove_file(temp);
+            open()
+        }
+        other => other,
+    }
+    .map_err(|e| EngineError::io("create", temp, e))?;
+    let result = file
+        .write_all(contents)
+        .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
     if let Err(e) = result {
         drop(file);
         let _ = fs_err::remove_file(temp);
         return Err(EngineError::io("write", temp, e));
     }
+    Ok(())
+}
+
+/// Makes everything written on the file system holding `root` durable (`syncfs`).
+#[cfg(target_os = "linux")]
+fn sync_fs(root: &Utf8Path) -> Result<(), EngineError> {
+    let dir = fs_err::File::open(root).map_err(|e| EngineError::io("open", root, e))?;
+    rustix::fs::syncfs(dir.file()).map_err(|e| EngineError::io("sync", root, e.into()))
+}
+
+#[cfg(not(target_os = "linux"))]
+#[allow(clippy::unnecessary_wraps)]
+fn sync_fs(_root: &Utf8Path) -> Result<(), EngineError> {
     Ok(())
 }
 

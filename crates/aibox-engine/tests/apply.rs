@@ -11,7 +11,7 @@ use aibox_config::Ownership;
 use aibox_engine::writer::{PERIMETER, ProjectRoot, WriteOutcome, Writer};
 use aibox_engine::{ApplyOptions, EngineError, FileAction, PlanOptions, apply, plan};
 use aibox_provenance::lock::{Lock, sha256_hex};
-use camino::Utf8Path;
+use camino::{Utf8Path, Utf8PathBuf};
 use common::{Fixture, code};
 
 const DOCKERFILE: &str = ".devcontainer/Dockerfile";
@@ -677,4 +677,68 @@ fn symlinked_state_dir_is_refused_before_locking() {
     let err = apply(&fx.root, &opts()).unwrap_err();
     assert_eq!(code(&err), "aibox::apply::symlink", "{err:?}");
     assert_eq!(fs_err::read_dir(outside.path()).unwrap().count(), 0);
+}
+
+/// An invalid configuration is reported before anything is created: no `.aibox/`
+/// folder, no apply lock, no generated file.
+#[test]
+fn invalid_configuration_creates_nothing_not_even_the_apply_lock() {
+    let fx = Fixture::with("[container]\nname = \"demo\"\nuid = \"not a number\"\n");
+    let before = fx.snapshot();
+    let err = apply(&fx.root, &opts()).unwrap_err();
+    assert!(matches!(err, EngineError::Config(_)), "{err:?}");
+    assert!(!fx.path(".aibox").exists(), "apply created .aibox/");
+    assert_eq!(fx.snapshot(), before);
+}
+
+/// Makes a folder refuse new files even for root (`chattr +i`), and lifts that again
+/// on drop, also when the test fails.
+struct Immutable(Utf8PathBuf);
+
+impl Immutable {
+    fn set(dir: Utf8PathBuf) -> Self {
+        let status = std::process::Command::new("chattr")
+            .args(["+i", dir.as_str()])
+            .status()
+            .expect("chattr (e2fsprogs) must be installed");
+        assert!(
+            status.success(),
+            "chattr +i {dir} failed (needs ext4 or similar)"
+        );
+        Self(dir)
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .args(["-i", self.0.as_str()])
+            .status();
+    }
+}
+
+/// A folder that refuses writes part-way through the harness files stops the apply
+/// before anything is written: all or nothing, never three of five files updated.
+#[test]
+fn a_write_refused_mid_apply_changes_nothing() {
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\", \"codex\", \"gemini\", \"vscode\"]\n\n[[ai.mcp.servers]]\nname = \"first\"\ncommand = \"npx\"\nargs = [\"-y\", \"first-mcp@1.0.0\"]\n";
+    let fx = Fixture::with(toml);
+    apply(&fx.root, &opts()).unwrap();
+    // A new team server changes every harness file.
+    fx.write(
+        "aibox.toml",
+        &format!("{toml}\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp@1.0.0\"]\n"),
+    );
+    let before = fx.snapshot();
+    let planned = plan(&fx.root, &PlanOptions::default()).unwrap();
+    assert!(planned.files.iter().any(|f| f.path == ".vscode/mcp.json"));
+    {
+        let _lock = Immutable::set(fx.path(".vscode"));
+        let err = apply(&fx.root, &opts()).unwrap_err();
+        assert!(matches!(err, EngineError::Io { .. }), "{err:?}");
+        assert!(err.to_string().contains(".vscode"), "{err}");
+        assert_eq!(fx.snapshot(), before, "a refused apply changed files");
+    }
+    apply(&fx.root, &opts()).unwrap();
+    assert!(fx.read(".vscode/mcp.json").contains("docs"));
 }

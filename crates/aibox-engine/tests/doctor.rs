@@ -32,7 +32,13 @@ impl Project {
         fs_err::create_dir_all(&root).unwrap();
         fs_err::create_dir_all(&bin).unwrap();
         let podman = bin.join("podman");
-        fs_err::write(&podman, "#!/bin/sh\nexit 0\n").unwrap();
+        // Like Podman without the project's container: `container inspect` says so.
+        fs_err::write(
+            &podman,
+            "#!/bin/sh\nif [ \"$1 $2\" = \"container inspect\" ]; then\n  \
+             echo \"Error: no such container $3\" >&2\n  exit 125\nfi\nexit 0\n",
+        )
+        .unwrap();
         fs_err::set_permissions(&podman, std::fs::Permissions::from_mode(0o755)).unwrap();
         fs_err::write(root.join("aibox.toml"), toml).unwrap();
         Self {

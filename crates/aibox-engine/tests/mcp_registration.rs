@@ -213,3 +213,37 @@ fn a_deny_that_cannot_be_enforced_is_an_apply_error() {
     let settings = f.read(".claude/settings.json");
     assert!(settings.contains("mcp__docs__delete_page"), "{settings}");
 }
+
+/// A server added to `.mcp.json` by hand is not replaced when `aibox.toml` gains a team
+/// server of the same name: `apply` refuses, names both origins, and keeps the file.
+#[test]
+fn a_hand_added_server_is_not_replaced_by_a_same_named_team_server() {
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"first\"\ncommand = \"npx\"\nargs = [\"-y\", \"first-mcp@1.0.0\"]\n";
+    let f = Fixture::with(toml);
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    // A teammate's hand edit: a server with its own environment.
+    let mut mcp: serde_json::Value = serde_json::from_str(&f.read(".mcp.json")).unwrap();
+    mcp["mcpServers"]["docs"] = serde_json::json!({
+        "command": "node",
+        "args": ["./my-docs.js"],
+        "env": {"DOCS_HOME": "/srv/docs"}
+    });
+    let hand = serde_json::to_string_pretty(&mcp).unwrap();
+    f.write(".mcp.json", &hand);
+    f.write(
+        "aibox.toml",
+        &format!("{toml}\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp@1.0.0\"]\n"),
+    );
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("added by hand") && text.contains("`docs`"),
+        "{text}"
+    );
+    assert!(text.contains("aibox.toml [[ai.mcp.servers]]"), "{text}");
+    assert_eq!(
+        f.read(".mcp.json"),
+        hand,
+        "the hand-written entry was changed"
+    );
+}

@@ -30,6 +30,29 @@ pub enum McpError {
         expected: &'static str,
     },
 
+    /// A harness file holds a server aibox did not write (the ledger does not list it)
+    /// under the name of a server the configuration now defines: replacing it would lose
+    /// the hand-written entry (its `env`, arguments).
+    #[error(
+        "`{path}` has a server `{server}` that was added by hand (aibox did not write it), and \
+         {origin} now defines a server of the same name"
+    )]
+    #[diagnostic(
+        code(aibox::mcp::hand_entry_clash),
+        help(
+            "rename one of them: the entry in `{path}`, or the server in {origin}; or delete the \
+             hand-written entry if the configured server replaces it. `{path}` was left untouched"
+        )
+    )]
+    HandEntryClash {
+        /// Root-relative path of the harness file.
+        path: String,
+        /// Server name.
+        server: String,
+        /// Where the configured server comes from (`aibox.toml [[ai.mcp.servers]]`, …).
+        origin: String,
+    },
+
     /// A server definition is invalid.
     #[error("MCP server `{server}` ({origin}): {message}")]
     #[diagnostic(code(aibox::mcp::invalid_server), help("{help}"))]

@@ -30,7 +30,10 @@ pub(crate) struct JsonDoc {
 impl JsonDoc {
     /// Parses `text` (absent or blank = empty object). Errors name the file and position.
     pub fn parse(path: &str, text: Option<&str>) -> Result<Self, McpError> {
-        let root = match text {
+        // Editors on Windows may start the file with a UTF-8 byte order mark; JSON
+        // parsers refuse it, harnesses read past it. Kept on write (see `render`).
+        let parsed = text.map(|t| t.strip_prefix('\u{feff}').unwrap_or(t));
+        let root = match parsed {
             Some(t) if !t.trim().is_empty() => {
                 let value: Value = jsonc_parser::parse_to_serde_value(t, &jsonc_options())
                     .map_err(|e| jsonc_error(path, t, &e))?;
@@ -101,6 +104,15 @@ impl JsonDoc {
                 .collect(),
             _ => Vec::new(),
         }
+    }
+
+    /// The value of entry `name` in the object at `keys`, if present.
+    pub fn entry(&self, keys: &[&str], name: &str) -> Option<&Value> {
+        let mut map = &self.root;
+        for key in keys {
+            map = map.get(*key)?.as_object()?;
+        }
+        map.get(name)
     }
 
     /// Merges named entries into the object at `keys`. Returns the owned keys.
@@ -178,12 +190,22 @@ impl JsonDoc {
     /// does not exist and nothing would be written.
     pub fn render(self) -> Result<Option<String>, McpError> {
         let merged = Value::Object(self.root);
+        let bom = self
+            .original_text
+            .as_deref()
+            .is_some_and(|t| t.starts_with('\u{feff}'));
         if let Some(text) = self.original_text {
             if merged == self.original {
                 return Ok(Some(text));
             }
             if !text.trim().is_empty() {
-                return edit_in_place(&self.path, &text, &self.original, &merged).map(Some);
+                let body = text.strip_prefix('\u{feff}').unwrap_or(&text);
+                let edited = edit_in_place(&self.path, body, &self.original, &merged)?;
+                return Ok(Some(if bom {
+                    format!("\u{feff}{edited}")
+                } else {
+                    edited
+                }));
             }
         } else if merged.as_object().is_some_and(Map::is_empty) {
             return Ok(None);
@@ -193,6 +215,9 @@ impl JsonDoc {
             message: e.to_string(),
         })?;
         text.push('\n');
+        if bom {
+            text.insert(0, '\u{feff}');
+        }
         Ok(Some(text))
     }
 }

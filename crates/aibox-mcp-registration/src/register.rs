@@ -670,6 +670,35 @@ fn merge_json(
         doc.keys_at(slot).into_iter(),
         is_processkit_name,
     );
+    // With a ledger, an entry it does not list was written by hand: taking it over would
+    // drop it silently. (Without a ledger — a fresh clone — same-named entries are the
+    // team's own, written by a teammate's aibox, and are taken over.)
+    if ledger.is_some() {
+        for (name, value) in &entries {
+            let existing = doc.entry(slot, name);
+            if existing.is_some_and(|v| v != value) && !prev.contains(name) {
+                let origin = c
+                    .report
+                    .iter()
+                    .find(|r| &r.name == name)
+                    .map_or("the configuration", |r| origin_source(r.origin));
+                return Err(McpError::HandEntryClash {
+                    path: path.to_owned(),
+                    server: name.clone(),
+                    origin: origin.to_owned(),
+                });
+            }
+        }
+    }
     out.set(path, &slot_name, doc.merge_entries(slot, entries, &prev)?);
     Ok(())
+}
+
+/// Where a server of `origin` is defined, for messages.
+fn origin_source(origin: crate::spec::Origin) -> &'static str {
+    match origin {
+        crate::spec::Origin::Processkit => "the processkit release",
+        crate::spec::Origin::Team => "aibox.toml [[ai.mcp.servers]]",
+        crate::spec::Origin::Personal => ".aibox-local.toml [[mcp.servers]]",
+    }
 }

@@ -697,6 +697,23 @@ fn unpinned_team_packages_are_reported() {
     );
 }
 
+/// A `.mcp.json` saved with a UTF-8 byte order mark (Windows editors) is merged like any
+/// other: the user's server stays, aibox's are added, the mark is kept.
+#[test]
+fn a_byte_order_mark_is_accepted_and_kept() {
+    let mut files = Files::new();
+    files.insert(
+        ".mcp.json".into(),
+        "\u{feff}{\"mcpServers\": {\"hand-made\": {\"command\": \"echo\"}}}\n".into(),
+    );
+    apply(&mut files, &fixture_servers(), &[Harness::Claude], &perms()).unwrap();
+    let text = &files[".mcp.json"];
+    assert!(text.starts_with('\u{feff}'), "{text}");
+    let mcp = json(text.trim_start_matches('\u{feff}'));
+    assert_eq!(mcp["mcpServers"]["hand-made"]["command"], "echo");
+    assert!(mcp["mcpServers"]["processkit-gateway"].is_object(), "{mcp}");
+}
+
 const VSCODE_WITH_COMMENTS: &str = r#"// Team MCP servers for VS Code
 {
   /* servers we added by hand */

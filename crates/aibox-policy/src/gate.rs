@@ -12,7 +12,15 @@ use aibox_config::{AiboxToml, ExtraVolume, LocalToml, Ownership, PlannedFile};
 use serde_json::Value as Json;
 use serde_norway::Value as Yaml;
 
+use std::collections::BTreeMap;
+
+use serde_norway::value::Mapping;
+
 use crate::PolicyError;
+use crate::compose::{
+    ComposeSources, NoSources, dir_of, interpolate_tree, join_project, normalise_yaml,
+    parse_env_file, variables_in,
+};
 use crate::finding::{Consent, Finding, Severity};
 use crate::seccomp::PROFILE_PATH;
 use crate::secrets::{TextKind, scan_secrets};
@@ -31,9 +39,12 @@ const BROAD_CAPS: [&str; 8] = [
 ];
 
 /// Bind sources that are refused in any mode.
-const SYSTEM_PATHS: [&str; 13] = [
+const SYSTEM_PATHS: [&str; 23] = [
     "/",
     "/etc",
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/sudoers",
     "/root",
     "/home",
     "/Users",
@@ -41,6 +52,13 @@ const SYSTEM_PATHS: [&str; 13] = [
     "/sys",
     "/dev",
     "/boot",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/var",
+    "/var/lib",
     "/var/lib/docker",
     "/var/lib/containers",
     "/run",
@@ -48,26 +66,38 @@ const SYSTEM_PATHS: [&str; 13] = [
 ];
 
 /// Trees whose descendants are refused writable and warned read-only.
-const SYSTEM_TREES: [&str; 6] = [
-    "/proc",
-    "/sys",
-    "/dev",
-    "/boot",
-    "/var/lib/docker",
-    "/var/lib/containers",
+const SYSTEM_TREES: [&str; 13] = [
+    "/etc", "/root", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib64",
+    "/var", "/run",
 ];
 
-/// Credential locations under a home directory.
-const CREDENTIAL_DIRS: [&str; 9] = [
+/// Credential and start-up locations under a home directory (agent logins, cloud and
+/// registry tokens, shell start-up files that run on the host).
+const CREDENTIAL_DIRS: [&str; 24] = [
     ".ssh",
     ".aws",
+    ".azure",
     ".kube",
     ".docker",
     ".gnupg",
-    ".config/gcloud",
-    ".config/gh",
+    ".config",
     ".netrc",
     ".git-credentials",
+    ".claude",
+    ".claude.json",
+    ".codex",
+    ".gemini",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".local/share/opencode",
+    ".bashrc",
+    ".bash_profile",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".vault-token",
 ];
 
 const ENGINE_SOCKETS: [&str; 4] = ["docker.sock", "podman.sock", "containerd.sock", "crio.sock"];
@@ -93,6 +123,7 @@ pub fn check_plan(
     local: &LocalToml,
     files: &[PlannedFile],
     override_text: Option<&str>,
+    disk: &dyn ComposeSources,
 ) -> Result<Vec<Finding>, PolicyError> {
     let consent = Consent::from_config(config);
     let mut out = Vec::new();
@@ -101,18 +132,10 @@ pub fn check_plan(
     let skip = |f: &PlannedFile| {
         f.path == OVERRIDE_PATH && f.ownership == Ownership::ScaffoldOnce && override_text.is_some()
     };
-    let planned_override = files.iter().any(|f| f.path == OVERRIDE_PATH && !skip(f));
+    let mut planned = BTreeMap::new();
     for f in files.iter().filter(|f| !skip(f)) {
         let text = String::from_utf8_lossy(&f.contents);
-        match f.path.as_str() {
-            COMPOSE_PATH | OVERRIDE_PATH | COMPOSE_LOCAL_PATH => {
-                out.extend(check_compose(f.path.as_str(), &text, &consent));
-            }
-            DEVCONTAINER_PATH => {
-                out.extend(check_devcontainer_json(f.path.as_str(), &text, &consent));
-            }
-            _ => {}
-        }
+        planned.insert(f.path.to_string(), text.clone().into_owned());
         if f.ownership != Ownership::LocalState && !is_local_state(f.path.as_str()) {
             out.extend(scan_secrets(
                 f.path.as_str(),
@@ -121,10 +144,19 @@ pub fn check_plan(
             ));
         }
     }
+    let planned_override = planned.contains_key(OVERRIDE_PATH);
     if let (Some(text), false) = (override_text, planned_override) {
-        out.extend(check_compose(OVERRIDE_PATH, text, &consent));
         out.extend(scan_secrets(OVERRIDE_PATH, text, TextKind::Yaml));
+        planned.insert(OVERRIDE_PATH.to_owned(), text.to_owned());
     }
+    // Compose sees the planned files, and whatever else is on disk.
+    let overlay = Overlay {
+        planned: &planned,
+        disk,
+    };
+    out.extend(check_compose_setup(&overlay, &consent));
+    out.extend(check_container_user(config, &consent));
+    point_secrets_at_source(&mut out, files, disk);
     out.extend(check_project_volumes(config, local, &consent));
     let errors: Vec<&Finding> = out
         .iter()
@@ -156,54 +188,709 @@ pub fn check_plan(
     })
 }
 
+/// Label of findings about the running container.
+pub const CONTAINER_LABEL: &str = "running container";
+
+/// Checks what the engine actually runs: the `container inspect` JSON of Podman or Docker
+/// (`HostConfig.Privileged`, `CapAdd`, `SecurityOpt`, `NetworkMode`, `PidMode`,
+/// `IpcMode`, `UTSMode`, `Mounts`, `Config.User`) under the same rules and consents as the
+/// files. Bind mounts from inside `project_root` (an absolute host path) are the
+/// project's own. Text that is not inspect JSON is refused: the state is unknown.
+pub fn check_container_state(
+    inspect_json: &str,
+    project_root: &str,
+    consent: &Consent,
+) -> Vec<Finding> {
+    let ctx = Ctx {
+        file: CONTAINER_LABEL,
+        text: "",
+        consent,
+        dir: None,
+    };
+    let doc: Json = match serde_json::from_str(inspect_json) {
+        Ok(doc) => doc,
+        Err(e) => return vec![unparsable(CONTAINER_LABEL, "inspect JSON", &e.to_string())],
+    };
+    let Some(c) = doc.as_array().and_then(|a| a.first()).or(Some(&doc)) else {
+        return Vec::new();
+    };
+    let host = &c["HostConfig"];
+    let mut out = Vec::new();
+    if host["Privileged"].as_bool() == Some(true) {
+        ctx.privileged(None, &mut out);
+    }
+    for cap in json_strings(host.get("CapAdd")) {
+        ctx.cap(&cap, &mut out);
+    }
+    for opt in json_strings(host.get("SecurityOpt")) {
+        match opt.split_once(['=', ':']) {
+            // Docker shows an applied profile by its JSON text: only the consent counts.
+            Some((k, v))
+                if k.eq_ignore_ascii_case("seccomp") && v.trim_start().starts_with('{') =>
+            {
+                if !consent.seccomp_profile {
+                    ctx.seccomp_opt("custom profile", None, &mut out);
+                }
+            }
+            _ => ctx.security_opt(&opt, &mut out),
+        }
+    }
+    // Not the user and cgroup namespaces: engines report `host` there by default (rootful
+    // engines, cgroup v1), so the state says nothing about the files.
+    for (field, key) in [
+        ("NetworkMode", "network_mode"),
+        ("PidMode", "pid"),
+        ("IpcMode", "ipc"),
+        ("UTSMode", "uts"),
+    ] {
+        if let Some(value) = host[field].as_str() {
+            ctx.namespace(key, value, &mut out);
+        }
+    }
+    if let Some(user) = c["Config"]["User"].as_str() {
+        ctx.user(user, &mut out);
+    }
+    let root = project_root.trim_end_matches('/');
+    for m in c["Mounts"].as_array().into_iter().flatten() {
+        let kind = m["Type"].as_str().unwrap_or("bind");
+        let Some(source) = m["Source"].as_str() else {
+            continue;
+        };
+        let inside =
+            !root.is_empty() && (source == root || source.starts_with(&format!("{root}/")));
+        if kind != "bind" || inside {
+            continue;
+        }
+        ctx.mount(
+            &Mount {
+                source: source.to_owned(),
+                read_only: m["RW"].as_bool() == Some(false),
+            },
+            &mut out,
+        );
+    }
+    out
+}
+
+/// A secret in a generated file usually comes from `aibox.toml`: the finding that names
+/// the same key there (file and line to fix) replaces the generated file's.
+fn point_secrets_at_source(
+    out: &mut Vec<Finding>,
+    files: &[PlannedFile],
+    disk: &dyn ComposeSources,
+) {
+    let Some(text) = disk.read(aibox_config::AIBOX_TOML) else {
+        return;
+    };
+    let sources = scan_secrets(aibox_config::AIBOX_TOML, &text, TextKind::Toml);
+    if sources.is_empty() {
+        return;
+    }
+    let generated = |file: &str| {
+        files
+            .iter()
+            .any(|f| f.path == file && f.ownership == Ownership::Generated)
+    };
+    let source_keys: Vec<&str> = sources.iter().filter_map(secret_key_of).collect();
+    out.retain(|f| {
+        !(f.code.starts_with("aibox::policy::secret")
+            && generated(&f.file)
+            && secret_key_of(f).is_some_and(|k| source_keys.contains(&k)))
+    });
+    out.extend(sources);
+}
+
+/// The key a secret finding names (the last part of its `` `path` ``).
+fn secret_key_of(f: &Finding) -> Option<&str> {
+    let rest = f.message.strip_prefix('`')?;
+    let path = &rest[..rest.find('`')?];
+    path.rsplit(['.', ':']).next()
+}
+
+/// Planned files first, then the project on disk.
+struct Overlay<'a> {
+    planned: &'a BTreeMap<String, String>,
+    disk: &'a dyn ComposeSources,
+}
+
+impl ComposeSources for Overlay<'_> {
+    fn read(&self, path: &str) -> Option<String> {
+        self.planned
+            .get(path)
+            .cloned()
+            .or_else(|| self.disk.read(path))
+    }
+}
+
+/// `[container] user = "root"` or `uid = 0`: the container's user is root.
+pub fn check_container_user(config: &AiboxToml, consent: &Consent) -> Vec<Finding> {
+    let c = &config.container;
+    if c.user != "root" && c.uid != 0 {
+        return Vec::new();
+    }
+    let f = Finding::new(
+        "aibox::policy::root_user",
+        Severity::Warning,
+        aibox_config::AIBOX_TOML,
+        format!(
+            "the container runs as root (`[container] user = \"{}\"`, uid {}): a break-out \
+             starts with root rights",
+            c.user, c.uid
+        ),
+        "use an unprivileged user (the default `dev`, uid 1000); to keep root, record the \
+         consent with a `[[security.exceptions]]` entry `option = \"user:root\"`",
+    );
+    consent.judge(false, "user:root", f).into_iter().collect()
+}
+
 /// Whether `path` is gitignored local state, which may hold personal values and is
 /// never committed.
 fn is_local_state(path: &str) -> bool {
     aibox_config::is_local_state(path)
 }
 
-/// Checks a Compose file (generated or the user-owned override) for dangerous options.
-///
-/// `file` labels the findings (a project-relative path). Secrets in `environment` and
-/// `build.args` are the secret scanner's job ([`crate::scan_secrets`]).
+/// Checks a Compose file (generated or the user-owned override) for dangerous options, as
+/// Compose resolves it (merge keys, interpolation, `extends` within the file). Files it
+/// refers to are not available here, so `include:` and `extends.file` are refused; the
+/// engine uses [`check_compose_project`], which follows them.
 pub fn check_compose(file: &str, yaml_text: &str, consent: &Consent) -> Vec<Finding> {
-    let ctx = Ctx {
-        file,
-        text: yaml_text,
+    check_compose_project(&[(file, yaml_text)], None, &NoSources, consent)
+}
+
+/// Service keys whose values the gate judges: a variable in any of them could turn a
+/// harmless file into a dangerous one at run time (the shell overrides `.env` and defaults).
+const GUARDED_KEYS: [&str; 24] = [
+    "privileged",
+    "cap_add",
+    "security_opt",
+    "network_mode",
+    "pid",
+    "ipc",
+    "uts",
+    "userns_mode",
+    "cgroup",
+    "cgroup_parent",
+    "devices",
+    "device_cgroup_rules",
+    "volumes",
+    "volumes_from",
+    "user",
+    "use_api_socket",
+    "build",
+    "env_file",
+    "extends",
+    "runtime",
+    "sysctls",
+    "group_add",
+    "configs",
+    "secrets",
+];
+
+/// Variables whose value the gate knows: the user's home stays the home.
+const KNOWN_VARIABLES: [&str; 1] = ["HOME"];
+
+/// Checks the Compose files of a project as Compose loads them: `files` in load order
+/// (project-relative path, text), `env_text` the `.env` file next to the first one,
+/// `sources` for files they refer to (`include`, `extends.file`).
+///
+/// Judged: every service of every file and of every included file, every service reached
+/// through `extends`, named volumes that bind host paths, and host files read by
+/// `env_file`, `configs`, `secrets`, `build.context` and `build.additional_contexts`. A
+/// variable in a guarded field, a file that cannot be read, or a reference outside the
+/// project is refused until a `[[security.exceptions]]` entry names it.
+pub fn check_compose_project(
+    files: &[(&str, &str)],
+    env_text: Option<&str>,
+    sources: &dyn ComposeSources,
+    consent: &Consent,
+) -> Vec<Finding> {
+    let mut env = env_text.map(parse_env_file).unwrap_or_default();
+    env.insert("HOME".to_owned(), "~".to_owned());
+    let mut r = Resolver {
+        env,
+        sources,
         consent,
+        loaded: BTreeMap::new(),
+        out: Vec::new(),
+        visited: Vec::new(),
     };
-    let doc: Yaml = match serde_norway::from_str(yaml_text) {
-        Ok(doc) => doc,
-        Err(e) => {
-            let line = e.location().map(|l| l.line());
-            return vec![unparsable(file, "YAML", &e.to_string()).at(line)];
+    let mut queue: Vec<String> = Vec::new();
+    for (path, text) in files {
+        r.load_text(path, text);
+        queue.push((*path).to_owned());
+    }
+    // In load order; included files after the ones handed in.
+    let mut judged: Vec<String> = Vec::new();
+    let mut next = 0;
+    while let Some(path) = queue.get(next).cloned() {
+        next += 1;
+        if judged.contains(&path) {
+            continue;
         }
+        judged.push(path.clone());
+        if judged.len() > 64 {
+            break;
+        }
+        r.judge_file(&path);
+        queue.extend(r.includes(&path));
+    }
+    let mut out = r.out;
+    let mut seen = Vec::new();
+    out.retain(|f| {
+        let key = (f.code.clone(), f.file.clone(), f.line, f.message.clone());
+        if seen.contains(&key) {
+            false
+        } else {
+            seen.push(key);
+            true
+        }
+    });
+    out
+}
+
+/// The Compose files of a project as `aibox up` and the devcontainer CLI hand them to
+/// Compose: the generated, override and personal files plus every other file the
+/// `dockerComposeFile` list of `devcontainer.json` names, each read through `sources`,
+/// with `.devcontainer/.env`.
+/// Listed files outside the project are refused; listed files that do not exist are not
+/// run, so they are skipped. `devcontainer.json` itself is judged too.
+pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let devcontainer = sources.read(DEVCONTAINER_PATH);
+    if let Some(text) = &devcontainer {
+        out.extend(check_devcontainer_json(DEVCONTAINER_PATH, text, consent));
+        out.extend(check_local_features(text, sources, consent));
+    }
+    // `aibox up` runs the three files itself; the editor runs the listed ones. Both count.
+    let mut names: Vec<String> = [COMPOSE_PATH, OVERRIDE_PATH, COMPOSE_LOCAL_PATH]
+        .map(str::to_owned)
+        .to_vec();
+    for name in devcontainer
+        .as_deref()
+        .and_then(devcontainer_compose_files)
+        .unwrap_or_default()
+    {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for name in names {
+        if name.starts_with("../") || name.starts_with(['/', '~', '\\']) || name.contains('$') {
+            let f = Finding::new(
+                "aibox::policy::unchecked_include",
+                Severity::Error,
+                DEVCONTAINER_PATH,
+                format!(
+                    "`dockerComposeFile` names `{name}`, outside the project, which the gate \
+                     cannot judge"
+                ),
+                "list only Compose files inside the project's `.devcontainer/` folder",
+            )
+            .at(devcontainer
+                .as_deref()
+                .and_then(|t| line_of(t, "dockerComposeFile")));
+            out.extend(consent.judge(true, &format!("include:{name}"), f));
+            continue;
+        }
+        if let Some(text) = sources.read(&name) {
+            texts.push((name, text));
+        }
+    }
+    let env = sources.read(".devcontainer/.env");
+    let files: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    out.extend(check_compose_project(
+        &files,
+        env.as_deref(),
+        sources,
+        consent,
+    ));
+    out
+}
+
+/// Local devcontainer features (`"./name"`) bring their own container options in
+/// `devcontainer-feature.json` (`privileged`, `capAdd`, `securityOpt`, `mounts`): judged
+/// like the same keys in `devcontainer.json`. A local feature whose metadata cannot be
+/// read is refused.
+fn check_local_features(
+    jsonc_text: &str,
+    sources: &dyn ComposeSources,
+    consent: &Consent,
+) -> Vec<Finding> {
+    let Ok(doc) = parse_jsonc(jsonc_text) else {
+        return Vec::new();
+    };
+    let Some(features) = doc.get("features").and_then(Json::as_object) else {
+        return Vec::new();
     };
     let mut out = Vec::new();
-    if let Some(include) = doc.get("include") {
-        out.push(
-            Finding::new(
+    for id in features
+        .keys()
+        .filter(|id| id.starts_with("./") || id.starts_with("../"))
+    {
+        let path = join_project(".devcontainer", id.trim_end_matches('/'))
+            .map(|dir| format!("{dir}/devcontainer-feature.json"));
+        let Some((path, text)) = path.and_then(|p| sources.read(&p).map(|t| (p, t))) else {
+            let f = Finding::new(
                 "aibox::policy::unchecked_include",
-                Severity::Warning,
-                file,
+                Severity::Error,
+                DEVCONTAINER_PATH,
                 format!(
-                    "`include:` pulls in other Compose files ({}) that this check did not see",
-                    yaml_strings(include).join(", ")
+                    "the local feature `{id}` has no readable `devcontainer-feature.json` inside \
+                     the project, so the gate cannot tell which container options it sets"
                 ),
-                "inline the included services into this file, or make sure the included files \
-                 pass `aibox doctor` as well",
+                "keep local features inside the project with their metadata file",
             )
-            .at(line_of(yaml_text, "include")),
-        );
-    }
-    let Some(services) = doc.get("services").and_then(Yaml::as_mapping) else {
-        return out;
-    };
-    for (name, service) in services {
-        let name = name.as_str().unwrap_or("?");
-        check_service(&ctx, name, service, &mut out);
+            .at(line_of(jsonc_text, id));
+            out.extend(consent.judge(true, &format!("include:{id}"), f));
+            continue;
+        };
+        // The metadata uses the `devcontainer.json` key names.
+        out.extend(check_devcontainer_json(&path, &text, consent));
     }
     out
+}
+
+/// The files of a `devcontainer.json` `dockerComposeFile` (project-relative, in order;
+/// entries outside the project or named through a variable as written); `None` when the
+/// text does not parse or names none.
+pub fn devcontainer_compose_files(jsonc_text: &str) -> Option<Vec<String>> {
+    let doc: Json = parse_jsonc(jsonc_text).ok()?;
+    let list = json_strings(doc.get("dockerComposeFile"));
+    if list.is_empty() {
+        return None;
+    }
+    Some(
+        list.iter()
+            .map(|f| {
+                literal_path(f)
+                    .and_then(|f| join_project(".devcontainer", &f))
+                    .unwrap_or_else(|| f.clone())
+            })
+            .collect(),
+    )
+}
+
+struct LoadedFile {
+    text: String,
+    doc: Option<Yaml>,
+}
+
+struct Resolver<'a> {
+    env: BTreeMap<String, String>,
+    sources: &'a dyn ComposeSources,
+    consent: &'a Consent,
+    loaded: BTreeMap<String, LoadedFile>,
+    out: Vec<Finding>,
+    visited: Vec<(String, String)>,
+}
+
+impl Resolver<'_> {
+    fn load_text(&mut self, path: &str, text: &str) {
+        let doc = match serde_norway::from_str::<Yaml>(text) {
+            Ok(doc) => match normalise_yaml(doc, 0) {
+                Ok(doc) => Some(doc),
+                Err(e) => {
+                    self.out.push(unparsable(path, "YAML", &e));
+                    None
+                }
+            },
+            Err(e) => {
+                let line = e.location().map(|l| l.line());
+                self.out
+                    .push(unparsable(path, "YAML", &e.to_string()).at(line));
+                None
+            }
+        };
+        self.loaded.insert(
+            path.to_owned(),
+            LoadedFile {
+                text: text.to_owned(),
+                doc,
+            },
+        );
+    }
+
+    /// Loads a referenced file through the sources; false when it cannot be read.
+    fn load_ref(&mut self, path: &str) -> bool {
+        if self.loaded.contains_key(path) {
+            return true;
+        }
+        match self.sources.read(path) {
+            Some(text) => {
+                self.load_text(path, &text);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn unseen(&mut self, file: &str, what: &str, target: &str, line: Option<usize>) {
+        let f = Finding::new(
+            "aibox::policy::unchecked_include",
+            Severity::Error,
+            file,
+            format!(
+                "{what} `{target}`, which the gate cannot read (missing, outside the project, or \
+                 named through a variable), so it cannot tell what runs"
+            ),
+            format!(
+                "use a file inside the project under a literal path, or record the consent with a \
+                 `[[security.exceptions]]` entry `option = \"include:{target}\"`"
+            ),
+        )
+        .at(line);
+        self.out
+            .extend(self.consent.judge(true, &format!("include:{target}"), f));
+    }
+
+    /// The files `path` includes (`include:`), loaded; the unreadable ones are refused.
+    fn includes(&mut self, path: &str) -> Vec<String> {
+        let Some(include) = self
+            .loaded
+            .get(path)
+            .and_then(|l| l.doc.as_ref())
+            .and_then(|d| d.get("include"))
+            .cloned()
+        else {
+            return Vec::new();
+        };
+        let text = self
+            .loaded
+            .get(path)
+            .map(|l| l.text.clone())
+            .unwrap_or_default();
+        let mut raw = Vec::new();
+        let entries = match include {
+            Yaml::Sequence(items) => items,
+            other => vec![other],
+        };
+        for entry in entries {
+            match entry {
+                Yaml::String(s) => raw.push(s),
+                Yaml::Mapping(_) => match entry.get("path") {
+                    Some(Yaml::String(s)) => raw.push(s.clone()),
+                    Some(Yaml::Sequence(items)) => {
+                        raw.extend(items.iter().filter_map(Yaml::as_str).map(str::to_owned));
+                    }
+                    _ => raw.push("?".to_owned()),
+                },
+                _ => raw.push("?".to_owned()),
+            }
+        }
+        let mut found = Vec::new();
+        for target in raw {
+            let line = line_of(&text, &target);
+            let resolved = literal_path(&target).and_then(|t| join_project(dir_of(path), &t));
+            match resolved {
+                Some(p) if self.load_ref(&p) => found.push(p),
+                _ => self.unseen(path, "`include:` pulls in", &target, line),
+            }
+        }
+        found
+    }
+
+    fn judge_file(&mut self, path: &str) {
+        let Some(doc) = self.loaded.get(path).and_then(|l| l.doc.clone()) else {
+            return;
+        };
+        let text = self
+            .loaded
+            .get(path)
+            .map(|l| l.text.clone())
+            .unwrap_or_default();
+        let dir = dir_of(path).to_owned();
+        // Top-level named volumes that bind a host path, and files handed in as configs
+        // or secrets.
+        for (key, is_volume) in [("volumes", true), ("configs", false), ("secrets", false)] {
+            let Some(map) = doc.get(key).and_then(Yaml::as_mapping) else {
+                continue;
+            };
+            for (name, def) in map {
+                let name = name.as_str().unwrap_or("?");
+                let mut errors = Vec::new();
+                let def = self.guard_variables(path, &text, key, def, &mut errors);
+                let ctx = Ctx {
+                    file: path,
+                    text: &text,
+                    consent: self.consent,
+                    dir: Some(&dir),
+                };
+                let mut out = Vec::new();
+                if is_volume {
+                    let device = def
+                        .get("driver_opts")
+                        .and_then(|o| o.get("device"))
+                        .and_then(Yaml::as_str);
+                    if let Some(device) = device.filter(|d| !d.starts_with(':')) {
+                        let read_only = def
+                            .get("driver_opts")
+                            .and_then(|o| o.get("o"))
+                            .and_then(Yaml::as_str)
+                            .is_some_and(|o| o.split(',').any(|x| x == "ro"));
+                        ctx.mount(
+                            &Mount {
+                                source: device.to_owned(),
+                                read_only,
+                            },
+                            &mut out,
+                        );
+                    }
+                } else if let Some(file) = def.get("file").and_then(Yaml::as_str) {
+                    ctx.host_read(&format!("{key}.{name}.file"), file, &mut out);
+                }
+                self.out.extend(out);
+            }
+        }
+        if let Some(services) = doc.get("services").and_then(Yaml::as_mapping) {
+            for (name, _) in services {
+                let name = name.as_str().unwrap_or("?").to_owned();
+                self.visited.clear();
+                self.judge_service(path, &name, 0);
+            }
+        }
+    }
+
+    /// Refuses variables (and invalid templates) in a guarded value and returns the value
+    /// as Compose interpolates it.
+    fn guard_variables(
+        &mut self,
+        file: &str,
+        text: &str,
+        key: &str,
+        value: &Yaml,
+        errors: &mut Vec<String>,
+    ) -> Yaml {
+        let mut vars = Vec::new();
+        let invalid = variables_in(value, &mut vars);
+        vars.sort();
+        vars.dedup();
+        for var in vars
+            .iter()
+            .filter(|v| !KNOWN_VARIABLES.contains(&v.as_str()))
+        {
+            let f = Finding::new(
+                "aibox::policy::unresolved_variable",
+                Severity::Error,
+                file,
+                format!(
+                    "`{key}` depends on the variable `{var}`: its value comes from the shell or \
+                     `.env` when the container starts, so the gate cannot judge it"
+                ),
+                format!(
+                    "write the value literally, or record the consent with a \
+                     `[[security.exceptions]]` entry `option = \"env:{var}\"`"
+                ),
+            )
+            .at(line_of(text, var));
+            self.out
+                .extend(self.consent.judge(true, &format!("env:{var}"), f));
+        }
+        if invalid {
+            let f = Finding::new(
+                "aibox::policy::unresolved_variable",
+                Severity::Error,
+                file,
+                format!("`{key}` holds an invalid `$` interpolation, which Compose refuses"),
+                "write `$$` for a literal dollar sign",
+            )
+            .at(line_of(text, key));
+            self.out.push(f);
+        }
+        interpolate_tree(value, &self.env, errors)
+    }
+
+    fn judge_service(&mut self, path: &str, name: &str, depth: usize) {
+        let key = (path.to_owned(), name.to_owned());
+        if self.visited.contains(&key) {
+            return;
+        }
+        self.visited.push(key);
+        let Some(raw) = self
+            .loaded
+            .get(path)
+            .and_then(|l| l.doc.as_ref())
+            .and_then(|d| d.get("services"))
+            .and_then(|s| s.get(name))
+            .cloned()
+        else {
+            return;
+        };
+        let text = self
+            .loaded
+            .get(path)
+            .map(|l| l.text.clone())
+            .unwrap_or_default();
+        let dir = dir_of(path).to_owned();
+        let mut svc = Mapping::new();
+        if let Some(map) = raw.as_mapping() {
+            for (k, v) in map {
+                let key_name = k.as_str().unwrap_or("");
+                let value = if GUARDED_KEYS.contains(&key_name) {
+                    let mut errors = Vec::new();
+                    self.guard_variables(path, &text, key_name, v, &mut errors)
+                } else {
+                    v.clone()
+                };
+                svc.insert(k.clone(), value);
+            }
+        }
+        let svc = Yaml::Mapping(svc);
+        let ctx = Ctx {
+            file: path,
+            text: &text,
+            consent: self.consent,
+            dir: Some(&dir),
+        };
+        let mut out = Vec::new();
+        check_service(&ctx, name, &svc, &mut out);
+        self.out.extend(out);
+        // `extends`: the base service is part of this one; judge it where it is defined.
+        let Some(extends) = svc.get("extends") else {
+            return;
+        };
+        let (base_file, base_name) = match extends {
+            Yaml::String(s) => (None, s.clone()),
+            other => (
+                other.get("file").and_then(Yaml::as_str).map(str::to_owned),
+                other
+                    .get("service")
+                    .and_then(Yaml::as_str)
+                    .unwrap_or("?")
+                    .to_owned(),
+            ),
+        };
+        let line = line_of(&text, "extends");
+        let target = match base_file {
+            None => Some(path.to_owned()),
+            Some(f) => join_project(&dir, &f)
+                .filter(|p| self.load_ref(p))
+                .or_else(|| {
+                    self.unseen(
+                        path,
+                        &format!("service `{name}` extends a service from"),
+                        &f,
+                        line,
+                    );
+                    None
+                }),
+        };
+        if let Some(target) = target {
+            if depth >= 16 {
+                self.unseen(path, "`extends` nests deeper than 16 levels at", name, line);
+                return;
+            }
+            self.judge_service(&target, &base_name, depth + 1);
+        }
+    }
+}
+
+/// The path when it has no interpolation; `None` otherwise.
+fn literal_path(raw: &str) -> Option<String> {
+    (!raw.contains('$')).then(|| raw.trim().to_owned())
 }
 
 fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) {
@@ -230,6 +917,32 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
             ctx.devices(key, out);
         }
     }
+    if let Some(from) = svc.get("volumes_from") {
+        for source in yaml_strings(from) {
+            if let Some(container) = source.strip_prefix("container:") {
+                let f = Finding::new(
+                    "aibox::policy::volumes_from_container",
+                    Severity::Error,
+                    ctx.file,
+                    format!(
+                        "service `{name}` takes every volume of the container `{container}`, \
+                         which is not part of this project: the gate cannot tell what it mounts"
+                    ),
+                    "mount what you need explicitly, or record the consent with a \
+                     `[[security.exceptions]]` entry `option = \"volumes_from:container\"`",
+                )
+                .at(line_of(ctx.text, "volumes_from"));
+                ctx.push(true, "volumes_from:container", f, out);
+            }
+        }
+    }
+    if let Some(user) = svc.get("user") {
+        let user = match user {
+            Yaml::Number(n) => n.to_string(),
+            other => other.as_str().unwrap_or("").to_owned(),
+        };
+        ctx.user(&user, out);
+    }
     if svc.get("use_api_socket").is_some_and(yaml_truthy) {
         let f = Finding::new(
             "aibox::policy::engine_socket",
@@ -244,25 +957,14 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
         .at(line_of(ctx.text, "use_api_socket"));
         ctx.push(true, "use_api_socket", f, out);
     }
-    if let Some(build) = svc.get("build").filter(|b| b.is_mapping()) {
-        check_build(ctx, build, out);
+    match svc.get("build") {
+        Some(Yaml::String(context)) => ctx.host_read("build.context", context, out),
+        Some(build) if build.is_mapping() => check_build(ctx, build, out),
+        _ => {}
     }
-    if let Some(extends) = svc.get("extends") {
-        let file = extends.get("file").and_then(Yaml::as_str);
-        if let Some(file) = file {
-            out.push(
-                Finding::new(
-                    "aibox::policy::unchecked_include",
-                    Severity::Warning,
-                    ctx.file,
-                    format!(
-                        "service `{name}` extends a service from `{file}`, which this check \
-                         did not see"
-                    ),
-                    "define the service here, or make sure that file passes `aibox doctor` too",
-                )
-                .at(line_of(ctx.text, "extends")),
-            );
+    if let Some(env_files) = svc.get("env_file") {
+        for file in yaml_strings(env_files) {
+            ctx.host_read("env_file", &file, out);
         }
     }
     if let Some(volumes) = svc.get("volumes").and_then(Yaml::as_sequence) {
@@ -290,6 +992,32 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
 }
 
 fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
+    let context = build.get("context").and_then(Yaml::as_str).unwrap_or(".");
+    ctx.host_read("build.context", context, out);
+    // Relative to the context (judged above); an absolute one is a host file of its own.
+    if let Some(file) = build
+        .get("dockerfile")
+        .and_then(Yaml::as_str)
+        .filter(|f| f.starts_with(['/', '~']))
+    {
+        ctx.host_read("build.dockerfile", file, out);
+    }
+    if let Some(extra) = build.get("additional_contexts") {
+        let paths: Vec<String> = match extra {
+            Yaml::Mapping(m) => m
+                .values()
+                .filter_map(Yaml::as_str)
+                .map(str::to_owned)
+                .collect(),
+            other => yaml_strings(other)
+                .into_iter()
+                .map(|s| s.split_once('=').map_or(s.clone(), |(_, p)| p.to_owned()))
+                .collect(),
+        };
+        for path in paths {
+            ctx.host_read("build.additional_contexts", &path, out);
+        }
+    }
     if build.get("privileged").is_some_and(yaml_truthy) {
         ctx.privileged(line_of_all(ctx.text, &["privileged"]), out);
     }
@@ -334,6 +1062,7 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
         file,
         text: jsonc_text,
         consent,
+        dir: None,
     };
     let doc: Json = match parse_jsonc(jsonc_text) {
         Ok(doc) => doc,
@@ -401,6 +1130,7 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
     }
     if let Some(features) = doc.get("features").and_then(Json::as_object) {
         for id in features.keys() {
+            check_feature(&ctx, id, &mut out);
             if feature_unpinned(id) {
                 out.push(
                     Finding::new(
@@ -418,6 +1148,71 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
     out
 }
 
+/// Features whose metadata asks the engine for privileged mode or the engine socket
+/// (their `devcontainer-feature.json` sets `privileged` or mounts the socket).
+fn check_feature(ctx: &Ctx<'_>, id: &str, out: &mut Vec<Finding>) {
+    let last = id.rsplit('/').next().unwrap_or(id);
+    let name = last.split([':', '@']).next().unwrap_or(last);
+    let line = line_of(ctx.text, id);
+    match name {
+        "docker-in-docker" | "docker-in-docker-plus" => {
+            let f = Finding::new(
+                "aibox::policy::privileged",
+                Severity::Error,
+                ctx.file,
+                format!(
+                    "devcontainer feature `{id}` runs the container privileged (its metadata \
+                     sets `privileged: true`): it is no longer a boundary"
+                ),
+                "remove the feature; build images on the host, or record the consent with a                  `[[security.exceptions]]` entry `option = \"privileged\"`",
+            )
+            .at(line);
+            ctx.push(true, "privileged", f, out);
+        }
+        "docker-outside-of-docker" | "docker-from-docker" => {
+            let f = Finding::new(
+                "aibox::policy::engine_socket",
+                Severity::Error,
+                ctx.file,
+                format!(
+                    "devcontainer feature `{id}` mounts the host's container engine socket: \
+                     whoever can use it controls the host"
+                ),
+                "remove the feature; run container commands on the host",
+            )
+            .at(line);
+            ctx.push(true, "mount:/var/run/docker.sock", f, out);
+        }
+        _ => {}
+    }
+    // A remote feature's metadata (`devcontainer-feature.json`: `privileged`, `capAdd`,
+    // `mounts`, …) is fetched when the container is built; the gate cannot read it.
+    if !id.starts_with("./") && !id.starts_with("../") {
+        let base = id.split('@').next().unwrap_or(id);
+        let base = match base.rsplit_once(':') {
+            Some((b, tag)) if !tag.contains('/') => b,
+            _ => base,
+        };
+        let f = Finding::new(
+            "aibox::policy::remote_feature",
+            Severity::Error,
+            ctx.file,
+            format!(
+                "devcontainer feature `{id}` brings container options from a registry (its \
+                 `devcontainer-feature.json` may ask for privileged mode, capabilities or \
+                 mounts), which the gate cannot read"
+            ),
+            format!(
+                "install the tool in `.devcontainer/Dockerfile.local` instead, or read the \
+                 feature's metadata and record the consent with a `[[security.exceptions]]` \
+                 entry `option = \"feature:{base}\"`"
+            ),
+        )
+        .at(line);
+        ctx.push(true, &format!("feature:{base}"), f, out);
+    }
+}
+
 fn feature_unpinned(id: &str) -> bool {
     if id.starts_with("./") || id.starts_with("../") || id.contains('@') {
         return false;
@@ -433,6 +1228,7 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
         file,
         text,
         consent,
+        dir: None,
     };
     let mut out = Vec::new();
     let mut i = 0;
@@ -522,6 +1318,7 @@ pub fn check_volumes(file: &str, volumes: &[ExtraVolume], consent: &Consent) -> 
         file,
         text: "",
         consent,
+        dir: None,
     };
     let mut out = Vec::new();
     for v in volumes {
@@ -564,6 +1361,9 @@ struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
     consent: &'a Consent,
+    /// Project-relative folder relative paths resolve against (Compose files); `None`
+    /// where relative paths are not resolved by Compose.
+    dir: Option<&'a str>,
 }
 
 struct Mount {
@@ -805,6 +1605,60 @@ impl Ctx<'_> {
         self.push(true, &option, f, out);
     }
 
+    /// `user:` of a service: root inside the container is warned until consent names it.
+    fn user(&self, user: &str, out: &mut Vec<Finding>) {
+        let name = user.split(':').next().unwrap_or("").trim();
+        if name != "root" && name != "0" {
+            return;
+        }
+        let f = Finding::new(
+            "aibox::policy::root_user",
+            Severity::Warning,
+            self.file,
+            format!("the container runs as `{user}` (root): a break-out starts with root rights"),
+            "run as the unprivileged user aibox creates; to keep root, record the consent with a \
+             `[[security.exceptions]]` entry `option = \"user:root\"`",
+        )
+        .at(line_of(self.text, "user"));
+        self.push(false, "user:root", f, out);
+    }
+
+    /// A host path whose content Compose copies into the container or the image
+    /// (`env_file`, `configs`, `secrets`, build contexts): refused when it is a sensitive
+    /// system path, a home or credential location, or outside the project.
+    fn host_read(&self, what: &str, raw: &str, out: &mut Vec<Finding>) {
+        let raw = raw.trim();
+        if raw.is_empty() || raw.contains("://") || raw.starts_with("git@") || raw.contains(':') {
+            // URLs, `service:`/`docker-image:` contexts: no host path.
+            return;
+        }
+        let Some(path) = resolve_source(raw) else {
+            return;
+        };
+        let outside = match (self.dir, path.starts_with(['/', '~'])) {
+            (Some(dir), false) => join_project(dir, &path).is_none(),
+            _ => false,
+        };
+        let class = classify_mount(&path, false);
+        if !outside && class.is_none() {
+            return;
+        }
+        let detail = class.map_or("a folder outside the project", |c| c.what);
+        let option = format!("mount:{path}");
+        let f = Finding::new(
+            "aibox::policy::host_read",
+            Severity::Error,
+            self.file,
+            format!("`{what}` copies `{path}` ({detail}) from the host into the container"),
+            format!(
+                "use a file inside the project; to keep it, record the consent with a \
+                 `[[security.exceptions]]` entry `option = \"{option}\"`"
+            ),
+        )
+        .at(line_of(self.text, raw));
+        self.push(true, &option, f, out);
+    }
+
     fn devices(&self, key: &str, out: &mut Vec<Finding>) {
         let f = Finding::new(
             "aibox::policy::devices",
@@ -819,7 +1673,11 @@ impl Ctx<'_> {
     }
 
     fn mount(&self, m: &Mount, out: &mut Vec<Finding>) {
-        let line = line_of(self.text, m.source.trim());
+        // After interpolation the source may not appear verbatim; its last part does.
+        let line = line_of(self.text, m.source.trim()).or_else(|| {
+            let tail = m.source.trim().trim_end_matches('/');
+            line_of(self.text, tail.rsplit('/').next().unwrap_or(tail))
+        });
         let Some(path) = resolve_source(&m.source) else {
             let f = Finding::new(
                 "aibox::policy::unresolved_source",
@@ -838,6 +1696,27 @@ impl Ctx<'_> {
         };
         let option = format!("mount:{path}");
         let mode = if m.read_only { "read-only" } else { "writable" };
+        let escapes = self
+            .dir
+            .is_some_and(|dir| !path.starts_with(['/', '~']) && join_project(dir, &path).is_none());
+        if escapes {
+            let f = Finding::new(
+                "aibox::policy::sensitive_mount",
+                Severity::Error,
+                self.file,
+                format!(
+                    "bind mount of `{path}` ({mode}) reaches outside the project, into \
+                     folders the gate cannot judge (a home directory, other projects)"
+                ),
+                format!(
+                    "mount a folder inside the project; to keep it, record the consent with \
+                     a `[[security.exceptions]]` entry `option = \"{option}\"`"
+                ),
+            )
+            .at(line);
+            self.push(true, &option, f, out);
+            return;
+        }
         let file_name = path.rsplit('/').next().unwrap_or(&path);
         let under_run = path.starts_with("/run/") || path.starts_with("/var/run/");
         if ENGINE_SOCKETS.contains(&file_name) || (under_run && is_socket_name(file_name)) {

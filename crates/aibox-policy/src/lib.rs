@@ -6,10 +6,12 @@
 //! `up` and `doctor` (reporting).
 //!
 //! - [`seccomp`]: the Codex seccomp posture and the generated seccomp profile.
+//! - [`compose`]: what Compose resolves before it runs a file (merge keys, interpolation).
 //! - [`gate`]: dangerous options in Compose files, `devcontainer.json` and bind mounts.
 //! - [`secrets`]: the secret scanner for committed and generated files.
 //! - [`redact`]: redaction of diagnostics before they are shown or written.
 
+pub mod compose;
 pub mod gate;
 pub mod redact;
 pub mod seccomp;
@@ -18,13 +20,15 @@ pub mod secrets;
 mod finding;
 mod text;
 
+pub use compose::{ComposeSources, NoSources, parse_env_file};
 pub use finding::{Consent, Finding, Severity, has_errors};
 pub use gate::{
-    COMPOSE_LOCAL_PATH, COMPOSE_PATH, DEVCONTAINER_PATH, OVERRIDE_PATH, check_compose,
-    check_devcontainer_json, check_plan, check_project_volumes, check_run_args,
-    check_seccomp_profile, check_volumes,
+    COMPOSE_LOCAL_PATH, COMPOSE_PATH, CONTAINER_LABEL, DEVCONTAINER_PATH, OVERRIDE_PATH,
+    check_compose, check_compose_project, check_compose_setup, check_container_state,
+    check_container_user, check_devcontainer_json, check_plan, check_project_volumes,
+    check_run_args, check_seccomp_profile, check_volumes, devcontainer_compose_files,
 };
-pub use redact::{MASK, Redactor, redact};
+pub use redact::{MASK, Redactor, redact, redact_secrets};
 pub use seccomp::{
     PROFILE_PATH, PROFILE_SECURITY_OPT, SeccompPosture, SecurityDecision, TargetEngine,
     UNCONFINED_SECURITY_OPT, check_engine, container_security, container_security_for,

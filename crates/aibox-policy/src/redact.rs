@@ -43,7 +43,7 @@ pub fn redact(text: &str, redactor: &Redactor) -> String {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&redact_homes(&redact_assignments(line)));
+        out.push_str(&redact_homes(&redact_flags(&redact_assignments(line))));
     }
     for user in &redactor.users {
         out = replace_word(&out, user, "<user>");
@@ -52,6 +52,17 @@ pub fn redact(text: &str, redactor: &Redactor) -> String {
         out = replace_word(&out, host, "<host>");
     }
     out
+}
+
+/// Masks secrets only (credential formats, secret-like assignments and flags), leaving
+/// paths, user and host names readable: for error messages shown on the terminal, which
+/// may quote a line of a configuration file.
+pub fn redact_secrets(text: &str) -> String {
+    mask_spans(text)
+        .split('\n')
+        .map(|line| redact_flags(&redact_assignments(line)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn mask_spans(s: &str) -> String {
@@ -132,6 +143,14 @@ fn redact_assignments(line: &str) -> String {
 /// value runs to the end of the line or string (`Basic <credentials>`).
 fn value_span(bytes: &[u8], k: usize, auth: bool) -> (usize, usize) {
     let at = |i: usize| bytes.get(i).copied();
+    // A list value (`DB_PASSWORD = ["…"]`) is masked as a whole, brackets kept.
+    if at(k) == Some(b'[') {
+        let mut end = k + 1;
+        while end < bytes.len() && bytes[end] != b']' {
+            end += 1;
+        }
+        return (k + 1, end);
+    }
     let (quote, start) = match (at(k), at(k + 1)) {
         (Some(q @ (b'"' | b'\'')), _) => (Some((q, false)), k + 1),
         (Some(b'\\'), Some(q @ (b'"' | b'\''))) => (Some((q, true)), k + 2),
@@ -161,6 +180,67 @@ fn value_span(bytes: &[u8], k: usize, auth: bool) -> (usize, usize) {
         end += 1;
     }
     (start, end)
+}
+
+/// Command-line flags that carry a secret (`--password X`, `--token=X`,
+/// `"--api-key", "X"`) and `curl -u user:password` / `--user user:password`: the value
+/// (the password part for `-u`) is masked.
+fn redact_flags(line: &str) -> String {
+    let bytes = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let (mut i, mut last) = (0, 0);
+    while i < bytes.len() {
+        let starts_flag = bytes[i] == b'-' && (i == 0 || !is_key_byte(bytes[i - 1]));
+        if !starts_flag {
+            i += 1;
+            continue;
+        }
+        let mut name_end = i;
+        while name_end < bytes.len() && (is_key_byte(bytes[name_end])) {
+            name_end += 1;
+        }
+        let flag = &line[i..name_end];
+        let name = flag.trim_start_matches('-');
+        let user_flag = flag == "-u" || flag == "--user" || flag == "--proxy-user";
+        if name.is_empty() || !(user_flag || flag.starts_with("--") && suspicious_key(name)) {
+            i = name_end.max(i + 1);
+            continue;
+        }
+        // The value: after `=`, or after separators (spaces, `",` of a JSON/TOML list).
+        let mut k = name_end;
+        if bytes.get(k) == Some(&b'=') {
+            k += 1;
+        } else {
+            while k < bytes.len() && matches!(bytes[k], b' ' | b'"' | b'\'' | b',' | b'\\') {
+                k += 1;
+            }
+        }
+        let mut end = k;
+        while end < bytes.len() && !matches!(bytes[end], b' ' | b'"' | b'\'' | b',' | b']' | b'\\')
+        {
+            end += 1;
+        }
+        let mut start = k;
+        if user_flag {
+            // `user:password`: the user name stays readable.
+            let Some(colon) = line[k..end].find(':') else {
+                i = end.max(i + 1);
+                continue;
+            };
+            start = k + colon + 1;
+        }
+        let value = &line[start..end];
+        if value.is_empty() || value == MASK || value.starts_with('-') || has_reference(value) {
+            i = end.max(i + 1);
+            continue;
+        }
+        out.push_str(&line[last..start]);
+        out.push_str(MASK);
+        last = end;
+        i = end;
+    }
+    out.push_str(&line[last..]);
+    out
 }
 
 fn redact_homes(line: &str) -> String {
@@ -230,6 +310,29 @@ mod tests {
         );
         assert_eq!(redact_assignments("LANG=en_US.UTF-8"), "LANG=en_US.UTF-8");
         assert_eq!(redact_assignments("see https://x.org"), "see https://x.org");
+        assert_eq!(
+            redact_assignments("DB_PASSWORD = [\"a\", \"b\"]"),
+            "DB_PASSWORD = [***]"
+        );
+    }
+
+    #[test]
+    fn flags() {
+        assert_eq!(
+            redact_flags("args = [\"--password\", \"hunter2\"]"),
+            "args = [\"--password\", \"***\"]"
+        );
+        assert_eq!(redact_flags("run --token=abc --x"), "run --token=*** --x");
+        assert_eq!(
+            redact_flags("curl -u alice:pw1 https://x"),
+            "curl -u alice:*** https://x"
+        );
+        assert_eq!(
+            redact_flags("curl --user bob:pw https://x"),
+            "curl --user bob:*** https://x"
+        );
+        assert_eq!(redact_flags("ls -u file"), "ls -u file");
+        assert_eq!(redact_flags("--password ${PW}"), "--password ${PW}");
     }
 
     #[test]

@@ -76,9 +76,10 @@ pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
         check_leaf(file, text, &leaf, kind, &mut out);
     }
     // Credential formats anywhere, comments included; one finding per line.
+    let flagged: std::collections::BTreeSet<usize> = out.iter().filter_map(|f| f.line).collect();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
-        if out.iter().any(|f| f.line == Some(n)) {
+        if flagged.contains(&n) {
             continue;
         }
         if let Some(hit) = find_token(line) {
@@ -542,13 +543,20 @@ fn find_token(s: &str) -> Option<TokenHit> {
             {
                 continue;
             }
-            let body: usize = s[from..].chars().take_while(|c| (p.charset)(*c)).count();
+            // Look only as far as the decision needs (linear over many candidates); the
+            // full span is measured once, for the hit.
+            let seen = s[from..]
+                .chars()
+                .take(p.min + 1)
+                .take_while(|c| (p.charset)(*c))
+                .count();
             let ok = if p.exact {
-                body == p.min
+                seen == p.min
             } else {
-                body >= p.min
+                seen >= p.min
             };
             if ok {
+                let body: usize = s[from..].chars().take_while(|c| (p.charset)(*c)).count();
                 hits.push(TokenHit {
                     kind: p.kind,
                     start,

@@ -53,36 +53,41 @@ pub(crate) fn is_identifier(s: &str) -> bool {
 
 /// Removes every variable reference (`${VAR}`, `${VAR:-default}`, `$VAR`, `{env:VAR}`,
 /// `${env:VAR}`, `${input:id}`, `${localEnv:VAR}`, `${containerEnv:VAR}`, …) from `s`.
+///
+/// Linear in the length of `s`: every byte is looked at a bounded number of times (once
+/// no `}` follows, no later `${` can close either).
 pub(crate) fn strip_references(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let bytes: Vec<char> = s.chars().collect();
+    let bytes = s.as_bytes();
     let mut i = 0;
+    let mut no_close = false;
     while i < bytes.len() {
         let c = bytes[i];
-        let rest: String = bytes[i..].iter().collect();
-        if c == '$' && bytes.get(i + 1) == Some(&'{') {
-            if let Some(end) = rest.find('}') {
-                i += rest[..=end].chars().count();
-                continue;
+        let braced = c == b'$' && bytes.get(i + 1) == Some(&b'{')
+            || c == b'{' && s[i..].starts_with("{env:");
+        if braced && !no_close {
+            match s[i..].find('}') {
+                Some(end) => {
+                    i += end + 1;
+                    continue;
+                }
+                None => no_close = true,
             }
-        } else if c == '$' {
-            let name: String = bytes[i + 1..]
+        } else if c == b'$' {
+            let len = bytes[i + 1..]
                 .iter()
-                .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
-                .collect();
-            if is_identifier(&name) {
-                i += 1 + name.chars().count();
+                .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+                .count();
+            if len > 0 && is_identifier(&s[i + 1..i + 1 + len]) {
+                i += 1 + len;
                 continue;
             }
-        } else if c == '{'
-            && rest.starts_with("{env:")
-            && let Some(end) = rest.find('}')
-        {
-            i += rest[..=end].chars().count();
-            continue;
         }
-        out.push(c);
-        i += 1;
+        let Some(ch) = s[i..].chars().next() else {
+            break;
+        };
+        out.push(ch);
+        i += ch.len_utf8();
     }
     out
 }
@@ -136,6 +141,9 @@ mod tests {
         assert_eq!(strip_references("${input:gh}"), "");
         assert_eq!(strip_references("price $5"), "price $5");
         assert!(!has_reference("plain"));
+        assert_eq!(strip_references("a ${open $B"), "a ${open ");
+        assert_eq!(strip_references("é${X}ü$9"), "éü$9");
+        assert_eq!(strip_references("{env:Y"), "{env:Y");
     }
 
     #[test]

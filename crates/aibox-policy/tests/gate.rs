@@ -105,7 +105,7 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "podman socket (long form, interpolated)",
-        compose: "    volumes:\n      - type: bind\n        source: ${SOCK:-/run/user/1000/podman/podman.sock}\n        target: /run/podman.sock\n",
+        compose: "    volumes:\n      - type: bind\n        source: /run/user/1000/podman/podman.sock\n        target: /run/podman.sock\n",
         devcontainer: "\"mounts\": [{\"source\": \"/run/user/1000/podman/podman.sock\", \"target\": \"/run/p.sock\", \"type\": \"bind\"}]",
         run_args: &[
             "--mount",
@@ -395,9 +395,20 @@ fn safe_files_pass() {
     let json = devcontainer(
         "\"dockerComposeFile\": [\"docker-compose.yml\"], \"features\": {\"ghcr.io/devcontainers/features/node:1\": {}}, \"remoteEnv\": {\"TOKEN\": \"${localEnv:TOKEN}\"}",
     );
-    assert_eq!(
-        check_devcontainer_json(DEVCONTAINER, &json, &Consent::default()),
-        vec![]
+    // A remote feature is accepted once consent names it (its metadata is remote).
+    let consent = Consent {
+        exceptions: vec![SecurityException {
+            option: "feature:ghcr.io/devcontainers/features/node".to_owned(),
+            reason: "read its devcontainer-feature.json: no container options".to_owned(),
+        }],
+        ..Consent::default()
+    };
+    let found = check_devcontainer_json(DEVCONTAINER, &json, &consent);
+    assert!(!has_errors(&found), "{found:#?}");
+    assert!(
+        found
+            .iter()
+            .all(|f| f.code == "aibox::policy::remote_feature")
     );
 }
 
@@ -405,8 +416,17 @@ fn safe_files_pass() {
 fn unpinned_features_and_includes_warn() {
     let json = devcontainer("\"features\": {\"ghcr.io/devcontainers/features/node\": {}}");
     let found = check_devcontainer_json(DEVCONTAINER, &json, &Consent::default());
-    assert_eq!(found.len(), 1);
-    assert_eq!(found[0].severity, Severity::Warning);
+    let codes: Vec<(&str, Severity)> = found
+        .iter()
+        .map(|f| (f.code.as_str(), f.severity))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("aibox::policy::remote_feature", Severity::Error),
+            ("aibox::policy::unpinned_feature", Severity::Warning)
+        ]
+    );
     let text = format!("include:\n  - other.yml\n{}", compose(""));
     let found = check_compose(OVERRIDE, &text, &Consent::default());
     assert_eq!(found[0].code, "aibox::policy::unchecked_include");
@@ -481,8 +501,10 @@ fn configured_volumes_are_checked() {
 fn unresolvable_sources_are_suspicious() {
     let text = compose("    volumes:\n      - ${SOMEWHERE}:/x\n");
     let found = check_compose(OVERRIDE, &text, &Consent::default());
-    assert_eq!(found.len(), 1);
-    assert_eq!(found[0].code, "aibox::policy::unresolved_source");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].code, "aibox::policy::unresolved_variable");
+    assert_eq!(found[0].severity, Severity::Error);
+    assert_eq!(found[0].option.as_deref(), Some("env:SOMEWHERE"));
 }
 
 #[test]
@@ -497,7 +519,7 @@ fn findings_serialise_with_stable_fields() {
 
 mod plan {
     use aibox_config::{LocalToml, Ownership, PlannedFile, parse_aibox_toml};
-    use aibox_policy::{PolicyError, check_plan};
+    use aibox_policy::{NoSources, PolicyError, check_plan};
     use miette::Diagnostic;
 
     const TOML: &str = "[container]\nname = \"demo\"\n";
@@ -537,6 +559,7 @@ mod plan {
             &LocalToml::default(),
             &files(COMPOSE_OK),
             Some(override_text),
+            &NoSources,
         )
         .unwrap_err();
         let PolicyError::Gate { findings, .. } = &err else {
@@ -567,15 +590,28 @@ mod plan {
             "aibox.toml",
         )
         .unwrap();
-        let warnings =
-            check_plan(&config, &LocalToml::default(), &files(COMPOSE_OK), None).unwrap();
+        let warnings = check_plan(
+            &config,
+            &LocalToml::default(),
+            &files(COMPOSE_OK),
+            None,
+            &NoSources,
+        )
+        .unwrap();
         assert!(warnings.is_empty(), "{warnings:#?}");
         let mut with_secret = files(COMPOSE_OK);
         with_secret.push(PlannedFile::generated(
             ".vscode/mcp.json",
             "{\"mcpServers\": {\"gh\": {\"env\": {\"GITHUB_TOKEN\": \"literal-value\"}}}}",
         ));
-        let err = check_plan(&config, &LocalToml::default(), &with_secret, None).unwrap_err();
+        let err = check_plan(
+            &config,
+            &LocalToml::default(),
+            &with_secret,
+            None,
+            &NoSources,
+        )
+        .unwrap_err();
         let PolicyError::Gate { findings, .. } = err else {
             unreachable!()
         };
@@ -594,11 +630,95 @@ mod plan {
             Ownership::ScaffoldOnce,
         ));
         let existing = "services:\n  demo:\n    network_mode: host\n";
-        let err = check_plan(&config, &LocalToml::default(), &planned, Some(existing)).unwrap_err();
+        let err = check_plan(
+            &config,
+            &LocalToml::default(),
+            &planned,
+            Some(existing),
+            &NoSources,
+        )
+        .unwrap_err();
         let PolicyError::Gate { findings, .. } = err else {
             unreachable!()
         };
         assert_eq!(findings[0].code, "aibox::policy::host_namespace");
-        assert!(check_plan(&config, &LocalToml::default(), &planned, None).is_ok());
+        assert!(check_plan(&config, &LocalToml::default(), &planned, None, &NoSources).is_ok());
     }
+}
+
+/// A literal secret in `aibox.toml` reaches the generated Compose file; the finding names
+/// `aibox.toml` and its line (where the fix goes), not the generated file.
+#[test]
+fn secrets_from_aibox_toml_point_at_aibox_toml() {
+    use std::collections::BTreeMap;
+
+    use aibox_config::{LocalToml, PlannedFile, parse_aibox_toml};
+    use aibox_policy::{PolicyError, check_plan};
+
+    let toml = "[container]\nname = \"demo\"\n\n[container.environment]\nLANG = \"C\"\nAPI_TOKEN = \"literal-fake-value\"\n";
+    let config = parse_aibox_toml(toml, "aibox.toml").unwrap();
+    let compose = "services:\n  demo:\n    image: x\n    environment:\n      LANG: C\n      API_TOKEN: literal-fake-value\n";
+    let files = vec![PlannedFile::generated(
+        ".devcontainer/docker-compose.yml",
+        compose,
+    )];
+    let disk: BTreeMap<String, String> = [("aibox.toml".to_owned(), toml.to_owned())].into();
+    let err = check_plan(&config, &LocalToml::default(), &files, None, &disk).unwrap_err();
+    let PolicyError::Gate { findings, .. } = err else {
+        unreachable!()
+    };
+    let secrets: Vec<(&str, Option<usize>)> = findings
+        .iter()
+        .filter(|f| f.code.starts_with("aibox::policy::secret"))
+        .map(|f| (f.file.as_str(), f.line))
+        .collect();
+    assert_eq!(secrets, [("aibox.toml", Some(6))], "{findings:#?}");
+}
+
+/// The engine state check over a real `podman container inspect` (captured from
+/// `podman create --cap-add SYS_ADMIN --security-opt seccomp=unconfined --pid host
+/// -v /etc:/host-etc -v /tmp:/proj --user root`): every violation is found, the
+/// project's own mount (`/tmp` here) is not, and recorded consent turns errors into
+/// warnings.
+#[test]
+fn running_container_state_is_judged_like_the_files() {
+    use aibox_policy::check_container_state;
+
+    let json = include_str!("fixtures/podman-inspect/violations.json");
+    let found = check_container_state(json, "/tmp", &Consent::default());
+    let mut codes: Vec<(&str, Severity)> = found
+        .iter()
+        .map(|f| (f.code.as_str(), f.severity))
+        .collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [
+            ("aibox::policy::cap_add", Severity::Error),
+            ("aibox::policy::host_namespace", Severity::Error),
+            ("aibox::policy::root_user", Severity::Warning),
+            ("aibox::policy::seccomp_unconfined", Severity::Error),
+            ("aibox::policy::sensitive_mount", Severity::Error),
+        ],
+        "{found:#?}"
+    );
+    assert!(found.iter().all(|f| f.file == "running container"));
+    let consent = Consent {
+        seccomp_unconfined: true,
+        exceptions: ["cap_add:SYS_ADMIN", "pid:host", "mount:/etc", "user:root"]
+            .iter()
+            .map(|o| SecurityException {
+                option: (*o).to_owned(),
+                reason: "test".to_owned(),
+            })
+            .collect(),
+        ..Consent::default()
+    };
+    assert!(!has_errors(&check_container_state(json, "/tmp", &consent)));
+    // Not inspect JSON: the state is unknown, which is refused.
+    assert!(has_errors(&check_container_state(
+        "not json",
+        "/tmp",
+        &Consent::default()
+    )));
 }

@@ -113,3 +113,24 @@ fn redacting_json_text_keeps_it_valid_json() {
         assert!(!out.contains(p), "{p} survived:\n{out}");
     }
 }
+
+/// Shapes `doctor --report` leaked: a list value under a secret-like key, a password
+/// passed as a command-line flag in an MCP server's `args`, and `curl -u user:password`.
+#[test]
+fn list_values_flags_and_user_passwords_are_masked() {
+    let text = "DB_PASSWORD = [\"list-secret-fake\"]\n\
+                args = [\"--password\", \"flag-secret-fake\"]\n\
+                command = \"curl -u deploy:curl-secret-fake https://example.invalid\"\n\
+                run --api-key=inline-secret-fake\n";
+    let out = redact(text, &Redactor::default());
+    for secret in [
+        "list-secret-fake",
+        "flag-secret-fake",
+        "curl-secret-fake",
+        "inline-secret-fake",
+    ] {
+        assert!(!out.contains(secret), "{secret} survived:\n{out}");
+    }
+    assert!(out.contains("curl -u deploy:***"), "{out}");
+    assert_eq!(redact(&out, &Redactor::default()), out);
+}

@@ -102,17 +102,14 @@ pub enum ProvenanceError {
 
     /// The server answered with an error status.
     #[error("{url} answered HTTP {status}")]
-    #[diagnostic(
-        code(aibox::provenance::http_status),
-        help(
-            "a 404 usually means the version has no published release asset; check `[processkit] version` and the URL template"
-        )
-    )]
+    #[diagnostic(code(aibox::provenance::http_status), help("{hint}"))]
     HttpStatus {
         /// The URL.
         url: String,
         /// The status code.
         status: u16,
+        /// What the status means here ([`ProvenanceError::http_status`] fills it in).
+        hint: String,
     },
 
     /// A download exceeded the size limit.
@@ -320,6 +317,31 @@ pub enum ProvenanceError {
 pub type Result<T, E = ProvenanceError> = std::result::Result<T, E>;
 
 impl ProvenanceError {
+    /// An error status, with the help that fits it: a 404 is a missing release asset,
+    /// 401/403 a refusal, 5xx a server fault worth retrying.
+    pub fn http_status(url: String, status: u16) -> Self {
+        let hint = match status {
+            404 | 410 => {
+                "the release asset does not exist: check that `[processkit] version` \
+                          names a published release and that the URL template is right"
+            }
+            401 | 403 => {
+                "the server refused access; private releases need credentials aibox \
+                          does not send: download the archive and use it as a local source"
+            }
+            500..=599 => {
+                "the server failed (not a problem of the configuration); try again \
+                          later"
+            }
+            _ => "an unexpected status; check the source URL",
+        };
+        Self::HttpStatus {
+            url,
+            status,
+            hint: hint.to_owned(),
+        }
+    }
+
     /// Wraps an IO error with the action and path.
     pub fn io(
         action: &'static str,
@@ -370,10 +392,7 @@ mod tests {
                 "aibox::provenance::missing_scripts",
             ),
             (
-                ProvenanceError::HttpStatus {
-                    url: "u".into(),
-                    status: 404,
-                },
+                ProvenanceError::http_status("u".into(), 404),
                 "aibox::provenance::http_status",
             ),
         ];

@@ -3,9 +3,11 @@
 //! then materialises a payload through a private staging directory that is renamed into
 //! place, creating each file exclusively with a normalised mode.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read;
 use std::path::Path;
+use std::rc::Rc;
 
 use crate::error::{ProvenanceError, Result, show_name};
 
@@ -187,6 +189,52 @@ pub fn check_name(raw: &[u8], limits: &ExtractLimits) -> Result<Vec<String>> {
     Ok(comps.into_iter().map(str::to_owned).collect())
 }
 
+/// Header bytes allowed per entry beyond its contents (header block, padding, modest
+/// PAX records), and for the archive as a whole (long names, global headers).
+const HEADER_ALLOWANCE_PER_ENTRY: u64 = 2 * 1024;
+const HEADER_ALLOWANCE: u64 = 1024 * 1024;
+
+/// Most decompressed bytes an archive within `limits` can need.
+fn stream_cap(limits: &ExtractLimits) -> u64 {
+    limits
+        .max_total_bytes
+        .saturating_add((limits.max_entries as u64).saturating_mul(HEADER_ALLOWANCE_PER_ENTRY))
+        .saturating_add(HEADER_ALLOWANCE)
+}
+
+/// A reader that fails once more than `left` bytes came through (and says so in `hit`).
+struct CappedReader<R> {
+    inner: R,
+    left: u64,
+    hit: Rc<Cell<bool>>,
+}
+
+impl<R> CappedReader<R> {
+    /// The reader capped for `limits`, the flag it raises, and the cap.
+    fn new(inner: R, limits: &ExtractLimits) -> (Self, Rc<Cell<bool>>, u64) {
+        let hit = Rc::new(Cell::new(false));
+        let cap = stream_cap(limits);
+        let reader = Self {
+            inner,
+            left: cap,
+            hit: Rc::clone(&hit),
+        };
+        (reader, hit, cap)
+    }
+}
+
+impl<R: Read> Read for CappedReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let Some(left) = self.left.checked_sub(n as u64) else {
+            self.hit.set(true);
+            return Err(std::io::Error::other("archive size limit reached"));
+        };
+        self.left = left;
+        Ok(n)
+    }
+}
+
 /// Reads and validates a gzip-compressed tar archive entirely in memory. The archive must
 /// hold exactly one top directory `processkit-<tag>/` (stripped; the tag is returned in
 /// [`Payload::top_tag`]); with `expected_tag` the tag must match.
@@ -200,7 +248,22 @@ pub fn read_archive(
         what: what.to_owned(),
         reason: e.to_string(),
     };
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(gz));
+    // Header data (PAX extensions, GNU long names) is read by `tar` before an entry is
+    // seen, so the whole decompressed stream is capped: contents plus a header allowance.
+    let (capped, hit, cap) = CappedReader::new(flate2::read::GzDecoder::new(gz), limits);
+    let corrupt = |e: &dyn std::fmt::Display| {
+        if hit.get() {
+            ProvenanceError::ArchiveLimit {
+                reason: format!(
+                    "more than {cap} bytes of decompressed archive (file contents plus \
+                     headers, including PAX and GNU long-name data)"
+                ),
+            }
+        } else {
+            corrupt(e)
+        }
+    };
+    let mut archive = tar::Archive::new(capped);
     let mut checker = Checker::new(limits);
     let mut payload = Payload::default();
     let mut top: Option<String> = None;
@@ -270,6 +333,13 @@ pub fn read_archive(
             },
         );
     }
+    payload.top_tag = Some(top_tag(top, what, expected_tag)?);
+    Ok(payload)
+}
+
+/// The tag of the archive's single top directory `processkit-<tag>/`, checked against
+/// the requested version.
+fn top_tag(top: Option<String>, what: &str, expected_tag: Option<&str>) -> Result<String> {
     let top = top.ok_or_else(|| ProvenanceError::Layout {
         what: what.to_owned(),
         reason: "the archive is empty".to_owned(),
@@ -289,13 +359,59 @@ pub fn read_archive(
             reason: format!("top directory names {tag}, but version {expected} was requested"),
         });
     }
-    payload.top_tag = Some(tag.to_owned());
-    Ok(payload)
+    Ok(tag.to_owned())
+}
+
+/// The kernel pseudo-file system (`/proc`, `/sys`, `/dev`) a canonical path lies in.
+pub(crate) fn pseudo_filesystem(canonical: &Path) -> Option<&'static str> {
+    ["/proc", "/sys", "/dev"]
+        .into_iter()
+        .find(|fs| canonical.starts_with(fs))
+}
+
+/// Reads a local regular file of at most `cap` bytes. Special files (devices, FIFOs,
+/// sockets) and files in kernel pseudo-file systems are refused before they are opened:
+/// they may block or never end. A larger file fails with `FileTooLarge`.
+pub(crate) fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind};
+    let meta = fs_err::metadata(path)?;
+    if !meta.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a directory, device, FIFO or socket)",
+        ));
+    }
+    if let Some(fs) = pseudo_filesystem(&fs_err::canonicalize(path)?) {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("inside {fs}, a kernel pseudo-file system"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    fs_err::File::open(path)?
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(Error::new(
+            ErrorKind::FileTooLarge,
+            format!("is larger than {cap} bytes"),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Reads and validates a local directory (the payload root, with `PROVENANCE.toml`
-/// directly inside). Symlinks and special files are rejected like archive entries.
+/// directly inside). Symlinks and special files are rejected like archive entries, and
+/// so is a root inside `/proc`, `/sys` or `/dev`.
 pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
+    let canonical =
+        fs_err::canonicalize(root).map_err(|e| ProvenanceError::io("inspect", root, e))?;
+    if let Some(fs) = pseudo_filesystem(&canonical) {
+        return Err(ProvenanceError::UnsafeEntry {
+            entry: root.display().to_string(),
+            reason: format!("inside {fs}, a kernel pseudo-file system"),
+        });
+    }
     let mut checker = Checker::new(limits);
     let mut payload = Payload::default();
     let mut stack = vec![(root.to_path_buf(), String::new())];
@@ -330,8 +446,17 @@ pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
             } else if ft.is_file() {
                 checker.record(&rel, false)?;
                 checker.add_bytes(&rel, meta.len())?;
-                let data =
-                    fs_err::read(&path).map_err(|e| ProvenanceError::io("read", &path, e))?;
+                // No more than the size checked above, whatever the file streams.
+                let mut data = Vec::new();
+                fs_err::File::open(&path)
+                    .and_then(|f| f.take(meta.len().saturating_add(1)).read_to_end(&mut data))
+                    .map_err(|e| ProvenanceError::io("read", &path, e))?;
+                if data.len() as u64 != meta.len() {
+                    return Err(ProvenanceError::UnsafeEntry {
+                        entry: rel,
+                        reason: "the file changed size while it was read".to_owned(),
+                    });
+                }
                 payload.files.insert(
                     rel,
                     PayloadFile {

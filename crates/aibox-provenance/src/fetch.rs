@@ -102,6 +102,46 @@ fn resolve_location(base: &str, location: &str) -> String {
     }
 }
 
+/// An HTTP error in words; a timeout names the limit that was reached and its duration
+/// (ureq alone says only "timeout: global").
+fn describe(e: &ureq::Error, opts: &HttpOptions) -> String {
+    use ureq::Timeout as T;
+    let ureq::Error::Timeout(kind) = e else {
+        return e.to_string();
+    };
+    let (what, limit) = match kind {
+        T::Resolve | T::Connect => ("connecting", opts.connect_timeout),
+        T::PerRead | T::RecvResponse | T::PerWrite | T::SendRequest | T::SendBody => {
+            ("waiting for data", opts.read_timeout)
+        }
+        _ => ("the whole download", opts.overall_timeout),
+    };
+    format!(
+        "timed out: {what} took longer than {:.1} s ({kind})",
+        limit.as_secs_f64()
+    )
+}
+
+/// Whether `url` names something the server has (a `HEAD` request; redirects count as
+/// present). `false` only for 404 and 410; anything unclear counts as present.
+pub fn exists(url: &str, opts: &HttpOptions) -> bool {
+    if check_url(url).is_err() {
+        return true;
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .timeout_connect(Some(opts.connect_timeout))
+        .timeout_global(Some(opts.overall_timeout))
+        .user_agent(concat!("aibox/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    agent
+        .head(url)
+        .call()
+        .map_or(true, |r| !matches!(r.status().as_u16(), 404 | 410))
+}
+
 /// Downloads `url` into memory, hashing while streaming.
 pub fn download(
     url: &str,
@@ -131,7 +171,7 @@ pub fn download(
         let response = agent
             .get(&current)
             .call()
-            .map_err(|e| http_err(&current, &e))?;
+            .map_err(|e| http_err(&current, &describe(&e, opts)))?;
         let status = response.status().as_u16();
         if (300..400).contains(&status) {
             let location = response
@@ -152,10 +192,7 @@ pub fn download(
             continue;
         }
         if status != 200 {
-            return Err(ProvenanceError::HttpStatus {
-                url: current,
-                status,
-            });
+            return Err(ProvenanceError::http_status(current, status));
         }
         let total = response.body().content_length();
         if total.is_some_and(|t| t > opts.max_bytes) {
@@ -169,7 +206,9 @@ pub fn download(
         let mut counter = Counter::default();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let n = reader.read(&mut buf).map_err(|e| http_err(&current, &e))?;
+            let n = reader
+                .read(&mut buf)
+                .map_err(|e| http_err(&current, &describe(&ureq::Error::from(e), opts)))?;
             if n == 0 {
                 break;
             }

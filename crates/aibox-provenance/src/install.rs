@@ -18,10 +18,12 @@ use crate::digest::Sha256;
 use crate::error::{ProvenanceError, Result};
 use crate::extract::{PayloadFile, write_tree};
 use crate::record::{
-    MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall, MarkerManifest, ProcesskitLock, SNAPSHOT_DIR,
+    Intent, IntentWrite, MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall, MarkerManifest,
+    ProcesskitLock, SNAPSHOT_DIR,
 };
 use crate::servers::{ProcesskitServer, servers};
 use crate::source::VerifiedRelease;
+use crate::statcache::StatCache;
 
 /// Three-way class of one file (processkit's migration vocabulary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -155,6 +157,24 @@ pub struct InstallPlan {
     pub skills: BTreeSet<String>,
     /// Warnings (unknown names, version stamps, kept removals).
     pub warnings: Vec<String>,
+    /// The record of this plan's writes and removals, to be stored before the first
+    /// write (see [`Intent`]); `None` for a no-op.
+    pub intent: Option<Intent>,
+    /// The digest every tracked live file has once the plan is applied (for the
+    /// [`StatCache`]).
+    pub live_after: BTreeMap<String, Sha256>,
+    /// Whether the stat cache should be rewritten after applying: something changed,
+    /// or files had to be re-hashed.
+    pub stat_cache_stale: bool,
+}
+
+/// What planning may reuse from earlier runs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Hints<'a> {
+    /// The intent record of an interrupted run (see [`plan_resume`]).
+    pub interrupted: Option<&'a Intent>,
+    /// The stat cache of the last apply: unchanged files are not re-hashed.
+    pub stat_cache: Option<&'a StatCache>,
 }
 
 impl InstallPlan {
@@ -211,13 +231,24 @@ enum Live {
     Odd,
 }
 
-fn live_state(root: &Path, rel: &str) -> Result<Live> {
+fn live_state(
+    root: &Path,
+    rel: &str,
+    cache: Option<&StatCache>,
+    misses: &mut usize,
+) -> Result<Live> {
     let path = root.join(rel);
     match fs_err::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Live::Missing),
         Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Ok(Live::Odd),
         Err(e) => Err(ProvenanceError::io("inspect", &path, e)),
-        Ok(m) if m.file_type().is_file() => Ok(Live::File(Sha256::of_file(&path)?)),
+        Ok(m) if m.file_type().is_file() => {
+            if let Some(h) = cache.and_then(|c| c.lookup(rel, &m)) {
+                return Ok(Live::File(h));
+            }
+            *misses += 1;
+            Ok(Live::File(Sha256::of_file(&path)?))
+        }
         Ok(_) => Ok(Live::Odd),
     }
 }
@@ -306,9 +337,44 @@ pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>)
     format!("v2:{}", hex::encode(h.finalize()))
 }
 
+/// Resuming an interrupted plan: a file it already wrote (or removed) is seen as that
+/// plan saw it, so the classification is the interrupted plan's own.
+fn as_planned(live: Live, path: &str, resume: Option<&Intent>) -> Live {
+    let Some(intent) = resume else {
+        return live;
+    };
+    match (&live, intent.writes.get(path), intent.removals.get(path)) {
+        (Live::File(now), Some(planned), _) if *now == planned.new => {
+            planned.before.map_or(Live::Missing, Live::File)
+        }
+        (Live::Missing, None, Some(before)) => Live::File(*before),
+        _ => live,
+    }
+}
+
+/// The intent record of an interrupted run, when it still applies: same release, same
+/// selection, and the marker it started from still in place.
+fn applicable<'a>(
+    interrupted: Option<&'a Intent>,
+    release: &VerifiedRelease,
+    base_marker_sha256: Option<Sha256>,
+    skills: &[String],
+) -> Option<&'a Intent> {
+    interrupted.filter(|i| {
+        i.version == release.version
+            && i.release_asset_sha256 == release.digest
+            && i.base_marker_sha256 == base_marker_sha256
+            && i.skills == skills
+    })
+}
+
 /// The outcome of the three-way comparison.
 #[derive(Default)]
 struct ThreeWay {
+    intent_writes: BTreeMap<String, IntentWrite>,
+    intent_removals: BTreeMap<String, Sha256>,
+    live_after: BTreeMap<String, Sha256>,
+    cache_misses: usize,
     decisions: Vec<FileDecision>,
     writes: Vec<FileWrite>,
     removals: Vec<String>,
@@ -320,13 +386,16 @@ struct ThreeWay {
 type InstallSet<'a> = BTreeMap<String, (&'a str, &'a PayloadFile, bool)>;
 
 /// Classifies every file of the new install set and of the previous manifest.
+#[allow(clippy::too_many_lines)] // one pass over every path reads better whole
 fn three_way(
     root: &Path,
     new_set: &InstallSet<'_>,
     old: Option<&Marker>,
     same_release: bool,
+    hints: Hints<'_>,
     warnings: &mut Vec<String>,
 ) -> Result<ThreeWay> {
+    let resume = hints.interrupted;
     let base: BTreeMap<&str, Sha256> = old
         .map(|m| {
             m.files
@@ -352,7 +421,12 @@ fn three_way(
         });
         let user_owned =
             entry.is_some_and(|e| e.2) || old.is_some_and(|m| m.user_files.contains_key(path));
-        let live = live_state(root, path)?;
+        let actual = live_state(root, path, hints.stat_cache, &mut t.cache_misses)?;
+        let live_now = match actual {
+            Live::File(h) => Some(h),
+            _ => None,
+        };
+        let live = as_planned(actual, path, resume);
         let (mut class, mut action) = classify(r, c, &live);
         if user_owned && !matches!(live, Live::Missing) && action == Action::Write {
             class = Class::Conflict;
@@ -365,6 +439,18 @@ fn three_way(
             // The user deleted their own file: respect that.
             action = Action::None;
             class = Class::ChangedLocallyOnly;
+        }
+        // The digest the live file has once this plan is applied.
+        match (action, c) {
+            (Action::Write, Some(c)) => {
+                t.live_after.insert(path.to_owned(), c);
+            }
+            (Action::Remove, _) => {}
+            _ => {
+                if let Some(h) = live_now {
+                    t.live_after.insert(path.to_owned(), h);
+                }
+            }
         }
         if let (Some((release_path, file, _)), Some(c)) = (entry, c) {
             if user_owned {
@@ -385,10 +471,18 @@ fn three_way(
                 t.files.insert(path.to_owned(), c);
             }
             match action {
-                Action::Write => t.writes.push(FileWrite {
-                    path: path.to_owned(),
-                    file: (*file).clone(),
-                }),
+                Action::Write => {
+                    let before = match live {
+                        Live::File(h) => Some(h),
+                        _ => None,
+                    };
+                    t.intent_writes
+                        .insert(path.to_owned(), IntentWrite { new: c, before });
+                    t.writes.push(FileWrite {
+                        path: path.to_owned(),
+                        file: (*file).clone(),
+                    });
+                }
                 Action::Keep if class == Class::Conflict => {
                     t.parked.push(FileWrite {
                         path: path.to_owned(),
@@ -406,6 +500,9 @@ fn three_way(
             });
         } else {
             if action == Action::Remove {
+                if let Some(r) = r {
+                    t.intent_removals.insert(path.to_owned(), r);
+                }
                 t.removals.push(path.to_owned());
             } else if action == Action::Keep {
                 warnings.push(format!(
@@ -526,6 +623,22 @@ pub fn plan_install(
     previous_lock: Option<&ProcesskitLock>,
     opts: &PlanOptions<'_>,
 ) -> Result<InstallPlan> {
+    plan_resume(root, release, previous_lock, opts, Hints::default())
+}
+
+/// [`plan_install`], resuming the plan of an interrupted run when `interrupted` (its
+/// [`Intent`] record) still applies: same release, same selection and the marker it
+/// started from still in place. The result is then that run's plan, so applying it
+/// completes exactly what was intended. A record that does not apply is ignored.
+#[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
+pub fn plan_resume(
+    root: &Path,
+    release: &VerifiedRelease,
+    previous_lock: Option<&ProcesskitLock>,
+    opts: &PlanOptions<'_>,
+    hints: Hints<'_>,
+) -> Result<InstallPlan> {
+    let interrupted = hints.interrupted;
     let catalog = Catalog::from_payload(&release.payload)?;
     let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
     let mut warnings = release.warnings.clone();
@@ -544,18 +657,39 @@ pub fn plan_install(
     )?;
 
     // R: the previous install.
+    let live_marker = fs_err::read_to_string(root.join(MARKER_PATH)).ok();
     let old = Marker::read(root);
     let same_release = old.as_ref().is_some_and(|m| {
         m.install.processkit_version == release.version
             && m.manifest.release_asset_sha256 == Some(release.digest)
     });
+    let skills: Vec<String> = selection.skills.iter().cloned().collect();
+    let base_marker_sha256 = live_marker.as_deref().map(|t| Sha256::of(t.as_bytes()));
+    let resume = applicable(interrupted, release, base_marker_sha256, &skills);
+    // A resumed plan keeps the interrupted run's time (install time, migration id).
+    let resumed_opts = resume.map(|i| PlanOptions {
+        now: i.now.as_str(),
+        ..opts.clone()
+    });
+    let opts = resumed_opts.as_ref().unwrap_or(opts);
 
-    let t = three_way(root, &new_set, old.as_ref(), same_release, &mut warnings)?;
+    let hints = Hints {
+        interrupted: resume,
+        ..hints
+    };
+    let t = three_way(
+        root,
+        &new_set,
+        old.as_ref(),
+        same_release,
+        hints,
+        &mut warnings,
+    )?;
+    let cache_misses = t.cache_misses;
     let (snapshot, stale_snapshots) = snapshot_plan(root, release, same_release);
 
     // Marker and lock, keeping the old timestamp when nothing changed.
     let content_changed = !t.writes.is_empty() || !t.removals.is_empty();
-    let skills: Vec<String> = selection.skills.iter().cloned().collect();
     // The fingerprint only depends on the release and the selection.
     let reusable = old
         .as_ref()
@@ -600,10 +734,17 @@ pub fn plan_install(
         user_files: t.user_files,
     }
     .render();
-    let marker_changed = fs_err::read_to_string(root.join(MARKER_PATH))
-        .ok()
-        .as_deref()
-        != Some(marker.as_str());
+    let marker_changed = live_marker.as_deref() != Some(marker.as_str());
+    let intent = Intent {
+        version: release.version.clone(),
+        release_asset_sha256: release.digest,
+        base_marker_sha256,
+        skills: selection.skills.iter().cloned().collect(),
+        now: opts.now.to_owned(),
+        writes: t.intent_writes,
+        removals: t.intent_removals,
+    };
+    let live_after = t.live_after;
     let lock = lock_section(
         release,
         previous_lock,
@@ -630,8 +771,13 @@ pub fn plan_install(
         mcp_aggregate_sha256,
         skills: selection.skills,
         warnings,
+        intent: None,
+        live_after,
+        stat_cache_stale: false,
     };
     plan.migration = crate::migration::document(&plan, &release.source, opts.now, t.parked);
+    plan.intent = (!plan.is_noop()).then_some(intent);
+    plan.stat_cache_stale = cache_misses > 0 || !plan.is_noop();
     Ok(plan)
 }
 

@@ -20,6 +20,7 @@ pub mod migration;
 pub mod record;
 pub mod servers;
 pub mod source;
+pub mod statcache;
 pub mod time;
 pub mod yaml;
 
@@ -29,9 +30,11 @@ pub use error::{ProvenanceError, Result};
 pub use extract::{ExtractLimits, Payload, PayloadFile};
 pub use fetch::{HttpOptions, Progress};
 pub use install::{
-    Action, Class, FileDecision, InstallPlan, PlanOptions, apply_plan, plan_install,
+    Action, Class, FileDecision, Hints, InstallPlan, PlanOptions, apply_plan, plan_install,
+    plan_resume,
 };
 pub use integrity::{IntegrityReport, IntegrityStatus, integrity};
-pub use record::{Marker, ProcesskitLock};
+pub use record::{Intent, Marker, ProcesskitLock};
 pub use servers::ProcesskitServer;
 pub use source::{FetchOptions, Verification, VerifiedRelease, fetch_release, tree_digest};
+pub use statcache::StatCache;

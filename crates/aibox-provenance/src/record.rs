@@ -139,3 +139,53 @@ impl Marker {
         (marker.schema_version == MARKER_SCHEMA).then_some(marker)
     }
 }
+
+/// One file an interrupted plan was about to write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntentWrite {
+    /// Digest of the contents the plan writes.
+    pub new: Sha256,
+    /// Digest of the live file the plan saw (`None`: it was missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Sha256>,
+}
+
+/// What an install plan is about to do, recorded (under `.aibox/`) before its first
+/// write and dropped after the lock is written. The marker is written only after every
+/// content file is durable, so after a kill the marker still names the base the plan
+/// started from; with this record the next run re-plans exactly the interrupted plan
+/// (same classification, same migration document, same timestamps) instead of mistaking
+/// the files it already wrote for local edits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// Release being installed.
+    pub version: String,
+    /// Its digest.
+    pub release_asset_sha256: Sha256,
+    /// Digest of the marker text the plan started from (`None`: no marker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_marker_sha256: Option<Sha256>,
+    /// Selected skills.
+    pub skills: Vec<String>,
+    /// The plan's time (install time, migration id).
+    pub now: String,
+    /// Every content file the plan writes: project path → digests.
+    #[serde(default)]
+    pub writes: BTreeMap<String, IntentWrite>,
+    /// Every file the plan removes: project path → digest of the removed file.
+    #[serde(default)]
+    pub removals: BTreeMap<String, Sha256>,
+}
+
+impl Intent {
+    /// Renders the record.
+    pub fn render(&self) -> String {
+        let body = toml::to_string(self).unwrap_or_default();
+        format!("# aibox: processkit install in progress; do not edit\n{body}")
+    }
+
+    /// Parses a record; `None` when damaged (the next run then re-plans from the marker).
+    pub fn parse(text: &str) -> Option<Self> {
+        toml::from_str(text).ok()
+    }
+}

@@ -146,10 +146,29 @@ pub fn source_kind(section: &ProcesskitSection, project_root: &Path) -> Result<S
         reason: format!("`{source}` cannot be read: {e}"),
         help: "use an https:// URL, or a path (relative to the project root) of a release `.tar.gz` or directory".to_owned(),
     })?;
+    let refuse = |reason: String| ProvenanceError::Config {
+        key: "source",
+        reason,
+        help: "use an https:// URL, or a path (relative to the project root) of a release \
+               `.tar.gz` or directory"
+            .to_owned(),
+    };
+    // Kernel pseudo-files report no size and may never end (`/dev/zero`, `/proc/kmsg`).
+    let canonical = fs_err::canonicalize(&path).unwrap_or_else(|_| path.clone());
+    if let Some(fs) = crate::extract::pseudo_filesystem(&canonical) {
+        return Err(refuse(format!(
+            "`{source}` is inside {fs}, a kernel pseudo-file system, not a release"
+        )));
+    }
     if meta.is_dir() {
         Ok(SourceKind::Directory(path))
-    } else {
+    } else if meta.is_file() {
         Ok(SourceKind::Archive(path))
+    } else {
+        Err(refuse(format!(
+            "`{source}` is a special file (device, FIFO or socket), not a release archive or \
+             directory"
+        )))
     }
 }
 
@@ -253,7 +272,17 @@ pub fn fetch_release(
         }
         SourceKind::Archive(path) => {
             let what = path.display().to_string();
-            let bytes = fs_err::read(path).map_err(|e| ProvenanceError::io("read", path, e))?;
+            // A release archive is compressed; it cannot exceed the unpacked limit.
+            let bytes =
+                crate::extract::read_regular(path, opts.limits.max_total_bytes).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::FileTooLarge {
+                        ProvenanceError::ArchiveLimit {
+                            reason: format!("`{what}` {e}"),
+                        }
+                    } else {
+                        ProvenanceError::io("read", path, e)
+                    }
+                })?;
             let actual = Sha256::of(&bytes);
             let name = path
                 .file_name()
@@ -261,7 +290,10 @@ pub fn fetch_release(
                 .unwrap_or_default();
             let mut sidecar_path = path.clone().into_os_string();
             sidecar_path.push(".sha256");
-            let sidecar = match fs_err::read_to_string(&sidecar_path) {
+            let sidecar_path = PathBuf::from(sidecar_path);
+            let sidecar = match crate::extract::read_regular(&sidecar_path, 64 * 1024)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+            {
                 Ok(text) => Some(parse_sidecar(
                     &text,
                     &name,
@@ -353,6 +385,11 @@ fn fetch_http(
         None
     };
     if sidecar.is_none() && pins.expected().is_none() && !allow_unverified {
+        // Without a sidecar: a version that was never published is a 404 of the asset
+        // itself, not a question of digests.
+        if !crate::fetch::exists(url, &opts.http) {
+            return Err(ProvenanceError::http_status(url.to_owned(), 404));
+        }
         return Err(ProvenanceError::NoDigest {
             what: format!("{url} (no `.sha256` sidecar published)"),
             computed: "<digest you checked>".to_owned(),

@@ -145,3 +145,50 @@ fn write_tree_stages_and_normalises_modes() {
         "no staging left behind"
     );
 }
+
+/// PAX extension and GNU long-name data is read by the tar reader before the entry it
+/// describes: it counts against the size limit, so a small archive cannot make aibox
+/// buffer gigabytes of header data (8 MiB here against a 1 MiB content limit).
+#[test]
+fn pax_and_gnu_long_name_data_count_against_the_limits() {
+    let limits = ExtractLimits {
+        max_total_bytes: 1024 * 1024,
+        max_entries: 100,
+        ..ExtractLimits::default()
+    };
+    let huge = 8 * 1024 * 1024;
+    let mut pax_record = b" comment=".to_vec();
+    pax_record.resize(huge, b'a');
+    pax_record.push(b'\n');
+    let len = pax_record.len() + format!("{}", pax_record.len() + 8).len();
+    let mut pax = format!("{len}").into_bytes();
+    pax.extend_from_slice(&pax_record);
+    for (kind, data) in [(b'x', pax), (b'L', vec![b'n'; huge])] {
+        let header = TarEntry {
+            name: b"././@LongLink".to_vec(),
+            kind,
+            mode: 0o644,
+            data,
+            link: Vec::new(),
+        };
+        let gz = gzip(&tar(&[
+            TarEntry::dir("processkit-v1.0.0/"),
+            header,
+            TarEntry::file("processkit-v1.0.0/f", "x"),
+        ]));
+        assert!(gz.len() < huge / 50, "the hostile archive is small");
+        let err = read_archive(&gz, "headers", None, &limits).unwrap_err();
+        assert!(
+            matches!(err, ProvenanceError::ArchiveLimit { .. }),
+            "{}: {err:?}",
+            kind as char
+        );
+        assert!(err.to_string().contains("PAX"), "{err}");
+    }
+    // The same archive shape with ordinary headers passes.
+    let gz = gzip(&tar(&[
+        TarEntry::dir("processkit-v1.0.0/"),
+        TarEntry::file(&format!("processkit-v1.0.0/{}", "n".repeat(200)), "x"),
+    ]));
+    read_archive(&gz, "ok", None, &limits).unwrap();
+}

@@ -373,6 +373,38 @@ impl Runtime {
         self.status(target)
     }
 
+    /// The engine's `container inspect` JSON of the project's container (the engine state
+    /// the policy checks after `up`), `None` when no container of that name exists.
+    pub fn inspect_json(&self, target: &Target) -> Result<Option<String>, RuntimeError> {
+        let Some(found) = self.inspect(&target.container)? else {
+            return Ok(None);
+        };
+        check_owner(&found, target)?;
+        let mut cmd = self.engine_cmd();
+        cmd.args(["container", "inspect", &found.id]);
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        Ok(Some(done.stdout))
+    }
+
+    /// Stops the project's container (kept for inspection, not removed).
+    pub fn stop(&self, target: &Target, progress: Progress<'_>) -> Result<(), RuntimeError> {
+        let Some(found) = self.inspect(&target.container)? else {
+            return Ok(());
+        };
+        check_owner(&found, target)?;
+        progress(&Event::Stopping {
+            container: target.container.clone(),
+        });
+        let mut cmd = self.engine_cmd();
+        cmd.args(["stop", &found.id]);
+        run_checked(cmd, self.timeouts.stop, progress)?;
+        Ok(())
+    }
+
     /// Reports whether the project's container runs.
     pub fn status(&self, target: &Target) -> Result<Status, RuntimeError> {
         let found = self.inspect(&target.container)?;

@@ -59,6 +59,19 @@ pub enum ReviewError {
         source: std::io::Error,
     },
 
+    /// The skill path lies in a kernel pseudo-file system (`/proc`, `/sys`, `/dev`).
+    #[error("`{path}` is inside {fs}, a kernel pseudo-file system, not a skill")]
+    #[diagnostic(
+        code(aibox::skill_review::pseudo_filesystem),
+        help("pass the directory that holds the skill's SKILL.md")
+    )]
+    PseudoFilesystem {
+        /// The path as given.
+        path: Utf8PathBuf,
+        /// `/proc`, `/sys` or `/dev`.
+        fs: &'static str,
+    },
+
     /// The skill holds more files than a review will read.
     #[error("`{path}` holds more than {limit} files; refusing to review it")]
     #[diagnostic(

@@ -55,6 +55,23 @@ impl Entry {
     }
 }
 
+/// The kernel pseudo-file system a canonical path lies in, if any.
+pub(crate) fn pseudo_filesystem(canonical: &Utf8Path) -> Option<&'static str> {
+    ["/proc", "/sys", "/dev"]
+        .into_iter()
+        .find(|fs| canonical.starts_with(fs))
+}
+
+/// Reads at most [`MAX_FILE_BYTES`] (+1, to tell a larger file) whatever the metadata
+/// says: some files report a size of 0 and stream without end.
+fn read_capped(abs: &Utf8Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read as _;
+    let file = fs_err::File::open(abs)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= MAX_FILE_BYTES).then_some(bytes))
+}
+
 /// Reads every entry below `root`, sorted by relative path. `.git` is skipped.
 pub(crate) fn read_tree(root: &Utf8Path) -> Result<Vec<Entry>, ReviewError> {
     let mut out = Vec::new();
@@ -105,11 +122,11 @@ pub(crate) fn read_tree(root: &Utf8Path) -> Result<Vec<Entry>, ReviewError> {
                 let bytes = if meta.len() > MAX_FILE_BYTES {
                     None
                 } else {
-                    Some(fs_err::read(&abs).map_err(|source| ReviewError::Io {
+                    read_capped(&abs).map_err(|source| ReviewError::Io {
                         op: "read",
                         path: abs.clone(),
                         source,
-                    })?)
+                    })?
                 };
                 EntryKind::File {
                     bytes,

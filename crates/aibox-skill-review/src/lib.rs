@@ -55,6 +55,17 @@ pub fn review_skill(dir: &Utf8Path, ctx: &ReviewContext) -> Result<Review, Revie
             path: dir.to_owned(),
         });
     }
+    // Kernel pseudo-file systems are not skills: their files never end or block.
+    if let Some(fs) = dir
+        .canonicalize_utf8()
+        .ok()
+        .and_then(|c| files::pseudo_filesystem(&c))
+    {
+        return Err(ReviewError::PseudoFilesystem {
+            path: dir.to_owned(),
+            fs,
+        });
+    }
     let entries = files::read_tree(dir)?;
     let dir_name = dir
         .canonicalize_utf8()

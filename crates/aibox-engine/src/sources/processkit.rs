@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use aibox_config::{ContextMode, GatewayMode, Ownership, PlannedFile, ReviewScope};
 use aibox_provenance::install::FileWrite;
 use aibox_provenance::source::{FetchOptions, fetch_release};
-use aibox_provenance::{Cache, PlanOptions, plan_install};
+use aibox_provenance::{Cache, Hints, Intent, PlanOptions, StatCache, plan_resume};
 
 use aibox_mcp_registration::{Origin, ServerSpec, Transport};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -21,31 +21,55 @@ use crate::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 use crate::sources::skill_review::{ReviewContext, SkillOrigin};
 
-fn planned(w: &FileWrite) -> PlannedFile {
-    let mut f = PlannedFile::new(w.path.as_str(), w.file.data.clone(), Ownership::Merged);
-    f.mode = Some(if w.file.executable { 0o755 } else { 0o644 });
+/// The planned file of a write; moves the contents (no copy of the payload).
+fn planned(w: FileWrite) -> PlannedFile {
+    let mode = if w.file.executable { 0o755 } else { 0o644 };
+    let mut f = PlannedFile::new(w.path, w.file.data, Ownership::Merged);
+    f.mode = Some(mode);
     f
+}
+
+/// Says why nothing is installed when the configuration asks for processkit content.
+fn warn_not_installed(config: &aibox_config::AiboxToml, plan: &mut PlanBuilder) {
+    // Nothing is installed: say so when the configuration asks for content.
+    if config.context.mode == ContextMode::Processkit {
+        plan.warn(
+            "processkit: context mode is `processkit` but [processkit] source is not set, so \
+             no processkit content is installed; set `source` and `version`, or set \
+             [context] mode = \"harness-only\""
+                .to_owned(),
+        );
+    } else if !config.skills.include.is_empty() || !config.skills.exclude.is_empty() {
+        plan.warn(
+            "processkit: [skills] include/exclude have no effect in context mode \
+             `harness-only` (no processkit content is installed)"
+                .to_owned(),
+        );
+    }
+}
+
+/// A user-owned file that already exists is kept, never overwritten: say so for the one
+/// whose content matters to every agent.
+fn warn_kept_agents_md(
+    install: &aibox_provenance::install::InstallPlan,
+    version: &str,
+    plan: &mut PlanBuilder,
+) {
+    if install.decisions.iter().any(|d| {
+        d.path == "AGENTS.md" && d.user_owned && d.action == aibox_provenance::install::Action::Keep
+    }) {
+        plan.warn(format!(
+            "processkit: AGENTS.md already exists, so processkit {version}'s AGENTS.md was not \
+             installed; merge its guidance by hand if you want it"
+        ));
+    }
 }
 
 /// Adds the processkit content files (and its lock section) to the plan.
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
     let config = &ctx.project.config;
     if config.context.mode != ContextMode::Processkit || config.processkit.source.is_none() {
-        // Nothing is installed: say so when the configuration asks for content.
-        if config.context.mode == ContextMode::Processkit {
-            plan.warn(
-                "processkit: context mode is `processkit` but [processkit] source is not set, so \
-                 no processkit content is installed; set `source` and `version`, or set \
-                 [context] mode = \"harness-only\""
-                    .to_owned(),
-            );
-        } else if !config.skills.include.is_empty() || !config.skills.exclude.is_empty() {
-            plan.warn(
-                "processkit: [skills] include/exclude have no effect in context mode \
-                 `harness-only` (no processkit content is installed)"
-                    .to_owned(),
-            );
-        }
+        warn_not_installed(config, plan);
         return Ok(());
     }
     let root = ctx.root().as_std_path();
@@ -75,7 +99,24 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         now: &now,
         cli_version: ctx.aibox_version,
     };
-    let install = plan_install(root, &release, previous, &opts).map_err(EngineError::source)?;
+    // The record of an interrupted apply, if any: resuming it completes exactly what
+    // that run intended (see `aibox_provenance::Intent`).
+    let interrupted = ctx
+        .read(Utf8Path::new(crate::apply::PENDING_PROCESSKIT))?
+        .and_then(|b| Intent::parse(&String::from_utf8_lossy(&b)));
+    let stat_cache = read_stat_cache(ctx)?;
+    let hints = Hints {
+        interrupted: interrupted.as_ref(),
+        stat_cache: stat_cache.as_ref(),
+    };
+    let mut install =
+        plan_resume(root, &release, previous, &opts, hints).map_err(EngineError::source)?;
+    if install.stat_cache_stale {
+        plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
+    }
+    if let Some(intent) = &install.intent {
+        plan.set_processkit_intent(intent.render());
+    }
     for warning in &install.warnings {
         plan.warn(format!("processkit: {warning}"));
     }
@@ -83,39 +124,33 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // aibox's own records of them (migration documents, marker) are not scanned for
     // secrets: the digest covers the content, and the records only list its paths.
     let verified = release.verification != aibox_provenance::Verification::Unverified;
-    let add = |plan: &mut PlanBuilder, w: &FileWrite, content: bool| {
+    let add = |plan: &mut PlanBuilder, w: FileWrite, content: bool| {
         if verified || !content {
             plan.mark_verified_content(w.path.as_str());
         }
         plan.add(planned(w))
     };
-    // A user-owned file that already exists is kept, never overwritten: say so for the
-    // one whose content matters to every agent.
-    if install.decisions.iter().any(|d| {
-        d.path == "AGENTS.md" && d.user_owned && d.action == aibox_provenance::install::Action::Keep
-    }) {
-        plan.warn(format!(
-            "processkit: AGENTS.md already exists, so processkit {}'s AGENTS.md was not \
-             installed; merge its guidance by hand if you want it",
-            release.version
-        ));
-    }
-    for w in &install.writes {
+    warn_kept_agents_md(&install, &release.version, plan);
+    // Contents are moved into the plan, never copied: memory stays one payload plus
+    // what is written.
+    for w in std::mem::take(&mut install.writes) {
         add(plan, w, true)?;
     }
-    if let Some(snapshot) = &install.snapshot {
-        for (rel, file) in &snapshot.files {
+    if let Some(snapshot) = install.snapshot.take() {
+        for (rel, file) in snapshot.files {
             let w = FileWrite {
                 path: format!("{}/{rel}", snapshot.dir),
-                file: file.clone(),
+                file,
             };
-            add(plan, &w, true)?;
+            add(plan, w, true)?;
         }
     }
-    for w in install.migration.iter().flatten() {
-        add(plan, w, w.path.contains(".upstream/"))?;
+    for w in install.migration.take().into_iter().flatten() {
+        let content = w.path.contains(".upstream/");
+        add(plan, w, content)?;
     }
     plan.mark_verified_content(aibox_provenance::record::MARKER_PATH);
+    plan.write_last(aibox_provenance::record::MARKER_PATH);
     plan.add(PlannedFile::new(
         aibox_provenance::record::MARKER_PATH,
         install.marker.clone().into_bytes(),
@@ -130,6 +165,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         for file in files_under(ctx.root(), dir) {
             plan.remove(file)?;
         }
+        plan.prune_dir(dir.as_str())?;
     }
     let servers = registered_servers(ctx, &release, &install)?;
     plan.set_processkit_servers(servers);
@@ -270,6 +306,21 @@ fn hand_added_servers(
     }
     aibox_provenance::servers::servers(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())), false)
         .map_err(EngineError::source)
+}
+
+/// The stat cache of the last apply, if any (a damaged one only costs re-hashing).
+fn read_stat_cache(ctx: &PlanContext) -> Result<Option<StatCache>, EngineError> {
+    let rel = Utf8Path::new(crate::apply::STAT_CACHE);
+    let Some(bytes) = ctx.read(rel)? else {
+        return Ok(None);
+    };
+    let Ok(meta) = fs_err::symlink_metadata(ctx.root().join(rel)) else {
+        return Ok(None);
+    };
+    Ok(Some(StatCache::parse(
+        &String::from_utf8_lossy(&bytes),
+        &meta,
+    )))
 }
 
 /// Every regular file below `dir` (root-relative), for removing a stale snapshot.

@@ -814,6 +814,43 @@ impl SyntheticRelease {
         }
     }
 
+    /// [`Self::processkit_like`] with `factor` times the content: every skill also ships
+    /// `factor - 1` copies of its documentation and scripts under `references/copy-K/`
+    /// (MCP servers, settings and `SKILL.md` are not copied, so the catalog, the servers
+    /// and the MCP manifest stay those of the real shape). For benchmarks at 10x.
+    pub fn processkit_like_scaled(version: &str, upstream_changes: bool, factor: usize) -> Self {
+        let mut release = Self::processkit_like(version, upstream_changes);
+        if factor <= 1 {
+            return release;
+        }
+        let skill_dirs: Vec<String> = release
+            .files
+            .keys()
+            .filter_map(|p| p.strip_suffix("/SKILL.md"))
+            .filter(|d| d.starts_with("context/skills/") && d.matches('/').count() == 3)
+            .map(|d| format!("{d}/"))
+            .collect();
+        let mut extra = BTreeMap::new();
+        for dir in &skill_dirs {
+            for (path, (data, mode)) in release.files.range(dir.clone()..) {
+                let Some(rest) = path.strip_prefix(dir.as_str()) else {
+                    break;
+                };
+                if rest == "SKILL.md" || rest.starts_with("mcp/") || rest.starts_with("config/") {
+                    continue;
+                }
+                for k in 1..factor {
+                    let mut copy = data.clone();
+                    copy.extend_from_slice(format!("\n<!-- copy {k} -->\n").as_bytes());
+                    extra.insert(format!("{dir}references/copy-{k}/{rest}"), (copy, *mode));
+                }
+            }
+        }
+        release.files.extend(extra);
+        release.restamp();
+        release
+    }
+
     /// Recomputes the MCP manifest after a test edited the file map (no stale entries).
     pub fn remanifest(&mut self) {
         let manifest = manifest_json(&self.files, &self.version, None);

@@ -1,0 +1,304 @@
+//! Crash safety of a real-shaped processkit install and upgrade: an apply killed with
+//! `SIGKILL` at points spread over the whole run (the pending records, content, the
+//! commit point, the marker, the lock) is completed by the next apply to exactly the
+//! tree of an uninterrupted run, with no stray temp files; and while it is incomplete,
+//! `apply --check` and the integrity check say so.
+//!
+//! The child is this test binary re-run with `AIBOX_TEST_CRASH_AFTER_WRITES=N` (the
+//! writer's debug-build crash hook). Install times and migration ids differ between runs
+//! by the clock only, so trees are compared with timestamps masked.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::{Command, Stdio};
+
+use aibox_engine::{ApplyOptions, PlanOptions, apply};
+use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
+use camino::{Utf8Path, Utf8PathBuf};
+
+const CHILD_ROOT: &str = "AIBOX_ENGINE_TEST_PK_CHILD_ROOT";
+const CHILD_CACHE: &str = "AIBOX_ENGINE_TEST_PK_CHILD_CACHE";
+/// Kill points per scenario.
+const KILLS: u32 = 20;
+
+fn opts(cache: &Utf8Path) -> ApplyOptions {
+    ApplyOptions {
+        plan: PlanOptions {
+            aibox_version: "0.1.0".into(),
+            cache_dir: Some(cache.to_owned()),
+            ..PlanOptions::default()
+        },
+        ..ApplyOptions::default()
+    }
+}
+
+/// Entry point of the child process; does nothing unless the crash test spawned it.
+#[test]
+fn child_entry_point() {
+    if let (Ok(root), Ok(cache)) = (std::env::var(CHILD_ROOT), std::env::var(CHILD_CACHE)) {
+        apply(Utf8Path::new(&root), &opts(Utf8Path::new(&cache))).unwrap();
+    }
+}
+
+/// Runs an apply in a child killed at crash point `n`; returns whether it finished.
+fn apply_in_child_killed_at(root: &Utf8Path, cache: &Utf8Path, n: u32) -> bool {
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry_point", "--test-threads=1"])
+        .env(CHILD_ROOT, root.as_str())
+        .env(CHILD_CACHE, cache.as_str())
+        .env("AIBOX_TEST_CRASH_AFTER_WRITES", n.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    if status.success() {
+        return true;
+    }
+    assert_eq!(status.signal(), Some(9), "child failed: {status:?}");
+    false
+}
+
+/// Masks `YYYY-MM-DDTHH:MM:SSZ`, `YYYY-MM-DD HH:MM:SS+00:00` and `YYYYMMDDTHHMMSS`
+/// (install times, migration dates and ids).
+fn mask_times(text: &str) -> String {
+    fn fits(b: &[u8], pattern: &[u8]) -> bool {
+        b.len() >= pattern.len()
+            && pattern.iter().zip(b).all(|(p, c)| match p {
+                b'9' => c.is_ascii_digit(),
+                _ => p == c,
+            })
+    }
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if fits(&b[i..], b"9999-99-99 99:99:99+00:00") {
+            out.extend_from_slice(b"<time>");
+            i += 25;
+        } else if fits(&b[i..], b"9999-99-99T99:99:99Z") {
+            out.extend_from_slice(b"<time>");
+            i += 20;
+        } else if fits(&b[i..], b"99999999T999999") {
+            out.extend_from_slice(b"<id>");
+            i += 15;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Every file below `root` (masked path → masked contents), except the apply's lock file.
+fn tree(root: &Utf8Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for e in fs_err::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let path = Utf8PathBuf::from_path_buf(e.path()).unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().as_str().to_owned();
+                // The apply's OS lock, and the stat cache (inodes and times differ).
+                if rel == ".aibox/apply.lock" || rel == ".aibox/processkit-stat-cache" {
+                    continue;
+                }
+                let text = String::from_utf8_lossy(&fs_err::read(&path).unwrap()).into_owned();
+                out.insert(mask_times(&rel), mask_times(&text));
+            }
+        }
+    }
+    out
+}
+
+fn is_debris(path: &str) -> bool {
+    path.contains(".aibox-tmp.") || path.starts_with(".aibox/pending")
+}
+
+fn copy_tree(from: &Utf8Path, to: &Utf8Path) {
+    let status = Command::new("cp")
+        .args(["-a", &format!("{from}/."), to.as_str()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+struct Releases {
+    _dir: tempfile::TempDir,
+    dir: Utf8PathBuf,
+}
+
+impl Releases {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
+        Self {
+            _dir: dir,
+            dir: path,
+        }
+    }
+
+    /// Writes the release archive and returns the `aibox.toml` installing it.
+    fn config(&self, release: &SyntheticRelease) -> String {
+        let data = release.tar_gz();
+        let archive = self.dir.join(release.archive_name());
+        fs_err::write(&archive, &data).unwrap();
+        format!(
+            "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
+             [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n",
+            release.version,
+            sha256_hex(&data)
+        )
+    }
+}
+
+fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let p = Utf8PathBuf::from_path_buf(t.path().to_owned()).unwrap();
+    (t, p)
+}
+
+/// Crash points spread over a run with `total` points: the first few, the last few
+/// (commit point, marker, lock), and evenly between.
+fn kill_points(total: u32) -> Vec<u32> {
+    let mut points: Vec<u32> = (1..=3).chain(total.saturating_sub(5)..=total).collect();
+    let between = KILLS.saturating_sub(u32::try_from(points.len()).unwrap());
+    for k in 1..=between {
+        points.push(3 + (total - 8) * k / (between + 1));
+    }
+    points.retain(|&n| n >= 1 && n <= total);
+    points.sort_unstable();
+    points.dedup();
+    points
+}
+
+/// Returns (kills, incomplete after recovery).
+fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
+    // The uninterrupted reference, which also tells how many crash points a run has.
+    let (_r, reference) = temp();
+    copy_tree(start, &reference);
+    let report = apply(&reference, &opts(cache)).unwrap();
+    assert!(!apply(&reference, &opts(cache)).unwrap().changed());
+    let expected = tree(&reference);
+    let expected_integrity = format!(
+        "{:?}",
+        aibox_provenance::integrity(reference.as_std_path()).unwrap()
+    );
+    let written = report
+        .files
+        .iter()
+        .filter(|f| f.action.changes() && f.action != aibox_engine::FileAction::Removed)
+        .count();
+    // Two points per write (temp complete, renamed) including the two pending records,
+    // and the commit point; removals have none.
+    let total = u32::try_from(2 * (written + 2) + 1).unwrap();
+
+    let (mut kills, mut incomplete) = (0, 0);
+    for n in kill_points(total) {
+        let (_p, project) = temp();
+        copy_tree(start, &project);
+        if apply_in_child_killed_at(&project, cache, n) {
+            continue;
+        }
+        kills += 1;
+        let after_crash: BTreeMap<String, String> = tree(&project)
+            .into_iter()
+            .filter(|(p, _)| !is_debris(p))
+            .collect();
+        if after_crash != expected {
+            // Truthful while incomplete.
+            let check = apply(
+                &project,
+                &ApplyOptions {
+                    check: true,
+                    ..opts(cache)
+                },
+            )
+            .unwrap();
+            assert!(check.changed(), "kill {n}: `apply --check` says up to date");
+            let integrity = aibox_provenance::integrity(project.as_std_path()).unwrap();
+            assert_ne!(
+                integrity.status,
+                aibox_provenance::IntegrityStatus::Healthy,
+                "kill {n}: the integrity check says healthy"
+            );
+            assert_ne!(
+                format!("{integrity:?}"),
+                expected_integrity,
+                "kill {n}: the integrity check cannot tell the difference"
+            );
+        }
+        // Recovery.
+        apply(&project, &opts(cache)).unwrap();
+        let after = tree(&project);
+        let stray: Vec<&String> = after.keys().filter(|p| is_debris(p)).collect();
+        assert!(stray.is_empty(), "kill {n}: left {stray:?}");
+        if after != expected {
+            incomplete += 1;
+            let missing: Vec<&String> = expected
+                .keys()
+                .filter(|k| after.get(*k) != expected.get(*k))
+                .take(5)
+                .collect();
+            let extra: Vec<&String> = after
+                .keys()
+                .filter(|k| !expected.contains_key(*k))
+                .take(5)
+                .collect();
+            eprintln!("kill {n} of {total}: differs: {missing:?}, extra {extra:?}");
+            continue;
+        }
+        // The reference is settled, so an equal tree is too; the integrity check agrees.
+        let integrity = aibox_provenance::integrity(project.as_std_path()).unwrap();
+        assert_eq!(format!("{integrity:?}"), expected_integrity, "kill {n}");
+    }
+    (kills, incomplete)
+}
+
+#[test]
+fn killed_processkit_install_recovers_to_the_uninterrupted_tree() {
+    let releases = Releases::new();
+    let (_c, cache) = temp();
+    let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
+    let (_s, start) = temp();
+    fs_err::write(start.join("aibox.toml"), &v1).unwrap();
+    let (kills, incomplete) = run_matrix(&start, &cache);
+    eprintln!("{kills} kills, {incomplete} incomplete after recovery");
+    assert!(kills >= KILLS - 2, "only {kills} kills");
+    assert_eq!(incomplete, 0);
+}
+
+#[test]
+fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
+    let releases = Releases::new();
+    let (_c, cache) = temp();
+    let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
+    let v2 = releases.config(&SyntheticRelease::processkit_like("v0.29.0", true));
+    // An installed v1 with a local edit that must survive (a conflict upstream).
+    let (_s, start) = temp();
+    fs_err::write(start.join("aibox.toml"), &v1).unwrap();
+    apply(&start, &opts(&cache)).unwrap();
+    let edited = start.join("context/skills/processkit/skill-finder/SKILL.md");
+    assert!(edited.exists());
+    fs_err::write(&edited, "my local edit\n").unwrap();
+    fs_err::write(start.join("aibox.toml"), &v2).unwrap();
+    let (kills, incomplete) = run_matrix(&start, &cache);
+    eprintln!("{kills} kills, {incomplete} incomplete after recovery");
+    assert!(kills >= KILLS - 2, "only {kills} kills");
+    assert_eq!(incomplete, 0);
+
+    // The old snapshot goes entirely, directories included, and the next apply is a no-op.
+    apply(&start, &opts(&cache)).unwrap();
+    assert!(!start.join("context/templates/processkit/v0.28.3").exists());
+    assert!(start.join("context/templates/processkit/v0.29.0").is_dir());
+    assert!(!apply(&start, &opts(&cache)).unwrap().changed());
+}

@@ -1,0 +1,98 @@
+//! The processkit stat cache: planning skips re-hashing files whose size, mtime, ctime and
+//! inode are unchanged, and never mistakes an edit for an unchanged file, even one that
+//! keeps the size and restores the mtime (the ctime still moves), so an upgrade keeps it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Command;
+
+use aibox_engine::{ApplyOptions, PlanOptions, apply};
+use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
+use camino::{Utf8Path, Utf8PathBuf};
+
+fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let p = Utf8PathBuf::from_path_buf(t.path().to_owned()).unwrap();
+    (t, p)
+}
+
+fn opts(cache: &Utf8Path) -> ApplyOptions {
+    ApplyOptions {
+        plan: PlanOptions {
+            aibox_version: "0.1.0".into(),
+            cache_dir: Some(cache.to_owned()),
+            ..PlanOptions::default()
+        },
+        ..ApplyOptions::default()
+    }
+}
+
+fn config(dir: &Utf8Path, release: &SyntheticRelease) -> String {
+    let data = release.tar_gz();
+    let archive = dir.join(release.archive_name());
+    fs_err::write(&archive, &data).unwrap();
+    format!(
+        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
+         [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n",
+        release.version,
+        sha256_hex(&data)
+    )
+}
+
+#[test]
+fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
+    let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    let v2 = SyntheticRelease::processkit_like("v0.29.0", true);
+    // A skill file that changes upstream in v2.
+    let path = v1
+        .files
+        .iter()
+        .find(|(p, (data, _))| {
+            p.starts_with("context/skills/processkit/")
+                && p.ends_with("/SKILL.md")
+                && v2.files.get(*p).is_some_and(|(d, _)| d != data)
+        })
+        .map(|(p, _)| p.clone())
+        .unwrap();
+    let (_a, archives) = temp();
+    let (_c, cache) = temp();
+    let (_p, root) = temp();
+    fs_err::write(root.join("aibox.toml"), config(&archives, &v1)).unwrap();
+    apply(&root, &opts(&cache)).unwrap();
+    // Settle the cache (entries written in the last clock tick are racily clean).
+    apply(&root, &opts(&cache)).unwrap();
+    assert!(!apply(&root, &opts(&cache)).unwrap().changed());
+    assert!(root.join(".aibox/processkit-stat-cache").is_file());
+
+    // Same size, mtime restored: only the ctime tells.
+    let file = root.join(&path);
+    let reference = root.join("mtime-reference");
+    let cp = Command::new("cp")
+        .args(["-p", file.as_str(), reference.as_str()])
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let mut bytes = fs_err::read(&file).unwrap();
+    bytes[0] = if bytes[0] == b'#' { b'%' } else { b'#' };
+    let edited = bytes.clone();
+    fs_err::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+        .unwrap();
+    let touch = Command::new("touch")
+        .args(["-r", reference.as_str(), file.as_str()])
+        .status()
+        .unwrap();
+    assert!(touch.success());
+    fs_err::remove_file(&reference).unwrap();
+
+    let report = aibox_provenance::integrity(root.as_std_path()).unwrap();
+    assert_eq!(report.modified, std::slice::from_ref(&path));
+    fs_err::write(root.join("aibox.toml"), config(&archives, &v2)).unwrap();
+    apply(&root, &opts(&cache)).unwrap();
+    assert!(
+        fs_err::read(&file).unwrap() == edited,
+        "the local edit of {path} was lost"
+    );
+}

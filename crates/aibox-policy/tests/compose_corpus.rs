@@ -1,0 +1,133 @@
+//! The gate over a corpus of bypass attempts (`tests/fixtures/compose-bypass/`, one project
+//! per folder): YAML merge keys and anchors, Compose interpolation from defaults and
+//! `.env`, `extends`/`include`, named volumes that bind host paths, host files read by
+//! `env_file`/`configs`/`secrets`/build contexts, sensitive mounts, privileged
+//! devcontainer features and extra `dockerComposeFile` entries. Every one is refused
+//! without consent; the benign projects (`compose-benign/`) pass.
+//!
+//! `compose_crosscheck.rs` runs the real Compose over the same corpus.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use aibox_policy::{Consent, check_compose_setup, has_errors};
+
+fn fixtures(kind: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(kind);
+    let mut out: Vec<PathBuf> = fs_err::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every file of a fixture project by project-relative path.
+fn project_files(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs_err::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                out.insert(rel, fs_err::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_bypass_attempt_is_refused_without_consent() {
+    let cases = fixtures("compose-bypass");
+    assert!(cases.len() >= 63, "corpus shrank: {}", cases.len());
+    let mut accepted = Vec::new();
+    for case in &cases {
+        let findings = check_compose_setup(&project_files(case), &Consent::default());
+        if !has_errors(&findings) {
+            accepted.push(format!("{}: {findings:#?}", case.display()));
+        }
+    }
+    assert!(
+        accepted.is_empty(),
+        "{} of {} bypass attempts accepted:\n{}",
+        accepted.len(),
+        cases.len(),
+        accepted.join("\n")
+    );
+}
+
+#[test]
+fn benign_projects_pass() {
+    for case in fixtures("compose-benign") {
+        let findings = check_compose_setup(&project_files(&case), &Consent::default());
+        assert!(!has_errors(&findings), "{}: {findings:#?}", case.display());
+    }
+}
+
+/// Each attempt is refused for its own reason, not by accident: the rule that fires.
+#[test]
+fn attempts_are_refused_by_the_rule_they_try_to_dodge() {
+    let expected: &[(&str, &str)] = &[
+        ("merge-privileged", "aibox::policy::privileged"),
+        ("merge-cap-sys-admin", "aibox::policy::cap_add"),
+        ("merge-host-network", "aibox::policy::host_namespace"),
+        (
+            "merge-seccomp-unconfined",
+            "aibox::policy::seccomp_unconfined",
+        ),
+        ("merge-docker-socket", "aibox::policy::engine_socket"),
+        ("interp-privileged-default", "aibox::policy::privileged"),
+        ("interp-network-default", "aibox::policy::host_namespace"),
+        (
+            "interp-dotenv-privileged",
+            "aibox::policy::unresolved_variable",
+        ),
+        ("extends-other-file", "aibox::policy::privileged"),
+        ("include-privileged", "aibox::policy::privileged"),
+        ("named-volume-bind-root", "aibox::policy::sensitive_mount"),
+        ("env-file-credentials", "aibox::policy::host_read"),
+        ("configs-shadow", "aibox::policy::host_read"),
+        ("build-context-root", "aibox::policy::host_read"),
+        ("build-additional-contexts", "aibox::policy::host_read"),
+        ("build-dockerfile-absolute", "aibox::policy::host_read"),
+        ("mount-sudoers-d", "aibox::policy::sensitive_mount"),
+        ("mount-claude", "aibox::policy::credential_mount"),
+        ("mount-bashrc", "aibox::policy::credential_mount"),
+        ("devcontainer-docker-in-docker", "aibox::policy::privileged"),
+        (
+            "devcontainer-extra-compose-file",
+            "aibox::policy::privileged",
+        ),
+        (
+            "devcontainer-local-feature-privileged",
+            "aibox::policy::privileged",
+        ),
+        (
+            "volumes-from-foreign-container",
+            "aibox::policy::volumes_from_container",
+        ),
+    ];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compose-bypass");
+    for (case, code) in expected {
+        let findings = check_compose_setup(&project_files(&dir.join(case)), &Consent::default());
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.code == *code && f.severity == aibox_policy::Severity::Error),
+            "{case}: no {code}: {findings:#?}"
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! A stat cache of installed files, so planning need not re-hash unchanged files.
+//!
+//! Each entry keeps a file's digest with its size, mtime, ctime and inode as stat-ed
+//! after the apply that wrote the cache. A file whose stat still matches is taken to
+//! have that digest. As in git's index, an entry is "racily clean" when the file's mtime
+//! is not older than the cache file itself (the file could have changed again within
+//! the same timestamp tick): such entries are re-hashed, and the cache is rewritten so
+//! they settle. Editing a file changes its mtime and ctime (which no user can set), and
+//! replacing it changes the inode. Only planning trusts the cache; `integrity` (doctor
+//! `--integrity`) re-hashes every byte.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::digest::Sha256;
+
+/// First line of the cache file.
+const HEADER: &str = "# aibox processkit stat cache v1";
+
+/// What identifies one version of a file on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatKey {
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    ino: u64,
+}
+
+impl StatKey {
+    /// The key of a file's metadata (`None` off Unix).
+    #[cfg(unix)]
+    #[allow(clippy::unnecessary_wraps)] // `None` on other platforms
+    pub fn of(meta: &std::fs::Metadata) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        Some(Self {
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            ino: meta.ino(),
+        })
+    }
+
+    /// The key of a file's metadata (`None` off Unix).
+    #[cfg(not(unix))]
+    pub fn of(_meta: &std::fs::Metadata) -> Option<Self> {
+        None
+    }
+}
+
+/// The parsed cache with the mtime of the cache file (for racily clean entries).
+#[derive(Debug, Default)]
+pub struct StatCache {
+    entries: HashMap<String, (StatKey, Sha256)>,
+    written: (i64, i64),
+}
+
+impl StatCache {
+    /// Parses the cache text; `written` is the cache file's mtime. Damaged lines are
+    /// skipped (they only cost a re-hash).
+    pub fn parse(text: &str, written: &std::fs::Metadata) -> Self {
+        let written = StatKey::of(written).map_or((0, 0), |k| k.mtime);
+        let mut entries = HashMap::new();
+        let mut lines = text.lines();
+        if lines.next() != Some(HEADER) {
+            return Self::default();
+        }
+        for line in lines {
+            let mut parts = line.splitn(6, ' ');
+            let mut next = || parts.next();
+            let (Some(digest), Some(size), Some(mtime), Some(ctime), Some(ino), Some(path)) =
+                (next(), next(), next(), next(), next(), next())
+            else {
+                continue;
+            };
+            let time = |t: &str| {
+                let (s, ns) = t.split_once('.')?;
+                Some((s.parse().ok()?, ns.parse().ok()?))
+            };
+            let (Ok(digest), Ok(size), Some(mtime), Some(ctime), Ok(ino)) = (
+                Sha256::parse(digest, "stat cache"),
+                size.parse(),
+                time(mtime),
+                time(ctime),
+                ino.parse(),
+            ) else {
+                continue;
+            };
+            let key = StatKey {
+                size,
+                mtime,
+                ctime,
+                ino,
+            };
+            entries.insert(path.to_owned(), (key, digest));
+        }
+        Self { entries, written }
+    }
+
+    /// The cached digest of `path` when its stat is unchanged and not racily clean.
+    pub fn lookup(&self, path: &str, meta: &std::fs::Metadata) -> Option<Sha256> {
+        let key = StatKey::of(meta)?;
+        let (cached, digest) = self.entries.get(path)?;
+        (*cached == key && key.mtime < self.written).then_some(*digest)
+    }
+
+    /// Renders a cache for the files in `digests` (project path → digest they hold) as
+    /// they are now under `root`; files that are missing or not regular are left out.
+    pub fn render(root: &Path, digests: &BTreeMap<String, Sha256>) -> String {
+        // The time line makes every rewrite change the file, so its mtime (the racy
+        // threshold) moves on even when no entry changed.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mut out = format!("{HEADER}\nwritten {now}\n");
+        for (path, digest) in digests {
+            let Ok(meta) = fs_err::symlink_metadata(root.join(path)) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            let Some(k) = StatKey::of(&meta) else {
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "{} {} {}.{} {}.{} {} {path}",
+                digest.to_hex(),
+                k.size,
+                k.mtime.0,
+                k.mtime.1,
+                k.ctime.0,
+                k.ctime.1,
+                k.ino
+            );
+        }
+        out
+    }
+}
