@@ -451,19 +451,7 @@ impl Runtime {
                 return Err(RuntimeError::EnvNotSet { name: name.clone() });
             }
         }
-        let found = self
-            .inspect(&target.container)?
-            .ok_or_else(|| RuntimeError::NotRunning {
-                container: target.container.clone(),
-                state: "missing".to_owned(),
-            })?;
-        check_owner(&found, target)?;
-        if !found.running {
-            return Err(RuntimeError::NotRunning {
-                container: target.container.clone(),
-                state: found.status,
-            });
-        }
+        self.running_container(target)?;
         let mut cmd = self.engine_cmd();
         cmd.arg("exec").arg("-i");
         if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
@@ -493,19 +481,7 @@ impl Runtime {
         target: &Target,
         user: &str,
     ) -> Result<UsernsProbe, RuntimeError> {
-        let found = self
-            .inspect(&target.container)?
-            .ok_or_else(|| RuntimeError::NotRunning {
-                container: target.container.clone(),
-                state: "missing".to_owned(),
-            })?;
-        check_owner(&found, target)?;
-        if !found.running {
-            return Err(RuntimeError::NotRunning {
-                container: target.container.clone(),
-                state: found.status,
-            });
-        }
+        self.running_container(target)?;
         let mut cmd = self.engine_cmd();
         cmd.args(["exec", "--user", user, "--workdir", WORKSPACE_DIR])
             .arg(&target.container)
@@ -540,6 +516,25 @@ impl Runtime {
             &format!("{} image inspect {image}", self.engine_name()),
             &done,
         ))
+    }
+
+    /// The project's running container; an error when it is missing, stopped or another
+    /// project's.
+    fn running_container(&self, target: &Target) -> Result<Inspected, RuntimeError> {
+        let found = self
+            .inspect(&target.container)?
+            .ok_or_else(|| RuntimeError::NotRunning {
+                container: target.container.clone(),
+                state: "missing".to_owned(),
+            })?;
+        check_owner(&found, target)?;
+        if !found.running {
+            return Err(RuntimeError::NotRunning {
+                container: target.container.clone(),
+                state: found.status,
+            });
+        }
+        Ok(found)
     }
 
     fn inspect(&self, container: &str) -> Result<Option<Inspected>, RuntimeError> {
