@@ -10,6 +10,7 @@ pub mod edit;
 pub mod files;
 pub mod gitignore;
 pub mod init;
+pub mod jsonc;
 pub mod model;
 pub mod schema;
 pub mod validate;

@@ -12,7 +12,6 @@
 
 use std::collections::BTreeSet;
 
-use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstArray, CstInputValue, CstObject, CstRootNode};
 use serde_json::{Map, Value};
 
@@ -35,8 +34,9 @@ impl JsonDoc {
         let parsed = text.map(|t| t.strip_prefix('\u{feff}').unwrap_or(t));
         let root = match parsed {
             Some(t) if !t.trim().is_empty() => {
-                let value: Value = jsonc_parser::parse_to_serde_value(t, &jsonc_options())
-                    .map_err(|e| jsonc_error(path, t, &e))?;
+                let value: Value =
+                    jsonc_parser::parse_to_serde_value(t, &aibox_config::jsonc::parse_options())
+                        .map_err(|e| jsonc_error(path, t, &e))?;
                 match value {
                     Value::Object(map) => map,
                     other => {
@@ -222,22 +222,6 @@ impl JsonDoc {
     }
 }
 
-/// JSONC as the harnesses read it: comments and trailing commas, nothing looser.
-fn jsonc_options() -> ParseOptions {
-    ParseOptions {
-        allow_comments: true,
-        allow_trailing_commas: true,
-        allow_loose_object_property_names: false,
-        allow_missing_commas: false,
-        allow_single_quoted_strings: false,
-        allow_hexadecimal_numbers: false,
-        allow_unary_plus_numbers: false,
-        allow_bare_decimal_point_numbers: false,
-        allow_non_finite_numbers: false,
-        allow_extended_string_escapes: false,
-    }
-}
-
 /// A parse error naming the file, line and column.
 fn jsonc_error(path: &str, text: &str, e: &jsonc_parser::errors::ParseError) -> McpError {
     let (line, column) = (e.line_display(), e.column_display());
@@ -258,8 +242,8 @@ fn edit_in_place(
     original: &Value,
     merged: &Value,
 ) -> Result<String, McpError> {
-    let root =
-        CstRootNode::parse(text, &jsonc_options()).map_err(|e| jsonc_error(path, text, &e))?;
+    let root = CstRootNode::parse(text, &aibox_config::jsonc::parse_options())
+        .map_err(|e| jsonc_error(path, text, &e))?;
     let (Value::Object(old), Value::Object(new)) = (original, merged) else {
         return Err(McpError::Render {
             path: path.to_owned(),

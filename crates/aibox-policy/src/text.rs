@@ -26,18 +26,7 @@ pub(crate) struct JsoncError {
 
 /// Parses JSONC (`//` and `/* */` comments, trailing commas) with `jsonc-parser`.
 pub(crate) fn parse_jsonc(text: &str) -> Result<serde_json::Value, JsoncError> {
-    let options = jsonc_parser::ParseOptions {
-        allow_comments: true,
-        allow_trailing_commas: true,
-        allow_loose_object_property_names: false,
-        allow_missing_commas: false,
-        allow_single_quoted_strings: false,
-        allow_hexadecimal_numbers: false,
-        allow_unary_plus_numbers: false,
-        allow_bare_decimal_point_numbers: false,
-        allow_non_finite_numbers: false,
-        allow_extended_string_escapes: false,
-    };
+    let options = aibox_config::jsonc::parse_options();
     jsonc_parser::parse_to_serde_value(text, &options).map_err(|e| JsoncError {
         message: e.kind().to_string(),
         line: e.line_display(),
