@@ -16,6 +16,17 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// One container lifecycle at a time in this file: with several image builds and
+/// `podman-compose up` runs at once on a 2-core machine, a start occasionally missed the
+/// 60 s running deadline. Serial runs keep these tests about aibox, not about the
+/// machine's load.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A fresh project folder named after the test and this process (unique container names).
 fn project_dir(stem: &str) -> (tempfile::TempDir, Utf8PathBuf, String) {
     let tmp = tempfile::tempdir().unwrap();
@@ -190,6 +201,7 @@ fn check_exec(podman: &Podman, root: &Utf8Path, user: &str) {
 
 #[test]
 fn init_apply_up_status_exec_down() {
+    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "flow", "claude");
     let TestProject {
@@ -271,6 +283,7 @@ fn init_apply_up_status_exec_down() {
 
 #[test]
 fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
+    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "foreign", "claude");
     let TestProject {
@@ -301,6 +314,7 @@ fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
 
 #[test]
 fn no_engine_on_path_fails_fast_with_a_clear_error() {
+    let _serial = serial();
     let podman = Podman::ready();
     let (_tmp, root, name) = project_dir("noengine");
     init(&podman, &root, &name, "claude");
@@ -329,6 +343,7 @@ fn no_engine_on_path_fails_fast_with_a_clear_error() {
 /// after the owner's consent, for both the unconfined and the generated-profile choice.
 #[test]
 fn seccomp_relaxation_reaches_the_container_only_after_consent() {
+    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "seccomp", "codex");
     let TestProject { root, name, .. } = &p;
@@ -419,6 +434,7 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
 /// stopped by `up`.
 #[test]
 fn engine_state_without_consent_is_reported_and_stopped() {
+    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "state", "claude");
     let TestProject { root, name, .. } = &p;
@@ -490,6 +506,7 @@ fn engine_state_without_consent_is_reported_and_stopped() {
 /// `post_start_command` on every start (both were written to devcontainer.json only).
 #[test]
 fn host_references_and_lifecycle_commands_reach_the_container() {
+    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "lifecycle", "claude");
     let root = &p.root;
