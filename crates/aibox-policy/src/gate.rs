@@ -658,11 +658,7 @@ impl Resolver<'_> {
         else {
             return Vec::new();
         };
-        let text = self
-            .loaded
-            .get(path)
-            .map(|l| l.text.clone())
-            .unwrap_or_default();
+        let text = self.text_of(path);
         let mut raw = Vec::new();
         let entries = match include {
             Yaml::Sequence(items) => items,
@@ -693,15 +689,19 @@ impl Resolver<'_> {
         found
     }
 
+    /// The text of a loaded file (empty when it was not loaded), for line lookups.
+    fn text_of(&self, path: &str) -> String {
+        self.loaded
+            .get(path)
+            .map(|l| l.text.clone())
+            .unwrap_or_default()
+    }
+
     fn judge_file(&mut self, path: &str) {
         let Some(doc) = self.loaded.get(path).and_then(|l| l.doc.clone()) else {
             return;
         };
-        let text = self
-            .loaded
-            .get(path)
-            .map(|l| l.text.clone())
-            .unwrap_or_default();
+        let text = self.text_of(path);
         let dir = dir_of(path).to_owned();
         // Top-level named volumes that bind a host path, and files handed in as configs
         // or secrets.
@@ -819,11 +819,7 @@ impl Resolver<'_> {
         else {
             return;
         };
-        let text = self
-            .loaded
-            .get(path)
-            .map(|l| l.text.clone())
-            .unwrap_or_default();
+        let text = self.text_of(path);
         let dir = dir_of(path).to_owned();
         let mut svc = Mapping::new();
         if let Some(map) = raw.as_mapping() {

@@ -10,44 +10,12 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+mod corpus;
+
+use corpus::{fixtures, project_files};
+use std::path::Path;
 
 use aibox_policy::{Consent, check_compose_setup, has_errors};
-
-fn fixtures(kind: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(kind);
-    let mut out: Vec<PathBuf> = fs_err::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    out.sort();
-    out
-}
-
-/// Every file of a fixture project by project-relative path.
-fn project_files(root: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs_err::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                out.insert(rel, fs_err::read_to_string(&path).unwrap());
-            }
-        }
-    }
-    out
-}
 
 #[test]
 fn every_bypass_attempt_is_refused_without_consent() {

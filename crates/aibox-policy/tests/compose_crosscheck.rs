@@ -14,45 +14,15 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
 
+mod corpus;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use aibox_policy::{Consent, check_compose_setup, devcontainer_compose_files, has_errors};
+use corpus::{fixtures, project_files};
 use serde_norway::Value as Yaml;
-
-fn fixtures(kind: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(kind);
-    let mut out: Vec<PathBuf> = fs_err::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    out.sort();
-    out
-}
-
-fn project_files(root: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs_err::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                out.insert(rel, fs_err::read_to_string(&path).unwrap());
-            }
-        }
-    }
-    out
-}
 
 /// `docker-compose config` over the files Compose would get; `None` when Compose refuses
 /// the project (then nothing runs).
