@@ -18,7 +18,7 @@
 // The measured rows go to the test log (`--nocapture`), as the record behind the docs' table.
 #![allow(clippy::print_stderr)]
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -269,19 +269,13 @@ impl Project {
 /// `aibox --project ROOT ARGS` on Podman with `conf` as `CONTAINERS_CONF`, nothing
 /// inherited that could change the outcome.
 fn aibox(root: &Utf8Path, conf: &Utf8Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aibox"))
-        .env("CONTAINERS_CONF", conf.as_str())
-        .env("AIBOX_ENGINE", "podman")
-        .env("NO_COLOR", "1")
-        .env_remove("AIBOX_COMPOSE")
-        .env_remove("AIBOX_PROJECT")
-        .arg("--project")
-        .arg(root.as_str())
+    aibox_test_support::podman::aibox_command(env!("CARGO_BIN_EXE_aibox"), conf, root)
         .args(args)
-        .stdin(Stdio::null())
         .output()
         .unwrap()
 }
+
+use aibox_test_support::show_output as show;
 
 /// A `containers.conf` in `dir`: the harness's, with `profile` as Podman's default
 /// seccomp profile (what a container gets when nothing else is asked for).
@@ -303,15 +297,6 @@ fn conf_with_default_profile(
     )
     .unwrap();
     conf
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// Every strategy on Podman: the sandbox works and confines Codex's commands.

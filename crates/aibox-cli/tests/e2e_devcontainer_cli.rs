@@ -25,27 +25,12 @@ fn devcontainer_cli() -> Utf8PathBuf {
     bin
 }
 
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use aibox_test_support::show_output as show;
 
 fn aibox(podman: &Podman, root: &Utf8Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aibox"));
-    podman.configure(&mut cmd);
-    let out = cmd
-        .env("AIBOX_ENGINE", "podman")
-        .env("NO_COLOR", "1")
-        .env_remove("AIBOX_COMPOSE")
-        .env_remove("AIBOX_PROJECT")
-        .arg("--project")
-        .arg(root.as_str())
+    let out = podman
+        .aibox(env!("CARGO_BIN_EXE_aibox"), root)
         .args(args)
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(

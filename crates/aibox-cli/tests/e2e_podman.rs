@@ -8,7 +8,7 @@
 // Helpers outside `#[test]` functions are test code too: failing loudly is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
@@ -39,30 +39,14 @@ fn project_dir(stem: &str) -> (tempfile::TempDir, Utf8PathBuf, String) {
 /// `aibox --project ROOT ...` with the harness's Podman settings and nothing inherited
 /// that could change the outcome.
 fn aibox(podman: &Podman, root: &Utf8Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aibox"));
-    podman.configure(&mut cmd);
-    cmd.env("AIBOX_ENGINE", "podman")
-        .env("NO_COLOR", "1")
-        .env_remove("AIBOX_COMPOSE")
-        .env_remove("AIBOX_PROJECT")
-        .arg("--project")
-        .arg(root.as_str())
-        .stdin(Stdio::null());
-    cmd
+    podman.aibox(env!("CARGO_BIN_EXE_aibox"), root)
 }
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap()
 }
 
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use aibox_test_support::show_output as show;
 
 fn ok(cmd: &mut Command) -> String {
     let out = run(cmd);

@@ -9,7 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail loudly
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use std::io::Write as _;
 
@@ -18,26 +18,10 @@ use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman, local_toml_with_ho
 use camino::{Utf8Path, Utf8PathBuf};
 
 fn aibox(podman: &Podman, root: &Utf8Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aibox"));
-    podman.configure(&mut cmd);
-    cmd.env("AIBOX_ENGINE", "podman")
-        .env("NO_COLOR", "1")
-        .env_remove("AIBOX_COMPOSE")
-        .env_remove("AIBOX_PROJECT")
-        .arg("--project")
-        .arg(root.as_str())
-        .stdin(Stdio::null());
-    cmd
+    podman.aibox(env!("CARGO_BIN_EXE_aibox"), root)
 }
 
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use aibox_test_support::show_output as show;
 
 fn ok(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();

@@ -42,3 +42,13 @@ pub fn harness_cli(name: &str) -> camino::Utf8PathBuf {
     );
     path
 }
+
+/// A finished process's status, stdout and stderr, for assertion messages.
+pub fn show_output(out: &std::process::Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

@@ -85,7 +85,28 @@ fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
     })
 }
 
+/// `BIN --project ROOT` (the aibox binary under test) on Podman with `containers_conf`,
+/// and nothing inherited that could change the outcome (engine, Compose provider, project,
+/// colours, standard input).
+pub fn aibox_command(bin: &str, containers_conf: &Utf8Path, root: &Utf8Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env("CONTAINERS_CONF", containers_conf.as_str())
+        .env("AIBOX_ENGINE", "podman")
+        .env("NO_COLOR", "1")
+        .env_remove("AIBOX_COMPOSE")
+        .env_remove("AIBOX_PROJECT")
+        .arg("--project")
+        .arg(root.as_str())
+        .stdin(Stdio::null());
+    cmd
+}
+
 impl Podman {
+    /// [`aibox_command`] with this harness's `containers.conf`.
+    pub fn aibox(&self, bin: &str, root: &Utf8Path) -> Command {
+        aibox_command(bin, &self.conf, root)
+    }
+
     /// Checks that Podman is installed, writes `containers.conf` and makes sure the base
     /// image exists (building it with debootstrap the first time). Fails the test with
     /// instructions when a tool is missing.
