@@ -16,6 +16,8 @@ pub fn cli_reference() -> String {
     let mut cmd = Cli::command();
     cmd.build();
     command_section(&cmd, "aibox", 2, &mut out);
+    out.push_str("## Exit codes\n\n");
+    out.push_str(&crate::exit::markdown_table());
     out
 }
 

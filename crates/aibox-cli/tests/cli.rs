@@ -218,6 +218,18 @@ fn reference_docs_are_in_sync() {
             committed == generated,
             "{path} is out of date: run `AIBOX_UPDATE_DOCS=1 cargo test -p aibox-cli --test cli reference_docs` and commit it"
         );
+        // The README carries the same exit-code table as the CLI reference.
+        if page == "cli" {
+            let table = generated
+                .split("## Exit codes\n\n")
+                .nth(1)
+                .expect("the CLI reference has an exit-code table");
+            let readme = fs_err::read_to_string(root.join("../../../README.md")).unwrap();
+            assert!(
+                readme.contains(table),
+                "README.md's exit-code table differs from `aibox docs cli`'s:\n{table}"
+            );
+        }
     }
 }
 

@@ -257,6 +257,13 @@ pub enum DoctorError {
     },
 }
 
+impl DoctorError {
+    /// A report that cannot be written is the environment's (disk, permissions).
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        aibox_config::ErrorKind::Environment
+    }
+}
+
 /// The container engine check: which engine `up` would use, or why none is usable.
 fn engine_check(run: &mut Run, project: Option<&Project>, options: &DoctorOptions) {
     match (project, options.skip_engine) {

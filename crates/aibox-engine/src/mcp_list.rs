@@ -14,8 +14,8 @@ pub fn mcp_list(root: &Utf8Path) -> Result<Vec<EffectiveServer>, EngineError> {
     let project = aibox_config::load_project(root)?;
     // The processkit servers are what the plan registers: verified, selected, reviewed.
     let processkit = crate::plan(root, &crate::PlanOptions::default())?.processkit_servers;
-    let servers = collect_servers(&project.config, &project.local, &processkit)
-        .map_err(EngineError::source)?;
+    let servers =
+        collect_servers(&project.config, &project.local, &processkit).map_err(EngineError::from)?;
     let opts = RegisterOptions {
         harnesses: &project.config.ai.harnesses,
         permissions: &project.config.ai.mcp.permissions,

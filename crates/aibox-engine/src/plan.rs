@@ -286,7 +286,7 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
     let previous_lock = read_lock(root)?;
     // Policy: the seccomp posture decides the Compose security options (and may add the
     // generated profile); options the user's override already sets are not repeated.
-    let policy_err = |e: aibox_policy::PolicyError| EngineError::Source(Box::new(e));
+    let policy_err = EngineError::from;
     let security = aibox_policy::container_security(&project.config).map_err(policy_err)?;
     // The engine-aware half of the gate; the engine is resolved only when it matters.
     if security.posture == aibox_policy::SeccompPosture::EngineDefault {

@@ -192,3 +192,13 @@ mod tests {
         );
     }
 }
+
+impl LockError {
+    /// Who can fix it: a hand-broken `aibox.lock` is the user's; a render failure a bug.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Invalid { .. } => aibox_config::ErrorKind::User,
+            Self::Render(_) => aibox_config::ErrorKind::Internal,
+        }
+    }
+}

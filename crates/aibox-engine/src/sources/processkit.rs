@@ -87,8 +87,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         progress: Some(&mut report),
         ..FetchOptions::default()
     };
-    let release = fetch_release(&config.processkit, root, previous, &mut fetch)
-        .map_err(EngineError::source)?;
+    let release =
+        fetch_release(&config.processkit, root, previous, &mut fetch).map_err(EngineError::from)?;
     let now = aibox_provenance::time::now_rfc3339();
     let opts = PlanOptions {
         packages: &config.context.packages,
@@ -110,7 +110,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         stat_cache: stat_cache.as_ref(),
     };
     let mut install =
-        plan_resume(root, &release, previous, &opts, hints).map_err(EngineError::source)?;
+        plan_resume(root, &release, previous, &opts, hints).map_err(EngineError::from)?;
     if install.stat_cache_stale {
         plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
     }
@@ -191,7 +191,7 @@ fn registered_servers(
     install: &aibox_provenance::InstallPlan,
 ) -> Result<Vec<ServerSpec>, EngineError> {
     let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
-        .map_err(EngineError::source)?;
+        .map_err(EngineError::from)?;
     let first_party = release.verification != aibox_provenance::Verification::Unverified;
     let gate_release = !first_party || ctx.project.config.processkit.review == ReviewScope::All;
     let review_ctx = ReviewContext::verified_release(
@@ -239,7 +239,7 @@ fn registered_servers(
                 .iter()
                 .filter_map(|(p, f)| p.strip_prefix(prefix.as_str()).map(|rel| (rel, f)));
             let dest = staging.path().join(&skill.name);
-            aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::source)?;
+            aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::from)?;
             let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
                 EngineError::io(
                     "stage",
@@ -305,7 +305,7 @@ fn hand_added_servers(
         }
     }
     aibox_provenance::servers::servers(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())), false)
-        .map_err(EngineError::source)
+        .map_err(EngineError::from)
 }
 
 /// The stat cache of the last apply, if any (a damaged one only costs re-hashing).

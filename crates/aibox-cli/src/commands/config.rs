@@ -1,0 +1,86 @@
+//! `aibox config get|set|validate|schema`: reading and editing `aibox.toml` through
+//! `aibox_engine::config_edit` and `aibox_engine::config_check`.
+
+use super::{Outcome, json_or, project_root};
+use crate::args::{ConfigCommand, Global};
+use crate::config_get::{Lookup, lookup, raw};
+use crate::error::{CliError, Failure};
+use crate::exit::Exit;
+use crate::render;
+
+pub fn run(g: &Global, cmd: &ConfigCommand) -> Outcome {
+    match cmd {
+        ConfigCommand::Schema { local } => schema(*local),
+        ConfigCommand::Validate => validate(g),
+        ConfigCommand::Get { key } => get(g, key),
+        ConfigCommand::Set { key, value, local } => set(g, key, value, *local),
+    }
+}
+
+/// The schema is JSON already; `--output` does not change it.
+fn schema(local: bool) -> Outcome {
+    let schema = if local {
+        aibox_config::schema::local_toml_schema()
+    } else {
+        aibox_config::schema::aibox_toml_schema()
+    };
+    render::out(aibox_config::schema::render_schema(&schema).trim_end());
+    Ok(Exit::Ok)
+}
+
+fn validate(g: &Global) -> Outcome {
+    let root = project_root(g)?;
+    // The same checks as `apply` and `config set`.
+    aibox_engine::config_check::check_project(&root)?;
+    json_or(
+        g,
+        &serde_json::json!({ "valid": true, "project": root }),
+        || render::note(g.quiet, &format!("{root}/aibox.toml is valid")),
+    )?;
+    Ok(Exit::Ok)
+}
+
+fn get(g: &Global, key: &str) -> Outcome {
+    let root = project_root(g)?;
+    let path = root.join(aibox_config::AIBOX_TOML);
+    let text = fs_err::read_to_string(&path).map_err(|source| aibox_config::ConfigError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let config = aibox_config::parse_aibox_toml(&text, aibox_config::AIBOX_TOML)?;
+    let effective = serde_json::to_value(&config).map_err(|e| CliError::Json(e.to_string()))?;
+    let schema = aibox_config::schema::aibox_toml_schema();
+    match lookup(&effective, &schema, key) {
+        Lookup::Value(v) => {
+            json_or(g, &serde_json::json!({ "key": key, "value": v }), || {
+                render::out(&raw(&v));
+            })?;
+            Ok(Exit::Ok)
+        }
+        Lookup::Unset => Err(Failure::from(CliError::KeyNotSet {
+            key: key.to_owned(),
+            path,
+        })),
+        Lookup::Unknown { at, suggestion } => {
+            let help = suggestion.map_or_else(
+                || "`aibox config schema` lists every key".to_owned(),
+                |s| format!("did you mean `{s}`? (`aibox config schema` lists every key)"),
+            );
+            Err(CliError::UnknownKey { at, help }.into())
+        }
+    }
+}
+
+fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
+    let root = project_root(g)?;
+    let file = if local {
+        aibox_config::edit::ConfigFile::Local
+    } else {
+        aibox_config::edit::ConfigFile::Team
+    };
+    let path = aibox_engine::config_edit::config_set(&root, file, key, value)?;
+    json_or(g, &serde_json::json!({ "key": key, "file": path }), || {
+        render::note(g.quiet, &format!("set {key} in {path}"))
+    })?;
+    Ok(Exit::Ok)
+}
