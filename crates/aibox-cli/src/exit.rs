@@ -3,6 +3,8 @@
 //! The table below is the documentation: `aibox docs cli` prints it into the CLI
 //! reference, and a test keeps the README's copy identical.
 
+use std::fmt::Write as _;
+
 use aibox_config::ErrorKind;
 
 /// How the process ends.
@@ -78,7 +80,7 @@ impl From<Exit> for std::process::ExitCode {
 pub fn markdown_table() -> String {
     let mut out = String::from("| code | meaning |\n| --- | --- |\n");
     for (code, meaning) in EXIT_CODES {
-        out.push_str(&format!("| {code} | {meaning} |\n"));
+        let _ = writeln!(out, "| {code} | {meaning} |");
     }
     out
 }

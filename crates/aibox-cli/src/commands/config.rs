@@ -10,7 +10,7 @@ use crate::render;
 
 pub fn run(g: &Global, cmd: &ConfigCommand) -> Outcome {
     match cmd {
-        ConfigCommand::Schema { local } => schema(*local),
+        ConfigCommand::Schema { local } => Ok(schema(*local)),
         ConfigCommand::Validate => validate(g),
         ConfigCommand::Get { key } => get(g, key),
         ConfigCommand::Set { key, value, local } => set(g, key, value, *local),
@@ -18,14 +18,14 @@ pub fn run(g: &Global, cmd: &ConfigCommand) -> Outcome {
 }
 
 /// The schema is JSON already; `--output` does not change it.
-fn schema(local: bool) -> Outcome {
+fn schema(local: bool) -> Exit {
     let schema = if local {
         aibox_config::schema::local_toml_schema()
     } else {
         aibox_config::schema::aibox_toml_schema()
     };
     render::out(aibox_config::schema::render_schema(&schema).trim_end());
-    Ok(Exit::Ok)
+    Exit::Ok
 }
 
 fn validate(g: &Global) -> Outcome {
@@ -80,7 +80,7 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
     };
     let path = aibox_engine::config_edit::config_set(&root, file, key, value)?;
     json_or(g, &serde_json::json!({ "key": key, "file": path }), || {
-        render::note(g.quiet, &format!("set {key} in {path}"))
+        render::note(g.quiet, &format!("set {key} in {path}"));
     })?;
     Ok(Exit::Ok)
 }
