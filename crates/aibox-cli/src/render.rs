@@ -141,19 +141,16 @@ pub fn download_progress(quiet: bool) -> Option<aibox_engine::DownloadProgress> 
 
 /// A usage error (from the argument parser) as the JSON error object.
 pub fn usage_error_json(text: &str) {
-    let message = text
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches("error: ")
-        .to_owned();
+    let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let message = first.trim_start_matches("error: ");
+    let help = rest.trim();
     let value = serde_json::json!({
         "code": "aibox::cli::usage",
         "message": message,
         "file": null,
         "line": null,
         "column": null,
-        "help": text.trim_end(),
+        "help": if help.is_empty() { None } else { Some(help) },
         "kind": aibox_config::ErrorKind::User.as_str(),
         "related": [],
     });

@@ -251,9 +251,9 @@ boxed_from!(
 );
 
 impl EngineError {
-    /// Who can fix it; the CLI maps this to its exit code. A file system failure is the
-    /// environment; a path in the way or a foreign or edited file is the user's; a plan
-    /// source's error keeps its own kind.
+    /// Who can fix it; the CLI maps this to its exit code. A file system failure (a
+    /// refused write, a file where a folder must be) is the environment; a symlink, a
+    /// foreign or edited file is the user's; a plan source's error keeps its own kind.
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::Config(e) => e.kind(),
@@ -267,13 +267,13 @@ impl EngineError {
             Self::Skill(_)
             | Self::InvalidPath { .. }
             | Self::Symlink { .. }
-            | Self::WrongKind { .. }
             | Self::ForeignFile { .. }
             | Self::EditedFile { .. }
             | Self::ExtraCa { .. }
             | Self::Root { .. } => ErrorKind::User,
             Self::ConfigCheck(e) => e.kind(),
-            Self::Busy { .. } | Self::Io { .. } => ErrorKind::Environment,
+            // Something in the way on disk is a disk problem like a refused write.
+            Self::Busy { .. } | Self::Io { .. } | Self::WrongKind { .. } => ErrorKind::Environment,
             Self::OutsidePerimeter { .. } | Self::DuplicatePath { .. } => ErrorKind::Internal,
         }
     }
