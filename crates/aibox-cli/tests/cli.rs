@@ -223,6 +223,7 @@ fn reference_docs_are_in_sync() {
             let table = generated
                 .split("## Exit codes\n\n")
                 .nth(1)
+                .and_then(|rest| rest.split("\n\n").next())
                 .expect("the CLI reference has an exit-code table");
             let readme = fs_err::read_to_string(root.join("../../../README.md")).unwrap();
             assert!(
