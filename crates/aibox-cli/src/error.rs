@@ -30,6 +30,7 @@ macro_rules! failure_from {
 failure_from!(
     CliError,
     aibox_config::ConfigError,
+    aibox_config::UnknownHarness,
     aibox_engine::EngineError,
     aibox_engine::init::InitError,
     aibox_engine::addons::AddonError,

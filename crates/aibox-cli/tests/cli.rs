@@ -186,6 +186,14 @@ fn a_secret_on_a_broken_config_line_is_not_echoed() {
         for secret in ["fake-secret-value-123", "ghp_FAKEFAKE"] {
             assert!(!err.contains(secret), "{secret} echoed:\n{err}");
         }
+        // The JSON error is redacted too.
+        let out = aibox(&dir, &["apply", "-o", "json"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let json = String::from_utf8_lossy(&out.stdout);
+        assert!(json.contains("aibox.toml"), "{json}");
+        for secret in ["fake-secret-value-123", "ghp_FAKEFAKE"] {
+            assert!(!json.contains(secret), "{secret} echoed:\n{json}");
+        }
     }
 }
 

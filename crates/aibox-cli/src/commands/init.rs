@@ -37,10 +37,7 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
             "claude",
         )?;
         for h in answer.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let harness: Harness = h.parse().map_err(|e| Failure {
-                report: miette::Report::new(e),
-                kind: aibox_config::ErrorKind::User,
-            })?;
+            let harness: Harness = h.parse()?;
             if !harnesses.contains(&harness) {
                 harnesses.push(harness);
             }
