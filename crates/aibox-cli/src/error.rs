@@ -5,7 +5,6 @@
 //! [`CliError`], typed like every other crate's.
 
 use aibox_config::ErrorKind;
-use camino::Utf8PathBuf;
 use miette::Diagnostic;
 
 /// A failed command.
@@ -31,6 +30,7 @@ failure_from!(
     CliError,
     aibox_config::ConfigError,
     aibox_config::UnknownHarness,
+    aibox_config::get::GetError,
     aibox_engine::EngineError,
     aibox_engine::init::InitError,
     aibox_engine::addons::AddonError,
@@ -77,29 +77,6 @@ pub enum CliError {
         suggestion: String,
     },
 
-    /// `config get` of a key with no value and no default.
-    #[error("`{key}` is not set in {path}")]
-    #[diagnostic(
-        code(aibox::config::key_not_set),
-        help("it has no default; set it with `aibox config set {key} VALUE`")
-    )]
-    KeyNotSet {
-        /// The key.
-        key: String,
-        /// The file.
-        path: Utf8PathBuf,
-    },
-
-    /// `config get` of a key that does not exist.
-    #[error("`{at}` is not a key of aibox.toml")]
-    #[diagnostic(code(aibox::config::unknown_key), help("{help}"))]
-    UnknownKey {
-        /// The dotted prefix up to the bad segment.
-        at: String,
-        /// A suggestion.
-        help: String,
-    },
-
     /// The person at the terminal declined the seccomp consent.
     #[error("consent not given")]
     #[diagnostic(
@@ -120,11 +97,7 @@ impl CliError {
         match self {
             Self::Cwd(_) | Self::Stdin(_) => ErrorKind::Environment,
             Self::Json(_) => ErrorKind::Internal,
-            Self::NonUtf8Cwd(_)
-            | Self::FolderName { .. }
-            | Self::KeyNotSet { .. }
-            | Self::UnknownKey { .. }
-            | Self::ConsentRefused => ErrorKind::User,
+            Self::NonUtf8Cwd(_) | Self::FolderName { .. } | Self::ConsentRefused => ErrorKind::User,
         }
     }
 }

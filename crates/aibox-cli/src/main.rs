@@ -6,7 +6,6 @@
 
 mod args;
 mod commands;
-mod config_get;
 mod docs;
 mod error;
 mod exit;

@@ -8,6 +8,7 @@
 pub mod diag;
 pub mod edit;
 pub mod files;
+pub mod get;
 pub mod gitignore;
 pub mod init;
 pub mod jsonc;

@@ -3,8 +3,6 @@
 
 use super::{Outcome, json_or, project_root};
 use crate::args::{ConfigCommand, Global};
-use crate::config_get::{Lookup, lookup, raw};
-use crate::error::{CliError, Failure};
 use crate::exit::Exit;
 use crate::render;
 
@@ -42,33 +40,15 @@ fn validate(g: &Global) -> Outcome {
 
 fn get(g: &Global, key: &str) -> Outcome {
     let root = project_root(g)?;
-    let path = root.join(aibox_config::AIBOX_TOML);
-    let text = fs_err::read_to_string(&path).map_err(|source| aibox_config::ConfigError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let config = aibox_config::parse_aibox_toml(&text, aibox_config::AIBOX_TOML)?;
-    let effective = serde_json::to_value(&config).map_err(|e| CliError::Json(e.to_string()))?;
-    let schema = aibox_config::schema::aibox_toml_schema();
-    match lookup(&effective, &schema, key) {
-        Lookup::Value(v) => {
-            json_or(g, &serde_json::json!({ "key": key, "value": v }), || {
-                render::out(&raw(&v));
-            })?;
-            Ok(Exit::Ok)
-        }
-        Lookup::Unset => Err(Failure::from(CliError::KeyNotSet {
-            key: key.to_owned(),
-            path,
-        })),
-        Lookup::Unknown { at, suggestion } => {
-            let help = suggestion.map_or_else(
-                || "`aibox config schema` lists every key".to_owned(),
-                |s| format!("did you mean `{s}`? (`aibox config schema` lists every key)"),
-            );
-            Err(CliError::UnknownKey { at, help }.into())
-        }
-    }
+    let value = aibox_config::get::get(&root, key)?;
+    json_or(
+        g,
+        &serde_json::json!({ "key": key, "value": value }),
+        || {
+            render::out(&aibox_config::get::raw(&value));
+        },
+    )?;
+    Ok(Exit::Ok)
 }
 
 fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
