@@ -20,7 +20,7 @@ pub struct Global {
     /// Project directory (default: the nearest parent directory holding `aibox.toml`).
     #[arg(long, global = true, value_name = "DIR", env = "AIBOX_PROJECT")]
     pub project: Option<Utf8PathBuf>,
-    /// Output format for commands with structured output.
+    /// Output format; `json` prints every result and every error as JSON on stdout.
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = Output::Human)]
     pub output: Output,
     /// Answer "yes" to confirmations. Never counts as security consent.

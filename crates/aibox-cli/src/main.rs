@@ -40,21 +40,17 @@ fn main() -> ExitCode {
 /// the (unparsed) command line asked for JSON output.
 fn usage_error(e: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
-    if matches!(
-        e.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    ) {
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
-        return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-            Exit::User.into()
-        } else {
-            Exit::Ok.into()
-        };
+        return Exit::Ok.into();
     }
     if args::wants_json(std::env::args()) {
-        render::usage_error_json(&e.render().to_string());
+        let text = e.render().to_string();
+        if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            render::usage_error_json(&format!("error: a subcommand is required\n{text}"));
+        } else {
+            render::usage_error_json(&text);
+        }
     } else {
         let _ = e.print();
     }

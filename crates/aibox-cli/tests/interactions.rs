@@ -42,6 +42,9 @@ fn version_and_usage_errors() {
         ctx.filters(),
         ctx.command(&["init", "--harness", "claude-code", "--output=json"])
     );
+    let out = ctx.command(&["-o", "json", "config"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(json(&out)["message"], "a subcommand is required");
 }
 
 #[test]
