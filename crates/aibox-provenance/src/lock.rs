@@ -137,6 +137,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+impl LockError {
+    /// Who can fix it: a hand-broken `aibox.lock` is the user's; a render failure a bug.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Invalid { .. } => aibox_config::ErrorKind::User,
+            Self::Render(_) => aibox_config::ErrorKind::Internal,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,15 +200,5 @@ mod tests {
             sha256_hex(b""),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
-    }
-}
-
-impl LockError {
-    /// Who can fix it: a hand-broken `aibox.lock` is the user's; a render failure a bug.
-    pub fn kind(&self) -> aibox_config::ErrorKind {
-        match self {
-            Self::Invalid { .. } => aibox_config::ErrorKind::User,
-            Self::Render(_) => aibox_config::ErrorKind::Internal,
-        }
     }
 }
