@@ -51,9 +51,9 @@ pub enum DevcontainerError {
         /// The offending value (never a personal environment value).
         value: String,
         /// What is wrong.
-        reason: &'static str,
+        reason: std::borrow::Cow<'static, str>,
         /// How to fix it.
-        help: &'static str,
+        help: std::borrow::Cow<'static, str>,
     },
 
     /// A bind mount cannot be written in Compose short syntax.

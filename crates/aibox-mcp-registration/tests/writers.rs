@@ -110,12 +110,14 @@ fn personal_servers_never_reach_committed_files() {
     // The personal server goes to the container-scoped user configs only.
     assert!(files[".aibox-home/.codex/config.toml"].contains("[mcp_servers.my-notes]"));
     assert!(files[".aibox-home/.gemini/settings.json"].contains("\"my-notes\""));
-    for path in aibox_mcp_registration::GITIGNORE_ENTRIES {
+    for path in [
+        ".mcp.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        ".cursor/mcp.json",
+    ] {
         assert!(
-            !matches!(
-                path,
-                ".mcp.json" | ".codex/config.toml" | ".gemini/settings.json" | ".cursor/mcp.json"
-            ),
+            !aibox_config::is_local_state(path),
             "{path} is committed, not ignored"
         );
     }

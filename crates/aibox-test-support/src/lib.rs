@@ -2,9 +2,8 @@
 //!
 //! Each module belongs to one area: `schema` validates generated files against the
 //! vendored JSON schemas, `podman` prepares a real container engine and a locally built
-//! base image, `http` serves releases on loopback, `fixtures` builds project trees.
+//! base image, and `http` serves releases on loopback.
 
-pub mod fixtures;
 pub mod http;
 pub mod podman;
 pub mod schema;
