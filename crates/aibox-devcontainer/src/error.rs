@@ -90,7 +90,7 @@ pub enum DevcontainerError {
     },
 
     /// `Dockerfile.local` would swallow the generated lines that follow it.
-    #[error(".devcontainer/Dockerfile.local: {reason}")]
+    #[error("{}: {reason}", aibox_config::layout::DOCKERFILE_LOCAL)]
     #[diagnostic(
         code(aibox::devcontainer::dockerfile_local),
         help("Fix `.devcontainer/Dockerfile.local`, then run `aibox apply` again.")

@@ -1501,7 +1501,9 @@ impl Ctx<'_> {
         // Only the generated file counts, relative to `.devcontainer/` or by an absolute path
         // into a project's `.devcontainer/`; its contents are checked against the lock.
         let ours = matches!(value, "aibox-seccomp.json" | "./aibox-seccomp.json")
-            || value.ends_with("/.devcontainer/aibox-seccomp.json");
+            || value
+                .strip_suffix(aibox_config::layout::SECCOMP_PROFILE)
+                .is_some_and(|head| head.ends_with('/'));
         if ours && self.consent.seccomp_profile {
             return;
         }
