@@ -15,6 +15,7 @@ pub mod jsonc;
 pub mod layout;
 pub mod model;
 pub mod schema;
+pub mod secret_rules;
 pub mod validate;
 pub mod write;
 
