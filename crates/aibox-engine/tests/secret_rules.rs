@@ -28,15 +28,22 @@ fn policy_says(key: &str) -> bool {
     !scan_secrets(".mcp.json", &text, TextKind::Json).is_empty()
 }
 
-/// MCP registration: a team server whose `env` holds that key with a literal value.
+/// MCP registration: a team server whose URL carries that key with a literal value in
+/// its query string (team `env` and `headers` refuse every literal, secret or not).
 fn mcp_says(key: &str) -> bool {
     let toml = format!(
         "[container]\nname = \"demo\"\n[context]\nmode = \"harness-only\"\n\n\
-         [[ai.mcp.servers]]\nname = \"db\"\ncommand = \"npx\"\nargs = [\"-y\", \"db-mcp@1.0.0\"]\n\
-         env = {{ \"{key}\" = \"fake-value-not-real\" }}\n"
+         [[ai.mcp.servers]]\nname = \"db\"\n\
+         url = \"https://mcp.example.invalid/x?{key}=fake-value-not-real\"\n"
     );
     let config = parse_aibox_toml(&toml, "aibox.toml").unwrap();
-    aibox_mcp_registration::collect_servers(&config, &LocalToml::default(), &[]).is_err()
+    match aibox_mcp_registration::collect_servers(&config, &LocalToml::default(), &[]) {
+        Ok(_) => false,
+        Err(e) => {
+            assert!(e.to_string().contains(key), "{key}: {e}");
+            true
+        }
+    }
 }
 
 /// The skill review: a script of a third-party skill reads a variable of that name.
