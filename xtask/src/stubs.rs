@@ -257,11 +257,15 @@ fn strip_comments_and_tests(text: &str) -> Vec<(String, Vec<String>)> {
                     i += 3;
                     continue;
                 }
-                out.last_mut().map(|l| l.0.push(c));
+                if let Some(l) = out.last_mut() {
+                    l.0.push(c);
+                }
             }
             ('\n', _) => {
                 if out.last().is_some_and(|l| l.0.trim() == "#[cfg(test)]") {
-                    out.last_mut().map(|l| l.0.clear());
+                    if let Some(l) = out.last_mut() {
+                        l.0.clear();
+                    }
                     return out;
                 }
                 out.push((String::new(), Vec::new()));

@@ -33,10 +33,10 @@ fn words(key: &str) -> Vec<String> {
     let mut word = String::new();
     let mut prev_lower = false;
     for c in key.chars() {
-        if !c.is_ascii_alphanumeric() || (c.is_ascii_uppercase() && prev_lower) {
-            if !word.is_empty() {
-                out.push(std::mem::take(&mut word));
-            }
+        if (!c.is_ascii_alphanumeric() || (c.is_ascii_uppercase() && prev_lower))
+            && !word.is_empty()
+        {
+            out.push(std::mem::take(&mut word));
         }
         prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
         if c.is_ascii_alphanumeric() {
