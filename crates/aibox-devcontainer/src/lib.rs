@@ -44,7 +44,7 @@ pub const COMPOSE_OVERRIDE_PATH: &str = aibox_config::layout::COMPOSE_OVERRIDE;
 /// Path of the generated personal Compose file (gitignored): the personal bind mounts.
 pub const COMPOSE_LOCAL_PATH: &str = aibox_config::layout::COMPOSE_LOCAL;
 /// Path of the personal environment file (gitignored, mode 0600).
-pub const LOCAL_ENV_PATH: &str = ".aibox-local.env";
+pub const LOCAL_ENV_PATH: &str = aibox_config::layout::LOCAL_ENV;
 /// Folder holding the harnesses' state directories, bind-mounted into the container.
 pub const AIBOX_HOME_DIR: &str = ".aibox-home";
 /// The project folder's path inside the container.

@@ -816,3 +816,27 @@ fn jsonc_files_are_merged_keeping_every_comment() {
         }
     }
 }
+
+/// Every harness file registration writes is a row of the file table that `apply` may
+/// write, with the same scope (committed, gitignored, container-scoped).
+#[test]
+fn every_target_is_in_the_file_table_with_its_scope() {
+    use aibox_config::layout::{self, Scope, Writers};
+    use aibox_mcp_registration::{FileScope, LEDGER_PATH, TARGETS};
+    for (_, path, scope) in TARGETS {
+        assert!(layout::may_write(Writers::APPLY, path), "{path}");
+        let entry = layout::entry(path).unwrap();
+        let expected = match scope {
+            FileScope::Committed => Scope::Committed,
+            FileScope::Gitignored => Scope::Gitignored,
+            FileScope::ContainerScoped => Scope::ContainerScoped,
+        };
+        assert_eq!(entry.scope, expected, "{path}");
+        assert_eq!(
+            aibox_config::is_local_state(path),
+            expected != Scope::Committed,
+            "{path}"
+        );
+    }
+    assert!(layout::may_write(Writers::APPLY, LEDGER_PATH));
+}

@@ -842,6 +842,8 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     // symlink checks, atomic replace, fsync.
     let project = ProjectRoot::open(utf8)?;
     let mut writer = Writer::new(&project);
+    // One `syncfs` makes all content durable before the marker that names it.
+    writer.defer_sync();
     let mode = |executable: bool| Some(if executable { 0o755 } else { 0o644 });
     for w in &plan.writes {
         writer.write(
