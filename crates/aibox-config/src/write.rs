@@ -836,4 +836,47 @@ mod tests {
         }
         check_relative(Utf8Path::new(".devcontainer/Dockerfile")).unwrap();
     }
+
+    #[test]
+    fn each_command_writes_only_its_rows_of_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = ProjectRoot::open(Utf8Path::from_path(dir.path()).unwrap()).unwrap();
+        let mut init = Writer::for_command(&root, Writers::INIT);
+        for refused in [".mcp.json", ".aibox-local.toml", "context/x.md"] {
+            let err = init.write(Utf8Path::new(refused), b"x", None).unwrap_err();
+            assert!(
+                matches!(err, WriteError::OutsidePerimeter { .. }),
+                "{refused}"
+            );
+        }
+        init.create_new(Utf8Path::new("aibox.toml"), b"a = 1\n")
+            .unwrap();
+        // Created once, never replaced.
+        let err = init
+            .create_new(Utf8Path::new("aibox.toml"), b"b = 2\n")
+            .unwrap_err();
+        assert!(matches!(err, WriteError::Exists { .. }), "{err:?}");
+        assert_eq!(
+            root.read(Utf8Path::new("aibox.toml")).unwrap().unwrap(),
+            b"a = 1\n"
+        );
+        let mut set = Writer::for_command(&root, Writers::CONFIG_SET);
+        set.write(Utf8Path::new(".aibox-local.toml"), b"", None)
+            .unwrap();
+        assert!(set.write(Utf8Path::new(".gitignore"), b"x", None).is_err());
+        // `apply` never writes the configuration files.
+        let mut apply = Writer::new(&root);
+        assert!(
+            apply
+                .write(Utf8Path::new("aibox.toml"), b"x", None)
+                .is_err()
+        );
+        // No temp file is left behind.
+        let mut names: Vec<String> = fs_err::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, [".aibox-local.toml", "aibox.toml"]);
+    }
 }
