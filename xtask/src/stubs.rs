@@ -33,6 +33,9 @@ const WRITE_CALLS: &[&str] = &[
     "fs::copy(",
     "fs::set_permissions(",
     "File::create(",
+    "File::create_new(",
+    "File::options(",
+    "unix::fs::symlink(",
     "OpenOptions",
     "NamedTempFile",
     ".tempfile_in(",
@@ -300,6 +303,7 @@ mod tests {
             "fn f() { let f = std::fs::File::create(p)?; }",
             "fn f() { fs_err::OpenOptions::new().write(true); }",
             "fn f() { tempfile::NamedTempFile::new_in(dir)?; }",
+            "fn f() { std::fs::File::options().append(true).open(p)?; }",
         ] {
             assert_eq!(hits(p, sample).len(), 1, "{sample}");
         }
