@@ -418,6 +418,30 @@ mod tests {
         ));
     }
 
+    /// The `.gitignore` block keeps its entries and their order (existing projects'
+    /// blocks must stay byte-identical).
+    #[test]
+    fn gitignore_entries_keep_their_order() {
+        assert_eq!(
+            LOCAL_STATE_PATHS,
+            [
+                ".aibox-local.toml",
+                ".aibox-local.env",
+                COMPOSE_LOCAL,
+                EXTRA_CA,
+                ".aibox-home/",
+                ".aibox/",
+                ".aibox-env/",
+                "context/.cache/",
+                "context/.state/",
+                "context/private/",
+                "context/**/private/",
+                ".claude/settings.local.json",
+                ".continue/mcpServers/",
+            ]
+        );
+    }
+
     #[test]
     fn every_path_is_listed_once_and_clean() {
         for (i, e) in FILES.iter().enumerate() {
