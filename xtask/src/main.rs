@@ -13,7 +13,9 @@
 //! - `release-gate`: every check a release needs, then artifacts, `SHA256SUMS` and
 //!   `evidence.json` under `target/release-gate/` (see `release.rs`).
 //! - `release-state`: floating inputs, available updates and provenance exceptions.
-//! - `stubs`: refuses ignored tests and `todo!`/`unimplemented!` in the workspace.
+//! - `stubs`: the tidy check: refuses ignored tests and `todo!`/`unimplemented!` in the
+//!   workspace, file writes in product code outside the writer (`aibox_config::write`)
+//!   and `.devcontainer/` path literals outside the file table (`aibox_config::layout`).
 
 mod bench;
 mod layering;

@@ -1,4 +1,14 @@
-//! The stub scan: an ignored test or a `todo!` is never "done".
+//! The tidy check (in the manner of rust-analyzer's `tidy`): source rules no compiler or
+//! linter enforces, run by `cargo xtask ci` (and alone as `cargo xtask stubs`).
+//!
+//! - Stubs: an ignored test or a `todo!` is never "done".
+//! - One writer: product code writes files only through `aibox_config::write` (the
+//!   writer, checked against the file table); any other file-writing call fails.
+//! - One file table: a string literal that is a `.devcontainer/` path appears only in
+//!   `aibox_config::layout`.
+//!
+//! Tests (`tests/`, `benches/`, `examples/`, `#[cfg(test)]` modules at the end of a file),
+//! `xtask` and `aibox-test-support` are exempt from the last two rules.
 
 use std::path::Path;
 
@@ -10,20 +20,85 @@ const PATTERNS: &[&str] = &[
     concat!("unimple", "mented!("),
 ];
 
-/// Scans `crates/` and `xtask/` for stub markers.
+/// File-writing calls, in `fs_err` or `std::fs` form (matched after `fs::` or alone).
+const WRITE_CALLS: &[&str] = &[
+    "fs::write(",
+    "fs::rename(",
+    "fs::remove_file(",
+    "fs::remove_dir(",
+    "fs::remove_dir_all(",
+    "fs::create_dir(",
+    "fs::create_dir_all(",
+    "fs::hard_link(",
+    "fs::copy(",
+    "fs::set_permissions(",
+    "File::create(",
+    "File::create_new(",
+    "File::options(",
+    "unix::fs::symlink(",
+    "OpenOptions",
+    "NamedTempFile",
+    ".tempfile_in(",
+    ".tempdir_in(",
+    ".persist(",
+];
+
+/// The writer: the only product code allowed to write project files.
+const WRITER: &str = "crates/aibox-config/src/write.rs";
+
+/// The file table: the only product code allowed to spell a `.devcontainer/` path.
+const LAYOUT: &str = "crates/aibox-config/src/layout.rs";
+
+/// Product files that may write files outside the writer, each with the reason.
+const WRITE_ALLOWLIST: &[(&str, &str)] = &[
+    // `doctor --bundle FILE` writes the report where the user asks (usually outside the
+    // project, mode 0600); not a project file. 17a splits doctor.rs: the lead moves this
+    // entry to `doctor/bundle.rs`.
+    (
+        "crates/aibox-engine/src/doctor.rs",
+        "bundle at a user-named path",
+    ),
+    (
+        "crates/aibox-engine/src/doctor/",
+        "bundle at a user-named path",
+    ),
+    // The verified-archive cache lives in the user's cache directory, not the project.
+    (
+        "crates/aibox-provenance/src/cache.rs",
+        "download cache outside the project",
+    ),
+    // `write_tree` unpacks a verified payload into a temporary staging folder (skill
+    // review copies), never into a project.
+    (
+        "crates/aibox-provenance/src/extract.rs",
+        "staging in a temporary folder",
+    ),
+];
+
+/// Product files that may spell a `.devcontainer/` path literal, each with the reason.
+const LAYOUT_ALLOWLIST: &[(&str, &str)] = &[
+    // 17a splits doctor.rs; until the lead wires its constants to `layout`, they stay.
+    (
+        "crates/aibox-engine/src/doctor.rs",
+        "constants the lead replaces with layout's",
+    ),
+];
+
+/// Scans `crates/` and `xtask/` for stub markers, and product code for writes outside
+/// the writer and `.devcontainer/` path literals outside the file table.
 pub fn check() -> Result<(), String> {
     let mut hits = Vec::new();
     for root in ["crates", "xtask/src"] {
         scan(Path::new(root), &mut hits)?;
     }
     if hits.is_empty() {
-        crate::say("stubs: none");
+        crate::say("tidy: ok (stubs, one writer, one file table)");
         Ok(())
     } else {
         for h in &hits {
-            crate::say(&format!("stub: {h}"));
+            crate::say(&format!("tidy: {h}"));
         }
-        Err(format!("{} stub marker(s) found", hits.len()))
+        Err(format!("{} tidy problem(s) found", hits.len()))
     }
 }
 
@@ -35,12 +110,263 @@ fn scan(dir: &Path, hits: &mut Vec<String>) -> Result<(), String> {
             scan(&path, hits)?;
         } else if path.extension().is_some_and(|e| e == "rs") {
             let text = fs_err::read_to_string(&path).map_err(|e| e.to_string())?;
+            let name = path.to_string_lossy().replace('\\', "/");
             for (i, line) in text.lines().enumerate() {
                 if PATTERNS.iter().any(|p| line.contains(p)) {
-                    hits.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                    hits.push(format!("{name}:{}: stub: {}", i + 1, line.trim()));
                 }
+            }
+            if is_product(&name) {
+                hits.extend(product_rules(&name, &text));
             }
         }
     }
     Ok(())
+}
+
+/// Whether `path` (with `/`) is product code: `crates/*/src`, not test support.
+fn is_product(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix("crates/") else {
+        return false;
+    };
+    let Some((krate, inner)) = rest.split_once('/') else {
+        return false;
+    };
+    krate != "aibox-test-support" && inner.starts_with("src/")
+}
+
+fn allowed(list: &[(&str, &str)], path: &str) -> bool {
+    list.iter().any(|(p, _)| {
+        if p.ends_with('/') {
+            path.starts_with(p)
+        } else {
+            path == *p
+        }
+    })
+}
+
+/// The one-writer and one-file-table rules over one product file.
+fn product_rules(path: &str, text: &str) -> Vec<String> {
+    let mut hits = Vec::new();
+    let code = strip_comments_and_tests(text);
+    let check_writes = path != WRITER && !allowed(WRITE_ALLOWLIST, path);
+    let check_layout = path != LAYOUT && !allowed(LAYOUT_ALLOWLIST, path);
+    for (i, (line, strings)) in code.iter().enumerate() {
+        let fs_err_form = |c: &&&str| {
+            c.strip_prefix("fs::")
+                .is_some_and(|f| line.contains(&format!("fs_err::{f}")))
+        };
+        if check_writes
+            && let Some(call) = WRITE_CALLS
+                .iter()
+                .find(|c| line.contains(**c) || fs_err_form(c))
+        {
+            hits.push(format!(
+                "{path}:{}: writes a file (`{call}`) outside the writer; use \
+                 `aibox_config::write::Writer`",
+                i + 1
+            ));
+        }
+        if check_layout
+            && strings
+                .iter()
+                .any(|s| s.starts_with(".devcontainer/") || s.starts_with("/.devcontainer/"))
+        {
+            hits.push(format!(
+                "{path}:{}: `.devcontainer/` path literal outside the file table; use a \
+                 constant of `aibox_config::layout`",
+                i + 1
+            ));
+        }
+    }
+    hits
+}
+
+/// Per line: the code outside comments and string literals, and the string literals that
+/// start on that line. Scanning stops at the first `#[cfg(test)]` (unit tests sit at the
+/// end of a file by convention).
+fn strip_comments_and_tests(text: &str) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = vec![(String::new(), Vec::new())];
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    let mut string_line = 0;
+    let mut string: Option<String> = None;
+    let mut block_comment = 0usize;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if let Some(s) = string.as_mut() {
+            match c {
+                '\\' => {
+                    if let Some(n) = next {
+                        s.push(n);
+                    }
+                    i += 2;
+                    continue;
+                }
+                '"' => {
+                    let done = string.take().unwrap_or_default();
+                    out[string_line].1.push(done);
+                }
+                '\n' => {
+                    s.push('\n');
+                    out.push((String::new(), Vec::new()));
+                }
+                _ => s.push(c),
+            }
+            i += 1;
+            continue;
+        }
+        if block_comment > 0 {
+            if c == '*' && next == Some('/') {
+                block_comment -= 1;
+                i += 2;
+                continue;
+            }
+            if c == '/' && next == Some('*') {
+                block_comment += 1;
+                i += 2;
+                continue;
+            }
+            if c == '\n' {
+                out.push((String::new(), Vec::new()));
+            }
+            i += 1;
+            continue;
+        }
+        match (c, next) {
+            ('/', Some('/')) => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            ('/', Some('*')) => {
+                block_comment = 1;
+                i += 2;
+                continue;
+            }
+            ('"', _) => {
+                string = Some(String::new());
+                string_line = out.len() - 1;
+            }
+            // A char literal such as '"' or '\'' (a lifetime has no closing quote).
+            ('\'', Some(n)) => {
+                if n == '\\' && chars.get(i + 3) == Some(&'\'') {
+                    i += 4;
+                    continue;
+                }
+                if chars.get(i + 2) == Some(&'\'') {
+                    i += 3;
+                    continue;
+                }
+                if let Some(l) = out.last_mut() {
+                    l.0.push(c);
+                }
+            }
+            ('\n', _) => {
+                if out.last().is_some_and(|l| l.0.trim() == "#[cfg(test)]") {
+                    if let Some(l) = out.last_mut() {
+                        l.0.clear();
+                    }
+                    return out;
+                }
+                out.push((String::new(), Vec::new()));
+            }
+            _ => {
+                if let Some(l) = out.last_mut() {
+                    l.0.push(c);
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hits(path: &str, text: &str) -> Vec<String> {
+        product_rules(path, text)
+    }
+
+    #[test]
+    fn writes_outside_the_writer_are_refused() {
+        let p = "crates/aibox-engine/src/init.rs";
+        for sample in [
+            "fn f() { fs_err::write(&p, b\"x\").unwrap(); }",
+            "fn f() { std::fs::rename(a, b)?; }",
+            "fn f() { let _ = fs_err::remove_file(&tmp); }",
+            "fn f() { fs_err::create_dir_all(dir)?; }",
+            "fn f() { let f = std::fs::File::create(p)?; }",
+            "fn f() { fs_err::OpenOptions::new().write(true); }",
+            "fn f() { tempfile::NamedTempFile::new_in(dir)?; }",
+            "fn f() { std::fs::File::options().append(true).open(p)?; }",
+        ] {
+            assert_eq!(hits(p, sample).len(), 1, "{sample}");
+        }
+        // Reads, comments, strings and unit tests are fine.
+        for sample in [
+            "fn f() { fs_err::read_to_string(&p)?; }",
+            "// fs_err::write(&p, x) would be wrong here\nfn f() {}",
+            "/* std::fs::rename(a, b) */ fn f() {}",
+            "fn f() { let s = \"fs::write(\"; }",
+            "fn f() {}\n#[cfg(test)]\nmod tests { fn g() { fs_err::write(p, x).unwrap(); } }",
+        ] {
+            assert!(
+                hits(p, sample).is_empty(),
+                "{sample}: {:?}",
+                hits(p, sample)
+            );
+        }
+        // The writer itself and the commented allowlist are exempt.
+        assert!(hits(WRITER, "fn f() { fs_err::rename(a, b)?; }").is_empty());
+        assert!(
+            hits(
+                "crates/aibox-provenance/src/cache.rs",
+                "fn f() { fs_err::rename(a, b)?; }"
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn devcontainer_path_literals_only_in_the_file_table() {
+        let p = "crates/aibox-policy/src/gate.rs";
+        let bad = "const X: &str = \".devcontainer/docker-compose.yml\";";
+        assert_eq!(hits(p, bad).len(), 1);
+        assert_eq!(
+            hits(p, "let x = \"/.devcontainer/aibox-seccomp.json\";").len(),
+            1
+        );
+        assert!(hits(LAYOUT, bad).is_empty());
+        // Prose naming the folder, comments, char literals and lifetimes are fine.
+        for sample in [
+            "/// Writes `.devcontainer/Dockerfile`.\nfn f() {}",
+            "let help = \"install it in `.devcontainer/Dockerfile.local` instead\";",
+            "fn f<'a>(x: &'a str) -> char { let q = '\"'; q }\nconst Y: &str = \"ok\";",
+        ] {
+            assert!(
+                hits(p, sample).is_empty(),
+                "{sample}: {:?}",
+                hits(p, sample)
+            );
+        }
+        // A string after a char literal holding a quote is still seen.
+        assert_eq!(
+            hits(p, "let q = '\"'; let x = \".devcontainer/x\";").len(),
+            1
+        );
+    }
+
+    #[test]
+    fn product_code_is_crates_src_without_test_support() {
+        assert!(is_product("crates/aibox-engine/src/apply.rs"));
+        assert!(!is_product("crates/aibox-engine/tests/apply.rs"));
+        assert!(!is_product("crates/aibox-policy/benches/secrets.rs"));
+        assert!(!is_product("crates/aibox-test-support/src/podman.rs"));
+        assert!(!is_product("xtask/src/main.rs"));
+    }
 }

@@ -5,33 +5,9 @@
 //! entries go into a block marked as aibox's, appended at the end (or into that block
 //! when it already exists).
 
-/// Paths aibox may write that can hold personal data, secrets or machine state.
-///
-/// Directories end with `/`. Generated committed files (`.devcontainer/*`, `aibox.lock`,
-/// `.claude/settings.json`, the project MCP files) are deliberately absent.
-pub const LOCAL_STATE_PATHS: &[&str] = &[
-    // Personal configuration and the environment file generated from it.
-    ".aibox-local.toml",
-    ".aibox-local.env",
-    ".devcontainer/docker-compose.local.yml",
-    // Personal extra CA certificates copied in for the image build.
-    ".devcontainer/aibox-ca/extra-ca.crt",
-    // Harness logins, tokens and caches mounted into the container.
-    ".aibox-home/",
-    // aibox's own state: caches, backups, project lock.
-    ".aibox/",
-    ".aibox-env/",
-    // processkit runtime state and private notes.
-    "context/.cache/",
-    "context/.state/",
-    "context/private/",
-    "context/**/private/",
-    // Personal harness settings. The project MCP files (`.mcp.json`,
-    // `.codex/config.toml`, `.gemini/settings.json`, `.cursor/mcp.json`) are committed:
-    // they hold only team and processkit servers, so a fresh clone sees them.
-    ".claude/settings.local.json",
-    ".continue/mcpServers/",
-];
+/// Paths that can hold personal data, secrets or machine state: the gitignored and
+/// container-scoped rows of the file table ([`crate::layout::FILES`]).
+pub use crate::layout::LOCAL_STATE_PATHS;
 
 /// Whether a root-relative path (with `/` separators) is local state: covered by one of
 /// [`LOCAL_STATE_PATHS`], so it never reaches git. `apply --check` judges only the other

@@ -3,7 +3,8 @@
 //! It owns the model of `aibox.toml` and `.aibox-local.toml`, finds them from the
 //! project root, validates them and reports every user error as a `miette` diagnostic
 //! pointing at the file, line and span. It performs no network, process or container
-//! work and writes no file except through the explicit edit API.
+//! work; the only code in aibox that writes project files is its `write` module, the
+//! primitive every writer above uses, checked against the file table in `layout`.
 
 pub mod diag;
 pub mod edit;
@@ -13,9 +14,12 @@ pub mod gitignore;
 pub mod init;
 pub mod jsonc;
 pub mod kind;
+pub mod layout;
 pub mod model;
 pub mod schema;
+pub mod secret_rules;
 pub mod validate;
+pub mod write;
 
 mod load;
 mod path;

@@ -11,7 +11,7 @@ use miette::SourceSpan;
 use toml_edit::Item;
 
 use crate::diag::{Problem, ProblemKind, Source};
-use crate::model::{AiboxToml, ContextMode, ExtraVolume, LocalToml, McpServer};
+use crate::model::{AiboxToml, ContainerSection, ContextMode, ExtraVolume, LocalToml, McpServer};
 use crate::path::{KeyPath, locate, path};
 
 /// Where aibox mounts the project inside the container.
@@ -207,29 +207,71 @@ pub(crate) fn check_team(cfg: &AiboxToml, ch: &mut Checker<'_>) {
     }
 }
 
-fn check_container(cfg: &AiboxToml, ch: &mut Checker<'_>) {
-    let c = &cfg.container;
+/// One refused `[container]` value: the single rule set behind both the loader (and so
+/// `aibox config validate`) and the dev container generator (`aibox apply`), so the two
+/// can never disagree about what a valid container is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerIssue {
+    /// The key below `[container]`, for example `uid`.
+    pub key: &'static str,
+    /// The refused value, as written.
+    pub value: String,
+    /// What is wrong, naming the value.
+    pub message: String,
+    /// Short label for the underlined span.
+    pub label: &'static str,
+    /// How to fix it.
+    pub help: String,
+}
+
+/// Every problem with the scalar `[container]` values (name, host name, user, UID, base
+/// image, time zone), in that order. Environment names and volumes are checked with the
+/// rest of the file.
+pub fn container_issues(c: &ContainerSection) -> Vec<ContainerIssue> {
+    let mut out = Vec::new();
+    let mut push = |key, value: &str, message: String, label, help: String| {
+        out.push(ContainerIssue {
+            key,
+            value: value.to_owned(),
+            message,
+            label,
+            help,
+        });
+    };
     if !is_container_name(&c.name) {
-        ch.invalid(
-            &path(&["container", "name"]),
+        push(
+            "name",
+            &c.name,
             format!("container name \"{}\" is not a safe identifier", c.name),
             "invalid name",
             "use letters, digits, `.`, `_` and `-`, starting with a letter or digit".into(),
         );
     }
-    if let Some(h) = &c.hostname
-        && !is_hostname(h)
-    {
-        ch.invalid(
-            &path(&["container", "hostname"]),
+    match &c.hostname {
+        Some(h) if !is_hostname(h) => push(
+            "hostname",
+            h,
             format!("host name \"{h}\" is not a valid DNS name"),
             "invalid host name",
             "use letters, digits and `-` in dot-separated labels of at most 63 characters".into(),
-        );
+        ),
+        // Without `hostname`, the container name is the host name.
+        None if c.name.len() > 63 => push(
+            "hostname",
+            &c.name,
+            format!(
+                "the container name is also the host name, and \"{}\" is longer than 63 characters",
+                c.name
+            ),
+            "too long for a host name",
+            "set `container.hostname` to a short name such as \"dev\", or shorten the name".into(),
+        ),
+        _ => {}
     }
     if !is_user_name(&c.user) {
-        ch.invalid(
-            &path(&["container", "user"]),
+        push(
+            "user",
+            &c.user,
             format!("user name \"{}\" is not a valid Linux user name", c.user),
             "invalid user name",
             "use lowercase letters, digits, `_` and `-`, starting with a letter or `_` \
@@ -237,9 +279,23 @@ fn check_container(cfg: &AiboxToml, ch: &mut Checker<'_>) {
                 .into(),
         );
     }
+    if (c.user == "root") != (c.uid == 0) {
+        push(
+            "uid",
+            &c.uid.to_string(),
+            format!(
+                "UID {} does not fit user \"{}\": UID 0 is root, so `user = \"root\"` needs \
+                 `uid = 0` and any other user a non-zero UID",
+                c.uid, c.user
+            ),
+            "UID and user disagree",
+            "use an unprivileged user with your host UID (often 1000)".into(),
+        );
+    }
     if let Some(why) = image_pin_problem(&c.base_image) {
-        ch.invalid(
-            &path(&["container", "base_image"]),
+        push(
+            "base_image",
+            &c.base_image,
             format!("base image \"{}\" {why}", c.base_image),
             "not a pinned image",
             format!(
@@ -254,11 +310,32 @@ fn check_container(cfg: &AiboxToml, ch: &mut Checker<'_>) {
                 .chars()
                 .all(|x| x.is_ascii_alphanumeric() || "_+-/".contains(x)))
     {
-        ch.invalid(
-            &path(&["container", "timezone"]),
+        push(
+            "timezone",
+            tz,
             format!("time zone \"{tz}\" is not a time zone name"),
             "invalid time zone",
             "use an IANA name such as \"Europe/Berlin\" or \"UTC\"".into(),
+        );
+    }
+    out
+}
+
+fn check_container(cfg: &AiboxToml, ch: &mut Checker<'_>) {
+    let c = &cfg.container;
+    for issue in container_issues(c) {
+        // A derived host name has no key of its own: underline the name.
+        // A UID left at its default has no span: underline the user instead.
+        let key = match issue.key {
+            "hostname" if c.hostname.is_none() => "name",
+            "uid" if locate(ch.root, &path(&["container", "uid"])).is_none() => "user",
+            key => key,
+        };
+        ch.invalid(
+            &path(&["container", key]),
+            issue.message,
+            issue.label,
+            issue.help,
         );
     }
     check_env(&c.environment, &path(&["container", "environment"]), ch);

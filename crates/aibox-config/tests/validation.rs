@@ -571,3 +571,24 @@ fn repository_url() {
         );
     }
 }
+
+/// The `[container]` rules `apply`'s generator uses too (`container_issues`): root needs
+/// UID 0 and UID 0 needs root.
+#[test]
+fn root_user_and_uid_must_agree() {
+    rejects(
+        "user = \"root\"\nuid = 1000\n",
+        INVALID,
+        "UID 1000 does not fit user \"root\"",
+    );
+    rejects("uid = 0\n", INVALID, "UID 0 does not fit user");
+    // A default UID has no span of its own: the user is underlined instead.
+    rejects("user = \"root\"\n", INVALID, "UID 1000 does not fit");
+    accepts("user = \"root\"\nuid = 0\n");
+    let long = "a".repeat(64);
+    rejects(
+        &format!("[container]\nname = \"{long}\"\n"),
+        INVALID,
+        "longer than 63 characters",
+    );
+}

@@ -4,6 +4,7 @@
 //! `initializeCommand`); aibox's own metadata lives under `customizations.aibox`, the
 //! only place the schema allows tool-specific keys.
 
+use aibox_config::layout;
 use serde_json::{Map, Value, json};
 
 use crate::{GENERATED_HEADER, Inputs, WORKSPACE_DIR};
@@ -11,12 +12,15 @@ use crate::{GENERATED_HEADER, Inputs, WORKSPACE_DIR};
 pub(crate) fn render(inputs: &Inputs<'_>) -> String {
     let config = inputs.config;
     let c = &config.container;
-    let mut compose_files = vec!["docker-compose.yml"];
-    if inputs.override_present() {
-        compose_files.push("docker-compose.override.yml");
-    }
-    // Only committed files: a fresh clone must come up without running aibox. The
-    // personal `docker-compose.local.yml` is added by `aibox up` (`-f`) when it exists.
+    // The Compose files of the file table, relative to this folder. Only committed
+    // files: a fresh clone must come up without running aibox. The personal
+    // `docker-compose.local.yml` is added by `aibox up` (`-f`) when it exists.
+    let compose_files: Vec<&str> = layout::COMPOSE_FILES
+        .iter()
+        .filter(|p| layout::entry(p).is_some_and(|e| e.scope == layout::Scope::Committed))
+        .filter(|p| **p != layout::COMPOSE_OVERRIDE || inputs.override_present())
+        .filter_map(|p| p.strip_prefix(layout::DEVCONTAINER_DIR))
+        .collect();
     let mut doc = Map::new();
     doc.insert("name".into(), json!(crate::project_name(config)));
     doc.insert("dockerComposeFile".into(), json!(compose_files));

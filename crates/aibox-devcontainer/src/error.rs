@@ -51,9 +51,9 @@ pub enum DevcontainerError {
         /// The offending value (never a personal environment value).
         value: String,
         /// What is wrong.
-        reason: &'static str,
+        reason: std::borrow::Cow<'static, str>,
         /// How to fix it.
-        help: &'static str,
+        help: std::borrow::Cow<'static, str>,
     },
 
     /// A bind mount cannot be written in Compose short syntax.
@@ -90,7 +90,7 @@ pub enum DevcontainerError {
     },
 
     /// `Dockerfile.local` would swallow the generated lines that follow it.
-    #[error(".devcontainer/Dockerfile.local: {reason}")]
+    #[error("{}: {reason}", aibox_config::layout::DOCKERFILE_LOCAL)]
     #[diagnostic(
         code(aibox::devcontainer::dockerfile_local),
         help("Fix `.devcontainer/Dockerfile.local`, then run `aibox apply` again.")

@@ -3,8 +3,7 @@
 //! checks protect the file formats (a newline in a `FROM` line, a `:` in a short-syntax
 //! volume, a user name `useradd` refuses).
 
-// The loader's own name rules, so both layers accept exactly the same names.
-use aibox_config::validate::{is_container_name, is_env_name, is_user_name};
+use aibox_config::validate::is_env_name;
 
 use crate::{DevcontainerError, Inputs};
 
@@ -17,61 +16,37 @@ fn invalid(
     DevcontainerError::InvalidValue {
         field,
         value: value.to_owned(),
-        reason,
-        help,
+        reason: reason.into(),
+        help: help.into(),
+    }
+}
+
+/// The full key of a `[container]` value named by the loader's check.
+fn container_field(key: &str) -> &'static str {
+    match key {
+        "name" => "container.name",
+        "hostname" => "container.hostname",
+        "user" => "container.user",
+        "uid" => "container.uid",
+        "base_image" => "container.base_image",
+        "timezone" => "container.timezone",
+        _ => "container",
     }
 }
 
 /// Validates the values that go into the Dockerfile, the Compose file and the labels.
 pub(crate) fn inputs(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
-    let c = &inputs.config.container;
-    if !is_container_name(&c.name) {
-        return Err(invalid(
-            "container.name",
-            &c.name,
-            "it must start with a letter or digit and use only letters, digits, `.`, `_`, `-`",
-            "Pick a name such as `my-project`.",
-        ));
-    }
-    let host = c.hostname();
-    if !is_container_name(host) || host.len() > 63 {
-        return Err(invalid(
-            "container.hostname",
-            host,
-            "a host name starts with a letter or digit, uses letters, digits, `.`, `_`, `-` \
-             and has at most 63 characters",
-            "Set `container.hostname` to a short name such as `dev`.",
-        ));
-    }
-    if !is_user_name(&c.user) {
-        return Err(invalid(
-            "container.user",
-            &c.user,
-            "`useradd` accepts lowercase letters, digits, `_` and `-`, starting with a letter \
-             or `_`, at most 32 characters",
-            "Pick a user name such as `aibox` or `dev`.",
-        ));
-    }
-    if (c.user == "root") != (c.uid == 0) {
-        return Err(invalid(
-            "container.uid",
-            &c.uid.to_string(),
-            "UID 0 is root: `user = \"root\"` needs `uid = 0` and any other user needs a \
-             non-zero UID",
-            "Use an unprivileged user with your host UID (often 1000).",
-        ));
-    }
-    if c.base_image.is_empty()
-        || c.base_image
-            .chars()
-            .any(|ch| ch.is_whitespace() || ch.is_control())
+    // The loader's rules for `[container]`, so `config validate` and `apply` agree.
+    if let Some(issue) = aibox_config::validate::container_issues(&inputs.config.container)
+        .into_iter()
+        .next()
     {
-        return Err(invalid(
-            "container.base_image",
-            &c.base_image,
-            "an image reference cannot be empty or contain spaces or control characters",
-            "Use a reference such as `docker.io/library/debian:bookworm-slim`.",
-        ));
+        return Err(DevcontainerError::InvalidValue {
+            field: container_field(issue.key),
+            value: issue.value,
+            reason: issue.message.into(),
+            help: issue.help.into(),
+        });
     }
     if inputs.aibox_version.is_empty()
         || !inputs
@@ -94,16 +69,6 @@ pub(crate) fn inputs(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
             src,
             "a label value cannot be empty or contain control characters",
             "Pass a URL such as `https://example.org/project`.",
-        ));
-    }
-    if let Some(tz) = &c.timezone
-        && (tz.is_empty() || tz.chars().any(|ch| ch.is_whitespace() || ch.is_control()))
-    {
-        return Err(invalid(
-            "container.timezone",
-            tz,
-            "a time zone is a name such as `Europe/Berlin` without spaces",
-            "Use an IANA time zone name, or remove the key.",
         ));
     }
     values(inputs)

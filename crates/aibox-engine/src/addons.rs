@@ -11,7 +11,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::Serialize;
 use toml_edit::{Array, DocumentMut, Item, Table, Value};
 
-use crate::init::{InitError, write_atomic};
+use crate::init::{InitError, write_error};
 
 /// One catalog tool as `aibox addon list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -272,6 +272,13 @@ fn edit(
         return Ok(false);
     }
     aibox_config::parse_aibox_toml(&new, aibox_config::AIBOX_TOML)?;
-    write_atomic(&path, new.as_bytes(), false)?;
+    let project = aibox_config::write::ProjectRoot::open(root).map_err(|e| write_error(root, e))?;
+    aibox_config::write::Writer::for_command(&project, aibox_config::layout::Writers::CONFIG_SET)
+        .write(
+            Utf8Path::new(aibox_config::AIBOX_TOML),
+            new.as_bytes(),
+            None,
+        )
+        .map_err(|e| write_error(root, e))?;
     Ok(true)
 }

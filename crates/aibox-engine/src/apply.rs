@@ -520,22 +520,8 @@ struct ProjectLock {
 impl ProjectLock {
     fn acquire(root: &ProjectRoot, timeout: Duration) -> Result<Self, EngineError> {
         let rel = Utf8Path::new(APPLY_LOCK);
-        let writer = Writer::new(root);
-        let dir = writer.ensure_parent(rel)?;
-        let path = dir.join(rel.file_name().unwrap_or_default());
-        if fs_err::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(EngineError::Symlink {
-                path: rel.to_owned(),
-                link: rel.to_owned(),
-            });
-        }
-        let file = fs_err::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| EngineError::io("open", &path, e))?;
+        let file = Writer::new(root).open_lock_file(rel)?;
+        let path = root.path().join(rel);
         let start = Instant::now();
         loop {
             match file.file().try_lock() {

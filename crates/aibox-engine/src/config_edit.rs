@@ -1,11 +1,14 @@
 //! `aibox config set`: a comment-preserving, validated edit of `aibox.toml` or
 //! `.aibox-local.toml`, saved atomically. The edit itself lives in `aibox-config`; this
-//! module only reads and writes the file.
+//! module only reads and writes the file, through the one writer as the `config set`
+//! command of the file table.
 
 use aibox_config::edit::ConfigFile;
+use aibox_config::layout::Writers;
+use aibox_config::write::{ProjectRoot, Writer};
 use camino::Utf8Path;
 
-use crate::init::{InitError, write_atomic};
+use crate::init::{InitError, write_error};
 
 /// Sets `key` to `value` in the project's `file` and saves it. The edited text is
 /// validated with the strict loader first; an invalid edit leaves the file untouched.
@@ -17,13 +20,14 @@ pub fn config_set(
     value: &str,
 ) -> Result<camino::Utf8PathBuf, ConfigEditError> {
     let path = root.join(file.file_name());
-    let text = if path.is_file() {
-        fs_err::read_to_string(&path).map_err(|source| ConfigEditError::Io {
+    let rel = Utf8Path::new(file.file_name());
+    let project = ProjectRoot::open(root).map_err(|e| write_error(root, e))?;
+    let text = match project.read(rel).map_err(|e| write_error(root, e))? {
+        Some(bytes) => String::from_utf8(bytes).map_err(|e| ConfigEditError::Io {
             path: path.clone(),
-            source,
-        })?
-    } else {
-        String::new()
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        })?,
+        None => String::new(),
     };
     let new = aibox_config::edit::set_in(file, &text, key, value)?;
     if file == ConfigFile::Team {
@@ -32,7 +36,9 @@ pub fn config_set(
         crate::config_check::check_team_config(&new, &config)?;
     }
     if new != text {
-        write_atomic(&path, new.as_bytes(), false)?;
+        Writer::for_command(&project, Writers::CONFIG_SET)
+            .write(rel, new.as_bytes(), None)
+            .map_err(|e| write_error(root, e))?;
     }
     Ok(path)
 }

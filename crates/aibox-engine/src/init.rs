@@ -4,10 +4,12 @@
 //! [`InitOptions`]. It refuses to touch a project that already has an `aibox.toml`,
 //! writes both files atomically (temporary file in the same directory, then rename),
 //! never overwrites an `aibox.toml` that appears meanwhile, never edits or reorders a
-//! user's `.gitignore` lines, and never sets a `[security]` consent.
+//! user's `.gitignore` lines, and never sets a `[security]` consent. Both files go
+//! through the one writer (`aibox_config::write`) as the `init` command of the file
+//! table.
 
-use std::io::Write as _;
-
+use aibox_config::layout::Writers;
+use aibox_config::write::{ProjectRoot, WriteError, Writer};
 use aibox_config::{AIBOX_TOML, ConfigError, merge_gitignore, parse_aibox_toml};
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -82,6 +84,10 @@ pub enum InitError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Check(#[from] crate::config_check::ConfigCheckError),
+    /// The writer refused a path (outside what `init` may write, or in the way).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Write(WriteError),
     /// Reading or writing a file failed.
     #[error("cannot write {path}")]
     #[diagnostic(code(aibox::init::io), help("check that the directory is writable"))]
@@ -99,6 +105,7 @@ impl InitError {
     pub fn kind(&self) -> aibox_config::ErrorKind {
         match self {
             Self::Io { .. } => aibox_config::ErrorKind::Environment,
+            Self::Write(e) => e.kind(),
             Self::Invalid(e) => e.kind(),
             Self::Check(e) => e.kind(),
             Self::Exists { .. } | Self::NotADirectory { .. } | Self::Symlink { .. } => {
@@ -127,19 +134,14 @@ pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError>
     let config = parse_aibox_toml(&text, AIBOX_TOML)?;
     crate::config_check::check_team_config(&text, &config)?;
 
-    let gi_path = dir.join(".gitignore");
-    let existing = match gi_path.symlink_metadata() {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(InitError::Symlink { path: gi_path });
-        }
-        Ok(_) => Some(
-            fs_err::read_to_string(&gi_path).map_err(|source| InitError::Io {
-                path: gi_path.clone(),
-                source,
-            })?,
-        ),
-        Err(_) => None,
-    };
+    let gi_path = dir.join(aibox_config::layout::GITIGNORE);
+    let root = ProjectRoot::open(dir).map_err(|e| write_error(dir, e))?;
+    let mut writer = Writer::for_command(&root, Writers::INIT);
+    let gi_rel = Utf8Path::new(aibox_config::layout::GITIGNORE);
+    let existing = root
+        .read(gi_rel)
+        .map_err(|e| write_error(dir, e))?
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
     let added: Vec<String> =
         aibox_config::gitignore::missing_entries(existing.as_deref().unwrap_or(""))
             .into_iter()
@@ -148,7 +150,9 @@ pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError>
     let change = match (merge_gitignore(existing.as_deref()), existing.is_some()) {
         (None, _) => GitignoreChange::Unchanged,
         (Some(new), had) => {
-            write_atomic(&gi_path, new.as_bytes(), false)?;
+            writer
+                .write(gi_rel, new.as_bytes(), None)
+                .map_err(|e| write_error(dir, e))?;
             if had {
                 GitignoreChange::Extended
             } else {
@@ -156,7 +160,9 @@ pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError>
             }
         }
     };
-    write_atomic(&toml_path, text.as_bytes(), true)?;
+    writer
+        .create_new(Utf8Path::new(AIBOX_TOML), text.as_bytes())
+        .map_err(|e| write_error(dir, e))?;
     Ok(InitReport {
         aibox_toml: toml_path,
         gitignore: gi_path,
@@ -169,48 +175,16 @@ pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError>
     })
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory.
-///
-/// With `no_clobber`, the final step is a hard link, which fails instead of replacing a
-/// file that appeared since the existence check. A replaced file keeps its permissions.
-pub(crate) fn write_atomic(
-    path: &Utf8Path,
-    bytes: &[u8],
-    no_clobber: bool,
-) -> Result<(), InitError> {
-    let io = |source| InitError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let dir = path.parent().unwrap_or(Utf8Path::new("."));
-    let name = path.file_name().unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.aibox-tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = fs_err::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        // Keep the mode of a file being replaced (for example 0600 on a personal file).
-        if let Ok(meta) = fs_err::metadata(path) {
-            f.set_permissions(meta.permissions())?;
-        }
-        f.sync_all()?;
-        drop(f);
-        if no_clobber {
-            fs_err::hard_link(&tmp, path)
-        } else {
-            fs_err::rename(&tmp, path)
-        }
-    })();
-    let _ = fs_err::remove_file(&tmp);
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) if no_clobber && e.kind() == std::io::ErrorKind::AlreadyExists => {
-            Err(InitError::Exists {
-                path: path.to_owned(),
-            })
-        }
-        Err(e) => Err(io(e)),
+/// The writer's refusals in `init`'s terms: a symlink, an existing file, an I/O error.
+pub(crate) fn write_error(dir: &Utf8Path, e: WriteError) -> InitError {
+    match e {
+        WriteError::Symlink { path, .. } => InitError::Symlink {
+            path: dir.join(path),
+        },
+        WriteError::Exists { path } => InitError::Exists {
+            path: dir.join(path),
+        },
+        WriteError::Io { path, source, .. } => InitError::Io { path, source },
+        other => InitError::Write(other),
     }
 }

@@ -80,7 +80,7 @@ impl PlanContext<'_> {
     /// Current bytes of a root-relative file, `None` when it does not exist. Refuses
     /// invalid paths and symlinks like the writer does.
     pub fn read(&self, rel: &Utf8Path) -> Result<Option<Vec<u8>>, EngineError> {
-        self.root.read(rel)
+        Ok(self.root.read(rel)?)
     }
 
     /// Current text of a root-relative file (lossy UTF-8), `None` when it does not exist.
@@ -92,7 +92,7 @@ impl PlanContext<'_> {
 
     /// Whether a root-relative regular file exists (symlinks count as absent).
     pub fn exists(&self, rel: &Utf8Path) -> Result<bool, EngineError> {
-        self.root.is_file(rel)
+        Ok(self.root.is_file(rel)?)
     }
 }
 

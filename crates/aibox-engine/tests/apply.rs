@@ -742,3 +742,32 @@ fn a_write_refused_mid_apply_changes_nothing() {
     apply(&fx.root, &opts()).unwrap();
     assert!(fx.read(".vscode/mcp.json").contains("docs"));
 }
+
+/// `[container]` values are judged by one rule set: `config validate` (through
+/// `config_check::check_project`) refuses `user = "root", uid = 1000` exactly as `apply`
+/// does, with the same message, and neither writes anything.
+#[test]
+fn config_validate_and_apply_refuse_a_root_user_with_a_non_zero_uid_alike() {
+    let f = Fixture::with(
+        "[container]\nname = \"demo\"\nuser = \"root\"\nuid = 1000\n\n[context]\nmode = \"harness-only\"\n",
+    );
+    let validate = aibox_engine::config_check::check_project(&f.root).unwrap_err();
+    let applied = apply(&f.root, &opts()).unwrap_err();
+    for err in [
+        &validate as &dyn miette::Diagnostic,
+        &applied as &dyn miette::Diagnostic,
+    ] {
+        let mut text = err.to_string();
+        let mut related = Vec::new();
+        if let Some(r) = err.related() {
+            related.extend(r.map(ToString::to_string));
+        }
+        text.push_str(&related.join("\n"));
+        assert!(
+            text.contains("UID 1000 does not fit user \"root\""),
+            "{}: {text}",
+            code(err)
+        );
+    }
+    assert!(!f.path(DOCKERFILE).exists());
+}

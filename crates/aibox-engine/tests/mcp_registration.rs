@@ -149,8 +149,7 @@ fn literal_secret_in_team_server_is_refused() {
 #[test]
 fn effective_servers_for_mcp_list() {
     let f = fixture();
-    let project = aibox_config::load_project(&f.root).unwrap();
-    let rows = aibox_engine::sources::mcp::effective_servers(&project, &[]).unwrap();
+    let rows = aibox_engine::mcp_list(&f.root).unwrap();
     assert_eq!(rows.len(), 4 * 3, "4 harnesses x 3 servers");
     let personal_vscode = rows
         .iter()

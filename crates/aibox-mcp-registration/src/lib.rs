@@ -27,8 +27,8 @@ pub mod tools;
 pub use error::{McpError, ParseError};
 pub use ledger::{LEDGER_PATH, Ledger};
 pub use register::{
-    CONTAINER_WORKSPACE, EffectiveServer, FileScope, GITIGNORE_ENTRIES, RegisterOptions,
-    Registration, TARGETS, TargetFile, check_denies_enforceable, effective_servers, register,
+    CONTAINER_WORKSPACE, EffectiveServer, FileScope, RegisterOptions, Registration, TARGETS,
+    TargetFile, check_denies_enforceable, effective_servers, register,
 };
 pub use spec::{Origin, ServerSpec, Transport, collect_servers};
 pub use tools::ToolPolicy;

@@ -157,91 +157,9 @@ impl Template {
     }
 }
 
-/// Key names that suggest a secret (security-model §3): one of the words as a whole
-/// `_`-separated word, case-insensitive.
-pub fn is_secret_key(key: &str) -> bool {
-    const WORDS: [&str; 8] = [
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "PASSPHRASE",
-        "CREDENTIAL",
-        "AUTH",
-        "APIKEY",
-    ];
-    const PAIRS: [&str; 4] = ["API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "CLIENT_SECRET"];
-    let upper = key.to_ascii_uppercase().replace('-', "_");
-    let words: Vec<&str> = upper.split('_').collect();
-    words
-        .iter()
-        .any(|w| WORDS.contains(w) || w.trim_end_matches('S') == "CREDENTIAL")
-        || PAIRS.iter().any(|pair| {
-            let p: Vec<&str> = pair.split('_').collect();
-            words.windows(p.len()).any(|w| w == p.as_slice())
-        })
-}
-
-/// Whether literal text looks like a credential (security-model §3 value rules).
-pub fn looks_like_secret(text: &str) -> bool {
-    const PREFIXES: [&str; 13] = [
-        "ghp_",
-        "gho_",
-        "ghu_",
-        "ghs_",
-        "ghr_",
-        "github_pat_",
-        "glpat-",
-        "sk-",
-        "xoxb-",
-        "xoxp-",
-        "xoxa-",
-        "xoxr-",
-        "AIza",
-    ];
-    let tokens = text.split(|c: char| c.is_whitespace() || c == '=' || c == '"' || c == '\'');
-    for token in tokens {
-        if PREFIXES
-            .iter()
-            .any(|p| token.starts_with(p) && token.len() > p.len() + 3)
-        {
-            return true;
-        }
-        if token.len() == 20
-            && token.starts_with("AKIA")
-            && token[4..]
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-        {
-            return true;
-        }
-    }
-    if text.contains("PRIVATE KEY-----") {
-        return true;
-    }
-    let trimmed = text.trim_start();
-    if let Some(rest) = trimmed
-        .strip_prefix("Bearer ")
-        .or_else(|| trimmed.strip_prefix("bearer "))
-        && !rest.trim().is_empty()
-    {
-        return true;
-    }
-    url_has_password(text)
-}
-
-/// `scheme://user:password@host` anywhere in the text.
-fn url_has_password(text: &str) -> bool {
-    text.match_indices("://").any(|(i, _)| {
-        let authority = text[i + 3..]
-            .split(['/', '?', '#', ' '])
-            .next()
-            .unwrap_or("");
-        authority
-            .split_once('@')
-            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
-    })
-}
+/// What a secret is comes from `aibox_config::secret_rules`, shared with the policy gate
+/// and the skill review; registration refuses a hit instead of writing it.
+pub use aibox_config::secret_rules::{is_secret_key, looks_like_secret};
 
 #[cfg(test)]
 mod tests {
@@ -280,8 +198,8 @@ mod tests {
         assert!(is_secret_key("AUTH"));
         assert!(!is_secret_key("TOKENIZER_MODE"));
         assert!(!is_secret_key("PROCESSKIT_MCP_MODE"));
-        assert!(looks_like_secret("ghp_FAKEFAKEFAKEFAKE"));
-        assert!(looks_like_secret("Bearer abc"));
+        assert!(looks_like_secret("ghp_FAKEFAKEFAKEFAKEFAKEFAKE"));
+        assert!(looks_like_secret("Bearer fakefakefake"));
         assert!(!looks_like_secret("Bearer "));
         assert!(looks_like_secret("https://me:pw@example.invalid/x"));
         assert!(!looks_like_secret("https://example.invalid/x"));

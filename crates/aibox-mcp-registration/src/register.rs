@@ -60,12 +60,6 @@ pub const VSCODE_MCP: &str = ".vscode/mcp.json";
 /// Default container path of the project.
 pub const CONTAINER_WORKSPACE: &str = "/workspace";
 
-/// Paths that must be in `.gitignore` because they may hold personal servers or
-/// container-scoped state (the engine's gitignore source adds them). The project MCP
-/// files are absent on purpose: they hold only team and processkit servers and are
-/// committed.
-pub const GITIGNORE_ENTRIES: [&str; 3] = [CLAUDE_SETTINGS_LOCAL, ".aibox/", ".aibox-home/"];
-
 /// Whether a target file is shared through git.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]

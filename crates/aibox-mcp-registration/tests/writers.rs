@@ -110,12 +110,14 @@ fn personal_servers_never_reach_committed_files() {
     // The personal server goes to the container-scoped user configs only.
     assert!(files[".aibox-home/.codex/config.toml"].contains("[mcp_servers.my-notes]"));
     assert!(files[".aibox-home/.gemini/settings.json"].contains("\"my-notes\""));
-    for path in aibox_mcp_registration::GITIGNORE_ENTRIES {
+    for path in [
+        ".mcp.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        ".cursor/mcp.json",
+    ] {
         assert!(
-            !matches!(
-                path,
-                ".mcp.json" | ".codex/config.toml" | ".gemini/settings.json" | ".cursor/mcp.json"
-            ),
+            !aibox_config::is_local_state(path),
             "{path} is committed, not ignored"
         );
     }
@@ -813,4 +815,28 @@ fn jsonc_files_are_merged_keeping_every_comment() {
             assert!(text.contains(&comment), "{path} lost `{comment}`:\n{text}");
         }
     }
+}
+
+/// Every harness file registration writes is a row of the file table that `apply` may
+/// write, with the same scope (committed, gitignored, container-scoped).
+#[test]
+fn every_target_is_in_the_file_table_with_its_scope() {
+    use aibox_config::layout::{self, Scope, Writers};
+    use aibox_mcp_registration::{FileScope, LEDGER_PATH, TARGETS};
+    for (_, path, scope) in TARGETS {
+        assert!(layout::may_write(Writers::APPLY, path), "{path}");
+        let entry = layout::entry(path).unwrap();
+        let expected = match scope {
+            FileScope::Committed => Scope::Committed,
+            FileScope::Gitignored => Scope::Gitignored,
+            FileScope::ContainerScoped => Scope::ContainerScoped,
+        };
+        assert_eq!(entry.scope, expected, "{path}");
+        assert_eq!(
+            aibox_config::is_local_state(path),
+            expected != Scope::Committed,
+            "{path}"
+        );
+    }
+    assert!(layout::may_write(Writers::APPLY, LEDGER_PATH));
 }

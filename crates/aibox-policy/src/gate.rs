@@ -103,13 +103,13 @@ const CREDENTIAL_DIRS: [&str; 24] = [
 const ENGINE_SOCKETS: [&str; 4] = ["docker.sock", "podman.sock", "containerd.sock", "crio.sock"];
 
 /// Path of the generated Compose file.
-pub const COMPOSE_PATH: &str = ".devcontainer/docker-compose.yml";
+pub const COMPOSE_PATH: &str = aibox_config::layout::COMPOSE;
 /// Path of the user-owned Compose override.
-pub const OVERRIDE_PATH: &str = ".devcontainer/docker-compose.override.yml";
+pub const OVERRIDE_PATH: &str = aibox_config::layout::COMPOSE_OVERRIDE;
 /// Path of the generated personal Compose file (local state, still gated).
-pub const COMPOSE_LOCAL_PATH: &str = ".devcontainer/docker-compose.local.yml";
+pub const COMPOSE_LOCAL_PATH: &str = aibox_config::layout::COMPOSE_LOCAL;
 /// Path of the generated `devcontainer.json`.
-pub const DEVCONTAINER_PATH: &str = ".devcontainer/devcontainer.json";
+pub const DEVCONTAINER_PATH: &str = aibox_config::layout::DEVCONTAINER_JSON;
 
 /// The whole gate over a plan, as `apply` runs it before writing anything: the planned
 /// Compose file and `devcontainer.json`, the existing override (`override_text`, read by
@@ -461,8 +461,8 @@ pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> V
         out.extend(check_devcontainer_json(DEVCONTAINER_PATH, text, consent));
         out.extend(check_local_features(text, sources, consent));
     }
-    // `aibox up` runs the three files itself; the editor runs the listed ones. Both count.
-    let mut names: Vec<String> = [COMPOSE_PATH, OVERRIDE_PATH, COMPOSE_LOCAL_PATH]
+    // `aibox up` runs its Compose files itself; the editor runs the listed ones. Both count.
+    let mut names: Vec<String> = aibox_config::layout::COMPOSE_FILES
         .map(str::to_owned)
         .to_vec();
     for name in devcontainer
@@ -497,7 +497,7 @@ pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> V
             texts.push((name, text));
         }
     }
-    let env = sources.read(".devcontainer/.env");
+    let env = sources.read(aibox_config::layout::COMPOSE_ENV);
     let files: Vec<(&str, &str)> = texts
         .iter()
         .map(|(p, t)| (p.as_str(), t.as_str()))
@@ -1501,7 +1501,9 @@ impl Ctx<'_> {
         // Only the generated file counts, relative to `.devcontainer/` or by an absolute path
         // into a project's `.devcontainer/`; its contents are checked against the lock.
         let ours = matches!(value, "aibox-seccomp.json" | "./aibox-seccomp.json")
-            || value.ends_with("/.devcontainer/aibox-seccomp.json");
+            || value
+                .strip_suffix(aibox_config::layout::SECCOMP_PROFILE)
+                .is_some_and(|head| head.ends_with('/'));
         if ours && self.consent.seccomp_profile {
             return;
         }

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::PolicyError;
 
 /// Where the generated profile lives, relative to the project root.
-pub const PROFILE_PATH: &str = ".devcontainer/aibox-seccomp.json";
+pub const PROFILE_PATH: &str = aibox_config::layout::SECCOMP_PROFILE;
 
 /// The `security_opt` entry that selects the generated profile. The path is relative to
 /// the Compose file's directory (`.devcontainer/`), which Compose v2 resolves against the

@@ -48,12 +48,10 @@ impl TextKind {
     }
 }
 
-/// A credential format recognised in a value.
-struct TokenHit {
-    kind: &'static str,
-    start: usize,
-    end: usize,
-}
+// What a secret is comes from `aibox_config::secret_rules` (shared with MCP registration
+// and the skill review); this module decides what the gate does with a hit.
+pub(crate) use aibox_config::secret_rules::credential_spans as token_spans;
+use aibox_config::secret_rules::find_credential as find_token;
 
 /// Scans `text` for secrets. `file` labels the findings (a project-relative path).
 pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
@@ -351,37 +349,9 @@ fn env_field(leaf: &Leaf) -> bool {
     })
 }
 
-/// Key names that suggest a secret (case-insensitive; `AUTH` only as a whole word).
-///
-/// `camelCase` and punctuation count as word breaks, so `apiKey` and `x-auth` match too.
+/// Key names that suggest a secret: [`aibox_config::secret_rules::is_secret_key`].
 pub fn suspicious_key(key: &str) -> bool {
-    const PARTS: [&str; 11] = [
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "PASSPHRASE",
-        "API_KEY",
-        "APIKEY",
-        "ACCESS_KEY",
-        "PRIVATE_KEY",
-        "CLIENT_SECRET",
-        "CREDENTIAL",
-    ];
-    let mut norm = String::with_capacity(key.len() + 4);
-    let mut prev_lower = false;
-    for c in key.chars() {
-        if c.is_ascii_uppercase() && prev_lower {
-            norm.push('_');
-        }
-        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        norm.push(if c.is_ascii_alphanumeric() {
-            c.to_ascii_uppercase()
-        } else {
-            '_'
-        });
-    }
-    PARTS.iter().any(|p| norm.contains(p)) || norm.split('_').any(|w| w == "AUTH")
+    aibox_config::secret_rules::is_secret_key(key)
 }
 
 pub(crate) fn high_entropy(value: &str) -> bool {
@@ -396,257 +366,17 @@ pub(crate) fn high_entropy(value: &str) -> bool {
         && entropy(value) >= 3.5
 }
 
-struct Pattern {
-    prefix: &'static str,
-    kind: &'static str,
-    min: usize,
-    exact: bool,
-    charset: fn(char) -> bool,
-}
-
-fn alnum(c: char) -> bool {
-    c.is_ascii_alphanumeric()
-}
-fn alnum_dash(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '-' || c == '_'
-}
-fn alnum_us(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-fn upper_digit(c: char) -> bool {
-    c.is_ascii_uppercase() || c.is_ascii_digit()
-}
-
-const PATTERNS: [Pattern; 13] = [
-    Pattern {
-        prefix: "sk-ant-",
-        kind: "Anthropic API key",
-        min: 16,
-        exact: false,
-        charset: alnum_dash,
-    },
-    Pattern {
-        prefix: "github_pat_",
-        kind: "GitHub token",
-        min: 20,
-        exact: false,
-        charset: alnum_us,
-    },
-    Pattern {
-        prefix: "ghp_",
-        kind: "GitHub token",
-        min: 20,
-        exact: false,
-        charset: alnum,
-    },
-    Pattern {
-        prefix: "gho_",
-        kind: "GitHub token",
-        min: 20,
-        exact: false,
-        charset: alnum,
-    },
-    Pattern {
-        prefix: "ghu_",
-        kind: "GitHub token",
-        min: 20,
-        exact: false,
-        charset: alnum,
-    },
-    Pattern {
-        prefix: "ghs_",
-        kind: "GitHub token",
-        min: 20,
-        exact: false,
-        charset: alnum,
-    },
-    Pattern {
-        prefix: "ghr_",
-        kind: "GitHub token",
-        min: 20,
-        exact: false,
-        charset: alnum,
-    },
-    Pattern {
-        prefix: "glpat-",
-        kind: "GitLab token",
-        min: 20,
-        exact: false,
-        charset: alnum_dash,
-    },
-    Pattern {
-        prefix: "xoxb-",
-        kind: "Slack token",
-        min: 10,
-        exact: false,
-        charset: alnum_dash,
-    },
-    Pattern {
-        prefix: "xoxp-",
-        kind: "Slack token",
-        min: 10,
-        exact: false,
-        charset: alnum_dash,
-    },
-    Pattern {
-        prefix: "sk-",
-        kind: "OpenAI-style API key",
-        min: 20,
-        exact: false,
-        charset: alnum_dash,
-    },
-    Pattern {
-        prefix: "AKIA",
-        kind: "AWS access key ID",
-        min: 16,
-        exact: true,
-        charset: upper_digit,
-    },
-    Pattern {
-        prefix: "AIza",
-        kind: "Google API key",
-        min: 35,
-        exact: true,
-        charset: alnum_dash,
-    },
-];
-
-/// Finds the earliest credential-looking span in `s`.
-fn find_token(s: &str) -> Option<TokenHit> {
-    let mut hits: Vec<TokenHit> = Vec::new();
-    if let Some(start) = s.find("-----BEGIN")
-        && s[start..].contains("PRIVATE KEY")
-    {
-        // The block ends after the END marker's closing dashes, or at the end of the text.
-        let end = s[start..]
-            .find("-----END")
-            .and_then(|e| {
-                let after = start + e + "-----END".len();
-                s[after..].find("-----").map(|d| after + d + "-----".len())
-            })
-            .unwrap_or(s.len());
-        hits.push(TokenHit {
-            kind: "PEM private key",
-            start,
-            end,
-        });
-    }
-    for p in &PATTERNS {
-        let mut from = 0;
-        while let Some(pos) = s[from..].find(p.prefix) {
-            let start = from + pos;
-            from = start + p.prefix.len();
-            if s[..start]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_ascii_alphanumeric())
-            {
-                continue;
-            }
-            // Look only as far as the decision needs (linear over many candidates); the
-            // full span is measured once, for the hit.
-            let seen = s[from..]
-                .chars()
-                .take(p.min + 1)
-                .take_while(|c| (p.charset)(*c))
-                .count();
-            let ok = if p.exact {
-                seen == p.min
-            } else {
-                seen >= p.min
-            };
-            if ok {
-                let body: usize = s[from..].chars().take_while(|c| (p.charset)(*c)).count();
-                hits.push(TokenHit {
-                    kind: p.kind,
-                    start,
-                    end: from + body,
-                });
-                break;
-            }
-        }
-    }
-    hits.extend(find_bearer(s));
-    hits.extend(find_url_credentials(s));
-    // Earliest first; on a tie the longer span (`sk-ant-` over `sk-`).
-    hits.into_iter()
-        .min_by_key(|h| (h.start, std::cmp::Reverse(h.end)))
-}
-
-fn find_bearer(s: &str) -> Option<TokenHit> {
-    let lower = s.to_ascii_lowercase();
-    let mut from = 0;
-    while let Some(pos) = lower[from..].find("bearer ") {
-        let start = from + pos;
-        from = start + "bearer ".len();
-        let token: String = s[from..]
-            .chars()
-            .take_while(|c| !c.is_whitespace() && !"\"',;".contains(*c))
-            .collect();
-        if token.len() >= 8 && !has_reference(&token) && !token.starts_with('<') {
-            return Some(TokenHit {
-                kind: "literal Bearer token",
-                start,
-                end: from + token.len(),
-            });
-        }
-    }
-    None
-}
-
-fn find_url_credentials(s: &str) -> Option<TokenHit> {
-    let mut from = 0;
-    while let Some(pos) = s[from..].find("://") {
-        let start = from + pos + 3;
-        from = start;
-        let authority: String = s[start..]
-            .chars()
-            .take_while(|c| !"/?# \"'<>".contains(*c))
-            .collect();
-        let Some((userinfo, _)) = authority.rsplit_once('@') else {
-            continue;
-        };
-        if let Some((_, password)) = userinfo.split_once(':')
-            && !password.is_empty()
-            && !has_reference(password)
-        {
-            return Some(TokenHit {
-                kind: "URL with an embedded password",
-                start,
-                end: start + userinfo.len(),
-            });
-        }
-    }
-    None
-}
-
-/// Spans of credential formats in `s` (used by redaction).
-pub(crate) fn token_spans(s: &str) -> Vec<(usize, usize)> {
-    let mut spans = Vec::new();
-    let mut from = 0;
-    while from < s.len() {
-        let Some(hit) = find_token(&s[from..]) else {
-            break;
-        };
-        let (start, end) = (from + hit.start, from + hit.end.max(hit.start + 1));
-        spans.push((start, end));
-        from = end;
-    }
-    spans
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn key_names() {
+    fn key_names_are_the_shared_rules() {
         for k in [
             "GITHUB_TOKEN",
             "apiKey",
-            "client_secret",
             "DB_PASSWORD",
-            "auth",
+            "dbPassword",
             "X_AUTH",
         ] {
             assert!(suspicious_key(k), "{k}");
@@ -654,17 +384,6 @@ mod tests {
         for k in ["AUTHOR", "LANG", "authorization_url", "path"] {
             assert!(!suspicious_key(k), "{k}");
         }
-    }
-
-    #[test]
-    fn token_formats() {
-        assert!(find_token("sk-ant-FAKEFAKEFAKEFAKEFAKE").is_some());
-        assert!(find_token("AKIAFAKEFAKEFAKEFAKE").is_some());
-        assert!(find_token("AKIAFAKEFAKEFAKEFAKEX").is_none());
-        assert!(find_token("task-runner-for-the-whole-team-here").is_none());
-        assert!(find_token("Bearer ${TOKEN}").is_none());
-        assert!(find_token("https://user:${PASS}@host/x").is_none());
         assert!(find_token("https://user:hunter2@host/x").is_some());
-        assert!(find_token("https://example.com/a@b").is_none());
     }
 }

@@ -40,51 +40,7 @@ pub(crate) fn is_identifier(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Removes every variable reference (`${VAR}`, `${VAR:-default}`, `$VAR`, `{env:VAR}`,
-/// `${env:VAR}`, `${input:id}`, `${localEnv:VAR}`, `${containerEnv:VAR}`, …) from `s`.
-///
-/// Linear in the length of `s`: every byte is looked at a bounded number of times (once
-/// no `}` follows, no later `${` can close either).
-pub(crate) fn strip_references(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let bytes = s.as_bytes();
-    let mut i = 0;
-    let mut no_close = false;
-    while i < bytes.len() {
-        let c = bytes[i];
-        let braced = c == b'$' && bytes.get(i + 1) == Some(&b'{')
-            || c == b'{' && s[i..].starts_with("{env:");
-        if braced && !no_close {
-            match s[i..].find('}') {
-                Some(end) => {
-                    i += end + 1;
-                    continue;
-                }
-                None => no_close = true,
-            }
-        } else if c == b'$' {
-            let len = bytes[i + 1..]
-                .iter()
-                .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
-                .count();
-            if len > 0 && is_identifier(&s[i + 1..i + 1 + len]) {
-                i += 1 + len;
-                continue;
-            }
-        }
-        let Some(ch) = s[i..].chars().next() else {
-            break;
-        };
-        out.push(ch);
-        i += ch.len_utf8();
-    }
-    out
-}
-
-/// True when `s` contains at least one variable reference.
-pub(crate) fn has_reference(s: &str) -> bool {
-    strip_references(s) != s
-}
+pub(crate) use aibox_config::secret_rules::has_reference;
 
 /// Shannon entropy of `s` in bits per character.
 pub(crate) fn entropy(s: &str) -> f64 {
@@ -110,6 +66,7 @@ pub(crate) fn entropy(s: &str) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aibox_config::secret_rules::strip_references;
 
     #[test]
     fn jsonc_comments_and_trailing_commas_are_accepted() {

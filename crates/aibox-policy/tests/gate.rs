@@ -722,3 +722,29 @@ fn running_container_state_is_judged_like_the_files() {
         &Consent::default()
     )));
 }
+
+/// The files the gate asks for in an empty project are exactly the gated rows of the
+/// file table (`aibox_config::layout::GATED`): `devcontainer.json`, the Compose files
+/// `up` runs and Compose's `.env`.
+#[test]
+fn the_gate_reads_exactly_the_gated_files_of_the_file_table() {
+    struct Recorder(std::cell::RefCell<Vec<String>>);
+    impl aibox_policy::ComposeSources for Recorder {
+        fn read(&self, path: &str) -> Option<String> {
+            self.0.borrow_mut().push(path.to_owned());
+            None
+        }
+    }
+    let rec = Recorder(std::cell::RefCell::default());
+    let findings = aibox_policy::check_compose_setup(&rec, &aibox_policy::Consent::default());
+    assert!(findings.is_empty(), "{findings:?}");
+    let mut read = rec.0.into_inner();
+    read.sort();
+    read.dedup();
+    let mut gated: Vec<String> = aibox_config::layout::GATED
+        .iter()
+        .map(|p| (*p).to_owned())
+        .collect();
+    gated.sort();
+    assert_eq!(read, gated);
+}

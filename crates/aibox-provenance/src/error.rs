@@ -8,6 +8,10 @@ use thiserror::Error;
 #[derive(Debug, Error, Diagnostic)]
 #[non_exhaustive]
 pub enum ProvenanceError {
+    /// The project writer refused or failed (`aibox_config::write`).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Write(#[from] aibox_config::write::WriteError),
     /// A file-system operation failed.
     #[error("{action} `{path}` failed")]
     #[diagnostic(
@@ -324,6 +328,7 @@ impl ProvenanceError {
     pub fn kind(&self) -> aibox_config::ErrorKind {
         use aibox_config::ErrorKind;
         match self {
+            Self::Write(e) => e.kind(),
             Self::InvalidDigest { .. }
             | Self::NoDigest { .. }
             | Self::InsecureUrl { .. }

@@ -11,12 +11,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use camino::Utf8Path;
 use serde::Serialize;
 
 use crate::catalog::{Catalog, skill_of};
 use crate::digest::Sha256;
 use crate::error::{ProvenanceError, Result};
-use crate::extract::{PayloadFile, write_tree};
+
+use crate::extract::PayloadFile;
 use crate::record::{
     Intent, IntentWrite, MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall, MarkerManifest,
     ProcesskitLock, SNAPSHOT_DIR,
@@ -821,34 +823,10 @@ fn check_parents(root: &Path, rel: &str) -> Result<()> {
     Ok(())
 }
 
-/// Writes one project file atomically (temp file + rename) with a normalised mode.
-pub fn write_atomic(root: &Path, rel: &str, data: &[u8], executable: bool) -> Result<()> {
-    check_parents(root, rel)?;
-    let path = root.join(rel);
-    let dir = path.parent().unwrap_or(root);
-    fs_err::create_dir_all(dir).map_err(|e| ProvenanceError::io("create", dir, e))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".aibox-tmp-")
-        .tempfile_in(dir)
-        .map_err(|e| ProvenanceError::io("create temporary file in", dir, e))?;
-    std::io::Write::write_all(&mut tmp, data)
-        .map_err(|e| ProvenanceError::io("write", tmp.path(), e))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = if executable { 0o755 } else { 0o644 };
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(|e| ProvenanceError::io("set permissions of", &path, e))?;
-    }
-    tmp.persist(&path)
-        .map_err(|e| ProvenanceError::io("rename into", &path, e.error))?;
-    Ok(())
-}
-
 /// Applies a plan: content writes and removals, snapshot, migration document, and the
 /// marker last. The caller writes `plan.lock` into `aibox.lock` afterwards.
 pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
+    use aibox_config::write::{ProjectRoot, Writer};
     // Refuse before writing anything if any destination is unsafe.
     for w in plan.writes.iter().chain(plan.migration.iter().flatten()) {
         check_parents(root, &w.path)?;
@@ -856,21 +834,30 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     for r in &plan.removals {
         check_parents(root, r)?;
     }
+    let utf8 = Utf8Path::from_path(root).ok_or_else(|| ProvenanceError::UnsafeDestination {
+        path: root.display().to_string(),
+        reason: "the project path is not valid UTF-8".to_owned(),
+    })?;
+    // Every byte goes through the one project writer (`aibox_config::write`): perimeter,
+    // symlink checks, atomic replace, fsync.
+    let project = ProjectRoot::open(utf8)?;
+    let mut writer = Writer::new(&project);
+    // One `syncfs` makes all content durable before the marker that names it.
+    writer.defer_sync();
+    let mode = |executable: bool| Some(if executable { 0o755 } else { 0o644 });
     for w in &plan.writes {
-        write_atomic(root, &w.path, &w.file.data, w.file.executable)?;
+        writer.write(
+            Utf8Path::new(&w.path),
+            &w.file.data,
+            mode(w.file.executable),
+        )?;
     }
     for r in &plan.removals {
-        let path = root.join(r);
-        match fs_err::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(ProvenanceError::io("remove", &path, e));
-            }
-            _ => {}
-        }
+        writer.remove(Utf8Path::new(r))?;
         // Drop directories the removal left empty, up to `context/`.
-        let mut dir = path.parent();
+        let mut dir = Utf8Path::new(r).parent();
         while let Some(d) = dir {
-            if d == root.join("context") || !d.starts_with(root) || fs_err::remove_dir(d).is_err() {
+            if d.as_str() == "context" || d.as_str().is_empty() || !writer.remove_empty_dir(d)? {
                 break;
             }
             dir = d.parent();
@@ -878,21 +865,47 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     }
     if let Some(s) = &plan.snapshot {
         check_parents(root, &format!("{}/x", s.dir))?;
-        write_tree(
-            s.files.iter().map(|(k, v)| (k.as_str(), v)),
-            &root.join(&s.dir),
-        )?;
+        for (rel, file) in &s.files {
+            let path = format!("{}/{rel}", s.dir);
+            writer.write(Utf8Path::new(&path), &file.data, mode(file.executable))?;
+        }
     }
     for s in &plan.stale_snapshots {
         check_parents(root, s)?;
-        let p = root.join(s);
-        fs_err::remove_dir_all(&p).map_err(|e| ProvenanceError::io("remove", &p, e))?;
+        let mut files = Vec::new();
+        list_files(root, s, &mut files);
+        for f in &files {
+            writer.remove(Utf8Path::new(f))?;
+        }
+        writer.prune_empty_dirs(Utf8Path::new(s))?;
     }
     for w in plan.migration.iter().flatten() {
-        write_atomic(root, &w.path, &w.file.data, false)?;
+        writer.write(Utf8Path::new(&w.path), &w.file.data, mode(false))?;
     }
     if plan.marker_changed {
-        write_atomic(root, MARKER_PATH, plan.marker.as_bytes(), false)?;
+        writer.write(
+            Utf8Path::new(MARKER_PATH),
+            plan.marker.as_bytes(),
+            mode(false),
+        )?;
     }
     Ok(())
+}
+
+/// Root-relative paths of the regular files below `rel` (symlinks are not followed).
+fn list_files(root: &Path, rel: &str, out: &mut Vec<String>) {
+    let Ok(entries) = fs_err::read_dir(root.join(rel)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let child = format!("{rel}/{name}");
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => list_files(root, &child, out),
+            Ok(t) if t.is_file() => out.push(child),
+            _ => {}
+        }
+    }
 }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// File name of the lock, at the project root.
-pub const LOCK_FILE: &str = "aibox.lock";
+pub const LOCK_FILE: &str = aibox_config::layout::LOCK;
 
 /// The whole of `aibox.lock`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,12 +27,12 @@ const DEVCONTAINER_FOLDER_LABEL: &str = "devcontainer.local_folder";
 /// Working directory inside the container (the workspace bind mount).
 pub const WORKSPACE_DIR: &str = "/workspace";
 /// The generated Compose file, relative to the project root.
-pub const COMPOSE_FILE: &str = ".devcontainer/docker-compose.yml";
+pub const COMPOSE_FILE: &str = aibox_config::layout::COMPOSE;
 /// The user's scaffold-once Compose override, relative to the project root.
-pub const COMPOSE_OVERRIDE_FILE: &str = ".devcontainer/docker-compose.override.yml";
+pub const COMPOSE_OVERRIDE_FILE: &str = aibox_config::layout::COMPOSE_OVERRIDE;
 /// The generated, gitignored Compose file with personal bind mounts, relative to the
 /// project root.
-pub const COMPOSE_LOCAL_FILE: &str = ".devcontainer/docker-compose.local.yml";
+pub const COMPOSE_LOCAL_FILE: &str = aibox_config::layout::COMPOSE_LOCAL;
 
 /// Everything the runtime needs to know about one project's container. The engine
 /// fills it from the names the generators use (`aibox_devcontainer::project_name`, ...).
@@ -61,13 +61,14 @@ impl Target {
         self.root.join(COMPOSE_OVERRIDE_FILE)
     }
 
-    /// Every Compose file that exists, in the order `devcontainer.json` lists them:
-    /// the generated file, the user's override, the personal local file.
+    /// Every Compose file that exists, in the order of the file table
+    /// (`aibox_config::layout::COMPOSE_FILES`, also the order `devcontainer.json` lists
+    /// them): the generated file (always), the user's override, the personal local file.
     pub fn compose_files(&self) -> Vec<Utf8PathBuf> {
         let mut files = vec![self.compose_file()];
-        for extra in [COMPOSE_OVERRIDE_FILE, COMPOSE_LOCAL_FILE] {
+        for extra in aibox_config::layout::COMPOSE_FILES {
             let path = self.root.join(extra);
-            if path.is_file() {
+            if extra != COMPOSE_FILE && path.is_file() {
                 files.push(path);
             }
         }

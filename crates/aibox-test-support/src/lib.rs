@@ -2,11 +2,10 @@
 //!
 //! Each module belongs to one area: `schema` validates generated files against the
 //! vendored JSON schemas, `podman` prepares a real container engine and a locally built
-//! base image, `http` serves releases on loopback, `fixtures` builds project trees, `cli`
-//! snapshots whole `aibox` interactions.
+//! base image, `http` serves releases on loopback, `cli` snapshots whole `aibox`
+//! interactions.
 
 pub mod cli;
-pub mod fixtures;
 pub mod http;
 pub mod podman;
 pub mod schema;

@@ -10,7 +10,7 @@ use crate::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 
 /// Path of the file, at the project root.
-pub const GITIGNORE: &str = ".gitignore";
+pub const GITIGNORE: &str = aibox_config::layout::GITIGNORE;
 
 /// Adds `.gitignore` with aibox's missing local-state entries appended (or unchanged
 /// when nothing is missing).

@@ -7,23 +7,15 @@
 
 use std::collections::BTreeMap;
 
-use aibox_config::{Ownership, PlannedFile, Project};
+use aibox_config::{Ownership, PlannedFile};
 use aibox_mcp_registration::{
-    CONTAINER_WORKSPACE, EffectiveServer, LEDGER_PATH, Ledger, McpError, RegisterOptions,
-    ServerSpec, TARGETS, collect_servers, register,
+    CONTAINER_WORKSPACE, LEDGER_PATH, Ledger, McpError, RegisterOptions, ServerSpec, TARGETS,
+    collect_servers, register,
 };
 use camino::Utf8Path;
 
 use crate::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
-
-/// Adds the merged harness MCP files to the plan, with no processkit servers.
-///
-/// Until the processkit source supplies its list, `contribute_all` calls this; once it
-/// does, call [`contribute_with`] with that list instead.
-pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
-    contribute_with(ctx, plan, &[])
-}
 
 /// Adds the merged harness MCP files to the plan. `processkit` holds the servers of the
 /// installed processkit release; they are ignored in context mode `harness-only`.
@@ -75,20 +67,4 @@ pub fn contribute_with(
         ))?;
     }
     Ok(())
-}
-
-/// The servers each enabled harness loads, with origin, target file, trust scope and
-/// allowed tools: the data behind `aibox mcp list [--output json]`. Reads no file.
-pub fn effective_servers(
-    project: &Project,
-    processkit: &[ServerSpec],
-) -> Result<Vec<EffectiveServer>, EngineError> {
-    let config = &project.config;
-    let servers = collect_servers(config, &project.local, processkit).map_err(EngineError::from)?;
-    let opts = RegisterOptions {
-        harnesses: &config.ai.harnesses,
-        permissions: &config.ai.mcp.permissions,
-        workspace: CONTAINER_WORKSPACE,
-    };
-    Ok(aibox_mcp_registration::effective_servers(&servers, &opts))
 }

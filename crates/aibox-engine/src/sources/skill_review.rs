@@ -28,11 +28,3 @@ pub fn gate(
 ) -> Result<Vec<String>, EngineError> {
     aibox_skill_review::gate(project, skills).map_err(EngineError::from)
 }
-
-/// Like [`gate`], with every review and the consents that were used (for `doctor`).
-pub fn gate_report(
-    project: &Project,
-    skills: &[(String, Utf8PathBuf, ReviewContext)],
-) -> Result<GateReport, EngineError> {
-    aibox_skill_review::gate_report(project, skills).map_err(EngineError::from)
-}

@@ -256,44 +256,10 @@ fn credential_text(skill: &Skill<'_>, f: &mut Findings) {
     }
 }
 
-/// What kind of credential a line seems to hold, if any.
+/// What kind of credential a line seems to hold, if any (the shared rule of
+/// `aibox_config::secret_rules`; the review warns instead of refusing).
 fn credential_kind(line: &str) -> Option<&'static str> {
-    if line.contains("-----BEGIN") && line.contains("PRIVATE KEY") {
-        return Some("a PEM private key header");
-    }
-    if let Some(at) = line.find("Bearer ") {
-        let token: String = line[at + 7..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '='))
-            .collect();
-        if token.len() >= 3 {
-            return Some("a bearer token");
-        }
-    }
-    // `scheme://user:password@host`
-    if let Some(scheme) = line.find("://") {
-        let rest = &line[scheme + 3..];
-        let authority = rest.split(['/', ' ', '"', '\'', '`']).next().unwrap_or("");
-        if let Some((userinfo, _)) = authority.rsplit_once('@')
-            && userinfo
-                .split_once(':')
-                .is_some_and(|(u, p)| !u.is_empty() && !p.is_empty())
-        {
-            return Some("a password in a URL");
-        }
-    }
-    for prefix in ["ghp_", "github_pat_", "sk-ant-", "xoxb-", "AKIA", "glpat-"] {
-        if let Some(at) = line.find(prefix) {
-            let run = line[at..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-                .count();
-            if run >= prefix.len() + 12 {
-                return Some("an access token format");
-            }
-        }
-    }
-    None
+    aibox_config::secret_rules::find_credential(line).map(|hit| hit.kind)
 }
 
 #[cfg(test)]
@@ -341,21 +307,21 @@ mod tests {
         use super::credential_kind;
         assert_eq!(
             credential_kind("url: postgres://user:pass@db.example.com/app"),
-            Some("a password in a URL")
+            Some("URL with an embedded password")
         );
         assert_eq!(credential_kind("see https://example.com/a@b"), None);
         assert_eq!(
             credential_kind("Authorization: Bearer abc123example"),
-            Some("a bearer token")
+            Some("literal Bearer token")
         );
         assert_eq!(
             credential_kind("-----BEGIN RSA PRIVATE KEY-----"),
-            Some("a PEM private key header")
+            Some("PEM private key")
         );
         assert_eq!(credential_kind("-----BEGIN CERTIFICATE-----"), None);
         assert_eq!(
             credential_kind("token = ghp_FAKEFAKEFAKEFAKEFAKE"),
-            Some("an access token format")
+            Some("GitHub token")
         );
         assert_eq!(credential_kind("plain prose"), None);
     }

@@ -169,39 +169,9 @@ fn list_argv(file: &PyFile, arg: &Range<usize>) -> Option<Vec<String>> {
     (!argv.is_empty() && argv.iter().any(|w| w != "<expr>")).then_some(argv)
 }
 
-/// Secret-like variable names (security model §3) and known keys.
+/// Secret-like variable names: the shared rule of `aibox_config::secret_rules`.
 pub(crate) fn is_secret_name(name: &str) -> bool {
-    const KNOWN: [&str; 5] = [
-        "ANTHROPIC_API_KEY",
-        "OPENAI_API_KEY",
-        "GEMINI_API_KEY",
-        "GH_TOKEN",
-        "GITHUB_TOKEN",
-    ];
-    const WORDS: [&str; 9] = [
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "PASSPHRASE",
-        "APIKEY",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "AUTH",
-    ];
-    const PAIRS: [[&str; 2]; 4] = [
-        ["API", "KEY"],
-        ["ACCESS", "KEY"],
-        ["PRIVATE", "KEY"],
-        ["CLIENT", "SECRET"],
-    ];
-    let upper = name.to_ascii_uppercase();
-    if KNOWN.contains(&upper.as_str()) {
-        return true;
-    }
-    let words: Vec<&str> = upper.split(['_', '-']).collect();
-    words.iter().any(|w| WORDS.contains(w))
-        || words.windows(2).any(|p| PAIRS.iter().any(|q| p == q))
+    aibox_config::secret_rules::is_secret_key(name)
 }
 
 #[cfg(test)]

@@ -1,0 +1,896 @@
+//! The single guarded writer: the only code in aibox that writes project files
+//! (`apply`, `init`, `config set` and the processkit installer all write through it).
+//!
+//! It lives in the bottom layer, next to the file table ([`crate::layout`]) it enforces,
+//! so every crate that writes project files (the engine, `aibox-provenance`) uses the same
+//! primitives; `aibox-config` itself writes nothing.
+//!
+//! Guarantees:
+//! - only clean relative paths (no `..`, `.`, empty components, absolute paths or
+//!   backslashes) that the file table lets the writer's command write
+//!   ([`crate::layout::may_write`]; for `apply`, the [`PERIMETER`]);
+//! - never through a symlink: every parent directory and the target itself are checked
+//!   with `symlink_metadata` below the canonicalised project root (each directory once
+//!   per [`ProjectRoot`]: aibox never removes or replaces a directory, and an apply
+//!   holds the project lock);
+//! - write-if-changed: identical bytes (and mode) leave the file untouched, so a no-op
+//!   apply keeps mtimes and inodes;
+//! - atomic: a temp file in the same directory is written, given its mode and renamed
+//!   over the target, so a crash leaves the old or the new file, never a mix. Stray temp
+//!   files of a killed run are removed by [`Writer::clean_stray_temps`];
+//! - durable: each write is fsynced (file and directory), except between
+//!   [`Writer::defer_sync`] and [`Writer::commit`], where one `syncfs` of the project's
+//!   file system makes the whole batch durable at once (an apply's content, before the
+//!   records that name it).
+
+use std::io::Write as _;
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::layout::Writers;
+
+/// The closed set of root-relative paths `apply` may write.
+pub use crate::layout::PERIMETER;
+
+/// Why the writer refused or failed. The codes are `aibox::apply::*` because `apply` is
+/// where users meet them; `init` and `config set` report the same ones.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum WriteError {
+    /// A path is not a clean relative path.
+    #[error("refusing path `{path}`: {reason}")]
+    #[diagnostic(
+        code(aibox::apply::invalid_path),
+        help(
+            "aibox only writes clean relative paths below the project root (no `..`, no absolute paths)"
+        )
+    )]
+    InvalidPath {
+        /// The offending path as given.
+        path: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// The file table does not let this command write the path.
+    #[error("refusing to write `{path}`: it is outside aibox's write perimeter")]
+    #[diagnostic(
+        code(aibox::apply::outside_perimeter),
+        help(
+            "aibox writes only the paths of its file table (`aibox_config::layout::FILES`); this is a bug in the code that produced it"
+        )
+    )]
+    OutsidePerimeter {
+        /// The offending path.
+        path: Utf8PathBuf,
+    },
+    /// A path, or one of its parents, is a symbolic link.
+    #[error("refusing to write through symbolic link `{link}` (while writing `{path}`)")]
+    #[diagnostic(
+        code(aibox::apply::symlink),
+        help("replace the symbolic link with a real directory or file, then run aibox again")
+    )]
+    Symlink {
+        /// The file aibox wanted to write.
+        path: Utf8PathBuf,
+        /// The symlinked component.
+        link: Utf8PathBuf,
+    },
+    /// A path exists with the wrong kind.
+    #[error("`{path}` exists but is not a {expected}")]
+    #[diagnostic(
+        code(aibox::apply::wrong_kind),
+        help("move it out of the way, then run aibox again")
+    )]
+    WrongKind {
+        /// The offending path.
+        path: Utf8PathBuf,
+        /// "directory" or "regular file".
+        expected: &'static str,
+    },
+    /// [`Writer::create_new`] found the file already there.
+    #[error("`{path}` already exists")]
+    #[diagnostic(code(aibox::apply::exists), help("aibox never replaces this file"))]
+    Exists {
+        /// The file.
+        path: Utf8PathBuf,
+    },
+    /// The project root cannot be used.
+    #[error("cannot use project root `{path}`: {reason}")]
+    #[diagnostic(
+        code(aibox::apply::root),
+        help("run aibox in an existing project directory")
+    )]
+    Root {
+        /// The root as given.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A file operation failed.
+    #[error("cannot {op} `{path}`")]
+    #[diagnostic(
+        code(aibox::apply::io),
+        help("check the permissions of the project directory and the free disk space")
+    )]
+    Io {
+        /// What was attempted ("read", "write", "rename", ...).
+        op: &'static str,
+        /// The path.
+        path: Utf8PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl WriteError {
+    /// An I/O failure of `op` on `path`.
+    pub fn io(op: &'static str, path: impl Into<Utf8PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Who can fix it: a symlink, an existing file or a bad root is the user's; a disk
+    /// failure or something in the way is the environment; a path outside the table is
+    /// a bug in aibox.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::InvalidPath { .. }
+            | Self::Symlink { .. }
+            | Self::Exists { .. }
+            | Self::Root { .. } => crate::ErrorKind::User,
+            Self::WrongKind { .. } | Self::Io { .. } => crate::ErrorKind::Environment,
+            Self::OutsidePerimeter { .. } => crate::ErrorKind::Internal,
+        }
+    }
+}
+
+/// Marker in the name of the writer's temp files: `.<name>.aibox-tmp.<pid>`.
+const TEMP_MARKER: &str = ".aibox-tmp.";
+
+/// Whether a clean relative path lies inside [`PERIMETER`].
+pub fn in_perimeter(rel: &Utf8Path) -> bool {
+    crate::layout::may_write(Writers::APPLY, rel.as_str())
+}
+
+/// Checks that `rel` is a clean relative path with `/` separators.
+pub fn check_relative(rel: &Utf8Path) -> Result<(), WriteError> {
+    let s = rel.as_str();
+    let bad = |reason| {
+        Err(WriteError::InvalidPath {
+            path: s.to_owned(),
+            reason,
+        })
+    };
+    if s.is_empty() {
+        return bad("the path is empty");
+    }
+    if s.starts_with('/') || rel.is_absolute() {
+        return bad("absolute paths are not allowed");
+    }
+    if s.contains('\\') || s.contains('\0') {
+        return bad("backslashes and NUL bytes are not allowed");
+    }
+    for part in s.split('/') {
+        match part {
+            "" => return bad("empty path component"),
+            "." => return bad("`.` components are not allowed"),
+            ".." => return bad("`..` components are not allowed"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Outcome of one write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The file did not exist.
+    Created,
+    /// The file existed with other contents or mode.
+    Updated,
+    /// Same bytes and mode: nothing was touched.
+    Unchanged,
+}
+
+/// A canonicalised project root with symlink-refusing path resolution.
+#[derive(Debug, Clone)]
+pub struct ProjectRoot {
+    root: Utf8PathBuf,
+    /// Directories already found to be real directories (not symlinks) below the root.
+    checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<Utf8PathBuf>>>,
+}
+
+impl ProjectRoot {
+    /// Canonicalises `root`, which must be an existing directory.
+    pub fn open(root: &Utf8Path) -> Result<Self, WriteError> {
+        let canonical = fs_err::canonicalize(root).map_err(|e| WriteError::Root {
+            path: root.to_string(),
+            reason: e.to_string(),
+        })?;
+        let root = Utf8PathBuf::from_path_buf(canonical).map_err(|p| WriteError::Root {
+            path: p.display().to_string(),
+            reason: "not valid UTF-8".to_owned(),
+        })?;
+        if !root.is_dir() {
+            return Err(WriteError::Root {
+                path: root.to_string(),
+                reason: "not a directory".to_owned(),
+            });
+        }
+        Ok(Self {
+            root,
+            checked_dirs: std::sync::Arc::default(),
+        })
+    }
+
+    fn is_checked_dir(&self, dir: &Utf8Path) -> bool {
+        self.checked_dirs
+            .lock()
+            .is_ok_and(|dirs| dirs.contains(dir))
+    }
+
+    fn remember_dir(&self, dir: &Utf8Path) {
+        if let Ok(mut dirs) = self.checked_dirs.lock() {
+            dirs.insert(dir.to_owned());
+        }
+    }
+
+    /// The canonical root.
+    pub fn path(&self) -> &Utf8Path {
+        &self.root
+    }
+
+    /// Resolves the parent directory of `rel`, refusing symlinks and non-directories.
+    /// With `create`, missing directories are created one by one; without it, a missing
+    /// directory yields `None`.
+    fn parent_dir(&self, rel: &Utf8Path, create: bool) -> Result<Option<Utf8PathBuf>, WriteError> {
+        check_relative(rel)?;
+        let mut dir = self.root.clone();
+        let Some(parent) = rel.parent() else {
+            return Ok(Some(dir));
+        };
+        // A directory is remembered only after all its ancestors were checked.
+        let full = dir.join(parent);
+        if self.is_checked_dir(&full) {
+            return Ok(Some(full));
+        }
+        for part in parent.components() {
+            dir.push(part);
+            if self.is_checked_dir(&dir) {
+                continue;
+            }
+            match fs_err::symlink_metadata(&dir) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(WriteError::Symlink {
+                        path: rel.to_owned(),
+                        link: self.rel(&dir),
+                    });
+                }
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(WriteError::WrongKind {
+                        path: self.rel(&dir),
+                        expected: "directory",
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if !create {
+                        return Ok(None);
+                    }
+                    match fs_err::create_dir(&dir) {
+                        Ok(()) => {}
+                        // A concurrent creator is fine as long as it made a real directory.
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                            let meta = fs_err::symlink_metadata(&dir)
+                                .map_err(|e| WriteError::io("inspect", &dir, e))?;
+                            if !meta.is_dir() {
+                                return Err(WriteError::WrongKind {
+                                    path: self.rel(&dir),
+                                    expected: "directory",
+                                });
+                            }
+                        }
+                        Err(e) => return Err(WriteError::io("create directory", &dir, e)),
+                    }
+                }
+                Err(e) => return Err(WriteError::io("inspect", &dir, e)),
+            }
+            self.remember_dir(&dir);
+        }
+        Ok(Some(dir))
+    }
+
+    fn rel(&self, abs: &Utf8Path) -> Utf8PathBuf {
+        abs.strip_prefix(&self.root)
+            .map_or_else(|_| abs.to_owned(), ToOwned::to_owned)
+    }
+
+    /// Metadata of the target, refusing symlinks and directories; `None` when absent.
+    fn target_meta(
+        rel: &Utf8Path,
+        abs: &Utf8Path,
+    ) -> Result<Option<std::fs::Metadata>, WriteError> {
+        match fs_err::symlink_metadata(abs) {
+            Ok(meta) if meta.file_type().is_symlink() => Err(WriteError::Symlink {
+                path: rel.to_owned(),
+                link: rel.to_owned(),
+            }),
+            Ok(meta) if !meta.is_file() => Err(WriteError::WrongKind {
+                path: rel.to_owned(),
+                expected: "regular file",
+            }),
+            Ok(meta) => Ok(Some(meta)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(WriteError::io("inspect", abs, e)),
+        }
+    }
+
+    /// Current bytes of a root-relative file; `None` when it (or a parent) is missing.
+    /// Symlinked parents or targets are errors.
+    pub fn read(&self, rel: &Utf8Path) -> Result<Option<Vec<u8>>, WriteError> {
+        Ok(self.read_with_meta(rel)?.map(|(bytes, _)| bytes))
+    }
+
+    fn read_with_meta(
+        &self,
+        rel: &Utf8Path,
+    ) -> Result<Option<(Vec<u8>, std::fs::Metadata)>, WriteError> {
+        let Some(dir) = self.parent_dir(rel, false)? else {
+            return Ok(None);
+        };
+        let abs = dir.join(rel.file_name().unwrap_or_default());
+        let Some(meta) = Self::target_meta(rel, &abs)? else {
+            return Ok(None);
+        };
+        let bytes = fs_err::read(&abs).map_err(|e| WriteError::io("read", &abs, e))?;
+        Ok(Some((bytes, meta)))
+    }
+
+    /// Whether a root-relative regular file exists (through no symlink).
+    pub fn is_file(&self, rel: &Utf8Path) -> Result<bool, WriteError> {
+        let Some(dir) = self.parent_dir(rel, false)? else {
+            return Ok(false);
+        };
+        let abs = dir.join(rel.file_name().unwrap_or_default());
+        Ok(Self::target_meta(rel, &abs)?.is_some())
+    }
+
+    /// Unix permission bits of an existing file (`None` when absent or not on Unix).
+    pub fn mode(&self, rel: &Utf8Path) -> Result<Option<u32>, WriteError> {
+        Ok(self
+            .read_with_meta(rel)?
+            .and_then(|(_, meta)| mode_of(&meta)))
+    }
+}
+
+#[cfg(unix)]
+#[allow(clippy::unnecessary_wraps)] // `None` on other platforms
+fn mode_of(meta: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    Some(meta.permissions().mode() & 0o7777)
+}
+
+#[cfg(not(unix))]
+fn mode_of(_meta: &std::fs::Metadata) -> Option<u32> {
+    None
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Utf8Path, mode: u32) -> Result<(), WriteError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| WriteError::io("set permissions of", path, e))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_path: &Utf8Path, _mode: u32) -> Result<(), WriteError> {
+    Ok(())
+}
+
+/// Writes files below a [`ProjectRoot`], inside the perimeter only.
+#[derive(Debug)]
+pub struct Writer<'a> {
+    root: &'a ProjectRoot,
+    /// The command writing: decides which rows of the file table it may write.
+    role: Writers,
+    crash: crash::Hook,
+    /// Between `defer_sync` and `commit`: no per-file fsync.
+    deferred: bool,
+    /// Something was written or removed since `defer_sync`.
+    dirty: bool,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer for `apply`: inside the [`PERIMETER`].
+    pub fn new(root: &'a ProjectRoot) -> Self {
+        Self::for_command(root, Writers::APPLY)
+    }
+
+    /// A writer for `command` (`init`, `config set`, ...): only the rows of the file
+    /// table that command may write.
+    pub fn for_command(root: &'a ProjectRoot, command: Writers) -> Self {
+        Self {
+            root,
+            role: command,
+            crash: crash::Hook::from_env(),
+            deferred: false,
+            dirty: false,
+        }
+    }
+
+    /// The project root.
+    pub fn root(&self) -> &Utf8Path {
+        self.root.path()
+    }
+
+    /// Stops fsyncing each write; [`Self::commit`] makes them all durable at once.
+    pub fn defer_sync(&mut self) {
+        // Only where one call can sync the file system; elsewhere every write syncs.
+        self.deferred = cfg!(target_os = "linux");
+    }
+
+    /// The durable commit point: syncs the project's file system when anything was
+    /// written since [`Self::defer_sync`], then goes back to per-file fsync.
+    pub fn commit(&mut self) -> Result<(), WriteError> {
+        if self.deferred && self.dirty {
+            sync_fs(self.root.path())?;
+        }
+        self.deferred = false;
+        self.dirty = false;
+        self.crash.point();
+        Ok(())
+    }
+
+    /// A clean relative path this writer's command may write.
+    fn check_allowed(&self, rel: &Utf8Path) -> Result<(), WriteError> {
+        check_relative(rel)?;
+        if crate::layout::may_write(self.role, rel.as_str()) {
+            Ok(())
+        } else {
+            Err(WriteError::OutsidePerimeter {
+                path: rel.to_owned(),
+            })
+        }
+    }
+
+    /// Creates `rel` with `contents`, failing with [`WriteError::Exists`] instead of
+    /// replacing a file that is already there (also one that appeared a moment ago: the
+    /// last step is a hard link, which never replaces). Durable like [`Self::write`].
+    pub fn create_new(&mut self, rel: &Utf8Path, contents: &[u8]) -> Result<(), WriteError> {
+        self.check_allowed(rel)?;
+        let dir = self
+            .root
+            .parent_dir(rel, true)?
+            .unwrap_or_else(|| self.root.path().to_owned());
+        let name = rel.file_name().unwrap_or_default();
+        let target = dir.join(name);
+        if fs_err::symlink_metadata(&target).is_ok() {
+            return Err(WriteError::Exists {
+                path: rel.to_owned(),
+            });
+        }
+        let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
+        write_temp(&temp, contents, !self.deferred)?;
+        let linked = fs_err::hard_link(&temp, &target);
+        let _ = fs_err::remove_file(&temp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(WriteError::Exists {
+                    path: rel.to_owned(),
+                });
+            }
+            Err(e) => return Err(WriteError::io("create", &target, e)),
+        }
+        self.synced(&dir);
+        Ok(())
+    }
+
+    /// Opens (creating when missing, never truncating) the file `rel` for an OS lock,
+    /// refusing a symlinked file or parent.
+    pub fn open_lock_file(&self, rel: &Utf8Path) -> Result<fs_err::File, WriteError> {
+        let dir = self.ensure_parent(rel)?;
+        let path = dir.join(rel.file_name().unwrap_or_default());
+        if fs_err::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(WriteError::Symlink {
+                path: rel.to_owned(),
+                link: rel.to_owned(),
+            });
+        }
+        fs_err::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| WriteError::io("open", &path, e))
+    }
+
+    /// Writes `contents` to `rel` when they (or the requested mode) differ from the file
+    /// on disk. `mode` of `None` keeps an existing file's mode.
+    pub fn write(
+        &mut self,
+        rel: &Utf8Path,
+        contents: &[u8],
+        mode: Option<u32>,
+    ) -> Result<WriteOutcome, WriteError> {
+        self.check_allowed(rel)?;
+        let existing = self.root.read_with_meta(rel)?;
+        let old_mode = existing.as_ref().and_then(|(_, meta)| mode_of(meta));
+        let outcome = match &existing {
+            None => WriteOutcome::Created,
+            Some((bytes, _)) if bytes == contents && (mode.is_none() || mode == old_mode) => {
+                return Ok(WriteOutcome::Unchanged);
+            }
+            Some(_) => WriteOutcome::Updated,
+        };
+        let dir = self
+            .root
+            .parent_dir(rel, true)?
+            .unwrap_or_else(|| self.root.path().to_owned());
+        let name = rel.file_name().unwrap_or_default();
+        let target = dir.join(name);
+        let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
+        write_temp(&temp, contents, !self.deferred)?;
+        if let Some(mode) = mode.or(old_mode) {
+            set_mode(&temp, mode)?;
+        }
+        self.crash.point();
+        if let Err(e) = fs_err::rename(&temp, &target) {
+            let _ = fs_err::remove_file(&temp);
+            return Err(WriteError::io("replace", &target, e));
+        }
+        self.synced(&dir);
+        self.crash.point();
+        Ok(outcome)
+    }
+
+    /// Checks that a new file can be created in the folder of each of `targets` (the
+    /// nearest existing folder for ones still to be created) by creating and removing a
+    /// probe file there. Nothing else is touched.
+    pub fn probe_writable(&self, targets: &[&Utf8Path]) -> Result<(), WriteError> {
+        let mut probed: Vec<Utf8PathBuf> = Vec::new();
+        for rel in targets {
+            check_relative(rel)?;
+            let mut dir = self.root.path().to_owned();
+            if let Some(parent) = rel.parent() {
+                for part in parent.components() {
+                    let next = dir.join(part);
+                    if !next.is_dir() {
+                        break;
+                    }
+                    dir = next;
+                }
+            }
+            if probed.contains(&dir) {
+                continue;
+            }
+            let probe = dir.join(format!(".aibox-probe{TEMP_MARKER}{}", std::process::id()));
+            fs_err::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&probe)
+                .map_err(|e| WriteError::io("write", self.root.path().join(rel), e))?;
+            let _ = fs_err::remove_file(&probe);
+            probed.push(dir);
+        }
+        Ok(())
+    }
+
+    /// Removes a file inside the perimeter (missing is fine). Returns whether it existed.
+    pub fn remove(&mut self, rel: &Utf8Path) -> Result<bool, WriteError> {
+        self.check_allowed(rel)?;
+        let Some(dir) = self.root.parent_dir(rel, false)? else {
+            return Ok(false);
+        };
+        let abs = dir.join(rel.file_name().unwrap_or_default());
+        if ProjectRoot::target_meta(rel, &abs)?.is_none() {
+            return Ok(false);
+        }
+        fs_err::remove_file(&abs).map_err(|e| WriteError::io("remove", &abs, e))?;
+        self.synced(&dir);
+        Ok(true)
+    }
+
+    /// After a rename or removal in `dir`: fsync it now, or at the commit point.
+    fn synced(&mut self, dir: &Utf8Path) {
+        if self.deferred {
+            self.dirty = true;
+        } else {
+            sync_dir(dir);
+        }
+    }
+
+    /// Removes the empty directories of the tree at `rel` (inside the perimeter), deepest
+    /// first, and `rel` itself when it ends up empty. Files, symlinks and non-empty
+    /// directories stay; a symlinked or missing `rel` is left alone.
+    pub fn prune_empty_dirs(&mut self, rel: &Utf8Path) -> Result<(), WriteError> {
+        self.check_allowed(rel)?;
+        let Some(parent) = self.root.parent_dir(rel, false)? else {
+            return Ok(());
+        };
+        let top = parent.join(rel.file_name().unwrap_or_default());
+        if let Ok(mut checked) = self.root.checked_dirs.lock() {
+            checked.retain(|d| !d.starts_with(&top));
+        }
+        // Directories in discovery order; reversed, children come before parents.
+        let mut dirs = Vec::new();
+        let mut stack = vec![top];
+        while let Some(dir) = stack.pop() {
+            let Ok(meta) = fs_err::symlink_metadata(&dir) else {
+                continue;
+            };
+            if !meta.is_dir() {
+                continue;
+            }
+            let entries = fs_err::read_dir(&dir).map_err(|e| WriteError::io("list", &dir, e))?;
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir())
+                    && let Ok(name) = entry.file_name().into_string()
+                {
+                    stack.push(dir.join(name));
+                }
+            }
+            dirs.push(dir);
+        }
+        for dir in dirs.iter().rev() {
+            // Not empty (or already gone) is fine: only empty directories go.
+            if fs_err::remove_dir(dir).is_ok() {
+                self.synced(dir.parent().unwrap_or(dir));
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the directory `rel` (inside what this writer may write) when it is empty;
+    /// returns whether it was removed. A missing, non-empty or symlinked `rel` stays.
+    pub fn remove_empty_dir(&mut self, rel: &Utf8Path) -> Result<bool, WriteError> {
+        self.check_allowed(rel)?;
+        let Some(parent) = self.root.parent_dir(rel, false)? else {
+            return Ok(false);
+        };
+        let abs = parent.join(rel.file_name().unwrap_or_default());
+        if !fs_err::symlink_metadata(&abs).is_ok_and(|m| m.is_dir()) {
+            return Ok(false);
+        }
+        if fs_err::remove_dir(&abs).is_err() {
+            return Ok(false);
+        }
+        if let Ok(mut checked) = self.root.checked_dirs.lock() {
+            checked.remove(&abs);
+        }
+        self.synced(&parent);
+        Ok(true)
+    }
+
+    /// Creates (if needed) the directory holding `rel` and returns its absolute path.
+    pub fn ensure_parent(&self, rel: &Utf8Path) -> Result<Utf8PathBuf, WriteError> {
+        self.check_allowed(rel)?;
+        Ok(self
+            .root
+            .parent_dir(rel, true)?
+            .unwrap_or_else(|| self.root.path().to_owned()))
+    }
+
+    /// Removes temp files left by a killed run from the directories holding `files`.
+    /// Returns the root-relative paths removed.
+    pub fn clean_stray_temps<'p>(
+        &mut self,
+        files: impl IntoIterator<Item = &'p Utf8Path>,
+    ) -> Result<Vec<Utf8PathBuf>, WriteError> {
+        let mut dirs = std::collections::BTreeSet::new();
+        for rel in files {
+            if let Some(dir) = self.root.parent_dir(rel, false)? {
+                dirs.insert(dir);
+            }
+        }
+        let mut removed = Vec::new();
+        for dir in dirs {
+            let entries = fs_err::read_dir(&dir).map_err(|e| WriteError::io("list", &dir, e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| WriteError::io("list", &dir, e))?;
+                let Ok(name) = entry.file_name().into_string() else {
+                    continue;
+                };
+                let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+                if is_file && name.starts_with('.') && name.contains(TEMP_MARKER) {
+                    let abs = dir.join(&name);
+                    fs_err::remove_file(&abs).map_err(|e| WriteError::io("remove", &abs, e))?;
+                    removed.push(self.root.rel(&abs));
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+fn write_temp(temp: &Utf8Path, contents: &[u8], sync: bool) -> Result<(), WriteError> {
+    let open = || {
+        fs_err::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(temp)
+    };
+    let mut file = match open() {
+        // A leftover temp of this very pid can only be stale: replace it.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = fs_err::remove_file(temp);
+            open()
+        }
+        other => other,
+    }
+    .map_err(|e| WriteError::io("create", temp, e))?;
+    let result = file
+        .write_all(contents)
+        .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
+    if let Err(e) = result {
+        drop(file);
+        let _ = fs_err::remove_file(temp);
+        return Err(WriteError::io("write", temp, e));
+    }
+    Ok(())
+}
+
+/// Makes everything written on the file system holding `root` durable (`syncfs`).
+#[cfg(target_os = "linux")]
+fn sync_fs(root: &Utf8Path) -> Result<(), WriteError> {
+    let dir = fs_err::File::open(root).map_err(|e| WriteError::io("open", root, e))?;
+    rustix::fs::syncfs(dir.file()).map_err(|e| WriteError::io("sync", root, e.into()))
+}
+
+#[cfg(not(target_os = "linux"))]
+#[allow(clippy::unnecessary_wraps)]
+fn sync_fs(_root: &Utf8Path) -> Result<(), WriteError> {
+    Ok(())
+}
+
+/// Makes a rename durable. Best effort: some file systems refuse to fsync directories.
+fn sync_dir(dir: &Utf8Path) {
+    if let Ok(d) = fs_err::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Test-only crash injection, compiled into debug builds only.
+mod crash {
+    /// Environment variable: abort the process at the N-th crash point (1-based). Crash
+    /// points are after a temp file is complete (before its rename) and after the rename.
+    #[cfg(debug_assertions)]
+    pub const ENV: &str = "AIBOX_TEST_CRASH_AFTER_WRITES";
+
+    #[derive(Debug, Default)]
+    pub struct Hook {
+        #[cfg(debug_assertions)]
+        remaining: Option<u64>,
+    }
+
+    impl Hook {
+        #[cfg(debug_assertions)]
+        pub fn from_env() -> Self {
+            Self {
+                remaining: std::env::var(ENV).ok().and_then(|v| v.parse().ok()),
+            }
+        }
+
+        #[cfg(not(debug_assertions))]
+        pub fn from_env() -> Self {
+            Self {}
+        }
+
+        #[cfg(debug_assertions)]
+        pub fn point(&mut self) {
+            if let Some(n) = self.remaining.as_mut() {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    // A real SIGKILL, as from the OOM killer or `kill -9`; abort if that fails.
+                    let _ = std::process::Command::new("kill")
+                        .args(["-KILL", &std::process::id().to_string()])
+                        .status();
+                    std::process::abort();
+                }
+            }
+        }
+
+        #[cfg(not(debug_assertions))]
+        #[allow(clippy::unused_self)]
+        pub fn point(&mut self) {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perimeter_matching() {
+        for ok in [
+            ".devcontainer/Dockerfile",
+            ".aibox-home/.claude/.keep",
+            ".aibox/backups/x.1",
+            "aibox.lock",
+            ".codex/config.toml",
+            "context/skills/a/SKILL.md",
+        ] {
+            assert!(in_perimeter(Utf8Path::new(ok)), "{ok}");
+        }
+        for bad in [
+            ".devcontainer/other",
+            ".aibox-home",
+            "context",
+            "README.md",
+            "src/main.rs",
+            ".git/config",
+            ".aibox-homeX/a",
+            "aibox.toml",
+        ] {
+            assert!(!in_perimeter(Utf8Path::new(bad)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn relative_path_checks() {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "a/../b",
+            "./a",
+            "a//b",
+            "a/",
+            "a\\b",
+            "..",
+        ] {
+            let err = check_relative(Utf8Path::new(bad)).unwrap_err();
+            assert!(
+                matches!(err, WriteError::InvalidPath { .. }),
+                "{bad}: {err:?}"
+            );
+        }
+        check_relative(Utf8Path::new(".devcontainer/Dockerfile")).unwrap();
+    }
+
+    #[test]
+    fn each_command_writes_only_its_rows_of_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = ProjectRoot::open(Utf8Path::from_path(dir.path()).unwrap()).unwrap();
+        let mut init = Writer::for_command(&root, Writers::INIT);
+        for refused in [".mcp.json", ".aibox-local.toml", "context/x.md"] {
+            let err = init.write(Utf8Path::new(refused), b"x", None).unwrap_err();
+            assert!(
+                matches!(err, WriteError::OutsidePerimeter { .. }),
+                "{refused}"
+            );
+        }
+        init.create_new(Utf8Path::new("aibox.toml"), b"a = 1\n")
+            .unwrap();
+        // Created once, never replaced.
+        let err = init
+            .create_new(Utf8Path::new("aibox.toml"), b"b = 2\n")
+            .unwrap_err();
+        assert!(matches!(err, WriteError::Exists { .. }), "{err:?}");
+        assert_eq!(
+            root.read(Utf8Path::new("aibox.toml")).unwrap().unwrap(),
+            b"a = 1\n"
+        );
+        let mut set = Writer::for_command(&root, Writers::CONFIG_SET);
+        set.write(Utf8Path::new(".aibox-local.toml"), b"", None)
+            .unwrap();
+        assert!(set.write(Utf8Path::new(".gitignore"), b"x", None).is_err());
+        // `apply` never writes the configuration files.
+        let mut apply = Writer::new(&root);
+        assert!(
+            apply
+                .write(Utf8Path::new("aibox.toml"), b"x", None)
+                .is_err()
+        );
+        // No temp file is left behind.
+        let mut names: Vec<String> = fs_err::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, [".aibox-local.toml", "aibox.toml"]);
+    }
+}

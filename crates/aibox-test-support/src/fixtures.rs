@@ -1,1 +1,0 @@
-//! Test helpers: fixtures (see the crate docs).
