@@ -230,14 +230,13 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
         ..aibox_engine::ApplyOptions::default()
     };
     opts.plan.download_progress = render::download_progress(g.quiet);
-    let report = match aibox_engine::apply(&root, &opts) {
-        Ok(report) => report,
-        Err(e) => {
-            let Some(key) = consent_question(g, &root, &e) else {
-                return Err(apply_failure(e));
-            };
+    // Resolve once; the consent prompt reads the resolved seccomp decision.
+    let resolved = aibox_engine::resolve(&root, &opts.plan).map_err(apply_failure)?;
+    let report = match consent_question(g, &resolved) {
+        None => aibox_engine::apply_resolved(&resolved, &opts).map_err(apply_failure)?,
+        Some((key, refusal)) => {
             // Show the full explanation first, then ask.
-            render::error(&miette::Report::new(e));
+            render::error(&miette::Report::new(refusal));
             ask_seccomp_consent(g, &root, &key)?;
             aibox_engine::apply(&root, &opts).map_err(apply_failure)?
         }
@@ -291,18 +290,19 @@ fn apply(g: &Global, args: &ApplyArgs) -> Outcome {
     Ok(Exit::Ok)
 }
 
-/// The consent key to ask for when `err` is a missing seccomp consent and a person is
-/// at the terminal without `--yes` (which never counts as consent).
+/// The consent key to ask for (with the refusal to show) when the resolved project lacks
+/// a seccomp consent and a person is at the terminal without `--yes` (which never counts
+/// as consent).
 fn consent_question(
     g: &Global,
-    root: &Utf8Path,
-    err: &aibox_engine::EngineError,
-) -> Option<String> {
-    let code = miette::Diagnostic::code(err).map(|c| c.to_string());
-    if code.as_deref() != Some("aibox::policy::seccomp_consent") || g.yes || !interactive() {
+    resolved: &aibox_engine::Resolved,
+) -> Option<(String, aibox_policy::PolicyError)> {
+    if g.yes || !interactive() {
         return None;
     }
-    aibox_engine::consent::missing_seccomp_consent(root)
+    let key = aibox_engine::consent::missing_seccomp_consent(resolved)?;
+    let refusal = resolved.security.check().err()?;
+    Some((key, refusal))
 }
 
 /// Asks (default No) and, on "yes", records `key = true` in `aibox.toml`.
@@ -600,7 +600,15 @@ fn read(path: &Utf8Path) -> Result<String, Failure> {
 
 fn mcp_list(g: &Global) -> Outcome {
     let root = project_root(g.project.as_deref())?;
-    let servers = aibox_engine::mcp_list(&root).map_err(Failure::user)?;
+    let list = aibox_engine::mcp_list(&root).map_err(Failure::user)?;
+    if let Some(reason) = &list.not_resolved {
+        // Never downloaded here: say the processkit servers are missing and why.
+        render::note(
+            false,
+            &format!("warning: processkit servers not listed: not resolved: {reason}"),
+        );
+    }
+    let servers = list.servers;
     json_or(g, &servers, || {
         if servers.is_empty() {
             render::out("no MCP servers are configured");

@@ -11,20 +11,9 @@ use crate::config_edit::{ConfigEditError, config_set};
 /// The consent key the project's configuration is missing for its chosen seccomp
 /// relaxation, if any (for example `security.acknowledge_seccomp_unconfined`), or the
 /// preferred key when the engine's default blocks Codex's sandbox (Docker). The policy
-/// layer decides; this only reads its answer.
-pub fn missing_seccomp_consent(root: &Utf8Path) -> Option<String> {
-    let project = aibox_config::load_project(root).ok()?;
-    let engine = crate::codex_sandbox::target_engine(
-        project.config.container.engine,
-        &aibox_runtime::DetectEnv::from_process(),
-    );
-    match aibox_policy::container_security_for(&project.config, engine) {
-        Err(
-            aibox_policy::PolicyError::SeccompConsent { key, .. }
-            | aibox_policy::PolicyError::EngineBlocksSandbox { key, .. },
-        ) => Some(format!("security.{key}")),
-        _ => None,
-    }
+/// layer decided during [`crate::resolve`]; this only reads its answer.
+pub fn missing_seccomp_consent(resolved: &crate::Resolved) -> Option<String> {
+    resolved.security.missing_consent()
 }
 
 /// Writes `key = true` into `aibox.toml`, keeping comments and order. Call only after a
