@@ -197,7 +197,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
 
     // the skill review of installed skills (only when there are any)
     if let Some(p) = &project
-        && let Ok(skills) = crate::skills::list(project_root.path())
+        && let Ok(skills) = crate::skills::list_for(project_root.path(), p)
         && !skills.is_empty()
     {
         run.check("skills", checks::skills::findings(p, &skills));
