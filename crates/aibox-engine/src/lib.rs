@@ -10,6 +10,7 @@
 mod apply;
 mod error;
 pub mod plan;
+pub mod render;
 pub mod resolve;
 pub mod sources;
 pub mod writer;
