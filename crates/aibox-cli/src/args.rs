@@ -20,7 +20,7 @@ pub struct Global {
     /// Project directory (default: the nearest parent directory holding `aibox.toml`).
     #[arg(long, global = true, value_name = "DIR", env = "AIBOX_PROJECT")]
     pub project: Option<Utf8PathBuf>,
-    /// Output format for commands with structured output.
+    /// Output format; `json` prints every result and every error as JSON on stdout.
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = Output::Human)]
     pub output: Output,
     /// Answer "yes" to confirmations. Never counts as security consent.
@@ -57,6 +57,58 @@ pub enum Color {
     Never,
 }
 
+/// A harness id on the command line: the values are `aibox_config::Harness::ALL`, so the
+/// list cannot drift from the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HarnessArg(pub aibox_config::Harness);
+
+impl ValueEnum for HarnessArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [HarnessArg; aibox_config::Harness::ALL.len()] = {
+            let h = aibox_config::Harness::ALL;
+            [
+                HarnessArg(h[0]),
+                HarnessArg(h[1]),
+                HarnessArg(h[2]),
+                HarnessArg(h[3]),
+                HarnessArg(h[4]),
+                HarnessArg(h[5]),
+            ]
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.as_str()))
+    }
+}
+
+/// A context mode on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextModeArg(pub aibox_config::ContextMode);
+
+impl ValueEnum for ContextModeArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            ContextModeArg(aibox_config::ContextMode::Processkit),
+            ContextModeArg(aibox_config::ContextMode::HarnessOnly),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.as_str()))
+    }
+}
+
+/// A generated reference page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DocsPage {
+    /// The CLI reference.
+    Cli,
+    /// The configuration reference.
+    Config,
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -90,8 +142,8 @@ pub enum Command {
     #[command(hide = true)]
     Docs {
         /// Which page.
-        #[arg(value_parser = ["cli", "config"])]
-        page: String,
+        #[arg(value_enum)]
+        page: DocsPage,
     },
     /// Print a shell completion script.
     Completion {
@@ -105,12 +157,12 @@ pub enum Command {
 pub struct InitArgs {
     /// Project (and container) name; default: the directory name.
     pub name: Option<String>,
-    /// Enable a harness (repeatable): claude, codex, gemini, opencode, cursor, vscode.
-    #[arg(long = "harness", value_name = "H")]
-    pub harnesses: Vec<String>,
+    /// Enable a harness (repeatable).
+    #[arg(long = "harness", value_name = "H", value_enum)]
+    pub harnesses: Vec<HarnessArg>,
     /// Context mode.
-    #[arg(long, value_name = "MODE", value_parser = ["processkit", "harness-only"])]
-    pub context_mode: Option<String>,
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub context_mode: Option<ContextModeArg>,
     /// processkit source (URL, `.tar.gz` or directory).
     #[arg(long, value_name = "S")]
     pub processkit_source: Option<String>,
@@ -247,4 +299,15 @@ pub enum SkillCommand {
         /// Skill name.
         name: String,
     },
+}
+
+/// Whether a command line that failed to parse asked for `--output json` (so that even
+/// its usage error is JSON).
+pub fn wants_json(args: impl IntoIterator<Item = String>) -> bool {
+    let args: Vec<String> = args.into_iter().collect();
+    args.iter().enumerate().any(|(i, a)| {
+        matches!(a.as_str(), "--output=json" | "-ojson" | "-o=json")
+            || (matches!(a.as_str(), "--output" | "-o")
+                && args.get(i + 1).is_some_and(|v| v == "json"))
+    })
 }

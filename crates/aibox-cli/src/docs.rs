@@ -16,6 +16,23 @@ pub fn cli_reference() -> String {
     let mut cmd = Cli::command();
     cmd.build();
     command_section(&cmd, "aibox", 2, &mut out);
+    out.push_str("## Exit codes\n\n");
+    out.push_str(&crate::exit::markdown_table());
+    out.push_str(
+        "\nThe exit code follows from the kind of the error alone (user, environment, \
+         internal).\n\n## JSON output\n\nWith `--output json` (`-o json`) every command prints \
+         its result as JSON on stdout, and every error (usage errors included) as one JSON \
+         object on stdout:\n\n\
+         | field | meaning |\n| --- | --- |\n\
+         | `code` | the stable diagnostic code, for example `aibox::config::unknown_key` |\n\
+         | `kind` | `user`, `environment` or `internal` (decides the exit code) |\n\
+         | `message` | what is wrong |\n\
+         | `file`, `line`, `column` | where (1-based), for errors in a configuration file; \
+         otherwise null |\n\
+         | `help` | how to fix it, or null |\n\
+         | `related` | further problems found in the same run, each with the same fields |\n\n\
+         `aibox exec` prints the command's own output; `config schema` is JSON in both modes.\n",
+    );
     out
 }
 

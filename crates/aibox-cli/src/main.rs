@@ -1,52 +1,58 @@
 //! The `aibox` binary: parse arguments, call one library function, render the result,
 //! pick the exit code. It is the only crate that prints.
 //!
-//! Exit codes (also in the README and the docs):
-//! - `0` success;
-//! - `1` a check found problems (`apply --check` would change files, `doctor` found errors);
-//! - `2` user error (bad arguments, invalid configuration, refused operation);
-//! - `3` environment error (no container engine, engine failure, I/O outside our control);
-//! - `70` internal error (a bug in aibox).
+//! Exit codes are listed in [`exit::EXIT_CODES`] (also in the README and the CLI
+//! reference); an error's exit code follows from its kind in [`exit`] alone.
 
 mod args;
 mod commands;
-mod config_get;
 mod docs;
+mod error;
+mod exit;
 mod render;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-/// Documented exit codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// Success.
-    Ok = 0,
-    /// A check found problems.
-    Problems = 1,
-    /// User error.
-    User = 2,
-    /// Environment error.
-    Environment = 3,
-    /// Internal error.
-    Internal = 70,
-}
-
-impl From<Exit> for ExitCode {
-    fn from(e: Exit) -> Self {
-        ExitCode::from(e as u8)
-    }
-}
+use crate::exit::Exit;
 
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     render::install_miette_hook(cli.global.color);
     match commands::run(&cli) {
         Ok(exit) => exit.into(),
         Err(failure) => {
-            render::error(&failure.report);
-            failure.exit.into()
+            if cli.global.output == args::Output::Json {
+                render::error_json(&failure.report, failure.kind);
+            } else {
+                render::error(&failure.report);
+            }
+            Exit::from(failure.kind).into()
         }
     }
+}
+
+/// Help and version print as clap does; a usage error is a user error, shown as JSON when
+/// the (unparsed) command line asked for JSON output.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return Exit::Ok.into();
+    }
+    if args::wants_json(std::env::args()) {
+        let text = e.render().to_string();
+        if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            render::usage_error_json(&format!("error: a subcommand is required\n{text}"));
+        } else {
+            render::usage_error_json(&text);
+        }
+    } else {
+        let _ = e.print();
+    }
+    Exit::User.into()
 }

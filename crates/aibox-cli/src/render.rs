@@ -30,6 +30,69 @@ pub fn error(report: &miette::Report) {
     let _ = writeln!(err, "{text}");
 }
 
+/// Prints a failed command as one JSON object on stdout (`--output json`): `code`,
+/// `kind`, `message`, `file`, `line`, `column`, `help` (null when unknown) and `related`
+/// (further problems of the same shape, for example every problem of an invalid
+/// configuration).
+pub fn error_json(report: &miette::Report, kind: aibox_config::ErrorKind) {
+    let mut value = diagnostic_json(report.as_ref());
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert("kind".into(), kind.as_str().into());
+        let related: Vec<serde_json::Value> = report
+            .related()
+            .into_iter()
+            .flatten()
+            .map(diagnostic_json)
+            .collect();
+        map.insert("related".into(), related.into());
+    }
+    let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_owned());
+    out(&aibox_policy::redact_secrets(&text));
+}
+
+/// One diagnostic as JSON; the location is the first labelled span found on it or on
+/// its chain of diagnostic sources (1-based line and column).
+fn diagnostic_json(diag: &dyn miette::Diagnostic) -> serde_json::Value {
+    let (file, line, column) =
+        location(diag).map_or((None, None, None), |(f, l, c)| (f, Some(l), Some(c)));
+    serde_json::json!({
+        "code": diag.code().map(|c| c.to_string()),
+        "message": message(diag),
+        "file": file,
+        "line": line,
+        "column": column,
+        "help": diag.help().map(|h| h.to_string()),
+    })
+}
+
+/// The message with its chain of causes (`what: why`), as the human output shows them.
+fn message(diag: &dyn miette::Diagnostic) -> String {
+    let mut text = diag.to_string();
+    let mut cause = std::error::Error::source(diag);
+    while let Some(c) = cause {
+        let line = c.to_string();
+        if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+fn location(diag: &dyn miette::Diagnostic) -> Option<(Option<String>, usize, usize)> {
+    if let (Some(src), Some(label)) = (diag.source_code(), diag.labels().and_then(|mut l| l.next()))
+        && let Ok(contents) = src.read_span(label.inner(), 0, 0)
+    {
+        return Some((
+            contents.name().map(ToOwned::to_owned),
+            contents.line() + 1,
+            contents.column() + 1,
+        ));
+    }
+    diag.diagnostic_source().and_then(location)
+}
+
 /// Prints a line of normal output to stdout.
 pub fn out(line: &str) {
     let mut o = std::io::stdout().lock();
@@ -45,9 +108,9 @@ pub fn note(quiet: bool, line: &str) {
 }
 
 /// Prints a value as pretty JSON to stdout.
-pub fn json<T: serde::Serialize>(value: &T) -> Result<(), miette::Report> {
+pub fn json<T: serde::Serialize>(value: &T) -> Result<(), crate::error::CliError> {
     let text = serde_json::to_string_pretty(value)
-        .map_err(|e| miette::miette!(code = "aibox::cli::json", "cannot render JSON: {e}"))?;
+        .map_err(|e| crate::error::CliError::Json(e.to_string()))?;
     out(&text);
     Ok(())
 }
@@ -74,4 +137,22 @@ pub fn download_progress(quiet: bool) -> Option<aibox_engine::DownloadProgress> 
             let _ = writeln!(err);
         }
     }))
+}
+
+/// A usage error (from the argument parser) as the JSON error object.
+pub fn usage_error_json(text: &str) {
+    let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let message = first.trim_start_matches("error: ");
+    let help = rest.trim();
+    let value = serde_json::json!({
+        "code": "aibox::cli::usage",
+        "message": message,
+        "file": null,
+        "line": null,
+        "column": null,
+        "help": if help.is_empty() { None } else { Some(help) },
+        "kind": aibox_config::ErrorKind::User.as_str(),
+        "related": [],
+    });
+    out(&serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_owned()));
 }

@@ -186,6 +186,14 @@ fn a_secret_on_a_broken_config_line_is_not_echoed() {
         for secret in ["fake-secret-value-123", "ghp_FAKEFAKE"] {
             assert!(!err.contains(secret), "{secret} echoed:\n{err}");
         }
+        // The JSON error is redacted too.
+        let out = aibox(&dir, &["apply", "-o", "json"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let json = String::from_utf8_lossy(&out.stdout);
+        assert!(json.contains("aibox.toml"), "{json}");
+        for secret in ["fake-secret-value-123", "ghp_FAKEFAKE"] {
+            assert!(!json.contains(secret), "{secret} echoed:\n{json}");
+        }
     }
 }
 
@@ -218,6 +226,19 @@ fn reference_docs_are_in_sync() {
             committed == generated,
             "{path} is out of date: run `AIBOX_UPDATE_DOCS=1 cargo test -p aibox-cli --test cli reference_docs` and commit it"
         );
+        // The README carries the same exit-code table as the CLI reference.
+        if page == "cli" {
+            let table = generated
+                .split("## Exit codes\n\n")
+                .nth(1)
+                .and_then(|rest| rest.split("\n\n").next())
+                .expect("the CLI reference has an exit-code table");
+            let readme = fs_err::read_to_string(root.join("../../../README.md")).unwrap();
+            assert!(
+                readme.contains(table),
+                "README.md's exit-code table differs from `aibox docs cli`'s:\n{table}"
+            );
+        }
     }
 }
 

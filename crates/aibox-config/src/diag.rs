@@ -312,6 +312,13 @@ pub struct UnknownHarness {
     pub suggestion: Option<&'static str>,
 }
 
+impl UnknownHarness {
+    /// Always the user's: an id typed on the command line or in a file.
+    pub fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::User
+    }
+}
+
 impl Diagnostic for UnknownHarness {
     fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         Some(Box::new(ProblemKind::UnknownHarness.code()))

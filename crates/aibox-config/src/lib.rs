@@ -8,9 +8,11 @@
 pub mod diag;
 pub mod edit;
 pub mod files;
+pub mod get;
 pub mod gitignore;
 pub mod init;
 pub mod jsonc;
+pub mod kind;
 pub mod model;
 pub mod schema;
 pub mod validate;
@@ -23,6 +25,7 @@ pub use diag::{ConfigProblems, Problem, ProblemKind, UnknownHarness, render_plai
 pub use files::{Ownership, PlannedFile};
 pub use gitignore::{LOCAL_STATE_PATHS, is_local_state, merge_gitignore};
 pub use init::{InitOptions, render_aibox_toml};
+pub use kind::ErrorKind;
 pub use load::{
     AIBOX_TOML, ConfigError, LOCAL_TOML, Project, find_project_root, load_project,
     parse_aibox_toml, parse_local_toml, parse_local_toml_with_team,

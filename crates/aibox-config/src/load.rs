@@ -83,6 +83,16 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
+    /// Who can fix it: an unreadable file is the environment, everything else the user.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::Io { .. } => crate::ErrorKind::Environment,
+            Self::NotFound { .. } | Self::Invalid(_) | Self::KeyPath { .. } => {
+                crate::ErrorKind::User
+            }
+        }
+    }
+
     /// Every configuration problem carried by this error (empty for other kinds).
     pub fn problems(&self) -> &[Problem] {
         match self {

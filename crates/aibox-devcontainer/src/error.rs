@@ -137,3 +137,13 @@ pub enum DevcontainerError {
         message: String,
     },
 }
+
+impl DevcontainerError {
+    /// Who can fix it: the configuration, except a broken built-in catalog (a bug).
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Catalog { .. } => aibox_config::ErrorKind::Internal,
+            _ => aibox_config::ErrorKind::User,
+        }
+    }
+}

@@ -91,6 +91,22 @@ pub enum AddonError {
     Write(#[from] InitError),
 }
 
+impl AddonError {
+    /// Who can fix it: a disk error is the environment, a broken built-in catalog a bug,
+    /// everything else the user.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Catalog(_) => aibox_config::ErrorKind::Internal,
+            Self::Io { .. } => aibox_config::ErrorKind::Environment,
+            Self::Config(e) => e.kind(),
+            Self::Write(e) => e.kind(),
+            Self::Unknown { .. } | Self::Toml { .. } | Self::Shape { .. } => {
+                aibox_config::ErrorKind::User
+            }
+        }
+    }
+}
+
 fn builtin() -> Result<Catalog, AddonError> {
     Catalog::builtin().map_err(|e| AddonError::Catalog(e.to_string()))
 }

@@ -33,6 +33,17 @@ pub enum ConfigCheckError {
     Processkit(#[from] aibox_provenance::error::ProvenanceError),
 }
 
+impl ConfigCheckError {
+    /// Who can fix it: a literal secret is the user's; a processkit pin error keeps its
+    /// own kind.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Secret { .. } => aibox_config::ErrorKind::User,
+            Self::Processkit(e) => e.kind(),
+        }
+    }
+}
+
 /// Checks the team configuration `config` parsed from `text` (the committed
 /// `aibox.toml`).
 pub fn check_team_config(text: &str, config: &AiboxToml) -> Result<(), ConfigCheckError> {
@@ -74,7 +85,7 @@ pub(crate) fn check_loaded(
     let path = root.join(aibox_config::AIBOX_TOML);
     let text =
         fs_err::read_to_string(&path).map_err(|e| crate::EngineError::io("read", &path, e))?;
-    check_team_config(&text, &project.config).map_err(crate::EngineError::source)
+    check_team_config(&text, &project.config).map_err(crate::EngineError::from)
 }
 
 /// Settings that are valid but change no file, as warnings for `apply` (and findings for

@@ -63,3 +63,15 @@ pub enum ConfigEditError {
         source: std::io::Error,
     },
 }
+
+impl ConfigEditError {
+    /// Who can fix it: a disk error is the environment; the rest keeps its own kind.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Config(e) => e.kind(),
+            Self::Check(e) => e.kind(),
+            Self::Write(e) => e.kind(),
+            Self::Io { .. } => aibox_config::ErrorKind::Environment,
+        }
+    }
+}

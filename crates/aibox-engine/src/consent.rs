@@ -6,14 +6,15 @@
 use aibox_config::edit::ConfigFile;
 use camino::{Utf8Path, Utf8PathBuf};
 
+use crate::EngineError;
 use crate::config_edit::{ConfigEditError, config_set};
 
-/// The consent key the project's configuration is missing for its chosen seccomp
-/// relaxation, if any (for example `security.acknowledge_seccomp_unconfined`), or the
-/// preferred key when the engine's default blocks Codex's sandbox (Docker). The policy
-/// layer decided during [`crate::resolve`]; this only reads its answer.
-pub fn missing_seccomp_consent(resolved: &crate::Resolved) -> Option<String> {
-    resolved.security.missing_consent()
+/// The dotted consent key (for example `security.acknowledge_seccomp_unconfined`) that
+/// `err` refused the configuration for, when it is a missing seccomp consent. The policy
+/// layer decided and put the key into its error; this only reads it, so the project is
+/// not loaded again.
+pub fn missing_seccomp_consent(err: &EngineError) -> Option<String> {
+    err.consent_key().map(|key| format!("security.{key}"))
 }
 
 /// Writes `key = true` into `aibox.toml`, keeping comments and order. Call only after a

@@ -1,9 +1,11 @@
 //! Errors of the plan/apply engine.
 //!
 //! Every variant carries a stable `aibox::apply::*` code; errors of the layers below
-//! (configuration, generators, lock) pass through unchanged so their own codes and
-//! source spans reach the user.
+//! (configuration, generators, lock, policy, MCP, provenance, skill review) pass through
+//! as typed, boxed variants, so their own codes, source spans and [`ErrorKind`] reach the
+//! caller unchanged.
 
+use aibox_config::ErrorKind;
 use camino::Utf8PathBuf;
 use miette::Diagnostic;
 
@@ -25,10 +27,42 @@ pub enum EngineError {
     #[diagnostic(transparent)]
     Lock(Box<aibox_provenance::lock::LockError>),
 
-    /// A plan source (devcontainer, MCP, processkit, ...) failed; its diagnostic is shown as is.
+    /// The security policy refused the configuration (for example a missing seccomp
+    /// consent, whose key the error carries).
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Source(Box<dyn Diagnostic + Send + Sync + 'static>),
+    Policy(Box<aibox_policy::PolicyError>),
+
+    /// MCP registration refused a server or a harness file.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Mcp(Box<aibox_mcp_registration::McpError>),
+
+    /// Downloading, verifying or installing the processkit release failed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Provenance(Box<aibox_provenance::error::ProvenanceError>),
+
+    /// A skill could not be reviewed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Review(Box<aibox_skill_review::ReviewError>),
+
+    /// The skill review gate refused skills.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    SkillGate(Box<aibox_skill_review::GateError>),
+
+    /// A named skill could not be found.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Skill(Box<crate::skills::SkillError>),
+
+    /// The configuration failed a check beyond its schema (a literal secret, a bad
+    /// `[processkit]` pin).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    ConfigCheck(Box<crate::config_check::ConfigCheckError>),
 
     /// A path is not a clean relative path.
     #[error("refusing path `{path}`: {reason}")]
@@ -189,32 +223,84 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
+
+    /// A plan was asked of a project resolved offline whose processkit release is not in
+    /// the download cache (see `PlanOptions::offline`).
+    #[error("the processkit release is not resolved: {reason}")]
+    #[diagnostic(
+        code(aibox::processkit::not_resolved),
+        help("run `aibox apply`, which downloads and verifies it")
+    )]
+    NotResolved {
+        /// Why, in one sentence.
+        reason: String,
+    },
 }
 
 // Boxed so every `Result<_, EngineError>` stays small (the diagnostics below carry
 // whole source files).
-impl From<aibox_config::ConfigError> for EngineError {
-    fn from(e: aibox_config::ConfigError) -> Self {
-        Self::Config(Box::new(e))
-    }
+macro_rules! boxed_from {
+    ($($variant:ident($ty:ty)),* $(,)?) => {$(
+        impl From<$ty> for EngineError {
+            fn from(e: $ty) -> Self {
+                Self::$variant(Box::new(e))
+            }
+        }
+    )*};
 }
 
-impl From<aibox_provenance::lock::LockError> for EngineError {
-    fn from(e: aibox_provenance::lock::LockError) -> Self {
-        Self::Lock(Box::new(e))
-    }
-}
-
-impl From<aibox_devcontainer::DevcontainerError> for EngineError {
-    fn from(e: aibox_devcontainer::DevcontainerError) -> Self {
-        Self::Devcontainer(Box::new(e))
-    }
-}
+boxed_from!(
+    Config(aibox_config::ConfigError),
+    Devcontainer(aibox_devcontainer::DevcontainerError),
+    Lock(aibox_provenance::lock::LockError),
+    Policy(aibox_policy::PolicyError),
+    Mcp(aibox_mcp_registration::McpError),
+    Provenance(aibox_provenance::error::ProvenanceError),
+    Review(aibox_skill_review::ReviewError),
+    SkillGate(aibox_skill_review::GateError),
+    Skill(crate::skills::SkillError),
+    ConfigCheck(crate::config_check::ConfigCheckError),
+);
 
 impl EngineError {
-    /// Wraps the diagnostic of a plan source.
-    pub fn source(err: impl Diagnostic + Send + Sync + 'static) -> Self {
-        Self::Source(Box::new(err))
+    /// Who can fix it; the CLI maps this to its exit code. A file system failure (a
+    /// refused write, a file where a folder must be) is the environment; a symlink, a
+    /// foreign or edited file is the user's; a plan source's error keeps its own kind.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Config(e) => e.kind(),
+            Self::Devcontainer(e) => e.kind(),
+            Self::Lock(e) => e.kind(),
+            Self::Policy(e) => e.kind(),
+            Self::Mcp(e) => e.kind(),
+            Self::Provenance(e) => e.kind(),
+            Self::Review(e) => e.kind(),
+            Self::SkillGate(e) => e.kind(),
+            Self::Skill(_)
+            | Self::InvalidPath { .. }
+            | Self::Symlink { .. }
+            | Self::ForeignFile { .. }
+            | Self::EditedFile { .. }
+            | Self::ExtraCa { .. }
+            | Self::Root { .. } => ErrorKind::User,
+            Self::ConfigCheck(e) => e.kind(),
+            // Something in the way on disk is a disk problem like a refused write.
+            // Not resolved offline: only a download (`aibox apply`) fixes it.
+            Self::Busy { .. }
+            | Self::Io { .. }
+            | Self::WrongKind { .. }
+            | Self::NotResolved { .. } => ErrorKind::Environment,
+            Self::OutsidePerimeter { .. } | Self::DuplicatePath { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// The `[security]` consent key a seccomp refusal asks for (for example
+    /// `acknowledge_seccomp_unconfined`), carried by the policy error itself.
+    pub fn consent_key(&self) -> Option<&'static str> {
+        match self {
+            Self::Policy(e) => e.consent_key(),
+            _ => None,
+        }
     }
 
     pub(crate) fn io(

@@ -94,6 +94,20 @@ pub enum InitError {
     },
 }
 
+impl InitError {
+    /// Who can fix it: a disk error is the environment, everything else the user.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Io { .. } => aibox_config::ErrorKind::Environment,
+            Self::Invalid(e) => e.kind(),
+            Self::Check(e) => e.kind(),
+            Self::Exists { .. } | Self::NotADirectory { .. } | Self::Symlink { .. } => {
+                aibox_config::ErrorKind::User
+            }
+        }
+    }
+}
+
 /// Creates `aibox.toml` in `dir` and creates or extends `.gitignore`.
 ///
 /// ```

@@ -63,6 +63,20 @@ pub enum LifecycleError {
     },
 }
 
+impl LifecycleError {
+    /// Who can fix it: the engine's and runtime's own kinds; a container that breaks the
+    /// policy is the user's configuration; a failing post-create command is the
+    /// environment (it ran in the container).
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Engine(e) => e.kind(),
+            Self::Runtime(e) => e.kind(),
+            Self::ContainerPolicy { .. } => aibox_config::ErrorKind::User,
+            Self::Command { .. } => aibox_config::ErrorKind::Environment,
+        }
+    }
+}
+
 // Boxed: the engine's errors carry source text for their diagnostics and are large.
 impl From<EngineError> for LifecycleError {
     fn from(err: EngineError) -> Self {

@@ -55,8 +55,8 @@ pub fn mcp_list_resolved(resolved: &Resolved) -> Result<McpList, EngineError> {
         ProcesskitState::NotResolved { reason } => (Vec::new(), Some(reason.clone())),
         _ => (crate::plan(resolved)?.processkit_servers, None),
     };
-    let servers = collect_servers(&project.config, &project.local, &processkit)
-        .map_err(EngineError::source)?;
+    let servers =
+        collect_servers(&project.config, &project.local, &processkit).map_err(EngineError::from)?;
     let opts = RegisterOptions {
         harnesses: &project.config.ai.harnesses,
         permissions: &project.config.ai.mcp.permissions,

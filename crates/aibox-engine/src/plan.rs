@@ -305,7 +305,7 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     let previous_lock = resolved.previous_lock.as_ref();
     // Policy: the seccomp posture decides the Compose security options (and may add the
     // generated profile); options the user's override already sets are not repeated.
-    let policy_err = |e: aibox_policy::PolicyError| EngineError::Source(Box::new(e));
+    let policy_err = EngineError::from;
     let security = resolved.security.check().map_err(policy_err)?;
     let override_text = root
         .read(Utf8Path::new(aibox_policy::OVERRIDE_PATH))?

@@ -140,7 +140,7 @@ impl ResolvedRelease {
     pub fn gate(&self) -> Result<(), EngineError> {
         match &self.refused {
             None => Ok(()),
-            Some((skills, help)) => Err(EngineError::source(GateError::Refused {
+            Some((skills, help)) => Err(EngineError::from(GateError::Refused {
                 skills: skills.clone(),
                 help: help.clone(),
             })),
@@ -287,9 +287,9 @@ fn resolve_processkit(
         previous,
         &mut fetch,
     )
-    .map_err(EngineError::source)?;
+    .map_err(EngineError::from)?;
     let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
-        .map_err(EngineError::source)?;
+        .map_err(EngineError::from)?;
     let (hand_added, refused) = review_skills(root.path(), project, &release, &catalog)?;
     Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
         release,
@@ -309,7 +309,7 @@ fn not_cached(
     cache: Option<&Cache>,
 ) -> Result<Option<String>, EngineError> {
     let section = &project.config.processkit;
-    let kind = source_kind(section, root.path().as_std_path()).map_err(EngineError::source)?;
+    let kind = source_kind(section, root.path().as_std_path()).map_err(EngineError::from)?;
     if !matches!(kind, SourceKind::Http { .. }) {
         return Ok(None);
     }
@@ -321,7 +321,7 @@ fn not_cached(
         .as_deref()
         .map(|s| Sha256::parse(s, "`[processkit] sha256`"))
         .transpose()
-        .map_err(EngineError::source)?;
+        .map_err(EngineError::from)?;
     let locked = previous
         .filter(|l| l.source == source && version.as_deref().is_none_or(|v| v == l.version))
         .and_then(|l| l.release_asset_sha256);
@@ -336,10 +336,7 @@ fn not_cached(
         )));
     };
     let cached = match cache {
-        Some(cache) => cache
-            .load(&expected)
-            .map_err(EngineError::source)?
-            .is_some(),
+        Some(cache) => cache.load(&expected).map_err(EngineError::from)?.is_some(),
         None => false,
     };
     Ok((!cached).then(|| {
@@ -407,7 +404,7 @@ fn review_skills(
                 &config.skills.include,
                 &config.skills.exclude,
             )
-            .map_err(EngineError::source)?
+            .map_err(EngineError::from)?
             .skills;
         for skill in catalog
             .skills
@@ -425,7 +422,7 @@ fn review_skills(
                 .iter()
                 .filter_map(|(p, f)| p.strip_prefix(prefix.as_str()).map(|rel| (rel, f)));
             let dest = staging.path().join(&skill.name);
-            aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::source)?;
+            aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::from)?;
             let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
                 EngineError::io(
                     "stage",
@@ -454,7 +451,7 @@ fn review_skills(
     let refused = match aibox_skill_review::gate(project, &to_review) {
         Ok(_) => None,
         Err(GateError::Refused { skills, help }) => Some((skills, help)),
-        Err(e) => return Err(EngineError::source(e)),
+        Err(e) => return Err(EngineError::from(e)),
     };
     let mut hand_added = Vec::with_capacity(foreign.len());
     for skill in foreign {
@@ -479,5 +476,5 @@ fn hand_added_servers(
         }
     }
     aibox_provenance::servers::servers(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())), false)
-        .map_err(EngineError::source)
+        .map_err(EngineError::from)
 }

@@ -27,7 +27,7 @@ pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, En
         return review(as_path, &ctx);
     }
     let Some(root) = root else {
-        return Err(EngineError::source(SkillError::NoProject {
+        return Err(EngineError::from(SkillError::NoProject {
             target: target.to_owned(),
         }));
     };
@@ -140,7 +140,7 @@ fn find_installed(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, EngineErro
         .find(|s| s.name == name)
         .map(|s| s.dir)
         .ok_or_else(|| {
-            EngineError::source(SkillError::NotInstalled {
+            EngineError::from(SkillError::NotInstalled {
                 name: name.to_owned(),
                 skills: root.join(SKILLS_DIR),
             })
@@ -265,6 +265,13 @@ pub enum SkillError {
         /// Where it was looked for.
         skills: Utf8PathBuf,
     },
+}
+
+impl SkillError {
+    /// Always the user's: the named skill or directory does not exist.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        aibox_config::ErrorKind::User
+    }
 }
 
 /// One installed skill, for `aibox skill list`.

@@ -243,3 +243,15 @@ pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, column)
 }
+
+impl McpError {
+    /// Who can fix it: an unreadable file is the environment, a render failure a bug,
+    /// everything else is in the user's configuration or harness files.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Read { .. } => aibox_config::ErrorKind::Environment,
+            Self::Render { .. } => aibox_config::ErrorKind::Internal,
+            _ => aibox_config::ErrorKind::User,
+        }
+    }
+}

@@ -95,3 +95,22 @@ pub enum PolicyError {
         reason: String,
     },
 }
+
+impl PolicyError {
+    /// Who can fix it: every refusal is the user's; a broken built-in profile is a bug.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::BaseProfile { .. } => aibox_config::ErrorKind::Internal,
+            _ => aibox_config::ErrorKind::User,
+        }
+    }
+
+    /// The `[security]` consent key this refusal asks for (for example
+    /// `acknowledge_seccomp_unconfined`), when it is a missing seccomp consent.
+    pub fn consent_key(&self) -> Option<&'static str> {
+        match self {
+            Self::SeccompConsent { key, .. } | Self::EngineBlocksSandbox { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}

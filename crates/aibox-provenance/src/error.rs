@@ -317,6 +317,38 @@ pub enum ProvenanceError {
 pub type Result<T, E = ProvenanceError> = std::result::Result<T, E>;
 
 impl ProvenanceError {
+    /// Who can fix it. The user's configuration (a bad pin, digest, URL or version, a
+    /// missing digest) and the user's project files are the user's; a failed download,
+    /// a wrong digest, broken release content and disk errors are the environment (the
+    /// README promises exit 3 for those).
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        use aibox_config::ErrorKind;
+        match self {
+            Self::InvalidDigest { .. }
+            | Self::NoDigest { .. }
+            | Self::InsecureUrl { .. }
+            | Self::Version { .. }
+            | Self::Config { .. }
+            | Self::UnsafeDestination { .. }
+            | Self::Record { .. } => ErrorKind::User,
+            Self::Io { .. }
+            | Self::DigestMismatch { .. }
+            | Self::Sidecar { .. }
+            | Self::Http { .. }
+            | Self::HttpStatus { .. }
+            | Self::TooLarge { .. }
+            | Self::Redirects { .. }
+            | Self::UnsafeEntry { .. }
+            | Self::ArchiveLimit { .. }
+            | Self::CorruptArchive { .. }
+            | Self::Layout { .. }
+            | Self::Catalog { .. }
+            | Self::McpManifest { .. }
+            | Self::TierCycle { .. }
+            | Self::MissingScripts { .. } => ErrorKind::Environment,
+        }
+    }
+
     /// An error status, with the help that fits it: a 404 is a missing release asset,
     /// 401/403 a refusal, 5xx a server fault worth retrying.
     pub fn http_status(url: String, status: u16) -> Self {

@@ -146,6 +146,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+impl LockError {
+    /// Who can fix it: a hand-broken `aibox.lock` is the user's; a render failure a bug.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Invalid { .. } => aibox_config::ErrorKind::User,
+            Self::Render(_) => aibox_config::ErrorKind::Internal,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

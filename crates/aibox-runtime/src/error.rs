@@ -210,3 +210,18 @@ pub enum RuntimeError {
         name: String,
     },
 }
+
+impl RuntimeError {
+    /// Who can fix it: an invalid override, environment variable name or empty command is
+    /// the user's; everything about the engine and the container is the environment.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::InvalidOverride { .. }
+            | Self::EmptyCommand
+            | Self::InvalidEnvName { .. }
+            | Self::EnvNotSet { .. }
+            | Self::ForeignContainer { .. } => aibox_config::ErrorKind::User,
+            _ => aibox_config::ErrorKind::Environment,
+        }
+    }
+}

@@ -87,3 +87,13 @@ pub enum ReviewError {
         limit: usize,
     },
 }
+
+impl ReviewError {
+    /// Who can fix it: a file system failure is the environment, a bad target the user.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Io { .. } => aibox_config::ErrorKind::Environment,
+            _ => aibox_config::ErrorKind::User,
+        }
+    }
+}

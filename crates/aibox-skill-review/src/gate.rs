@@ -165,3 +165,14 @@ pub fn gate_report(
         help,
     })
 }
+
+impl GateError {
+    /// Who can fix it: a refusal is the user's decision; an unreadable skill is the
+    /// reader's kind.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Review { source, .. } => source.kind(),
+            _ => aibox_config::ErrorKind::User,
+        }
+    }
+}

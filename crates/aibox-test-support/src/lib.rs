@@ -2,12 +2,17 @@
 //!
 //! Each module belongs to one area: `schema` validates generated files against the
 //! vendored JSON schemas, `podman` prepares a real container engine and a locally built
-//! base image, `http` serves releases on loopback, `fixtures` builds project trees.
+//! base image, `http` serves releases on loopback, `fixtures` builds project trees, `cli`
+//! snapshots whole `aibox` interactions.
 
+pub mod cli;
 pub mod fixtures;
 pub mod http;
 pub mod podman;
 pub mod schema;
+
+/// Re-exported for [`aibox_snapshot!`].
+pub use insta;
 
 /// Folder of the JSON schemas vendored into this crate (`schemas/`, see its README for
 /// sources and licences). Inside the repository, so a clone of aibox alone passes its tests.

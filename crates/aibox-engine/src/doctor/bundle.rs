@@ -50,6 +50,13 @@ pub enum DoctorError {
     },
 }
 
+impl DoctorError {
+    /// A report that cannot be written is the environment's (disk, permissions).
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        aibox_config::ErrorKind::Environment
+    }
+}
+
 /// Writes a redacted diagnostic bundle (JSON) to `path`: the report, the project's
 /// configuration, lock, override, `devcontainer.json` and personal files, the names of
 /// all environment variables and the values of a few harmless ones. Every string passes

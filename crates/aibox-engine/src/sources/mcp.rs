@@ -34,12 +34,12 @@ pub fn contribute_with(
 ) -> Result<(), EngineError> {
     let config = &ctx.project.config;
     let servers =
-        collect_servers(config, &ctx.project.local, processkit).map_err(EngineError::source)?;
+        collect_servers(config, &ctx.project.local, processkit).map_err(EngineError::from)?;
     let ledger = ctx
         .read_text(Utf8Path::new(LEDGER_PATH))?
         .map(|text| Ledger::parse(&text))
         .transpose()
-        .map_err(EngineError::source)?;
+        .map_err(EngineError::from)?;
     let mut current: BTreeMap<&str, Option<String>> = BTreeMap::new();
     for (_, path, _) in TARGETS {
         current.insert(path, ctx.read_text(Utf8Path::new(path))?);
@@ -53,10 +53,10 @@ pub fn contribute_with(
         Ok(current.get(path).cloned().flatten())
     };
     let registration =
-        register(&servers, &opts, ledger.as_ref(), &mut read).map_err(EngineError::source)?;
+        register(&servers, &opts, ledger.as_ref(), &mut read).map_err(EngineError::from)?;
     // A deny the harness cannot enforce would be a silent allow: refuse it.
     aibox_mcp_registration::check_denies_enforceable(&registration.servers)
-        .map_err(EngineError::source)?;
+        .map_err(EngineError::from)?;
     for notice in &registration.notices {
         plan.warn(format!("mcp: {notice}"));
     }
@@ -84,8 +84,7 @@ pub fn effective_servers(
     processkit: &[ServerSpec],
 ) -> Result<Vec<EffectiveServer>, EngineError> {
     let config = &project.config;
-    let servers =
-        collect_servers(config, &project.local, processkit).map_err(EngineError::source)?;
+    let servers = collect_servers(config, &project.local, processkit).map_err(EngineError::from)?;
     let opts = RegisterOptions {
         harnesses: &config.ai.harnesses,
         permissions: &config.ai.mcp.permissions,

@@ -72,9 +72,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
             return Ok(());
         }
         ProcesskitState::NotResolved { reason } => {
-            return Err(EngineError::source(NotResolved {
+            return Err(EngineError::NotResolved {
                 reason: reason.clone(),
-            }));
+            });
         }
         ProcesskitState::Resolved(r) => r,
     };
@@ -102,7 +102,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         stat_cache: stat_cache.as_ref(),
     };
     let mut install =
-        plan_resume(root, release, previous, &opts, hints).map_err(EngineError::source)?;
+        plan_resume(root, release, previous, &opts, hints).map_err(EngineError::from)?;
     if install.stat_cache_stale {
         plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
     }
@@ -194,19 +194,6 @@ fn registered_servers(
         }
     }
     Ok(out)
-}
-
-/// A plan was asked for while the processkit release is not resolved (an offline
-/// resolve found it missing from the download cache).
-#[derive(Debug, thiserror::Error, miette::Diagnostic)]
-#[error("the processkit release is not resolved: {reason}")]
-#[diagnostic(
-    code(aibox::processkit::not_resolved),
-    help("run `aibox apply`, which downloads and verifies it")
-)]
-pub struct NotResolved {
-    /// Why.
-    pub reason: String,
 }
 
 /// The stat cache of the last apply, if any (a damaged one only costs re-hashing).

@@ -16,7 +16,7 @@ pub use aibox_skill_review::{
 /// Reviews one skill directory (`aibox skill review PATH`). Findings are in the report;
 /// an error means the directory could not be read.
 pub fn review(dir: &Utf8Path, ctx: &ReviewContext) -> Result<Review, EngineError> {
-    aibox_skill_review::review_skill(dir, ctx).map_err(EngineError::source)
+    aibox_skill_review::review_skill(dir, ctx).map_err(EngineError::from)
 }
 
 /// The `apply` gate: reviews `skills` (name, directory, context; the gated skills, chosen
@@ -26,7 +26,7 @@ pub fn gate(
     project: &Project,
     skills: &[(String, Utf8PathBuf, ReviewContext)],
 ) -> Result<Vec<String>, EngineError> {
-    aibox_skill_review::gate(project, skills).map_err(EngineError::source)
+    aibox_skill_review::gate(project, skills).map_err(EngineError::from)
 }
 
 /// Like [`gate`], with every review and the consents that were used (for `doctor`).
@@ -34,5 +34,5 @@ pub fn gate_report(
     project: &Project,
     skills: &[(String, Utf8PathBuf, ReviewContext)],
 ) -> Result<GateReport, EngineError> {
-    aibox_skill_review::gate_report(project, skills).map_err(EngineError::source)
+    aibox_skill_review::gate_report(project, skills).map_err(EngineError::from)
 }

@@ -5,7 +5,84 @@
 //! user never wrote is shown as aibox uses it. Whether a key exists is decided by the JSON
 //! Schema of `aibox.toml`, which also supplies the suggestions for a typo.
 
+use camino::{Utf8Path, Utf8PathBuf};
+use miette::Diagnostic;
 use serde_json::Value;
+
+use crate::{AIBOX_TOML, ConfigError, ErrorKind};
+
+/// Why `get` has no value to show.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum GetError {
+    /// `aibox.toml` cannot be read or is invalid.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Config(Box<ConfigError>),
+
+    /// A valid key with no value and no default.
+    #[error("`{key}` is not set in {path}")]
+    #[diagnostic(
+        code(aibox::config::key_not_set),
+        help("it has no default; set it with `aibox config set {key} VALUE`")
+    )]
+    KeyNotSet {
+        /// The key.
+        key: String,
+        /// The file.
+        path: Utf8PathBuf,
+    },
+
+    /// Not a key of `aibox.toml`.
+    #[error("`{at}` is not a key of aibox.toml")]
+    #[diagnostic(code(aibox::config::unknown_key), help("{help}"))]
+    UnknownKey {
+        /// The dotted prefix up to the bad segment.
+        at: String,
+        /// A suggestion.
+        help: String,
+    },
+}
+
+impl GetError {
+    /// Who can fix it: the configuration's own kind, else the user.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Config(e) => e.kind(),
+            Self::KeyNotSet { .. } | Self::UnknownKey { .. } => ErrorKind::User,
+        }
+    }
+}
+
+/// The effective value at the dotted `key` of the project's `aibox.toml` at `root`
+/// (defaults included; `.aibox-local.toml` is not consulted).
+pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
+    let path = root.join(AIBOX_TOML);
+    let config_error = |e: ConfigError| GetError::Config(Box::new(e));
+    let text = fs_err::read_to_string(&path).map_err(|source| {
+        config_error(ConfigError::Io {
+            path: path.clone(),
+            source,
+        })
+    })?;
+    let config = crate::parse_aibox_toml(&text, AIBOX_TOML).map_err(config_error)?;
+    // The model always serialises; a failure would leave `Null`, reported as unset.
+    let effective = serde_json::to_value(&config).unwrap_or(Value::Null);
+    let schema = crate::schema::aibox_toml_schema();
+    match lookup(&effective, &schema, key) {
+        Lookup::Value(v) => Ok(v),
+        Lookup::Unset => Err(GetError::KeyNotSet {
+            key: key.to_owned(),
+            path,
+        }),
+        Lookup::Unknown { at, suggestion } => Err(GetError::UnknownKey {
+            at,
+            help: suggestion.map_or_else(
+                || "`aibox config schema` lists every key".to_owned(),
+                |s| format!("did you mean `{s}`? (`aibox config schema` lists every key)"),
+            ),
+        }),
+    }
+}
 
 /// What `get` found at a key.
 #[derive(Debug, PartialEq)]
@@ -126,12 +203,12 @@ mod tests {
     use super::*;
 
     fn effective(text: &str) -> Value {
-        serde_json::to_value(aibox_config::parse_aibox_toml(text, "aibox.toml").unwrap()).unwrap()
+        serde_json::to_value(crate::parse_aibox_toml(text, "aibox.toml").unwrap()).unwrap()
     }
 
     #[test]
     fn effective_values_typos_and_unset_keys() {
-        let schema = aibox_config::schema::aibox_toml_schema();
+        let schema = crate::schema::aibox_toml_schema();
         let cfg =
             effective("[container]\nname = \"demo\"\n[container.environment]\nLANG = \"C\"\n");
         assert_eq!(

@@ -1,0 +1,66 @@
+//! `aibox config get|set|validate|schema`: reading and editing `aibox.toml` through
+//! `aibox_engine::config_edit` and `aibox_engine::config_check`.
+
+use super::{Outcome, json_or, project_root};
+use crate::args::{ConfigCommand, Global};
+use crate::exit::Exit;
+use crate::render;
+
+pub fn run(g: &Global, cmd: &ConfigCommand) -> Outcome {
+    match cmd {
+        ConfigCommand::Schema { local } => Ok(schema(*local)),
+        ConfigCommand::Validate => validate(g),
+        ConfigCommand::Get { key } => get(g, key),
+        ConfigCommand::Set { key, value, local } => set(g, key, value, *local),
+    }
+}
+
+/// The schema is JSON already; `--output` does not change it.
+fn schema(local: bool) -> Exit {
+    let schema = if local {
+        aibox_config::schema::local_toml_schema()
+    } else {
+        aibox_config::schema::aibox_toml_schema()
+    };
+    render::out(aibox_config::schema::render_schema(&schema).trim_end());
+    Exit::Ok
+}
+
+fn validate(g: &Global) -> Outcome {
+    let root = project_root(g)?;
+    // The same checks as `apply` and `config set`.
+    aibox_engine::config_check::check_project(&root)?;
+    json_or(
+        g,
+        &serde_json::json!({ "valid": true, "project": root }),
+        || render::note(g.quiet, &format!("{root}/aibox.toml is valid")),
+    )?;
+    Ok(Exit::Ok)
+}
+
+fn get(g: &Global, key: &str) -> Outcome {
+    let root = project_root(g)?;
+    let value = aibox_config::get::get(&root, key)?;
+    json_or(
+        g,
+        &serde_json::json!({ "key": key, "value": value }),
+        || {
+            render::out(&aibox_config::get::raw(&value));
+        },
+    )?;
+    Ok(Exit::Ok)
+}
+
+fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
+    let root = project_root(g)?;
+    let file = if local {
+        aibox_config::edit::ConfigFile::Local
+    } else {
+        aibox_config::edit::ConfigFile::Team
+    };
+    let path = aibox_engine::config_edit::config_set(&root, file, key, value)?;
+    json_or(g, &serde_json::json!({ "key": key, "file": path }), || {
+        render::note(g.quiet, &format!("set {key} in {path}"));
+    })?;
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,68 @@
+//! `aibox doctor [--integrity] [--report FILE]`: the diagnosis of
+//! `aibox_engine::doctor`; exit 1 when it found errors.
+
+use camino::Utf8Path;
+
+use super::{Outcome, json_or, project_root};
+use crate::args::{DoctorArgs, Global};
+use crate::exit::Exit;
+use crate::render;
+
+pub fn run(g: &Global, args: &DoctorArgs) -> Outcome {
+    let root = project_root(g)?;
+    if args.integrity {
+        return integrity(g, &root);
+    }
+    let report =
+        aibox_engine::doctor::doctor(&root, &aibox_engine::doctor::DoctorOptions::default())?;
+    if let Some(path) = &args.report {
+        aibox_engine::doctor::write_report(&root, &report, path)?;
+        render::note(
+            g.quiet,
+            &format!(
+                "wrote {path}; it is redacted, but read it before you attach it anywhere public"
+            ),
+        );
+    }
+    json_or(g, &report, || render::out(report.render_human().trim_end()))?;
+    Ok(if report.has_errors() {
+        Exit::Problems
+    } else {
+        Exit::Ok
+    })
+}
+
+fn integrity(g: &Global, root: &Utf8Path) -> Outcome {
+    let report = aibox_engine::integrity(root.as_std_path())?;
+    json_or(g, &report, || {
+        let status = serde_json::to_value(report.status)
+            .ok()
+            .and_then(|v| v.as_str().map(ToOwned::to_owned))
+            .unwrap_or_default();
+        render::out(&format!(
+            "processkit integrity: {status} ({} files checked)",
+            report.checked
+        ));
+        if let Some(v) = &report.lock_version {
+            render::out(&format!(
+                "  version: lock {v}, marker {}",
+                report.marker_version.as_deref().unwrap_or("-")
+            ));
+        }
+        for (label, files) in [
+            ("modified", &report.modified),
+            ("missing", &report.missing),
+            ("unexpected", &report.unexpected),
+            ("edited (user-owned, fine)", &report.user_modified),
+        ] {
+            for f in files {
+                render::out(&format!("  {label}: {f}"));
+            }
+        }
+    })?;
+    Ok(if report.exit_code() == 0 {
+        Exit::Ok
+    } else {
+        Exit::Problems
+    })
+}

@@ -1,0 +1,125 @@
+//! One module per command. Each parses nothing itself: it takes its typed arguments,
+//! calls one library function, renders the result (human or `--output json`) and returns
+//! an [`Exit`]; errors go back as [`Failure`], whose kind picks the exit code in
+//! `crate::exit`.
+
+mod addon;
+mod apply;
+mod completion;
+mod config;
+mod docs;
+mod doctor;
+mod exec;
+mod init;
+mod lifecycle;
+mod mcp;
+mod skill;
+
+use std::io::IsTerminal;
+
+use camino::Utf8PathBuf;
+
+use crate::args::{Cli, Command, Global, McpCommand, Output};
+use crate::error::{CliError, Failure};
+use crate::exit::Exit;
+use crate::render;
+
+/// What a command returns.
+pub type Outcome = Result<Exit, Failure>;
+
+/// Runs the parsed command line.
+pub fn run(cli: &Cli) -> Outcome {
+    let g = &cli.global;
+    match &cli.command {
+        Command::Completion { shell } => completion::run(g, *shell),
+        Command::Docs { page } => docs::run(g, *page),
+        Command::Init(args) => init::run(g, args),
+        Command::Apply(args) => apply::run(g, args),
+        Command::Up(args) => lifecycle::up(g, args),
+        Command::Down => lifecycle::down(g),
+        Command::Status => lifecycle::status(g),
+        Command::Exec(args) => exec::run(g, args),
+        Command::Doctor(args) => doctor::run(g, args),
+        Command::Config(cmd) => config::run(g, cmd),
+        Command::Mcp(McpCommand::List) => mcp::list(g),
+        Command::Skill(cmd) => skill::run(g, cmd),
+        Command::Addon(cmd) => addon::run(g, cmd),
+    }
+}
+
+/// The project root: `--project DIR` as given, else the nearest parent with `aibox.toml`.
+fn project_root(g: &Global) -> Result<Utf8PathBuf, Failure> {
+    if let Some(dir) = &g.project {
+        return Ok(dir.clone());
+    }
+    Ok(aibox_config::find_project_root(&cwd()?)?)
+}
+
+/// The project root when there is one (commands that also work outside a project).
+fn optional_project_root(g: &Global) -> Result<Option<Utf8PathBuf>, Failure> {
+    Ok(match &g.project {
+        Some(p) => Some(p.clone()),
+        None => aibox_config::find_project_root(&cwd()?).ok(),
+    })
+}
+
+fn cwd() -> Result<Utf8PathBuf, Failure> {
+    let cwd = std::env::current_dir().map_err(CliError::Cwd)?;
+    Ok(Utf8PathBuf::from_path_buf(cwd)
+        .map_err(|p| CliError::NonUtf8Cwd(p.display().to_string()))?)
+}
+
+/// Prints `value` as JSON with `--output json`, else runs `human`.
+fn json_or(g: &Global, value: &impl serde::Serialize, human: impl FnOnce()) -> Result<(), Failure> {
+    if g.output == Output::Json {
+        render::json(value)?;
+    } else {
+        human();
+    }
+    Ok(())
+}
+
+/// Asks a question on the terminal; an empty answer is `default`.
+fn ask(question: &str, default: &str) -> Result<String, Failure> {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{question} [{default}]: ");
+    let _ = err.flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(CliError::Stdin)?;
+    let line = line.trim();
+    Ok(if line.is_empty() {
+        default.to_owned()
+    } else {
+        line.to_owned()
+    })
+}
+
+fn interactive() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Renders a container lifecycle event as a progress line on stderr.
+fn progress(g: &Global, event: &aibox_runtime::Event) {
+    use aibox_runtime::Event;
+    let line = match event {
+        Event::Building { image } => format!("building image {image} ..."),
+        Event::Starting { container } => format!("starting {container} ..."),
+        Event::Waiting { container } => format!("waiting for {container} to run ..."),
+        Event::Running { container, id } => {
+            format!("{container} is running ({})", id.get(..12).unwrap_or(id))
+        }
+        Event::AlreadyRunning { container } => format!("{container} is already running"),
+        Event::Stopping { container } => format!("stopping {container} ..."),
+        Event::Output { line } => {
+            if g.verbose == 0 {
+                return;
+            }
+            format!("  | {line}")
+        }
+        _ => return,
+    };
+    render::note(g.quiet, &line);
+}

@@ -1,0 +1,121 @@
+//! `aibox skill list|review|enable|disable`: processkit skills (`aibox_engine::skills`).
+
+use camino::Utf8Path;
+
+use super::{Outcome, json_or, optional_project_root, project_root};
+use crate::args::{Global, SkillCommand};
+use crate::exit::Exit;
+use crate::render;
+use aibox_engine::skills::Trust;
+
+pub fn run(g: &Global, cmd: &SkillCommand) -> Outcome {
+    match cmd {
+        SkillCommand::List => list(g),
+        SkillCommand::Review { target } => review(g, target),
+        SkillCommand::Enable { name } => select(g, name, true),
+        SkillCommand::Disable { name } => select(g, name, false),
+    }
+}
+
+fn list(g: &Global) -> Outcome {
+    let root = project_root(g)?;
+    let skills = aibox_engine::skills::list(&root)?;
+    json_or(g, &skills, || {
+        if skills.is_empty() {
+            render::out("no processkit skills are installed");
+        }
+        for s in &skills {
+            let mut tags = Vec::new();
+            if s.core {
+                tags.push("core");
+            }
+            if s.mcp_server {
+                tags.push("mcp");
+            }
+            if s.included {
+                tags.push("included");
+            }
+            if s.excluded {
+                tags.push("excluded");
+            }
+            let origin = match s.origin {
+                Trust::FirstParty => "first-party",
+                Trust::ThirdParty => "third-party",
+            };
+            let verdict = if s.failed_points.is_empty() {
+                s.verdict.as_str().to_owned()
+            } else {
+                let points: Vec<String> = s.failed_points.iter().map(u8::to_string).collect();
+                format!("fail (point {})", points.join(", "))
+            };
+            render::out(&format!(
+                "{:<24} {:<14} {:<12} {:<18} {}",
+                s.name,
+                s.category,
+                origin,
+                verdict,
+                tags.join(", ")
+            ));
+        }
+    })?;
+    Ok(Exit::Ok)
+}
+
+fn review(g: &Global, target: &str) -> Outcome {
+    let root = optional_project_root(g)?;
+    let review = aibox_engine::skills::review_target(root.as_deref(), target)?;
+    json_or(g, &review, || {
+        render::out(review.render_human().trim_end());
+        let first_party = root.as_deref().is_some_and(|r| {
+            !Utf8Path::new(target).is_dir()
+                && aibox_engine::skills::trust_of_installed(r, target) == Some(Trust::FirstParty)
+        });
+        if first_party && review.failed() {
+            render::out(
+                "This skill is first-party (shipped in the verified release pinned in aibox.lock): \
+                 its findings are reported and do not block `aibox apply` unless \
+                 `[processkit] review = \"all\"`.",
+            );
+        }
+    })?;
+    Ok(if review.failed() {
+        Exit::Problems
+    } else {
+        Exit::Ok
+    })
+}
+
+fn select(g: &Global, name: &str, enable: bool) -> Outcome {
+    let root = project_root(g)?;
+    let path = if enable {
+        aibox_engine::skills::enable(&root, name)
+    } else {
+        aibox_engine::skills::disable(&root, name)
+    }?;
+    // Shown even with --quiet: the command did nothing the user can use yet.
+    let no_effect = aibox_config::load_project(&root)
+        .is_ok_and(|p| p.config.context.mode == aibox_config::ContextMode::HarnessOnly);
+    let warning = no_effect.then_some(
+        "context mode is `harness-only`, so no processkit skill is installed and this has \
+         no effect until [context] mode = \"processkit\"",
+    );
+    json_or(
+        g,
+        &serde_json::json!({
+            "skill": name,
+            "enabled": enable,
+            "file": path,
+            "warning": warning,
+        }),
+        || {
+            render::note(
+                g.quiet,
+                &format!("updated [skills] in {path}; run `aibox apply` to install or remove it"),
+            );
+            if let Some(w) = warning {
+                render::note(false, &format!("warning: {w}"));
+            }
+        },
+    )?;
+    Ok(Exit::Ok)
+}

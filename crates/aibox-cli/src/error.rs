@@ -1,0 +1,103 @@
+//! A failed command: a diagnostic plus the [`ErrorKind`] that picks the exit code.
+//!
+//! Every library error converts into [`Failure`] with its own `kind()`, so commands use
+//! `?` and never decide an exit code themselves. Errors the CLI raises itself are
+//! [`CliError`], typed like every other crate's.
+
+use aibox_config::ErrorKind;
+use miette::Diagnostic;
+
+/// A failed command.
+pub struct Failure {
+    /// What to show.
+    pub report: miette::Report,
+    /// Who can fix it (decides the exit code).
+    pub kind: ErrorKind,
+}
+
+macro_rules! failure_from {
+    ($($ty:ty),* $(,)?) => {$(
+        impl From<$ty> for Failure {
+            fn from(e: $ty) -> Self {
+                let kind = e.kind();
+                Self { report: miette::Report::new(e), kind }
+            }
+        }
+    )*};
+}
+
+failure_from!(
+    CliError,
+    aibox_config::ConfigError,
+    aibox_config::UnknownHarness,
+    aibox_config::get::GetError,
+    aibox_engine::EngineError,
+    aibox_engine::init::InitError,
+    aibox_engine::addons::AddonError,
+    aibox_engine::config_edit::ConfigEditError,
+    aibox_engine::lifecycle::LifecycleError,
+    aibox_engine::doctor::DoctorError,
+    aibox_provenance::error::ProvenanceError,
+);
+
+/// Errors of the command-line layer itself.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum CliError {
+    /// The working directory cannot be read.
+    #[error("cannot read the current directory")]
+    #[diagnostic(code(aibox::cli::cwd), help("pass `--project DIR`"))]
+    Cwd(#[source] std::io::Error),
+
+    /// The working directory is not valid UTF-8.
+    #[error("the current directory is not valid UTF-8: {0}")]
+    #[diagnostic(
+        code(aibox::cli::non_utf8_path),
+        help("aibox needs UTF-8 paths; move the project or pass `--project DIR`")
+    )]
+    NonUtf8Cwd(String),
+
+    /// The answer to a question cannot be read.
+    #[error("cannot read the answer")]
+    #[diagnostic(code(aibox::cli::stdin))]
+    Stdin(#[source] std::io::Error),
+
+    /// `init` without a name in a folder whose name is not a valid project name.
+    #[error("the folder name `{folder}` is not a valid project name")]
+    #[diagnostic(
+        code(aibox::init::folder_name),
+        help(
+            "name the project yourself: `aibox init {suggestion}` (letters, digits, `.`, `_` \
+             and `-`, starting with a letter or digit)"
+        )
+    )]
+    FolderName {
+        /// The folder name.
+        folder: String,
+        /// A valid name close to it.
+        suggestion: String,
+    },
+
+    /// The person at the terminal declined the seccomp consent.
+    #[error("consent not given")]
+    #[diagnostic(
+        code(aibox::policy::seccomp_consent),
+        help("nothing was written; see the explanation above for the narrower options")
+    )]
+    ConsentRefused,
+
+    /// A value could not be rendered as JSON (a bug).
+    #[error("cannot render JSON: {0}")]
+    #[diagnostic(code(aibox::cli::json))]
+    Json(String),
+}
+
+impl CliError {
+    /// Who can fix it.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Cwd(_) | Self::Stdin(_) => ErrorKind::Environment,
+            Self::Json(_) => ErrorKind::Internal,
+            Self::NonUtf8Cwd(_) | Self::FolderName { .. } | Self::ConsentRefused => ErrorKind::User,
+        }
+    }
+}
