@@ -3,8 +3,9 @@
 //! - `bench`: the processkit install path (first install, no-op, upgrade, integrity,
 //!   peak RSS) at 1x and 10x content beside `cp -r` and `sha256sum` (see `bench.rs`).
 //! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
-//!   layering, stub scan, the whole test suite). This is the README's test command and what
-//!   `.ci/run` executes.
+//!   layering, stub scan, the whole test suite with the doc examples, and the embedder
+//!   example `crates/aibox-engine/examples/embed.rs` on the bundled example project). This
+//!   is the README's test command and what `.ci/run` executes.
 //! - `demo`: aibox's main job on the bundled example project (`examples/demo`, copied to
 //!   `target/aibox-demo` so the repository stays clean): `apply`, a second no-op `apply`,
 //!   `apply --check` and `doctor`.
@@ -83,9 +84,26 @@ pub(crate) fn ci() -> Result<(), String> {
     stubs::check()?;
     say("==> documentation site (mdBook production build)");
     release::docs()?;
+    // `cargo test` (not nextest) so the doc examples run with the tests.
     step(
         "tests",
         &["test", "--workspace", "--locked", "--no-fail-fast"],
+    )?;
+    // The embedder example: resolve, plan and apply through the library alone.
+    let embed = prepare_demo("target/aibox-embed")?;
+    step(
+        "embedder example (examples/embed.rs on examples/demo)",
+        &[
+            "run",
+            "--locked",
+            "--quiet",
+            "--package",
+            "aibox-engine",
+            "--example",
+            "embed",
+            "--",
+            embed,
+        ],
     )?;
     say("xtask ci: all checks passed");
     Ok(())
@@ -114,16 +132,7 @@ fn demo() -> Result<(), String> {
         "build aibox",
         &["build", "--locked", "--quiet", "--package", "aibox-cli"],
     )?;
-    let target = std::path::Path::new("target/aibox-demo");
-    if target.exists() {
-        fs_err::remove_dir_all(target).map_err(|e| e.to_string())?;
-    }
-    copy_dir(std::path::Path::new("examples/demo"), target)?;
-    let pack = std::path::Path::new("target/processkit-pack");
-    if pack.exists() {
-        fs_err::remove_dir_all(pack).map_err(|e| e.to_string())?;
-    }
-    copy_dir(std::path::Path::new("examples/processkit-pack"), pack)?;
+    let target = std::path::Path::new(prepare_demo("target/aibox-demo")?);
     let bin = std::path::Path::new("target/debug/aibox");
     for args in [
         &["apply"][..],
@@ -149,6 +158,22 @@ fn demo() -> Result<(), String> {
     }
     say("demo: generated files are in target/aibox-demo");
     Ok(())
+}
+
+/// A fresh copy of the bundled example project at `target` (below `target/`), with the
+/// content pack it pins beside it at `target/processkit-pack`.
+fn prepare_demo(target: &str) -> Result<&str, String> {
+    let dest = std::path::Path::new(target);
+    if dest.exists() {
+        fs_err::remove_dir_all(dest).map_err(|e| e.to_string())?;
+    }
+    copy_dir(std::path::Path::new("examples/demo"), dest)?;
+    let pack = std::path::Path::new("target/processkit-pack");
+    if pack.exists() {
+        fs_err::remove_dir_all(pack).map_err(|e| e.to_string())?;
+    }
+    copy_dir(std::path::Path::new("examples/processkit-pack"), pack)?;
+    Ok(target)
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {

@@ -52,14 +52,9 @@ const LAYOUT: &str = "crates/aibox-config/src/layout.rs";
 /// Product files that may write files outside the writer, each with the reason.
 const WRITE_ALLOWLIST: &[(&str, &str)] = &[
     // `doctor --bundle FILE` writes the report where the user asks (usually outside the
-    // project, mode 0600); not a project file. 17a splits doctor.rs: the lead moves this
-    // entry to `doctor/bundle.rs`.
+    // project, mode 0600); not a project file.
     (
-        "crates/aibox-engine/src/doctor.rs",
-        "bundle at a user-named path",
-    ),
-    (
-        "crates/aibox-engine/src/doctor/",
+        "crates/aibox-engine/src/doctor/bundle.rs",
         "bundle at a user-named path",
     ),
     // The verified-archive cache lives in the user's cache directory, not the project.
@@ -76,13 +71,7 @@ const WRITE_ALLOWLIST: &[(&str, &str)] = &[
 ];
 
 /// Product files that may spell a `.devcontainer/` path literal, each with the reason.
-const LAYOUT_ALLOWLIST: &[(&str, &str)] = &[
-    // 17a splits doctor.rs; until the lead wires its constants to `layout`, they stay.
-    (
-        "crates/aibox-engine/src/doctor.rs",
-        "constants the lead replaces with layout's",
-    ),
-];
+const LAYOUT_ALLOWLIST: &[(&str, &str)] = &[];
 
 /// Scans `crates/` and `xtask/` for stub markers, and product code for writes outside
 /// the writer and `.devcontainer/` path literals outside the file table.

@@ -128,6 +128,15 @@ pub fn find_project_root(start: &Utf8Path) -> Result<Utf8PathBuf, ConfigError> {
 ///
 /// Problems of both files are reported together; the overlay is also checked against
 /// the team file (duplicate MCP server names, overlapping volumes).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+/// fs_err::write(root.join("aibox.toml"), "[container]\nname = \"demo\"\n").unwrap();
+/// let project = aibox_config::load_project(root)?;
+/// assert_eq!(project.config.container.name, "demo");
+/// # Ok::<(), aibox_config::ConfigError>(())
+/// ```
 pub fn load_project(root: &Utf8Path) -> Result<Project, ConfigError> {
     let path = root.join(AIBOX_TOML);
     let text = read(&path)?;

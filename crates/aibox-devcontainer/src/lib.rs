@@ -136,6 +136,14 @@ impl<'a> Inputs<'a> {
 /// `docker-compose.yml`, `devcontainer.json`, the scaffold-once files (when
 /// [`Inputs::scaffold_user_files`]), `.aibox-local.env`, then one `.aibox-home/<dir>/.keep`
 /// per enabled harness that has a state directory.
+///
+/// ```
+/// let config = aibox_config::parse_aibox_toml("[container]\nname = \"demo\"\n", "aibox.toml")?;
+/// let local = aibox_config::LocalToml::default();
+/// let files = aibox_devcontainer::render(&aibox_devcontainer::Inputs::new(&config, &local, "0.1.0"))?;
+/// assert_eq!(files[0].path, aibox_devcontainer::DOCKERFILE_PATH);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError> {
     validate::inputs(inputs)?;
     let builtin;

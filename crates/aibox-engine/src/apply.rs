@@ -23,7 +23,7 @@ use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
-use crate::plan::{PlanOptions, plan_in};
+use crate::plan::PlanOptions;
 use crate::writer::{ProjectRoot, Writer, check_relative, in_perimeter};
 
 /// Digests of the apply in progress (the would-be lock), under `.aibox/`.
@@ -149,20 +149,73 @@ impl ApplyReport {
     }
 }
 
-/// Plans and applies the project at `root`.
+/// Resolves, plans and applies the project at `root` (the processkit release may be
+/// downloaded, see [`crate::resolve`]).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+/// # fs_err::write(root.join("aibox.toml"), "[container]\nname = \"demo\"\n").unwrap();
+/// let report = aibox_engine::apply(root, &aibox_engine::ApplyOptions::default())?;
+/// assert!(report.changed());
+/// assert!(root.join(".devcontainer/Dockerfile").is_file());
+/// # Ok::<(), aibox_engine::EngineError>(())
+/// ```
+///
+/// # Errors
+/// Those of [`crate::resolve`] and [`crate::plan`], a refused file, a failed write.
 pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, EngineError> {
     let root = ProjectRoot::open(root)?;
-    let read_only = options.dry_run || options.check;
     // An invalid configuration is reported before anything (even the lock) is created.
-    aibox_config::load_project(root.path())?;
-    let _guard = if read_only {
-        None
-    } else {
-        Some(ProjectLock::acquire(&root, options.lock_timeout)?)
-    };
-    let mut writer = Writer::new(&root);
+    let project = crate::config_check::check_project(root.path())?;
+    let guard = lock_unless_read_only(&root, options)?;
+    // Resolved under the project lock: the previous `aibox.lock` is the one this run
+    // builds on.
+    let resolved = crate::resolve::resolve_in(root, project, &options.plan)?;
+    apply_locked(&resolved, options, guard)
+}
 
-    let plan = plan_in(&root, &options.plan)?;
+/// Applies a project resolved earlier ([`crate::resolve`]); `options.plan` is not used
+/// (the resolved value carries its own). When another apply changed `aibox.lock` since
+/// the resolve, the project is resolved again under the project lock first.
+///
+/// # Errors
+/// As [`apply`].
+pub fn apply_resolved(
+    resolved: &crate::Resolved,
+    options: &ApplyOptions,
+) -> Result<ApplyReport, EngineError> {
+    let root = resolved.project_root();
+    let guard = lock_unless_read_only(root, options)?;
+    if crate::plan::read_lock(root)? != resolved.previous_lock {
+        let again =
+            crate::resolve::resolve_in(root.clone(), resolved.project.clone(), resolved.options())?;
+        return apply_locked(&again, options, guard);
+    }
+    apply_locked(resolved, options, guard)
+}
+
+fn lock_unless_read_only(
+    root: &ProjectRoot,
+    options: &ApplyOptions,
+) -> Result<Option<ProjectLock>, EngineError> {
+    if options.dry_run || options.check {
+        Ok(None)
+    } else {
+        Ok(Some(ProjectLock::acquire(root, options.lock_timeout)?))
+    }
+}
+
+fn apply_locked(
+    resolved: &crate::Resolved,
+    options: &ApplyOptions,
+    _guard: Option<ProjectLock>,
+) -> Result<ApplyReport, EngineError> {
+    let root = resolved.project_root();
+    let read_only = options.dry_run || options.check;
+    let mut writer = Writer::new(root);
+
+    let plan = crate::plan::plan(resolved)?;
     let lock_file = plan.lock_file();
     let all: Vec<&PlannedFile> = plan
         .files
@@ -177,19 +230,18 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
         writer.clean_stray_temps(written.chain([Utf8Path::new(PENDING_LOCK)]))?
     };
 
-    let pending = read_pending(&root)?;
-    let previous = crate::plan::read_lock(&root)?;
+    let pending = read_pending(root)?;
     let known = KnownDigests {
-        previous: previous.as_ref(),
+        previous: resolved.previous_lock.as_ref(),
         pending: pending.as_ref(),
     };
 
     // Decide everything before writing anything: a refusal leaves the project untouched.
     let mut decisions = Vec::with_capacity(all.len());
     for file in &all {
-        decisions.push(decide(&root, file, &known, options)?);
+        decisions.push(decide(root, file, &known, options)?);
     }
-    let mut removals = planned_removals(&root, &plan.removals, options)?;
+    let mut removals = planned_removals(root, &plan.removals, options)?;
     if options.check {
         decisions.retain(|d| !aibox_config::is_local_state(d.report.path.as_str()));
         removals.retain(|r| !aibox_config::is_local_state(r.path.as_str()));

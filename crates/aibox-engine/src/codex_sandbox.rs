@@ -15,7 +15,7 @@
 //! end-to-end tests run Codex's own sandbox for that.
 
 use aibox_config::{AiboxToml, EngineChoice, Harness};
-use aibox_policy::{SeccompPosture, TargetEngine, container_security, sandbox_fix};
+use aibox_policy::{SeccompPosture, TargetEngine, sandbox_fix};
 use aibox_runtime::{DetectEnv, Engine, Runtime, Target};
 use serde::Serialize;
 
@@ -102,12 +102,17 @@ pub fn codex_enabled(config: &AiboxToml) -> bool {
 }
 
 /// Runs the probe in the project's running container as the configured user. `None`
-/// when Codex is not enabled.
-pub fn probe(config: &AiboxToml, runtime: &Runtime, target: &Target) -> Option<SandboxReport> {
+/// when Codex is not enabled. `posture` is the project's (see
+/// [`crate::Security::posture`]).
+pub fn probe(
+    config: &AiboxToml,
+    posture: SeccompPosture,
+    runtime: &Runtime,
+    target: &Target,
+) -> Option<SandboxReport> {
     if !codex_enabled(config) {
         return None;
     }
-    let posture = container_security(config).map_or(SeccompPosture::EngineDefault, |d| d.posture);
     let probe = aibox_runtime::USERNS_PROBE.join(" ");
     let report = match runtime.probe_user_namespaces(target, &target.user) {
         Ok(outcome) if outcome.works => SandboxReport {

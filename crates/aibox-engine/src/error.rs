@@ -223,6 +223,18 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
+
+    /// A plan was asked of a project resolved offline whose processkit release is not in
+    /// the download cache (see `PlanOptions::offline`).
+    #[error("the processkit release is not resolved: {reason}")]
+    #[diagnostic(
+        code(aibox::processkit::not_resolved),
+        help("run `aibox apply`, which downloads and verifies it")
+    )]
+    NotResolved {
+        /// Why, in one sentence.
+        reason: String,
+    },
 }
 
 // Boxed so every `Result<_, EngineError>` stays small (the diagnostics below carry
@@ -273,7 +285,11 @@ impl EngineError {
             | Self::Root { .. } => ErrorKind::User,
             Self::ConfigCheck(e) => e.kind(),
             // Something in the way on disk is a disk problem like a refused write.
-            Self::Busy { .. } | Self::Io { .. } | Self::WrongKind { .. } => ErrorKind::Environment,
+            // Not resolved offline: only a download (`aibox apply`) fixes it.
+            Self::Busy { .. }
+            | Self::Io { .. }
+            | Self::WrongKind { .. }
+            | Self::NotResolved { .. } => ErrorKind::Environment,
             Self::OutsidePerimeter { .. } | Self::DuplicatePath { .. } => ErrorKind::Internal,
         }
     }

@@ -116,6 +116,18 @@ impl InitError {
 }
 
 /// Creates `aibox.toml` in `dir` and creates or extends `.gitignore`.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+/// let options = aibox_config::init::InitOptions::new("demo");
+/// let report = aibox_engine::init::init(root, &options)?;
+/// assert!(report.aibox_toml.ends_with("aibox.toml"));
+/// // The new project resolves and plans as it is.
+/// let resolved = aibox_engine::resolve(root, &aibox_engine::PlanOptions::default())?;
+/// aibox_engine::plan(&resolved)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError> {
     if !dir.is_dir() {
         return Err(InitError::NotADirectory {

@@ -1,21 +1,27 @@
 //! `aibox-engine`: the plan/apply engine shared by the CLI and embedders.
 //!
-//! [`plan`] computes every file aibox would write (with its owner) from the project's
-//! configuration; [`apply`] writes it through the single guarded writer
-//! ([`writer`]): atomic, write-if-changed, inside a closed perimeter, lock file last,
-//! under a project lock.
+//! Resolve, then plan, then apply: [`resolve`] does every network and temporary-file
+//! step (configuration, lock, seccomp decision, verified processkit release, skill
+//! review); [`plan`] computes every file aibox would write (with its owner) from the
+//! resolved project, reading only the project's files; [`apply`] writes it through the
+//! single guarded writer ([`writer`]): atomic, write-if-changed, inside a closed
+//! perimeter, lock file last, under a project lock.
 
 mod apply;
 mod error;
 pub mod plan;
+pub mod render;
+pub mod resolve;
 pub mod sources;
 pub mod writer;
 
 pub use apply::{
     APPLY_LOCK, ApplyOptions, ApplyReport, BACKUP_DIR, FileAction, FileReport, PENDING_LOCK, apply,
+    apply_resolved,
 };
 pub use error::EngineError;
 pub use plan::{DownloadProgress, Plan, PlanBuilder, PlanContext, PlanOptions, plan};
+pub use resolve::{ProcesskitState, Resolved, ResolvedRelease, Security, resolve, resolve_project};
 
 // Modules owned by other features (one line each):
 pub mod addons;
@@ -33,4 +39,4 @@ pub mod skills;
 pub use aibox_devcontainer::catalog;
 /// `aibox doctor --integrity`: per-file verification of the installed processkit content.
 pub use aibox_provenance::{IntegrityReport, IntegrityStatus, integrity};
-pub use mcp_list::mcp_list;
+pub use mcp_list::{McpList, mcp_list, mcp_list_resolved};

@@ -16,7 +16,7 @@ use aibox_runtime::{
 use camino::Utf8Path;
 use miette::Diagnostic;
 
-use crate::{ApplyOptions, ApplyReport, EngineError, apply};
+use crate::{ApplyOptions, ApplyReport, EngineError};
 
 /// Errors of the lifecycle commands: those of the layers they combine, unchanged.
 #[derive(Debug, thiserror::Error, Diagnostic)]
@@ -141,11 +141,8 @@ pub struct UpReport {
 }
 
 /// Notices about relaxations that the project's configuration makes active.
-fn relaxation_notices(root: &Utf8Path) -> Vec<String> {
-    let Ok(project) = load_project(root) else {
-        return Vec::new();
-    };
-    let Ok(decision) = aibox_policy::container_security(&project.config) else {
+fn relaxation_notices(resolved: &crate::Resolved) -> Vec<String> {
+    let Ok(decision) = &resolved.security.decision else {
         return Vec::new();
     };
     let mut notices = Vec::new();
@@ -162,7 +159,7 @@ fn relaxation_notices(root: &Utf8Path) -> Vec<String> {
         ),
         _ => {}
     }
-    for exception in &project.config.security.exceptions {
+    for exception in &resolved.project.config.security.exceptions {
         notices.push(format!(
             "security: exception `{}` is active ({})",
             exception.option, exception.reason
@@ -177,9 +174,17 @@ pub fn runtime_for(
     options: &LifecycleOptions,
 ) -> Result<(Runtime, Target), LifecycleError> {
     let project = load_project(root)?;
-    let runtime = Runtime::detect(project.config.container.engine, options.env.clone())?
+    runtime_for_config(root, &project.config, options)
+}
+
+/// The runtime and target of a project whose configuration is already loaded.
+pub fn runtime_for_config(
+    root: &Utf8Path,
+    config: &aibox_config::AiboxToml,
+    options: &LifecycleOptions,
+) -> Result<(Runtime, Target), LifecycleError> {
+    let runtime = Runtime::detect(config.container.engine, options.env.clone())?
         .with_timeouts(options.timeouts);
-    let config = &project.config;
     let target = Target {
         root: root.to_owned(),
         project: aibox_devcontainer::project_name(config),
@@ -191,24 +196,29 @@ pub fn runtime_for(
 }
 
 /// Brings the generated files up to date, then builds (when needed) and starts the
-/// container and waits until it runs.
+/// container and waits until it runs. The configuration is loaded once and the project
+/// resolved once (see [`crate::resolve`]); everything below works from that value.
 pub fn up(
     root: &Utf8Path,
     options: &UpOptions,
     progress: Progress<'_>,
 ) -> Result<UpReport, LifecycleError> {
-    // Detect first: a missing engine is reported before anything is written.
-    let (runtime, target) = runtime_for(root, &options.lifecycle)?;
-    let mut apply_opts = ApplyOptions {
+    // An invalid configuration first, then a missing engine, before anything is written.
+    let project = crate::config_check::check_project(root)?;
+    let (runtime, target) = runtime_for_config(root, &project.config, &options.lifecycle)?;
+    let apply_opts = ApplyOptions {
         dry_run: false,
         check: false,
         ..options.apply.clone()
     };
     // The seccomp gate judges the engine `up` is about to use.
-    apply_opts.plan.engine = Some(crate::codex_sandbox::from_engine(
+    let mut plan_opts = options.apply.plan.clone();
+    plan_opts.engine = Some(crate::codex_sandbox::from_engine(
         runtime.detected().engine.engine,
     ));
-    let report = apply(root, &apply_opts)?;
+    let resolved = crate::resolve_project(root, project, &plan_opts)?;
+    let report = crate::apply_resolved(&resolved, &apply_opts)?;
+    let config = &resolved.project.config;
     let before = runtime.status(&target)?;
     let status = runtime.up(
         &target,
@@ -218,8 +228,7 @@ pub fn up(
         progress,
     )?;
     // What the engine actually runs, under the same rules: a violation stops the container.
-    let project = load_project(root)?;
-    if let Some(findings) = container_state(&runtime, &target, &project.config)? {
+    if let Some(findings) = container_state(&runtime, &target, config)? {
         let errors: Vec<&Finding> = findings
             .iter()
             .filter(|f| f.severity == Severity::Error)
@@ -243,12 +252,13 @@ pub fn up(
             });
         }
     }
-    let codex_sandbox = crate::codex_sandbox::probe(&project.config, &runtime, &target);
+    let codex_sandbox =
+        crate::codex_sandbox::probe(config, resolved.security.posture(), &runtime, &target);
     // Like the Dev Containers CLI: post-create once per new container, post-start on
     // every start.
     let created = status.container_id.is_some() && status.container_id != before.container_id;
     let started = created || before.state != ContainerState::Running;
-    let lifecycle = project.config.container.lifecycle;
+    let lifecycle = config.container.lifecycle.clone();
     let mut ran = Vec::new();
     for (key, command, due) in [
         (
@@ -266,7 +276,7 @@ pub fn up(
     Ok(UpReport {
         apply: report,
         status,
-        notices: relaxation_notices(root),
+        notices: relaxation_notices(&resolved),
         codex_sandbox,
         ran,
     })

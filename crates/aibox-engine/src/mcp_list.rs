@@ -1,19 +1,60 @@
 //! `aibox mcp list`: the effective MCP servers per harness, with origin, target file,
-//! trust scope and allowed tools, computed exactly as `apply` would register them (it
-//! builds the plan, so a processkit release is fetched and verified as `apply` would).
+//! trust scope and allowed tools, computed exactly as `apply` would register them.
+//!
+//! It never downloads: the project is resolved offline, so a processkit release that is
+//! not in the download cache is reported as not resolved (and its servers are missing
+//! from the list) instead of being fetched.
 
 use aibox_mcp_registration::{
     CONTAINER_WORKSPACE, EffectiveServer, RegisterOptions, collect_servers, effective_servers,
 };
 use camino::Utf8Path;
 
-use crate::EngineError;
+use crate::{EngineError, ProcesskitState, Resolved};
 
-/// The effective servers of the project at `root`.
-pub fn mcp_list(root: &Utf8Path) -> Result<Vec<EffectiveServer>, EngineError> {
-    let project = aibox_config::load_project(root)?;
+/// The servers `aibox mcp list` shows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct McpList {
+    /// Every server of every enabled harness.
+    pub servers: Vec<EffectiveServer>,
+    /// Set when the processkit release is not resolved (not in the download cache): its
+    /// servers are missing from `servers`. Says why and what to run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_resolved: Option<String>,
+}
+
+/// The effective servers of the project at `root`, resolved offline.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+/// # fs_err::write(root.join("aibox.toml"), "[container]\nname = \"demo\"\n").unwrap();
+/// let list = aibox_engine::mcp_list(root)?;
+/// assert!(list.not_resolved.is_none());
+/// # Ok::<(), aibox_engine::EngineError>(())
+/// ```
+///
+/// # Errors
+/// An invalid configuration, or a gate refusing the processkit skills.
+pub fn mcp_list(root: &Utf8Path) -> Result<McpList, EngineError> {
+    let options = crate::PlanOptions {
+        offline: true,
+        ..crate::PlanOptions::default()
+    };
+    mcp_list_resolved(&crate::resolve(root, &options)?)
+}
+
+/// The effective servers of a resolved project.
+///
+/// # Errors
+/// A gate refusing the processkit skills, an invalid server definition.
+pub fn mcp_list_resolved(resolved: &Resolved) -> Result<McpList, EngineError> {
+    let project = &resolved.project;
     // The processkit servers are what the plan registers: verified, selected, reviewed.
-    let processkit = crate::plan(root, &crate::PlanOptions::default())?.processkit_servers;
+    let (processkit, not_resolved) = match &resolved.processkit {
+        ProcesskitState::NotResolved { reason } => (Vec::new(), Some(reason.clone())),
+        _ => (crate::plan(resolved)?.processkit_servers, None),
+    };
     let servers =
         collect_servers(&project.config, &project.local, &processkit).map_err(EngineError::from)?;
     let opts = RegisterOptions {
@@ -21,5 +62,8 @@ pub fn mcp_list(root: &Utf8Path) -> Result<Vec<EffectiveServer>, EngineError> {
         permissions: &project.config.ai.mcp.permissions,
         workspace: CONTAINER_WORKSPACE,
     };
-    Ok(effective_servers(&servers, &opts))
+    Ok(McpList {
+        servers: effective_servers(&servers, &opts),
+        not_resolved,
+    })
 }

@@ -11,6 +11,7 @@ use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
+use crate::resolve::Resolved;
 use crate::writer::ProjectRoot;
 
 /// A download progress sink: bytes received so far and the announced total. The CLI
@@ -30,6 +31,9 @@ pub struct PlanOptions {
     /// The engine the Codex seccomp gate judges; `None` resolves it from this process's
     /// environment (see [`crate::codex_sandbox::target_engine`]) when the gate needs it.
     pub engine: Option<aibox_policy::TargetEngine>,
+    /// Never download: a processkit release that is not in the download cache is
+    /// [`crate::ProcesskitState::NotResolved`] (`doctor` and `mcp list` resolve this way).
+    pub offline: bool,
 }
 
 impl std::fmt::Debug for PlanOptions {
@@ -39,6 +43,7 @@ impl std::fmt::Debug for PlanOptions {
             .field("cache_dir", &self.cache_dir)
             .field("download_progress", &self.download_progress.is_some())
             .field("engine", &self.engine)
+            .field("offline", &self.offline)
             .finish()
     }
 }
@@ -50,6 +55,7 @@ impl Default for PlanOptions {
             cache_dir: None,
             download_progress: None,
             engine: None,
+            offline: false,
         }
     }
 }
@@ -68,6 +74,8 @@ pub struct PlanContext<'a> {
     pub security_opt: Vec<String>,
     /// Planning options (cache location, download progress).
     pub options: &'a PlanOptions,
+    /// The processkit release resolved for this plan.
+    pub processkit: &'a crate::ProcesskitState,
     root: &'a ProjectRoot,
 }
 
@@ -274,42 +282,44 @@ impl Plan {
     }
 }
 
-/// Builds the plan for the project at `root` without writing anything.
-pub fn plan(root: &Utf8Path, options: &PlanOptions) -> Result<Plan, EngineError> {
-    let root = ProjectRoot::open(root)?;
-    plan_in(&root, options)
-}
-
-pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan, EngineError> {
-    // The same checks as `config validate` and `config set`.
-    let project = crate::config_check::check_project(root.path())?;
-    let previous_lock = read_lock(root)?;
+/// Builds the plan of a resolved project without writing anything. Only reads the
+/// project's files: every download and temporary file happened in [`crate::resolve`].
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+/// # fs_err::write(root.join("aibox.toml"), "[container]\nname = \"demo\"\n").unwrap();
+/// let resolved = aibox_engine::resolve(root, &aibox_engine::PlanOptions::default())?;
+/// let plan = aibox_engine::plan(&resolved)?;
+/// assert!(plan.files.iter().any(|f| f.path == ".devcontainer/Dockerfile"));
+/// # Ok::<(), aibox_engine::EngineError>(())
+/// ```
+///
+/// # Errors
+/// A refusal of the policy or skill review gates, a failing generator, an unreadable
+/// project file.
+pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
+    let root = resolved.project_root();
+    let project = &resolved.project;
+    let options = &resolved.options;
+    let previous_lock = resolved.previous_lock.as_ref();
     // Policy: the seccomp posture decides the Compose security options (and may add the
     // generated profile); options the user's override already sets are not repeated.
     let policy_err = EngineError::from;
-    let security = aibox_policy::container_security(&project.config).map_err(policy_err)?;
-    // The engine-aware half of the gate; the engine is resolved only when it matters.
-    if security.posture == aibox_policy::SeccompPosture::EngineDefault {
-        let engine = options.engine.unwrap_or_else(|| {
-            crate::codex_sandbox::target_engine(
-                project.config.container.engine,
-                &aibox_runtime::DetectEnv::from_process(),
-            )
-        });
-        aibox_policy::check_engine(&project.config, &security, engine).map_err(policy_err)?;
-    }
+    let security = resolved.security.check().map_err(policy_err)?;
     let override_text = root
         .read(Utf8Path::new(aibox_policy::OVERRIDE_PATH))?
         .map(|b| String::from_utf8_lossy(&b).into_owned());
     let ctx = PlanContext {
-        project: &project,
-        previous_lock: previous_lock.as_ref(),
+        project,
+        previous_lock,
         aibox_version: &options.aibox_version,
         security_opt: aibox_policy::without_override_duplicates(
             &security.security_opt,
             override_text.as_deref(),
         ),
         options,
+        processkit: &resolved.processkit,
         root,
     };
     let mut builder = PlanBuilder::default();
@@ -319,9 +329,9 @@ pub(crate) fn plan_in(root: &ProjectRoot, options: &PlanOptions) -> Result<Plan,
     for warning in crate::config_check::unapplied_settings(&project.config) {
         builder.warn(warning);
     }
-    builder.extend(security.files)?;
+    builder.extend(security.files.iter().cloned())?;
     crate::sources::contribute_all(&ctx, &mut builder)?;
-    retire_generated(root, previous_lock.as_ref(), &mut builder)?;
+    retire_generated(root, previous_lock, &mut builder)?;
     let verified_content = std::mem::take(&mut builder.verified_content);
     let plan = builder.finish(&options.aibox_version)?;
     // Policy gate over what would be written, the user's override and the configured

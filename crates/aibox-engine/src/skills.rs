@@ -303,7 +303,14 @@ pub struct SkillInfo {
 /// The skills installed under `context/skills/<category>/<name>/`, with their selection
 /// state from `[skills]`.
 pub fn list(root: &Utf8Path) -> Result<Vec<SkillInfo>, EngineError> {
-    let project = aibox_config::load_project(root)?;
+    list_for(root, &aibox_config::load_project(root)?)
+}
+
+/// [`list`] for a project whose configuration is already loaded.
+pub(crate) fn list_for(
+    root: &Utf8Path,
+    project: &aibox_config::Project,
+) -> Result<Vec<SkillInfo>, EngineError> {
     let lock = match fs_err::read_to_string(root.join(LOCK_FILE)) {
         Ok(text) => Some(Lock::parse(&text, Utf8Path::new(LOCK_FILE))?),
         Err(_) => None,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use aibox_config::Ownership;
 use aibox_engine::writer::{PERIMETER, ProjectRoot, WriteOutcome, Writer};
-use aibox_engine::{ApplyOptions, EngineError, FileAction, PlanOptions, apply, plan};
+use aibox_engine::{ApplyOptions, EngineError, FileAction, PlanOptions, apply, plan, resolve};
 use aibox_provenance::lock::{Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 use common::{Fixture, code};
@@ -142,8 +142,8 @@ fn second_apply_on_unchanged_input_writes_nothing() {
 #[test]
 fn plan_is_deterministic_and_reads_only() {
     let fx = Fixture::new();
-    let a = plan(&fx.root, &PlanOptions::default()).unwrap();
-    let b = plan(&fx.root, &PlanOptions::default()).unwrap();
+    let a = plan(&resolve(&fx.root, &PlanOptions::default()).unwrap()).unwrap();
+    let b = plan(&resolve(&fx.root, &PlanOptions::default()).unwrap()).unwrap();
     assert_eq!(a.files, b.files);
     assert_eq!(a.lock_text, b.lock_text);
     assert_eq!(
@@ -730,7 +730,7 @@ fn a_write_refused_mid_apply_changes_nothing() {
         &format!("{toml}\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp@1.0.0\"]\n"),
     );
     let before = fx.snapshot();
-    let planned = plan(&fx.root, &PlanOptions::default()).unwrap();
+    let planned = plan(&resolve(&fx.root, &PlanOptions::default()).unwrap()).unwrap();
     assert!(planned.files.iter().any(|f| f.path == ".vscode/mcp.json"));
     {
         let _lock = Immutable::set(fx.path(".vscode"));

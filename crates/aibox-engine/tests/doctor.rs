@@ -79,6 +79,7 @@ impl Project {
             environment: vec![("LANG".to_owned(), "C.UTF-8".to_owned())],
             users: vec!["fakeuser".to_owned()],
             hosts: vec!["fakehost".to_owned()],
+            cache_dir: None,
         }
     }
 

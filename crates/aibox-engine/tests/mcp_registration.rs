@@ -149,7 +149,9 @@ fn literal_secret_in_team_server_is_refused() {
 #[test]
 fn effective_servers_for_mcp_list() {
     let f = fixture();
-    let rows = aibox_engine::mcp_list(&f.root).unwrap();
+    let list = aibox_engine::mcp_list(&f.root).unwrap();
+    assert!(list.not_resolved.is_none());
+    let rows = list.servers;
     assert_eq!(rows.len(), 4 * 3, "4 harnesses x 3 servers");
     let personal_vscode = rows
         .iter()

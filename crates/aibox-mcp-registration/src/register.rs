@@ -426,6 +426,26 @@ fn is_processkit_rule(k: &str) -> bool {
 
 /// Merges `servers` into every enabled harness's files (and prunes what the ledger
 /// says aibox wrote before). `read` returns a root-relative file's current text.
+///
+/// ```
+/// use aibox_mcp_registration::{CONTAINER_WORKSPACE, RegisterOptions, collect_servers, register};
+/// let config = aibox_config::parse_aibox_toml(
+///     "[container]\nname = \"demo\"\n[ai]\nharnesses = [\"claude\"]\n\
+///      [[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"docs-mcp@1.0.0\"]\n",
+///     "aibox.toml",
+/// )?;
+/// let servers = collect_servers(&config, &aibox_config::LocalToml::default(), &[])?;
+/// let opts = RegisterOptions {
+///     harnesses: &config.ai.harnesses,
+///     permissions: &config.ai.mcp.permissions,
+///     workspace: CONTAINER_WORKSPACE,
+/// };
+/// // No harness file exists yet: every read finds nothing.
+/// let registration = register(&servers, &opts, None, &mut |_| Ok(None))?;
+/// let mcp = registration.files.iter().find(|f| f.path == ".mcp.json").unwrap();
+/// assert!(mcp.contents.contains("docs-mcp@1.0.0"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn register(
     servers: &[ServerSpec],
     opts: &RegisterOptions,

@@ -116,6 +116,25 @@ pub const DEVCONTAINER_PATH: &str = aibox_config::layout::DEVCONTAINER_JSON;
 /// the caller), the configured volumes of both configuration files, and the secret scan
 /// over every planned file that is committed (everything but local state).
 ///
+/// ```
+/// use aibox_config::{LocalToml, Ownership, PlannedFile, parse_aibox_toml};
+/// let config = parse_aibox_toml("[container]\nname = \"demo\"\n", "aibox.toml")?;
+/// let compose = PlannedFile::new(
+///     aibox_policy::COMPOSE_PATH,
+///     "services:\n  demo:\n    image: demo\n    privileged: true\n",
+///     Ownership::Generated,
+/// );
+/// let refused = aibox_policy::check_plan(
+///     &config,
+///     &LocalToml::default(),
+///     &[compose],
+///     None,
+///     &aibox_policy::NoSources,
+/// );
+/// assert!(matches!(refused, Err(aibox_policy::PolicyError::Gate { .. })));
+/// # Ok::<(), aibox_config::ConfigError>(())
+/// ```
+///
 /// # Errors
 /// [`PolicyError::Gate`] when any finding is an error; otherwise the warnings.
 pub fn check_plan(

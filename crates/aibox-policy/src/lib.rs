@@ -40,7 +40,7 @@ pub use secrets::{TextKind, scan_secrets};
 use miette::Diagnostic;
 
 /// Errors of this crate: decisions that block an operation outright.
-#[derive(Debug, thiserror::Error, Diagnostic)]
+#[derive(Debug, Clone, thiserror::Error, Diagnostic)]
 pub enum PolicyError {
     /// Codex's sandbox strategy relaxes seccomp but the owner has not consented.
     #[error(

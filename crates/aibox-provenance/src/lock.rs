@@ -110,6 +110,15 @@ impl Lock {
     // The error carries the whole file for its diagnostic; it only occurs once per run.
     #[allow(clippy::result_large_err)]
     /// Parses the text of a lock file; `path` labels diagnostics.
+    ///
+    /// ```
+    /// use aibox_provenance::lock::Lock;
+    /// let text = "[aibox]\ncli_version = \"0.1.0\"\n";
+    /// let lock = Lock::parse(text, camino::Utf8Path::new("aibox.lock"))?;
+    /// assert_eq!(lock.aibox.cli_version, "0.1.0");
+    /// assert_eq!(Lock::parse(&lock.render()?, camino::Utf8Path::new("aibox.lock"))?, lock);
+    /// # Ok::<(), aibox_provenance::lock::LockError>(())
+    /// ```
     pub fn parse(text: &str, path: &Utf8Path) -> Result<Self, LockError> {
         toml::from_str(text).map_err(|e| LockError::Invalid {
             path: path.to_owned(),

@@ -32,42 +32,17 @@ pub fn run(g: &Global, args: &ApplyArgs) -> Outcome {
         }
     };
     json_or(g, &report, || {
-        for f in &report.files {
-            if f.action.changes() || g.verbose > 0 {
-                let verb = if args.check && f.action.changes() {
-                    format!("stale ({})", f.action.as_str())
-                } else if report.wrote_nothing {
-                    format!("would be {}", f.action.as_str())
-                } else {
-                    f.action.as_str().to_owned()
-                };
-                render::note(g.quiet, &format!("{verb:>22}  {}", f.path));
-            }
-            if let Some(b) = &f.backup {
-                render::note(
-                    g.quiet,
-                    &format!("{:>22}  previous contents saved to {b}", ""),
-                );
-            }
-            if let Some(d) = &f.diff {
-                render::out(d.trim_end());
-            }
-        }
-        for warning in &report.warnings {
-            render::note(g.quiet, &format!("warning: {warning}"));
-        }
-        let changed = report.files.iter().filter(|f| f.action.changes()).count();
-        let summary = match (report.wrote_nothing, changed) {
-            (_, 0) => "everything is up to date".to_owned(),
-            (true, n) if args.check => format!(
-                "{n} committed file(s) differ from what aibox.toml generates: run `aibox apply` \
-                 and commit the result (local, gitignored files are not checked; the next apply \
-                 creates them)"
-            ),
-            (true, n) => format!("{n} file(s) would change"),
-            (false, n) => format!("{n} file(s) written"),
+        // The engine's plain-text report (shared with embedders, `examples/embed.rs`).
+        let options = aibox_engine::render::HumanOptions {
+            check: args.check,
+            verbose: g.verbose > 0,
         };
-        render::note(g.quiet, &summary);
+        for (channel, line) in report.render_human(options) {
+            match channel {
+                aibox_engine::render::Channel::Note => render::note(g.quiet, &line),
+                aibox_engine::render::Channel::Output => render::out(&line),
+            }
+        }
     })?;
     if args.check && report.changed() {
         return Ok(Exit::Problems);

@@ -1,4 +1,5 @@
-//! `aibox mcp list`: the effective MCP servers per harness (`aibox_engine::mcp_list`).
+//! `aibox mcp list`: the effective MCP servers per harness (`aibox_engine::mcp_list`,
+//! resolved offline: it never downloads).
 
 use super::{Outcome, json_or, project_root};
 use crate::args::Global;
@@ -7,7 +8,15 @@ use crate::render;
 
 pub fn list(g: &Global) -> Outcome {
     let root = project_root(g)?;
-    let servers = aibox_engine::mcp_list(&root)?;
+    let list = aibox_engine::mcp_list(&root)?;
+    if let Some(reason) = &list.not_resolved {
+        // `mcp list` never downloads: say the processkit servers are missing and why.
+        render::note(
+            false,
+            &format!("warning: processkit servers not listed: not resolved: {reason}"),
+        );
+    }
+    let servers = list.servers;
     json_or(g, &servers, || {
         if servers.is_empty() {
             render::out("no MCP servers are configured");

@@ -1,25 +1,22 @@
 //! Plan source: the pinned processkit content release.
 //!
-//! In context mode `processkit` with a configured source, this fetches and verifies the
-//! release (`aibox-provenance`), computes the three-way install plan against the live
+//! In context mode `processkit` with a configured source, this takes the release that
+//! [`crate::resolve`] fetched and verified (`aibox-provenance`), computes the three-way install plan against the live
 //! files, and adds only the files that plan decides to write: safe content updates, the
 //! snapshot of a newly installed version, a migration document, and the live marker.
 //! The contents are already the merge result, hence [`Ownership::Merged`]. The lock's
 //! `[processkit]` section is recorded through the plan builder.
 
-use std::collections::BTreeSet;
-
-use aibox_config::{ContextMode, GatewayMode, Ownership, PlannedFile, ReviewScope};
+use aibox_config::{ContextMode, GatewayMode, Ownership, PlannedFile};
 use aibox_provenance::install::FileWrite;
-use aibox_provenance::source::{FetchOptions, fetch_release};
-use aibox_provenance::{Cache, Hints, Intent, PlanOptions, StatCache, plan_resume};
+use aibox_provenance::{Hints, Intent, PlanOptions, StatCache, plan_resume};
 
 use aibox_mcp_registration::{Origin, ServerSpec, Transport};
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
-use crate::sources::skill_review::{ReviewContext, SkillOrigin};
+use crate::resolve::{ProcesskitState, ResolvedRelease};
 
 /// The planned file of a write; moves the contents (no copy of the payload).
 fn planned(w: FileWrite) -> PlannedFile {
@@ -65,30 +62,25 @@ fn warn_kept_agents_md(
     }
 }
 
-/// Adds the processkit content files (and its lock section) to the plan.
+/// Adds the processkit content files (and its lock section) to the plan, from the
+/// release [`crate::resolve`] fetched and verified.
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
     let config = &ctx.project.config;
-    if config.context.mode != ContextMode::Processkit || config.processkit.source.is_none() {
-        warn_not_installed(config, plan);
-        return Ok(());
-    }
+    let resolved = match ctx.processkit {
+        ProcesskitState::NotConfigured => {
+            warn_not_installed(config, plan);
+            return Ok(());
+        }
+        ProcesskitState::NotResolved { reason } => {
+            return Err(EngineError::NotResolved {
+                reason: reason.clone(),
+            });
+        }
+        ProcesskitState::Resolved(r) => r,
+    };
+    let release = &resolved.release;
     let root = ctx.root().as_std_path();
     let previous = ctx.previous_lock.and_then(|l| l.processkit.as_ref());
-    let mut report = |p: aibox_provenance::Progress| {
-        if let Some(sink) = &ctx.options.download_progress {
-            sink(p.received, p.total);
-        }
-    };
-    let mut fetch = FetchOptions {
-        cache: match &ctx.options.cache_dir {
-            Some(dir) => Some(Cache::new(dir.as_std_path())),
-            None => Cache::default_location(),
-        },
-        progress: Some(&mut report),
-        ..FetchOptions::default()
-    };
-    let release =
-        fetch_release(&config.processkit, root, previous, &mut fetch).map_err(EngineError::from)?;
     let now = aibox_provenance::time::now_rfc3339();
     let opts = PlanOptions {
         packages: &config.context.packages,
@@ -110,7 +102,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         stat_cache: stat_cache.as_ref(),
     };
     let mut install =
-        plan_resume(root, &release, previous, &opts, hints).map_err(EngineError::from)?;
+        plan_resume(root, release, previous, &opts, hints).map_err(EngineError::from)?;
     if install.stat_cache_stale {
         plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
     }
@@ -167,107 +159,21 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         }
         plan.prune_dir(dir.as_str())?;
     }
-    let servers = registered_servers(ctx, &release, &install)?;
+    let servers = registered_servers(resolved, &install)?;
     plan.set_processkit_servers(servers);
     plan.lock_mut().processkit = Some(install.lock);
     Ok(())
 }
 
 /// The release's MCP servers (and those of hand-added skills) as registration specs,
-/// after the skill review.
-///
-/// Trust comes from provenance, never from a skill's own metadata (`core: true` decides
-/// only that a skill is always installed). Skills shipped in the verified, pinned release
-/// are first-party: their review runs in `aibox skill review` / `skill list` / `doctor`,
-/// and does not block `apply` unless `[processkit] review = "all"`. Third-party skills
-/// are gated: those of an unverified release (`allow_unverified`), and skill folders under
-/// `context/skills/` that the release did not ship but that declare an MCP server. A
-/// failing gated skill stops the apply until `aibox.toml` records a
-/// `[[skills.review_exceptions]]` consent. Release skills are reviewed from the verified
-/// release's copy (staged in a temporary folder), before they are installed or registered.
+/// once the skill review gate (run by [`crate::resolve`]) let them through.
 fn registered_servers(
-    ctx: &PlanContext,
-    release: &aibox_provenance::VerifiedRelease,
+    resolved: &ResolvedRelease,
     install: &aibox_provenance::InstallPlan,
 ) -> Result<Vec<ServerSpec>, EngineError> {
-    let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
-        .map_err(EngineError::from)?;
-    let first_party = release.verification != aibox_provenance::Verification::Unverified;
-    let gate_release = !first_party || ctx.project.config.processkit.review == ReviewScope::All;
-    let review_ctx = ReviewContext::verified_release(
-        release.source.clone(),
-        release.version.clone(),
-        release.digest.to_string(),
-    );
-    let review_ctx = if first_party {
-        review_ctx
-    } else {
-        ReviewContext {
-            origin: SkillOrigin::Release {
-                source: release.source.clone(),
-                version: release.version.clone(),
-                sha256: None,
-                verified: false,
-            },
-            ..review_ctx
-        }
-    };
-    let staging = tempfile::tempdir()
-        .map_err(|e| EngineError::io("create a review staging folder in", "$TMPDIR", e))?;
-    let mut to_review = Vec::new();
-    if gate_release {
-        // Every selected skill that ships an MCP server is reviewed, whether it is
-        // registered on its own or served through the gateway (which exposes its tools
-        // too). Core skills are no exception: `core: true` is not a trust decision.
-        let selected = |skill: &aibox_provenance::catalog::Skill| {
-            let prefix = format!("{}/", skill.dir);
-            install
-                .decisions
-                .iter()
-                .any(|d| d.path.starts_with(&prefix))
-                || install.servers.iter().any(|s| s.skill == skill.name)
-        };
-        for skill in catalog.skills.values().filter(|s| selected(s)) {
-            let prefix = format!("{}/", skill.dir);
-            let mcp = format!("{prefix}mcp/");
-            if !release.payload.files.keys().any(|p| p.starts_with(&mcp)) {
-                continue;
-            }
-            let files = release
-                .payload
-                .files
-                .iter()
-                .filter_map(|(p, f)| p.strip_prefix(prefix.as_str()).map(|rel| (rel, f)));
-            let dest = staging.path().join(&skill.name);
-            aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::from)?;
-            let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
-                EngineError::io(
-                    "stage",
-                    p.display().to_string(),
-                    std::io::Error::other("non-UTF-8 path"),
-                )
-            })?;
-            to_review.push((skill.name.clone(), dir, review_ctx.clone()));
-        }
-    }
-    // Skill folders the release did not ship: third-party whatever they claim.
-    let shipped: BTreeSet<&str> = catalog.skills.values().map(|s| s.dir.as_str()).collect();
-    let foreign = crate::skills::hand_added(ctx.root(), &shipped);
-    for skill in &foreign {
-        to_review.push((
-            skill.name.clone(),
-            ctx.root().join(&skill.dir),
-            ReviewContext {
-                origin: SkillOrigin::LocalPath {
-                    path: skill.dir.clone(),
-                },
-                ..ReviewContext::default()
-            },
-        ));
-    }
     // Refuses (stopping the apply) when a gated skill fails without a recorded consent;
     // past this point every gated skill passed or was consented to.
-    crate::sources::skill_review::gate(ctx.project, &to_review)?;
+    resolved.gate()?;
     let spec = |s: &aibox_provenance::ProcesskitServer| ServerSpec {
         name: s.name.clone(),
         origin: Origin::Processkit,
@@ -280,32 +186,14 @@ fn registered_servers(
         startup_timeout_sec: None,
     };
     let mut out: Vec<ServerSpec> = install.servers.iter().map(spec).collect();
-    for skill in &foreign {
-        for server in hand_added_servers(ctx.root(), skill)? {
+    for (_, servers) in &resolved.hand_added {
+        for server in servers {
             if !out.iter().any(|s| s.name == server.name) {
-                out.push(spec(&server));
+                out.push(spec(server));
             }
         }
     }
     Ok(out)
-}
-
-/// The servers a hand-added skill declares in its `mcp/mcp-config.json`, with the same
-/// checks as the release's (name prefix, script inside the skill folder).
-fn hand_added_servers(
-    root: &Utf8Path,
-    skill: &crate::skills::HandAdded,
-) -> Result<Vec<aibox_provenance::ProcesskitServer>, EngineError> {
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    for rel in files_under(root, &skill.dir) {
-        if rel.ends_with("/mcp/mcp-config.json") || rel.ends_with("/server.py") {
-            let data = fs_err::read(root.join(&rel))
-                .map_err(|e| EngineError::io("read", root.join(&rel), e))?;
-            files.push((rel, data));
-        }
-    }
-    aibox_provenance::servers::servers(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())), false)
-        .map_err(EngineError::from)
 }
 
 /// The stat cache of the last apply, if any (a damaged one only costs re-hashing).
@@ -324,7 +212,7 @@ fn read_stat_cache(ctx: &PlanContext) -> Result<Option<StatCache>, EngineError> 
 }
 
 /// Every regular file below `dir` (root-relative), for removing a stale snapshot.
-fn files_under(root: &Utf8Path, dir: &str) -> Vec<String> {
+pub(crate) fn files_under(root: &Utf8Path, dir: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![Utf8PathBuf::from(dir)];
     while let Some(rel) = stack.pop() {
@@ -361,7 +249,8 @@ mod tests {
              [processkit]\nsource = \"{pack}\"\nversion = \"v0.1.0\"\nsha256 = \"{PACK_SHA256}\"\n"
         );
         fs_err::write(root.join("aibox.toml"), toml).unwrap();
-        let plan = crate::plan(root, &crate::PlanOptions::default()).unwrap();
+        let plan =
+            crate::plan(&crate::resolve(root, &crate::PlanOptions::default()).unwrap()).unwrap();
         let paths: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
         assert!(
             paths.contains(&"context/skills/processkit/skill-finder/SKILL.md"),

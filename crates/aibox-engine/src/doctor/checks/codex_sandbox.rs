@@ -1,0 +1,85 @@
+//! The `codex-sandbox` check (Codex enabled only): the user-namespace probe in the
+//! running container.
+
+use aibox_config::{AiboxToml, Project};
+use aibox_policy::{Finding, SeccompPosture, Severity};
+use camino::Utf8Path;
+
+use crate::Security;
+use crate::codex_sandbox::{SandboxReport, SandboxStatus};
+use crate::doctor::DoctorOptions;
+use crate::doctor::report::Run;
+
+/// Probes the project's running container; a container that is not running (or an
+/// engine that cannot be used) gives "not checked" with the reason.
+fn probe(
+    root: &Utf8Path,
+    config: &AiboxToml,
+    posture: SeccompPosture,
+    options: &DoctorOptions,
+) -> SandboxReport {
+    let lifecycle = crate::lifecycle::LifecycleOptions {
+        env: options.detect.clone(),
+        timeouts: aibox_runtime::Timeouts::default(),
+    };
+    let not_checked = |detail: String| SandboxReport {
+        status: SandboxStatus::NotChecked,
+        posture: posture.as_str().to_owned(),
+        probe: aibox_runtime::USERNS_PROBE.join(" "),
+        detail,
+        fix: None,
+    };
+    match crate::lifecycle::runtime_for_config(root, config, &lifecycle) {
+        Ok((runtime, target)) => crate::codex_sandbox::probe(config, posture, &runtime, &target)
+            .unwrap_or_else(|| not_checked(String::new())),
+        Err(e) => not_checked(e.to_string()),
+    }
+}
+
+fn finding(report: &SandboxReport) -> Finding {
+    match report.status {
+        SandboxStatus::Works => Finding::new(
+            "aibox::doctor::codex_sandbox",
+            Severity::Info,
+            "",
+            report.line(),
+            "",
+        ),
+        SandboxStatus::Blocked => Finding::new(
+            "aibox::doctor::codex_sandbox_blocked",
+            Severity::Warning,
+            aibox_config::AIBOX_TOML,
+            format!(
+                "Codex sandbox: blocked ({}): `{}` failed in the container: {}",
+                report.posture, report.probe, report.detail
+            ),
+            report.fix.clone().unwrap_or_default(),
+        ),
+        SandboxStatus::NotChecked => Finding::new(
+            "aibox::doctor::codex_sandbox_unchecked",
+            Severity::Info,
+            "",
+            format!("Codex sandbox: not checked ({})", report.detail),
+            "start the container (`aibox up`) and run `aibox doctor` again",
+        ),
+    }
+}
+
+/// The `codex-sandbox` check (Codex enabled only): the probe's finding, and its report.
+pub(crate) fn check(
+    run: &mut Run,
+    root: &Utf8Path,
+    project: Option<&Project>,
+    security: Option<&Security>,
+    options: &DoctorOptions,
+) -> Option<SandboxReport> {
+    let p = project.filter(|p| crate::codex_sandbox::codex_enabled(&p.config))?;
+    if options.skip_engine {
+        run.skip("codex-sandbox", "skipped by the caller");
+        return None;
+    }
+    let posture = security.map_or(SeccompPosture::EngineDefault, Security::posture);
+    let report = probe(root, &p.config, posture, options);
+    run.check("codex-sandbox", vec![finding(&report)]);
+    Some(report)
+}

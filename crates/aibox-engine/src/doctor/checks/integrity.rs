@@ -1,0 +1,43 @@
+//! The `integrity` check: the installed processkit content against its records.
+
+use aibox_policy::{Finding, Severity};
+use camino::Utf8Path;
+
+/// The integrity summary: drift of the installed processkit content is a warning here,
+/// so plain `doctor` sees what `doctor --integrity` lists file by file.
+pub(crate) fn findings(root: &Utf8Path) -> Vec<Finding> {
+    use aibox_provenance::IntegrityStatus;
+    let report = match aibox_provenance::integrity(root.as_std_path()) {
+        Ok(r) => r,
+        Err(e) => {
+            return vec![Finding::new(
+                "aibox::doctor::integrity_unreadable",
+                Severity::Warning,
+                "aibox.lock",
+                format!("the processkit integrity check cannot run: {e}"),
+                "run `aibox doctor --integrity` for details",
+            )];
+        }
+    };
+    let problem = match report.status {
+        IntegrityStatus::NotInstalled | IntegrityStatus::Healthy => return Vec::new(),
+        IntegrityStatus::Unverified => "installed without verification",
+        IntegrityStatus::MissingMarker => "the live marker is missing",
+        IntegrityStatus::VersionMismatch => "lock, marker and snapshot disagree on the version",
+        IntegrityStatus::MissingSnapshot => "the snapshot of the installed version is missing",
+        IntegrityStatus::Drifted => "installed files were modified, deleted or added",
+    };
+    vec![Finding::new(
+        "aibox::doctor::integrity",
+        Severity::Warning,
+        "context/",
+        format!(
+            "processkit content: {problem} ({} modified, {} missing, {} unexpected of {} checked)",
+            report.modified.len(),
+            report.missing.len(),
+            report.unexpected.len(),
+            report.checked
+        ),
+        "`aibox doctor --integrity` lists the files; `aibox apply` restores untouched ones",
+    )]
+}

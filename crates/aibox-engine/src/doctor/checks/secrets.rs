@@ -1,0 +1,29 @@
+//! The `secrets` check: the secret scan of committed files, as the policy gate runs it.
+
+use aibox_policy::{Finding, TextKind, scan_secrets};
+use aibox_provenance::lock::{LOCK_FILE, Lock};
+
+use super::local_state::local_state_paths;
+use super::read_text;
+use crate::writer::ProjectRoot;
+
+/// Secret-like values in committed files aibox knows about.
+pub(crate) fn findings(root: &ProjectRoot, lock: Option<&Lock>) -> Vec<Finding> {
+    let mut paths: Vec<String> = vec![aibox_config::AIBOX_TOML.to_owned(), LOCK_FILE.to_owned()];
+    if let Some(lock) = lock {
+        paths.extend(lock.generated.keys().cloned());
+    }
+    paths.extend(aibox_config::layout::user_owned_committed().map(str::to_owned));
+    paths.sort();
+    paths.dedup();
+    let mut out = Vec::new();
+    for path in paths {
+        if local_state_paths().any(|l| path == l || path.starts_with(l)) {
+            continue;
+        }
+        if let Some(text) = read_text(root, &path) {
+            out.extend(scan_secrets(&path, &text, TextKind::from_path(&path)));
+        }
+    }
+    out
+}

@@ -1,0 +1,248 @@
+//! `aibox doctor`: read-only diagnostics of a project as it stands.
+//!
+//! Each check (one module per concern under [`checks`]) adds [`Finding`]s with stable
+//! codes (`aibox::doctor::*` for doctor's own checks, `aibox::policy::*` for the policy
+//! gates, which run exactly as in `apply`). The project is resolved once, offline
+//! ([`crate::resolve`] with `offline = true`): doctor never downloads, and a processkit
+//! release missing from the download cache is reported as not resolved. Every string of
+//! the report passes through [`aibox_policy::redact`] before the report is returned
+//! ([`report`]), so neither the human output, the JSON (`"redacted": true`) nor a report
+//! bundle ([`write_report`], in [`bundle`]) can show a secret, a home path, the user or
+//! the host name. Finding messages are plain text (no terminal box drawing, no ANSI).
+//!
+//! Exit status (for the CLI): 0 when the report has no error, 1 when it has at least one
+//! (warnings and notes never fail the run).
+
+mod bundle;
+mod checks;
+mod git;
+mod report;
+
+use aibox_policy::{Finding, Severity, TargetEngine, redact};
+use aibox_runtime::DetectEnv;
+use camino::Utf8Path;
+
+use crate::EngineError;
+use crate::writer::ProjectRoot;
+
+pub use bundle::{DoctorError, REPORT_REMINDER, write_report};
+pub use report::{CheckResult, CheckStatus, DoctorReport, Summary};
+
+use report::Run;
+
+/// The generated Compose file.
+pub const COMPOSE_FILE: &str = aibox_config::layout::COMPOSE;
+/// The user-owned Compose override.
+pub const OVERRIDE_FILE: &str = aibox_config::layout::COMPOSE_OVERRIDE;
+/// The generated `devcontainer.json`.
+pub const DEVCONTAINER_FILE: &str = aibox_config::layout::DEVCONTAINER_JSON;
+/// The generated personal Compose file (local state: personal volumes and env file).
+pub const COMPOSE_LOCAL_FILE: &str = aibox_config::layout::COMPOSE_LOCAL;
+/// The personal env file.
+pub const LOCAL_ENV_FILE: &str = aibox_config::layout::LOCAL_ENV;
+
+/// Options of [`doctor`].
+#[derive(Debug, Clone)]
+pub struct DoctorOptions {
+    /// Version of the running aibox, compared with the lock's `cli_version`.
+    pub cli_version: String,
+    /// Environment for container engine detection.
+    pub detect: DetectEnv,
+    /// Skip the container engine check (embedders without an engine).
+    pub skip_engine: bool,
+    /// The process environment, for the report bundle and for redaction (values of
+    /// secret-like variables are masked wherever they appear).
+    pub environment: Vec<(String, String)>,
+    /// User names to redact (default: `USER`, `LOGNAME` and the home directory's name).
+    pub users: Vec<String>,
+    /// Host names to redact (default: the kernel's host name and `HOSTNAME`).
+    pub hosts: Vec<String>,
+    /// The download cache the processkit release is looked up in (default: the one
+    /// `apply` uses). Doctor only reads it; it never downloads.
+    pub cache_dir: Option<camino::Utf8PathBuf>,
+}
+
+impl Default for DoctorOptions {
+    fn default() -> Self {
+        let environment: Vec<(String, String)> = std::env::vars().collect();
+        let get = |name: &str| {
+            environment
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .filter(|v| !v.is_empty())
+        };
+        let mut users: Vec<String> = ["USER", "LOGNAME"].iter().filter_map(|n| get(n)).collect();
+        if let Some(home) = get("HOME")
+            && let Some(name) = Utf8Path::new(&home).file_name()
+        {
+            users.push(name.to_owned());
+        }
+        let mut hosts: Vec<String> = get("HOSTNAME").into_iter().collect();
+        if let Ok(h) = fs_err::read_to_string("/proc/sys/kernel/hostname") {
+            hosts.push(h.trim().to_owned());
+        }
+        users.sort();
+        users.dedup();
+        hosts.sort();
+        hosts.dedup();
+        Self {
+            cli_version: env!("CARGO_PKG_VERSION").to_owned(),
+            detect: DetectEnv::from_process(),
+            skip_engine: false,
+            environment,
+            users,
+            hosts,
+            cache_dir: None,
+        }
+    }
+}
+
+/// Runs every check on the project at `root`. Only reads (and runs `git` and the engine's
+/// version probe); never writes and never downloads.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+/// # fs_err::write(root.join("aibox.toml"), "[container]\nname = \"demo\"\n").unwrap();
+/// use aibox_engine::doctor::{DoctorOptions, doctor};
+/// let options = DoctorOptions { skip_engine: true, ..DoctorOptions::default() };
+/// let report = doctor(root, &options)?;
+/// // Nothing was applied yet: the generated files are out of sync (a warning).
+/// assert!(report.summary.warnings > 0);
+/// println!("{}", report.render_human());
+/// # Ok::<(), aibox_engine::EngineError>(())
+/// ```
+///
+/// # Errors
+/// Only when `root` is not an accessible directory; every problem inside the project is a
+/// finding.
+pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, EngineError> {
+    let project_root = ProjectRoot::open(root)?;
+    let mut run = Run::default();
+
+    // configuration (loaded once; the resolve below takes it)
+    let project = checks::config::check(&mut run, &project_root);
+    let lock = checks::read_lock(&project_root);
+
+    // container engine
+    checks::engine::check(&mut run, project.as_ref(), options);
+
+    // The engine the seccomp gate judges, resolved with the same environment as above.
+    let engine = project.as_ref().map_or(TargetEngine::Unknown, |p| {
+        crate::codex_sandbox::target_engine(p.config.container.engine, &options.detect)
+    });
+    // Resolved offline: doctor never downloads.
+    let resolved = project.as_ref().map(|p| {
+        let plan = crate::PlanOptions {
+            aibox_version: options.cli_version.clone(),
+            engine: Some(engine),
+            cache_dir: options.cache_dir.clone(),
+            offline: true,
+            ..crate::PlanOptions::default()
+        };
+        crate::resolve::resolve_checked(&project_root, p.clone(), &plan)
+    });
+    // The seccomp decision, taken once: the resolve's, or (when the resolve failed) its own.
+    let security = match (&resolved, &project) {
+        (Some(Ok(r)), _) => Some(r.security.clone()),
+        (_, Some(p)) => Some(crate::Security::of(p, Some(engine))),
+        _ => None,
+    };
+
+    // generated files in sync (what `apply --check` reports)
+    match &resolved {
+        Some(resolved) => run.check("sync", checks::sync::findings(resolved)),
+        None => run.skip("sync", "no valid configuration"),
+    }
+
+    // processkit content as installed (the summary of `doctor --integrity`)
+    run.check(
+        "integrity",
+        checks::integrity::findings(project_root.path()),
+    );
+
+    // local state ignored and untracked
+    checks::local_state::check(&mut run, project_root.path());
+
+    // seccomp posture and dangerous container options
+    let mut posture = None;
+    if let (Some(p), Some(security)) = (&project, &security) {
+        let (findings, p_name) = checks::container_policy::findings(
+            &project_root,
+            p,
+            security,
+            lock.as_ref().ok().and_then(Option::as_ref),
+        );
+        posture = p_name;
+        run.check("container-policy", findings);
+    } else {
+        run.skip("container-policy", "no valid configuration");
+    }
+
+    // Codex's sandbox, probed in the running container (only when Codex is enabled)
+    let codex_sandbox = checks::codex_sandbox::check(
+        &mut run,
+        project_root.path(),
+        project.as_ref(),
+        security.as_ref(),
+        options,
+    );
+    checks::container_state::check(&mut run, project_root.path(), project.as_ref(), options);
+    // secrets in committed files
+    run.check(
+        "secrets",
+        checks::secrets::findings(&project_root, lock.as_ref().ok().and_then(Option::as_ref)),
+    );
+
+    // the skill review of installed skills (only when there are any)
+    if let Some(p) = &project
+        && let Ok(skills) = crate::skills::list_for(project_root.path(), p)
+        && !skills.is_empty()
+    {
+        run.check("skills", checks::skills::findings(p, &skills));
+    }
+
+    // CLI version versus the lock
+    run.check(
+        "version",
+        checks::version::findings(&lock, &options.cli_version),
+    );
+
+    // consents, listed on every run
+    let mut exceptions = Vec::new();
+    if let Some(p) = &project {
+        let (findings, list) = checks::exceptions::findings(&p.config);
+        exceptions = list;
+        run.check("exceptions", findings);
+    } else {
+        run.skip("exceptions", "no valid configuration");
+    }
+
+    let redactor = bundle::build_redactor(&project_root, project.as_ref(), options);
+    let mut report = run.finish(options, posture, exceptions, redactor);
+    report.codex_sandbox = codex_sandbox.map(|mut c| {
+        c.detail = redact(&c.detail, report.redactor());
+        c
+    });
+    Ok(report)
+}
+
+/// A finding whose message is a diagnostic rendered as plain text (see
+/// [`report::plain_diagnostic`]).
+pub(crate) fn diagnostic_finding(
+    code: &str,
+    severity: Severity,
+    file: &str,
+    intro: &str,
+    diagnostic: &dyn miette::Diagnostic,
+    remedy: impl Into<String>,
+) -> Finding {
+    Finding::new(
+        code,
+        severity,
+        file,
+        format!("{intro}{}", report::plain_diagnostic(diagnostic)),
+        remedy,
+    )
+}

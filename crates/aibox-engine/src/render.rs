@@ -1,0 +1,84 @@
+//! The plain-text apply report, shared by the CLI and embedders.
+//!
+//! The engine never prints; it returns the lines and says where each belongs:
+//! [`Channel::Note`] lines are status (the CLI writes them to stderr and hides them with
+//! `--quiet`), [`Channel::Output`] lines are the result a script reads (diffs, on
+//! stdout). `aibox apply` and `examples/embed.rs` print the same lines the same way.
+
+use crate::ApplyReport;
+
+/// Where a line of the human report belongs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// Status for the person at the terminal (stderr; hidden by `--quiet`).
+    Note,
+    /// The command's result (stdout): the diffs of a dry run.
+    Output,
+}
+
+/// How to render an [`ApplyReport`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HumanOptions {
+    /// The report is of `apply --check`: changed files are "stale".
+    pub check: bool,
+    /// List unchanged files too (`-v`).
+    pub verbose: bool,
+}
+
+impl ApplyReport {
+    /// The human report: one line per changed file (every file when verbose), backups,
+    /// diffs, warnings, then a summary line.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+    /// # fs_err::write(root.join("aibox.toml"), "[container]\nname = \"demo\"\n").unwrap();
+    /// use aibox_engine::render::{Channel, HumanOptions};
+    /// let report = aibox_engine::apply(root, &aibox_engine::ApplyOptions::default())?;
+    /// let lines = report.render_human(HumanOptions::default());
+    /// let (channel, summary) = lines.last().unwrap();
+    /// assert_eq!(*channel, Channel::Note);
+    /// assert!(summary.ends_with("file(s) written"));
+    /// # Ok::<(), aibox_engine::EngineError>(())
+    /// ```
+    pub fn render_human(&self, options: HumanOptions) -> Vec<(Channel, String)> {
+        let mut lines = Vec::new();
+        for f in &self.files {
+            if f.action.changes() || options.verbose {
+                let verb = if options.check && f.action.changes() {
+                    format!("stale ({})", f.action.as_str())
+                } else if self.wrote_nothing {
+                    format!("would be {}", f.action.as_str())
+                } else {
+                    f.action.as_str().to_owned()
+                };
+                lines.push((Channel::Note, format!("{verb:>22}  {}", f.path)));
+            }
+            if let Some(b) = &f.backup {
+                lines.push((
+                    Channel::Note,
+                    format!("{:>22}  previous contents saved to {b}", ""),
+                ));
+            }
+            if let Some(d) = &f.diff {
+                lines.push((Channel::Output, d.trim_end().to_owned()));
+            }
+        }
+        for warning in &self.warnings {
+            lines.push((Channel::Note, format!("warning: {warning}")));
+        }
+        let changed = self.files.iter().filter(|f| f.action.changes()).count();
+        let summary = match (self.wrote_nothing, changed) {
+            (_, 0) => "everything is up to date".to_owned(),
+            (true, n) if options.check => format!(
+                "{n} committed file(s) differ from what aibox.toml generates: run `aibox apply` \
+                 and commit the result (local, gitignored files are not checked; the next apply \
+                 creates them)"
+            ),
+            (true, n) => format!("{n} file(s) would change"),
+            (false, n) => format!("{n} file(s) written"),
+        };
+        lines.push((Channel::Note, summary));
+        lines
+    }
+}

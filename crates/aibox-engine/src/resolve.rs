@@ -1,0 +1,480 @@
+//! Resolve, then plan: everything a plan needs from outside the configuration files.
+//!
+//! [`resolve`] is the one step that may touch the network or write temporary files. It
+//! loads the configuration once (`aibox.toml` + `.aibox-local.toml`, with the checks of
+//! `config validate`), reads `aibox.lock`, takes the seccomp decision (and, when the
+//! engine's default profile is kept, judges the engine Codex's sandbox will run on),
+//! fetches and verifies the pinned processkit release (from the download cache, or by
+//! downloading it when [`PlanOptions::offline`] is false), and runs the skill review of
+//! the skills the release or the project would register (release skills are staged in a
+//! temporary folder for it). [`crate::plan`], `doctor`, `mcp list`, `up` and the consent
+//! prompt all work from the [`Resolved`] value; none of them downloads on its own.
+//!
+//! `doctor` and `mcp list` resolve with `offline = true`: a release that is not in the
+//! cache is [`ProcesskitState::NotResolved`] and they say so instead of downloading it.
+
+use std::collections::BTreeSet;
+
+use aibox_config::{ContextMode, Project, ReviewScope};
+use aibox_policy::{PolicyError, SeccompPosture, SecurityDecision, TargetEngine};
+use aibox_provenance::lock::Lock;
+use aibox_provenance::source::{FetchOptions, SourceKind, fetch_release, source_kind};
+use aibox_provenance::{Cache, Sha256, VerifiedRelease};
+use aibox_skill_review::{GateError, RefusedSkill};
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::EngineError;
+use crate::plan::PlanOptions;
+use crate::skills::HandAdded;
+use crate::sources::skill_review::{ReviewContext, SkillOrigin};
+use crate::writer::ProjectRoot;
+
+/// The seccomp decision of the project, taken once per resolve.
+#[derive(Debug, Clone)]
+pub struct Security {
+    /// The engine-independent decision (`aibox_policy::container_security`), or why the
+    /// configuration is refused (a relaxation without its consent key).
+    pub decision: Result<SecurityDecision, PolicyError>,
+    /// The engine the gate judged; `None` when the posture does not depend on it.
+    pub engine: Option<TargetEngine>,
+    /// The engine-aware refusal (`aibox_policy::check_engine`): Codex keeps the engine's
+    /// default profile on an engine that refuses its sandbox, without consent.
+    pub engine_refusal: Option<PolicyError>,
+}
+
+impl Security {
+    /// Takes the decision for `project`; `engine` is the engine the gate judges (`None`:
+    /// resolved from this process's environment, only when the posture depends on it).
+    pub fn of(project: &Project, engine: Option<TargetEngine>) -> Self {
+        let config = &project.config;
+        let decision = aibox_policy::container_security(config);
+        let mut judged = None;
+        let mut engine_refusal = None;
+        // The engine-aware half of the gate; the engine is resolved only when it matters.
+        if let Ok(d) = &decision
+            && d.posture == SeccompPosture::EngineDefault
+        {
+            let engine = engine.unwrap_or_else(|| {
+                crate::codex_sandbox::target_engine(
+                    config.container.engine,
+                    &aibox_runtime::DetectEnv::from_process(),
+                )
+            });
+            judged = Some(engine);
+            engine_refusal = aibox_policy::check_engine(config, d, engine).err();
+        }
+        Self {
+            decision,
+            engine: judged,
+            engine_refusal,
+        }
+    }
+
+    /// The decision, or the refusal `apply` reports.
+    ///
+    /// # Errors
+    /// The missing consent, as the policy layer words it.
+    pub fn check(&self) -> Result<&SecurityDecision, PolicyError> {
+        let decision = self.decision.as_ref().map_err(Clone::clone)?;
+        match &self.engine_refusal {
+            Some(refusal) => Err(refusal.clone()),
+            None => Ok(decision),
+        }
+    }
+
+    /// The effective posture (`engine-default` when the configuration is refused).
+    pub fn posture(&self) -> SeccompPosture {
+        self.decision
+            .as_ref()
+            .map_or(SeccompPosture::EngineDefault, |d| d.posture)
+    }
+
+    /// The consent key the configuration lacks for its seccomp choice (for example
+    /// `security.acknowledge_seccomp_unconfined`), if any: what the consent prompt asks.
+    pub fn missing_consent(&self) -> Option<String> {
+        match self.check() {
+            Err(
+                PolicyError::SeccompConsent { key, .. }
+                | PolicyError::EngineBlocksSandbox { key, .. },
+            ) => Some(format!("security.{key}")),
+            _ => None,
+        }
+    }
+}
+
+/// The processkit content the plan installs.
+#[derive(Debug)]
+pub enum ProcesskitState {
+    /// Context mode `harness-only`, or no `[processkit] source`: nothing to install.
+    NotConfigured,
+    /// Resolved offline and the release is not in the download cache (never downloaded
+    /// by `doctor` or `mcp list`); `aibox apply` fetches it.
+    NotResolved {
+        /// Why, in one sentence.
+        reason: String,
+    },
+    /// The verified release and its reviewed skills.
+    Resolved(Box<ResolvedRelease>),
+}
+
+/// A verified processkit release with the outcome of the skill review.
+#[derive(Debug)]
+pub struct ResolvedRelease {
+    /// The verified release (payload in memory).
+    pub release: VerifiedRelease,
+    /// Its skill catalog.
+    pub catalog: aibox_provenance::catalog::Catalog,
+    /// Skill folders under `context/skills/` the release did not ship that declare an
+    /// MCP server (third-party, gated), with the servers they declare.
+    pub(crate) hand_added: Vec<(HandAdded, Vec<aibox_provenance::ProcesskitServer>)>,
+    /// The gate's refusal: failing gated skills without a recorded consent.
+    pub(crate) refused: Option<(Vec<RefusedSkill>, String)>,
+}
+
+impl ResolvedRelease {
+    /// The skill review gate's outcome: `Ok` when every gated skill passed or was
+    /// consented to.
+    ///
+    /// # Errors
+    /// `aibox::skill_review::refused` naming the failing skills.
+    pub fn gate(&self) -> Result<(), EngineError> {
+        match &self.refused {
+            None => Ok(()),
+            Some((skills, help)) => Err(EngineError::from(GateError::Refused {
+                skills: skills.clone(),
+                help: help.clone(),
+            })),
+        }
+    }
+}
+
+/// Everything a plan needs besides the project's own files: see the module docs.
+#[derive(Debug)]
+pub struct Resolved {
+    root: ProjectRoot,
+    /// The loaded configuration (checked like `config validate`).
+    pub project: Project,
+    /// The lock written by the previous apply, if any.
+    pub previous_lock: Option<Lock>,
+    /// The seccomp decision.
+    pub security: Security,
+    /// The processkit release to install.
+    pub processkit: ProcesskitState,
+    pub(crate) options: PlanOptions,
+}
+
+impl Resolved {
+    /// The project root.
+    pub fn root(&self) -> &Utf8Path {
+        self.root.path()
+    }
+
+    pub(crate) fn project_root(&self) -> &ProjectRoot {
+        &self.root
+    }
+
+    /// The options it was resolved with.
+    pub fn options(&self) -> &PlanOptions {
+        &self.options
+    }
+
+    /// Whether the processkit release could not be resolved offline.
+    pub fn not_resolved(&self) -> Option<&str> {
+        match &self.processkit {
+            ProcesskitState::NotResolved { reason } => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+/// Resolves the project at `root` (see the module docs).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+/// # fs_err::write(root.join("aibox.toml"), "[container]\nname = \"demo\"\n").unwrap();
+/// let options = aibox_engine::PlanOptions { offline: true, ..Default::default() };
+/// let resolved = aibox_engine::resolve(root, &options)?;
+/// assert_eq!(resolved.project.config.container.name, "demo");
+/// # Ok::<(), aibox_engine::EngineError>(())
+/// ```
+///
+/// # Errors
+/// An invalid configuration or lock, a release that cannot be fetched or verified, an
+/// unreadable skill.
+pub fn resolve(root: &Utf8Path, options: &PlanOptions) -> Result<Resolved, EngineError> {
+    let root = ProjectRoot::open(root)?;
+    // The same checks as `config validate` and `config set`.
+    let project = crate::config_check::check_project(root.path())?;
+    resolve_in(root, project, options)
+}
+
+/// Like [`resolve`], with a configuration the caller already loaded (and checked with
+/// [`crate::config_check::check_project`]).
+///
+/// # Errors
+/// As [`resolve`], without the configuration errors.
+pub fn resolve_project(
+    root: &Utf8Path,
+    project: Project,
+    options: &PlanOptions,
+) -> Result<Resolved, EngineError> {
+    resolve_in(ProjectRoot::open(root)?, project, options)
+}
+
+/// [`resolve_project`] for a configuration loaded without the team-file checks
+/// ([`aibox_config::load_project`]): runs them first, as `plan` always did.
+pub(crate) fn resolve_checked(
+    root: &ProjectRoot,
+    project: Project,
+    options: &PlanOptions,
+) -> Result<Resolved, EngineError> {
+    crate::config_check::check_loaded(root.path(), &project)?;
+    resolve_in(root.clone(), project, options)
+}
+
+pub(crate) fn resolve_in(
+    root: ProjectRoot,
+    project: Project,
+    options: &PlanOptions,
+) -> Result<Resolved, EngineError> {
+    let previous_lock = crate::plan::read_lock(&root)?;
+    let security = Security::of(&project, options.engine);
+    let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), options)?;
+    Ok(Resolved {
+        root,
+        project,
+        previous_lock,
+        security,
+        processkit,
+        options: options.clone(),
+    })
+}
+
+fn resolve_processkit(
+    root: &ProjectRoot,
+    project: &Project,
+    previous_lock: Option<&Lock>,
+    options: &PlanOptions,
+) -> Result<ProcesskitState, EngineError> {
+    let config = &project.config;
+    if config.context.mode != ContextMode::Processkit || config.processkit.source.is_none() {
+        return Ok(ProcesskitState::NotConfigured);
+    }
+    let previous = previous_lock.and_then(|l| l.processkit.as_ref());
+    let cache = match &options.cache_dir {
+        Some(dir) => Some(Cache::new(dir.as_std_path())),
+        None => Cache::default_location(),
+    };
+    if options.offline
+        && let Some(reason) = not_cached(root, project, previous, cache.as_ref())?
+    {
+        return Ok(ProcesskitState::NotResolved { reason });
+    }
+    let mut report = |p: aibox_provenance::Progress| {
+        if let Some(sink) = &options.download_progress {
+            sink(p.received, p.total);
+        }
+    };
+    let mut fetch = FetchOptions {
+        cache,
+        progress: Some(&mut report),
+        ..FetchOptions::default()
+    };
+    let release = fetch_release(
+        &config.processkit,
+        root.path().as_std_path(),
+        previous,
+        &mut fetch,
+    )
+    .map_err(EngineError::from)?;
+    let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
+        .map_err(EngineError::from)?;
+    let (hand_added, refused) = review_skills(root.path(), project, &release, &catalog)?;
+    Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
+        release,
+        catalog,
+        hand_added,
+        refused,
+    })))
+}
+
+/// Offline: why the release cannot be had without downloading, or `None` when it can
+/// (a local archive or folder, or a URL whose pinned digest is in the cache: the fetch
+/// then reads the cache and never opens a connection).
+fn not_cached(
+    root: &ProjectRoot,
+    project: &Project,
+    previous: Option<&aibox_provenance::record::ProcesskitLock>,
+    cache: Option<&Cache>,
+) -> Result<Option<String>, EngineError> {
+    let section = &project.config.processkit;
+    let kind = source_kind(section, root.path().as_std_path()).map_err(EngineError::from)?;
+    if !matches!(kind, SourceKind::Http { .. }) {
+        return Ok(None);
+    }
+    let source = section.source.clone().unwrap_or_default();
+    let version = section.version.clone();
+    // The digest the fetch would look up in the cache: the pin, else the lock's.
+    let pin = section
+        .sha256
+        .as_deref()
+        .map(|s| Sha256::parse(s, "`[processkit] sha256`"))
+        .transpose()
+        .map_err(EngineError::from)?;
+    let locked = previous
+        .filter(|l| l.source == source && version.as_deref().is_none_or(|v| v == l.version))
+        .and_then(|l| l.release_asset_sha256);
+    let what = format!(
+        "processkit {} from {source}",
+        version.as_deref().unwrap_or("(no version)")
+    );
+    let Some(expected) = pin.or(locked) else {
+        return Ok(Some(format!(
+            "{what} has no recorded digest yet, so it cannot be looked up in the download \
+             cache; `aibox apply` downloads and verifies it"
+        )));
+    };
+    let cached = match cache {
+        Some(cache) => cache.load(&expected).map_err(EngineError::from)?.is_some(),
+        None => false,
+    };
+    Ok((!cached).then(|| {
+        format!(
+            "{what} is not in the download cache (this command never downloads); `aibox apply` \
+             downloads and verifies it"
+        )
+    }))
+}
+
+/// Hand-added skills with their servers, and the skill review gate's refusal (if any).
+type Reviewed = (
+    Vec<(HandAdded, Vec<aibox_provenance::ProcesskitServer>)>,
+    Option<(Vec<RefusedSkill>, String)>,
+);
+
+/// The skill review of every gated skill the plan would register.
+///
+/// Trust comes from provenance, never from a skill's own metadata (`core: true` decides
+/// only that a skill is always installed). Skills shipped in the verified, pinned release
+/// are first-party: their review runs in `aibox skill review` / `skill list` / `doctor`,
+/// and does not block `apply` unless `[processkit] review = "all"`. Third-party skills
+/// are gated: those of an unverified release (`allow_unverified`), and skill folders under
+/// `context/skills/` that the release did not ship but that declare an MCP server. A
+/// failing gated skill stops the apply until `aibox.toml` records a
+/// `[[skills.review_exceptions]]` consent. Release skills are reviewed from the verified
+/// release's copy (staged in a temporary folder), before they are installed or registered.
+fn review_skills(
+    root: &Utf8Path,
+    project: &Project,
+    release: &VerifiedRelease,
+    catalog: &aibox_provenance::catalog::Catalog,
+) -> Result<Reviewed, EngineError> {
+    let config = &project.config;
+    let first_party = release.verification != aibox_provenance::Verification::Unverified;
+    let gate_release = !first_party || config.processkit.review == ReviewScope::All;
+    let review_ctx = ReviewContext::verified_release(
+        release.source.clone(),
+        release.version.clone(),
+        release.digest.to_string(),
+    );
+    let review_ctx = if first_party {
+        review_ctx
+    } else {
+        ReviewContext {
+            origin: SkillOrigin::Release {
+                source: release.source.clone(),
+                version: release.version.clone(),
+                sha256: None,
+                verified: false,
+            },
+            ..review_ctx
+        }
+    };
+    let staging = tempfile::tempdir()
+        .map_err(|e| EngineError::io("create a review staging folder in", "$TMPDIR", e))?;
+    let mut to_review = Vec::new();
+    if gate_release {
+        // Every selected skill that ships an MCP server is reviewed, whether it is
+        // registered on its own or served through the gateway (which exposes its tools
+        // too). Core skills are no exception: `core: true` is not a trust decision.
+        let selected = catalog
+            .select(
+                &config.context.packages,
+                &config.skills.include,
+                &config.skills.exclude,
+            )
+            .map_err(EngineError::from)?
+            .skills;
+        for skill in catalog
+            .skills
+            .values()
+            .filter(|s| selected.contains(&s.name))
+        {
+            let prefix = format!("{}/", skill.dir);
+            let mcp = format!("{prefix}mcp/");
+            if !release.payload.files.keys().any(|p| p.starts_with(&mcp)) {
+                continue;
+            }
+            let files = release
+                .payload
+                .files
+                .iter()
+                .filter_map(|(p, f)| p.strip_prefix(prefix.as_str()).map(|rel| (rel, f)));
+            let dest = staging.path().join(&skill.name);
+            aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::from)?;
+            let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
+                EngineError::io(
+                    "stage",
+                    p.display().to_string(),
+                    std::io::Error::other("non-UTF-8 path"),
+                )
+            })?;
+            to_review.push((skill.name.clone(), dir, review_ctx.clone()));
+        }
+    }
+    // Skill folders the release did not ship: third-party whatever they claim.
+    let shipped: BTreeSet<&str> = catalog.skills.values().map(|s| s.dir.as_str()).collect();
+    let foreign = crate::skills::hand_added(root, &shipped);
+    for skill in &foreign {
+        to_review.push((
+            skill.name.clone(),
+            root.join(&skill.dir),
+            ReviewContext {
+                origin: SkillOrigin::LocalPath {
+                    path: skill.dir.clone(),
+                },
+                ..ReviewContext::default()
+            },
+        ));
+    }
+    let refused = match aibox_skill_review::gate(project, &to_review) {
+        Ok(_) => None,
+        Err(GateError::Refused { skills, help }) => Some((skills, help)),
+        Err(e) => return Err(EngineError::from(e)),
+    };
+    let mut hand_added = Vec::with_capacity(foreign.len());
+    for skill in foreign {
+        let servers = hand_added_servers(root, &skill)?;
+        hand_added.push((skill, servers));
+    }
+    Ok((hand_added, refused))
+}
+
+/// The servers a hand-added skill declares in its `mcp/mcp-config.json`, with the same
+/// checks as the release's (name prefix, script inside the skill folder).
+fn hand_added_servers(
+    root: &Utf8Path,
+    skill: &HandAdded,
+) -> Result<Vec<aibox_provenance::ProcesskitServer>, EngineError> {
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for rel in crate::sources::processkit::files_under(root, &skill.dir) {
+        if rel.ends_with("/mcp/mcp-config.json") || rel.ends_with("/server.py") {
+            let data = fs_err::read(root.join(&rel))
+                .map_err(|e| EngineError::io("read", root.join(&rel), e))?;
+            files.push((rel, data));
+        }
+    }
+    aibox_provenance::servers::servers(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())), false)
+        .map_err(EngineError::from)
+}
