@@ -4,8 +4,7 @@
 //! [`EngineError`] and re-exports the report types so the CLI (which may depend on the
 //! engine only) can render them.
 
-use aibox_config::Project;
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 
 use crate::EngineError;
 
@@ -17,14 +16,4 @@ pub use aibox_skill_review::{
 /// an error means the directory could not be read.
 pub fn review(dir: &Utf8Path, ctx: &ReviewContext) -> Result<Review, EngineError> {
     aibox_skill_review::review_skill(dir, ctx).map_err(EngineError::from)
-}
-
-/// The `apply` gate: reviews `skills` (name, directory, context; the gated skills, chosen
-/// by provenance in `sources::processkit`) and returns the names that may be registered. A failing skill without a `[[skills.review_exceptions]]` consent in
-/// `aibox.toml` stops `apply` with `aibox::skill_review::refused`.
-pub fn gate(
-    project: &Project,
-    skills: &[(String, Utf8PathBuf, ReviewContext)],
-) -> Result<Vec<String>, EngineError> {
-    aibox_skill_review::gate(project, skills).map_err(EngineError::from)
 }
