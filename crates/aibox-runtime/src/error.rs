@@ -164,7 +164,7 @@ pub enum RuntimeError {
     },
 
     /// The container did not reach the running state in time.
-    #[error("container `{container}` was not running after {seconds} s")]
+    #[error("container `{container}` was not running after {seconds} s (last state: {state})")]
     #[diagnostic(
         code(aibox::runtime::start_timeout),
         help("see what it is doing with `{engine} logs {container}`")
@@ -176,6 +176,8 @@ pub enum RuntimeError {
         seconds: u64,
         /// Engine program name for the hint.
         engine: String,
+        /// The last state the engine reported (`created`, `configured`, ...).
+        state: String,
     },
 
     /// `exec` was asked to run nothing.

@@ -569,6 +569,8 @@ impl Runtime {
             container: target.container.clone(),
         });
         let deadline = Instant::now() + self.timeouts.running;
+        let mut last_state = String::from("no such container");
+        let mut started_by_hand = false;
         loop {
             if let Some(found) = self.inspect(&target.container)? {
                 if found.running {
@@ -581,12 +583,27 @@ impl Runtime {
                         engine: self.engine_name(),
                     });
                 }
+                // podman-compose 1.0 ignores a failed `podman run -d`, which leaves the
+                // container `created` and never started: start it once ourselves, so a
+                // transient failure (seen under load) is retried and a real one is shown.
+                if found.status == "created" && !started_by_hand {
+                    started_by_hand = true;
+                    let mut cmd = self.engine_cmd();
+                    cmd.args(["start", &target.container]);
+                    let rendered = process::render(&cmd);
+                    let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+                    if !done.success() {
+                        return Err(failed(&rendered, &done));
+                    }
+                }
+                last_state = found.status;
             }
             if Instant::now() >= deadline {
                 return Err(RuntimeError::StartTimeout {
                     container: target.container.clone(),
                     seconds: self.timeouts.running.as_secs(),
                     engine: self.engine_name(),
+                    state: last_state,
                 });
             }
             std::thread::sleep(Duration::from_millis(200));
