@@ -244,7 +244,7 @@ fn check_container(cfg: &AiboxToml, ch: &mut Checker<'_>) {
             "not a pinned image",
             format!(
                 "pin a concrete tag or digest, for example \"{}\"",
-                crate::model::DEFAULT_BASE_IMAGE
+                crate::model::default_base_image()
             ),
         );
     }
