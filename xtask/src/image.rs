@@ -220,9 +220,9 @@ impl Release {
             .ok_or_else(|| format!("release tag `{tag}` is not of the form vX.Y.Z"))?
             .to_owned();
         let recipe = Recipe::load()?;
-        let data = read_toml(Path::new(DATA_FILE))?;
+        let data = read_toml(&root().join(DATA_FILE))?;
         let name = str_key(&data, "name", DATA_FILE)?;
-        let manifest = read_toml(Path::new("Cargo.toml"))?;
+        let manifest = read_toml(&root().join("Cargo.toml"))?;
         let source = manifest
             .get("workspace")
             .and_then(|w| w.get("package"))
@@ -230,9 +230,13 @@ impl Release {
             .and_then(toml::Value::as_str)
             .ok_or("Cargo.toml has no [workspace.package] repository")?
             .to_owned();
-        let revision = capture(Command::new("git").args(["rev-parse", "HEAD"]))?
-            .trim()
-            .to_owned();
+        let revision = capture(
+            Command::new("git")
+                .current_dir(root())
+                .args(["rev-parse", "HEAD"]),
+        )?
+        .trim()
+        .to_owned();
         Ok(Self {
             tag: format!("{version}-{}", recipe.suite),
             version,
@@ -290,7 +294,7 @@ impl Release {
 
 impl Recipe {
     fn load() -> Result<Self, String> {
-        let path = Path::new(RECIPE_DIR).join("recipe.toml");
+        let path = root().join(RECIPE_DIR).join("recipe.toml");
         let v = read_toml(&path)?;
         let where_ = path.display().to_string();
         let list = |key: &str| -> Result<Vec<String>, String> {
@@ -334,13 +338,13 @@ pub(crate) fn build(release: &Release) -> Result<Vec<(String, f64)>, String> {
         .iter()
         .flat_map(|t| t.apt.iter().map(String::as_str))
         .collect();
-    let template = fs_err::read_to_string(Path::new(RECIPE_DIR).join("Containerfile"))
+    let template = fs_err::read_to_string(root().join(RECIPE_DIR).join("Containerfile"))
         .map_err(|e| e.to_string())?;
     let containerfile = template.replace(
         "@CATALOG_DOWNLOADS@",
         aibox_devcontainer::tools::render_downloads(&tools).trim_end(),
     );
-    let work = Path::new("target/aibox-image").join(&release.tag);
+    let work = root().join("target/aibox-image").join(&release.tag);
     fs_err::create_dir_all(&work).map_err(|e| e.to_string())?;
     let context = work.join("context");
     fs_err::create_dir_all(&context).map_err(|e| e.to_string())?;
@@ -359,9 +363,7 @@ pub(crate) fn build(release: &Release) -> Result<Vec<(String, f64)>, String> {
             ensure_binfmt(arch)?;
         }
         let rootfs = work.join(format!("rootfs-{arch}"));
-        if rootfs.exists() {
-            fs_err::remove_dir_all(&rootfs).map_err(|e| e.to_string())?;
-        }
+        clear_rootfs(&rootfs)?;
         let include = format!("--include={}", apt.join(","));
         checked(
             Command::new("timeout")
@@ -375,7 +377,7 @@ pub(crate) fn build(release: &Release) -> Result<Vec<(String, f64)>, String> {
         )?;
         let rootfs_image = format!("{}-rootfs:{}-{arch}", release.local_name, release.tag);
         import(&rootfs, arch, &rootfs_image)?;
-        let _ = fs_err::remove_dir_all(&rootfs);
+        clear_rootfs(&rootfs)?;
         say(&format!("==> image {arch}: podman build"));
         let mut cmd = podman();
         cmd.args(["build", "--pull=never", "--no-cache"])
@@ -423,6 +425,21 @@ fn make_list(release: &Release) -> Result<(), String> {
         )?;
     }
     Ok(())
+}
+
+/// Removes a root file system left by an earlier run; an interrupted debootstrap may have
+/// left the host's `/proc` or `/sys` mounted inside it, so those are unmounted first.
+fn clear_rootfs(rootfs: &Path) -> Result<(), String> {
+    if !rootfs.exists() {
+        return Ok(());
+    }
+    for mount in ["dev/pts", "proc", "sys"] {
+        let _ = Command::new("umount")
+            .arg("--lazy")
+            .arg(rootfs.join(mount))
+            .output();
+    }
+    fs_err::remove_dir_all(rootfs).map_err(|e| e.to_string())
 }
 
 fn import(rootfs: &Path, arch: &str, image: &str) -> Result<(), String> {
@@ -543,7 +560,7 @@ pub(crate) fn verify(
             smoke: smoked,
         });
     }
-    let data = read_toml(Path::new(DATA_FILE))?;
+    let data = read_toml(&root().join(DATA_FILE))?;
     let committed = format!(
         "{}:{}@{}",
         str_key(&data, "name", DATA_FILE)?,
@@ -653,9 +670,9 @@ fn smoke_up(
         "build aibox",
         &["build", "--locked", "--quiet", "--package", "aibox-cli"],
     )?;
-    let bin = std::env::current_dir()
-        .map_err(|e| e.to_string())?
-        .join("target/debug/aibox");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let bin = target.join("debug/aibox");
     let name = format!("aibox-image-smoke-{}", std::process::id());
     let root = conf.dir.join(&name);
     if root.exists() {
@@ -716,12 +733,7 @@ fn smoke_up(
         .args(["network", "rm", "-f", &format!("{name}_default")])
         .output();
     let _ = podman()
-        .args([
-            "rmi",
-            "-f",
-            &format!("localhost/{name}:latest"),
-            &format!("{name}_{name}"),
-        ])
+        .args(["rmi", "-f", &format!("localhost/{name}-aibox:local")])
         .output();
     let _ = fs_err::remove_dir_all(&root);
     result
@@ -862,6 +874,12 @@ fn host_arch() -> Result<&'static str, String> {
     }
 }
 
+/// The workspace root (xtask's parent folder), whatever the current directory.
+fn root() -> PathBuf {
+    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().unwrap_or(xtask).to_path_buf()
+}
+
 /// `podman` with the test harness's `containers.conf` (runc and lowered ulimits, which
 /// machines of this kind need; see aibox-test-support).
 fn podman() -> Command {
@@ -956,4 +974,114 @@ fn str_key(v: &toml::Value, key: &str, file: &str) -> Result<String, String> {
         .and_then(toml::Value::as_str)
         .map(str::to_owned)
         .ok_or_else(|| format!("{file}: `{key}` must be a string"))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The real thing: debootstrap, Podman, Debian's `docker-registry` on loopback and the
+    //! aibox binary. amd64 only (arm64 adds minutes under qemu; `cargo xtask image release`
+    //! builds both).
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    /// An image derived from the built amd64 image by `lines`, published under `tag`.
+    fn publish_tampered(
+        base: &Release,
+        tag: &str,
+        lines: &str,
+        registry: &str,
+        conf: &RegistriesConf,
+    ) -> Release {
+        let mut bad = base.clone();
+        bad.tag = tag.to_owned();
+        let dir = conf.dir.join(tag);
+        fs_err::create_dir_all(&dir).unwrap();
+        fs_err::write(
+            dir.join("Containerfile"),
+            format!("FROM {}\n{lines}", base.local_arch("amd64")),
+        )
+        .unwrap();
+        checked(
+            podman()
+                .args(["build", "--pull=never", "--platform=linux/amd64", "--tag"])
+                .arg(bad.local_arch("amd64"))
+                .arg(&dir),
+            "tampered build",
+        )
+        .unwrap();
+        make_list(&bad).unwrap();
+        publish(&bad, registry, conf).unwrap();
+        bad
+    }
+
+    #[test]
+    fn amd64_build_publish_verify_and_tampering_fails() {
+        let mut release = Release::new("v0.1.0").unwrap();
+        release.arches = vec!["amd64".to_owned()];
+        release.local_name = format!("localhost/aibox-base-test-{}", std::process::id());
+        let out = root().join("target/aibox-image-test");
+        let started = Instant::now();
+        let times = build(&release).unwrap();
+        let registry = LoopbackRegistry::start(&out).unwrap();
+        let conf = RegistriesConf::write(&out, &registry.address).unwrap();
+        let digest = publish(&release, &registry.address, &conf).unwrap();
+        let ev = verify(&release, &registry.address, &conf, &times, true, &out).unwrap();
+        say(&format!(
+            "image test: build {:.0}s, total {:.0}s",
+            times[0].1,
+            started.elapsed().as_secs_f64()
+        ));
+        assert_eq!(ev.manifest_digest, digest);
+        assert!(ev.arches[0].smoke);
+        assert!(ev.arches[0].tools.iter().any(|t| t.starts_with("uv ")));
+        let written: Value =
+            serde_json::from_str(&fs_err::read_to_string(&ev.file).unwrap()).unwrap();
+        assert_eq!(written["manifest_digest"], digest.as_str());
+        assert_eq!(
+            written["architectures"][0]["digest"],
+            ev.arches[0].digest.as_str()
+        );
+
+        // A wrong marker and a wrong label are both caught.
+        let bad = publish_tampered(
+            &release,
+            "0.1.0-bookworm-tampered-marker",
+            "USER root\nRUN echo 9.9.9 > /etc/aibox-version\nUSER aibox\n",
+            &registry.address,
+            &conf,
+        );
+        let err = verify(&bad, &registry.address, &conf, &[], false, &out).unwrap_err();
+        assert!(err.contains("/etc/aibox-version says `9.9.9`"), "{err}");
+        let bad = publish_tampered(
+            &release,
+            "0.1.0-bookworm-tampered-label",
+            "LABEL org.opencontainers.image.revision=0000000\n",
+            &registry.address,
+            &conf,
+        );
+        let err = verify(&bad, &registry.address, &conf, &[], false, &out).unwrap_err();
+        assert!(
+            err.contains("label org.opencontainers.image.revision is `0000000`"),
+            "{err}"
+        );
+
+        // `latest` is refused.
+        let mut latest = release.clone();
+        latest.tag = "latest".to_owned();
+        assert!(publish(&latest, &registry.address, &conf).is_err());
+
+        for tag in [
+            release.tag.as_str(),
+            "0.1.0-bookworm-tampered-marker",
+            "0.1.0-bookworm-tampered-label",
+        ] {
+            let mut r = release.clone();
+            r.tag = tag.to_owned();
+            let _ = podman().args(["manifest", "rm", &r.local_list()]).output();
+            let _ = podman()
+                .args(["rmi", "-f", &r.local_arch("amd64")])
+                .output();
+        }
+    }
 }

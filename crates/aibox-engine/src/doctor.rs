@@ -364,6 +364,18 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     let codex_sandbox =
         codex_sandbox_check(&mut run, project_root.path(), project.as_ref(), options);
     container_state_check(&mut run, project_root.path(), project.as_ref(), options);
+    // the running container's labels and marker against the lock and the configuration
+    let locked = lock.as_ref().ok().and_then(Option::as_ref);
+    match crate::doctor_base_image::check(
+        project_root.path(),
+        project.as_ref(),
+        locked,
+        &options.detect,
+        options.skip_engine,
+    ) {
+        Ok(findings) => run.check("base-image", findings),
+        Err(why) => run.skip("base-image", &why),
+    }
     // secrets in committed files
     run.check(
         "secrets",

@@ -24,6 +24,7 @@ pub mod config_check;
 pub mod config_edit;
 pub mod consent;
 pub mod doctor;
+pub mod doctor_base_image;
 pub mod init;
 pub mod lifecycle;
 mod mcp_list;
