@@ -171,8 +171,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             }
         }
         "release" => {
-            let ev = if opt("--arch").is_some() {
-                run_release(&release, &out_dir)?
+            let skip_build = args.iter().any(|a| a == "--skip-build");
+            let ev = if opt("--arch").is_some() || skip_build {
+                run_release(&release, &out_dir, skip_build)?
             } else {
                 self::release(&tag, &out_dir)?
             };
@@ -184,7 +185,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
         _ => Err(
             "usage: cargo xtask image <build|publish|verify|release> --tag vX.Y.Z \
-                  [--arch amd64,arm64] [--registry HOST:PORT] [--out DIR]"
+                  [--arch amd64,arm64] [--registry HOST:PORT] [--out DIR] [--skip-build]"
                 .to_owned(),
         ),
     }
@@ -194,12 +195,23 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 /// `docker-registry`, verifies by pull (labels, marker, tools, `aibox up` smoke) and writes
 /// `image-evidence.json` into `out_dir`.
 pub fn release(tag: &str, out_dir: &Path) -> Result<ImageEvidence, String> {
-    run_release(&Release::new(tag)?, out_dir)
+    run_release(&Release::new(tag)?, out_dir, false)
 }
 
-fn run_release(release: &Release, out_dir: &Path) -> Result<ImageEvidence, String> {
+/// `skip_build` publishes the images an earlier `build` left (a maintainer re-running the
+/// publication and verification).
+fn run_release(
+    release: &Release,
+    out_dir: &Path,
+    skip_build: bool,
+) -> Result<ImageEvidence, String> {
     fs_err::create_dir_all(out_dir).map_err(|e| e.to_string())?;
-    let times = build(release)?;
+    let times = if skip_build {
+        make_list(release)?;
+        Vec::new()
+    } else {
+        build(release)?
+    };
     let registry = LoopbackRegistry::start(out_dir)?;
     let conf = RegistriesConf::write(out_dir, &registry.address)?;
     publish(release, &registry.address, &conf)?;
@@ -709,6 +721,7 @@ fn smoke_up(
             format!("[container]\nextra_ca_certificates = \"{HOST_CA_BUNDLE}\"\n"),
         )
         .map_err(|e| e.to_string())?;
+        capture(&mut aibox(&["up"]))?;
         let dockerfile = fs_err::read_to_string(root.join(".devcontainer/Dockerfile"))
             .map_err(|e| e.to_string())?;
         if !dockerfile.contains(&format!("FROM {reference}\n")) {
@@ -716,7 +729,6 @@ fn smoke_up(
                 "the generated Dockerfile does not start FROM {reference}"
             ));
         }
-        capture(&mut aibox(&["up"]))?;
         let marker = capture(&mut aibox(&["exec", "--", "cat", "/etc/aibox-version"]))?;
         if marker.trim() != release.version {
             return Err(format!("smoke: marker `{}`", marker.trim()));
