@@ -146,6 +146,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    if sub == "state" {
+        for line in state_lines()? {
+            say(&line);
+        }
+        return Ok(());
+    }
     let tag = opt("--tag").ok_or("--tag vX.Y.Z is required")?;
     let mut release = Release::new(&tag)?;
     if let Some(list) = opt("--arch") {
@@ -184,11 +190,38 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             Ok(())
         }
         _ => Err(
-            "usage: cargo xtask image <build|publish|verify|release> --tag vX.Y.Z \
+            "usage: cargo xtask image <build|publish|verify|release|state> --tag vX.Y.Z \
                   [--arch amd64,arm64] [--registry HOST:PORT] [--out DIR] [--skip-build]"
                 .to_owned(),
         ),
     }
+}
+
+/// The base image's rows for `cargo xtask release-state`: the committed default reference
+/// (pinned when it carries a digest) and the recipe's floating input (the Debian suite's
+/// packages at build time). Also printed by `cargo xtask image state`.
+pub fn state_lines() -> Result<Vec<String>, String> {
+    let data = read_toml(&root().join(DATA_FILE))?;
+    let name = str_key(&data, "name", DATA_FILE)?;
+    let tag = str_key(&data, "tag", DATA_FILE)?;
+    let digest = data.get("digest").and_then(toml::Value::as_str);
+    let recipe = Recipe::load()?;
+    let mut lines = vec![match digest {
+        Some(d) => format!(
+            "pinned: default base image {name}:{tag}@{d} ({DATA_FILE}; not published to a \
+             public registry, see docs-site/src/base-image.md)"
+        ),
+        None => format!("floating: default base image {name}:{tag} has no digest ({DATA_FILE})"),
+    }];
+    lines.push(format!(
+        "floating: the base image recipe installs catalog tools {}; their Debian {} packages \
+         come from {} as of the build (signed apt repository, versions not pinned); downloads \
+         are pinned by the catalog",
+        recipe.tools.join(", "),
+        recipe.suite,
+        recipe.mirror
+    ));
+    Ok(lines)
 }
 
 /// The release gate's entry: builds amd64 and arm64, publishes them to a loopback
@@ -356,7 +389,12 @@ pub(crate) fn build(release: &Release) -> Result<Vec<(String, f64)>, String> {
         "@CATALOG_DOWNLOADS@",
         aibox_devcontainer::tools::render_downloads(&tools).trim_end(),
     );
-    let work = root().join("target/aibox-image").join(&release.tag);
+    // One folder per local name and tag, so a test build and a release build never share.
+    let work = root().join("target/aibox-image").join(format!(
+        "{}-{}",
+        release.local_name.replace(['/', ':'], "_"),
+        release.tag
+    ));
     fs_err::create_dir_all(&work).map_err(|e| e.to_string())?;
     let context = work.join("context");
     fs_err::create_dir_all(&context).map_err(|e| e.to_string())?;

@@ -42,15 +42,18 @@ fn finding(code: &str, severity: Severity, file: &str, message: String, remedy: 
 pub fn lock_findings(config: &AiboxToml, lock: Option<&Lock>) -> Vec<Finding> {
     let configured = &config.container.base_image;
     let mut out = Vec::new();
-    match lock.and_then(|l| l.base_image.as_ref()) {
-        None => out.push(finding(
+    // No lock at all is the `version` check's finding; a lock without `[base_image]` was
+    // written by an older aibox.
+    match lock.map(|l| l.base_image.as_ref()) {
+        None => {}
+        Some(None) => out.push(finding(
             "base_image_unlocked",
             Severity::Warning,
             LOCK_FILE,
             "aibox.lock records no base image".to_owned(),
             "run `aibox apply` to record it",
         )),
-        Some(locked) if locked.reference != *configured => out.push(finding(
+        Some(Some(locked)) if locked.reference != *configured => out.push(finding(
             "base_image_lock_stale",
             Severity::Warning,
             LOCK_FILE,
@@ -60,7 +63,7 @@ pub fn lock_findings(config: &AiboxToml, lock: Option<&Lock>) -> Vec<Finding> {
             ),
             "run `aibox apply` so the Dockerfile and the lock follow the configuration",
         )),
-        Some(_) => {}
+        Some(Some(_)) => {}
     }
     if aibox_config::ImageRef::parse(configured).digest.is_none() {
         out.push(finding(
