@@ -645,6 +645,9 @@ fn verify_arch(
     let repo = release.repository();
     let by_digest = format!("{registry}/{repo}@{digest}");
     say(&format!("==> verify {arch}: pull {by_digest}"));
+    if arch != host_arch()? {
+        ensure_binfmt(arch)?;
+    }
     checked(
         conf.podman()
             .args(["pull", "--quiet", "--arch", arch, &by_digest]),
