@@ -45,7 +45,6 @@ pub fn lock_findings(config: &AiboxToml, lock: Option<&Lock>) -> Vec<Finding> {
     // No lock at all is the `version` check's finding; a lock without `[base_image]` was
     // written by an older aibox.
     match lock.map(|l| l.base_image.as_ref()) {
-        None => {}
         Some(None) => out.push(finding(
             "base_image_unlocked",
             Severity::Warning,
@@ -63,7 +62,7 @@ pub fn lock_findings(config: &AiboxToml, lock: Option<&Lock>) -> Vec<Finding> {
             ),
             "run `aibox apply` so the Dockerfile and the lock follow the configuration",
         )),
-        Some(Some(_)) => {}
+        None | Some(Some(_)) => {}
     }
     if aibox_config::ImageRef::parse(configured).digest.is_none() {
         out.push(finding(
