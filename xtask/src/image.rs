@@ -248,7 +248,11 @@ fn run_release(
     let registry = LoopbackRegistry::start(out_dir)?;
     let conf = RegistriesConf::write(out_dir, &registry.address)?;
     publish(release, &registry.address, &conf)?;
-    verify(release, &registry.address, &conf, &times, true, out_dir)
+    let evidence = verify(release, &registry.address, &conf, &times, true, out_dir)?;
+    // The registry's storage is only a stand-in for the public one; the evidence stays.
+    drop(registry);
+    let _ = fs_err::remove_dir_all(out_dir.join("registry"));
+    Ok(evidence)
 }
 
 impl Release {
