@@ -429,6 +429,7 @@ pub(crate) fn build(release: &Release) -> Result<Vec<(String, f64)>, String> {
                 .arg(&release.recipe.mirror),
             "debootstrap (needs root, debootstrap, and qemu-user-static for foreign arches)",
         )?;
+        trim_rootfs(&rootfs)?;
         let rootfs_image = format!("{}-rootfs:{}-{arch}", release.local_name, release.tag);
         import(&rootfs, arch, &rootfs_image)?;
         clear_rootfs(&rootfs)?;
@@ -494,6 +495,25 @@ fn clear_rootfs(rootfs: &Path) -> Result<(), String> {
             .output();
     }
     fs_err::remove_dir_all(rootfs).map_err(|e| e.to_string())
+}
+
+/// Removes what debootstrap leaves behind but the image does not need (the downloaded
+/// packages and apt's lists) before the import: a later `RUN rm` could not shrink the
+/// imported layer.
+fn trim_rootfs(rootfs: &Path) -> Result<(), String> {
+    for dir in ["var/cache/apt/archives", "var/lib/apt/lists"] {
+        let dir = rootfs.join(dir);
+        let Ok(entries) = fs_err::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.map_err(|e| e.to_string())?.path();
+            if path.is_file() && path.file_name().is_some_and(|n| n != "lock") {
+                fs_err::remove_file(&path).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn import(rootfs: &Path, arch: &str, image: &str) -> Result<(), String> {
