@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 started=$(date +%s)
 
 apt_packages=(podman runc catatonit debootstrap podman-compose docker-compose uidmap
-  slirp4netns fuse-overlayfs git ca-certificates e2fsprogs)
+  slirp4netns fuse-overlayfs git ca-certificates e2fsprogs
+  # aibox's base image (`cargo xtask image`): arm64 through qemu + binfmt_misc, and a
+  # loopback registry to publish to and pull from.
+  qemu-user-static binfmt-support docker-registry curl)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -9,6 +9,7 @@
 //! - `demo`: aibox's main job on the bundled example project (`examples/demo`, copied to
 //!   `target/aibox-demo` so the repository stays clean): `apply`, a second no-op `apply`,
 //!   `apply --check` and `doctor`.
+//! - `image`: aibox's base image: build, publish, verify (see `image.rs`).
 //! - `layering`: checks the dependency arrows between crates (see `ARCHITECTURE.md`).
 //! - `docs`: builds the documentation site (`docs-site/`) with the pinned mdBook.
 //! - `release-gate`: every check a release needs, then artifacts, `SHA256SUMS` and
@@ -19,6 +20,7 @@
 //!   and `.devcontainer/` path literals outside the file table (`aibox_config::layout`).
 
 mod bench;
+mod image;
 mod layering;
 mod release;
 mod stubs;
@@ -33,13 +35,14 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "demo" => demo(),
         "docs" => release::docs(),
+        "image" => image::run(&args[1..]),
         "release-gate" => release::gate(&args[1..]),
         "release-state" => release::state(),
         "layering" => layering::check(),
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH]|ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR]|release-state>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR]|release-state>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS

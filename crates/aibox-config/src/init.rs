@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{ContextMode, DEFAULT_BASE_IMAGE, Harness};
+use crate::model::{ContextMode, Harness, default_base_image};
 
 /// Every answer `aibox init` needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub struct InitOptions {
     pub processkit_source: Option<String>,
     /// processkit release version; commented out when `None`.
     pub processkit_version: Option<String>,
-    /// Base image; [`DEFAULT_BASE_IMAGE`] when `None`.
+    /// Base image; [`default_base_image`] when `None`.
     pub base_image: Option<String>,
 }
 
@@ -48,7 +48,8 @@ fn quote(s: &str) -> String {
 /// Renders a commented `aibox.toml` for `opts`. Same options, same bytes.
 pub fn render_aibox_toml(opts: &InitOptions) -> String {
     let mut out = String::new();
-    let image = opts.base_image.as_deref().unwrap_or(DEFAULT_BASE_IMAGE);
+    let default_image = default_base_image();
+    let image = opts.base_image.as_deref().unwrap_or(&default_image);
 
     out.push_str(
         "# aibox.toml: the committed, team-wide description of this project's dev container.\n\

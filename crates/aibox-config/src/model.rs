@@ -143,10 +143,72 @@ fn default_user() -> String {
 fn default_uid() -> u32 {
     1000
 }
-/// The default base image: a Debian release tag, never `latest`.
-pub const DEFAULT_BASE_IMAGE: &str = "docker.io/library/debian:bookworm-slim";
-fn default_base_image() -> String {
-    DEFAULT_BASE_IMAGE.to_owned()
+/// Text of the committed data file naming the default base image (`data/base-image.toml`).
+pub const BASE_IMAGE_DATA: &str = include_str!("../data/base-image.toml");
+
+/// An image reference split into name, tag and digest (`name:tag@sha256:...`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageRef {
+    /// Registry and repository, such as `ghcr.io/projectious-work/aibox-base`.
+    pub name: String,
+    /// The tag, when the reference has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// `sha256:<hex>`, when the reference pins a digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+impl ImageRef {
+    /// Splits `reference`; the tag is after the last `:` of the last path component (a
+    /// registry port such as `host:5000/` is not a tag).
+    pub fn parse(reference: &str) -> Self {
+        let (rest, digest) = match reference.split_once('@') {
+            Some((r, d)) => (r, Some(d.to_owned())),
+            None => (reference, None),
+        };
+        let slash = rest.rfind('/').map_or(0, |i| i + 1);
+        let (name, tag) = match rest[slash..].rsplit_once(':') {
+            Some((_, t)) => (&rest[..rest.len() - t.len() - 1], Some(t.to_owned())),
+            None => (rest, None),
+        };
+        Self {
+            name: name.to_owned(),
+            tag,
+            digest,
+        }
+    }
+
+    /// The reference text: `name[:tag][@digest]`.
+    pub fn reference(&self) -> String {
+        let mut out = self.name.clone();
+        if let Some(t) = &self.tag {
+            out.push(':');
+            out.push_str(t);
+        }
+        if let Some(d) = &self.digest {
+            out.push('@');
+            out.push_str(d);
+        }
+        out
+    }
+}
+
+/// The default base image of generated Dockerfiles, from [`BASE_IMAGE_DATA`]: aibox's own
+/// image, pinned by tag and digest. The data file is committed and checked by a test; should
+/// it ever not parse, the empty reference this returns is refused by validation.
+pub fn default_base_image_ref() -> Option<ImageRef> {
+    static PARSED: std::sync::LazyLock<Option<ImageRef>> =
+        std::sync::LazyLock::new(|| toml::from_str(BASE_IMAGE_DATA).ok());
+    PARSED.clone()
+}
+
+/// [`default_base_image_ref`] as reference text (`name:tag@sha256:...`).
+pub fn default_base_image() -> String {
+    default_base_image_ref()
+        .map(|r| r.reference())
+        .unwrap_or_default()
 }
 
 impl ContainerSection {

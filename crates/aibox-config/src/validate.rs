@@ -300,7 +300,7 @@ pub fn container_issues(c: &ContainerSection) -> Vec<ContainerIssue> {
             "not a pinned image",
             format!(
                 "pin a concrete tag or digest, for example \"{}\"",
-                crate::model::DEFAULT_BASE_IMAGE
+                crate::model::default_base_image()
             ),
         );
     }

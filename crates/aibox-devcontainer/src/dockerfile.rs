@@ -26,7 +26,10 @@ pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> St
     let mut out = String::new();
     let _ = writeln!(out, "# {GENERATED_HEADER}");
     out.push_str("# Image additions belong in Dockerfile.local, inlined near the end.\n");
-    let _ = writeln!(out, "FROM {}\n", c.base_image);
+    let _ = writeln!(out, "FROM {}", c.base_image);
+    // Base images may end with a non-root `USER` (aibox's own does); the steps below
+    // install packages and create the user, so they run as root until the final `USER`.
+    out.push_str("USER root\n\n");
     // Tools come before anything project-specific, so projects on one base image share
     // these layers in the engine's build cache.
     crate::tools::render(&mut out, tools);

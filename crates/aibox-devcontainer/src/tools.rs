@@ -101,6 +101,20 @@ pub(crate) fn render(out: &mut String, tools: &[&Tool]) {
     }
 }
 
+/// The download steps alone (no apt layer, no CA step) for `tools`. aibox's base image
+/// recipe (`images/base/`) installs its downloaded tools with these, so a tool's version and
+/// digest live only in the catalog.
+pub fn render_downloads(tools: &[&Tool]) -> String {
+    let mut out = String::new();
+    for tool in tools
+        .iter()
+        .filter(|t| t.verification != Verification::AptSigned)
+    {
+        render_tool(&mut out, tool);
+    }
+    out
+}
+
 fn render_tool(out: &mut String, tool: &Tool) {
     let label = format!("{} {}", tool.name, tool.version);
     let _ = writeln!(

@@ -522,3 +522,38 @@ fn personal_volumes_stay_out_of_the_committed_compose_file() {
     validate_compose_yaml(empty).unwrap();
     insta::assert_snapshot!("minimal__compose_local", empty);
 }
+
+/// The default image source label names aibox's real repository (the workspace manifest's
+/// `repository`), the default `FROM` is digest-pinned, and no placeholder address reaches a
+/// generated file.
+#[test]
+fn default_files_name_the_real_repository_and_a_pinned_base_image() {
+    let config = team(MINIMAL);
+    let local = local("");
+    let files = render(&Inputs::new(&config, &local, VERSION)).unwrap();
+    let source = aibox_devcontainer::DEFAULT_IMAGE_SOURCE;
+    assert!(source.starts_with("https://"), "{source}");
+    for placeholder in ["example.invalid", "example.com", "example.org"] {
+        assert!(!source.contains(placeholder), "{source}");
+        for f in &files {
+            let text = String::from_utf8_lossy(&f.contents);
+            assert!(
+                !text.contains(placeholder),
+                "{} names {placeholder}",
+                f.path
+            );
+        }
+    }
+    let dockerfile = files
+        .iter()
+        .find(|f| f.path == aibox_devcontainer::DOCKERFILE_PATH)
+        .unwrap();
+    let text = String::from_utf8_lossy(&dockerfile.contents);
+    assert!(
+        text.contains(&format!("org.opencontainers.image.source=\"{source}\"")),
+        "{text}"
+    );
+    let from = format!("FROM {}\n", aibox_config::default_base_image());
+    assert!(text.contains(&from), "{text}");
+    assert!(from.contains("@sha256:"), "{from}");
+}

@@ -33,6 +33,44 @@ pub struct Lock {
     /// exact downloads and digests it checks, so a rebuild is reproducible and reviewable.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolLock>,
+    /// `[base_image]`: what the generated Dockerfile starts `FROM`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_image: Option<BaseImageLock>,
+}
+
+/// The base image in the lock: the configured reference, split, and whether it is aibox's
+/// default image (from aibox-config's committed data file).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseImageLock {
+    /// The whole reference, as the Dockerfile's `FROM` names it.
+    pub reference: String,
+    /// Registry and repository.
+    pub name: String,
+    /// The tag, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// `sha256:<hex>` when the reference pins a digest; absent means the tag alone decides
+    /// what a rebuild starts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Whether this is aibox's default base image.
+    #[serde(default)]
+    pub default: bool,
+}
+
+impl BaseImageLock {
+    /// The lock entry for `reference`.
+    pub fn new(reference: &str) -> Self {
+        let r = aibox_config::ImageRef::parse(reference);
+        Self {
+            reference: reference.to_owned(),
+            name: r.name,
+            tag: r.tag,
+            digest: r.digest,
+            default: reference == aibox_config::default_base_image(),
+        }
+    }
 }
 
 /// One installed tool in the lock.

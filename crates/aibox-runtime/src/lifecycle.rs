@@ -502,6 +502,27 @@ impl Runtime {
         })
     }
 
+    /// Runs `cmd` as `user` in the running container and returns whether it succeeded
+    /// and its standard output (what `doctor` reads, such as `/etc/aibox-version`).
+    ///
+    /// # Errors
+    /// The container is missing, stopped or another project's, or the engine fails.
+    pub fn exec_output(
+        &self,
+        target: &Target,
+        user: &str,
+        cmd: &[&str],
+    ) -> Result<(bool, String), RuntimeError> {
+        self.running_container(target)?;
+        let mut command = self.engine_cmd();
+        command
+            .args(["exec", "--user", user])
+            .arg(&target.container)
+            .args(cmd);
+        let done = process::run(command, self.timeouts.query, &mut |_, _| {})?;
+        Ok((done.success(), done.stdout))
+    }
+
     /// Whether `image` exists locally.
     pub fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
         let mut cmd = self.engine_cmd();

@@ -42,8 +42,8 @@ pub fn local_toml_with_host_ca() -> String {
     format!("[container]\nextra_ca_certificates = \"{HOST_CA_BUNDLE}\"\n")
 }
 
-/// Contents of the harness's `containers.conf`.
-const CONTAINERS_CONF: &str = "\
+/// Contents of the harness's `containers.conf` (also used by `cargo xtask image`).
+pub const CONTAINERS_CONF: &str = "\
 # Written by aibox's test harness for CI machines (cgroup v1 hybrid mode, no
 # CAP_SYS_RESOURCE): use runc and lower the default ulimits.
 [containers]

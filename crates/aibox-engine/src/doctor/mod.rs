@@ -26,6 +26,7 @@ use crate::EngineError;
 use crate::writer::ProjectRoot;
 
 pub use bundle::{DoctorError, REPORT_REMINDER, write_report};
+pub use checks::base_image;
 pub use report::{CheckResult, CheckStatus, DoctorReport, Summary};
 
 use report::Run;
@@ -189,6 +190,17 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         options,
     );
     checks::container_state::check(&mut run, project_root.path(), project.as_ref(), options);
+    // the running container's labels and marker against the lock and the configuration
+    match checks::base_image::check(
+        project_root.path(),
+        project.as_ref(),
+        lock.as_ref().ok().and_then(Option::as_ref),
+        &options.detect,
+        options.skip_engine,
+    ) {
+        Ok(findings) => run.check("base-image", findings),
+        Err(why) => run.skip("base-image", &why),
+    }
     // secrets in committed files
     run.check(
         "secrets",

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use aibox_devcontainer::catalog::Catalog;
 use aibox_devcontainer::{COMPOSE_OVERRIDE_PATH, DOCKERFILE_LOCAL_PATH, Inputs, tools};
-use aibox_provenance::lock::{ToolDownload, ToolLock};
+use aibox_provenance::lock::{BaseImageLock, ToolDownload, ToolLock};
 use camino::Utf8Path;
 
 use crate::EngineError;
@@ -26,6 +26,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.extra_ca = extra_ca.as_deref();
     plan.extend(aibox_devcontainer::render(&inputs)?)?;
     plan.lock_mut().tools = tool_locks(&ctx.project.config)?;
+    plan.lock_mut().base_image = Some(BaseImageLock::new(&ctx.project.config.container.base_image));
     Ok(())
 }
 

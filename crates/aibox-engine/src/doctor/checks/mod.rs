@@ -1,5 +1,6 @@
 //! The checks of `aibox doctor`, one module per concern, and the reads they share.
 
+pub mod base_image;
 pub(super) mod codex_sandbox;
 pub(super) mod config;
 pub(super) mod container_policy;
