@@ -10,9 +10,12 @@
 //!   `apply --check` and `doctor`.
 //! - `layering`: checks the dependency arrows between crates (see `ARCHITECTURE.md`).
 //! - `docs`: builds the documentation site (`docs-site/`) with the pinned mdBook.
-//! - `release-gate`: every check a release needs, then artifacts, `SHA256SUMS` and
-//!   `evidence.json` under `target/release-gate/` (see `release.rs`).
-//! - `release-state`: floating inputs, available updates and provenance exceptions.
+//! - `release-gate`: every check a release needs (runnable from a fresh clone), then the
+//!   release binaries, `release-state.json`, `SHA256SUMS`, `evidence.json` and, with
+//!   `--tag`, an SSH-signed, verified tag; outputs under `target/release-gate/` (see
+//!   `release.rs`).
+//! - `release-state`: every release input (pinned, floating, exception), available updates,
+//!   and the deferral rule (see `release/state.rs`).
 //! - `stubs`: refuses ignored tests and `todo!`/`unimplemented!` in the workspace.
 
 mod bench;
@@ -36,7 +39,7 @@ fn main() -> ExitCode {
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH]|ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR]|release-state>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH]|ci|demo|docs|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS
