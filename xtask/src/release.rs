@@ -253,7 +253,8 @@ fn step_advisories(g: &mut Gate) -> Result<(), String> {
     let source = g.source.take().unwrap_or(AdvisorySource::Default);
     let snapshot = advisories(&source)?;
     say(&format!(
-        "cargo deny: advisory snapshot {} (commit {}, {})",
+        "cargo deny: advisory snapshot used: {} at {} (commit {}, {})",
+        snapshot["source"].as_str().unwrap_or_default(),
         snapshot["path"].as_str().unwrap_or_default(),
         snapshot["commit"].as_str().unwrap_or_default(),
         snapshot["date"].as_str().unwrap_or_default()
@@ -495,6 +496,9 @@ fn advisories(source: &AdvisorySource) -> Result<Value, String> {
                 &Path::new(OFFLINE_DB_ROOT).join(OFFLINE_DB_CHECKOUT),
                 "offline copy (--advisory-db)",
             );
+            // The checkout's commit is derived from the copy's content and date alone
+            // (fixed author and dates), so the same copy always yields the same commit.
+            snapshot["checkout"] = snapshot["path"].clone();
             snapshot["path"] = json!(src.display().to_string());
             snapshot["date"] = json!(date);
             if let Some(commit) = git_in(src, &["rev-parse", "HEAD"]) {
