@@ -138,7 +138,7 @@ pub fn build_all(path_env: &str) -> Result<Vec<Built>, String> {
                 target.triple
             ));
         }
-        let path = Path::new("target")
+        let path = target_dir()
             .join(target.triple)
             .join("release")
             .join("aibox");
@@ -150,6 +150,11 @@ pub fn build_all(path_env: &str) -> Result<Vec<Built>, String> {
         });
     }
     Ok(results)
+}
+
+/// cargo's target directory (`CARGO_TARGET_DIR`, else `target`).
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
 }
 
 /// Reads the binary's dynamic symbol versions with `objdump -T` and refuses one that needs
