@@ -6,7 +6,11 @@ cd "$(dirname "$0")/.."
 started=$(date +%s)
 
 apt_packages=(podman runc catatonit debootstrap podman-compose docker-compose uidmap
-  slirp4netns fuse-overlayfs git ca-certificates e2fsprogs)
+  slirp4netns fuse-overlayfs git ca-certificates e2fsprogs
+  openssh-client binutils python3-venv curl)
+# openssh-client: ssh-keygen for the release tag signing tests; binutils: objdump for the
+# glibc floor check; python3-venv: cargo-zigbuild's virtualenv; curl: PyPI questions of
+# release-state.
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
