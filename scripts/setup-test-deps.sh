@@ -9,7 +9,11 @@ apt_packages=(podman runc catatonit debootstrap podman-compose docker-compose ui
   slirp4netns fuse-overlayfs git ca-certificates e2fsprogs
   # aibox's base image (`cargo xtask image`): arm64 through qemu + binfmt_misc, and a
   # loopback registry to publish to and pull from.
-  qemu-user-static binfmt-support docker-registry curl)
+  qemu-user-static binfmt-support docker-registry
+  openssh-client binutils python3-venv curl)
+# openssh-client: ssh-keygen for the release tag signing tests; binutils: objdump for the
+# glibc floor check; python3-venv: cargo-zigbuild's virtualenv; curl: PyPI questions of
+# release-state.
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

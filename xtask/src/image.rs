@@ -111,7 +111,8 @@ pub struct ImageEvidence {
 }
 
 impl ImageEvidence {
-    fn json(&self) -> Value {
+    /// The evidence as JSON (the gate's `images` entry and `image-evidence.json`).
+    pub fn json(&self) -> Value {
         json!({
             "registry": self.registry,
             "repository": self.repository,

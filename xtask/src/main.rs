@@ -12,9 +12,12 @@
 //! - `image`: aibox's base image: build, publish, verify (see `image.rs`).
 //! - `layering`: checks the dependency arrows between crates (see `ARCHITECTURE.md`).
 //! - `docs`: builds the documentation site (`docs-site/`) with the pinned mdBook.
-//! - `release-gate`: every check a release needs, then artifacts, `SHA256SUMS` and
-//!   `evidence.json` under `target/release-gate/` (see `release.rs`).
-//! - `release-state`: floating inputs, available updates and provenance exceptions.
+//! - `release-gate`: every check a release needs (runnable from a fresh clone), then the
+//!   release binaries, `release-state.json`, `SHA256SUMS`, `evidence.json` and, with
+//!   `--tag`, an SSH-signed, verified tag; outputs under `target/release-gate/` (see
+//!   `release.rs`).
+//! - `release-state`: every release input (pinned, floating, exception), available updates,
+//!   and the deferral rule (see `release/state.rs`).
 //! - `stubs`: the tidy check: refuses ignored tests and `todo!`/`unimplemented!` in the
 //!   workspace, file writes in product code outside the writer (`aibox_config::write`)
 //!   and `.devcontainer/` path literals outside the file table (`aibox_config::layout`).
@@ -42,7 +45,7 @@ fn main() -> ExitCode {
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR]|release-state>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS

@@ -1,18 +1,28 @@
 //! `release-gate` and `release-state`: proving a release before it exists.
 //!
-//! The gate stops at the first failing step. Its outputs go to `target/release-gate/`:
-//! the release binary, `SHA256SUMS` (in `sha256sum` format, re-verified with
-//! `sha256sum -c`), and `evidence.json`, which binds the commit, the clean-tree flag, the
-//! toolchain, the `Cargo.lock` digest, the advisory-database date and every artifact's
-//! digest.
+//! The gate is a list of steps ([`STEPS`]) and stops at the first failure. It prepares what
+//! it needs itself, so it runs from a fresh clone on a fresh machine: `cargo fetch` of every
+//! target's crates (cargo-deny then runs offline), the pinned release tools, and the advisory
+//! database (fetched into cargo-deny's normal place, or an offline copy given with
+//! `--advisory-db DIR`; the snapshot used is printed and recorded). Then release-state
+//! (kept, and its digest bound into the evidence), the whole CI run, the release binaries
+//! (cargo-zigbuild, glibc floor checked, version smoke), `SHA256SUMS` (re-verified with
+//! `sha256sum -c`), `evidence.json`, and with `--tag` an SSH-signed tag verified against
+//! `release/allowed_signers`. Everything lands in `target/release-gate/`.
+
+mod artifacts;
+mod signing;
+mod state;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::{cargo, say, step};
+use crate::{cargo, say};
 
 /// Where the gate writes its outputs.
 const OUT_DIR: &str = "target/release-gate";
@@ -30,97 +40,379 @@ enum AdvisorySource {
     Offline(PathBuf),
 }
 
-/// Parses the gate's options: `--allow-dirty`, `--tag TAG`, `--advisory-db DIR`.
-fn parse_args(args: &[String]) -> Result<(bool, Option<String>, AdvisorySource), String> {
-    let mut allow_dirty = false;
-    let mut tag = None;
-    let mut source = AdvisorySource::Default;
+/// The gate's options.
+#[derive(Debug, PartialEq, Eq)]
+struct Options {
+    allow_dirty: bool,
+    tag: Option<String>,
+    source: AdvisorySource,
+    allowed_signers: PathBuf,
+    skip: Vec<String>,
+}
+
+/// Steps that `--skip` may leave out (evidence from such a run is marked not releasable,
+/// and `--tag` refuses it).
+const SKIPPABLE: &[&str] = &["ci", "image", "binaries"];
+
+/// Parses the gate's options.
+fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        allow_dirty: false,
+        tag: None,
+        source: AdvisorySource::Default,
+        allowed_signers: PathBuf::from(signing::ALLOWED_SIGNERS),
+        skip: Vec::new(),
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        let mut value = |what: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{a} needs {what}"))
+        };
         match a.as_str() {
-            "--allow-dirty" => allow_dirty = true,
-            "--tag" => tag = Some(it.next().ok_or("--tag needs a value (vX.Y.Z)")?.clone()),
+            "--allow-dirty" => o.allow_dirty = true,
+            "--tag" => o.tag = Some(value("a value (vX.Y.Z)")?),
             "--advisory-db" => {
-                let dir = it
-                    .next()
-                    .ok_or("--advisory-db needs a folder (an offline RustSec database copy)")?;
-                source = AdvisorySource::Offline(PathBuf::from(dir));
+                o.source = AdvisorySource::Offline(PathBuf::from(value(
+                    "a folder (an offline RustSec database copy)",
+                )?));
+            }
+            "--allowed-signers" => o.allowed_signers = PathBuf::from(value("a file")?),
+            "--skip" => {
+                let step = value("a step name")?;
+                if !SKIPPABLE.contains(&step.as_str()) {
+                    return Err(format!(
+                        "release-gate: `--skip {step}`: only {} can be skipped",
+                        SKIPPABLE.join(", ")
+                    ));
+                }
+                o.skip.push(step);
             }
             other => {
                 return Err(format!(
                     "release-gate: unknown option `{other}` (known: --tag vX.Y.Z, \
-                     --allow-dirty, --advisory-db DIR)"
+                     --allow-dirty, --advisory-db DIR, --allowed-signers FILE, --skip STEP)"
                 ));
             }
         }
     }
-    Ok((allow_dirty, tag, source))
+    if o.tag.is_some() && !o.skip.is_empty() {
+        return Err(format!(
+            "release-gate: --tag refuses a run that skips {}: a release runs every step",
+            o.skip.join(", ")
+        ));
+    }
+    Ok(o)
 }
+
+/// What the gate learns on its way; the evidence is built from it.
+#[derive(Default)]
+struct Gate {
+    version: String,
+    commit: String,
+    /// Evidence fields contributed by steps (advisory snapshot, release-state, images, …).
+    evidence: serde_json::Map<String, Value>,
+    /// `(artifact file name, path of the built binary)`.
+    artifacts: Vec<(String, PathBuf)>,
+    source: Option<AdvisorySource>,
+}
+
+/// A gate step: a name (for `--skip` and the log) and what it does.
+type Step = (&'static str, fn(&mut Gate) -> Result<(), String>);
+
+/// The gate's steps, in order.
+///
+const STEPS: &[Step] = &[
+    ("prepare", step_prepare),
+    ("advisories", step_advisories),
+    ("release-state", step_release_state),
+    ("ci", step_ci),
+    ("image", step_image),
+    ("binaries", step_binaries),
+];
 
 /// Runs the release gate.
 pub fn gate(args: &[String]) -> Result<(), String> {
-    let (allow_dirty, tag, source) = parse_args(args)?;
+    let started = Instant::now();
+    let mut opts = parse_args(args)?;
     let dirty = !git(&["status", "--porcelain"])?.trim().is_empty();
-    if dirty && !allow_dirty {
+    if dirty && !opts.allow_dirty {
         return Err(
             "the working tree has uncommitted changes: releases come only from tracked \
-                    source (commit first; --allow-dirty runs the checks without producing a \
-                    releasable evidence file)"
+             source (commit first; --allow-dirty runs the checks without producing a \
+             releasable evidence file)"
                 .to_owned(),
         );
     }
-    crate::ci()?;
-    let db_date = advisories(&source)?;
-    say("==> documentation site");
-    docs()?;
-    step(
-        "release build",
-        &["build", "--release", "--locked", "--package", "aibox-cli"],
-    )?;
-    let bin = PathBuf::from("target/release/aibox");
-    version_smoke(&bin)?;
+    if dirty && opts.tag.is_some() {
+        return Err("refusing to tag a dirty tree".to_owned());
+    }
+    let version = workspace_version()?;
+    if let Some(tag) = &opts.tag
+        && *tag != format!("v{version}")
+    {
+        return Err(format!(
+            "--tag {tag} does not match the workspace version {version} (expected v{version})"
+        ));
+    }
     let out = Path::new(OUT_DIR);
     if out.exists() {
         fs_err::remove_dir_all(out).map_err(|e| e.to_string())?;
     }
     fs_err::create_dir_all(out).map_err(|e| e.to_string())?;
-    let artifact = out.join("aibox-x86_64-unknown-linux-gnu");
-    fs_err::copy(&bin, &artifact).map_err(|e| e.to_string())?;
-    let digest = sha256_file(&artifact)?;
-    let sums = format!("{digest}  aibox-x86_64-unknown-linux-gnu\n");
+    let mut g = Gate {
+        version,
+        commit: git(&["rev-parse", "HEAD"])?.trim().to_owned(),
+        source: Some(std::mem::replace(&mut opts.source, AdvisorySource::Default)),
+        ..Gate::default()
+    };
+    g.evidence.insert(
+        "images".to_owned(),
+        json!("not built by this gate (--skip image)"),
+    );
+    for (name, run) in STEPS {
+        if opts.skip.iter().any(|s| s == name) {
+            say(&format!(
+                "==> {name}: SKIPPED (--skip {name}; not releasable)"
+            ));
+            continue;
+        }
+        let t = Instant::now();
+        say(&format!("=== release-gate step: {name}"));
+        run(&mut g).map_err(|e| format!("step {name}: {e}"))?;
+        say(&format!(
+            "=== release-gate step {name}: {:.1}s",
+            t.elapsed().as_secs_f64()
+        ));
+    }
+    if git(&["rev-parse", "HEAD"])?.trim() != g.commit {
+        return Err("HEAD moved while the gate ran; run it again".to_owned());
+    }
+    let releasable = !dirty && opts.skip.is_empty();
+    let evidence_digest = write_evidence(&mut g, dirty, releasable, &opts)?;
+    if let Some(tag) = &opts.tag {
+        let msg = format!(
+            "aibox {tag}\n\ncommit: {}\nevidence.json sha256: {evidence_digest}\n",
+            g.commit
+        );
+        let repo = Path::new(".");
+        signing::sign_tag(repo, tag, &msg)?;
+        let verified = signing::verify_tag(repo, tag, &opts.allowed_signers).and_then(|report| {
+            let target = git(&["rev-parse", &format!("{tag}^{{commit}}")])?;
+            if target.trim() == g.commit {
+                Ok(report)
+            } else {
+                Err(format!("tag {tag} does not point at {}", g.commit))
+            }
+        });
+        match verified {
+            Ok(report) => {
+                fs_err::write(out.join("tag-verification.txt"), &report)
+                    .map_err(|e| e.to_string())?;
+                say(&format!(
+                    "release-gate: signed tag {tag} verified: {}",
+                    report.trim()
+                ));
+            }
+            Err(e) => {
+                let _ = git(&["tag", "-d", tag]);
+                return Err(format!("{e} (the tag was deleted)"));
+            }
+        }
+    }
+    say(&format!(
+        "release-gate: passed in {:.0}s{}",
+        started.elapsed().as_secs_f64(),
+        if releasable {
+            ""
+        } else {
+            " (NOT releasable: dirty tree or skipped steps)"
+        }
+    ));
+    Ok(())
+}
+
+/// `cargo fetch` of every target's crates (so cargo-deny can run offline) and the pinned
+/// release tools.
+fn step_prepare(_: &mut Gate) -> Result<(), String> {
+    crate::step("fetch crates of every target", &["fetch", "--locked"])?;
+    run_tool(
+        Command::new("bash")
+            .arg("scripts/install-release-tools.sh")
+            .args(["mdbook", "cargo-deny", "cargo-zigbuild"]),
+    )
+}
+
+/// cargo-deny (advisories, bans, licenses, sources), offline, against the named snapshot.
+fn step_advisories(g: &mut Gate) -> Result<(), String> {
+    let source = g.source.take().unwrap_or(AdvisorySource::Default);
+    let snapshot = advisories(&source)?;
+    say(&format!(
+        "cargo deny: advisory snapshot used: {} at {} (commit {}, {})",
+        snapshot["source"].as_str().unwrap_or_default(),
+        snapshot["path"].as_str().unwrap_or_default(),
+        snapshot["commit"].as_str().unwrap_or_default(),
+        snapshot["date"].as_str().unwrap_or_default()
+    ));
+    g.evidence.insert("advisory_db".to_owned(), snapshot);
+    Ok(())
+}
+
+/// release-state: kept in the output folder; its digest goes into the evidence.
+fn step_release_state(g: &mut Gate) -> Result<(), String> {
+    let (digest, passed) = write_state()?;
+    g.evidence.insert(
+        "release_state".to_owned(),
+        json!({ "file": "release-state.json", "sha256": digest, "passed": passed }),
+    );
+    if passed {
+        Ok(())
+    } else {
+        Err(format!(
+            "release-state failed (see {OUT_DIR}/release-state.md)"
+        ))
+    }
+}
+
+fn step_ci(_: &mut Gate) -> Result<(), String> {
+    crate::ci()
+}
+
+/// The base image (`image.rs`): amd64 and arm64 built, published to a loopback registry,
+/// pulled back by digest and checked, with the downstream `aibox up` smoke; the digests go
+/// into the evidence and `image/image-evidence.json` into `SHA256SUMS`.
+fn step_image(g: &mut Gate) -> Result<(), String> {
+    let tag = format!("v{}", g.version);
+    let ev = crate::image::release(&tag, &Path::new(OUT_DIR).join("image"))?;
+    g.evidence.insert("images".to_owned(), ev.json());
+    Ok(())
+}
+
+/// The release binaries (see `artifacts.rs`), each version-smoked and copied under its
+/// target's name.
+fn step_binaries(g: &mut Gate) -> Result<(), String> {
+    let built = artifacts::build_all(&path_with_tools())?;
+    let mut listed = Vec::new();
+    let mut not_built = Vec::new();
+    for b in built {
+        match b {
+            artifacts::Built::Yes {
+                target,
+                path,
+                max_glibc,
+            } => {
+                artifacts::version_smoke(&path, &g.version)?;
+                let name = target.artifact_name();
+                let dest = Path::new(OUT_DIR).join(&name);
+                fs_err::copy(&path, &dest).map_err(|e| e.to_string())?;
+                listed.push(json!({
+                    "name": name,
+                    "target": target.triple,
+                    "glibc_floor": target.glibc_floor,
+                    "glibc_max_referenced": max_glibc,
+                    "sha256": sha256_file(&dest)?,
+                }));
+                g.artifacts.push((name, dest));
+            }
+            artifacts::Built::No { target, reason } => {
+                say(&format!(
+                    "release build: {} NOT built: {reason}",
+                    target.triple
+                ));
+                not_built.push(json!({ "target": target.triple, "reason": reason }));
+            }
+        }
+    }
+    g.evidence
+        .insert("artifacts".to_owned(), Value::Array(listed));
+    g.evidence
+        .insert("not_built".to_owned(), Value::Array(not_built));
+    Ok(())
+}
+
+/// Writes `evidence.json` and `SHA256SUMS` (artifacts, release-state, evidence), checks the
+/// sums with `sha256sum -c`, and returns the evidence digest.
+fn write_evidence(
+    g: &mut Gate,
+    dirty: bool,
+    releasable: bool,
+    opts: &Options,
+) -> Result<String, String> {
+    let out = Path::new(OUT_DIR);
+    let mut evidence = serde_json::Map::new();
+    evidence.insert("schema".into(), json!("aibox-release-evidence/2"));
+    evidence.insert("version".into(), json!(g.version));
+    evidence.insert("tag".into(), json!(opts.tag));
+    evidence.insert("commit".into(), json!(g.commit));
+    evidence.insert("clean_tree".into(), json!(!dirty));
+    evidence.insert("releasable".into(), json!(releasable));
+    evidence.insert("skipped_steps".into(), json!(opts.skip));
+    evidence.insert("toolchain".into(), json!(tool_version("rustc")?));
+    evidence.insert("cargo".into(), json!(tool_version("cargo")?));
+    evidence.insert(
+        "cargo_lock_sha256".into(),
+        json!(sha256_file(Path::new("Cargo.lock"))?),
+    );
+    evidence.append(&mut g.evidence);
+    let text =
+        serde_json::to_string_pretty(&Value::Object(evidence)).map_err(|e| e.to_string())? + "\n";
+    fs_err::write(out.join("evidence.json"), &text).map_err(|e| e.to_string())?;
+    let mut names: Vec<String> = g.artifacts.iter().map(|(n, _)| n.clone()).collect();
+    for f in [
+        "release-state.json",
+        "image/image-evidence.json",
+        "evidence.json",
+    ] {
+        if out.join(f).is_file() {
+            names.push(f.to_owned());
+        }
+    }
+    let mut sums = String::new();
+    for n in &names {
+        let _ = writeln!(sums, "{}  {n}", sha256_file(&out.join(n))?);
+    }
     fs_err::write(out.join("SHA256SUMS"), &sums).map_err(|e| e.to_string())?;
     run_tool(
         Command::new("sha256sum")
-            .args(["-c", "SHA256SUMS"])
+            .args(["--strict", "-c", "SHA256SUMS"])
             .current_dir(out),
     )?;
-    let evidence = serde_json::json!({
-        "schema": "aibox-release-evidence/1",
-        "version": workspace_version()?,
-        "commit": git(&["rev-parse", "HEAD"])?.trim(),
-        "clean_tree": !dirty,
-        "toolchain": tool_version("rustc")?,
-        "cargo": tool_version("cargo")?,
-        "cargo_lock_sha256": sha256_file(Path::new("Cargo.lock"))?,
-        "advisory_db_date": db_date,
-        "artifacts": [{ "name": "aibox-x86_64-unknown-linux-gnu", "sha256": digest }],
-    });
-    let text = serde_json::to_string_pretty(&evidence).map_err(|e| e.to_string())? + "\n";
-    fs_err::write(out.join("evidence.json"), &text).map_err(|e| e.to_string())?;
-    let evidence_digest = hex::encode(Sha256::digest(text.as_bytes()));
+    let digest = hex::encode(Sha256::digest(text.as_bytes()));
     say(&format!(
-        "release-gate: evidence {OUT_DIR}/evidence.json sha256 {evidence_digest}"
+        "release-gate: evidence {OUT_DIR}/evidence.json sha256 {digest}"
     ));
-    if let Some(tag) = tag {
-        if dirty {
-            return Err("refusing to tag a dirty tree".to_owned());
-        }
-        let msg = format!("aibox {tag}\n\nevidence.json sha256: {evidence_digest}\n");
-        run_tool(Command::new("git").args(["tag", "-a", &tag, "-m", &msg]))?;
-        say(&format!("release-gate: tagged {tag}"));
+    Ok(digest)
+}
+
+/// Collects release-state, writes `release-state.json` and `.md`, returns the JSON's
+/// digest and whether it passed.
+fn write_state() -> Result<(String, bool), String> {
+    let root = Path::new(".");
+    let report = state::collect(root)?;
+    let verdict = state::verdict(&report, root);
+    let json = state::to_json(&report, &verdict);
+    let md = state::to_markdown(&report, &verdict);
+    let out = Path::new(OUT_DIR);
+    fs_err::create_dir_all(out).map_err(|e| e.to_string())?;
+    fs_err::write(out.join("release-state.json"), &json).map_err(|e| e.to_string())?;
+    fs_err::write(out.join("release-state.md"), &md).map_err(|e| e.to_string())?;
+    say(md.trim_end());
+    let digest = hex::encode(Sha256::digest(json.as_bytes()));
+    say(&format!(
+        "release-state: {OUT_DIR}/release-state.json sha256 {digest}"
+    ));
+    Ok((digest, verdict.is_ok()))
+}
+
+/// `cargo xtask release-state`: the same report the gate keeps, on its own.
+pub fn state() -> Result<(), String> {
+    let (_, passed) = write_state()?;
+    if passed {
+        Ok(())
+    } else {
+        Err("undeferred drift or invalid deferrals (see the findings above)".to_owned())
     }
-    say("release-gate: passed");
-    Ok(())
 }
 
 /// Builds the documentation site with the pinned mdBook.
@@ -150,33 +442,54 @@ fn deny_cmd() -> Command {
     c
 }
 
+/// PATH with the release tools (cargo-deny, mdBook, and cargo-zigbuild's virtualenv, whose
+/// python carries the pinned Zig) in front.
 fn path_with_tools() -> String {
-    let tools = tool_path("x");
-    let dir = tools
+    let bin = tool_path("x");
+    let dir = bin.parent().map(Path::to_path_buf).unwrap_or_default();
+    let zig = dir
         .parent()
-        .map(|p| p.display().to_string())
+        .map(|r| r.join("zigbuild/bin"))
         .unwrap_or_default();
-    format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
+    format!(
+        "{}:{}:{}",
+        dir.display(),
+        zig.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
 
-/// Runs cargo-deny (advisories, bans, licenses, sources) and returns the advisory
-/// database's date. By default cargo-deny fetches the database into its normal location;
-/// with an offline copy, the copy is prepared as a checkout and cargo-deny runs offline
-/// with a derived config pointing at it.
-fn advisories(source: &AdvisorySource) -> Result<String, String> {
-    run_tool(
-        Command::new("bash")
-            .arg("scripts/install-release-tools.sh")
-            .arg("cargo-deny"),
-    )?;
+/// cargo-deny's home for advisory databases.
+fn cargo_home() -> PathBuf {
+    std::env::var("CARGO_HOME").map_or_else(
+        |_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".to_owned()))
+                .join(".cargo")
+        },
+        PathBuf::from,
+    )
+}
+
+/// Runs cargo-deny (advisories, bans, licenses, sources) offline and returns the snapshot
+/// it used (`source`, `path`, `commit`, `date`). By default cargo-deny first fetches the
+/// database into its normal location; with an offline copy, the copy is prepared as a
+/// checkout and a derived config points cargo-deny at it.
+fn advisories(source: &AdvisorySource) -> Result<Value, String> {
     let checks = ["check", "advisories", "bans", "licenses", "sources"];
     match source {
         AdvisorySource::Default => {
-            say("==> cargo deny (advisory database fetched into $CARGO_HOME/advisory-dbs)");
-            run_tool(deny_cmd().args(checks))?;
-            let date = default_db_date();
-            say(&format!("cargo deny: advisory database of {date}"));
-            Ok(date)
+            say("==> cargo deny fetch db (into $CARGO_HOME/advisory-dbs)");
+            run_tool(deny_cmd().args(["fetch", "db"])).map_err(|e| {
+                format!(
+                    "{e}: the RustSec advisory database could not be fetched into \
+                     cargo-deny's normal place; give an offline copy with --advisory-db DIR"
+                )
+            })?;
+            let dir = cargo_home().join("advisory-dbs").join(OFFLINE_DB_CHECKOUT);
+            let snapshot = snapshot_of(&dir, "cargo-deny default location");
+            say("==> cargo deny --offline check (crates fetched, database fetched)");
+            run_tool(deny_cmd().arg("--offline").args(checks))?;
+            Ok(snapshot)
         }
         AdvisorySource::Offline(src) => {
             let date = prepare_offline_db(src)?;
@@ -189,14 +502,47 @@ fn advisories(source: &AdvisorySource) -> Result<String, String> {
             )?;
             let config_path = Path::new(OFFLINE_DB_ROOT).join("deny-offline.toml");
             fs_err::write(&config_path, config).map_err(|e| e.to_string())?;
+            let mut snapshot = snapshot_of(
+                &Path::new(OFFLINE_DB_ROOT).join(OFFLINE_DB_CHECKOUT),
+                "offline copy (--advisory-db)",
+            );
+            // The checkout's commit is derived from the copy's content and date alone
+            // (fixed author and dates), so the same copy always yields the same commit.
+            snapshot["checkout"] = snapshot["path"].clone();
+            snapshot["path"] = json!(src.display().to_string());
+            snapshot["date"] = json!(date);
+            if let Some(commit) = git_in(src, &["rev-parse", "HEAD"]) {
+                snapshot["source_commit"] = json!(commit);
+            }
             say(&format!(
-                "==> cargo deny (offline advisory database copy of {date} from {})",
+                "==> cargo deny --offline (advisory database copy of {date} from {})",
                 src.display()
             ));
             run_tool(deny_cmd().args(offline_args(&config_path, &checks)))?;
-            Ok(date)
+            Ok(snapshot)
         }
     }
+}
+
+/// Path, newest commit and its date of an advisory database checkout.
+fn snapshot_of(dir: &Path, source: &str) -> Value {
+    let commit = git_in(dir, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    let date = git_in(dir, &["log", "-1", "--format=%cs"]).unwrap_or_else(|| "unknown".to_owned());
+    json!({ "source": source, "path": dir.display().to_string(), "commit": commit, "date": date })
+}
+
+fn git_in(dir: &Path, args: &[&str]) -> Option<String> {
+    if !dir.join(".git").exists() {
+        return None;
+    }
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
 }
 
 /// cargo-deny arguments for an offline run with a derived config. `--offline` and
@@ -233,27 +579,6 @@ fn offline_config(deny_toml: &str, root: &Path) -> Result<String, String> {
         return Err("deny.toml has no [advisories] section".to_owned());
     }
     Ok(out)
-}
-
-/// Date of the newest commit in cargo-deny's default database checkout, or "unknown".
-fn default_db_date() -> String {
-    let home = std::env::var("CARGO_HOME").map_or_else(
-        |_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".to_owned()))
-                .join(".cargo")
-        },
-        PathBuf::from,
-    );
-    let dir = home.join("advisory-dbs").join(OFFLINE_DB_CHECKOUT);
-    Command::new("git")
-        .args(["log", "-1", "--format=%cs"])
-        .current_dir(&dir)
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .filter(|d| !d.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// Copies an offline database (`crates/`, `rust/`, optional `README.md` naming its date in
@@ -319,23 +644,6 @@ fn prepare_offline_db(src: &Path) -> Result<String, String> {
     Ok(date)
 }
 
-fn version_smoke(bin: &Path) -> Result<(), String> {
-    let out = Command::new(bin)
-        .arg("--version")
-        .output()
-        .map_err(|e| e.to_string())?;
-    let got = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let want = format!("aibox {}", workspace_version()?);
-    say(&format!("==> version smoke: {got}"));
-    if got == want {
-        Ok(())
-    } else {
-        Err(format!(
-            "`aibox --version` printed `{got}`, expected `{want}`"
-        ))
-    }
-}
-
 fn workspace_version() -> Result<String, String> {
     let text = fs_err::read_to_string("Cargo.toml").map_err(|e| e.to_string())?;
     text.lines()
@@ -384,285 +692,6 @@ fn run_tool(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
-/// The release-state report: floating inputs, available updates, provenance exceptions.
-pub fn state() -> Result<(), String> {
-    let mut report = String::from("# aibox release state\n\n## Floating inputs\n\n");
-    let mut floating = Vec::new();
-    for file in files_named(Path::new("."), "aibox.toml")? {
-        let text = fs_err::read_to_string(&file).map_err(|e| e.to_string())?;
-        for (i, line) in text.lines().enumerate() {
-            let l = line.trim();
-            if l.starts_with("base_image") && !l.contains("@sha256:") {
-                floating.push(format!(
-                    "{}:{}: base image without a digest: {l}",
-                    file.display(),
-                    i + 1
-                ));
-            }
-            if l.starts_with("version") && (l.contains("latest") || l.contains("main")) {
-                floating.push(format!(
-                    "{}:{}: floating version: {l}",
-                    file.display(),
-                    i + 1
-                ));
-            }
-        }
-    }
-    for file in files_named(Path::new("test-tools"), "package.json")? {
-        let text = fs_err::read_to_string(&file).map_err(|e| e.to_string())?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        for section in ["dependencies", "devDependencies"] {
-            for (name, v) in json[section].as_object().into_iter().flatten() {
-                let v = v.as_str().unwrap_or_default();
-                if v.starts_with(['^', '~', '>', '*']) || v == "latest" {
-                    floating.push(format!(
-                        "{}: {name} {v} is not an exact version",
-                        file.display()
-                    ));
-                }
-            }
-        }
-    }
-    let script = fs_err::read_to_string("scripts/setup-test-deps.sh").map_err(|e| e.to_string())?;
-    if script.contains("apt-get install") {
-        floating.push(
-            "scripts/setup-test-deps.sh: Debian packages follow the distribution's \
-                       stable updates (versions not pinned; the Debian release is)"
-                .to_owned(),
-        );
-    }
-    let catalog = catalog_tools()?;
-    floating.extend(catalog_floating(&catalog));
-    if floating.is_empty() {
-        report.push_str("none\n");
-    }
-    for f in &floating {
-        let _ = writeln!(report, "- {f}");
-    }
-    report.push_str(&catalog_table(&catalog));
-    report.push_str("\n## Available dependency updates (crates.io)\n\n```\n");
-    let out = Command::new(cargo())
-        .args(["update", "--dry-run", "--verbose"])
-        .output()
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stderr);
-    let updates: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            let l = l.trim_start();
-            (l.starts_with("Updating") && !l.contains("index")) || l.starts_with("Unchanged")
-        })
-        .collect();
-    if updates.is_empty() {
-        report.push_str("(none, or the registry was not reachable)\n");
-    }
-    for u in updates {
-        let _ = writeln!(report, "{}", u.trim());
-    }
-    report.push_str("```\n\n## Provenance exceptions\n\n");
-    let mut exceptions = catalog_exceptions(&catalog);
-    for file in files_named(Path::new("."), "aibox.toml")? {
-        let text = fs_err::read_to_string(&file).map_err(|e| e.to_string())?;
-        for (i, line) in text.lines().enumerate() {
-            if line.contains("allow_unverified = true") || line.trim() == "[[security.exceptions]]"
-            {
-                exceptions.push(format!("{}:{}: {}", file.display(), i + 1, line.trim()));
-            }
-        }
-    }
-    exceptions.push(
-        "`release-gate --advisory-db DIR` checks advisories against an offline RustSec \
-         copy; advisories newer than it are not covered (the evidence file records its date)"
-            .to_owned(),
-    );
-    for e in &exceptions {
-        let _ = writeln!(report, "- {e}");
-    }
-    fs_err::create_dir_all(OUT_DIR).map_err(|e| e.to_string())?;
-    fs_err::write(Path::new(OUT_DIR).join("release-state.md"), &report)
-        .map_err(|e| e.to_string())?;
-    say(report.trim_end());
-    say(&format!(
-        "release-state: written to {OUT_DIR}/release-state.md"
-    ));
-    Ok(())
-}
-
-/// Catalog entries that float: Debian packages follow their release's signed updates.
-fn catalog_floating(catalog: &[CatalogTool]) -> Vec<String> {
-    catalog
-        .iter()
-        .filter(|t| t.verification == "apt-signed")
-        .map(|t| {
-            format!(
-                "{CATALOG}: {}: Debian packages {} follow the {} release's signed updates",
-                t.name,
-                t.apt.join(", "),
-                t.version
-            )
-        })
-        .collect()
-}
-
-/// Catalog entries without verification, with their written reason.
-fn catalog_exceptions(catalog: &[CatalogTool]) -> Vec<String> {
-    catalog
-        .iter()
-        .filter(|t| t.verification == "exception")
-        .map(|t| {
-            format!(
-                "{CATALOG}: {} {} is not verified: {}",
-                t.name,
-                t.version,
-                t.exception.as_deref().unwrap_or("(no reason written)")
-            )
-        })
-        .collect()
-}
-
-/// Every catalog entry with its pin, verification and the registry's newest version.
-fn catalog_table(catalog: &[CatalogTool]) -> String {
-    let mut out = format!(
-        "\n## Tool catalog ({CATALOG})\n\n\
-         | tool | pinned | verification | registry | newest |\n|---|---|---|---|---|\n"
-    );
-    for t in catalog {
-        let (registry, newest) = newest_version(t);
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {registry} | {newest} |",
-            t.name, t.version, t.verification
-        );
-    }
-    out
-}
-
-/// The tool catalog the generated Dockerfiles install from.
-const CATALOG: &str = "crates/aibox-devcontainer/catalog/tools.toml";
-
-/// The fields of a catalog entry release-state reports.
-struct CatalogTool {
-    name: String,
-    version: String,
-    verification: String,
-    exception: Option<String>,
-    apt: Vec<String>,
-    /// First npm package name, or the `PyPI` project named by the first URL.
-    npm: Option<String>,
-    pypi: Option<String>,
-}
-
-fn catalog_tools() -> Result<Vec<CatalogTool>, String> {
-    let text = fs_err::read_to_string(CATALOG).map_err(|e| e.to_string())?;
-    let doc: toml::Table = toml::from_str(&text).map_err(|e| format!("{CATALOG}: {e}"))?;
-    let tools = doc
-        .get("tool")
-        .and_then(toml::Value::as_table)
-        .cloned()
-        .unwrap_or_default();
-    let text_of = |v: Option<&toml::Value>| v.and_then(toml::Value::as_str).map(str::to_owned);
-    Ok(tools
-        .iter()
-        .map(|(name, t)| {
-            let first = t
-                .get("artifact")
-                .and_then(toml::Value::as_array)
-                .and_then(|a| a.first());
-            let npm = text_of(first.and_then(|a| a.get("npm"))).map(|spec| {
-                let at = spec
-                    .get(1..)
-                    .and_then(|s| s.find('@'))
-                    .map_or(spec.len(), |i| i + 1);
-                spec[..at].to_owned()
-            });
-            let pypi = text_of(first.and_then(|a| a.get("url")))
-                .filter(|u| u.contains("pythonhosted.org"))
-                .and_then(|u| {
-                    let file = u.rsplit('/').next()?.to_owned();
-                    Some(file.split('-').next()?.to_owned())
-                });
-            CatalogTool {
-                name: name.clone(),
-                version: text_of(t.get("version")).unwrap_or_default(),
-                verification: text_of(t.get("verification")).unwrap_or_default(),
-                exception: text_of(t.get("exception")),
-                apt: t
-                    .get("apt")
-                    .and_then(toml::Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                npm,
-                pypi,
-            }
-        })
-        .collect())
-}
-
-/// `(registry, newest version)` from the registry the entry comes from, asked through
-/// the machine's own clients (npm, the `PyPI` JSON API with curl, apt-cache).
-fn newest_version(t: &CatalogTool) -> (String, String) {
-    let unreachable = || "(not reachable)".to_owned();
-    let stdout = |cmd: &mut Command| {
-        cmd.output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-    };
-    if let Some(name) = &t.npm {
-        let v = stdout(Command::new("npm").args(["view", name, "version"]));
-        return (
-            format!("npm {name}"),
-            v.map_or_else(unreachable, |v| v.trim().to_owned()),
-        );
-    }
-    if let Some(name) = &t.pypi {
-        let url = format!("https://pypi.org/pypi/{name}/json");
-        let v = stdout(Command::new("curl").args(["-fsSL", "--max-time", "30", &url]))
-            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-            .and_then(|j| j["info"]["version"].as_str().map(str::to_owned));
-        return (format!("PyPI {name}"), v.unwrap_or_else(unreachable));
-    }
-    if let Some(pkg) = t.apt.first() {
-        let v = stdout(Command::new("apt-cache").args(["policy", pkg])).and_then(|text| {
-            text.lines().find_map(|l| {
-                l.trim()
-                    .strip_prefix("Candidate:")
-                    .map(|v| v.trim().to_owned())
-            })
-        });
-        return (format!("Debian {pkg}"), v.unwrap_or_else(unreachable));
-    }
-    ("-".to_owned(), "-".to_owned())
-}
-
-fn files_named(dir: &Path, name: &str) -> Result<Vec<PathBuf>, String> {
-    let mut found = Vec::new();
-    if !dir.exists() {
-        return Ok(found);
-    }
-    for entry in fs_err::read_dir(dir).map_err(|e| e.to_string())? {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        let file_name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if path.is_dir() {
-            if matches!(file_name, "target" | "node_modules" | ".git") {
-                continue;
-            }
-            found.extend(files_named(&path, name)?);
-        } else if file_name == name {
-            found.push(path);
-        }
-    }
-    found.sort();
-    Ok(found)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -673,22 +702,49 @@ mod tests {
 
     #[test]
     fn advisories_come_from_cargo_deny_default_location_unless_a_copy_is_named() {
-        let (dirty, tag, source) = parse_args(&args(&["--tag", "v1.0.0"])).unwrap();
-        assert!(!dirty);
-        assert_eq!(tag.as_deref(), Some("v1.0.0"));
-        assert_eq!(source, AdvisorySource::Default);
-        let (_, _, source) = parse_args(&args(&[
+        let o = parse_args(&args(&["--tag", "v1.0.0"])).unwrap();
+        assert!(!o.allow_dirty);
+        assert_eq!(o.tag.as_deref(), Some("v1.0.0"));
+        assert_eq!(o.source, AdvisorySource::Default);
+        assert_eq!(o.allowed_signers, PathBuf::from("release/allowed_signers"));
+        let o = parse_args(&args(&[
             "--advisory-db",
             "/data/advisory-db",
             "--allow-dirty",
         ]))
         .unwrap();
         assert_eq!(
-            source,
+            o.source,
             AdvisorySource::Offline(PathBuf::from("/data/advisory-db"))
         );
         assert!(parse_args(&args(&["--advisory-db"])).is_err());
         assert!(parse_args(&args(&["--bogus"])).is_err());
+    }
+
+    #[test]
+    fn skipping_a_step_is_limited_and_never_tags() {
+        let o = parse_args(&args(&["--skip", "ci", "--skip", "binaries"])).unwrap();
+        assert_eq!(o.skip, ["ci", "binaries"]);
+        assert!(parse_args(&args(&["--skip", "advisories"])).is_err());
+        assert!(parse_args(&args(&["--skip", "release-state"])).is_err());
+        let err = parse_args(&args(&["--skip", "ci", "--tag", "v0.1.0"])).unwrap_err();
+        assert!(err.contains("--tag refuses"), "{err}");
+    }
+
+    #[test]
+    fn the_steps_run_state_and_advisories_before_the_build() {
+        let names: Vec<&str> = STEPS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "prepare",
+                "advisories",
+                "release-state",
+                "ci",
+                "image",
+                "binaries"
+            ]
+        );
     }
 
     #[test]
@@ -729,5 +785,43 @@ mod tests {
         let err = prepare_offline_db(&dir).unwrap_err();
         assert!(err.contains("no `crates/` folder"), "{err}");
         fs_err::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A fresh clone has no reference folder beside it: nothing in the product's code or
+    /// tests may read one.
+    #[test]
+    fn no_code_or_test_reads_the_reference_folder_beside_the_repository() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let needles = [concat!("../", "shared"), concat!("/work/", "shared")];
+        let mut hits = Vec::new();
+        for dir in ["crates", "xtask", "scripts", "examples"] {
+            for f in walk(&root.join(dir)) {
+                if let Ok(text) = fs_err::read_to_string(&f)
+                    && needles.iter().any(|n| text.contains(n))
+                {
+                    hits.push(f.display().to_string());
+                }
+            }
+        }
+        assert!(hits.is_empty(), "{hits:?}");
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let Ok(entries) = fs_err::read_dir(dir) else {
+            return out;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            if p.is_dir() {
+                if name != "target" && name != "node_modules" {
+                    out.extend(walk(&p));
+                }
+            } else {
+                out.push(p);
+            }
+        }
+        out
     }
 }
