@@ -420,7 +420,11 @@ mod tests {
         assert_eq!(strip_references("$TOKEN"), "");
         assert_eq!(strip_references("{env:X}"), "");
         assert_eq!(strip_references("${VAR:-default}"), "");
+        assert_eq!(strip_references("${input:gh}"), "");
         assert_eq!(strip_references("price $5"), "price $5");
         assert!(!has_reference("plain"));
+        assert_eq!(strip_references("a ${open $B"), "a ${open ");
+        assert_eq!(strip_references("é${X}ü$9"), "éü$9");
+        assert_eq!(strip_references("{env:Y"), "{env:Y");
     }
 }
