@@ -66,7 +66,9 @@ pub enum WriteError {
     #[error("refusing to write through symbolic link `{link}` (while writing `{path}`)")]
     #[diagnostic(
         code(aibox::apply::symlink),
-        help("replace the symbolic link with a real directory or file, then run aibox again")
+        help(
+            "replace the symlink `{link}` with a real directory or file; aibox never writes through symlinks so it cannot be steered outside the project"
+        )
     )]
     Symlink {
         /// The file aibox wanted to write.
@@ -75,10 +77,10 @@ pub enum WriteError {
         link: Utf8PathBuf,
     },
     /// A path exists with the wrong kind.
-    #[error("`{path}` exists but is not a {expected}")]
+    #[error("`{path}` is in the way: expected a {expected}")]
     #[diagnostic(
         code(aibox::apply::wrong_kind),
-        help("move it out of the way, then run aibox again")
+        help("move `{path}` aside and run aibox again")
     )]
     WrongKind {
         /// The offending path.

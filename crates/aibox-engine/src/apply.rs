@@ -24,7 +24,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
 use crate::plan::PlanOptions;
-use crate::writer::{ProjectRoot, Writer, check_relative, in_perimeter};
+use crate::writer::{ProjectRoot, WriteError, Writer, check_relative, in_perimeter};
 
 /// Digests of the apply in progress (the would-be lock), under `.aibox/`.
 pub const PENDING_LOCK: &str = ".aibox/pending.lock";
@@ -280,7 +280,7 @@ fn planned_removals(
     for path in paths {
         check_relative(path)?;
         if !in_perimeter(path) {
-            return Err(EngineError::OutsidePerimeter { path: path.clone() });
+            return Err(WriteError::OutsidePerimeter { path: path.clone() }.into());
         }
         if let Some(old) = root.read(path)? {
             let diff = options.dry_run.then(|| {
@@ -473,9 +473,10 @@ fn decide(
 ) -> Result<Decision, EngineError> {
     check_relative(&file.path)?;
     if !in_perimeter(&file.path) {
-        return Err(EngineError::OutsidePerimeter {
+        return Err(WriteError::OutsidePerimeter {
             path: file.path.clone(),
-        });
+        }
+        .into());
     }
     let old = root.read(&file.path)?;
     let old_mode = if old.is_some() && file.mode.is_some() {
@@ -548,10 +549,11 @@ fn backup_path(root: &ProjectRoot, path: &Utf8Path) -> Result<Utf8PathBuf, Engin
             return Ok(candidate);
         }
     }
-    Err(EngineError::WrongKind {
+    Err(WriteError::WrongKind {
         path: Utf8PathBuf::from(BACKUP_DIR),
         expected: "backup slot",
-    })
+    }
+    .into())
 }
 
 fn read_pending(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {

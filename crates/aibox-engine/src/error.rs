@@ -64,61 +64,11 @@ pub enum EngineError {
     #[diagnostic(transparent)]
     ConfigCheck(Box<crate::config_check::ConfigCheckError>),
 
-    /// A path is not a clean relative path.
-    #[error("refusing path `{path}`: {reason}")]
-    #[diagnostic(
-        code(aibox::apply::invalid_path),
-        help(
-            "aibox only writes clean relative paths below the project root (no `..`, no absolute paths)"
-        )
-    )]
-    InvalidPath {
-        /// The offending path as given.
-        path: String,
-        /// Why it is refused.
-        reason: &'static str,
-    },
-
-    /// A path is outside the closed set aibox may write.
-    #[error("refusing to write `{path}`: it is outside aibox's write perimeter")]
-    #[diagnostic(
-        code(aibox::apply::outside_perimeter),
-        help(
-            "aibox writes only the paths listed in `aibox_engine::writer::PERIMETER`; this is a bug in the plan source that produced it"
-        )
-    )]
-    OutsidePerimeter {
-        /// The offending path.
-        path: Utf8PathBuf,
-    },
-
-    /// A path, or one of its parents, is a symbolic link.
-    #[error("refusing to write through symbolic link `{link}` (while writing `{path}`)")]
-    #[diagnostic(
-        code(aibox::apply::symlink),
-        help(
-            "replace the symlink `{link}` with a real directory or file; aibox never writes through symlinks so it cannot be steered outside the project"
-        )
-    )]
-    Symlink {
-        /// The file aibox wanted to write.
-        path: Utf8PathBuf,
-        /// The symlinked component.
-        link: Utf8PathBuf,
-    },
-
-    /// Something that must be a directory (or a file) is not.
-    #[error("`{path}` is in the way: expected a {expected}")]
-    #[diagnostic(
-        code(aibox::apply::wrong_kind),
-        help("move `{path}` aside and run `aibox apply` again")
-    )]
-    WrongKind {
-        /// The offending path.
-        path: Utf8PathBuf,
-        /// "directory" or "regular file".
-        expected: &'static str,
-    },
+    /// The writer refused a path or could not use the project root (`aibox_config::write`;
+    /// its `aibox::apply::*` codes are the ones users see).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Write(Box<aibox_config::write::WriteError>),
 
     /// A generated file exists but aibox did not write it.
     #[error("`{path}` was not written by aibox (no aibox header, digest not in aibox.lock)")]
@@ -214,16 +164,6 @@ pub enum EngineError {
         reason: String,
     },
 
-    /// The project root does not exist or is not valid UTF-8.
-    #[error("project root `{path}` is not usable: {reason}")]
-    #[diagnostic(code(aibox::apply::root), help("pass an existing project directory"))]
-    Root {
-        /// The root as given.
-        path: String,
-        /// Why.
-        reason: String,
-    },
-
     /// A plan was asked of a project resolved offline whose processkit release is not in
     /// the download cache (see `PlanOptions::offline`).
     #[error("the processkit release is not resolved: {reason}")]
@@ -276,21 +216,18 @@ impl EngineError {
             Self::Provenance(e) => e.kind(),
             Self::Review(e) => e.kind(),
             Self::SkillGate(e) => e.kind(),
+            Self::Write(e) => e.kind(),
             Self::Skill(_)
-            | Self::InvalidPath { .. }
-            | Self::Symlink { .. }
             | Self::ForeignFile { .. }
             | Self::EditedFile { .. }
-            | Self::ExtraCa { .. }
-            | Self::Root { .. } => ErrorKind::User,
+            | Self::ExtraCa { .. } => ErrorKind::User,
             Self::ConfigCheck(e) => e.kind(),
             // Something in the way on disk is a disk problem like a refused write.
             // Not resolved offline: only a download (`aibox apply`) fixes it.
-            Self::Busy { .. }
-            | Self::Io { .. }
-            | Self::WrongKind { .. }
-            | Self::NotResolved { .. } => ErrorKind::Environment,
-            Self::OutsidePerimeter { .. } | Self::DuplicatePath { .. } => ErrorKind::Internal,
+            Self::Busy { .. } | Self::Io { .. } | Self::NotResolved { .. } => {
+                ErrorKind::Environment
+            }
+            Self::DuplicatePath { .. } => ErrorKind::Internal,
         }
     }
 

@@ -443,7 +443,10 @@ fn symlinked_devcontainer_dir_pointing_outside_is_refused() {
     for options in [opts(), dry_run(), force()] {
         let err = apply(&fx.root, &options).unwrap_err();
         assert_eq!(code(&err), "aibox::apply::symlink", "{err:?}");
-        let EngineError::Symlink { link, .. } = &err else {
+        let EngineError::Write(write) = &err else {
+            panic!("{err:?}")
+        };
+        let aibox_config::write::WriteError::Symlink { link, .. } = write.as_ref() else {
             panic!("{err:?}")
         };
         assert_eq!(link, ".devcontainer");
