@@ -10,52 +10,19 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::os::unix::process::ExitStatusExt as _;
-use std::process::{Command, Stdio};
 
-use aibox_engine::{ApplyOptions, PlanOptions, apply};
+use aibox_engine::apply;
 use camino::Utf8Path;
 use common::Fixture;
 
 const CHILD_ENV: &str = "AIBOX_ENGINE_TEST_CHILD_ROOT";
 
-fn opts() -> ApplyOptions {
-    ApplyOptions {
-        plan: PlanOptions {
-            aibox_version: "0.1.0".into(),
-            ..PlanOptions::default()
-        },
-        ..ApplyOptions::default()
-    }
-}
-
 /// Entry point of the child process; does nothing unless the crash test spawned it.
 #[test]
 fn child_entry_point() {
     if let Ok(root) = std::env::var(CHILD_ENV) {
-        apply(Utf8Path::new(&root), &opts()).unwrap();
+        apply(Utf8Path::new(&root), &common::apply_opts(None)).unwrap();
     }
-}
-
-/// Runs an apply in a child killed at crash point `n`; returns whether it finished.
-fn apply_in_child_killed_at(root: &Utf8Path, n: u32) -> bool {
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry_point", "--test-threads=1"])
-        .env(CHILD_ENV, root.as_str())
-        .env("AIBOX_TEST_CRASH_AFTER_WRITES", n.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    if status.success() {
-        return true;
-    }
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "child failed instead of being killed: {status:?}"
-    );
-    false
 }
 
 /// Files allowed to exist besides old and new project files after a kill.
@@ -87,7 +54,7 @@ fn run_crash_matrix(setup: impl Fn(&Fixture), change: impl Fn(&Fixture)) -> u32 
     let reference = Fixture::new();
     setup(&reference);
     change(&reference);
-    apply(&reference.root, &opts()).unwrap();
+    apply(&reference.root, &common::apply_opts(None)).unwrap();
     let new = reference.snapshot();
 
     let mut crashes = 0;
@@ -96,7 +63,7 @@ fn run_crash_matrix(setup: impl Fn(&Fixture), change: impl Fn(&Fixture)) -> u32 
         setup(&fx);
         change(&fx);
         let old = fx.snapshot();
-        if apply_in_child_killed_at(&fx.root, n) {
+        if common::apply_in_child_killed_at(&[(CHILD_ENV, fx.root.as_str())], n) {
             assert_eq!(fx.snapshot(), new, "an uninterrupted child apply differs");
             break;
         }
@@ -116,7 +83,7 @@ fn run_crash_matrix(setup: impl Fn(&Fixture), change: impl Fn(&Fixture)) -> u32 
             }
         }
         let had_temp = after_crash.keys().any(|p| p.contains(".aibox-tmp."));
-        let report = apply(&fx.root, &opts()).unwrap();
+        let report = apply(&fx.root, &common::apply_opts(None)).unwrap();
         assert_eq!(
             !report.removed_temp_files.is_empty(),
             had_temp,
@@ -128,7 +95,9 @@ fn run_crash_matrix(setup: impl Fn(&Fixture), change: impl Fn(&Fixture)) -> u32 
             "crash point {n}: recovery apply did not complete the job"
         );
         assert!(
-            !apply(&fx.root, &opts()).unwrap().changed(),
+            !apply(&fx.root, &common::apply_opts(None))
+                .unwrap()
+                .changed(),
             "crash point {n}: not settled"
         );
     }
@@ -146,7 +115,7 @@ fn first_apply_killed_at_every_write_recovers() {
 fn updating_apply_killed_at_every_write_recovers() {
     let crashes = run_crash_matrix(
         |fx| {
-            apply(&fx.root, &opts()).unwrap();
+            apply(&fx.root, &common::apply_opts(None)).unwrap();
         },
         |fx| {
             fx.write(

@@ -15,11 +15,12 @@
     clippy::print_stderr
 )]
 
-use std::collections::BTreeMap;
-use std::os::unix::process::ExitStatusExt as _;
-use std::process::{Command, Stdio};
+mod common;
 
-use aibox_engine::{ApplyOptions, PlanOptions, apply};
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use aibox_engine::{ApplyOptions, apply};
 use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -28,41 +29,16 @@ const CHILD_CACHE: &str = "AIBOX_ENGINE_TEST_PK_CHILD_CACHE";
 /// Kill points per scenario.
 const KILLS: u32 = 20;
 
-fn opts(cache: &Utf8Path) -> ApplyOptions {
-    ApplyOptions {
-        plan: PlanOptions {
-            aibox_version: "0.1.0".into(),
-            cache_dir: Some(cache.to_owned()),
-            ..PlanOptions::default()
-        },
-        ..ApplyOptions::default()
-    }
-}
-
 /// Entry point of the child process; does nothing unless the crash test spawned it.
 #[test]
 fn child_entry_point() {
     if let (Ok(root), Ok(cache)) = (std::env::var(CHILD_ROOT), std::env::var(CHILD_CACHE)) {
-        apply(Utf8Path::new(&root), &opts(Utf8Path::new(&cache))).unwrap();
-    }
-}
-
-/// Runs an apply in a child killed at crash point `n`; returns whether it finished.
-fn apply_in_child_killed_at(root: &Utf8Path, cache: &Utf8Path, n: u32) -> bool {
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry_point", "--test-threads=1"])
-        .env(CHILD_ROOT, root.as_str())
-        .env(CHILD_CACHE, cache.as_str())
-        .env("AIBOX_TEST_CRASH_AFTER_WRITES", n.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
+        apply(
+            Utf8Path::new(&root),
+            &common::apply_opts(Some(Utf8Path::new(&cache))),
+        )
         .unwrap();
-    if status.success() {
-        return true;
     }
-    assert_eq!(status.signal(), Some(9), "child failed: {status:?}");
-    false
 }
 
 /// Masks `YYYY-MM-DDTHH:MM:SSZ`, `YYYY-MM-DD HH:MM:SS+00:00` and `YYYYMMDDTHHMMSS`
@@ -161,12 +137,6 @@ impl Releases {
     }
 }
 
-fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let p = Utf8PathBuf::from_path_buf(t.path().to_owned()).unwrap();
-    (t, p)
-}
-
 /// Crash points spread over a run with `total` points: the first few, the last few
 /// (commit point, marker, lock), and evenly between.
 fn kill_points(total: u32) -> Vec<u32> {
@@ -184,10 +154,14 @@ fn kill_points(total: u32) -> Vec<u32> {
 /// Returns (kills, incomplete after recovery).
 fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
     // The uninterrupted reference, which also tells how many crash points a run has.
-    let (_r, reference) = temp();
+    let (_r, reference) = common::empty_project();
     copy_tree(start, &reference);
-    let report = apply(&reference, &opts(cache)).unwrap();
-    assert!(!apply(&reference, &opts(cache)).unwrap().changed());
+    let report = apply(&reference, &common::apply_opts(Some(cache))).unwrap();
+    assert!(
+        !apply(&reference, &common::apply_opts(Some(cache)))
+            .unwrap()
+            .changed()
+    );
     let expected = tree(&reference);
     let expected_integrity = format!(
         "{:?}",
@@ -204,9 +178,15 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
 
     let (mut kills, mut incomplete) = (0, 0);
     for n in kill_points(total) {
-        let (_p, project) = temp();
+        let (_p, project) = common::empty_project();
         copy_tree(start, &project);
-        if apply_in_child_killed_at(&project, cache, n) {
+        if common::apply_in_child_killed_at(
+            &[
+                (CHILD_ROOT, project.as_str()),
+                (CHILD_CACHE, cache.as_str()),
+            ],
+            n,
+        ) {
             continue;
         }
         kills += 1;
@@ -220,7 +200,7 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
                 &project,
                 &ApplyOptions {
                     check: true,
-                    ..opts(cache)
+                    ..common::apply_opts(Some(cache))
                 },
             )
             .unwrap();
@@ -238,7 +218,7 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
             );
         }
         // Recovery.
-        apply(&project, &opts(cache)).unwrap();
+        apply(&project, &common::apply_opts(Some(cache))).unwrap();
         let after = tree(&project);
         let stray: Vec<&String> = after.keys().filter(|p| is_debris(p)).collect();
         assert!(stray.is_empty(), "kill {n}: left {stray:?}");
@@ -267,9 +247,9 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
 #[test]
 fn killed_processkit_install_recovers_to_the_uninterrupted_tree() {
     let releases = Releases::new();
-    let (_c, cache) = temp();
+    let (_c, cache) = common::empty_project();
     let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
-    let (_s, start) = temp();
+    let (_s, start) = common::empty_project();
     fs_err::write(start.join("aibox.toml"), &v1).unwrap();
     let (kills, incomplete) = run_matrix(&start, &cache);
     eprintln!("{kills} kills, {incomplete} incomplete after recovery");
@@ -280,13 +260,13 @@ fn killed_processkit_install_recovers_to_the_uninterrupted_tree() {
 #[test]
 fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
     let releases = Releases::new();
-    let (_c, cache) = temp();
+    let (_c, cache) = common::empty_project();
     let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
     let v2 = releases.config(&SyntheticRelease::processkit_like("v0.29.0", true));
     // An installed v1 with a local edit that must survive (a conflict upstream).
-    let (_s, start) = temp();
+    let (_s, start) = common::empty_project();
     fs_err::write(start.join("aibox.toml"), &v1).unwrap();
-    apply(&start, &opts(&cache)).unwrap();
+    apply(&start, &common::apply_opts(Some(&cache))).unwrap();
     let edited = start.join("context/skills/processkit/skill-finder/SKILL.md");
     assert!(edited.exists());
     fs_err::write(&edited, "my local edit\n").unwrap();
@@ -297,8 +277,12 @@ fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
     assert_eq!(incomplete, 0);
 
     // The old snapshot goes entirely, directories included, and the next apply is a no-op.
-    apply(&start, &opts(&cache)).unwrap();
+    apply(&start, &common::apply_opts(Some(&cache))).unwrap();
     assert!(!start.join("context/templates/processkit/v0.28.3").exists());
     assert!(start.join("context/templates/processkit/v0.29.0").is_dir());
-    assert!(!apply(&start, &opts(&cache)).unwrap().changed());
+    assert!(
+        !apply(&start, &common::apply_opts(Some(&cache)))
+            .unwrap()
+            .changed()
+    );
 }

@@ -4,15 +4,11 @@
 // Test helpers outside #[test] functions may fail loudly too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use aibox_config::{Harness, InitOptions, LOCAL_STATE_PATHS, load_project};
 use aibox_engine::init::{GitignoreChange, InitError, init};
-use camino::{Utf8Path, Utf8PathBuf};
-
-fn tempdir() -> (tempfile::TempDir, Utf8PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let p = Utf8PathBuf::from_path_buf(t.path().to_owned()).unwrap();
-    (t, p)
-}
+use camino::Utf8Path;
 
 fn files(dir: &Utf8Path) -> Vec<String> {
     let mut v: Vec<String> = fs_err::read_dir(dir)
@@ -25,7 +21,7 @@ fn files(dir: &Utf8Path) -> Vec<String> {
 
 #[test]
 fn fresh_folder() {
-    let (_t, dir) = tempdir();
+    let (_t, dir) = common::empty_project();
     let mut opts = InitOptions::new("demo");
     opts.harnesses = vec![Harness::Claude, Harness::Codex];
     let report = init(&dir, &opts).unwrap();
@@ -47,7 +43,7 @@ fn fresh_folder() {
 
 #[test]
 fn existing_gitignore_keeps_user_lines() {
-    let (_t, dir) = tempdir();
+    let (_t, dir) = common::empty_project();
     let user = "# Build output\n/target/\n\n# editor files\n*.swp\n.aibox-local.toml\n";
     fs_err::write(dir.join(".gitignore"), user).unwrap();
     let report = init(&dir, &InitOptions::new("demo")).unwrap();
@@ -74,7 +70,7 @@ fn existing_gitignore_keeps_user_lines() {
 
 #[test]
 fn complete_gitignore_is_unchanged() {
-    let (_t, dir) = tempdir();
+    let (_t, dir) = common::empty_project();
     let all = LOCAL_STATE_PATHS.join("\n") + "\n";
     fs_err::write(dir.join(".gitignore"), &all).unwrap();
     let report = init(&dir, &InitOptions::new("demo")).unwrap();
@@ -85,7 +81,7 @@ fn complete_gitignore_is_unchanged() {
 
 #[test]
 fn existing_aibox_toml_is_refused() {
-    let (_t, dir) = tempdir();
+    let (_t, dir) = common::empty_project();
     fs_err::write(dir.join("aibox.toml"), "# mine\n").unwrap();
     let err = init(&dir, &InitOptions::new("demo")).unwrap_err();
     assert_eq!(
@@ -102,7 +98,7 @@ fn existing_aibox_toml_is_refused() {
 
 #[test]
 fn invalid_answers_write_nothing() {
-    let (_t, dir) = tempdir();
+    let (_t, dir) = common::empty_project();
     let err = init(&dir, &InitOptions::new("not ok")).unwrap_err();
     assert_eq!(
         miette::Diagnostic::code(&err).unwrap().to_string(),
@@ -113,7 +109,7 @@ fn invalid_answers_write_nothing() {
 
 #[test]
 fn missing_directory_is_refused() {
-    let (_t, dir) = tempdir();
+    let (_t, dir) = common::empty_project();
     let err = init(&dir.join("nope"), &InitOptions::new("demo")).unwrap_err();
     assert!(matches!(err, InitError::NotADirectory { .. }));
 }
@@ -121,7 +117,7 @@ fn missing_directory_is_refused() {
 #[cfg(unix)]
 #[test]
 fn symlinked_gitignore_is_refused() {
-    let (_t, dir) = tempdir();
+    let (_t, dir) = common::empty_project();
     fs_err::write(dir.join("elsewhere"), "x\n").unwrap();
     std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join(".gitignore")).unwrap();
     let err = init(&dir, &InitOptions::new("demo")).unwrap_err();
@@ -133,7 +129,7 @@ fn symlinked_gitignore_is_refused() {
 #[test]
 fn extended_gitignore_keeps_its_mode() {
     use std::os::unix::fs::PermissionsExt;
-    let (_t, dir) = tempdir();
+    let (_t, dir) = common::empty_project();
     let gi = dir.join(".gitignore");
     fs_err::write(&gi, "target/\n").unwrap();
     fs_err::set_permissions(&gi, std::fs::Permissions::from_mode(0o640)).unwrap();

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use aibox_engine::{ApplyOptions, apply};
 use aibox_test_support::http::release::SyntheticRelease;
 use aibox_test_support::http::{Route, Server};
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 use common::empty_project;
 
 const HARNESS_FILES: [&str; 6] = [
@@ -60,18 +60,12 @@ fn options(cache: &Utf8Path) -> ApplyOptions {
     o
 }
 
-fn temp_utf8() -> (tempfile::TempDir, Utf8PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let p = Utf8PathBuf::from_path_buf(t.path().to_owned()).unwrap();
-    (t, p)
-}
-
 #[test]
 fn a_processkit_like_release_installs_with_no_review_exceptions() {
     let release = SyntheticRelease::processkit_like("v0.28.3", false);
     let server = serve(&release);
     let (_t, root) = empty_project();
-    let (_c, cache) = temp_utf8();
+    let (_c, cache) = common::empty_project();
     fs_err::write(
         root.join("aibox.toml"),
         config(&server, "v0.28.3", "\"product\"", ""),
@@ -154,7 +148,7 @@ fn review_all_gates_first_party_skills_too() {
     let release = SyntheticRelease::processkit_like("v0.28.3", false);
     let server = serve(&release);
     let (_t, root) = empty_project();
-    let (_c, cache) = temp_utf8();
+    let (_c, cache) = common::empty_project();
     fs_err::write(
         root.join("aibox.toml"),
         config(&server, "v0.28.3", "\"software\"", "").replace(
@@ -235,7 +229,7 @@ fn hand_added_skills_are_refused_until_consent_even_when_they_claim_core() {
     let release = SyntheticRelease::processkit_like("v0.28.3", false);
     let server = serve(&release);
     let (_t, root) = empty_project();
-    let (_c, cache) = temp_utf8();
+    let (_c, cache) = common::empty_project();
     let toml = config(&server, "v0.28.3", "\"minimal\"", "");
     fs_err::write(root.join("aibox.toml"), &toml).unwrap();
     apply(&root, &options(&cache)).unwrap();
@@ -277,7 +271,7 @@ fn upgrading_keeps_local_edits_writes_the_migration_and_reregisters() {
     let server = serve(&v1);
     publish(&server, &v2);
     let (_t, root) = empty_project();
-    let (_c, cache) = temp_utf8();
+    let (_c, cache) = common::empty_project();
     fs_err::write(
         root.join("aibox.toml"),
         config(&server, "v0.28.3", "\"software\"", ""),

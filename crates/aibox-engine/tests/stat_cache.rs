@@ -4,28 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::process::Command;
 
-use aibox_engine::{ApplyOptions, PlanOptions, apply};
+use aibox_engine::apply;
 use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
-use camino::{Utf8Path, Utf8PathBuf};
-
-fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let p = Utf8PathBuf::from_path_buf(t.path().to_owned()).unwrap();
-    (t, p)
-}
-
-fn opts(cache: &Utf8Path) -> ApplyOptions {
-    ApplyOptions {
-        plan: PlanOptions {
-            aibox_version: "0.1.0".into(),
-            cache_dir: Some(cache.to_owned()),
-            ..PlanOptions::default()
-        },
-        ..ApplyOptions::default()
-    }
-}
+use camino::Utf8Path;
 
 fn config(dir: &Utf8Path, release: &SyntheticRelease) -> String {
     let data = release.tar_gz();
@@ -54,14 +39,18 @@ fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
         })
         .map(|(p, _)| p.clone())
         .unwrap();
-    let (_a, archives) = temp();
-    let (_c, cache) = temp();
-    let (_p, root) = temp();
+    let (_a, archives) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let (_p, root) = common::empty_project();
     fs_err::write(root.join("aibox.toml"), config(&archives, &v1)).unwrap();
-    apply(&root, &opts(&cache)).unwrap();
+    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
     // Settle the cache (entries written in the last clock tick are racily clean).
-    apply(&root, &opts(&cache)).unwrap();
-    assert!(!apply(&root, &opts(&cache)).unwrap().changed());
+    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    assert!(
+        !apply(&root, &common::apply_opts(Some(&cache)))
+            .unwrap()
+            .changed()
+    );
     assert!(root.join(".aibox/processkit-stat-cache").is_file());
 
     // Same size, mtime restored: only the ctime tells.
@@ -90,7 +79,7 @@ fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
     let report = aibox_provenance::integrity(root.as_std_path()).unwrap();
     assert_eq!(report.modified, std::slice::from_ref(&path));
     fs_err::write(root.join("aibox.toml"), config(&archives, &v2)).unwrap();
-    apply(&root, &opts(&cache)).unwrap();
+    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
     assert!(
         fs_err::read(&file).unwrap() == edited,
         "the local edit of {path} was lost"

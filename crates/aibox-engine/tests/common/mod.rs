@@ -5,6 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::{Command, Stdio};
+
+use aibox_engine::{ApplyOptions, PlanOptions};
 
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -125,4 +129,38 @@ pub fn removed(report: &aibox_engine::ApplyReport) -> Vec<&str> {
 /// The stable `code(...)` of a diagnostic.
 pub fn code(err: &dyn miette::Diagnostic) -> String {
     err.code().map(|c| c.to_string()).unwrap_or_default()
+}
+
+/// Apply options for tests: a fixed aibox version and, when given, a download cache.
+pub fn apply_opts(cache: Option<&Utf8Path>) -> ApplyOptions {
+    ApplyOptions {
+        plan: PlanOptions {
+            aibox_version: "0.1.0".into(),
+            cache_dir: cache.map(Utf8Path::to_owned),
+            ..PlanOptions::default()
+        },
+        ..ApplyOptions::default()
+    }
+}
+
+/// Runs this test binary's `child_entry_point` test in a child process with `envs`, killed
+/// by the engine's crash hook after write `n`; returns whether it finished instead.
+pub fn apply_in_child_killed_at(envs: &[(&str, &str)], n: u32) -> bool {
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry_point", "--test-threads=1"])
+        .envs(envs.iter().copied())
+        .env("AIBOX_TEST_CRASH_AFTER_WRITES", n.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    if status.success() {
+        return true;
+    }
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "child failed instead of being killed: {status:?}"
+    );
+    false
 }
