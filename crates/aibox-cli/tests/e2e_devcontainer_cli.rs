@@ -10,7 +10,7 @@
 use std::process::{Command, Output, Stdio};
 
 use aibox_test_support::podman::{
-    BASE_IMAGE, Cleanup, Podman, local_toml_with_host_ca, require_program,
+    BASE_IMAGE, Cleanup, DockerApi, Podman, local_toml_with_host_ca, require_program,
 };
 use aibox_test_support::workspace_root;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -26,6 +26,36 @@ fn devcontainer_cli() -> Utf8PathBuf {
 }
 
 use aibox_test_support::show_output as show;
+
+/// `devcontainer up` of `workspace` through Podman's Docker API; its output and the JSON
+/// result it prints last.
+fn devcontainer_up(
+    cli: &Utf8Path,
+    podman: &Podman,
+    api: &DockerApi,
+    workspace: &Utf8Path,
+) -> (Output, serde_json::Value) {
+    let mut cmd = Command::new(cli.as_str());
+    podman.configure(&mut cmd);
+    let out = cmd
+        .env("DOCKER_HOST", api.docker_host())
+        .args(["up", "--workspace-folder", workspace.as_str()])
+        .args([
+            "--docker-path",
+            "docker",
+            "--docker-compose-path",
+            "docker-compose",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let result = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON result from `devcontainer up`: {}", show(&out)));
+    (out, result)
+}
 
 fn aibox(podman: &Podman, root: &Utf8Path, args: &[&str]) -> Output {
     let out = podman
@@ -89,26 +119,7 @@ fn devcontainer_up_succeeds_on_generated_files() {
         cleanup.network(&network);
     }
 
-    let mut cmd = Command::new(cli.as_str());
-    podman.configure(&mut cmd);
-    let out = cmd
-        .env("DOCKER_HOST", api.docker_host())
-        .args(["up", "--workspace-folder", root.as_str()])
-        .args([
-            "--docker-path",
-            "docker",
-            "--docker-compose-path",
-            "docker-compose",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let result: serde_json::Value = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no JSON result from `devcontainer up`: {}", show(&out)));
+    let (out, result) = devcontainer_up(&cli, &podman, &api, &root);
     assert_eq!(result["outcome"], "success", "{}", show(&out));
     assert!(out.status.success(), "{}", show(&out));
 
@@ -232,26 +243,7 @@ fn a_fresh_clone_comes_up_and_lists_team_servers_without_running_aibox() {
     ] {
         cleanup.network(&network);
     }
-    let mut cmd = Command::new(cli.as_str());
-    podman.configure(&mut cmd);
-    let out = cmd
-        .env("DOCKER_HOST", api.docker_host())
-        .args(["up", "--workspace-folder", clone.as_str()])
-        .args([
-            "--docker-path",
-            "docker",
-            "--docker-compose-path",
-            "docker-compose",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let result: serde_json::Value = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no JSON result from `devcontainer up`: {}", show(&out)));
+    let (out, result) = devcontainer_up(&cli, &podman, &api, &clone);
     assert_eq!(result["outcome"], "success", "{}", show(&out));
     let inspect = podman
         .inspect_container(&name)
