@@ -30,6 +30,25 @@ fn tempdir() -> (tempfile::TempDir, camino::Utf8PathBuf) {
     (dir, path)
 }
 
+/// A fresh harness-only project named `name` for `harness`, made by `aibox init --yes`.
+fn init_project(name: &str, harness: &str) -> (tempfile::TempDir, camino::Utf8PathBuf) {
+    let (t, dir) = tempdir();
+    let out = aibox(
+        &dir,
+        &[
+            "init",
+            name,
+            "--harness",
+            harness,
+            "--context-mode",
+            "harness-only",
+            "--yes",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    (t, dir)
+}
+
 #[test]
 fn version_is_the_workspace_version() {
     let (_t, dir) = tempdir();
@@ -69,20 +88,7 @@ fn no_project_is_a_user_error_with_a_hint() {
 
 #[test]
 fn init_then_validate_get_set_apply_check() {
-    let (_t, dir) = tempdir();
-    let out = aibox(
-        &dir,
-        &[
-            "init",
-            "demo",
-            "--harness",
-            "claude",
-            "--context-mode",
-            "harness-only",
-            "--yes",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    let (_t, dir) = init_project("demo", "claude");
     assert!(dir.join("aibox.toml").is_file());
     assert!(
         fs_err::read_to_string(dir.join(".gitignore"))
@@ -278,20 +284,7 @@ fn aibox_tty(dir: &Utf8Path, args: &str, input: &str) -> Output {
 /// only an explicit "y" records it, and `--yes` never does.
 #[test]
 fn seccomp_consent_is_asked_at_a_terminal_and_never_implied() {
-    let (_t, dir) = tempdir();
-    let out = aibox(
-        &dir,
-        &[
-            "init",
-            "t",
-            "--harness",
-            "codex",
-            "--context-mode",
-            "harness-only",
-            "--yes",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    let (_t, dir) = init_project("t", "codex");
     let out = aibox(
         &dir,
         &["config", "set", "security.codex_sandbox", "unconfined"],
@@ -489,20 +482,7 @@ fn a_refused_write_exits_3_and_changes_nothing() {
 /// refused by all three, with the same code.
 #[test]
 fn config_set_validate_and_apply_share_one_set_of_checks() {
-    let (_t, dir) = tempdir();
-    let out = aibox(
-        &dir,
-        &[
-            "init",
-            "demo",
-            "--harness",
-            "claude",
-            "--context-mode",
-            "harness-only",
-            "--yes",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    let (_t, dir) = init_project("demo", "claude");
     let good = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
     let cases: [(&str, &str, &str); 3] = [
         (
