@@ -71,55 +71,53 @@ pub enum Scope {
     ContainerScoped,
 }
 
-/// Commands that may write project files. A set of them is a bit mask.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Writers(u8);
+/// A small set of flags as a bit mask, usable in `const` tables.
+macro_rules! flag_set {
+    ($(#[$doc:meta])* $name:ident, $what:literal { $($(#[$fdoc:meta])* $flag:ident = $bit:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name(u8);
 
-impl Writers {
-    /// Nobody: aibox only reads or ignores the file.
-    pub const NONE: Self = Self(0);
-    /// `aibox apply` (and `up`, which applies first).
-    pub const APPLY: Self = Self(1);
-    /// `aibox init`.
-    pub const INIT: Self = Self(2);
-    /// `aibox config set` (and the other `aibox.toml` editors: `skill enable`, `addons`).
-    pub const CONFIG_SET: Self = Self(4);
+        impl $name {
+            /// The empty set.
+            pub const NONE: Self = Self(0);
+            $($(#[$fdoc])* pub const $flag: Self = Self($bit);)*
 
-    /// Both sets together.
-    #[must_use]
-    pub const fn and(self, other: Self) -> Self {
-        Self(self.0 | other.0)
-    }
+            /// Both sets together.
+            #[must_use]
+            pub const fn and(self, other: Self) -> Self {
+                Self(self.0 | other.0)
+            }
 
-    /// Whether every writer of `other` is in this set.
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0 && other.0 != 0
+            #[doc = concat!("Whether every ", $what, " of `other` is in this set.")]
+            pub const fn contains(self, other: Self) -> bool {
+                self.0 & other.0 == other.0 && other.0 != 0
+            }
+        }
+    };
+}
+
+flag_set! {
+    /// Commands that may write project files (`NONE`: aibox only reads or ignores the file).
+    Writers, "writer" {
+        /// `aibox apply` (and `up`, which applies first).
+        APPLY = 1,
+        /// `aibox init`.
+        INIT = 2,
+        /// `aibox config set` (and the other `aibox.toml` editors: `skill enable`, `addons`).
+        CONFIG_SET = 4,
     }
 }
 
-/// What else a file is used for (a bit mask).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Roles(u8);
-
-impl Roles {
-    /// No other use.
-    pub const NONE: Self = Self(0);
-    /// Handed to Compose by `aibox up` with `-f`, in table order (when it exists).
-    pub const COMPOSE: Self = Self(1);
-    /// Judged by the policy gate (what Compose and the editor will run).
-    pub const GATED: Self = Self(2);
-    /// Carried (redacted) in a `doctor --bundle`.
-    pub const BUNDLE: Self = Self(4);
-
-    /// Both sets together.
-    #[must_use]
-    pub const fn and(self, other: Self) -> Self {
-        Self(self.0 | other.0)
-    }
-
-    /// Whether every role of `other` is in this set.
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0 && other.0 != 0
+flag_set! {
+    /// What else a file is used for (`NONE`: no other use).
+    Roles, "role" {
+        /// Handed to Compose by `aibox up` with `-f`, in table order (when it exists).
+        COMPOSE = 1,
+        /// Judged by the policy gate (what Compose and the editor will run).
+        GATED = 2,
+        /// Carried (redacted) in a `doctor --bundle`.
+        BUNDLE = 4,
     }
 }
 
