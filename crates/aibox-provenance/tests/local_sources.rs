@@ -5,24 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::process::Command;
-use std::sync::mpsc;
-use std::time::Duration;
+
+use aibox_test_support::within;
 
 use aibox_config::ProcesskitSection;
 use aibox_provenance::ProvenanceError;
 use aibox_provenance::extract::{ExtractLimits, read_dir};
 use aibox_provenance::source::{FetchOptions, fetch_release};
-
-/// Runs `f` on a thread and fails the test when it does not finish in time (a hang is
-/// the bug these tests guard against).
-fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{what}: still running after 20 s"))
-}
 
 fn fetch(project: &std::path::Path, source: &str) -> Result<(), ProvenanceError> {
     let section = ProcesskitSection {

@@ -5,20 +5,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::process::Command;
-use std::sync::mpsc;
-use std::time::Duration;
+
+use aibox_test_support::within;
 
 use aibox_skill_review::{ReviewContext, ReviewError, review_skill};
 use camino::{Utf8Path, Utf8PathBuf};
-
-fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{what}: still running after 20 s"))
-}
 
 #[test]
 fn pseudo_file_systems_are_refused() {

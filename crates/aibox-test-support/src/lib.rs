@@ -56,3 +56,15 @@ pub fn show_output(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Runs `f` on a thread and fails the test when it has not finished after 20 s: for tests
+/// that guard against a hang (a FIFO, a pseudo-file that never ends).
+#[allow(clippy::panic)] // failing the calling test is the point
+pub fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{what}: still running after 20 s"))
+}
