@@ -189,23 +189,34 @@ fn installed(root: &Utf8Path) -> Vec<Installed> {
     out
 }
 
+/// What `enable` / `disable` changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// The edited (or already right) `aibox.toml`.
+    pub file: Utf8PathBuf,
+    /// The project is `harness-only`: no processkit skill is installed, so the change has
+    /// no effect until `[context] mode = "processkit"`.
+    pub no_effect: bool,
+}
+
 /// Enables `name`: removes it from `[skills] exclude`, or adds it to `[skills] include`.
 /// The next `aibox apply` installs it and registers its MCP server.
-pub fn enable(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, ConfigEditError> {
+pub fn enable(root: &Utf8Path, name: &str) -> Result<Selection, ConfigEditError> {
     toggle(root, name, true)
 }
 
 /// Disables `name`: removes it from `[skills] include`, or adds it to `[skills] exclude`.
 /// The next `aibox apply` removes its MCP entries and allow rules and, where unchanged
 /// since install, its files.
-pub fn disable(root: &Utf8Path, name: &str) -> Result<Utf8PathBuf, ConfigEditError> {
+pub fn disable(root: &Utf8Path, name: &str) -> Result<Selection, ConfigEditError> {
     toggle(root, name, false)
 }
 
 /// Takes `name` off the list that works against `enable`, else puts it on the list that
 /// works for it; nothing to do when it is already there.
-fn toggle(root: &Utf8Path, name: &str, enable: bool) -> Result<Utf8PathBuf, ConfigEditError> {
+fn toggle(root: &Utf8Path, name: &str, enable: bool) -> Result<Selection, ConfigEditError> {
     let project = aibox_config::load_project(root)?;
+    let no_effect = project.config.context.mode == aibox_config::ContextMode::HarnessOnly;
     let skills = &project.config.skills;
     let include = (&skills.include, "skills.include");
     let exclude = (&skills.exclude, "skills.exclude");
@@ -214,17 +225,18 @@ fn toggle(root: &Utf8Path, name: &str, enable: bool) -> Result<Utf8PathBuf, Conf
     } else {
         (include, exclude)
     };
-    if against.iter().any(|s| s == name) {
+    let file = if against.iter().any(|s| s == name) {
         let rest: Vec<&String> = against.iter().filter(|s| *s != name).collect();
-        config_set(root, ConfigFile::Team, against_key, &toml_list(&rest))
+        config_set(root, ConfigFile::Team, against_key, &toml_list(&rest))?
     } else if towards.iter().any(|s| s == name) {
-        Ok(root.join(aibox_config::AIBOX_TOML))
+        root.join(aibox_config::AIBOX_TOML)
     } else {
         let mut all: Vec<&String> = towards.iter().collect();
         let owned = name.to_owned();
         all.push(&owned);
-        config_set(root, ConfigFile::Team, towards_key, &toml_list(&all))
-    }
+        config_set(root, ConfigFile::Team, towards_key, &toml_list(&all))?
+    };
+    Ok(Selection { file, no_effect })
 }
 
 fn toml_list(items: &[&String]) -> String {

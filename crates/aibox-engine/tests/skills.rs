@@ -43,6 +43,7 @@ fn enable_and_disable_move_a_skill_between_the_lists() {
 
     // Excluded: enable takes it off `exclude` without adding it to `include`.
     let written = enable(&f.root, "alpha").unwrap();
-    assert_eq!(written, f.root.join("aibox.toml"));
+    assert_eq!(written.file, f.root.join("aibox.toml"));
+    assert!(written.no_effect, "the fixture is harness-only");
     assert_eq!(lists(&f.root), (strings(&["beta"]), none));
 }

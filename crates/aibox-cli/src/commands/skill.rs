@@ -87,15 +87,14 @@ fn review(g: &Global, target: &str) -> Outcome {
 
 fn select(g: &Global, name: &str, enable: bool) -> Outcome {
     let root = project_root(g)?;
-    let path = if enable {
+    let selection = if enable {
         aibox_engine::skills::enable(&root, name)
     } else {
         aibox_engine::skills::disable(&root, name)
     }?;
+    let path = &selection.file;
     // Shown even with --quiet: the command did nothing the user can use yet.
-    let no_effect = aibox_config::load_project(&root)
-        .is_ok_and(|p| p.config.context.mode == aibox_config::ContextMode::HarnessOnly);
-    let warning = no_effect.then_some(
+    let warning = selection.no_effect.then_some(
         "context mode is `harness-only`, so no processkit skill is installed and this has \
          no effect until [context] mode = \"processkit\"",
     );
