@@ -1,6 +1,7 @@
 //! `apply`: executes a plan through the writer.
 //!
-//! Order of a real apply: take the project lock → remove stray temp files → plan →
+//! Order of a real apply: take the project lock → resolve (or check that an earlier
+//! resolve's snapshot is still current) → remove stray temp files → plan →
 //! decide every file's action (refusing foreign and hand-edited generated files before
 //! anything is written) → check that every target folder takes a new file (all or
 //! nothing) → record the planned digests in `.aibox/pending.lock` and the processkit
@@ -176,8 +177,11 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
 }
 
 /// Applies a project resolved earlier ([`crate::resolve`]); `options.plan` is not used
-/// (the resolved value carries its own). When another apply changed `aibox.lock` since
-/// the resolve, the project is resolved again under the project lock first.
+/// (the resolved value carries its own). When `aibox.lock` or any project file the
+/// resolve captured changed since (another apply, a hand edit), the project is resolved
+/// again under the project lock first: a stale snapshot is never merged into or written
+/// over newer files. Each target is read again under the lock before it is written
+/// either way (a hand-edited generated file is refused, not overwritten).
 ///
 /// # Errors
 /// As [`apply`].
@@ -187,7 +191,9 @@ pub fn apply_resolved(
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root();
     let guard = lock_unless_read_only(root, options)?;
-    if crate::plan::read_lock(root)? != resolved.previous_lock {
+    if crate::plan::read_lock(root)? != resolved.previous_lock
+        || !resolved.files.is_current(root, &resolved.project)
+    {
         let again =
             crate::resolve::resolve_in(root.clone(), resolved.project.clone(), resolved.options())?;
         return apply_locked(&again, options, guard);

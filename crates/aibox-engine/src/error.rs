@@ -164,6 +164,19 @@ pub enum EngineError {
         reason: String,
     },
 
+    /// A plan source asked for a project file that resolve did not capture: the capture
+    /// set in `snapshot.rs` misses a file the plan reads (a bug in aibox, never a disk
+    /// read behind the resolve's back).
+    #[error("the plan asked for `{path}`, which the resolve step did not read")]
+    #[diagnostic(
+        code(aibox::apply::not_captured),
+        help("this is a bug in aibox; please report it with the command you ran")
+    )]
+    NotCaptured {
+        /// The root-relative path asked for.
+        path: Utf8PathBuf,
+    },
+
     /// A plan was asked of a project resolved offline whose processkit release is not in
     /// the download cache (see `PlanOptions::offline`).
     #[error("the processkit release is not resolved: {reason}")]
@@ -227,7 +240,7 @@ impl EngineError {
             Self::Busy { .. } | Self::Io { .. } | Self::NotResolved { .. } => {
                 ErrorKind::Environment
             }
-            Self::DuplicatePath { .. } => ErrorKind::Internal,
+            Self::DuplicatePath { .. } | Self::NotCaptured { .. } => ErrorKind::Internal,
         }
     }
 

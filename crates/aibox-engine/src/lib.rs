@@ -2,16 +2,17 @@
 //!
 //! Resolve, then plan, then apply: [`resolve`] does every network and temporary-file
 //! step (configuration, lock, seccomp decision, verified processkit release, skill
-//! review); [`plan`] computes every file aibox would write (with its owner) from the
-//! resolved project, reading only the project's files; [`apply`] writes it through the
-//! single guarded writer ([`writer`]): atomic, write-if-changed, inside a closed
-//! perimeter, lock file last, under a project lock.
+//! review, and a snapshot of the project files the plan needs); [`plan`] computes every
+//! file aibox would write (with its owner) from the resolved value alone, doing no I/O;
+//! [`apply`] writes it through the single guarded writer ([`writer`]): atomic,
+//! write-if-changed, inside a closed perimeter, lock file last, under a project lock.
 
 mod apply;
 mod error;
 pub mod plan;
 pub mod render;
 pub mod resolve;
+pub mod snapshot;
 pub mod sources;
 pub mod writer;
 
@@ -22,6 +23,7 @@ pub use apply::{
 pub use error::EngineError;
 pub use plan::{DownloadProgress, Plan, PlanBuilder, PlanContext, PlanOptions, plan};
 pub use resolve::{ProcesskitState, Resolved, ResolvedRelease, Security, resolve, resolve_project};
+pub use snapshot::Snapshot;
 
 // Modules owned by other features (one line each):
 pub mod addons;

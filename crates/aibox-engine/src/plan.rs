@@ -1,8 +1,11 @@
 //! The plan: every file aibox would write, with its owner and new contents.
 //!
 //! A plan is assembled by independent sources (see [`crate::sources`]), each reading the
-//! project through a [`PlanContext`] and adding files to a [`PlanBuilder`]. Planning
-//! only reads; nothing is written until [`crate::apply`] hands the plan to the writer.
+//! project through a [`PlanContext`] and adding files to a [`PlanBuilder`]. Planning does
+//! no I/O: the project's current files come from the snapshot [`crate::resolve`] took
+//! ([`crate::snapshot::Snapshot`]), so the same resolved value always gives the same
+//! plan, whatever happened on disk since. Nothing is written until [`crate::apply`] hands
+//! the plan to the writer (which reads each target again under the project lock).
 
 use std::collections::BTreeMap;
 
@@ -12,7 +15,9 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
 use crate::resolve::Resolved;
-use crate::writer::ProjectRoot;
+use crate::snapshot::Snapshot;
+
+pub(crate) use crate::snapshot::read_lock;
 
 /// A download progress sink: bytes received so far and the announced total. The CLI
 /// draws a progress line from it on a terminal; the engine itself never prints.
@@ -76,31 +81,45 @@ pub struct PlanContext<'a> {
     pub options: &'a PlanOptions,
     /// The processkit release resolved for this plan.
     pub processkit: &'a crate::ProcesskitState,
-    root: &'a ProjectRoot,
+    /// The project's files as resolve read them.
+    pub files: &'a Snapshot,
+    root: &'a Utf8Path,
 }
 
 impl PlanContext<'_> {
     /// The project root.
     pub fn root(&self) -> &Utf8Path {
-        self.root.path()
+        self.root
     }
 
-    /// Current bytes of a root-relative file, `None` when it does not exist. Refuses
-    /// invalid paths and symlinks like the writer does.
+    /// Bytes of a root-relative file when the project was resolved, `None` when it did
+    /// not exist (resolve refused symlinks and invalid paths like the writer does).
+    ///
+    /// # Errors
+    /// [`EngineError::NotCaptured`] (internal) when resolve did not read `rel`: planning
+    /// never reads the disk.
     pub fn read(&self, rel: &Utf8Path) -> Result<Option<Vec<u8>>, EngineError> {
-        Ok(self.root.read(rel)?)
+        Ok(self.files.get(rel)?.map(<[u8]>::to_vec))
     }
 
-    /// Current text of a root-relative file (lossy UTF-8), `None` when it does not exist.
+    /// Text of a root-relative file (lossy UTF-8) when the project was resolved, `None`
+    /// when it did not exist.
+    ///
+    /// # Errors
+    /// As [`PlanContext::read`].
     pub fn read_text(&self, rel: &Utf8Path) -> Result<Option<String>, EngineError> {
         Ok(self
-            .read(rel)?
-            .map(|b| String::from_utf8_lossy(&b).into_owned()))
+            .files
+            .get(rel)?
+            .map(|b| String::from_utf8_lossy(b).into_owned()))
     }
 
-    /// Whether a root-relative regular file exists (symlinks count as absent).
+    /// Whether a root-relative regular file existed when the project was resolved.
+    ///
+    /// # Errors
+    /// As [`PlanContext::read`].
     pub fn exists(&self, rel: &Utf8Path) -> Result<bool, EngineError> {
-        Ok(self.root.is_file(rel)?)
+        Ok(self.files.get(rel)?.is_some())
     }
 }
 
@@ -282,8 +301,9 @@ impl Plan {
     }
 }
 
-/// Builds the plan of a resolved project without writing anything. Only reads the
-/// project's files: every download and temporary file happened in [`crate::resolve`].
+/// Builds the plan of a resolved project. Pure: every download, temporary file and read
+/// of the project's files happened in [`crate::resolve`]; the same resolved value gives
+/// the same plan even after the files on disk changed.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -296,10 +316,10 @@ impl Plan {
 /// ```
 ///
 /// # Errors
-/// A refusal of the policy or skill review gates, a failing generator, an unreadable
-/// project file.
+/// A refusal of the policy or skill review gates, a failing generator, an unusable extra
+/// CA file.
 pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
-    let root = resolved.project_root();
+    let files = &resolved.files;
     let project = &resolved.project;
     let options = &resolved.options;
     let previous_lock = resolved.previous_lock.as_ref();
@@ -307,9 +327,9 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     // generated profile); options the user's override already sets are not repeated.
     let policy_err = EngineError::from;
     let security = resolved.security.check().map_err(policy_err)?;
-    let override_text = root
-        .read(Utf8Path::new(aibox_policy::OVERRIDE_PATH))?
-        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let override_text = files
+        .get(Utf8Path::new(aibox_policy::OVERRIDE_PATH))?
+        .map(|b| String::from_utf8_lossy(b).into_owned());
     let ctx = PlanContext {
         project,
         previous_lock,
@@ -320,7 +340,8 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
         ),
         options,
         processkit: &resolved.processkit,
-        root,
+        files,
+        root: resolved.root(),
     };
     let mut builder = PlanBuilder::default();
     for warning in &security.warnings {
@@ -331,7 +352,7 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     }
     builder.extend(security.files.iter().cloned())?;
     crate::sources::contribute_all(&ctx, &mut builder)?;
-    retire_generated(root, previous_lock, &mut builder)?;
+    retire_generated(files, previous_lock, &mut builder)?;
     let verified_content = std::mem::take(&mut builder.verified_content);
     let plan = builder.finish(&options.aibox_version)?;
     // Policy gate over what would be written, the user's override and the configured
@@ -343,27 +364,18 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
         .filter(|f| !verified_content.contains(&f.path))
         .cloned()
         .collect();
-    aibox_policy::check_plan(
+    let sources = files.compose_sources();
+    let judged = aibox_policy::check_plan(
         &project.config,
         &project.local,
         &gated,
         override_text.as_deref(),
-        &ProjectSources(root),
-    )
-    .map_err(policy_err)?;
+        &sources,
+    );
+    // A judgement over a file resolve did not read is no judgement.
+    sources.finish()?;
+    judged.map_err(policy_err)?;
     Ok(plan)
-}
-
-/// The project's files as the policy gate's Compose resolver sees them: regular files
-/// inside the project (no symlink out), read as text, at most 1 MiB each.
-pub(crate) struct ProjectSources<'a>(pub(crate) &'a ProjectRoot);
-
-impl aibox_policy::ComposeSources for ProjectSources<'_> {
-    fn read(&self, path: &str) -> Option<String> {
-        const MAX: usize = 1 << 20;
-        let bytes = self.0.read(Utf8Path::new(path)).ok().flatten()?;
-        (bytes.len() <= MAX).then(|| String::from_utf8_lossy(&bytes).into_owned())
-    }
 }
 
 /// Generated files the previous apply wrote and this plan no longer contains (for
@@ -371,7 +383,7 @@ impl aibox_policy::ComposeSources for ProjectSources<'_> {
 /// while their bytes still match the digest recorded in `aibox.lock`: an edited copy is
 /// somebody's work and stays.
 fn retire_generated(
-    root: &ProjectRoot,
+    files: &Snapshot,
     previous: Option<&Lock>,
     builder: &mut PlanBuilder,
 ) -> Result<(), EngineError> {
@@ -383,22 +395,11 @@ fn retire_generated(
         if builder.get(rel).is_some() || !crate::writer::in_perimeter(rel) {
             continue;
         }
-        if let Some(bytes) = root.read(rel)?
-            && sha256_hex(&bytes) == *digest
+        if let Some(bytes) = files.get(rel)?
+            && sha256_hex(bytes) == *digest
         {
             builder.remove(rel)?;
         }
     }
     Ok(())
-}
-
-/// Reads and parses `aibox.lock`; `None` when absent. A corrupt lock is an error, never
-/// silently replaced.
-pub(crate) fn read_lock(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
-    let rel = Utf8Path::new(LOCK_FILE);
-    let Some(bytes) = root.read(rel)? else {
-        return Ok(None);
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    Ok(Some(Lock::parse(&text, &root.path().join(rel))?))
 }

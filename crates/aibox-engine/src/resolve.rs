@@ -7,8 +7,10 @@
 //! fetches and verifies the pinned processkit release (from the download cache, or by
 //! downloading it when [`PlanOptions::offline`] is false), and runs the skill review of
 //! the skills the release or the project would register (release skills are staged in a
-//! temporary folder for it). [`crate::plan`], `doctor`, `mcp list`, `up` and the consent
-//! prompt all work from the [`Resolved`] value; none of them downloads on its own.
+//! temporary folder for it), and captures the current bytes of every project file the
+//! plan reads ([`Snapshot`], see [`crate::snapshot`] for which and why). [`crate::plan`],
+//! `doctor`, `mcp list`, `up` and the consent prompt all work from the [`Resolved`]
+//! value; none of them downloads on its own, and the plan reads no file at all.
 //!
 //! `doctor` and `mcp list` resolve with `offline = true`: a release that is not in the
 //! cache is [`ProcesskitState::NotResolved`] and they say so instead of downloading it.
@@ -26,6 +28,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use crate::EngineError;
 use crate::plan::PlanOptions;
 use crate::skills::HandAdded;
+use crate::snapshot::Snapshot;
 use crate::sources::skill_review::{ReviewContext, SkillOrigin};
 use crate::writer::ProjectRoot;
 
@@ -160,6 +163,8 @@ pub struct Resolved {
     pub security: Security,
     /// The processkit release to install.
     pub processkit: ProcesskitState,
+    /// The project files the plan reads, as they were when resolved.
+    pub files: Snapshot,
     pub(crate) options: PlanOptions,
 }
 
@@ -241,12 +246,14 @@ pub(crate) fn resolve_in(
     let previous_lock = crate::plan::read_lock(&root)?;
     let security = Security::of(&project, options.engine);
     let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), options)?;
+    let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;
     Ok(Resolved {
         root,
         project,
         previous_lock,
         security,
         processkit,
+        files,
         options: options.clone(),
     })
 }

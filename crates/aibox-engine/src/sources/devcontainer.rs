@@ -1,7 +1,8 @@
 //! Plan source: the dev container files from `aibox-devcontainer`.
 //!
 //! The generator is pure; this source looks up the facts it needs (the text of
-//! `Dockerfile.local`, whether the Compose override exists) through the context.
+//! `Dockerfile.local`, whether the Compose override exists, the extra CA certificates)
+//! in the files resolve captured, through the context.
 
 use std::collections::BTreeMap;
 
@@ -64,23 +65,22 @@ fn tool_locks(config: &aibox_config::AiboxToml) -> Result<BTreeMap<String, ToolL
 }
 
 /// Text of `.aibox-local.toml` `container.extra_ca_certificates` (a personal path, so it
-/// may lie outside the project; relative paths start at the project root).
+/// may lie outside the project; relative paths start at the project root), as resolve
+/// read it.
 fn read_extra_ca(ctx: &PlanContext) -> Result<Option<String>, EngineError> {
-    let Some(path) = ctx.project.local.container.extra_ca_certificates.as_deref() else {
+    let Some(ca) = ctx.files.extra_ca() else {
         return Ok(None);
     };
-    let path = ctx.root().join(path);
-    let text = fs_err::read_to_string(path.as_std_path()).map_err(|e| EngineError::ExtraCa {
-        path: path.clone(),
-        reason: e.to_string(),
+    let mut text = ca.text.clone().map_err(|reason| EngineError::ExtraCa {
+        path: ca.path.clone(),
+        reason,
     })?;
     if !text.contains("-----BEGIN CERTIFICATE-----") {
         return Err(EngineError::ExtraCa {
-            path,
+            path: ca.path.clone(),
             reason: "the file holds no PEM certificate".to_owned(),
         });
     }
-    let mut text = text;
     if !text.ends_with('\n') {
         text.push('\n');
     }

@@ -74,7 +74,7 @@ pub(crate) fn findings(
     };
     // The Compose files as Compose resolves them, with `devcontainer.json`.
     out.extend(aibox_policy::check_compose_setup(
-        &crate::plan::ProjectSources(root),
+        &crate::snapshot::DiskSources(root),
         &consent,
     ));
     out.extend(aibox_policy::check_container_user(config, &consent));

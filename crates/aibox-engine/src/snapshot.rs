@@ -1,0 +1,275 @@
+//! The project's files as [`crate::resolve`] found them: what [`crate::plan`] reads instead
+//! of the disk.
+//!
+//! [`Snapshot::capture`] reads, once, every project file a plan source may look at, so
+//! that planning is a pure function of the [`crate::Resolved`] value. The set is derived
+//! from the tables that define those files, not listed again here:
+//!
+//! - strict reads (a symlink or an invalid path is refused at resolve time, exactly as
+//!   [`ProjectRoot::read`] refuses it): the scaffold-once user files of the file table
+//!   ([`aibox_config::layout::user_owned_committed`]), `.gitignore`, every harness MCP file
+//!   of [`aibox_mcp_registration::TARGETS`] (a harness switched off still needs its file
+//!   read to take aibox's servers out), the MCP ownership ledger, the processkit intent
+//!   and stat cache records, and every generated file the previous `aibox.lock` lists
+//!   (those the plan no longer contains are retired while unedited);
+//! - lenient reads for the policy gate's Compose resolver (a file that cannot be read as
+//!   text is absent to it, as to Compose's own view of the project): every plain file of
+//!   the file table, plus every file the gate itself asks for when it judges the project
+//!   as it is on disk (`include`, `extends.file`, local features, the `dockerComposeFile`
+//!   list of `devcontainer.json`);
+//! - the personal extra CA certificate file named in `.aibox-local.toml` (it may lie
+//!   outside the project).
+//!
+//! A plan that asks for a path outside the snapshot gets [`EngineError::NotCaptured`]
+//! (an internal error: the capture set is missing a file), never a silent disk read.
+//! `cargo xtask tidy` refuses file-system calls in `plan.rs` and `sources/`.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use aibox_config::Project;
+use aibox_provenance::lock::{LOCK_FILE, Lock};
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::EngineError;
+use crate::writer::{ProjectRoot, in_perimeter};
+
+/// Largest file the policy gate's Compose resolver reads (as Compose files go, generous).
+const MAX_COMPOSE_SOURCE: usize = 1 << 20;
+
+/// The engine's own records a plan reads (beside the file table's rows).
+const ENGINE_RECORDS: [&str; 3] = [
+    aibox_mcp_registration::LEDGER_PATH,
+    crate::apply::PENDING_PROCESSKIT,
+    crate::apply::STAT_CACHE,
+];
+
+/// The current bytes of the project files a plan reads, taken by [`crate::resolve`].
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Root-relative path → bytes (`None`: absent).
+    files: BTreeMap<Utf8PathBuf, Option<Vec<u8>>>,
+    /// What the policy gate's Compose resolver sees: root-relative path → text (`None`:
+    /// absent, unreadable, too large or refused).
+    compose: BTreeMap<String, Option<String>>,
+    /// `container.extra_ca_certificates`, when set.
+    extra_ca: Option<ExtraCa>,
+}
+
+/// The personal extra CA certificate file as resolve read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExtraCa {
+    /// The path as resolved (relative paths start at the project root).
+    pub(crate) path: Utf8PathBuf,
+    /// Its text, or why it could not be read.
+    pub(crate) text: Result<String, String>,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Sizes, not contents: a snapshot holds personal files.
+        f.debug_struct("Snapshot")
+            .field(
+                "files",
+                &self
+                    .files
+                    .iter()
+                    .map(|(p, b)| (p.as_str(), b.as_ref().map(Vec::len)))
+                    .collect::<Vec<_>>(),
+            )
+            .field("compose_sources", &self.compose.len())
+            .field("extra_ca", &self.extra_ca.as_ref().map(|c| &c.path))
+            .finish()
+    }
+}
+
+impl Snapshot {
+    /// Reads every file a plan of `project` may need (see the module docs).
+    ///
+    /// # Errors
+    /// A planned-for file that is a symlink or a folder, an invalid path in the previous
+    /// lock, a disk failure.
+    pub(crate) fn capture(
+        root: &ProjectRoot,
+        project: &Project,
+        previous_lock: Option<&Lock>,
+    ) -> Result<Self, EngineError> {
+        let mut files = BTreeMap::new();
+        for rel in strict_paths(previous_lock) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = files.entry(rel) {
+                let bytes = root.read(slot.key())?;
+                slot.insert(bytes);
+            }
+        }
+        Ok(Self {
+            files,
+            compose: compose_sources(root, project),
+            extra_ca: read_extra_ca(root.path(), project),
+        })
+    }
+
+    /// Current bytes of a captured root-relative file, `None` when it did not exist.
+    ///
+    /// # Errors
+    /// [`EngineError::NotCaptured`] when resolve did not capture `rel`.
+    pub fn get(&self, rel: &Utf8Path) -> Result<Option<&[u8]>, EngineError> {
+        match self.files.get(rel) {
+            Some(bytes) => Ok(bytes.as_deref()),
+            None => Err(EngineError::NotCaptured {
+                path: rel.to_owned(),
+            }),
+        }
+    }
+
+    /// The captured paths (strict reads), sorted.
+    pub fn paths(&self) -> impl Iterator<Item = &Utf8Path> {
+        self.files.keys().map(Utf8PathBuf::as_path)
+    }
+
+    pub(crate) fn extra_ca(&self) -> Option<&ExtraCa> {
+        self.extra_ca.as_ref()
+    }
+
+    /// The policy gate's view of the project's files, served from the snapshot.
+    pub(crate) fn compose_sources(&self) -> SnapshotSources<'_> {
+        SnapshotSources {
+            snapshot: self,
+            missed: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Whether every captured file still has the captured contents (read again now).
+    /// A file that can no longer be read counts as changed.
+    pub(crate) fn is_current(&self, root: &ProjectRoot, project: &Project) -> bool {
+        self.files
+            .iter()
+            .all(|(rel, bytes)| root.read(rel).is_ok_and(|now| now == *bytes))
+            && self
+                .compose
+                .iter()
+                .all(|(rel, text)| disk_text(root, rel) == *text)
+            && read_extra_ca(root.path(), project) == self.extra_ca
+    }
+}
+
+/// The strict-read set (see the module docs).
+fn strict_paths(previous_lock: Option<&Lock>) -> Vec<Utf8PathBuf> {
+    let table = aibox_config::layout::user_owned_committed()
+        .chain([aibox_config::layout::GITIGNORE])
+        .chain(
+            aibox_mcp_registration::TARGETS
+                .iter()
+                .map(|(_, path, _)| *path),
+        )
+        .chain(ENGINE_RECORDS)
+        .map(Utf8PathBuf::from);
+    let generated = previous_lock
+        .into_iter()
+        .flat_map(|l| l.generated.keys())
+        .map(Utf8PathBuf::from)
+        .filter(|rel| in_perimeter(rel));
+    table.chain(generated).collect()
+}
+
+/// The lenient set: every plain file of the file table, and whatever the policy gate's
+/// Compose resolver asks for while judging the project as it is on disk.
+fn compose_sources(root: &ProjectRoot, project: &Project) -> BTreeMap<String, Option<String>> {
+    let recorder = Recorder {
+        root,
+        seen: RefCell::new(BTreeMap::new()),
+    };
+    for entry in aibox_config::layout::FILES {
+        if !entry.path.ends_with('/') && !entry.path.contains("**/") {
+            aibox_policy::ComposeSources::read(&recorder, entry.path);
+        }
+    }
+    // Only the reads matter here; the real judgement runs in the plan.
+    let _ = aibox_policy::check_plan(&project.config, &project.local, &[], None, &recorder);
+    recorder.seen.into_inner()
+}
+
+/// Text of a project file as the Compose resolver may see it.
+fn disk_text(root: &ProjectRoot, rel: &str) -> Option<String> {
+    let bytes = root.read(Utf8Path::new(rel)).ok().flatten()?;
+    (bytes.len() <= MAX_COMPOSE_SOURCE).then(|| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Reads the project for the policy gate and records every answer.
+struct Recorder<'a> {
+    root: &'a ProjectRoot,
+    seen: RefCell<BTreeMap<String, Option<String>>>,
+}
+
+impl aibox_policy::ComposeSources for Recorder<'_> {
+    fn read(&self, path: &str) -> Option<String> {
+        if let Some(text) = self.seen.borrow().get(path) {
+            return text.clone();
+        }
+        let text = disk_text(self.root, path);
+        self.seen.borrow_mut().insert(path.to_owned(), text.clone());
+        text
+    }
+}
+
+/// The policy gate's Compose sources during planning: the snapshot, never the disk. A
+/// path resolve did not capture is remembered and turned into an internal error by
+/// [`SnapshotSources::finish`].
+pub(crate) struct SnapshotSources<'a> {
+    snapshot: &'a Snapshot,
+    missed: RefCell<Vec<String>>,
+}
+
+impl SnapshotSources<'_> {
+    /// The first path asked for that resolve did not capture, as an error.
+    pub(crate) fn finish(self) -> Result<(), EngineError> {
+        match self.missed.into_inner().into_iter().next() {
+            Some(path) => Err(EngineError::NotCaptured { path: path.into() }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl aibox_policy::ComposeSources for SnapshotSources<'_> {
+    fn read(&self, path: &str) -> Option<String> {
+        if let Some(text) = self.snapshot.compose.get(path) {
+            return text.clone();
+        }
+        if let Some(bytes) = self.snapshot.files.get(Utf8Path::new(path)) {
+            return bytes
+                .as_ref()
+                .filter(|b| b.len() <= MAX_COMPOSE_SOURCE)
+                .map(|b| String::from_utf8_lossy(b).into_owned());
+        }
+        self.missed.borrow_mut().push(path.to_owned());
+        None
+    }
+}
+
+/// The project's files as they are now, for `doctor`'s live Compose check: regular files
+/// inside the project (no symlink out), read as text, at most 1 MiB each.
+pub(crate) struct DiskSources<'a>(pub(crate) &'a ProjectRoot);
+
+impl aibox_policy::ComposeSources for DiskSources<'_> {
+    fn read(&self, path: &str) -> Option<String> {
+        disk_text(self.0, path)
+    }
+}
+
+/// `container.extra_ca_certificates` read as text (the PEM check is the plan's).
+fn read_extra_ca(root: &Utf8Path, project: &Project) -> Option<ExtraCa> {
+    let path = project.local.container.extra_ca_certificates.as_deref()?;
+    let path = root.join(path);
+    let text = fs_err::read_to_string(path.as_std_path()).map_err(|e| e.to_string());
+    Some(ExtraCa { path, text })
+}
+
+/// Reads and parses `aibox.lock`; `None` when absent. A corrupt lock is an error, never
+/// silently replaced.
+pub(crate) fn read_lock(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
+    let rel = Utf8Path::new(LOCK_FILE);
+    let Some(bytes) = root.read(rel)? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(Some(Lock::parse(&text, &root.path().join(rel))?))
+}
