@@ -6,6 +6,8 @@
 //!   writer, checked against the file table); any other file-writing call fails.
 //! - One file table: a string literal that is a `.devcontainer/` path appears only in
 //!   `aibox_config::layout`.
+//! - Pure planning: the plan (`aibox-engine/src/plan.rs` and `src/sources/`) makes no
+//!   file-system call; it reads the project only through the snapshot `resolve` took.
 //!
 //! Tests (`tests/`, `benches/`, `examples/`, `#[cfg(test)]` modules at the end of a file),
 //! `xtask` and `aibox-test-support` are exempt from the last two rules.
@@ -73,6 +75,41 @@ const WRITE_ALLOWLIST: &[(&str, &str)] = &[
 /// Product files that may spell a `.devcontainer/` path literal, each with the reason.
 const LAYOUT_ALLOWLIST: &[(&str, &str)] = &[];
 
+/// The plan: pure code that reads the project only through `resolve`'s snapshot (a path
+/// ending in `/` covers a folder).
+const PURE: &[&str] = &[
+    "crates/aibox-engine/src/plan.rs",
+    "crates/aibox-engine/src/sources/",
+];
+
+/// File-system access refused in [`PURE`] files: the file-system modules, directory
+/// listings and metadata, and the project root's own readers.
+const IO_CALLS: &[&str] = &[
+    "fs_err::",
+    "std::fs",
+    "fs::read",
+    "fs::metadata(",
+    "File::open(",
+    "read_dir(",
+    "symlink_metadata(",
+    "canonicalize(",
+    "ProjectRoot",
+    "project_root()",
+    "root.read(",
+    "root.is_file(",
+];
+
+/// [`PURE`] files that may still touch the file system, each with the reason.
+const PURE_ALLOWLIST: &[(&str, &str)] = &[
+    // TEMPORARY: the processkit source still scans the live `context/` tree (stat cache,
+    // stale snapshot listing, the installer's comparison). Helper 16a moves that scan into
+    // `resolve`; remove this row when it lands.
+    (
+        "crates/aibox-engine/src/sources/processkit.rs",
+        "live-tree scan moving into resolve",
+    ),
+];
+
 /// Scans `crates/` and `xtask/` for stub markers, and product code for writes outside
 /// the writer and `.devcontainer/` path literals outside the file table.
 pub fn check() -> Result<(), String> {
@@ -81,7 +118,7 @@ pub fn check() -> Result<(), String> {
         scan(Path::new(root), &mut hits)?;
     }
     if hits.is_empty() {
-        crate::say("tidy: ok (stubs, one writer, one file table)");
+        crate::say("tidy: ok (stubs, one writer, one file table, pure plan)");
         Ok(())
     } else {
         for h in &hits {
@@ -140,6 +177,10 @@ fn product_rules(path: &str, text: &str) -> Vec<String> {
     let code = strip_comments_and_tests(text);
     let check_writes = path != WRITER && !allowed(WRITE_ALLOWLIST, path);
     let check_layout = path != LAYOUT && !allowed(LAYOUT_ALLOWLIST, path);
+    let check_pure = PURE
+        .iter()
+        .any(|p| path == *p || (p.ends_with('/') && path.starts_with(p)))
+        && !allowed(PURE_ALLOWLIST, path);
     for (i, (line, strings)) in code.iter().enumerate() {
         let fs_err_form = |c: &&&str| {
             c.strip_prefix("fs::")
@@ -153,6 +194,13 @@ fn product_rules(path: &str, text: &str) -> Vec<String> {
             hits.push(format!(
                 "{path}:{}: writes a file (`{call}`) outside the writer; use \
                  `aibox_config::write::Writer`",
+                i + 1
+            ));
+        }
+        if check_pure && let Some(call) = IO_CALLS.iter().find(|c| line.contains(**c)) {
+            hits.push(format!(
+                "{path}:{}: file-system access (`{call}`) in the plan; read the project in \
+                 `resolve` (`aibox_engine::snapshot`) and take it from the `PlanContext`",
                 i + 1
             ));
         }
@@ -348,6 +396,42 @@ mod tests {
             hits(p, "let q = '\"'; let x = \".devcontainer/x\";").len(),
             1
         );
+    }
+
+    #[test]
+    fn the_plan_does_no_file_system_access() {
+        for p in [
+            "crates/aibox-engine/src/plan.rs",
+            "crates/aibox-engine/src/sources/gitignore.rs",
+        ] {
+            for sample in [
+                "fn f() { let t = fs_err::read_to_string(&p)?; }",
+                "fn f() { std::fs::metadata(&p)?; }",
+                "fn f(root: &ProjectRoot) {}",
+                "fn f() { let b = root.read(rel)?; }",
+                "fn f() { let b = resolved.project_root(); }",
+                "fn f() { for e in dir.read_dir()? {} }",
+                "fn f() { let f = File::open(p)?; }",
+            ] {
+                assert_eq!(hits(p, sample).len(), 1, "{p}: {sample}");
+            }
+            // The snapshot through the context, comments and unit tests are fine.
+            for sample in [
+                "fn f() { let b = ctx.read(rel)?; let t = ctx.read_text(rel)?; }",
+                "/// Reads nothing: `fs_err::read` happened in resolve.\nfn f() {}",
+                "fn f() {}\n#[cfg(test)]\nmod tests { fn g() { fs_err::write(p, x).unwrap(); } }",
+            ] {
+                assert!(
+                    hits(p, sample).is_empty(),
+                    "{sample}: {:?}",
+                    hits(p, sample)
+                );
+            }
+        }
+        // Outside the plan, and the commented temporary allowlist, reads are fine.
+        let read = "fn f() { let t = fs_err::read_to_string(&p)?; }";
+        assert!(hits("crates/aibox-engine/src/resolve.rs", read).is_empty());
+        assert!(hits("crates/aibox-engine/src/sources/processkit.rs", read).is_empty());
     }
 
     #[test]

@@ -194,9 +194,7 @@ fn a_stale_resolve_keeps_lines_added_to_merged_files_since() {
     let resolved = resolve(&fx.root, &offline()).unwrap();
     let gitignore = format!("{}added-after-resolve/\n", fx.read(".gitignore"));
     fx.write(".gitignore", &gitignore);
-    let mcp = fx
-        .read(".mcp.json")
-        .replace("my-server", "my-newer-server");
+    let mcp = fx.read(".mcp.json").replace("my-server", "my-newer-server");
     fx.write(".mcp.json", &mcp);
     apply_resolved(&resolved, &ApplyOptions::default()).unwrap();
     assert_eq!(fx.read(".gitignore"), gitignore);
