@@ -33,9 +33,10 @@ fn main() -> ExitCode {
 fn run(root: &Utf8Path) -> Result<(), EngineError> {
     let options = ApplyOptions::default();
     // 1. Resolve: the configuration, the lock, the seccomp decision, the verified
-    //    processkit release and the skill review (all network and temporary files).
+    //    processkit release, the skill review (all network and temporary files) and the
+    //    current text of every project file the plan reads.
     let resolved = resolve(root, &options.plan)?;
-    // 2. Plan: every file aibox would write, computed from the resolved project.
+    // 2. Plan: every file aibox would write, computed from the resolved value (no I/O).
     let planned = plan(&resolved)?;
     eprintln!(
         "planned {} file(s) for `{}`",

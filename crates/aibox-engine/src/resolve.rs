@@ -206,7 +206,8 @@ impl Resolved {
 ///
 /// # Errors
 /// An invalid configuration or lock, a release that cannot be fetched or verified, an
-/// unreadable skill.
+/// unreadable skill, a project file the plan reads that is a symlink, a folder or
+/// unreadable.
 pub fn resolve(root: &Utf8Path, options: &PlanOptions) -> Result<Resolved, EngineError> {
     let root = ProjectRoot::open(root)?;
     // The same checks as `config validate` and `config set`.
