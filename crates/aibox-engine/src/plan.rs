@@ -403,3 +403,42 @@ fn retire_generated(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The context serves the snapshot only: a path resolve did not capture is an
+    /// internal error naming it (never a read of the disk, which here does not exist).
+    #[test]
+    fn context_reads_are_served_from_the_snapshot() {
+        let config = aibox_config::parse_aibox_toml("[container]\nname = \"demo\"\n", "aibox.toml")
+            .expect("a minimal aibox.toml parses");
+        let project = Project {
+            root: Utf8PathBuf::from("/nonexistent/project"),
+            config,
+            local: aibox_config::LocalToml::default(),
+        };
+        let options = PlanOptions::default();
+        let files = Snapshot::default();
+        let ctx = PlanContext {
+            project: &project,
+            previous_lock: None,
+            aibox_version: "0.0.0",
+            security_opt: Vec::new(),
+            options: &options,
+            processkit: &crate::ProcesskitState::NotConfigured,
+            files: &files,
+            root: &project.root,
+        };
+        for err in [
+            ctx.read(Utf8Path::new(".gitignore")).map(|_| ()),
+            ctx.read_text(Utf8Path::new(".gitignore")).map(|_| ()),
+            ctx.exists(Utf8Path::new(".gitignore")).map(|_| ()),
+        ] {
+            let err = err.expect_err("nothing was captured");
+            assert_eq!(err.kind(), aibox_config::ErrorKind::Internal);
+            assert!(err.to_string().contains("`.gitignore`"), "{err}");
+        }
+    }
+}
