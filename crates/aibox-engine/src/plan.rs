@@ -317,7 +317,8 @@ impl Plan {
 ///
 /// # Errors
 /// A refusal of the policy or skill review gates, a failing generator, an unusable extra
-/// CA file.
+/// CA file; [`EngineError::NotCaptured`] (internal) if a source asks for a file resolve
+/// did not read.
 pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     let files = &resolved.files;
     let project = &resolved.project;
