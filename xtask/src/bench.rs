@@ -639,3 +639,77 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The report's arithmetic on made-up medians: targets, verdicts, linearity.
+
+    use super::*;
+
+    fn sample(ms: f64, rss_mib: u64) -> Sample {
+        Sample {
+            secs: ms / 1000.0,
+            rss_kib: Some(rss_mib * 1024),
+        }
+    }
+
+    /// A factor's medians: `scale` multiplies every time, `rss` is the first install's.
+    fn report(factor: usize, scale: f64, rss: u64) -> FactorReport {
+        let r = Results {
+            first: vec![sample(300.0 * scale, rss)],
+            noop: vec![sample(20.0 * scale, 10)],
+            upgrade: vec![sample(500.0 * scale, 10)],
+            integrity: vec![sample(30.0 * scale, 5)],
+            cp: vec![sample(200.0 * scale, 1)],
+            sha: vec![sample(20.0 * scale, 1)],
+            files: (
+                1700 * factor,
+                10_000_000 * u64::try_from(factor).unwrap_or(0),
+            ),
+        };
+        FactorReport::new(factor, 1, r)
+    }
+
+    #[test]
+    fn rows_carry_their_targets_and_verdicts() {
+        let one = report(1, 1.0, 20);
+        let met: Vec<(&str, Option<bool>)> = one.rows.iter().map(|r| (r.step, r.met())).collect();
+        assert_eq!(
+            met,
+            [
+                ("first install", Some(true)), // 1.5x cp -r
+                ("no-op apply", Some(true)),   // 20 ms
+                ("upgrade", Some(false)),      // 2.5x cp -r
+                ("doctor --integrity", Some(true)),
+                ("peak RSS, any step", None), // only held at 10x
+            ]
+        );
+        let ten = report(10, 10.0, 100);
+        let met: Vec<Option<bool>> = ten.rows.iter().map(Row::met).collect();
+        // No-op has no absolute target at 10x; 100 MiB misses the RSS target.
+        assert_eq!(
+            met,
+            [Some(true), None, Some(false), Some(true), Some(false)]
+        );
+        let mut text = String::new();
+        render_factor(&mut text, &ten);
+        assert!(
+            text.contains("MISSED") && text.contains("< 64 MiB"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn linearity_compares_each_step_with_the_content() {
+        let (files, bytes, steps, linear) = linearity(&report(1, 1.0, 20), &report(10, 10.0, 40));
+        assert!((files - 10.0).abs() < 1e-9 && (bytes - 10.0).abs() < 1e-9);
+        assert!(linear, "{steps:?}");
+        assert!(
+            steps
+                .iter()
+                .any(|(n, r)| n == "peak RSS" && (*r - 2.0).abs() < 1e-9)
+        );
+        let (_, _, steps, linear) = linearity(&report(1, 1.0, 20), &report(10, 20.0, 40));
+        assert!(!linear, "20x the time for 10x the bytes: {steps:?}");
+    }
+}
