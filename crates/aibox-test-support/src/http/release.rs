@@ -1,6 +1,7 @@
-//! Synthetic processkit releases in the real release layout (about 150 skills and 900
+//! Synthetic processkit releases in the real release layout (about 150 skills and 860
 //! files in several categories, package tiers, core skills, a gateway skill, per-skill
-//! MCP servers), a second version with upstream changes, and hostile archives — all
+//! MCP servers; the real-like one also at the real size, about 5 MB, and scaled for
+//! benchmarks), a second version with upstream changes, and hostile archives — all
 //! deterministic, packed by a small ustar writer that can also express what well-behaved
 //! tar libraries refuse to write (`..`, NUL bytes, devices, duplicates).
 
@@ -590,8 +591,10 @@ impl SyntheticRelease {
         Self::build(version, upstream_changes, false)
     }
 
-    /// A release shaped like processkit's own (v0.28.3): 146 skills with real-like names in
-    /// 7 categories, three `core: true` skills, the gateway, 27 PEP 723 servers launched
+    /// A release shaped and sized like processkit's own (v0.28.3): about 860 files and
+    /// 5 MB (`SKILL.md` files of 4-12 KB, references of 8-22 KB, five text assets of
+    /// 90-240 KB; so about 1,720 files and 10 MB installed with every skill and the
+    /// snapshot), 146 skills with real-like names in 7 categories, three `core: true` skills, the gateway, 27 PEP 723 servers launched
     /// with `uv run` (26 per-skill configs plus the gateway's) and three servers without a
     /// config, tier files framed by `---` with comments and block scalars, the MCP
     /// manifest with canonical-JSON digests (one stale `per_server_header`, as real
