@@ -7,7 +7,8 @@
 //! snapshot) and its successor are written as local `.tar.gz` archives pinned by digest,
 //! at 1x and 10x the files and bytes (`processkit_like_scaled`). For each size: first
 //! install, no-op `apply`, upgrade to the successor and `doctor --integrity`, with wall
-//! time and peak RSS (GNU `time`'s `%M`, when `/usr/bin/time` exists). Baselines: `cp -r`
+//! time, CPU time and peak RSS (GNU `time`'s `%U`, `%S` and `%M`, when `/usr/bin/time`
+//! exists; wall time well above CPU time is waiting, on `fsync` or on a busy machine). Baselines: `cp -r`
 //! of the installed tree and `sha256sum` of every installed file. Each row carries its
 //! target and whether it was met; a linearity line compares the largest factor with the
 //! smallest. Medians of several runs at 1x, one run above, so the whole bench takes a few
@@ -22,11 +23,14 @@ use aibox_test_support::http::release::SyntheticRelease;
 
 use crate::{say, step};
 
-/// One measured run: wall seconds and peak RSS in KiB (when known).
+/// One measured run: wall seconds, and peak RSS in KiB and CPU seconds (user + system)
+/// when GNU `time` is there. The CPU time shows how much of the wall time was waiting
+/// (on `fsync`, or on other jobs of a shared machine).
 #[derive(Clone, Copy)]
 struct Sample {
     secs: f64,
     rss_kib: Option<u64>,
+    cpu_secs: Option<f64>,
 }
 
 /// Runs `cmd` and measures it; fails when the command fails.
@@ -35,7 +39,7 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
     let rss_file = scratch.join("rss.txt");
     let mut run = if gnu_time.exists() {
         let mut c = Command::new(gnu_time);
-        c.arg("-f").arg("%M").arg("-o").arg(&rss_file);
+        c.arg("-f").arg("%M %U %S").arg("-o").arg(&rss_file);
         c.arg(cmd.get_program()).args(cmd.get_args());
         for (k, v) in cmd.get_envs() {
             match v {
@@ -62,18 +66,34 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    let rss_kib = fs_err::read_to_string(&rss_file)
+    // The last line is ours (earlier ones are GNU time's notes about the command).
+    let line = fs_err::read_to_string(&rss_file)
         .ok()
-        .and_then(|t| t.lines().last().and_then(|l| l.trim().parse().ok()));
+        .and_then(|t| t.lines().last().map(str::to_owned))
+        .unwrap_or_default();
+    let mut fields = line.split_whitespace();
+    let rss_kib = fields.next().and_then(|f| f.parse().ok());
+    let cpu_secs = match (
+        fields.next().and_then(|f| f.parse::<f64>().ok()),
+        fields.next().and_then(|f| f.parse::<f64>().ok()),
+    ) {
+        (Some(user), Some(system)) => Some(user + system),
+        _ => None,
+    };
     let _ = fs_err::remove_file(&rss_file);
-    Ok(Sample { secs, rss_kib })
+    Ok(Sample {
+        secs,
+        rss_kib,
+        cpu_secs,
+    })
 }
 
+/// The median run by wall time (its CPU time with it), and the highest RSS of all runs.
 fn median(mut v: Vec<Sample>) -> Sample {
     v.sort_by(|a, b| a.secs.total_cmp(&b.secs));
-    let secs = v[v.len() / 2].secs;
+    let mid = v[v.len() / 2];
     let rss_kib = v.iter().filter_map(|s| s.rss_kib).max();
-    Sample { secs, rss_kib }
+    Sample { rss_kib, ..mid }
 }
 
 fn sha256_hex(data: &[u8]) -> String {
@@ -350,6 +370,7 @@ impl FactorReport {
                 ours: Sample {
                     secs: f64::NAN,
                     rss_kib: peak,
+                    cpu_secs: None,
                 },
                 baseline: "",
                 base: cp,
@@ -395,16 +416,17 @@ fn render_factor(out: &mut String, f: &FactorReport) {
     );
     let _ = writeln!(
         out,
-        "  {:<20} {:>11}   {:<10} {:>10}  {:>8}  {:>10}   {:<18} result",
-        "step", "aibox", "baseline", "", "ratio", "peak RSS", "target"
+        "  {:<20} {:>11} {:>10}   {:<10} {:>10}  {:>8}  {:>10}   {:<18} result",
+        "step", "aibox", "(cpu)", "baseline", "", "ratio", "peak RSS", "target"
     );
     for row in &f.rows {
         let target = row.target.describe(row.baseline);
         if row.ours.secs.is_nan() {
             let _ = writeln!(
                 out,
-                "  {:<20} {:>11}   {:<10} {:>10}  {:>8}  {:>10}   {target:<18} {}",
+                "  {:<20} {:>11} {:>10}   {:<10} {:>10}  {:>8}  {:>10}   {target:<18} {}",
                 row.step,
+                "",
                 "",
                 "",
                 "",
@@ -414,11 +436,23 @@ fn render_factor(out: &mut String, f: &FactorReport) {
             );
             continue;
         }
+        let cpu = row.ours.cpu_secs.map_or_else(
+            || "n/a".to_owned(),
+            // GNU time counts in hundredths of a second.
+            |c| {
+                if c < 0.01 {
+                    "<10 ms".to_owned()
+                } else {
+                    format!("{:.0} ms", c * 1000.0)
+                }
+            },
+        );
         let _ = writeln!(
             out,
-            "  {:<20} {:>8.1} ms   {:<10} {:>7.1} ms  {:>7.2}x  {:>10}   {target:<18} {}",
+            "  {:<20} {:>8.1} ms {:>10}   {:<10} {:>7.1} ms  {:>7.2}x  {:>10}   {target:<18} {}",
             row.step,
             row.ours.secs * 1000.0,
+            format!("({cpu})"),
             row.baseline,
             row.base.secs * 1000.0,
             row.ratio(),
@@ -468,6 +502,7 @@ fn json_factor(f: &FactorReport) -> serde_json::Value {
                 "step": row.step,
                 "ms": timed.then_some(row.ours.secs * 1000.0),
                 "peak_rss_kib": row.ours.rss_kib,
+                "cpu_ms": row.ours.cpu_secs.map(|c| c * 1000.0),
                 "baseline": timed.then_some(row.baseline),
                 "baseline_ms": timed.then_some(row.base.secs * 1000.0),
                 "ratio": timed.then(|| row.ratio()),
@@ -650,6 +685,7 @@ mod tests {
         Sample {
             secs: ms / 1000.0,
             rss_kib: Some(rss_mib * 1024),
+            cpu_secs: Some(ms / 2000.0),
         }
     }
 
