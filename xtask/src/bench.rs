@@ -8,11 +8,13 @@
 //! at 1x and 10x the files and bytes (`processkit_like_scaled`). For each size: first
 //! install, no-op `apply`, upgrade to the successor and `doctor --integrity`, with wall
 //! time, CPU time and peak RSS (GNU `time`'s `%U`, `%S` and `%M`, when `/usr/bin/time`
-//! exists; wall time well above CPU time is waiting, on `fsync` or on a busy machine). Baselines: `cp -r`
-//! of the installed tree and `sha256sum` of every installed file. Each row carries its
-//! target and whether it was met; a linearity line compares the largest factor with the
-//! smallest. Medians of several runs at 1x, one run above, so the whole bench takes a few
-//! minutes. A measurement, not a gate: missed targets are printed, the exit code stays 0.
+//! exists; wall time well above CPU time is waiting, on `fsync` or on a busy machine).
+//! Baselines: `cp -r` of the installed tree and `sha256sum` of every installed file (the
+//! fastest of three tries per run, as they swing most with a busy disk). Each row
+//! carries its target and whether it was met; a linearity line compares the largest
+//! factor with the smallest. Medians of several runs at 1x, one run above, so the whole
+//! bench takes a few minutes. A measurement, not a gate: missed targets are printed, the
+//! exit code stays 0.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -86,6 +88,20 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
         rss_kib,
         cpu_secs,
     })
+}
+
+/// Tries of each baseline per run.
+const BASELINE_TRIES: usize = 3;
+
+/// The fastest run by wall time.
+fn fastest(v: Vec<Sample>) -> Sample {
+    v.into_iter()
+        .min_by(|a, b| a.secs.total_cmp(&b.secs))
+        .unwrap_or(Sample {
+            secs: f64::NAN,
+            rss_kib: None,
+            cpu_secs: None,
+        })
 }
 
 /// The median run by wall time (its CPU time with it), and the highest RSS of all runs.
@@ -216,19 +232,29 @@ fn one_run(
     r.files = (files + usize::from(agents > 0), bytes + agents);
     r.noop
         .push(measure(&mut aibox(&["apply"]), "no-op apply", work)?);
-    let mut cp = Command::new("cp");
-    cp.arg("-r")
-        .arg(project.join("context"))
-        .arg(project.join("AGENTS.md"))
-        .arg(&copy);
-    r.cp.push(measure(&mut cp, "cp -r", work)?);
-    let mut sha = Command::new("sh");
-    sha.arg("-c")
-        .arg("find \"$1\" \"$2\" -type f -print0 | xargs -0 sha256sum > /dev/null")
-        .arg("sh")
-        .arg(project.join("context"))
-        .arg(project.join("AGENTS.md"));
-    r.sha.push(measure(&mut sha, "sha256sum", work)?);
+    // The baselines are short and swing most with a busy disk: the fastest of a few
+    // tries, which holds aibox to the stricter ratio.
+    let mut cps = Vec::new();
+    let mut shas = Vec::new();
+    for k in 0..BASELINE_TRIES {
+        let into = copy.join(k.to_string());
+        fs_err::create_dir_all(&into).map_err(|e| e.to_string())?;
+        let mut cp = Command::new("cp");
+        cp.arg("-r")
+            .arg(project.join("context"))
+            .arg(project.join("AGENTS.md"))
+            .arg(&into);
+        cps.push(measure(&mut cp, "cp -r", work)?);
+        let mut sha = Command::new("sh");
+        sha.arg("-c")
+            .arg("find \"$1\" \"$2\" -type f -print0 | xargs -0 sha256sum > /dev/null")
+            .arg("sh")
+            .arg(project.join("context"))
+            .arg(project.join("AGENTS.md"));
+        shas.push(measure(&mut sha, "sha256sum", work)?);
+    }
+    r.cp.push(fastest(cps));
+    r.sha.push(fastest(shas));
     fs_err::write(&toml, config(v2)).map_err(|e| e.to_string())?;
     r.upgrade
         .push(measure(&mut aibox(&["apply"]), "upgrade", work)?);
