@@ -10,10 +10,10 @@ apt_packages=(podman runc catatonit debootstrap podman-compose docker-compose ui
   # aibox's base image (`cargo xtask image`): arm64 through qemu + binfmt_misc, and a
   # loopback registry to publish to and pull from.
   qemu-user-static binfmt-support docker-registry
-  openssh-client binutils python3-venv curl)
+  openssh-client binutils python3-venv curl time)
 # openssh-client: ssh-keygen for the release tag signing tests; binutils: objdump for the
 # glibc floor check; python3-venv: cargo-zigbuild's virtualenv; curl: PyPI questions of
-# release-state.
+# release-state; time: GNU /usr/bin/time, peak RSS in `cargo xtask bench`.
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

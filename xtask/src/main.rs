@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS

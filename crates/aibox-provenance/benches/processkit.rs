@@ -1,8 +1,9 @@
-//! Benchmarks on the processkit-like synthetic release (146 skills, about 870 files, the
-//! shape of processkit v0.28.3; `SyntheticRelease::processkit_like`): first install,
-//! no-op apply, upgrade to the second version (archive already local, so no download),
-//! and the full per-file integrity check, next to a `sha256sum` baseline over the same
-//! installed files (the targets: no-op and integrity within 3x of it). Compile with
+//! Benchmarks on the processkit-like synthetic release (146 skills, about 860 files and
+//! 5 MB, the shape and size of processkit v0.28.3; `SyntheticRelease::processkit_like`):
+//! first install, no-op apply, upgrade to the second version (archive already local, so
+//! no download), and the full per-file integrity check, next to a `sha256sum` baseline
+//! over the same installed files (the targets: no-op and integrity within 3x of it). The
+//! whole CLI at 1x and 10x, against the targets: `cargo xtask bench`. Compile with
 //! `cargo bench -p aibox-provenance --no-run`; run on an otherwise idle machine.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]

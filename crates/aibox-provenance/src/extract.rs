@@ -27,8 +27,8 @@ pub struct ExtractLimits {
 impl Default for ExtractLimits {
     fn default() -> Self {
         Self {
-            max_entries: 20_000,
-            max_total_bytes: 64 * 1024 * 1024,
+            max_entries: 200_000,
+            max_total_bytes: 1024 * 1024 * 1024,
             max_path_len: 240,
             max_depth: 16,
         }

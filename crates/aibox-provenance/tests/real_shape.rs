@@ -29,8 +29,16 @@ fn the_release_has_the_real_shape() {
         .map(|k| k.split('/').nth(2).unwrap())
         .collect();
     assert_eq!(categories.len(), 7, "{categories:?}");
-    // About 865 files from the source tree, plus LICENSE, CHANGELOG.md, PROVENANCE.toml.
+    // About 860 files from the source tree, plus LICENSE, CHANGELOG.md, PROVENANCE.toml.
     assert!((840..=900).contains(&r.files.len()), "{}", r.files.len());
+    // About 5 MB, as the real release (10 MB installed with its snapshot): SKILL.md files
+    // of several KB, larger references, a few assets of 100-250 KB.
+    let bytes: usize = r.files.values().map(|(d, _)| d.len()).sum();
+    assert!((4_500_000..=5_500_000).contains(&bytes), "{bytes}");
+    let skill_md = r.files["context/skills/processkit/event-log/SKILL.md"]
+        .0
+        .len();
+    assert!((4_000..=13_000).contains(&skill_md), "{skill_md}");
     let tier = String::from_utf8(r.files[".processkit/packages/managed.yaml"].0.clone()).unwrap();
     assert!(
         tier.starts_with("---\n") && tier.ends_with("\n---\n"),
@@ -48,6 +56,34 @@ fn the_release_has_the_real_shape() {
         .filter(|(d, _)| String::from_utf8_lossy(d).contains("\n    core: true\n"))
         .count();
     assert_eq!(core, 3);
+}
+
+#[test]
+#[allow(clippy::cast_precision_loss)] // a ratio of sizes
+fn the_scaled_release_grows_files_and_bytes_linearly() {
+    let size = |r: &SyntheticRelease| -> (usize, usize) {
+        (r.files.len(), r.files.values().map(|(d, _)| d.len()).sum())
+    };
+    let (files, bytes) = size(&SyntheticRelease::processkit_like("v0.28.3", false));
+    let scaled = SyntheticRelease::processkit_like_scaled("v0.28.3", false, 3);
+    let (files3, bytes3) = size(&scaled);
+    // LICENSE, CHANGELOG.md and PROVENANCE.toml are not copied; every other file is.
+    assert_eq!(files3, 3 * files - 6, "{files} -> {files3}");
+    let ratio = bytes3 as f64 / bytes as f64;
+    assert!((2.95..=3.05).contains(&ratio), "{bytes} -> {bytes3}");
+    // The copies add no skill, server or tier: the catalog is the real shape's.
+    let count =
+        |r: &SyntheticRelease, suffix: &str| r.files.keys().filter(|k| k.ends_with(suffix)).count();
+    assert_eq!(count(&scaled, "/SKILL.md"), 146);
+    assert_eq!(count(&scaled, "/mcp/mcp-config.json"), 28);
+    assert_eq!(
+        scaled
+            .files
+            .keys()
+            .filter(|k| k.starts_with(".processkit/packages/"))
+            .count(),
+        6
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
-//! Synthetic processkit releases in the real release layout (about 150 skills and 900
+//! Synthetic processkit releases in the real release layout (about 150 skills and 860
 //! files in several categories, package tiers, core skills, a gateway skill, per-skill
-//! MCP servers), a second version with upstream changes, and hostile archives — all
+//! MCP servers; the real-like one also at the real size, about 5 MB, and scaled for
+//! benchmarks), a second version with upstream changes, and hostile archives — all
 //! deterministic, packed by a small ustar writer that can also express what well-behaved
 //! tar libraries refuse to write (`..`, NUL bytes, devices, duplicates).
 
@@ -235,6 +236,26 @@ fn filler(seed: &str, len: usize) -> String {
     out.push('\n');
     out
 }
+
+/// A deterministic length in `lo..lo + spread` for `seed`, so file sizes vary like a real
+/// tree's instead of all being equal.
+fn size_of(seed: &str, lo: usize, spread: usize) -> usize {
+    let h: u64 = seed.bytes().fold(0xcbf2_9ce4_8422_2325, |a, b| {
+        (a ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let spread = u64::try_from(spread.max(1)).unwrap_or(1);
+    lo + usize::try_from(h % spread).unwrap_or(0)
+}
+
+/// Larger text assets a few real skills ship (templates, icon sheets, sample data):
+/// `(skill, file under the skill, size)`.
+const ASSETS: [(&str, &str, usize); 5] = [
+    ("design-system", "assets/icons.svg", 240_000),
+    ("wireframing", "assets/wireframe-kit.svg", 160_000),
+    ("report-generation", "assets/report-template.html", 120_000),
+    ("dataset-curation", "assets/sample-dataset.csv", 200_000),
+    ("eval-design", "assets/eval-cases.jsonl", 90_000),
+];
 
 /// The name of the `i`-th skill of `cat`: synthetic (`<cat>-skill-NN`, stable for tests
 /// that name skills by index) or real-like.
@@ -505,6 +526,61 @@ fn credential_examples(name: &str, add: &mut dyn FnMut(String, String), dir: &st
     }
 }
 
+/// The `k`-th copy of a payload file for [`SyntheticRelease::processkit_like_scaled`]:
+/// its path and contents (see there).
+fn scaled_copy(path: &str, data: &[u8], k: usize) -> (String, Vec<u8>) {
+    let skill = path
+        .strip_prefix("context/skills/")
+        .and_then(|rest| {
+            let mut it = rest.splitn(3, '/');
+            Some((it.next()?, it.next()?, it.next()?))
+        })
+        .filter(|(cat, _, _)| !cat.starts_with('_'));
+    let parsed = |rest: &str| {
+        rest == "SKILL.md"
+            || rest.starts_with("mcp/")
+            || rest.starts_with("config/")
+            || path.starts_with(".processkit/packages/")
+            || matches!(
+                path,
+                "context/.processkit-mcp-manifest.json" | "AGENTS.md" | "INDEX.md"
+            )
+    };
+    let (dest, note) = if let Some((cat, name, rest)) = skill {
+        let note = parsed(rest);
+        let rest = if note {
+            format!("{}.md", rest.replace('/', "-"))
+        } else {
+            rest.to_owned()
+        };
+        (
+            format!("context/skills/{cat}/{name}/references/copy-{k}/{rest}"),
+            note,
+        )
+    } else {
+        let note = parsed(path);
+        let rest = if note {
+            format!("{}.md", path.replace('/', "-"))
+        } else {
+            path.strip_prefix("context/").unwrap_or(path).to_owned()
+        };
+        let installed = path.starts_with("context/") || matches!(path, "AGENTS.md" | "INDEX.md");
+        if installed {
+            (format!("context/bench-copies/copy-{k}/{rest}"), note)
+        } else {
+            (format!("copies/copy-{k}/{rest}"), note)
+        }
+    };
+    let copy = if note {
+        filler(&dest, data.len().saturating_sub(1)).into_bytes()
+    } else {
+        let mut copy = data.to_vec();
+        copy.extend_from_slice(format!("\n# copy {k}\n").as_bytes());
+        copy
+    };
+    (dest, copy)
+}
+
 impl SyntheticRelease {
     /// The base release (`upstream_changes = false`) or its successor with upstream
     /// changes: edited skills, a new and a removed skill, a new library file, a dropped
@@ -515,8 +591,10 @@ impl SyntheticRelease {
         Self::build(version, upstream_changes, false)
     }
 
-    /// A release shaped like processkit's own (v0.28.3): 146 skills with real-like names in
-    /// 7 categories, three `core: true` skills, the gateway, 27 PEP 723 servers launched
+    /// A release shaped and sized like processkit's own (v0.28.3): about 860 files and
+    /// 5 MB (`SKILL.md` files of 4-12 KB, references of 8-22 KB, five text assets of
+    /// 90-240 KB; so about 1,720 files and 10 MB installed with every skill and the
+    /// snapshot), 146 skills with real-like names in 7 categories, three `core: true` skills, the gateway, 27 PEP 723 servers launched
     /// with `uv run` (26 per-skill configs plus the gateway's) and three servers without a
     /// config, tier files framed by `---` with comments and block scalars, the MCP
     /// manifest with canonical-JSON digests (one stale `per_server_header`, as real
@@ -557,7 +635,14 @@ impl SyntheticRelease {
         for i in 0..24 {
             add(
                 format!("context/skills/_lib/processkit/mod_{i:02}.py"),
-                filler(&format!("lib{i}"), 5000),
+                filler(
+                    &format!("lib{i}"),
+                    if real {
+                        size_of(&format!("lib{i}"), 6000, 12_000)
+                    } else {
+                        5000
+                    },
+                ),
             );
         }
         if upstream_changes {
@@ -572,7 +657,14 @@ impl SyntheticRelease {
             }
             add(
                 format!("context/schemas/schema-{i:02}.yaml"),
-                filler(&format!("schema{i}"), 1500),
+                filler(
+                    &format!("schema{i}"),
+                    if real {
+                        size_of(&format!("schema{i}"), 1500, 4000)
+                    } else {
+                        1500
+                    },
+                ),
             );
         }
         for i in 0..7 {
@@ -581,8 +673,10 @@ impl SyntheticRelease {
                 filler(&format!("sm{i}"), 800),
             );
         }
+        // Real releases ship a few example entities; the synthetic one more, for tests.
+        let entities = if real { 3 } else { 12 };
         for dir in ["artifacts", "bindings", "roles", "team-members"] {
-            for i in 0..12 {
+            for i in 0..entities {
                 add(
                     format!("context/{dir}/{dir}-{i:02}.md"),
                     filler(&format!("{dir}{i}"), 1200),
@@ -635,7 +729,16 @@ impl SyntheticRelease {
             );
             skill_md.push_str("---\n\n");
             let _ = writeln!(skill_md, "# {name}\n");
-            skill_md.push_str(&filler(&format!("skill-{name}"), 2500));
+            // Real `SKILL.md` files run to several KB; references are the bulk of a skill.
+            let (skill_len, guide_len) = if real {
+                (
+                    size_of(&format!("len-skill-{name}"), 4000, 8000),
+                    size_of(&format!("len-guide-{name}"), 8000, 14_000),
+                )
+            } else {
+                (2500, 2000)
+            };
+            skill_md.push_str(&filler(&format!("skill-{name}"), skill_len));
             if changed {
                 skill_md.push_str("\nUpstream revision: clarified the procedure.\n");
             }
@@ -648,7 +751,10 @@ impl SyntheticRelease {
             );
             add(
                 format!("{dir}/references/guide.md"),
-                filler(&format!("guide-{name}"), if changed { 2100 } else { 2000 }),
+                filler(
+                    &format!("guide-{name}"),
+                    if changed { guide_len + 100 } else { guide_len },
+                ),
             );
             add(format!("{dir}/scripts/.gitkeep"), String::new());
             if idx.is_multiple_of(3) {
@@ -662,13 +768,28 @@ impl SyntheticRelease {
                         format!("{dir}/examples/example.md"),
                         format!(
                             "# Example of {name}\n\n{}",
-                            filler(&format!("ex-{name}"), 600)
+                            filler(
+                                &format!("ex-{name}"),
+                                if real {
+                                    size_of(&format!("len-ex-{name}"), 2500, 3000)
+                                } else {
+                                    600
+                                }
+                            )
                         ),
                     );
                 }
             }
             if real {
                 credential_examples(name, &mut add, &dir);
+                for (skill, file, len) in ASSETS {
+                    if skill == name {
+                        add(
+                            format!("{dir}/{file}"),
+                            filler(&format!("asset-{name}"), len),
+                        );
+                    }
+                }
             }
             if name == "processkit-gateway" {
                 add(
@@ -814,36 +935,32 @@ impl SyntheticRelease {
         }
     }
 
-    /// [`Self::processkit_like`] with `factor` times the content: every skill also ships
-    /// `factor - 1` copies of its documentation and scripts under `references/copy-K/`
-    /// (MCP servers, settings and `SKILL.md` are not copied, so the catalog, the servers
-    /// and the MCP manifest stay those of the real shape). For benchmarks at 10x.
+    /// [`Self::processkit_like`] with `factor` times the files and the bytes: besides the
+    /// base release, `factor - 1` copies of every file (but `LICENSE`, `CHANGELOG.md` and
+    /// `PROVENANCE.toml`, which is restamped and so grows with the file list), so the
+    /// release, the installed tree and the snapshot all grow linearly. A copy stays in
+    /// its skill (under `references/copy-K/`) or, outside skills, moves below
+    /// `context/bench-copies/copy-K/` when the original is installed and `copies/copy-K/`
+    /// when it is not; a file the product parses (`SKILL.md`, `mcp/`, `config/`, tier
+    /// files, the MCP manifest, `AGENTS.md`) is copied as a plain note of the same size,
+    /// so the catalog, the servers and the manifest stay those of the real shape. For
+    /// benchmarks at 10x.
     pub fn processkit_like_scaled(version: &str, upstream_changes: bool, factor: usize) -> Self {
         let mut release = Self::processkit_like(version, upstream_changes);
         if factor <= 1 {
             return release;
         }
-        let skill_dirs: Vec<String> = release
-            .files
-            .keys()
-            .filter_map(|p| p.strip_suffix("/SKILL.md"))
-            .filter(|d| d.starts_with("context/skills/") && d.matches('/').count() == 3)
-            .map(|d| format!("{d}/"))
-            .collect();
         let mut extra = BTreeMap::new();
-        for dir in &skill_dirs {
-            for (path, (data, mode)) in release.files.range(dir.clone()..) {
-                let Some(rest) = path.strip_prefix(dir.as_str()) else {
-                    break;
-                };
-                if rest == "SKILL.md" || rest.starts_with("mcp/") || rest.starts_with("config/") {
-                    continue;
-                }
-                for k in 1..factor {
-                    let mut copy = data.clone();
-                    copy.extend_from_slice(format!("\n<!-- copy {k} -->\n").as_bytes());
-                    extra.insert(format!("{dir}references/copy-{k}/{rest}"), (copy, *mode));
-                }
+        for (path, (data, mode)) in &release.files {
+            if matches!(
+                path.as_str(),
+                "LICENSE" | "CHANGELOG.md" | "PROVENANCE.toml"
+            ) {
+                continue;
+            }
+            for k in 1..factor {
+                let (copy_path, copy) = scaled_copy(path, data, k);
+                extra.insert(copy_path, (copy, *mode));
             }
         }
         release.files.extend(extra);
