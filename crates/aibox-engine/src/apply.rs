@@ -414,7 +414,12 @@ fn write_decided(
         writer.write(backup, old, None)?;
     }
     if report.action.changes() {
-        writer.write(&file.path, &file.contents, file.mode)?;
+        match &file.copy_from {
+            Some(from) => writer.copy_verified(&file.path, from, file.mode)?,
+            None => {
+                writer.write(&file.path, &file.contents, file.mode)?;
+            }
+        }
     }
     Ok(report)
 }
@@ -478,6 +483,9 @@ fn decide(
         }
         .into());
     }
+    if let Some(from) = &file.copy_from {
+        return decide_copy(root, file, from, options);
+    }
     let old = root.read(&file.path)?;
     let old_mode = if old.is_some() && file.mode.is_some() {
         root.mode(&file.path)?
@@ -523,6 +531,62 @@ fn decide(
         old,
         unowned,
     })
+}
+
+/// The decision for a verified copy (processkit release files): compared by size and
+/// digest, streaming the existing file, so no planned file is held in memory. Only a
+/// dry run reads both sides, for the diff.
+fn decide_copy(
+    root: &ProjectRoot,
+    file: &PlannedFile,
+    from: &aibox_config::CopyFrom,
+    options: &ApplyOptions,
+) -> Result<Decision, EngineError> {
+    let abs = root.path().join(&file.path);
+    let action = match root.file_meta(&file.path)? {
+        None => FileAction::Created,
+        Some(meta) => {
+            let same = meta.len() == from.size
+                && aibox_provenance::Sha256::of_file(&abs)?.as_bytes() == &from.sha256;
+            if !same {
+                FileAction::Updated
+            } else if file.mode.is_some_and(|m| mode_differs(&meta, m)) {
+                FileAction::Updated
+            } else {
+                FileAction::Unchanged
+            }
+        }
+    };
+    let diff = if options.dry_run && action.changes() {
+        let old = root.read(&file.path)?;
+        let new = fs_err::read(&from.path)
+            .map_err(|e| EngineError::io("read", from.path.display().to_string(), e))?;
+        Some(unified_diff(&file.path, old.as_deref(), &new))
+    } else {
+        None
+    };
+    Ok(Decision {
+        report: FileReport {
+            path: file.path.clone(),
+            ownership: file.ownership,
+            action,
+            backup: None,
+            diff,
+        },
+        old: None,
+        unowned: None,
+    })
+}
+
+#[cfg(unix)]
+fn mode_differs(meta: &std::fs::Metadata, mode: u32) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    meta.permissions().mode() & 0o7777 != mode
+}
+
+#[cfg(not(unix))]
+fn mode_differs(_meta: &std::fs::Metadata, _mode: u32) -> bool {
+    false
 }
 
 /// Unified diff of one file; a created file is diffed against `/dev/null`.

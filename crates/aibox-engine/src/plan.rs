@@ -246,6 +246,25 @@ impl PlanBuilder {
     }
 }
 
+/// A planned file as the policy gate scans it: a verified copy of an unverified
+/// release's file (the only copies the gate sees) is read for the scan.
+fn gated_contents(f: &PlannedFile) -> Result<PlannedFile, EngineError> {
+    let mut f = f.clone();
+    if let Some(from) = f.copy_from.take() {
+        f.contents = fs_err::read(&from.path)
+            .map_err(|e| EngineError::io("read", from.path.display().to_string(), e))?;
+        if aibox_provenance::Sha256::of(&f.contents).as_bytes() != &from.sha256 {
+            return Err(crate::writer::WriteError::SourceChanged {
+                path: f.path.clone(),
+                from: from.path.display().to_string(),
+                reason: "no longer has the verified SHA-256".to_owned(),
+            }
+            .into());
+        }
+    }
+    Ok(f)
+}
+
 /// Everything one apply would write.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -341,8 +360,8 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
         .files
         .iter()
         .filter(|f| !verified_content.contains(&f.path))
-        .cloned()
-        .collect();
+        .map(gated_contents)
+        .collect::<Result<_, _>>()?;
     aibox_policy::check_plan(
         &project.config,
         &project.local,
