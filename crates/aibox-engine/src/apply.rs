@@ -548,12 +548,10 @@ fn decide_copy(
         Some(meta) => {
             let same = meta.len() == from.size
                 && aibox_provenance::Sha256::of_file(&abs)?.as_bytes() == &from.sha256;
-            if !same {
-                FileAction::Updated
-            } else if file.mode.is_some_and(|m| mode_differs(&meta, m)) {
-                FileAction::Updated
-            } else {
+            if same && !file.mode.is_some_and(|m| mode_differs(&meta, m)) {
                 FileAction::Unchanged
+            } else {
+                FileAction::Updated
             }
         }
     };

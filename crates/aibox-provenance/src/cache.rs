@@ -220,6 +220,12 @@ impl Cache {
     }
 }
 
+/// A temporary file for a download when there is no cache (removed when dropped).
+pub fn temp_download() -> Result<tempfile::NamedTempFile> {
+    tempfile::NamedTempFile::new()
+        .map_err(|e| ProvenanceError::io("create a temporary file in", "$TMPDIR", e))
+}
+
 fn remove_store(dir: &Path) -> Result<()> {
     match fs_err::remove_dir_all(dir) {
         Ok(()) => Ok(()),

@@ -432,6 +432,7 @@ pub struct Unpacked {
 /// archive must hold exactly one top directory `processkit-<tag>/` (stripped); with
 /// `expected_tag` the tag must match. On an error, `tree` holds a partial tree the
 /// caller removes (it is always a private staging directory).
+#[allow(clippy::too_many_lines)] // one pass over every entry, each check in order
 pub fn unpack_archive(
     input: impl Read,
     what: &str,

@@ -496,8 +496,7 @@ fn fetch_http(
     // verified and unpacked), or a temporary file without a cache.
     let mut tmp = match &opts.cache {
         Some(cache) => cache.temp_archive()?,
-        None => tempfile::NamedTempFile::new()
-            .map_err(|e| ProvenanceError::io("create a temporary file in", "$TMPDIR", e))?,
+        None => crate::cache::temp_download()?,
     };
     let (digest, _) = download_to(url, &opts.http, progress, tmp.as_file_mut())?;
     let verification = verify_all(url, digest, pins, sidecar, allow_unverified)?;
