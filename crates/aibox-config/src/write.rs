@@ -423,6 +423,18 @@ fn set_mode(_path: &Utf8Path, _mode: u32) -> Result<(), WriteError> {
     Ok(())
 }
 
+/// Sets the mode through an open file (one `fchmod`, no path lookup).
+#[cfg(unix)]
+fn set_file_mode(file: &std::fs::File, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_file_mode(_file: &std::fs::File, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
 /// Writes files below a [`ProjectRoot`], inside the perimeter only.
 #[derive(Debug)]
 pub struct Writer<'a> {
@@ -603,10 +615,7 @@ impl<'a> Writer<'a> {
             None => None,
         };
         let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
-        copy_temp(&temp, rel, from, !self.deferred)?;
-        if let Some(mode) = mode.or(old_mode) {
-            set_mode(&temp, mode)?;
-        }
+        copy_temp(&temp, rel, from, mode.or(old_mode), !self.deferred)?;
         self.crash.point();
         if let Err(e) = fs_err::rename(&temp, &target) {
             let _ = fs_err::remove_file(&temp);
@@ -621,14 +630,22 @@ impl<'a> Writer<'a> {
     /// nearest existing folder for ones still to be created) by creating and removing a
     /// probe file there. Nothing else is touched.
     pub fn probe_writable(&self, targets: &[&Utf8Path]) -> Result<(), WriteError> {
-        let mut probed: Vec<Utf8PathBuf> = Vec::new();
+        let mut probed: std::collections::HashSet<Utf8PathBuf> = std::collections::HashSet::new();
+        // Each folder is looked at once, however many targets share it.
+        let mut parents: std::collections::HashSet<&Utf8Path> = std::collections::HashSet::new();
+        let mut is_dir: std::collections::HashMap<Utf8PathBuf, bool> =
+            std::collections::HashMap::new();
         for rel in targets {
             check_relative(rel)?;
+            if !parents.insert(rel.parent().unwrap_or(Utf8Path::new(""))) {
+                continue;
+            }
             let mut dir = self.root.path().to_owned();
             if let Some(parent) = rel.parent() {
                 for part in parent.components() {
                     let next = dir.join(part);
-                    if !next.is_dir() {
+                    let found = *is_dir.entry(next.clone()).or_insert_with(|| next.is_dir());
+                    if !found {
                         break;
                     }
                     dir = next;
@@ -644,7 +661,7 @@ impl<'a> Writer<'a> {
                 .open(&probe)
                 .map_err(|e| WriteError::io("write", self.root.path().join(rel), e))?;
             let _ = fs_err::remove_file(&probe);
-            probed.push(dir);
+            probed.insert(dir);
         }
         Ok(())
     }
@@ -809,6 +826,7 @@ fn copy_temp(
     temp: &Utf8Path,
     rel: &Utf8Path,
     from: &crate::CopyFrom,
+    mode: Option<u32>,
     sync: bool,
 ) -> Result<(), WriteError> {
     use sha2::Digest as _;
@@ -865,6 +883,10 @@ fn copy_temp(
             )))
         } else if <[u8; 32]>::from(hasher.finalize()) != from.sha256 {
             Err(changed("no longer has the verified SHA-256".to_owned()))
+        } else if let Some(mode) = mode
+            && let Err(e) = set_file_mode(file.file(), mode)
+        {
+            Err(WriteError::io("set permissions of", temp, e))
         } else if sync {
             file.sync_all()
                 .map_err(|e| WriteError::io("write", temp, e))

@@ -282,8 +282,14 @@ fn planned_removals(
         if !in_perimeter(path) {
             return Err(WriteError::OutsidePerimeter { path: path.clone() }.into());
         }
-        if let Some(old) = root.read(path)? {
-            let diff = options.dry_run.then(|| {
+        // Only a dry run needs the old text (for the diff); otherwise existence is enough.
+        let exists = if options.dry_run {
+            root.read(path)?.map(Some)
+        } else {
+            root.is_file(path)?.then_some(None)
+        };
+        if let Some(old) = exists {
+            let diff = old.map(|old| {
                 unified_diff(path, Some(&old), b"").replacen(
                     &format!("+++ b/{path}"),
                     "+++ /dev/null",
