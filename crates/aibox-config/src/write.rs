@@ -425,13 +425,13 @@ fn set_mode(_path: &Utf8Path, _mode: u32) -> Result<(), WriteError> {
 
 /// Sets the mode through an open file (one `fchmod`, no path lookup).
 #[cfg(unix)]
-fn set_file_mode(file: &std::fs::File, mode: u32) -> std::io::Result<()> {
+fn set_file_mode(file: &fs_err::File, mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     file.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
 #[cfg(not(unix))]
-fn set_file_mode(_file: &std::fs::File, _mode: u32) -> std::io::Result<()> {
+fn set_file_mode(_file: &fs_err::File, _mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
@@ -884,7 +884,7 @@ fn copy_temp(
         } else if <[u8; 32]>::from(hasher.finalize()) != from.sha256 {
             Err(changed("no longer has the verified SHA-256".to_owned()))
         } else if let Some(mode) = mode
-            && let Err(e) = set_file_mode(file.file(), mode)
+            && let Err(e) = set_file_mode(&file, mode)
         {
             Err(WriteError::io("set permissions of", temp, e))
         } else if sync {
