@@ -846,3 +846,36 @@ fn create_new_file(path: &Path, executable: bool) -> Result<fs_err::File> {
     opts.open(path)
         .map_err(|e| ProvenanceError::io("create", path, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory does not grow with the release's bytes: a payload entry is a fixed-size
+    /// manifest record (digest, size, mode), never the contents.
+    #[test]
+    fn a_payload_entry_holds_no_contents() {
+        assert!(std::mem::size_of::<PayloadFile>() <= 48);
+        let big = vec![7u8; 1024 * 1024];
+        let p = Payload::from_memory([("context/big.bin".to_owned(), big.clone(), false)]);
+        let entry = p.files["context/big.bin"];
+        assert_eq!(entry.size, big.len() as u64);
+        assert_eq!(entry.sha256, Sha256::of(&big));
+    }
+
+    #[test]
+    fn a_file_changed_on_disk_is_refused_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        fs_err::write(dir.path().join("a.md"), "one\n").unwrap();
+        let p = read_dir(dir.path(), &ExtractLimits::default()).unwrap();
+        assert_eq!(p.read("a.md").unwrap(), b"one\n");
+        fs_err::write(dir.path().join("a.md"), "two\n").unwrap();
+        let err = p.read("a.md").unwrap_err();
+        assert!(
+            matches!(err, ProvenanceError::ChangedReleaseFile { .. }),
+            "{err:?}"
+        );
+        fs_err::write(dir.path().join("a.md"), "longer\n").unwrap();
+        assert!(p.read("a.md").unwrap_err().to_string().contains("bytes"));
+    }
+}
