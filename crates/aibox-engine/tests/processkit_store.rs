@@ -75,6 +75,25 @@ impl Setup {
 #[test]
 fn a_warm_no_op_apply_needs_only_the_unpacked_store() {
     let s = setup();
+    // A dry run diffs a planned copy by reading its verified source.
+    let dry = apply(
+        &s.root,
+        &ApplyOptions {
+            dry_run: true,
+            ..s.opts()
+        },
+    )
+    .unwrap();
+    let roster = dry
+        .files
+        .iter()
+        .find(|f| f.path == "context/team/roster.md")
+        .unwrap();
+    assert!(
+        roster.diff.as_deref().unwrap().contains("+# Roster"),
+        "{roster:?}"
+    );
+    assert!(!s.root.join("context").exists(), "a dry run writes nothing");
     assert!(apply(&s.root, &s.opts()).unwrap().changed());
     assert!(s.store().join("manifest").is_file());
     let hits = s.server.hits().len();

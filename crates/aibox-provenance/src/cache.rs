@@ -66,24 +66,6 @@ impl Cache {
         self.root.join("unpacked").join(format!("sha256-{digest}"))
     }
 
-    /// Returns the cached archive for `digest` after re-hashing it. A corrupt entry is
-    /// removed and reported as a miss.
-    pub fn load(&self, digest: &Sha256) -> Result<Option<Vec<u8>>> {
-        let path = self.archive_path(digest);
-        let bytes = match fs_err::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(ProvenanceError::io("read", &path, e)),
-        };
-        if Sha256::of(&bytes) == *digest {
-            Ok(Some(bytes))
-        } else {
-            fs_err::remove_file(&path)
-                .map_err(|e| ProvenanceError::io("remove corrupt cache entry", &path, e))?;
-            Ok(None)
-        }
-    }
-
     /// Whether the release with `digest` can be had from the cache without the network:
     /// a sound unpacked store, or an archive that still matches its digest.
     pub fn contains(&self, digest: &Sha256) -> Result<bool> {
@@ -102,21 +84,6 @@ impl Cache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(ProvenanceError::io("read", &path, e)),
         }
-    }
-
-    /// Stores an archive whose digest the caller has verified (temp file + rename).
-    pub fn store(&self, digest: &Sha256, bytes: &[u8]) -> Result<()> {
-        debug_assert_eq!(Sha256::of(bytes), *digest);
-        let path = self.archive_path(digest);
-        let dir = path.parent().unwrap_or(&self.root);
-        fs_err::create_dir_all(dir).map_err(|e| ProvenanceError::io("create", dir, e))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)
-            .map_err(|e| ProvenanceError::io("create temporary file in", dir, e))?;
-        std::io::Write::write_all(&mut tmp, bytes)
-            .map_err(|e| ProvenanceError::io("write", tmp.path(), e))?;
-        tmp.persist(&path)
-            .map_err(|e| ProvenanceError::io("rename into", &path, e.error))?;
-        Ok(())
     }
 
     /// A temporary file in the archive folder, for a download streamed to disk (renamed
