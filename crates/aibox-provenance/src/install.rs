@@ -654,6 +654,8 @@ fn install_set<'a>(release: &'a VerifiedRelease, selected: &BTreeSet<String>) ->
 pub struct LiveScan {
     /// The live processkit marker text, if any.
     pub marker: Option<String>,
+    /// That marker parsed (`None` when missing, unparseable or of another schema).
+    pub parsed_marker: Option<Marker>,
     /// Live state of every path the plan classifies.
     pub files: BTreeMap<String, Live>,
     /// The interrupted run's intent record, when it still applies.
@@ -688,10 +690,10 @@ fn basis<'a>(
     catalog: &Catalog,
     opts: &PlanOptions<'_>,
     marker: Option<&str>,
+    old: Option<Marker>,
 ) -> Result<Basis<'a>> {
     let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
     let new_set = install_set(release, &selection.skills);
-    let old = marker.and_then(Marker::parse);
     let same_release = old.as_ref().is_some_and(|m| {
         m.install.processkit_version == release.version
             && m.manifest.release_asset_sha256 == Some(release.digest)
@@ -730,7 +732,14 @@ pub fn scan(
     hints: Hints<'_>,
 ) -> Result<LiveScan> {
     let marker = fs_err::read_to_string(root.join(MARKER_PATH)).ok();
-    let b = basis(release, catalog, opts, marker.as_deref())?;
+    let parsed_marker = marker.as_deref().and_then(Marker::parse);
+    let b = basis(
+        release,
+        catalog,
+        opts,
+        marker.as_deref(),
+        parsed_marker.clone(),
+    )?;
     let mut cache_misses = 0;
     let mut files = BTreeMap::new();
     for path in classified_paths(&b.new_set, b.old.as_ref()) {
@@ -781,6 +790,7 @@ pub fn scan(
     };
     Ok(LiveScan {
         marker,
+        parsed_marker,
         files,
         interrupted,
         snapshot_provenance,
@@ -830,7 +840,13 @@ pub fn plan_scanned(
     opts: &PlanOptions<'_>,
     live: &LiveScan,
 ) -> Result<InstallPlan> {
-    let b = basis(release, catalog, opts, live.marker.as_deref())?;
+    let b = basis(
+        release,
+        catalog,
+        opts,
+        live.marker.as_deref(),
+        live.parsed_marker.clone(),
+    )?;
     let mut warnings = release.warnings.clone();
     warnings.extend(b.selection.warnings.iter().cloned());
     let (mcp_aggregate_sha256, mcp_warnings) = live.mcp_manifest.clone();
