@@ -8,7 +8,7 @@
 //! and [`plan_scanned`] compares base, release and live files purely before anything
 //! is written ([`plan_install`] does both), [`apply_plan`] writes the plan atomically
 //! (release files are streamed by the one writer and re-verified while copied), and
-//! [`integrity`] checks the installed files against the per-file manifest at any time.
+//! [`integrity()`] checks the installed files against the per-file manifest at any time.
 
 pub mod cache;
 pub mod catalog;
