@@ -209,13 +209,58 @@ fn lock_unless_read_only(
 fn apply_locked(
     resolved: &crate::Resolved,
     options: &ApplyOptions,
+    guard: Option<ProjectLock>,
+) -> Result<ApplyReport, EngineError> {
+    let root = resolved.project_root();
+    let read_only = options.dry_run || options.check;
+    let plan = crate::plan::plan(resolved)?;
+    // The processkit plan was computed from the live tree `resolve` scanned. Should a file
+    // it writes have changed since (an edit while a caller held the resolved value), the
+    // project is resolved again under the project lock, so no edit is overwritten.
+    if !read_only && processkit_scan_is_stale(root, &plan)? {
+        let again =
+            crate::resolve::resolve_in(root.clone(), resolved.project.clone(), resolved.options())?;
+        let plan = crate::plan::plan(&again)?;
+        return apply_plan_locked(&again, plan, options, guard);
+    }
+    apply_plan_locked(resolved, plan, options, guard)
+}
+
+/// Whether a file the processkit plan writes is no longer as the resolve-time scan saw
+/// it (neither the state it planned from nor the contents it writes).
+fn processkit_scan_is_stale(
+    root: &ProjectRoot,
+    plan: &crate::plan::Plan,
+) -> Result<bool, EngineError> {
+    let Some(intent) = plan
+        .processkit_intent
+        .as_deref()
+        .and_then(aibox_provenance::Intent::parse)
+    else {
+        return Ok(false);
+    };
+    for (path, write) in &intent.writes {
+        let rel = Utf8Path::new(path);
+        let live = match root.file_meta(rel)? {
+            None => None,
+            Some(_) => Some(aibox_provenance::Sha256::of_file(root.path().join(rel))?),
+        };
+        if live != write.before && live != Some(write.new) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn apply_plan_locked(
+    resolved: &crate::Resolved,
+    plan: crate::plan::Plan,
+    options: &ApplyOptions,
     _guard: Option<ProjectLock>,
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root();
     let read_only = options.dry_run || options.check;
     let mut writer = Writer::new(root);
-
-    let plan = crate::plan::plan(resolved)?;
     let lock_file = plan.lock_file();
     let all: Vec<&PlannedFile> = plan
         .files

@@ -190,3 +190,28 @@ fn plan_works_from_the_resolved_scan() {
         "the snapshot is planned again"
     );
 }
+
+#[test]
+fn an_edit_after_the_resolve_is_never_overwritten() {
+    let s = setup();
+    let resolved = resolve(&s.root, &s.opts().plan).unwrap();
+    // The plan (from the resolve-time scan) creates `context/team/roster.md`; the user
+    // writes their own before the apply runs.
+    assert!(
+        plan(&resolved)
+            .unwrap()
+            .files
+            .iter()
+            .any(|f| f.path == "context/team/roster.md")
+    );
+    let roster = s.root.join("context/team/roster.md");
+    fs_err::create_dir_all(roster.parent().unwrap()).unwrap();
+    fs_err::write(&roster, "our own roster\n").unwrap();
+    aibox_engine::apply_resolved(&resolved, &s.opts()).unwrap();
+    // Resolved again under the lock: the file is a conflict and kept.
+    assert_eq!(fs_err::read_to_string(&roster).unwrap(), "our own roster\n");
+    assert!(
+        s.root.join("context/skills").is_dir(),
+        "the rest is installed"
+    );
+}
