@@ -59,16 +59,20 @@ const WRITE_ALLOWLIST: &[(&str, &str)] = &[
         "crates/aibox-engine/src/doctor/bundle.rs",
         "bundle at a user-named path",
     ),
-    // The verified-archive cache lives in the user's cache directory, not the project.
+    // The download cache lives in the user's cache directory, not the project: verified
+    // archives, downloads streamed to disk, and the unpacked store (`unpacked/<digest>/`,
+    // built in a staging folder renamed into place; every byte is re-verified when it is
+    // copied into a project, through the writer).
     (
         "crates/aibox-provenance/src/cache.rs",
-        "download cache outside the project",
+        "download cache and unpacked store outside the project",
     ),
-    // `write_tree` unpacks a verified payload into a temporary staging folder (skill
-    // review copies), never into a project.
+    // `unpack_archive` streams a verified archive into the unpacked store's staging folder
+    // (or a temporary folder without a cache); `write_tree` copies payload files into a
+    // temporary staging folder (skill review copies). Never into a project.
     (
         "crates/aibox-provenance/src/extract.rs",
-        "staging in a temporary folder",
+        "unpacking into the cache's staging or a temporary folder",
     ),
 ];
 
@@ -100,15 +104,7 @@ const IO_CALLS: &[&str] = &[
 ];
 
 /// [`PURE`] files that may still touch the file system, each with the reason.
-const PURE_ALLOWLIST: &[(&str, &str)] = &[
-    // TEMPORARY: the processkit source still scans the live `context/` tree (stat cache,
-    // stale snapshot listing, the installer's comparison). Helper 16a moves that scan into
-    // `resolve`; remove this row when it lands.
-    (
-        "crates/aibox-engine/src/sources/processkit.rs",
-        "live-tree scan moving into resolve",
-    ),
-];
+const PURE_ALLOWLIST: &[(&str, &str)] = &[];
 
 /// Scans `crates/` and `xtask/` for stub markers, and product code for writes outside
 /// the writer and `.devcontainer/` path literals outside the file table.

@@ -4,7 +4,45 @@
 //! turns them into bytes on disk. The type lives here, at the bottom layer, so every
 //! generator speaks it without depending on the engine.
 
+use std::path::PathBuf;
+
 use camino::Utf8PathBuf;
+
+/// A verified file whose bytes a planned file takes, instead of holding them in memory
+/// (the processkit release's unpacked files). The writer copies it into place and checks
+/// the digest while copying; a mismatch writes nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyFrom {
+    /// Absolute path of the source file.
+    pub path: PathBuf,
+    /// Its expected SHA-256.
+    pub sha256: [u8; 32],
+    /// Its expected size in bytes.
+    pub size: u64,
+}
+
+impl CopyFrom {
+    /// Reads the whole source and checks its size and SHA-256 (for the few readers that
+    /// need the bytes in memory, such as the secret scan of an unverified release).
+    ///
+    /// # Errors
+    /// What failed, in one phrase: the read, or which check the bytes no longer pass.
+    pub fn read_verified(&self) -> Result<Vec<u8>, String> {
+        use sha2::Digest as _;
+        let bytes = fs_err::read(&self.path).map_err(|e| format!("cannot be read: {e}"))?;
+        if bytes.len() as u64 != self.size {
+            return Err(format!(
+                "is {} bytes, not the verified {}",
+                bytes.len(),
+                self.size
+            ));
+        }
+        if sha2::Sha256::digest(&bytes).as_slice() != self.sha256 {
+            return Err("no longer has the verified SHA-256".to_owned());
+        }
+        Ok(bytes)
+    }
+}
 
 /// Who owns a planned file, which decides how the writer treats an existing copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,8 +64,10 @@ pub enum Ownership {
 pub struct PlannedFile {
     /// Path relative to the project root, with `/` separators.
     pub path: Utf8PathBuf,
-    /// Full new contents.
+    /// Full new contents (empty when [`Self::copy_from`] is set).
     pub contents: Vec<u8>,
+    /// When set, the contents are this verified file's bytes, streamed by the writer.
+    pub copy_from: Option<CopyFrom>,
     /// Ownership class.
     pub ownership: Ownership,
     /// Unix permission bits to set (for example `0o600` for files holding personal data).
@@ -42,6 +82,7 @@ impl PlannedFile {
             contents: contents.into(),
             ownership: Ownership::Generated,
             mode: None,
+            copy_from: None,
         }
     }
 
@@ -56,6 +97,18 @@ impl PlannedFile {
             contents: contents.into(),
             ownership,
             mode: None,
+            copy_from: None,
+        }
+    }
+
+    /// A file whose contents are the bytes of the verified file `from`.
+    pub fn copy(path: impl Into<Utf8PathBuf>, from: CopyFrom, ownership: Ownership) -> Self {
+        Self {
+            path: path.into(),
+            contents: Vec::new(),
+            ownership,
+            mode: None,
+            copy_from: Some(from),
         }
     }
 }

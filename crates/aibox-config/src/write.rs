@@ -107,6 +107,25 @@ pub enum WriteError {
         /// Why.
         reason: String,
     },
+    /// A verified source file no longer has the bytes it was verified with (a damaged
+    /// unpacked release in the download cache): nothing was written for `path`.
+    #[error("cannot write `{path}`: its verified source `{from}` {reason}")]
+    #[diagnostic(
+        code(aibox::apply::source_changed),
+        help(
+            "the unpacked release in aibox's download cache is damaged; delete the folder \
+             holding `{from}` (under `unpacked/`) and run aibox again: it is unpacked anew \
+             from the verified archive"
+        )
+    )]
+    SourceChanged {
+        /// The project file that was to be written.
+        path: Utf8PathBuf,
+        /// The source file.
+        from: String,
+        /// What differs.
+        reason: String,
+    },
     /// A file operation failed.
     #[error("cannot {op} `{path}`")]
     #[diagnostic(
@@ -143,7 +162,9 @@ impl WriteError {
             | Self::Symlink { .. }
             | Self::Exists { .. }
             | Self::Root { .. } => crate::ErrorKind::User,
-            Self::WrongKind { .. } | Self::Io { .. } => crate::ErrorKind::Environment,
+            Self::WrongKind { .. } | Self::Io { .. } | Self::SourceChanged { .. } => {
+                crate::ErrorKind::Environment
+            }
             Self::OutsidePerimeter { .. } => crate::ErrorKind::Internal,
         }
     }
@@ -351,6 +372,16 @@ impl ProjectRoot {
         Ok(Some((bytes, meta)))
     }
 
+    /// Metadata of a root-relative regular file (through no symlink) without reading it;
+    /// `None` when it (or a parent) is missing.
+    pub fn file_meta(&self, rel: &Utf8Path) -> Result<Option<std::fs::Metadata>, WriteError> {
+        let Some(dir) = self.parent_dir(rel, false)? else {
+            return Ok(None);
+        };
+        let abs = dir.join(rel.file_name().unwrap_or_default());
+        Self::target_meta(rel, &abs)
+    }
+
     /// Whether a root-relative regular file exists (through no symlink).
     pub fn is_file(&self, rel: &Utf8Path) -> Result<bool, WriteError> {
         let Some(dir) = self.parent_dir(rel, false)? else {
@@ -389,6 +420,18 @@ fn set_mode(path: &Utf8Path, mode: u32) -> Result<(), WriteError> {
 
 #[cfg(not(unix))]
 fn set_mode(_path: &Utf8Path, _mode: u32) -> Result<(), WriteError> {
+    Ok(())
+}
+
+/// Sets the mode through an open file (one `fchmod`, no path lookup).
+#[cfg(unix)]
+fn set_file_mode(file: &fs_err::File, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_file_mode(_file: &fs_err::File, _mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
@@ -550,18 +593,59 @@ impl<'a> Writer<'a> {
         Ok(outcome)
     }
 
+    /// Writes `rel` with the bytes of the verified file `from` (streamed, never held in
+    /// memory), checking its size and SHA-256 while copying: on a mismatch the temp file
+    /// is removed and nothing is renamed ([`WriteError::SourceChanged`]). The caller has
+    /// decided that the file changes, so the existing contents are not compared first.
+    pub fn copy_verified(
+        &mut self,
+        rel: &Utf8Path,
+        from: &crate::CopyFrom,
+        mode: Option<u32>,
+    ) -> Result<(), WriteError> {
+        self.check_allowed(rel)?;
+        let dir = self
+            .root
+            .parent_dir(rel, true)?
+            .unwrap_or_else(|| self.root.path().to_owned());
+        let name = rel.file_name().unwrap_or_default();
+        let target = dir.join(name);
+        let old_mode = match ProjectRoot::target_meta(rel, &target)? {
+            Some(meta) => mode_of(&meta),
+            None => None,
+        };
+        let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
+        copy_temp(&temp, rel, from, mode.or(old_mode), !self.deferred)?;
+        self.crash.point();
+        if let Err(e) = fs_err::rename(&temp, &target) {
+            let _ = fs_err::remove_file(&temp);
+            return Err(WriteError::io("replace", &target, e));
+        }
+        self.synced(&dir);
+        self.crash.point();
+        Ok(())
+    }
+
     /// Checks that a new file can be created in the folder of each of `targets` (the
     /// nearest existing folder for ones still to be created) by creating and removing a
     /// probe file there. Nothing else is touched.
     pub fn probe_writable(&self, targets: &[&Utf8Path]) -> Result<(), WriteError> {
-        let mut probed: Vec<Utf8PathBuf> = Vec::new();
+        let mut probed: std::collections::HashSet<Utf8PathBuf> = std::collections::HashSet::new();
+        // Each folder is looked at once, however many targets share it.
+        let mut parents: std::collections::HashSet<&Utf8Path> = std::collections::HashSet::new();
+        let mut is_dir: std::collections::HashMap<Utf8PathBuf, bool> =
+            std::collections::HashMap::new();
         for rel in targets {
             check_relative(rel)?;
+            if !parents.insert(rel.parent().unwrap_or(Utf8Path::new(""))) {
+                continue;
+            }
             let mut dir = self.root.path().to_owned();
             if let Some(parent) = rel.parent() {
                 for part in parent.components() {
                     let next = dir.join(part);
-                    if !next.is_dir() {
+                    let found = *is_dir.entry(next.clone()).or_insert_with(|| next.is_dir());
+                    if !found {
                         break;
                     }
                     dir = next;
@@ -577,7 +661,7 @@ impl<'a> Writer<'a> {
                 .open(&probe)
                 .map_err(|e| WriteError::io("write", self.root.path().join(rel), e))?;
             let _ = fs_err::remove_file(&probe);
-            probed.push(dir);
+            probed.insert(dir);
         }
         Ok(())
     }
@@ -732,6 +816,88 @@ fn write_temp(temp: &Utf8Path, contents: &[u8], sync: bool) -> Result<(), WriteE
         drop(file);
         let _ = fs_err::remove_file(temp);
         return Err(WriteError::io("write", temp, e));
+    }
+    Ok(())
+}
+
+/// Streams `from` into a new temp file, hashing as it goes; removes the temp file and
+/// fails when the size or digest differs from what `from` promises.
+fn copy_temp(
+    temp: &Utf8Path,
+    rel: &Utf8Path,
+    from: &crate::CopyFrom,
+    mode: Option<u32>,
+    sync: bool,
+) -> Result<(), WriteError> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    let changed = |reason: String| WriteError::SourceChanged {
+        path: rel.to_owned(),
+        from: from.path.display().to_string(),
+        reason,
+    };
+    let source = fs_err::File::open(&from.path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            changed("is missing".to_owned())
+        } else {
+            WriteError::io("read", rel, e)
+        }
+    })?;
+    let open = || {
+        fs_err::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(temp)
+    };
+    let mut file = match open() {
+        // A leftover temp of this very pid can only be stale: replace it.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = fs_err::remove_file(temp);
+            open()
+        }
+        other => other,
+    }
+    .map_err(|e| WriteError::io("create", temp, e))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut copied = 0u64;
+    let mut reader = source.take(from.size.saturating_add(1));
+    let mut buf = vec![0u8; 64 * 1024];
+    let result = loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => break Err(WriteError::io("read", from.path.display().to_string(), e)),
+        };
+        hasher.update(&buf[..n]);
+        copied += n as u64;
+        if let Err(e) = file.write_all(&buf[..n]) {
+            break Err(WriteError::io("write", temp, e));
+        }
+    }
+    .and_then(|()| {
+        if copied != from.size {
+            Err(changed(format!(
+                "has {copied} bytes, {} were verified",
+                from.size
+            )))
+        } else if <[u8; 32]>::from(hasher.finalize()) != from.sha256 {
+            Err(changed("no longer has the verified SHA-256".to_owned()))
+        } else if let Some(mode) = mode
+            && let Err(e) = set_file_mode(&file, mode)
+        {
+            Err(WriteError::io("set permissions of", temp, e))
+        } else if sync {
+            file.sync_all()
+                .map_err(|e| WriteError::io("write", temp, e))
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = result {
+        drop(file);
+        let _ = fs_err::remove_file(temp);
+        return Err(e);
     }
     Ok(())
 }

@@ -215,13 +215,58 @@ fn lock_unless_read_only(
 fn apply_locked(
     resolved: &crate::Resolved,
     options: &ApplyOptions,
+    guard: Option<ProjectLock>,
+) -> Result<ApplyReport, EngineError> {
+    let root = resolved.project_root();
+    let read_only = options.dry_run || options.check;
+    let plan = crate::plan::plan(resolved)?;
+    // The processkit plan was computed from the live tree `resolve` scanned. Should a file
+    // it writes have changed since (an edit while a caller held the resolved value), the
+    // project is resolved again under the project lock, so no edit is overwritten.
+    if !read_only && processkit_scan_is_stale(root, &plan)? {
+        let again =
+            crate::resolve::resolve_in(root.clone(), resolved.project.clone(), resolved.options())?;
+        let plan = crate::plan::plan(&again)?;
+        return apply_plan_locked(&again, plan, options, guard);
+    }
+    apply_plan_locked(resolved, plan, options, guard)
+}
+
+/// Whether a file the processkit plan writes is no longer as the resolve-time scan saw
+/// it (neither the state it planned from nor the contents it writes).
+fn processkit_scan_is_stale(
+    root: &ProjectRoot,
+    plan: &crate::plan::Plan,
+) -> Result<bool, EngineError> {
+    let Some(intent) = plan
+        .processkit_intent
+        .as_deref()
+        .and_then(aibox_provenance::Intent::parse)
+    else {
+        return Ok(false);
+    };
+    for (path, write) in &intent.writes {
+        let rel = Utf8Path::new(path);
+        let live = match root.file_meta(rel)? {
+            None => None,
+            Some(_) => Some(aibox_provenance::Sha256::of_file(root.path().join(rel))?),
+        };
+        if live != write.before && live != Some(write.new) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn apply_plan_locked(
+    resolved: &crate::Resolved,
+    plan: crate::plan::Plan,
+    options: &ApplyOptions,
     _guard: Option<ProjectLock>,
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root();
     let read_only = options.dry_run || options.check;
     let mut writer = Writer::new(root);
-
-    let plan = crate::plan::plan(resolved)?;
     let lock_file = plan.lock_file();
     let all: Vec<&PlannedFile> = plan
         .files
@@ -288,8 +333,14 @@ fn planned_removals(
         if !in_perimeter(path) {
             return Err(WriteError::OutsidePerimeter { path: path.clone() }.into());
         }
-        if let Some(old) = root.read(path)? {
-            let diff = options.dry_run.then(|| {
+        // Only a dry run needs the old text (for the diff); otherwise existence is enough.
+        let exists = if options.dry_run {
+            root.read(path)?.map(Some)
+        } else {
+            root.is_file(path)?.then_some(None)
+        };
+        if let Some(old) = exists {
+            let diff = old.map(|old| {
                 unified_diff(path, Some(&old), b"").replacen(
                     &format!("+++ b/{path}"),
                     "+++ /dev/null",
@@ -420,7 +471,12 @@ fn write_decided(
         writer.write(backup, old, None)?;
     }
     if report.action.changes() {
-        writer.write(&file.path, &file.contents, file.mode)?;
+        match &file.copy_from {
+            Some(from) => writer.copy_verified(&file.path, from, file.mode)?,
+            None => {
+                writer.write(&file.path, &file.contents, file.mode)?;
+            }
+        }
     }
     Ok(report)
 }
@@ -484,6 +540,9 @@ fn decide(
         }
         .into());
     }
+    if let Some(from) = &file.copy_from {
+        return decide_copy(root, file, from, options);
+    }
     let old = root.read(&file.path)?;
     let old_mode = if old.is_some() && file.mode.is_some() {
         root.mode(&file.path)?
@@ -529,6 +588,60 @@ fn decide(
         old,
         unowned,
     })
+}
+
+/// The decision for a verified copy (processkit release files): compared by size and
+/// digest, streaming the existing file, so no planned file is held in memory. Only a
+/// dry run reads both sides, for the diff.
+fn decide_copy(
+    root: &ProjectRoot,
+    file: &PlannedFile,
+    from: &aibox_config::CopyFrom,
+    options: &ApplyOptions,
+) -> Result<Decision, EngineError> {
+    let abs = root.path().join(&file.path);
+    let action = match root.file_meta(&file.path)? {
+        None => FileAction::Created,
+        Some(meta) => {
+            let same = meta.len() == from.size
+                && aibox_provenance::Sha256::of_file(&abs)?.as_bytes() == &from.sha256;
+            if same && !file.mode.is_some_and(|m| mode_differs(&meta, m)) {
+                FileAction::Unchanged
+            } else {
+                FileAction::Updated
+            }
+        }
+    };
+    let diff = if options.dry_run && action.changes() {
+        let old = root.read(&file.path)?;
+        let new = fs_err::read(&from.path)
+            .map_err(|e| EngineError::io("read", from.path.display().to_string(), e))?;
+        Some(unified_diff(&file.path, old.as_deref(), &new))
+    } else {
+        None
+    };
+    Ok(Decision {
+        report: FileReport {
+            path: file.path.clone(),
+            ownership: file.ownership,
+            action,
+            backup: None,
+            diff,
+        },
+        old: None,
+        unowned: None,
+    })
+}
+
+#[cfg(unix)]
+fn mode_differs(meta: &std::fs::Metadata, mode: u32) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    meta.permissions().mode() & 0o7777 != mode
+}
+
+#[cfg(not(unix))]
+fn mode_differs(_meta: &std::fs::Metadata, _mode: u32) -> bool {
+    false
 }
 
 /// Unified diff of one file; a created file is diffed against `/dev/null`.

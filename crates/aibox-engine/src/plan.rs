@@ -265,6 +265,22 @@ impl PlanBuilder {
     }
 }
 
+/// A planned file as the policy gate scans it: a verified copy of an unverified
+/// release's file (the only copies the gate sees) is read for the scan.
+fn gated_contents(f: &PlannedFile) -> Result<PlannedFile, EngineError> {
+    let mut f = f.clone();
+    if let Some(from) = f.copy_from.take() {
+        f.contents =
+            from.read_verified()
+                .map_err(|reason| crate::writer::WriteError::SourceChanged {
+                    path: f.path.clone(),
+                    from: from.path.display().to_string(),
+                    reason,
+                })?;
+    }
+    Ok(f)
+}
+
 /// Everything one apply would write.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -363,8 +379,8 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
         .files
         .iter()
         .filter(|f| !verified_content.contains(&f.path))
-        .cloned()
-        .collect();
+        .map(gated_contents)
+        .collect::<Result<_, _>>()?;
     let sources = files.compose_sources();
     let judged = aibox_policy::check_plan(
         &project.config,

@@ -123,8 +123,11 @@ pub enum ProcesskitState {
 /// A verified processkit release with the outcome of the skill review.
 #[derive(Debug)]
 pub struct ResolvedRelease {
-    /// The verified release (payload in memory).
+    /// The verified release (a manifest; the bytes stay in the unpacked store).
     pub release: VerifiedRelease,
+    /// The live state the install plan is computed from (installed files, marker,
+    /// snapshots, the pending intent), scanned here so that planning reads no file.
+    pub scan: aibox_provenance::LiveScan,
     /// Its skill catalog.
     pub catalog: aibox_provenance::catalog::Catalog,
     /// Skill folders under `context/skills/` the release did not ship that declare an
@@ -299,12 +302,56 @@ fn resolve_processkit(
     let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
         .map_err(EngineError::from)?;
     let (hand_added, refused) = review_skills(root.path(), project, &release, &catalog)?;
+    let scan = scan_live(root, project, &release, &catalog, options)?;
     Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
         release,
+        scan,
         catalog,
         hand_added,
         refused,
     })))
+}
+
+/// Scans the live processkit install (see [`aibox_provenance::scan`]): every file the
+/// plan classifies (trusting the stat cache for unchanged ones), the marker, the
+/// snapshot folders and the intent record of an interrupted apply.
+fn scan_live(
+    root: &ProjectRoot,
+    project: &Project,
+    release: &VerifiedRelease,
+    catalog: &aibox_provenance::catalog::Catalog,
+    options: &PlanOptions,
+) -> Result<aibox_provenance::LiveScan, EngineError> {
+    let now = aibox_provenance::time::now_rfc3339();
+    let opts =
+        crate::sources::processkit::plan_options(&project.config, &now, &options.aibox_version);
+    // The record of an interrupted apply, if any: resuming it completes exactly what
+    // that run intended (see `aibox_provenance::Intent`).
+    let interrupted = root
+        .read(Utf8Path::new(crate::apply::PENDING_PROCESSKIT))?
+        .and_then(|b| aibox_provenance::Intent::parse(&String::from_utf8_lossy(&b)));
+    let stat_cache = read_stat_cache(root)?;
+    let hints = aibox_provenance::Hints {
+        interrupted: interrupted.as_ref(),
+        stat_cache: stat_cache.as_ref(),
+    };
+    aibox_provenance::scan(root.path().as_std_path(), release, catalog, &opts, hints)
+        .map_err(EngineError::from)
+}
+
+/// The stat cache of the last apply, if any (a damaged one only costs re-hashing).
+fn read_stat_cache(root: &ProjectRoot) -> Result<Option<aibox_provenance::StatCache>, EngineError> {
+    let rel = Utf8Path::new(crate::apply::STAT_CACHE);
+    let Some(bytes) = root.read(rel)? else {
+        return Ok(None);
+    };
+    let Ok(meta) = fs_err::symlink_metadata(root.path().join(rel)) else {
+        return Ok(None);
+    };
+    Ok(Some(aibox_provenance::StatCache::parse(
+        &String::from_utf8_lossy(&bytes),
+        &meta,
+    )))
 }
 
 /// Offline: why the release cannot be had without downloading, or `None` when it can
@@ -344,7 +391,7 @@ fn not_cached(
         )));
     };
     let cached = match cache {
-        Some(cache) => cache.load(&expected).map_err(EngineError::from)?.is_some(),
+        Some(cache) => cache.contains(&expected).map_err(EngineError::from)?,
         None => false,
     };
     Ok((!cached).then(|| {
@@ -427,10 +474,11 @@ fn review_skills(
             let files = release
                 .payload
                 .files
-                .iter()
-                .filter_map(|(p, f)| p.strip_prefix(prefix.as_str()).map(|rel| (rel, f)));
+                .keys()
+                .filter_map(|p| p.strip_prefix(prefix.as_str()).map(|rel| (rel, p.as_str())));
             let dest = staging.path().join(&skill.name);
-            aibox_provenance::extract::write_tree(files, &dest).map_err(EngineError::from)?;
+            aibox_provenance::extract::write_tree(&release.payload, files, &dest)
+                .map_err(EngineError::from)?;
             let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
                 EngineError::io(
                     "stage",
@@ -476,7 +524,7 @@ fn hand_added_servers(
     skill: &HandAdded,
 ) -> Result<Vec<aibox_provenance::ProcesskitServer>, EngineError> {
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    for rel in crate::sources::processkit::files_under(root, &skill.dir) {
+    for rel in files_under(root, &skill.dir) {
         if rel.ends_with("/mcp/mcp-config.json") || rel.ends_with("/server.py") {
             let data = fs_err::read(root.join(&rel))
                 .map_err(|e| EngineError::io("read", root.join(&rel), e))?;
@@ -485,4 +533,26 @@ fn hand_added_servers(
     }
     aibox_provenance::servers::servers(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())), false)
         .map_err(EngineError::from)
+}
+
+/// Every regular file below `dir` (root-relative, sorted).
+fn files_under(root: &Utf8Path, dir: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![Utf8PathBuf::from(dir)];
+    while let Some(rel) = stack.pop() {
+        let Ok(entries) = fs_err::read_dir(root.join(&rel)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let child = rel.join(&name);
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(child),
+                Ok(t) if t.is_file() => out.push(child.into_string()),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
 }

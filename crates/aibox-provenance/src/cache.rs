@@ -1,10 +1,32 @@
-//! The download cache: verified release archives keyed by their SHA-256, re-hashed on
-//! every use (a cached file that no longer matches its name is deleted and ignored).
+//! The download cache: verified release archives keyed by their SHA-256
+//! (`archives/sha256-<hex>.tar.gz`, re-hashed on every use; a cached file that no longer
+//! matches its name is deleted and ignored), and each one unpacked once
+//! (`unpacked/sha256-<hex>/`: the file tree plus a `manifest` of every file's path,
+//! SHA-256, size and mode).
+//!
+//! Trust rule of the unpacked store: it is the user's own cache, like the archive cache.
+//! A store is built only from an archive whose digest was verified, in a private staging
+//! folder renamed into place after its manifest is complete, so a half-made store is
+//! never seen; a store whose manifest is missing, truncated or names another archive is
+//! removed and unpacked anew. The manifest is then trusted for which files the release
+//! has; every byte taken from the store is re-hashed against it while it is copied or
+//! parsed (a mismatch refuses with `aibox::apply::source_changed` or
+//! `aibox::provenance::changed_release_file`, it is never installed). `doctor
+//! --integrity` trusts no cache: it re-hashes every installed byte.
 
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::digest::Sha256;
 use crate::error::{ProvenanceError, Result};
+use crate::extract::{ExtractLimits, Payload, PayloadFile, unpack_archive};
+
+/// First line of an unpacked store's manifest.
+const MANIFEST_HEADER: &str = "aibox-unpacked-release 1";
+/// Prefix of staging folders (followed by the pid of the process that owns them).
+const STAGING_PREFIX: &str = ".staging-";
 
 /// A digest-keyed archive cache rooted at a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,42 +54,260 @@ impl Cache {
         &self.root
     }
 
-    fn path_for(&self, digest: &Sha256) -> PathBuf {
+    /// Where the archive with `digest` is cached.
+    pub fn archive_path(&self, digest: &Sha256) -> PathBuf {
         self.root
             .join("archives")
             .join(format!("sha256-{digest}.tar.gz"))
     }
 
-    /// Returns the cached archive for `digest` after re-hashing it. A corrupt entry is
-    /// removed and reported as a miss.
-    pub fn load(&self, digest: &Sha256) -> Result<Option<Vec<u8>>> {
-        let path = self.path_for(digest);
-        let bytes = match fs_err::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(ProvenanceError::io("read", &path, e)),
+    /// Where the archive with `digest` is unpacked.
+    pub fn unpacked_path(&self, digest: &Sha256) -> PathBuf {
+        self.root.join("unpacked").join(format!("sha256-{digest}"))
+    }
+
+    /// Whether the release with `digest` can be had from the cache without the network:
+    /// a sound unpacked store, or an archive that still matches its digest.
+    pub fn contains(&self, digest: &Sha256) -> Result<bool> {
+        if self.unpacked(digest)?.is_some() {
+            return Ok(true);
+        }
+        let path = self.archive_path(digest);
+        match fs_err::File::open(&path) {
+            Ok(f) => {
+                let ok = Sha256::of_reader(f).is_ok_and(|d| d == *digest);
+                if !ok {
+                    let _ = fs_err::remove_file(&path);
+                }
+                Ok(ok)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(ProvenanceError::io("read", &path, e)),
+        }
+    }
+
+    /// A temporary file in the archive folder, for a download streamed to disk (renamed
+    /// into the cache by [`Self::keep_archive`] once verified, removed when dropped).
+    pub fn temp_archive(&self) -> Result<tempfile::NamedTempFile> {
+        let dir = self.root.join("archives");
+        fs_err::create_dir_all(&dir).map_err(|e| ProvenanceError::io("create", &dir, e))?;
+        tempfile::Builder::new()
+            .prefix(".download-")
+            .tempfile_in(&dir)
+            .map_err(|e| ProvenanceError::io("create temporary file in", &dir, e))
+    }
+
+    /// Moves a verified downloaded archive into the cache.
+    pub fn keep_archive(&self, digest: &Sha256, file: tempfile::NamedTempFile) -> Result<()> {
+        let path = self.archive_path(digest);
+        file.persist(&path)
+            .map_err(|e| ProvenanceError::io("rename into", &path, e.error))?;
+        Ok(())
+    }
+
+    /// The unpacked release with `digest`, when its store is complete. A store with a
+    /// missing or damaged manifest is removed (and reported as a miss).
+    pub fn unpacked(&self, digest: &Sha256) -> Result<Option<Payload>> {
+        let dir = self.unpacked_path(digest);
+        let manifest = dir.join("manifest");
+        let text = match fs_err::read_to_string(&manifest) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if fs_err::symlink_metadata(&dir).is_ok() {
+                    remove_store(&dir)?;
+                }
+                return Ok(None);
+            }
+            Err(_) => {
+                remove_store(&dir)?;
+                return Ok(None);
+            }
         };
-        if Sha256::of(&bytes) == *digest {
-            Ok(Some(bytes))
+        if let Some((files, top_tag)) = parse_manifest(&text, digest) {
+            Ok(Some(Payload::on_disk(
+                files,
+                Some(top_tag),
+                dir.join("tree"),
+            )))
         } else {
-            fs_err::remove_file(&path)
-                .map_err(|e| ProvenanceError::io("remove corrupt cache entry", &path, e))?;
+            remove_store(&dir)?;
             Ok(None)
         }
     }
 
-    /// Stores an archive whose digest the caller has verified (temp file + rename).
-    pub fn store(&self, digest: &Sha256, bytes: &[u8]) -> Result<()> {
-        debug_assert_eq!(Sha256::of(bytes), *digest);
-        let path = self.path_for(digest);
-        let dir = path.parent().unwrap_or(&self.root);
-        fs_err::create_dir_all(dir).map_err(|e| ProvenanceError::io("create", dir, e))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)
-            .map_err(|e| ProvenanceError::io("create temporary file in", dir, e))?;
-        std::io::Write::write_all(&mut tmp, bytes)
-            .map_err(|e| ProvenanceError::io("write", tmp.path(), e))?;
-        tmp.persist(&path)
-            .map_err(|e| ProvenanceError::io("rename into", &path, e.error))?;
-        Ok(())
+    /// Unpacks the archive read from `input` (whose digest must be `digest`) into the
+    /// store and returns it. The tree is built in a private staging folder; on any error,
+    /// or when the bytes read do not hash to `digest` (reported as
+    /// [`ProvenanceError::DigestMismatch`] for `what`), the staging folder is removed
+    /// and no store is left behind. Leftover staging folders of dead processes are
+    /// removed first.
+    pub fn unpack(
+        &self,
+        digest: &Sha256,
+        input: impl Read,
+        what: &str,
+        expected_tag: Option<&str>,
+        limits: &ExtractLimits,
+    ) -> Result<Payload> {
+        let base = self.root.join("unpacked");
+        fs_err::create_dir_all(&base).map_err(|e| ProvenanceError::io("create", &base, e))?;
+        clean_stale_staging(&base);
+        let staging = tempfile::Builder::new()
+            .prefix(&format!("{STAGING_PREFIX}{}-", std::process::id()))
+            .tempdir_in(&base)
+            .map_err(|e| ProvenanceError::io("create staging folder in", &base, e))?;
+        let tree = staging.path().join("tree");
+        fs_err::create_dir(&tree).map_err(|e| ProvenanceError::io("create", &tree, e))?;
+        let unpacked = unpack_archive(input, what, expected_tag, limits, &tree)?;
+        if unpacked.archive_sha256 != *digest {
+            return Err(ProvenanceError::DigestMismatch {
+                what: what.to_owned(),
+                expected: digest.to_hex(),
+                actual: unpacked.archive_sha256.to_hex(),
+            });
+        }
+        let text = render_manifest(digest, &unpacked.top_tag, &unpacked.files);
+        let manifest = staging.path().join("manifest");
+        fs_err::write(&manifest, text).map_err(|e| ProvenanceError::io("write", &manifest, e))?;
+        let dest = self.unpacked_path(digest);
+        let staged = staging.keep();
+        if let Err(e) = fs_err::rename(&staged, &dest) {
+            let _ = fs_err::remove_dir_all(&staged);
+            // Another process finished the same store first: use theirs.
+            if let Some(p) = self.unpacked(digest)? {
+                return Ok(p);
+            }
+            return Err(ProvenanceError::io("move into place", &dest, e));
+        }
+        Ok(Payload::on_disk(
+            unpacked.files,
+            Some(unpacked.top_tag),
+            dest.join("tree"),
+        ))
+    }
+}
+
+/// A temporary file for a download when there is no cache (removed when dropped).
+pub fn temp_download() -> Result<tempfile::NamedTempFile> {
+    tempfile::NamedTempFile::new()
+        .map_err(|e| ProvenanceError::io("create a temporary file in", "$TMPDIR", e))
+}
+
+fn remove_store(dir: &Path) -> Result<()> {
+    match fs_err::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ProvenanceError::io(
+            "remove damaged unpacked release",
+            dir,
+            e,
+        )),
+    }
+}
+
+/// Removes staging folders whose owning process is gone (a killed unpack).
+fn clean_stale_staging(base: &Path) {
+    let Ok(entries) = fs_err::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(STAGING_PREFIX) else {
+            continue;
+        };
+        let pid = rest.split('-').next().unwrap_or_default();
+        if pid == std::process::id().to_string() || process_alive(pid) {
+            continue;
+        }
+        let _ = fs_err::remove_dir_all(entry.path());
+    }
+}
+
+/// Whether a process with this pid exists (Linux: `/proc/<pid>`; elsewhere assumed).
+fn process_alive(pid: &str) -> bool {
+    if cfg!(target_os = "linux") {
+        !pid.is_empty() && Path::new("/proc").join(pid).exists()
+    } else {
+        true
+    }
+}
+
+/// The manifest of an unpacked store: a header naming the archive digest and top tag,
+/// one `<sha256> <size> <x|-> <path>` line per file, and an `end <count>` trailer (a
+/// truncated manifest has none).
+fn render_manifest(
+    digest: &Sha256,
+    top_tag: &str,
+    files: &BTreeMap<String, PayloadFile>,
+) -> String {
+    let mut out = format!("{MANIFEST_HEADER}\narchive {digest}\ntag {top_tag}\n");
+    for (path, f) in files {
+        let mode = if f.executable { 'x' } else { '-' };
+        let _ = writeln!(out, "{} {} {mode} {path}", f.sha256, f.size);
+    }
+    let _ = writeln!(out, "end {}", files.len());
+    out
+}
+
+fn parse_manifest(text: &str, digest: &Sha256) -> Option<(BTreeMap<String, PayloadFile>, String)> {
+    let mut lines = text.lines();
+    if lines.next()? != MANIFEST_HEADER {
+        return None;
+    }
+    if lines.next()?.strip_prefix("archive ")? != digest.to_hex() {
+        return None;
+    }
+    let tag = lines.next()?.strip_prefix("tag ")?.to_owned();
+    let mut files = BTreeMap::new();
+    for line in lines {
+        if let Some(count) = line.strip_prefix("end ") {
+            return (count.parse::<usize>().ok()? == files.len()).then_some((files, tag));
+        }
+        let mut parts = line.splitn(4, ' ');
+        let sha256 = Sha256::parse(parts.next()?, "manifest").ok()?;
+        let size = parts.next()?.parse().ok()?;
+        let executable = match parts.next()? {
+            "x" => true,
+            "-" => false,
+            _ => return None,
+        };
+        let path = parts.next()?;
+        if path.is_empty() || path.starts_with('/') || path.split('/').any(|c| c == "..") {
+            return None;
+        }
+        files.insert(
+            path.to_owned(),
+            PayloadFile {
+                sha256,
+                size,
+                executable,
+            },
+        );
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_round_trips_and_a_truncated_one_is_refused() {
+        let digest = Sha256::of(b"archive");
+        let mut files = BTreeMap::new();
+        files.insert(
+            "context/a b.md".to_owned(),
+            PayloadFile {
+                sha256: Sha256::of(b"a"),
+                size: 1,
+                executable: true,
+            },
+        );
+        let text = render_manifest(&digest, "v1.0.0", &files);
+        let (parsed, tag) = parse_manifest(&text, &digest).unwrap();
+        assert_eq!((parsed, tag.as_str()), (files, "v1.0.0"));
+        let cut = &text[..text.len() - 6];
+        assert!(parse_manifest(cut, &digest).is_none());
+        assert!(parse_manifest(&text, &Sha256::of(b"other")).is_none());
     }
 }

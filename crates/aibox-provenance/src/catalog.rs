@@ -109,7 +109,7 @@ impl Catalog {
     /// Scans a payload.
     pub fn from_payload(payload: &Payload) -> Result<Self> {
         let mut catalog = Self::default();
-        for (path, file) in &payload.files {
+        for path in payload.files.keys() {
             let Some((category, name)) = skill_of(path) else {
                 continue;
             };
@@ -120,7 +120,8 @@ impl Catalog {
                 path: path.clone(),
                 reason,
             };
-            let text = std::str::from_utf8(&file.data).map_err(|_| bad("not UTF-8".to_owned()))?;
+            let bytes = payload.read(path)?;
+            let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".to_owned()))?;
             let fm = front_matter(text).ok_or_else(|| bad("no `---` front matter".to_owned()))?;
             let fm: Frontmatter =
                 serde_norway::from_str(fm).map_err(|e| bad(format!("front matter: {e}")))?;
@@ -148,7 +149,7 @@ impl Catalog {
                 )));
             }
         }
-        for (path, file) in &payload.files {
+        for path in payload.files.keys() {
             let Some(file_name) = path.strip_prefix(".processkit/packages/") else {
                 continue;
             };
@@ -162,7 +163,8 @@ impl Catalog {
                 path: path.clone(),
                 reason,
             };
-            let text = std::str::from_utf8(&file.data).map_err(|_| bad("not UTF-8".to_owned()))?;
+            let bytes = payload.read(path)?;
+            let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".to_owned()))?;
             let doc: PackageDoc = crate::yaml::first_document(text)
                 .map_err(bad)?
                 .ok_or_else(|| bad("empty package file".to_owned()))?;

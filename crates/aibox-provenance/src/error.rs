@@ -303,6 +303,26 @@ pub enum ProvenanceError {
         reason: String,
     },
 
+    /// A file of a verified release no longer has the bytes it was verified with (the
+    /// unpacked store in the download cache was damaged, or a local release directory
+    /// changed while aibox ran). Nothing is installed from it.
+    #[error("release file `{path}` changed since it was verified: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::changed_release_file),
+        help(
+            "when the file lies in aibox's download cache (`unpacked/`), delete that \
+             release's folder there and run aibox again: it is unpacked anew from the \
+             verified archive; when it is your local release directory, do not change it \
+             while aibox runs"
+        )
+    )]
+    ChangedReleaseFile {
+        /// Where the file is.
+        path: String,
+        /// What differs.
+        reason: String,
+    },
+
     /// The installed marker, manifest or lock section could not be parsed.
     #[error("cannot read install record `{path}`: {reason}")]
     #[diagnostic(
@@ -350,6 +370,7 @@ impl ProvenanceError {
             | Self::Catalog { .. }
             | Self::McpManifest { .. }
             | Self::TierCycle { .. }
+            | Self::ChangedReleaseFile { .. }
             | Self::MissingScripts { .. } => ErrorKind::Environment,
         }
     }

@@ -1,17 +1,23 @@
-//! Safe extraction. Archives and local directories are read into a validated in-memory
-//! [`Payload`] (every entry checked before anything touches the disk); [`write_tree`]
-//! then materialises a payload through a private staging directory that is renamed into
-//! place, creating each file exclusively with a normalised mode.
+//! Safe extraction, streaming. An archive is read entry by entry (every entry checked
+//! before its bytes touch the disk) and each file is streamed into a fresh directory
+//! while it is hashed, so the payload is never held in memory: a [`Payload`] is a
+//! manifest (path → SHA-256, size, mode) plus where the bytes live. Local directories
+//! are validated and hashed in place. [`write_tree`] materialises files of a payload
+//! through a private staging directory that is renamed into place, creating each file
+//! exclusively with a normalised mode.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Read;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io::{Read, Write as _};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
+use crate::digest::{Counter, Sha256};
 use crate::error::{ProvenanceError, Result, show_name};
 
-/// Limits that protect against decompression bombs and absurd trees.
+/// Limits that protect against decompression bombs and absurd trees. Files are streamed
+/// to disk, so the limits are about disk use, not memory.
 #[derive(Debug, Clone)]
 pub struct ExtractLimits {
     /// Most entries (files and directories).
@@ -35,22 +41,182 @@ impl Default for ExtractLimits {
     }
 }
 
-/// One file of a payload.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One file of a payload: what the manifest records about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PayloadFile {
-    /// Contents.
-    pub data: Vec<u8>,
+    /// SHA-256 of the contents.
+    pub sha256: Sha256,
+    /// Size in bytes.
+    pub size: u64,
     /// Whether the release marks it executable (written 0755, else 0644).
     pub executable: bool,
 }
 
-/// A validated release tree: `/`-separated relative path → file. Directories are implied.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Where the bytes of a payload live.
+#[derive(Debug, Clone)]
+enum Bytes {
+    /// A directory holding the files (an unpacked store or a local release directory).
+    Dir(PathBuf),
+    /// A temporary directory owned by the payload (no download cache).
+    Temp(Arc<tempfile::TempDir>),
+    /// In memory (payloads built by tests and embedders).
+    Memory(Arc<BTreeMap<String, Vec<u8>>>),
+}
+
+impl Default for Bytes {
+    fn default() -> Self {
+        Self::Memory(Arc::default())
+    }
+}
+
+/// A validated release tree: `/`-separated relative path → file, directories implied.
+/// The bytes stay on disk; [`Payload::read`] reads (and re-verifies) one file.
+#[derive(Debug, Clone, Default)]
 pub struct Payload {
     /// The files, sorted by path.
     pub files: BTreeMap<String, PayloadFile>,
     /// The tag taken from the archive's `processkit-<tag>/` top directory, if any.
     pub top_tag: Option<String>,
+    bytes: Bytes,
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        self.files == other.files && self.top_tag == other.top_tag
+    }
+}
+
+impl Eq for Payload {}
+
+impl Payload {
+    /// A payload held in memory: `(path, contents, executable)` per file.
+    pub fn from_memory(files: impl IntoIterator<Item = (String, Vec<u8>, bool)>) -> Self {
+        let mut manifest = BTreeMap::new();
+        let mut data = BTreeMap::new();
+        for (path, bytes, executable) in files {
+            manifest.insert(
+                path.clone(),
+                PayloadFile {
+                    sha256: Sha256::of(&bytes),
+                    size: bytes.len() as u64,
+                    executable,
+                },
+            );
+            data.insert(path, bytes);
+        }
+        Self {
+            files: manifest,
+            top_tag: None,
+            bytes: Bytes::Memory(Arc::new(data)),
+        }
+    }
+
+    /// A payload whose files (listed in `files`) lie below `root`.
+    pub(crate) fn on_disk(
+        files: BTreeMap<String, PayloadFile>,
+        top_tag: Option<String>,
+        root: PathBuf,
+    ) -> Self {
+        Self {
+            files,
+            top_tag,
+            bytes: Bytes::Dir(root),
+        }
+    }
+
+    /// The directory holding the files, when they are on disk.
+    pub fn root(&self) -> Option<&Path> {
+        match &self.bytes {
+            Bytes::Dir(p) => Some(p),
+            Bytes::Temp(t) => Some(t.path()),
+            Bytes::Memory(_) => None,
+        }
+    }
+
+    /// The verified source of file `rel` for the writer, when its bytes are on disk
+    /// (`None` for an in-memory payload or an unknown path).
+    pub fn copy_from(&self, rel: &str) -> Option<aibox_config::CopyFrom> {
+        let file = self.files.get(rel)?;
+        Some(aibox_config::CopyFrom {
+            path: self.root()?.join(rel),
+            sha256: *file.sha256.as_bytes(),
+            size: file.size,
+        })
+    }
+
+    /// Reads file `rel` whole, checking its size and digest against the manifest. Meant
+    /// for the few small files that are parsed (catalog, tiers, MCP configs).
+    pub fn read(&self, rel: &str) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.stream(rel, &mut |chunk| out.extend_from_slice(chunk))?;
+        Ok(out)
+    }
+
+    /// Reads file `rel` as UTF-8 text (see [`Self::read`]); `None` when it is absent.
+    pub fn read_text(&self, rel: &str) -> Result<Option<String>> {
+        if !self.files.contains_key(rel) {
+            return Ok(None);
+        }
+        let bytes = self.read(rel)?;
+        Ok(Some(String::from_utf8(bytes).map_err(|_| {
+            ProvenanceError::Catalog {
+                path: rel.to_owned(),
+                reason: "not UTF-8".to_owned(),
+            }
+        })?))
+    }
+
+    /// Feeds the bytes of file `rel` to `sink` chunk by chunk, then checks size and
+    /// digest against the manifest (a mismatch is an error after the last chunk).
+    pub fn stream(&self, rel: &str, sink: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let file = self.files.get(rel).ok_or_else(|| ProvenanceError::Layout {
+            what: rel.to_owned(),
+            reason: "not a file of the release".to_owned(),
+        })?;
+        let root = match &self.bytes {
+            Bytes::Memory(m) => {
+                sink(m.get(rel).map_or(&[][..], Vec::as_slice));
+                return Ok(());
+            }
+            Bytes::Dir(p) => p.as_path(),
+            Bytes::Temp(t) => t.path(),
+        };
+        let path = root.join(rel);
+        let changed = |reason: String| ProvenanceError::ChangedReleaseFile {
+            path: path.display().to_string(),
+            reason,
+        };
+        let f = fs_err::File::open(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                changed("it is missing".to_owned())
+            } else {
+                ProvenanceError::io("read", &path, e)
+            }
+        })?;
+        let mut reader = f.take(file.size.saturating_add(1));
+        let mut counter = Counter::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = reader
+                .read(&mut buf)
+                .map_err(|e| ProvenanceError::io("read", &path, e))?;
+            if n == 0 {
+                break;
+            }
+            counter.update(&buf[..n]);
+            sink(&buf[..n]);
+        }
+        if counter.bytes != file.size {
+            return Err(changed(format!(
+                "it has {} bytes, {} were verified",
+                counter.bytes, file.size
+            )));
+        }
+        if counter.finish() != file.sha256 {
+            return Err(changed("its SHA-256 differs".to_owned()));
+        }
+        Ok(())
+    }
 }
 
 struct Checker<'a> {
@@ -235,22 +401,56 @@ impl<R: Read> Read for CappedReader<R> {
     }
 }
 
-/// Reads and validates a gzip-compressed tar archive entirely in memory. The archive must
-/// hold exactly one top directory `processkit-<tag>/` (stripped; the tag is returned in
-/// [`Payload::top_tag`]); with `expected_tag` the tag must match.
-pub fn read_archive(
-    gz: &[u8],
+/// A reader that hashes everything read through it.
+struct HashingReader<R> {
+    inner: R,
+    counter: Counter,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.counter.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// What [`unpack_archive`] found: the manifest, the top directory's tag and the
+/// SHA-256 of every archive byte read.
+#[derive(Debug)]
+pub struct Unpacked {
+    /// Release path → file.
+    pub files: BTreeMap<String, PayloadFile>,
+    /// The tag of `processkit-<tag>/`.
+    pub top_tag: String,
+    /// SHA-256 of the whole (compressed) input.
+    pub archive_sha256: Sha256,
+}
+
+/// Streams a gzip-compressed tar archive from `input` into the existing, empty
+/// directory `tree`, validating every entry before anything of it is written. The
+/// archive must hold exactly one top directory `processkit-<tag>/` (stripped); with
+/// `expected_tag` the tag must match. On an error, `tree` holds a partial tree the
+/// caller removes (it is always a private staging directory).
+#[allow(clippy::too_many_lines)] // one pass over every entry, each check in order
+pub fn unpack_archive(
+    input: impl Read,
     what: &str,
     expected_tag: Option<&str>,
     limits: &ExtractLimits,
-) -> Result<Payload> {
+    tree: &Path,
+) -> Result<Unpacked> {
     let corrupt = |e: &dyn std::fmt::Display| ProvenanceError::CorruptArchive {
         what: what.to_owned(),
         reason: e.to_string(),
     };
+    let hashing = HashingReader {
+        inner: input,
+        counter: Counter::default(),
+    };
     // Header data (PAX extensions, GNU long names) is read by `tar` before an entry is
     // seen, so the whole decompressed stream is capped: contents plus a header allowance.
-    let (capped, hit, cap) = CappedReader::new(flate2::read::GzDecoder::new(gz), limits);
+    let (capped, hit, cap) = CappedReader::new(flate2::read::GzDecoder::new(hashing), limits);
     let corrupt = |e: &dyn std::fmt::Display| {
         if hit.get() {
             ProvenanceError::ArchiveLimit {
@@ -265,7 +465,9 @@ pub fn read_archive(
     };
     let mut archive = tar::Archive::new(capped);
     let mut checker = Checker::new(limits);
-    let mut payload = Payload::default();
+    let mut files = BTreeMap::new();
+    let mut made_dirs: HashSet<String> = HashSet::new();
+    let mut buf = vec![0u8; 64 * 1024];
     let mut top: Option<String> = None;
     for entry in archive.entries().map_err(|e| corrupt(&e))? {
         let mut entry = entry.map_err(|e| corrupt(&e))?;
@@ -316,25 +518,88 @@ pub fn read_archive(
         }
         let size = entry.header().size().map_err(|e| corrupt(&e))?;
         checker.add_bytes(&rel, size)?;
-        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        (&mut entry)
-            .take(size.saturating_add(1))
-            .read_to_end(&mut data)
-            .map_err(|e| corrupt(&e))?;
-        if data.len() as u64 != size {
+        let executable = entry.header().mode().unwrap_or(0o644) & 0o111 != 0;
+        // Parents once each (the checker guarantees no file stands in their way).
+        if let Some((parent, _)) = rel.rsplit_once('/')
+            && !made_dirs.contains(parent)
+        {
+            let dir = tree.join(parent);
+            fs_err::create_dir_all(&dir).map_err(|e| ProvenanceError::io("create", &dir, e))?;
+            let mut p = parent;
+            loop {
+                made_dirs.insert(p.to_owned());
+                match p.rsplit_once('/') {
+                    Some((up, _)) if !made_dirs.contains(up) => p = up,
+                    _ => break,
+                }
+            }
+        }
+        let target = tree.join(&rel);
+        let mut out = create_new_file(&target, executable)?;
+        let mut counter = Counter::default();
+        let mut body = (&mut entry).take(size.saturating_add(1));
+        loop {
+            let n = body.read(&mut buf).map_err(|e| corrupt(&e))?;
+            if n == 0 {
+                break;
+            }
+            counter.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| ProvenanceError::io("write", &target, e))?;
+        }
+        if counter.bytes != size {
             return Err(reject("content length differs from the header"));
         }
-        let mode = entry.header().mode().unwrap_or(0o644);
-        payload.files.insert(
+        files.insert(
             rel,
             PayloadFile {
-                data,
-                executable: mode & 0o111 != 0,
+                sha256: counter.finish(),
+                size,
+                executable,
             },
         );
     }
-    payload.top_tag = Some(top_tag(top, what, expected_tag)?);
-    Ok(payload)
+    let top_tag = top_tag(top, what, expected_tag)?;
+    // The rest of the input (gzip trailer, padding) counts for the archive digest.
+    let mut hashing = archive.into_inner().inner.into_inner();
+    std::io::copy(&mut hashing, &mut std::io::sink()).map_err(|e| corrupt(&e))?;
+    Ok(Unpacked {
+        files,
+        top_tag,
+        archive_sha256: hashing.counter.finish(),
+    })
+}
+
+/// Streams an archive into a temporary directory owned by the returned payload (used
+/// when there is no download cache).
+pub fn unpack_to_temp(
+    input: impl Read,
+    what: &str,
+    expected_tag: Option<&str>,
+    limits: &ExtractLimits,
+) -> Result<(Payload, Sha256)> {
+    let dir = tempfile::Builder::new()
+        .prefix("aibox-release-")
+        .tempdir()
+        .map_err(|e| ProvenanceError::io("create a temporary folder in", "$TMPDIR", e))?;
+    let u = unpack_archive(input, what, expected_tag, limits, dir.path())?;
+    let payload = Payload {
+        files: u.files,
+        top_tag: Some(u.top_tag),
+        bytes: Bytes::Temp(Arc::new(dir)),
+    };
+    Ok((payload, u.archive_sha256))
+}
+
+/// Reads and validates a gzip-compressed tar archive held in memory, streaming its files
+/// into a temporary directory the payload owns (see [`unpack_archive`]).
+pub fn read_archive(
+    gz: &[u8],
+    what: &str,
+    expected_tag: Option<&str>,
+    limits: &ExtractLimits,
+) -> Result<Payload> {
+    unpack_to_temp(gz, what, expected_tag, limits).map(|(p, _)| p)
 }
 
 /// The tag of the archive's single top directory `processkit-<tag>/`, checked against
@@ -400,9 +665,10 @@ pub(crate) fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Reads and validates a local directory (the payload root, with `PROVENANCE.toml`
-/// directly inside). Symlinks and special files are rejected like archive entries, and
-/// so is a root inside `/proc`, `/sys` or `/dev`.
+/// Validates a local directory (the payload root, with `PROVENANCE.toml` directly
+/// inside) and hashes its files in place: the payload's bytes are the directory's.
+/// Symlinks and special files are rejected like archive entries, and so is a root
+/// inside `/proc`, `/sys` or `/dev`.
 pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
     let canonical =
         fs_err::canonicalize(root).map_err(|e| ProvenanceError::io("inspect", root, e))?;
@@ -413,7 +679,7 @@ pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
         });
     }
     let mut checker = Checker::new(limits);
-    let mut payload = Payload::default();
+    let mut files = BTreeMap::new();
     let mut stack = vec![(root.to_path_buf(), String::new())];
     while let Some((dir, rel_dir)) = stack.pop() {
         let mut names = Vec::new();
@@ -447,20 +713,31 @@ pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
                 checker.record(&rel, false)?;
                 checker.add_bytes(&rel, meta.len())?;
                 // No more than the size checked above, whatever the file streams.
-                let mut data = Vec::new();
-                fs_err::File::open(&path)
-                    .and_then(|f| f.take(meta.len().saturating_add(1)).read_to_end(&mut data))
-                    .map_err(|e| ProvenanceError::io("read", &path, e))?;
-                if data.len() as u64 != meta.len() {
+                let mut counter = Counter::default();
+                let mut reader = fs_err::File::open(&path)
+                    .map_err(|e| ProvenanceError::io("read", &path, e))?
+                    .take(meta.len().saturating_add(1));
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = reader
+                        .read(&mut buf)
+                        .map_err(|e| ProvenanceError::io("read", &path, e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    counter.update(&buf[..n]);
+                }
+                if counter.bytes != meta.len() {
                     return Err(ProvenanceError::UnsafeEntry {
                         entry: rel,
                         reason: "the file changed size while it was read".to_owned(),
                     });
                 }
-                payload.files.insert(
+                files.insert(
                     rel,
                     PayloadFile {
-                        data,
+                        sha256: counter.finish(),
+                        size: meta.len(),
                         executable: is_executable(&meta),
                     },
                 );
@@ -477,7 +754,7 @@ pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
             }
         }
     }
-    Ok(payload)
+    Ok(Payload::on_disk(files, None, root.to_path_buf()))
 }
 
 #[cfg(unix)]
@@ -491,11 +768,13 @@ fn is_executable(_meta: &std::fs::Metadata) -> bool {
     false
 }
 
-/// Writes `files` (relative path → file) below `dest` through a staging directory created
-/// beside it, then renames the staging directory into place (replacing an older `dest`).
-/// Files are created exclusively with mode 0644, or 0755 when executable.
+/// Writes files of `payload` below `dest` through a staging directory created beside
+/// it, then renames the staging directory into place (replacing an older `dest`). Each
+/// item of `files` is `(path below dest, release path)`. Files are created exclusively
+/// with mode 0644, or 0755 when executable, and their bytes re-verified while copied.
 pub fn write_tree<'a>(
-    files: impl IntoIterator<Item = (&'a str, &'a PayloadFile)>,
+    payload: &Payload,
+    files: impl IntoIterator<Item = (&'a str, &'a str)>,
     dest: &Path,
 ) -> Result<()> {
     let parent = dest
@@ -509,12 +788,30 @@ pub fn write_tree<'a>(
         .prefix(".aibox-staging-")
         .tempdir_in(parent)
         .map_err(|e| ProvenanceError::io("create staging directory in", parent, e))?;
-    for (rel, file) in files {
+    for (rel, release_path) in files {
+        let file = payload
+            .files
+            .get(release_path)
+            .ok_or_else(|| ProvenanceError::Layout {
+                what: release_path.to_owned(),
+                reason: "not a file of the release".to_owned(),
+            })?;
         let target = staging.path().join(rel);
         if let Some(dir) = target.parent() {
             fs_err::create_dir_all(dir).map_err(|e| ProvenanceError::io("create", dir, e))?;
         }
-        write_new_file(&target, &file.data, file.executable)?;
+        let mut out = create_new_file(&target, file.executable)?;
+        let mut failed = None;
+        payload.stream(release_path, &mut |chunk| {
+            if failed.is_none()
+                && let Err(e) = out.write_all(chunk)
+            {
+                failed = Some(e);
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(ProvenanceError::io("write", &target, e));
+        }
     }
     if fs_err::symlink_metadata(dest).is_ok() {
         let old = parent.join(format!(
@@ -536,8 +833,7 @@ pub fn write_tree<'a>(
 }
 
 /// Creates a new file (never following or replacing an existing one) with a normalised mode.
-pub(crate) fn write_new_file(path: &Path, data: &[u8], executable: bool) -> Result<()> {
-    use std::io::Write;
+fn create_new_file(path: &Path, executable: bool) -> Result<fs_err::File> {
     let mut opts = fs_err::OpenOptions::new();
     opts.write(true).create_new(true);
     #[cfg(unix)]
@@ -545,10 +841,41 @@ pub(crate) fn write_new_file(path: &Path, data: &[u8], executable: bool) -> Resu
         use fs_err::os::unix::fs::OpenOptionsExt;
         opts.mode(if executable { 0o755 } else { 0o644 });
     }
-    let mut f = opts
-        .open(path)
-        .map_err(|e| ProvenanceError::io("create", path, e))?;
-    f.write_all(data)
-        .map_err(|e| ProvenanceError::io("write", path, e))?;
-    Ok(())
+    #[cfg(not(unix))]
+    let _ = executable;
+    opts.open(path)
+        .map_err(|e| ProvenanceError::io("create", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory does not grow with the release's bytes: a payload entry is a fixed-size
+    /// manifest record (digest, size, mode), never the contents.
+    #[test]
+    fn a_payload_entry_holds_no_contents() {
+        assert!(std::mem::size_of::<PayloadFile>() <= 48);
+        let big = vec![7u8; 1024 * 1024];
+        let p = Payload::from_memory([("context/big.bin".to_owned(), big.clone(), false)]);
+        let entry = p.files["context/big.bin"];
+        assert_eq!(entry.size, big.len() as u64);
+        assert_eq!(entry.sha256, Sha256::of(&big));
+    }
+
+    #[test]
+    fn a_file_changed_on_disk_is_refused_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        fs_err::write(dir.path().join("a.md"), "one\n").unwrap();
+        let p = read_dir(dir.path(), &ExtractLimits::default()).unwrap();
+        assert_eq!(p.read("a.md").unwrap(), b"one\n");
+        fs_err::write(dir.path().join("a.md"), "two\n").unwrap();
+        let err = p.read("a.md").unwrap_err();
+        assert!(
+            matches!(err, ProvenanceError::ChangedReleaseFile { .. }),
+            "{err:?}"
+        );
+        fs_err::write(dir.path().join("a.md"), "longer\n").unwrap();
+        assert!(p.read("a.md").unwrap_err().to_string().contains("bytes"));
+    }
 }

@@ -142,12 +142,29 @@ pub fn exists(url: &str, opts: &HttpOptions) -> bool {
         .map_or(true, |r| !matches!(r.status().as_u16(), 404 | 410))
 }
 
-/// Downloads `url` into memory, hashing while streaming.
+/// Downloads `url` into memory, hashing while streaming (small files: sidecars).
 pub fn download(
     url: &str,
     opts: &HttpOptions,
-    mut progress: Option<ProgressFn<'_>>,
+    progress: Option<ProgressFn<'_>>,
 ) -> Result<Downloaded> {
+    let mut bytes = Vec::new();
+    let (digest, final_url) = download_to(url, opts, progress, &mut bytes)?;
+    Ok(Downloaded {
+        bytes,
+        digest,
+        final_url,
+    })
+}
+
+/// Downloads `url` into `sink` (a file, for release archives), hashing while streaming.
+/// Returns the digest and the URL that finally answered.
+pub fn download_to(
+    url: &str,
+    opts: &HttpOptions,
+    mut progress: Option<ProgressFn<'_>>,
+    sink: &mut dyn std::io::Write,
+) -> Result<(Sha256, String)> {
     check_url(url)?;
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .max_redirects(0)
@@ -202,7 +219,6 @@ pub fn download(
             });
         }
         let mut reader = response.into_body().into_reader();
-        let mut bytes = Vec::with_capacity(usize::try_from(total.unwrap_or(0)).unwrap_or(0));
         let mut counter = Counter::default();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -219,7 +235,11 @@ pub fn download(
                     limit: opts.max_bytes,
                 });
             }
-            bytes.extend_from_slice(&buf[..n]);
+            sink.write_all(&buf[..n]).map_err(|e| ProvenanceError::Io {
+                action: "save the download of",
+                path: current.clone(),
+                source: e,
+            })?;
             if let Some(cb) = progress.as_mut() {
                 cb(Progress {
                     received: counter.bytes,
@@ -233,11 +253,7 @@ pub fn download(
                 &"the response ended before the announced length",
             ));
         }
-        return Ok(Downloaded {
-            bytes,
-            digest: counter.finish(),
-            final_url: current,
-        });
+        return Ok((counter.finish(), current));
     }
 }
 

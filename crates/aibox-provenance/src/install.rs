@@ -18,7 +18,7 @@ use crate::catalog::{Catalog, skill_of};
 use crate::digest::Sha256;
 use crate::error::{ProvenanceError, Result};
 
-use crate::extract::PayloadFile;
+use crate::extract::{Payload, PayloadFile};
 use crate::record::{
     Intent, IntentWrite, MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall, MarkerManifest,
     ProcesskitLock, SNAPSHOT_DIR,
@@ -88,13 +88,47 @@ pub struct FileDecision {
     pub user_owned: bool,
 }
 
+/// Where the bytes of a file to write come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteData {
+    /// Bytes made by aibox (migration documents) or of an in-memory payload.
+    Bytes(Vec<u8>),
+    /// A verified file of the release on disk, streamed by the writer.
+    Copy(aibox_config::CopyFrom),
+}
+
 /// A file to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileWrite {
     /// Project path.
     pub path: String,
-    /// Contents and mode.
-    pub file: PayloadFile,
+    /// Contents.
+    pub data: WriteData,
+    /// Written 0755 when true, else 0644.
+    pub executable: bool,
+}
+
+impl FileWrite {
+    /// The write of release file `release_path` to project path `path`: a copy of the
+    /// verified file when the payload is on disk (never read into memory here).
+    pub fn from_payload(payload: &Payload, release_path: &str, path: String) -> Result<Self> {
+        let file = payload
+            .files
+            .get(release_path)
+            .ok_or_else(|| ProvenanceError::Layout {
+                what: release_path.to_owned(),
+                reason: "not a file of the release".to_owned(),
+            })?;
+        let data = match payload.copy_from(release_path) {
+            Some(c) => WriteData::Copy(c),
+            None => WriteData::Bytes(payload.read(release_path)?),
+        };
+        Ok(Self {
+            path,
+            data,
+            executable: file.executable,
+        })
+    }
 }
 
 /// The snapshot of the installed version, `context/templates/processkit/<version>/`.
@@ -102,8 +136,8 @@ pub struct FileWrite {
 pub struct SnapshotPlan {
     /// Project directory of the snapshot.
     pub dir: String,
-    /// Full payload, relative to `dir`.
-    pub files: BTreeMap<String, PayloadFile>,
+    /// Every file of the release; paths relative to `dir`.
+    pub files: Vec<FileWrite>,
 }
 
 /// Settings of a plan that do not come from the release.
@@ -168,6 +202,9 @@ pub struct InstallPlan {
     /// Whether the stat cache should be rewritten after applying: something changed,
     /// or files had to be re-hashed.
     pub stat_cache_stale: bool,
+    /// The release payload the writes copy from (keeps a temporary unpack alive as long
+    /// as the plan).
+    pub payload: Payload,
 }
 
 /// What planning may reuse from earlier runs.
@@ -226,8 +263,12 @@ fn target(path: &str, selected: &BTreeSet<String>) -> Option<(String, bool)> {
     Some((path.to_owned(), false))
 }
 
-enum Live {
+/// The live state of one project path, as the scan found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Live {
+    /// Absent.
     Missing,
+    /// A regular file with this digest.
     File(Sha256),
     /// A symlink, directory or other non-file: never touched.
     Odd,
@@ -308,9 +349,8 @@ fn count_direct(files: &BTreeMap<String, PayloadFile>, dir: &str) -> usize {
         .count()
 }
 
-/// The reference-compatible `v2:` fingerprint (spec §14) over the given final contents.
-pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
-    use sha2::Digest as _;
+/// Whether a project path counts for the `v2:` fingerprint.
+fn in_fingerprint(p: &str) -> bool {
     const ROOTS: [&str; 5] = [
         "context/skills/processkit/",
         "context/skills/_lib/",
@@ -318,15 +358,19 @@ pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>)
         "context/state-machines/",
         "context/processes/",
     ];
+    ROOTS.iter().any(|r| p.starts_with(r))
+        && !p.split('/').any(|c| c.starts_with('.'))
+        && skill_of(p).is_none_or(|(cat, skill)| {
+            !p.starts_with(&format!("context/skills/{cat}/{skill}/config/"))
+        })
+}
+
+/// The reference-compatible `v2:` fingerprint (spec §14) over the given final contents.
+pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
+    use sha2::Digest as _;
     let mut selected: Vec<(&str, &[u8])> = files
         .into_iter()
-        .filter(|(p, _)| ROOTS.iter().any(|r| p.starts_with(r)))
-        .filter(|(p, _)| !p.split('/').any(|c| c.starts_with('.')))
-        .filter(|(p, _)| {
-            skill_of(p).is_none_or(|(cat, skill)| {
-                !p.starts_with(&format!("context/skills/{cat}/{skill}/config/"))
-            })
-        })
+        .filter(|(p, _)| in_fingerprint(p))
         .collect();
     selected.sort_by(|a, b| a.0.cmp(b.0));
     let mut h = sha2::Sha256::new();
@@ -337,6 +381,23 @@ pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>)
         h.update([0]);
     }
     format!("v2:{}", hex::encode(h.finalize()))
+}
+
+/// [`install_hash_v2`] of an install set, streaming each file from the payload.
+fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<String> {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    // The install set is sorted by project path, as the fingerprint wants.
+    for (p, (release_path, _, _)) in set {
+        if !in_fingerprint(p) {
+            continue;
+        }
+        h.update(p.as_bytes());
+        h.update([0]);
+        payload.stream(release_path, &mut |chunk| h.update(chunk))?;
+        h.update([0]);
+    }
+    Ok(format!("v2:{}", hex::encode(h.finalize())))
 }
 
 /// Resuming an interrupted plan: a file it already wrote (or removed) is seen as that
@@ -376,7 +437,6 @@ struct ThreeWay {
     intent_writes: BTreeMap<String, IntentWrite>,
     intent_removals: BTreeMap<String, Sha256>,
     live_after: BTreeMap<String, Sha256>,
-    cache_misses: usize,
     decisions: Vec<FileDecision>,
     writes: Vec<FileWrite>,
     removals: Vec<String>,
@@ -387,17 +447,32 @@ struct ThreeWay {
 
 type InstallSet<'a> = BTreeMap<String, (&'a str, &'a PayloadFile, bool)>;
 
-/// Classifies every file of the new install set and of the previous manifest.
+/// Every project path the plan classifies: the new install set and the previous
+/// manifest.
+fn classified_paths<'a>(new_set: &'a InstallSet<'_>, old: Option<&'a Marker>) -> BTreeSet<&'a str> {
+    let mut all: BTreeSet<&str> = new_set.keys().map(String::as_str).collect();
+    if let Some(m) = old {
+        all.extend(
+            m.files
+                .keys()
+                .chain(m.user_files.keys())
+                .map(String::as_str),
+        );
+    }
+    all
+}
+
+/// Classifies every file of the new install set and of the previous manifest, from the
+/// live states of the scan. Pure.
 #[allow(clippy::too_many_lines)] // one pass over every path reads better whole
 fn three_way(
-    root: &Path,
+    payload: &Payload,
     new_set: &InstallSet<'_>,
     old: Option<&Marker>,
-    same_release: bool,
-    hints: Hints<'_>,
+    live_states: &BTreeMap<String, Live>,
+    resume: Option<&Intent>,
     warnings: &mut Vec<String>,
 ) -> Result<ThreeWay> {
-    let resume = hints.interrupted;
     let base: BTreeMap<&str, Sha256> = old
         .map(|m| {
             m.files
@@ -408,22 +483,13 @@ fn three_way(
         })
         .unwrap_or_default();
     let mut t = ThreeWay::default();
-    let all: BTreeSet<&str> = new_set
-        .keys()
-        .map(String::as_str)
-        .chain(base.keys().copied())
-        .collect();
-    for path in all {
+    for path in classified_paths(new_set, old) {
         let r = base.get(path).copied();
         let entry = new_set.get(path);
-        // Same release: the base hash is the upstream hash; skip re-hashing the payload.
-        let c = entry.map(|(_, f, _)| match r {
-            Some(r) if same_release => r,
-            _ => Sha256::of(&f.data),
-        });
+        let c = entry.map(|(_, f, _)| f.sha256);
         let user_owned =
             entry.is_some_and(|e| e.2) || old.is_some_and(|m| m.user_files.contains_key(path));
-        let actual = live_state(root, path, hints.stat_cache, &mut t.cache_misses)?;
+        let actual = live_states.get(path).copied().unwrap_or(Live::Missing);
         let live_now = match actual {
             Live::File(h) => Some(h),
             _ => None,
@@ -454,7 +520,7 @@ fn three_way(
                 }
             }
         }
-        if let (Some((release_path, file, _)), Some(c)) = (entry, c) {
+        if let (Some((release_path, _, _)), Some(c)) = (entry, c) {
             if user_owned {
                 // A kept user file is recorded as it was installed (or found), not as
                 // the upstream version that was not written.
@@ -480,16 +546,18 @@ fn three_way(
                     };
                     t.intent_writes
                         .insert(path.to_owned(), IntentWrite { new: c, before });
-                    t.writes.push(FileWrite {
-                        path: path.to_owned(),
-                        file: (*file).clone(),
-                    });
+                    t.writes.push(FileWrite::from_payload(
+                        payload,
+                        release_path,
+                        path.to_owned(),
+                    )?);
                 }
                 Action::Keep if class == Class::Conflict => {
-                    t.parked.push(FileWrite {
-                        path: path.to_owned(),
-                        file: (*file).clone(),
-                    });
+                    t.parked.push(FileWrite::from_payload(
+                        payload,
+                        release_path,
+                        path.to_owned(),
+                    )?);
                 }
                 _ => {}
             }
@@ -522,43 +590,6 @@ fn three_way(
     }
 
     Ok(t)
-}
-
-/// The snapshot to write (when missing or from another release) and stale snapshots.
-fn snapshot_plan(
-    root: &Path,
-    release: &VerifiedRelease,
-    same_release: bool,
-) -> (Option<SnapshotPlan>, Vec<String>) {
-    // Snapshot of this version.
-    let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
-    let snap_ok = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
-        .ok()
-        .is_some_and(|b| {
-            release
-                .payload
-                .files
-                .get("PROVENANCE.toml")
-                .is_some_and(|p| p.data == b)
-        });
-    let snapshot = (!snap_ok || !same_release).then(|| SnapshotPlan {
-        dir: snap_dir.clone(),
-        files: release.payload.files.clone(),
-    });
-    let mut stale_snapshots = Vec::new();
-    if let Ok(rd) = fs_err::read_dir(root.join(SNAPSHOT_DIR)) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            // Only real directories that look like versions: never a user's file or link.
-            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir && name != release.version && crate::source::check_version(&name).is_ok() {
-                stale_snapshots.push(format!("{SNAPSHOT_DIR}/{name}"));
-            }
-        }
-    }
-    stale_snapshots.sort();
-
-    (snapshot, stale_snapshots)
 }
 
 /// The marker's `[manifest]` counts and digests.
@@ -617,6 +648,160 @@ fn install_set<'a>(release: &'a VerifiedRelease, selected: &BTreeSet<String>) ->
     set
 }
 
+/// Everything planning needs from the live project and from reading the release's
+/// files, gathered by [`scan`] so that [`plan_scanned`] does no I/O.
+#[derive(Debug, Clone, Default)]
+pub struct LiveScan {
+    /// The live processkit marker text, if any.
+    pub marker: Option<String>,
+    /// That marker parsed (`None` when missing, unparseable or of another schema).
+    pub parsed_marker: Option<Marker>,
+    /// Live state of every path the plan classifies.
+    pub files: BTreeMap<String, Live>,
+    /// The interrupted run's intent record, when it still applies.
+    pub interrupted: Option<Intent>,
+    /// Digest of the live snapshot's `PROVENANCE.toml` of the release's version.
+    pub snapshot_provenance: Option<Sha256>,
+    /// Snapshot directories of other versions, each with the regular files below it
+    /// (root-relative, sorted).
+    pub stale_snapshots: BTreeMap<String, Vec<String>>,
+    /// Files the stat cache did not vouch for (re-hashed).
+    pub cache_misses: usize,
+    /// `aggregate_sha256` of the release's MCP manifest and the check's warnings.
+    pub mcp_manifest: (Option<String>, Vec<String>),
+    /// The MCP servers of the install set.
+    pub servers: Vec<ProcesskitServer>,
+    /// The `v2:` fingerprint of the install set, when the marker's cannot be reused.
+    pub fingerprint: Option<String>,
+}
+
+/// The selection and the marker as the plan sees them.
+struct Basis<'a> {
+    selection: crate::catalog::Selection,
+    new_set: InstallSet<'a>,
+    old: Option<Marker>,
+    same_release: bool,
+    skills: Vec<String>,
+    base_marker_sha256: Option<Sha256>,
+}
+
+fn basis<'a>(
+    release: &'a VerifiedRelease,
+    catalog: &Catalog,
+    opts: &PlanOptions<'_>,
+    marker: Option<&str>,
+    old: Option<Marker>,
+) -> Result<Basis<'a>> {
+    let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
+    let new_set = install_set(release, &selection.skills);
+    let same_release = old.as_ref().is_some_and(|m| {
+        m.install.processkit_version == release.version
+            && m.manifest.release_asset_sha256 == Some(release.digest)
+    });
+    let skills: Vec<String> = selection.skills.iter().cloned().collect();
+    let base_marker_sha256 = marker.map(|t| Sha256::of(t.as_bytes()));
+    Ok(Basis {
+        selection,
+        new_set,
+        old,
+        same_release,
+        skills,
+        base_marker_sha256,
+    })
+}
+
+impl Basis<'_> {
+    /// The marker's fingerprint, when it still describes this release and selection.
+    fn reusable_fingerprint(&self) -> Option<String> {
+        self.old
+            .as_ref()
+            .filter(|m| self.same_release && m.install.skills == self.skills)
+            .and_then(|m| m.manifest.install_hash.clone())
+    }
+}
+
+/// The I/O half of planning: reads the marker, the live state of every path the plan
+/// classifies (trusting the stat cache for unchanged files), the snapshot directories,
+/// and the release files planning parses (MCP manifest and configs), and computes the
+/// fingerprint when needed. Writes nothing.
+pub fn scan(
+    root: &Path,
+    release: &VerifiedRelease,
+    catalog: &Catalog,
+    opts: &PlanOptions<'_>,
+    hints: Hints<'_>,
+) -> Result<LiveScan> {
+    let marker = fs_err::read_to_string(root.join(MARKER_PATH)).ok();
+    let parsed_marker = marker.as_deref().and_then(Marker::parse);
+    let b = basis(
+        release,
+        catalog,
+        opts,
+        marker.as_deref(),
+        parsed_marker.clone(),
+    )?;
+    let mut cache_misses = 0;
+    let mut files = BTreeMap::new();
+    for path in classified_paths(&b.new_set, b.old.as_ref()) {
+        let live = live_state(root, path, hints.stat_cache, &mut cache_misses)?;
+        files.insert(path.to_owned(), live);
+    }
+    let interrupted =
+        applicable(hints.interrupted, release, b.base_marker_sha256, &b.skills).cloned();
+    let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
+    let snapshot_provenance = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
+        .ok()
+        .map(|bytes| Sha256::of(&bytes));
+    let mut stale_snapshots = BTreeMap::new();
+    if let Ok(rd) = fs_err::read_dir(root.join(SNAPSHOT_DIR)) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // Only real directories that look like versions: never a user's file or link.
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && name != release.version && crate::source::check_version(&name).is_ok() {
+                let dir = format!("{SNAPSHOT_DIR}/{name}");
+                let mut listed = Vec::new();
+                list_files(root, &dir, &mut listed);
+                listed.sort();
+                stale_snapshots.insert(dir, listed);
+            }
+        }
+    }
+    let mcp_manifest = crate::servers::check_mcp_manifest(&release.payload, &release.version)?;
+    // Only the MCP configs are read; every other path counts for script checks.
+    let mut configs: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+    for (p, (release_path, _, _)) in &b.new_set {
+        if p.ends_with("/mcp/mcp-config.json") {
+            configs.insert(p.as_str(), release.payload.read(release_path)?);
+        }
+    }
+    let servers = servers(
+        b.new_set.keys().map(|p| {
+            (
+                p.as_str(),
+                configs.get(p.as_str()).map_or(&[][..], Vec::as_slice),
+            )
+        }),
+        opts.prefer_gateway,
+    )?;
+    let fingerprint = match b.reusable_fingerprint() {
+        Some(_) => None,
+        None => Some(install_hash_streamed(&release.payload, &b.new_set)?),
+    };
+    Ok(LiveScan {
+        marker,
+        parsed_marker,
+        files,
+        interrupted,
+        snapshot_provenance,
+        stale_snapshots,
+        cache_misses,
+        mcp_manifest,
+        servers,
+        fingerprint,
+    })
+}
+
 /// Computes the install or upgrade of `release` into `root`. Reads live files; writes
 /// nothing. `previous_lock` is the lock section as it was before this run.
 pub fn plan_install(
@@ -632,7 +817,7 @@ pub fn plan_install(
 /// [`Intent`] record) still applies: same release, same selection and the marker it
 /// started from still in place. The result is then that run's plan, so applying it
 /// completes exactly what was intended. A record that does not apply is ignored.
-#[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
+/// Equivalent to [`scan`] followed by [`plan_scanned`].
 pub fn plan_resume(
     root: &Path,
     release: &VerifiedRelease,
@@ -640,34 +825,33 @@ pub fn plan_resume(
     opts: &PlanOptions<'_>,
     hints: Hints<'_>,
 ) -> Result<InstallPlan> {
-    let interrupted = hints.interrupted;
     let catalog = Catalog::from_payload(&release.payload)?;
-    let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
-    let mut warnings = release.warnings.clone();
-    warnings.extend(selection.warnings.iter().cloned());
-    let (mcp_aggregate_sha256, mcp_warnings) =
-        crate::servers::check_mcp_manifest(&release.payload.files, &release.version)?;
-    warnings.extend(mcp_warnings);
+    let live = scan(root, release, &catalog, opts, hints)?;
+    plan_scanned(release, &catalog, previous_lock, opts, &live)
+}
 
-    // C: the new install set.
-    let new_set = install_set(release, &selection.skills);
-    let servers = servers(
-        new_set
-            .iter()
-            .map(|(p, (_, f, _))| (p.as_str(), f.data.as_slice())),
-        opts.prefer_gateway,
+/// The pure half of planning: classifies three ways from the release manifest, the
+/// previous marker and lock, and the live scan ([`scan`]). Reads no file.
+#[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
+pub fn plan_scanned(
+    release: &VerifiedRelease,
+    catalog: &Catalog,
+    previous_lock: Option<&ProcesskitLock>,
+    opts: &PlanOptions<'_>,
+    live: &LiveScan,
+) -> Result<InstallPlan> {
+    let b = basis(
+        release,
+        catalog,
+        opts,
+        live.marker.as_deref(),
+        live.parsed_marker.clone(),
     )?;
-
-    // R: the previous install.
-    let live_marker = fs_err::read_to_string(root.join(MARKER_PATH)).ok();
-    let old = Marker::read(root);
-    let same_release = old.as_ref().is_some_and(|m| {
-        m.install.processkit_version == release.version
-            && m.manifest.release_asset_sha256 == Some(release.digest)
-    });
-    let skills: Vec<String> = selection.skills.iter().cloned().collect();
-    let base_marker_sha256 = live_marker.as_deref().map(|t| Sha256::of(t.as_bytes()));
-    let resume = applicable(interrupted, release, base_marker_sha256, &skills);
+    let mut warnings = release.warnings.clone();
+    warnings.extend(b.selection.warnings.iter().cloned());
+    let (mcp_aggregate_sha256, mcp_warnings) = live.mcp_manifest.clone();
+    warnings.extend(mcp_warnings);
+    let resume = live.interrupted.as_ref();
     // A resumed plan keeps the interrupted run's time (install time, migration id).
     let resumed_opts = resume.map(|i| PlanOptions {
         now: i.now.as_str(),
@@ -675,37 +859,51 @@ pub fn plan_resume(
     });
     let opts = resumed_opts.as_ref().unwrap_or(opts);
 
-    let hints = Hints {
-        interrupted: resume,
-        ..hints
-    };
     let t = three_way(
-        root,
-        &new_set,
-        old.as_ref(),
-        same_release,
-        hints,
+        &release.payload,
+        &b.new_set,
+        b.old.as_ref(),
+        &live.files,
+        resume,
         &mut warnings,
     )?;
-    let cache_misses = t.cache_misses;
-    let (snapshot, stale_snapshots) = snapshot_plan(root, release, same_release);
+    // The snapshot of this version, when missing or from another release.
+    let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
+    let snap_ok = live.snapshot_provenance.is_some()
+        && release
+            .payload
+            .files
+            .get("PROVENANCE.toml")
+            .map(|f| f.sha256)
+            == live.snapshot_provenance;
+    let snapshot = if !snap_ok || !b.same_release {
+        let mut files = Vec::with_capacity(release.payload.files.len());
+        for rel in release.payload.files.keys() {
+            files.push(FileWrite::from_payload(&release.payload, rel, rel.clone())?);
+        }
+        Some(SnapshotPlan {
+            dir: snap_dir,
+            files,
+        })
+    } else {
+        None
+    };
+    let stale_snapshots: Vec<String> = live.stale_snapshots.keys().cloned().collect();
 
     // Marker and lock, keeping the old timestamp when nothing changed.
     let content_changed = !t.writes.is_empty() || !t.removals.is_empty();
     // The fingerprint only depends on the release and the selection.
-    let reusable = old
-        .as_ref()
-        .filter(|m| same_release && m.install.skills == skills);
-    let fingerprint = match reusable.and_then(|m| m.manifest.install_hash.clone()) {
-        Some(h) => h,
-        None => install_hash_v2(
-            new_set
-                .iter()
-                .map(|(p, (_, f, _))| (p.as_str(), f.data.as_slice())),
-        ),
-    };
-    let manifest = manifest(&catalog, release, fingerprint.clone());
-    let unchanged_record = old.as_ref().is_some_and(|m| {
+    let fingerprint = b
+        .reusable_fingerprint()
+        .or_else(|| live.fingerprint.clone())
+        .ok_or_else(|| ProvenanceError::Record {
+            path: MARKER_PATH.to_owned(),
+            reason: "the scan did not compute the install fingerprint".to_owned(),
+        })?;
+    let old = b.old.as_ref();
+    let skills = b.skills.clone();
+    let manifest = manifest(catalog, release, fingerprint.clone());
+    let unchanged_record = old.is_some_and(|m| {
         !content_changed
             && m.install.processkit_version == release.version
             && m.install.processkit_source == release.source
@@ -714,11 +912,11 @@ pub fn plan_resume(
             && m.files == t.files
             && m.user_files == t.user_files
     });
-    let installed_at = match &old {
+    let installed_at = match old {
         Some(m) if unchanged_record => m.install.installed_at.clone(),
         _ => opts.now.to_owned(),
     };
-    let cli_version = match &old {
+    let cli_version = match old {
         Some(m) if unchanged_record => m.install.cli_version.clone(),
         _ => opts.cli_version.to_owned(),
     };
@@ -736,12 +934,12 @@ pub fn plan_resume(
         user_files: t.user_files,
     }
     .render();
-    let marker_changed = live_marker.as_deref() != Some(marker.as_str());
+    let marker_changed = live.marker.as_deref() != Some(marker.as_str());
     let intent = Intent {
         version: release.version.clone(),
         release_asset_sha256: release.digest,
-        base_marker_sha256,
-        skills: selection.skills.iter().cloned().collect(),
+        base_marker_sha256: b.base_marker_sha256,
+        skills: b.selection.skills.iter().cloned().collect(),
         now: opts.now.to_owned(),
         writes: t.intent_writes,
         removals: t.intent_removals,
@@ -756,7 +954,7 @@ pub fn plan_resume(
         fingerprint,
     );
 
-    let from_version = old.as_ref().map(|m| m.install.processkit_version.clone());
+    let from_version = old.map(|m| m.install.processkit_version.clone());
     let mut plan = InstallPlan {
         from_version,
         to_version: release.version.clone(),
@@ -769,17 +967,18 @@ pub fn plan_resume(
         marker,
         marker_changed,
         lock,
-        servers,
+        servers: live.servers.clone(),
         mcp_aggregate_sha256,
-        skills: selection.skills,
+        skills: b.selection.skills,
         warnings,
         intent: None,
         live_after,
         stat_cache_stale: false,
+        payload: release.payload.clone(),
     };
     plan.migration = crate::migration::document(&plan, &release.source, opts.now, t.parked);
     plan.intent = (!plan.is_noop()).then_some(intent);
-    plan.stat_cache_stale = cache_misses > 0 || !plan.is_noop();
+    plan.stat_cache_stale = live.cache_misses > 0 || !plan.is_noop();
     Ok(plan)
 }
 
@@ -844,13 +1043,8 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     let mut writer = Writer::new(&project);
     // One `syncfs` makes all content durable before the marker that names it.
     writer.defer_sync();
-    let mode = |executable: bool| Some(if executable { 0o755 } else { 0o644 });
     for w in &plan.writes {
-        writer.write(
-            Utf8Path::new(&w.path),
-            &w.file.data,
-            mode(w.file.executable),
-        )?;
+        write_one(&mut writer, &w.path, w, w.executable)?;
     }
     for r in &plan.removals {
         writer.remove(Utf8Path::new(r))?;
@@ -865,9 +1059,13 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     }
     if let Some(s) = &plan.snapshot {
         check_parents(root, &format!("{}/x", s.dir))?;
-        for (rel, file) in &s.files {
-            let path = format!("{}/{rel}", s.dir);
-            writer.write(Utf8Path::new(&path), &file.data, mode(file.executable))?;
+        for w in &s.files {
+            write_one(
+                &mut writer,
+                &format!("{}/{}", s.dir, w.path),
+                w,
+                w.executable,
+            )?;
         }
     }
     for s in &plan.stale_snapshots {
@@ -880,14 +1078,33 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
         writer.prune_empty_dirs(Utf8Path::new(s))?;
     }
     for w in plan.migration.iter().flatten() {
-        writer.write(Utf8Path::new(&w.path), &w.file.data, mode(false))?;
+        // Migration documents and parked copies are never executable.
+        write_one(&mut writer, &w.path, w, false)?;
     }
     if plan.marker_changed {
         writer.write(
             Utf8Path::new(MARKER_PATH),
             plan.marker.as_bytes(),
-            mode(false),
+            Some(0o644),
         )?;
+    }
+    Ok(())
+}
+
+/// Writes one planned file at `path`: its bytes, or a verified copy streamed from the
+/// release.
+fn write_one(
+    writer: &mut aibox_config::write::Writer<'_>,
+    path: &str,
+    w: &FileWrite,
+    executable: bool,
+) -> Result<()> {
+    let mode = Some(if executable { 0o755 } else { 0o644 });
+    match &w.data {
+        WriteData::Bytes(bytes) => {
+            writer.write(Utf8Path::new(path), bytes, mode)?;
+        }
+        WriteData::Copy(from) => writer.copy_verified(Utf8Path::new(path), from, mode)?,
     }
     Ok(())
 }

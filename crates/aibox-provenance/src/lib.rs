@@ -3,9 +3,12 @@
 //!
 //! The flow: [`fetch_release`] resolves `[processkit]` into a [`VerifiedRelease`]
 //! (digest checked against the pin, the lock or the `.sha256` sidecar; archive validated
-//! entry by entry in memory), [`plan_install`] compares base, release and live files
-//! before anything is written, [`apply_plan`] writes the plan atomically, and
-//! [`integrity`] checks the installed files against the per-file manifest at any time.
+//! entry by entry while it is streamed into the download cache's unpacked store, so the
+//! payload is a manifest and never held in memory), [`scan`] reads the live project
+//! and [`plan_scanned`] compares base, release and live files purely before anything
+//! is written ([`plan_install`] does both), [`apply_plan`] writes the plan atomically
+//! (release files are streamed by the one writer and re-verified while copied), and
+//! [`integrity()`] checks the installed files against the per-file manifest at any time.
 
 pub mod cache;
 pub mod catalog;
@@ -30,8 +33,8 @@ pub use error::{ProvenanceError, Result};
 pub use extract::{ExtractLimits, Payload, PayloadFile};
 pub use fetch::{HttpOptions, Progress};
 pub use install::{
-    Action, Class, FileDecision, Hints, InstallPlan, PlanOptions, apply_plan, plan_install,
-    plan_resume,
+    Action, Class, FileDecision, Hints, InstallPlan, Live, LiveScan, PlanOptions, WriteData,
+    apply_plan, plan_install, plan_resume, plan_scanned, scan,
 };
 pub use integrity::{IntegrityReport, IntegrityStatus, integrity};
 pub use record::{Intent, Marker, ProcesskitLock};

@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::extract::PayloadFile;
-use crate::install::{Action, Class, FileDecision, FileWrite, InstallPlan};
+use crate::install::{Action, Class, FileDecision, FileWrite, InstallPlan, WriteData};
 
 /// Directory of pending migration documents.
 pub const PENDING_DIR: &str = "context/migrations/pending";
@@ -201,15 +200,13 @@ pub(crate) fn document(
     text.push('\n');
     let mut out = vec![FileWrite {
         path: format!("{PENDING_DIR}/{}.md", doc.id),
-        file: PayloadFile {
-            data: text.into_bytes(),
-            executable: false,
-        },
+        data: WriteData::Bytes(text.into_bytes()),
+        executable: false,
     }];
     for p in parked {
         out.push(FileWrite {
             path: format!("{PENDING_DIR}/{}.upstream/{}", doc.id, p.path),
-            file: p.file,
+            ..p
         });
     }
     Some(out)

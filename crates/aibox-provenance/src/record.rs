@@ -135,7 +135,12 @@ impl Marker {
     /// schema (it is rewritten on the next apply, never an error).
     pub fn read(project_root: &Path) -> Option<Self> {
         let text = fs_err::read_to_string(project_root.join(MARKER_PATH)).ok()?;
-        let marker: Self = toml::from_str(&text).ok()?;
+        Self::parse(&text)
+    }
+
+    /// Parses a marker text; `None` when unparseable or of an unknown schema.
+    pub fn parse(text: &str) -> Option<Self> {
+        let marker: Self = toml::from_str(text).ok()?;
         (marker.schema_version == MARKER_SCHEMA).then_some(marker)
     }
 }

@@ -248,14 +248,23 @@ pub fn config_digest(data: &[u8]) -> Option<String> {
 /// warning. Returns the recomputed aggregate (re-merge harness configs whenever it
 /// changes) and the warnings; a release without a manifest yields `None`.
 pub fn check_mcp_manifest(
-    files: &BTreeMap<String, crate::extract::PayloadFile>,
+    payload: &crate::extract::Payload,
     version: &str,
 ) -> Result<(Option<String>, Vec<String>)> {
     let mut warnings = Vec::new();
-    let Some(file) = files.get(MCP_MANIFEST) else {
+    let files = &payload.files;
+    if !files.contains_key(MCP_MANIFEST) {
         return Ok((None, warnings));
+    }
+    // Only the few files named here are read (and re-verified) from the payload.
+    let data = |path: &str| -> Option<Vec<u8>> {
+        files
+            .contains_key(path)
+            .then(|| payload.read(path).ok())
+            .flatten()
     };
-    let manifest = serde_json::from_slice::<serde_json::Value>(&file.data).map_err(|e| {
+    let manifest_bytes = payload.read(MCP_MANIFEST)?;
+    let manifest = serde_json::from_slice::<serde_json::Value>(&manifest_bytes).map_err(|e| {
         ProvenanceError::McpManifest {
             problems: vec![format!("`{MCP_MANIFEST}` is not valid JSON: {e}")],
         }
@@ -270,7 +279,7 @@ pub fn check_mcp_manifest(
                 continue;
             };
             listed.insert(path.to_owned());
-            match files.get(path).and_then(|f| config_digest(&f.data)) {
+            match data(path).and_then(|d| config_digest(&d)) {
                 None => problems.push(format!(
                     "`{path}` is listed in `{list}` but missing from the release or not JSON"
                 )),
@@ -319,7 +328,7 @@ pub fn check_mcp_manifest(
         let Some(path) = entry["path"].as_str() else {
             continue;
         };
-        let actual = files.get(path).and_then(|f| pep723_header_digest(&f.data));
+        let actual = data(path).and_then(|d| pep723_header_digest(&d));
         if actual.as_deref() != entry["sha256"].as_str() {
             warnings.push(format!(
                 "MCP manifest: the PEP 723 header digest of `{path}` is stale (a known processkit release slip; the server configs themselves match)"
@@ -339,7 +348,11 @@ pub fn check_mcp_manifest(
 #[cfg(test)]
 mod manifest_tests {
     use super::*;
-    use crate::extract::PayloadFile;
+    use crate::extract::Payload;
+
+    fn payload(files: &BTreeMap<String, Vec<u8>>) -> Payload {
+        Payload::from_memory(files.iter().map(|(p, d)| (p.clone(), d.clone(), false)))
+    }
 
     #[test]
     fn canonical_json_matches_python_json_dumps() {
@@ -362,40 +375,22 @@ mod manifest_tests {
             r#"{{"aggregate_sha256": "{aggregate}", "per_skill": [{{"path": "c/a.json", "sha256": "{digest}"}}], "version": 1}}"#
         );
         let mut files = BTreeMap::new();
-        files.insert(
-            "c/a.json".to_owned(),
-            PayloadFile {
-                data: cfg.to_vec(),
-                executable: false,
-            },
-        );
+        files.insert("c/a.json".to_owned(), cfg.to_vec());
         files.insert(
             "context/.processkit-mcp-manifest.json".to_owned(),
-            PayloadFile {
-                data: manifest.into_bytes(),
-                executable: false,
-            },
+            manifest.into_bytes(),
         );
-        let (agg, warnings) = check_mcp_manifest(&files, "v1").unwrap();
+        let (agg, warnings) = check_mcp_manifest(&payload(&files), "v1").unwrap();
         assert_eq!(agg.as_deref(), Some(aggregate.as_str()));
         assert!(warnings.is_empty(), "{warnings:?}");
         // Whitespace and key order do not matter: the manifest hashes canonical JSON.
         files.insert(
             "c/a.json".to_owned(),
-            PayloadFile {
-                data: br#"{ "mcpServers" : { "processkit-a" : { "args" : ["run", "x"], "command" : "uv" } } }"#.to_vec(),
-                executable: false,
-            },
+            br#"{ "mcpServers" : { "processkit-a" : { "args" : ["run", "x"], "command" : "uv" } } }"#.to_vec(),
         );
-        assert!(check_mcp_manifest(&files, "v1").is_ok());
-        files.insert(
-            "c/a.json".to_owned(),
-            PayloadFile {
-                data: b"{}".to_vec(),
-                executable: false,
-            },
-        );
-        let err = check_mcp_manifest(&files, "v1").unwrap_err();
+        assert!(check_mcp_manifest(&payload(&files), "v1").is_ok());
+        files.insert("c/a.json".to_owned(), b"{}".to_vec());
+        let err = check_mcp_manifest(&payload(&files), "v1").unwrap_err();
         let ProvenanceError::McpManifest { problems } = &err else {
             panic!("{err}")
         };

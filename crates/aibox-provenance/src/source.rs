@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::cache::Cache;
 use crate::digest::{Sha256, parse_sidecar};
 use crate::error::{ProvenanceError, Result};
-use crate::extract::{ExtractLimits, Payload, read_archive, read_dir};
-use crate::fetch::{HttpOptions, ProgressFn, download};
+use crate::extract::{ExtractLimits, Payload, read_dir, unpack_to_temp};
+use crate::fetch::{HttpOptions, ProgressFn, download, download_to};
 use crate::record::ProcesskitLock;
 
 /// The default URL template of release assets.
@@ -57,7 +57,8 @@ pub enum Verification {
 /// Knobs of a fetch; `Default` is right for production apart from the cache.
 #[derive(Default)]
 pub struct FetchOptions<'a> {
-    /// Digest-keyed archive cache; `None` disables caching.
+    /// Digest-keyed archive cache and unpacked store; `None` disables caching (the
+    /// release is then unpacked into a temporary folder the payload owns).
     pub cache: Option<Cache>,
     /// HTTP limits.
     pub http: HttpOptions,
@@ -78,7 +79,7 @@ pub struct VerifiedRelease {
     pub digest: Sha256,
     /// How the digest was established.
     pub verification: Verification,
-    /// The validated files.
+    /// The validated files (a manifest; the bytes stay on disk).
     pub payload: Payload,
     /// Non-fatal findings (for example a `generated_for_tag` mismatch).
     pub warnings: Vec<String>,
@@ -191,7 +192,7 @@ pub fn asset_url(base: &str, template: &str, version: &str) -> String {
 pub fn tree_digest(payload: &Payload) -> Sha256 {
     let mut listing = String::new();
     for (path, file) in &payload.files {
-        listing.push_str(&Sha256::of(&file.data).to_hex());
+        listing.push_str(&file.sha256.to_hex());
         listing.push_str("  ");
         listing.push_str(path);
         listing.push('\n');
@@ -273,17 +274,9 @@ pub fn fetch_release(
         SourceKind::Archive(path) => {
             let what = path.display().to_string();
             // A release archive is compressed; it cannot exceed the unpacked limit.
-            let bytes =
-                crate::extract::read_regular(path, opts.limits.max_total_bytes).map_err(|e| {
-                    if e.kind() == std::io::ErrorKind::FileTooLarge {
-                        ProvenanceError::ArchiveLimit {
-                            reason: format!("`{what}` {e}"),
-                        }
-                    } else {
-                        ProvenanceError::io("read", path, e)
-                    }
-                })?;
-            let actual = Sha256::of(&bytes);
+            let cap = opts.limits.max_total_bytes;
+            let actual = Sha256::of_reader(open_archive(path, cap)?)
+                .map_err(|e| ProvenanceError::io("read", path, e))?;
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -303,7 +296,18 @@ pub fn fetch_release(
                 Err(e) => return Err(ProvenanceError::io("read", &sidecar_path, e)),
             };
             let verification = verify_all(&what, actual, &pins, sidecar, section.allow_unverified)?;
-            let payload = read_archive(&bytes, &what, version.as_deref(), &opts.limits)?;
+            let cache = opts
+                .cache
+                .as_ref()
+                .filter(|_| verification != Verification::Unverified);
+            let payload = unpacked(
+                cache,
+                &actual,
+                || open_archive(path, cap),
+                &what,
+                version.as_deref(),
+                &opts.limits,
+            )?;
             (payload, actual, verification)
         }
         SourceKind::Directory(path) => {
@@ -355,6 +359,85 @@ fn verify_all(
     }
 }
 
+/// Opens a local archive for streaming, refusing special files, kernel pseudo-files and
+/// archives larger than `cap` bytes; the reader stops after `cap` bytes whatever the
+/// file does.
+fn open_archive(path: &Path, cap: u64) -> Result<std::io::Take<fs_err::File>> {
+    use std::io::Read as _;
+    let what = path.display().to_string();
+    let meta = fs_err::metadata(path).map_err(|e| ProvenanceError::io("read", path, e))?;
+    if !meta.is_file() {
+        return Err(ProvenanceError::io(
+            "read",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a directory, device, FIFO or socket)",
+            ),
+        ));
+    }
+    let canonical = fs_err::canonicalize(path).map_err(|e| ProvenanceError::io("read", path, e))?;
+    if let Some(fs) = crate::extract::pseudo_filesystem(&canonical) {
+        return Err(ProvenanceError::io(
+            "read",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("inside {fs}, a kernel pseudo-file system"),
+            ),
+        ));
+    }
+    if meta.len() > cap {
+        return Err(ProvenanceError::ArchiveLimit {
+            reason: format!("`{what}` is larger than {cap} bytes"),
+        });
+    }
+    let file = fs_err::File::open(path).map_err(|e| ProvenanceError::io("read", path, e))?;
+    Ok(file.take(cap))
+}
+
+/// The unpacked release with `digest`: from the cache's unpacked store when it is
+/// there (the archive is not read at all), else streamed from `open()` into the store
+/// (or, without a cache, into a temporary folder). The bytes read must hash to `digest`.
+fn unpacked<R: std::io::Read>(
+    cache: Option<&Cache>,
+    digest: &Sha256,
+    open: impl FnOnce() -> Result<R>,
+    what: &str,
+    expected_tag: Option<&str>,
+    limits: &ExtractLimits,
+) -> Result<Payload> {
+    if let Some(cache) = cache {
+        if let Some(p) = cache.unpacked(digest)? {
+            check_tag(&p, what, expected_tag)?;
+            return Ok(p);
+        }
+        return cache.unpack(digest, open()?, what, expected_tag, limits);
+    }
+    let (payload, actual) = unpack_to_temp(open()?, what, expected_tag, limits)?;
+    if actual != *digest {
+        return Err(ProvenanceError::DigestMismatch {
+            what: what.to_owned(),
+            expected: digest.to_hex(),
+            actual: actual.to_hex(),
+        });
+    }
+    Ok(payload)
+}
+
+/// A stored payload's top directory tag against the requested version.
+fn check_tag(payload: &Payload, what: &str, expected_tag: Option<&str>) -> Result<()> {
+    if let (Some(expected), Some(tag)) = (expected_tag, payload.top_tag.as_deref())
+        && expected != tag
+    {
+        return Err(ProvenanceError::Layout {
+            what: what.to_owned(),
+            reason: format!("top directory names {tag}, but version {expected} was requested"),
+        });
+    }
+    Ok(())
+}
+
 fn fetch_http(
     url: &str,
     version: &str,
@@ -362,13 +445,23 @@ fn fetch_http(
     pins: &Pins,
     opts: &mut FetchOptions<'_>,
 ) -> Result<(Payload, Sha256, Verification)> {
-    // A verified cache hit needs no network at all.
-    if let (Some(cache), Some(expected)) = (&opts.cache, pins.expected())
-        && let Some(bytes) = cache.load(&expected)?
-    {
+    // A verified cache hit needs no network at all: the unpacked store, else the
+    // cached archive (re-hashed while it is unpacked; a damaged one is dropped).
+    if let (Some(cache), Some(expected)) = (&opts.cache, pins.expected()) {
         let verification = pins.verify(url, expected)?.unwrap_or(Verification::Locked);
-        let payload = read_archive(&bytes, url, Some(version), &opts.limits)?;
-        return Ok((payload, expected, verification));
+        if let Some(p) = cache.unpacked(&expected)? {
+            check_tag(&p, url, Some(version))?;
+            return Ok((p, expected, verification));
+        }
+        // `contains` re-hashes a cached archive (dropping a damaged one) before it is
+        // unpacked, so a damaged archive is a miss, never a decompression error.
+        let archive = cache.archive_path(&expected);
+        if cache.contains(&expected)? {
+            let file = fs_err::File::open(&archive)
+                .map_err(|e| ProvenanceError::io("read", &archive, e))?;
+            let p = cache.unpack(&expected, file, url, Some(version), &opts.limits)?;
+            return Ok((p, expected, verification));
+        }
     }
     let sidecar = if pins.expected().is_none() {
         let sidecar_url = format!("{url}.sha256");
@@ -399,20 +492,32 @@ fn fetch_http(
         Some(p) => Some(&mut **p),
         None => None,
     };
-    let downloaded = download(url, &opts.http, progress)?;
-    let verification = verify_all(url, downloaded.digest, pins, sidecar, allow_unverified)?;
-    let payload = read_archive(&downloaded.bytes, url, Some(version), &opts.limits)?;
-    if verification != Verification::Unverified
-        && let Some(cache) = &opts.cache
-    {
-        cache.store(&downloaded.digest, &downloaded.bytes)?;
+    // Streamed to disk: into the cache's archive folder (renamed into place once
+    // verified and unpacked), or a temporary file without a cache.
+    let mut tmp = match &opts.cache {
+        Some(cache) => cache.temp_archive()?,
+        None => crate::cache::temp_download()?,
+    };
+    let (digest, _) = download_to(url, &opts.http, progress, tmp.as_file_mut())?;
+    let verification = verify_all(url, digest, pins, sidecar, allow_unverified)?;
+    let cache = opts
+        .cache
+        .as_ref()
+        .filter(|_| verification != Verification::Unverified);
+    let reopen = || {
+        tmp.reopen()
+            .map_err(|e| ProvenanceError::io("read", tmp.path(), e))
+    };
+    let payload = unpacked(cache, &digest, reopen, url, Some(version), &opts.limits)?;
+    if let Some(cache) = cache {
+        cache.keep_archive(&digest, tmp)?;
     }
-    Ok((payload, downloaded.digest, verification))
+    Ok((payload, digest, verification))
 }
 
 fn provenance_tag(payload: &Payload) -> Option<String> {
-    let text = std::str::from_utf8(&payload.files.get("PROVENANCE.toml")?.data).ok()?;
-    let value: toml::Table = toml::from_str(text).ok()?;
+    let text = payload.read_text("PROVENANCE.toml").ok()??;
+    let value: toml::Table = toml::from_str(&text).ok()?;
     value
         .get("source")?
         .get("generated_for_tag")?
@@ -460,13 +565,12 @@ fn validate_layout(
         what: format!("{source} {version}"),
         reason,
     };
-    let prov = payload
-        .files
-        .get("PROVENANCE.toml")
-        .ok_or_else(|| layout("`PROVENANCE.toml` is missing".to_owned()))?;
-    let text = std::str::from_utf8(&prov.data)
+    if !payload.files.contains_key("PROVENANCE.toml") {
+        return Err(layout("`PROVENANCE.toml` is missing".to_owned()));
+    }
+    let text = String::from_utf8(payload.read("PROVENANCE.toml")?)
         .map_err(|_| layout("`PROVENANCE.toml` is not UTF-8".to_owned()))?;
-    let table: toml::Table = toml::from_str(text)
+    let table: toml::Table = toml::from_str(&text)
         .map_err(|e| layout(format!("`PROVENANCE.toml` does not parse: {e}")))?;
     let listed: BTreeSet<&str> = table
         .get("files")

@@ -134,7 +134,7 @@ fn write_tree_stages_and_normalises_modes() {
     let dest = dir.path().join("out");
     fs_err::create_dir_all(&dest).unwrap();
     fs_err::write(dest.join("old-file"), "old").unwrap();
-    write_tree(p.files.iter().map(|(k, v)| (k.as_str(), v)), &dest).unwrap();
+    write_tree(&p, p.files.keys().map(|k| (k.as_str(), k.as_str())), &dest).unwrap();
     assert!(!dest.join("old-file").exists(), "replaced as a whole");
     let mode = |rel: &str| {
         fs_err::metadata(dest.join(rel))

@@ -117,17 +117,113 @@ fn sidecar_verified_download_is_cached_and_reused_offline() {
         "cache hit must not touch the network"
     );
 
-    // A corrupted cache entry is detected, discarded and re-downloaded.
+    // The unpacked store alone serves a warm run: the archive is not read (nor
+    // decompressed) at all, so a damaged archive goes unnoticed and no request is made.
     let cached = f
         .cache_dir
         .path()
         .join("archives")
         .join(format!("sha256-{}.tar.gz", r.digest));
     fs_err::write(&cached, b"tampered").unwrap();
+    let warm = fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
+    assert_eq!(warm.payload, r.payload);
+    assert_eq!(
+        f.server.hits().len(),
+        hits,
+        "served from the unpacked store"
+    );
+
+    // Without the store, a corrupted archive is detected, discarded and re-downloaded.
+    let store = Cache::new(f.cache_dir.path()).unpacked_path(&r.digest);
+    fs_err::remove_dir_all(&store).unwrap();
     let third = fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
     assert_eq!(third.digest, r.digest);
     assert_eq!(f.server.hit_count(PATH), 2);
     assert_eq!(fs_err::read(&cached).unwrap(), f.archive);
+    assert!(store.join("manifest").is_file(), "unpacked again");
+}
+
+#[test]
+fn a_damaged_unpacked_store_is_rebuilt_or_refused_never_installed() {
+    let f = fixture(true);
+    let r = fetch_release(&f.section(), f.project.path(), None, &mut f.opts()).unwrap();
+    let lock = ProcesskitLock {
+        source: f.section().source.unwrap(),
+        version: "v0.0.1".into(),
+        src_path: None,
+        release_asset_sha256: Some(r.digest),
+        verification: r.verification,
+        installed_at: "2026-01-01T00:00:00Z".into(),
+        processkit_install_hash: None,
+    };
+    let cache = Cache::new(f.cache_dir.path());
+    let store = cache.unpacked_path(&r.digest);
+    let manifest = store.join("manifest");
+    let text = fs_err::read_to_string(&manifest).unwrap();
+    let hits = f.server.hits().len();
+
+    // A truncated manifest (no trailer) and a missing one: the store is dropped and
+    // rebuilt from the cached archive, without the network.
+    for damage in [Some(&text[..text.len() / 2]), None] {
+        match damage {
+            Some(cut) => fs_err::write(&manifest, cut).unwrap(),
+            None => fs_err::remove_file(&manifest).unwrap(),
+        }
+        let again =
+            fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
+        assert_eq!(again.payload, r.payload);
+        assert_eq!(fs_err::read_to_string(&manifest).unwrap(), text, "rebuilt");
+        assert_eq!(f.server.hits().len(), hits);
+    }
+
+    // A store file whose bytes no longer match the manifest is refused when read.
+    fs_err::write(store.join("tree/PROVENANCE.toml"), "[files]\n").unwrap();
+    let err =
+        fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::ChangedReleaseFile { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("PROVENANCE.toml"), "{err}");
+
+    // A leftover staging folder of a dead process is removed by the next unpack.
+    fs_err::remove_dir_all(&store).unwrap();
+    let stale = f.cache_dir.path().join("unpacked/.staging-999999999-x");
+    fs_err::create_dir_all(stale.join("tree")).unwrap();
+    fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
+    assert!(!stale.exists());
+}
+
+#[test]
+fn a_refused_archive_leaves_no_unpacked_store() {
+    use aibox_test_support::http::release::{Hostile, hostile_archive};
+    let f = fixture(false);
+    for kind in [Hostile::DotDot, Hostile::SizeBomb, Hostile::Symlink] {
+        let bad = hostile_archive(kind);
+        f.server.route(PATH, Route::ok(bad.clone()));
+        let section = ProcesskitSection {
+            sha256: Some(sha256_hex(&bad)),
+            ..f.section()
+        };
+        let err = fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ProvenanceError::UnsafeEntry { .. } | ProvenanceError::ArchiveLimit { .. }
+            ),
+            "{kind:?}: {err:?}"
+        );
+        let unpacked = f.cache_dir.path().join("unpacked");
+        let left: Vec<_> = fs_err::read_dir(&unpacked)
+            .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{kind:?}: {left:?}");
+        assert_eq!(
+            f.cached_files(),
+            0,
+            "{kind:?}: a refused archive is not cached"
+        );
+    }
 }
 
 #[test]

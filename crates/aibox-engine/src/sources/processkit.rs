@@ -1,29 +1,51 @@
 //! Plan source: the pinned processkit content release.
 //!
 //! In context mode `processkit` with a configured source, this takes the release that
-//! [`crate::resolve`] fetched and verified (`aibox-provenance`), computes the three-way install plan against the live
-//! files, and adds only the files that plan decides to write: safe content updates, the
-//! snapshot of a newly installed version, a migration document, and the live marker.
-//! The contents are already the merge result, hence [`Ownership::Merged`]. The lock's
-//! `[processkit]` section is recorded through the plan builder.
+//! [`crate::resolve`] fetched and verified (`aibox-provenance`) and the live state it
+//! scanned, computes the three-way install plan purely (no file is read here), and adds
+//! only the files that plan decides to write: safe content updates, the snapshot of a
+//! newly installed version, a migration document, and the live marker. Release files
+//! are planned as verified copies from the unpacked release (the writer streams them),
+//! never as bytes in memory. The contents are already the merge result, hence
+//! [`Ownership::Merged`]. The lock's `[processkit]` section is recorded through the
+//! plan builder.
 
-use aibox_config::{ContextMode, GatewayMode, Ownership, PlannedFile};
-use aibox_provenance::install::FileWrite;
-use aibox_provenance::{Hints, Intent, PlanOptions, StatCache, plan_resume};
+use aibox_config::{AiboxToml, ContextMode, GatewayMode, Ownership, PlannedFile};
+use aibox_provenance::install::{FileWrite, WriteData};
+use aibox_provenance::{PlanOptions, plan_scanned};
 
 use aibox_mcp_registration::{Origin, ServerSpec, Transport};
-use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 use crate::resolve::{ProcesskitState, ResolvedRelease};
 
-/// The planned file of a write; moves the contents (no copy of the payload).
-fn planned(w: FileWrite) -> PlannedFile {
-    let mode = if w.file.executable { 0o755 } else { 0o644 };
-    let mut f = PlannedFile::new(w.path, w.file.data, Ownership::Merged);
+/// The planned file of a write at `path`: a verified copy, or bytes aibox made.
+fn planned(path: String, w: FileWrite) -> PlannedFile {
+    let mode = if w.executable { 0o755 } else { 0o644 };
+    let mut f = match w.data {
+        WriteData::Bytes(bytes) => PlannedFile::new(path, bytes, Ownership::Merged),
+        WriteData::Copy(from) => PlannedFile::copy(path, from, Ownership::Merged),
+    };
     f.mode = Some(mode);
     f
+}
+
+/// The install settings of the configuration.
+pub(crate) fn plan_options<'a>(
+    config: &'a AiboxToml,
+    now: &'a str,
+    cli_version: &'a str,
+) -> PlanOptions<'a> {
+    PlanOptions {
+        packages: &config.context.packages,
+        include: &config.skills.include,
+        exclude: &config.skills.exclude,
+        prefer_gateway: config.ai.mcp.gateway.mode == GatewayMode::Auto,
+        src_path: config.processkit.src_path.as_deref(),
+        now,
+        cli_version,
+    }
 }
 
 /// Says why nothing is installed when the configuration asks for processkit content.
@@ -79,30 +101,13 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         ProcesskitState::Resolved(r) => r,
     };
     let release = &resolved.release;
-    let root = ctx.root().as_std_path();
     let previous = ctx.previous_lock.and_then(|l| l.processkit.as_ref());
     let now = aibox_provenance::time::now_rfc3339();
-    let opts = PlanOptions {
-        packages: &config.context.packages,
-        include: &config.skills.include,
-        exclude: &config.skills.exclude,
-        prefer_gateway: config.ai.mcp.gateway.mode == GatewayMode::Auto,
-        src_path: config.processkit.src_path.as_deref(),
-        now: &now,
-        cli_version: ctx.aibox_version,
-    };
-    // The record of an interrupted apply, if any: resuming it completes exactly what
-    // that run intended (see `aibox_provenance::Intent`).
-    let interrupted = ctx
-        .read(Utf8Path::new(crate::apply::PENDING_PROCESSKIT))?
-        .and_then(|b| Intent::parse(&String::from_utf8_lossy(&b)));
-    let stat_cache = read_stat_cache(ctx)?;
-    let hints = Hints {
-        interrupted: interrupted.as_ref(),
-        stat_cache: stat_cache.as_ref(),
-    };
-    let mut install =
-        plan_resume(root, release, previous, &opts, hints).map_err(EngineError::from)?;
+    let opts = plan_options(config, &now, ctx.aibox_version);
+    // Pure: the live state was scanned by `resolve` (including the intent record of an
+    // interrupted apply, which makes this the interrupted run's own plan).
+    let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)
+        .map_err(EngineError::from)?;
     if install.stat_cache_stale {
         plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
     }
@@ -116,30 +121,31 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // aibox's own records of them (migration documents, marker) are not scanned for
     // secrets: the digest covers the content, and the records only list its paths.
     let verified = release.verification != aibox_provenance::Verification::Unverified;
-    let add = |plan: &mut PlanBuilder, w: FileWrite, content: bool| {
+    let add = |plan: &mut PlanBuilder, path: String, w: FileWrite, content: bool| {
         if verified || !content {
-            plan.mark_verified_content(w.path.as_str());
+            plan.mark_verified_content(path.as_str());
         }
-        plan.add(planned(w))
+        plan.add(planned(path, w))
     };
     warn_kept_agents_md(&install, &release.version, plan);
-    // Contents are moved into the plan, never copied: memory stays one payload plus
-    // what is written.
+    // Release files are planned as copies from the unpacked release: no payload bytes
+    // are held in memory.
     for w in std::mem::take(&mut install.writes) {
-        add(plan, w, true)?;
+        add(plan, w.path.clone(), w, true)?;
     }
     if let Some(snapshot) = install.snapshot.take() {
-        for (rel, file) in snapshot.files {
-            let w = FileWrite {
-                path: format!("{}/{rel}", snapshot.dir),
-                file,
-            };
-            add(plan, w, true)?;
+        for w in snapshot.files {
+            add(plan, format!("{}/{}", snapshot.dir, w.path), w, true)?;
         }
     }
     for w in install.migration.take().into_iter().flatten() {
         let content = w.path.contains(".upstream/");
-        add(plan, w, content)?;
+        // Parked upstream copies are never executable.
+        let w = FileWrite {
+            executable: false,
+            ..w
+        };
+        add(plan, w.path.clone(), w, content)?;
     }
     plan.mark_verified_content(aibox_provenance::record::MARKER_PATH);
     plan.write_last(aibox_provenance::record::MARKER_PATH);
@@ -153,9 +159,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     for path in &install.removals {
         plan.remove(path.as_str())?;
     }
-    for dir in &install.stale_snapshots {
-        for file in files_under(ctx.root(), dir) {
-            plan.remove(file)?;
+    for (dir, files) in &resolved.scan.stale_snapshots {
+        for file in files {
+            plan.remove(file.as_str())?;
         }
         plan.prune_dir(dir.as_str())?;
     }
@@ -194,43 +200,6 @@ fn registered_servers(
         }
     }
     Ok(out)
-}
-
-/// The stat cache of the last apply, if any (a damaged one only costs re-hashing).
-fn read_stat_cache(ctx: &PlanContext) -> Result<Option<StatCache>, EngineError> {
-    let rel = Utf8Path::new(crate::apply::STAT_CACHE);
-    let Some(bytes) = ctx.read(rel)? else {
-        return Ok(None);
-    };
-    let Ok(meta) = fs_err::symlink_metadata(ctx.root().join(rel)) else {
-        return Ok(None);
-    };
-    Ok(Some(StatCache::parse(
-        &String::from_utf8_lossy(&bytes),
-        &meta,
-    )))
-}
-
-/// Every regular file below `dir` (root-relative), for removing a stale snapshot.
-pub(crate) fn files_under(root: &Utf8Path, dir: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![Utf8PathBuf::from(dir)];
-    while let Some(rel) = stack.pop() {
-        let Ok(entries) = fs_err::read_dir(root.join(&rel)) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let child = rel.join(&name);
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => stack.push(child),
-                Ok(t) if t.is_file() => out.push(child.into_string()),
-                _ => {}
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 #[cfg(test)]

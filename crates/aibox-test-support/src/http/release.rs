@@ -1233,7 +1233,9 @@ pub enum Hostile {
     SecondTopDir,
     /// A file whose parent path is a file.
     FileAsParent,
-    /// 65 MiB of zeros (compresses to kilobytes).
+    /// A file declaring 1 GiB + 1 byte of zeros, more than the default unpacked limit
+    /// (the stream ends after 64 KiB: the limit must refuse it at its header, before a
+    /// byte of it is written).
     SizeBomb,
 }
 
@@ -1306,10 +1308,7 @@ impl Hostile {
             Self::Backslash => vec![TarEntry::file(&at("context\\evil"), "x")],
             Self::SecondTopDir => vec![TarEntry::file("other-top/file", "x")],
             Self::FileAsParent => vec![TarEntry::file(&at("context/team/roster.md/x"), "x")],
-            Self::SizeBomb => vec![TarEntry::file(
-                &at("context/bomb.bin"),
-                vec![0u8; 65 * 1024 * 1024 + 1],
-            )],
+            Self::SizeBomb => Vec::new(),
         }
     }
 }
@@ -1319,7 +1318,21 @@ pub fn hostile_archive(kind: Hostile) -> Vec<u8> {
     let release = SyntheticRelease::minimal("v0.0.1");
     let mut entries = release.entries();
     entries.extend(kind.entries("processkit-v0.0.1"));
-    gzip(&tar(&entries))
+    let mut out = tar(&entries);
+    if kind == Hostile::SizeBomb {
+        // Replace the end-of-archive blocks by the bomb's header and a short run of zeros.
+        out.truncate(out.len() - 1024);
+        out.extend_from_slice(&header(
+            b"processkit-v0.0.1/context/bomb.bin",
+            &[],
+            b'0',
+            0o644,
+            (1 << 30) + 1,
+            &[],
+        ));
+        out.extend(std::iter::repeat_n(0u8, 64 * 1024));
+    }
+    gzip(&out)
 }
 
 impl SyntheticRelease {

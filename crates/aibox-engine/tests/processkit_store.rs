@@ -1,0 +1,217 @@
+//! The unpacked release store and the pure install plan, through the whole engine: a
+//! warm no-op apply needs only the store (no archive, no network, no decompression), a
+//! damaged store is refused instead of installed, and `plan` works from what `resolve`
+//! scanned.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use aibox_engine::{ApplyOptions, apply, plan, resolve};
+use aibox_test_support::http::release::SyntheticRelease;
+use aibox_test_support::http::{Route, Server};
+use camino::{Utf8Path, Utf8PathBuf};
+use common::{apply_opts, code, empty_project};
+
+const PATH: &str = "/org/processkit/releases/download/v0.0.1/processkit-v0.0.1.tar.gz";
+
+/// A project installing a minimal release served over loopback HTTP (sidecar-verified),
+/// with its own download cache.
+struct Setup {
+    server: Server,
+    _project: tempfile::TempDir,
+    root: Utf8PathBuf,
+    _cache: tempfile::TempDir,
+    cache: Utf8PathBuf,
+    digest: String,
+}
+
+fn setup() -> Setup {
+    let server = Server::start().unwrap();
+    let release = SyntheticRelease::minimal("v0.0.1");
+    let archive = release.tar_gz();
+    server.route(PATH, Route::ok(archive.clone()));
+    server.route(
+        &format!("{PATH}.sha256"),
+        Route::ok(release.sidecar(&archive)),
+    );
+    let (project, root) = empty_project();
+    let toml = format!(
+        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
+         [processkit]\nsource = \"{}\"\nversion = \"v0.0.1\"\n",
+        server.url("/org/processkit.git")
+    );
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = Utf8PathBuf::from_path_buf(cache_dir.path().to_owned()).unwrap();
+    Setup {
+        server,
+        _project: project,
+        root,
+        _cache: cache_dir,
+        cache,
+        digest: aibox_test_support::http::release::sha256_hex(&archive),
+    }
+}
+
+impl Setup {
+    fn opts(&self) -> ApplyOptions {
+        apply_opts(Some(&self.cache))
+    }
+    fn offline(&self) -> ApplyOptions {
+        let mut o = self.opts();
+        o.plan.offline = true;
+        o
+    }
+    fn archive(&self) -> Utf8PathBuf {
+        self.cache
+            .join(format!("archives/sha256-{}.tar.gz", self.digest))
+    }
+    fn store(&self) -> Utf8PathBuf {
+        self.cache.join(format!("unpacked/sha256-{}", self.digest))
+    }
+}
+
+#[test]
+fn a_warm_no_op_apply_needs_only_the_unpacked_store() {
+    let s = setup();
+    // A dry run diffs a planned copy by reading its verified source.
+    let dry = apply(
+        &s.root,
+        &ApplyOptions {
+            dry_run: true,
+            ..s.opts()
+        },
+    )
+    .unwrap();
+    let roster = dry
+        .files
+        .iter()
+        .find(|f| f.path == "context/team/roster.md")
+        .unwrap();
+    assert!(
+        roster.diff.as_deref().unwrap().contains("+# Roster"),
+        "{roster:?}"
+    );
+    assert!(!s.root.join("context").exists(), "a dry run writes nothing");
+    assert!(apply(&s.root, &s.opts()).unwrap().changed());
+    assert!(s.store().join("manifest").is_file());
+    let hits = s.server.hits().len();
+
+    // The archive is replaced by garbage and the server forgets the release: the store
+    // alone serves the no-op, so nothing is decompressed, hashed or downloaded.
+    fs_err::write(s.archive(), b"not an archive any more").unwrap();
+    s.server.route(PATH, Route::status(404));
+    let report = apply(&s.root, &s.offline()).unwrap();
+    assert!(!report.changed(), "{:?}", report.files);
+    let report = apply(&s.root, &s.opts()).unwrap();
+    assert!(!report.changed());
+    assert_eq!(s.server.hits().len(), hits, "no request");
+    // Offline resolves (doctor, mcp list) count the store as cached.
+    let mut o = s.offline().plan;
+    o.offline = true;
+    assert_eq!(resolve(&s.root, &o).unwrap().not_resolved(), None);
+}
+
+#[test]
+fn a_damaged_store_is_rebuilt_or_refused_never_installed() {
+    let s = setup();
+    apply(&s.root, &s.opts()).unwrap();
+    let snapshot = s.root.join("context/templates/processkit/v0.0.1");
+    let agents = snapshot.join("AGENTS.md");
+    let installed = fs_err::read(&agents).unwrap();
+
+    // A store file whose bytes differ from its manifest: the snapshot must be rewritten
+    // (its PROVENANCE.toml and AGENTS.md are gone), and the copy of the damaged file is
+    // refused.
+    fs_err::remove_file(snapshot.join("PROVENANCE.toml")).unwrap();
+    fs_err::remove_file(&agents).unwrap();
+    fs_err::write(s.store().join("tree/AGENTS.md"), "tampered\n").unwrap();
+    let err = apply(&s.root, &s.opts()).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::source_changed", "{err:?}");
+    assert!(err.to_string().contains("AGENTS.md"), "{err}");
+    assert!(!agents.exists(), "never installed");
+    let temps: Vec<String> = common::walk(&s.root)
+        .into_iter()
+        .filter(|p| p.contains(".aibox-tmp."))
+        .collect();
+    assert!(temps.is_empty(), "{temps:?}");
+
+    // A truncated manifest: the store is dropped and unpacked anew from the cached
+    // archive, and the interrupted apply completes.
+    let manifest = s.store().join("manifest");
+    let text = fs_err::read_to_string(&manifest).unwrap();
+    fs_err::write(&manifest, &text[..text.len() / 2]).unwrap();
+    let hits = s.server.hits().len();
+    apply(&s.root, &s.opts()).unwrap();
+    assert_eq!(fs_err::read_to_string(&manifest).unwrap(), text);
+    assert_eq!(fs_err::read(&agents).unwrap(), installed);
+    assert!(snapshot.join("PROVENANCE.toml").is_file());
+    assert_eq!(
+        s.server.hits().len(),
+        hits,
+        "rebuilt from the cached archive"
+    );
+    let report = aibox_provenance::integrity(s.root.as_std_path()).unwrap();
+    assert_eq!(
+        report.status,
+        aibox_provenance::IntegrityStatus::Healthy,
+        "{report:?}"
+    );
+}
+
+#[test]
+fn plan_works_from_the_resolved_scan() {
+    let s = setup();
+    apply(&s.root, &s.opts()).unwrap();
+    let resolved = resolve(&s.root, &s.opts().plan).unwrap();
+    let before = plan(&resolved).unwrap();
+
+    // The live install changes after the resolve: the snapshot's PROVENANCE.toml goes,
+    // a content file is edited, the marker is removed.
+    let snapshot = Utf8Path::new("context/templates/processkit/v0.0.1/PROVENANCE.toml");
+    fs_err::remove_file(s.root.join(snapshot)).unwrap();
+    fs_err::write(s.root.join("context/team/roster.md"), "edited\n").unwrap();
+    fs_err::remove_file(s.root.join("context/.processkit-provenance.toml")).unwrap();
+
+    let after = plan(&resolved).unwrap();
+    assert_eq!(after.files, before.files);
+    assert_eq!(after.removals, before.removals);
+    assert_eq!(after.lock_text, before.lock_text);
+    assert_eq!(after.processkit_intent, before.processkit_intent);
+
+    // A fresh resolve sees the change.
+    let fresh = plan(&resolve(&s.root, &s.opts().plan).unwrap()).unwrap();
+    assert!(
+        fresh
+            .files
+            .iter()
+            .any(|f| f.path.as_str().ends_with(snapshot.as_str())),
+        "the snapshot is planned again"
+    );
+}
+
+#[test]
+fn an_edit_after_the_resolve_is_never_overwritten() {
+    let s = setup();
+    let resolved = resolve(&s.root, &s.opts().plan).unwrap();
+    // The plan (from the resolve-time scan) creates `context/team/roster.md`; the user
+    // writes their own before the apply runs.
+    assert!(
+        plan(&resolved)
+            .unwrap()
+            .files
+            .iter()
+            .any(|f| f.path == "context/team/roster.md")
+    );
+    let roster = s.root.join("context/team/roster.md");
+    fs_err::create_dir_all(roster.parent().unwrap()).unwrap();
+    fs_err::write(&roster, "our own roster\n").unwrap();
+    aibox_engine::apply_resolved(&resolved, &s.opts()).unwrap();
+    // Resolved again under the lock: the file is a conflict and kept.
+    assert_eq!(fs_err::read_to_string(&roster).unwrap(), "our own roster\n");
+    assert!(
+        s.root.join("context/skills").is_dir(),
+        "the rest is installed"
+    );
+}
