@@ -215,3 +215,48 @@ fn an_edit_after_the_resolve_is_never_overwritten() {
         "the rest is installed"
     );
 }
+
+/// The install fingerprint (`v2:`) of a release and selection is computed once and
+/// remembered in the store: a second project installing the same release records the
+/// same value without reading every file again; a malformed memo is ignored.
+#[test]
+fn the_install_fingerprint_is_remembered_in_the_store() {
+    let s = setup();
+    apply(&s.root, &s.opts()).unwrap();
+    let lock = |root: &Utf8Path| {
+        let text = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
+        text.lines()
+            .find(|l| l.starts_with("processkit_install_hash"))
+            .unwrap()
+            .to_owned()
+    };
+    let first = lock(&s.root);
+    let memo_dir = s.store().join("memo");
+    let memos: Vec<_> = fs_err::read_dir(&memo_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(memos.len(), 1, "{memos:?}");
+    let remembered = fs_err::read_to_string(&memos[0]).unwrap();
+    assert!(first.contains(remembered.trim()), "{first} / {remembered}");
+
+    // A second project with the same release and selection takes the remembered value:
+    // proven by planting a different well-formed value, which it then records.
+    let planted = format!("v2:{}", "ab".repeat(32));
+    fs_err::write(&memos[0], format!("{planted}\n")).unwrap();
+    let (_other, other) = empty_project();
+    fs_err::copy(s.root.join("aibox.toml"), other.join("aibox.toml")).unwrap();
+    apply(&other, &s.opts()).unwrap();
+    assert!(lock(&other).contains(&planted), "{}", lock(&other));
+
+    // A malformed memo is ignored and replaced by the computed value.
+    fs_err::write(&memos[0], "not a fingerprint\n").unwrap();
+    let (_third, third) = empty_project();
+    fs_err::copy(s.root.join("aibox.toml"), third.join("aibox.toml")).unwrap();
+    apply(&third, &s.opts()).unwrap();
+    assert_eq!(lock(&third), first);
+    assert_eq!(
+        fs_err::read_to_string(&memos[0]).unwrap().trim(),
+        remembered.trim()
+    );
+}

@@ -12,7 +12,9 @@
 //! has; every byte taken from the store is re-hashed against it while it is copied or
 //! parsed (a mismatch refuses with `aibox::apply::source_changed` or
 //! `aibox::provenance::changed_release_file`, it is never installed). `doctor
-//! --integrity` trusts no cache: it re-hashes every installed byte.
+//! --integrity` trusts no cache: it re-hashes every installed byte. Values derived from
+//! a store's bytes (the `v2:` install fingerprint of a selection) are remembered in its
+//! `memo/` folder under a digest of their inputs, with the same trust as the manifest.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -124,11 +126,9 @@ impl Cache {
             }
         };
         if let Some((files, top_tag)) = parse_manifest(&text, digest) {
-            Ok(Some(Payload::on_disk(
-                files,
-                Some(top_tag),
-                dir.join("tree"),
-            )))
+            Ok(Some(
+                Payload::on_disk(files, Some(top_tag), dir.join("tree")).in_store(dir),
+            ))
         } else {
             remove_store(&dir)?;
             Ok(None)
@@ -179,12 +179,34 @@ impl Cache {
             }
             return Err(ProvenanceError::io("move into place", &dest, e));
         }
-        Ok(Payload::on_disk(
-            unpacked.files,
-            Some(unpacked.top_tag),
-            dest.join("tree"),
-        ))
+        Ok(
+            Payload::on_disk(unpacked.files, Some(unpacked.top_tag), dest.join("tree"))
+                .in_store(dest),
+        )
     }
+}
+
+/// A value remembered in the unpacked store `store` under `key` (a hex digest of
+/// what it was derived from), if one was recorded and is well formed.
+pub(crate) fn memo_read(store: &Path, key: &str) -> Option<String> {
+    let text = fs_err::read_to_string(store.join("memo").join(key)).ok()?;
+    let value = text.trim_end();
+    (!value.is_empty() && !value.contains('\n')).then(|| value.to_owned())
+}
+
+/// Remembers `value` in the unpacked store `store` under `key`. Best effort: the store
+/// stays valid without it, and the value is only derived data (it is computed again
+/// when missing), so a failed write is not an error.
+pub(crate) fn memo_write(store: &Path, key: &str, value: &str) {
+    let dir = store.join("memo");
+    let write = || -> std::io::Result<()> {
+        fs_err::create_dir_all(&dir)?;
+        let mut temp = tempfile::NamedTempFile::new_in(&dir)?;
+        std::io::Write::write_all(&mut temp, format!("{value}\n").as_bytes())?;
+        temp.persist(dir.join(key)).map_err(|e| e.error)?;
+        Ok(())
+    };
+    let _ = write();
 }
 
 /// A temporary file for a download when there is no cache (removed when dropped).

@@ -78,6 +78,9 @@ pub struct Payload {
     /// The tag taken from the archive's `processkit-<tag>/` top directory, if any.
     pub top_tag: Option<String>,
     bytes: Bytes,
+    /// The unpacked store this payload lives in (see [`crate::Cache::unpacked`]), where
+    /// values derived from its bytes are remembered; `None` for other payloads.
+    store: Option<PathBuf>,
 }
 
 impl PartialEq for Payload {
@@ -108,6 +111,7 @@ impl Payload {
             files: manifest,
             top_tag: None,
             bytes: Bytes::Memory(Arc::new(data)),
+            store: None,
         }
     }
 
@@ -121,7 +125,19 @@ impl Payload {
             files,
             top_tag,
             bytes: Bytes::Dir(root),
+            store: None,
         }
+    }
+
+    /// Marks the payload as living in the unpacked store `dir`.
+    pub(crate) fn in_store(mut self, dir: PathBuf) -> Self {
+        self.store = Some(dir);
+        self
+    }
+
+    /// The unpacked store holding this payload, if it is one.
+    pub(crate) fn store(&self) -> Option<&Path> {
+        self.store.as_deref()
     }
 
     /// The directory holding the files, when they are on disk.
@@ -587,6 +603,7 @@ pub fn unpack_to_temp(
         files: u.files,
         top_tag: Some(u.top_tag),
         bytes: Bytes::Temp(Arc::new(dir)),
+        store: None,
     };
     Ok((payload, u.archive_sha256))
 }

@@ -383,9 +383,30 @@ pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>)
     format!("v2:{}", hex::encode(h.finalize()))
 }
 
-/// [`install_hash_v2`] of an install set, streaming each file from the payload.
+/// [`install_hash_v2`] of an install set, streaming each file from the payload. A
+/// payload in the unpacked store remembers the value per install set (the store's bytes
+/// never change under its digest), so installing the same release and selection again,
+/// in this or another project, does not read every file a second time.
 fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<String> {
     use sha2::Digest as _;
+    let mut key = sha2::Sha256::new();
+    for (p, (release_path, _, _)) in set {
+        if in_fingerprint(p) {
+            key.update(p.as_bytes());
+            key.update([0]);
+            key.update(release_path.as_bytes());
+            key.update([0]);
+        }
+    }
+    let key = format!("install-hash-v2-{}", hex::encode(key.finalize()));
+    if let Some(store) = payload.store()
+        && let Some(known) = crate::cache::memo_read(store, &key)
+        && known
+            .strip_prefix("v2:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Ok(known);
+    }
     let mut h = sha2::Sha256::new();
     // The install set is sorted by project path, as the fingerprint wants.
     for (p, (release_path, _, _)) in set {
@@ -397,7 +418,11 @@ fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<Stri
         payload.stream(release_path, &mut |chunk| h.update(chunk))?;
         h.update([0]);
     }
-    Ok(format!("v2:{}", hex::encode(h.finalize())))
+    let value = format!("v2:{}", hex::encode(h.finalize()));
+    if let Some(store) = payload.store() {
+        crate::cache::memo_write(store, &key, &value);
+    }
+    Ok(value)
 }
 
 /// Resuming an interrupted plan: a file it already wrote (or removed) is seen as that
