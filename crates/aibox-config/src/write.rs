@@ -793,22 +793,27 @@ impl<'a> Writer<'a> {
     }
 }
 
-fn write_temp(temp: &Utf8Path, contents: &[u8], sync: bool) -> Result<(), WriteError> {
+/// Creates the writer's temp file exclusively; a leftover temp of this very pid can only
+/// be stale, so it is replaced.
+fn create_temp(temp: &Utf8Path) -> Result<fs_err::File, WriteError> {
     let open = || {
         fs_err::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(temp)
     };
-    let mut file = match open() {
-        // A leftover temp of this very pid can only be stale: replace it.
+    match open() {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let _ = fs_err::remove_file(temp);
             open()
         }
         other => other,
     }
-    .map_err(|e| WriteError::io("create", temp, e))?;
+    .map_err(|e| WriteError::io("create", temp, e))
+}
+
+fn write_temp(temp: &Utf8Path, contents: &[u8], sync: bool) -> Result<(), WriteError> {
+    let mut file = create_temp(temp)?;
     let result = file
         .write_all(contents)
         .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
@@ -843,21 +848,7 @@ fn copy_temp(
             WriteError::io("read", rel, e)
         }
     })?;
-    let open = || {
-        fs_err::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(temp)
-    };
-    let mut file = match open() {
-        // A leftover temp of this very pid can only be stale: replace it.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let _ = fs_err::remove_file(temp);
-            open()
-        }
-        other => other,
-    }
-    .map_err(|e| WriteError::io("create", temp, e))?;
+    let mut file = create_temp(temp)?;
     let mut hasher = sha2::Sha256::new();
     let mut copied = 0u64;
     let mut reader = source.take(from.size.saturating_add(1));

@@ -182,13 +182,21 @@ impl Payload {
         })?))
     }
 
+    /// The manifest entry of release file `rel`.
+    ///
+    /// # Errors
+    /// [`ProvenanceError::Layout`] when the release has no such file.
+    pub fn entry(&self, rel: &str) -> Result<&PayloadFile> {
+        self.files.get(rel).ok_or_else(|| ProvenanceError::Layout {
+            what: rel.to_owned(),
+            reason: "not a file of the release".to_owned(),
+        })
+    }
+
     /// Feeds the bytes of file `rel` to `sink` chunk by chunk, then checks size and
     /// digest against the manifest (a mismatch is an error after the last chunk).
     pub fn stream(&self, rel: &str, sink: &mut dyn FnMut(&[u8])) -> Result<()> {
-        let file = self.files.get(rel).ok_or_else(|| ProvenanceError::Layout {
-            what: rel.to_owned(),
-            reason: "not a file of the release".to_owned(),
-        })?;
+        let file = self.entry(rel)?;
         let root = match &self.bytes {
             Bytes::Memory(m) => {
                 sink(m.get(rel).map_or(&[][..], Vec::as_slice));
@@ -209,19 +217,7 @@ impl Payload {
                 ProvenanceError::io("read", &path, e)
             }
         })?;
-        let mut reader = f.take(file.size.saturating_add(1));
-        let mut counter = Counter::default();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = reader
-                .read(&mut buf)
-                .map_err(|e| ProvenanceError::io("read", &path, e))?;
-            if n == 0 {
-                break;
-            }
-            counter.update(&buf[..n]);
-            sink(&buf[..n]);
-        }
+        let counter = read_counted(f.take(file.size.saturating_add(1)), &path, sink)?;
         if counter.bytes != file.size {
             return Err(changed(format!(
                 "it has {} bytes, {} were verified",
@@ -232,6 +228,27 @@ impl Payload {
             return Err(changed("its SHA-256 differs".to_owned()));
         }
         Ok(())
+    }
+}
+
+/// Reads `reader` to its end in chunks, counting and hashing the bytes and handing each
+/// chunk to `sink`.
+fn read_counted(
+    mut reader: impl Read,
+    path: &Path,
+    sink: &mut dyn FnMut(&[u8]),
+) -> Result<Counter> {
+    let mut counter = Counter::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = reader
+            .read(&mut buf)
+            .map_err(|e| ProvenanceError::io("read", path, e))?;
+        if n == 0 {
+            return Ok(counter);
+        }
+        counter.update(&buf[..n]);
+        sink(&buf[..n]);
     }
 }
 
@@ -730,20 +747,10 @@ pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
                 checker.record(&rel, false)?;
                 checker.add_bytes(&rel, meta.len())?;
                 // No more than the size checked above, whatever the file streams.
-                let mut counter = Counter::default();
-                let mut reader = fs_err::File::open(&path)
+                let reader = fs_err::File::open(&path)
                     .map_err(|e| ProvenanceError::io("read", &path, e))?
                     .take(meta.len().saturating_add(1));
-                let mut buf = vec![0u8; 64 * 1024];
-                loop {
-                    let n = reader
-                        .read(&mut buf)
-                        .map_err(|e| ProvenanceError::io("read", &path, e))?;
-                    if n == 0 {
-                        break;
-                    }
-                    counter.update(&buf[..n]);
-                }
+                let counter = read_counted(reader, &path, &mut |_| {})?;
                 if counter.bytes != meta.len() {
                     return Err(ProvenanceError::UnsafeEntry {
                         entry: rel,
@@ -806,13 +813,7 @@ pub fn write_tree<'a>(
         .tempdir_in(parent)
         .map_err(|e| ProvenanceError::io("create staging directory in", parent, e))?;
     for (rel, release_path) in files {
-        let file = payload
-            .files
-            .get(release_path)
-            .ok_or_else(|| ProvenanceError::Layout {
-                what: release_path.to_owned(),
-                reason: "not a file of the release".to_owned(),
-            })?;
+        let file = payload.entry(release_path)?;
         let target = staging.path().join(rel);
         if let Some(dir) = target.parent() {
             fs_err::create_dir_all(dir).map_err(|e| ProvenanceError::io("create", dir, e))?;

@@ -112,13 +112,7 @@ impl FileWrite {
     /// The write of release file `release_path` to project path `path`: a copy of the
     /// verified file when the payload is on disk (never read into memory here).
     pub fn from_payload(payload: &Payload, release_path: &str, path: String) -> Result<Self> {
-        let file = payload
-            .files
-            .get(release_path)
-            .ok_or_else(|| ProvenanceError::Layout {
-                what: release_path.to_owned(),
-                reason: "not a file of the release".to_owned(),
-            })?;
+        let file = payload.entry(release_path)?;
         let data = match payload.copy_from(release_path) {
             Some(c) => WriteData::Copy(c),
             None => WriteData::Bytes(payload.read(release_path)?),

@@ -95,15 +95,7 @@ fn sidecar_verified_download_is_cached_and_reused_offline() {
     assert_eq!(f.cached_files(), 1);
 
     // Second run with the lock as pin: served from the cache, no request at all.
-    let lock = ProcesskitLock {
-        source: f.section().source.unwrap(),
-        version: "v0.0.1".into(),
-        src_path: None,
-        release_asset_sha256: Some(r.digest),
-        verification: r.verification,
-        installed_at: "2026-01-01T00:00:00Z".into(),
-        processkit_install_hash: None,
-    };
+    let lock = locked(&f, &r);
     let hits = f.server.hits().len();
     let again = fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
     assert_eq!(
@@ -147,15 +139,7 @@ fn sidecar_verified_download_is_cached_and_reused_offline() {
 fn a_damaged_unpacked_store_is_rebuilt_or_refused_never_installed() {
     let f = fixture(true);
     let r = fetch_release(&f.section(), f.project.path(), None, &mut f.opts()).unwrap();
-    let lock = ProcesskitLock {
-        source: f.section().source.unwrap(),
-        version: "v0.0.1".into(),
-        src_path: None,
-        release_asset_sha256: Some(r.digest),
-        verification: r.verification,
-        installed_at: "2026-01-01T00:00:00Z".into(),
-        processkit_install_hash: None,
-    };
+    let lock = locked(&f, &r);
     let cache = Cache::new(f.cache_dir.path());
     let store = cache.unpacked_path(&r.digest);
     let manifest = store.join("manifest");
@@ -517,4 +501,17 @@ fn versions_must_be_concrete() {
         fetch_release(&section, f.project.path(), None, &mut f.opts()).unwrap_err(),
         ProvenanceError::Config { .. }
     ));
+}
+
+/// The lock section a previous install of `r` from `f` would have recorded.
+fn locked(f: &Fixture, r: &aibox_provenance::VerifiedRelease) -> ProcesskitLock {
+    ProcesskitLock {
+        source: f.section().source.unwrap(),
+        version: "v0.0.1".into(),
+        src_path: None,
+        release_asset_sha256: Some(r.digest),
+        verification: r.verification,
+        installed_at: "2026-01-01T00:00:00Z".into(),
+        processkit_install_hash: None,
+    }
 }
