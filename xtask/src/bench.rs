@@ -202,7 +202,6 @@ fn one_run(
     v1: &Release,
     v2: &Release,
     r: &mut Results,
-    keep: bool,
 ) -> Result<(), String> {
     let project = work.join(format!("project-{run}"));
     let copy = work.join(format!("copy-{run}"));
@@ -263,10 +262,7 @@ fn one_run(
         "doctor --integrity",
         work,
     )?);
-    if !keep {
-        fs_err::remove_dir_all(&project).map_err(|e| e.to_string())?;
-        fs_err::remove_dir_all(&copy).map_err(|e| e.to_string())?;
-    }
+    // Nothing is deleted here: see `run` for why trees stay until the factor is done.
     Ok(())
 }
 
@@ -634,11 +630,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
         )?;
         let runs = if factor <= 1 { runs_1x } else { 1 };
         let mut r = Results::default();
-        // One warm-up run fills the page cache and the archive cache.
-        one_run(&bin, &work, 0, &v1, &v2, &mut Results::default(), false)?;
+        // One warm-up run fills the page cache and the archive cache. Every run works in
+        // fresh folders and no tree is deleted until the factor is done: ext4 skips inodes
+        // freed in the last minute when it allocates new ones, so creating thousands of
+        // files right after deleting thousands costs several times more kernel time (seen
+        // in `perf` as `recently_deleted` under `ext4_create`/`ext4_mkdir`). Deleting
+        // between runs measured that artefact, for aibox and `cp -r` unevenly.
+        one_run(&bin, &work, 0, &v1, &v2, &mut Results::default())?;
         for i in 0..runs {
             say(&format!("==> bench {factor}x: run {}/{runs}", i + 1));
-            one_run(&bin, &work, i + 1, &v1, &v2, &mut r, keep)?;
+            one_run(&bin, &work, i + 1, &v1, &v2, &mut r)?;
         }
         reports.push(FactorReport::new(factor, runs, r));
         if !keep {
