@@ -631,11 +631,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let runs = if factor <= 1 { runs_1x } else { 1 };
         let mut r = Results::default();
         // One warm-up run fills the page cache and the archive cache. Every run works in
-        // fresh folders and no tree is deleted until the factor is done: ext4 skips inodes
-        // freed in the last minute when it allocates new ones, so creating thousands of
-        // files right after deleting thousands costs several times more kernel time (seen
-        // in `perf` as `recently_deleted` under `ext4_create`/`ext4_mkdir`). Deleting
-        // between runs measured that artefact, for aibox and `cp -r` unevenly.
+        // fresh folders and no tree is deleted until the factor is done: ext4 without a
+        // journal skips inodes freed in the last 60 s when it allocates new ones, so
+        // creating thousands of files right after deleting thousands costs several times
+        // more kernel time (seen in `perf` as `recently_deleted` under `ext4_create` and
+        // `ext4_mkdir`). Deleting between runs measured that artefact, for aibox and
+        // `cp -r` unevenly.
         one_run(&bin, &work, 0, &v1, &v2, &mut Results::default())?;
         for i in 0..runs {
             say(&format!("==> bench {factor}x: run {}/{runs}", i + 1));
