@@ -448,7 +448,29 @@ pub struct Writer<'a> {
     dirty: bool,
 }
 
+/// Where a write of one file goes: its folder, the file, and this process's temp file
+/// beside it (renamed over the file when complete).
+struct Slot {
+    dir: Utf8PathBuf,
+    target: Utf8PathBuf,
+    temp: Utf8PathBuf,
+}
+
 impl<'a> Writer<'a> {
+    /// The [`Slot`] of `rel`, creating its folder when missing.
+    fn slot(&self, rel: &Utf8Path) -> Result<Slot, WriteError> {
+        let dir = self
+            .root
+            .parent_dir(rel, true)?
+            .unwrap_or_else(|| self.root.path().to_owned());
+        let name = rel.file_name().unwrap_or_default();
+        Ok(Slot {
+            target: dir.join(name),
+            temp: dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id())),
+            dir,
+        })
+    }
+
     /// A writer for `apply`: inside the [`PERIMETER`].
     pub fn new(root: &'a ProjectRoot) -> Self {
         Self::for_command(root, Writers::APPLY)
@@ -506,18 +528,12 @@ impl<'a> Writer<'a> {
     /// last step is a hard link, which never replaces). Durable like [`Self::write`].
     pub fn create_new(&mut self, rel: &Utf8Path, contents: &[u8]) -> Result<(), WriteError> {
         self.check_allowed(rel)?;
-        let dir = self
-            .root
-            .parent_dir(rel, true)?
-            .unwrap_or_else(|| self.root.path().to_owned());
-        let name = rel.file_name().unwrap_or_default();
-        let target = dir.join(name);
+        let Slot { dir, target, temp } = self.slot(rel)?;
         if fs_err::symlink_metadata(&target).is_ok() {
             return Err(WriteError::Exists {
                 path: rel.to_owned(),
             });
         }
-        let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
         write_temp(&temp, contents, !self.deferred)?;
         let linked = fs_err::hard_link(&temp, &target);
         let _ = fs_err::remove_file(&temp);
@@ -572,13 +588,7 @@ impl<'a> Writer<'a> {
             }
             Some(_) => WriteOutcome::Updated,
         };
-        let dir = self
-            .root
-            .parent_dir(rel, true)?
-            .unwrap_or_else(|| self.root.path().to_owned());
-        let name = rel.file_name().unwrap_or_default();
-        let target = dir.join(name);
-        let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
+        let Slot { dir, target, temp } = self.slot(rel)?;
         write_temp(&temp, contents, !self.deferred)?;
         if let Some(mode) = mode.or(old_mode) {
             set_mode(&temp, mode)?;
@@ -604,17 +614,11 @@ impl<'a> Writer<'a> {
         mode: Option<u32>,
     ) -> Result<(), WriteError> {
         self.check_allowed(rel)?;
-        let dir = self
-            .root
-            .parent_dir(rel, true)?
-            .unwrap_or_else(|| self.root.path().to_owned());
-        let name = rel.file_name().unwrap_or_default();
-        let target = dir.join(name);
+        let Slot { dir, target, temp } = self.slot(rel)?;
         let old_mode = match ProjectRoot::target_meta(rel, &target)? {
             Some(meta) => mode_of(&meta),
             None => None,
         };
-        let temp = dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id()));
         copy_temp(&temp, rel, from, mode.or(old_mode), !self.deferred)?;
         self.crash.point();
         if let Err(e) = fs_err::rename(&temp, &target) {
