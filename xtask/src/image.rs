@@ -27,14 +27,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use aibox_test_support::podman::{HOST_CA_BUNDLE, local_toml_with_host_ca};
+
 use crate::say;
 
 /// The recipe folder.
 const RECIPE_DIR: &str = "images/base";
 /// The committed data file naming the default base image (name, tag, digest).
 pub(crate) const DATA_FILE: &str = "crates/aibox-config/data/base-image.toml";
-/// The host CA bundle (the proxy's CA is in it on this kind of machine).
-const HOST_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// Media types of a manifest list.
 const LIST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, \
                            application/vnd.docker.distribution.manifest.list.v2+json";
@@ -617,7 +617,6 @@ pub(crate) fn verify(
         let smoked = smoke && arch == host;
         if smoked {
             smoke_up(
-                registry,
                 &format!("{}@{manifest_digest}", release.remote(registry)),
                 conf,
                 release,
@@ -737,12 +736,7 @@ fn verify_arch(
 
 /// `aibox init` + `up` of a project whose base image is the published `reference`, then
 /// `aibox exec` of python3, uv and git inside it; `down` and cleanup at the end.
-fn smoke_up(
-    _registry: &str,
-    reference: &str,
-    conf: &RegistriesConf,
-    release: &Release,
-) -> Result<(), String> {
+fn smoke_up(reference: &str, conf: &RegistriesConf, release: &Release) -> Result<(), String> {
     say(&format!("==> smoke: aibox up on {reference}"));
     crate::step(
         "build aibox",
@@ -782,11 +776,8 @@ fn smoke_up(
             reference,
             "--yes",
         ]))?;
-        fs_err::write(
-            root.join(".aibox-local.toml"),
-            format!("[container]\nextra_ca_certificates = \"{HOST_CA_BUNDLE}\"\n"),
-        )
-        .map_err(|e| e.to_string())?;
+        fs_err::write(root.join(".aibox-local.toml"), local_toml_with_host_ca())
+            .map_err(|e| e.to_string())?;
         capture(&mut aibox(&["up"]))?;
         let dockerfile = fs_err::read_to_string(root.join(".devcontainer/Dockerfile"))
             .map_err(|e| e.to_string())?;
