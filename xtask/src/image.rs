@@ -23,6 +23,7 @@ use std::fmt::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -959,18 +960,23 @@ fn podman() -> Command {
 }
 
 /// Writes the harness's `containers.conf` (only when different, so concurrent writers
-/// never expose a half-written file) and returns its path.
+/// never expose a half-written file) and returns its path. Checked once per process, not
+/// on every `podman` command.
 fn containers_conf() -> PathBuf {
-    let dir = aibox_test_support::podman::harness_dir();
-    let conf = dir.join("containers.conf");
-    let text = aibox_test_support::podman::CONTAINERS_CONF;
-    if fs_err::read_to_string(&conf).ok().as_deref() != Some(text) {
-        let tmp = dir.join(format!("containers.conf.xtask.{}", std::process::id()));
-        let _ = fs_err::create_dir_all(&dir)
-            .and_then(|()| fs_err::write(&tmp, text))
-            .and_then(|()| fs_err::rename(&tmp, &conf));
-    }
-    conf.into_std_path_buf()
+    static CONF: OnceLock<PathBuf> = OnceLock::new();
+    CONF.get_or_init(|| {
+        let dir = aibox_test_support::podman::harness_dir();
+        let conf = dir.join("containers.conf");
+        let text = aibox_test_support::podman::CONTAINERS_CONF;
+        if fs_err::read_to_string(&conf).ok().as_deref() != Some(text) {
+            let tmp = dir.join(format!("containers.conf.xtask.{}", std::process::id()));
+            let _ = fs_err::create_dir_all(&dir)
+                .and_then(|()| fs_err::write(&tmp, text))
+                .and_then(|()| fs_err::rename(&tmp, &conf));
+        }
+        conf.into_std_path_buf()
+    })
+    .clone()
 }
 
 /// GET over loopback with curl (the registry's HTTP API).
