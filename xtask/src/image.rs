@@ -23,9 +23,12 @@ use std::fmt::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use aibox_test_support::podman::{HOST_CA_BUNDLE, local_toml_with_host_ca};
 
 use crate::say;
 
@@ -33,8 +36,6 @@ use crate::say;
 const RECIPE_DIR: &str = "images/base";
 /// The committed data file naming the default base image (name, tag, digest).
 pub(crate) const DATA_FILE: &str = "crates/aibox-config/data/base-image.toml";
-/// The host CA bundle (the proxy's CA is in it on this kind of machine).
-const HOST_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// Media types of a manifest list.
 const LIST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, \
                            application/vnd.docker.distribution.manifest.list.v2+json";
@@ -617,7 +618,6 @@ pub(crate) fn verify(
         let smoked = smoke && arch == host;
         if smoked {
             smoke_up(
-                registry,
                 &format!("{}@{manifest_digest}", release.remote(registry)),
                 conf,
                 release,
@@ -737,12 +737,7 @@ fn verify_arch(
 
 /// `aibox init` + `up` of a project whose base image is the published `reference`, then
 /// `aibox exec` of python3, uv and git inside it; `down` and cleanup at the end.
-fn smoke_up(
-    _registry: &str,
-    reference: &str,
-    conf: &RegistriesConf,
-    release: &Release,
-) -> Result<(), String> {
+fn smoke_up(reference: &str, conf: &RegistriesConf, release: &Release) -> Result<(), String> {
     say(&format!("==> smoke: aibox up on {reference}"));
     crate::step(
         "build aibox",
@@ -782,11 +777,8 @@ fn smoke_up(
             reference,
             "--yes",
         ]))?;
-        fs_err::write(
-            root.join(".aibox-local.toml"),
-            format!("[container]\nextra_ca_certificates = \"{HOST_CA_BUNDLE}\"\n"),
-        )
-        .map_err(|e| e.to_string())?;
+        fs_err::write(root.join(".aibox-local.toml"), local_toml_with_host_ca())
+            .map_err(|e| e.to_string())?;
         capture(&mut aibox(&["up"]))?;
         let dockerfile = fs_err::read_to_string(root.join(".devcontainer/Dockerfile"))
             .map_err(|e| e.to_string())?;
@@ -968,18 +960,23 @@ fn podman() -> Command {
 }
 
 /// Writes the harness's `containers.conf` (only when different, so concurrent writers
-/// never expose a half-written file) and returns its path.
+/// never expose a half-written file) and returns its path. Checked once per process, not
+/// on every `podman` command.
 fn containers_conf() -> PathBuf {
-    let dir = aibox_test_support::podman::harness_dir();
-    let conf = dir.join("containers.conf");
-    let text = aibox_test_support::podman::CONTAINERS_CONF;
-    if fs_err::read_to_string(&conf).ok().as_deref() != Some(text) {
-        let tmp = dir.join(format!("containers.conf.xtask.{}", std::process::id()));
-        let _ = fs_err::create_dir_all(&dir)
-            .and_then(|()| fs_err::write(&tmp, text))
-            .and_then(|()| fs_err::rename(&tmp, &conf));
-    }
-    conf.into_std_path_buf()
+    static CONF: OnceLock<PathBuf> = OnceLock::new();
+    CONF.get_or_init(|| {
+        let dir = aibox_test_support::podman::harness_dir();
+        let conf = dir.join("containers.conf");
+        let text = aibox_test_support::podman::CONTAINERS_CONF;
+        if fs_err::read_to_string(&conf).ok().as_deref() != Some(text) {
+            let tmp = dir.join(format!("containers.conf.xtask.{}", std::process::id()));
+            let _ = fs_err::create_dir_all(&dir)
+                .and_then(|()| fs_err::write(&tmp, text))
+                .and_then(|()| fs_err::rename(&tmp, &conf));
+        }
+        conf.into_std_path_buf()
+    })
+    .clone()
 }
 
 /// GET over loopback with curl (the registry's HTTP API).

@@ -425,15 +425,20 @@ pub fn docs() -> Result<(), String> {
     run_tool(Command::new(tool_path("mdbook")).args(["build", "docs-site"]))
 }
 
-fn tool_path(name: &str) -> PathBuf {
-    let root = std::env::var("AIBOX_TOOLS_DIR").map_or_else(
+/// Where `scripts/install-release-tools.sh` installs (`AIBOX_TOOLS_DIR`, else
+/// `~/.aibox-tools`).
+fn tools_dir() -> PathBuf {
+    std::env::var("AIBOX_TOOLS_DIR").map_or_else(
         |_| {
             let home = std::env::var("HOME").unwrap_or_else(|_| "/root".to_owned());
             PathBuf::from(home).join(".aibox-tools")
         },
         PathBuf::from,
-    );
-    root.join("bin").join(name)
+    )
+}
+
+fn tool_path(name: &str) -> PathBuf {
+    tools_dir().join("bin").join(name)
 }
 
 fn deny_cmd() -> Command {
@@ -445,16 +450,11 @@ fn deny_cmd() -> Command {
 /// PATH with the release tools (cargo-deny, mdBook, and cargo-zigbuild's virtualenv, whose
 /// python carries the pinned Zig) in front.
 fn path_with_tools() -> String {
-    let bin = tool_path("x");
-    let dir = bin.parent().map(Path::to_path_buf).unwrap_or_default();
-    let zig = dir
-        .parent()
-        .map(|r| r.join("zigbuild/bin"))
-        .unwrap_or_default();
+    let tools = tools_dir();
     format!(
         "{}:{}:{}",
-        dir.display(),
-        zig.display(),
+        tools.join("bin").display(),
+        tools.join("zigbuild/bin").display(),
         std::env::var("PATH").unwrap_or_default()
     )
 }

@@ -26,7 +26,7 @@ pub const DEFERRALS: &str = "release/deferrals.toml";
 pub const WORKITEMS: &str = "context/workitems";
 /// The committed default base image (`name`, `tag`, `digest`), the one file that names it
 /// (see `xtask/src/image.rs`); reported "not defined" if it is ever missing.
-pub const BASE_IMAGE_REF: &str = "crates/aibox-config/data/base-image.toml";
+pub const BASE_IMAGE_REF: &str = crate::image::DATA_FILE;
 /// The marker that declares a provenance exception on an installer line (a script or an
 /// image recipe line); the text after it is the reason.
 pub const EXCEPTION_MARKER: &str = "provenance-exception:";
@@ -551,7 +551,7 @@ fn npm_test_tools(root: &Path) -> Result<Vec<Input>, String> {
     Ok(inputs)
 }
 
-/// The base image reference (a hook: the file comes with the base-image work).
+/// The committed default base-image reference (`image.rs` owns the file).
 fn base_image(root: &Path) -> Result<Input, String> {
     let path = root.join(BASE_IMAGE_REF);
     if !path.is_file() {
