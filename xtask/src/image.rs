@@ -42,11 +42,11 @@ const LIST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, \
 
 /// What `images/base/recipe.toml` picks.
 #[derive(Debug, Clone)]
-struct Recipe {
-    suite: String,
-    mirror: String,
+pub(crate) struct Recipe {
+    pub(crate) suite: String,
+    pub(crate) mirror: String,
     architectures: Vec<String>,
-    tools: Vec<String>,
+    pub(crate) tools: Vec<String>,
     user: String,
     uid: u32,
     profile: String,
@@ -203,10 +203,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 /// (pinned when it carries a digest) and the recipe's floating input (the Debian suite's
 /// packages at build time). Also printed by `cargo xtask image state`.
 pub fn state_lines() -> Result<Vec<String>, String> {
-    let data = read_toml(&root().join(DATA_FILE))?;
-    let name = str_key(&data, "name", DATA_FILE)?;
-    let tag = str_key(&data, "tag", DATA_FILE)?;
-    let digest = data.get("digest").and_then(toml::Value::as_str);
+    let BaseImageRef { name, tag, digest } = BaseImageRef::read(&root())?;
     let recipe = Recipe::load()?;
     let mut lines = vec![match digest {
         Some(d) => format!(
@@ -271,8 +268,7 @@ impl Release {
             .ok_or_else(|| format!("release tag `{tag}` is not of the form vX.Y.Z"))?
             .to_owned();
         let recipe = Recipe::load()?;
-        let data = read_toml(&root().join(DATA_FILE))?;
-        let name = str_key(&data, "name", DATA_FILE)?;
+        let name = BaseImageRef::read(&root())?.name;
         let manifest = read_toml(&root().join("Cargo.toml"))?;
         let source = manifest
             .get("workspace")
@@ -343,9 +339,39 @@ impl Release {
     }
 }
 
+/// The recipe file, below the repository root.
+pub(crate) const RECIPE_FILE: &str = "images/base/recipe.toml";
+
+/// The committed default base-image reference ([`DATA_FILE`]).
+pub(crate) struct BaseImageRef {
+    pub(crate) name: String,
+    pub(crate) tag: String,
+    pub(crate) digest: Option<String>,
+}
+
+impl BaseImageRef {
+    /// Reads [`DATA_FILE`] below `root`.
+    pub(crate) fn read(root: &Path) -> Result<Self, String> {
+        let data = read_toml(&root.join(DATA_FILE))?;
+        Ok(Self {
+            name: str_key(&data, "name", DATA_FILE)?,
+            tag: str_key(&data, "tag", DATA_FILE)?,
+            digest: data
+                .get("digest")
+                .and_then(toml::Value::as_str)
+                .map(str::to_owned),
+        })
+    }
+}
+
 impl Recipe {
     fn load() -> Result<Self, String> {
-        let path = root().join(RECIPE_DIR).join("recipe.toml");
+        Self::load_from(&root())
+    }
+
+    /// Reads [`RECIPE_FILE`] below `root`.
+    pub(crate) fn load_from(root: &Path) -> Result<Self, String> {
+        let path = root.join(RECIPE_FILE);
         let v = read_toml(&path)?;
         let where_ = path.display().to_string();
         let list = |key: &str| -> Result<Vec<String>, String> {

@@ -149,7 +149,7 @@ pub fn collect(root: &Path) -> Result<Report, String> {
     inputs.extend(crates(root)?);
     inputs.extend(release_tools(root)?);
     inputs.extend(npm_test_tools(root)?);
-    inputs.push(base_image(root)?);
+    inputs.extend(base_image(root)?);
     inputs.extend(processkit(root)?);
     inputs.extend(catalog(root)?);
     inputs.extend(apt_pins(root)?);
@@ -551,49 +551,57 @@ fn npm_test_tools(root: &Path) -> Result<Vec<Input>, String> {
     Ok(inputs)
 }
 
-/// The committed default base-image reference (`image.rs` owns the file).
-fn base_image(root: &Path) -> Result<Input, String> {
-    let path = root.join(BASE_IMAGE_REF);
-    if !path.is_file() {
-        return Ok(Input::new(
-            "base-image".to_owned(),
-            BASE_IMAGE_REF,
-            Class::Floating,
-            "not defined",
-            Newest::NotAsked(format!("{BASE_IMAGE_REF} does not exist yet")),
-        )
-        .note(
-            "no committed base-image reference; generated Dockerfiles use the configured image",
-        ));
+/// The committed default base-image reference and the recipe's floating input (the
+/// Debian packages of the build), read with `image.rs`'s own readers.
+fn base_image(root: &Path) -> Result<Vec<Input>, String> {
+    use crate::image::{BaseImageRef, RECIPE_FILE, Recipe};
+    let unreachable =
+        || Newest::NotAsked("no container registry is reachable from here".to_owned());
+    if !root.join(BASE_IMAGE_REF).is_file() {
+        return Ok(vec![
+            Input::new(
+                "base-image".to_owned(),
+                BASE_IMAGE_REF,
+                Class::Floating,
+                "not defined",
+                Newest::NotAsked(format!("{BASE_IMAGE_REF} does not exist yet")),
+            )
+            .note(
+                "no committed base-image reference; generated Dockerfiles use the configured image",
+            ),
+        ]);
     }
-    let doc: toml::Table =
-        toml::from_str(&fs_err::read_to_string(&path).map_err(|e| e.to_string())?)
-            .map_err(|e| format!("{BASE_IMAGE_REF}: {e}"))?;
-    let find = |key: &str| -> Option<String> {
-        doc.get(key)
-            .or_else(|| doc.values().find_map(|v| v.get(key)))
-            .and_then(toml::Value::as_str)
-            .map(str::to_owned)
-    };
-    let reference = match (find("name"), find("tag")) {
-        (Some(name), Some(tag)) => format!("{name}:{tag}"),
-        _ => find("reference")
-            .or_else(|| find("image"))
-            .unwrap_or_default(),
-    };
-    let digest = find("digest").unwrap_or_default();
-    let pinned = digest.starts_with("sha256:") || reference.contains("@sha256:");
-    Ok(Input::new(
+    let r = BaseImageRef::read(root)?;
+    let digest = r.digest.unwrap_or_default();
+    let mut inputs = vec![Input::new(
         "base-image".to_owned(),
         BASE_IMAGE_REF,
-        if pinned {
+        if digest.starts_with("sha256:") {
             Class::Pinned
         } else {
             Class::Floating
         },
-        format!("{reference} {digest}").trim(),
-        Newest::NotAsked("no container registry is reachable from here".to_owned()),
-    ))
+        format!("{}:{} {digest}", r.name, r.tag).trim(),
+        unreachable(),
+    )];
+    if root.join(RECIPE_FILE).is_file() {
+        let recipe = Recipe::load_from(root)?;
+        inputs.push(
+            Input::new(
+                "base-image:debian-packages".to_owned(),
+                RECIPE_FILE,
+                Class::Floating,
+                &format!("{} from {}", recipe.suite, recipe.mirror),
+                Newest::NotAsked("Debian packages are resolved when the image is built".to_owned()),
+            )
+            .note(&format!(
+                "the recipe installs catalog tools {}; their Debian packages come from the \
+                 signed suite as of the build (versions not pinned)",
+                recipe.tools.join(", ")
+            )),
+        );
+    }
+    Ok(inputs)
 }
 
 /// The processkit releases the repository names: every committed `aibox.toml` and the
@@ -1205,6 +1213,26 @@ mod tests {
         for d in deferrals {
             check_workitem(&root, d.workitem.as_deref().unwrap()).unwrap();
         }
+    }
+
+    #[test]
+    fn the_base_image_reference_is_pinned_and_its_recipe_floats() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let inputs = base_image(&root).unwrap();
+        let ids: Vec<(&str, Class)> = inputs.iter().map(|i| (i.id.as_str(), i.class)).collect();
+        assert_eq!(
+            ids,
+            [
+                ("base-image", Class::Pinned),
+                ("base-image:debian-packages", Class::Floating)
+            ]
+        );
+        assert!(inputs[0].current.contains("@sha256:") || inputs[0].current.contains(" sha256:"));
+        assert!(
+            inputs[1].current.starts_with("bookworm from "),
+            "{}",
+            inputs[1].current
+        );
     }
 
     #[test]
