@@ -457,6 +457,19 @@ struct Slot {
 }
 
 impl<'a> Writer<'a> {
+    /// Moves a fully written temp file over its target (removing the temp file when the
+    /// rename fails) and records the folder for syncing, with a crash point either side.
+    fn finish(&mut self, slot: &Slot) -> Result<(), WriteError> {
+        self.crash.point();
+        if let Err(e) = fs_err::rename(&slot.temp, &slot.target) {
+            let _ = fs_err::remove_file(&slot.temp);
+            return Err(WriteError::io("replace", &slot.target, e));
+        }
+        self.synced(&slot.dir);
+        self.crash.point();
+        Ok(())
+    }
+
     /// The [`Slot`] of `rel`, creating its folder when missing.
     fn slot(&self, rel: &Utf8Path) -> Result<Slot, WriteError> {
         let dir = self
@@ -588,18 +601,12 @@ impl<'a> Writer<'a> {
             }
             Some(_) => WriteOutcome::Updated,
         };
-        let Slot { dir, target, temp } = self.slot(rel)?;
-        write_temp(&temp, contents, !self.deferred)?;
+        let slot = self.slot(rel)?;
+        write_temp(&slot.temp, contents, !self.deferred)?;
         if let Some(mode) = mode.or(old_mode) {
-            set_mode(&temp, mode)?;
+            set_mode(&slot.temp, mode)?;
         }
-        self.crash.point();
-        if let Err(e) = fs_err::rename(&temp, &target) {
-            let _ = fs_err::remove_file(&temp);
-            return Err(WriteError::io("replace", &target, e));
-        }
-        self.synced(&dir);
-        self.crash.point();
+        self.finish(&slot)?;
         Ok(outcome)
     }
 
@@ -614,20 +621,13 @@ impl<'a> Writer<'a> {
         mode: Option<u32>,
     ) -> Result<(), WriteError> {
         self.check_allowed(rel)?;
-        let Slot { dir, target, temp } = self.slot(rel)?;
-        let old_mode = match ProjectRoot::target_meta(rel, &target)? {
+        let slot = self.slot(rel)?;
+        let old_mode = match ProjectRoot::target_meta(rel, &slot.target)? {
             Some(meta) => mode_of(&meta),
             None => None,
         };
-        copy_temp(&temp, rel, from, mode.or(old_mode), !self.deferred)?;
-        self.crash.point();
-        if let Err(e) = fs_err::rename(&temp, &target) {
-            let _ = fs_err::remove_file(&temp);
-            return Err(WriteError::io("replace", &target, e));
-        }
-        self.synced(&dir);
-        self.crash.point();
-        Ok(())
+        copy_temp(&slot.temp, rel, from, mode.or(old_mode), !self.deferred)?;
+        self.finish(&slot)
     }
 
     /// Checks that a new file can be created in the folder of each of `targets` (the

@@ -74,6 +74,12 @@ impl Cache {
         if self.unpacked(digest)?.is_some() {
             return Ok(true);
         }
+        self.archive_sound(digest)
+    }
+
+    /// Whether the cached archive with `digest` is there and still hashes to it; a
+    /// damaged one is removed.
+    pub(crate) fn archive_sound(&self, digest: &Sha256) -> Result<bool> {
         let path = self.archive_path(digest);
         match fs_err::File::open(&path) {
             Ok(f) => {

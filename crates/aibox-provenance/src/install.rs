@@ -359,28 +359,12 @@ fn in_fingerprint(p: &str) -> bool {
         })
 }
 
-/// The reference-compatible `v2:` fingerprint (spec §14) over the given final contents.
-pub fn install_hash_v2<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
-    use sha2::Digest as _;
-    let mut selected: Vec<(&str, &[u8])> = files
-        .into_iter()
-        .filter(|(p, _)| in_fingerprint(p))
-        .collect();
-    selected.sort_by(|a, b| a.0.cmp(b.0));
-    let mut h = sha2::Sha256::new();
-    for (p, data) in selected {
-        h.update(p.as_bytes());
-        h.update([0]);
-        h.update(data);
-        h.update([0]);
-    }
-    format!("v2:{}", hex::encode(h.finalize()))
-}
-
-/// [`install_hash_v2`] of an install set, streaming each file from the payload. A
-/// payload in the unpacked store remembers the value per install set (the store's bytes
-/// never change under its digest), so installing the same release and selection again,
-/// in this or another project, does not read every file a second time.
+/// The reference-compatible `v2:` fingerprint (spec §14) of an install set: SHA-256
+/// over `path NUL contents NUL` of each fingerprinted file in path order, each file
+/// streamed from the payload. A payload in the unpacked store remembers the value per
+/// install set (the store's bytes never change under its digest), so installing the
+/// same release and selection again, in this or another project, does not read every
+/// file a second time.
 fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<String> {
     use sha2::Digest as _;
     let mut key = sha2::Sha256::new();

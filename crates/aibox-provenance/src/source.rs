@@ -453,14 +453,19 @@ fn fetch_http(
             check_tag(&p, url, Some(version))?;
             return Ok((p, expected, verification));
         }
-        // `contains` re-hashes a cached archive (dropping a damaged one) before it is
-        // unpacked, so a damaged archive is a miss, never a decompression error.
+        // A cached archive is unpacked straight away (the unpack hashes what it reads,
+        // so the archive is read once). Should that fail, the archive is re-hashed: a
+        // damaged one is dropped and downloaded again (a miss, never a decompression
+        // error); a sound one's error is the release's own.
         let archive = cache.archive_path(&expected);
-        if cache.contains(&expected)? {
-            let file = fs_err::File::open(&archive)
-                .map_err(|e| ProvenanceError::io("read", &archive, e))?;
-            let p = cache.unpack(&expected, file, url, Some(version), &opts.limits)?;
-            return Ok((p, expected, verification));
+        match fs_err::File::open(&archive) {
+            Ok(file) => match cache.unpack(&expected, file, url, Some(version), &opts.limits) {
+                Ok(p) => return Ok((p, expected, verification)),
+                Err(e) if cache.archive_sound(&expected)? => return Err(e),
+                Err(_) => {}
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ProvenanceError::io("read", &archive, e)),
         }
     }
     let sidecar = if pins.expected().is_none() {
