@@ -367,18 +367,24 @@ fn in_fingerprint(p: &str) -> bool {
 /// file a second time.
 fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<String> {
     use sha2::Digest as _;
-    let mut key = sha2::Sha256::new();
-    for (p, (release_path, _, _)) in set {
-        if in_fingerprint(p) {
-            key.update(p.as_bytes());
-            key.update([0]);
-            key.update(release_path.as_bytes());
-            key.update([0]);
+    // Only a payload in the store has somewhere to remember the value.
+    let memo = payload.store().map(|store| {
+        let mut key = sha2::Sha256::new();
+        for (p, (release_path, _, _)) in set {
+            if in_fingerprint(p) {
+                key.update(p.as_bytes());
+                key.update([0]);
+                key.update(release_path.as_bytes());
+                key.update([0]);
+            }
         }
-    }
-    let key = format!("install-hash-v2-{}", hex::encode(key.finalize()));
-    if let Some(store) = payload.store()
-        && let Some(known) = crate::cache::memo_read(store, &key)
+        (
+            store,
+            format!("install-hash-v2-{}", hex::encode(key.finalize())),
+        )
+    });
+    if let Some((store, key)) = &memo
+        && let Some(known) = crate::cache::memo_read(store, key)
         && known
             .strip_prefix("v2:")
             .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -397,8 +403,8 @@ fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<Stri
         h.update([0]);
     }
     let value = format!("v2:{}", hex::encode(h.finalize()));
-    if let Some(store) = payload.store() {
-        crate::cache::memo_write(store, &key, &value);
+    if let Some((store, key)) = &memo {
+        crate::cache::memo_write(store, key, &value);
     }
     Ok(value)
 }
