@@ -173,7 +173,7 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     // Resolved under the project lock: the previous `aibox.lock` is the one this run
     // builds on.
     let resolved = crate::resolve::resolve_in(root, project, &options.plan)?;
-    apply_locked(&resolved, options, guard)
+    apply_fresh(&resolved, options, guard)
 }
 
 /// Applies a project resolved earlier ([`crate::resolve`]); `options.plan` is not used
@@ -194,11 +194,27 @@ pub fn apply_resolved(
     if crate::plan::read_lock(root)? != resolved.previous_lock
         || !resolved.files.is_current(root, &resolved.project)
     {
-        let again =
-            crate::resolve::resolve_in(root.clone(), resolved.project.clone(), resolved.options())?;
-        return apply_locked(&again, options, guard);
+        return resolve_again(resolved, options, guard);
     }
-    apply_locked(resolved, options, guard)
+    let plan = crate::plan::plan(resolved)?;
+    // The processkit plan was computed from the live tree `resolve` scanned. Should a file
+    // it writes have changed since (an edit while the caller held the resolved value), the
+    // project is resolved again under the project lock, so no edit is overwritten.
+    if !(options.dry_run || options.check) && processkit_scan_is_stale(root, &plan)? {
+        return resolve_again(resolved, options, guard);
+    }
+    apply_plan_locked(resolved, plan, options, guard)
+}
+
+/// Resolves `resolved`'s project again (under the project lock) and applies that.
+fn resolve_again(
+    resolved: &crate::Resolved,
+    options: &ApplyOptions,
+    guard: Option<ProjectLock>,
+) -> Result<ApplyReport, EngineError> {
+    let root = resolved.project_root().clone();
+    let again = crate::resolve::resolve_in(root, resolved.project.clone(), resolved.options())?;
+    apply_fresh(&again, options, guard)
 }
 
 fn lock_unless_read_only(
@@ -212,23 +228,14 @@ fn lock_unless_read_only(
     }
 }
 
-fn apply_locked(
+/// Plans and applies a project resolved under the project lock: its snapshot and
+/// processkit scan are current, so nothing is checked or read again before planning.
+fn apply_fresh(
     resolved: &crate::Resolved,
     options: &ApplyOptions,
     guard: Option<ProjectLock>,
 ) -> Result<ApplyReport, EngineError> {
-    let root = resolved.project_root();
-    let read_only = options.dry_run || options.check;
     let plan = crate::plan::plan(resolved)?;
-    // The processkit plan was computed from the live tree `resolve` scanned. Should a file
-    // it writes have changed since (an edit while a caller held the resolved value), the
-    // project is resolved again under the project lock, so no edit is overwritten.
-    if !read_only && processkit_scan_is_stale(root, &plan)? {
-        let again =
-            crate::resolve::resolve_in(root.clone(), resolved.project.clone(), resolved.options())?;
-        let plan = crate::plan::plan(&again)?;
-        return apply_plan_locked(&again, plan, options, guard);
-    }
     apply_plan_locked(resolved, plan, options, guard)
 }
 

@@ -249,8 +249,8 @@ pub(crate) fn resolve_in(
 ) -> Result<Resolved, EngineError> {
     let previous_lock = crate::plan::read_lock(&root)?;
     let security = Security::of(&project, options.engine);
-    let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), options)?;
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;
+    let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), &files, options)?;
     Ok(Resolved {
         root,
         project,
@@ -266,6 +266,7 @@ fn resolve_processkit(
     root: &ProjectRoot,
     project: &Project,
     previous_lock: Option<&Lock>,
+    files: &Snapshot,
     options: &PlanOptions,
 ) -> Result<ProcesskitState, EngineError> {
     let config = &project.config;
@@ -302,7 +303,7 @@ fn resolve_processkit(
     let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
         .map_err(EngineError::from)?;
     let (hand_added, refused) = review_skills(root.path(), project, &release, &catalog)?;
-    let scan = scan_live(root, project, &release, &catalog, options)?;
+    let scan = scan_live(root, project, files, &release, &catalog, options)?;
     Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
         release,
         scan,
@@ -314,10 +315,12 @@ fn resolve_processkit(
 
 /// Scans the live processkit install (see [`aibox_provenance::scan`]): every file the
 /// plan classifies (trusting the stat cache for unchanged ones), the marker, the
-/// snapshot folders and the intent record of an interrupted apply.
+/// snapshot folders and the intent record of an interrupted apply. The intent record and
+/// the stat cache come from `files` (captured already), not from a second read.
 fn scan_live(
     root: &ProjectRoot,
     project: &Project,
+    files: &Snapshot,
     release: &VerifiedRelease,
     catalog: &aibox_provenance::catalog::Catalog,
     options: &PlanOptions,
@@ -327,10 +330,10 @@ fn scan_live(
         crate::sources::processkit::plan_options(&project.config, &now, &options.aibox_version);
     // The record of an interrupted apply, if any: resuming it completes exactly what
     // that run intended (see `aibox_provenance::Intent`).
-    let interrupted = root
-        .read(Utf8Path::new(crate::apply::PENDING_PROCESSKIT))?
-        .and_then(|b| aibox_provenance::Intent::parse(&String::from_utf8_lossy(&b)));
-    let stat_cache = read_stat_cache(root)?;
+    let interrupted = files
+        .get(Utf8Path::new(crate::apply::PENDING_PROCESSKIT))?
+        .and_then(|b| aibox_provenance::Intent::parse(&String::from_utf8_lossy(b)));
+    let stat_cache = read_stat_cache(root, files)?;
     let hints = aibox_provenance::Hints {
         interrupted: interrupted.as_ref(),
         stat_cache: stat_cache.as_ref(),
@@ -340,16 +343,19 @@ fn scan_live(
 }
 
 /// The stat cache of the last apply, if any (a damaged one only costs re-hashing).
-fn read_stat_cache(root: &ProjectRoot) -> Result<Option<aibox_provenance::StatCache>, EngineError> {
+fn read_stat_cache(
+    root: &ProjectRoot,
+    files: &Snapshot,
+) -> Result<Option<aibox_provenance::StatCache>, EngineError> {
     let rel = Utf8Path::new(crate::apply::STAT_CACHE);
-    let Some(bytes) = root.read(rel)? else {
+    let Some(bytes) = files.get(rel)? else {
         return Ok(None);
     };
     let Ok(meta) = fs_err::symlink_metadata(root.path().join(rel)) else {
         return Ok(None);
     };
     Ok(Some(aibox_provenance::StatCache::parse(
-        &String::from_utf8_lossy(&bytes),
+        &String::from_utf8_lossy(bytes),
         &meta,
     )))
 }

@@ -101,9 +101,10 @@ impl Snapshot {
                 slot.insert(bytes);
             }
         }
+        let compose = compose_sources(root, project, &files);
         Ok(Self {
             files,
-            compose: compose_sources(root, project),
+            compose,
             extra_ca: read_extra_ca(root.path(), project),
         })
     }
@@ -172,10 +173,16 @@ fn strict_paths(previous_lock: Option<&Lock>) -> Vec<Utf8PathBuf> {
 }
 
 /// The lenient set: every plain file of the file table, and whatever the policy gate's
-/// Compose resolver asks for while judging the project as it is on disk.
-fn compose_sources(root: &ProjectRoot, project: &Project) -> BTreeMap<String, Option<String>> {
+/// Compose resolver asks for while judging the project as it is on disk. A file already
+/// in the strict set is served from it (and not recorded again), so no file is read twice.
+fn compose_sources(
+    root: &ProjectRoot,
+    project: &Project,
+    strict: &BTreeMap<Utf8PathBuf, Option<Vec<u8>>>,
+) -> BTreeMap<String, Option<String>> {
     let recorder = Recorder {
         root,
+        strict,
         seen: RefCell::new(BTreeMap::new()),
     };
     for entry in aibox_config::layout::FILES {
@@ -190,18 +197,29 @@ fn compose_sources(root: &ProjectRoot, project: &Project) -> BTreeMap<String, Op
 
 /// Text of a project file as the Compose resolver may see it.
 fn disk_text(root: &ProjectRoot, rel: &str) -> Option<String> {
-    let bytes = root.read(Utf8Path::new(rel)).ok().flatten()?;
-    (bytes.len() <= MAX_COMPOSE_SOURCE).then(|| String::from_utf8_lossy(&bytes).into_owned())
+    compose_text(root.read(Utf8Path::new(rel)).ok().flatten().as_deref())
+}
+
+/// A file's bytes as the Compose resolver sees them: text, at most 1 MiB.
+fn compose_text(bytes: Option<&[u8]>) -> Option<String> {
+    bytes
+        .filter(|b| b.len() <= MAX_COMPOSE_SOURCE)
+        .map(|b| String::from_utf8_lossy(b).into_owned())
 }
 
 /// Reads the project for the policy gate and records every answer.
 struct Recorder<'a> {
     root: &'a ProjectRoot,
+    /// The strict reads, taken already.
+    strict: &'a BTreeMap<Utf8PathBuf, Option<Vec<u8>>>,
     seen: RefCell<BTreeMap<String, Option<String>>>,
 }
 
 impl aibox_policy::ComposeSources for Recorder<'_> {
     fn read(&self, path: &str) -> Option<String> {
+        if let Some(bytes) = self.strict.get(Utf8Path::new(path)) {
+            return compose_text(bytes.as_deref());
+        }
         if let Some(text) = self.seen.borrow().get(path) {
             return text.clone();
         }
@@ -235,10 +253,7 @@ impl aibox_policy::ComposeSources for SnapshotSources<'_> {
             return text.clone();
         }
         if let Some(bytes) = self.snapshot.files.get(Utf8Path::new(path)) {
-            return bytes
-                .as_ref()
-                .filter(|b| b.len() <= MAX_COMPOSE_SOURCE)
-                .map(|b| String::from_utf8_lossy(b).into_owned());
+            return compose_text(bytes.as_deref());
         }
         self.missed.borrow_mut().push(path.to_owned());
         None
