@@ -53,6 +53,10 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
     } else {
         std::mem::replace(cmd, Command::new("true"))
     };
+    // Each measured command starts with nothing left to write back from the steps
+    // before it: aibox's commit point (`syncfs`) then waits only for its own writes,
+    // and a baseline is not slowed by writeback it did not cause.
+    let _ = Command::new("sync").status();
     let started = Instant::now();
     let out = run
         .stdin(Stdio::null())

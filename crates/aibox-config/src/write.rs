@@ -222,8 +222,9 @@ pub enum WriteOutcome {
 #[derive(Debug, Clone)]
 pub struct ProjectRoot {
     root: Utf8PathBuf,
-    /// Directories already found to be real directories (not symlinks) below the root.
-    checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<Utf8PathBuf>>>,
+    /// Directories already found to be real directories (not symlinks) below the root
+    /// (absolute; kept as strings: hashing a `Path` parses its components).
+    checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl ProjectRoot {
@@ -252,12 +253,12 @@ impl ProjectRoot {
     fn is_checked_dir(&self, dir: &Utf8Path) -> bool {
         self.checked_dirs
             .lock()
-            .is_ok_and(|dirs| dirs.contains(dir))
+            .is_ok_and(|dirs| dirs.contains(dir.as_str()))
     }
 
     fn remember_dir(&self, dir: &Utf8Path) {
         if let Ok(mut dirs) = self.checked_dirs.lock() {
-            dirs.insert(dir.to_owned());
+            dirs.insert(dir.as_str().to_owned());
         }
     }
 
@@ -446,6 +447,67 @@ pub struct Writer<'a> {
     deferred: bool,
     /// Something was written or removed since `defer_sync`.
     dirty: bool,
+    /// The copy buffer of [`Self::copy_verified`], allocated once per writer.
+    buf: Vec<u8>,
+    /// Early writeback of deferred writes (see [`Writeback`]).
+    writeback: Writeback,
+}
+
+/// Bytes a deferred writer writes between two early writeback starts.
+const WRITEBACK_EVERY: u64 = 2 * 1024 * 1024;
+
+/// Starts the disk writes of a deferred writer's files while it is still writing: every
+/// [`WRITEBACK_EVERY`] bytes a helper thread runs `syncfs` (one at a time), so the commit
+/// point's own `syncfs` only waits for the tail instead of for every byte at once. The
+/// helper's result is ignored: the commit's `syncfs` is the durable point and reports
+/// errors; an extra sync never weakens it.
+#[derive(Debug, Default)]
+struct Writeback {
+    since: u64,
+    kick: Option<std::sync::mpsc::SyncSender<()>>,
+    helper: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Writeback {
+    /// Counts `bytes` written and starts a writeback when enough accumulated.
+    fn wrote(&mut self, root: &Utf8Path, bytes: u64) {
+        self.since = self.since.saturating_add(bytes);
+        if self.since < WRITEBACK_EVERY || !cfg!(target_os = "linux") {
+            return;
+        }
+        self.since = 0;
+        if self.kick.is_none() {
+            let Ok(dir) = fs_err::File::open(root) else {
+                return;
+            };
+            let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
+            let spawned = std::thread::Builder::new()
+                .name("aibox-writeback".to_owned())
+                .spawn(move || {
+                    for () in rx {
+                        let _ = sync_file_system(&dir);
+                    }
+                });
+            let Ok(helper) = spawned else {
+                return;
+            };
+            self.kick = Some(tx);
+            self.helper = Some(helper);
+        }
+        if let Some(kick) = &self.kick {
+            // Full means a writeback is already waiting to start: nothing to add.
+            let _ = kick.try_send(());
+        }
+    }
+
+    /// Stops the helper, waiting for a writeback in progress.
+    fn stop(&mut self) {
+        self.since = 0;
+        self.kick = None;
+        if let Some(helper) = self.helper.take() {
+            let _ = helper.join();
+        }
+    }
 }
 
 /// Where a write of one file goes: its folder, the file, and this process's temp file
@@ -498,6 +560,8 @@ impl<'a> Writer<'a> {
             crash: crash::Hook::from_env(),
             deferred: false,
             dirty: false,
+            buf: Vec::new(),
+            writeback: Writeback::default(),
         }
     }
 
@@ -515,6 +579,7 @@ impl<'a> Writer<'a> {
     /// The durable commit point: syncs the project's file system when anything was
     /// written since [`Self::defer_sync`], then goes back to per-file fsync.
     pub fn commit(&mut self) -> Result<(), WriteError> {
+        self.writeback.stop();
         if self.deferred && self.dirty {
             sync_fs(self.root.path())?;
         }
@@ -626,7 +691,19 @@ impl<'a> Writer<'a> {
             Some(meta) => mode_of(&meta),
             None => None,
         };
-        copy_temp(&slot.temp, rel, from, mode.or(old_mode), !self.deferred)?;
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; 64 * 1024];
+        }
+        let target = CopyTarget {
+            temp: &slot.temp,
+            rel,
+            mode: mode.or(old_mode),
+            sync: !self.deferred,
+        };
+        copy_temp(&target, from, &mut self.buf)?;
+        if self.deferred {
+            self.writeback.wrote(self.root.path(), from.size);
+        }
         self.finish(&slot)
     }
 
@@ -704,7 +781,7 @@ impl<'a> Writer<'a> {
         };
         let top = parent.join(rel.file_name().unwrap_or_default());
         if let Ok(mut checked) = self.root.checked_dirs.lock() {
-            checked.retain(|d| !d.starts_with(&top));
+            checked.retain(|d| !Utf8Path::new(d).starts_with(&top));
         }
         // Directories in discovery order; reversed, children come before parents.
         let mut dirs = Vec::new();
@@ -750,7 +827,7 @@ impl<'a> Writer<'a> {
             return Ok(false);
         }
         if let Ok(mut checked) = self.root.checked_dirs.lock() {
-            checked.remove(&abs);
+            checked.remove(abs.as_str());
         }
         self.synced(&parent);
         Ok(true)
@@ -831,15 +908,27 @@ fn write_temp(temp: &Utf8Path, contents: &[u8], sync: bool) -> Result<(), WriteE
 
 /// Streams `from` into a new temp file, hashing as it goes; removes the temp file and
 /// fails when the size or digest differs from what `from` promises.
-fn copy_temp(
-    temp: &Utf8Path,
-    rel: &Utf8Path,
-    from: &crate::CopyFrom,
+/// Where [`copy_temp`] writes: the temp file of `rel`, its mode, and whether to fsync it.
+struct CopyTarget<'p> {
+    temp: &'p Utf8Path,
+    rel: &'p Utf8Path,
     mode: Option<u32>,
     sync: bool,
+}
+
+fn copy_temp(
+    target: &CopyTarget<'_>,
+    from: &crate::CopyFrom,
+    buf: &mut [u8],
 ) -> Result<(), WriteError> {
     use sha2::Digest as _;
     use std::io::Read as _;
+    let CopyTarget {
+        temp,
+        rel,
+        mode,
+        sync,
+    } = *target;
     let changed = |reason: String| WriteError::SourceChanged {
         path: rel.to_owned(),
         from: from.path.display().to_string(),
@@ -856,9 +945,8 @@ fn copy_temp(
     let mut hasher = sha2::Sha256::new();
     let mut copied = 0u64;
     let mut reader = source.take(from.size.saturating_add(1));
-    let mut buf = vec![0u8; 64 * 1024];
     let result = loop {
-        let n = match reader.read(&mut buf) {
+        let n = match reader.read(buf) {
             Ok(0) => break Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -901,7 +989,19 @@ fn copy_temp(
 #[cfg(target_os = "linux")]
 fn sync_fs(root: &Utf8Path) -> Result<(), WriteError> {
     let dir = fs_err::File::open(root).map_err(|e| WriteError::io("open", root, e))?;
-    rustix::fs::syncfs(dir.file()).map_err(|e| WriteError::io("sync", root, e.into()))
+    sync_file_system(&dir).map_err(|e| WriteError::io("sync", root, e))
+}
+
+/// `syncfs` of the file system holding the open folder `dir`.
+#[cfg(target_os = "linux")]
+fn sync_file_system(dir: &fs_err::File) -> std::io::Result<()> {
+    rustix::fs::syncfs(dir.file()).map_err(Into::into)
+}
+
+#[cfg(not(target_os = "linux"))]
+#[allow(clippy::unnecessary_wraps)]
+fn sync_file_system(_dir: &fs_err::File) -> std::io::Result<()> {
+    Ok(())
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -1055,5 +1155,49 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, [".aibox-local.toml", "aibox.toml"]);
+    }
+
+    /// Deferred copies start writing back on a helper once enough bytes were written;
+    /// the commit stops it, and every copy is in place with its bytes and mode.
+    #[test]
+    fn deferred_copies_write_back_early_and_commit_stops_the_helper() {
+        use sha2::Digest as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root_path = Utf8Path::from_path(dir.path()).expect("utf-8 temp dir");
+        let source = root_path.join("source.bin");
+        let bytes = vec![7u8; 768 * 1024];
+        fs_err::write(&source, &bytes).expect("write source");
+        let from = crate::CopyFrom {
+            path: source.clone().into_std_path_buf(),
+            sha256: sha2::Sha256::digest(&bytes).into(),
+            size: bytes.len() as u64,
+        };
+        let root = ProjectRoot::open(root_path).expect("root");
+        let mut writer = Writer::new(&root);
+        writer.defer_sync();
+        for i in 0..4 {
+            writer
+                .copy_verified(
+                    Utf8Path::new(&format!("context/f{i}.bin")),
+                    &from,
+                    Some(0o640),
+                )
+                .expect("copy");
+        }
+        assert!(
+            writer.writeback.helper.is_some(),
+            "3 MiB written: the early writeback started"
+        );
+        writer.commit().expect("commit");
+        assert!(writer.writeback.helper.is_none() && writer.writeback.kick.is_none());
+        for i in 0..4 {
+            let path = root_path.join(format!("context/f{i}.bin"));
+            assert_eq!(fs_err::read(&path).expect("copied"), bytes);
+            assert_eq!(
+                root.mode(Utf8Path::new(&format!("context/f{i}.bin")))
+                    .expect("mode"),
+                Some(0o640)
+            );
+        }
     }
 }

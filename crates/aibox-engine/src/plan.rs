@@ -123,15 +123,47 @@ impl PlanContext<'_> {
     }
 }
 
+/// A plan path as a map key: the same order as [`Utf8Path`]'s (component by component),
+/// computed on the bytes. Paths of a plan are clean ([`crate::writer::check_relative`]: no
+/// empty, `.` or `..` component), so ordering `/` below every other byte gives exactly
+/// the component order, and equal strings are equal paths. `Utf8Path` comparison parses
+/// components on every call: with thousands of processkit files sharing long prefixes it
+/// was the largest user-space cost of planning an install (`perf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PathKey(String);
+
+impl PathKey {
+    fn of(path: &Utf8Path) -> Self {
+        Self(path.as_str().to_owned())
+    }
+}
+
+impl Ord for PathKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        let rank = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
+        match a.iter().zip(b).position(|(x, y)| x != y) {
+            Some(i) => rank(a[i]).cmp(&rank(b[i])),
+            None => a.len().cmp(&b.len()),
+        }
+    }
+}
+
+impl PartialOrd for PathKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// Collects planned files from the sources; refuses two sources writing one path.
 #[derive(Debug, Default)]
 pub struct PlanBuilder {
-    files: BTreeMap<Utf8PathBuf, PlannedFile>,
-    removals: std::collections::BTreeSet<Utf8PathBuf>,
+    files: BTreeMap<PathKey, PlannedFile>,
+    removals: std::collections::BTreeSet<PathKey>,
     processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
     warnings: Vec<String>,
     lock: Lock,
-    verified_content: std::collections::BTreeSet<Utf8PathBuf>,
+    verified_content: std::collections::BTreeSet<PathKey>,
     commit_last: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_intent: Option<String>,
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
@@ -143,7 +175,8 @@ impl PlanBuilder {
     /// the secret scan, which is for what users write, skips it. The release's digest
     /// covers it; credential-looking text in it is a skill review finding instead.
     pub fn mark_verified_content(&mut self, path: impl Into<Utf8PathBuf>) {
-        self.verified_content.insert(path.into());
+        self.verified_content
+            .insert(PathKey(path.into().into_string()));
     }
 
     /// Plans the removal of a directory tree whose files are all planned for removal (a
@@ -181,11 +214,15 @@ impl PlanBuilder {
     /// Adds a file. Errors when another source already planned the same path.
     pub fn add(&mut self, file: PlannedFile) -> Result<(), EngineError> {
         crate::writer::check_relative(&file.path)?;
-        if self.files.contains_key(&file.path) {
-            return Err(EngineError::DuplicatePath { path: file.path });
+        match self.files.entry(PathKey::of(&file.path)) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                Err(EngineError::DuplicatePath { path: file.path })
+            }
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(file);
+                Ok(())
+            }
         }
-        self.files.insert(file.path.clone(), file);
-        Ok(())
     }
 
     /// Adds several files.
@@ -202,7 +239,7 @@ impl PlanBuilder {
     pub fn remove(&mut self, path: impl Into<Utf8PathBuf>) -> Result<(), EngineError> {
         let path = path.into();
         crate::writer::check_relative(&path)?;
-        self.removals.insert(path);
+        self.removals.insert(PathKey(path.into_string()));
         Ok(())
     }
 
@@ -227,7 +264,7 @@ impl PlanBuilder {
 
     /// A file planned so far (for sources that build on another's output).
     pub fn get(&self, path: &Utf8Path) -> Option<&PlannedFile> {
-        self.files.get(path)
+        self.files.get(&PathKey::of(path))
     }
 
     /// The lock being built: sources record their own sections here (the engine fills
@@ -249,6 +286,7 @@ impl PlanBuilder {
             .removals
             .into_iter()
             .filter(|p| !self.files.contains_key(p))
+            .map(|p| Utf8PathBuf::from(p.0))
             .collect();
         Ok(Plan {
             files: self.files.into_values().collect(),
@@ -378,7 +416,7 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     let gated: Vec<PlannedFile> = plan
         .files
         .iter()
-        .filter(|f| !verified_content.contains(&f.path))
+        .filter(|f| !verified_content.contains(&PathKey::of(&f.path)))
         .map(gated_contents)
         .collect::<Result<_, _>>()?;
     let sources = files.compose_sources();
@@ -456,6 +494,49 @@ mod tests {
             let err = err.expect_err("nothing was captured");
             assert_eq!(err.kind(), aibox_config::ErrorKind::Internal);
             assert!(err.to_string().contains("`.gitignore`"), "{err}");
+        }
+    }
+
+    #[test]
+    fn plan_path_keys_sort_like_paths() {
+        // Separators against every byte that sorts below `/` (`.`, `-`, space, `!`) and
+        // above it, prefixes, and long shared prefixes: the order of the plan's maps is
+        // the order of `Utf8Path`, which reports and the lock follow.
+        let paths = [
+            "a",
+            "a.b",
+            "a/b",
+            "a-b/c",
+            "a b",
+            "a!",
+            "a/b.c",
+            "a/b/c",
+            "a/bc",
+            "ab",
+            "context/skills/x/SKILL.md",
+            "context/skills/x.md",
+            "context/skills/x/a/b",
+            "context/skills-old/x",
+            "context/templates/processkit/v0.28.3/context/skills/x/SKILL.md",
+            "context/templates/processkit/v0.28.3/context/skills/x-y/SKILL.md",
+            "context/templates/processkit/v0.28.3/context/skills/x/y",
+            "z",
+            "\u{e9}t\u{e9}/a",
+        ];
+        let mut by_path: Vec<Utf8PathBuf> = paths.iter().map(Utf8PathBuf::from).collect();
+        by_path.sort();
+        let mut by_key: Vec<PathKey> = paths.iter().map(|p| PathKey((*p).to_owned())).collect();
+        by_key.sort();
+        let by_key: Vec<Utf8PathBuf> = by_key.into_iter().map(|k| Utf8PathBuf::from(k.0)).collect();
+        assert_eq!(by_key, by_path);
+        for a in &paths {
+            for b in &paths {
+                assert_eq!(
+                    PathKey((*a).to_owned()).cmp(&PathKey((*b).to_owned())),
+                    Utf8Path::new(a).cmp(Utf8Path::new(b)),
+                    "{a} <> {b}"
+                );
+            }
         }
     }
 }
