@@ -352,6 +352,61 @@ impl ProjectRoot {
         }
     }
 
+    /// Whether nothing (no file, folder or symlink) exists at `rel`. A symlinked or
+    /// non-folder parent is an error, as for writes.
+    pub fn is_absent(&self, rel: &Utf8Path) -> Result<bool, WriteError> {
+        let Some(parent) = self.parent_dir(rel, false)? else {
+            return Ok(true);
+        };
+        match fs_err::symlink_metadata(parent.join(rel.file_name().unwrap_or_default())) {
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+            Err(e) => Err(WriteError::io("inspect", rel, e)),
+        }
+    }
+
+    /// The regular files below the folder `rel`, relative to it (`/`-separated), when
+    /// `rel` is a real folder holding only folders and regular files; `None` when it is
+    /// missing, a symlink, not a folder, or holds anything else (a symlink, a socket, a
+    /// name that is not UTF-8).
+    pub fn plain_tree(&self, rel: &Utf8Path) -> Result<Option<Vec<String>>, WriteError> {
+        let Some(parent) = self.parent_dir(rel, false)? else {
+            return Ok(None);
+        };
+        let top = parent.join(rel.file_name().unwrap_or_default());
+        if !fs_err::symlink_metadata(&top).is_ok_and(|m| m.is_dir()) {
+            return Ok(None);
+        }
+        let mut files = Vec::new();
+        let mut stack = vec![String::new()];
+        while let Some(sub) = stack.pop() {
+            let dir = if sub.is_empty() {
+                top.clone()
+            } else {
+                top.join(&sub)
+            };
+            let entries = fs_err::read_dir(&dir).map_err(|e| WriteError::io("list", &dir, e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| WriteError::io("list", &dir, e))?;
+                let Ok(name) = entry.file_name().into_string() else {
+                    return Ok(None);
+                };
+                let child = if sub.is_empty() {
+                    name
+                } else {
+                    format!("{sub}/{name}")
+                };
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() => stack.push(child),
+                    Ok(t) if t.is_file() => files.push(child),
+                    _ => return Ok(None),
+                }
+            }
+        }
+        files.sort();
+        Ok(Some(files))
+    }
+
     /// Current bytes of a root-relative file; `None` when it (or a parent) is missing.
     /// Symlinked parents or targets are errors.
     pub fn read(&self, rel: &Utf8Path) -> Result<Option<Vec<u8>>, WriteError> {
@@ -812,6 +867,43 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// Moves the folder `from` to `to` (both inside what this writer may write) in one
+    /// rename, creating `to`'s parent folders. Only a real folder moves (never a symlink),
+    /// and never onto anything that exists: returns `false` and changes nothing when
+    /// `from` is missing or not a folder, or `to` exists.
+    pub fn move_dir(&mut self, from: &Utf8Path, to: &Utf8Path) -> Result<bool, WriteError> {
+        self.check_allowed(from)?;
+        self.check_allowed(to)?;
+        let Some(from_parent) = self.root.parent_dir(from, false)? else {
+            return Ok(false);
+        };
+        let abs_from = from_parent.join(from.file_name().unwrap_or_default());
+        if !fs_err::symlink_metadata(&abs_from).is_ok_and(|m| m.is_dir()) {
+            return Ok(false);
+        }
+        let to_parent = self
+            .root
+            .parent_dir(to, true)?
+            .unwrap_or_else(|| self.root.path().to_owned());
+        let abs_to = to_parent.join(to.file_name().unwrap_or_default());
+        if fs_err::symlink_metadata(&abs_to).is_ok() {
+            return Ok(false);
+        }
+        if let Err(e) = rename_no_replace(&abs_from, &abs_to) {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                return Ok(false);
+            }
+            return Err(WriteError::io("move", &abs_from, e));
+        }
+        if let Ok(mut checked) = self.root.checked_dirs.lock() {
+            checked.retain(|d| !Utf8Path::new(d).starts_with(&abs_from));
+        }
+        self.synced(&from_parent);
+        self.synced(&to_parent);
+        self.crash.point();
+        Ok(true)
+    }
+
     /// Removes the directory `rel` (inside what this writer may write) when it is empty;
     /// returns whether it was removed. A missing, non-empty or symlinked `rel` stays.
     pub fn remove_empty_dir(&mut self, rel: &Utf8Path) -> Result<bool, WriteError> {
@@ -983,6 +1075,28 @@ fn copy_temp(
         return Err(e);
     }
     Ok(())
+}
+
+/// Renames `from` to `to`, failing with `AlreadyExists` instead of replacing anything at
+/// `to` (a plain rename would replace an empty folder).
+#[cfg(target_os = "linux")]
+fn rename_no_replace(from: &Utf8Path, to: &Utf8Path) -> std::io::Result<()> {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        from.as_std_path(),
+        rustix::fs::CWD,
+        to.as_std_path(),
+        rustix::fs::RenameFlags::NOREPLACE,
+    )
+    .map_err(Into::into)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn rename_no_replace(from: &Utf8Path, to: &Utf8Path) -> std::io::Result<()> {
+    if fs_err::symlink_metadata(to).is_ok() {
+        return Err(std::io::ErrorKind::AlreadyExists.into());
+    }
+    fs_err::rename(from, to)
 }
 
 /// Makes everything written on the file system holding `root` durable (`syncfs`).

@@ -295,9 +295,10 @@ fn apply_plan_locked(
     };
 
     // Decide everything before writing anything: a refusal leaves the project untouched.
+    let moves = moves_that_apply(root, &plan)?;
     let mut decisions = Vec::with_capacity(all.len());
     for file in &all {
-        decisions.push(decide(root, file, &known, options)?);
+        decisions.push(decide(root, file, &known, options, &moves)?);
     }
     let mut removals = planned_removals(root, &plan.removals, options)?;
     if options.check {
@@ -319,13 +320,96 @@ fn apply_plan_locked(
         });
     }
 
-    let reports = write_plan(&mut writer, &plan, decisions, &all, removals)?;
+    let reports = write_plan(&mut writer, &plan, decisions, &all, removals, &moves)?;
     Ok(ApplyReport {
         files: reports,
         wrote_nothing: false,
         removed_temp_files,
         warnings: plan.warnings,
     })
+}
+
+/// A folder move of the plan ([`crate::plan::DirMove`]) that this apply makes: `to` is
+/// absent and `from` is a real folder of folders and regular files (`files`, relative to
+/// it), as found under the project lock.
+struct Move<'p> {
+    from: &'p Utf8Path,
+    to: &'p Utf8Path,
+    files: std::collections::BTreeSet<String>,
+}
+
+impl Move<'_> {
+    /// Where the moved folder brings a file planned at `path`, if it holds one.
+    fn source_of(&self, path: &Utf8Path) -> Option<Utf8PathBuf> {
+        let rest = path.strip_prefix(self.to).ok()?;
+        self.files
+            .contains(rest.as_str())
+            .then(|| self.from.join(rest))
+    }
+}
+
+fn moves_that_apply<'p>(
+    root: &ProjectRoot,
+    plan: &'p crate::plan::Plan,
+) -> Result<Vec<Move<'p>>, EngineError> {
+    let mut moves = Vec::new();
+    for m in &plan.dir_moves {
+        for path in [&m.from, &m.to] {
+            check_relative(path)?;
+            if !in_perimeter(path) {
+                return Err(WriteError::OutsidePerimeter { path: path.clone() }.into());
+            }
+        }
+        if !root.is_absent(&m.to)? {
+            continue;
+        }
+        if let Some(files) = root.plain_tree(&m.from)? {
+            moves.push(Move {
+                from: &m.from,
+                to: &m.to,
+                files: files.into_iter().collect(),
+            });
+        }
+    }
+    Ok(moves)
+}
+
+/// Makes the plan's folder moves, then removes what each moved folder holds that the
+/// plan does not write below its new place (and the folders that leaves empty). A move
+/// that can no longer be made (something appeared at `to`) clears `moved_in`, so those
+/// files are written in full.
+fn make_moves(
+    writer: &mut Writer<'_>,
+    moves: &[Move<'_>],
+    decisions: &mut [Decision],
+    all: &[&PlannedFile],
+) -> Result<(), EngineError> {
+    for m in moves {
+        if !writer.move_dir(m.from, m.to)? {
+            for d in decisions.iter_mut() {
+                if d.report.path.starts_with(m.to) {
+                    d.moved_in = false;
+                }
+            }
+            continue;
+        }
+        let planned: std::collections::HashSet<&str> = all
+            .iter()
+            .filter_map(|f| f.path.strip_prefix(m.to).ok().map(Utf8Path::as_str))
+            .collect();
+        for rest in m.files.iter().filter(|f| !planned.contains(f.as_str())) {
+            let extra = m.to.join(rest);
+            writer.remove(&extra)?;
+            let mut dir = extra.parent();
+            while let Some(d) = dir {
+                if d == m.to || !writer.remove_empty_dir(d)? {
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The removals of a plan that exist on disk, as reports (diffed in dry-run mode).
@@ -404,9 +488,10 @@ fn refuse_unowned(
 fn write_plan(
     writer: &mut Writer<'_>,
     plan: &crate::plan::Plan,
-    decisions: Vec<Decision>,
+    mut decisions: Vec<Decision>,
     all: &[&PlannedFile],
     removals: Vec<FileReport>,
+    moves: &[Move<'_>],
 ) -> Result<Vec<FileReport>, EngineError> {
     let anything = !removals.is_empty() || decisions.iter().any(|d| d.report.action.changes());
     // All or nothing: every folder that will be written to must take a new file before
@@ -434,6 +519,7 @@ fn write_plan(
         }
         // Content is made durable once, at the commit point below, not file by file.
         writer.defer_sync();
+        make_moves(writer, moves, &mut decisions, all)?;
     }
     let mut reports = Vec::with_capacity(decisions.len() + removals.len());
     let mut items: Vec<(Decision, &PlannedFile)> =
@@ -477,7 +563,7 @@ fn write_decided(
     if let (Some(old), Some(backup)) = (&decision.old, &report.backup) {
         writer.write(backup, old, None)?;
     }
-    if report.action.changes() {
+    if report.action.changes() && !decision.moved_in {
         match &file.copy_from {
             Some(from) => writer.copy_verified(&file.path, from, file.mode)?,
             None => {
@@ -532,6 +618,9 @@ struct Decision {
     old: Option<Vec<u8>>,
     /// Set when the existing generated file is not aibox's to overwrite.
     unowned: Option<Unowned>,
+    /// The file arrives with the planned bytes and mode by a folder move ([`Move`]):
+    /// reported as created, not written.
+    moved_in: bool,
 }
 
 fn decide(
@@ -539,6 +628,7 @@ fn decide(
     file: &PlannedFile,
     known: &KnownDigests,
     options: &ApplyOptions,
+    moves: &[Move<'_>],
 ) -> Result<Decision, EngineError> {
     check_relative(&file.path)?;
     if !in_perimeter(&file.path) {
@@ -548,7 +638,8 @@ fn decide(
         .into());
     }
     if let Some(from) = &file.copy_from {
-        return decide_copy(root, file, from, options);
+        let arrives_from = moves.iter().find_map(|m| m.source_of(&file.path));
+        return decide_copy(root, file, from, options, arrives_from.as_deref());
     }
     let old = root.read(&file.path)?;
     let old_mode = if old.is_some() && file.mode.is_some() {
@@ -594,30 +685,36 @@ fn decide(
         report,
         old,
         unowned,
+        moved_in: false,
     })
 }
 
 /// The decision for a verified copy (processkit release files): compared by size and
 /// digest, streaming the existing file, so no planned file is held in memory. Only a
-/// dry run reads both sides, for the diff.
+/// dry run reads both sides, for the diff. `moved` is where a folder move brings the
+/// file from (the file is created either way; it is not written when that one matches).
 fn decide_copy(
     root: &ProjectRoot,
     file: &PlannedFile,
     from: &aibox_config::CopyFrom,
     options: &ApplyOptions,
+    moved: Option<&Utf8Path>,
 ) -> Result<Decision, EngineError> {
-    let abs = root.path().join(&file.path);
-    let action = match root.file_meta(&file.path)? {
-        None => FileAction::Created,
-        Some(meta) => {
-            let same = meta.len() == from.size
-                && aibox_provenance::Sha256::of_file(&abs)?.as_bytes() == &from.sha256;
-            if same && !file.mode.is_some_and(|m| mode_differs(&meta, m)) {
-                FileAction::Unchanged
-            } else {
-                FileAction::Updated
-            }
-        }
+    let existing = moved.unwrap_or(&file.path);
+    let abs = root.path().join(existing);
+    let same = match root.file_meta(existing)? {
+        None => None,
+        Some(meta) => Some(
+            meta.len() == from.size
+                && aibox_provenance::Sha256::of_file(&abs)?.as_bytes() == &from.sha256
+                && !file.mode.is_some_and(|m| mode_differs(&meta, m)),
+        ),
+    };
+    let (action, moved_in) = match (moved, same) {
+        (Some(_), same) => (FileAction::Created, same == Some(true)),
+        (None, None) => (FileAction::Created, false),
+        (None, Some(true)) => (FileAction::Unchanged, false),
+        (None, Some(false)) => (FileAction::Updated, false),
     };
     let diff = if options.dry_run && action.changes() {
         let old = root.read(&file.path)?;
@@ -637,6 +734,7 @@ fn decide_copy(
         },
         old: None,
         unowned: None,
+        moved_in,
     })
 }
 

@@ -168,6 +168,16 @@ pub struct PlanBuilder {
     processkit_intent: Option<String>,
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
+    dir_moves: Vec<DirMove>,
+}
+
+/// A folder an apply may move into place before writing (see [`PlanBuilder::move_first`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirMove {
+    /// The folder that moves (root-relative).
+    pub from: Utf8PathBuf,
+    /// Where it goes; must not exist for the move to happen.
+    pub to: Utf8PathBuf,
 }
 
 impl PlanBuilder {
@@ -203,6 +213,24 @@ impl PlanBuilder {
     /// killed run never leaves a record naming content that was not written.
     pub fn write_last(&mut self, path: impl Into<Utf8PathBuf>) {
         self.commit_last.insert(path.into());
+    }
+
+    /// Lets the apply move the folder `from` to `to` before writing, as a head start for
+    /// the files planned below `to` (a new processkit snapshot made from the previous
+    /// one): files the moved folder already holds with the planned bytes and mode are not
+    /// written again, and files it holds that the plan does not write below `to` are
+    /// removed. The move happens only when `to` does not exist and `from` is a real folder
+    /// of folders and regular files; either way the result is the plan's.
+    pub fn move_first(
+        &mut self,
+        from: impl Into<Utf8PathBuf>,
+        to: impl Into<Utf8PathBuf>,
+    ) -> Result<(), EngineError> {
+        let (from, to) = (from.into(), to.into());
+        crate::writer::check_relative(&from)?;
+        crate::writer::check_relative(&to)?;
+        self.dir_moves.push(DirMove { from, to });
+        Ok(())
     }
 
     /// Records the processkit install intent (see [`aibox_provenance::Intent`]): the
@@ -299,6 +327,7 @@ impl PlanBuilder {
             processkit_intent: self.processkit_intent,
             prune_dirs: self.prune_dirs.into_iter().collect(),
             processkit_stat_cache: self.processkit_stat_cache,
+            dir_moves: self.dir_moves,
         })
     }
 }
@@ -340,6 +369,9 @@ pub struct Plan {
     pub processkit_intent: Option<String>,
     /// Directory trees to remove where empty after the removals.
     pub prune_dirs: Vec<Utf8PathBuf>,
+    /// Folders to move into place before the writes, when they can (see
+    /// [`PlanBuilder::move_first`]).
+    pub dir_moves: Vec<DirMove>,
     /// Processkit files to record in the stat cache after applying (when it is stale).
     pub processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
 }

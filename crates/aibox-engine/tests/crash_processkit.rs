@@ -147,9 +147,12 @@ impl Releases {
 }
 
 /// Crash points spread over a run with `total` points: the first few, the last few
-/// (commit point, marker, lock), and evenly between.
-fn kill_points(total: u32) -> Vec<u32> {
-    let mut points: Vec<u32> = (1..=3).chain(total.saturating_sub(5)..=total).collect();
+/// (commit point, marker, lock), `also`, and evenly between.
+fn kill_points(total: u32, also: &[u32]) -> Vec<u32> {
+    let mut points: Vec<u32> = (1..=3)
+        .chain(total.saturating_sub(5)..=total)
+        .chain(also.iter().copied())
+        .collect();
     let between = KILLS.saturating_sub(u32::try_from(points.len()).unwrap());
     for k in 1..=between {
         points.push(3 + (total - 8) * k / (between + 1));
@@ -160,8 +163,17 @@ fn kill_points(total: u32) -> Vec<u32> {
     points
 }
 
+/// How a run's crash points differ from two per written file: files that arrive by the
+/// move of the previous snapshot are reported as created but not written, and the move
+/// itself is one point (the fifth: after the two pending records).
+#[derive(Default)]
+struct Moved {
+    files: usize,
+    point: Option<u32>,
+}
+
 /// Returns (kills, incomplete after recovery).
-fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
+fn run_matrix(start: &Utf8Path, cache: &Utf8Path, moved: &Moved) -> (u32, u32) {
     // The uninterrupted reference, which also tells how many crash points a run has.
     let (_r, reference) = common::empty_project();
     copy_tree(start, &reference);
@@ -182,11 +194,12 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path) -> (u32, u32) {
         .filter(|f| f.action.changes() && f.action != aibox_engine::FileAction::Removed)
         .count();
     // Two points per write (temp complete, renamed) including the two pending records,
-    // and the commit point; removals have none.
-    let total = u32::try_from(2 * (written + 2) + 1).unwrap();
+    // the commit point, and the snapshot move; removals have none.
+    let total = u32::try_from(2 * (written - moved.files + 2) + 1).unwrap()
+        + u32::from(moved.point.is_some());
 
     let (mut kills, mut incomplete) = (0, 0);
-    for n in kill_points(total) {
+    for n in kill_points(total, moved.point.as_slice()) {
         let (_p, project) = common::empty_project();
         copy_tree(start, &project);
         if common::apply_in_child_killed_at(
@@ -260,7 +273,7 @@ fn killed_processkit_install_recovers_to_the_uninterrupted_tree() {
     let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
     let (_s, start) = common::empty_project();
     fs_err::write(start.join("aibox.toml"), &v1).unwrap();
-    let (kills, incomplete) = run_matrix(&start, &cache);
+    let (kills, incomplete) = run_matrix(&start, &cache, &Moved::default());
     eprintln!("{kills} kills, {incomplete} incomplete after recovery");
     assert!(kills >= KILLS - 2, "only {kills} kills");
     assert_eq!(incomplete, 0);
@@ -270,8 +283,22 @@ fn killed_processkit_install_recovers_to_the_uninterrupted_tree() {
 fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
     let releases = Releases::new();
     let (_c, cache) = common::empty_project();
-    let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
-    let v2 = releases.config(&SyntheticRelease::processkit_like("v0.29.0", true));
+    let (r1, r2) = (
+        SyntheticRelease::processkit_like("v0.28.3", false),
+        SyntheticRelease::processkit_like("v0.29.0", true),
+    );
+    let (v1, v2) = (releases.config(&r1), releases.config(&r2));
+    // The v1 snapshot moves into place as v2's: its files that v2 has unchanged are not
+    // written again.
+    let moved = Moved {
+        files: r2
+            .files
+            .iter()
+            .filter(|(path, file)| r1.files.get(*path) == Some(file))
+            .count(),
+        point: Some(5),
+    };
+    assert!(moved.files > 700, "{} unchanged files", moved.files);
     // An installed v1 with a local edit that must survive (a conflict upstream).
     let (_s, start) = common::empty_project();
     fs_err::write(start.join("aibox.toml"), &v1).unwrap();
@@ -280,7 +307,7 @@ fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
     assert!(edited.exists());
     fs_err::write(&edited, "my local edit\n").unwrap();
     fs_err::write(start.join("aibox.toml"), &v2).unwrap();
-    let (kills, incomplete) = run_matrix(&start, &cache);
+    let (kills, incomplete) = run_matrix(&start, &cache, &moved);
     eprintln!("{kills} kills, {incomplete} incomplete after recovery");
     assert!(kills >= KILLS - 2, "only {kills} kills");
     assert_eq!(incomplete, 0);

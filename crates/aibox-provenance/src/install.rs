@@ -132,6 +132,14 @@ pub struct SnapshotPlan {
     pub dir: String,
     /// Every file of the release; paths relative to `dir`.
     pub files: Vec<FileWrite>,
+    /// Files below `dir` today that are not in the release (root-relative, sorted), to
+    /// remove: left by an interrupted upgrade, or added by hand.
+    pub extras: Vec<String>,
+    /// The previous version's snapshot folder (root-relative), when `dir` does not exist
+    /// yet: an apply may move it into place first, so that only the files that differ
+    /// between the two releases are copied (an upgrade changes a few dozen of several
+    /// hundred). Without the move the result is the same, only slower.
+    pub move_from: Option<String>,
 }
 
 /// Settings of a plan that do not come from the release.
@@ -674,6 +682,11 @@ pub struct LiveScan {
     /// Snapshot directories of other versions, each with the regular files below it
     /// (root-relative, sorted).
     pub stale_snapshots: BTreeMap<String, Vec<String>>,
+    /// Whether the release's own snapshot directory exists.
+    pub snapshot_present: bool,
+    /// The regular files below the release's own snapshot directory (root-relative,
+    /// sorted), listed only when the plan rewrites that snapshot.
+    pub snapshot_files: Vec<String>,
     /// Files the stat cache did not vouch for (re-hashed).
     pub cache_misses: usize,
     /// `aggregate_sha256` of the release's MCP manifest and the check's warnings.
@@ -761,6 +774,12 @@ pub fn scan(
     let snapshot_provenance = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
         .ok()
         .map(|bytes| Sha256::of(&bytes));
+    let snapshot_present = fs_err::symlink_metadata(root.join(&snap_dir)).is_ok_and(|m| m.is_dir());
+    let mut snapshot_files = Vec::new();
+    if snapshot_present && !snapshot_current(release, snapshot_provenance, b.same_release) {
+        list_files(root, &snap_dir, &mut snapshot_files);
+        snapshot_files.sort();
+    }
     let mut stale_snapshots = BTreeMap::new();
     if let Ok(rd) = fs_err::read_dir(root.join(SNAPSHOT_DIR)) {
         for e in rd.flatten() {
@@ -804,6 +823,8 @@ pub fn scan(
         interrupted,
         snapshot_provenance,
         stale_snapshots,
+        snapshot_present,
+        snapshot_files,
         cache_misses,
         mcp_manifest,
         servers,
@@ -878,24 +899,36 @@ pub fn plan_scanned(
     )?;
     // The snapshot of this version, when missing or from another release.
     let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
-    let snap_ok = live.snapshot_provenance.is_some()
-        && release
-            .payload
-            .files
-            .get("PROVENANCE.toml")
-            .map(|f| f.sha256)
-            == live.snapshot_provenance;
-    let snapshot = if !snap_ok || !b.same_release {
+    let snapshot = if snapshot_current(release, live.snapshot_provenance, b.same_release) {
+        None
+    } else {
         let mut files = Vec::with_capacity(release.payload.files.len());
         for rel in release.payload.files.keys() {
             files.push(FileWrite::from_payload(&release.payload, rel, rel.clone())?);
         }
+        let prefix = format!("{snap_dir}/");
+        let extras = live
+            .snapshot_files
+            .iter()
+            .filter(|p| {
+                p.strip_prefix(&prefix)
+                    .is_none_or(|rel| !release.payload.files.contains_key(rel))
+            })
+            .cloned()
+            .collect();
+        // Only the snapshot of the version installed until now, and only into a folder
+        // that does not exist: anything else is rewritten file by file.
+        let move_from = b
+            .old
+            .as_ref()
+            .map(|m| format!("{SNAPSHOT_DIR}/{}", m.install.processkit_version))
+            .filter(|dir| !live.snapshot_present && live.stale_snapshots.contains_key(dir));
         Some(SnapshotPlan {
             dir: snap_dir,
             files,
+            extras,
+            move_from,
         })
-    } else {
-        None
     };
     let stale_snapshots: Vec<String> = live.stale_snapshots.keys().cloned().collect();
 
@@ -991,6 +1024,24 @@ pub fn plan_scanned(
     Ok(plan)
 }
 
+/// Whether the release's snapshot directory holds this release (its `PROVENANCE.toml`
+/// has the release's digest) and the marker is of this release: then it is not
+/// rewritten.
+fn snapshot_current(
+    release: &VerifiedRelease,
+    snapshot_provenance: Option<Sha256>,
+    same_release: bool,
+) -> bool {
+    same_release
+        && snapshot_provenance.is_some()
+        && release
+            .payload
+            .files
+            .get("PROVENANCE.toml")
+            .map(|f| f.sha256)
+            == snapshot_provenance
+}
+
 /// Checks that no existing ancestor of `rel` below `root` is a symlink or non-directory.
 fn check_parents(root: &Path, rel: &str) -> Result<()> {
     let mut cur = root.to_path_buf();
@@ -1075,6 +1126,12 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
                 w,
                 w.executable,
             )?;
+        }
+        for extra in &s.extras {
+            writer.remove(Utf8Path::new(extra))?;
+        }
+        if !s.extras.is_empty() {
+            writer.prune_empty_dirs(Utf8Path::new(&s.dir))?;
         }
     }
     for s in &plan.stale_snapshots {

@@ -134,6 +134,15 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         add(plan, w.path.clone(), w, true)?;
     }
     if let Some(snapshot) = install.snapshot.take() {
+        if let Some(from) = &snapshot.move_from {
+            plan.move_first(from.as_str(), snapshot.dir.as_str())?;
+        }
+        for extra in &snapshot.extras {
+            plan.remove(extra.as_str())?;
+        }
+        if !snapshot.extras.is_empty() {
+            plan.prune_dir(snapshot.dir.as_str())?;
+        }
         for w in snapshot.files {
             add(plan, format!("{}/{}", snapshot.dir, w.path), w, true)?;
         }
