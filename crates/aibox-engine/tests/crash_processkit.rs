@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use aibox_engine::{ApplyOptions, apply};
-use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
+use aibox_test_support::http::release::SyntheticRelease;
 use camino::{Utf8Path, Utf8PathBuf};
 
 const CHILD_ROOT: &str = "AIBOX_ENGINE_TEST_PK_CHILD_ROOT";
@@ -134,15 +134,7 @@ impl Releases {
 
     /// Writes the release archive and returns the `aibox.toml` installing it.
     fn config(&self, release: &SyntheticRelease) -> String {
-        let data = release.tar_gz();
-        let archive = self.dir.join(release.archive_name());
-        fs_err::write(&archive, &data).unwrap();
-        format!(
-            "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
-             [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n",
-            release.version,
-            sha256_hex(&data)
-        )
+        common::release_config(&self.dir, release)
     }
 }
 

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt as _;
 
 use aibox_engine::{ApplyOptions, FileAction, apply};
-use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
+use aibox_test_support::http::release::SyntheticRelease;
 use camino::{Utf8Path, Utf8PathBuf};
 use common::{apply_opts, empty_project};
 
@@ -28,27 +28,19 @@ struct Upgrade {
     v2_toml: String,
 }
 
-fn config(dir: &Utf8Path, release: &SyntheticRelease) -> String {
-    let data = release.tar_gz();
-    let archive = dir.join(release.archive_name());
-    fs_err::write(&archive, &data).unwrap();
-    format!(
-        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
-         [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n",
-        release.version,
-        sha256_hex(&data)
-    )
-}
-
 fn installed_v1() -> Upgrade {
     let (releases_dir, releases) = empty_project();
     let (project_dir, root) = empty_project();
     let (cache_dir, cache) = empty_project();
     let v1 = SyntheticRelease::generate("v0.1.0", false);
     let v2 = SyntheticRelease::generate("v0.2.0", true);
-    fs_err::write(root.join("aibox.toml"), config(&releases, &v1)).unwrap();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&releases, &v1),
+    )
+    .unwrap();
     apply(&root, &apply_opts(Some(&cache))).unwrap();
-    let v2_toml = config(&releases, &v2);
+    let v2_toml = common::release_config(&releases, &v2);
     Upgrade {
         _dirs: vec![releases_dir, project_dir, cache_dir],
         root,

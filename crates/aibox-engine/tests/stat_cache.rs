@@ -9,20 +9,7 @@ mod common;
 use std::process::Command;
 
 use aibox_engine::apply;
-use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
-use camino::Utf8Path;
-
-fn config(dir: &Utf8Path, release: &SyntheticRelease) -> String {
-    let data = release.tar_gz();
-    let archive = dir.join(release.archive_name());
-    fs_err::write(&archive, &data).unwrap();
-    format!(
-        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
-         [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n",
-        release.version,
-        sha256_hex(&data)
-    )
-}
+use aibox_test_support::http::release::SyntheticRelease;
 
 #[test]
 fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
@@ -42,7 +29,11 @@ fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
     let (_a, archives) = common::empty_project();
     let (_c, cache) = common::empty_project();
     let (_p, root) = common::empty_project();
-    fs_err::write(root.join("aibox.toml"), config(&archives, &v1)).unwrap();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v1),
+    )
+    .unwrap();
     apply(&root, &common::apply_opts(Some(&cache))).unwrap();
     // Settle the cache (entries written in the last clock tick are racily clean).
     apply(&root, &common::apply_opts(Some(&cache))).unwrap();
@@ -78,7 +69,11 @@ fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
 
     let report = aibox_provenance::integrity(root.as_std_path()).unwrap();
     assert_eq!(report.modified, std::slice::from_ref(&path));
-    fs_err::write(root.join("aibox.toml"), config(&archives, &v2)).unwrap();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v2),
+    )
+    .unwrap();
     apply(&root, &common::apply_opts(Some(&cache))).unwrap();
     assert!(
         fs_err::read(&file).unwrap() == edited,

@@ -110,6 +110,23 @@ pub fn walk(root: &Utf8Path) -> Vec<String> {
 }
 
 /// An empty temp folder and its path, for tests that write their own `aibox.toml`.
+/// Writes `release` as a local archive into `dir` and returns an `aibox.toml` installing
+/// it (pinned by digest, the `product` package).
+pub fn release_config(
+    dir: &Utf8Path,
+    release: &aibox_test_support::http::release::SyntheticRelease,
+) -> String {
+    let data = release.tar_gz();
+    let archive = dir.join(release.archive_name());
+    fs_err::write(&archive, &data).unwrap();
+    format!(
+        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
+         [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n",
+        release.version,
+        aibox_test_support::http::release::sha256_hex(&data)
+    )
+}
+
 pub fn empty_project() -> (tempfile::TempDir, Utf8PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
