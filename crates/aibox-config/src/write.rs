@@ -479,6 +479,21 @@ fn set_mode(_path: &Utf8Path, _mode: u32) -> Result<(), WriteError> {
     Ok(())
 }
 
+/// Whether the open file (created asking for `mode`) still needs a `chmod` to have
+/// exactly `mode`: the umask or a default ACL of its folder changed it. An `fstat` is
+/// cheaper than a `chmod`, which dirties the inode of every file.
+#[cfg(unix)]
+fn needs_chmod(file: &fs_err::File, mode: u32) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    file.metadata()
+        .map_or(true, |m| m.permissions().mode() & 0o7777 != mode)
+}
+
+#[cfg(not(unix))]
+fn needs_chmod(_file: &fs_err::File, _mode: u32) -> bool {
+    false
+}
+
 /// Sets the mode through an open file (one `fchmod`, no path lookup).
 #[cfg(unix)]
 fn set_file_mode(file: &fs_err::File, mode: u32) -> std::io::Result<()> {
@@ -629,6 +644,37 @@ impl<'a> Writer<'a> {
     pub fn defer_sync(&mut self) {
         // Only where one call can sync the file system; elsewhere every write syncs.
         self.deferred = cfg!(target_os = "linux");
+    }
+
+    /// A second writer for the same project and command, for writing on another thread:
+    /// deferred when this one is, and without the test crash hook (whose kill points
+    /// count one writer's steps in order). Hand it back with [`Self::absorb`] before the
+    /// commit point.
+    #[must_use]
+    pub fn helper(&self) -> Writer<'a> {
+        Writer {
+            root: self.root,
+            role: self.role,
+            crash: crash::Hook::default(),
+            deferred: self.deferred,
+            dirty: false,
+            buf: Vec::new(),
+            writeback: Writeback::default(),
+        }
+    }
+
+    /// Takes back a [`Self::helper`]: waits for its early writeback, and makes this
+    /// writer's commit cover what it wrote.
+    pub fn absorb(&mut self, mut helper: Writer<'_>) {
+        helper.writeback.stop();
+        self.dirty |= helper.dirty;
+    }
+
+    /// Whether the test crash hook counts this writer's steps (debug builds, with
+    /// `AIBOX_TEST_CRASH_AFTER_WRITES` set): work that must keep its kill points in one
+    /// order stays on this thread then.
+    pub fn counts_crash_points(&self) -> bool {
+        self.crash.armed()
     }
 
     /// The durable commit point: syncs the project's file system when anything was
@@ -969,11 +1015,20 @@ impl<'a> Writer<'a> {
 /// Creates the writer's temp file exclusively; a leftover temp of this very pid can only
 /// be stale, so it is replaced.
 fn create_temp(temp: &Utf8Path) -> Result<fs_err::File, WriteError> {
+    create_temp_with_mode(temp, None)
+}
+
+/// [`create_temp`], asking for `mode` at creation (the umask still applies).
+fn create_temp_with_mode(temp: &Utf8Path, mode: Option<u32>) -> Result<fs_err::File, WriteError> {
     let open = || {
-        fs_err::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(temp)
+        let mut options = fs_err::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        if let Some(mode) = mode {
+            use fs_err::os::unix::fs::OpenOptionsExt as _;
+            options.mode(mode);
+        }
+        options.open(temp)
     };
     match open() {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -1033,7 +1088,7 @@ fn copy_temp(
             WriteError::io("read", rel, e)
         }
     })?;
-    let mut file = create_temp(temp)?;
+    let mut file = create_temp_with_mode(temp, mode)?;
     let mut hasher = sha2::Sha256::new();
     let mut copied = 0u64;
     let mut reader = source.take(from.size.saturating_add(1));
@@ -1059,6 +1114,7 @@ fn copy_temp(
         } else if <[u8; 32]>::from(hasher.finalize()) != from.sha256 {
             Err(changed("no longer has the verified SHA-256".to_owned()))
         } else if let Some(mode) = mode
+            && needs_chmod(&file, mode)
             && let Err(e) = set_file_mode(&file, mode)
         {
             Err(WriteError::io("set permissions of", temp, e))
@@ -1174,6 +1230,17 @@ mod crash {
         #[cfg(not(debug_assertions))]
         #[allow(clippy::unused_self)]
         pub fn point(&mut self) {}
+
+        #[cfg(debug_assertions)]
+        pub fn armed(&self) -> bool {
+            self.remaining.is_some()
+        }
+
+        #[cfg(not(debug_assertions))]
+        #[allow(clippy::unused_self)]
+        pub fn armed(&self) -> bool {
+            false
+        }
     }
 }
 

@@ -528,8 +528,13 @@ fn write_plan(
     let (last, first): (Vec<_>, Vec<_>) = items
         .into_iter()
         .partition(|(_, file)| plan.commit_last.contains(&file.path));
-    for (decision, file) in first {
-        reports.push(write_decided(writer, decision, file)?);
+    let copied = copy_ahead(writer, &first)?;
+    for ((decision, file), done) in first.into_iter().zip(copied) {
+        reports.push(if done {
+            decision.report
+        } else {
+            write_decided(writer, decision, file)?
+        });
     }
     for removal in removals {
         writer.remove(&removal.path)?;
@@ -551,6 +556,98 @@ fn write_plan(
         writer.write(Utf8Path::new(STAT_CACHE), text.as_bytes(), None)?;
     }
     Ok(reports)
+}
+
+/// Below this many verified copies, one thread writes them.
+const PARALLEL_COPIES_FROM: usize = 64;
+/// Copies a worker takes at a time: neighbours in path order, mostly one folder.
+const COPY_CHUNK: usize = 8;
+
+/// Writes the decided verified copies (processkit release files) on several threads
+/// before the in-order pass, and says which items it wrote. Each copy is its own atomic
+/// write, and nothing records them before the commit point, so their order does not
+/// matter; creating thousands of files is mostly file system work that two cores do
+/// side by side. One thread when there are few copies, one core, or the test crash hook
+/// counts kill points.
+fn copy_ahead(
+    writer: &mut Writer<'_>,
+    items: &[(Decision, &PlannedFile)],
+) -> Result<Vec<bool>, EngineError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let mut done = vec![false; items.len()];
+    let eligible: Vec<usize> = (0..items.len())
+        .filter(|&i| {
+            let (d, f) = &items[i];
+            f.copy_from.is_some()
+                && d.report.action.changes()
+                && !d.moved_in
+                && d.report.backup.is_none()
+        })
+        .collect();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    if workers < 2 || eligible.len() < PARALLEL_COPIES_FROM || writer.counts_crash_points() {
+        return Ok(done);
+    }
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let helpers: Vec<Writer<'_>> = (0..workers).map(|_| writer.helper()).collect();
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = helpers
+            .into_iter()
+            .map(|mut helper| {
+                let (next, failed, eligible) = (&next, &failed, &eligible);
+                scope.spawn(move || {
+                    let mut result = Ok(());
+                    while !failed.load(Ordering::Relaxed) {
+                        let start = next.fetch_add(COPY_CHUNK, Ordering::Relaxed);
+                        let Some(chunk) =
+                            eligible.get(start..(start + COPY_CHUNK).min(eligible.len()))
+                        else {
+                            break;
+                        };
+                        for &i in chunk {
+                            let file = items[i].1;
+                            let Some(from) = &file.copy_from else {
+                                continue;
+                            };
+                            if let Err(e) = helper.copy_verified(&file.path, from, file.mode) {
+                                failed.store(true, Ordering::Relaxed);
+                                result = Err(e);
+                                break;
+                            }
+                        }
+                        if result.is_err() {
+                            break;
+                        }
+                    }
+                    (helper, result)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(std::thread::ScopedJoinHandle::join)
+            .collect::<Vec<_>>()
+    });
+    let mut first_error = None;
+    for joined in results {
+        match joined {
+            Ok((helper, result)) => {
+                writer.absorb(helper);
+                if let Err(e) = result {
+                    first_error.get_or_insert(EngineError::from(e));
+                }
+            }
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    for i in eligible {
+        done[i] = true;
+    }
+    Ok(done)
 }
 
 /// Writes one decided file (and its backup when forced); returns its report.

@@ -260,3 +260,57 @@ fn the_install_fingerprint_is_remembered_in_the_store() {
         remembered.trim()
     );
 }
+
+/// A first install of a real-sized release copies its files on several threads: a
+/// damaged store file is still refused there, no record names the failed install, no
+/// temp file is left, and once the store is whole again the next apply completes it.
+#[test]
+fn a_damaged_store_file_is_refused_by_the_parallel_copies() {
+    let release = SyntheticRelease::processkit_like("v0.28.3", false);
+    let (_r, releases) = empty_project();
+    let (_c, cache) = empty_project();
+    let toml = common::release_config(&releases, &release);
+    let digest = aibox_test_support::http::release::sha256_hex(&release.tar_gz());
+    // A first project fills the store.
+    let (_a, first) = empty_project();
+    fs_err::write(first.join("aibox.toml"), &toml).unwrap();
+    apply(&first, &apply_opts(Some(&cache))).unwrap();
+
+    let damaged = release
+        .files
+        .keys()
+        // Copied, never parsed (a parsed file is refused earlier, by resolve).
+        .filter(|p| p.starts_with("context/skills/") && p.ends_with("/references/guide.md"))
+        .nth(40)
+        .unwrap()
+        .clone();
+    let stored = cache.join(format!("unpacked/sha256-{digest}/tree/{damaged}"));
+    // Every release file is copied into the snapshot (selected skills also live).
+    let target = format!("context/templates/processkit/v0.28.3/{damaged}");
+    let original = fs_err::read(&stored).unwrap();
+    fs_err::write(&stored, "tampered\n").unwrap();
+
+    let (_b, root) = empty_project();
+    fs_err::write(root.join("aibox.toml"), &toml).unwrap();
+    let err = apply(&root, &apply_opts(Some(&cache))).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::source_changed", "{err:?}");
+    assert!(err.to_string().contains(&damaged), "{err}");
+    assert!(!root.join(&target).exists(), "never installed");
+    assert!(!root.join("aibox.lock").exists());
+    assert!(!root.join("context/.processkit-provenance.toml").exists());
+    let temps: Vec<String> = common::walk(&root)
+        .into_iter()
+        .filter(|p| p.contains(".aibox-tmp."))
+        .collect();
+    assert!(temps.is_empty(), "{temps:?}");
+
+    fs_err::write(&stored, &original).unwrap();
+    apply(&root, &apply_opts(Some(&cache))).unwrap();
+    assert_eq!(fs_err::read(root.join(&target)).unwrap(), original);
+    let report = aibox_provenance::integrity(root.as_std_path()).unwrap();
+    assert_eq!(
+        report.status,
+        aibox_provenance::IntegrityStatus::Healthy,
+        "{report:?}"
+    );
+}
