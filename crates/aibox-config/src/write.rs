@@ -352,6 +352,19 @@ impl ProjectRoot {
         }
     }
 
+    /// The parent and the absolute path of `rel` when it is a real folder (not a
+    /// symlink); `None` when it or a parent is missing, or it is something else. A
+    /// symlinked or non-folder parent is an error.
+    fn real_dir(&self, rel: &Utf8Path) -> Result<Option<(Utf8PathBuf, Utf8PathBuf)>, WriteError> {
+        let Some(parent) = self.parent_dir(rel, false)? else {
+            return Ok(None);
+        };
+        let abs = parent.join(rel.file_name().unwrap_or_default());
+        Ok(fs_err::symlink_metadata(&abs)
+            .is_ok_and(|m| m.is_dir())
+            .then_some((parent, abs)))
+    }
+
     /// Whether nothing (no file, folder or symlink) exists at `rel`. A symlinked or
     /// non-folder parent is an error, as for writes.
     pub fn is_absent(&self, rel: &Utf8Path) -> Result<bool, WriteError> {
@@ -370,13 +383,9 @@ impl ProjectRoot {
     /// missing, a symlink, not a folder, or holds anything else (a symlink, a socket, a
     /// name that is not UTF-8).
     pub fn plain_tree(&self, rel: &Utf8Path) -> Result<Option<Vec<String>>, WriteError> {
-        let Some(parent) = self.parent_dir(rel, false)? else {
+        let Some((_, top)) = self.real_dir(rel)? else {
             return Ok(None);
         };
-        let top = parent.join(rel.file_name().unwrap_or_default());
-        if !fs_err::symlink_metadata(&top).is_ok_and(|m| m.is_dir()) {
-            return Ok(None);
-        }
         let mut files = Vec::new();
         let mut stack = vec![String::new()];
         while let Some(sub) = stack.pop() {
@@ -920,13 +929,9 @@ impl<'a> Writer<'a> {
     pub fn move_dir(&mut self, from: &Utf8Path, to: &Utf8Path) -> Result<bool, WriteError> {
         self.check_allowed(from)?;
         self.check_allowed(to)?;
-        let Some(from_parent) = self.root.parent_dir(from, false)? else {
+        let Some((from_parent, abs_from)) = self.root.real_dir(from)? else {
             return Ok(false);
         };
-        let abs_from = from_parent.join(from.file_name().unwrap_or_default());
-        if !fs_err::symlink_metadata(&abs_from).is_ok_and(|m| m.is_dir()) {
-            return Ok(false);
-        }
         let to_parent = self
             .root
             .parent_dir(to, true)?
@@ -954,13 +959,9 @@ impl<'a> Writer<'a> {
     /// returns whether it was removed. A missing, non-empty or symlinked `rel` stays.
     pub fn remove_empty_dir(&mut self, rel: &Utf8Path) -> Result<bool, WriteError> {
         self.check_allowed(rel)?;
-        let Some(parent) = self.root.parent_dir(rel, false)? else {
+        let Some((parent, abs)) = self.root.real_dir(rel)? else {
             return Ok(false);
         };
-        let abs = parent.join(rel.file_name().unwrap_or_default());
-        if !fs_err::symlink_metadata(&abs).is_ok_and(|m| m.is_dir()) {
-            return Ok(false);
-        }
         if fs_err::remove_dir(&abs).is_err() {
             return Ok(false);
         }
