@@ -314,3 +314,74 @@ fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
             .changed()
     );
 }
+
+/// The crash hook runs the copies on one thread (its kill points count in one order), so
+/// the parallel copies of a real apply are killed here from outside instead: `SIGKILL` at
+/// times spread over an uninterrupted child's run. Wherever the kill lands, the next apply
+/// ends in the uninterrupted tree with no stray temp file.
+#[test]
+fn an_install_killed_at_any_moment_of_its_parallel_copies_recovers() {
+    use std::time::Instant;
+    const TRIES: u32 = 8;
+    let releases = Releases::new();
+    let (_c, cache) = common::empty_project();
+    let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
+    let child = |project: &Utf8Path| {
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_entry_point", "--test-threads=1"])
+            .env(CHILD_ROOT, project.as_str())
+            .env(CHILD_CACHE, cache.as_str())
+            .env_remove("AIBOX_TEST_CRASH_AFTER_WRITES")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // The reference, run the way the killed children run (this also fills the store).
+    let (_r, reference) = common::empty_project();
+    fs_err::write(reference.join("aibox.toml"), &v1).unwrap();
+    assert!(child(&reference).wait().unwrap().success());
+    let (_t, timed) = common::empty_project();
+    fs_err::write(timed.join("aibox.toml"), &v1).unwrap();
+    let started = Instant::now();
+    assert!(child(&timed).wait().unwrap().success());
+    let full = started.elapsed();
+    let expected = tree(&reference);
+    assert_eq!(tree(&timed), expected, "two uninterrupted runs agree");
+
+    let mut mid_apply = 0;
+    for k in 1..=TRIES {
+        let (_p, project) = common::empty_project();
+        fs_err::write(project.join("aibox.toml"), &v1).unwrap();
+        let mut running = child(&project);
+        std::thread::sleep(full * k / (TRIES + 1));
+        let _ = running.kill();
+        let _ = running.wait();
+        let after_kill: BTreeMap<String, String> = tree(&project)
+            .into_iter()
+            .filter(|(p, _)| !is_debris(p))
+            .collect();
+        let touched = after_kill.len() > 1;
+        if touched && after_kill != expected {
+            mid_apply += 1;
+        }
+        apply(&project, &common::apply_opts(Some(&cache))).unwrap();
+        let after = tree(&project);
+        let stray: Vec<&String> = after.keys().filter(|p| is_debris(p)).collect();
+        assert!(
+            stray.is_empty(),
+            "kill at {k}/{}: left {stray:?}",
+            TRIES + 1
+        );
+        assert!(
+            after == expected,
+            "kill at {k}/{} of {full:?}: the recovered tree differs",
+            TRIES + 1
+        );
+    }
+    eprintln!("{mid_apply} of {TRIES} kills landed while files were being written");
+    assert!(
+        mid_apply >= 1,
+        "no kill landed during the writes (full run {full:?})"
+    );
+}
