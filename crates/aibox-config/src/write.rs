@@ -352,26 +352,32 @@ impl ProjectRoot {
         }
     }
 
+    /// The checked parent folder and the absolute path of `rel`, when every parent
+    /// exists (nothing is created); `None` when one is missing. A symlinked or
+    /// non-folder parent is an error.
+    fn locate(&self, rel: &Utf8Path) -> Result<Option<(Utf8PathBuf, Utf8PathBuf)>, WriteError> {
+        Ok(self.parent_dir(rel, false)?.map(|parent| {
+            let abs = parent.join(rel.file_name().unwrap_or_default());
+            (parent, abs)
+        }))
+    }
+
     /// The parent and the absolute path of `rel` when it is a real folder (not a
     /// symlink); `None` when it or a parent is missing, or it is something else. A
     /// symlinked or non-folder parent is an error.
     fn real_dir(&self, rel: &Utf8Path) -> Result<Option<(Utf8PathBuf, Utf8PathBuf)>, WriteError> {
-        let Some(parent) = self.parent_dir(rel, false)? else {
-            return Ok(None);
-        };
-        let abs = parent.join(rel.file_name().unwrap_or_default());
-        Ok(fs_err::symlink_metadata(&abs)
-            .is_ok_and(|m| m.is_dir())
-            .then_some((parent, abs)))
+        Ok(self
+            .locate(rel)?
+            .filter(|(_, abs)| fs_err::symlink_metadata(abs).is_ok_and(|m| m.is_dir())))
     }
 
     /// Whether nothing (no file, folder or symlink) exists at `rel`. A symlinked or
     /// non-folder parent is an error, as for writes.
     pub fn is_absent(&self, rel: &Utf8Path) -> Result<bool, WriteError> {
-        let Some(parent) = self.parent_dir(rel, false)? else {
+        let Some((_, abs)) = self.locate(rel)? else {
             return Ok(true);
         };
-        match fs_err::symlink_metadata(parent.join(rel.file_name().unwrap_or_default())) {
+        match fs_err::symlink_metadata(abs) {
             Ok(_) => Ok(false),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
             Err(e) => Err(WriteError::io("inspect", rel, e)),
@@ -426,10 +432,9 @@ impl ProjectRoot {
         &self,
         rel: &Utf8Path,
     ) -> Result<Option<(Vec<u8>, std::fs::Metadata)>, WriteError> {
-        let Some(dir) = self.parent_dir(rel, false)? else {
+        let Some((_, abs)) = self.locate(rel)? else {
             return Ok(None);
         };
-        let abs = dir.join(rel.file_name().unwrap_or_default());
         let Some(meta) = Self::target_meta(rel, &abs)? else {
             return Ok(None);
         };
@@ -440,20 +445,15 @@ impl ProjectRoot {
     /// Metadata of a root-relative regular file (through no symlink) without reading it;
     /// `None` when it (or a parent) is missing.
     pub fn file_meta(&self, rel: &Utf8Path) -> Result<Option<std::fs::Metadata>, WriteError> {
-        let Some(dir) = self.parent_dir(rel, false)? else {
-            return Ok(None);
-        };
-        let abs = dir.join(rel.file_name().unwrap_or_default());
-        Self::target_meta(rel, &abs)
+        match self.locate(rel)? {
+            Some((_, abs)) => Self::target_meta(rel, &abs),
+            None => Ok(None),
+        }
     }
 
     /// Whether a root-relative regular file exists (through no symlink).
     pub fn is_file(&self, rel: &Utf8Path) -> Result<bool, WriteError> {
-        let Some(dir) = self.parent_dir(rel, false)? else {
-            return Ok(false);
-        };
-        let abs = dir.join(rel.file_name().unwrap_or_default());
-        Ok(Self::target_meta(rel, &abs)?.is_some())
+        Ok(self.file_meta(rel)?.is_some())
     }
 
     /// Unix permission bits of an existing file (`None` when absent or not on Unix).
@@ -464,49 +464,29 @@ impl ProjectRoot {
     }
 }
 
+/// The permission bits of `meta` (`None` where there are none: not on Unix).
 #[cfg(unix)]
 #[allow(clippy::unnecessary_wraps)] // `None` on other platforms
-fn mode_of(meta: &std::fs::Metadata) -> Option<u32> {
+pub fn mode_of(meta: &std::fs::Metadata) -> Option<u32> {
     use std::os::unix::fs::PermissionsExt as _;
     Some(meta.permissions().mode() & 0o7777)
 }
 
+/// The permission bits of `meta` (`None` where there are none: not on Unix).
 #[cfg(not(unix))]
-fn mode_of(_meta: &std::fs::Metadata) -> Option<u32> {
+pub fn mode_of(_meta: &std::fs::Metadata) -> Option<u32> {
     None
 }
 
-#[cfg(unix)]
-fn set_mode(path: &Utf8Path, mode: u32) -> Result<(), WriteError> {
-    use std::os::unix::fs::PermissionsExt as _;
-    fs_err::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| WriteError::io("set permissions of", path, e))
-}
-
-#[cfg(not(unix))]
-fn set_mode(_path: &Utf8Path, _mode: u32) -> Result<(), WriteError> {
-    Ok(())
-}
-
-/// Whether the open file (created asking for `mode`) still needs a `chmod` to have
-/// exactly `mode`: the umask or a default ACL of its folder changed it. An `fstat` is
-/// cheaper than a `chmod`, which dirties the inode of every file.
-#[cfg(unix)]
-fn needs_chmod(file: &fs_err::File, mode: u32) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    file.metadata()
-        .map_or(true, |m| m.permissions().mode() & 0o7777 != mode)
-}
-
-#[cfg(not(unix))]
-fn needs_chmod(_file: &fs_err::File, _mode: u32) -> bool {
-    false
-}
-
-/// Sets the mode through an open file (one `fchmod`, no path lookup).
+/// Gives the open file exactly `mode`. It was created asking for `mode`, so only a
+/// umask or a default ACL of its folder can have changed it: an `fstat` says whether the
+/// `fchmod` (which dirties the inode) is needed.
 #[cfg(unix)]
 fn set_file_mode(file: &fs_err::File, mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
+    if file.metadata().is_ok_and(|m| mode_of(&m) == Some(mode)) {
+        return Ok(());
+    }
     file.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
@@ -722,7 +702,7 @@ impl<'a> Writer<'a> {
                 path: rel.to_owned(),
             });
         }
-        write_temp(&temp, contents, !self.deferred)?;
+        write_temp(&temp, contents, None, !self.deferred)?;
         let linked = fs_err::hard_link(&temp, &target);
         let _ = fs_err::remove_file(&temp);
         match linked {
@@ -777,10 +757,7 @@ impl<'a> Writer<'a> {
             Some(_) => WriteOutcome::Updated,
         };
         let slot = self.slot(rel)?;
-        write_temp(&slot.temp, contents, !self.deferred)?;
-        if let Some(mode) = mode.or(old_mode) {
-            set_mode(&slot.temp, mode)?;
-        }
+        write_temp(&slot.temp, contents, mode.or(old_mode), !self.deferred)?;
         self.finish(&slot)?;
         Ok(outcome)
     }
@@ -860,10 +837,9 @@ impl<'a> Writer<'a> {
     /// Removes a file inside the perimeter (missing is fine). Returns whether it existed.
     pub fn remove(&mut self, rel: &Utf8Path) -> Result<bool, WriteError> {
         self.check_allowed(rel)?;
-        let Some(dir) = self.root.parent_dir(rel, false)? else {
+        let Some((dir, abs)) = self.root.locate(rel)? else {
             return Ok(false);
         };
-        let abs = dir.join(rel.file_name().unwrap_or_default());
         if ProjectRoot::target_meta(rel, &abs)?.is_none() {
             return Ok(false);
         }
@@ -886,10 +862,9 @@ impl<'a> Writer<'a> {
     /// directories stay; a symlinked or missing `rel` is left alone.
     pub fn prune_empty_dirs(&mut self, rel: &Utf8Path) -> Result<(), WriteError> {
         self.check_allowed(rel)?;
-        let Some(parent) = self.root.parent_dir(rel, false)? else {
+        let Some((_, top)) = self.root.locate(rel)? else {
             return Ok(());
         };
-        let top = parent.join(rel.file_name().unwrap_or_default());
         if let Ok(mut checked) = self.root.checked_dirs.lock() {
             checked.retain(|d| !Utf8Path::new(d).starts_with(&top));
         }
@@ -1013,14 +988,10 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// Creates the writer's temp file exclusively; a leftover temp of this very pid can only
-/// be stale, so it is replaced.
-fn create_temp(temp: &Utf8Path) -> Result<fs_err::File, WriteError> {
-    create_temp_with_mode(temp, None)
-}
-
-/// [`create_temp`], asking for `mode` at creation (the umask still applies).
-fn create_temp_with_mode(temp: &Utf8Path, mode: Option<u32>) -> Result<fs_err::File, WriteError> {
+/// Creates the writer's temp file exclusively, with exactly `mode` when given (asked for
+/// at creation, corrected through the open file only when the umask or an ACL changed
+/// it); a leftover temp of this very pid can only be stale, so it is replaced.
+fn create_temp(temp: &Utf8Path, mode: Option<u32>) -> Result<fs_err::File, WriteError> {
     let open = || {
         let mut options = fs_err::OpenOptions::new();
         options.write(true).create_new(true);
@@ -1031,18 +1002,31 @@ fn create_temp_with_mode(temp: &Utf8Path, mode: Option<u32>) -> Result<fs_err::F
         }
         options.open(temp)
     };
-    match open() {
+    let file = match open() {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let _ = fs_err::remove_file(temp);
             open()
         }
         other => other,
     }
-    .map_err(|e| WriteError::io("create", temp, e))
+    .map_err(|e| WriteError::io("create", temp, e))?;
+    if let Some(mode) = mode
+        && let Err(e) = set_file_mode(&file, mode)
+    {
+        drop(file);
+        let _ = fs_err::remove_file(temp);
+        return Err(WriteError::io("set permissions of", temp, e));
+    }
+    Ok(file)
 }
 
-fn write_temp(temp: &Utf8Path, contents: &[u8], sync: bool) -> Result<(), WriteError> {
-    let mut file = create_temp(temp)?;
+fn write_temp(
+    temp: &Utf8Path,
+    contents: &[u8],
+    mode: Option<u32>,
+    sync: bool,
+) -> Result<(), WriteError> {
+    let mut file = create_temp(temp, mode)?;
     let result = file
         .write_all(contents)
         .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
@@ -1054,8 +1038,6 @@ fn write_temp(temp: &Utf8Path, contents: &[u8], sync: bool) -> Result<(), WriteE
     Ok(())
 }
 
-/// Streams `from` into a new temp file, hashing as it goes; removes the temp file and
-/// fails when the size or digest differs from what `from` promises.
 /// Where [`copy_temp`] writes: the temp file of `rel`, its mode, and whether to fsync it.
 struct CopyTarget<'p> {
     temp: &'p Utf8Path,
@@ -1064,6 +1046,8 @@ struct CopyTarget<'p> {
     sync: bool,
 }
 
+/// Streams `from` into a new temp file, hashing as it goes; removes the temp file and
+/// fails when the size or digest differs from what `from` promises.
 fn copy_temp(
     target: &CopyTarget<'_>,
     from: &crate::CopyFrom,
@@ -1089,7 +1073,7 @@ fn copy_temp(
             WriteError::io("read", rel, e)
         }
     })?;
-    let mut file = create_temp_with_mode(temp, mode)?;
+    let mut file = create_temp(temp, mode)?;
     let mut hasher = sha2::Sha256::new();
     let mut copied = 0u64;
     let mut reader = source.take(from.size.saturating_add(1));
@@ -1114,11 +1098,6 @@ fn copy_temp(
             )))
         } else if <[u8; 32]>::from(hasher.finalize()) != from.sha256 {
             Err(changed("no longer has the verified SHA-256".to_owned()))
-        } else if let Some(mode) = mode
-            && needs_chmod(&file, mode)
-            && let Err(e) = set_file_mode(&file, mode)
-        {
-            Err(WriteError::io("set permissions of", temp, e))
         } else if sync {
             file.sync_all()
                 .map_err(|e| WriteError::io("write", temp, e))

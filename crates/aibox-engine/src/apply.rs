@@ -25,7 +25,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
 use crate::plan::PlanOptions;
-use crate::writer::{ProjectRoot, WriteError, Writer, check_relative, in_perimeter};
+use crate::writer::{ProjectRoot, WriteError, Writer, check_relative, in_perimeter, mode_of};
 
 /// Digests of the apply in progress (the would-be lock), under `.aibox/`.
 pub const PENDING_LOCK: &str = ".aibox/pending.lock";
@@ -528,9 +528,9 @@ fn write_plan(
     let (last, first): (Vec<_>, Vec<_>) = items
         .into_iter()
         .partition(|(_, file)| plan.commit_last.contains(&file.path));
-    let copied = copy_ahead(writer, &first)?;
-    for ((decision, file), done) in first.into_iter().zip(copied) {
-        reports.push(if done {
+    let copied_ahead = copy_ahead(writer, &first)?;
+    for (decision, file) in first {
+        reports.push(if copied_ahead && copies_ahead(&decision, file) {
             decision.report
         } else {
             write_decided(writer, decision, file)?
@@ -563,63 +563,59 @@ const PARALLEL_COPIES_FROM: usize = 64;
 /// Copies a worker takes at a time: neighbours in path order, mostly one folder.
 const COPY_CHUNK: usize = 8;
 
-/// Writes the decided verified copies (processkit release files) on several threads
-/// before the in-order pass, and says which items it wrote. Each copy is its own atomic
-/// write, and nothing records them before the commit point, so their order does not
-/// matter; creating thousands of files is mostly file system work that two cores do
-/// side by side. One thread when there are few copies, one core, or the test crash hook
-/// counts kill points.
+/// Whether [`copy_ahead`] writes this item: a verified copy to write, not arriving by a
+/// folder move, with no backup to make first.
+fn copies_ahead(d: &Decision, f: &PlannedFile) -> bool {
+    f.copy_from.is_some() && d.report.action.changes() && !d.moved_in && d.report.backup.is_none()
+}
+
+/// Writes the decided verified copies (processkit release files, see [`copies_ahead`])
+/// on several threads before the in-order pass; returns whether it did. Each copy is its
+/// own atomic write, and nothing records them before the commit point, so their order
+/// does not matter; creating thousands of files is mostly file system work that two
+/// cores do side by side. Nothing is written here when there are few copies, one core,
+/// or the test crash hook counts kill points: the in-order pass writes them all.
 fn copy_ahead(
     writer: &mut Writer<'_>,
     items: &[(Decision, &PlannedFile)],
-) -> Result<Vec<bool>, EngineError> {
+) -> Result<bool, EngineError> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let mut done = vec![false; items.len()];
-    let eligible: Vec<usize> = (0..items.len())
-        .filter(|&i| {
-            let (d, f) = &items[i];
-            f.copy_from.is_some()
-                && d.report.action.changes()
-                && !d.moved_in
-                && d.report.backup.is_none()
-        })
+    let eligible: Vec<&PlannedFile> = items
+        .iter()
+        .filter(|(d, f)| copies_ahead(d, f))
+        .map(|(_, f)| *f)
         .collect();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     if workers < 2 || eligible.len() < PARALLEL_COPIES_FROM || writer.counts_crash_points() {
-        return Ok(done);
+        return Ok(false);
     }
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
+    // One worker: take the next chunk until none is left or another worker failed.
+    let work = |helper: &mut Writer<'_>| -> Result<(), crate::writer::WriteError> {
+        while !failed.load(Ordering::Relaxed) {
+            let start = next.fetch_add(COPY_CHUNK, Ordering::Relaxed);
+            let Some(chunk) = eligible.get(start..(start + COPY_CHUNK).min(eligible.len())) else {
+                break;
+            };
+            for file in chunk {
+                if let Some(from) = &file.copy_from {
+                    helper
+                        .copy_verified(&file.path, from, file.mode)
+                        .inspect_err(|_| failed.store(true, Ordering::Relaxed))?;
+                }
+            }
+        }
+        Ok(())
+    };
     let helpers: Vec<Writer<'_>> = (0..workers).map(|_| writer.helper()).collect();
     let results = std::thread::scope(|scope| {
         let handles: Vec<_> = helpers
             .into_iter()
             .map(|mut helper| {
-                let (next, failed, eligible) = (&next, &failed, &eligible);
+                let work = &work;
                 scope.spawn(move || {
-                    let mut result = Ok(());
-                    while !failed.load(Ordering::Relaxed) {
-                        let start = next.fetch_add(COPY_CHUNK, Ordering::Relaxed);
-                        let Some(chunk) =
-                            eligible.get(start..(start + COPY_CHUNK).min(eligible.len()))
-                        else {
-                            break;
-                        };
-                        for &i in chunk {
-                            let file = items[i].1;
-                            let Some(from) = &file.copy_from else {
-                                continue;
-                            };
-                            if let Err(e) = helper.copy_verified(&file.path, from, file.mode) {
-                                failed.store(true, Ordering::Relaxed);
-                                result = Err(e);
-                                break;
-                            }
-                        }
-                        if result.is_err() {
-                            break;
-                        }
-                    }
+                    let result = work(&mut helper);
                     (helper, result)
                 })
             })
@@ -631,23 +627,13 @@ fn copy_ahead(
     });
     let mut first_error = None;
     for joined in results {
-        match joined {
-            Ok((helper, result)) => {
-                writer.absorb(helper);
-                if let Err(e) = result {
-                    first_error.get_or_insert(EngineError::from(e));
-                }
-            }
-            Err(panic) => std::panic::resume_unwind(panic),
+        let (helper, result) = joined.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        writer.absorb(helper);
+        if let Err(e) = result {
+            first_error.get_or_insert(EngineError::from(e));
         }
     }
-    if let Some(e) = first_error {
-        return Err(e);
-    }
-    for i in eligible {
-        done[i] = true;
-    }
-    Ok(done)
+    first_error.map_or(Ok(true), Err)
 }
 
 /// Writes one decided file (and its backup when forced); returns its report.
@@ -798,13 +784,15 @@ fn decide_copy(
     moved: Option<&Utf8Path>,
 ) -> Result<Decision, EngineError> {
     let existing = moved.unwrap_or(&file.path);
-    let abs = root.path().join(existing);
     let same = match root.file_meta(existing)? {
         None => None,
         Some(meta) => Some(
             meta.len() == from.size
-                && aibox_provenance::Sha256::of_file(&abs)?.as_bytes() == &from.sha256
-                && !file.mode.is_some_and(|m| mode_differs(&meta, m)),
+                && aibox_provenance::Sha256::of_file(root.path().join(existing))?.as_bytes()
+                    == &from.sha256
+                && file
+                    .mode
+                    .is_none_or(|m| mode_of(&meta).is_none_or(|have| have == m)),
         ),
     };
     let (action, moved_in) = match (moved, same) {
@@ -833,17 +821,6 @@ fn decide_copy(
         unowned: None,
         moved_in,
     })
-}
-
-#[cfg(unix)]
-fn mode_differs(meta: &std::fs::Metadata, mode: u32) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    meta.permissions().mode() & 0o7777 != mode
-}
-
-#[cfg(not(unix))]
-fn mode_differs(_meta: &std::fs::Metadata, _mode: u32) -> bool {
-    false
 }
 
 /// Unified diff of one file; a created file is diffed against `/dev/null`.

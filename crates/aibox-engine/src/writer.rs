@@ -6,7 +6,7 @@
 //! unchanged inside [`EngineError::Write`].
 
 pub use aibox_config::write::{
-    PERIMETER, ProjectRoot, WriteError, WriteOutcome, Writer, check_relative, in_perimeter,
+    PERIMETER, ProjectRoot, WriteError, WriteOutcome, Writer, check_relative, in_perimeter, mode_of,
 };
 
 use crate::EngineError;
