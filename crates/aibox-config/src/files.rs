@@ -29,18 +29,27 @@ impl CopyFrom {
     /// What failed, in one phrase: the read, or which check the bytes no longer pass.
     pub fn read_verified(&self) -> Result<Vec<u8>, String> {
         use sha2::Digest as _;
-        let bytes = fs_err::read(&self.path).map_err(|e| format!("cannot be read: {e}"))?;
-        if bytes.len() as u64 != self.size {
-            return Err(format!(
-                "is {} bytes, not the verified {}",
-                bytes.len(),
-                self.size
-            ));
+        use std::io::Read as _;
+        let mut bytes = Vec::new();
+        fs_err::File::open(&self.path)
+            .and_then(|f| f.take(self.size.saturating_add(1)).read_to_end(&mut bytes))
+            .map_err(|e| format!("cannot be read: {e}"))?;
+        match self.mismatch(bytes.len() as u64, &sha2::Sha256::digest(&bytes).into()) {
+            Some(reason) => Err(reason),
+            None => Ok(bytes),
         }
-        if sha2::Sha256::digest(&bytes).as_slice() != self.sha256 {
-            return Err("no longer has the verified SHA-256".to_owned());
+    }
+
+    /// Why `size` bytes hashing to `sha256`, read from the source, are not the verified
+    /// ones (one phrase, completing "the source …"); `None` when they are.
+    pub(crate) fn mismatch(&self, size: u64, sha256: &[u8; 32]) -> Option<String> {
+        if size != self.size {
+            Some(format!("has {size} bytes, {} were verified", self.size))
+        } else if *sha256 != self.sha256 {
+            Some("no longer has the verified SHA-256".to_owned())
+        } else {
+            None
         }
-        Ok(bytes)
     }
 }
 

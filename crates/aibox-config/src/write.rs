@@ -1091,13 +1091,8 @@ fn copy_temp(
         }
     }
     .and_then(|()| {
-        if copied != from.size {
-            Err(changed(format!(
-                "has {copied} bytes, {} were verified",
-                from.size
-            )))
-        } else if <[u8; 32]>::from(hasher.finalize()) != from.sha256 {
-            Err(changed("no longer has the verified SHA-256".to_owned()))
+        if let Some(reason) = from.mismatch(copied, &hasher.finalize().into()) {
+            Err(changed(reason))
         } else if sync {
             file.sync_all()
                 .map_err(|e| WriteError::io("write", temp, e))

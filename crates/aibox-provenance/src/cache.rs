@@ -96,7 +96,7 @@ impl Cache {
 
     /// A temporary file in the archive folder, for a download streamed to disk (renamed
     /// into the cache by [`Self::keep_archive`] once verified, removed when dropped).
-    pub fn temp_archive(&self) -> Result<tempfile::NamedTempFile> {
+    pub(crate) fn temp_archive(&self) -> Result<tempfile::NamedTempFile> {
         let dir = self.root.join("archives");
         fs_err::create_dir_all(&dir).map_err(|e| ProvenanceError::io("create", &dir, e))?;
         tempfile::Builder::new()
@@ -106,7 +106,11 @@ impl Cache {
     }
 
     /// Moves a verified downloaded archive into the cache.
-    pub fn keep_archive(&self, digest: &Sha256, file: tempfile::NamedTempFile) -> Result<()> {
+    pub(crate) fn keep_archive(
+        &self,
+        digest: &Sha256,
+        file: tempfile::NamedTempFile,
+    ) -> Result<()> {
         let path = self.archive_path(digest);
         file.persist(&path)
             .map_err(|e| ProvenanceError::io("rename into", &path, e.error))?;
@@ -118,18 +122,10 @@ impl Cache {
     pub fn unpacked(&self, digest: &Sha256) -> Result<Option<Payload>> {
         let dir = self.unpacked_path(digest);
         let manifest = dir.join("manifest");
-        let text = match fs_err::read_to_string(&manifest) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if fs_err::symlink_metadata(&dir).is_ok() {
-                    remove_store(&dir)?;
-                }
-                return Ok(None);
-            }
-            Err(_) => {
-                remove_store(&dir)?;
-                return Ok(None);
-            }
+        // No store, or one without a readable manifest (a missing folder is fine to remove).
+        let Ok(text) = fs_err::read_to_string(&manifest) else {
+            remove_store(&dir)?;
+            return Ok(None);
         };
         if let Some((files, top_tag)) = parse_manifest(&text, digest) {
             Ok(Some(
@@ -147,7 +143,7 @@ impl Cache {
     /// [`ProvenanceError::DigestMismatch`] for `what`), the staging folder is removed
     /// and no store is left behind. Leftover staging folders of dead processes are
     /// removed first.
-    pub fn unpack(
+    pub(crate) fn unpack(
         &self,
         digest: &Sha256,
         input: impl Read,
@@ -216,7 +212,7 @@ pub(crate) fn memo_write(store: &Path, key: &str, value: &str) {
 }
 
 /// A temporary file for a download when there is no cache (removed when dropped).
-pub fn temp_download() -> Result<tempfile::NamedTempFile> {
+pub(crate) fn temp_download() -> Result<tempfile::NamedTempFile> {
     tempfile::NamedTempFile::new()
         .map_err(|e| ProvenanceError::io("create a temporary file in", "$TMPDIR", e))
 }

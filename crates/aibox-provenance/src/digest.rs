@@ -59,11 +59,6 @@ impl Sha256 {
         Self::of_reader(file).map_err(|e| ProvenanceError::io("read", path, e))
     }
 
-    /// The digest with these raw 32 bytes.
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
-    }
-
     /// The raw 32 bytes.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0

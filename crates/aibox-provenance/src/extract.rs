@@ -650,6 +650,12 @@ fn top_tag(top: Option<String>, what: &str, expected_tag: Option<&str>) -> Resul
             what: what.to_owned(),
             reason: format!("top directory `{top}/` is not `processkit-<tag>/`"),
         })?;
+    check_tag(tag, what, expected_tag)?;
+    Ok(tag.to_owned())
+}
+
+/// A release's top directory tag against the requested version.
+pub(crate) fn check_tag(tag: &str, what: &str, expected_tag: Option<&str>) -> Result<()> {
     if let Some(expected) = expected_tag
         && expected != tag
     {
@@ -658,7 +664,7 @@ fn top_tag(top: Option<String>, what: &str, expected_tag: Option<&str>) -> Resul
             reason: format!("top directory names {tag}, but version {expected} was requested"),
         });
     }
-    Ok(tag.to_owned())
+    Ok(())
 }
 
 /// The kernel pseudo-file system (`/proc`, `/sys`, `/dev`) a canonical path lies in.
@@ -672,6 +678,21 @@ pub(crate) fn pseudo_filesystem(canonical: &Path) -> Option<&'static str> {
 /// sockets) and files in kernel pseudo-file systems are refused before they are opened:
 /// they may block or never end. A larger file fails with `FileTooLarge`.
 pub(crate) fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    let (file, _) = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("is larger than {cap} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Opens a local file for reading, with its size, refusing anything but a regular file
+/// (a directory, device, FIFO or socket) and files inside a kernel pseudo-file system.
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<(fs_err::File, u64)> {
     use std::io::{Error, ErrorKind};
     let meta = fs_err::metadata(path)?;
     if !meta.is_file() {
@@ -686,17 +707,7 @@ pub(crate) fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
             format!("inside {fs}, a kernel pseudo-file system"),
         ));
     }
-    let mut bytes = Vec::new();
-    fs_err::File::open(path)?
-        .take(cap.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > cap {
-        return Err(Error::new(
-            ErrorKind::FileTooLarge,
-            format!("is larger than {cap} bytes"),
-        ));
-    }
-    Ok(bytes)
+    Ok((fs_err::File::open(path)?, meta.len()))
 }
 
 /// Validates a local directory (the payload root, with `PROVENANCE.toml` directly

@@ -693,8 +693,9 @@ pub struct LiveScan {
     pub mcp_manifest: (Option<String>, Vec<String>),
     /// The MCP servers of the install set.
     pub servers: Vec<ProcesskitServer>,
-    /// The `v2:` fingerprint of the install set, when the marker's cannot be reused.
-    pub fingerprint: Option<String>,
+    /// The `v2:` fingerprint of the install set: the marker's when it still describes
+    /// this release and selection, else computed from the release's files.
+    pub fingerprint: String,
 }
 
 /// The selection and the marker as the plan sees them.
@@ -813,8 +814,8 @@ pub fn scan(
         opts.prefer_gateway,
     )?;
     let fingerprint = match b.reusable_fingerprint() {
-        Some(_) => None,
-        None => Some(install_hash_streamed(&release.payload, &b.new_set)?),
+        Some(reused) => reused,
+        None => install_hash_streamed(&release.payload, &b.new_set)?,
     };
     Ok(LiveScan {
         marker,
@@ -935,13 +936,7 @@ pub fn plan_scanned(
     // Marker and lock, keeping the old timestamp when nothing changed.
     let content_changed = !t.writes.is_empty() || !t.removals.is_empty();
     // The fingerprint only depends on the release and the selection.
-    let fingerprint = b
-        .reusable_fingerprint()
-        .or_else(|| live.fingerprint.clone())
-        .ok_or_else(|| ProvenanceError::Record {
-            path: MARKER_PATH.to_owned(),
-            reason: "the scan did not compute the install fingerprint".to_owned(),
-        })?;
+    let fingerprint = live.fingerprint.clone();
     let old = b.old.as_ref();
     let skills = b.skills.clone();
     let manifest = manifest(catalog, release, fingerprint.clone());
@@ -1104,7 +1099,7 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     // One `syncfs` makes all content durable before the marker that names it.
     writer.defer_sync();
     for w in &plan.writes {
-        write_one(&mut writer, &w.path, w, w.executable)?;
+        write_one(&mut writer, &w.path, w)?;
     }
     for r in &plan.removals {
         writer.remove(Utf8Path::new(r))?;
@@ -1120,12 +1115,7 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     if let Some(s) = &plan.snapshot {
         check_parents(root, &format!("{}/x", s.dir))?;
         for w in &s.files {
-            write_one(
-                &mut writer,
-                &format!("{}/{}", s.dir, w.path),
-                w,
-                w.executable,
-            )?;
+            write_one(&mut writer, &format!("{}/{}", s.dir, w.path), w)?;
         }
         for extra in &s.extras {
             writer.remove(Utf8Path::new(extra))?;
@@ -1144,8 +1134,7 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
         writer.prune_empty_dirs(Utf8Path::new(s))?;
     }
     for w in plan.migration.iter().flatten() {
-        // Migration documents and parked copies are never executable.
-        write_one(&mut writer, &w.path, w, false)?;
+        write_one(&mut writer, &w.path, w)?;
     }
     if plan.marker_changed {
         writer.write(
@@ -1163,9 +1152,8 @@ fn write_one(
     writer: &mut aibox_config::write::Writer<'_>,
     path: &str,
     w: &FileWrite,
-    executable: bool,
 ) -> Result<()> {
-    let mode = Some(if executable { 0o755 } else { 0o644 });
+    let mode = Some(if w.executable { 0o755 } else { 0o644 });
     match &w.data {
         WriteData::Bytes(bytes) => {
             writer.write(Utf8Path::new(path), bytes, mode)?;

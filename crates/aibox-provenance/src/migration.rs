@@ -203,9 +203,11 @@ pub(crate) fn document(
         data: WriteData::Bytes(text.into_bytes()),
         executable: false,
     }];
+    // Parked upstream copies are for reading and merging by hand: never executable.
     for p in parked {
         out.push(FileWrite {
             path: format!("{PENDING_DIR}/{}.upstream/{}", doc.id, p.path),
+            executable: false,
             ..p
         });
     }

@@ -318,8 +318,10 @@ pub fn fetch_release(
             (payload, actual, verification)
         }
     };
-    let version = resolve_version(version, &payload, &source, &mut warnings)?;
-    validate_layout(&payload, &source, &version, &mut warnings)?;
+    let provenance = read_provenance(&payload)?;
+    let stamped = provenance.as_ref().ok().and_then(provenance_tag);
+    let version = resolve_version(version, &payload, stamped, &source, &mut warnings)?;
+    validate_layout(&payload, provenance, &source, &version, &mut warnings)?;
     Ok(VerifiedRelease {
         source,
         version,
@@ -364,35 +366,13 @@ fn verify_all(
 /// file does.
 fn open_archive(path: &Path, cap: u64) -> Result<std::io::Take<fs_err::File>> {
     use std::io::Read as _;
-    let what = path.display().to_string();
-    let meta = fs_err::metadata(path).map_err(|e| ProvenanceError::io("read", path, e))?;
-    if !meta.is_file() {
-        return Err(ProvenanceError::io(
-            "read",
-            path,
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a regular file (a directory, device, FIFO or socket)",
-            ),
-        ));
-    }
-    let canonical = fs_err::canonicalize(path).map_err(|e| ProvenanceError::io("read", path, e))?;
-    if let Some(fs) = crate::extract::pseudo_filesystem(&canonical) {
-        return Err(ProvenanceError::io(
-            "read",
-            path,
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("inside {fs}, a kernel pseudo-file system"),
-            ),
-        ));
-    }
-    if meta.len() > cap {
+    let (file, len) =
+        crate::extract::open_regular(path).map_err(|e| ProvenanceError::io("read", path, e))?;
+    if len > cap {
         return Err(ProvenanceError::ArchiveLimit {
-            reason: format!("`{what}` is larger than {cap} bytes"),
+            reason: format!("`{}` is larger than {cap} bytes", path.display()),
         });
     }
-    let file = fs_err::File::open(path).map_err(|e| ProvenanceError::io("read", path, e))?;
     Ok(file.take(cap))
 }
 
@@ -427,15 +407,10 @@ fn unpacked<R: std::io::Read>(
 
 /// A stored payload's top directory tag against the requested version.
 fn check_tag(payload: &Payload, what: &str, expected_tag: Option<&str>) -> Result<()> {
-    if let (Some(expected), Some(tag)) = (expected_tag, payload.top_tag.as_deref())
-        && expected != tag
-    {
-        return Err(ProvenanceError::Layout {
-            what: what.to_owned(),
-            reason: format!("top directory names {tag}, but version {expected} was requested"),
-        });
+    match payload.top_tag.as_deref() {
+        Some(tag) => crate::extract::check_tag(tag, what, expected_tag),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn fetch_http(
@@ -520,10 +495,21 @@ fn fetch_http(
     Ok((payload, digest, verification))
 }
 
-fn provenance_tag(payload: &Payload) -> Option<String> {
-    let text = payload.read_text("PROVENANCE.toml").ok()??;
-    let value: toml::Table = toml::from_str(&text).ok()?;
-    value
+/// The payload's `PROVENANCE.toml`, read once for the version stamp and the layout
+/// check: `Err(reason)` when it is missing, not UTF-8 or does not parse.
+fn read_provenance(payload: &Payload) -> Result<std::result::Result<toml::Table, String>> {
+    if !payload.files.contains_key("PROVENANCE.toml") {
+        return Ok(Err("`PROVENANCE.toml` is missing".to_owned()));
+    }
+    let Ok(text) = String::from_utf8(payload.read("PROVENANCE.toml")?) else {
+        return Ok(Err("`PROVENANCE.toml` is not UTF-8".to_owned()));
+    };
+    Ok(toml::from_str(&text).map_err(|e| format!("`PROVENANCE.toml` does not parse: {e}")))
+}
+
+/// The tag `PROVENANCE.toml` says the release was generated for.
+fn provenance_tag(provenance: &toml::Table) -> Option<String> {
+    provenance
         .get("source")?
         .get("generated_for_tag")?
         .as_str()
@@ -533,10 +519,10 @@ fn provenance_tag(payload: &Payload) -> Option<String> {
 fn resolve_version(
     configured: Option<String>,
     payload: &Payload,
+    stamped: Option<String>,
     source: &str,
     warnings: &mut Vec<String>,
 ) -> Result<String> {
-    let stamped = provenance_tag(payload);
     let version = configured
         .or_else(|| payload.top_tag.clone())
         .or_else(|| stamped.clone())
@@ -562,6 +548,7 @@ fn resolve_version(
 /// `CHANGELOG.md`).
 fn validate_layout(
     payload: &Payload,
+    provenance: std::result::Result<toml::Table, String>,
     source: &str,
     version: &str,
     warnings: &mut Vec<String>,
@@ -570,13 +557,7 @@ fn validate_layout(
         what: format!("{source} {version}"),
         reason,
     };
-    if !payload.files.contains_key("PROVENANCE.toml") {
-        return Err(layout("`PROVENANCE.toml` is missing".to_owned()));
-    }
-    let text = String::from_utf8(payload.read("PROVENANCE.toml")?)
-        .map_err(|_| layout("`PROVENANCE.toml` is not UTF-8".to_owned()))?;
-    let table: toml::Table = toml::from_str(&text)
-        .map_err(|e| layout(format!("`PROVENANCE.toml` does not parse: {e}")))?;
+    let table = provenance.map_err(layout)?;
     let listed: BTreeSet<&str> = table
         .get("files")
         .and_then(toml::Value::as_table)

@@ -149,11 +149,6 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     }
     for w in install.migration.take().into_iter().flatten() {
         let content = w.path.contains(".upstream/");
-        // Parked upstream copies are never executable.
-        let w = FileWrite {
-            executable: false,
-            ..w
-        };
         add(plan, w.path.clone(), w, content)?;
     }
     plan.mark_verified_content(aibox_provenance::record::MARKER_PATH);
