@@ -37,7 +37,7 @@ struct Sample {
 
 /// Runs `cmd` and measures it; fails when the command fails.
 fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, String> {
-    let gnu_time = Path::new("/usr/bin/time");
+    let gnu_time = Path::new(GNU_TIME);
     let rss_file = scratch.join("rss.txt");
     let mut run = if gnu_time.exists() {
         let mut c = Command::new(gnu_time);
@@ -94,8 +94,10 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
     })
 }
 
-/// Tries of each baseline per run.
+/// Tries of each baseline per measured run.
 const BASELINE_TRIES: usize = 3;
+/// GNU `time` (Debian package `time`), for CPU time and peak RSS.
+const GNU_TIME: &str = "/usr/bin/time";
 
 /// The fastest run by wall time.
 fn fastest(v: Vec<Sample>) -> Sample {
@@ -194,13 +196,15 @@ struct Results {
     files: (usize, u64),
 }
 
+/// One run of every step into `r`, with `tries` tries of each baseline (none for the
+/// warm-up run, whose numbers are dropped).
 fn one_run(
     bin: &Path,
     work: &Path,
     run: usize,
-    v1: &Release,
-    v2: &Release,
+    (v1, v2): (&Release, &Release),
     r: &mut Results,
+    tries: usize,
 ) -> Result<(), String> {
     // Fresh folders: `run` starts from an empty `target/bench/` (see there for why).
     let project = work.join(format!("project-{run}"));
@@ -230,7 +234,7 @@ fn one_run(
     // tries, which holds aibox to the stricter ratio.
     let mut cps = Vec::new();
     let mut shas = Vec::new();
-    for k in 0..BASELINE_TRIES {
+    for k in 0..tries {
         let into = copy.join(k.to_string());
         fs_err::create_dir_all(&into).map_err(|e| e.to_string())?;
         let mut cp = Command::new("cp");
@@ -247,8 +251,10 @@ fn one_run(
             .arg(project.join("AGENTS.md"));
         shas.push(measure(&mut sha, "sha256sum", work)?);
     }
-    r.cp.push(fastest(cps));
-    r.sha.push(fastest(shas));
+    if tries > 0 {
+        r.cp.push(fastest(cps));
+        r.sha.push(fastest(shas));
+    }
     fs_err::write(&toml, config(v2)).map_err(|e| e.to_string())?;
     r.upgrade
         .push(measure(&mut aibox(&["apply"]), "upgrade", work)?);
@@ -313,6 +319,11 @@ fn mib(kib: u64) -> f64 {
 }
 
 impl Row {
+    /// Whether the row has a time (the peak-RSS row has none).
+    fn timed(&self) -> bool {
+        !self.ours.secs.is_nan()
+    }
+
     fn ratio(&self) -> f64 {
         self.ours.secs / self.base.secs
     }
@@ -438,7 +449,7 @@ fn render_factor(out: &mut String, f: &FactorReport) {
     );
     for row in &f.rows {
         let target = row.target.describe(row.baseline);
-        if row.ours.secs.is_nan() {
+        if !row.timed() {
             let _ = writeln!(
                 out,
                 "  {:<20} {:>11} {:>10}   {:<10} {:>10}  {:>8}  {:>10}   {target:<18} {}",
@@ -487,8 +498,11 @@ fn linearity(small: &FactorReport, large: &FactorReport) -> (f64, f64, Vec<(Stri
     let bytes = large.bytes as f64 / small.bytes as f64;
     let mut steps = Vec::new();
     let mut linear = true;
+    // Each baseline once, after the steps, for comparison (they bound what linear looks
+    // like here).
+    let mut baselines: Vec<(String, f64)> = Vec::new();
     for (a, b) in small.rows.iter().zip(&large.rows) {
-        if a.ours.secs.is_nan() {
+        if !a.timed() {
             if let (Some(x), Some(y)) = (a.ours.rss_kib, b.ours.rss_kib) {
                 steps.push(("peak RSS".to_owned(), y as f64 / x as f64));
             }
@@ -497,15 +511,11 @@ fn linearity(small: &FactorReport, large: &FactorReport) -> (f64, f64, Vec<(Stri
         let r = b.ours.secs / a.ours.secs;
         linear &= r <= bytes * LINEAR_SLACK;
         steps.push((a.step.to_owned(), r));
-    }
-    // Each baseline once, for comparison (they bound what linear looks like here).
-    let mut baselines: Vec<&str> = Vec::new();
-    for (a, b) in small.rows.iter().zip(&large.rows) {
-        if !a.ours.secs.is_nan() && !baselines.contains(&a.baseline) {
-            baselines.push(a.baseline);
-            steps.push((a.baseline.to_owned(), b.base.secs / a.base.secs));
+        if !baselines.iter().any(|(name, _)| name == a.baseline) {
+            baselines.push((a.baseline.to_owned(), b.base.secs / a.base.secs));
         }
     }
+    steps.extend(baselines);
     (files, bytes, steps, linear)
 }
 
@@ -514,7 +524,7 @@ fn json_factor(f: &FactorReport) -> serde_json::Value {
         .rows
         .iter()
         .map(|row| {
-            let timed = !row.ours.secs.is_nan();
+            let timed = row.timed();
             serde_json::json!({
                 "step": row.step,
                 "ms": timed.then_some(row.ours.secs * 1000.0),
@@ -604,7 +614,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if base.exists() {
         fs_err::remove_dir_all(&base).map_err(|e| e.to_string())?;
     }
-    if !Path::new("/usr/bin/time").exists() {
+    if !Path::new(GNU_TIME).exists() {
         say(
             "bench: /usr/bin/time (Debian package `time`) is missing: peak RSS not measured \
              (scripts/setup-test-deps.sh installs it)",
@@ -632,10 +642,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         // more kernel time (seen in `perf` as `recently_deleted` under `ext4_create` and
         // `ext4_mkdir`). Deleting between runs measured that artefact, for aibox and
         // `cp -r` unevenly.
-        one_run(&bin, &work, 0, &v1, &v2, &mut Results::default())?;
+        one_run(&bin, &work, 0, (&v1, &v2), &mut Results::default(), 0)?;
         for i in 0..runs {
             say(&format!("==> bench {factor}x: run {}/{runs}", i + 1));
-            one_run(&bin, &work, i + 1, &v1, &v2, &mut r)?;
+            one_run(&bin, &work, i + 1, (&v1, &v2), &mut r, BASELINE_TRIES)?;
         }
         reports.push(FactorReport::new(factor, runs, r));
         if !keep {
