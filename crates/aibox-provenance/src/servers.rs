@@ -256,12 +256,13 @@ pub fn check_mcp_manifest(
     if !files.contains_key(MCP_MANIFEST) {
         return Ok((None, warnings));
     }
-    // Only the few files named here are read (and re-verified) from the payload.
-    let data = |path: &str| -> Option<Vec<u8>> {
+    // Only the few files named here are read (and re-verified) from the payload; a file
+    // that changed since it was verified is that error, not a manifest problem.
+    let data = |path: &str| -> Result<Option<Vec<u8>>> {
         files
             .contains_key(path)
-            .then(|| payload.read(path).ok())
-            .flatten()
+            .then(|| payload.read(path))
+            .transpose()
     };
     let manifest_bytes = payload.read(MCP_MANIFEST)?;
     let manifest = serde_json::from_slice::<serde_json::Value>(&manifest_bytes).map_err(|e| {
@@ -279,7 +280,7 @@ pub fn check_mcp_manifest(
                 continue;
             };
             listed.insert(path.to_owned());
-            match data(path).and_then(|d| config_digest(&d)) {
+            match data(path)?.and_then(|d| config_digest(&d)) {
                 None => problems.push(format!(
                     "`{path}` is listed in `{list}` but missing from the release or not JSON"
                 )),
@@ -328,7 +329,7 @@ pub fn check_mcp_manifest(
         let Some(path) = entry["path"].as_str() else {
             continue;
         };
-        let actual = data(path).and_then(|d| pep723_header_digest(&d));
+        let actual = data(path)?.and_then(|d| pep723_header_digest(&d));
         if actual.as_deref() != entry["sha256"].as_str() {
             warnings.push(format!(
                 "MCP manifest: the PEP 723 header digest of `{path}` is stale (a known processkit release slip; the server configs themselves match)"
