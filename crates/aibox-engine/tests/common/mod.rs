@@ -109,7 +109,14 @@ pub fn walk(root: &Utf8Path) -> Vec<String> {
     out
 }
 
-/// An empty temp folder and its path, for tests that write their own `aibox.toml`.
+/// Root-relative paths of the writer's temp files (`.aibox-tmp.`) left below `root`.
+pub fn temp_files(root: &Utf8Path) -> Vec<String> {
+    walk(root)
+        .into_iter()
+        .filter(|p| p.contains(".aibox-tmp."))
+        .collect()
+}
+
 /// Writes `release` as a local archive into `dir` and returns an `aibox.toml` installing
 /// it (pinned by digest, the `product` package).
 pub fn release_config(
@@ -127,6 +134,27 @@ pub fn release_config(
     )
 }
 
+/// Serves `release` on `server` where a GitHub release asset would be, with its `.sha256`
+/// sidecar; returns the archive's digest.
+pub fn publish(
+    server: &aibox_test_support::http::Server,
+    release: &aibox_test_support::http::release::SyntheticRelease,
+) -> String {
+    use aibox_test_support::http::Route;
+    let archive = release.tar_gz();
+    let path = format!(
+        "/org/processkit/releases/download/{v}/processkit-{v}.tar.gz",
+        v = release.version
+    );
+    server.route(&path, Route::ok(archive.clone()));
+    server.route(
+        &format!("{path}.sha256"),
+        Route::ok(release.sidecar(&archive)),
+    );
+    aibox_test_support::http::release::sha256_hex(&archive)
+}
+
+/// An empty temp folder and its path, for tests that write their own `aibox.toml`.
 pub fn empty_project() -> (tempfile::TempDir, Utf8PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
