@@ -109,6 +109,30 @@ pub fn walk(root: &Utf8Path) -> Vec<String> {
     out
 }
 
+/// Root-relative paths below `root`, sorted: every entry that is not a folder (files,
+/// symlinks, anything else, so a stray entry is seen) and every folder.
+pub fn walk_all(root: &Utf8Path) -> (Vec<String>, Vec<String>) {
+    let (mut entries, mut dirs) = (Vec::new(), Vec::new());
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs_err::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = Utf8PathBuf::from_path_buf(entry.path()).unwrap();
+            let rel = path.strip_prefix(root).unwrap().to_string();
+            // The entry's own type: a symlink to a folder is not walked into.
+            if entry.file_type().unwrap().is_dir() {
+                dirs.push(rel);
+                stack.push(path);
+            } else {
+                entries.push(rel);
+            }
+        }
+    }
+    entries.sort();
+    dirs.sort();
+    (entries, dirs)
+}
+
 /// Root-relative paths of the writer's temp files (`.aibox-tmp.`) left below `root`.
 pub fn temp_files(root: &Utf8Path) -> Vec<String> {
     walk(root)
@@ -188,15 +212,23 @@ pub fn apply_opts(cache: Option<&Utf8Path>) -> ApplyOptions {
     }
 }
 
+/// The command running only this test binary's `child_entry_point` test, with `envs` and
+/// no output.
+pub fn child_apply(envs: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", "child_entry_point", "--test-threads=1"])
+        .envs(envs.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
 /// Runs this test binary's `child_entry_point` test in a child process with `envs`, killed
 /// by the engine's crash hook after write `n`; returns whether it finished instead.
 pub fn apply_in_child_killed_at(envs: &[(&str, &str)], n: u32) -> bool {
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry_point", "--test-threads=1"])
-        .envs(envs.iter().copied())
+    let status = child_apply(envs)
         .env("AIBOX_TEST_CRASH_AFTER_WRITES", n.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .status()
         .unwrap();
     if status.success() {
