@@ -107,11 +107,8 @@ fn first_apply_creates_every_planned_file_and_the_lock_last() {
     }
     // No pending record or temp file is left behind.
     assert!(!fx.path(".aibox/pending.lock").exists());
-    assert!(
-        common::walk(&fx.root)
-            .iter()
-            .all(|p| !p.contains(".aibox-tmp."))
-    );
+    let temps = common::temp_files(&fx.root);
+    assert!(temps.is_empty(), "{temps:?}");
 }
 
 #[test]

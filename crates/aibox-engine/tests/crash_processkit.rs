@@ -22,7 +22,7 @@ use std::process::Command;
 
 use aibox_engine::{ApplyOptions, apply};
 use aibox_test_support::http::release::SyntheticRelease;
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 
 const CHILD_ROOT: &str = "AIBOX_ENGINE_TEST_PK_CHILD_ROOT";
 const CHILD_CACHE: &str = "AIBOX_ENGINE_TEST_PK_CHILD_CACHE";
@@ -83,26 +83,17 @@ fn mask_times(text: &str) -> String {
 
 /// Every file below `root` (masked path → masked contents), except the apply's lock file.
 fn tree(root: &Utf8Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for e in fs_err::read_dir(&dir).unwrap() {
-            let e = e.unwrap();
-            let path = Utf8PathBuf::from_path_buf(e.path()).unwrap();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path.strip_prefix(root).unwrap().as_str().to_owned();
-                // The apply's OS lock, and the stat cache (inodes and times differ).
-                if rel == ".aibox/apply.lock" || rel == ".aibox/processkit-stat-cache" {
-                    continue;
-                }
-                let text = String::from_utf8_lossy(&fs_err::read(&path).unwrap()).into_owned();
-                out.insert(mask_times(&rel), mask_times(&text));
-            }
-        }
-    }
-    out
+    let (entries, _) = common::walk_all(root);
+    entries
+        .into_iter()
+        // The apply's OS lock, and the stat cache (inodes and times differ).
+        .filter(|rel| rel != ".aibox/apply.lock" && rel != ".aibox/processkit-stat-cache")
+        .map(|rel| {
+            let text =
+                String::from_utf8_lossy(&fs_err::read(root.join(&rel)).unwrap()).into_owned();
+            (mask_times(&rel), mask_times(&text))
+        })
+        .collect()
 }
 
 fn is_debris(path: &str) -> bool {
@@ -115,27 +106,6 @@ fn copy_tree(from: &Utf8Path, to: &Utf8Path) {
         .status()
         .unwrap();
     assert!(status.success());
-}
-
-struct Releases {
-    _dir: tempfile::TempDir,
-    dir: Utf8PathBuf,
-}
-
-impl Releases {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let path = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
-        Self {
-            _dir: dir,
-            dir: path,
-        }
-    }
-
-    /// Writes the release archive and returns the `aibox.toml` installing it.
-    fn config(&self, release: &SyntheticRelease) -> String {
-        common::release_config(&self.dir, release)
-    }
 }
 
 /// Crash points spread over a run with `total` points: the first few, the last few
@@ -155,13 +125,16 @@ fn kill_points(total: u32, also: &[u32]) -> Vec<u32> {
     points
 }
 
+/// The crash point of the move of the previous snapshot: the fifth, after the two pending
+/// records.
+const MOVE_POINT: u32 = 5;
+
 /// How a run's crash points differ from two per written file: files that arrive by the
 /// move of the previous snapshot are reported as created but not written, and the move
-/// itself is one point (the fifth: after the two pending records).
+/// itself (when any file moved) is one point, [`MOVE_POINT`].
 #[derive(Default)]
 struct Moved {
     files: usize,
-    point: Option<u32>,
 }
 
 /// Returns (kills, incomplete after recovery).
@@ -187,11 +160,12 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path, moved: &Moved) -> (u32, u32) {
         .count();
     // Two points per write (temp complete, renamed) including the two pending records,
     // the commit point, and the snapshot move; removals have none.
+    let move_point = (moved.files > 0).then_some(MOVE_POINT);
     let total = u32::try_from(2 * (written - moved.files + 2) + 1).unwrap()
-        + u32::from(moved.point.is_some());
+        + u32::from(move_point.is_some());
 
     let (mut kills, mut incomplete) = (0, 0);
-    for n in kill_points(total, moved.point.as_slice()) {
+    for n in kill_points(total, move_point.as_slice()) {
         let (_p, project) = common::empty_project();
         copy_tree(start, &project);
         if common::apply_in_child_killed_at(
@@ -260,9 +234,12 @@ fn run_matrix(start: &Utf8Path, cache: &Utf8Path, moved: &Moved) -> (u32, u32) {
 
 #[test]
 fn killed_processkit_install_recovers_to_the_uninterrupted_tree() {
-    let releases = Releases::new();
+    let (_d, releases) = common::empty_project();
     let (_c, cache) = common::empty_project();
-    let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
+    let v1 = common::release_config(
+        &releases,
+        &SyntheticRelease::processkit_like("v0.28.3", false),
+    );
     let (_s, start) = common::empty_project();
     fs_err::write(start.join("aibox.toml"), &v1).unwrap();
     let (kills, incomplete) = run_matrix(&start, &cache, &Moved::default());
@@ -273,13 +250,16 @@ fn killed_processkit_install_recovers_to_the_uninterrupted_tree() {
 
 #[test]
 fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
-    let releases = Releases::new();
+    let (_d, releases) = common::empty_project();
     let (_c, cache) = common::empty_project();
     let (r1, r2) = (
         SyntheticRelease::processkit_like("v0.28.3", false),
         SyntheticRelease::processkit_like("v0.29.0", true),
     );
-    let (v1, v2) = (releases.config(&r1), releases.config(&r2));
+    let (v1, v2) = (
+        common::release_config(&releases, &r1),
+        common::release_config(&releases, &r2),
+    );
     // The v1 snapshot moves into place as v2's: its files that v2 has unchanged are not
     // written again.
     let moved = Moved {
@@ -288,7 +268,6 @@ fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
             .iter()
             .filter(|(path, file)| r1.files.get(*path) == Some(file))
             .count(),
-        point: Some(5),
     };
     assert!(moved.files > 700, "{} unchanged files", moved.files);
     // An installed v1 with a local edit that must survive (a conflict upstream).
@@ -323,19 +302,20 @@ fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
 fn an_install_killed_at_any_moment_of_its_parallel_copies_recovers() {
     use std::time::Instant;
     const TRIES: u32 = 8;
-    let releases = Releases::new();
+    let (_d, releases) = common::empty_project();
     let (_c, cache) = common::empty_project();
-    let v1 = releases.config(&SyntheticRelease::processkit_like("v0.28.3", false));
+    let v1 = common::release_config(
+        &releases,
+        &SyntheticRelease::processkit_like("v0.28.3", false),
+    );
     let child = |project: &Utf8Path| {
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_entry_point", "--test-threads=1"])
-            .env(CHILD_ROOT, project.as_str())
-            .env(CHILD_CACHE, cache.as_str())
-            .env_remove("AIBOX_TEST_CRASH_AFTER_WRITES")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
+        common::child_apply(&[
+            (CHILD_ROOT, project.as_str()),
+            (CHILD_CACHE, cache.as_str()),
+        ])
+        .env_remove("AIBOX_TEST_CRASH_AFTER_WRITES")
+        .spawn()
+        .unwrap()
     };
     // The reference, run the way the killed children run (this also fills the store).
     let (_r, reference) = common::empty_project();

@@ -10,8 +10,8 @@ mod common;
 use std::fmt::Write as _;
 
 use aibox_engine::{ApplyOptions, apply};
+use aibox_test_support::http::Server;
 use aibox_test_support::http::release::SyntheticRelease;
-use aibox_test_support::http::{Route, Server};
 use camino::Utf8Path;
 use common::empty_project;
 
@@ -27,21 +27,8 @@ const HARNESS_FILES: [&str; 6] = [
 /// Publishes `release` on a loopback server; returns the server (keep it alive).
 fn serve(release: &SyntheticRelease) -> Server {
     let server = Server::start().unwrap();
-    publish(&server, release);
+    common::publish(&server, release);
     server
-}
-
-fn publish(server: &Server, release: &SyntheticRelease) {
-    let archive = release.tar_gz();
-    let path = format!(
-        "/org/processkit/releases/download/{v}/processkit-{v}.tar.gz",
-        v = release.version
-    );
-    server.route(&path, Route::ok(archive.clone()));
-    server.route(
-        &format!("{path}.sha256"),
-        Route::ok(release.sidecar(&archive)),
-    );
 }
 
 fn config(server: &Server, version: &str, packages: &str, extra: &str) -> String {
@@ -269,7 +256,7 @@ fn upgrading_keeps_local_edits_writes_the_migration_and_reregisters() {
     let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
     let v2 = SyntheticRelease::processkit_like("v0.29.0", true);
     let server = serve(&v1);
-    publish(&server, &v2);
+    common::publish(&server, &v2);
     let (_t, root) = empty_project();
     let (_c, cache) = common::empty_project();
     fs_err::write(

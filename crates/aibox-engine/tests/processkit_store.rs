@@ -28,13 +28,7 @@ struct Setup {
 
 fn setup() -> Setup {
     let server = Server::start().unwrap();
-    let release = SyntheticRelease::minimal("v0.0.1");
-    let archive = release.tar_gz();
-    server.route(PATH, Route::ok(archive.clone()));
-    server.route(
-        &format!("{PATH}.sha256"),
-        Route::ok(release.sidecar(&archive)),
-    );
+    let digest = common::publish(&server, &SyntheticRelease::minimal("v0.0.1"));
     let (project, root) = empty_project();
     let toml = format!(
         "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
@@ -42,15 +36,14 @@ fn setup() -> Setup {
         server.url("/org/processkit.git")
     );
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
-    let cache_dir = tempfile::tempdir().unwrap();
-    let cache = Utf8PathBuf::from_path_buf(cache_dir.path().to_owned()).unwrap();
+    let (cache_dir, cache) = empty_project();
     Setup {
         server,
         _project: project,
         root,
         _cache: cache_dir,
         cache,
-        digest: aibox_test_support::http::release::sha256_hex(&archive),
+        digest,
     }
 }
 
@@ -108,9 +101,10 @@ fn a_warm_no_op_apply_needs_only_the_unpacked_store() {
     assert!(!report.changed());
     assert_eq!(s.server.hits().len(), hits, "no request");
     // Offline resolves (doctor, mcp list) count the store as cached.
-    let mut o = s.offline().plan;
-    o.offline = true;
-    assert_eq!(resolve(&s.root, &o).unwrap().not_resolved(), None);
+    assert_eq!(
+        resolve(&s.root, &s.offline().plan).unwrap().not_resolved(),
+        None
+    );
 }
 
 #[test]
@@ -131,10 +125,7 @@ fn a_damaged_store_is_rebuilt_or_refused_never_installed() {
     assert_eq!(code(&err), "aibox::apply::source_changed", "{err:?}");
     assert!(err.to_string().contains("AGENTS.md"), "{err}");
     assert!(!agents.exists(), "never installed");
-    let temps: Vec<String> = common::walk(&s.root)
-        .into_iter()
-        .filter(|p| p.contains(".aibox-tmp."))
-        .collect();
+    let temps = common::temp_files(&s.root);
     assert!(temps.is_empty(), "{temps:?}");
 
     // A truncated manifest: the store is dropped and unpacked anew from the cached
@@ -270,7 +261,9 @@ fn a_damaged_store_file_is_refused_by_the_parallel_copies() {
     let (_r, releases) = empty_project();
     let (_c, cache) = empty_project();
     let toml = common::release_config(&releases, &release);
-    let digest = aibox_test_support::http::release::sha256_hex(&release.tar_gz());
+    let digest = aibox_test_support::http::release::sha256_hex(
+        &fs_err::read(releases.join(release.archive_name())).unwrap(),
+    );
     // A first project fills the store.
     let (_a, first) = empty_project();
     fs_err::write(first.join("aibox.toml"), &toml).unwrap();
@@ -298,10 +291,7 @@ fn a_damaged_store_file_is_refused_by_the_parallel_copies() {
     assert!(!root.join(&target).exists(), "never installed");
     assert!(!root.join("aibox.lock").exists());
     assert!(!root.join("context/.processkit-provenance.toml").exists());
-    let temps: Vec<String> = common::walk(&root)
-        .into_iter()
-        .filter(|p| p.contains(".aibox-tmp."))
-        .collect();
+    let temps = common::temp_files(&root);
     assert!(temps.is_empty(), "{temps:?}");
 
     fs_err::write(&stored, &original).unwrap();

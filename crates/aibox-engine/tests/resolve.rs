@@ -8,22 +8,14 @@ mod common;
 
 use aibox_engine::doctor::{DoctorOptions, doctor};
 use aibox_engine::{ApplyOptions, PlanOptions, ProcesskitState, apply, mcp_list, resolve};
-use aibox_test_support::http::{Route, Server, release::SyntheticRelease};
+use aibox_test_support::http::{Server, release::SyntheticRelease};
 use camino::{Utf8Path, Utf8PathBuf};
 use common::empty_project;
-
-const ASSET: &str = "/org/processkit/releases/download/v0.0.1/processkit-v0.0.1.tar.gz";
 
 /// A server with the release (and its sidecar) and a project pinned to it.
 fn served_project(pin: Option<&str>) -> (Server, tempfile::TempDir, Utf8PathBuf) {
     let server = Server::start().unwrap();
-    let release = SyntheticRelease::minimal("v0.0.1");
-    let archive = release.tar_gz();
-    server.route(ASSET, Route::ok(archive.clone()));
-    server.route(
-        &format!("{ASSET}.sha256"),
-        Route::ok(release.sidecar(&archive)),
-    );
+    common::publish(&server, &SyntheticRelease::minimal("v0.0.1"));
     let (dir, root) = empty_project();
     let pin = pin.map_or_else(String::new, |p| format!("sha256 = \"{p}\"\n"));
     let toml = format!(

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt as _;
 
 use aibox_engine::{ApplyOptions, FileAction, apply};
@@ -72,23 +72,14 @@ impl Upgrade {
 
     /// Every file below `dir` (relative path → bytes) and every folder.
     fn tree(dir: &Utf8Path) -> (BTreeMap<String, Vec<u8>>, Vec<String>) {
-        let mut files = BTreeMap::new();
-        let mut dirs = Vec::new();
-        let mut stack = vec![dir.to_owned()];
-        while let Some(d) = stack.pop() {
-            for e in fs_err::read_dir(&d).unwrap() {
-                let e = e.unwrap();
-                let path = Utf8PathBuf::from_path_buf(e.path()).unwrap();
-                let rel = path.strip_prefix(dir).unwrap().to_string();
-                if e.file_type().unwrap().is_dir() {
-                    dirs.push(rel);
-                    stack.push(path);
-                } else {
-                    files.insert(rel, fs_err::read(&path).unwrap());
-                }
-            }
-        }
-        dirs.sort();
+        let (entries, dirs) = common::walk_all(dir);
+        let files = entries
+            .into_iter()
+            .map(|rel| {
+                let bytes = fs_err::read(dir.join(&rel)).unwrap();
+                (rel, bytes)
+            })
+            .collect();
         (files, dirs)
     }
 
@@ -160,25 +151,20 @@ fn an_upgrade_moves_the_previous_snapshot_and_copies_only_what_changed() {
     assert_eq!(actions(&dry), actions(&report));
 
     // Reported as a new snapshot created and the old one removed, file by file.
-    for path in u.v2.files.keys() {
-        let p = format!("{SNAPSHOTS}/{}/{path}", u.v2.version);
-        assert!(
-            report
-                .files
-                .iter()
-                .any(|f| f.path == p && f.action == FileAction::Created),
-            "{p} reported created"
-        );
-    }
-    for path in u.v1.files.keys() {
-        let p = format!("{SNAPSHOTS}/{}/{path}", u.v1.version);
-        assert!(
-            report
-                .files
-                .iter()
-                .any(|f| f.path == p && f.action == FileAction::Removed),
-            "{p} reported removed"
-        );
+    for (release, action, said) in [
+        (&u.v2, FileAction::Created, "created"),
+        (&u.v1, FileAction::Removed, "removed"),
+    ] {
+        let reported: BTreeSet<&str> = report
+            .files
+            .iter()
+            .filter(|f| f.action == action)
+            .map(|f| f.path.as_str())
+            .collect();
+        for path in release.files.keys() {
+            let p = format!("{SNAPSHOTS}/{}/{path}", release.version);
+            assert!(reported.contains(p.as_str()), "{p} reported {said}");
+        }
     }
     // Moved, not copied: the unchanged file is the same inode.
     let inode_after = fs_err::metadata(u.snapshot(&u.v2).join(&same))

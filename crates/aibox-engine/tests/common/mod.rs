@@ -109,7 +109,38 @@ pub fn walk(root: &Utf8Path) -> Vec<String> {
     out
 }
 
-/// An empty temp folder and its path, for tests that write their own `aibox.toml`.
+/// Root-relative paths below `root`, sorted: every entry that is not a folder (files,
+/// symlinks, anything else, so a stray entry is seen) and every folder.
+pub fn walk_all(root: &Utf8Path) -> (Vec<String>, Vec<String>) {
+    let (mut entries, mut dirs) = (Vec::new(), Vec::new());
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs_err::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = Utf8PathBuf::from_path_buf(entry.path()).unwrap();
+            let rel = path.strip_prefix(root).unwrap().to_string();
+            // The entry's own type: a symlink to a folder is not walked into.
+            if entry.file_type().unwrap().is_dir() {
+                dirs.push(rel);
+                stack.push(path);
+            } else {
+                entries.push(rel);
+            }
+        }
+    }
+    entries.sort();
+    dirs.sort();
+    (entries, dirs)
+}
+
+/// Root-relative paths of the writer's temp files (`.aibox-tmp.`) left below `root`.
+pub fn temp_files(root: &Utf8Path) -> Vec<String> {
+    walk(root)
+        .into_iter()
+        .filter(|p| p.contains(".aibox-tmp."))
+        .collect()
+}
+
 /// Writes `release` as a local archive into `dir` and returns an `aibox.toml` installing
 /// it (pinned by digest, the `product` package).
 pub fn release_config(
@@ -127,6 +158,27 @@ pub fn release_config(
     )
 }
 
+/// Serves `release` on `server` where a GitHub release asset would be, with its `.sha256`
+/// sidecar; returns the archive's digest.
+pub fn publish(
+    server: &aibox_test_support::http::Server,
+    release: &aibox_test_support::http::release::SyntheticRelease,
+) -> String {
+    use aibox_test_support::http::Route;
+    let archive = release.tar_gz();
+    let path = format!(
+        "/org/processkit/releases/download/{v}/processkit-{v}.tar.gz",
+        v = release.version
+    );
+    server.route(&path, Route::ok(archive.clone()));
+    server.route(
+        &format!("{path}.sha256"),
+        Route::ok(release.sidecar(&archive)),
+    );
+    aibox_test_support::http::release::sha256_hex(&archive)
+}
+
+/// An empty temp folder and its path, for tests that write their own `aibox.toml`.
 pub fn empty_project() -> (tempfile::TempDir, Utf8PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
@@ -160,15 +212,23 @@ pub fn apply_opts(cache: Option<&Utf8Path>) -> ApplyOptions {
     }
 }
 
+/// The command running only this test binary's `child_entry_point` test, with `envs` and
+/// no output.
+pub fn child_apply(envs: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", "child_entry_point", "--test-threads=1"])
+        .envs(envs.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
 /// Runs this test binary's `child_entry_point` test in a child process with `envs`, killed
 /// by the engine's crash hook after write `n`; returns whether it finished instead.
 pub fn apply_in_child_killed_at(envs: &[(&str, &str)], n: u32) -> bool {
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry_point", "--test-threads=1"])
-        .envs(envs.iter().copied())
+    let status = child_apply(envs)
         .env("AIBOX_TEST_CRASH_AFTER_WRITES", n.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .status()
         .unwrap();
     if status.success() {

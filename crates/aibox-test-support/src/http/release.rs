@@ -216,15 +216,21 @@ pub struct SyntheticRelease {
     pub files: BTreeMap<String, (Vec<u8>, u32)>,
 }
 
+/// The 64-bit FNV-1a hash of `seed`: the deterministic start of every generated size and
+/// text.
+fn fnv(seed: &str) -> u64 {
+    seed.bytes().fold(0xcbf2_9ce4_8422_2325, |a, b| {
+        (a ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 fn filler(seed: &str, len: usize) -> String {
     // Deterministic prose-like text so gzip behaves realistically.
     const WORDS: [&str; 16] = [
         "context", "skill", "agent", "review", "record", "decision", "workflow", "state",
         "artifact", "gate", "process", "team", "model", "schema", "event", "log",
     ];
-    let mut h: u64 = seed.bytes().fold(0xcbf2_9ce4_8422_2325, |a, b| {
-        (a ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let mut h = fnv(seed);
     let mut out = String::with_capacity(len + 16);
     while out.len() < len {
         h ^= h << 13;
@@ -240,9 +246,7 @@ fn filler(seed: &str, len: usize) -> String {
 /// A deterministic length in `lo..lo + spread` for `seed`, so file sizes vary like a real
 /// tree's instead of all being equal.
 fn size_of(seed: &str, lo: usize, spread: usize) -> usize {
-    let h: u64 = seed.bytes().fold(0xcbf2_9ce4_8422_2325, |a, b| {
-        (a ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let h = fnv(seed);
     let spread = u64::try_from(spread.max(1)).unwrap_or(1);
     lo + usize::try_from(h % spread).unwrap_or(0)
 }
@@ -608,6 +612,14 @@ impl SyntheticRelease {
     #[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
     fn build(version: &str, upstream_changes: bool, real: bool) -> Self {
         let mut files: BTreeMap<String, (Vec<u8>, u32)> = BTreeMap::new();
+        // Real-like releases vary their file sizes; the synthetic ones keep fixed sizes.
+        let len = |seed: &str, lo, spread, fixed| {
+            if real {
+                size_of(seed, lo, spread)
+            } else {
+                fixed
+            }
+        };
         let mut add = |path: String, text: String| {
             files.insert(path, (text.into_bytes(), 0o644));
         };
@@ -637,11 +649,7 @@ impl SyntheticRelease {
                 format!("context/skills/_lib/processkit/mod_{i:02}.py"),
                 filler(
                     &format!("lib{i}"),
-                    if real {
-                        size_of(&format!("lib{i}"), 6000, 12_000)
-                    } else {
-                        5000
-                    },
+                    len(&format!("lib{i}"), 6000, 12_000, 5000),
                 ),
             );
         }
@@ -659,11 +667,7 @@ impl SyntheticRelease {
                 format!("context/schemas/schema-{i:02}.yaml"),
                 filler(
                     &format!("schema{i}"),
-                    if real {
-                        size_of(&format!("schema{i}"), 1500, 4000)
-                    } else {
-                        1500
-                    },
+                    len(&format!("schema{i}"), 1500, 4000, 1500),
                 ),
             );
         }
@@ -730,14 +734,8 @@ impl SyntheticRelease {
             skill_md.push_str("---\n\n");
             let _ = writeln!(skill_md, "# {name}\n");
             // Real `SKILL.md` files run to several KB; references are the bulk of a skill.
-            let (skill_len, guide_len) = if real {
-                (
-                    size_of(&format!("len-skill-{name}"), 4000, 8000),
-                    size_of(&format!("len-guide-{name}"), 8000, 14_000),
-                )
-            } else {
-                (2500, 2000)
-            };
+            let skill_len = len(&format!("len-skill-{name}"), 4000, 8000, 2500);
+            let guide_len = len(&format!("len-guide-{name}"), 8000, 14_000, 2000);
             skill_md.push_str(&filler(&format!("skill-{name}"), skill_len));
             if changed {
                 skill_md.push_str("\nUpstream revision: clarified the procedure.\n");
@@ -770,11 +768,7 @@ impl SyntheticRelease {
                             "# Example of {name}\n\n{}",
                             filler(
                                 &format!("ex-{name}"),
-                                if real {
-                                    size_of(&format!("len-ex-{name}"), 2500, 3000)
-                                } else {
-                                    600
-                                }
+                                len(&format!("len-ex-{name}"), 2500, 3000, 600)
                             )
                         ),
                     );
