@@ -303,4 +303,24 @@ fn a_damaged_store_file_is_refused_by_the_parallel_copies() {
         aibox_provenance::IntegrityStatus::Healthy,
         "{report:?}"
     );
+
+    // A damaged MCP config (read by the resolve's manifest check) is that same damage,
+    // named as such, not a problem of the release's MCP manifest.
+    let config = release
+        .files
+        .keys()
+        .find(|p| p.ends_with("/mcp/mcp-config.json"))
+        .unwrap()
+        .clone();
+    let stored = cache.join(format!("unpacked/sha256-{digest}/tree/{config}"));
+    fs_err::write(&stored, "{}\n").unwrap();
+    let (_c2, third) = empty_project();
+    fs_err::write(third.join("aibox.toml"), &toml).unwrap();
+    let err = apply(&third, &apply_opts(Some(&cache))).unwrap_err();
+    assert_eq!(
+        code(&err),
+        "aibox::provenance::changed_release_file",
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(&config), "{err}");
 }
