@@ -205,13 +205,30 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 pub fn state_lines() -> Result<Vec<String>, String> {
     let BaseImageRef { name, tag, digest } = BaseImageRef::read(&root())?;
     let recipe = Recipe::load()?;
-    let mut lines = vec![match digest {
-        Some(d) => format!(
-            "pinned: default base image {name}:{tag}@{d} ({DATA_FILE}; not published to a \
-             public registry, see docs-site/src/base-image.md)"
+    let data = read_toml(&root().join(DATA_FILE))?;
+    let default = data
+        .get("default")
+        .ok_or_else(|| format!("{DATA_FILE}: no [default] table"))?;
+    let key = |k: &str| str_key(default, k, DATA_FILE);
+    let mut lines = vec![
+        format!(
+            "pinned: default base image {}:{}@{} ({DATA_FILE}; digest from {}, pinned on {})",
+            key("name")?,
+            key("tag")?,
+            key("digest")?,
+            key("digest_source")?,
+            key("pinned_on")?,
         ),
-        None => format!("floating: default base image {name}:{tag} has no digest ({DATA_FILE})"),
-    }];
+        match digest {
+            Some(d) => format!(
+                "pinned: aibox's own base image {name}:{tag}@{d} ({DATA_FILE}; not published \
+                 to a public registry, see docs-site/src/base-image.md)"
+            ),
+            None => {
+                format!("floating: aibox's own base image {name}:{tag} has no digest ({DATA_FILE})")
+            }
+        },
+    ];
     lines.push(format!(
         "floating: the base image recipe installs catalog tools {}; their Debian {} packages \
          come from {} as of the build (signed apt repository, versions not pinned); downloads \
@@ -342,7 +359,16 @@ impl Release {
 /// The recipe file, below the repository root.
 pub(crate) const RECIPE_FILE: &str = "images/base/recipe.toml";
 
-/// The committed default base-image reference ([`DATA_FILE`]).
+/// The `[aibox]` table of [`DATA_FILE`]: aibox's own base image, the one this module
+/// builds and publishes (the default of generated Dockerfiles is the `[default]` table).
+fn aibox_table(data: &toml::Value) -> Result<toml::Value, String> {
+    data.get("aibox")
+        .filter(|t| t.is_table())
+        .cloned()
+        .ok_or_else(|| format!("{DATA_FILE}: no [aibox] table"))
+}
+
+/// aibox's own base-image reference, as committed in [`DATA_FILE`].
 pub(crate) struct BaseImageRef {
     pub(crate) name: String,
     pub(crate) tag: String,
@@ -352,7 +378,7 @@ pub(crate) struct BaseImageRef {
 impl BaseImageRef {
     /// Reads [`DATA_FILE`] below `root`.
     pub(crate) fn read(root: &Path) -> Result<Self, String> {
-        let data = read_toml(&root.join(DATA_FILE))?;
+        let data = aibox_table(&read_toml(&root.join(DATA_FILE))?)?;
         Ok(Self {
             name: str_key(&data, "name", DATA_FILE)?,
             tag: str_key(&data, "tag", DATA_FILE)?,
@@ -661,7 +687,7 @@ pub(crate) fn verify(
             smoke: smoked,
         });
     }
-    let data = read_toml(&root().join(DATA_FILE))?;
+    let data = aibox_table(&read_toml(&root().join(DATA_FILE))?)?;
     let committed = format!(
         "{}:{}@{}",
         str_key(&data, "name", DATA_FILE)?,

@@ -669,3 +669,56 @@ fn apply_check_names_stale_committed_files_only() {
     assert!(t.contains("run `aibox apply` and commit the result"), "{t}");
     assert!(!t.contains(".aibox-local.env"), "{t}");
 }
+
+/// Copies the folder `from` to `to`, files and folders only.
+fn copy_tree(from: &Utf8Path, to: &Utf8Path) {
+    fs_err::create_dir_all(to).unwrap();
+    for entry in fs_err::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let path = camino::Utf8PathBuf::from_path_buf(entry.path()).unwrap();
+        let dest = to.join(path.file_name().unwrap());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&path, &dest);
+        } else {
+            fs_err::copy(&path, &dest).unwrap();
+        }
+    }
+}
+
+/// The README's first command (`cargo xtask demo`) on a machine with only Rust: the
+/// bundled example applies, re-applies as a no-op and passes `doctor` with no container
+/// engine (nor Compose, nor anything else) on `PATH`.
+#[test]
+fn the_bundled_demo_works_with_no_engine_on_path() {
+    let (_t, dir) = tempdir();
+    let examples = aibox_test_support::workspace_root().join("examples");
+    let project = dir.join("demo");
+    copy_tree(&examples.join("demo"), &project);
+    copy_tree(
+        &examples.join("processkit-pack"),
+        &dir.join("processkit-pack"),
+    );
+    let empty_path = dir.join("empty-path");
+    fs_err::create_dir_all(&empty_path).unwrap();
+    for args in [
+        &["apply"][..],
+        &["apply"],
+        &["apply", "--check"],
+        &["mcp", "list"],
+        &["doctor"],
+        &["doctor", "--integrity"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_aibox"))
+            .current_dir(&project)
+            .env_clear()
+            .env("PATH", &empty_path)
+            .env("HOME", dir.join("home"))
+            .env("NO_COLOR", "1")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "aibox {args:?}: {}", text(&out));
+    }
+    assert!(project.join(".devcontainer/Dockerfile").is_file());
+    assert!(project.join("aibox.lock").is_file());
+}

@@ -195,13 +195,60 @@ impl ImageRef {
     }
 }
 
-/// The default base image of generated Dockerfiles, from [`BASE_IMAGE_DATA`]: aibox's own
-/// image, pinned by tag and digest. The data file is committed and checked by a test; should
-/// it ever not parse, the empty reference this returns is refused by validation.
-pub fn default_base_image_ref() -> Option<ImageRef> {
-    static PARSED: std::sync::LazyLock<Option<ImageRef>> =
+/// One entry of [`BASE_IMAGE_DATA`]: a reference and, for the default, where its digest
+/// was taken from.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseImageEntry {
+    /// Registry and repository.
+    pub name: String,
+    /// The tag.
+    pub tag: String,
+    /// `sha256:<hex>` of the image index (or manifest) the tag named when it was pinned.
+    pub digest: String,
+    /// Where the digest was read (a registry answer or a published record of one).
+    #[serde(default)]
+    pub digest_source: Option<String>,
+    /// The day it was pinned.
+    #[serde(default)]
+    pub pinned_on: Option<String>,
+}
+
+impl BaseImageEntry {
+    /// The entry as an [`ImageRef`].
+    pub fn image_ref(&self) -> ImageRef {
+        ImageRef {
+            name: self.name.clone(),
+            tag: Some(self.tag.clone()),
+            digest: Some(self.digest.clone()),
+        }
+    }
+}
+
+/// The parsed [`BASE_IMAGE_DATA`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseImages {
+    /// The default of `container.base_image`: an official Debian image that exists on a
+    /// public registry.
+    pub default: BaseImageEntry,
+    /// aibox's own base image (`images/base/`), for teams that publish it.
+    pub aibox: BaseImageEntry,
+}
+
+/// [`BASE_IMAGE_DATA`], parsed once; `None` only if the committed file were broken (a test
+/// checks it is not).
+pub fn base_images() -> Option<&'static BaseImages> {
+    static PARSED: std::sync::LazyLock<Option<BaseImages>> =
         std::sync::LazyLock::new(|| toml::from_str(BASE_IMAGE_DATA).ok());
-    PARSED.clone()
+    PARSED.as_ref()
+}
+
+/// The default base image of generated Dockerfiles, from [`BASE_IMAGE_DATA`]: Debian's
+/// official image, pinned by tag and index digest. Should the committed data file ever not
+/// parse, the empty reference [`default_base_image`] then returns is refused by validation.
+pub fn default_base_image_ref() -> Option<ImageRef> {
+    base_images().map(|b| b.default.image_ref())
 }
 
 /// [`default_base_image_ref`] as reference text (`name:tag@sha256:...`).

@@ -1,6 +1,6 @@
 //! The default base image comes from the committed data file, pinned by tag and digest.
 
-use aibox_config::{ImageRef, default_base_image, default_base_image_ref, validate};
+use aibox_config::{ImageRef, base_images, default_base_image, default_base_image_ref, validate};
 
 #[test]
 fn the_data_file_names_a_tag_and_a_digest() {
@@ -15,6 +15,32 @@ fn the_data_file_names_a_tag_and_a_digest() {
     );
     assert_eq!(default_base_image(), format!("{}:{tag}@{digest}", r.name));
     assert!(validate::image_pin_problem(&default_base_image()).is_none());
+}
+
+/// The default is an image a user can pull today (Debian's official one, not aibox's own
+/// unpublished image), and the file says where its digest was read.
+#[test]
+fn the_default_is_published_and_its_digest_source_is_recorded() {
+    let images = base_images().expect("data/base-image.toml parses");
+    assert_eq!(images.default.name, "docker.io/library/debian");
+    assert!(
+        images.default.tag.starts_with("bookworm"),
+        "{:?}",
+        images.default
+    );
+    let source = images
+        .default
+        .digest_source
+        .as_deref()
+        .expect("digest_source");
+    assert!(source.contains("repo-info"), "{source}");
+    assert!(images.default.pinned_on.is_some());
+    assert_ne!(images.aibox.name, images.default.name);
+    assert!(
+        validate::image_pin_problem(&images.aibox.image_ref().reference()).is_none(),
+        "{:?}",
+        images.aibox
+    );
 }
 
 #[test]
