@@ -36,6 +36,14 @@ pub const COMPOSE_ENV: &str = ".devcontainer/.env";
 pub const DEVCONTAINER_DIR: &str = ".devcontainer/";
 /// `.aibox-local.env` (generated from `.aibox-local.toml`, mode 0600).
 pub const LOCAL_ENV: &str = ".aibox-local.env";
+/// Image label holding the digest of the files the image was built from (set by `up`).
+pub const BUILD_DIGEST_LABEL: &str = "aibox.build-digest";
+/// Build argument the generated Dockerfile turns into [`BUILD_DIGEST_LABEL`].
+pub const BUILD_DIGEST_ARG: &str = "AIBOX_BUILD_DIGEST";
+/// Container label holding the digest of the files the container was created from.
+pub const CONFIG_DIGEST_LABEL: &str = "aibox.config-digest";
+/// Variable the generated Compose file interpolates into [`CONFIG_DIGEST_LABEL`].
+pub const CONFIG_DIGEST_VAR: &str = "AIBOX_CONFIG_DIGEST";
 /// `aibox.lock`.
 pub const LOCK: &str = "aibox.lock";
 /// `.gitignore`.

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use aibox_config::ExtraVolume;
+use aibox_config::layout::{CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR};
 
 use crate::quote::{compose_literal, compose_yaml, yaml};
 use crate::{
@@ -75,6 +76,12 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
         out,
         "      \"aibox.project\": {}",
         compose_yaml(&crate::project_name(config))
+    );
+    // Set by `aibox up` to the digest of the files the container is made from, so a later
+    // `up` sees a stale container; empty when another tool starts it.
+    let _ = writeln!(
+        out,
+        "      \"{CONFIG_DIGEST_LABEL}\": \"${{{CONFIG_DIGEST_VAR}:-}}\""
     );
     Ok(out)
 }

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use crate::quote::{dockerfile as dq, shell};
 use crate::{DEFAULT_IMAGE_SOURCE, GENERATED_HEADER, Inputs, WORKSPACE_DIR};
+use aibox_config::layout::{BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL};
 
 /// Marker lines around the inlined `Dockerfile.local`.
 pub(crate) const LOCAL_BEGIN: &str =
@@ -115,5 +116,15 @@ pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> St
 
     let _ = writeln!(out, "USER {}", c.user);
     let _ = writeln!(out, "WORKDIR {WORKSPACE_DIR}");
+    // Last, so that a new value rebuilds this one step and nothing before it.
+    out.push_str(
+        "\n# Fingerprint of the files this image is built from: `aibox up` passes it and\n\
+         # compares it later to rebuild a stale image (empty when another tool builds).\n",
+    );
+    let _ = writeln!(out, "ARG {BUILD_DIGEST_ARG}=");
+    let _ = writeln!(
+        out,
+        "LABEL {BUILD_DIGEST_LABEL}=\"${{{BUILD_DIGEST_ARG}}}\""
+    );
     out
 }

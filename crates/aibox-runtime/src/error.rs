@@ -117,6 +117,20 @@ pub enum RuntimeError {
         path: Utf8PathBuf,
     },
 
+    /// A dev container file could not be read to fingerprint it.
+    #[error("cannot read {path}")]
+    #[diagnostic(
+        code(aibox::runtime::read_project),
+        help("check the file's permissions, or run `aibox apply` to generate it again")
+    )]
+    ReadProject {
+        /// The file or folder.
+        path: Utf8PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A container with the project's container name belongs to someone else.
     #[error(
         "a container named `{container}` already exists and belongs to {owner}, not to project \

@@ -9,6 +9,7 @@
 
 pub mod detect;
 mod error;
+pub mod fingerprint;
 mod lifecycle;
 mod process;
 
@@ -16,6 +17,7 @@ pub use detect::{
     COMPOSE_ENV, ComposeCli, ComposeKind, DetectEnv, Detected, ENGINE_ENV, Engine, EngineCli,
 };
 pub use error::RuntimeError;
+pub use fingerprint::Fingerprints;
 pub use lifecycle::{
     COMPOSE_FILE, COMPOSE_LOCAL_FILE, COMPOSE_OVERRIDE_FILE, COMPOSE_PROJECT_LABELS,
     ContainerState, Event, ExecRequest, PROJECT_LABEL, Progress, Runtime, Status, Target, Timeouts,

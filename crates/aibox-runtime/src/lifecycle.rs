@@ -15,6 +15,9 @@ use serde::Serialize;
 
 use crate::detect::{ComposeKind, DetectEnv, Detected, Engine, detect};
 use crate::error::RuntimeError;
+use crate::fingerprint::{
+    BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, Fingerprints,
+};
 use crate::process::{self, ExtraEnv, Stream};
 
 /// Label the generated Compose file puts on the container: the aibox project name.
@@ -139,6 +142,11 @@ pub enum Event {
         /// Container name.
         container: String,
     },
+    /// What runs no longer matches the generated files, so it is rebuilt or recreated.
+    Stale {
+        /// What is stale and what happens, in words.
+        reason: String,
+    },
     /// One line printed by the engine or Compose.
     Output {
         /// The line, without its newline.
@@ -189,6 +197,12 @@ pub struct Status {
     pub image: String,
     /// Whether the configured image exists locally.
     pub image_present: bool,
+    /// The image exists but was built from other files than `.devcontainer/` holds now
+    /// (or by another tool): `up` rebuilds it.
+    pub image_stale: bool,
+    /// The container exists but was created from other files or another image than now
+    /// (or by another tool): `up` recreates it.
+    pub container_stale: bool,
     /// The engine used.
     pub engine: Engine,
     /// The Compose provider used.
@@ -248,6 +262,17 @@ struct Inspected {
     running: bool,
     labels: BTreeMap<String, String>,
     image: String,
+    /// The id of the image it was created from (`Image`), without `sha256:`.
+    image_id: String,
+}
+
+/// What `image inspect` says of the project's image.
+#[derive(Debug, Clone)]
+struct ImageFacts {
+    /// Its id, without `sha256:`.
+    id: String,
+    /// Its [`BUILD_DIGEST_LABEL`], empty when it has none.
+    build_digest: String,
 }
 
 impl Runtime {
@@ -289,13 +314,25 @@ impl Runtime {
         &self.detected
     }
 
-    /// Builds the image through Compose.
+    /// Builds the image through Compose, labelled with the build digest of the files it
+    /// is built from.
     pub fn build(&self, target: &Target, progress: Progress<'_>) -> Result<(), RuntimeError> {
         require_compose_file(target)?;
+        let prints = Fingerprints::of(&target.root)?;
+        self.build_from(target, &prints, progress)
+    }
+
+    fn build_from(
+        &self,
+        target: &Target,
+        prints: &Fingerprints,
+        progress: Progress<'_>,
+    ) -> Result<(), RuntimeError> {
         progress(&Event::Building {
             image: target.image.clone(),
         });
-        let cmd = self.compose(target, &["build"]);
+        let arg = format!("{BUILD_DIGEST_ARG}={}", prints.build);
+        let cmd = self.compose(target, &["build", "--build-arg", &arg]);
         run_checked(cmd, self.timeouts.build, progress)?;
         Ok(())
     }
@@ -313,17 +350,42 @@ impl Runtime {
         if let Some(found) = &existing {
             check_owner(found, target)?;
         }
-        let build = opts.build || !self.image_exists(&target.image)?;
-        if build {
-            self.build(target, progress)?;
-        }
+        let prints = Fingerprints::of(&target.root)?;
+        let image = self.image_facts(&target.image)?;
+        let build = match &image {
+            None => true,
+            Some(_) if opts.build => true,
+            Some(facts) if facts.build_digest != prints.build => {
+                progress(&Event::Stale {
+                    reason: stale_image_reason(&target.image, facts),
+                });
+                true
+            }
+            Some(_) => false,
+        };
+        let image_id = if build {
+            self.build_from(target, &prints, progress)?;
+            self.image_facts(&target.image)?.map(|f| f.id)
+        } else {
+            image.map(|f| f.id)
+        };
+        let recreate = build
+            || existing.as_ref().is_some_and(|found| {
+                let why = stale_container_reason(found, &prints, image_id.as_deref());
+                if let Some(reason) = &why {
+                    progress(&Event::Stale {
+                        reason: format!("container `{}` {reason}: recreating it", target.container),
+                    });
+                }
+                why.is_some()
+            });
         match &existing {
-            Some(found) if found.running && !build => {
+            Some(found) if found.running && !recreate => {
                 progress(&Event::AlreadyRunning {
                     container: target.container.clone(),
                 });
             }
-            Some(_) if !build => {
+            Some(_) if !recreate => {
                 progress(&Event::Starting {
                     container: target.container.clone(),
                 });
@@ -339,7 +401,8 @@ impl Runtime {
                 if existing.is_some() {
                     args.push("--force-recreate");
                 }
-                let cmd = self.compose(target, &args);
+                let mut cmd = self.compose(target, &args);
+                cmd.env(CONFIG_DIGEST_VAR, &prints.config);
                 run_checked(cmd, self.timeouts.start, progress)?;
             }
         }
@@ -412,7 +475,20 @@ impl Runtime {
         if let Some(found) = &found {
             check_owner(found, target)?;
         }
-        let image_present = self.image_exists(&target.image)?;
+        let image = self.image_facts(&target.image)?;
+        let image_present = image.is_some();
+        // Unreadable files make nothing stale: `up` reports them when it needs them.
+        let prints = Fingerprints::of(&target.root).ok();
+        let image_stale = match (&image, &prints) {
+            (Some(facts), Some(p)) => facts.build_digest != p.build,
+            _ => false,
+        };
+        let container_stale = match (&found, &prints) {
+            (Some(c), Some(p)) => {
+                stale_container_reason(c, p, image.as_ref().map(|f| f.id.as_str())).is_some()
+            }
+            _ => false,
+        };
         let (state, engine_status, container_id, image) = match found {
             None => (ContainerState::Missing, None, None, target.image.clone()),
             Some(c) => {
@@ -432,6 +508,8 @@ impl Runtime {
             container_id,
             image,
             image_present,
+            image_stale,
+            container_stale,
             engine: self.detected.engine.engine,
             compose: self.detected.compose.kind,
         })
@@ -538,6 +616,24 @@ impl Runtime {
             &format!("{} image inspect {image}", self.engine_name()),
             &done,
         ))
+    }
+
+    /// The id and build digest of `image`, `None` when it does not exist locally.
+    fn image_facts(&self, image: &str) -> Result<Option<ImageFacts>, RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["image", "inspect", image]);
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            if is_not_found(&done.stderr) {
+                return Ok(None);
+            }
+            return Err(failed(&rendered, &done));
+        }
+        parse_image_inspect(&done.stdout).map_err(|detail| RuntimeError::UnexpectedOutput {
+            command: rendered,
+            detail,
+        })
     }
 
     /// The project's running container; an error when it is missing, stopped or another
@@ -764,6 +860,7 @@ fn parse_inspect(stdout: &str) -> Result<Option<(String, Inspected)>, String> {
         .or_else(|| first["ImageName"].as_str())
         .unwrap_or_default()
         .to_owned();
+    let image_id = bare_id(first["Image"].as_str().unwrap_or_default());
     Ok(Some((
         name,
         Inspected {
@@ -772,8 +869,64 @@ fn parse_inspect(stdout: &str) -> Result<Option<(String, Inspected)>, String> {
             running,
             labels,
             image,
+            image_id,
         },
     )))
+}
+
+/// An image id without its `sha256:` prefix (Docker writes it, Podman does not).
+fn bare_id(id: &str) -> String {
+    id.trim_start_matches("sha256:").to_owned()
+}
+
+/// Parses `image inspect` JSON: the id and the build-digest label (Docker keeps labels in
+/// `Config.Labels`, Podman in both `Config.Labels` and `Labels`).
+fn parse_image_inspect(stdout: &str) -> Result<Option<ImageFacts>, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(stdout).map_err(|e| format!("not JSON: {e}"))?;
+    let Some(first) = value.as_array().ok_or("not a JSON array")?.first() else {
+        return Ok(None);
+    };
+    let id = first["Id"].as_str().ok_or("`Id` is missing")?;
+    let build_digest = [&first["Config"]["Labels"], &first["Labels"]]
+        .into_iter()
+        .find_map(|labels| labels[BUILD_DIGEST_LABEL].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Some(ImageFacts {
+        id: bare_id(id),
+        build_digest,
+    }))
+}
+
+/// Why the image must be rebuilt, in words.
+fn stale_image_reason(image: &str, facts: &ImageFacts) -> String {
+    if facts.build_digest.is_empty() {
+        format!("image `{image}` was not built by aibox (it has no `{BUILD_DIGEST_LABEL}` label): rebuilding it")
+    } else {
+        format!(
+            "image `{image}` was built from other files than .devcontainer/ holds now (the \
+             Dockerfile, Dockerfile.local or the personal CA changed): rebuilding it"
+        )
+    }
+}
+
+/// Why the container must be recreated, `None` when it matches the files and the image.
+fn stale_container_reason(
+    found: &Inspected,
+    prints: &Fingerprints,
+    image_id: Option<&str>,
+) -> Option<&'static str> {
+    let label = found.labels.get(CONFIG_DIGEST_LABEL).map_or("", String::as_str);
+    if label.is_empty() {
+        Some("was not created by aibox `up` (it has no configuration digest)")
+    } else if label != prints.config {
+        Some("was created from other Compose files or settings than now")
+    } else if image_id.is_some_and(|id| id != found.image_id) {
+        Some("runs an older build of the image")
+    } else {
+        None
+    }
 }
 
 /// Whether `network inspect` output describes a network of Compose project `project`.
@@ -844,6 +997,7 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             image: "x".into(),
+            image_id: "1".into(),
         }
     }
 

@@ -13,6 +13,8 @@ fn status(state: ContainerState) -> Status {
         container_id: exists.then(|| "0123456789abcdef".to_owned()),
         image: "localhost/demo-aibox:local".to_owned(),
         image_present: exists,
+        image_stale: false,
+        container_stale: false,
         engine: Engine::Podman,
         compose: ComposeKind::PodmanCompose,
     }

@@ -113,6 +113,7 @@ fn progress(g: &Global, event: &aibox_runtime::Event) {
         }
         Event::AlreadyRunning { container } => format!("{container} is already running"),
         Event::Stopping { container } => format!("stopping {container} ..."),
+        Event::Stale { reason } => reason.clone(),
         Event::Output { line } => {
             if g.verbose == 0 {
                 return;

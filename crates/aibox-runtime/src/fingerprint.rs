@@ -1,0 +1,201 @@
+//! Fingerprints of the files that define the image and the container.
+//!
+//! `up` labels what it builds and starts with these digests, so it can tell afterwards
+//! whether what runs still matches what `apply` generated: the image carries
+//! [`BUILD_DIGEST_LABEL`] (passed as the build argument [`BUILD_DIGEST_ARG`], which the
+//! generated Dockerfile turns into a label in its last step, so a changed digest rebuilds
+//! one layer and nothing else), the container [`CONFIG_DIGEST_LABEL`] (interpolated by
+//! Compose from [`CONFIG_DIGEST_VAR`]). An image or container made by another tool from
+//! the same files (VS Code, `devcontainer up`) carries an empty label and counts as stale.
+//!
+//! The build digest covers every regular file of the build context (`.devcontainer/`)
+//! except the files that only Compose reads; the container digest covers the build digest,
+//! those Compose files and the personal environment file. `devcontainer.json` is in
+//! neither: aibox's container does not depend on it.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use sha2::{Digest as _, Sha256};
+
+use crate::error::RuntimeError;
+
+pub use aibox_config::layout::{
+    BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR,
+};
+
+/// Files of the build context that only Compose reads (or nothing of the container).
+const NOT_BUILD_INPUTS: &[&str] = &[
+    aibox_config::layout::COMPOSE,
+    aibox_config::layout::COMPOSE_OVERRIDE,
+    aibox_config::layout::COMPOSE_LOCAL,
+    aibox_config::layout::COMPOSE_ENV,
+    aibox_config::layout::SECCOMP_PROFILE,
+];
+
+/// The two digests of one project's dev container files, as `sha256:<hex>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprints {
+    /// What the image is built from.
+    pub build: String,
+    /// What the container is created from (includes [`Fingerprints::build`]).
+    pub config: String,
+}
+
+impl Fingerprints {
+    /// Reads the project's dev container files below `root`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::ReadProject`] when a file or folder cannot be read.
+    pub fn of(root: &Utf8Path) -> Result<Self, RuntimeError> {
+        let mut files = Vec::new();
+        list_files(
+            root,
+            &root.join(aibox_config::layout::DEVCONTAINER_DIR),
+            &mut files,
+        )?;
+        files.sort();
+        let mut build = Sha256::new();
+        let mut config = Sha256::new();
+        for rel in &files {
+            let into = if rel.as_str() == aibox_config::layout::DEVCONTAINER_JSON {
+                continue;
+            } else if NOT_BUILD_INPUTS.contains(&rel.as_str()) {
+                &mut config
+            } else {
+                &mut build
+            };
+            feed(into, root, rel)?;
+        }
+        let local_env = Utf8PathBuf::from(aibox_config::layout::LOCAL_ENV);
+        if root.join(&local_env).is_file() {
+            feed(&mut config, root, &local_env)?;
+        }
+        let build = format!("sha256:{}", hex::encode(build.finalize()));
+        config.update(build.as_bytes());
+        Ok(Self {
+            config: format!("sha256:{}", hex::encode(config.finalize())),
+            build,
+        })
+    }
+}
+
+/// Adds one file, framed by its path and length so that no two file sets hash alike.
+fn feed(hasher: &mut Sha256, root: &Utf8Path, rel: &Utf8Path) -> Result<(), RuntimeError> {
+    let path = root.join(rel);
+    let bytes = fs_err::read(&path).map_err(|source| RuntimeError::ReadProject {
+        path: path.clone(),
+        source,
+    })?;
+    hasher.update(rel.as_str().as_bytes());
+    hasher.update([0]);
+    hasher.update((bytes.len() as u64).to_le_bytes());
+    hasher.update(&bytes);
+    Ok(())
+}
+
+/// Every regular file below `dir`, relative to `root`; links are not followed (the build
+/// engines do not follow them out of the context either).
+fn list_files(
+    root: &Utf8Path,
+    dir: &Utf8Path,
+    out: &mut Vec<Utf8PathBuf>,
+) -> Result<(), RuntimeError> {
+    let read_err = |source| RuntimeError::ReadProject {
+        path: dir.to_owned(),
+        source,
+    };
+    let entries = match fs_err::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(read_err(e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(read_err)?;
+        let kind = entry.file_type().map_err(read_err)?;
+        let Ok(path) = Utf8PathBuf::from_path_buf(entry.path()) else {
+            continue;
+        };
+        if kind.is_dir() {
+            list_files(root, &path, out)?;
+        } else if kind.is_file()
+            && let Ok(rel) = path.strip_prefix(root)
+        {
+            out.push(rel.to_owned());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
+        fs_err::create_dir_all(root.join(".devcontainer/aibox-ca")).unwrap();
+        for (path, text) in [
+            (aibox_config::layout::DOCKERFILE, "FROM x\n"),
+            (aibox_config::layout::COMPOSE, "services: {}\n"),
+            (aibox_config::layout::DEVCONTAINER_JSON, "{}\n"),
+            (aibox_config::layout::EXTRA_CA, ""),
+        ] {
+            fs_err::write(root.join(path), text).unwrap();
+        }
+        (dir, root)
+    }
+
+    #[test]
+    fn each_file_moves_the_digest_it_belongs_to() {
+        let (_t, root) = project();
+        let first = Fingerprints::of(&root).unwrap();
+        assert_eq!(first, Fingerprints::of(&root).unwrap(), "stable");
+        assert!(first.build.starts_with("sha256:") && first.build.len() == 71);
+
+        fs_err::write(
+            root.join(aibox_config::layout::DEVCONTAINER_JSON),
+            "{\"a\":1}",
+        )
+        .unwrap();
+        assert_eq!(
+            Fingerprints::of(&root).unwrap(),
+            first,
+            "devcontainer.json counts for neither"
+        );
+
+        fs_err::write(
+            root.join(aibox_config::layout::COMPOSE),
+            "services: {a: {}}\n",
+        )
+        .unwrap();
+        let compose = Fingerprints::of(&root).unwrap();
+        assert_eq!(compose.build, first.build, "Compose is not a build input");
+        assert_ne!(compose.config, first.config);
+
+        fs_err::write(root.join(aibox_config::layout::LOCAL_ENV), "A=1\n").unwrap();
+        let env = Fingerprints::of(&root).unwrap();
+        assert_eq!(env.build, first.build);
+        assert_ne!(
+            env.config, compose.config,
+            "the personal env file is a container input"
+        );
+
+        fs_err::write(root.join(aibox_config::layout::EXTRA_CA), "CERT").unwrap();
+        let ca = Fingerprints::of(&root).unwrap();
+        assert_ne!(
+            ca.build, env.build,
+            "the personal CA is built into the image"
+        );
+        assert_ne!(ca.config, env.config, "a new image means a new container");
+    }
+
+    #[test]
+    fn moving_bytes_between_files_changes_the_digest() {
+        let (_t, root) = project();
+        fs_err::write(root.join(".devcontainer/a"), "xy").unwrap();
+        fs_err::write(root.join(".devcontainer/b"), "").unwrap();
+        let one = Fingerprints::of(&root).unwrap();
+        fs_err::write(root.join(".devcontainer/a"), "x").unwrap();
+        fs_err::write(root.join(".devcontainer/b"), "y").unwrap();
+        assert_ne!(Fingerprints::of(&root).unwrap().build, one.build);
+    }
+}
