@@ -182,10 +182,29 @@ pub(crate) fn normalize(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The likely cause of a failed build and how to fix it, from its output and failing
-/// step (`in_local`: the step comes from `Dockerfile.local`).
-pub(crate) fn hint(output: &str, step: Option<&BuildStep>, in_local: bool) -> String {
-    let lower = output.to_ascii_lowercase();
+/// The lines of `tail` that tell why the build failed: from the failing step's header
+/// on, when it is among them, and at most [`ERROR_TAIL_LINES`].
+pub(crate) fn failure_output<'t>(tail: &'t [String], step: Option<&BuildStep>) -> &'t [String] {
+    let from_step = step
+        .and_then(|step| {
+            tail.iter()
+                .rposition(|l| parse_step(l).is_some_and(|(_, s)| s == *step))
+        })
+        .unwrap_or(0);
+    &tail[from_step.max(tail.len().saturating_sub(ERROR_TAIL_LINES))..]
+}
+
+/// The likely cause of a failed build and how to fix it, from the output lines that
+/// follow the failing step and the step itself (`in_local`: it comes from
+/// `Dockerfile.local`).
+pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) -> String {
+    // Step headers quote the scripts, whose error messages would match below.
+    let printed: Vec<&str> = output
+        .iter()
+        .map(String::as_str)
+        .filter(|l| parse_step(l).is_none())
+        .collect();
+    let lower = printed.join("\n").to_ascii_lowercase();
     if lower.contains("curl: (60)")
         || lower.contains("certificate verify failed")
         || lower.contains("unable to get local issuer certificate")
@@ -366,8 +385,28 @@ mod tests {
     }
 
     #[test]
+    fn failure_output_starts_at_the_failing_step() {
+        let tail: Vec<String> = [
+            "STEP 1/3: FROM x",
+            "STEP 2/3: RUN false",
+            "boom",
+            "exit code: 1",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let failing = step("STEP 2/3: RUN false");
+        assert_eq!(failure_output(&tail, Some(&failing)), &tail[1..]);
+        assert_eq!(failure_output(&tail, None), &tail[..]);
+        let long: Vec<String> = (0..40).map(|n| format!("line {n}")).collect();
+        assert_eq!(failure_output(&long, None).len(), ERROR_TAIL_LINES);
+    }
+
+    #[test]
     fn hints_name_the_cause() {
         let gemini = step(&format!("STEP 9/15: {GEMINI}"));
+        // A step header quotes the script's own error text; it is not the output.
+        let header = format!("STEP 9/15: {GEMINI}");
+        assert!(!hint(&[header, "boom".into()], None, false).contains("checksum"));
         for (output, step, local, needle) in [
             (
                 "curl: (60) SSL certificate problem",
@@ -390,7 +429,7 @@ mod tests {
             ),
             ("something else", None, false, "`-v`"),
         ] {
-            let got = hint(output, step, local);
+            let got = hint(&[output.to_owned()], step, local);
             assert!(got.contains(needle), "{output}: {got}");
         }
     }

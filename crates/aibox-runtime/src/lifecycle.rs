@@ -790,12 +790,12 @@ fn build_failed(target: &Target, log: &BuildLog, done: &process::Finished) -> Ru
             build_log::instructions(&text).contains(&build_log::normalize(&s.instruction))
         })
     });
-    let output = tail_text(&done.tail, build_log::ERROR_TAIL_LINES);
+    let output = build_log::failure_output(&done.tail, step);
     RuntimeError::BuildFailed {
         image: target.image.clone(),
         step: step.map_or_else(String::new, |s| format!(" at {s}")),
-        hint: build_log::hint(&done.tail.join("\n"), step, in_local),
-        output,
+        hint: build_log::hint(output, step, in_local),
+        output: tail_text(output, output.len()),
     }
 }
 
