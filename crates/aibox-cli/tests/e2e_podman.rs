@@ -556,7 +556,9 @@ fn host_references_and_lifecycle_commands_reach_the_container() {
 /// A failing `Dockerfile.local` step: podman-compose 1.0 exits 0 after the failed build,
 /// yet `up` fails right after it (exit 3, not after the 60 s running deadline), naming the
 /// step, its output and where to fix it without `-v`, and leaves no container behind.
-/// Without a terminal, each build step is one plain progress line.
+/// Without a terminal, each build step is one plain progress line. A container Compose
+/// did not create fails `up` at once as well. A container Compose
+/// did not create fails `up` at once as well.
 #[test]
 fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
     let _serial = serial();
@@ -616,4 +618,36 @@ fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
         "no container left"
     );
     assert!(!podman.image_exists(image), "no image");
+
+    // The image builds, but `podman run` refuses the service (podman-compose 1.0 exits 0
+    // then, too): `up` fails at once with the engine's words, not after the deadline.
+    let text = fs_err::read_to_string(&local).unwrap();
+    fs_err::write(&local, text.replace("exit 7", "true")).unwrap();
+    let override_path = root.join(".devcontainer/docker-compose.override.yml");
+    fs_err::write(
+        &override_path,
+        format!("services:\n  \"{name}\":\n    extra_hosts:\n      - \"bad entry\"\n"),
+    )
+    .unwrap();
+    ok(aibox(&podman, root).args(["apply", "--build"]));
+    let started = Instant::now();
+    let out = run(aibox(&podman, root).arg("up"));
+    let took = started.elapsed();
+    eprintln!("up of a refused container failed after {took:?}");
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("aibox::runtime::not_created") && stderr.contains("bad entry"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "took {took:?}: {}",
+        show(&out)
+    );
+    assert!(
+        podman.inspect_container(name).is_none(),
+        "no container left"
+    );
 }
