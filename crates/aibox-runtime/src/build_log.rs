@@ -3,7 +3,7 @@
 //!
 //! The engines print a header per Dockerfile instruction: Podman/buildah
 //! `STEP 7/15: RUN ...`, Docker's legacy builder (docker-compose 1.29) `Step 7/15 : RUN ...`,
-//! BuildKit `#9 [stage-0 7/15] RUN ...`. The generated tool steps carry
+//! `BuildKit` `#9 [stage-0 7/15] RUN ...`. The generated tool steps carry
 //! `aibox: <tool> <version> ...` in their script, which names the tool being installed.
 //! Nothing here trusts the build command's exit status: podman-compose 1.0 exits 0 after
 //! a failed build, so its own `exit code: N` line is read as well.
@@ -54,7 +54,7 @@ impl fmt::Display for BuildStep {
     }
 }
 
-/// A step header in one engine's format: the step and, for BuildKit, its `#N` id.
+/// A step header in one engine's format: the step and, for `BuildKit`, its `#N` id.
 fn parse_step(line: &str) -> Option<(Option<u32>, BuildStep)> {
     let line = line.trim();
     // buildah prefixes the stage in multi-stage builds: `[1/2] STEP 3/5: ...`.
@@ -104,9 +104,9 @@ fn tool_of(instruction: &str) -> Option<String> {
 pub(crate) struct BuildLog {
     /// The step announced last (the failing one in a sequential build).
     last: Option<BuildStep>,
-    /// BuildKit steps by `#N` id: it runs steps in parallel and names the failing id.
+    /// `BuildKit` steps by `#N` id: it runs steps in parallel and names the failing id.
     by_id: BTreeMap<u32, BuildStep>,
-    /// The BuildKit id of the step that reported `ERROR`.
+    /// The `BuildKit` id of the step that reported `ERROR`.
     failed_id: Option<u32>,
     /// podman-compose's `exit code: N` after the build command.
     compose_exit: Option<i32>,
@@ -142,7 +142,7 @@ impl BuildLog {
         self.compose_exit.is_some_and(|c| c != 0) || self.failed_id.is_some()
     }
 
-    /// The step that failed: the one BuildKit marked, else the last one announced.
+    /// The step that failed: the one `BuildKit` marked, else the last one announced.
     pub(crate) fn failing_step(&self) -> Option<&BuildStep> {
         self.failed_id
             .and_then(|id| self.by_id.get(&id))
