@@ -557,7 +557,6 @@ fn host_references_and_lifecycle_commands_reach_the_container() {
 /// yet `up` fails right after it (exit 3, not after the 60 s running deadline), naming the
 /// step, its output and where to fix it without `-v`, and leaves no container behind.
 /// Without a terminal, each build step is one plain progress line. A container Compose
-/// did not create fails `up` at once as well. A container Compose
 /// did not create fails `up` at once as well.
 #[test]
 fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
