@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// How many trailing output lines a build error shows.
-pub(crate) const ERROR_TAIL_LINES: usize = 15;
+const ERROR_TAIL_LINES: usize = 15;
 /// How many characters of an instruction a progress line shows.
 const SHORT_INSTRUCTION: usize = 60;
 

@@ -680,7 +680,7 @@ impl Runtime {
         RuntimeError::StartFailed {
             container: target.container.clone(),
             leftover,
-            output: tail_text(&done.tail, done.tail.len()),
+            output: tail_text(&done.tail),
         }
     }
 
@@ -765,17 +765,16 @@ fn failed(command: &str, done: &process::Finished) -> RuntimeError {
     RuntimeError::CommandFailed {
         command: command.to_owned(),
         status: process::describe_status(done.status),
-        output: tail_text(&done.tail, done.tail.len()),
+        output: tail_text(&done.tail),
     }
 }
 
-/// The last `lines` of `tail`, one per line, for an error message.
-fn tail_text(tail: &[String], lines: usize) -> String {
-    let start = tail.len().saturating_sub(lines);
-    if tail.is_empty() {
+/// Output lines, one per line, for an error message.
+fn tail_text(lines: &[String]) -> String {
+    if lines.is_empty() {
         "(nothing)".to_owned()
     } else {
-        tail[start..].join("\n")
+        lines.join("\n")
     }
 }
 
@@ -795,7 +794,7 @@ fn build_failed(target: &Target, log: &BuildLog, done: &process::Finished) -> Ru
         image: target.image.clone(),
         step: step.map_or_else(String::new, |s| format!(" at {s}")),
         hint: build_log::hint(output, step, in_local),
-        output: tail_text(output, output.len()),
+        output: tail_text(output),
     }
 }
 
@@ -821,7 +820,7 @@ fn not_created(target: &Target, command: &str, done: &process::Finished) -> Runt
         container: target.container.clone(),
         command: command.to_owned(),
         hint,
-        output: tail_text(&done.tail, build_log::ERROR_TAIL_LINES),
+        output: tail_text(build_log::failure_output(&done.tail, None)),
     }
 }
 
