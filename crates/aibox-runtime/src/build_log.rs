@@ -13,6 +13,8 @@ use std::fmt;
 
 /// How many trailing output lines a build error shows.
 const ERROR_TAIL_LINES: usize = 15;
+/// How many characters of an output line a build error shows.
+const LONG_LINE: usize = 200;
 /// How many characters of an instruction a progress line shows.
 const SHORT_INSTRUCTION: usize = 60;
 
@@ -177,6 +179,20 @@ pub(crate) fn instructions(dockerfile: &str) -> Vec<String> {
     out
 }
 
+/// `line`, cut after [`LONG_LINE`] characters: engines quote a whole failing script in
+/// one line, which would bury the rest of an error message.
+pub(crate) fn shorten(line: &str) -> String {
+    cut(line, LONG_LINE)
+}
+
+/// `text` cut after `chars` characters, marked with `...`.
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
 /// Whitespace collapsed to single spaces, for comparing instructions.
 pub(crate) fn normalize(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -198,11 +214,13 @@ pub(crate) fn failure_output<'t>(tail: &'t [String], step: Option<&BuildStep>) -
 /// follow the failing step and the step itself (`in_local`: it comes from
 /// `Dockerfile.local`).
 pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) -> String {
-    // Step headers quote the scripts, whose error messages would match below.
+    // Step headers and the engines' error lines (`Error: building at STEP "..."`) quote
+    // the scripts, whose own messages would match below; a message the script really
+    // printed has its `$1`/`$actual` filled in.
     let printed: Vec<&str> = output
         .iter()
         .map(String::as_str)
-        .filter(|l| parse_step(l).is_none())
+        .filter(|l| parse_step(l).is_none() && !l.contains("got $actual"))
         .collect();
     let lower = printed.join("\n").to_ascii_lowercase();
     if lower.contains("curl: (60)")
@@ -382,6 +400,11 @@ mod tests {
             ]
         );
         assert_eq!(normalize("RUN  a   b"), "RUN a b");
+        assert_eq!(
+            shorten(&"é".repeat(LONG_LINE + 5)).chars().count(),
+            LONG_LINE + 3
+        );
+        assert_eq!(shorten("short"), "short");
     }
 
     #[test]
@@ -407,6 +430,13 @@ mod tests {
         // A step header quotes the script's own error text; it is not the output.
         let header = format!("STEP 9/15: {GEMINI}");
         assert!(!hint(&[header, "boom".into()], None, false).contains("checksum"));
+        let quoted = format!("Error: building at STEP \"{GEMINI}\": exit status 6");
+        let got = hint(
+            &[quoted, "curl: (6) Could not resolve host: x".into()],
+            None,
+            false,
+        );
+        assert!(got.contains("could not be reached"), "{got}");
         for (output, step, local, needle) in [
             (
                 "curl: (60) SSL certificate problem",

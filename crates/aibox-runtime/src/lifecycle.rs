@@ -794,7 +794,12 @@ fn build_failed(target: &Target, log: &BuildLog, done: &process::Finished) -> Ru
         image: target.image.clone(),
         step: step.map_or_else(String::new, |s| format!(" at {s}")),
         hint: build_log::hint(output, step, in_local),
-        output: tail_text(output),
+        output: tail_text(
+            &output
+                .iter()
+                .map(|l| build_log::shorten(l))
+                .collect::<Vec<_>>(),
+        ),
     }
 }
 
