@@ -563,9 +563,7 @@ fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
     let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "buildfail", "claude");
-    let TestProject {
-        root, name, image, ..
-    } = &p;
+    let (root, name, image) = (&p.root, &p.name, &p.image);
     ok(aibox(&podman, root).arg("apply"));
     let local = root.join(".devcontainer/Dockerfile.local");
     let mut text = fs_err::read_to_string(&local).unwrap();
