@@ -29,7 +29,9 @@ pub struct Global {
     /// When to use colours (`NO_COLOR` is respected in `auto`).
     #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
-    /// More detail (repeatable).
+    /// More detail: `-v` shows every line the engine and Compose print (`up`, `apply
+    /// --build`, `down`) instead of one progress line per build step, and every file
+    /// `apply` checked; `-vv` currently shows the same.
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
     /// Only errors.

@@ -1,6 +1,7 @@
 //! Rendering: the only place that writes to the terminal.
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::args::Color;
 
@@ -27,6 +28,7 @@ pub fn install_miette_hook(color: Color) {
 pub fn error(report: &miette::Report) {
     let text = aibox_policy::redact_secrets(&format!("{report:?}"));
     let mut err = std::io::stderr().lock();
+    end_status_line(&mut err);
     let _ = writeln!(err, "{text}");
 }
 
@@ -103,7 +105,37 @@ pub fn out(line: &str) {
 pub fn note(quiet: bool, line: &str) {
     if !quiet {
         let mut err = std::io::stderr().lock();
+        end_status_line(&mut err);
         let _ = writeln!(err, "{line}");
+    }
+}
+
+/// Whether the terminal's last line is a status line that the next output replaces.
+static STATUS_LINE_OPEN: AtomicBool = AtomicBool::new(false);
+/// Longest status line: longer ones would wrap, and `\r` could not replace them.
+const STATUS_LINE_WIDTH: usize = 79;
+
+/// Shows a progress line that the next one replaces (as cargo does) when stderr is a
+/// terminal; elsewhere (a log, CI) prints it as a plain line. Suppressed by `--quiet`.
+pub fn status_line(quiet: bool, line: &str) {
+    if quiet {
+        return;
+    }
+    if !std::io::stderr().is_terminal() {
+        note(false, line);
+        return;
+    }
+    let shown: String = line.chars().take(STATUS_LINE_WIDTH).collect();
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "\r{shown}\x1b[K");
+    let _ = err.flush();
+    STATUS_LINE_OPEN.store(true, Ordering::Relaxed);
+}
+
+/// Clears an open status line so that the next line starts at the left margin.
+fn end_status_line(err: &mut impl Write) {
+    if STATUS_LINE_OPEN.swap(false, Ordering::Relaxed) {
+        let _ = write!(err, "\r\x1b[K");
     }
 }
 

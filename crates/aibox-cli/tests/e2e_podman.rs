@@ -552,3 +552,99 @@ fn host_references_and_lifecycle_commands_reach_the_container() {
     assert!(stderr.contains("post_start_command"), "{}", show(&out));
     assert!(stderr.contains("exit code 7"), "{}", show(&out));
 }
+
+/// A failing `Dockerfile.local` step: podman-compose 1.0 exits 0 after the failed build,
+/// yet `up` fails right after it (exit 3, not after the 60 s running deadline), naming the
+/// step, its output and where to fix it without `-v`, and leaves no container behind.
+/// Without a terminal, each build step is one plain progress line. A container Compose
+/// did not create fails `up` at once as well.
+#[test]
+fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
+    let _serial = serial();
+    let podman = Podman::ready();
+    let p = TestProject::init(&podman, "buildfail", "claude");
+    let (root, name, image) = (&p.root, &p.name, &p.image);
+    ok(aibox(&podman, root).arg("apply"));
+    let local = root.join(".devcontainer/Dockerfile.local");
+    let mut text = fs_err::read_to_string(&local).unwrap();
+    // The step stamps the moment it fails (ms since the epoch; the container shares the
+    // host's clock), so the delay until `up` exits is measured, not guessed.
+    text.push_str("RUN echo \"failed-at $(date +%s%3N)\" >&2; echo boom >&2; exit 7\n");
+    fs_err::write(&local, text).unwrap();
+    ok(aibox(&podman, root).arg("apply"));
+
+    let out = run(aibox(&podman, root).arg("up"));
+    let exited_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let failed_at: u64 = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("failed-at "))
+        .and_then(|ms| ms.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no failure stamp: {}", show(&out)));
+    let delay = exited_at.saturating_sub(Duration::from_millis(failed_at));
+    eprintln!("up exited {delay:?} after the build step failed");
+    assert!(
+        delay < Duration::from_secs(15),
+        "took {delay:?}: {}",
+        show(&out)
+    );
+    for needle in [
+        "aibox::runtime::build_failed",
+        image.as_str(),
+        "RUN echo \"failed-at",
+        "Dockerfile.local",
+        "installing claude-code",
+    ] {
+        assert!(stderr.contains(needle), "{needle}: {}", show(&out));
+    }
+    assert!(
+        stderr.lines().any(|l| l.trim() == "boom"),
+        "the step's output: {}",
+        show(&out)
+    );
+    assert!(
+        stderr.contains("failed at step ") && !stderr.contains("  | "),
+        "the failing step without `-v`: {}",
+        show(&out)
+    );
+    assert!(
+        podman.inspect_container(name).is_none(),
+        "no container left"
+    );
+    assert!(!podman.image_exists(image), "no image");
+
+    // The image builds, but `podman run` refuses the service (podman-compose 1.0 exits 0
+    // then, too): `up` fails at once with the engine's words, not after the deadline.
+    let text = fs_err::read_to_string(&local).unwrap();
+    fs_err::write(&local, text.replace("exit 7", "true")).unwrap();
+    let override_path = root.join(".devcontainer/docker-compose.override.yml");
+    fs_err::write(
+        &override_path,
+        format!("services:\n  \"{name}\":\n    extra_hosts:\n      - \"bad entry\"\n"),
+    )
+    .unwrap();
+    ok(aibox(&podman, root).args(["apply", "--build"]));
+    let started = Instant::now();
+    let out = run(aibox(&podman, root).arg("up"));
+    let took = started.elapsed();
+    eprintln!("up of a refused container failed after {took:?}");
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("aibox::runtime::not_created") && stderr.contains("bad entry"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "took {took:?}: {}",
+        show(&out)
+    );
+    assert!(
+        podman.inspect_container(name).is_none(),
+        "no container left"
+    );
+}

@@ -91,6 +91,54 @@ pub enum RuntimeError {
         output: String,
     },
 
+    /// The image build failed: the command said so, its output did, or the image is not
+    /// there afterwards (podman-compose 1.0 exits 0 after a failed build).
+    #[error("building image `{image}` failed{step}")]
+    #[diagnostic(
+        code(aibox::runtime::build_failed),
+        help("{hint}\nthe build's last output:\n{output}")
+    )]
+    BuildFailed {
+        /// The image.
+        image: String,
+        /// ` at step 12/14: RUN ...`, or empty when no step was seen.
+        step: String,
+        /// The likely cause and its fix.
+        hint: String,
+        /// The last lines the build printed.
+        output: String,
+    },
+
+    /// Compose returned without creating the container (podman-compose 1.0 ignores a
+    /// failed `podman run`).
+    #[error("container `{container}` was not created by `{command}`")]
+    #[diagnostic(
+        code(aibox::runtime::not_created),
+        help("{hint}\nits last output:\n{output}")
+    )]
+    NotCreated {
+        /// The container name.
+        container: String,
+        /// The Compose command line.
+        command: String,
+        /// The likely cause and its fix.
+        hint: String,
+        /// The last lines it printed.
+        output: String,
+    },
+
+    /// The created container could not be started.
+    #[error("container `{container}` could not be started; {leftover}")]
+    #[diagnostic(code(aibox::runtime::start_failed), help("the engine said:\n{output}"))]
+    StartFailed {
+        /// The container name.
+        container: String,
+        /// What happened to the container (removed, or left behind and how to remove it).
+        leftover: String,
+        /// The last lines the start printed.
+        output: String,
+    },
+
     /// A command printed something aibox could not understand.
     #[error("unexpected output from `{command}`: {detail}")]
     #[diagnostic(

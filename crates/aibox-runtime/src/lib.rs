@@ -7,12 +7,14 @@
 //! [`Event`]s to a callback instead of printing, and a container that belongs to another
 //! project is refused, never adopted or removed.
 
+mod build_log;
 pub mod detect;
 mod error;
 pub mod fingerprint;
 mod lifecycle;
 mod process;
 
+pub use build_log::BuildStep;
 pub use detect::{
     COMPOSE_ENV, ComposeCli, ComposeKind, DetectEnv, Detected, ENGINE_ENV, Engine, EngineCli,
 };

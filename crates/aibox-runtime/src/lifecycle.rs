@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use camino::Utf8PathBuf;
 use serde::Serialize;
 
+use crate::build_log::{self, BuildLog, BuildStep};
 use crate::detect::{ComposeKind, DetectEnv, Detected, Engine, detect};
 use crate::error::RuntimeError;
 use crate::fingerprint::{
@@ -115,6 +116,8 @@ pub enum Event {
         /// Image name.
         image: String,
     },
+    /// The image build began a step (a Dockerfile instruction).
+    Step(BuildStep),
     /// The container is being created or started.
     Starting {
         /// Container name.
@@ -315,7 +318,9 @@ impl Runtime {
     }
 
     /// Builds the image through Compose, labelled with the build digest of the files it
-    /// is built from.
+    /// is built from, reporting each step, and checks the result: the command's exit
+    /// status, what its output says (podman-compose 1.0 exits 0 after a failed build) and
+    /// that an image with this build digest exists afterwards (an older one may remain).
     pub fn build(&self, target: &Target, progress: Progress<'_>) -> Result<(), RuntimeError> {
         require_compose_file(target)?;
         let prints = Fingerprints::of(&target.root)?;
@@ -333,8 +338,24 @@ impl Runtime {
         });
         let arg = format!("{BUILD_DIGEST_ARG}={}", prints.build);
         let cmd = self.compose(target, &["build", "--build-arg", &arg]);
-        run_checked(cmd, self.timeouts.build, progress)?;
-        Ok(())
+        let mut log = BuildLog::default();
+        let done = process::run(cmd, self.timeouts.build, &mut |_, line| {
+            progress(&Event::Output {
+                line: line.to_owned(),
+            });
+            if let Some(step) = log.line(line) {
+                progress(&Event::Step(step));
+            }
+        })?;
+        if done.success()
+            && !log.says_failed()
+            && self
+                .image_facts(&target.image)?
+                .is_some_and(|f| f.build_digest == prints.build)
+        {
+            return Ok(());
+        }
+        Err(build_failed(target, &log, &done))
     }
 
     /// Builds the image when missing (or when asked), starts the container and waits
@@ -403,7 +424,13 @@ impl Runtime {
                 }
                 let mut cmd = self.compose(target, &args);
                 cmd.env(CONFIG_DIGEST_VAR, &prints.config);
-                run_checked(cmd, self.timeouts.start, progress)?;
+                let rendered = process::render(&cmd);
+                let done = run_checked(cmd, self.timeouts.start, progress)?;
+                // podman-compose 1.0 exits 0 when `podman run` failed: fail now with its
+                // output, not after the running deadline.
+                if self.inspect(&target.container)?.is_none() {
+                    return Err(not_created(target, &rendered, &done));
+                }
             }
         }
         let id = self.wait_running(target, progress)?;
@@ -707,10 +734,9 @@ impl Runtime {
                     started_by_hand = true;
                     let mut cmd = self.engine_cmd();
                     cmd.args(["start", &target.container]);
-                    let rendered = process::render(&cmd);
                     let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
                     if !done.success() {
-                        return Err(failed(&rendered, &done));
+                        return Err(self.start_failed(target, &found, &done));
                     }
                 }
                 last_state = found.status;
@@ -724,6 +750,38 @@ impl Runtime {
                 });
             }
             std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The error for a created container that would not start. It never ran, so there
+    /// are no logs to keep: ours (label-checked) is removed, anyone else's is named.
+    fn start_failed(
+        &self,
+        target: &Target,
+        found: &Inspected,
+        done: &process::Finished,
+    ) -> RuntimeError {
+        let engine = self.engine_name();
+        let leftover = if check_owner(found, target).is_ok() {
+            let mut cmd = self.engine_cmd();
+            cmd.args(["rm", "-f", &found.id]);
+            match process::run(cmd, self.timeouts.stop, &mut |_, _| {}) {
+                Ok(rm) if rm.success() => "the half-created container was removed".to_owned(),
+                _ => format!(
+                    "it was left behind: remove it with `{engine} rm -f {}`",
+                    target.container
+                ),
+            }
+        } else {
+            format!(
+                "container `{}` was left behind (it is not this project's)",
+                target.container
+            )
+        };
+        RuntimeError::StartFailed {
+            container: target.container.clone(),
+            leftover,
+            output: tail_text(&done.tail),
         }
     }
 
@@ -808,11 +866,67 @@ fn failed(command: &str, done: &process::Finished) -> RuntimeError {
     RuntimeError::CommandFailed {
         command: command.to_owned(),
         status: process::describe_status(done.status),
-        output: if done.tail.is_empty() {
-            "(nothing)".to_owned()
-        } else {
-            done.tail.join("\n")
-        },
+        output: tail_text(&done.tail),
+    }
+}
+
+/// Output lines, one per line, for an error message.
+fn tail_text(lines: &[String]) -> String {
+    if lines.is_empty() {
+        "(nothing)".to_owned()
+    } else {
+        lines.join("\n")
+    }
+}
+
+/// The error for a failed build: the image, the failing step, the likely cause and the
+/// last lines of output.
+fn build_failed(target: &Target, log: &BuildLog, done: &process::Finished) -> RuntimeError {
+    let step = log.failing_step();
+    // A step from `Dockerfile.local` is the user's to fix; engines print it verbatim.
+    let in_local = step.is_some_and(|s| {
+        let local = target.root.join(aibox_config::layout::DOCKERFILE_LOCAL);
+        fs_err::read_to_string(local).is_ok_and(|text| {
+            build_log::instructions(&text).contains(&build_log::normalize(&s.instruction))
+        })
+    });
+    let output = build_log::failure_output(&done.tail, step);
+    RuntimeError::BuildFailed {
+        image: target.image.clone(),
+        step: step.map_or_else(String::new, |s| format!(" at {s}")),
+        hint: build_log::hint(output, step, in_local),
+        output: tail_text(
+            &output
+                .iter()
+                .map(|l| build_log::shorten(l))
+                .collect::<Vec<_>>(),
+        ),
+    }
+}
+
+/// The error for a container that Compose did not create.
+fn not_created(target: &Target, command: &str, done: &process::Finished) -> RuntimeError {
+    let text = done.tail.join("\n").to_ascii_lowercase();
+    let hint = if text.contains("trying to pull") || text.contains("image not known") {
+        format!(
+            "the image `{}` is missing, so the engine tried to pull it: build it with \
+             `aibox up --build`",
+            target.image
+        )
+    } else if text.contains("already in use") {
+        format!(
+            "another container already uses the name `{}`: remove it, or rename this \
+             project's container (`[container] name` in aibox.toml)",
+            target.container
+        )
+    } else {
+        "fix the cause shown below; `-v` shows every line Compose printed".to_owned()
+    };
+    RuntimeError::NotCreated {
+        container: target.container.clone(),
+        command: command.to_owned(),
+        hint,
+        output: tail_text(build_log::failure_output(&done.tail, None)),
     }
 }
 

@@ -215,6 +215,32 @@ fn full_lifecycle_with_podman_compose() {
     );
     let err = exec_sh(&runtime, target, "true", &[]).unwrap_err();
     assert!(matches!(err, RuntimeError::NotRunning { .. }), "{err:?}");
+    check_failed_build(&runtime, target, &podman);
+}
+
+/// A failing step fails `up --build` although the previous image still exists (and
+/// podman-compose 1.0 exits 0): the error names the step and carries its output, each
+/// step was reported as it began, and no container was started.
+fn check_failed_build(runtime: &Runtime, target: &Target, podman: &Podman) {
+    let dockerfile = target.root.join(".devcontainer/Dockerfile");
+    let good = fs_err::read_to_string(&dockerfile).unwrap();
+    fs_err::write(&dockerfile, format!("{good}RUN echo boom >&2; exit 7\n")).unwrap();
+    let mut steps = Vec::new();
+    let err = runtime
+        .up(target, UpOptions { build: true }, &mut |e| {
+            if let Event::Step(step) = e {
+                steps.push(step.index);
+            }
+        })
+        .unwrap_err();
+    fs_err::write(&dockerfile, good).unwrap();
+    let RuntimeError::BuildFailed { step, output, .. } = &err else {
+        panic!("not a build failure: {err:?}");
+    };
+    assert_eq!(step, " at step 4/4: RUN echo boom >&2; exit 7", "{err:?}");
+    assert!(output.lines().any(|l| l.trim() == "boom"), "{output}");
+    assert_eq!(steps, [1, 2, 3, 4]);
+    assert!(podman.inspect_container(&target.container).is_none());
 }
 
 fn exec_sh(
@@ -340,6 +366,7 @@ fn docker_compose_through_the_docker_api_socket() {
     let down = runtime.down(target, &mut |_| {}).unwrap();
     assert_eq!(down.state, ContainerState::Missing);
     assert!(podman.inspect_container(name).is_none());
+    check_failed_build(&runtime, target, &podman);
 }
 
 #[test]
