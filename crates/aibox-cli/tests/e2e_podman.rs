@@ -648,3 +648,87 @@ fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
         "no container left"
     );
 }
+
+/// `status --output json` field `key` as a bool.
+fn status_flag(podman: &Podman, root: &Utf8Path, key: &str) -> bool {
+    let status = status_json(podman, root);
+    status[key]
+        .as_bool()
+        .unwrap_or_else(|| panic!("no {key}: {status}"))
+}
+
+/// What runs tracks what was generated: a changed `Dockerfile.local` rebuilds the image
+/// at the next `up`, a changed setting recreates the container, `status` and `doctor`
+/// report both before, and an unchanged project is left running.
+#[test]
+fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
+    let _serial = serial();
+    let podman = Podman::ready();
+    let p = TestProject::init(&podman, "stale", "claude");
+    let (root, name) = (&p.root, &p.name);
+    ok(aibox(&podman, root).arg("apply"));
+    ok(aibox(&podman, root).arg("up"));
+    assert!(!status_flag(&podman, root, "image_stale"));
+    assert!(!status_flag(&podman, root, "container_stale"));
+    let first_id = podman.inspect_container(name).unwrap()["Id"].clone();
+
+    // An image addition: the image and the container it runs are stale.
+    let local = root.join(".devcontainer/Dockerfile.local");
+    let mut text = fs_err::read_to_string(&local).unwrap();
+    text.push_str("RUN touch /etc/aibox-e2e-marker\n");
+    fs_err::write(&local, text).unwrap();
+    ok(aibox(&podman, root).arg("apply"));
+    assert!(status_flag(&podman, root, "image_stale"));
+    assert!(status_flag(&podman, root, "container_stale"));
+    let doctor = run(aibox(&podman, root).args(["doctor", "--output", "json"]));
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    for code in [
+        "aibox::doctor::stale_image",
+        "aibox::doctor::stale_container",
+    ] {
+        assert!(report.contains(code), "{code}: {}", show(&doctor));
+    }
+    let out = run(aibox(&podman, root).arg("up"));
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("rebuilding it"), "{}", show(&out));
+    ok(aibox(&podman, root).args(["exec", "--", "test", "-f", "/etc/aibox-e2e-marker"]));
+    assert!(!status_flag(&podman, root, "image_stale"));
+    assert!(!status_flag(&podman, root, "container_stale"));
+    let rebuilt_id = podman.inspect_container(name).unwrap()["Id"].clone();
+    assert_ne!(rebuilt_id, first_id, "the container runs the new image");
+
+    // A setting that only the container sees: recreated, not rebuilt.
+    ok(aibox(&podman, root).args(["config", "set", "container.timezone", "Europe/Berlin"]));
+    ok(aibox(&podman, root).arg("apply"));
+    assert!(!status_flag(&podman, root, "image_stale"));
+    assert!(status_flag(&podman, root, "container_stale"));
+    let out = run(aibox(&podman, root).arg("up"));
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("recreating it") && !stderr.contains("rebuilding it"),
+        "{}",
+        show(&out)
+    );
+    let tz = ok(aibox(&podman, root).args(["exec", "--", "printenv", "TZ"]));
+    assert_eq!(tz.trim(), "Europe/Berlin");
+    let doctor = run(aibox(&podman, root).args(["doctor", "--output", "json"]));
+    assert!(
+        !String::from_utf8_lossy(&doctor.stdout).contains("aibox::doctor::stale_"),
+        "{}",
+        show(&doctor)
+    );
+
+    // Nothing changed: left running as it is.
+    let before = podman.inspect_container(name).unwrap()["Id"].clone();
+    let out = run(aibox(&podman, root).arg("up"));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already running"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(podman.inspect_container(name).unwrap()["Id"], before);
+    ok(aibox(&podman, root).arg("down"));
+}

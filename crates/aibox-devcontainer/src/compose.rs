@@ -78,10 +78,11 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
         compose_yaml(&crate::project_name(config))
     );
     // Set by `aibox up` to the digest of the files the container is made from, so a later
-    // `up` sees a stale container; empty when another tool starts it.
+    // `up` sees a stale container; `none` when another tool starts it (podman-compose 1.0
+    // substitutes no empty default).
     let _ = writeln!(
         out,
-        "      \"{CONFIG_DIGEST_LABEL}\": \"${{{CONFIG_DIGEST_VAR}:-}}\""
+        "      \"{CONFIG_DIGEST_LABEL}\": \"${{{CONFIG_DIGEST_VAR}:-none}}\""
     );
     Ok(out)
 }

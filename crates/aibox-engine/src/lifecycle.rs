@@ -295,11 +295,45 @@ pub(crate) fn container_state(
     // Engines report bind sources as resolved absolute paths.
     let root = fs_err::canonicalize(target.root.as_std_path())
         .map_or_else(|_| target.root.to_string(), |p| p.display().to_string());
-    Ok(Some(aibox_policy::check_container_state(
+    let mut findings = aibox_policy::check_container_state(
         &json,
         &root,
         &aibox_policy::Consent::from_config(config),
-    )))
+    );
+    findings.extend(staleness(&runtime.status(target)?));
+    Ok(Some(findings))
+}
+
+/// Warnings for an image or container that no longer matches the generated files.
+fn staleness(status: &Status) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if status.image_stale {
+        out.push(Finding::new(
+            "aibox::doctor::stale_image",
+            Severity::Warning,
+            aibox_config::layout::DOCKERFILE,
+            format!(
+                "image `{}` was built from other files than .devcontainer/ holds now (or not \
+                 by aibox)",
+                status.image
+            ),
+            "run `aibox up`: it rebuilds the image and recreates the container",
+        ));
+    }
+    if status.container_stale {
+        out.push(Finding::new(
+            "aibox::doctor::stale_container",
+            Severity::Warning,
+            aibox_config::layout::COMPOSE,
+            format!(
+                "container `{}` was created from other Compose files, settings or image than \
+                 now (or not by aibox)",
+                status.container
+            ),
+            "run `aibox up`: it recreates the container",
+        ));
+    }
+    out
 }
 
 /// Runs one lifecycle command as the container user in `/workspace`, through `sh -c`

@@ -1016,7 +1016,9 @@ fn parse_image_inspect(stdout: &str) -> Result<Option<ImageFacts>, String> {
 /// Why the image must be rebuilt, in words.
 fn stale_image_reason(image: &str, facts: &ImageFacts) -> String {
     if facts.build_digest.is_empty() {
-        format!("image `{image}` was not built by aibox (it has no `{BUILD_DIGEST_LABEL}` label): rebuilding it")
+        format!(
+            "image `{image}` was not built by aibox (it has no `{BUILD_DIGEST_LABEL}` label): rebuilding it"
+        )
     } else {
         format!(
             "image `{image}` was built from other files than .devcontainer/ holds now (the \
@@ -1031,8 +1033,12 @@ fn stale_container_reason(
     prints: &Fingerprints,
     image_id: Option<&str>,
 ) -> Option<&'static str> {
-    let label = found.labels.get(CONFIG_DIGEST_LABEL).map_or("", String::as_str);
-    if label.is_empty() {
+    let label = found
+        .labels
+        .get(CONFIG_DIGEST_LABEL)
+        .map_or("", String::as_str);
+    // `none` is the generated Compose file's default, when another tool starts it.
+    if label.is_empty() || label == "none" {
         Some("was not created by aibox `up` (it has no configuration digest)")
     } else if label != prints.config {
         Some("was created from other Compose files or settings than now")
