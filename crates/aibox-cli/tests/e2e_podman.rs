@@ -472,17 +472,24 @@ fn engine_state_without_consent_is_reported_and_stopped() {
         show(&doctor)
     );
 
-    // `up` finds it running, checks the engine state, stops it and says why.
-    let up = run(aibox(&podman, root).arg("up"));
-    assert!(!up.status.success(), "{}", show(&up));
-    let stderr = String::from_utf8_lossy(&up.stderr);
     assert!(
-        stderr.contains("aibox::lifecycle::container_policy") && stderr.contains("privileged"),
+        text.contains("aibox::doctor::stale_container"),
+        "{}",
+        show(&doctor)
+    );
+
+    // `up` sees that the container no longer matches the (clean) files and recreates it
+    // from them: the privilege is gone, and the engine state passes the gate.
+    let up = run(aibox(&podman, root).arg("up"));
+    assert!(up.status.success(), "{}", show(&up));
+    assert!(
+        String::from_utf8_lossy(&up.stderr).contains("recreating it"),
         "{}",
         show(&up)
     );
-    let inspect = podman.inspect_container(name).expect("container kept");
-    assert_eq!(inspect["State"]["Running"], false, "{inspect}");
+    let inspect = podman.inspect_container(name).expect("container");
+    assert_eq!(inspect["HostConfig"]["Privileged"], false, "{inspect}");
+    assert_eq!(inspect["State"]["Running"], true, "{inspect}");
 }
 
 /// `container.environment.X = "${X}"` passes the host's value into the real container,
@@ -730,5 +737,52 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
         show(&out)
     );
     assert_eq!(podman.inspect_container(name).unwrap()["Id"], before);
+    ok(aibox(&podman, root).arg("down"));
+}
+
+/// The container user takes the UID and GID of the host user who owns the project (here
+/// not 1000), so the agent can write `/workspace`; `doctor` checks that it can, and says
+/// so when the project belongs to root.
+#[test]
+fn the_container_user_gets_the_project_owners_ids_and_can_write_the_workspace() {
+    let _serial = serial();
+    let podman = Podman::ready();
+    let p = TestProject::init(&podman, "uid", "claude");
+    let (root, name) = (&p.root, &p.name);
+    ok(aibox(&podman, root).arg("apply"));
+    // As the owner would have it, had they run `aibox apply` themselves.
+    ok(Command::new("chown").args(["-R", "4321:4322", root.as_str()]));
+    ok(aibox(&podman, root).arg("up"));
+    let id = ok(aibox(&podman, root).args(["exec", "--", "sh", "-c", "echo $(id -u):$(id -g)"]));
+    assert_eq!(id.trim(), "4321:4322");
+    ok(aibox(&podman, root).args(["exec", "--", "touch", "/workspace/written-by-agent"]));
+    assert!(root.join("written-by-agent").is_file());
+    ok(aibox(&podman, root).args(["exec", "--", "sh", "-c", "touch \"$HOME/.claude/probe\""]));
+    let doctor = run(aibox(&podman, root).args(["doctor", "--output", "json"]));
+    assert!(
+        !String::from_utf8_lossy(&doctor.stdout).contains("aibox::doctor::not_writable"),
+        "{}",
+        show(&doctor)
+    );
+
+    // Handed back to root: the image keeps aibox.toml's IDs (no user may share root's),
+    // so the agent cannot write the workspace, and doctor says so with the fix.
+    ok(Command::new("chown").args(["-R", "0:0", root.as_str()]));
+    let out = run(aibox(&podman, root).arg("up"));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rebuilding it"),
+        "another owner is another image: {}",
+        show(&out)
+    );
+    let doctor = run(aibox(&podman, root).args(["doctor", "--output", "json"]));
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        report.contains("aibox::doctor::not_writable") && report.contains("/workspace"),
+        "{}",
+        show(&doctor)
+    );
+    assert_eq!(doctor.status.code(), Some(1), "{}", show(&doctor));
+    assert!(podman.inspect_container(name).is_some());
     ok(aibox(&podman, root).arg("down"));
 }

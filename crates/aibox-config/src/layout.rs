@@ -40,6 +40,10 @@ pub const LOCAL_ENV: &str = ".aibox-local.env";
 pub const BUILD_DIGEST_LABEL: &str = "aibox.build-digest";
 /// Build argument the generated Dockerfile turns into [`BUILD_DIGEST_LABEL`].
 pub const BUILD_DIGEST_ARG: &str = "AIBOX_BUILD_DIGEST";
+/// Build argument with the container user's UID (`up` passes the project owner's).
+pub const UID_ARG: &str = "AIBOX_UID";
+/// Build argument with the container user's GID.
+pub const GID_ARG: &str = "AIBOX_GID";
 /// Container label holding the digest of the files the container was created from.
 pub const CONFIG_DIGEST_LABEL: &str = "aibox.config-digest";
 /// Variable the generated Compose file interpolates into [`CONFIG_DIGEST_LABEL`].

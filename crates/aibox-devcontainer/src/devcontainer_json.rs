@@ -29,8 +29,9 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> String {
     doc.insert("remoteUser".into(), json!(c.user));
     // The Compose file already runs `sleep infinity` under `init`; keep it.
     doc.insert("overrideCommand".into(), json!(false));
-    // The UID is configured explicitly; a rewritten UID would differ from `aibox up`.
-    doc.insert("updateRemoteUserUID".into(), json!(false));
+    // VS Code gives the container user the local user's UID, as `aibox up` does with the
+    // project owner's: either way the agent can write /workspace.
+    doc.insert("updateRemoteUserUID".into(), json!(true));
     if let Some(cmd) = &c.lifecycle.post_create_command {
         doc.insert("postCreateCommand".into(), json!(cmd));
     }

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use crate::quote::{dockerfile as dq, shell};
 use crate::{DEFAULT_IMAGE_SOURCE, GENERATED_HEADER, Inputs, WORKSPACE_DIR};
-use aibox_config::layout::{BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL};
+use aibox_config::layout::{BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, GID_ARG, UID_ARG};
 
 /// Marker lines around the inlined `Dockerfile.local`.
 pub(crate) const LOCAL_BEGIN: &str =
@@ -67,13 +67,16 @@ pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> St
         let name = shell(&c.user);
         let (uid, gid) = (c.uid, c.gid());
         out.push_str(
-            "# The container user. A group or user that already holds the configured IDs\n\
-             # (for example `ubuntu` in Ubuntu images) is renamed instead of duplicated.\n",
+            "# The container user. `aibox up` passes the IDs of the host user who owns the\n\
+             # project, so the agent can write /workspace; aibox.toml's are the default.\n\
+             # A group or user that already holds the IDs (for example `ubuntu` in Ubuntu\n\
+             # images) is renamed instead of duplicated.\n",
         );
+        let _ = writeln!(out, "ARG {UID_ARG}={uid}\nARG {GID_ARG}={gid}");
         let _ = write!(
             out,
             "RUN set -eu; \\\n    \
-             name={name}; uid={uid}; gid={gid}; home={home_q}; \\\n    \
+             name={name}; uid=\"${UID_ARG}\"; gid=\"${GID_ARG}\"; home={home_q}; \\\n    \
              if ! getent group \"$gid\" >/dev/null; then \\\n        \
              if getent group \"$name\" >/dev/null; then groupmod --gid \"$gid\" \"$name\"; \\\n        \
              else groupadd --gid \"$gid\" \"$name\"; fi; \\\n    \

@@ -295,13 +295,57 @@ pub(crate) fn container_state(
     // Engines report bind sources as resolved absolute paths.
     let root = fs_err::canonicalize(target.root.as_std_path())
         .map_or_else(|_| target.root.to_string(), |p| p.display().to_string());
-    let mut findings = aibox_policy::check_container_state(
+    Ok(Some(aibox_policy::check_container_state(
         &json,
         &root,
         &aibox_policy::Consent::from_config(config),
-    );
-    findings.extend(staleness(&runtime.status(target)?));
-    Ok(Some(findings))
+    )))
+}
+
+/// What `doctor` adds to [`container_state`] (`up` does not stop a container for these):
+/// an image or container that no longer matches the files, and folders the agent cannot
+/// write in a running container.
+pub(crate) fn container_health(
+    runtime: &Runtime,
+    target: &Target,
+) -> Result<Vec<Finding>, RuntimeError> {
+    let status = runtime.status(target)?;
+    let mut findings = staleness(&status);
+    if status.state == ContainerState::Running {
+        findings.extend(unwritable(runtime, target)?);
+    }
+    Ok(findings)
+}
+
+/// The folders the agent must write, as the container user: `/workspace`, its home and
+/// the harness state folders there. Prints each one it cannot write.
+const WRITABLE_PROBE: &str = "for d in /workspace \"$HOME\" \"$HOME/.claude\" \"$HOME/.codex\" \
+    \"$HOME/.gemini\" \"$HOME/.local/share/opencode\"; do \
+    if [ -e \"$d\" ] && ! [ -w \"$d\" ]; then echo \"$d\"; fi; done";
+
+/// An error for every folder the container user cannot write.
+fn unwritable(runtime: &Runtime, target: &Target) -> Result<Vec<Finding>, RuntimeError> {
+    let (_, stdout) = runtime.exec_output(target, &target.user, &["sh", "-c", WRITABLE_PROBE])?;
+    Ok(stdout
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|folder| {
+            Finding::new(
+                "aibox::doctor::not_writable",
+                Severity::Error,
+                aibox_config::layout::DOCKERFILE,
+                format!(
+                    "the container user `{}` cannot write {folder}, so the agent cannot work \
+                     there",
+                    target.user
+                ),
+                "the project folder should belong to your own (non-root) user: `aibox up` gives \
+                 the container user that user's UID and GID; then `aibox up` rebuilds the image. \
+                 On rootless Podman the container user can write only what it maps to",
+            )
+        })
+        .collect())
 }
 
 /// Warnings for an image or container that no longer matches the generated files.

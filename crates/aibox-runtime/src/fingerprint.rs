@@ -19,7 +19,7 @@ use sha2::{Digest as _, Sha256};
 use crate::error::RuntimeError;
 
 pub use aibox_config::layout::{
-    BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR,
+    BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, GID_ARG, UID_ARG,
 };
 
 /// Files of the build context that only Compose reads (or nothing of the container).
@@ -38,6 +38,11 @@ pub struct Fingerprints {
     pub build: String,
     /// What the container is created from (includes [`Fingerprints::build`]).
     pub config: String,
+    /// UID and GID of the host user who owns the project, when that is a regular user
+    /// (1000 to 65533): the image's user gets them, so the agent can write `/workspace` on
+    /// a rootful engine. `None` for root or a system account (the image keeps aibox.toml's
+    /// IDs; a container user cannot share root's).
+    pub owner: Option<(u32, u32)>,
 }
 
 impl Fingerprints {
@@ -65,6 +70,10 @@ impl Fingerprints {
             };
             feed(into, root, rel)?;
         }
+        let owner = project_owner(root)?;
+        if let Some((uid, gid)) = owner {
+            build.update(format!("owner {uid}:{gid}").as_bytes());
+        }
         let local_env = Utf8PathBuf::from(aibox_config::layout::LOCAL_ENV);
         if root.join(&local_env).is_file() {
             feed(&mut config, root, &local_env)?;
@@ -74,8 +83,27 @@ impl Fingerprints {
         Ok(Self {
             config: format!("sha256:{}", hex::encode(config.finalize())),
             build,
+            owner,
         })
     }
+
+    /// The `--build-arg` values that give the image's user the project owner's IDs.
+    pub fn owner_build_args(&self) -> Vec<String> {
+        self.owner
+            .map(|(uid, gid)| vec![format!("{UID_ARG}={uid}"), format!("{GID_ARG}={gid}")])
+            .unwrap_or_default()
+    }
+}
+
+/// The owner of the project folder, when it is a regular user (see [`Fingerprints::owner`]).
+fn project_owner(root: &Utf8Path) -> Result<Option<(u32, u32)>, RuntimeError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = fs_err::metadata(root).map_err(|source| RuntimeError::ReadProject {
+        path: root.to_owned(),
+        source,
+    })?;
+    let regular = (1000..65534).contains(&meta.uid());
+    Ok(regular.then(|| (meta.uid(), meta.gid())))
 }
 
 /// Adds one file, framed by its path and length so that no two file sets hash alike.
@@ -186,6 +214,30 @@ mod tests {
             "the personal CA is built into the image"
         );
         assert_ne!(ca.config, env.config, "a new image means a new container");
+    }
+
+    #[test]
+    fn a_regular_owner_is_a_build_input_and_root_is_not() {
+        use std::os::unix::fs::MetadataExt as _;
+        let (_t, root) = project();
+        let mine = fs_err::metadata(&root).unwrap();
+        let prints = Fingerprints::of(&root).unwrap();
+        let regular = (1000..65534).contains(&mine.uid());
+        assert_eq!(prints.owner.is_some(), regular, "{:?}", prints.owner);
+        assert_eq!(prints.owner_build_args().len(), if regular { 2 } else { 0 });
+        if mine.uid() == 0 {
+            // As root (CI): hand the folder to a regular user and back.
+            std::os::unix::fs::chown(&root, Some(4321), Some(4322)).unwrap();
+            let owned = Fingerprints::of(&root).unwrap();
+            assert_eq!(owned.owner, Some((4321, 4322)));
+            assert_eq!(
+                owned.owner_build_args(),
+                ["AIBOX_UID=4321", "AIBOX_GID=4322"]
+            );
+            assert_ne!(owned.build, prints.build, "another owner, another image");
+            std::os::unix::fs::chown(&root, Some(0), Some(0)).unwrap();
+            assert_eq!(Fingerprints::of(&root).unwrap(), prints);
+        }
     }
 
     #[test]

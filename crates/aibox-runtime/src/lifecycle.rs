@@ -336,8 +336,13 @@ impl Runtime {
         progress(&Event::Building {
             image: target.image.clone(),
         });
-        let arg = format!("{BUILD_DIGEST_ARG}={}", prints.build);
-        let cmd = self.compose(target, &["build", "--build-arg", &arg]);
+        let mut args = vec!["build".to_owned(), "--build-arg".to_owned()];
+        args.push(format!("{BUILD_DIGEST_ARG}={}", prints.build));
+        for arg in prints.owner_build_args() {
+            args.extend(["--build-arg".to_owned(), arg]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let cmd = self.compose(target, &args);
         let mut log = BuildLog::default();
         let done = process::run(cmd, self.timeouts.build, &mut |_, line| {
             progress(&Event::Output {

@@ -29,8 +29,16 @@ pub(crate) fn check(
     let state = crate::lifecycle::runtime_for_config(root, &p.config, &lifecycle)
         .map_err(|e| e.to_string())
         .and_then(|(runtime, target)| {
-            crate::lifecycle::container_state(&runtime, &target, &p.config)
-                .map_err(|e| e.to_string())
+            let inspect = || -> Result<_, aibox_runtime::RuntimeError> {
+                let Some(mut findings) =
+                    crate::lifecycle::container_state(&runtime, &target, &p.config)?
+                else {
+                    return Ok(None);
+                };
+                findings.extend(crate::lifecycle::container_health(&runtime, &target)?);
+                Ok(Some(findings))
+            };
+            inspect().map_err(|e| e.to_string())
         });
     match state {
         Ok(Some(findings)) => run.check("container-state", findings),
