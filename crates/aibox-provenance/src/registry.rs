@@ -396,7 +396,7 @@ pub fn default_options() -> HttpOptions {
     HttpOptions {
         connect_timeout: Duration::from_secs(10),
         read_timeout: Duration::from_secs(20),
-        overall_timeout: Duration::from_secs(60),
+        overall_timeout: Duration::from_mins(1),
         max_bytes: MAX_MANIFEST,
         max_redirects: 0,
     }
