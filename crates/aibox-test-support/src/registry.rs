@@ -28,6 +28,10 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
+fn header<'a>(r: &'a ureq::http::Response<ureq::Body>, name: &str) -> Option<&'a str> {
+    r.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
 fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
@@ -98,10 +102,7 @@ impl LoopbackRegistry {
                 .post(&format!("http://{}/v2/{repo}/blobs/uploads/", self.address))
                 .send_empty()
                 .map_err(|e| e.to_string())?;
-            let location = r
-                .headers()
-                .get("location")
-                .and_then(|v| v.to_str().ok())
+            let location = header(&r, "location")
                 .ok_or_else(|| format!("upload start answered {} without Location", r.status()))?;
             let location = if location.starts_with('/') {
                 format!("http://{}{location}", self.address)
@@ -150,14 +151,11 @@ impl LoopbackRegistry {
             .header("Accept", OCI_MANIFEST)
             .call()
             .map_err(|e| e.to_string())?;
-        let header = r
-            .headers()
-            .get("docker-content-digest")
-            .and_then(|v| v.to_str().ok())
+        let digest = header(&r, "docker-content-digest")
             .unwrap_or_default()
             .to_owned();
         let body = r.into_body().read_to_vec().map_err(|e| e.to_string())?;
-        Ok((header, sha256(&body)))
+        Ok((digest, sha256(&body)))
     }
 
     /// Stops the registry (its port is then closed).
