@@ -140,6 +140,9 @@ pub enum Command {
     /// Tools from aibox's pinned, verified catalog installed into the image.
     #[command(subcommand)]
     Addon(AddonCommand),
+    /// The dev container's base image (`container.base_image`).
+    #[command(subcommand)]
+    BaseImage(BaseImageCommand),
     /// Print a generated reference page (used to build the documentation site).
     #[command(hide = true)]
     Docs {
@@ -278,6 +281,21 @@ pub enum AddonCommand {
         /// Catalog names.
         #[arg(required = true)]
         names: Vec<String>,
+    },
+}
+
+/// `aibox base-image ...`.
+#[derive(Debug, Subcommand)]
+pub enum BaseImageCommand {
+    /// Re-pin the tag of `container.base_image` to the digest its registry serves now
+    /// (OCI distribution API, anonymous token when asked) and write `name:tag@digest` into
+    /// `aibox.toml`, keeping comments. Offline or refused, nothing changes (exit 3).
+    Pin {
+        /// Pin this reference (`[host/]repository:tag`) instead of the configured one.
+        reference: Option<String>,
+        /// Print what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 

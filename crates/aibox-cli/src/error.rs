@@ -34,6 +34,7 @@ failure_from!(
     aibox_engine::EngineError,
     aibox_engine::init::InitError,
     aibox_engine::addons::AddonError,
+    aibox_engine::base_image_pin::PinError,
     aibox_engine::config_edit::ConfigEditError,
     aibox_engine::lifecycle::LifecycleError,
     aibox_engine::doctor::DoctorError,

@@ -722,3 +722,142 @@ fn the_bundled_demo_works_with_no_engine_on_path() {
     assert!(project.join(".devcontainer/Dockerfile").is_file());
     assert!(project.join("aibox.lock").is_file());
 }
+
+/// `aibox base-image pin` in `dir`, with its exit code and `aibox.toml` afterwards.
+fn pin(dir: &Utf8Path, args: &[&str]) -> (Output, String) {
+    let mut all = vec!["base-image", "pin"];
+    all.extend_from_slice(args);
+    let out = aibox(dir, &all);
+    let toml = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
+    (out, toml)
+}
+
+#[test]
+fn base_image_pin_follows_a_real_registry_and_changes_nothing_on_errors() {
+    use aibox_test_support::registry::LoopbackRegistry;
+    let reg = LoopbackRegistry::start().unwrap();
+    let first = reg.push("x/y", "t", "one").unwrap();
+    let (_t, dir) = init_project("pinned", "claude");
+    let toml = dir.join("aibox.toml");
+    let mut original = fs_err::read_to_string(&toml).unwrap();
+    original.push_str("# a comment of mine\n");
+    fs_err::write(&toml, &original).unwrap();
+    let image = format!("{}/x/y:t", reg.address);
+
+    // Pinning names the digest the registry serves on GET (header and body agree).
+    let (out, after) = pin(&dir, &[&image, "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (header, body) = reg.served_digest("x/y", "t").unwrap();
+    assert_eq!(
+        (header.as_str(), body.as_str()),
+        (first.as_str(), first.as_str())
+    );
+    assert_eq!(report["new"], format!("{image}@{first}"));
+    assert_eq!(report["changed"], true);
+    assert!(
+        after.contains(&format!("base_image = \"{image}@{first}\"")),
+        "{after}"
+    );
+    assert!(after.contains("# a comment of mine"), "{after}");
+
+    // Pinning the configured reference again: nothing to do.
+    let (out, same) = pin(&dir, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("already pinned to the current digest"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(same, after);
+
+    // The tag moves: a dry run shows it and writes nothing, a pin follows it.
+    let second = reg.push("x/y", "t", "two").unwrap();
+    assert_ne!(first, second);
+    let (out, same) = pin(&dir, &["--dry-run"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("{image}@{first} -> {image}@{second}")),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(same, after);
+    let (out, moved) = pin(&dir, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(moved.contains(&format!("\"{image}@{second}\"")), "{moved}");
+    assert_eq!(reg.served_digest("x/y", "t").unwrap().0, second);
+
+    // An unknown tag (environment, 3) and a reference without a tag (user, 2).
+    let (out, same) = pin(&dir, &[&format!("{}/x/y:nope", reg.address)]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("does not know"), "{}", text(&out));
+    assert_eq!(same, moved);
+    let (out, same) = pin(&dir, &[&format!("{}/x/y", reg.address), "-o", "json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["code"], "aibox::base_image::no_tag");
+    assert_eq!(same, moved);
+
+    // A stopped registry: exit 3, the committed pin stays.
+    reg.stop();
+    let (out, same) = pin(&dir, &["-o", "json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["code"], "aibox::base_image::unreachable");
+    assert_eq!(err["kind"], "environment");
+    assert!(
+        err["help"]
+            .as_str()
+            .unwrap()
+            .contains("committed pin stays valid"),
+        "{err}"
+    );
+    assert_eq!(same, moved);
+}
+
+#[test]
+fn base_image_pin_takes_an_anonymous_token_and_hashes_a_get_answer() {
+    use aibox_test_support::http::{Route, Server};
+    let server = Server::start().unwrap();
+    let host = server.url("").trim_start_matches("http://").to_owned();
+    let manifest = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}"#;
+    let challenge = format!(
+        r#"Bearer realm="{}",service="test",scope="repository:x/y:pull""#,
+        server.url("/token")
+    );
+    // No Docker-Content-Digest on the answer: HEAD cannot tell, GET's body decides.
+    let mut denied = Route::status(401);
+    denied.headers.push(("WWW-Authenticate".into(), challenge));
+    server.route(
+        "/v2/x/y/manifests/t",
+        denied.when_authorized("Bearer tok", Route::ok(manifest.to_vec())),
+    );
+    server.route("/token", Route::ok(br#"{"token":"tok"}"#.to_vec()));
+    let (_t, dir) = init_project("token", "claude");
+    let (out, after) = pin(&dir, &[&format!("{host}/x/y:t")]);
+    assert!(out.status.success(), "{}", text(&out));
+    let digest = format!("sha256:{}", aibox_provenance::Sha256::of(manifest));
+    assert!(
+        after.contains(&format!("\"{host}/x/y:t@{digest}\"")),
+        "{after}"
+    );
+    assert!(
+        server
+            .hits()
+            .contains(&"/token?scope=repository%3Ax%2Fy%3Apull&service=test".to_owned()),
+        "{:?}",
+        server.hits()
+    );
+
+    // A token endpoint that refuses: exit 3, nothing written.
+    server.route("/token", Route::status(403));
+    server.route(
+        "/v2/x/y/manifests/u",
+        Route::status(401).when_authorized("Bearer tok", Route::ok(manifest.to_vec())),
+    );
+    let (out, same) = pin(&dir, &[&format!("{host}/x/y:u")]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("no anonymous token"), "{}", text(&out));
+    assert_eq!(same, after);
+}

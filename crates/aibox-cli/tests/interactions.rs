@@ -88,6 +88,7 @@ fn no_project_is_a_user_error_for_every_project_command() {
         &["mcp", "list"],
         &["skill", "list"],
         &["addon", "add", "python"],
+        &["base-image", "pin"],
     ] {
         // Before the arguments: `exec` passes everything after `--` to the command.
         let mut with_json = vec!["-o", "json"];
@@ -301,6 +302,19 @@ fn skill_commands_human_and_json() {
     aibox_snapshot!(
         ctx.filters(),
         ctx.command(&["skill", "review", "no-such-skill", "-o", "json"])
+    );
+}
+
+#[test]
+fn base_image_pin_refuses_a_reference_without_a_tag() {
+    let ctx = project();
+    aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&["base-image", "pin", "127.0.0.1:1/x/y"])
+    );
+    aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&["base-image", "pin", "127.0.0.1:1/x/y", "-o", "json"])
     );
 }
 

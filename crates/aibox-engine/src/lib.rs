@@ -27,6 +27,7 @@ pub use snapshot::Snapshot;
 
 // Modules owned by other features (one line each):
 pub mod addons;
+pub mod base_image_pin;
 pub mod codex_sandbox;
 pub mod config_check;
 pub mod config_edit;

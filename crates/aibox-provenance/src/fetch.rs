@@ -104,7 +104,7 @@ fn resolve_location(base: &str, location: &str) -> String {
 
 /// An HTTP error in words; a timeout names the limit that was reached and its duration
 /// (ureq alone says only "timeout: global").
-fn describe(e: &ureq::Error, opts: &HttpOptions) -> String {
+pub(crate) fn describe(e: &ureq::Error, opts: &HttpOptions) -> String {
     use ureq::Timeout as T;
     let ureq::Error::Timeout(kind) = e else {
         return e.to_string();
@@ -142,6 +142,24 @@ pub fn exists(url: &str, opts: &HttpOptions) -> bool {
         .map_or(true, |r| !matches!(r.status().as_u16(), 404 | 410))
 }
 
+/// The agent every download and registry question uses: `opts`' timeouts, no automatic
+/// redirects (callers check each hop), statuses returned rather than raised, no
+/// compression (digests are of the bytes served), and ureq's default TLS roots.
+pub(crate) fn agent(opts: &HttpOptions) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .accept_encoding("identity")
+        .timeout_connect(Some(opts.connect_timeout))
+        .timeout_recv_response(Some(opts.read_timeout))
+        .timeout_recv_body(Some(opts.overall_timeout))
+        .timeout_global(Some(opts.overall_timeout))
+        .timeout_per_read(Some(opts.read_timeout))
+        .user_agent(concat!("aibox/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into()
+}
+
 /// Downloads `url` into memory, hashing while streaming (small files: sidecars).
 pub fn download(
     url: &str,
@@ -166,18 +184,7 @@ pub fn download_to(
     sink: &mut dyn std::io::Write,
 ) -> Result<(Sha256, String)> {
     check_url(url)?;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .max_redirects(0)
-        .http_status_as_error(false)
-        .accept_encoding("identity")
-        .timeout_connect(Some(opts.connect_timeout))
-        .timeout_recv_response(Some(opts.read_timeout))
-        .timeout_recv_body(Some(opts.overall_timeout))
-        .timeout_global(Some(opts.overall_timeout))
-        .timeout_per_read(Some(opts.read_timeout))
-        .user_agent(concat!("aibox/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into();
+    let agent = agent(opts);
     let mut current = url.to_owned();
     let mut hops = 0u32;
     loop {

@@ -21,6 +21,7 @@ pub mod integrity;
 pub mod lock;
 pub mod migration;
 pub mod record;
+pub mod registry;
 pub mod servers;
 pub mod source;
 pub mod statcache;

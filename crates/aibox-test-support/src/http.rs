@@ -31,6 +31,8 @@ pub struct Route {
     pub delay: Duration,
     /// Announce the full length but send only this many body bytes, then close.
     pub truncate_at: Option<usize>,
+    /// Served instead when the request's `Authorization` header is exactly this value.
+    pub authorized: Option<(String, Box<Route>)>,
 }
 
 impl Route {
@@ -62,6 +64,13 @@ impl Route {
     #[must_use]
     pub fn slow(mut self, delay: Duration) -> Self {
         self.delay = delay;
+        self
+    }
+    /// Serves `route` instead to requests whose `Authorization` header is `authorization`
+    /// (a registry's 401-then-token flow).
+    #[must_use]
+    pub fn when_authorized(mut self, authorization: &str, route: Route) -> Self {
+        self.authorized = Some((authorization.to_owned(), Box::new(route)));
         self
     }
     /// Truncates the body after `n` bytes while announcing the full length.
@@ -167,12 +176,24 @@ fn serve(mut stream: TcpStream, routes: &Routes, hits: &Mutex<Vec<String>>) {
     hits.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(path.clone());
-    let route = routes
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&path)
-        .cloned()
-        .unwrap_or_else(|| Route::status(404));
+    // An exact path first, then the path without its query (token endpoints).
+    let route = {
+        let routes = routes.lock().unwrap_or_else(PoisonError::into_inner);
+        routes
+            .get(&path)
+            .or_else(|| routes.get(path.split('?').next().unwrap_or_default()))
+            .cloned()
+            .unwrap_or_else(|| Route::status(404))
+    };
+    let auth = text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("authorization")
+            .then(|| v.trim().to_owned())
+    });
+    let route = match route.authorized {
+        Some((want, inner)) if auth.as_deref() == Some(want.as_str()) => *inner,
+        _ => route,
+    };
     std::thread::sleep(route.delay);
     let status = if route.status == 0 { 200 } else { route.status };
     let mut out = format!(

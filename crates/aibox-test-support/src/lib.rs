@@ -2,12 +2,13 @@
 //!
 //! Each module belongs to one area: `schema` validates generated files against the
 //! vendored JSON schemas, `podman` prepares a real container engine and a locally built
-//! base image, `http` serves releases on loopback, `cli` snapshots whole `aibox`
+//! base image, `http` serves releases on loopback, `registry` runs a real OCI registry there, `cli` snapshots whole `aibox`
 //! interactions.
 
 pub mod cli;
 pub mod http;
 pub mod podman;
+pub mod registry;
 pub mod schema;
 
 /// Re-exported for [`aibox_snapshot!`].

@@ -5,6 +5,7 @@
 
 mod addon;
 mod apply;
+mod base_image;
 mod completion;
 mod config;
 mod docs;
@@ -44,6 +45,7 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Mcp(McpCommand::List) => mcp::list(g),
         Command::Skill(cmd) => skill::run(g, cmd),
         Command::Addon(cmd) => addon::run(g, cmd),
+        Command::BaseImage(cmd) => base_image::run(g, cmd),
     }
 }
 
