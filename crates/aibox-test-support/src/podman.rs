@@ -64,11 +64,15 @@ pub struct Podman {
 
 /// The folder for the harness's files: `<target dir>/aibox-podman`.
 pub fn harness_dir() -> Utf8PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(
+    target_dir().join("aibox-podman")
+}
+
+/// The workspace's Cargo target folder (`CARGO_TARGET_DIR` or `<workspace>/target`).
+pub(crate) fn target_dir() -> Utf8PathBuf {
+    std::env::var("CARGO_TARGET_DIR").map_or_else(
         |_| crate::workspace_root().join("target"),
         Utf8PathBuf::from,
-    );
-    target.join("aibox-podman")
+    )
 }
 
 /// Finds `name` on `PATH`, or fails the test with `hint`.
@@ -89,12 +93,21 @@ fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
 /// and nothing inherited that could change the outcome (engine, Compose provider, project,
 /// colours, standard input).
 pub fn aibox_command(bin: &str, containers_conf: &Utf8Path, root: &Utf8Path) -> Command {
-    let mut cmd = Command::new(bin);
+    let mut cmd = aibox_isolated(bin, root);
     cmd.env("CONTAINERS_CONF", containers_conf.as_str())
-        .env("AIBOX_ENGINE", "podman")
-        .env("NO_COLOR", "1")
+        .env("AIBOX_ENGINE", "podman");
+    cmd
+}
+
+/// `BIN --project ROOT` with nothing inherited that could change the outcome (engine,
+/// Compose provider, project, colours, standard input); the caller names the engine.
+pub(crate) fn aibox_isolated(bin: &str, root: &Utf8Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env("NO_COLOR", "1")
+        .env_remove("AIBOX_ENGINE")
         .env_remove("AIBOX_COMPOSE")
         .env_remove("AIBOX_PROJECT")
+        .env_remove("DOCKER_HOST")
         .arg("--project")
         .arg(root.as_str())
         .stdin(Stdio::null());
@@ -294,36 +307,22 @@ impl DockerApi {
         fs_err::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {dir}: {e}"));
         let socket = dir.join("podman.sock");
         let log_path = dir.join("service.log");
-        let log = fs_err::File::create(&log_path)
-            .unwrap_or_else(|e| panic!("cannot create {log_path}: {e}"));
-        let log_err = log
-            .file()
-            .try_clone()
-            .unwrap_or_else(|e| panic!("cannot dup log: {e}"));
+        let (out, err) = log_to(&log_path);
         let child = podman
             .command()
             .args(["system", "service", "--time=0", &format!("unix://{socket}")])
             .stdin(Stdio::null())
-            .stdout(log.into_parts().0)
-            .stderr(log_err)
+            .stdout(out)
+            .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start `podman system service`: {e}"));
         let mut api = Self { child, dir, socket };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !api.answers() {
-            if let Ok(Some(status)) = api.child.try_wait() {
-                panic!(
-                    "`podman system service` exited ({status}): {}",
-                    fs_err::read_to_string(&log_path).unwrap_or_default()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the Podman API socket {} did not answer within 30 s",
-                api.socket
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_for_api(
+            &mut api.child,
+            &api.socket,
+            &log_path,
+            "podman system service",
+        );
         api
     }
 
@@ -336,22 +335,53 @@ impl DockerApi {
     pub fn socket(&self) -> &Utf8Path {
         &self.socket
     }
+}
 
-    fn answers(&self) -> bool {
-        let Ok(mut stream) = UnixStream::connect(&self.socket) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-        if stream
-            .write_all(b"GET /_ping HTTP/1.0\r\nHost: d\r\n\r\n")
-            .is_err()
-        {
-            return false;
+/// Standard output and error of a service process, both appended to the file `path`.
+pub(crate) fn log_to(path: &Utf8Path) -> (Stdio, Stdio) {
+    let log = fs_err::File::create(path).unwrap_or_else(|e| panic!("cannot create {path}: {e}"));
+    let err = log
+        .file()
+        .try_clone()
+        .unwrap_or_else(|e| panic!("cannot dup {path}: {e}"));
+    (log.into_parts().0.into(), err.into())
+}
+
+/// Waits until the Docker-compatible API on `socket` answers `/_ping`, failing the test
+/// with the log at `log` when `child` (named `what`) exits or 60 s pass.
+pub(crate) fn wait_for_api(child: &mut Child, socket: &Utf8Path, log: &Utf8Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !api_answers(socket) {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "`{what}` exited ({status}): {}",
+                fs_err::read_to_string(log).unwrap_or_default()
+            );
         }
-        let mut reply = String::new();
-        let _ = stream.read_to_string(&mut reply);
-        reply.starts_with("HTTP/1.") && reply.contains(" 200 ")
+        assert!(
+            Instant::now() < deadline,
+            "the API socket {socket} of `{what}` did not answer within 60 s: {}",
+            fs_err::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Whether a Docker-compatible API answers `GET /_ping` on `socket`.
+fn api_answers(socket: &Utf8Path) -> bool {
+    let Ok(mut stream) = UnixStream::connect(socket) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if stream
+        .write_all(b"GET /_ping HTTP/1.0\r\nHost: d\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply.starts_with("HTTP/1.") && reply.contains(" 200 ")
 }
 
 impl Drop for DockerApi {
@@ -362,21 +392,44 @@ impl Drop for DockerApi {
     }
 }
 
+/// What [`Cleanup`] needs of an engine: removals that ignore errors, because cleanup
+/// must not mask a failure.
+pub trait Engine: std::fmt::Debug + Send {
+    /// Removes a container (if any).
+    fn remove_container(&self, name: &str);
+    /// Removes an image (if any).
+    fn remove_image(&self, image: &str);
+    /// Removes a network (if any).
+    fn remove_network(&self, network: &str);
+}
+
+impl Engine for Podman {
+    fn remove_container(&self, name: &str) {
+        Self::remove_container(self, name);
+    }
+    fn remove_image(&self, image: &str) {
+        Self::remove_image(self, image);
+    }
+    fn remove_network(&self, network: &str) {
+        let _ = self.run(&["network", "rm", "-f", network]);
+    }
+}
+
 /// Removes the named containers and images when dropped, so a failing test still
 /// cleans up after itself.
 #[derive(Debug)]
 pub struct Cleanup {
-    podman: Podman,
+    engine: Box<dyn Engine>,
     containers: Vec<String>,
     images: Vec<String>,
     networks: Vec<String>,
 }
 
 impl Cleanup {
-    /// A cleanup list for `podman`.
-    pub fn new(podman: &Podman) -> Self {
+    /// A cleanup list for `engine` (a [`Podman`] or a [`crate::docker::Docker`]).
+    pub fn new<E: Engine + Clone + 'static>(engine: &E) -> Self {
         Self {
-            podman: podman.clone(),
+            engine: Box::new(engine.clone()),
             containers: Vec::new(),
             networks: Vec::new(),
             images: Vec::new(),
@@ -385,7 +438,7 @@ impl Cleanup {
 
     /// Removes this container at the end (and now, if a stale one exists).
     pub fn container(&mut self, name: &str) -> &mut Self {
-        self.podman.remove_container(name);
+        self.engine.remove_container(name);
         self.containers.push(name.to_owned());
         self
     }
@@ -406,13 +459,13 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for name in &self.containers {
-            self.podman.remove_container(name);
+            self.engine.remove_container(name);
         }
         for image in &self.images {
-            self.podman.remove_image(image);
+            self.engine.remove_image(image);
         }
         for network in &self.networks {
-            let _ = self.podman.run(&["network", "rm", "-f", network]);
+            self.engine.remove_network(network);
         }
     }
 }
