@@ -555,19 +555,9 @@ fn host_references_and_lifecycle_commands_reach_the_container() {
     assert!(stderr.contains("exit code 7"), "{}", show(&out));
 }
 
-/// The whole journey on a real Docker Engine (the test's own `dockerd`, Docker's default
-/// seccomp profile, `docker-compose` 1.29): `init` with four harnesses → `apply` → `up`
-/// → Docker's default blocks Codex's sandbox, so `apply` needs consent to the generated
-/// profile, under which the sandbox works → each harness CLI runs → `down`. Each step is checked with `docker
-/// inspect`. One image build serves the whole journey.
-#[test]
-#[allow(clippy::print_stderr)] // the measured numbers go to the test log
-fn docker_engine_journey() {
-    let _serial = serial();
-    let docker = Docker::ready();
-    let (tmp, root, name) = project_dir("docker");
-    let aibox = || docker.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
-    let mut init = vec!["init", &name];
+/// `aibox init` with all four CLI harnesses on Docker, the host CA in `.aibox-local.toml`.
+fn init_on_docker(aibox: &dyn Fn() -> Command, root: &Utf8Path, name: &str) {
+    let mut init = vec!["init", name];
     for harness in ["claude", "codex", "gemini", "opencode"] {
         init.extend(["--harness", harness]);
     }
@@ -585,6 +575,21 @@ fn docker_engine_journey() {
         aibox_test_support::podman::local_toml_with_host_ca(),
     )
     .unwrap();
+}
+
+/// The whole journey on a real Docker Engine (the test's own `dockerd`, Docker's default
+/// seccomp profile, `docker-compose` 1.29): `init` with four harnesses → `apply` → `up`
+/// → Docker's default blocks Codex's sandbox, so `apply` needs consent to the generated
+/// profile, under which the sandbox works → each harness CLI runs → `down`. Each step is checked with `docker
+/// inspect`. One image build serves the whole journey.
+#[test]
+#[allow(clippy::print_stderr)] // the measured numbers go to the test log
+fn docker_engine_journey() {
+    let _serial = serial();
+    let docker = Docker::ready();
+    let (tmp, root, name) = project_dir("docker");
+    let aibox = || docker.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
+    init_on_docker(&aibox, &root, &name);
     let status: serde_json::Value =
         serde_json::from_str(&ok(aibox().args(["status", "--output", "json"]))).unwrap();
     let project = status["project"].as_str().unwrap().to_owned();

@@ -350,7 +350,7 @@ pub(crate) fn log_to(path: &Utf8Path) -> (Stdio, Stdio) {
 /// Waits until the Docker-compatible API on `socket` answers `/_ping`, failing the test
 /// with the log at `log` when `child` (named `what`) exits or 60 s pass.
 pub(crate) fn wait_for_api(child: &mut Child, socket: &Utf8Path, log: &Utf8Path, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     while !api_answers(socket) {
         if let Ok(Some(status)) = child.try_wait() {
             panic!(
