@@ -594,11 +594,7 @@ fn docker_engine_journey() {
         serde_json::from_str(&ok(aibox().args(["status", "--output", "json"]))).unwrap();
     let project = status["project"].as_str().unwrap().to_owned();
     let image = status["image"].as_str().unwrap().to_owned();
-    let mut cleanup = Cleanup::new(&docker);
-    cleanup
-        .container(&name)
-        .image(&image)
-        .network(&format!("{project}_default"));
+    let cleanup = Cleanup::for_project(&docker, &name, &status);
 
     // Docker's default seccomp profile blocks Codex's sandbox: `apply` refuses without
     // the owner's consent, with the code, and writes nothing.
@@ -635,11 +631,7 @@ fn docker_engine_journey() {
     // developer's checkout would be.
     let config = aibox_config::load_project(&root).unwrap().config.container;
     let owner = format!("{}:{}", config.uid, config.gid());
-    let chown = Command::new("chown")
-        .args(["-R", &owner, root.as_str()])
-        .status()
-        .unwrap();
-    assert!(chown.success());
+    aibox_test_support::podman::chown_tree(&root, &owner);
     let started = Instant::now();
     let up = run(aibox().arg("up"));
     let cold = started.elapsed();

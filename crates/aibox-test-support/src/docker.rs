@@ -106,24 +106,12 @@ impl Docker {
 
     /// `docker container inspect NAME` as JSON, or `None` when no such container exists.
     pub fn inspect_container(&self, name: &str) -> Option<serde_json::Value> {
-        let out = self.run(&["container", "inspect", name]);
-        if !out.status.success() {
-            return None;
-        }
-        let value: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("docker inspect printed no JSON: {e}"));
-        value.as_array().and_then(|a| a.first()).cloned()
+        podman::first_inspected(&self.run(&["container", "inspect", name]))
     }
 
     /// `docker image inspect IMAGE` as JSON, or `None` when no such image exists.
     pub fn inspect_image(&self, image: &str) -> Option<serde_json::Value> {
-        let out = self.run(&["image", "inspect", image]);
-        if !out.status.success() {
-            return None;
-        }
-        let value: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("docker image inspect printed no JSON: {e}"));
-        value.as_array().and_then(|a| a.first()).cloned()
+        podman::first_inspected(&self.run(&["image", "inspect", image]))
     }
 
     /// Whether `image` exists in this daemon.

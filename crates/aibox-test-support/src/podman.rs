@@ -194,13 +194,7 @@ impl Podman {
 
     /// `podman container inspect NAME` as JSON, or `None` when no such container exists.
     pub fn inspect_container(&self, name: &str) -> Option<serde_json::Value> {
-        let out = self.run(&["container", "inspect", name]);
-        if !out.status.success() {
-            return None;
-        }
-        let value: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("podman inspect printed no JSON: {e}"));
-        value.as_array().and_then(|a| a.first()).cloned()
+        first_inspected(&self.run(&["container", "inspect", name]))
     }
 
     /// Whether `image` exists locally.
@@ -337,6 +331,27 @@ impl DockerApi {
     }
 }
 
+/// The first object an `inspect` command printed, or `None` when it failed (no such
+/// object).
+pub(crate) fn first_inspected(out: &Output) -> Option<serde_json::Value> {
+    if !out.status.success() {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("inspect printed no JSON: {e}"));
+    value.as_array().and_then(|a| a.first()).cloned()
+}
+
+/// Hands the tree at `root` to `owner` (`uid:gid`): these tests run as root, a
+/// developer's checkout belongs to the developer the container user stands for.
+pub fn chown_tree(root: &Utf8Path, owner: &str) {
+    let status = Command::new("chown")
+        .args(["-R", owner, root.as_str()])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run chown: {e}"));
+    assert!(status.success(), "chown -R {owner} {root} failed");
+}
+
 /// Standard output and error of a service process, both appended to the file `path`.
 pub(crate) fn log_to(path: &Utf8Path) -> (Stdio, Stdio) {
     let log = fs_err::File::create(path).unwrap_or_else(|e| panic!("cannot create {path}: {e}"));
@@ -434,6 +449,27 @@ impl Cleanup {
             networks: Vec::new(),
             images: Vec::new(),
         }
+    }
+
+    /// A cleanup list for an aibox project: its container `name`, and the image and the
+    /// Compose network (`<project>_default`) that `aibox status --output json` named.
+    pub fn for_project<E: Engine + Clone + 'static>(
+        engine: &E,
+        name: &str,
+        status: &serde_json::Value,
+    ) -> Self {
+        let text = |key: &str| {
+            status[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("no {key} in {status}"))
+                .to_owned()
+        };
+        let mut cleanup = Self::new(engine);
+        cleanup
+            .container(name)
+            .image(&text("image"))
+            .network(&format!("{}_default", text("project")));
+        cleanup
     }
 
     /// Removes this container at the end (and now, if a stale one exists).
