@@ -126,31 +126,11 @@ impl Docker {
             return;
         }
         let podman = Podman::ready();
-        let mut save = podman
-            .command()
-            .args(["image", "save", BASE_IMAGE])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run podman image save: {e}"));
-        let archive = save
-            .stdout
-            .take()
-            .unwrap_or_else(|| panic!("podman image save has no stdout"));
-        let out = self
-            .command()
-            .arg("load")
-            .stdin(archive)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run docker load: {e}"));
-        let saved = save
-            .wait()
-            .unwrap_or_else(|e| panic!("podman image save failed: {e}"));
-        assert!(
-            saved.success() && out.status.success(),
-            "loading {BASE_IMAGE} into Docker failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut save = podman.command();
+        save.args(["image", "save", BASE_IMAGE]);
+        let mut load = self.command();
+        load.arg("load");
+        podman::pipe(save, load, "loading the base image into Docker");
         assert!(
             self.image_exists(BASE_IMAGE),
             "{BASE_IMAGE} is still missing"

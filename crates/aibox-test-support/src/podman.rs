@@ -260,28 +260,37 @@ impl Podman {
     }
 
     fn import(&self, rootfs: &Utf8Path) {
-        let mut tar = Command::new("tar")
-            .args(["-C", rootfs.as_str(), "-c", "."])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run tar: {e}"));
-        let tar_out = tar
-            .stdout
-            .take()
-            .unwrap_or_else(|| panic!("tar has no stdout"));
-        let out = self
-            .command()
-            .args(["import", "-", BASE_IMAGE])
-            .stdin(tar_out)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run podman import: {e}"));
-        let tar_status = tar.wait().unwrap_or_else(|e| panic!("tar failed: {e}"));
-        assert!(
-            tar_status.success() && out.status.success(),
-            "importing the base image failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut tar = Command::new("tar");
+        tar.args(["-C", rootfs.as_str(), "-c", "."]);
+        let mut import = self.command();
+        import.args(["import", "-", BASE_IMAGE]);
+        pipe(tar, import, "importing the base image");
     }
+}
+
+/// Runs `from | into`, failing the test (named `what`) when either fails.
+pub(crate) fn pipe(mut from: Command, mut into: Command, what: &str) {
+    let mut source = from
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {from:?}: {e}"));
+    let data = source
+        .stdout
+        .take()
+        .unwrap_or_else(|| panic!("{what}: {from:?} has no stdout"));
+    let out = into
+        .stdin(data)
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {into:?}: {e}"));
+    let status = source
+        .wait()
+        .unwrap_or_else(|e| panic!("{what}: {from:?} failed: {e}"));
+    assert!(
+        status.success() && out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A running `podman system service` that speaks the Docker API on a Unix socket.
