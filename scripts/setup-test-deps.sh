@@ -7,6 +7,8 @@ started=$(date +%s)
 
 apt_packages=(podman runc catatonit debootstrap podman-compose docker-compose uidmap
   slirp4netns fuse-overlayfs git ca-certificates e2fsprogs
+  # Docker Engine (dockerd): the Docker tests start their own daemon on a private socket.
+  docker.io
   # aibox's base image (`cargo xtask image`): arm64 through qemu + binfmt_misc, and a
   # loopback registry to publish to and pull from.
   qemu-user-static binfmt-support docker-registry
@@ -18,10 +20,6 @@ missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-# The docker client (no daemon) is needed by the Dev Containers CLI test, which talks to
-# Podman's Docker-compatible API. Machines of this kind ship the client; install Debian's
-# only when it is missing.
-command -v docker >/dev/null 2>&1 || missing+=(docker.io)
 # Node.js 20 or newer runs the pinned harness CLIs (gemini-cli needs 20).
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -18,7 +18,7 @@
 // The measured rows go to the test log (`--nocapture`), as the record behind the docs' table.
 #![allow(clippy::print_stderr)]
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -111,11 +111,7 @@ impl Project {
         // folder to the container user's IDs as a developer's checkout would be.
         let user = aibox_config::load_project(&root).unwrap().config.container;
         let owner = format!("{}:{}", user.uid, user.gid());
-        let chown = Command::new("chown")
-            .args(["-R", &owner, root.as_str()])
-            .status()
-            .unwrap();
-        assert!(chown.success(), "chown {owner} {root}");
+        aibox_test_support::podman::chown_tree(&root, &owner);
         let status = ok(&["status", "--output", "json"]);
         let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
         let project = status["project"].as_str().unwrap();

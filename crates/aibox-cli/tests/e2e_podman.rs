@@ -1,4 +1,5 @@
-//! End-to-end: the `aibox` binary against a real Podman.
+//! End-to-end: the `aibox` binary against a real Podman, and the whole journey once on
+//! a real Docker Engine (`docker_engine_journey`, see `aibox_test_support::docker`).
 //!
 //! `init` → `apply` → `up` → `status` → `exec` → `down`, checking every step's effect
 //! on the engine with `podman inspect`; plus the refusal to touch another project's
@@ -11,6 +12,7 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use aibox_test_support::docker::Docker;
 use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -785,4 +787,141 @@ fn the_container_user_gets_the_project_owners_ids_and_can_write_the_workspace() 
     assert_eq!(doctor.status.code(), Some(1), "{}", show(&doctor));
     assert!(podman.inspect_container(name).is_some());
     ok(aibox(&podman, root).arg("down"));
+}
+
+/// `aibox init` with all four CLI harnesses on Docker, the host CA in `.aibox-local.toml`.
+fn init_on_docker(aibox: &dyn Fn() -> Command, root: &Utf8Path, name: &str) {
+    let mut init = vec!["init", name];
+    for harness in ["claude", "codex", "gemini", "opencode"] {
+        init.extend(["--harness", harness]);
+    }
+    init.extend([
+        "--context-mode",
+        "harness-only",
+        "--base-image",
+        BASE_IMAGE,
+        "--yes",
+    ]);
+    ok(aibox().args(&init));
+    ok(aibox().args(["config", "set", "container.engine", "docker"]));
+    fs_err::write(
+        root.join(".aibox-local.toml"),
+        aibox_test_support::podman::local_toml_with_host_ca(),
+    )
+    .unwrap();
+}
+
+/// The whole journey on a real Docker Engine (the test's own `dockerd`, Docker's default
+/// seccomp profile, `docker-compose` 1.29): `init` with four harnesses → `apply` → `up`
+/// → Docker's default blocks Codex's sandbox, so `apply` needs consent to the generated
+/// profile, under which the sandbox works → each harness CLI runs → `down`. Each step is checked with `docker
+/// inspect`. One image build serves the whole journey.
+#[test]
+#[allow(clippy::print_stderr)] // the measured numbers go to the test log
+fn docker_engine_journey() {
+    let _serial = serial();
+    let docker = Docker::ready();
+    let (tmp, root, name) = project_dir("docker");
+    let aibox = || docker.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
+    init_on_docker(&aibox, &root, &name);
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(aibox().args(["status", "--output", "json"]))).unwrap();
+    let project = status["project"].as_str().unwrap().to_owned();
+    let image = status["image"].as_str().unwrap().to_owned();
+    let cleanup = Cleanup::for_project(&docker, &name, &status);
+
+    // Docker's default seccomp profile blocks Codex's sandbox: `apply` refuses without
+    // the owner's consent, with the code, and writes nothing.
+    let refused = run(aibox().arg("apply"));
+    assert_eq!(refused.status.code(), Some(2), "{}", show(&refused));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("aibox::policy::seccomp_consent"),
+        "{}",
+        show(&refused)
+    );
+    assert!(!root.join(".devcontainer/docker-compose.yml").exists());
+    ok(aibox().args(["config", "set", "security.codex_sandbox", "seccomp-profile"]));
+    ok(aibox().args([
+        "config",
+        "set",
+        "security.acknowledge_seccomp_profile",
+        "true",
+    ]));
+
+    ok(aibox().arg("apply"));
+    assert!(root.join(".devcontainer/aibox-seccomp.json").is_file());
+    assert!(
+        docker.inspect_container(&name).is_none(),
+        "apply starts nothing"
+    );
+
+    // Cold: the image build downloads the harness CLIs.
+    let started = Instant::now();
+    ok(aibox().args(["apply", "--build"]));
+    let build = started.elapsed();
+    assert!(docker.image_exists(&image), "apply --build built the image");
+    // Docker maps no user namespace: hand the folder (with the harness state under
+    // `.aibox-home/`, which aibox created as this root test) to the container user, as a
+    // developer's checkout would be.
+    let config = aibox_config::load_project(&root).unwrap().config.container;
+    let owner = format!("{}:{}", config.uid, config.gid());
+    aibox_test_support::podman::chown_tree(&root, &owner);
+    let started = Instant::now();
+    let up = run(aibox().arg("up"));
+    let cold = started.elapsed();
+    assert!(up.status.success(), "{}", show(&up));
+    let up_text = show(&up);
+    let inspect = docker
+        .inspect_container(&name)
+        .expect("up created the container");
+    assert_eq!(inspect["State"]["Running"], true, "{inspect}");
+    let labels = &inspect["Config"]["Labels"];
+    assert_eq!(labels["aibox.project"].as_str(), Some(project.as_str()));
+    assert_eq!(labels["aibox.version"].as_str(), Some(VERSION));
+    // The generated profile (Docker's default plus bubblewrap's syscalls), not none.
+    let opts = inspect["HostConfig"]["SecurityOpt"].to_string();
+    assert!(opts.contains("seccomp"), "{opts}");
+    assert!(!opts.contains("seccomp=unconfined"), "{opts}");
+    assert!(
+        up_text.contains("Codex sandbox: works (seccomp-profile)"),
+        "user namespaces work inside the container: {up_text}"
+    );
+    let seccomp = ok(aibox().args(["exec", "--", "grep", "^Seccomp:", "/proc/1/status"]));
+    assert!(seccomp.contains('2'), "a filter is active: {seccomp}");
+    let size = docker.inspect_image(&image).unwrap()["Size"]
+        .as_u64()
+        .unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(aibox().args(["status", "--output", "json"]))).unwrap();
+    assert_eq!(status["engine"], "docker", "{status}");
+    assert_eq!(status["state"], "running", "{status}");
+    assert_eq!(status["container_id"], inspect["Id"]);
+
+    for cli in ["claude", "codex", "gemini", "opencode"] {
+        let out = run(aibox().args(["exec", "--", cli, "--version"]));
+        assert!(out.status.success(), "{cli}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout)
+                .chars()
+                .any(|c| c.is_ascii_digit()),
+            "{cli}: {}",
+            show(&out)
+        );
+    }
+
+    ok(aibox().arg("down"));
+    assert!(docker.inspect_container(&name).is_none(), "down removed it");
+    // Warm: the image is cached.
+    let started = Instant::now();
+    ok(aibox().arg("up"));
+    let warm = started.elapsed();
+    eprintln!(
+        "[measured] docker: image build {build:?}, first up {cold:?}, up after down \
+         {warm:?}, image {} MB",
+        size / 1_000_000
+    );
+    ok(aibox().arg("down"));
+    assert!(docker.inspect_container(&name).is_none(), "down removed it");
+    drop(cleanup);
+    drop(tmp);
 }

@@ -112,13 +112,7 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
         aibox(&podman, &root).args(["status", "--output", "json"])
     ))
     .unwrap();
-    let project = status["project"].as_str().unwrap().to_owned();
-    let image = status["image"].as_str().unwrap().to_owned();
-    let mut cleanup = Cleanup::new(&podman);
-    cleanup
-        .container(&name)
-        .image(&image)
-        .network(&format!("{project}_default"));
+    let cleanup = Cleanup::for_project(&podman, &name, &status);
 
     ok(aibox(&podman, &root).arg("up"));
     let catalog = Catalog::builtin().unwrap();

@@ -1,9 +1,10 @@
 //! Choosing the container engine (Podman or Docker) and a Compose provider.
 //!
 //! Precedence: `AIBOX_ENGINE` over `[container] engine`; `auto` picks Docker only when
-//! its daemon answers `docker info` quickly, else Podman. The Compose provider comes
-//! from `AIBOX_COMPOSE` or the first one that works with the chosen engine. Every probe
-//! has a short deadline, so a missing or wedged engine is reported at once.
+//! its daemon answers `docker version` quickly and is not Podman, else Podman. The
+//! Compose provider comes from `AIBOX_COMPOSE` or the first one that works with the
+//! chosen engine. Every probe has a short deadline, so a missing or wedged engine is
+//! reported at once.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -21,7 +22,7 @@ pub const ENGINE_ENV: &str = "AIBOX_ENGINE";
 /// Variable that names the Compose provider.
 pub const COMPOSE_ENV: &str = "AIBOX_COMPOSE";
 
-/// Deadline of a `docker info` / `... compose version` probe.
+/// Deadline of a `docker version` / `... compose version` probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A container engine.
@@ -211,20 +212,31 @@ pub fn detect_engine(choice: EngineChoice, env: &DetectEnv) -> Result<EngineCli,
             .map(|program| EngineCli { engine, program })
     };
     match choice {
-        EngineChoice::Podman | EngineChoice::Docker => {
-            let engine = if choice == EngineChoice::Podman {
-                Engine::Podman
-            } else {
-                Engine::Docker
-            };
-            find(engine).ok_or_else(|| RuntimeError::NoEngine {
-                detail: format!("`{engine}` was requested but is not on PATH"),
-            })
+        EngineChoice::Podman => find(Engine::Podman).ok_or_else(|| RuntimeError::NoEngine {
+            detail: "`podman` was requested but is not on PATH".to_owned(),
+        }),
+        EngineChoice::Docker => {
+            let docker = find(Engine::Docker).ok_or_else(|| RuntimeError::NoEngine {
+                detail: "`docker` was requested but is not on PATH".to_owned(),
+            })?;
+            // An unreachable daemon is reported by the command that needs it.
+            if docker_daemon(&docker, env) == DockerDaemon::Podman {
+                return Err(RuntimeError::NoEngine {
+                    detail: format!(
+                        "`docker` was requested but its daemon is Podman ({PODMAN_BEHIND_DOCKER}); \
+                         set `[container] engine = \"podman\"` or point `docker` at Docker Engine"
+                    ),
+                });
+            }
+            Ok(docker)
         }
         EngineChoice::Auto => {
             let docker = find(Engine::Docker);
+            let daemon = docker
+                .as_ref()
+                .map_or(DockerDaemon::Unreachable, |d| docker_daemon(d, env));
             if let Some(docker) = &docker
-                && answers(docker, &["info", "--format", "{{.ServerVersion}}"], env)
+                && daemon == DockerDaemon::Docker
             {
                 return Ok(docker.clone());
             }
@@ -232,15 +244,61 @@ pub fn detect_engine(choice: EngineChoice, env: &DetectEnv) -> Result<EngineCli,
                 return Ok(podman);
             }
             Err(RuntimeError::NoEngine {
-                detail: if docker.is_some() {
-                    "`docker` is installed but its daemon does not answer, and `podman` is not on \
-                     PATH"
-                        .to_owned()
-                } else {
-                    "neither `docker` nor `podman` is on PATH".to_owned()
+                detail: match (docker.is_some(), daemon) {
+                    (true, DockerDaemon::Podman) => format!(
+                        "`docker`'s daemon is Podman ({PODMAN_BEHIND_DOCKER}), and `podman` \
+                         is not on PATH"
+                    ),
+                    (true, _) => "`docker` is installed but its daemon does not answer, and \
+                                  `podman` is not on PATH"
+                        .to_owned(),
+                    (false, _) => "neither `docker` nor `podman` is on PATH".to_owned(),
                 },
             })
         }
+    }
+}
+
+/// How error messages name a `docker` CLI that talks to Podman.
+const PODMAN_BEHIND_DOCKER: &str = "its Docker-compatible socket";
+
+/// What answers behind a `docker` CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DockerDaemon {
+    /// Docker Engine.
+    Docker,
+    /// Podman's Docker-compatible API (`podman system service`, `podman.socket`).
+    Podman,
+    /// Nothing answered in time.
+    Unreachable,
+}
+
+/// Asks the daemon behind `docker` which engine it is. Podman's compatible API names
+/// itself in `docker version`'s server components ("Podman Engine").
+///
+/// Such a `docker` is not Docker: aibox's engine-specific choices (the seccomp default
+/// and the Codex sandbox advice that follows from it, user-namespace handling, the
+/// Compose provider) would be Docker's while Podman's behaviour applies. Nor is it used
+/// as Podman through the `docker` CLI: the Podman path drives `podman` and its own
+/// options, which the Docker CLI lacks. So `auto` takes the `podman` CLI for that
+/// engine, and an explicit `docker` is refused with the fix named.
+fn docker_daemon(docker: &EngineCli, env: &DetectEnv) -> DockerDaemon {
+    let mut cmd = Command::new(&docker.program);
+    cmd.args([
+        "version",
+        "--format",
+        "{{.Server.Version}};{{range .Server.Components}}{{.Name}};{{end}}",
+    ])
+    .envs(env.extra_env.iter().map(|(k, v)| (k, v)));
+    match process::run(cmd, PROBE_TIMEOUT, &mut |_, _| {}) {
+        Ok(f) if f.success() => {
+            if f.stdout.to_ascii_lowercase().contains("podman") {
+                DockerDaemon::Podman
+            } else {
+                DockerDaemon::Docker
+            }
+        }
+        _ => DockerDaemon::Unreachable,
     }
 }
 
@@ -295,13 +353,6 @@ pub fn detect_compose(engine: &EngineCli, env: &DetectEnv) -> Result<ComposeCli,
 fn locate(kind: ComposeKind, env: &DetectEnv) -> Option<ComposeCli> {
     let (program, _) = kind.program();
     process::find_program(program, env.path.as_deref()).map(|program| ComposeCli { kind, program })
-}
-
-fn answers(engine: &EngineCli, args: &[&str], env: &DetectEnv) -> bool {
-    let mut cmd = Command::new(&engine.program);
-    cmd.args(args)
-        .envs(env.extra_env.iter().map(|(k, v)| (k, v)));
-    process::run(cmd, PROBE_TIMEOUT, &mut |_, _| {}).is_ok_and(|f| f.success())
 }
 
 fn answers_compose(compose: &ComposeCli, env: &DetectEnv) -> bool {
@@ -401,6 +452,22 @@ mod tests {
                 .engine,
             Engine::Docker
         );
+    }
+
+    #[test]
+    fn a_docker_cli_on_podman_is_not_docker() {
+        let fake = "echo '5.4.2;Podman Engine;Conmon;'";
+        let (_d, path) = fake_path(&[("podman", "exit 0"), ("docker", fake)]);
+        let e = env(path);
+        assert_eq!(
+            detect_engine(EngineChoice::Auto, &e).unwrap().engine,
+            Engine::Podman
+        );
+        let err = detect_engine(EngineChoice::Docker, &e).unwrap_err();
+        assert!(err.to_string().contains("its daemon is Podman"), "{err}");
+        let (_d, path) = fake_path(&[("docker", fake)]);
+        let err = detect_engine(EngineChoice::Auto, &env(path)).unwrap_err();
+        assert!(err.to_string().contains("daemon is Podman"), "{err}");
     }
 
     #[test]

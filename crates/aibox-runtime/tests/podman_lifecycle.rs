@@ -1,6 +1,7 @@
 //! The runtime against a real Podman: build, up, status, exec, down, and the refusal to
 //! touch another project's container. Uses hand-written Compose files so it does not
-//! depend on the generators; the CLI end-to-end tests cover the generated ones.
+//! depend on the generators; the CLI end-to-end tests cover the generated ones. Engine
+//! detection against Podman's Docker-compatible socket and a real `dockerd`.
 
 // Helpers outside `#[test]` functions are test code too: failing loudly is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -12,6 +13,7 @@ use aibox_runtime::{
     ComposeKind, ContainerState, DetectEnv, Engine, Event, ExecRequest, Runtime, RuntimeError,
     Target, UpOptions,
 };
+use aibox_test_support::docker::Docker;
 use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
 use camino::Utf8PathBuf;
 
@@ -367,6 +369,31 @@ fn docker_compose_through_the_docker_api_socket() {
     assert_eq!(down.state, ContainerState::Missing);
     assert!(podman.inspect_container(name).is_none());
     check_failed_build(&runtime, target, &podman);
+}
+
+/// A `docker` CLI on Podman's Docker-compatible socket is not Docker: `auto` takes the
+/// `podman` CLI, an explicit `docker` is refused; on a real Docker Engine both are Docker.
+#[test]
+fn a_docker_cli_on_podmans_socket_is_not_docker_but_real_dockerd_is() {
+    let podman = Podman::ready();
+    let api = podman.docker_api();
+    let on_podman = env_with(&podman, &[("DOCKER_HOST", &api.docker_host())]);
+    let auto = aibox_runtime::detect::detect_engine(EngineChoice::Auto, &on_podman).unwrap();
+    assert_eq!(auto.engine, Engine::Podman);
+    let err = aibox_runtime::detect::detect_engine(EngineChoice::Docker, &on_podman).unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::NoEngine { .. })
+            && err.to_string().contains("daemon is Podman"),
+        "{err}"
+    );
+    drop(api);
+
+    let docker = Docker::ready();
+    let on_docker = env_with(&podman, &[("DOCKER_HOST", &docker.docker_host())]);
+    for choice in [EngineChoice::Auto, EngineChoice::Docker] {
+        let found = aibox_runtime::detect::detect_engine(choice, &on_docker).unwrap();
+        assert_eq!(found.engine, Engine::Docker, "{choice:?}");
+    }
 }
 
 #[test]

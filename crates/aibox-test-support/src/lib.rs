@@ -2,10 +2,12 @@
 //!
 //! Each module belongs to one area: `schema` validates generated files against the
 //! vendored JSON schemas, `podman` prepares a real container engine and a locally built
-//! base image, `http` serves releases on loopback, `registry` runs a real OCI registry there, `cli` snapshots whole `aibox`
+//! base image, `docker` starts a real Docker Engine for the tests, `http` serves releases
+//! on loopback, `registry` runs a real OCI registry there, `cli` snapshots whole `aibox`
 //! interactions.
 
 pub mod cli;
+pub mod docker;
 pub mod http;
 pub mod podman;
 pub mod registry;

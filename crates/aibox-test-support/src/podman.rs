@@ -64,11 +64,15 @@ pub struct Podman {
 
 /// The folder for the harness's files: `<target dir>/aibox-podman`.
 pub fn harness_dir() -> Utf8PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(
+    target_dir().join("aibox-podman")
+}
+
+/// The workspace's Cargo target folder (`CARGO_TARGET_DIR` or `<workspace>/target`).
+pub(crate) fn target_dir() -> Utf8PathBuf {
+    std::env::var("CARGO_TARGET_DIR").map_or_else(
         |_| crate::workspace_root().join("target"),
         Utf8PathBuf::from,
-    );
-    target.join("aibox-podman")
+    )
 }
 
 /// Finds `name` on `PATH`, or fails the test with `hint`.
@@ -89,12 +93,21 @@ fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
 /// and nothing inherited that could change the outcome (engine, Compose provider, project,
 /// colours, standard input).
 pub fn aibox_command(bin: &str, containers_conf: &Utf8Path, root: &Utf8Path) -> Command {
-    let mut cmd = Command::new(bin);
+    let mut cmd = aibox_isolated(bin, root);
     cmd.env("CONTAINERS_CONF", containers_conf.as_str())
-        .env("AIBOX_ENGINE", "podman")
-        .env("NO_COLOR", "1")
+        .env("AIBOX_ENGINE", "podman");
+    cmd
+}
+
+/// `BIN --project ROOT` with nothing inherited that could change the outcome (engine,
+/// Compose provider, project, colours, standard input); the caller names the engine.
+pub(crate) fn aibox_isolated(bin: &str, root: &Utf8Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env("NO_COLOR", "1")
+        .env_remove("AIBOX_ENGINE")
         .env_remove("AIBOX_COMPOSE")
         .env_remove("AIBOX_PROJECT")
+        .env_remove("DOCKER_HOST")
         .arg("--project")
         .arg(root.as_str())
         .stdin(Stdio::null());
@@ -181,13 +194,7 @@ impl Podman {
 
     /// `podman container inspect NAME` as JSON, or `None` when no such container exists.
     pub fn inspect_container(&self, name: &str) -> Option<serde_json::Value> {
-        let out = self.run(&["container", "inspect", name]);
-        if !out.status.success() {
-            return None;
-        }
-        let value: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("podman inspect printed no JSON: {e}"));
-        value.as_array().and_then(|a| a.first()).cloned()
+        first_inspected(&self.run(&["container", "inspect", name]))
     }
 
     /// Whether `image` exists locally.
@@ -253,28 +260,37 @@ impl Podman {
     }
 
     fn import(&self, rootfs: &Utf8Path) {
-        let mut tar = Command::new("tar")
-            .args(["-C", rootfs.as_str(), "-c", "."])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run tar: {e}"));
-        let tar_out = tar
-            .stdout
-            .take()
-            .unwrap_or_else(|| panic!("tar has no stdout"));
-        let out = self
-            .command()
-            .args(["import", "-", BASE_IMAGE])
-            .stdin(tar_out)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run podman import: {e}"));
-        let tar_status = tar.wait().unwrap_or_else(|e| panic!("tar failed: {e}"));
-        assert!(
-            tar_status.success() && out.status.success(),
-            "importing the base image failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut tar = Command::new("tar");
+        tar.args(["-C", rootfs.as_str(), "-c", "."]);
+        let mut import = self.command();
+        import.args(["import", "-", BASE_IMAGE]);
+        pipe(tar, import, "importing the base image");
     }
+}
+
+/// Runs `from | into`, failing the test (named `what`) when either fails.
+pub(crate) fn pipe(mut from: Command, mut into: Command, what: &str) {
+    let mut source = from
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {from:?}: {e}"));
+    let data = source
+        .stdout
+        .take()
+        .unwrap_or_else(|| panic!("{what}: {from:?} has no stdout"));
+    let out = into
+        .stdin(data)
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {into:?}: {e}"));
+    let status = source
+        .wait()
+        .unwrap_or_else(|e| panic!("{what}: {from:?} failed: {e}"));
+    assert!(
+        status.success() && out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A running `podman system service` that speaks the Docker API on a Unix socket.
@@ -294,36 +310,22 @@ impl DockerApi {
         fs_err::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {dir}: {e}"));
         let socket = dir.join("podman.sock");
         let log_path = dir.join("service.log");
-        let log = fs_err::File::create(&log_path)
-            .unwrap_or_else(|e| panic!("cannot create {log_path}: {e}"));
-        let log_err = log
-            .file()
-            .try_clone()
-            .unwrap_or_else(|e| panic!("cannot dup log: {e}"));
+        let (out, err) = log_to(&log_path);
         let child = podman
             .command()
             .args(["system", "service", "--time=0", &format!("unix://{socket}")])
             .stdin(Stdio::null())
-            .stdout(log.into_parts().0)
-            .stderr(log_err)
+            .stdout(out)
+            .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start `podman system service`: {e}"));
         let mut api = Self { child, dir, socket };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !api.answers() {
-            if let Ok(Some(status)) = api.child.try_wait() {
-                panic!(
-                    "`podman system service` exited ({status}): {}",
-                    fs_err::read_to_string(&log_path).unwrap_or_default()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the Podman API socket {} did not answer within 30 s",
-                api.socket
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_for_api(
+            &mut api.child,
+            &api.socket,
+            &log_path,
+            "podman system service",
+        );
         api
     }
 
@@ -336,22 +338,74 @@ impl DockerApi {
     pub fn socket(&self) -> &Utf8Path {
         &self.socket
     }
+}
 
-    fn answers(&self) -> bool {
-        let Ok(mut stream) = UnixStream::connect(&self.socket) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-        if stream
-            .write_all(b"GET /_ping HTTP/1.0\r\nHost: d\r\n\r\n")
-            .is_err()
-        {
-            return false;
-        }
-        let mut reply = String::new();
-        let _ = stream.read_to_string(&mut reply);
-        reply.starts_with("HTTP/1.") && reply.contains(" 200 ")
+/// The first object an `inspect` command printed, or `None` when it failed (no such
+/// object).
+pub(crate) fn first_inspected(out: &Output) -> Option<serde_json::Value> {
+    if !out.status.success() {
+        return None;
     }
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("inspect printed no JSON: {e}"));
+    value.as_array().and_then(|a| a.first()).cloned()
+}
+
+/// Hands the tree at `root` to `owner` (`uid:gid`): these tests run as root, a
+/// developer's checkout belongs to the developer the container user stands for.
+pub fn chown_tree(root: &Utf8Path, owner: &str) {
+    let status = Command::new("chown")
+        .args(["-R", owner, root.as_str()])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run chown: {e}"));
+    assert!(status.success(), "chown -R {owner} {root} failed");
+}
+
+/// Standard output and error of a service process, both appended to the file `path`.
+pub(crate) fn log_to(path: &Utf8Path) -> (Stdio, Stdio) {
+    let log = fs_err::File::create(path).unwrap_or_else(|e| panic!("cannot create {path}: {e}"));
+    let err = log
+        .file()
+        .try_clone()
+        .unwrap_or_else(|e| panic!("cannot dup {path}: {e}"));
+    (log.into_parts().0.into(), err.into())
+}
+
+/// Waits until the Docker-compatible API on `socket` answers `/_ping`, failing the test
+/// with the log at `log` when `child` (named `what`) exits or 60 s pass.
+pub(crate) fn wait_for_api(child: &mut Child, socket: &Utf8Path, log: &Utf8Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while !api_answers(socket) {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "`{what}` exited ({status}): {}",
+                fs_err::read_to_string(log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the API socket {socket} of `{what}` did not answer within 60 s: {}",
+            fs_err::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether a Docker-compatible API answers `GET /_ping` on `socket`.
+fn api_answers(socket: &Utf8Path) -> bool {
+    let Ok(mut stream) = UnixStream::connect(socket) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if stream
+        .write_all(b"GET /_ping HTTP/1.0\r\nHost: d\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply.starts_with("HTTP/1.") && reply.contains(" 200 ")
 }
 
 impl Drop for DockerApi {
@@ -362,30 +416,74 @@ impl Drop for DockerApi {
     }
 }
 
+/// What [`Cleanup`] needs of an engine: removals that ignore errors, because cleanup
+/// must not mask a failure.
+pub trait Engine: std::fmt::Debug + Send {
+    /// Removes a container (if any).
+    fn remove_container(&self, name: &str);
+    /// Removes an image (if any).
+    fn remove_image(&self, image: &str);
+    /// Removes a network (if any).
+    fn remove_network(&self, network: &str);
+}
+
+impl Engine for Podman {
+    fn remove_container(&self, name: &str) {
+        Self::remove_container(self, name);
+    }
+    fn remove_image(&self, image: &str) {
+        Self::remove_image(self, image);
+    }
+    fn remove_network(&self, network: &str) {
+        let _ = self.run(&["network", "rm", "-f", network]);
+    }
+}
+
 /// Removes the named containers and images when dropped, so a failing test still
 /// cleans up after itself.
 #[derive(Debug)]
 pub struct Cleanup {
-    podman: Podman,
+    engine: Box<dyn Engine>,
     containers: Vec<String>,
     images: Vec<String>,
     networks: Vec<String>,
 }
 
 impl Cleanup {
-    /// A cleanup list for `podman`.
-    pub fn new(podman: &Podman) -> Self {
+    /// A cleanup list for `engine` (a [`Podman`] or a [`crate::docker::Docker`]).
+    pub fn new<E: Engine + Clone + 'static>(engine: &E) -> Self {
         Self {
-            podman: podman.clone(),
+            engine: Box::new(engine.clone()),
             containers: Vec::new(),
             networks: Vec::new(),
             images: Vec::new(),
         }
     }
 
+    /// A cleanup list for an aibox project: its container `name`, and the image and the
+    /// Compose network (`<project>_default`) that `aibox status --output json` named.
+    pub fn for_project<E: Engine + Clone + 'static>(
+        engine: &E,
+        name: &str,
+        status: &serde_json::Value,
+    ) -> Self {
+        let text = |key: &str| {
+            status[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("no {key} in {status}"))
+                .to_owned()
+        };
+        let mut cleanup = Self::new(engine);
+        cleanup
+            .container(name)
+            .image(&text("image"))
+            .network(&format!("{}_default", text("project")));
+        cleanup
+    }
+
     /// Removes this container at the end (and now, if a stale one exists).
     pub fn container(&mut self, name: &str) -> &mut Self {
-        self.podman.remove_container(name);
+        self.engine.remove_container(name);
         self.containers.push(name.to_owned());
         self
     }
@@ -406,13 +504,13 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for name in &self.containers {
-            self.podman.remove_container(name);
+            self.engine.remove_container(name);
         }
         for image in &self.images {
-            self.podman.remove_image(image);
+            self.engine.remove_image(image);
         }
         for network in &self.networks {
-            let _ = self.podman.run(&["network", "rm", "-f", network]);
+            self.engine.remove_network(network);
         }
     }
 }
