@@ -356,7 +356,8 @@ impl Runtime {
             && !log.says_failed()
             && self
                 .image_facts(&target.image)?
-                .is_some_and(|f| f.build_digest == prints.build)
+                // A Dockerfile without the label step (not aibox's) cannot say more.
+                .is_some_and(|f| f.build_digest.is_empty() || f.build_digest == prints.build)
         {
             return Ok(());
         }

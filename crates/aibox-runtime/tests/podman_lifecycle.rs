@@ -27,7 +27,7 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
         dc.join("Dockerfile"),
         format!(
             "FROM {BASE_IMAGE}\nRUN useradd -m -u 1000 tester && echo 0.1.0 > /etc/aibox-version\n\
-             USER tester\n"
+             USER tester\nARG AIBOX_BUILD_DIGEST=\nLABEL aibox.build-digest=\"${{AIBOX_BUILD_DIGEST}}\"\n"
         ),
     )
     .unwrap();
@@ -37,7 +37,8 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
         format!(
             "services:\n  {name}:\n    build:\n      context: .\n      dockerfile: Dockerfile\n\
              \x20   image: {image}\n    container_name: {name}\n    init: true\n\
-             \x20   labels:\n      aibox.project: {name}\n    working_dir: /workspace\n\
+             \x20   labels:\n      aibox.project: {name}\n      \
+             aibox.config-digest: \"${{AIBOX_CONFIG_DIGEST:-none}}\"\n    working_dir: /workspace\n\
              \x20   volumes:\n      - ..:/workspace\n    command: [\"sleep\", \"infinity\"]\n"
         ),
     )
@@ -239,9 +240,9 @@ fn check_failed_build(runtime: &Runtime, target: &Target, podman: &Podman) {
     let RuntimeError::BuildFailed { step, output, .. } = &err else {
         panic!("not a build failure: {err:?}");
     };
-    assert_eq!(step, " at step 4/4: RUN echo boom >&2; exit 7", "{err:?}");
+    assert_eq!(step, " at step 6/6: RUN echo boom >&2; exit 7", "{err:?}");
     assert!(output.lines().any(|l| l.trim() == "boom"), "{output}");
-    assert_eq!(steps, [1, 2, 3, 4]);
+    assert_eq!(steps, [1, 2, 3, 4, 5, 6]);
     assert!(podman.inspect_container(&target.container).is_none());
 }
 
