@@ -49,6 +49,42 @@ pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> St
     }
     out.push('\n');
 
+    user_step(&mut out, inputs);
+
+    out.push_str("# Version marker; agrees with the aibox.version label.\n");
+    let _ = writeln!(
+        out,
+        "RUN printf '%s\\n' {} > /etc/aibox-version\n",
+        shell(version)
+    );
+
+    if let Some(local) = inputs.effective_dockerfile_local() {
+        let _ = writeln!(out, "{LOCAL_BEGIN}");
+        out.push_str(local);
+        if !local.is_empty() && !local.ends_with('\n') {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "{LOCAL_END}\n");
+    }
+
+    let _ = writeln!(out, "USER {}", c.user);
+    let _ = writeln!(out, "WORKDIR {WORKSPACE_DIR}");
+    // Last, so that a new value rebuilds this one step and nothing before it.
+    out.push_str(
+        "\n# Fingerprint of the files this image is built from: `aibox up` passes it and\n\
+         # compares it later to rebuild a stale image (empty when another tool builds).\n",
+    );
+    let _ = writeln!(out, "ARG {BUILD_DIGEST_ARG}=");
+    let _ = writeln!(
+        out,
+        "LABEL {BUILD_DIGEST_LABEL}=\"${{{BUILD_DIGEST_ARG}}}\""
+    );
+    out
+}
+
+/// The step that creates (or renames) the container user and its harness folders.
+fn user_step(out: &mut String, inputs: &Inputs<'_>) {
+    let c = &inputs.config.container;
     let home = c.home();
     let mut dirs = vec![shell(&home)];
     dirs.extend(
@@ -100,34 +136,4 @@ pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> St
             home_q = shell(&home),
         );
     }
-
-    out.push_str("# Version marker; agrees with the aibox.version label.\n");
-    let _ = writeln!(
-        out,
-        "RUN printf '%s\\n' {} > /etc/aibox-version\n",
-        shell(version)
-    );
-
-    if let Some(local) = inputs.effective_dockerfile_local() {
-        let _ = writeln!(out, "{LOCAL_BEGIN}");
-        out.push_str(local);
-        if !local.is_empty() && !local.ends_with('\n') {
-            out.push('\n');
-        }
-        let _ = writeln!(out, "{LOCAL_END}\n");
-    }
-
-    let _ = writeln!(out, "USER {}", c.user);
-    let _ = writeln!(out, "WORKDIR {WORKSPACE_DIR}");
-    // Last, so that a new value rebuilds this one step and nothing before it.
-    out.push_str(
-        "\n# Fingerprint of the files this image is built from: `aibox up` passes it and\n\
-         # compares it later to rebuild a stale image (empty when another tool builds).\n",
-    );
-    let _ = writeln!(out, "ARG {BUILD_DIGEST_ARG}=");
-    let _ = writeln!(
-        out,
-        "LABEL {BUILD_DIGEST_LABEL}=\"${{{BUILD_DIGEST_ARG}}}\""
-    );
-    out
 }

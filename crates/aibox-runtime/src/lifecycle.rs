@@ -636,37 +636,38 @@ impl Runtime {
 
     /// Whether `image` exists locally.
     pub fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
-        let mut cmd = self.engine_cmd();
-        cmd.args(["image", "inspect", "--format", "{{.Id}}", image]);
-        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
-        if done.success() {
-            return Ok(true);
-        }
-        if is_not_found(&done.stderr) {
-            return Ok(false);
-        }
-        Err(failed(
-            &format!("{} image inspect {image}", self.engine_name()),
-            &done,
-        ))
+        Ok(self.image_facts(image)?.is_some())
     }
 
     /// The id and build digest of `image`, `None` when it does not exist locally.
     fn image_facts(&self, image: &str) -> Result<Option<ImageFacts>, RuntimeError> {
-        let mut cmd = self.engine_cmd();
-        cmd.args(["image", "inspect", image]);
-        let rendered = process::render(&cmd);
-        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
-        if !done.success() {
-            if is_not_found(&done.stderr) {
-                return Ok(None);
-            }
-            return Err(failed(&rendered, &done));
-        }
-        parse_image_inspect(&done.stdout).map_err(|detail| RuntimeError::UnexpectedOutput {
+        let Some((rendered, stdout)) = self.inspect_raw("image", image)? else {
+            return Ok(None);
+        };
+        parse_image_inspect(&stdout).map_err(|detail| RuntimeError::UnexpectedOutput {
             command: rendered,
             detail,
         })
+    }
+
+    /// `<engine> <kind> inspect <name>`: the command line and its JSON, `None` when the
+    /// engine knows no such object.
+    fn inspect_raw(
+        &self,
+        kind: &str,
+        name: &str,
+    ) -> Result<Option<(String, String)>, RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args([kind, "inspect", name]);
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if done.success() {
+            Ok(Some((rendered, done.stdout)))
+        } else if is_not_found(&done.stderr) {
+            Ok(None)
+        } else {
+            Err(failed(&rendered, &done))
+        }
     }
 
     /// The project's running container; an error when it is missing, stopped or another
@@ -689,21 +690,13 @@ impl Runtime {
     }
 
     fn inspect(&self, container: &str) -> Result<Option<Inspected>, RuntimeError> {
-        let mut cmd = self.engine_cmd();
-        cmd.args(["container", "inspect", container]);
-        let rendered = process::render(&cmd);
-        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
-        if !done.success() {
-            if is_not_found(&done.stderr) {
-                return Ok(None);
-            }
-            return Err(failed(&rendered, &done));
-        }
-        let parsed =
-            parse_inspect(&done.stdout).map_err(|detail| RuntimeError::UnexpectedOutput {
-                command: rendered,
-                detail,
-            })?;
+        let Some((rendered, stdout)) = self.inspect_raw("container", container)? else {
+            return Ok(None);
+        };
+        let parsed = parse_inspect(&stdout).map_err(|detail| RuntimeError::UnexpectedOutput {
+            command: rendered,
+            detail,
+        })?;
         // `inspect` also matches id prefixes; only a container with exactly this name counts.
         Ok(parsed
             .filter(|(name, _)| name.trim_start_matches('/') == container)
@@ -952,11 +945,10 @@ fn valid_env_name(name: &str) -> bool {
 
 /// Parses `container inspect` JSON (an array with one object) into the name and facts.
 fn parse_inspect(stdout: &str) -> Result<Option<(String, Inspected)>, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(stdout).map_err(|e| format!("not JSON: {e}"))?;
-    let Some(first) = value.as_array().ok_or("not a JSON array")?.first() else {
+    let Some(first) = first_inspected(stdout)? else {
         return Ok(None);
     };
+    let first = &first;
     let text = |v: &serde_json::Value, what: &str| {
         v.as_str()
             .map(str::to_owned)
@@ -994,6 +986,16 @@ fn parse_inspect(stdout: &str) -> Result<Option<(String, Inspected)>, String> {
     )))
 }
 
+/// The first object of an `inspect` answer (a JSON array), `None` for an empty one.
+fn first_inspected(stdout: &str) -> Result<Option<serde_json::Value>, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(stdout).map_err(|e| format!("not JSON: {e}"))?;
+    match value {
+        serde_json::Value::Array(items) => Ok(items.into_iter().next()),
+        _ => Err("not a JSON array".to_owned()),
+    }
+}
+
 /// An image id without its `sha256:` prefix (Docker writes it, Podman does not).
 fn bare_id(id: &str) -> String {
     id.trim_start_matches("sha256:").to_owned()
@@ -1002,11 +1004,10 @@ fn bare_id(id: &str) -> String {
 /// Parses `image inspect` JSON: the id and the build-digest label (Docker keeps labels in
 /// `Config.Labels`, Podman in both `Config.Labels` and `Labels`).
 fn parse_image_inspect(stdout: &str) -> Result<Option<ImageFacts>, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(stdout).map_err(|e| format!("not JSON: {e}"))?;
-    let Some(first) = value.as_array().ok_or("not a JSON array")?.first() else {
+    let Some(first) = first_inspected(stdout)? else {
         return Ok(None);
     };
+    let first = &first;
     let id = first["Id"].as_str().ok_or("`Id` is missing")?;
     let build_digest = [&first["Config"]["Labels"], &first["Labels"]]
         .into_iter()
