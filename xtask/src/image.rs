@@ -203,21 +203,19 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 /// (pinned when it carries a digest) and the recipe's floating input (the Debian suite's
 /// packages at build time). Also printed by `cargo xtask image state`.
 pub fn state_lines() -> Result<Vec<String>, String> {
-    let BaseImageRef { name, tag, digest } = BaseImageRef::read(&root())?;
-    let recipe = Recipe::load()?;
     let data = read_toml(&root().join(DATA_FILE))?;
-    let default = data
-        .get("default")
-        .ok_or_else(|| format!("{DATA_FILE}: no [default] table"))?;
-    let key = |k: &str| str_key(default, k, DATA_FILE);
+    let BaseImageRef { name, tag, digest } = BaseImageRef::from_table(&data, "aibox")?;
+    let default = BaseImageRef::from_table(&data, "default")?;
+    let recipe = Recipe::load()?;
+    let source = |k: &str| str_key(&data["default"], k, DATA_FILE);
     let mut lines = vec![
         format!(
             "pinned: default base image {}:{}@{} ({DATA_FILE}; digest from {}, pinned on {})",
-            key("name")?,
-            key("tag")?,
-            key("digest")?,
-            key("digest_source")?,
-            key("pinned_on")?,
+            default.name,
+            default.tag,
+            default.digest.as_deref().unwrap_or("(none)"),
+            source("digest_source")?,
+            source("pinned_on")?,
         ),
         match digest {
             Some(d) => format!(
@@ -359,16 +357,8 @@ impl Release {
 /// The recipe file, below the repository root.
 pub(crate) const RECIPE_FILE: &str = "images/base/recipe.toml";
 
-/// The `[aibox]` table of [`DATA_FILE`]: aibox's own base image, the one this module
-/// builds and publishes (the default of generated Dockerfiles is the `[default]` table).
-fn aibox_table(data: &toml::Value) -> Result<toml::Value, String> {
-    data.get("aibox")
-        .filter(|t| t.is_table())
-        .cloned()
-        .ok_or_else(|| format!("{DATA_FILE}: no [aibox] table"))
-}
-
-/// aibox's own base-image reference, as committed in [`DATA_FILE`].
+/// One table of [`DATA_FILE`]: `[aibox]` is aibox's own base image, the one this module
+/// builds and publishes; `[default]` is the default of generated Dockerfiles.
 pub(crate) struct BaseImageRef {
     pub(crate) name: String,
     pub(crate) tag: String,
@@ -376,12 +366,20 @@ pub(crate) struct BaseImageRef {
 }
 
 impl BaseImageRef {
-    /// Reads [`DATA_FILE`] below `root`.
+    /// Reads the `[aibox]` table of [`DATA_FILE`] below `root`.
     pub(crate) fn read(root: &Path) -> Result<Self, String> {
-        let data = aibox_table(&read_toml(&root.join(DATA_FILE))?)?;
+        Self::from_table(&read_toml(&root.join(DATA_FILE))?, "aibox")
+    }
+
+    /// The table `table` of the parsed [`DATA_FILE`].
+    fn from_table(data: &toml::Value, table: &str) -> Result<Self, String> {
+        let data = data
+            .get(table)
+            .filter(|t| t.is_table())
+            .ok_or_else(|| format!("{DATA_FILE}: no [{table}] table"))?;
         Ok(Self {
-            name: str_key(&data, "name", DATA_FILE)?,
-            tag: str_key(&data, "tag", DATA_FILE)?,
+            name: str_key(data, "name", DATA_FILE)?,
+            tag: str_key(data, "tag", DATA_FILE)?,
             digest: data
                 .get("digest")
                 .and_then(toml::Value::as_str)
@@ -687,12 +685,13 @@ pub(crate) fn verify(
             smoke: smoked,
         });
     }
-    let data = aibox_table(&read_toml(&root().join(DATA_FILE))?)?;
+    let own = BaseImageRef::read(&root())?;
     let committed = format!(
         "{}:{}@{}",
-        str_key(&data, "name", DATA_FILE)?,
-        str_key(&data, "tag", DATA_FILE)?,
-        str_key(&data, "digest", DATA_FILE)?
+        own.name,
+        own.tag,
+        own.digest
+            .ok_or_else(|| format!("{DATA_FILE}: [aibox] has no `digest`"))?
     );
     let ev = ImageEvidence {
         registry: registry.to_owned(),
