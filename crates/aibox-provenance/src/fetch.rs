@@ -128,15 +128,7 @@ pub fn exists(url: &str, opts: &HttpOptions) -> bool {
     if check_url(url).is_err() {
         return true;
     }
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .max_redirects(0)
-        .http_status_as_error(false)
-        .timeout_connect(Some(opts.connect_timeout))
-        .timeout_global(Some(opts.overall_timeout))
-        .user_agent(concat!("aibox/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into();
-    agent
+    agent(opts)
         .head(url)
         .call()
         .map_or(true, |r| !matches!(r.status().as_u16(), 404 | 410))

@@ -300,23 +300,15 @@ fn request(
         reason: describe(e, opts),
     };
     let auth = token.map(|t| format!("Bearer {t}"));
-    let response = match method {
-        Method::Head => {
-            let mut req = agent.head(url).header("Accept", ACCEPT);
-            if let Some(a) = &auth {
-                req = req.header("Authorization", a);
-            }
-            req.call()
-        }
-        Method::Get => {
-            let mut req = agent.get(url).header("Accept", ACCEPT);
-            if let Some(a) = &auth {
-                req = req.header("Authorization", a);
-            }
-            req.call()
-        }
+    let mut req = match method {
+        Method::Head => agent.head(url),
+        Method::Get => agent.get(url),
     }
-    .map_err(|e| unreachable(&e))?;
+    .header("Accept", ACCEPT);
+    if let Some(a) = &auth {
+        req = req.header("Authorization", a);
+    }
+    let response = req.call().map_err(|e| unreachable(&e))?;
     let header = |name: &str| {
         response
             .headers()
@@ -331,7 +323,7 @@ fn request(
         response
             .into_body()
             .with_config()
-            .limit(MAX_MANIFEST)
+            .limit(opts.max_bytes)
             .read_to_vec()
             .map_err(|e| unreachable(&e))?
     } else {
@@ -379,7 +371,7 @@ fn fetch_token(
     let body = response
         .into_body()
         .with_config()
-        .limit(MAX_MANIFEST)
+        .limit(opts.max_bytes)
         .read_to_vec()
         .map_err(|e| denied(e.to_string()))?;
     let json: serde_json::Value =
