@@ -22,14 +22,12 @@ pub use aibox_config::layout::{
     BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, GID_ARG, UID_ARG,
 };
 
-/// Files of the build context that only Compose reads (or nothing of the container).
-const NOT_BUILD_INPUTS: &[&str] = &[
-    aibox_config::layout::COMPOSE,
-    aibox_config::layout::COMPOSE_OVERRIDE,
-    aibox_config::layout::COMPOSE_LOCAL,
-    aibox_config::layout::COMPOSE_ENV,
-    aibox_config::layout::SECCOMP_PROFILE,
-];
+/// Whether a file of the build context is read only by Compose: the Compose files of the
+/// file table, their `.env` and the seccomp profile they name.
+fn compose_only(rel: &str) -> bool {
+    use aibox_config::layout::{COMPOSE_ENV, COMPOSE_FILES, SECCOMP_PROFILE};
+    COMPOSE_FILES.contains(&rel) || rel == COMPOSE_ENV || rel == SECCOMP_PROFILE
+}
 
 /// The two digests of one project's dev container files, as `sha256:<hex>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +61,7 @@ impl Fingerprints {
         for rel in &files {
             let into = if rel.as_str() == aibox_config::layout::DEVCONTAINER_JSON {
                 continue;
-            } else if NOT_BUILD_INPUTS.contains(&rel.as_str()) {
+            } else if compose_only(rel.as_str()) {
                 &mut config
             } else {
                 &mut build
@@ -87,11 +85,14 @@ impl Fingerprints {
         })
     }
 
-    /// The `--build-arg` values that give the image's user the project owner's IDs.
-    pub fn owner_build_args(&self) -> Vec<String> {
-        self.owner
-            .map(|(uid, gid)| vec![format!("{UID_ARG}={uid}"), format!("{GID_ARG}={gid}")])
-            .unwrap_or_default()
+    /// The `--build-arg` values of a build: the build digest, and the project owner's IDs
+    /// for the image's user when the owner is a regular user.
+    pub fn build_args(&self) -> Vec<String> {
+        let mut args = vec![format!("{BUILD_DIGEST_ARG}={}", self.build)];
+        if let Some((uid, gid)) = self.owner {
+            args.extend([format!("{UID_ARG}={uid}"), format!("{GID_ARG}={gid}")]);
+        }
+        args
     }
 }
 
@@ -224,14 +225,18 @@ mod tests {
         let prints = Fingerprints::of(&root).unwrap();
         let regular = (1000..65534).contains(&mine.uid());
         assert_eq!(prints.owner.is_some(), regular, "{:?}", prints.owner);
-        assert_eq!(prints.owner_build_args().len(), if regular { 2 } else { 0 });
+        assert_eq!(prints.build_args().len(), if regular { 3 } else { 1 });
+        assert_eq!(
+            prints.build_args()[0],
+            format!("AIBOX_BUILD_DIGEST={}", prints.build)
+        );
         if mine.uid() == 0 {
             // As root (CI): hand the folder to a regular user and back.
             std::os::unix::fs::chown(&root, Some(4321), Some(4322)).unwrap();
             let owned = Fingerprints::of(&root).unwrap();
             assert_eq!(owned.owner, Some((4321, 4322)));
             assert_eq!(
-                owned.owner_build_args(),
+                owned.build_args()[1..],
                 ["AIBOX_UID=4321", "AIBOX_GID=4322"]
             );
             assert_ne!(owned.build, prints.build, "another owner, another image");

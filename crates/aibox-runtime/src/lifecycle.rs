@@ -17,7 +17,7 @@ use crate::build_log::{self, BuildLog, BuildStep};
 use crate::detect::{ComposeKind, DetectEnv, Detected, Engine, detect};
 use crate::error::RuntimeError;
 use crate::fingerprint::{
-    BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, Fingerprints,
+    BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, Fingerprints,
 };
 use crate::process::{self, ExtraEnv, Stream};
 
@@ -336,13 +336,10 @@ impl Runtime {
         progress(&Event::Building {
             image: target.image.clone(),
         });
-        let mut args = vec!["build".to_owned(), "--build-arg".to_owned()];
-        args.push(format!("{BUILD_DIGEST_ARG}={}", prints.build));
-        for arg in prints.owner_build_args() {
-            args.extend(["--build-arg".to_owned(), arg]);
+        let mut cmd = self.compose(target, &["build"]);
+        for arg in prints.build_args() {
+            cmd.arg("--build-arg").arg(arg);
         }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let cmd = self.compose(target, &args);
         let mut log = BuildLog::default();
         let done = process::run(cmd, self.timeouts.build, &mut |_, line| {
             progress(&Event::Output {
@@ -382,13 +379,12 @@ impl Runtime {
         let build = match &image {
             None => true,
             Some(_) if opts.build => true,
-            Some(facts) if facts.build_digest != prints.build => {
+            Some(facts) => facts.stale_reason(&prints).is_some_and(|reason| {
                 progress(&Event::Stale {
-                    reason: stale_image_reason(&target.image, facts),
+                    reason: format!("image `{}` {reason}: rebuilding it", target.image),
                 });
                 true
-            }
-            Some(_) => false,
+            }),
         };
         let image_id = if build {
             self.build_from(target, &prints, progress)?;
@@ -444,7 +440,7 @@ impl Runtime {
             container: target.container.clone(),
             id,
         });
-        self.status(target)
+        self.status_with(target, Some(&prints))
     }
 
     /// Stops and removes the project's container (Compose `down`). Files, volumes and
@@ -502,21 +498,30 @@ impl Runtime {
         Ok(())
     }
 
-    /// Reports whether the project's container runs.
+    /// Reports whether the project's container runs, and whether it and its image still
+    /// match the files.
     pub fn status(&self, target: &Target) -> Result<Status, RuntimeError> {
+        // Unreadable files make nothing stale: `up` reports them when it needs them.
+        let prints = Fingerprints::of(&target.root).ok();
+        self.status_with(target, prints.as_ref())
+    }
+
+    fn status_with(
+        &self,
+        target: &Target,
+        prints: Option<&Fingerprints>,
+    ) -> Result<Status, RuntimeError> {
         let found = self.inspect(&target.container)?;
         if let Some(found) = &found {
             check_owner(found, target)?;
         }
         let image = self.image_facts(&target.image)?;
         let image_present = image.is_some();
-        // Unreadable files make nothing stale: `up` reports them when it needs them.
-        let prints = Fingerprints::of(&target.root).ok();
-        let image_stale = match (&image, &prints) {
-            (Some(facts), Some(p)) => facts.build_digest != p.build,
+        let image_stale = match (&image, prints) {
+            (Some(facts), Some(p)) => facts.stale_reason(p).is_some(),
             _ => false,
         };
-        let container_stale = match (&found, &prints) {
+        let container_stale = match (&found, prints) {
             (Some(c), Some(p)) => {
                 stale_container_reason(c, p, image.as_ref().map(|f| f.id.as_str())).is_some()
             }
@@ -1020,17 +1025,19 @@ fn parse_image_inspect(stdout: &str) -> Result<Option<ImageFacts>, String> {
     }))
 }
 
-/// Why the image must be rebuilt, in words.
-fn stale_image_reason(image: &str, facts: &ImageFacts) -> String {
-    if facts.build_digest.is_empty() {
-        format!(
-            "image `{image}` was not built by aibox (it has no `{BUILD_DIGEST_LABEL}` label): rebuilding it"
-        )
-    } else {
-        format!(
-            "image `{image}` was built from other files than .devcontainer/ holds now (the \
-             Dockerfile, Dockerfile.local or the personal CA changed): rebuilding it"
-        )
+impl ImageFacts {
+    /// Why the image must be rebuilt, `None` when it was built from these files.
+    fn stale_reason(&self, prints: &Fingerprints) -> Option<&'static str> {
+        if self.build_digest.is_empty() {
+            Some("was not built by aibox (it has no `aibox.build-digest` label)")
+        } else if self.build_digest != prints.build {
+            Some(
+                "was built from other files than .devcontainer/ holds now (the Dockerfile, \
+                 Dockerfile.local, the personal CA or the project owner changed)",
+            )
+        } else {
+            None
+        }
     }
 }
 
