@@ -754,7 +754,13 @@ fn the_container_user_gets_the_project_owners_ids_and_can_write_the_workspace() 
     ok(aibox(&podman, root).arg("apply"));
     // As the owner would have it, had they run `aibox apply` themselves.
     ok(Command::new("chown").args(["-R", "4321:4322", root.as_str()]));
-    ok(aibox(&podman, root).arg("up"));
+    let out = run(aibox(&podman, root).arg("up"));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("cannot write"),
+        "{}",
+        show(&out)
+    );
     let id = ok(aibox(&podman, root).args(["exec", "--", "sh", "-c", "echo $(id -u):$(id -g)"]));
     assert_eq!(id.trim(), "4321:4322");
     ok(aibox(&podman, root).args(["exec", "--", "touch", "/workspace/written-by-agent"]));
@@ -772,9 +778,15 @@ fn the_container_user_gets_the_project_owners_ids_and_can_write_the_workspace() 
     ok(Command::new("chown").args(["-R", "0:0", root.as_str()]));
     let out = run(aibox(&podman, root).arg("up"));
     assert!(out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("rebuilding it"),
+        stderr.contains("rebuilding it"),
         "another owner is another image: {}",
+        show(&out)
+    );
+    assert!(
+        stderr.contains("warning: the container user `aibox` cannot write /workspace"),
+        "up says so too: {}",
         show(&out)
     );
     let doctor = run(aibox(&podman, root).args(["doctor", "--output", "json"]));

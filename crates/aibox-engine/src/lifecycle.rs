@@ -131,6 +131,10 @@ pub struct UpReport {
     /// relaxation (a consent committed by someone else is not yours).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Folders the agent must write that the container user cannot (`/workspace`, its
+    /// home, the harness folders), each with [`UNWRITABLE_FIX`] as the fix.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unwritable: Vec<String>,
     /// Whether Codex's sandbox can start in the container (probed when Codex is enabled).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub codex_sandbox: Option<crate::codex_sandbox::SandboxReport>,
@@ -254,6 +258,10 @@ pub fn up(
     }
     let codex_sandbox =
         crate::codex_sandbox::probe(config, resolved.security.posture(), &runtime, &target);
+    let unwritable = unwritable_folders(&runtime, &target, config)?
+        .iter()
+        .map(|folder| unwritable_message(&target.user, folder))
+        .collect();
     // Like the Dev Containers CLI: post-create once per new container, post-start on
     // every start.
     let created = status.container_id.is_some() && status.container_id != before.container_id;
@@ -277,6 +285,7 @@ pub fn up(
         apply: report,
         status,
         notices: relaxation_notices(&resolved),
+        unwritable,
         codex_sandbox,
         ran,
     })
@@ -302,83 +311,37 @@ pub(crate) fn container_state(
     )))
 }
 
-/// What `doctor` adds to [`container_state`] (`up` does not stop a container for these):
-/// an image or container that no longer matches the files, and folders the agent cannot
-/// write in a running container.
-pub(crate) fn container_health(
+/// The folders the agent must write, as the container user in the running container,
+/// that it cannot: `/workspace`, its home and the enabled harnesses' state folders there.
+/// `up` warns about them and `doctor` reports them.
+pub(crate) fn unwritable_folders(
     runtime: &Runtime,
     target: &Target,
-) -> Result<Vec<Finding>, RuntimeError> {
-    let status = runtime.status(target)?;
-    let mut findings = staleness(&status);
-    if status.state == ContainerState::Running {
-        findings.extend(unwritable(runtime, target)?);
+    config: &aibox_config::AiboxToml,
+) -> Result<Vec<String>, RuntimeError> {
+    let mut probe = String::from("for d in /workspace \"$HOME\"");
+    for dir in config.ai.harnesses.iter().filter_map(|h| h.home_dir()) {
+        let _ = write!(probe, " \"$HOME/{dir}\"");
     }
-    Ok(findings)
-}
-
-/// The folders the agent must write, as the container user: `/workspace`, its home and
-/// the harness state folders there. Prints each one it cannot write.
-const WRITABLE_PROBE: &str = "for d in /workspace \"$HOME\" \"$HOME/.claude\" \"$HOME/.codex\" \
-    \"$HOME/.gemini\" \"$HOME/.local/share/opencode\"; do \
-    if [ -e \"$d\" ] && ! [ -w \"$d\" ]; then echo \"$d\"; fi; done";
-
-/// An error for every folder the container user cannot write.
-fn unwritable(runtime: &Runtime, target: &Target) -> Result<Vec<Finding>, RuntimeError> {
-    let (_, stdout) = runtime.exec_output(target, &target.user, &["sh", "-c", WRITABLE_PROBE])?;
+    probe.push_str("; do if [ -e \"$d\" ] && ! [ -w \"$d\" ]; then echo \"$d\"; fi; done");
+    let (_, stdout) = runtime.exec_output(target, &target.user, &["sh", "-c", &probe])?;
     Ok(stdout
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
-        .map(|folder| {
-            Finding::new(
-                "aibox::doctor::not_writable",
-                Severity::Error,
-                aibox_config::layout::DOCKERFILE,
-                format!(
-                    "the container user `{}` cannot write {folder}, so the agent cannot work \
-                     there",
-                    target.user
-                ),
-                "the project folder should belong to your own (non-root) user: `aibox up` gives \
-                 the container user that user's UID and GID; then `aibox up` rebuilds the image. \
-                 On rootless Podman the container user can write only what it maps to",
-            )
-        })
+        .map(str::to_owned)
         .collect())
 }
 
-/// Warnings for an image or container that no longer matches the generated files.
-fn staleness(status: &Status) -> Vec<Finding> {
-    let mut out = Vec::new();
-    if status.image_stale {
-        out.push(Finding::new(
-            "aibox::doctor::stale_image",
-            Severity::Warning,
-            aibox_config::layout::DOCKERFILE,
-            format!(
-                "image `{}` was built from other files than .devcontainer/ holds now (or not \
-                 by aibox)",
-                status.image
-            ),
-            "run `aibox up`: it rebuilds the image and recreates the container",
-        ));
-    }
-    if status.container_stale {
-        out.push(Finding::new(
-            "aibox::doctor::stale_container",
-            Severity::Warning,
-            aibox_config::layout::COMPOSE,
-            format!(
-                "container `{}` was created from other Compose files, settings or image than \
-                 now (or not by aibox)",
-                status.container
-            ),
-            "run `aibox up`: it recreates the container",
-        ));
-    }
-    out
+/// What `up` and `doctor` say of a folder from [`unwritable_folders`].
+pub(crate) fn unwritable_message(user: &str, folder: &str) -> String {
+    format!("the container user `{user}` cannot write {folder}, so the agent cannot work there")
 }
+
+/// The fix for [`unwritable_message`].
+pub const UNWRITABLE_FIX: &str = "the project folder should belong to your own \
+    (non-root) user: `aibox up` gives the container user that user's UID and GID; then `aibox \
+    up` rebuilds the image. On rootless Podman the container user can write only what it maps to";
 
 /// Runs one lifecycle command as the container user in `/workspace`, through `sh -c`
 /// like `devcontainer.json` string commands. Its output goes to stderr so `--output

@@ -21,6 +21,15 @@ pub fn up(g: &Global, args: &UpArgs) -> Outcome {
     for warning in &report.apply.warnings {
         render::note(false, &format!("warning: {warning}"));
     }
+    for problem in &report.unwritable {
+        render::note(false, &format!("warning: {problem}"));
+    }
+    if !report.unwritable.is_empty() {
+        render::note(
+            false,
+            &format!("  fix: {}", aibox_engine::lifecycle::UNWRITABLE_FIX),
+        );
+    }
     if let Some(sandbox) = &report.codex_sandbox {
         render::note(false, &sandbox.line());
     }

@@ -1,6 +1,10 @@
-//! The `container-state` check: what the engine actually runs, under the policy gate.
+//! The `container-state` check: what the engine actually runs, under the policy gate,
+//! whether it still matches the generated files, and whether the agent can write where it
+//! works.
 
-use aibox_config::Project;
+use aibox_config::{AiboxToml, Project};
+use aibox_policy::{Finding, Severity};
+use aibox_runtime::{ContainerState, Runtime, RuntimeError, Target};
 use camino::Utf8Path;
 
 use crate::doctor::DoctorOptions;
@@ -29,20 +33,66 @@ pub(crate) fn check(
     let state = crate::lifecycle::runtime_for_config(root, &p.config, &lifecycle)
         .map_err(|e| e.to_string())
         .and_then(|(runtime, target)| {
-            let inspect = || -> Result<_, aibox_runtime::RuntimeError> {
-                let Some(mut findings) =
-                    crate::lifecycle::container_state(&runtime, &target, &p.config)?
-                else {
-                    return Ok(None);
-                };
-                findings.extend(crate::lifecycle::container_health(&runtime, &target)?);
-                Ok(Some(findings))
-            };
-            inspect().map_err(|e| e.to_string())
+            findings(&runtime, &target, &p.config).map_err(|e| e.to_string())
         });
     match state {
         Ok(Some(findings)) => run.check("container-state", findings),
         Ok(None) => run.skip("container-state", "no container"),
         Err(e) => run.skip("container-state", &e),
     }
+}
+
+/// The policy findings over the engine state (as `up` checks it), then what only doctor
+/// reports (`up` rebuilds or recreates instead): a stale image or container, and folders
+/// the container user cannot write. `None` when there is no container.
+fn findings(
+    runtime: &Runtime,
+    target: &Target,
+    config: &AiboxToml,
+) -> Result<Option<Vec<Finding>>, RuntimeError> {
+    let Some(mut findings) = crate::lifecycle::container_state(runtime, target, config)? else {
+        return Ok(None);
+    };
+    let status = runtime.status(target)?;
+    let stale = [
+        (
+            status.image_stale,
+            "aibox::doctor::stale_image",
+            aibox_config::layout::DOCKERFILE,
+            format!(
+                "image `{}` was built from other files than .devcontainer/ holds now (or not by \
+                 aibox)",
+                status.image
+            ),
+            "run `aibox up`: it rebuilds the image and recreates the container",
+        ),
+        (
+            status.container_stale,
+            "aibox::doctor::stale_container",
+            aibox_config::layout::COMPOSE,
+            format!(
+                "container `{}` was created from other Compose files, settings or image than \
+                 now (or not by aibox)",
+                status.container
+            ),
+            "run `aibox up`: it recreates the container",
+        ),
+    ];
+    for (is_stale, code, file, message, fix) in stale {
+        if is_stale {
+            findings.push(Finding::new(code, Severity::Warning, file, message, fix));
+        }
+    }
+    if status.state == ContainerState::Running {
+        for folder in crate::lifecycle::unwritable_folders(runtime, target, config)? {
+            findings.push(Finding::new(
+                "aibox::doctor::not_writable",
+                Severity::Error,
+                aibox_config::layout::DOCKERFILE,
+                crate::lifecycle::unwritable_message(&target.user, &folder),
+                crate::lifecycle::UNWRITABLE_FIX,
+            ));
+        }
+    }
+    Ok(Some(findings))
 }
