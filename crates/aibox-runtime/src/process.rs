@@ -229,7 +229,11 @@ fn spawn_reader(
             match reader.read_until(b'\n', &mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
-                    let line = String::from_utf8_lossy(&buf);
+                    // Engines colour their output even into a pipe (docker-compose 1.29
+                    // wraps each character of a build step's stderr in its own escape):
+                    // every caller reads, matches and shows plain text.
+                    let plain = strip_ansi_escapes::strip(&buf);
+                    let line = String::from_utf8_lossy(&plain);
                     let line = line.trim_end_matches(['\n', '\r']).to_owned();
                     if tx.send((which, line)).is_err() {
                         break;
@@ -269,6 +273,21 @@ mod tests {
         assert_eq!(done.stderr, "two\n");
         assert_eq!(seen.len(), 3);
         assert_eq!(done.tail.len(), 3);
+    }
+
+    /// docker-compose 1.29's legacy builder, as captured from a real failed step: every
+    /// character of the step's stderr in its own colour escape.
+    #[test]
+    fn colour_escapes_are_stripped_from_every_line() {
+        let script = r"printf '\033[91mc\033[0m\033[91mu\033[0m\033[91mr\033[0m\033[91ml\033[0m\033[91m:\033[0m \033[91m(60)\033[0m\n' >&2; printf '\033[0m\033[91mMore details\n' >&2";
+        let mut seen = Vec::new();
+        let done = run(sh(script), Duration::from_secs(10), &mut |_, l| {
+            seen.push(l.to_owned());
+        })
+        .unwrap();
+        assert_eq!(seen, ["curl: (60)", "More details"]);
+        assert_eq!(done.tail, seen);
+        assert_eq!(done.stderr, "curl: (60)\nMore details\n");
     }
 
     #[test]
