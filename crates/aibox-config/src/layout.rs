@@ -30,6 +30,12 @@ pub const SECCOMP_PROFILE: &str = ".devcontainer/aibox-seccomp.json";
 pub const EXTRA_CA: &str = ".devcontainer/aibox-ca/extra-ca.crt";
 /// `.devcontainer/aibox-ca/README` (committed, keeps the folder in a fresh clone).
 pub const EXTRA_CA_README: &str = ".devcontainer/aibox-ca/README";
+/// `.devcontainer/aibox-mcp/`: the hash-pinned requirements of each locked MCP server
+/// environment (`<id>.txt`, rendered from `aibox.lock`), installed by the image build.
+pub const MCP_ENVS_DIR: &str = ".devcontainer/aibox-mcp/";
+/// In the container: where the image installs the locked MCP server environments
+/// (`<dir>/<id>`, started as `<dir>/<id>/bin/python`).
+pub const CONTAINER_MCP_ENVS: &str = "/opt/aibox/mcp";
 /// `.devcontainer/.env`: the user's Compose variables, read (never written) by Compose.
 pub const COMPOSE_ENV: &str = ".devcontainer/.env";
 /// The folder of the dev container files.
@@ -242,6 +248,7 @@ pub const FILES: &[Entry] = &[
     ),
     row(EXTRA_CA_README, Devcontainer, Committed, APPLY, NO_ROLE),
     row(SECCOMP_PROFILE, Policy, Committed, APPLY, NO_ROLE),
+    row(MCP_ENVS_DIR, Devcontainer, Committed, APPLY, NO_ROLE),
     scaffold(DOCKERFILE_LOCAL, NO_ROLE),
     scaffold(COMPOSE_OVERRIDE, COMPOSED),
     // Compose reads it; the user owns it.

@@ -34,6 +34,7 @@ pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> St
     // Tools come before anything project-specific, so projects on one base image share
     // these layers in the engine's build cache.
     crate::tools::render(&mut out, tools);
+    python_envs_step(&mut out, inputs);
 
     let labels = [
         ("org.opencontainers.image.source", source),
@@ -81,6 +82,42 @@ pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> St
     );
     out
 }
+
+/// Installs every locked MCP server environment from its hash-pinned requirements file.
+/// One layer: the environments share uv's cache through hard links, so a package that
+/// several of them hold is stored once; byte-compiled, because the servers' user cannot
+/// write `__pycache__` under `/opt` and every start would compile again.
+fn python_envs_step(out: &mut String, inputs: &Inputs<'_>) {
+    if inputs.python_envs.is_empty() {
+        return;
+    }
+    let ids: Vec<&str> = inputs.python_envs.iter().map(|e| e.id.as_str()).collect();
+    out.push_str(
+        "# MCP server environments locked in aibox.lock ([mcp]): each gets exactly its\n\
+         # hash-pinned requirements, so the servers start offline with what was locked.\n",
+    );
+    let _ = writeln!(out, "COPY {MCP_ENVS_CONTEXT} {MCP_REQUIREMENTS_DIR}/");
+    let _ = writeln!(
+        out,
+        "RUN set -eu; \\\n    \
+         export UV_CACHE_DIR=/tmp/aibox-uv-cache UV_PYTHON_DOWNLOADS=never UV_LINK_MODE=hardlink; \\\n    \
+         for env in {}; do \\\n        \
+         echo \"aibox: installing MCP environment $env\"; \\\n        \
+         uv venv --quiet --python python3 \"{MCP_ENVS_ROOT}/$env\"; \\\n        \
+         uv pip install --quiet --compile-bytecode --require-hashes --no-deps \\\n            \
+         --python \"{MCP_ENVS_ROOT}/$env/bin/python\" -r \"{MCP_REQUIREMENTS_DIR}/$env.txt\"; \\\n    \
+         done; \\\n    \
+         rm -rf /tmp/aibox-uv-cache\n",
+        ids.join(" ")
+    );
+}
+
+/// The requirements folder, relative to the build context (`.devcontainer/`).
+const MCP_ENVS_CONTEXT: &str = "aibox-mcp/";
+/// Where the image keeps the requirements files it installed from.
+const MCP_REQUIREMENTS_DIR: &str = "/opt/aibox/mcp-requirements";
+/// Where the environments live (the engine registers `<root>/<id>/bin/python`).
+const MCP_ENVS_ROOT: &str = aibox_config::layout::CONTAINER_MCP_ENVS;
 
 /// The step that creates (or renames) the container user and its harness folders.
 fn user_step(out: &mut String, inputs: &Inputs<'_>) {

@@ -79,6 +79,20 @@ pub struct Inputs<'a> {
     pub extra_ca: Option<&'a str>,
     /// The tool catalog; `None` uses the one shipped with aibox.
     pub catalog: Option<&'a Catalog>,
+    /// Locked Python environments of MCP servers, sorted by id: the Dockerfile installs
+    /// each from its hash-pinned requirements file (see [`PythonEnv`]).
+    pub python_envs: &'a [PythonEnv],
+}
+
+/// One locked Python environment of MCP servers: the engine renders its requirements
+/// from `aibox.lock`; this crate writes them to `.devcontainer/aibox-mcp/<id>.txt` and
+/// installs them into `/opt/aibox/mcp/<id>` with `uv pip install --require-hashes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonEnv {
+    /// The environment's name (hex digits).
+    pub id: String,
+    /// Text of the hash-pinned requirements file.
+    pub requirements: String,
 }
 
 /// Default `org.opencontainers.image.source`: where the generator comes from.
@@ -99,6 +113,7 @@ impl<'a> Inputs<'a> {
             image_source: None,
             extra_ca: None,
             catalog: None,
+            python_envs: &[],
         }
     }
 
@@ -197,6 +212,12 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
         inputs.extra_ca.unwrap_or_default(),
         Ownership::LocalState,
     ));
+    for env in inputs.python_envs {
+        files.push(PlannedFile::generated(
+            format!("{MCP_ENVS_DIR}{}.txt", env.id),
+            env.requirements.clone(),
+        ));
+    }
     for dir in inputs.harness_home_dirs() {
         files.push(PlannedFile::new(
             format!("{AIBOX_HOME_DIR}/{dir}/.keep"),
@@ -259,6 +280,9 @@ pub fn selected_tools<'c>(
 
 /// Path of the personal extra CA certificates in the build context (gitignored).
 pub const EXTRA_CA_PATH: &str = aibox_config::layout::EXTRA_CA;
+
+/// Folder of the locked MCP environments' requirements files (`<id>.txt`).
+pub const MCP_ENVS_DIR: &str = aibox_config::layout::MCP_ENVS_DIR;
 /// Committed file that keeps `.devcontainer/aibox-ca/` in a fresh clone, so the
 /// Dockerfile's `COPY` works before anyone runs `aibox apply`.
 pub const EXTRA_CA_README_PATH: &str = aibox_config::layout::EXTRA_CA_README;

@@ -61,6 +61,19 @@ pub(crate) fn inputs(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
             "This is a bug in the caller; pass aibox's own version.",
         ));
     }
+    for env in inputs.python_envs {
+        if env.id.is_empty()
+            || env.id.len() > 64
+            || !env.id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            return Err(invalid(
+                "MCP environment id",
+                &env.id,
+                "an environment id is lowercase hex digits",
+                "This is a bug in the caller; pass the id aibox.lock records.",
+            ));
+        }
+    }
     if let Some(src) = inputs.image_source
         && (src.is_empty() || src.chars().any(char::is_control))
     {

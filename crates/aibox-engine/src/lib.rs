@@ -10,6 +10,7 @@
 mod apply;
 mod error;
 pub mod plan;
+mod process;
 pub mod render;
 pub mod resolve;
 pub mod snapshot;
@@ -35,6 +36,7 @@ pub mod consent;
 pub mod doctor;
 pub mod init;
 pub mod lifecycle;
+pub mod mcp_envs;
 mod mcp_list;
 pub mod skills;
 

@@ -39,6 +39,9 @@ pub struct PlanOptions {
     /// Never download: a processkit release that is not in the download cache is
     /// [`crate::ProcesskitState::NotResolved`] (`doctor` and `mcp list` resolve this way).
     pub offline: bool,
+    /// How MCP servers' Python dependencies that `aibox.lock` does not hold yet are
+    /// resolved (see [`crate::mcp_envs`]).
+    pub python_resolver: crate::mcp_envs::PythonResolver,
 }
 
 impl std::fmt::Debug for PlanOptions {
@@ -49,6 +52,7 @@ impl std::fmt::Debug for PlanOptions {
             .field("download_progress", &self.download_progress.is_some())
             .field("engine", &self.engine)
             .field("offline", &self.offline)
+            .field("python_resolver", &self.python_resolver)
             .finish()
     }
 }
@@ -61,6 +65,7 @@ impl Default for PlanOptions {
             download_progress: None,
             engine: None,
             offline: false,
+            python_resolver: crate::mcp_envs::PythonResolver::default(),
         }
     }
 }

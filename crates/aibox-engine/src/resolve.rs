@@ -135,6 +135,8 @@ pub struct ResolvedRelease {
     pub(crate) hand_added: Vec<(HandAdded, Vec<aibox_provenance::ProcesskitServer>)>,
     /// The gate's refusal: failing gated skills without a recorded consent.
     pub(crate) refused: Option<(Vec<RefusedSkill>, String)>,
+    /// The locked Python environments of the servers the plan would register.
+    pub mcp_envs: crate::mcp_envs::McpEnvs,
 }
 
 impl ResolvedRelease {
@@ -304,13 +306,76 @@ fn resolve_processkit(
         .map_err(EngineError::from)?;
     let (hand_added, refused) = review_skills(root.path(), project, &release, &catalog)?;
     let scan = scan_live(root, project, files, &release, &catalog, options)?;
+    let mcp_envs = lock_server_envs(root, &release, &scan, &hand_added, previous_lock, options);
     Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
         release,
         scan,
         catalog,
         hand_added,
         refused,
+        mcp_envs,
     })))
+}
+
+/// Locks the Python environments of every server the plan may register: the release's
+/// (of the selected skills) and the hand-added skills'. Scripts are read from the
+/// verified release, or from the project for hand-added skills; the release's
+/// `PROVENANCE.toml` date is the resolver's upload cutoff.
+fn lock_server_envs(
+    root: &ProjectRoot,
+    release: &VerifiedRelease,
+    scan: &aibox_provenance::LiveScan,
+    hand_added: &[(HandAdded, Vec<aibox_provenance::ProcesskitServer>)],
+    previous_lock: Option<&Lock>,
+    options: &PlanOptions,
+) -> crate::mcp_envs::McpEnvs {
+    let servers = scan
+        .servers
+        .iter()
+        .chain(hand_added.iter().flat_map(|(_, s)| s.iter()));
+    let mut deps = Vec::new();
+    for server in servers {
+        let Some(script) = server.script() else {
+            continue;
+        };
+        let text = if release.payload.files.contains_key(script) {
+            release.payload.read(script).map_err(|e| e.to_string())
+        } else {
+            fs_err::read(root.path().join(script)).map_err(|e| e.to_string())
+        };
+        let declared = text.and_then(|bytes| {
+            aibox_provenance::pydeps::script_deps(&String::from_utf8_lossy(&bytes))
+        });
+        deps.push((server.name.clone(), declared));
+    }
+    let cutoff = release_date(release);
+    let cache_root = match &options.cache_dir {
+        Some(dir) => Some(dir.as_std_path().to_owned()),
+        None => Cache::default_location().map(|c| c.root().to_owned()),
+    };
+    crate::mcp_envs::lock(
+        deps,
+        cutoff.as_deref(),
+        previous_lock.and_then(|l| l.mcp.as_ref()),
+        &options.python_resolver,
+        options.offline,
+        cache_root.as_deref(),
+    )
+}
+
+/// `[source] generated_at` of the release's `PROVENANCE.toml`, when it is an RFC 3339
+/// UTC time: when the release was made.
+fn release_date(release: &VerifiedRelease) -> Option<String> {
+    let bytes = release.payload.read("PROVENANCE.toml").ok()?;
+    let doc: toml_edit::DocumentMut = String::from_utf8_lossy(&bytes).parse().ok()?;
+    let at = doc.get("source")?.get("generated_at")?.as_str()?;
+    let plausible = at.len() == 20
+        && at.ends_with('Z')
+        && at.as_bytes()[10] == b'T'
+        && at
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b':' | b'T' | b'Z'));
+    plausible.then(|| at.to_owned())
 }
 
 /// Scans the live processkit install (see [`aibox_provenance::scan`]): every file the

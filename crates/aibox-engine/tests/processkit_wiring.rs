@@ -336,3 +336,221 @@ fn plain_doctor_reports_processkit_drift() {
         .unwrap_or_else(|| panic!("{}", report.render_human()));
     assert!(finding.message.contains("1 modified"), "{finding:?}");
 }
+
+/// A project on the MCP fixture pack (`aibox-test-support/fixtures/mcp-pack`), pinned by
+/// its tree digest; `extra` goes into `aibox.toml`.
+fn mcp_pack_project(root: &Utf8Path, extra: &str) {
+    let pack = aibox_test_support::mcp_pack();
+    let sha = aibox_test_support::tree_sha256(&pack);
+    let toml = format!(
+        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"minimal\"]\n\n\
+         [processkit]\nsource = \"{pack}\"\nversion = \"v0.9.0\"\nsha256 = \"{sha}\"\n\n\
+         [ai]\nharnesses = [\"claude\", \"codex\", \"gemini\"]\n{extra}"
+    );
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+}
+
+fn options_with(
+    resolver: aibox_engine::mcp_envs::PythonResolver,
+    cache: &Utf8Path,
+) -> ApplyOptions {
+    let mut options = common::apply_opts(Some(cache));
+    options.plan.python_resolver = resolver;
+    options
+}
+
+/// Floating `mcp[cli]>=1.0` ranges are resolved once, as of the release's date, with the
+/// real uv against the real PyPI: mcp stays on 1.x (2.0, which renamed FastMCP, came five
+/// days after the release), every pin carries hashes, servers with one declaration share
+/// an environment, the registered command is that environment's interpreter, the
+/// Dockerfile installs it hash-checked, the server whose dependency does not exist is not
+/// registered, and an unchanged release is never resolved again (no resolver needed).
+#[test]
+fn floating_server_dependencies_are_locked_as_of_the_release() {
+    use aibox_engine::mcp_envs::PythonResolver;
+    let (_t, root) = empty_project();
+    let cache = tempfile::tempdir().unwrap();
+    let cache = Utf8Path::from_path(cache.path()).unwrap();
+    mcp_pack_project(&root, "");
+    let uv = aibox_test_support::uv();
+    let report = apply(
+        &root,
+        &options_with(PythonResolver::Uv(uv.clone().into()), cache),
+    )
+    .unwrap();
+    let warnings = report.warnings.join("\n");
+    assert!(
+        warnings.contains("`processkit-broken-deps` is not registered")
+            && warnings.contains("aibox-fixture-no-such-package-zq"),
+        "{warnings}"
+    );
+
+    let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
+    let parsed: toml::Table = toml::from_str(&lock).unwrap();
+    let envs = parsed["mcp"]["environments"].as_table().unwrap();
+    assert_eq!(envs.len(), 3, "three declarations, one without a solution: {lock}");
+    let (broken, envs): (Vec<_>, Vec<_>) =
+        envs.iter().partition(|(_, e)| e.get("unresolvable").is_some());
+    assert_eq!(broken.len(), 1, "{lock}");
+    let why = broken[0].1["unresolvable"].as_str().unwrap();
+    assert!(
+        why.starts_with(
+            "its dependencies (aibox-fixture-no-such-package-zq>=1.0, mcp[cli]>=1.0) have no \
+             solution: Because aibox-fixture-no-such-package-zq was not found in the package registry"
+        ),
+        "{why}"
+    );
+    assert_eq!(envs.len(), 2, "note-keeper and event-log declare different sets: {lock}");
+    let mut mcp_versions = Vec::new();
+    for (id, env) in envs {
+        assert_eq!(env["exclude_newer"].as_str(), Some("2026-07-23T15:43:27Z"));
+        assert!(
+            env["resolver"].as_str().unwrap().starts_with("uv 0."),
+            "{env}"
+        );
+        let reqs: Vec<&str> = env["requirements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let mcp = reqs.iter().find(|r| r.starts_with("mcp==")).unwrap();
+        mcp_versions.push((*mcp).to_owned());
+        for r in &reqs {
+            let key = r.split(';').next().unwrap().trim();
+            let hashes = parsed["mcp"]["hashes"][key].as_array().unwrap();
+            assert!(!hashes.is_empty(), "{key} has no hash");
+        }
+        let file =
+            fs_err::read_to_string(root.join(format!(".devcontainer/aibox-mcp/{id}.txt"))).unwrap();
+        assert!(
+            file.contains(&format!("{mcp} \\\n    --hash=sha256:")),
+            "{file}"
+        );
+        let dockerfile = fs_err::read_to_string(root.join(".devcontainer/Dockerfile")).unwrap();
+        assert!(
+            dockerfile.contains(&format!("for env in ")) && dockerfile.contains(id.as_str()),
+            "{dockerfile}"
+        );
+        assert!(dockerfile.contains("--require-hashes"), "{dockerfile}");
+    }
+    for v in &mcp_versions {
+        assert!(v.starts_with("mcp==1."), "resolved as of the release: {v}");
+    }
+
+    let mcp_json: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    let servers = mcp_json["mcpServers"].as_object().unwrap();
+    assert!(
+        !servers.contains_key("processkit-broken-deps"),
+        "{mcp_json:#}"
+    );
+    let note = &servers["processkit-note-keeper"];
+    let python = note["command"].as_str().unwrap();
+    assert!(
+        python.starts_with("/opt/aibox/mcp/") && python.ends_with("/bin/python"),
+        "{note}"
+    );
+    assert_eq!(
+        note["args"],
+        serde_json::json!(["context/skills/processkit/note-keeper/mcp/server.py"])
+    );
+    // No PEP 723 block: started as shipped.
+    assert_eq!(servers["processkit-plain-server"]["command"], "python3");
+    let settings = fs_err::read_to_string(root.join(".claude/settings.json")).unwrap();
+    assert!(!settings.contains("broken-deps"), "{settings}");
+
+    // Unchanged release: reused from the lock, with no resolver at all, byte for byte.
+    let again = apply(&root, &options_with(PythonResolver::Off, cache)).unwrap();
+    assert!(!again.changed(), "{:?}", again.files);
+    assert_eq!(
+        fs_err::read_to_string(root.join("aibox.lock")).unwrap(),
+        lock
+    );
+
+    // Another project on the same release reuses the cached resolution, offline.
+    let (_t2, other) = empty_project();
+    mcp_pack_project(&other, "");
+    apply(&other, &options_with(PythonResolver::Off, cache)).unwrap();
+    let other_lock: toml::Table =
+        toml::from_str(&fs_err::read_to_string(other.join("aibox.lock")).unwrap()).unwrap();
+    let resolved = |t: &toml::Table| -> Vec<(String, toml::Value)> {
+        t["mcp"]["environments"]
+            .as_table()
+            .unwrap()
+            .iter()
+            .filter(|(_, e)| e.get("unresolvable").is_none())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    // (A failed resolution is not cached: the next project asks again.)
+    assert!(resolved(&other_lock) == resolved(&parsed), "the cached resolutions differ");
+    assert!(other_lock["mcp"]["hashes"] == parsed["mcp"]["hashes"], "hashes differ");
+
+    // The gateway (`uv run --script`, with its environment variable) gets its own
+    // environment and keeps its variable; the per-skill servers are not registered.
+    fs_err::write(
+        root.join("aibox.toml"),
+        fs_err::read_to_string(root.join("aibox.toml")).unwrap()
+            + "\n[skills]\ninclude = [\"processkit-gateway\"]\n",
+    )
+    .unwrap();
+    apply(&root, &options_with(PythonResolver::Uv(uv.into()), cache)).unwrap();
+    let mcp_json: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    let servers = mcp_json["mcpServers"].as_object().unwrap();
+    assert_eq!(
+        servers.keys().collect::<Vec<_>>(),
+        ["processkit-gateway"],
+        "{mcp_json:#}"
+    );
+    let gw = &servers["processkit-gateway"];
+    assert!(
+        gw["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("/opt/aibox/mcp/"),
+        "{gw}"
+    );
+    assert_eq!(
+        gw["args"],
+        serde_json::json!(["context/skills/processkit/processkit-gateway/mcp/server.py"])
+    );
+    assert_eq!(gw["env"]["PROCESSKIT_MCP_MODE"], "gateway");
+    let lock: toml::Table =
+        toml::from_str(&fs_err::read_to_string(root.join("aibox.lock")).unwrap()).unwrap();
+    let envs = lock["mcp"]["environments"].as_table().unwrap();
+    assert_eq!(
+        envs.len(),
+        1,
+        "only the gateway's environment is kept: {envs:?}"
+    );
+    let reqs = envs.values().next().unwrap()["requirements"].to_string();
+    assert!(reqs.contains("httpx=="), "{reqs}");
+    // The retired environments' requirements files are removed with them.
+    let dir = root.join(".devcontainer/aibox-mcp");
+    assert_eq!(fs_err::read_dir(&dir).unwrap().count(), 1);
+}
+
+/// Without a resolver, servers not in the lock are registered as they ship and `apply`
+/// says they are unlocked.
+#[test]
+fn without_a_resolver_servers_stay_unlocked_and_apply_says_so() {
+    use aibox_engine::mcp_envs::PythonResolver;
+    let (_t, root) = empty_project();
+    let cache = tempfile::tempdir().unwrap();
+    let cache = Utf8Path::from_path(cache.path()).unwrap();
+    mcp_pack_project(&root, "");
+    let report = apply(&root, &options_with(PythonResolver::Off, cache)).unwrap();
+    let warnings = report.warnings.join("\n");
+    assert!(
+        warnings.contains("have unlocked dependencies"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("processkit-note-keeper"), "{warnings}");
+    let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
+    assert!(mcp.contains("\"uv\""), "registered as shipped: {mcp}");
+    let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
+    assert!(!lock.contains("[mcp"), "{lock}");
+    assert!(!root.join(".devcontainer/aibox-mcp").exists());
+}

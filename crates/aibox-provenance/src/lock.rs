@@ -36,6 +36,10 @@ pub struct Lock {
     /// `[base_image]`: what the generated Dockerfile starts `FROM`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_image: Option<BaseImageLock>,
+    /// `[mcp]`: the locked Python environments of MCP servers that declare their
+    /// dependencies (see [`crate::pydeps`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<crate::pydeps::McpLock>,
 }
 
 /// The base image in the lock: the configured reference, split, and whether it is aibox's

@@ -29,6 +29,17 @@ pub struct ProcesskitServer {
     pub gateway: bool,
 }
 
+impl ProcesskitServer {
+    /// The script the server runs: its first argument ending in `.py`.
+    pub fn script(&self) -> Option<&str> {
+        self.args.iter().map(String::as_str).find(|a| {
+            std::path::Path::new(a)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("py"))
+        })
+    }
+}
+
 #[derive(Deserialize)]
 struct McpConfigFile {
     #[serde(rename = "mcpServers")]

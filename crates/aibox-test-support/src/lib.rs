@@ -71,3 +71,69 @@ pub fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'sta
     rx.recv_timeout(std::time::Duration::from_secs(20))
         .unwrap_or_else(|_| panic!("{what}: still running after 20 s"))
 }
+
+/// The `uv` the MCP locking tests resolve with: `AIBOX_TEST_UV`, else the one the `uv`
+/// package installed for `python3` (`scripts/setup-test-deps.sh` pins it to the tool
+/// catalog's version), else `uv` on `PATH`; panics with the set-up command when none.
+pub fn uv() -> camino::Utf8PathBuf {
+    if let Some(path) = std::env::var_os("AIBOX_TEST_UV") {
+        return camino::Utf8PathBuf::from(path.to_string_lossy().into_owned());
+    }
+    let from_python = std::process::Command::new("python3")
+        .args(["-c", "import sys, uv; sys.stdout.write(uv.find_uv_bin())"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    if let Some(path) = from_python.filter(|p| camino::Utf8Path::new(p).is_file()) {
+        return camino::Utf8PathBuf::from(path);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("uv"))
+            .find(|c| c.is_file())
+    });
+    let path = on_path.expect(
+        "no uv for the MCP locking tests: run `bash scripts/setup-test-deps.sh` (it installs \
+         the pinned uv with pip) or set AIBOX_TEST_UV",
+    );
+    camino::Utf8PathBuf::from(path.to_string_lossy().into_owned())
+}
+
+/// The MCP fixture pack (`fixtures/mcp-pack`): a processkit-format release whose servers
+/// declare floating ranges the way the published ones do (see its README).
+pub fn mcp_pack() -> camino::Utf8PathBuf {
+    camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-pack")
+}
+
+/// A folder's digest as aibox pins a directory source: the SHA-256 of its `sha256sum`
+/// listing, sorted by path.
+pub fn tree_sha256(dir: &camino::Utf8Path) -> String {
+    use sha2::Digest as _;
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+        let mut entries: Vec<_> = fs_err::read_dir(dir)
+            .map(|rd| rd.flatten().collect())
+            .unwrap_or_default();
+        entries.sort_by_key(fs_err::DirEntry::file_name);
+        for e in entries {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else if let Ok(rel) = path.strip_prefix(base) {
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir.as_std_path(), dir.as_std_path(), &mut files);
+    files.sort();
+    let mut listing = String::new();
+    for f in &files {
+        let bytes = fs_err::read(dir.join(f)).unwrap_or_default();
+        listing.push_str(&hex::encode(sha2::Sha256::digest(&bytes)));
+        listing.push_str("  ");
+        listing.push_str(f);
+        listing.push('\n');
+    }
+    hex::encode(sha2::Sha256::digest(listing.as_bytes()))
+}

@@ -2,9 +2,8 @@
 //! helper waiting for input, a stuck network file system) is killed, and the check says
 //! it could not run instead of hanging `aibox doctor`.
 
-use std::io::Read as _;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use camino::Utf8Path;
 
@@ -15,74 +14,10 @@ pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// cannot be started, fails to be waited for, or runs past the deadline (it is killed).
 pub(crate) fn git(root: &Utf8Path, args: &[&str], timeout: Duration) -> Option<Output> {
     let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(root.as_str()).args(args);
-    run_with_deadline(cmd, timeout)
-}
-
-/// Spawns `cmd` (stdin closed, output captured) and waits for it until `timeout`; kills
-/// it past the deadline.
-pub(crate) fn run_with_deadline(mut cmd: Command, timeout: Duration) -> Option<Output> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Never ask for credentials: there is nobody to answer.
+    // Never ask for credentials: there is nobody to answer.
+    cmd.arg("-C")
+        .arg(root.as_str())
+        .args(args)
         .env("GIT_TERMINAL_PROMPT", "0");
-    let mut child = cmd.spawn().ok()?;
-    // Drain the pipes on their own threads so a chatty child never blocks on a full pipe.
-    let mut stdout = child.stdout.take()?;
-    let mut stderr = child.stderr.take()?;
-    let out = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stdout.read_to_end(&mut buf);
-        buf
-    });
-    let err = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        buf
-    });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    };
-    Some(Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::process::Command;
-    use std::time::{Duration, Instant};
-
-    #[test]
-    fn a_command_past_its_deadline_is_killed() {
-        let mut cmd = Command::new("sleep");
-        cmd.arg("30");
-        let start = Instant::now();
-        assert!(super::run_with_deadline(cmd, Duration::from_millis(200)).is_none());
-        assert!(start.elapsed() < Duration::from_secs(10));
-    }
-
-    #[test]
-    fn a_quick_command_returns_its_output() {
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
-        let output = super::run_with_deadline(cmd, Duration::from_secs(10)).unwrap();
-        assert_eq!(output.status.code(), Some(3));
-        assert_eq!(output.stdout, b"out\n");
-        assert_eq!(output.stderr, b"err\n");
-    }
+    crate::process::run_with_deadline(cmd, timeout)
 }

@@ -25,10 +25,29 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.security_opt = &ctx.security_opt;
     let extra_ca = read_extra_ca(ctx)?;
     inputs.extra_ca = extra_ca.as_deref();
+    let python_envs = python_envs(ctx);
+    inputs.python_envs = &python_envs;
     plan.extend(aibox_devcontainer::render(&inputs)?)?;
     plan.lock_mut().tools = tool_locks(&ctx.project.config)?;
     plan.lock_mut().base_image = Some(BaseImageLock::new(&ctx.project.config.container.base_image));
     Ok(())
+}
+
+/// The locked MCP server environments the image installs, rendered from the lock
+/// entries resolve made (none without a resolved processkit release).
+fn python_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::PythonEnv> {
+    let crate::ProcesskitState::Resolved(resolved) = ctx.processkit else {
+        return Vec::new();
+    };
+    let lock = &resolved.mcp_envs.lock;
+    lock.environments
+        .iter()
+        .filter(|(_, env)| env.unresolvable.is_none())
+        .map(|(id, env)| aibox_devcontainer::PythonEnv {
+            id: id.clone(),
+            requirements: aibox_provenance::pydeps::render_requirements(id, env, &lock.hashes),
+        })
+        .collect()
 }
 
 /// The lock entries of the tools the Dockerfile installs.

@@ -170,8 +170,13 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         plan.prune_dir(dir.as_str())?;
     }
     let servers = registered_servers(resolved, &install)?;
+    for warning in resolved.mcp_envs.warnings() {
+        plan.warn(warning);
+    }
     plan.set_processkit_servers(servers);
     plan.lock_mut().processkit = Some(install.lock);
+    let mcp = &resolved.mcp_envs.lock;
+    plan.lock_mut().mcp = (!mcp.environments.is_empty()).then(|| mcp.clone());
     Ok(())
 }
 
@@ -184,26 +189,52 @@ fn registered_servers(
     // Refuses (stopping the apply) when a gated skill fails without a recorded consent;
     // past this point every gated skill passed or was consented to.
     resolved.gate()?;
-    let spec = |s: &aibox_provenance::ProcesskitServer| ServerSpec {
-        name: s.name.clone(),
-        origin: Origin::Processkit,
-        transport: Transport::Stdio {
-            command: s.command.clone(),
-            args: s.args.clone(),
-            env: s.env.clone(),
-        },
-        allowed_tools: Vec::new(),
-        startup_timeout_sec: None,
-    };
-    let mut out: Vec<ServerSpec> = install.servers.iter().map(spec).collect();
-    for (_, servers) in &resolved.hand_added {
-        for server in servers {
-            if !out.iter().any(|s| s.name == server.name) {
-                out.push(spec(server));
-            }
+    let envs = &resolved.mcp_envs;
+    let spec = |s: &aibox_provenance::ProcesskitServer| {
+        let (command, args) = locked_command(s, envs.server_env.get(&s.name));
+        ServerSpec {
+            name: s.name.clone(),
+            origin: Origin::Processkit,
+            transport: Transport::Stdio {
+                command,
+                args,
+                env: s.env.clone(),
+            },
+            allowed_tools: Vec::new(),
+            startup_timeout_sec: None,
         }
+    };
+    let mut out: Vec<ServerSpec> = Vec::new();
+    let hand_added = resolved.hand_added.iter().flat_map(|(_, s)| s.iter());
+    for server in install.servers.iter().chain(hand_added) {
+        // A server whose dependencies cannot be installed could not start: not
+        // registered (and so not approved); the warning says why.
+        if envs.broken.contains_key(&server.name) || out.iter().any(|s| s.name == server.name) {
+            continue;
+        }
+        out.push(spec(server));
     }
     Ok(out)
+}
+
+/// The command that starts `server`: with a locked environment, that environment's
+/// interpreter on the script (and the arguments after it), so it runs exactly what the
+/// lock pins, with no resolver and no network; otherwise the command as shipped.
+fn locked_command(
+    server: &aibox_provenance::ProcesskitServer,
+    env: Option<&String>,
+) -> (String, Vec<String>) {
+    let shipped = || (server.command.clone(), server.args.clone());
+    let (Some(env), Some(script)) = (env, server.script()) else {
+        return shipped();
+    };
+    let Some(at) = server.args.iter().position(|a| a == script) else {
+        return shipped();
+    };
+    (
+        aibox_provenance::pydeps::env_python(env),
+        server.args[at..].to_vec(),
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,516 @@
+//! Locking what MCP servers run: the resolve-time half of [`aibox_provenance::pydeps`].
+//!
+//! Every registered processkit server (and every hand-added skill's) whose script
+//! declares PEP 723 dependencies gets a locked environment. Servers with the same
+//! declaration share one. An environment comes, in this order, from
+//! - the previous `aibox.lock`, when its spec is unchanged (an unchanged release is never
+//!   resolved again);
+//! - the resolution cache (`<download cache>/mcp-envs/<id>.txt`): the spec fixes the
+//!   answer (declared ranges, `requires-python` and the release's date as the upload
+//!   cutoff), so another project on the same release reuses it without a resolver;
+//! - `uv pip compile --universal --generate-hashes --exclude-newer <release date>`.
+//!
+//! A server whose declaration cannot be resolved (no solution, a package that does not
+//! exist, a malformed block) is not registered: it could not start. A server that could
+//! not be locked for want of a resolver or the network is registered as it ships and
+//! reported as unlocked, so `apply` works offline and says what it could not pin.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use aibox_provenance::pydeps::{self, EnvLock, EnvSpec, McpLock, ScriptDeps};
+
+/// Environment variable naming the `uv` binary `apply` resolves with; `none` turns
+/// resolving off (servers not yet in the lock stay unlocked).
+pub const UV_ENV: &str = "AIBOX_UV";
+
+/// Longest a resolution may take (a cold uv cache behind a slow proxy needs tens of
+/// seconds for a processkit-sized declaration).
+const RESOLVE_TIMEOUT: Duration = Duration::from_mins(5);
+
+/// How `resolve` locks the environments `aibox.lock` does not hold yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PythonResolver {
+    /// `AIBOX_UV` when set (a path, or `none`), else `uv` on `PATH`.
+    #[default]
+    Auto,
+    /// This `uv` binary.
+    Uv(PathBuf),
+    /// Resolve nothing: environments come only from the lock and the resolution cache.
+    Off,
+}
+
+/// What resolve decided for the servers' dependencies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpEnvs {
+    /// The environments in use and their hashes: the lock's `[mcp]`.
+    pub lock: McpLock,
+    /// Server name → environment id.
+    pub server_env: BTreeMap<String, String>,
+    /// Servers that cannot start (their dependencies cannot be installed): not
+    /// registered. Name → why.
+    pub broken: BTreeMap<String, String>,
+    /// Servers registered as they ship, their dependencies not pinned. Name → why.
+    pub unlocked: BTreeMap<String, String>,
+}
+
+impl McpEnvs {
+    /// The warnings `apply` shows (one per cause, naming the servers).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, why) in &self.broken {
+            out.push(format!(
+                "MCP server `{name}` is not registered: {why}. Fix the skill's PEP 723 \
+                 `dependencies` (or ask its authors to), then run `aibox apply` again"
+            ));
+        }
+        let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, why) in &self.unlocked {
+            by_reason.entry(why).or_default().push(name);
+        }
+        for (why, names) in by_reason {
+            out.push(format!(
+                "{} MCP server(s) have unlocked dependencies ({}): {why}; they fetch \
+                 whatever their ranges resolve to at first start",
+                names.len(),
+                names.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// One server to lock: its name and what its script declares (`Err`: the block is
+/// malformed, in one sentence).
+pub(crate) type ServerDeps = (String, Result<Option<ScriptDeps>, String>);
+
+/// Locks `servers` (see the module docs). `exclude_newer` is the release's date;
+/// `offline` never runs the resolver.
+pub(crate) fn lock(
+    servers: Vec<ServerDeps>,
+    exclude_newer: Option<&str>,
+    previous: Option<&McpLock>,
+    resolver: &PythonResolver,
+    offline: bool,
+    cache_root: Option<&Path>,
+) -> McpEnvs {
+    let mut out = McpEnvs::default();
+    let mut groups: BTreeMap<String, (EnvSpec, Vec<String>)> = BTreeMap::new();
+    for (name, deps) in servers {
+        match deps {
+            Err(why) => {
+                out.broken.insert(
+                    name,
+                    format!("its script's dependencies cannot be read: {why}"),
+                );
+            }
+            Ok(None) => {}
+            Ok(Some(deps)) => {
+                let spec = EnvSpec::new(&deps, exclude_newer);
+                groups
+                    .entry(spec.id())
+                    .or_insert_with(|| (spec, Vec::new()))
+                    .1
+                    .push(name);
+            }
+        }
+    }
+    let mut uv: Option<Result<Uv, String>> = None;
+    for (id, (spec, mut names)) in groups {
+        names.sort();
+        let cache_file = cache_root.map(|r| r.join("mcp-envs").join(format!("{id}.txt")));
+        let found = previous
+            .and_then(|l| reuse(l, &id, &spec))
+            .or_else(|| cache_file.as_deref().and_then(read_cached).map(Ok));
+        let mut resolver_name = String::new();
+        let outcome = match found {
+            Some(found) => found,
+            None if offline => Err(Failure::Unavailable(
+                "not locked yet, and this command never resolves; `aibox apply` does".to_owned(),
+            )),
+            None => match uv.get_or_insert_with(|| Uv::find(resolver)) {
+                Err(why) => Err(Failure::Unavailable(why.clone())),
+                Ok(uv) => {
+                    resolver_name.clone_from(&uv.version);
+                    uv.compile(&spec)
+                        .inspect(|(resolver, text)| {
+                            if let Some(file) = &cache_file {
+                                write_cached(file, resolver, text);
+                            }
+                        })
+                        .and_then(|(resolver, text)| {
+                            pydeps::parse_requirements(&text)
+                                .map(|r| (resolver, r))
+                                .map_err(|e| {
+                                    Failure::Unavailable(format!(
+                                        "{} printed an unusable lock: {e}",
+                                        uv.version
+                                    ))
+                                })
+                        })
+                }
+            },
+        };
+        match outcome {
+            Ok((resolver, resolution)) => {
+                for name in &names {
+                    out.server_env.insert(name.clone(), id.clone());
+                }
+                for req in &resolution.requirements {
+                    let key = pydeps::requirement_key(req).to_owned();
+                    if let Some(h) = resolution.hashes.get(&key) {
+                        out.lock.hashes.insert(key, h.clone());
+                    }
+                }
+                out.lock.environments.insert(
+                    id,
+                    EnvLock {
+                        requires_python: spec.requires_python.clone(),
+                        dependencies: spec.dependencies.clone(),
+                        exclude_newer: spec.exclude_newer.clone(),
+                        resolver,
+                        servers: names,
+                        requirements: resolution.requirements,
+                        unresolvable: None,
+                    },
+                );
+            }
+            Err(Failure::NoSolution(why)) => {
+                for name in &names {
+                    out.broken.insert(name.clone(), why.clone());
+                }
+                // Recorded, so an unchanged release does not ask again.
+                let resolver = previous
+                    .and_then(|l| l.environments.get(&id))
+                    .map_or(resolver_name, |e| e.resolver.clone());
+                out.lock.environments.insert(
+                    id,
+                    EnvLock {
+                        requires_python: spec.requires_python.clone(),
+                        dependencies: spec.dependencies.clone(),
+                        exclude_newer: spec.exclude_newer.clone(),
+                        resolver,
+                        servers: names,
+                        requirements: Vec::new(),
+                        unresolvable: Some(why),
+                    },
+                );
+            }
+            Err(Failure::Unavailable(why)) => {
+                for name in names {
+                    out.unlocked.insert(name, why.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Why an environment was not locked.
+enum Failure {
+    /// The declaration has no solution: the server cannot start anywhere.
+    NoSolution(String),
+    /// No resolver, no network, or a resolver failure: try again later.
+    Unavailable(String),
+}
+
+/// The previous lock's entry for `id`, when it was resolved from the same spec and holds
+/// a hash for every requirement.
+fn reuse(lock: &McpLock, id: &str, spec: &EnvSpec) -> Option<Result<Found, Failure>> {
+    let env = lock.environments.get(id).filter(|e| e.spec() == *spec)?;
+    if let Some(why) = &env.unresolvable {
+        return Some(Err(Failure::NoSolution(why.clone())));
+    }
+    let mut hashes = BTreeMap::new();
+    for req in &env.requirements {
+        let key = pydeps::requirement_key(req);
+        let list = lock.hashes.get(key).filter(|l| !l.is_empty())?;
+        hashes.insert(key.to_owned(), list.clone());
+    }
+    Some(Ok((
+        env.resolver.clone(),
+        pydeps::Resolution {
+            requirements: env.requirements.clone(),
+            hashes,
+        },
+    )))
+}
+
+/// A resolution and the resolver that made it.
+type Found = (String, pydeps::Resolution);
+
+/// First line of a cached resolution: which resolver produced it.
+const CACHE_HEADER: &str = "# resolver: ";
+
+/// A cached resolution (the file name is the spec's digest); a damaged entry is
+/// simply resolved again.
+fn read_cached(file: &Path) -> Option<(String, pydeps::Resolution)> {
+    let text = fs_err::read_to_string(file).ok()?;
+    let (first, rest) = text.split_once('\n')?;
+    let resolver = first.strip_prefix(CACHE_HEADER)?.to_owned();
+    let resolution = pydeps::parse_requirements(rest).ok()?;
+    Some((resolver, resolution))
+}
+
+/// Stores a resolution for the next project; a cache that cannot be written costs only
+/// a later resolution.
+fn write_cached(file: &Path, resolver: &str, text: &str) {
+    let Some(dir) = file.parent() else { return };
+    if fs_err::create_dir_all(dir).is_err() {
+        return;
+    }
+    let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
+        return;
+    };
+    let body = format!("{CACHE_HEADER}{resolver}\n{text}");
+    if std::io::Write::write_all(&mut tmp, body.as_bytes()).is_ok() {
+        let _ = tmp.persist(file);
+    }
+}
+
+/// A `uv` binary and its version (`uv 0.13.9`).
+struct Uv {
+    path: PathBuf,
+    version: String,
+}
+
+impl Uv {
+    fn find(resolver: &PythonResolver) -> Result<Self, String> {
+        let path = match resolver {
+            PythonResolver::Off => return Err("resolving is turned off".to_owned()),
+            PythonResolver::Uv(path) => path.clone(),
+            PythonResolver::Auto => match std::env::var_os(UV_ENV) {
+                Some(v) if v == "none" => {
+                    return Err(format!("resolving is turned off ({UV_ENV}=none)"));
+                }
+                Some(v) if !v.is_empty() => PathBuf::from(v),
+                _ => on_path("uv").ok_or_else(|| {
+                    format!(
+                        "no `uv` on PATH to resolve them with (install uv, or set {UV_ENV} to \
+                         its path, then run `aibox apply` again)"
+                    )
+                })?,
+            },
+        };
+        let mut cmd = Command::new(&path);
+        cmd.arg("--version");
+        let out = crate::process::run_with_deadline(cmd, Duration::from_secs(30))
+            .filter(|o| o.status.success())
+            .ok_or_else(|| format!("`{} --version` did not run", path.display()))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let version = text
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !version.starts_with("uv ") {
+            return Err(format!(
+                "`{}` is not uv (it says `{}`)",
+                path.display(),
+                text.trim()
+            ));
+        }
+        Ok(Self { path, version })
+    }
+
+    /// Resolves `spec`: the resolver's name and its hash-pinned requirements text.
+    fn compile(&self, spec: &EnvSpec) -> Result<(String, String), Failure> {
+        let unavailable = |why: String| Failure::Unavailable(why);
+        let dir = tempfile::tempdir()
+            .map_err(|e| unavailable(format!("cannot create a temporary folder: {e}")))?;
+        let input = dir.path().join("requirements.in");
+        let mut text = spec.dependencies.join("\n");
+        text.push('\n');
+        fs_err::write(&input, text)
+            .map_err(|e| unavailable(format!("cannot write {}: {e}", input.display())))?;
+        let mut cmd = Command::new(&self.path);
+        cmd.args(["pip", "compile", "--universal", "--generate-hashes"])
+            .args([
+                "--no-header",
+                "--no-annotate",
+                "--quiet",
+                "--color",
+                "never",
+            ])
+            .args(["--python-version", &spec.python_floor()])
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .current_dir(dir.path())
+            .arg(&input);
+        if let Some(cutoff) = &spec.exclude_newer {
+            cmd.args(["--exclude-newer", cutoff]);
+        }
+        let out = crate::process::run_with_deadline(cmd, RESOLVE_TIMEOUT).ok_or_else(|| {
+            unavailable(format!(
+                "{} did not finish within {} s",
+                self.version,
+                RESOLVE_TIMEOUT.as_secs()
+            ))
+        })?;
+        if out.status.success() {
+            return Ok((
+                self.version.clone(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            ));
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let message = summary(&stderr);
+        if stderr.contains("No solution found") {
+            Err(Failure::NoSolution(format!(
+                "its dependencies ({}) have no solution: {message}",
+                spec.dependencies.join(", ")
+            )))
+        } else {
+            Err(unavailable(format!("{} failed: {message}", self.version)))
+        }
+    }
+}
+
+/// The resolver's message in one line: its explanation, without its headline, labels
+/// and tree drawing.
+fn summary(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(|l| {
+            let l = l.trim().trim_start_matches(['×', '╰', '─', '▶', '|', ' ']).trim();
+            let l = l.strip_prefix("error:").unwrap_or(l).trim();
+            l.strip_prefix("cause:").unwrap_or(l).trim()
+        })
+        .filter(|l| !l.is_empty() && !l.starts_with("No solution found"))
+        .collect();
+    let joined = lines.join(" ");
+    if joined.chars().count() > 400 {
+        let cut: String = joined.chars().take(400).collect();
+        format!("{cut}…")
+    } else {
+        joined
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join(name))
+        .find(|c| {
+            fs_err::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deps(list: &[&str]) -> Result<Option<ScriptDeps>, String> {
+        Ok(Some(ScriptDeps {
+            requires_python: Some(">=3.10".to_owned()),
+            dependencies: list.iter().map(|s| (*s).to_owned()).collect(),
+        }))
+    }
+
+    #[test]
+    fn servers_share_environments_and_reuse_the_lock_without_a_resolver() {
+        let text = "mcp==1.28.1 \\\n    --hash=sha256:1111111111111111111111111111111111111111111111111111111111111111\n";
+        let spec = EnvSpec::new(
+            &deps(&["mcp[cli]>=1.0"]).unwrap().unwrap(),
+            Some("2026-07-23T15:43:27Z"),
+        );
+        let id = spec.id();
+        let resolution = pydeps::parse_requirements(text).unwrap();
+        let mut previous = McpLock::default();
+        previous.hashes.clone_from(&resolution.hashes);
+        previous.environments.insert(
+            id.clone(),
+            EnvLock {
+                requires_python: spec.requires_python.clone(),
+                dependencies: spec.dependencies.clone(),
+                exclude_newer: spec.exclude_newer.clone(),
+                resolver: "uv 0.13.9".to_owned(),
+                servers: vec!["processkit-old".to_owned()],
+                requirements: resolution.requirements,
+                unresolvable: None,
+            },
+        );
+        let servers = vec![
+            ("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"])),
+            ("processkit-b".to_owned(), deps(&[" mcp[cli]>=1.0 "])),
+            ("processkit-c".to_owned(), Ok(None)),
+            ("processkit-d".to_owned(), Err("bad block".to_owned())),
+            ("processkit-e".to_owned(), deps(&["pyyaml>=6.0"])),
+        ];
+        let envs = lock(
+            servers,
+            Some("2026-07-23T15:43:27Z"),
+            Some(&previous),
+            &PythonResolver::Off,
+            false,
+            None,
+        );
+        assert_eq!(envs.server_env["processkit-a"], id);
+        assert_eq!(envs.server_env["processkit-b"], id);
+        assert!(!envs.server_env.contains_key("processkit-c"));
+        assert_eq!(
+            envs.lock.environments[&id].servers,
+            ["processkit-a", "processkit-b"]
+        );
+        assert!(envs.broken["processkit-d"].contains("bad block"));
+        assert!(envs.unlocked["processkit-e"].contains("turned off"));
+        // Another release date is another environment: not reused.
+        let later = lock(
+            vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],
+            Some("2026-09-01T00:00:00Z"),
+            Some(&previous),
+            &PythonResolver::Off,
+            false,
+            None,
+        );
+        assert!(later.server_env.is_empty());
+        assert!(later.unlocked.contains_key("processkit-a"));
+        let warnings = envs.warnings();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("`processkit-d` is not registered"))
+        );
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("1 MCP server(s) have unlocked dependencies (processkit-e)"))
+        );
+    }
+
+    #[test]
+    fn a_missing_or_foreign_resolver_is_a_reason_not_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_uv = dir.path().join("uv");
+        fs_err::write(&not_uv, "#!/bin/sh\necho 'something 1.0'\n").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        fs_err::set_permissions(&not_uv, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let envs = lock(
+            vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],
+            None,
+            None,
+            &PythonResolver::Uv(not_uv),
+            false,
+            None,
+        );
+        assert!(
+            envs.unlocked["processkit-a"].contains("is not uv"),
+            "{envs:?}"
+        );
+        let missing = lock(
+            vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],
+            None,
+            None,
+            &PythonResolver::Uv(dir.path().join("nope")),
+            false,
+            None,
+        );
+        assert!(
+            missing.unlocked["processkit-a"].contains("did not run"),
+            "{missing:?}"
+        );
+    }
+}
