@@ -29,6 +29,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# uv, the resolver `aibox apply` locks MCP servers' Python dependencies with (the MCP
+# locking tests find it through `python3 -c 'import uv'`). The version is the tool
+# catalog's (crates/aibox-devcontainer/catalog/tools.toml), read from there.
+uv_version=$(sed -n '/^\[tool.uv\]/,/^version/s/^version = "\(.*\)"/\1/p' crates/aibox-devcontainer/catalog/tools.toml)
+if [ "$(python3 -c 'import uv, importlib.metadata as m; print(m.version("uv"))' 2>/dev/null)" != "$uv_version" ]; then
+  echo "setup: pip install uv==$uv_version"
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "uv==$uv_version"
+fi
+
 # Real harness and devcontainer CLIs, pinned by committed lock files.
 for dir in test-tools/*/; do
   # Skip when node_modules is already newer than the lock file (a local re-run).

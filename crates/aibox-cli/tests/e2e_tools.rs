@@ -1,11 +1,15 @@
 //! The image carries the tools the project needs, pinned and verified (real Podman).
 //!
-//! A three-harness processkit project with the bundled content pack
-//! (`examples/processkit-pack`) and the `npm` addon is applied and brought up; inside the
+//! A three-harness processkit project on the MCP fixture pack (servers declaring
+//! `mcp[cli]>=1.0` and importing `mcp.server.fastmcp`, as the published releases do; see
+//! `aibox-test-support/fixtures/mcp-pack`) and the `npm` addon is applied, its servers'
+//! dependencies locked with the real uv against the real PyPI, and brought up; inside the
 //! container, `aibox exec` finds every harness CLI, `uv`, `git`, `node` and `npx` at the
-//! catalog's versions, and the pack's MCP server, started exactly as the registered
-//! Claude Code config says, answers `initialize` over stdio. The image build reaches the package registries through this
-//! machine's TLS-inspecting proxy with the personal CA setting.
+//! catalog's versions, every registered MCP server, started exactly as the registered
+//! Claude Code config says with `UV_OFFLINE=1`, answers `initialize` over stdio, and the
+//! real `claude mcp list` and `gemini mcp list` report every server connected. The image
+//! build reaches the package registries through this machine's TLS-inspecting proxy with
+//! the personal CA setting.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail loudly
 
@@ -18,7 +22,10 @@ use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman, local_toml_with_ho
 use camino::{Utf8Path, Utf8PathBuf};
 
 fn aibox(podman: &Podman, root: &Utf8Path) -> Command {
-    podman.aibox(env!("CARGO_BIN_EXE_aibox"), root)
+    let mut cmd = podman.aibox(env!("CARGO_BIN_EXE_aibox"), root);
+    // `apply` locks the servers' dependencies with this uv (the suite's default is none).
+    cmd.env("AIBOX_UV", aibox_test_support::uv().as_str());
+    cmd
 }
 
 use aibox_test_support::show_output as show;
@@ -29,8 +36,6 @@ fn ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The pin of the bundled pack (see `aibox-provenance/tests/example_pack.rs`).
-const PACK_SHA256: &str = "85e26571936b8e418b23fb0ded82e31c63c0993fd567a1e6fa0914473d014af0";
 
 /// Starts the server named `name` in `.mcp.json` through `aibox exec`, sends `initialize`
 /// on stdin and returns the first line it answers.
@@ -49,6 +54,8 @@ fn mcp_initialize(podman: &Podman, root: &Utf8Path, name: &str) -> serde_json::V
         .collect();
     let mut exec = aibox(podman, root);
     exec.arg("exec");
+    // Locked servers start with no resolver and no index.
+    exec.env("UV_OFFLINE", "1").args(["--env", "UV_OFFLINE"]);
     // Registered environment reaches the server as named variables of `aibox exec`.
     for (key, value) in server["env"].as_object().into_iter().flatten() {
         exec.env(key, value.as_str().unwrap()).args(["--env", key]);
@@ -75,6 +82,53 @@ fn mcp_initialize(podman: &Podman, root: &Utf8Path, name: &str) -> serde_json::V
     serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {line}"))
 }
 
+/// The real `claude mcp list` and `gemini mcp list`, run in the container as the agent
+/// would (folder trusted), report every server connected.
+fn harnesses_connect(podman: &Podman, root: &Utf8Path, servers: &[&str]) {
+    // The trust a user gives the folder on first start, given up front.
+    let claude_state = serde_json::json!({
+        "hasCompletedOnboarding": true,
+        "projects": {"/workspace": {"hasTrustDialogAccepted": true}}
+    });
+    ok(aibox(podman, root).args([
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        &format!("printf '%s' '{claude_state}' > \"$HOME/.claude.json\""),
+    ]));
+    let quiet = [
+        ("NO_COLOR", "1"),
+        ("DISABLE_AUTOUPDATER", "1"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
+        ("UV_OFFLINE", "1"),
+    ];
+    for cli in ["claude", "gemini"] {
+        let mut cmd = aibox(podman, root);
+        cmd.arg("exec");
+        for (k, v) in quiet {
+            cmd.env(k, v).args(["--env", k]);
+        }
+        let out = cmd.args(["--", cli, "mcp", "list"]).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for server in servers {
+            let line = text
+                .lines()
+                .find(|l| l.contains(&format!("{server}:")))
+                .unwrap_or_else(|| panic!("{cli} mcp list does not list {server}:\n{text}"));
+            assert!(
+                line.contains("Connected") && !line.contains("Disconnected"),
+                "{cli} mcp list: {server} is not connected:\n{text}"
+            );
+        }
+    }
+}
+
 #[test]
 fn three_harness_processkit_image_runs_the_pinned_tools() {
     let podman = Podman::ready();
@@ -82,7 +136,7 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
     let name = format!("aibox-e2e-tools-{}", std::process::id());
     let root = Utf8PathBuf::from_path_buf(tmp.path().join(&name)).unwrap();
     fs_err::create_dir_all(&root).unwrap();
-    let source = aibox_test_support::workspace_root().join("examples/processkit-pack");
+    let source = aibox_test_support::mcp_pack();
     ok(aibox(&podman, &root).args([
         "init",
         &name,
@@ -97,17 +151,25 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
         "--processkit-source",
         source.as_str(),
         "--processkit-version",
-        "v0.1.0",
+        "v0.9.0",
         "--base-image",
         BASE_IMAGE,
         "--yes",
     ]));
-    ok(aibox(&podman, &root).args(["config", "set", "processkit.sha256", PACK_SHA256]));
-    ok(aibox(&podman, &root).args(["config", "set", "context.packages", "[\"starter\"]"]));
+    let sha = aibox_test_support::tree_sha256(&source);
+    ok(aibox(&podman, &root).args(["config", "set", "processkit.sha256", &sha]));
+    ok(aibox(&podman, &root).args(["config", "set", "context.packages", "[\"minimal\"]"]));
     // A user-chosen addon on top: npm and npx.
     ok(aibox(&podman, &root).args(["addon", "add", "npm"]));
     fs_err::write(root.join(".aibox-local.toml"), local_toml_with_host_ca()).unwrap();
-    ok(aibox(&podman, &root).arg("apply"));
+    let out = aibox(&podman, &root).arg("apply").output().unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`processkit-broken-deps` is not registered"),
+        "{}",
+        show(&out)
+    );
     let status: serde_json::Value = serde_json::from_str(&ok(
         aibox(&podman, &root).args(["status", "--output", "json"])
     ))
@@ -135,10 +197,42 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
             "`{cmd} --version` printed {out:?}, expected {expected:?}"
         );
     }
-    let init = mcp_initialize(&podman, &root, "processkit-skill-finder");
-    assert_eq!(
-        init["result"]["serverInfo"]["name"], "processkit-skill-finder",
-        "{init}"
+    let registered = [
+        "processkit-event-log",
+        "processkit-note-keeper",
+        "processkit-plain-server",
+    ];
+    let mcp: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    let names: Vec<&str> = mcp["mcpServers"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, registered, "{mcp:#}");
+    for name in registered {
+        let init = mcp_initialize(&podman, &root, name);
+        assert_eq!(init["result"]["serverInfo"]["name"], name, "{init}");
+    }
+    // The FastMCP servers run the locked mcp 1.x, as of the release's date.
+    let init = mcp_initialize(&podman, &root, "processkit-note-keeper");
+    let version = init["result"]["serverInfo"]["version"].as_str().unwrap();
+    assert!(version.starts_with("1."), "{init}");
+    harnesses_connect(&podman, &root, &registered);
+    // What the lock prevents: the same server started as it ships (`uv run`, ranges
+    // resolved now) gets mcp 2.x and dies at import, as every published server did.
+    let shipped = aibox(&podman, &root)
+        .args(["exec", "--", "uv", "run", "--quiet", "--script"])
+        .arg("context/skills/processkit/note-keeper/mcp/server.py")
+        .output()
+        .unwrap();
+    assert!(
+        !shipped.status.success()
+            && String::from_utf8_lossy(&shipped.stderr)
+                .contains("No module named 'mcp.server.fastmcp'"),
+        "the unlocked server should fail as the published ones do: {}",
+        show(&shipped)
     );
     ok(aibox(&podman, &root).arg("down"));
     drop(cleanup);

@@ -61,6 +61,7 @@ impl McpEnvs {
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (name, why) in &self.broken {
+            let why = why.trim_end_matches('.');
             out.push(format!(
                 "MCP server `{name}` is not registered: {why}. Fix the skill's PEP 723 \
                  `dependencies` (or ask its authors to), then run `aibox apply` again"
