@@ -36,7 +36,6 @@ fn ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-
 /// Starts the server named `name` in `.mcp.json` through `aibox exec`, sends `initialize`
 /// on stdin and returns the first line it answers.
 fn mcp_initialize(podman: &Podman, root: &Utf8Path, name: &str) -> serde_json::Value {
@@ -234,6 +233,31 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
         "the unlocked server should fail as the published ones do: {}",
         show(&shipped)
     );
+    // A lock whose hash does not match what the index serves installs nothing: the
+    // build fails at once, naming the servers and the package.
+    let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
+    let line = lock
+        .lines()
+        .find(|l| l.starts_with("\"pyyaml=="))
+        .unwrap_or_else(|| panic!("no pyyaml pin in the lock:\n{lock}"));
+    // Every listed file of that version (one per platform) gets a wrong hash.
+    let (key, _) = line.split_once(" = ").unwrap();
+    let tampered = format!("{key} = [\"sha256:{}\"]", "0".repeat(64));
+    fs_err::write(root.join("aibox.lock"), lock.replace(line, &tampered)).unwrap();
+    ok(aibox(&podman, &root).arg("apply"));
+    let started = std::time::Instant::now();
+    let up = aibox(&podman, &root).arg("up").output().unwrap();
+    let text = show(&up);
+    assert_eq!(up.status.code(), Some(3), "{text}");
+    for needle in [
+        "Hash mismatch",
+        "pyyaml==",
+        "processkit-note-keeper",
+        "Restore `aibox.lock` from git",
+    ] {
+        assert!(text.contains(needle), "{needle} missing: {text}");
+    }
+    eprintln!("failed build reported after {:?}", started.elapsed());
     ok(aibox(&podman, &root).arg("down"));
     drop(cleanup);
 }

@@ -91,25 +91,32 @@ fn python_envs_step(out: &mut String, inputs: &Inputs<'_>) {
     if inputs.python_envs.is_empty() {
         return;
     }
-    let ids: Vec<&str> = inputs.python_envs.iter().map(|e| e.id.as_str()).collect();
     out.push_str(
         "# MCP server environments locked in aibox.lock ([mcp]): each gets exactly its\n\
          # hash-pinned requirements, so the servers start offline with what was locked.\n",
     );
     let _ = writeln!(out, "COPY {MCP_ENVS_CONTEXT} {MCP_REQUIREMENTS_DIR}/");
-    let _ = writeln!(
+    let _ = write!(
         out,
         "RUN set -eu; \\\n    \
          export UV_CACHE_DIR=/tmp/aibox-uv-cache UV_PYTHON_DOWNLOADS=never UV_LINK_MODE=hardlink; \\\n    \
-         for env in {}; do \\\n        \
-         echo \"aibox: installing MCP environment $env\"; \\\n        \
-         uv venv --quiet --python python3 \"{MCP_ENVS_ROOT}/$env\"; \\\n        \
+         install() {{ \\\n        \
+         echo \"aibox: installing the locked MCP environment $1 ($2)\"; \\\n        \
+         uv venv --quiet --python python3 \"{MCP_ENVS_ROOT}/$1\"; \\\n        \
          uv pip install --quiet --compile-bytecode --require-hashes --no-deps \\\n            \
-         --python \"{MCP_ENVS_ROOT}/$env/bin/python\" -r \"{MCP_REQUIREMENTS_DIR}/$env.txt\"; \\\n    \
-         done; \\\n    \
-         rm -rf /tmp/aibox-uv-cache\n",
-        ids.join(" ")
+         --python \"{MCP_ENVS_ROOT}/$1/bin/python\" -r \"{MCP_REQUIREMENTS_DIR}/$1.txt\" \\\n        \
+         || {{ echo \"aibox: the locked dependencies of $2 did not install (aibox.lock, [mcp.environments.$1])\" >&2; exit 1; }}; \\\n    \
+         }}; \\\n"
     );
+    for env in inputs.python_envs {
+        let _ = writeln!(
+            out,
+            "    install {} {}; \\",
+            env.id,
+            shell(&env.servers.join(", "))
+        );
+    }
+    out.push_str("    rm -rf /tmp/aibox-uv-cache\n\n");
 }
 
 /// The requirements folder, relative to the build context (`.devcontainer/`).

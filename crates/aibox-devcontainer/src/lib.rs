@@ -91,6 +91,8 @@ pub struct Inputs<'a> {
 pub struct PythonEnv {
     /// The environment's name (hex digits).
     pub id: String,
+    /// The servers started with it, named in the build's messages.
+    pub servers: Vec<String>,
     /// Text of the hash-pinned requirements file.
     pub requirements: String,
 }
@@ -213,9 +215,16 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
         Ownership::LocalState,
     ));
     for env in inputs.python_envs {
+        let text = format!(
+            "# {GENERATED_HEADER}\n# MCP server environment {id} ([mcp.environments.{id}] of \
+             aibox.lock), installed into {root}/{id} with `--require-hashes`.\n{}",
+            env.requirements,
+            id = env.id,
+            root = aibox_config::layout::CONTAINER_MCP_ENVS,
+        );
         files.push(PlannedFile::generated(
             format!("{MCP_ENVS_DIR}{}.txt", env.id),
-            env.requirements.clone(),
+            text,
         ));
     }
     for dir in inputs.harness_home_dirs() {

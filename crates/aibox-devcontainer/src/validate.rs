@@ -64,13 +64,29 @@ pub(crate) fn inputs(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
     for env in inputs.python_envs {
         if env.id.is_empty()
             || env.id.len() > 64
-            || !env.id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            || !env
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
         {
             return Err(invalid(
                 "MCP environment id",
                 &env.id,
                 "an environment id is lowercase hex digits",
                 "This is a bug in the caller; pass the id aibox.lock records.",
+            ));
+        }
+        if let Some(bad) = env.servers.iter().find(|n| {
+            n.is_empty()
+                || !n
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        }) {
+            return Err(invalid(
+                "MCP server name",
+                bad,
+                "a server name is letters, digits, `-`, `_` and `.`",
+                "This is a bug in the caller; pass the names aibox.lock records.",
             ));
         }
     }

@@ -117,6 +117,7 @@ struct Case {
     override_exists: bool,
     scaffold: bool,
     security_opt: Vec<String>,
+    python_envs: Vec<aibox_devcontainer::PythonEnv>,
 }
 
 impl Case {
@@ -129,6 +130,7 @@ impl Case {
             override_exists: false,
             scaffold: true,
             security_opt: Vec::new(),
+            python_envs: Vec::new(),
         }
     }
 
@@ -138,6 +140,7 @@ impl Case {
         inputs.override_exists = self.override_exists;
         inputs.scaffold_user_files = self.scaffold;
         inputs.security_opt = &self.security_opt;
+        inputs.python_envs = &self.python_envs;
         inputs
     }
 }
@@ -145,6 +148,15 @@ impl Case {
 fn cases() -> Vec<Case> {
     let mut full = Case::new("full", FULL);
     full.local = local(FULL_LOCAL);
+    // Two locked MCP server environments (requirements as the engine renders them).
+    full.python_envs = ["0a1b2c3d4e5f", "f5e4d3c2b1a0"]
+        .into_iter()
+        .map(|id| aibox_devcontainer::PythonEnv {
+            id: id.to_owned(),
+            servers: vec!["processkit-a".to_owned(), "processkit-b".to_owned()],
+            requirements: format!("mcp==1.28.1 \\\n    --hash=sha256:{}\n", "1".repeat(64)),
+        })
+        .collect();
     let mut no_scaffold = Case::new("minimal_no_scaffold", MINIMAL);
     no_scaffold.scaffold = false;
     let mut with_local = Case::new("local_and_override", MINIMAL);

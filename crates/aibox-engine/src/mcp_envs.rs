@@ -374,7 +374,10 @@ fn summary(stderr: &str) -> String {
     let lines: Vec<&str> = stderr
         .lines()
         .map(|l| {
-            let l = l.trim().trim_start_matches(['×', '╰', '─', '▶', '|', ' ']).trim();
+            let l = l
+                .trim()
+                .trim_start_matches(['×', '╰', '─', '▶', '|', ' '])
+                .trim();
             let l = l.strip_prefix("error:").unwrap_or(l).trim();
             l.strip_prefix("cause:").unwrap_or(l).trim()
         })

@@ -388,9 +388,14 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
     let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
     let parsed: toml::Table = toml::from_str(&lock).unwrap();
     let envs = parsed["mcp"]["environments"].as_table().unwrap();
-    assert_eq!(envs.len(), 3, "three declarations, one without a solution: {lock}");
-    let (broken, envs): (Vec<_>, Vec<_>) =
-        envs.iter().partition(|(_, e)| e.get("unresolvable").is_some());
+    assert_eq!(
+        envs.len(),
+        3,
+        "three declarations, one without a solution: {lock}"
+    );
+    let (broken, envs): (Vec<_>, Vec<_>) = envs
+        .iter()
+        .partition(|(_, e)| e.get("unresolvable").is_some());
     assert_eq!(broken.len(), 1, "{lock}");
     let why = broken[0].1["unresolvable"].as_str().unwrap();
     assert!(
@@ -400,7 +405,11 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
         ),
         "{why}"
     );
-    assert_eq!(envs.len(), 2, "note-keeper and event-log declare different sets: {lock}");
+    assert_eq!(
+        envs.len(),
+        2,
+        "note-keeper and event-log declare different sets: {lock}"
+    );
     let mut mcp_versions = Vec::new();
     for (id, env) in envs {
         assert_eq!(env["exclude_newer"].as_str(), Some("2026-07-23T15:43:27Z"));
@@ -484,8 +493,14 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
             .collect()
     };
     // (A failed resolution is not cached: the next project asks again.)
-    assert!(resolved(&other_lock) == resolved(&parsed), "the cached resolutions differ");
-    assert!(other_lock["mcp"]["hashes"] == parsed["mcp"]["hashes"], "hashes differ");
+    assert!(
+        resolved(&other_lock) == resolved(&parsed),
+        "the cached resolutions differ"
+    );
+    assert!(
+        other_lock["mcp"]["hashes"] == parsed["mcp"]["hashes"],
+        "hashes differ"
+    );
 
     // The gateway (`uv run --script`, with its environment variable) gets its own
     // environment and keeps its variable; the per-skill servers are not registered.

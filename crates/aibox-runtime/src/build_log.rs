@@ -220,7 +220,9 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
     let printed: Vec<&str> = output
         .iter()
         .map(String::as_str)
-        .filter(|l| parse_step(l).is_none() && !l.contains("got $actual"))
+        .filter(|l| {
+            parse_step(l).is_none() && !l.contains("got $actual") && !l.contains("of $2 did not")
+        })
         .collect();
     let lower = printed.join("\n").to_ascii_lowercase();
     if lower.contains("curl: (60)")
@@ -242,6 +244,13 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
              changed release or a proxy rewriting it); nothing was installed. Check the \
              download URL from another network, or report it if the release changed"
         );
+    }
+    if lower.contains("hash mismatch") || lower.contains("locked dependencies of") {
+        return "a locked MCP server dependency did not install as `aibox.lock` pins it (its \
+                hash did not match: a changed file on the index, a proxy rewriting it, or an \
+                edited lock; or the package cannot be installed here); nothing was installed. \
+                Restore `aibox.lock` from git and run `aibox apply`, then `aibox up --build`"
+            .to_owned();
     }
     if in_local {
         return "the failing step is yours, from `.devcontainer/Dockerfile.local`: fix it \
@@ -437,6 +446,9 @@ mod tests {
             false,
         );
         assert!(got.contains("could not be reached"), "{got}");
+        // The MCP step's script, quoted by the engine, is not its output either.
+        let mcp = "Error: building at STEP \"RUN install() { echo \"aibox: the locked dependencies of $2 did not install\"; }\": exit status 1";
+        assert!(!hint(&[mcp.to_owned()], None, false).contains("aibox.lock"));
         for (output, step, local, needle) in [
             (
                 "curl: (60) SSL certificate problem",
@@ -451,6 +463,19 @@ mod tests {
                 "of gemini-cli 0.61.0 did not match the checksum pinned in the tool catalog",
             ),
             ("boom", None, true, "Dockerfile.local"),
+            (
+                "  × Failed to download `pyyaml==6.0.3`\n  ╰─▶ Hash mismatch for `pyyaml==6.0.3`",
+                None,
+                false,
+                "Restore `aibox.lock` from git",
+            ),
+            (
+                "aibox: the locked dependencies of processkit-a did not install (aibox.lock, \
+                 [mcp.environments.0a1b2c3d4e5f])",
+                None,
+                false,
+                "did not install as `aibox.lock` pins it",
+            ),
             (
                 "curl: (6) Could not resolve host: registry.npmjs.org",
                 None,

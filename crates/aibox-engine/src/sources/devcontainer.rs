@@ -45,7 +45,8 @@ fn python_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::PythonEnv> {
         .filter(|(_, env)| env.unresolvable.is_none())
         .map(|(id, env)| aibox_devcontainer::PythonEnv {
             id: id.clone(),
-            requirements: aibox_provenance::pydeps::render_requirements(id, env, &lock.hashes),
+            servers: env.servers.clone(),
+            requirements: aibox_provenance::pydeps::render_requirements(env, &lock.hashes),
         })
         .collect()
 }
