@@ -469,6 +469,20 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
     let settings = fs_err::read_to_string(root.join(".claude/settings.json")).unwrap();
     assert!(!settings.contains("broken-deps"), "{settings}");
 
+    // doctor (offline) names the unregistered server, and nothing is unlocked.
+    let options = aibox_engine::doctor::DoctorOptions {
+        cache_dir: Some(cache.to_owned()),
+        skip_engine: true,
+        ..aibox_engine::doctor::DoctorOptions::default()
+    };
+    let report = aibox_engine::doctor::doctor(&root, &options).unwrap();
+    let codes: Vec<&str> = report.findings.iter().map(|f| f.code.as_str()).collect();
+    assert!(
+        codes.contains(&"aibox::doctor::mcp_unresolvable"),
+        "{codes:?}"
+    );
+    assert!(!codes.contains(&"aibox::doctor::mcp_unlocked"), "{codes:?}");
+
     // Unchanged release: reused from the lock, with no resolver at all, byte for byte.
     let again = apply(&root, &options_with(PythonResolver::Off, cache)).unwrap();
     assert!(!again.changed(), "{:?}", again.files);
@@ -568,4 +582,21 @@ fn without_a_resolver_servers_stay_unlocked_and_apply_says_so() {
     let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
     assert!(!lock.contains("[mcp"), "{lock}");
     assert!(!root.join(".devcontainer/aibox-mcp").exists());
+    // doctor says so too, naming the servers and the fix.
+    let options = aibox_engine::doctor::DoctorOptions {
+        cache_dir: Some(cache.to_owned()),
+        skip_engine: true,
+        ..aibox_engine::doctor::DoctorOptions::default()
+    };
+    let report = aibox_engine::doctor::doctor(&root, &options).unwrap();
+    let finding = report
+        .findings
+        .iter()
+        .find(|f| f.code == "aibox::doctor::mcp_unlocked")
+        .unwrap_or_else(|| panic!("{:#?}", report.findings));
+    assert!(
+        finding.message.contains("processkit-note-keeper"),
+        "{finding:?}"
+    );
+    assert!(finding.remedy.contains("uv"), "{finding:?}");
 }

@@ -156,6 +156,10 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         Some(resolved) => run.check("sync", checks::sync::findings(resolved)),
         None => run.skip("sync", "no valid configuration"),
     }
+    // MCP servers' dependencies: locked, or why not
+    if let Some(Ok(resolved)) = &resolved {
+        run.check("mcp-dependencies", checks::mcp_deps::findings(resolved));
+    }
 
     // processkit content as installed (the summary of `doctor --integrity`)
     run.check(
