@@ -438,7 +438,7 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
         );
         let dockerfile = fs_err::read_to_string(root.join(".devcontainer/Dockerfile")).unwrap();
         assert!(
-            dockerfile.contains(&format!("for env in ")) && dockerfile.contains(id.as_str()),
+            dockerfile.contains(&format!("    install {id} 'processkit-")),
             "{dockerfile}"
         );
         assert!(dockerfile.contains("--require-hashes"), "{dockerfile}");
