@@ -3,7 +3,7 @@
 //! A three-harness processkit project on the MCP fixture pack (servers declaring
 //! `mcp[cli]>=1.0` and importing `mcp.server.fastmcp`, as the published releases do; see
 //! `aibox-test-support/fixtures/mcp-pack`) and the `npm` addon is applied, its servers'
-//! dependencies locked with the real uv against the real PyPI, and brought up; inside the
+//! dependencies locked with the real uv against the real `PyPI`, and brought up; inside the
 //! container, `aibox exec` finds every harness CLI, `uv`, `git`, `node` and `npx` at the
 //! catalog's versions, every registered MCP server, started exactly as the registered
 //! Claude Code config says with `UV_OFFLINE=1`, answers `initialize` over stdio, and the
@@ -128,6 +128,75 @@ fn harnesses_connect(podman: &Podman, root: &Utf8Path, servers: &[&str]) {
     }
 }
 
+/// Every server the lock covers (and the one without dependencies) is registered and
+/// answers `initialize` offline, on the locked mcp 1.x; the harnesses connect to them; the
+/// same server started as it ships fails as the published ones did.
+fn registered_servers_start(podman: &Podman, root: &Utf8Path) {
+    let registered = [
+        "processkit-event-log",
+        "processkit-note-keeper",
+        "processkit-plain-server",
+    ];
+    let mcp: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    let names: Vec<&str> = mcp["mcpServers"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, registered, "{mcp:#}");
+    for name in registered {
+        let init = mcp_initialize(podman, root, name);
+        assert_eq!(init["result"]["serverInfo"]["name"], name, "{init}");
+    }
+    // The FastMCP servers run the locked mcp 1.x, as of the release's date.
+    let init = mcp_initialize(podman, root, "processkit-note-keeper");
+    let version = init["result"]["serverInfo"]["version"].as_str().unwrap();
+    assert!(version.starts_with("1."), "{init}");
+    harnesses_connect(podman, root, &registered);
+    // What the lock prevents: the same server started as it ships (`uv run`, ranges
+    // resolved now) gets mcp 2.x and dies at import, as every published server did.
+    let shipped = aibox(podman, root)
+        .args(["exec", "--", "uv", "run", "--quiet", "--script"])
+        .arg("context/skills/processkit/note-keeper/mcp/server.py")
+        .output()
+        .unwrap();
+    assert!(
+        !shipped.status.success()
+            && String::from_utf8_lossy(&shipped.stderr)
+                .contains("No module named 'mcp.server.fastmcp'"),
+        "the unlocked server should fail as the published ones do: {}",
+        show(&shipped)
+    );
+}
+
+/// A lock whose hash does not match what the index serves installs nothing: the build
+/// fails at once, naming the servers and the package.
+fn a_tampered_lock_fails_the_build(podman: &Podman, root: &Utf8Path) {
+    let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
+    let line = lock
+        .lines()
+        .find(|l| l.starts_with("\"pyyaml=="))
+        .unwrap_or_else(|| panic!("no pyyaml pin in the lock:\n{lock}"));
+    // Every listed file of that version (one per platform) gets a wrong hash.
+    let (key, _) = line.split_once(" = ").unwrap();
+    let tampered = format!("{key} = [\"sha256:{}\"]", "0".repeat(64));
+    fs_err::write(root.join("aibox.lock"), lock.replace(line, &tampered)).unwrap();
+    ok(aibox(podman, root).arg("apply"));
+    let up = aibox(podman, root).arg("up").output().unwrap();
+    let text = show(&up);
+    assert_eq!(up.status.code(), Some(3), "{text}");
+    for needle in [
+        "Hash mismatch",
+        "pyyaml==",
+        "processkit-note-keeper",
+        "Restore `aibox.lock` from git",
+    ] {
+        assert!(text.contains(needle), "{needle} missing: {text}");
+    }
+}
+
 #[test]
 fn three_harness_processkit_image_runs_the_pinned_tools() {
     let podman = Podman::ready();
@@ -196,68 +265,8 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
             "`{cmd} --version` printed {out:?}, expected {expected:?}"
         );
     }
-    let registered = [
-        "processkit-event-log",
-        "processkit-note-keeper",
-        "processkit-plain-server",
-    ];
-    let mcp: serde_json::Value =
-        serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
-    let names: Vec<&str> = mcp["mcpServers"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(names, registered, "{mcp:#}");
-    for name in registered {
-        let init = mcp_initialize(&podman, &root, name);
-        assert_eq!(init["result"]["serverInfo"]["name"], name, "{init}");
-    }
-    // The FastMCP servers run the locked mcp 1.x, as of the release's date.
-    let init = mcp_initialize(&podman, &root, "processkit-note-keeper");
-    let version = init["result"]["serverInfo"]["version"].as_str().unwrap();
-    assert!(version.starts_with("1."), "{init}");
-    harnesses_connect(&podman, &root, &registered);
-    // What the lock prevents: the same server started as it ships (`uv run`, ranges
-    // resolved now) gets mcp 2.x and dies at import, as every published server did.
-    let shipped = aibox(&podman, &root)
-        .args(["exec", "--", "uv", "run", "--quiet", "--script"])
-        .arg("context/skills/processkit/note-keeper/mcp/server.py")
-        .output()
-        .unwrap();
-    assert!(
-        !shipped.status.success()
-            && String::from_utf8_lossy(&shipped.stderr)
-                .contains("No module named 'mcp.server.fastmcp'"),
-        "the unlocked server should fail as the published ones do: {}",
-        show(&shipped)
-    );
-    // A lock whose hash does not match what the index serves installs nothing: the
-    // build fails at once, naming the servers and the package.
-    let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
-    let line = lock
-        .lines()
-        .find(|l| l.starts_with("\"pyyaml=="))
-        .unwrap_or_else(|| panic!("no pyyaml pin in the lock:\n{lock}"));
-    // Every listed file of that version (one per platform) gets a wrong hash.
-    let (key, _) = line.split_once(" = ").unwrap();
-    let tampered = format!("{key} = [\"sha256:{}\"]", "0".repeat(64));
-    fs_err::write(root.join("aibox.lock"), lock.replace(line, &tampered)).unwrap();
-    ok(aibox(&podman, &root).arg("apply"));
-    let started = std::time::Instant::now();
-    let up = aibox(&podman, &root).arg("up").output().unwrap();
-    let text = show(&up);
-    assert_eq!(up.status.code(), Some(3), "{text}");
-    for needle in [
-        "Hash mismatch",
-        "pyyaml==",
-        "processkit-note-keeper",
-        "Restore `aibox.lock` from git",
-    ] {
-        assert!(text.contains(needle), "{needle} missing: {text}");
-    }
-    eprintln!("failed build reported after {:?}", started.elapsed());
+    registered_servers_start(&podman, &root);
+    a_tampered_lock_fails_the_build(&podman, &root);
     ok(aibox(&podman, &root).arg("down"));
     drop(cleanup);
 }

@@ -118,42 +118,26 @@ pub(crate) fn lock(
             }
         }
     }
-    let mut uv: Option<Result<Uv, String>> = None;
+    let mut finder = Finder {
+        previous,
+        resolver,
+        offline,
+        cache_root,
+        uv: None,
+    };
     for (id, (spec, mut names)) in groups {
         names.sort();
-        let cache_file = cache_root.map(|r| r.join("mcp-envs").join(format!("{id}.txt")));
-        let found = previous
-            .and_then(|l| reuse(l, &id, &spec))
-            .or_else(|| cache_file.as_deref().and_then(read_cached).map(Ok));
-        let mut resolver_name = String::new();
-        let outcome = match found {
-            Some(found) => found,
-            None if offline => Err(Failure::Unavailable(
-                "not locked yet, and this command never resolves; `aibox apply` does".to_owned(),
-            )),
-            None => match uv.get_or_insert_with(|| Uv::find(resolver)) {
-                Err(why) => Err(Failure::Unavailable(why.clone())),
-                Ok(uv) => {
-                    resolver_name.clone_from(&uv.version);
-                    uv.compile(&spec)
-                        .inspect(|(resolver, text)| {
-                            if let Some(file) = &cache_file {
-                                write_cached(file, resolver, text);
-                            }
-                        })
-                        .and_then(|(resolver, text)| {
-                            pydeps::parse_requirements(&text)
-                                .map(|r| (resolver, r))
-                                .map_err(|e| {
-                                    Failure::Unavailable(format!(
-                                        "{} printed an unusable lock: {e}",
-                                        uv.version
-                                    ))
-                                })
-                        })
-                }
-            },
-        };
+        let (outcome, resolver_name) = finder.find(&id, &spec);
+        let entry =
+            |resolver: String, requirements: Vec<String>, unresolvable: Option<String>| EnvLock {
+                requires_python: spec.requires_python.clone(),
+                dependencies: spec.dependencies.clone(),
+                exclude_newer: spec.exclude_newer.clone(),
+                resolver,
+                servers: names.clone(),
+                requirements,
+                unresolvable,
+            };
         match outcome {
             Ok((resolver, resolution)) => {
                 for name in &names {
@@ -165,18 +149,8 @@ pub(crate) fn lock(
                         out.lock.hashes.insert(key, h.clone());
                     }
                 }
-                out.lock.environments.insert(
-                    id,
-                    EnvLock {
-                        requires_python: spec.requires_python.clone(),
-                        dependencies: spec.dependencies.clone(),
-                        exclude_newer: spec.exclude_newer.clone(),
-                        resolver,
-                        servers: names,
-                        requirements: resolution.requirements,
-                        unresolvable: None,
-                    },
-                );
+                let env = entry(resolver, resolution.requirements, None);
+                out.lock.environments.insert(id, env);
             }
             Err(Failure::NoSolution(why)) => {
                 for name in &names {
@@ -186,18 +160,8 @@ pub(crate) fn lock(
                 let resolver = previous
                     .and_then(|l| l.environments.get(&id))
                     .map_or(resolver_name, |e| e.resolver.clone());
-                out.lock.environments.insert(
-                    id,
-                    EnvLock {
-                        requires_python: spec.requires_python.clone(),
-                        dependencies: spec.dependencies.clone(),
-                        exclude_newer: spec.exclude_newer.clone(),
-                        resolver,
-                        servers: names,
-                        requirements: Vec::new(),
-                        unresolvable: Some(why),
-                    },
-                );
+                let env = entry(resolver, Vec::new(), Some(why));
+                out.lock.environments.insert(id, env);
             }
             Err(Failure::Unavailable(why)) => {
                 for name in names {
@@ -207,6 +171,52 @@ pub(crate) fn lock(
         }
     }
     out
+}
+
+/// Where an environment's resolution comes from, in order (see the module docs).
+struct Finder<'a> {
+    previous: Option<&'a McpLock>,
+    resolver: &'a PythonResolver,
+    offline: bool,
+    cache_root: Option<&'a Path>,
+    /// The resolver, looked up at the first environment that needs it.
+    uv: Option<Result<Uv, String>>,
+}
+
+impl Finder<'_> {
+    /// The resolution of `spec`, and the name of the resolver that was run (empty when
+    /// none was).
+    fn find(&mut self, id: &str, spec: &EnvSpec) -> (Result<Found, Failure>, String) {
+        let cache_file = self
+            .cache_root
+            .map(|r| r.join("mcp-envs").join(format!("{id}.txt")));
+        let found = self
+            .previous
+            .and_then(|l| reuse(l, id, spec))
+            .or_else(|| cache_file.as_deref().and_then(read_cached).map(Ok));
+        if let Some(found) = found {
+            return (found, String::new());
+        }
+        if self.offline {
+            let why = "not locked yet, and this command never resolves; `aibox apply` does";
+            return (Err(Failure::Unavailable(why.to_owned())), String::new());
+        }
+        let resolver = self.resolver;
+        let uv = match self.uv.get_or_insert_with(|| Uv::find(resolver)) {
+            Err(why) => return (Err(Failure::Unavailable(why.clone())), String::new()),
+            Ok(uv) => uv,
+        };
+        let outcome = uv.compile(spec).and_then(|(resolver, text)| {
+            let resolution = pydeps::parse_requirements(&text).map_err(|e| {
+                Failure::Unavailable(format!("{} printed an unusable lock: {e}", uv.version))
+            })?;
+            if let Some(file) = &cache_file {
+                write_cached(file, &resolver, &text);
+            }
+            Ok((resolver, resolution))
+        });
+        (outcome, uv.version.clone())
+    }
 }
 
 /// Why an environment was not locked.
@@ -407,6 +417,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
+    #[allow(clippy::unnecessary_wraps)] // shaped like `ServerDeps`' second half
     fn deps(list: &[&str]) -> Result<Option<ScriptDeps>, String> {
         Ok(Some(ScriptDeps {
             requires_python: Some(">=3.10".to_owned()),
@@ -487,10 +498,10 @@ mod tests {
 
     #[test]
     fn a_missing_or_foreign_resolver_is_a_reason_not_a_failure() {
+        use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
         let not_uv = dir.path().join("uv");
         fs_err::write(&not_uv, "#!/bin/sh\necho 'something 1.0'\n").unwrap();
-        use std::os::unix::fs::PermissionsExt as _;
         fs_err::set_permissions(&not_uv, std::fs::Permissions::from_mode(0o755)).unwrap();
         let envs = lock(
             vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],

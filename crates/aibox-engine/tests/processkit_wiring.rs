@@ -359,32 +359,10 @@ fn options_with(
     options
 }
 
-/// Floating `mcp[cli]>=1.0` ranges are resolved once, as of the release's date, with the
-/// real uv against the real PyPI: mcp stays on 1.x (2.0, which renamed FastMCP, came five
-/// days after the release), every pin carries hashes, servers with one declaration share
-/// an environment, the registered command is that environment's interpreter, the
-/// Dockerfile installs it hash-checked, the server whose dependency does not exist is not
-/// registered, and an unchanged release is never resolved again (no resolver needed).
-#[test]
-fn floating_server_dependencies_are_locked_as_of_the_release() {
-    use aibox_engine::mcp_envs::PythonResolver;
-    let (_t, root) = empty_project();
-    let cache = tempfile::tempdir().unwrap();
-    let cache = Utf8Path::from_path(cache.path()).unwrap();
-    mcp_pack_project(&root, "");
-    let uv = aibox_test_support::uv();
-    let report = apply(
-        &root,
-        &options_with(PythonResolver::Uv(uv.clone().into()), cache),
-    )
-    .unwrap();
-    let warnings = report.warnings.join("\n");
-    assert!(
-        warnings.contains("`processkit-broken-deps` is not registered")
-            && warnings.contains("aibox-fixture-no-such-package-zq"),
-        "{warnings}"
-    );
-
+/// The lock of a project on the MCP fixture pack, checked: three declarations (one without
+/// a solution), both resolved ones on mcp 1.x with hashes for every pin, each rendered into
+/// its requirements file and installed by the Dockerfile.
+fn checked_lock(root: &Utf8Path) -> (String, toml::Table) {
     let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
     let parsed: toml::Table = toml::from_str(&lock).unwrap();
     let envs = parsed["mcp"]["environments"].as_table().unwrap();
@@ -446,6 +424,37 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
     for v in &mcp_versions {
         assert!(v.starts_with("mcp==1."), "resolved as of the release: {v}");
     }
+
+    (lock, parsed)
+}
+
+/// Floating `mcp[cli]>=1.0` ranges are resolved once, as of the release's date, with the
+/// real uv against the real `PyPI`: mcp stays on 1.x (2.0, which renamed `FastMCP`, came five
+/// days after the release), every pin carries hashes, servers with one declaration share
+/// an environment, the registered command is that environment's interpreter, the
+/// Dockerfile installs it hash-checked, the server whose dependency does not exist is not
+/// registered, and an unchanged release is never resolved again (no resolver needed).
+#[test]
+fn floating_server_dependencies_are_locked_as_of_the_release() {
+    use aibox_engine::mcp_envs::PythonResolver;
+    let (_t, root) = empty_project();
+    let cache = tempfile::tempdir().unwrap();
+    let cache = Utf8Path::from_path(cache.path()).unwrap();
+    mcp_pack_project(&root, "");
+    let uv = aibox_test_support::uv();
+    let report = apply(
+        &root,
+        &options_with(PythonResolver::Uv(uv.clone().into()), cache),
+    )
+    .unwrap();
+    let warnings = report.warnings.join("\n");
+    assert!(
+        warnings.contains("`processkit-broken-deps` is not registered")
+            && warnings.contains("aibox-fixture-no-such-package-zq"),
+        "{warnings}"
+    );
+
+    let (lock, parsed) = checked_lock(&root);
 
     let mcp_json: serde_json::Value =
         serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
@@ -515,9 +524,30 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
         other_lock["mcp"]["hashes"] == parsed["mcp"]["hashes"],
         "hashes differ"
     );
+}
 
-    // The gateway (`uv run --script`, with its environment variable) gets its own
-    // environment and keeps its variable; the per-skill servers are not registered.
+/// The gateway (`uv run --script`, with its environment variable) gets its own
+/// environment and keeps its variable; the per-skill servers are not registered and
+/// their environments are dropped, requirements files included.
+#[test]
+fn the_gateway_gets_its_own_locked_environment() {
+    use aibox_engine::mcp_envs::PythonResolver;
+    let (_t, root) = empty_project();
+    let cache = tempfile::tempdir().unwrap();
+    let cache = Utf8Path::from_path(cache.path()).unwrap();
+    mcp_pack_project(&root, "");
+    let uv = aibox_test_support::uv();
+    apply(
+        &root,
+        &options_with(PythonResolver::Uv(uv.clone().into()), cache),
+    )
+    .unwrap();
+    assert_eq!(
+        fs_err::read_dir(root.join(".devcontainer/aibox-mcp"))
+            .unwrap()
+            .count(),
+        2
+    );
     fs_err::write(
         root.join("aibox.toml"),
         fs_err::read_to_string(root.join("aibox.toml")).unwrap()

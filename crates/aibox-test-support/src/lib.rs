@@ -75,6 +75,7 @@ pub fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'sta
 /// The `uv` the MCP locking tests resolve with: `AIBOX_TEST_UV`, else the one the `uv`
 /// package installed for `python3` (`scripts/setup-test-deps.sh` pins it to the tool
 /// catalog's version), else `uv` on `PATH`; panics with the set-up command when none.
+#[allow(clippy::panic)] // failing the calling test is the point
 pub fn uv() -> camino::Utf8PathBuf {
     if let Some(path) = std::env::var_os("AIBOX_TEST_UV") {
         return camino::Utf8PathBuf::from(path.to_string_lossy().into_owned());
@@ -93,10 +94,12 @@ pub fn uv() -> camino::Utf8PathBuf {
             .map(|d| d.join("uv"))
             .find(|c| c.is_file())
     });
-    let path = on_path.expect(
-        "no uv for the MCP locking tests: run `bash scripts/setup-test-deps.sh` (it installs \
-         the pinned uv with pip) or set AIBOX_TEST_UV",
-    );
+    let Some(path) = on_path else {
+        panic!(
+            "no uv for the MCP locking tests: run `bash scripts/setup-test-deps.sh` (it \
+             installs the pinned uv with pip) or set AIBOX_TEST_UV"
+        );
+    };
     camino::Utf8PathBuf::from(path.to_string_lossy().into_owned())
 }
 
