@@ -35,6 +35,7 @@ pub mod consent;
 pub mod doctor;
 pub mod init;
 pub mod lifecycle;
+pub mod mcp_check;
 mod mcp_list;
 pub mod skills;
 
@@ -42,4 +43,8 @@ pub mod skills;
 pub use aibox_devcontainer::catalog;
 /// `aibox doctor --integrity`: per-file verification of the installed processkit content.
 pub use aibox_provenance::{IntegrityReport, IntegrityStatus, integrity};
+pub use mcp_check::{
+    McpCheckError, McpCheckOptions, McpCheckReport, ServerCheck, ServerStatus, mcp_check,
+    mcp_check_resolved,
+};
 pub use mcp_list::{McpList, mcp_list, mcp_list_resolved};

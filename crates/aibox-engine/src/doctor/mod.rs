@@ -201,6 +201,14 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         Ok(findings) => run.check("base-image", findings),
         Err(why) => run.skip("base-image", &why),
     }
+    // the MCP servers the harnesses start, started in the running container
+    checks::mcp_servers::check(
+        &mut run,
+        project_root.path(),
+        project.as_ref(),
+        resolved.as_ref(),
+        options,
+    );
     // secrets in committed files
     run.check(
         "secrets",

@@ -9,6 +9,7 @@ pub(super) mod engine;
 pub(super) mod exceptions;
 pub(super) mod integrity;
 pub(super) mod local_state;
+pub(super) mod mcp_servers;
 pub(super) mod secrets;
 pub(super) mod skills;
 pub(super) mod sync;
