@@ -304,15 +304,15 @@ fn run_checks(
                 options.total.as_secs()
             ));
         } else {
-            progress(&spec.name);
-            run_one(
-                runtime,
-                target,
-                spec,
-                &mut check,
-                options.timeout,
-                remaining,
-            )?;
+            let configured = spec
+                .effective_startup_timeout()
+                .map(|s| Duration::from_secs(u64::from(s)));
+            let deadline = options
+                .timeout
+                .or(configured)
+                .unwrap_or(DEFAULT_TIMEOUT)
+                .min(remaining);
+            run_one(runtime, target, spec, &mut check, deadline, progress)?;
         }
         servers.push(check);
     }
@@ -364,25 +364,19 @@ fn registered_in(spec: &ServerSpec, effective: &[EffectiveServer]) -> Vec<Harnes
     harnesses
 }
 
-/// Starts one stdio server in the container and records the handshake.
+/// Starts one stdio server in the container and records the handshake; `deadline` bounds
+/// it, `progress` hears its name once the container is known to run.
 fn run_one(
     runtime: &Runtime,
     target: &Target,
     spec: &ServerSpec,
     check: &mut ServerCheck,
-    timeout: Option<Duration>,
-    remaining: Duration,
+    deadline: Duration,
+    progress: &mut dyn FnMut(&str),
 ) -> Result<(), McpCheckError> {
     let Transport::Stdio { env, .. } = &spec.transport else {
         return Ok(());
     };
-    let configured = spec
-        .effective_startup_timeout()
-        .map(|s| Duration::from_secs(u64::from(s)));
-    let deadline = timeout
-        .or(configured)
-        .unwrap_or(DEFAULT_TIMEOUT)
-        .min(remaining);
     check.timeout_secs = Some(deadline.as_secs() + u64::from(deadline.subsec_nanos() > 0));
     let (literal_env, notes) = environment(env);
     check.notes = notes;
@@ -404,6 +398,7 @@ fn run_one(
             env: &[],
         },
     )?;
+    progress(&spec.name);
     let mut probe = aibox_runtime::probe_mcp_server(command, deadline);
     // A server may print its environment or a token in a traceback: mask secrets.
     probe.stderr_tail = probe
@@ -474,13 +469,23 @@ fn fix(
         ),
     };
     match failure {
-        Some(ProbeFailure::Timeout) => format!(
-            "it did not answer within {} s; a first `uv run` may still be downloading \
-             dependencies: try `aibox mcp check {} --timeout {}`; {owner}",
-            deadline.as_secs(),
-            spec.name,
-            deadline.as_secs().saturating_mul(3).max(180)
-        ),
+        Some(ProbeFailure::Timeout) => {
+            let program = check
+                .command
+                .first()
+                .map_or("", |c| c.rsplit('/').next().unwrap_or(c));
+            let why = if matches!(program, "uv" | "uvx") {
+                "; a first `uv run` may still be downloading dependencies"
+            } else {
+                ""
+            };
+            format!(
+                "it did not answer within {} s{why}: try `aibox mcp check {} --timeout {}`; {owner}",
+                deadline.as_secs(),
+                spec.name,
+                deadline.as_secs().saturating_mul(3).max(180)
+            )
+        }
         _ => owner,
     }
 }

@@ -98,11 +98,10 @@ fn findings(report: &McpCheckReport) -> Vec<Finding> {
         .iter()
         .filter(|s| s.status == ServerStatus::NotChecked)
         .map(|s| {
-            format!(
-                "{} ({})",
-                s.name,
-                s.reason.as_deref().unwrap_or("not checked")
-            )
+            let reason = s.reason.as_deref().unwrap_or_default();
+            let reason = reason.strip_suffix(": not checked").unwrap_or(reason);
+            let reason = reason.strip_prefix("not checked: ").unwrap_or(reason);
+            format!("{} ({reason})", s.name)
         })
         .collect();
     if !unchecked.is_empty() {
