@@ -232,6 +232,18 @@ impl From<RuntimeError> for McpCheckError {
 /// reports whether each answers the MCP handshake. Resolves offline (never downloads).
 /// `progress` is called with each server's name before it is started.
 ///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+/// # fs_err::write(root.join("aibox.toml"), "[container]\nname = \"demo\"\n").unwrap();
+/// use aibox_engine::{McpCheckError, McpCheckOptions, mcp_check};
+/// // Names are checked first, before any engine or container is needed.
+/// let options = McpCheckOptions { names: vec!["docs".into()], ..McpCheckOptions::default() };
+/// let err = mcp_check(root, &options, &mut |name| println!("starting {name} ...")).unwrap_err();
+/// assert!(matches!(err, McpCheckError::UnknownServer { .. }));
+/// assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+/// ```
+///
 /// # Errors
 /// An invalid configuration, no engine, no running container (or another project's),
 /// an unknown name in [`McpCheckOptions::names`].

@@ -233,9 +233,7 @@ impl Session<'_> {
         probe.server_version = init.pointer("/serverInfo/version").and_then(text);
         probe.protocol_version = init.get("protocolVersion").and_then(text);
         if probe.protocol_version.is_none() {
-            return Err(malformed(
-                "the initialize answer has no `protocolVersion`".to_owned(),
-            ));
+            return Err(malformed("the initialize answer has no `protocolVersion`"));
         }
         self.send(
             &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
