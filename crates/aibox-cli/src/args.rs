@@ -263,6 +263,21 @@ pub enum ConfigCommand {
 pub enum McpCommand {
     /// The effective servers per harness, with origin, target file and trust scope.
     List,
+    /// Start each stdio server in the running container, as its harness would, and check
+    /// it answers the MCP handshake (`initialize`, `tools/list`). Exit 1 when one fails.
+    Check(McpCheckArgs),
+}
+
+/// `aibox mcp check`.
+#[derive(Debug, Args)]
+pub struct McpCheckArgs {
+    /// Servers to check (default: every server `aibox mcp list` shows).
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Seconds each server may take to answer (default: its `startup_timeout_sec`, 90 for
+    /// `uv` servers, else 60).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: Option<u64>,
 }
 
 /// `aibox addon ...`.

@@ -37,6 +37,7 @@ failure_from!(
     aibox_engine::base_image_pin::PinError,
     aibox_engine::config_edit::ConfigEditError,
     aibox_engine::lifecycle::LifecycleError,
+    aibox_engine::McpCheckError,
     aibox_engine::doctor::DoctorError,
     aibox_provenance::error::ProvenanceError,
 );

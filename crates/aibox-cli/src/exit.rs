@@ -30,7 +30,7 @@ pub const EXIT_CODES: [(u8, &str); 5] = [
     (
         1,
         "a check found problems (`apply --check` would change files; `doctor` found errors; \
-         `skill review` found a failing point)",
+         `skill review` found a failing point; `mcp check` found a server that does not start)",
     ),
     (
         2,

@@ -7,7 +7,10 @@
 //! container, `aibox exec` finds every harness CLI, `uv`, `git`, `node` and `npx` at the
 //! catalog's versions, every registered MCP server, started exactly as the registered
 //! Claude Code config says with `UV_OFFLINE=1`, answers `initialize` over stdio, and the
-//! real `claude mcp list` and `gemini mcp list` report every server connected. The image
+//! real `claude mcp list` and `gemini mcp list` report every server connected; `aibox mcp
+//! check` proves the same for every harness (exit 0), then fails (exit 1, with the
+//! server's stderr) on a team server that dies at start, which `doctor` reports as an
+//! error. The image
 //! build reaches the package registries through this machine's TLS-inspecting proxy with
 //! the personal CA setting.
 
@@ -266,7 +269,134 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
         );
     }
     registered_servers_start(&podman, &root);
+    mcp_check(&podman, &root);
     a_tampered_lock_fails_the_build(&podman, &root);
     ok(aibox(&podman, &root).arg("down"));
     drop(cleanup);
+}
+
+/// `aibox mcp check` on the running container: the pack's server starts for all three
+/// harnesses; a team server that dies at start fails the check (exit 1) with its stderr,
+/// and `doctor` reports it as an error.
+fn mcp_check(podman: &Podman, root: &Utf8Path) {
+    let text = ok(aibox(podman, root).args(["mcp", "check", "-o", "json"]));
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let servers = report["servers"].as_array().unwrap();
+    let names: Vec<&str> = servers
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "processkit-event-log",
+            "processkit-note-keeper",
+            "processkit-plain-server"
+        ],
+        "{report}"
+    );
+    for server in servers {
+        assert_eq!(server["status"], "ok", "{report}");
+        assert_eq!(
+            server["harnesses"],
+            serde_json::json!(["claude", "codex", "gemini"]),
+            "one start for every harness that registers it: {report}"
+        );
+        let probe = &server["probe"];
+        assert_eq!(probe["server_name"], server["name"], "{report}");
+        assert_eq!(probe["protocol_version"], "2025-06-18", "{report}");
+        let init_ms = probe["initialize_ms"].as_u64().unwrap_or(u64::MAX);
+        assert!(init_ms < 60_000, "within the default deadline: {report}");
+    }
+    let note = &servers[1]["probe"];
+    assert_eq!(
+        note["tools"],
+        serde_json::json!(["list_notes", "note_front_matter"])
+    );
+    assert!(
+        note["server_version"].as_str().unwrap().starts_with("1."),
+        "the locked mcp 1.x: {report}"
+    );
+    let human = ok(aibox(podman, root).args(["mcp", "check"]));
+    assert!(human.contains("ok   processkit-note-keeper"), "{human}");
+    assert!(human.contains("(2 tools, initialize "), "{human}");
+
+    a_dying_server_is_reported(podman, root);
+}
+
+/// A team server that dies at start, as servers with missing dependencies do: `mcp check`
+/// exits 1 with its stderr and where it is defined; `doctor` reports it as an error.
+fn a_dying_server_is_reported(podman: &Podman, root: &Utf8Path) {
+    let mut toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
+    toml.push_str(
+        "\n[[ai.mcp.servers]]\nname = \"broken\"\ncommand = \"python3\"\n\
+         args = [\"-c\", \"import sys; sys.stderr.write('boom\\\\n'); sys.exit(1)\"]\n",
+    );
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    ok(aibox(podman, root).arg("apply"));
+    let out = aibox(podman, root).args(["mcp", "check"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        stdout.contains("ok   processkit-note-keeper"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        stdout.contains("FAIL broken")
+            && stdout
+                .contains("exited with code 1 before answering initialize [claude, codex, gemini]"),
+        "{}",
+        show(&out)
+    );
+    assert!(stdout.contains("     | boom\n"), "{}", show(&out));
+    assert!(
+        stdout.contains("[[ai.mcp.servers]]"),
+        "the fix names where: {}",
+        show(&out)
+    );
+    // Only the named server.
+    let only = aibox(podman, root)
+        .args(["mcp", "check", "broken", "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(only.status.code(), Some(1), "{}", show(&only));
+    let report: serde_json::Value = serde_json::from_slice(&only.stdout).unwrap();
+    assert_eq!(
+        report["servers"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    assert_eq!(
+        report["servers"][0]["probe"]["failure"], "exited",
+        "{report}"
+    );
+    assert_eq!(
+        report["servers"][0]["probe"]["stderr_tail"],
+        serde_json::json!(["boom"])
+    );
+
+    let doctor = aibox(podman, root)
+        .args(["doctor", "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(doctor.status.code(), Some(1), "{}", show(&doctor));
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let findings = report["findings"].as_array().unwrap();
+    let failed = findings
+        .iter()
+        .find(|f| f["code"] == "aibox::doctor::mcp_server_failed")
+        .unwrap_or_else(|| panic!("no mcp_server_failed finding: {report}"));
+    assert_eq!(failed["severity"], "error", "{failed}");
+    let message = failed["message"].as_str().unwrap();
+    assert!(message.contains("`broken`"), "{failed}");
+    assert!(message.contains("exited with code 1"), "{failed}");
+    assert!(message.contains("boom"), "{failed}");
+    assert!(
+        failed["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("aibox mcp check broken"),
+        "{failed}"
+    );
 }

@@ -86,6 +86,7 @@ fn no_project_is_a_user_error_for_every_project_command() {
         &["doctor"],
         &["config", "validate"],
         &["mcp", "list"],
+        &["mcp", "check"],
         &["skill", "list"],
         &["addon", "add", "python"],
         &["base-image", "pin"],
@@ -282,6 +283,24 @@ fn mcp_list_human_and_json() {
     let ctx = project();
     aibox_snapshot!(ctx.filters(), ctx.command(&["mcp", "list"]));
     aibox_snapshot!(ctx.filters(), ctx.command(&["mcp", "list", "-o", "json"]));
+}
+
+/// `mcp check` names an unknown server with a suggestion (exit 2) before it looks for an
+/// engine; with no engine on `PATH` it is an environment error (exit 3).
+#[test]
+fn mcp_check_without_an_engine_and_with_a_typo() {
+    let ctx = project();
+    let out = aibox_snapshot!(ctx.filters(), ctx.command(&["mcp", "check", "doc"]));
+    assert_eq!(out.status.code(), Some(2));
+    let out = aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&["mcp", "check", "doc", "-o", "json"])
+    );
+    assert_eq!(json(&out)["code"], "aibox::mcp::unknown_server");
+    let out = aibox_snapshot!(ctx.filters(), ctx.command(&["mcp", "check"]));
+    assert_eq!(out.status.code(), Some(3));
+    let out = aibox_snapshot!(ctx.filters(), ctx.command(&["-o", "json", "mcp", "check"]));
+    assert_eq!(json(&out)["kind"], "environment");
 }
 
 #[test]

@@ -35,3 +35,4 @@ pub use load::{
     parse_aibox_toml, parse_local_toml, parse_local_toml_with_team,
 };
 pub use model::*;
+pub use shape::closest;

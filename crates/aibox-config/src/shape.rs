@@ -563,11 +563,9 @@ pub(crate) fn harness_suggestion(given: &str) -> Option<&'static str> {
         .or_else(|| closest(given, crate::model::Harness::ALL.iter().map(|h| h.as_str())))
 }
 
-/// The candidate closest to `word`, when it is close enough to be a plausible typo.
-pub(crate) fn closest<'a>(
-    word: &str,
-    candidates: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
+/// The candidate closest to `word`, when it is close enough to be a plausible typo
+/// (Jaro-Winkler, case-insensitive): the one "did you mean" rule of aibox.
+pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let lower = word.to_ascii_lowercase();
     candidates
         .map(|c| (strsim::jaro_winkler(&lower, &c.to_ascii_lowercase()), c))

@@ -36,6 +36,7 @@ pub mod consent;
 pub mod doctor;
 pub mod init;
 pub mod lifecycle;
+pub mod mcp_check;
 pub mod mcp_envs;
 mod mcp_list;
 pub mod skills;
@@ -44,4 +45,8 @@ pub mod skills;
 pub use aibox_devcontainer::catalog;
 /// `aibox doctor --integrity`: per-file verification of the installed processkit content.
 pub use aibox_provenance::{IntegrityReport, IntegrityStatus, integrity};
+pub use mcp_check::{
+    McpCheckError, McpCheckOptions, McpCheckReport, ServerCheck, ServerStatus, mcp_check,
+    mcp_check_resolved,
+};
 pub use mcp_list::{McpList, mcp_list, mcp_list_resolved};

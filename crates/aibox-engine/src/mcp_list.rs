@@ -6,7 +6,8 @@
 //! from the list) instead of being fetched.
 
 use aibox_mcp_registration::{
-    CONTAINER_WORKSPACE, EffectiveServer, RegisterOptions, collect_servers, effective_servers,
+    CONTAINER_WORKSPACE, EffectiveServer, RegisterOptions, ServerSpec, collect_servers,
+    effective_servers,
 };
 use camino::Utf8Path;
 
@@ -49,6 +50,14 @@ pub fn mcp_list(root: &Utf8Path) -> Result<McpList, EngineError> {
 /// # Errors
 /// A gate refusing the processkit skills, an invalid server definition.
 pub fn mcp_list_resolved(resolved: &Resolved) -> Result<McpList, EngineError> {
+    Ok(servers_resolved(resolved)?.1)
+}
+
+/// The configured servers (what the harness entries are made from) and the list
+/// `aibox mcp list` shows; `aibox mcp check` starts the former as the latter registers them.
+pub(crate) fn servers_resolved(
+    resolved: &Resolved,
+) -> Result<(Vec<ServerSpec>, McpList), EngineError> {
     let project = &resolved.project;
     // The processkit servers are what the plan registers: verified, selected, reviewed.
     let (processkit, not_resolved) = match &resolved.processkit {
@@ -62,8 +71,9 @@ pub fn mcp_list_resolved(resolved: &Resolved) -> Result<McpList, EngineError> {
         permissions: &project.config.ai.mcp.permissions,
         workspace: CONTAINER_WORKSPACE,
     };
-    Ok(McpList {
+    let list = McpList {
         servers: effective_servers(&servers, &opts),
         not_resolved,
-    })
+    };
+    Ok((servers, list))
 }

@@ -5,13 +5,16 @@
 //! container, image and Compose file; [`Runtime`] then builds, starts, stops, inspects
 //! and runs commands in it. Every external command has a deadline, long steps report
 //! [`Event`]s to a callback instead of printing, and a container that belongs to another
-//! project is refused, never adopted or removed.
+//! project is refused, never adopted or removed. [`probe_mcp_server`] proves an MCP
+//! server starts (the stdio handshake, bounded), in the container through
+//! [`Runtime::exec_command`] or anywhere else.
 
 mod build_log;
 pub mod detect;
 mod error;
 pub mod fingerprint;
 mod lifecycle;
+pub mod mcp_probe;
 mod process;
 
 pub use build_log::BuildStep;
@@ -22,6 +25,7 @@ pub use error::RuntimeError;
 pub use fingerprint::Fingerprints;
 pub use lifecycle::{
     COMPOSE_FILE, COMPOSE_LOCAL_FILE, COMPOSE_OVERRIDE_FILE, COMPOSE_PROJECT_LABELS,
-    ContainerState, Event, ExecRequest, PROJECT_LABEL, Progress, Runtime, Status, Target, Timeouts,
-    USERNS_PROBE, UpOptions, UsernsProbe, WORKSPACE_DIR,
+    ContainerState, Event, ExecRequest, PROJECT_LABEL, PipedExec, Progress, Runtime, Status,
+    Target, Timeouts, USERNS_PROBE, UpOptions, UsernsProbe, WORKSPACE_DIR,
 };
+pub use mcp_probe::{MCP_PROTOCOL_VERSION, McpProbe, ProbeFailure, probe_mcp_server};

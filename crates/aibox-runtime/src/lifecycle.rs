@@ -233,6 +233,22 @@ pub struct ExecRequest<'a> {
     pub timeout: Option<Duration>,
 }
 
+/// A command to run in the container with its standard streams piped to the caller
+/// ([`Runtime::exec_command`]): what an MCP harness does with a stdio server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipedExec<'a> {
+    /// User to run as (normally [`Target::user`]).
+    pub user: &'a str,
+    /// Program and arguments.
+    pub cmd: &'a [String],
+    /// Variables set to a literal value (`-e NAME=VALUE`, visible on the command line:
+    /// never a secret).
+    pub literal_env: &'a [(String, String)],
+    /// Names of variables the engine copies from its own environment (`-e NAME`): the
+    /// caller sets them on the returned [`Command`] (or they come from this process).
+    pub env: &'a [String],
+}
+
 /// The user-namespace check [`Runtime::probe_user_namespaces`] runs in the container.
 /// `--mount` makes `unshare` also set `/` private in a new mount namespace, the kind of
 /// mount bubblewrap makes first ("make / slave"), so a seccomp rule or an `AppArmor` profile
@@ -582,6 +598,50 @@ impl Runtime {
         cmd.arg(&target.container).args(request.cmd);
         let status = process::run_inherited(cmd, request.timeout)?;
         Ok(process::exit_code(status))
+    }
+
+    /// The `<engine> exec -i --user U --workdir /workspace -e ... <container> CMD ARGS`
+    /// command for `request`, built but not run: the caller pipes its streams (the MCP
+    /// probe, [`crate::probe_mcp_server`]) and owns its deadline.
+    ///
+    /// # Errors
+    /// The container is missing, stopped or another project's; an empty command; an
+    /// invalid variable name; the engine fails to answer `inspect`.
+    pub fn exec_command(
+        &self,
+        target: &Target,
+        request: &PipedExec<'_>,
+    ) -> Result<Command, RuntimeError> {
+        if request.cmd.is_empty() {
+            return Err(RuntimeError::EmptyCommand);
+        }
+        let names = request
+            .literal_env
+            .iter()
+            .map(|(name, _)| name)
+            .chain(request.env);
+        if let Some(name) = names.into_iter().find(|n| !valid_env_name(n)) {
+            return Err(RuntimeError::InvalidEnvName { name: name.clone() });
+        }
+        self.running_container(target)?;
+        let mut cmd = self.engine_cmd();
+        cmd.args([
+            "exec",
+            "-i",
+            "--user",
+            request.user,
+            "--workdir",
+            WORKSPACE_DIR,
+        ]);
+        for (name, value) in request.literal_env {
+            cmd.arg("-e").arg(format!("{name}={value}"));
+        }
+        for name in request.env {
+            // `-e NAME` without a value: the engine copies it from its environment.
+            cmd.args(["-e", name]);
+        }
+        cmd.arg(&target.container).args(request.cmd);
+        Ok(cmd)
     }
 
     /// Checks, as `user` in the running container, whether an unprivileged user may

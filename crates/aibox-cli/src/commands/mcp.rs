@@ -1,8 +1,13 @@
 //! `aibox mcp list`: the effective MCP servers per harness (`aibox_engine::mcp_list`,
-//! resolved offline: it never downloads).
+//! resolved offline: it never downloads); `aibox mcp check`: each stdio server started in
+//! the running container and put through the MCP handshake (`aibox_engine::mcp_check`).
+
+use std::time::Duration;
+
+use aibox_engine::{McpCheckOptions, ServerCheck, ServerStatus};
 
 use super::{Outcome, json_or, project_root};
-use crate::args::Global;
+use crate::args::{Global, McpCheckArgs};
 use crate::exit::Exit;
 use crate::render;
 
@@ -48,4 +53,72 @@ pub fn list(g: &Global) -> Outcome {
         }
     })?;
     Ok(Exit::Ok)
+}
+
+pub fn check(g: &Global, args: &McpCheckArgs) -> Outcome {
+    let root = project_root(g)?;
+    let options = McpCheckOptions {
+        names: args.names.clone(),
+        timeout: args.timeout.map(Duration::from_secs),
+        ..McpCheckOptions::default()
+    };
+    let report = aibox_engine::mcp_check(&root, &options, &mut |name| {
+        render::note(g.quiet, &format!("starting {name} in the container ..."));
+    })?;
+    if let Some(reason) = &report.not_resolved {
+        render::note(
+            false,
+            &format!("warning: processkit servers not checked: not resolved: {reason}"),
+        );
+    }
+    json_or(g, &report, || {
+        if report.servers.is_empty() {
+            render::out("no MCP servers are configured");
+        }
+        let width = report
+            .servers
+            .iter()
+            .map(|s| s.name.len())
+            .max()
+            .unwrap_or(0);
+        for server in &report.servers {
+            for line in human(server, width) {
+                render::out(&line);
+            }
+        }
+    })?;
+    Ok(if report.all_ok() {
+        Exit::Ok
+    } else {
+        Exit::Problems
+    })
+}
+
+/// One server: `ok   name  (3 tools, initialize 1.2 s) [claude, codex]`, or `FAIL` with
+/// the reason, the stderr tail and the fix.
+fn human(s: &ServerCheck, width: usize) -> Vec<String> {
+    let harnesses: Vec<&str> = s.harnesses.iter().map(|h| h.as_str()).collect();
+    let used_by = if harnesses.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", harnesses.join(", "))
+    };
+    let reason = s.reason.as_deref().unwrap_or_default();
+    let mut lines = vec![match s.status {
+        ServerStatus::Ok => format!("ok   {:<width$}  ({}){used_by}", s.name, s.summary()),
+        ServerStatus::Failed => format!("FAIL {:<width$}  {reason}{used_by}", s.name),
+        ServerStatus::NotChecked => format!("skip {:<width$}  {reason}{used_by}", s.name),
+    }];
+    if s.status == ServerStatus::Failed {
+        let tail = s.probe.as_ref().map_or(&[][..], |p| &p.stderr_tail[..]);
+        if !tail.is_empty() {
+            lines.push("     stderr:".to_owned());
+            lines.extend(tail.iter().map(|l| format!("     | {l}")));
+        }
+        if let Some(fix) = &s.fix {
+            lines.push(format!("     fix: {fix}"));
+        }
+    }
+    lines.extend(s.notes.iter().map(|n| format!("     note: {n}")));
+    lines
 }

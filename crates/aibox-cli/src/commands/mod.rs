@@ -43,6 +43,7 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Doctor(args) => doctor::run(g, args),
         Command::Config(cmd) => config::run(g, cmd),
         Command::Mcp(McpCommand::List) => mcp::list(g),
+        Command::Mcp(McpCommand::Check(args)) => mcp::check(g, args),
         Command::Skill(cmd) => skill::run(g, cmd),
         Command::Addon(cmd) => addon::run(g, cmd),
         Command::BaseImage(cmd) => base_image::run(g, cmd),

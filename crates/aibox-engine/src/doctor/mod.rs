@@ -99,6 +99,23 @@ impl Default for DoctorOptions {
     }
 }
 
+/// The project resolved as `apply` would, but offline: doctor never downloads.
+fn resolve_offline(
+    root: &ProjectRoot,
+    project: &aibox_config::Project,
+    engine: TargetEngine,
+    options: &DoctorOptions,
+) -> Result<crate::Resolved, EngineError> {
+    let plan = crate::PlanOptions {
+        aibox_version: options.cli_version.clone(),
+        engine: Some(engine),
+        cache_dir: options.cache_dir.clone(),
+        offline: true,
+        ..crate::PlanOptions::default()
+    };
+    crate::resolve::resolve_checked(root, project.clone(), &plan)
+}
+
 /// Runs every check on the project at `root`. Only reads (and runs `git` and the engine's
 /// version probe); never writes and never downloads.
 ///
@@ -134,16 +151,9 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         crate::codex_sandbox::target_engine(p.config.container.engine, &options.detect)
     });
     // Resolved offline: doctor never downloads.
-    let resolved = project.as_ref().map(|p| {
-        let plan = crate::PlanOptions {
-            aibox_version: options.cli_version.clone(),
-            engine: Some(engine),
-            cache_dir: options.cache_dir.clone(),
-            offline: true,
-            ..crate::PlanOptions::default()
-        };
-        crate::resolve::resolve_checked(&project_root, p.clone(), &plan)
-    });
+    let resolved = project
+        .as_ref()
+        .map(|p| resolve_offline(&project_root, p, engine, options));
     // The seccomp decision, taken once: the resolve's, or (when the resolve failed) its own.
     let security = match (&resolved, &project) {
         (Some(Ok(r)), _) => Some(r.security.clone()),
@@ -151,14 +161,14 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         _ => None,
     };
 
-    // generated files in sync (what `apply --check` reports)
+    // generated files in sync (what `apply --check` reports), and whether the MCP
+    // servers' dependencies are locked
     match &resolved {
         Some(resolved) => run.check("sync", checks::sync::findings(resolved)),
         None => run.skip("sync", "no valid configuration"),
     }
-    // MCP servers' dependencies: locked, or why not
-    if let Some(Ok(resolved)) = &resolved {
-        run.check("mcp-dependencies", checks::mcp_deps::findings(resolved));
+    if let Some(Ok(r)) = &resolved {
+        run.check("mcp-dependencies", checks::mcp_deps::findings(r));
     }
 
     // processkit content as installed (the summary of `doctor --integrity`)
@@ -205,6 +215,14 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         Ok(findings) => run.check("base-image", findings),
         Err(why) => run.skip("base-image", &why),
     }
+    // the MCP servers the harnesses start, started in the running container
+    checks::mcp_servers::check(
+        &mut run,
+        project_root.path(),
+        project.as_ref(),
+        resolved.as_ref(),
+        options,
+    );
     // secrets in committed files
     run.check(
         "secrets",
