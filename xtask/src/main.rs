@@ -2,6 +2,8 @@
 //!
 //! - `bench`: the processkit install path (first install, no-op, upgrade, integrity,
 //!   peak RSS) at 1x and 10x content beside `cp -r` and `sha256sum` (see `bench.rs`).
+//! - `bench mcp`: on a real Podman, what locking MCP servers' dependencies costs (apply,
+//!   image layer size) and the first `initialize` of every server (see `bench_mcp.rs`).
 //! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
 //!   layering, stub scan, the whole test suite with the doc examples, and the embedder
 //!   example `crates/aibox-engine/examples/embed.rs` on the bundled example project). This
@@ -23,6 +25,7 @@
 //!   and `.devcontainer/` path literals outside the file table (`aibox_config::layout`).
 
 mod bench;
+mod bench_mcp;
 mod image;
 mod layering;
 mod release;
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let task = args.first().map_or("help", String::as_str);
     let result = match task {
+        "bench" if args.get(1).map(String::as_str) == Some("mcp") => bench_mcp::run(&args[2..]),
         "bench" => bench::run(&args[1..]),
         "ci" => ci(),
         "demo" => demo(),
@@ -45,7 +49,7 @@ fn main() -> ExitCode {
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS
