@@ -550,6 +550,27 @@ fn json_factor(f: &FactorReport) -> serde_json::Value {
     })
 }
 
+/// The `aibox` to measure: `given` (`--bin`), else this tree's, built in release mode.
+pub(crate) fn release_aibox(given: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(bin) = given {
+        return Ok(bin);
+    }
+    step(
+        "build aibox (release)",
+        &[
+            "build",
+            "--release",
+            "--locked",
+            "--quiet",
+            "--package",
+            "aibox-cli",
+        ],
+    )?;
+    Ok(std::env::current_dir()
+        .map_err(|e| e.to_string())?
+        .join("target/release/aibox"))
+}
+
 /// `cargo xtask bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]`
 /// (`--runs`: runs at 1x, one run above; `--bin`: measure that `aibox` instead of
 /// building this tree's; `--keep`: leave `target/bench/`; `--json`: also write the
@@ -590,24 +611,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     factors.sort_unstable();
     factors.dedup();
-    let bin = if let Some(bin) = given_bin {
-        bin
-    } else {
-        step(
-            "build aibox (release)",
-            &[
-                "build",
-                "--release",
-                "--locked",
-                "--quiet",
-                "--package",
-                "aibox-cli",
-            ],
-        )?;
-        std::env::current_dir()
-            .map_err(|e| e.to_string())?
-            .join("target/release/aibox")
-    };
+    let bin = release_aibox(given_bin)?;
     let base = std::env::current_dir()
         .map_err(|e| e.to_string())?
         .join("target/bench");

@@ -23,7 +23,7 @@ use std::time::Instant;
 use aibox_test_support::podman::{BASE_IMAGE, Podman, local_toml_with_host_ca};
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::{say, step};
+use crate::say;
 
 /// Runs `cmd`, failing with its output when it fails; returns stdout and the wall time.
 fn timed(cmd: &mut Command, label: &str) -> Result<(String, f64), String> {
@@ -58,22 +58,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
-    let bin = if let Some(bin) = given_bin {
-        bin
-    } else {
-        step(
-            "build aibox (release)",
-            &[
-                "build",
-                "--release",
-                "--locked",
-                "--quiet",
-                "--package",
-                "aibox-cli",
-            ],
-        )?;
-        cwd.join("target/release/aibox")
-    };
+    let bin = crate::bench::release_aibox(given_bin)?;
     let bin = bin.to_string_lossy().into_owned();
     say("==> bench mcp: Podman and the local base image");
     let podman = Podman::ready();

@@ -297,12 +297,13 @@ impl Uv {
                     return Err(format!("resolving is turned off ({UV_ENV}=none)"));
                 }
                 Some(v) if !v.is_empty() => PathBuf::from(v),
-                _ => on_path("uv").ok_or_else(|| {
-                    format!(
-                        "no `uv` on PATH to resolve them with (install uv, or set {UV_ENV} to \
+                _ => aibox_runtime::find_program("uv", std::env::var_os("PATH").as_deref())
+                    .ok_or_else(|| {
+                        format!(
+                            "no `uv` on PATH to resolve them with (install uv, or set {UV_ENV} to \
                          its path, then run `aibox apply` again)"
-                    )
-                })?,
+                        )
+                    })?,
             },
         };
         let mut cmd = Command::new(&path);
@@ -400,17 +401,6 @@ fn summary(stderr: &str) -> String {
     } else {
         joined
     }
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(|d| d.join(name))
-        .find(|c| {
-            fs_err::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 #[cfg(test)]

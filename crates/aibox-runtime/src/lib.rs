@@ -29,3 +29,4 @@ pub use lifecycle::{
     Target, Timeouts, USERNS_PROBE, UpOptions, UsernsProbe, WORKSPACE_DIR,
 };
 pub use mcp_probe::{MCP_PROTOCOL_VERSION, McpProbe, ProbeFailure, probe_mcp_server};
+pub use process::find_program;

@@ -81,7 +81,7 @@ pub(crate) fn render(cmd: &Command) -> String {
 
 /// Finds `name` in the directories of `path` (a `PATH`-style list): the first regular,
 /// executable file wins.
-pub(crate) fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
+pub fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
     let path = path?;
     std::env::split_paths(path)
         .filter(|d| !d.as_os_str().is_empty())
