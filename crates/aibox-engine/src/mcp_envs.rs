@@ -16,7 +16,7 @@
 //! reported as unlocked, so `apply` works offline and says what it could not pin.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -95,7 +95,7 @@ pub(crate) fn lock(
     previous: Option<&McpLock>,
     resolver: &PythonResolver,
     offline: bool,
-    cache_root: Option<&Path>,
+    cache: Option<&aibox_provenance::Cache>,
 ) -> McpEnvs {
     let mut out = McpEnvs::default();
     let mut groups: BTreeMap<String, (EnvSpec, Vec<String>)> = BTreeMap::new();
@@ -122,7 +122,7 @@ pub(crate) fn lock(
         previous,
         resolver,
         offline,
-        cache_root,
+        cache,
         uv: None,
     };
     for (id, (spec, mut names)) in groups {
@@ -178,7 +178,7 @@ struct Finder<'a> {
     previous: Option<&'a McpLock>,
     resolver: &'a PythonResolver,
     offline: bool,
-    cache_root: Option<&'a Path>,
+    cache: Option<&'a aibox_provenance::Cache>,
     /// The resolver, looked up at the first environment that needs it.
     uv: Option<Result<Uv, String>>,
 }
@@ -187,13 +187,12 @@ impl Finder<'_> {
     /// The resolution of `spec`, and the name of the resolver that was run (empty when
     /// none was).
     fn find(&mut self, id: &str, spec: &EnvSpec) -> (Result<Found, Failure>, String) {
-        let cache_file = self
-            .cache_root
-            .map(|r| r.join("mcp-envs").join(format!("{id}.txt")));
-        let found = self
-            .previous
-            .and_then(|l| reuse(l, id, spec))
-            .or_else(|| cache_file.as_deref().and_then(read_cached).map(Ok));
+        let found = self.previous.and_then(|l| reuse(l, id, spec)).or_else(|| {
+            self.cache
+                .and_then(|c| c.resolution(id))
+                .and_then(|t| read_cached(&t))
+                .map(Ok)
+        });
         if let Some(found) = found {
             return (found, String::new());
         }
@@ -210,8 +209,8 @@ impl Finder<'_> {
             let resolution = pydeps::parse_requirements(&text).map_err(|e| {
                 Failure::Unavailable(format!("{} printed an unusable lock: {e}", uv.version))
             })?;
-            if let Some(file) = &cache_file {
-                write_cached(file, &resolver, &text);
+            if let Some(cache) = self.cache {
+                cache.store_resolution(id, &format!("{CACHE_HEADER}{resolver}\n{text}"));
             }
             Ok((resolver, resolution))
         });
@@ -255,30 +254,13 @@ type Found = (String, pydeps::Resolution);
 /// First line of a cached resolution: which resolver produced it.
 const CACHE_HEADER: &str = "# resolver: ";
 
-/// A cached resolution (the file name is the spec's digest); a damaged entry is
-/// simply resolved again.
-fn read_cached(file: &Path) -> Option<(String, pydeps::Resolution)> {
-    let text = fs_err::read_to_string(file).ok()?;
+/// A cached resolution (stored under the spec's digest); a damaged entry is simply
+/// resolved again.
+fn read_cached(text: &str) -> Option<(String, pydeps::Resolution)> {
     let (first, rest) = text.split_once('\n')?;
     let resolver = first.strip_prefix(CACHE_HEADER)?.to_owned();
     let resolution = pydeps::parse_requirements(rest).ok()?;
     Some((resolver, resolution))
-}
-
-/// Stores a resolution for the next project; a cache that cannot be written costs only
-/// a later resolution.
-fn write_cached(file: &Path, resolver: &str, text: &str) {
-    let Some(dir) = file.parent() else { return };
-    if fs_err::create_dir_all(dir).is_err() {
-        return;
-    }
-    let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
-        return;
-    };
-    let body = format!("{CACHE_HEADER}{resolver}\n{text}");
-    if std::io::Write::write_all(&mut tmp, body.as_bytes()).is_ok() {
-        let _ = tmp.persist(file);
-    }
 }
 
 /// A `uv` binary and its version (`uv 0.13.9`).
@@ -330,13 +312,8 @@ impl Uv {
     /// Resolves `spec`: the resolver's name and its hash-pinned requirements text.
     fn compile(&self, spec: &EnvSpec) -> Result<(String, String), Failure> {
         let unavailable = |why: String| Failure::Unavailable(why);
-        let dir = tempfile::tempdir()
-            .map_err(|e| unavailable(format!("cannot create a temporary folder: {e}")))?;
-        let input = dir.path().join("requirements.in");
-        let mut text = spec.dependencies.join("\n");
-        text.push('\n');
-        fs_err::write(&input, text)
-            .map_err(|e| unavailable(format!("cannot write {}: {e}", input.display())))?;
+        let mut input = spec.dependencies.join("\n");
+        input.push('\n');
         let mut cmd = Command::new(&self.path);
         cmd.args(["pip", "compile", "--universal", "--generate-hashes"])
             .args([
@@ -348,18 +325,18 @@ impl Uv {
             ])
             .args(["--python-version", &spec.python_floor()])
             .env("UV_PYTHON_DOWNLOADS", "never")
-            .current_dir(dir.path())
-            .arg(&input);
+            .arg("-");
         if let Some(cutoff) = &spec.exclude_newer {
             cmd.args(["--exclude-newer", cutoff]);
         }
-        let out = crate::process::run_with_deadline(cmd, RESOLVE_TIMEOUT).ok_or_else(|| {
-            unavailable(format!(
-                "{} did not finish within {} s",
-                self.version,
-                RESOLVE_TIMEOUT.as_secs()
-            ))
-        })?;
+        let out = crate::process::run_with_input(cmd, input.as_bytes(), RESOLVE_TIMEOUT)
+            .ok_or_else(|| {
+                unavailable(format!(
+                    "{} did not finish within {} s",
+                    self.version,
+                    RESOLVE_TIMEOUT.as_secs()
+                ))
+            })?;
         if out.status.success() {
             return Ok((
                 self.version.clone(),

@@ -8,11 +8,28 @@ use std::time::{Duration, Instant};
 
 /// Spawns `cmd` (stdin closed, output captured) and waits for it until `timeout`; kills
 /// it past the deadline.
-pub(crate) fn run_with_deadline(mut cmd: Command, timeout: Duration) -> Option<Output> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+pub(crate) fn run_with_deadline(cmd: Command, timeout: Duration) -> Option<Output> {
+    run_with_input(cmd, &[], timeout)
+}
+
+/// [`run_with_deadline`] with `input` on the child's standard input (written on a thread
+/// of its own, then closed).
+pub(crate) fn run_with_input(mut cmd: Command, input: &[u8], timeout: Duration) -> Option<Output> {
+    cmd.stdin(if input.is_empty() {
+        Stdio::null()
+    } else {
+        Stdio::piped()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd.spawn().ok()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let input = input.to_vec();
+        std::thread::spawn(move || {
+            // A child that exits without reading it all is not our error.
+            let _ = std::io::Write::write_all(&mut stdin, &input);
+        });
+    }
     // Drain the pipes on their own threads so a chatty child never blocks on a full pipe.
     let mut stdout = child.stdout.take()?;
     let mut stderr = child.stderr.take()?;

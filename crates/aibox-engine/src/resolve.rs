@@ -349,9 +349,9 @@ fn lock_server_envs(
         deps.push((server.name.clone(), declared));
     }
     let cutoff = release_date(release);
-    let cache_root = match &options.cache_dir {
-        Some(dir) => Some(dir.as_std_path().to_owned()),
-        None => Cache::default_location().map(|c| c.root().to_owned()),
+    let cache = match &options.cache_dir {
+        Some(dir) => Some(Cache::new(dir.as_std_path())),
+        None => Cache::default_location(),
     };
     crate::mcp_envs::lock(
         deps,
@@ -359,7 +359,7 @@ fn lock_server_envs(
         previous_lock.and_then(|l| l.mcp.as_ref()),
         &options.python_resolver,
         options.offline,
-        cache_root.as_deref(),
+        cache.as_ref(),
     )
 }
 

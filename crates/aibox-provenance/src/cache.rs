@@ -211,6 +211,40 @@ pub(crate) fn memo_write(store: &Path, key: &str, value: &str) {
     let _ = write();
 }
 
+impl Cache {
+    /// A resolution of the MCP environment `id` (its spec's digest, see
+    /// [`crate::pydeps::EnvSpec::id`]) stored by [`Cache::store_resolution`], if any.
+    pub fn resolution(&self, id: &str) -> Option<String> {
+        fs_err::read_to_string(self.resolution_path(id)?).ok()
+    }
+
+    /// Keeps the resolver's answer for the environment `id`, so another project on the
+    /// same spec needs no resolver. Best effort: a resolution not kept is asked again.
+    pub fn store_resolution(&self, id: &str, text: &str) {
+        let Some(file) = self.resolution_path(id) else {
+            return;
+        };
+        let dir = self.root.join(RESOLUTIONS);
+        let write = || -> std::io::Result<()> {
+            fs_err::create_dir_all(&dir)?;
+            let mut temp = tempfile::NamedTempFile::new_in(&dir)?;
+            std::io::Write::write_all(&mut temp, text.as_bytes())?;
+            temp.persist(&file).map_err(|e| e.error)?;
+            Ok(())
+        };
+        let _ = write();
+    }
+
+    /// `mcp-envs/<id>.txt`; `None` for an id that is not a plain hex name.
+    fn resolution_path(&self, id: &str) -> Option<PathBuf> {
+        let plain = !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit());
+        plain.then(|| self.root.join(RESOLUTIONS).join(format!("{id}.txt")))
+    }
+}
+
+/// Folder of the cache's MCP environment resolutions.
+const RESOLUTIONS: &str = "mcp-envs";
+
 /// A temporary file for a download when there is no cache (removed when dropped).
 pub(crate) fn temp_download() -> Result<tempfile::NamedTempFile> {
     tempfile::NamedTempFile::new()
