@@ -31,11 +31,15 @@ pub const EXTRA_CA: &str = ".devcontainer/aibox-ca/extra-ca.crt";
 /// `.devcontainer/aibox-ca/README` (committed, keeps the folder in a fresh clone).
 pub const EXTRA_CA_README: &str = ".devcontainer/aibox-ca/README";
 /// `.devcontainer/aibox-mcp/`: the hash-pinned requirements of each locked MCP server
-/// environment (`<id>.txt`, rendered from `aibox.lock`), installed by the image build.
+/// environment (`<id>.txt`) and the `package.json` + `package-lock.json` of each locked
+/// npm tree (`npm-<id>/`), rendered from `aibox.lock`, installed by the image build.
 pub const MCP_ENVS_DIR: &str = ".devcontainer/aibox-mcp/";
 /// In the container: where the image installs the locked MCP server environments
 /// (`<dir>/<id>`, started as `<dir>/<id>/bin/python`).
 pub const CONTAINER_MCP_ENVS: &str = "/opt/aibox/mcp";
+/// In the container: where the image installs the locked npm trees of MCP servers
+/// (`<dir>/<id>`, started as `<dir>/<id>/node_modules/.bin/<bin>`).
+pub const CONTAINER_MCP_NPM: &str = "/opt/aibox/mcp-npm";
 /// `.devcontainer/.env`: the user's Compose variables, read (never written) by Compose.
 pub const COMPOSE_ENV: &str = ".devcontainer/.env";
 /// The folder of the dev container files.

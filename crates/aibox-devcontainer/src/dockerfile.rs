@@ -35,6 +35,7 @@ pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> St
     // these layers in the engine's build cache.
     crate::tools::render(&mut out, tools);
     python_envs_step(&mut out, inputs);
+    npm_envs_step(&mut out, inputs);
 
     let labels = [
         ("org.opencontainers.image.source", source),
@@ -118,6 +119,51 @@ fn python_envs_step(out: &mut String, inputs: &Inputs<'_>) {
     }
     out.push_str("    rm -rf /tmp/aibox-uv-cache\n\n");
 }
+
+/// Installs every locked npm tree of MCP servers with `npm ci` from its generated
+/// `package.json` and `package-lock.json`: exactly the locked packages, each tarball
+/// checked against its `integrity` (`EINTEGRITY` otherwise), no install scripts. One
+/// layer for all trees; npm's cache is dropped with it (the CA layer's
+/// `NODE_EXTRA_CA_CERTS` lets npm through a TLS-inspecting proxy).
+fn npm_envs_step(out: &mut String, inputs: &Inputs<'_>) {
+    if inputs.npm_envs.is_empty() {
+        return;
+    }
+    out.push_str(
+        "# MCP server npm packages locked in aibox.lock ([mcp.npm]): each gets exactly its\n\
+         # locked tree, integrity-checked, so the servers start offline with what was locked.\n",
+    );
+    for env in inputs.npm_envs {
+        let _ = writeln!(
+            out,
+            "COPY {MCP_ENVS_CONTEXT}npm-{id}/ {MCP_NPM_ROOT}/{id}/",
+            id = env.id
+        );
+    }
+    let _ = write!(
+        out,
+        "RUN set -eu; \\\n    \
+         export npm_config_cache=/tmp/aibox-npm-cache npm_config_update_notifier=false; \\\n    \
+         install() {{ \\\n        \
+         echo \"aibox: installing the locked MCP npm package $1 ($2)\"; \\\n        \
+         npm ci --prefix \"{MCP_NPM_ROOT}/$1\" --ignore-scripts --no-audit --no-fund --loglevel=error \\\n        \
+         || {{ echo \"aibox: the locked npm package of $2 did not install (aibox.lock, [mcp.npm.$1])\" >&2; exit 1; }}; \\\n    \
+         }}; \\\n"
+    );
+    for env in inputs.npm_envs {
+        let _ = writeln!(
+            out,
+            "    install {} {}; \\",
+            env.id,
+            shell(&env.servers.join(", "))
+        );
+    }
+    out.push_str("    rm -rf /tmp/aibox-npm-cache\n\n");
+}
+
+/// Where the image installs the locked npm trees (the engine registers
+/// `<root>/<id>/node_modules/.bin/<bin>`).
+const MCP_NPM_ROOT: &str = aibox_config::layout::CONTAINER_MCP_NPM;
 
 /// The requirements folder, relative to the build context (`.devcontainer/`).
 const MCP_ENVS_CONTEXT: &str = "aibox-mcp/";

@@ -82,6 +82,9 @@ pub struct Inputs<'a> {
     /// Locked Python environments of MCP servers, sorted by id: the Dockerfile installs
     /// each from its hash-pinned requirements file (see [`PythonEnv`]).
     pub python_envs: &'a [PythonEnv],
+    /// Locked npm trees of team MCP servers started with `npx`, sorted by id: the
+    /// Dockerfile installs each with `npm ci` (see [`NpmEnv`]).
+    pub npm_envs: &'a [NpmEnv],
 }
 
 /// One locked Python environment of MCP servers: the engine renders its requirements
@@ -95,6 +98,22 @@ pub struct PythonEnv {
     pub servers: Vec<String>,
     /// Text of the hash-pinned requirements file.
     pub requirements: String,
+}
+
+/// One locked npm tree of MCP servers: the engine renders its `package.json` and
+/// `package-lock.json` from `aibox.lock`; this crate writes them to
+/// `.devcontainer/aibox-mcp/npm-<id>/` and installs them into `/opt/aibox/mcp-npm/<id>`
+/// with `npm ci --ignore-scripts`, which checks every package's integrity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpmEnv {
+    /// The tree's name (hex digits).
+    pub id: String,
+    /// The servers started from it, named in the build's messages.
+    pub servers: Vec<String>,
+    /// Text of its `package.json`.
+    pub package_json: String,
+    /// Text of its `package-lock.json`.
+    pub package_lock: String,
 }
 
 /// Default `org.opencontainers.image.source`: where the generator comes from.
@@ -116,6 +135,7 @@ impl<'a> Inputs<'a> {
             extra_ca: None,
             catalog: None,
             python_envs: &[],
+            npm_envs: &[],
         }
     }
 
@@ -225,6 +245,18 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
         files.push(PlannedFile::generated(
             format!("{MCP_ENVS_DIR}{}.txt", env.id),
             text,
+        ));
+    }
+    for env in inputs.npm_envs {
+        // JSON has no comments; `aibox.lock [generated]` marks both files as aibox's.
+        let dir = format!("{MCP_ENVS_DIR}npm-{}", env.id);
+        files.push(PlannedFile::generated(
+            format!("{dir}/package.json"),
+            env.package_json.clone(),
+        ));
+        files.push(PlannedFile::generated(
+            format!("{dir}/package-lock.json"),
+            env.package_lock.clone(),
         ));
     }
     for dir in inputs.harness_home_dirs() {

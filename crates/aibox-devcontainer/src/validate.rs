@@ -61,34 +61,13 @@ pub(crate) fn inputs(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
             "This is a bug in the caller; pass aibox's own version.",
         ));
     }
-    for env in inputs.python_envs {
-        if env.id.is_empty()
-            || env.id.len() > 64
-            || !env
-                .id
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        {
-            return Err(invalid(
-                "MCP environment id",
-                &env.id,
-                "an environment id is lowercase hex digits",
-                "This is a bug in the caller; pass the id aibox.lock records.",
-            ));
-        }
-        if let Some(bad) = env.servers.iter().find(|n| {
-            n.is_empty()
-                || !n
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        }) {
-            return Err(invalid(
-                "MCP server name",
-                bad,
-                "a server name is letters, digits, `-`, `_` and `.`",
-                "This is a bug in the caller; pass the names aibox.lock records.",
-            ));
-        }
+    let envs = inputs
+        .python_envs
+        .iter()
+        .map(|e| (&e.id, &e.servers))
+        .chain(inputs.npm_envs.iter().map(|e| (&e.id, &e.servers)));
+    for (id, servers) in envs {
+        env_names(id, servers)?;
     }
     if let Some(src) = inputs.image_source
         && (src.is_empty() || src.chars().any(char::is_control))
@@ -101,6 +80,38 @@ pub(crate) fn inputs(inputs: &Inputs<'_>) -> Result<(), DevcontainerError> {
         ));
     }
     values(inputs)
+}
+
+/// An MCP environment's id (lowercase hex) and its servers' names, which the Dockerfile
+/// step writes into its script.
+fn env_names(id: &str, servers: &[String]) -> Result<(), DevcontainerError> {
+    if id.is_empty()
+        || id.len() > 64
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    {
+        return Err(invalid(
+            "MCP environment id",
+            id,
+            "an environment id is lowercase hex digits",
+            "This is a bug in the caller; pass the id aibox.lock records.",
+        ));
+    }
+    if let Some(bad) = servers.iter().find(|n| {
+        n.is_empty()
+            || !n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    }) {
+        return Err(invalid(
+            "MCP server name",
+            bad,
+            "a server name is letters, digits, `-`, `_` and `.`",
+            "This is a bug in the caller; pass the names aibox.lock records.",
+        ));
+    }
+    Ok(())
 }
 
 /// Environment names, security options and `Dockerfile.local`.

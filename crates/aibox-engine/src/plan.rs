@@ -42,6 +42,9 @@ pub struct PlanOptions {
     /// How MCP servers' Python dependencies that `aibox.lock` does not hold yet are
     /// resolved (see [`crate::mcp_envs`]).
     pub python_resolver: crate::mcp_envs::PythonResolver,
+    /// How team MCP servers' npm trees that `aibox.lock` does not hold yet are resolved
+    /// (see [`crate::mcp_npm`]).
+    pub npm_resolver: crate::mcp_npm::NpmResolver,
 }
 
 impl std::fmt::Debug for PlanOptions {
@@ -53,6 +56,7 @@ impl std::fmt::Debug for PlanOptions {
             .field("engine", &self.engine)
             .field("offline", &self.offline)
             .field("python_resolver", &self.python_resolver)
+            .field("npm_resolver", &self.npm_resolver)
             .finish()
     }
 }
@@ -66,6 +70,7 @@ impl Default for PlanOptions {
             engine: None,
             offline: false,
             python_resolver: crate::mcp_envs::PythonResolver::default(),
+            npm_resolver: crate::mcp_npm::NpmResolver::default(),
         }
     }
 }
@@ -86,6 +91,8 @@ pub struct PlanContext<'a> {
     pub options: &'a PlanOptions,
     /// The processkit release resolved for this plan.
     pub processkit: &'a crate::ProcesskitState,
+    /// The locked npm trees of the team servers started with `npx`.
+    pub mcp_npm: &'a crate::mcp_npm::NpmEnvs,
     /// The project's files as resolve read them.
     pub files: &'a Snapshot,
     root: &'a Utf8Path,
@@ -432,6 +439,7 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
         ),
         options,
         processkit: &resolved.processkit,
+        mcp_npm: &resolved.mcp_npm,
         files,
         root: resolved.root(),
     };
@@ -520,6 +528,7 @@ mod tests {
             security_opt: Vec::new(),
             options: &options,
             processkit: &crate::ProcesskitState::NotConfigured,
+            mcp_npm: &crate::mcp_npm::NpmEnvs::default(),
             files: &files,
             root: &project.root,
         };

@@ -7,8 +7,9 @@
 //! fetches and verifies the pinned processkit release (from the download cache, or by
 //! downloading it when [`PlanOptions::offline`] is false), and runs the skill review of
 //! the skills the release or the project would register (release skills are staged in a
-//! temporary folder for it), and captures the current bytes of every project file the
-//! plan reads ([`Snapshot`], see [`crate::snapshot`] for which and why). [`crate::plan`],
+//! temporary folder for it), locks the dependencies of the MCP servers it would register
+//! ([`crate::mcp_envs`], [`crate::mcp_npm`]), and captures the current bytes of every
+//! project file the plan reads ([`Snapshot`], see [`crate::snapshot`] for which and why). [`crate::plan`],
 //! `doctor`, `mcp list`, `up` and the consent prompt all work from the [`Resolved`]
 //! value; none of them downloads on its own, and the plan reads no file at all.
 //!
@@ -168,6 +169,8 @@ pub struct Resolved {
     pub security: Security,
     /// The processkit release to install.
     pub processkit: ProcesskitState,
+    /// The locked npm trees of the team servers started with `npx`.
+    pub mcp_npm: crate::mcp_npm::NpmEnvs,
     /// The project files the plan reads, as they were when resolved.
     pub files: Snapshot,
     pub(crate) options: PlanOptions,
@@ -253,12 +256,23 @@ pub(crate) fn resolve_in(
     let security = Security::of(&project, options.engine);
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;
     let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), &files, options)?;
+    let mcp_npm = crate::mcp_npm::lock(
+        &project.config.ai.mcp.servers,
+        previous_lock
+            .as_ref()
+            .and_then(|l| l.mcp.as_ref())
+            .map(|m| &m.npm),
+        &options.npm_resolver,
+        options.offline,
+        mcp_cache(options).as_ref(),
+    );
     Ok(Resolved {
         root,
         project,
         previous_lock,
         security,
         processkit,
+        mcp_npm,
         files,
         options: options.clone(),
     })
@@ -349,10 +363,7 @@ fn lock_server_envs(
         deps.push((server.name.clone(), declared));
     }
     let cutoff = release_date(release);
-    let cache = match &options.cache_dir {
-        Some(dir) => Some(Cache::new(dir.as_std_path())),
-        None => Cache::default_location(),
-    };
+    let cache = mcp_cache(options);
     crate::mcp_envs::lock(
         deps,
         cutoff.as_deref(),
@@ -361,6 +372,14 @@ fn lock_server_envs(
         options.offline,
         cache.as_ref(),
     )
+}
+
+/// The download cache, which keeps the resolutions of MCP server dependencies.
+fn mcp_cache(options: &PlanOptions) -> Option<Cache> {
+    match &options.cache_dir {
+        Some(dir) => Some(Cache::new(dir.as_std_path())),
+        None => Cache::default_location(),
+    }
 }
 
 /// `[source] generated_at` of the release's `PROVENANCE.toml`, when it is an RFC 3339

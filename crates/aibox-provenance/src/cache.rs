@@ -215,16 +215,31 @@ impl Cache {
     /// A resolution of the MCP environment `id` (its spec's digest, see
     /// [`crate::pydeps::EnvSpec::id`]) stored by [`Cache::store_resolution`], if any.
     pub fn resolution(&self, id: &str) -> Option<String> {
-        fs_err::read_to_string(self.resolution_path(id)?).ok()
+        fs_err::read_to_string(self.resolution_path(RESOLUTIONS, id)?).ok()
     }
 
     /// Keeps the resolver's answer for the environment `id`, so another project on the
     /// same spec needs no resolver. Best effort: a resolution not kept is asked again.
     pub fn store_resolution(&self, id: &str, text: &str) {
-        let Some(file) = self.resolution_path(id) else {
+        self.store_in(RESOLUTIONS, id, text);
+    }
+
+    /// A resolution of the npm tree `id` (see [`crate::npmdeps::NpmSpec::id`]) stored by
+    /// [`Cache::store_npm_resolution`], if any.
+    pub fn npm_resolution(&self, id: &str) -> Option<String> {
+        fs_err::read_to_string(self.resolution_path(NPM_RESOLUTIONS, id)?).ok()
+    }
+
+    /// Keeps npm's answer for the tree `id` (best effort, as [`Cache::store_resolution`]).
+    pub fn store_npm_resolution(&self, id: &str, text: &str) {
+        self.store_in(NPM_RESOLUTIONS, id, text);
+    }
+
+    fn store_in(&self, folder: &str, id: &str, text: &str) {
+        let Some(file) = self.resolution_path(folder, id) else {
             return;
         };
-        let dir = self.root.join(RESOLUTIONS);
+        let dir = self.root.join(folder);
         let write = || -> std::io::Result<()> {
             fs_err::create_dir_all(&dir)?;
             let mut temp = tempfile::NamedTempFile::new_in(&dir)?;
@@ -235,15 +250,23 @@ impl Cache {
         let _ = write();
     }
 
-    /// `mcp-envs/<id>.txt`; `None` for an id that is not a plain hex name.
-    fn resolution_path(&self, id: &str) -> Option<PathBuf> {
+    /// `mcp-envs/<id>.txt` (`mcp-npm/<id>.json`); `None` for an id that is not a plain
+    /// hex name.
+    fn resolution_path(&self, folder: &str, id: &str) -> Option<PathBuf> {
         let plain = !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit());
-        plain.then(|| self.root.join(RESOLUTIONS).join(format!("{id}.txt")))
+        let ext = if folder == NPM_RESOLUTIONS {
+            "json"
+        } else {
+            "txt"
+        };
+        plain.then(|| self.root.join(folder).join(format!("{id}.{ext}")))
     }
 }
 
 /// Folder of the cache's MCP environment resolutions.
 const RESOLUTIONS: &str = "mcp-envs";
+/// Folder of the cache's resolutions of npm trees of MCP servers.
+const NPM_RESOLUTIONS: &str = "mcp-npm";
 
 /// A temporary file for a download when there is no cache (removed when dropped).
 pub(crate) fn temp_download() -> Result<tempfile::NamedTempFile> {

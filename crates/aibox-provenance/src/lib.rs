@@ -20,6 +20,7 @@ pub mod install;
 pub mod integrity;
 pub mod lock;
 pub mod migration;
+pub mod npmdeps;
 pub mod pydeps;
 pub mod record;
 pub mod registry;

@@ -37,7 +37,8 @@ pub struct Lock {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_image: Option<BaseImageLock>,
     /// `[mcp]`: the locked Python environments of MCP servers that declare their
-    /// dependencies (see [`crate::pydeps`]).
+    /// dependencies (see [`crate::pydeps`]) and the locked npm trees of team servers
+    /// started with `npx` (see [`crate::npmdeps`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<crate::pydeps::McpLock>,
 }

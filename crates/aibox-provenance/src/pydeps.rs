@@ -6,6 +6,7 @@
 //! module. So aibox resolves each distinct set of declared dependencies once, as of the
 //! release's date (`exclude-newer`), records every pinned requirement with its hashes in
 //! `aibox.lock` (`[mcp]`), and the image installs exactly that with `--require-hashes`.
+//! (Team servers started with `npx` are locked the same way: [`crate::npmdeps`].)
 //!
 //! This module is pure: parsing the block, naming an environment, reading the resolver's
 //! output into lock entries and rendering the requirements file the image build reads.
@@ -178,6 +179,17 @@ pub struct McpLock {
     /// (shared between environments, so each package's list is written once).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hashes: BTreeMap<String, Vec<String>>,
+    /// `[mcp.npm.<id>]`, by [`crate::npmdeps::NpmSpec::id`]: the locked package trees of
+    /// team servers started with `npx`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub npm: BTreeMap<String, crate::npmdeps::NpmLock>,
+}
+
+impl McpLock {
+    /// Whether it locks nothing (no `[mcp]` in the lock then).
+    pub fn is_empty(&self) -> bool {
+        self.environments.is_empty() && self.hashes.is_empty() && self.npm.is_empty()
+    }
 }
 
 /// One locked environment.

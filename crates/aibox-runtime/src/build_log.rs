@@ -252,6 +252,13 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
                 Restore `aibox.lock` from git and run `aibox apply`, then `aibox up --build`"
             .to_owned();
     }
+    if lower.contains("eintegrity") {
+        return "a locked MCP server npm package did not install as `aibox.lock` pins it (its \
+                integrity did not match: a changed tarball on the registry, a proxy rewriting \
+                it, or an edited lock); nothing was installed. Restore `aibox.lock` from git \
+                and run `aibox apply`, then `aibox up --build`"
+            .to_owned();
+    }
     if in_local {
         return "the failing step is yours, from `.devcontainer/Dockerfile.local`: fix it \
                 there, then run `aibox up --build`"
@@ -266,10 +273,20 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
         "network is unreachable",
         "connection refused",
         "connection timed out",
+        "enotfound",
+        "econnrefused",
+        "eai_again",
+        "etimedout",
     ];
     if unreachable.iter().any(|m| lower.contains(m)) {
         return "a server could not be reached from the build: check the network and proxy \
                 settings (`HTTP_PROXY`/`HTTPS_PROXY`), then run `aibox up --build`"
+            .to_owned();
+    }
+    if lower.contains("locked npm package of") {
+        return "a locked MCP server npm package did not install (npm's message is below); \
+                `aibox.lock` [mcp.npm] names its servers. Fix the cause, or restore \
+                `aibox.lock` from git and run `aibox apply`, then `aibox up --build`"
             .to_owned();
     }
     "fix the cause shown in the output below, then run `aibox up --build`; `-v` shows \
@@ -481,6 +498,28 @@ mod tests {
                 None,
                 false,
                 "reached",
+            ),
+            (
+                "npm error code EINTEGRITY\nnpm error sha512-AAAA integrity checksum failed \
+                 when using sha512: wanted sha512-AAAA but got sha512-BBBB. (1234 bytes)\n\
+                 aibox: the locked npm package of memory did not install (aibox.lock, \
+                 [mcp.npm.0a1b2c3d4e5f])",
+                None,
+                false,
+                "integrity did not match",
+            ),
+            (
+                "npm error code ENOTFOUND\naibox: the locked npm package of memory did not \
+                 install (aibox.lock, [mcp.npm.0a1b2c3d4e5f])",
+                None,
+                false,
+                "could not be reached",
+            ),
+            (
+                "npm error code E403\naibox: the locked npm package of memory did not install",
+                None,
+                false,
+                "[mcp.npm] names its servers",
             ),
             ("something else", None, false, "`-v`"),
         ] {

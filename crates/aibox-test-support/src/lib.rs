@@ -103,6 +103,28 @@ pub fn uv() -> camino::Utf8PathBuf {
     camino::Utf8PathBuf::from(path.to_string_lossy().into_owned())
 }
 
+/// The `npm` the MCP locking tests resolve npx servers with: `AIBOX_TEST_NPM`, else `npm`
+/// on `PATH` (`scripts/setup-test-deps.sh` installs Node.js and npm); panics with the
+/// set-up command when none.
+#[allow(clippy::panic)] // failing the calling test is the point
+pub fn npm() -> camino::Utf8PathBuf {
+    if let Some(path) = std::env::var_os("AIBOX_TEST_NPM") {
+        return camino::Utf8PathBuf::from(path.to_string_lossy().into_owned());
+    }
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("npm"))
+            .find(|c| c.is_file())
+    });
+    let Some(path) = on_path else {
+        panic!(
+            "no npm for the MCP locking tests: run `bash scripts/setup-test-deps.sh` (it \
+             installs Node.js and npm) or set AIBOX_TEST_NPM"
+        );
+    };
+    camino::Utf8PathBuf::from(path.to_string_lossy().into_owned())
+}
+
 /// The MCP fixture pack (`fixtures/mcp-pack`): a processkit-format release whose servers
 /// declare floating ranges the way the published ones do (see its README).
 pub fn mcp_pack() -> camino::Utf8PathBuf {

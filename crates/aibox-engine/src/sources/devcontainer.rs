@@ -27,6 +27,16 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.extra_ca = extra_ca.as_deref();
     let python_envs = python_envs(ctx);
     inputs.python_envs = &python_envs;
+    let npm_envs = npm_envs(ctx);
+    inputs.npm_envs = &npm_envs;
+    // A retired npm tree's files go with the generated-file retirement; its folder
+    // goes here, once empty.
+    let previous = ctx.previous_lock.and_then(|l| l.mcp.as_ref());
+    for id in previous.iter().flat_map(|m| m.npm.keys()) {
+        if !ctx.mcp_npm.lock.contains_key(id) {
+            plan.prune_dir(format!("{}npm-{id}", aibox_devcontainer::MCP_ENVS_DIR))?;
+        }
+    }
     plan.extend(aibox_devcontainer::render(&inputs)?)?;
     plan.lock_mut().tools = tool_locks(&ctx.project.config)?;
     plan.lock_mut().base_image = Some(BaseImageLock::new(&ctx.project.config.container.base_image));
@@ -47,6 +57,23 @@ fn python_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::PythonEnv> {
             id: id.clone(),
             servers: env.servers.clone(),
             requirements: aibox_provenance::pydeps::render_requirements(env, &lock.hashes),
+        })
+        .collect()
+}
+
+/// The locked npm trees of team MCP servers the image installs, rendered from the lock
+/// entries resolve made.
+fn npm_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::NpmEnv> {
+    use aibox_provenance::npmdeps;
+    ctx.mcp_npm
+        .lock
+        .iter()
+        .filter(|(_, tree)| tree.unresolvable.is_none())
+        .map(|(id, tree)| aibox_devcontainer::NpmEnv {
+            id: id.clone(),
+            servers: tree.servers.clone(),
+            package_json: npmdeps::render_package_json(id, tree),
+            package_lock: npmdeps::render_package_lock(id, tree),
         })
         .collect()
 }

@@ -3,14 +3,16 @@
 //! Collects processkit, team and personal servers, reads the current harness files and
 //! the ownership ledger (`.aibox/mcp-ledger.json`), and plans the merged files
 //! (`Ownership::Merged`) plus the ledger (`Ownership::LocalState`). All merge logic
-//! lives in `aibox-mcp-registration`; this module only does the reading.
+//! lives in `aibox-mcp-registration`; this module only does the reading, and swaps in
+//! the locked command of each team server whose `npx` package resolve locked
+//! ([`crate::mcp_npm`]; the lock's `[mcp.npm]` is written here).
 
 use std::collections::BTreeMap;
 
 use aibox_config::{Ownership, PlannedFile};
 use aibox_mcp_registration::{
-    CONTAINER_WORKSPACE, LEDGER_PATH, Ledger, McpError, RegisterOptions, ServerSpec, TARGETS,
-    collect_servers, register,
+    CONTAINER_WORKSPACE, LEDGER_PATH, Ledger, McpError, Origin, RegisterOptions, ServerSpec,
+    TARGETS, Transport, collect_servers, register,
 };
 use camino::Utf8Path;
 
@@ -25,8 +27,9 @@ pub fn contribute_with(
     processkit: &[ServerSpec],
 ) -> Result<(), EngineError> {
     let config = &ctx.project.config;
-    let servers =
+    let mut servers =
         collect_servers(config, &ctx.project.local, processkit).map_err(EngineError::from)?;
+    lock_npx_servers(ctx, plan, &mut servers);
     let ledger = ctx
         .read_text(Utf8Path::new(LEDGER_PATH))?
         .map(|text| Ledger::parse(&text))
@@ -67,4 +70,26 @@ pub fn contribute_with(
         ))?;
     }
     Ok(())
+}
+
+/// Team servers started with `npx`: a locked one is started as its installed bin (its
+/// arguments and environment kept), one whose package does not exist is not registered
+/// (it could not start); the warnings say which and why, and the lock records the trees.
+fn lock_npx_servers(ctx: &PlanContext, plan: &mut PlanBuilder, servers: &mut Vec<ServerSpec>) {
+    let npm = ctx.mcp_npm;
+    servers.retain(|s| s.origin != Origin::Team || !npm.broken.contains_key(&s.name));
+    for spec in servers.iter_mut().filter(|s| s.origin == Origin::Team) {
+        if let (Some((bin, bin_args)), Transport::Stdio { command, args, .. }) =
+            (npm.commands.get(&spec.name), &mut spec.transport)
+        {
+            command.clone_from(bin);
+            args.clone_from(bin_args);
+        }
+    }
+    for warning in npm.warnings() {
+        plan.warn(warning);
+    }
+    if !npm.lock.is_empty() {
+        plan.lock_mut().mcp.get_or_insert_default().npm = npm.lock.clone();
+    }
 }

@@ -176,7 +176,11 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     plan.set_processkit_servers(servers);
     plan.lock_mut().processkit = Some(install.lock);
     let mcp = &resolved.mcp_envs.lock;
-    plan.lock_mut().mcp = (!mcp.environments.is_empty()).then(|| mcp.clone());
+    if !mcp.environments.is_empty() {
+        let lock = plan.lock_mut().mcp.get_or_insert_default();
+        lock.environments.clone_from(&mcp.environments);
+        lock.hashes.clone_from(&mcp.hashes);
+    }
     Ok(())
 }
 

@@ -1,19 +1,24 @@
-//! The `mcp-dependencies` check: registered MCP servers whose Python dependencies are
-//! not locked (they resolve floating ranges at start), and servers left unregistered
-//! because their declaration has no solution.
+//! The `mcp-dependencies` check: registered MCP servers whose dependencies are not locked
+//! (Python servers that resolve floating ranges at start, team `npx` servers whose tree
+//! npx fetches unverified), and servers left unregistered because their dependencies
+//! cannot be installed.
 
 use aibox_policy::{Finding, Severity};
 
 use crate::resolve::{ProcesskitState, Resolved};
 
-/// Findings from the environments resolve locked (offline: from the lock and the
-/// resolution cache only).
+/// Findings from the environments and trees resolve locked (offline: from the lock and
+/// the resolution cache only).
 pub(crate) fn findings(resolved: &Resolved) -> Vec<Finding> {
-    let ProcesskitState::Resolved(release) = &resolved.processkit else {
-        return Vec::new();
-    };
-    let envs = &release.mcp_envs;
     let mut out = Vec::new();
+    if let ProcesskitState::Resolved(release) = &resolved.processkit {
+        python(&release.mcp_envs, &mut out);
+    }
+    npm(&resolved.mcp_npm, &mut out);
+    out
+}
+
+fn python(envs: &crate::mcp_envs::McpEnvs, out: &mut Vec<Finding>) {
     for (name, why) in &envs.broken {
         out.push(Finding::new(
             "aibox::doctor::mcp_unresolvable",
@@ -43,5 +48,60 @@ pub(crate) fn findings(resolved: &Resolved) -> Vec<Finding> {
              to the package index: it locks them in aibox.lock and the image installs them",
         ));
     }
-    out
+}
+
+fn npm(envs: &crate::mcp_npm::NpmEnvs, out: &mut Vec<Finding>) {
+    for (name, why) in &envs.broken {
+        out.push(Finding::new(
+            "aibox::doctor::mcp_unresolvable",
+            Severity::Warning,
+            "aibox.toml",
+            format!(
+                "MCP server `{name}` is not registered: {}",
+                why.trim_end_matches('.')
+            ),
+            "its `npx` package or version does not exist; fix it in aibox.toml \
+             [[ai.mcp.servers]], then run `aibox apply`",
+        ));
+    }
+    if !envs.unlocked.is_empty() {
+        let list: Vec<String> = envs
+            .unlocked
+            .iter()
+            .map(|(name, why)| format!("{name} ({})", why.trim_end_matches('.')))
+            .collect();
+        out.push(Finding::new(
+            "aibox::doctor::mcp_unlocked",
+            Severity::Warning,
+            "aibox.lock",
+            format!(
+                "{} npx MCP server(s) fetch their dependency tree unverified at start: {}",
+                list.len(),
+                list.join("; ")
+            ),
+            "start them as `npx -y <package>@<exact version>` and run `aibox apply` with `npm` \
+             on PATH (or `AIBOX_NPM` set to it) and access to the npm registry: it locks \
+             the tree in aibox.lock and the image installs it",
+        ));
+    }
+    if !envs.unpinned.is_empty() {
+        let list: Vec<String> = envs
+            .unpinned
+            .iter()
+            .map(|(name, package)| format!("{name} (`{package}`)"))
+            .collect();
+        out.push(Finding::new(
+            "aibox::doctor::mcp_unlocked",
+            Severity::Warning,
+            "aibox.toml",
+            format!(
+                "{} npx MCP server(s) name no exact version, so nothing below them is \
+                 locked: {}",
+                list.len(),
+                list.join(", ")
+            ),
+            "pin each package to one version (`name@1.2.3`) in aibox.toml \
+             [[ai.mcp.servers]], then run `aibox apply`: aibox locks its whole tree",
+        ));
+    }
 }
