@@ -10,9 +10,11 @@
 //! real `claude mcp list` and `gemini mcp list` report every server connected; `aibox mcp
 //! check` proves the same for every harness (exit 0), then fails (exit 1, with the
 //! server's stderr) on a team server that dies at start, which `doctor` reports as an
-//! error. The image
-//! build reaches the package registries through this machine's TLS-inspecting proxy with
-//! the personal CA setting.
+//! error. A team server started with `npx -y <package>@<version>` is locked with the real
+//! npm, installed by the image build with `npm ci`, registered as its installed bin and
+//! started with `npm_config_offline=true` like the others. The image build reaches the
+//! package registries through this machine's TLS-inspecting proxy with the personal CA
+//! setting.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail loudly
 
@@ -28,8 +30,14 @@ fn aibox(podman: &Podman, root: &Utf8Path) -> Command {
     let mut cmd = podman.aibox(env!("CARGO_BIN_EXE_aibox"), root);
     // `apply` locks the servers' dependencies with this uv (the suite's default is none).
     cmd.env("AIBOX_UV", aibox_test_support::uv().as_str());
+    // ... and the npx team server's tree with this npm.
+    cmd.env("AIBOX_NPM", aibox_test_support::npm().as_str());
     cmd
 }
+
+/// The npx team server: a small real MCP server, pinned exactly.
+const NPX_SERVER: &str = "\n[[ai.mcp.servers]]\nname = \"memory\"\ncommand = \"npx\"\n\
+                          args = [\"-y\", \"@modelcontextprotocol/server-memory@2026.8.31\"]\n";
 
 use aibox_test_support::show_output as show;
 
@@ -48,16 +56,19 @@ fn mcp_initialize(podman: &Podman, root: &Utf8Path, name: &str) -> serde_json::V
     let command = server["command"]
         .as_str()
         .unwrap_or_else(|| panic!("{name}: {mcp}"));
+    // An empty `args` is left out of the file.
     let args: Vec<&str> = server["args"]
         .as_array()
-        .unwrap()
-        .iter()
+        .into_iter()
+        .flatten()
         .map(|a| a.as_str().unwrap())
         .collect();
     let mut exec = aibox(podman, root);
     exec.arg("exec");
     // Locked servers start with no resolver and no index.
     exec.env("UV_OFFLINE", "1").args(["--env", "UV_OFFLINE"]);
+    exec.env("npm_config_offline", "true")
+        .args(["--env", "npm_config_offline"]);
     // Registered environment reaches the server as named variables of `aibox exec`.
     for (key, value) in server["env"].as_object().into_iter().flatten() {
         exec.env(key, value.as_str().unwrap()).args(["--env", key]);
@@ -105,6 +116,7 @@ fn harnesses_connect(podman: &Podman, root: &Utf8Path, servers: &[&str]) {
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
         ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
         ("UV_OFFLINE", "1"),
+        ("npm_config_offline", "true"),
     ];
     for cli in ["claude", "gemini"] {
         let mut cmd = aibox(podman, root);
@@ -132,27 +144,48 @@ fn harnesses_connect(podman: &Podman, root: &Utf8Path, servers: &[&str]) {
 }
 
 /// Every server the lock covers (and the one without dependencies) is registered and
-/// answers `initialize` offline, on the locked mcp 1.x; the harnesses connect to them; the
-/// same server started as it ships fails as the published ones did.
+/// answers `initialize` offline, on the locked mcp 1.x, the npx server as the bin of its
+/// locked tree; the harnesses connect to them; the same server started as it ships fails
+/// as the published ones did.
 fn registered_servers_start(podman: &Podman, root: &Utf8Path) {
     let registered = [
+        "memory",
         "processkit-event-log",
         "processkit-note-keeper",
         "processkit-plain-server",
     ];
     let mcp: serde_json::Value =
         serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
-    let names: Vec<&str> = mcp["mcpServers"]
+    let mut names: Vec<&str> = mcp["mcpServers"]
         .as_object()
         .unwrap()
         .keys()
         .map(String::as_str)
         .collect();
+    names.sort_unstable();
     assert_eq!(names, registered, "{mcp:#}");
-    for name in registered {
+    for name in &registered[1..] {
         let init = mcp_initialize(podman, root, name);
-        assert_eq!(init["result"]["serverInfo"]["name"], name, "{init}");
+        assert_eq!(init["result"]["serverInfo"]["name"], *name, "{init}");
     }
+    let command = mcp["mcpServers"]["memory"]["command"].as_str().unwrap();
+    assert!(
+        command.starts_with("/opt/aibox/mcp-npm/")
+            && command.ends_with("/node_modules/.bin/mcp-server-memory"),
+        "{mcp:#}"
+    );
+    let started = std::time::Instant::now();
+    let init = mcp_initialize(podman, root, "memory");
+    eprintln!(
+        "npx server: initialize through aibox exec in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "memory-server",
+        "{init}"
+    );
+    let du = ok(aibox(podman, root).args(["exec", "--", "du", "-sh", "/opt/aibox/mcp-npm"]));
+    eprintln!("npx server: locked npm trees in the image: {}", du.trim());
     // The FastMCP servers run the locked mcp 1.x, as of the release's date.
     let init = mcp_initialize(podman, root, "processkit-note-keeper");
     let version = init["result"]["serverInfo"]["version"].as_str().unwrap();
@@ -232,6 +265,8 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
     ok(aibox(&podman, &root).args(["config", "set", "context.packages", "[\"minimal\"]"]));
     // A user-chosen addon on top: npm and npx.
     ok(aibox(&podman, &root).args(["addon", "add", "npm"]));
+    let toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
+    fs_err::write(root.join("aibox.toml"), toml + NPX_SERVER).unwrap();
     fs_err::write(root.join(".aibox-local.toml"), local_toml_with_host_ca()).unwrap();
     let out = aibox(&podman, &root).arg("apply").output().unwrap();
     assert!(out.status.success(), "{}", show(&out));
@@ -282,13 +317,15 @@ fn mcp_check(podman: &Podman, root: &Utf8Path) {
     let text = ok(aibox(podman, root).args(["mcp", "check", "-o", "json"]));
     let report: serde_json::Value = serde_json::from_str(&text).unwrap();
     let servers = report["servers"].as_array().unwrap();
-    let names: Vec<&str> = servers
+    let mut names: Vec<&str> = servers
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
+    names.sort_unstable();
     assert_eq!(
         names,
         [
+            "memory",
             "processkit-event-log",
             "processkit-note-keeper",
             "processkit-plain-server"
@@ -303,12 +340,20 @@ fn mcp_check(podman: &Podman, root: &Utf8Path) {
             "one start for every harness that registers it: {report}"
         );
         let probe = &server["probe"];
-        assert_eq!(probe["server_name"], server["name"], "{report}");
+        let own_name = if server["name"] == "memory" {
+            serde_json::json!("memory-server")
+        } else {
+            server["name"].clone()
+        };
+        assert_eq!(probe["server_name"], own_name, "{report}");
         assert_eq!(probe["protocol_version"], "2025-06-18", "{report}");
         let init_ms = probe["initialize_ms"].as_u64().unwrap_or(u64::MAX);
         assert!(init_ms < 60_000, "within the default deadline: {report}");
     }
-    let note = &servers[1]["probe"];
+    let note = &servers
+        .iter()
+        .find(|s| s["name"] == "processkit-note-keeper")
+        .unwrap()["probe"];
     assert_eq!(
         note["tools"],
         serde_json::json!(["list_notes", "note_front_matter"])
