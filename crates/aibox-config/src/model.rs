@@ -568,7 +568,8 @@ pub struct McpSection {
 pub struct McpServer {
     /// Server name: letters, digits, `_` and `-`.
     pub name: String,
-    /// Program to start (stdio servers).
+    /// Program to start (stdio servers). A team server started as `npx -y <pkg>@<version>`
+    /// (one exact version) gets its npm tree locked in `aibox.lock` and installed in the image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// Its arguments.
