@@ -174,18 +174,11 @@ fn registered_servers_start(podman: &Podman, root: &Utf8Path) {
             && command.ends_with("/node_modules/.bin/mcp-server-memory"),
         "{mcp:#}"
     );
-    let started = std::time::Instant::now();
     let init = mcp_initialize(podman, root, "memory");
-    eprintln!(
-        "npx server: initialize through aibox exec in {:?}",
-        started.elapsed()
-    );
     assert_eq!(
         init["result"]["serverInfo"]["name"], "memory-server",
         "{init}"
     );
-    let du = ok(aibox(podman, root).args(["exec", "--", "du", "-sh", "/opt/aibox/mcp-npm"]));
-    eprintln!("npx server: locked npm trees in the image: {}", du.trim());
     // The FastMCP servers run the locked mcp 1.x, as of the release's date.
     let init = mcp_initialize(podman, root, "processkit-note-keeper");
     let version = init["result"]["serverInfo"]["version"].as_str().unwrap();

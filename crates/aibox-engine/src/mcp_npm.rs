@@ -88,17 +88,10 @@ impl NpmEnvs {
     }
 }
 
-/// Locks the enabled team stdio servers of `servers` (see the module docs); `offline`
-/// never runs npm.
-pub(crate) fn lock(
-    servers: &[McpServer],
-    previous: Option<&BTreeMap<String, NpmLock>>,
-    resolver: &NpmResolver,
-    offline: bool,
-    cache: Option<&aibox_provenance::Cache>,
-) -> NpmEnvs {
-    let mut out = NpmEnvs::default();
-    let mut groups: BTreeMap<String, (NpmSpec, Vec<(String, NpxRun)>)> = BTreeMap::new();
+/// The enabled team stdio servers started with `npx`, by tree id; the ones aibox does
+/// not lock go into `out` with the reason.
+fn group(servers: &[McpServer], out: &mut NpmEnvs) -> Groups {
+    let mut groups = Groups::new();
     for server in servers.iter().filter(|s| s.enabled && s.url.is_none()) {
         let Some(command) = &server.command else {
             continue;
@@ -121,6 +114,20 @@ pub(crate) fn lock(
             }
         }
     }
+    groups
+}
+
+/// Locks the enabled team stdio servers of `servers` (see the module docs); `offline`
+/// never runs npm.
+pub(crate) fn lock(
+    servers: &[McpServer],
+    previous: Option<&BTreeMap<String, NpmLock>>,
+    resolver: &NpmResolver,
+    offline: bool,
+    cache: Option<&aibox_provenance::Cache>,
+) -> NpmEnvs {
+    let mut out = NpmEnvs::default();
+    let groups = group(servers, &mut out);
     let mut npm: Option<Result<Npm, String>> = None;
     for (id, (spec, mut runs)) in groups {
         runs.sort_by(|a, b| a.0.cmp(&b.0));
@@ -201,6 +208,9 @@ pub(crate) fn lock(
     }
     out
 }
+
+/// Servers by tree id: the spec and each server's command line.
+type Groups = BTreeMap<String, (NpmSpec, Vec<(String, NpxRun)>)>;
 
 /// Why a tree was not locked.
 enum Failure {

@@ -10,7 +10,6 @@ mod common;
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use aibox_engine::mcp_npm::NpmResolver;
 use aibox_engine::{ApplyOptions, apply};
@@ -97,9 +96,7 @@ fn exact_npx_packages_are_locked_with_the_real_npm() {
     let cache = Utf8Path::from_path(cache.path()).unwrap();
     project(&root);
     let npm = aibox_test_support::npm();
-    let started = Instant::now();
     let report = apply(&root, &options(NpmResolver::Npm(npm.clone().into()), cache)).unwrap();
-    eprintln!("apply resolving with npm: {:?}", started.elapsed());
     let warnings = report.warnings.join("\n");
     assert!(
         warnings.contains(
@@ -114,121 +111,10 @@ fn exact_npx_packages_are_locked_with_the_real_npm() {
     );
 
     let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
-    let parsed: toml::Table = toml::from_str(&lock).unwrap();
-    let trees = parsed["mcp"]["npm"].as_table().unwrap();
-    assert_eq!(trees.len(), 2, "{lock}");
-    let (id, tree) = trees
-        .iter()
-        .find(|(_, t)| t.get("unresolvable").is_none())
-        .unwrap();
-    assert_eq!(tree["package"].as_str(), Some(MEMORY));
-    assert_eq!(tree["version"].as_str(), Some(VERSION));
-    assert_eq!(tree["servers"].as_array().unwrap().len(), 1);
-    assert!(
-        tree["resolver"].as_str().unwrap().starts_with("npm "),
-        "{tree}"
-    );
-    let packages = tree["packages"].as_table().unwrap();
-    assert!(packages.len() > 20, "the SDK's tree: {}", packages.len());
-    for (path, entry) in packages {
-        let entry: serde_json::Value = serde_json::from_str(entry.as_str().unwrap()).unwrap();
-        assert!(
-            entry["integrity"].as_str().unwrap().starts_with("sha512-"),
-            "{path}: {entry}"
-        );
-    }
-    let own: serde_json::Value = serde_json::from_str(
-        packages[&format!("node_modules/{MEMORY}")]
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(own["version"], VERSION);
-    assert_eq!(own["bin"]["mcp-server-memory"], "dist/index.js");
-    let ghost = trees
-        .values()
-        .find(|t| t.get("unresolvable").is_some())
-        .unwrap();
-    assert_eq!(
-        ghost["servers"].as_array().unwrap()[0].as_str(),
-        Some("ghost")
-    );
-
-    // Registered as the installed bin, its environment kept; the ghost is not registered;
-    // the floating one stays as configured.
-    let bin = format!("/opt/aibox/mcp-npm/{id}/node_modules/.bin/mcp-server-memory");
-    let mcp: serde_json::Value =
-        serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
-    let servers = mcp["mcpServers"].as_object().unwrap();
-    assert_eq!(servers["memory"]["command"], bin.as_str(), "{mcp:#}");
-    assert!(
-        servers["memory"]
-            .get("args")
-            .is_none_or(|a| a == &serde_json::json!([])),
-        "no npx arguments left: {mcp:#}"
-    );
-    assert_eq!(
-        servers["memory"]["env"]["MEMORY_FILE_PATH"],
-        "${MEMORY_FILE_PATH}"
-    );
-    assert!(!servers.contains_key("ghost"), "{mcp:#}");
-    assert_eq!(servers["floating"]["command"], "npx");
-    let gemini = fs_err::read_to_string(root.join(".gemini/settings.json")).unwrap();
-    assert!(
-        gemini.contains(&bin) && !gemini.contains("ghost"),
-        "{gemini}"
-    );
-
-    // The image installs the tree from the generated files with `npm ci`.
-    let dockerfile = fs_err::read_to_string(root.join(".devcontainer/Dockerfile")).unwrap();
-    for needle in [
-        format!("COPY aibox-mcp/npm-{id}/ /opt/aibox/mcp-npm/{id}/"),
-        format!("    install {id} 'memory'; \\"),
-        "npm ci --prefix".to_owned(),
-    ] {
-        assert!(dockerfile.contains(&needle), "{needle}: {dockerfile}");
-    }
+    let (id, tree, own) = the_lock_records_the_tree(&lock);
+    registered_as_the_installed_bin(&root, &id);
     let dir = root.join(format!(".devcontainer/aibox-mcp/npm-{id}"));
-    let manifest: serde_json::Value =
-        serde_json::from_str(&fs_err::read_to_string(dir.join("package.json")).unwrap()).unwrap();
-    assert_eq!(manifest["dependencies"][MEMORY], VERSION);
-
-    // The real npm installs exactly that tree from the generated files, and the server
-    // answers `initialize` started as registered (the bin, no npx).
-    let host = tempfile::tempdir().unwrap();
-    let host = Utf8Path::from_path(host.path()).unwrap();
-    let tree_dir = host.join("tree");
-    fs_err::create_dir_all(&tree_dir).unwrap();
-    for file in ["package.json", "package-lock.json"] {
-        fs_err::copy(dir.join(file), tree_dir.join(file)).unwrap();
-    }
-    let started = Instant::now();
-    let out = npm_ci(&tree_dir, &host.join("npm-cache"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("npm ci of the locked tree: {:?}", started.elapsed());
-    let installed = tree_dir.join("node_modules/.bin/mcp-server-memory");
-    let memory_file = host.join("memory.jsonl");
-    let init = initialize(&installed, &[("MEMORY_FILE_PATH", memory_file.as_str())]);
-    assert_eq!(
-        init["result"]["serverInfo"]["name"], "memory-server",
-        "{init}"
-    );
-    // A tarball that does not match the locked integrity installs nothing.
-    let lock_file = tree_dir.join("package-lock.json");
-    let text = fs_err::read_to_string(&lock_file).unwrap();
-    let wanted = own["integrity"].as_str().unwrap();
-    let wrong = format!("sha512-{}==", "A".repeat(86));
-    fs_err::write(&lock_file, text.replace(wanted, &wrong)).unwrap();
-    let out = npm_ci(&tree_dir, &host.join("npm-cache"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("EINTEGRITY"),
-        "{stderr}"
-    );
+    the_generated_files_install_with_npm_ci(&root, &id, &own);
 
     // doctor (offline) names the unregistered and the floating server.
     let findings = doctor_codes(&root, cache);
@@ -264,7 +150,7 @@ fn exact_npx_packages_are_locked_with_the_real_npm() {
     apply(&other, &options(NpmResolver::Off, cache)).unwrap();
     let other_lock: toml::Table =
         toml::from_str(&fs_err::read_to_string(other.join("aibox.lock")).unwrap()).unwrap();
-    assert_eq!(other_lock["mcp"]["npm"][id], *tree);
+    assert_eq!(other_lock["mcp"]["npm"][&id], tree);
     // (A version that does not exist is not cached: the next project asks again.)
     assert_eq!(other_lock["mcp"]["npm"].as_table().unwrap().len(), 1);
 
@@ -310,4 +196,128 @@ fn without_npm_npx_servers_stay_unlocked_and_apply_says_so() {
         .find(|f| f.code == "aibox::doctor::mcp_unlocked" && f.message.contains("memory"))
         .unwrap_or_else(|| panic!("{findings:#?}"));
     assert!(finding.remedy.contains("AIBOX_NPM"), "{finding:?}");
+}
+
+/// The lock records the whole tree, every package with its integrity, and the version that
+/// does not exist as unresolvable: the tree's id, its table and the package's own entry.
+fn the_lock_records_the_tree(lock: &str) -> (String, toml::Value, serde_json::Value) {
+    let parsed: toml::Table = toml::from_str(lock).unwrap();
+    let trees = parsed["mcp"]["npm"].as_table().unwrap();
+    assert_eq!(trees.len(), 2, "{lock}");
+    let (id, tree) = trees
+        .iter()
+        .find(|(_, t)| t.get("unresolvable").is_none())
+        .unwrap();
+    assert_eq!(tree["package"].as_str(), Some(MEMORY));
+    assert_eq!(tree["version"].as_str(), Some(VERSION));
+    assert_eq!(tree["servers"].as_array().unwrap().len(), 1);
+    assert!(
+        tree["resolver"].as_str().unwrap().starts_with("npm "),
+        "{tree}"
+    );
+    let packages = tree["packages"].as_table().unwrap();
+    assert!(packages.len() > 20, "the SDK's tree: {}", packages.len());
+    for (path, entry) in packages {
+        let entry: serde_json::Value = serde_json::from_str(entry.as_str().unwrap()).unwrap();
+        assert!(
+            entry["integrity"].as_str().unwrap().starts_with("sha512-"),
+            "{path}: {entry}"
+        );
+    }
+    let own: serde_json::Value = serde_json::from_str(
+        packages[&format!("node_modules/{MEMORY}")]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(own["version"], VERSION);
+    assert_eq!(own["bin"]["mcp-server-memory"], "dist/index.js");
+    let ghost = trees
+        .values()
+        .find(|t| t.get("unresolvable").is_some())
+        .unwrap();
+    assert_eq!(
+        ghost["servers"].as_array().unwrap()[0].as_str(),
+        Some("ghost")
+    );
+
+    (id.clone(), tree.clone(), own)
+}
+
+/// Registered as the installed bin, its environment kept; the ghost is not registered;
+/// the floating one stays as configured.
+fn registered_as_the_installed_bin(root: &Utf8Path, id: &str) {
+    let bin = format!("/opt/aibox/mcp-npm/{id}/node_modules/.bin/mcp-server-memory");
+    let mcp: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    let servers = mcp["mcpServers"].as_object().unwrap();
+    assert_eq!(servers["memory"]["command"], bin.as_str(), "{mcp:#}");
+    assert!(
+        servers["memory"]
+            .get("args")
+            .is_none_or(|a| a == &serde_json::json!([])),
+        "no npx arguments left: {mcp:#}"
+    );
+    assert_eq!(
+        servers["memory"]["env"]["MEMORY_FILE_PATH"],
+        "${MEMORY_FILE_PATH}"
+    );
+    assert!(!servers.contains_key("ghost"), "{mcp:#}");
+    assert_eq!(servers["floating"]["command"], "npx");
+    let gemini = fs_err::read_to_string(root.join(".gemini/settings.json")).unwrap();
+    assert!(
+        gemini.contains(&bin) && !gemini.contains("ghost"),
+        "{gemini}"
+    );
+}
+
+/// The image installs the tree from the generated files with `npm ci`; the real npm
+/// installs exactly that tree from them, and the server answers `initialize` started as
+/// registered (the bin, no npx); a tarball that does not match the lock installs nothing.
+fn the_generated_files_install_with_npm_ci(root: &Utf8Path, id: &str, own: &serde_json::Value) {
+    let dockerfile = fs_err::read_to_string(root.join(".devcontainer/Dockerfile")).unwrap();
+    for needle in [
+        format!("COPY aibox-mcp/npm-{id}/ /opt/aibox/mcp-npm/{id}/"),
+        format!("    install {id} 'memory'; \\"),
+        "npm ci --prefix".to_owned(),
+    ] {
+        assert!(dockerfile.contains(&needle), "{needle}: {dockerfile}");
+    }
+    let dir = root.join(format!(".devcontainer/aibox-mcp/npm-{id}"));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(dir.join("package.json")).unwrap()).unwrap();
+    assert_eq!(manifest["dependencies"][MEMORY], VERSION);
+
+    let host = tempfile::tempdir().unwrap();
+    let host = Utf8Path::from_path(host.path()).unwrap();
+    let tree_dir = host.join("tree");
+    fs_err::create_dir_all(&tree_dir).unwrap();
+    for file in ["package.json", "package-lock.json"] {
+        fs_err::copy(dir.join(file), tree_dir.join(file)).unwrap();
+    }
+    let out = npm_ci(&tree_dir, &host.join("npm-cache"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let installed = tree_dir.join("node_modules/.bin/mcp-server-memory");
+    let memory_file = host.join("memory.jsonl");
+    let init = initialize(&installed, &[("MEMORY_FILE_PATH", memory_file.as_str())]);
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "memory-server",
+        "{init}"
+    );
+    // A tarball that does not match the locked integrity installs nothing.
+    let lock_file = tree_dir.join("package-lock.json");
+    let text = fs_err::read_to_string(&lock_file).unwrap();
+    let wanted = own["integrity"].as_str().unwrap();
+    let wrong = format!("sha512-{}==", "A".repeat(86));
+    fs_err::write(&lock_file, text.replace(wanted, &wrong)).unwrap();
+    let out = npm_ci(&tree_dir, &host.join("npm-cache"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("EINTEGRITY"),
+        "{stderr}"
+    );
 }
