@@ -74,6 +74,12 @@ const WRITE_ALLOWLIST: &[(&str, &str)] = &[
         "crates/aibox-provenance/src/extract.rs",
         "unpacking into the cache's staging or a temporary folder",
     ),
+    // npm resolves only from a `package.json` in a folder (no stdin, unlike uv): the
+    // rendered one goes into a temporary folder of its own, removed after resolving.
+    (
+        "crates/aibox-engine/src/mcp_npm.rs",
+        "npm's package.json in a temporary folder while resolving",
+    ),
 ];
 
 /// Product files that may spell a `.devcontainer/` path literal, each with the reason.
