@@ -18,9 +18,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers fail loudly
 
-use std::process::{Command, Stdio};
-
-use std::io::Write as _;
+use std::process::Command;
 
 use aibox_engine::catalog::Catalog;
 use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman, local_toml_with_host_ca};
@@ -74,25 +72,7 @@ fn mcp_initialize(podman: &Podman, root: &Utf8Path, name: &str) -> serde_json::V
         exec.env(key, value.as_str().unwrap()).args(["--env", key]);
     }
     exec.arg("--").arg(command).args(&args);
-    let mut child = exec
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "aibox-e2e", "version": "0"}}});
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{request}").unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .next()
-        .unwrap_or_else(|| panic!("{name} answered nothing: {}", show(&out)));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {line}"))
+    aibox_test_support::mcp_initialize(exec)
 }
 
 /// The real `claude mcp list` and `gemini mcp list`, run in the container as the agent

@@ -8,8 +8,7 @@
 
 mod common;
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use aibox_engine::mcp_npm::NpmResolver;
 use aibox_engine::{ApplyOptions, apply};
@@ -64,29 +63,11 @@ fn npm_ci(dir: &Utf8Path, cache: &Utf8Path) -> std::process::Output {
         .unwrap()
 }
 
-/// Starts `command`, sends `initialize`, returns the first line it answers.
+/// Starts `command` with `env`, sends `initialize`, returns the first line it answers.
 fn initialize(command: &Utf8Path, env: &[(&str, &str)]) -> serde_json::Value {
-    let mut child = Command::new(command.as_str())
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "aibox-test", "version": "0"}}});
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{request}").unwrap();
-    drop(stdin);
-    let out =
-        aibox_test_support::within("the npx server", move || child.wait_with_output().unwrap());
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .next()
-        .unwrap_or_else(|| panic!("no answer: {}", String::from_utf8_lossy(&out.stderr)));
-    serde_json::from_str(line).unwrap()
+    let mut cmd = Command::new(command.as_str());
+    cmd.envs(env.iter().copied());
+    aibox_test_support::mcp_initialize(cmd)
 }
 
 #[test]

@@ -89,12 +89,7 @@ pub fn uv() -> camino::Utf8PathBuf {
     if let Some(path) = from_python.filter(|p| camino::Utf8Path::new(p).is_file()) {
         return camino::Utf8PathBuf::from(path);
     }
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("uv"))
-            .find(|c| c.is_file())
-    });
-    let Some(path) = on_path else {
+    let Some(path) = on_path("uv") else {
         panic!(
             "no uv for the MCP locking tests: run `bash scripts/setup-test-deps.sh` (it \
              installs the pinned uv with pip) or set AIBOX_TEST_UV"
@@ -111,18 +106,54 @@ pub fn npm() -> camino::Utf8PathBuf {
     if let Some(path) = std::env::var_os("AIBOX_TEST_NPM") {
         return camino::Utf8PathBuf::from(path.to_string_lossy().into_owned());
     }
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("npm"))
-            .find(|c| c.is_file())
-    });
-    let Some(path) = on_path else {
+    let Some(path) = on_path("npm") else {
         panic!(
             "no npm for the MCP locking tests: run `bash scripts/setup-test-deps.sh` (it \
              installs Node.js and npm) or set AIBOX_TEST_NPM"
         );
     };
     camino::Utf8PathBuf::from(path.to_string_lossy().into_owned())
+}
+
+/// The first file `name` in the directories of `PATH`.
+fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|c| c.is_file())
+    })
+}
+
+/// Starts `cmd` (an MCP server over stdio, directly or through `aibox exec`), sends MCP
+/// `initialize`, closes its input and returns the first line it answers as JSON; panics
+/// with its output when it answers nothing, or nothing within two minutes.
+#[allow(clippy::panic, clippy::expect_used)] // failing the calling test is the point
+pub fn mcp_initialize(mut cmd: std::process::Command) -> serde_json::Value {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "aibox-test", "version": "0"}}});
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    writeln!(stdin, "{request}").expect("the server reads its input");
+    drop(stdin);
+    let out = within("an MCP server's initialize", move || {
+        child
+            .wait_with_output()
+            .expect("the server can be waited for")
+    });
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("the server answered nothing: {}", show_output(&out)));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {line}"))
 }
 
 /// The MCP fixture pack (`fixtures/mcp-pack`): a processkit-format release whose servers
