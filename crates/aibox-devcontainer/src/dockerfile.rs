@@ -109,15 +109,21 @@ fn python_envs_step(out: &mut String, inputs: &Inputs<'_>) {
          || {{ echo \"aibox: the locked dependencies of $2 did not install (aibox.lock, [mcp.environments.$1])\" >&2; exit 1; }}; \\\n    \
          }}; \\\n"
     );
-    for env in inputs.python_envs {
-        let _ = writeln!(
-            out,
-            "    install {} {}; \\",
-            env.id,
-            shell(&env.servers.join(", "))
-        );
-    }
+    install_calls(
+        out,
+        inputs
+            .python_envs
+            .iter()
+            .map(|e| (e.id.as_str(), &e.servers[..])),
+    );
     out.push_str("    rm -rf /tmp/aibox-uv-cache\n\n");
+}
+
+/// One `install <id> '<servers>'` line per locked environment of a step's shell function.
+fn install_calls<'a>(out: &mut String, envs: impl Iterator<Item = (&'a str, &'a [String])>) {
+    for (id, servers) in envs {
+        let _ = writeln!(out, "    install {id} {}; \\", shell(&servers.join(", ")));
+    }
 }
 
 /// Installs every locked npm tree of MCP servers with `npm ci` from its generated
@@ -150,14 +156,13 @@ fn npm_envs_step(out: &mut String, inputs: &Inputs<'_>) {
          || {{ echo \"aibox: the locked npm package of $2 did not install (aibox.lock, [mcp.npm.$1])\" >&2; exit 1; }}; \\\n    \
          }}; \\\n"
     );
-    for env in inputs.npm_envs {
-        let _ = writeln!(
-            out,
-            "    install {} {}; \\",
-            env.id,
-            shell(&env.servers.join(", "))
-        );
-    }
+    install_calls(
+        out,
+        inputs
+            .npm_envs
+            .iter()
+            .map(|e| (e.id.as_str(), &e.servers[..])),
+    );
     out.push_str("    rm -rf /tmp/aibox-npm-cache\n\n");
 }
 
