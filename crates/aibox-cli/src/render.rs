@@ -147,6 +147,12 @@ pub fn json<T: serde::Serialize>(value: &T) -> Result<(), crate::error::CliError
     Ok(())
 }
 
+/// The engine's notices before slow steps, as lines on stderr (`None` with `--quiet`).
+pub fn notice(quiet: bool) -> Option<aibox_engine::Notice> {
+    (!quiet)
+        .then(|| -> aibox_engine::Notice { std::sync::Arc::new(|line: &str| note(false, line)) })
+}
+
 /// A download progress line for a terminal: `None` when stderr is not a terminal or
 /// `--quiet` is set, so logs and pipes never see carriage returns.
 pub fn download_progress(quiet: bool) -> Option<aibox_engine::DownloadProgress> {

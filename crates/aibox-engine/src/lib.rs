@@ -22,7 +22,7 @@ pub use apply::{
     apply_resolved,
 };
 pub use error::EngineError;
-pub use plan::{DownloadProgress, Plan, PlanBuilder, PlanContext, PlanOptions, plan};
+pub use plan::{DownloadProgress, Notice, Plan, PlanBuilder, PlanContext, PlanOptions, plan};
 pub use resolve::{ProcesskitState, Resolved, ResolvedRelease, Security, resolve, resolve_project};
 pub use snapshot::Snapshot;
 

@@ -96,6 +96,7 @@ pub(crate) fn lock(
     resolver: &PythonResolver,
     offline: bool,
     cache: Option<&aibox_provenance::Cache>,
+    notice: Option<&crate::Notice>,
 ) -> McpEnvs {
     let mut out = McpEnvs::default();
     let mut groups: BTreeMap<String, (EnvSpec, Vec<String>)> = BTreeMap::new();
@@ -123,6 +124,7 @@ pub(crate) fn lock(
         resolver,
         offline,
         cache,
+        notice,
         uv: None,
     };
     for (id, (spec, mut names)) in groups {
@@ -179,6 +181,7 @@ struct Finder<'a> {
     resolver: &'a PythonResolver,
     offline: bool,
     cache: Option<&'a aibox_provenance::Cache>,
+    notice: Option<&'a crate::Notice>,
     /// The resolver, looked up at the first environment that needs it.
     uv: Option<Result<Uv, String>>,
 }
@@ -205,6 +208,17 @@ impl Finder<'_> {
             Err(why) => return (Err(Failure::Unavailable(why.clone())), String::new()),
             Ok(uv) => uv,
         };
+        if let Some(notice) = self.notice {
+            let cutoff = spec
+                .exclude_newer
+                .as_deref()
+                .map_or_else(String::new, |d| format!(", as of {d}"));
+            notice(&format!(
+                "locking MCP server dependencies: {} with {}{cutoff} ...",
+                spec.dependencies.join(", "),
+                uv.version
+            ));
+        }
         let outcome = uv.compile(spec).and_then(|(resolver, text)| {
             let resolution = pydeps::parse_requirements(&text).map_err(|e| {
                 Failure::Unavailable(format!("{} printed an unusable lock: {e}", uv.version))
@@ -429,6 +443,7 @@ mod tests {
             &PythonResolver::Off,
             false,
             None,
+            None,
         );
         assert_eq!(envs.server_env["processkit-a"], id);
         assert_eq!(envs.server_env["processkit-b"], id);
@@ -446,6 +461,7 @@ mod tests {
             Some(&previous),
             &PythonResolver::Off,
             false,
+            None,
             None,
         );
         assert!(later.server_env.is_empty());
@@ -477,6 +493,7 @@ mod tests {
             &PythonResolver::Uv(not_uv),
             false,
             None,
+            None,
         );
         assert!(
             envs.unlocked["processkit-a"].contains("is not uv"),
@@ -488,6 +505,7 @@ mod tests {
             None,
             &PythonResolver::Uv(dir.path().join("nope")),
             false,
+            None,
             None,
         );
         assert!(

@@ -125,6 +125,7 @@ pub(crate) fn lock(
     resolver: &NpmResolver,
     offline: bool,
     cache: Option<&aibox_provenance::Cache>,
+    notice: Option<&crate::Notice>,
 ) -> NpmEnvs {
     let mut out = NpmEnvs::default();
     let groups = group(servers, &mut out);
@@ -151,6 +152,12 @@ pub(crate) fn lock(
                 Err(why) => Err(Failure::Unavailable(why.clone())),
                 Ok(npm) => {
                     resolver_name.clone_from(&npm.version);
+                    if let Some(notice) = notice {
+                        notice(&format!(
+                            "locking MCP server dependencies: {}@{} with {} ...",
+                            spec.package, spec.version, npm.version
+                        ));
+                    }
                     npm.resolve(&spec).inspect(|entry| {
                         if let Some(cache) = cache {
                             write_cached(cache, &id, entry);
@@ -452,7 +459,14 @@ mod tests {
             server("g", "npx", &["other@2.0.0"]),
             disabled,
         ];
-        let envs = lock(&servers, Some(&previous), &NpmResolver::Off, false, None);
+        let envs = lock(
+            &servers,
+            Some(&previous),
+            &NpmResolver::Off,
+            false,
+            None,
+            None,
+        );
         let bin = format!("/opt/aibox/mcp-npm/{id}/node_modules/.bin/srv");
         assert_eq!(envs.commands["a"], (bin.clone(), vec!["/w".to_owned()]));
         assert_eq!(envs.commands["b"], (bin, vec![]));
@@ -472,7 +486,14 @@ mod tests {
             "{warnings}"
         );
         // Offline, nothing new is resolved and the lock still serves.
-        let offline = lock(&servers, Some(&previous), &NpmResolver::Auto, true, None);
+        let offline = lock(
+            &servers,
+            Some(&previous),
+            &NpmResolver::Auto,
+            true,
+            None,
+            None,
+        );
         assert!(offline.commands.contains_key("a"));
         assert!(offline.unlocked["g"].contains("never resolves"));
     }
@@ -485,7 +506,7 @@ mod tests {
         fs_err::write(&fake, "#!/bin/sh\necho 'something else'\n").unwrap();
         fs_err::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         let servers = [server("a", "npx", &["srv@1.0.0"])];
-        let envs = lock(&servers, None, &NpmResolver::Npm(fake), false, None);
+        let envs = lock(&servers, None, &NpmResolver::Npm(fake), false, None, None);
         assert!(envs.unlocked["a"].contains("is not npm"), "{envs:?}");
     }
 

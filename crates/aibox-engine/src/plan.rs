@@ -23,6 +23,10 @@ pub(crate) use crate::snapshot::read_lock;
 /// draws a progress line from it on a terminal; the engine itself never prints.
 pub type DownloadProgress = std::sync::Arc<dyn Fn(u64, Option<u64>) + Send + Sync>;
 
+/// Called with a one-line notice before a slow step starts (resolving MCP servers'
+/// dependencies); the CLI prints it, the engine itself never prints.
+pub type Notice = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Options of [`plan`].
 #[derive(Clone)]
 pub struct PlanOptions {
@@ -42,6 +46,8 @@ pub struct PlanOptions {
     /// How MCP servers' Python dependencies that `aibox.lock` does not hold yet are
     /// resolved (see [`crate::mcp_envs`]).
     pub python_resolver: crate::mcp_envs::PythonResolver,
+    /// Told before a resolver runs (it may take tens of seconds on a cold cache).
+    pub notice: Option<Notice>,
     /// How team MCP servers' npm trees that `aibox.lock` does not hold yet are resolved
     /// (see [`crate::mcp_npm`]).
     pub npm_resolver: crate::mcp_npm::NpmResolver,
@@ -56,6 +62,7 @@ impl std::fmt::Debug for PlanOptions {
             .field("engine", &self.engine)
             .field("offline", &self.offline)
             .field("python_resolver", &self.python_resolver)
+            .field("notice", &self.notice.is_some())
             .field("npm_resolver", &self.npm_resolver)
             .finish()
     }
@@ -70,6 +77,7 @@ impl Default for PlanOptions {
             engine: None,
             offline: false,
             python_resolver: crate::mcp_envs::PythonResolver::default(),
+            notice: None,
             npm_resolver: crate::mcp_npm::NpmResolver::default(),
         }
     }

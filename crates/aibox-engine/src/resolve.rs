@@ -265,6 +265,7 @@ pub(crate) fn resolve_in(
         &options.npm_resolver,
         options.offline,
         mcp_cache(options).as_ref(),
+        options.notice.as_ref(),
     );
     Ok(Resolved {
         root,
@@ -371,6 +372,7 @@ fn lock_server_envs(
         &options.python_resolver,
         options.offline,
         cache.as_ref(),
+        options.notice.as_ref(),
     )
 }
 

@@ -442,17 +442,30 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
     let cache = Utf8Path::from_path(cache.path()).unwrap();
     mcp_pack_project(&root, "");
     let uv = aibox_test_support::uv();
-    let report = apply(
-        &root,
-        &options_with(PythonResolver::Uv(uv.clone().into()), cache),
-    )
-    .unwrap();
+    let notices = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut options = options_with(PythonResolver::Uv(uv.clone().into()), cache);
+    let sink = notices.clone();
+    options.plan.notice = Some(std::sync::Arc::new(move |line: &str| {
+        sink.lock().unwrap().push(line.to_owned());
+    }));
+    let report = apply(&root, &options).unwrap();
     let warnings = report.warnings.join("\n");
     assert!(
         warnings.contains("`processkit-broken-deps` is not registered")
             && warnings.contains("aibox-fixture-no-such-package-zq"),
         "{warnings}"
     );
+    // The user is told before each (possibly slow) resolution, and only then.
+    let told = notices.lock().unwrap().clone();
+    assert_eq!(told.len(), 3, "{told:?}");
+    assert!(
+        told.iter().any(|l| l
+            .starts_with("locking MCP server dependencies: mcp[cli]>=1.0, pyyaml>=6.0 with uv 0.")
+            && l.ends_with(", as of 2026-07-23T15:43:27Z ...")),
+        "{told:?}"
+    );
+    apply(&root, &options).unwrap();
+    assert_eq!(notices.lock().unwrap().len(), 3, "nothing resolved again");
 
     let (lock, parsed) = checked_lock(&root);
 

@@ -19,6 +19,7 @@ pub fn run(g: &Global, args: &ApplyArgs) -> Outcome {
         ..aibox_engine::ApplyOptions::default()
     };
     opts.plan.download_progress = render::download_progress(g.quiet);
+    opts.plan.notice = render::notice(g.quiet);
     let report = match aibox_engine::apply(&root, &opts) {
         Ok(report) => report,
         Err(e) => {

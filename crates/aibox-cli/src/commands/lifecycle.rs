@@ -13,6 +13,7 @@ pub fn up(g: &Global, args: &UpArgs) -> Outcome {
         ..Default::default()
     };
     opts.apply.plan.download_progress = render::download_progress(g.quiet);
+    opts.apply.plan.notice = render::notice(g.quiet);
     let report = aibox_engine::lifecycle::up(&root, &opts, &mut |e| progress(g, e))?;
     // Relaxation notices are shown even with --quiet: they concern security.
     for notice in &report.notices {
