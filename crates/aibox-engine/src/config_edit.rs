@@ -10,6 +10,9 @@ use camino::Utf8Path;
 
 use crate::init::{InitError, write_error};
 
+/// Mode of the personal files aibox writes (`.aibox-local.toml` and what is made from it).
+pub const PERSONAL_MODE: u32 = 0o600;
+
 /// Sets `key` to `value` in the project's `file` and saves it. The edited text is
 /// validated with the strict loader first; an invalid edit leaves the file untouched.
 /// Returns the file's path.
@@ -35,11 +38,11 @@ pub fn config_set(
         let config = aibox_config::parse_aibox_toml(&new, aibox_config::AIBOX_TOML)?;
         crate::config_check::check_team_config(&new, &config)?;
     }
-    if new != text {
-        Writer::for_command(&project, Writers::CONFIG_SET)
-            .write(rel, new.as_bytes(), None)
-            .map_err(|e| write_error(root, e))?;
-    }
+    // The personal file is where tokens go: readable by its owner only, whoever made it.
+    let mode = (file == ConfigFile::Local).then_some(PERSONAL_MODE);
+    Writer::for_command(&project, Writers::CONFIG_SET)
+        .write(rel, new.as_bytes(), mode)
+        .map_err(|e| write_error(root, e))?;
     Ok(path)
 }
 

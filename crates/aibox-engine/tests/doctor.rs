@@ -183,6 +183,52 @@ fn tracked_or_unignored_local_state_is_an_error() {
     );
 }
 
+/// The personal file is where tokens go: `config set --local` writes it 0600 (also over
+/// a file someone made 0644), and doctor warns about one others can read.
+#[test]
+fn personal_files_readable_by_others_are_reported_and_config_set_makes_them_private() {
+    let p = Project::new(BASE_TOML);
+    p.write(".aibox-local.toml", "[container.environment]\nLANG = \"C\"\n");
+    let local = p.root.join(".aibox-local.toml");
+    fs_err::set_permissions(&local, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let report = p.doctor();
+    let finding = report
+        .findings
+        .iter()
+        .find(|f| f.code == "aibox::doctor::personal_file_readable")
+        .unwrap_or_else(|| panic!("{:#?}", report.findings));
+    assert_eq!(finding.severity, Severity::Warning);
+    assert!(finding.message.contains("(mode 0644)"), "{finding:?}");
+    assert!(finding.remedy.contains("chmod 600 .aibox-local.toml"), "{finding:?}");
+
+    aibox_engine::config_edit::config_set(
+        &p.root,
+        aibox_config::edit::ConfigFile::Local,
+        "container.environment.LANG",
+        "C.UTF-8",
+    )
+    .unwrap();
+    let mode = fs_err::metadata(&local).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let report = p.doctor();
+    assert!(
+        !report.findings.iter().any(|f| f.code == "aibox::doctor::personal_file_readable"),
+        "{:#?}",
+        report.findings
+    );
+    // A new personal file is created private too.
+    fs_err::remove_file(&local).unwrap();
+    aibox_engine::config_edit::config_set(
+        &p.root,
+        aibox_config::edit::ConfigFile::Local,
+        "container.environment.LANG",
+        "C",
+    )
+    .unwrap();
+    let mode = fs_err::metadata(&local).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
 #[test]
 fn override_relaxations_need_consent_in_doctor_too() {
     let override_text = "services:\n  demo:\n    security_opt:\n      - seccomp=unconfined\n    cap_add: [SYS_ADMIN]\n";

@@ -177,8 +177,12 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         checks::integrity::findings(project_root.path()),
     );
 
-    // local state ignored and untracked
+    // local state ignored and untracked, and personal files private
     checks::local_state::check(&mut run, project_root.path());
+    run.check(
+        "personal-files",
+        checks::local_state::permission_findings(project_root.path()),
+    );
 
     // seccomp posture and dangerous container options
     let mut posture = None;

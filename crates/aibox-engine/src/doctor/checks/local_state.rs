@@ -17,6 +17,38 @@ fn git(root: &Utf8Path, args: &[&str]) -> Option<std::process::Output> {
     crate::doctor::git::git(root, args, crate::doctor::git::GIT_TIMEOUT)
 }
 
+/// The personal files that may hold tokens, with who writes them.
+const PERSONAL_FILES: [(&str, &str); 3] = [
+    (aibox_config::LOCAL_TOML, "aibox config set --local"),
+    (aibox_config::layout::LOCAL_ENV, "aibox apply"),
+    (aibox_config::layout::COMPOSE_LOCAL, "aibox apply"),
+];
+
+/// The `personal-files` check: personal files that others on this machine can read.
+pub(crate) fn permission_findings(root: &Utf8Path) -> Vec<Finding> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut findings = Vec::new();
+    for (rel, writer) in PERSONAL_FILES {
+        let Ok(meta) = fs_err::symlink_metadata(root.join(rel)) else {
+            continue;
+        };
+        let mode = meta.permissions().mode() & 0o777;
+        if meta.is_file() && mode & 0o077 != 0 {
+            findings.push(Finding::new(
+                "aibox::doctor::personal_file_readable",
+                Severity::Warning,
+                rel,
+                format!(
+                    "`{rel}` holds personal values (tokens, paths) but is readable by others \
+                     on this machine (mode {mode:04o})"
+                ),
+                format!("run `chmod 600 {rel}` (`{writer}` writes it 0600)"),
+            ));
+        }
+    }
+    findings
+}
+
 /// Runs the check.
 pub(crate) fn check(run: &mut Run, root: &Utf8Path) {
     let Some(probe) = git(root, &["rev-parse", "--show-toplevel"]) else {
