@@ -133,7 +133,9 @@ pub struct FileReport {
 pub struct ApplyReport {
     /// Every planned file in write order; `aibox.lock` is last.
     pub files: Vec<FileReport>,
-    /// Whether this was a dry run or check (nothing written).
+    /// Whether this was a dry run or check: the files list says what would change.
+    pub read_only: bool,
+    /// Whether no file was written: a dry run, a check, or an apply with nothing to change.
     pub wrote_nothing: bool,
     /// Temp files of a previously killed apply that were removed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -314,6 +316,7 @@ fn apply_plan_locked(
         files.extend(lock_report);
         return Ok(ApplyReport {
             files,
+            read_only: true,
             wrote_nothing: true,
             removed_temp_files,
             warnings: plan.warnings,
@@ -321,9 +324,11 @@ fn apply_plan_locked(
     }
 
     let reports = write_plan(&mut writer, &plan, decisions, &all, removals, &moves)?;
+    let wrote_nothing = !reports.iter().any(|f| f.action.changes());
     Ok(ApplyReport {
         files: reports,
-        wrote_nothing: false,
+        read_only: false,
+        wrote_nothing,
         removed_temp_files,
         warnings: plan.warnings,
     })

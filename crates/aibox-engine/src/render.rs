@@ -47,7 +47,7 @@ impl ApplyReport {
             if f.action.changes() || options.verbose {
                 let verb = if options.check && f.action.changes() {
                     format!("stale ({})", f.action.as_str())
-                } else if self.wrote_nothing {
+                } else if self.read_only {
                     format!("would be {}", f.action.as_str())
                 } else {
                     f.action.as_str().to_owned()
@@ -68,7 +68,7 @@ impl ApplyReport {
             lines.push((Channel::Note, format!("warning: {warning}")));
         }
         let changed = self.files.iter().filter(|f| f.action.changes()).count();
-        let summary = match (self.wrote_nothing, changed) {
+        let summary = match (self.read_only, changed) {
             (_, 0) => "everything is up to date".to_owned(),
             (true, n) if options.check => format!(
                 "{n} committed file(s) differ from what aibox.toml generates: run `aibox apply` \

@@ -62,7 +62,7 @@ fn first_apply_creates_every_planned_file_and_the_lock_last() {
     let fx = Fixture::new();
     let report = apply(&fx.root, &opts()).unwrap();
     assert!(report.changed());
-    assert!(!report.wrote_nothing);
+    assert!(!report.wrote_nothing && !report.read_only);
     for f in &report.files {
         assert_eq!(f.action, FileAction::Created, "{}", f.path);
         assert!(fx.path(f.path.as_str()).is_file(), "{}", f.path);
@@ -118,6 +118,8 @@ fn second_apply_on_unchanged_input_writes_nothing() {
     let before = fx.stamps();
     let report = apply(&fx.root, &opts()).unwrap();
     assert!(!report.changed(), "{report:#?}");
+    // Said as it is: nothing was written (and it was a real apply).
+    assert!(report.wrote_nothing && !report.read_only);
     for f in &report.files {
         assert!(
             matches!(
