@@ -42,14 +42,18 @@ pub struct Finding {
     pub code: String,
     /// How serious it is.
     pub severity: Severity,
-    /// The file (or configuration location) it was found in, relative to the project.
+    /// The file (or configuration location) it was found in, relative to the project;
+    /// empty when it concerns no file (`null` in JSON).
+    #[serde(serialize_with = "empty_as_null", deserialize_with = "null_as_empty")]
     pub file: String,
     /// 1-based line, where it could be located.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<usize>,
     /// What is wrong and why it matters.
     pub message: String,
-    /// How to fix it, naming the narrower alternative where there is one.
+    /// How to fix it, naming the narrower alternative where there is one; empty when
+    /// there is nothing to do (`null` in JSON).
+    #[serde(serialize_with = "empty_as_null", deserialize_with = "null_as_empty")]
     pub remedy: String,
     /// The `[[security.exceptions]]` `option` that records consent for it, if the rule
     /// can be accepted at all.
@@ -58,6 +62,20 @@ pub struct Finding {
     /// Set when a recorded exception accepted it: the recorded reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_reason: Option<String>,
+}
+
+/// An empty string as JSON `null`: a consumer tests for absence, not for `""`.
+fn empty_as_null<S: serde::Serializer>(value: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    if value.is_empty() {
+        serializer.serialize_none()
+    } else {
+        serializer.serialize_str(value)
+    }
+}
+
+/// The reverse of [`empty_as_null`].
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 impl Finding {
