@@ -6,7 +6,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// aibox: a secure, reproducible dev container and AI-harness wiring from one `aibox.toml`.
 #[derive(Debug, Parser)]
-#[command(name = "aibox", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "aibox",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    disable_help_subcommand = true
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -126,6 +133,12 @@ pub enum Command {
     Status,
     /// Run a command in the container as the configured user.
     Exec(ExecArgs),
+    /// Print the help of aibox or of a command (`aibox help mcp check`).
+    Help {
+        /// The command (and subcommand) to explain.
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Diagnose the project: configuration, generated files, security posture.
     Doctor(DoctorArgs),
     /// Read and edit `aibox.toml` without losing comments.
@@ -213,8 +226,14 @@ pub struct ExecArgs {
     /// (repeatable).
     #[arg(long = "env", value_name = "NAME")]
     pub env: Vec<String>,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The command and its arguments (everything after the command is its own, as with
+    /// `docker exec`; a `--` before it is accepted too).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "CMD"
+    )]
     pub cmd: Vec<String>,
 }
 

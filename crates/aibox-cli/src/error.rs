@@ -87,6 +87,17 @@ pub enum CliError {
     )]
     ConsentRefused,
 
+    /// `aibox help NAME` for a command that does not exist.
+    #[error("aibox has no command `{name}`")]
+    #[diagnostic(
+        code(aibox::cli::unknown_command),
+        help("`aibox --help` lists the commands")
+    )]
+    UnknownCommand {
+        /// The command path asked for.
+        name: String,
+    },
+
     /// A value could not be rendered as JSON (a bug).
     #[error("cannot render JSON: {0}")]
     #[diagnostic(code(aibox::cli::json))]
@@ -99,7 +110,10 @@ impl CliError {
         match self {
             Self::Cwd(_) | Self::Stdin(_) => ErrorKind::Environment,
             Self::Json(_) => ErrorKind::Internal,
-            Self::NonUtf8Cwd(_) | Self::FolderName { .. } | Self::ConsentRefused => ErrorKind::User,
+            Self::NonUtf8Cwd(_)
+            | Self::FolderName { .. }
+            | Self::ConsentRefused
+            | Self::UnknownCommand { .. } => ErrorKind::User,
         }
     }
 }

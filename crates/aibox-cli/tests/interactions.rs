@@ -303,6 +303,27 @@ fn mcp_check_without_an_engine_and_with_a_typo() {
     assert_eq!(json(&out)["kind"], "environment");
 }
 
+/// `aibox help` explains itself and any command; `aibox exec` takes the command after
+/// its options without `--`, as `docker exec` does (here it fails on the missing engine,
+/// past argument parsing).
+#[test]
+fn help_of_help_and_exec_without_a_double_dash() {
+    let ctx = project();
+    let out = aibox_snapshot!(ctx.filters(), ctx.command(&["help", "--help"]));
+    assert_eq!(out.status.code(), Some(0));
+    let out = aibox_snapshot!(ctx.filters(), ctx.command(&["help", "mcp", "check"]));
+    assert_eq!(out.status.code(), Some(0));
+    let out = aibox_snapshot!(ctx.filters(), ctx.command(&["help", "mcp", "chek"]));
+    assert_eq!(out.status.code(), Some(2));
+    let out = aibox_snapshot!(ctx.filters(), ctx.command(&["exec", "claude", "--version"]));
+    assert_eq!(out.status.code(), Some(3), "parsed; no engine here");
+    let dashed = ctx
+        .command(&["exec", "--", "claude", "--version"])
+        .output()
+        .unwrap();
+    assert_eq!(dashed.status.code(), Some(3));
+}
+
 #[test]
 fn skill_commands_human_and_json() {
     let ctx = project();

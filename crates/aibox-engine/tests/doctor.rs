@@ -188,7 +188,10 @@ fn tracked_or_unignored_local_state_is_an_error() {
 #[test]
 fn personal_files_readable_by_others_are_reported_and_config_set_makes_them_private() {
     let p = Project::new(BASE_TOML);
-    p.write(".aibox-local.toml", "[container.environment]\nLANG = \"C\"\n");
+    p.write(
+        ".aibox-local.toml",
+        "[container.environment]\nLANG = \"C\"\n",
+    );
     let local = p.root.join(".aibox-local.toml");
     fs_err::set_permissions(&local, std::fs::Permissions::from_mode(0o644)).unwrap();
     let report = p.doctor();
@@ -199,7 +202,10 @@ fn personal_files_readable_by_others_are_reported_and_config_set_makes_them_priv
         .unwrap_or_else(|| panic!("{:#?}", report.findings));
     assert_eq!(finding.severity, Severity::Warning);
     assert!(finding.message.contains("(mode 0644)"), "{finding:?}");
-    assert!(finding.remedy.contains("chmod 600 .aibox-local.toml"), "{finding:?}");
+    assert!(
+        finding.remedy.contains("chmod 600 .aibox-local.toml"),
+        "{finding:?}"
+    );
 
     aibox_engine::config_edit::config_set(
         &p.root,
@@ -212,7 +218,10 @@ fn personal_files_readable_by_others_are_reported_and_config_set_makes_them_priv
     assert_eq!(mode, 0o600);
     let report = p.doctor();
     assert!(
-        !report.findings.iter().any(|f| f.code == "aibox::doctor::personal_file_readable"),
+        !report
+            .findings
+            .iter()
+            .any(|f| f.code == "aibox::doctor::personal_file_readable"),
         "{:#?}",
         report.findings
     );

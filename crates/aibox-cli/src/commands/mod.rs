@@ -34,6 +34,7 @@ pub fn run(cli: &Cli) -> Outcome {
     match &cli.command {
         Command::Completion { shell } => completion::run(g, *shell),
         Command::Docs { page } => docs::run(g, *page),
+        Command::Help { command } => help(command),
         Command::Init(args) => init::run(g, args),
         Command::Apply(args) => apply::run(g, args),
         Command::Up(args) => lifecycle::up(g, args),
@@ -131,4 +132,28 @@ fn progress(g: &Global, event: &aibox_runtime::Event) {
         _ => return,
     };
     render::note(g.quiet, &line);
+}
+
+/// `aibox help [COMMAND...]`: the long help of aibox or of the named (sub)command.
+fn help(path: &[String]) -> Outcome {
+    use clap::CommandFactory as _;
+    let mut cmd = crate::args::Cli::command();
+    let mut names = Vec::new();
+    for name in path {
+        let Some(sub) = cmd.find_subcommand(name).cloned() else {
+            let asked: Vec<&str> = names
+                .iter()
+                .chain(std::iter::once(name))
+                .map(String::as_str)
+                .collect();
+            return Err(CliError::UnknownCommand {
+                name: asked.join(" "),
+            }
+            .into());
+        };
+        names.push(name.clone());
+        cmd = sub.bin_name(format!("aibox {}", names.join(" ")));
+    }
+    render::out(&cmd.render_long_help().to_string());
+    Ok(Exit::Ok)
 }
