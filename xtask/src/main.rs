@@ -4,6 +4,9 @@
 //!   peak RSS) at 1x and 10x content beside `cp -r` and `sha256sum` (see `bench.rs`).
 //! - `bench mcp`: on a real Podman, what locking MCP servers' dependencies costs (apply,
 //!   image layer size) and the first `initialize` of every server (see `bench_mcp.rs`).
+//! - `bench up`: how long `up` takes on Podman and Docker, cold (private storage with
+//!   nothing cached), warm and running, with the image size, beside `devcontainer up` of
+//!   the same files (see `bench_up.rs`).
 //! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
 //!   layering, stub scan, the whole test suite with the doc examples, and the embedder
 //!   example `crates/aibox-engine/examples/embed.rs` on the bundled example project). This
@@ -26,6 +29,7 @@
 
 mod bench;
 mod bench_mcp;
+mod bench_up;
 mod image;
 mod layering;
 mod release;
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
     let task = args.first().map_or("help", String::as_str);
     let result = match task {
         "bench" if args.get(1).map(String::as_str) == Some("mcp") => bench_mcp::run(&args[2..]),
+        "bench" if args.get(1).map(String::as_str) == Some("up") => bench_up::run(&args[2..]),
         "bench" => bench::run(&args[1..]),
         "ci" => ci(),
         "demo" => demo(),
@@ -49,7 +54,7 @@ fn main() -> ExitCode {
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS
