@@ -18,30 +18,12 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Instant;
 
 use aibox_test_support::podman::{BASE_IMAGE, Podman, local_toml_with_host_ca};
 use camino::{Utf8Path, Utf8PathBuf};
 
+use crate::bench_up::timed;
 use crate::say;
-
-/// Runs `cmd`, failing with its output when it fails; returns stdout and the wall time.
-fn timed(cmd: &mut Command, label: &str) -> Result<(String, f64), String> {
-    let started = Instant::now();
-    let out = cmd
-        .output()
-        .map_err(|e| format!("{label}: cannot run: {e}"))?;
-    let secs = started.elapsed().as_secs_f64();
-    if !out.status.success() {
-        return Err(format!(
-            "{label} failed ({}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok((String::from_utf8_lossy(&out.stdout).into_owned(), secs))
-}
 
 /// `cargo xtask bench mcp [--bin PATH] [--keep] [--json FILE]`.
 pub fn run(args: &[String]) -> Result<(), String> {

@@ -629,8 +629,9 @@ fn output(cmd: &mut Command, label: &str) -> Result<String, String> {
     Ok(timed(cmd, label)?.0)
 }
 
-/// Runs `cmd`, failing with its output when it fails; returns stdout and the wall time.
-fn timed(cmd: &mut Command, label: &str) -> Result<(String, f64), String> {
+/// Runs `cmd` (no input), failing with its output when it fails; returns stdout and the
+/// wall time. Shared by the container benches.
+pub(crate) fn timed(cmd: &mut Command, label: &str) -> Result<(String, f64), String> {
     let started = Instant::now();
     let out = cmd
         .stdin(Stdio::null())
