@@ -164,6 +164,14 @@ fn config_get_set_validate_human_and_json() {
         ctx.filters(),
         ctx.command(&["config", "set", "container.uid", "\"many\"", "-o", "json"])
     );
+    // A refused edit says the file was not changed, before the snippet of the edit.
+    let before = fs_err::read_to_string(ctx.dir().join("aibox.toml")).unwrap();
+    let out = aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&["config", "set", "container.user", "root"])
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(fs_err::read_to_string(ctx.dir().join("aibox.toml")).unwrap(), before);
     let out = ctx
         .command(&["config", "schema", "-o", "json"])
         .output()

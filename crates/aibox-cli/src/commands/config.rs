@@ -58,7 +58,20 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
     } else {
         aibox_config::edit::ConfigFile::Team
     };
-    let path = aibox_engine::config_edit::config_set(&root, file, key, value)?;
+    let path = match aibox_engine::config_edit::config_set(&root, file, key, value) {
+        Ok(path) => path,
+        Err(e) => {
+            // The diagnostic quotes the edited text; say it was never saved.
+            render::note(
+                g.quiet || g.output == crate::args::Output::Json,
+                &format!(
+                    "{} was not changed: the edit below is refused",
+                    file.file_name()
+                ),
+            );
+            return Err(e.into());
+        }
+    };
     json_or(g, &serde_json::json!({ "key": key, "file": path }), || {
         render::note(g.quiet, &format!("set {key} in {path}"));
     })?;

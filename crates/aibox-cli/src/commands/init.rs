@@ -68,7 +68,12 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
         base_image: args.base_image.clone(),
     };
     if chose_harnesses || chose_mode {
-        note_defaults(g, &opts);
+        let mode_from = if args.context_mode.is_some() {
+            "from --context-mode"
+        } else {
+            "from --processkit-source"
+        };
+        note_defaults(g, &opts, chose_harnesses, (!chose_mode).then_some(mode_from));
     }
     let report = aibox_engine::init::init(&dir, &opts)?;
     let summary = serde_json::json!({
@@ -109,19 +114,33 @@ fn warn_if_nested(g: &Global, absolute: Option<&Utf8Path>) {
     }
 }
 
-/// No terminal to ask on (or `--yes`): say what `init` chose, so nothing is implicit.
-fn note_defaults(g: &Global, opts: &aibox_config::init::InitOptions) {
+/// No terminal to ask on (or `--yes`): say what `init` chose and where each choice came
+/// from, so nothing is implicit.
+fn note_defaults(
+    g: &Global,
+    opts: &aibox_config::init::InitOptions,
+    default_harnesses: bool,
+    mode_from: Option<&str>,
+) {
+    let harnesses = opts
+        .harnesses
+        .iter()
+        .map(|h| format!("\"{}\"", h.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let harnesses_from = if default_harnesses {
+        "the default; --harness to choose"
+    } else {
+        "from --harness"
+    };
     render::note(
         g.quiet,
         &format!(
-            "no questions asked (no terminal or --yes); chose the defaults: harnesses = [{}], \
-             context mode = {}; pass --harness and --context-mode to choose",
-            opts.harnesses
-                .iter()
-                .map(|h| format!("\"{}\"", h.as_str()))
-                .collect::<Vec<_>>()
-                .join(", "),
-            opts.context_mode.as_str()
+            "no questions asked (no terminal or --yes): harnesses = [{harnesses}] ({}), \
+             context mode = {} ({})",
+            harnesses_from,
+            opts.context_mode.as_str(),
+            mode_from.unwrap_or("the default; --context-mode to choose"),
         ),
     );
 }
