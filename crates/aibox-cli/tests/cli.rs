@@ -501,9 +501,9 @@ fn config_set_validate_and_apply_share_one_set_of_checks() {
         // Processkit checks apply in processkit mode with a source.
         let mut base = good.replace("mode = \"harness-only\"", "mode = \"processkit\"");
         if !key.starts_with("container") {
-            base = base.replace(
-                "[processkit]\n",
-                "[processkit]\nsource = \"https://releases.example.invalid/processkit\"\nversion = \"v1.0.0\"\n",
+            // A harness-only `init` writes no `[processkit]` table.
+            base.push_str(
+                "\n[processkit]\nsource = \"https://releases.example.invalid/processkit\"\nversion = \"v1.0.0\"\n",
             );
         }
         fs_err::write(dir.join("aibox.toml"), &base).unwrap();
@@ -584,7 +584,7 @@ fn init_says_what_it_chose_and_refuses_what_apply_would() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         text(&out)
-            .contains("chose the defaults: harnesses = [\"claude\"], context mode = harness-only"),
+            .contains("harnesses = [\"claude\"] (the default; --harness to choose), context mode = harness-only (the default; --context-mode to choose)"),
         "{}",
         text(&out)
     );

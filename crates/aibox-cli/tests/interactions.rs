@@ -171,7 +171,10 @@ fn config_get_set_validate_human_and_json() {
         ctx.command(&["config", "set", "container.user", "root"])
     );
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(fs_err::read_to_string(ctx.dir().join("aibox.toml")).unwrap(), before);
+    assert_eq!(
+        fs_err::read_to_string(ctx.dir().join("aibox.toml")).unwrap(),
+        before
+    );
     let out = ctx
         .command(&["config", "schema", "-o", "json"])
         .output()

@@ -101,6 +101,55 @@ fn render_rest(out: &mut String, opts: &InitOptions) {
     }
     out.push('\n');
 
+    if opts.context_mode == ContextMode::Processkit {
+        render_processkit(out, opts);
+    } else {
+        out.push_str(
+            "# Context mode \"processkit\" adds the [processkit] release and [skills] tables\n\
+             # (`aibox config schema` lists their keys).\n\n",
+        );
+    }
+
+    out.push_str("[ai]\n");
+    let _ = writeln!(
+        out,
+        "# AI harnesses to configure, in display order: {}.",
+        all.join(", ")
+    );
+    let _ = writeln!(out, "harnesses = [{}]", harnesses.join(", "));
+    out.push_str(
+        "\n# Team MCP servers (committed). Values in `env` and `headers` must be references\n\
+         # such as \"${TOKEN}\", never the secret itself.\n\
+         # [[ai.mcp.servers]]\n\
+         # name = \"issues\"\n\
+         # command = \"npx\"\n\
+         # args = [\"-y\", \"@acme/issues-mcp@2.1.0\"]\n\
+         # env = { ISSUES_TOKEN = \"${ISSUES_TOKEN}\" }\n\n",
+    );
+
+    out.push_str(
+        "[security]\n\
+         # Consents. aibox never sets these for you: each one records a decision that only\n\
+         # the project's owner can make, knowing what it relaxes (described below).\n\
+         # Codex's Linux sandbox is bubblewrap, which needs unprivileged user namespaces.\n\
+         # Podman's default seccomp profile allows them; Docker's refuses them, so on Docker\n\
+         # `aibox apply` stops until you choose one of these:\n\
+         # - `acknowledge_seccomp_profile = true` with `codex_sandbox = \"seccomp-profile\"`\n\
+         #   (preferred): Docker's default profile plus only the syscalls bubblewrap needs.\n\
+         # - `acknowledge_seccomp_unconfined = true` with `codex_sandbox = \"unconfined\"`:\n\
+         #   no seccomp filter at all.\n",
+    );
+    if opts.harnesses.contains(&Harness::Codex) {
+        out.push_str(
+            "# Codex is enabled with `codex_sandbox = \"engine-default\"` (the default): nothing\n\
+             # is relaxed; `aibox up` and `aibox doctor` report whether its sandbox works.\n",
+        );
+    }
+}
+
+/// `[processkit]` and `[skills]`, in processkit mode only: a harness-only project has no
+/// use for them.
+fn render_processkit(out: &mut String, opts: &InitOptions) {
     out.push_str(
         "[processkit]\n\
          # The content release: `source` is an https:// base URL, a local .tar.gz or a local\n\
@@ -126,40 +175,4 @@ fn render_rest(out: &mut String, opts: &InitOptions) {
          # include = [\"pdf-tools\"]\n\
          # exclude = [\"slides\"]\n\n",
     );
-
-    out.push_str("[ai]\n");
-    let _ = writeln!(
-        out,
-        "# AI harnesses to configure, in display order: {}.",
-        all.join(", ")
-    );
-    let _ = writeln!(out, "harnesses = [{}]", harnesses.join(", "));
-    out.push_str(
-        "\n# Team MCP servers (committed). Values in `env` and `headers` must be references\n\
-         # such as \"${TOKEN}\", never the secret itself.\n\
-         # [[ai.mcp.servers]]\n\
-         # name = \"issues\"\n\
-         # command = \"npx\"\n\
-         # args = [\"-y\", \"@acme/issues-mcp@2.1.0\"]\n\
-         # env = { ISSUES_TOKEN = \"${ISSUES_TOKEN}\" }\n\n",
-    );
-
-    out.push_str(
-        "[security]\n\
-         # Consents. aibox never sets these for you: each one records a decision that only\n\
-         # the project's owner can make, after reading SECURITY.md.\n\
-         # Codex's Linux sandbox is bubblewrap, which needs unprivileged user namespaces.\n\
-         # Podman's default seccomp profile allows them; Docker's refuses them, so on Docker\n\
-         # `aibox apply` stops until you choose one of these (see SECURITY.md):\n\
-         # - `acknowledge_seccomp_profile = true` with `codex_sandbox = \"seccomp-profile\"`\n\
-         #   (preferred): Docker's default profile plus only the syscalls bubblewrap needs.\n\
-         # - `acknowledge_seccomp_unconfined = true` with `codex_sandbox = \"unconfined\"`:\n\
-         #   no seccomp filter at all.\n",
-    );
-    if opts.harnesses.contains(&Harness::Codex) {
-        out.push_str(
-            "# Codex is enabled with `codex_sandbox = \"engine-default\"` (the default): nothing\n\
-             # is relaxed; `aibox up` and `aibox doctor` report whether its sandbox works.\n",
-        );
-    }
 }

@@ -104,3 +104,28 @@ fn invalid_answers_fail_the_strict_loader() {
     let err = parse_aibox_toml(&render_aibox_toml(&opts), "aibox.toml").unwrap_err();
     assert_eq!(err.problems()[0].code(), "aibox::config::invalid_value");
 }
+
+/// A harness-only project gets no empty `[processkit]` or `[skills]` table, and no file
+/// of aibox's mentions a document user projects do not have.
+#[test]
+fn harness_only_has_no_processkit_tables_and_no_dangling_references() {
+    let mut opts = InitOptions::new("demo");
+    opts.context_mode = ContextMode::HarnessOnly;
+    let text = render_aibox_toml(&opts);
+    let cfg = parse_aibox_toml(&text, "aibox.toml").unwrap();
+    assert_eq!(cfg.context.mode, ContextMode::HarnessOnly);
+    for table in ["[processkit]", "[skills]"] {
+        assert!(
+            !text.lines().any(|l| l.trim() == table),
+            "{table} in a harness-only file:\n{text}"
+        );
+    }
+    let processkit = render_aibox_toml(&InitOptions {
+        context_mode: ContextMode::Processkit,
+        ..InitOptions::new("demo")
+    });
+    for text in [&text, &processkit] {
+        assert!(!text.contains("SECURITY.md"), "{text}");
+    }
+    assert!(processkit.lines().any(|l| l.trim() == "[processkit]"));
+}

@@ -73,7 +73,12 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
         } else {
             "from --processkit-source"
         };
-        note_defaults(g, &opts, chose_harnesses, (!chose_mode).then_some(mode_from));
+        note_defaults(
+            g,
+            &opts,
+            chose_harnesses,
+            (!chose_mode).then_some(mode_from),
+        );
     }
     let report = aibox_engine::init::init(&dir, &opts)?;
     let summary = serde_json::json!({
