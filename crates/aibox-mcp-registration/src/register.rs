@@ -517,10 +517,15 @@ pub fn register(
         }
     }
 
+    // Said once, when the trust is written, not on every run.
+    let trust_written = files
+        .iter()
+        .any(|f| f.path == CODEX_HOME_CONFIG && f.changed);
     notices.extend(user_notices(
         servers,
         opts,
         &c,
+        trust_written,
         &if ledger.is_none() {
             found
                 .into_iter()
@@ -580,6 +585,7 @@ fn user_notices(
     servers: &[ServerSpec],
     opts: &RegisterOptions,
     c: &Computed,
+    trust_written: bool,
     unexplained: &[String],
 ) -> Vec<String> {
     let enabled = enabled_set(opts.harnesses);
@@ -599,7 +605,7 @@ fn user_notices(
     if enabled.contains(&Harness::Opencode) && !c.opencode.is_empty() {
         notices.push("OpenCode asks to approve project servers: run `opencode mcp approve NAME` inside the container after each change".into());
     }
-    if enabled.contains(&Harness::Codex) && !c.codex.is_empty() {
+    if trust_written && enabled.contains(&Harness::Codex) && !c.codex.is_empty() {
         notices.push(format!(
             "Codex project trust for {} is seeded in the container-scoped {CODEX_HOME_CONFIG}",
             opts.workspace

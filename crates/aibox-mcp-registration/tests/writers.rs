@@ -840,3 +840,18 @@ fn every_target_is_in_the_file_table_with_its_scope() {
     }
     assert!(layout::may_write(Writers::APPLY, LEDGER_PATH));
 }
+
+/// The Codex trust notice is said when the trust is written, not on every run.
+#[test]
+fn the_codex_trust_notice_is_said_once() {
+    let trust = |reg: &aibox_mcp_registration::Registration| {
+        reg.notices
+            .iter()
+            .any(|n| n.contains("Codex project trust for /workspace"))
+    };
+    let mut files = Files::new();
+    let first = apply(&mut files, &fixture_servers(), &Harness::ALL, &perms()).unwrap();
+    assert!(trust(&first), "{:?}", first.notices);
+    let again = apply(&mut files, &fixture_servers(), &Harness::ALL, &perms()).unwrap();
+    assert!(!trust(&again), "{:?}", again.notices);
+}
