@@ -139,6 +139,36 @@ fn end_status_line(err: &mut impl Write) {
     }
 }
 
+/// Aligns `rows` under `headers` (upper case), each column as wide as its widest cell;
+/// the last column is not padded, so long values never push the others.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> Vec<String> {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut out = String::new();
+        for (i, cell) in cells.enumerate() {
+            if i + 1 == widths.len() {
+                out.push_str(cell);
+            } else {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                out.push_str(cell);
+                out.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.trim_end().to_owned()
+    };
+    let header = headers.iter().map(|h| h.to_uppercase()).collect::<Vec<_>>();
+    let mut out = vec![line(&mut header.iter().map(String::as_str))];
+    for row in rows {
+        out.push(line(&mut row.iter().map(String::as_str)));
+    }
+    out
+}
+
 /// Prints a value as pretty JSON to stdout.
 pub fn json<T: serde::Serialize>(value: &T) -> Result<(), crate::error::CliError> {
     let text = serde_json::to_string_pretty(value)

@@ -41,7 +41,7 @@ pub enum AddonError {
     #[diagnostic(code(aibox::addon::catalog))]
     Catalog(String),
     /// The name is not in the catalog.
-    #[error("`{name}` is not in aibox's tool catalog")]
+    #[error("`{name}` is not in aibox's tool catalog{suggestion}")]
     #[diagnostic(
         code(aibox::addon::unknown),
         help("known tools: {known}; `aibox addon list` shows versions and verification")
@@ -49,6 +49,8 @@ pub enum AddonError {
     Unknown {
         /// The name asked for.
         name: String,
+        /// `; did you mean `x`?` when a catalog name is close, else empty.
+        suggestion: String,
         /// The catalog's names.
         known: String,
     },
@@ -170,8 +172,11 @@ pub fn add(root: &Utf8Path, names: &[String]) -> Result<bool, AddonError> {
     let catalog = builtin()?;
     for name in names {
         if catalog.get(name).is_none() {
+            let suggestion = aibox_config::closest(name, catalog.tools().map(|t| t.name.as_str()))
+                .map_or_else(String::new, |c| format!("; did you mean `{c}`?"));
             return Err(AddonError::Unknown {
                 name: name.clone(),
+                suggestion,
                 known: catalog
                     .tools()
                     .map(|t| t.name.as_str())

@@ -20,18 +20,25 @@ fn list(g: &Global) -> Outcome {
     };
     let rows = aibox_engine::addons::list(project.as_ref().map(|p| &p.config))?;
     json_or(g, &rows, || {
-        for r in &rows {
-            render::out(&format!(
-                "{:<16} {:<10} {:<14} {:<16} {}",
-                r.name,
-                r.version,
-                r.verification,
-                r.installed.as_deref().unwrap_or("-"),
-                r.summary
-            ));
-            if let Some(e) = &r.exception {
-                render::out(&format!("{:<16} UNVERIFIED: {e}", ""));
-            }
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                let summary = match &r.exception {
+                    Some(e) => format!("{} (UNVERIFIED: {e})", r.summary),
+                    None => r.summary.clone(),
+                };
+                vec![
+                    r.name.clone(),
+                    r.version.clone(),
+                    r.verification.clone(),
+                    r.installed.clone().unwrap_or_else(|| "-".to_owned()),
+                    summary,
+                ]
+            })
+            .collect();
+        let headers = ["name", "version", "verification", "installed", "summary"];
+        for line in render::table(&headers, &cells) {
+            render::out(&line);
         }
     })?;
     Ok(Exit::Ok)

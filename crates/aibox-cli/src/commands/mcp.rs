@@ -26,29 +26,41 @@ pub fn list(g: &Global) -> Outcome {
         if servers.is_empty() {
             render::out("no MCP servers are configured");
         }
-        for s in &servers {
-            let target = s.target_file.as_deref().unwrap_or("-");
+        if servers.is_empty() {
+            return;
+        }
+        // One table row per server and harness; its details follow, indented.
+        let cells: Vec<Vec<String>> = servers
+            .iter()
+            .map(|s| {
+                vec![
+                    s.harness.as_str().to_owned(),
+                    s.name.clone(),
+                    format!("{:?}", s.origin).to_lowercase(),
+                    s.transport.to_string(),
+                    s.target_file.clone().unwrap_or_else(|| "-".to_owned()),
+                ]
+            })
+            .collect();
+        let headers = ["harness", "server", "origin", "transport", "file"];
+        let lines = render::table(&headers, &cells);
+        render::out(&lines[0]);
+        for (s, line) in servers.iter().zip(&lines[1..]) {
+            render::out(line);
             let tools = if s.allowed_tools.is_empty() {
                 "(ask)".to_owned()
             } else {
                 s.allowed_tools.join(", ")
             };
             render::out(&format!(
-                "{:<9} {:<24} {:<10} {:<6} -> {target}",
-                s.harness.as_str(),
-                s.name,
-                format!("{:?}", s.origin).to_lowercase(),
-                s.transport
-            ));
-            render::out(&format!(
-                "{:<9} trust: {}; allowed tools: {tools}",
-                "", s.trust_scope
+                "    trust: {}; allowed tools: {tools}",
+                s.trust_scope
             ));
             if let Some(why) = &s.skipped {
-                render::out(&format!("{:<9} not registered: {why}", ""));
+                render::out(&format!("    not registered: {why}"));
             }
             for note in &s.notes {
-                render::out(&format!("{:<9} note: {note}", ""));
+                render::out(&format!("    note: {note}"));
             }
         }
     })?;

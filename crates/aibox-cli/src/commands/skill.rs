@@ -24,6 +24,7 @@ fn list(g: &Global) -> Outcome {
         if skills.is_empty() {
             render::out("no processkit skills are installed");
         }
+        let mut cells = Vec::new();
         for s in &skills {
             let mut tags = Vec::new();
             if s.core {
@@ -48,14 +49,19 @@ fn list(g: &Global) -> Outcome {
                 let points: Vec<String> = s.failed_points.iter().map(u8::to_string).collect();
                 format!("fail (point {})", points.join(", "))
             };
-            render::out(&format!(
-                "{:<24} {:<14} {:<12} {:<18} {}",
-                s.name,
-                s.category,
-                origin,
+            cells.push(vec![
+                s.name.clone(),
+                s.category.clone(),
+                origin.to_owned(),
                 verdict,
-                tags.join(", ")
-            ));
+                tags.join(", "),
+            ]);
+        }
+        if !skills.is_empty() {
+            let headers = ["skill", "category", "origin", "review", "tags"];
+            for line in render::table(&headers, &cells) {
+                render::out(&line);
+            }
         }
     })?;
     Ok(Exit::Ok)
