@@ -203,10 +203,17 @@ impl ConfigProblems {
         if problems.is_empty() {
             return None;
         }
-        // Stable order: file, then position, then code, so output never depends on
-        // the order in which checks happened to run.
+        // Stable order: file, then causes before consequences (a missing key is most
+        // often the typo reported beside it: the typo leads), then position, then code,
+        // so output never depends on the order in which checks happened to run.
+        let consequence = |p: &Problem| u8::from(p.code() == "aibox::config::missing_key");
         problems.sort_by(|a, b| {
-            (a.file(), a.offset(), a.code()).cmp(&(b.file(), b.offset(), b.code()))
+            (a.file(), consequence(a), a.offset(), a.code()).cmp(&(
+                b.file(),
+                consequence(b),
+                b.offset(),
+                b.code(),
+            ))
         });
         Some(Self { problems })
     }

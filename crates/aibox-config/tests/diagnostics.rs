@@ -201,3 +201,18 @@ fn problems_as_json() {
     ]
     "#);
 }
+
+/// A typo of a required key is reported first: the missing key it causes comes second.
+#[test]
+fn a_typo_leads_the_missing_key_it_causes() {
+    let err = team_err("[container]\nnmae = \"demo\"\n");
+    assert_eq!(
+        codes(&err),
+        ["aibox::config::unknown_key", "aibox::config::missing_key"]
+    );
+    let text = render(&err);
+    let typo = text.find("unknown key `container.nmae`").unwrap();
+    let missing = text.find("`container.name` is missing").unwrap();
+    assert!(typo < missing, "{text}");
+    assert!(text.contains("did you mean `name`?"), "{text}");
+}
