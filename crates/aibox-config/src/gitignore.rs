@@ -51,6 +51,30 @@ fn covered(line: &str, entry: &str) -> bool {
     entry.strip_suffix('/').is_some_and(|dir| line == dir)
 }
 
+/// The lines of `existing` that un-ignore local state (`!.aibox-local.toml`, or a path
+/// inside a local-state folder): 1-based line number, the line, and the entry it
+/// re-includes. `merge_gitignore` respects them, so `apply` can only say so. (Patterns
+/// under a `**/` entry are left to doctor, which asks git.)
+pub fn reincluded(existing: &str) -> Vec<(usize, String, &'static str)> {
+    let mut out = Vec::new();
+    for (i, raw) in existing.lines().enumerate() {
+        let Some(pattern) = raw.trim().strip_prefix('!') else {
+            continue;
+        };
+        let p = norm(pattern.trim());
+        let hit = LOCAL_STATE_PATHS.iter().copied().find(|entry| {
+            let e = norm(entry);
+            p == e
+                || e.strip_suffix('/') == Some(p.trim_end_matches('/'))
+                || (e.ends_with('/') && p.starts_with(e))
+        });
+        if let Some(entry) = hit {
+            out.push((i + 1, raw.trim().to_owned(), entry));
+        }
+    }
+    out
+}
+
 /// The entries of [`LOCAL_STATE_PATHS`] that `existing` does not cover.
 pub fn missing_entries(existing: &str) -> Vec<&'static str> {
     let lines: Vec<&str> = existing

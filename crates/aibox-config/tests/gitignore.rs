@@ -159,3 +159,20 @@ fn obsolete_entries_leave_aibox_block_only() {
     );
     assert_eq!(merge_gitignore(Some(&new)), None);
 }
+
+/// A user's `!pattern` that re-includes local state is kept, and named.
+#[test]
+fn reincluded_local_state_is_named_with_its_line() {
+    let text = "target/\n!.aibox-local.toml\n# !.aibox/ is a comment\n!/.aibox/mcp-ledger.json\n!src/keep.rs\n";
+    let hits = aibox_config::gitignore::reincluded(text);
+    assert_eq!(
+        hits,
+        [
+            (2, "!.aibox-local.toml".to_owned(), ".aibox-local.toml"),
+            (4, "!/.aibox/mcp-ledger.json".to_owned(), ".aibox/"),
+        ]
+    );
+    // The merge respects it: the line stays.
+    let merged = aibox_config::merge_gitignore(Some(text)).unwrap();
+    assert!(merged.contains("!.aibox-local.toml\n"), "{merged}");
+}

@@ -636,6 +636,21 @@ fn gitignore_gets_missing_local_state_entries_and_keeps_user_lines() {
     assert!(fresh.read(".gitignore").contains(".aibox-home/"));
 }
 
+/// A `.gitignore` line that re-includes personal local state is kept (it is the user's)
+/// and `apply` says so, naming the line: not only `doctor`.
+#[test]
+fn apply_warns_about_a_gitignore_that_re_includes_local_state() {
+    let fx = Fixture::new();
+    fx.write(".gitignore", "target/\n!.aibox-local.toml\n");
+    let report = apply(&fx.root, &opts()).unwrap();
+    let warnings = report.warnings.join("\n");
+    assert!(
+        warnings.contains(".gitignore line 2 `!.aibox-local.toml` re-includes `.aibox-local.toml`"),
+        "{warnings}"
+    );
+    assert!(fx.read(".gitignore").contains("!.aibox-local.toml\n"));
+}
+
 #[test]
 fn digest_recorded_by_an_interrupted_apply_counts_as_ours() {
     let fx = Fixture::new();

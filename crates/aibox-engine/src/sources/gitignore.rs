@@ -18,6 +18,17 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     let path = Utf8Path::new(GITIGNORE);
     let existing = ctx.read(path)?;
     let text = existing.as_deref().map(String::from_utf8_lossy);
+    // A user's `!pattern` is respected, so it is said, not fixed.
+    for (line, pattern, entry) in text
+        .as_deref()
+        .map(aibox_config::gitignore::reincluded)
+        .unwrap_or_default()
+    {
+        plan.warn(format!(
+            ".gitignore line {line} `{pattern}` re-includes `{entry}`, personal local state \
+             that must stay out of git; remove that line"
+        ));
+    }
     let contents = match (merge_gitignore(text.as_deref()), existing) {
         (Some(merged), _) => merged.into_bytes(),
         // Already complete: planned as is, so the report lists it as unchanged.
