@@ -285,6 +285,42 @@ pub enum McpCommand {
     /// Start each stdio server in the running container, as its harness would, and check
     /// it answers the MCP handshake (`initialize`, `tools/list`). Exit 1 when one fails.
     Check(McpCheckArgs),
+    /// Add a server to `aibox.toml` (`--local`: `.aibox-local.toml`), as `claude mcp add`
+    /// does: `aibox mcp add issues --env ISSUES_TOKEN='${ISSUES_TOKEN}' -- npx -y
+    /// @acme/issues-mcp@2.1.0`. Run `aibox apply` to register it.
+    Add(McpAddArgs),
+    /// Remove a server from `aibox.toml` (`--local`: `.aibox-local.toml`).
+    Remove {
+        /// The server's name.
+        name: String,
+        /// Remove it from the personal `.aibox-local.toml`.
+        #[arg(long)]
+        local: bool,
+    },
+}
+
+/// `aibox mcp add`.
+#[derive(Debug, Args)]
+pub struct McpAddArgs {
+    /// The server's name (letters, digits, `_` and `-`).
+    pub name: String,
+    /// A remote (streamable HTTP) server at this URL instead of a command.
+    #[arg(long, conflicts_with = "command")]
+    pub url: Option<String>,
+    /// An environment variable of the server, `KEY=VALUE` (repeatable). In `aibox.toml`
+    /// a secret must be a reference such as `KEY='${KEY}'`.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// An HTTP header of a remote server, `Name=VALUE` (repeatable; a reference for
+    /// secrets).
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    pub headers: Vec<String>,
+    /// Add it to the personal `.aibox-local.toml` instead of the team's `aibox.toml`.
+    #[arg(long)]
+    pub local: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// `aibox mcp check`.

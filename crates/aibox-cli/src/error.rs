@@ -98,6 +98,32 @@ pub enum CliError {
         name: String,
     },
 
+    /// `--env`/`--header` without `=`.
+    #[error("`{flag} {item}` is not KEY=VALUE")]
+    #[diagnostic(
+        code(aibox::cli::bad_pair),
+        help(
+            "write `{flag} KEY=VALUE`; for a secret in aibox.toml, a reference: `{flag} KEY='${{KEY}}'`"
+        )
+    )]
+    BadPair {
+        /// The flag.
+        flag: String,
+        /// What was given.
+        item: String,
+    },
+
+    /// `aibox mcp add` with neither a command nor a URL.
+    #[error("MCP server `{name}` needs a command (after `--`) or `--url`")]
+    #[diagnostic(
+        code(aibox::cli::mcp_add),
+        help("for example `aibox mcp add {name} -- npx -y @acme/server@1.2.3`")
+    )]
+    McpAddWhat {
+        /// The server's name.
+        name: String,
+    },
+
     /// A value could not be rendered as JSON (a bug).
     #[error("cannot render JSON: {0}")]
     #[diagnostic(code(aibox::cli::json))]
@@ -113,7 +139,9 @@ impl CliError {
             Self::NonUtf8Cwd(_)
             | Self::FolderName { .. }
             | Self::ConsentRefused
-            | Self::UnknownCommand { .. } => ErrorKind::User,
+            | Self::UnknownCommand { .. }
+            | Self::BadPair { .. }
+            | Self::McpAddWhat { .. } => ErrorKind::User,
         }
     }
 }

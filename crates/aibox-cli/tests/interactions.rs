@@ -335,6 +335,82 @@ fn help_of_help_and_exec_without_a_double_dash() {
     assert_eq!(dashed.status.code(), Some(3));
 }
 
+/// `aibox mcp add` and `remove` edit the server list as `claude mcp add` does; a refused
+/// edit (a literal secret, a duplicate, no command) writes nothing; `config get` of the
+/// list points at them.
+#[test]
+fn mcp_add_and_remove_human_and_json() {
+    let ctx = project();
+    let before = fs_err::read_to_string(ctx.dir().join("aibox.toml")).unwrap();
+    let out = aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&[
+            "mcp",
+            "add",
+            "issues",
+            "--env",
+            "ISSUES_TOKEN=${ISSUES_TOKEN}",
+            "--",
+            "npx",
+            "-y",
+            "@acme/issues-mcp@2.1.0",
+        ])
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let text = fs_err::read_to_string(ctx.dir().join("aibox.toml")).unwrap();
+    assert!(text.starts_with(&before), "everything else kept:\n{text}");
+    assert!(
+        text.ends_with(
+            "[[ai.mcp.servers]]\nname = \"issues\"\ncommand = \"npx\"\n\
+             args = [\"-y\", \"@acme/issues-mcp@2.1.0\"]\n\
+             env = { ISSUES_TOKEN = \"${ISSUES_TOKEN}\" }\n"
+        ),
+        "{text}"
+    );
+    let out = aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&["mcp", "add", "issues", "--", "npx", "other"])
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&[
+            "mcp",
+            "add",
+            "leak",
+            "--env",
+            "GITHUB_TOKEN=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE",
+            "--",
+            "npx",
+            "x",
+        ])
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = aibox_snapshot!(ctx.filters(), ctx.command(&["mcp", "add", "nothing"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        fs_err::read_to_string(ctx.dir().join("aibox.toml")).unwrap(),
+        text
+    );
+    let out = aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&["mcp", "remove", "issues", "-o", "json"])
+    );
+    assert_eq!(json(&out)["removed"], true);
+    assert_eq!(
+        fs_err::read_to_string(ctx.dir().join("aibox.toml")).unwrap(),
+        before
+    );
+    // With no server at all, `config get` of the list points at `mcp add`.
+    let empty = context();
+    empty.write("aibox.toml", "[container]\nname = \"demo\"\n");
+    let out = aibox_snapshot!(
+        empty.filters(),
+        empty.command(&["config", "get", "ai.mcp.servers"])
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
 #[test]
 fn skill_commands_human_and_json() {
     let ctx = project();

@@ -315,3 +315,126 @@ fn key_prefix(key: &str, depth: usize) -> String {
         })
         .unwrap_or_default()
 }
+
+/// Where a file keeps its MCP servers: `ai.mcp.servers` (team) or `mcp.servers` (local).
+fn servers_path(file: ConfigFile) -> &'static [&'static str] {
+    match file {
+        ConfigFile::Team => &["ai", "mcp", "servers"],
+        ConfigFile::Local => &["mcp", "servers"],
+    }
+}
+
+/// Appends `server` as a new `[[ai.mcp.servers]]` (team) or `[[mcp.servers]]` (local)
+/// table, keeping everything else byte for byte, and re-validates the result with the
+/// strict loader (so a literal secret in `env`, a bad name or a duplicate is refused).
+///
+/// # Errors
+/// A server of that name already exists in the file, the text is not valid TOML, or the
+/// result would not load.
+pub fn add_mcp_server(
+    file: ConfigFile,
+    text: &str,
+    server: &crate::model::McpServer,
+) -> Result<String, ConfigError> {
+    let mut doc = parse_doc(text, file)?;
+    let path = servers_path(file);
+    let key = path.join(".");
+    let mut node = doc.as_table_mut();
+    for seg in &path[..path.len() - 1] {
+        let entry = node.entry(seg).or_insert_with(|| {
+            let mut t = Table::new();
+            t.set_implicit(true);
+            Item::Table(t)
+        });
+        node = entry
+            .as_table_mut()
+            .ok_or_else(|| bad_key(&key, format!("`{seg}` is not a table")))?;
+    }
+    let leaf = path[path.len() - 1];
+    let list = node
+        .entry(leaf)
+        .or_insert_with(|| Item::ArrayOfTables(toml_edit::ArrayOfTables::new()))
+        .as_array_of_tables_mut()
+        .ok_or_else(|| bad_key(&key, "is not an array of tables (`[[...]]`)"))?;
+    if list
+        .iter()
+        .any(|t| t.get("name").and_then(Item::as_str) == Some(server.name.as_str()))
+    {
+        return Err(ConfigError::DuplicateServer {
+            file: file.file_name().to_owned(),
+            name: server.name.clone(),
+        });
+    }
+    let mut table = Table::new();
+    table.insert("name", toml_edit::value(server.name.as_str()));
+    if let Some(command) = &server.command {
+        table.insert("command", toml_edit::value(command.as_str()));
+    }
+    if !server.args.is_empty() {
+        let args: toml_edit::Array = server.args.iter().map(String::as_str).collect();
+        table.insert("args", toml_edit::value(args));
+    }
+    if let Some(url) = &server.url {
+        table.insert("url", toml_edit::value(url.as_str()));
+    }
+    for (field, map) in [("env", &server.env), ("headers", &server.headers)] {
+        if !map.is_empty() {
+            let mut inline = InlineTable::new();
+            for (k, v) in map {
+                inline.insert(k, Value::from(v.as_str()));
+            }
+            table.insert(field, toml_edit::value(inline));
+        }
+    }
+    list.push(table);
+    let out = doc.to_string();
+    validate_as(file, &out)?;
+    Ok(out)
+}
+
+/// Removes the MCP server `name` from the file's server list (team or local); `None`
+/// when there is no such server. Everything else stays byte for byte.
+///
+/// # Errors
+/// The text is not valid TOML, or the result would not load.
+pub fn remove_mcp_server(
+    file: ConfigFile,
+    text: &str,
+    name: &str,
+) -> Result<Option<String>, ConfigError> {
+    let mut doc = parse_doc(text, file)?;
+    let path = servers_path(file);
+    let mut node: Option<&mut Table> = Some(doc.as_table_mut());
+    for seg in &path[..path.len() - 1] {
+        node = node
+            .and_then(|t| t.get_mut(seg))
+            .and_then(Item::as_table_mut);
+    }
+    let Some(parent) = node else {
+        return Ok(None);
+    };
+    let leaf = path[path.len() - 1];
+    let Some(list) = parent.get_mut(leaf).and_then(Item::as_array_of_tables_mut) else {
+        return Ok(None);
+    };
+    let Some(at) = list
+        .iter()
+        .position(|t| t.get("name").and_then(Item::as_str) == Some(name))
+    else {
+        return Ok(None);
+    };
+    list.remove(at);
+    if list.is_empty() {
+        parent.remove(leaf);
+    }
+    let out = doc.to_string();
+    validate_as(file, &out)?;
+    Ok(Some(out))
+}
+
+fn validate_as(file: ConfigFile, text: &str) -> Result<(), ConfigError> {
+    match file {
+        ConfigFile::Team => parse_aibox_toml(text, file.file_name()).map(|_| ()),
+        ConfigFile::Local => parse_local_toml(text, file.file_name()).map(|_| ()),
+    }
+}

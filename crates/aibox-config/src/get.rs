@@ -21,15 +21,14 @@ pub enum GetError {
 
     /// A valid key with no value and no default.
     #[error("`{key}` is not set in {path}")]
-    #[diagnostic(
-        code(aibox::config::key_not_set),
-        help("it has no default; set it with `aibox config set {key} VALUE`")
-    )]
+    #[diagnostic(code(aibox::config::key_not_set), help("{help}"))]
     KeyNotSet {
         /// The key.
         key: String,
         /// The file.
         path: Utf8PathBuf,
+        /// How to set it: `config set`, or the command that edits a list of tables.
+        help: String,
     },
 
     /// Not a key of `aibox.toml`.
@@ -71,6 +70,13 @@ pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
     match lookup(&effective, &schema, key) {
         Lookup::Value(v) => Ok(v),
         Lookup::Unset => Err(GetError::KeyNotSet {
+            help: if key.trim() == "ai.mcp.servers" {
+                // A list of tables is not one value `config set` could take.
+                "add a server with `aibox mcp add NAME -- COMMAND ARGS...` (or `--url URL`)"
+                    .to_owned()
+            } else {
+                format!("it has no default; set it with `aibox config set {key} VALUE`")
+            },
             key: key.to_owned(),
             path,
         }),

@@ -80,6 +80,18 @@ pub enum ConfigError {
         /// Why it cannot be used.
         reason: String,
     },
+    /// `mcp add` of a name the file already has.
+    #[error("{file} already has an MCP server named `{name}`")]
+    #[diagnostic(
+        code(aibox::config::duplicate_server),
+        help("remove it first (`aibox mcp remove {name}`), or choose another name")
+    )]
+    DuplicateServer {
+        /// The file.
+        file: String,
+        /// The server's name.
+        name: String,
+    },
 }
 
 impl ConfigError {
@@ -87,9 +99,10 @@ impl ConfigError {
     pub fn kind(&self) -> crate::ErrorKind {
         match self {
             Self::Io { .. } => crate::ErrorKind::Environment,
-            Self::NotFound { .. } | Self::Invalid(_) | Self::KeyPath { .. } => {
-                crate::ErrorKind::User
-            }
+            Self::NotFound { .. }
+            | Self::Invalid(_)
+            | Self::KeyPath { .. }
+            | Self::DuplicateServer { .. } => crate::ErrorKind::User,
         }
     }
 

@@ -198,3 +198,47 @@ fn get_effective_fills_in_defaults() {
     assert_eq!(get_effective(FILE, "processkit.version").unwrap(), None);
     assert!(get_effective("[container]\n", "container.user").is_err());
 }
+
+/// `mcp add` appends a table to either file and `mcp remove` restores every byte.
+#[test]
+fn mcp_servers_are_added_and_removed_byte_for_byte() {
+    use aibox_config::edit::{ConfigFile, add_mcp_server, remove_mcp_server};
+    let server = aibox_config::McpServer {
+        name: "mine".into(),
+        command: Some("python3".into()),
+        args: vec!["tools/server.py".into()],
+        env: [("TOKEN".to_owned(), "fake-personal-token".to_owned())].into(),
+        url: None,
+        headers: std::collections::BTreeMap::new(),
+        allowed_tools: Vec::new(),
+        startup_timeout_sec: None,
+        enabled: true,
+    };
+    let local = "# my settings\n[container.environment]\nLANG = \"C\"\n";
+    let added = add_mcp_server(ConfigFile::Local, local, &server).unwrap();
+    assert!(added.starts_with(local), "{added}");
+    assert!(
+        added.contains("[[mcp.servers]]\nname = \"mine\""),
+        "{added}"
+    );
+    let removed = remove_mcp_server(ConfigFile::Local, &added, "mine").unwrap();
+    assert_eq!(removed.as_deref(), Some(local));
+    assert_eq!(
+        remove_mcp_server(ConfigFile::Local, local, "mine").unwrap(),
+        None
+    );
+    // In the team file too; a second server of that name is refused. (A literal secret
+    // is refused by the engine's checks, as for `config set`: see the CLI tests.)
+    let team = "[container]\nname = \"demo\"\n";
+    let once = add_mcp_server(ConfigFile::Team, team, &server).unwrap();
+    assert!(
+        once.contains("[[ai.mcp.servers]]\nname = \"mine\""),
+        "{once}"
+    );
+    let twice = add_mcp_server(ConfigFile::Team, &once, &server).unwrap_err();
+    assert!(
+        twice
+            .to_string()
+            .contains("already has an MCP server named `mine`")
+    );
+}

@@ -22,6 +22,45 @@ pub fn config_set(
     key: &str,
     value: &str,
 ) -> Result<camino::Utf8PathBuf, ConfigEditError> {
+    edit_file(root, file, |text| {
+        aibox_config::edit::set_in(file, text, key, value).map(Some)
+    })
+    .map(|(path, _)| path)
+}
+
+/// `aibox mcp add`: appends `server` to the team's `[[ai.mcp.servers]]` or the personal
+/// `[[mcp.servers]]`, validated like `config set` (a literal secret, a bad name or a
+/// duplicate is refused and nothing is written). Returns the file's path.
+pub fn mcp_add(
+    root: &Utf8Path,
+    file: ConfigFile,
+    server: &aibox_config::McpServer,
+) -> Result<camino::Utf8PathBuf, ConfigEditError> {
+    edit_file(root, file, |text| {
+        aibox_config::edit::add_mcp_server(file, text, server).map(Some)
+    })
+    .map(|(path, _)| path)
+}
+
+/// `aibox mcp remove`: removes the server `name` from the file; whether it was there.
+pub fn mcp_remove(
+    root: &Utf8Path,
+    file: ConfigFile,
+    name: &str,
+) -> Result<(camino::Utf8PathBuf, bool), ConfigEditError> {
+    edit_file(root, file, |text| {
+        aibox_config::edit::remove_mcp_server(file, text, name)
+    })
+}
+
+/// Reads `file`, applies `edit` (`None`: nothing to change), runs `apply`'s checks on a
+/// team file and saves the result through the writer. Returns the path and whether the
+/// edit applied.
+fn edit_file(
+    root: &Utf8Path,
+    file: ConfigFile,
+    edit: impl FnOnce(&str) -> Result<Option<String>, aibox_config::ConfigError>,
+) -> Result<(camino::Utf8PathBuf, bool), ConfigEditError> {
     let path = root.join(file.file_name());
     let rel = Utf8Path::new(file.file_name());
     let project = ProjectRoot::open(root).map_err(|e| write_error(root, e))?;
@@ -32,7 +71,9 @@ pub fn config_set(
         })?,
         None => String::new(),
     };
-    let new = aibox_config::edit::set_in(file, &text, key, value)?;
+    let Some(new) = edit(&text)? else {
+        return Ok((path, false));
+    };
     if file == ConfigFile::Team {
         // The checks `apply` runs: an edit apply would refuse is refused here.
         let config = aibox_config::parse_aibox_toml(&new, aibox_config::AIBOX_TOML)?;
@@ -43,7 +84,7 @@ pub fn config_set(
     Writer::for_command(&project, Writers::CONFIG_SET)
         .write(rel, new.as_bytes(), mode)
         .map_err(|e| write_error(root, e))?;
-    Ok(path)
+    Ok((path, true))
 }
 
 /// Errors of [`config_set`].

@@ -134,3 +134,102 @@ fn human(s: &ServerCheck, width: usize) -> Vec<String> {
     lines.extend(s.notes.iter().map(|n| format!("     note: {n}")));
     lines
 }
+
+/// `KEY=VALUE` pairs of `--env`/`--header`.
+fn pairs(
+    items: &[String],
+    flag: &str,
+) -> Result<std::collections::BTreeMap<String, String>, crate::error::CliError> {
+    items
+        .iter()
+        .map(|item| {
+            item.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| crate::error::CliError::BadPair {
+                    flag: flag.to_owned(),
+                    item: item.clone(),
+                })
+        })
+        .collect()
+}
+
+fn file_of(local: bool) -> aibox_config::edit::ConfigFile {
+    if local {
+        aibox_config::edit::ConfigFile::Local
+    } else {
+        aibox_config::edit::ConfigFile::Team
+    }
+}
+
+/// `aibox mcp add NAME [--env K=V]... [--url URL] [--local] -- COMMAND ARGS...`.
+pub fn add(g: &Global, args: &crate::args::McpAddArgs) -> Outcome {
+    let root = project_root(g)?;
+    let (command, rest) = match args.command.split_first() {
+        Some((c, rest)) => (Some(c.clone()), rest.to_vec()),
+        None => (None, Vec::new()),
+    };
+    if command.is_none() && args.url.is_none() {
+        return Err(crate::error::CliError::McpAddWhat {
+            name: args.name.clone(),
+        }
+        .into());
+    }
+    let server = aibox_config::McpServer {
+        name: args.name.clone(),
+        command,
+        args: rest,
+        env: pairs(&args.env, "--env")?,
+        url: args.url.clone(),
+        headers: pairs(&args.headers, "--header")?,
+        allowed_tools: Vec::new(),
+        startup_timeout_sec: None,
+        enabled: true,
+    };
+    let file = file_of(args.local);
+    let path = match aibox_engine::config_edit::mcp_add(&root, file, &server) {
+        Ok(path) => path,
+        Err(e) => {
+            render::note(
+                g.quiet || g.output == crate::args::Output::Json,
+                &format!("{} was not changed", file.file_name()),
+            );
+            return Err(e.into());
+        }
+    };
+    json_or(
+        g,
+        &serde_json::json!({ "added": args.name, "file": path }),
+        || {
+            render::note(
+                g.quiet,
+                &format!(
+                    "added MCP server `{}` to {path}; run `aibox apply` to register it",
+                    args.name
+                ),
+            );
+        },
+    )?;
+    Ok(Exit::Ok)
+}
+
+/// `aibox mcp remove NAME [--local]`.
+pub fn remove(g: &Global, name: &str, local: bool) -> Outcome {
+    let root = project_root(g)?;
+    let file = file_of(local);
+    let (path, removed) = aibox_engine::config_edit::mcp_remove(&root, file, name)?;
+    json_or(
+        g,
+        &serde_json::json!({ "removed": removed, "file": path }),
+        || {
+            let msg = if removed {
+                format!(
+                    "removed MCP server `{name}` from {path}; run `aibox apply` to deregister it"
+                )
+            } else {
+                format!("{path} has no MCP server `{name}`; nothing to change")
+            };
+            render::note(g.quiet, &msg);
+        },
+    )?;
+    Ok(Exit::Ok)
+}

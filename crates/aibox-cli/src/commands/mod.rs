@@ -45,6 +45,8 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Config(cmd) => config::run(g, cmd),
         Command::Mcp(McpCommand::List) => mcp::list(g),
         Command::Mcp(McpCommand::Check(args)) => mcp::check(g, args),
+        Command::Mcp(McpCommand::Add(args)) => mcp::add(g, args),
+        Command::Mcp(McpCommand::Remove { name, local }) => mcp::remove(g, name, *local),
         Command::Skill(cmd) => skill::run(g, cmd),
         Command::Addon(cmd) => addon::run(g, cmd),
         Command::BaseImage(cmd) => base_image::run(g, cmd),
