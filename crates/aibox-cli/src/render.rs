@@ -26,7 +26,18 @@ pub fn install_miette_hook(color: Color) {
 /// Prints a diagnostic to stderr. Diagnostics may quote a line of a configuration file;
 /// a secret on that line is masked before it reaches the terminal.
 pub fn error(report: &miette::Report) {
-    let text = aibox_policy::redact_secrets(&format!("{report:?}"));
+    // Further problems (miette's related diagnostics) start like the first, with their
+    // code, not under an `Error:` label the first one does not have.
+    let rendered = format!("{report:?}")
+        .lines()
+        .map(|l| {
+            l.strip_prefix("Error: ")
+                .filter(|r| r.starts_with("aibox::"))
+                .unwrap_or(l)
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let text = aibox_policy::redact_secrets(&rendered);
     let mut err = std::io::stderr().lock();
     end_status_line(&mut err);
     let _ = writeln!(err, "{text}");

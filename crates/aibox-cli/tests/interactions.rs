@@ -411,6 +411,18 @@ fn mcp_add_and_remove_human_and_json() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A typo of a required key leads; the missing key it causes follows, labelled like it.
+#[test]
+fn a_typo_leads_the_missing_key_it_causes() {
+    let ctx = context();
+    ctx.write("aibox.toml", "[container]\nnmae = \"demo\"\n");
+    let out = aibox_snapshot!(ctx.filters(), ctx.command(&["config", "validate"]));
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.starts_with("aibox::config::unknown_key"), "{text}");
+    assert!(!text.contains("Error: "), "{text}");
+}
+
 #[test]
 fn skill_commands_human_and_json() {
     let ctx = project();
