@@ -550,6 +550,32 @@ fn json_factor(f: &FactorReport) -> serde_json::Value {
     })
 }
 
+/// The options every bench takes: `--bin PATH`, `--keep`, `--json FILE`.
+#[derive(Default)]
+pub(crate) struct Common {
+    pub bin: Option<PathBuf>,
+    pub keep: bool,
+    pub json: Option<PathBuf>,
+}
+
+impl Common {
+    /// Takes `arg` (reading its value from `rest`) when it is one of the common options;
+    /// `Ok(false)` leaves it to the bench.
+    pub(crate) fn take<'a>(
+        &mut self,
+        arg: &str,
+        rest: &mut impl Iterator<Item = &'a String>,
+    ) -> Result<bool, String> {
+        match arg {
+            "--keep" => self.keep = true,
+            "--bin" => self.bin = Some(PathBuf::from(rest.next().ok_or("--bin needs a path")?)),
+            "--json" => self.json = Some(PathBuf::from(rest.next().ok_or("--json needs a path")?)),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
 /// The `aibox` to measure: `given` (`--bin`), else this tree's, built in release mode.
 pub(crate) fn release_aibox(given: Option<PathBuf>) -> Result<PathBuf, String> {
     if let Some(bin) = given {
@@ -579,11 +605,12 @@ pub(crate) fn release_aibox(given: Option<PathBuf>) -> Result<PathBuf, String> {
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut factors = vec![1_usize, 10];
     let mut runs_1x = 5_usize;
-    let mut given_bin: Option<PathBuf> = None;
-    let mut json_out: Option<PathBuf> = None;
-    let mut keep = false;
+    let mut common = Common::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if common.take(a, &mut it)? {
+            continue;
+        }
         match a.as_str() {
             "--factors" => {
                 factors = it
@@ -603,12 +630,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     .filter(|n| *n >= 1)
                     .ok_or("--runs needs a number from 1")?;
             }
-            "--keep" => keep = true,
-            "--bin" => given_bin = Some(PathBuf::from(it.next().ok_or("--bin needs a path")?)),
-            "--json" => json_out = Some(PathBuf::from(it.next().ok_or("--json needs a path")?)),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
+    let Common {
+        bin: given_bin,
+        keep,
+        json: json_out,
+    } = common;
     factors.sort_unstable();
     factors.dedup();
     let bin = release_aibox(given_bin)?;

@@ -16,7 +16,6 @@
 //! A measurement, not a gate: the numbers are printed (and written as JSON with `--json`).
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::process::Command;
 
 use aibox_test_support::podman::{BASE_IMAGE, Podman, local_toml_with_host_ca};
@@ -27,18 +26,18 @@ use crate::say;
 
 /// `cargo xtask bench mcp [--bin PATH] [--keep] [--json FILE]`.
 pub fn run(args: &[String]) -> Result<(), String> {
-    let mut given_bin: Option<PathBuf> = None;
-    let mut json_out: Option<PathBuf> = None;
-    let mut keep = false;
+    let mut common = crate::bench::Common::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        match a.as_str() {
-            "--keep" => keep = true,
-            "--bin" => given_bin = Some(PathBuf::from(it.next().ok_or("--bin needs a path")?)),
-            "--json" => json_out = Some(PathBuf::from(it.next().ok_or("--json needs a path")?)),
-            other => return Err(format!("unknown argument `{other}`")),
+        if !common.take(a, &mut it)? {
+            return Err(format!("unknown argument `{a}`"));
         }
     }
+    let crate::bench::Common {
+        bin: given_bin,
+        keep,
+        json: json_out,
+    } = common;
     let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
     let bin = crate::bench::release_aibox(given_bin)?;
     let bin = bin.to_string_lossy().into_owned();

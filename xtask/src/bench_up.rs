@@ -31,7 +31,6 @@
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -90,15 +89,13 @@ impl Kind {
 /// `cargo xtask bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]`.
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut engines = ENGINES.to_vec();
-    let mut given_bin: Option<PathBuf> = None;
-    let mut json_out: Option<PathBuf> = None;
-    let mut keep = false;
+    let mut common = crate::bench::Common::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if common.take(a, &mut it)? {
+            continue;
+        }
         match a.as_str() {
-            "--keep" => keep = true,
-            "--bin" => given_bin = Some(PathBuf::from(it.next().ok_or("--bin needs a path")?)),
-            "--json" => json_out = Some(PathBuf::from(it.next().ok_or("--json needs a path")?)),
             "--engines" => {
                 engines = it
                     .next()
@@ -114,6 +111,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
+    let crate::bench::Common {
+        bin: given_bin,
+        keep,
+        json: json_out,
+    } = common;
     let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
     let cwd = Utf8PathBuf::from_path_buf(cwd).map_err(|p| format!("non-UTF-8 {}", p.display()))?;
     let cli = cwd.join("test-tools/devcontainers/node_modules/.bin/devcontainer");
