@@ -40,6 +40,7 @@ pub mod mcp_check;
 pub mod mcp_envs;
 mod mcp_list;
 pub mod mcp_npm;
+pub mod mcp_resolver;
 pub mod skills;
 
 /// The tool catalog (`aibox addon list`), re-exported for the CLI.

@@ -22,6 +22,8 @@ use std::time::Duration;
 
 use aibox_provenance::pydeps::{self, EnvLock, EnvSpec, McpLock, ScriptDeps};
 
+use crate::mcp_resolver::{Failure, Resolver, locate};
+
 /// Environment variable naming the `uv` binary `apply` resolves with; `none` turns
 /// resolving off (servers not yet in the lock stay unlocked).
 pub const UV_ENV: &str = "AIBOX_UV";
@@ -29,18 +31,6 @@ pub const UV_ENV: &str = "AIBOX_UV";
 /// Longest a resolution may take (a cold uv cache behind a slow proxy needs tens of
 /// seconds for a processkit-sized declaration).
 const RESOLVE_TIMEOUT: Duration = Duration::from_mins(5);
-
-/// How `resolve` locks the environments `aibox.lock` does not hold yet.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum PythonResolver {
-    /// `AIBOX_UV` when set (a path, or `none`), else `uv` on `PATH`.
-    #[default]
-    Auto,
-    /// This `uv` binary.
-    Uv(PathBuf),
-    /// Resolve nothing: environments come only from the lock and the resolution cache.
-    Off,
-}
 
 /// What resolve decided for the servers' dependencies.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -93,7 +83,7 @@ pub(crate) fn lock(
     servers: Vec<ServerDeps>,
     exclude_newer: Option<&str>,
     previous: Option<&McpLock>,
-    resolver: &PythonResolver,
+    resolver: &Resolver,
     offline: bool,
     cache: Option<&aibox_provenance::Cache>,
     notice: Option<&crate::Notice>,
@@ -178,7 +168,7 @@ pub(crate) fn lock(
 /// Where an environment's resolution comes from, in order (see the module docs).
 struct Finder<'a> {
     previous: Option<&'a McpLock>,
-    resolver: &'a PythonResolver,
+    resolver: &'a Resolver,
     offline: bool,
     cache: Option<&'a aibox_provenance::Cache>,
     notice: Option<&'a crate::Notice>,
@@ -232,14 +222,6 @@ impl Finder<'_> {
     }
 }
 
-/// Why an environment was not locked.
-enum Failure {
-    /// The declaration has no solution: the server cannot start anywhere.
-    NoSolution(String),
-    /// No resolver, no network, or a resolver failure: try again later.
-    Unavailable(String),
-}
-
 /// The previous lock's entry for `id`, when it was resolved from the same spec and holds
 /// a hash for every requirement.
 fn reuse(lock: &McpLock, id: &str, spec: &EnvSpec) -> Option<Result<Found, Failure>> {
@@ -284,41 +266,15 @@ struct Uv {
 }
 
 impl Uv {
-    fn find(resolver: &PythonResolver) -> Result<Self, String> {
-        let path = match resolver {
-            PythonResolver::Off => return Err("resolving is turned off".to_owned()),
-            PythonResolver::Uv(path) => path.clone(),
-            PythonResolver::Auto => match std::env::var_os(UV_ENV) {
-                Some(v) if v == "none" => {
-                    return Err(format!("resolving is turned off ({UV_ENV}=none)"));
-                }
-                Some(v) if !v.is_empty() => PathBuf::from(v),
-                _ => aibox_runtime::find_program("uv", std::env::var_os("PATH").as_deref())
-                    .ok_or_else(|| {
-                        format!(
-                            "no `uv` on PATH to resolve them with (install uv, or set {UV_ENV} to \
-                         its path, then run `aibox apply` again)"
-                        )
-                    })?,
-            },
-        };
-        let mut cmd = Command::new(&path);
-        cmd.arg("--version");
-        let out = crate::process::run_with_deadline(cmd, Duration::from_secs(30))
-            .filter(|o| o.status.success())
-            .ok_or_else(|| format!("`{} --version` did not run", path.display()))?;
-        let text = String::from_utf8_lossy(&out.stdout);
+    fn find(resolver: &Resolver) -> Result<Self, String> {
+        let (path, text) = locate(resolver, "uv", UV_ENV, "install uv")?;
         let version = text
             .split_whitespace()
             .take(2)
             .collect::<Vec<_>>()
             .join(" ");
         if !version.starts_with("uv ") {
-            return Err(format!(
-                "`{}` is not uv (it says `{}`)",
-                path.display(),
-                text.trim()
-            ));
+            return Err(format!("`{}` is not uv (it says `{text}`)", path.display()));
         }
         Ok(Self { path, version })
     }
@@ -440,7 +396,7 @@ mod tests {
             servers,
             Some("2026-07-23T15:43:27Z"),
             Some(&previous),
-            &PythonResolver::Off,
+            &Resolver::Off,
             false,
             None,
             None,
@@ -459,7 +415,7 @@ mod tests {
             vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],
             Some("2026-09-01T00:00:00Z"),
             Some(&previous),
-            &PythonResolver::Off,
+            &Resolver::Off,
             false,
             None,
             None,
@@ -490,7 +446,7 @@ mod tests {
             vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],
             None,
             None,
-            &PythonResolver::Uv(not_uv),
+            &Resolver::Path(not_uv),
             false,
             None,
             None,
@@ -503,7 +459,7 @@ mod tests {
             vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],
             None,
             None,
-            &PythonResolver::Uv(dir.path().join("nope")),
+            &Resolver::Path(dir.path().join("nope")),
             false,
             None,
             None,

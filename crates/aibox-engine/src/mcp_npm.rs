@@ -26,6 +26,8 @@ use std::time::Duration;
 use aibox_config::McpServer;
 use aibox_provenance::npmdeps::{self, NpmLock, NpmSpec, Npx, NpxRun};
 
+use crate::mcp_resolver::{Failure, Resolver, locate};
+
 /// Environment variable naming the `npm` binary `apply` resolves with; `none` turns
 /// resolving off (servers not yet in the lock stay unlocked).
 pub const NPM_ENV: &str = "AIBOX_NPM";
@@ -33,18 +35,6 @@ pub const NPM_ENV: &str = "AIBOX_NPM";
 /// Longest a resolution may take (npm fetches only the packuments, but a cold cache
 /// behind a slow proxy needs tens of seconds for a large tree).
 const RESOLVE_TIMEOUT: Duration = Duration::from_mins(5);
-
-/// How `resolve` locks the npm trees `aibox.lock` does not hold yet.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum NpmResolver {
-    /// `AIBOX_NPM` when set (a path, or `none`), else `npm` on `PATH`.
-    #[default]
-    Auto,
-    /// This `npm` binary.
-    Npm(PathBuf),
-    /// Resolve nothing: trees come only from the lock and the resolution cache.
-    Off,
-}
 
 /// What resolve decided for the team servers started with `npx`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -122,7 +112,7 @@ fn group(servers: &[McpServer], out: &mut NpmEnvs) -> Groups {
 pub(crate) fn lock(
     servers: &[McpServer],
     previous: Option<&BTreeMap<String, NpmLock>>,
-    resolver: &NpmResolver,
+    resolver: &Resolver,
     offline: bool,
     cache: Option<&aibox_provenance::Cache>,
     notice: Option<&crate::Notice>,
@@ -219,14 +209,6 @@ pub(crate) fn lock(
 /// Servers by tree id: the spec and each server's command line.
 type Groups = BTreeMap<String, (NpmSpec, Vec<(String, NpxRun)>)>;
 
-/// Why a tree was not locked.
-enum Failure {
-    /// The package or version does not exist: the server cannot start anywhere.
-    NoSolution(String),
-    /// No npm, no registry, or an npm failure: try again later.
-    Unavailable(String),
-}
-
 /// The previous lock's entry, when it is usable as is (a damaged one is resolved again).
 fn reuse(entry: &NpmLock) -> Option<Result<NpmLock, Failure>> {
     if let Some(why) = &entry.unresolvable {
@@ -261,31 +243,8 @@ struct Npm {
 }
 
 impl Npm {
-    fn find(resolver: &NpmResolver) -> Result<Self, String> {
-        let path = match resolver {
-            NpmResolver::Off => return Err("resolving is turned off".to_owned()),
-            NpmResolver::Npm(path) => path.clone(),
-            NpmResolver::Auto => match std::env::var_os(NPM_ENV) {
-                Some(v) if v == "none" => {
-                    return Err(format!("resolving is turned off ({NPM_ENV}=none)"));
-                }
-                Some(v) if !v.is_empty() => PathBuf::from(v),
-                _ => aibox_runtime::find_program("npm", std::env::var_os("PATH").as_deref())
-                    .ok_or_else(|| {
-                        format!(
-                            "no `npm` on PATH to resolve them with (install Node.js and npm, \
-                             or set {NPM_ENV} to npm's path, then run `aibox apply` again)"
-                        )
-                    })?,
-            },
-        };
-        let mut cmd = Command::new(&path);
-        cmd.arg("--version")
-            .env("npm_config_update_notifier", "false");
-        let out = crate::process::run_with_deadline(cmd, Duration::from_secs(30))
-            .filter(|o| o.status.success())
-            .ok_or_else(|| format!("`{} --version` did not run", path.display()))?;
-        let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    fn find(resolver: &Resolver) -> Result<Self, String> {
+        let (path, text) = locate(resolver, "npm", NPM_ENV, "install Node.js and npm")?;
         let looks_like_version = text.split('.').count() == 3
             && text
                 .split('.')
@@ -459,14 +418,7 @@ mod tests {
             server("g", "npx", &["other@2.0.0"]),
             disabled,
         ];
-        let envs = lock(
-            &servers,
-            Some(&previous),
-            &NpmResolver::Off,
-            false,
-            None,
-            None,
-        );
+        let envs = lock(&servers, Some(&previous), &Resolver::Off, false, None, None);
         let bin = format!("/opt/aibox/mcp-npm/{id}/node_modules/.bin/srv");
         assert_eq!(envs.commands["a"], (bin.clone(), vec!["/w".to_owned()]));
         assert_eq!(envs.commands["b"], (bin, vec![]));
@@ -486,14 +438,7 @@ mod tests {
             "{warnings}"
         );
         // Offline, nothing new is resolved and the lock still serves.
-        let offline = lock(
-            &servers,
-            Some(&previous),
-            &NpmResolver::Auto,
-            true,
-            None,
-            None,
-        );
+        let offline = lock(&servers, Some(&previous), &Resolver::Auto, true, None, None);
         assert!(offline.commands.contains_key("a"));
         assert!(offline.unlocked["g"].contains("never resolves"));
     }
@@ -506,7 +451,7 @@ mod tests {
         fs_err::write(&fake, "#!/bin/sh\necho 'something else'\n").unwrap();
         fs_err::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         let servers = [server("a", "npx", &["srv@1.0.0"])];
-        let envs = lock(&servers, None, &NpmResolver::Npm(fake), false, None, None);
+        let envs = lock(&servers, None, &Resolver::Path(fake), false, None, None);
         assert!(envs.unlocked["a"].contains("is not npm"), "{envs:?}");
     }
 

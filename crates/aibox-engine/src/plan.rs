@@ -45,12 +45,12 @@ pub struct PlanOptions {
     pub offline: bool,
     /// How MCP servers' Python dependencies that `aibox.lock` does not hold yet are
     /// resolved (see [`crate::mcp_envs`]).
-    pub python_resolver: crate::mcp_envs::PythonResolver,
+    pub python_resolver: crate::mcp_resolver::Resolver,
     /// Told before a resolver runs (it may take tens of seconds on a cold cache).
     pub notice: Option<Notice>,
     /// How team MCP servers' npm trees that `aibox.lock` does not hold yet are resolved
     /// (see [`crate::mcp_npm`]).
-    pub npm_resolver: crate::mcp_npm::NpmResolver,
+    pub npm_resolver: crate::mcp_resolver::Resolver,
 }
 
 impl std::fmt::Debug for PlanOptions {
@@ -76,9 +76,9 @@ impl Default for PlanOptions {
             download_progress: None,
             engine: None,
             offline: false,
-            python_resolver: crate::mcp_envs::PythonResolver::default(),
+            python_resolver: crate::mcp_resolver::Resolver::default(),
             notice: None,
-            npm_resolver: crate::mcp_npm::NpmResolver::default(),
+            npm_resolver: crate::mcp_resolver::Resolver::default(),
         }
     }
 }

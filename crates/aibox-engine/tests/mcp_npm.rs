@@ -10,7 +10,7 @@ mod common;
 
 use std::process::Command;
 
-use aibox_engine::mcp_npm::NpmResolver;
+use aibox_engine::mcp_resolver::Resolver;
 use aibox_engine::{ApplyOptions, apply};
 use camino::Utf8Path;
 use common::empty_project;
@@ -32,7 +32,7 @@ fn project(root: &Utf8Path) {
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
 }
 
-fn options(resolver: NpmResolver, cache: &Utf8Path) -> ApplyOptions {
+fn options(resolver: Resolver, cache: &Utf8Path) -> ApplyOptions {
     let mut options = common::apply_opts(Some(cache));
     options.plan.npm_resolver = resolver;
     options
@@ -77,7 +77,7 @@ fn exact_npx_packages_are_locked_with_the_real_npm() {
     let cache = Utf8Path::from_path(cache.path()).unwrap();
     project(&root);
     let npm = aibox_test_support::npm();
-    let report = apply(&root, &options(NpmResolver::Npm(npm.clone().into()), cache)).unwrap();
+    let report = apply(&root, &options(Resolver::Path(npm.clone().into()), cache)).unwrap();
     let warnings = report.warnings.join("\n");
     assert!(
         warnings.contains(
@@ -118,7 +118,7 @@ fn exact_npx_packages_are_locked_with_the_real_npm() {
     );
 
     // Unchanged configuration: reused from the lock, with no npm at all, byte for byte.
-    let again = apply(&root, &options(NpmResolver::Off, cache)).unwrap();
+    let again = apply(&root, &options(Resolver::Off, cache)).unwrap();
     assert!(!again.changed(), "{:?}", again.files);
     assert_eq!(
         fs_err::read_to_string(root.join("aibox.lock")).unwrap(),
@@ -128,7 +128,7 @@ fn exact_npx_packages_are_locked_with_the_real_npm() {
     // Another project with the same package reuses the cached resolution, without npm.
     let (_t2, other) = empty_project();
     project(&other);
-    apply(&other, &options(NpmResolver::Off, cache)).unwrap();
+    apply(&other, &options(Resolver::Off, cache)).unwrap();
     let other_lock: toml::Table =
         toml::from_str(&fs_err::read_to_string(other.join("aibox.lock")).unwrap()).unwrap();
     assert_eq!(other_lock["mcp"]["npm"][&id], tree);
@@ -141,7 +141,7 @@ fn exact_npx_packages_are_locked_with_the_real_npm() {
         "[container]\nname = \"npx\"\n\n[ai]\nharnesses = [\"claude\", \"gemini\"]\n",
     )
     .unwrap();
-    apply(&root, &options(NpmResolver::Off, cache)).unwrap();
+    apply(&root, &options(Resolver::Off, cache)).unwrap();
     let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
     assert!(!lock.contains("[mcp"), "{lock}");
     assert!(!dir.exists());
@@ -155,7 +155,7 @@ fn without_npm_npx_servers_stay_unlocked_and_apply_says_so() {
     let cache = tempfile::tempdir().unwrap();
     let cache = Utf8Path::from_path(cache.path()).unwrap();
     project(&root);
-    let report = apply(&root, &options(NpmResolver::Off, cache)).unwrap();
+    let report = apply(&root, &options(Resolver::Off, cache)).unwrap();
     let warnings = report.warnings.join("\n");
     assert!(
         warnings.contains(

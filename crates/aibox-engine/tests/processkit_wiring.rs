@@ -350,10 +350,7 @@ fn mcp_pack_project(root: &Utf8Path, extra: &str) {
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
 }
 
-fn options_with(
-    resolver: aibox_engine::mcp_envs::PythonResolver,
-    cache: &Utf8Path,
-) -> ApplyOptions {
+fn options_with(resolver: aibox_engine::mcp_resolver::Resolver, cache: &Utf8Path) -> ApplyOptions {
     let mut options = common::apply_opts(Some(cache));
     options.plan.python_resolver = resolver;
     options
@@ -436,14 +433,14 @@ fn checked_lock(root: &Utf8Path) -> (String, toml::Table) {
 /// registered, and an unchanged release is never resolved again (no resolver needed).
 #[test]
 fn floating_server_dependencies_are_locked_as_of_the_release() {
-    use aibox_engine::mcp_envs::PythonResolver;
+    use aibox_engine::mcp_resolver::Resolver;
     let (_t, root) = empty_project();
     let cache = tempfile::tempdir().unwrap();
     let cache = Utf8Path::from_path(cache.path()).unwrap();
     mcp_pack_project(&root, "");
     let uv = aibox_test_support::uv();
     let notices = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let mut options = options_with(PythonResolver::Uv(uv.clone().into()), cache);
+    let mut options = options_with(Resolver::Path(uv.clone().into()), cache);
     let sink = notices.clone();
     options.plan.notice = Some(std::sync::Arc::new(move |line: &str| {
         sink.lock().unwrap().push(line.to_owned());
@@ -506,7 +503,7 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
     assert!(!codes.contains(&"aibox::doctor::mcp_unlocked"), "{codes:?}");
 
     // Unchanged release: reused from the lock, with no resolver at all, byte for byte.
-    let again = apply(&root, &options_with(PythonResolver::Off, cache)).unwrap();
+    let again = apply(&root, &options_with(Resolver::Off, cache)).unwrap();
     assert!(!again.changed(), "{:?}", again.files);
     assert_eq!(
         fs_err::read_to_string(root.join("aibox.lock")).unwrap(),
@@ -516,7 +513,7 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
     // Another project on the same release reuses the cached resolution, offline.
     let (_t2, other) = empty_project();
     mcp_pack_project(&other, "");
-    apply(&other, &options_with(PythonResolver::Off, cache)).unwrap();
+    apply(&other, &options_with(Resolver::Off, cache)).unwrap();
     let other_lock: toml::Table =
         toml::from_str(&fs_err::read_to_string(other.join("aibox.lock")).unwrap()).unwrap();
     let resolved = |t: &toml::Table| -> Vec<(String, toml::Value)> {
@@ -544,7 +541,7 @@ fn floating_server_dependencies_are_locked_as_of_the_release() {
 /// their environments are dropped, requirements files included.
 #[test]
 fn the_gateway_gets_its_own_locked_environment() {
-    use aibox_engine::mcp_envs::PythonResolver;
+    use aibox_engine::mcp_resolver::Resolver;
     let (_t, root) = empty_project();
     let cache = tempfile::tempdir().unwrap();
     let cache = Utf8Path::from_path(cache.path()).unwrap();
@@ -552,7 +549,7 @@ fn the_gateway_gets_its_own_locked_environment() {
     let uv = aibox_test_support::uv();
     apply(
         &root,
-        &options_with(PythonResolver::Uv(uv.clone().into()), cache),
+        &options_with(Resolver::Path(uv.clone().into()), cache),
     )
     .unwrap();
     assert_eq!(
@@ -567,7 +564,7 @@ fn the_gateway_gets_its_own_locked_environment() {
             + "\n[skills]\ninclude = [\"processkit-gateway\"]\n",
     )
     .unwrap();
-    apply(&root, &options_with(PythonResolver::Uv(uv.into()), cache)).unwrap();
+    apply(&root, &options_with(Resolver::Path(uv.into()), cache)).unwrap();
     let mcp_json: serde_json::Value =
         serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
     let servers = mcp_json["mcpServers"].as_object().unwrap();
@@ -608,12 +605,12 @@ fn the_gateway_gets_its_own_locked_environment() {
 /// says they are unlocked.
 #[test]
 fn without_a_resolver_servers_stay_unlocked_and_apply_says_so() {
-    use aibox_engine::mcp_envs::PythonResolver;
+    use aibox_engine::mcp_resolver::Resolver;
     let (_t, root) = empty_project();
     let cache = tempfile::tempdir().unwrap();
     let cache = Utf8Path::from_path(cache.path()).unwrap();
     mcp_pack_project(&root, "");
-    let report = apply(&root, &options_with(PythonResolver::Off, cache)).unwrap();
+    let report = apply(&root, &options_with(Resolver::Off, cache)).unwrap();
     let warnings = report.warnings.join("\n");
     assert!(
         warnings.contains("have unlocked dependencies"),
