@@ -222,6 +222,10 @@ pub enum WriteOutcome {
 #[derive(Debug, Clone)]
 pub struct ProjectRoot {
     root: Utf8PathBuf,
+    /// The owner (UID, GID) of the project folder when it is not root: what aibox makes
+    /// while running as root (`sudo aibox up` for a rootful engine) is handed to them, so
+    /// the project stays theirs and the container user, who takes their IDs, can write it.
+    owner: Option<(u32, u32)>,
     /// Directories already found to be real directories (not symlinks) below the root
     /// (absolute; kept as strings: hashing a `Path` parses its components).
     checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
@@ -244,10 +248,30 @@ impl ProjectRoot {
                 reason: "not a directory".to_owned(),
             });
         }
+        let owner = fs_err::metadata(&root).ok().and_then(|m| {
+            use std::os::unix::fs::MetadataExt as _;
+            (m.uid() != 0).then(|| (m.uid(), m.gid()))
+        });
         Ok(Self {
             root,
+            owner,
             checked_dirs: std::sync::Arc::default(),
         })
+    }
+
+    /// Hands `path`, which aibox just made, to the project's owner when root made it (see
+    /// [`ProjectRoot::owner`]); anything else keeps its owner.
+    fn hand_over(&self, path: &Utf8Path) -> Result<(), WriteError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let Some((uid, gid)) = self.owner else {
+            return Ok(());
+        };
+        let made_by_root = fs_err::symlink_metadata(path).is_ok_and(|m| m.uid() == 0);
+        if made_by_root {
+            std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+                .map_err(|e| WriteError::io("hand to the project's owner", path, e))?;
+        }
+        Ok(())
     }
 
     fn is_checked_dir(&self, dir: &Utf8Path) -> bool {
@@ -305,7 +329,7 @@ impl ProjectRoot {
                         return Ok(None);
                     }
                     match fs_err::create_dir(&dir) {
-                        Ok(()) => {}
+                        Ok(()) => self.hand_over(&dir)?,
                         // A concurrent creator is fine as long as it made a real directory.
                         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                             let meta = fs_err::symlink_metadata(&dir)
@@ -703,6 +727,7 @@ impl<'a> Writer<'a> {
             });
         }
         write_temp(&temp, contents, None, !self.deferred)?;
+        self.root.hand_over(&temp)?;
         let linked = fs_err::hard_link(&temp, &target);
         let _ = fs_err::remove_file(&temp);
         match linked {
@@ -758,6 +783,7 @@ impl<'a> Writer<'a> {
         };
         let slot = self.slot(rel)?;
         write_temp(&slot.temp, contents, mode.or(old_mode), !self.deferred)?;
+        self.root.hand_over(&slot.temp)?;
         self.finish(&slot)?;
         Ok(outcome)
     }
@@ -788,6 +814,7 @@ impl<'a> Writer<'a> {
             sync: !self.deferred,
         };
         copy_temp(&target, from, &mut self.buf)?;
+        self.root.hand_over(&slot.temp)?;
         if self.deferred {
             self.writeback.wrote(self.root.path(), from.size);
         }

@@ -788,3 +788,42 @@ fn config_validate_and_apply_refuse_a_root_user_with_a_non_zero_uid_alike() {
     }
     assert!(!f.path(DOCKERFILE).exists());
 }
+
+/// Run as root on a developer's project (`sudo aibox up` for a rootful engine), aibox
+/// hands what it creates to the project's owner: the files stay theirs, and the
+/// container user, who takes their IDs, can write the harness folders under
+/// `.aibox-home/`. (These tests run as root, as CI does.)
+#[test]
+fn files_made_as_root_in_a_users_project_belong_to_that_user() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let root = Utf8Path::from_path(dir.path()).unwrap().join("project");
+    fs_err::create_dir(&root).unwrap();
+    fs_err::write(
+        root.join("aibox.toml"),
+        "[container]\nname = \"owned\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\", \"codex\"]\n",
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&root, Some(4321), Some(4322))
+        .expect("these tests run as root (chown of the project folder)");
+    apply(&root, &opts()).unwrap();
+    let mut seen = 0;
+    for rel in [
+        ".aibox-home",
+        ".aibox-home/.claude",
+        ".aibox-home/.claude/.keep",
+        ".aibox-home/.codex/.keep",
+        ".devcontainer",
+        ".devcontainer/Dockerfile",
+        ".aibox-local.env",
+        ".gitignore",
+        "aibox.lock",
+    ] {
+        let meta = fs_err::symlink_metadata(root.join(rel)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (4321, 4322), "{rel}");
+        seen += 1;
+    }
+    assert_eq!(seen, 9);
+    // The file the owner (here: the test) made keeps its owner.
+    assert_eq!(fs_err::metadata(root.join("aibox.toml")).unwrap().uid(), 0);
+}
