@@ -559,16 +559,7 @@ impl Drop for Engine {
             let _ = self.command().args(["rmi", "--all", "--force"]).output();
         }
         if let Some(mut child) = self.service.take() {
-            // dockerd stops its containers and unmounts on SIGTERM; wait for that.
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            aibox_test_support::docker::stop_service(&mut child);
         }
         // Podman keeps an exec session's `conmon` for minutes after the session ends,
         // and its exit command would create the store again: end those of this storage

@@ -194,19 +194,24 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let child = self.child.get_mut().unwrap_or_else(PoisonError::into_inner);
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
+        stop_service(self.child.get_mut().unwrap_or_else(PoisonError::into_inner));
         let _ = fs_err::remove_file(&self.socket);
         let _ = fs_err::remove_file(self.dir.join("docker.pid"));
     }
+}
+
+/// Stops a service this process started (`dockerd`, `podman system service`): SIGTERM,
+/// so `dockerd` stops its containers and unmounts, up to 30 s for that, then SIGKILL.
+pub fn stop_service(child: &mut std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Stops a left-over daemon by its pid and waits until it is gone.
