@@ -143,8 +143,11 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     let project = checks::config::check(&mut run, &project_root);
     let lock = checks::read_lock(&project_root);
 
+    // The engine and the project's container, found once for every check that asks the
+    // engine (detection runs the engines' CLIs).
+    let engine_at = checks::engine_at(project_root.path(), project.as_ref(), options);
     // container engine
-    checks::engine::check(&mut run, project.as_ref(), options);
+    checks::engine::check(&mut run, project.as_ref(), options, &engine_at);
 
     // The engine the seccomp gate judges, resolved with the same environment as above.
     let engine = project.as_ref().map_or(TargetEngine::Unknown, |p| {
@@ -200,33 +203,20 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     }
 
     // Codex's sandbox, probed in the running container (only when Codex is enabled)
-    let codex_sandbox = checks::codex_sandbox::check(
-        &mut run,
-        project_root.path(),
-        project.as_ref(),
-        security.as_ref(),
-        options,
-    );
-    checks::container_state::check(&mut run, project_root.path(), project.as_ref(), options);
+    let codex_sandbox =
+        checks::codex_sandbox::check(&mut run, project.as_ref(), security.as_ref(), &engine_at);
+    checks::container_state::check(&mut run, project.as_ref(), &engine_at);
     // the running container's labels and marker against the lock and the configuration
     match checks::base_image::check(
-        project_root.path(),
         project.as_ref(),
         lock.as_ref().ok().and_then(Option::as_ref),
-        &options.detect,
-        options.skip_engine,
+        &engine_at,
     ) {
         Ok(findings) => run.check("base-image", findings),
         Err(why) => run.skip("base-image", &why),
     }
     // the MCP servers the harnesses start, started in the running container
-    checks::mcp_servers::check(
-        &mut run,
-        project_root.path(),
-        project.as_ref(),
-        resolved.as_ref(),
-        options,
-    );
+    checks::mcp_servers::check(&mut run, resolved.as_ref(), &engine_at);
     // secrets in committed files
     run.check(
         "secrets",

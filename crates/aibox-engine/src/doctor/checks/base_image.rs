@@ -188,7 +188,15 @@ pub fn read_container(root: &Utf8Path, env: &DetectEnv) -> Result<Option<Contain
     };
     let (runtime, target) =
         crate::lifecycle::runtime_for(root, &lifecycle).map_err(|e| e.to_string())?;
-    let Some(json) = runtime.inspect_json(&target).map_err(|e| e.to_string())? else {
+    container_facts(&runtime, &target)
+}
+
+/// [`read_container`] with the engine already found.
+fn container_facts(
+    runtime: &aibox_runtime::Runtime,
+    target: &aibox_runtime::Target,
+) -> Result<Option<ContainerFacts>, String> {
+    let Some(json) = runtime.inspect_json(target).map_err(|e| e.to_string())? else {
         return Ok(None);
     };
     let value: serde_json::Value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
@@ -203,7 +211,7 @@ pub fn read_container(root: &Utf8Path, env: &DetectEnv) -> Result<Option<Contain
         .unwrap_or_default();
     let running = item["State"]["Running"].as_bool().unwrap_or(false);
     let marker = if running {
-        match runtime.exec_output(&target, "root", &["cat", MARKER]) {
+        match runtime.exec_output(target, "root", &["cat", MARKER]) {
             Ok((true, text)) => Some(text.trim().to_owned()),
             _ => None,
         }
@@ -215,20 +223,17 @@ pub fn read_container(root: &Utf8Path, env: &DetectEnv) -> Result<Option<Contain
 
 /// The whole check for `doctor`: `Err(reason)` means "skipped".
 pub(crate) fn check(
-    root: &Utf8Path,
     project: Option<&Project>,
     lock: Option<&Lock>,
-    env: &DetectEnv,
-    skip_engine: bool,
+    engine: &super::EngineAt,
 ) -> Result<Vec<Finding>, String> {
     let p = project.ok_or("no valid configuration")?;
     let mut out = lock_findings(&p.config, lock);
-    if skip_engine {
-        return Ok(out);
-    }
-    // No container, or a stopped one: nothing running to compare (the `container-state`
-    // check reports the engine's view).
-    if let Ok(Some(facts)) = read_container(root, env) {
+    // No engine, no container, or a stopped one: nothing running to compare (the
+    // `container-state` check reports the engine's view).
+    if let Ok((runtime, target)) = engine
+        && let Ok(Some(facts)) = container_facts(runtime, target)
+    {
         out.extend(container_findings(&facts, &p.config, lock));
     }
     Ok(out)

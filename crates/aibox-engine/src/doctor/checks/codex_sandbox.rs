@@ -1,27 +1,16 @@
 //! The `codex-sandbox` check (Codex enabled only): the user-namespace probe in the
 //! running container.
 
-use aibox_config::{AiboxToml, Project};
-use aibox_policy::{Finding, SeccompPosture, Severity};
-use camino::Utf8Path;
-
+use super::{EngineAt, SKIPPED};
 use crate::Security;
 use crate::codex_sandbox::{SandboxReport, SandboxStatus};
-use crate::doctor::DoctorOptions;
 use crate::doctor::report::Run;
+use aibox_config::{AiboxToml, Project};
+use aibox_policy::{Finding, SeccompPosture, Severity};
 
 /// Probes the project's running container; a container that is not running (or an
 /// engine that cannot be used) gives "not checked" with the reason.
-fn probe(
-    root: &Utf8Path,
-    config: &AiboxToml,
-    posture: SeccompPosture,
-    options: &DoctorOptions,
-) -> SandboxReport {
-    let lifecycle = crate::lifecycle::LifecycleOptions {
-        env: options.detect.clone(),
-        timeouts: aibox_runtime::Timeouts::default(),
-    };
+fn probe(config: &AiboxToml, posture: SeccompPosture, engine: &EngineAt) -> SandboxReport {
     let not_checked = |detail: String| SandboxReport {
         status: SandboxStatus::NotChecked,
         posture: posture.as_str().to_owned(),
@@ -29,10 +18,10 @@ fn probe(
         detail,
         fix: None,
     };
-    match crate::lifecycle::runtime_for_config(root, config, &lifecycle) {
-        Ok((runtime, target)) => crate::codex_sandbox::probe(config, posture, &runtime, &target)
+    match engine {
+        Ok((runtime, target)) => crate::codex_sandbox::probe(config, posture, runtime, target)
             .unwrap_or_else(|| not_checked(String::new())),
-        Err(e) => not_checked(e.to_string()),
+        Err(e) => not_checked(e.clone()),
     }
 }
 
@@ -68,18 +57,19 @@ fn finding(report: &SandboxReport) -> Finding {
 /// The `codex-sandbox` check (Codex enabled only): the probe's finding, and its report.
 pub(crate) fn check(
     run: &mut Run,
-    root: &Utf8Path,
     project: Option<&Project>,
     security: Option<&Security>,
-    options: &DoctorOptions,
+    engine: &EngineAt,
 ) -> Option<SandboxReport> {
     let p = project.filter(|p| crate::codex_sandbox::codex_enabled(&p.config))?;
-    if options.skip_engine {
-        run.skip("codex-sandbox", "skipped by the caller");
+    if let Err(why) = engine
+        && why == SKIPPED
+    {
+        run.skip("codex-sandbox", why);
         return None;
     }
     let posture = security.map_or(SeccompPosture::EngineDefault, Security::posture);
-    let report = probe(root, &p.config, posture, options);
+    let report = probe(&p.config, posture, engine);
     run.check("codex-sandbox", vec![finding(&report)]);
     Some(report)
 }

@@ -5,40 +5,25 @@
 use aibox_config::{AiboxToml, Project};
 use aibox_policy::{Finding, Severity};
 use aibox_runtime::{ContainerState, Runtime, RuntimeError, Target};
-use camino::Utf8Path;
 
-use crate::doctor::DoctorOptions;
+use super::EngineAt;
 use crate::doctor::report::Run;
 
 /// The `container-state` check: the engine state of the project's container (what the
 /// engine actually runs) under the policy gate's rules, as `up` checks it.
-pub(crate) fn check(
-    run: &mut Run,
-    root: &Utf8Path,
-    project: Option<&Project>,
-    options: &DoctorOptions,
-) {
-    let Some(p) = project else {
-        run.skip("container-state", "no valid configuration");
+pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt) {
+    let (Some(p), Ok((runtime, target))) = (project, engine) else {
+        let why = engine
+            .as_ref()
+            .err()
+            .map_or("no valid configuration", String::as_str);
+        run.skip("container-state", why);
         return;
     };
-    if options.skip_engine {
-        run.skip("container-state", "skipped by the caller");
-        return;
-    }
-    let lifecycle = crate::lifecycle::LifecycleOptions {
-        env: options.detect.clone(),
-        timeouts: aibox_runtime::Timeouts::default(),
-    };
-    let state = crate::lifecycle::runtime_for_config(root, &p.config, &lifecycle)
-        .map_err(|e| e.to_string())
-        .and_then(|(runtime, target)| {
-            findings(&runtime, &target, &p.config).map_err(|e| e.to_string())
-        });
-    match state {
+    match findings(runtime, target, &p.config) {
         Ok(Some(findings)) => run.check("container-state", findings),
         Ok(None) => run.skip("container-state", "no container"),
-        Err(e) => run.skip("container-state", &e),
+        Err(e) => run.skip("container-state", &e.to_string()),
     }
 }
 

@@ -8,15 +8,25 @@ use crate::doctor::DoctorOptions;
 use crate::doctor::report::Run;
 
 /// The container engine check: which engine `up` would use, or why none is usable.
-pub(crate) fn check(run: &mut Run, project: Option<&Project>, options: &DoctorOptions) {
+/// `engine` is doctor's one detection; only when it failed is the engine alone asked
+/// again, for its own reason.
+pub(crate) fn check(
+    run: &mut Run,
+    project: Option<&Project>,
+    options: &DoctorOptions,
+    engine: &super::EngineAt,
+) {
     match (project, options.skip_engine) {
-        (_, true) => run.skip("engine", "skipped by the caller"),
+        (_, true) => run.skip("engine", super::SKIPPED),
         (None, false) => run.skip("engine", "no valid configuration"),
         (Some(p), false) => {
-            let f = match aibox_runtime::detect::detect_engine(
-                p.config.container.engine,
-                &options.detect,
-            ) {
+            let found = match engine {
+                Ok((runtime, _)) => Ok(runtime.detected().engine.clone()),
+                Err(_) => {
+                    aibox_runtime::detect::detect_engine(p.config.container.engine, &options.detect)
+                }
+            };
+            let f = match found {
                 Ok(cli) => Finding::new(
                     "aibox::doctor::engine",
                     Severity::Info,

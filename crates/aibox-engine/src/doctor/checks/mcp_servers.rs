@@ -4,12 +4,9 @@
 
 use std::fmt::Write as _;
 
-use aibox_config::Project;
 use aibox_mcp_registration::Origin;
 use aibox_policy::{Finding, Severity};
-use camino::Utf8Path;
 
-use crate::doctor::DoctorOptions;
 use crate::doctor::report::Run;
 use crate::mcp_check::{McpCheckOptions, McpCheckReport, ServerCheck, ServerStatus};
 use crate::{EngineError, Resolved};
@@ -20,36 +17,22 @@ const NAME: &str = "mcp-servers";
 /// Runs the check when the project's container runs; records it as skipped otherwise.
 pub(crate) fn check(
     run: &mut Run,
-    root: &Utf8Path,
-    project: Option<&Project>,
     resolved: Option<&Result<Resolved, EngineError>>,
-    options: &DoctorOptions,
+    engine: &super::EngineAt,
 ) {
-    let (Some(p), Some(Ok(resolved))) = (project, resolved) else {
+    let Some(Ok(resolved)) = resolved else {
         run.skip(NAME, "the project could not be resolved");
         return;
     };
-    if options.skip_engine {
-        run.skip(NAME, "skipped by the caller");
-        return;
-    }
-    let lifecycle = crate::lifecycle::LifecycleOptions {
-        env: options.detect.clone(),
-        timeouts: aibox_runtime::Timeouts::default(),
-    };
-    let (runtime, target) = match crate::lifecycle::runtime_for_config(root, &p.config, &lifecycle)
-    {
+    let (runtime, target) = match engine {
         Ok(found) => found,
-        Err(e) => return run.skip(NAME, &e.to_string()),
+        Err(why) => return run.skip(NAME, why),
     };
-    let check_options = McpCheckOptions {
-        lifecycle,
-        ..McpCheckOptions::default()
-    };
+    let check_options = McpCheckOptions::default();
     match crate::mcp_check::mcp_check_resolved(
         resolved,
-        &runtime,
-        &target,
+        runtime,
+        target,
         &check_options,
         &mut |_| {},
     ) {

@@ -21,6 +21,31 @@ use camino::Utf8Path;
 
 use crate::writer::ProjectRoot;
 
+/// The engine and the project's container target, found once per doctor run; `Err` says
+/// why the container checks are skipped (the caller skipped the engine, no valid
+/// configuration, no engine found).
+pub(super) type EngineAt = Result<(aibox_runtime::Runtime, aibox_runtime::Target), String>;
+
+/// Why the container checks did not run when the caller turned the engine off.
+pub(super) const SKIPPED: &str = "skipped by the caller";
+
+/// Detects the engine for `project` (see [`EngineAt`]).
+pub(super) fn engine_at(
+    root: &Utf8Path,
+    project: Option<&aibox_config::Project>,
+    options: &super::DoctorOptions,
+) -> EngineAt {
+    if options.skip_engine {
+        return Err(SKIPPED.to_owned());
+    }
+    let p = project.ok_or("no valid configuration")?;
+    let lifecycle = crate::lifecycle::LifecycleOptions {
+        env: options.detect.clone(),
+        timeouts: aibox_runtime::Timeouts::default(),
+    };
+    crate::lifecycle::runtime_for_config(root, &p.config, &lifecycle).map_err(|e| e.to_string())
+}
+
 /// `aibox.lock`, or why it cannot be read (rendered as plain text).
 pub(super) fn read_lock(root: &ProjectRoot) -> Result<Option<Lock>, String> {
     match root.read(Utf8Path::new(LOCK_FILE)) {
