@@ -462,7 +462,7 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     crate::sources::contribute_all(&ctx, &mut builder)?;
     retire_generated(files, previous_lock, &mut builder)?;
     let verified_content = std::mem::take(&mut builder.verified_content);
-    let plan = builder.finish(&options.aibox_version)?;
+    let mut plan = builder.finish(&options.aibox_version)?;
     // Policy gate over what would be written, the user's override and the configured
     // volumes, plus the secret scan of committed files: a refusal leaves the project as is.
     // Verified release content is not what users write; the gate skips it.
@@ -482,7 +482,14 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     );
     // A judgement over a file resolve did not read is no judgement.
     sources.finish()?;
-    judged.map_err(policy_err)?;
+    // What the gate lets through with a warning (a narrow capability, an accepted
+    // exception with its reason) is shown by `apply` as well as `doctor`.
+    for finding in judged.map_err(policy_err)? {
+        let message = finding.without_severity();
+        if !plan.warnings.contains(&message) {
+            plan.warnings.push(message);
+        }
+    }
     Ok(plan)
 }
 

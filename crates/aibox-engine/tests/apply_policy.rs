@@ -4,6 +4,8 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
 
+use std::fmt::Write as _;
+
 use aibox_engine::doctor::{DoctorOptions, doctor};
 use aibox_engine::{ApplyOptions, EngineError, apply};
 use aibox_policy::{PROFILE_PATH, Severity, generated_profile_sha256};
@@ -154,6 +156,66 @@ fn a_dangerous_override_blocks_apply_until_an_exception_is_recorded() {
         accepted[0].accepted_reason.as_deref(),
         Some("fixture: hardware tests")
     );
+}
+
+/// A raw disk, a device rule, a capability that reaches the host, a kernel parameter and
+/// root are each refused by `apply` with their own key and the exact entry to record; once
+/// recorded, and for what is only warned, `apply` shows every warning (not only `doctor`).
+#[test]
+fn host_reaching_options_are_refused_by_their_own_key_and_warnings_are_shown_by_apply() {
+    let dangerous = "services:\n  demo:\n    user: \"0:0\"\n    devices: [\"/dev/sda:/dev/sda\"]\n    device_cgroup_rules: ['a *:* rwm']\n    cap_add: [NET_ADMIN, CHOWN]\n    sysctls:\n      net.ipv4.ip_forward: 1\n    security_opt: [\"label=type:spc_t\"]\n";
+    let p = Project::new(BASE);
+    p.write(OVERRIDE, dangerous);
+    let err = p.apply().unwrap_err();
+    assert_eq!(code(&err), "aibox::policy::gate");
+    let text = format!("{err:?}").replace("\\\"", "\"");
+    for option in [
+        "user:root",
+        "devices:/dev/sda",
+        "device_cgroup_rules:a *:* rwm",
+        "cap_add:NET_ADMIN",
+        "sysctls:net.ipv4.ip_forward",
+        "label=type:spc_t",
+    ] {
+        assert!(
+            text.contains(&format!("[[security.exceptions]] option = \"{option}\"")),
+            "{option} not named: {text}"
+        );
+    }
+    assert!(!p.root.join(COMPOSE).exists());
+
+    let mut toml = BASE.to_owned();
+    for option in [
+        "user:root",
+        "devices:/dev/sda",
+        "device_cgroup_rules:a *:* rwm",
+        "cap_add:NET_ADMIN",
+        "sysctls:net.ipv4.ip_forward",
+        "label=type:spc_t",
+    ] {
+        let _ = write!(
+            toml,
+            "\n[[security.exceptions]]\noption = \"{option}\"\nreason = \"fixture: {option}\"\n"
+        );
+    }
+    let p = Project::new(&toml);
+    p.write(OVERRIDE, dangerous);
+    let report = p.apply().unwrap();
+    let warnings = report.warnings.join("\n");
+    for needle in [
+        "[aibox::policy::root_user]",
+        "accepted by [[security.exceptions]]: fixture: user:root",
+        "[aibox::policy::devices]",
+        "[aibox::policy::device_cgroup_rule]",
+        "fixture: cap_add:NET_ADMIN",
+        "[aibox::policy::sysctl]",
+        "[aibox::policy::security_label]",
+        // Only warned, never refused: still shown.
+        "[aibox::policy::cap_add_narrow] .devcontainer/docker-compose.override.yml",
+    ] {
+        assert!(warnings.contains(needle), "{needle} missing: {warnings}");
+    }
+    assert!(!warnings.contains("warning["), "{warnings}");
 }
 
 #[test]

@@ -107,9 +107,17 @@ impl Finding {
     }
 }
 
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}[{}]", self.severity, self.code)?;
+impl Finding {
+    /// The finding as [`Display`](fmt::Display) shows it, without the leading severity
+    /// (for lists that already say "warning:").
+    pub fn without_severity(&self) -> String {
+        let mut out = String::new();
+        let _ = self.write_body(&mut out);
+        out
+    }
+
+    fn write_body(&self, f: &mut impl fmt::Write) -> fmt::Result {
+        write!(f, "[{}]", self.code)?;
         if !self.file.is_empty() {
             write!(f, " {}", self.file)?;
             if let Some(line) = self.line {
@@ -124,6 +132,13 @@ impl fmt::Display for Finding {
             write!(f, "\n  fix: {}", self.remedy)?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.severity)?;
+        self.write_body(f)
     }
 }
 

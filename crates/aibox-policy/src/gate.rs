@@ -38,6 +38,85 @@ const BROAD_CAPS: [&str; 8] = [
     "MAC_OVERRIDE",
 ];
 
+/// Capabilities that reach past the container (the host's network, clock, kernel log or
+/// other processes): refused until consent names each one, with why it matters.
+const HOST_CAPS: [(&str, &str); 14] = [
+    (
+        "NET_ADMIN",
+        "configures interfaces, routes and firewall rules (the host's, when the network \
+         namespace is shared) and opens kernel attack surface",
+    ),
+    (
+        "SYS_PTRACE",
+        "reads and changes the memory of other processes, and lets a process step around \
+         its seccomp filter on older kernels",
+    ),
+    (
+        "NET_RAW",
+        "opens raw sockets: spoofed packets, ARP and DNS poisoning of the other containers \
+         and the host on the same network",
+    ),
+    (
+        "SYS_TIME",
+        "sets the host's clock, which no namespace isolates",
+    ),
+    (
+        "SYSLOG",
+        "reads and clears the kernel log, which leaks kernel addresses",
+    ),
+    ("SYS_BOOT", "loads a new kernel with kexec"),
+    ("AUDIT_CONTROL", "changes the host's audit rules"),
+    ("AUDIT_READ", "reads the host's audit log"),
+    (
+        "PERFMON",
+        "observes the kernel and other processes through performance events",
+    ),
+    (
+        "SYS_PACCT",
+        "turns process accounting of the host on and off",
+    ),
+    (
+        "SYS_RESOURCE",
+        "lifts resource limits, quotas and reserved disk space meant to protect the host",
+    ),
+    (
+        "LINUX_IMMUTABLE",
+        "changes the immutable and append-only flags of files",
+    ),
+    (
+        "SYS_TTY_CONFIG",
+        "reconfigures terminals, including the host's virtual consoles",
+    ),
+    (
+        "CHECKPOINT_RESTORE",
+        "restores processes with chosen ids and reads other processes' state",
+    ),
+];
+
+/// Capabilities the engines grant by default or that only affect the container itself:
+/// adding one is warned, never refused. Anything in neither list is refused as unknown.
+const NARROW_CAPS: [&str; 19] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+    "MKNOD",
+    "AUDIT_WRITE",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_NICE",
+    "LEASE",
+    "NET_BROADCAST",
+    "WAKE_ALARM",
+];
+
 /// Bind sources that are refused in any mode.
 const SYSTEM_PATHS: [&str; 23] = [
     "/",
@@ -225,6 +304,7 @@ pub fn check_container_state(
         text: "",
         consent,
         dir: None,
+        sources: &NoSources,
     };
     let doc: Json = match serde_json::from_str(inspect_json) {
         Ok(doc) => doc,
@@ -341,7 +421,20 @@ impl ComposeSources for Overlay<'_> {
     }
 }
 
-/// `[container] user = "root"` or `uid = 0`: the container's user is root.
+/// How to keep root, named in every root finding.
+const ROOT_REMEDY: &str = "run as the unprivileged user aibox creates (the default `dev`, uid \
+     1000); to keep root, record the consent in aibox.toml as `[[security.exceptions]] option = \
+     \"user:root\"` with a reason";
+
+/// Whether a Compose/`docker run` user (`name[:group]`) is root: `root`, or uid 0 however
+/// it is written (`0`, `00`, `0:0`).
+fn is_root_user(user: &str) -> bool {
+    let name = user.split(':').next().unwrap_or("").trim();
+    name == "root" || (!name.is_empty() && name.parse::<u64>() == Ok(0))
+}
+
+/// `[container] user = "root"` or `uid = 0`: the container's user is root; refused until
+/// consent names `user:root`.
 pub fn check_container_user(config: &AiboxToml, consent: &Consent) -> Vec<Finding> {
     let c = &config.container;
     if c.user != "root" && c.uid != 0 {
@@ -349,17 +442,16 @@ pub fn check_container_user(config: &AiboxToml, consent: &Consent) -> Vec<Findin
     }
     let f = Finding::new(
         "aibox::policy::root_user",
-        Severity::Warning,
+        Severity::Error,
         aibox_config::AIBOX_TOML,
         format!(
             "the container runs as root (`[container] user = \"{}\"`, uid {}): a break-out \
              starts with root rights",
             c.user, c.uid
         ),
-        "use an unprivileged user (the default `dev`, uid 1000); to keep root, record the \
-         consent with a `[[security.exceptions]]` entry `option = \"user:root\"`",
+        ROOT_REMEDY,
     );
-    consent.judge(false, "user:root", f).into_iter().collect()
+    consent.judge(true, "user:root", f).into_iter().collect()
 }
 
 /// Whether `path` is gitignored local state, which may hold personal values and is
@@ -737,6 +829,7 @@ impl Resolver<'_> {
                     text: &text,
                     consent: self.consent,
                     dir: Some(&dir),
+                    sources: self.sources,
                 };
                 let mut out = Vec::new();
                 if is_volume {
@@ -859,6 +952,7 @@ impl Resolver<'_> {
             text: &text,
             consent: self.consent,
             dir: Some(&dir),
+            sources: self.sources,
         };
         let mut out = Vec::new();
         check_service(&ctx, name, &svc, &mut out);
@@ -927,11 +1021,7 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
             ctx.namespace(key, value, out);
         }
     }
-    for key in ["devices", "device_cgroup_rules"] {
-        if svc.get(key).is_some_and(|v| !yaml_strings(v).is_empty()) {
-            ctx.devices(key, out);
-        }
-    }
+    check_kernel_access(ctx, svc, out);
     if let Some(from) = svc.get("volumes_from") {
         for source in yaml_strings(from) {
             if let Some(container) = source.strip_prefix("container:") {
@@ -1002,6 +1092,26 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
                     );
                 }
             }
+        }
+    }
+}
+
+/// Host devices, device cgroup rules and kernel parameters of a service.
+fn check_kernel_access(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
+    if let Some(devices) = svc.get("devices") {
+        for device in yaml_strings(devices) {
+            ctx.device("devices", &device, out);
+        }
+    }
+    if let Some(rules) = svc.get("device_cgroup_rules") {
+        for rule in yaml_strings(rules) {
+            ctx.device_rule(&rule, out);
+        }
+    }
+    if let Some(sysctls) = svc.get("sysctls") {
+        // A mapping (`name: value`) or a list (`name=value`).
+        for item in yaml_strings(sysctls) {
+            ctx.sysctl(item.split('=').next().unwrap_or(&item), out);
         }
     }
 }
@@ -1078,6 +1188,7 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
         text: jsonc_text,
         consent,
         dir: None,
+        sources: &NoSources,
     };
     let doc: Json = match parse_jsonc(jsonc_text) {
         Ok(doc) => doc,
@@ -1244,6 +1355,7 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
         text,
         consent,
         dir: None,
+        sources: &NoSources,
     };
     let mut out = Vec::new();
     let mut i = 0;
@@ -1268,6 +1380,10 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
                 | "--volume"
                 | "--mount"
                 | "--device"
+                | "--device-cgroup-rule"
+                | "--sysctl"
+                | "-u"
+                | "--user"
         );
         let value = if takes_value && inline.is_none() {
             i += 1;
@@ -1299,7 +1415,10 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
                     ctx.mount(&m, &mut out);
                 }
             }
-            "--device" => ctx.devices("--device", &mut out),
+            "--device" => ctx.device("--device", &value, &mut out),
+            "--device-cgroup-rule" => ctx.device_rule(&value, &mut out),
+            "--sysctl" => ctx.sysctl(value.split('=').next().unwrap_or(&value), &mut out),
+            "-u" | "--user" => ctx.user(&value, &mut out),
             _ => {}
         }
     }
@@ -1334,6 +1453,7 @@ pub fn check_volumes(file: &str, volumes: &[ExtraVolume], consent: &Consent) -> 
         text: "",
         consent,
         dir: None,
+        sources: &NoSources,
     };
     let mut out = Vec::new();
     for v in volumes {
@@ -1379,6 +1499,8 @@ struct Ctx<'a> {
     /// Project-relative folder relative paths resolve against (Compose files); `None`
     /// where relative paths are not resolved by Compose.
     dir: Option<&'a str>,
+    /// The project's files, for the seccomp profile a `seccomp=<file>` option names.
+    sources: &'a dyn ComposeSources,
 }
 
 struct Mount {
@@ -1413,19 +1535,47 @@ impl Ctx<'_> {
         }
         let line = line_of(self.text, raw.trim());
         let option = format!("cap_add:{cap}");
-        if BROAD_CAPS.contains(&cap) {
-            let f = Finding::new(
+        let consent_hint = format!(
+            "record the consent in aibox.toml as `[[security.exceptions]] option = \"{option}\"` \
+             with a reason"
+        );
+        let refused = if BROAD_CAPS.contains(&cap) {
+            Some((
+                format!(
+                    "adding capability {cap} gives the container root-equivalent powers over \
+                     the host kernel"
+                ),
+                format!(
+                    "remove it; aibox never needs it (Codex's sandbox has `[security] \
+                     codex_sandbox` instead). If a narrower capability does the job, add that \
+                     one; to keep it, {consent_hint}"
+                ),
+            ))
+        } else if let Some((_, why)) = HOST_CAPS.iter().find(|(c, _)| *c == cap) {
+            Some((
+                format!("adding capability {cap} {why}"),
+                format!("remove it; if a tool really needs it, {consent_hint}"),
+            ))
+        } else if !NARROW_CAPS.contains(&cap) {
+            Some((
+                format!(
+                    "capability {cap} is not one the gate knows to be harmless, so what it hands \
+                     out is unknown"
+                ),
+                format!("check the name; to keep it, {consent_hint}"),
+            ))
+        } else {
+            None
+        };
+        let f = match refused {
+            Some((message, remedy)) => Finding::new(
                 "aibox::policy::cap_add",
                 Severity::Error,
                 self.file,
-                format!("adding capability {cap} gives the container root-equivalent powers over the host kernel"),
-                "remove it; aibox never needs it (Codex's sandbox has `[security] codex_sandbox` instead). \
-                 If a narrower capability does the job, add that one",
-            )
-            .at(line);
-            self.push(true, &option, f, out);
-        } else {
-            let f = Finding::new(
+                message,
+                remedy,
+            ),
+            None => Finding::new(
                 "aibox::policy::cap_add_narrow",
                 Severity::Warning,
                 self.file,
@@ -1434,10 +1584,11 @@ impl Ctx<'_> {
                     "keep it only if needed and record why with a `[[security.exceptions]]` entry \
                      `option = \"{option}\"`"
                 ),
-            )
-            .at(line);
-            self.push(false, &option, f, out);
+            ),
         }
+        .at(line);
+        let refuse = f.severity == Severity::Error;
+        self.push(refuse, &option, f, out);
     }
 
     fn security_opt(&self, raw: &str, out: &mut Vec<Finding>) {
@@ -1463,6 +1614,29 @@ impl Ctx<'_> {
                 "aibox::policy::selinux_disabled",
                 "label=disable",
                 "`label=disable` turns off SELinux separation for the container",
+                line,
+                out,
+            ),
+            // Any other label (a type such as `spc_t` or `unconfined_t`, a user, a role, an
+            // MCS level shared with other containers) replaces the engine's separation.
+            "label" => self.relaxation(
+                "aibox::policy::security_label",
+                &format!("label={value}"),
+                &format!(
+                    "`label={value}` replaces the SELinux label the engine gives the container \
+                     (`type:spc_t` runs it unconfined, a shared level reaches other containers' \
+                     files)"
+                ),
+                line,
+                out,
+            ),
+            "apparmor" if !value.eq_ignore_ascii_case("docker-default") => self.relaxation(
+                "aibox::policy::security_label",
+                &format!("apparmor={value}"),
+                &format!(
+                    "`apparmor={value}` replaces the AppArmor profile the engine gives the \
+                     container with one the gate cannot read"
+                ),
                 line,
                 out,
             ),
@@ -1517,48 +1691,73 @@ impl Ctx<'_> {
             );
             return;
         }
-        // Only the generated file counts, relative to `.devcontainer/` or by an absolute path
-        // into a project's `.devcontainer/`; its contents are checked against the lock.
-        let ours = matches!(value, "aibox-seccomp.json" | "./aibox-seccomp.json")
-            || value
-                .strip_suffix(aibox_config::layout::SECCOMP_PROFILE)
-                .is_some_and(|head| head.ends_with('/'));
-        if ours && self.consent.seccomp_profile {
+        // The generated profile is the file at its place in this project, named by a path
+        // relative to the Compose file's folder (where `aibox up` runs Compose), and judged
+        // by its bytes: consent covers the profile aibox generates, not a file of that name.
+        let dir = self.dir.unwrap_or(".devcontainer");
+        let names_ours = !value.starts_with(['/', '~', '$'])
+            && join_project(dir, value).as_deref() == Some(PROFILE_PATH);
+        if !names_ours {
+            let f = Finding::new(
+                "aibox::policy::seccomp_profile",
+                Severity::Error,
+                self.file,
+                format!(
+                    "seccomp profile `{value}` is not the one aibox generates, so its rules are \
+                     unknown"
+                ),
+                format!(
+                    "use `[security] codex_sandbox = \"seccomp-profile\"` (aibox's generated \
+                     profile, judged by its SHA-256) or remove the option; to keep it, record \
+                     the consent in aibox.toml as `[[security.exceptions]] option = \
+                     \"seccomp={value}\"` with a reason"
+                ),
+            )
+            .at(line);
+            self.push(true, &format!("seccomp={value}"), f, out);
             return;
         }
-        let (message, remedy) = if ours {
-            (
-                "the generated seccomp profile enables user namespaces, and the owner \
-                     has not consented"
-                    .to_owned(),
-                "set `[security] acknowledge_seccomp_profile = true` in aibox.toml, or \
-                     use `codex_sandbox = \"engine-default\"`"
-                    .to_owned(),
-            )
-        } else {
-            (
+        let expected = crate::seccomp::generated_profile_sha256().unwrap_or_default();
+        let actual = self
+            .sources
+            .read(PROFILE_PATH)
+            .map(|text| crate::seccomp::sha256_hex(text.as_bytes()));
+        if actual.as_deref() != Some(expected.as_str()) {
+            let found = actual.map_or_else(
+                || "it is missing".to_owned(),
+                |sha| format!("its SHA-256 is {sha}"),
+            );
+            let f = Finding::new(
+                "aibox::policy::seccomp_profile_edited",
+                Severity::Error,
+                self.file,
                 format!(
-                    "seccomp profile `{value}` is not the one aibox generates, so its \
-                         rules are unknown"
+                    "`seccomp={value}` names `{PROFILE_PATH}`, but that file is not the profile \
+                     aibox generates ({found}, expected {expected}); the consent \
+                     `acknowledge_seccomp_profile` covers only the generated profile"
                 ),
-                "use `[security] codex_sandbox = \"seccomp-profile\"` (aibox's generated \
-                     profile, pinned by hash) or remove the option"
-                    .to_owned(),
+                "run `aibox apply` to regenerate it; put other relaxations in \
+                 `[[security.exceptions]]` instead of editing the profile",
             )
-        };
-        let f = Finding::new(
-            "aibox::policy::seccomp_profile",
-            Severity::Error,
-            self.file,
-            message,
-            remedy,
-        )
-        .at(line);
-        if ours {
+            .at(line);
             out.push(f);
-        } else {
-            self.push(true, &format!("seccomp={value}"), f, out);
+            return;
         }
+        if self.consent.seccomp_profile {
+            return;
+        }
+        out.push(
+            Finding::new(
+                "aibox::policy::seccomp_profile",
+                Severity::Error,
+                self.file,
+                "the generated seccomp profile enables user namespaces, and the owner has not \
+                 consented",
+                "set `[security] acknowledge_seccomp_profile = true` in aibox.toml, or use \
+                 `codex_sandbox = \"engine-default\"`",
+            )
+            .at(line),
+        );
     }
 
     fn relaxation(
@@ -1622,22 +1821,23 @@ impl Ctx<'_> {
         self.push(true, &option, f, out);
     }
 
-    /// `user:` of a service: root inside the container is warned until consent names it.
+    /// `user:` of a service: root inside the container is refused until consent names it.
     fn user(&self, user: &str, out: &mut Vec<Finding>) {
-        let name = user.split(':').next().unwrap_or("").trim();
-        if name != "root" && name != "0" {
+        if !is_root_user(user) {
             return;
         }
         let f = Finding::new(
             "aibox::policy::root_user",
-            Severity::Warning,
+            Severity::Error,
             self.file,
-            format!("the container runs as `{user}` (root): a break-out starts with root rights"),
-            "run as the unprivileged user aibox creates; to keep root, record the consent with a \
-             `[[security.exceptions]]` entry `option = \"user:root\"`",
+            format!(
+                "the container runs as `{user}` (root): a break-out starts with root rights, and \
+                 with a device or a rootful engine root in the container is root on the host"
+            ),
+            ROOT_REMEDY,
         )
         .at(line_of(self.text, "user"));
-        self.push(false, "user:root", f, out);
+        self.push(true, "user:root", f, out);
     }
 
     /// A host path whose content Compose copies into the container or the image
@@ -1676,17 +1876,76 @@ impl Ctx<'_> {
         self.push(true, &option, f, out);
     }
 
-    fn devices(&self, key: &str, out: &mut Vec<Finding>) {
+    /// One host device (`devices:`, `--device`): refused until consent names it.
+    fn device(&self, key: &str, spec: &str, out: &mut Vec<Finding>) {
+        let spec = spec.trim();
+        // `/dev/sda:/dev/xvda:rwm` → the host side; a CDI name (`vendor.com/gpu=all`) whole.
+        let source = if spec.starts_with('/') {
+            spec.split(':').next().unwrap_or(spec)
+        } else {
+            spec
+        };
+        let option = format!("devices:{source}");
         let f = Finding::new(
             "aibox::policy::devices",
-            Severity::Warning,
+            Severity::Error,
             self.file,
-            format!("`{key}` passes host devices into the container"),
-            "keep only the devices you need and record why with a `[[security.exceptions]]` \
-             entry `option = \"devices\"`",
+            format!(
+                "`{key}` passes the host device `{source}` into the container (a disk is the \
+                 host's data, as root in the container it is the host)"
+            ),
+            format!(
+                "remove it; if a tool really needs the device, record the consent in aibox.toml \
+                 as `[[security.exceptions]] option = \"{option}\"` with a reason"
+            ),
         )
-        .at(line_of(self.text, key));
-        self.push(false, "devices", f, out);
+        .at(line_of(self.text, source).or_else(|| line_of(self.text, key)));
+        self.push(true, &option, f, out);
+    }
+
+    /// One `device_cgroup_rules` entry: lets the container use host devices it creates.
+    fn device_rule(&self, rule: &str, out: &mut Vec<Finding>) {
+        let rule = rule.trim();
+        let option = format!("device_cgroup_rules:{rule}");
+        let f = Finding::new(
+            "aibox::policy::device_cgroup_rule",
+            Severity::Error,
+            self.file,
+            format!(
+                "device cgroup rule `{rule}` lets the container read and write host devices it \
+                 creates with mknod (`a *:* rwm` is every device, disks included)"
+            ),
+            format!(
+                "remove it; if a tool really needs it, record the consent in aibox.toml as \
+                 `[[security.exceptions]] option = \"{option}\"` with a reason"
+            ),
+        )
+        .at(line_of(self.text, rule).or_else(|| line_of(self.text, "device_cgroup_rule")));
+        self.push(true, &option, f, out);
+    }
+
+    /// One kernel parameter set for the container (`sysctls:`, `--sysctl`).
+    fn sysctl(&self, name: &str, out: &mut Vec<Finding>) {
+        let name = name.trim();
+        if name.is_empty() {
+            return;
+        }
+        let option = format!("sysctls:{name}");
+        let f = Finding::new(
+            "aibox::policy::sysctl",
+            Severity::Error,
+            self.file,
+            format!(
+                "the container sets the kernel parameter `{name}`; kernel parameters change \
+                 what the kernel allows (and with a shared namespace they are the host's)"
+            ),
+            format!(
+                "remove it; if a tool really needs it, record the consent in aibox.toml as \
+                 `[[security.exceptions]] option = \"{option}\"` with a reason"
+            ),
+        )
+        .at(line_of(self.text, name));
+        self.push(true, &option, f, out);
     }
 
     fn mount(&self, m: &Mount, out: &mut Vec<Finding>) {

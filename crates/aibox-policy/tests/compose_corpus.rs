@@ -20,7 +20,7 @@ use aibox_policy::{Consent, check_compose_setup, has_errors};
 #[test]
 fn every_bypass_attempt_is_refused_without_consent() {
     let cases = fixtures("compose-bypass");
-    assert!(cases.len() >= 63, "corpus shrank: {}", cases.len());
+    assert!(cases.len() >= 79, "corpus shrank: {}", cases.len());
     let mut accepted = Vec::new();
     for case in &cases {
         let findings = check_compose_setup(&project_files(case), &Consent::default());
@@ -86,6 +86,34 @@ fn attempts_are_refused_by_the_rule_they_try_to_dodge() {
         (
             "volumes-from-foreign-container",
             "aibox::policy::volumes_from_container",
+        ),
+        ("device-raw-disk", "aibox::policy::devices"),
+        ("device-long-syntax", "aibox::policy::devices"),
+        (
+            "device-cgroup-rule-all",
+            "aibox::policy::device_cgroup_rule",
+        ),
+        ("label-spc-t", "aibox::policy::security_label"),
+        ("label-colon-unconfined-t", "aibox::policy::security_label"),
+        ("cap-net-admin", "aibox::policy::cap_add"),
+        ("cap-sys-ptrace", "aibox::policy::cap_add"),
+        ("cap-net-raw", "aibox::policy::cap_add"),
+        ("sysctls-mapping", "aibox::policy::sysctl"),
+        ("sysctls-list", "aibox::policy::sysctl"),
+        ("user-root", "aibox::policy::root_user"),
+        ("user-zero-zero", "aibox::policy::root_user"),
+        ("user-root-and-disk", "aibox::policy::devices"),
+        ("user-root-and-disk", "aibox::policy::root_user"),
+        ("devcontainer-runargs-device", "aibox::policy::devices"),
+        ("devcontainer-runargs-device", "aibox::policy::sysctl"),
+        ("devcontainer-runargs-device", "aibox::policy::root_user"),
+        (
+            "seccomp-lookalike-absolute",
+            "aibox::policy::seccomp_profile",
+        ),
+        (
+            "seccomp-allow-all-in-place",
+            "aibox::policy::seccomp_profile_edited",
         ),
     ];
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compose-bypass");

@@ -89,6 +89,56 @@ fn strings(v: Option<&Yaml>) -> Vec<String> {
     }
 }
 
+/// Capabilities, security options, devices, device rules, kernel parameters and a root
+/// user of one resolved service.
+fn kernel_dangers(name: &str, svc: &Yaml) -> Vec<String> {
+    let mut out = Vec::new();
+    for cap in strings(svc.get("cap_add")) {
+        let cap = cap.to_ascii_uppercase();
+        if [
+            "SYS_ADMIN",
+            "ALL",
+            "SYS_MODULE",
+            "SYS_PTRACE",
+            "NET_ADMIN",
+            "NET_RAW",
+        ]
+        .iter()
+        .any(|c| cap.ends_with(c))
+        {
+            out.push(format!("{name}: cap_add {cap}"));
+        }
+    }
+    for opt in strings(svc.get("security_opt")) {
+        if opt.contains("unconfined")
+            || opt.contains("disable")
+            || opt.contains("spc_t")
+            || opt.contains("seccomp")
+        {
+            out.push(format!("{name}: security_opt {opt}"));
+        }
+    }
+    for key in ["devices", "device_cgroup_rules", "sysctls"] {
+        if svc.get(key).is_some_and(|v| {
+            v.as_sequence().is_some_and(|s| !s.is_empty())
+                || v.as_mapping().is_some_and(|m| !m.is_empty())
+        }) {
+            out.push(format!("{name}: {key}"));
+        }
+    }
+    if let Some(user) = svc.get("user") {
+        let user = match user {
+            Yaml::Number(n) => n.to_string(),
+            other => other.as_str().unwrap_or("").to_owned(),
+        };
+        let name_part = user.split(':').next().unwrap_or("");
+        if name_part == "root" || name_part == "0" {
+            out.push(format!("{name}: user {user}"));
+        }
+    }
+    out
+}
+
 /// What in a resolved configuration is dangerous (empty when nothing is).
 fn dangers(config: &Yaml, project: &Path, home: &Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -102,15 +152,6 @@ fn dangers(config: &Yaml, project: &Path, home: &Path) -> Vec<String> {
         if svc.get("privileged").and_then(Yaml::as_bool) == Some(true) {
             out.push(format!("{name}: privileged"));
         }
-        for cap in strings(svc.get("cap_add")) {
-            let cap = cap.to_ascii_uppercase();
-            if ["SYS_ADMIN", "ALL", "SYS_MODULE", "SYS_PTRACE", "NET_ADMIN"]
-                .iter()
-                .any(|c| cap.ends_with(c))
-            {
-                out.push(format!("{name}: cap_add {cap}"));
-            }
-        }
         for key in ["network_mode", "pid", "ipc", "uts", "userns_mode"] {
             if let Some(v) = svc.get(key).and_then(Yaml::as_str)
                 && (v == "host" || v.starts_with("container:"))
@@ -118,11 +159,7 @@ fn dangers(config: &Yaml, project: &Path, home: &Path) -> Vec<String> {
                 out.push(format!("{name}: {key} {v}"));
             }
         }
-        for opt in strings(svc.get("security_opt")) {
-            if opt.contains("unconfined") || opt.contains("disable") {
-                out.push(format!("{name}: security_opt {opt}"));
-            }
-        }
+        out.extend(kernel_dangers(name, svc));
         for vol in strings(svc.get("volumes")) {
             let source = vol.split(':').next().unwrap_or("");
             // Read-only files of the home (a `.gitconfig`) are warned by policy, not refused.
@@ -328,6 +365,11 @@ fn run_dangers(args: &[String], merged: &Yaml, project: &Path, home: &Path) -> V
                 | "--volume"
                 | "--env-file"
                 | "--uts"
+                | "--device"
+                | "--device-cgroup-rule"
+                | "--sysctl"
+                | "-u"
+                | "--user"
         );
         let value = if takes && inline.is_none() {
             i += 1;
@@ -338,10 +380,23 @@ fn run_dangers(args: &[String], merged: &Yaml, project: &Path, home: &Path) -> V
         i += 1;
         match flag {
             "--privileged" => out.push("privileged".to_owned()),
-            "--cap-add" if ["SYS_ADMIN", "ALL"].iter().any(|c| value.ends_with(c)) => {
+            "--cap-add"
+                if ["SYS_ADMIN", "ALL", "SYS_PTRACE", "NET_ADMIN", "NET_RAW"]
+                    .iter()
+                    .any(|c| value.to_ascii_uppercase().ends_with(c)) =>
+            {
                 out.push(format!("cap_add {value}"));
             }
-            "--security-opt" if value.contains("unconfined") || value.contains("disable") => {
+            "--device" | "--device-cgroup-rule" | "--sysctl" => out.push(format!("{flag} {value}")),
+            "-u" | "--user" if matches!(value.split(':').next(), Some("root" | "0")) => {
+                out.push(format!("{flag} {value}"));
+            }
+            "--security-opt"
+                if value.contains("unconfined")
+                    || value.contains("disable")
+                    || value.contains("spc_t")
+                    || value.contains("seccomp") =>
+            {
                 out.push(format!("security_opt {value}"));
             }
             "--net" | "--network" | "--pid" | "--ipc" | "--uts"

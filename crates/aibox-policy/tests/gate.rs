@@ -155,6 +155,110 @@ const CASES: &[Case] = &[
         option: "build.entitlements:security.insecure",
     },
     Case {
+        name: "raw disk device",
+        compose: "    devices:\n      - /dev/sda:/dev/xvda:rwm\n",
+        devcontainer: "",
+        run_args: &["--device", "/dev/sda:/dev/xvda"],
+        code: "aibox::policy::devices",
+        option: "devices:/dev/sda",
+    },
+    Case {
+        name: "device cgroup rule",
+        compose: "    device_cgroup_rules: ['a *:* rwm']\n",
+        devcontainer: "",
+        run_args: &["--device-cgroup-rule=a *:* rwm"],
+        code: "aibox::policy::device_cgroup_rule",
+        option: "device_cgroup_rules:a *:* rwm",
+    },
+    Case {
+        name: "SELinux spc_t label",
+        compose: "    security_opt:\n      - label=type:spc_t\n",
+        devcontainer: "\"securityOpt\": [\"label=type:spc_t\"]",
+        run_args: &["--security-opt", "label=type:spc_t"],
+        code: "aibox::policy::security_label",
+        option: "label=type:spc_t",
+    },
+    Case {
+        name: "other AppArmor profile",
+        compose: "    security_opt: [\"apparmor:my-loose-profile\"]\n",
+        devcontainer: "\"securityOpt\": [\"apparmor=my-loose-profile\"]",
+        run_args: &["--security-opt=apparmor=my-loose-profile"],
+        code: "aibox::policy::security_label",
+        option: "apparmor=my-loose-profile",
+    },
+    Case {
+        name: "cap_add NET_ADMIN",
+        compose: "    cap_add: [NET_ADMIN]\n",
+        devcontainer: "\"capAdd\": [\"NET_ADMIN\"]",
+        run_args: &["--cap-add", "CAP_NET_ADMIN"],
+        code: "aibox::policy::cap_add",
+        option: "cap_add:NET_ADMIN",
+    },
+    Case {
+        name: "cap_add SYS_PTRACE",
+        compose: "    cap_add:\n      - sys_ptrace\n",
+        devcontainer: "\"capAdd\": [\"SYS_PTRACE\"]",
+        run_args: &["--cap-add=SYS_PTRACE"],
+        code: "aibox::policy::cap_add",
+        option: "cap_add:SYS_PTRACE",
+    },
+    Case {
+        name: "cap_add NET_RAW",
+        compose: "    cap_add: [CAP_NET_RAW]\n",
+        devcontainer: "\"capAdd\": [\"NET_RAW\"]",
+        run_args: &["--cap-add", "NET_RAW"],
+        code: "aibox::policy::cap_add",
+        option: "cap_add:NET_RAW",
+    },
+    Case {
+        name: "cap_add unknown",
+        compose: "    cap_add: [SYS_FUTURE]\n",
+        devcontainer: "\"capAdd\": [\"SYS_FUTURE\"]",
+        run_args: &["--cap-add", "SYS_FUTURE"],
+        code: "aibox::policy::cap_add",
+        option: "cap_add:SYS_FUTURE",
+    },
+    Case {
+        name: "sysctls (mapping)",
+        compose: "    sysctls:\n      net.ipv4.ip_forward: 1\n",
+        devcontainer: "",
+        run_args: &["--sysctl", "net.ipv4.ip_forward=1"],
+        code: "aibox::policy::sysctl",
+        option: "sysctls:net.ipv4.ip_forward",
+    },
+    Case {
+        name: "sysctls (list)",
+        compose: "    sysctls:\n      - kernel.shmmax=1\n",
+        devcontainer: "",
+        run_args: &[],
+        code: "aibox::policy::sysctl",
+        option: "sysctls:kernel.shmmax",
+    },
+    Case {
+        name: "user root",
+        compose: "    user: root\n",
+        devcontainer: "",
+        run_args: &["--user", "root"],
+        code: "aibox::policy::root_user",
+        option: "user:root",
+    },
+    Case {
+        name: "user 0:0",
+        compose: "    user: \"0:0\"\n",
+        devcontainer: "",
+        run_args: &["-u", "0"],
+        code: "aibox::policy::root_user",
+        option: "user:root",
+    },
+    Case {
+        name: "user uid 0",
+        compose: "    user: 0\n",
+        devcontainer: "",
+        run_args: &[],
+        code: "aibox::policy::root_user",
+        option: "user:root",
+    },
+    Case {
         name: "use_api_socket",
         compose: "    use_api_socket: yes\n",
         devcontainer: "",
@@ -308,19 +412,91 @@ fn seccomp_unconfined_needs_the_dedicated_key_in_the_override_too() {
 #[test]
 fn the_generated_profile_needs_its_key() {
     let text = compose("    security_opt: [\"seccomp=aibox-seccomp.json\"]\n");
-    assert!(has_errors(&check_compose(
-        GENERATED,
-        &text,
-        &Consent::default()
-    )));
+    let project = |profile: &str| -> std::collections::BTreeMap<String, String> {
+        [
+            (GENERATED.to_owned(), text.clone()),
+            (aibox_policy::PROFILE_PATH.to_owned(), profile.to_owned()),
+        ]
+        .into_iter()
+        .collect()
+    };
+    let judge = |files: &std::collections::BTreeMap<String, String>, consent: &Consent| {
+        aibox_policy::check_compose_setup(files, consent)
+    };
+    let genuine = project(&generated_profile().unwrap());
+    assert!(has_errors(&judge(&genuine, &Consent::default())));
     let consent = Consent {
         seccomp_profile: true,
         ..Consent::default()
     };
-    assert!(check_compose(GENERATED, &text, &consent).is_empty());
+    assert!(judge(&genuine, &consent).is_empty());
     // A look-alike file name is another profile.
     let other = compose("    security_opt: [\"seccomp=./evil-aibox-seccomp.json\"]\n");
     assert!(has_errors(&check_compose(OVERRIDE, &other, &consent)));
+}
+
+/// Consent to the generated profile is consent to its bytes: an allow-all file at the
+/// generated profile's place, or any other path that ends like it, is refused.
+#[test]
+fn consent_to_the_profile_is_bound_to_its_digest() {
+    let consent = Consent {
+        seccomp_profile: true,
+        ..Consent::default()
+    };
+    let allow_all = r#"{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}"#;
+    let files = |opt: &str, profile: &str| -> std::collections::BTreeMap<String, String> {
+        [
+            (
+                GENERATED.to_owned(),
+                compose(&format!("    security_opt: [\"{opt}\"]\n")),
+            ),
+            (aibox_policy::PROFILE_PATH.to_owned(), profile.to_owned()),
+            (
+                "evil/.devcontainer/aibox-seccomp.json".to_owned(),
+                allow_all.to_owned(),
+            ),
+        ]
+        .into_iter()
+        .collect()
+    };
+    // The right place, the wrong bytes.
+    let found = aibox_policy::check_compose_setup(
+        &files("seccomp=aibox-seccomp.json", allow_all),
+        &consent,
+    );
+    let errs = errors_with(&found, "aibox::policy::seccomp_profile_edited");
+    assert_eq!(errs.len(), 1, "{found:#?}");
+    assert!(
+        errs[0]
+            .message
+            .contains(&aibox_policy::sha256_hex(allow_all.as_bytes()))
+    );
+    // Missing altogether.
+    let mut missing = files("seccomp=aibox-seccomp.json", "");
+    missing.remove(aibox_policy::PROFILE_PATH);
+    assert!(has_errors(&aibox_policy::check_compose_setup(
+        &missing, &consent
+    )));
+    // Look-alike paths: absolute, in another folder, reached through `..`.
+    let genuine = generated_profile().unwrap();
+    for opt in [
+        "seccomp=/tmp/evil/.devcontainer/aibox-seccomp.json",
+        "seccomp=../evil/.devcontainer/aibox-seccomp.json",
+        "seccomp:~/.devcontainer/aibox-seccomp.json",
+    ] {
+        let found = aibox_policy::check_compose_setup(&files(opt, &genuine), &consent);
+        assert_eq!(
+            errors_with(&found, "aibox::policy::seccomp_profile").len(),
+            1,
+            "{opt}: {found:#?}"
+        );
+    }
+    // The same file named another way from the Compose file's folder is still ours.
+    let found = aibox_policy::check_compose_setup(
+        &files("seccomp=../.devcontainer/./aibox-seccomp.json", &genuine),
+        &consent,
+    );
+    assert!(found.is_empty(), "{found:#?}");
 }
 
 #[test]
@@ -354,7 +530,7 @@ fn initialize_command_is_refused_and_printed() {
 #[test]
 fn narrower_options_only_warn_and_exceptions_silence_them() {
     let text = compose(
-        "    cap_add: [NET_ADMIN]\n    devices: [\"/dev/fuse\"]\n    security_opt: [\"no-new-privileges:false\"]\n    volumes:\n      - ~/.ssh:/home/aibox/.ssh:ro\n",
+        "    cap_add: [CHOWN]\n    security_opt: [\"no-new-privileges:false\", \"apparmor=docker-default\"]\n    volumes:\n      - ~/.ssh:/home/aibox/.ssh:ro\n",
     );
     let found = check_compose(OVERRIDE, &text, &Consent::default());
     assert!(!has_errors(&found), "{found:#?}");
@@ -364,26 +540,100 @@ fn narrower_options_only_warn_and_exceptions_silence_them() {
         [
             "aibox::policy::cap_add_narrow",
             "aibox::policy::no_new_privileges",
-            "aibox::policy::devices",
             "aibox::policy::credential_mount"
         ]
     );
     let consent = Consent {
-        exceptions: [
-            "cap_add:net_admin",
-            "devices",
-            "mount:~/.ssh",
-            "no-new-privileges=false",
-        ]
-        .iter()
-        .map(|o| SecurityException {
-            option: (*o).to_owned(),
-            reason: "r".to_owned(),
-        })
-        .collect(),
+        exceptions: ["cap_add:chown", "mount:~/.ssh", "no-new-privileges=false"]
+            .iter()
+            .map(|o| SecurityException {
+                option: (*o).to_owned(),
+                reason: "r".to_owned(),
+            })
+            .collect(),
         ..Consent::default()
     };
     assert!(check_compose(OVERRIDE, &text, &consent).is_empty());
+}
+
+/// Consent names one device, one rule, one capability, one parameter: the consent for
+/// `/dev/fuse` is not consent for the raw disk, nor the old blanket `devices` option.
+#[test]
+fn device_and_kernel_consents_name_exactly_what_they_accept() {
+    let text = compose(
+        "    devices:\n      - /dev/fuse\n      - source: /dev/sda\n        target: /dev/sda\n    sysctls: [\"net.core.somaxconn=1024\"]\n    cap_add: [NET_ADMIN, SYS_PTRACE]\n",
+    );
+    let consent = |options: &[&str]| Consent {
+        exceptions: options
+            .iter()
+            .map(|o| SecurityException {
+                option: (*o).to_owned(),
+                reason: "r".to_owned(),
+            })
+            .collect(),
+        ..Consent::default()
+    };
+    let options = |c: &Consent| -> Vec<String> {
+        check_compose(OVERRIDE, &text, c)
+            .into_iter()
+            .filter(|f| f.severity == Severity::Error)
+            .filter_map(|f| f.option)
+            .collect()
+    };
+    assert_eq!(
+        options(&Consent::default()),
+        [
+            "cap_add:NET_ADMIN",
+            "cap_add:SYS_PTRACE",
+            "devices:/dev/fuse",
+            "devices:/dev/sda",
+            "sysctls:net.core.somaxconn"
+        ]
+    );
+    assert_eq!(
+        options(&consent(&[
+            "devices",
+            "devices:/dev/fuse",
+            "cap_add:NET_ADMIN"
+        ])),
+        [
+            "cap_add:SYS_PTRACE",
+            "devices:/dev/sda",
+            "sysctls:net.core.somaxconn"
+        ]
+    );
+    // Every refusal names its own key and the exact way to record it.
+    for f in check_compose(OVERRIDE, &text, &Consent::default()) {
+        let option = f.option.clone().unwrap();
+        assert!(
+            f.remedy
+                .contains(&format!("[[security.exceptions]] option = \"{option}\"")),
+            "{f}"
+        );
+    }
+}
+
+/// `[container] user = "root"` is refused until consent names `user:root`.
+#[test]
+fn a_root_container_user_is_refused_until_consented() {
+    let config = aibox_config::parse_aibox_toml(
+        "[container]\nname = \"demo\"\nuser = \"root\"\nuid = 0\n",
+        "aibox.toml",
+    )
+    .unwrap();
+    let found = aibox_policy::check_container_user(&config, &Consent::default());
+    assert_eq!(
+        errors_with(&found, "aibox::policy::root_user").len(),
+        1,
+        "{found:#?}"
+    );
+    assert!(found[0].remedy.contains("option = \"user:root\""));
+    let accepted = aibox_policy::check_container_user(&config, &with_exception("user:root"));
+    assert!(!has_errors(&accepted));
+    assert_eq!(
+        accepted[0].accepted_reason.as_deref(),
+        Some("fixture: tested on purpose")
+    );
 }
 
 #[test]
@@ -696,7 +946,7 @@ fn running_container_state_is_judged_like_the_files() {
         [
             ("aibox::policy::cap_add", Severity::Error),
             ("aibox::policy::host_namespace", Severity::Error),
-            ("aibox::policy::root_user", Severity::Warning),
+            ("aibox::policy::root_user", Severity::Error),
             ("aibox::policy::seccomp_unconfined", Severity::Error),
             ("aibox::policy::sensitive_mount", Severity::Error),
         ],
