@@ -248,3 +248,54 @@ fn a_hand_added_server_is_not_replaced_by_a_same_named_team_server() {
         "the hand-written entry was changed"
     );
 }
+
+/// The same for Codex's TOML: a hand-added `[mcp_servers.docs]` with its `env` table is
+/// kept byte for byte when `aibox.toml` gains a team server `docs`, and the clash is
+/// reported as for the JSON files; once renamed, both servers live side by side.
+#[test]
+fn a_hand_added_codex_server_is_not_replaced_by_a_same_named_team_server() {
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"codex\"]\n\n[[ai.mcp.servers]]\nname = \"first\"\ncommand = \"npx\"\nargs = [\"-y\", \"first-mcp@1.0.0\"]\n";
+    let f = Fixture::with(toml);
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let generated = f.read(".codex/config.toml");
+    assert!(generated.contains("[mcp_servers.first]"), "{generated}");
+    // A teammate's hand edit, comments and all.
+    let hand = format!(
+        "{generated}\n# our docs server, do not touch\n[mcp_servers.docs]\ncommand = \"node\"\nargs = [\"./my-docs.js\"]\n\n[mcp_servers.docs.env]\nDOCS_HOME = \"/srv/docs\"\n"
+    );
+    f.write(".codex/config.toml", &hand);
+    let team_docs = "\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp@1.0.0\"]\n";
+    f.write("aibox.toml", &format!("{toml}{team_docs}"));
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("`.codex/config.toml`")
+            && text.contains("added by hand")
+            && text.contains("`docs`")
+            && text.contains("aibox.toml [[ai.mcp.servers]]"),
+        "{text}"
+    );
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("aibox::mcp::hand_entry_clash"));
+    assert_eq!(
+        f.read(".codex/config.toml"),
+        hand,
+        "the hand-written entry was changed"
+    );
+
+    // The team renames its server: the hand-written one stays exactly as it was.
+    f.write(
+        "aibox.toml",
+        &format!("{toml}{}", team_docs.replace("\"docs\"", "\"team-docs\"")),
+    );
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let after = f.read(".codex/config.toml");
+    assert!(
+        after.contains("# our docs server, do not touch\n[mcp_servers.docs]\ncommand = \"node\"\nargs = [\"./my-docs.js\"]\n\n[mcp_servers.docs.env]\nDOCS_HOME = \"/srv/docs\"\n"),
+        "{after}"
+    );
+    assert!(after.contains("[mcp_servers.team-docs]"), "{after}");
+    // The next apply leaves both as they are.
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    assert_eq!(f.read(".codex/config.toml"), after);
+}

@@ -482,6 +482,15 @@ pub fn register(
                     doc.keys_at("mcp_servers").into_iter(),
                     is_processkit_name,
                 );
+                refuse_hand_entry_clash(
+                    path,
+                    ledger,
+                    &c,
+                    &prev,
+                    entries
+                        .iter()
+                        .map(|(name, table)| (name, doc.differs("mcp_servers", name, table))),
+                )?;
                 out.set(
                     path,
                     "mcp_servers",
@@ -561,6 +570,15 @@ fn merge_codex_home(
         Vec::new()
     };
     let prev_servers = previously_owned(ledger, path, "mcp_servers", std::iter::empty(), |_| false);
+    refuse_hand_entry_clash(
+        path,
+        ledger,
+        c,
+        &prev_servers,
+        entries
+            .iter()
+            .map(|(name, table)| (name, doc.differs("mcp_servers", name, table))),
+    )?;
     out.set(
         path,
         "mcp_servers",
@@ -690,27 +708,48 @@ fn merge_json(
         doc.keys_at(slot).into_iter(),
         is_processkit_name,
     );
-    // With a ledger, an entry it does not list was written by hand: taking it over would
-    // drop it silently. (Without a ledger — a fresh clone — same-named entries are the
-    // team's own, written by a teammate's aibox, and are taken over.)
-    if ledger.is_some() {
-        for (name, value) in &entries {
-            let existing = doc.entry(slot, name);
-            if existing.is_some_and(|v| v != value) && !prev.contains(name) {
-                let origin = c
-                    .report
-                    .iter()
-                    .find(|r| &r.name == name)
-                    .map_or("the configuration", |r| origin_source(r.origin));
-                return Err(McpError::HandEntryClash {
-                    path: path.to_owned(),
-                    server: name.clone(),
-                    origin: origin.to_owned(),
-                });
-            }
+    refuse_hand_entry_clash(
+        path,
+        ledger,
+        c,
+        &prev,
+        entries
+            .iter()
+            .map(|(name, value)| (name, doc.entry(slot, name).is_some_and(|v| v != value))),
+    )?;
+    out.set(path, &slot_name, doc.merge_entries(slot, entries, &prev)?);
+    Ok(())
+}
+
+/// With a ledger, an entry it does not list was written by hand: taking it over would drop
+/// it silently, so a configured server of the same name whose entry differs is refused
+/// (JSON and TOML harness files alike). Without a ledger — a fresh clone — same-named
+/// entries are the team's own, written by a teammate's aibox, and are taken over.
+/// `differs` yields each configured name and whether the file holds a different entry.
+fn refuse_hand_entry_clash<'a>(
+    path: &str,
+    ledger: Option<&Ledger>,
+    c: &Computed,
+    prev: &BTreeSet<String>,
+    differs: impl Iterator<Item = (&'a String, bool)>,
+) -> Result<(), McpError> {
+    if ledger.is_none() {
+        return Ok(());
+    }
+    for (name, different) in differs {
+        if different && !prev.contains(name) {
+            let origin = c
+                .report
+                .iter()
+                .find(|r| &r.name == name)
+                .map_or("the configuration", |r| origin_source(r.origin));
+            return Err(McpError::HandEntryClash {
+                path: path.to_owned(),
+                server: name.clone(),
+                origin: origin.to_owned(),
+            });
         }
     }
-    out.set(path, &slot_name, doc.merge_entries(slot, entries, &prev)?);
     Ok(())
 }
 

@@ -48,6 +48,21 @@ impl TomlDoc {
             .unwrap_or_default()
     }
 
+    /// Whether `parent.name` exists with other contents than `new` (formatting and
+    /// comments aside): taking it over would change it.
+    pub fn differs(&self, parent: &str, name: &str, new: &Table) -> bool {
+        match self
+            .doc
+            .get(parent)
+            .and_then(Item::as_table_like)
+            .and_then(|t| t.get(name))
+        {
+            None | Some(Item::None) => false,
+            Some(Item::Table(existing)) => !same_table(existing, new),
+            Some(_) => true,
+        }
+    }
+
     /// The table `parent` (implicit, so no empty `[parent]` header is written).
     fn parent_mut(&mut self, parent: &str, create: bool) -> Result<Option<&mut Table>, McpError> {
         if !self.doc.contains_key(parent) {
@@ -172,22 +187,32 @@ impl TomlDoc {
     }
 }
 
-/// Same keys and the same values, ignoring formatting.
+/// Same keys and the same values, ignoring formatting and comments (nested tables such
+/// as `[mcp_servers.x.env]` compared the same way).
 fn same_table(a: &Table, b: &Table) -> bool {
-    let norm = |t: &Table| -> Vec<(String, String)> {
-        t.iter()
-            .map(|(k, v)| {
-                let text = match v.as_value() {
-                    Some(val) => {
-                        let mut val = val.clone();
-                        val.decor_mut().clear();
-                        val.to_string()
+    norm_table(a) == norm_table(b)
+}
+
+fn norm_table(t: &Table) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = t
+        .iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Item::Value(val) => {
+                    let mut val = val.clone();
+                    val.decor_mut().clear();
+                    match val.as_inline_table_mut() {
+                        // An inline `env = { … }` and an `[x.env]` section hold the same.
+                        Some(inline) => format!("{:?}", norm_table(&inline.clone().into_table())),
+                        None => val.to_string(),
                     }
-                    None => v.to_string(),
-                };
-                (k.to_owned(), text)
-            })
-            .collect()
-    };
-    norm(a) == norm(b)
+                }
+                Item::Table(inner) => format!("{:?}", norm_table(inner)),
+                other => other.to_string(),
+            };
+            (k.to_owned(), text)
+        })
+        .collect();
+    out.sort();
+    out
 }

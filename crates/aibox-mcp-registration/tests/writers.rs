@@ -855,3 +855,59 @@ fn the_codex_trust_notice_is_said_once() {
     let again = apply(&mut files, &fixture_servers(), &Harness::ALL, &perms()).unwrap();
     assert!(!trust(&again), "{:?}", again.notices);
 }
+
+/// With a ledger, a hand-written `[mcp_servers.<name>]` in either Codex file (the committed
+/// one and the container-scoped one) is not replaced by a configured server of that name:
+/// the same `aibox::mcp::hand_entry_clash` as the JSON files, both files left untouched.
+#[test]
+fn codex_hand_entries_clash_like_the_json_ones() {
+    let harnesses = [Harness::Codex];
+    for (path, name, origin) in [
+        (
+            ".codex/config.toml",
+            "docs",
+            "aibox.toml [[ai.mcp.servers]]",
+        ),
+        (
+            ".aibox-home/.codex/config.toml",
+            "my-notes",
+            ".aibox-local.toml [[mcp.servers]]",
+        ),
+    ] {
+        let without: Vec<_> = fixture_servers()
+            .into_iter()
+            .filter(|s| s.name != name)
+            .collect();
+        let mut files = Files::new();
+        apply(&mut files, &without, &harnesses, &perms()).unwrap();
+        let hand = format!(
+            "{}\n[mcp_servers.{name}] # mine\ncommand = \"node\"\n\n[mcp_servers.{name}.env]\nHOME_DIR = \"/srv\"\n",
+            files.get(path).map_or("", String::as_str)
+        );
+        files.insert(path.to_owned(), hand.clone());
+        let before = files.clone();
+        let err = apply(&mut files, &fixture_servers(), &harnesses, &perms()).unwrap_err();
+        match &err {
+            McpError::HandEntryClash {
+                path: p,
+                server,
+                origin: o,
+            } => {
+                assert_eq!(
+                    (p.as_str(), server.as_str(), o.as_str()),
+                    (path, name, origin)
+                );
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+        assert_eq!(files, before, "{path}: a file changed");
+        // An entry that only differs in layout and comments is aibox's own: no clash.
+        let mut files = Files::new();
+        apply(&mut files, &fixture_servers(), &harnesses, &perms()).unwrap();
+        let ours = files[path].clone();
+        let reformatted = ours.replace(" = ", "=") + "\n# a note\n";
+        files.insert(path.to_owned(), reformatted.clone());
+        apply(&mut files, &fixture_servers(), &harnesses, &perms()).unwrap();
+        assert_eq!(files[path], reformatted, "{path}");
+    }
+}
