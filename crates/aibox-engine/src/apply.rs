@@ -1,7 +1,8 @@
 //! `apply`: executes a plan through the writer.
 //!
-//! Order of a real apply: take the project lock → resolve (or check that an earlier
-//! resolve's snapshot is still current) → remove stray temp files → plan →
+//! Order of a real apply: take the project lock → read the configuration (`aibox.toml`,
+//! `.aibox-local.toml`) and `aibox.lock` → resolve (or check that an earlier resolve's
+//! configuration and snapshot are still current) → remove stray temp files → plan →
 //! decide every file's action (refusing foreign and hand-edited generated files before
 //! anything is written) → check that every target folder takes a new file (all or
 //! nothing) → record the planned digests in `.aibox/pending.lock` and the processkit
@@ -172,6 +173,13 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     // An invalid configuration is reported before anything (even the lock) is created.
     let project = crate::config_check::check_project(root.path())?;
     let guard = lock_unless_read_only(&root, options)?;
+    // Read again under the project lock: another apply (or an edit) may have changed
+    // `aibox.toml` or `.aibox-local.toml` while this one waited, and applying what was
+    // read before waiting would revert it.
+    let project = match guard {
+        Some(_) => crate::config_check::check_project(root.path())?,
+        None => project,
+    };
     // Resolved under the project lock: the previous `aibox.lock` is the one this run
     // builds on.
     let resolved = crate::resolve::resolve_in(root, project, &options.plan)?;
@@ -193,29 +201,35 @@ pub fn apply_resolved(
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root();
     let guard = lock_unless_read_only(root, options)?;
-    if crate::plan::read_lock(root)? != resolved.previous_lock
+    // The configuration as it is now, under the lock (see `apply`).
+    let project = crate::config_check::check_project(root.path())?;
+    if project.config != resolved.project.config
+        || project.local != resolved.project.local
+        || crate::plan::read_lock(root)? != resolved.previous_lock
         || !resolved.files.is_current(root, &resolved.project)
     {
-        return resolve_again(resolved, options, guard);
+        return resolve_again(resolved, project, options, guard);
     }
     let plan = crate::plan::plan(resolved)?;
     // The processkit plan was computed from the live tree `resolve` scanned. Should a file
     // it writes have changed since (an edit while the caller held the resolved value), the
     // project is resolved again under the project lock, so no edit is overwritten.
     if !(options.dry_run || options.check) && processkit_scan_is_stale(root, &plan)? {
-        return resolve_again(resolved, options, guard);
+        return resolve_again(resolved, project, options, guard);
     }
     apply_plan_locked(resolved, plan, options, guard)
 }
 
-/// Resolves `resolved`'s project again (under the project lock) and applies that.
+/// Resolves the project again (under the project lock), with the configuration read
+/// under it, and applies that.
 fn resolve_again(
     resolved: &crate::Resolved,
+    project: aibox_config::Project,
     options: &ApplyOptions,
     guard: Option<ProjectLock>,
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root().clone();
-    let again = crate::resolve::resolve_in(root, resolved.project.clone(), resolved.options())?;
+    let again = crate::resolve::resolve_in(root, project, resolved.options())?;
     apply_fresh(&again, options, guard)
 }
 

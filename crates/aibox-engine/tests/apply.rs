@@ -587,6 +587,76 @@ fn second_apply_waits_for_the_project_lock_then_refuses() {
     assert!(!waiter.join().unwrap().unwrap().changed());
 }
 
+/// An apply that waits for the project lock applies the configuration as it is once it
+/// holds the lock, not as it was when it started waiting: a change made meanwhile (here
+/// by the lock holder) is never reverted. The same for `.aibox-local.toml`.
+#[test]
+fn an_apply_waiting_for_the_lock_applies_the_configuration_it_finds_under_it() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    assert!(
+        fx.read(".devcontainer/docker-compose.yml")
+            .contains("C.UTF-8")
+    );
+    let holder = fs_err::OpenOptions::new()
+        .write(true)
+        .open(fx.path(".aibox/apply.lock"))
+        .unwrap()
+        .into_parts()
+        .0;
+    holder.lock().unwrap();
+    let waiter = {
+        let root = fx.root.clone();
+        std::thread::spawn(move || apply(&root, &opts()))
+    };
+    // The waiter has read the old files and is polling the lock by now.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!waiter.is_finished());
+    // What the holder does meanwhile: a new team setting and a new personal variable.
+    fx.write(
+        "aibox.toml",
+        &common::AIBOX_TOML.replace("C.UTF-8", "de_CH.UTF-8"),
+    );
+    fx.write(
+        ".aibox-local.toml",
+        &format!("{}MY_EDITOR = \"helix\"\n", common::LOCAL_TOML),
+    );
+    holder.unlock().unwrap();
+    assert!(waiter.join().unwrap().unwrap().changed());
+    let compose = fx.read(".devcontainer/docker-compose.yml");
+    assert!(
+        compose.contains("de_CH.UTF-8") && !compose.contains("\"C.UTF-8\""),
+        "{compose}"
+    );
+    assert!(fx.read(".aibox-local.env").contains("MY_EDITOR=helix"));
+    // And what the waiter wrote is what a fresh apply would: nothing left to do.
+    assert!(!apply(&fx.root, &opts()).unwrap().changed());
+}
+
+/// The same for a project resolved before the lock is taken (`up`, embedders):
+/// `apply_resolved` reads the configuration again under the lock and resolves anew when it
+/// changed.
+#[test]
+fn apply_resolved_applies_a_configuration_changed_after_the_resolve() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let resolved = resolve(&fx.root, &PlanOptions::default()).unwrap();
+    fx.write(
+        "aibox.toml",
+        &common::AIBOX_TOML.replace("C.UTF-8", "de_CH.UTF-8"),
+    );
+    assert!(
+        aibox_engine::apply_resolved(&resolved, &opts())
+            .unwrap()
+            .changed()
+    );
+    assert!(
+        fx.read(".devcontainer/docker-compose.yml")
+            .contains("de_CH.UTF-8")
+    );
+    assert!(!apply(&fx.root, &opts()).unwrap().changed());
+}
+
 #[test]
 fn concurrent_applies_serialise_and_agree() {
     let fx = Fixture::new();
