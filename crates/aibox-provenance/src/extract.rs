@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::digest::{Counter, Sha256};
-use crate::error::{ProvenanceError, Result, show_name};
+use crate::error::{ProvenanceError, QUOTE_LIMIT, Result, show_name};
 
 /// Limits that protect against decompression bombs and absurd trees. Files are streamed
 /// to disk, so the limits are about disk use, not memory.
@@ -448,6 +448,107 @@ impl<R: Read> Read for HashingReader<R> {
     }
 }
 
+/// Most bytes of one extension header's data (a GNU long name or link, a PAX record
+/// set) held in memory, whatever the header declares. Real ones are a few hundred bytes;
+/// names longer than [`ExtractLimits::max_path_len`] are refused anyway.
+pub const MAX_EXTENSION_BYTES: u64 = 1024 * 1024;
+
+/// The extension headers read so far that describe the next entry, with the same
+/// meaning `tar` gives them (a long name wins over a PAX `path`, which wins over the
+/// header's own name), each read only after its declared size was checked.
+#[derive(Default)]
+struct PendingMeta {
+    long_name: Option<Vec<u8>>,
+    long_link: Option<Vec<u8>>,
+    pax: Option<Vec<u8>>,
+}
+
+enum MetaError {
+    Io(std::io::Error),
+    Other(ProvenanceError),
+}
+
+impl PendingMeta {
+    fn is_pending(&self) -> bool {
+        self.long_name.is_some() || self.long_link.is_some() || self.pax.is_some()
+    }
+
+    /// Takes `entry` when it is an extension header (GNU `L`/`K`, PAX `x`): its data,
+    /// bounded, is kept for the next entry. `false` for every other entry.
+    fn take_extension<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+    ) -> std::result::Result<bool, MetaError> {
+        let header = entry.header();
+        let kind = header.entry_type();
+        let recognised = header.as_gnu().is_some() || header.as_ustar().is_some();
+        let (slot, what) = match kind {
+            _ if !recognised => return Ok(false),
+            tar::EntryType::GNULongName => (&mut self.long_name, "GNU long name"),
+            tar::EntryType::GNULongLink => (&mut self.long_link, "GNU long link name"),
+            tar::EntryType::XHeader => (&mut self.pax, "PAX extended header"),
+            _ => return Ok(false),
+        };
+        let size = header.entry_size().map_err(MetaError::Io)?;
+        if size > MAX_EXTENSION_BYTES {
+            return Err(MetaError::Other(ProvenanceError::ArchiveLimit {
+                reason: format!(
+                    "a {what} of {size} bytes (at most {MAX_EXTENSION_BYTES} are read)"
+                ),
+            }));
+        }
+        if slot.is_some() {
+            return Err(MetaError::Io(std::io::Error::other(format!(
+                "two {what} entries describing the same member"
+            ))));
+        }
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        entry
+            .take(MAX_EXTENSION_BYTES)
+            .read_to_end(&mut data)
+            .map_err(MetaError::Io)?;
+        *slot = Some(data);
+        Ok(true)
+    }
+
+    /// The name of `entry` (whose header declares `size` bytes), consuming the pending
+    /// extensions. A PAX `size` other than the header's is refused: `tar` would read
+    /// the entry with the PAX size while the raw stream moved on by the header's.
+    fn path_of<R: Read>(&mut self, entry: &tar::Entry<'_, R>, size: u64) -> Result<Vec<u8>> {
+        let long_name = self.long_name.take();
+        self.long_link = None;
+        let pax = self.pax.take();
+        let mut pax_path = None;
+        for record in tar::PaxExtensions::new(pax.as_deref().unwrap_or_default()) {
+            let record = record.map_err(|e| ProvenanceError::CorruptArchive {
+                what: "PAX extended header".to_owned(),
+                reason: aibox_config::bounded(&e.to_string(), QUOTE_LIMIT),
+            })?;
+            match record.key_bytes() {
+                b"path" => pax_path = Some(record.value_bytes().to_vec()),
+                b"size" if record.value_bytes() != size.to_string().as_bytes() => {
+                    return Err(ProvenanceError::UnsafeEntry {
+                        entry: show_name(&entry.path_bytes()),
+                        reason: "a PAX size that differs from the header's size".to_owned(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(match (long_name, pax_path) {
+            // As `tar` reads it: one trailing NUL of a long name dropped.
+            (Some(mut name), _) => {
+                if name.last() == Some(&0) {
+                    name.pop();
+                }
+                name
+            }
+            (None, Some(path)) => path,
+            (None, None) => entry.path_bytes().into_owned(),
+        })
+    }
+}
+
 /// What [`unpack_archive`] found: the manifest, the top directory's tag and the
 /// SHA-256 of every archive byte read.
 #[derive(Debug)]
@@ -475,7 +576,8 @@ pub fn unpack_archive(
 ) -> Result<Unpacked> {
     let corrupt = |e: &dyn std::fmt::Display| ProvenanceError::CorruptArchive {
         what: what.to_owned(),
-        reason: e.to_string(),
+        // The decoder's message may quote header bytes.
+        reason: aibox_config::bounded(&e.to_string(), QUOTE_LIMIT),
     };
     let hashing = HashingReader {
         inner: input,
@@ -502,10 +604,22 @@ pub fn unpack_archive(
     let mut made_dirs: HashSet<String> = HashSet::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut top: Option<String> = None;
-    for entry in archive.entries().map_err(|e| corrupt(&e))? {
+    // Raw entries: `tar` would read a GNU long name or PAX header of any declared size
+    // into memory before handing out the entry it describes; here each is bounded first.
+    let mut meta = PendingMeta::default();
+    for entry in archive.entries().map_err(|e| corrupt(&e))?.raw(true) {
         let mut entry = entry.map_err(|e| corrupt(&e))?;
+        if meta.take_extension(&mut entry).map_err(|e| match e {
+            MetaError::Io(e) => corrupt(&e),
+            MetaError::Other(e) => e,
+        })? {
+            continue;
+        }
         checker.count()?;
-        let raw = entry.path_bytes().into_owned();
+        let raw = meta.path_of(
+            &entry,
+            entry.header().entry_size().map_err(|e| corrupt(&e))?,
+        )?;
         let shown = show_name(&raw);
         let reject = |reason: &str| ProvenanceError::UnsafeEntry {
             entry: shown.clone(),
@@ -591,6 +705,11 @@ pub fn unpack_archive(
                 executable,
             },
         );
+    }
+    if meta.is_pending() {
+        return Err(corrupt(
+            &"an extension header (GNU long name or PAX) describes no entry after it",
+        ));
     }
     let top_tag = top_tag(top, what, expected_tag)?;
     // The rest of the input (gzip trailer, padding) counts for the archive digest.

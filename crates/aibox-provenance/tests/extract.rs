@@ -185,7 +185,14 @@ fn pax_and_gnu_long_name_data_count_against_the_limits() {
             "{}: {err:?}",
             kind as char
         );
-        assert!(err.to_string().contains("PAX"), "{err}");
+        assert!(
+            err.to_string().contains(if kind == b'x' {
+                "PAX extended header of"
+            } else {
+                "GNU long name of"
+            }),
+            "{err}"
+        );
     }
     // The same archive shape with ordinary headers passes.
     let gz = gzip(&tar(&[
@@ -193,4 +200,210 @@ fn pax_and_gnu_long_name_data_count_against_the_limits() {
         TarEntry::file(&format!("processkit-v1.0.0/{}", "n".repeat(200)), "x"),
     ]));
     read_archive(&gz, "ok", None, &limits).unwrap();
+}
+
+/// A source of tar bytes that counts what was pulled from it: a prefix (real headers),
+/// then `filler` pseudo-random bytes made on demand (incompressible, so compressed and
+/// tar bytes pulled stay alike), then a suffix. Gzipped on the fly, so a header may
+/// declare gigabytes without the test holding them.
+struct Lazy {
+    head: std::io::Cursor<Vec<u8>>,
+    filler: u64,
+    state: u64,
+    tail: std::io::Cursor<Vec<u8>>,
+    pulled: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl std::io::Read for Lazy {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut n = self.head.read(buf)?;
+        if n == 0 && self.filler > 0 {
+            n = buf
+                .len()
+                .min(usize::try_from(self.filler).unwrap_or(usize::MAX));
+            for b in &mut buf[..n] {
+                // xorshift64: cheap bytes gzip cannot shrink.
+                self.state ^= self.state << 13;
+                self.state ^= self.state >> 7;
+                self.state ^= self.state << 17;
+                *b = self.state.to_le_bytes()[0];
+            }
+            self.filler -= n as u64;
+        }
+        if n == 0 {
+            n = self.tail.read(buf)?;
+        }
+        self.pulled.set(self.pulled.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// One raw tar header block of `kind` declaring `size` bytes.
+fn header_block(name: &str, kind: tar::EntryType, size: u64) -> Vec<u8> {
+    let mut h = tar::Header::new_gnu();
+    h.set_path(name).unwrap();
+    h.set_entry_type(kind);
+    h.set_mode(0o644);
+    h.set_size(size);
+    h.set_cksum();
+    h.as_bytes().to_vec()
+}
+
+/// Extracts the stream `head` + `filler` bytes + `tail` and returns the error and how
+/// many tar bytes were pulled from the source.
+fn extract_lazily(head: Vec<u8>, filler: u64, tail: Vec<u8>) -> (ProvenanceError, u64) {
+    let pulled = std::rc::Rc::new(std::cell::Cell::new(0));
+    let source = Lazy {
+        head: std::io::Cursor::new(head),
+        filler,
+        state: 0x9e37_79b9_7f4a_7c15,
+        tail: std::io::Cursor::new(tail),
+        pulled: std::rc::Rc::clone(&pulled),
+    };
+    let gz = flate2::read::GzEncoder::new(source, flate2::Compression::fast());
+    let dir = tempfile::tempdir().unwrap();
+    let err = aibox_provenance::extract::unpack_archive(
+        gz,
+        "hostile.tar.gz",
+        None,
+        &ExtractLimits::default(),
+        dir.path(),
+    )
+    .unwrap_err();
+    (err, pulled.get())
+}
+
+/// GNU long names, long link names and PAX headers that declare a huge size (64 MiB to
+/// 8 GiB, well inside the default stream cap) are refused from the declared size, before
+/// their data is read: the extraction pulls at most 1 MiB of the stream (buffers), so
+/// memory stays bounded whatever the header says, and the message is short.
+#[test]
+fn huge_extension_headers_are_refused_before_their_data_is_read() {
+    let dir = header_block("processkit-v1.0.0/", tar::EntryType::Directory, 0);
+    for (kind, what) in [
+        (tar::EntryType::GNULongName, "GNU long name"),
+        (tar::EntryType::GNULongLink, "GNU long link name"),
+        (tar::EntryType::XHeader, "PAX extended header"),
+    ] {
+        for declared in [64 * 1024 * 1024, 1024 * 1024 * 1024, 8 * 1024 * 1024 * 1024] {
+            let mut head = dir.clone();
+            head.extend(header_block("././@LongLink", kind, declared));
+            let (err, pulled) = extract_lazily(head, declared, vec![0; 1024]);
+            assert!(
+                matches!(err, ProvenanceError::ArchiveLimit { .. }),
+                "{what} {declared}: {err:?}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("{what} of {declared} bytes")),
+                "{text}"
+            );
+            assert!(text.len() < 300, "{} bytes of message", text.len());
+            assert!(
+                pulled < 1024 * 1024,
+                "{what} {declared}: {pulled} bytes pulled"
+            );
+        }
+    }
+}
+
+/// A long name under the header bound but far over the path limit (512 KiB) is read and
+/// refused by name; the message quotes a bounded part of it and gives its length.
+#[test]
+fn messages_quote_a_bounded_part_of_a_hostile_name() {
+    let name = format!("processkit-v1.0.0/{}", "\u{7}".repeat(512 * 1024));
+    for long in [
+        TarEntry {
+            name: b"././@LongLink".to_vec(),
+            kind: b'L',
+            mode: 0o644,
+            data: name.clone().into_bytes(),
+            link: Vec::new(),
+        },
+        {
+            let record = format!(" path={name}\n");
+            let len = record.len() + (record.len() + 8).to_string().len();
+            TarEntry {
+                name: b"PaxHeaders/f".to_vec(),
+                kind: b'x',
+                mode: 0o644,
+                data: format!("{len}{record}").into_bytes(),
+                link: Vec::new(),
+            }
+        },
+    ] {
+        let gz = gzip(&tar(&[
+            TarEntry::dir("processkit-v1.0.0/"),
+            long,
+            TarEntry::file("processkit-v1.0.0/short", "x"),
+        ]));
+        let err = read_archive(&gz, "hostile", None, &ExtractLimits::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ProvenanceError::UnsafeEntry { .. }),
+            "{err:?}"
+        );
+        assert!(text.len() < 2048, "{} bytes of message", text.len());
+        assert!(
+            text.contains(&format!("… ({} bytes)", name.len())),
+            "{text}"
+        );
+        assert!(text.contains("processkit-v1.0.0/\\u{7}"), "{text}");
+    }
+}
+
+/// A PAX `size` that disagrees with the header would make `tar` and the raw stream read
+/// different entries: refused. The same name through PAX `path` is read as `tar` reads it.
+#[test]
+fn pax_records_are_read_as_tar_reads_them() {
+    let pax = |records: &str| {
+        let mut out = String::new();
+        for record in records.lines() {
+            let body = format!(" {record}\n");
+            // The length counts its own digits.
+            let mut len = body.len() + 1;
+            while body.len() + len.to_string().len() != len {
+                len = body.len() + len.to_string().len();
+            }
+            out += &len.to_string();
+            out += &body;
+        }
+        TarEntry {
+            name: b"PaxHeaders/f".to_vec(),
+            kind: b'x',
+            mode: 0o644,
+            data: out.into_bytes(),
+            link: Vec::new(),
+        }
+    };
+    let with = |header: TarEntry| {
+        gzip(&tar(&[
+            TarEntry::dir("processkit-v1.0.0/"),
+            header,
+            TarEntry::file("processkit-v1.0.0/a", "x"),
+        ]))
+    };
+    let err = read_archive(
+        &with(pax("size=1000")),
+        "h",
+        None,
+        &ExtractLimits::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("PAX size"), "{err}");
+    let p = read_archive(
+        &with(pax("path=processkit-v1.0.0/renamed.md\nsize=1")),
+        "h",
+        None,
+        &ExtractLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(p.files.keys().collect::<Vec<_>>(), ["renamed.md"]);
+    // Extension headers with nothing after them are a corrupt archive.
+    let gz = gzip(&tar(&[TarEntry::dir("processkit-v1.0.0/"), pax("path=x")]));
+    let err = read_archive(&gz, "h", None, &ExtractLimits::default()).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::CorruptArchive { .. }),
+        "{err:?}"
+    );
 }
