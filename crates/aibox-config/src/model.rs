@@ -789,7 +789,8 @@ impl CodexSandbox {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SecurityException {
-    /// The option, for example `cap_add:NET_ADMIN`.
+    /// The option a refusal names, for example `cap_add:NET_ADMIN`, `devices:/dev/fuse`,
+    /// `sysctls:net.core.somaxconn`, `label=type:spc_t` or `user:root`.
     pub option: String,
     /// Why it is needed.
     pub reason: String,
