@@ -555,18 +555,21 @@ fn invalid_configuration_passes_its_diagnostic_through() {
     );
 }
 
+/// Holds the project lock like a running apply would, until `unlock`.
+fn hold_project_lock(fx: &Fixture) -> fs_err::File {
+    let holder = fs_err::OpenOptions::new()
+        .write(true)
+        .open(fx.path(".aibox/apply.lock"))
+        .unwrap();
+    holder.file().lock().unwrap();
+    holder
+}
+
 #[test]
 fn second_apply_waits_for_the_project_lock_then_refuses() {
     let fx = Fixture::new();
     apply(&fx.root, &opts()).unwrap();
-    // Hold the project lock like a running apply would.
-    let holder = fs_err::OpenOptions::new()
-        .write(true)
-        .open(fx.path(".aibox/apply.lock"))
-        .unwrap()
-        .into_parts()
-        .0;
-    holder.lock().unwrap();
+    let holder = hold_project_lock(&fx);
     let started = std::time::Instant::now();
     let busy = ApplyOptions {
         lock_timeout: Duration::from_millis(400),
@@ -583,7 +586,7 @@ fn second_apply_waits_for_the_project_lock_then_refuses() {
         std::thread::spawn(move || apply(&root, &opts()))
     };
     std::thread::sleep(Duration::from_millis(200));
-    holder.unlock().unwrap();
+    holder.file().unlock().unwrap();
     assert!(!waiter.join().unwrap().unwrap().changed());
 }
 
@@ -598,13 +601,7 @@ fn an_apply_waiting_for_the_lock_applies_the_configuration_it_finds_under_it() {
         fx.read(".devcontainer/docker-compose.yml")
             .contains("C.UTF-8")
     );
-    let holder = fs_err::OpenOptions::new()
-        .write(true)
-        .open(fx.path(".aibox/apply.lock"))
-        .unwrap()
-        .into_parts()
-        .0;
-    holder.lock().unwrap();
+    let holder = hold_project_lock(&fx);
     let waiter = {
         let root = fx.root.clone();
         std::thread::spawn(move || apply(&root, &opts()))
@@ -621,7 +618,7 @@ fn an_apply_waiting_for_the_lock_applies_the_configuration_it_finds_under_it() {
         ".aibox-local.toml",
         &format!("{}MY_EDITOR = \"helix\"\n", common::LOCAL_TOML),
     );
-    holder.unlock().unwrap();
+    holder.file().unlock().unwrap();
     assert!(waiter.join().unwrap().unwrap().changed());
     let compose = fx.read(".devcontainer/docker-compose.yml");
     assert!(

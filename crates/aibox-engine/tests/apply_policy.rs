@@ -158,6 +158,16 @@ fn a_dangerous_override_blocks_apply_until_an_exception_is_recorded() {
     );
 }
 
+/// The exception of each host-reaching option in the override below.
+const OWN_KEYS: [&str; 6] = [
+    "user:root",
+    "devices:/dev/sda",
+    "device_cgroup_rules:a *:* rwm",
+    "cap_add:NET_ADMIN",
+    "sysctls:net.ipv4.ip_forward",
+    "label=type:spc_t",
+];
+
 /// A raw disk, a device rule, a capability that reaches the host, a kernel parameter and
 /// root are each refused by `apply` with their own key and the exact entry to record; once
 /// recorded, and for what is only warned, `apply` shows every warning (not only `doctor`).
@@ -169,14 +179,7 @@ fn host_reaching_options_are_refused_by_their_own_key_and_warnings_are_shown_by_
     let err = p.apply().unwrap_err();
     assert_eq!(code(&err), "aibox::policy::gate");
     let text = format!("{err:?}").replace("\\\"", "\"");
-    for option in [
-        "user:root",
-        "devices:/dev/sda",
-        "device_cgroup_rules:a *:* rwm",
-        "cap_add:NET_ADMIN",
-        "sysctls:net.ipv4.ip_forward",
-        "label=type:spc_t",
-    ] {
+    for option in OWN_KEYS {
         assert!(
             text.contains(&format!("[[security.exceptions]] option = \"{option}\"")),
             "{option} not named: {text}"
@@ -185,14 +188,7 @@ fn host_reaching_options_are_refused_by_their_own_key_and_warnings_are_shown_by_
     assert!(!p.root.join(COMPOSE).exists());
 
     let mut toml = BASE.to_owned();
-    for option in [
-        "user:root",
-        "devices:/dev/sda",
-        "device_cgroup_rules:a *:* rwm",
-        "cap_add:NET_ADMIN",
-        "sysctls:net.ipv4.ip_forward",
-        "label=type:spc_t",
-    ] {
+    for option in OWN_KEYS {
         let _ = write!(
             toml,
             "\n[[security.exceptions]]\noption = \"{option}\"\nreason = \"fixture: {option}\"\n"

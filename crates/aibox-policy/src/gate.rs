@@ -1694,7 +1694,7 @@ impl Ctx<'_> {
         // The generated profile is the file at its place in this project, named by a path
         // relative to the Compose file's folder (where `aibox up` runs Compose), and judged
         // by its bytes: consent covers the profile aibox generates, not a file of that name.
-        let dir = self.dir.unwrap_or(".devcontainer");
+        let dir = self.dir.unwrap_or_else(|| dir_of(PROFILE_PATH));
         let names_ours = !value.starts_with(['/', '~', '$'])
             && join_project(dir, value).as_deref() == Some(PROFILE_PATH);
         if !names_ours {
@@ -1885,43 +1885,31 @@ impl Ctx<'_> {
         } else {
             spec
         };
-        let option = format!("devices:{source}");
-        let f = Finding::new(
+        self.relaxation(
             "aibox::policy::devices",
-            Severity::Error,
-            self.file,
-            format!(
+            &format!("devices:{source}"),
+            &format!(
                 "`{key}` passes the host device `{source}` into the container (a disk is the \
                  host's data, as root in the container it is the host)"
             ),
-            format!(
-                "remove it; if a tool really needs the device, record the consent in aibox.toml \
-                 as `[[security.exceptions]] option = \"{option}\"` with a reason"
-            ),
-        )
-        .at(line_of(self.text, source).or_else(|| line_of(self.text, key)));
-        self.push(true, &option, f, out);
+            line_of(self.text, source).or_else(|| line_of(self.text, key)),
+            out,
+        );
     }
 
     /// One `device_cgroup_rules` entry: lets the container use host devices it creates.
     fn device_rule(&self, rule: &str, out: &mut Vec<Finding>) {
         let rule = rule.trim();
-        let option = format!("device_cgroup_rules:{rule}");
-        let f = Finding::new(
+        self.relaxation(
             "aibox::policy::device_cgroup_rule",
-            Severity::Error,
-            self.file,
-            format!(
+            &format!("device_cgroup_rules:{rule}"),
+            &format!(
                 "device cgroup rule `{rule}` lets the container read and write host devices it \
                  creates with mknod (`a *:* rwm` is every device, disks included)"
             ),
-            format!(
-                "remove it; if a tool really needs it, record the consent in aibox.toml as \
-                 `[[security.exceptions]] option = \"{option}\"` with a reason"
-            ),
-        )
-        .at(line_of(self.text, rule).or_else(|| line_of(self.text, "device_cgroup_rule")));
-        self.push(true, &option, f, out);
+            line_of(self.text, rule).or_else(|| line_of(self.text, "device_cgroup_rule")),
+            out,
+        );
     }
 
     /// One kernel parameter set for the container (`sysctls:`, `--sysctl`).
@@ -1930,22 +1918,16 @@ impl Ctx<'_> {
         if name.is_empty() {
             return;
         }
-        let option = format!("sysctls:{name}");
-        let f = Finding::new(
+        self.relaxation(
             "aibox::policy::sysctl",
-            Severity::Error,
-            self.file,
-            format!(
+            &format!("sysctls:{name}"),
+            &format!(
                 "the container sets the kernel parameter `{name}`; kernel parameters change \
                  what the kernel allows (and with a shared namespace they are the host's)"
             ),
-            format!(
-                "remove it; if a tool really needs it, record the consent in aibox.toml as \
-                 `[[security.exceptions]] option = \"{option}\"` with a reason"
-            ),
-        )
-        .at(line_of(self.text, name));
-        self.push(true, &option, f, out);
+            line_of(self.text, name),
+            out,
+        );
     }
 
     fn mount(&self, m: &Mount, out: &mut Vec<Finding>) {

@@ -286,6 +286,20 @@ fn with_exception(option: &str) -> Consent {
     }
 }
 
+/// Consent with one exception (reason `r`) per option.
+fn with_exceptions(options: &[&str]) -> Consent {
+    Consent {
+        exceptions: options
+            .iter()
+            .map(|o| SecurityException {
+                option: (*o).to_owned(),
+                reason: "r".to_owned(),
+            })
+            .collect(),
+        ..Consent::default()
+    }
+}
+
 fn errors_with<'a>(findings: &'a [Finding], code: &str) -> Vec<&'a Finding> {
     findings
         .iter()
@@ -543,16 +557,7 @@ fn narrower_options_only_warn_and_exceptions_silence_them() {
             "aibox::policy::credential_mount"
         ]
     );
-    let consent = Consent {
-        exceptions: ["cap_add:chown", "mount:~/.ssh", "no-new-privileges=false"]
-            .iter()
-            .map(|o| SecurityException {
-                option: (*o).to_owned(),
-                reason: "r".to_owned(),
-            })
-            .collect(),
-        ..Consent::default()
-    };
+    let consent = with_exceptions(&["cap_add:chown", "mount:~/.ssh", "no-new-privileges=false"]);
     assert!(check_compose(OVERRIDE, &text, &consent).is_empty());
 }
 
@@ -563,16 +568,6 @@ fn device_and_kernel_consents_name_exactly_what_they_accept() {
     let text = compose(
         "    devices:\n      - /dev/fuse\n      - source: /dev/sda\n        target: /dev/sda\n    sysctls: [\"net.core.somaxconn=1024\"]\n    cap_add: [NET_ADMIN, SYS_PTRACE]\n",
     );
-    let consent = |options: &[&str]| Consent {
-        exceptions: options
-            .iter()
-            .map(|o| SecurityException {
-                option: (*o).to_owned(),
-                reason: "r".to_owned(),
-            })
-            .collect(),
-        ..Consent::default()
-    };
     let options = |c: &Consent| -> Vec<String> {
         check_compose(OVERRIDE, &text, c)
             .into_iter()
@@ -591,7 +586,7 @@ fn device_and_kernel_consents_name_exactly_what_they_accept() {
         ]
     );
     assert_eq!(
-        options(&consent(&[
+        options(&with_exceptions(&[
             "devices",
             "devices:/dev/fuse",
             "cap_add:NET_ADMIN"
