@@ -13,15 +13,26 @@
 
 use std::collections::BTreeMap;
 
+use aibox_config::hostpath::HostPath;
 use serde_norway::Value as Yaml;
 use serde_norway::value::Mapping;
 
-/// The text of the files Compose files refer to (`include`, `extends.file`), by
-/// project-relative path. The engine implements it by reading the project.
+/// The project as the gate may look at it: the text of the files Compose files refer to
+/// (`include`, `extends.file`) by project-relative path, where host paths lead through
+/// symbolic links, and which folders a folder holds. The engine implements it over the
+/// project on disk (and records the answers, so planning stays pure).
 pub trait ComposeSources {
     /// The text of the project-relative `path`, `None` when it does not exist or cannot be
     /// read as text.
     fn read(&self, path: &str) -> Option<String>;
+
+    /// Where a host path leads through symbolic links: `path` is project-relative, absolute
+    /// or `~/…` (see [`aibox_config::hostpath::resolve_host_path`]).
+    fn host_path(&self, path: &str) -> HostPath;
+
+    /// The names of the folders directly inside the project-relative folder `dir`, sorted
+    /// (symbolic links to folders included).
+    fn subdirs(&self, dir: &str) -> Vec<String>;
 }
 
 /// No files beyond the ones handed in.
@@ -32,11 +43,38 @@ impl ComposeSources for NoSources {
     fn read(&self, _path: &str) -> Option<String> {
         None
     }
+
+    fn host_path(&self, _path: &str) -> HostPath {
+        HostPath::Plain
+    }
+
+    fn subdirs(&self, _dir: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
+/// Files held in memory: no symbolic links; folders are the paths' folders.
 impl ComposeSources for BTreeMap<String, String> {
     fn read(&self, path: &str) -> Option<String> {
         self.get(path).cloned()
+    }
+
+    fn host_path(&self, _path: &str) -> HostPath {
+        HostPath::Plain
+    }
+
+    fn subdirs(&self, dir: &str) -> Vec<String> {
+        let prefix = format!("{}/", dir.trim_end_matches('/'));
+        let mut out: Vec<String> = self
+            .keys()
+            .filter_map(|k| {
+                k.strip_prefix(&prefix)?
+                    .split_once('/')
+                    .map(|(d, _)| d.to_owned())
+            })
+            .collect();
+        out.dedup();
+        out
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 
+use aibox_config::hostpath::HostPath;
 use aibox_config::{AiboxToml, ExtraVolume, LocalToml, Ownership, PlannedFile};
 use serde_json::Value as Json;
 use serde_norway::Value as Yaml;
@@ -176,7 +177,7 @@ pub fn check_plan(
     out.extend(check_compose_setup(&overlay, &consent));
     out.extend(check_container_user(config, &consent));
     point_secrets_at_source(&mut out, files, disk);
-    out.extend(check_project_volumes(config, local, &consent));
+    out.extend(check_project_volumes(config, local, &consent, disk));
     let errors: Vec<&Finding> = out
         .iter()
         .filter(|f| f.severity == Severity::Error)
@@ -224,6 +225,7 @@ pub fn check_container_state(
         file: CONTAINER_LABEL,
         text: "",
         consent,
+        sources: &NoSources,
         dir: None,
     };
     let doc: Json = match serde_json::from_str(inspect_json) {
@@ -338,6 +340,18 @@ impl ComposeSources for Overlay<'_> {
             .get(path)
             .cloned()
             .or_else(|| self.disk.read(path))
+    }
+
+    // Planned files are written as regular files (the writer refuses links), so where a
+    // path leads is the disk's answer.
+    fn host_path(&self, path: &str) -> HostPath {
+        self.disk.host_path(path)
+    }
+
+    // aibox never plans a dev container configuration in a folder of its own, so the
+    // folders that matter are the ones on disk.
+    fn subdirs(&self, dir: &str) -> Vec<String> {
+        self.disk.subdirs(dir)
     }
 }
 
@@ -468,73 +482,184 @@ pub fn check_compose_project(
 }
 
 /// The Compose files of a project as `aibox up` and the devcontainer CLI hand them to
-/// Compose: the generated, override and personal files plus every other file the
-/// `dockerComposeFile` list of `devcontainer.json` names, each read through `sources`,
-/// with `.devcontainer/.env`.
-/// Listed files outside the project are refused; listed files that do not exist are not
-/// run, so they are skipped. `devcontainer.json` itself is judged too.
+/// Compose, and every dev container configuration the Dev Containers CLI would use
+/// (`.devcontainer/devcontainer.json`, `.devcontainer.json`,
+/// `.devcontainer/<name>/devcontainer.json`), each read through `sources`.
+///
+/// `aibox up`'s files (generated, override, personal) and the `dockerComposeFile` list of
+/// `.devcontainer/devcontainer.json` are one Compose project, with `.devcontainer/.env`;
+/// every other configuration's list is a project of its own, with the `.env` next to its
+/// first file. Listed files outside the project are refused; listed files that do not
+/// exist are not run, so they are skipped. A guarded file that is a symbolic link is
+/// refused (Compose and the editor follow it; the gate reads regular files only).
 pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> Vec<Finding> {
     let mut out = Vec::new();
-    let devcontainer = sources.read(DEVCONTAINER_PATH);
-    if let Some(text) = &devcontainer {
-        out.extend(check_devcontainer_json(DEVCONTAINER_PATH, text, consent));
-        out.extend(check_local_features(text, sources, consent));
+    let mut configs = devcontainer_files(sources);
+    if !configs.iter().any(|c| c == DEVCONTAINER_PATH) {
+        // `aibox up` runs its own files whether or not the editor's configuration exists.
+        configs.insert(0, DEVCONTAINER_PATH.to_owned());
     }
-    // `aibox up` runs its Compose files itself; the editor runs the listed ones. Both count.
-    let mut names: Vec<String> = aibox_config::layout::COMPOSE_FILES
-        .map(str::to_owned)
-        .to_vec();
-    for name in devcontainer
-        .as_deref()
-        .and_then(devcontainer_compose_files)
-        .unwrap_or_default()
-    {
-        if !names.contains(&name) {
-            names.push(name);
+    for config in configs {
+        let devcontainer = if linked_file(sources, consent, &config, &config, &mut out) {
+            None
+        } else {
+            sources.read(&config)
+        };
+        let dir = dir_of(&config).to_owned();
+        if let Some(text) = &devcontainer {
+            out.extend(devcontainer_findings(&config, text, consent, sources));
+            out.extend(check_local_features(&config, text, sources, consent));
         }
-    }
-    let mut texts: Vec<(String, String)> = Vec::new();
-    for name in names {
-        if name.starts_with("../") || name.starts_with(['/', '~', '\\']) || name.contains('$') {
-            let f = Finding::new(
-                "aibox::policy::unchecked_include",
-                Severity::Error,
-                DEVCONTAINER_PATH,
-                format!(
-                    "`dockerComposeFile` names `{name}`, outside the project, which the gate \
-                     cannot judge"
-                ),
-                "list only Compose files inside the project's `.devcontainer/` folder",
-            )
-            .at(devcontainer
-                .as_deref()
-                .and_then(|t| line_of(t, "dockerComposeFile")));
-            out.extend(consent.judge(true, &format!("include:{name}"), f));
+        // `aibox up` runs its Compose files itself; the editor runs the listed ones. Both count.
+        let mut names: Vec<Result<String, String>> = if config == DEVCONTAINER_PATH {
+            aibox_config::layout::COMPOSE_FILES
+                .map(|n| Ok(n.to_owned()))
+                .to_vec()
+        } else {
+            Vec::new()
+        };
+        for name in devcontainer
+            .as_deref()
+            .map(|t| compose_files_in(&dir, t))
+            .unwrap_or_default()
+        {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        let mut texts: Vec<(String, String)> = Vec::new();
+        for name in names {
+            let name = match name {
+                Ok(name) => name,
+                Err(written) => {
+                    let f = Finding::new(
+                        "aibox::policy::unchecked_include",
+                        Severity::Error,
+                        &config,
+                        format!(
+                            "`dockerComposeFile` names `{written}`, outside the project, which \
+                             the gate cannot judge"
+                        ),
+                        "list only Compose files inside the project",
+                    )
+                    .at(devcontainer
+                        .as_deref()
+                        .and_then(|t| line_of(t, "dockerComposeFile")));
+                    out.extend(consent.judge(true, &format!("include:{written}"), f));
+                    continue;
+                }
+            };
+            if linked_file(sources, consent, &config, &name, &mut out) {
+                continue;
+            }
+            if let Some(text) = sources.read(&name) {
+                texts.push((name, text));
+            }
+        }
+        // Compose reads `.env` from the folder of the first file.
+        let env_path = match texts.first() {
+            _ if config == DEVCONTAINER_PATH => aibox_config::layout::COMPOSE_ENV.to_owned(),
+            Some((first, _)) => join_project(dir_of(first), ".env").unwrap_or_default(),
+            None => continue,
+        };
+        let env = if linked_file(sources, consent, &config, &env_path, &mut out) {
+            None
+        } else {
+            sources.read(&env_path)
+        };
+        if texts.is_empty() {
             continue;
         }
-        if let Some(text) = sources.read(&name) {
-            texts.push((name, text));
-        }
+        let files: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        out.extend(check_compose_project(
+            &files,
+            env.as_deref(),
+            sources,
+            consent,
+        ));
     }
-    let env = sources.read(aibox_config::layout::COMPOSE_ENV);
-    let files: Vec<(&str, &str)> = texts
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    out.extend(check_compose_project(
-        &files,
-        env.as_deref(),
-        sources,
-        consent,
-    ));
+    let mut seen = Vec::new();
+    out.retain(|f| {
+        let key = (f.code.clone(), f.file.clone(), f.line, f.message.clone());
+        let new = !seen.contains(&key);
+        seen.push(key);
+        new
+    });
     out
 }
 
-/// Local devcontainer features (`"./name"`) bring their own container options in
-/// `devcontainer-feature.json` (`privileged`, `capAdd`, `securityOpt`, `mounts`): judged
-/// like the same keys in `devcontainer.json`. A local feature whose metadata cannot be
-/// read is refused.
+/// Every dev container configuration the Dev Containers CLI would offer, sorted:
+/// `.devcontainer/devcontainer.json`, `.devcontainer.json`, and
+/// `.devcontainer/<name>/devcontainer.json` (one level down).
+fn devcontainer_files(sources: &dyn ComposeSources) -> Vec<String> {
+    // A link counts when it leads out of the project (what is there is unknown) or to a
+    // file of the project.
+    let exists = |path: &str| match sources.host_path(path) {
+        HostPath::Plain => sources.read(path).is_some(),
+        HostPath::Project(p) => sources.read(&p).is_some(),
+        HostPath::Outside(_) | HostPath::Unresolvable(_) => true,
+    };
+    let mut out = Vec::new();
+    for path in [
+        DEVCONTAINER_PATH,
+        aibox_config::layout::DEVCONTAINER_ROOT_JSON,
+    ] {
+        if exists(path) {
+            out.push(path.to_owned());
+        }
+    }
+    let dir = aibox_config::layout::DEVCONTAINER_DIR;
+    for name in sources.subdirs(dir.trim_end_matches('/')) {
+        let path = format!(
+            "{dir}{name}/{}",
+            aibox_config::layout::DEVCONTAINER_NAMED_JSON
+        );
+        if exists(&path) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Refuses a guarded file (a dev container configuration, a Compose or `.env` file, a
+/// feature's metadata) that is, or lies under, a symbolic link: the tools follow it, and
+/// the gate judges regular files of the project only. True when refused.
+fn linked_file(
+    sources: &dyn ComposeSources,
+    consent: &Consent,
+    file: &str,
+    path: &str,
+    out: &mut Vec<Finding>,
+) -> bool {
+    let target = match sources.host_path(path) {
+        HostPath::Plain => return false,
+        HostPath::Project(p) => format!("`{p}`"),
+        HostPath::Outside(p) => format!("`{p}`, outside the project"),
+        HostPath::Unresolvable(reason) => format!("nowhere it can follow ({reason})"),
+    };
+    let f = Finding::new(
+        "aibox::policy::symlink",
+        Severity::Error,
+        file,
+        format!(
+            "`{path}` is a symbolic link to {target}: Compose and the editor follow it, the \
+             gate judges regular files only"
+        ),
+        "replace the link with the file itself",
+    );
+    out.extend(consent.judge(true, &format!("include:{path}"), f));
+    true
+}
+
+/// Local devcontainer features (`"./name"`, relative to the configuration's folder) bring
+/// their own container options in `devcontainer-feature.json` (`privileged`, `capAdd`,
+/// `securityOpt`, `mounts`): judged like the same keys in `devcontainer.json`. A local
+/// feature whose metadata cannot be read is refused.
 fn check_local_features(
+    config: &str,
     jsonc_text: &str,
     sources: &dyn ComposeSources,
     consent: &Consent,
@@ -550,13 +675,14 @@ fn check_local_features(
         .keys()
         .filter(|id| id.starts_with("./") || id.starts_with("../"))
     {
-        let path = join_project(".devcontainer", id.trim_end_matches('/'))
-            .map(|dir| format!("{dir}/devcontainer-feature.json"));
+        let path = join_project(dir_of(config), id.trim_end_matches('/'))
+            .map(|dir| format!("{dir}/devcontainer-feature.json"))
+            .filter(|p| !linked_file(sources, consent, config, p, &mut out));
         let Some((path, text)) = path.and_then(|p| sources.read(&p).map(|t| (p, t))) else {
             let f = Finding::new(
                 "aibox::policy::unchecked_include",
                 Severity::Error,
-                DEVCONTAINER_PATH,
+                config,
                 format!(
                     "the local feature `{id}` has no readable `devcontainer-feature.json` inside \
                      the project, so the gate cannot tell which container options it sets"
@@ -568,29 +694,36 @@ fn check_local_features(
             continue;
         };
         // The metadata uses the `devcontainer.json` key names.
-        out.extend(check_devcontainer_json(&path, &text, consent));
+        out.extend(devcontainer_findings(&path, &text, consent, sources));
     }
     out
 }
 
-/// The files of a `devcontainer.json` `dockerComposeFile` (project-relative, in order;
-/// entries outside the project or named through a variable as written); `None` when the
-/// text does not parse or names none.
+/// The files of a `.devcontainer/devcontainer.json` `dockerComposeFile` (project-relative,
+/// in order; entries outside the project or named through a variable as written); `None`
+/// when the text does not parse or names none.
 pub fn devcontainer_compose_files(jsonc_text: &str) -> Option<Vec<String>> {
-    let doc: Json = parse_jsonc(jsonc_text).ok()?;
-    let list = json_strings(doc.get("dockerComposeFile"));
-    if list.is_empty() {
-        return None;
-    }
-    Some(
-        list.iter()
-            .map(|f| {
-                literal_path(f)
-                    .and_then(|f| join_project(".devcontainer", &f))
-                    .unwrap_or_else(|| f.clone())
-            })
-            .collect(),
-    )
+    let list: Vec<String> = compose_files_in(".devcontainer", jsonc_text)
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|written| written))
+        .collect();
+    (!list.is_empty()).then_some(list)
+}
+
+/// The `dockerComposeFile` entries of a configuration in `dir`: `Ok` the project-relative
+/// path, `Err` the entry as written when it leaves the project or uses a variable.
+fn compose_files_in(dir: &str, jsonc_text: &str) -> Vec<Result<String, String>> {
+    let Ok(doc) = parse_jsonc(jsonc_text) else {
+        return Vec::new();
+    };
+    json_strings(doc.get("dockerComposeFile"))
+        .into_iter()
+        .map(|f| {
+            literal_path(&f)
+                .and_then(|p| join_project(dir, &p))
+                .ok_or(f)
+        })
+        .collect()
 }
 
 struct LoadedFile {
@@ -636,6 +769,19 @@ impl Resolver<'_> {
     /// Loads a referenced file through the sources; false when it cannot be read.
     fn load_ref(&mut self, path: &str) -> bool {
         if self.loaded.contains_key(path) {
+            return true;
+        }
+        let mut refused = Vec::new();
+        if linked_file(self.sources, self.consent, path, path, &mut refused) {
+            // Refused as a link; nothing of it is judged (or run, once fixed).
+            self.out.extend(refused);
+            self.loaded.insert(
+                path.to_owned(),
+                LoadedFile {
+                    text: String::new(),
+                    doc: None,
+                },
+            );
             return true;
         }
         match self.sources.read(path) {
@@ -736,6 +882,7 @@ impl Resolver<'_> {
                     file: path,
                     text: &text,
                     consent: self.consent,
+                    sources: self.sources,
                     dir: Some(&dir),
                 };
                 let mut out = Vec::new();
@@ -858,6 +1005,7 @@ impl Resolver<'_> {
             file: path,
             text: &text,
             consent: self.consent,
+            sources: self.sources,
             dir: Some(&dir),
         };
         let mut out = Vec::new();
@@ -1073,11 +1221,24 @@ fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
 /// Checks `devcontainer.json` (JSONC) for dangerous options, including `runArgs`,
 /// `mounts`, `workspaceMount`, `initializeCommand` and unpinned features.
 pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) -> Vec<Finding> {
+    devcontainer_findings(file, jsonc_text, consent, &NoSources)
+}
+
+/// [`check_devcontainer_json`] with the project at hand: mount sources under
+/// `${localWorkspaceFolder}` are judged where their symbolic links lead.
+fn devcontainer_findings(
+    file: &str,
+    jsonc_text: &str,
+    consent: &Consent,
+    sources: &dyn ComposeSources,
+) -> Vec<Finding> {
     let ctx = Ctx {
         file,
         text: jsonc_text,
         consent,
-        dir: None,
+        sources,
+        // `${localWorkspaceFolder}` is the project root.
+        dir: Some(""),
     };
     let doc: Json = match parse_jsonc(jsonc_text) {
         Ok(doc) => doc,
@@ -1094,7 +1255,7 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
         ctx.security_opt(&opt, &mut out);
     }
     let run_args = json_strings(doc.get("runArgs"));
-    out.extend(check_run_args(file, jsonc_text, &run_args, consent));
+    run_args_findings(&ctx, &run_args, &mut out);
     if let Some(mounts) = doc.get("mounts").and_then(Json::as_array) {
         for m in mounts {
             let mount = match m {
@@ -1243,9 +1404,16 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
         file,
         text,
         consent,
+        sources: &NoSources,
         dir: None,
     };
     let mut out = Vec::new();
+    run_args_findings(&ctx, args, &mut out);
+    out
+}
+
+fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
+    let text = ctx.text;
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].trim();
@@ -1279,31 +1447,30 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
         let value = value.unwrap_or_default();
         match flag {
             "--privileged" if value.is_empty() || str_truthy(&value) => {
-                ctx.privileged(line_of(text, "--privileged"), &mut out);
+                ctx.privileged(line_of(text, "--privileged"), out);
             }
-            "--cap-add" => ctx.cap(&value, &mut out),
-            "--security-opt" => ctx.security_opt(&value, &mut out),
-            "--network" | "--net" => ctx.namespace("network_mode", &value, &mut out),
-            "--pid" => ctx.namespace("pid", &value, &mut out),
-            "--ipc" => ctx.namespace("ipc", &value, &mut out),
-            "--uts" => ctx.namespace("uts", &value, &mut out),
-            "--userns" => ctx.namespace("userns_mode", &value, &mut out),
-            "--cgroupns" => ctx.namespace("cgroup", &value, &mut out),
+            "--cap-add" => ctx.cap(&value, out),
+            "--security-opt" => ctx.security_opt(&value, out),
+            "--network" | "--net" => ctx.namespace("network_mode", &value, out),
+            "--pid" => ctx.namespace("pid", &value, out),
+            "--ipc" => ctx.namespace("ipc", &value, out),
+            "--uts" => ctx.namespace("uts", &value, out),
+            "--userns" => ctx.namespace("userns_mode", &value, out),
+            "--cgroupns" => ctx.namespace("cgroup", &value, out),
             "-v" | "--volume" => {
                 if let Some(m) = parse_short_volume(&value) {
-                    ctx.mount(&m, &mut out);
+                    ctx.mount(&m, out);
                 }
             }
             "--mount" => {
                 if let Some(m) = parse_mount_spec(&value) {
-                    ctx.mount(&m, &mut out);
+                    ctx.mount(&m, out);
                 }
             }
-            "--device" => ctx.devices("--device", &mut out),
+            "--device" => ctx.devices("--device", out),
             _ => {}
         }
     }
-    out
 }
 
 /// Checks the bind mounts of both `aibox.toml` and `.aibox-local.toml`
@@ -1312,16 +1479,19 @@ pub fn check_project_volumes(
     config: &AiboxToml,
     local: &LocalToml,
     consent: &Consent,
+    sources: &dyn ComposeSources,
 ) -> Vec<Finding> {
-    let mut out = check_volumes(
+    let mut out = volume_findings(
         "aibox.toml [[container.extra_volumes]]",
         &config.container.extra_volumes,
         consent,
+        sources,
     );
-    out.extend(check_volumes(
+    out.extend(volume_findings(
         ".aibox-local.toml [[container.extra_volumes]]",
         &local.container.extra_volumes,
         consent,
+        sources,
     ));
     out
 }
@@ -1329,11 +1499,23 @@ pub fn check_project_volumes(
 /// Checks configured bind mounts (`[[container.extra_volumes]]` of `aibox.toml` and of
 /// `.aibox-local.toml`). `file` labels the findings.
 pub fn check_volumes(file: &str, volumes: &[ExtraVolume], consent: &Consent) -> Vec<Finding> {
+    volume_findings(file, volumes, consent, &NoSources)
+}
+
+/// [`check_volumes`] with the project at hand: relative sources (project-relative, as
+/// the generated Compose file mounts them) are judged where their symbolic links lead.
+fn volume_findings(
+    file: &str,
+    volumes: &[ExtraVolume],
+    consent: &Consent,
+    sources: &dyn ComposeSources,
+) -> Vec<Finding> {
     let ctx = Ctx {
         file,
         text: "",
         consent,
-        dir: None,
+        sources,
+        dir: Some(""),
     };
     let mut out = Vec::new();
     for v in volumes {
@@ -1376,6 +1558,8 @@ struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
     consent: &'a Consent,
+    /// Where host paths lead through symbolic links.
+    sources: &'a dyn ComposeSources,
     /// Project-relative folder relative paths resolve against (Compose files); `None`
     /// where relative paths are not resolved by Compose.
     dir: Option<&'a str>,
@@ -1656,6 +1840,34 @@ impl Ctx<'_> {
             (Some(dir), false) => join_project(dir, &path).is_none(),
             _ => false,
         };
+        if !outside {
+            match self.link(&path) {
+                Link::None => {}
+                Link::Leaves(target) => {
+                    let detail =
+                        classify_mount(&target, false).map_or("outside the project", |c| c.what);
+                    let option = format!("mount:{target}");
+                    let f = Finding::new(
+                        "aibox::policy::symlink",
+                        Severity::Error,
+                        self.file,
+                        format!(
+                            "`{what}` copies `{path}`, a symbolic link to `{target}` ({detail}), \
+                             from the host into the container"
+                        ),
+                        link_remedy(&option),
+                    )
+                    .at(line_of(self.text, raw));
+                    self.push(true, &option, f, out);
+                    return;
+                }
+                Link::Moves(target) => self.host_read(what, &target, out),
+                Link::Broken(reason) => {
+                    self.broken_link(what, &path, &reason, line_of(self.text, raw), out);
+                    return;
+                }
+            }
+        }
         let class = classify_mount(&path, false);
         if !outside && class.is_none() {
             return;
@@ -1676,6 +1888,62 @@ impl Ctx<'_> {
         self.push(true, &option, f, out);
     }
 
+    /// Where `path` (as [`resolve_source`] gives it: relative to this file's folder,
+    /// absolute, or `~/…`) leads through symbolic links. A relative path is asked for both
+    /// as Compose cleans it (lexically) and as written (the kernel's `..` after a link).
+    fn link(&self, path: &str) -> Link {
+        let mut queries = Vec::new();
+        if path.starts_with(['/', '~']) {
+            queries.push(path.to_owned());
+        } else if let Some(dir) = self.dir {
+            queries.extend(join_project(dir, path));
+            // The kernel's `..` differs from Compose's only after a link: ask for the
+            // path as written when what comes before the first `..` is not plain.
+            if let Some((before, _)) = format!("{dir}/{path}/").split_once("/../") {
+                let before = join_project("", before).unwrap_or_default();
+                if self.sources.host_path(&before) != HostPath::Plain {
+                    queries.push(format!("{dir}/{path}").trim_start_matches('/').to_owned());
+                }
+            }
+        }
+        for query in queries {
+            match self.sources.host_path(&query) {
+                HostPath::Plain | HostPath::Project(_) => {}
+                HostPath::Outside(target) if query.starts_with(['/', '~']) => {
+                    if target != query {
+                        return Link::Moves(target);
+                    }
+                }
+                HostPath::Outside(target) => return Link::Leaves(target),
+                HostPath::Unresolvable(reason) => return Link::Broken(reason),
+            }
+        }
+        Link::None
+    }
+
+    fn broken_link(
+        &self,
+        what: &str,
+        path: &str,
+        reason: &str,
+        line: Option<usize>,
+        out: &mut Vec<Finding>,
+    ) {
+        let option = format!("mount:{path}");
+        let f = Finding::new(
+            "aibox::policy::symlink",
+            Severity::Error,
+            self.file,
+            format!(
+                "{what} uses `{path}`, whose symbolic links cannot be followed ({reason}), so \
+                 the gate cannot tell what it reaches"
+            ),
+            "replace the links with real folders or files inside the project",
+        )
+        .at(line);
+        self.push(true, &option, f, out);
+    }
+
     fn devices(&self, key: &str, out: &mut Vec<Finding>) {
         let f = Finding::new(
             "aibox::policy::devices",
@@ -1687,6 +1955,57 @@ impl Ctx<'_> {
         )
         .at(line_of(self.text, key));
         self.push(false, "devices", f, out);
+    }
+
+    /// The symbolic links on a bind source (see [`Ctx::link`]): a project path that leads
+    /// out of the project is refused; a host path is judged where it leads too. True when
+    /// the mount is refused here.
+    fn mount_link(
+        &self,
+        m: &Mount,
+        path: &str,
+        line: Option<usize>,
+        out: &mut Vec<Finding>,
+    ) -> bool {
+        let mode = if m.read_only { "read-only" } else { "writable" };
+        match self.link(path) {
+            Link::None => false,
+            Link::Leaves(target) => {
+                let detail = if is_engine_socket(&target) {
+                    "a container engine socket"
+                } else {
+                    classify_mount(&target, m.read_only).map_or("outside the project", |c| c.what)
+                };
+                let option = format!("mount:{target}");
+                let f = Finding::new(
+                    "aibox::policy::symlink",
+                    Severity::Error,
+                    self.file,
+                    format!(
+                        "bind mount of `{path}` ({mode}) is a symbolic link to `{target}` \
+                         ({detail}): the engine mounts the link's target"
+                    ),
+                    link_remedy(&option),
+                )
+                .at(line);
+                self.push(true, &option, f, out);
+                true
+            }
+            Link::Moves(target) => {
+                self.mount(
+                    &Mount {
+                        source: target,
+                        read_only: m.read_only,
+                    },
+                    out,
+                );
+                false
+            }
+            Link::Broken(reason) => {
+                self.broken_link("a bind mount", path, &reason, line, out);
+                true
+            }
+        }
     }
 
     fn mount(&self, m: &Mount, out: &mut Vec<Finding>) {
@@ -1716,6 +2035,9 @@ impl Ctx<'_> {
         let escapes = self
             .dir
             .is_some_and(|dir| !path.starts_with(['/', '~']) && join_project(dir, &path).is_none());
+        if !escapes && self.mount_link(m, &path, line, out) {
+            return;
+        }
         if escapes {
             let f = Finding::new(
                 "aibox::policy::sensitive_mount",
@@ -1734,9 +2056,7 @@ impl Ctx<'_> {
             self.push(true, &option, f, out);
             return;
         }
-        let file_name = path.rsplit('/').next().unwrap_or(&path);
-        let under_run = path.starts_with("/run/") || path.starts_with("/var/run/");
-        if ENGINE_SOCKETS.contains(&file_name) || (under_run && is_socket_name(file_name)) {
+        if is_engine_socket(&path) {
             let f = Finding::new(
                 "aibox::policy::engine_socket",
                 Severity::Error,
@@ -1788,6 +2108,33 @@ impl Ctx<'_> {
         .at(line);
         self.push(refuse, &option, f, out);
     }
+}
+
+/// Whether a resolved host path names a container engine socket.
+fn is_engine_socket(path: &str) -> bool {
+    let file_name = path.rsplit('/').next().unwrap_or(path);
+    let under_run = path.starts_with("/run/") || path.starts_with("/var/run/");
+    ENGINE_SOCKETS.contains(&file_name) || (under_run && is_socket_name(file_name))
+}
+
+/// What the symbolic links on a host path do to it.
+enum Link {
+    /// No link on the way, or links that stay where the path said (inside the project).
+    None,
+    /// A project path whose links lead out of the project, to this host path.
+    Leaves(String),
+    /// A host path (absolute or in the home) whose links lead to this other host path.
+    Moves(String),
+    /// Links that cannot be followed.
+    Broken(String),
+}
+
+fn link_remedy(option: &str) -> String {
+    format!(
+        "replace the link with a real folder or file inside the project; if the target is \
+         what you mean to share, record the consent for that target with a \
+         `[[security.exceptions]]` entry `option = \"{option}\"`"
+    )
 }
 
 struct MountClass {
@@ -1859,6 +2206,11 @@ fn resolve_source(raw: &str) -> Option<String> {
         if let Some(rest) = s.strip_prefix(home) {
             s = format!("~{rest}");
         }
+    }
+    // The Dev Containers CLI's name for the project folder (relative paths there start at
+    // the project root).
+    if let Some(rest) = s.strip_prefix("${localWorkspaceFolder}") {
+        s = format!(".{rest}");
     }
     let mut resolved = String::new();
     let mut rest = s.as_str();

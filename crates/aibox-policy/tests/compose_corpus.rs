@@ -20,7 +20,7 @@ use aibox_policy::{Consent, check_compose_setup, has_errors};
 #[test]
 fn every_bypass_attempt_is_refused_without_consent() {
     let cases = fixtures("compose-bypass");
-    assert!(cases.len() >= 63, "corpus shrank: {}", cases.len());
+    assert!(cases.len() >= 82, "corpus shrank: {}", cases.len());
     let mut accepted = Vec::new();
     for case in &cases {
         let findings = check_compose_setup(&project_files(case), &Consent::default());
@@ -42,6 +42,31 @@ fn benign_projects_pass() {
     for case in fixtures("compose-benign") {
         let findings = check_compose_setup(&project_files(&case), &Consent::default());
         assert!(!has_errors(&findings), "{}: {findings:#?}", case.display());
+    }
+}
+
+/// Every attempt through a symbolic link (`link-*`) is refused as a link: the gate judged
+/// where it leads, not the text.
+#[test]
+fn links_are_refused_as_links() {
+    let cases: Vec<_> = fixtures("compose-bypass")
+        .into_iter()
+        .filter(|c| {
+            c.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("link-")
+        })
+        .collect();
+    assert!(cases.len() >= 14, "{}", cases.len());
+    for case in cases {
+        let findings = check_compose_setup(&project_files(&case), &Consent::default());
+        assert!(
+            findings.iter().any(|f| f.code == "aibox::policy::symlink"
+                && f.severity == aibox_policy::Severity::Error),
+            "{}: {findings:#?}",
+            case.display()
+        );
     }
 }
 
@@ -86,6 +111,32 @@ fn attempts_are_refused_by_the_rule_they_try_to_dodge() {
         (
             "volumes-from-foreign-container",
             "aibox::policy::volumes_from_container",
+        ),
+        ("devcontainer-root-file", "aibox::policy::privileged"),
+        (
+            "devcontainer-root-file",
+            "aibox::policy::initialize_command",
+        ),
+        (
+            "devcontainer-named-run-args",
+            "aibox::policy::host_namespace",
+        ),
+        ("devcontainer-named-run-args", "aibox::policy::cap_add"),
+        (
+            "devcontainer-named-run-args",
+            "aibox::policy::engine_socket",
+        ),
+        (
+            "devcontainer-named-security-opt",
+            "aibox::policy::apparmor_unconfined",
+        ),
+        (
+            "devcontainer-named-compose",
+            "aibox::policy::sensitive_mount",
+        ),
+        (
+            "devcontainer-root-file-compose-escape",
+            "aibox::policy::unchecked_include",
         ),
     ];
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compose-bypass");

@@ -734,6 +734,12 @@ fn the_gate_reads_exactly_the_gated_files_of_the_file_table() {
             self.0.borrow_mut().push(path.to_owned());
             None
         }
+        fn host_path(&self, _path: &str) -> aibox_policy::HostPath {
+            aibox_policy::HostPath::Plain
+        }
+        fn subdirs(&self, _dir: &str) -> Vec<String> {
+            Vec::new()
+        }
     }
     let rec = Recorder(std::cell::RefCell::default());
     let findings = aibox_policy::check_compose_setup(&rec, &aibox_policy::Consent::default());
