@@ -20,7 +20,7 @@ use serde_norway::value::Mapping;
 use crate::PolicyError;
 use crate::compose::{
     ComposeSources, NoSources, dir_of, interpolate_tree, join_project, normalise_yaml,
-    parse_env_file, variables_in,
+    parse_env_file, variables_in, yaml_tags,
 };
 use crate::finding::{Consent, Finding, Severity};
 use crate::seccomp::PROFILE_PATH;
@@ -742,8 +742,9 @@ struct Resolver<'a> {
 
 impl Resolver<'_> {
     fn load_text(&mut self, path: &str, text: &str) {
+        let mut kept = Vec::new();
         let doc = match serde_norway::from_str::<Yaml>(text) {
-            Ok(doc) => match normalise_yaml(doc, 0) {
+            Ok(doc) => match normalise_yaml(doc, 0, &mut kept) {
                 Ok(doc) => Some(doc),
                 Err(e) => {
                     self.out.push(unparsable(path, "YAML", &e));
@@ -757,6 +758,31 @@ impl Resolver<'_> {
                 None
             }
         };
+        let mut tags: Vec<(Option<usize>, String)> = yaml_tags(text)
+            .into_iter()
+            .map(|(line, tag)| (Some(line), tag))
+            .collect();
+        if tags.is_empty() {
+            // A tag the parser saw and the text scan did not: still refused.
+            tags.extend(kept.into_iter().map(|tag| (None, tag)));
+        }
+        for (line, tag) in tags {
+            self.out.push(
+                Finding::new(
+                    "aibox::policy::yaml_tag",
+                    Severity::Error,
+                    path,
+                    format!(
+                        "`{tag}`: a YAML tag or directive changes what Compose reads (it decodes \
+                         `!!binary`, `!reset` and `!override` change merges), and the gate \
+                         judges untagged YAML only"
+                    ),
+                    "write the value itself without a tag; instead of `!reset`/`!override`, \
+                     write the resulting list or mapping in full",
+                )
+                .at(line),
+            );
+        }
         self.loaded.insert(
             path.to_owned(),
             LoadedFile {

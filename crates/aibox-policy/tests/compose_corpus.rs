@@ -20,7 +20,7 @@ use aibox_policy::{Consent, check_compose_setup, has_errors};
 #[test]
 fn every_bypass_attempt_is_refused_without_consent() {
     let cases = fixtures("compose-bypass");
-    assert!(cases.len() >= 82, "corpus shrank: {}", cases.len());
+    assert!(cases.len() >= 93, "corpus shrank: {}", cases.len());
     let mut accepted = Vec::new();
     for case in &cases {
         let findings = check_compose_setup(&project_files(case), &Consent::default());
@@ -45,29 +45,36 @@ fn benign_projects_pass() {
     }
 }
 
-/// Every attempt through a symbolic link (`link-*`) is refused as a link: the gate judged
-/// where it leads, not the text.
-#[test]
-fn links_are_refused_as_links() {
+/// Every fixture whose name starts with `prefix` is refused by `code` (at least `min` of
+/// them): the gate judged the construct itself, not something next to it.
+fn family_refused_by(prefix: &str, code: &str, min: usize) {
     let cases: Vec<_> = fixtures("compose-bypass")
         .into_iter()
-        .filter(|c| {
-            c.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("link-")
-        })
+        .filter(|c| c.file_name().unwrap().to_string_lossy().starts_with(prefix))
         .collect();
-    assert!(cases.len() >= 14, "{}", cases.len());
+    assert!(cases.len() >= min, "{prefix}: {}", cases.len());
     for case in cases {
         let findings = check_compose_setup(&project_files(&case), &Consent::default());
         assert!(
-            findings.iter().any(|f| f.code == "aibox::policy::symlink"
-                && f.severity == aibox_policy::Severity::Error),
+            findings
+                .iter()
+                .any(|f| f.code == code && f.severity == aibox_policy::Severity::Error),
             "{}: {findings:#?}",
             case.display()
         );
     }
+}
+
+/// Symbolic links (`link-*`) are judged where they lead.
+#[test]
+fn links_are_refused_as_links() {
+    family_refused_by("link-", "aibox::policy::symlink", 14);
+}
+
+/// YAML tags and directives (`tag-*`, `tagged-*`) are refused as such, whatever the value.
+#[test]
+fn tags_are_refused_as_tags() {
+    family_refused_by("tag", "aibox::policy::yaml_tag", 12);
 }
 
 /// Each attempt is refused for its own reason, not by accident: the rule that fires.
