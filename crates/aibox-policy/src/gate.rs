@@ -392,7 +392,8 @@ pub fn check_compose(file: &str, yaml_text: &str, consent: &Consent) -> Vec<Find
 
 /// Service keys whose values the gate judges: a variable in any of them could turn a
 /// harmless file into a dangerous one at run time (the shell overrides `.env` and defaults).
-const GUARDED_KEYS: [&str; 24] = [
+const GUARDED_KEYS: [&str; 25] = [
+    "networks",
     "privileged",
     "cap_add",
     "security_opt",
@@ -444,6 +445,7 @@ pub fn check_compose_project(
         sources,
         consent,
         loaded: BTreeMap::new(),
+        base_dirs: BTreeMap::new(),
         out: Vec::new(),
         visited: Vec::new(),
     };
@@ -736,6 +738,9 @@ struct Resolver<'a> {
     sources: &'a dyn ComposeSources,
     consent: &'a Consent,
     loaded: BTreeMap<String, LoadedFile>,
+    /// The folder relative paths of an included file resolve against, when `include`
+    /// set a `project_directory` (else the file's own folder).
+    base_dirs: BTreeMap<String, String>,
     out: Vec<Finding>,
     visited: Vec<(String, String)>,
 }
@@ -850,34 +855,90 @@ impl Resolver<'_> {
             return Vec::new();
         };
         let text = self.text_of(path);
-        let mut raw = Vec::new();
+        // (file as written, `project_directory` as written)
+        let mut raw: Vec<(String, Option<String>)> = Vec::new();
         let entries = match include {
             Yaml::Sequence(items) => items,
             other => vec![other],
         };
         for entry in entries {
-            match entry {
-                Yaml::String(s) => raw.push(s),
+            let project_dir = entry
+                .get("project_directory")
+                .map(|d| d.as_str().unwrap_or("?").to_owned());
+            match &entry {
+                Yaml::String(s) => raw.push((s.clone(), None)),
                 Yaml::Mapping(_) => match entry.get("path") {
-                    Some(Yaml::String(s)) => raw.push(s.clone()),
-                    Some(Yaml::Sequence(items)) => {
-                        raw.extend(items.iter().filter_map(Yaml::as_str).map(str::to_owned));
-                    }
-                    _ => raw.push("?".to_owned()),
+                    Some(Yaml::String(s)) => raw.push((s.clone(), project_dir)),
+                    Some(Yaml::Sequence(items)) => raw.extend(
+                        items
+                            .iter()
+                            .filter_map(Yaml::as_str)
+                            .map(|s| (s.to_owned(), project_dir.clone())),
+                    ),
+                    _ => raw.push(("?".to_owned(), None)),
                 },
-                _ => raw.push("?".to_owned()),
+                _ => raw.push(("?".to_owned(), None)),
             }
         }
         let mut found = Vec::new();
-        for target in raw {
+        for (target, project_dir) in raw {
             let line = line_of(&text, &target);
             let resolved = literal_path(&target).and_then(|t| join_project(dir_of(path), &t));
-            match resolved {
-                Some(p) if self.load_ref(&p) => found.push(p),
-                _ => self.unseen(path, "`include:` pulls in", &target, line),
+            let Some(p) = resolved.filter(|p| self.load_ref(p)) else {
+                self.unseen(path, "`include:` pulls in", &target, line);
+                continue;
+            };
+            if let Some(raw_dir) = project_dir {
+                // When refused, the file is still judged against its own folder.
+                if let Some(dir) = self.project_directory(path, &raw_dir) {
+                    self.base_dirs.entry(p.clone()).or_insert(dir);
+                }
             }
+            found.push(p);
         }
         found
+    }
+
+    /// An `include` entry's `project_directory`, project-relative, or `None` (refused)
+    /// when it leaves the project, uses a variable, or is a link out of the project: the
+    /// included file's relative paths (`./etc/cron.d`) would then name host folders.
+    fn project_directory(&mut self, path: &str, raw: &str) -> Option<String> {
+        let dir = literal_path(raw)
+            .and_then(|d| join_project(dir_of(path), &d))
+            .and_then(|d| match self.sources.host_path(&d) {
+                HostPath::Plain => Some(d),
+                HostPath::Project(real) => Some(real),
+                HostPath::Outside(_) | HostPath::Unresolvable(_) => None,
+            });
+        if dir.is_none() {
+            let text = self.text_of(path);
+            let f = Finding::new(
+                "aibox::policy::unchecked_include",
+                Severity::Error,
+                path,
+                format!(
+                    "`include:` sets `project_directory: {raw}`, outside the project: the \
+                     included file's relative paths then name host folders"
+                ),
+                format!(
+                    "drop `project_directory` or name a folder inside the project; to keep it, \
+                     record the consent with a `[[security.exceptions]]` entry \
+                     `option = \"include:{raw}\"`"
+                ),
+            )
+            .at(line_of(&text, "project_directory"));
+            self.out
+                .extend(self.consent.judge(true, &format!("include:{raw}"), f));
+        }
+        dir
+    }
+
+    /// The folder relative paths in `path` resolve against.
+    fn dir_for(&self, path: &str) -> String {
+        self.base_dirs
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| dir_of(path).to_owned())
     }
 
     /// The text of a loaded file (empty when it was not loaded), for line lookups.
@@ -893,9 +954,10 @@ impl Resolver<'_> {
             return;
         };
         let text = self.text_of(path);
-        let dir = dir_of(path).to_owned();
+        let dir = self.dir_for(path);
         // Top-level named volumes that bind a host path, and files handed in as configs
         // or secrets.
+        self.judge_networks(path, &text, &doc, &dir);
         for (key, is_volume) in [("volumes", true), ("configs", false), ("secrets", false)] {
             let Some(map) = doc.get(key).and_then(Yaml::as_mapping) else {
                 continue;
@@ -922,7 +984,7 @@ impl Resolver<'_> {
                             .get("driver_opts")
                             .and_then(|o| o.get("o"))
                             .and_then(Yaml::as_str)
-                            .is_some_and(|o| o.split(',').any(|x| x == "ro"));
+                            .is_some_and(proven_read_only);
                         ctx.mount(
                             &Mount {
                                 source: device.to_owned(),
@@ -942,6 +1004,35 @@ impl Resolver<'_> {
                 let name = name.as_str().unwrap_or("?").to_owned();
                 self.visited.clear();
                 self.judge_service(path, &name, 0);
+            }
+        }
+    }
+
+    /// Top-level networks that are the host's network (`host` by key or by `name`, or the
+    /// `host` driver): a service on them shares the host's network namespace.
+    fn judge_networks(&mut self, path: &str, text: &str, doc: &Yaml, dir: &str) {
+        let Some(map) = doc.get("networks").and_then(Yaml::as_mapping) else {
+            return;
+        };
+        for (name, def) in map {
+            let name = name.as_str().unwrap_or("?");
+            let mut errors = Vec::new();
+            let def = self.guard_variables(path, text, "networks", def, &mut errors);
+            let field = |k: &str| def.get(k).and_then(Yaml::as_str).map(str::trim);
+            let host = name == "host"
+                || field("name").is_some_and(|n| n.eq_ignore_ascii_case("host"))
+                || field("driver").is_some_and(|d| d.eq_ignore_ascii_case("host"));
+            if host {
+                let ctx = Ctx {
+                    file: path,
+                    text,
+                    consent: self.consent,
+                    sources: self.sources,
+                    dir: Some(dir),
+                };
+                let mut out = Vec::new();
+                ctx.namespace("network_mode", "host", &mut out);
+                self.out.extend(out);
             }
         }
     }
@@ -1012,7 +1103,7 @@ impl Resolver<'_> {
             return;
         };
         let text = self.text_of(path);
-        let dir = dir_of(path).to_owned();
+        let dir = self.dir_for(path);
         let mut svc = Mapping::new();
         if let Some(map) = raw.as_mapping() {
             for (k, v) in map {
@@ -1101,6 +1192,14 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
             ctx.namespace(key, value, out);
         }
     }
+    // A service on a network called `host` (defined or not): Docker's host network.
+    if let Some(networks) = svc.get("networks") {
+        for net in yaml_strings(networks) {
+            if net.trim().eq_ignore_ascii_case("host") {
+                ctx.namespace("network_mode", "host", out);
+            }
+        }
+    }
     for key in ["devices", "device_cgroup_rules"] {
         if svc.get(key).is_some_and(|v| !yaml_strings(v).is_empty()) {
             ctx.devices(key, out);
@@ -1156,6 +1255,11 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
             ctx.host_read("env_file", &file, out);
         }
     }
+    check_service_volumes(ctx, svc, out);
+}
+
+/// The bind mounts of a service (short and long syntax).
+fn check_service_volumes(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
     if let Some(volumes) = svc.get("volumes").and_then(Yaml::as_sequence) {
         for vol in volumes {
             if let Some(short) = vol.as_str() {
@@ -1797,12 +1901,19 @@ impl Ctx<'_> {
         let value = value.trim();
         let host = value.eq_ignore_ascii_case("host");
         let container = key == "network_mode" && value.starts_with("container:");
-        if !host && !container {
+        // Podman joins any namespace by path (`ns:/proc/1/ns/net`): on a rootful engine,
+        // the host's.
+        let by_path = value
+            .get(..3)
+            .is_some_and(|p| p.eq_ignore_ascii_case("ns:"));
+        if !host && !container && !by_path {
             return;
         }
         let what = key.trim_end_matches("_mode").trim_start_matches("build.");
         let option = if container {
             "network_mode:container".to_owned()
+        } else if by_path {
+            format!("{key}:ns")
         } else {
             format!("{key}:host")
         };
@@ -1814,6 +1925,8 @@ impl Ctx<'_> {
                 "`{key}: {value}` shares the {} {what} namespace with the container",
                 if container {
                     "other container's"
+                } else if by_path {
+                    "named (on a rootful engine, the host's)"
                 } else {
                     "host's"
                 }
@@ -2082,14 +2195,15 @@ impl Ctx<'_> {
             self.push(true, &option, f, out);
             return;
         }
-        if is_engine_socket(&path) {
+        if is_engine_socket(&path) || holds_sockets(&path) {
             let f = Finding::new(
                 "aibox::policy::engine_socket",
                 Severity::Error,
                 self.file,
                 format!(
-                    "`{path}` looks like a container engine socket: whoever can use it controls \
-                     the host"
+                    "`{path}` ({mode}) is or holds a container engine or system socket: a \
+                     read-only mount still lets a process connect, and whoever can use it \
+                     controls the host"
                 ),
                 "remove the mount; run container commands on the host",
             )
@@ -2134,6 +2248,31 @@ impl Ctx<'_> {
         .at(line);
         self.push(refuse, &option, f, out);
     }
+}
+
+/// Folders of sockets (engines, D-Bus, systemd, the user's runtime folder): mounted in
+/// any mode they let a process connect. `/run` and `/var/run` themselves are system paths.
+const SOCKET_TREES: [&str; 2] = ["/run", "/var/run"];
+
+/// The same under a home: Docker Desktop, Colima, Lima, Rancher Desktop and `OrbStack` keep
+/// their engine sockets there.
+const HOME_SOCKET_DIRS: [&str; 5] = [".docker", ".colima", ".lima", ".rd", ".orbstack"];
+
+/// Whether a resolved host path is, or is a folder that holds, sockets whatever the mount
+/// mode: anything under `/run` (`/run/podman`, `/run/user/<uid>` and its D-Bus bus,
+/// `/run/containerd`, …) and the engine folders of a home (the home itself is refused
+/// in any mode by its own rule).
+fn holds_sockets(path: &str) -> bool {
+    let under = |p: &str, d: &str| p == d || p.starts_with(&format!("{d}/"));
+    if SOCKET_TREES
+        .iter()
+        .any(|t| path.starts_with(&format!("{t}/")))
+    {
+        return true;
+    }
+    split_home(path)
+        .0
+        .is_some_and(|rel| HOME_SOCKET_DIRS.iter().any(|d| under(&rel, d)))
 }
 
 /// Whether a resolved host path names a container engine socket.
@@ -2195,10 +2334,11 @@ fn classify_mount(path: &str, read_only: bool) -> Option<MountClass> {
             !read_only,
         )
     } else if is_home {
+        // Read-only too: it holds every credential, and Docker Desktop's socket.
         (
             "aibox::policy::home_mount",
-            "the host home directory",
-            !read_only,
+            "the host home directory (every credential, and Docker Desktop's engine socket)",
+            true,
         )
     } else if credential {
         (
@@ -2318,6 +2458,13 @@ fn split_home(path: &str) -> (Option<String>, bool) {
     (None, false)
 }
 
+/// Whether comma-separated mount options make a mount read-only for certain: `ro` and
+/// no `rw` (the kernel takes the last of them, so `bind,ro,rw` is writable).
+fn proven_read_only(options: &str) -> bool {
+    let options: Vec<&str> = options.split(',').map(str::trim).collect();
+    options.contains(&"ro") && !options.contains(&"rw")
+}
+
 /// `src:dst[:mode]`; `None` for anonymous and named volumes.
 fn parse_short_volume(spec: &str) -> Option<Mount> {
     let parts: Vec<&str> = spec.trim().split(':').collect();
@@ -2328,9 +2475,7 @@ fn parse_short_volume(spec: &str) -> Option<Mount> {
     if !(source.starts_with(['/', '.', '~', '$'])) {
         return None;
     }
-    let read_only = parts
-        .get(2)
-        .is_some_and(|m| m.split(',').any(|o| o == "ro"));
+    let read_only = parts.get(2).is_some_and(|m| proven_read_only(m));
     Some(Mount {
         source: source.to_owned(),
         read_only,

@@ -88,6 +88,30 @@ const CASES: &[Case] = &[
         option: "network_mode:host",
     },
     Case {
+        name: "network namespace by path (Podman)",
+        compose: "    network_mode: \"ns:/proc/1/ns/net\"\n",
+        devcontainer: "",
+        run_args: &["--network=ns:/proc/1/ns/net"],
+        code: "aibox::policy::host_namespace",
+        option: "network_mode:ns",
+    },
+    Case {
+        name: "pid namespace by path (Podman)",
+        compose: "    pid: \"ns:/proc/1/ns/pid\"\n",
+        devcontainer: "",
+        run_args: &["--pid", "ns:/proc/1/ns/pid"],
+        code: "aibox::policy::host_namespace",
+        option: "pid:ns",
+    },
+    Case {
+        name: "socket folder read-only",
+        compose: "    volumes:\n      - /run/containerd:/x:ro\n",
+        devcontainer: "\"mounts\": [\"source=/run/containerd,target=/x,type=bind,readonly\"]",
+        run_args: &["-v", "/run/containerd:/x:ro"],
+        code: "aibox::policy::engine_socket",
+        option: "mount:/run/containerd",
+    },
+    Case {
         name: "host pid",
         compose: "    pid: \"host\"\n",
         devcontainer: "",
@@ -753,4 +777,39 @@ fn the_gate_reads_exactly_the_gated_files_of_the_file_table() {
         .collect();
     gated.sort();
     assert_eq!(read, gated);
+}
+
+/// An `include` entry's `project_directory` inside the project is where the included
+/// file's relative paths start: a path that escapes from the file's own folder is inside
+/// from there, and the reverse.
+#[test]
+fn include_project_directory_moves_relative_paths() {
+    use std::collections::BTreeMap;
+    let files = |project_dir: &str, volume: &str| -> BTreeMap<String, String> {
+        [
+            (
+                OVERRIDE.to_owned(),
+                format!(
+                    "include:\n  - path: inc.yml\n    project_directory: {project_dir}\nservices:\n  dev: {{}}\n"
+                ),
+            ),
+            (
+                ".devcontainer/inc.yml".to_owned(),
+                format!("services:\n  side:\n    image: x\n    volumes: [\"{volume}:/x\"]\n"),
+            ),
+        ]
+        .into_iter()
+        .collect()
+    };
+    let judge =
+        |f: &BTreeMap<String, String>| aibox_policy::check_compose_setup(f, &Consent::default());
+    // From `.devcontainer/a/b`, `../../x` is `.devcontainer/x`: inside.
+    let inside = judge(&files("a/b", "../../x"));
+    assert!(!has_errors(&inside), "{inside:#?}");
+    // From `.devcontainer`, the same text leaves the project.
+    let outside = judge(&files(".", "../../x"));
+    assert!(has_errors(&outside), "{outside:#?}");
+    // And from the project root, `..` is the project's parent.
+    let parent = judge(&files("..", ".."));
+    assert!(has_errors(&parent), "{parent:#?}");
 }
