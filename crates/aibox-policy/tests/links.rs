@@ -234,3 +234,33 @@ fn linked_extra_volumes_are_judged_where_they_lead() {
         "{findings:#?}"
     );
 }
+
+/// `devcontainer.json` mounts name the project as `${localWorkspaceFolder}`: a link there
+/// is followed too, in every dev container configuration.
+#[test]
+fn devcontainer_mounts_through_links_are_refused() {
+    for config in [
+        ".devcontainer/devcontainer.json",
+        ".devcontainer.json",
+        ".devcontainer/alt/devcontainer.json",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = project(tmp.path(), "services:\n  dev: {}\n", &[("hostroot", "/")]);
+        let path = p.root.join(config);
+        fs_err::create_dir_all(path.parent().unwrap()).unwrap();
+        fs_err::write(
+            &path,
+            "{\"image\": \"x\", \"mounts\": [\"source=${localWorkspaceFolder}/hostroot,target=/h,type=bind,readonly\"]}",
+        )
+        .unwrap();
+        let mut p = project_files(&p.root);
+        p.home = Some(tmp.path().join("home"));
+        let findings = check_compose_setup(&p, &Consent::default());
+        assert!(
+            link_errors(&findings)
+                .iter()
+                .any(|f| f.file == config && f.option.as_deref() == Some("mount:/")),
+            "{config}: {findings:#?}"
+        );
+    }
+}
