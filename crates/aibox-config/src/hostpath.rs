@@ -69,6 +69,21 @@ pub fn resolve_host_path(root: &Path, home: Option<&Path>, path: &str) -> HostPa
     HostPath::Outside(target.to_string_lossy().into_owned())
 }
 
+/// The names of the folders (links to folders included) directly inside the
+/// project-relative folder `dir` of `root`, sorted; empty when it cannot be read.
+pub fn subfolders(root: &Path, dir: &str) -> Vec<String> {
+    let Ok(entries) = fs_err::read_dir(root.join(dir)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
 fn slashed(rel: &Path) -> String {
     rel.components()
         .map(|c| c.as_os_str().to_string_lossy())

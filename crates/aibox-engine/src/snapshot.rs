@@ -234,16 +234,7 @@ fn disk_host_path(root: &ProjectRoot, path: &str) -> HostPath {
 
 /// The folders (links to folders included) directly inside a project folder, sorted.
 fn disk_subdirs(root: &ProjectRoot, dir: &str) -> Vec<String> {
-    let Ok(entries) = fs_err::read_dir(root.path().join(dir).as_std_path()) else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    out.sort();
-    out
+    aibox_config::hostpath::subfolders(root.path().as_std_path(), dir)
 }
 
 /// Text of a project file as the Compose resolver may see it.

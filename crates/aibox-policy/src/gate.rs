@@ -1985,19 +1985,11 @@ impl Ctx<'_> {
                 Link::Leaves(target) => {
                     let detail =
                         classify_mount(&target, false).map_or("outside the project", |c| c.what);
-                    let option = format!("mount:{target}");
-                    let f = Finding::new(
-                        "aibox::policy::symlink",
-                        Severity::Error,
-                        self.file,
-                        format!(
-                            "`{what}` copies `{path}`, a symbolic link to `{target}` ({detail}), \
-                             from the host into the container"
-                        ),
-                        link_remedy(&option),
-                    )
-                    .at(line_of(self.text, raw));
-                    self.push(true, &option, f, out);
+                    let message = format!(
+                        "`{what}` copies `{path}`, a symbolic link to `{target}` ({detail}), from \
+                         the host into the container"
+                    );
+                    self.link_leaves(message, &target, line_of(self.text, raw), out);
                     return;
                 }
                 Link::Moves(target) => self.host_read(what, &target, out),
@@ -2060,6 +2052,31 @@ impl Ctx<'_> {
         Link::None
     }
 
+    /// Refuses a project path whose links lead out of the project, to `target`; the
+    /// consent names the target.
+    fn link_leaves(
+        &self,
+        message: String,
+        target: &str,
+        line: Option<usize>,
+        out: &mut Vec<Finding>,
+    ) {
+        let option = format!("mount:{target}");
+        let f = Finding::new(
+            "aibox::policy::symlink",
+            Severity::Error,
+            self.file,
+            message,
+            format!(
+                "replace the link with a real folder or file inside the project; if the target \
+                 is what you mean to share, record the consent for that target with a \
+                 `[[security.exceptions]]` entry `option = \"{option}\"`"
+            ),
+        )
+        .at(line);
+        self.push(true, &option, f, out);
+    }
+
     fn broken_link(
         &self,
         what: &str,
@@ -2115,19 +2132,11 @@ impl Ctx<'_> {
                 } else {
                     classify_mount(&target, m.read_only).map_or("outside the project", |c| c.what)
                 };
-                let option = format!("mount:{target}");
-                let f = Finding::new(
-                    "aibox::policy::symlink",
-                    Severity::Error,
-                    self.file,
-                    format!(
-                        "bind mount of `{path}` ({mode}) is a symbolic link to `{target}` \
-                         ({detail}): the engine mounts the link's target"
-                    ),
-                    link_remedy(&option),
-                )
-                .at(line);
-                self.push(true, &option, f, out);
+                let message = format!(
+                    "bind mount of `{path}` ({mode}) is a symbolic link to `{target}` ({detail}): \
+                     the engine mounts the link's target"
+                );
+                self.link_leaves(message, &target, line, out);
                 true
             }
             Link::Moves(target) => {
@@ -2292,14 +2301,6 @@ enum Link {
     Moves(String),
     /// Links that cannot be followed.
     Broken(String),
-}
-
-fn link_remedy(option: &str) -> String {
-    format!(
-        "replace the link with a real folder or file inside the project; if the target is \
-         what you mean to share, record the consent for that target with a \
-         `[[security.exceptions]]` entry `option = \"{option}\"`"
-    )
 }
 
 struct MountClass {

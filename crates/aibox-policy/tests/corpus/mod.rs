@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use aibox_config::hostpath::{HostPath, resolve_host_path};
+use aibox_config::hostpath::{HostPath, resolve_host_path, subfolders};
 use aibox_policy::ComposeSources;
 
 /// The fixture projects of one kind (`compose-bypass`, `compose-benign`), sorted.
@@ -41,16 +41,7 @@ impl ComposeSources for Project {
     }
 
     fn subdirs(&self, dir: &str) -> Vec<String> {
-        let Ok(entries) = fs_err::read_dir(self.root.join(dir)) else {
-            return Vec::new();
-        };
-        let mut out: Vec<String> = entries
-            .map(|e| e.unwrap())
-            .filter(|e| e.path().is_dir())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        out.sort();
-        out
+        subfolders(&self.root, dir)
     }
 }
 
