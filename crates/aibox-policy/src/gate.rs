@@ -215,18 +215,21 @@ pub const CONTAINER_LABEL: &str = "running container";
 /// (`HostConfig.Privileged`, `CapAdd`, `SecurityOpt`, `NetworkMode`, `PidMode`,
 /// `IpcMode`, `UTSMode`, `Mounts`, `Config.User`) under the same rules and consents as the
 /// files. Bind mounts from inside `project_root` (an absolute host path) are the
-/// project's own. Text that is not inspect JSON is refused: the state is unknown.
+/// project's own, unless `sources` says their symbolic links lead out of it (engines
+/// may report a bind source as Compose wrote it). Text that is not inspect JSON is
+/// refused: the state is unknown.
 pub fn check_container_state(
     inspect_json: &str,
     project_root: &str,
     consent: &Consent,
+    sources: &dyn ComposeSources,
 ) -> Vec<Finding> {
     let ctx = Ctx {
         file: CONTAINER_LABEL,
         text: "",
         consent,
-        sources: &NoSources,
-        dir: None,
+        sources,
+        dir: Some(""),
     };
     let doc: Json = match serde_json::from_str(inspect_json) {
         Ok(doc) => doc,
@@ -277,14 +280,20 @@ pub fn check_container_state(
         let Some(source) = m["Source"].as_str() else {
             continue;
         };
-        let inside =
-            !root.is_empty() && (source == root || source.starts_with(&format!("{root}/")));
-        if kind != "bind" || inside {
+        let inside = if root.is_empty() {
+            None
+        } else if source == root {
+            Some("")
+        } else {
+            source.strip_prefix(&format!("{root}/"))
+        };
+        if kind != "bind" {
             continue;
         }
+        // A project path is judged by where its links lead (a plain one is the project's).
         ctx.mount(
             &Mount {
-                source: source.to_owned(),
+                source: inside.map_or_else(|| source.to_owned(), |rel| format!("./{rel}")),
                 read_only: m["RW"].as_bool() == Some(false),
             },
             &mut out,

@@ -709,7 +709,7 @@ fn running_container_state_is_judged_like_the_files() {
     use aibox_policy::check_container_state;
 
     let json = include_str!("fixtures/podman-inspect/violations.json");
-    let found = check_container_state(json, "/tmp", &Consent::default());
+    let found = check_container_state(json, "/tmp", &Consent::default(), &aibox_policy::NoSources);
     let mut codes: Vec<(&str, Severity)> = found
         .iter()
         .map(|f| (f.code.as_str(), f.severity))
@@ -738,12 +738,18 @@ fn running_container_state_is_judged_like_the_files() {
             .collect(),
         ..Consent::default()
     };
-    assert!(!has_errors(&check_container_state(json, "/tmp", &consent)));
+    assert!(!has_errors(&check_container_state(
+        json,
+        "/tmp",
+        &consent,
+        &aibox_policy::NoSources
+    )));
     // Not inspect JSON: the state is unknown, which is refused.
     assert!(has_errors(&check_container_state(
         "not json",
         "/tmp",
-        &Consent::default()
+        &Consent::default(),
+        &aibox_policy::NoSources
     )));
 }
 

@@ -264,3 +264,29 @@ fn devcontainer_mounts_through_links_are_refused() {
         );
     }
 }
+
+/// The running container: a bind source inside the project (as an engine may report it)
+/// whose link leads out is refused; a plain one is the project's own.
+#[test]
+fn container_state_follows_project_links() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = project(tmp.path(), "services:\n  dev: {}\n", &[("hostroot", "/")]);
+    fs_err::create_dir(p.root.join("data")).unwrap();
+    let root = fs_err::canonicalize(&p.root).unwrap().display().to_string();
+    let inspect = |source: &str| {
+        format!(
+            "[{{\"HostConfig\": {{}}, \"Config\": {{}}, \"Mounts\": [{{\"Type\": \"bind\", \"Source\": \"{root}/{source}\", \"RW\": false}}]}}]"
+        )
+    };
+    let found =
+        aibox_policy::check_container_state(&inspect("hostroot"), &root, &Consent::default(), &p);
+    assert!(
+        link_errors(&found)
+            .iter()
+            .any(|f| f.option.as_deref() == Some("mount:/")),
+        "{found:#?}"
+    );
+    let found =
+        aibox_policy::check_container_state(&inspect("data"), &root, &Consent::default(), &p);
+    assert!(found.is_empty(), "{found:#?}");
+}
