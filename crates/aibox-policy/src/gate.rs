@@ -989,11 +989,14 @@ impl Resolver<'_> {
                         .and_then(|o| o.get("device"))
                         .and_then(Yaml::as_str);
                     if let Some(device) = device.filter(|d| !d.starts_with(':')) {
-                        let read_only = def
-                            .get("driver_opts")
-                            .and_then(|o| o.get("o"))
-                            .and_then(Yaml::as_str)
-                            .is_some_and(proven_read_only);
+                        // A block device (`type: ext4`, `device: /dev/sda1`) hands over a
+                        // whole file system, read-only or not.
+                        let read_only = !device.trim().starts_with("/dev/")
+                            && def
+                                .get("driver_opts")
+                                .and_then(|o| o.get("o"))
+                                .and_then(Yaml::as_str)
+                                .is_some_and(proven_read_only);
                         ctx.mount(
                             &Mount {
                                 source: device.to_owned(),
@@ -1296,13 +1299,14 @@ fn check_service_volumes(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
 fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
     let context = build.get("context").and_then(Yaml::as_str).unwrap_or(".");
     ctx.host_read("build.context", context, out);
-    // Relative to the context (judged above); an absolute one is a host file of its own.
-    if let Some(file) = build
-        .get("dockerfile")
-        .and_then(Yaml::as_str)
-        .filter(|f| f.starts_with(['/', '~']))
-    {
-        ctx.host_read("build.dockerfile", file, out);
+    // Relative to the context (judged above, but the client reads the file itself, so a
+    // link there counts); an absolute one is a host file of its own.
+    if let Some(file) = build.get("dockerfile").and_then(Yaml::as_str) {
+        if file.starts_with(['/', '~']) {
+            ctx.host_read("build.dockerfile", file, out);
+        } else if !context.contains(':') && !context.starts_with(['/', '~']) {
+            ctx.host_read("build.dockerfile", &format!("{context}/{file}"), out);
+        }
     }
     if let Some(extra) = build.get("additional_contexts") {
         let paths: Vec<String> = match extra {
@@ -1423,6 +1427,19 @@ fn devcontainer_findings(
         .and_then(parse_mount_spec)
     {
         ctx.mount(&mount, &mut out);
+    }
+    // The image build of a configuration: its context and Dockerfile are read from the
+    // host relative to the configuration's folder.
+    if let Some(build) = doc.get("build") {
+        let build_ctx = Ctx {
+            dir: Some(dir_of(file)),
+            ..ctx
+        };
+        let context = build.get("context").and_then(Json::as_str).unwrap_or(".");
+        build_ctx.host_read("build.context", context, &mut out);
+        if let Some(dockerfile) = build.get("dockerfile").and_then(Json::as_str) {
+            build_ctx.host_read("build.dockerfile", dockerfile, &mut out);
+        }
     }
     if let Some(cmd) = doc.get("initializeCommand") {
         let shown = match cmd {

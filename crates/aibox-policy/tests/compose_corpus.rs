@@ -20,7 +20,7 @@ use aibox_policy::{Consent, check_compose_setup, has_errors};
 #[test]
 fn every_bypass_attempt_is_refused_without_consent() {
     let cases = fixtures("compose-bypass");
-    assert!(cases.len() >= 113, "corpus shrank: {}", cases.len());
+    assert!(cases.len() >= 117, "corpus shrank: {}", cases.len());
     let mut accepted = Vec::new();
     for case in &cases {
         let findings = check_compose_setup(&project_files(case), &Consent::default());
@@ -68,7 +68,7 @@ fn family_refused_by(prefix: &str, code: &str, min: usize) {
 /// Symbolic links (`link-*`) are judged where they lead.
 #[test]
 fn links_are_refused_as_links() {
-    family_refused_by("link-", "aibox::policy::symlink", 14);
+    family_refused_by("link-", "aibox::policy::symlink", 16);
 }
 
 /// YAML tags and directives (`tag-*`, `tagged-*`) are refused as such, whatever the value.
@@ -173,6 +173,14 @@ fn attempts_are_refused_by_the_rule_they_try_to_dodge() {
         ("mount-opts-ro-then-rw", "aibox::policy::sensitive_mount"),
         ("mount-short-mode-ro-rw", "aibox::policy::sensitive_mount"),
         ("mount-home-ro", "aibox::policy::home_mount"),
+        (
+            "devcontainer-build-context-outside",
+            "aibox::policy::host_read",
+        ),
+        (
+            "named-volume-block-device-ro",
+            "aibox::policy::sensitive_mount",
+        ),
     ];
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compose-bypass");
     for (case, code) in expected {
