@@ -351,9 +351,13 @@ impl ComposeSources for Overlay<'_> {
             .or_else(|| self.disk.read(path))
     }
 
-    // Planned files are written as regular files (the writer refuses links), so where a
-    // path leads is the disk's answer.
+    // A planned file is written as a regular file: the writer refuses a link on its way
+    // (with its own error, before anything is written), and the user's override is read
+    // strictly, so a link there fails earlier. Other paths are the disk's answer.
     fn host_path(&self, path: &str) -> HostPath {
+        if self.planned.contains_key(path) {
+            return HostPath::Plain;
+        }
         self.disk.host_path(path)
     }
 
