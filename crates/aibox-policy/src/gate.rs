@@ -2060,10 +2060,15 @@ impl Ctx<'_> {
             queries.extend(join_project(dir, path));
             // The kernel's `..` differs from Compose's only after a link: ask for the
             // path as written when what comes before the first `..` is not plain.
-            if let Some((before, _)) = format!("{dir}/{path}/").split_once("/../") {
+            let written = if dir.is_empty() {
+                path.to_owned()
+            } else {
+                format!("{dir}/{path}")
+            };
+            if let Some((before, _)) = format!("{written}/").split_once("/../") {
                 let before = join_project("", before).unwrap_or_default();
                 if self.sources.host_path(&before) != HostPath::Plain {
-                    queries.push(format!("{dir}/{path}").trim_start_matches('/').to_owned());
+                    queries.push(written);
                 }
             }
         }

@@ -244,23 +244,40 @@ fn devcontainer_mounts_through_links_are_refused() {
         ".devcontainer.json",
         ".devcontainer/alt/devcontainer.json",
     ] {
+        for source in ["hostroot", "deep/.."] {
+            devcontainer_mount_case(config, source);
+        }
+    }
+}
+
+/// One configuration mounting `${localWorkspaceFolder}/<source>`, where `hostroot` is a
+/// link to `/` and `deep` one to `/etc/cron.d` (so `deep/..` is `/etc` to the kernel).
+fn devcontainer_mount_case(config: &str, source: &str) {
+    {
         let tmp = tempfile::tempdir().unwrap();
-        let p = project(tmp.path(), "services:\n  dev: {}\n", &[("hostroot", "/")]);
+        let p = project(
+            tmp.path(),
+            "services:\n  dev: {}\n",
+            &[("hostroot", "/"), ("deep", "/etc/cron.d")],
+        );
         let path = p.root.join(config);
         fs_err::create_dir_all(path.parent().unwrap()).unwrap();
         fs_err::write(
             &path,
-            "{\"image\": \"x\", \"mounts\": [\"source=${localWorkspaceFolder}/hostroot,target=/h,type=bind,readonly\"]}",
+            format!(
+                "{{\"image\": \"x\", \"mounts\": [\"source=${{localWorkspaceFolder}}/{source},target=/h,type=bind,readonly\"]}}"
+            ),
         )
         .unwrap();
         let mut p = project_files(&p.root);
         p.home = Some(tmp.path().join("home"));
         let findings = check_compose_setup(&p, &Consent::default());
         assert!(
-            link_errors(&findings)
-                .iter()
-                .any(|f| f.file == config && f.option.as_deref() == Some("mount:/")),
-            "{config}: {findings:#?}"
+            link_errors(&findings).iter().any(|f| f.file == config
+                && f.option
+                    .as_deref()
+                    .is_some_and(|o| o == "mount:/" || o == "mount:/etc")),
+            "{config} {source}: {findings:#?}"
         );
     }
 }
