@@ -831,6 +831,10 @@ mod tests {
         for e in entries.flatten() {
             let p = e.path();
             let name = e.file_name();
+            // Symbolic links are not followed: the policy corpus links to `/` on purpose.
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
             if p.is_dir() {
                 if name != "target" && name != "node_modules" {
                     out.extend(walk(&p));

@@ -18,6 +18,12 @@ pub const DOCKERFILE: &str = ".devcontainer/Dockerfile";
 pub const COMPOSE: &str = ".devcontainer/docker-compose.yml";
 /// `.devcontainer/devcontainer.json` (generated).
 pub const DEVCONTAINER_JSON: &str = ".devcontainer/devcontainer.json";
+/// `.devcontainer.json` at the project root: a dev container configuration the Dev
+/// Containers CLI uses as it uses [`DEVCONTAINER_JSON`] (the user's; judged by the gate).
+pub const DEVCONTAINER_ROOT_JSON: &str = ".devcontainer.json";
+/// The file name of a named dev container configuration,
+/// `<DEVCONTAINER_DIR><name>/devcontainer.json` (the user's; judged by the gate).
+pub const DEVCONTAINER_NAMED_JSON: &str = "devcontainer.json";
 /// `.devcontainer/Dockerfile.local` (scaffolded once, then the user's).
 pub const DOCKERFILE_LOCAL: &str = ".devcontainer/Dockerfile.local";
 /// `.devcontainer/docker-compose.override.yml` (scaffolded once, then the user's).
@@ -257,6 +263,14 @@ pub const FILES: &[Entry] = &[
     scaffold(COMPOSE_OVERRIDE, COMPOSED),
     // Compose reads it; the user owns it.
     row(COMPOSE_ENV, Other, Committed, NOBODY, Roles::GATED),
+    // Another dev container configuration the editor may use; the user owns it.
+    row(
+        DEVCONTAINER_ROOT_JSON,
+        Other,
+        Committed,
+        NOBODY,
+        Roles::GATED.and(Roles::BUNDLE),
+    ),
     // Bookkeeping.
     row(LOCK, Engine, Committed, APPLY, BUNDLE),
     row(
@@ -425,7 +439,8 @@ mod tests {
                 COMPOSE,
                 DEVCONTAINER_JSON,
                 COMPOSE_OVERRIDE,
-                COMPOSE_ENV
+                COMPOSE_ENV,
+                DEVCONTAINER_ROOT_JSON
             ]
         );
         assert!(PERIMETER.contains(&LOCK) && PERIMETER.contains(&".aibox-home/"));

@@ -11,6 +11,7 @@ pub mod edit;
 pub mod files;
 pub mod get;
 pub mod gitignore;
+pub mod hostpath;
 pub mod init;
 pub mod jsonc;
 pub mod kind;

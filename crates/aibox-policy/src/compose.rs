@@ -1,8 +1,10 @@
 //! What Compose itself resolves before it runs a file, done the same way here so that the
 //! gate judges the configuration the engine will run, not the text as written.
 //!
-//! - YAML: tags are dropped (`!reset`, `!override`) and merge keys (`<<: *anchor`, also a
-//!   list of anchors, nested) are applied; aliases are already expanded by the parser.
+//! - YAML: merge keys (`<<: *anchor`, also a list of anchors, nested) are applied;
+//!   aliases are already expanded by the parser. Tags and directives are not modelled:
+//!   [`yaml_tags`] finds them in the text (the parser drops `!!` tags silently), and the
+//!   gate refuses every one.
 //! - Interpolation as Compose does it: `$$`, `$VAR`, `${VAR}`, `${VAR:-d}`, `${VAR-d}`,
 //!   `${VAR:?e}`, `${VAR?e}`, `${VAR:+r}`, `${VAR+r}` (nested in defaults), anything else
 //!   after `$` is an invalid template, as in Compose.
@@ -13,15 +15,26 @@
 
 use std::collections::BTreeMap;
 
+use aibox_config::hostpath::HostPath;
 use serde_norway::Value as Yaml;
 use serde_norway::value::Mapping;
 
-/// The text of the files Compose files refer to (`include`, `extends.file`), by
-/// project-relative path. The engine implements it by reading the project.
+/// The project as the gate may look at it: the text of the files Compose files refer to
+/// (`include`, `extends.file`) by project-relative path, where host paths lead through
+/// symbolic links, and which folders a folder holds. The engine implements it over the
+/// project on disk (and records the answers, so planning stays pure).
 pub trait ComposeSources {
     /// The text of the project-relative `path`, `None` when it does not exist or cannot be
     /// read as text.
     fn read(&self, path: &str) -> Option<String>;
+
+    /// Where a host path leads through symbolic links: `path` is project-relative, absolute
+    /// or `~/…` (see [`aibox_config::hostpath::resolve_host_path`]).
+    fn host_path(&self, path: &str) -> HostPath;
+
+    /// The names of the folders directly inside the project-relative folder `dir`, sorted
+    /// (symbolic links to folders included).
+    fn subdirs(&self, dir: &str) -> Vec<String>;
 }
 
 /// No files beyond the ones handed in.
@@ -32,26 +45,184 @@ impl ComposeSources for NoSources {
     fn read(&self, _path: &str) -> Option<String> {
         None
     }
+
+    fn host_path(&self, _path: &str) -> HostPath {
+        HostPath::Plain
+    }
+
+    fn subdirs(&self, _dir: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
+/// Files held in memory: no symbolic links; folders are the paths' folders.
 impl ComposeSources for BTreeMap<String, String> {
     fn read(&self, path: &str) -> Option<String> {
         self.get(path).cloned()
     }
+
+    fn host_path(&self, _path: &str) -> HostPath {
+        HostPath::Plain
+    }
+
+    fn subdirs(&self, dir: &str) -> Vec<String> {
+        let prefix = format!("{}/", dir.trim_end_matches('/'));
+        let mut out: Vec<String> = self
+            .keys()
+            .filter_map(|k| {
+                k.strip_prefix(&prefix)?
+                    .split_once('/')
+                    .map(|(d, _)| d.to_owned())
+            })
+            .collect();
+        out.dedup();
+        out
+    }
 }
 
-/// Drops YAML tags and applies merge keys, recursively (merge sources first, so a merged
-/// anchor that itself merges another is complete). Errors are what Compose refuses too.
-pub(crate) fn normalise_yaml(value: Yaml, depth: usize) -> Result<Yaml, String> {
+/// Every YAML tag (`!x`, `!!binary`, `!<tag:…>`) and directive (`%TAG`, `%YAML`) in a
+/// text, with its 1-based line: Compose's YAML library acts on them (it decodes
+/// `!!binary`, `!reset` and `!override` change merges), while the gate judges untagged
+/// YAML only. The parser the gate uses drops `!!` tags silently, so they are found in the
+/// text: a `!` where a node starts (line start, after `- `, `? `, `: `, `[`, `{`, `,`, an
+/// anchor), outside quotes, comments and block scalars. A plain scalar continued on a
+/// line that starts with `!` counts too (refused rather than missed).
+pub(crate) fn yaml_tags(text: &str) -> Vec<(usize, String)> {
+    let mut scan = TagScan::default();
+    for (n, line) in text.lines().enumerate() {
+        scan.line(n + 1, line);
+    }
+    scan.out
+}
+
+/// The state of [`yaml_tags`] between lines.
+#[derive(Default)]
+struct TagScan {
+    /// An open quoted scalar: `Some('"')` or `Some('\'')`.
+    quote: Option<char>,
+    /// Indentation of the line that opened a block scalar.
+    block: Option<usize>,
+    /// Depth of flow collections (`[`, `{`).
+    flow: usize,
+    out: Vec<(usize, String)>,
+}
+
+impl TagScan {
+    fn line(&mut self, n: usize, line: &str) {
+        let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
+        if let Some(parent) = self.block {
+            if line.trim().is_empty() || indent > parent {
+                return;
+            }
+            self.block = None;
+        }
+        if self.quote.is_none() && self.flow == 0 && line.starts_with('%') {
+            let directive = line.split_whitespace().next().unwrap_or("%");
+            self.out.push((n, directive.to_owned()));
+            return;
+        }
+        let chars: Vec<char> = line.chars().collect();
+        let ends = |c: Option<char>| c.is_none_or(char::is_whitespace);
+        let mut i = 0;
+        // Whether the next non-blank character starts a node.
+        let mut start = self.quote.is_none();
+        while i < chars.len() {
+            let (c, next) = (chars[i], chars.get(i + 1).copied());
+            i += 1;
+            if let Some(q) = self.quote {
+                if (q == '"' && c == '\\') || (q == '\'' && c == q && next == Some(q)) {
+                    i += 1;
+                } else if c == q {
+                    self.quote = None;
+                }
+                continue;
+            }
+            if c.is_whitespace() {
+                continue;
+            }
+            if c == '#' && (i == 1 || chars[i - 2].is_whitespace()) {
+                return;
+            }
+            if !start {
+                // Inside a plain scalar or after a closed quote: what starts the next node.
+                match c {
+                    ':' if ends(next)
+                        || (self.flow > 0 && matches!(next, Some(',' | ']' | '}'))) =>
+                    {
+                        start = true;
+                    }
+                    ',' if self.flow > 0 => start = true,
+                    '[' | '{' if self.flow > 0 => {
+                        self.flow += 1;
+                        start = true;
+                    }
+                    ']' | '}' if self.flow > 0 => self.flow -= 1,
+                    _ => {}
+                }
+                continue;
+            }
+            match c {
+                '!' => {
+                    let flow = self.flow;
+                    let tag: String = chars[i - 1..]
+                        .iter()
+                        .take_while(|c| {
+                            !c.is_whitespace() && (flow == 0 || !matches!(c, ',' | ']' | '}'))
+                        })
+                        .collect();
+                    self.out.push((n, tag));
+                    start = false;
+                }
+                '"' | '\'' => {
+                    self.quote = Some(c);
+                    start = false;
+                }
+                '-' if i - 1 == indent && line[indent..].starts_with("---") => i += 2,
+                '-' | '?' if ends(next) => {}
+                '[' | '{' => self.flow += 1,
+                ']' | '}' => {
+                    self.flow = self.flow.saturating_sub(1);
+                    start = false;
+                }
+                ',' if self.flow > 0 => {}
+                '&' | '*' => {
+                    while i < chars.len() && !chars[i].is_whitespace() {
+                        i += 1;
+                    }
+                    // An anchor is a property: the node follows; an alias is the node.
+                    start = c == '&';
+                }
+                '|' | '>' if self.flow == 0 => {
+                    self.block = Some(indent);
+                    return;
+                }
+                _ => start = false,
+            }
+        }
+    }
+}
+
+/// Applies merge keys, recursively (merge sources first, so a merged anchor that itself
+/// merges another is complete). Errors are what Compose refuses too. Tags the parser kept
+/// (`!reset`, `!custom`) are dropped and pushed to `tags`, so the caller refuses them
+/// even if [`yaml_tags`] missed one.
+pub(crate) fn normalise_yaml(
+    value: Yaml,
+    depth: usize,
+    tags: &mut Vec<String>,
+) -> Result<Yaml, String> {
     if depth > 64 {
         return Err("the YAML nests more than 64 levels".to_owned());
     }
     Ok(match value {
-        Yaml::Tagged(t) => normalise_yaml(t.value, depth + 1)?,
+        Yaml::Tagged(t) => {
+            tags.push(t.tag.to_string());
+            normalise_yaml(t.value, depth + 1, tags)?
+        }
         Yaml::Sequence(items) => Yaml::Sequence(
             items
                 .into_iter()
-                .map(|v| normalise_yaml(v, depth + 1))
+                .map(|v| normalise_yaml(v, depth + 1, tags))
                 .collect::<Result<_, _>>()?,
         ),
         Yaml::Mapping(map) => {
@@ -61,11 +232,11 @@ pub(crate) fn normalise_yaml(value: Yaml, depth: usize) -> Result<Yaml, String> 
                 if k.as_str() == Some("<<") {
                     merges.push(v);
                 } else {
-                    out.insert(k, normalise_yaml(v, depth + 1)?);
+                    out.insert(k, normalise_yaml(v, depth + 1, tags)?);
                 }
             }
             for merge in merges {
-                let sources = match normalise_yaml(merge, depth + 1)? {
+                let sources = match normalise_yaml(merge, depth + 1, tags)? {
                     Yaml::Sequence(items) => items,
                     other => vec![other],
                 };
@@ -400,10 +571,47 @@ mod tests {
             "a: &a {privileged: true}\nb: &b {<<: *a, pid: host}\nc: {<<: [*b], pid: private}\n",
         )
         .unwrap();
-        let doc = normalise_yaml(doc, 0).unwrap();
+        let doc = normalise_yaml(doc, 0, &mut Vec::new()).unwrap();
         let c = doc.get("c").unwrap();
         assert_eq!(c.get("privileged"), Some(&Yaml::Bool(true)));
         assert_eq!(c.get("pid").and_then(Yaml::as_str), Some("private"));
+    }
+
+    #[test]
+    fn tags_are_found_where_nodes_start_and_nowhere_else() {
+        let tags = |t: &str| {
+            yaml_tags(t)
+                .into_iter()
+                .map(|(l, t)| format!("{l}:{t}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(tags("a: !!binary dHJ1ZQ==\n"), ["1:!!binary"]);
+        assert_eq!(tags("s:\n  dev:\n    cap_add: !reset []\n"), ["3:!reset"]);
+        assert_eq!(
+            tags("- !override x\n- [a, !t b]\n- {k: !u v}\n"),
+            ["1:!override", "2:!t", "3:!u"]
+        );
+        assert_eq!(tags("? !k key\n: v\n&a !x y: z\n"), ["1:!k", "3:!x"]);
+        assert_eq!(
+            tags("%TAG ! tag:example.com,2000:\n---\na: 1\n"),
+            ["1:%TAG"]
+        );
+        assert_eq!(
+            tags("--- !<tag:yaml.org,2002:map>\na: 1\n"),
+            ["1:!<tag:yaml.org,2002:map>"]
+        );
+        assert_eq!(tags("\"q\": !t v\n"), ["1:!t"]);
+        // Not tags: inside plain scalars, quotes, comments and block scalars.
+        let clean = "command: echo hi! there\n\
+                     b: \"!not\"\n\
+                     c: '!not either'\n\
+                     d: x # a comment !x\n\
+                     e: |\n  !literal line\n  more\n\
+                     f: >-\n    !folded\n\
+                     g: \"multi\n  !line\"\n\
+                     h: a!b\n\
+                     i: [\"!q\", x!y]\n";
+        assert_eq!(tags(clean), Vec::<String>::new());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 
+use aibox_config::hostpath::HostPath;
 use aibox_config::{AiboxToml, ExtraVolume, LocalToml, Ownership, PlannedFile};
 use serde_json::Value as Json;
 use serde_norway::Value as Yaml;
@@ -19,7 +20,7 @@ use serde_norway::value::Mapping;
 use crate::PolicyError;
 use crate::compose::{
     ComposeSources, NoSources, dir_of, interpolate_tree, join_project, normalise_yaml,
-    parse_env_file, variables_in,
+    parse_env_file, variables_in, yaml_tags,
 };
 use crate::finding::{Consent, Finding, Severity};
 use crate::seccomp::PROFILE_PATH;
@@ -255,7 +256,7 @@ pub fn check_plan(
     out.extend(check_compose_setup(&overlay, &consent));
     out.extend(check_container_user(config, &consent));
     point_secrets_at_source(&mut out, files, disk);
-    out.extend(check_project_volumes(config, local, &consent));
+    out.extend(check_project_volumes(config, local, &consent, disk));
     let errors: Vec<&Finding> = out
         .iter()
         .filter(|f| f.severity == Severity::Error)
@@ -293,18 +294,21 @@ pub const CONTAINER_LABEL: &str = "running container";
 /// (`HostConfig.Privileged`, `CapAdd`, `SecurityOpt`, `NetworkMode`, `PidMode`,
 /// `IpcMode`, `UTSMode`, `Mounts`, `Config.User`) under the same rules and consents as the
 /// files. Bind mounts from inside `project_root` (an absolute host path) are the
-/// project's own. Text that is not inspect JSON is refused: the state is unknown.
+/// project's own, unless `sources` says their symbolic links lead out of it (engines
+/// may report a bind source as Compose wrote it). Text that is not inspect JSON is
+/// refused: the state is unknown.
 pub fn check_container_state(
     inspect_json: &str,
     project_root: &str,
     consent: &Consent,
+    sources: &dyn ComposeSources,
 ) -> Vec<Finding> {
     let ctx = Ctx {
         file: CONTAINER_LABEL,
         text: "",
         consent,
-        dir: None,
-        sources: &NoSources,
+        sources,
+        dir: Some(""),
     };
     let doc: Json = match serde_json::from_str(inspect_json) {
         Ok(doc) => doc,
@@ -355,14 +359,20 @@ pub fn check_container_state(
         let Some(source) = m["Source"].as_str() else {
             continue;
         };
-        let inside =
-            !root.is_empty() && (source == root || source.starts_with(&format!("{root}/")));
-        if kind != "bind" || inside {
+        let inside = if root.is_empty() {
+            None
+        } else if source == root {
+            Some("")
+        } else {
+            source.strip_prefix(&format!("{root}/"))
+        };
+        if kind != "bind" {
             continue;
         }
+        // A project path is judged by where its links lead (a plain one is the project's).
         ctx.mount(
             &Mount {
-                source: source.to_owned(),
+                source: inside.map_or_else(|| source.to_owned(), |rel| format!("./{rel}")),
                 read_only: m["RW"].as_bool() == Some(false),
             },
             &mut out,
@@ -419,6 +429,22 @@ impl ComposeSources for Overlay<'_> {
             .cloned()
             .or_else(|| self.disk.read(path))
     }
+
+    // A planned file is written as a regular file: the writer refuses a link on its way
+    // (with its own error, before anything is written), and the user's override is read
+    // strictly, so a link there fails earlier. Other paths are the disk's answer.
+    fn host_path(&self, path: &str) -> HostPath {
+        if self.planned.contains_key(path) {
+            return HostPath::Plain;
+        }
+        self.disk.host_path(path)
+    }
+
+    // aibox never plans a dev container configuration in a folder of its own, so the
+    // folders that matter are the ones on disk.
+    fn subdirs(&self, dir: &str) -> Vec<String> {
+        self.disk.subdirs(dir)
+    }
 }
 
 /// How to keep root, named in every root finding.
@@ -470,7 +496,8 @@ pub fn check_compose(file: &str, yaml_text: &str, consent: &Consent) -> Vec<Find
 
 /// Service keys whose values the gate judges: a variable in any of them could turn a
 /// harmless file into a dangerous one at run time (the shell overrides `.env` and defaults).
-const GUARDED_KEYS: [&str; 24] = [
+const GUARDED_KEYS: [&str; 25] = [
+    "networks",
     "privileged",
     "cap_add",
     "security_opt",
@@ -522,6 +549,7 @@ pub fn check_compose_project(
         sources,
         consent,
         loaded: BTreeMap::new(),
+        base_dirs: BTreeMap::new(),
         out: Vec::new(),
         visited: Vec::new(),
     };
@@ -560,73 +588,184 @@ pub fn check_compose_project(
 }
 
 /// The Compose files of a project as `aibox up` and the devcontainer CLI hand them to
-/// Compose: the generated, override and personal files plus every other file the
-/// `dockerComposeFile` list of `devcontainer.json` names, each read through `sources`,
-/// with `.devcontainer/.env`.
-/// Listed files outside the project are refused; listed files that do not exist are not
-/// run, so they are skipped. `devcontainer.json` itself is judged too.
+/// Compose, and every dev container configuration the Dev Containers CLI would use
+/// (`.devcontainer/devcontainer.json`, `.devcontainer.json`,
+/// `.devcontainer/<name>/devcontainer.json`), each read through `sources`.
+///
+/// `aibox up`'s files (generated, override, personal) and the `dockerComposeFile` list of
+/// `.devcontainer/devcontainer.json` are one Compose project, with `.devcontainer/.env`;
+/// every other configuration's list is a project of its own, with the `.env` next to its
+/// first file. Listed files outside the project are refused; listed files that do not
+/// exist are not run, so they are skipped. A guarded file that is a symbolic link is
+/// refused (Compose and the editor follow it; the gate reads regular files only).
 pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> Vec<Finding> {
     let mut out = Vec::new();
-    let devcontainer = sources.read(DEVCONTAINER_PATH);
-    if let Some(text) = &devcontainer {
-        out.extend(check_devcontainer_json(DEVCONTAINER_PATH, text, consent));
-        out.extend(check_local_features(text, sources, consent));
+    let mut configs = devcontainer_files(sources);
+    if !configs.iter().any(|c| c == DEVCONTAINER_PATH) {
+        // `aibox up` runs its own files whether or not the editor's configuration exists.
+        configs.insert(0, DEVCONTAINER_PATH.to_owned());
     }
-    // `aibox up` runs its Compose files itself; the editor runs the listed ones. Both count.
-    let mut names: Vec<String> = aibox_config::layout::COMPOSE_FILES
-        .map(str::to_owned)
-        .to_vec();
-    for name in devcontainer
-        .as_deref()
-        .and_then(devcontainer_compose_files)
-        .unwrap_or_default()
-    {
-        if !names.contains(&name) {
-            names.push(name);
+    for config in configs {
+        let devcontainer = if linked_file(sources, consent, &config, &config, &mut out) {
+            None
+        } else {
+            sources.read(&config)
+        };
+        let dir = dir_of(&config).to_owned();
+        if let Some(text) = &devcontainer {
+            out.extend(devcontainer_findings(&config, text, consent, sources));
+            out.extend(check_local_features(&config, text, sources, consent));
         }
-    }
-    let mut texts: Vec<(String, String)> = Vec::new();
-    for name in names {
-        if name.starts_with("../") || name.starts_with(['/', '~', '\\']) || name.contains('$') {
-            let f = Finding::new(
-                "aibox::policy::unchecked_include",
-                Severity::Error,
-                DEVCONTAINER_PATH,
-                format!(
-                    "`dockerComposeFile` names `{name}`, outside the project, which the gate \
-                     cannot judge"
-                ),
-                "list only Compose files inside the project's `.devcontainer/` folder",
-            )
-            .at(devcontainer
-                .as_deref()
-                .and_then(|t| line_of(t, "dockerComposeFile")));
-            out.extend(consent.judge(true, &format!("include:{name}"), f));
+        // `aibox up` runs its Compose files itself; the editor runs the listed ones. Both count.
+        let mut names: Vec<Result<String, String>> = if config == DEVCONTAINER_PATH {
+            aibox_config::layout::COMPOSE_FILES
+                .map(|n| Ok(n.to_owned()))
+                .to_vec()
+        } else {
+            Vec::new()
+        };
+        for name in devcontainer
+            .as_deref()
+            .map(|t| compose_files_in(&dir, t))
+            .unwrap_or_default()
+        {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        let mut texts: Vec<(String, String)> = Vec::new();
+        for name in names {
+            let name = match name {
+                Ok(name) => name,
+                Err(written) => {
+                    let f = Finding::new(
+                        "aibox::policy::unchecked_include",
+                        Severity::Error,
+                        &config,
+                        format!(
+                            "`dockerComposeFile` names `{written}`, outside the project, which \
+                             the gate cannot judge"
+                        ),
+                        "list only Compose files inside the project",
+                    )
+                    .at(devcontainer
+                        .as_deref()
+                        .and_then(|t| line_of(t, "dockerComposeFile")));
+                    out.extend(consent.judge(true, &format!("include:{written}"), f));
+                    continue;
+                }
+            };
+            if linked_file(sources, consent, &config, &name, &mut out) {
+                continue;
+            }
+            if let Some(text) = sources.read(&name) {
+                texts.push((name, text));
+            }
+        }
+        // Compose reads `.env` from the folder of the first file.
+        let env_path = match texts.first() {
+            _ if config == DEVCONTAINER_PATH => aibox_config::layout::COMPOSE_ENV.to_owned(),
+            Some((first, _)) => join_project(dir_of(first), ".env").unwrap_or_default(),
+            None => continue,
+        };
+        let env = if linked_file(sources, consent, &config, &env_path, &mut out) {
+            None
+        } else {
+            sources.read(&env_path)
+        };
+        if texts.is_empty() {
             continue;
         }
-        if let Some(text) = sources.read(&name) {
-            texts.push((name, text));
-        }
+        let files: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        out.extend(check_compose_project(
+            &files,
+            env.as_deref(),
+            sources,
+            consent,
+        ));
     }
-    let env = sources.read(aibox_config::layout::COMPOSE_ENV);
-    let files: Vec<(&str, &str)> = texts
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    out.extend(check_compose_project(
-        &files,
-        env.as_deref(),
-        sources,
-        consent,
-    ));
+    let mut seen = Vec::new();
+    out.retain(|f| {
+        let key = (f.code.clone(), f.file.clone(), f.line, f.message.clone());
+        let new = !seen.contains(&key);
+        seen.push(key);
+        new
+    });
     out
 }
 
-/// Local devcontainer features (`"./name"`) bring their own container options in
-/// `devcontainer-feature.json` (`privileged`, `capAdd`, `securityOpt`, `mounts`): judged
-/// like the same keys in `devcontainer.json`. A local feature whose metadata cannot be
-/// read is refused.
+/// Every dev container configuration the Dev Containers CLI would offer, sorted:
+/// `.devcontainer/devcontainer.json`, `.devcontainer.json`, and
+/// `.devcontainer/<name>/devcontainer.json` (one level down).
+fn devcontainer_files(sources: &dyn ComposeSources) -> Vec<String> {
+    // A link counts when it leads out of the project (what is there is unknown) or to a
+    // file of the project.
+    let exists = |path: &str| match sources.host_path(path) {
+        HostPath::Plain => sources.read(path).is_some(),
+        HostPath::Project(p) => sources.read(&p).is_some(),
+        HostPath::Outside(_) | HostPath::Unresolvable(_) => true,
+    };
+    let mut out = Vec::new();
+    for path in [
+        DEVCONTAINER_PATH,
+        aibox_config::layout::DEVCONTAINER_ROOT_JSON,
+    ] {
+        if exists(path) {
+            out.push(path.to_owned());
+        }
+    }
+    let dir = aibox_config::layout::DEVCONTAINER_DIR;
+    for name in sources.subdirs(dir.trim_end_matches('/')) {
+        let path = format!(
+            "{dir}{name}/{}",
+            aibox_config::layout::DEVCONTAINER_NAMED_JSON
+        );
+        if exists(&path) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Refuses a guarded file (a dev container configuration, a Compose or `.env` file, a
+/// feature's metadata) that is, or lies under, a symbolic link: the tools follow it, and
+/// the gate judges regular files of the project only. True when refused.
+fn linked_file(
+    sources: &dyn ComposeSources,
+    consent: &Consent,
+    file: &str,
+    path: &str,
+    out: &mut Vec<Finding>,
+) -> bool {
+    let target = match sources.host_path(path) {
+        HostPath::Plain => return false,
+        HostPath::Project(p) => format!("`{p}`"),
+        HostPath::Outside(p) => format!("`{p}`, outside the project"),
+        HostPath::Unresolvable(reason) => format!("nowhere it can follow ({reason})"),
+    };
+    let f = Finding::new(
+        "aibox::policy::symlink",
+        Severity::Error,
+        file,
+        format!(
+            "`{path}` is a symbolic link to {target}: Compose and the editor follow it, the \
+             gate judges regular files only"
+        ),
+        "replace the link with the file itself",
+    );
+    out.extend(consent.judge(true, &format!("include:{path}"), f));
+    true
+}
+
+/// Local devcontainer features (`"./name"`, relative to the configuration's folder) bring
+/// their own container options in `devcontainer-feature.json` (`privileged`, `capAdd`,
+/// `securityOpt`, `mounts`): judged like the same keys in `devcontainer.json`. A local
+/// feature whose metadata cannot be read is refused.
 fn check_local_features(
+    config: &str,
     jsonc_text: &str,
     sources: &dyn ComposeSources,
     consent: &Consent,
@@ -642,13 +781,14 @@ fn check_local_features(
         .keys()
         .filter(|id| id.starts_with("./") || id.starts_with("../"))
     {
-        let path = join_project(".devcontainer", id.trim_end_matches('/'))
-            .map(|dir| format!("{dir}/devcontainer-feature.json"));
+        let path = join_project(dir_of(config), id.trim_end_matches('/'))
+            .map(|dir| format!("{dir}/devcontainer-feature.json"))
+            .filter(|p| !linked_file(sources, consent, config, p, &mut out));
         let Some((path, text)) = path.and_then(|p| sources.read(&p).map(|t| (p, t))) else {
             let f = Finding::new(
                 "aibox::policy::unchecked_include",
                 Severity::Error,
-                DEVCONTAINER_PATH,
+                config,
                 format!(
                     "the local feature `{id}` has no readable `devcontainer-feature.json` inside \
                      the project, so the gate cannot tell which container options it sets"
@@ -660,29 +800,36 @@ fn check_local_features(
             continue;
         };
         // The metadata uses the `devcontainer.json` key names.
-        out.extend(check_devcontainer_json(&path, &text, consent));
+        out.extend(devcontainer_findings(&path, &text, consent, sources));
     }
     out
 }
 
-/// The files of a `devcontainer.json` `dockerComposeFile` (project-relative, in order;
-/// entries outside the project or named through a variable as written); `None` when the
-/// text does not parse or names none.
+/// The files of a `.devcontainer/devcontainer.json` `dockerComposeFile` (project-relative,
+/// in order; entries outside the project or named through a variable as written); `None`
+/// when the text does not parse or names none.
 pub fn devcontainer_compose_files(jsonc_text: &str) -> Option<Vec<String>> {
-    let doc: Json = parse_jsonc(jsonc_text).ok()?;
-    let list = json_strings(doc.get("dockerComposeFile"));
-    if list.is_empty() {
-        return None;
-    }
-    Some(
-        list.iter()
-            .map(|f| {
-                literal_path(f)
-                    .and_then(|f| join_project(".devcontainer", &f))
-                    .unwrap_or_else(|| f.clone())
-            })
-            .collect(),
-    )
+    let list: Vec<String> = compose_files_in(".devcontainer", jsonc_text)
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|written| written))
+        .collect();
+    (!list.is_empty()).then_some(list)
+}
+
+/// The `dockerComposeFile` entries of a configuration in `dir`: `Ok` the project-relative
+/// path, `Err` the entry as written when it leaves the project or uses a variable.
+fn compose_files_in(dir: &str, jsonc_text: &str) -> Vec<Result<String, String>> {
+    let Ok(doc) = parse_jsonc(jsonc_text) else {
+        return Vec::new();
+    };
+    json_strings(doc.get("dockerComposeFile"))
+        .into_iter()
+        .map(|f| {
+            literal_path(&f)
+                .and_then(|p| join_project(dir, &p))
+                .ok_or(f)
+        })
+        .collect()
 }
 
 struct LoadedFile {
@@ -695,14 +842,18 @@ struct Resolver<'a> {
     sources: &'a dyn ComposeSources,
     consent: &'a Consent,
     loaded: BTreeMap<String, LoadedFile>,
+    /// The folder relative paths of an included file resolve against, when `include`
+    /// set a `project_directory` (else the file's own folder).
+    base_dirs: BTreeMap<String, String>,
     out: Vec<Finding>,
     visited: Vec<(String, String)>,
 }
 
 impl Resolver<'_> {
     fn load_text(&mut self, path: &str, text: &str) {
+        let mut kept = Vec::new();
         let doc = match serde_norway::from_str::<Yaml>(text) {
-            Ok(doc) => match normalise_yaml(doc, 0) {
+            Ok(doc) => match normalise_yaml(doc, 0, &mut kept) {
                 Ok(doc) => Some(doc),
                 Err(e) => {
                     self.out.push(unparsable(path, "YAML", &e));
@@ -716,6 +867,31 @@ impl Resolver<'_> {
                 None
             }
         };
+        let mut tags: Vec<(Option<usize>, String)> = yaml_tags(text)
+            .into_iter()
+            .map(|(line, tag)| (Some(line), tag))
+            .collect();
+        if tags.is_empty() {
+            // A tag the parser saw and the text scan did not: still refused.
+            tags.extend(kept.into_iter().map(|tag| (None, tag)));
+        }
+        for (line, tag) in tags {
+            self.out.push(
+                Finding::new(
+                    "aibox::policy::yaml_tag",
+                    Severity::Error,
+                    path,
+                    format!(
+                        "`{tag}`: a YAML tag or directive changes what Compose reads (it decodes \
+                         `!!binary`, `!reset` and `!override` change merges), and the gate \
+                         judges untagged YAML only"
+                    ),
+                    "write the value itself without a tag; instead of `!reset`/`!override`, \
+                     write the resulting list or mapping in full",
+                )
+                .at(line),
+            );
+        }
         self.loaded.insert(
             path.to_owned(),
             LoadedFile {
@@ -728,6 +904,19 @@ impl Resolver<'_> {
     /// Loads a referenced file through the sources; false when it cannot be read.
     fn load_ref(&mut self, path: &str) -> bool {
         if self.loaded.contains_key(path) {
+            return true;
+        }
+        let mut refused = Vec::new();
+        if linked_file(self.sources, self.consent, path, path, &mut refused) {
+            // Refused as a link; nothing of it is judged (or run, once fixed).
+            self.out.extend(refused);
+            self.loaded.insert(
+                path.to_owned(),
+                LoadedFile {
+                    text: String::new(),
+                    doc: None,
+                },
+            );
             return true;
         }
         match self.sources.read(path) {
@@ -770,34 +959,90 @@ impl Resolver<'_> {
             return Vec::new();
         };
         let text = self.text_of(path);
-        let mut raw = Vec::new();
+        // (file as written, `project_directory` as written)
+        let mut raw: Vec<(String, Option<String>)> = Vec::new();
         let entries = match include {
             Yaml::Sequence(items) => items,
             other => vec![other],
         };
         for entry in entries {
-            match entry {
-                Yaml::String(s) => raw.push(s),
+            let project_dir = entry
+                .get("project_directory")
+                .map(|d| d.as_str().unwrap_or("?").to_owned());
+            match &entry {
+                Yaml::String(s) => raw.push((s.clone(), None)),
                 Yaml::Mapping(_) => match entry.get("path") {
-                    Some(Yaml::String(s)) => raw.push(s.clone()),
-                    Some(Yaml::Sequence(items)) => {
-                        raw.extend(items.iter().filter_map(Yaml::as_str).map(str::to_owned));
-                    }
-                    _ => raw.push("?".to_owned()),
+                    Some(Yaml::String(s)) => raw.push((s.clone(), project_dir)),
+                    Some(Yaml::Sequence(items)) => raw.extend(
+                        items
+                            .iter()
+                            .filter_map(Yaml::as_str)
+                            .map(|s| (s.to_owned(), project_dir.clone())),
+                    ),
+                    _ => raw.push(("?".to_owned(), None)),
                 },
-                _ => raw.push("?".to_owned()),
+                _ => raw.push(("?".to_owned(), None)),
             }
         }
         let mut found = Vec::new();
-        for target in raw {
+        for (target, project_dir) in raw {
             let line = line_of(&text, &target);
             let resolved = literal_path(&target).and_then(|t| join_project(dir_of(path), &t));
-            match resolved {
-                Some(p) if self.load_ref(&p) => found.push(p),
-                _ => self.unseen(path, "`include:` pulls in", &target, line),
+            let Some(p) = resolved.filter(|p| self.load_ref(p)) else {
+                self.unseen(path, "`include:` pulls in", &target, line);
+                continue;
+            };
+            if let Some(raw_dir) = project_dir {
+                // When refused, the file is still judged against its own folder.
+                if let Some(dir) = self.project_directory(path, &raw_dir) {
+                    self.base_dirs.entry(p.clone()).or_insert(dir);
+                }
             }
+            found.push(p);
         }
         found
+    }
+
+    /// An `include` entry's `project_directory`, project-relative, or `None` (refused)
+    /// when it leaves the project, uses a variable, or is a link out of the project: the
+    /// included file's relative paths (`./etc/cron.d`) would then name host folders.
+    fn project_directory(&mut self, path: &str, raw: &str) -> Option<String> {
+        let dir = literal_path(raw)
+            .and_then(|d| join_project(dir_of(path), &d))
+            .and_then(|d| match self.sources.host_path(&d) {
+                HostPath::Plain => Some(d),
+                HostPath::Project(real) => Some(real),
+                HostPath::Outside(_) | HostPath::Unresolvable(_) => None,
+            });
+        if dir.is_none() {
+            let text = self.text_of(path);
+            let f = Finding::new(
+                "aibox::policy::unchecked_include",
+                Severity::Error,
+                path,
+                format!(
+                    "`include:` sets `project_directory: {raw}`, outside the project: the \
+                     included file's relative paths then name host folders"
+                ),
+                format!(
+                    "drop `project_directory` or name a folder inside the project; to keep it, \
+                     record the consent with a `[[security.exceptions]]` entry \
+                     `option = \"include:{raw}\"`"
+                ),
+            )
+            .at(line_of(&text, "project_directory"));
+            self.out
+                .extend(self.consent.judge(true, &format!("include:{raw}"), f));
+        }
+        dir
+    }
+
+    /// The folder relative paths in `path` resolve against.
+    fn dir_for(&self, path: &str) -> String {
+        self.base_dirs
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| dir_of(path).to_owned())
     }
 
     /// The text of a loaded file (empty when it was not loaded), for line lookups.
@@ -813,9 +1058,10 @@ impl Resolver<'_> {
             return;
         };
         let text = self.text_of(path);
-        let dir = dir_of(path).to_owned();
+        let dir = self.dir_for(path);
         // Top-level named volumes that bind a host path, and files handed in as configs
         // or secrets.
+        self.judge_networks(path, &text, &doc, &dir);
         for (key, is_volume) in [("volumes", true), ("configs", false), ("secrets", false)] {
             let Some(map) = doc.get(key).and_then(Yaml::as_mapping) else {
                 continue;
@@ -828,8 +1074,8 @@ impl Resolver<'_> {
                     file: path,
                     text: &text,
                     consent: self.consent,
-                    dir: Some(&dir),
                     sources: self.sources,
+                    dir: Some(&dir),
                 };
                 let mut out = Vec::new();
                 if is_volume {
@@ -838,11 +1084,14 @@ impl Resolver<'_> {
                         .and_then(|o| o.get("device"))
                         .and_then(Yaml::as_str);
                     if let Some(device) = device.filter(|d| !d.starts_with(':')) {
-                        let read_only = def
-                            .get("driver_opts")
-                            .and_then(|o| o.get("o"))
-                            .and_then(Yaml::as_str)
-                            .is_some_and(|o| o.split(',').any(|x| x == "ro"));
+                        // A block device (`type: ext4`, `device: /dev/sda1`) hands over a
+                        // whole file system, read-only or not.
+                        let read_only = !device.trim().starts_with("/dev/")
+                            && def
+                                .get("driver_opts")
+                                .and_then(|o| o.get("o"))
+                                .and_then(Yaml::as_str)
+                                .is_some_and(proven_read_only);
                         ctx.mount(
                             &Mount {
                                 source: device.to_owned(),
@@ -862,6 +1111,35 @@ impl Resolver<'_> {
                 let name = name.as_str().unwrap_or("?").to_owned();
                 self.visited.clear();
                 self.judge_service(path, &name, 0);
+            }
+        }
+    }
+
+    /// Top-level networks that are the host's network (`host` by key or by `name`, or the
+    /// `host` driver): a service on them shares the host's network namespace.
+    fn judge_networks(&mut self, path: &str, text: &str, doc: &Yaml, dir: &str) {
+        let Some(map) = doc.get("networks").and_then(Yaml::as_mapping) else {
+            return;
+        };
+        for (name, def) in map {
+            let name = name.as_str().unwrap_or("?");
+            let mut errors = Vec::new();
+            let def = self.guard_variables(path, text, "networks", def, &mut errors);
+            let field = |k: &str| def.get(k).and_then(Yaml::as_str).map(str::trim);
+            let host = name == "host"
+                || field("name").is_some_and(|n| n.eq_ignore_ascii_case("host"))
+                || field("driver").is_some_and(|d| d.eq_ignore_ascii_case("host"));
+            if host {
+                let ctx = Ctx {
+                    file: path,
+                    text,
+                    consent: self.consent,
+                    sources: self.sources,
+                    dir: Some(dir),
+                };
+                let mut out = Vec::new();
+                ctx.namespace("network_mode", "host", &mut out);
+                self.out.extend(out);
             }
         }
     }
@@ -932,7 +1210,7 @@ impl Resolver<'_> {
             return;
         };
         let text = self.text_of(path);
-        let dir = dir_of(path).to_owned();
+        let dir = self.dir_for(path);
         let mut svc = Mapping::new();
         if let Some(map) = raw.as_mapping() {
             for (k, v) in map {
@@ -951,8 +1229,8 @@ impl Resolver<'_> {
             file: path,
             text: &text,
             consent: self.consent,
-            dir: Some(&dir),
             sources: self.sources,
+            dir: Some(&dir),
         };
         let mut out = Vec::new();
         check_service(&ctx, name, &svc, &mut out);
@@ -1021,6 +1299,14 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
             ctx.namespace(key, value, out);
         }
     }
+    // A service on a network called `host` (defined or not): Docker's host network.
+    if let Some(networks) = svc.get("networks") {
+        for net in yaml_strings(networks) {
+            if net.trim().eq_ignore_ascii_case("host") {
+                ctx.namespace("network_mode", "host", out);
+            }
+        }
+    }
     check_kernel_access(ctx, svc, out);
     if let Some(from) = svc.get("volumes_from") {
         for source in yaml_strings(from) {
@@ -1072,6 +1358,11 @@ fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) 
             ctx.host_read("env_file", &file, out);
         }
     }
+    check_service_volumes(ctx, svc, out);
+}
+
+/// The bind mounts of a service (short and long syntax).
+fn check_service_volumes(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
     if let Some(volumes) = svc.get("volumes").and_then(Yaml::as_sequence) {
         for vol in volumes {
             if let Some(short) = vol.as_str() {
@@ -1119,13 +1410,14 @@ fn check_kernel_access(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
 fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
     let context = build.get("context").and_then(Yaml::as_str).unwrap_or(".");
     ctx.host_read("build.context", context, out);
-    // Relative to the context (judged above); an absolute one is a host file of its own.
-    if let Some(file) = build
-        .get("dockerfile")
-        .and_then(Yaml::as_str)
-        .filter(|f| f.starts_with(['/', '~']))
-    {
-        ctx.host_read("build.dockerfile", file, out);
+    // Relative to the context (judged above, but the client reads the file itself, so a
+    // link there counts); an absolute one is a host file of its own.
+    if let Some(file) = build.get("dockerfile").and_then(Yaml::as_str) {
+        if file.starts_with(['/', '~']) {
+            ctx.host_read("build.dockerfile", file, out);
+        } else if !context.contains(':') && !context.starts_with(['/', '~']) {
+            ctx.host_read("build.dockerfile", &format!("{context}/{file}"), out);
+        }
     }
     if let Some(extra) = build.get("additional_contexts") {
         let paths: Vec<String> = match extra {
@@ -1183,12 +1475,24 @@ fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
 /// Checks `devcontainer.json` (JSONC) for dangerous options, including `runArgs`,
 /// `mounts`, `workspaceMount`, `initializeCommand` and unpinned features.
 pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) -> Vec<Finding> {
+    devcontainer_findings(file, jsonc_text, consent, &NoSources)
+}
+
+/// [`check_devcontainer_json`] with the project at hand: mount sources under
+/// `${localWorkspaceFolder}` are judged where their symbolic links lead.
+fn devcontainer_findings(
+    file: &str,
+    jsonc_text: &str,
+    consent: &Consent,
+    sources: &dyn ComposeSources,
+) -> Vec<Finding> {
     let ctx = Ctx {
         file,
         text: jsonc_text,
         consent,
-        dir: None,
-        sources: &NoSources,
+        sources,
+        // `${localWorkspaceFolder}` is the project root.
+        dir: Some(""),
     };
     let doc: Json = match parse_jsonc(jsonc_text) {
         Ok(doc) => doc,
@@ -1205,7 +1509,7 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
         ctx.security_opt(&opt, &mut out);
     }
     let run_args = json_strings(doc.get("runArgs"));
-    out.extend(check_run_args(file, jsonc_text, &run_args, consent));
+    run_args_findings(&ctx, &run_args, &mut out);
     if let Some(mounts) = doc.get("mounts").and_then(Json::as_array) {
         for m in mounts {
             let mount = match m {
@@ -1234,6 +1538,19 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
         .and_then(parse_mount_spec)
     {
         ctx.mount(&mount, &mut out);
+    }
+    // The image build of a configuration: its context and Dockerfile are read from the
+    // host relative to the configuration's folder.
+    if let Some(build) = doc.get("build") {
+        let build_ctx = Ctx {
+            dir: Some(dir_of(file)),
+            ..ctx
+        };
+        let context = build.get("context").and_then(Json::as_str).unwrap_or(".");
+        build_ctx.host_read("build.context", context, &mut out);
+        if let Some(dockerfile) = build.get("dockerfile").and_then(Json::as_str) {
+            build_ctx.host_read("build.dockerfile", dockerfile, &mut out);
+        }
     }
     if let Some(cmd) = doc.get("initializeCommand") {
         let shown = match cmd {
@@ -1354,10 +1671,16 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
         file,
         text,
         consent,
-        dir: None,
         sources: &NoSources,
+        dir: None,
     };
     let mut out = Vec::new();
+    run_args_findings(&ctx, args, &mut out);
+    out
+}
+
+fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
+    let text = ctx.text;
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].trim();
@@ -1395,34 +1718,33 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
         let value = value.unwrap_or_default();
         match flag {
             "--privileged" if value.is_empty() || str_truthy(&value) => {
-                ctx.privileged(line_of(text, "--privileged"), &mut out);
+                ctx.privileged(line_of(text, "--privileged"), out);
             }
-            "--cap-add" => ctx.cap(&value, &mut out),
-            "--security-opt" => ctx.security_opt(&value, &mut out),
-            "--network" | "--net" => ctx.namespace("network_mode", &value, &mut out),
-            "--pid" => ctx.namespace("pid", &value, &mut out),
-            "--ipc" => ctx.namespace("ipc", &value, &mut out),
-            "--uts" => ctx.namespace("uts", &value, &mut out),
-            "--userns" => ctx.namespace("userns_mode", &value, &mut out),
-            "--cgroupns" => ctx.namespace("cgroup", &value, &mut out),
+            "--cap-add" => ctx.cap(&value, out),
+            "--security-opt" => ctx.security_opt(&value, out),
+            "--network" | "--net" => ctx.namespace("network_mode", &value, out),
+            "--pid" => ctx.namespace("pid", &value, out),
+            "--ipc" => ctx.namespace("ipc", &value, out),
+            "--uts" => ctx.namespace("uts", &value, out),
+            "--userns" => ctx.namespace("userns_mode", &value, out),
+            "--cgroupns" => ctx.namespace("cgroup", &value, out),
             "-v" | "--volume" => {
                 if let Some(m) = parse_short_volume(&value) {
-                    ctx.mount(&m, &mut out);
+                    ctx.mount(&m, out);
                 }
             }
             "--mount" => {
                 if let Some(m) = parse_mount_spec(&value) {
-                    ctx.mount(&m, &mut out);
+                    ctx.mount(&m, out);
                 }
             }
-            "--device" => ctx.device("--device", &value, &mut out),
-            "--device-cgroup-rule" => ctx.device_rule(&value, &mut out),
-            "--sysctl" => ctx.sysctl(value.split('=').next().unwrap_or(&value), &mut out),
-            "-u" | "--user" => ctx.user(&value, &mut out),
+            "--device" => ctx.device("--device", &value, out),
+            "--device-cgroup-rule" => ctx.device_rule(&value, out),
+            "--sysctl" => ctx.sysctl(value.split('=').next().unwrap_or(&value), out),
+            "-u" | "--user" => ctx.user(&value, out),
             _ => {}
         }
     }
-    out
 }
 
 /// Checks the bind mounts of both `aibox.toml` and `.aibox-local.toml`
@@ -1431,16 +1753,19 @@ pub fn check_project_volumes(
     config: &AiboxToml,
     local: &LocalToml,
     consent: &Consent,
+    sources: &dyn ComposeSources,
 ) -> Vec<Finding> {
-    let mut out = check_volumes(
+    let mut out = volume_findings(
         "aibox.toml [[container.extra_volumes]]",
         &config.container.extra_volumes,
         consent,
+        sources,
     );
-    out.extend(check_volumes(
+    out.extend(volume_findings(
         ".aibox-local.toml [[container.extra_volumes]]",
         &local.container.extra_volumes,
         consent,
+        sources,
     ));
     out
 }
@@ -1448,12 +1773,23 @@ pub fn check_project_volumes(
 /// Checks configured bind mounts (`[[container.extra_volumes]]` of `aibox.toml` and of
 /// `.aibox-local.toml`). `file` labels the findings.
 pub fn check_volumes(file: &str, volumes: &[ExtraVolume], consent: &Consent) -> Vec<Finding> {
+    volume_findings(file, volumes, consent, &NoSources)
+}
+
+/// [`check_volumes`] with the project at hand: relative sources (project-relative, as
+/// the generated Compose file mounts them) are judged where their symbolic links lead.
+fn volume_findings(
+    file: &str,
+    volumes: &[ExtraVolume],
+    consent: &Consent,
+    sources: &dyn ComposeSources,
+) -> Vec<Finding> {
     let ctx = Ctx {
         file,
         text: "",
         consent,
-        dir: None,
-        sources: &NoSources,
+        sources,
+        dir: Some(""),
     };
     let mut out = Vec::new();
     for v in volumes {
@@ -1496,11 +1832,12 @@ struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
     consent: &'a Consent,
+    /// The project's files: where host paths lead through symbolic links, and the
+    /// seccomp profile a `seccomp=<file>` option names.
+    sources: &'a dyn ComposeSources,
     /// Project-relative folder relative paths resolve against (Compose files); `None`
     /// where relative paths are not resolved by Compose.
     dir: Option<&'a str>,
-    /// The project's files, for the seccomp profile a `seccomp=<file>` option names.
-    sources: &'a dyn ComposeSources,
 }
 
 struct Mount {
@@ -1786,12 +2123,19 @@ impl Ctx<'_> {
         let value = value.trim();
         let host = value.eq_ignore_ascii_case("host");
         let container = key == "network_mode" && value.starts_with("container:");
-        if !host && !container {
+        // Podman joins any namespace by path (`ns:/proc/1/ns/net`): on a rootful engine,
+        // the host's.
+        let by_path = value
+            .get(..3)
+            .is_some_and(|p| p.eq_ignore_ascii_case("ns:"));
+        if !host && !container && !by_path {
             return;
         }
         let what = key.trim_end_matches("_mode").trim_start_matches("build.");
         let option = if container {
             "network_mode:container".to_owned()
+        } else if by_path {
+            format!("{key}:ns")
         } else {
             format!("{key}:host")
         };
@@ -1803,6 +2147,8 @@ impl Ctx<'_> {
                 "`{key}: {value}` shares the {} {what} namespace with the container",
                 if container {
                     "other container's"
+                } else if by_path {
+                    "named (on a rootful engine, the host's)"
                 } else {
                     "host's"
                 }
@@ -1856,6 +2202,26 @@ impl Ctx<'_> {
             (Some(dir), false) => join_project(dir, &path).is_none(),
             _ => false,
         };
+        if !outside {
+            match self.link(&path) {
+                Link::None => {}
+                Link::Leaves(target) => {
+                    let detail =
+                        classify_mount(&target, false).map_or("outside the project", |c| c.what);
+                    let message = format!(
+                        "`{what}` copies `{path}`, a symbolic link to `{target}` ({detail}), from \
+                         the host into the container"
+                    );
+                    self.link_leaves(message, &target, line_of(self.text, raw), out);
+                    return;
+                }
+                Link::Moves(target) => self.host_read(what, &target, out),
+                Link::Broken(reason) => {
+                    self.broken_link(what, &path, &reason, line_of(self.text, raw), out);
+                    return;
+                }
+            }
+        }
         let class = classify_mount(&path, false);
         if !outside && class.is_none() {
             return;
@@ -1873,6 +2239,92 @@ impl Ctx<'_> {
             ),
         )
         .at(line_of(self.text, raw));
+        self.push(true, &option, f, out);
+    }
+
+    /// Where `path` (as [`resolve_source`] gives it: relative to this file's folder,
+    /// absolute, or `~/…`) leads through symbolic links. A relative path is asked for both
+    /// as Compose cleans it (lexically) and as written (the kernel's `..` after a link).
+    fn link(&self, path: &str) -> Link {
+        let mut queries = Vec::new();
+        if path.starts_with(['/', '~']) {
+            queries.push(path.to_owned());
+        } else if let Some(dir) = self.dir {
+            queries.extend(join_project(dir, path));
+            // The kernel's `..` differs from Compose's only after a link: ask for the
+            // path as written when what comes before the first `..` is not plain.
+            let written = if dir.is_empty() {
+                path.to_owned()
+            } else {
+                format!("{dir}/{path}")
+            };
+            if let Some((before, _)) = format!("{written}/").split_once("/../") {
+                let before = join_project("", before).unwrap_or_default();
+                if self.sources.host_path(&before) != HostPath::Plain {
+                    queries.push(written);
+                }
+            }
+        }
+        for query in queries {
+            match self.sources.host_path(&query) {
+                HostPath::Plain | HostPath::Project(_) => {}
+                HostPath::Outside(target) if query.starts_with(['/', '~']) => {
+                    if target != query {
+                        return Link::Moves(target);
+                    }
+                }
+                HostPath::Outside(target) => return Link::Leaves(target),
+                HostPath::Unresolvable(reason) => return Link::Broken(reason),
+            }
+        }
+        Link::None
+    }
+
+    /// Refuses a project path whose links lead out of the project, to `target`; the
+    /// consent names the target.
+    fn link_leaves(
+        &self,
+        message: String,
+        target: &str,
+        line: Option<usize>,
+        out: &mut Vec<Finding>,
+    ) {
+        let option = format!("mount:{target}");
+        let f = Finding::new(
+            "aibox::policy::symlink",
+            Severity::Error,
+            self.file,
+            message,
+            format!(
+                "replace the link with a real folder or file inside the project; if the target \
+                 is what you mean to share, record the consent for that target with a \
+                 `[[security.exceptions]]` entry `option = \"{option}\"`"
+            ),
+        )
+        .at(line);
+        self.push(true, &option, f, out);
+    }
+
+    fn broken_link(
+        &self,
+        what: &str,
+        path: &str,
+        reason: &str,
+        line: Option<usize>,
+        out: &mut Vec<Finding>,
+    ) {
+        let option = format!("mount:{path}");
+        let f = Finding::new(
+            "aibox::policy::symlink",
+            Severity::Error,
+            self.file,
+            format!(
+                "{what} uses `{path}`, whose symbolic links cannot be followed ({reason}), so \
+                 the gate cannot tell what it reaches"
+            ),
+            "replace the links with real folders or files inside the project",
+        )
+        .at(line);
         self.push(true, &option, f, out);
     }
 
@@ -1930,6 +2382,49 @@ impl Ctx<'_> {
         );
     }
 
+    /// The symbolic links on a bind source (see [`Ctx::link`]): a project path that leads
+    /// out of the project is refused; a host path is judged where it leads too. True when
+    /// the mount is refused here.
+    fn mount_link(
+        &self,
+        m: &Mount,
+        path: &str,
+        line: Option<usize>,
+        out: &mut Vec<Finding>,
+    ) -> bool {
+        let mode = if m.read_only { "read-only" } else { "writable" };
+        match self.link(path) {
+            Link::None => false,
+            Link::Leaves(target) => {
+                let detail = if is_engine_socket(&target) {
+                    "a container engine socket"
+                } else {
+                    classify_mount(&target, m.read_only).map_or("outside the project", |c| c.what)
+                };
+                let message = format!(
+                    "bind mount of `{path}` ({mode}) is a symbolic link to `{target}` ({detail}): \
+                     the engine mounts the link's target"
+                );
+                self.link_leaves(message, &target, line, out);
+                true
+            }
+            Link::Moves(target) => {
+                self.mount(
+                    &Mount {
+                        source: target,
+                        read_only: m.read_only,
+                    },
+                    out,
+                );
+                false
+            }
+            Link::Broken(reason) => {
+                self.broken_link("a bind mount", path, &reason, line, out);
+                true
+            }
+        }
+    }
+
     fn mount(&self, m: &Mount, out: &mut Vec<Finding>) {
         // After interpolation the source may not appear verbatim; its last part does.
         let line = line_of(self.text, m.source.trim()).or_else(|| {
@@ -1957,6 +2452,9 @@ impl Ctx<'_> {
         let escapes = self
             .dir
             .is_some_and(|dir| !path.starts_with(['/', '~']) && join_project(dir, &path).is_none());
+        if !escapes && self.mount_link(m, &path, line, out) {
+            return;
+        }
         if escapes {
             let f = Finding::new(
                 "aibox::policy::sensitive_mount",
@@ -1975,16 +2473,15 @@ impl Ctx<'_> {
             self.push(true, &option, f, out);
             return;
         }
-        let file_name = path.rsplit('/').next().unwrap_or(&path);
-        let under_run = path.starts_with("/run/") || path.starts_with("/var/run/");
-        if ENGINE_SOCKETS.contains(&file_name) || (under_run && is_socket_name(file_name)) {
+        if is_engine_socket(&path) || holds_sockets(&path) {
             let f = Finding::new(
                 "aibox::policy::engine_socket",
                 Severity::Error,
                 self.file,
                 format!(
-                    "`{path}` looks like a container engine socket: whoever can use it controls \
-                     the host"
+                    "`{path}` ({mode}) is or holds a container engine or system socket: a \
+                     read-only mount still lets a process connect, and whoever can use it \
+                     controls the host"
                 ),
                 "remove the mount; run container commands on the host",
             )
@@ -2031,6 +2528,50 @@ impl Ctx<'_> {
     }
 }
 
+/// Folders of sockets (engines, D-Bus, systemd, the user's runtime folder): mounted in
+/// any mode they let a process connect. `/run` and `/var/run` themselves are system paths.
+const SOCKET_TREES: [&str; 2] = ["/run", "/var/run"];
+
+/// The same under a home: Docker Desktop, Colima, Lima, Rancher Desktop and `OrbStack` keep
+/// their engine sockets there.
+const HOME_SOCKET_DIRS: [&str; 5] = [".docker", ".colima", ".lima", ".rd", ".orbstack"];
+
+/// Whether a resolved host path is, or is a folder that holds, sockets whatever the mount
+/// mode: anything under `/run` (`/run/podman`, `/run/user/<uid>` and its D-Bus bus,
+/// `/run/containerd`, …) and the engine folders of a home (the home itself is refused
+/// in any mode by its own rule).
+fn holds_sockets(path: &str) -> bool {
+    let under = |p: &str, d: &str| p == d || p.starts_with(&format!("{d}/"));
+    if SOCKET_TREES
+        .iter()
+        .any(|t| path.starts_with(&format!("{t}/")))
+    {
+        return true;
+    }
+    split_home(path)
+        .0
+        .is_some_and(|rel| HOME_SOCKET_DIRS.iter().any(|d| under(&rel, d)))
+}
+
+/// Whether a resolved host path names a container engine socket.
+fn is_engine_socket(path: &str) -> bool {
+    let file_name = path.rsplit('/').next().unwrap_or(path);
+    let under_run = path.starts_with("/run/") || path.starts_with("/var/run/");
+    ENGINE_SOCKETS.contains(&file_name) || (under_run && is_socket_name(file_name))
+}
+
+/// What the symbolic links on a host path do to it.
+enum Link {
+    /// No link on the way, or links that stay where the path said (inside the project).
+    None,
+    /// A project path whose links lead out of the project, to this host path.
+    Leaves(String),
+    /// A host path (absolute or in the home) whose links lead to this other host path.
+    Moves(String),
+    /// Links that cannot be followed.
+    Broken(String),
+}
+
 struct MountClass {
     code: &'static str,
     what: &'static str,
@@ -2063,10 +2604,11 @@ fn classify_mount(path: &str, read_only: bool) -> Option<MountClass> {
             !read_only,
         )
     } else if is_home {
+        // Read-only too: it holds every credential, and Docker Desktop's socket.
         (
             "aibox::policy::home_mount",
-            "the host home directory",
-            !read_only,
+            "the host home directory (every credential, and Docker Desktop's engine socket)",
+            true,
         )
     } else if credential {
         (
@@ -2100,6 +2642,11 @@ fn resolve_source(raw: &str) -> Option<String> {
         if let Some(rest) = s.strip_prefix(home) {
             s = format!("~{rest}");
         }
+    }
+    // The Dev Containers CLI's name for the project folder (relative paths there start at
+    // the project root).
+    if let Some(rest) = s.strip_prefix("${localWorkspaceFolder}") {
+        s = format!(".{rest}");
     }
     let mut resolved = String::new();
     let mut rest = s.as_str();
@@ -2181,6 +2728,13 @@ fn split_home(path: &str) -> (Option<String>, bool) {
     (None, false)
 }
 
+/// Whether comma-separated mount options make a mount read-only for certain: `ro` and
+/// no `rw` (the kernel takes the last of them, so `bind,ro,rw` is writable).
+fn proven_read_only(options: &str) -> bool {
+    let options: Vec<&str> = options.split(',').map(str::trim).collect();
+    options.contains(&"ro") && !options.contains(&"rw")
+}
+
 /// `src:dst[:mode]`; `None` for anonymous and named volumes.
 fn parse_short_volume(spec: &str) -> Option<Mount> {
     let parts: Vec<&str> = spec.trim().split(':').collect();
@@ -2191,9 +2745,7 @@ fn parse_short_volume(spec: &str) -> Option<Mount> {
     if !(source.starts_with(['/', '.', '~', '$'])) {
         return None;
     }
-    let read_only = parts
-        .get(2)
-        .is_some_and(|m| m.split(',').any(|o| o == "ro"));
+    let read_only = parts.get(2).is_some_and(|m| proven_read_only(m));
     Some(Mount {
         source: source.to_owned(),
         read_only,

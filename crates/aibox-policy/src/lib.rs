@@ -20,6 +20,7 @@ pub mod secrets;
 mod finding;
 mod text;
 
+pub use aibox_config::hostpath::HostPath;
 pub use compose::{ComposeSources, NoSources, parse_env_file};
 pub use finding::{Consent, Finding, MAX_FINDING_TEXT, Severity, has_errors};
 pub use gate::{

@@ -20,7 +20,7 @@ use aibox_policy::{Consent, check_compose_setup, has_errors};
 #[test]
 fn every_bypass_attempt_is_refused_without_consent() {
     let cases = fixtures("compose-bypass");
-    assert!(cases.len() >= 79, "corpus shrank: {}", cases.len());
+    assert!(cases.len() >= 133, "corpus shrank: {}", cases.len());
     let mut accepted = Vec::new();
     for case in &cases {
         let findings = check_compose_setup(&project_files(case), &Consent::default());
@@ -43,6 +43,63 @@ fn benign_projects_pass() {
         let findings = check_compose_setup(&project_files(&case), &Consent::default());
         assert!(!has_errors(&findings), "{}: {findings:#?}", case.display());
     }
+}
+
+/// Every fixture whose name starts with `prefix` is refused by `code` (at least `min` of
+/// them): the gate judged the construct itself, not something next to it.
+fn family_refused_by(prefix: &str, code: &str, min: usize) {
+    let cases: Vec<_> = fixtures("compose-bypass")
+        .into_iter()
+        .filter(|c| c.file_name().unwrap().to_string_lossy().starts_with(prefix))
+        .collect();
+    assert!(cases.len() >= min, "{prefix}: {}", cases.len());
+    for case in cases {
+        let findings = check_compose_setup(&project_files(&case), &Consent::default());
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.code == code && f.severity == aibox_policy::Severity::Error),
+            "{}: {findings:#?}",
+            case.display()
+        );
+    }
+}
+
+/// Symbolic links (`link-*`) are judged where they lead.
+#[test]
+fn links_are_refused_as_links() {
+    family_refused_by("link-", "aibox::policy::symlink", 16);
+}
+
+/// YAML tags and directives (`tag-*`, `tagged-*`) are refused as such, whatever the value.
+#[test]
+fn tags_are_refused_as_tags() {
+    family_refused_by("tag", "aibox::policy::yaml_tag", 12);
+}
+
+/// Every way to join a host namespace: Podman's `ns:` paths for each namespace key, and
+/// networks that are the host's (`host` by key, by `name`, by driver, or joined directly).
+#[test]
+fn namespaces_by_path_and_host_networks_are_refused() {
+    family_refused_by("ns-", "aibox::policy::host_namespace", 3);
+    family_refused_by("network-", "aibox::policy::host_namespace", 5);
+}
+
+/// Socket folders are refused even read-only: a read-only mount still lets a process
+/// connect to the sockets inside.
+#[test]
+fn socket_folders_are_refused_in_any_mode() {
+    family_refused_by("socket-dir-", "aibox::policy::engine_socket", 6);
+}
+
+/// `include` with a `project_directory` outside the project (or through a variable).
+#[test]
+fn include_project_directories_outside_the_project_are_refused() {
+    family_refused_by(
+        "include-project-directory-",
+        "aibox::policy::unchecked_include",
+        3,
+    );
 }
 
 /// Each attempt is refused for its own reason, not by accident: the rule that fires.
@@ -114,6 +171,43 @@ fn attempts_are_refused_by_the_rule_they_try_to_dodge() {
         (
             "seccomp-allow-all-in-place",
             "aibox::policy::seccomp_profile_edited",
+        ),
+        ("devcontainer-root-file", "aibox::policy::privileged"),
+        (
+            "devcontainer-root-file",
+            "aibox::policy::initialize_command",
+        ),
+        (
+            "devcontainer-named-run-args",
+            "aibox::policy::host_namespace",
+        ),
+        ("devcontainer-named-run-args", "aibox::policy::cap_add"),
+        (
+            "devcontainer-named-run-args",
+            "aibox::policy::engine_socket",
+        ),
+        (
+            "devcontainer-named-security-opt",
+            "aibox::policy::apparmor_unconfined",
+        ),
+        (
+            "devcontainer-named-compose",
+            "aibox::policy::sensitive_mount",
+        ),
+        (
+            "devcontainer-root-file-compose-escape",
+            "aibox::policy::unchecked_include",
+        ),
+        ("mount-opts-ro-then-rw", "aibox::policy::sensitive_mount"),
+        ("mount-short-mode-ro-rw", "aibox::policy::sensitive_mount"),
+        ("mount-home-ro", "aibox::policy::home_mount"),
+        (
+            "devcontainer-build-context-outside",
+            "aibox::policy::host_read",
+        ),
+        (
+            "named-volume-block-device-ro",
+            "aibox::policy::sensitive_mount",
         ),
     ];
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compose-bypass");

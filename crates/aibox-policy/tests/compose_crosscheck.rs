@@ -48,8 +48,38 @@ fn real_config(root: &Path, files: &BTreeMap<String, String>, home: &Path) -> Op
     Some(serde_norway::from_slice(&out.stdout).unwrap())
 }
 
-/// Is a host path that Compose resolved (absolute) dangerous to hand to the container?
+/// Where the kernel takes a path Compose resolved: its symbolic links followed (a dangling
+/// link counts as its target). Compose prints paths as written; the engine mounts targets.
+fn real(path: &str) -> String {
+    let p = Path::new(path);
+    if let Ok(c) = fs_err::canonicalize(p) {
+        return c.display().to_string();
+    }
+    match std::fs::read_link(p) {
+        Ok(target) => p
+            .parent()
+            .map_or(target.clone(), |dir| dir.join(&target))
+            .display()
+            .to_string(),
+        Err(_) => path.to_owned(),
+    }
+}
+
+/// Is a host path that Compose resolved (absolute) dangerous to hand to the container,
+/// as written or where its links lead?
 fn dangerous_path(path: &str, project: &Path, home: &Path) -> bool {
+    written_dangerous(path, project, home) || written_dangerous(&real(path), project, home)
+}
+
+fn is_sock(path: &str) -> bool {
+    [path.to_owned(), real(path)].iter().any(|p| {
+        Path::new(p)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("sock"))
+    })
+}
+
+fn written_dangerous(path: &str, project: &Path, home: &Path) -> bool {
     let path = Path::new(path);
     if !path.is_absolute() {
         return false;
@@ -164,11 +194,7 @@ fn dangers(config: &Yaml, project: &Path, home: &Path) -> Vec<String> {
             let source = vol.split(':').next().unwrap_or("");
             // Read-only files of the home (a `.gitconfig`) are warned by policy, not refused.
             let read_only_home = vol.ends_with(":ro") && Path::new(source).starts_with(home);
-            if Path::new(source)
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("sock"))
-                || (dangerous_path(source, project, home) && !read_only_home)
-            {
+            if is_sock(source) || (dangerous_path(source, project, home) && !read_only_home) {
                 out.push(format!("{name}: volume {vol}"));
             }
         }
@@ -242,7 +268,7 @@ fn cross_check(
             let project = fs_err::canonicalize(&case).unwrap();
             let files = project_files(&project);
             let accepted = !has_errors(&check_compose_setup(&files, &Consent::default()));
-            let real = resolve(&project, &files);
+            let real = resolve(&project, &files.files);
             let danger = real.clone().unwrap_or_default();
             if kind == "compose-bypass" {
                 bypass_total += 1;
@@ -407,11 +433,7 @@ fn run_dangers(args: &[String], merged: &Yaml, project: &Path, home: &Path) -> V
             "-v" | "--volume" | "--env-file" => {
                 let source = value.split(':').next().unwrap_or("");
                 let read_only_home = value.ends_with(":ro") && Path::new(source).starts_with(home);
-                if Path::new(source)
-                    .extension()
-                    .is_some_and(|e| e.eq_ignore_ascii_case("sock"))
-                    || (dangerous_path(source, project, home) && !read_only_home)
-                {
+                if is_sock(source) || (dangerous_path(source, project, home) && !read_only_home) {
                     out.push(format!("{flag} {value}"));
                 }
             }

@@ -88,6 +88,30 @@ const CASES: &[Case] = &[
         option: "network_mode:host",
     },
     Case {
+        name: "network namespace by path (Podman)",
+        compose: "    network_mode: \"ns:/proc/1/ns/net\"\n",
+        devcontainer: "",
+        run_args: &["--network=ns:/proc/1/ns/net"],
+        code: "aibox::policy::host_namespace",
+        option: "network_mode:ns",
+    },
+    Case {
+        name: "pid namespace by path (Podman)",
+        compose: "    pid: \"ns:/proc/1/ns/pid\"\n",
+        devcontainer: "",
+        run_args: &["--pid", "ns:/proc/1/ns/pid"],
+        code: "aibox::policy::host_namespace",
+        option: "pid:ns",
+    },
+    Case {
+        name: "socket folder read-only",
+        compose: "    volumes:\n      - /run/containerd:/x:ro\n",
+        devcontainer: "\"mounts\": [\"source=/run/containerd,target=/x,type=bind,readonly\"]",
+        run_args: &["-v", "/run/containerd:/x:ro"],
+        code: "aibox::policy::engine_socket",
+        option: "mount:/run/containerd",
+    },
+    Case {
         name: "host pid",
         compose: "    pid: \"host\"\n",
         devcontainer: "",
@@ -930,7 +954,7 @@ fn running_container_state_is_judged_like_the_files() {
     use aibox_policy::check_container_state;
 
     let json = include_str!("fixtures/podman-inspect/violations.json");
-    let found = check_container_state(json, "/tmp", &Consent::default());
+    let found = check_container_state(json, "/tmp", &Consent::default(), &aibox_policy::NoSources);
     let mut codes: Vec<(&str, Severity)> = found
         .iter()
         .map(|f| (f.code.as_str(), f.severity))
@@ -959,12 +983,18 @@ fn running_container_state_is_judged_like_the_files() {
             .collect(),
         ..Consent::default()
     };
-    assert!(!has_errors(&check_container_state(json, "/tmp", &consent)));
+    assert!(!has_errors(&check_container_state(
+        json,
+        "/tmp",
+        &consent,
+        &aibox_policy::NoSources
+    )));
     // Not inspect JSON: the state is unknown, which is refused.
     assert!(has_errors(&check_container_state(
         "not json",
         "/tmp",
-        &Consent::default()
+        &Consent::default(),
+        &aibox_policy::NoSources
     )));
 }
 
@@ -978,6 +1008,12 @@ fn the_gate_reads_exactly_the_gated_files_of_the_file_table() {
         fn read(&self, path: &str) -> Option<String> {
             self.0.borrow_mut().push(path.to_owned());
             None
+        }
+        fn host_path(&self, _path: &str) -> aibox_policy::HostPath {
+            aibox_policy::HostPath::Plain
+        }
+        fn subdirs(&self, _dir: &str) -> Vec<String> {
+            Vec::new()
         }
     }
     let rec = Recorder(std::cell::RefCell::default());
@@ -1020,4 +1056,39 @@ fn findings_quote_a_bounded_part_of_what_they_found() {
     );
     assert!(long.message.len() <= aibox_policy::MAX_FINDING_TEXT + 32);
     assert!(long.remedy.len() <= aibox_policy::MAX_FINDING_TEXT + 32);
+}
+
+/// An `include` entry's `project_directory` inside the project is where the included
+/// file's relative paths start: a path that escapes from the file's own folder is inside
+/// from there, and the reverse.
+#[test]
+fn include_project_directory_moves_relative_paths() {
+    use std::collections::BTreeMap;
+    let files = |project_dir: &str, volume: &str| -> BTreeMap<String, String> {
+        [
+            (
+                OVERRIDE.to_owned(),
+                format!(
+                    "include:\n  - path: inc.yml\n    project_directory: {project_dir}\nservices:\n  dev: {{}}\n"
+                ),
+            ),
+            (
+                ".devcontainer/inc.yml".to_owned(),
+                format!("services:\n  side:\n    image: x\n    volumes: [\"{volume}:/x\"]\n"),
+            ),
+        ]
+        .into_iter()
+        .collect()
+    };
+    let judge =
+        |f: &BTreeMap<String, String>| aibox_policy::check_compose_setup(f, &Consent::default());
+    // From `.devcontainer/a/b`, `../../x` is `.devcontainer/x`: inside.
+    let inside = judge(&files("a/b", "../../x"));
+    assert!(!has_errors(&inside), "{inside:#?}");
+    // From `.devcontainer`, the same text leaves the project.
+    let outside = judge(&files(".", "../../x"));
+    assert!(has_errors(&outside), "{outside:#?}");
+    // And from the project root, `..` is the project's parent.
+    let parent = judge(&files("..", ".."));
+    assert!(has_errors(&parent), "{parent:#?}");
 }

@@ -950,7 +950,12 @@ fn files_ending(dir: &Path, suffix: &str) -> Result<Vec<PathBuf>, String> {
         return Ok(found);
     }
     for entry in fs_err::read_dir(dir).map_err(|e| e.to_string())? {
-        let path = entry.map_err(|e| e.to_string())?.path();
+        let entry = entry.map_err(|e| e.to_string())?;
+        // Symbolic links are not followed: the policy corpus links to `/` on purpose.
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        let path = entry.path();
         let file_name = path
             .file_name()
             .and_then(|n| n.to_str())

@@ -73,12 +73,15 @@ pub(crate) fn findings(
         }
     };
     // The Compose files as Compose resolves them, with `devcontainer.json`.
-    out.extend(aibox_policy::check_compose_setup(
-        &crate::snapshot::DiskSources(root),
-        &consent,
-    ));
+    let disk = crate::snapshot::DiskSources(root);
+    out.extend(aibox_policy::check_compose_setup(&disk, &consent));
     out.extend(aibox_policy::check_container_user(config, &consent));
-    out.extend(check_project_volumes(config, &project.local, &consent));
+    out.extend(check_project_volumes(
+        config,
+        &project.local,
+        &consent,
+        &disk,
+    ));
     if let Ok(Some(bytes)) = root.read(Utf8Path::new(PROFILE_PATH)) {
         let recorded = lock.and_then(|l| l.generated_digest(PROFILE_PATH));
         out.extend(check_seccomp_profile(&bytes, recorded));
