@@ -280,6 +280,62 @@ fn aibox_tty(dir: &Utf8Path, args: &str, input: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// A consent key set by hand says what it relaxes (even with `--quiet`, and in JSON); an
+/// ordinary key and a consent set to `false` say nothing of the kind.
+#[test]
+fn config_set_of_a_consent_key_prints_what_it_relaxes() {
+    let (_t, dir) = init_project("t", "codex");
+    let out = aibox(
+        &dir,
+        &[
+            "--quiet",
+            "config",
+            "set",
+            "security.acknowledge_seccomp_unconfined",
+            "true",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("warning:"), "{stderr}");
+    assert!(stderr.contains("seccomp=unconfined"), "{stderr}");
+    assert!(stderr.contains("no syscall filter"), "{stderr}");
+
+    let out = aibox(
+        &dir,
+        &[
+            "--output",
+            "json",
+            "config",
+            "set",
+            "security.acknowledge_seccomp_profile",
+            "true",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        json["relaxes"]
+            .as_str()
+            .unwrap()
+            .contains("user namespaces"),
+        "{json}"
+    );
+
+    for (key, value) in [
+        ("security.acknowledge_seccomp_unconfined", "false"),
+        ("container.user", "dev"),
+    ] {
+        let out = aibox(&dir, &["config", "set", key, value]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("warning:"),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
 /// At a terminal, a missing seccomp consent is explained and asked for (default No);
 /// only an explicit "y" records it, and `--yes` never does.
 #[test]
