@@ -159,8 +159,20 @@ fn engine_gate_passes_podman_relaxations_and_projects_without_codex() {
             container_security(&config("\"codex\"", "acknowledge_seccomp_profile = true")).unwrap()
         );
     }
-    // `[ai.execution] filesystem = "container-full"` is written into no Codex file, so
-    // Codex still starts bubblewrap: it satisfies nothing, and no help offers it.
+    // Consent is still required for the relaxations, whatever the engine.
+    assert!(matches!(
+        container_security_for(
+            &config("\"codex\"", "codex_sandbox = \"seccomp-profile\""),
+            TargetEngine::Podman
+        ),
+        Err(PolicyError::SeccompConsent { .. })
+    ));
+}
+
+/// `[ai.execution] filesystem = "container-full"` is written into no Codex file, so Codex
+/// still starts bubblewrap: it satisfies nothing, and no help offers it.
+#[test]
+fn container_full_is_neither_a_pass_nor_offered() {
     let full = "[container]\nname = \"demo\"\n[ai]\nharnesses = [\"codex\"]\n[ai.execution]\nfilesystem = \"container-full\"\n";
     let full = parse_aibox_toml(full, "aibox.toml").unwrap();
     let err = container_security_for(&full, TargetEngine::Docker).unwrap_err();
@@ -184,14 +196,6 @@ fn engine_gate_passes_podman_relaxations_and_projects_without_codex() {
     for text in texts {
         assert!(!text.contains("container-full"), "{text}");
     }
-    // Consent is still required for the relaxations, whatever the engine.
-    assert!(matches!(
-        container_security_for(
-            &config("\"codex\"", "codex_sandbox = \"seccomp-profile\""),
-            TargetEngine::Podman
-        ),
-        Err(PolicyError::SeccompConsent { .. })
-    ));
 }
 
 #[test]
