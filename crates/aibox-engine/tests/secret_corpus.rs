@@ -131,7 +131,9 @@ fn every_committed_value_is_judged_by_format_and_by_shape() {
         let refused = match &result {
             Ok(_) => false,
             Err(e) => {
-                let text = format!("{e:?}");
+                // The error and its help, as the CLI prints them (miette renders both).
+                let help = miette::Diagnostic::help(e).map(|h| h.to_string());
+                let text = format!("{e:?}\n{}", help.unwrap_or_default());
                 let code = common::code(e);
                 assert!(
                     is_secret_refusal(&code)
