@@ -286,6 +286,37 @@ fn blobs_and_minified_lines_fail_point_1() {
     );
 }
 
+/// A long line blocks only in code (a code file anywhere, or anything under `mcp/` or
+/// `scripts/`); in a data or document asset it is a warning.
+#[test]
+fn long_lines_fail_in_code_and_warn_in_data_assets() {
+    let s = Scratch::clean();
+    let row = format!("id,text\n1,{}\n", "word ".repeat(120));
+    s.write("assets/sample.csv", &row);
+    s.write(
+        "assets/icons.svg",
+        format!("<svg>{}</svg>\n", "<path d=\"M0 0\"/>".repeat(40)),
+    );
+    expect(
+        &s.review(),
+        &[],
+        &[
+            "warn 1 assets/sample.csv:2 in a data or document file",
+            "warn 1 assets/icons.svg:1 in a data or document file",
+        ],
+    );
+    s.write("assets/helper.js", format!("var a={};\n", "1+".repeat(300)));
+    s.write("scripts/data.csv", &row);
+    expect(
+        &s.review(),
+        &[1],
+        &[
+            "fail 1 assets/helper.js:1 minified or generated code",
+            "fail 1 scripts/data.csv:2 minified or generated code",
+        ],
+    );
+}
+
 #[test]
 fn a_config_without_its_server_fails_point_1() {
     let s = Scratch::clean();
