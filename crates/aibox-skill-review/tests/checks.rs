@@ -353,6 +353,36 @@ fn spawned_network_tools_fail_point_2() {
     );
 }
 
+/// Tests are judged as tests: their network code, hosts and undeclared imports warn (they
+/// do not run with the skill). A host in a string of a skill without network code is not a call: it warns.
+/// With network code in the skill, the same undeclared host fails.
+#[test]
+fn hosts_in_strings_and_tests_are_told_apart_from_calls() {
+    let s = Scratch::clean();
+    s.write(
+        "tests/test_live.py",
+        "import httpx\n\ndef test_live():\n    httpx.get(\"https://api.example.com/v1\")\n",
+    );
+    s.server_code("DOCS = \"see https://docs.example.org/guide\"");
+    let r = s.review();
+    expect(
+        &r,
+        &[],
+        &[
+            "warn 1 tests/test_live.py:1 in a test file is not a declared dependency",
+            "warn 2 tests/test_live.py:4 host `api.example.com` in a test file",
+            "warn 2 mcp/server.py host `docs.example.org` in a string, but the skill has no network code",
+        ],
+    );
+    s.depend_on_httpx();
+    s.server_code("import httpx\n\ndef fetch():\n    return httpx.get(DOCS)");
+    expect(
+        &s.review(),
+        &[2],
+        &["fail 2 mcp/server.py host `docs.example.org` is not on the skill's declared host list"],
+    );
+}
+
 #[test]
 fn command_substitutions_are_commands_too() {
     let s = Scratch::clean();
