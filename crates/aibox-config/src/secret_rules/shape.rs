@@ -72,34 +72,6 @@ pub(super) fn find_jwt(s: &str) -> Option<TokenHit> {
     None
 }
 
-/// Standard base64, padded or not; `None` for anything else.
-fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let digits = s.trim_end_matches('=');
-    if s.len() - digits.len() > 2 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
-    let mut acc = 0_u32;
-    let mut bits = 0;
-    for b in digits.bytes() {
-        let v = match b {
-            b'A'..=b'Z' => b - b'A',
-            b'a'..=b'z' => b - b'a' + 26,
-            b'0'..=b'9' => b - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
-        }
-    }
-    Some(out)
-}
-
 /// `Basic <base64 of user:password>` (HTTP basic credentials, as in an `Authorization`
 /// header or a `curl -H`). The value must decode to printable `user:password`, so prose
 /// such as "Basic usage" never counts.
@@ -113,7 +85,7 @@ pub(super) fn find_basic(s: &str) -> Option<TokenHit> {
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || "+/=".contains(*c))
             .collect();
-        let Some(decoded) = base64_decode(&token).filter(|_| token.len() >= 8) else {
+        let Some(decoded) = crate::base64::decode(&token).filter(|_| token.len() >= 8) else {
             continue;
         };
         let printable = decoded.iter().all(|b| (0x20..0x7f).contains(b));
