@@ -280,6 +280,108 @@ fn aibox_tty(dir: &Utf8Path, args: &str, input: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// `skill review` gives one verdict for a failing skill, never two that disagree: a skill
+/// folder with an MCP server would be gated (blocking); without one nothing of it is
+/// registered (not blocking).
+#[test]
+fn skill_review_gives_one_verdict() {
+    let (_t, dir) = init_project("t", "claude");
+    let fixture = Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../aibox-skill-review/tests/fixtures/p2-network");
+    let skill = dir.join("p2-network");
+    copy_tree(&fixture, &skill);
+    let verdicts = |out: &Output| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| {
+                l.starts_with("Verdict:")
+                    || l.contains("will not register")
+                    || l.contains("not blocking")
+            })
+            .map(ToOwned::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let out = aibox(&dir, &["skill", "review", skill.as_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let lines = verdicts(&out);
+    assert_eq!(lines.len(), 1, "{}", text(&out));
+    assert!(lines[0].starts_with("Verdict: blocking"), "{}", text(&out));
+
+    // Without a server it still fails (a script fetches from an undeclared host), but
+    // `apply` registers nothing of it.
+    fs_err::remove_dir_all(skill.join("mcp")).unwrap();
+    fs_err::write(
+        skill.join("scripts/fetch.sh"),
+        "#!/bin/sh\ncurl -fsS https://api.example.com/x\n",
+    )
+    .unwrap();
+    let out = aibox(&dir, &["skill", "review", skill.as_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let lines = verdicts(&out);
+    assert_eq!(lines.len(), 1, "{}", text(&out));
+    assert!(
+        lines[0].starts_with("Verdict: reported, not blocking"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// A consent key set by hand says what it relaxes (even with `--quiet`, and in JSON); an
+/// ordinary key and a consent set to `false` say nothing of the kind.
+#[test]
+fn config_set_of_a_consent_key_prints_what_it_relaxes() {
+    let (_t, dir) = init_project("t", "codex");
+    let out = aibox(
+        &dir,
+        &[
+            "--quiet",
+            "config",
+            "set",
+            "security.acknowledge_seccomp_unconfined",
+            "true",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("warning:"), "{stderr}");
+    assert!(stderr.contains("seccomp=unconfined"), "{stderr}");
+    assert!(stderr.contains("no syscall filter"), "{stderr}");
+
+    let out = aibox(
+        &dir,
+        &[
+            "--output",
+            "json",
+            "config",
+            "set",
+            "security.acknowledge_seccomp_profile",
+            "true",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        json["relaxes"]
+            .as_str()
+            .unwrap()
+            .contains("user namespaces"),
+        "{json}"
+    );
+
+    for (key, value) in [
+        ("security.acknowledge_seccomp_unconfined", "false"),
+        ("container.user", "dev"),
+    ] {
+        let out = aibox(&dir, &["config", "set", key, value]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("warning:"),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
 /// At a terminal, a missing seccomp consent is explained and asked for (default No);
 /// only an explicit "y" records it, and `--yes` never does.
 #[test]

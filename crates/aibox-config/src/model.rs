@@ -730,7 +730,8 @@ pub enum NetworkMode {
     Allow,
 }
 
-/// `[security]`: consents. aibox never sets these on the owner's behalf.
+/// `[security]`: consents. aibox never sets these on the owner's behalf; `aibox config
+/// set` of a consent key prints what it relaxes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SecuritySection {
@@ -821,7 +822,8 @@ pub struct LocalContainer {
     pub extra_volumes: Vec<ExtraVolume>,
     /// A PEM file of extra CA certificates (e.g. a company TLS-inspecting proxy's) the
     /// image build and the container trust. Absolute, or relative to the project folder.
-    /// Its text is copied into the gitignored `.devcontainer/aibox-ca/`, never committed.
+    /// Its text is copied into the gitignored `.devcontainer/aibox-ca/`, never committed,
+    /// and into the image: a file that holds a private key is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_ca_certificates: Option<String>,
 }

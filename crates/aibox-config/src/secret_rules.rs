@@ -4,6 +4,18 @@
 //! literal-secret check (`aibox-mcp-registration`) and the skill review's credential
 //! findings (`aibox-skill-review`) all call these functions. They differ in what they do
 //! with a hit (refuse, mask, warn), never in what counts as one.
+//!
+//! Two kinds of rule: formats ([`find_credential`]: token prefixes, PEM keys, JWTs,
+//! `Bearer`/`Basic` credentials, `user:pass@` URLs, connection-string secrets), precise
+//! enough to run over every line of every file; and shape ([`judge_value`]: the formats
+//! plus random-looking tokens, secret-named flags and query parameters), for values
+//! aibox writes into committed files (arguments, URLs, commands, environment, headers).
+
+mod shape;
+
+pub use shape::{
+    RANDOM_TOKEN, entropy, find_random_token, is_random_token, judge_value, secret_flag_value,
+};
 
 /// Words that make a key or variable name secret-like, as whole words.
 const SECRET_WORDS: [&str; 9] = [
@@ -52,14 +64,27 @@ fn words(key: &str) -> Vec<String> {
 /// Whether a key or variable name suggests a secret (security model §3): one of the
 /// secret words as a whole word, or a pair such as `API` `KEY`, with `_`, `-`, `.` and
 /// `camelCase` steps as word breaks. `GITHUB_TOKEN`, `apiKey`, `x-api-key`, `dbPassword`
-/// and `AUTH` are; `AUTHOR`, `Authorization` and `TOKENIZER_MODE` are not.
+/// and `AUTH` are; `AUTHOR`, `Authorization` and `TOKENIZER_MODE` are not, and neither
+/// is a name whose last word says where the secret is (`TOKEN_FILE`, `AUTH_MODE`).
 pub fn is_secret_key(key: &str) -> bool {
     let words = words(key);
-    words.iter().any(|w| SECRET_WORDS.contains(&w.as_str()))
+    let secret = words.iter().any(|w| SECRET_WORDS.contains(&w.as_str()))
         || words
             .windows(2)
-            .any(|p| SECRET_PAIRS.iter().any(|q| p[0] == q[0] && p[1] == q[1]))
+            .any(|p| SECRET_PAIRS.iter().any(|q| p[0] == q[0] && p[1] == q[1]));
+    secret
+        && !words
+            .last()
+            .is_some_and(|w| NOT_A_SECRET_VALUE.contains(&w.as_str()))
 }
+
+/// Last words that make a secret-like name say where a secret is or how it is used,
+/// not hold it: `TOKEN_FILE`, `API_KEY_ENV`, `AUTH_MODE`, `SSH_AUTH_SOCK`,
+/// `--password-stdin`.
+const NOT_A_SECRET_VALUE: [&str; 19] = [
+    "FILE", "PATH", "DIR", "ENV", "VAR", "VARIABLE", "NAME", "TYPE", "MODE", "URL", "URI", "STDIN",
+    "HELPER", "COMMAND", "SOCK", "SOCKET", "HOST", "ENDPOINT", "METHOD",
+];
 
 /// One credential found in a text (byte offsets; the value itself is never kept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +96,9 @@ pub struct TokenHit {
     /// End of the span.
     pub end: usize,
 }
+
+/// The kind of a PEM private key block.
+pub const PEM_PRIVATE_KEY: &str = "PEM private key";
 
 /// Whether literal text holds a credential ([`find_credential`]).
 pub fn looks_like_secret(text: &str) -> bool {
@@ -112,8 +140,17 @@ fn alnum_us(c: char) -> bool {
 fn upper_digit(c: char) -> bool {
     c.is_ascii_uppercase() || c.is_ascii_digit()
 }
+fn alnum_slash(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '/'
+}
+fn alnum_slash_dash(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '/' || c == '-' || c == '_'
+}
+fn alnum_dash_dot(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'
+}
 
-const PATTERNS: [Pattern; 13] = [
+const PATTERNS: [Pattern; 36] = [
     Pattern {
         prefix: "sk-ant-",
         kind: "Anthropic API key",
@@ -171,6 +208,27 @@ const PATTERNS: [Pattern; 13] = [
         charset: alnum_dash,
     },
     Pattern {
+        prefix: "gldt-",
+        kind: "GitLab token",
+        min: 20,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "glptt-",
+        kind: "GitLab token",
+        min: 20,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "glrt-",
+        kind: "GitLab token",
+        min: 20,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
         prefix: "xoxb-",
         kind: "Slack token",
         min: 10,
@@ -185,6 +243,48 @@ const PATTERNS: [Pattern; 13] = [
         charset: alnum_dash,
     },
     Pattern {
+        prefix: "xoxa-",
+        kind: "Slack token",
+        min: 10,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "xoxr-",
+        kind: "Slack token",
+        min: 10,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "xoxs-",
+        kind: "Slack token",
+        min: 10,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "xapp-",
+        kind: "Slack token",
+        min: 10,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "hooks.slack.com/services/",
+        kind: "Slack webhook URL",
+        min: 20,
+        exact: false,
+        charset: alnum_slash,
+    },
+    Pattern {
+        prefix: "discord.com/api/webhooks/",
+        kind: "Discord webhook URL",
+        min: 20,
+        exact: false,
+        charset: alnum_slash_dash,
+    },
+    Pattern {
         prefix: "sk-",
         kind: "OpenAI-style API key",
         min: 20,
@@ -192,8 +292,71 @@ const PATTERNS: [Pattern; 13] = [
         charset: alnum_dash,
     },
     Pattern {
+        prefix: "sk_live_",
+        kind: "Stripe secret key",
+        min: 16,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "rk_live_",
+        kind: "Stripe restricted key",
+        min: 16,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "sk_test_",
+        kind: "Stripe test secret key",
+        min: 16,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "rk_test_",
+        kind: "Stripe test restricted key",
+        min: 16,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "whsec_",
+        kind: "webhook signing secret",
+        min: 20,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "npm_",
+        kind: "npm token",
+        min: 36,
+        exact: true,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "pypi-",
+        kind: "PyPI token",
+        min: 50,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "hf_",
+        kind: "Hugging Face token",
+        min: 30,
+        exact: false,
+        charset: alnum,
+    },
+    Pattern {
         prefix: "AKIA",
         kind: "AWS access key ID",
+        min: 16,
+        exact: true,
+        charset: upper_digit,
+    },
+    Pattern {
+        prefix: "ASIA",
+        kind: "AWS temporary access key ID",
         min: 16,
         exact: true,
         charset: upper_digit,
@@ -205,10 +368,48 @@ const PATTERNS: [Pattern; 13] = [
         exact: true,
         charset: alnum_dash,
     },
+    Pattern {
+        prefix: "ya29.",
+        kind: "Google OAuth access token",
+        min: 30,
+        exact: false,
+        charset: alnum_dash,
+    },
+    Pattern {
+        prefix: "dop_v1_",
+        kind: "DigitalOcean token",
+        min: 64,
+        exact: true,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "shpat_",
+        kind: "Shopify token",
+        min: 32,
+        exact: true,
+        charset: alnum,
+    },
+    Pattern {
+        prefix: "SG.",
+        kind: "SendGrid API key",
+        min: 60,
+        exact: false,
+        charset: alnum_dash_dot,
+    },
+    Pattern {
+        prefix: "AGE-SECRET-KEY-1",
+        kind: "age secret key",
+        min: 50,
+        exact: false,
+        charset: upper_digit,
+    },
 ];
 
 /// The earliest credential-looking span in `s`: a known token format, a PEM private
-/// key, a literal `Bearer` token or a URL with a password. References never count.
+/// key, a literal `Bearer` or `Basic` credential, a URL with a password, a JWT, a
+/// connection-string secret (`AccountKey=`, `Password=`, `SharedAccessSignature=`) or a
+/// Telegram bot token. References never count; the literal fallback of one
+/// (`${NAME:-literal}`) is literal text and counts.
 pub fn find_credential(s: &str) -> Option<TokenHit> {
     let mut hits: Vec<TokenHit> = Vec::new();
     if let Some(start) = s.find("-----BEGIN")
@@ -223,7 +424,7 @@ pub fn find_credential(s: &str) -> Option<TokenHit> {
             })
             .unwrap_or(s.len());
         hits.push(TokenHit {
-            kind: "PEM private key",
+            kind: PEM_PRIVATE_KEY,
             start,
             end,
         });
@@ -265,6 +466,10 @@ pub fn find_credential(s: &str) -> Option<TokenHit> {
     }
     hits.extend(find_bearer(s));
     hits.extend(find_url_credentials(s));
+    hits.extend(shape::find_jwt(s));
+    hits.extend(shape::find_basic(s));
+    hits.extend(shape::find_connection_secret(s));
+    hits.extend(shape::find_telegram(s));
     // Earliest first; on a tie the longer span (`sk-ant-` over `sk-`).
     hits.into_iter()
         .min_by_key(|h| (h.start, std::cmp::Reverse(h.end)))
@@ -280,7 +485,8 @@ fn find_bearer(s: &str) -> Option<TokenHit> {
             .chars()
             .take_while(|c| !c.is_whitespace() && !"\"',;".contains(*c))
             .collect();
-        if token.len() >= 8 && !has_reference(&token) && !token.starts_with('<') {
+        let literal = strip_references(&token);
+        if literal.len() >= 8 && !literal.starts_with('<') {
             return Some(TokenHit {
                 kind: "literal Bearer token",
                 start,
@@ -304,8 +510,7 @@ fn find_url_credentials(s: &str) -> Option<TokenHit> {
             continue;
         };
         if let Some((_, password)) = userinfo.split_once(':')
-            && !password.is_empty()
-            && !has_reference(password)
+            && !strip_references(password).is_empty()
         {
             return Some(TokenHit {
                 kind: "URL with an embedded password",
@@ -324,8 +529,10 @@ fn is_identifier(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Removes every variable reference (`${VAR}`, `${VAR:-default}`, `$VAR`, `{env:VAR}`,
-/// `${env:VAR}`, `${input:id}`, `${localEnv:VAR}`, `${containerEnv:VAR}`, …) from `s`.
+/// Removes every variable reference (`${VAR}`, `$VAR`, `{env:VAR}`, `${env:VAR}`,
+/// `${input:id}`, `${localEnv:VAR}`, `${containerEnv:VAR}`, …) from `s`. A reference
+/// with a literal fallback (`${VAR:-text}`, `${VAR-text}`) leaves its fallback: that text
+/// is written into the file as it is, so it is judged as a literal.
 ///
 /// Linear in the length of `s`: every byte is looked at a bounded number of times (once
 /// no `}` follows, no later `${` can close either).
@@ -336,11 +543,20 @@ pub fn strip_references(s: &str) -> String {
     let mut no_close = false;
     while i < bytes.len() {
         let c = bytes[i];
+        // Compose's `$$` is an escaped `$`: `$${NAME}` reaches the program as the text
+        // `${NAME}`, a name and no value, so it counts as a reference.
+        if c == b'$' && bytes.get(i + 1) == Some(&b'$') {
+            i += 1;
+            continue;
+        }
         let braced = c == b'$' && bytes.get(i + 1) == Some(&b'{')
             || c == b'{' && s[i..].starts_with("{env:");
         if braced && !no_close {
             match s[i..].find('}') {
                 Some(end) => {
+                    if let Some(fallback) = fallback_of(&s[i..i + end]) {
+                        out.push_str(fallback);
+                    }
                     i += end + 1;
                     continue;
                 }
@@ -361,6 +577,41 @@ pub fn strip_references(s: &str) -> String {
         };
         out.push(ch);
         i += ch.len_utf8();
+    }
+    out
+}
+
+/// The literal fallback of `${NAME:-text}` or `${NAME-text}` (`reference` without its
+/// closing brace), if any.
+fn fallback_of(reference: &str) -> Option<&str> {
+    let inner = reference.strip_prefix("${")?;
+    let name_len = inner
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
+    if name_len == 0 || !is_identifier(&inner[..name_len]) {
+        return None;
+    }
+    let rest = &inner[name_len..];
+    rest.strip_prefix(":-")
+        .or_else(|| rest.strip_prefix('-'))
+        .filter(|f| !f.is_empty() && !f.starts_with('$'))
+}
+
+/// The non-empty literal fallbacks of the references in `s` (`${NAME:-text}`,
+/// `${NAME-text}`), in order.
+pub fn fallback_literals(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(pos) = s[from..].find("${") {
+        let start = from + pos;
+        let Some(end) = s[start..].find('}') else {
+            break;
+        };
+        if let Some(f) = fallback_of(&s[start..start + end]) {
+            out.push(f);
+        }
+        from = start + end + 1;
     }
     out
 }
@@ -397,6 +648,12 @@ mod tests {
             "Authorization",
             "path",
             "TOKENIZER_MODE",
+            "TOKEN_FILE",
+            "GITHUB_TOKEN_PATH",
+            "API_KEY_ENV",
+            "AUTH_MODE",
+            "SSH_AUTH_SOCK",
+            "password-stdin",
         ] {
             assert!(!is_secret_key(k), "{k}");
         }
@@ -412,6 +669,11 @@ mod tests {
         assert!(find_credential("https://user:${PASS}@host/x").is_none());
         assert!(find_credential("https://user:hunter2@host/x").is_some());
         assert!(find_credential("https://example.com/a@b").is_none());
+        assert!(find_credential("ASIAFAKEFAKEFAKEFAKE").is_some());
+        assert!(find_credential(&format!("npm_{}", "FAKE".repeat(9))).is_some());
+        assert!(find_credential("sk_live_FAKEFAKEFAKEFAKEFAKE").is_some());
+        assert!(find_credential("Bearer ${TOKEN:-fakefakefake}").is_some());
+        assert!(find_credential("https://user:${PASS:-hunter2}@host/x").is_some());
     }
 
     #[test]
@@ -419,9 +681,14 @@ mod tests {
         assert_eq!(strip_references("Bearer ${TOKEN}"), "Bearer ");
         assert_eq!(strip_references("$TOKEN"), "");
         assert_eq!(strip_references("{env:X}"), "");
-        assert_eq!(strip_references("${VAR:-default}"), "");
+        assert_eq!(strip_references("${VAR:-default}"), "default");
+        assert_eq!(strip_references("${VAR-default}x"), "defaultx");
+        assert_eq!(strip_references("${VAR:-}"), "");
+        assert_eq!(strip_references("${VAR:?must be set}"), "");
+        assert_eq!(fallback_literals("a ${A:-x} ${B} ${C-y}"), ["x", "y"]);
         assert_eq!(strip_references("${input:gh}"), "");
         assert_eq!(strip_references("price $5"), "price $5");
+        assert_eq!(strip_references("a:$${PASS}@h"), "a:@h");
         assert!(!has_reference("plain"));
         assert_eq!(strip_references("a ${open $B"), "a ${open ");
         assert_eq!(strip_references("é${X}ü$9"), "éü$9");

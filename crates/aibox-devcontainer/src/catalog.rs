@@ -490,7 +490,7 @@ pub fn harness_tool(h: aibox_config::Harness) -> Option<&'static str> {
 /// Hex of the sha512 in an npm `integrity` string, or `None` if it is not one.
 pub fn sha512_hex(integrity: &str) -> Option<String> {
     let b64 = integrity.strip_prefix("sha512-")?;
-    let bytes = base64_decode(b64)?;
+    let bytes = aibox_config::base64::decode(b64)?;
     (bytes.len() == 64).then(|| {
         use std::fmt::Write as _;
         bytes.iter().fold(String::new(), |mut s, b| {
@@ -498,27 +498,4 @@ pub fn sha512_hex(integrity: &str) -> Option<String> {
             s
         })
     })
-}
-
-fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim_end_matches('=');
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
-        }
-    }
-    Some(out)
 }

@@ -65,7 +65,7 @@ impl Security {
                 )
             });
             judged = Some(engine);
-            engine_refusal = aibox_policy::check_engine(config, d, engine).err();
+            engine_refusal = aibox_policy::check_engine(d, engine).err();
         }
         Self {
             decision,

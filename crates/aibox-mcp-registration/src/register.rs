@@ -311,7 +311,7 @@ fn trust_scope(h: Harness, origin: Origin, workspace: &str) -> String {
         (Harness::Codex, Origin::Personal) => format!("Codex loads servers of its user config, the container-scoped {CODEX_HOME_CONFIG}"),
         (Harness::Codex, _) => format!("Codex reads .codex/config.toml because aibox trusts {workspace} in the container-scoped {CODEX_HOME_CONFIG}"),
         (Harness::Gemini, _) => "Gemini connects only in a trusted folder (~/.gemini/trustedFolders.json or GEMINI_CLI_TRUST_WORKSPACE=true); aibox never sets `trust`".into(),
-        (Harness::Opencode, _) => "approve with `opencode mcp approve NAME` (stored in your OpenCode data dir)".into(),
+        (Harness::Opencode, _) => "none: OpenCode starts every server of the committed opencode.json when it opens the project, without asking (it has no approval step); the gate at apply is the only check".into(),
         (Harness::Cursor, _) => "approved in the Cursor IDE".into(),
         (Harness::Vscode, _) => "VS Code asks for trust when the server first starts".into(),
     }
@@ -621,7 +621,10 @@ fn user_notices(
         ));
     }
     if enabled.contains(&Harness::Opencode) && !c.opencode.is_empty() {
-        notices.push("OpenCode asks to approve project servers: run `opencode mcp approve NAME` inside the container after each change".into());
+        notices.push(format!(
+            "OpenCode starts the {} server(s) of the committed {OPENCODE_CONFIG} without asking (it has no approval step): review changes to that file like code",
+            c.opencode.len()
+        ));
     }
     if trust_written && enabled.contains(&Harness::Codex) && !c.codex.is_empty() {
         notices.push(format!(

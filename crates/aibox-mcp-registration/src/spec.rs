@@ -12,7 +12,9 @@ use aibox_config::{AiboxToml, ContextMode, LocalToml, McpServer};
 use serde::{Deserialize, Serialize};
 
 use crate::McpError;
-use crate::refs::{Template, is_secret_key, looks_like_secret};
+use aibox_config::secret_rules::{self, judge_value};
+
+use crate::refs::{Template, is_secret_key};
 
 /// Where a server was defined; decides which files it may be written to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -232,30 +234,15 @@ impl ServerSpec {
                         "set the program to start, for example `npx`",
                     ));
                 }
-                if looks_like_secret(&Template::parse(command).literal_text()) {
-                    return Err(literal("command", "command", "it looks like a credential"));
+                if let Some(kind) = judge_value(command) {
+                    return Err(literal("command", "command", kind));
                 }
-                if let Some(i) = secret_arg(args) {
-                    return Err(literal(
-                        "args",
-                        &format!("args[{i}]"),
-                        "it looks like a credential",
-                    ));
+                if let Some((i, kind)) = secret_arg(args) {
+                    return Err(literal("args", &format!("args[{i}]"), kind));
                 }
                 for (key, value) in env {
-                    let t = Template::parse(value);
-                    if t.single_var().is_some() || value.is_empty() {
-                        continue;
-                    }
-                    if strict {
-                        return Err(literal(
-                            "env",
-                            key,
-                            "team and personal server environment values must be a single `${VAR}` reference",
-                        ));
-                    }
-                    if is_secret_key(key) || looks_like_secret(&t.literal_text()) {
-                        return Err(literal("env", key, "it looks like a credential"));
+                    if let Some(reason) = env_refusal(key, value, strict) {
+                        return Err(literal("env", key, reason));
                     }
                 }
             }
@@ -266,11 +253,11 @@ impl ServerSpec {
                         "write the full endpoint URL, for example `https://mcp.example.com/mcp`",
                     ));
                 }
-                if looks_like_secret(&Template::parse(url).literal_text()) {
-                    return Err(literal("url", "url", "it carries credentials"));
-                }
                 if let Some(key) = secret_query_key(url) {
                     return Err(literal("url", &key, "a credential in the query string"));
+                }
+                if let Some(kind) = judge_value(url) {
+                    return Err(literal("url", "url", kind));
                 }
                 for (key, value) in headers {
                     let t = Template::parse(value);
@@ -281,9 +268,13 @@ impl ServerSpec {
                             "team and personal header values must contain a `${VAR}` reference",
                         ));
                     }
-                    if looks_like_secret(&t.literal_text()) || (!t.has_var() && is_secret_key(key))
+                    if is_secret_key(key)
+                        && (!t.has_var() || !secret_rules::fallback_literals(value).is_empty())
                     {
-                        return Err(literal("headers", key, "it looks like a credential"));
+                        return Err(literal("headers", key, LITERAL_FALLBACK));
+                    }
+                    if let Some(kind) = judge_value(value) {
+                        return Err(literal("headers", key, kind));
                     }
                 }
             }
@@ -292,22 +283,44 @@ impl ServerSpec {
     }
 }
 
-/// Index of an argument that holds a literal credential: a known token format, or the
-/// value of a secret-named flag (`--api-key=VALUE`, `--api-key VALUE`).
-fn secret_arg(args: &[String]) -> Option<usize> {
-    let flag = |a: &str| a.starts_with('-') && is_secret_key(a.trim_start_matches('-'));
-    args.iter().enumerate().find_map(|(i, arg)| {
-        let literal_flag_value = match arg.split_once('=') {
-            Some((k, v)) => flag(k) && !v.is_empty() && !Template::parse(v).has_var(),
-            None => {
-                i > 0
-                    && flag(&args[i - 1])
-                    && !arg.starts_with('-')
-                    && !Template::parse(arg).has_var()
-            }
+/// Why an environment value of a server may not be written, if it may not: team and
+/// personal values must be one `${VAR}` reference; a fallback is written as it is, so it
+/// is judged as a literal; a processkit value must not look like a credential.
+fn env_refusal(key: &str, value: &str, strict: bool) -> Option<&'static str> {
+    let t = Template::parse(value);
+    if let Some((_, fallback)) = t.single_var() {
+        let d = fallback.filter(|d| !d.is_empty())?;
+        return if is_secret_key(key) {
+            Some(LITERAL_FALLBACK)
+        } else {
+            judge_value(d)
         };
-        (literal_flag_value || looks_like_secret(&Template::parse(arg).literal_text())).then_some(i)
-    })
+    }
+    if value.is_empty() {
+        None
+    } else if strict {
+        Some("team and personal server environment values must be a single `${VAR}` reference")
+    } else if is_secret_key(key) {
+        Some("it has a secret-like name")
+    } else {
+        judge_value(value)
+    }
+}
+
+/// Why a secret-named value with a literal (or a literal fallback) is refused.
+const LITERAL_FALLBACK: &str = "it has a secret-like name and a literal value (a `${NAME:-fallback}` fallback is a literal too)";
+
+/// Index of an argument that holds a literal credential and what it looks like: the
+/// value of a secret-named flag (`--api-key=VALUE`, `--api-key VALUE`), or any argument
+/// the shared rules judge a credential (a known format or a random-looking token, also
+/// after an ordinary flag).
+fn secret_arg(args: &[String]) -> Option<(usize, &'static str)> {
+    if let Some(i) = secret_rules::secret_flag_value(args) {
+        return Some((i, "the value of a secret-named flag"));
+    }
+    args.iter()
+        .enumerate()
+        .find_map(|(i, arg)| judge_value(arg).map(|kind| (i, kind)))
 }
 
 /// A secret-named query parameter with a literal value (`?api_key=...`).
@@ -316,7 +329,7 @@ fn secret_query_key(url: &str) -> Option<String> {
     query
         .split('&')
         .filter_map(|p| p.split_once('='))
-        .find(|(k, v)| is_secret_key(k) && !v.is_empty() && !Template::parse(v).has_var())
+        .find(|(k, v)| is_secret_key(k) && !secret_rules::strip_references(v).is_empty())
         .map(|(k, _)| k.to_owned())
 }
 

@@ -342,3 +342,91 @@ fn real_clients_load_exactly_the_registered_servers() {
     let codex = fs_err::read_to_string(root.join(".codex/config.toml")).unwrap();
     assert!(codex.starts_with("# mine\n"), "{codex}");
 }
+
+/// The backticked spans of `text`.
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// Every harness command aibox advises (trust scopes, notices, skip reasons, for every
+/// harness and origin) exists in the pinned CLI: each subcommand is listed by its
+/// parent's `--help`, each `--flag` by the command's own. The pinned `OpenCode` has no
+/// approval command (it starts project servers unasked), and Claude's own help says
+/// unapproved project servers wait for approval, as aibox's trust text says.
+#[test]
+fn every_command_aibox_advises_exists_in_the_pinned_clis() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let home = root.join(".aibox-home");
+    fs_err::create_dir_all(&home).unwrap();
+    let harnesses = Harness::ALL;
+    let opts = RegisterOptions {
+        harnesses: &harnesses,
+        permissions: &Permissions::default(),
+        workspace: "/workspace",
+    };
+    let reg = register(&servers(true), &opts, None, &mut |_| Ok(None)).unwrap();
+    let mut texts = reg.notices.clone();
+    for s in &reg.servers {
+        texts.push(s.trust_scope.clone());
+        texts.extend(s.notes.iter().cloned());
+        texts.extend(s.skipped.iter().cloned());
+    }
+    let word_in = |help: &str, word: &str| {
+        help.lines()
+            .any(|l| l.split([' ', ',', '[', ']']).any(|w| w == word))
+    };
+    let mut checked = BTreeSet::new();
+    for text in &texts {
+        for cmd in backticked(text) {
+            let words: Vec<&str> = cmd.split_whitespace().collect();
+            if !["claude", "codex", "gemini", "opencode"].contains(&words[0]) {
+                continue;
+            }
+            let path: Vec<&str> = words[1..]
+                .iter()
+                .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+                .take_while(|w| !w.starts_with('-'))
+                .copied()
+                .collect();
+            for i in 0..path.len() {
+                let mut args = path[..i].to_vec();
+                args.push("--help");
+                let help = run(root, &home, words[0], &args);
+                assert!(
+                    word_in(&help, path[i]),
+                    "aibox advises `{cmd}`, but `{} {}` has no `{}`:\n{help}",
+                    words[0],
+                    args.join(" "),
+                    path[i]
+                );
+            }
+            let mut args = path.clone();
+            args.push("--help");
+            let help = run(root, &home, words[0], &args);
+            for flag in words.iter().filter(|w| w.starts_with("--") && w.len() > 2) {
+                assert!(
+                    help.contains(flag),
+                    "aibox advises `{cmd}`: no {flag}:\n{help}"
+                );
+            }
+            checked.insert(cmd.to_owned());
+        }
+    }
+    assert!(
+        !checked.is_empty(),
+        "no harness command found in {texts:#?}"
+    );
+    assert!(
+        checked.iter().all(|c| !c.contains("approve")),
+        "an approval command is advised: {checked:?}"
+    );
+    let opencode = run(root, &home, "opencode", &["mcp", "--help"]);
+    assert!(!word_in(&opencode, "approve"), "{opencode}");
+    let claude = run(root, &home, "claude", &["mcp", "--help"]);
+    assert!(claude.contains("Pending approval"), "{claude}");
+    for cli in ["codex", "gemini"] {
+        let help = run(root, &home, cli, &["mcp", "--help"]);
+        assert!(!word_in(&help, "approve"), "{cli}: {help}");
+    }
+}

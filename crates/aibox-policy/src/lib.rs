@@ -14,6 +14,7 @@
 pub mod compose;
 pub mod gate;
 pub mod redact;
+pub mod relax;
 pub mod seccomp;
 pub mod secrets;
 
@@ -30,6 +31,7 @@ pub use gate::{
     check_run_args, check_seccomp_profile, check_volumes, devcontainer_compose_files,
 };
 pub use redact::{MASK, Redactor, redact, redact_secrets};
+pub use relax::relaxation;
 pub use seccomp::{
     PROFILE_PATH, PROFILE_SECURITY_OPT, SeccompPosture, SecurityDecision, TargetEngine,
     UNCONFINED_SECURITY_OPT, check_engine, container_security, container_security_for,

@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use aibox_config::{AiboxToml, CodexSandbox, FilesystemMode, Harness, PlannedFile};
+use aibox_config::{AiboxToml, CodexSandbox, Harness, PlannedFile};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -237,21 +237,14 @@ pub fn container_security(config: &AiboxToml) -> Result<SecurityDecision, Policy
 /// The engine-aware half of the gate: Codex with the engine's default profile on an
 /// engine whose default refuses user namespaces (Docker, or `auto` that found no engine)
 /// would leave Codex without its sandbox, so this refuses until the owner records a
-/// consent key. A project that runs Codex without a nested sandbox (`[ai.execution]
-/// filesystem = "container-full"`) needs none. Never suggests `privileged` or
-/// `CAP_SYS_ADMIN`.
+/// consent key. `[ai.execution] filesystem = "container-full"` does not count: aibox
+/// writes it into no harness file, so Codex would still start bubblewrap and fail.
+/// Never suggests `privileged` or `CAP_SYS_ADMIN`.
 ///
 /// # Errors
 /// [`PolicyError::EngineBlocksSandbox`] in that case.
-pub fn check_engine(
-    config: &AiboxToml,
-    decision: &SecurityDecision,
-    engine: TargetEngine,
-) -> Result<(), PolicyError> {
-    let no_nested_sandbox = config.ai.execution.filesystem == Some(FilesystemMode::ContainerFull);
-    if decision.posture != SeccompPosture::EngineDefault
-        || engine.default_allows_user_namespaces()
-        || no_nested_sandbox
+pub fn check_engine(decision: &SecurityDecision, engine: TargetEngine) -> Result<(), PolicyError> {
+    if decision.posture != SeccompPosture::EngineDefault || engine.default_allows_user_namespaces()
     {
         return Ok(());
     }
@@ -271,7 +264,7 @@ pub fn container_security_for(
     engine: TargetEngine,
 ) -> Result<SecurityDecision, PolicyError> {
     let decision = container_security(config)?;
-    check_engine(config, &decision, engine)?;
+    check_engine(&decision, engine)?;
     Ok(decision)
 }
 
@@ -289,8 +282,7 @@ pub fn sandbox_fix(posture: SeccompPosture) -> String {
             "seccomp is not what blocks it: the host refuses unprivileged user namespaces \
              (`sysctl user.max_user_namespaces`, Ubuntu's \
              `kernel.apparmor_restrict_unprivileged_userns`, or an AppArmor profile that \
-             blocks mounts); fix it on the host, or use `[ai.execution] filesystem = \
-             \"container-full\"` (no nested sandbox, the container is the boundary)"
+             blocks mounts); fix it on the host"
                 .to_owned()
         }
     }
@@ -317,9 +309,7 @@ fn engine_help(engine: TargetEngine) -> String {
          2. `[security] {UNCONFINED_CONSENT_KEY} = true` with `codex_sandbox = \
          \"unconfined\"`: no syscall filter at all (no root, no capability, but every default \
          denial is gone).\n  \
-         3. `[ai.execution] filesystem = \"container-full\"`: no nested sandbox; the container \
-         is the boundary and Codex has full rights inside it.\n  \
-         4. Run the project on Podman (`[container] engine = \"podman\"`), whose default \
+         3. Run the project on Podman (`[container] engine = \"podman\"`), whose default \
          profile lets the sandbox work with nothing relaxed.\n\
          aibox never uses `privileged` or CAP_SYS_ADMIN for this."
     )
@@ -383,9 +373,6 @@ fn consent_error(strategy: CodexSandbox) -> PolicyError {
     const ENGINE_DEFAULT: &str = "codex_sandbox = \"engine-default\" (the default): nothing \
         relaxed; Codex's sandbox works where the engine's default profile allows user \
         namespaces (Podman), and apply refuses it on Docker.";
-    const NO_SANDBOX: &str = "[ai.execution] filesystem = \"container-full\": no nested sandbox, \
-        the container is the boundary; no relaxation, but the harness has full rights inside \
-        the container.";
     const PROFILE: &str = "codex_sandbox = \"seccomp-profile\" with acknowledge_seccomp_profile \
         = true: Docker's default profile plus only the syscalls bubblewrap needs; still enables \
         user namespaces, but far narrower than unconfined.";
@@ -400,7 +387,7 @@ fn consent_error(strategy: CodexSandbox) -> PolicyError {
              stops doctor warning about it, and records in the repository that the owner \
              accepted weaker syscall filtering instead of `privileged` or CAP_SYS_ADMIN (which \
              aibox never uses).",
-            vec![PROFILE, ENGINE_DEFAULT, NO_SANDBOX],
+            vec![PROFILE, ENGINE_DEFAULT],
         ),
         _ => (
             "seccomp-profile",
@@ -411,7 +398,7 @@ fn consent_error(strategy: CodexSandbox) -> PolicyError {
              `[security] acknowledge_seccomp_profile = true` in aibox.toml lets apply write the \
              profile and emit `security_opt: [\"seccomp=aibox-seccomp.json\"]`, and records that \
              the owner accepted it; its SHA-256 is pinned in aibox.lock so doctor detects edits.",
-            vec![ENGINE_DEFAULT, NO_SANDBOX],
+            vec![ENGINE_DEFAULT],
         ),
     };
     let mut help = format!("{WHY}\nWhat the key means: {what}\nNarrower alternatives:");

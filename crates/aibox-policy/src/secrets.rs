@@ -3,9 +3,12 @@
 //! Runs over every committed or generated file before it is written, and in `doctor`.
 //! Three rules: a value that looks like a known credential format anywhere (comments
 //! included); a suspicious key (`*TOKEN*`, `*SECRET*`, `API_KEY`, …) holding a literal
-//! value; a high-entropy literal in an environment or header field. Variable references
-//! (`${VAR}`, `$VAR`, `{env:VAR}`, `${env:VAR}`, `${input:id}`, `${localEnv:VAR}`, …) are
-//! always allowed. Findings name the file, line and key, never the value.
+//! value, or a reference with a literal fallback (`${DB_PASSWORD:-hunter2}`); and in the
+//! value fields aibox writes (environment, headers, arguments, commands, URLs) the
+//! credential shapes of `secret_rules::judge_value`: random-looking tokens, secret-named
+//! flags and query parameters. Variable references (`${VAR}`, `$VAR`, `{env:VAR}`,
+//! `${env:VAR}`, `${input:id}`, `${localEnv:VAR}`, …) are always allowed; their literal
+//! fallbacks are judged as literals. Findings name the file, line and key, never the value.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -51,7 +54,7 @@ impl TextKind {
 // What a secret is comes from `aibox_config::secret_rules` (shared with MCP registration
 // and the skill review); this module decides what the gate does with a hit.
 pub(crate) use aibox_config::secret_rules::credential_spans as token_spans;
-use aibox_config::secret_rules::find_credential as find_token;
+use aibox_config::secret_rules::{self, find_credential as find_token};
 
 /// Scans `text` for secrets. `file` labels the findings (a project-relative path).
 pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
@@ -103,6 +106,8 @@ pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
 struct Leaf {
     path: Vec<String>,
     value: String,
+    /// An argument list joined with spaces, judged only for `--flag value` pairs.
+    joined: bool,
 }
 
 impl Leaf {
@@ -141,6 +146,15 @@ fn walk(v: &Value, path: &mut Vec<String>, out: &mut Vec<Leaf>) {
             }
         }
         Value::Array(items) => {
+            // `["--api-key", "VALUE"]`: a flag and its value are two items.
+            let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            if words.len() == items.len() && words.len() > 1 && value_field(path) {
+                out.push(Leaf {
+                    path: path.clone(),
+                    value: words.join(" "),
+                    joined: true,
+                });
+            }
             for (i, child) in items.iter().enumerate() {
                 // `KEY=VALUE` list items (Compose `environment`, `-e` run arguments).
                 if let Some((k, val)) = child.as_str().and_then(|s| s.split_once('='))
@@ -151,6 +165,7 @@ fn walk(v: &Value, path: &mut Vec<String>, out: &mut Vec<Leaf>) {
                     out.push(Leaf {
                         path: p,
                         value: val.to_owned(),
+                        joined: false,
                     });
                     continue;
                 }
@@ -162,6 +177,7 @@ fn walk(v: &Value, path: &mut Vec<String>, out: &mut Vec<Leaf>) {
         Value::String(s) => out.push(Leaf {
             path: path.clone(),
             value: s.clone(),
+            joined: false,
         }),
         _ => {}
     }
@@ -185,6 +201,7 @@ fn env_leaves(text: &str) -> Vec<Leaf> {
             Some(Leaf {
                 path: vec!["env".to_owned(), k.trim().to_owned()],
                 value: v.to_owned(),
+                joined: false,
             })
         })
         .collect()
@@ -211,6 +228,7 @@ fn dockerfile_leaves(text: &str) -> Vec<Leaf> {
             out.push(Leaf {
                 path: vec!["env".to_owned(), first.to_owned()],
                 value: unquote(value),
+                joined: false,
             });
             continue;
         }
@@ -219,6 +237,7 @@ fn dockerfile_leaves(text: &str) -> Vec<Leaf> {
                 out.push(Leaf {
                     path: vec!["env".to_owned(), k.to_owned()],
                     value: unquote(v),
+                    joined: false,
                 });
             }
         }
@@ -230,6 +249,35 @@ fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec
     let key = leaf.key();
     let shown = leaf.display();
     let value = leaf.value.trim();
+    let value_leaf =
+        matches!(kind, TextKind::Env | TextKind::Dockerfile) || value_field(&leaf.path);
+    let first_line = || -> String {
+        value
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(24)
+            .collect()
+    };
+    if leaf.joined {
+        let words: Vec<&str> = value.split(' ').collect();
+        if let Some(i) = secret_rules::secret_flag_value(&words) {
+            let flag = words[i - usize::from(!words[i].contains('='))];
+            let flag = flag.split('=').next().unwrap_or(flag);
+            out.push(
+                Finding::new(
+                    "aibox::policy::secret_value",
+                    Severity::Error,
+                    file,
+                    format!("`{shown}` passes a literal value to `{flag}`, probably a credential"),
+                    remedy(file, Some(flag.trim_start_matches('-'))),
+                )
+                .at(line_of_all(text, &[flag, words[i]]).or_else(|| line_of(text, flag))),
+            );
+        }
+        return;
+    }
     if let Some(hit) = find_token(value) {
         let needle: String = value[hit.start..hit.end].chars().take(24).collect();
         out.push(
@@ -247,39 +295,45 @@ fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec
         );
         return;
     }
-    if !is_literal(value) || var_name_field(leaf) {
+    if var_name_field(leaf) {
         return;
     }
-    let locate = || {
-        let first: String = value
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(24)
-            .collect();
-        line_of_all(text, &[key, &first])
-    };
-    if suspicious_key(key) {
+    let locate = || line_of_all(text, &[key, &first_line()]);
+    let fallback = !secret_rules::fallback_literals(value).is_empty();
+    if suspicious_key(key) && (is_literal(value) || fallback) {
+        let what = if fallback && !is_literal(value) {
+            "a reference with a literal fallback (the fallback is written as it is)"
+        } else {
+            "a literal value"
+        };
         out.push(
             Finding::new(
                 "aibox::policy::secret_key",
                 Severity::Error,
                 file,
-                format!("`{shown}` has a secret-like name and a literal value"),
+                format!("`{shown}` has a secret-like name and {what}"),
                 remedy(file, Some(key)),
             )
             .at(locate()),
         );
-    } else if (matches!(kind, TextKind::Env | TextKind::Dockerfile) || env_field(leaf))
-        && high_entropy(value)
-    {
+    } else if value_leaf && let Some(kind) = secret_rules::judge_value(value) {
+        let (code, message) = if kind == secret_rules::RANDOM_TOKEN {
+            (
+                "aibox::policy::secret_entropy",
+                format!("`{shown}` holds a random-looking literal value, probably a credential"),
+            )
+        } else {
+            (
+                "aibox::policy::secret_value",
+                format!("`{shown}` holds what looks like a credential ({kind})"),
+            )
+        };
         out.push(
             Finding::new(
-                "aibox::policy::secret_entropy",
+                code,
                 Severity::Error,
                 file,
-                format!("`{shown}` holds a random-looking literal value, probably a credential"),
+                message,
                 remedy(file, Some(key)),
             )
             .at(locate()),
@@ -339,13 +393,32 @@ fn var_name_field(leaf: &Leaf) -> bool {
             .any(|p| p == "env_vars" || p == "env_http_headers")
 }
 
-fn env_field(leaf: &Leaf) -> bool {
-    let segs: Vec<String> = leaf.path.iter().map(|p| p.to_ascii_lowercase()).collect();
-    segs.iter().enumerate().any(|(i, s)| {
+/// Fields whose values aibox writes for a program to use: environment, headers,
+/// arguments, commands and URLs (Compose, `devcontainer.json`, the harness files and
+/// `aibox.toml`). Their values are judged by shape as well as by format.
+fn value_field(path: &[String]) -> bool {
+    let segs: Vec<String> = path.iter().map(|p| p.to_ascii_lowercase()).collect();
+    segs.iter().any(|s| {
         matches!(
             s.as_str(),
-            "env" | "environment" | "headers" | "http_headers" | "containerenv" | "remoteenv"
-        ) || (s == "args" && i > 0 && segs[i - 1] == "build")
+            "env"
+                | "environment"
+                | "headers"
+                | "http_headers"
+                | "containerenv"
+                | "remoteenv"
+                | "command"
+                | "entrypoint"
+                | "url"
+                | "post_create_command"
+                | "post_start_command"
+                | "postcreatecommand"
+                | "poststartcommand"
+                | "postattachcommand"
+                | "oncreatecommand"
+                | "updatecontentcommand"
+                | "args"
+        )
     })
 }
 

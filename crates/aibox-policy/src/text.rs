@@ -42,26 +42,8 @@ pub(crate) fn is_identifier(s: &str) -> bool {
 
 pub(crate) use aibox_config::secret_rules::has_reference;
 
-/// Shannon entropy of `s` in bits per character.
-pub(crate) fn entropy(s: &str) -> f64 {
-    let mut counts = std::collections::BTreeMap::new();
-    let mut total = 0_u32;
-    for c in s.chars() {
-        *counts.entry(c).or_insert(0_u32) += 1;
-        total += 1;
-    }
-    if total == 0 {
-        return 0.0;
-    }
-    let total = f64::from(total);
-    counts
-        .values()
-        .map(|&n| {
-            let p = f64::from(n) / total;
-            -p * p.log2()
-        })
-        .sum()
-}
+/// Shannon entropy of `s` in bits per character (the shared rule).
+pub(crate) use aibox_config::secret_rules::entropy;
 
 #[cfg(test)]
 mod tests {

@@ -159,10 +159,6 @@ fn engine_gate_passes_podman_relaxations_and_projects_without_codex() {
             container_security(&config("\"codex\"", "acknowledge_seccomp_profile = true")).unwrap()
         );
     }
-    // No nested sandbox: nothing for the engine to block.
-    let full = "[container]\nname = \"demo\"\n[ai]\nharnesses = [\"codex\"]\n[ai.execution]\nfilesystem = \"container-full\"\n";
-    let full = parse_aibox_toml(full, "aibox.toml").unwrap();
-    assert!(container_security_for(&full, TargetEngine::Docker).is_ok());
     // Consent is still required for the relaxations, whatever the engine.
     assert!(matches!(
         container_security_for(
@@ -171,6 +167,35 @@ fn engine_gate_passes_podman_relaxations_and_projects_without_codex() {
         ),
         Err(PolicyError::SeccompConsent { .. })
     ));
+}
+
+/// `[ai.execution] filesystem = "container-full"` is written into no Codex file, so Codex
+/// still starts bubblewrap: it satisfies nothing, and no help offers it.
+#[test]
+fn container_full_is_neither_a_pass_nor_offered() {
+    let full = "[container]\nname = \"demo\"\n[ai]\nharnesses = [\"codex\"]\n[ai.execution]\nfilesystem = \"container-full\"\n";
+    let full = parse_aibox_toml(full, "aibox.toml").unwrap();
+    let err = container_security_for(&full, TargetEngine::Docker).unwrap_err();
+    assert!(matches!(err, PolicyError::EngineBlocksSandbox { .. }));
+    let mut texts = vec![err.help().unwrap().to_string()];
+    for posture in [
+        SeccompPosture::EngineDefault,
+        SeccompPosture::Profile,
+        SeccompPosture::Unconfined,
+    ] {
+        texts.push(aibox_policy::sandbox_fix(posture));
+    }
+    for sandbox in ["unconfined", "seccomp-profile"] {
+        let refused = container_security(&config(
+            "\"codex\"",
+            &format!("codex_sandbox = \"{sandbox}\""),
+        ))
+        .unwrap_err();
+        texts.push(refused.help().unwrap().to_string());
+    }
+    for text in texts {
+        assert!(!text.contains("container-full"), "{text}");
+    }
 }
 
 #[test]

@@ -131,12 +131,9 @@ impl Review {
             out.push('\n');
         } else {
             let list: Vec<String> = failed.iter().map(u8::to_string).collect();
-            let _ = writeln!(
-                out,
-                "Failed point(s): {}. `aibox apply` will not register this skill unless \
-                 aibox.toml records a [[skills.review_exceptions]] entry for it.",
-                list.join(", ")
-            );
+            // Whether that blocks `apply` depends on the skill's trust and the project's
+            // `[processkit] review`, which the caller knows: it gives the one verdict.
+            let _ = writeln!(out, "Failed point(s): {}.", list.join(", "));
         }
         out
     }

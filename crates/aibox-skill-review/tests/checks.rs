@@ -286,6 +286,37 @@ fn blobs_and_minified_lines_fail_point_1() {
     );
 }
 
+/// A long line blocks only in code (a code file anywhere, or anything under `mcp/` or
+/// `scripts/`); in a data or document asset it is a warning.
+#[test]
+fn long_lines_fail_in_code_and_warn_in_data_assets() {
+    let s = Scratch::clean();
+    let row = format!("id,text\n1,{}\n", "word ".repeat(120));
+    s.write("assets/sample.csv", &row);
+    s.write(
+        "assets/icons.svg",
+        format!("<svg>{}</svg>\n", "<path d=\"M0 0\"/>".repeat(40)),
+    );
+    expect(
+        &s.review(),
+        &[],
+        &[
+            "warn 1 assets/sample.csv:2 in a data or document file",
+            "warn 1 assets/icons.svg:1 in a data or document file",
+        ],
+    );
+    s.write("assets/helper.js", format!("var a={};\n", "1+".repeat(300)));
+    s.write("scripts/data.csv", &row);
+    expect(
+        &s.review(),
+        &[1],
+        &[
+            "fail 1 assets/helper.js:1 minified or generated code",
+            "fail 1 scripts/data.csv:2 minified or generated code",
+        ],
+    );
+}
+
 #[test]
 fn a_config_without_its_server_fails_point_1() {
     let s = Scratch::clean();
@@ -319,6 +350,36 @@ fn spawned_network_tools_fail_point_2() {
             "fail 2 mcp/server.py `os.system` runs `git push`",
             "fail 2 scripts/sync.sh:3 runs `rsync`",
         ],
+    );
+}
+
+/// Tests are judged as tests: their network code, hosts and undeclared imports warn (they
+/// do not run with the skill). A host in a string of a skill without network code is not a call: it warns.
+/// With network code in the skill, the same undeclared host fails.
+#[test]
+fn hosts_in_strings_and_tests_are_told_apart_from_calls() {
+    let s = Scratch::clean();
+    s.write(
+        "tests/test_live.py",
+        "import httpx\n\ndef test_live():\n    httpx.get(\"https://api.example.com/v1\")\n",
+    );
+    s.server_code("DOCS = \"see https://docs.example.org/guide\"");
+    let r = s.review();
+    expect(
+        &r,
+        &[],
+        &[
+            "warn 1 tests/test_live.py:1 in a test file is not a declared dependency",
+            "warn 2 tests/test_live.py:4 host `api.example.com` in a test file",
+            "warn 2 mcp/server.py host `docs.example.org` in a string, but the skill has no network code",
+        ],
+    );
+    s.depend_on_httpx();
+    s.server_code("import httpx\n\ndef fetch():\n    return httpx.get(DOCS)");
+    expect(
+        &s.review(),
+        &[2],
+        &["fail 2 mcp/server.py host `docs.example.org` is not on the skill's declared host list"],
     );
 }
 

@@ -72,8 +72,17 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
             return Err(e.into());
         }
     };
-    json_or(g, &serde_json::json!({ "key": key, "file": path }), || {
-        render::note(g.quiet, &format!("set {key} in {path}"));
-    })?;
+    // A consent set by hand is told what it gives away, even with `--quiet`.
+    let relaxes = aibox_policy::relaxation(key, value);
+    json_or(
+        g,
+        &serde_json::json!({ "key": key, "file": path, "relaxes": relaxes }),
+        || {
+            render::note(g.quiet, &format!("set {key} in {path}"));
+            if let Some(what) = &relaxes {
+                render::note(false, &format!("warning: {what}"));
+            }
+        },
+    )?;
     Ok(Exit::Ok)
 }

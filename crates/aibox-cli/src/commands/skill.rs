@@ -72,16 +72,8 @@ fn review(g: &Global, target: &str) -> Outcome {
     let review = aibox_engine::skills::review_target(root.as_deref(), target)?;
     json_or(g, &review, || {
         render::out(review.render_human().trim_end());
-        let first_party = root.as_deref().is_some_and(|r| {
-            !Utf8Path::new(target).is_dir()
-                && aibox_engine::skills::trust_of_installed(r, target) == Some(Trust::FirstParty)
-        });
-        if first_party && review.failed() {
-            render::out(
-                "This skill is first-party (shipped in the verified release pinned in aibox.lock): \
-                 its findings are reported and do not block `aibox apply` unless \
-                 `[processkit] review = \"all\"`.",
-            );
+        if review.failed() {
+            render::out(&verdict(root.as_deref(), target));
         }
     })?;
     Ok(if review.failed() {
@@ -89,6 +81,41 @@ fn review(g: &Global, target: &str) -> Outcome {
     } else {
         Exit::Ok
     })
+}
+
+/// The one verdict for a skill that fails a point: whether `aibox apply` registers it.
+/// Only skills with an MCP server are gated; a first-party one (shipped in the verified
+/// release pinned in aibox.lock) only under `[processkit] review = "all"`.
+fn verdict(root: Option<&Utf8Path>, target: &str) -> String {
+    let installed = !Utf8Path::new(target).is_dir();
+    let first_party = installed
+        && root.is_some_and(|r| {
+            aibox_engine::skills::trust_of_installed(r, target) == Some(Trust::FirstParty)
+        });
+    let has_server = if installed {
+        root.and_then(|r| aibox_engine::skills::list(r).ok())
+            .and_then(|skills| skills.into_iter().find(|s| s.name == target))
+            .is_none_or(|s| s.mcp_server)
+    } else {
+        Utf8Path::new(target).join("mcp/mcp-config.json").is_file()
+    };
+    let review_all = root
+        .and_then(|r| aibox_config::load_project(r).ok())
+        .is_some_and(|p| p.config.processkit.review == aibox_config::ReviewScope::All);
+    if !has_server {
+        "Verdict: reported, not blocking: the skill has no MCP server, so `aibox apply` \
+         registers nothing of it."
+            .to_owned()
+    } else if first_party && !review_all {
+        "Verdict: reported, not blocking: the skill is first-party (shipped in the verified \
+         release pinned in aibox.lock), so `aibox apply` registers it unless \
+         `[processkit] review = \"all\"`."
+            .to_owned()
+    } else {
+        "Verdict: blocking: `aibox apply` will not register this skill unless aibox.toml \
+         records a [[skills.review_exceptions]] entry for it."
+            .to_owned()
+    }
 }
 
 fn select(g: &Global, name: &str, enable: bool) -> Outcome {

@@ -128,6 +128,19 @@ fn read_extra_ca(ctx: &PlanContext) -> Result<Option<String>, EngineError> {
             reason: "the file holds no PEM certificate".to_owned(),
         });
     }
+    // The bundle is copied into the image, where every process (and every layer of its
+    // history) can read it: a private key has no business there.
+    if aibox_config::secret_rules::find_credential(&text)
+        .is_some_and(|hit| hit.kind == aibox_config::secret_rules::PEM_PRIVATE_KEY)
+    {
+        return Err(EngineError::ExtraCa {
+            path: ca.path.clone(),
+            reason: "the file holds a private key (a `-----BEGIN … PRIVATE KEY-----` block); a \
+                     CA bundle needs only the certificates: remove the key block, or point at a \
+                     file that holds only `BEGIN CERTIFICATE` blocks"
+                .to_owned(),
+        });
+    }
     if !text.ends_with('\n') {
         text.push('\n');
     }

@@ -169,6 +169,19 @@ fn list_argv(file: &PyFile, arg: &Range<usize>) -> Option<Vec<String>> {
     (!argv.is_empty() && argv.iter().any(|w| w != "<expr>")).then_some(argv)
 }
 
+/// Tests, judged as such: they are not run when the skill's server or scripts run, so
+/// their network code and hosts are shown as warnings. `tests/` or `test/` anywhere in the
+/// path, `test_*.py`, `*_test.py` and `conftest.py`.
+pub(crate) fn is_test_file(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    let stem = name
+        .rsplit_once('.')
+        .filter(|(_, ext)| ext.eq_ignore_ascii_case("py"))
+        .map(|(stem, _)| stem);
+    rel.split('/').any(|c| c == "tests" || c == "test")
+        || stem.is_some_and(|s| s == "conftest" || s.starts_with("test_") || s.ends_with("_test"))
+}
+
 /// Secret-like variable names: the shared rule of `aibox_config::secret_rules`.
 pub(crate) fn is_secret_name(name: &str) -> bool {
     aibox_config::secret_rules::is_secret_key(name)

@@ -2,11 +2,13 @@
 //!
 //! Network modules, spawned network tools (`curl`, `git push`, ...) and every URL or host
 //! literal. Fails on network code when the skill declares no hosts, on a host that is not
-//! declared, and on network code whose tools never say `openWorldHint: true`.
+//! declared (where code could reach it: a host in a string of a skill without network
+//! code only warns), and on network code whose tools never say `openWorldHint: true`.
+//! Test files are judged as tests: what they do is shown as warnings.
 
 use std::collections::BTreeSet;
 
-use super::{Skill, spawns, tools};
+use super::{Skill, is_test_file, spawns, tools};
 use crate::context::ReviewContext;
 use crate::python::PyFile;
 use crate::report::Findings;
@@ -52,6 +54,8 @@ struct Host {
     file: String,
     line: u32,
     name: String,
+    /// Found in a test file (see [`is_test_file`]).
+    in_test: bool,
 }
 
 pub(crate) fn check(skill: &Skill<'_>, ctx: &ReviewContext) -> Findings {
@@ -60,18 +64,22 @@ pub(crate) fn check(skill: &Skill<'_>, ctx: &ReviewContext) -> Findings {
     let mut hosts: Vec<Host> = Vec::new();
     for (entry, file) in skill.parsed() {
         let rel = entry.rel.as_str();
-        network_code |= python_network(rel, file, &mut f, ctx.declared_hosts.is_empty());
+        let in_test = is_test_file(rel);
+        let found = python_network(rel, file, &mut f, ctx.declared_hosts.is_empty() && !in_test);
+        network_code |= found && !in_test;
         for t in string_expressions(file) {
             for host in hosts_in(&t.text) {
                 hosts.push(Host {
                     file: rel.to_owned(),
                     line: t.line,
                     name: host,
+                    in_test,
                 });
             }
         }
     }
     for (entry, text) in skill.shell_scripts() {
+        let in_test = is_test_file(&entry.rel);
         for (i, l) in text.lines().enumerate() {
             let line = u32::try_from(i + 1).unwrap_or(u32::MAX);
             if l.trim_start().starts_with('#') {
@@ -79,10 +87,10 @@ pub(crate) fn check(skill: &Skill<'_>, ctx: &ReviewContext) -> Findings {
             }
             let c = shell::classify(&shell::shell_commands(l));
             for tool in c.network {
-                network_code = true;
+                network_code |= !in_test;
                 level(
                     &mut f,
-                    ctx.declared_hosts.is_empty(),
+                    ctx.declared_hosts.is_empty() && !in_test,
                     &entry.rel,
                     line,
                     format!("runs {tool}"),
@@ -93,28 +101,12 @@ pub(crate) fn check(skill: &Skill<'_>, ctx: &ReviewContext) -> Findings {
                     file: entry.rel.clone(),
                     line,
                     name: host,
+                    in_test,
                 });
             }
         }
     }
-    for h in &hosts {
-        if is_loopback(&h.name) {
-            continue;
-        }
-        if ctx.declared_hosts.iter().any(|d| host_matches(d, &h.name)) {
-            f.note(
-                &h.file,
-                Some(h.line),
-                format!("host `{}` is declared", h.name),
-            );
-        } else {
-            f.fail(
-                &h.file,
-                Some(h.line),
-                format!("host `{}` is not on the skill's declared host list", h.name),
-            );
-        }
-    }
+    judge_hosts(&hosts, ctx, network_code, &mut f);
     if network_code {
         if ctx.declared_hosts.is_empty() {
             f.fail("", None, "the skill has network code but declares no hosts");
@@ -151,6 +143,48 @@ pub(crate) fn check(skill: &Skill<'_>, ctx: &ReviewContext) -> Findings {
         }
     }
     f
+}
+
+/// Judges the hosts found in literals: declared ones are noted; an undeclared one fails
+/// only where code could reach it (network code outside the tests), and warns otherwise.
+fn judge_hosts(hosts: &[Host], ctx: &ReviewContext, network_code: bool, f: &mut Findings) {
+    for h in hosts {
+        if is_loopback(&h.name) {
+            continue;
+        }
+        if ctx.declared_hosts.iter().any(|d| host_matches(d, &h.name)) {
+            f.note(
+                &h.file,
+                Some(h.line),
+                format!("host `{}` is declared", h.name),
+            );
+        } else if h.in_test {
+            f.warn(
+                &h.file,
+                Some(h.line),
+                format!(
+                    "host `{}` in a test file (tests do not run with the skill)",
+                    h.name
+                ),
+            );
+        } else if !network_code {
+            // A host in a string is a call only where code could reach it.
+            f.warn(
+                &h.file,
+                Some(h.line),
+                format!(
+                    "host `{}` in a string, but the skill has no network code that could reach it",
+                    h.name
+                ),
+            );
+        } else {
+            f.fail(
+                &h.file,
+                Some(h.line),
+                format!("host `{}` is not on the skill's declared host list", h.name),
+            );
+        }
+    }
 }
 
 /// String literals except docstrings and other string-only statements, which cannot

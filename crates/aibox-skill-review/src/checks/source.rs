@@ -161,16 +161,32 @@ fn check_entry(e: &Entry, f: &mut Findings) {
             "executable bit set on a file without a `#!` line",
         );
     }
-    let is_markdown = matches!(e.extension().as_str(), "md" | "markdown");
-    if !is_markdown {
-        for (i, l) in text.lines().enumerate() {
-            let n = l.chars().count();
-            if n > MAX_LINE {
-                f.fail(rel, line(i), format!("line of {n} characters (over {MAX_LINE}): minified or generated content cannot be reviewed"));
-            }
+    let ext = e.extension();
+    if matches!(ext.as_str(), "md" | "markdown") {
+        return;
+    }
+    // A long line blocks only where it can run: in code. A data or document asset
+    // (a CSV sample, JSON Lines cases, an SVG sprite, a report template) is read, not
+    // run, so its long lines are only worth a look.
+    let code =
+        in_code_dir(rel) || CODE_EXTENSIONS.contains(&ext.as_str()) || text.starts_with("#!");
+    for (i, l) in text.lines().enumerate() {
+        let n = l.chars().count();
+        if n <= MAX_LINE {
+            continue;
+        }
+        if code {
+            f.fail(rel, line(i), format!("line of {n} characters (over {MAX_LINE}): minified or generated code cannot be reviewed"));
+        } else {
+            f.warn(rel, line(i), format!("line of {n} characters (over {MAX_LINE}) in a data or document file; it is not code, but check that nothing loads it as code"));
         }
     }
 }
+
+/// Extensions of files that run (or are loaded as code) wherever they sit in a skill.
+const CODE_EXTENSIONS: [&str; 14] = [
+    "py", "pyw", "sh", "bash", "zsh", "js", "mjs", "cjs", "ts", "rb", "pl", "php", "lua", "ps1",
+];
 
 fn executable_format(bytes: &[u8]) -> Option<&'static str> {
     match bytes {
@@ -291,7 +307,15 @@ fn check_imports(
         let local = [dir, "mcp", "scripts", ""]
             .iter()
             .any(|d| module_exists(skill, d, top));
-        if !local {
+        if !local && super::is_test_file(rel) {
+            // Tests bring their own runner's dependencies (pytest, …); they do not run
+            // with the skill.
+            f.warn(
+                rel,
+                Some(imp.line),
+                format!("import `{}` in a test file is not a declared dependency (tests do not run with the skill)", imp.module),
+            );
+        } else if !local {
             f.fail(
                 rel,
                 Some(imp.line),
