@@ -85,7 +85,7 @@ fn servers_are_registered_and_deselected_skills_removed() {
 /// undeclared network access (review point 2 fails).
 fn pack_with_failing_skill(dir: &Utf8Path) -> Utf8PathBuf {
     let dest = dir.join("pack");
-    copy_dir(&pack(), &dest);
+    aibox_test_support::copy_dir(&pack(), &dest);
     let skill = dest.join("context/skills/engineering/net-fetch");
     fs_err::create_dir_all(skill.join("mcp")).unwrap();
     fs_err::write(
@@ -145,19 +145,6 @@ fn pack_with_failing_skill(dir: &Utf8Path) -> Utf8PathBuf {
     );
     fs_err::write(&product, text).unwrap();
     dest
-}
-
-fn copy_dir(from: &Utf8Path, to: &Utf8Path) {
-    fs_err::create_dir_all(to).unwrap();
-    for entry in fs_err::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&from.join(&name), &to.join(&name));
-        } else {
-            fs_err::copy(from.join(&name), to.join(&name)).unwrap();
-        }
-    }
 }
 
 #[test]

@@ -84,7 +84,8 @@ fn hash_live(path: &Path) -> Option<Sha256> {
     Sha256::of_file(path).ok()
 }
 
-fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
+/// Every non-folder entry below `rel` (root-relative), unsorted.
+pub(crate) fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
     let Ok(rd) = fs_err::read_dir(root.join(rel)) else {
         return;
     };

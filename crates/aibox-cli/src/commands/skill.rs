@@ -70,18 +70,51 @@ fn list(g: &Global) -> Outcome {
 fn review(g: &Global, target: &str) -> Outcome {
     let root = optional_project_root(g)?;
     let review = aibox_engine::skills::review_target(root.as_deref(), target)?;
-    json_or(g, &review, || {
+    let trust = root
+        .as_deref()
+        .filter(|_| !Utf8Path::new(target).is_dir())
+        .and_then(|r| aibox_engine::skills::trust_of_installed(r, target));
+    let sha256 = match &trust {
+        Some(t) => t.sha256.clone(),
+        None => aibox_engine::skills::content_sha256(Utf8Path::new(target)).unwrap_or_default(),
+    };
+    // The review's own JSON, plus what a consent needs.
+    let mut json = serde_json::to_value(&review).unwrap_or_default();
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert("sha256".to_owned(), serde_json::json!(sha256));
+        obj.insert("trust".to_owned(), serde_json::json!(trust));
+    }
+    let name = if trust.is_some() {
+        target
+    } else {
+        review.skill.as_str()
+    };
+    json_or(g, &json, || {
         render::out(review.render_human().trim_end());
-        let first_party = root.as_deref().is_some_and(|r| {
-            !Utf8Path::new(target).is_dir()
-                && aibox_engine::skills::trust_of_installed(r, target) == Some(Trust::FirstParty)
-        });
-        if first_party && review.failed() {
-            render::out(
-                "This skill is first-party (shipped in the verified release pinned in aibox.lock): \
-                 its findings are reported and do not block `aibox apply` unless \
-                 `[processkit] review = \"all\"`.",
-            );
+        if let Some(t) = &trust {
+            let label = match t.trust {
+                Trust::FirstParty => "first-party",
+                Trust::ThirdParty => "third-party",
+            };
+            render::out(&format!("Trust: {label}: {}", t.why));
+            render::out(&format!(
+                "Trusted sources: {}",
+                t.trusted_sources.join(", ")
+            ));
+            if t.trust == Trust::FirstParty && review.failed() {
+                render::out(
+                    "Its findings are reported and do not block `aibox apply` unless \
+                     `[processkit] review = \"all\"`.",
+                );
+            }
+        }
+        render::out(&format!("Content sha256: {sha256}"));
+        if review.failed() {
+            render::out(&format!(
+                "To consent after reading its code, record in aibox.toml (valid for this \
+                 content and these points only):\n{}",
+                aibox_engine::skills::consent_snippet(name, &sha256, &review.failed_points())
+            ));
         }
     })?;
     Ok(if review.failed() {

@@ -108,6 +108,37 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // interrupted apply, which makes this the interrupted run's own plan).
     let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)
         .map_err(EngineError::from)?;
+    // A file deleted by hand stays deleted (aibox never undoes a local change); a server
+    // whose script is gone could not start, so it is registered nowhere, and the plan
+    // says so. Decided before the stat cache takes the files' state after the plan.
+    let deleted: Vec<(String, String)> = install
+        .servers
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), s.script()?.to_owned())))
+        .filter(|(_, script)| {
+            resolved.scan.files.contains_key(script) && !install.live_after.contains_key(script)
+        })
+        .collect();
+    for (server, script) in &deleted {
+        let dir = script.split("/mcp/").next().unwrap_or(script);
+        let name = dir.rsplit('/').next().unwrap_or(dir);
+        plan.warn(format!(
+            "processkit: `{script}` was deleted by hand, so `{server}` is not registered in any \
+             harness (aibox keeps a deletion); to restore the skill copy \
+             `{snap}/{version}/{dir}/` back to `{dir}/`, or run `aibox skill disable {name}` to \
+             drop it for good",
+            snap = aibox_provenance::record::SNAPSHOT_DIR,
+            version = release.version,
+        ));
+    }
+    for e in &resolved.edited {
+        plan.warn(format!(
+            "processkit: skill `{}` differs from the verified release ({}): it is third-party \
+             now, reviewed on its live files, and its MCP server is registered only while it \
+             passes the review or a current [[skills.review_exceptions]] consent covers it",
+            e.name, e.changes
+        ));
+    }
     if install.stat_cache_stale {
         plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
     }
@@ -169,7 +200,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         }
         plan.prune_dir(dir.as_str())?;
     }
-    let servers = registered_servers(resolved, &install)?;
+    let servers = registered_servers(resolved, &install, &deleted)?;
     for warning in resolved.mcp_envs.warnings() {
         plan.warn(warning);
     }
@@ -189,6 +220,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
 fn registered_servers(
     resolved: &ResolvedRelease,
     install: &aibox_provenance::InstallPlan,
+    deleted: &[(String, String)],
 ) -> Result<Vec<ServerSpec>, EngineError> {
     // Refuses (stopping the apply) when a gated skill fails without a recorded consent;
     // past this point every gated skill passed or was consented to.
@@ -213,7 +245,10 @@ fn registered_servers(
     for server in install.servers.iter().chain(hand_added) {
         // A server whose dependencies cannot be installed could not start: not
         // registered (and so not approved); the warning says why.
-        if envs.broken.contains_key(&server.name) || out.iter().any(|s| s.name == server.name) {
+        if envs.broken.contains_key(&server.name)
+            || deleted.iter().any(|(name, _)| name == &server.name)
+            || out.iter().any(|s| s.name == server.name)
+        {
             continue;
         }
         out.push(spec(server));

@@ -38,6 +38,10 @@ pub(crate) fn findings(root: &Utf8Path) -> Vec<Finding> {
             report.unexpected.len(),
             report.checked
         ),
-        "`aibox doctor --integrity` lists the files; `aibox apply` restores untouched ones",
+        "`aibox doctor --integrity` lists the files; aibox never undoes a local change: an \
+         edited skill is third-party (reviewed and gated), a deleted file stays deleted and a \
+         skill whose server script is gone is registered nowhere; copy a file back from \
+         `context/templates/processkit/<version>/` to restore it, or `aibox skill disable \
+         NAME` to drop a skill",
     )]
 }
