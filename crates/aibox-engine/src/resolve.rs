@@ -645,37 +645,14 @@ fn review_skills(
                     dir: skill.dir.clone(),
                     changes: changes.describe(&skill.dir),
                 });
-                to_review.push((
-                    skill.name.clone(),
-                    live,
-                    ReviewContext {
-                        origin: SkillOrigin::LocalPath {
-                            path: skill.dir.clone(),
-                        },
-                        ..ReviewContext::default()
-                    },
-                ));
+                to_review.push((skill.name.clone(), live, as_it_is(&skill.dir)));
             }
             continue;
         }
         if !gate_release {
             continue;
         }
-        let files = release
-            .payload
-            .files
-            .keys()
-            .filter_map(|p| p.strip_prefix(prefix.as_str()).map(|rel| (rel, p.as_str())));
-        let dest = staging.path().join(&skill.name);
-        aibox_provenance::extract::write_tree(&release.payload, files, &dest)
-            .map_err(EngineError::from)?;
-        let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
-            EngineError::io(
-                "stage",
-                p.display().to_string(),
-                std::io::Error::other("non-UTF-8 path"),
-            )
-        })?;
+        let dir = stage(release, &prefix, &staging.path().join(&skill.name))?;
         to_review.push((skill.name.clone(), dir, review_ctx.clone()));
     }
     // Skill folders the release did not ship: third-party whatever they claim.
@@ -685,12 +662,7 @@ fn review_skills(
         to_review.push((
             skill.name.clone(),
             root.join(&skill.dir),
-            ReviewContext {
-                origin: SkillOrigin::LocalPath {
-                    path: skill.dir.clone(),
-                },
-                ..ReviewContext::default()
-            },
+            as_it_is(&skill.dir),
         ));
     }
     let refused = match aibox_skill_review::gate(project, &to_review) {
@@ -710,6 +682,39 @@ fn review_skills(
         refused,
         trusted_by,
         edited,
+    })
+}
+
+/// The review context of the skill folder `dir` reviewed as it is on disk.
+fn as_it_is(dir: &str) -> ReviewContext {
+    ReviewContext {
+        origin: SkillOrigin::LocalPath {
+            path: dir.to_owned(),
+        },
+        ..ReviewContext::default()
+    }
+}
+
+/// Writes the release's files below `prefix` (a skill folder with its `/`) to `dest`,
+/// for the review of what would be installed.
+fn stage(
+    release: &VerifiedRelease,
+    prefix: &str,
+    dest: &std::path::Path,
+) -> Result<Utf8PathBuf, EngineError> {
+    let files = release
+        .payload
+        .files
+        .keys()
+        .filter_map(|p| p.strip_prefix(prefix).map(|rel| (rel, p.as_str())));
+    aibox_provenance::extract::write_tree(&release.payload, files, dest)
+        .map_err(EngineError::from)?;
+    Utf8PathBuf::from_path_buf(dest.to_owned()).map_err(|p| {
+        EngineError::io(
+            "stage",
+            p.display().to_string(),
+            std::io::Error::other("non-UTF-8 path"),
+        )
     })
 }
 

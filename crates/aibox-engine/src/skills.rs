@@ -41,7 +41,7 @@ pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, En
     let rel = dir.strip_prefix(root).unwrap_or(&dir).to_string();
     review(
         &dir,
-        &review_context(&basis.of(root, &rel), lock.as_ref(), &rel),
+        &review_context(basis.of(root, &rel), lock.as_ref(), &rel),
     )
 }
 
@@ -92,9 +92,9 @@ pub fn trust_of_installed(root: &Utf8Path, name: &str) -> Option<SkillTrust> {
         trust,
         why,
         sha256: aibox_skill_review::content_sha256(&skill.dir).unwrap_or_default(),
-        trusted_sources: config
-            .map(|c| aibox_provenance::trust::trusted_sources(&c.processkit))
-            .unwrap_or_else(|| vec![aibox_provenance::trust::OFFICIAL_SOURCE.to_owned()]),
+        trusted_sources: aibox_provenance::trust::trusted_sources(
+            &config.map(|c| c.processkit).unwrap_or_default(),
+        ),
     })
 }
 
@@ -172,7 +172,7 @@ impl TrustBasis {
     }
 }
 
-fn review_context(trust: &Trust, lock: Option<&Lock>, dir: &str) -> ReviewContext {
+fn review_context(trust: Trust, lock: Option<&Lock>, dir: &str) -> ReviewContext {
     let origin = match (trust, lock.and_then(|l| l.processkit.as_ref())) {
         (Trust::FirstParty, Some(pk)) => SkillOrigin::Release {
             source: pk.source.clone(),
@@ -431,7 +431,7 @@ pub(crate) fn list_for(
         let front = text.split("\n---").next().unwrap_or_default();
         let dir = format!("{SKILLS_DIR}/{}/{}", s.category, s.name);
         let (origin, origin_reason) = basis.explain(root, &dir);
-        let review = review(&s.dir, &review_context(&origin, lock.as_ref(), &dir))?;
+        let review = review(&s.dir, &review_context(origin, lock.as_ref(), &dir))?;
         out.push(SkillInfo {
             core: front.lines().any(|l| l.trim() == "core: true"),
             mcp_server: s.dir.join("mcp/mcp-config.json").is_file(),

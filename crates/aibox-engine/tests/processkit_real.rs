@@ -348,7 +348,7 @@ fn doctor_text(root: &Utf8Path, cache: &Utf8Path) -> String {
 }
 
 /// Code, message and help of `err`, unwrapped.
-fn shown(err: aibox_engine::EngineError) -> String {
+fn shown(err: &aibox_engine::EngineError) -> String {
     use miette::Diagnostic as _;
     let code = err.code().map(|c| c.to_string()).unwrap_or_default();
     let help = err.help().map(|h| h.to_string()).unwrap_or_default();
@@ -378,7 +378,7 @@ fn a_fork_is_third_party_and_its_exfiltrating_server_is_refused() {
         &fork_server.url("/org/processkit.git"),
     );
     fs_err::write(root.join("aibox.toml"), &forked).unwrap();
-    let err = shown(apply(&root, &options(&cache)).unwrap_err());
+    let err = shown(&apply(&root, &options(&cache)).unwrap_err());
     assert!(err.contains("aibox::skill_review::refused"), "{err}");
     assert!(err.contains("workitem-management (point 2, 3)"), "{err}");
     assert!(
@@ -390,7 +390,7 @@ fn a_fork_is_third_party_and_its_exfiltrating_server_is_refused() {
         check: true,
         ..options(&cache)
     };
-    let err = shown(apply(&root, &check).unwrap_err());
+    let err = shown(&apply(&root, &check).unwrap_err());
     assert!(err.contains("workitem-management (point 2, 3)"), "{err}");
 
     // The official release of the same version installs without any consent, first-party.
@@ -445,14 +445,14 @@ fn an_edited_installed_server_is_third_party_and_needs_a_consent_bound_to_its_co
         "differs from the verified release: mcp/server.py edited"
     );
     // Reviewed on the live files: apply, `--check` and doctor refuse it.
-    let err = shown(apply(&root, &options(&cache)).unwrap_err());
+    let err = shown(&apply(&root, &options(&cache)).unwrap_err());
     assert!(err.contains("aibox::skill_review::refused"), "{err}");
     assert!(err.contains("workitem-management (point 2, 3)"), "{err}");
     let check = ApplyOptions {
         check: true,
         ..options(&cache)
     };
-    assert!(shown(apply(&root, &check).unwrap_err()).contains("workitem-management (point 2, 3)"));
+    assert!(shown(&apply(&root, &check).unwrap_err()).contains("workitem-management (point 2, 3)"));
     let doctor = doctor_text(&root, &cache);
     assert!(
         doctor.contains("aibox::skill_review::refused")
@@ -466,7 +466,7 @@ fn an_edited_installed_server_is_third_party_and_needs_a_consent_bound_to_its_co
         "version = \"v0.28.3\"\nreview = \"all\"\n",
     );
     fs_err::write(root.join("aibox.toml"), &all).unwrap();
-    assert!(shown(apply(&root, &options(&cache)).unwrap_err()).contains("workitem-management"));
+    assert!(shown(&apply(&root, &options(&cache)).unwrap_err()).contains("workitem-management"));
 
     // A consent for this content and these points lets it through, with a warning that
     // says the skill is no longer the release's.
@@ -486,7 +486,7 @@ fn an_edited_installed_server_is_third_party_and_needs_a_consent_bound_to_its_co
     // One more byte: the consent is stale, an error naming the skill and what changed.
     text.push_str("# one more line\n");
     fs_err::write(root.join(WORKITEM_SERVER), &text).unwrap();
-    let err = shown(apply(&root, &options(&cache)).unwrap_err());
+    let err = shown(&apply(&root, &options(&cache)).unwrap_err());
     assert!(err.contains("aibox::skill_review::stale_consent"), "{err}");
     assert!(
         err.contains("workitem-management (point 2, 3: its content changed since the consent"),
@@ -597,7 +597,7 @@ fn a_file_where_a_skill_folder_must_be_is_refused_by_apply_check_and_doctor() {
         for opts in [&options(&cache), &check] {
             let err = apply(&root, opts).unwrap_err();
             assert_eq!(err.kind(), aibox_config::ErrorKind::Environment);
-            let text = shown(err);
+            let text = shown(&err);
             assert!(text.contains("aibox::apply::not_a_folder"), "{text}");
             assert!(text.contains(&format!("`{path}` is a file")), "{text}");
         }

@@ -198,6 +198,7 @@ pub fn tree_sha256(dir: &camino::Utf8Path) -> String {
 ///
 /// # Panics
 /// When a file cannot be read or written: a failed helper is a failed test.
+#[allow(clippy::expect_used)] // failing the calling test is the point
 pub fn copy_dir(from: &camino::Utf8Path, to: &camino::Utf8Path) {
     fs_err::create_dir_all(to).expect("create the copy's folder");
     for entry in fs_err::read_dir(from).expect("list the folder to copy") {

@@ -84,33 +84,17 @@ fn warn_kept_agents_md(
     }
 }
 
-/// Adds the processkit content files (and its lock section) to the plan, from the
-/// release [`crate::resolve`] fetched and verified.
-pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
-    let config = &ctx.project.config;
-    let resolved = match ctx.processkit {
-        ProcesskitState::NotConfigured => {
-            warn_not_installed(config, plan);
-            return Ok(());
-        }
-        ProcesskitState::NotResolved { reason } => {
-            return Err(EngineError::NotResolved {
-                reason: reason.clone(),
-            });
-        }
-        ProcesskitState::Resolved(r) => r,
-    };
+/// Says which release skills were changed by hand, and returns the servers (name,
+/// script) whose script was deleted: a file deleted by hand stays deleted (aibox never
+/// undoes a local change), and a server whose script is gone could not start, so it is
+/// registered nowhere. An edited skill with a server is third-party (the review gate of
+/// `resolve` judged its live files).
+fn warn_changed_skills(
+    resolved: &ResolvedRelease,
+    install: &aibox_provenance::InstallPlan,
+    plan: &mut PlanBuilder,
+) -> Vec<(String, String)> {
     let release = &resolved.release;
-    let previous = ctx.previous_lock.and_then(|l| l.processkit.as_ref());
-    let now = aibox_provenance::time::now_rfc3339();
-    let opts = plan_options(config, &now, ctx.aibox_version);
-    // Pure: the live state was scanned by `resolve` (including the intent record of an
-    // interrupted apply, which makes this the interrupted run's own plan).
-    let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)
-        .map_err(EngineError::from)?;
-    // A file deleted by hand stays deleted (aibox never undoes a local change); a server
-    // whose script is gone could not start, so it is registered nowhere, and the plan
-    // says so. Decided before the stat cache takes the files' state after the plan.
     let deleted: Vec<(String, String)> = install
         .servers
         .iter()
@@ -139,6 +123,35 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
             e.name, e.changes
         ));
     }
+    deleted
+}
+
+/// Adds the processkit content files (and its lock section) to the plan, from the
+/// release [`crate::resolve`] fetched and verified.
+pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
+    let config = &ctx.project.config;
+    let resolved = match ctx.processkit {
+        ProcesskitState::NotConfigured => {
+            warn_not_installed(config, plan);
+            return Ok(());
+        }
+        ProcesskitState::NotResolved { reason } => {
+            return Err(EngineError::NotResolved {
+                reason: reason.clone(),
+            });
+        }
+        ProcesskitState::Resolved(r) => r,
+    };
+    let release = &resolved.release;
+    let previous = ctx.previous_lock.and_then(|l| l.processkit.as_ref());
+    let now = aibox_provenance::time::now_rfc3339();
+    let opts = plan_options(config, &now, ctx.aibox_version);
+    // Pure: the live state was scanned by `resolve` (including the intent record of an
+    // interrupted apply, which makes this the interrupted run's own plan).
+    let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)
+        .map_err(EngineError::from)?;
+    // Before the stat cache takes the files' state after the plan.
+    let deleted = warn_changed_skills(resolved, &install, plan);
     if install.stat_cache_stale {
         plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
     }
@@ -289,7 +302,8 @@ mod tests {
         let pack = aibox_test_support::workspace_root().join("examples/processkit-pack");
         let toml = format!(
             "[container]\nname = \"t\"\n\n[context]\nmode = \"processkit\"\npackages = [\"starter\"]\n\n\
-             [processkit]\nsource = \"{pack}\"\nversion = \"v0.1.0\"\nsha256 = \"{PACK_SHA256}\"\n"
+             [processkit]\nsource = \"{pack}\"\nversion = \"v0.1.0\"\nsha256 = \"{PACK_SHA256}\"\n\
+             trusted_sources = [\"{pack}\"]\n"
         );
         fs_err::write(root.join("aibox.toml"), toml).unwrap();
         let plan =
