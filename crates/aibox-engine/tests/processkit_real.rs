@@ -613,3 +613,71 @@ fn a_file_where_a_skill_folder_must_be_is_refused_by_apply_check_and_doctor() {
     }
     assert!(!apply(&root, &options(&cache)).unwrap().changed());
 }
+
+#[test]
+fn an_edited_snapshot_file_is_integrity_drift_and_apply_rewrites_a_removed_snapshot() {
+    let release = SyntheticRelease::processkit_like("v0.28.3", false);
+    let server = serve(&release);
+    let (_t, root) = empty_project();
+    let (_c, cache) = common::empty_project();
+    fs_err::write(
+        root.join("aibox.toml"),
+        config(&server, "v0.28.3", "\"minimal\"", ""),
+    )
+    .unwrap();
+    apply(&root, &options(&cache)).unwrap();
+    let healthy = aibox_engine::integrity(root.as_std_path()).unwrap();
+    assert_eq!(
+        healthy.status,
+        aibox_engine::IntegrityStatus::Healthy,
+        "{healthy:?}"
+    );
+    assert!(
+        healthy.checked > release.files.len(),
+        "the snapshot's {} files are hashed too: {}",
+        release.files.len(),
+        healthy.checked
+    );
+    let snapshot = "context/templates/processkit/v0.28.3";
+    // A file that was installed (named from the manifest) and one of a skill the
+    // `minimal` selection did not install (seen through the snapshot's digest).
+    let installed = format!("{snapshot}/{WORKITEM_SERVER}");
+    let not_installed = release
+        .files
+        .keys()
+        .find(|p| p.ends_with("/SKILL.md") && !root.join(p.as_str()).exists())
+        .map(|p| format!("{snapshot}/{p}"))
+        .unwrap();
+    for (edited, named) in [
+        (&installed, installed.clone()),
+        (&not_installed, format!("{snapshot}/")),
+    ] {
+        let original = fs_err::read(root.join(edited)).unwrap();
+        let mut bytes = original.clone();
+        bytes.extend_from_slice(b"\n# edited\n");
+        fs_err::write(root.join(edited), &bytes).unwrap();
+        let report = aibox_engine::integrity(root.as_std_path()).unwrap();
+        assert_eq!(report.status, aibox_engine::IntegrityStatus::Drifted);
+        assert_eq!(report.snapshot_modified, [named], "{report:?}");
+        assert!(report.modified.is_empty() && report.missing.is_empty());
+        let doctor = doctor_text(&root, &cache);
+        assert!(
+            doctor.contains("the snapshot differs from the verified release"),
+            "{doctor}"
+        );
+        fs_err::write(root.join(edited), &original).unwrap();
+    }
+    // A file added to the snapshot shows too.
+    fs_err::write(root.join(format!("{snapshot}/extra.txt")), "x\n").unwrap();
+    let report = aibox_engine::integrity(root.as_std_path()).unwrap();
+    assert_eq!(report.snapshot_modified, [format!("{snapshot}/")]);
+    // As the fix says: delete the folder and apply writes it again.
+    fs_err::remove_dir_all(root.join(snapshot)).unwrap();
+    apply(&root, &options(&cache)).unwrap();
+    let report = aibox_engine::integrity(root.as_std_path()).unwrap();
+    assert_eq!(
+        report.status,
+        aibox_engine::IntegrityStatus::Healthy,
+        "{report:?}"
+    );
+}
