@@ -695,12 +695,10 @@ fn copy_tree(from: &Utf8Path, to: &Utf8Path) {
     }
 }
 
-/// The README's first command (`cargo xtask demo`) on a machine with only Rust: the
-/// bundled example applies, re-applies as a no-op and passes `doctor` with no container
-/// engine (nor Compose, nor anything else) on `PATH`.
-#[test]
-fn the_bundled_demo_works_with_no_engine_on_path() {
-    let (_t, dir) = tempdir();
+/// A copy of `examples/demo` with the content pack beside it, as `cargo xtask demo` makes:
+/// (its temporary folder, that folder, the project).
+fn demo_copy() -> (tempfile::TempDir, camino::Utf8PathBuf, camino::Utf8PathBuf) {
+    let (t, dir) = tempdir();
     let examples = aibox_test_support::workspace_root().join("examples");
     let project = dir.join("demo");
     copy_tree(&examples.join("demo"), &project);
@@ -708,6 +706,15 @@ fn the_bundled_demo_works_with_no_engine_on_path() {
         &examples.join("processkit-pack"),
         &dir.join("processkit-pack"),
     );
+    (t, dir, project)
+}
+
+/// The README's first command (`cargo xtask demo`) on a machine with only Rust: the
+/// bundled example applies, re-applies as a no-op and passes `doctor` with no container
+/// engine (nor Compose, nor anything else) on `PATH`.
+#[test]
+fn the_bundled_demo_works_with_no_engine_on_path() {
+    let (_t, dir, project) = demo_copy();
     let empty_path = dir.join("empty-path");
     fs_err::create_dir_all(&empty_path).unwrap();
     for args in [
@@ -739,14 +746,7 @@ fn the_bundled_demo_works_with_no_engine_on_path() {
 /// more edit makes it stale.
 #[test]
 fn skill_review_prints_trust_and_the_consent_to_record() {
-    let (_t, dir) = tempdir();
-    let examples = aibox_test_support::workspace_root().join("examples");
-    let project = dir.join("demo");
-    copy_tree(&examples.join("demo"), &project);
-    copy_tree(
-        &examples.join("processkit-pack"),
-        &dir.join("processkit-pack"),
-    );
+    let (_t, _dir, project) = demo_copy();
     let out = aibox(&project, &["apply"]);
     assert!(out.status.success(), "{}", text(&out));
 

@@ -326,8 +326,14 @@ fn resolve_processkit(
     let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
         .map_err(EngineError::from)?;
     check_skill_folders(root.path(), &catalog)?;
-    let reviewed = review_skills(root.path(), project, &release, &catalog)?;
     let scan = scan_live(root, project, files, &release, &catalog, options)?;
+    let reviewed = review_skills(
+        root.path(),
+        project,
+        &release,
+        &catalog,
+        scan.interrupted.as_ref(),
+    )?;
     let mcp_envs = lock_server_envs(
         root,
         &release,
@@ -589,6 +595,7 @@ fn review_skills(
     project: &Project,
     release: &VerifiedRelease,
     catalog: &aibox_provenance::catalog::Catalog,
+    interrupted: Option<&aibox_provenance::Intent>,
 ) -> Result<Reviewed, EngineError> {
     let config = &project.config;
     let verified = release.verification != aibox_provenance::Verification::Unverified;
@@ -635,7 +642,14 @@ fn review_skills(
         let changes = marker
             .as_ref()
             .filter(|m| aibox_provenance::trust::installed_by_release(m, &skill.dir))
-            .map(|m| aibox_provenance::trust::skill_changes(root.as_std_path(), m, &skill.dir))
+            .map(|m| {
+                aibox_provenance::trust::skill_changes(
+                    root.as_std_path(),
+                    m,
+                    interrupted,
+                    &skill.dir,
+                )
+            })
             .unwrap_or_default();
         if !changes.is_empty() {
             // Deleted by hand: kept deleted and not registered (the plan says so).

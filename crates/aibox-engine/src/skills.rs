@@ -154,7 +154,7 @@ impl TrustBasis {
                 },
             );
         };
-        let changes = aibox_provenance::trust::skill_changes(root.as_std_path(), marker, dir);
+        let changes = aibox_provenance::trust::skill_changes(root.as_std_path(), marker, None, dir);
         if changes.is_empty() {
             (
                 Trust::FirstParty,

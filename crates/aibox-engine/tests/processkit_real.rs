@@ -355,6 +355,45 @@ fn shown(err: &aibox_engine::EngineError) -> String {
     format!("{code}: {err}\n{help}")
 }
 
+/// A project with the processkit-like release installed from a trusted loopback source,
+/// selecting `packages`.
+struct Installed {
+    release: SyntheticRelease,
+    _server: Server,
+    _project: tempfile::TempDir,
+    root: camino::Utf8PathBuf,
+    _cache_dir: tempfile::TempDir,
+    cache: camino::Utf8PathBuf,
+    toml: String,
+}
+
+fn install(packages: &str) -> Installed {
+    let release = SyntheticRelease::processkit_like("v0.28.3", false);
+    let server = serve(&release);
+    let (project, root) = empty_project();
+    let (cache_dir, cache) = common::empty_project();
+    let toml = config(&server, "v0.28.3", packages, "");
+    fs_err::write(root.join("aibox.toml"), &toml).unwrap();
+    apply(&root, &options(&cache)).unwrap();
+    Installed {
+        release,
+        _server: server,
+        _project: project,
+        root,
+        _cache_dir: cache_dir,
+        cache,
+        toml,
+    }
+}
+
+/// `apply --check` with the test's download cache.
+fn check_options(cache: &Utf8Path) -> ApplyOptions {
+    ApplyOptions {
+        check: true,
+        ..options(cache)
+    }
+}
+
 #[test]
 fn a_fork_is_third_party_and_its_exfiltrating_server_is_refused() {
     let official = SyntheticRelease::processkit_like("v0.28.3", false);
@@ -386,10 +425,7 @@ fn a_fork_is_third_party_and_its_exfiltrating_server_is_refused() {
         "nothing is registered or approved"
     );
     // `apply --check` judges the same.
-    let check = ApplyOptions {
-        check: true,
-        ..options(&cache)
-    };
+    let check = check_options(&cache);
     let err = shown(&apply(&root, &check).unwrap_err());
     assert!(err.contains("workitem-management (point 2, 3)"), "{err}");
 
@@ -426,13 +462,8 @@ fn a_fork_is_third_party_and_its_exfiltrating_server_is_refused() {
 
 #[test]
 fn an_edited_installed_server_is_third_party_and_needs_a_consent_bound_to_its_content() {
-    let release = SyntheticRelease::processkit_like("v0.28.3", false);
-    let server = serve(&release);
-    let (_t, root) = empty_project();
-    let (_c, cache) = common::empty_project();
-    let toml = config(&server, "v0.28.3", "\"product\"", "");
-    fs_err::write(root.join("aibox.toml"), &toml).unwrap();
-    apply(&root, &options(&cache)).unwrap();
+    let pk = install("\"product\"");
+    let (release, root, cache, toml) = (&pk.release, pk.root.clone(), pk.cache.clone(), &pk.toml);
 
     // The same exfiltrating edit, made to the installed copy (the file that runs).
     let mut text = fs_err::read_to_string(root.join(WORKITEM_SERVER)).unwrap();
@@ -448,10 +479,7 @@ fn an_edited_installed_server_is_third_party_and_needs_a_consent_bound_to_its_co
     let err = shown(&apply(&root, &options(&cache)).unwrap_err());
     assert!(err.contains("aibox::skill_review::refused"), "{err}");
     assert!(err.contains("workitem-management (point 2, 3)"), "{err}");
-    let check = ApplyOptions {
-        check: true,
-        ..options(&cache)
-    };
+    let check = check_options(&cache);
     assert!(shown(&apply(&root, &check).unwrap_err()).contains("workitem-management (point 2, 3)"));
     let doctor = doctor_text(&root, &cache);
     assert!(
@@ -507,7 +535,7 @@ fn an_edited_installed_server_is_third_party_and_needs_a_consent_bound_to_its_co
         &release.files[WORKITEM_SERVER].0,
     )
     .unwrap();
-    fs_err::write(root.join("aibox.toml"), &toml).unwrap();
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
     apply(&root, &options(&cache)).unwrap();
     let trust = aibox_engine::skills::trust_of_installed(&root, "workitem-management").unwrap();
     assert_eq!(trust.trust, aibox_engine::skills::Trust::FirstParty);
@@ -515,16 +543,8 @@ fn an_edited_installed_server_is_third_party_and_needs_a_consent_bound_to_its_co
 
 #[test]
 fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
-    let release = SyntheticRelease::processkit_like("v0.28.3", false);
-    let server = serve(&release);
-    let (_t, root) = empty_project();
-    let (_c, cache) = common::empty_project();
-    fs_err::write(
-        root.join("aibox.toml"),
-        config(&server, "v0.28.3", "\"product\"", ""),
-    )
-    .unwrap();
-    apply(&root, &options(&cache)).unwrap();
+    let pk = install("\"product\"");
+    let (root, cache) = (pk.root.clone(), pk.cache.clone());
     let dir = "context/skills/processkit/workitem-management";
     fs_err::remove_dir_all(root.join(dir)).unwrap();
 
@@ -572,20 +592,9 @@ fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
 
 #[test]
 fn a_file_where_a_skill_folder_must_be_is_refused_by_apply_check_and_doctor() {
-    let release = SyntheticRelease::processkit_like("v0.28.3", false);
-    let server = serve(&release);
-    let (_t, root) = empty_project();
-    let (_c, cache) = common::empty_project();
-    fs_err::write(
-        root.join("aibox.toml"),
-        config(&server, "v0.28.3", "\"product\"", ""),
-    )
-    .unwrap();
-    apply(&root, &options(&cache)).unwrap();
-    let check = ApplyOptions {
-        check: true,
-        ..options(&cache)
-    };
+    let pk = install("\"product\"");
+    let (root, cache) = (pk.root.clone(), pk.cache.clone());
+    let check = check_options(&cache);
     for (what, path) in [
         ("skills", "context/skills"),
         ("skill", "context/skills/processkit/workitem-management"),
@@ -616,16 +625,8 @@ fn a_file_where_a_skill_folder_must_be_is_refused_by_apply_check_and_doctor() {
 
 #[test]
 fn an_edited_snapshot_file_is_integrity_drift_and_apply_rewrites_a_removed_snapshot() {
-    let release = SyntheticRelease::processkit_like("v0.28.3", false);
-    let server = serve(&release);
-    let (_t, root) = empty_project();
-    let (_c, cache) = common::empty_project();
-    fs_err::write(
-        root.join("aibox.toml"),
-        config(&server, "v0.28.3", "\"minimal\"", ""),
-    )
-    .unwrap();
-    apply(&root, &options(&cache)).unwrap();
+    let pk = install("\"minimal\"");
+    let (release, root, cache) = (&pk.release, pk.root.clone(), pk.cache.clone());
     let healthy = aibox_engine::integrity(root.as_std_path()).unwrap();
     assert_eq!(
         healthy.status,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use aibox_config::ProcesskitSection;
 
 use crate::digest::Sha256;
-use crate::record::Marker;
+use crate::record::{Intent, Marker};
 use crate::source::{SourceKind, asset_url, source_kind};
 
 /// The official processkit repository: always trusted.
@@ -132,16 +132,34 @@ impl SkillChanges {
 /// Compares the skill folder `dir` (root-relative, for example
 /// `context/skills/processkit/workitem-management`) with the installer-owned files the
 /// marker records for it, re-hashing every byte. Its agent-mutable `config/` files
-/// (the marker's user files) are data the skill may change and are left out.
-pub fn skill_changes(root: &Path, marker: &Marker, dir: &str) -> SkillChanges {
+/// (the marker's user files) are data the skill may change and are left out. `pending`
+/// is the record of an interrupted apply that still applies: a file it already wrote
+/// (or removed) is that apply's work, not a local change.
+pub fn skill_changes(
+    root: &Path,
+    marker: &Marker,
+    pending: Option<&Intent>,
+    dir: &str,
+) -> SkillChanges {
     let prefix = format!("{dir}/");
     let config = format!("{dir}/config/");
+    let planned = |path: &str, live: Option<Sha256>| {
+        pending.is_some_and(|i| match (i.writes.get(path), live) {
+            (Some(w), Some(h)) => w.new == h,
+            (None, None) => i.removals.contains_key(path),
+            _ => false,
+        })
+    };
     let mut out = SkillChanges::default();
     for (path, expected) in marker.files.range(prefix.clone()..) {
         if !path.starts_with(&prefix) {
             break;
         }
-        match live_digest(&root.join(path)) {
+        let live = live_digest(&root.join(path));
+        if planned(path, live) {
+            continue;
+        }
+        match live {
             None => out.missing.push(path.clone()),
             Some(h) if h != *expected => out.modified.push(path.clone()),
             Some(_) => {}
@@ -156,6 +174,7 @@ pub fn skill_changes(root: &Path, marker: &Marker, dir: &str) -> SkillChanges {
             !marker.files.contains_key(p)
                 && !marker.user_files.contains_key(p)
                 && !p.starts_with(&config)
+                && !planned(p, live_digest(&root.join(p)))
         })
         .collect();
     out
