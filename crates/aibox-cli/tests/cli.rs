@@ -586,7 +586,7 @@ fn a_refused_write_exits_3_and_changes_nothing() {
 fn config_set_validate_and_apply_share_one_set_of_checks() {
     let (_t, dir) = init_project("demo", "claude");
     let good = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
-    let cases: [(&str, &str, &str); 3] = [
+    let cases: [(&str, &str, &str); 4] = [
         (
             "container.environment.GITHUB_TOKEN",
             "\"ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE\"",
@@ -596,6 +596,12 @@ fn config_set_validate_and_apply_share_one_set_of_checks() {
         (
             "processkit.source",
             "\"http://releases.example.invalid/processkit\"",
+            "aibox::provenance::insecure_url",
+        ),
+        // A trusted source is trusted for what is downloaded from it: never plain http.
+        (
+            "processkit.trusted_sources",
+            "[\"http://releases.example.invalid/fork\"]",
             "aibox::provenance::insecure_url",
         ),
     ];
@@ -621,6 +627,10 @@ fn config_set_validate_and_apply_share_one_set_of_checks() {
         let edited = match key {
             "processkit.version" => base.replace("version = \"v1.0.0\"", "version = \"latest\""),
             "processkit.source" => base.replace("https://releases", "http://releases"),
+            "processkit.trusted_sources" => base.replace(
+                "version = \"v1.0.0\"\n",
+                &format!("version = \"v1.0.0\"\ntrusted_sources = {value}\n"),
+            ),
             _ => format!("{base}\n[container.environment]\nGITHUB_TOKEN = {value}\n"),
         };
         assert_ne!(edited, base);
@@ -787,12 +797,10 @@ fn copy_tree(from: &Utf8Path, to: &Utf8Path) {
     }
 }
 
-/// The README's first command (`cargo xtask demo`) on a machine with only Rust: the
-/// bundled example applies, re-applies as a no-op and passes `doctor` with no container
-/// engine (nor Compose, nor anything else) on `PATH`.
-#[test]
-fn the_bundled_demo_works_with_no_engine_on_path() {
-    let (_t, dir) = tempdir();
+/// A copy of `examples/demo` with the content pack beside it, as `cargo xtask demo` makes:
+/// (its temporary folder, that folder, the project).
+fn demo_copy() -> (tempfile::TempDir, camino::Utf8PathBuf, camino::Utf8PathBuf) {
+    let (t, dir) = tempdir();
     let examples = aibox_test_support::workspace_root().join("examples");
     let project = dir.join("demo");
     copy_tree(&examples.join("demo"), &project);
@@ -800,6 +808,15 @@ fn the_bundled_demo_works_with_no_engine_on_path() {
         &examples.join("processkit-pack"),
         &dir.join("processkit-pack"),
     );
+    (t, dir, project)
+}
+
+/// The README's first command (`cargo xtask demo`) on a machine with only Rust: the
+/// bundled example applies, re-applies as a no-op and passes `doctor` with no container
+/// engine (nor Compose, nor anything else) on `PATH`.
+#[test]
+fn the_bundled_demo_works_with_no_engine_on_path() {
+    let (_t, dir, project) = demo_copy();
     let empty_path = dir.join("empty-path");
     fs_err::create_dir_all(&empty_path).unwrap();
     for args in [
@@ -823,6 +840,94 @@ fn the_bundled_demo_works_with_no_engine_on_path() {
     }
     assert!(project.join(".devcontainer/Dockerfile").is_file());
     assert!(project.join("aibox.lock").is_file());
+}
+
+/// `aibox skill review NAME` says whether the installed skill is first- or third-party and
+/// why, lists the trusted sources, and prints its content digest and, for a failing
+/// skill, the consent entry to record; recording it lets an edited skill through, and one
+/// more edit makes it stale.
+#[test]
+fn skill_review_prints_trust_and_the_consent_to_record() {
+    let (_t, _dir, project) = demo_copy();
+    let out = aibox(&project, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // First-party: the pack is a listed trusted source and the files are as installed.
+    let out = aibox(&project, &["skill", "review", "skill-finder"]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(1), "it fails point 4: {shown}");
+    assert!(
+        shown.contains("Trust: first-party: installed from the verified release of trusted source `../processkit-pack`"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "Trusted sources: https://github.com/projectious-work/processkit, ../processkit-pack"
+        ),
+        "{shown}"
+    );
+    let out = aibox(&project, &["skill", "review", "skill-finder", "-o", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sha = json["sha256"].as_str().unwrap().to_owned();
+    assert_eq!(sha.len(), 64, "{json}");
+    assert_eq!(json["trust"]["trust"], "first-party", "{json}");
+
+    // Edited in place: third-party, gated, and the review prints the entry to record.
+    let server = project.join("context/skills/processkit/skill-finder/mcp/server.py");
+    let mut code = fs_err::read_to_string(&server).unwrap();
+    code.push_str("\n# local tweak\n");
+    fs_err::write(&server, &code).unwrap();
+    let out = aibox(&project, &["skill", "review", "skill-finder"]);
+    let shown = text(&out);
+    assert!(
+        shown.contains(
+            "Trust: third-party: differs from the verified release: mcp/server.py edited"
+        ),
+        "{shown}"
+    );
+    let start = shown.find("[[skills.review_exceptions]]\nskill").unwrap();
+    let entry = &shown[start..];
+    assert!(
+        !entry.contains(&sha),
+        "the digest follows the content: {entry}"
+    );
+    let out = aibox(&project, &["apply"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("skill-finder (point 4"),
+        "{}",
+        text(&out)
+    );
+    let consent = entry
+        .lines()
+        .take(6)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("<your name>", "Test Reviewer")
+        .replace(
+            "<why failed point(s) 4 are acceptable>",
+            "starts with python3 on purpose",
+        );
+    let toml = fs_err::read_to_string(project.join("aibox.toml")).unwrap();
+    fs_err::write(project.join("aibox.toml"), format!("{toml}\n{consent}\n")).unwrap();
+    let out = aibox(&project, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("skill `skill-finder` differs from the verified release"));
+
+    // One more edit: the consent is stale, an error naming the skill.
+    code.push_str("# another\n");
+    fs_err::write(&server, &code).unwrap();
+    let out = aibox(&project, &["apply", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["code"], "aibox::skill_review::stale_consent", "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("skill-finder (point 4: its content changed since the consent"),
+        "{err}"
+    );
 }
 
 /// `aibox base-image pin` in `dir`, with its exit code and `aibox.toml` afterwards.

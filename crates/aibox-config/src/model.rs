@@ -395,6 +395,14 @@ pub struct ProcesskitSection {
     /// skills must pass or carry a consent too.
     #[serde(default, skip_serializing_if = "ReviewScope::is_default")]
     pub review: ReviewScope,
+    /// Release sources whose verified releases are first-party, besides the official
+    /// `https://github.com/projectious-work/processkit` (always trusted). Each entry is a
+    /// repository base URL (its releases and nothing else: a fork is another URL) or a
+    /// local path (relative to the project root) of a release archive or of a folder
+    /// holding release archives or directories. Skills of a release from any other source
+    /// are third-party: reviewed and gated at `apply`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_sources: Vec<String>,
 }
 
 /// `[processkit] review`: which skills the review gates at `apply`.
@@ -450,6 +458,14 @@ pub struct SkillReviewException {
     pub reviewer: String,
     /// Why the failed points are acceptable.
     pub reason: String,
+    /// The SHA-256 of the skill's content this consent was given for, as `aibox skill
+    /// review NAME` prints it. A consent for other content is stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The failed review points this consent accepts. A skill failing any other point is
+    /// refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub points: Vec<u8>,
 }
 
 /// `[ai]`: harnesses and MCP.

@@ -67,6 +67,10 @@ pub fn check_team_config(text: &str, config: &AiboxToml) -> Result<(), ConfigChe
     if let Some(url) = pk.source.as_deref().filter(|s| s.contains("://")) {
         aibox_provenance::fetch::check_url(url)?;
     }
+    // A trusted source is trusted for what is downloaded from it: never plain http.
+    for url in pk.trusted_sources.iter().filter(|s| s.contains("://")) {
+        aibox_provenance::fetch::check_url(url)?;
+    }
     Ok(())
 }
 

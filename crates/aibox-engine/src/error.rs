@@ -177,6 +177,26 @@ pub enum EngineError {
         path: Utf8PathBuf,
     },
 
+    /// Something that is not a folder is where processkit's skills must be a folder
+    /// (`context/skills`, a category or a skill folder).
+    #[error(
+        "`{path}` is a {found}, but processkit's skills need a folder there; the release's \
+         skills cannot be installed or run, so their MCP servers would point at missing scripts"
+    )]
+    #[diagnostic(
+        code(aibox::apply::not_a_folder),
+        help(
+            "move `{path}` out of the way (aibox never replaces it), then run `aibox apply` to \
+             install the skills again"
+        )
+    )]
+    NotAFolder {
+        /// Root-relative path.
+        path: Utf8PathBuf,
+        /// What is there instead: `file`, `symlink` or `special file`.
+        found: &'static str,
+    },
+
     /// A plan was asked of a project resolved offline whose processkit release is not in
     /// the download cache (see `PlanOptions::offline`).
     #[error("the processkit release is not resolved: {reason}")]
@@ -237,9 +257,10 @@ impl EngineError {
             Self::ConfigCheck(e) => e.kind(),
             // Something in the way on disk is a disk problem like a refused write.
             // Not resolved offline: only a download (`aibox apply`) fixes it.
-            Self::Busy { .. } | Self::Io { .. } | Self::NotResolved { .. } => {
-                ErrorKind::Environment
-            }
+            Self::Busy { .. }
+            | Self::Io { .. }
+            | Self::NotResolved { .. }
+            | Self::NotAFolder { .. } => ErrorKind::Environment,
             Self::DuplicatePath { .. } | Self::NotCaptured { .. } => ErrorKind::Internal,
         }
     }

@@ -136,6 +136,12 @@ pub struct ResolvedRelease {
     pub(crate) hand_added: Vec<(HandAdded, Vec<aibox_provenance::ProcesskitServer>)>,
     /// The gate's refusal: failing gated skills without a recorded consent.
     pub(crate) refused: Option<(Vec<RefusedSkill>, String)>,
+    /// The trusted source that vouches for the release; `None` when it comes from an
+    /// untrusted source or is unverified (its skills are third-party).
+    pub trusted_by: Option<String>,
+    /// Release skills with an MCP server whose installed files differ from the release:
+    /// third-party, reviewed on their live files.
+    pub edited: Vec<EditedSkill>,
     /// The locked Python environments of the servers the plan would register.
     pub mcp_envs: crate::mcp_envs::McpEnvs,
 }
@@ -149,10 +155,10 @@ impl ResolvedRelease {
     pub fn gate(&self) -> Result<(), EngineError> {
         match &self.refused {
             None => Ok(()),
-            Some((skills, help)) => Err(EngineError::from(GateError::Refused {
-                skills: skills.clone(),
-                help: help.clone(),
-            })),
+            Some((skills, help)) => Err(EngineError::from(aibox_skill_review::refusal(
+                skills.clone(),
+                help.clone(),
+            ))),
         }
     }
 }
@@ -319,17 +325,69 @@ fn resolve_processkit(
     .map_err(EngineError::from)?;
     let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
         .map_err(EngineError::from)?;
-    let (hand_added, refused) = review_skills(root.path(), project, &release, &catalog)?;
+    check_skill_folders(root.path(), &catalog)?;
     let scan = scan_live(root, project, files, &release, &catalog, options)?;
-    let mcp_envs = lock_server_envs(root, &release, &scan, &hand_added, previous_lock, options);
+    let reviewed = review_skills(
+        root.path(),
+        project,
+        &release,
+        &catalog,
+        scan.interrupted.as_ref(),
+    )?;
+    let mcp_envs = lock_server_envs(
+        root,
+        &release,
+        &scan,
+        &reviewed.hand_added,
+        previous_lock,
+        options,
+    );
     Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
         release,
         scan,
         catalog,
-        hand_added,
-        refused,
+        hand_added: reviewed.hand_added,
+        refused: reviewed.refused,
+        trusted_by: reviewed.trusted_by,
+        edited: reviewed.edited,
         mcp_envs,
     })))
+}
+
+/// Refuses a file, symlink or special file where `context/skills`, a skill category or a
+/// skill folder of the release must be a folder: nothing could be installed below it, and
+/// its servers would be registered pointing at scripts that cannot exist.
+fn check_skill_folders(
+    root: &Utf8Path,
+    catalog: &aibox_provenance::catalog::Catalog,
+) -> Result<(), EngineError> {
+    let mut dirs = BTreeSet::new();
+    for skill in catalog.skills.values() {
+        let mut dir = Utf8PathBuf::new();
+        for part in Utf8Path::new(&skill.dir).components() {
+            dir.push(part);
+            if dir.as_str().starts_with("context/skills") {
+                dirs.insert(dir.clone());
+            }
+        }
+    }
+    for dir in dirs {
+        let Ok(meta) = fs_err::symlink_metadata(root.join(&dir)) else {
+            continue;
+        };
+        let t = meta.file_type();
+        let found = if t.is_dir() {
+            continue;
+        } else if t.is_symlink() {
+            "symlink"
+        } else if t.is_file() {
+            "file"
+        } else {
+            "special file"
+        };
+        return Err(EngineError::NotAFolder { path: dir, found });
+    }
+    Ok(())
 }
 
 /// Locks the Python environments of every server the plan may register: the release's
@@ -494,92 +552,122 @@ fn not_cached(
     }))
 }
 
-/// Hand-added skills with their servers, and the skill review gate's refusal (if any).
-type Reviewed = (
-    Vec<(HandAdded, Vec<aibox_provenance::ProcesskitServer>)>,
-    Option<(Vec<RefusedSkill>, String)>,
-);
+/// What the review of the gated skills found.
+pub(crate) struct Reviewed {
+    /// Hand-added skills with their servers.
+    hand_added: Vec<(HandAdded, Vec<aibox_provenance::ProcesskitServer>)>,
+    /// The gate's refusal, if any.
+    refused: Option<(Vec<RefusedSkill>, String)>,
+    /// The trusted source that vouches for the release (`None`: third-party).
+    trusted_by: Option<String>,
+    /// Release skills with a server whose installed files differ from the release.
+    edited: Vec<EditedSkill>,
+}
+
+/// An installed release skill whose files differ from what the release installed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditedSkill {
+    /// Skill name.
+    pub name: String,
+    /// Root-relative folder.
+    pub dir: String,
+    /// What differs, relative to the folder.
+    pub changes: String,
+}
 
 /// The skill review of every gated skill the plan would register.
 ///
 /// Trust comes from provenance, never from a skill's own metadata (`core: true` decides
-/// only that a skill is always installed). Skills shipped in the verified, pinned release
-/// are first-party: their review runs in `aibox skill review` / `skill list` / `doctor`,
-/// and does not block `apply` unless `[processkit] review = "all"`. Third-party skills
-/// are gated: those of an unverified release (`allow_unverified`), and skill folders under
-/// `context/skills/` that the release did not ship but that declare an MCP server. A
-/// failing gated skill stops the apply until `aibox.toml` records a
-/// `[[skills.review_exceptions]]` consent. Release skills are reviewed from the verified
-/// release's copy (staged in a temporary folder), before they are installed or registered.
+/// only that a skill is always installed). A skill is first-party while two things hold:
+/// its release is verified and comes from a trusted source (the official processkit
+/// repository, or one listed in `[processkit] trusted_sources`), and its installed files
+/// are byte-identical to what that release installed. First-party skills are reviewed on
+/// demand (`aibox skill review` / `skill list` / `doctor`) and do not block `apply` unless
+/// `[processkit] review = "all"`. Everything else is gated: the skills of a release from
+/// an untrusted source or an unverified release (reviewed from the release's copy, staged
+/// in a temporary folder, before they are installed or registered), a release skill
+/// edited in place (reviewed on its live files: those are what runs), and skill folders
+/// under `context/skills/` that the release did not ship but that declare an MCP server.
+/// A failing gated skill stops the apply until `aibox.toml` records a current
+/// `[[skills.review_exceptions]]` consent for its content and failed points.
 fn review_skills(
     root: &Utf8Path,
     project: &Project,
     release: &VerifiedRelease,
     catalog: &aibox_provenance::catalog::Catalog,
+    interrupted: Option<&aibox_provenance::Intent>,
 ) -> Result<Reviewed, EngineError> {
     let config = &project.config;
-    let first_party = release.verification != aibox_provenance::Verification::Unverified;
-    let gate_release = !first_party || config.processkit.review == ReviewScope::All;
-    let review_ctx = ReviewContext::verified_release(
-        release.source.clone(),
-        release.version.clone(),
-        release.digest.to_string(),
-    );
-    let review_ctx = if first_party {
-        review_ctx
-    } else {
-        ReviewContext {
-            origin: SkillOrigin::Release {
-                source: release.source.clone(),
-                version: release.version.clone(),
-                sha256: None,
-                verified: false,
-            },
-            ..review_ctx
-        }
+    let verified = release.verification != aibox_provenance::Verification::Unverified;
+    let trusted_by = verified
+        .then(|| aibox_provenance::trust::trusted_by(&config.processkit, root.as_std_path()))
+        .flatten();
+    let gate_release = trusted_by.is_none() || config.processkit.review == ReviewScope::All;
+    let review_ctx = ReviewContext {
+        origin: SkillOrigin::Release {
+            source: release.source.clone(),
+            version: release.version.clone(),
+            sha256: verified.then(|| release.digest.to_string()),
+            verified,
+        },
+        ..ReviewContext::default()
     };
+    let marker = aibox_provenance::Marker::read(root.as_std_path());
     let staging = tempfile::tempdir()
         .map_err(|e| EngineError::io("create a review staging folder in", "$TMPDIR", e))?;
     let mut to_review = Vec::new();
-    if gate_release {
-        // Every selected skill that ships an MCP server is reviewed, whether it is
-        // registered on its own or served through the gateway (which exposes its tools
-        // too). Core skills are no exception: `core: true` is not a trust decision.
-        let selected = catalog
-            .select(
-                &config.context.packages,
-                &config.skills.include,
-                &config.skills.exclude,
-            )
-            .map_err(EngineError::from)?
-            .skills;
-        for skill in catalog
-            .skills
-            .values()
-            .filter(|s| selected.contains(&s.name))
-        {
-            let prefix = format!("{}/", skill.dir);
-            let mcp = format!("{prefix}mcp/");
-            if !release.payload.files.keys().any(|p| p.starts_with(&mcp)) {
-                continue;
-            }
-            let files = release
-                .payload
-                .files
-                .keys()
-                .filter_map(|p| p.strip_prefix(prefix.as_str()).map(|rel| (rel, p.as_str())));
-            let dest = staging.path().join(&skill.name);
-            aibox_provenance::extract::write_tree(&release.payload, files, &dest)
-                .map_err(EngineError::from)?;
-            let dir = Utf8PathBuf::from_path_buf(dest).map_err(|p| {
-                EngineError::io(
-                    "stage",
-                    p.display().to_string(),
-                    std::io::Error::other("non-UTF-8 path"),
-                )
-            })?;
-            to_review.push((skill.name.clone(), dir, review_ctx.clone()));
+    let mut edited = Vec::new();
+    // Every selected skill that ships an MCP server, whether it is registered on its own
+    // or served through the gateway (which exposes its tools too). Core skills are no
+    // exception: `core: true` is not a trust decision.
+    let selected = catalog
+        .select(
+            &config.context.packages,
+            &config.skills.include,
+            &config.skills.exclude,
+        )
+        .map_err(EngineError::from)?
+        .skills;
+    for skill in catalog
+        .skills
+        .values()
+        .filter(|s| selected.contains(&s.name))
+    {
+        let prefix = format!("{}/", skill.dir);
+        let mcp = format!("{prefix}mcp/");
+        if !release.payload.files.keys().any(|p| p.starts_with(&mcp)) {
+            continue;
         }
+        let live = root.join(&skill.dir);
+        let changes = marker
+            .as_ref()
+            .filter(|m| aibox_provenance::trust::installed_by_release(m, &skill.dir))
+            .map(|m| {
+                aibox_provenance::trust::skill_changes(
+                    root.as_std_path(),
+                    m,
+                    interrupted,
+                    &skill.dir,
+                )
+            })
+            .unwrap_or_default();
+        if !changes.is_empty() {
+            // Deleted by hand: kept deleted and not registered (the plan says so).
+            if live.is_dir() {
+                edited.push(EditedSkill {
+                    name: skill.name.clone(),
+                    dir: skill.dir.clone(),
+                    changes: changes.describe(&skill.dir),
+                });
+                to_review.push((skill.name.clone(), live, as_it_is(&skill.dir)));
+            }
+            continue;
+        }
+        if !gate_release {
+            continue;
+        }
+        let dir = stage(release, &prefix, &staging.path().join(&skill.name))?;
+        to_review.push((skill.name.clone(), dir, review_ctx.clone()));
     }
     // Skill folders the release did not ship: third-party whatever they claim.
     let shipped: BTreeSet<&str> = catalog.skills.values().map(|s| s.dir.as_str()).collect();
@@ -588,17 +676,14 @@ fn review_skills(
         to_review.push((
             skill.name.clone(),
             root.join(&skill.dir),
-            ReviewContext {
-                origin: SkillOrigin::LocalPath {
-                    path: skill.dir.clone(),
-                },
-                ..ReviewContext::default()
-            },
+            as_it_is(&skill.dir),
         ));
     }
     let refused = match aibox_skill_review::gate(project, &to_review) {
         Ok(_) => None,
-        Err(GateError::Refused { skills, help }) => Some((skills, help)),
+        Err(GateError::Refused { skills, help } | GateError::StaleConsent { skills, help }) => {
+            Some((skills, help))
+        }
         Err(e) => return Err(EngineError::from(e)),
     };
     let mut hand_added = Vec::with_capacity(foreign.len());
@@ -606,7 +691,45 @@ fn review_skills(
         let servers = hand_added_servers(root, &skill)?;
         hand_added.push((skill, servers));
     }
-    Ok((hand_added, refused))
+    Ok(Reviewed {
+        hand_added,
+        refused,
+        trusted_by,
+        edited,
+    })
+}
+
+/// The review context of the skill folder `dir` reviewed as it is on disk.
+fn as_it_is(dir: &str) -> ReviewContext {
+    ReviewContext {
+        origin: SkillOrigin::LocalPath {
+            path: dir.to_owned(),
+        },
+        ..ReviewContext::default()
+    }
+}
+
+/// Writes the release's files below `prefix` (a skill folder with its `/`) to `dest`,
+/// for the review of what would be installed.
+fn stage(
+    release: &VerifiedRelease,
+    prefix: &str,
+    dest: &std::path::Path,
+) -> Result<Utf8PathBuf, EngineError> {
+    let files = release
+        .payload
+        .files
+        .keys()
+        .filter_map(|p| p.strip_prefix(prefix).map(|rel| (rel, p.as_str())));
+    aibox_provenance::extract::write_tree(&release.payload, files, dest)
+        .map_err(EngineError::from)?;
+    Utf8PathBuf::from_path_buf(dest.to_owned()).map_err(|p| {
+        EngineError::io(
+            "stage",
+            p.display().to_string(),
+            std::io::Error::other("non-UTF-8 path"),
+        )
+    })
 }
 
 /// The servers a hand-added skill declares in its `mcp/mcp-config.json`, with the same

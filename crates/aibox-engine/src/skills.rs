@@ -36,52 +36,144 @@ pub fn review_target(root: Option<&Utf8Path>, target: &str) -> Result<Review, En
         Ok(text) => Some(Lock::parse(&text, Utf8Path::new(LOCK_FILE))?),
         Err(_) => None,
     };
+    let config = aibox_config::load_project(root).ok().map(|p| p.config);
+    let basis = TrustBasis::read(root, config.as_ref());
     let rel = dir.strip_prefix(root).unwrap_or(&dir).to_string();
-    review(&dir, &review_context(root, lock.as_ref(), &rel))
+    review(
+        &dir,
+        &review_context(basis.of(root, &rel), lock.as_ref(), &rel),
+    )
 }
 
-/// The trust of the installed skill `name` (`None` when no such skill is installed).
-pub fn trust_of_installed(root: &Utf8Path, name: &str) -> Option<Trust> {
-    let dir = installed(root).into_iter().find(|s| s.name == name)?;
-    Some(trust_of(
-        root,
-        &format!("{SKILLS_DIR}/{}/{}", dir.category, dir.name),
-    ))
+pub use aibox_skill_review::consent_snippet;
+
+/// The content digest of the skill folder `dir` that a `[[skills.review_exceptions]]`
+/// consent records.
+///
+/// # Errors
+/// The folder or one of its files cannot be read.
+pub fn content_sha256(dir: &Utf8Path) -> Result<String, EngineError> {
+    aibox_skill_review::content_sha256(dir).map_err(EngineError::from)
 }
 
 /// Where a skill's files came from, by provenance only (never by its own metadata).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Trust {
-    /// Installed from the verified, pinned release recorded in `aibox.lock`.
+    /// Installed from a verified release of a trusted source, and unchanged since.
     FirstParty,
-    /// Anything else: a folder the release did not ship, or an unverified release.
+    /// Anything else: a release from an untrusted source or an unverified one, a release
+    /// skill edited in place, or a folder the release did not ship.
     ThirdParty,
 }
 
-/// The trust of the skill folder `dir` (root-relative): first-party when the install
-/// marker recorded its files from a verified release.
-pub fn trust_of(root: &Utf8Path, dir: &str) -> Trust {
-    let prefix = format!("{dir}/");
-    let first = aibox_provenance::Marker::read(root.as_std_path()).is_some_and(|m| {
-        m.manifest.verification != Verification::Unverified
-            && m.files
-                .keys()
-                .chain(m.user_files.keys())
-                .any(|p| p.starts_with(&prefix))
-    });
-    if first {
-        Trust::FirstParty
-    } else {
-        Trust::ThirdParty
+/// The trust of one installed skill and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SkillTrust {
+    /// First- or third-party.
+    pub trust: Trust,
+    /// Why, in one sentence.
+    pub why: String,
+    /// The content digest a `[[skills.review_exceptions]]` consent records.
+    pub sha256: String,
+    /// The sources whose verified releases are first-party (`[processkit]
+    /// trusted_sources` and the official repository).
+    pub trusted_sources: Vec<String>,
+}
+
+/// The trust of the installed skill `name` (`None` when no such skill is installed).
+pub fn trust_of_installed(root: &Utf8Path, name: &str) -> Option<SkillTrust> {
+    let skill = installed(root).into_iter().find(|s| s.name == name)?;
+    let config = aibox_config::load_project(root).ok().map(|p| p.config);
+    let basis = TrustBasis::read(root, config.as_ref());
+    let dir = format!("{SKILLS_DIR}/{}/{}", skill.category, skill.name);
+    let (trust, why) = basis.explain(root, &dir);
+    Some(SkillTrust {
+        trust,
+        why,
+        sha256: aibox_skill_review::content_sha256(&skill.dir).unwrap_or_default(),
+        trusted_sources: aibox_provenance::trust::trusted_sources(
+            &config.map(|c| c.processkit).unwrap_or_default(),
+        ),
+    })
+}
+
+/// What trust is decided from, read once per command: the install marker (per-file
+/// manifest and verification) and the trusted source that vouches for the configured
+/// release, if any.
+struct TrustBasis {
+    marker: Option<aibox_provenance::Marker>,
+    trusted_by: Option<String>,
+    source: Option<String>,
+}
+
+impl TrustBasis {
+    fn read(root: &Utf8Path, config: Option<&aibox_config::AiboxToml>) -> Self {
+        let marker = aibox_provenance::Marker::read(root.as_std_path());
+        // The installed release must be the configured one, verified, from a trusted
+        // source.
+        let trusted_by = config.and_then(|c| {
+            let installed = marker.as_ref()?;
+            (installed.manifest.verification != Verification::Unverified
+                && c.processkit.source.as_deref() == Some(&installed.install.processkit_source))
+            .then(|| aibox_provenance::trust::trusted_by(&c.processkit, root.as_std_path()))
+            .flatten()
+        });
+        Self {
+            trusted_by,
+            source: marker.as_ref().map(|m| m.install.processkit_source.clone()),
+            marker,
+        }
+    }
+
+    /// The trust of the skill folder `dir` (root-relative).
+    fn of(&self, root: &Utf8Path, dir: &str) -> Trust {
+        self.explain(root, dir).0
+    }
+
+    /// The trust of the skill folder `dir` (root-relative) and why.
+    fn explain(&self, root: &Utf8Path, dir: &str) -> (Trust, String) {
+        let third = |why: String| (Trust::ThirdParty, why);
+        let Some(marker) = self
+            .marker
+            .as_ref()
+            .filter(|m| aibox_provenance::trust::installed_by_release(m, dir))
+        else {
+            return third("the installed release did not ship this folder".to_owned());
+        };
+        let source = self.source.as_deref().unwrap_or_default();
+        let Some(by) = &self.trusted_by else {
+            return third(
+                if marker.manifest.verification == Verification::Unverified {
+                    format!("installed from `{source}` without verification")
+                } else {
+                    format!(
+                        "installed from `{source}`, which is not a trusted source (add it to \
+                     [processkit] trusted_sources if you trust it)"
+                    )
+                },
+            );
+        };
+        let changes = aibox_provenance::trust::skill_changes(root.as_std_path(), marker, None, dir);
+        if changes.is_empty() {
+            (
+                Trust::FirstParty,
+                format!(
+                    "installed from the verified release of trusted source `{by}`, unchanged \
+                     since"
+                ),
+            )
+        } else {
+            third(format!(
+                "differs from the verified release: {}",
+                changes.describe(dir)
+            ))
+        }
     }
 }
 
-fn review_context(root: &Utf8Path, lock: Option<&Lock>, dir: &str) -> ReviewContext {
-    let origin = match (
-        trust_of(root, dir),
-        lock.and_then(|l| l.processkit.as_ref()),
-    ) {
+fn review_context(trust: Trust, lock: Option<&Lock>, dir: &str) -> ReviewContext {
+    let origin = match (trust, lock.and_then(|l| l.processkit.as_ref())) {
         (Trust::FirstParty, Some(pk)) => SkillOrigin::Release {
             source: pk.source.clone(),
             version: pk.version.clone(),
@@ -304,8 +396,13 @@ pub struct SkillInfo {
     pub included: bool,
     /// Named in `[skills] exclude` (still installed until the next `apply`, or core).
     pub excluded: bool,
-    /// Where it came from: the verified release (first-party) or not (third-party).
+    /// Where it came from: the verified release of a trusted source, unchanged
+    /// (first-party), or not (third-party).
     pub origin: Trust,
+    /// Why it has that origin.
+    pub origin_reason: String,
+    /// Its content digest, which a `[[skills.review_exceptions]]` consent records.
+    pub sha256: String,
     /// The worst outcome of its review (`aibox skill review NAME` shows the evidence).
     pub verdict: Outcome,
     /// The review points it fails.
@@ -327,18 +424,22 @@ pub(crate) fn list_for(
         Ok(text) => Some(Lock::parse(&text, Utf8Path::new(LOCK_FILE))?),
         Err(_) => None,
     };
+    let basis = TrustBasis::read(root, Some(&project.config));
     let mut out = Vec::new();
     for s in installed(root) {
         let text = fs_err::read_to_string(s.dir.join("SKILL.md")).unwrap_or_default();
         let front = text.split("\n---").next().unwrap_or_default();
         let dir = format!("{SKILLS_DIR}/{}/{}", s.category, s.name);
-        let review = review(&s.dir, &review_context(root, lock.as_ref(), &dir))?;
+        let (origin, origin_reason) = basis.explain(root, &dir);
+        let review = review(&s.dir, &review_context(origin, lock.as_ref(), &dir))?;
         out.push(SkillInfo {
             core: front.lines().any(|l| l.trim() == "core: true"),
             mcp_server: s.dir.join("mcp/mcp-config.json").is_file(),
             included: project.config.skills.include.contains(&s.name),
             excluded: project.config.skills.exclude.contains(&s.name),
-            origin: trust_of(root, &dir),
+            origin,
+            origin_reason,
+            sha256: content_sha256(&s.dir)?,
             verdict: review.outcome,
             failed_points: review.failed_points(),
             dir,

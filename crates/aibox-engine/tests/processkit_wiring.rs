@@ -19,10 +19,11 @@ fn pack() -> Utf8PathBuf {
     aibox_test_support::workspace_root().join("examples/processkit-pack")
 }
 
+/// A project installing the pack at `source`, which the owner lists as a trusted source.
 fn write_config(root: &Utf8Path, source: &Utf8Path, packages: &str, extra: &str) {
     let toml = format!(
         "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [{packages}]\n\n\
-         [processkit]\nsource = \"{source}\"\nversion = \"v0.1.0\"\n{extra}\n\n\
+         [processkit]\nsource = \"{source}\"\nversion = \"v0.1.0\"\ntrusted_sources = [\"{source}\"]\n{extra}\n\n\
          [ai]\nharnesses = [\"claude\", \"codex\"]\n"
     );
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
@@ -85,7 +86,7 @@ fn servers_are_registered_and_deselected_skills_removed() {
 /// undeclared network access (review point 2 fails).
 fn pack_with_failing_skill(dir: &Utf8Path) -> Utf8PathBuf {
     let dest = dir.join("pack");
-    copy_dir(&pack(), &dest);
+    aibox_test_support::copy_dir(&pack(), &dest);
     let skill = dest.join("context/skills/engineering/net-fetch");
     fs_err::create_dir_all(skill.join("mcp")).unwrap();
     fs_err::write(
@@ -147,19 +148,6 @@ fn pack_with_failing_skill(dir: &Utf8Path) -> Utf8PathBuf {
     dest
 }
 
-fn copy_dir(from: &Utf8Path, to: &Utf8Path) {
-    fs_err::create_dir_all(to).unwrap();
-    for entry in fs_err::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&from.join(&name), &to.join(&name));
-        } else {
-            fs_err::copy(from.join(&name), to.join(&name)).unwrap();
-        }
-    }
-}
-
 #[test]
 fn a_skill_failing_review_is_registered_only_after_consent() {
     let (_t, root) = empty_project();
@@ -180,19 +168,21 @@ fn a_skill_failing_review_is_registered_only_after_consent() {
     // skill's own metadata never decides its trust.
     assert!(shown.contains("skill-finder"), "{shown}");
 
-    let consent = "\n[[skills.review_exceptions]]\nskill = \"net-fetch\"\nreviewer = \"Test Reviewer\"\n\
-                   reason = \"fetches pages from one documented host\"\n";
+    // The refusal prints the entries to record, bound to each skill's content and points.
+    let err = apply(&root, &ApplyOptions::default()).unwrap_err();
+    let consent = common::consent_from_refusal(&err, "net-fetch");
+    assert!(consent.contains("points = [2, 4, 6]"), "{consent}");
+    let finder = common::consent_from_refusal(&err, "skill-finder");
     let mut text = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
-    text.push_str(consent);
+    text.push('\n');
+    text.push_str(&consent);
     fs_err::write(root.join("aibox.toml"), &text).unwrap();
     let err = apply(&root, &ApplyOptions::default()).unwrap_err();
     let shown = format!("{:?}", miette::Report::new(err));
     assert!(shown.contains("refusing to register 1 skill"), "{shown}");
     assert!(shown.contains("skill-finder"), "{shown}");
-    text.push_str(
-        "\n[[skills.review_exceptions]]\nskill = \"skill-finder\"\nreviewer = \"Test Reviewer\"\n\
-         reason = \"read-only listing of local skills\"\n",
-    );
+    text.push('\n');
+    text.push_str(&finder);
     fs_err::write(root.join("aibox.toml"), text).unwrap();
     apply(&root, &ApplyOptions::default()).unwrap();
     let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
@@ -250,8 +240,9 @@ fn http_release_reports_download_progress_and_uses_the_given_cache() {
     let cache = tempfile::tempdir().unwrap();
     let toml = format!(
         "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
-         [processkit]\nsource = \"{}\"\nversion = \"v0.0.1\"\n",
-        server.url("/org/processkit.git")
+         [processkit]\nsource = \"{}\"\nversion = \"v0.0.1\"\ntrusted_sources = [\"{}\"]\n",
+        server.url("/org/processkit.git"),
+        server.url("/org/processkit")
     );
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
     let seen: Seen = Arc::default();
@@ -344,7 +335,8 @@ fn mcp_pack_project(root: &Utf8Path, extra: &str) {
     let sha = aibox_test_support::tree_sha256(&pack);
     let toml = format!(
         "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"minimal\"]\n\n\
-         [processkit]\nsource = \"{pack}\"\nversion = \"v0.9.0\"\nsha256 = \"{sha}\"\n\n\
+         [processkit]\nsource = \"{pack}\"\nversion = \"v0.9.0\"\nsha256 = \"{sha}\"\n\
+         trusted_sources = [\"{pack}\"]\n\n\
          [ai]\nharnesses = [\"claude\", \"codex\", \"gemini\"]\n{extra}"
     );
     fs_err::write(root.join("aibox.toml"), toml).unwrap();

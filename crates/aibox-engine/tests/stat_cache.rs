@@ -15,17 +15,6 @@ use aibox_test_support::http::release::SyntheticRelease;
 fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
     let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
     let v2 = SyntheticRelease::processkit_like("v0.29.0", true);
-    // A skill file that changes upstream in v2.
-    let path = v1
-        .files
-        .iter()
-        .find(|(p, (data, _))| {
-            p.starts_with("context/skills/processkit/")
-                && p.ends_with("/SKILL.md")
-                && v2.files.get(*p).is_some_and(|(d, _)| d != data)
-        })
-        .map(|(p, _)| p.clone())
-        .unwrap();
     let (_a, archives) = common::empty_project();
     let (_c, cache) = common::empty_project();
     let (_p, root) = common::empty_project();
@@ -43,6 +32,23 @@ fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
             .changed()
     );
     assert!(root.join(".aibox/processkit-stat-cache").is_file());
+
+    // An installed skill file that changes upstream in v2, of a skill without an MCP
+    // server (an edited skill with a server is third-party and must pass the review).
+    let path = v1
+        .files
+        .iter()
+        .find(|(p, (data, _))| {
+            p.starts_with("context/skills/processkit/")
+                && p.ends_with("/SKILL.md")
+                && root.join(p.as_str()).is_file()
+                && !v1
+                    .files
+                    .contains_key(&p.replace("/SKILL.md", "/mcp/mcp-config.json"))
+                && v2.files.get(*p).is_some_and(|(d, _)| d != data)
+        })
+        .map(|(p, _)| p.clone())
+        .unwrap();
 
     // Same size, mtime restored: only the ctime tells.
     let file = root.join(&path);

@@ -623,6 +623,7 @@ fn manifest(catalog: &Catalog, release: &VerifiedRelease, fingerprint: String) -
         release_asset_sha256: Some(release.digest),
         verification: release.verification,
         install_hash: Some(fingerprint),
+        snapshot_sha256: Some(crate::source::tree_digest(&release.payload)),
     }
 }
 

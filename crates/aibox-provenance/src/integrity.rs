@@ -60,6 +60,10 @@ pub struct IntegrityReport {
     pub unexpected: Vec<String>,
     /// User-owned files that differ from what was installed (informational).
     pub user_modified: Vec<String>,
+    /// Files of the snapshot `context/templates/processkit/<version>/` that differ from
+    /// the release, are missing or were added: named where the manifest knows the file,
+    /// else the snapshot folder (its digest differs).
+    pub snapshot_modified: Vec<String>,
     /// Number of files verified.
     pub checked: usize,
 }
@@ -84,7 +88,8 @@ fn hash_live(path: &Path) -> Option<Sha256> {
     Sha256::of_file(path).ok()
 }
 
-fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
+/// Every non-folder entry below `rel` (root-relative), unsorted.
+pub(crate) fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
     let Ok(rd) = fs_err::read_dir(root.join(rel)) else {
         return;
     };
@@ -113,6 +118,7 @@ pub fn integrity(root: &Path) -> Result<IntegrityReport> {
         missing: Vec::new(),
         unexpected: Vec::new(),
         user_modified: Vec::new(),
+        snapshot_modified: Vec::new(),
         checked: 0,
     };
     let Some(lock) = lock else {
@@ -163,11 +169,16 @@ pub fn integrity(root: &Path) -> Result<IntegrityReport> {
         })
         .filter(|p| p != MARKER_PATH)
         .collect();
+    if report.snapshot_present {
+        report.snapshot_modified =
+            snapshot_drift(root, &lock.version, &marker, &mut report.checked);
+    }
     report.status = if !report.snapshot_present {
         IntegrityStatus::MissingSnapshot
     } else if !(report.modified.is_empty()
         && report.missing.is_empty()
-        && report.unexpected.is_empty())
+        && report.unexpected.is_empty()
+        && report.snapshot_modified.is_empty())
     {
         IntegrityStatus::Drifted
     } else if lock.verification == Verification::Unverified {
@@ -176,4 +187,47 @@ pub fn integrity(root: &Path) -> Result<IntegrityReport> {
         IntegrityStatus::Healthy
     };
     Ok(report)
+}
+
+/// Re-hashes the snapshot of `version` and compares it with the release: file by file
+/// where the marker's manifest records the release's digest (the installed files), and
+/// as a whole against the marker's `snapshot_sha256` (every release file, so an edit to a
+/// file that was not installed, a deleted or an added one shows too, as the folder).
+fn snapshot_drift(root: &Path, version: &str, marker: &Marker, checked: &mut usize) -> Vec<String> {
+    let dir = format!("{SNAPSHOT_DIR}/{version}");
+    let prefix = format!("{dir}/");
+    let mut present = Vec::new();
+    walk(root, &dir, &mut present);
+    present.sort();
+    let mut drift = Vec::new();
+    let mut listing = String::new();
+    for path in &present {
+        *checked += 1;
+        let rel = path.strip_prefix(&prefix).unwrap_or(path);
+        let live = hash_live(&root.join(path));
+        listing.push_str(&live.map(|h| h.to_hex()).unwrap_or_default());
+        listing.push_str("  ");
+        listing.push_str(rel);
+        listing.push('\n');
+        // The release's `INDEX.md` is installed as `context/INDEX.md`.
+        let installed = if rel == "INDEX.md" {
+            "context/INDEX.md"
+        } else {
+            rel
+        };
+        if let Some(expected) = marker.files.get(installed)
+            && live != Some(*expected)
+        {
+            drift.push(path.clone());
+        }
+    }
+    if drift.is_empty()
+        && marker
+            .manifest
+            .snapshot_sha256
+            .is_some_and(|expected| Sha256::of(listing.as_bytes()) != expected)
+    {
+        drift.push(format!("{dir}/"));
+    }
+    drift
 }

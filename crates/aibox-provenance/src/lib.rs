@@ -28,6 +28,7 @@ pub mod servers;
 pub mod source;
 pub mod statcache;
 pub mod time;
+pub mod trust;
 pub mod yaml;
 
 pub use cache::Cache;

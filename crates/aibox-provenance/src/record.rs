@@ -104,6 +104,11 @@ pub struct MarkerManifest {
     /// `v2:` fingerprint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_hash: Option<String>,
+    /// Digest of the snapshot `context/templates/processkit/<version>/`: the SHA-256 of
+    /// the `sha256sum`-style listing of every release file (`source::tree_digest`), so
+    /// the integrity check sees an edit there too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_sha256: Option<Sha256>,
 }
 
 /// The live marker with the per-file manifest.

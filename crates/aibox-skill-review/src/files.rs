@@ -161,3 +161,46 @@ fn is_executable(meta: &std::fs::Metadata) -> bool {
 fn is_executable(_meta: &std::fs::Metadata) -> bool {
     false
 }
+
+/// The SHA-256 (64 lowercase hex digits) of a skill's content: of the `sha256sum`-style
+/// listing `<hex>  <path>\n` of every file below `root`, sorted by path, a symlink counted
+/// by its target. The skill's agent-mutable `config/` folder is data and left out, so an
+/// agent changing a setting does not make a review consent stale. Reproducible for a
+/// skill without links with `find . -type f ! -path './config/*' -printf '%P\n' | LC_ALL=C
+/// sort | xargs sha256sum | sha256sum`.
+pub(crate) fn content_sha256(root: &Utf8Path) -> Result<String, ReviewError> {
+    use sha2::Digest as _;
+    let mut listing = String::new();
+    for entry in read_tree(root)? {
+        if entry.rel.starts_with("config/") {
+            continue;
+        }
+        let digest = match &entry.kind {
+            EntryKind::File {
+                bytes: Some(bytes), ..
+            } => sha2::Sha256::digest(bytes),
+            EntryKind::File { bytes: None, .. } => {
+                let abs = root.join(&entry.rel);
+                let mut h = sha2::Sha256::new();
+                let mut file = fs_err::File::open(&abs).map_err(|source| ReviewError::Io {
+                    op: "read",
+                    path: abs.clone(),
+                    source,
+                })?;
+                std::io::copy(&mut file, &mut h).map_err(|source| ReviewError::Io {
+                    op: "read",
+                    path: abs.clone(),
+                    source,
+                })?;
+                h.finalize()
+            }
+            EntryKind::Symlink { target } => sha2::Sha256::digest(format!("symlink:{target}")),
+            EntryKind::Special => sha2::Sha256::digest(b"special"),
+        };
+        listing.push_str(&hex::encode(digest));
+        listing.push_str("  ");
+        listing.push_str(&entry.rel);
+        listing.push('\n');
+    }
+    Ok(hex::encode(sha2::Sha256::digest(listing.as_bytes())))
+}

@@ -1,10 +1,15 @@
 //! The apply gate: review every gated skill (third-party by provenance, or every skill
 //! under `[processkit] review = "all"`) and refuse the failing ones unless `aibox.toml`
 //! records a consent (`[[skills.review_exceptions]]`) for them.
+//!
+//! A consent is bound to what was reviewed: the skill's content digest
+//! ([`crate::content_sha256`]) and the failed points it accepts. Changed content, or a
+//! point failing that the consent does not accept, makes it stale, and a stale consent
+//! refuses like none, naming the difference.
 
 use std::fmt::Write as _;
 
-use aibox_config::Project;
+use aibox_config::{Project, SkillReviewException};
 use camino::Utf8PathBuf;
 use miette::Diagnostic;
 
@@ -17,6 +22,120 @@ pub struct RefusedSkill {
     pub skill: String,
     /// The failed review points.
     pub failed_points: Vec<u8>,
+    /// The content digest of the reviewed files.
+    pub sha256: String,
+    /// The recorded consent that no longer covers it, if any.
+    pub stale: Option<StaleConsent>,
+}
+
+/// A recorded consent that does not cover the skill as it is now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleConsent {
+    /// The content digest the consent was given for (`None`: it records none).
+    pub recorded_sha256: Option<String>,
+    /// The points the consent accepts.
+    pub accepted: Vec<u8>,
+}
+
+impl StaleConsent {
+    /// Why it is stale, for a skill with content `sha256` failing `failing`: the content
+    /// change and the difference of points.
+    pub fn describe(&self, sha256: &str, failing: &[u8]) -> String {
+        let mut why = Vec::new();
+        match &self.recorded_sha256 {
+            None => why.push("the consent records no content digest".to_owned()),
+            Some(r) if r != sha256 => why.push(format!(
+                "its content changed since the consent (sha256 {} recorded, {} now)",
+                short(r),
+                short(sha256)
+            )),
+            Some(_) => {}
+        }
+        let new: Vec<u8> = failing
+            .iter()
+            .copied()
+            .filter(|p| !self.accepted.contains(p))
+            .collect();
+        if !new.is_empty() {
+            why.push(format!(
+                "point(s) {} fail but the consent accepts {}",
+                points(&new),
+                if self.accepted.is_empty() {
+                    "none".to_owned()
+                } else {
+                    format!("only {}", points(&self.accepted))
+                }
+            ));
+        }
+        let fixed: Vec<u8> = self
+            .accepted
+            .iter()
+            .copied()
+            .filter(|p| !failing.contains(p))
+            .collect();
+        if !fixed.is_empty() && !why.is_empty() {
+            why.push(format!("point(s) {} no longer fail", points(&fixed)));
+        }
+        why.join("; ")
+    }
+}
+
+/// What `aibox.toml` says about a failing skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Consent<'a> {
+    /// No `[[skills.review_exceptions]]` entry names it.
+    Missing,
+    /// An entry names it and covers this content and these points.
+    Valid(&'a SkillReviewException),
+    /// An entry names it but was given for other content or other points.
+    Stale(StaleConsent),
+}
+
+/// The consent `exceptions` record for `skill` with content `sha256` failing `failing`.
+pub fn consent<'a>(
+    exceptions: &'a [SkillReviewException],
+    skill: &str,
+    sha256: &str,
+    failing: &[u8],
+) -> Consent<'a> {
+    let Some(e) = exceptions.iter().find(|e| e.skill == skill) else {
+        return Consent::Missing;
+    };
+    let same_content = e
+        .sha256
+        .as_deref()
+        .is_some_and(|r| r.trim().eq_ignore_ascii_case(sha256));
+    if same_content && failing.iter().all(|p| e.points.contains(p)) {
+        Consent::Valid(e)
+    } else {
+        Consent::Stale(StaleConsent {
+            recorded_sha256: e.sha256.clone(),
+            accepted: e.points.clone(),
+        })
+    }
+}
+
+/// The `[[skills.review_exceptions]]` entry that records consent for `skill` as it is
+/// (content `sha256`, failing `failing`), to paste into `aibox.toml`.
+pub fn consent_snippet(skill: &str, sha256: &str, failing: &[u8]) -> String {
+    format!(
+        "[[skills.review_exceptions]]\nskill = \"{skill}\"\nsha256 = \"{sha256}\"\npoints = [{}]\n\
+         reviewer = \"<your name>\"\nreason = \"<why failed point(s) {} are acceptable>\"",
+        failing
+            .iter()
+            .map(u8::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        points(failing)
+    )
+}
+
+fn points(p: &[u8]) -> String {
+    p.iter().map(u8::to_string).collect::<Vec<_>>().join(", ")
+}
+
+fn short(sha256: &str) -> &str {
+    sha256.get(..12).unwrap_or(sha256)
 }
 
 /// What the gate decided.
@@ -38,6 +157,18 @@ pub enum GateError {
     #[diagnostic(code(aibox::skill_review::refused))]
     Refused {
         /// The refused skills.
+        skills: Vec<RefusedSkill>,
+        /// How to proceed.
+        #[help]
+        help: String,
+    },
+
+    /// Failing skills whose recorded consent no longer covers them (and any refused
+    /// without one).
+    #[error("refusing to register {} skill(s): the review consent is stale for {}", .skills.len(), list(.skills))]
+    #[diagnostic(code(aibox::skill_review::stale_consent))]
+    StaleConsent {
+        /// The refused skills; those with a stale consent say why.
         skills: Vec<RefusedSkill>,
         /// How to proceed.
         #[help]
@@ -75,12 +206,30 @@ pub enum GateError {
 fn list(skills: &[RefusedSkill]) -> String {
     skills
         .iter()
-        .map(|s| {
-            let points: Vec<String> = s.failed_points.iter().map(u8::to_string).collect();
-            format!("{} (point {})", s.skill, points.join(", "))
+        .map(|s| match &s.stale {
+            None => format!("{} (point {})", s.skill, points(&s.failed_points)),
+            Some(stale) => format!(
+                "{} (point {}: {})",
+                s.skill,
+                points(&s.failed_points),
+                stale.describe(&s.sha256, &s.failed_points)
+            ),
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// The gate's error for `skills` refused with `help`: [`GateError::StaleConsent`] when a
+/// consent for one of them exists but is stale, else [`GateError::Refused`].
+pub fn refusal(skills: Vec<RefusedSkill>, help: String) -> GateError {
+    if skills.iter().any(|s| s.stale.is_some()) {
+        // Stale ones first: they are why this is not a plain refusal.
+        let mut skills = skills;
+        skills.sort_by_key(|s| s.stale.is_none());
+        GateError::StaleConsent { skills, help }
+    } else {
+        GateError::Refused { skills, help }
+    }
 }
 
 /// Reviews `skills` (name, directory, context) and returns the names that may be
@@ -125,16 +274,28 @@ pub fn gate_report(
             source,
         })?;
         if review.failed() {
-            if let Some(consent) = exceptions.iter().find(|e| &e.skill == name) {
-                report.allowed.push(name.clone());
-                report
-                    .consented
-                    .push((name.clone(), consent.reviewer.clone()));
-            } else {
-                refused.push(RefusedSkill {
+            let failed = review.failed_points();
+            let sha256 = crate::content_sha256(dir).map_err(|source| GateError::Review {
+                skill: name.clone(),
+                source,
+            })?;
+            match consent(exceptions, name, &sha256, &failed) {
+                Consent::Valid(e) => {
+                    report.allowed.push(name.clone());
+                    report.consented.push((name.clone(), e.reviewer.clone()));
+                }
+                Consent::Missing => refused.push(RefusedSkill {
                     skill: name.clone(),
-                    failed_points: review.failed_points(),
-                });
+                    failed_points: failed,
+                    sha256,
+                    stale: None,
+                }),
+                Consent::Stale(stale) => refused.push(RefusedSkill {
+                    skill: name.clone(),
+                    failed_points: failed,
+                    sha256,
+                    stale: Some(stale),
+                }),
             }
         } else {
             report.allowed.push(name.clone());
@@ -146,24 +307,17 @@ pub fn gate_report(
     }
     let mut help = String::from(
         "run `aibox skill review NAME` for the evidence; remove the skill from the selection, or, \
-         after reading its code, record your consent in aibox.toml:",
+         after reading its code, record your consent in aibox.toml (a consent holds for this \
+         content and these points only; replace a stale entry):",
     );
     for r in &refused {
         let _ = write!(
             help,
-            "\n\n[[skills.review_exceptions]]\nskill = \"{}\"\nreviewer = \"<your name>\"\nreason = \"<why failed point(s) {} are acceptable>\"",
-            r.skill,
-            r.failed_points
-                .iter()
-                .map(u8::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
+            "\n\n{}",
+            consent_snippet(&r.skill, &r.sha256, &r.failed_points)
         );
     }
-    Err(GateError::Refused {
-        skills: refused,
-        help,
-    })
+    Err(refusal(refused, help))
 }
 
 impl GateError {

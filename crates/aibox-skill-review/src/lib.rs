@@ -29,8 +29,21 @@ use camino::Utf8Path;
 
 pub use context::{ReviewContext, SkillOrigin};
 pub use error::ReviewError;
-pub use gate::{GateError, GateReport, RefusedSkill, gate, gate_report};
+pub use gate::{
+    Consent, GateError, GateReport, RefusedSkill, StaleConsent, consent, consent_snippet, gate,
+    gate_report, refusal,
+};
 pub use report::{Evidence, Outcome, POINT_TITLES, PointResult, Review, ReviewDiff};
+
+/// The SHA-256 of the skill's content in `dir` (64 lowercase hex digits) that a
+/// `[[skills.review_exceptions]]` consent records: of the listing `<sha256>  <path>` of
+/// its files, sorted, its agent-mutable `config/` folder left out.
+///
+/// # Errors
+/// The folder or one of its files cannot be read.
+pub fn content_sha256(dir: &Utf8Path) -> Result<String, ReviewError> {
+    files::content_sha256(dir)
+}
 
 /// Reviews the skill in `dir` (the directory holding its `SKILL.md`).
 ///

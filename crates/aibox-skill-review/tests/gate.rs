@@ -17,6 +17,27 @@ fn project(extra: &str) -> Project {
     }
 }
 
+fn fixture(name: &str) -> Utf8PathBuf {
+    Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn sha(name: &str) -> String {
+    aibox_skill_review::content_sha256(&fixture(name)).unwrap()
+}
+
+/// A consent for the fixture `skill` as it is, accepting `points`.
+fn consent_for(skill: &str, reviewer: &str, points: &[u8]) -> String {
+    let points: Vec<String> = points.iter().map(u8::to_string).collect();
+    format!(
+        "[[skills.review_exceptions]]\nskill = \"{skill}\"\nsha256 = \"{}\"\npoints = [{}]\n\
+         reviewer = \"{reviewer}\"\nreason = \"reviewed\"\n",
+        sha(skill),
+        points.join(", ")
+    )
+}
+
 fn skills(names: &[&str]) -> Vec<(String, Utf8PathBuf, ReviewContext)> {
     let ctx = ReviewContext::verified_release(
         "https://releases.example.invalid/x",
@@ -25,12 +46,7 @@ fn skills(names: &[&str]) -> Vec<(String, Utf8PathBuf, ReviewContext)> {
     );
     names
         .iter()
-        .map(|n| {
-            let dir = Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/fixtures")
-                .join(n);
-            ((*n).to_owned(), dir, ctx.clone())
-        })
+        .map(|n| ((*n).to_owned(), fixture(n), ctx.clone()))
         .collect()
 }
 
@@ -69,10 +85,15 @@ fn failing_skills_are_refused_until_consent_is_recorded() {
         "{help}"
     );
 
-    // Consent for one of the two is not enough.
-    let one = project(
-        "[[skills.review_exceptions]]\nskill = \"p3-credentials\"\nreviewer = \"Alex Reviewer\"\nreason = \"reads the deploy key on purpose\"\n",
+    // The help gives the entry to paste, bound to the content and the points.
+    let sha = sha("p4-tools");
+    assert!(
+        help.contains(&format!("sha256 = \"{sha}\"\npoints = [4]\n")),
+        "{help}"
     );
+
+    // Consent for one of the two is not enough.
+    let one = project(&consent_for("p3-credentials", "Alex Reviewer", &[3]));
     let err = gate(&one, &input).unwrap_err();
     let GateError::Refused { skills, .. } = &err else {
         panic!("{err:?}")
@@ -81,10 +102,11 @@ fn failing_skills_are_refused_until_consent_is_recorded() {
     assert_eq!(skills[0].skill, "p4-tools");
 
     // Consent for both: everything is allowed, in input order, and the consents are reported.
-    let both = project(
-        "[[skills.review_exceptions]]\nskill = \"p3-credentials\"\nreviewer = \"Alex Reviewer\"\nreason = \"reads the deploy key on purpose\"\n\
-         [[skills.review_exceptions]]\nskill = \"p4-tools\"\nreviewer = \"Sam Reviewer\"\nreason = \"purge is wanted\"\n",
-    );
+    let both = project(&format!(
+        "{}{}",
+        consent_for("p3-credentials", "Alex Reviewer", &[3]),
+        consent_for("p4-tools", "Sam Reviewer", &[4])
+    ));
     let report = gate_report(&both, &input).unwrap();
     assert_eq!(
         report.allowed,
@@ -147,4 +169,72 @@ fn unreadable_skills_stop_the_gate() {
         err.code().unwrap().to_string(),
         "aibox::skill_review::unreadable"
     );
+}
+
+#[test]
+fn a_consent_is_bound_to_the_content_and_the_points_it_accepts() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = Utf8PathBuf::from_path_buf(scratch.path().join("p3-credentials")).unwrap();
+    aibox_test_support::copy_dir(&fixture("p3-credentials"), &dir);
+    let ctx = skills(&["p3-credentials"]).remove(0).2;
+    let input = vec![("p3-credentials".to_owned(), dir.clone(), ctx)];
+
+    // An entry from before consents were bound (no digest, no points) is stale.
+    let old = project(
+        "[[skills.review_exceptions]]\nskill = \"p3-credentials\"\nreviewer = \"Alex\"\nreason = \"ok\"\n",
+    );
+    let err = gate(&old, &input).unwrap_err();
+    assert_eq!(
+        err.code().unwrap().to_string(),
+        "aibox::skill_review::stale_consent"
+    );
+    assert!(
+        err.to_string()
+            .contains("p3-credentials (point 3: the consent records no content digest; point(s) 3 fail but the consent accepts none)"),
+        "{err}"
+    );
+
+    // Bound to this content and point 3: allowed.
+    let sha = aibox_skill_review::content_sha256(&dir).unwrap();
+    let bound = |points: &str, sha: &str| {
+        project(&format!(
+            "[[skills.review_exceptions]]\nskill = \"p3-credentials\"\nsha256 = \"{sha}\"\n\
+             points = [{points}]\nreviewer = \"Alex\"\nreason = \"ok\"\n"
+        ))
+    };
+    assert_eq!(gate(&bound("3", &sha), &input).unwrap(), ["p3-credentials"]);
+    // Accepting another point only: the difference is named.
+    let err = gate(&bound("2", &sha), &input).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("point(s) 3 fail but the consent accepts only 2; point(s) 2 no longer fail"),
+        "{err}"
+    );
+    // An agent-mutable `config/` file is data: the consent still holds.
+    fs_err::create_dir_all(dir.join("config")).unwrap();
+    fs_err::write(dir.join("config/settings.yaml"), "limit: 3\n").unwrap();
+    assert_eq!(gate(&bound("3", &sha), &input).unwrap(), ["p3-credentials"]);
+    // One changed byte of the code: stale, naming both digests.
+    let skill_md = dir.join("SKILL.md");
+    let mut text = fs_err::read_to_string(&skill_md).unwrap();
+    text.push('\n');
+    fs_err::write(&skill_md, text).unwrap();
+    let now = aibox_skill_review::content_sha256(&dir).unwrap();
+    assert_ne!(now, sha);
+    let err = gate(&bound("3", &sha), &input).unwrap_err();
+    let GateError::StaleConsent { skills, help } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(skills[0].sha256, now);
+    assert!(
+        err.to_string().contains(&format!(
+            "its content changed since the consent (sha256 {} recorded, {} now)",
+            &sha[..12],
+            &now[..12]
+        )),
+        "{err}"
+    );
+    assert!(help.contains(&format!("sha256 = \"{now}\"")), "{help}");
+    // Refreshing the entry with the new digest lets it through again.
+    assert_eq!(gate(&bound("3", &now), &input).unwrap(), ["p3-credentials"]);
 }

@@ -193,3 +193,21 @@ pub fn tree_sha256(dir: &camino::Utf8Path) -> String {
     }
     hex::encode(sha2::Sha256::digest(listing.as_bytes()))
 }
+
+/// Copies the folder `from` (files and folders, recursively) to `to`, creating it.
+///
+/// # Panics
+/// When a file cannot be read or written: a failed helper is a failed test.
+#[allow(clippy::expect_used)] // failing the calling test is the point
+pub fn copy_dir(from: &camino::Utf8Path, to: &camino::Utf8Path) {
+    fs_err::create_dir_all(to).expect("create the copy's folder");
+    for entry in fs_err::read_dir(from).expect("list the folder to copy") {
+        let entry = entry.expect("read a folder entry");
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().expect("inspect an entry").is_dir() {
+            copy_dir(&from.join(&name), &to.join(&name));
+        } else {
+            fs_err::copy(from.join(&name), to.join(&name)).expect("copy a file");
+        }
+    }
+}

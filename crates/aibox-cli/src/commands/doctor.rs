@@ -53,6 +53,10 @@ fn integrity(g: &Global, root: &Utf8Path) -> Outcome {
             ("modified", &report.modified),
             ("missing", &report.missing),
             ("unexpected", &report.unexpected),
+            (
+                "snapshot differs from the release",
+                &report.snapshot_modified,
+            ),
             ("edited (user-owned, fine)", &report.user_modified),
         ] {
             for f in files {

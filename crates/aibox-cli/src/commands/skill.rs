@@ -70,10 +70,46 @@ fn list(g: &Global) -> Outcome {
 fn review(g: &Global, target: &str) -> Outcome {
     let root = optional_project_root(g)?;
     let review = aibox_engine::skills::review_target(root.as_deref(), target)?;
-    json_or(g, &review, || {
+    let trust = root
+        .as_deref()
+        .filter(|_| !Utf8Path::new(target).is_dir())
+        .and_then(|r| aibox_engine::skills::trust_of_installed(r, target));
+    let sha256 = match &trust {
+        Some(t) => t.sha256.clone(),
+        None => aibox_engine::skills::content_sha256(Utf8Path::new(target)).unwrap_or_default(),
+    };
+    // The review's own JSON, plus what a consent needs.
+    let mut json = serde_json::to_value(&review).unwrap_or_default();
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert("sha256".to_owned(), serde_json::json!(sha256));
+        obj.insert("trust".to_owned(), serde_json::json!(trust));
+    }
+    let name = if trust.is_some() {
+        target
+    } else {
+        review.skill.as_str()
+    };
+    json_or(g, &json, || {
         render::out(review.render_human().trim_end());
+        if let Some(t) = &trust {
+            let label = match t.trust {
+                Trust::FirstParty => "first-party",
+                Trust::ThirdParty => "third-party",
+            };
+            render::out(&format!("Trust: {label}: {}", t.why));
+            render::out(&format!(
+                "Trusted sources: {}",
+                t.trusted_sources.join(", ")
+            ));
+        }
+        render::out(&format!("Content sha256: {sha256}"));
         if review.failed() {
-            render::out(&verdict(root.as_deref(), target));
+            render::out(&verdict(root.as_deref(), target, trust.as_ref()));
+            render::out(&format!(
+                "To consent after reading its code, record in aibox.toml (valid for this \
+                 content and these points only):\n{}",
+                aibox_engine::skills::consent_snippet(name, &sha256, &review.failed_points())
+            ));
         }
     })?;
     Ok(if review.failed() {
@@ -84,14 +120,15 @@ fn review(g: &Global, target: &str) -> Outcome {
 }
 
 /// The one verdict for a skill that fails a point: whether `aibox apply` registers it.
-/// Only skills with an MCP server are gated; a first-party one (shipped in the verified
-/// release pinned in aibox.lock) only under `[processkit] review = "all"`.
-fn verdict(root: Option<&Utf8Path>, target: &str) -> String {
+/// Only skills with an MCP server are gated; a first-party one (a trusted source's
+/// verified release, unchanged) only under `[processkit] review = "all"`.
+fn verdict(
+    root: Option<&Utf8Path>,
+    target: &str,
+    trust: Option<&aibox_engine::skills::SkillTrust>,
+) -> String {
     let installed = !Utf8Path::new(target).is_dir();
-    let first_party = installed
-        && root.is_some_and(|r| {
-            aibox_engine::skills::trust_of_installed(r, target) == Some(Trust::FirstParty)
-        });
+    let first_party = installed && trust.is_some_and(|t| t.trust == Trust::FirstParty);
     let has_server = if installed {
         root.and_then(|r| aibox_engine::skills::list(r).ok())
             .and_then(|skills| skills.into_iter().find(|s| s.name == target))
@@ -107,8 +144,8 @@ fn verdict(root: Option<&Utf8Path>, target: &str) -> String {
          registers nothing of it."
             .to_owned()
     } else if first_party && !review_all {
-        "Verdict: reported, not blocking: the skill is first-party (shipped in the verified \
-         release pinned in aibox.lock), so `aibox apply` registers it unless \
+        "Verdict: reported, not blocking: the skill is first-party (from a trusted source's \
+         verified release pinned in aibox.lock, and unchanged), so `aibox apply` registers it unless \
          `[processkit] review = \"all\"`."
             .to_owned()
     } else {

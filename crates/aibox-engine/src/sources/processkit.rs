@@ -84,6 +84,48 @@ fn warn_kept_agents_md(
     }
 }
 
+/// Says which release skills were changed by hand, and returns the servers (name,
+/// script) whose script was deleted: a file deleted by hand stays deleted (aibox never
+/// undoes a local change), and a server whose script is gone could not start, so it is
+/// registered nowhere. An edited skill with a server is third-party (the review gate of
+/// `resolve` judged its live files).
+fn warn_changed_skills(
+    resolved: &ResolvedRelease,
+    install: &aibox_provenance::InstallPlan,
+    plan: &mut PlanBuilder,
+) -> Vec<(String, String)> {
+    let release = &resolved.release;
+    let deleted: Vec<(String, String)> = install
+        .servers
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), s.script()?.to_owned())))
+        .filter(|(_, script)| {
+            resolved.scan.files.contains_key(script) && !install.live_after.contains_key(script)
+        })
+        .collect();
+    for (server, script) in &deleted {
+        let dir = script.split("/mcp/").next().unwrap_or(script);
+        let name = dir.rsplit('/').next().unwrap_or(dir);
+        plan.warn(format!(
+            "processkit: `{script}` was deleted by hand, so `{server}` is not registered in any \
+             harness (aibox keeps a deletion); to restore the skill copy \
+             `{snap}/{version}/{dir}/` back to `{dir}/`, or run `aibox skill disable {name}` to \
+             drop it for good",
+            snap = aibox_provenance::record::SNAPSHOT_DIR,
+            version = release.version,
+        ));
+    }
+    for e in &resolved.edited {
+        plan.warn(format!(
+            "processkit: skill `{}` differs from the verified release ({}): it is third-party \
+             now, reviewed on its live files, and its MCP server is registered only while it \
+             passes the review or a current [[skills.review_exceptions]] consent covers it",
+            e.name, e.changes
+        ));
+    }
+    deleted
+}
+
 /// Adds the processkit content files (and its lock section) to the plan, from the
 /// release [`crate::resolve`] fetched and verified.
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
@@ -108,6 +150,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // interrupted apply, which makes this the interrupted run's own plan).
     let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)
         .map_err(EngineError::from)?;
+    // Before the stat cache takes the files' state after the plan.
+    let deleted = warn_changed_skills(resolved, &install, plan);
     if install.stat_cache_stale {
         plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
     }
@@ -169,7 +213,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         }
         plan.prune_dir(dir.as_str())?;
     }
-    let servers = registered_servers(resolved, &install)?;
+    let servers = registered_servers(resolved, &install, &deleted)?;
     for warning in resolved.mcp_envs.warnings() {
         plan.warn(warning);
     }
@@ -189,6 +233,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
 fn registered_servers(
     resolved: &ResolvedRelease,
     install: &aibox_provenance::InstallPlan,
+    deleted: &[(String, String)],
 ) -> Result<Vec<ServerSpec>, EngineError> {
     // Refuses (stopping the apply) when a gated skill fails without a recorded consent;
     // past this point every gated skill passed or was consented to.
@@ -213,7 +258,10 @@ fn registered_servers(
     for server in install.servers.iter().chain(hand_added) {
         // A server whose dependencies cannot be installed could not start: not
         // registered (and so not approved); the warning says why.
-        if envs.broken.contains_key(&server.name) || out.iter().any(|s| s.name == server.name) {
+        if envs.broken.contains_key(&server.name)
+            || deleted.iter().any(|(name, _)| name == &server.name)
+            || out.iter().any(|s| s.name == server.name)
+        {
             continue;
         }
         out.push(spec(server));
@@ -254,7 +302,8 @@ mod tests {
         let pack = aibox_test_support::workspace_root().join("examples/processkit-pack");
         let toml = format!(
             "[container]\nname = \"t\"\n\n[context]\nmode = \"processkit\"\npackages = [\"starter\"]\n\n\
-             [processkit]\nsource = \"{pack}\"\nversion = \"v0.1.0\"\nsha256 = \"{PACK_SHA256}\"\n"
+             [processkit]\nsource = \"{pack}\"\nversion = \"v0.1.0\"\nsha256 = \"{PACK_SHA256}\"\n\
+             trusted_sources = [\"{pack}\"]\n"
         );
         fs_err::write(root.join("aibox.toml"), toml).unwrap();
         let plan =

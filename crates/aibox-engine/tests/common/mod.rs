@@ -142,7 +142,7 @@ pub fn temp_files(root: &Utf8Path) -> Vec<String> {
 }
 
 /// Writes `release` as a local archive into `dir` and returns an `aibox.toml` installing
-/// it (pinned by digest, the `product` package).
+/// it (pinned by digest, the `product` package), with `dir` listed as a trusted source.
 pub fn release_config(
     dir: &Utf8Path,
     release: &aibox_test_support::http::release::SyntheticRelease,
@@ -152,7 +152,8 @@ pub fn release_config(
     fs_err::write(&archive, &data).unwrap();
     format!(
         "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
-         [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n",
+         [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n\
+         trusted_sources = [\"{dir}\"]\n",
         release.version,
         aibox_test_support::http::release::sha256_hex(&data)
     )
@@ -240,4 +241,22 @@ pub fn apply_in_child_killed_at(envs: &[(&str, &str)], n: u32) -> bool {
         "child failed instead of being killed: {status:?}"
     );
     false
+}
+
+/// The `[[skills.review_exceptions]]` entry for `skill` that a gate refusal's help
+/// prints, filled in as a reviewer would (the documented way to record a consent).
+pub fn consent_from_refusal(err: &aibox_engine::EngineError, skill: &str) -> String {
+    use miette::Diagnostic as _;
+    let help = err.help().map(|h| h.to_string()).unwrap_or_default();
+    let start = help
+        .find(&format!(
+            "[[skills.review_exceptions]]\nskill = \"{skill}\""
+        ))
+        .unwrap_or_else(|| panic!("no consent for {skill} in: {help}"));
+    let entry = help[start..].split("\n\n").next().unwrap();
+    let reason_at = entry.find("reason = ").unwrap();
+    format!(
+        "{}reason = \"reviewed by hand\"\n",
+        entry[..reason_at].replace("<your name>", "Test Reviewer")
+    )
 }

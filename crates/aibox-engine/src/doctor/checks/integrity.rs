@@ -25,6 +25,9 @@ pub(crate) fn findings(root: &Utf8Path) -> Vec<Finding> {
         IntegrityStatus::MissingMarker => "the live marker is missing",
         IntegrityStatus::VersionMismatch => "lock, marker and snapshot disagree on the version",
         IntegrityStatus::MissingSnapshot => "the snapshot of the installed version is missing",
+        IntegrityStatus::Drifted if report.snapshot_modified.len() == drifted(&report) => {
+            "the snapshot differs from the verified release"
+        }
         IntegrityStatus::Drifted => "installed files were modified, deleted or added",
     };
     vec![Finding::new(
@@ -32,12 +35,27 @@ pub(crate) fn findings(root: &Utf8Path) -> Vec<Finding> {
         Severity::Warning,
         "context/",
         format!(
-            "processkit content: {problem} ({} modified, {} missing, {} unexpected of {} checked)",
+            "processkit content: {problem} ({} modified, {} missing, {} unexpected, {} in the \
+             snapshot of {} checked)",
             report.modified.len(),
             report.missing.len(),
             report.unexpected.len(),
+            report.snapshot_modified.len(),
             report.checked
         ),
-        "`aibox doctor --integrity` lists the files; `aibox apply` restores untouched ones",
+        "`aibox doctor --integrity` lists the files; aibox never undoes a local change: an \
+         edited skill is third-party (reviewed and gated), a deleted file stays deleted and a \
+         skill whose server script is gone is registered nowhere; copy a file back from \
+         `context/templates/processkit/<version>/` to restore it, or `aibox skill disable \
+         NAME` to drop a skill; a snapshot that differs is written again by `aibox apply` once \
+         you delete its folder",
     )]
+}
+
+/// Every drifted file the report names.
+fn drifted(report: &aibox_provenance::IntegrityReport) -> usize {
+    report.modified.len()
+        + report.missing.len()
+        + report.unexpected.len()
+        + report.snapshot_modified.len()
 }

@@ -1,51 +1,94 @@
-//! The `skills` check: review verdicts of the installed skills.
+//! The `skills` check: where the installed skills come from and their review verdicts.
 
 use aibox_config::Project;
 use aibox_policy::{Finding, Severity};
 
-/// The review verdicts of the installed skills: first-party failures summarised in one
-/// note (reported, never blocking unless `[processkit] review = "all"`), each gated skill
-/// that fails without a recorded consent as a warning (`apply` refuses it).
+/// The trusted sources and the review verdicts of the installed skills: one note naming
+/// the trusted sources and the skills that are third-party and why, first-party failures
+/// summarised in one note (reported, never blocking unless `[processkit] review =
+/// "all"`), each gated skill with a server that fails without a current consent as a
+/// warning (`apply` refuses it), a stale consent naming what changed.
 pub(crate) fn findings(project: &Project, skills: &[crate::skills::SkillInfo]) -> Vec<Finding> {
     use crate::skills::Trust;
-    let strict = project.config.processkit.review == aibox_config::ReviewScope::All;
-    let consented = |name: &str| {
-        project
-            .config
-            .skills
-            .review_exceptions
-            .iter()
-            .any(|e| e.skill == name)
-    };
-    let points = |s: &crate::skills::SkillInfo| {
-        s.failed_points
-            .iter()
-            .map(u8::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let config = &project.config;
+    let strict = config.processkit.review == aibox_config::ReviewScope::All;
+    let points = |p: &[u8]| p.iter().map(u8::to_string).collect::<Vec<_>>().join(", ");
     let mut out = Vec::new();
+    let third: Vec<String> = skills
+        .iter()
+        .filter(|s| s.origin == Trust::ThirdParty && s.mcp_server)
+        .map(|s| format!("{} ({})", s.name, s.origin_reason))
+        .collect();
+    out.push(Finding::new(
+        "aibox::doctor::trusted_sources",
+        Severity::Info,
+        "aibox.toml",
+        format!(
+            "skills are first-party only from a verified release of a trusted source ({}) and \
+             while unchanged; third-party skills with an MCP server: {}",
+            aibox_provenance::trust::trusted_sources(&config.processkit).join(", "),
+            if third.is_empty() {
+                "none".to_owned()
+            } else {
+                third.join("; ")
+            }
+        ),
+        "add a source you trust to `[processkit] trusted_sources`; `aibox skill review NAME` \
+         shows a skill's trust and evidence",
+    ));
     let mut first_party = Vec::new();
     for s in skills.iter().filter(|s| !s.failed_points.is_empty()) {
         let gated = s.origin == Trust::ThirdParty || strict;
-        if gated && s.mcp_server && !consented(&s.name) {
-            out.push(Finding::new(
+        let consent = aibox_skill_review::consent(
+            &config.skills.review_exceptions,
+            &s.name,
+            &s.sha256,
+            &s.failed_points,
+        );
+        let origin = if s.origin == Trust::ThirdParty {
+            "third-party"
+        } else {
+            "first-party"
+        };
+        match consent {
+            _ if !(gated && s.mcp_server) => {
+                if s.origin == Trust::FirstParty {
+                    first_party.push(format!("{} (point {})", s.name, points(&s.failed_points)));
+                }
+            }
+            aibox_skill_review::Consent::Valid(_) => {}
+            aibox_skill_review::Consent::Missing => out.push(Finding::new(
                 "aibox::doctor::skill_review_failed",
                 Severity::Warning,
                 &s.dir,
                 format!(
-                    "{} skill `{}` fails review point(s) {}; `aibox apply` refuses to register it",
-                    if s.origin == Trust::ThirdParty { "third-party" } else { "first-party" },
+                    "{origin} skill `{}` fails review point(s) {}; `aibox apply` refuses to \
+                     register it",
                     s.name,
-                    points(s)
+                    points(&s.failed_points)
                 ),
                 format!(
-                    "read `aibox skill review {}`; remove it, or record a [[skills.review_exceptions]] consent",
+                    "read `aibox skill review {}`; remove it, or record the \
+                     [[skills.review_exceptions]] consent it prints",
                     s.name
                 ),
-            ));
-        } else if s.origin == Trust::FirstParty {
-            first_party.push(format!("{} (point {})", s.name, points(s)));
+            )),
+            aibox_skill_review::Consent::Stale(stale) => out.push(Finding::new(
+                "aibox::doctor::stale_consent",
+                Severity::Error,
+                &s.dir,
+                format!(
+                    "the review consent for {origin} skill `{}` is stale: {}; `aibox apply` \
+                     refuses to register it",
+                    s.name,
+                    stale.describe(&s.sha256, &s.failed_points)
+                ),
+                format!(
+                    "read `aibox skill review {}` again, then replace its \
+                     [[skills.review_exceptions]] entry with the one it prints",
+                    s.name
+                ),
+            )),
         }
     }
     if !first_party.is_empty() {
