@@ -2031,7 +2031,13 @@ impl Ctx<'_> {
         // The generated profile is the file at its place in this project, named by a path
         // relative to the Compose file's folder (where `aibox up` runs Compose), and judged
         // by its bytes: consent covers the profile aibox generates, not a file of that name.
-        let dir = self.dir.unwrap_or_else(|| dir_of(PROFILE_PATH));
+        // A running container shows the option as Compose passed it: relative to the
+        // generated Compose file's folder, whatever folder bind sources are judged from.
+        let dir = if self.file == CONTAINER_LABEL {
+            dir_of(PROFILE_PATH)
+        } else {
+            self.dir.unwrap_or_else(|| dir_of(PROFILE_PATH))
+        };
         let names_ours = !value.starts_with(['/', '~', '$'])
             && join_project(dir, value).as_deref() == Some(PROFILE_PATH);
         if !names_ours {
