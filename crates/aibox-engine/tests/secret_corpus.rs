@@ -231,10 +231,11 @@ fn aibox_outputs_for_the_real_shaped_release_and_the_examples_have_no_false_posi
         root.join("aibox.toml"),
         format!(
             "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
-             [processkit]\nsource = \"{}\"\nversion = \"v0.28.3\"\n\n\
+             [processkit]\nsource = \"{url}\"\nversion = \"v0.28.3\"\n\
+             trusted_sources = [\"{url}\"]\n\n\
              [ai]\nharnesses = [\"claude\", \"codex\", \"gemini\", \"opencode\", \"cursor\", \"vscode\"]\n\n\
              [ai.mcp.gateway]\nmode = \"separate\"\n",
-            server.url("/org/processkit.git")
+            url = server.url("/org/processkit.git")
         ),
     )
     .unwrap();
