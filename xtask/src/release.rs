@@ -7,10 +7,12 @@
 //! `--advisory-db DIR`; the snapshot used is printed and recorded). Then release-state
 //! (kept, and its digest bound into the evidence), the whole CI run, the release binaries
 //! (cargo-zigbuild, glibc floor checked, version smoke), `SHA256SUMS` (re-verified with
-//! `sha256sum -c`), `evidence.json`, and with `--tag` an SSH-signed tag verified against
-//! `release/allowed_signers`. Everything lands in `target/release-gate/`.
+//! `sha256sum -c`; its first line, a comment, names the version), `evidence.json`, and with
+//! `--tag` SSH signatures of both (`SHA256SUMS.sig`, `evidence.json.sig`) and an SSH-signed
+//! tag, all verified against `release/allowed_signers`. Everything lands in `target/release-gate/`.
 
 mod artifacts;
+mod keys;
 mod signing;
 mod state;
 
@@ -132,6 +134,11 @@ const STEPS: &[Step] = &[
     ("binaries", step_binaries),
 ];
 
+/// `release-key add|remove`: maintainer keys in `release/allowed_signers` and the installer.
+pub fn release_key(args: &[String]) -> Result<(), String> {
+    keys::run(Path::new("."), args)
+}
+
 /// Runs the release gate.
 pub fn gate(args: &[String]) -> Result<(), String> {
     let started = Instant::now();
@@ -192,6 +199,9 @@ pub fn gate(args: &[String]) -> Result<(), String> {
     let releasable = !dirty && opts.skip.is_empty();
     let evidence_digest = write_evidence(&mut g, dirty, releasable, &opts)?;
     if let Some(tag) = &opts.tag {
+        for line in signing::sign_release(Path::new("."), out, &opts.allowed_signers)? {
+            say(&format!("release-gate: {line}"));
+        }
         let msg = format!(
             "aibox {tag}\n\ncommit: {}\nevidence.json sha256: {evidence_digest}\n",
             g.commit
@@ -368,7 +378,9 @@ fn write_evidence(
             names.push(f.to_owned());
         }
     }
-    let mut sums = String::new();
+    // The first line names the version: the signature over it is what lets the installer
+    // refuse an older signed release served in place of the one asked for.
+    let mut sums = format!("# aibox {}\n", g.version);
     for n in &names {
         let _ = writeln!(sums, "{}  {n}", sha256_file(&out.join(n))?);
     }
