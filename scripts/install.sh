@@ -16,7 +16,7 @@
 #   --to DIR             where `aibox` goes (default ~/.local/bin)
 #   --allowed-signers F  verify against F instead of the keys embedded below
 #   --allow-downgrade    replace a newer installed aibox with an older release
-# AIBOX_TARGET overrides the detected target triple.
+# AIBOX_TARGET overrides the detected target triple (aibox-<triple> is the asset fetched).
 #
 # Nothing is installed unless every check passes: the artifact is copied beside the
 # destination, checked, run once (`--version` must print the signed version), then renamed
@@ -57,9 +57,12 @@ case "$version" in *[!0-9A-Za-z.-]*) die "--version '$version' is not X.Y.Z" ;; 
 if [ -n "${AIBOX_TARGET:-}" ]; then
   target=$AIBOX_TARGET
 else
+  # glibc systems get the glibc build (floor 2.28), musl systems (Alpine) the static one.
+  libc=gnu
+  if ldd --version 2>&1 | grep -qi musl; then libc=musl; fi
   case "$(uname -s)-$(uname -m)" in
-    Linux-x86_64) target=x86_64-unknown-linux-gnu ;;
-    Linux-aarch64 | Linux-arm64) target=aarch64-unknown-linux-gnu ;;
+    Linux-x86_64) target=x86_64-unknown-linux-$libc ;;
+    Linux-aarch64 | Linux-arm64) target=aarch64-unknown-linux-$libc ;;
     *) die "no aibox release artifact for $(uname -s) $(uname -m) (build from source: cargo install --locked --git https://github.com/projectious-work/aibox aibox-cli)" ;;
   esac
 fi

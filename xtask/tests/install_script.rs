@@ -401,3 +401,39 @@ fn plain_http_to_a_remote_host_and_bad_arguments_are_refused() {
         assert_refused(&s, &out, needle, &[]);
     }
 }
+
+#[test]
+fn the_target_is_detected_from_the_machine_when_not_given() {
+    let s = scratch("detect");
+    let dir = release(&s, "rel", "0.2.0", "maintainer");
+    // This test machine runs a glibc Linux; the installer must pick the glibc build for its
+    // architecture, named as the release names it.
+    let artifact = format!("aibox-{}-unknown-linux-gnu", std::env::consts::ARCH);
+    if artifact != format!("aibox-{TARGET}") {
+        fs_err::rename(dir.join(format!("aibox-{TARGET}")), dir.join(&artifact)).unwrap();
+        let sums = fs_err::read_to_string(dir.join("SHA256SUMS")).unwrap();
+        fs_err::write(
+            dir.join("SHA256SUMS"),
+            sums.replace(&format!("aibox-{TARGET}"), &artifact),
+        )
+        .unwrap();
+        sign(&s, &dir, "maintainer");
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install.sh");
+    let out = Command::new("sh")
+        .arg(script)
+        .args(["--from", dir.to_str().unwrap(), "--to"])
+        .arg(s.0.join("bin"))
+        .arg("--allowed-signers")
+        .arg(s.0.join("allowed_signers"))
+        .env_remove("AIBOX_TARGET")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&artifact));
+    assert_eq!(installed_version(&s), "aibox 0.2.0");
+}

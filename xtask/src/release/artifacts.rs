@@ -91,22 +91,76 @@ pub fn installed_targets() -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// Targets aibox does not release at all, with the reason.
+pub const NOT_RELEASED: &[(&str, &str)] = &[
+    (
+        "x86_64-apple-darwin",
+        "macOS binaries are linked against Apple's SDK, which the Linux release machine does \
+         not have; on a Mac, build from source (`cargo install --locked --git`)",
+    ),
+    (
+        "aarch64-apple-darwin",
+        "macOS binaries are linked against Apple's SDK, which the Linux release machine does \
+         not have; on a Mac, build from source (`cargo install --locked --git`)",
+    ),
+    (
+        "x86_64-pc-windows-msvc",
+        "aibox drives Linux containers from a Unix shell; on Windows it runs inside WSL2, \
+         where the Linux artifacts apply",
+    ),
+];
+
+/// Why `target` cannot be built with the `installed` standard libraries, if it cannot.
+fn not_installed(target: &Target, installed: &[String]) -> Option<String> {
+    (!installed.iter().any(|t| t == target.triple)).then(|| {
+        format!(
+            "the Rust standard library for {} is not installed in this toolchain \
+             (`rustup target list --installed` lists only {}; add it with \
+             `rustup target add {}`)",
+            target.triple,
+            installed.join(", "),
+            target.triple
+        )
+    })
+}
+
+/// What a release made on this machine would hold: `(triple, built, why)` for every
+/// release target and every target never released.
+pub fn target_plan(installed: &[String]) -> Vec<(String, bool, String)> {
+    let mut plan: Vec<(String, bool, String)> = TARGETS
+        .iter()
+        .map(|t| match not_installed(t, installed) {
+            Some(why) => (t.triple.to_owned(), false, why),
+            None => (
+                t.triple.to_owned(),
+                true,
+                t.glibc_floor.map_or_else(
+                    || "static (musl), built with cargo-zigbuild".to_owned(),
+                    |g| format!("glibc {g} floor, built with cargo-zigbuild"),
+                ),
+            ),
+        })
+        .collect();
+    plan.extend(NOT_RELEASED.iter().map(|(t, why)| {
+        (
+            (*t).to_owned(),
+            false,
+            format!("not a release target: {why}"),
+        )
+    }));
+    plan
+}
+
 /// Builds `aibox` for every buildable target with cargo-zigbuild (on `path`, the tools'
 /// PATH) and checks each binary's glibc floor.
 pub fn build_all(path_env: &str) -> Result<Vec<Built>, String> {
     let installed = installed_targets()?;
     let mut results = Vec::new();
     for target in TARGETS {
-        if !installed.iter().any(|t| t == target.triple) {
+        if let Some(reason) = not_installed(target, &installed) {
             results.push(Built::No {
                 target: *target,
-                reason: format!(
-                    "the Rust standard library for {} is not installed in this toolchain \
-                     (`rustup target list --installed` lists only {}; rustup cannot download \
-                     it here)",
-                    target.triple,
-                    installed.join(", ")
-                ),
+                reason,
             });
             continue;
         }
@@ -244,6 +298,29 @@ mod tests {
         let err = check_glibc_floor(&me, Some("2.2.5")).unwrap_err();
         assert!(err.contains("above its stated floor 2.2.5"), "{err}");
         assert!(check_glibc_floor(&me, Some(&found)).is_ok());
+    }
+
+    #[test]
+    fn the_target_plan_says_what_is_built_and_why_not() {
+        let plan = target_plan(&["x86_64-unknown-linux-gnu".to_owned()]);
+        let get = |t: &str| plan.iter().find(|p| p.0 == t).unwrap();
+        assert!(get("x86_64-unknown-linux-gnu").1);
+        let musl = get("x86_64-unknown-linux-musl");
+        assert!(!musl.1);
+        assert!(
+            musl.2
+                .contains("rustup target add x86_64-unknown-linux-musl"),
+            "{}",
+            musl.2
+        );
+        let plan = target_plan(&["x86_64-unknown-linux-musl".to_owned()]);
+        let musl = plan
+            .iter()
+            .find(|p| p.0 == "x86_64-unknown-linux-musl")
+            .unwrap();
+        assert!(musl.1 && musl.2.contains("static"), "{musl:?}");
+        let mac = plan.iter().find(|p| p.0 == "aarch64-apple-darwin").unwrap();
+        assert!(!mac.1 && mac.2.contains("Apple's SDK"), "{mac:?}");
     }
 
     #[test]
