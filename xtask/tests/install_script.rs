@@ -101,21 +101,48 @@ fn sign(s: &Scratch, dir: &Path, key: &str) {
     );
 }
 
-fn install_with(s: &Scratch, args: &[&str], signers: bool) -> Output {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install.sh");
+/// Runs `script` (the committed installer unless a test made a copy) into `bin/`; with
+/// `signers`, against the throwaway allowed-signers file; with `target`, for that target.
+fn run_installer(
+    s: &Scratch,
+    script: &Path,
+    args: &[&str],
+    signers: bool,
+    target: Option<&str>,
+) -> Output {
     let mut cmd = Command::new("sh");
     cmd.arg(script)
         .args(args)
         .arg("--to")
         .arg(s.0.join("bin"))
-        .env("AIBOX_TARGET", TARGET)
+        .env_remove("AIBOX_TARGET")
         .env_remove("AIBOX_VERSION")
         .env_remove("AIBOX_RELEASE_BASE");
+    if let Some(t) = target {
+        cmd.env("AIBOX_TARGET", t);
+    }
     if signers {
         cmd.arg("--allowed-signers")
             .arg(s.0.join("allowed_signers"));
     }
     cmd.output().unwrap()
+}
+
+fn committed_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install.sh")
+}
+
+fn install_with(s: &Scratch, args: &[&str], signers: bool) -> Output {
+    run_installer(s, &committed_script(), args, signers, Some(TARGET))
+}
+
+fn assert_installed(s: &Scratch, out: &Output, version: &str) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(installed_version(s), format!("aibox {version}"));
 }
 
 fn install(s: &Scratch, args: &[&str]) -> Output {
@@ -193,21 +220,11 @@ fn a_signed_release_installs_from_a_url_pinned_or_latest() {
     serve(&server, &new, "0.3.0", true);
     let base = server.url("/releases");
     let out = install(&s, &["--from", &base, "--version", "v0.2.0"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(installed_version(&s), "aibox 0.2.0");
+    assert_installed(&s, &out, "0.2.0");
     assert!(server.hit_count(&format!("/releases/download/v0.2.0/aibox-{TARGET}")) == 1);
     // The newest, through the forge's `latest` path, replaces it.
     let out = install(&s, &["--from", &base]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(installed_version(&s), "aibox 0.3.0");
+    assert_installed(&s, &out, "0.3.0");
     assert_eq!(bin_entries(&s), ["aibox"]);
 }
 
@@ -275,19 +292,14 @@ fn the_keys_embedded_in_the_installer_are_the_ones_it_trusts() {
         script.replacen(marker, &format!("{marker}{key}\n"), 1),
     )
     .unwrap();
-    let out = Command::new("sh")
-        .arg(&copy)
-        .args(["--from", dir.to_str().unwrap(), "--to"])
-        .arg(s.0.join("bin"))
-        .env("AIBOX_TARGET", TARGET)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_installer(
+        &s,
+        &copy,
+        &["--from", dir.to_str().unwrap()],
+        false,
+        Some(TARGET),
     );
-    assert_eq!(installed_version(&s), "aibox 0.2.0");
+    assert_installed(&s, &out, "0.2.0");
 }
 
 #[test]
@@ -353,12 +365,7 @@ fn a_replayed_older_release_is_refused_and_a_downgrade_needs_consent() {
     assert_refused(&s, &out, "pass --allow-downgrade", &["aibox"]);
     assert_eq!(installed_version(&s), "aibox 0.3.0");
     let out = install(&s, &["--from", &base, "--allow-downgrade"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(installed_version(&s), "aibox 0.2.0");
+    assert_installed(&s, &out, "0.2.0");
 }
 
 #[test]
@@ -419,16 +426,13 @@ fn the_target_is_detected_from_the_machine_when_not_given() {
         .unwrap();
         sign(&s, &dir, "maintainer");
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install.sh");
-    let out = Command::new("sh")
-        .arg(script)
-        .args(["--from", dir.to_str().unwrap(), "--to"])
-        .arg(s.0.join("bin"))
-        .arg("--allowed-signers")
-        .arg(s.0.join("allowed_signers"))
-        .env_remove("AIBOX_TARGET")
-        .output()
-        .unwrap();
+    let out = run_installer(
+        &s,
+        &committed_script(),
+        &["--from", dir.to_str().unwrap()],
+        true,
+        None,
+    );
     assert!(
         out.status.success(),
         "{}",
