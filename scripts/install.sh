@@ -104,7 +104,7 @@ principal=$(ssh-keygen -Y find-principals -s "$work/SHA256SUMS.sig" -f "$work/al
 [ -n "$principal" ] || die "SHA256SUMS is not signed by a maintainer key in the allowed signers"
 ssh-keygen -Y verify -f "$work/allowed_signers" -I "$principal" -n "$NAMESPACE" \
   -s "$work/SHA256SUMS.sig" < "$work/SHA256SUMS" > /dev/null 2>&1 \
-  || die "the signature on SHA256SUMS does not verify: it was altered after signing"
+  || die "the signature on SHA256SUMS does not verify (altered after signing, or not made for an aibox release)"
 
 # 2. The signed sums name their version: an older release served in place of the one asked
 #    for, or an older release over a newer installed aibox, is refused.
