@@ -212,21 +212,57 @@ fn target_dir() -> PathBuf {
 }
 
 /// Reads the binary's dynamic symbol versions with `objdump -T` and refuses one that needs
-/// a glibc newer than `floor`. Returns the highest version found.
+/// a glibc newer than `floor`; a static target (`floor` `None`) must be a static binary.
+/// Returns the highest version found.
 pub fn check_glibc_floor(bin: &Path, floor: Option<&str>) -> Result<Option<String>, String> {
     let out = Command::new("objdump")
         .arg("-T")
         .arg(bin)
         .output()
         .map_err(|e| format!("cannot run objdump: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "objdump -T {} failed: {}",
-            bin.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+    judge_linkage(
+        bin,
+        out.status.success(),
+        &String::from_utf8_lossy(&out.stdout),
+        &String::from_utf8_lossy(&out.stderr),
+        floor,
+    )
+}
+
+/// The verdict on one `objdump -T` run (split out so both linkages are tested on
+/// objdump's real wording: a static binary is "not a dynamic object").
+fn judge_linkage(
+    bin: &Path,
+    ok: bool,
+    stdout: &str,
+    stderr: &str,
+    floor: Option<&str>,
+) -> Result<Option<String>, String> {
+    let static_binary = !ok && stderr.contains("not a dynamic object");
+    match (floor, static_binary) {
+        (None, true) => return Ok(None),
+        (None, false) if ok => {
+            return Err(format!(
+                "{} is dynamically linked, but its target is a static (musl) one",
+                bin.display()
+            ));
+        }
+        (Some(_), true) => {
+            return Err(format!(
+                "{} is static, but its target is a glibc one",
+                bin.display()
+            ));
+        }
+        _ if !ok => {
+            return Err(format!(
+                "objdump -T {} failed: {}",
+                bin.display(),
+                stderr.trim()
+            ));
+        }
+        _ => {}
     }
-    let max = max_glibc(&String::from_utf8_lossy(&out.stdout));
+    let max = max_glibc(stdout);
     if let (Some(floor), Some(found)) = (floor, &max)
         && version_key(found) > version_key(floor)
     {
@@ -293,11 +329,37 @@ mod tests {
         // This test binary is linked against the build machine's glibc, so it references
         // versions far above 2.2.5: the check must read them from the real file.
         let me = std::env::current_exe().unwrap();
-        let found = check_glibc_floor(&me, None).unwrap().unwrap();
+        let found = check_glibc_floor(&me, Some("99.0")).unwrap().unwrap();
         assert!(version_key(&found) > version_key("2.2.5"), "{found}");
         let err = check_glibc_floor(&me, Some("2.2.5")).unwrap_err();
         assert!(err.contains("above its stated floor 2.2.5"), "{err}");
         assert!(check_glibc_floor(&me, Some(&found)).is_ok());
+        // A dynamic binary where a static (musl) one belongs is refused.
+        let err = check_glibc_floor(&me, None).unwrap_err();
+        assert!(err.contains("dynamically linked"), "{err}");
+    }
+
+    #[test]
+    fn a_static_binary_passes_only_for_a_static_target() {
+        // objdump 2.40's words for the static musl aibox built with cargo-zigbuild.
+        let bin = Path::new("target/x86_64-unknown-linux-musl/release/aibox");
+        let stderr =
+            "objdump: target/x86_64-unknown-linux-musl/release/aibox: not a dynamic object\n";
+        assert_eq!(judge_linkage(bin, false, "", stderr, None).unwrap(), None);
+        let err = judge_linkage(bin, false, "", stderr, Some("2.28")).unwrap_err();
+        assert!(
+            err.contains("is static, but its target is a glibc one"),
+            "{err}"
+        );
+        let err = judge_linkage(
+            bin,
+            false,
+            "",
+            "objdump: x: file format not recognized",
+            None,
+        )
+        .unwrap_err();
+        assert!(err.contains("objdump -T"), "{err}");
     }
 
     #[test]
