@@ -290,7 +290,10 @@ mod tests {
         let err = verify_tag(&work, "v1.0.0", &r.0.join("allowed_signers")).unwrap_err();
         assert!(err.contains("does not verify"), "{err}");
         // The refusal names the procedure that fixes it.
-        assert!(err.contains("\"Maintainer keys\" in docs-site/src/release.md"), "{err}");
+        assert!(
+            err.contains("\"Maintainer keys\" in docs-site/src/release.md"),
+            "{err}"
+        );
     }
 
     #[test]
