@@ -334,6 +334,53 @@ mod tests {
         assert!(err.contains("no allowed signer"), "{err}");
     }
 
+    /// The gate's outputs as the installer reads them: what `sums_file` and `sign_release`
+    /// write is what `scripts/install.sh` accepts.
+    #[test]
+    fn the_installer_accepts_what_the_gate_signs() {
+        let r = repo("contract");
+        use_key(&r, "maintainer");
+        let out = r.0.join("work/out");
+        fs_err::create_dir_all(&out).unwrap();
+        let artifact = "aibox-x86_64-unknown-linux-gnu";
+        fs_err::write(out.join(artifact), "#!/bin/sh\necho 'aibox 1.0.0'\n").unwrap();
+        fs_err::write(out.join("evidence.json"), "{}\n").unwrap();
+        let digest = |n: &str| super::super::sha256_file(&out.join(n)).unwrap();
+        let sums = super::super::sums_file(
+            "1.0.0",
+            &[
+                (digest(artifact), artifact.to_owned()),
+                (digest("evidence.json"), "evidence.json".to_owned()),
+            ],
+        );
+        fs_err::write(out.join("SHA256SUMS"), sums).unwrap();
+        sign_release(&r.0.join("work"), &out, &r.0.join("allowed_signers")).unwrap();
+        let installed = Command::new("sh")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install.sh"))
+            .args(["--version", "1.0.0", "--from"])
+            .arg(&out)
+            .arg("--to")
+            .arg(r.0.join("bin"))
+            .arg("--allowed-signers")
+            .arg(r.0.join("allowed_signers"))
+            .env("AIBOX_TARGET", "x86_64-unknown-linux-gnu")
+            .output()
+            .unwrap();
+        assert!(
+            installed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
+        let version = Command::new(r.0.join("bin/aibox"))
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&version.stdout).trim(),
+            "aibox 1.0.0"
+        );
+    }
+
     #[test]
     fn a_signature_in_another_namespace_or_by_a_stranger_is_refused() {
         let r = repo("files-ns");
