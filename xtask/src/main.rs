@@ -21,6 +21,8 @@
 //!   release binaries, `release-state.json`, `SHA256SUMS`, `evidence.json` and, with
 //!   `--tag`, an SSH-signed, verified tag; outputs under `target/release-gate/` (see
 //!   `release.rs`).
+//! - `release-key add|remove`: maintainer keys in `release/allowed_signers`, mirrored into
+//!   the installer (see `release/keys.rs`).
 //! - `release-state`: every release input (pinned, floating, exception), available updates,
 //!   and the deferral rule (see `release/state.rs`).
 //! - `stubs`: the tidy check: refuses ignored tests and `todo!`/`unimplemented!` in the
@@ -50,11 +52,12 @@ fn main() -> ExitCode {
         "image" => image::run(&args[1..]),
         "release-gate" => release::gate(&args[1..]),
         "release-state" => release::state(),
+        "release-key" => release::release_key(&args[1..]),
         "layering" => layering::check(),
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS

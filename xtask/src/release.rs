@@ -7,10 +7,12 @@
 //! `--advisory-db DIR`; the snapshot used is printed and recorded). Then release-state
 //! (kept, and its digest bound into the evidence), the whole CI run, the release binaries
 //! (cargo-zigbuild, glibc floor checked, version smoke), `SHA256SUMS` (re-verified with
-//! `sha256sum -c`), `evidence.json`, and with `--tag` an SSH-signed tag verified against
-//! `release/allowed_signers`. Everything lands in `target/release-gate/`.
+//! `sha256sum -c`; its first line, a comment, names the version), `evidence.json`, and with
+//! `--tag` SSH signatures of both (`SHA256SUMS.sig`, `evidence.json.sig`) and an SSH-signed
+//! tag, all verified against `release/allowed_signers`. Everything lands in `target/release-gate/`.
 
 mod artifacts;
+mod keys;
 mod signing;
 mod state;
 
@@ -132,6 +134,11 @@ const STEPS: &[Step] = &[
     ("binaries", step_binaries),
 ];
 
+/// `release-key add|remove`: maintainer keys in `release/allowed_signers` and the installer.
+pub fn release_key(args: &[String]) -> Result<(), String> {
+    keys::run(Path::new("."), args)
+}
+
 /// Runs the release gate.
 pub fn gate(args: &[String]) -> Result<(), String> {
     let started = Instant::now();
@@ -192,6 +199,9 @@ pub fn gate(args: &[String]) -> Result<(), String> {
     let releasable = !dirty && opts.skip.is_empty();
     let evidence_digest = write_evidence(&mut g, dirty, releasable, &opts)?;
     if let Some(tag) = &opts.tag {
+        for line in signing::sign_release(Path::new("."), out, &opts.allowed_signers)? {
+            say(&format!("release-gate: {line}"));
+        }
         let msg = format!(
             "aibox {tag}\n\ncommit: {}\nevidence.json sha256: {evidence_digest}\n",
             g.commit
@@ -368,11 +378,12 @@ fn write_evidence(
             names.push(f.to_owned());
         }
     }
-    let mut sums = String::new();
+    let mut entries = Vec::new();
     for n in &names {
-        let _ = writeln!(sums, "{}  {n}", sha256_file(&out.join(n))?);
+        entries.push((sha256_file(&out.join(n))?, n.clone()));
     }
-    fs_err::write(out.join("SHA256SUMS"), &sums).map_err(|e| e.to_string())?;
+    fs_err::write(out.join("SHA256SUMS"), sums_file(&g.version, &entries))
+        .map_err(|e| e.to_string())?;
     run_tool(
         Command::new("sha256sum")
             .args(["--strict", "-c", "SHA256SUMS"])
@@ -383,6 +394,17 @@ fn write_evidence(
         "release-gate: evidence {OUT_DIR}/evidence.json sha256 {digest}"
     ));
     Ok(digest)
+}
+
+/// `SHA256SUMS` in `sha256sum`'s format, `(digest, name)` per line. The first line, a
+/// comment `sha256sum -c` skips, names the version: signed with the rest, it is what lets
+/// `scripts/install.sh` refuse an older signed release served in place of the one asked for.
+fn sums_file(version: &str, entries: &[(String, String)]) -> String {
+    let mut sums = format!("# aibox {version}\n");
+    for (digest, name) in entries {
+        let _ = writeln!(sums, "{digest}  {name}");
+    }
+    sums
 }
 
 /// Collects release-state, writes `release-state.json` and `.md`, returns the JSON's
@@ -729,6 +751,32 @@ mod tests {
         assert!(parse_args(&args(&["--skip", "release-state"])).is_err());
         let err = parse_args(&args(&["--skip", "ci", "--tag", "v0.1.0"])).unwrap_err();
         assert!(err.contains("--tag refuses"), "{err}");
+    }
+
+    #[test]
+    fn sha256sums_names_its_version_first_and_sha256sum_accepts_it() {
+        let dir = std::env::temp_dir().join(format!("aibox-xtask-sums-{}", std::process::id()));
+        fs_err::create_dir_all(&dir).unwrap();
+        fs_err::write(dir.join("aibox-x86_64-unknown-linux-gnu"), "binary").unwrap();
+        let digest = sha256_file(&dir.join("aibox-x86_64-unknown-linux-gnu")).unwrap();
+        let text = sums_file(
+            "1.2.3",
+            &[(digest, "aibox-x86_64-unknown-linux-gnu".to_owned())],
+        );
+        // The line scripts/install.sh reads the signed version from.
+        assert!(text.starts_with("# aibox 1.2.3\n"), "{text}");
+        fs_err::write(dir.join("SHA256SUMS"), &text).unwrap();
+        let ok = Command::new("sha256sum")
+            .args(["--strict", "-c", "SHA256SUMS"])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        fs_err::remove_dir_all(&dir).unwrap();
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
     }
 
     #[test]

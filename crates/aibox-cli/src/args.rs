@@ -141,6 +141,9 @@ pub enum Command {
     },
     /// Diagnose the project: configuration, generated files, security posture.
     Doctor(DoctorArgs),
+    /// aibox itself: whether a newer release exists.
+    #[command(subcommand, name = "self")]
+    Own(SelfCommand),
     /// Read and edit `aibox.toml` without losing comments.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -246,6 +249,20 @@ pub struct DoctorArgs {
     /// Write a redacted diagnostic bundle to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<Utf8PathBuf>,
+    /// Ask the releases feed for a newer aibox even in CI or with `AIBOX_NO_UPDATE_CHECK`.
+    #[arg(long, conflicts_with = "no_update_check")]
+    pub check_updates: bool,
+    /// Do not ask the releases feed for a newer aibox.
+    #[arg(long)]
+    pub no_update_check: bool,
+}
+
+/// `aibox self ...`.
+#[derive(Debug, Subcommand)]
+pub enum SelfCommand {
+    /// Ask the releases feed whether a newer aibox exists (always asks, CI included); exit
+    /// 1 when an update is due.
+    Check,
 }
 
 /// `aibox config ...`.

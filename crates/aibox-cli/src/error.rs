@@ -39,6 +39,7 @@ failure_from!(
     aibox_engine::lifecycle::LifecycleError,
     aibox_engine::McpCheckError,
     aibox_engine::doctor::DoctorError,
+    aibox_engine::updates::UpdateError,
     aibox_provenance::error::ProvenanceError,
 );
 

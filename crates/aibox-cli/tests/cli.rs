@@ -1068,3 +1068,71 @@ fn base_image_pin_takes_an_anonymous_token_and_hashes_a_get_answer() {
     assert!(text(&out).contains("no anonymous token"), "{}", text(&out));
     assert_eq!(same, after);
 }
+
+/// `aibox self check` against a loopback releases feed laid out like GitHub's API.
+fn self_check(api: &str, json: bool) -> Output {
+    let (_t, dir) = tempdir();
+    let mut args = vec!["self", "check"];
+    if json {
+        args.splice(0..0, ["--output", "json"]);
+    }
+    Command::new(env!("CARGO_BIN_EXE_aibox"))
+        .current_dir(&dir)
+        .env("NO_COLOR", "1")
+        .env("AIBOX_GITHUB_API", api)
+        // `self check` asks even in CI.
+        .env("CI", "true")
+        .args(&args)
+        .output()
+        .expect("run aibox")
+}
+
+#[test]
+fn self_check_reports_a_newer_release_and_the_support_policy() {
+    use aibox_test_support::http::{Route, Server};
+    let feed = "/repos/projectious-work/aibox/releases/latest";
+    let server = Server::start().unwrap();
+    server.route(
+        feed,
+        Route::ok(r#"{"tag_name":"v99.1.0","html_url":"https://github.com/projectious-work/aibox/releases/tag/v99.1.0","draft":false,"prerelease":false}"#),
+    );
+    let out = self_check(&server.url(""), false);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("aibox 99.1.0 is out"), "{}", text(&out));
+    assert!(stdout.contains("gets no more fixes"), "{}", text(&out));
+    assert!(stdout.contains("update: curl -fsSL"), "{}", text(&out));
+    assert!(stdout.contains("support policy:"), "{}", text(&out));
+    let out = self_check(&server.url(""), true);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["status"], "unsupported", "{json}");
+    assert_eq!(json["latest"]["version"], "99.1.0");
+    assert_eq!(json["update_due"], true);
+    assert_eq!(json["current"], env!("CARGO_PKG_VERSION"));
+
+    let server = Server::start().unwrap();
+    server.route(
+        feed,
+        Route::ok(format!(
+            r#"{{"tag_name":"v{}","html_url":"https://github.com/projectious-work/aibox/releases"}}"#,
+            env!("CARGO_PKG_VERSION")
+        )),
+    );
+    let out = self_check(&server.url(""), false);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("is the newest release"));
+
+    // Unreachable, or a feed that is not a release: an environment error (exit 3) that
+    // names the feed.
+    server.route(feed, Route::status(404));
+    let out = self_check(&server.url(""), false);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("releases feed"),
+        "{}",
+        text(&out)
+    );
+    // Plain HTTP to anything but loopback is refused before any request.
+    let out = self_check("http://example.invalid", false);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+}

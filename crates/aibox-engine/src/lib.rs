@@ -42,6 +42,7 @@ mod mcp_list;
 pub mod mcp_npm;
 pub mod mcp_resolver;
 pub mod skills;
+pub mod updates;
 
 /// The tool catalog (`aibox addon list`), re-exported for the CLI.
 pub use aibox_devcontainer::catalog;

@@ -8,6 +8,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
 
 use aibox_engine::doctor::{CheckStatus, DoctorOptions, DoctorReport, doctor, write_report};
+use aibox_engine::updates::UpdateCheck;
 use aibox_engine::{ApplyOptions, PlanOptions, apply};
 use aibox_policy::Severity;
 use aibox_runtime::DetectEnv;
@@ -80,6 +81,7 @@ impl Project {
             users: vec!["fakeuser".to_owned()],
             hosts: vec!["fakehost".to_owned()],
             cache_dir: None,
+            update_check: UpdateCheck::Never,
         }
     }
 
@@ -636,5 +638,110 @@ fn settings_without_effect_are_apply_warnings_and_doctor_findings() {
             "{}",
             doctor.render_human()
         );
+    }
+}
+
+/// A loopback releases feed answering GitHub's `releases/latest` with `tag`.
+fn feed(tag: &str) -> aibox_test_support::http::Server {
+    let server = aibox_test_support::http::Server::start().unwrap();
+    server.route(
+        FEED_PATH,
+        aibox_test_support::http::Route::ok(format!(
+            r#"{{"tag_name":"{tag}","html_url":"https://github.com/projectious-work/aibox/releases/tag/{tag}","draft":false,"prerelease":false,"assets":[{{"name":"aibox-x86_64-unknown-linux-gnu"}}]}}"#
+        )),
+    );
+    server
+}
+
+const FEED_PATH: &str = "/repos/projectious-work/aibox/releases/latest";
+
+fn with_feed(p: &Project, api: &str, extra: &[(&str, &str)], check: UpdateCheck) -> DoctorReport {
+    let mut options = p.options();
+    options.update_check = check;
+    options
+        .environment
+        .push(("AIBOX_GITHUB_API".to_owned(), api.to_owned()));
+    for (k, v) in extra {
+        options.environment.push(((*k).to_owned(), (*v).to_owned()));
+    }
+    doctor(&p.root, &options).unwrap()
+}
+
+fn update_finding(report: &DoctorReport) -> Option<&aibox_policy::Finding> {
+    report.findings.iter().find(|f| {
+        f.code.starts_with("aibox::doctor::update") || f.code.ends_with("unsupported_version")
+    })
+}
+
+#[test]
+fn a_newer_release_line_is_reported_with_the_support_policy() {
+    let p = Project::new(BASE_TOML);
+    p.apply();
+    let server = feed("v99.0.0");
+    let report = with_feed(&p, &server.url(""), &[], UpdateCheck::Auto);
+    let f = update_finding(&report).unwrap_or_else(|| panic!("{}", report.render_human()));
+    assert_eq!(f.code, "aibox::doctor::unsupported_version");
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(f.message.contains("aibox 99.0.0 is out"), "{}", f.message);
+    assert!(f.message.contains("gets no more fixes"), "{}", f.message);
+    assert!(f.remedy.contains("install.sh"), "{}", f.remedy);
+    assert_eq!(status(&report, "updates"), CheckStatus::Warning);
+    // A warning: doctor still exits 0.
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(server.hit_count(FEED_PATH), 1);
+
+    // A newer patch on the running line: fixes this version lacks.
+    let (major, rest) = env!("CARGO_PKG_VERSION").split_once('.').unwrap();
+    let (minor, patch) = rest.split_once('.').unwrap();
+    let next = format!("v{major}.{minor}.{}", patch.parse::<u64>().unwrap() + 1);
+    let server = feed(&next);
+    let report = with_feed(&p, &server.url(""), &[], UpdateCheck::Auto);
+    let f = update_finding(&report).unwrap();
+    assert_eq!(f.code, "aibox::doctor::update_available");
+    assert!(
+        f.message.contains("carries fixes for your"),
+        "{}",
+        f.message
+    );
+
+    // The running version is the newest: the check passes quietly.
+    let server = feed(&format!("v{}", env!("CARGO_PKG_VERSION")));
+    let report = with_feed(&p, &server.url(""), &[], UpdateCheck::Auto);
+    assert!(update_finding(&report).is_none());
+    assert_eq!(status(&report, "updates"), CheckStatus::Ok);
+}
+
+#[test]
+fn the_feed_is_not_asked_in_ci_or_when_opted_out_unless_asked_and_offline_is_silent() {
+    let p = Project::new(BASE_TOML);
+    p.apply();
+    let server = feed("v99.0.0");
+    for extra in [[("CI", "true")], [("AIBOX_NO_UPDATE_CHECK", "1")]] {
+        let report = with_feed(&p, &server.url(""), &extra, UpdateCheck::Auto);
+        assert_eq!(status(&report, "updates"), CheckStatus::Skipped);
+        assert!(update_finding(&report).is_none());
+    }
+    let report = with_feed(&p, &server.url(""), &[], UpdateCheck::Never);
+    assert_eq!(status(&report, "updates"), CheckStatus::Skipped);
+    assert_eq!(server.hit_count(FEED_PATH), 0);
+    // Asked explicitly, CI does not stop it.
+    let report = with_feed(&p, &server.url(""), &[("CI", "true")], UpdateCheck::Always);
+    assert!(update_finding(&report).is_some());
+    assert_eq!(server.hit_count(FEED_PATH), 1);
+    // Offline (nothing listens) or a feed that is not a release: a skip, never a finding.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let bad = aibox_test_support::http::Server::start().unwrap();
+    bad.route(
+        FEED_PATH,
+        aibox_test_support::http::Route::ok("<html>rate limited</html>"),
+    );
+    for api in [closed, bad.url("")] {
+        let report = with_feed(&p, &api, &[], UpdateCheck::Always);
+        assert_eq!(status(&report, "updates"), CheckStatus::Skipped, "{api}");
+        assert!(update_finding(&report).is_none());
+        assert_eq!(report.summary.warnings, 0, "{}", report.render_human());
     }
 }

@@ -91,22 +91,76 @@ pub fn installed_targets() -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// Targets aibox does not release at all, with the reason.
+pub const NOT_RELEASED: &[(&str, &str)] = &[
+    (
+        "x86_64-apple-darwin",
+        "macOS binaries are linked against Apple's SDK, which the Linux release machine does \
+         not have; on a Mac, build from source (`cargo install --locked --git`)",
+    ),
+    (
+        "aarch64-apple-darwin",
+        "macOS binaries are linked against Apple's SDK, which the Linux release machine does \
+         not have; on a Mac, build from source (`cargo install --locked --git`)",
+    ),
+    (
+        "x86_64-pc-windows-msvc",
+        "aibox drives Linux containers from a Unix shell; on Windows it runs inside WSL2, \
+         where the Linux artifacts apply",
+    ),
+];
+
+/// Why `target` cannot be built with the `installed` standard libraries, if it cannot.
+fn not_installed(target: &Target, installed: &[String]) -> Option<String> {
+    (!installed.iter().any(|t| t == target.triple)).then(|| {
+        format!(
+            "the Rust standard library for {} is not installed in this toolchain \
+             (`rustup target list --installed` lists only {}; add it with \
+             `rustup target add {}`)",
+            target.triple,
+            installed.join(", "),
+            target.triple
+        )
+    })
+}
+
+/// What a release made on this machine would hold: `(triple, built, why)` for every
+/// release target and every target never released.
+pub fn target_plan(installed: &[String]) -> Vec<(String, bool, String)> {
+    let mut plan: Vec<(String, bool, String)> = TARGETS
+        .iter()
+        .map(|t| match not_installed(t, installed) {
+            Some(why) => (t.triple.to_owned(), false, why),
+            None => (
+                t.triple.to_owned(),
+                true,
+                t.glibc_floor.map_or_else(
+                    || "static (musl), built with cargo-zigbuild".to_owned(),
+                    |g| format!("glibc {g} floor, built with cargo-zigbuild"),
+                ),
+            ),
+        })
+        .collect();
+    plan.extend(NOT_RELEASED.iter().map(|(t, why)| {
+        (
+            (*t).to_owned(),
+            false,
+            format!("not a release target: {why}"),
+        )
+    }));
+    plan
+}
+
 /// Builds `aibox` for every buildable target with cargo-zigbuild (on `path`, the tools'
 /// PATH) and checks each binary's glibc floor.
 pub fn build_all(path_env: &str) -> Result<Vec<Built>, String> {
     let installed = installed_targets()?;
     let mut results = Vec::new();
     for target in TARGETS {
-        if !installed.iter().any(|t| t == target.triple) {
+        if let Some(reason) = not_installed(target, &installed) {
             results.push(Built::No {
                 target: *target,
-                reason: format!(
-                    "the Rust standard library for {} is not installed in this toolchain \
-                     (`rustup target list --installed` lists only {}; rustup cannot download \
-                     it here)",
-                    target.triple,
-                    installed.join(", ")
-                ),
+                reason,
             });
             continue;
         }
@@ -158,21 +212,57 @@ fn target_dir() -> PathBuf {
 }
 
 /// Reads the binary's dynamic symbol versions with `objdump -T` and refuses one that needs
-/// a glibc newer than `floor`. Returns the highest version found.
+/// a glibc newer than `floor`; a static target (`floor` `None`) must be a static binary.
+/// Returns the highest version found.
 pub fn check_glibc_floor(bin: &Path, floor: Option<&str>) -> Result<Option<String>, String> {
     let out = Command::new("objdump")
         .arg("-T")
         .arg(bin)
         .output()
         .map_err(|e| format!("cannot run objdump: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "objdump -T {} failed: {}",
-            bin.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+    judge_linkage(
+        bin,
+        out.status.success(),
+        &String::from_utf8_lossy(&out.stdout),
+        &String::from_utf8_lossy(&out.stderr),
+        floor,
+    )
+}
+
+/// The verdict on one `objdump -T` run (split out so both linkages are tested on
+/// objdump's real wording: a static binary is "not a dynamic object").
+fn judge_linkage(
+    bin: &Path,
+    ok: bool,
+    stdout: &str,
+    stderr: &str,
+    floor: Option<&str>,
+) -> Result<Option<String>, String> {
+    let static_binary = !ok && stderr.contains("not a dynamic object");
+    match (floor, static_binary) {
+        (None, true) => return Ok(None),
+        (None, false) if ok => {
+            return Err(format!(
+                "{} is dynamically linked, but its target is a static (musl) one",
+                bin.display()
+            ));
+        }
+        (Some(_), true) => {
+            return Err(format!(
+                "{} is static, but its target is a glibc one",
+                bin.display()
+            ));
+        }
+        _ if !ok => {
+            return Err(format!(
+                "objdump -T {} failed: {}",
+                bin.display(),
+                stderr.trim()
+            ));
+        }
+        _ => {}
     }
-    let max = max_glibc(&String::from_utf8_lossy(&out.stdout));
+    let max = max_glibc(stdout);
     if let (Some(floor), Some(found)) = (floor, &max)
         && version_key(found) > version_key(floor)
     {
@@ -239,11 +329,60 @@ mod tests {
         // This test binary is linked against the build machine's glibc, so it references
         // versions far above 2.2.5: the check must read them from the real file.
         let me = std::env::current_exe().unwrap();
-        let found = check_glibc_floor(&me, None).unwrap().unwrap();
+        let found = check_glibc_floor(&me, Some("99.0")).unwrap().unwrap();
         assert!(version_key(&found) > version_key("2.2.5"), "{found}");
         let err = check_glibc_floor(&me, Some("2.2.5")).unwrap_err();
         assert!(err.contains("above its stated floor 2.2.5"), "{err}");
         assert!(check_glibc_floor(&me, Some(&found)).is_ok());
+        // A dynamic binary where a static (musl) one belongs is refused.
+        let err = check_glibc_floor(&me, None).unwrap_err();
+        assert!(err.contains("dynamically linked"), "{err}");
+    }
+
+    #[test]
+    fn a_static_binary_passes_only_for_a_static_target() {
+        // objdump 2.40's words for the static musl aibox built with cargo-zigbuild.
+        let bin = Path::new("target/x86_64-unknown-linux-musl/release/aibox");
+        let stderr =
+            "objdump: target/x86_64-unknown-linux-musl/release/aibox: not a dynamic object\n";
+        assert_eq!(judge_linkage(bin, false, "", stderr, None).unwrap(), None);
+        let err = judge_linkage(bin, false, "", stderr, Some("2.28")).unwrap_err();
+        assert!(
+            err.contains("is static, but its target is a glibc one"),
+            "{err}"
+        );
+        let err = judge_linkage(
+            bin,
+            false,
+            "",
+            "objdump: x: file format not recognized",
+            None,
+        )
+        .unwrap_err();
+        assert!(err.contains("objdump -T"), "{err}");
+    }
+
+    #[test]
+    fn the_target_plan_says_what_is_built_and_why_not() {
+        let plan = target_plan(&["x86_64-unknown-linux-gnu".to_owned()]);
+        let get = |t: &str| plan.iter().find(|p| p.0 == t).unwrap();
+        assert!(get("x86_64-unknown-linux-gnu").1);
+        let musl = get("x86_64-unknown-linux-musl");
+        assert!(!musl.1);
+        assert!(
+            musl.2
+                .contains("rustup target add x86_64-unknown-linux-musl"),
+            "{}",
+            musl.2
+        );
+        let plan = target_plan(&["x86_64-unknown-linux-musl".to_owned()]);
+        let musl = plan
+            .iter()
+            .find(|p| p.0 == "x86_64-unknown-linux-musl")
+            .unwrap();
+        assert!(musl.1 && musl.2.contains("static"), "{musl:?}");
+        let mac = plan.iter().find(|p| p.0 == "aarch64-apple-darwin").unwrap();
+        assert!(!mac.1 && mac.2.contains("Apple's SDK"), "{mac:?}");
     }
 
     #[test]

@@ -1,16 +1,26 @@
-//! The signed release tag: SSH signing through git, verified against the committed
-//! `release/allowed_signers` file.
+//! Release signatures: the SSH-signed tag (through git) and the SSH signatures of
+//! `SHA256SUMS` and `evidence.json` (`ssh-keygen -Y sign`, namespace [`FILE_NAMESPACE`]),
+//! all verified against the committed `release/allowed_signers` file.
 //!
-//! The tag is signed with the maintainer's configured key (`gpg.format=ssh`,
-//! `user.signingkey`) and then verified with `git verify-tag` against the allowed-signers
-//! file given to the gate, never against the signer's own configuration, so a tag signed by
-//! a key outside that file fails.
+//! Both are made with the maintainer's configured key (`gpg.format=ssh`,
+//! `user.signingkey`) and then verified against the allowed-signers file given to the gate,
+//! never against the signer's own configuration, so a signature by a key outside that file
+//! fails. The file signatures are what `scripts/install.sh` checks before it trusts a
+//! checksum.
 
 use std::path::Path;
 use std::process::Command;
 
 /// The committed allowed-signers file (OpenSSH `allowed_signers` format).
 pub const ALLOWED_SIGNERS: &str = "release/allowed_signers";
+
+/// The `ssh-keygen -Y` namespace of release file signatures (`scripts/install.sh` verifies
+/// with the same one), so a signature made for another purpose never passes as a release's.
+pub const FILE_NAMESPACE: &str = "aibox-release";
+
+/// Where a maintainer reads how to add or rotate a key; every refusal about keys names it.
+pub const KEYS_DOC: &str = "see \"Maintainer keys\" in docs-site/src/release.md: \
+                            `cargo xtask release-key add <email> <key.pub>`";
 
 fn git(repo: &Path) -> Command {
     let mut c = Command::new("git");
@@ -39,14 +49,114 @@ pub fn check_signing_config(repo: &Path) -> Result<(), String> {
     let format = run(git(repo).args(["config", "--get", "gpg.format"])).unwrap_or_default();
     let key = run(git(repo).args(["config", "--get", "user.signingkey"])).unwrap_or_default();
     if format.trim() != "ssh" || key.trim().is_empty() {
-        return Err(
-            "release tags are signed with SSH through git: run `git config gpg.format ssh` and \
+        return Err(format!(
+            "releases are signed with SSH: run `git config gpg.format ssh` and \
              `git config user.signingkey ~/.ssh/<key>.pub` (the key's public half must be in \
-             release/allowed_signers)"
-                .to_owned(),
-        );
+             release/allowed_signers; {KEYS_DOC})"
+        ));
     }
     Ok(())
+}
+
+/// The configured signing key's path (`user.signingkey`, `~` expanded by git).
+pub fn signing_key(repo: &Path) -> Result<std::path::PathBuf, String> {
+    check_signing_config(repo)?;
+    let key = run(git(repo).args(["config", "--get", "--path", "user.signingkey"]))?;
+    let key = key.trim();
+    if key.starts_with("key::") || key.starts_with("ssh-") {
+        return Err(format!(
+            "user.signingkey holds a literal key; the release files are signed with \
+             `ssh-keygen -Y sign -f FILE`, so set it to the key's file ({KEYS_DOC})"
+        ));
+    }
+    Ok(std::path::PathBuf::from(key))
+}
+
+/// Signs `file` with `key` (a private key, or a public key whose private half is in
+/// ssh-agent) into `file.sig`; returns the signature's path.
+pub fn sign_file(key: &Path, file: &Path) -> Result<std::path::PathBuf, String> {
+    let sig = std::path::PathBuf::from(format!("{}.sig", file.display()));
+    let _ = fs_err::remove_file(&sig);
+    let mut cmd = Command::new("ssh-keygen");
+    cmd.args(["-Y", "sign", "-q", "-n", FILE_NAMESPACE, "-f"])
+        .arg(key)
+        .arg(file);
+    run(&mut cmd).map_err(|e| format!("signing {} failed: {e}", file.display()))?;
+    Ok(sig)
+}
+
+/// Verifies `file.sig` over `file` against `allowed_signers` the way the installer does
+/// (`find-principals`, then `verify` in [`FILE_NAMESPACE`]); returns the signer.
+pub fn verify_file(file: &Path, allowed_signers: &Path) -> Result<String, String> {
+    let sig = format!("{}.sig", file.display());
+    let refused = |why: &str| {
+        format!(
+            "{} does not verify against {}: {why} ({KEYS_DOC})",
+            file.display(),
+            allowed_signers.display()
+        )
+    };
+    let principals = run(Command::new("ssh-keygen")
+        .args(["-Y", "find-principals", "-s", &sig, "-f"])
+        .arg(allowed_signers))
+    .map_err(|e| refused(&format!("no allowed signer made {sig}: {e}")))?;
+    let principal = principals
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let body = fs_err::File::open(file).map_err(|e| e.to_string())?;
+    let out = Command::new("ssh-keygen")
+        .args([
+            "-Y",
+            "verify",
+            "-n",
+            FILE_NAMESPACE,
+            "-I",
+            &principal,
+            "-s",
+            &sig,
+            "-f",
+        ])
+        .arg(allowed_signers)
+        .stdin(body.into_parts().0)
+        .output()
+        .map_err(|e| format!("cannot run ssh-keygen: {e}"))?;
+    if out.status.success() {
+        Ok(principal)
+    } else {
+        Err(refused(String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+/// The release files the gate signs (beside the signed tag).
+pub const SIGNED_FILES: &[&str] = &["SHA256SUMS", "evidence.json"];
+
+/// Signs [`SIGNED_FILES`] in `out` with `repo`'s configured key and verifies each against
+/// `allowed_signers`; on any failure no signature is left behind. Returns one report line
+/// per file.
+pub fn sign_release(
+    repo: &Path,
+    out: &Path,
+    allowed_signers: &Path,
+) -> Result<Vec<String>, String> {
+    let key = signing_key(repo)?;
+    let mut report = Vec::new();
+    for name in SIGNED_FILES {
+        let file = out.join(name);
+        let signed = sign_file(&key, &file).and_then(|_| verify_file(&file, allowed_signers));
+        match signed {
+            Ok(by) => report.push(format!("{name}.sig: signed by {by} ({FILE_NAMESPACE})")),
+            Err(e) => {
+                for n in SIGNED_FILES {
+                    let _ = fs_err::remove_file(out.join(format!("{n}.sig")));
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(report)
 }
 
 /// Creates the signed annotated tag `tag` on HEAD with `message`.
@@ -66,7 +176,7 @@ pub fn verify_tag(repo: &Path, tag: &str, allowed_signers: &Path) -> Result<Stri
         .args(["-c", "gpg.format=ssh", "verify-tag", "--raw", tag]);
     run(&mut cmd).map_err(|e| {
         format!(
-            "tag {tag} does not verify against {}: {}",
+            "tag {tag} does not verify against {}: {} ({KEYS_DOC})",
             allowed_signers.display(),
             if e.is_empty() { "no signature" } else { &e }
         )
@@ -115,7 +225,9 @@ mod tests {
         let public = fs_err::read_to_string(dir.join("maintainer.pub")).unwrap();
         fs_err::write(
             dir.join("allowed_signers"),
-            format!("# test signers\nmaintainer@example.invalid namespaces=\"git\" {public}"),
+            format!(
+                "# test signers\nmaintainer@example.invalid namespaces=\"git,aibox-release\" {public}"
+            ),
         )
         .unwrap();
         let work = dir.join("work");
@@ -177,6 +289,11 @@ mod tests {
         sign_tag(&work, "v1.0.0", "aibox v1.0.0\n").unwrap();
         let err = verify_tag(&work, "v1.0.0", &r.0.join("allowed_signers")).unwrap_err();
         assert!(err.contains("does not verify"), "{err}");
+        // The refusal names the procedure that fixes it.
+        assert!(
+            err.contains("\"Maintainer keys\" in docs-site/src/release.md"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -185,6 +302,112 @@ mod tests {
         let work = r.0.join("work");
         let err = sign_tag(&work, "v1.0.0", "m").unwrap_err();
         assert!(err.contains("gpg.format ssh"), "{err}");
+    }
+
+    /// `SHA256SUMS` and `evidence.json` in `work/out`.
+    fn release_files(r: &Repo) -> PathBuf {
+        let out = r.0.join("work/out");
+        fs_err::create_dir_all(&out).unwrap();
+        fs_err::write(out.join("SHA256SUMS"), "# aibox 1.0.0\nabc  aibox-x\n").unwrap();
+        fs_err::write(out.join("evidence.json"), "{\"version\": \"1.0.0\"}\n").unwrap();
+        out
+    }
+
+    #[test]
+    fn release_files_signed_with_an_allowed_key_verify_until_altered() {
+        let r = repo("files");
+        use_key(&r, "maintainer");
+        let out = release_files(&r);
+        let signers = r.0.join("allowed_signers");
+        let report = sign_release(&r.0.join("work"), &out, &signers).unwrap();
+        assert_eq!(report.len(), 2);
+        assert!(
+            report[0].contains("maintainer@example.invalid"),
+            "{report:?}"
+        );
+        assert!(out.join("evidence.json.sig").is_file());
+        fs_err::write(out.join("SHA256SUMS"), "# aibox 1.0.0\nabd  aibox-x\n").unwrap();
+        let err = verify_file(&out.join("SHA256SUMS"), &signers).unwrap_err();
+        assert!(err.contains("does not verify"), "{err}");
+        fs_err::remove_file(out.join("evidence.json.sig")).unwrap();
+        let err = verify_file(&out.join("evidence.json"), &signers).unwrap_err();
+        assert!(err.contains("no allowed signer"), "{err}");
+    }
+
+    /// The gate's outputs as the installer reads them: what `sums_file` and `sign_release`
+    /// write is what `scripts/install.sh` accepts.
+    #[test]
+    fn the_installer_accepts_what_the_gate_signs() {
+        let r = repo("contract");
+        use_key(&r, "maintainer");
+        let out = r.0.join("work/out");
+        fs_err::create_dir_all(&out).unwrap();
+        let artifact = "aibox-x86_64-unknown-linux-gnu";
+        fs_err::write(out.join(artifact), "#!/bin/sh\necho 'aibox 1.0.0'\n").unwrap();
+        fs_err::write(out.join("evidence.json"), "{}\n").unwrap();
+        let digest = |n: &str| super::super::sha256_file(&out.join(n)).unwrap();
+        let sums = super::super::sums_file(
+            "1.0.0",
+            &[
+                (digest(artifact), artifact.to_owned()),
+                (digest("evidence.json"), "evidence.json".to_owned()),
+            ],
+        );
+        fs_err::write(out.join("SHA256SUMS"), sums).unwrap();
+        sign_release(&r.0.join("work"), &out, &r.0.join("allowed_signers")).unwrap();
+        let installed = Command::new("sh")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install.sh"))
+            .args(["--version", "1.0.0", "--from"])
+            .arg(&out)
+            .arg("--to")
+            .arg(r.0.join("bin"))
+            .arg("--allowed-signers")
+            .arg(r.0.join("allowed_signers"))
+            .env("AIBOX_TARGET", "x86_64-unknown-linux-gnu")
+            .output()
+            .unwrap();
+        assert!(
+            installed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
+        let version = Command::new(r.0.join("bin/aibox"))
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&version.stdout).trim(),
+            "aibox 1.0.0"
+        );
+    }
+
+    #[test]
+    fn a_signature_in_another_namespace_or_by_a_stranger_is_refused() {
+        let r = repo("files-ns");
+        let out = release_files(&r);
+        let signers = r.0.join("allowed_signers");
+        // A valid signature by the maintainer, but made for git, not for a release.
+        sh(
+            &out,
+            "ssh-keygen",
+            &[
+                "-Y",
+                "sign",
+                "-q",
+                "-n",
+                "git",
+                "-f",
+                r.0.join("maintainer").to_str().unwrap(),
+                "SHA256SUMS",
+            ],
+        );
+        let err = verify_file(&out.join("SHA256SUMS"), &signers).unwrap_err();
+        assert!(err.contains("does not verify"), "{err}");
+        use_key(&r, "stranger");
+        let err = sign_release(&r.0.join("work"), &out, &signers).unwrap_err();
+        assert!(err.contains("release-key add"), "{err}");
+        assert!(!out.join("SHA256SUMS.sig").exists());
+        assert!(!out.join("evidence.json.sig").exists());
     }
 
     #[test]

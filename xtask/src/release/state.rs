@@ -141,6 +141,8 @@ pub struct Report {
     pub deferrals: Vec<Deferral>,
     /// Advisories ignored in `deny.toml` (never allowed).
     pub ignored_advisories: Vec<String>,
+    /// Every target: `(triple, built here, why)` (see `artifacts::target_plan`).
+    pub targets: Vec<(String, bool, String)>,
 }
 
 /// Collects every input of the repository at `root` (the current directory for the gate).
@@ -161,10 +163,12 @@ pub fn collect(root: &Path) -> Result<Report, String> {
         Err(e) => return Err(e.to_string()),
     };
     let deny = fs_err::read_to_string(root.join("deny.toml")).map_err(|e| e.to_string())?;
+    let installed = super::artifacts::installed_targets().unwrap_or_default();
     Ok(Report {
         inputs,
         deferrals,
         ignored_advisories: ignored_advisories(&deny)?,
+        targets: super::artifacts::target_plan(&installed),
     })
 }
 
@@ -1008,6 +1012,9 @@ pub fn to_json(report: &Report, verdict: &Result<Vec<String>, Vec<String>>) -> S
         "ignored_advisories": report.ignored_advisories,
         "deferrals": deferrals,
         "inputs": inputs,
+        "targets": report.targets.iter().map(|(t, built, why)| {
+            json!({ "target": t, "built": built, "why": why })
+        }).collect::<Vec<_>>(),
     });
     serde_json::to_string_pretty(&value).unwrap_or_default() + "\n"
 }
@@ -1062,6 +1069,11 @@ pub fn to_markdown(report: &Report, verdict: &Result<Vec<String>, Vec<String>>) 
             i.note.replace('|', "/")
         );
     }
+    md.push_str("\n## Release targets\n\n| target | built | why |\n|---|---|---|\n");
+    for (t, built, why) in &report.targets {
+        let built = if *built { "yes" } else { "**no**" };
+        let _ = writeln!(md, "| {t} | {built} | {} |", why.replace('|', "/"));
+    }
     md
 }
 
@@ -1096,7 +1108,32 @@ mod tests {
             inputs,
             deferrals: parse_deferrals(deferrals).unwrap(),
             ignored_advisories: Vec::new(),
+            targets: super::super::artifacts::target_plan(&["x86_64-unknown-linux-gnu".to_owned()]),
         }
+    }
+
+    #[test]
+    fn the_report_says_which_targets_are_built_and_why_not() {
+        let r = report(Vec::new(), "");
+        let md = to_markdown(&r, &Ok(Vec::new()));
+        assert!(
+            md.contains("| x86_64-unknown-linux-gnu | yes | glibc 2.28 floor"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| aarch64-unknown-linux-musl | **no** | the Rust standard library"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| aarch64-apple-darwin | **no** | not a release target"),
+            "{md}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&to_json(&r, &Ok(Vec::new()))).unwrap();
+        let targets = json["targets"].as_array().unwrap();
+        assert_eq!(targets.len(), 7);
+        assert_eq!(targets[0]["target"], "x86_64-unknown-linux-gnu");
+        assert_eq!(targets[0]["built"], true);
+        assert_eq!(targets[2]["built"], false);
     }
 
     #[test]

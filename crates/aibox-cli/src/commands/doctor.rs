@@ -1,6 +1,7 @@
-//! `aibox doctor [--integrity] [--report FILE]`: the diagnosis of
+//! `aibox doctor [--integrity] [--report FILE] [--check-updates|--no-update-check]`: the diagnosis of
 //! `aibox_engine::doctor`; exit 1 when it found errors.
 
+use aibox_engine::updates::UpdateCheck;
 use camino::Utf8Path;
 
 use super::{Outcome, json_or, project_root};
@@ -13,8 +14,18 @@ pub fn run(g: &Global, args: &DoctorArgs) -> Outcome {
     if args.integrity {
         return integrity(g, &root);
     }
-    let report =
-        aibox_engine::doctor::doctor(&root, &aibox_engine::doctor::DoctorOptions::default())?;
+    let update_check = if args.check_updates {
+        UpdateCheck::Always
+    } else if args.no_update_check {
+        UpdateCheck::Never
+    } else {
+        UpdateCheck::Auto
+    };
+    let options = aibox_engine::doctor::DoctorOptions {
+        update_check,
+        ..aibox_engine::doctor::DoctorOptions::default()
+    };
+    let report = aibox_engine::doctor::doctor(&root, &options)?;
     if let Some(path) = &args.report {
         aibox_engine::doctor::write_report(&root, &report, path)?;
         render::note(

@@ -14,6 +14,7 @@ mod exec;
 mod init;
 mod lifecycle;
 mod mcp;
+mod own;
 mod skill;
 
 use std::io::IsTerminal;
@@ -42,6 +43,7 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Status => lifecycle::status(g),
         Command::Exec(args) => exec::run(g, args),
         Command::Doctor(args) => doctor::run(g, args),
+        Command::Own(crate::args::SelfCommand::Check) => own::check(g),
         Command::Config(cmd) => config::run(g, cmd),
         Command::Mcp(McpCommand::List) => mcp::list(g),
         Command::Mcp(McpCommand::Check(args)) => mcp::check(g, args),

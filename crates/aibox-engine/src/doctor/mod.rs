@@ -4,7 +4,9 @@
 //! codes (`aibox::doctor::*` for doctor's own checks, `aibox::policy::*` for the policy
 //! gates, which run exactly as in `apply`). The project is resolved once, offline
 //! ([`crate::resolve`] with `offline = true`): doctor never downloads, and a processkit
-//! release missing from the download cache is reported as not resolved. Every string of
+//! release missing from the download cache is reported as not resolved. Its one request
+//! is the `updates` check's question to the releases feed ([`crate::updates`]), made only
+//! outside CI and without `AIBOX_NO_UPDATE_CHECK` unless asked. Every string of
 //! the report passes through [`aibox_policy::redact`] before the report is returned
 //! ([`report`]), so neither the human output, the JSON (`"redacted": true`) nor a report
 //! bundle ([`write_report`], in [`bundle`]) can show a secret, a home path, the user or
@@ -61,6 +63,9 @@ pub struct DoctorOptions {
     /// The download cache the processkit release is looked up in (default: the one
     /// `apply` uses). Doctor only reads it; it never downloads.
     pub cache_dir: Option<camino::Utf8PathBuf>,
+    /// Whether to ask the forge's releases feed for a newer aibox (the one request doctor
+    /// makes; by default not in CI and not with `AIBOX_NO_UPDATE_CHECK`).
+    pub update_check: crate::updates::UpdateCheck,
 }
 
 impl Default for DoctorOptions {
@@ -95,6 +100,7 @@ impl Default for DoctorOptions {
             users,
             hosts,
             cache_dir: None,
+            update_check: crate::updates::UpdateCheck::Auto,
         }
     }
 }
@@ -231,11 +237,12 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         run.check("skills", checks::skills::findings(p, &skills));
     }
 
-    // CLI version versus the lock
+    // CLI version versus the lock, and versus the newest release
     run.check(
         "version",
         checks::version::findings(&lock, &options.cli_version),
     );
+    checks::updates::check(&mut run, options);
 
     // consents, listed on every run
     let mut exceptions = Vec::new();

@@ -14,6 +14,7 @@ pub(super) mod mcp_servers;
 pub(super) mod secrets;
 pub(super) mod skills;
 pub(super) mod sync;
+pub(super) mod updates;
 pub(super) mod version;
 
 use aibox_provenance::lock::{LOCK_FILE, Lock};

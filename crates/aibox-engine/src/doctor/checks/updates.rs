@@ -1,0 +1,67 @@
+//! The `updates` check: whether a newer aibox release exists (see [`crate::updates`]).
+//! Asked only when [`crate::updates::when_to_ask`] allows it (or `--check-updates`); an
+//! unreachable feed is a skip, never a finding, so an offline machine sees nothing.
+
+use aibox_policy::{Finding, Severity};
+
+use super::super::DoctorOptions;
+use super::super::report::Run;
+use crate::updates::{self, UpdateCheck, UpdateStatus};
+
+pub(crate) fn check(run: &mut Run, options: &DoctorOptions) {
+    const NAME: &str = "updates";
+    match options.update_check {
+        UpdateCheck::Never => return run.skip(NAME, "not asked"),
+        UpdateCheck::Auto => {
+            if let Err(why) = updates::when_to_ask(&options.environment) {
+                return run.skip(NAME, &why);
+            }
+        }
+        UpdateCheck::Always => {}
+    }
+    let url = updates::feed_url(&options.environment);
+    let status = updates::latest_release(&url)
+        .and_then(|latest| updates::assess(&options.cli_version, latest));
+    match status {
+        Err(e) => run.skip(NAME, &format!("newest release unknown: {e}")),
+        Ok(status) => {
+            let message = status.message(&options.cli_version);
+            let finding = |code: &str, severity| {
+                Finding::new(
+                    code,
+                    severity,
+                    "aibox",
+                    message.clone(),
+                    format!(
+                        "update: `{}` (or `cargo install --locked --git \
+                         https://github.com/projectious-work/aibox aibox-cli`)",
+                        updates::INSTALL_HINT
+                    ),
+                )
+            };
+            let findings = match status {
+                UpdateStatus::Current => Vec::new(),
+                UpdateStatus::PatchAvailable { .. } => {
+                    vec![finding(
+                        "aibox::doctor::update_available",
+                        Severity::Warning,
+                    )]
+                }
+                UpdateStatus::Unsupported { .. } => {
+                    vec![finding(
+                        "aibox::doctor::unsupported_version",
+                        Severity::Warning,
+                    )]
+                }
+                UpdateStatus::Ahead { .. } => vec![Finding::new(
+                    "aibox::doctor::development_build",
+                    Severity::Info,
+                    "aibox",
+                    message.clone(),
+                    "nothing to do",
+                )],
+            };
+            run.check(NAME, findings);
+        }
+    }
+}
