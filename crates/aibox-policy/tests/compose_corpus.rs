@@ -102,114 +102,117 @@ fn include_project_directories_outside_the_project_are_refused() {
     );
 }
 
+/// Each attempt and the rule it tries to dodge, which must be the one that refuses it.
+const EXPECTED_RULES: &[(&str, &str)] = &[
+    ("merge-privileged", "aibox::policy::privileged"),
+    ("merge-cap-sys-admin", "aibox::policy::cap_add"),
+    ("merge-host-network", "aibox::policy::host_namespace"),
+    (
+        "merge-seccomp-unconfined",
+        "aibox::policy::seccomp_unconfined",
+    ),
+    ("merge-docker-socket", "aibox::policy::engine_socket"),
+    ("interp-privileged-default", "aibox::policy::privileged"),
+    ("interp-network-default", "aibox::policy::host_namespace"),
+    (
+        "interp-dotenv-privileged",
+        "aibox::policy::unresolved_variable",
+    ),
+    ("extends-other-file", "aibox::policy::privileged"),
+    ("include-privileged", "aibox::policy::privileged"),
+    ("named-volume-bind-root", "aibox::policy::sensitive_mount"),
+    ("env-file-credentials", "aibox::policy::host_read"),
+    ("configs-shadow", "aibox::policy::host_read"),
+    ("build-context-root", "aibox::policy::host_read"),
+    ("build-additional-contexts", "aibox::policy::host_read"),
+    ("build-dockerfile-absolute", "aibox::policy::host_read"),
+    ("mount-sudoers-d", "aibox::policy::sensitive_mount"),
+    ("mount-claude", "aibox::policy::credential_mount"),
+    ("mount-bashrc", "aibox::policy::credential_mount"),
+    ("devcontainer-docker-in-docker", "aibox::policy::privileged"),
+    (
+        "devcontainer-extra-compose-file",
+        "aibox::policy::privileged",
+    ),
+    (
+        "devcontainer-local-feature-privileged",
+        "aibox::policy::privileged",
+    ),
+    (
+        "volumes-from-foreign-container",
+        "aibox::policy::volumes_from_container",
+    ),
+    ("device-raw-disk", "aibox::policy::devices"),
+    ("device-long-syntax", "aibox::policy::devices"),
+    (
+        "device-cgroup-rule-all",
+        "aibox::policy::device_cgroup_rule",
+    ),
+    ("label-spc-t", "aibox::policy::security_label"),
+    ("label-colon-unconfined-t", "aibox::policy::security_label"),
+    ("cap-net-admin", "aibox::policy::cap_add"),
+    ("cap-sys-ptrace", "aibox::policy::cap_add"),
+    ("cap-net-raw", "aibox::policy::cap_add"),
+    ("sysctls-mapping", "aibox::policy::sysctl"),
+    ("sysctls-list", "aibox::policy::sysctl"),
+    ("user-root", "aibox::policy::root_user"),
+    ("user-zero-zero", "aibox::policy::root_user"),
+    ("user-root-and-disk", "aibox::policy::devices"),
+    ("user-root-and-disk", "aibox::policy::root_user"),
+    ("devcontainer-runargs-device", "aibox::policy::devices"),
+    ("devcontainer-runargs-device", "aibox::policy::sysctl"),
+    ("devcontainer-runargs-device", "aibox::policy::root_user"),
+    (
+        "seccomp-lookalike-absolute",
+        "aibox::policy::seccomp_profile",
+    ),
+    (
+        "seccomp-allow-all-in-place",
+        "aibox::policy::seccomp_profile_edited",
+    ),
+    ("devcontainer-root-file", "aibox::policy::privileged"),
+    (
+        "devcontainer-root-file",
+        "aibox::policy::initialize_command",
+    ),
+    (
+        "devcontainer-named-run-args",
+        "aibox::policy::host_namespace",
+    ),
+    ("devcontainer-named-run-args", "aibox::policy::cap_add"),
+    (
+        "devcontainer-named-run-args",
+        "aibox::policy::engine_socket",
+    ),
+    (
+        "devcontainer-named-security-opt",
+        "aibox::policy::apparmor_unconfined",
+    ),
+    (
+        "devcontainer-named-compose",
+        "aibox::policy::sensitive_mount",
+    ),
+    (
+        "devcontainer-root-file-compose-escape",
+        "aibox::policy::unchecked_include",
+    ),
+    ("mount-opts-ro-then-rw", "aibox::policy::sensitive_mount"),
+    ("mount-short-mode-ro-rw", "aibox::policy::sensitive_mount"),
+    ("mount-home-ro", "aibox::policy::home_mount"),
+    (
+        "devcontainer-build-context-outside",
+        "aibox::policy::host_read",
+    ),
+    (
+        "named-volume-block-device-ro",
+        "aibox::policy::sensitive_mount",
+    ),
+];
+
 /// Each attempt is refused for its own reason, not by accident: the rule that fires.
 #[test]
 fn attempts_are_refused_by_the_rule_they_try_to_dodge() {
-    let expected: &[(&str, &str)] = &[
-        ("merge-privileged", "aibox::policy::privileged"),
-        ("merge-cap-sys-admin", "aibox::policy::cap_add"),
-        ("merge-host-network", "aibox::policy::host_namespace"),
-        (
-            "merge-seccomp-unconfined",
-            "aibox::policy::seccomp_unconfined",
-        ),
-        ("merge-docker-socket", "aibox::policy::engine_socket"),
-        ("interp-privileged-default", "aibox::policy::privileged"),
-        ("interp-network-default", "aibox::policy::host_namespace"),
-        (
-            "interp-dotenv-privileged",
-            "aibox::policy::unresolved_variable",
-        ),
-        ("extends-other-file", "aibox::policy::privileged"),
-        ("include-privileged", "aibox::policy::privileged"),
-        ("named-volume-bind-root", "aibox::policy::sensitive_mount"),
-        ("env-file-credentials", "aibox::policy::host_read"),
-        ("configs-shadow", "aibox::policy::host_read"),
-        ("build-context-root", "aibox::policy::host_read"),
-        ("build-additional-contexts", "aibox::policy::host_read"),
-        ("build-dockerfile-absolute", "aibox::policy::host_read"),
-        ("mount-sudoers-d", "aibox::policy::sensitive_mount"),
-        ("mount-claude", "aibox::policy::credential_mount"),
-        ("mount-bashrc", "aibox::policy::credential_mount"),
-        ("devcontainer-docker-in-docker", "aibox::policy::privileged"),
-        (
-            "devcontainer-extra-compose-file",
-            "aibox::policy::privileged",
-        ),
-        (
-            "devcontainer-local-feature-privileged",
-            "aibox::policy::privileged",
-        ),
-        (
-            "volumes-from-foreign-container",
-            "aibox::policy::volumes_from_container",
-        ),
-        ("device-raw-disk", "aibox::policy::devices"),
-        ("device-long-syntax", "aibox::policy::devices"),
-        (
-            "device-cgroup-rule-all",
-            "aibox::policy::device_cgroup_rule",
-        ),
-        ("label-spc-t", "aibox::policy::security_label"),
-        ("label-colon-unconfined-t", "aibox::policy::security_label"),
-        ("cap-net-admin", "aibox::policy::cap_add"),
-        ("cap-sys-ptrace", "aibox::policy::cap_add"),
-        ("cap-net-raw", "aibox::policy::cap_add"),
-        ("sysctls-mapping", "aibox::policy::sysctl"),
-        ("sysctls-list", "aibox::policy::sysctl"),
-        ("user-root", "aibox::policy::root_user"),
-        ("user-zero-zero", "aibox::policy::root_user"),
-        ("user-root-and-disk", "aibox::policy::devices"),
-        ("user-root-and-disk", "aibox::policy::root_user"),
-        ("devcontainer-runargs-device", "aibox::policy::devices"),
-        ("devcontainer-runargs-device", "aibox::policy::sysctl"),
-        ("devcontainer-runargs-device", "aibox::policy::root_user"),
-        (
-            "seccomp-lookalike-absolute",
-            "aibox::policy::seccomp_profile",
-        ),
-        (
-            "seccomp-allow-all-in-place",
-            "aibox::policy::seccomp_profile_edited",
-        ),
-        ("devcontainer-root-file", "aibox::policy::privileged"),
-        (
-            "devcontainer-root-file",
-            "aibox::policy::initialize_command",
-        ),
-        (
-            "devcontainer-named-run-args",
-            "aibox::policy::host_namespace",
-        ),
-        ("devcontainer-named-run-args", "aibox::policy::cap_add"),
-        (
-            "devcontainer-named-run-args",
-            "aibox::policy::engine_socket",
-        ),
-        (
-            "devcontainer-named-security-opt",
-            "aibox::policy::apparmor_unconfined",
-        ),
-        (
-            "devcontainer-named-compose",
-            "aibox::policy::sensitive_mount",
-        ),
-        (
-            "devcontainer-root-file-compose-escape",
-            "aibox::policy::unchecked_include",
-        ),
-        ("mount-opts-ro-then-rw", "aibox::policy::sensitive_mount"),
-        ("mount-short-mode-ro-rw", "aibox::policy::sensitive_mount"),
-        ("mount-home-ro", "aibox::policy::home_mount"),
-        (
-            "devcontainer-build-context-outside",
-            "aibox::policy::host_read",
-        ),
-        (
-            "named-volume-block-device-ro",
-            "aibox::policy::sensitive_mount",
-        ),
-    ];
+    let expected = EXPECTED_RULES;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compose-bypass");
     for (case, code) in expected {
         let findings = check_compose_setup(&project_files(&dir.join(case)), &Consent::default());
