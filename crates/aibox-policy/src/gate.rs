@@ -1508,6 +1508,12 @@ fn devcontainer_findings(
     for opt in json_strings(doc.get("securityOpt")) {
         ctx.security_opt(&opt, &mut out);
     }
+    // The user the container starts as, and the one the tools (the agent) run as.
+    for key in ["containerUser", "remoteUser"] {
+        if let Some(user) = doc.get(key).and_then(Json::as_str) {
+            ctx.user(user, &mut out);
+        }
+    }
     let run_args = json_strings(doc.get("runArgs"));
     run_args_findings(&ctx, &run_args, &mut out);
     if let Some(mounts) = doc.get("mounts").and_then(Json::as_array) {

@@ -655,6 +655,30 @@ fn a_root_container_user_is_refused_until_consented() {
     );
 }
 
+/// A dev container configuration that starts the container, or runs the tools, as root
+/// is refused by the same consent key as a root `[container] user`.
+#[test]
+fn a_devcontainer_json_running_as_root_is_refused_until_consented() {
+    for (key, user) in [
+        ("containerUser", "root"),
+        ("remoteUser", "root"),
+        ("remoteUser", "0"),
+    ] {
+        let json = devcontainer(&format!("\"{key}\": \"{user}\""));
+        let found = check_devcontainer_json(DEVCONTAINER, &json, &Consent::default());
+        assert_eq!(
+            errors_with(&found, "aibox::policy::root_user").len(),
+            1,
+            "{key}={user}: {found:#?}"
+        );
+        let accepted = check_devcontainer_json(DEVCONTAINER, &json, &with_exception("user:root"));
+        assert!(!has_errors(&accepted), "{key}={user}: {accepted:#?}");
+    }
+    let json = devcontainer("\"remoteUser\": \"aibox\", \"containerUser\": \"1000\"");
+    let found = check_devcontainer_json(DEVCONTAINER, &json, &Consent::default());
+    assert!(errors_with(&found, "aibox::policy::root_user").is_empty());
+}
+
 #[test]
 fn safe_files_pass() {
     let text = compose(
