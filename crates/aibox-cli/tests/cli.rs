@@ -842,6 +842,61 @@ fn the_bundled_demo_works_with_no_engine_on_path() {
     assert!(project.join("aibox.lock").is_file());
 }
 
+/// `skill list`, `skill review` and `doctor` give `skill` the same verdict, `expected`
+/// (`reported`, `blocking`, `consented` or `stale`).
+fn verdicts_agree(project: &Utf8Path, skill: &str, expected: &str) {
+    let out = aibox(project, &["skill", "list", "-o", "json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == skill)
+        .unwrap();
+    assert_eq!(row["gate"]["verdict"], expected, "skill list: {row}");
+    let out = aibox(project, &["skill", "list"]);
+    let line = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with(&format!("{skill} ")))
+        .unwrap()
+        .to_owned();
+    let shown = if expected == "stale" {
+        "blocking (stale consent)"
+    } else {
+        expected
+    };
+    assert!(line.contains(&format!(", {shown}")), "skill list: {line}");
+    let out = aibox(project, &["skill", "review", skill]);
+    let review = text(&out);
+    let verdict = review
+        .lines()
+        .find(|l| l.starts_with("Verdict:"))
+        .unwrap_or_default();
+    let want = match expected {
+        "reported" => "Verdict: reported, not blocking",
+        "consented" => "Verdict: consented",
+        "stale" => "Verdict: blocking: the consent recorded for it is stale",
+        _ => "Verdict: blocking: `aibox apply` will not register",
+    };
+    assert!(verdict.starts_with(want), "skill review: {review}");
+    let out = aibox(project, &["doctor", "-o", "json"]);
+    let doctor: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let about =
+        |code: &str| {
+            doctor["findings"].as_array().unwrap().iter().any(|f| {
+                f["code"] == code && f["message"].as_str().unwrap_or_default().contains(skill)
+            })
+        };
+    let codes = [
+        ("reported", "aibox::doctor::first_party_review"),
+        ("blocking", "aibox::doctor::skill_review_failed"),
+        ("stale", "aibox::doctor::stale_consent"),
+    ];
+    for (verdict, code) in codes {
+        assert_eq!(about(code), verdict == expected, "doctor {code}: {doctor}");
+    }
+}
+
 /// `aibox skill review NAME` says whether the installed skill is first- or third-party and
 /// why, lists the trusted sources, and prints its content digest and, for a failing
 /// skill, the consent entry to record; recording it lets an edited skill through, and one
@@ -871,6 +926,7 @@ fn skill_review_prints_trust_and_the_consent_to_record() {
     let sha = json["sha256"].as_str().unwrap().to_owned();
     assert_eq!(sha.len(), 64, "{json}");
     assert_eq!(json["trust"]["trust"], "first-party", "{json}");
+    verdicts_agree(&project, "skill-finder", "reported");
 
     // Edited in place: third-party, gated, and the review prints the entry to record.
     let server = project.join("context/skills/processkit/skill-finder/mcp/server.py");
@@ -898,6 +954,7 @@ fn skill_review_prints_trust_and_the_consent_to_record() {
         "{}",
         text(&out)
     );
+    verdicts_agree(&project, "skill-finder", "blocking");
     let consent = entry
         .lines()
         .take(6)
@@ -913,6 +970,7 @@ fn skill_review_prints_trust_and_the_consent_to_record() {
     let out = aibox(&project, &["apply"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("skill `skill-finder` differs from the verified release"));
+    verdicts_agree(&project, "skill-finder", "consented");
 
     // One more edit: the consent is stale, an error naming the skill.
     code.push_str("# another\n");
@@ -928,6 +986,7 @@ fn skill_review_prints_trust_and_the_consent_to_record() {
             .contains("skill-finder (point 4: its content changed since the consent"),
         "{err}"
     );
+    verdicts_agree(&project, "skill-finder", "stale");
 }
 
 /// `aibox base-image pin` in `dir`, with its exit code and `aibox.toml` afterwards.

@@ -407,6 +407,70 @@ pub struct SkillInfo {
     pub verdict: Outcome,
     /// The review points it fails.
     pub failed_points: Vec<u8>,
+    /// What `aibox apply` does with it: the one verdict `skill list`, `skill review` and
+    /// `doctor` all show.
+    pub gate: SkillGate,
+}
+
+/// What `aibox apply` does with an installed skill given its review, its trust, whether
+/// it has an MCP server, `[processkit] review` and the recorded consents.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum SkillGate {
+    /// It fails no review point.
+    Passes,
+    /// It fails points, but nothing of it is gated: it has no MCP server, or it is
+    /// first-party and `[processkit] review` is not `"all"`.
+    Reported,
+    /// Gated and failing, and a consent recorded for this content and these points
+    /// covers it: registered.
+    Consented {
+        /// Who recorded the consent.
+        reviewer: String,
+    },
+    /// Gated and failing without a consent: `apply` refuses it.
+    Blocking,
+    /// Gated and failing, with a consent for other content or other points: `apply`
+    /// refuses it.
+    Stale {
+        /// What changed since the consent.
+        why: String,
+    },
+}
+
+impl SkillGate {
+    /// Whether `aibox apply` refuses the skill.
+    pub fn blocks(&self) -> bool {
+        matches!(self, Self::Blocking | Self::Stale { .. })
+    }
+
+    /// The verdict of a skill with `failed` points, trust `origin`, an MCP server or not.
+    fn of(
+        config: &aibox_config::AiboxToml,
+        name: &str,
+        sha256: &str,
+        failed: &[u8],
+        origin: Trust,
+        mcp_server: bool,
+    ) -> Self {
+        if failed.is_empty() {
+            return Self::Passes;
+        }
+        let gated = origin == Trust::ThirdParty
+            || config.processkit.review == aibox_config::ReviewScope::All;
+        if !(gated && mcp_server) {
+            return Self::Reported;
+        }
+        match aibox_skill_review::consent(&config.skills.review_exceptions, name, sha256, failed) {
+            aibox_skill_review::Consent::Valid(e) => Self::Consented {
+                reviewer: e.reviewer.clone(),
+            },
+            aibox_skill_review::Consent::Missing => Self::Blocking,
+            aibox_skill_review::Consent::Stale(stale) => Self::Stale {
+                why: stale.describe(sha256, failed),
+            },
+        }
+    }
 }
 
 /// The skills installed under `context/skills/<category>/<name>/`, with their selection
@@ -432,16 +496,27 @@ pub(crate) fn list_for(
         let dir = format!("{SKILLS_DIR}/{}/{}", s.category, s.name);
         let (origin, origin_reason) = basis.explain(root, &dir);
         let review = review(&s.dir, &review_context(origin, lock.as_ref(), &dir))?;
+        let mcp_server = s.dir.join("mcp/mcp-config.json").is_file();
+        let sha256 = content_sha256(&s.dir)?;
+        let failed_points = review.failed_points();
         out.push(SkillInfo {
             core: front.lines().any(|l| l.trim() == "core: true"),
-            mcp_server: s.dir.join("mcp/mcp-config.json").is_file(),
+            mcp_server,
             included: project.config.skills.include.contains(&s.name),
             excluded: project.config.skills.exclude.contains(&s.name),
             origin,
             origin_reason,
-            sha256: content_sha256(&s.dir)?,
+            gate: SkillGate::of(
+                &project.config,
+                &s.name,
+                &sha256,
+                &failed_points,
+                origin,
+                mcp_server,
+            ),
+            sha256,
             verdict: review.outcome,
-            failed_points: review.failed_points(),
+            failed_points,
             dir,
             category: s.category,
             name: s.name,

@@ -1478,6 +1478,25 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
     devcontainer_findings(file, jsonc_text, consent, &NoSources)
 }
 
+/// A dev container configuration's own container options: `privileged`, `capAdd`,
+/// `securityOpt`, and the users the container starts as and the tools run as.
+fn devcontainer_options(ctx: &Ctx<'_>, doc: &Json, out: &mut Vec<Finding>) {
+    if doc.get("privileged").is_some_and(json_truthy) {
+        ctx.privileged(line_of(ctx.text, "\"privileged\""), out);
+    }
+    for cap in json_strings(doc.get("capAdd")) {
+        ctx.cap(&cap, out);
+    }
+    for opt in json_strings(doc.get("securityOpt")) {
+        ctx.security_opt(&opt, out);
+    }
+    for key in ["containerUser", "remoteUser"] {
+        if let Some(user) = doc.get(key).and_then(Json::as_str) {
+            ctx.user(user, out);
+        }
+    }
+}
+
 /// [`check_devcontainer_json`] with the project at hand: mount sources under
 /// `${localWorkspaceFolder}` are judged where their symbolic links lead.
 fn devcontainer_findings(
@@ -1499,21 +1518,7 @@ fn devcontainer_findings(
         Err(e) => return vec![unparsable(file, "JSON", &e.message).at(Some(e.line))],
     };
     let mut out = Vec::new();
-    if doc.get("privileged").is_some_and(json_truthy) {
-        ctx.privileged(line_of(jsonc_text, "\"privileged\""), &mut out);
-    }
-    for cap in json_strings(doc.get("capAdd")) {
-        ctx.cap(&cap, &mut out);
-    }
-    for opt in json_strings(doc.get("securityOpt")) {
-        ctx.security_opt(&opt, &mut out);
-    }
-    // The user the container starts as, and the one the tools (the agent) run as.
-    for key in ["containerUser", "remoteUser"] {
-        if let Some(user) = doc.get(key).and_then(Json::as_str) {
-            ctx.user(user, &mut out);
-        }
-    }
+    devcontainer_options(&ctx, &doc, &mut out);
     let run_args = json_strings(doc.get("runArgs"));
     run_args_findings(&ctx, &run_args, &mut out);
     if let Some(mounts) = doc.get("mounts").and_then(Json::as_array) {

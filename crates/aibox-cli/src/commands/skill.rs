@@ -6,7 +6,7 @@ use super::{Outcome, json_or, optional_project_root, project_root};
 use crate::args::{Global, SkillCommand};
 use crate::exit::Exit;
 use crate::render;
-use aibox_engine::skills::Trust;
+use aibox_engine::skills::{SkillGate, Trust};
 
 pub fn run(g: &Global, cmd: &SkillCommand) -> Outcome {
     match cmd {
@@ -43,11 +43,14 @@ fn list(g: &Global) -> Outcome {
                 Trust::FirstParty => "first-party",
                 Trust::ThirdParty => "third-party",
             };
-            let verdict = if s.failed_points.is_empty() {
-                s.verdict.as_str().to_owned()
-            } else {
-                let points: Vec<String> = s.failed_points.iter().map(u8::to_string).collect();
-                format!("fail (point {})", points.join(", "))
+            let points: Vec<String> = s.failed_points.iter().map(u8::to_string).collect();
+            let failed = format!("fail (point {})", points.join(", "));
+            let verdict = match &s.gate {
+                SkillGate::Passes => s.verdict.as_str().to_owned(),
+                SkillGate::Reported => format!("{failed}, reported"),
+                SkillGate::Consented { .. } => format!("{failed}, consented"),
+                SkillGate::Blocking => format!("{failed}, blocking"),
+                SkillGate::Stale { .. } => format!("{failed}, blocking (stale consent)"),
             };
             cells.push(vec![
                 s.name.clone(),
@@ -104,7 +107,7 @@ fn review(g: &Global, target: &str) -> Outcome {
         }
         render::out(&format!("Content sha256: {sha256}"));
         if review.failed() {
-            render::out(&verdict(root.as_deref(), target, trust.as_ref()));
+            render::out(&verdict(root.as_deref(), target));
             render::out(&format!(
                 "To consent after reading its code, record in aibox.toml (valid for this \
                  content and these points only):\n{}",
@@ -120,38 +123,47 @@ fn review(g: &Global, target: &str) -> Outcome {
 }
 
 /// The one verdict for a skill that fails a point: whether `aibox apply` registers it.
-/// Only skills with an MCP server are gated; a first-party one (a trusted source's
-/// verified release, unchanged) only under `[processkit] review = "all"`.
-fn verdict(
-    root: Option<&Utf8Path>,
-    target: &str,
-    trust: Option<&aibox_engine::skills::SkillTrust>,
-) -> String {
-    let installed = !Utf8Path::new(target).is_dir();
-    let first_party = installed && trust.is_some_and(|t| t.trust == Trust::FirstParty);
-    let has_server = if installed {
-        root.and_then(|r| aibox_engine::skills::list(r).ok())
-            .and_then(|skills| skills.into_iter().find(|s| s.name == target))
-            .is_none_or(|s| s.mcp_server)
-    } else {
-        Utf8Path::new(target).join("mcp/mcp-config.json").is_file()
-    };
-    let review_all = root
-        .and_then(|r| aibox_config::load_project(r).ok())
-        .is_some_and(|p| p.config.processkit.review == aibox_config::ReviewScope::All);
-    if !has_server {
-        "Verdict: reported, not blocking: the skill has no MCP server, so `aibox apply` \
-         registers nothing of it."
-            .to_owned()
-    } else if first_party && !review_all {
-        "Verdict: reported, not blocking: the skill is first-party (from a trusted source's \
-         verified release pinned in aibox.lock, and unchanged), so `aibox apply` registers it unless \
-         `[processkit] review = \"all\"`."
-            .to_owned()
-    } else {
-        "Verdict: blocking: `aibox apply` will not register this skill unless aibox.toml \
-         records a [[skills.review_exceptions]] entry for it."
-            .to_owned()
+/// An installed skill's is the engine's (`SkillGate`, which `skill list` and `doctor`
+/// show too); a folder given by path is not installed, so it is third-party: gated when
+/// it has an MCP server.
+fn verdict(root: Option<&Utf8Path>, target: &str) -> String {
+    let gate = root
+        .filter(|_| !Utf8Path::new(target).is_dir())
+        .and_then(|r| aibox_engine::skills::list(r).ok())
+        .and_then(|skills| skills.into_iter().find(|s| s.name == target))
+        .map(|s| (s.gate, s.mcp_server, s.origin));
+    let (gate, has_server, origin) = gate.unwrap_or_else(|| {
+        let has_server = Utf8Path::new(target).join("mcp/mcp-config.json").is_file();
+        let gate = if has_server {
+            SkillGate::Blocking
+        } else {
+            SkillGate::Reported
+        };
+        (gate, has_server, Trust::ThirdParty)
+    });
+    match gate {
+        SkillGate::Passes => "Verdict: passes.".to_owned(),
+        SkillGate::Reported if !has_server => "Verdict: reported, not blocking: the skill has \
+             no MCP server, so `aibox apply` registers nothing of it."
+            .to_owned(),
+        SkillGate::Reported => {
+            debug_assert_eq!(origin, Trust::FirstParty);
+            "Verdict: reported, not blocking: the skill is first-party (from a trusted \
+             source's verified release pinned in aibox.lock, and unchanged), so `aibox apply` \
+             registers it unless `[processkit] review = \"all\"`."
+                .to_owned()
+        }
+        SkillGate::Consented { reviewer } => format!(
+            "Verdict: consented: `aibox apply` registers it under the consent {reviewer} \
+             recorded for this content and these points."
+        ),
+        SkillGate::Blocking => "Verdict: blocking: `aibox apply` will not register this skill \
+             unless aibox.toml records a [[skills.review_exceptions]] entry for it."
+            .to_owned(),
+        SkillGate::Stale { why } => format!(
+            "Verdict: blocking: the consent recorded for it is stale ({why}); replace it with \
+             the entry below."
+        ),
     }
 }
 

@@ -9,9 +9,8 @@ use aibox_policy::{Finding, Severity};
 /// "all"`), each gated skill with a server that fails without a current consent as a
 /// warning (`apply` refuses it), a stale consent naming what changed.
 pub(crate) fn findings(project: &Project, skills: &[crate::skills::SkillInfo]) -> Vec<Finding> {
-    use crate::skills::Trust;
+    use crate::skills::{SkillGate, Trust};
     let config = &project.config;
-    let strict = config.processkit.review == aibox_config::ReviewScope::All;
     let points = |p: &[u8]| p.iter().map(u8::to_string).collect::<Vec<_>>().join(", ");
     let mut out = Vec::new();
     let third: Vec<String> = skills
@@ -37,27 +36,20 @@ pub(crate) fn findings(project: &Project, skills: &[crate::skills::SkillInfo]) -
          shows a skill's trust and evidence",
     ));
     let mut first_party = Vec::new();
-    for s in skills.iter().filter(|s| !s.failed_points.is_empty()) {
-        let gated = s.origin == Trust::ThirdParty || strict;
-        let consent = aibox_skill_review::consent(
-            &config.skills.review_exceptions,
-            &s.name,
-            &s.sha256,
-            &s.failed_points,
-        );
+    for s in skills {
         let origin = if s.origin == Trust::ThirdParty {
             "third-party"
         } else {
             "first-party"
         };
-        match consent {
-            _ if !(gated && s.mcp_server) => {
+        match &s.gate {
+            SkillGate::Passes | SkillGate::Consented { .. } => {}
+            SkillGate::Reported => {
                 if s.origin == Trust::FirstParty {
                     first_party.push(format!("{} (point {})", s.name, points(&s.failed_points)));
                 }
             }
-            aibox_skill_review::Consent::Valid(_) => {}
-            aibox_skill_review::Consent::Missing => out.push(Finding::new(
+            SkillGate::Blocking => out.push(Finding::new(
                 "aibox::doctor::skill_review_failed",
                 Severity::Warning,
                 &s.dir,
@@ -73,15 +65,14 @@ pub(crate) fn findings(project: &Project, skills: &[crate::skills::SkillInfo]) -
                     s.name
                 ),
             )),
-            aibox_skill_review::Consent::Stale(stale) => out.push(Finding::new(
+            SkillGate::Stale { why } => out.push(Finding::new(
                 "aibox::doctor::stale_consent",
                 Severity::Error,
                 &s.dir,
                 format!(
-                    "the review consent for {origin} skill `{}` is stale: {}; `aibox apply` \
+                    "the review consent for {origin} skill `{}` is stale: {why}; `aibox apply` \
                      refuses to register it",
                     s.name,
-                    stale.describe(&s.sha256, &s.failed_points)
                 ),
                 format!(
                     "read `aibox skill review {}` again, then replace its \
