@@ -1517,12 +1517,15 @@ impl Ctx<'_> {
             );
             return;
         }
-        // Only the generated file counts, relative to `.devcontainer/` or by an absolute path
-        // into a project's `.devcontainer/`; its contents are checked against the lock.
-        let ours = matches!(value, "aibox-seccomp.json" | "./aibox-seccomp.json")
-            || value
-                .strip_suffix(aibox_config::layout::SECCOMP_PROFILE)
-                .is_some_and(|head| head.ends_with('/'));
+        // Only the generated file counts: as the generated Compose file names it, relative
+        // to `.devcontainer/` as earlier versions named it, or by an absolute path into a
+        // project's `.devcontainer/`; its contents are checked against the lock.
+        let ours = matches!(
+            value,
+            "aibox-seccomp.json" | "./aibox-seccomp.json" | ".devcontainer/aibox-seccomp.json"
+        ) || value
+            .strip_suffix(aibox_config::layout::SECCOMP_PROFILE)
+            .is_some_and(|head| head.ends_with('/'));
         if ours && self.consent.seccomp_profile {
             return;
         }
