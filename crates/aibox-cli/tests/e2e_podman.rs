@@ -1112,3 +1112,188 @@ fn devcontainer_cli_on_docker(
     ok(aibox().arg("down"));
     assert!(docker.inspect_container(id).is_none(), "down removed it");
 }
+
+/// The unprivileged user the rootless test runs Podman as (created once, with sub-IDs and
+/// its own overlay storage in its home).
+const ROOTLESS_USER: &str = "aibox-rootless";
+
+/// Creates [`ROOTLESS_USER`] when missing; returns its UID, GID and home.
+fn rootless_user() -> (u32, u32, Utf8PathBuf) {
+    let exists = Command::new("id").arg(ROOTLESS_USER).output().unwrap();
+    if !exists.status.success() {
+        ok(Command::new("useradd").args(["--create-home", ROOTLESS_USER]));
+        ok(Command::new("usermod").args([
+            "--add-subuids",
+            "300000-365535",
+            "--add-subgids",
+            "300000-365535",
+            ROOTLESS_USER,
+        ]));
+    }
+    let id = |flag: &str| -> u32 {
+        ok(Command::new("id").args([flag, ROOTLESS_USER]))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let home = Utf8PathBuf::from(format!("/home/{ROOTLESS_USER}"));
+    // Native rootless overlay (kernel 5.13+): no full copy of every layer, as `vfs` makes.
+    let conf = home.join(".config/containers");
+    fs_err::create_dir_all(&conf).unwrap();
+    fs_err::write(
+        conf.join("storage.conf"),
+        "[storage]\ndriver = \"overlay\"\n",
+    )
+    .unwrap();
+    aibox_test_support::podman::chown_tree(&home, ROOTLESS_USER);
+    (id("-u"), id("-g"), home)
+}
+
+/// `PROGRAM ARGS` as [`ROOTLESS_USER`], with its own home, runtime folder and a copy of
+/// the harness's `containers.conf`.
+fn as_rootless(home: &Utf8Path, program: &str) -> Command {
+    let run = home.join("run");
+    fs_err::create_dir_all(&run).unwrap();
+    ok(Command::new("chown").args([ROOTLESS_USER, run.as_str()]));
+    ok(Command::new("chmod").args(["0700", run.as_str()]));
+    let mut cmd = Command::new("runuser");
+    cmd.args(["-u", ROOTLESS_USER, "--", program])
+        .env("HOME", home.as_str())
+        .env("XDG_RUNTIME_DIR", run.as_str())
+        .env("CONTAINERS_CONF", home.join("containers.conf").as_str())
+        .env_remove("DOCKER_HOST")
+        .env("NO_COLOR", "1")
+        .current_dir(home.as_str())
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Rootless Podman maps container IDs to the user's sub-IDs, so without more the agent
+/// cannot write the project its owner bind-mounts. `aibox up` run by the owner on
+/// rootless Podman maps the owner to the container user (`keep-id`): the agent writes
+/// `/workspace` and its harness folder, and what it writes belongs to the owner. The
+/// image is built rootful once and loaded into the user's storage (the same build a
+/// rootless `up` would make, without downloading the tools twice).
+#[test]
+#[allow(clippy::print_stderr)] // the UID map goes to the test log
+fn rootless_podman_maps_the_owner_into_the_container() {
+    let _serial = serial();
+    let podman = Podman::ready();
+    require_program_for_rootless();
+    let (uid, gid, home) = rootless_user();
+    fs_err::copy(podman.containers_conf(), home.join("containers.conf")).unwrap();
+    let tmp = tempfile::tempdir_in(&home).unwrap();
+    let name = format!("aibox-e2e-rootless-{}", std::process::id());
+    let root = Utf8PathBuf::from_path_buf(tmp.path().join(&name)).unwrap();
+    fs_err::create_dir_all(&root).unwrap();
+    init(&podman, &root, &name, "claude");
+    aibox_test_support::podman::chown_tree(&home, &format!("{uid}:{gid}"));
+    let (project, container, image, user) = names(&podman, &root);
+    // Built rootful, with the owner's IDs (the folder is theirs), then handed over.
+    ok(aibox(&podman, &root).args(["apply", "--build"]));
+    aibox_test_support::podman::chown_tree(&root, &format!("{uid}:{gid}"));
+    let saved = home.join("image.tar");
+    ok(podman
+        .command()
+        .args(["save", "-o", saved.as_str(), &image]));
+    ok(Command::new("chown").args([ROOTLESS_USER, saved.as_str()]));
+    ok(as_rootless(&home, "podman").args(["load", "-i", saved.as_str()]));
+    fs_err::remove_file(&saved).unwrap();
+    let rootless = |args: &[&str]| {
+        let mut cmd = as_rootless(&home, env!("CARGO_BIN_EXE_aibox"));
+        cmd.env("AIBOX_ENGINE", "podman")
+            .env("AIBOX_COMPOSE", "podman-compose")
+            .args(["--project", root.as_str()])
+            .args(args);
+        cmd
+    };
+    let cleanup = |what: &[&str]| {
+        let _ = as_rootless(&home, "podman").args(what).output();
+    };
+    let _tun = TunForUsers::open();
+
+    let up = run(&mut rootless(&["up"]));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assert!(up.status.success(), "{}", show(&up));
+        assert!(
+            !String::from_utf8_lossy(&up.stderr).contains("cannot write"),
+            "{}",
+            show(&up)
+        );
+        let inspect = ok(as_rootless(&home, "podman").args([
+            "container",
+            "inspect",
+            "--format",
+            "{{.HostConfig.IDMappings.UIDMap}}",
+            &container,
+        ]));
+        eprintln!("[measured] rootless UID map: {}", inspect.trim());
+        let id = ok(&mut rootless(&[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "id -un; touch /workspace/by-agent \
+             \"$HOME/.claude/by-agent\" && echo wrote",
+        ]));
+        assert!(id.contains(&user) && id.contains("wrote"), "{id}");
+        for written in [
+            root.join("by-agent"),
+            root.join(".aibox-home/.claude/by-agent"),
+        ] {
+            use std::os::unix::fs::MetadataExt as _;
+            let meta = fs_err::metadata(&written).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (uid, gid), "{written}");
+        }
+        let doctor = run(&mut rootless(&["doctor", "--output", "json"]));
+        let text = String::from_utf8_lossy(&doctor.stdout);
+        assert!(!text.contains("not_writable"), "{}", show(&doctor));
+        ok(&mut rootless(&["down"]));
+    }));
+    cleanup(&["rm", "-f", &container]);
+    cleanup(&["network", "rm", &format!("{project}_default")]);
+    cleanup(&["rmi", &image]);
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn require_program_for_rootless() {
+    let hint = "rootless Podman needs `runuser` (util-linux), `useradd` (passwd) and \
+                `newuidmap` (uidmap): `apt-get install -y util-linux passwd uidmap`";
+    for program in ["runuser", "useradd", "newuidmap"] {
+        aibox_test_support::podman::require_program(program, hint);
+    }
+}
+
+/// Rootless networking (slirp4netns) opens `/dev/net/tun`, which desktop distributions
+/// leave readable by every user (0666) and this machine's minimal `/dev` does not: for
+/// the test's duration it gets the usual mode, and its own back afterwards.
+struct TunForUsers {
+    restore: Option<u32>,
+}
+
+impl TunForUsers {
+    const PATH: &str = "/dev/net/tun";
+
+    fn open() -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = fs_err::metadata(Self::PATH).unwrap().permissions().mode() & 0o7777;
+        if mode & 0o666 == 0o666 {
+            return Self { restore: None };
+        }
+        fs_err::set_permissions(Self::PATH, std::fs::Permissions::from_mode(0o666)).unwrap();
+        Self {
+            restore: Some(mode),
+        }
+    }
+}
+
+impl Drop for TunForUsers {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt as _;
+        if let Some(mode) = self.restore {
+            let _ = fs_err::set_permissions(Self::PATH, std::fs::Permissions::from_mode(mode));
+        }
+    }
+}

@@ -208,6 +208,7 @@ pub fn target_for(root: &Utf8Path, project: &aibox_config::Project) -> Target {
         checkout,
         image: aibox_devcontainer::image_name(config),
         user: config.container.user.clone(),
+        ids: (config.container.uid, config.container.gid()),
     }
 }
 
@@ -358,7 +359,9 @@ pub(crate) fn unwritable_message(user: &str, folder: &str) -> String {
 /// The fix for [`unwritable_message`].
 pub const UNWRITABLE_FIX: &str = "the project folder should belong to your own \
     (non-root) user: `aibox up` gives the container user that user's UID and GID; then `aibox \
-    up` rebuilds the image. On rootless Podman the container user can write only what it maps to";
+    up` rebuilds the image. On rootless Podman `aibox up` maps you to the container user \
+    (`keep-id`); a container made by VS Code or `devcontainer up` there is not mapped: `aibox \
+    down` it and use `aibox up`";
 
 /// Runs one lifecycle command as the container user in `/workspace`, through `sh -c`
 /// like `devcontainer.json` string commands. Its output goes to stderr so `--output

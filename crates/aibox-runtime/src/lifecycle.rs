@@ -66,6 +66,9 @@ pub struct Target {
     pub image: String,
     /// The unprivileged user commands run as.
     pub user: String,
+    /// That user's UID and GID in `aibox.toml`: the image's unless the project's owner is
+    /// a regular user, whose IDs the image takes instead ([`Fingerprints::owner`]).
+    pub ids: (u32, u32),
 }
 
 impl Target {
@@ -465,6 +468,10 @@ impl Runtime {
                 }
                 let mut cmd = self.compose(target, &args);
                 cmd.env(CONFIG_DIGEST_VAR, &prints.config);
+                if let Some(userns) = self.keep_id(prints.owner.unwrap_or(target.ids))? {
+                    // Read by every `podman create`/`run` that podman-compose starts.
+                    cmd.env("PODMAN_USERNS", userns);
+                }
                 let rendered = process::render(&cmd);
                 let done = run_checked(cmd, self.timeouts.start, progress)?;
                 // podman-compose 1.0 exits 0 when `podman run` failed: fail now with its
@@ -960,6 +967,25 @@ impl Runtime {
         }
     }
 
+    /// On rootless Podman, the `PODMAN_USERNS` value that maps the host user to the
+    /// container user's IDs (`keep-id:uid=U,gid=G`), so the agent can write the bind-mounted
+    /// project and harness folders; otherwise the container's IDs are sub-IDs the host user
+    /// owns nothing as. `None` on Docker and rootful Podman (the image already has the
+    /// owner's IDs there).
+    fn keep_id(&self, (uid, gid): (u32, u32)) -> Result<Option<String>, RuntimeError> {
+        if self.detected.engine.engine != Engine::Podman {
+            return Ok(None);
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.args(["info", "--format", "{{.Host.Security.Rootless}}"]);
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        Ok(keep_id_value(&done.stdout, uid, gid))
+    }
+
     fn engine_name(&self) -> String {
         self.detected.engine.engine.as_str().to_owned()
     }
@@ -1206,6 +1232,11 @@ fn stale_container_reason(
     }
 }
 
+/// The `PODMAN_USERNS` value when `podman info` says rootless (`true`), else `None`.
+fn keep_id_value(rootless: &str, uid: u32, gid: u32) -> Option<String> {
+    (rootless.trim() == "true").then(|| format!("keep-id:uid={uid},gid={gid}"))
+}
+
 /// Whether `network inspect` output describes a network of Compose project `project`.
 fn network_is_ours(stdout: &str, project: &str) -> bool {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(stdout) else {
@@ -1280,7 +1311,18 @@ mod tests {
             checkout: "/src/a/demo".into(),
             image: "demo-aibox:0.1.0".into(),
             user: "aibox".into(),
+            ids: (1000, 1000),
         }
+    }
+
+    #[test]
+    fn rootless_podman_maps_the_host_user_to_the_container_user() {
+        assert_eq!(
+            keep_id_value("true\n", 1001, 1002).as_deref(),
+            Some("keep-id:uid=1001,gid=1002")
+        );
+        assert_eq!(keep_id_value("false\n", 1001, 1002), None);
+        assert_eq!(keep_id_value("", 1001, 1002), None);
     }
 
     fn with_labels(labels: &[(&str, &str)]) -> Inspected {

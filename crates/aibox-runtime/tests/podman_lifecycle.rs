@@ -64,9 +64,10 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
         container: name.to_owned(),
         name: name.to_owned(),
         service: name.to_owned(),
-        checkout: checkout.to_string(),
+        checkout,
         image,
         user: "tester".to_owned(),
+        ids: (1000, 1000),
     };
     (dir, target)
 }
