@@ -175,6 +175,11 @@ fn aibox_takes_it_for_this_checkouts(podman: &Podman, root: &Utf8Path, name: &st
     let doctor = aibox_output(podman, root, &["doctor", "--output", "json"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert!(!text.contains("foreign_container"), "{}", show(&doctor));
+    assert!(
+        text.contains("aibox::doctor::devcontainer_container"),
+        "{}",
+        show(&doctor)
+    );
 
     // Another checkout of the same project (same folder name, another path) does not
     // take it for its own.

@@ -395,6 +395,14 @@ fn two_checkouts_of_one_project_never_share_a_container() {
             ],
         );
     }
+    let doctor = run(aibox(&podman, &b_root).args(["doctor", "--output", "json"]));
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.contains("aibox::doctor::foreign_container") && text.contains(&owner),
+        "{}",
+        show(&doctor)
+    );
+    assert!(!doctor.status.success(), "{}", show(&doctor));
     assert_eq!(
         podman.inspect_container(&a.container).unwrap()["State"]["Running"],
         true,
