@@ -1520,12 +1520,11 @@ impl Ctx<'_> {
         // Only the generated file counts: as the generated Compose file names it, relative
         // to `.devcontainer/` as earlier versions named it, or by an absolute path into a
         // project's `.devcontainer/`; its contents are checked against the lock.
-        let ours = matches!(
-            value,
-            "aibox-seccomp.json" | "./aibox-seccomp.json" | ".devcontainer/aibox-seccomp.json"
-        ) || value
-            .strip_suffix(aibox_config::layout::SECCOMP_PROFILE)
-            .is_some_and(|head| head.ends_with('/'));
+        let ours = matches!(value, "aibox-seccomp.json" | "./aibox-seccomp.json")
+            || value == aibox_config::layout::SECCOMP_PROFILE
+            || value
+                .strip_suffix(aibox_config::layout::SECCOMP_PROFILE)
+                .is_some_and(|head| head.ends_with('/'));
         if ours && self.consent.seccomp_profile {
             return;
         }
