@@ -156,7 +156,7 @@ fn cases() -> Vec<Case> {
     let mut full = Case::new("full", FULL);
     full.local = local(FULL_LOCAL);
     // A real path may hold spaces, `$` and non-ASCII letters; Compose must not touch them.
-    full.checkout = "/home/tester/my $HOME/Prøject A".to_owned();
+    "/home/tester/my $HOME/Prøject A".clone_into(&mut full.checkout);
     // Two locked MCP server environments (requirements as the engine renders them).
     full.python_envs = ["0a1b2c3d4e5f", "f5e4d3c2b1a0"]
         .into_iter()
@@ -603,9 +603,9 @@ fn the_container_is_named_per_checkout_unless_pinned() {
     );
 
     let mut case = Case::new("minimal", MINIMAL);
-    case.checkout = "/src/a/demo".to_owned();
+    "/src/a/demo".clone_into(&mut case.checkout);
     let files_a = render(&case.inputs()).unwrap();
-    case.checkout = "/src/b/demo".to_owned();
+    "/src/b/demo".clone_into(&mut case.checkout);
     let files_b = render(&case.inputs()).unwrap();
     for path in [
         ".devcontainer/docker-compose.yml",
