@@ -14,8 +14,7 @@
 //! - the image's size (`image inspect`);
 //! - `devcontainer up` of the same project's committed files (`devcontainer.json` and the
 //!   Compose file it names) with the pinned CLI from `test-tools/`, cold, running and
-//!   warm (container removed, image kept); on Podman only, as on Docker the CLI cannot
-//!   read the seccomp profile the project names (see `Kind::devcontainer_skipped`).
+//!   warm (container removed, image kept), on both engines.
 //!
 //! Cold means nothing to reuse: every engine runs on storage of its own under
 //! `target/bench-up/` that holds only the base image. Podman gets a private graph root
@@ -65,23 +64,6 @@ impl Kind {
                  Dev Containers CLI's cold run every other image is removed from it"
             }
             Self::Docker => "own dockerd with a fresh --data-root holding only the base image",
-        }
-    }
-
-    /// Why `devcontainer up` is not measured on this engine, if it is not. On Docker
-    /// the Compose file names the seccomp profile Codex needs (`seccomp:aibox-seccomp.json`,
-    /// relative), which docker-compose 1.29 reads relative to the working directory the
-    /// CLI gives it, not to the Compose file (`aibox up` runs Compose in `.devcontainer/`).
-    fn devcontainer_skipped(self) -> Option<&'static str> {
-        match self {
-            Self::Podman => None,
-            Self::Docker => Some(
-                "the Dev Containers CLI's `docker-compose config` stops with \"Error reading \
-                 seccomp profile: No such file or directory: 'aibox-seccomp.json'\" \
-                 (docker-compose 1.29 reads the relative profile path against its working \
-                 directory; seen with the CLI started outside the project and in \
-                 .devcontainer/)",
-            ),
         }
     }
 }
@@ -155,7 +137,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
         reports.push(serde_json::json!({
             "engine": kind.name(),
             "cold": kind.cold_method(),
-            "devcontainer_skipped": kind.devcontainer_skipped(),
             "steps": rows,
             "error": result.err(),
         }));
@@ -203,8 +184,11 @@ impl Bench<'_> {
         }
         let name = format!("aibox-bench-up-{}-{}", self.kind.name(), std::process::id());
         let mut engine = Engine::start(self.kind, self.podman, dir, keep)?;
-        // Removed even when a step fails: the containers and networks of both tools.
-        engine.containers.push(name.clone());
+        // Removed even when a step fails: the containers and networks of both tools (the
+        // CLI's container has Compose's own name, as the committed files name none).
+        engine
+            .containers
+            .push(format!("{name}_devcontainer_{name}_1"));
         engine.networks.push(format!("{name}_devcontainer_default"));
         let root = dir.join(&name);
         fs_err::create_dir_all(&root).map_err(|e| e.to_string())?;
@@ -218,13 +202,13 @@ impl Bench<'_> {
         if let Some(project) = status["project"].as_str() {
             engine.networks.push(format!("{project}_default"));
         }
-        self.aibox_steps(&engine, &root, &image, rows)?;
-        if self.kind.devcontainer_skipped().is_some() {
-            return Ok(());
+        if let Some(container) = status["container"].as_str() {
+            engine.containers.push(container.to_owned());
         }
+        self.aibox_steps(&engine, &root, &image, rows)?;
         // Leave nothing the CLI could reuse but the base image.
         engine.only_base_image(self.podman)?;
-        self.devcontainer_steps(&engine, &root, &name, rows)
+        self.devcontainer_steps(&engine, &root, rows)
     }
 
     fn aibox(&self, engine: &Engine, root: &Utf8Path, args: &[&str]) -> Command {
@@ -313,10 +297,9 @@ impl Bench<'_> {
         &self,
         engine: &Engine,
         root: &Utf8Path,
-        name: &str,
         rows: &mut Vec<serde_json::Value>,
     ) -> Result<(), String> {
-        let up = |label| {
+        let up = |label| -> Result<(Up, String), String> {
             let mut cmd = Command::new(self.cli.as_str());
             // In the project folder, as a developer runs it.
             cmd.current_dir(root)
@@ -333,21 +316,39 @@ impl Bench<'_> {
                 .rev()
                 .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
                 .map(|v| v["outcome"].clone());
+            let result = run
+                .stdout
+                .lines()
+                .rev()
+                .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .unwrap_or_default();
             if outcome != Some(serde_json::json!("success")) {
                 return Err(format!("{label}: no success result:\n{}", run.stdout));
             }
-            Ok(run)
+            let id = result["containerId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            Ok((run, id))
         };
         say("  devcontainer up (cold)");
-        let cold = up("devcontainer up (cold)")?;
-        let image = engine.text(&["container", "inspect", "--format", "{{.Image}}", name])?;
+        let (cold, id) = up("devcontainer up (cold)")?;
+        let image = engine.text(&["container", "inspect", "--format", "{{.Image}}", &id])?;
         rows.push(cold.row("devcontainer up, cold", Some(engine.image_size(&image)?)));
         say("  devcontainer up (running)");
-        rows.push(up("devcontainer up (running)")?.row("devcontainer up, running", None));
+        rows.push(
+            up("devcontainer up (running)")?
+                .0
+                .row("devcontainer up, running", None),
+        );
         // The CLI has no `down`: remove the container, keep the image.
-        engine.text(&["rm", "-f", name])?;
+        engine.text(&["rm", "-f", &id])?;
         say("  devcontainer up (warm)");
-        rows.push(up("devcontainer up (warm)")?.row("devcontainer up, warm (no container)", None));
+        rows.push(
+            up("devcontainer up (warm)")?
+                .0
+                .row("devcontainer up, warm (no container)", None),
+        );
         Ok(())
     }
 }
@@ -780,9 +781,6 @@ fn render(report: &serde_json::Value) -> String {
             "cold on {name}: {}",
             engine["cold"].as_str().unwrap_or_default()
         );
-        if let Some(why) = engine["devcontainer_skipped"].as_str() {
-            let _ = writeln!(out, "devcontainer up on {name}: not measured: {why}");
-        }
         if let Some(error) = engine["error"].as_str() {
             let first = error.lines().next().unwrap_or_default();
             let _ = writeln!(

@@ -537,7 +537,10 @@ fn codex_on_docker_without_consent_is_refused_and_yes_never_consents() {
         toml()
     );
     let compose = fs_err::read_to_string(dir.join(".devcontainer/docker-compose.yml")).unwrap();
-    assert!(compose.contains("seccomp=aibox-seccomp.json"), "{compose}");
+    assert!(
+        compose.contains("seccomp=.devcontainer/aibox-seccomp.json"),
+        "{compose}"
+    );
 }
 
 /// A folder that refuses writes is the environment, not the project: exit 3, and the

@@ -63,7 +63,8 @@ struct Project {
     _cleanup: Cleanup,
     _tmp: tempfile::TempDir,
     root: Utf8PathBuf,
-    name: String,
+    /// This checkout's container.
+    container: String,
     /// `CONTAINERS_CONF` for every aibox command (the harness's, or a variant of it).
     conf: Utf8PathBuf,
 }
@@ -115,17 +116,18 @@ impl Project {
         let status = ok(&["status", "--output", "json"]);
         let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
         let project = status["project"].as_str().unwrap();
+        let container = status["container"].as_str().unwrap().to_owned();
         let image = status["image"].as_str().unwrap();
         let mut cleanup = Cleanup::new(podman);
         cleanup
-            .container(&name)
+            .container(&container)
             .image(image)
             .network(&format!("{project}_default"));
         Self {
             _cleanup: cleanup,
             _tmp: tmp,
             root,
-            name,
+            container,
             conf,
         }
     }
@@ -317,7 +319,7 @@ fn codex_sandbox_confines_commands_under_every_strategy() {
         );
         assert_eq!(doctor["codex_sandbox"]["posture"], strategy, "{doctor}");
         p.ok(&["down"]);
-        assert!(podman.inspect_container(&p.name).is_none());
+        assert!(podman.inspect_container(&p.container).is_none());
     }
 }
 

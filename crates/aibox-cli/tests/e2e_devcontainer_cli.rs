@@ -110,58 +110,103 @@ fn devcontainer_up_succeeds_on_generated_files() {
     let image = status["image"].as_str().unwrap().to_owned();
 
     let mut cleanup = Cleanup::new(&podman);
-    cleanup.container(&name).image(&image);
-    // The CLI chooses its own Compose project name; remove whatever network it created.
+    cleanup.image(&image);
+    // The CLI chooses its own Compose project name (`<folder>_devcontainer`) and, the
+    // committed files naming no container, Compose's own container name.
+    let cli_project = format!("{name}_devcontainer");
     for network in [
         format!("{project}_default"),
-        format!("{name}_devcontainer_default"),
+        format!("{cli_project}_default"),
     ] {
         cleanup.network(&network);
+    }
+    for container in [
+        format!("{cli_project}_{name}_1"),
+        format!("{cli_project}-{name}-1"),
+    ] {
+        cleanup.container(&container);
     }
 
     let (out, result) = devcontainer_up(&cli, &podman, &api, &root);
     assert_eq!(result["outcome"], "success", "{}", show(&out));
     assert!(out.status.success(), "{}", show(&out));
+    let id = result["containerId"].as_str().unwrap().to_owned();
 
     // The container it started is the one our Compose file describes.
     let inspect = podman
-        .inspect_container(&name)
-        .expect("devcontainer up created our container");
+        .inspect_container(&id)
+        .expect("devcontainer up created a container");
     assert_eq!(inspect["State"]["Running"], true);
+    let labels = &inspect["Config"]["Labels"];
+    assert_eq!(labels["aibox.project"].as_str(), Some(name.as_str()));
     assert_eq!(
-        inspect["Config"]["Labels"]["aibox.project"].as_str(),
-        Some(project.as_str())
+        labels["devcontainer.local_folder"].as_str(),
+        Some(root.as_str())
     );
-    assert_eq!(result["containerId"], inspect["Id"], "{result}");
-    // The CLI runs it under its own Compose project (`<folder>_devcontainer`), so aibox
-    // treats it as another owner's container: reported, never adopted or removed.
-    let mut down = Command::new(env!("CARGO_BIN_EXE_aibox"));
-    podman.configure(&mut down);
-    let refused = down
-        .env("AIBOX_ENGINE", "podman")
-        .env_remove("AIBOX_COMPOSE")
-        .args(["--project", root.as_str(), "down"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!refused.status.success(), "{}", show(&refused));
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        stderr.contains("aibox::runtime::foreign_container"),
-        "{}",
-        show(&refused)
-    );
-    assert!(stderr.contains("Dev Containers CLI"), "{}", show(&refused));
-    assert_eq!(
-        podman.inspect_container(&name).unwrap()["Id"],
-        inspect["Id"]
-    );
+    assert!(labels["aibox.checkout"].is_null(), "{labels}");
     // Any image the CLI derived from ours (for example to align the user's UID) goes too.
     if let Some(derived) = inspect["ImageName"].as_str()
         && derived != image
     {
         cleanup.image(derived);
     }
+
+    aibox_takes_it_for_this_checkouts(&podman, &root, &name, &id);
+}
+
+/// aibox recognises the Dev Containers CLI's container `id` as the checkout's at `root`,
+/// by the CLI's folder label: `status`, `exec` and `doctor` use it, never refuse it as
+/// another's; a second checkout of the project does not take it for its own; `aibox down`
+/// removes it.
+fn aibox_takes_it_for_this_checkouts(podman: &Podman, root: &Utf8Path, name: &str, id: &str) {
+    let status: serde_json::Value =
+        serde_json::from_slice(&aibox(podman, root, &["status", "--output", "json"]).stdout)
+            .unwrap();
+    assert_eq!(status["state"], "running", "{status}");
+    assert_eq!(status["container_id"].as_str(), Some(id), "{status}");
+    assert_eq!(status["devcontainer_cli"], true, "{status}");
+    let pwd = aibox(podman, root, &["exec", "--", "pwd"]);
+    assert_eq!(String::from_utf8_lossy(&pwd.stdout).trim(), "/workspace");
+    let marker = aibox(podman, root, &["exec", "--", "cat", "aibox.toml"]);
+    assert_eq!(
+        String::from_utf8_lossy(&marker.stdout),
+        fs_err::read_to_string(root.join("aibox.toml")).unwrap()
+    );
+    let doctor = aibox_output(podman, root, &["doctor", "--output", "json"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(!text.contains("foreign_container"), "{}", show(&doctor));
+    assert!(
+        text.contains("aibox::doctor::devcontainer_container"),
+        "{}",
+        show(&doctor)
+    );
+
+    // Another checkout of the same project (same folder name, another path) does not
+    // take it for its own.
+    let other_tmp = tempfile::tempdir().unwrap();
+    let other = Utf8PathBuf::from_path_buf(other_tmp.path().join(name)).unwrap();
+    let copied = Command::new("cp")
+        .args(["-a", root.as_str(), other.as_str()])
+        .output()
+        .unwrap();
+    assert!(copied.status.success(), "{}", show(&copied));
+    let theirs: serde_json::Value =
+        serde_json::from_slice(&aibox(podman, &other, &["status", "--output", "json"]).stdout)
+            .unwrap();
+    assert_eq!(theirs["state"], "missing", "{theirs}");
+
+    // `aibox down` removes this checkout's container, whoever made it.
+    aibox(podman, root, &["down"]);
+    assert!(podman.inspect_container(id).is_none(), "down removed it");
+}
+
+/// `aibox ARGS` in `root`, whatever its exit status.
+fn aibox_output(podman: &Podman, root: &Utf8Path, args: &[&str]) -> Output {
+    podman
+        .aibox(env!("CARGO_BIN_EXE_aibox"), root)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn git(dir: &Utf8Path, args: &[&str]) {
@@ -236,17 +281,19 @@ fn a_fresh_clone_comes_up_and_lists_team_servers_without_running_aibox() {
     // The real Dev Containers CLI brings the clone up from the committed files alone.
     let image = aibox_devcontainer_image(&podman, &origin);
     let mut cleanup = Cleanup::new(&podman);
-    cleanup.container(&name).image(&image);
-    for network in [
-        format!("{name}_default"),
-        format!("{name}_devcontainer_default"),
+    cleanup.image(&image);
+    let cli_project = format!("{name}_devcontainer");
+    cleanup.network(&format!("{cli_project}_default"));
+    for container in [
+        format!("{cli_project}_{name}_1"),
+        format!("{cli_project}-{name}-1"),
     ] {
-        cleanup.network(&network);
+        cleanup.container(&container);
     }
     let (out, result) = devcontainer_up(&cli, &podman, &api, &clone);
     assert_eq!(result["outcome"], "success", "{}", show(&out));
     let inspect = podman
-        .inspect_container(&name)
+        .inspect_container(result["containerId"].as_str().unwrap())
         .expect("devcontainer up created the container");
     assert_eq!(inspect["State"]["Running"], true);
     if let Some(derived) = inspect["ImageName"].as_str()

@@ -76,8 +76,9 @@ fn init(podman: &Podman, root: &Utf8Path, name: &str, harness: &str) {
     .unwrap();
 }
 
-/// Project name, image and user as aibox reports them (`status` before any `up`).
-fn names(podman: &Podman, root: &Utf8Path) -> (String, String, String) {
+/// Compose project, container, image and user as aibox reports them (`status` before
+/// any `up`).
+fn names(podman: &Podman, root: &Utf8Path) -> (String, String, String, String) {
     let status = status_json(podman, root);
     let text = |k: &str| {
         status[k]
@@ -90,7 +91,7 @@ fn names(podman: &Podman, root: &Utf8Path) -> (String, String, String) {
         .config
         .container
         .user;
-    (text("project"), text("image"), user)
+    (text("project"), text("container"), text("image"), user)
 }
 
 /// An initialised project whose container, image and network are removed at the end.
@@ -100,6 +101,8 @@ struct TestProject {
     _tmp: tempfile::TempDir,
     root: Utf8PathBuf,
     name: String,
+    /// This checkout's container (the project name and a hash of the folder's path).
+    container: String,
     project: String,
     image: String,
     user: String,
@@ -109,10 +112,10 @@ impl TestProject {
     fn init(podman: &Podman, stem: &str, harness: &str) -> Self {
         let (tmp, root, name) = project_dir(stem);
         init(podman, &root, &name, harness);
-        let (project, image, user) = names(podman, &root);
+        let (project, container, image, user) = names(podman, &root);
         let mut cleanup = Cleanup::new(podman);
         cleanup
-            .container(&name)
+            .container(&container)
             .image(&image)
             .network(&format!("{project}_default"));
         Self {
@@ -120,6 +123,7 @@ impl TestProject {
             _tmp: tmp,
             root,
             name,
+            container,
             project,
             image,
             user,
@@ -193,6 +197,7 @@ fn init_apply_up_status_exec_down() {
     let TestProject {
         root,
         name,
+        container,
         project,
         image,
         user,
@@ -208,13 +213,13 @@ fn init_apply_up_status_exec_down() {
     }
     ok(aibox(&podman, root).args(["apply", "--check"]));
     assert!(
-        podman.inspect_container(name).is_none(),
+        podman.inspect_container(container).is_none(),
         "apply alone starts nothing"
     );
     ok(aibox(&podman, root).args(["apply", "--build"]));
     assert!(podman.image_exists(image), "apply --build built the image");
     assert!(
-        podman.inspect_container(name).is_none(),
+        podman.inspect_container(container).is_none(),
         "apply --build starts nothing"
     );
 
@@ -223,11 +228,11 @@ fn init_apply_up_status_exec_down() {
 
     ok(aibox(&podman, root).arg("up"));
     let inspect = podman
-        .inspect_container(name)
+        .inspect_container(container)
         .expect("up created the container");
     assert_eq!(inspect["State"]["Running"], true, "{inspect}");
     let labels = &inspect["Config"]["Labels"];
-    assert_eq!(labels["aibox.project"].as_str(), Some(project.as_str()));
+    assert_eq!(labels["aibox.project"].as_str(), Some(name.as_str()));
     assert_eq!(
         labels["aibox.version"].as_str(),
         Some(VERSION),
@@ -237,7 +242,13 @@ fn init_apply_up_status_exec_down() {
 
     let status = status_json(&podman, root);
     assert_eq!(status["state"], "running", "{status}");
-    assert_eq!(status["container"], name.as_str());
+    assert_eq!(status["container"], container.as_str());
+    assert_eq!(
+        status["project"],
+        project.as_str(),
+        "the Compose project is per checkout"
+    );
+    assert!(container.starts_with(&format!("{name}-")), "{container}");
     assert_eq!(status["container_id"], inspect["Id"]);
     assert_eq!(status["engine"], "podman");
 
@@ -245,12 +256,12 @@ fn init_apply_up_status_exec_down() {
 
     // `up` again is a no-op on a running container.
     ok(aibox(&podman, root).arg("up"));
-    let again = podman.inspect_container(name).unwrap();
+    let again = podman.inspect_container(container).unwrap();
     assert_eq!(again["Id"], inspect["Id"]);
 
     ok(aibox(&podman, root).arg("down"));
     assert!(
-        podman.inspect_container(name).is_none(),
+        podman.inspect_container(container).is_none(),
         "down removed the container"
     );
     let after = status_json(&podman, root);
@@ -273,9 +284,12 @@ fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "foreign", "claude");
     let TestProject {
-        root, name, image, ..
+        root,
+        container,
+        image,
+        ..
     } = &p;
-    let id = podman.create_foreign(name, "some-other-project");
+    let id = podman.create_foreign(container, "some-other-project");
 
     for args in [&["up"][..], &["down"], &["status"], &["exec", "--", "true"]] {
         refused(
@@ -285,7 +299,7 @@ fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
         );
     }
     let after = podman
-        .inspect_container(name)
+        .inspect_container(container)
         .expect("the other container is still there");
     assert_eq!(after["Id"], id);
     assert_eq!(
@@ -295,6 +309,104 @@ fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
     assert!(
         !podman.image_exists(image),
         "nothing was built for the refused project"
+    );
+}
+
+/// Two checkouts of one project (clone B is a copy of A at another path, with the same
+/// folder name and the same committed `container.name`): each gets its own container,
+/// `exec` in B never reaches A's `/workspace`, and a name pinned in B's
+/// `.aibox-local.toml` to A's container is refused as A's, naming A's path.
+#[test]
+fn two_checkouts_of_one_project_never_share_a_container() {
+    let _serial = serial();
+    let podman = Podman::ready();
+    let a = TestProject::init(&podman, "clones", "claude");
+    ok(aibox(&podman, &a.root).arg("up"));
+    let b_tmp = tempfile::tempdir().unwrap();
+    let b_root = Utf8PathBuf::from_path_buf(b_tmp.path().join(&a.name)).unwrap();
+    ok(Command::new("cp").args(["-a", a.root.as_str(), b_root.as_str()]));
+    let (b_project, b_container, b_image, _) = names(&podman, &b_root);
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup
+        .container(&b_container)
+        .network(&format!("{b_project}_default"));
+    assert_ne!(b_container, a.container, "one container per checkout");
+    assert_eq!(b_image, a.image, "identical files build one image");
+
+    // Before B's `up`, nothing in B touches A's container.
+    let b_status = status_json(&podman, &b_root);
+    assert_eq!(b_status["state"], "missing", "{b_status}");
+    let exec = run(aibox(&podman, &b_root).args(["exec", "--", "true"]));
+    assert!(!exec.status.success(), "{}", show(&exec));
+    assert!(
+        String::from_utf8_lossy(&exec.stderr).contains(&format!("`{b_container}` is missing")),
+        "{}",
+        show(&exec)
+    );
+
+    ok(aibox(&podman, &b_root).arg("up"));
+    fs_err::write(a.root.join("only-in-a.txt"), "a").unwrap();
+    let seen = ok(aibox(&podman, &b_root).args(["exec", "--", "ls", "/workspace"]));
+    assert!(
+        !seen.contains("only-in-a.txt"),
+        "B sees A's workspace: {seen}"
+    );
+    let seen = ok(aibox(&podman, &a.root).args(["exec", "--", "ls", "/workspace"]));
+    assert!(seen.contains("only-in-a.txt"), "{seen}");
+    for (root, container) in [(&a.root, &a.container), (&b_root, &b_container)] {
+        let inspect = podman.inspect_container(container).unwrap();
+        assert_eq!(inspect["State"]["Running"], true);
+        let checkout = fs_err::canonicalize(root).unwrap();
+        assert_eq!(
+            inspect["Config"]["Labels"]["aibox.checkout"].as_str(),
+            checkout.to_str()
+        );
+        let doctor = run(aibox(&podman, root).args(["doctor", "--output", "json"]));
+        let text = String::from_utf8_lossy(&doctor.stdout);
+        assert!(!text.contains("foreign_container"), "{}", show(&doctor));
+    }
+    ok(aibox(&podman, &b_root).arg("down"));
+    assert!(podman.inspect_container(&b_container).is_none());
+    assert_eq!(
+        podman.inspect_container(&a.container).unwrap()["State"]["Running"],
+        true,
+        "B's down leaves A's container alone"
+    );
+
+    // A pin in B to A's container name: the path label tells B it is A's.
+    let local = fs_err::read_to_string(b_root.join(".aibox-local.toml")).unwrap();
+    let pinned = local.replacen(
+        "[container]\n",
+        &format!("[container]\ncontainer_name = \"{}\"\n", a.container),
+        1,
+    );
+    assert_ne!(pinned, local, "{local}");
+    fs_err::write(b_root.join(".aibox-local.toml"), pinned).unwrap();
+    let a_checkout = fs_err::canonicalize(&a.root).unwrap();
+    let owner = format!("the checkout at {}", a_checkout.display());
+    for args in [&["status"][..], &["exec", "--", "true"], &["down"], &["up"]] {
+        refused(
+            aibox(&podman, &b_root),
+            args,
+            &[
+                "aibox::runtime::foreign_container",
+                &owner,
+                "container_name",
+            ],
+        );
+    }
+    let doctor = run(aibox(&podman, &b_root).args(["doctor", "--output", "json"]));
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.contains("aibox::doctor::foreign_container") && text.contains(&owner),
+        "{}",
+        show(&doctor)
+    );
+    assert!(!doctor.status.success(), "{}", show(&doctor));
+    assert_eq!(
+        podman.inspect_container(&a.container).unwrap()["State"]["Running"],
+        true,
+        "still running after B's refused commands"
     );
 }
 
@@ -332,11 +444,13 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
     let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "seccomp", "codex");
-    let TestProject { root, name, .. } = &p;
+    let TestProject {
+        root, container, ..
+    } = &p;
 
     // The default (the engine's own profile) relaxes nothing.
     ok(aibox(&podman, root).arg("up"));
-    let inspect = podman.inspect_container(name).expect("container");
+    let inspect = podman.inspect_container(container).expect("container");
     let opts = inspect["HostConfig"]["SecurityOpt"].to_string();
     assert!(!opts.contains("seccomp=unconfined"), "{opts}");
     ok(aibox(&podman, root).arg("down"));
@@ -373,7 +487,7 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
             show(&up_refused)
         );
         assert!(
-            podman.inspect_container(name).is_none(),
+            podman.inspect_container(container).is_none(),
             "{strategy}: up started anyway"
         );
 
@@ -386,7 +500,7 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
             "{strategy}: up must say a relaxation is active: {}",
             show(&up)
         );
-        let inspect = podman.inspect_container(name).expect("container");
+        let inspect = podman.inspect_container(container).expect("container");
         let host = &inspect["HostConfig"];
         let opts = host["SecurityOpt"].to_string();
         // The kernel's view: seccomp mode 0 = no filter, 2 = a filter is installed.
@@ -398,7 +512,7 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
         } else {
             assert!(!opts.contains("seccomp=unconfined"), "{strategy}: {host}");
             assert!(
-                opts.contains("seccomp=aibox-seccomp.json"),
+                opts.contains("seccomp=.devcontainer/aibox-seccomp.json"),
                 "{strategy}: {host}"
             );
             assert!(
@@ -423,7 +537,9 @@ fn engine_state_without_consent_is_reported_and_stopped() {
     let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "state", "claude");
-    let TestProject { root, name, .. } = &p;
+    let TestProject {
+        root, container, ..
+    } = &p;
     ok(aibox(&podman, root).arg("apply"));
     let compose = fs_err::read_to_string(root.join(".devcontainer/docker-compose.yml")).unwrap();
     let doc: serde_norway::Value = serde_norway::from_str(&compose).unwrap();
@@ -451,7 +567,7 @@ fn engine_state_without_consent_is_reported_and_stopped() {
     )
     .unwrap();
     ok(aibox(&podman, root).arg("up"));
-    let inspect = podman.inspect_container(name).expect("container");
+    let inspect = podman.inspect_container(container).expect("container");
     assert_eq!(inspect["HostConfig"]["Privileged"], true, "{inspect}");
 
     // Consent withdrawn, files clean: the running container still is privileged.
@@ -489,7 +605,7 @@ fn engine_state_without_consent_is_reported_and_stopped() {
         "{}",
         show(&up)
     );
-    let inspect = podman.inspect_container(name).expect("container");
+    let inspect = podman.inspect_container(container).expect("container");
     assert_eq!(inspect["HostConfig"]["Privileged"], false, "{inspect}");
     assert_eq!(inspect["State"]["Running"], true, "{inspect}");
 }
@@ -572,7 +688,7 @@ fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
     let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "buildfail", "claude");
-    let (root, name, image) = (&p.root, &p.name, &p.image);
+    let (root, name, container, image) = (&p.root, &p.name, &p.container, &p.image);
     ok(aibox(&podman, root).arg("apply"));
     let local = root.join(".devcontainer/Dockerfile.local");
     let mut text = fs_err::read_to_string(&local).unwrap();
@@ -620,7 +736,7 @@ fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
         show(&out)
     );
     assert!(
-        podman.inspect_container(name).is_none(),
+        podman.inspect_container(container).is_none(),
         "no container left"
     );
     assert!(!podman.image_exists(image), "no image");
@@ -653,7 +769,7 @@ fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
         show(&out)
     );
     assert!(
-        podman.inspect_container(name).is_none(),
+        podman.inspect_container(container).is_none(),
         "no container left"
     );
 }
@@ -674,12 +790,12 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
     let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "stale", "claude");
-    let (root, name) = (&p.root, &p.name);
+    let (root, container) = (&p.root, &p.container);
     ok(aibox(&podman, root).arg("apply"));
     ok(aibox(&podman, root).arg("up"));
     assert!(!status_flag(&podman, root, "image_stale"));
     assert!(!status_flag(&podman, root, "container_stale"));
-    let first_id = podman.inspect_container(name).unwrap()["Id"].clone();
+    let first_id = podman.inspect_container(container).unwrap()["Id"].clone();
 
     // An image addition: the image and the container it runs are stale.
     let local = root.join(".devcontainer/Dockerfile.local");
@@ -704,7 +820,7 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
     ok(aibox(&podman, root).args(["exec", "--", "test", "-f", "/etc/aibox-e2e-marker"]));
     assert!(!status_flag(&podman, root, "image_stale"));
     assert!(!status_flag(&podman, root, "container_stale"));
-    let rebuilt_id = podman.inspect_container(name).unwrap()["Id"].clone();
+    let rebuilt_id = podman.inspect_container(container).unwrap()["Id"].clone();
     assert_ne!(rebuilt_id, first_id, "the container runs the new image");
 
     // A setting that only the container sees: recreated, not rebuilt.
@@ -730,7 +846,7 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
     );
 
     // Nothing changed: left running as it is.
-    let before = podman.inspect_container(name).unwrap()["Id"].clone();
+    let before = podman.inspect_container(container).unwrap()["Id"].clone();
     let out = run(aibox(&podman, root).arg("up"));
     assert!(out.status.success(), "{}", show(&out));
     assert!(
@@ -738,7 +854,7 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
         "{}",
         show(&out)
     );
-    assert_eq!(podman.inspect_container(name).unwrap()["Id"], before);
+    assert_eq!(podman.inspect_container(container).unwrap()["Id"], before);
     ok(aibox(&podman, root).arg("down"));
 }
 
@@ -750,7 +866,7 @@ fn the_container_user_gets_the_project_owners_ids_and_can_write_the_workspace() 
     let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "uid", "claude");
-    let (root, name) = (&p.root, &p.name);
+    let (root, container) = (&p.root, &p.container);
     ok(aibox(&podman, root).arg("apply"));
     // As the owner would have it, had they run `aibox apply` themselves.
     ok(Command::new("chown").args(["-R", "4321:4322", root.as_str()]));
@@ -797,7 +913,7 @@ fn the_container_user_gets_the_project_owners_ids_and_can_write_the_workspace() 
         show(&doctor)
     );
     assert_eq!(doctor.status.code(), Some(1), "{}", show(&doctor));
-    assert!(podman.inspect_container(name).is_some());
+    assert!(podman.inspect_container(container).is_some());
     ok(aibox(&podman, root).arg("down"));
 }
 
@@ -838,9 +954,9 @@ fn docker_engine_journey() {
     init_on_docker(&aibox, &root, &name);
     let status: serde_json::Value =
         serde_json::from_str(&ok(aibox().args(["status", "--output", "json"]))).unwrap();
-    let project = status["project"].as_str().unwrap().to_owned();
+    let container = status["container"].as_str().unwrap().to_owned();
     let image = status["image"].as_str().unwrap().to_owned();
-    let cleanup = Cleanup::for_project(&docker, &name, &status);
+    let cleanup = Cleanup::for_project(&docker, &status);
 
     // Docker's default seccomp profile blocks Codex's sandbox: `apply` refuses without
     // the owner's consent, with the code, and writes nothing.
@@ -863,7 +979,7 @@ fn docker_engine_journey() {
     ok(aibox().arg("apply"));
     assert!(root.join(".devcontainer/aibox-seccomp.json").is_file());
     assert!(
-        docker.inspect_container(&name).is_none(),
+        docker.inspect_container(&container).is_none(),
         "apply starts nothing"
     );
 
@@ -884,11 +1000,11 @@ fn docker_engine_journey() {
     assert!(up.status.success(), "{}", show(&up));
     let up_text = show(&up);
     let inspect = docker
-        .inspect_container(&name)
+        .inspect_container(&container)
         .expect("up created the container");
     assert_eq!(inspect["State"]["Running"], true, "{inspect}");
     let labels = &inspect["Config"]["Labels"];
-    assert_eq!(labels["aibox.project"].as_str(), Some(project.as_str()));
+    assert_eq!(labels["aibox.project"].as_str(), Some(name.as_str()));
     assert_eq!(labels["aibox.version"].as_str(), Some(VERSION));
     // The generated profile (Docker's default plus bubblewrap's syscalls), not none.
     let opts = inspect["HostConfig"]["SecurityOpt"].to_string();
@@ -922,7 +1038,10 @@ fn docker_engine_journey() {
     }
 
     ok(aibox().arg("down"));
-    assert!(docker.inspect_container(&name).is_none(), "down removed it");
+    assert!(
+        docker.inspect_container(&container).is_none(),
+        "down removed it"
+    );
     // Warm: the image is cached.
     let started = Instant::now();
     ok(aibox().arg("up"));
@@ -933,7 +1052,256 @@ fn docker_engine_journey() {
         size / 1_000_000
     );
     ok(aibox().arg("down"));
-    assert!(docker.inspect_container(&name).is_none(), "down removed it");
+    assert!(
+        docker.inspect_container(&container).is_none(),
+        "down removed it"
+    );
+    devcontainer_cli_on_docker(&docker, &aibox, &root, &name);
     drop(cleanup);
     drop(tmp);
+}
+
+/// The real Dev Containers CLI on the same files and the same Docker Engine, with
+/// docker-compose 1.29, which reads the seccomp profile relative to the CLI's working
+/// directory (the project root): the container comes up with the profile, and aibox
+/// takes it for this checkout's (`status`, `exec`) and removes it on `down`.
+#[allow(clippy::print_stderr)] // the measured number goes to the test log
+fn devcontainer_cli_on_docker(
+    docker: &Docker,
+    aibox: &dyn Fn() -> Command,
+    root: &Utf8Path,
+    name: &str,
+) {
+    let cli = aibox_test_support::workspace_root()
+        .join("test-tools/devcontainers/node_modules/.bin/devcontainer");
+    assert!(
+        cli.is_file(),
+        "{cli} is missing: `npm ci --prefix test-tools/devcontainers`"
+    );
+    let cli_project = format!("{name}_devcontainer");
+    let mut cleanup = Cleanup::new(docker);
+    cleanup
+        .container(&format!("{cli_project}_{name}_1"))
+        .network(&format!("{cli_project}_default"));
+    let mut cmd = Command::new(cli.as_str());
+    cmd.envs(docker.env())
+        .current_dir(root)
+        .args(["up", "--workspace-folder", root.as_str()])
+        .args(["--docker-path", "docker"])
+        .args(["--docker-compose-path", "docker-compose"])
+        .stdin(std::process::Stdio::null());
+    let started = Instant::now();
+    let out = run(&mut cmd);
+    eprintln!(
+        "[measured] docker: devcontainer up of the same files {:?}",
+        started.elapsed()
+    );
+    assert!(out.status.success(), "devcontainer up: {}", show(&out));
+    let result: serde_json::Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON result: {}", show(&out)));
+    assert_eq!(result["outcome"], "success", "{}", show(&out));
+    let id = result["containerId"].as_str().unwrap();
+    let inspect = docker.inspect_container(id).expect("the CLI's container");
+    let opts = inspect["HostConfig"]["SecurityOpt"].to_string();
+    assert!(opts.contains("seccomp"), "the profile is applied: {opts}");
+    if let Some(derived) = inspect["Config"]["Image"].as_str() {
+        cleanup.image(derived);
+    }
+
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(aibox().args(["status", "--output", "json"]))).unwrap();
+    assert_eq!(status["devcontainer_cli"], true, "{status}");
+    assert_eq!(status["container_id"].as_str(), Some(id), "{status}");
+    let pwd = ok(aibox().args(["exec", "--", "pwd"]));
+    assert_eq!(pwd.trim(), "/workspace");
+    ok(aibox().arg("down"));
+    assert!(docker.inspect_container(id).is_none(), "down removed it");
+}
+
+/// The unprivileged user the rootless test runs Podman as (created once, with sub-IDs and
+/// its own overlay storage in its home).
+const ROOTLESS_USER: &str = "aibox-rootless";
+
+/// Creates [`ROOTLESS_USER`] when missing; returns its UID, GID and home.
+fn rootless_user() -> (u32, u32, Utf8PathBuf) {
+    let exists = Command::new("id").arg(ROOTLESS_USER).output().unwrap();
+    if !exists.status.success() {
+        ok(Command::new("useradd").args(["--create-home", ROOTLESS_USER]));
+        ok(Command::new("usermod").args([
+            "--add-subuids",
+            "300000-365535",
+            "--add-subgids",
+            "300000-365535",
+            ROOTLESS_USER,
+        ]));
+    }
+    let id = |flag: &str| -> u32 {
+        ok(Command::new("id").args([flag, ROOTLESS_USER]))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let home = Utf8PathBuf::from(format!("/home/{ROOTLESS_USER}"));
+    // Native rootless overlay (kernel 5.13+): no full copy of every layer, as `vfs` makes.
+    let conf = home.join(".config/containers");
+    fs_err::create_dir_all(&conf).unwrap();
+    fs_err::write(
+        conf.join("storage.conf"),
+        "[storage]\ndriver = \"overlay\"\n",
+    )
+    .unwrap();
+    aibox_test_support::podman::chown_tree(&home, ROOTLESS_USER);
+    (id("-u"), id("-g"), home)
+}
+
+/// `PROGRAM ARGS` as [`ROOTLESS_USER`], with its own home, runtime folder and a copy of
+/// the harness's `containers.conf`.
+fn as_rootless(home: &Utf8Path, program: &str) -> Command {
+    let run = home.join("run");
+    fs_err::create_dir_all(&run).unwrap();
+    ok(Command::new("chown").args([ROOTLESS_USER, run.as_str()]));
+    ok(Command::new("chmod").args(["0700", run.as_str()]));
+    let mut cmd = Command::new("runuser");
+    cmd.args(["-u", ROOTLESS_USER, "--", program])
+        .env("HOME", home.as_str())
+        .env("XDG_RUNTIME_DIR", run.as_str())
+        .env("CONTAINERS_CONF", home.join("containers.conf").as_str())
+        .env_remove("DOCKER_HOST")
+        .env("NO_COLOR", "1")
+        .current_dir(home.as_str())
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Rootless Podman maps container IDs to the user's sub-IDs, so without more the agent
+/// cannot write the project its owner bind-mounts. `aibox up` run by the owner on
+/// rootless Podman maps the owner to the container user (`keep-id`): the agent writes
+/// `/workspace` and its harness folder, and what it writes belongs to the owner. The
+/// image is built rootful once and loaded into the user's storage (the same build a
+/// rootless `up` would make, without downloading the tools twice).
+#[test]
+#[allow(clippy::print_stderr)] // the UID map goes to the test log
+fn rootless_podman_maps_the_owner_into_the_container() {
+    let _serial = serial();
+    let podman = Podman::ready();
+    require_program_for_rootless();
+    let (uid, gid, home) = rootless_user();
+    fs_err::copy(podman.containers_conf(), home.join("containers.conf")).unwrap();
+    let tmp = tempfile::tempdir_in(&home).unwrap();
+    let name = format!("aibox-e2e-rootless-{}", std::process::id());
+    let root = Utf8PathBuf::from_path_buf(tmp.path().join(&name)).unwrap();
+    fs_err::create_dir_all(&root).unwrap();
+    init(&podman, &root, &name, "claude");
+    aibox_test_support::podman::chown_tree(&home, &format!("{uid}:{gid}"));
+    let (project, container, image, user) = names(&podman, &root);
+    // Built rootful, with the owner's IDs (the folder is theirs), then handed over.
+    ok(aibox(&podman, &root).args(["apply", "--build"]));
+    aibox_test_support::podman::chown_tree(&root, &format!("{uid}:{gid}"));
+    let saved = home.join("image.tar");
+    ok(podman
+        .command()
+        .args(["save", "-o", saved.as_str(), &image]));
+    ok(Command::new("chown").args([ROOTLESS_USER, saved.as_str()]));
+    ok(as_rootless(&home, "podman").args(["load", "-i", saved.as_str()]));
+    fs_err::remove_file(&saved).unwrap();
+    let rootless = |args: &[&str]| {
+        let mut cmd = as_rootless(&home, env!("CARGO_BIN_EXE_aibox"));
+        cmd.env("AIBOX_ENGINE", "podman")
+            .env("AIBOX_COMPOSE", "podman-compose")
+            .args(["--project", root.as_str()])
+            .args(args);
+        cmd
+    };
+    let cleanup = |what: &[&str]| {
+        let _ = as_rootless(&home, "podman").args(what).output();
+    };
+    let _tun = TunForUsers::open();
+
+    let up = run(&mut rootless(&["up"]));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assert!(up.status.success(), "{}", show(&up));
+        assert!(
+            !String::from_utf8_lossy(&up.stderr).contains("cannot write"),
+            "{}",
+            show(&up)
+        );
+        let inspect = ok(as_rootless(&home, "podman").args([
+            "container",
+            "inspect",
+            "--format",
+            "{{.HostConfig.IDMappings.UIDMap}}",
+            &container,
+        ]));
+        eprintln!("[measured] rootless UID map: {}", inspect.trim());
+        let id = ok(&mut rootless(&[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "id -un; touch /workspace/by-agent \
+             \"$HOME/.claude/by-agent\" && echo wrote",
+        ]));
+        assert!(id.contains(&user) && id.contains("wrote"), "{id}");
+        for written in [
+            root.join("by-agent"),
+            root.join(".aibox-home/.claude/by-agent"),
+        ] {
+            use std::os::unix::fs::MetadataExt as _;
+            let meta = fs_err::metadata(&written).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (uid, gid), "{written}");
+        }
+        let doctor = run(&mut rootless(&["doctor", "--output", "json"]));
+        let text = String::from_utf8_lossy(&doctor.stdout);
+        assert!(!text.contains("not_writable"), "{}", show(&doctor));
+        ok(&mut rootless(&["down"]));
+    }));
+    cleanup(&["rm", "-f", &container]);
+    cleanup(&["network", "rm", &format!("{project}_default")]);
+    cleanup(&["rmi", &image]);
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn require_program_for_rootless() {
+    let hint = "rootless Podman needs `runuser` (util-linux), `useradd` (passwd) and \
+                `newuidmap` (uidmap): `apt-get install -y util-linux passwd uidmap`";
+    for program in ["runuser", "useradd", "newuidmap"] {
+        aibox_test_support::podman::require_program(program, hint);
+    }
+}
+
+/// Rootless networking (slirp4netns) opens `/dev/net/tun`, which desktop distributions
+/// leave readable by every user (0666) and this machine's minimal `/dev` does not: for
+/// the test's duration it gets the usual mode, and its own back afterwards.
+struct TunForUsers {
+    restore: Option<u32>,
+}
+
+impl TunForUsers {
+    const PATH: &str = "/dev/net/tun";
+
+    fn open() -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = fs_err::metadata(Self::PATH).unwrap().permissions().mode() & 0o7777;
+        if mode & 0o666 == 0o666 {
+            return Self { restore: None };
+        }
+        fs_err::set_permissions(Self::PATH, std::fs::Permissions::from_mode(0o666)).unwrap();
+        Self {
+            restore: Some(mode),
+        }
+    }
+}
+
+impl Drop for TunForUsers {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt as _;
+        if let Some(mode) = self.restore {
+            let _ = fs_err::set_permissions(Self::PATH, std::fs::Permissions::from_mode(mode));
+        }
+    }
 }

@@ -253,7 +253,7 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
         aibox(&podman, &root).args(["status", "--output", "json"])
     ))
     .unwrap();
-    let cleanup = Cleanup::for_project(&podman, &name, &status);
+    let cleanup = Cleanup::for_project(&podman, &status);
 
     ok(aibox(&podman, &root).arg("up"));
     let catalog = Catalog::builtin().unwrap();

@@ -100,7 +100,8 @@ impl Profile {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContainerSection {
-    /// Compose service, `container_name` and project name. Required.
+    /// Compose service and project name. Required. Each checkout's container is named
+    /// after it plus a hash of the checkout's path (`.aibox-local.toml` can pin a name).
     /// Letters, digits, `.`, `_`, `-`; starts with a letter or digit.
     pub name: String,
     /// Host name inside the container; defaults to `name`.
@@ -842,6 +843,11 @@ pub struct LocalContainer {
     /// and into the image: a file that holds a private key is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_ca_certificates: Option<String>,
+    /// Pins this checkout's container (and Compose project) name. Without it the name is
+    /// the project's name plus a short hash of the checkout's path, so two checkouts of one
+    /// project never share a container. Lowercase letters, digits, `-` and `_`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
 }
 
 /// `[mcp]` of the personal overlay.

@@ -87,6 +87,18 @@ pub fn is_container_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
+/// Compose project names (also the pinned container name): lowercase letters, digits,
+/// `-` and `_`, starting with a letter or digit (what docker-compose 1.29, Compose v2
+/// and podman-compose all accept unchanged).
+pub fn is_compose_project_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    s.len() <= 63
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
+}
+
 /// Linux user names as Debian's `useradd` accepts them by default.
 pub fn is_user_name(s: &str) -> bool {
     let mut chars = s.chars();
@@ -394,6 +406,18 @@ pub(crate) fn check_local(local: &LocalToml, team: Option<&AiboxToml>, ch: &mut 
         &path(&["container", "environment"]),
         ch,
     );
+    if let Some(name) = &local.container.container_name
+        && !is_compose_project_name(name)
+    {
+        ch.invalid(
+            &path(&["container", "container_name"]),
+            format!("container name {name:?} is not a valid Compose project name"),
+            "invalid name",
+            "use up to 63 lowercase letters, digits, `-` and `_`, starting with a letter or \
+             digit; or remove the key to get a name per checkout"
+                .into(),
+        );
+    }
     let home = team.map_or_else(|| "/home/aibox".to_owned(), |t| t.container.home());
     let mut targets: Vec<String> = Vec::new();
     if let Some(t) = team {

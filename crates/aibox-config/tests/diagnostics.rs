@@ -176,6 +176,30 @@ fn local_bad_env_name() {
 }
 
 #[test]
+fn local_bad_container_name_pin() {
+    // Compose lowercases or refuses these, so the pin would not name the container.
+    for bad in ["My Box", "-box", "Box", "a/b", ""] {
+        let err = parse_local_toml(
+            &format!("[container]\ncontainer_name = {bad:?}\n"),
+            ".aibox-local.toml",
+        )
+        .expect_err(bad);
+        assert_eq!(codes(&err), ["aibox::config::invalid_value"], "{bad}");
+    }
+    let err = parse_local_toml(
+        "[container]\ncontainer_name = \"My Box\"\n",
+        ".aibox-local.toml",
+    )
+    .unwrap_err();
+    insta::assert_snapshot!(render(&err));
+    parse_local_toml(
+        "[container]\ncontainer_name = \"my-box_2\"\n",
+        ".aibox-local.toml",
+    )
+    .expect("a valid pin");
+}
+
+#[test]
 fn problems_as_json() {
     let err = team_err("[container]\nname = \"demo\"\nuid = \"1000\"\n");
     let ConfigError::Invalid(problems) = &err else {

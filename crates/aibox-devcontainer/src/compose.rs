@@ -39,7 +39,6 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     out.push_str("      context: \".\"\n");
     out.push_str("      dockerfile: \"Dockerfile\"\n");
     let _ = writeln!(out, "    image: {}", yaml(&crate::image_name(config)));
-    let _ = writeln!(out, "    container_name: {}", yaml(service));
     let _ = writeln!(out, "    hostname: {}", yaml(c.hostname()));
     out.push_str("    init: true\n");
     let _ = writeln!(out, "    working_dir: {}", yaml(WORKSPACE_DIR));
@@ -125,6 +124,19 @@ pub(crate) fn render_local(inputs: &Inputs<'_>) -> Result<String, DevcontainerEr
     out.push_str("services:\n");
     let personal = volumes(inputs)?.personal;
     let _ = writeln!(out, "  {}:", yaml(service));
+    // The container is this checkout's: its name and path are personal, never committed
+    // (a teammate's clone, or the Dev Containers CLI, gets Compose's own name).
+    if let Some(checkout) = inputs.checkout {
+        let name = crate::container_name(inputs.config, inputs.local, checkout);
+        let _ = writeln!(out, "    container_name: {}", yaml(&name));
+        out.push_str("    labels:\n");
+        let _ = writeln!(
+            out,
+            "      {}: {}",
+            yaml(crate::CHECKOUT_LABEL),
+            compose_yaml(checkout)
+        );
+    }
     out.push_str("    env_file:\n");
     let _ = writeln!(out, "      - {}", yaml(&format!("../{LOCAL_ENV_PATH}")));
     // Compose lets `environment:` win over `env_file`, so a personal value for a key the

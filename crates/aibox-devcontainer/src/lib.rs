@@ -85,6 +85,10 @@ pub struct Inputs<'a> {
     /// Locked npm trees of team MCP servers started with `npx`, sorted by id: the
     /// Dockerfile installs each with `npm ci` (see [`NpmEnv`]).
     pub npm_envs: &'a [NpmEnv],
+    /// The checkout's canonical path (the engine resolves it). When set, the personal
+    /// `docker-compose.local.yml` names this checkout's container ([`container_name`]) and
+    /// labels it with the path ([`CHECKOUT_LABEL`]), so no other checkout takes it for its own.
+    pub checkout: Option<&'a str>,
 }
 
 /// One locked Python environment of MCP servers: the engine renders its requirements
@@ -136,6 +140,7 @@ impl<'a> Inputs<'a> {
             catalog: None,
             python_envs: &[],
             npm_envs: &[],
+            checkout: None,
         }
     }
 
@@ -364,7 +369,32 @@ pub fn image_name(config: &AiboxToml) -> String {
     format!("localhost/{base}-aibox:local")
 }
 
-/// The Compose service name (also `container_name`): `container.name`.
+/// Label on aibox's container: the canonical path of the checkout it belongs to.
+pub const CHECKOUT_LABEL: &str = "aibox.checkout";
+
+/// This checkout's container name, also its Compose project name: the pinned
+/// `.aibox-local.toml` `container.container_name`, else the project name, `-` and the
+/// first 8 hex digits of the SHA-256 of the checkout's canonical path, so two checkouts
+/// of one project never share a container (the committed files name no container).
+pub fn container_name(config: &AiboxToml, local: &LocalToml, checkout: &str) -> String {
+    use sha2::Digest as _;
+    if let Some(pinned) = &local.container.container_name {
+        return pinned.clone();
+    }
+    let digest = sha2::Sha256::digest(checkout.as_bytes());
+    let project = project_name(config);
+    format!(
+        "{}-{:02x}{:02x}{:02x}{:02x}",
+        project.trim_end_matches(['-', '_']),
+        digest[0],
+        digest[1],
+        digest[2],
+        digest[3]
+    )
+}
+
+/// The Compose service name: `container.name`. The container's own name is per checkout
+/// ([`container_name`]), set in the personal Compose file.
 pub fn service_name(config: &AiboxToml) -> &str {
     &config.container.name
 }

@@ -119,6 +119,8 @@ struct Case {
     security_opt: Vec<String>,
     python_envs: Vec<aibox_devcontainer::PythonEnv>,
     npm_envs: Vec<aibox_devcontainer::NpmEnv>,
+    /// The checkout's canonical path, as the engine hands it in.
+    checkout: String,
 }
 
 impl Case {
@@ -133,6 +135,7 @@ impl Case {
             security_opt: Vec::new(),
             python_envs: Vec::new(),
             npm_envs: Vec::new(),
+            checkout: format!("/home/tester/src/{name}"),
         }
     }
 
@@ -144,6 +147,7 @@ impl Case {
         inputs.security_opt = &self.security_opt;
         inputs.python_envs = &self.python_envs;
         inputs.npm_envs = &self.npm_envs;
+        inputs.checkout = Some(&self.checkout);
         inputs
     }
 }
@@ -151,6 +155,8 @@ impl Case {
 fn cases() -> Vec<Case> {
     let mut full = Case::new("full", FULL);
     full.local = local(FULL_LOCAL);
+    // A real path may hold spaces, `$` and non-ASCII letters; Compose must not touch them.
+    "/home/tester/my $HOME/Prøject A".clone_into(&mut full.checkout);
     // Two locked MCP server environments (requirements as the engine renders them).
     full.python_envs = ["0a1b2c3d4e5f", "f5e4d3c2b1a0"]
         .into_iter()
@@ -410,6 +416,24 @@ fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
         );
         let parsed: serde_norway::Value = serde_norway::from_str(&out).unwrap();
         let service = &parsed["services"][aibox_devcontainer::service_name(&case.team)];
+        // The personal file names this checkout's container and labels it with the path.
+        assert_eq!(
+            service["container_name"].as_str(),
+            Some(
+                aibox_devcontainer::container_name(&case.team, &case.local, &case.checkout)
+                    .as_str()
+            ),
+            "{}",
+            case.name
+        );
+        assert_eq!(
+            service["labels"]["aibox.checkout"]
+                .as_str()
+                .map(|v| v.replace("$$", "$")),
+            Some(case.checkout.clone()),
+            "{}",
+            case.name
+        );
         assert_eq!(
             service["init"],
             serde_norway::Value::Bool(true),
@@ -491,9 +515,10 @@ fn podman_compose_turns_every_case_into_the_expected_podman_run() {
         // A multi-line value splits the printed command, so take the rest of the output.
         let run = &out[out.find("podman run ").unwrap_or_else(|| panic!("{out}"))..];
         let n = case.name;
-        let service = aibox_devcontainer::service_name(&case.team);
+        let container = aibox_devcontainer::container_name(&case.team, &case.local, &case.checkout);
         for expected in [
-            format!("--name={service} "),
+            format!("--name={container} "),
+            format!("--label aibox.checkout={} ", case.checkout),
             format!("--env-file {root}/.aibox-local.env "),
             format!("-v {root}:/workspace "),
             "-w /workspace ".to_owned(),
@@ -545,6 +570,75 @@ fn personal_volumes_stay_out_of_the_committed_compose_file() {
     let empty = file(&plain, ".devcontainer/docker-compose.local.yml");
     validate_compose_yaml(empty).unwrap();
     insta::assert_snapshot!("minimal__compose_local", empty);
+}
+
+/// The container's name and checkout label are per checkout: in the personal file only,
+/// from a hash of the path unless `.aibox-local.toml` pins a name; the committed files
+/// name no container, so every clone (and the Dev Containers CLI) commits the same bytes.
+#[test]
+fn the_container_is_named_per_checkout_unless_pinned() {
+    let team = team(MINIMAL);
+    let unpinned = LocalToml::default();
+    let a = aibox_devcontainer::container_name(&team, &unpinned, "/src/a/demo");
+    let b = aibox_devcontainer::container_name(&team, &unpinned, "/src/b/demo");
+    assert_ne!(a, b, "two checkouts of one project");
+    for name in [&a, &b] {
+        let (project, hash) = name.rsplit_once('-').unwrap();
+        assert_eq!(project, aibox_devcontainer::project_name(&team));
+        assert_eq!(hash.len(), 8, "{name}");
+        assert!(
+            aibox_config::validate::is_compose_project_name(name),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        a,
+        aibox_devcontainer::container_name(&team, &unpinned, "/src/a/demo"),
+        "stable for one path"
+    );
+    let pinned = local("[container]\ncontainer_name = \"shared-box\"\n");
+    assert_eq!(
+        aibox_devcontainer::container_name(&team, &pinned, "/src/a/demo"),
+        "shared-box"
+    );
+
+    let mut case = Case::new("minimal", MINIMAL);
+    "/src/a/demo".clone_into(&mut case.checkout);
+    let files_a = render(&case.inputs()).unwrap();
+    "/src/b/demo".clone_into(&mut case.checkout);
+    let files_b = render(&case.inputs()).unwrap();
+    for path in [
+        ".devcontainer/docker-compose.yml",
+        ".devcontainer/devcontainer.json",
+        ".devcontainer/Dockerfile",
+    ] {
+        let text = file(&files_a, path);
+        assert_eq!(
+            text,
+            file(&files_b, path),
+            "{path} differs between checkouts"
+        );
+        assert!(!text.contains("container_name"), "{path}: {text}");
+        assert!(!text.contains("/src/a"), "{path}: {text}");
+    }
+    let local_b = file(&files_b, ".devcontainer/docker-compose.local.yml");
+    assert!(
+        local_b.contains(&format!("container_name: \"{b}\"")),
+        "{local_b}"
+    );
+    assert!(
+        local_b.contains("\"aibox.checkout\": \"/src/b/demo\""),
+        "{local_b}"
+    );
+    case.local = pinned;
+    let files = render(&case.inputs()).unwrap();
+    let local_pinned = file(&files, ".devcontainer/docker-compose.local.yml");
+    assert!(
+        local_pinned.contains("container_name: \"shared-box\""),
+        "{local_pinned}"
+    );
+    // The path label stays: a pinned name shared by two checkouts is still told apart.
+    assert!(local_pinned.contains("/src/b/demo"), "{local_pinned}");
 }
 
 /// The default image source label names aibox's real repository (the workspace manifest's

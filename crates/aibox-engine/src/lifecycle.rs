@@ -178,25 +178,45 @@ pub fn runtime_for(
     options: &LifecycleOptions,
 ) -> Result<(Runtime, Target), LifecycleError> {
     let project = load_project(root)?;
-    runtime_for_config(root, &project.config, options)
+    runtime_for_config(root, &project, options)
 }
 
 /// The runtime and target of a project whose configuration is already loaded.
 pub fn runtime_for_config(
     root: &Utf8Path,
-    config: &aibox_config::AiboxToml,
+    project: &aibox_config::Project,
     options: &LifecycleOptions,
 ) -> Result<(Runtime, Target), LifecycleError> {
+    let config = &project.config;
     let runtime = Runtime::detect(config.container.engine, options.env.clone())?
         .with_timeouts(options.timeouts);
-    let target = Target {
+    Ok((runtime, target_for(root, project)))
+}
+
+/// The names the generated files give this checkout's container: the Compose project and
+/// container name per checkout, the committed project name of the `aibox.project` label.
+pub fn target_for(root: &Utf8Path, project: &aibox_config::Project) -> Target {
+    let config = &project.config;
+    let checkout = checkout_path(root);
+    let container = aibox_devcontainer::container_name(config, &project.local, &checkout);
+    Target {
         root: root.to_owned(),
-        project: aibox_devcontainer::project_name(config),
-        container: aibox_devcontainer::service_name(config).to_owned(),
+        project: container.clone(),
+        container,
+        name: aibox_devcontainer::project_name(config),
+        service: aibox_devcontainer::service_name(config).to_owned(),
+        checkout,
         image: aibox_devcontainer::image_name(config),
         user: config.container.user.clone(),
-    };
-    Ok((runtime, target))
+        ids: (config.container.uid, config.container.gid()),
+    }
+}
+
+/// The checkout's canonical path (what names and labels its container); the path as
+/// given when it cannot be resolved.
+pub(crate) fn checkout_path(root: &Utf8Path) -> String {
+    fs_err::canonicalize(root.as_std_path())
+        .map_or_else(|_| root.to_string(), |p| p.display().to_string())
 }
 
 /// Brings the generated files up to date, then builds (when needed) and starts the
@@ -209,7 +229,7 @@ pub fn up(
 ) -> Result<UpReport, LifecycleError> {
     // An invalid configuration first, then a missing engine, before anything is written.
     let project = crate::config_check::check_project(root)?;
-    let (runtime, target) = runtime_for_config(root, &project.config, &options.lifecycle)?;
+    let (runtime, target) = runtime_for_config(root, &project, &options.lifecycle)?;
     let apply_opts = ApplyOptions {
         dry_run: false,
         check: false,
@@ -302,8 +322,6 @@ pub(crate) fn container_state(
         return Ok(None);
     };
     // Engines report bind sources as resolved absolute paths.
-    let root = fs_err::canonicalize(target.root.as_std_path())
-        .map_or_else(|_| target.root.to_string(), |p| p.display().to_string());
     // Where the project's bind sources lead through symbolic links, read now.
     let project = crate::writer::ProjectRoot::open(&target.root).ok();
     let disk = project.as_ref().map(crate::snapshot::DiskSources);
@@ -313,7 +331,7 @@ pub(crate) fn container_state(
     };
     Ok(Some(aibox_policy::check_container_state(
         &json,
-        &root,
+        &target.checkout,
         &aibox_policy::Consent::from_config(config),
         sources,
     )))
@@ -349,7 +367,9 @@ pub(crate) fn unwritable_message(user: &str, folder: &str) -> String {
 /// The fix for [`unwritable_message`].
 pub const UNWRITABLE_FIX: &str = "the project folder should belong to your own \
     (non-root) user: `aibox up` gives the container user that user's UID and GID; then `aibox \
-    up` rebuilds the image. On rootless Podman the container user can write only what it maps to";
+    up` rebuilds the image. On rootless Podman `aibox up` maps you to the container user \
+    (`keep-id`); a container made by VS Code or `devcontainer up` there is not mapped: `aibox \
+    down` it and use `aibox up`";
 
 /// Runs one lifecycle command as the container user in `/workspace`, through `sh -c`
 /// like `devcontainer.json` string commands. Its output goes to stderr so `--output

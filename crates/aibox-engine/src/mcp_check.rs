@@ -262,7 +262,7 @@ pub fn mcp_check(
     let (specs, list) = crate::mcp_list::servers_resolved(&resolved)?;
     let selected = select(&specs, &options.names)?;
     let (runtime, target) =
-        crate::lifecycle::runtime_for_config(root, &resolved.project.config, &options.lifecycle)?;
+        crate::lifecycle::runtime_for_config(root, &resolved.project, &options.lifecycle)?;
     run_checks(&selected, list, &runtime, &target, options, progress)
 }
 

@@ -675,6 +675,14 @@ fn concurrent_applies_serialise_and_agree() {
     let reference = Fixture::new();
     apply(&reference.root, &opts()).unwrap();
     assert_eq!(fx.snapshot(), reference.snapshot());
+    // The personal Compose file names this checkout's own path (the snapshot hides it).
+    let local =
+        fs_err::read_to_string(fx.root.join(".devcontainer/docker-compose.local.yml")).unwrap();
+    let checkout = fs_err::canonicalize(&fx.root).unwrap();
+    assert!(
+        local.contains(&format!("\"aibox.checkout\": \"{}\"", checkout.display())),
+        "{local}"
+    );
 }
 
 #[test]

@@ -91,6 +91,7 @@ fn tree(root: &Utf8Path) -> BTreeMap<String, String> {
         .map(|rel| {
             let text =
                 String::from_utf8_lossy(&fs_err::read(root.join(&rel)).unwrap()).into_owned();
+            let text = common::mask_checkout(&rel, text);
             (mask_times(&rel), mask_times(&text))
         })
         .collect()

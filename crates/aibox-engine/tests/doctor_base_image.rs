@@ -40,7 +40,10 @@ fn running_container_is_compared_with_lock_and_config() {
     let locked = lock.base_image.clone().unwrap();
     assert_eq!(locked.reference, BASE_IMAGE);
     assert!(!locked.default && locked.digest.is_none());
-    let config = aibox_config::load_project(&root).unwrap().config;
+    let loaded = aibox_config::load_project(&root).unwrap();
+    let config = loaded.config.clone();
+    // This checkout's container: its per-checkout name and path label.
+    let target = aibox_engine::lifecycle::target_for(&root, &loaded);
 
     // Lock versus configuration, no engine.
     assert_eq!(
@@ -55,6 +58,7 @@ fn running_container_is_compared_with_lock_and_config() {
     );
 
     // A real container labelled as aibox's generated Dockerfile labels it.
+    let name = target.container.clone();
     let mut cleanup = Cleanup::new(&podman);
     cleanup.container(&name);
     let version = lock.aibox.cli_version.clone();
@@ -63,7 +67,8 @@ fn running_container_is_compared_with_lock_and_config() {
         podman.remove_container(&name);
         let mut args = vec!["run", "-d", "--name", &name];
         let project_label = format!("aibox.project={project}");
-        args.extend(["--label", &project_label]);
+        let checkout_label = format!("aibox.checkout={}", target.checkout);
+        args.extend(["--label", &project_label, "--label", &checkout_label]);
         for l in labels {
             args.extend(["--label", l]);
         }

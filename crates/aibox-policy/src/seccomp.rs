@@ -26,10 +26,13 @@ use crate::PolicyError;
 /// Where the generated profile lives, relative to the project root.
 pub const PROFILE_PATH: &str = aibox_config::layout::SECCOMP_PROFILE;
 
-/// The `security_opt` entry that selects the generated profile. The path is relative to
-/// the Compose file's directory (`.devcontainer/`), which Compose v2 resolves against the
-/// project directory; a committed absolute path would leak the owner's home.
-pub const PROFILE_SECURITY_OPT: &str = "seccomp=aibox-seccomp.json";
+/// The `security_opt` entry that selects the generated profile. A committed absolute path
+/// would leak the owner's home, and the Compose providers resolve a relative one against
+/// different folders: docker-compose 1.29 against its working directory (the project root
+/// under the Dev Containers CLI and VS Code, `.devcontainer/` under `aibox up`), Compose
+/// v2 and podman-compose against `.devcontainer/`. The profile is written to both places
+/// this path names from those folders ([`aibox_config::layout::SECCOMP_PROFILES`]).
+pub const PROFILE_SECURITY_OPT: &str = "seccomp=.devcontainer/aibox-seccomp.json";
 
 /// The `security_opt` entry that removes the syscall filter.
 pub const UNCONFINED_SECURITY_OPT: &str = "seccomp=unconfined";
@@ -204,11 +207,14 @@ pub fn container_security(config: &AiboxToml) -> Result<SecurityDecision, Policy
             }
             let text = generated_profile()?;
             let sha = sha256_hex(text.as_bytes());
-            let file = PlannedFile::generated(PROFILE_PATH, text.as_bytes().to_vec());
+            let files = aibox_config::layout::SECCOMP_PROFILES
+                .iter()
+                .map(|path| PlannedFile::generated(*path, text.as_bytes().to_vec()))
+                .collect();
             Ok(SecurityDecision {
                 posture: SeccompPosture::Profile,
                 security_opt: vec![PROFILE_SECURITY_OPT.to_owned()],
-                files: vec![file],
+                files,
                 profile_sha256: Some(sha),
                 notes,
                 warnings,
@@ -396,7 +402,7 @@ fn consent_error(strategy: CodexSandbox) -> PolicyError {
              seccomp profile plus unconditional allows for clone, mount, pivot_root, umount2 \
              and unshare, so user namespaces become available inside the container. Setting \
              `[security] acknowledge_seccomp_profile = true` in aibox.toml lets apply write the \
-             profile and emit `security_opt: [\"seccomp=aibox-seccomp.json\"]`, and records that \
+             profile and emit `security_opt: [\"seccomp=.devcontainer/aibox-seccomp.json\"]`, and records that \
              the owner accepted it; its SHA-256 is pinned in aibox.lock so doctor detects edits.",
             vec![ENGINE_DEFAULT],
         ),

@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 
+use aibox_config::layout::SECCOMP_PROFILE_NESTED;
 use aibox_config::{ExtraVolume, SecurityException};
 use aibox_policy::{
     Consent, Finding, Severity, check_compose, check_devcontainer_json, check_run_args,
@@ -449,11 +450,12 @@ fn seccomp_unconfined_needs_the_dedicated_key_in_the_override_too() {
 
 #[test]
 fn the_generated_profile_needs_its_key() {
-    let text = compose("    security_opt: [\"seccomp=aibox-seccomp.json\"]\n");
+    let text = compose("    security_opt: [\"seccomp=.devcontainer/aibox-seccomp.json\"]\n");
     let project = |profile: &str| -> std::collections::BTreeMap<String, String> {
         [
             (GENERATED.to_owned(), text.clone()),
             (aibox_policy::PROFILE_PATH.to_owned(), profile.to_owned()),
+            (SECCOMP_PROFILE_NESTED.to_owned(), profile.to_owned()),
         ]
         .into_iter()
         .collect()
@@ -473,6 +475,10 @@ fn the_generated_profile_needs_its_key() {
     assert!(has_errors(&check_compose(OVERRIDE, &other, &consent)));
 }
 
+/// What the generated Compose file names: both copies of the profile, each read by one
+/// kind of Compose tool.
+const OURS: &str = "seccomp=.devcontainer/aibox-seccomp.json";
+
 /// Consent to the generated profile is consent to its bytes: an allow-all file at the
 /// generated profile's place, or any other path that ends like it, is refused.
 #[test]
@@ -489,6 +495,7 @@ fn consent_to_the_profile_is_bound_to_its_digest() {
                 compose(&format!("    security_opt: [\"{opt}\"]\n")),
             ),
             (aibox_policy::PROFILE_PATH.to_owned(), profile.to_owned()),
+            (SECCOMP_PROFILE_NESTED.to_owned(), profile.to_owned()),
             (
                 "evil/.devcontainer/aibox-seccomp.json".to_owned(),
                 allow_all.to_owned(),
@@ -498,10 +505,7 @@ fn consent_to_the_profile_is_bound_to_its_digest() {
         .collect()
     };
     // The right place, the wrong bytes.
-    let found = aibox_policy::check_compose_setup(
-        &files("seccomp=aibox-seccomp.json", allow_all),
-        &consent,
-    );
+    let found = aibox_policy::check_compose_setup(&files(OURS, allow_all), &consent);
     let errs = errors_with(&found, "aibox::policy::seccomp_profile_edited");
     assert_eq!(errs.len(), 1, "{found:#?}");
     assert!(
@@ -510,14 +514,27 @@ fn consent_to_the_profile_is_bound_to_its_digest() {
             .contains(&aibox_policy::sha256_hex(allow_all.as_bytes()))
     );
     // Missing altogether.
-    let mut missing = files("seccomp=aibox-seccomp.json", "");
-    missing.remove(aibox_policy::PROFILE_PATH);
-    assert!(has_errors(&aibox_policy::check_compose_setup(
-        &missing, &consent
-    )));
-    // Look-alike paths: absolute, in another folder, reached through `..`.
     let genuine = generated_profile().unwrap();
+    for copy in [aibox_policy::PROFILE_PATH, SECCOMP_PROFILE_NESTED] {
+        let mut missing = files(OURS, &genuine);
+        missing.remove(copy);
+        assert!(has_errors(&aibox_policy::check_compose_setup(
+            &missing, &consent
+        )));
+        // One copy allow-all: the Compose tool that reads that copy would load it.
+        let mut one_edited = files(OURS, &genuine);
+        one_edited.insert(copy.to_owned(), allow_all.to_owned());
+        let found = aibox_policy::check_compose_setup(&one_edited, &consent);
+        assert_eq!(
+            errors_with(&found, "aibox::policy::seccomp_profile_edited").len(),
+            1,
+            "{copy}: {found:#?}"
+        );
+    }
+    // Look-alike paths: absolute, in another folder, reached through `..`; and the bare
+    // name earlier versions wrote, which docker-compose 1.29 reads from the project root.
     for opt in [
+        "seccomp=aibox-seccomp.json",
         "seccomp=/tmp/evil/.devcontainer/aibox-seccomp.json",
         "seccomp=../evil/.devcontainer/aibox-seccomp.json",
         "seccomp:~/.devcontainer/aibox-seccomp.json",
@@ -529,9 +546,9 @@ fn consent_to_the_profile_is_bound_to_its_digest() {
             "{opt}: {found:#?}"
         );
     }
-    // The same file named another way from the Compose file's folder is still ours.
+    // The same files named another way are still ours.
     let found = aibox_policy::check_compose_setup(
-        &files("seccomp=../.devcontainer/./aibox-seccomp.json", &genuine),
+        &files("seccomp=./.devcontainer/./aibox-seccomp.json", &genuine),
         &consent,
     );
     assert!(found.is_empty(), "{found:#?}");

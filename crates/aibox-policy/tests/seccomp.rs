@@ -256,10 +256,19 @@ fn profile_with_consent_plans_the_file_and_its_hash() {
     assert_eq!(d.posture, SeccompPosture::Profile);
     assert_eq!(
         d.security_opt,
-        vec!["seccomp=aibox-seccomp.json".to_owned()]
+        vec!["seccomp=.devcontainer/aibox-seccomp.json".to_owned()]
     );
-    assert_eq!(d.files.len(), 1);
-    assert_eq!(d.files[0].path.as_str(), PROFILE_PATH);
+    // The same bytes where each Compose provider looks for the path (see
+    // `PROFILE_SECURITY_OPT`).
+    let paths: Vec<&str> = d.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            PROFILE_PATH,
+            ".devcontainer/.devcontainer/aibox-seccomp.json"
+        ]
+    );
+    assert_eq!(d.files[0].contents, d.files[1].contents);
     let sha = sha256_hex(&d.files[0].contents);
     assert_eq!(d.profile_sha256.as_deref(), Some(sha.as_str()));
     assert_eq!(generated_profile_sha256().unwrap(), sha);

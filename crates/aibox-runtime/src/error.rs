@@ -181,14 +181,16 @@ pub enum RuntimeError {
 
     /// A container with the project's container name belongs to someone else.
     #[error(
-        "a container named `{container}` already exists and belongs to {owner}, not to project \
-         `{project}`; aibox leaves it alone"
+        "a container named `{container}` already exists and belongs to {owner}, not to this \
+         checkout of project `{project}` ({checkout}); aibox leaves it alone"
     )]
     #[diagnostic(
         code(aibox::runtime::foreign_container),
         help(
-            "rename this project's container (`[container] name` in aibox.toml), or remove the \
-             other container yourself if you are sure it is not needed"
+            "each checkout gets its own container (the project name and a hash of its path); \
+             give this one another name with `[container] container_name` in \
+             .aibox-local.toml, or remove the other container yourself if you are sure it is \
+             not needed"
         )
     )]
     ForeignContainer {
@@ -196,6 +198,8 @@ pub enum RuntimeError {
         container: String,
         /// This project's name.
         project: String,
+        /// This checkout's path.
+        checkout: String,
         /// Who owns it, in words.
         owner: String,
     },

@@ -25,8 +25,8 @@ pub use aibox_config::layout::{
 /// Whether a file of the build context is read only by Compose: the Compose files of the
 /// file table, their `.env` and the seccomp profile they name.
 fn compose_only(rel: &str) -> bool {
-    use aibox_config::layout::{COMPOSE_ENV, COMPOSE_FILES, SECCOMP_PROFILE};
-    COMPOSE_FILES.contains(&rel) || rel == COMPOSE_ENV || rel == SECCOMP_PROFILE
+    use aibox_config::layout::{COMPOSE_ENV, COMPOSE_FILES, SECCOMP_PROFILES};
+    COMPOSE_FILES.contains(&rel) || rel == COMPOSE_ENV || SECCOMP_PROFILES.contains(&rel)
 }
 
 /// The two digests of one project's dev container files, as `sha256:<hex>`.

@@ -27,7 +27,11 @@ pub const PROJECT_LABEL: &str = "aibox.project";
 pub const COMPOSE_PROJECT_LABELS: [&str; 2] =
     ["com.docker.compose.project", "io.podman.compose.project"];
 /// Label the Dev Containers CLI puts on containers it starts: the local project folder.
-const DEVCONTAINER_FOLDER_LABEL: &str = "devcontainer.local_folder";
+pub const DEVCONTAINER_FOLDER_LABEL: &str = "devcontainer.local_folder";
+/// Label the personal Compose file puts on aibox's container: the checkout's canonical path.
+pub const CHECKOUT_LABEL: &str = "aibox.checkout";
+/// Label Compose providers put on containers they create: the service name.
+const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 /// Working directory inside the container (the workspace bind mount).
 pub const WORKSPACE_DIR: &str = "/workspace";
 /// The generated Compose file, relative to the project root.
@@ -38,20 +42,33 @@ pub const COMPOSE_OVERRIDE_FILE: &str = aibox_config::layout::COMPOSE_OVERRIDE;
 /// project root.
 pub const COMPOSE_LOCAL_FILE: &str = aibox_config::layout::COMPOSE_LOCAL;
 
-/// Everything the runtime needs to know about one project's container. The engine
-/// fills it from the names the generators use (`aibox_devcontainer::project_name`, ...).
+/// Everything the runtime needs to know about one checkout's container. The engine
+/// fills it from the names the generators use (`aibox_devcontainer::container_name`, ...).
+///
+/// A container is this checkout's when its `aibox.project` label is [`Target::name`] and
+/// either its [`CHECKOUT_LABEL`] (aibox `up`) or its [`DEVCONTAINER_FOLDER_LABEL`] (the Dev
+/// Containers CLI or VS Code, from the same committed files) is [`Target::checkout`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// Project root (holds `aibox.toml`).
     pub root: Utf8PathBuf,
-    /// Compose project name (also the `aibox.project` label).
+    /// Compose project name of aibox's container (per checkout).
     pub project: String,
-    /// Container name.
+    /// Container name of aibox's container (per checkout).
     pub container: String,
+    /// The project's name: the committed `aibox.project` label.
+    pub name: String,
+    /// The Compose service.
+    pub service: String,
+    /// The checkout's canonical path: the [`CHECKOUT_LABEL`] of its container.
+    pub checkout: String,
     /// Image name with tag.
     pub image: String,
     /// The unprivileged user commands run as.
     pub user: String,
+    /// That user's UID and GID in `aibox.toml`: the image's unless the project's owner is
+    /// a regular user, whose IDs the image takes instead ([`Fingerprints::owner`]).
+    pub ids: (u32, u32),
 }
 
 impl Target {
@@ -184,11 +201,16 @@ impl std::fmt::Display for ContainerState {
 
 /// What `status` reports (serialisable for `--output json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[allow(clippy::struct_excessive_bools)] // independent facts, serialised as they are
 pub struct Status {
     /// Compose project name.
     pub project: String,
-    /// Container name.
+    /// Container name (aibox's, or the Dev Containers CLI's for this checkout).
     pub container: String,
+    /// The container was made by the Dev Containers CLI (or VS Code) for this checkout,
+    /// from the same committed files; aibox uses it until it makes its own with `up`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub devcontainer_cli: bool,
     /// Running, stopped or missing.
     pub state: ContainerState,
     /// The engine's own status word (`running`, `exited`, `created`, ...), if it exists.
@@ -277,6 +299,8 @@ pub struct Runtime {
 #[derive(Debug, Clone)]
 struct Inspected {
     id: String,
+    /// Its name, without Docker's leading `/`.
+    name: String,
     status: String,
     running: bool,
     labels: BTreeMap<String, String>,
@@ -386,6 +410,8 @@ impl Runtime {
         progress: Progress<'_>,
     ) -> Result<Status, RuntimeError> {
         require_compose_file(target)?;
+        // Only aibox's own container is started or recreated; one the Dev Containers CLI
+        // made for this checkout stays as it is (aibox uses its own from now on).
         let existing = self.inspect(&target.container)?;
         if let Some(found) = &existing {
             check_owner(found, target)?;
@@ -442,6 +468,10 @@ impl Runtime {
                 }
                 let mut cmd = self.compose(target, &args);
                 cmd.env(CONFIG_DIGEST_VAR, &prints.config);
+                if let Some(userns) = self.keep_id(prints.owner.unwrap_or(target.ids))? {
+                    // Read by every `podman create`/`run` that podman-compose starts.
+                    cmd.env("PODMAN_USERNS", userns);
+                }
                 let rendered = process::render(&cmd);
                 let done = run_checked(cmd, self.timeouts.start, progress)?;
                 // podman-compose 1.0 exits 0 when `podman run` failed: fail now with its
@@ -462,14 +492,28 @@ impl Runtime {
     /// Stops and removes the project's container (Compose `down`). Files, volumes and
     /// the image are kept.
     pub fn down(&self, target: &Target, progress: Progress<'_>) -> Result<Status, RuntimeError> {
-        let existing = self.inspect(&target.container)?;
+        let existing = self.find(target)?;
         if let Some(found) = &existing {
             check_owner(found, target)?;
         }
         progress(&Event::Stopping {
-            container: target.container.clone(),
+            container: existing
+                .as_ref()
+                .map_or_else(|| target.container.clone(), |f| f.name.clone()),
         });
-        if target.compose_file().is_file() {
+        if let Some(found) = existing.as_ref().filter(|f| f.name != target.container) {
+            // The Dev Containers CLI's container of this checkout, under its own Compose
+            // project: removed by id, then its network when nothing else uses it.
+            let mut cmd = self.engine_cmd();
+            cmd.args(["rm", "-f", &found.id]);
+            run_checked(cmd, self.timeouts.stop, progress)?;
+            if let Some(project) = COMPOSE_PROJECT_LABELS
+                .iter()
+                .find_map(|l| found.labels.get(*l))
+            {
+                self.remove_network(project, progress);
+            }
+        } else if target.compose_file().is_file() {
             let cmd = self.compose(target, &["down"]);
             run_checked(cmd, self.timeouts.stop, progress)?;
             self.remove_leftover_network(target, progress);
@@ -485,7 +529,7 @@ impl Runtime {
     /// The engine's `container inspect` JSON of the project's container (the engine state
     /// the policy checks after `up`), `None` when no container of that name exists.
     pub fn inspect_json(&self, target: &Target) -> Result<Option<String>, RuntimeError> {
-        let Some(found) = self.inspect(&target.container)? else {
+        let Some(found) = self.find(target)? else {
             return Ok(None);
         };
         check_owner(&found, target)?;
@@ -501,12 +545,12 @@ impl Runtime {
 
     /// Stops the project's container (kept for inspection, not removed).
     pub fn stop(&self, target: &Target, progress: Progress<'_>) -> Result<(), RuntimeError> {
-        let Some(found) = self.inspect(&target.container)? else {
+        let Some(found) = self.find(target)? else {
             return Ok(());
         };
         check_owner(&found, target)?;
         progress(&Event::Stopping {
-            container: target.container.clone(),
+            container: found.name.clone(),
         });
         let mut cmd = self.engine_cmd();
         cmd.args(["stop", &found.id]);
@@ -527,7 +571,7 @@ impl Runtime {
         target: &Target,
         prints: Option<&Fingerprints>,
     ) -> Result<Status, RuntimeError> {
-        let found = self.inspect(&target.container)?;
+        let found = self.find(target)?;
         if let Some(found) = &found {
             check_owner(found, target)?;
         }
@@ -543,6 +587,10 @@ impl Runtime {
             }
             _ => false,
         };
+        let container = found
+            .as_ref()
+            .map_or_else(|| target.container.clone(), |c| c.name.clone());
+        let devcontainer_cli = container != target.container;
         let (state, engine_status, container_id, image) = match found {
             None => (ContainerState::Missing, None, None, target.image.clone()),
             Some(c) => {
@@ -556,7 +604,8 @@ impl Runtime {
         };
         Ok(Status {
             project: target.project.clone(),
-            container: target.container.clone(),
+            container,
+            devcontainer_cli,
             state,
             engine_status,
             container_id,
@@ -584,7 +633,7 @@ impl Runtime {
                 return Err(RuntimeError::EnvNotSet { name: name.clone() });
             }
         }
-        self.running_container(target)?;
+        let found = self.running_container(target)?;
         let mut cmd = self.engine_cmd();
         cmd.arg("exec").arg("-i");
         if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
@@ -595,7 +644,7 @@ impl Runtime {
             // `-e NAME` without a value: the engine copies it from its environment.
             cmd.args(["-e", name]);
         }
-        cmd.arg(&target.container).args(request.cmd);
+        cmd.arg(&found.id).args(request.cmd);
         let status = process::run_inherited(cmd, request.timeout)?;
         Ok(process::exit_code(status))
     }
@@ -623,7 +672,7 @@ impl Runtime {
         if let Some(name) = names.into_iter().find(|n| !valid_env_name(n)) {
             return Err(RuntimeError::InvalidEnvName { name: name.clone() });
         }
-        self.running_container(target)?;
+        let found = self.running_container(target)?;
         let mut cmd = self.engine_cmd();
         cmd.args([
             "exec",
@@ -640,7 +689,7 @@ impl Runtime {
             // `-e NAME` without a value: the engine copies it from its environment.
             cmd.args(["-e", name]);
         }
-        cmd.arg(&target.container).args(request.cmd);
+        cmd.arg(&found.id).args(request.cmd);
         Ok(cmd)
     }
 
@@ -658,10 +707,10 @@ impl Runtime {
         target: &Target,
         user: &str,
     ) -> Result<UsernsProbe, RuntimeError> {
-        self.running_container(target)?;
+        let found = self.running_container(target)?;
         let mut cmd = self.engine_cmd();
         cmd.args(["exec", "--user", user, "--workdir", WORKSPACE_DIR])
-            .arg(&target.container)
+            .arg(&found.id)
             .args(USERNS_PROBE);
         let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
         let detail = done
@@ -689,11 +738,11 @@ impl Runtime {
         user: &str,
         cmd: &[&str],
     ) -> Result<(bool, String), RuntimeError> {
-        self.running_container(target)?;
+        let found = self.running_container(target)?;
         let mut command = self.engine_cmd();
         command
             .args(["exec", "--user", user])
-            .arg(&target.container)
+            .arg(&found.id)
             .args(cmd);
         let done = process::run(command, self.timeouts.query, &mut |_, _| {})?;
         Ok((done.success(), done.stdout))
@@ -738,34 +787,70 @@ impl Runtime {
     /// The project's running container; an error when it is missing, stopped or another
     /// project's.
     fn running_container(&self, target: &Target) -> Result<Inspected, RuntimeError> {
-        let found = self
-            .inspect(&target.container)?
-            .ok_or_else(|| RuntimeError::NotRunning {
-                container: target.container.clone(),
-                state: "missing".to_owned(),
-            })?;
+        let found = self.find(target)?.ok_or_else(|| RuntimeError::NotRunning {
+            container: target.container.clone(),
+            state: "missing".to_owned(),
+        })?;
         check_owner(&found, target)?;
         if !found.running {
             return Err(RuntimeError::NotRunning {
-                container: target.container.clone(),
+                container: found.name,
                 state: found.status,
             });
         }
         Ok(found)
     }
 
+    /// This checkout's container: aibox's own (by name), else the one the Dev Containers
+    /// CLI (or VS Code) made for this checkout from the same committed files (by its
+    /// labels). The caller checks the owner of what is found under aibox's name.
+    fn find(&self, target: &Target) -> Result<Option<Inspected>, RuntimeError> {
+        if let Some(own) = self.inspect(&target.container)? {
+            return Ok(Some(own));
+        }
+        let mut folders = vec![target.checkout.clone()];
+        if target.root.as_str() != target.checkout {
+            folders.push(target.root.to_string());
+        }
+        for folder in folders {
+            let mut cmd = self.engine_cmd();
+            cmd.args(["ps", "-a", "-q", "--no-trunc"]);
+            for (label, value) in [
+                (PROJECT_LABEL, target.name.as_str()),
+                (COMPOSE_SERVICE_LABEL, target.service.as_str()),
+                (DEVCONTAINER_FOLDER_LABEL, folder.as_str()),
+            ] {
+                cmd.arg("--filter").arg(format!("label={label}={value}"));
+            }
+            let rendered = process::render(&cmd);
+            let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+            if !done.success() {
+                return Err(failed(&rendered, &done));
+            }
+            if let Some(id) = done.stdout.split_whitespace().next() {
+                return self.inspect_container(id);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The container named `container`, `None` when there is none.
     fn inspect(&self, container: &str) -> Result<Option<Inspected>, RuntimeError> {
-        let Some((rendered, stdout)) = self.inspect_raw("container", container)? else {
+        // `inspect` also matches id prefixes; only a container with exactly this name counts.
+        Ok(self
+            .inspect_container(container)?
+            .filter(|found| found.name == container))
+    }
+
+    /// `container inspect` of a name or id.
+    fn inspect_container(&self, name_or_id: &str) -> Result<Option<Inspected>, RuntimeError> {
+        let Some((rendered, stdout)) = self.inspect_raw("container", name_or_id)? else {
             return Ok(None);
         };
-        let parsed = parse_inspect(&stdout).map_err(|detail| RuntimeError::UnexpectedOutput {
+        parse_inspect(&stdout).map_err(|detail| RuntimeError::UnexpectedOutput {
             command: rendered,
             detail,
-        })?;
-        // `inspect` also matches id prefixes; only a container with exactly this name counts.
-        Ok(parsed
-            .filter(|(name, _)| name.trim_start_matches('/') == container)
-            .map(|(_, c)| c))
+        })
     }
 
     fn wait_running(
@@ -856,13 +941,19 @@ impl Runtime {
         if self.detected.compose.kind != ComposeKind::PodmanCompose {
             return;
         }
-        let network = format!("{}_default", target.project);
+        self.remove_network(&target.project, progress);
+    }
+
+    /// Removes Compose project `project`'s default network when its labels say it is that
+    /// project's. Best effort: a network still in use (or already gone) is not an error.
+    fn remove_network(&self, project: &str, progress: Progress<'_>) {
+        let network = format!("{project}_default");
         let mut cmd = self.engine_cmd();
         cmd.args(["network", "inspect", &network]);
         let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {}) else {
             return;
         };
-        if !done.success() || !network_is_ours(&done.stdout, &target.project) {
+        if !done.success() || !network_is_ours(&done.stdout, project) {
             return;
         }
         let mut cmd = self.engine_cmd();
@@ -874,6 +965,25 @@ impl Runtime {
                 progress(&Event::Output { line });
             }
         }
+    }
+
+    /// On rootless Podman, the `PODMAN_USERNS` value that maps the host user to the
+    /// container user's IDs (`keep-id:uid=U,gid=G`), so the agent can write the bind-mounted
+    /// project and harness folders; otherwise the container's IDs are sub-IDs the host user
+    /// owns nothing as. `None` on Docker and rootful Podman (the image already has the
+    /// owner's IDs there).
+    fn keep_id(&self, (uid, gid): (u32, u32)) -> Result<Option<String>, RuntimeError> {
+        if self.detected.engine.engine != Engine::Podman {
+            return Ok(None);
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.args(["info", "--format", "{{.Host.Security.Rootless}}"]);
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        Ok(keep_id_value(&done.stdout, uid, gid))
     }
 
     fn engine_name(&self) -> String {
@@ -979,8 +1089,9 @@ fn not_created(target: &Target, command: &str, done: &process::Finished) -> Runt
         )
     } else if text.contains("already in use") {
         format!(
-            "another container already uses the name `{}`: remove it, or rename this \
-             project's container (`[container] name` in aibox.toml)",
+            "another container already uses the name `{}`: remove it, or give this \
+             checkout's container another name (`[container] container_name` in \
+             .aibox-local.toml)",
             target.container
         )
     } else {
@@ -1009,7 +1120,7 @@ fn valid_env_name(name: &str) -> bool {
 }
 
 /// Parses `container inspect` JSON (an array with one object) into the name and facts.
-fn parse_inspect(stdout: &str) -> Result<Option<(String, Inspected)>, String> {
+fn parse_inspect(stdout: &str) -> Result<Option<Inspected>, String> {
     let Some(first) = first_inspected(stdout)? else {
         return Ok(None);
     };
@@ -1038,17 +1149,15 @@ fn parse_inspect(stdout: &str) -> Result<Option<(String, Inspected)>, String> {
         .unwrap_or_default()
         .to_owned();
     let image_id = bare_id(first["Image"].as_str().unwrap_or_default());
-    Ok(Some((
-        name,
-        Inspected {
-            id,
-            status,
-            running,
-            labels,
-            image,
-            image_id,
-        },
-    )))
+    Ok(Some(Inspected {
+        id,
+        name: name.trim_start_matches('/').to_owned(),
+        status,
+        running,
+        labels,
+        image,
+        image_id,
+    }))
 }
 
 /// The first object of an `inspect` answer (a JSON array), `None` for an empty one.
@@ -1123,6 +1232,11 @@ fn stale_container_reason(
     }
 }
 
+/// The `PODMAN_USERNS` value when `podman info` says rootless (`true`), else `None`.
+fn keep_id_value(rootless: &str, uid: u32, gid: u32) -> Option<String> {
+    (rootless.trim() == "true").then(|| format!("keep-id:uid={uid},gid={gid}"))
+}
+
 /// Whether `network inspect` output describes a network of Compose project `project`.
 fn network_is_ours(stdout: &str, project: &str) -> bool {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(stdout) else {
@@ -1140,31 +1254,47 @@ fn network_is_ours(stdout: &str, project: &str) -> bool {
         .any(|l| labels[*l].as_str() == Some(project))
 }
 
-/// Refuses a container that another project (or no aibox project at all) owns.
+/// Refuses a container that is not this checkout's: another project's, another checkout's
+/// (its [`CHECKOUT_LABEL`] or [`DEVCONTAINER_FOLDER_LABEL`] names another folder), or one
+/// that says nothing about its checkout (an earlier aibox's, or made by hand).
 fn check_owner(found: &Inspected, target: &Target) -> Result<(), RuntimeError> {
-    let owner = match found.labels.get(PROJECT_LABEL) {
+    let label = |l: &str| found.labels.get(l).map(String::as_str);
+    let owner = match label(PROJECT_LABEL) {
         None => Some("something other than aibox (it has no `aibox.project` label)".to_owned()),
-        Some(p) if *p != target.project => Some(format!("aibox project `{p}`")),
-        Some(_) => COMPOSE_PROJECT_LABELS
-            .iter()
-            .filter_map(|l| found.labels.get(*l))
-            .find(|c| **c != target.project)
-            .map(|c| match found.labels.get(DEVCONTAINER_FOLDER_LABEL) {
-                Some(folder) => format!(
-                    "Compose project `{c}`, started by the Dev Containers CLI (VS Code) for \
-                     {folder}; stop it from there"
-                ),
-                None => format!("Compose project `{c}`"),
+        Some(p) if p != target.name => Some(format!("aibox project `{p}`")),
+        Some(_) => match (label(CHECKOUT_LABEL), label(DEVCONTAINER_FOLDER_LABEL)) {
+            (Some(path), _) => {
+                (!same_folder(path, &target.checkout)).then(|| format!("the checkout at {path}"))
+            }
+            (None, Some(folder)) => (!same_folder(folder, &target.checkout)).then(|| {
+                format!(
+                    "the Dev Containers CLI (VS Code) container of {folder}; stop it from there"
+                )
             }),
+            (None, None) => Some(
+                "no checkout (it has no `aibox.checkout` label: made by an earlier aibox or by \
+                 hand)"
+                    .to_owned(),
+            ),
+        },
     };
     match owner {
         None => Ok(()),
         Some(owner) => Err(RuntimeError::ForeignContainer {
-            container: target.container.clone(),
-            project: target.project.clone(),
+            container: found.name.clone(),
+            project: target.name.clone(),
+            checkout: target.checkout.clone(),
             owner,
         }),
     }
+}
+
+/// Whether a label's folder is the checkout: the same text, or the same folder once
+/// resolved (the Dev Containers CLI records the folder as it was given).
+fn same_folder(label: &str, checkout: &str) -> bool {
+    label == checkout
+        || fs_err::canonicalize(label)
+            .is_ok_and(|p| p.as_os_str() == std::ffi::OsStr::new(checkout))
 }
 
 #[cfg(test)]
@@ -1174,16 +1304,31 @@ mod tests {
     fn target() -> Target {
         Target {
             root: "/p".into(),
-            project: "demo".into(),
-            container: "demo".into(),
+            project: "demo-1a2b3c4d".into(),
+            container: "demo-1a2b3c4d".into(),
+            name: "demo".into(),
+            service: "demo".into(),
+            checkout: "/src/a/demo".into(),
             image: "demo-aibox:0.1.0".into(),
             user: "aibox".into(),
+            ids: (1000, 1000),
         }
+    }
+
+    #[test]
+    fn rootless_podman_maps_the_host_user_to_the_container_user() {
+        assert_eq!(
+            keep_id_value("true\n", 1001, 1002).as_deref(),
+            Some("keep-id:uid=1001,gid=1002")
+        );
+        assert_eq!(keep_id_value("false\n", 1001, 1002), None);
+        assert_eq!(keep_id_value("", 1001, 1002), None);
     }
 
     fn with_labels(labels: &[(&str, &str)]) -> Inspected {
         Inspected {
             id: "abc".into(),
+            name: "demo-1a2b3c4d".into(),
             status: "running".into(),
             running: true,
             labels: labels
@@ -1196,12 +1341,20 @@ mod tests {
     }
 
     #[test]
-    fn own_container_is_accepted() {
-        check_owner(&with_labels(&[(PROJECT_LABEL, "demo")]), &target()).unwrap();
+    fn this_checkouts_containers_are_accepted() {
+        // aibox's own, labelled with this checkout's path.
+        check_owner(
+            &with_labels(&[(PROJECT_LABEL, "demo"), (CHECKOUT_LABEL, "/src/a/demo")]),
+            &target(),
+        )
+        .unwrap();
+        // The Dev Containers CLI's (or VS Code's) for this folder, under its own Compose
+        // project name.
         check_owner(
             &with_labels(&[
                 (PROJECT_LABEL, "demo"),
-                ("com.docker.compose.project", "demo"),
+                ("com.docker.compose.project", "demo_devcontainer"),
+                (DEVCONTAINER_FOLDER_LABEL, "/src/a/demo"),
             ]),
             &target(),
         )
@@ -1209,7 +1362,7 @@ mod tests {
     }
 
     #[test]
-    fn foreign_containers_are_refused() {
+    fn other_checkouts_and_projects_are_refused() {
         for (labels, owner) in [
             (
                 vec![],
@@ -1217,27 +1370,36 @@ mod tests {
             ),
             (vec![(PROJECT_LABEL, "other")], "aibox project `other`"),
             (
-                vec![
-                    (PROJECT_LABEL, "demo"),
-                    ("io.podman.compose.project", "elsewhere"),
-                ],
-                "Compose project `elsewhere`",
+                vec![(PROJECT_LABEL, "demo"), (CHECKOUT_LABEL, "/src/b/demo")],
+                "the checkout at /src/b/demo",
             ),
             (
                 vec![
                     (PROJECT_LABEL, "demo"),
                     ("com.docker.compose.project", "demo_devcontainer"),
-                    (DEVCONTAINER_FOLDER_LABEL, "/src/demo"),
+                    (DEVCONTAINER_FOLDER_LABEL, "/src/b/demo"),
                 ],
-                "Compose project `demo_devcontainer`, started by the Dev Containers CLI \
-                 (VS Code) for /src/demo; stop it from there",
+                "the Dev Containers CLI (VS Code) container of /src/b/demo; stop it from there",
+            ),
+            (
+                vec![
+                    (PROJECT_LABEL, "demo"),
+                    ("com.docker.compose.project", "demo"),
+                ],
+                "no checkout (it has no `aibox.checkout` label: made by an earlier aibox or by \
+                 hand)",
             ),
         ] {
             let err = check_owner(&with_labels(&labels), &target()).unwrap_err();
-            match err {
+            match &err {
                 RuntimeError::ForeignContainer { owner: got, .. } => assert_eq!(got, owner),
                 other => panic!("unexpected {other:?}"),
             }
+            let text = err.to_string();
+            assert!(
+                text.contains("checkout of project `demo` (/src/a/demo)"),
+                "{text}"
+            );
         }
     }
 
@@ -1246,8 +1408,8 @@ mod tests {
         let podman = r#"[{"Id":"1234","Name":"demo","State":{"Status":"running","Running":true},
             "ImageName":"demo-aibox:0.1.0","Config":{"Image":"demo-aibox:0.1.0",
             "Labels":{"aibox.project":"demo"}}}]"#;
-        let (name, c) = parse_inspect(podman).unwrap().unwrap();
-        assert_eq!(name, "demo");
+        let c = parse_inspect(podman).unwrap().unwrap();
+        assert_eq!(c.name, "demo");
         assert_eq!(
             (c.id.as_str(), c.status.as_str(), c.running),
             ("1234", "running", true)
@@ -1258,8 +1420,8 @@ mod tests {
         );
         let docker = r#"[{"Id":"99","Name":"/demo","State":{"Status":"exited","Running":false},
             "Config":{"Image":"demo-aibox:0.1.0","Labels":null}}]"#;
-        let (name, c) = parse_inspect(docker).unwrap().unwrap();
-        assert_eq!(name, "/demo");
+        let c = parse_inspect(docker).unwrap().unwrap();
+        assert_eq!(c.name, "demo", "Docker's leading `/` is dropped");
         assert!(!c.running);
         assert!(c.labels.is_empty());
         assert!(parse_inspect("[]").unwrap().is_none());

@@ -21,6 +21,7 @@ use camino::Utf8PathBuf;
 fn project(name: &str) -> (tempfile::TempDir, Target) {
     let dir = tempfile::tempdir().unwrap();
     let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
+    let checkout = fs_err::canonicalize(&root).unwrap().display().to_string();
     let dc = root.join(".devcontainer");
     fs_err::create_dir_all(&dc).unwrap();
     fs_err::write(
@@ -51,15 +52,22 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
     .unwrap();
     fs_err::write(
         dc.join("docker-compose.local.yml"),
-        format!("services:\n  {name}:\n    environment:\n      FROM_LOCAL_FILE: \"1\"\n"),
+        format!(
+            "services:\n  {name}:\n    environment:\n      FROM_LOCAL_FILE: \"1\"\n    \
+             labels:\n      aibox.checkout: \"{checkout}\"\n"
+        ),
     )
     .unwrap();
     let target = Target {
         root,
         project: name.to_owned(),
         container: name.to_owned(),
+        name: name.to_owned(),
+        service: name.to_owned(),
+        checkout,
         image,
         user: "tester".to_owned(),
+        ids: (1000, 1000),
     };
     (dir, target)
 }

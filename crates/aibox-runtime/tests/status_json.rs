@@ -8,6 +8,7 @@ fn status(state: ContainerState) -> Status {
     Status {
         project: "demo".to_owned(),
         container: "demo".to_owned(),
+        devcontainer_cli: false,
         state,
         engine_status: exists.then(|| "running".to_owned()),
         container_id: exists.then(|| "0123456789abcdef".to_owned()),

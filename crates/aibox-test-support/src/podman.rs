@@ -460,11 +460,10 @@ impl Cleanup {
         }
     }
 
-    /// A cleanup list for an aibox project: its container `name`, and the image and the
+    /// A cleanup list for an aibox project: the container, the image and the
     /// Compose network (`<project>_default`) that `aibox status --output json` named.
     pub fn for_project<E: Engine + Clone + 'static>(
         engine: &E,
-        name: &str,
         status: &serde_json::Value,
     ) -> Self {
         let text = |key: &str| {
@@ -475,7 +474,7 @@ impl Cleanup {
         };
         let mut cleanup = Self::new(engine);
         cleanup
-            .container(name)
+            .container(&text("container"))
             .image(&text("image"))
             .network(&format!("{}_default", text("project")));
         cleanup

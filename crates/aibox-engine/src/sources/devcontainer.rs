@@ -29,6 +29,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.python_envs = &python_envs;
     let npm_envs = npm_envs(ctx);
     inputs.npm_envs = &npm_envs;
+    let checkout = crate::lifecycle::checkout_path(ctx.root());
+    inputs.checkout = Some(&checkout);
     // A retired npm tree's files go with the generated-file retirement; its folder
     // goes here, once empty.
     let previous = ctx.previous_lock.and_then(|l| l.mcp.as_ref());

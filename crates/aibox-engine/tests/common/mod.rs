@@ -64,14 +64,18 @@ impl Fixture {
     }
 
     /// Every regular file below the root with its contents, except the project lock
-    /// file (an OS lock handle whose bytes never matter).
+    /// file (an OS lock handle whose bytes never matter). The personal Compose file's
+    /// per-checkout values (the container's name and the checkout's path) read as
+    /// placeholders, so two fixtures' snapshots compare.
     pub fn snapshot(&self) -> BTreeMap<String, String> {
         walk(&self.root)
             .into_iter()
             .filter(|p| p != ".aibox/apply.lock")
             .map(|p| {
                 let bytes = fs_err::read(self.root.join(&p)).unwrap();
-                (p, String::from_utf8_lossy(&bytes).into_owned())
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                let text = mask_checkout(&p, text);
+                (p, text)
             })
             .collect()
     }
@@ -259,4 +263,26 @@ pub fn consent_from_refusal(err: &aibox_engine::EngineError, skill: &str) -> Str
         "{}reason = \"reviewed by hand\"\n",
         entry[..reason_at].replace("<your name>", "Test Reviewer")
     )
+}
+
+/// `text` of the project file `rel` with the personal Compose file's per-checkout values
+/// (the container's name and the checkout's path) as placeholders, so the trees of two
+/// fixtures compare.
+pub fn mask_checkout(rel: &str, text: String) -> String {
+    if rel != ".devcontainer/docker-compose.local.yml" {
+        return text;
+    }
+    // A copied project keeps the path of the folder it was applied in until its next
+    // apply, so any path is masked, not only this root's.
+    text.lines()
+        .map(|l| {
+            if l.trim_start().starts_with("container_name: ") {
+                "    container_name: <per checkout>\n".to_owned()
+            } else if l.trim_start().starts_with("\"aibox.checkout\": ") {
+                "      \"aibox.checkout\": <checkout>\n".to_owned()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect()
 }

@@ -2,9 +2,7 @@
 //! policy gate's rules.
 
 use aibox_config::Project;
-use aibox_policy::{
-    Consent, Finding, PROFILE_PATH, Severity, check_project_volumes, check_seccomp_profile,
-};
+use aibox_policy::{Consent, Finding, Severity, check_project_volumes, check_seccomp_profile};
 use aibox_provenance::lock::Lock;
 use camino::Utf8Path;
 use miette::Diagnostic as _;
@@ -82,9 +80,11 @@ pub(crate) fn findings(
         &consent,
         &disk,
     ));
-    if let Ok(Some(bytes)) = root.read(Utf8Path::new(PROFILE_PATH)) {
-        let recorded = lock.and_then(|l| l.generated_digest(PROFILE_PATH));
-        out.extend(check_seccomp_profile(&bytes, recorded));
+    for path in aibox_config::layout::SECCOMP_PROFILES {
+        if let Ok(Some(bytes)) = root.read(Utf8Path::new(path)) {
+            let recorded = lock.and_then(|l| l.generated_digest(path));
+            out.extend(check_seccomp_profile(&bytes, recorded));
+        }
     }
     (out, posture)
 }

@@ -23,6 +23,20 @@ pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt)
     match findings(runtime, target, &p.config) {
         Ok(Some(findings)) => run.check("container-state", findings),
         Ok(None) => run.skip("container-state", "no container"),
+        // Another checkout's (or project's) container under this checkout's name: what
+        // `up`, `exec` and `down` refuse is a finding, not a skipped check.
+        Err(e @ RuntimeError::ForeignContainer { .. }) => run.check(
+            "container-state",
+            vec![Finding::new(
+                "aibox::doctor::foreign_container",
+                Severity::Error,
+                aibox_config::layout::COMPOSE_LOCAL,
+                e.to_string(),
+                "each checkout gets its own container (the project name and a hash of its \
+                 path); remove `[container] container_name` from .aibox-local.toml or pin \
+                 another name, or remove the other container if it is not needed",
+            )],
+        ),
         Err(e) => run.skip("container-state", &e.to_string()),
     }
 }
@@ -39,6 +53,22 @@ fn findings(
         return Ok(None);
     };
     let status = runtime.status(target)?;
+    // The Dev Containers CLI's container carries no digest: say whose it is, not stale.
+    let cli = status.devcontainer_cli;
+    if cli {
+        findings.push(Finding::new(
+            "aibox::doctor::devcontainer_container",
+            Severity::Info,
+            aibox_config::layout::DEVCONTAINER_JSON,
+            format!(
+                "container `{}` was made for this checkout by the Dev Containers CLI or VS Code \
+                 from the committed files; aibox uses it until `aibox up` makes its own",
+                status.container
+            ),
+            "rebuild it from VS Code (\"Rebuild Container\") after a change, or run `aibox \
+             up` for aibox's own container (with your personal settings)",
+        ));
+    }
     let stale = [
         (
             status.image_stale,
@@ -52,7 +82,7 @@ fn findings(
             "run `aibox up`: it rebuilds the image and recreates the container",
         ),
         (
-            status.container_stale,
+            status.container_stale && !cli,
             "aibox::doctor::stale_container",
             aibox_config::layout::COMPOSE,
             format!(

@@ -44,7 +44,7 @@ pub(super) fn engine_at(
         env: options.detect.clone(),
         timeouts: aibox_runtime::Timeouts::default(),
     };
-    crate::lifecycle::runtime_for_config(root, &p.config, &lifecycle).map_err(|e| e.to_string())
+    crate::lifecycle::runtime_for_config(root, p, &lifecycle).map_err(|e| e.to_string())
 }
 
 /// `aibox.lock`, or why it cannot be read (rendered as plain text).
