@@ -236,6 +236,9 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
     let sha = aibox_test_support::tree_sha256(&source);
     ok(aibox(&podman, &root).args(["config", "set", "processkit.sha256", &sha]));
     ok(aibox(&podman, &root).args(["config", "set", "context.packages", "[\"minimal\"]"]));
+    // A local release folder is first-party only when the owner trusts it.
+    let trusted = serde_json::to_string(&[source.as_str()]).unwrap();
+    ok(aibox(&podman, &root).args(["config", "set", "processkit.trusted_sources", &trusted]));
     // A user-chosen addon on top: npm and npx.
     ok(aibox(&podman, &root).args(["addon", "add", "npm"]));
     let toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
