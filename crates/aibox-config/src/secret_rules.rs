@@ -150,6 +150,17 @@ fn alnum_dash_dot(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'
 }
 
+/// A searcher per [`PATTERNS`] prefix, built once: `str::find` prepares its searcher on
+/// every call, which cost more than the search on the short lines this runs on (most
+/// of `skill list`'s time went there).
+static PREFIX_FINDERS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
+    std::sync::LazyLock::new(|| {
+        PATTERNS
+            .iter()
+            .map(|p| memchr::memmem::Finder::new(p.prefix))
+            .collect()
+    });
+
 const PATTERNS: [Pattern; 36] = [
     Pattern {
         prefix: "sk-ant-",
@@ -429,9 +440,10 @@ pub fn find_credential(s: &str) -> Option<TokenHit> {
             end,
         });
     }
-    for p in &PATTERNS {
+    let finders = &*PREFIX_FINDERS;
+    for (p, finder) in PATTERNS.iter().zip(finders) {
         let mut from = 0;
-        while let Some(pos) = s[from..].find(p.prefix) {
+        while let Some(pos) = finder.find(&s.as_bytes()[from..]) {
             let start = from + pos;
             from = start + p.prefix.len();
             if s[..start]
