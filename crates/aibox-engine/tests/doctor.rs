@@ -216,29 +216,23 @@ fn local_state_is_judged_per_path_from_one_git_answer() {
         ".aibox-homes/keep.txt",
     ]);
     let report = p.doctor();
-    let local: Vec<(String, String)> = report
-        .by_severity(Severity::Error)
-        .filter(|f| f.code.starts_with("aibox::doctor::local_state"))
-        .map(|f| (f.code.clone(), f.message.clone()))
-        .collect();
-    let not_ignored: Vec<&str> = local
-        .iter()
-        .filter(|(c, _)| c == "aibox::doctor::local_state_not_ignored")
-        .map(|(_, m)| m.as_str())
-        .collect();
-    assert_eq!(not_ignored.len(), 2, "{local:?}");
+    let messages = |code: &str| -> Vec<String> {
+        report
+            .by_severity(Severity::Error)
+            .filter(|f| f.code == code)
+            .map(|f| f.message.clone())
+            .collect()
+    };
+    let not_ignored = messages("aibox::doctor::local_state_not_ignored");
+    assert_eq!(not_ignored.len(), 2, "{not_ignored:?}");
     for path in unignored {
         assert!(
             not_ignored.iter().any(|m| m.contains(&format!("`{path}`"))),
-            "{path}: {local:?}"
+            "{path}: {not_ignored:?}"
         );
     }
-    let tracked: Vec<&str> = local
-        .iter()
-        .filter(|(c, _)| c == "aibox::doctor::local_state_tracked")
-        .map(|(_, m)| m.as_str())
-        .collect();
-    assert_eq!(tracked.len(), 1, "{local:?}");
+    let tracked = messages("aibox::doctor::local_state_tracked");
+    assert_eq!(tracked.len(), 1, "{tracked:?}");
     assert!(tracked[0].contains("`.aibox-home/`"), "{tracked:?}");
 }
 
