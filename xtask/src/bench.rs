@@ -6,7 +6,8 @@
 //! 5 MB; every skill selected, so about 1,720 installed files and 10 MB with the
 //! snapshot) and its successor are written as local `.tar.gz` archives pinned by digest,
 //! at 1x and 10x the files and bytes (`processkit_like_scaled`). For each size: first
-//! install, no-op `apply`, upgrade to the successor and `doctor --integrity`, with wall
+//! install, no-op `apply`, upgrade to the successor, `doctor --integrity`, and the
+//! read-only `doctor`, `skill list` and `mcp list` (held to linear growth), with wall
 //! time, CPU time and peak RSS (GNU `time`'s `%U`, `%S` and `%M`, when `/usr/bin/time`
 //! exists; wall time well above CPU time is waiting, on `fsync` or on a busy machine).
 //! Baselines: `cp -r` of the installed tree and `sha256sum` of every installed file (the
@@ -119,15 +120,19 @@ fn median(mut v: Vec<Sample>) -> Sample {
 }
 
 /// A project selecting every skill of the release (the issue's measurement installed
-/// all of them: about 1,720 files with the snapshot at 1x).
+/// all of them: about 1,720 files with the snapshot at 1x). The local archive is a
+/// trusted source, as the official release is: its skills are first-party, so the
+/// review gate lets them through and `skill list` and `doctor` check them against the
+/// install marker, the path a real project takes.
 fn config(release: &Release) -> String {
     let include: Vec<String> = release.skills.iter().map(|s| format!("\"{s}\"")).collect();
+    let archive = release.archive.display();
     format!(
         "[container]\nname = \"bench\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
          [skills]\ninclude = [{}]\n\n\
-         [processkit]\nsource = \"{}\"\nversion = \"{}\"\nsha256 = \"{}\"\n",
+         [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n\
+         trusted_sources = [\"{archive}\"]\n",
         include.join(", "),
-        release.archive.display(),
         release.version,
         release.digest
     )
@@ -191,6 +196,9 @@ struct Results {
     noop: Vec<Sample>,
     upgrade: Vec<Sample>,
     integrity: Vec<Sample>,
+    doctor: Vec<Sample>,
+    skill_list: Vec<Sample>,
+    mcp_list: Vec<Sample>,
     cp: Vec<Sample>,
     sha: Vec<Sample>,
     files: (usize, u64),
@@ -263,6 +271,14 @@ fn one_run(
         "doctor --integrity",
         work,
     )?);
+    // The read-only commands a user runs at any time: each must stay linear in the
+    // installed content (issue 32 saw `doctor` and `skill list` grow quadratically).
+    r.doctor
+        .push(measure(&mut aibox(&["doctor"]), "doctor", work)?);
+    r.skill_list
+        .push(measure(&mut aibox(&["skill", "list"]), "skill list", work)?);
+    r.mcp_list
+        .push(measure(&mut aibox(&["mcp", "list"]), "mcp list", work)?);
     // Nothing is deleted here: see `run` for why trees stay until the factor is done.
     Ok(())
 }
@@ -356,10 +372,15 @@ impl FactorReport {
         let noop = median(r.noop);
         let upgrade = median(r.upgrade);
         let integrity = median(r.integrity);
-        let peak = [first, noop, upgrade, integrity]
-            .iter()
-            .filter_map(|s| s.rss_kib)
-            .max();
+        let doctor = median(r.doctor);
+        let skill_list = median(r.skill_list);
+        let mcp_list = median(r.mcp_list);
+        let peak = [
+            first, noop, upgrade, integrity, doctor, skill_list, mcp_list,
+        ]
+        .iter()
+        .filter_map(|s| s.rss_kib)
+        .max();
         let rows = vec![
             Row {
                 step: "first install",
@@ -392,6 +413,28 @@ impl FactorReport {
                 baseline: "sha256sum",
                 base: sha,
                 target: Target::Ratio(HASH_RATIO),
+            },
+            // Held by the linearity line (10x within the bytes ratio), not per factor.
+            Row {
+                step: "doctor",
+                ours: doctor,
+                baseline: "cp -r",
+                base: cp,
+                target: Target::None,
+            },
+            Row {
+                step: "skill list",
+                ours: skill_list,
+                baseline: "cp -r",
+                base: cp,
+                target: Target::None,
+            },
+            Row {
+                step: "mcp list",
+                ours: mcp_list,
+                baseline: "cp -r",
+                base: cp,
+                target: Target::None,
             },
             Row {
                 step: "peak RSS, any step",
@@ -762,6 +805,9 @@ mod tests {
             noop: vec![sample(20.0 * scale, 10)],
             upgrade: vec![sample(500.0 * scale, 10)],
             integrity: vec![sample(30.0 * scale, 5)],
+            doctor: vec![sample(40.0 * scale, 5)],
+            skill_list: vec![sample(40.0 * scale, 5)],
+            mcp_list: vec![sample(10.0 * scale, 5)],
             cp: vec![sample(200.0 * scale, 1)],
             sha: vec![sample(20.0 * scale, 1)],
             files: (
@@ -783,6 +829,9 @@ mod tests {
                 ("no-op apply", Some(true)),   // 20 ms
                 ("upgrade", Some(false)),      // 2.5x cp -r
                 ("doctor --integrity", Some(true)),
+                ("doctor", None),
+                ("skill list", None),
+                ("mcp list", None),
                 ("peak RSS, any step", None), // only held at 10x
             ]
         );
@@ -791,7 +840,16 @@ mod tests {
         // No-op has no absolute target at 10x; 100 MiB misses the RSS target.
         assert_eq!(
             met,
-            [Some(true), None, Some(false), Some(true), Some(false)]
+            [
+                Some(true),
+                None,
+                Some(false),
+                Some(true),
+                None,
+                None,
+                None,
+                Some(false)
+            ]
         );
         let mut text = String::new();
         render_factor(&mut text, &ten);

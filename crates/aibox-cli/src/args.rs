@@ -38,7 +38,8 @@ pub struct Global {
     pub color: Color,
     /// More detail: `-v` shows every line the engine and Compose print (`up`, `apply
     /// --build`, `down`) instead of one progress line per build step, and every file
-    /// `apply` checked; `-vv` currently shows the same.
+    /// `apply` checked (without it, `apply` prints a summary); `-vv` currently shows the
+    /// same.
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
     /// Only errors.

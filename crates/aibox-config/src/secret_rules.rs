@@ -150,6 +150,30 @@ fn alnum_dash_dot(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'
 }
 
+/// A fixed needle's searcher, built on first use (see [`PREFIX_FINDERS`] for why).
+pub(super) type Needle = std::sync::LazyLock<memchr::memmem::Finder<'static>>;
+
+/// Where `needle` first occurs in `s` at or after byte `from`, as an offset from `from`
+/// (what `s[from..].find(..)` returns).
+pub(super) fn find_in(needle: &Needle, s: &str, from: usize) -> Option<usize> {
+    needle.find(&s.as_bytes()[from..])
+}
+
+static PEM_BEGIN: Needle = Needle::new(|| memchr::memmem::Finder::new("-----BEGIN"));
+static BEARER: Needle = Needle::new(|| memchr::memmem::Finder::new("bearer "));
+static SCHEME: Needle = Needle::new(|| memchr::memmem::Finder::new("://"));
+
+/// A searcher per [`PATTERNS`] prefix, built once: `str::find` prepares its searcher on
+/// every call, which cost more than the search on the short lines this runs on (most
+/// of `skill list`'s time went there).
+static PREFIX_FINDERS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
+    std::sync::LazyLock::new(|| {
+        PATTERNS
+            .iter()
+            .map(|p| memchr::memmem::Finder::new(p.prefix))
+            .collect()
+    });
+
 const PATTERNS: [Pattern; 36] = [
     Pattern {
         prefix: "sk-ant-",
@@ -412,7 +436,7 @@ const PATTERNS: [Pattern; 36] = [
 /// (`${NAME:-literal}`) is literal text and counts.
 pub fn find_credential(s: &str) -> Option<TokenHit> {
     let mut hits: Vec<TokenHit> = Vec::new();
-    if let Some(start) = s.find("-----BEGIN")
+    if let Some(start) = find_in(&PEM_BEGIN, s, 0)
         && s[start..].contains("PRIVATE KEY")
     {
         // The block ends after the END marker's closing dashes, or at the end of the text.
@@ -429,9 +453,10 @@ pub fn find_credential(s: &str) -> Option<TokenHit> {
             end,
         });
     }
-    for p in &PATTERNS {
+    let finders = &*PREFIX_FINDERS;
+    for (p, finder) in PATTERNS.iter().zip(finders) {
         let mut from = 0;
-        while let Some(pos) = s[from..].find(p.prefix) {
+        while let Some(pos) = finder.find(&s.as_bytes()[from..]) {
             let start = from + pos;
             from = start + p.prefix.len();
             if s[..start]
@@ -478,7 +503,7 @@ pub fn find_credential(s: &str) -> Option<TokenHit> {
 fn find_bearer(s: &str) -> Option<TokenHit> {
     let lower = s.to_ascii_lowercase();
     let mut from = 0;
-    while let Some(pos) = lower[from..].find("bearer ") {
+    while let Some(pos) = find_in(&BEARER, &lower, from) {
         let start = from + pos;
         from = start + "bearer ".len();
         let token: String = s[from..]
@@ -499,7 +524,7 @@ fn find_bearer(s: &str) -> Option<TokenHit> {
 
 fn find_url_credentials(s: &str) -> Option<TokenHit> {
     let mut from = 0;
-    while let Some(pos) = s[from..].find("://") {
+    while let Some(pos) = find_in(&SCHEME, s, from) {
         let start = from + pos + 3;
         from = start;
         let authority: String = s[start..]

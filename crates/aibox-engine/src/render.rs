@@ -26,8 +26,10 @@ pub struct HumanOptions {
 }
 
 impl ApplyReport {
-    /// The human report: one line per changed file (every file when verbose), backups,
-    /// diffs, warnings, then a summary line.
+    /// The human report: a summary by default (the files whose previous contents were
+    /// saved, warnings, then one line counting the files per action); one line per
+    /// changed file when the run wrote nothing (`--dry-run`, `--check`) and every file
+    /// when verbose, with diffs.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -43,8 +45,11 @@ impl ApplyReport {
     /// ```
     pub fn render_human(&self, options: HumanOptions) -> Vec<(Channel, String)> {
         let mut lines = Vec::new();
+        // A first install writes thousands of files: list them only when asked, or when
+        // nothing was written and the list is the answer.
+        let per_file = options.verbose || self.read_only;
         for f in &self.files {
-            if f.action.changes() || options.verbose {
+            if (f.action.changes() && (per_file || f.backup.is_some())) || options.verbose {
                 let verb = if options.check && f.action.changes() {
                     format!("stale ({})", f.action.as_str())
                 } else if self.read_only {
@@ -76,9 +81,26 @@ impl ApplyReport {
                  creates them)"
             ),
             (true, n) => format!("{n} file(s) would change"),
-            (false, n) => format!("{n} file(s) written"),
+            (false, n) => format!("{} {n} file(s) written", self.counts()),
         };
         lines.push((Channel::Note, summary));
         lines
+    }
+
+    /// The changed files counted per action, `created 3, updated 1:` (action order).
+    fn counts(&self) -> String {
+        let mut counts: Vec<(crate::FileAction, usize)> = Vec::new();
+        for f in self.files.iter().filter(|f| f.action.changes()) {
+            match counts.iter_mut().find(|(a, _)| *a == f.action) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((f.action, 1)),
+            }
+        }
+        counts.sort_by_key(|(a, _)| *a as u8);
+        let parts: Vec<String> = counts
+            .iter()
+            .map(|(a, n)| format!("{} {n}", a.as_str()))
+            .collect();
+        format!("{}:", parts.join(", "))
     }
 }

@@ -4,7 +4,7 @@
 use aibox_config::edit::ConfigFile;
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 use aibox_provenance::source::Verification;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -87,11 +87,18 @@ pub fn trust_of_installed(root: &Utf8Path, name: &str) -> Option<SkillTrust> {
     let config = aibox_config::load_project(root).ok().map(|p| p.config);
     let basis = TrustBasis::read(root, config.as_ref());
     let dir = format!("{SKILLS_DIR}/{}/{}", skill.category, skill.name);
-    let (trust, why) = basis.explain(root, &dir);
+    let digests = aibox_skill_review::SkillTree::read(&skill.dir)
+        .and_then(|t| t.digests())
+        .ok();
+    let (trust, why) = basis.explain(
+        root,
+        &dir,
+        &digests.as_ref().map(|d| known(&dir, d)).unwrap_or_default(),
+    );
     Some(SkillTrust {
         trust,
         why,
-        sha256: aibox_skill_review::content_sha256(&skill.dir).unwrap_or_default(),
+        sha256: digests.map(|d| d.content_sha256).unwrap_or_default(),
         trusted_sources: aibox_provenance::trust::trusted_sources(
             &config.map(|c| c.processkit).unwrap_or_default(),
         ),
@@ -128,11 +135,17 @@ impl TrustBasis {
 
     /// The trust of the skill folder `dir` (root-relative).
     fn of(&self, root: &Utf8Path, dir: &str) -> Trust {
-        self.explain(root, dir).0
+        self.explain(root, dir, &BTreeMap::new()).0
     }
 
-    /// The trust of the skill folder `dir` (root-relative) and why.
-    fn explain(&self, root: &Utf8Path, dir: &str) -> (Trust, String) {
+    /// The trust of the skill folder `dir` (root-relative) and why; `known` holds the
+    /// digests of files just hashed (root-relative), which are not read again.
+    fn explain(
+        &self,
+        root: &Utf8Path,
+        dir: &str,
+        known: &BTreeMap<String, aibox_provenance::Sha256>,
+    ) -> (Trust, String) {
         let third = |why: String| (Trust::ThirdParty, why);
         let Some(marker) = self
             .marker
@@ -154,7 +167,13 @@ impl TrustBasis {
                 },
             );
         };
-        let changes = aibox_provenance::trust::skill_changes(root.as_std_path(), marker, None, dir);
+        let changes = aibox_provenance::trust::skill_changes_known(
+            root.as_std_path(),
+            marker,
+            None,
+            dir,
+            known,
+        );
         if changes.is_empty() {
             (
                 Trust::FirstParty,
@@ -170,6 +189,24 @@ impl TrustBasis {
             ))
         }
     }
+}
+
+/// The per-file digests of the skill folder `dir` (root-relative) by root-relative path,
+/// for [`TrustBasis::explain`].
+fn known(
+    dir: &str,
+    digests: &aibox_skill_review::SkillDigests,
+) -> BTreeMap<String, aibox_provenance::Sha256> {
+    digests
+        .files
+        .iter()
+        .map(|(rel, d)| {
+            (
+                format!("{dir}/{rel}"),
+                aibox_provenance::Sha256::from_bytes(*d),
+            )
+        })
+        .collect()
 }
 
 fn review_context(trust: Trust, lock: Option<&Lock>, dir: &str) -> ReviewContext {
@@ -206,13 +243,9 @@ pub(crate) struct HandAdded {
 pub(crate) fn hand_added(root: &Utf8Path, shipped: &BTreeSet<&str>) -> Vec<HandAdded> {
     let recorded = aibox_provenance::Marker::read(root.as_std_path());
     let from_release = |dir: &str| {
-        let prefix = format!("{dir}/");
-        recorded.as_ref().is_some_and(|m| {
-            m.files
-                .keys()
-                .chain(m.user_files.keys())
-                .any(|p| p.starts_with(&prefix))
-        })
+        recorded
+            .as_ref()
+            .is_some_and(|m| aibox_provenance::trust::installed_by_release(m, dir))
     };
     installed(root)
         .into_iter()
@@ -494,10 +527,14 @@ pub(crate) fn list_for(
         let text = fs_err::read_to_string(s.dir.join("SKILL.md")).unwrap_or_default();
         let front = text.split("\n---").next().unwrap_or_default();
         let dir = format!("{SKILLS_DIR}/{}/{}", s.category, s.name);
-        let (origin, origin_reason) = basis.explain(root, &dir);
-        let review = review(&s.dir, &review_context(origin, lock.as_ref(), &dir))?;
+        // One read of the folder: each file is hashed once, for the trust check and the
+        // content digest alike, and the review works on the same bytes.
+        let tree = aibox_skill_review::SkillTree::read(&s.dir)?;
+        let digests = tree.digests()?;
+        let (origin, origin_reason) = basis.explain(root, &dir, &known(&dir, &digests));
+        let review = tree.review(&review_context(origin, lock.as_ref(), &dir));
         let mcp_server = s.dir.join("mcp/mcp-config.json").is_file();
-        let sha256 = content_sha256(&s.dir)?;
+        let sha256 = digests.content_sha256;
         let failed_points = review.failed_points();
         out.push(SkillInfo {
             core: front.lines().any(|l| l.trim() == "core: true"),

@@ -902,3 +902,68 @@ fn files_made_as_root_in_a_users_project_belong_to_that_user() {
     // The file the owner (here: the test) made keeps its owner.
     assert_eq!(fs_err::metadata(root.join("aibox.toml")).unwrap().uid(), 0);
 }
+
+/// The human report of an apply is a summary (counts per action, saved contents,
+/// warnings); per-file lines come with `-v` or when nothing was written (`--dry-run`).
+#[test]
+fn the_human_report_is_a_summary_unless_verbose_or_dry_run() {
+    use aibox_engine::render::HumanOptions;
+    let notes = |report: &aibox_engine::ApplyReport, verbose: bool| -> Vec<String> {
+        report
+            .render_human(HumanOptions {
+                check: false,
+                verbose,
+            })
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect()
+    };
+    let fx = Fixture::new();
+    let preview = apply(&fx.root, &dry_run()).unwrap();
+    let n = preview.files.len();
+    let listed = notes(&preview, false);
+    assert!(
+        listed
+            .iter()
+            .any(|l| l.trim_start().starts_with("would be created  ")),
+        "{listed:?}"
+    );
+    let report = apply(&fx.root, &opts()).unwrap();
+    let quiet = notes(&report, false);
+    assert_eq!(
+        quiet.last().unwrap(),
+        &format!("created {n}: {n} file(s) written"),
+        "{quiet:?}"
+    );
+    assert!(
+        !quiet.iter().any(|l| l.contains(DOCKERFILE)),
+        "no per-file lines by default: {quiet:?}"
+    );
+    let verbose = notes(&report, true);
+    assert!(
+        verbose
+            .iter()
+            .any(|l| l.trim_start() == format!("created  {DOCKERFILE}")),
+        "{verbose:?}"
+    );
+
+    // A hand-edited generated file, replaced with `--force`: its previous contents are
+    // saved, and that file is named even in the summary (where the contents went).
+    fx.write(COMPOSE, "services: {}\n");
+    let again = apply(&fx.root, &force()).unwrap();
+    let summary = notes(&again, false);
+    assert_eq!(action(&again, COMPOSE), FileAction::BackedUp);
+    let last = summary.last().unwrap();
+    assert!(
+        last.starts_with(&format!("{} 1", FileAction::BackedUp.as_str())),
+        "{summary:?}"
+    );
+    assert!(last.ends_with("file(s) written"), "{summary:?}");
+    assert!(again.files.iter().any(|f| f.backup.is_some()));
+    for f in again.files.iter().filter(|f| f.backup.is_some()) {
+        assert!(
+            summary.iter().any(|l| l.ends_with(f.path.as_str())),
+            "{f:?} not named: {summary:?}"
+        );
+    }
+}

@@ -185,6 +185,57 @@ fn tracked_or_unignored_local_state_is_an_error() {
     );
 }
 
+/// One `git check-ignore` and one `git ls-files` answer for every local-state path:
+/// each path is judged on its own (ignored ones pass, the others are named), and a file
+/// tracked below a directory entry is reported under that entry, a look-alike sibling
+/// not at all.
+#[test]
+fn local_state_is_judged_per_path_from_one_git_answer() {
+    let p = Project::new(BASE_TOML);
+    p.git(&["init", "-q"]);
+    let paths: Vec<&str> = aibox_config::LOCAL_STATE_PATHS
+        .iter()
+        .copied()
+        .filter(|l| !l.contains('*'))
+        .collect();
+    // Every path ignored except the first and `.aibox-home/`.
+    let unignored = [paths[0], ".aibox-home/"];
+    let ignore: Vec<String> = paths
+        .iter()
+        .filter(|l| !unignored.contains(l))
+        .map(|l| format!("/{l}"))
+        .collect();
+    let ignore = ignore.join("\n") + "\n";
+    p.write(".gitignore", &ignore);
+    p.write(".aibox-home/cache/state.db", "x");
+    p.write(".aibox-homes/keep.txt", "not local state");
+    p.git(&[
+        "add",
+        "-f",
+        ".aibox-home/cache/state.db",
+        ".aibox-homes/keep.txt",
+    ]);
+    let report = p.doctor();
+    let messages = |code: &str| -> Vec<String> {
+        report
+            .by_severity(Severity::Error)
+            .filter(|f| f.code == code)
+            .map(|f| f.message.clone())
+            .collect()
+    };
+    let not_ignored = messages("aibox::doctor::local_state_not_ignored");
+    assert_eq!(not_ignored.len(), 2, "{not_ignored:?}");
+    for path in unignored {
+        assert!(
+            not_ignored.iter().any(|m| m.contains(&format!("`{path}`"))),
+            "{path}: {not_ignored:?}"
+        );
+    }
+    let tracked = messages("aibox::doctor::local_state_tracked");
+    assert_eq!(tracked.len(), 1, "{tracked:?}");
+    assert!(tracked[0].contains("`.aibox-home/`"), "{tracked:?}");
+}
+
 /// The personal file is where tokens go: `config set --local` writes it 0600 (also over
 /// a file someone made 0644), and doctor warns about one others can read.
 #[test]

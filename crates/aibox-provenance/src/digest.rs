@@ -59,6 +59,12 @@ impl Sha256 {
         Self::of_reader(file).map_err(|e| ProvenanceError::io("read", path, e))
     }
 
+    /// The digest whose raw bytes are `bytes` (computed elsewhere, for example by the
+    /// skill review's one pass over a skill).
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
     /// The raw 32 bytes.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0

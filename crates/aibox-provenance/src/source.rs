@@ -421,26 +421,11 @@ fn fetch_http(
     opts: &mut FetchOptions<'_>,
 ) -> Result<(Payload, Sha256, Verification)> {
     // A verified cache hit needs no network at all: the unpacked store, else the
-    // cached archive (re-hashed while it is unpacked; a damaged one is dropped).
+    // cached archive.
     if let (Some(cache), Some(expected)) = (&opts.cache, pins.expected()) {
         let verification = pins.verify(url, expected)?.unwrap_or(Verification::Locked);
-        if let Some(p) = cache.unpacked(&expected)? {
-            check_tag(&p, url, Some(version))?;
+        if let Some(p) = cached(cache, &expected, url, version, &opts.limits)? {
             return Ok((p, expected, verification));
-        }
-        // A cached archive is unpacked straight away (the unpack hashes what it reads,
-        // so the archive is read once). Should that fail, the archive is re-hashed: a
-        // damaged one is dropped and downloaded again (a miss, never a decompression
-        // error); a sound one's error is the release's own.
-        let archive = cache.archive_path(&expected);
-        match fs_err::File::open(&archive) {
-            Ok(file) => match cache.unpack(&expected, file, url, Some(version), &opts.limits) {
-                Ok(p) => return Ok((p, expected, verification)),
-                Err(e) if cache.archive_sound(&expected)? => return Err(e),
-                Err(_) => {}
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(ProvenanceError::io("read", &archive, e)),
         }
     }
     let sidecar = if pins.expected().is_none() {
@@ -457,6 +442,14 @@ fn fetch_http(
     } else {
         None
     };
+    // Without a pin, the sidecar names the digest: a release already cached under it
+    // is not downloaded again (only the small sidecar was).
+    if let (Some(cache), Some(digest)) = (&opts.cache, sidecar) {
+        let verification = verify_all(url, digest, pins, sidecar, allow_unverified)?;
+        if let Some(p) = cached(cache, &digest, url, version, &opts.limits)? {
+            return Ok((p, digest, verification));
+        }
+    }
     if sidecar.is_none() && pins.expected().is_none() && !allow_unverified {
         // Without a sidecar: a version that was never published is a 404 of the asset
         // itself, not a question of digests.
@@ -493,6 +486,34 @@ fn fetch_http(
         cache.keep_archive(&digest, tmp)?;
     }
     Ok((payload, digest, verification))
+}
+
+/// The release stored in `cache` under `digest`: the unpacked store, else the cached
+/// archive, unpacked now (the unpack hashes what it reads, so the archive is read once).
+/// Should that unpack fail, the archive is re-hashed: a damaged one is dropped and
+/// `None` returned so it is downloaded again (a miss, never a decompression error); a
+/// sound one's error is the release's own.
+fn cached(
+    cache: &Cache,
+    digest: &Sha256,
+    url: &str,
+    version: &str,
+    limits: &ExtractLimits,
+) -> Result<Option<Payload>> {
+    if let Some(p) = cache.unpacked(digest)? {
+        check_tag(&p, url, Some(version))?;
+        return Ok(Some(p));
+    }
+    let archive = cache.archive_path(digest);
+    match fs_err::File::open(&archive) {
+        Ok(file) => match cache.unpack(digest, file, url, Some(version), limits) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if cache.archive_sound(digest)? => Err(e),
+            Err(_) => Ok(None),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ProvenanceError::io("read", &archive, e)),
+    }
 }
 
 /// The payload's `PROVENANCE.toml`, read once for the version stamp and the layout

@@ -6,6 +6,7 @@
 //! release installed (the marker's per-file manifest). A fork is another source; a local
 //! edit is other content. Both make a skill third-party.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use aibox_config::ProcesskitSection;
@@ -141,6 +142,25 @@ pub fn skill_changes(
     pending: Option<&Intent>,
     dir: &str,
 ) -> SkillChanges {
+    skill_changes_known(root, marker, pending, dir, &BTreeMap::new())
+}
+
+/// [`skill_changes`] with the digests of regular files the caller has just hashed
+/// (root-relative path to digest): those are not read again, so a command that also
+/// needs the skill's content digest hashes each file once.
+pub fn skill_changes_known(
+    root: &Path,
+    marker: &Marker,
+    pending: Option<&Intent>,
+    dir: &str,
+    known: &BTreeMap<String, Sha256>,
+) -> SkillChanges {
+    let live_digest = |path: &str| {
+        known
+            .get(path)
+            .copied()
+            .or_else(|| live_digest(&root.join(path)))
+    };
     let prefix = format!("{dir}/");
     let config = format!("{dir}/config/");
     let planned = |path: &str, live: Option<Sha256>| {
@@ -155,7 +175,7 @@ pub fn skill_changes(
         if !path.starts_with(&prefix) {
             break;
         }
-        let live = live_digest(&root.join(path));
+        let live = live_digest(path);
         if planned(path, live) {
             continue;
         }
@@ -174,7 +194,7 @@ pub fn skill_changes(
             !marker.files.contains_key(p)
                 && !marker.user_files.contains_key(p)
                 && !p.starts_with(&config)
-                && !planned(p, live_digest(&root.join(p)))
+                && !planned(p, live_digest(p))
         })
         .collect();
     out
@@ -183,11 +203,15 @@ pub fn skill_changes(
 /// Whether the marker recorded any file of the skill folder `dir`.
 pub fn installed_by_release(marker: &Marker, dir: &str) -> bool {
     let prefix = format!("{dir}/");
-    marker
-        .files
-        .keys()
-        .chain(marker.user_files.keys())
-        .any(|p| p.starts_with(&prefix))
+    // A range lookup, not a scan: called once per skill, a scan made listing the skills
+    // quadratic in the release.
+    let below = |files: &BTreeMap<String, Sha256>| {
+        files
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|(p, _)| p.starts_with(&prefix))
+    };
+    below(&marker.files) || below(&marker.user_files)
 }
 
 fn live_digest(path: &Path) -> Option<Sha256> {

@@ -135,6 +135,58 @@ fn sidecar_verified_download_is_cached_and_reused_offline() {
     assert!(store.join("manifest").is_file(), "unpacked again");
 }
 
+/// A new project without a pin (no `sha256`, no lock) asks only for the sidecar when
+/// the release is already cached under the digest it names: from the unpacked store, or
+/// from the cached archive alone; a damaged archive is downloaded again.
+#[test]
+fn unpinned_release_cached_under_the_sidecar_digest_is_not_downloaded_again() {
+    let f = fixture(true);
+    let sidecar = format!("{PATH}.sha256");
+    let first = fetch_release(&f.section(), f.project.path(), None, &mut f.opts()).unwrap();
+    assert_eq!(f.server.hit_count(PATH), 1);
+    assert_eq!(f.server.hit_count(&sidecar), 1);
+
+    // Another project, no pin and no lock: the sidecar only.
+    let other = tempfile::tempdir().unwrap();
+    let again = fetch_release(&f.section(), other.path(), None, &mut f.opts()).unwrap();
+    assert_eq!(f.server.hit_count(PATH), 1, "archive downloaded again");
+    assert_eq!(f.server.hit_count(&sidecar), 2);
+    assert_eq!(again.digest, first.digest);
+    assert_eq!(again.verification, Verification::Sidecar);
+    assert_eq!(again.payload, first.payload);
+
+    // Without the unpacked store, the cached archive serves it (unpacked again).
+    let cache = Cache::new(f.cache_dir.path());
+    let store = cache.unpacked_path(&first.digest);
+    fs_err::remove_dir_all(&store).unwrap();
+    let from_archive = fetch_release(&f.section(), other.path(), None, &mut f.opts()).unwrap();
+    assert_eq!(f.server.hit_count(PATH), 1, "archive downloaded again");
+    assert_eq!(from_archive.payload.files.len(), first.payload.files.len());
+    assert!(store.join("manifest").is_file(), "unpacked again");
+
+    // A damaged cached archive (and no store) is a miss: downloaded and replaced.
+    fs_err::remove_dir_all(&store).unwrap();
+    let archive = cache.archive_path(&first.digest);
+    fs_err::write(&archive, b"tampered").unwrap();
+    let repaired = fetch_release(&f.section(), other.path(), None, &mut f.opts()).unwrap();
+    assert_eq!(repaired.digest, first.digest);
+    assert_eq!(f.server.hit_count(PATH), 2);
+    assert_eq!(fs_err::read(&archive).unwrap(), f.archive);
+
+    // A sidecar naming another digest is not served from the cache: the download is
+    // checked against it and refused.
+    f.server.route(
+        &sidecar,
+        Route::ok(format!("{}  processkit-v0.0.1.tar.gz\n", "ab".repeat(32))),
+    );
+    let refused = fetch_release(&f.section(), other.path(), None, &mut f.opts());
+    assert!(
+        refused.is_err(),
+        "a mismatching sidecar must refuse the release"
+    );
+    assert_eq!(f.server.hit_count(PATH), 3);
+}
+
 #[test]
 fn a_damaged_unpacked_store_is_rebuilt_or_refused_never_installed() {
     let f = fixture(true);

@@ -169,38 +169,65 @@ fn is_executable(_meta: &std::fs::Metadata) -> bool {
 /// skill without links with `find . -type f ! -path './config/*' -printf '%P\n' | LC_ALL=C
 /// sort | xargs sha256sum | sha256sum`.
 pub(crate) fn content_sha256(root: &Utf8Path) -> Result<String, ReviewError> {
+    Ok(digests(root, &read_tree(root)?)?.content_sha256)
+}
+
+/// The digest of every regular file of `entries` (read from `root`) and the content
+/// digest of [`content_sha256`], each file hashed once.
+pub(crate) fn digests(
+    root: &Utf8Path,
+    entries: &[Entry],
+) -> Result<crate::SkillDigests, ReviewError> {
     use sha2::Digest as _;
     let mut listing = String::new();
-    for entry in read_tree(root)? {
+    let mut files = std::collections::BTreeMap::new();
+    for entry in entries {
+        let digest = || -> Result<[u8; 32], ReviewError> {
+            Ok(match &entry.kind {
+                EntryKind::File {
+                    bytes: Some(bytes), ..
+                } => sha2::Sha256::digest(bytes).into(),
+                EntryKind::File { bytes: None, .. } => {
+                    let abs = root.join(&entry.rel);
+                    let mut h = sha2::Sha256::new();
+                    let mut file = fs_err::File::open(&abs).map_err(|source| ReviewError::Io {
+                        op: "read",
+                        path: abs.clone(),
+                        source,
+                    })?;
+                    std::io::copy(&mut file, &mut h).map_err(|source| ReviewError::Io {
+                        op: "read",
+                        path: abs.clone(),
+                        source,
+                    })?;
+                    h.finalize().into()
+                }
+                EntryKind::Symlink { target } => {
+                    sha2::Sha256::digest(format!("symlink:{target}")).into()
+                }
+                EntryKind::Special => sha2::Sha256::digest(b"special").into(),
+            })
+        };
+        let is_file = matches!(entry.kind, EntryKind::File { .. });
+        // `config/` is not part of the content digest: a file there that cannot be read
+        // is only left out of the per-file digests (the trust check reads it itself).
         if entry.rel.starts_with("config/") {
+            if is_file && let Ok(d) = digest() {
+                files.insert(entry.rel.clone(), d);
+            }
             continue;
         }
-        let digest = match &entry.kind {
-            EntryKind::File {
-                bytes: Some(bytes), ..
-            } => sha2::Sha256::digest(bytes),
-            EntryKind::File { bytes: None, .. } => {
-                let abs = root.join(&entry.rel);
-                let mut h = sha2::Sha256::new();
-                let mut file = fs_err::File::open(&abs).map_err(|source| ReviewError::Io {
-                    op: "read",
-                    path: abs.clone(),
-                    source,
-                })?;
-                std::io::copy(&mut file, &mut h).map_err(|source| ReviewError::Io {
-                    op: "read",
-                    path: abs.clone(),
-                    source,
-                })?;
-                h.finalize()
-            }
-            EntryKind::Symlink { target } => sha2::Sha256::digest(format!("symlink:{target}")),
-            EntryKind::Special => sha2::Sha256::digest(b"special"),
-        };
+        let digest = digest()?;
+        if is_file {
+            files.insert(entry.rel.clone(), digest);
+        }
         listing.push_str(&hex::encode(digest));
         listing.push_str("  ");
         listing.push_str(&entry.rel);
         listing.push('\n');
     }
-    Ok(hex::encode(sha2::Sha256::digest(listing.as_bytes())))
+    Ok(crate::SkillDigests {
+        content_sha256: hex::encode(sha2::Sha256::digest(listing.as_bytes())),
+        files,
+    })
 }

@@ -238,3 +238,56 @@ fn a_consent_is_bound_to_the_content_and_the_points_it_accepts() {
     // Refreshing the entry with the new digest lets it through again.
     assert_eq!(gate(&bound("3", &now), &input).unwrap(), ["p3-credentials"]);
 }
+
+/// The one pass over a skill (`SkillTree`) gives the content digest `content_sha256`
+/// gives, the digest of every regular file (`config/` included, a `.git` folder and
+/// links left out), and the review `review_skill` gives.
+#[test]
+fn one_read_of_a_skill_gives_its_digests_and_its_review() {
+    use sha2::Digest as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = Utf8PathBuf::from_path_buf(tmp.path().join("p3-credentials")).unwrap();
+    copy_dir(&fixture("p3-credentials"), &dir);
+    fs_err::create_dir_all(dir.join("config")).unwrap();
+    fs_err::write(dir.join("config/settings.yaml"), "limit: 3\n").unwrap();
+    fs_err::create_dir_all(dir.join(".git")).unwrap();
+    fs_err::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    // Above the review's in-memory limit: hashed from disk.
+    fs_err::write(dir.join("assets.bin"), vec![7u8; 5 * 1024 * 1024]).unwrap();
+    std::os::unix::fs::symlink("SKILL.md", dir.join("README.md")).unwrap();
+
+    let tree = aibox_skill_review::SkillTree::read(&dir).unwrap();
+    let digests = tree.digests().unwrap();
+    assert_eq!(
+        digests.content_sha256,
+        aibox_skill_review::content_sha256(&dir).unwrap()
+    );
+    for rel in ["SKILL.md", "config/settings.yaml", "assets.bin"] {
+        let want: [u8; 32] = sha2::Sha256::digest(fs_err::read(dir.join(rel)).unwrap()).into();
+        assert_eq!(digests.files.get(rel), Some(&want), "{rel}");
+    }
+    assert!(!digests.files.contains_key(".git/HEAD"));
+    assert!(
+        !digests.files.contains_key("README.md"),
+        "a link is no file"
+    );
+    let ctx = ReviewContext::default();
+    assert_eq!(
+        tree.review(&ctx),
+        aibox_skill_review::review_skill(&dir, &ctx).unwrap()
+    );
+}
+
+fn copy_dir(from: &Utf8PathBuf, to: &Utf8PathBuf) {
+    fs_err::create_dir_all(to).unwrap();
+    for e in fs_err::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        let (src, dst) = (from.join(&name), to.join(&name));
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            fs_err::copy(&src, &dst).unwrap();
+        }
+    }
+}

@@ -6,7 +6,10 @@
 //! digests, prose is full of `--token-file`), so they run only over values aibox writes
 //! into committed files, through [`judge_value`].
 
-use super::{TokenHit, find_credential, is_secret_key, strip_references};
+use super::{Needle, TokenHit, find_credential, find_in, is_secret_key, strip_references};
+
+static JWT: Needle = Needle::new(|| memchr::memmem::Finder::new("eyJ"));
+static BASIC: Needle = Needle::new(|| memchr::memmem::Finder::new("basic "));
 
 /// Shannon entropy of `s` in bits per character.
 pub fn entropy(s: &str) -> f64 {
@@ -45,7 +48,7 @@ fn b64url(c: char) -> bool {
 /// unsigned token has an empty signature).
 pub(super) fn find_jwt(s: &str) -> Option<TokenHit> {
     let mut from = 0;
-    while let Some(pos) = s[from..].find("eyJ") {
+    while let Some(pos) = find_in(&JWT, s, from) {
         let start = from + pos;
         from = start + 3;
         if !starts_word(s, start) {
@@ -78,7 +81,7 @@ pub(super) fn find_jwt(s: &str) -> Option<TokenHit> {
 pub(super) fn find_basic(s: &str) -> Option<TokenHit> {
     let lower = s.to_ascii_lowercase();
     let mut from = 0;
-    while let Some(pos) = lower[from..].find("basic ") {
+    while let Some(pos) = find_in(&BASIC, &lower, from) {
         let start = from + pos;
         from = start + "basic ".len();
         let token: String = s[from..]

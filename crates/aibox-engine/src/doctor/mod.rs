@@ -155,10 +155,17 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     // container engine
     checks::engine::check(&mut run, project.as_ref(), options, &engine_at);
 
-    // The engine the seccomp gate judges, resolved with the same environment as above.
-    let engine = project.as_ref().map_or(TargetEngine::Unknown, |p| {
-        crate::codex_sandbox::target_engine(p.config.container.engine, &options.detect)
-    });
+    // The engine the seccomp gate judges: the one found above (detection runs the
+    // engines' CLIs, so not twice), else resolved with the same environment.
+    let engine = match (&project, &engine_at) {
+        (None, _) => TargetEngine::Unknown,
+        (Some(_), Ok((runtime, _))) => {
+            crate::codex_sandbox::from_engine(runtime.detected().engine.engine)
+        }
+        (Some(p), Err(_)) => {
+            crate::codex_sandbox::target_engine(p.config.container.engine, &options.detect)
+        }
+    };
     // Resolved offline: doctor never downloads.
     let resolved = project
         .as_ref()

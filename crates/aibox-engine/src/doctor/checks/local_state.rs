@@ -1,6 +1,8 @@
 //! The `local-state` check: personal local state is gitignored and not tracked.
 
 use aibox_policy::{Finding, Severity};
+use std::collections::BTreeSet;
+
 use camino::Utf8Path;
 
 use crate::doctor::report::Run;
@@ -69,20 +71,23 @@ pub(crate) fn check(run: &mut Run, root: &Utf8Path) {
         run.skip("local-state", "not a git repository");
         return;
     }
+    // Two `git` processes for all paths, not two per path: each start costs a few
+    // milliseconds, and doctor checked about a dozen paths.
+    let paths: Vec<&str> = local_state_paths().collect();
+    let ignored = ignored_paths(root, &paths);
+    let tracked = tracked_files(root, &paths);
     let mut findings = Vec::new();
-    for path in local_state_paths() {
-        // check-ignore: 0 = ignored, 1 = not ignored, 128 = fatal.
-        let ignored = git(root, &["check-ignore", "-q", "--no-index", "--", path]);
-        match ignored.as_ref().and_then(|o| o.status.code()) {
-            Some(0) => {}
-            Some(1) => findings.push(Finding::new(
+    for path in paths {
+        match &ignored {
+            Some(ignored) if ignored.contains(path) => {}
+            Some(_) => findings.push(Finding::new(
                 "aibox::doctor::local_state_not_ignored",
                 Severity::Error,
                 ".gitignore",
                 format!("`{path}` (personal local state) is not gitignored"),
                 format!("add `{path}` to .gitignore (`aibox apply` adds missing entries)"),
             )),
-            _ => findings.push(Finding::new(
+            None => findings.push(Finding::new(
                 "aibox::doctor::git_failed",
                 Severity::Warning,
                 ".gitignore",
@@ -90,9 +95,7 @@ pub(crate) fn check(run: &mut Run, root: &Utf8Path) {
                 "run it by hand to see why",
             )),
         }
-        let tracked = git(root, &["ls-files", "--", path])
-            .is_some_and(|o| o.status.success() && !o.stdout.trim_ascii().is_empty());
-        if tracked {
+        if tracked.iter().any(|f| covers(path, f)) {
             findings.push(Finding::new(
                 "aibox::doctor::local_state_tracked",
                 Severity::Error,
@@ -105,4 +108,64 @@ pub(crate) fn check(run: &mut Run, root: &Utf8Path) {
         }
     }
     run.check("local-state", findings);
+}
+
+/// Which of `paths` git ignores, from one `git check-ignore` call (it prints the ignored
+/// ones as given); `None` when git fails.
+fn ignored_paths(root: &Utf8Path, paths: &[&str]) -> Option<BTreeSet<String>> {
+    let mut args = vec!["check-ignore", "--no-index", "--"];
+    args.extend_from_slice(paths);
+    let out = git(root, &args)?;
+    // check-ignore: 0 = some ignored, 1 = none ignored, 128 = fatal.
+    match out.status.code() {
+        Some(0 | 1) => Some(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The tracked files below any of `paths`, from one `git ls-files` call (none when git
+/// fails).
+fn tracked_files(root: &Utf8Path, paths: &[&str]) -> Vec<String> {
+    let mut args = vec!["ls-files", "-z", "--"];
+    args.extend_from_slice(paths);
+    git(root, &args)
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split('\0')
+                .filter(|f| !f.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the tracked `file` is the pathspec `path` or lies below it (a pathspec with
+/// a trailing `/` names a directory only).
+fn covers(path: &str, file: &str) -> bool {
+    let dir = path.trim_end_matches('/');
+    (!path.ends_with('/') && file == path)
+        || file
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::covers;
+
+    #[test]
+    fn a_pathspec_covers_itself_and_what_lies_below_it() {
+        assert!(covers(".aibox-local.toml", ".aibox-local.toml"));
+        assert!(!covers(".aibox-local.toml", ".aibox-local.toml.bak"));
+        assert!(covers(".aibox-home/", ".aibox-home/x/y"));
+        assert!(!covers(".aibox-home/", ".aibox-home"));
+        assert!(!covers(".aibox-home/", ".aibox-homes/x"));
+        assert!(covers(".env", ".env/inner"));
+    }
 }
