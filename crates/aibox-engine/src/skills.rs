@@ -67,7 +67,7 @@ pub enum Trust {
     ThirdParty,
 }
 
-/// The trust of one installed skill and why.
+/// The trust of one installed skill and why, with what `aibox apply` does with it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SkillTrust {
     /// First- or third-party.
@@ -79,29 +79,26 @@ pub struct SkillTrust {
     /// The sources whose verified releases are first-party (`[processkit]
     /// trusted_sources` and the official repository).
     pub trusted_sources: Vec<String>,
+    /// It declares an MCP server.
+    pub mcp_server: bool,
+    /// The verdict `skill list` and `doctor` show for it.
+    pub gate: SkillGate,
 }
 
-/// The trust of the installed skill `name` (`None` when no such skill is installed).
+/// The trust of the installed skill `name` (`None` when no such skill is installed or
+/// the project's configuration cannot be read): the same [`SkillInfo`] `skill list`
+/// computes, for this one skill only.
 pub fn trust_of_installed(root: &Utf8Path, name: &str) -> Option<SkillTrust> {
+    let project = aibox_config::load_project(root).ok()?;
     let skill = installed(root).into_iter().find(|s| s.name == name)?;
-    let config = aibox_config::load_project(root).ok().map(|p| p.config);
-    let basis = TrustBasis::read(root, config.as_ref());
-    let dir = format!("{SKILLS_DIR}/{}/{}", skill.category, skill.name);
-    let digests = aibox_skill_review::SkillTree::read(&skill.dir)
-        .and_then(|t| t.digests())
-        .ok();
-    let (trust, why) = basis.explain(
-        root,
-        &dir,
-        &digests.as_ref().map(|d| known(&dir, d)).unwrap_or_default(),
-    );
+    let info = Lister::new(root, &project).ok()?.info(skill).ok()?;
     Some(SkillTrust {
-        trust,
-        why,
-        sha256: digests.map(|d| d.content_sha256).unwrap_or_default(),
-        trusted_sources: aibox_provenance::trust::trusted_sources(
-            &config.map(|c| c.processkit).unwrap_or_default(),
-        ),
+        trust: info.origin,
+        why: info.origin_reason,
+        sha256: info.sha256,
+        trusted_sources: aibox_provenance::trust::trusted_sources(&project.config.processkit),
+        mcp_server: info.mcp_server,
+        gate: info.gate,
     })
 }
 
@@ -517,13 +514,41 @@ pub(crate) fn list_for(
     root: &Utf8Path,
     project: &aibox_config::Project,
 ) -> Result<Vec<SkillInfo>, EngineError> {
-    let lock = match fs_err::read_to_string(root.join(LOCK_FILE)) {
-        Ok(text) => Some(Lock::parse(&text, Utf8Path::new(LOCK_FILE))?),
-        Err(_) => None,
-    };
-    let basis = TrustBasis::read(root, Some(&project.config));
-    let mut out = Vec::new();
-    for s in installed(root) {
+    let lister = Lister::new(root, project)?;
+    let mut out = installed(root)
+        .into_iter()
+        .map(|s| lister.info(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// What describing installed skills needs, read once per command: the lock, the trust
+/// basis and the project's configuration.
+struct Lister<'a> {
+    root: &'a Utf8Path,
+    project: &'a aibox_config::Project,
+    lock: Option<Lock>,
+    basis: TrustBasis,
+}
+
+impl<'a> Lister<'a> {
+    fn new(root: &'a Utf8Path, project: &'a aibox_config::Project) -> Result<Self, EngineError> {
+        let lock = match fs_err::read_to_string(root.join(LOCK_FILE)) {
+            Ok(text) => Some(Lock::parse(&text, Utf8Path::new(LOCK_FILE))?),
+            Err(_) => None,
+        };
+        Ok(Self {
+            root,
+            project,
+            lock,
+            basis: TrustBasis::read(root, Some(&project.config)),
+        })
+    }
+
+    /// One installed skill: its trust, review and verdict.
+    fn info(&self, s: Installed) -> Result<SkillInfo, EngineError> {
+        let config = &self.project.config;
         let text = fs_err::read_to_string(s.dir.join("SKILL.md")).unwrap_or_default();
         let front = text.split("\n---").next().unwrap_or_default();
         let dir = format!("{SKILLS_DIR}/{}/{}", s.category, s.name);
@@ -531,34 +556,25 @@ pub(crate) fn list_for(
         // content digest alike, and the review works on the same bytes.
         let tree = aibox_skill_review::SkillTree::read(&s.dir)?;
         let digests = tree.digests()?;
-        let (origin, origin_reason) = basis.explain(root, &dir, &known(&dir, &digests));
-        let review = tree.review(&review_context(origin, lock.as_ref(), &dir));
+        let (origin, origin_reason) = self.basis.explain(self.root, &dir, &known(&dir, &digests));
+        let review = tree.review(&review_context(origin, self.lock.as_ref(), &dir));
         let mcp_server = s.dir.join("mcp/mcp-config.json").is_file();
         let sha256 = digests.content_sha256;
         let failed_points = review.failed_points();
-        out.push(SkillInfo {
+        Ok(SkillInfo {
             core: front.lines().any(|l| l.trim() == "core: true"),
             mcp_server,
-            included: project.config.skills.include.contains(&s.name),
-            excluded: project.config.skills.exclude.contains(&s.name),
+            included: config.skills.include.contains(&s.name),
+            excluded: config.skills.exclude.contains(&s.name),
             origin,
             origin_reason,
-            gate: SkillGate::of(
-                &project.config,
-                &s.name,
-                &sha256,
-                &failed_points,
-                origin,
-                mcp_server,
-            ),
+            gate: SkillGate::of(config, &s.name, &sha256, &failed_points, origin, mcp_server),
             sha256,
             verdict: review.outcome,
             failed_points,
             dir,
             category: s.category,
             name: s.name,
-        });
+        })
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
 }

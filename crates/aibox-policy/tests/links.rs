@@ -203,13 +203,13 @@ fn linked_extra_volumes_are_judged_where_they_lead() {
     let p = project(
         tmp.path(),
         "services:\n  dev: {}\n",
-        &[("shared", "$HOME"), ("etc-link", "/etc")],
+        &[("home-link", "$HOME"), ("etc-link", "/etc")],
     );
     let mut config =
         aibox_config::parse_aibox_toml("[container]\nname = \"demo\"\n", "aibox.toml").unwrap();
     config.container.extra_volumes = vec![ExtraVolume {
-        source: "shared".to_owned(),
-        target: "/mnt/shared".to_owned(),
+        source: "home-link".to_owned(),
+        target: "/mnt/home".to_owned(),
         read_only: true,
     }];
     let mut local = LocalToml::default();

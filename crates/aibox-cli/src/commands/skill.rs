@@ -6,7 +6,7 @@ use super::{Outcome, json_or, optional_project_root, project_root};
 use crate::args::{Global, SkillCommand};
 use crate::exit::Exit;
 use crate::render;
-use aibox_engine::skills::{SkillGate, Trust};
+use aibox_engine::skills::{SkillGate, SkillTrust, Trust};
 
 pub fn run(g: &Global, cmd: &SkillCommand) -> Outcome {
     match cmd {
@@ -107,7 +107,7 @@ fn review(g: &Global, target: &str) -> Outcome {
         }
         render::out(&format!("Content sha256: {sha256}"));
         if review.failed() {
-            render::out(&verdict(root.as_deref(), target));
+            render::out(&verdict(target, trust.as_ref()));
             render::out(&format!(
                 "To consent after reading its code, record in aibox.toml (valid for this \
                  content and these points only):\n{}",
@@ -126,13 +126,10 @@ fn review(g: &Global, target: &str) -> Outcome {
 /// An installed skill's is the engine's (`SkillGate`, which `skill list` and `doctor`
 /// show too); a folder given by path is not installed, so it is third-party: gated when
 /// it has an MCP server.
-fn verdict(root: Option<&Utf8Path>, target: &str) -> String {
-    let gate = root
-        .filter(|_| !Utf8Path::new(target).is_dir())
-        .and_then(|r| aibox_engine::skills::list(r).ok())
-        .and_then(|skills| skills.into_iter().find(|s| s.name == target))
-        .map(|s| (s.gate, s.mcp_server, s.origin));
-    let (gate, has_server, origin) = gate.unwrap_or_else(|| {
+fn verdict(target: &str, installed: Option<&SkillTrust>) -> String {
+    let (gate, has_server, origin) = if let Some(t) = installed {
+        (t.gate.clone(), t.mcp_server, t.trust)
+    } else {
         let has_server = Utf8Path::new(target).join("mcp/mcp-config.json").is_file();
         let gate = if has_server {
             SkillGate::Blocking
@@ -140,7 +137,7 @@ fn verdict(root: Option<&Utf8Path>, target: &str) -> String {
             SkillGate::Reported
         };
         (gate, has_server, Trust::ThirdParty)
-    });
+    };
     match gate {
         SkillGate::Passes => "Verdict: passes.".to_owned(),
         SkillGate::Reported if !has_server => "Verdict: reported, not blocking: the skill has \
