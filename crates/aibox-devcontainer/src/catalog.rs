@@ -6,6 +6,7 @@
 //! can only be downloaded to a file, checked, unpacked and linked; the catalog has no
 //! field for a shell command, so `curl | sh` cannot be written down.
 
+use base64::Engine as _;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
@@ -490,12 +491,8 @@ pub fn harness_tool(h: aibox_config::Harness) -> Option<&'static str> {
 /// Hex of the sha512 in an npm `integrity` string, or `None` if it is not one.
 pub fn sha512_hex(integrity: &str) -> Option<String> {
     let b64 = integrity.strip_prefix("sha512-")?;
-    let bytes = aibox_config::base64::decode(b64)?;
-    (bytes.len() == 64).then(|| {
-        use std::fmt::Write as _;
-        bytes.iter().fold(String::new(), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-    })
+    let bytes = base64::engine::general_purpose::STANDARD_PAD_INDIFFERENT
+        .decode(b64)
+        .ok()?;
+    (bytes.len() == 64).then(|| hex::encode(bytes))
 }

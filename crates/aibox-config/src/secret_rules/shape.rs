@@ -7,6 +7,7 @@
 //! into committed files, through [`judge_value`].
 
 use super::{Needle, TokenHit, find_credential, find_in, is_secret_key, strip_references};
+use base64::Engine as _;
 
 static JWT: Needle = Needle::new(|| memchr::memmem::Finder::new("eyJ"));
 static BASIC: Needle = Needle::new(|| memchr::memmem::Finder::new("basic "));
@@ -88,7 +89,11 @@ pub(super) fn find_basic(s: &str) -> Option<TokenHit> {
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || "+/=".contains(*c))
             .collect();
-        let Some(decoded) = crate::base64::decode(&token).filter(|_| token.len() >= 8) else {
+        let Some(decoded) = base64::engine::general_purpose::STANDARD_PAD_INDIFFERENT
+            .decode(&token)
+            .ok()
+            .filter(|_| token.len() >= 8)
+        else {
             continue;
         };
         let printable = decoded.iter().all(|b| (0x20..0x7f).contains(b));
