@@ -295,6 +295,7 @@ pub const FILES: &[Entry] = &[
     row(".codex/", Mcp, Committed, APPLY, NO_ROLE),
     row(".gemini/settings.json", Mcp, Committed, APPLY, NO_ROLE),
     row(".cursor/mcp.json", Mcp, Committed, APPLY, NO_ROLE),
+    row(".cursor/hooks.json", Mcp, Committed, APPLY, NO_ROLE),
     row(".vscode/mcp.json", Mcp, Committed, APPLY, NO_ROLE),
     row("opencode.json", Mcp, Committed, APPLY, NO_ROLE),
     // processkit content.

@@ -181,6 +181,7 @@ pub struct PlanBuilder {
     files: BTreeMap<PathKey, PlannedFile>,
     removals: std::collections::BTreeSet<PathKey>,
     processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
+    processkit_wiring: aibox_mcp_registration::ProcesskitWiring,
     warnings: Vec<String>,
     lock: Lock,
     verified_content: std::collections::BTreeSet<PathKey>,
@@ -294,6 +295,16 @@ impl PlanBuilder {
     /// Records the MCP servers of the installed processkit release, for the MCP source.
     pub fn set_processkit_servers(&mut self, servers: Vec<aibox_mcp_registration::ServerSpec>) {
         self.processkit_servers = servers;
+    }
+
+    /// Records the hooks and pre-authorisation of the installed processkit release.
+    pub fn set_processkit_wiring(&mut self, wiring: aibox_mcp_registration::ProcesskitWiring) {
+        self.processkit_wiring = wiring;
+    }
+
+    /// The processkit hooks and pre-authorisation recorded so far.
+    pub fn processkit_wiring(&self) -> &aibox_mcp_registration::ProcesskitWiring {
+        &self.processkit_wiring
     }
 
     /// Records a warning for the user (shown by the CLI, listed in the JSON report):

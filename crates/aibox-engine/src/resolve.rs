@@ -144,6 +144,9 @@ pub struct ResolvedRelease {
     pub edited: Vec<EditedSkill>,
     /// The locked Python environments of the servers the plan would register.
     pub mcp_envs: crate::mcp_envs::McpEnvs,
+    /// The release's hook scripts and pre-authorisation spec (read here, so planning
+    /// reads no release file for them).
+    pub wiring: aibox_mcp_registration::ProcesskitWiring,
 }
 
 impl ResolvedRelease {
@@ -342,6 +345,7 @@ fn resolve_processkit(
         previous_lock,
         options,
     );
+    let wiring = release_wiring(&release)?;
     Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
         release,
         scan,
@@ -351,7 +355,34 @@ fn resolve_processkit(
         trusted_by: reviewed.trusted_by,
         edited: reviewed.edited,
         mcp_envs,
+        wiring,
     })))
+}
+
+/// The hook scripts `release` ships and its parsed pre-authorisation spec.
+fn release_wiring(
+    release: &VerifiedRelease,
+) -> Result<aibox_mcp_registration::ProcesskitWiring, EngineError> {
+    use aibox_mcp_registration::hooks::{CONTRACT_SCRIPT, GUARD_SCRIPT, PREAUTH_PATH};
+    let files = &release.payload.files;
+    let preauth = if files.contains_key(PREAUTH_PATH) {
+        let bytes = release
+            .payload
+            .read(PREAUTH_PATH)
+            .map_err(EngineError::from)?;
+        let text = String::from_utf8_lossy(&bytes);
+        Some(aibox_mcp_registration::Preauth::parse(&text).map_err(EngineError::from)?)
+    } else {
+        None
+    };
+    Ok(aibox_mcp_registration::ProcesskitWiring {
+        scripts: [CONTRACT_SCRIPT, GUARD_SCRIPT]
+            .into_iter()
+            .filter(|p| files.contains_key(*p))
+            .map(str::to_owned)
+            .collect(),
+        preauth,
+    })
 }
 
 /// Refuses a file, symlink or special file where `context/skills`, a skill category or a

@@ -123,6 +123,22 @@ pub enum McpError {
         message: String,
     },
 
+    /// The release's pre-authorisation spec (`skill-gate/assets/preauth.json`) cannot be
+    /// read: nothing of it is merged.
+    #[error("the processkit release's pre-authorisation spec `{path}` is unusable: {message}")]
+    #[diagnostic(
+        code(aibox::mcp::preauth),
+        help(
+            "the file comes from the pinned processkit release; pin a release whose `{path}` is a JSON object with `version: 1` and string lists under `permissions.allow` and `enabledMcpjsonServers`, or report it to the release's maintainers"
+        )
+    )]
+    Preauth {
+        /// Project path of the spec.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+
     /// Reading an existing target file failed.
     #[error("cannot read `{path}` to merge MCP servers into it")]
     #[diagnostic(code(aibox::mcp::read), help("check the file's permissions"))]

@@ -186,6 +186,73 @@ impl JsonDoc {
         Ok(desired.iter().cloned().collect())
     }
 
+    /// The items of the array at `keys` (empty when absent or not an array).
+    pub fn items_at(&self, keys: &[&str]) -> Vec<Value> {
+        let mut value = self.root.get(keys[0]);
+        for key in &keys[1..] {
+            value = value.and_then(|v| v.get(*key));
+        }
+        value.and_then(Value::as_array).cloned().unwrap_or_default()
+    }
+
+    /// Merges whole items into the array at `keys` (the last key names the array): an
+    /// item whose `id` was owned before is removed unless it is exactly a desired one,
+    /// desired items not present are appended, every other item stays where it is. An
+    /// array left empty is removed. Returns the owned ids.
+    pub fn merge_items(
+        &mut self,
+        keys: &[&str],
+        desired: &[Value],
+        previously_owned: &BTreeSet<String>,
+        id: impl Fn(&Value) -> Option<&str>,
+    ) -> Result<BTreeSet<String>, McpError> {
+        let (last, parents) = keys.split_last().unwrap_or((&"", &[]));
+        let path = self.path.clone();
+        let Some(parent) = self.object_mut(parents, !desired.is_empty())? else {
+            return Ok(BTreeSet::new());
+        };
+        if !parent.contains_key(*last) {
+            if desired.is_empty() {
+                return Ok(BTreeSet::new());
+            }
+            parent.insert((*last).to_owned(), Value::Array(Vec::new()));
+        }
+        let Some(Value::Array(items)) = parent.get_mut(*last) else {
+            return Err(McpError::Shape {
+                path,
+                key: keys.join("."),
+                found: parent.get(*last).map_or("missing", kind),
+                expected: "an array",
+            });
+        };
+        items
+            .retain(|v| id(v).is_none_or(|i| !previously_owned.contains(i)) || desired.contains(v));
+        for item in desired {
+            if !items.contains(item) {
+                items.push(item.clone());
+            }
+        }
+        if items.is_empty() {
+            parent.shift_remove(*last);
+        }
+        Ok(desired
+            .iter()
+            .filter_map(|v| id(v).map(str::to_owned))
+            .collect())
+    }
+
+    /// Removes the top-level object `key` when it is empty.
+    pub fn drop_empty_object(&mut self, key: &str) {
+        if self
+            .root
+            .get(key)
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+        {
+            self.root.shift_remove(key);
+        }
+    }
+
     /// The merged text; the original text when nothing changed; `None` when the file
     /// does not exist and nothing would be written.
     pub fn render(self) -> Result<Option<String>, McpError> {

@@ -6,6 +6,8 @@
 //! - [`register()`]: merges the servers into every enabled harness's files (pure: the
 //!   current texts come in through a callback, new texts go out), prunes what the
 //!   [`Ledger`] says aibox wrote before, and reports [`EffectiveServer`]s.
+//! - [`register_wired`]: the same, plus processkit's hooks and pre-authorisation
+//!   ([`hooks`]) from the installed release.
 //! - [`effective_servers`]: the same report without reading files (`aibox mcp list`).
 //!
 //! Invariants: a user-added entry, comment or unrelated key is never dropped; personal
@@ -16,6 +18,7 @@
 
 mod error;
 mod harness;
+pub mod hooks;
 mod jsonfile;
 pub mod ledger;
 pub mod refs;
@@ -25,10 +28,11 @@ mod tomlfile;
 pub mod tools;
 
 pub use error::{McpError, ParseError};
+pub use hooks::{Preauth, ProcesskitWiring};
 pub use ledger::{LEDGER_PATH, Ledger};
 pub use register::{
     CONTAINER_WORKSPACE, EffectiveServer, FileScope, RegisterOptions, Registration, TARGETS,
-    TargetFile, check_denies_enforceable, effective_servers, register,
+    TargetFile, check_denies_enforceable, effective_servers, register, register_wired,
 };
 pub use spec::{Origin, ServerSpec, Transport, collect_servers};
 pub use tools::ToolPolicy;

@@ -17,9 +17,14 @@
 //! | Codex | `.aibox-home/.codex/config.toml` (project trust + personal servers) | container-scoped | yes |
 //! | Gemini CLI | `.gemini/settings.json` | committed | never |
 //! | Gemini CLI | `.aibox-home/.gemini/settings.json` (personal servers) | container-scoped | yes |
-//! | OpenCode | `opencode.json` | committed | skipped, reported |
+//! | `OpenCode` | `opencode.json` | committed | skipped, reported |
 //! | Cursor | `.cursor/mcp.json` | committed | skipped, reported |
 //! | VS Code | `.vscode/mcp.json` | committed | skipped, reported |
+//! | Codex | `.codex/hooks.json` (processkit hooks) | committed | never |
+//! | Cursor | `.cursor/hooks.json` (processkit hooks) | committed | never |
+//!
+//! processkit's hooks and pre-authorisation ([`crate::hooks`]) go to `.claude/settings.json`
+//! (`hooks`, `permissions.allow`), `.codex/hooks.json` and `.cursor/hooks.json`.
 
 use std::collections::BTreeSet;
 
@@ -29,6 +34,7 @@ use serde_json::Value;
 
 use crate::McpError;
 use crate::harness::{self, Rendered};
+use crate::hooks::{CODEX_HOOKS, CURSOR_HOOKS, HookFile, ProcesskitWiring};
 use crate::jsonfile::JsonDoc;
 use crate::ledger::{LEDGER_PATH, Ledger, previously_owned};
 use crate::spec::{Origin, ServerSpec, Transport};
@@ -73,7 +79,7 @@ pub enum FileScope {
 }
 
 /// Every file aibox may merge into, with its harness and scope.
-pub const TARGETS: [(Harness, &str, FileScope); 10] = [
+pub const TARGETS: [(Harness, &str, FileScope); 12] = [
     (Harness::Claude, CLAUDE_MCP_JSON, FileScope::Committed),
     (Harness::Claude, CLAUDE_SETTINGS, FileScope::Committed),
     (
@@ -96,6 +102,8 @@ pub const TARGETS: [(Harness, &str, FileScope); 10] = [
     (Harness::Opencode, OPENCODE_CONFIG, FileScope::Committed),
     (Harness::Cursor, CURSOR_MCP, FileScope::Committed),
     (Harness::Vscode, VSCODE_MCP, FileScope::Committed),
+    (Harness::Codex, CODEX_HOOKS, FileScope::Committed),
+    (Harness::Cursor, CURSOR_HOOKS, FileScope::Committed),
 ];
 
 /// Inputs besides the servers.
@@ -452,11 +460,23 @@ pub fn register(
     ledger: Option<&Ledger>,
     read: &mut dyn FnMut(&str) -> Result<Option<String>, McpError>,
 ) -> Result<Registration, McpError> {
-    let c = compute(servers, opts);
+    register_wired(servers, opts, &ProcesskitWiring::default(), ledger, read)
+}
+
+/// [`register`] plus processkit's hooks and pre-authorisation from the installed release
+/// (`wiring`; the default, empty one prunes every hook and rule aibox wrote before).
+pub fn register_wired(
+    servers: &[ServerSpec],
+    opts: &RegisterOptions,
+    wiring: &ProcesskitWiring,
+    ledger: Option<&Ledger>,
+    read: &mut dyn FnMut(&str) -> Result<Option<String>, McpError>,
+) -> Result<Registration, McpError> {
+    let mut c = compute(servers, opts);
+    let mut notices = preauth_rules(servers, opts, wiring, &mut c);
     let enabled = enabled_set(opts.harnesses);
     let mut out = Ledger::new();
     let mut files = Vec::new();
-    let mut notices = Vec::new();
     // Server entries already in the files, to tell whether a missing ledger matters.
     let mut found: BTreeSet<String> = BTreeSet::new();
 
@@ -510,6 +530,9 @@ pub fn register(
                     found.extend(doc.keys_at(&[slot]));
                 }
                 merge_json(&mut doc, path, on, &c, ledger, &mut out)?;
+                if let Some(file) = HookFile::of(path) {
+                    crate::hooks::merge_hooks(&mut doc, path, file, wiring, on, ledger, &mut out)?;
+                }
                 doc.render()?
             }
         };
@@ -552,6 +575,56 @@ pub fn register(
         servers: c.report,
         notices,
     })
+}
+
+/// Adds the release's pre-authorisation to Claude's committed allow rules: a rule for a
+/// processkit server that is registered and whose tools `[ai.mcp.permissions]` says
+/// nothing about (the team's policy wins). Returns notices for what is left out.
+fn preauth_rules(
+    servers: &[ServerSpec],
+    opts: &RegisterOptions,
+    wiring: &ProcesskitWiring,
+    c: &mut Computed,
+) -> Vec<String> {
+    let Some(preauth) = &wiring.preauth else {
+        return Vec::new();
+    };
+    let mut notices = Vec::new();
+    let mut team_policy = BTreeSet::new();
+    for rule in &preauth.allow {
+        let Some(name) = crate::hooks::rule_server(rule) else {
+            notices.push(format!(
+                "processkit pre-authorisation `{rule}` is not merged: aibox merges only MCP tool rules (`mcp__<server>__<tool>`) of the release's own servers"
+            ));
+            continue;
+        };
+        // A server the release ships but this project does not register (deselected,
+        // gateway mode): no rule may outlive its server.
+        let Some(server) = servers
+            .iter()
+            .find(|s| s.name == name && s.origin == Origin::Processkit)
+        else {
+            continue;
+        };
+        if !ToolPolicy::resolve(server, opts.permissions).is_empty() {
+            team_policy.insert(name.to_owned());
+            continue;
+        }
+        if !c.claude_allow[0].contains(rule) {
+            c.claude_allow[0].push(rule.clone());
+        }
+    }
+    if !team_policy.is_empty() && opts.harnesses.contains(&Harness::Claude) {
+        notices.push(format!(
+            "processkit pre-authorisation not merged for {}: [ai.mcp.permissions] decides their tools",
+            team_policy
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    notices
 }
 
 /// The container-scoped Codex user config: personal servers and the `/workspace` trust.

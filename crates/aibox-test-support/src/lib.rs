@@ -162,6 +162,12 @@ pub fn mcp_pack() -> camino::Utf8PathBuf {
     camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-pack")
 }
 
+/// Real processkit `skill-gate` files (`fixtures/processkit-skill-gate`, see its README):
+/// the hook scripts, their sample payloads, the contract and the pre-authorisation spec.
+pub fn processkit_skill_gate() -> camino::Utf8PathBuf {
+    camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/processkit-skill-gate")
+}
+
 /// A folder's digest as aibox pins a directory source: the SHA-256 of its `sha256sum`
 /// listing, sorted by path.
 pub fn tree_sha256(dir: &camino::Utf8Path) -> String {

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use aibox_config::{Ownership, PlannedFile};
 use aibox_mcp_registration::{
-    CONTAINER_WORKSPACE, LEDGER_PATH, Ledger, McpError, Origin, RegisterOptions, ServerSpec,
-    TARGETS, Transport, collect_servers, register,
+    CONTAINER_WORKSPACE, LEDGER_PATH, Ledger, McpError, Origin, ProcesskitWiring, RegisterOptions,
+    ServerSpec, TARGETS, Transport, collect_servers, register_wired,
 };
 use camino::Utf8Path;
 
@@ -20,11 +20,13 @@ use crate::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 
 /// Adds the merged harness MCP files to the plan. `processkit` holds the servers of the
-/// installed processkit release; they are ignored in context mode `harness-only`.
+/// installed processkit release and `wiring` its hooks and pre-authorisation; both are
+/// ignored in context mode `harness-only` (which prunes what aibox wrote of them).
 pub fn contribute_with(
     ctx: &PlanContext,
     plan: &mut PlanBuilder,
     processkit: &[ServerSpec],
+    wiring: &ProcesskitWiring,
 ) -> Result<(), EngineError> {
     let config = &ctx.project.config;
     let mut servers =
@@ -47,8 +49,14 @@ pub fn contribute_with(
     let mut read = |path: &str| -> Result<Option<String>, McpError> {
         Ok(current.get(path).cloned().flatten())
     };
-    let registration =
-        register(&servers, &opts, ledger.as_ref(), &mut read).map_err(EngineError::from)?;
+    let none = ProcesskitWiring::default();
+    let wiring = if config.context.mode == aibox_config::ContextMode::Processkit {
+        wiring
+    } else {
+        &none
+    };
+    let registration = register_wired(&servers, &opts, wiring, ledger.as_ref(), &mut read)
+        .map_err(EngineError::from)?;
     // A deny the harness cannot enforce would be a silent allow: refuse it.
     aibox_mcp_registration::check_denies_enforceable(&registration.servers)
         .map_err(EngineError::from)?;

@@ -20,7 +20,8 @@ pub fn contribute_all(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), E
     devcontainer::contribute(ctx, plan)?;
     processkit::contribute(ctx, plan)?;
     let processkit_servers = plan.processkit_servers().to_vec();
-    mcp::contribute_with(ctx, plan, &processkit_servers)?;
+    let wiring = plan.processkit_wiring().clone();
+    mcp::contribute_with(ctx, plan, &processkit_servers, &wiring)?;
     gitignore::contribute(ctx, plan)?;
     Ok(())
 }

@@ -218,6 +218,10 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         plan.warn(warning);
     }
     plan.set_processkit_servers(servers);
+    // Hooks run the scripts of `skill-gate` (core): wired only while it is installed.
+    if install.skills.contains("skill-gate") {
+        plan.set_processkit_wiring(resolved.wiring.clone());
+    }
     plan.lock_mut().processkit = Some(install.lock);
     let mcp = &resolved.mcp_envs.lock;
     if !mcp.environments.is_empty() {
