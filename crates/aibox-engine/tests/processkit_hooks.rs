@@ -356,3 +356,29 @@ fn upgrades_prune_what_the_release_drops_and_harness_only_removes_the_rest() {
         }
     }
 }
+
+/// A release whose spec aibox cannot read is refused before anything is written, naming
+/// the file; the project is left as it was.
+#[test]
+fn an_unusable_preauth_spec_stops_the_apply_and_names_the_file() {
+    let server = Server::start().unwrap();
+    common::publish(
+        &server,
+        &release(
+            "v0.28.3",
+            br#"{"version": 2, "permissions": {"allow": []}}"#,
+            true,
+        ),
+    );
+    let (_t, root) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    write_config(&root, &server, "v0.28.3", "processkit");
+    let err = apply(&root, &options(&cache)).unwrap_err();
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("aibox::mcp::preauth"), "{err:?}");
+    assert!(
+        err.to_string().contains("skill-gate/assets/preauth.json"),
+        "{err}"
+    );
+    assert!(!root.join(".claude").exists() && !root.join("context").exists());
+}

@@ -374,7 +374,7 @@ fn without_a_ledger_only_processkit_hooks_count_as_owned() {
 }
 
 #[test]
-fn a_hook_event_of_the_wrong_shape_is_an_error_and_nothing_is_written() {
+fn hook_files_of_the_wrong_shape_or_not_json_are_errors_naming_the_file() {
     let mut files = Files::new();
     files.insert(
         ".codex/hooks.json".into(),
@@ -390,6 +390,38 @@ fn a_hook_event_of_the_wrong_shape_is_an_error_and_nothing_is_written() {
     .unwrap_err();
     assert!(
         matches!(&err, McpError::Shape { path, key, .. } if path == ".codex/hooks.json" && key == "hooks.SessionStart"),
+        "{err:?}"
+    );
+    // `hooks` that is not an object, and a hook file that is not JSON.
+    let mut files = Files::new();
+    files.insert(".claude/settings.json".into(), r#"{"hooks": []}"#.into());
+    let err = run(
+        &mut files,
+        &servers(),
+        &HARNESSES,
+        &Permissions::default(),
+        &full(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, McpError::Shape { path, key, .. } if path == ".claude/settings.json" && key == "hooks"),
+        "{err:?}"
+    );
+    let mut files = Files::new();
+    files.insert(
+        ".cursor/hooks.json".into(),
+        "{\n  \"version\": 1,\n  \"hooks\": {\n".into(),
+    );
+    let err = run(
+        &mut files,
+        &servers(),
+        &HARNESSES,
+        &Permissions::default(),
+        &full(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, McpError::Parse(p) if p.to_string().contains(".cursor/hooks.json")),
         "{err:?}"
     );
 }
