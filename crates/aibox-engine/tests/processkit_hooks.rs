@@ -348,6 +348,8 @@ fn upgrades_prune_what_the_release_drops_and_harness_only_removes_the_rest() {
     apply(&root, &options(&cache)).unwrap();
     assert_eq!(read(".codex/hooks.json"), USER_CODEX);
     assert!(read(".claude/settings.json").contains(user_hook));
+    // The Cursor file held only processkit's hooks: aibox removes it.
+    assert!(!root.join(".cursor/hooks.json").exists());
     for file in HARNESS_FILES.iter().chain(&[".gemini/settings.json"]) {
         let path: Utf8PathBuf = root.join(file);
         if path.is_file() {

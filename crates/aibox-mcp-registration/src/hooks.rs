@@ -227,6 +227,23 @@ impl HookFile {
     }
 }
 
+/// Whether `contents` of the hook file at `path` holds nothing but what a hooks file
+/// needs to exist (`{}`, Cursor's `version`): once processkit's hooks are pruned from a
+/// file that held nothing else, the file is removed rather than left empty.
+pub fn is_empty_hook_file(path: &str, contents: &str) -> bool {
+    if path != CODEX_HOOKS && path != CURSOR_HOOKS {
+        return false;
+    }
+    let Ok(Value::Object(map)) = jsonc_parser::parse_to_serde_value::<Value>(
+        contents,
+        &aibox_config::jsonc::parse_options(),
+    ) else {
+        return false;
+    };
+    map.iter()
+        .all(|(k, v)| (k == "version" && path == CURSOR_HOOKS) || (k == "hooks" && v == &json!({})))
+}
+
 /// Whether a hook command is one of processkit's (the fallback without a ledger).
 fn is_processkit_hook(command: &str) -> bool {
     command.contains(SKILL_GATE_SCRIPTS)
@@ -301,6 +318,24 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn empty_hook_files() {
+        assert!(is_empty_hook_file(CODEX_HOOKS, "{}\n"));
+        assert!(is_empty_hook_file(CODEX_HOOKS, "{\"hooks\": {}}"));
+        assert!(is_empty_hook_file(CURSOR_HOOKS, "{\n  \"version\": 1\n}\n"));
+        assert!(!is_empty_hook_file(CODEX_HOOKS, "{\"version\": 1}"));
+        assert!(!is_empty_hook_file(
+            CURSOR_HOOKS,
+            "{\"version\": 1, \"x\": 2}"
+        ));
+        assert!(!is_empty_hook_file(
+            CODEX_HOOKS,
+            "{\"hooks\": {\"Stop\": []}}"
+        ));
+        assert!(!is_empty_hook_file(".claude/settings.json", "{}"));
+        assert!(!is_empty_hook_file(CODEX_HOOKS, "not json"));
     }
 
     #[test]

@@ -64,6 +64,14 @@ pub fn contribute_with(
         plan.warn(format!("mcp: {notice}"));
     }
     for file in registration.files {
+        // A hooks file aibox emptied (harness-only, or the release dropped every hook)
+        // is removed rather than left as `{}`.
+        if file.changed
+            && aibox_mcp_registration::hooks::is_empty_hook_file(&file.path, &file.contents)
+        {
+            plan.remove(file.path.as_str())?;
+            continue;
+        }
         plan.add(PlannedFile::new(
             file.path,
             file.contents,
