@@ -146,6 +146,35 @@ impl JsonDoc {
         Ok(owned)
     }
 
+    /// The array at `keys` (the last key names it), created with its parents when
+    /// `create`; `None` when absent and not created. Not an array: an error.
+    fn array_mut(
+        &mut self,
+        keys: &[&str],
+        create: bool,
+    ) -> Result<Option<&mut Vec<Value>>, McpError> {
+        let (last, parents) = keys.split_last().unwrap_or((&"", &[]));
+        let path = self.path.clone();
+        let Some(parent) = self.object_mut(parents, create)? else {
+            return Ok(None);
+        };
+        if !parent.contains_key(*last) {
+            if !create {
+                return Ok(None);
+            }
+            parent.insert((*last).to_owned(), Value::Array(Vec::new()));
+        }
+        match parent.get_mut(*last) {
+            Some(Value::Array(items)) => Ok(Some(items)),
+            other => Err(McpError::Shape {
+                path,
+                key: keys.join("."),
+                found: other.map_or("missing", |v| kind(v)),
+                expected: "an array",
+            }),
+        }
+    }
+
     /// Merges string items into the array at `keys` (the last key names the array).
     /// Returns the owned items.
     pub fn merge_list(
@@ -154,24 +183,8 @@ impl JsonDoc {
         desired: &[String],
         previously_owned: &BTreeSet<String>,
     ) -> Result<BTreeSet<String>, McpError> {
-        let (last, parents) = keys.split_last().unwrap_or((&"", &[]));
-        let path = self.path.clone();
-        let Some(parent) = self.object_mut(parents, !desired.is_empty())? else {
+        let Some(items) = self.array_mut(keys, !desired.is_empty())? else {
             return Ok(BTreeSet::new());
-        };
-        if !parent.contains_key(*last) {
-            if desired.is_empty() {
-                return Ok(BTreeSet::new());
-            }
-            parent.insert((*last).to_owned(), Value::Array(Vec::new()));
-        }
-        let Some(Value::Array(items)) = parent.get_mut(*last) else {
-            return Err(McpError::Shape {
-                path,
-                key: keys.join("."),
-                found: parent.get(*last).map_or("missing", kind),
-                expected: "an array",
-            });
         };
         let wanted: BTreeSet<&str> = desired.iter().map(String::as_str).collect();
         items.retain(|v| {
@@ -206,24 +219,8 @@ impl JsonDoc {
         previously_owned: &BTreeSet<String>,
         id: impl Fn(&Value) -> Option<&str>,
     ) -> Result<BTreeSet<String>, McpError> {
-        let (last, parents) = keys.split_last().unwrap_or((&"", &[]));
-        let path = self.path.clone();
-        let Some(parent) = self.object_mut(parents, !desired.is_empty())? else {
+        let Some(items) = self.array_mut(keys, !desired.is_empty())? else {
             return Ok(BTreeSet::new());
-        };
-        if !parent.contains_key(*last) {
-            if desired.is_empty() {
-                return Ok(BTreeSet::new());
-            }
-            parent.insert((*last).to_owned(), Value::Array(Vec::new()));
-        }
-        let Some(Value::Array(items)) = parent.get_mut(*last) else {
-            return Err(McpError::Shape {
-                path,
-                key: keys.join("."),
-                found: parent.get(*last).map_or("missing", kind),
-                expected: "an array",
-            });
         };
         items
             .retain(|v| id(v).is_none_or(|i| !previously_owned.contains(i)) || desired.contains(v));
@@ -233,7 +230,10 @@ impl JsonDoc {
             }
         }
         if items.is_empty() {
-            parent.shift_remove(*last);
+            let (last, parents) = keys.split_last().unwrap_or((&"", &[]));
+            if let Some(parent) = self.object_mut(parents, false)? {
+                parent.shift_remove(*last);
+            }
         }
         Ok(desired
             .iter()

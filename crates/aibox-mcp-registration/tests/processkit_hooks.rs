@@ -12,11 +12,10 @@ use std::process::{Command, Stdio};
 use aibox_config::{Harness, PermissionMode, Permissions};
 use aibox_mcp_registration::hooks::{CONTRACT_SCRIPT, GUARD_SCRIPT};
 use aibox_mcp_registration::{
-    Ledger, McpError, Origin, Preauth, ProcesskitWiring, RegisterOptions, Registration, ServerSpec,
-    register_wired,
+    McpError, Origin, Preauth, ProcesskitWiring, Registration, ServerSpec,
 };
 use aibox_test_support::schema::validate_json_against;
-use common::{Files, stdio};
+use common::{Files, apply_wired as run, stdio};
 
 const HARNESSES: [Harness; 4] = [
     Harness::Claude,
@@ -62,38 +61,6 @@ fn servers() -> Vec<ServerSpec> {
     ]
 }
 
-fn run(
-    files: &mut Files,
-    servers: &[ServerSpec],
-    harnesses: &[Harness],
-    permissions: &Permissions,
-    wiring: &ProcesskitWiring,
-) -> Result<Registration, McpError> {
-    let ledger = files
-        .get(aibox_mcp_registration::LEDGER_PATH)
-        .map(|t| Ledger::parse(t))
-        .transpose()?;
-    let opts = RegisterOptions {
-        harnesses,
-        permissions,
-        workspace: "/workspace",
-    };
-    let snapshot = files.clone();
-    let reg = register_wired(servers, &opts, wiring, ledger.as_ref(), &mut |p| {
-        Ok(snapshot.get(p).cloned())
-    })?;
-    for f in &reg.files {
-        files.insert(f.path.clone(), f.contents.clone());
-    }
-    if reg.write_ledger {
-        files.insert(
-            aibox_mcp_registration::LEDGER_PATH.to_owned(),
-            reg.ledger.render(),
-        );
-    }
-    Ok(reg)
-}
-
 /// Parses JSON written by aibox (or JSONC written by a user).
 fn json(text: &str) -> serde_json::Value {
     let opts = aibox_config::jsonc::parse_options();
@@ -107,17 +74,21 @@ fn full() -> ProcesskitWiring {
     )
 }
 
-#[test]
-fn hooks_and_preauth_reach_each_harness_in_its_own_shape() {
-    let mut files = Files::new();
-    let reg = run(
-        &mut files,
+/// Every harness, the default permissions and the whole v1.0.0-alpha.1 wiring.
+fn run_full(files: &mut Files) -> Result<Registration, McpError> {
+    run(
+        files,
         &servers(),
         &HARNESSES,
         &Permissions::default(),
         &full(),
     )
-    .unwrap();
+}
+
+#[test]
+fn hooks_and_preauth_reach_each_harness_in_its_own_shape() {
+    let mut files = Files::new();
+    let reg = run_full(&mut files).unwrap();
 
     // Claude: the vendored settings schema accepts the file; hooks as processkit's README
     // wires them, anchored at the project root.
@@ -193,14 +164,7 @@ fn hooks_and_preauth_reach_each_harness_in_its_own_shape() {
     assert!(reg.notices.iter().all(|n| !n.contains("pre-authorisation")));
 
     // A second run changes nothing.
-    let again = run(
-        &mut files,
-        &servers(),
-        &HARNESSES,
-        &Permissions::default(),
-        &full(),
-    )
-    .unwrap();
+    let again = run_full(&mut files).unwrap();
     assert!(again.files.iter().all(|f| !f.changed), "{:?}", again.files);
 }
 
@@ -352,14 +316,7 @@ fn without_a_ledger_only_processkit_hooks_count_as_owned() {
     // A fresh clone: the committed files hold processkit's hooks, the ledger is gone.
     let mut files = Files::new();
     files.insert(".codex/hooks.json".into(), USER_CODEX.into());
-    run(
-        &mut files,
-        &servers(),
-        &HARNESSES,
-        &Permissions::default(),
-        &full(),
-    )
-    .unwrap();
+    run_full(&mut files).unwrap();
     files.remove(aibox_mcp_registration::LEDGER_PATH);
     run(
         &mut files,
@@ -373,53 +330,32 @@ fn without_a_ledger_only_processkit_hooks_count_as_owned() {
     assert!(!files[".claude/settings.json"].contains("skill-gate/scripts"));
 }
 
+/// The error a registration stops with when `path` holds `text`.
+fn error_for(path: &str, text: &str) -> McpError {
+    let mut files = Files::new();
+    files.insert(path.into(), text.into());
+    run_full(&mut files).unwrap_err()
+}
+
 #[test]
 fn hook_files_of_the_wrong_shape_or_not_json_are_errors_naming_the_file() {
-    let mut files = Files::new();
-    files.insert(
-        ".codex/hooks.json".into(),
-        r#"{"hooks": {"SessionStart": {"command": "x"}}}"#.into(),
+    let shape = |path: &str, text: &str, at: &str| {
+        let err = error_for(path, text);
+        assert!(
+            matches!(&err, McpError::Shape { path: p, key, .. } if p == path && key == at),
+            "{err:?}"
+        );
+    };
+    shape(
+        ".codex/hooks.json",
+        r#"{"hooks": {"SessionStart": {"command": "x"}}}"#,
+        "hooks.SessionStart",
     );
-    let err = run(
-        &mut files,
-        &servers(),
-        &HARNESSES,
-        &Permissions::default(),
-        &full(),
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&err, McpError::Shape { path, key, .. } if path == ".codex/hooks.json" && key == "hooks.SessionStart"),
-        "{err:?}"
+    shape(".claude/settings.json", r#"{"hooks": []}"#, "hooks");
+    let err = error_for(
+        ".cursor/hooks.json",
+        "{\n  \"version\": 1,\n  \"hooks\": {\n",
     );
-    // `hooks` that is not an object, and a hook file that is not JSON.
-    let mut files = Files::new();
-    files.insert(".claude/settings.json".into(), r#"{"hooks": []}"#.into());
-    let err = run(
-        &mut files,
-        &servers(),
-        &HARNESSES,
-        &Permissions::default(),
-        &full(),
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&err, McpError::Shape { path, key, .. } if path == ".claude/settings.json" && key == "hooks"),
-        "{err:?}"
-    );
-    let mut files = Files::new();
-    files.insert(
-        ".cursor/hooks.json".into(),
-        "{\n  \"version\": 1,\n  \"hooks\": {\n".into(),
-    );
-    let err = run(
-        &mut files,
-        &servers(),
-        &HARNESSES,
-        &Permissions::default(),
-        &full(),
-    )
-    .unwrap_err();
     assert!(
         matches!(&err, McpError::Parse(p) if p.to_string().contains(".cursor/hooks.json")),
         "{err:?}"

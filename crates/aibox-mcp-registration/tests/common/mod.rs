@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use aibox_config::{Harness, Permissions};
 use aibox_mcp_registration::{
-    Ledger, McpError, Origin, RegisterOptions, Registration, ServerSpec, Transport, register,
+    Ledger, McpError, Origin, ProcesskitWiring, RegisterOptions, Registration, ServerSpec,
+    Transport, register_wired,
 };
 
 /// A stdio server.
@@ -97,6 +98,23 @@ pub fn apply(
     harnesses: &[Harness],
     permissions: &Permissions,
 ) -> Result<Registration, McpError> {
+    apply_wired(
+        files,
+        servers,
+        harnesses,
+        permissions,
+        &ProcesskitWiring::default(),
+    )
+}
+
+/// [`apply`] with processkit's hooks and pre-authorisation.
+pub fn apply_wired(
+    files: &mut Files,
+    servers: &[ServerSpec],
+    harnesses: &[Harness],
+    permissions: &Permissions,
+    wiring: &ProcesskitWiring,
+) -> Result<Registration, McpError> {
     let ledger = files
         .get(aibox_mcp_registration::LEDGER_PATH)
         .map(|t| Ledger::parse(t))
@@ -107,7 +125,7 @@ pub fn apply(
         workspace: "/workspace",
     };
     let snapshot = files.clone();
-    let reg = register(servers, &opts, ledger.as_ref(), &mut |p| {
+    let reg = register_wired(servers, &opts, wiring, ledger.as_ref(), &mut |p| {
         Ok(snapshot.get(p).cloned())
     })?;
     for f in &reg.files {
