@@ -67,7 +67,9 @@ pub struct ProcesskitWiring {
 pub struct Preauth {
     /// `permissions.allow`.
     pub allow: Vec<String>,
-    /// `enabledMcpjsonServers`.
+    /// `enabledMcpjsonServers`. Checked for shape only: registration already approves
+    /// every processkit server it registers, and one it does not register must not be
+    /// approved.
     pub servers: Vec<String>,
 }
 

@@ -312,6 +312,27 @@ fn user_entries_survive_dropped_hooks_are_pruned_and_an_empty_wiring_removes_all
 }
 
 #[test]
+fn disabling_a_harness_prunes_its_hooks() {
+    let mut files = Files::new();
+    files.insert(".cursor/hooks.json".into(), USER_CURSOR.into());
+    run_full(&mut files).unwrap();
+    assert!(files[".cursor/hooks.json"].contains(GUARD_SCRIPT));
+    let without_cursor = [Harness::Claude, Harness::Codex, Harness::Gemini];
+    run(
+        &mut files,
+        &servers(),
+        &without_cursor,
+        &Permissions::default(),
+        &full(),
+    )
+    .unwrap();
+    let cursor = &files[".cursor/hooks.json"];
+    assert!(!cursor.contains("skill-gate"), "{cursor}");
+    assert_eq!(json(cursor), json(USER_CURSOR));
+    assert!(files[".claude/settings.json"].contains(GUARD_SCRIPT));
+}
+
+#[test]
 fn without_a_ledger_only_processkit_hooks_count_as_owned() {
     // A fresh clone: the committed files hold processkit's hooks, the ledger is gone.
     let mut files = Files::new();
