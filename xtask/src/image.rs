@@ -709,6 +709,19 @@ pub(crate) fn verify(
     Ok(ev)
 }
 
+/// A verification pull, removed again when the check ends (passed or not), so repeated
+/// gates do not pile up copies of the image under each loopback registry's address.
+struct Pulled<'a> {
+    conf: &'a RegistriesConf,
+    image: &'a str,
+}
+
+impl Drop for Pulled<'_> {
+    fn drop(&mut self) {
+        let _ = self.conf.podman().args(["rmi", "-f", self.image]).output();
+    }
+}
+
 /// Pulls one architecture by digest and checks its labels, marker, user and tools;
 /// returns the checked labels and the tools' version lines.
 fn verify_arch(
@@ -729,6 +742,10 @@ fn verify_arch(
             .args(["pull", "--quiet", "--arch", arch, &by_digest]),
         "podman pull by digest",
     )?;
+    let _pulled = Pulled {
+        conf,
+        image: &by_digest,
+    };
     let inspect = capture(conf.podman().args(["image", "inspect", &by_digest]))?;
     let inspect: Value = serde_json::from_str(&inspect).map_err(|e| e.to_string())?;
     let image = &inspect[0];

@@ -1261,6 +1261,8 @@ fn rootless_podman_maps_the_owner_into_the_container() {
     cleanup(&["rm", "-f", &container]);
     cleanup(&["network", "rm", &format!("{project}_default")]);
     cleanup(&["rmi", &image]);
+    // The rootful build the test handed over is the owner's too; leave no copy behind.
+    let _ = podman.command().args(["rmi", "-f", &image]).output();
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
