@@ -9,21 +9,12 @@
 use std::process::Output;
 
 use aibox_test_support::cli::CliContext;
-use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
+use aibox_test_support::http::release::SyntheticRelease;
 
 fn config(ctx: &CliContext, release: &SyntheticRelease) -> String {
     let dir = ctx.dir().parent().unwrap().join("releases");
     fs_err::create_dir_all(&dir).unwrap();
-    let data = release.tar_gz();
-    let archive = dir.join(release.archive_name());
-    fs_err::write(&archive, &data).unwrap();
-    format!(
-        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
-         [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n\
-         trusted_sources = [\"{dir}\"]\n",
-        release.version,
-        sha256_hex(&data)
-    )
+    release.local_project_config(&dir).unwrap()
 }
 
 fn run(ctx: &CliContext, args: &[&str]) -> Output {
@@ -51,21 +42,8 @@ fn an_upgrade_with_conflicts_is_seen_and_finished() {
     let v2 = SyntheticRelease::generate("v0.29.0", true);
     ctx.write("aibox.toml", &config(&ctx, &v1));
     assert_eq!(run(&ctx, &["apply"]).status.code(), Some(0));
-    // A skill file (of a skill without a server) the next release changes, edited here.
-    let skill = v2
-        .files
-        .iter()
-        .find(|(path, (bytes, _))| {
-            path.starts_with("context/skills/processkit/")
-                && path.ends_with("/SKILL.md")
-                && ctx.dir().join(path.as_str()).is_file()
-                && v1.files.get(*path).is_some_and(|(old, _)| old != bytes)
-                && !v2.files.keys().any(|p| {
-                    p.starts_with(path.trim_end_matches("SKILL.md")) && p.contains("/mcp/")
-                })
-        })
-        .map(|(path, _)| path.clone())
-        .unwrap();
+    // A skill file the next release changes, edited here.
+    let skill = v2.changed_plain_skill(&v1, ctx.dir()).unwrap();
     ctx.write(&skill, "my notes\n");
     ctx.write("aibox.toml", &config(&ctx, &v2));
 

@@ -341,7 +341,7 @@ fn apply_plan_locked(
             removed_temp_files,
             warnings: plan.warnings,
             upgrade: plan.processkit_upgrade,
-            pending_migrations: crate::migrate::pending_brief(root)?,
+            pending_migrations: crate::migrate::pending_brief(root),
         });
     }
 
@@ -354,7 +354,7 @@ fn apply_plan_locked(
         removed_temp_files,
         warnings: plan.warnings,
         upgrade: plan.processkit_upgrade,
-        pending_migrations: crate::migrate::pending_brief(root)?,
+        pending_migrations: crate::migrate::pending_brief(root),
     })
 }
 

@@ -875,10 +875,12 @@ pub struct PendingMigration {
     pub open_conflicts: Vec<String>,
 }
 
-/// The pending migrations of the project at `root`, briefly; a document that cannot be
-/// read is left to `doctor` and `aibox migrate list`.
-pub(crate) fn pending_brief(root: &ProjectRoot) -> Result<Vec<PendingMigration>, EngineError> {
-    Ok(list_in(root)?
+/// The pending migrations of the project at `root`, briefly. Never fails: it is read
+/// after an apply has written its files, and a folder or document that cannot be read is
+/// reported by `doctor` and `aibox migrate list` instead.
+pub(crate) fn pending_brief(root: &ProjectRoot) -> Vec<PendingMigration> {
+    list_in(root)
+        .unwrap_or_default()
         .migrations
         .into_iter()
         .map(|m| PendingMigration {
@@ -886,5 +888,5 @@ pub(crate) fn pending_brief(root: &ProjectRoot) -> Result<Vec<PendingMigration>,
             id: m.id,
             document: m.document,
         })
-        .collect())
+        .collect()
 }

@@ -46,22 +46,8 @@ impl Upgraded {
         );
         fs_err::write(root.join("aibox.toml"), &c1).unwrap();
         apply(&root, &common::apply_opts(Some(&cache))).unwrap();
-        // An installed skill file the next release changes.
         let skill = v2
-            .files
-            .iter()
-            .find(|(path, (bytes, _))| {
-                path.starts_with("context/skills/processkit/")
-                    && path.ends_with("/SKILL.md")
-                    && root.join(path.as_str()).is_file()
-                    && v1.files.get(*path).is_some_and(|(old, _)| old != bytes)
-                    // An edited skill is reviewed as third-party: one without a server
-                    // passes, so the upgrade is not refused.
-                    && !v2.files.keys().any(|p| {
-                        p.starts_with(path.trim_end_matches("SKILL.md")) && p.contains("/mcp/")
-                    })
-            })
-            .map(|(path, _)| path.clone())
+            .changed_plain_skill(&v1, &root)
             .expect("the next release changes an installed skill");
         fs_err::write(root.join(&skill), SKILL_EDIT).unwrap();
         // A local edit of a file the next release leaves alone: kept, no conflict.
@@ -305,6 +291,13 @@ fn resolving_every_conflict_marks_the_migration_applied_and_leaves_apply_and_doc
     assert!(!codes.iter().any(|c| c.contains("migration")), "{codes:?}");
     let integrity = aibox_provenance::integrity(u.root.as_std_path()).unwrap();
     assert!(!integrity.modified.contains(&u.skill), "{integrity:?}");
+    assert!(
+        !integrity
+            .unexpected
+            .iter()
+            .any(|p| p.contains("migrations")),
+        "{integrity:?}"
+    );
     // The id is gone now.
     let err = u.resolve(&[], None, false).unwrap_err();
     assert_eq!(code(&err), "aibox::migrate::unknown_id");

@@ -51,15 +51,7 @@ fn list(g: &Global, root: &Utf8Path) -> Outcome {
         }
         for m in &listing.migrations {
             let open: Vec<&str> = m.open().map(|c| c.path.as_str()).collect();
-            render::out(&format!(
-                "{}  {}  {} → {}  {} open conflict(s)  {}",
-                m.id,
-                m.state,
-                m.from_version.as_deref().unwrap_or("?"),
-                m.to_version.as_deref().unwrap_or("?"),
-                open.len(),
-                m.document
-            ));
+            render::out(&format!("{}  {} open conflict(s)", heading(m), open.len()));
             for path in open {
                 render::out(&format!("    conflict: {path}"));
             }
@@ -102,14 +94,7 @@ fn show(
     let shown = aibox_engine::migrate::show(root, id, path, options)?;
     json_or(g, &shown, || {
         let m = &shown.migration;
-        render::out(&format!(
-            "{} ({}): processkit {} → {}; {}",
-            m.id,
-            m.state,
-            m.from_version.as_deref().unwrap_or("?"),
-            m.to_version.as_deref().unwrap_or("?"),
-            m.document
-        ));
+        render::out(&heading(m));
         if let Some(s) = &m.summary {
             render::out(&format!("  {s}"));
         }
@@ -154,6 +139,18 @@ fn resolve(
         }
     })?;
     Ok(Exit::Ok)
+}
+
+/// `MIG-… (state): processkit FROM → TO; DOCUMENT`.
+fn heading(m: &aibox_engine::migrate::Migration) -> String {
+    format!(
+        "{} ({}): processkit {} → {}; {}",
+        m.id,
+        m.state,
+        m.from_version.as_deref().unwrap_or("?"),
+        m.to_version.as_deref().unwrap_or("?"),
+        m.document
+    )
 }
 
 /// Where a version is, or why it is not available.
