@@ -37,9 +37,9 @@ fn release_with_schemas(version: &str, tag: &str, edit: bool) -> SyntheticReleas
         }
     }
     if edit {
-        let text = format!("---\nname: skill-gate\n---\n# skill-gate {version}\n");
-        r.files
-            .insert(CONFLICT.to_owned(), (text.into_bytes(), 0o644));
+        // Still the same skill (its front matter intact), changed upstream.
+        let (text, _) = r.files.get_mut(CONFLICT).unwrap();
+        text.extend_from_slice(format!("\nChanged in {version}.\n").as_bytes());
     }
     r.restamp();
     r
