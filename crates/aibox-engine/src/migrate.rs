@@ -259,6 +259,13 @@ pub struct Listing {
 
 impl Listing {
     fn find(&self, id: &str) -> Result<&Migration, MigrateError> {
+        let file = format!("/{id}.md");
+        if let Some((path, reason)) = self.unreadable.iter().find(|(p, _)| p.ends_with(&file)) {
+            return Err(MigrateError::Unreadable {
+                path: path.clone(),
+                reason: reason.clone(),
+            });
+        }
         self.migrations.iter().find(|m| m.id == id).ok_or_else(|| {
             let known: Vec<&str> = self.migrations.iter().map(|m| m.id.as_str()).collect();
             MigrateError::UnknownId {

@@ -428,9 +428,18 @@ fn an_unreadable_document_is_reported_not_fatal() {
         .root
         .join("context/migrations/pending/MIG-20990101T000000.md");
     fs_err::write(&bad, "---\nmetadata: [not, a, map]\n---\n").unwrap();
+    // A conflict path that leaves the project is never read or written.
+    fs_err::write(
+        u.root.join("context/migrations/pending/MIG-20990102T000000.md"),
+        "---\nmetadata: {id: MIG-20990102T000000}\nspec:\n  state: pending\n  affected_files:\n  - {path: \"../../outside\", classification: conflict}\n---\n",
+    )
+    .unwrap();
     let listing = migrate::list(&u.root).unwrap();
     assert_eq!(listing.migrations.len(), 1);
-    assert_eq!(listing.unreadable.len(), 1);
+    assert_eq!(listing.unreadable.len(), 2, "{:?}", listing.unreadable);
+    let err = migrate::show(&u.root, "MIG-20990102T000000", None, &u.options()).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::unreadable");
+    assert!(err.to_string().contains("`..` components"), "{err}");
     assert!(
         u.doctor_codes()
             .contains(&"aibox::doctor::migration_unreadable".to_owned())

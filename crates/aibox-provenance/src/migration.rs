@@ -419,6 +419,15 @@ impl Document {
         let yaml = front_matter(text)
             .ok_or_else(|| "no YAML front matter between `---` lines".to_owned())?;
         let raw: RawDoc = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
+        // The id and paths name files aibox reads and writes: only plain ones.
+        let id = &raw.metadata.id;
+        let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_');
+        if !id.starts_with("MIG-") || !id.chars().all(plain) {
+            return Err(format!(
+                "metadata.id {} is not a migration id (`MIG-` and letters, digits, `-`, `_`)",
+                aibox_config::bounded(id, 80)
+            ));
+        }
         let digest = |v: Option<String>| {
             v.map(|h| Sha256::parse(&h, "migration document").map_err(|e| e.to_string()))
                 .transpose()
@@ -438,6 +447,10 @@ impl Document {
             };
             if classification != Class::Conflict.as_str() {
                 continue;
+            }
+            for p in std::iter::once(&path).chain(release_path.as_ref()) {
+                aibox_config::write::check_relative(camino::Utf8Path::new(p))
+                    .map_err(|e| format!("conflict path: {e}"))?;
             }
             conflicts.push(Conflict {
                 release_path: release_path.unwrap_or_else(|| path.clone()),

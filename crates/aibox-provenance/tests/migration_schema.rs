@@ -181,5 +181,16 @@ fn marking_applied_keeps_the_document_valid_and_the_rest_byte_for_byte() {
     // A text without a state line is not guessed at.
     assert!(aibox_provenance::migration::mark_applied("---\na: 1\n---\n", "x").is_none());
     assert!(Document::parse("# no front matter\n").is_err());
+    // Ids and paths name files aibox reads and writes: nothing that leaves its folder.
+    let doc = |id: &str, path: &str| {
+        format!(
+            "---\nmetadata: {{id: {id}}}\nspec: {{state: pending, affected_files: [{{path: \"{path}\", classification: conflict}}]}}\n---\n"
+        )
+    };
+    assert!(Document::parse(&doc("MIG-1", "context/a.md")).is_ok());
+    assert!(Document::parse(&doc("MIG-../../x", "context/a.md")).is_err());
+    assert!(Document::parse(&doc("notes", "context/a.md")).is_err());
+    assert!(Document::parse(&doc("MIG-1", "../outside.md")).is_err());
+    assert!(Document::parse(&doc("MIG-1", "/etc/passwd")).is_err());
     assert!(Document::parse("---\nmetadata: {id: MIG-1}\nspec: {state: pending, affected_files: [{path: a, classification: conflict, local_sha256: nothex}]}\n---\n").is_err());
 }
