@@ -62,6 +62,7 @@ fn an_upgrade_with_conflicts_is_seen_and_finished() {
         err.contains("  migration document: context/migrations/pending/MIG-"),
         "{err}"
     );
+    assert!(!err.contains("pending migration"), "{err}");
 
     // `apply --check` (nothing stale: exit 0) and doctor (a warning: exit 0) report it.
     let out = run(&ctx, &["apply", "--check"]);

@@ -119,7 +119,16 @@ impl ApplyReport {
                 note(format!("  migration document: {d}"));
             }
         }
-        for p in &self.pending_migrations {
+        let written = self
+            .upgrade
+            .as_ref()
+            .and_then(|u| u.migration_document.as_deref());
+        // The migration this run wrote was just described; the others still wait.
+        for p in self
+            .pending_migrations
+            .iter()
+            .filter(|p| Some(p.document.as_str()) != written)
+        {
             let what = match p.open_conflicts.len() {
                 0 => "no open conflict; review it, then mark it done with `aibox migrate resolve \
                       ID`"

@@ -159,6 +159,8 @@ fn apply_summarises_the_upgrade_and_check_and_doctor_report_the_pending_migratio
         text.contains(&format!("  migration document: {doc}")),
         "{text}"
     );
+    // Described once: not again as a pending migration in the same report.
+    assert!(!text.contains("pending migration"), "{text}");
     // JSON carries the same.
     let json = serde_json::to_value(&u.report).unwrap();
     assert_eq!(json["upgrade"]["conflicts"][1]["path"], u.skill.as_str());
