@@ -47,6 +47,20 @@ fn an_upgrade_with_conflicts_is_seen_and_finished() {
     ctx.write(&skill, "my notes\n");
     ctx.write("aibox.toml", &config(&ctx, &v2));
 
+    // A dry run says what the upgrade would do, conflicts included, and writes nothing.
+    let out = run(&ctx, &["apply", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("processkit would upgrade v0.28.3 → v0.29.0: "),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("  conflict: {skill} (yours kept")),
+        "{err}"
+    );
+    assert!(!ctx.dir().join("context/migrations").exists());
+
     let out = run(&ctx, &["apply"]);
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
