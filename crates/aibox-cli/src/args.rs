@@ -154,6 +154,10 @@ pub enum Command {
     /// processkit skills: review, enable, disable.
     #[command(subcommand)]
     Skill(SkillCommand),
+    /// processkit upgrades waiting for you: list them, show a conflicting file's three
+    /// versions, settle it and mark the migration done.
+    #[command(subcommand)]
+    Migrate(MigrateCommand),
     /// Tools from aibox's pinned, verified catalog installed into the image.
     #[command(subcommand)]
     Addon(AddonCommand),
@@ -407,6 +411,67 @@ pub enum SkillCommand {
         /// Skill name.
         name: String,
     },
+}
+
+/// `aibox migrate ...`.
+#[derive(Debug, Subcommand)]
+pub enum MigrateCommand {
+    /// The pending migrations (`context/migrations/pending/`, `in-progress/`) with their
+    /// open conflicts.
+    List,
+    /// A migration's open conflicts: where ours (the working file), theirs (the new
+    /// release's version, parked beside the document) and base (the previous release's,
+    /// from the download cache) are, and the diff from ours to theirs.
+    Show {
+        /// Migration id (`MIG-...`).
+        id: String,
+        /// Only this conflicting file.
+        path: Option<String>,
+        /// Print this version's bytes alone (to feed a merge tool); needs PATH.
+        #[arg(long, value_enum, value_name = "VERSION", requires = "path")]
+        print: Option<SideArg>,
+    },
+    /// Settle conflicts by taking one version (or keeping your hand-merged file) and,
+    /// once none is open, mark the migration applied (moved to `applied/`). Without PATH,
+    /// every open conflict of the migration. Refuses to overwrite a file you changed
+    /// since the upgrade unless `--force`.
+    Resolve {
+        /// Migration id (`MIG-...`).
+        id: String,
+        /// The conflicting files to settle (default: all open ones).
+        paths: Vec<String>,
+        /// Which version to keep: `ours` (your file as it is), `theirs` (the new
+        /// release's) or `base` (the previous release's).
+        #[arg(long, value_enum, value_name = "VERSION", conflicts_with = "edited")]
+        take: Option<SideArg>,
+        /// You merged the versions into the working file by hand: keep it as it is now.
+        #[arg(long)]
+        edited: bool,
+        /// Replace a working file that changed since the upgrade.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// One of the three versions of a conflicting file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SideArg {
+    /// Your working file.
+    Ours,
+    /// The new release's version.
+    Theirs,
+    /// The previous release's version.
+    Base,
+}
+
+impl From<SideArg> for aibox_engine::migrate::Side {
+    fn from(s: SideArg) -> Self {
+        match s {
+            SideArg::Ours => Self::Ours,
+            SideArg::Theirs => Self::Theirs,
+            SideArg::Base => Self::Base,
+        }
+    }
 }
 
 /// Whether a command line that failed to parse asked for `--output json` (so that even

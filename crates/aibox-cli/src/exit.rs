@@ -35,12 +35,15 @@ pub const EXIT_CODES: [(u8, &str); 5] = [
     (
         2,
         "user error: bad arguments, invalid configuration, refused operation (a missing \
-         consent, a file aibox will not overwrite)",
+         consent, a file aibox will not overwrite; for `migrate`: an unknown migration id, a \
+         path that is not an open conflict, open conflicts without `--take`/`--edited`, a file \
+         changed since the upgrade without `--force`, an altered parked copy)",
     ),
     (
         3,
         "environment error: failed download or digest check, disk or permission error, no \
-         container engine or an engine failure",
+         container engine or an engine failure, a conflict's base version not in the download \
+         cache (`migrate`)",
     ),
     (70, "internal error (a bug: please report it)"),
 ];

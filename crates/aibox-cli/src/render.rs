@@ -112,6 +112,13 @@ pub fn out(line: &str) {
     let _ = writeln!(o, "{line}");
 }
 
+/// Writes bytes to stdout as they are (a file's contents).
+pub fn raw(bytes: &[u8]) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(bytes);
+    let _ = o.flush();
+}
+
 /// Prints a progress or status line to stderr (suppressed by `--quiet`).
 pub fn note(quiet: bool, line: &str) {
     if !quiet {

@@ -445,6 +445,39 @@ fn skill_commands_human_and_json() {
 }
 
 #[test]
+fn migrate_commands_human_and_json() {
+    let ctx = project();
+    aibox_snapshot!(ctx.filters(), ctx.command(&["migrate", "list"]));
+    aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&["migrate", "list", "-o", "json"])
+    );
+    aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&["migrate", "show", "MIG-20260601T100000"])
+    );
+    let out = aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&[
+            "migrate",
+            "resolve",
+            "MIG-20260601T100000",
+            "--take",
+            "ours",
+            "-o",
+            "json"
+        ])
+    );
+    assert_eq!(json(&out)["code"], "aibox::migrate::unknown_id");
+    assert_eq!(out.status.code(), Some(2));
+    let out = aibox_snapshot!(
+        ctx.filters(),
+        ctx.command(&["migrate", "resolve", "MIG-1", "--take", "ours", "--edited"])
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn base_image_pin_refuses_a_reference_without_a_tag() {
     let ctx = project();
     aibox_snapshot!(

@@ -142,6 +142,9 @@ flag_set! {
         INIT = 2,
         /// `aibox config set` (and the other `aibox.toml` editors: `skill enable`, `addons`).
         CONFIG_SET = 4,
+        /// `aibox migrate resolve`: the version of a conflicting processkit file the user
+        /// took, and the migration documents it settles.
+        MIGRATE = 8,
     }
 }
 
@@ -299,8 +302,20 @@ pub const FILES: &[Entry] = &[
     row(".vscode/mcp.json", Mcp, Committed, APPLY, NO_ROLE),
     row("opencode.json", Mcp, Committed, APPLY, NO_ROLE),
     // processkit content.
-    row("context/", Processkit, Committed, APPLY, NO_ROLE),
-    row("AGENTS.md", Processkit, Committed, APPLY, NO_ROLE),
+    row(
+        "context/",
+        Processkit,
+        Committed,
+        APPLY.and(Writers::MIGRATE),
+        NO_ROLE,
+    ),
+    row(
+        "AGENTS.md",
+        Processkit,
+        Committed,
+        APPLY.and(Writers::MIGRATE),
+        NO_ROLE,
+    ),
 ];
 
 const fn count(scope_local: bool, writers: Writers, roles: Roles) -> usize {
@@ -523,6 +538,10 @@ mod tests {
         assert!(!may_write(Writers::INIT, ".mcp.json"));
         assert!(may_write(Writers::CONFIG_SET, ".aibox-local.toml"));
         assert!(!may_write(Writers::APPLY, COMPOSE_ENV));
+        assert!(may_write(Writers::MIGRATE, "context/skills/a/SKILL.md"));
+        assert!(may_write(Writers::MIGRATE, "AGENTS.md"));
+        assert!(!may_write(Writers::MIGRATE, ".mcp.json"));
+        assert!(!may_write(Writers::MIGRATE, "aibox.toml"));
         assert!(
             !covers("context/**/private/", "context/x/private/y"),
             "patterns are for git"

@@ -144,6 +144,12 @@ pub struct ApplyReport {
     /// Warnings for the user (see [`crate::PlanBuilder::warn`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The processkit upgrade of this run: counts, conflicts and the migration document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<crate::migrate::UpgradeSummary>,
+    /// Migrations waiting for the user after this run (`aibox migrate list`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending_migrations: Vec<crate::migrate::PendingMigration>,
 }
 
 impl ApplyReport {
@@ -334,6 +340,8 @@ fn apply_plan_locked(
             wrote_nothing: true,
             removed_temp_files,
             warnings: plan.warnings,
+            upgrade: plan.processkit_upgrade,
+            pending_migrations: crate::migrate::pending_brief(root),
         });
     }
 
@@ -345,6 +353,8 @@ fn apply_plan_locked(
         wrote_nothing,
         removed_temp_files,
         warnings: plan.warnings,
+        upgrade: plan.processkit_upgrade,
+        pending_migrations: crate::migrate::pending_brief(root),
     })
 }
 
@@ -884,12 +894,12 @@ fn read_pending(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
 
 /// The project lock: an OS file lock on `.aibox/apply.lock`, released on drop (and by
 /// the OS when the process dies, so a killed apply never leaves it stuck).
-struct ProjectLock {
+pub(crate) struct ProjectLock {
     _file: fs_err::File,
 }
 
 impl ProjectLock {
-    fn acquire(root: &ProjectRoot, timeout: Duration) -> Result<Self, EngineError> {
+    pub(crate) fn acquire(root: &ProjectRoot, timeout: Duration) -> Result<Self, EngineError> {
         let rel = Utf8Path::new(APPLY_LOCK);
         let file = Writer::new(root).open_lock_file(rel)?;
         let path = root.path().join(rel);

@@ -53,6 +53,11 @@ pub enum EngineError {
     #[diagnostic(transparent)]
     SkillGate(Box<aibox_skill_review::GateError>),
 
+    /// `aibox migrate` refused or could not find a migration, a conflict or a version.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Migrate(Box<crate::migrate::MigrateError>),
+
     /// A named skill could not be found.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -250,6 +255,7 @@ impl EngineError {
             Self::Review(e) => e.kind(),
             Self::SkillGate(e) => e.kind(),
             Self::Write(e) => e.kind(),
+            Self::Migrate(e) => e.kind(),
             Self::Skill(_)
             | Self::ForeignFile { .. }
             | Self::EditedFile { .. }

@@ -190,6 +190,7 @@ pub struct PlanBuilder {
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
     dir_moves: Vec<DirMove>,
+    processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
 }
 
 /// A folder an apply may move into place before writing (see [`PlanBuilder::move_first`]).
@@ -292,6 +293,11 @@ impl PlanBuilder {
         Ok(())
     }
 
+    /// Records the processkit upgrade the plan makes (see [`crate::migrate::UpgradeSummary`]).
+    pub fn set_processkit_upgrade(&mut self, summary: Option<crate::migrate::UpgradeSummary>) {
+        self.processkit_upgrade = summary;
+    }
+
     /// Records the MCP servers of the installed processkit release, for the MCP source.
     pub fn set_processkit_servers(&mut self, servers: Vec<aibox_mcp_registration::ServerSpec>) {
         self.processkit_servers = servers;
@@ -359,6 +365,7 @@ impl PlanBuilder {
             prune_dirs: self.prune_dirs.into_iter().collect(),
             processkit_stat_cache: self.processkit_stat_cache,
             dir_moves: self.dir_moves,
+            processkit_upgrade: self.processkit_upgrade,
         })
     }
 }
@@ -405,6 +412,8 @@ pub struct Plan {
     pub dir_moves: Vec<DirMove>,
     /// Processkit files to record in the stat cache after applying (when it is stale).
     pub processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
+    /// The processkit upgrade this plan makes, when it changes the version.
+    pub processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
 }
 
 impl Plan {

@@ -72,6 +72,7 @@ impl ApplyReport {
         for warning in &self.warnings {
             lines.push((Channel::Note, format!("warning: {warning}")));
         }
+        self.render_migrations(&mut lines);
         let changed = self.files.iter().filter(|f| f.action.changes()).count();
         let summary = match (self.read_only, changed) {
             (_, 0) => "everything is up to date".to_owned(),
@@ -85,6 +86,65 @@ impl ApplyReport {
         };
         lines.push((Channel::Note, summary));
         lines
+    }
+
+    /// The processkit upgrade (counts, each conflict, the migration document) and the
+    /// migrations still waiting for the user.
+    fn render_migrations(&self, lines: &mut Vec<(Channel, String)>) {
+        let mut note = |line: String| lines.push((Channel::Note, line));
+        if let Some(u) = &self.upgrade {
+            let would = if self.read_only {
+                "would upgrade"
+            } else {
+                "upgraded"
+            };
+            note(format!(
+                "processkit {would} {} → {}: {} changed, {} new, {} removed, {} local edit(s) \
+                 kept, {} conflict(s)",
+                u.from_version,
+                u.to_version,
+                u.changed,
+                u.new,
+                u.removed,
+                u.kept_local_edits,
+                u.conflicts.len()
+            ));
+            for c in &u.conflicts {
+                note(format!(
+                    "  conflict: {} (yours kept; the new version is in {})",
+                    c.path, c.upstream_copy
+                ));
+            }
+            if let Some(d) = &u.migration_document {
+                note(format!("  migration document: {d}"));
+            }
+        }
+        let written = self
+            .upgrade
+            .as_ref()
+            .and_then(|u| u.migration_document.as_deref());
+        // The migration this run wrote was just described; the others still wait.
+        for p in self
+            .pending_migrations
+            .iter()
+            .filter(|p| Some(p.document.as_str()) != written)
+        {
+            let what = match p.open_conflicts.len() {
+                0 => "no open conflict; review it, then mark it done with `aibox migrate resolve \
+                      ID`"
+                .replace("ID", &p.id),
+                n => format!(
+                    "{n} open conflict(s): {}; `aibox migrate show {id}` shows the versions, \
+                     `aibox migrate resolve {id} --take ours|theirs|base` settles them",
+                    p.open_conflicts.join(", "),
+                    id = p.id
+                ),
+            };
+            note(format!(
+                "pending migration {} ({}): {what}",
+                p.id, p.document
+            ));
+        }
     }
 
     /// The changed files counted per action, `created 3, updated 1:` (action order).

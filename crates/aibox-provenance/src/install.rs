@@ -86,6 +86,23 @@ pub struct FileDecision {
     pub action: Action,
     /// User-owned (agent-mutable settings, `AGENTS.md`).
     pub user_owned: bool,
+    /// The file's three versions by digest: as last installed (base), in the new
+    /// release (upstream) and on disk when planned (live); `None` where a side has none.
+    /// A migration document records them for each conflict, so `aibox migrate` can find
+    /// the versions and tell when a file changed since the upgrade.
+    #[serde(skip)]
+    pub digests: Digests,
+}
+
+/// A file's three versions by digest (see [`FileDecision::digests`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Digests {
+    /// As recorded in the marker of the previous install.
+    pub base: Option<Sha256>,
+    /// In the release being installed.
+    pub upstream: Option<Sha256>,
+    /// On disk when the plan was made.
+    pub live: Option<Sha256>,
 }
 
 /// Where the bytes of a file to write come from.
@@ -584,6 +601,11 @@ fn three_way(
                 class,
                 action,
                 user_owned,
+                digests: Digests {
+                    base: r,
+                    upstream: Some(c),
+                    live: live_now,
+                },
             });
         } else {
             if action == Action::Remove {
@@ -602,6 +624,11 @@ fn three_way(
                 class,
                 action,
                 user_owned,
+                digests: Digests {
+                    base: r,
+                    upstream: c,
+                    live: live_now,
+                },
             });
         }
     }
@@ -1014,7 +1041,17 @@ pub fn plan_scanned(
         stat_cache_stale: false,
         payload: release.payload.clone(),
     };
-    plan.migration = crate::migration::document(&plan, &release.source, opts.now, t.parked);
+    let from_release = old.and_then(|m| m.manifest.release_asset_sha256);
+    plan.migration = crate::migration::document(
+        &plan,
+        &crate::migration::Origin {
+            source: &release.source,
+            from_release,
+            shape: crate::migration::Shape::of(&release.payload),
+        },
+        opts.now,
+        t.parked,
+    );
     plan.intent = (!plan.is_noop()).then_some(intent);
     plan.stat_cache_stale = live.cache_misses > 0 || !plan.is_noop();
     Ok(plan)

@@ -331,7 +331,7 @@ fn upgrade_keeps_every_local_edit_and_writes_a_migration() {
         "{doc}"
     );
     assert!(doc.contains(&format!(
-        "{{path: \"{conflict}\", classification: conflict}}"
+        "{{path: \"{conflict}\", classification: conflict, base_sha256: "
     )));
     assert!(doc.contains("### skills/processkit/processkit-skill-15"));
     let parked = format!("context/migrations/pending/MIG-20260601T100000.upstream/{conflict}");

@@ -14,6 +14,7 @@ mod exec;
 mod init;
 mod lifecycle;
 mod mcp;
+mod migrate;
 mod own;
 mod skill;
 
@@ -50,6 +51,7 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Mcp(McpCommand::Add(args)) => mcp::add(g, args),
         Command::Mcp(McpCommand::Remove { name, local }) => mcp::remove(g, name, *local),
         Command::Skill(cmd) => skill::run(g, cmd),
+        Command::Migrate(cmd) => migrate::run(g, cmd),
         Command::Addon(cmd) => addon::run(g, cmd),
         Command::BaseImage(cmd) => base_image::run(g, cmd),
     }

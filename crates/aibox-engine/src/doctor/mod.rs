@@ -192,6 +192,11 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         "integrity",
         checks::integrity::findings(project_root.path()),
     );
+    // processkit migrations waiting for the user (`aibox migrate`)
+    run.check(
+        "migrations",
+        checks::migrations::findings(project_root.path()),
+    );
 
     // local state ignored and untracked, and personal files private
     checks::local_state::check(&mut run, project_root.path());

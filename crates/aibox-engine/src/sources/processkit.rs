@@ -172,6 +172,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         plan.add(planned(path, w))
     };
     warn_kept_agents_md(&install, &release.version, plan);
+    plan.set_processkit_upgrade(crate::migrate::UpgradeSummary::of(&install));
     // Release files are planned as copies from the unpacked release: no payload bytes
     // are held in memory.
     for w in std::mem::take(&mut install.writes) {

@@ -151,16 +151,7 @@ pub fn release_config(
     dir: &Utf8Path,
     release: &aibox_test_support::http::release::SyntheticRelease,
 ) -> String {
-    let data = release.tar_gz();
-    let archive = dir.join(release.archive_name());
-    fs_err::write(&archive, &data).unwrap();
-    format!(
-        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
-         [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n\
-         trusted_sources = [\"{dir}\"]\n",
-        release.version,
-        aibox_test_support::http::release::sha256_hex(&data)
-    )
+    release.local_project_config(dir).unwrap()
 }
 
 /// Serves `release` on `server` where a GitHub release asset would be, with its `.sha256`

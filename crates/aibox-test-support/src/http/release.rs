@@ -1038,6 +1038,48 @@ impl SyntheticRelease {
         }
         Ok(())
     }
+
+    /// Writes the archive into `dir` and returns an `aibox.toml` installing it (pinned by
+    /// digest, the `product` package), with `dir` listed as a trusted source.
+    ///
+    /// # Errors
+    /// The archive cannot be written.
+    pub fn local_project_config(&self, dir: &camino::Utf8Path) -> std::io::Result<String> {
+        let data = self.tar_gz();
+        let archive = dir.join(self.archive_name());
+        fs_err::write(&archive, &data)?;
+        Ok(format!(
+            "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
+             [processkit]\nsource = \"{archive}\"\nversion = \"{}\"\nsha256 = \"{}\"\n\
+             trusted_sources = [\"{dir}\"]\n",
+            self.version,
+            sha256_hex(&data)
+        ))
+    }
+
+    /// A `SKILL.md` of the `processkit` category that this release changes from
+    /// `previous` and that is installed under `root`, of a skill that ships no MCP server
+    /// (a skill edited by hand is reviewed as third-party; one without a server passes,
+    /// so an upgrade over the edit is not refused): the file for a conflict.
+    pub fn changed_plain_skill(&self, previous: &Self, root: &camino::Utf8Path) -> Option<String> {
+        self.files
+            .iter()
+            .find(|(path, (bytes, _))| {
+                let dir = path.trim_end_matches("SKILL.md");
+                path.starts_with("context/skills/processkit/")
+                    && path.ends_with("/SKILL.md")
+                    && root.join(path.as_str()).is_file()
+                    && previous
+                        .files
+                        .get(*path)
+                        .is_some_and(|(old, _)| old != bytes)
+                    && !self
+                        .files
+                        .keys()
+                        .any(|p| p.starts_with(dir) && p.contains("/mcp/"))
+            })
+            .map(|(path, _)| path.clone())
+    }
 }
 
 /// Lowercase hex SHA-256.

@@ -11,6 +11,7 @@ pub(super) mod integrity;
 pub(super) mod local_state;
 pub(super) mod mcp_deps;
 pub(super) mod mcp_servers;
+pub(super) mod migrations;
 pub(super) mod secrets;
 pub(super) mod skills;
 pub(super) mod sync;

@@ -1,0 +1,899 @@
+//! `aibox migrate`: the pending processkit migrations and their conflicts, worked through.
+//!
+//! An upgrade that meets a locally edited file keeps the working file, parks the new
+//! release's version beside the migration document (`MIG-<id>.upstream/<path>`) and lists
+//! the file as a `conflict` with three digests (base, upstream, local; see
+//! `aibox_provenance::migration`). A conflict is open while its parked copy exists. Here:
+//! [`list`] reads the documents in `pending/` and `in-progress/`, [`show`] finds the
+//! three versions of each open conflict (ours: the working file; theirs: the parked copy;
+//! base: the previous release in the download cache, checked against the recorded
+//! digest), and [`resolve`] takes one version per conflict, removes its parked copy and,
+//! once none is open, marks the document `applied` and moves it to `applied/` as
+//! processkit's migration-management does. Every check runs before the first write, under
+//! the project lock that `apply` takes, through the one writer as the `migrate` command
+//! of the file table.
+
+use std::time::Duration;
+
+use aibox_config::ErrorKind;
+use aibox_config::layout::Writers;
+use aibox_provenance::Sha256;
+use aibox_provenance::migration::{self, Conflict, Document};
+use camino::{Utf8Path, Utf8PathBuf};
+use miette::Diagnostic;
+use serde::Serialize;
+
+use crate::EngineError;
+use crate::writer::{ProjectRoot, Writer};
+
+/// Errors of `aibox migrate` (codes `aibox::migrate::*`).
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum MigrateError {
+    /// No pending migration has this id.
+    #[error("no pending migration `{id}`")]
+    #[diagnostic(
+        code(aibox::migrate::unknown_id),
+        help("pending migrations: {known}; `aibox migrate list` shows them")
+    )]
+    UnknownId {
+        /// The id asked for.
+        id: String,
+        /// The ids that exist, comma-separated (or "none").
+        known: String,
+    },
+
+    /// A path that is not an open conflict of the migration.
+    #[error("`{path}` is not an open conflict of {id}")]
+    #[diagnostic(
+        code(aibox::migrate::not_a_conflict),
+        help("open conflicts of {id}: {open}")
+    )]
+    NotAConflict {
+        /// Migration id.
+        id: String,
+        /// The path given.
+        path: String,
+        /// Its open conflicts, comma-separated (or "none").
+        open: String,
+    },
+
+    /// Marking a migration done while conflicts are open, without saying how.
+    #[error("{id} still has {count} open conflict(s): {paths}")]
+    #[diagnostic(
+        code(aibox::migrate::conflicts_open),
+        help(
+            "settle each with `--take ours` (keep your file), `--take theirs` (the new \
+             release's), `--take base` (the previous release's) or `--edited` (you merged it \
+             by hand); `aibox migrate show {id}` shows the versions"
+        )
+    )]
+    ConflictsOpen {
+        /// Migration id.
+        id: String,
+        /// How many.
+        count: usize,
+        /// Which, comma-separated.
+        paths: String,
+    },
+
+    /// The working file changed after the upgrade kept it: taking another version would
+    /// lose that change.
+    #[error(
+        "`{path}` changed since the upgrade kept it; taking {take} would overwrite that change"
+    )]
+    #[diagnostic(
+        code(aibox::migrate::changed_since),
+        help(
+            "look at it with `aibox migrate show {id} {path}`; if you merged by hand, use \
+             `--edited`; to replace it anyway, add `--force`"
+        )
+    )]
+    ChangedSince {
+        /// Migration id.
+        id: String,
+        /// Project path.
+        path: String,
+        /// The version asked for.
+        take: &'static str,
+    },
+
+    /// `--edited` for a file that is exactly what the upgrade kept.
+    #[error("`{path}` is unchanged since the upgrade kept it, so it was not edited")]
+    #[diagnostic(
+        code(aibox::migrate::not_edited),
+        help("merge the versions into the file first, or use `--take ours` to keep it as it is")
+    )]
+    NotEdited {
+        /// Project path.
+        path: String,
+    },
+
+    /// `--edited` or a file to compare that is missing.
+    #[error("`{path}` does not exist")]
+    #[diagnostic(
+        code(aibox::migrate::missing_file),
+        help(
+            "restore your merged file, or use `--take ours` to keep the deletion or `--take \
+             theirs` for the new release's version"
+        )
+    )]
+    MissingFile {
+        /// Project path.
+        path: String,
+    },
+
+    /// The parked copy no longer has the digest the document recorded.
+    #[error("the parked upstream copy `{copy}` changed after the upgrade")]
+    #[diagnostic(
+        code(aibox::migrate::upstream_changed),
+        help(
+            "aibox will not install an altered copy as the release's version; restore it, or \
+             settle the file with `--take ours` or `--edited`"
+        )
+    )]
+    UpstreamChanged {
+        /// Root-relative path of the parked copy.
+        copy: String,
+    },
+
+    /// The base version is not on this machine.
+    #[error("the base version of `{path}` is not available: {why}")]
+    #[diagnostic(
+        code(aibox::migrate::base_unavailable),
+        help(
+            "the previous release must be in the download cache (run `aibox apply` with the \
+             previous version pinned once to fetch it), or settle the file with another version"
+        )
+    )]
+    BaseUnavailable {
+        /// Project path.
+        path: String,
+        /// Why.
+        why: String,
+    },
+
+    /// A migration document that cannot be read.
+    #[error("cannot read the migration document `{path}`: {reason}")]
+    #[diagnostic(
+        code(aibox::migrate::unreadable),
+        help(
+            "fix or remove the document; aibox writes them with YAML front matter between `---` lines"
+        )
+    )]
+    Unreadable {
+        /// Root-relative path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// `--version`/`PATH` asked for a version that does not exist.
+    #[error("{what}")]
+    #[diagnostic(code(aibox::migrate::no_such_version))]
+    NoSuchVersion {
+        /// What is missing.
+        what: String,
+    },
+}
+
+impl MigrateError {
+    /// The kind: every refusal is the user's to settle, except a base version that only
+    /// a download brings back.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::BaseUnavailable { .. } => ErrorKind::Environment,
+            _ => ErrorKind::User,
+        }
+    }
+}
+
+impl From<MigrateError> for EngineError {
+    fn from(e: MigrateError) -> Self {
+        Self::Migrate(Box::new(e))
+    }
+}
+
+/// Where `migrate` looks for the previous release (the base versions).
+#[derive(Debug, Clone, Default)]
+pub struct MigrateOptions {
+    /// The download cache; `None` = the user's default cache.
+    pub cache_dir: Option<Utf8PathBuf>,
+}
+
+/// One conflicting file of a migration.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ConflictState {
+    /// Project path (the working file: "ours").
+    pub path: String,
+    /// Root-relative path of the parked upstream copy ("theirs").
+    pub upstream_copy: String,
+    /// Whether it still needs a decision (its parked copy exists).
+    pub open: bool,
+    /// Whether the working file differs from the version the upgrade kept.
+    pub changed_since: bool,
+    #[serde(skip)]
+    recorded: Conflict,
+}
+
+/// A pending (or started) migration.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Migration {
+    /// `MIG-…`.
+    pub id: String,
+    /// `pending` or `in-progress`.
+    pub state: String,
+    /// Root-relative path of the document.
+    pub document: String,
+    /// Version upgraded from.
+    pub from_version: Option<String>,
+    /// Version upgraded to.
+    pub to_version: Option<String>,
+    /// The document's one-line summary.
+    pub summary: Option<String>,
+    /// Its conflicting files.
+    pub conflicts: Vec<ConflictState>,
+    #[serde(skip)]
+    from_release: Option<Sha256>,
+}
+
+impl Migration {
+    /// The conflicts still open.
+    pub fn open(&self) -> impl Iterator<Item = &ConflictState> {
+        self.conflicts.iter().filter(|c| c.open)
+    }
+
+    fn parked_dir(&self) -> String {
+        format!("{}/{}.upstream", migration::PENDING_DIR, self.id)
+    }
+}
+
+/// The pending migrations, and documents that could not be read.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Listing {
+    /// Pending and in-progress migrations, by id.
+    pub migrations: Vec<Migration>,
+    /// Documents that did not parse: (path, reason).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<(String, String)>,
+}
+
+impl Listing {
+    fn find(&self, id: &str) -> Result<&Migration, MigrateError> {
+        let file = format!("/{id}.md");
+        if let Some((path, reason)) = self.unreadable.iter().find(|(p, _)| p.ends_with(&file)) {
+            return Err(MigrateError::Unreadable {
+                path: path.clone(),
+                reason: reason.clone(),
+            });
+        }
+        self.migrations.iter().find(|m| m.id == id).ok_or_else(|| {
+            let known: Vec<&str> = self.migrations.iter().map(|m| m.id.as_str()).collect();
+            MigrateError::UnknownId {
+                id: id.to_owned(),
+                known: joined(&known),
+            }
+        })
+    }
+}
+
+fn joined(items: &[&str]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn digest_of(root: &ProjectRoot, rel: &str) -> Result<Option<Sha256>, EngineError> {
+    Ok(root
+        .read(Utf8Path::new(rel))?
+        .map(|bytes| Sha256::of(&bytes)))
+}
+
+/// Reads the pending and in-progress migration documents of the project at `root`.
+///
+/// # Errors
+/// The project root cannot be opened or a file cannot be read.
+pub fn list(root: &Utf8Path) -> Result<Listing, EngineError> {
+    let root = ProjectRoot::open(root)?;
+    list_in(&root)
+}
+
+fn list_in(root: &ProjectRoot) -> Result<Listing, EngineError> {
+    let mut listing = Listing::default();
+    for dir in [migration::PENDING_DIR, migration::IN_PROGRESS_DIR] {
+        for name in document_names(root, dir)? {
+            let rel = format!("{dir}/{name}");
+            let Some(bytes) = root.read(Utf8Path::new(&rel))? else {
+                continue;
+            };
+            match Document::parse(&String::from_utf8_lossy(&bytes)) {
+                Ok(doc) => listing.migrations.push(migration_of(root, rel, doc)?),
+                Err(reason) => listing.unreadable.push((rel, reason)),
+            }
+        }
+    }
+    listing.migrations.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(listing)
+}
+
+/// The `MIG-*.md` files directly in `dir` (a missing folder has none; the parked copies
+/// below `MIG-*.upstream/` are not documents).
+fn document_names(root: &ProjectRoot, dir: &str) -> Result<Vec<String>, EngineError> {
+    let path = root.path().join(dir);
+    let entries = match fs_err::read_dir(&path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(EngineError::io("list", &path, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| EngineError::io("list", &path, e))?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if name.starts_with("MIG-")
+            && Utf8Path::new(&name).extension() == Some("md")
+            && entry.file_type().is_ok_and(|t| t.is_file())
+        {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+fn migration_of(root: &ProjectRoot, rel: String, doc: Document) -> Result<Migration, EngineError> {
+    let mut conflicts = Vec::with_capacity(doc.conflicts.len());
+    for c in doc.conflicts {
+        let copy = format!("{}/{}.upstream/{}", migration::PENDING_DIR, doc.id, c.path);
+        let open = root.is_file(Utf8Path::new(&copy))?;
+        let changed_since = c.local.is_some() && digest_of(root, &c.path)? != c.local;
+        conflicts.push(ConflictState {
+            path: c.path.clone(),
+            upstream_copy: copy,
+            open,
+            changed_since,
+            recorded: c,
+        });
+    }
+    Ok(Migration {
+        id: doc.id,
+        state: doc.state,
+        document: rel,
+        from_version: doc.from_version,
+        to_version: doc.to_version,
+        summary: doc.summary,
+        conflicts,
+        from_release: doc.from_release,
+    })
+}
+
+/// One of the three versions of a conflicting file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Side {
+    /// The working file.
+    Ours,
+    /// The new release's version (the parked copy).
+    Theirs,
+    /// The previous release's version.
+    Base,
+}
+
+/// Where one version of a conflicting file is, or why it is not available.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct VersionAt {
+    /// A root-relative path, or a description of where it is read from.
+    pub location: String,
+    /// Whether it can be read now (and has the recorded digest).
+    pub available: bool,
+    /// Why not, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The three versions of one open conflict, and the difference between ours and theirs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConflictVersions {
+    /// Project path.
+    pub path: String,
+    /// The working file.
+    pub ours: VersionAt,
+    /// The parked copy.
+    pub theirs: VersionAt,
+    /// The previous release's version.
+    pub base: VersionAt,
+    /// Unified diff from ours to theirs (when both are text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+}
+
+/// `aibox migrate show`: a migration and the versions of its open conflicts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Shown {
+    /// The migration.
+    pub migration: Migration,
+    /// Each open conflict (only `path` when one was asked for).
+    pub files: Vec<ConflictVersions>,
+}
+
+/// The bytes of one version, with the checks that make it that version.
+fn version_bytes(
+    root: &ProjectRoot,
+    m: &Migration,
+    c: &ConflictState,
+    side: Side,
+    options: &MigrateOptions,
+) -> Result<Vec<u8>, EngineError> {
+    match side {
+        Side::Ours => root.read(Utf8Path::new(&c.path))?.ok_or_else(|| {
+            MigrateError::MissingFile {
+                path: c.path.clone(),
+            }
+            .into()
+        }),
+        Side::Theirs => {
+            let bytes = root.read(Utf8Path::new(&c.upstream_copy))?.ok_or_else(|| {
+                MigrateError::NoSuchVersion {
+                    what: format!("the parked copy `{}` is gone", c.upstream_copy),
+                }
+            })?;
+            if c.recorded.upstream.is_some_and(|d| d != Sha256::of(&bytes)) {
+                return Err(MigrateError::UpstreamChanged {
+                    copy: c.upstream_copy.clone(),
+                }
+                .into());
+            }
+            Ok(bytes)
+        }
+        Side::Base => base_bytes(m, c, options).map_err(|why| {
+            MigrateError::BaseUnavailable {
+                path: c.path.clone(),
+                why,
+            }
+            .into()
+        }),
+    }
+}
+
+/// The base version from the previous release's store in the download cache, checked
+/// against the digest the document recorded.
+fn base_bytes(
+    m: &Migration,
+    c: &ConflictState,
+    options: &MigrateOptions,
+) -> Result<Vec<u8>, String> {
+    let (Some(release), Some(base)) = (m.from_release, c.recorded.base) else {
+        return Err("the migration document does not record it".to_owned());
+    };
+    let cache = match &options.cache_dir {
+        Some(dir) => aibox_provenance::Cache::new(dir.as_std_path()),
+        None => aibox_provenance::Cache::default_location()
+            .ok_or_else(|| "no download cache location on this machine".to_owned())?,
+    };
+    let payload = cache
+        .unpacked(&release)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "release {} ({release}) is not in the download cache",
+                m.from_version.as_deref().unwrap_or("?")
+            )
+        })?;
+    let bytes = payload
+        .read(&c.recorded.release_path)
+        .map_err(|e| e.to_string())?;
+    if Sha256::of(&bytes) == base {
+        Ok(bytes)
+    } else {
+        Err("the cached release holds another version of the file".to_owned())
+    }
+}
+
+fn conflict<'m>(m: &'m Migration, path: &str) -> Result<&'m ConflictState, MigrateError> {
+    m.open().find(|c| c.path == path).ok_or_else(|| {
+        let open: Vec<&str> = m.open().map(|c| c.path.as_str()).collect();
+        MigrateError::NotAConflict {
+            id: m.id.clone(),
+            path: path.to_owned(),
+            open: joined(&open),
+        }
+    })
+}
+
+/// `aibox migrate show ID [PATH]`: the migration `id` and the three versions of each
+/// open conflict (or of `path` alone), with the diff from ours to theirs.
+///
+/// # Errors
+/// An unknown id, a path that is not an open conflict, an unreadable file.
+pub fn show(
+    root: &Utf8Path,
+    id: &str,
+    path: Option<&str>,
+    options: &MigrateOptions,
+) -> Result<Shown, EngineError> {
+    let root = ProjectRoot::open(root)?;
+    let listing = list_in(&root)?;
+    let m = listing.find(id)?;
+    let chosen: Vec<&ConflictState> = match path {
+        Some(p) => vec![conflict(m, p)?],
+        None => m.open().collect(),
+    };
+    let mut files = Vec::with_capacity(chosen.len());
+    for c in chosen {
+        let at = |side: Side, location: String| {
+            let got = version_bytes(&root, m, c, side, options);
+            let note = got.as_ref().err().map(ToString::to_string);
+            (
+                got.ok(),
+                VersionAt {
+                    location,
+                    available: note.is_none(),
+                    note,
+                },
+            )
+        };
+        let (ours_bytes, ours) = at(Side::Ours, c.path.clone());
+        let (theirs_bytes, theirs) = at(Side::Theirs, c.upstream_copy.clone());
+        let (_, base) = at(
+            Side::Base,
+            format!(
+                "release {} in the download cache",
+                m.from_version.as_deref().unwrap_or("?")
+            ),
+        );
+        let diff = match (&ours_bytes, &theirs_bytes) {
+            (Some(o), Some(t)) => text_diff(&c.path, o, t),
+            _ => None,
+        };
+        files.push(ConflictVersions {
+            path: c.path.clone(),
+            ours,
+            theirs,
+            base,
+            diff,
+        });
+    }
+    Ok(Shown {
+        migration: m.clone(),
+        files,
+    })
+}
+
+/// The bytes of one version of an open conflict (`aibox migrate show ID PATH --version`).
+///
+/// # Errors
+/// An unknown id or path, or the version is not available.
+pub fn version(
+    root: &Utf8Path,
+    id: &str,
+    path: &str,
+    side: Side,
+    options: &MigrateOptions,
+) -> Result<Vec<u8>, EngineError> {
+    let root = ProjectRoot::open(root)?;
+    let listing = list_in(&root)?;
+    let m = listing.find(id)?;
+    version_bytes(&root, m, conflict(m, path)?, side, options)
+}
+
+fn text_diff(path: &str, ours: &[u8], theirs: &[u8]) -> Option<String> {
+    let (Ok(a), Ok(b)) = (std::str::from_utf8(ours), std::str::from_utf8(theirs)) else {
+        return None;
+    };
+    Some(
+        similar::TextDiff::from_lines(a, b)
+            .unified_diff()
+            .header(&format!("ours/{path}"), &format!("theirs/{path}"))
+            .to_string(),
+    )
+}
+
+/// How to settle a conflict (serialised as `ours`, `theirs`, `base` or `edited`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Install one of the three versions.
+    Take(Side),
+    /// The user merged the versions into the working file by hand.
+    Edited,
+}
+
+impl Serialize for Resolution {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl Resolution {
+    /// `ours`, `theirs`, `base` or `edited`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Take(Side::Ours) => "ours",
+            Self::Take(Side::Theirs) => "theirs",
+            Self::Take(Side::Base) => "base",
+            Self::Edited => "edited",
+        }
+    }
+}
+
+/// What `aibox migrate resolve` is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct ResolveRequest {
+    /// The migration.
+    pub id: String,
+    /// Conflicts to settle; empty = every open one.
+    pub paths: Vec<String>,
+    /// How; `None` only marks a migration without open conflicts done.
+    pub resolution: Option<Resolution>,
+    /// Replace a working file that changed since the upgrade.
+    pub force: bool,
+}
+
+/// One settled conflict.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Settled {
+    /// Project path.
+    pub path: String,
+    /// The version kept.
+    pub resolution: Resolution,
+}
+
+/// What `aibox migrate resolve` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolveReport {
+    /// The migration.
+    pub id: String,
+    /// Each settled conflict with how.
+    pub resolved: Vec<Settled>,
+    /// Conflicts still open.
+    pub remaining: Vec<String>,
+    /// Where the document went once the migration was done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied: Option<String>,
+}
+
+/// `aibox migrate resolve`: settles conflicts of migration `request.id` and, once none
+/// is open, marks it applied (`applied/<id>.md`, `state: applied`, `applied_at`). Every
+/// check runs before anything is written.
+///
+/// # Errors
+/// An unknown id or path ([`MigrateError`]), open conflicts without a resolution, a
+/// working file changed since the upgrade (without `force`), an altered parked copy, a
+/// base version not in the cache, the project lock busy, a refused write.
+pub fn resolve(
+    root: &Utf8Path,
+    request: &ResolveRequest,
+    options: &MigrateOptions,
+) -> Result<ResolveReport, EngineError> {
+    let root = ProjectRoot::open(root)?;
+    let _lock = crate::apply::ProjectLock::acquire(&root, Duration::from_secs(30))?;
+    let listing = list_in(&root)?;
+    let m = listing.find(&request.id)?;
+    let targets: Vec<&ConflictState> = if request.paths.is_empty() {
+        m.open().collect()
+    } else {
+        request
+            .paths
+            .iter()
+            .map(|p| conflict(m, p))
+            .collect::<Result<_, _>>()?
+    };
+    let Some(resolution) = request
+        .resolution
+        .or(targets.is_empty().then_some(Resolution::Edited))
+    else {
+        let paths: Vec<&str> = targets.iter().map(|c| c.path.as_str()).collect();
+        return Err(MigrateError::ConflictsOpen {
+            id: m.id.clone(),
+            count: paths.len(),
+            paths: paths.join(", "),
+        }
+        .into());
+    };
+    // Decide every file before writing any.
+    let mut decided: Vec<(&ConflictState, Option<Vec<u8>>)> = Vec::with_capacity(targets.len());
+    for c in &targets {
+        let live = digest_of(&root, &c.path)?;
+        let bytes = match resolution {
+            Resolution::Take(Side::Ours) => None,
+            Resolution::Edited => {
+                if live.is_none() {
+                    return Err(MigrateError::MissingFile {
+                        path: c.path.clone(),
+                    }
+                    .into());
+                }
+                if c.recorded.local.is_some() && live == c.recorded.local {
+                    return Err(MigrateError::NotEdited {
+                        path: c.path.clone(),
+                    }
+                    .into());
+                }
+                None
+            }
+            Resolution::Take(side) => {
+                let bytes = version_bytes(&root, m, c, side, options)?;
+                // A file that already holds the version asked for (a resolve that was
+                // interrupted after writing it) is not a change to protect.
+                let done = live == Some(Sha256::of(&bytes));
+                if c.changed_since && !done && !request.force {
+                    return Err(MigrateError::ChangedSince {
+                        id: m.id.clone(),
+                        path: c.path.clone(),
+                        take: resolution.name(),
+                    }
+                    .into());
+                }
+                Some(bytes)
+            }
+        };
+        decided.push((c, bytes));
+    }
+    let mut writer = Writer::for_command(&root, Writers::MIGRATE);
+    for (c, bytes) in &decided {
+        if let Some(bytes) = bytes {
+            writer.write(Utf8Path::new(&c.path), bytes, None)?;
+        }
+        writer.remove(Utf8Path::new(&c.upstream_copy))?;
+    }
+    let remaining: Vec<String> = m
+        .open()
+        .filter(|c| !targets.iter().any(|t| t.path == c.path))
+        .map(|c| c.path.clone())
+        .collect();
+    let applied = if remaining.is_empty() {
+        Some(mark_applied(&root, &mut writer, m)?)
+    } else {
+        None
+    };
+    writer.prune_empty_dirs(Utf8Path::new(&m.parked_dir()))?;
+    writer.commit()?;
+    let resolved = if request.resolution.is_some() {
+        targets
+            .iter()
+            .map(|c| Settled {
+                path: c.path.clone(),
+                resolution,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(ResolveReport {
+        id: m.id.clone(),
+        resolved,
+        remaining,
+        applied,
+    })
+}
+
+/// Writes the document to `applied/` with `state: applied`, then removes it from where it
+/// was (write, then unlink, as processkit moves its entities).
+fn mark_applied(
+    root: &ProjectRoot,
+    writer: &mut Writer<'_>,
+    m: &Migration,
+) -> Result<String, EngineError> {
+    let unreadable = |reason: &str| MigrateError::Unreadable {
+        path: m.document.clone(),
+        reason: reason.to_owned(),
+    };
+    let text = root
+        .read(Utf8Path::new(&m.document))?
+        .ok_or_else(|| unreadable("it disappeared"))?;
+    let now = aibox_provenance::time::now_rfc3339();
+    let done = migration::mark_applied(&String::from_utf8_lossy(&text), &now)
+        .ok_or_else(|| unreadable("its front matter has no `  state:` line under `spec:`"))?;
+    let to = format!("{}/{}.md", migration::APPLIED_DIR, m.id);
+    writer.write(Utf8Path::new(&to), done.as_bytes(), Some(0o644))?;
+    writer.remove(Utf8Path::new(&m.document))?;
+    Ok(to)
+}
+
+/// What a processkit upgrade did (or, for `--dry-run`/`--check`, would do), for the end
+/// of `aibox apply`'s report.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct UpgradeSummary {
+    /// Version installed before.
+    pub from_version: String,
+    /// Version installed now.
+    pub to_version: String,
+    /// Files changed upstream and updated.
+    pub changed: usize,
+    /// Files new upstream and added.
+    pub new: usize,
+    /// Files gone upstream (or deselected) and removed.
+    pub removed: usize,
+    /// Local edits kept where upstream did not change the file (or dropped it).
+    pub kept_local_edits: usize,
+    /// Files changed on both sides: the working file kept, the new version parked.
+    pub conflicts: Vec<UpgradeConflict>,
+    /// The migration document (root-relative), when one is written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration_document: Option<String>,
+}
+
+/// A conflict of an upgrade: the kept working file and where the new version is.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct UpgradeConflict {
+    /// Project path (kept as it is).
+    pub path: String,
+    /// Root-relative path of the new release's version, parked for merging.
+    pub upstream_copy: String,
+}
+
+impl UpgradeSummary {
+    /// The summary of `install`, when it changes the installed version.
+    pub fn of(install: &aibox_provenance::InstallPlan) -> Option<Self> {
+        use aibox_provenance::install::{Action, Class};
+        let from = install.from_version.as_deref()?;
+        if from == install.to_version {
+            return None;
+        }
+        let document = install
+            .migration
+            .iter()
+            .flatten()
+            .map(|w| w.path.as_str())
+            // The document sits in the pending folder; parked copies are below it.
+            .find(|p| {
+                p.rsplit_once('/')
+                    .is_some_and(|(dir, _)| dir == migration::PENDING_DIR)
+            });
+        let mut s = Self {
+            from_version: from.to_owned(),
+            to_version: install.to_version.clone(),
+            migration_document: document.map(ToOwned::to_owned),
+            ..Self::default()
+        };
+        let parked = document.and_then(|d| d.strip_suffix(".md"));
+        for d in &install.decisions {
+            match (d.class, d.action) {
+                (Class::ChangedUpstreamOnly, Action::Write) => s.changed += 1,
+                (Class::NewUpstream, Action::Write) => s.new += 1,
+                (Class::RemovedUpstream, Action::Remove) => s.removed += 1,
+                (
+                    Class::ChangedLocallyOnly | Class::RemovedUpstream,
+                    Action::Keep | Action::None,
+                ) if d.digests.live.is_some() && d.digests.live != d.digests.base => {
+                    s.kept_local_edits += 1;
+                }
+                (Class::Conflict, _) => s.conflicts.push(UpgradeConflict {
+                    path: d.path.clone(),
+                    upstream_copy: parked
+                        .map(|p| format!("{p}.upstream/{}", d.path))
+                        .unwrap_or_default(),
+                }),
+                _ => {}
+            }
+        }
+        Some(s)
+    }
+}
+
+/// A pending migration as `aibox apply` and `doctor` mention it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PendingMigration {
+    /// `MIG-…`.
+    pub id: String,
+    /// Root-relative path of the document.
+    pub document: String,
+    /// Its open conflicts.
+    pub open_conflicts: Vec<String>,
+}
+
+/// The pending migrations of the project at `root`, briefly. Never fails: it is read
+/// after an apply has written its files, and a folder or document that cannot be read is
+/// reported by `doctor` and `aibox migrate list` instead.
+pub(crate) fn pending_brief(root: &ProjectRoot) -> Vec<PendingMigration> {
+    list_in(root)
+        .unwrap_or_default()
+        .migrations
+        .into_iter()
+        .map(|m| PendingMigration {
+            open_conflicts: m.open().map(|c| c.path.clone()).collect(),
+            id: m.id,
+            document: m.document,
+        })
+        .collect()
+}
