@@ -1198,3 +1198,95 @@ fn self_check_reports_a_newer_release_and_the_support_policy() {
     let out = self_check("http://example.invalid", false);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
 }
+
+/// Selecting pk-doctor (in no tier of the real release) installs what it `uses:`,
+/// transitively, and `skill list` says which skills came in as dependencies and by whom,
+/// in text and JSON.
+#[test]
+fn skill_list_shows_dependencies_pulled_in_by_a_selected_skill() {
+    let (_t, dir) = tempdir();
+    let release = dir.join("release");
+    copy_tree(
+        &aibox_test_support::processkit_uses("v1.0.0-alpha.1"),
+        &release,
+    );
+    let project = dir.join("p");
+    fs_err::create_dir_all(&project).unwrap();
+    let sha = aibox_test_support::tree_sha256(&release);
+    fs_err::write(
+        project.join("aibox.toml"),
+        format!(
+            "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"minimal\"]\n\n\
+             [processkit]\nsource = \"{release}\"\nversion = \"v1.0.0-alpha.1\"\nsha256 = \"{sha}\"\n\n\
+             [skills]\ninclude = [\"pk-doctor\"]\n\n[ai]\nharnesses = [\"claude\"]\n"
+        ),
+    )
+    .unwrap();
+    let out = aibox(&project, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        project
+            .join("context/skills/processkit/migration-management/SKILL.md")
+            .is_file()
+    );
+
+    let out = aibox(&project, &["skill", "list", "-o", "json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let of = |name: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {list}"))["dependency_of"]
+            .clone()
+    };
+    assert_eq!(of("migration-management"), serde_json::json!(["pk-doctor"]));
+    assert_eq!(
+        of("decision-record"),
+        serde_json::json!(["migration-management"])
+    );
+    assert_eq!(of("pk-doctor"), serde_json::json!([]));
+    assert_eq!(
+        of("event-log"),
+        serde_json::json!([]),
+        "selected by the tier"
+    );
+
+    let out = aibox(&project, &["skill", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name}: {stdout}"))
+            .to_owned()
+    };
+    assert!(
+        line("migration-management").contains("dependency of pk-doctor"),
+        "{stdout}"
+    );
+    assert!(!line("pk-doctor").contains("dependency of"), "{stdout}");
+
+    // Excluding a dependency keeps it, with a warning that names who uses it.
+    let toml = fs_err::read_to_string(project.join("aibox.toml")).unwrap();
+    fs_err::write(
+        project.join("aibox.toml"),
+        toml.replace(
+            "include = [\"pk-doctor\"]",
+            "include = [\"pk-doctor\"]\nexclude = [\"migration-management\"]",
+        ),
+    )
+    .unwrap();
+    let out = aibox(&project, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("`migration-management`, which pk-doctor uses; it stays installed"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        project
+            .join("context/skills/processkit/migration-management/SKILL.md")
+            .is_file()
+    );
+}

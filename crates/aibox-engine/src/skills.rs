@@ -426,6 +426,9 @@ pub struct SkillInfo {
     pub included: bool,
     /// Named in `[skills] exclude` (still installed until the next `apply`, or core).
     pub excluded: bool,
+    /// Installed only because these selected skills `use` it (from the install marker;
+    /// empty when the tiers, `[skills] include` or `core` selected it).
+    pub dependency_of: Vec<String>,
     /// Where it came from: the verified release of a trusted source, unchanged
     /// (first-party), or not (third-party).
     pub origin: Trust,
@@ -566,6 +569,12 @@ impl<'a> Lister<'a> {
             mcp_server,
             included: config.skills.include.contains(&s.name),
             excluded: config.skills.exclude.contains(&s.name),
+            dependency_of: self
+                .basis
+                .marker
+                .as_ref()
+                .and_then(|m| m.install.dependencies.get(&s.name).cloned())
+                .unwrap_or_default(),
             origin,
             origin_reason,
             gate: SkillGate::of(config, &s.name, &sha256, &failed_points, origin, mcp_server),

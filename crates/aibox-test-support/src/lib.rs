@@ -162,6 +162,15 @@ pub fn mcp_pack() -> camino::Utf8PathBuf {
     camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-pack")
 }
 
+/// Real front matter and tiers of a published processkit release
+/// (`fixtures/processkit-uses/<version>`, `v0.28.3` or `v1.0.0-alpha.1`; see its README):
+/// a release folder whose skills declare `uses:` as processkit ships it.
+pub fn processkit_uses(version: &str) -> camino::Utf8PathBuf {
+    camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/processkit-uses")
+        .join(version)
+}
+
 /// A folder's digest as aibox pins a directory source: the SHA-256 of its `sha256sum`
 /// listing, sorted by path.
 pub fn tree_sha256(dir: &camino::Utf8Path) -> String {
