@@ -154,6 +154,9 @@ pub enum Command {
     /// processkit skills: review, enable, disable.
     #[command(subcommand)]
     Skill(SkillCommand),
+    /// processkit releases.
+    #[command(subcommand)]
+    Processkit(ProcesskitCommand),
     /// Tools from aibox's pinned, verified catalog installed into the image.
     #[command(subcommand)]
     Addon(AddonCommand),
@@ -188,7 +191,8 @@ pub struct InitArgs {
     /// processkit source (URL, `.tar.gz` or directory).
     #[arg(long, value_name = "S")]
     pub processkit_source: Option<String>,
-    /// processkit version (exact tag).
+    /// processkit version: an exact tag, or `latest` for the newest published release
+    /// (asked from the source's releases API now and written as its exact tag).
     #[arg(long, value_name = "V")]
     pub processkit_version: Option<String>,
     /// Base image of the dev container (concrete tag or digest).
@@ -384,6 +388,19 @@ pub enum BaseImageCommand {
         /// Print what would change; write nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+}
+
+/// `aibox processkit ...`.
+#[derive(Debug, Subcommand)]
+pub enum ProcesskitCommand {
+    /// The releases the processkit source has published, newest first (the forge's
+    /// releases API; `GITHUB_TOKEN` or `GH_TOKEN` raise the rate limit).
+    Versions {
+        /// Repository URL to ask instead of `[processkit] source` (default: the official
+        /// repository).
+        #[arg(long, value_name = "URL")]
+        source: Option<String>,
     },
 }
 

@@ -1290,3 +1290,134 @@ fn skill_list_shows_dependencies_pulled_in_by_a_selected_skill() {
             .is_file()
     );
 }
+
+/// `aibox` with the releases API moved to `api` (a loopback server standing in for
+/// api.github.com) and no token from the caller's environment unless `token` is given.
+fn aibox_api(dir: &Utf8Path, api: &str, token: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aibox"));
+    cmd.current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("AIBOX_PROJECT")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GH_TOKEN")
+        .env("AIBOX_PROCESSKIT_API_URL", api)
+        .args(args);
+    if let Some(t) = token {
+        cmd.env("GITHUB_TOKEN", t);
+    }
+    cmd.output().expect("run aibox")
+}
+
+/// A loopback server answering like GitHub's releases API for the official repository,
+/// over two pages, with a draft and a pre-release.
+fn releases_api() -> aibox_test_support::http::Server {
+    use aibox_test_support::http::{Route, Server};
+    let server = Server::start().unwrap();
+    let rel = |tag: &str, draft: bool, pre: bool| {
+        serde_json::json!({"tag_name": tag, "name": tag, "draft": draft, "prerelease": pre,
+                           "published_at": "2026-07-23T19:21:58Z"})
+    };
+    let first = "/gh/repos/projectious-work/processkit/releases?per_page=100&page=1";
+    let second = "/gh/repositories/7/releases?per_page=100&page=2";
+    let mut page1 = Route::ok(
+        serde_json::to_vec(&[
+            rel("v1.0.0-alpha.1", false, true),
+            rel("v1.0.0", true, false),
+        ])
+        .unwrap(),
+    );
+    page1.headers.push((
+        "Link".into(),
+        format!("<{}>; rel=\"next\"", server.url(second)),
+    ));
+    server.route(first, page1);
+    server.route(
+        second,
+        Route::ok(
+            serde_json::to_vec(&[rel("v0.28.3", false, false), rel("v0.28.2", false, false)])
+                .unwrap(),
+        ),
+    );
+    server
+}
+
+/// `aibox processkit versions` lists the official repository's releases (the default
+/// source) newest first, drafts left out, and marks the pre-release and the latest.
+#[test]
+fn processkit_versions_lists_published_releases() {
+    let server = releases_api();
+    let (_t, dir) = tempdir();
+    let api = server.url("/gh");
+    let out = aibox_api(&dir, &api, None, &["processkit", "versions"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("releases of https://github.com/projectious-work/processkit"),
+        "{stdout}"
+    );
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with('v')).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(rows[0].starts_with("v1.0.0-alpha.1") && rows[0].contains("pre-release"));
+    assert!(rows[1].starts_with("v0.28.3") && rows[1].contains("latest"));
+    assert!(
+        !stdout.contains("v1.0.0 "),
+        "the draft is left out: {stdout}"
+    );
+
+    let out = aibox_api(&dir, &api, None, &["processkit", "versions", "-o", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["latest"], "v0.28.3");
+    assert_eq!(json["drafts_left_out"], 1);
+    assert_eq!(json["releases"][0]["prerelease"], true);
+
+    // `init --processkit-version latest` pins the newest release as its exact tag.
+    let project = dir.join("p");
+    fs_err::create_dir_all(&project).unwrap();
+    let out = aibox_api(
+        &project,
+        &api,
+        None,
+        &["init", "p", "--yes", "--processkit-version", "latest"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let toml = fs_err::read_to_string(project.join("aibox.toml")).unwrap();
+    assert!(toml.contains("version = \"v0.28.3\""), "{toml}");
+    assert!(toml.contains("mode = \"processkit\""), "{toml}");
+    assert!(
+        toml.contains("# source = \"https://github.com/projectious-work/processkit\""),
+        "{toml}"
+    );
+    assert!(!toml.contains("\"latest\""), "{toml}");
+    assert!(text(&out).contains("v0.28.3"), "{}", text(&out));
+}
+
+/// A rate-limited API is a clear error (exit 3, when to retry, how to raise the limit),
+/// and the token never appears in what aibox prints.
+#[test]
+fn processkit_versions_reports_a_rate_limit_without_the_token() {
+    use aibox_test_support::http::{Route, Server};
+    let server = Server::start().unwrap();
+    let mut limited = Route::status(403);
+    limited.headers = vec![
+        ("x-ratelimit-remaining".into(), "0".into()),
+        ("x-ratelimit-reset".into(), "1790000000".into()),
+    ];
+    server.route(
+        "/gh/repos/projectious-work/processkit/releases?per_page=100&page=1",
+        limited,
+    );
+    let (_t, dir) = tempdir();
+    let token = "ghp_FAKEfakeFAKEfakeFAKEfakeFAKEfake0000";
+    for args in [
+        &["processkit", "versions"][..],
+        &["init", "p", "--yes", "--processkit-version", "latest"],
+    ] {
+        let out = aibox_api(&dir, &server.url("/gh"), Some(token), args);
+        let shown = text(&out);
+        assert_eq!(out.status.code(), Some(3), "{shown}");
+        assert!(shown.contains("rate limit"), "{shown}");
+        assert!(shown.contains("2026-09-21T14:13:20Z"), "{shown}");
+        assert!(!shown.contains("ghp_FAKE"), "{shown}");
+    }
+    assert!(!dir.join("aibox.toml").exists(), "init wrote nothing");
+}

@@ -43,6 +43,7 @@ pub mod mcp_npm;
 pub mod mcp_resolver;
 pub mod skills;
 pub mod updates;
+pub mod versions;
 
 /// The tool catalog (`aibox addon list`), re-exported for the CLI.
 pub use aibox_devcontainer::catalog;

@@ -293,7 +293,12 @@ fn resolve_processkit(
     options: &PlanOptions,
 ) -> Result<ProcesskitState, EngineError> {
     let config = &project.config;
-    if config.context.mode != ContextMode::Processkit || config.processkit.source.is_none() {
+    // Neither a source nor a version: nothing is pinned, so nothing is installed (a
+    // version alone means the official repository).
+    let pk = &config.processkit;
+    if config.context.mode != ContextMode::Processkit
+        || (pk.source.is_none() && pk.version.is_none())
+    {
         return Ok(ProcesskitState::NotConfigured);
     }
     let previous = previous_lock.and_then(|l| l.processkit.as_ref());
@@ -518,7 +523,7 @@ fn not_cached(
     if !matches!(kind, SourceKind::Http { .. }) {
         return Ok(None);
     }
-    let source = section.source.clone().unwrap_or_default();
+    let source = section.effective_source().to_owned();
     let version = section.version.clone();
     // The digest the fetch would look up in the cache: the pin, else the lock's.
     let pin = section

@@ -119,9 +119,9 @@ impl TrustBasis {
         let trusted_by = config.and_then(|c| {
             let installed = marker.as_ref()?;
             (installed.manifest.verification != Verification::Unverified
-                && c.processkit.source.as_deref() == Some(&installed.install.processkit_source))
-            .then(|| aibox_provenance::trust::trusted_by(&c.processkit, root.as_std_path()))
-            .flatten()
+                && c.processkit.effective_source() == installed.install.processkit_source)
+                .then(|| aibox_provenance::trust::trusted_by(&c.processkit, root.as_std_path()))
+                .flatten()
         });
         Self {
             trusted_by,

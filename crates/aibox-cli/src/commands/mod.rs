@@ -15,6 +15,7 @@ mod init;
 mod lifecycle;
 mod mcp;
 mod own;
+mod processkit;
 mod skill;
 
 use std::io::IsTerminal;
@@ -50,6 +51,9 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Mcp(McpCommand::Add(args)) => mcp::add(g, args),
         Command::Mcp(McpCommand::Remove { name, local }) => mcp::remove(g, name, *local),
         Command::Skill(cmd) => skill::run(g, cmd),
+        Command::Processkit(crate::args::ProcesskitCommand::Versions { source }) => {
+            processkit::versions(g, source.as_deref())
+        }
         Command::Addon(cmd) => addon::run(g, cmd),
         Command::BaseImage(cmd) => base_image::run(g, cmd),
     }
