@@ -680,7 +680,7 @@ fn config_get_prints_effective_raw_values_and_suggests_keys() {
 
 /// `init`: a folder name that is not a project name suggests `aibox init NAME`; without a
 /// terminal the chosen defaults are printed; a nested project is warned about; a floating
-/// `--processkit-version latest` is refused before anything is written.
+/// `--processkit-version` (a branch) is refused before anything is written.
 #[test]
 fn init_says_what_it_chose_and_refuses_what_apply_would() {
     let (_t, base) = tempdir();
@@ -734,11 +734,13 @@ fn init_says_what_it_chose_and_refuses_what_apply_would() {
             "--processkit-source",
             "https://example.invalid/pk",
             "--processkit-version",
-            "latest",
+            "main",
         ],
     );
+    // A branch floats: refused (`latest` is resolved to a tag, see
+    // `processkit_versions_lists_published_releases`).
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("latest"), "{}", text(&out));
+    assert!(text(&out).contains("main"), "{}", text(&out));
     assert!(!pinned.join("aibox.toml").exists());
     assert!(!pinned.join(".gitignore").exists());
 }
