@@ -246,11 +246,16 @@ pub struct ExecArgs {
 }
 
 /// `aibox doctor`.
+#[allow(clippy::struct_excessive_bools)] // independent command-line switches
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Only the processkit per-file integrity check.
     #[arg(long)]
     pub integrity: bool,
+    /// Also run the installed processkit release's own checker, pk-doctor (in the running
+    /// container, else on the host with uv), and merge its findings (`pk-doctor::*`).
+    #[arg(long, conflicts_with = "integrity")]
+    pub processkit: bool,
     /// Write a redacted diagnostic bundle to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<Utf8PathBuf>,

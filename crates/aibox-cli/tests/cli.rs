@@ -1269,6 +1269,8 @@ fn skill_list_shows_dependencies_pulled_in_by_a_selected_skill() {
     );
     assert!(!line("pk-doctor").contains("dependency of"), "{stdout}");
 
+    pk_doctor_is_not_run_unlocked(&project);
+
     // Excluding a dependency keeps it, with a warning that names who uses it.
     let toml = fs_err::read_to_string(project.join("aibox.toml")).unwrap();
     fs_err::write(
@@ -1422,4 +1424,41 @@ fn processkit_versions_reports_a_rate_limit_without_the_token() {
         assert!(!shown.contains("ghp_FAKE"), "{shown}");
     }
     assert!(!dir.join("aibox.toml").exists(), "init wrote nothing");
+}
+
+/// `doctor --processkit` on a project applied without a resolver (the suite's
+/// `AIBOX_UV=none`): pk-doctor's dependencies are not locked, so it is not run, which doctor
+/// says; without the flag nothing of it shows.
+fn pk_doctor_is_not_run_unlocked(project: &Utf8Path) {
+    let out = aibox(project, &["doctor", "--processkit", "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "aibox::doctor::pk_doctor_unlocked"),
+        "{report}"
+    );
+    assert!(
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "pk-doctor")
+    );
+    // Without the flag it does not run, and its script is never called an MCP server.
+    let out = aibox(project, &["doctor", "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for f in report["findings"].as_array().unwrap() {
+        let code = f["code"].as_str().unwrap_or_default();
+        assert!(!code.contains("pk_doctor"), "{f}");
+        assert!(
+            !f["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("pk-doctor-script"),
+            "{f}"
+        );
+    }
 }

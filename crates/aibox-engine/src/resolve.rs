@@ -339,11 +339,20 @@ fn resolve_processkit(
         &catalog,
         scan.interrupted.as_ref(),
     )?;
+    // pk-doctor's script, when its skill is selected: locked like a server, so `doctor
+    // --processkit` runs it on pinned dependencies.
+    let pk_doctor = catalog
+        .skills
+        .get("pk-doctor")
+        .filter(|_| selected_skills(config, &catalog).is_ok_and(|s| s.contains("pk-doctor")))
+        .map(|s| format!("{}/scripts/doctor.py", s.dir))
+        .filter(|p| release.payload.files.contains_key(p));
     let mcp_envs = lock_server_envs(
         root,
         &release,
         &scan,
         &reviewed.hand_added,
+        pk_doctor.as_deref(),
         previous_lock,
         options,
     );
@@ -404,6 +413,7 @@ fn lock_server_envs(
     release: &VerifiedRelease,
     scan: &aibox_provenance::LiveScan,
     hand_added: &[(HandAdded, Vec<aibox_provenance::ProcesskitServer>)],
+    pk_doctor: Option<&str>,
     previous_lock: Option<&Lock>,
     options: &PlanOptions,
 ) -> crate::mcp_envs::McpEnvs {
@@ -425,6 +435,14 @@ fn lock_server_envs(
             aibox_provenance::pydeps::script_deps(&String::from_utf8_lossy(&bytes))
         });
         deps.push((server.name.clone(), declared));
+    }
+    if let Some(script) = pk_doctor {
+        let declared = release
+            .payload
+            .read(script)
+            .map_err(|e| e.to_string())
+            .and_then(|b| aibox_provenance::pydeps::script_deps(&String::from_utf8_lossy(&b)));
+        deps.push((crate::pk_doctor::ENV_NAME.to_owned(), declared));
     }
     let cutoff = release_date(release);
     let cache = mcp_cache(options);
@@ -580,6 +598,21 @@ pub struct EditedSkill {
     pub changes: String,
 }
 
+/// The skills the configuration selects from `catalog` (dependencies included).
+fn selected_skills(
+    config: &aibox_config::AiboxToml,
+    catalog: &aibox_provenance::catalog::Catalog,
+) -> Result<BTreeSet<String>, EngineError> {
+    Ok(catalog
+        .select(
+            &config.context.packages,
+            &config.skills.include,
+            &config.skills.exclude,
+        )
+        .map_err(EngineError::from)?
+        .skills)
+}
+
 /// The skill review of every gated skill the plan would register.
 ///
 /// Trust comes from provenance, never from a skill's own metadata (`core: true` decides
@@ -625,14 +658,7 @@ fn review_skills(
     // Every selected skill that ships an MCP server, whether it is registered on its own
     // or served through the gateway (which exposes its tools too). Core skills are no
     // exception: `core: true` is not a trust decision.
-    let selected = catalog
-        .select(
-            &config.context.packages,
-            &config.skills.include,
-            &config.skills.exclude,
-        )
-        .map_err(EngineError::from)?
-        .skills;
+    let selected = selected_skills(config, catalog)?;
     for skill in catalog
         .skills
         .values()
