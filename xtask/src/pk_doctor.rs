@@ -78,40 +78,6 @@ fn run_on(project: &Path) -> Result<(Vec<String>, usize), String> {
     Ok((outcome(&report), merged))
 }
 
-/// A folder's digest as aibox pins a directory source: the SHA-256 of its `sha256sum`
-/// listing (`<hex>  <path>`), sorted by path.
-fn tree_sha256(dir: &Path) -> Result<String, String> {
-    use sha2::Digest as _;
-    fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) -> Result<(), String> {
-        for entry in fs_err::read_dir(dir).map_err(|e| e.to_string())? {
-            let path = entry.map_err(|e| e.to_string())?.path();
-            if path.is_dir() {
-                walk(&path, base, out)?;
-            } else {
-                let rel = path
-                    .strip_prefix(base)
-                    .map_err(|e| e.to_string())?
-                    .to_string_lossy()
-                    .into_owned();
-                let bytes = fs_err::read(&path).map_err(|e| e.to_string())?;
-                out.push((rel, hex::encode(sha2::Sha256::digest(&bytes))));
-            }
-        }
-        Ok(())
-    }
-    let mut files = Vec::new();
-    walk(dir, dir, &mut files)?;
-    files.sort();
-    let mut listing = String::new();
-    for (path, hash) in &files {
-        listing.push_str(hash);
-        listing.push_str("  ");
-        listing.push_str(path);
-        listing.push('\n');
-    }
-    Ok(hex::encode(sha2::Sha256::digest(listing.as_bytes())))
-}
-
 /// Runs the step; returns the evidence.
 pub fn run() -> Result<Value, String> {
     crate::step(
@@ -139,7 +105,9 @@ pub fn run() -> Result<Value, String> {
     let project = base.join("p");
     fs_err::create_dir_all(&project).map_err(|e| e.to_string())?;
     let source = fs_err::canonicalize(&release).map_err(|e| e.to_string())?;
-    let sha = tree_sha256(&release)?;
+    let sha = aibox_test_support::tree_sha256(
+        camino::Utf8Path::from_path(&release).ok_or("the checkout's path is not UTF-8")?,
+    );
     fs_err::write(
         project.join("aibox.toml"),
         format!(

@@ -18,10 +18,11 @@ use camino::{Utf8Path, Utf8PathBuf};
 fn project(with_pk_doctor: bool) -> (tempfile::TempDir, Utf8PathBuf) {
     let (t, dir) = common::empty_project();
     let release = dir.join("release");
-    copy_tree(
+    aibox_test_support::copy_tree(
         &aibox_test_support::processkit_uses("v1.0.0-alpha.1"),
         &release,
-    );
+    )
+    .unwrap();
     let sha = aibox_test_support::tree_sha256(&release);
     let root = dir.join("p");
     fs_err::create_dir_all(&root).unwrap();
@@ -40,20 +41,6 @@ fn project(with_pk_doctor: bool) -> (tempfile::TempDir, Utf8PathBuf) {
     )
     .unwrap();
     (t, root)
-}
-
-fn copy_tree(from: &Utf8Path, to: &Utf8Path) {
-    fs_err::create_dir_all(to).unwrap();
-    for entry in fs_err::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let path = Utf8PathBuf::from_path_buf(entry.path()).unwrap();
-        let dest = to.join(path.file_name().unwrap());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&path, &dest);
-        } else {
-            fs_err::copy(&path, &dest).unwrap();
-        }
-    }
 }
 
 fn apply_with(root: &Utf8Path, cache: &Utf8Path, uv: Resolver) {

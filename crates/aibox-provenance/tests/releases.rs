@@ -51,6 +51,14 @@ fn source(server: &Server) -> String {
     server.url("/org/processkit.git")
 }
 
+/// The releases of the server's repository, asked with `token`.
+fn releases_of(
+    server: &Server,
+    token: Option<&Token>,
+) -> Result<aibox_provenance::releases::ReleaseList, ProvenanceError> {
+    list_releases(&source(server), None, token, &HttpOptions::default())
+}
+
 #[test]
 fn pages_are_followed_drafts_left_out_and_versions_ordered() {
     let server = Server::start().unwrap();
@@ -78,7 +86,7 @@ fn pages_are_followed_drafts_left_out_and_versions_ordered() {
             &server,
         ),
     );
-    let list = list_releases(&source(&server), None, None, &HttpOptions::default()).unwrap();
+    let list = releases_of(&server, None).unwrap();
     let versions: Vec<&str> = list.releases.iter().map(|r| r.version.as_str()).collect();
     assert_eq!(versions, ["v1.0.0-alpha.1", "v0.28.3", "v0.28.2", "v0.9.0"]);
     assert_eq!(list.pages, 2);
@@ -105,7 +113,7 @@ fn rate_limits_are_named_with_when_to_retry() {
         ("x-ratelimit-reset".into(), "1790000000".into()),
     ];
     server.route(FIRST, limited);
-    let err = list_releases(&source(&server), None, None, &HttpOptions::default()).unwrap_err();
+    let err = releases_of(&server, None).unwrap_err();
     assert!(
         matches!(err, ProvenanceError::RateLimited { token: false, .. }),
         "{err}"
@@ -119,13 +127,7 @@ fn rate_limits_are_named_with_when_to_retry() {
     secondary.headers = vec![("retry-after".into(), "60".into())];
     server.route(FIRST, secondary);
     let token = Token::new("ghp_FAKEfakeFAKEfakeFAKEfakeFAKEfake0000");
-    let err = list_releases(
-        &source(&server),
-        None,
-        Some(&token),
-        &HttpOptions::default(),
-    )
-    .unwrap_err();
+    let err = releases_of(&server, Some(&token)).unwrap_err();
     assert!(
         matches!(err, ProvenanceError::RateLimited { token: true, .. }),
         "{err}"
@@ -136,7 +138,7 @@ fn rate_limits_are_named_with_when_to_retry() {
 
     // A 403 that is not a rate limit (a private repository) is a plain refusal.
     server.route(FIRST, Route::status(403));
-    let err = list_releases(&source(&server), None, None, &HttpOptions::default()).unwrap_err();
+    let err = releases_of(&server, None).unwrap_err();
     assert!(
         matches!(err, ProvenanceError::HttpStatus { status: 403, .. }),
         "{err}"
@@ -155,13 +157,7 @@ fn the_token_reaches_the_api_and_nothing_else() {
             page(&[release("v0.28.3", false, false)], None, &server),
         ),
     );
-    let list = list_releases(
-        &source(&server),
-        None,
-        Some(&token),
-        &HttpOptions::default(),
-    )
-    .unwrap();
+    let list = releases_of(&server, Some(&token)).unwrap();
     assert_eq!(list.releases.len(), 1);
 
     // A `Link` to another origin is refused before anything is sent there.
@@ -172,13 +168,7 @@ fn the_token_reaches_the_api_and_nothing_else() {
         format!("<{}>; rel=\"next\"", other.url(SECOND)),
     ));
     server.route(FIRST, route);
-    let err = list_releases(
-        &source(&server),
-        None,
-        Some(&token),
-        &HttpOptions::default(),
-    )
-    .unwrap_err();
+    let err = releases_of(&server, Some(&token)).unwrap_err();
     assert!(matches!(err, ProvenanceError::ReleasesApi { .. }), "{err}");
     assert!(
         err.to_string().contains("points away from the API"),
@@ -195,7 +185,7 @@ fn the_token_reaches_the_api_and_nothing_else() {
         "/api/v3/repos/org/renamed/releases?per_page=100&page=1",
         page(&[release("v0.28.3", false, false)], None, &server),
     );
-    let list = list_releases(&source(&server), None, None, &HttpOptions::default()).unwrap();
+    let list = releases_of(&server, None).unwrap();
     assert_eq!(list.releases[0].version, "v0.28.3");
 }
 
@@ -203,7 +193,7 @@ fn the_token_reaches_the_api_and_nothing_else() {
 fn unusable_answers_and_sources_are_clear_errors() {
     let server = Server::start().unwrap();
     server.route(FIRST, Route::ok("<html>Sign in</html>"));
-    let err = list_releases(&source(&server), None, None, &HttpOptions::default()).unwrap_err();
+    let err = releases_of(&server, None).unwrap_err();
     assert!(matches!(err, ProvenanceError::ReleasesApi { .. }), "{err}");
     assert!(err.to_string().contains("not a list of releases"), "{err}");
 
