@@ -15,6 +15,18 @@ fn aibox(dir: &Utf8Path, args: &[&str]) -> Output {
         .expect("run aibox")
 }
 
+/// [`aibox`] with extra environment variables.
+fn aibox_with(dir: &Utf8Path, envs: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aibox"))
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("AIBOX_PROJECT")
+        .envs(envs.iter().copied())
+        .args(args)
+        .output()
+        .expect("run aibox")
+}
+
 fn text(out: &Output) -> String {
     format!(
         "status: {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -1207,6 +1219,11 @@ fn self_check_reports_a_newer_release_and_the_support_policy() {
 #[test]
 fn skill_list_shows_dependencies_pulled_in_by_a_selected_skill() {
     let (_t, dir) = tempdir();
+    // A download cache of its own: what other runs resolved must not change the outcome.
+    let cache = dir.join("cache");
+    let aibox = |project: &Utf8Path, args: &[&str]| {
+        aibox_with(project, &[("XDG_CACHE_HOME", cache.as_str())], args)
+    };
     let release = dir.join("release");
     copy_tree(
         &aibox_test_support::processkit_uses("v1.0.0-alpha.1"),
@@ -1269,7 +1286,7 @@ fn skill_list_shows_dependencies_pulled_in_by_a_selected_skill() {
     );
     assert!(!line("pk-doctor").contains("dependency of"), "{stdout}");
 
-    pk_doctor_is_not_run_unlocked(&project);
+    pk_doctor_is_not_run_unlocked(&project, &cache);
 
     // Excluding a dependency keeps it, with a warning that names who uses it.
     let toml = fs_err::read_to_string(project.join("aibox.toml")).unwrap();
@@ -1429,7 +1446,10 @@ fn processkit_versions_reports_a_rate_limit_without_the_token() {
 /// `doctor --processkit` on a project applied without a resolver (the suite's
 /// `AIBOX_UV=none`): pk-doctor's dependencies are not locked, so it is not run, which doctor
 /// says; without the flag nothing of it shows.
-fn pk_doctor_is_not_run_unlocked(project: &Utf8Path) {
+fn pk_doctor_is_not_run_unlocked(project: &Utf8Path, cache: &Utf8Path) {
+    let aibox = |project: &Utf8Path, args: &[&str]| {
+        aibox_with(project, &[("XDG_CACHE_HOME", cache.as_str())], args)
+    };
     let out = aibox(project, &["doctor", "--processkit", "-o", "json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
