@@ -112,8 +112,10 @@ pub fn run() -> Result<Value, String> {
         project.join("aibox.toml"),
         format!(
             "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"minimal\"]\n\n\
-             [processkit]\nsource = \"{}\"\nversion = \"v1.0.0-alpha.1\"\nsha256 = \"{sha}\"\n\n\
+             [processkit]\nsource = \"{}\"\nversion = \"v1.0.0-alpha.1\"\nsha256 = \"{sha}\"\n\
+             trusted_sources = [\"{}\"]\n\n\
              [skills]\ninclude = [\"pk-doctor\"]\n\n[ai]\nharnesses = [\"claude\"]\n",
+            source.display(),
             source.display()
         ),
     )

@@ -133,14 +133,16 @@ pub(crate) fn findings(root: &Utf8Path, lock: Option<&Lock>, place: &Place<'_>) 
         .and_then(|(runtime, target)| in_container(runtime, target, &script, &id));
     let ran = match inside {
         Some(ran) => ran,
-        None => on_host(
-            root,
-            &script,
-            &id,
-            &env,
-            place.resolver,
-            place.cache.as_deref(),
-        ),
+        None => host_allowed(root).and_then(|()| {
+            on_host(
+                root,
+                &script,
+                &id,
+                &env,
+                place.resolver,
+                place.cache.as_deref(),
+            )
+        }),
     };
     let (where_, output) = match ran {
         Ok(ran) => ran,
@@ -148,6 +150,28 @@ pub(crate) fn findings(root: &Utf8Path, lock: Option<&Lock>, place: &Place<'_>) 
     };
     let took = started.elapsed().as_secs_f64();
     read_report(&output, &where_, took)
+}
+
+/// On the host pk-doctor runs outside the container's walls, so only as the release
+/// shipped it: first-party (a verified release from a trusted source, its files
+/// unchanged). Anything else runs only in the container.
+fn host_allowed(root: &Utf8Path) -> Result<(), Box<Finding>> {
+    match crate::skills::trust_of_installed(root, "pk-doctor") {
+        Some(t) if t.trust == crate::skills::Trust::FirstParty => Ok(()),
+        other => Err(Box::new(finding(
+            "aibox::doctor::pk_doctor_untrusted",
+            Severity::Warning,
+            format!(
+                "pk-doctor was not run on the host: the container is not running and the \
+                 installed pk-doctor is not first-party ({}), and aibox runs only the release's \
+                 own code outside the container",
+                other.map_or_else(|| "its trust cannot be read".to_owned(), |t| t.why)
+            ),
+            "start the container with `aibox up` (pk-doctor then runs there), or restore the \
+             release's files with `aibox apply` and list its source in `[processkit] \
+             trusted_sources`",
+        ))),
+    }
 }
 
 /// The installed pk-doctor script, root-relative.
@@ -444,4 +468,77 @@ fn read_report(output: &std::process::Output, where_: &str, took: f64) -> Vec<Fi
         ),
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt as _;
+    use std::process::{ExitStatus, Output};
+
+    use super::*;
+
+    fn output(code: i32, stdout: &str, stderr: &str) -> Output {
+        Output {
+            status: ExitStatus::from_raw(code << 8),
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: stderr.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_report_is_read_and_anything_else_is_a_failure() {
+        // pk-doctor's shape: exit 1 with ERRORs is a report, after log lines.
+        let json = r#"{"findings": [{"severity": "ERROR", "category": "migrations", "id": "migrations.pending", "message": "1 pending", "entity_ref": "context/migrations/pending/x.md", "suggested_fix": "apply it"}, {"severity": "INFO", "category": "c", "id": "c.ok", "message": "fine"}], "doctor_version": "1.0.0"}"#;
+        let out = read_report(&output(1, &format!("note\n{json}\n"), ""), "here", 0.5);
+        let codes: Vec<&str> = out.iter().map(|f| f.code.as_str()).collect();
+        assert_eq!(
+            codes,
+            [
+                "aibox::doctor::pk_doctor",
+                "pk-doctor::migrations.pending",
+                "pk-doctor::c.ok"
+            ]
+        );
+        assert!(
+            out[0].message.contains("1 error(s), 0 warning(s), 1 info"),
+            "{:?}",
+            out[0]
+        );
+        assert_eq!(out[1].severity, Severity::Error);
+        assert_eq!(out[1].remedy, "apply it");
+        assert!(
+            out[1]
+                .message
+                .starts_with("[pk-doctor migrations] 1 pending (context/")
+        );
+
+        // A traceback, or the human report of a pk-doctor without --json.
+        let token = "ghp_FAKEfakeFAKEfakeFAKEfakeFAKEfake0000";
+        let out = read_report(
+            &output(
+                2,
+                "pk-doctor report\n",
+                &format!("Traceback\nKeyError: {token}\n"),
+            ),
+            "here",
+            0.1,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].code, "aibox::doctor::pk_doctor_failed");
+        assert!(out[0].message.contains("exit code 2") && out[0].message.contains("KeyError"));
+        assert!(!out[0].message.contains(token), "{:?}", out[0]);
+        // JSON of another shape is no report either.
+        let out = read_report(&output(0, "{\"ok\": true}\n", ""), "here", 0.1);
+        assert_eq!(out[0].code, "aibox::doctor::pk_doctor_failed");
+    }
+
+    #[test]
+    fn the_script_is_found_in_any_category() {
+        let paths = [
+            "context/skills/_lib/pk-doctor/scripts/doctor.py",
+            "context/skills/tools/pk-doctor/scripts/doctor.py",
+        ];
+        assert_eq!(script_in(paths), Some(paths[1]));
+        assert_eq!(script_in(["context/skills/x/pk-doctor/doctor.py"]), None);
+    }
 }

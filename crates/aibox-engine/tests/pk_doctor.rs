@@ -35,7 +35,8 @@ fn project(with_pk_doctor: bool) -> (tempfile::TempDir, Utf8PathBuf) {
         root.join("aibox.toml"),
         format!(
             "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"minimal\"]\n\n\
-             [processkit]\nsource = \"{release}\"\nversion = \"v1.0.0-alpha.1\"\nsha256 = \"{sha}\"\n\n\
+             [processkit]\nsource = \"{release}\"\nversion = \"v1.0.0-alpha.1\"\nsha256 = \"{sha}\"\n\
+             trusted_sources = [\"{release}\"]\n\n\
              {include}[ai]\nharnesses = [\"claude\"]\n"
         ),
     )
@@ -140,21 +141,22 @@ fn the_release_pk_doctor_runs_locked_on_the_host_and_its_findings_join_the_repor
     eprintln!("doctor --processkit, warm: {:?}", started.elapsed());
     assert!(codes(&again).contains(&"aibox::doctor::pk_doctor"));
 
-    // Output that is not pk-doctor's JSON is a finding with its last lines.
+    // Edited, it is no longer the release's code: not run on the host (only in the
+    // container).
     fs_err::write(
         root.join("context/skills/processkit/pk-doctor/scripts/doctor.py"),
         "import sys\nprint('Traceback: boom')\nsys.exit(2)\n",
     )
     .unwrap();
-    let broken = doctor_with(&root, &cache, real_uv());
-    let failed = broken
+    let edited = doctor_with(&root, &cache, real_uv());
+    let refused = edited
         .findings
         .iter()
-        .find(|f| f.code == "aibox::doctor::pk_doctor_failed")
-        .unwrap_or_else(|| panic!("{}", broken.render_human()));
-    assert!(failed.message.contains("exit code 2"), "{failed:?}");
-    assert!(failed.message.contains("boom"), "{failed:?}");
-    assert_eq!(failed.severity, Severity::Warning);
+        .find(|f| f.code == "aibox::doctor::pk_doctor_untrusted")
+        .unwrap_or_else(|| panic!("{}", edited.render_human()));
+    assert!(refused.message.contains("edited"), "{refused:?}");
+    assert_eq!(refused.severity, Severity::Warning);
+    assert!(!codes(&edited).contains(&"aibox::doctor::pk_doctor"));
 }
 
 #[test]
