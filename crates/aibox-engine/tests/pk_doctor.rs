@@ -44,10 +44,10 @@ fn project(with_pk_doctor: bool) -> (tempfile::TempDir, Utf8PathBuf) {
     (t, root)
 }
 
-fn apply_with(root: &Utf8Path, cache: &Utf8Path, uv: Resolver) {
+fn apply_with(root: &Utf8Path, cache: &Utf8Path, uv: Resolver) -> Vec<String> {
     let mut options: ApplyOptions = common::apply_opts(Some(cache));
     options.plan.python_resolver = uv;
-    apply(root, &options).unwrap();
+    apply(root, &options).unwrap().warnings
 }
 
 fn doctor_with(root: &Utf8Path, cache: &Utf8Path, uv: Resolver) -> DoctorReport {
@@ -174,7 +174,18 @@ fn what_cannot_run_is_a_finding() {
 
     // Selected but applied without a resolver: never run on floating dependencies.
     let (_t, root) = project(true);
-    apply_with(&root, &cache, Resolver::Off);
+    let warnings = apply_with(&root, &cache, Resolver::Off);
+    // Said as what it is, never as an MCP server.
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("pk-doctor's dependencies are not locked")),
+        "{warnings:?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("pk-doctor-script")),
+        "{warnings:?}"
+    );
     assert!(
         root.join("context/skills/processkit/pk-doctor/scripts/doctor.py")
             .is_file()
