@@ -34,6 +34,7 @@ mod bench_mcp;
 mod bench_up;
 mod image;
 mod layering;
+mod pk_doctor;
 mod release;
 mod stubs;
 
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
         "bench" => bench::run(&args[1..]),
         "ci" => ci(),
         "demo" => demo(),
+        "pk-doctor" => pk_doctor::run().map(|_| ()),
         "docs" => release::docs(),
         "image" => image::run(&args[1..]),
         "release-gate" => release::gate(&args[1..]),
@@ -57,7 +59,7 @@ fn main() -> ExitCode {
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS
@@ -180,7 +182,7 @@ fn demo() -> Result<(), String> {
 
 /// A fresh copy of the bundled example project at `target` (below `target/`), with the
 /// content pack it pins beside it at `target/processkit-pack`.
-fn prepare_demo(target: &str) -> Result<&str, String> {
+pub(crate) fn prepare_demo(target: &str) -> Result<&str, String> {
     let dest = std::path::Path::new(target);
     if dest.exists() {
         fs_err::remove_dir_all(dest).map_err(|e| e.to_string())?;
@@ -194,7 +196,7 @@ fn prepare_demo(target: &str) -> Result<&str, String> {
     Ok(target)
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
+pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
     fs_err::create_dir_all(to).map_err(|e| e.to_string())?;
     for entry in fs_err::read_dir(from).map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;

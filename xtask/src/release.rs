@@ -5,7 +5,9 @@
 //! target's crates (cargo-deny then runs offline), the pinned release tools, and the advisory
 //! database (fetched into cargo-deny's normal place, or an offline copy given with
 //! `--advisory-db DIR`; the snapshot used is printed and recorded). Then release-state
-//! (kept, and its digest bound into the evidence), the whole CI run, the release binaries
+//! (kept, and its digest bound into the evidence), the whole CI run, `aibox doctor
+//! --processkit` on the bundled example and on the vendored real release (`pk-doctor`),
+//! the release binaries
 //! (cargo-zigbuild, glibc floor checked, version smoke), `SHA256SUMS` (re-verified with
 //! `sha256sum -c`; its first line, a comment, names the version), `evidence.json`, and with
 //! `--tag` SSH signatures of both (`SHA256SUMS.sig`, `evidence.json.sig`) and an SSH-signed
@@ -54,7 +56,7 @@ struct Options {
 
 /// Steps that `--skip` may leave out (evidence from such a run is marked not releasable,
 /// and `--tag` refuses it).
-const SKIPPABLE: &[&str] = &["ci", "image", "binaries"];
+const SKIPPABLE: &[&str] = &["ci", "pk-doctor", "image", "binaries"];
 
 /// Parses the gate's options.
 fn parse_args(args: &[String]) -> Result<Options, String> {
@@ -130,6 +132,7 @@ const STEPS: &[Step] = &[
     ("advisories", step_advisories),
     ("release-state", step_release_state),
     ("ci", step_ci),
+    ("pk-doctor", step_pk_doctor),
     ("image", step_image),
     ("binaries", step_binaries),
 ];
@@ -287,6 +290,14 @@ fn step_release_state(g: &mut Gate) -> Result<(), String> {
 
 fn step_ci(_: &mut Gate) -> Result<(), String> {
     crate::ci()
+}
+
+/// `aibox doctor --processkit` on the bundled example and on the vendored real release
+/// (`crate::pk_doctor`); the outcome goes into the evidence.
+fn step_pk_doctor(g: &mut Gate) -> Result<(), String> {
+    let ev = crate::pk_doctor::run()?;
+    g.evidence.insert("pk_doctor".to_owned(), ev);
+    Ok(())
 }
 
 /// The base image (`image.rs`): amd64 and arm64 built, published to a loopback registry,
@@ -789,6 +800,7 @@ mod tests {
                 "advisories",
                 "release-state",
                 "ci",
+                "pk-doctor",
                 "image",
                 "binaries"
             ]

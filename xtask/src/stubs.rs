@@ -80,6 +80,12 @@ const WRITE_ALLOWLIST: &[(&str, &str)] = &[
         "crates/aibox-engine/src/mcp_npm.rs",
         "npm's package.json in a temporary folder while resolving",
     ),
+    // `doctor --processkit` on the host installs pk-doctor's locked requirements into a
+    // virtual environment in the download cache (`pk-doctor/<id>/`), never the project.
+    (
+        "crates/aibox-engine/src/pk_doctor.rs",
+        "pk-doctor's host environment in the download cache",
+    ),
 ];
 
 /// Product files that may spell a `.devcontainer/` path literal, each with the reason.

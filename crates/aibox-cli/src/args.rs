@@ -158,6 +158,9 @@ pub enum Command {
     /// versions, settle it and mark the migration done.
     #[command(subcommand)]
     Migrate(MigrateCommand),
+    /// processkit releases.
+    #[command(subcommand)]
+    Processkit(ProcesskitCommand),
     /// Tools from aibox's pinned, verified catalog installed into the image.
     #[command(subcommand)]
     Addon(AddonCommand),
@@ -192,7 +195,8 @@ pub struct InitArgs {
     /// processkit source (URL, `.tar.gz` or directory).
     #[arg(long, value_name = "S")]
     pub processkit_source: Option<String>,
-    /// processkit version (exact tag).
+    /// processkit version: an exact tag, or `latest` for the newest published release
+    /// (asked from the source's releases API now and written as its exact tag).
     #[arg(long, value_name = "V")]
     pub processkit_version: Option<String>,
     /// Base image of the dev container (concrete tag or digest).
@@ -246,11 +250,16 @@ pub struct ExecArgs {
 }
 
 /// `aibox doctor`.
+#[allow(clippy::struct_excessive_bools)] // independent command-line switches
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Only the processkit per-file integrity check.
     #[arg(long)]
     pub integrity: bool,
+    /// Also run the installed processkit release's own checker, pk-doctor (in the running
+    /// container, else on the host with uv), and merge its findings (`pk-doctor::*`).
+    #[arg(long, conflicts_with = "integrity")]
+    pub processkit: bool,
     /// Write a redacted diagnostic bundle to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<Utf8PathBuf>,
@@ -388,6 +397,19 @@ pub enum BaseImageCommand {
         /// Print what would change; write nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+}
+
+/// `aibox processkit ...`.
+#[derive(Debug, Subcommand)]
+pub enum ProcesskitCommand {
+    /// The releases the processkit source has published, newest first (the forge's
+    /// releases API; `GITHUB_TOKEN` or `GH_TOKEN` raise the rate limit).
+    Versions {
+        /// Repository URL to ask instead of `[processkit] source` (default: the official
+        /// repository).
+        #[arg(long, value_name = "URL")]
+        source: Option<String>,
     },
 }
 

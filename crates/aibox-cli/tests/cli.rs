@@ -15,6 +15,18 @@ fn aibox(dir: &Utf8Path, args: &[&str]) -> Output {
         .expect("run aibox")
 }
 
+/// [`aibox`] with extra environment variables.
+fn aibox_with(dir: &Utf8Path, envs: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aibox"))
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("AIBOX_PROJECT")
+        .envs(envs.iter().copied())
+        .args(args)
+        .output()
+        .expect("run aibox")
+}
+
 fn text(out: &Output) -> String {
     format!(
         "status: {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -680,7 +692,7 @@ fn config_get_prints_effective_raw_values_and_suggests_keys() {
 
 /// `init`: a folder name that is not a project name suggests `aibox init NAME`; without a
 /// terminal the chosen defaults are printed; a nested project is warned about; a floating
-/// `--processkit-version latest` is refused before anything is written.
+/// `--processkit-version` (a branch) is refused before anything is written.
 #[test]
 fn init_says_what_it_chose_and_refuses_what_apply_would() {
     let (_t, base) = tempdir();
@@ -734,11 +746,13 @@ fn init_says_what_it_chose_and_refuses_what_apply_would() {
             "--processkit-source",
             "https://example.invalid/pk",
             "--processkit-version",
-            "latest",
+            "main",
         ],
     );
+    // A branch floats: refused (`latest` is resolved to a tag, see
+    // `processkit_versions_lists_published_releases`).
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("latest"), "{}", text(&out));
+    assert!(text(&out).contains("main"), "{}", text(&out));
     assert!(!pinned.join("aibox.toml").exists());
     assert!(!pinned.join(".gitignore").exists());
 }
@@ -1197,4 +1211,274 @@ fn self_check_reports_a_newer_release_and_the_support_policy() {
     // Plain HTTP to anything but loopback is refused before any request.
     let out = self_check("http://example.invalid", false);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+}
+
+/// Selecting pk-doctor (in no tier of the real release) installs what it `uses:`,
+/// transitively, and `skill list` says which skills came in as dependencies and by whom,
+/// in text and JSON.
+#[test]
+fn skill_list_shows_dependencies_pulled_in_by_a_selected_skill() {
+    let (_t, dir) = tempdir();
+    // A download cache of its own: what other runs resolved must not change the outcome.
+    let cache = dir.join("cache");
+    let aibox = |project: &Utf8Path, args: &[&str]| {
+        aibox_with(project, &[("XDG_CACHE_HOME", cache.as_str())], args)
+    };
+    let release = dir.join("release");
+    copy_tree(
+        &aibox_test_support::processkit_uses("v1.0.0-alpha.1"),
+        &release,
+    );
+    let project = dir.join("p");
+    fs_err::create_dir_all(&project).unwrap();
+    let sha = aibox_test_support::tree_sha256(&release);
+    fs_err::write(
+        project.join("aibox.toml"),
+        format!(
+            "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"minimal\"]\n\n\
+             [processkit]\nsource = \"{release}\"\nversion = \"v1.0.0-alpha.1\"\nsha256 = \"{sha}\"\n\n\
+             [skills]\ninclude = [\"pk-doctor\"]\n\n[ai]\nharnesses = [\"claude\"]\n"
+        ),
+    )
+    .unwrap();
+    let out = aibox(&project, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        project
+            .join("context/skills/processkit/migration-management/SKILL.md")
+            .is_file()
+    );
+
+    let out = aibox(&project, &["skill", "list", "-o", "json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let of = |name: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {list}"))["dependency_of"]
+            .clone()
+    };
+    assert_eq!(of("migration-management"), serde_json::json!(["pk-doctor"]));
+    assert_eq!(
+        of("decision-record"),
+        serde_json::json!(["migration-management"])
+    );
+    assert_eq!(of("pk-doctor"), serde_json::json!([]));
+    assert_eq!(
+        of("event-log"),
+        serde_json::json!([]),
+        "selected by the tier"
+    );
+
+    let out = aibox(&project, &["skill", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name}: {stdout}"))
+            .to_owned()
+    };
+    assert!(
+        line("migration-management").contains("dependency of pk-doctor"),
+        "{stdout}"
+    );
+    assert!(!line("pk-doctor").contains("dependency of"), "{stdout}");
+
+    pk_doctor_is_not_run_unlocked(&project, &cache);
+
+    // Excluding a dependency keeps it, with a warning that names who uses it.
+    let toml = fs_err::read_to_string(project.join("aibox.toml")).unwrap();
+    fs_err::write(
+        project.join("aibox.toml"),
+        toml.replace(
+            "include = [\"pk-doctor\"]",
+            "include = [\"pk-doctor\"]\nexclude = [\"migration-management\"]",
+        ),
+    )
+    .unwrap();
+    let out = aibox(&project, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("`migration-management`, which pk-doctor uses; it stays installed"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        project
+            .join("context/skills/processkit/migration-management/SKILL.md")
+            .is_file()
+    );
+}
+
+/// `aibox` with the releases API moved to `api` (a loopback server standing in for
+/// api.github.com) and no token from the caller's environment unless `token` is given.
+fn aibox_api(dir: &Utf8Path, api: &str, token: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aibox"));
+    cmd.current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("AIBOX_PROJECT")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GH_TOKEN")
+        .env("AIBOX_PROCESSKIT_API_URL", api)
+        .args(args);
+    if let Some(t) = token {
+        cmd.env("GITHUB_TOKEN", t);
+    }
+    cmd.output().expect("run aibox")
+}
+
+/// A loopback server answering like GitHub's releases API for the official repository,
+/// over two pages, with a draft and a pre-release.
+fn releases_api() -> aibox_test_support::http::Server {
+    use aibox_test_support::http::{Route, Server};
+    let server = Server::start().unwrap();
+    let rel = |tag: &str, draft: bool, pre: bool| {
+        serde_json::json!({"tag_name": tag, "name": tag, "draft": draft, "prerelease": pre,
+                           "published_at": "2026-07-23T19:21:58Z"})
+    };
+    let first = "/gh/repos/projectious-work/processkit/releases?per_page=100&page=1";
+    let second = "/gh/repositories/7/releases?per_page=100&page=2";
+    let mut page1 = Route::ok(
+        serde_json::to_vec(&[
+            rel("v1.0.0-alpha.1", false, true),
+            rel("v1.0.0", true, false),
+        ])
+        .unwrap(),
+    );
+    page1.headers.push((
+        "Link".into(),
+        format!("<{}>; rel=\"next\"", server.url(second)),
+    ));
+    server.route(first, page1);
+    server.route(
+        second,
+        Route::ok(
+            serde_json::to_vec(&[rel("v0.28.3", false, false), rel("v0.28.2", false, false)])
+                .unwrap(),
+        ),
+    );
+    server
+}
+
+/// `aibox processkit versions` lists the official repository's releases (the default
+/// source) newest first, drafts left out, and marks the pre-release and the latest.
+#[test]
+fn processkit_versions_lists_published_releases() {
+    let server = releases_api();
+    let (_t, dir) = tempdir();
+    let api = server.url("/gh");
+    let out = aibox_api(&dir, &api, None, &["processkit", "versions"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("releases of https://github.com/projectious-work/processkit"),
+        "{stdout}"
+    );
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with('v')).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(rows[0].starts_with("v1.0.0-alpha.1") && rows[0].contains("pre-release"));
+    assert!(rows[1].starts_with("v0.28.3") && rows[1].contains("latest"));
+    assert!(
+        !stdout.contains("v1.0.0 "),
+        "the draft is left out: {stdout}"
+    );
+
+    let out = aibox_api(&dir, &api, None, &["processkit", "versions", "-o", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["latest"], "v0.28.3");
+    assert_eq!(json["drafts_left_out"], 1);
+    assert_eq!(json["releases"][0]["prerelease"], true);
+
+    // `init --processkit-version latest` pins the newest release as its exact tag.
+    let project = dir.join("p");
+    fs_err::create_dir_all(&project).unwrap();
+    let out = aibox_api(
+        &project,
+        &api,
+        None,
+        &["init", "p", "--yes", "--processkit-version", "latest"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let toml = fs_err::read_to_string(project.join("aibox.toml")).unwrap();
+    assert!(toml.contains("version = \"v0.28.3\""), "{toml}");
+    assert!(toml.contains("mode = \"processkit\""), "{toml}");
+    assert!(
+        toml.contains("# source = \"https://github.com/projectious-work/processkit\""),
+        "{toml}"
+    );
+    assert!(!toml.contains("\"latest\""), "{toml}");
+    assert!(text(&out).contains("v0.28.3"), "{}", text(&out));
+}
+
+/// A rate-limited API is a clear error (exit 3, when to retry, how to raise the limit),
+/// and the token never appears in what aibox prints.
+#[test]
+fn processkit_versions_reports_a_rate_limit_without_the_token() {
+    use aibox_test_support::http::{Route, Server};
+    let server = Server::start().unwrap();
+    let mut limited = Route::status(403);
+    limited.headers = vec![
+        ("x-ratelimit-remaining".into(), "0".into()),
+        ("x-ratelimit-reset".into(), "1790000000".into()),
+    ];
+    server.route(
+        "/gh/repos/projectious-work/processkit/releases?per_page=100&page=1",
+        limited,
+    );
+    let (_t, dir) = tempdir();
+    let token = "ghp_FAKEfakeFAKEfakeFAKEfakeFAKEfake0000";
+    for args in [
+        &["processkit", "versions"][..],
+        &["init", "p", "--yes", "--processkit-version", "latest"],
+    ] {
+        let out = aibox_api(&dir, &server.url("/gh"), Some(token), args);
+        let shown = text(&out);
+        assert_eq!(out.status.code(), Some(3), "{shown}");
+        assert!(shown.contains("rate limit"), "{shown}");
+        assert!(shown.contains("2026-09-21T14:13:20Z"), "{shown}");
+        assert!(!shown.contains("ghp_FAKE"), "{shown}");
+    }
+    assert!(!dir.join("aibox.toml").exists(), "init wrote nothing");
+}
+
+/// `doctor --processkit` on a project applied without a resolver (the suite's
+/// `AIBOX_UV=none`): pk-doctor's dependencies are not locked, so it is not run, which doctor
+/// says; without the flag nothing of it shows.
+fn pk_doctor_is_not_run_unlocked(project: &Utf8Path, cache: &Utf8Path) {
+    let aibox = |project: &Utf8Path, args: &[&str]| {
+        aibox_with(project, &[("XDG_CACHE_HOME", cache.as_str())], args)
+    };
+    let out = aibox(project, &["doctor", "--processkit", "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "aibox::doctor::pk_doctor_unlocked"),
+        "{report}"
+    );
+    assert!(
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "pk-doctor")
+    );
+    // Without the flag it does not run, and its script is never called an MCP server.
+    let out = aibox(project, &["doctor", "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for f in report["findings"].as_array().unwrap() {
+        let code = f["code"].as_str().unwrap_or_default();
+        assert!(!code.contains("pk_doctor"), "{f}");
+        assert!(
+            !f["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("pk-doctor-script"),
+            "{f}"
+        );
+    }
 }

@@ -153,14 +153,21 @@ fn render_processkit(out: &mut String, opts: &InitOptions) {
     out.push_str(
         "[processkit]\n\
          # The content release: `source` is an https:// base URL, a local .tar.gz or a local\n\
-         # directory; `version` is an exact release such as \"v0.28.3\". aibox verifies every\n\
+         # directory (unset: the official repository); `version` is an exact release such as\n\
+         # \"v0.28.3\" (`aibox processkit versions` lists them). aibox verifies every\n\
          # download against a SHA-256 digest and records it in aibox.lock.\n",
     );
     match &opts.processkit_source {
         Some(s) => {
             let _ = writeln!(out, "source = {}", quote(s));
         }
-        None => out.push_str("# source = \"https://example.com/processkit/releases\"\n"),
+        None => {
+            let _ = writeln!(
+                out,
+                "# source = {}",
+                quote(crate::OFFICIAL_PROCESSKIT_SOURCE)
+            );
+        }
     }
     match &opts.processkit_version {
         Some(v) => {

@@ -366,12 +366,16 @@ impl ContextMode {
     }
 }
 
+/// The official processkit repository: the default `[processkit] source`, always trusted.
+pub const OFFICIAL_PROCESSKIT_SOURCE: &str = "https://github.com/projectious-work/processkit";
+
 /// `[processkit]`: the pinned content release.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcesskitSection {
     /// Where releases come from: an `https://` or `http://` base URL, a local `.tar.gz`,
-    /// or a local directory (relative paths are relative to the project root).
+    /// or a local directory (relative paths are relative to the project root). Unset: the
+    /// official repository, `https://github.com/projectious-work/processkit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// Exact release version (for example `v0.28.3`). `latest` is resolved, never stored.
@@ -404,6 +408,16 @@ pub struct ProcesskitSection {
     /// are third-party: reviewed and gated at `apply`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_sources: Vec<String>,
+}
+
+impl ProcesskitSection {
+    /// `source`, or the official repository when it is unset or blank.
+    pub fn effective_source(&self) -> &str {
+        self.source
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or(OFFICIAL_PROCESSKIT_SOURCE)
+    }
 }
 
 /// `[processkit] review`: which skills the review gates at `apply`.

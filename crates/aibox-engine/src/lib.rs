@@ -42,8 +42,10 @@ mod mcp_list;
 pub mod mcp_npm;
 pub mod mcp_resolver;
 pub mod migrate;
+pub mod pk_doctor;
 pub mod skills;
 pub mod updates;
+pub mod versions;
 
 /// The tool catalog (`aibox addon list`), re-exported for the CLI.
 pub use aibox_devcontainer::catalog;

@@ -44,12 +44,22 @@ pub struct McpEnvs {
     pub broken: BTreeMap<String, String>,
     /// Servers registered as they ship, their dependencies not pinned. Name → why.
     pub unlocked: BTreeMap<String, String>,
+    /// Why pk-doctor's script (locked under [`crate::pk_doctor::ENV_NAME`], not a
+    /// server) has no locked environment, when it has none.
+    pub pk_doctor_unlocked: Option<String>,
 }
 
 impl McpEnvs {
     /// The warnings `apply` shows (one per cause, naming the servers).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(why) = &self.pk_doctor_unlocked {
+            out.push(format!(
+                "pk-doctor's dependencies are not locked ({}); `aibox doctor --processkit` \
+                 runs it only once they are",
+                why.trim_end_matches('.')
+            ));
+        }
         for (name, why) in &self.broken {
             let why = why.trim_end_matches('.');
             out.push(format!(
@@ -162,6 +172,10 @@ pub(crate) fn lock(
             }
         }
     }
+    // pk-doctor's script is not a server: reported on its own, never as one.
+    let pk = crate::pk_doctor::ENV_NAME;
+    out.pk_doctor_unlocked = out.broken.remove(pk).or_else(|| out.unlocked.remove(pk));
+    out.server_env.remove(pk);
     out
 }
 

@@ -296,7 +296,12 @@ fn resolve_processkit(
     options: &PlanOptions,
 ) -> Result<ProcesskitState, EngineError> {
     let config = &project.config;
-    if config.context.mode != ContextMode::Processkit || config.processkit.source.is_none() {
+    // Neither a source nor a version: nothing is pinned, so nothing is installed (a
+    // version alone means the official repository).
+    let pk = &config.processkit;
+    if config.context.mode != ContextMode::Processkit
+        || (pk.source.is_none() && pk.version.is_none())
+    {
         return Ok(ProcesskitState::NotConfigured);
     }
     let previous = previous_lock.and_then(|l| l.processkit.as_ref());
@@ -337,11 +342,20 @@ fn resolve_processkit(
         &catalog,
         scan.interrupted.as_ref(),
     )?;
+    // pk-doctor's script, when its skill is selected: locked like a server, so `doctor
+    // --processkit` runs it on pinned dependencies.
+    let pk_doctor = catalog
+        .skills
+        .get("pk-doctor")
+        .filter(|_| selected_skills(config, &catalog).is_ok_and(|s| s.contains("pk-doctor")))
+        .map(|s| format!("{}/scripts/doctor.py", s.dir))
+        .filter(|p| release.payload.files.contains_key(p));
     let mcp_envs = lock_server_envs(
         root,
         &release,
         &scan,
         &reviewed.hand_added,
+        pk_doctor.as_deref(),
         previous_lock,
         options,
     );
@@ -430,6 +444,7 @@ fn lock_server_envs(
     release: &VerifiedRelease,
     scan: &aibox_provenance::LiveScan,
     hand_added: &[(HandAdded, Vec<aibox_provenance::ProcesskitServer>)],
+    pk_doctor: Option<&str>,
     previous_lock: Option<&Lock>,
     options: &PlanOptions,
 ) -> crate::mcp_envs::McpEnvs {
@@ -451,6 +466,14 @@ fn lock_server_envs(
             aibox_provenance::pydeps::script_deps(&String::from_utf8_lossy(&bytes))
         });
         deps.push((server.name.clone(), declared));
+    }
+    if let Some(script) = pk_doctor {
+        let declared = release
+            .payload
+            .read(script)
+            .map_err(|e| e.to_string())
+            .and_then(|b| aibox_provenance::pydeps::script_deps(&String::from_utf8_lossy(&b)));
+        deps.push((crate::pk_doctor::ENV_NAME.to_owned(), declared));
     }
     let cutoff = release_date(release);
     let cache = mcp_cache(options);
@@ -549,7 +572,7 @@ fn not_cached(
     if !matches!(kind, SourceKind::Http { .. }) {
         return Ok(None);
     }
-    let source = section.source.clone().unwrap_or_default();
+    let source = section.effective_source().to_owned();
     let version = section.version.clone();
     // The digest the fetch would look up in the cache: the pin, else the lock's.
     let pin = section
@@ -606,6 +629,21 @@ pub struct EditedSkill {
     pub changes: String,
 }
 
+/// The skills the configuration selects from `catalog` (dependencies included).
+fn selected_skills(
+    config: &aibox_config::AiboxToml,
+    catalog: &aibox_provenance::catalog::Catalog,
+) -> Result<BTreeSet<String>, EngineError> {
+    Ok(catalog
+        .select(
+            &config.context.packages,
+            &config.skills.include,
+            &config.skills.exclude,
+        )
+        .map_err(EngineError::from)?
+        .skills)
+}
+
 /// The skill review of every gated skill the plan would register.
 ///
 /// Trust comes from provenance, never from a skill's own metadata (`core: true` decides
@@ -651,14 +689,7 @@ fn review_skills(
     // Every selected skill that ships an MCP server, whether it is registered on its own
     // or served through the gateway (which exposes its tools too). Core skills are no
     // exception: `core: true` is not a trust decision.
-    let selected = catalog
-        .select(
-            &config.context.packages,
-            &config.skills.include,
-            &config.skills.exclude,
-        )
-        .map_err(EngineError::from)?
-        .skills;
+    let selected = selected_skills(config, catalog)?;
     for skill in catalog
         .skills
         .values()

@@ -119,9 +119,9 @@ impl TrustBasis {
         let trusted_by = config.and_then(|c| {
             let installed = marker.as_ref()?;
             (installed.manifest.verification != Verification::Unverified
-                && c.processkit.source.as_deref() == Some(&installed.install.processkit_source))
-            .then(|| aibox_provenance::trust::trusted_by(&c.processkit, root.as_std_path()))
-            .flatten()
+                && c.processkit.effective_source() == installed.install.processkit_source)
+                .then(|| aibox_provenance::trust::trusted_by(&c.processkit, root.as_std_path()))
+                .flatten()
         });
         Self {
             trusted_by,
@@ -426,6 +426,9 @@ pub struct SkillInfo {
     pub included: bool,
     /// Named in `[skills] exclude` (still installed until the next `apply`, or core).
     pub excluded: bool,
+    /// Installed only because these selected skills `use` it (from the install marker;
+    /// empty when the tiers, `[skills] include` or `core` selected it).
+    pub dependency_of: Vec<String>,
     /// Where it came from: the verified release of a trusted source, unchanged
     /// (first-party), or not (third-party).
     pub origin: Trust,
@@ -566,6 +569,12 @@ impl<'a> Lister<'a> {
             mcp_server,
             included: config.skills.include.contains(&s.name),
             excluded: config.skills.exclude.contains(&s.name),
+            dependency_of: self
+                .basis
+                .marker
+                .as_ref()
+                .and_then(|m| m.install.dependencies.get(&s.name).cloned())
+                .unwrap_or_default(),
             origin,
             origin_reason,
             gate: SkillGate::of(config, &s.name, &sha256, &failed_points, origin, mcp_server),

@@ -82,6 +82,8 @@ impl Project {
             hosts: vec!["fakehost".to_owned()],
             cache_dir: None,
             update_check: UpdateCheck::Never,
+            processkit: false,
+            uv: aibox_engine::mcp_resolver::Resolver::Off,
         }
     }
 

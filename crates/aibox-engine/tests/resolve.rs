@@ -179,3 +179,39 @@ fn doctor_json_messages_hold_no_box_drawing_or_ansi() {
     );
     drop(dir);
 }
+
+/// The official repository is the default source: a version alone resolves from it (here
+/// offline, so the reason names it without a request), it counts as trusted, and with
+/// neither a source nor a version nothing is pinned and nothing is installed.
+#[test]
+fn a_version_without_a_source_means_the_official_repository() {
+    let (_dir, root) = empty_project();
+    let toml = "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
+                [processkit]\nversion = \"v0.28.3\"\n";
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let resolved = resolve(&root, &offline(&utf8(&cache))).unwrap();
+    let reason = resolved.not_resolved().unwrap_or_default().to_owned();
+    assert!(
+        reason.contains("processkit v0.28.3 from https://github.com/projectious-work/processkit"),
+        "{:?}",
+        resolved.processkit
+    );
+    let section = aibox_config::load_project(&root).unwrap().config.processkit;
+    assert_eq!(
+        aibox_provenance::trust::trusted_by(&section, root.as_std_path()).as_deref(),
+        Some(aibox_config::OFFICIAL_PROCESSKIT_SOURCE)
+    );
+
+    fs_err::write(
+        root.join("aibox.toml"),
+        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n",
+    )
+    .unwrap();
+    let resolved = resolve(&root, &offline(&utf8(&cache))).unwrap();
+    assert!(
+        matches!(resolved.processkit, ProcesskitState::NotConfigured),
+        "{:?}",
+        resolved.processkit
+    );
+}

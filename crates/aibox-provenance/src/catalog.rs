@@ -1,5 +1,6 @@
 //! The release catalog: skills found by scanning every `SKILL.md` (category-aware), the
-//! package tiers of `.processkit/packages/`, and the skill selection of a project.
+//! package tiers of `.processkit/packages/`, and the skill selection of a project, closed
+//! over the skills each selected skill `uses:`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +20,8 @@ pub struct Skill {
     pub dir: String,
     /// Core skills are always installed.
     pub core: bool,
+    /// Skills it depends on (`metadata.processkit.uses[].skill`), in the order declared.
+    pub uses: Vec<String>,
 }
 
 /// One package tier.
@@ -56,6 +59,16 @@ struct FmMetadata {
 struct FmProcesskit {
     #[serde(default)]
     core: bool,
+    #[serde(default)]
+    uses: Option<Vec<FmUse>>,
+}
+/// One `uses:` entry. processkit writes `{skill: NAME, purpose: TEXT}` (v0.28 and v1.0);
+/// a bare name is read too.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum FmUse {
+    Skill { skill: String },
+    Name(String),
 }
 
 #[derive(Deserialize)]
@@ -132,15 +145,22 @@ impl Catalog {
                     "`name: {n}` differs from the directory name `{name}`"
                 )));
             }
-            let core = fm
-                .metadata
-                .and_then(|m| m.processkit)
-                .is_some_and(|p| p.core);
+            let pk = fm.metadata.and_then(|m| m.processkit);
+            let core = pk.as_ref().is_some_and(|p| p.core);
+            let uses = pk
+                .and_then(|p| p.uses)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|u| match u {
+                    FmUse::Skill { skill } | FmUse::Name(skill) => skill,
+                })
+                .collect();
             let skill = Skill {
                 name: name.to_owned(),
                 category: category.to_owned(),
                 dir: format!("context/skills/{category}/{name}"),
                 core,
+                uses,
             };
             if let Some(other) = catalog.skills.insert(name.to_owned(), skill) {
                 return Err(bad(format!(
@@ -216,8 +236,11 @@ impl Catalog {
         Ok(())
     }
 
-    /// Selection = tiers (with `extends`) + `include` − `exclude` + core skills. Unknown
-    /// tier and skill names produce warnings, never errors; a tier cycle is an error.
+    /// Selection = tiers (with `extends`) + `include` − `exclude` + core skills, then
+    /// every skill a selected skill `uses`, transitively (a cycle ends where it started;
+    /// a dependency stays selected even when `[skills] exclude` names it, with a
+    /// warning). Unknown tier, skill and dependency names produce warnings, never errors;
+    /// a tier cycle is an error.
     pub fn select(
         &self,
         packages: &[String],
@@ -258,17 +281,69 @@ impl Catalog {
                 .filter(|s| s.core)
                 .map(|s| s.name.clone()),
         );
+        let dependencies = self.close_over_uses(&mut skills, exclude, &mut warnings);
         warnings.sort();
         warnings.dedup();
-        Ok(Selection { skills, warnings })
+        Ok(Selection {
+            skills,
+            dependencies,
+            warnings,
+        })
+    }
+
+    /// Adds to `skills` every skill they use, transitively; returns, for each skill added
+    /// only that way, the selected skills that use it.
+    fn close_over_uses(
+        &self,
+        skills: &mut BTreeSet<String>,
+        exclude: &[String],
+        warnings: &mut Vec<String>,
+    ) -> BTreeMap<String, BTreeSet<String>> {
+        let direct = skills.clone();
+        let mut pulled: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        // Each skill is queued once (when it joins the set), so a cycle ends.
+        let mut queue: Vec<String> = direct.iter().cloned().collect();
+        while let Some(user) = queue.pop() {
+            let Some(skill) = self.skills.get(&user) else {
+                continue;
+            };
+            for dep in skill.uses.iter().filter(|d| **d != user) {
+                if !self.skills.contains_key(dep) {
+                    warnings.push(format!(
+                        "skill `{user}` uses `{dep}`, which this release does not ship: \
+                         `{user}` may not work fully"
+                    ));
+                    continue;
+                }
+                if !direct.contains(dep) {
+                    pulled.entry(dep.clone()).or_default().insert(user.clone());
+                }
+                if skills.insert(dep.clone()) {
+                    queue.push(dep.clone());
+                }
+            }
+        }
+        for e in exclude {
+            if let Some(by) = pulled.get(e) {
+                let by: Vec<&str> = by.iter().map(String::as_str).collect();
+                warnings.push(format!(
+                    "`[skills] exclude` names `{e}`, which {} uses; it stays installed",
+                    by.join(", ")
+                ));
+            }
+        }
+        pulled
     }
 }
 
 /// The skills a project installs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
-    /// Selected skill names.
+    /// Selected skill names, dependencies included.
     pub skills: BTreeSet<String>,
-    /// Warnings about unknown names and ignored exclusions.
+    /// Skills selected only because selected skills use them: name → the selected skills
+    /// whose `uses:` names it.
+    pub dependencies: BTreeMap<String, BTreeSet<String>>,
+    /// Warnings about unknown names, missing dependencies and ignored exclusions.
     pub warnings: Vec<String>,
 }

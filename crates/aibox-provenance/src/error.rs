@@ -142,6 +142,46 @@ pub enum ProvenanceError {
         limit: u32,
     },
 
+    /// The forge's releases API refused for its rate limit.
+    #[error("{url} refused the request: rate limit reached ({wait})")]
+    #[diagnostic(
+        code(aibox::provenance::rate_limited),
+        help(
+            "{}",
+            if *token {
+                "the token's hourly limit is used up; wait, or use another token"
+            } else {
+                "anonymous requests share a small hourly limit per address; wait, or set \
+                 GITHUB_TOKEN (or GH_TOKEN) to a token (no scopes needed for public \
+                 repositories)"
+            }
+        )
+    )]
+    RateLimited {
+        /// The URL asked.
+        url: String,
+        /// How long to wait, as the server said.
+        wait: String,
+        /// Whether a token was sent.
+        token: bool,
+    },
+
+    /// The releases API answered something aibox cannot use.
+    #[error("the releases API at {url} gave an unusable answer: {reason}")]
+    #[diagnostic(
+        code(aibox::provenance::releases_api),
+        help(
+            "check `[processkit] source` (a repository URL) and, when set, \
+             AIBOX_PROCESSKIT_API_URL (the API base, such as https://api.github.com)"
+        )
+    )]
+    ReleasesApi {
+        /// The URL asked.
+        url: String,
+        /// What was wrong.
+        reason: String,
+    },
+
     /// A URL that is neither HTTPS nor plain HTTP to a loopback address.
     #[error("refusing insecure URL {url}")]
     #[diagnostic(
@@ -361,6 +401,8 @@ impl ProvenanceError {
             | Self::Sidecar { .. }
             | Self::Http { .. }
             | Self::HttpStatus { .. }
+            | Self::RateLimited { .. }
+            | Self::ReleasesApi { .. }
             | Self::TooLarge { .. }
             | Self::Redirects { .. }
             | Self::UnsafeEntry { .. }

@@ -967,12 +967,19 @@ pub fn plan_scanned(
     let fingerprint = live.fingerprint.clone();
     let old = b.old.as_ref();
     let skills = b.skills.clone();
+    let dependencies: BTreeMap<String, Vec<String>> = b
+        .selection
+        .dependencies
+        .iter()
+        .map(|(k, by)| (k.clone(), by.iter().cloned().collect()))
+        .collect();
     let manifest = manifest(catalog, release, fingerprint.clone());
     let unchanged_record = old.is_some_and(|m| {
         !content_changed
             && m.install.processkit_version == release.version
             && m.install.processkit_source == release.source
             && m.install.skills == skills
+            && m.install.dependencies == dependencies
             && m.manifest == manifest
             && m.files == t.files
             && m.user_files == t.user_files
@@ -993,6 +1000,7 @@ pub fn plan_scanned(
             installed_at: installed_at.clone(),
             cli_version,
             skills,
+            dependencies,
         },
         manifest,
         files: t.files,

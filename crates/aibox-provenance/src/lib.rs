@@ -24,6 +24,7 @@ pub mod npmdeps;
 pub mod pydeps;
 pub mod record;
 pub mod registry;
+pub mod releases;
 pub mod servers;
 pub mod source;
 pub mod statcache;

@@ -80,9 +80,13 @@ pub struct MarkerInstall {
     pub installed_at: String,
     /// aibox version that installed it.
     pub cli_version: String,
-    /// Selected skills.
+    /// Selected skills, dependencies included.
     #[serde(default)]
     pub skills: Vec<String>,
+    /// Skills installed only because selected skills `use` them: name → those skills
+    /// (what `aibox skill list` shows as "dependency of").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dependencies: BTreeMap<String, Vec<String>>,
 }
 
 /// `[manifest]` of the marker.

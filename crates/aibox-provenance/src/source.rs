@@ -121,17 +121,7 @@ pub fn check_version(value: &str) -> Result<()> {
 
 /// Classifies the configured source; relative paths are resolved against `project_root`.
 pub fn source_kind(section: &ProcesskitSection, project_root: &Path) -> Result<SourceKind> {
-    let source = section
-        .source
-        .as_deref()
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| ProvenanceError::Config {
-            key: "source",
-            reason: "no source is configured".to_owned(),
-            help:
-                "set `[processkit] source` to a release URL, a local `.tar.gz` or a local directory"
-                    .to_owned(),
-        })?;
+    let source = section.effective_source();
     if source.contains("://") {
         let base = source.trim_end_matches('/');
         let base = base.strip_suffix(".git").unwrap_or(base).to_owned();
@@ -247,7 +237,7 @@ pub fn fetch_release(
     opts: &mut FetchOptions<'_>,
 ) -> Result<VerifiedRelease> {
     let kind = source_kind(section, project_root)?;
-    let source = section.source.clone().unwrap_or_default();
+    let source = section.effective_source().to_owned();
     let version = section.version.clone();
     if let Some(v) = &version {
         check_version(v)?;

@@ -16,7 +16,7 @@ use crate::record::{Intent, Marker};
 use crate::source::{SourceKind, asset_url, source_kind};
 
 /// The official processkit repository: always trusted.
-pub const OFFICIAL_SOURCE: &str = "https://github.com/projectious-work/processkit";
+pub const OFFICIAL_SOURCE: &str = aibox_config::OFFICIAL_PROCESSKIT_SOURCE;
 
 /// The trusted sources of `section`: the official repository first, then the owner's
 /// `trusted_sources` as written (duplicates of the official one left out).

@@ -168,6 +168,32 @@ pub fn processkit_skill_gate() -> camino::Utf8PathBuf {
     camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/processkit-skill-gate")
 }
 
+/// Real front matter and tiers of a published processkit release
+/// (`fixtures/processkit-uses/<version>`, `v0.28.3` or `v1.0.0-alpha.1`; see its README):
+/// a release folder whose skills declare `uses:` as processkit ships it.
+pub fn processkit_uses(version: &str) -> camino::Utf8PathBuf {
+    camino::Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/processkit-uses")
+        .join(version)
+}
+
+/// Copies the folder `from` to `to` (created), files and sub-folders.
+pub fn copy_tree(from: &camino::Utf8Path, to: &camino::Utf8Path) -> std::io::Result<()> {
+    fs_err::create_dir_all(to)?;
+    for entry in fs_err::read_dir(from)? {
+        let entry = entry?;
+        let dest = to.join(entry.file_name().to_string_lossy().as_ref());
+        let path = camino::Utf8PathBuf::from_path_buf(entry.path())
+            .map_err(|p| std::io::Error::other(format!("not UTF-8: {}", p.display())))?;
+        if entry.file_type()?.is_dir() {
+            copy_tree(&path, &dest)?;
+        } else {
+            fs_err::copy(&path, &dest)?;
+        }
+    }
+    Ok(())
+}
+
 /// A folder's digest as aibox pins a directory source: the SHA-256 of its `sha256sum`
 /// listing, sorted by path.
 pub fn tree_sha256(dir: &camino::Utf8Path) -> String {

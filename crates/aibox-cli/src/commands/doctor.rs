@@ -1,4 +1,4 @@
-//! `aibox doctor [--integrity] [--report FILE] [--check-updates|--no-update-check]`: the diagnosis of
+//! `aibox doctor [--integrity|--processkit] [--report FILE] [--check-updates|--no-update-check]`: the diagnosis of
 //! `aibox_engine::doctor`; exit 1 when it found errors.
 
 use aibox_engine::updates::UpdateCheck;
@@ -23,6 +23,7 @@ pub fn run(g: &Global, args: &DoctorArgs) -> Outcome {
     };
     let options = aibox_engine::doctor::DoctorOptions {
         update_check,
+        processkit: args.processkit,
         ..aibox_engine::doctor::DoctorOptions::default()
     };
     let report = aibox_engine::doctor::doctor(&root, &options)?;

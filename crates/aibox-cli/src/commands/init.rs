@@ -29,8 +29,8 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
         }
     }
     let chose_harnesses = harnesses.is_empty() && !interactive;
-    let chose_mode =
-        args.context_mode.is_none() && args.processkit_source.is_none() && !interactive;
+    let pk_flags = args.processkit_source.is_some() || args.processkit_version.is_some();
+    let chose_mode = args.context_mode.is_none() && !pk_flags && !interactive;
     if harnesses.is_empty() && interactive {
         let answer = ask(
             "Harnesses to enable (comma-separated: claude, codex, gemini, opencode, cursor, vscode)",
@@ -56,7 +56,7 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
                 ContextMode::HarnessOnly
             }
         }
-        None if args.processkit_source.is_some() => ContextMode::Processkit,
+        None if pk_flags => ContextMode::Processkit,
         None => ContextMode::HarnessOnly,
     };
     let opts = aibox_config::init::InitOptions {
@@ -64,14 +64,14 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
         harnesses,
         context_mode,
         processkit_source: args.processkit_source.clone(),
-        processkit_version: args.processkit_version.clone(),
+        processkit_version: processkit_version(g, args, context_mode)?,
         base_image: args.base_image.clone(),
     };
     if chose_harnesses || chose_mode {
         let mode_from = if args.context_mode.is_some() {
             "from --context-mode"
         } else {
-            "from --processkit-source"
+            "from --processkit-source / --processkit-version"
         };
         note_defaults(
             g,
@@ -101,6 +101,32 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
         render::note(g.quiet, "next: review aibox.toml, then run `aibox apply`");
     })?;
     Ok(Exit::Ok)
+}
+
+/// `--processkit-version`, with `latest` resolved now to the newest published release
+/// of the source (the official repository when none is given) and written as that exact
+/// tag, so `aibox.toml` never floats.
+fn processkit_version(
+    g: &Global,
+    args: &InitArgs,
+    mode: ContextMode,
+) -> Result<Option<String>, crate::error::Failure> {
+    match args.processkit_version.as_deref() {
+        Some("latest") if mode == ContextMode::Processkit => {
+            let source =
+                aibox_engine::versions::source_for(None, args.processkit_source.as_deref())?;
+            let newest = aibox_engine::versions::newest(&source, false)?;
+            render::note(
+                g.quiet,
+                &format!(
+                    "the newest release of {source} is {}; pinned it",
+                    newest.version
+                ),
+            );
+            Ok(Some(newest.version))
+        }
+        other => Ok(other.map(str::to_owned)),
+    }
 }
 
 /// A project inside another one works, but is rarely meant: say so.

@@ -16,6 +16,7 @@ mod lifecycle;
 mod mcp;
 mod migrate;
 mod own;
+mod processkit;
 mod skill;
 
 use std::io::IsTerminal;
@@ -52,6 +53,9 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Mcp(McpCommand::Remove { name, local }) => mcp::remove(g, name, *local),
         Command::Skill(cmd) => skill::run(g, cmd),
         Command::Migrate(cmd) => migrate::run(g, cmd),
+        Command::Processkit(crate::args::ProcesskitCommand::Versions { source }) => {
+            processkit::versions(g, source.as_deref())
+        }
         Command::Addon(cmd) => addon::run(g, cmd),
         Command::BaseImage(cmd) => base_image::run(g, cmd),
     }

@@ -39,6 +39,10 @@ fn list(g: &Global) -> Outcome {
             if s.excluded {
                 tags.push("excluded");
             }
+            let used_by = format!("dependency of {}", s.dependency_of.join(", "));
+            if !s.dependency_of.is_empty() {
+                tags.push(&used_by);
+            }
             let origin = match s.origin {
                 Trust::FirstParty => "first-party",
                 Trust::ThirdParty => "third-party",

@@ -66,6 +66,10 @@ pub struct DoctorOptions {
     /// Whether to ask the forge's releases feed for a newer aibox (the one request doctor
     /// makes; by default not in CI and not with `AIBOX_NO_UPDATE_CHECK`).
     pub update_check: crate::updates::UpdateCheck,
+    /// Run the installed release's pk-doctor and merge its findings (`--processkit`).
+    pub processkit: bool,
+    /// The `uv` pk-doctor's host environment is installed with (`AIBOX_UV`, else `PATH`).
+    pub uv: crate::mcp_resolver::Resolver,
 }
 
 impl Default for DoctorOptions {
@@ -101,8 +105,31 @@ impl Default for DoctorOptions {
             hosts,
             cache_dir: None,
             update_check: crate::updates::UpdateCheck::Auto,
+            processkit: false,
+            uv: crate::mcp_resolver::Resolver::Auto,
         }
     }
+}
+
+/// The `pk-doctor` check (`--processkit`): the installed release's pk-doctor, in the
+/// running container or on the host (`crate::pk_doctor`).
+fn pk_doctor(
+    run: &mut Run,
+    root: &Utf8Path,
+    lock: Option<&aibox_provenance::lock::Lock>,
+    engine_at: &checks::EngineAt,
+    options: &DoctorOptions,
+) {
+    let place = crate::pk_doctor::Place {
+        container: engine_at.as_ref().ok().map(|(r, t)| (r, t)),
+        resolver: &options.uv,
+        cache: options
+            .cache_dir
+            .as_ref()
+            .map(|d| d.as_std_path().to_owned())
+            .or_else(|| aibox_provenance::Cache::default_location().map(|c| c.root().to_owned())),
+    };
+    run.check("pk-doctor", crate::pk_doctor::findings(root, lock, &place));
 }
 
 /// The project resolved as `apply` would, but offline: doctor never downloads.
@@ -235,6 +262,11 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     }
     // the MCP servers the harnesses start, started in the running container
     checks::mcp_servers::check(&mut run, resolved.as_ref(), &engine_at);
+    // processkit's own checker, on request
+    if options.processkit {
+        let lock = lock.as_ref().ok().and_then(Option::as_ref);
+        pk_doctor(&mut run, project_root.path(), lock, &engine_at, options);
+    }
     // secrets in committed files
     run.check(
         "secrets",
