@@ -17,7 +17,7 @@ mod scaffold;
 pub mod tools;
 mod validate;
 
-use aibox_config::{AiboxToml, ContextMode, Harness, LocalToml, Ownership, PlannedFile};
+use aibox_config::{AiboxToml, ContextMode, Harness, LocalToml, Ownership, PlannedFile, layout};
 
 use crate::catalog::Catalog;
 
@@ -33,16 +33,10 @@ pub(crate) const GENERATED_HEADER: &str =
 
 /// Path of the generated Dockerfile.
 pub const DOCKERFILE_PATH: &str = aibox_config::layout::DOCKERFILE;
-/// Path of the generated Compose file.
-pub const COMPOSE_PATH: &str = aibox_config::layout::COMPOSE;
 /// Path of the generated `devcontainer.json`.
 pub const DEVCONTAINER_JSON_PATH: &str = aibox_config::layout::DEVCONTAINER_JSON;
 /// Path of the user-owned Dockerfile fragment inlined at the end of the Dockerfile.
 pub const DOCKERFILE_LOCAL_PATH: &str = aibox_config::layout::DOCKERFILE_LOCAL;
-/// Path of the user-owned Compose override file.
-pub const COMPOSE_OVERRIDE_PATH: &str = aibox_config::layout::COMPOSE_OVERRIDE;
-/// Path of the generated personal Compose file (gitignored): the personal bind mounts.
-pub const COMPOSE_LOCAL_PATH: &str = aibox_config::layout::COMPOSE_LOCAL;
 /// Path of the personal environment file (gitignored, mode 0600).
 pub const LOCAL_ENV_PATH: &str = aibox_config::layout::LOCAL_ENV;
 /// Folder holding the harnesses' state directories, bind-mounted into the container.
@@ -200,7 +194,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
     let tools = selected_tools(inputs.config, catalog)?;
     let mut files = vec![
         PlannedFile::generated(DOCKERFILE_PATH, dockerfile::render(inputs, &tools)),
-        PlannedFile::generated(COMPOSE_PATH, compose::render(inputs)?),
+        PlannedFile::generated(layout::COMPOSE, compose::render(inputs)?),
         PlannedFile::generated(DEVCONTAINER_JSON_PATH, devcontainer_json::render(inputs)),
     ];
     if inputs.scaffold_user_files {
@@ -210,13 +204,13 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
             Ownership::ScaffoldOnce,
         ));
         files.push(PlannedFile::new(
-            COMPOSE_OVERRIDE_PATH,
+            layout::COMPOSE_OVERRIDE,
             scaffold::compose_override(service_name(inputs.config)),
             Ownership::ScaffoldOnce,
         ));
     }
     let mut local = PlannedFile::new(
-        COMPOSE_LOCAL_PATH,
+        layout::COMPOSE_LOCAL,
         compose::render_local(inputs)?,
         Ownership::LocalState,
     );

@@ -10,6 +10,7 @@ use std::io::IsTerminal;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use aibox_config::layout;
 use camino::Utf8PathBuf;
 use serde::Serialize;
 
@@ -34,13 +35,6 @@ pub const CHECKOUT_LABEL: &str = "aibox.checkout";
 const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 /// Working directory inside the container (the workspace bind mount).
 pub const WORKSPACE_DIR: &str = "/workspace";
-/// The generated Compose file, relative to the project root.
-pub const COMPOSE_FILE: &str = aibox_config::layout::COMPOSE;
-/// The user's scaffold-once Compose override, relative to the project root.
-pub const COMPOSE_OVERRIDE_FILE: &str = aibox_config::layout::COMPOSE_OVERRIDE;
-/// The generated, gitignored Compose file with personal bind mounts, relative to the
-/// project root.
-pub const COMPOSE_LOCAL_FILE: &str = aibox_config::layout::COMPOSE_LOCAL;
 
 /// Everything the runtime needs to know about one checkout's container. The engine
 /// fills it from the names the generators use (`aibox_devcontainer::container_name`, ...).
@@ -74,22 +68,22 @@ pub struct Target {
 impl Target {
     /// Absolute path of the generated Compose file.
     pub fn compose_file(&self) -> Utf8PathBuf {
-        self.root.join(COMPOSE_FILE)
+        self.root.join(layout::COMPOSE)
     }
 
     /// Absolute path of the Compose override file (it may not exist).
     pub fn override_file(&self) -> Utf8PathBuf {
-        self.root.join(COMPOSE_OVERRIDE_FILE)
+        self.root.join(layout::COMPOSE_OVERRIDE)
     }
 
     /// Every Compose file that exists, in the order of the file table
-    /// (`aibox_config::layout::COMPOSE_FILES`, also the order `devcontainer.json` lists
+    /// (`layout::COMPOSE_FILES`, also the order `devcontainer.json` lists
     /// them): the generated file (always), the user's override, the personal local file.
     pub fn compose_files(&self) -> Vec<Utf8PathBuf> {
         let mut files = vec![self.compose_file()];
-        for extra in aibox_config::layout::COMPOSE_FILES {
+        for extra in layout::COMPOSE_FILES {
             let path = self.root.join(extra);
-            if extra != COMPOSE_FILE && path.is_file() {
+            if extra != layout::COMPOSE && path.is_file() {
                 files.push(path);
             }
         }
@@ -1439,22 +1433,25 @@ mod tests {
         t.root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
         assert_eq!(
             t.compose_files(),
-            [t.root.join(COMPOSE_FILE)],
+            [t.root.join(layout::COMPOSE)],
             "only the generated file"
         );
         fs_err::create_dir_all(t.root.join(".devcontainer")).unwrap();
-        fs_err::write(t.root.join(COMPOSE_LOCAL_FILE), "").unwrap();
-        assert_eq!(
-            t.compose_files(),
-            [t.root.join(COMPOSE_FILE), t.root.join(COMPOSE_LOCAL_FILE)]
-        );
-        fs_err::write(t.root.join(COMPOSE_OVERRIDE_FILE), "").unwrap();
+        fs_err::write(t.root.join(layout::COMPOSE_LOCAL), "").unwrap();
         assert_eq!(
             t.compose_files(),
             [
-                t.root.join(COMPOSE_FILE),
-                t.root.join(COMPOSE_OVERRIDE_FILE),
-                t.root.join(COMPOSE_LOCAL_FILE)
+                t.root.join(layout::COMPOSE),
+                t.root.join(layout::COMPOSE_LOCAL)
+            ]
+        );
+        fs_err::write(t.root.join(layout::COMPOSE_OVERRIDE), "").unwrap();
+        assert_eq!(
+            t.compose_files(),
+            [
+                t.root.join(layout::COMPOSE),
+                t.root.join(layout::COMPOSE_OVERRIDE),
+                t.root.join(layout::COMPOSE_LOCAL)
             ]
         );
     }
