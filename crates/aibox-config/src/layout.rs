@@ -48,30 +48,15 @@ pub const EXTRA_CA_README: &str = ".devcontainer/aibox-ca/README";
 /// environment (`<id>.txt`) and the `package.json` + `package-lock.json` of each locked
 /// npm tree (`npm-<id>/`), rendered from `aibox.lock`, installed by the image build.
 pub const MCP_ENVS_DIR: &str = ".devcontainer/aibox-mcp/";
-/// In the container: where the image installs the locked MCP server environments
-/// (`<dir>/<id>`, started as `<dir>/<id>/bin/python`).
-pub const CONTAINER_MCP_ENVS: &str = "/opt/aibox/mcp";
-/// In the container: where the image installs the locked npm trees of MCP servers
-/// (`<dir>/<id>`, started as `<dir>/<id>/node_modules/.bin/<bin>`).
-pub const CONTAINER_MCP_NPM: &str = "/opt/aibox/mcp-npm";
 /// `.devcontainer/.env`: the user's Compose variables, read (never written) by Compose.
 pub const COMPOSE_ENV: &str = ".devcontainer/.env";
 /// The folder of the dev container files.
 pub const DEVCONTAINER_DIR: &str = ".devcontainer/";
 /// `.aibox-local.env` (generated from `.aibox-local.toml`, mode 0600).
 pub const LOCAL_ENV: &str = ".aibox-local.env";
-/// Image label holding the digest of the files the image was built from (set by `up`).
-pub const BUILD_DIGEST_LABEL: &str = "aibox.build-digest";
-/// Build argument the generated Dockerfile turns into [`BUILD_DIGEST_LABEL`].
-pub const BUILD_DIGEST_ARG: &str = "AIBOX_BUILD_DIGEST";
-/// Build argument with the container user's UID (`up` passes the project owner's).
-pub const UID_ARG: &str = "AIBOX_UID";
-/// Build argument with the container user's GID.
-pub const GID_ARG: &str = "AIBOX_GID";
-/// Container label holding the digest of the files the container was created from.
-pub const CONFIG_DIGEST_LABEL: &str = "aibox.config-digest";
-/// Variable the generated Compose file interpolates into [`CONFIG_DIGEST_LABEL`].
-pub const CONFIG_DIGEST_VAR: &str = "AIBOX_CONFIG_DIGEST";
+/// `.aibox-home/`: the harness state folders, each mounted at the same path under the
+/// container user's home ([`crate::container::harness_home_dir`]); container-scoped.
+pub const AIBOX_HOME: &str = ".aibox-home/";
 /// `aibox.lock`.
 pub const LOCK: &str = "aibox.lock";
 /// `.gitignore`.
@@ -227,7 +212,7 @@ pub const FILES: &[Entry] = &[
     // Personal extra CA certificates copied in for the image build.
     row(EXTRA_CA, Devcontainer, Gitignored, APPLY, NO_ROLE),
     // Harness logins, tokens and caches mounted into the container.
-    row(".aibox-home/", Mcp, ContainerScoped, APPLY, NO_ROLE),
+    row(AIBOX_HOME, Mcp, ContainerScoped, APPLY, NO_ROLE),
     // aibox's own state: caches, backups, project lock, ledger.
     row(".aibox/", Engine, Gitignored, APPLY, NO_ROLE),
     row(".aibox-env/", Other, Gitignored, NOBODY, NO_ROLE),

@@ -39,10 +39,6 @@ pub const DEVCONTAINER_JSON_PATH: &str = aibox_config::layout::DEVCONTAINER_JSON
 pub const DOCKERFILE_LOCAL_PATH: &str = aibox_config::layout::DOCKERFILE_LOCAL;
 /// Path of the personal environment file (gitignored, mode 0600).
 pub const LOCAL_ENV_PATH: &str = aibox_config::layout::LOCAL_ENV;
-/// Folder holding the harnesses' state directories, bind-mounted into the container.
-pub const AIBOX_HOME_DIR: &str = ".aibox-home";
-/// The project folder's path inside the container.
-pub const WORKSPACE_DIR: &str = "/workspace";
 
 /// Everything [`render`] needs. Build it with [`Inputs::new`] and set the other fields
 /// as needed.
@@ -81,7 +77,7 @@ pub struct Inputs<'a> {
     pub npm_envs: &'a [NpmEnv],
     /// The checkout's canonical path (the engine resolves it). When set, the personal
     /// `docker-compose.local.yml` names this checkout's container ([`container_name`]) and
-    /// labels it with the path ([`CHECKOUT_LABEL`]), so no other checkout takes it for its own.
+    /// labels it with the path ([`aibox_config::container::CHECKOUT_LABEL`]), so no other checkout takes it for its own.
     pub checkout: Option<&'a str>,
 }
 
@@ -163,7 +159,7 @@ impl<'a> Inputs<'a> {
     pub(crate) fn harness_home_dirs(&self) -> Vec<&'static str> {
         self.harnesses()
             .into_iter()
-            .filter_map(Harness::home_dir)
+            .filter_map(aibox_config::container::harness_home_dir)
             .collect()
     }
 }
@@ -239,7 +235,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
              aibox.lock), installed into {root}/{id} with `--require-hashes`.\n{}",
             env.requirements,
             id = env.id,
-            root = aibox_config::layout::CONTAINER_MCP_ENVS,
+            root = aibox_config::container::MCP_ENVS_DIR,
         );
         files.push(PlannedFile::generated(
             format!("{MCP_ENVS_DIR}{}.txt", env.id),
@@ -260,7 +256,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
     }
     for dir in inputs.harness_home_dirs() {
         files.push(PlannedFile::new(
-            format!("{AIBOX_HOME_DIR}/{dir}/.keep"),
+            format!("{}{dir}/.keep", layout::AIBOX_HOME),
             Vec::new(),
             Ownership::LocalState,
         ));
@@ -362,9 +358,6 @@ pub fn image_name(config: &AiboxToml) -> String {
     let base = project.trim_end_matches('-');
     format!("localhost/{base}-aibox:local")
 }
-
-/// Label on aibox's container: the canonical path of the checkout it belongs to.
-pub const CHECKOUT_LABEL: &str = "aibox.checkout";
 
 /// This checkout's container name, also its Compose project name: the pinned
 /// `.aibox-local.toml` `container.container_name`, else the project name, `-` and the

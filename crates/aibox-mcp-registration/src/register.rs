@@ -63,9 +63,6 @@ pub const CURSOR_MCP: &str = ".cursor/mcp.json";
 /// VS Code workspace servers.
 pub const VSCODE_MCP: &str = ".vscode/mcp.json";
 
-/// Default container path of the project.
-pub const CONTAINER_WORKSPACE: &str = "/workspace";
-
 /// Whether a target file is shared through git.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -113,7 +110,7 @@ pub struct RegisterOptions<'a> {
     pub harnesses: &'a [Harness],
     /// `[ai.mcp.permissions]`.
     pub permissions: &'a Permissions,
-    /// The project's path inside the container (normally [`CONTAINER_WORKSPACE`]): Codex
+    /// The project's path inside the container (normally [`aibox_config::container::WORKSPACE_DIR`]): Codex
     /// script paths are made absolute under it and Codex trust is seeded for it.
     pub workspace: &'a str,
 }
@@ -436,7 +433,7 @@ fn is_processkit_rule(k: &str) -> bool {
 /// says aibox wrote before). `read` returns a root-relative file's current text.
 ///
 /// ```
-/// use aibox_mcp_registration::{CONTAINER_WORKSPACE, RegisterOptions, collect_servers, register};
+/// use aibox_mcp_registration::{RegisterOptions, collect_servers, register};
 /// let config = aibox_config::parse_aibox_toml(
 ///     "[container]\nname = \"demo\"\n[ai]\nharnesses = [\"claude\"]\n\
 ///      [[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"docs-mcp@1.0.0\"]\n",
@@ -446,7 +443,7 @@ fn is_processkit_rule(k: &str) -> bool {
 /// let opts = RegisterOptions {
 ///     harnesses: &config.ai.harnesses,
 ///     permissions: &config.ai.mcp.permissions,
-///     workspace: CONTAINER_WORKSPACE,
+///     workspace: aibox_config::container::WORKSPACE_DIR,
 /// };
 /// // No harness file exists yet: every read finds nothing.
 /// let registration = register(&servers, &opts, None, &mut |_| Ok(None))?;

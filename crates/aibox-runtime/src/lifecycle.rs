@@ -17,24 +17,20 @@ use serde::Serialize;
 use crate::build_log::{self, BuildLog, BuildStep};
 use crate::detect::{ComposeKind, DetectEnv, Detected, Engine, detect};
 use crate::error::RuntimeError;
-use crate::fingerprint::{
-    BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, Fingerprints,
-};
+use crate::fingerprint::Fingerprints;
 use crate::process::{self, ExtraEnv, Stream};
+use aibox_config::container::{
+    BUILD_DIGEST_LABEL, CHECKOUT_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, PROJECT_LABEL,
+    WORKSPACE_DIR,
+};
 
-/// Label the generated Compose file puts on the container: the aibox project name.
-pub const PROJECT_LABEL: &str = "aibox.project";
 /// Labels Compose providers put on containers they create: the Compose project name.
 pub const COMPOSE_PROJECT_LABELS: [&str; 2] =
     ["com.docker.compose.project", "io.podman.compose.project"];
 /// Label the Dev Containers CLI puts on containers it starts: the local project folder.
 pub const DEVCONTAINER_FOLDER_LABEL: &str = "devcontainer.local_folder";
-/// Label the personal Compose file puts on aibox's container: the checkout's canonical path.
-pub const CHECKOUT_LABEL: &str = "aibox.checkout";
 /// Label Compose providers put on containers they create: the service name.
 const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
-/// Working directory inside the container (the workspace bind mount).
-pub const WORKSPACE_DIR: &str = "/workspace";
 
 /// Everything the runtime needs to know about one checkout's container. The engine
 /// fills it from the names the generators use (`aibox_devcontainer::container_name`, ...).
@@ -1254,7 +1250,9 @@ fn network_is_ours(stdout: &str, project: &str) -> bool {
 fn check_owner(found: &Inspected, target: &Target) -> Result<(), RuntimeError> {
     let label = |l: &str| found.labels.get(l).map(String::as_str);
     let owner = match label(PROJECT_LABEL) {
-        None => Some("something other than aibox (it has no `aibox.project` label)".to_owned()),
+        None => Some(format!(
+            "something other than aibox (it has no `{PROJECT_LABEL}` label)"
+        )),
         Some(p) if p != target.name => Some(format!("aibox project `{p}`")),
         Some(_) => match (label(CHECKOUT_LABEL), label(DEVCONTAINER_FOLDER_LABEL)) {
             (Some(path), _) => {
@@ -1265,11 +1263,10 @@ fn check_owner(found: &Inspected, target: &Target) -> Result<(), RuntimeError> {
                     "the Dev Containers CLI (VS Code) container of {folder}; stop it from there"
                 )
             }),
-            (None, None) => Some(
-                "no checkout (it has no `aibox.checkout` label: made by an earlier aibox or by \
+            (None, None) => Some(format!(
+                "no checkout (it has no `{CHECKOUT_LABEL}` label: made by an earlier aibox or by \
                  hand)"
-                    .to_owned(),
-            ),
+            )),
         },
     };
     match owner {
