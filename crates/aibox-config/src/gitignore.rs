@@ -91,10 +91,10 @@ pub fn missing_entries(existing: &str) -> Vec<&'static str> {
 /// Entries older versions put into aibox's block that must now be committed: the
 /// project MCP files, which hold only team and processkit servers.
 pub const OBSOLETE_ENTRIES: &[&str] = &[
-    ".mcp.json",
-    ".codex/config.toml",
-    ".cursor/mcp.json",
-    ".gemini/settings.json",
+    crate::layout::CLAUDE_MCP_JSON,
+    crate::layout::CODEX_CONFIG,
+    crate::layout::CURSOR_MCP,
+    crate::layout::GEMINI_SETTINGS,
 ];
 
 /// `text` without [`OBSOLETE_ENTRIES`] lines inside aibox's own block (the user's lines

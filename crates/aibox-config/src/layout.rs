@@ -59,6 +59,33 @@ pub const LOCAL_ENV: &str = ".aibox-local.env";
 pub const AIBOX_HOME: &str = ".aibox-home/";
 /// `aibox.lock`.
 pub const LOCK: &str = "aibox.lock";
+
+// The harness files MCP registration merges into (the rows below; the Codex files are
+// covered by the `.codex/` row).
+/// Claude Code project servers.
+pub const CLAUDE_MCP_JSON: &str = ".mcp.json";
+/// Claude Code committed settings: team and processkit approvals, allow rules and hooks.
+pub const CLAUDE_SETTINGS: &str = ".claude/settings.json";
+/// Claude Code personal settings (gitignored): personal approvals and allow rules.
+pub const CLAUDE_SETTINGS_LOCAL: &str = ".claude/settings.local.json";
+/// Codex project config.
+pub const CODEX_CONFIG: &str = ".codex/config.toml";
+/// Codex project hooks.
+pub const CODEX_HOOKS: &str = ".codex/hooks.json";
+/// The container-scoped Codex home config (mounted as `~/.codex/config.toml`).
+pub const CODEX_HOME_CONFIG: &str = ".aibox-home/.codex/config.toml";
+/// Gemini CLI project settings.
+pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
+/// The container-scoped Gemini user settings (mounted as `~/.gemini/settings.json`).
+pub const GEMINI_HOME_SETTINGS: &str = ".aibox-home/.gemini/settings.json";
+/// `OpenCode` project config.
+pub const OPENCODE_CONFIG: &str = "opencode.json";
+/// Cursor project servers.
+pub const CURSOR_MCP: &str = ".cursor/mcp.json";
+/// Cursor project hooks.
+pub const CURSOR_HOOKS: &str = ".cursor/hooks.json";
+/// VS Code workspace servers.
+pub const VSCODE_MCP: &str = ".vscode/mcp.json";
 /// `.gitignore`.
 pub const GITIGNORE: &str = ".gitignore";
 
@@ -223,13 +250,7 @@ pub const FILES: &[Entry] = &[
     row("context/**/private/", Other, Gitignored, NOBODY, NO_ROLE),
     // Personal harness settings. The project MCP files below are committed: they hold
     // only team and processkit servers, so a fresh clone sees them.
-    row(
-        ".claude/settings.local.json",
-        Mcp,
-        Gitignored,
-        APPLY,
-        NO_ROLE,
-    ),
+    row(CLAUDE_SETTINGS_LOCAL, Mcp, Gitignored, APPLY, NO_ROLE),
     row(".continue/mcpServers/", Other, Gitignored, NOBODY, NO_ROLE),
     // The team configuration.
     row(
@@ -275,14 +296,14 @@ pub const FILES: &[Entry] = &[
         NO_ROLE,
     ),
     // Harness MCP files (merged into, never replaced).
-    row(".mcp.json", Mcp, Committed, APPLY, NO_ROLE),
-    row(".claude/settings.json", Mcp, Committed, APPLY, NO_ROLE),
+    row(CLAUDE_MCP_JSON, Mcp, Committed, APPLY, NO_ROLE),
+    row(CLAUDE_SETTINGS, Mcp, Committed, APPLY, NO_ROLE),
     row(".codex/", Mcp, Committed, APPLY, NO_ROLE),
-    row(".gemini/settings.json", Mcp, Committed, APPLY, NO_ROLE),
-    row(".cursor/mcp.json", Mcp, Committed, APPLY, NO_ROLE),
-    row(".cursor/hooks.json", Mcp, Committed, APPLY, NO_ROLE),
-    row(".vscode/mcp.json", Mcp, Committed, APPLY, NO_ROLE),
-    row("opencode.json", Mcp, Committed, APPLY, NO_ROLE),
+    row(GEMINI_SETTINGS, Mcp, Committed, APPLY, NO_ROLE),
+    row(CURSOR_MCP, Mcp, Committed, APPLY, NO_ROLE),
+    row(CURSOR_HOOKS, Mcp, Committed, APPLY, NO_ROLE),
+    row(VSCODE_MCP, Mcp, Committed, APPLY, NO_ROLE),
+    row(OPENCODE_CONFIG, Mcp, Committed, APPLY, NO_ROLE),
     // processkit content.
     row("context/", Processkit, Committed, APPLY, NO_ROLE),
     row("AGENTS.md", Processkit, Committed, APPLY, NO_ROLE),
@@ -494,6 +515,41 @@ mod tests {
                     e.path
                 );
             }
+        }
+    }
+
+    /// The harness files are rows of the table (or below one) with the scope their
+    /// contents need, and the container-scoped ones sit where the harness's state folder
+    /// is mounted from.
+    #[test]
+    fn harness_files_are_rows() {
+        use crate::container::harness_home_dir;
+        use crate::model::Harness;
+        let rows = [
+            (CLAUDE_MCP_JSON, Scope::Committed),
+            (CLAUDE_SETTINGS, Scope::Committed),
+            (CLAUDE_SETTINGS_LOCAL, Scope::Gitignored),
+            (CODEX_CONFIG, Scope::Committed),
+            (CODEX_HOOKS, Scope::Committed),
+            (CODEX_HOME_CONFIG, Scope::ContainerScoped),
+            (GEMINI_SETTINGS, Scope::Committed),
+            (GEMINI_HOME_SETTINGS, Scope::ContainerScoped),
+            (OPENCODE_CONFIG, Scope::Committed),
+            (CURSOR_MCP, Scope::Committed),
+            (CURSOR_HOOKS, Scope::Committed),
+            (VSCODE_MCP, Scope::Committed),
+        ];
+        for (path, scope) in rows {
+            let e = entry(path).unwrap_or_else(|| panic!("{path} has no row"));
+            assert_eq!((e.owner, e.scope), (Owner::Mcp, scope), "{path}");
+            assert!(may_write(Writers::APPLY, path), "{path}");
+        }
+        for (path, harness, file) in [
+            (CODEX_HOME_CONFIG, Harness::Codex, "config.toml"),
+            (GEMINI_HOME_SETTINGS, Harness::Gemini, "settings.json"),
+        ] {
+            let dir = harness_home_dir(harness).unwrap();
+            assert_eq!(path, format!("{AIBOX_HOME}{dir}/{file}"));
         }
     }
 
