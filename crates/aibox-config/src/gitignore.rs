@@ -9,20 +9,14 @@
 /// container-scoped rows of the file table ([`crate::layout::FILES`]).
 pub use crate::layout::LOCAL_STATE_PATHS;
 
-/// Whether a root-relative path (with `/` separators) is local state: covered by one of
-/// [`LOCAL_STATE_PATHS`], so it never reaches git. `apply --check` judges only the other
-/// (committed) files, because a fresh clone has none of these.
+/// Whether a clean root-relative file path (with `/` separators) is local state: covered
+/// ([`crate::layout::covers`]) by one of [`LOCAL_STATE_PATHS`], so it never reaches git.
+/// `apply --check` judges only the other (committed) files, because a fresh clone has
+/// none of these.
 pub fn is_local_state(path: &str) -> bool {
-    LOCAL_STATE_PATHS.iter().any(|entry| {
-        if let Some((head, tail)) = entry.split_once("**/") {
-            path.starts_with(head) && path[head.len()..].contains(&format!("/{tail}"))
-                || path.starts_with(&format!("{head}{tail}"))
-        } else if entry.ends_with('/') {
-            path.starts_with(entry)
-        } else {
-            path == *entry
-        }
-    })
+    LOCAL_STATE_PATHS
+        .iter()
+        .any(|entry| crate::layout::covers(entry, path))
 }
 
 /// First line of aibox's block.

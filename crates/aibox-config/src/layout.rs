@@ -10,7 +10,10 @@
 //! path is spelled out in product code (`cargo xtask tidy` enforces it).
 //!
 //! A path ending in `/` is a directory: the entry covers everything below it. A path
-//! holding `**/` is a gitignore pattern (never written, only ignored).
+//! holding `**/` is a gitignore pattern (never written, only ignored): `head/**/tail`
+//! covers what `tail` covers at any depth below `head`, zero folders included, as git
+//! reads it. [`covers`] is the one reading of this syntax; the writer's perimeter, the
+//! row of a path and whether a path is local state all ask it.
 
 /// `.devcontainer/Dockerfile` (generated).
 pub const DOCKERFILE: &str = ".devcontainer/Dockerfile";
@@ -409,12 +412,20 @@ pub fn user_owned_committed() -> impl Iterator<Item = &'static str> {
         .map(|e| e.path)
 }
 
-/// Whether a clean root-relative path (with `/` separators) is covered by `entry`: the
-/// exact file, or anything strictly below a directory entry. Patterns match nothing
-/// here (they are for `.gitignore` only).
+/// Whether the clean root-relative file path `rel` (`/` separators, no trailing `/`) is
+/// covered by the table path `entry`: the exact file, anything strictly below a
+/// directory entry (not the directory itself), or what a `head/**/tail` pattern matches.
+/// Pattern rows are never writable (a test checks it), so the perimeter is still made
+/// of plain files and directories.
 pub fn covers(entry: &str, rel: &str) -> bool {
-    if entry.contains("**/") {
-        return false;
+    if let Some((head, tail)) = entry.split_once("**/") {
+        // `**/` is zero or more whole folders: try `tail` at every folder boundary.
+        let Some(rest) = rel.strip_prefix(head) else {
+            return false;
+        };
+        return std::iter::once(rest)
+            .chain(rest.match_indices('/').map(|(i, _)| &rest[i + 1..]))
+            .any(|below| covers(tail, below));
     }
     match entry.strip_suffix('/') {
         Some(dir) => rel
@@ -553,6 +564,58 @@ mod tests {
         }
     }
 
+    /// The one reading of the table's path syntax. It used to be read twice: the
+    /// writer's `covers` let patterns match nothing, and `gitignore::is_local_state`
+    /// matched patterns and also took `dir/` itself as below `dir/`. No clean file path
+    /// ends in `/`, so only the row of a file under a pattern changed: it is now the
+    /// pattern's (gitignored), no longer its parent folder's (committed).
+    #[test]
+    fn one_reading_of_the_path_syntax() {
+        let cases = [
+            // A file entry is that file only.
+            (".aibox-local.toml", ".aibox-local.toml", true),
+            (".aibox-local.toml", ".aibox-local.toml.bak", false),
+            (".aibox-local.toml", ".aibox-local.toml/x", false),
+            // A directory entry covers what lies strictly below it.
+            (".aibox/", ".aibox/mcp-ledger.json", true),
+            (".aibox/", ".aibox/a/b", true),
+            (".aibox/", ".aibox", false),
+            (".aibox/", ".aibox/", false),
+            (".aibox/", ".aiboxes/x", false),
+            // A pattern: `tail` at any depth below `head`, zero folders included.
+            ("context/**/private/", "context/private/x.md", true),
+            ("context/**/private/", "context/team/private/x.md", true),
+            ("context/**/private/", "context/a/b/private/c/d.md", true),
+            ("context/**/private/", "context/team/private", false),
+            ("context/**/private/", "context/team/private/", false),
+            ("context/**/private/", "context/team/privateer/x", false),
+            ("context/**/private/", "context/team/xprivate/x", false),
+            ("context/**/private/", "other/private/x", false),
+            ("context/**/private/", "contexts/private/x", false),
+            ("a/**/b", "a/b", true),
+            ("a/**/b", "a/x/y/b", true),
+            ("a/**/b", "a/x/b/c", false),
+        ];
+        for (entry, rel, want) in cases {
+            assert_eq!(covers(entry, rel), want, "covers({entry:?}, {rel:?})");
+        }
+        // A file under a pattern is the pattern's: gitignored, not processkit's.
+        let private = entry("context/team/private/notes.md").unwrap();
+        assert_eq!(
+            (private.owner, private.scope),
+            (Owner::Other, Scope::Gitignored)
+        );
+        assert!(crate::gitignore::is_local_state(
+            "context/team/private/notes.md"
+        ));
+        // Patterns never widen what a command may write.
+        for e in FILES.iter().filter(|e| e.path.contains("**/")) {
+            assert_eq!(e.writers, Writers::NONE, "{}", e.path);
+        }
+        // Unchanged: processkit's `context/` row still lets `apply` write there.
+        assert!(may_write(Writers::APPLY, "context/team/private/notes.md"));
+    }
+
     #[test]
     fn writers_by_command() {
         assert!(may_write(Writers::APPLY, "context/skills/a/SKILL.md"));
@@ -564,10 +627,6 @@ mod tests {
         assert!(!may_write(Writers::INIT, ".mcp.json"));
         assert!(may_write(Writers::CONFIG_SET, ".aibox-local.toml"));
         assert!(!may_write(Writers::APPLY, COMPOSE_ENV));
-        assert!(
-            !covers("context/**/private/", "context/x/private/y"),
-            "patterns are for git"
-        );
         assert_eq!(
             entry("context/skills/a").map(|e| e.owner),
             Some(Owner::Processkit)
