@@ -8,7 +8,7 @@ use camino::Utf8Path;
 use crate::doctor::report::Run;
 
 /// Local state that must be gitignored and untracked (glob entries are left to git).
-pub(crate) fn local_state_paths() -> impl Iterator<Item = &'static str> {
+fn local_state_paths() -> impl Iterator<Item = &'static str> {
     aibox_config::LOCAL_STATE_PATHS
         .iter()
         .copied()
@@ -146,7 +146,10 @@ fn tracked_files(root: &Utf8Path, paths: &[&str]) -> Vec<String> {
 }
 
 /// Whether the tracked `file` is the pathspec `path` or lies below it (a pathspec with
-/// a trailing `/` names a directory only).
+/// a trailing `/` names a directory only). This reads `git ls-files`' answer as git
+/// reads a pathspec, not as the file table reads its paths (`aibox_config::layout::covers`):
+/// a file entry also names a folder of that name, which the `.gitignore` line ignores
+/// as a whole, so doctor reports what is tracked inside it.
 fn covers(path: &str, file: &str) -> bool {
     let dir = path.trim_end_matches('/');
     (!path.ends_with('/') && file == path)
