@@ -15,6 +15,17 @@ fn local_state_paths() -> impl Iterator<Item = &'static str> {
         .filter(|p| !p.contains('*'))
 }
 
+/// The pattern entries of local state (`context/**/private/`), each with the pathspec
+/// that makes `git ls-files` list what lies below a match (a plain pathspec would take
+/// the `*` as a wildcard that never matches the trailing `/`).
+fn local_state_patterns() -> impl Iterator<Item = (&'static str, String)> {
+    aibox_config::LOCAL_STATE_PATHS
+        .iter()
+        .copied()
+        .filter(|p| p.contains('*'))
+        .map(|p| (p, format!(":(glob){p}**")))
+}
+
 fn git(root: &Utf8Path, args: &[&str]) -> Option<std::process::Output> {
     crate::doctor::git::git(root, args, crate::doctor::git::GIT_TIMEOUT)
 }
@@ -74,9 +85,34 @@ pub(crate) fn check(run: &mut Run, root: &Utf8Path) {
     // Two `git` processes for all paths, not two per path: each start costs a few
     // milliseconds, and doctor checked about a dozen paths.
     let paths: Vec<&str> = local_state_paths().collect();
+    let patterns: Vec<(&str, String)> = local_state_patterns().collect();
     let ignored = ignored_paths(root, &paths);
-    let tracked = tracked_files(root, &paths);
+    let mut specs = paths.clone();
+    specs.extend(patterns.iter().map(|(_, spec)| spec.as_str()));
+    let tracked = tracked_files(root, &specs);
     let mut findings = Vec::new();
+    // A tracked file under a pattern is named itself: the pattern is no path to `git rm`.
+    // (One a plain entry also covers is reported under that entry below.)
+    for file in tracked
+        .iter()
+        .filter(|f| !paths.iter().any(|p| covers(p, f)))
+    {
+        if let Some((pattern, _)) = patterns
+            .iter()
+            .find(|(p, _)| aibox_config::layout::covers(p, file))
+        {
+            findings.push(Finding::new(
+                "aibox::doctor::local_state_tracked",
+                Severity::Error,
+                file.as_str(),
+                format!(
+                    "`{file}` is tracked by git although it holds personal local state \
+                     (`{pattern}`)"
+                ),
+                format!("run `git rm --cached {file}` and commit; rotate any token it contained"),
+            ));
+        }
+    }
     for path in paths {
         match &ignored {
             Some(ignored) if ignored.contains(path) => {}
