@@ -9,20 +9,14 @@
 /// container-scoped rows of the file table ([`crate::layout::FILES`]).
 pub use crate::layout::LOCAL_STATE_PATHS;
 
-/// Whether a root-relative path (with `/` separators) is local state: covered by one of
-/// [`LOCAL_STATE_PATHS`], so it never reaches git. `apply --check` judges only the other
-/// (committed) files, because a fresh clone has none of these.
+/// Whether a clean root-relative file path (with `/` separators) is local state: covered
+/// ([`crate::layout::covers`]) by one of [`LOCAL_STATE_PATHS`], so it never reaches git.
+/// `apply --check` judges only the other (committed) files, because a fresh clone has
+/// none of these.
 pub fn is_local_state(path: &str) -> bool {
-    LOCAL_STATE_PATHS.iter().any(|entry| {
-        if let Some((head, tail)) = entry.split_once("**/") {
-            path.starts_with(head) && path[head.len()..].contains(&format!("/{tail}"))
-                || path.starts_with(&format!("{head}{tail}"))
-        } else if entry.ends_with('/') {
-            path.starts_with(entry)
-        } else {
-            path == *entry
-        }
-    })
+    LOCAL_STATE_PATHS
+        .iter()
+        .any(|entry| crate::layout::covers(entry, path))
 }
 
 /// First line of aibox's block.
@@ -91,10 +85,10 @@ pub fn missing_entries(existing: &str) -> Vec<&'static str> {
 /// Entries older versions put into aibox's block that must now be committed: the
 /// project MCP files, which hold only team and processkit servers.
 pub const OBSOLETE_ENTRIES: &[&str] = &[
-    ".mcp.json",
-    ".codex/config.toml",
-    ".cursor/mcp.json",
-    ".gemini/settings.json",
+    crate::layout::CLAUDE_MCP_JSON,
+    crate::layout::CODEX_CONFIG,
+    crate::layout::CURSOR_MCP,
+    crate::layout::GEMINI_SETTINGS,
 ];
 
 /// `text` without [`OBSOLETE_ENTRIES`] lines inside aibox's own block (the user's lines

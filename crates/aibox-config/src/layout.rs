@@ -10,7 +10,10 @@
 //! path is spelled out in product code (`cargo xtask tidy` enforces it).
 //!
 //! A path ending in `/` is a directory: the entry covers everything below it. A path
-//! holding `**/` is a gitignore pattern (never written, only ignored).
+//! holding `**/` is a gitignore pattern (never written, only ignored): `head/**/tail`
+//! covers what `tail` covers at any depth below `head`, zero folders included, as git
+//! reads it. [`covers`] is the one reading of this syntax; the writer's perimeter, the
+//! row of a path and whether a path is local state all ask it.
 
 /// `.devcontainer/Dockerfile` (generated).
 pub const DOCKERFILE: &str = ".devcontainer/Dockerfile";
@@ -48,32 +51,44 @@ pub const EXTRA_CA_README: &str = ".devcontainer/aibox-ca/README";
 /// environment (`<id>.txt`) and the `package.json` + `package-lock.json` of each locked
 /// npm tree (`npm-<id>/`), rendered from `aibox.lock`, installed by the image build.
 pub const MCP_ENVS_DIR: &str = ".devcontainer/aibox-mcp/";
-/// In the container: where the image installs the locked MCP server environments
-/// (`<dir>/<id>`, started as `<dir>/<id>/bin/python`).
-pub const CONTAINER_MCP_ENVS: &str = "/opt/aibox/mcp";
-/// In the container: where the image installs the locked npm trees of MCP servers
-/// (`<dir>/<id>`, started as `<dir>/<id>/node_modules/.bin/<bin>`).
-pub const CONTAINER_MCP_NPM: &str = "/opt/aibox/mcp-npm";
 /// `.devcontainer/.env`: the user's Compose variables, read (never written) by Compose.
 pub const COMPOSE_ENV: &str = ".devcontainer/.env";
 /// The folder of the dev container files.
 pub const DEVCONTAINER_DIR: &str = ".devcontainer/";
 /// `.aibox-local.env` (generated from `.aibox-local.toml`, mode 0600).
 pub const LOCAL_ENV: &str = ".aibox-local.env";
-/// Image label holding the digest of the files the image was built from (set by `up`).
-pub const BUILD_DIGEST_LABEL: &str = "aibox.build-digest";
-/// Build argument the generated Dockerfile turns into [`BUILD_DIGEST_LABEL`].
-pub const BUILD_DIGEST_ARG: &str = "AIBOX_BUILD_DIGEST";
-/// Build argument with the container user's UID (`up` passes the project owner's).
-pub const UID_ARG: &str = "AIBOX_UID";
-/// Build argument with the container user's GID.
-pub const GID_ARG: &str = "AIBOX_GID";
-/// Container label holding the digest of the files the container was created from.
-pub const CONFIG_DIGEST_LABEL: &str = "aibox.config-digest";
-/// Variable the generated Compose file interpolates into [`CONFIG_DIGEST_LABEL`].
-pub const CONFIG_DIGEST_VAR: &str = "AIBOX_CONFIG_DIGEST";
+/// `.aibox-home/`: the harness state folders, each mounted at the same path under the
+/// container user's home ([`crate::container::harness_home_dir`]); container-scoped.
+pub const AIBOX_HOME: &str = ".aibox-home/";
 /// `aibox.lock`.
 pub const LOCK: &str = "aibox.lock";
+
+// The harness files MCP registration merges into (the rows below; the Codex files are
+// covered by the `.codex/` row).
+/// Claude Code project servers.
+pub const CLAUDE_MCP_JSON: &str = ".mcp.json";
+/// Claude Code committed settings: team and processkit approvals, allow rules and hooks.
+pub const CLAUDE_SETTINGS: &str = ".claude/settings.json";
+/// Claude Code personal settings (gitignored): personal approvals and allow rules.
+pub const CLAUDE_SETTINGS_LOCAL: &str = ".claude/settings.local.json";
+/// Codex project config.
+pub const CODEX_CONFIG: &str = ".codex/config.toml";
+/// Codex project hooks.
+pub const CODEX_HOOKS: &str = ".codex/hooks.json";
+/// The container-scoped Codex home config (mounted as `~/.codex/config.toml`).
+pub const CODEX_HOME_CONFIG: &str = ".aibox-home/.codex/config.toml";
+/// Gemini CLI project settings.
+pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
+/// The container-scoped Gemini user settings (mounted as `~/.gemini/settings.json`).
+pub const GEMINI_HOME_SETTINGS: &str = ".aibox-home/.gemini/settings.json";
+/// `OpenCode` project config.
+pub const OPENCODE_CONFIG: &str = "opencode.json";
+/// Cursor project servers.
+pub const CURSOR_MCP: &str = ".cursor/mcp.json";
+/// Cursor project hooks.
+pub const CURSOR_HOOKS: &str = ".cursor/hooks.json";
+/// VS Code workspace servers.
+pub const VSCODE_MCP: &str = ".vscode/mcp.json";
 /// `.gitignore`.
 pub const GITIGNORE: &str = ".gitignore";
 
@@ -230,7 +245,7 @@ pub const FILES: &[Entry] = &[
     // Personal extra CA certificates copied in for the image build.
     row(EXTRA_CA, Devcontainer, Gitignored, APPLY, NO_ROLE),
     // Harness logins, tokens and caches mounted into the container.
-    row(".aibox-home/", Mcp, ContainerScoped, APPLY, NO_ROLE),
+    row(AIBOX_HOME, Mcp, ContainerScoped, APPLY, NO_ROLE),
     // aibox's own state: caches, backups, project lock, ledger.
     row(".aibox/", Engine, Gitignored, APPLY, NO_ROLE),
     row(".aibox-env/", Other, Gitignored, NOBODY, NO_ROLE),
@@ -241,13 +256,7 @@ pub const FILES: &[Entry] = &[
     row("context/**/private/", Other, Gitignored, NOBODY, NO_ROLE),
     // Personal harness settings. The project MCP files below are committed: they hold
     // only team and processkit servers, so a fresh clone sees them.
-    row(
-        ".claude/settings.local.json",
-        Mcp,
-        Gitignored,
-        APPLY,
-        NO_ROLE,
-    ),
+    row(CLAUDE_SETTINGS_LOCAL, Mcp, Gitignored, APPLY, NO_ROLE),
     row(".continue/mcpServers/", Other, Gitignored, NOBODY, NO_ROLE),
     // The team configuration.
     row(
@@ -293,14 +302,14 @@ pub const FILES: &[Entry] = &[
         NO_ROLE,
     ),
     // Harness MCP files (merged into, never replaced).
-    row(".mcp.json", Mcp, Committed, APPLY, NO_ROLE),
-    row(".claude/settings.json", Mcp, Committed, APPLY, NO_ROLE),
+    row(CLAUDE_MCP_JSON, Mcp, Committed, APPLY, NO_ROLE),
+    row(CLAUDE_SETTINGS, Mcp, Committed, APPLY, NO_ROLE),
     row(".codex/", Mcp, Committed, APPLY, NO_ROLE),
-    row(".gemini/settings.json", Mcp, Committed, APPLY, NO_ROLE),
-    row(".cursor/mcp.json", Mcp, Committed, APPLY, NO_ROLE),
-    row(".cursor/hooks.json", Mcp, Committed, APPLY, NO_ROLE),
-    row(".vscode/mcp.json", Mcp, Committed, APPLY, NO_ROLE),
-    row("opencode.json", Mcp, Committed, APPLY, NO_ROLE),
+    row(GEMINI_SETTINGS, Mcp, Committed, APPLY, NO_ROLE),
+    row(CURSOR_MCP, Mcp, Committed, APPLY, NO_ROLE),
+    row(CURSOR_HOOKS, Mcp, Committed, APPLY, NO_ROLE),
+    row(VSCODE_MCP, Mcp, Committed, APPLY, NO_ROLE),
+    row(OPENCODE_CONFIG, Mcp, Committed, APPLY, NO_ROLE),
     // processkit content.
     row(
         "context/",
@@ -418,12 +427,20 @@ pub fn user_owned_committed() -> impl Iterator<Item = &'static str> {
         .map(|e| e.path)
 }
 
-/// Whether a clean root-relative path (with `/` separators) is covered by `entry`: the
-/// exact file, or anything strictly below a directory entry. Patterns match nothing
-/// here (they are for `.gitignore` only).
+/// Whether the clean root-relative file path `rel` (`/` separators, no trailing `/`) is
+/// covered by the table path `entry`: the exact file, anything strictly below a
+/// directory entry (not the directory itself), or what a `head/**/tail` pattern matches.
+/// Pattern rows are never writable (a test checks it), so the perimeter is still made
+/// of plain files and directories.
 pub fn covers(entry: &str, rel: &str) -> bool {
-    if entry.contains("**/") {
-        return false;
+    if let Some((head, tail)) = entry.split_once("**/") {
+        // `**/` is zero or more whole folders: try `tail` at every folder boundary.
+        let Some(rest) = rel.strip_prefix(head) else {
+            return false;
+        };
+        return std::iter::once(rest)
+            .chain(rest.match_indices('/').map(|(i, _)| &rest[i + 1..]))
+            .any(|below| covers(tail, below));
     }
     match entry.strip_suffix('/') {
         Some(dir) => rel
@@ -527,6 +544,93 @@ mod tests {
         }
     }
 
+    /// The harness files are rows of the table (or below one) with the scope their
+    /// contents need, and the container-scoped ones sit where the harness's state folder
+    /// is mounted from.
+    #[test]
+    fn harness_files_are_rows() {
+        use crate::container::harness_home_dir;
+        use crate::model::Harness;
+        let rows = [
+            (CLAUDE_MCP_JSON, Scope::Committed),
+            (CLAUDE_SETTINGS, Scope::Committed),
+            (CLAUDE_SETTINGS_LOCAL, Scope::Gitignored),
+            (CODEX_CONFIG, Scope::Committed),
+            (CODEX_HOOKS, Scope::Committed),
+            (CODEX_HOME_CONFIG, Scope::ContainerScoped),
+            (GEMINI_SETTINGS, Scope::Committed),
+            (GEMINI_HOME_SETTINGS, Scope::ContainerScoped),
+            (OPENCODE_CONFIG, Scope::Committed),
+            (CURSOR_MCP, Scope::Committed),
+            (CURSOR_HOOKS, Scope::Committed),
+            (VSCODE_MCP, Scope::Committed),
+        ];
+        for (path, scope) in rows {
+            let e = entry(path).unwrap_or_else(|| panic!("{path} has no row"));
+            assert_eq!((e.owner, e.scope), (Owner::Mcp, scope), "{path}");
+            assert!(may_write(Writers::APPLY, path), "{path}");
+        }
+        for (path, harness, file) in [
+            (CODEX_HOME_CONFIG, Harness::Codex, "config.toml"),
+            (GEMINI_HOME_SETTINGS, Harness::Gemini, "settings.json"),
+        ] {
+            let dir = harness_home_dir(harness).unwrap();
+            assert_eq!(path, format!("{AIBOX_HOME}{dir}/{file}"));
+        }
+    }
+
+    /// The one reading of the table's path syntax. It used to be read twice: the
+    /// writer's `covers` let patterns match nothing, and `gitignore::is_local_state`
+    /// matched patterns and also took `dir/` itself as below `dir/`. No clean file path
+    /// ends in `/`, so only the row of a file under a pattern changed: it is now the
+    /// pattern's (gitignored), no longer its parent folder's (committed).
+    #[test]
+    fn one_reading_of_the_path_syntax() {
+        let cases = [
+            // A file entry is that file only.
+            (".aibox-local.toml", ".aibox-local.toml", true),
+            (".aibox-local.toml", ".aibox-local.toml.bak", false),
+            (".aibox-local.toml", ".aibox-local.toml/x", false),
+            // A directory entry covers what lies strictly below it.
+            (".aibox/", ".aibox/mcp-ledger.json", true),
+            (".aibox/", ".aibox/a/b", true),
+            (".aibox/", ".aibox", false),
+            (".aibox/", ".aibox/", false),
+            (".aibox/", ".aiboxes/x", false),
+            // A pattern: `tail` at any depth below `head`, zero folders included.
+            ("context/**/private/", "context/private/x.md", true),
+            ("context/**/private/", "context/team/private/x.md", true),
+            ("context/**/private/", "context/a/b/private/c/d.md", true),
+            ("context/**/private/", "context/team/private", false),
+            ("context/**/private/", "context/team/private/", false),
+            ("context/**/private/", "context/team/privateer/x", false),
+            ("context/**/private/", "context/team/xprivate/x", false),
+            ("context/**/private/", "other/private/x", false),
+            ("context/**/private/", "contexts/private/x", false),
+            ("a/**/b", "a/b", true),
+            ("a/**/b", "a/x/y/b", true),
+            ("a/**/b", "a/x/b/c", false),
+        ];
+        for (entry, rel, want) in cases {
+            assert_eq!(covers(entry, rel), want, "covers({entry:?}, {rel:?})");
+        }
+        // A file under a pattern is the pattern's: gitignored, not processkit's.
+        let private = entry("context/team/private/notes.md").unwrap();
+        assert_eq!(
+            (private.owner, private.scope),
+            (Owner::Other, Scope::Gitignored)
+        );
+        assert!(crate::gitignore::is_local_state(
+            "context/team/private/notes.md"
+        ));
+        // Patterns never widen what a command may write.
+        for e in FILES.iter().filter(|e| e.path.contains("**/")) {
+            assert_eq!(e.writers, Writers::NONE, "{}", e.path);
+        }
+        // Unchanged: processkit's `context/` row still lets `apply` write there.
+        assert!(may_write(Writers::APPLY, "context/team/private/notes.md"));
+    }
+
     #[test]
     fn writers_by_command() {
         assert!(may_write(Writers::APPLY, "context/skills/a/SKILL.md"));
@@ -542,10 +646,6 @@ mod tests {
         assert!(may_write(Writers::MIGRATE, "AGENTS.md"));
         assert!(!may_write(Writers::MIGRATE, ".mcp.json"));
         assert!(!may_write(Writers::MIGRATE, "aibox.toml"));
-        assert!(
-            !covers("context/**/private/", "context/x/private/y"),
-            "patterns are for git"
-        );
         assert_eq!(
             entry("context/skills/a").map(|e| e.owner),
             Some(Owner::Processkit)

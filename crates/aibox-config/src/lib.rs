@@ -6,6 +6,7 @@
 //! work; the only code in aibox that writes project files is its `write` module, the
 //! primitive every writer above uses, checked against the file table in `layout`.
 
+pub mod container;
 pub mod diag;
 pub mod edit;
 pub mod files;

@@ -139,7 +139,7 @@ pub struct ContainerSection {
 }
 
 fn default_user() -> String {
-    "aibox".to_owned()
+    crate::container::DEFAULT_USER.to_owned()
 }
 fn default_uid() -> u32 {
     1000
@@ -270,11 +270,7 @@ impl ContainerSection {
     }
     /// Home directory of the container user.
     pub fn home(&self) -> String {
-        if self.user == "root" {
-            "/root".to_owned()
-        } else {
-            format!("/home/{}", self.user)
-        }
+        crate::container::home(&self.user)
     }
 }
 
@@ -545,18 +541,6 @@ impl Harness {
     /// Parses an id as written in `aibox.toml` or on the command line.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|h| h.as_str() == s)
-    }
-
-    /// The harness's state directory under the container user's home, if it has one
-    /// (mounted from `.aibox-home/`).
-    pub fn home_dir(self) -> Option<&'static str> {
-        match self {
-            Self::Claude => Some(".claude"),
-            Self::Codex => Some(".codex"),
-            Self::Gemini => Some(".gemini"),
-            Self::Opencode => Some(".local/share/opencode"),
-            Self::Cursor | Self::Vscode => None,
-        }
     }
 }
 

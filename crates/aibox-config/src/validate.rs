@@ -10,28 +10,10 @@ use std::net::IpAddr;
 use miette::SourceSpan;
 use toml_edit::Item;
 
+use crate::container::{DEFAULT_USER, MANAGED_HOME_ENTRIES, WORKSPACE_DIR};
 use crate::diag::{Problem, ProblemKind, Source};
 use crate::model::{AiboxToml, ContainerSection, ContextMode, ExtraVolume, LocalToml, McpServer};
 use crate::path::{KeyPath, locate, path};
-
-/// Where aibox mounts the project inside the container.
-pub const WORKSPACE_DIR: &str = "/workspace";
-
-/// Entries of the container user's home that aibox manages (mounted from `.aibox-home/`).
-///
-/// An extra volume may not target one of these, a parent of one, or a path inside one.
-pub const MANAGED_HOME_ENTRIES: &[&str] = &[
-    ".aibox",
-    ".cache",
-    ".claude",
-    ".claude.json",
-    ".codex",
-    ".config",
-    ".gemini",
-    ".local",
-    ".tmux",
-    ".vim",
-];
 
 /// Collects problems for one file, locating spans by key path.
 pub(crate) struct Checker<'a> {
@@ -418,7 +400,10 @@ pub(crate) fn check_local(local: &LocalToml, team: Option<&AiboxToml>, ch: &mut 
                 .into(),
         );
     }
-    let home = team.map_or_else(|| "/home/aibox".to_owned(), |t| t.container.home());
+    let home = team.map_or_else(
+        || crate::container::home(DEFAULT_USER),
+        |t| t.container.home(),
+    );
     let mut targets: Vec<String> = Vec::new();
     if let Some(t) = team {
         targets.extend(

@@ -16,12 +16,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use aibox_config::ExtraVolume;
-use aibox_config::layout::{CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR};
+use aibox_config::container::{
+    CHECKOUT_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, PROJECT_LABEL, WORKSPACE_DIR,
+};
+use aibox_config::layout::AIBOX_HOME;
 
 use crate::quote::{compose_literal, compose_yaml, yaml};
-use crate::{
-    AIBOX_HOME_DIR, DevcontainerError, GENERATED_HEADER, Inputs, LOCAL_ENV_PATH, WORKSPACE_DIR,
-};
+use crate::{DevcontainerError, GENERATED_HEADER, Inputs, LOCAL_ENV_PATH};
 
 pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     let config = inputs.config;
@@ -73,7 +74,7 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     out.push_str("    labels:\n");
     let _ = writeln!(
         out,
-        "      \"aibox.project\": {}",
+        "      \"{PROJECT_LABEL}\": {}",
         compose_yaml(&crate::project_name(config))
     );
     // Set by `aibox up` to the digest of the files the container is made from, so a later
@@ -133,7 +134,7 @@ pub(crate) fn render_local(inputs: &Inputs<'_>) -> Result<String, DevcontainerEr
         let _ = writeln!(
             out,
             "      {}: {}",
-            yaml(crate::CHECKOUT_LABEL),
+            yaml(CHECKOUT_LABEL),
             compose_yaml(checkout)
         );
     }
@@ -179,7 +180,7 @@ fn volumes(inputs: &Inputs<'_>) -> Result<Mounts, DevcontainerError> {
     let mut mounts = vec![(String::from(".."), WORKSPACE_DIR.to_owned(), false)];
     for dir in inputs.harness_home_dirs() {
         mounts.push((
-            format!("../{AIBOX_HOME_DIR}/{dir}"),
+            format!("../{AIBOX_HOME}{dir}"),
             format!("{home}/{dir}"),
             false,
         ));

@@ -4,10 +4,11 @@
 //! `initializeCommand`); aibox's own metadata lives under `customizations.aibox`, the
 //! only place the schema allows tool-specific keys.
 
+use aibox_config::container::WORKSPACE_DIR;
 use aibox_config::layout;
 use serde_json::{Map, Value, json};
 
-use crate::{GENERATED_HEADER, Inputs, WORKSPACE_DIR};
+use crate::{GENERATED_HEADER, Inputs};
 
 pub(crate) fn render(inputs: &Inputs<'_>) -> String {
     let config = inputs.config;

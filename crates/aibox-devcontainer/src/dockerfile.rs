@@ -8,8 +8,11 @@
 use std::fmt::Write as _;
 
 use crate::quote::{dockerfile as dq, shell};
-use crate::{DEFAULT_IMAGE_SOURCE, GENERATED_HEADER, Inputs, WORKSPACE_DIR};
-use aibox_config::layout::{BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, GID_ARG, UID_ARG};
+use crate::{DEFAULT_IMAGE_SOURCE, GENERATED_HEADER, Inputs};
+use aibox_config::container::{
+    BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, GID_ARG, MCP_ENVS_DIR, MCP_NPM_DIR, MCP_REQUIREMENTS_DIR,
+    UID_ARG, WORKSPACE_DIR,
+};
 
 /// Marker lines around the inlined `Dockerfile.local`.
 pub(crate) const LOCAL_BEGIN: &str =
@@ -103,9 +106,9 @@ fn python_envs_step(out: &mut String, inputs: &Inputs<'_>) {
          export UV_CACHE_DIR=/tmp/aibox-uv-cache UV_PYTHON_DOWNLOADS=never UV_LINK_MODE=hardlink; \\\n    \
          install() {{ \\\n        \
          echo \"aibox: installing the locked MCP environment $1 ($2)\"; \\\n        \
-         uv venv --quiet --python python3 \"{MCP_ENVS_ROOT}/$1\"; \\\n        \
+         uv venv --quiet --python python3 \"{MCP_ENVS_DIR}/$1\"; \\\n        \
          uv pip install --quiet --compile-bytecode --require-hashes --no-deps \\\n            \
-         --python \"{MCP_ENVS_ROOT}/$1/bin/python\" -r \"{MCP_REQUIREMENTS_DIR}/$1.txt\" \\\n        \
+         --python \"{MCP_ENVS_DIR}/$1/bin/python\" -r \"{MCP_REQUIREMENTS_DIR}/$1.txt\" \\\n        \
          || {{ echo \"aibox: the locked dependencies of $2 did not install (aibox.lock, [mcp.environments.$1])\" >&2; exit 1; }}; \\\n    \
          }}; \\\n"
     );
@@ -142,7 +145,7 @@ fn npm_envs_step(out: &mut String, inputs: &Inputs<'_>) {
     for env in inputs.npm_envs {
         let _ = writeln!(
             out,
-            "COPY {MCP_ENVS_CONTEXT}npm-{id}/ {MCP_NPM_ROOT}/{id}/",
+            "COPY {MCP_ENVS_CONTEXT}npm-{id}/ {MCP_NPM_DIR}/{id}/",
             id = env.id
         );
     }
@@ -152,7 +155,7 @@ fn npm_envs_step(out: &mut String, inputs: &Inputs<'_>) {
          export npm_config_cache=/tmp/aibox-npm-cache npm_config_update_notifier=false; \\\n    \
          install() {{ \\\n        \
          echo \"aibox: installing the locked MCP npm package $1 ($2)\"; \\\n        \
-         npm ci --prefix \"{MCP_NPM_ROOT}/$1\" --ignore-scripts --no-audit --no-fund --loglevel=error \\\n        \
+         npm ci --prefix \"{MCP_NPM_DIR}/$1\" --ignore-scripts --no-audit --no-fund --loglevel=error \\\n        \
          || {{ echo \"aibox: the locked npm package of $2 did not install (aibox.lock, [mcp.npm.$1])\" >&2; exit 1; }}; \\\n    \
          }}; \\\n"
     );
@@ -166,16 +169,8 @@ fn npm_envs_step(out: &mut String, inputs: &Inputs<'_>) {
     out.push_str("    rm -rf /tmp/aibox-npm-cache\n\n");
 }
 
-/// Where the image installs the locked npm trees (the engine registers
-/// `<root>/<id>/node_modules/.bin/<bin>`).
-const MCP_NPM_ROOT: &str = aibox_config::layout::CONTAINER_MCP_NPM;
-
 /// The requirements folder, relative to the build context (`.devcontainer/`).
 const MCP_ENVS_CONTEXT: &str = "aibox-mcp/";
-/// Where the image keeps the requirements files it installed from.
-const MCP_REQUIREMENTS_DIR: &str = "/opt/aibox/mcp-requirements";
-/// Where the environments live (the engine registers `<root>/<id>/bin/python`).
-const MCP_ENVS_ROOT: &str = aibox_config::layout::CONTAINER_MCP_ENVS;
 
 /// The step that creates (or renames) the container user and its harness folders.
 fn user_step(out: &mut String, inputs: &Inputs<'_>) {

@@ -17,7 +17,7 @@ mod scaffold;
 pub mod tools;
 mod validate;
 
-use aibox_config::{AiboxToml, ContextMode, Harness, LocalToml, Ownership, PlannedFile};
+use aibox_config::{AiboxToml, ContextMode, Harness, LocalToml, Ownership, PlannedFile, layout};
 
 use crate::catalog::Catalog;
 
@@ -33,22 +33,12 @@ pub(crate) const GENERATED_HEADER: &str =
 
 /// Path of the generated Dockerfile.
 pub const DOCKERFILE_PATH: &str = aibox_config::layout::DOCKERFILE;
-/// Path of the generated Compose file.
-pub const COMPOSE_PATH: &str = aibox_config::layout::COMPOSE;
 /// Path of the generated `devcontainer.json`.
 pub const DEVCONTAINER_JSON_PATH: &str = aibox_config::layout::DEVCONTAINER_JSON;
 /// Path of the user-owned Dockerfile fragment inlined at the end of the Dockerfile.
 pub const DOCKERFILE_LOCAL_PATH: &str = aibox_config::layout::DOCKERFILE_LOCAL;
-/// Path of the user-owned Compose override file.
-pub const COMPOSE_OVERRIDE_PATH: &str = aibox_config::layout::COMPOSE_OVERRIDE;
-/// Path of the generated personal Compose file (gitignored): the personal bind mounts.
-pub const COMPOSE_LOCAL_PATH: &str = aibox_config::layout::COMPOSE_LOCAL;
 /// Path of the personal environment file (gitignored, mode 0600).
 pub const LOCAL_ENV_PATH: &str = aibox_config::layout::LOCAL_ENV;
-/// Folder holding the harnesses' state directories, bind-mounted into the container.
-pub const AIBOX_HOME_DIR: &str = ".aibox-home";
-/// The project folder's path inside the container.
-pub const WORKSPACE_DIR: &str = "/workspace";
 
 /// Everything [`render`] needs. Build it with [`Inputs::new`] and set the other fields
 /// as needed.
@@ -87,7 +77,7 @@ pub struct Inputs<'a> {
     pub npm_envs: &'a [NpmEnv],
     /// The checkout's canonical path (the engine resolves it). When set, the personal
     /// `docker-compose.local.yml` names this checkout's container ([`container_name`]) and
-    /// labels it with the path ([`CHECKOUT_LABEL`]), so no other checkout takes it for its own.
+    /// labels it with the path ([`aibox_config::container::CHECKOUT_LABEL`]), so no other checkout takes it for its own.
     pub checkout: Option<&'a str>,
 }
 
@@ -169,7 +159,7 @@ impl<'a> Inputs<'a> {
     pub(crate) fn harness_home_dirs(&self) -> Vec<&'static str> {
         self.harnesses()
             .into_iter()
-            .filter_map(Harness::home_dir)
+            .filter_map(aibox_config::container::harness_home_dir)
             .collect()
     }
 }
@@ -200,7 +190,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
     let tools = selected_tools(inputs.config, catalog)?;
     let mut files = vec![
         PlannedFile::generated(DOCKERFILE_PATH, dockerfile::render(inputs, &tools)),
-        PlannedFile::generated(COMPOSE_PATH, compose::render(inputs)?),
+        PlannedFile::generated(layout::COMPOSE, compose::render(inputs)?),
         PlannedFile::generated(DEVCONTAINER_JSON_PATH, devcontainer_json::render(inputs)),
     ];
     if inputs.scaffold_user_files {
@@ -210,13 +200,13 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
             Ownership::ScaffoldOnce,
         ));
         files.push(PlannedFile::new(
-            COMPOSE_OVERRIDE_PATH,
+            layout::COMPOSE_OVERRIDE,
             scaffold::compose_override(service_name(inputs.config)),
             Ownership::ScaffoldOnce,
         ));
     }
     let mut local = PlannedFile::new(
-        COMPOSE_LOCAL_PATH,
+        layout::COMPOSE_LOCAL,
         compose::render_local(inputs)?,
         Ownership::LocalState,
     );
@@ -245,7 +235,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
              aibox.lock), installed into {root}/{id} with `--require-hashes`.\n{}",
             env.requirements,
             id = env.id,
-            root = aibox_config::layout::CONTAINER_MCP_ENVS,
+            root = aibox_config::container::MCP_ENVS_DIR,
         );
         files.push(PlannedFile::generated(
             format!("{MCP_ENVS_DIR}{}.txt", env.id),
@@ -266,7 +256,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
     }
     for dir in inputs.harness_home_dirs() {
         files.push(PlannedFile::new(
-            format!("{AIBOX_HOME_DIR}/{dir}/.keep"),
+            format!("{}{dir}/.keep", layout::AIBOX_HOME),
             Vec::new(),
             Ownership::LocalState,
         ));
@@ -368,9 +358,6 @@ pub fn image_name(config: &AiboxToml) -> String {
     let base = project.trim_end_matches('-');
     format!("localhost/{base}-aibox:local")
 }
-
-/// Label on aibox's container: the canonical path of the checkout it belongs to.
-pub const CHECKOUT_LABEL: &str = "aibox.checkout";
 
 /// This checkout's container name, also its Compose project name: the pinned
 /// `.aibox-local.toml` `container.container_name`, else the project name, `-` and the

@@ -39,7 +39,7 @@ pub fn install_dir(tool: &Tool, a: &Artifact) -> String {
                 .unwrap_or(spec);
             format!("/usr/local/lib/node_modules/{name}")
         }
-        None => format!("/opt/aibox/{}", tool.name),
+        None => format!("{}/{}", aibox_config::container::TOOLS_DIR, tool.name),
     }
 }
 

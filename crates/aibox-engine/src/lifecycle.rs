@@ -345,8 +345,16 @@ pub(crate) fn unwritable_folders(
     target: &Target,
     config: &aibox_config::AiboxToml,
 ) -> Result<Vec<String>, RuntimeError> {
-    let mut probe = String::from("for d in /workspace \"$HOME\"");
-    for dir in config.ai.harnesses.iter().filter_map(|h| h.home_dir()) {
+    let mut probe = format!(
+        "for d in {} \"$HOME\"",
+        aibox_config::container::WORKSPACE_DIR
+    );
+    for dir in config
+        .ai
+        .harnesses
+        .iter()
+        .filter_map(|h| aibox_config::container::harness_home_dir(*h))
+    {
         let _ = write!(probe, " \"$HOME/{dir}\"");
     }
     probe.push_str("; do if [ -e \"$d\" ] && ! [ -w \"$d\" ]; then echo \"$d\"; fi; done");

@@ -6,8 +6,7 @@
 //! from the list) instead of being fetched.
 
 use aibox_mcp_registration::{
-    CONTAINER_WORKSPACE, EffectiveServer, RegisterOptions, ServerSpec, collect_servers,
-    effective_servers,
+    EffectiveServer, RegisterOptions, ServerSpec, collect_servers, effective_servers,
 };
 use camino::Utf8Path;
 
@@ -69,7 +68,7 @@ pub(crate) fn servers_resolved(
     let opts = RegisterOptions {
         harnesses: &project.config.ai.harnesses,
         permissions: &project.config.ai.mcp.permissions,
-        workspace: CONTAINER_WORKSPACE,
+        workspace: aibox_config::container::WORKSPACE_DIR,
     };
     let list = McpList {
         servers: effective_servers(&servers, &opts),

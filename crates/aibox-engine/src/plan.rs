@@ -455,7 +455,7 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     let policy_err = EngineError::from;
     let security = resolved.security.check().map_err(policy_err)?;
     let override_text = files
-        .get(Utf8Path::new(aibox_policy::OVERRIDE_PATH))?
+        .get(Utf8Path::new(aibox_config::layout::COMPOSE_OVERRIDE))?
         .map(|b| String::from_utf8_lossy(b).into_owned());
     let ctx = PlanContext {
         project,

@@ -238,6 +238,45 @@ fn local_state_is_judged_per_path_from_one_git_answer() {
     assert!(tracked[0].contains("`.aibox-home/`"), "{tracked:?}");
 }
 
+/// Private notes at any depth of `context/` (`context/**/private/`) are local state: a
+/// tracked one is named by its own path (once, also where a plain entry covers it), and
+/// a look-alike folder is not.
+#[test]
+fn tracked_private_notes_at_any_depth_are_reported() {
+    let p = Project::new(BASE_TOML);
+    p.git(&["init", "-q"]);
+    let files = [
+        "context/team/private/notes.md",
+        "context/a/b/private/c/d.md",
+        "context/private/top.md",
+        "context/team/privateer/notes.md",
+        "context/team/private.md",
+    ];
+    for f in files {
+        p.write(f, "x");
+    }
+    let mut add = vec!["add", "-f"];
+    add.extend(files);
+    p.git(&add);
+    let report = p.doctor();
+    let mut tracked: Vec<String> = report
+        .by_severity(Severity::Error)
+        .filter(|f| f.code == "aibox::doctor::local_state_tracked")
+        .map(|f| f.message.clone())
+        .collect();
+    tracked.sort();
+    assert_eq!(tracked.len(), 3, "{tracked:?}");
+    assert!(
+        tracked[0].contains("`context/a/b/private/c/d.md`"),
+        "{tracked:?}"
+    );
+    assert!(tracked[1].contains("`context/private/`"), "{tracked:?}");
+    assert!(
+        tracked[2].contains("`context/team/private/notes.md`"),
+        "{tracked:?}"
+    );
+}
+
 /// The personal file is where tokens go: `config set --local` writes it 0600 (also over
 /// a file someone made 0644), and doctor warns about one others can read.
 #[test]

@@ -28,6 +28,7 @@
 
 use std::collections::BTreeSet;
 
+use aibox_config::layout::{CODEX_HOOKS, CURSOR_HOOKS};
 use serde_json::{Value, json};
 
 use crate::McpError;
@@ -45,10 +46,6 @@ pub const GUARD_SCRIPT: &str =
     "context/skills/processkit/skill-gate/scripts/check_route_task_called.py";
 /// The release's pre-authorisation spec.
 pub const PREAUTH_PATH: &str = "context/skills/processkit/skill-gate/assets/preauth.json";
-/// Codex project hooks.
-pub const CODEX_HOOKS: &str = ".codex/hooks.json";
-/// Cursor project hooks.
-pub const CURSOR_HOOKS: &str = ".cursor/hooks.json";
 
 /// The Claude `PreToolUse` matcher of the guard, as processkit's README wires it.
 const GUARD_MATCHER: &str = "Write|Edit|MultiEdit|create_workitem|transition_workitem|record_decision|link_entities|open_discussion|create_artifact|log_event|create_note";
@@ -160,7 +157,7 @@ impl HookFile {
     /// The hook file at `path`, if it is one.
     pub(crate) fn of(path: &str) -> Option<Self> {
         match path {
-            crate::register::CLAUDE_SETTINGS => Some(Self::Claude),
+            aibox_config::layout::CLAUDE_SETTINGS => Some(Self::Claude),
             CODEX_HOOKS => Some(Self::Codex),
             CURSOR_HOOKS => Some(Self::Cursor),
             _ => None,

@@ -34,37 +34,19 @@ use serde_json::Value;
 
 use crate::McpError;
 use crate::harness::{self, Rendered};
-use crate::hooks::{CODEX_HOOKS, CURSOR_HOOKS, HookFile, ProcesskitWiring};
+use crate::hooks::{HookFile, ProcesskitWiring};
 use crate::jsonfile::JsonDoc;
 use crate::ledger::{LEDGER_PATH, Ledger, previously_owned};
 use crate::spec::{Origin, ServerSpec, Transport};
 use crate::tomlfile::TomlDoc;
 use crate::tools::ToolPolicy;
 
-/// Claude Code project servers.
-pub const CLAUDE_MCP_JSON: &str = ".mcp.json";
-/// Claude Code committed settings: team and processkit approvals and allow rules.
-pub const CLAUDE_SETTINGS: &str = ".claude/settings.json";
-/// Claude Code personal settings: personal approvals and allow rules.
-pub const CLAUDE_SETTINGS_LOCAL: &str = ".claude/settings.local.json";
-/// Codex project config.
-pub const CODEX_CONFIG: &str = ".codex/config.toml";
-/// The container-scoped Codex home config (mounted as `~/.codex/config.toml`).
-pub const CODEX_HOME_CONFIG: &str = ".aibox-home/.codex/config.toml";
-/// Gemini CLI project settings.
-pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
-/// The container-scoped Gemini user settings (mounted as `~/.gemini/settings.json`):
-/// personal servers.
-pub const GEMINI_HOME_SETTINGS: &str = ".aibox-home/.gemini/settings.json";
-/// `OpenCode` project config.
-pub const OPENCODE_CONFIG: &str = "opencode.json";
-/// Cursor project servers.
-pub const CURSOR_MCP: &str = ".cursor/mcp.json";
-/// VS Code workspace servers.
-pub const VSCODE_MCP: &str = ".vscode/mcp.json";
-
-/// Default container path of the project.
-pub const CONTAINER_WORKSPACE: &str = "/workspace";
+// The harness files are rows of the file table, spelled there once.
+use aibox_config::layout::{
+    CLAUDE_MCP_JSON, CLAUDE_SETTINGS, CLAUDE_SETTINGS_LOCAL, CODEX_CONFIG, CODEX_HOME_CONFIG,
+    CODEX_HOOKS, CURSOR_HOOKS, CURSOR_MCP, GEMINI_HOME_SETTINGS, GEMINI_SETTINGS, OPENCODE_CONFIG,
+    VSCODE_MCP,
+};
 
 /// Whether a target file is shared through git.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -113,7 +95,7 @@ pub struct RegisterOptions<'a> {
     pub harnesses: &'a [Harness],
     /// `[ai.mcp.permissions]`.
     pub permissions: &'a Permissions,
-    /// The project's path inside the container (normally [`CONTAINER_WORKSPACE`]): Codex
+    /// The project's path inside the container (normally [`aibox_config::container::WORKSPACE_DIR`]): Codex
     /// script paths are made absolute under it and Codex trust is seeded for it.
     pub workspace: &'a str,
 }
@@ -436,7 +418,7 @@ fn is_processkit_rule(k: &str) -> bool {
 /// says aibox wrote before). `read` returns a root-relative file's current text.
 ///
 /// ```
-/// use aibox_mcp_registration::{CONTAINER_WORKSPACE, RegisterOptions, collect_servers, register};
+/// use aibox_mcp_registration::{RegisterOptions, collect_servers, register};
 /// let config = aibox_config::parse_aibox_toml(
 ///     "[container]\nname = \"demo\"\n[ai]\nharnesses = [\"claude\"]\n\
 ///      [[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"docs-mcp@1.0.0\"]\n",
@@ -446,7 +428,7 @@ fn is_processkit_rule(k: &str) -> bool {
 /// let opts = RegisterOptions {
 ///     harnesses: &config.ai.harnesses,
 ///     permissions: &config.ai.mcp.permissions,
-///     workspace: CONTAINER_WORKSPACE,
+///     workspace: aibox_config::container::WORKSPACE_DIR,
 /// };
 /// // No harness file exists yet: every read finds nothing.
 /// let registration = register(&servers, &opts, None, &mut |_| Ok(None))?;

@@ -182,12 +182,6 @@ const CREDENTIAL_DIRS: [&str; 24] = [
 
 const ENGINE_SOCKETS: [&str; 4] = ["docker.sock", "podman.sock", "containerd.sock", "crio.sock"];
 
-/// Path of the generated Compose file.
-pub const COMPOSE_PATH: &str = aibox_config::layout::COMPOSE;
-/// Path of the user-owned Compose override.
-pub const OVERRIDE_PATH: &str = aibox_config::layout::COMPOSE_OVERRIDE;
-/// Path of the generated personal Compose file (local state, still gated).
-pub const COMPOSE_LOCAL_PATH: &str = aibox_config::layout::COMPOSE_LOCAL;
 /// Path of the generated `devcontainer.json`.
 pub const DEVCONTAINER_PATH: &str = aibox_config::layout::DEVCONTAINER_JSON;
 
@@ -200,7 +194,7 @@ pub const DEVCONTAINER_PATH: &str = aibox_config::layout::DEVCONTAINER_JSON;
 /// use aibox_config::{LocalToml, Ownership, PlannedFile, parse_aibox_toml};
 /// let config = parse_aibox_toml("[container]\nname = \"demo\"\n", "aibox.toml")?;
 /// let compose = PlannedFile::new(
-///     aibox_policy::COMPOSE_PATH,
+///     aibox_config::layout::COMPOSE,
 ///     "services:\n  demo:\n    image: demo\n    privileged: true\n",
 ///     Ownership::Generated,
 /// );
@@ -229,7 +223,9 @@ pub fn check_plan(
     // A scaffold-once override that already exists is not rewritten: its current text is
     // what Compose will use.
     let skip = |f: &PlannedFile| {
-        f.path == OVERRIDE_PATH && f.ownership == Ownership::ScaffoldOnce && override_text.is_some()
+        f.path == aibox_config::layout::COMPOSE_OVERRIDE
+            && f.ownership == Ownership::ScaffoldOnce
+            && override_text.is_some()
     };
     let mut planned = BTreeMap::new();
     for f in files.iter().filter(|f| !skip(f)) {
@@ -243,10 +239,17 @@ pub fn check_plan(
             ));
         }
     }
-    let planned_override = planned.contains_key(OVERRIDE_PATH);
+    let planned_override = planned.contains_key(aibox_config::layout::COMPOSE_OVERRIDE);
     if let (Some(text), false) = (override_text, planned_override) {
-        out.extend(scan_secrets(OVERRIDE_PATH, text, TextKind::Yaml));
-        planned.insert(OVERRIDE_PATH.to_owned(), text.to_owned());
+        out.extend(scan_secrets(
+            aibox_config::layout::COMPOSE_OVERRIDE,
+            text,
+            TextKind::Yaml,
+        ));
+        planned.insert(
+            aibox_config::layout::COMPOSE_OVERRIDE.to_owned(),
+            text.to_owned(),
+        );
     }
     // Compose sees the planned files, and whatever else is on disk.
     let overlay = Overlay {

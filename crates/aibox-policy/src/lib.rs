@@ -25,10 +25,10 @@ pub use aibox_config::hostpath::HostPath;
 pub use compose::{ComposeSources, NoSources, parse_env_file};
 pub use finding::{Consent, Finding, MAX_FINDING_TEXT, Severity, has_errors};
 pub use gate::{
-    COMPOSE_LOCAL_PATH, COMPOSE_PATH, CONTAINER_LABEL, DEVCONTAINER_PATH, OVERRIDE_PATH,
-    check_compose, check_compose_project, check_compose_setup, check_container_state,
-    check_container_user, check_devcontainer_json, check_plan, check_project_volumes,
-    check_run_args, check_seccomp_profile, check_volumes, devcontainer_compose_files,
+    CONTAINER_LABEL, DEVCONTAINER_PATH, check_compose, check_compose_project, check_compose_setup,
+    check_container_state, check_container_user, check_devcontainer_json, check_plan,
+    check_project_volumes, check_run_args, check_seccomp_profile, check_volumes,
+    devcontainer_compose_files,
 };
 pub use redact::{MASK, Redactor, redact, redact_secrets};
 pub use relax::relaxation;

@@ -21,7 +21,7 @@ use crate::digest::Sha256;
 
 /// Where the generated Dockerfile installs the tree `id`.
 pub fn install_dir(id: &str) -> String {
-    format!("{}/{id}", aibox_config::layout::CONTAINER_MCP_NPM)
+    format!("{}/{id}", aibox_config::container::MCP_NPM_DIR)
 }
 
 /// The installed executable `bin` of the tree `id`: what a locked server is started with.

@@ -21,7 +21,7 @@ use crate::digest::Sha256;
 
 /// Where the generated Dockerfile installs the environment `id`.
 pub fn env_dir(id: &str) -> String {
-    format!("{}/{id}", aibox_config::layout::CONTAINER_MCP_ENVS)
+    format!("{}/{id}", aibox_config::container::MCP_ENVS_DIR)
 }
 
 /// The interpreter of the environment `id`: what a locked server is started with.

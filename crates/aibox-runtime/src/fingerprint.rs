@@ -12,15 +12,17 @@
 //! except the files that only Compose reads; the container digest covers the build digest,
 //! those Compose files and the personal environment file. `devcontainer.json` is in
 //! neither: aibox's container does not depend on it.
+//!
+//! [`BUILD_DIGEST_LABEL`]: aibox_config::container::BUILD_DIGEST_LABEL
+//! [`CONFIG_DIGEST_LABEL`]: aibox_config::container::CONFIG_DIGEST_LABEL
+//! [`CONFIG_DIGEST_VAR`]: aibox_config::container::CONFIG_DIGEST_VAR
 
 use camino::{Utf8Path, Utf8PathBuf};
 use sha2::{Digest as _, Sha256};
 
 use crate::error::RuntimeError;
 
-pub use aibox_config::layout::{
-    BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, GID_ARG, UID_ARG,
-};
+use aibox_config::container::{BUILD_DIGEST_ARG, GID_ARG, UID_ARG};
 
 /// Whether a file of the build context is read only by Compose: the Compose files of the
 /// file table, their `.env` and the seccomp profile they name.

@@ -24,9 +24,8 @@ pub use detect::{
 pub use error::RuntimeError;
 pub use fingerprint::Fingerprints;
 pub use lifecycle::{
-    COMPOSE_FILE, COMPOSE_LOCAL_FILE, COMPOSE_OVERRIDE_FILE, COMPOSE_PROJECT_LABELS,
-    ContainerState, Event, ExecRequest, PROJECT_LABEL, PipedExec, Progress, Runtime, Status,
-    Target, Timeouts, USERNS_PROBE, UpOptions, UsernsProbe, WORKSPACE_DIR,
+    COMPOSE_PROJECT_LABELS, ContainerState, Event, ExecRequest, PipedExec, Progress, Runtime,
+    Status, Target, Timeouts, USERNS_PROBE, UpOptions, UsernsProbe,
 };
 pub use mcp_probe::{MCP_PROTOCOL_VERSION, McpProbe, ProbeFailure, probe_mcp_server};
 pub use process::find_program;

@@ -10,37 +10,27 @@ use std::io::IsTerminal;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use aibox_config::layout;
 use camino::Utf8PathBuf;
 use serde::Serialize;
 
 use crate::build_log::{self, BuildLog, BuildStep};
 use crate::detect::{ComposeKind, DetectEnv, Detected, Engine, detect};
 use crate::error::RuntimeError;
-use crate::fingerprint::{
-    BUILD_DIGEST_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, Fingerprints,
-};
+use crate::fingerprint::Fingerprints;
 use crate::process::{self, ExtraEnv, Stream};
+use aibox_config::container::{
+    BUILD_DIGEST_LABEL, CHECKOUT_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, PROJECT_LABEL,
+    WORKSPACE_DIR,
+};
 
-/// Label the generated Compose file puts on the container: the aibox project name.
-pub const PROJECT_LABEL: &str = "aibox.project";
 /// Labels Compose providers put on containers they create: the Compose project name.
 pub const COMPOSE_PROJECT_LABELS: [&str; 2] =
     ["com.docker.compose.project", "io.podman.compose.project"];
 /// Label the Dev Containers CLI puts on containers it starts: the local project folder.
 pub const DEVCONTAINER_FOLDER_LABEL: &str = "devcontainer.local_folder";
-/// Label the personal Compose file puts on aibox's container: the checkout's canonical path.
-pub const CHECKOUT_LABEL: &str = "aibox.checkout";
 /// Label Compose providers put on containers they create: the service name.
 const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
-/// Working directory inside the container (the workspace bind mount).
-pub const WORKSPACE_DIR: &str = "/workspace";
-/// The generated Compose file, relative to the project root.
-pub const COMPOSE_FILE: &str = aibox_config::layout::COMPOSE;
-/// The user's scaffold-once Compose override, relative to the project root.
-pub const COMPOSE_OVERRIDE_FILE: &str = aibox_config::layout::COMPOSE_OVERRIDE;
-/// The generated, gitignored Compose file with personal bind mounts, relative to the
-/// project root.
-pub const COMPOSE_LOCAL_FILE: &str = aibox_config::layout::COMPOSE_LOCAL;
 
 /// Everything the runtime needs to know about one checkout's container. The engine
 /// fills it from the names the generators use (`aibox_devcontainer::container_name`, ...).
@@ -74,22 +64,22 @@ pub struct Target {
 impl Target {
     /// Absolute path of the generated Compose file.
     pub fn compose_file(&self) -> Utf8PathBuf {
-        self.root.join(COMPOSE_FILE)
+        self.root.join(layout::COMPOSE)
     }
 
     /// Absolute path of the Compose override file (it may not exist).
     pub fn override_file(&self) -> Utf8PathBuf {
-        self.root.join(COMPOSE_OVERRIDE_FILE)
+        self.root.join(layout::COMPOSE_OVERRIDE)
     }
 
     /// Every Compose file that exists, in the order of the file table
-    /// (`aibox_config::layout::COMPOSE_FILES`, also the order `devcontainer.json` lists
+    /// (`layout::COMPOSE_FILES`, also the order `devcontainer.json` lists
     /// them): the generated file (always), the user's override, the personal local file.
     pub fn compose_files(&self) -> Vec<Utf8PathBuf> {
         let mut files = vec![self.compose_file()];
-        for extra in aibox_config::layout::COMPOSE_FILES {
+        for extra in layout::COMPOSE_FILES {
             let path = self.root.join(extra);
-            if extra != COMPOSE_FILE && path.is_file() {
+            if extra != layout::COMPOSE && path.is_file() {
                 files.push(path);
             }
         }
@@ -1260,7 +1250,9 @@ fn network_is_ours(stdout: &str, project: &str) -> bool {
 fn check_owner(found: &Inspected, target: &Target) -> Result<(), RuntimeError> {
     let label = |l: &str| found.labels.get(l).map(String::as_str);
     let owner = match label(PROJECT_LABEL) {
-        None => Some("something other than aibox (it has no `aibox.project` label)".to_owned()),
+        None => Some(format!(
+            "something other than aibox (it has no `{PROJECT_LABEL}` label)"
+        )),
         Some(p) if p != target.name => Some(format!("aibox project `{p}`")),
         Some(_) => match (label(CHECKOUT_LABEL), label(DEVCONTAINER_FOLDER_LABEL)) {
             (Some(path), _) => {
@@ -1271,11 +1263,10 @@ fn check_owner(found: &Inspected, target: &Target) -> Result<(), RuntimeError> {
                     "the Dev Containers CLI (VS Code) container of {folder}; stop it from there"
                 )
             }),
-            (None, None) => Some(
-                "no checkout (it has no `aibox.checkout` label: made by an earlier aibox or by \
+            (None, None) => Some(format!(
+                "no checkout (it has no `{CHECKOUT_LABEL}` label: made by an earlier aibox or by \
                  hand)"
-                    .to_owned(),
-            ),
+            )),
         },
     };
     match owner {
@@ -1439,22 +1430,25 @@ mod tests {
         t.root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
         assert_eq!(
             t.compose_files(),
-            [t.root.join(COMPOSE_FILE)],
+            [t.root.join(layout::COMPOSE)],
             "only the generated file"
         );
         fs_err::create_dir_all(t.root.join(".devcontainer")).unwrap();
-        fs_err::write(t.root.join(COMPOSE_LOCAL_FILE), "").unwrap();
-        assert_eq!(
-            t.compose_files(),
-            [t.root.join(COMPOSE_FILE), t.root.join(COMPOSE_LOCAL_FILE)]
-        );
-        fs_err::write(t.root.join(COMPOSE_OVERRIDE_FILE), "").unwrap();
+        fs_err::write(t.root.join(layout::COMPOSE_LOCAL), "").unwrap();
         assert_eq!(
             t.compose_files(),
             [
-                t.root.join(COMPOSE_FILE),
-                t.root.join(COMPOSE_OVERRIDE_FILE),
-                t.root.join(COMPOSE_LOCAL_FILE)
+                t.root.join(layout::COMPOSE),
+                t.root.join(layout::COMPOSE_LOCAL)
+            ]
+        );
+        fs_err::write(t.root.join(layout::COMPOSE_OVERRIDE), "").unwrap();
+        assert_eq!(
+            t.compose_files(),
+            [
+                t.root.join(layout::COMPOSE),
+                t.root.join(layout::COMPOSE_OVERRIDE),
+                t.root.join(layout::COMPOSE_LOCAL)
             ]
         );
     }

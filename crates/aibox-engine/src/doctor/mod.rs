@@ -33,14 +33,6 @@ pub use report::{CheckResult, CheckStatus, DoctorReport, Summary};
 
 use report::Run;
 
-/// The generated Compose file.
-pub const COMPOSE_FILE: &str = aibox_config::layout::COMPOSE;
-/// The user-owned Compose override.
-pub const OVERRIDE_FILE: &str = aibox_config::layout::COMPOSE_OVERRIDE;
-/// The generated `devcontainer.json`.
-pub const DEVCONTAINER_FILE: &str = aibox_config::layout::DEVCONTAINER_JSON;
-/// The generated personal Compose file (local state: personal volumes and env file).
-pub const COMPOSE_LOCAL_FILE: &str = aibox_config::layout::COMPOSE_LOCAL;
 /// The personal env file.
 pub const LOCAL_ENV_FILE: &str = aibox_config::layout::LOCAL_ENV;
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use aibox_devcontainer::catalog::Catalog;
-use aibox_devcontainer::{COMPOSE_OVERRIDE_PATH, DOCKERFILE_LOCAL_PATH, Inputs, tools};
+use aibox_devcontainer::{DOCKERFILE_LOCAL_PATH, Inputs, tools};
 use aibox_provenance::lock::{BaseImageLock, ToolDownload, ToolLock};
 use camino::Utf8Path;
 
@@ -18,7 +18,7 @@ use crate::plan::{PlanBuilder, PlanContext};
 /// skeleton and the scaffold-once user files to the plan.
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
     let dockerfile_local = ctx.read_text(Utf8Path::new(DOCKERFILE_LOCAL_PATH))?;
-    let override_exists = ctx.exists(Utf8Path::new(COMPOSE_OVERRIDE_PATH))?;
+    let override_exists = ctx.exists(Utf8Path::new(aibox_config::layout::COMPOSE_OVERRIDE))?;
     let mut inputs = Inputs::new(&ctx.project.config, &ctx.project.local, ctx.aibox_version);
     inputs.dockerfile_local = dockerfile_local.as_deref();
     inputs.override_exists = override_exists;

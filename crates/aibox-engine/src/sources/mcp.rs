@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use aibox_config::{Ownership, PlannedFile};
 use aibox_mcp_registration::{
-    CONTAINER_WORKSPACE, LEDGER_PATH, Ledger, McpError, Origin, ProcesskitWiring, RegisterOptions,
-    ServerSpec, TARGETS, Transport, collect_servers, register_wired,
+    LEDGER_PATH, Ledger, McpError, Origin, ProcesskitWiring, RegisterOptions, ServerSpec, TARGETS,
+    Transport, collect_servers, register_wired,
 };
 use camino::Utf8Path;
 
@@ -44,7 +44,7 @@ pub fn contribute_with(
     let opts = RegisterOptions {
         harnesses: &config.ai.harnesses,
         permissions: &config.ai.mcp.permissions,
-        workspace: CONTAINER_WORKSPACE,
+        workspace: aibox_config::container::WORKSPACE_DIR,
     };
     let mut read = |path: &str| -> Result<Option<String>, McpError> {
         Ok(current.get(path).cloned().flatten())

@@ -8,11 +8,22 @@ use camino::Utf8Path;
 use crate::doctor::report::Run;
 
 /// Local state that must be gitignored and untracked (glob entries are left to git).
-pub(crate) fn local_state_paths() -> impl Iterator<Item = &'static str> {
+fn local_state_paths() -> impl Iterator<Item = &'static str> {
     aibox_config::LOCAL_STATE_PATHS
         .iter()
         .copied()
         .filter(|p| !p.contains('*'))
+}
+
+/// The pattern entries of local state (`context/**/private/`), each with the pathspec
+/// that makes `git ls-files` list what lies below a match (a plain pathspec would take
+/// the `*` as a wildcard that never matches the trailing `/`).
+fn local_state_patterns() -> impl Iterator<Item = (&'static str, String)> {
+    aibox_config::LOCAL_STATE_PATHS
+        .iter()
+        .copied()
+        .filter(|p| p.contains('*'))
+        .map(|p| (p, format!(":(glob){p}**")))
 }
 
 fn git(root: &Utf8Path, args: &[&str]) -> Option<std::process::Output> {
@@ -74,9 +85,34 @@ pub(crate) fn check(run: &mut Run, root: &Utf8Path) {
     // Two `git` processes for all paths, not two per path: each start costs a few
     // milliseconds, and doctor checked about a dozen paths.
     let paths: Vec<&str> = local_state_paths().collect();
+    let patterns: Vec<(&str, String)> = local_state_patterns().collect();
     let ignored = ignored_paths(root, &paths);
-    let tracked = tracked_files(root, &paths);
+    let mut specs = paths.clone();
+    specs.extend(patterns.iter().map(|(_, spec)| spec.as_str()));
+    let tracked = tracked_files(root, &specs);
     let mut findings = Vec::new();
+    // A tracked file under a pattern is named itself: the pattern is no path to `git rm`.
+    // (One a plain entry also covers is reported under that entry below.)
+    for file in tracked
+        .iter()
+        .filter(|f| !paths.iter().any(|p| covers(p, f)))
+    {
+        if let Some((pattern, _)) = patterns
+            .iter()
+            .find(|(p, _)| aibox_config::layout::covers(p, file))
+        {
+            findings.push(Finding::new(
+                "aibox::doctor::local_state_tracked",
+                Severity::Error,
+                file.as_str(),
+                format!(
+                    "`{file}` is tracked by git although it holds personal local state \
+                     (`{pattern}`)"
+                ),
+                format!("run `git rm --cached {file}` and commit; rotate any token it contained"),
+            ));
+        }
+    }
     for path in paths {
         match &ignored {
             Some(ignored) if ignored.contains(path) => {}
@@ -146,7 +182,10 @@ fn tracked_files(root: &Utf8Path, paths: &[&str]) -> Vec<String> {
 }
 
 /// Whether the tracked `file` is the pathspec `path` or lies below it (a pathspec with
-/// a trailing `/` names a directory only).
+/// a trailing `/` names a directory only). This reads `git ls-files`' answer as git
+/// reads a pathspec, not as the file table reads its paths (`aibox_config::layout::covers`):
+/// a file entry also names a folder of that name, which the `.gitignore` line ignores
+/// as a whole, so doctor reports what is tracked inside it.
 fn covers(path: &str, file: &str) -> bool {
     let dir = path.trim_end_matches('/');
     (!path.ends_with('/') && file == path)

@@ -3,7 +3,6 @@
 use aibox_policy::{Finding, TextKind, scan_secrets};
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 
-use super::local_state::local_state_paths;
 use super::read_text;
 use crate::writer::ProjectRoot;
 
@@ -18,7 +17,7 @@ pub(crate) fn findings(root: &ProjectRoot, lock: Option<&Lock>) -> Vec<Finding> 
     paths.dedup();
     let mut out = Vec::new();
     for path in paths {
-        if local_state_paths().any(|l| path == l || path.starts_with(l)) {
+        if aibox_config::is_local_state(&path) {
             continue;
         }
         if let Some(text) = read_text(root, &path) {
