@@ -44,6 +44,19 @@ pub const SECCOMP_PROFILES: [&str; 2] = [SECCOMP_PROFILE, SECCOMP_PROFILE_NESTED
 pub const EXTRA_CA: &str = ".devcontainer/aibox-ca/extra-ca.crt";
 /// `.devcontainer/aibox-ca/README` (committed, keeps the folder in a fresh clone).
 pub const EXTRA_CA_README: &str = ".devcontainer/aibox-ca/README";
+/// `.devcontainer/aibox-egress/Dockerfile`: the egress proxy's image (`[network] egress =
+/// "allowlist"`), built from the same base image as the dev container.
+pub const EGRESS_DOCKERFILE: &str = ".devcontainer/aibox-egress/Dockerfile";
+/// `.devcontainer/aibox-egress/egress.conf`: the egress proxy's configuration (committed).
+pub const EGRESS_CONF: &str = ".devcontainer/aibox-egress/egress.conf";
+/// `.devcontainer/aibox-egress/egress.filter`: the team's allowed host names (committed).
+pub const EGRESS_FILTER: &str = ".devcontainer/aibox-egress/egress.filter";
+/// `.devcontainer/aibox-egress/egress.local.conf`: the personal upstream proxy line
+/// (gitignored; empty when unset).
+pub const EGRESS_LOCAL_CONF: &str = ".devcontainer/aibox-egress/egress.local.conf";
+/// `.devcontainer/aibox-egress/egress.local.filter`: personal allowed host names
+/// (gitignored; empty when unset).
+pub const EGRESS_LOCAL_FILTER: &str = ".devcontainer/aibox-egress/egress.local.filter";
 /// `.devcontainer/aibox-mcp/`: the hash-pinned requirements of each locked MCP server
 /// environment (`<id>.txt`) and the `package.json` + `package-lock.json` of each locked
 /// npm tree (`npm-<id>/`), rendered from `aibox.lock`, installed by the image build.
@@ -72,6 +85,13 @@ pub const GID_ARG: &str = "AIBOX_GID";
 pub const CONFIG_DIGEST_LABEL: &str = "aibox.config-digest";
 /// Variable the generated Compose file interpolates into [`CONFIG_DIGEST_LABEL`].
 pub const CONFIG_DIGEST_VAR: &str = "AIBOX_CONFIG_DIGEST";
+/// Label on the egress proxy's service (value `proxy`), so the runtime finds its container
+/// under any Compose provider's naming.
+pub const EGRESS_PROXY_LABEL: &str = "aibox.egress";
+/// The Compose networks of `[network] egress` other than `open`: the internal one (the
+/// agent and the proxy, no route out) and the proxy's outside one. Compose prefixes them
+/// with the project name.
+pub const EGRESS_NETWORKS: [&str; 2] = ["aibox-internal", "aibox-egress"];
 /// `aibox.lock`.
 pub const LOCK: &str = "aibox.lock";
 /// `.gitignore`.
@@ -246,6 +266,15 @@ pub const FILES: &[Entry] = &[
         NO_ROLE,
     ),
     row(".continue/mcpServers/", Other, Gitignored, NOBODY, NO_ROLE),
+    // Personal egress additions (allowed hosts, upstream proxy) for the proxy's build.
+    row(EGRESS_LOCAL_CONF, Devcontainer, Gitignored, APPLY, NO_ROLE),
+    row(
+        EGRESS_LOCAL_FILTER,
+        Devcontainer,
+        Gitignored,
+        APPLY,
+        NO_ROLE,
+    ),
     // The team configuration.
     row(
         crate::load::AIBOX_TOML,
@@ -268,6 +297,9 @@ pub const FILES: &[Entry] = &[
     row(SECCOMP_PROFILE, Policy, Committed, APPLY, NO_ROLE),
     row(SECCOMP_PROFILE_NESTED, Policy, Committed, APPLY, NO_ROLE),
     row(MCP_ENVS_DIR, Devcontainer, Committed, APPLY, NO_ROLE),
+    row(EGRESS_DOCKERFILE, Devcontainer, Committed, APPLY, NO_ROLE),
+    row(EGRESS_CONF, Devcontainer, Committed, APPLY, NO_ROLE),
+    row(EGRESS_FILTER, Devcontainer, Committed, APPLY, NO_ROLE),
     scaffold(DOCKERFILE_LOCAL, NO_ROLE),
     scaffold(COMPOSE_OVERRIDE, COMPOSED),
     // Compose reads it; the user owns it.
@@ -483,6 +515,8 @@ mod tests {
                 "context/**/private/",
                 ".claude/settings.local.json",
                 ".continue/mcpServers/",
+                EGRESS_LOCAL_CONF,
+                EGRESS_LOCAL_FILTER,
             ]
         );
     }
