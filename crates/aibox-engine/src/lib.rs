@@ -41,6 +41,7 @@ pub mod mcp_envs;
 mod mcp_list;
 pub mod mcp_npm;
 pub mod mcp_resolver;
+pub mod network;
 pub mod skills;
 pub mod updates;
 
