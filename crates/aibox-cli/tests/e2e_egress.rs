@@ -164,11 +164,12 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
         &format!("curl -sS -m 5 --noproxy '*' http://{address}/"),
     );
     assert_ne!(code, 0, "direct TCP must fail: {out}");
-    let (code, out) = bench.in_agent(
+    // Podman refuses the send (no route); Docker's internal network drops the datagram on
+    // the bridge. Either way none may arrive (checked in the host's log below).
+    let _ = bench.in_agent(
         container,
-        &format!("echo probe > /dev/udp/{address}/53 && echo probe > /dev/udp/{address}/53"),
+        &format!("echo probe > /dev/udp/{address}/53; echo probe > /dev/udp/{address}/53"),
     );
-    assert_ne!(code, 0, "UDP to the outside must fail: {out}");
     // The agent's resolver does not know the outside network's hosts.
     let (code, out) = bench.in_agent(container, "getent hosts allowed.test denied.test");
     assert_ne!(
@@ -176,6 +177,7 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
         "outside names must not resolve in the agent: {out}"
     );
 
+    measure(bench, project, container, &outside);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let denied_log = bench.engine_ok(&["logs", &format!("{project}-denied")]);
     assert!(
@@ -184,9 +186,10 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
     );
     let allowed_log = bench.engine_ok(&["logs", &format!("{project}-allowed")]);
     assert!(!allowed_log.contains("udp"), "UDP arrived: {allowed_log}");
+    // The two checks plus the measured requests (through the proxy and beside it).
     assert_eq!(
         allowed_log.matches("tcp: GET / ").count(),
-        2,
+        2 + 2 * ROUNDS,
         "{allowed_log}"
     );
 
@@ -197,8 +200,73 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
     assert!(text.contains(&format!("blocked: {address}")), "{text}");
     assert!(!text.contains("blocked: allowed.test"), "{text}");
 
+    // The test hosts leave the project's network first, or Compose cannot remove it.
+    for host in ["allowed", "denied"] {
+        bench.engine_ok(&["rm", "-f", &format!("{project}-{host}")]);
+    }
     let down = (bench.aibox)().arg("down").output().unwrap();
     assert!(down.status.success(), "{}", show(&down));
+}
+
+/// Requests per side of the latency measurement.
+const ROUNDS: usize = 50;
+
+/// The proxy's cost, printed for the documentation (a measurement, not a gate): the
+/// mean time of `ROUNDS` plain HTTP requests to the allowed host from the agent (through
+/// the proxy) and from a container of the same image on the outside network (direct),
+/// and the proxy's resident memory.
+fn measure(bench: &Bench<'_>, project: &str, container: &str, outside: &str) {
+    let script = format!(
+        "for i in $(seq {ROUNDS}); do curl -s -o /dev/null -w '%{{time_total}}\\n' \
+         http://allowed.test/; done"
+    );
+    let mean = |text: &str| {
+        let times: Vec<f64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        assert_eq!(times.len(), ROUNDS, "{text}");
+        #[allow(clippy::cast_precision_loss)] // fifty samples
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        mean * 1000.0
+    };
+    let (code, proxied) = bench.in_agent(container, &script);
+    assert_eq!(code, 0, "{proxied}");
+    let image = (bench.engine)(&[
+        "container",
+        "inspect",
+        "--format",
+        "{{.Config.Image}}",
+        container,
+    ]);
+    let image = String::from_utf8(image.stdout).unwrap();
+    let direct = bench.engine_ok(&[
+        "run",
+        "--rm",
+        "--network",
+        outside,
+        "--entrypoint",
+        "bash",
+        image.trim(),
+        "-c",
+        &script,
+    ]);
+    let proxy = format!("{project}_aibox-egress_1");
+    let rss = bench.engine_ok(&[
+        "exec",
+        &proxy,
+        "sh",
+        "-c",
+        "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = tinyproxy ] && grep VmRSS $p/status; done; true",
+    ]);
+    let stdout = |text: &str| text.split("--- stdout\n").nth(1).unwrap_or(text).to_owned();
+    eprintln!(
+        "egress bench: mean of {ROUNDS} requests: through the proxy {:.2} ms, direct {:.2} ms; \
+         tinyproxy resident memory: {} kB",
+        mean(&stdout(&proxied)),
+        mean(&direct),
+        rss.split_whitespace()
+            .filter(|w| w.parse::<u64>().is_ok())
+            .collect::<Vec<_>>()
+            .join(" + ")
+    );
 }
 
 fn names(aibox: &dyn Fn() -> Command) -> (String, String, String) {
