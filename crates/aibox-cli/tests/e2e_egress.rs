@@ -193,12 +193,7 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
         "{allowed_log}"
     );
 
-    // The refusals are in the proxy's log, and doctor names them.
-    let doctor = (bench.aibox)().arg("doctor").output().unwrap();
-    let text = show(&doctor);
-    assert!(text.contains("blocked: denied.test"), "{text}");
-    assert!(text.contains(&format!("blocked: {address}")), "{text}");
-    assert!(!text.contains("blocked: allowed.test"), "{text}");
+    doctor_names_the_refusals(bench, &address);
 
     // The test hosts leave the project's network first, or Compose cannot remove it.
     for host in ["allowed", "denied"] {
@@ -208,9 +203,19 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
     assert!(down.status.success(), "{}", show(&down));
 }
 
+/// The refusals are in the proxy's log, and doctor names them (and not the allowed host).
+fn doctor_names_the_refusals(bench: &Bench<'_>, address: &str) {
+    let doctor = (bench.aibox)().arg("doctor").output().unwrap();
+    let text = show(&doctor);
+    assert!(text.contains("blocked: denied.test"), "{text}");
+    assert!(text.contains(&format!("blocked: {address}")), "{text}");
+    assert!(!text.contains("blocked: allowed.test"), "{text}");
+}
+
 /// Requests per side of the latency measurement.
 const ROUNDS: usize = 50;
 
+#[allow(clippy::print_stderr)] // the measured numbers go to the test log
 /// The proxy's cost, printed for the documentation (a measurement, not a gate): the
 /// mean time of `ROUNDS` plain HTTP requests to the allowed host from the agent (through
 /// the proxy) and from a container of the same image on the outside network (direct),
