@@ -16,7 +16,7 @@
 use std::process::{Command, Output};
 
 use aibox_test_support::docker::Docker;
-use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
+use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Engine, Podman};
 use aibox_test_support::show_output as show;
 use camino::Utf8PathBuf;
 
@@ -193,7 +193,7 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
         "{allowed_log}"
     );
 
-    doctor_names_the_refusals(bench, &address);
+    doctor_names_the_refusals(bench, &address, container);
 
     // The test hosts leave the project's network first, or Compose cannot remove it.
     for host in ["allowed", "denied"] {
@@ -204,12 +204,27 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
 }
 
 /// The refusals are in the proxy's log, and doctor names them (and not the allowed host).
-fn doctor_names_the_refusals(bench: &Bench<'_>, address: &str) {
+/// Then the command doctor offers for the team allows the host: after `apply` and `up`
+/// the same request answers.
+fn doctor_names_the_refusals(bench: &Bench<'_>, address: &str, container: &str) {
     let doctor = (bench.aibox)().arg("doctor").output().unwrap();
     let text = show(&doctor);
     assert!(text.contains("blocked: denied.test"), "{text}");
     assert!(text.contains(&format!("blocked: {address}")), "{text}");
     assert!(!text.contains("blocked: allowed.test"), "{text}");
+    let start = "`aibox config set network.allow '";
+    let list = text
+        .split(start)
+        .nth(1)
+        .and_then(|rest| rest.split("'`").next())
+        .unwrap_or_else(|| panic!("no command offered: {text}"));
+    assert_eq!(list, r#"["allowed.test", "denied.test"]"#, "{text}");
+    ok((bench.aibox)().args(["config", "set", "network.allow", list]));
+    ok((bench.aibox)().arg("apply"));
+    ok((bench.aibox)().arg("up"));
+    let (code, out) = bench.in_agent(container, "curl -sS -m 10 http://denied.test/");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("hello from denied"), "{out}");
 }
 
 /// Requests per side of the latency measurement.
@@ -263,7 +278,7 @@ fn measure(bench: &Bench<'_>, project: &str, container: &str, outside: &str) {
     ]);
     let stdout = |text: &str| text.split("--- stdout\n").nth(1).unwrap_or(text).to_owned();
     eprintln!(
-        "egress bench: mean of {ROUNDS} requests: through the proxy {:.2} ms, direct {:.2} ms; \
+        "egress bench ({project}): mean of {ROUNDS} requests: through the proxy {:.2} ms, direct {:.2} ms; \
          tinyproxy resident memory: {} kB",
         mean(&stdout(&proxied)),
         mean(&direct),
@@ -303,18 +318,22 @@ fn cleanup_for(
     cleanup
 }
 
-#[test]
-fn allowlist_on_podman() {
-    let podman = Podman::ready();
-    let (_tmp, root) = project("podman", "podman");
-    let aibox = || podman.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
+/// `apply`, then the journey, on one engine: `engine` runs its CLI, `aibox_at` makes an
+/// `aibox --project ROOT` command against it.
+fn on_engine<E: Engine + Clone + 'static>(
+    handle: &E,
+    kind: &str,
+    engine: &dyn Fn(&[&str]) -> Output,
+    aibox_at: &dyn Fn(&Utf8PathBuf) -> Command,
+) {
+    let (_tmp, root) = project(kind, kind);
+    let aibox = || aibox_at(&root);
     ok(aibox().arg("apply"));
     let (project, container, image) = names(&aibox);
-    let mut cleanup = cleanup_for(Cleanup::new(&podman), &project, &container, &image, &root);
-    let engine = |args: &[&str]| podman.run(args);
+    let mut cleanup = cleanup_for(Cleanup::new(handle), &project, &container, &image, &root);
     journey(
         &Bench {
-            engine: &engine,
+            engine,
             aibox: &aibox,
         },
         &mut cleanup,
@@ -324,21 +343,17 @@ fn allowlist_on_podman() {
 }
 
 #[test]
+fn allowlist_on_podman() {
+    let podman = Podman::ready();
+    on_engine(&podman, "podman", &|args| podman.run(args), &|root| {
+        podman.aibox(env!("CARGO_BIN_EXE_aibox"), root)
+    });
+}
+
+#[test]
 fn allowlist_on_docker() {
     let docker = Docker::ready();
-    let (_tmp, root) = project("docker", "docker");
-    let aibox = || docker.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
-    ok(aibox().arg("apply"));
-    let (project, container, image) = names(&aibox);
-    let mut cleanup = cleanup_for(Cleanup::new(&docker), &project, &container, &image, &root);
-    let engine = |args: &[&str]| docker.run(args);
-    journey(
-        &Bench {
-            engine: &engine,
-            aibox: &aibox,
-        },
-        &mut cleanup,
-        &project,
-        &container,
-    );
+    on_engine(&docker, "docker", &|args| docker.run(args), &|root| {
+        docker.aibox(env!("CARGO_BIN_EXE_aibox"), root)
+    });
 }

@@ -44,6 +44,9 @@ pub const SECCOMP_PROFILES: [&str; 2] = [SECCOMP_PROFILE, SECCOMP_PROFILE_NESTED
 pub const EXTRA_CA: &str = ".devcontainer/aibox-ca/extra-ca.crt";
 /// `.devcontainer/aibox-ca/README` (committed, keeps the folder in a fresh clone).
 pub const EXTRA_CA_README: &str = ".devcontainer/aibox-ca/README";
+/// `.devcontainer/aibox-egress`: the egress proxy's folder, mounted read-only into its
+/// container (`[network] egress = "allowlist"`).
+pub const EGRESS_DIR: &str = ".devcontainer/aibox-egress";
 /// `.devcontainer/aibox-egress/Dockerfile`: the egress proxy's image (`[network] egress =
 /// "allowlist"`), built from the same base image as the dev container.
 pub const EGRESS_DOCKERFILE: &str = ".devcontainer/aibox-egress/Dockerfile";

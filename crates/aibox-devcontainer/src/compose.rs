@@ -122,6 +122,14 @@ fn render_egress(inputs: &Inputs<'_>, mode: EgressMode, out: &mut String) {
         );
         out.push_str("    init: true\n");
         out.push_str("    read_only: true\n");
+        // Its configuration, read-only; a change recreates the container, no rebuild.
+        out.push_str("    volumes:\n");
+        let _ = writeln!(
+            out,
+            "      - {}",
+            yaml(&format!("./aibox-egress:{}:ro", egress::PROXY_ETC))
+        );
+        out.push_str("    tmpfs:\n      - \"/tmp\"\n");
         out.push_str("    cap_drop:\n      - \"ALL\"\n");
         out.push_str("    security_opt:\n      - \"no-new-privileges:true\"\n");
         out.push_str("    networks:\n");

@@ -39,8 +39,10 @@ pub const PROXY_VERSION: &str = "1.11.1-2.1+deb12u1";
 pub const BLOCKED_LOG_MARKER: &str = "Proxying refused on filtered domain \"";
 /// Label on the proxy service, so `doctor` finds its container under any Compose naming.
 pub const PROXY_LABEL: &str = aibox_config::layout::EGRESS_PROXY_LABEL;
-/// Where the proxy image keeps its configuration.
-const PROXY_ETC: &str = "/etc/aibox-egress";
+/// Where the proxy container sees `.devcontainer/aibox-egress/` (mounted read-only).
+pub const PROXY_ETC: &str = "/etc/aibox-egress";
+/// Where the proxy joins the team's and the personal files at start (a tmpfs).
+const RUN_DIR: &str = "/tmp/aibox-egress";
 
 /// Where an allowed host comes from.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,42 +127,31 @@ pub fn allowlist(
     tools: &[&Tool],
     skills: &[SkillHosts],
 ) -> Allowlist {
+    let tool_hosts = tools.iter().flat_map(|tool| {
+        let origin = Origin::Tool {
+            name: tool.name.clone(),
+            version: tool.version.clone(),
+        };
+        tool.hosts.iter().map(move |h| (h, origin.clone()))
+    });
+    let skill_hosts = skills.iter().flat_map(|skill| {
+        let origin = Origin::Skill {
+            name: skill.skill.clone(),
+        };
+        skill.hosts.iter().map(move |h| (h, origin.clone()))
+    });
+    let team = config.network.allow.iter().map(|h| (h, Origin::Team));
+    let personal = local.network.allow.iter().map(|h| (h, Origin::Personal));
     let mut entries: BTreeMap<String, Vec<Origin>> = BTreeMap::new();
-    let mut add = |host: &str, origin: Origin| {
-        if aibox_config::validate::egress_host_problem(host).is_none() {
-            let list = entries.entry(host.to_owned()).or_default();
-            if !list.contains(&origin) {
-                list.push(origin);
-                list.sort();
-            }
+    for (host, origin) in tool_hosts.chain(skill_hosts).chain(team).chain(personal) {
+        if aibox_config::validate::egress_host_problem(host).is_some() {
+            continue;
         }
-    };
-    for tool in tools {
-        for host in &tool.hosts {
-            add(
-                host,
-                Origin::Tool {
-                    name: tool.name.clone(),
-                    version: tool.version.clone(),
-                },
-            );
+        let list = entries.entry(host.clone()).or_default();
+        if !list.contains(&origin) {
+            list.push(origin);
+            list.sort();
         }
-    }
-    for skill in skills {
-        for host in &skill.hosts {
-            add(
-                host,
-                Origin::Skill {
-                    name: skill.skill.clone(),
-                },
-            );
-        }
-    }
-    for host in &config.network.allow {
-        add(host, Origin::Team);
-    }
-    for host in &local.network.allow {
-        add(host, Origin::Personal);
     }
     Allowlist { entries }
 }
@@ -250,7 +241,7 @@ pub(crate) fn render_conf() -> String {
          Timeout 600\n\
          MaxClients 100\n\
          LogLevel Notice\n\
-         Filter \"{PROXY_ETC}/filter\"\n\
+         Filter \"{RUN_DIR}/filter\"\n\
          FilterType ere\n\
          FilterDefaultDeny Yes\n\
          FilterURLs Off\n\
@@ -294,21 +285,23 @@ pub(crate) fn render_dockerfile(base_image: &str) -> String {
          is container.base_image a Debian bookworm image?\" >&2; exit 1; }}; \\\n    \
          rm -rf /var/lib/apt/lists/*"
     );
+    // The configuration is mounted, not copied: a changed list recreates the container
+    // (the Compose files' digest) without rebuilding an image. tinyproxy reads one file
+    // of each kind, so the team's and the personal ones (gitignored; absent in a fresh
+    // clone) are joined at start, in the writable /tmp.
     out.push_str(
-        "# The team's files and the personal ones (gitignored; absent in a fresh clone).\n",
-    );
-    let _ = writeln!(out, "COPY aibox-egress/egress.* {PROXY_ETC}/");
-    let _ = writeln!(
-        out,
-        "RUN set -eu; cd {PROXY_ETC}; \\\n    cat egress.filter > filter; \\\n    \
-         cat egress.conf > tinyproxy.conf; \\\n    \
-         if [ -f egress.local.filter ]; then cat egress.local.filter >> filter; fi; \\\n    \
-         if [ -f egress.local.conf ]; then cat egress.local.conf >> tinyproxy.conf; fi"
+        "# The configuration is mounted at start (see docker-compose.yml); the team's and the\n\
+         # personal files are joined in /tmp.\n",
     );
     out.push_str("USER nobody\n");
     let _ = writeln!(
         out,
-        "CMD [\"tinyproxy\", \"-d\", \"-c\", \"{PROXY_ETC}/tinyproxy.conf\"]"
+        "CMD [\"sh\", \"-c\", \"set -eu; d={RUN_DIR}; mkdir -p $d; \
+         cat {PROXY_ETC}/egress.filter > $d/filter; \
+         if [ -f {PROXY_ETC}/egress.local.filter ]; then cat {PROXY_ETC}/egress.local.filter >> $d/filter; fi; \
+         cat {PROXY_ETC}/egress.conf > $d/tinyproxy.conf; \
+         if [ -f {PROXY_ETC}/egress.local.conf ]; then cat {PROXY_ETC}/egress.local.conf >> $d/tinyproxy.conf; fi; \
+         exec tinyproxy -d -c $d/tinyproxy.conf\"]"
     );
     out
 }

@@ -607,6 +607,12 @@ fn podman_compose_turns_every_case_into_the_expected_podman_run() {
         // A multi-line value splits the printed command, so take the rest of the output.
         let n = case.name;
         let container = aibox_devcontainer::container_name(&case.team, &case.local, &case.checkout);
+        // podman-compose creates the networks even in a dry run: the egress cases' go again.
+        for net in ["aibox-internal", "aibox-egress"] {
+            let _ = Command::new("podman")
+                .args(["network", "rm", "-f", &format!("{project}_{net}")])
+                .output();
+        }
         // The agent's command (the egress proxy, when there is one, is started first).
         let agent = format!("podman run --name={container} ");
         let run = &out[out.find(&agent).unwrap_or_else(|| panic!("{out}"))..];

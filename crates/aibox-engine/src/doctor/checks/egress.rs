@@ -50,10 +50,18 @@ fn findings(log: &str, project: &Project) -> Vec<Finding> {
         .into_iter()
         .map(|(host, count)| {
             let remedy = if aibox_config::validate::egress_host_problem(&host).is_none() {
+                let with = |list: &[String]| {
+                    let mut list = list.to_vec();
+                    list.push(host.clone());
+                    // Validated host names need no escaping in TOML or in single quotes.
+                    format!("{list:?}")
+                };
                 format!(
-                    "if the agent needs it, add \"{host}\" to `[network] allow` in aibox.toml \
-                     (for the team) or in .aibox-local.toml (for you), then run `aibox apply` \
-                     and `aibox up`"
+                    "if the agent needs it, allow it for the team with `aibox config set \
+                     network.allow '{}'` or for you alone with `aibox config set --local \
+                     network.allow '{}'`, then run `aibox apply` and `aibox up`",
+                    with(&project.config.network.allow),
+                    with(&project.local.network.allow)
                 )
             } else {
                 "an address or malformed name is never allowed: the proxy judges host names; \
