@@ -167,6 +167,9 @@ pub enum Command {
     /// The dev container's base image (`container.base_image`).
     #[command(subcommand)]
     BaseImage(BaseImageCommand),
+    /// Where the container may connect to (`[network] egress`).
+    #[command(subcommand)]
+    Network(NetworkCommand),
     /// Print a generated reference page (used to build the documentation site).
     #[command(hide = true)]
     Docs {
@@ -306,6 +309,13 @@ pub enum ConfigCommand {
         #[arg(long)]
         local: bool,
     },
+}
+
+/// `aibox network ...`.
+#[derive(Debug, Subcommand)]
+pub enum NetworkCommand {
+    /// The egress mode and, for `allowlist`, every allowed host with where it comes from.
+    List,
 }
 
 /// `aibox mcp ...`.

@@ -87,6 +87,14 @@ pub const GID_ARG: &str = "AIBOX_GID";
 /// Variable the generated Compose file interpolates into [`CONFIG_DIGEST_LABEL`].
 pub const CONFIG_DIGEST_VAR: &str = "AIBOX_CONFIG_DIGEST";
 
+/// Label on the egress proxy's service (value `proxy`), so the runtime finds its container
+/// under any Compose provider's naming.
+pub const EGRESS_PROXY_LABEL: &str = "aibox.egress";
+/// The Compose networks of `[network] egress` other than `open`: the internal one (the
+/// agent and the proxy, no route out) and the proxy's outside one. Compose prefixes them
+/// with the project name.
+pub const EGRESS_NETWORKS: [&str; 2] = ["aibox-internal", "aibox-egress"];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,6 +47,22 @@ pub const SECCOMP_PROFILES: [&str; 2] = [SECCOMP_PROFILE, SECCOMP_PROFILE_NESTED
 pub const EXTRA_CA: &str = ".devcontainer/aibox-ca/extra-ca.crt";
 /// `.devcontainer/aibox-ca/README` (committed, keeps the folder in a fresh clone).
 pub const EXTRA_CA_README: &str = ".devcontainer/aibox-ca/README";
+/// `.devcontainer/aibox-egress`: the egress proxy's folder, mounted read-only into its
+/// container (`[network] egress = "allowlist"`).
+pub const EGRESS_DIR: &str = ".devcontainer/aibox-egress";
+/// `.devcontainer/aibox-egress/Dockerfile`: the egress proxy's image (`[network] egress =
+/// "allowlist"`), built from the same base image as the dev container.
+pub const EGRESS_DOCKERFILE: &str = ".devcontainer/aibox-egress/Dockerfile";
+/// `.devcontainer/aibox-egress/egress.conf`: the egress proxy's configuration (committed).
+pub const EGRESS_CONF: &str = ".devcontainer/aibox-egress/egress.conf";
+/// `.devcontainer/aibox-egress/egress.filter`: the team's allowed host names (committed).
+pub const EGRESS_FILTER: &str = ".devcontainer/aibox-egress/egress.filter";
+/// `.devcontainer/aibox-egress/egress.local.conf`: the personal upstream proxy line
+/// (gitignored; empty when unset).
+pub const EGRESS_LOCAL_CONF: &str = ".devcontainer/aibox-egress/egress.local.conf";
+/// `.devcontainer/aibox-egress/egress.local.filter`: personal allowed host names
+/// (gitignored; empty when unset).
+pub const EGRESS_LOCAL_FILTER: &str = ".devcontainer/aibox-egress/egress.local.filter";
 /// `.devcontainer/aibox-mcp/`: the hash-pinned requirements of each locked MCP server
 /// environment (`<id>.txt`) and the `package.json` + `package-lock.json` of each locked
 /// npm tree (`npm-<id>/`), rendered from `aibox.lock`, installed by the image build.
@@ -258,6 +274,15 @@ pub const FILES: &[Entry] = &[
     // only team and processkit servers, so a fresh clone sees them.
     row(CLAUDE_SETTINGS_LOCAL, Mcp, Gitignored, APPLY, NO_ROLE),
     row(".continue/mcpServers/", Other, Gitignored, NOBODY, NO_ROLE),
+    // Personal egress additions (allowed hosts, upstream proxy) for the proxy's build.
+    row(EGRESS_LOCAL_CONF, Devcontainer, Gitignored, APPLY, NO_ROLE),
+    row(
+        EGRESS_LOCAL_FILTER,
+        Devcontainer,
+        Gitignored,
+        APPLY,
+        NO_ROLE,
+    ),
     // The team configuration.
     row(
         crate::load::AIBOX_TOML,
@@ -280,6 +305,9 @@ pub const FILES: &[Entry] = &[
     row(SECCOMP_PROFILE, Policy, Committed, APPLY, NO_ROLE),
     row(SECCOMP_PROFILE_NESTED, Policy, Committed, APPLY, NO_ROLE),
     row(MCP_ENVS_DIR, Devcontainer, Committed, APPLY, NO_ROLE),
+    row(EGRESS_DOCKERFILE, Devcontainer, Committed, APPLY, NO_ROLE),
+    row(EGRESS_CONF, Devcontainer, Committed, APPLY, NO_ROLE),
+    row(EGRESS_FILTER, Devcontainer, Committed, APPLY, NO_ROLE),
     scaffold(DOCKERFILE_LOCAL, NO_ROLE),
     scaffold(COMPOSE_OVERRIDE, COMPOSED),
     // Compose reads it; the user owns it.
@@ -516,6 +544,8 @@ mod tests {
                 "context/**/private/",
                 ".claude/settings.local.json",
                 ".continue/mcpServers/",
+                EGRESS_LOCAL_CONF,
+                EGRESS_LOCAL_FILTER,
             ]
         );
     }

@@ -37,6 +37,58 @@ pub struct AiboxToml {
     /// Extra tools from aibox's catalog installed into the image.
     #[serde(default, skip_serializing_if = "AddonsSection::is_empty")]
     pub addons: AddonsSection,
+    /// Where the container may connect to.
+    #[serde(default, skip_serializing_if = "NetworkSection::is_default")]
+    pub network: NetworkSection,
+}
+
+/// `[network]`: where the agent container may connect to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSection {
+    /// `open` (default): the engine's usual network. `allowlist`: the container sits on a
+    /// network with no route out, and reaches only the allowed host names, through the
+    /// egress proxy beside it. `none`: no route out at all.
+    #[serde(default)]
+    pub egress: EgressMode,
+    /// Host names the team allows on top of the enabled harnesses' own (`allowlist`
+    /// only): `api.example.com`, or `*.example.com` for every name below it. No
+    /// addresses: the proxy judges names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+}
+
+impl NetworkSection {
+    /// Whether nothing is set.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// `[network] egress`.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum EgressMode {
+    /// The engine's default network: the container reaches anything its host reaches.
+    #[default]
+    Open,
+    /// Only allowed host names, through the egress proxy.
+    Allowlist,
+    /// No connection out of the container.
+    None,
+}
+
+impl EgressMode {
+    /// The value as written in `aibox.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Allowlist => "allowlist",
+            Self::None => "none",
+        }
+    }
 }
 
 /// `[addons]`: tools from aibox's catalog (`aibox addon list`) added to the image, on top
@@ -823,6 +875,30 @@ pub struct LocalToml {
     /// Personal MCP servers.
     #[serde(default)]
     pub mcp: LocalMcp,
+    /// Personal egress settings (`[network] egress = "allowlist"`).
+    #[serde(default, skip_serializing_if = "LocalNetwork::is_default")]
+    pub network: LocalNetwork,
+}
+
+/// `[network]` of the personal overlay: read only in `allowlist` mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LocalNetwork {
+    /// Host names you allow for yourself, on top of the team's (same form as
+    /// `aibox.toml`'s `[network] allow`). Written only to gitignored files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// Your network's HTTP proxy, `host:port`: the egress proxy forwards every allowed
+    /// connection through it (company networks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_proxy: Option<String>,
+}
+
+impl LocalNetwork {
+    /// Whether nothing is set.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// `[container]` of the personal overlay.

@@ -186,6 +186,7 @@ pub(crate) fn check_team(cfg: &AiboxToml, ch: &mut Checker<'_>) {
     check_duplicate_servers(&cfg.ai.mcp.servers, &servers, None, ch);
     check_gateway(cfg, ch);
     check_repository(cfg, ch);
+    check_hosts(&cfg.network.allow, &path(&["network", "allow"]), ch);
     for (i, e) in cfg.security.exceptions.iter().enumerate() {
         let p = path(&["security", "exceptions"]).index(i);
         for (field, value) in [("option", &e.option), ("reason", &e.reason)] {
@@ -428,6 +429,122 @@ pub(crate) fn check_local(local: &LocalToml, team: Option<&AiboxToml>, ch: &mut 
         team.map(|t| &t.ai.mcp.servers[..]),
         ch,
     );
+    check_hosts(&local.network.allow, &path(&["network", "allow"]), ch);
+    if let Some(upstream) = &local.network.upstream_proxy
+        && let Some(why) = upstream_proxy_problem(upstream)
+    {
+        ch.invalid(
+            &path(&["network", "upstream_proxy"]),
+            // Not echoed: a proxy address written with credentials would show them.
+            format!("`[network] upstream_proxy` {why}"),
+            "not host:port",
+            "write your network's HTTP proxy as `host:port`, e.g. `proxy.corp.example:3128` \
+             (no scheme, no user name or password)"
+                .into(),
+        );
+    }
+}
+
+/// The allowed host names of one list: each must be a valid [`egress_host_problem`]-free
+/// name, listed once.
+fn check_hosts(hosts: &[String], base: &KeyPath, ch: &mut Checker<'_>) {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let p = base.index(i);
+        if let Some(why) = egress_host_problem(host) {
+            ch.invalid(
+                &p,
+                format!("allowed host {:?} {why}", crate::diag::bounded(host, 120)),
+                "not a host name",
+                "write a DNS name such as `api.example.com`, or `*.example.com` for every name \
+                 below it; the egress proxy judges names, so addresses, ports, schemes and \
+                 paths have no place here"
+                    .into(),
+            );
+        } else if !seen.insert(host.as_str()) {
+            ch.invalid(
+                &p,
+                format!("allowed host {host:?} is listed twice"),
+                "duplicate",
+                "remove one of the two entries".into(),
+            );
+        }
+    }
+}
+
+/// Why `host` is not an allowed-host entry, or `None` when it is one: a lowercase DNS
+/// name of at least two labels (letters, digits, `-`; no label starts or ends with `-`;
+/// 63 bytes per label, 253 in all), optionally `*.` in front for every name below it.
+/// An IP address is refused: the proxy judges names, and an address would let anything
+/// served there through.
+pub fn egress_host_problem(host: &str) -> Option<&'static str> {
+    let name = host.strip_prefix("*.").unwrap_or(host);
+    if name.is_empty() {
+        return Some("is empty");
+    }
+    if name.parse::<IpAddr>().is_ok() || host.trim_matches(['[', ']']).parse::<IpAddr>().is_ok() {
+        return Some("is an IP address, not a host name");
+    }
+    if name.len() > 253 {
+        return Some("is longer than 253 characters");
+    }
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Some("has uppercase letters (write host names in lowercase)");
+    }
+    let labels: Vec<&str> = name.split('.').collect();
+    if labels.len() < 2 {
+        return Some("has a single label (a top-level domain or a bare name)");
+    }
+    for label in &labels {
+        if label.is_empty() || label.len() > 63 {
+            return Some("has an empty label or one longer than 63 characters");
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return Some("has characters other than letters, digits, `-` and `.`");
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Some("has a label that starts or ends with `-`");
+        }
+    }
+    if labels
+        .last()
+        .is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Some("ends in a numeric label");
+    }
+    None
+}
+
+/// Why `value` is not an upstream proxy `host:port`, or `None` when it is one.
+pub fn upstream_proxy_problem(value: &str) -> Option<&'static str> {
+    let Some((host, port)) = value.rsplit_once(':') else {
+        return Some("has no `:port`");
+    };
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.len() > 5 {
+        return Some("has no valid port");
+    }
+    if !matches!(port.parse::<u32>(), Ok(1..=65535)) {
+        return Some("has a port outside 1-65535");
+    }
+    if host.parse::<std::net::Ipv4Addr>().is_ok() {
+        return None;
+    }
+    let simple = !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        });
+    if simple {
+        None
+    } else {
+        Some("is not `host:port` (a host name or IPv4 address, then a port)")
+    }
 }
 
 fn check_env(env: &BTreeMap<String, String>, base: &KeyPath, ch: &mut Checker<'_>) {

@@ -592,3 +592,90 @@ fn root_user_and_uid_must_agree() {
         "longer than 63 characters",
     );
 }
+
+#[test]
+fn network_egress() {
+    accepts(
+        "[network]\negress = \"allowlist\"\nallow = [\"api.example.com\", \"*.example.org\"]\n",
+    );
+    accepts("[network]\negress = \"none\"\n");
+    rejects(
+        "[network]\negress = \"firewall\"\n",
+        "aibox::config::invalid_value",
+        "firewall",
+    );
+    for (host, why) in [
+        ("10.0.0.1", "IP address"),
+        ("[::1]", "IP address"),
+        ("*.", "empty"),
+        ("API.example.com", "uppercase"),
+        ("localhost", "single label"),
+        ("https://api.example.com", "characters"),
+        ("api.example.com:443", "characters"),
+        ("api..example.com", "empty label"),
+        ("-api.example.com", "starts or ends"),
+        ("host.123", "numeric"),
+        ("a.*.example.com", "characters"),
+    ] {
+        rejects(
+            &format!("[network]\negress = \"allowlist\"\nallow = [{host:?}]\n"),
+            "aibox::config::invalid_value",
+            why,
+        );
+    }
+    rejects(
+        "[network]\nallow = [\"a.example.com\", \"a.example.com\"]\n",
+        "aibox::config::invalid_value",
+        "listed twice",
+    );
+    rejects(
+        "[network]\nallow = [\"a.example.com\"]\nupstream_proxy = \"p:1\"\n",
+        "aibox::config::unknown_key",
+        "upstream_proxy",
+    );
+}
+
+#[test]
+fn personal_network() {
+    let ok =
+        "[network]\nallow = [\"mine.example.com\"]\nupstream_proxy = \"proxy.corp.example:3128\"\n";
+    parse_local_toml(ok, ".aibox-local.toml").unwrap();
+    parse_local_toml(
+        "[network]\nupstream_proxy = \"10.1.2.3:8080\"\n",
+        ".aibox-local.toml",
+    )
+    .unwrap();
+    for (value, needle) in [
+        ("proxy.corp.example", "no `:port`"),
+        ("http://proxy.corp.example:3128", "is not `host:port`"),
+        ("user:secret@proxy.example:3128", "is not `host:port`"),
+        ("proxy.example:0", "outside 1-65535"),
+        ("proxy.example:99999", "outside 1-65535"),
+        ("proxy.example:", "no valid port"),
+        ("proxy example:80", "is not `host:port`"),
+    ] {
+        let err = parse_local_toml(
+            &format!("[network]\nupstream_proxy = {value:?}\n"),
+            ".aibox-local.toml",
+        )
+        .expect_err(value);
+        let problems = err.problems();
+        assert_eq!(problems.len(), 1, "{value}");
+        assert!(
+            problems[0].message().contains(needle),
+            "{value}: {}",
+            problems[0].message()
+        );
+        assert!(
+            !problems[0].message().contains(value),
+            "the value is never echoed (it may hold a password): {}",
+            problems[0].message()
+        );
+    }
+    let err = parse_local_toml(
+        "[network]\nallow = [\"192.168.1.1\"]\n",
+        ".aibox-local.toml",
+    )
+    .expect_err("ip");
+    assert!(err.problems()[0].message().contains("IP address"));
+}

@@ -101,6 +101,11 @@ pub struct Tool {
     /// Downloads (every other tool).
     #[serde(default)]
     pub artifact: Vec<Artifact>,
+    /// Host names the tool connects to at run time (a harness's API and sign-in hosts):
+    /// allowed through the egress proxy when the tool is in the image and `[network]
+    /// egress = "allowlist"`. Reviewed with the version, since a new version may move.
+    #[serde(default)]
+    pub hosts: Vec<String>,
 }
 
 impl Tool {
@@ -324,6 +329,11 @@ fn check_digest(tool: &Tool, a: &Artifact) -> Result<(), CatalogError> {
 fn check_tool(tool: &Tool, all: &BTreeMap<String, Tool>) -> Result<(), CatalogError> {
     let name = tool.name.as_str();
     exact_version(name, &tool.version)?;
+    for host in &tool.hosts {
+        if let Some(why) = aibox_config::validate::egress_host_problem(host) {
+            return Err(err(name, format!("host `{host}` {why}")));
+        }
+    }
     match (tool.verification, &tool.exception) {
         (Verification::Exception, Some(text)) if !text.trim().is_empty() => {}
         (Verification::Exception, _) => {

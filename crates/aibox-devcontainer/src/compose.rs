@@ -15,14 +15,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use aibox_config::ExtraVolume;
+use aibox_config::{EgressMode, ExtraVolume};
 use aibox_config::container::{
     CHECKOUT_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, PROJECT_LABEL, WORKSPACE_DIR,
 };
 use aibox_config::layout::AIBOX_HOME;
 
 use crate::quote::{compose_literal, compose_yaml, yaml};
-use crate::{DevcontainerError, GENERATED_HEADER, Inputs, LOCAL_ENV_PATH};
+use crate::{DevcontainerError, GENERATED_HEADER, Inputs, LOCAL_ENV_PATH, egress};
 
 pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     let config = inputs.config;
@@ -50,7 +50,17 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
         let _ = writeln!(out, "      - {}", yaml(&volume));
     }
 
-    let env = environment(inputs);
+    let egress = inputs.config.network.egress;
+    let proxy_env = if egress == EgressMode::Allowlist {
+        egress::agent_environment()
+    } else {
+        Vec::new()
+    };
+    let mut env: BTreeMap<&str, &str> = environment(inputs);
+    // The proxy variables win over a team value of the same name: egress goes through it.
+    for (key, value) in &proxy_env {
+        env.insert(key, value);
+    }
     if !env.is_empty() {
         out.push_str("    environment:\n");
         for (key, value) in &env {
@@ -84,7 +94,61 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
         out,
         "      \"{CONFIG_DIGEST_LABEL}\": \"${{{CONFIG_DIGEST_VAR}:-none}}\""
     );
+    if egress::isolated(egress) {
+        render_egress(inputs, egress, &mut out);
+    }
     Ok(out)
+}
+
+/// The agent's networks and, for `allowlist`, the proxy service: the agent only on the
+/// internal network (no route out), the proxy on it and on an outside one. The proxy
+/// runs as `nobody` with every capability dropped, no new privileges and a read-only
+/// root file system: it needs nothing else.
+fn render_egress(inputs: &Inputs<'_>, mode: EgressMode, out: &mut String) {
+    use egress::{INTERNAL_NETWORK, OUTSIDE_NETWORK, PROXY_LABEL, PROXY_SERVICE};
+    out.push_str("    networks:\n");
+    let _ = writeln!(out, "      - {}", yaml(INTERNAL_NETWORK));
+    if mode == EgressMode::Allowlist {
+        out.push_str("    depends_on:\n");
+        let _ = writeln!(out, "      - {}", yaml(PROXY_SERVICE));
+        let _ = writeln!(out, "  {}:", yaml(PROXY_SERVICE));
+        out.push_str("    build:\n");
+        out.push_str("      context: \".\"\n");
+        out.push_str("      dockerfile: \"aibox-egress/Dockerfile\"\n");
+        let _ = writeln!(
+            out,
+            "    image: {}",
+            yaml(&crate::egress_image_name(inputs.config))
+        );
+        out.push_str("    init: true\n");
+        out.push_str("    read_only: true\n");
+        // Its configuration, read-only; a change recreates the container, no rebuild.
+        out.push_str("    volumes:\n");
+        let _ = writeln!(
+            out,
+            "      - {}",
+            yaml(&format!("./aibox-egress:{}:ro", egress::PROXY_ETC))
+        );
+        out.push_str("    tmpfs:\n      - \"/tmp\"\n");
+        out.push_str("    cap_drop:\n      - \"ALL\"\n");
+        out.push_str("    security_opt:\n      - \"no-new-privileges:true\"\n");
+        out.push_str("    networks:\n");
+        let _ = writeln!(out, "      - {}", yaml(INTERNAL_NETWORK));
+        let _ = writeln!(out, "      - {}", yaml(OUTSIDE_NETWORK));
+        out.push_str("    labels:\n");
+        let _ = writeln!(
+            out,
+            "      \"aibox.project\": {}",
+            compose_yaml(&crate::project_name(inputs.config))
+        );
+        let _ = writeln!(out, "      {}: \"proxy\"", yaml(PROXY_LABEL));
+    }
+    out.push_str("networks:\n");
+    let _ = writeln!(out, "  {}:", yaml(INTERNAL_NETWORK));
+    out.push_str("    internal: true\n");
+    if mode == EgressMode::Allowlist {
+        let _ = writeln!(out, "  {}: {{}}", yaml(OUTSIDE_NETWORK));
+    }
 }
 
 /// The variable name when `value` is exactly a host reference `${NAME}`.

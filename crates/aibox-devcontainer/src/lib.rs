@@ -10,6 +10,7 @@ pub mod catalog;
 mod compose;
 mod devcontainer_json;
 mod dockerfile;
+pub mod egress;
 mod error;
 mod local_env;
 pub mod quote;
@@ -79,6 +80,9 @@ pub struct Inputs<'a> {
     /// `docker-compose.local.yml` names this checkout's container ([`container_name`]) and
     /// labels it with the path ([`aibox_config::container::CHECKOUT_LABEL`]), so no other checkout takes it for its own.
     pub checkout: Option<&'a str>,
+    /// Host names the installed skills declare (read by the skill review): allowed
+    /// through the egress proxy in `[network] egress = "allowlist"` mode.
+    pub skill_hosts: &'a [egress::SkillHosts],
 }
 
 /// One locked Python environment of MCP servers: the engine renders its requirements
@@ -131,6 +135,7 @@ impl<'a> Inputs<'a> {
             python_envs: &[],
             npm_envs: &[],
             checkout: None,
+            skill_hosts: &[],
         }
     }
 
@@ -229,6 +234,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
         inputs.extra_ca.unwrap_or_default(),
         Ownership::LocalState,
     ));
+    files.extend(egress::planned_files(inputs, &tools));
     for env in inputs.python_envs {
         let text = format!(
             "# {GENERATED_HEADER}\n# MCP server environment {id} ([mcp.environments.{id}] of \
@@ -314,6 +320,17 @@ pub fn selected_tools<'c>(
         })
 }
 
+/// Path of the egress proxy's Dockerfile (`[network] egress = "allowlist"`).
+pub const EGRESS_DOCKERFILE_PATH: &str = aibox_config::layout::EGRESS_DOCKERFILE;
+/// Path of the egress proxy's configuration.
+pub const EGRESS_CONF_PATH: &str = aibox_config::layout::EGRESS_CONF;
+/// Path of the team's allowed host names.
+pub const EGRESS_FILTER_PATH: &str = aibox_config::layout::EGRESS_FILTER;
+/// Path of the personal upstream proxy line (gitignored).
+pub const EGRESS_LOCAL_CONF_PATH: &str = aibox_config::layout::EGRESS_LOCAL_CONF;
+/// Path of the personal allowed host names (gitignored).
+pub const EGRESS_LOCAL_FILTER_PATH: &str = aibox_config::layout::EGRESS_LOCAL_FILTER;
+
 /// Path of the personal extra CA certificates in the build context (gitignored).
 pub const EXTRA_CA_PATH: &str = aibox_config::layout::EXTRA_CA;
 
@@ -354,9 +371,19 @@ pub fn project_name(config: &AiboxToml) -> String {
 /// The local image the Compose file builds and names: `localhost/<project>-aibox:local`.
 /// The `localhost/` prefix keeps engines from looking for it in a registry.
 pub fn image_name(config: &AiboxToml) -> String {
+    local_image(config, "aibox")
+}
+
+/// `localhost/<project>-<suffix>:local`.
+fn local_image(config: &AiboxToml, suffix: &str) -> String {
     let project = project_name(config).replace('_', "-");
     let base = project.trim_end_matches('-');
-    format!("localhost/{base}-aibox:local")
+    format!("localhost/{base}-{suffix}:local")
+}
+
+/// The egress proxy's local image: `localhost/<project>-aibox-egress:local`.
+pub fn egress_image_name(config: &AiboxToml) -> String {
+    local_image(config, "aibox-egress")
 }
 
 /// This checkout's container name, also its Compose project name: the pinned

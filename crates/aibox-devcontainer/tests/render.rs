@@ -107,6 +107,30 @@ harnesses = ["codex", "cursor"]
 const ROOT: &str =
     "[container]\nname = \"rooty\"\nuser = \"root\"\nuid = 0\n\n[ai]\nharnesses = [\"claude\"]\n";
 
+/// Egress through the proxy: harness hosts from the catalog, the team's additions (one a
+/// duplicate of a harness host, one a wildcard), personal ones in the overlay.
+const EGRESS: &str = r#"
+[container]
+name = "egress-dev"
+environment = { HTTPS_PROXY = "http://team-proxy.invalid:8080", LANG = "C.UTF-8" }
+
+[context]
+mode = "harness-only"
+
+[ai]
+harnesses = ["claude", "codex"]
+
+[network]
+egress = "allowlist"
+allow = ["pypi.org", "*.pythonhosted.org", "api.anthropic.com"]
+"#;
+
+const EGRESS_LOCAL: &str = r#"
+[network]
+allow = ["internal.corp.example", "pypi.org"]
+upstream_proxy = "proxy.corp.example:3128"
+"#;
+
 const DOCKERFILE_LOCAL: &str = "# my additions\nRUN echo \"local step\" > /etc/local-step\n";
 
 struct Case {
@@ -119,6 +143,7 @@ struct Case {
     security_opt: Vec<String>,
     python_envs: Vec<aibox_devcontainer::PythonEnv>,
     npm_envs: Vec<aibox_devcontainer::NpmEnv>,
+    skill_hosts: Vec<aibox_devcontainer::egress::SkillHosts>,
     /// The checkout's canonical path, as the engine hands it in.
     checkout: String,
 }
@@ -135,6 +160,7 @@ impl Case {
             security_opt: Vec::new(),
             python_envs: Vec::new(),
             npm_envs: Vec::new(),
+            skill_hosts: Vec::new(),
             checkout: format!("/home/tester/src/{name}"),
         }
     }
@@ -148,6 +174,7 @@ impl Case {
         inputs.python_envs = &self.python_envs;
         inputs.npm_envs = &self.npm_envs;
         inputs.checkout = Some(&self.checkout);
+        inputs.skill_hosts = &self.skill_hosts;
         inputs
     }
 }
@@ -189,9 +216,20 @@ fn cases() -> Vec<Case> {
         "seccomp=unconfined".to_owned(),
         "no-new-privileges:true".to_owned(),
     ];
+    let mut egress = Case::new("egress_allowlist", EGRESS);
+    egress.local = local(EGRESS_LOCAL);
+    egress.skill_hosts = vec![aibox_devcontainer::egress::SkillHosts {
+        skill: "web-search".to_owned(),
+        hosts: vec!["api.search.example".to_owned(), "not a host".to_owned()],
+    }];
     vec![
         Case::new("minimal", MINIMAL),
         no_scaffold,
+        egress,
+        Case::new(
+            "egress_none",
+            "[container]\nname = \"sealed\"\n\n[network]\negress = \"none\"\n",
+        ),
         full,
         Case::new("harness_only", HARNESS_ONLY),
         with_local,
@@ -241,6 +279,26 @@ fn every_case_is_deterministic_snapshotted_and_schema_valid() {
             ("local_env", ".aibox-local.env"),
         ] {
             insta::assert_snapshot!(format!("{n}__{suffix}"), file(&files, path));
+        }
+        if case.team.network.egress == aibox_config::EgressMode::Allowlist {
+            for (suffix, path) in [
+                (
+                    "egress_dockerfile",
+                    aibox_devcontainer::EGRESS_DOCKERFILE_PATH,
+                ),
+                ("egress_conf", aibox_devcontainer::EGRESS_CONF_PATH),
+                ("egress_filter", aibox_devcontainer::EGRESS_FILTER_PATH),
+                (
+                    "egress_local_conf",
+                    aibox_devcontainer::EGRESS_LOCAL_CONF_PATH,
+                ),
+                (
+                    "egress_local_filter",
+                    aibox_devcontainer::EGRESS_LOCAL_FILTER_PATH,
+                ),
+            ] {
+                insta::assert_snapshot!(format!("{n}__{suffix}"), file(&files, path));
+            }
         }
         let compose = file(&files, ".devcontainer/docker-compose.yml");
         validate_compose_yaml(compose).unwrap_or_else(|e| panic!("{n}: compose invalid: {e:#?}"));
@@ -398,6 +456,37 @@ fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// What `docker-compose config` makes of an `allowlist` case: the proxy variables (they
+/// win over the team's own `HTTPS_PROXY`, so they join `expected`), the agent on the
+/// internal network only, the proxy on both with nothing but what it needs.
+fn egress_as_compose_reads_it(
+    parsed: &serde_norway::Value,
+    service: &serde_norway::Value,
+    expected: &mut BTreeMap<String, String>,
+) {
+    for (key, value) in [
+        ("HTTPS_PROXY", "http://aibox-egress:3128"),
+        ("HTTP_PROXY", "http://aibox-egress:3128"),
+        ("NO_PROXY", "localhost,127.0.0.1,::1"),
+        ("https_proxy", "http://aibox-egress:3128"),
+        ("http_proxy", "http://aibox-egress:3128"),
+        ("no_proxy", "localhost,127.0.0.1,::1"),
+    ] {
+        expected.insert(key.into(), value.into());
+    }
+    let count = |v: &serde_norway::Value| v.as_mapping().map(serde_norway::Mapping::len);
+    assert_eq!(count(&service["networks"]), Some(1), "{service:?}");
+    let proxy = &parsed["services"]["aibox-egress"];
+    assert_eq!(proxy["cap_drop"][0].as_str(), Some("ALL"), "{proxy:?}");
+    assert!(proxy.get("cap_add").is_none(), "{proxy:?}");
+    assert_eq!(proxy["read_only"], serde_norway::Value::Bool(true));
+    assert_eq!(count(&proxy["networks"]), Some(2));
+    assert_eq!(
+        parsed["networks"]["aibox-internal"]["internal"],
+        serde_norway::Value::Bool(true)
+    );
+}
+
 #[test]
 fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
     require_program("docker-compose", COMPOSE_HINT);
@@ -459,6 +548,9 @@ fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
             expected.insert("TZ".into(), tz.clone());
         }
         expected.extend(case.local.container.environment.clone());
+        if case.team.network.egress == aibox_config::EgressMode::Allowlist {
+            egress_as_compose_reads_it(&parsed, service, &mut expected);
+        }
         // A value that is exactly `${NAME}` is the host's NAME.
         for value in expected.values_mut() {
             if value == "${AIBOX_TEST_FROM_HOST}" {
@@ -513,9 +605,17 @@ fn podman_compose_turns_every_case_into_the_expected_podman_run() {
             assert!(out.contains("-e FROM_HOST=from-the-host "), "{out}");
         }
         // A multi-line value splits the printed command, so take the rest of the output.
-        let run = &out[out.find("podman run ").unwrap_or_else(|| panic!("{out}"))..];
         let n = case.name;
         let container = aibox_devcontainer::container_name(&case.team, &case.local, &case.checkout);
+        // podman-compose creates the networks even in a dry run: the egress cases' go again.
+        for net in ["aibox-internal", "aibox-egress"] {
+            let _ = Command::new("podman")
+                .args(["network", "rm", "-f", &format!("{project}_{net}")])
+                .output();
+        }
+        // The agent's command (the egress proxy, when there is one, is started first).
+        let agent = format!("podman run --name={container} ");
+        let run = &out[out.find(&agent).unwrap_or_else(|| panic!("{out}"))..];
         for expected in [
             format!("--name={container} "),
             format!("--label aibox.checkout={} ", case.checkout),

@@ -43,6 +43,7 @@ pub mod mcp_npm;
 pub mod mcp_resolver;
 pub mod migrate;
 pub mod pk_doctor;
+pub mod network;
 pub mod skills;
 pub mod updates;
 pub mod versions;

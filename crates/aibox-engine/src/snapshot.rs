@@ -324,11 +324,12 @@ impl aibox_policy::ComposeSources for SnapshotSources<'_> {
             return to.clone();
         }
         // Paths only the files aibox is about to generate name (the project root, the
-        // dev container folder, what the plan writes): the writer refuses a link on the
-        // way to everything it writes, and the next resolve judges the written files on
-        // disk. Anything else is a gap in the capture.
+        // dev container folder, the egress proxy's folder, what the plan writes): the
+        // writer refuses a link on the way to everything it writes, and the next resolve
+        // judges the written files on disk. Anything else is a gap in the capture.
         let own = path.is_empty()
             || path == aibox_config::layout::DEVCONTAINER_DIR.trim_end_matches('/')
+            || path == aibox_config::layout::EGRESS_DIR
             || in_perimeter(Utf8Path::new(path));
         if own {
             return HostPath::Plain;

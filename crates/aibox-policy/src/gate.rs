@@ -257,6 +257,7 @@ pub fn check_plan(
         disk,
     };
     out.extend(check_compose_setup(&overlay, &consent));
+    out.extend(crate::egress::check_egress(config, &consent, &overlay));
     out.extend(check_container_user(config, &consent));
     point_secrets_at_source(&mut out, files, disk);
     out.extend(check_project_volumes(config, local, &consent, disk));

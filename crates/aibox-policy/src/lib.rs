@@ -12,6 +12,7 @@
 //! - [`redact`]: redaction of diagnostics before they are shown or written.
 
 pub mod compose;
+pub mod egress;
 pub mod gate;
 pub mod redact;
 pub mod relax;

@@ -41,6 +41,25 @@ pub struct Lock {
     /// started with `npx` (see [`crate::npmdeps`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<crate::pydeps::McpLock>,
+    /// `[network]`: the egress allowlist the proxy enforces (`[network] egress =
+    /// "allowlist"`): the team's hosts and where each came from. Personal hosts are never
+    /// recorded here (the lock is committed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkLock>,
+}
+
+/// The egress allowlist in the lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkLock {
+    /// `allowlist` (the only mode that records a list).
+    pub egress: String,
+    /// The proxy: Debian package and exact version.
+    pub proxy: String,
+    /// Allowed host name → where it comes from (`tool claude-code 2.1.197`, `skill x`,
+    /// `aibox.toml [network] allow`).
+    #[serde(default)]
+    pub allow: BTreeMap<String, Vec<String>>,
 }
 
 /// The base image in the lock: the configured reference, split, and whether it is aibox's

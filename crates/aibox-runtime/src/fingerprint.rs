@@ -25,10 +25,24 @@ use crate::error::RuntimeError;
 use aibox_config::container::{BUILD_DIGEST_ARG, GID_ARG, UID_ARG};
 
 /// Whether a file of the build context is read only by Compose: the Compose files of the
-/// file table, their `.env` and the seccomp profile they name.
+/// file table, their `.env`, the seccomp profile they name and the egress proxy's
+/// configuration (mounted into its container, so a changed allowlist recreates the
+/// containers without a build).
 fn compose_only(rel: &str) -> bool {
-    use aibox_config::layout::{COMPOSE_ENV, COMPOSE_FILES, SECCOMP_PROFILES};
-    COMPOSE_FILES.contains(&rel) || rel == COMPOSE_ENV || SECCOMP_PROFILES.contains(&rel)
+    use aibox_config::layout::{
+        COMPOSE_ENV, COMPOSE_FILES, EGRESS_CONF, EGRESS_FILTER, EGRESS_LOCAL_CONF,
+        EGRESS_LOCAL_FILTER, SECCOMP_PROFILES,
+    };
+    COMPOSE_FILES.contains(&rel)
+        || rel == COMPOSE_ENV
+        || SECCOMP_PROFILES.contains(&rel)
+        || [
+            EGRESS_CONF,
+            EGRESS_FILTER,
+            EGRESS_LOCAL_CONF,
+            EGRESS_LOCAL_FILTER,
+        ]
+        .contains(&rel)
 }
 
 /// The two digests of one project's dev container files, as `sha256:<hex>`.

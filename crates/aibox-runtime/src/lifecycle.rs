@@ -824,6 +824,39 @@ impl Runtime {
         Ok(None)
     }
 
+    /// The last `tail` lines of this checkout's egress proxy's log (standard output and
+    /// error; `[network] egress = "allowlist"`), `None` when the project has no proxy
+    /// container. Found by its labels, so any Compose provider's naming works.
+    ///
+    /// # Errors
+    /// The engine's CLI fails or does not answer in time.
+    pub fn egress_log(&self, target: &Target, tail: u32) -> Result<Option<String>, RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["ps", "-a", "-q", "--no-trunc"]);
+        for (label, value) in [
+            (aibox_config::container::EGRESS_PROXY_LABEL, "proxy"),
+            (COMPOSE_PROJECT_LABELS[0], target.project.as_str()),
+        ] {
+            cmd.arg("--filter").arg(format!("label={label}={value}"));
+        }
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        let Some(id) = done.stdout.split_whitespace().next() else {
+            return Ok(None);
+        };
+        let mut cmd = self.engine_cmd();
+        cmd.args(["logs", "--tail", &tail.to_string(), id]);
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        Ok(Some(format!("{}{}", done.stdout, done.stderr)))
+    }
+
     /// The container named `container`, `None` when there is none.
     fn inspect(&self, container: &str) -> Result<Option<Inspected>, RuntimeError> {
         // `inspect` also matches id prefixes; only a container with exactly this name counts.
@@ -934,12 +967,18 @@ impl Runtime {
         self.remove_network(&target.project, progress);
     }
 
-    /// Removes Compose project `project`'s default network when its labels say it is that
-    /// project's. Best effort: a network still in use (or already gone) is not an error.
+    /// Removes Compose project `project`'s default network, and the egress networks of
+    /// `[network] egress`, when their labels say they are that project's. Best effort: a
+    /// network still in use (or already gone) is not an error.
     fn remove_network(&self, project: &str, progress: Progress<'_>) {
-        let network = format!("{project}_default");
+        for name in std::iter::once("default").chain(aibox_config::container::EGRESS_NETWORKS) {
+            self.remove_project_network(project, &format!("{project}_{name}"), progress);
+        }
+    }
+
+    fn remove_project_network(&self, project: &str, network: &str, progress: Progress<'_>) {
         let mut cmd = self.engine_cmd();
-        cmd.args(["network", "inspect", &network]);
+        cmd.args(["network", "inspect", network]);
         let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {}) else {
             return;
         };
@@ -947,7 +986,7 @@ impl Runtime {
             return;
         }
         let mut cmd = self.engine_cmd();
-        cmd.args(["network", "rm", &network]);
+        cmd.args(["network", "rm", network]);
         if let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {})
             && !done.success()
         {

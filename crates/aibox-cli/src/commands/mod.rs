@@ -15,6 +15,7 @@ mod init;
 mod lifecycle;
 mod mcp;
 mod migrate;
+mod network;
 mod own;
 mod processkit;
 mod skill;
@@ -23,7 +24,7 @@ use std::io::IsTerminal;
 
 use camino::Utf8PathBuf;
 
-use crate::args::{Cli, Command, Global, McpCommand, Output};
+use crate::args::{Cli, Command, Global, McpCommand, NetworkCommand, Output};
 use crate::error::{CliError, Failure};
 use crate::exit::Exit;
 use crate::render;
@@ -47,6 +48,7 @@ pub fn run(cli: &Cli) -> Outcome {
         Command::Doctor(args) => doctor::run(g, args),
         Command::Own(crate::args::SelfCommand::Check) => own::check(g),
         Command::Config(cmd) => config::run(g, cmd),
+        Command::Network(NetworkCommand::List) => network::list(g),
         Command::Mcp(McpCommand::List) => mcp::list(g),
         Command::Mcp(McpCommand::Check(args)) => mcp::check(g, args),
         Command::Mcp(McpCommand::Add(args)) => mcp::add(g, args),

@@ -243,6 +243,8 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     let codex_sandbox =
         checks::codex_sandbox::check(&mut run, project.as_ref(), security.as_ref(), &engine_at);
     checks::container_state::check(&mut run, project.as_ref(), &engine_at);
+    // hosts the egress proxy refused (allowlist mode)
+    checks::egress::check(&mut run, project.as_ref(), &engine_at);
     // the running container's labels and marker against the lock and the configuration
     match checks::base_image::check(
         project.as_ref(),

@@ -42,6 +42,11 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     plan.extend(aibox_devcontainer::render(&inputs)?)?;
     plan.lock_mut().tools = tool_locks(&ctx.project.config)?;
     plan.lock_mut().base_image = Some(BaseImageLock::new(&ctx.project.config.container.base_image));
+    let config = &ctx.project.config;
+    if config.network.egress == aibox_config::EgressMode::Allowlist {
+        let list = crate::network::allowlist(config, &ctx.project.local)?;
+        plan.lock_mut().network = crate::network::lock(config, &list);
+    }
     Ok(())
 }
 

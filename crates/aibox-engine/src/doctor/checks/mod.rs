@@ -5,6 +5,7 @@ pub(super) mod codex_sandbox;
 pub(super) mod config;
 pub(super) mod container_policy;
 pub(super) mod container_state;
+pub(super) mod egress;
 pub(super) mod engine;
 pub(super) mod exceptions;
 pub(super) mod integrity;

@@ -1,0 +1,39 @@
+//! `aibox network list`: the egress mode and the effective allowlist with each host's
+//! origin (`aibox_engine::network::network_list`).
+
+use super::{Outcome, json_or, project_root};
+use crate::args::Global;
+use crate::exit::Exit;
+use crate::render;
+
+pub fn list(g: &Global) -> Outcome {
+    let root = project_root(g)?;
+    let list = aibox_engine::network::network_list(&root)?;
+    json_or(g, &list, || {
+        render::out(&format!("egress: {}", list.egress));
+        match list.egress {
+            "open" => render::out(
+                "the container reaches whatever its host reaches; set `[network] egress = \
+                 \"allowlist\"` to allow only named hosts",
+            ),
+            "none" => render::out("the container has no route out"),
+            _ => {
+                if let Some(proxy) = &list.proxy {
+                    render::out(&format!("proxy: {proxy}"));
+                }
+                if let Some(up) = &list.upstream_proxy {
+                    render::out(&format!("upstream proxy (personal): {up}"));
+                }
+                let cells: Vec<Vec<String>> = list
+                    .hosts
+                    .iter()
+                    .map(|h| vec![h.host.clone(), h.origins.join("; ")])
+                    .collect();
+                for line in render::table(&["host", "from"], &cells) {
+                    render::out(&line);
+                }
+            }
+        }
+    })?;
+    Ok(Exit::Ok)
+}

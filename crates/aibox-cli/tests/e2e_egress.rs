@@ -1,0 +1,359 @@
+//! End-to-end: `[network] egress = "allowlist"` on real engines (rootless Podman with
+//! podman-compose, and the tests' own `dockerd` with docker-compose 1.29).
+//!
+//! `apply` → `up` starts the agent on an internal network and the egress proxy beside
+//! it; two test hosts of the test's own (`allowed.test`, `denied.test`: a few lines of
+//! Perl answering HTTP on 80 and 443 and counting UDP datagrams on 53) join the proxy's
+//! outside network. From inside the agent container: the allowed host answers through the
+//! proxy (plain HTTP and a `CONNECT` tunnel), the denied one is refused by name (403, both
+//! ways), its literal address is refused, a direct connection without the proxy fails,
+//! UDP to a test host never arrives, and the agent's resolver does not know the test
+//! hosts. The proxy logs each refusal, and `aibox doctor` shows it as `blocked: <host>`.
+//! No traffic leaves the machine.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::{Command, Output};
+
+use aibox_test_support::docker::Docker;
+use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Engine, Podman};
+use aibox_test_support::show_output as show;
+use camino::Utf8PathBuf;
+
+/// A test host: HTTP on 80 and 443 (`hello from NAME`), UDP on 53 (logged, never
+/// answered). Perl is in every Debian system, so the base image serves as it is.
+const TEST_HOST: &str = r#"
+use IO::Socket::INET; use IO::Select;
+my $name = shift; my @l; $| = 1;
+for my $p (80, 443) { push @l, IO::Socket::INET->new(LocalPort=>$p, Listen=>16, ReuseAddr=>1, Proto=>'tcp') or die "listen $p: $!"; }
+my $u = IO::Socket::INET->new(LocalPort=>53, Proto=>'udp') or die "udp: $!";
+my $s = IO::Select->new(@l, $u); print "ready\n";
+while (1) { for my $r ($s->can_read) {
+  if ($r == $u) { my $d; $r->recv($d, 2048); print "udp datagram\n"; next }
+  my $c = $r->accept or next; my $line = <$c>; while (my $h = <$c>) { last if $h =~ /^\r?\n$/ }
+  print "tcp: $line"; print $c "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello from $name\n"; close $c } }
+"#;
+
+fn ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?} failed: {}", show(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// One engine under test: how to run its CLI and aibox against it.
+struct Bench<'a> {
+    engine: &'a dyn Fn(&[&str]) -> Output,
+    aibox: &'a dyn Fn() -> Command,
+}
+
+impl Bench<'_> {
+    fn engine_ok(&self, args: &[&str]) -> String {
+        let out = (self.engine)(args);
+        assert!(out.status.success(), "{args:?}: {}", show(&out));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `sh -c SCRIPT` in the agent container as its user; the output and exit code.
+    fn in_agent(&self, container: &str, script: &str) -> (i32, String) {
+        let out = (self.engine)(&["exec", container, "bash", "-c", script]);
+        (out.status.code().unwrap_or(-1), show(&out))
+    }
+}
+
+fn project(stem: &str, engine: &str) -> (tempfile::TempDir, Utf8PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = format!("aibox-egress-{stem}-{}", std::process::id());
+    let root = Utf8PathBuf::from_path_buf(tmp.path().join(&name)).unwrap();
+    fs_err::create_dir_all(&root).unwrap();
+    fs_err::write(
+        root.join("aibox.toml"),
+        format!(
+            "[container]\nname = \"{name}\"\nbase_image = \"{BASE_IMAGE}\"\nengine = \"{engine}\"\n\n\
+             [context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = []\n\n\
+             [network]\negress = \"allowlist\"\nallow = [\"allowed.test\"]\n"
+        ),
+    )
+    .unwrap();
+    fs_err::write(
+        root.join(".aibox-local.toml"),
+        aibox_test_support::podman::local_toml_with_host_ca(),
+    )
+    .unwrap();
+    (tmp, root)
+}
+
+/// The journey on one engine; `cleanup` already names the project's container, image and
+/// networks.
+fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &str) {
+    let listed = ok((bench.aibox)().args(["network", "list", "--output", "json"]));
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed["egress"], "allowlist", "{listed}");
+    assert_eq!(listed["hosts"][0]["host"], "allowed.test", "{listed}");
+    assert_eq!(
+        listed["hosts"][0]["origins"][0], "aibox.toml [network] allow",
+        "{listed}"
+    );
+
+    let up = (bench.aibox)().arg("up").output().unwrap();
+    assert!(up.status.success(), "{}", show(&up));
+
+    // The test hosts join the proxy's outside network under their names.
+    let outside = format!("{project}_aibox-egress");
+    let mut address = String::new();
+    for host in ["allowed", "denied"] {
+        let name = format!("{project}-{host}");
+        cleanup.container(&name);
+        bench.engine_ok(&[
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "--network",
+            &outside,
+            "--network-alias",
+            &format!("{host}.test"),
+            BASE_IMAGE,
+            "perl",
+            "-e",
+            TEST_HOST,
+            host,
+        ]);
+    }
+    for _ in 0..50 {
+        if bench
+            .engine_ok(&["logs", &format!("{project}-denied")])
+            .contains("ready")
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let inspect = bench.engine_ok(&["container", "inspect", &format!("{project}-allowed")]);
+    let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    if let Some(ip) = inspect[0]["NetworkSettings"]["Networks"][&outside]["IPAddress"].as_str() {
+        ip.clone_into(&mut address);
+    }
+    assert!(!address.is_empty(), "no address: {inspect}");
+
+    // The proxy variables are set; the allowed host answers through the proxy.
+    let (code, out) = bench.in_agent(container, "curl -sS -m 10 http://allowed.test/");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("hello from allowed"), "{out}");
+    let (code, out) = bench.in_agent(container, "curl -sS -m 10 -p http://allowed.test:443/");
+    assert_eq!(code, 0, "CONNECT to an allowed host: {out}");
+    assert!(out.contains("hello from allowed"), "{out}");
+
+    // A host not on the list is refused by name, plain and tunnelled.
+    let (_, out) = bench.in_agent(
+        container,
+        "curl -s -m 10 -o /dev/null -w '%{http_code}' http://denied.test/",
+    );
+    assert!(out.contains("403"), "plain HTTP to a denied host: {out}");
+    let (code, out) = bench.in_agent(container, "curl -sS -m 10 -p http://denied.test:443/");
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("403"), "CONNECT to a denied host: {out}");
+    // A literal address, even of the allowed host, is not a name on the list.
+    let (_, out) = bench.in_agent(
+        container,
+        &format!("curl -s -m 10 -o /dev/null -w '%{{http_code}}' http://{address}/"),
+    );
+    assert!(out.contains("403"), "literal address: {out}");
+    // Without the proxy there is no route: TCP fails, UDP never arrives.
+    let (code, out) = bench.in_agent(
+        container,
+        &format!("curl -sS -m 5 --noproxy '*' http://{address}/"),
+    );
+    assert_ne!(code, 0, "direct TCP must fail: {out}");
+    // Podman refuses the send (no route); Docker's internal network drops the datagram on
+    // the bridge. Either way none may arrive (checked in the host's log below).
+    let _ = bench.in_agent(
+        container,
+        &format!("echo probe > /dev/udp/{address}/53; echo probe > /dev/udp/{address}/53"),
+    );
+    // The agent's resolver does not know the outside network's hosts.
+    let (code, out) = bench.in_agent(container, "getent hosts allowed.test denied.test");
+    assert_ne!(
+        code, 0,
+        "outside names must not resolve in the agent: {out}"
+    );
+
+    measure(bench, project, container, &outside);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let denied_log = bench.engine_ok(&["logs", &format!("{project}-denied")]);
+    assert!(
+        !denied_log.contains("tcp:"),
+        "the denied host was reached: {denied_log}"
+    );
+    let allowed_log = bench.engine_ok(&["logs", &format!("{project}-allowed")]);
+    assert!(!allowed_log.contains("udp"), "UDP arrived: {allowed_log}");
+    // The two checks plus the measured requests (through the proxy and beside it).
+    assert_eq!(
+        allowed_log.matches("tcp: GET / ").count(),
+        2 + 2 * ROUNDS,
+        "{allowed_log}"
+    );
+
+    doctor_names_the_refusals(bench, &address, container);
+
+    // The test hosts leave the project's network first, or Compose cannot remove it.
+    for host in ["allowed", "denied"] {
+        bench.engine_ok(&["rm", "-f", &format!("{project}-{host}")]);
+    }
+    let down = (bench.aibox)().arg("down").output().unwrap();
+    assert!(down.status.success(), "{}", show(&down));
+}
+
+/// The refusals are in the proxy's log, and doctor names them (and not the allowed host).
+/// Then the command doctor offers for the team allows the host: after `apply` and `up`
+/// the same request answers.
+fn doctor_names_the_refusals(bench: &Bench<'_>, address: &str, container: &str) {
+    let doctor = (bench.aibox)().arg("doctor").output().unwrap();
+    let text = show(&doctor);
+    assert!(text.contains("blocked: denied.test"), "{text}");
+    assert!(text.contains(&format!("blocked: {address}")), "{text}");
+    assert!(!text.contains("blocked: allowed.test"), "{text}");
+    let start = "`aibox config set network.allow '";
+    let list = text
+        .split(start)
+        .nth(1)
+        .and_then(|rest| rest.split("'`").next())
+        .unwrap_or_else(|| panic!("no command offered: {text}"));
+    assert_eq!(list, r#"["allowed.test", "denied.test"]"#, "{text}");
+    ok((bench.aibox)().args(["config", "set", "network.allow", list]));
+    ok((bench.aibox)().arg("apply"));
+    ok((bench.aibox)().arg("up"));
+    let (code, out) = bench.in_agent(container, "curl -sS -m 10 http://denied.test/");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("hello from denied"), "{out}");
+}
+
+/// Requests per side of the latency measurement.
+const ROUNDS: usize = 50;
+
+#[allow(clippy::print_stderr)] // the measured numbers go to the test log
+/// The proxy's cost, printed for the documentation (a measurement, not a gate): the
+/// mean time of `ROUNDS` plain HTTP requests to the allowed host from the agent (through
+/// the proxy) and from a container of the same image on the outside network (direct),
+/// and the proxy's resident memory.
+fn measure(bench: &Bench<'_>, project: &str, container: &str, outside: &str) {
+    let script = format!(
+        "for i in $(seq {ROUNDS}); do curl -s -o /dev/null -w '%{{time_total}}\\n' \
+         http://allowed.test/; done"
+    );
+    let mean = |text: &str| {
+        let times: Vec<f64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        assert_eq!(times.len(), ROUNDS, "{text}");
+        #[allow(clippy::cast_precision_loss)] // fifty samples
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        mean * 1000.0
+    };
+    let (code, proxied) = bench.in_agent(container, &script);
+    assert_eq!(code, 0, "{proxied}");
+    let image = (bench.engine)(&[
+        "container",
+        "inspect",
+        "--format",
+        "{{.Config.Image}}",
+        container,
+    ]);
+    let image = String::from_utf8(image.stdout).unwrap();
+    let direct = bench.engine_ok(&[
+        "run",
+        "--rm",
+        "--network",
+        outside,
+        "--entrypoint",
+        "bash",
+        image.trim(),
+        "-c",
+        &script,
+    ]);
+    let proxy = format!("{project}_aibox-egress_1");
+    let rss = bench.engine_ok(&[
+        "exec",
+        &proxy,
+        "sh",
+        "-c",
+        "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = tinyproxy ] && grep VmRSS $p/status; done; true",
+    ]);
+    let stdout = |text: &str| text.split("--- stdout\n").nth(1).unwrap_or(text).to_owned();
+    eprintln!(
+        "egress bench ({project}): mean of {ROUNDS} requests: through the proxy {:.2} ms, direct {:.2} ms; \
+         tinyproxy resident memory: {} kB",
+        mean(&stdout(&proxied)),
+        mean(&direct),
+        rss.split_whitespace()
+            .filter(|w| w.parse::<u64>().is_ok())
+            .collect::<Vec<_>>()
+            .join(" + ")
+    );
+}
+
+fn names(aibox: &dyn Fn() -> Command) -> (String, String, String) {
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(aibox().args(["status", "--output", "json"]))).unwrap();
+    let text = |k: &str| status[k].as_str().unwrap().to_owned();
+    (text("project"), text("container"), text("image"))
+}
+
+fn cleanup_for(
+    engine: Cleanup,
+    project: &str,
+    container: &str,
+    image: &str,
+    root: &Utf8PathBuf,
+) -> Cleanup {
+    let mut cleanup = engine;
+    // `localhost/<project>-aibox:local` and the proxy's `...-aibox-egress:local`.
+    let proxy_image = image.replace("-aibox:local", "-aibox-egress:local");
+    assert_ne!(proxy_image, image, "{root}");
+    cleanup
+        .container(container)
+        .container(&format!("{project}_aibox-egress_1"))
+        .image(image)
+        .image(&proxy_image)
+        .network(&format!("{project}_aibox-internal"))
+        .network(&format!("{project}_aibox-egress"))
+        .network(&format!("{project}_default"));
+    cleanup
+}
+
+/// `apply`, then the journey, on one engine: `engine` runs its CLI, `aibox_at` makes an
+/// `aibox --project ROOT` command against it.
+fn on_engine<E: Engine + Clone + 'static>(
+    handle: &E,
+    kind: &str,
+    engine: &dyn Fn(&[&str]) -> Output,
+    aibox_at: &dyn Fn(&Utf8PathBuf) -> Command,
+) {
+    let (_tmp, root) = project(kind, kind);
+    let aibox = || aibox_at(&root);
+    ok(aibox().arg("apply"));
+    let (project, container, image) = names(&aibox);
+    let mut cleanup = cleanup_for(Cleanup::new(handle), &project, &container, &image, &root);
+    journey(
+        &Bench {
+            engine,
+            aibox: &aibox,
+        },
+        &mut cleanup,
+        &project,
+        &container,
+    );
+}
+
+#[test]
+fn allowlist_on_podman() {
+    let podman = Podman::ready();
+    on_engine(&podman, "podman", &|args| podman.run(args), &|root| {
+        podman.aibox(env!("CARGO_BIN_EXE_aibox"), root)
+    });
+}
+
+#[test]
+fn allowlist_on_docker() {
+    let docker = Docker::ready();
+    on_engine(&docker, "docker", &|args| docker.run(args), &|root| {
+        docker.aibox(env!("CARGO_BIN_EXE_aibox"), root)
+    });
+}

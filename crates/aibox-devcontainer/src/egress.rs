@@ -1,0 +1,414 @@
+//! The egress allowlist (`[network] egress = "allowlist"`): which host names the agent
+//! container may reach, where each came from, and the files of the egress proxy that
+//! enforces it.
+//!
+//! The agent sits on an `internal` Compose network with no route out; the proxy
+//! (Debian's `tinyproxy`, pinned) is the only service on that network and on an outside
+//! one, and forwards HTTP and `CONNECT` requests whose host name the filter allows. It
+//! never sees inside TLS: it judges the name the client asked for, default-deny, and logs
+//! every refusal ("Proxying refused on filtered domain") where `doctor` reads it.
+//!
+//! The list is derived, never hand-kept: the catalog's `hosts` of every tool the image
+//! installs (the harness CLIs' API and sign-in hosts, pinned with the tool), the hosts
+//! installed skills declare, the team's `[network] allow`, and — in gitignored files
+//! only — the personal `.aibox-local.toml [network] allow` and upstream proxy.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use aibox_config::{AiboxToml, EgressMode, LocalToml, Ownership, PlannedFile};
+
+use crate::catalog::Tool;
+use crate::{GENERATED_HEADER, Inputs};
+
+/// The egress proxy's Compose service (and its host name on the internal network).
+pub const PROXY_SERVICE: &str = "aibox-egress";
+/// The port the proxy listens on.
+pub const PROXY_PORT: u16 = 3128;
+/// The internal network: the agent and the proxy, no route out.
+pub const INTERNAL_NETWORK: &str = aibox_config::container::EGRESS_NETWORKS[0];
+/// The proxy's outside network.
+pub const OUTSIDE_NETWORK: &str = aibox_config::container::EGRESS_NETWORKS[1];
+/// The Debian package of the proxy, installed at [`PROXY_VERSION`] (only `libc6` as a
+/// dependency: no init scripts, no service user).
+pub const PROXY_PACKAGE: &str = "tinyproxy-bin";
+/// The exact Debian version of [`PROXY_PACKAGE`] (bookworm), from the base image's
+/// signed apt repository.
+pub const PROXY_VERSION: &str = "1.11.1-2.1+deb12u1";
+/// What tinyproxy logs for a refused host, followed by the host name in double quotes.
+pub const BLOCKED_LOG_MARKER: &str = "Proxying refused on filtered domain \"";
+/// Label on the proxy service, so `doctor` finds its container under any Compose naming.
+pub const PROXY_LABEL: &str = aibox_config::container::EGRESS_PROXY_LABEL;
+/// Where the proxy container sees `.devcontainer/aibox-egress/` (mounted read-only).
+pub const PROXY_ETC: &str = "/etc/aibox-egress";
+/// Where the proxy joins the team's and the personal files at start (a tmpfs).
+const RUN_DIR: &str = "/tmp/aibox-egress";
+
+/// Where an allowed host comes from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Origin {
+    /// A catalog tool the image installs (`hosts` of its entry), at its pinned version.
+    Tool {
+        /// The catalog name.
+        name: String,
+        /// Its pinned version.
+        version: String,
+    },
+    /// An installed skill that declares the host.
+    Skill {
+        /// The skill's name.
+        name: String,
+    },
+    /// `aibox.toml [network] allow`.
+    Team,
+    /// `.aibox-local.toml [network] allow` (personal, gitignored files only).
+    Personal,
+}
+
+impl Origin {
+    /// A short description for `aibox network list` and the lock, e.g. `tool claude-code
+    /// 2.1.197`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Tool { name, version } => format!("tool {name} {version}"),
+            Self::Skill { name } => format!("skill {name}"),
+            Self::Team => "aibox.toml [network] allow".to_owned(),
+            Self::Personal => ".aibox-local.toml [network] allow".to_owned(),
+        }
+    }
+
+    /// Whether the entry may be written to a committed file.
+    pub fn is_personal(&self) -> bool {
+        matches!(self, Self::Personal)
+    }
+}
+
+/// The hosts one installed skill declares (read by the skill review).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillHosts {
+    /// The skill's name.
+    pub skill: String,
+    /// Host names it declares.
+    pub hosts: Vec<String>,
+}
+
+/// The effective allowlist: host name → every origin that asks for it, sorted by host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allowlist {
+    /// Each allowed host with its origins (sorted, deduplicated).
+    pub entries: BTreeMap<String, Vec<Origin>>,
+}
+
+impl Allowlist {
+    /// Hosts that a committed file may carry: those with at least one non-personal origin.
+    pub fn team_hosts(&self) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter(|(_, o)| o.iter().any(|o| !o.is_personal()))
+            .map(|(h, _)| h.as_str())
+    }
+
+    /// Hosts only the personal overlay asks for.
+    pub fn personal_hosts(&self) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter(|(_, o)| o.iter().all(Origin::is_personal))
+            .map(|(h, _)| h.as_str())
+    }
+}
+
+/// Derives the allowlist from the tools the image installs, the skills' declared hosts
+/// and both configuration files. Entries are already validated (the loader checks both
+/// files, `Catalog::parse` the catalog); a skill's host that is no valid name (the skill
+/// review reports it) is left out, never widened into a pattern.
+pub fn allowlist(
+    config: &AiboxToml,
+    local: &LocalToml,
+    tools: &[&Tool],
+    skills: &[SkillHosts],
+) -> Allowlist {
+    let tool_hosts = tools.iter().flat_map(|tool| {
+        let origin = Origin::Tool {
+            name: tool.name.clone(),
+            version: tool.version.clone(),
+        };
+        tool.hosts.iter().map(move |h| (h, origin.clone()))
+    });
+    let skill_hosts = skills.iter().flat_map(|skill| {
+        let origin = Origin::Skill {
+            name: skill.skill.clone(),
+        };
+        skill.hosts.iter().map(move |h| (h, origin.clone()))
+    });
+    let team = config.network.allow.iter().map(|h| (h, Origin::Team));
+    let personal = local.network.allow.iter().map(|h| (h, Origin::Personal));
+    let mut entries: BTreeMap<String, Vec<Origin>> = BTreeMap::new();
+    for (host, origin) in tool_hosts.chain(skill_hosts).chain(team).chain(personal) {
+        if aibox_config::validate::egress_host_problem(host).is_some() {
+            continue;
+        }
+        let list = entries.entry(host.clone()).or_default();
+        if !list.contains(&origin) {
+            list.push(origin);
+            list.sort();
+        }
+    }
+    Allowlist { entries }
+}
+
+/// The egress proxy's files, in `allowlist` mode only: its Dockerfile, configuration and
+/// the team's filter (committed), and the personal filter and upstream line (gitignored,
+/// empty when unset, so the build's `COPY` finds the same files in every checkout).
+pub(crate) fn planned_files(inputs: &Inputs<'_>, tools: &[&Tool]) -> Vec<PlannedFile> {
+    use crate::{
+        EGRESS_CONF_PATH, EGRESS_DOCKERFILE_PATH, EGRESS_FILTER_PATH, EGRESS_LOCAL_CONF_PATH,
+        EGRESS_LOCAL_FILTER_PATH,
+    };
+    if inputs.config.network.egress != EgressMode::Allowlist {
+        return Vec::new();
+    }
+    let list = allowlist(inputs.config, inputs.local, tools, inputs.skill_hosts);
+    vec![
+        PlannedFile::generated(
+            EGRESS_DOCKERFILE_PATH,
+            render_dockerfile(&inputs.config.container.base_image),
+        ),
+        PlannedFile::generated(EGRESS_CONF_PATH, render_conf()),
+        PlannedFile::generated(EGRESS_FILTER_PATH, render_filter(&list)),
+        PlannedFile::new(
+            EGRESS_LOCAL_CONF_PATH,
+            render_local_conf(inputs.local),
+            Ownership::LocalState,
+        ),
+        PlannedFile::new(
+            EGRESS_LOCAL_FILTER_PATH,
+            render_local_filter(&list),
+            Ownership::LocalState,
+        ),
+    ]
+}
+
+/// The filter line (a POSIX extended regular expression, matched case-insensitively
+/// against the requested host name) of one allowed entry: the exact name, or for
+/// `*.name` one or more labels in front of it.
+pub fn filter_pattern(host: &str) -> String {
+    let (wild, name) = match host.strip_prefix("*.") {
+        Some(rest) => (true, rest),
+        None => (false, host),
+    };
+    let escaped = name.replace('.', "\\.");
+    if wild {
+        format!("^([a-z0-9-]+\\.)+{escaped}$")
+    } else {
+        format!("^{escaped}$")
+    }
+}
+
+/// `egress.filter` (committed): one pattern per team host. The proxy reads the
+/// concatenation of this file and the personal one; a line that is a comment is ignored.
+pub(crate) fn render_filter(list: &Allowlist) -> String {
+    let mut out = format!(
+        "# {GENERATED_HEADER}\n# Allowed host names (`aibox network list` shows where each comes from).\n"
+    );
+    for host in list.team_hosts() {
+        let _ = writeln!(out, "{}", filter_pattern(host));
+    }
+    out
+}
+
+/// `egress.local.filter` (gitignored): the personal hosts only.
+pub(crate) fn render_local_filter(list: &Allowlist) -> String {
+    let mut out = String::new();
+    let mut hosts = list.personal_hosts().peekable();
+    if hosts.peek().is_some() {
+        out.push_str("# generated by aibox from .aibox-local.toml [network] allow; personal\n");
+    }
+    for host in hosts {
+        let _ = writeln!(out, "{}", filter_pattern(host));
+    }
+    out
+}
+
+/// `egress.conf` (committed): tinyproxy, default-deny by host name, `CONNECT` to 443 only,
+/// logging refusals to its standard output.
+pub(crate) fn render_conf() -> String {
+    format!(
+        "# {GENERATED_HEADER}\n\
+         # The egress proxy (tinyproxy): forwards HTTP and CONNECT requests whose host name\n\
+         # the filter allows, refuses everything else and logs the refusal. No TLS is\n\
+         # terminated here. The personal upstream proxy, if any, is appended at build time.\n\
+         Port {PROXY_PORT}\n\
+         Timeout 600\n\
+         MaxClients 100\n\
+         LogLevel Notice\n\
+         Filter \"{RUN_DIR}/filter\"\n\
+         FilterType ere\n\
+         FilterDefaultDeny Yes\n\
+         FilterURLs Off\n\
+         ConnectPort 443\n\
+         DisableViaHeader Yes\n\
+         XTinyproxy No\n"
+    )
+}
+
+/// `egress.local.conf` (gitignored): the personal upstream proxy line, or nothing.
+pub(crate) fn render_local_conf(local: &LocalToml) -> String {
+    local
+        .network
+        .upstream_proxy
+        .as_deref()
+        .map(|up| {
+            format!(
+                "# generated by aibox from .aibox-local.toml [network] upstream_proxy; personal\n\
+                 Upstream http {up}\n"
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The proxy image's Dockerfile: the project's base image plus the pinned Debian package,
+/// running as `nobody`, so the service needs no capability at all.
+pub(crate) fn render_dockerfile(base_image: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {GENERATED_HEADER}");
+    out.push_str(
+        "# The egress proxy of `[network] egress = \"allowlist\"`: Debian's tinyproxy at a\n\
+         # pinned version from the base image's signed apt repository.\n",
+    );
+    let _ = writeln!(out, "FROM {base_image}");
+    out.push_str("USER root\n");
+    let _ = writeln!(
+        out,
+        "RUN set -eu; \\\n    apt-get update; \\\n    DEBIAN_FRONTEND=noninteractive apt-get \
+         install -y --no-install-recommends {PROXY_PACKAGE}={PROXY_VERSION} || {{ \\\n        \
+         echo \"aibox: the egress proxy needs Debian's {PROXY_PACKAGE} {PROXY_VERSION} (bookworm); \
+         is container.base_image a Debian bookworm image?\" >&2; exit 1; }}; \\\n    \
+         rm -rf /var/lib/apt/lists/*"
+    );
+    // The configuration is mounted, not copied: a changed list recreates the container
+    // (the Compose files' digest) without rebuilding an image. tinyproxy reads one file
+    // of each kind, so the team's and the personal ones (gitignored; absent in a fresh
+    // clone) are joined at start, in the writable /tmp.
+    out.push_str(
+        "# The configuration is mounted at start (see docker-compose.yml); the team's and the\n\
+         # personal files are joined in /tmp.\n",
+    );
+    out.push_str("USER nobody\n");
+    let _ = writeln!(
+        out,
+        "CMD [\"sh\", \"-c\", \"set -eu; d={RUN_DIR}; mkdir -p $d; \
+         cat {PROXY_ETC}/egress.filter > $d/filter; \
+         if [ -f {PROXY_ETC}/egress.local.filter ]; then cat {PROXY_ETC}/egress.local.filter >> $d/filter; fi; \
+         cat {PROXY_ETC}/egress.conf > $d/tinyproxy.conf; \
+         if [ -f {PROXY_ETC}/egress.local.conf ]; then cat {PROXY_ETC}/egress.local.conf >> $d/tinyproxy.conf; fi; \
+         exec tinyproxy -d -c $d/tinyproxy.conf\"]"
+    );
+    out
+}
+
+/// The proxy URL the agent's `HTTP_PROXY`/`HTTPS_PROXY` name.
+pub fn proxy_url() -> String {
+    format!("http://{PROXY_SERVICE}:{PROXY_PORT}")
+}
+
+/// Environment of the agent in `allowlist` mode: both spellings of the proxy variables
+/// (tools read either), loopback exempt.
+pub(crate) fn agent_environment() -> Vec<(&'static str, String)> {
+    let url = proxy_url();
+    let no_proxy = "localhost,127.0.0.1,::1".to_owned();
+    vec![
+        ("HTTPS_PROXY", url.clone()),
+        ("HTTP_PROXY", url.clone()),
+        ("NO_PROXY", no_proxy.clone()),
+        ("https_proxy", url.clone()),
+        ("http_proxy", url),
+        ("no_proxy", no_proxy),
+    ]
+}
+
+/// Whether the mode puts the agent on the internal network.
+pub(crate) fn isolated(mode: EgressMode) -> bool {
+    mode != EgressMode::Open
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, hosts: &[&str]) -> Tool {
+        let text = format!(
+            "[tool.{name}]\nversion = \"1.2.3\"\nsummary = \"s\"\nverification = \"apt-signed\"\n\
+             apt = [\"x\"]\nhosts = {hosts:?}\n"
+        );
+        let catalog = crate::catalog::Catalog::parse(&text).unwrap();
+        catalog.get(name).unwrap().clone()
+    }
+
+    #[test]
+    fn every_origin_is_kept_and_personal_hosts_stay_personal() {
+        let config: AiboxToml = toml::from_str(
+            "[container]\nname = \"d\"\n[network]\negress = \"allowlist\"\n\
+             allow = [\"api.example.com\", \"*.cdn.example.com\"]\n",
+        )
+        .unwrap();
+        let local: LocalToml =
+            toml::from_str("[network]\nallow = [\"api.example.com\", \"me.example.net\"]\n")
+                .unwrap();
+        let cli = tool("cli", &["api.example.com", "auth.example.com"]);
+        let skills = [SkillHosts {
+            skill: "search".into(),
+            hosts: vec!["search.example.org".into(), "10.0.0.1".into(), "x".into()],
+        }];
+        let list = allowlist(&config, &local, &[&cli], &skills);
+        let api = &list.entries["api.example.com"];
+        assert_eq!(
+            api,
+            &[
+                Origin::Tool {
+                    name: "cli".into(),
+                    version: "1.2.3".into()
+                },
+                Origin::Team,
+                Origin::Personal
+            ]
+        );
+        assert_eq!(
+            list.entries["search.example.org"],
+            [Origin::Skill {
+                name: "search".into()
+            }]
+        );
+        // A skill's address or bare name is never widened into an entry.
+        assert!(!list.entries.contains_key("10.0.0.1") && !list.entries.contains_key("x"));
+        assert_eq!(
+            list.personal_hosts().collect::<Vec<_>>(),
+            ["me.example.net"]
+        );
+        assert!(!list.team_hosts().any(|h| h == "me.example.net"));
+        assert_eq!(
+            Origin::Tool {
+                name: "cli".into(),
+                version: "1.2.3".into()
+            }
+            .describe(),
+            "tool cli 1.2.3"
+        );
+    }
+
+    #[test]
+    fn filter_patterns_match_only_the_name_or_names_below_it() {
+        assert_eq!(filter_pattern("api.example.com"), "^api\\.example\\.com$");
+        assert_eq!(
+            filter_pattern("*.example.com"),
+            "^([a-z0-9-]+\\.)+example\\.com$"
+        );
+    }
+
+    #[test]
+    fn the_catalog_refuses_a_bad_host() {
+        let text = "[tool.t]\nversion = \"1\"\nsummary = \"s\"\nverification = \"apt-signed\"\n\
+                    apt = [\"x\"]\nhosts = [\"1.2.3.4\"]\n";
+        let err = crate::catalog::Catalog::parse(text).unwrap_err();
+        assert!(err.to_string().contains("IP address"), "{err}");
+    }
+}

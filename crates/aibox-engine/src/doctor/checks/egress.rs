@@ -1,0 +1,106 @@
+//! The `egress` check (`[network] egress = "allowlist"`): the hosts the egress proxy
+//! refused, read from its log, each with how to allow it.
+
+use std::collections::BTreeMap;
+
+use aibox_config::{EgressMode, Project};
+use aibox_devcontainer::egress::BLOCKED_LOG_MARKER;
+use aibox_policy::{Finding, Severity};
+
+use super::EngineAt;
+use crate::doctor::report::Run;
+
+/// How much of the proxy's log is read: recent refusals, bounded.
+const LOG_TAIL: u32 = 5000;
+
+/// The `egress` check: skipped unless `allowlist` mode and a reachable engine.
+pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt) {
+    let Some(p) = project.filter(|p| p.config.network.egress == EgressMode::Allowlist) else {
+        run.skip("egress", "not in allowlist mode");
+        return;
+    };
+    let Ok((runtime, target)) = engine else {
+        run.skip("egress", "no engine");
+        return;
+    };
+    match runtime.egress_log(target, LOG_TAIL) {
+        Ok(Some(log)) => run.check("egress", findings(&log, p)),
+        Ok(None) => run.skip("egress", "no egress proxy container (run `aibox up`)"),
+        Err(e) => run.skip("egress", &e.to_string()),
+    }
+}
+
+/// The refused hosts in `log`, with how many times each was refused.
+pub(crate) fn blocked_hosts(log: &str) -> BTreeMap<String, usize> {
+    let mut hosts = BTreeMap::new();
+    for line in log.lines() {
+        let Some(at) = line.find(BLOCKED_LOG_MARKER) else {
+            continue;
+        };
+        let rest = &line[at + BLOCKED_LOG_MARKER.len()..];
+        if let Some(host) = rest.split('"').next().filter(|h| !h.is_empty()) {
+            *hosts.entry(aibox_config::bounded(host, 253)).or_insert(0) += 1;
+        }
+    }
+    hosts
+}
+
+fn findings(log: &str, project: &Project) -> Vec<Finding> {
+    blocked_hosts(log)
+        .into_iter()
+        .map(|(host, count)| {
+            let remedy = if aibox_config::validate::egress_host_problem(&host).is_none() {
+                let with = |list: &[String]| {
+                    let mut list = list.to_vec();
+                    list.push(host.clone());
+                    // Validated host names need no escaping in TOML or in single quotes.
+                    format!("{list:?}")
+                };
+                format!(
+                    "if the agent needs it, allow it for the team with `aibox config set \
+                     network.allow '{}'` or for you alone with `aibox config set --local \
+                     network.allow '{}'`, then run `aibox apply` and `aibox up`",
+                    with(&project.config.network.allow),
+                    with(&project.local.network.allow)
+                )
+            } else {
+                "an address or malformed name is never allowed: the proxy judges host names; \
+                 allow the name the agent should use instead"
+                    .to_owned()
+            };
+            Finding::new(
+                "aibox::doctor::egress_blocked",
+                Severity::Info,
+                aibox_config::layout::EGRESS_FILTER,
+                format!(
+                    "blocked: {host} ({count} request(s) from the agent container `{}` refused \
+                     by the egress proxy)",
+                    project.config.container.name
+                ),
+                remedy,
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_refusals_from_a_real_log() {
+        let log = "NOTICE    Dec 02 08:10:16.337 [6]: Initializing tinyproxy ...\n\
+                   CONNECT   Dec 02 08:10:26.947 [6]: Connect (file descriptor 7): 10.89.30.2\n\
+                   NOTICE    Dec 02 08:10:26.948 [6]: Proxying refused on filtered domain \"denied.test\"\n\
+                   NOTICE    Dec 02 08:10:27.338 [6]: Proxying refused on filtered domain \"10.89.31.3\"\n\
+                   NOTICE    Dec 02 08:10:27.958 [6]: Proxying refused on filtered domain \"denied.test\"\n\
+                   NOTICE    Dec 02 08:10:28.000 [6]: Proxying refused on filtered domain \"\"\n\
+                   INFO      Dec 02 08:10:29.000 [6]: Established connection to host \"allowed.test\"\n";
+        let hosts = blocked_hosts(log);
+        assert_eq!(
+            hosts.into_iter().collect::<Vec<_>>(),
+            [("10.89.31.3".to_owned(), 1), ("denied.test".to_owned(), 2)]
+        );
+        assert!(blocked_hosts("").is_empty());
+    }
+}

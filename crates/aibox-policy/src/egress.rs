@@ -1,0 +1,144 @@
+//! The egress gate (`[network] egress = "allowlist"` or `"none"`): the Compose files
+//! `aibox up` merges (generated, override, personal) must keep the agent where the
+//! generator put it — on the internal network only, which must stay internal, with no
+//! other service on it but the egress proxy — and the proxy must get no capability.
+//!
+//! Why a gate of its own: each of these is harmless to the general rules (a second
+//! network is not a host namespace), but any one of them gives the agent a route around
+//! the proxy, so the allowlist would only look enforced. An owner who means it records a
+//! `[[security.exceptions]]` entry for the named option (`egress:<what>`).
+
+use aibox_config::{AiboxToml, EgressMode};
+use serde_norway::Value as Yaml;
+
+use crate::compose::ComposeSources;
+use crate::finding::{Consent, Finding, Severity};
+
+/// The internal network and the proxy service, as the generator names them.
+const INTERNAL: &str = aibox_config::container::EGRESS_NETWORKS[0];
+const PROXY: &str = "aibox-egress";
+
+/// Judges aibox's Compose files (as `up` merges them) for the configured egress mode;
+/// nothing in `open` mode.
+pub fn check_egress(
+    config: &AiboxToml,
+    consent: &Consent,
+    sources: &dyn ComposeSources,
+) -> Vec<Finding> {
+    let mode = config.network.egress;
+    if mode == EgressMode::Open {
+        return Vec::new();
+    }
+    let agent = config.container.name.as_str();
+    let mut out = Vec::new();
+    for path in aibox_config::layout::COMPOSE_FILES {
+        let Some(text) = sources.read(path) else {
+            continue;
+        };
+        let Ok(doc) = serde_norway::from_str::<Yaml>(&text) else {
+            // The general gate reports a file Compose cannot read.
+            continue;
+        };
+        // `needle`: text of the line to point at (the first that holds it).
+        let mut hit = |needle: &str, what: String, message: String, remedy: &str| {
+            let line = text.lines().position(|l| l.contains(needle)).map(|i| i + 1);
+            let f = Finding::new(
+                "aibox::policy::egress_bypass",
+                Severity::Error,
+                path,
+                message,
+                remedy,
+            )
+            .at(line);
+            out.extend(consent.judge(true, &format!("egress:{what}"), f));
+        };
+        if let Some(def) = doc.get("networks").and_then(|n| n.get(INTERNAL))
+            && def
+                .get("internal")
+                .is_some_and(|v| v.as_bool() != Some(true))
+        {
+            hit(
+                "internal:",
+                format!("{INTERNAL}:internal"),
+                format!(
+                    "network `{INTERNAL}` is made non-internal, so the agent gets a route out \
+                     around the egress proxy (`[network] egress = \"{}\"`)",
+                    mode.as_str()
+                ),
+                "remove the override of `internal`; allow hosts with `[network] allow` instead",
+            );
+        }
+        let Some(services) = doc.get("services").and_then(Yaml::as_mapping) else {
+            continue;
+        };
+        for (name, svc) in services {
+            let name = name.as_str().unwrap_or("?");
+            if name == agent {
+                if let Some(mode_value) = svc.get("network_mode") {
+                    let shown = mode_value.as_str().unwrap_or("?");
+                    hit(
+                        "network_mode",
+                        format!("network_mode:{shown}"),
+                        format!(
+                            "service `{agent}` sets `network_mode: {shown}`, which takes it off \
+                             the internal network and around the egress proxy"
+                        ),
+                        "remove `network_mode`; allow hosts with `[network] allow` instead",
+                    );
+                }
+                for net in network_names(svc).into_iter().filter(|n| n != INTERNAL) {
+                    hit(
+                        &net,
+                        format!("network:{net}"),
+                        format!(
+                            "service `{agent}` joins network `{net}` besides `{INTERNAL}`: a \
+                             route out around the egress proxy"
+                        ),
+                        "keep the agent on the internal network only; allow hosts with \
+                         `[network] allow` instead",
+                    );
+                }
+            } else if name == PROXY {
+                if let Some(caps) = svc.get("cap_add").and_then(Yaml::as_sequence)
+                    && !caps.is_empty()
+                {
+                    hit(
+                        "cap_add",
+                        format!("{PROXY}:cap_add"),
+                        format!(
+                            "the egress proxy `{PROXY}` is given capabilities; it needs none \
+                             (it runs as `nobody` and listens on an unprivileged port)"
+                        ),
+                        "remove `cap_add` from the proxy service",
+                    );
+                }
+            } else if network_names(svc).iter().any(|n| n == INTERNAL) {
+                hit(
+                    name,
+                    format!("network:{INTERNAL}:{name}"),
+                    format!(
+                        "service `{name}` joins the internal network `{INTERNAL}`: the agent \
+                         could reach the outside through it, around the egress proxy"
+                    ),
+                    "only the agent and the egress proxy belong on the internal network",
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The networks a service joins (list or map form); a name that is not text is `?`.
+fn network_names(svc: &Yaml) -> Vec<String> {
+    match svc.get("networks") {
+        Some(Yaml::Sequence(list)) => list
+            .iter()
+            .map(|n| n.as_str().unwrap_or("?").to_owned())
+            .collect(),
+        Some(Yaml::Mapping(map)) => map
+            .keys()
+            .map(|n| n.as_str().unwrap_or("?").to_owned())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
