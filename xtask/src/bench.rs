@@ -44,6 +44,9 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
         let mut c = Command::new(gnu_time);
         c.arg("-f").arg("%M %U %S").arg("-o").arg(&rss_file);
         c.arg(cmd.get_program()).args(cmd.get_args());
+        if let Some(dir) = cmd.get_current_dir() {
+            c.current_dir(dir);
+        }
         for (k, v) in cmd.get_envs() {
             match v {
                 Some(v) => c.env(k, v),
@@ -54,6 +57,9 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
     } else {
         std::mem::replace(cmd, Command::new("true"))
     };
+    // aibox reports its own peak memory on request: `doctor`'s children (`podman`,
+    // `git`) are not aibox's memory, and GNU time counts the largest of them.
+    run.env("AIBOX_PEAK_RSS", "1");
     // Each measured command starts with nothing left to write back from the steps
     // before it: aibox's commit point (`syncfs`) then waits only for its own writes,
     // and a baseline is not slowed by writeback it did not cause.
@@ -79,7 +85,10 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
         .and_then(|t| t.lines().last().map(str::to_owned))
         .unwrap_or_default();
     let mut fields = line.split_whitespace();
-    let rss_kib = fields.next().and_then(|f| f.parse().ok());
+    // aibox's own peak when it reported one (`AIBOX_PEAK_RSS`), else GNU time's, which
+    // is the largest of the command and its children.
+    let rss_kib = own_peak_rss(&String::from_utf8_lossy(&out.stderr))
+        .or_else(|| fields.next().and_then(|f| f.parse().ok()));
     let cpu_secs = match (
         fields.next().and_then(|f| f.parse::<f64>().ok()),
         fields.next().and_then(|f| f.parse::<f64>().ok()),
@@ -92,6 +101,16 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
         secs,
         rss_kib,
         cpu_secs,
+    })
+}
+
+/// The peak RSS in KiB that aibox printed as its last `aibox: peak RSS N KiB` line.
+fn own_peak_rss(stderr: &str) -> Option<u64> {
+    stderr.lines().rev().find_map(|l| {
+        l.strip_prefix("aibox: peak RSS ")?
+            .strip_suffix(" KiB")?
+            .parse()
+            .ok()
     })
 }
 
@@ -250,7 +269,7 @@ impl Prev {
         let include: Vec<String> = release.skills.iter().map(|s| format!("\"{s}\"")).collect();
         format!(
             "[aibox]\nversion = \"0.21.2\"\n\n[container]\nname = \"bench\"\n\n\
-             [process]\npackages = [\"product\"]\n\n[skills]\ninclude = [{}]\n\n\
+             [context]\npackages = [\"product\"]\n\n[skills]\ninclude = [{}]\n\n\
              [processkit]\nsource = \"{}\"\nversion = \"{}\"\n\
              release_asset_url_template = \"{{source}}/{{version}}/processkit-{{version}}.tar.gz\"\n",
             include.join(", "),
@@ -291,6 +310,15 @@ fn prev_run(
     let (files, bytes) = tree_size(&project.join("context"));
     let agents = fs_err::metadata(project.join("AGENTS.md")).map_or(0, |m| m.len());
     r.files = (files + usize::from(agents > 0), bytes + agents);
+    // It reports a failed install as a warning and exits 0: check that it installed.
+    if !project.join("context/skills").is_dir() {
+        return Err(format!(
+            "previous aibox installed nothing in {} (run `{} sync --no-container` there to see why; \
+             it reads its addon definitions from AIBOX_ADDONS_DIR or ~/.config/aibox/addons)",
+            project.display(),
+            prev.bin.display()
+        ));
+    }
     r.noop
         .push(measure(&mut aibox(&sync), "previous aibox: no-op", work)?);
     fs_err::write(&toml, prev.config(v2)).map_err(|e| e.to_string())?;
@@ -1275,6 +1303,16 @@ mod tests {
         );
         let (_, _, steps, linear) = linearity(&report(1, 1.0, 20), &report(10, 20.0, 40));
         assert!(!linear, "20x the time for 10x the bytes: {steps:?}");
+    }
+
+    #[test]
+    fn aibox_own_peak_is_its_last_report() {
+        assert_eq!(
+            own_peak_rss("warning: x\naibox: peak RSS 8123 KiB\n"),
+            Some(8123)
+        );
+        assert_eq!(own_peak_rss("aibox: peak RSS lots KiB\n"), None);
+        assert_eq!(own_peak_rss(""), None);
     }
 
     #[test]
