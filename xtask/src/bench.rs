@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: the processkit install path of the release-built `aibox`, side by
-//! side with `cp -r` and `sha256sum` of the same files, measured in the same run, and
-//! reported against the targets of issue 16.
+//! side with `cp -r` and `sha256sum` of the same files, and optionally a previous aibox
+//! (`--baseline`), measured in the same run and reported against the targets of issue 32.
 //!
 //! A real-sized release (`SyntheticRelease::processkit_like`: 146 skills, about 860 files,
 //! 5 MB; every skill selected, so about 1,720 installed files and 10 MB with the
@@ -8,14 +8,17 @@
 //! at 1x and 10x the files and bytes (`processkit_like_scaled`). For each size: first
 //! install, no-op `apply`, upgrade to the successor, `doctor --integrity`, and the
 //! read-only `doctor`, `skill list` and `mcp list` (held to linear growth), with wall
-//! time, CPU time and peak RSS (GNU `time`'s `%U`, `%S` and `%M`, when `/usr/bin/time`
-//! exists; wall time well above CPU time is waiting, on `fsync` or on a busy machine).
-//! Baselines: `cp -r` of the installed tree and `sha256sum` of every installed file (the
-//! fastest of three tries per run, as they swing most with a busy disk). Each row
-//! carries its target and whether it was met; a linearity line compares the largest
-//! factor with the smallest. Medians of several runs at 1x, one run above, so the whole
-//! bench takes a few minutes. A measurement, not a gate: missed targets are printed, the
-//! exit code stays 0.
+//! time, CPU time (GNU `time`'s `%U` and `%S`, when `/usr/bin/time` exists; wall time
+//! well above CPU time is waiting, on `fsync` or on a busy machine) and aibox's own peak
+//! RSS (`AIBOX_PEAK_RSS`; GNU `time`'s `%M` counts children too). Baselines: `cp -r` of
+//! the installed tree and `sha256sum` of exactly the files `doctor --integrity` vouches
+//! for (the fastest of three tries per run, as they swing most with a busy disk); the
+//! previous aibox runs the same steps on its own project of the same releases, fetched
+//! from a loopback server as it fetches release assets. `--loaded` keeps the other cores
+//! busy while the measured runs go. Each row carries its target and whether it was met;
+//! a linearity line compares the largest factor with the smallest. Medians of several
+//! runs at 1x, one run above, so the whole bench takes a few minutes. A measurement, not
+//! a gate: missed targets are printed, the exit code stays 0.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
