@@ -23,6 +23,21 @@ fn dirs() -> Dirs {
     }
 }
 
+/// Installs the `minimal` package of a generated v1.0.0 into the project of `d`.
+fn install_minimal(d: &Dirs) -> SyntheticRelease {
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    install(
+        d.project.path(),
+        d.store.path(),
+        &v1,
+        &Setup {
+            packages: &["minimal"],
+            ..Setup::default()
+        },
+    );
+    v1
+}
+
 fn read(root: &Path, rel: &str) -> Vec<u8> {
     fs_err::read(root.join(rel)).unwrap()
 }
@@ -184,16 +199,7 @@ fn second_run_is_a_no_op_and_keeps_timestamps() {
 fn selection_changes_install_and_remove_only_untouched_files() {
     let d = dirs();
     let root = d.project.path();
-    let v1 = SyntheticRelease::generate("v1.0.0", false);
-    install(
-        root,
-        d.store.path(),
-        &v1,
-        &Setup {
-            packages: &["minimal"],
-            ..Setup::default()
-        },
-    );
+    let v1 = install_minimal(&d);
     assert!(
         root.join("context/skills/processkit/processkit-skill-04/SKILL.md")
             .is_file()
@@ -430,16 +436,7 @@ fn integrity_ladder() {
 fn integrity_hashes_every_vouched_file_and_neither_follows_nor_waits() {
     let d = dirs();
     let root = d.project.path();
-    let v1 = SyntheticRelease::generate("v1.0.0", false);
-    install(
-        root,
-        d.store.path(),
-        &v1,
-        &Setup {
-            packages: &["minimal"],
-            ..Setup::default()
-        },
-    );
+    install_minimal(&d);
     let marker = aibox_provenance::record::Marker::read(root).unwrap();
     let mut snapshot = Vec::new();
     let mut stack = vec![root.join("context/templates/processkit/v1.0.0")];
