@@ -457,10 +457,12 @@ fn release_date(release: &VerifiedRelease) -> Option<String> {
             .as_str()
             .map(str::to_owned)
     };
-    let at = source_table(&text)
-        .and_then(|t| t.parse::<toml_edit::DocumentMut>().ok())
-        .and_then(|doc| generated_at(&doc))
-        .or_else(|| generated_at(&text.parse().ok()?))?;
+    // A cut that parses ended at a real table header (a cut inside a multi-line array
+    // leaves it open), so it holds all of `[source]`: a date missing there is missing.
+    let at = match source_table(&text).map(|t| t.parse::<toml_edit::DocumentMut>()) {
+        Some(Ok(doc)) => generated_at(&doc)?,
+        _ => generated_at(&text.parse().ok()?)?,
+    };
     let plausible = at.len() == 20
         && at.ends_with('Z')
         && at.as_bytes()[10] == b'T'
@@ -815,12 +817,16 @@ mod tests {
             .map(str::to_owned)
     }
 
+    /// As `release_date` reads it: the cut-out table when it parses, else the whole.
     fn cut(text: &str) -> Option<String> {
-        let doc: toml_edit::DocumentMut = source_table(text)?.parse().ok()?;
-        doc.get("source")?
-            .get("generated_at")?
-            .as_str()
-            .map(str::to_owned)
+        match source_table(text).map(|t| t.parse::<toml_edit::DocumentMut>()) {
+            Some(Ok(doc)) => doc
+                .get("source")?
+                .get("generated_at")?
+                .as_str()
+                .map(str::to_owned),
+            _ => whole(text),
+        }
     }
 
     #[test]
@@ -837,6 +843,13 @@ mod tests {
                 Some("2026-05-01T10:00:00Z"),
                 "{text}"
             );
+        }
+        // No date, or a cut that ends inside an array (not at a header): the same answer.
+        for text in [
+            "[source]\ngenerated_for_tag = \"v1\"\n[files]\n\"a\" = \"v1\"\n".to_owned(),
+            format!("[source]\nx = [\n  [1, 2],\n]\n{at}\n"),
+        ] {
+            assert_eq!(cut(&text), whole(&text), "{text}");
         }
         // Not cut out plainly: multi-line strings, no `[source]` header (dotted keys);
         // the caller then parses the whole file.
