@@ -87,11 +87,21 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
         .ok()
         .and_then(|t| t.lines().last().map(str::to_owned))
         .unwrap_or_default();
-    let mut fields = line.split_whitespace();
-    // aibox's own peak when it reported one (`AIBOX_PEAK_RSS`), else GNU time's, which
-    // is the largest of the command and its children.
-    let rss_kib = own_peak_rss(&String::from_utf8_lossy(&out.stderr))
-        .or_else(|| fields.next().and_then(|f| f.parse().ok()));
+    let (rss_kib, cpu_secs) = readings(&line, &String::from_utf8_lossy(&out.stderr));
+    let _ = fs_err::remove_file(&rss_file);
+    Ok(Sample {
+        secs,
+        rss_kib,
+        cpu_secs,
+    })
+}
+
+/// Peak RSS (KiB) and CPU seconds from GNU time's `%M %U %S` line and the command's
+/// stderr: aibox's own peak when it reported one (`AIBOX_PEAK_RSS`), else GNU time's,
+/// which is the largest of the command and its children.
+fn readings(time_line: &str, stderr: &str) -> (Option<u64>, Option<f64>) {
+    let mut fields = time_line.split_whitespace();
+    let time_rss = fields.next().and_then(|f| f.parse().ok());
     let cpu_secs = match (
         fields.next().and_then(|f| f.parse::<f64>().ok()),
         fields.next().and_then(|f| f.parse::<f64>().ok()),
@@ -99,12 +109,7 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
         (Some(user), Some(system)) => Some(user + system),
         _ => None,
     };
-    let _ = fs_err::remove_file(&rss_file);
-    Ok(Sample {
-        secs,
-        rss_kib,
-        cpu_secs,
-    })
+    (own_peak_rss(stderr).or(time_rss), cpu_secs)
 }
 
 /// The peak RSS in KiB that aibox printed as its last `aibox: peak RSS N KiB` line.
@@ -1306,6 +1311,17 @@ mod tests {
         );
         let (_, _, steps, linear) = linearity(&report(1, 1.0, 20), &report(10, 20.0, 40));
         assert!(!linear, "20x the time for 10x the bytes: {steps:?}");
+    }
+
+    #[test]
+    fn cpu_time_is_read_whoever_reports_the_peak() {
+        let (rss, cpu) = readings("34000 0.25 0.50", "aibox: peak RSS 8000 KiB\n");
+        assert_eq!(rss, Some(8000));
+        assert!(cpu.is_some_and(|c| (c - 0.75).abs() < 1e-9), "{cpu:?}");
+        let (rss, cpu) = readings("34000 0.25 0.50", "");
+        assert_eq!(rss, Some(34000));
+        assert!(cpu.is_some_and(|c| (c - 0.75).abs() < 1e-9), "{cpu:?}");
+        assert_eq!(readings("", ""), (None, None));
     }
 
     #[test]
