@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: the processkit install path of the release-built `aibox`, side by
-//! side with `cp -r` and `sha256sum` of the same files, measured in the same run, and
-//! reported against the targets of issue 16.
+//! side with `cp -r` and `sha256sum` of the same files, and optionally a previous aibox
+//! (`--baseline`), measured in the same run and reported against the targets of issue 32.
 //!
 //! A real-sized release (`SyntheticRelease::processkit_like`: 146 skills, about 860 files,
 //! 5 MB; every skill selected, so about 1,720 installed files and 10 MB with the
@@ -8,14 +8,17 @@
 //! at 1x and 10x the files and bytes (`processkit_like_scaled`). For each size: first
 //! install, no-op `apply`, upgrade to the successor, `doctor --integrity`, and the
 //! read-only `doctor`, `skill list` and `mcp list` (held to linear growth), with wall
-//! time, CPU time and peak RSS (GNU `time`'s `%U`, `%S` and `%M`, when `/usr/bin/time`
-//! exists; wall time well above CPU time is waiting, on `fsync` or on a busy machine).
-//! Baselines: `cp -r` of the installed tree and `sha256sum` of every installed file (the
-//! fastest of three tries per run, as they swing most with a busy disk). Each row
-//! carries its target and whether it was met; a linearity line compares the largest
-//! factor with the smallest. Medians of several runs at 1x, one run above, so the whole
-//! bench takes a few minutes. A measurement, not a gate: missed targets are printed, the
-//! exit code stays 0.
+//! time, CPU time (GNU `time`'s `%U` and `%S`, when `/usr/bin/time` exists; wall time
+//! well above CPU time is waiting, on `fsync` or on a busy machine) and aibox's own peak
+//! RSS (`AIBOX_PEAK_RSS`; GNU `time`'s `%M` counts children too). Baselines: `cp -r` of
+//! the installed tree and `sha256sum` of exactly the files `doctor --integrity` vouches
+//! for (the fastest of three tries per run, as they swing most with a busy disk); the
+//! previous aibox runs the same steps on its own project of the same releases, fetched
+//! from a loopback server as it fetches release assets. `--loaded` keeps the other cores
+//! busy while the measured runs go. Each row carries its target and whether it was met;
+//! a linearity line compares the largest factor with the smallest. Medians of several
+//! runs at 1x, one run above, so the whole bench takes a few minutes. A measurement, not
+//! a gate: missed targets are printed, the exit code stays 0.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,6 +47,9 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
         let mut c = Command::new(gnu_time);
         c.arg("-f").arg("%M %U %S").arg("-o").arg(&rss_file);
         c.arg(cmd.get_program()).args(cmd.get_args());
+        if let Some(dir) = cmd.get_current_dir() {
+            c.current_dir(dir);
+        }
         for (k, v) in cmd.get_envs() {
             match v {
                 Some(v) => c.env(k, v),
@@ -54,6 +60,9 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
     } else {
         std::mem::replace(cmd, Command::new("true"))
     };
+    // aibox reports its own peak memory on request: `doctor`'s children (`podman`,
+    // `git`) are not aibox's memory, and GNU time counts the largest of them.
+    run.env("AIBOX_PEAK_RSS", "1");
     // Each measured command starts with nothing left to write back from the steps
     // before it: aibox's commit point (`syncfs`) then waits only for its own writes,
     // and a baseline is not slowed by writeback it did not cause.
@@ -78,8 +87,21 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
         .ok()
         .and_then(|t| t.lines().last().map(str::to_owned))
         .unwrap_or_default();
-    let mut fields = line.split_whitespace();
-    let rss_kib = fields.next().and_then(|f| f.parse().ok());
+    let (rss_kib, cpu_secs) = readings(&line, &String::from_utf8_lossy(&out.stderr));
+    let _ = fs_err::remove_file(&rss_file);
+    Ok(Sample {
+        secs,
+        rss_kib,
+        cpu_secs,
+    })
+}
+
+/// Peak RSS (KiB) and CPU seconds from GNU time's `%M %U %S` line and the command's
+/// stderr: aibox's own peak when it reported one (`AIBOX_PEAK_RSS`), else GNU time's,
+/// which is the largest of the command and its children.
+fn readings(time_line: &str, stderr: &str) -> (Option<u64>, Option<f64>) {
+    let mut fields = time_line.split_whitespace();
+    let time_rss = fields.next().and_then(|f| f.parse().ok());
     let cpu_secs = match (
         fields.next().and_then(|f| f.parse::<f64>().ok()),
         fields.next().and_then(|f| f.parse::<f64>().ok()),
@@ -87,11 +109,16 @@ fn measure(cmd: &mut Command, label: &str, scratch: &Path) -> Result<Sample, Str
         (Some(user), Some(system)) => Some(user + system),
         _ => None,
     };
-    let _ = fs_err::remove_file(&rss_file);
-    Ok(Sample {
-        secs,
-        rss_kib,
-        cpu_secs,
+    (own_peak_rss(stderr).or(time_rss), cpu_secs)
+}
+
+/// The peak RSS in KiB that aibox printed as its last `aibox: peak RSS N KiB` line.
+fn own_peak_rss(stderr: &str) -> Option<u64> {
+    stderr.lines().rev().find_map(|l| {
+        l.strip_prefix("aibox: peak RSS ")?
+            .strip_suffix(" KiB")?
+            .parse()
+            .ok()
     })
 }
 
@@ -202,12 +229,155 @@ struct Results {
     cp: Vec<Sample>,
     sha: Vec<Sample>,
     files: (usize, u64),
+    /// The previous aibox's steps (`--baseline`), empty without one.
+    prev: PrevResults,
+}
+
+/// The steps the previous aibox has (it has no `skill list` or `mcp list` of installed
+/// content), measured on its own project of the same release.
+#[derive(Default)]
+struct PrevResults {
+    first: Vec<Sample>,
+    noop: Vec<Sample>,
+    upgrade: Vec<Sample>,
+    integrity: Vec<Sample>,
+    doctor: Vec<Sample>,
+    /// Files and bytes it installed (context/ and AGENTS.md).
+    files: (usize, u64),
+}
+
+/// The previous aibox (`--baseline PATH`, a binary the user built, v0.21.2 when the
+/// issue measured it) and the loopback server it fetches the same releases from: it
+/// reads no local archive, only a release asset URL and its `.sha256` sidecar.
+struct Prev {
+    bin: PathBuf,
+    server: aibox_test_support::http::Server,
+}
+
+impl Prev {
+    fn start(bin: PathBuf, releases: &[&Release]) -> Result<Self, String> {
+        let server = aibox_test_support::http::Server::start().map_err(|e| e.to_string())?;
+        for r in releases {
+            let data = fs_err::read(&r.archive).map_err(|e| e.to_string())?;
+            let path = format!("/bench/processkit/{v}/processkit-{v}.tar.gz", v = r.version);
+            server.route(
+                &format!("{path}.sha256"),
+                aibox_test_support::http::Route::ok(format!(
+                    "{}  processkit-{}.tar.gz\n",
+                    r.digest, r.version
+                )),
+            );
+            server.route(&path, aibox_test_support::http::Route::ok(data));
+        }
+        Ok(Self { bin, server })
+    }
+
+    /// Its `aibox.toml` (its own schema) for the same selection of the same release.
+    fn config(&self, release: &Release) -> String {
+        let include: Vec<String> = release.skills.iter().map(|s| format!("\"{s}\"")).collect();
+        format!(
+            "[aibox]\nversion = \"0.21.2\"\n\n[container]\nname = \"bench\"\n\n\
+             [context]\npackages = [\"product\"]\n\n[skills]\ninclude = [{}]\n\n\
+             [processkit]\nsource = \"{}\"\nversion = \"{}\"\n\
+             release_asset_url_template = \"{{source}}/{{version}}/processkit-{{version}}.tar.gz\"\n",
+            include.join(", "),
+            self.server.url("/bench/processkit"),
+            release.version
+        )
+    }
+}
+
+/// The measured steps of the previous aibox on a project of its own (`sync
+/// --no-container` installs and upgrades; it has no `skill list` of installed content).
+fn prev_run(
+    prev: &Prev,
+    work: &Path,
+    run: usize,
+    (v1, v2): (&Release, &Release),
+    r: &mut PrevResults,
+) -> Result<(), String> {
+    let project = work.join(format!("prev-{run}"));
+    fs_err::create_dir_all(&project).map_err(|e| e.to_string())?;
+    let toml = project.join("aibox.toml");
+    fs_err::write(&toml, prev.config(v1)).map_err(|e| e.to_string())?;
+    let aibox = |args: &[&str]| {
+        let mut c = Command::new(&prev.bin);
+        c.current_dir(&project)
+            .args(args)
+            .env("XDG_CACHE_HOME", work.join("cache-prev"))
+            .env("AIBOX_NO_CONTAINER", "1")
+            .env("NO_COLOR", "1");
+        c
+    };
+    let sync = ["sync", "--no-container"];
+    r.first.push(measure(
+        &mut aibox(&sync),
+        "previous aibox: first install",
+        work,
+    )?);
+    let (files, bytes) = tree_size(&project.join("context"));
+    let agents = fs_err::metadata(project.join("AGENTS.md")).map_or(0, |m| m.len());
+    r.files = (files + usize::from(agents > 0), bytes + agents);
+    // It reports a failed install as a warning and exits 0: check that it installed.
+    if !project.join("context/skills").is_dir() {
+        return Err(format!(
+            "previous aibox installed nothing in {} (run `{} sync --no-container` there to see why; \
+             it reads its addon definitions from AIBOX_ADDONS_DIR or ~/.config/aibox/addons)",
+            project.display(),
+            prev.bin.display()
+        ));
+    }
+    r.noop
+        .push(measure(&mut aibox(&sync), "previous aibox: no-op", work)?);
+    fs_err::write(&toml, prev.config(v2)).map_err(|e| e.to_string())?;
+    r.upgrade
+        .push(measure(&mut aibox(&sync), "previous aibox: upgrade", work)?);
+    r.integrity.push(measure(
+        &mut aibox(&["doctor", "--integrity"]),
+        "previous aibox: doctor --integrity",
+        work,
+    )?);
+    r.doctor.push(measure(
+        &mut aibox(&["doctor"]),
+        "previous aibox: doctor",
+        work,
+    )?);
+    Ok(())
+}
+
+/// Every file `doctor --integrity` vouches for, root-relative: the marker's installed and
+/// user-owned files and every file of the snapshot folders. `sha256sum` hashes this list,
+/// so the integrity row compares the same work.
+fn vouched_files(project: &Path) -> Result<Vec<PathBuf>, String> {
+    let marker = project.join("context/.processkit-provenance.toml");
+    let text = fs_err::read_to_string(&marker).map_err(|e| e.to_string())?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", marker.display()))?;
+    let mut out = Vec::new();
+    for key in ["files", "user_files"] {
+        if let Some(files) = table.get(key).and_then(toml::Value::as_table) {
+            out.extend(files.keys().map(|p| project.join(p)));
+        }
+    }
+    let mut stack = vec![project.join("context/templates/processkit")];
+    while let Some(d) = stack.pop() {
+        for e in fs_err::read_dir(&d).map_err(|e| e.to_string())?.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => out.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// One run of every step into `r`, with `tries` tries of each baseline (none for the
-/// warm-up run, whose numbers are dropped).
+/// warm-up run, whose numbers are dropped), and the previous aibox's steps after ours.
+#[allow(clippy::too_many_arguments)] // one run's inputs, named where they are used
 fn one_run(
     bin: &Path,
+    prev: Option<&Prev>,
     work: &Path,
     run: usize,
     (v1, v2): (&Release, &Release),
@@ -241,7 +411,6 @@ fn one_run(
     // The baselines are short and swing most with a busy disk: the fastest of a few
     // tries, which holds aibox to the stricter ratio.
     let mut cps = Vec::new();
-    let mut shas = Vec::new();
     for k in 0..tries {
         let into = copy.join(k.to_string());
         fs_err::create_dir_all(&into).map_err(|e| e.to_string())?;
@@ -251,17 +420,6 @@ fn one_run(
             .arg(project.join("AGENTS.md"))
             .arg(&into);
         cps.push(measure(&mut cp, "cp -r", work)?);
-        let mut sha = Command::new("sh");
-        sha.arg("-c")
-            .arg("find \"$1\" \"$2\" -type f -print0 | xargs -0 sha256sum > /dev/null")
-            .arg("sh")
-            .arg(project.join("context"))
-            .arg(project.join("AGENTS.md"));
-        shas.push(measure(&mut sha, "sha256sum", work)?);
-    }
-    if tries > 0 {
-        r.cp.push(fastest(cps));
-        r.sha.push(fastest(shas));
     }
     fs_err::write(&toml, config(v2)).map_err(|e| e.to_string())?;
     r.upgrade
@@ -271,6 +429,24 @@ fn one_run(
         "doctor --integrity",
         work,
     )?);
+    // `sha256sum` of exactly the files `doctor --integrity` just hashed.
+    let list = work.join(format!("vouched-{run}.list"));
+    let mut listing = Vec::new();
+    for p in vouched_files(&project)? {
+        listing.extend_from_slice(p.as_os_str().as_encoded_bytes());
+        listing.push(0);
+    }
+    fs_err::write(&list, listing).map_err(|e| e.to_string())?;
+    let mut shas = Vec::new();
+    for _ in 0..tries {
+        let mut sha = Command::new("xargs");
+        sha.arg("-0").arg("-a").arg(&list).arg("sha256sum");
+        shas.push(measure(&mut sha, "sha256sum", work)?);
+    }
+    if tries > 0 {
+        r.cp.push(fastest(cps));
+        r.sha.push(fastest(shas));
+    }
     // The read-only commands a user runs at any time: each must stay linear in the
     // installed content (issue 32 saw `doctor` and `skill list` grow quadratically).
     r.doctor
@@ -279,19 +455,60 @@ fn one_run(
         .push(measure(&mut aibox(&["skill", "list"]), "skill list", work)?);
     r.mcp_list
         .push(measure(&mut aibox(&["mcp", "list"]), "mcp list", work)?);
+    if let Some(prev) = prev {
+        prev_run(prev, work, run, (v1, v2), &mut r.prev)?;
+    }
     // Nothing is deleted here: see `run` for why trees stay until the factor is done.
     Ok(())
 }
 
-/// First install and upgrade: within this factor of `cp -r` of the same tree.
-const COPY_RATIO: f64 = 2.0;
+/// Keeps the other cores busy while alive (`--loaded`): one shell loop per core beyond
+/// the first, so the measured command competes for CPU as on a machine where something
+/// else is compiling. Helper threads that only pay off on an idle machine show here.
+struct Spinners(Vec<std::process::Child>);
+
+impl Spinners {
+    fn start() -> Result<Self, String> {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        let mut children = Vec::new();
+        for _ in 0..cores.saturating_sub(1).max(1) {
+            children.push(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg("while :; do :; done")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("cannot start the load: {e}"))?,
+            );
+        }
+        Ok(Self(children))
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// First install: within this factor of `cp -r` of the same tree (issue 32).
+const COPY_RATIO: f64 = 1.3;
+/// Upgrade: within this factor of `cp -r` of the whole tree (it writes far less).
+const UPGRADE_RATIO: f64 = 2.0;
 /// No-op `apply` at 1x, in milliseconds.
 const NOOP_MS: f64 = 30.0;
-/// `doctor --integrity` re-hashes every byte: within this factor of `sha256sum` (the
-/// target of the criterion bench, `crates/aibox-provenance/benches/processkit.rs`).
-const HASH_RATIO: f64 = 3.0;
-/// Peak RSS of any step at 10x and above, in MiB.
-const RSS_MIB: f64 = 64.0;
+/// `doctor --integrity` re-hashes every file it vouches for: no slower than `sha256sum`
+/// of the same files.
+const HASH_RATIO: f64 = 1.0;
+/// Peak RSS of every step at every size, in MiB: memory must not grow with the release.
+const RSS_MIB: f64 = 16.0;
+/// First install (every factor) and `doctor` (above 1x): no slower than the previous
+/// aibox (`--baseline`), in the same run.
+const PREV_RATIO: f64 = 1.0;
 /// A step grows linearly when its 10x/1x time ratio stays within this factor of the
 /// content's byte ratio (fixed start-up costs make small factors look sub-linear).
 const LINEAR_SLACK: f64 = 1.5;
@@ -327,6 +544,10 @@ struct Row {
     baseline: &'static str,
     base: Sample,
     target: Target,
+    /// The previous aibox's median of the same step (`--baseline`), if it has the step.
+    prev: Option<Sample>,
+    /// At most this ratio to the previous aibox.
+    prev_target: Option<f64>,
 }
 
 #[allow(clippy::cast_precision_loss)] // KiB to MiB, display and comparison only
@@ -344,13 +565,29 @@ impl Row {
         self.ours.secs / self.base.secs
     }
 
-    /// `Some(met)` when the row has a target (RSS unknown counts as not met).
+    /// Ours over the previous aibox's, when it was measured.
+    fn prev_ratio(&self) -> Option<f64> {
+        self.prev
+            .filter(|_| self.timed())
+            .map(|p| self.ours.secs / p.secs)
+    }
+
+    /// `Some(met)` when the row has a target (RSS unknown counts as not met); with a
+    /// previous aibox, its target must be met too.
     fn met(&self) -> Option<bool> {
-        match self.target {
+        let own = match self.target {
             Target::Ratio(r) => Some(self.ratio() <= r),
             Target::Millis(ms) => Some(self.ours.secs * 1000.0 < ms),
             Target::RssMib(m) => Some(self.ours.rss_kib.is_some_and(|k| mib(k) < m)),
             Target::None => None,
+        };
+        let prev = self
+            .prev_target
+            .zip(self.prev_ratio())
+            .map(|(limit, r)| r <= limit);
+        match (own, prev) {
+            (Some(a), Some(b)) => Some(a && b),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -361,11 +598,20 @@ struct FactorReport {
     runs: usize,
     files: usize,
     bytes: u64,
+    /// Files and bytes the previous aibox installed, when it ran.
+    prev_files: Option<(usize, u64)>,
+    loaded: bool,
     rows: Vec<Row>,
 }
 
+/// The median of `v`, `None` when nothing was measured.
+fn median_of(v: Vec<Sample>) -> Option<Sample> {
+    (!v.is_empty()).then(|| median(v))
+}
+
 impl FactorReport {
-    fn new(factor: usize, runs: usize, r: Results) -> Self {
+    #[allow(clippy::too_many_lines)] // one row per step, in report order
+    fn new(factor: usize, runs: usize, loaded: bool, r: Results) -> Self {
         let cp = median(r.cp);
         let sha = median(r.sha);
         let first = median(r.first);
@@ -375,81 +621,107 @@ impl FactorReport {
         let doctor = median(r.doctor);
         let skill_list = median(r.skill_list);
         let mcp_list = median(r.mcp_list);
+        let p = r.prev;
+        let prev_files = (!p.first.is_empty()).then_some(p.files);
+        let (p_first, p_noop, p_upgrade, p_integrity, p_doctor) = (
+            median_of(p.first),
+            median_of(p.noop),
+            median_of(p.upgrade),
+            median_of(p.integrity),
+            median_of(p.doctor),
+        );
         let peak = [
             first, noop, upgrade, integrity, doctor, skill_list, mcp_list,
         ]
         .iter()
         .filter_map(|s| s.rss_kib)
         .max();
+        let prev_peak = [p_first, p_noop, p_upgrade, p_integrity, p_doctor]
+            .iter()
+            .flatten()
+            .filter_map(|s| s.rss_kib)
+            .max();
+        let row = |step, ours, baseline, base, target| Row {
+            step,
+            ours,
+            baseline,
+            base,
+            target,
+            prev: None,
+            prev_target: None,
+        };
         let rows = vec![
             Row {
-                step: "first install",
-                ours: first,
-                baseline: "cp -r",
-                base: cp,
-                target: Target::Ratio(COPY_RATIO),
+                prev: p_first,
+                prev_target: Some(PREV_RATIO),
+                ..row(
+                    "first install",
+                    first,
+                    "cp -r",
+                    cp,
+                    Target::Ratio(COPY_RATIO),
+                )
             },
             Row {
-                step: "no-op apply",
-                ours: noop,
-                baseline: "cp -r",
-                base: cp,
-                target: if factor <= 1 {
-                    Target::Millis(NOOP_MS)
-                } else {
-                    Target::None
-                },
+                prev: p_noop,
+                ..row(
+                    "no-op apply",
+                    noop,
+                    "cp -r",
+                    cp,
+                    if factor <= 1 {
+                        Target::Millis(NOOP_MS)
+                    } else {
+                        Target::None
+                    },
+                )
             },
             Row {
-                step: "upgrade",
-                ours: upgrade,
-                baseline: "cp -r",
-                base: cp,
-                target: Target::Ratio(COPY_RATIO),
+                prev: p_upgrade,
+                ..row(
+                    "upgrade",
+                    upgrade,
+                    "cp -r",
+                    cp,
+                    Target::Ratio(UPGRADE_RATIO),
+                )
             },
             Row {
-                step: "doctor --integrity",
-                ours: integrity,
-                baseline: "sha256sum",
-                base: sha,
-                target: Target::Ratio(HASH_RATIO),
+                prev: p_integrity,
+                ..row(
+                    "doctor --integrity",
+                    integrity,
+                    "sha256sum",
+                    sha,
+                    Target::Ratio(HASH_RATIO),
+                )
             },
-            // Held by the linearity line (10x within the bytes ratio), not per factor.
+            // Held by the linearity line (10x within the bytes ratio), and above 1x to
+            // the previous aibox.
             Row {
-                step: "doctor",
-                ours: doctor,
-                baseline: "cp -r",
-                base: cp,
-                target: Target::None,
+                prev: p_doctor,
+                prev_target: (factor > 1).then_some(PREV_RATIO),
+                ..row("doctor", doctor, "cp -r", cp, Target::None)
             },
+            row("skill list", skill_list, "cp -r", cp, Target::None),
+            row("mcp list", mcp_list, "cp -r", cp, Target::None),
             Row {
-                step: "skill list",
-                ours: skill_list,
-                baseline: "cp -r",
-                base: cp,
-                target: Target::None,
-            },
-            Row {
-                step: "mcp list",
-                ours: mcp_list,
-                baseline: "cp -r",
-                base: cp,
-                target: Target::None,
-            },
-            Row {
-                step: "peak RSS, any step",
-                ours: Sample {
+                prev: prev_peak.map(|k| Sample {
                     secs: f64::NAN,
-                    rss_kib: peak,
+                    rss_kib: Some(k),
                     cpu_secs: None,
-                },
-                baseline: "",
-                base: cp,
-                target: if factor >= 10 {
-                    Target::RssMib(RSS_MIB)
-                } else {
-                    Target::None
-                },
+                }),
+                ..row(
+                    "peak RSS, any step",
+                    Sample {
+                        secs: f64::NAN,
+                        rss_kib: peak,
+                        cpu_secs: None,
+                    },
+                    "",
+                    cp,
+                    Target::RssMib(RSS_MIB),
+                )
             },
         ];
         Self {
@@ -457,6 +729,8 @@ impl FactorReport {
             runs,
             files: r.files.0,
             bytes: r.files.1,
+            prev_files,
+            loaded,
             rows,
         }
     }
@@ -474,28 +748,87 @@ fn rss_text(kib: Option<u64>) -> String {
     kib.map_or_else(|| "n/a".to_owned(), |k| format!("{:.1} MiB", mib(k)))
 }
 
+/// A CPU time as GNU time gives it (hundredths of a second).
+fn cpu_text(cpu: Option<f64>) -> String {
+    cpu.map_or_else(
+        || "n/a".to_owned(),
+        |c| {
+            if c < 0.01 {
+                "<10 ms".to_owned()
+            } else {
+                format!("{:.0} ms", c * 1000.0)
+            }
+        },
+    )
+}
+
+impl Row {
+    /// The row's target in words, the previous aibox's included.
+    fn target_text(&self) -> String {
+        let own = self.target.describe(self.baseline);
+        match (self.prev_target, self.prev) {
+            (Some(r), Some(_)) if own == "-" => format!("<= {r:.1}x previous"),
+            (Some(r), Some(_)) => format!("{own}, <= {r:.1}x previous"),
+            _ => own,
+        }
+    }
+}
+
 #[allow(clippy::cast_precision_loss)] // display only
 fn render_factor(out: &mut String, f: &FactorReport) {
     let _ = writeln!(
         out,
         "processkit-like release at {}x: {} installed files ({:.1} MB) under context/ and AGENTS.md, \
-         every skill selected; median of {} run(s)",
+         every skill selected; median of {} run(s){}",
         f.factor,
         f.files,
         f.bytes as f64 / 1e6,
-        f.runs
+        f.runs,
+        if f.loaded {
+            "; the other core(s) kept busy (--loaded)"
+        } else {
+            ""
+        }
     );
-    let _ = writeln!(
+    if let Some((files, bytes)) = f.prev_files {
+        let _ = writeln!(
+            out,
+            "  previous aibox installed {files} files ({:.1} MB) from the same release",
+            bytes as f64 / 1e6
+        );
+    }
+    let with_prev = f.prev_files.is_some();
+    let _ = write!(
         out,
-        "  {:<20} {:>11} {:>10}   {:<10} {:>10}  {:>8}  {:>10}   {:<18} result",
-        "step", "aibox", "(cpu)", "baseline", "", "ratio", "peak RSS", "target"
+        "  {:<20} {:>11} {:>10}   {:<10} {:>10}  {:>8}  {:>10}",
+        "step", "aibox", "(cpu)", "baseline", "", "ratio", "peak RSS"
     );
+    if with_prev {
+        let _ = write!(
+            out,
+            "   {:>11} {:>10} {:>8} {:>10}",
+            "previous", "(cpu)", "ratio", "peak RSS"
+        );
+    }
+    let _ = writeln!(out, "   {:<34} result", "target");
     for row in &f.rows {
-        let target = row.target.describe(row.baseline);
-        if !row.timed() {
-            let _ = writeln!(
+        let target = row.target_text();
+        if row.timed() {
+            let _ = write!(
                 out,
-                "  {:<20} {:>11} {:>10}   {:<10} {:>10}  {:>8}  {:>10}   {target:<18} {}",
+                "  {:<20} {:>8.1} ms {:>10}   {:<10} {:>7.1} ms  {:>7.2}x  {:>10}",
+                row.step,
+                row.ours.secs * 1000.0,
+                format!("({})", cpu_text(row.ours.cpu_secs)),
+                row.baseline,
+                row.base.secs * 1000.0,
+                row.ratio(),
+                rss_text(row.ours.rss_kib),
+            );
+        } else {
+            let _ = write!(
+                out,
+                "  {:<20} {:>11} {:>10}   {:<10} {:>10}  {:>8}  {:>10}",
                 row.step,
                 "",
                 "",
@@ -503,33 +836,36 @@ fn render_factor(out: &mut String, f: &FactorReport) {
                 "",
                 "",
                 rss_text(row.ours.rss_kib),
-                verdict(row.met())
             );
-            continue;
         }
-        let cpu = row.ours.cpu_secs.map_or_else(
-            || "n/a".to_owned(),
-            // GNU time counts in hundredths of a second.
-            |c| {
-                if c < 0.01 {
-                    "<10 ms".to_owned()
-                } else {
-                    format!("{:.0} ms", c * 1000.0)
+        if with_prev {
+            match (row.prev, row.prev_ratio()) {
+                (Some(p), Some(r)) => {
+                    let _ = write!(
+                        out,
+                        "   {:>8.1} ms {:>10} {:>7.2}x {:>10}",
+                        p.secs * 1000.0,
+                        format!("({})", cpu_text(p.cpu_secs)),
+                        r,
+                        rss_text(p.rss_kib)
+                    );
                 }
-            },
-        );
-        let _ = writeln!(
-            out,
-            "  {:<20} {:>8.1} ms {:>10}   {:<10} {:>7.1} ms  {:>7.2}x  {:>10}   {target:<18} {}",
-            row.step,
-            row.ours.secs * 1000.0,
-            format!("({cpu})"),
-            row.baseline,
-            row.base.secs * 1000.0,
-            row.ratio(),
-            rss_text(row.ours.rss_kib),
-            verdict(row.met())
-        );
+                (Some(p), None) => {
+                    let _ = write!(
+                        out,
+                        "   {:>11} {:>10} {:>8} {:>10}",
+                        "",
+                        "",
+                        "",
+                        rss_text(p.rss_kib)
+                    );
+                }
+                _ => {
+                    let _ = write!(out, "   {:>11} {:>10} {:>8} {:>10}", "-", "", "", "");
+                }
+            }
+        }
+        let _ = writeln!(out, "   {target:<34} {}", verdict(row.met()));
     }
 }
 
@@ -576,10 +912,11 @@ fn json_factor(f: &FactorReport) -> serde_json::Value {
                 "baseline": timed.then_some(row.baseline),
                 "baseline_ms": timed.then_some(row.base.secs * 1000.0),
                 "ratio": timed.then(|| row.ratio()),
-                "target": match row.target {
-                    Target::None => None,
-                    t => Some(t.describe(row.baseline)),
-                },
+                "previous_ms": row.prev.filter(|_| timed).map(|p| p.secs * 1000.0),
+                "previous_cpu_ms": row.prev.and_then(|p| p.cpu_secs).map(|c| c * 1000.0),
+                "previous_peak_rss_kib": row.prev.and_then(|p| p.rss_kib),
+                "previous_ratio": row.prev_ratio(),
+                "target": (row.target_text() != "-").then(|| row.target_text()),
                 "met": row.met(),
             })
         })
@@ -589,6 +926,8 @@ fn json_factor(f: &FactorReport) -> serde_json::Value {
         "runs": f.runs,
         "installed_files": f.files,
         "installed_bytes": f.bytes,
+        "previous_installed": f.prev_files.map(|(files, bytes)| serde_json::json!({"files": files, "bytes": bytes})),
+        "loaded": f.loaded,
         "steps": rows,
     })
 }
@@ -640,14 +979,17 @@ pub(crate) fn release_aibox(given: Option<PathBuf>) -> Result<PathBuf, String> {
         .join("target/release/aibox"))
 }
 
-/// `cargo xtask bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]`
-/// (`--runs`: runs at 1x, one run above; `--bin`: measure that `aibox` instead of
-/// building this tree's; `--keep`: leave `target/bench/`; `--json`: also write the
-/// numbers there).
+/// `cargo xtask bench [--factors 1,10] [--runs N] [--baseline PATH] [--loaded] [--bin PATH]
+/// [--keep] [--json FILE]` (`--runs`: runs at 1x, one run above; `--baseline`: the
+/// previous aibox, measured in the same runs; `--loaded`: the other cores kept busy
+/// during the measured runs; `--bin`: measure that `aibox` instead of building this
+/// tree's; `--keep`: leave `target/bench/`; `--json`: also write the numbers there).
 #[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut factors = vec![1_usize, 10];
     let mut runs_1x = 5_usize;
+    let mut baseline: Option<PathBuf> = None;
+    let mut loaded = false;
     let mut common = Common::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -673,6 +1015,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     .filter(|n| *n >= 1)
                     .ok_or("--runs needs a number from 1")?;
             }
+            "--baseline" => {
+                let path = PathBuf::from(it.next().ok_or("--baseline needs a path")?);
+                if !path.is_file() {
+                    return Err(format!(
+                        "--baseline {}: no such file (build the previous aibox first)",
+                        path.display()
+                    ));
+                }
+                baseline = Some(path);
+            }
+            "--loaded" => loaded = true,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -710,6 +1063,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             &SyntheticRelease::processkit_like_scaled("v0.29.0", true, factor),
         )?;
         let runs = if factor <= 1 { runs_1x } else { 1 };
+        let prev = baseline
+            .clone()
+            .map(|b| Prev::start(b, &[&v1, &v2]))
+            .transpose()?;
         let mut r = Results::default();
         // One warm-up run fills the page cache and the archive cache. Every run works in
         // fresh folders and no tree is deleted until the factor is done: ext4 without a
@@ -718,12 +1075,30 @@ pub fn run(args: &[String]) -> Result<(), String> {
         // more kernel time (seen in `perf` as `recently_deleted` under `ext4_create` and
         // `ext4_mkdir`). Deleting between runs measured that artefact, for aibox and
         // `cp -r` unevenly.
-        one_run(&bin, &work, 0, (&v1, &v2), &mut Results::default(), 0)?;
+        one_run(
+            &bin,
+            prev.as_ref(),
+            &work,
+            0,
+            (&v1, &v2),
+            &mut Results::default(),
+            0,
+        )?;
+        let load = loaded.then(Spinners::start).transpose()?;
         for i in 0..runs {
             say(&format!("==> bench {factor}x: run {}/{runs}", i + 1));
-            one_run(&bin, &work, i + 1, (&v1, &v2), &mut r, BASELINE_TRIES)?;
+            one_run(
+                &bin,
+                prev.as_ref(),
+                &work,
+                i + 1,
+                (&v1, &v2),
+                &mut r,
+                BASELINE_TRIES,
+            )?;
         }
-        reports.push(FactorReport::new(factor, runs, r));
+        drop(load);
+        reports.push(FactorReport::new(factor, runs, loaded, r));
         if !keep {
             fs_err::remove_dir_all(&work).map_err(|e| e.to_string())?;
         }
@@ -799,40 +1174,44 @@ mod tests {
     }
 
     /// A factor's medians: `scale` multiplies every time, `rss` is the first install's.
-    fn report(factor: usize, scale: f64, rss: u64) -> FactorReport {
-        let r = Results {
+    fn results(factor: usize, scale: f64, rss: u64) -> Results {
+        Results {
             first: vec![sample(300.0 * scale, rss)],
             noop: vec![sample(20.0 * scale, 10)],
-            upgrade: vec![sample(500.0 * scale, 10)],
+            upgrade: vec![sample(600.0 * scale, 10)],
             integrity: vec![sample(30.0 * scale, 5)],
             doctor: vec![sample(40.0 * scale, 5)],
             skill_list: vec![sample(40.0 * scale, 5)],
             mcp_list: vec![sample(10.0 * scale, 5)],
-            cp: vec![sample(200.0 * scale, 1)],
-            sha: vec![sample(20.0 * scale, 1)],
+            cp: vec![sample(250.0 * scale, 1)],
+            sha: vec![sample(40.0 * scale, 1)],
             files: (
                 1700 * factor,
                 10_000_000 * u64::try_from(factor).unwrap_or(0),
             ),
-        };
-        FactorReport::new(factor, 1, r)
+            prev: PrevResults::default(),
+        }
+    }
+
+    fn report(factor: usize, scale: f64, rss: u64) -> FactorReport {
+        FactorReport::new(factor, 1, false, results(factor, scale, rss))
     }
 
     #[test]
     fn rows_carry_their_targets_and_verdicts() {
-        let one = report(1, 1.0, 20);
+        let one = report(1, 1.0, 12);
         let met: Vec<(&str, Option<bool>)> = one.rows.iter().map(|r| (r.step, r.met())).collect();
         assert_eq!(
             met,
             [
-                ("first install", Some(true)), // 1.5x cp -r
-                ("no-op apply", Some(true)),   // 20 ms
-                ("upgrade", Some(false)),      // 2.5x cp -r
-                ("doctor --integrity", Some(true)),
+                ("first install", Some(true)),      // 1.2x cp -r
+                ("no-op apply", Some(true)),        // 20 ms
+                ("upgrade", Some(false)),           // 2.4x cp -r
+                ("doctor --integrity", Some(true)), // 0.75x sha256sum
                 ("doctor", None),
                 ("skill list", None),
                 ("mcp list", None),
-                ("peak RSS, any step", None), // only held at 10x
+                ("peak RSS, any step", Some(true)), // 12 MiB
             ]
         );
         let ten = report(10, 10.0, 100);
@@ -854,9 +1233,70 @@ mod tests {
         let mut text = String::new();
         render_factor(&mut text, &ten);
         assert!(
-            text.contains("MISSED") && text.contains("< 64 MiB"),
+            text.contains("MISSED") && text.contains("< 16 MiB") && !text.contains("previous"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_previous_aibox_adds_its_ratio_and_target() {
+        let mut r = results(10, 10.0, 12);
+        // The previous aibox: first install faster than ours (ours 1.2x: missed), doctor
+        // slower (ours 0.5x: met), no skill list.
+        r.prev = PrevResults {
+            first: vec![sample(2500.0, 9)],
+            noop: vec![sample(300.0, 9)],
+            upgrade: vec![sample(9000.0, 9)],
+            integrity: vec![sample(500.0, 9)],
+            doctor: vec![sample(800.0, 11)],
+            files: (17_000, 100_000_000),
+        };
+        let f = FactorReport::new(10, 1, true, r);
+        let rows: Vec<(&str, Option<f64>, Option<bool>)> = f
+            .rows
+            .iter()
+            .map(|row| {
+                (
+                    row.step,
+                    row.prev_ratio().map(|x| (x * 100.0).round() / 100.0),
+                    row.met(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("first install", Some(1.2), Some(false)), // 1.2x cp -r met, 1.2x previous not
+                ("no-op apply", Some(0.67), None),
+                ("upgrade", Some(0.67), Some(false)),
+                ("doctor --integrity", Some(0.6), Some(true)),
+                ("doctor", Some(0.5), Some(true)),
+                ("skill list", None, None),
+                ("mcp list", None, None),
+                ("peak RSS, any step", None, Some(true)),
+            ]
+        );
+        let mut text = String::new();
+        render_factor(&mut text, &f);
+        assert!(
+            text.contains("previous aibox installed 17000 files"),
+            "{text}"
+        );
+        assert!(text.contains("<= 1.3x cp -r, <= 1.0x previous"), "{text}");
+        assert!(text.contains("--loaded"), "{text}");
+        // The peak RSS row shows the previous aibox's highest (11 MiB).
+        let peak = text
+            .lines()
+            .find(|l| l.contains("peak RSS, any step"))
+            .unwrap_or_default();
+        assert!(
+            peak.contains("11.0 MiB") && peak.contains("12.0 MiB"),
+            "{peak}"
+        );
+        let json = json_factor(&f);
+        assert_eq!(json["loaded"], true);
+        assert_eq!(json["steps"][4]["previous_ms"], 800.0);
+        assert_eq!(json["steps"][5]["previous_ms"], serde_json::Value::Null);
     }
 
     #[test]
@@ -871,5 +1311,80 @@ mod tests {
         );
         let (_, _, steps, linear) = linearity(&report(1, 1.0, 20), &report(10, 20.0, 40));
         assert!(!linear, "20x the time for 10x the bytes: {steps:?}");
+    }
+
+    #[test]
+    fn cpu_time_is_read_whoever_reports_the_peak() {
+        let (rss, cpu) = readings("34000 0.25 0.50", "aibox: peak RSS 8000 KiB\n");
+        assert_eq!(rss, Some(8000));
+        assert!(cpu.is_some_and(|c| (c - 0.75).abs() < 1e-9), "{cpu:?}");
+        let (rss, cpu) = readings("34000 0.25 0.50", "");
+        assert_eq!(rss, Some(34000));
+        assert!(cpu.is_some_and(|c| (c - 0.75).abs() < 1e-9), "{cpu:?}");
+        assert_eq!(readings("", ""), (None, None));
+    }
+
+    #[test]
+    fn aibox_own_peak_is_its_last_report() {
+        assert_eq!(
+            own_peak_rss("warning: x\naibox: peak RSS 8123 KiB\n"),
+            Some(8123)
+        );
+        assert_eq!(own_peak_rss("aibox: peak RSS lots KiB\n"), None);
+        assert_eq!(own_peak_rss(""), None);
+    }
+
+    #[test]
+    fn the_load_runs_until_dropped() {
+        let load = Spinners::start().expect("start the load");
+        let pids: Vec<u32> = load.0.iter().map(std::process::Child::id).collect();
+        assert!(!pids.is_empty());
+        for pid in &pids {
+            assert!(
+                Path::new(&format!("/proc/{pid}")).exists(),
+                "spinner {pid} runs"
+            );
+        }
+        drop(load);
+        for pid in &pids {
+            // Reaped by `wait`, so the process is gone, not a zombie.
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "spinner {pid} stopped"
+            );
+        }
+    }
+
+    #[test]
+    fn vouched_files_are_the_marker_files_and_the_snapshot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let snap = root.join("context/templates/processkit/v1/context/skills");
+        fs_err::create_dir_all(&snap).expect("mkdir");
+        fs_err::write(snap.join("SKILL.md"), "x").expect("write");
+        fs_err::write(root.join("context/templates/processkit/v1/INDEX.md"), "y").expect("write");
+        fs_err::write(
+            root.join("context/.processkit-provenance.toml"),
+            "schema_version = 1\n[files]\n\"context/INDEX.md\" = \"ab\"\n\
+             [user_files]\n\"AGENTS.md\" = \"cd\"\n",
+        )
+        .expect("write");
+        let mut got: Vec<String> = vouched_files(root)
+            .expect("list")
+            .iter()
+            .map(|p| p.strip_prefix(root).expect("inside").display().to_string())
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "AGENTS.md",
+                "context/INDEX.md",
+                "context/templates/processkit/v1/INDEX.md",
+                "context/templates/processkit/v1/context/skills/SKILL.md",
+            ]
+        );
+        fs_err::remove_file(root.join("context/.processkit-provenance.toml")).expect("rm");
+        assert!(vouched_files(root).is_err(), "no marker, no list");
     }
 }

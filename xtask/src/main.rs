@@ -1,7 +1,9 @@
 //! `cargo xtask`: maintainer tasks.
 //!
 //! - `bench`: the processkit install path (first install, no-op, upgrade, integrity,
-//!   peak RSS) at 1x and 10x content beside `cp -r` and `sha256sum` (see `bench.rs`).
+//!   `doctor`, `skill list`, `mcp list`, peak RSS) at 1x and 10x content beside `cp -r`
+//!   and `sha256sum`, optionally beside a previous aibox (`--baseline`) and on a loaded
+//!   machine (`--loaded`) (see `bench.rs`).
 //! - `bench mcp`: on a real Podman, what locking MCP servers' dependencies costs (apply,
 //!   image layer size) and the first `initialize` of every server (see `bench_mcp.rs`).
 //! - `bench up`: how long `up` takes on Podman and Docker, cold (private storage with
@@ -59,7 +61,7 @@ fn main() -> ExitCode {
         "stubs" => stubs::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--baseline PATH] [--loaded] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS

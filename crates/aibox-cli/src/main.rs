@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     render::install_miette_hook(cli.global.color);
-    match commands::run(&cli) {
+    let exit = match commands::run(&cli) {
         Ok(exit) => exit.into(),
         Err(failure) => {
             if cli.global.output == args::Output::Json {
@@ -33,6 +33,29 @@ fn main() -> ExitCode {
             }
             Exit::from(failure.kind).into()
         }
+    };
+    report_peak_rss();
+    exit
+}
+
+/// With `AIBOX_PEAK_RSS` set, the last line on stderr names this process's own peak
+/// resident memory (`VmHWM` of `/proc/self/status`), for `cargo xtask bench`: GNU
+/// `time`'s figure is the largest of the process and its children, and `doctor`'s
+/// children (`podman`, `docker`, `git`) are not aibox's memory.
+fn report_peak_rss() {
+    if std::env::var_os("AIBOX_PEAK_RSS").is_none() {
+        return;
+    }
+    let Ok(status) = fs_err::read_to_string("/proc/self/status") else {
+        return;
+    };
+    if let Some(kib) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+    {
+        // Printed even with `--quiet`: the variable asked for it.
+        render::note(false, &format!("aibox: peak RSS {} KiB", kib.trim()));
     }
 }
 

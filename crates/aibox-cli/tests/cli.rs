@@ -99,6 +99,37 @@ fn no_project_is_a_user_error_with_a_hint() {
 }
 
 #[test]
+fn the_peak_memory_is_reported_only_when_asked() {
+    let (_t, dir) = init_project("mem", "claude");
+    let plain = aibox(&dir, &["--quiet", "apply"]);
+    assert!(plain.status.success(), "{}", text(&plain));
+    assert!(!text(&plain).contains("peak RSS"), "{}", text(&plain));
+    // Asked for, it is the last line on stderr, even with --quiet and after a failure.
+    for args in [
+        &["--quiet", "apply"][..],
+        &["config", "get", "no.such.key"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_aibox"))
+            .current_dir(&dir)
+            .env("NO_COLOR", "1")
+            .env("AIBOX_PEAK_RSS", "1")
+            .env_remove("AIBOX_PROJECT")
+            .args(args)
+            .output()
+            .expect("run aibox");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().last().unwrap_or_default();
+        let kib: u64 = last
+            .strip_prefix("aibox: peak RSS ")
+            .and_then(|l| l.strip_suffix(" KiB"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{args:?}: {}", text(&out)));
+        // A real figure: more than the binary's first page, less than a gigabyte.
+        assert!((1_000..1_000_000).contains(&kib), "{kib} KiB");
+    }
+}
+
+#[test]
 fn init_then_validate_get_set_apply_check() {
     let (_t, dir) = init_project("demo", "claude");
     assert!(dir.join("aibox.toml").is_file());

@@ -178,13 +178,15 @@ impl PartialOrd for PathKey {
 /// Collects planned files from the sources; refuses two sources writing one path.
 #[derive(Debug, Default)]
 pub struct PlanBuilder {
-    files: BTreeMap<PathKey, PlannedFile>,
+    /// Each planned file, and whether it is verified content (see
+    /// [`Self::add_verified`]): a flag beside the file rather than a second set of its
+    /// path, which at 17,000 release files was 2.4 MB more.
+    files: BTreeMap<PathKey, (PlannedFile, bool)>,
     removals: std::collections::BTreeSet<PathKey>,
     processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
     processkit_wiring: aibox_mcp_registration::ProcesskitWiring,
     warnings: Vec<String>,
     lock: Lock,
-    verified_content: std::collections::BTreeSet<PathKey>,
     commit_last: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_intent: Option<String>,
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
@@ -203,14 +205,6 @@ pub struct DirMove {
 }
 
 impl PlanBuilder {
-    /// Marks a planned file as verified release content (or aibox's own record of it):
-    /// the secret scan, which is for what users write, skips it. The release's digest
-    /// covers it; credential-looking text in it is a skill review finding instead.
-    pub fn mark_verified_content(&mut self, path: impl Into<Utf8PathBuf>) {
-        self.verified_content
-            .insert(PathKey(path.into().into_string()));
-    }
-
     /// Plans the removal of a directory tree whose files are all planned for removal (a
     /// stale processkit snapshot): after the removals, its directories are removed
     /// where empty, deepest first. Anything else left inside keeps its directory.
@@ -263,13 +257,33 @@ impl PlanBuilder {
 
     /// Adds a file. Errors when another source already planned the same path.
     pub fn add(&mut self, file: PlannedFile) -> Result<(), EngineError> {
+        self.insert(file, false)
+    }
+
+    /// Adds a file that is verified release content (or aibox's own record of it): the
+    /// secret scan, which is for what users write, skips it. The release's digest covers
+    /// it; credential-looking text in it is a skill review finding instead. Errors when
+    /// another source already planned the same path.
+    pub fn add_verified(&mut self, file: PlannedFile) -> Result<(), EngineError> {
+        self.insert(file, true)
+    }
+
+    /// The planned files that are not verified content, which the policy gate scans.
+    fn unverified(&self) -> impl Iterator<Item = &PlannedFile> {
+        self.files
+            .values()
+            .filter(|(_, verified)| !verified)
+            .map(|(f, _)| f)
+    }
+
+    fn insert(&mut self, file: PlannedFile, verified: bool) -> Result<(), EngineError> {
         crate::writer::check_relative(&file.path)?;
         match self.files.entry(PathKey::of(&file.path)) {
             std::collections::btree_map::Entry::Occupied(_) => {
                 Err(EngineError::DuplicatePath { path: file.path })
             }
             std::collections::btree_map::Entry::Vacant(slot) => {
-                slot.insert(file);
+                slot.insert((file, verified));
                 Ok(())
             }
         }
@@ -329,7 +343,7 @@ impl PlanBuilder {
 
     /// A file planned so far (for sources that build on another's output).
     pub fn get(&self, path: &Utf8Path) -> Option<&PlannedFile> {
-        self.files.get(&PathKey::of(path))
+        self.files.get(&PathKey::of(path)).map(|(f, _)| f)
     }
 
     /// The lock being built: sources record their own sections here (the engine fills
@@ -343,6 +357,7 @@ impl PlanBuilder {
         self.lock.generated = self
             .files
             .values()
+            .map(|(f, _)| f)
             .filter(|f| f.ownership == Ownership::Generated)
             .map(|f| (f.path.to_string(), sha256_hex(&f.contents)))
             .collect();
@@ -354,7 +369,7 @@ impl PlanBuilder {
             .map(|p| Utf8PathBuf::from(p.0))
             .collect();
         Ok(Plan {
-            files: self.files.into_values().collect(),
+            files: self.files.into_values().map(|(f, _)| f).collect(),
             removals,
             processkit_servers: self.processkit_servers,
             warnings: self.warnings,
@@ -481,17 +496,14 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     builder.extend(security.files.iter().cloned())?;
     crate::sources::contribute_all(&ctx, &mut builder)?;
     retire_generated(files, previous_lock, &mut builder)?;
-    let verified_content = std::mem::take(&mut builder.verified_content);
-    let mut plan = builder.finish(&options.aibox_version)?;
     // Policy gate over what would be written, the user's override and the configured
     // volumes, plus the secret scan of committed files: a refusal leaves the project as is.
     // Verified release content is not what users write; the gate skips it.
-    let gated: Vec<PlannedFile> = plan
-        .files
-        .iter()
-        .filter(|f| !verified_content.contains(&PathKey::of(&f.path)))
+    let gated: Vec<PlannedFile> = builder
+        .unverified()
         .map(gated_contents)
         .collect::<Result<_, _>>()?;
+    let mut plan = builder.finish(&options.aibox_version)?;
     let sources = files.compose_sources();
     let judged = aibox_policy::check_plan(
         &project.config,
@@ -542,6 +554,46 @@ fn retire_generated(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Verified content reaches the plan but not the policy gate; a path is planned once
+    /// whichever way it was added.
+    #[test]
+    fn verified_files_are_planned_but_not_gated() {
+        let mut b = PlanBuilder::default();
+        let file = |p: &str| PlannedFile::new(p, b"x".to_vec(), Ownership::Merged);
+        b.add(file("context/notes.md")).expect("add");
+        b.add_verified(file("context/skills/a/SKILL.md"))
+            .expect("add verified");
+        b.add_verified(file(".devcontainer/Dockerfile"))
+            .expect("add verified");
+        let gated: Vec<&str> = b.unverified().map(|f| f.path.as_str()).collect();
+        assert_eq!(gated, ["context/notes.md"]);
+        assert!(b.get(Utf8Path::new("context/skills/a/SKILL.md")).is_some());
+        for (path, verified) in [
+            ("context/notes.md", true),
+            ("context/skills/a/SKILL.md", false),
+        ] {
+            let again = if verified {
+                b.add_verified(file(path))
+            } else {
+                b.add(file(path))
+            };
+            assert!(
+                matches!(again, Err(EngineError::DuplicatePath { .. })),
+                "{path}: {again:?}"
+            );
+        }
+        let plan = b.finish("0.0.0").expect("finish");
+        let planned: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            planned,
+            [
+                ".devcontainer/Dockerfile",
+                "context/notes.md",
+                "context/skills/a/SKILL.md"
+            ]
+        );
+    }
 
     /// The context serves the snapshot only: a path resolve did not capture is an
     /// internal error naming it (never a read of the disk, which here does not exist).

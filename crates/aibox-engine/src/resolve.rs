@@ -500,15 +500,46 @@ fn mcp_cache(options: &PlanOptions) -> Option<Cache> {
 /// UTC time: when the release was made.
 fn release_date(release: &VerifiedRelease) -> Option<String> {
     let bytes = release.payload.read("PROVENANCE.toml").ok()?;
-    let doc: toml_edit::DocumentMut = String::from_utf8_lossy(&bytes).parse().ok()?;
-    let at = doc.get("source")?.get("generated_at")?.as_str()?;
+    let text = String::from_utf8_lossy(&bytes);
+    // The `[source]` table alone when it can be cut out plainly: the whole file also
+    // lists every release file, and the TOML parser holds all of its tokens at once
+    // (about 7 MB at 8,600 files, for one date). The release's `PROVENANCE.toml` parsed
+    // as a whole when it was verified, so the cut-out table parses the same.
+    let generated_at = |doc: &toml_edit::DocumentMut| {
+        doc.get("source")?
+            .get("generated_at")?
+            .as_str()
+            .map(str::to_owned)
+    };
+    // A cut that parses ended at a real table header (a cut inside a multi-line array
+    // leaves it open), so it holds all of `[source]`: a date missing there is missing.
+    let at = match source_table(&text).map(|t| t.parse::<toml_edit::DocumentMut>()) {
+        Some(Ok(doc)) => generated_at(&doc)?,
+        _ => generated_at(&text.parse().ok()?)?,
+    };
     let plausible = at.len() == 20
         && at.ends_with('Z')
         && at.as_bytes()[10] == b'T'
         && at
             .bytes()
             .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b':' | b'T' | b'Z'));
-    plausible.then(|| at.to_owned())
+    plausible.then_some(at)
+}
+
+/// The lines of the `[source]` table of a `PROVENANCE.toml` (its header up to the next
+/// table header), when the text has no multi-line strings that could hide a header.
+fn source_table(text: &str) -> Option<String> {
+    if text.contains("\"\"\"") || text.contains("'''") {
+        return None;
+    }
+    let mut lines = text.lines().skip_while(|l| l.trim() != "[source]");
+    let header = lines.next()?;
+    let mut table = format!("{header}\n");
+    for line in lines.take_while(|l| !l.trim_start().starts_with('[')) {
+        table.push_str(line);
+        table.push('\n');
+    }
+    Some(table)
 }
 
 /// Scans the live processkit install (see [`aibox_provenance::scan`]): every file the
@@ -832,4 +863,59 @@ fn files_under(root: &Utf8Path, dir: &str) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    //! Cutting `[source]` out of a `PROVENANCE.toml` reads what the whole file says.
+
+    use super::source_table;
+
+    fn whole(text: &str) -> Option<String> {
+        let doc: toml_edit::DocumentMut = text.parse().ok()?;
+        doc.get("source")?
+            .get("generated_at")?
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    /// As `release_date` reads it: the cut-out table when it parses, else the whole.
+    fn cut(text: &str) -> Option<String> {
+        match source_table(text).map(|t| t.parse::<toml_edit::DocumentMut>()) {
+            Some(Ok(doc)) => doc
+                .get("source")?
+                .get("generated_at")?
+                .as_str()
+                .map(str::to_owned),
+            _ => whole(text),
+        }
+    }
+
+    #[test]
+    fn the_source_table_alone_gives_the_same_date() {
+        let at = "generated_at = \"2026-05-01T10:00:00Z\"";
+        for text in [
+            format!("[source]\ngenerated_for_tag = \"v1\"\n{at}\n\n[files]\n\"a\" = \"v1\"\n"),
+            format!("# c\n[files]\n\"a\" = \"v1\"\n\n[source]\r\n{at}\r\n"),
+            format!("[source]\ntags = [\n  \"x\",\n]\n{at}\n[source.more]\nk = 1\n"),
+        ] {
+            assert_eq!(cut(&text), whole(&text), "{text}");
+            assert_eq!(
+                cut(&text).as_deref(),
+                Some("2026-05-01T10:00:00Z"),
+                "{text}"
+            );
+        }
+        // No date, or a cut that ends inside an array (not at a header): the same answer.
+        for text in [
+            "[source]\ngenerated_for_tag = \"v1\"\n[files]\n\"a\" = \"v1\"\n".to_owned(),
+            format!("[source]\nx = [\n  [1, 2],\n]\n{at}\n"),
+        ] {
+            assert_eq!(cut(&text), whole(&text), "{text}");
+        }
+        // Not cut out plainly: multi-line strings, no `[source]` header (dotted keys);
+        // the caller then parses the whole file.
+        assert!(source_table(&format!("[source]\nnote = \"\"\"\n[x]\n\"\"\"\n{at}\n")).is_none());
+        assert!(source_table(&format!("source.{at}\n")).is_none());
+    }
 }

@@ -39,14 +39,21 @@ impl Sha256 {
     }
 
     /// Digest of everything a reader yields.
-    pub fn of_reader(mut reader: impl Read) -> std::io::Result<Self> {
+    pub fn of_reader(reader: impl Read) -> std::io::Result<Self> {
+        Self::of_reader_with(reader, &mut vec![0u8; 64 * 1024])
+    }
+
+    /// Digest of everything a reader yields, read through `buf` (a caller hashing many
+    /// files keeps one buffer instead of allocating and zeroing one per file).
+    pub fn of_reader_with(mut reader: impl Read, buf: &mut [u8]) -> std::io::Result<Self> {
         let mut hasher = Hasher::new();
-        let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let n = reader.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
+            let n = match reader.read(buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
             hasher.update(&buf[..n]);
         }
         Ok(Self(hasher.finalize().into()))

@@ -11,6 +11,9 @@ use crate::error::Result;
 use crate::record::{MARKER_PATH, Marker, ProcesskitLock, SNAPSHOT_DIR};
 use crate::source::Verification;
 
+/// Bytes read at a time while hashing (one buffer for the whole check).
+const HASH_BUFFER: usize = 64 * 1024;
+
 /// Directories whose every file must be in the manifest.
 const MANAGED_DIRS: [&str; 4] = [
     "context/skills",
@@ -80,12 +83,21 @@ impl IntegrityReport {
     }
 }
 
-fn hash_live(path: &Path) -> Option<Sha256> {
-    let meta = fs_err::symlink_metadata(path).ok()?;
-    if !meta.file_type().is_file() {
+/// Hashes the regular file at `path` through `buf`; `None` when it is missing,
+/// unreadable or not a regular file (a final symbolic link is not followed, a FIFO is
+/// not waited on). One `open` and one `fstat` per file and one buffer for all of them:
+/// the check hashes the same files as fast as `sha256sum` does (`cargo xtask bench`).
+fn hash_live(path: &Path, buf: &mut [u8]) -> Option<Sha256> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).ok()?;
+    // fs_err has no constructor from a descriptor; the file is wrapped at once.
+    #[allow(clippy::disallowed_types)]
+    let file = fs_err::File::from_parts(std::fs::File::from(fd), path);
+    if !file.metadata().ok()?.file_type().is_file() {
         return None;
     }
-    Sha256::of_file(path).ok()
+    Sha256::of_reader_with(file, buf).ok()
 }
 
 /// Every non-folder entry below `rel` (root-relative), unsorted.
@@ -141,9 +153,10 @@ pub fn integrity(root: &Path) -> Result<IntegrityReport> {
         report.status = IntegrityStatus::VersionMismatch;
         return Ok(report);
     }
+    let mut buf = vec![0u8; HASH_BUFFER];
     for (path, expected) in &marker.files {
         report.checked += 1;
-        match hash_live(&root.join(path)) {
+        match hash_live(&root.join(path), &mut buf) {
             None => report.missing.push(path.clone()),
             Some(h) if h != *expected => report.modified.push(path.clone()),
             Some(_) => {}
@@ -151,7 +164,7 @@ pub fn integrity(root: &Path) -> Result<IntegrityReport> {
     }
     for (path, expected) in &marker.user_files {
         report.checked += 1;
-        if hash_live(&root.join(path)) != Some(*expected) {
+        if hash_live(&root.join(path), &mut buf) != Some(*expected) {
             report.user_modified.push(path.clone());
         }
     }
@@ -171,7 +184,7 @@ pub fn integrity(root: &Path) -> Result<IntegrityReport> {
         .collect();
     if report.snapshot_present {
         report.snapshot_modified =
-            snapshot_drift(root, &lock.version, &marker, &mut report.checked);
+            snapshot_drift(root, &lock.version, &marker, &mut report.checked, &mut buf);
     }
     report.status = if !report.snapshot_present {
         IntegrityStatus::MissingSnapshot
@@ -193,7 +206,13 @@ pub fn integrity(root: &Path) -> Result<IntegrityReport> {
 /// where the marker's manifest records the release's digest (the installed files), and
 /// as a whole against the marker's `snapshot_sha256` (every release file, so an edit to a
 /// file that was not installed, a deleted or an added one shows too, as the folder).
-fn snapshot_drift(root: &Path, version: &str, marker: &Marker, checked: &mut usize) -> Vec<String> {
+fn snapshot_drift(
+    root: &Path,
+    version: &str,
+    marker: &Marker,
+    checked: &mut usize,
+    buf: &mut [u8],
+) -> Vec<String> {
     let dir = format!("{SNAPSHOT_DIR}/{version}");
     let prefix = format!("{dir}/");
     let mut present = Vec::new();
@@ -204,7 +223,7 @@ fn snapshot_drift(root: &Path, version: &str, marker: &Marker, checked: &mut usi
     for path in &present {
         *checked += 1;
         let rel = path.strip_prefix(&prefix).unwrap_or(path);
-        let live = hash_live(&root.join(path));
+        let live = hash_live(&root.join(path), buf);
         listing.push_str(&live.map(|h| h.to_hex()).unwrap_or_default());
         listing.push_str("  ");
         listing.push_str(rel);

@@ -147,11 +147,146 @@ impl Marker {
         Self::parse(&text)
     }
 
-    /// Parses a marker text; `None` when unparseable or of an unknown schema.
+    /// Parses a marker text; `None` when unparseable or of an unknown schema. The two
+    /// per-file tables are read line by line when they have the plain shape
+    /// [`Self::render`] gives them (see [`split_tables`]); anything else is parsed as
+    /// TOML, with the same result.
     pub fn parse(text: &str) -> Option<Self> {
-        let marker: Self = toml::from_str(text).ok()?;
+        let marker = match split_tables(text) {
+            Some(split) => {
+                let head: MarkerHead = toml::from_str(&split.head).ok()?;
+                if head.files.is_some() || head.user_files.is_some() {
+                    // The rest defines the tables too (dotted keys, a sub-table): the
+                    // TOML parser decides what that means.
+                    Self::parse_toml(text)?
+                } else {
+                    Self {
+                        schema_version: head.schema_version,
+                        install: head.install,
+                        manifest: head.manifest,
+                        files: split.files,
+                        user_files: split.user_files,
+                    }
+                }
+            }
+            None => Self::parse_toml(text)?,
+        };
         (marker.schema_version == MARKER_SCHEMA).then_some(marker)
     }
+
+    /// The whole text through the TOML parser.
+    fn parse_toml(text: &str) -> Option<Self> {
+        toml::from_str(text).ok()
+    }
+}
+
+/// The marker without its per-file tables, for [`split_tables`]'s rest.
+#[derive(Deserialize)]
+struct MarkerHead {
+    schema_version: u32,
+    install: MarkerInstall,
+    manifest: MarkerManifest,
+    /// Present when the rest defines `files` itself (then the plain reading is not used).
+    #[serde(default)]
+    files: Option<toml::Value>,
+    #[serde(default)]
+    user_files: Option<toml::Value>,
+}
+
+/// A marker text split into its two per-file tables and the rest.
+#[derive(Debug, PartialEq, Eq)]
+struct SplitMarker {
+    head: String,
+    files: BTreeMap<String, Sha256>,
+    user_files: BTreeMap<String, Sha256>,
+}
+
+/// Reads the marker's `[files]` and `[user_files]` tables line by line, each entry a
+/// `"project/path" = "<sha256>"` line as [`Marker::render`] writes it, and keeps every
+/// other line for the TOML parser. Why: the TOML parser first turns the whole text into
+/// tokens, about seven times the text's size, and holds them with a spanned tree of every
+/// entry: at 17,000 installed files (a 10x release) 12 MB more memory for a 1.3 MB file,
+/// and every command that reads the marker (`apply`, `doctor`, `skill list`, `mcp list`)
+/// paid it. `None` (parse it all as TOML instead) when the text leaves that plain shape
+/// anywhere: a multi-line string, an array of tables, a table header seen twice, or an
+/// entry line with escapes, a bare or literal key, a comment after the value, anything
+/// but a digest as the value, or a path given twice.
+fn split_tables(text: &str) -> Option<SplitMarker> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum In {
+        Head,
+        Files,
+        UserFiles,
+    }
+    if text.contains("\"\"\"") || text.contains("'''") {
+        return None;
+    }
+    let mut split = SplitMarker {
+        head: String::new(),
+        files: BTreeMap::new(),
+        user_files: BTreeMap::new(),
+    };
+    let (mut seen_files, mut seen_user_files) = (false, false);
+    let mut section = In::Head;
+    for line in text.lines() {
+        // `lines` takes `\r\n` as a line end; a lone `\r` is the TOML parser's to judge.
+        if line.contains('\r') {
+            return None;
+        }
+        let t = line.trim();
+        if t.starts_with("[[") {
+            return None;
+        }
+        if t.starts_with('[') {
+            let (seen, next) = match t {
+                "[files]" => (&mut seen_files, In::Files),
+                "[user_files]" => (&mut seen_user_files, In::UserFiles),
+                _ => {
+                    section = In::Head;
+                    split.head.push_str(line);
+                    split.head.push('\n');
+                    continue;
+                }
+            };
+            if std::mem::replace(seen, true) {
+                return None;
+            }
+            section = next;
+            continue;
+        }
+        let table = match section {
+            In::Head => {
+                split.head.push_str(line);
+                split.head.push('\n');
+                continue;
+            }
+            In::Files => &mut split.files,
+            In::UserFiles => &mut split.user_files,
+        };
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let (path, digest) = plain_entry(t)?;
+        if table.insert(path, digest).is_some() {
+            return None;
+        }
+    }
+    Some(split)
+}
+
+/// `"path" = "<64 lowercase hex digits>"` (spaces around `=` allowed); `None` for any
+/// other shape.
+fn plain_entry(line: &str) -> Option<(String, Sha256)> {
+    let rest = line.strip_prefix('"')?;
+    let end = rest.find('"')?;
+    let path = &rest[..end];
+    if path.chars().any(|c| c == '\\' || c.is_control()) {
+        return None;
+    }
+    let value = rest[end + 1..].trim_start().strip_prefix('=')?.trim();
+    let hex = value.strip_prefix('"')?.strip_suffix('"')?;
+    let digest = Sha256::parse(hex, "the install marker").ok()?;
+    Some((path.to_owned(), digest))
 }
 
 /// One file an interrupted plan was about to write.
@@ -201,5 +336,135 @@ impl Intent {
     /// Parses a record; `None` when damaged (the next run then re-plans from the marker).
     pub fn parse(text: &str) -> Option<Self> {
         toml::from_str(text).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The plain reading of the marker's tables against the TOML parser.
+
+    use super::*;
+
+    const D1: &str = "0e679d4b1ff22cc44e9a311578b0933f1bc34d873c5d93ef7d6b0f0b88b1572d";
+    const D2: &str = "ea8ac5199b77d046958369c120fb01f627c9edab8021d1ec5e2eb973e00b8ed8";
+
+    fn head() -> String {
+        format!(
+            "# aibox-managed install marker; do not edit\nschema_version = 1\n\n[install]\n\
+             processkit_version = \"v1.0.0\"\nprocesskit_source = \"https://example.invalid/pk\"\n\
+             installed_at = \"2026-01-01T00:00:00Z\"\ncli_version = \"0.1.0\"\n\
+             skills = [\n  \"a\",\n  \"b\",\n]\n\n[manifest]\nskill_count = 2\nschema_count = 0\n\
+             process_count = 0\nstate_machine_count = 0\nrelease_asset_sha256 = \"{D1}\"\n\
+             verification = \"pinned\"\n"
+        )
+    }
+
+    /// Both readings of `text` agree; returns the result and whether the plain one was
+    /// used.
+    fn both(text: &str) -> (Option<Marker>, bool) {
+        let plain = split_tables(text).is_some();
+        let parsed = Marker::parse(text);
+        let reference = Marker::parse_toml(text).filter(|m| m.schema_version == MARKER_SCHEMA);
+        assert_eq!(parsed, reference, "{text}");
+        (parsed, plain)
+    }
+
+    #[test]
+    fn a_rendered_marker_is_read_plainly_and_round_trips() {
+        let mut files = BTreeMap::new();
+        files.insert(
+            "context/INDEX.md".to_owned(),
+            Sha256::parse(D1, "t").unwrap(),
+        );
+        files.insert(
+            "context/skills/a b/ü.md".to_owned(),
+            Sha256::parse(D2, "t").unwrap(),
+        );
+        let mut user_files = BTreeMap::new();
+        user_files.insert("AGENTS.md".to_owned(), Sha256::parse(D2, "t").unwrap());
+        let marker = Marker::parse_toml(&format!("{}[files]\n", head()))
+            .map(|m| Marker {
+                files,
+                user_files,
+                ..m
+            })
+            .unwrap();
+        let text = marker.render();
+        let (parsed, plain) = both(&text);
+        assert!(plain, "{text}");
+        assert_eq!(parsed, Some(marker));
+    }
+
+    #[test]
+    fn messy_but_plain_text_reads_the_same() {
+        for text in [
+            // Tables before the other sections, blank lines, comments, spaces around `=`.
+            head().replacen(
+                "\n[install]",
+                &format!("[files]\n\n# note\n\"a\"   =   \"{D1}\"\n[user_files]\n\"b\"=\"{D2}\"\n[install]"),
+                1,
+            ),
+            // CRLF line ends.
+            format!("{}[files]\n\"a\" = \"{D1}\"\n\"c\" = \"{D2}\"\n", head()).replace('\n', "\r\n"),
+            // An unknown section after the tables goes to the TOML parser with the rest.
+            format!("{}[files]\n\"a\" = \"{D1}\"\n[extra]\nkey = 1\n", head()),
+        ] {
+            let (parsed, plain) = both(&text);
+            assert!(plain, "{text}");
+            assert!(parsed.is_some(), "{text}");
+        }
+    }
+
+    #[test]
+    fn anything_else_is_left_to_the_toml_parser_with_the_same_result() {
+        let cases = [
+            // Escapes, literal and bare keys, a comment after the value.
+            (
+                format!("{}[files]\n\"a\\u0062\" = \"{D1}\"\n", head()),
+                true,
+            ),
+            (format!("{}[files]\n'a' = \"{D1}\"\n", head()), true),
+            (format!("{}[files]\nAGENTS = \"{D1}\"\n", head()), true),
+            (
+                format!("{}[files]\n\"a\" = \"{D1}\" # kept\n", head()),
+                true,
+            ),
+            // A header with a comment; a sub-table; dotted keys in the head.
+            (format!("{}[files] # all\n\"a\" = \"{D1}\"\n", head()), true),
+            (format!("{}[files.more]\n\"a\" = \"{D1}\"\n", head()), false),
+            (format!("files.\"a\" = \"{D1}\"\n{}", head()), true),
+            // A lone carriage return (an error), multi-line strings, arrays of tables.
+            (format!("{}[files]\r\r\n\"a\" = \"{D1}\"\n", head()), false),
+            (
+                format!("{}[files]\n\"a\" = \"{D1}\"\n", head())
+                    .replace("\"v1.0.0\"", "\"\"\"v1.0.0\"\"\""),
+                true,
+            ),
+            (format!("{}[[files]]\n", head()), false),
+            // Errors stay errors: a repeated path, a repeated table, a short digest,
+            // an unknown schema.
+            (
+                format!("{}[files]\n\"a\" = \"{D1}\"\n\"a\" = \"{D2}\"\n", head()),
+                false,
+            ),
+            (
+                format!(
+                    "{}[files]\n\"a\" = \"{D1}\"\n[files]\n\"b\" = \"{D2}\"\n",
+                    head()
+                ),
+                false,
+            ),
+            (format!("{}[files]\n\"a\" = \"abc\"\n", head()), false),
+            (
+                format!("{}[files]\n\"a\" = \"{D1}\"\n", head())
+                    .replace("schema_version = 1", "schema_version = 2"),
+                false,
+            ),
+        ];
+        for (text, valid) in cases {
+            let (parsed, _) = both(&text);
+            assert_eq!(parsed.is_some(), valid, "{text}");
+        }
+        assert!(split_tables(&format!("{}[files]\n\"a\" = \"{D1}\" # c\n", head())).is_none());
     }
 }

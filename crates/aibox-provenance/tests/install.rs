@@ -23,6 +23,21 @@ fn dirs() -> Dirs {
     }
 }
 
+/// Installs the `minimal` package of a generated v1.0.0 into the project of `d`.
+fn install_minimal(d: &Dirs) -> SyntheticRelease {
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    install(
+        d.project.path(),
+        d.store.path(),
+        &v1,
+        &Setup {
+            packages: &["minimal"],
+            ..Setup::default()
+        },
+    );
+    v1
+}
+
 fn read(root: &Path, rel: &str) -> Vec<u8> {
     fs_err::read(root.join(rel)).unwrap()
 }
@@ -184,16 +199,7 @@ fn second_run_is_a_no_op_and_keeps_timestamps() {
 fn selection_changes_install_and_remove_only_untouched_files() {
     let d = dirs();
     let root = d.project.path();
-    let v1 = SyntheticRelease::generate("v1.0.0", false);
-    install(
-        root,
-        d.store.path(),
-        &v1,
-        &Setup {
-            packages: &["minimal"],
-            ..Setup::default()
-        },
-    );
+    let v1 = install_minimal(&d);
     assert!(
         root.join("context/skills/processkit/processkit-skill-04/SKILL.md")
             .is_file()
@@ -420,6 +426,82 @@ fn integrity_ladder() {
     assert_eq!(
         integrity(root).unwrap().status,
         IntegrityStatus::MissingMarker
+    );
+}
+
+/// `doctor --integrity` hashes every file it vouches for (the marker's files, the
+/// user-owned ones and every file of the snapshot), never follows a link put in place of
+/// an installed file and never waits on a FIFO there.
+#[test]
+fn integrity_hashes_every_vouched_file_and_neither_follows_nor_waits() {
+    let d = dirs();
+    let root = d.project.path();
+    install_minimal(&d);
+    let marker = aibox_provenance::record::Marker::read(root).unwrap();
+    let mut snapshot = Vec::new();
+    let mut stack = vec![root.join("context/templates/processkit/v1.0.0")];
+    while let Some(dir) = stack.pop() {
+        for e in fs_err::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                snapshot.push(e.path());
+            }
+        }
+    }
+    let report = integrity(root).unwrap();
+    assert_eq!(report.status, IntegrityStatus::Healthy, "{report:?}");
+    assert_eq!(
+        report.checked,
+        marker.files.len() + marker.user_files.len() + snapshot.len()
+    );
+
+    // A link to an identical copy, and a FIFO, where installed files were.
+    let linked = "context/skills/processkit/skill-gate/SKILL.md";
+    let piped = marker
+        .files
+        .keys()
+        .find(|p| p.as_str() != linked && p.contains("/skills/"))
+        .unwrap()
+        .clone();
+    let copy = root.join("copy-of-skill.md");
+    fs_err::rename(root.join(linked), &copy).unwrap();
+    std::os::unix::fs::symlink(&copy, root.join(linked)).unwrap();
+    fs_err::remove_file(root.join(&piped)).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(root.join(&piped))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = root.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(integrity(&owned));
+    });
+    let report = rx
+        .recv_timeout(std::time::Duration::from_mins(1))
+        .expect("integrity returns although a FIFO sits where a file was")
+        .unwrap();
+    assert_eq!(report.status, IntegrityStatus::Drifted);
+    let mut missing = report.missing.clone();
+    missing.sort();
+    let mut expected = vec![linked.to_owned(), piped];
+    expected.sort();
+    assert_eq!(missing, expected, "{report:?}");
+
+    // An edited snapshot file is drift too.
+    fs_err::remove_file(root.join(linked)).unwrap();
+    fs_err::rename(&copy, root.join(linked)).unwrap();
+    let snap_file = snapshot.iter().find(|p| p.ends_with("SKILL.md")).unwrap();
+    fs_err::write(snap_file, "edited").unwrap();
+    let report = integrity(root).unwrap();
+    assert!(
+        report
+            .snapshot_modified
+            .iter()
+            .any(|p| root.join(p) == *snap_file || p.ends_with('/')),
+        "{report:?}"
     );
 }
 

@@ -167,9 +167,10 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     let verified = release.verification != aibox_provenance::Verification::Unverified;
     let add = |plan: &mut PlanBuilder, path: String, w: FileWrite, content: bool| {
         if verified || !content {
-            plan.mark_verified_content(path.as_str());
+            plan.add_verified(planned(path, w))
+        } else {
+            plan.add(planned(path, w))
         }
-        plan.add(planned(path, w))
     };
     warn_kept_agents_md(&install, &release.version, plan);
     plan.set_processkit_upgrade(crate::migrate::UpgradeSummary::of(&install));
@@ -196,9 +197,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         let content = w.path.contains(".upstream/");
         add(plan, w.path.clone(), w, content)?;
     }
-    plan.mark_verified_content(aibox_provenance::record::MARKER_PATH);
     plan.write_last(aibox_provenance::record::MARKER_PATH);
-    plan.add(PlannedFile::new(
+    plan.add_verified(PlannedFile::new(
         aibox_provenance::record::MARKER_PATH,
         install.marker.clone().into_bytes(),
         Ownership::Merged,
