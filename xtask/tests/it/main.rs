@@ -5,3 +5,4 @@
 //! `tests/it/NAME.rs` plus a `mod NAME;` line here (see CONTRIBUTING.md).
 
 mod install_script;
+mod tidy;

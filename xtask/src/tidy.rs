@@ -1,5 +1,6 @@
 //! The tidy check (in the manner of rust-analyzer's `tidy`): source rules no compiler or
-//! linter enforces, run by `cargo xtask ci` (and alone as `cargo xtask stubs`).
+//! linter enforces, run by `cargo xtask tidy` (also by `cargo xtask ci` and by
+//! `cargo test -p xtask`, `tests/it/tidy.rs`).
 //!
 //! - Stubs: an ignored test or a `todo!` is never "done".
 //! - One writer: product code writes files only through `aibox_config::write` (the
@@ -8,6 +9,10 @@
 //!   `aibox_config::layout`.
 //! - Pure planning: the plan (`aibox-engine/src/plan.rs` and `src/sources/`) makes no
 //!   file-system call; it reads the project only through the snapshot `resolve` took.
+//! - Test harnesses: integration tests live in a harness folder of their crate
+//!   (`tests/it/`, `tests/e2e/`), one test binary each, and every file or folder there is a
+//!   `mod` of its `main.rs` (a file the harness does not declare is never compiled, so its
+//!   tests would silently not run).
 //!
 //! Tests (`tests/`, `benches/`, `examples/`, `#[cfg(test)]` modules at the end of a file),
 //! `xtask` and `aibox-test-support` are exempt from the last two rules.
@@ -113,11 +118,12 @@ const IO_CALLS: &[&str] = &[
 /// the writer and `.devcontainer/` path literals outside the file table.
 pub fn check() -> Result<(), String> {
     let mut hits = Vec::new();
-    for root in ["crates", "xtask/src"] {
+    for root in ["crates", "xtask/src", "xtask/tests"] {
         scan(Path::new(root), &mut hits)?;
     }
+    hits.extend(harness_rules(Path::new("."))?);
     if hits.is_empty() {
-        crate::say("tidy: ok (stubs, one writer, one file table, pure plan)");
+        crate::say("tidy: ok (stubs, one writer, one file table, pure plan, test harnesses)");
         Ok(())
     } else {
         for h in &hits {
@@ -153,6 +159,85 @@ fn scan(dir: &Path, hits: &mut Vec<String>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The test-harness rules over every package's `tests/` folder under `root`
+/// (`crates/*/tests`, `xtask/tests`).
+fn harness_rules(root: &Path) -> Result<Vec<String>, String> {
+    let mut tests_dirs = vec![root.join("xtask/tests")];
+    let crates = root.join("crates");
+    if crates.is_dir() {
+        for entry in fs_err::read_dir(&crates).map_err(|e| e.to_string())? {
+            tests_dirs.push(entry.map_err(|e| e.to_string())?.path().join("tests"));
+        }
+    }
+    tests_dirs.sort();
+    let shown = |p: &Path| {
+        p.strip_prefix(root)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .replace('\\', "/")
+    };
+    let mut hits = Vec::new();
+    for dir in tests_dirs.iter().filter(|d| d.is_dir()) {
+        for path in sorted_entries(dir)? {
+            if path.extension().is_some_and(|e| e == "rs") {
+                hits.push(format!(
+                    "{}: an integration test outside a harness (a test binary of its own); \
+                     move it to `tests/it/` (or `tests/e2e/` if it needs a container engine \
+                     or real tools) and declare it in that folder's `main.rs`",
+                    shown(&path)
+                ));
+                continue;
+            }
+            let main = path.join("main.rs");
+            if !main.is_file() {
+                continue;
+            }
+            let text = fs_err::read_to_string(&main).map_err(|e| e.to_string())?;
+            for module in sorted_entries(&path)? {
+                let name = if module.join("mod.rs").is_file() {
+                    module.file_name()
+                } else if module.extension().is_some_and(|e| e == "rs") {
+                    module.file_stem()
+                } else {
+                    None
+                };
+                let Some(name) = name.map(|n| n.to_string_lossy().into_owned()) else {
+                    continue;
+                };
+                if name != "main" && !declares(&text, &name) {
+                    hits.push(format!(
+                        "{}: not declared in {}, so its tests never run; add `mod {name};`",
+                        shown(&module),
+                        shown(&main)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(hits)
+}
+
+fn sorted_entries(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut paths = Vec::new();
+    for entry in fs_err::read_dir(dir).map_err(|e| e.to_string())? {
+        paths.push(entry.map_err(|e| e.to_string())?.path());
+    }
+    paths.sort();
+    Ok(paths)
+}
+
+/// Whether a harness's `main.rs` declares module `name` (`mod name;`, `pub mod name;`,
+/// with attributes on lines of their own).
+fn declares(main: &str, name: &str) -> bool {
+    main.lines().any(|l| {
+        let l = l.trim();
+        let l = l.strip_prefix("pub ").unwrap_or(l);
+        l.strip_prefix("mod ")
+            .and_then(|rest| rest.strip_suffix(';'))
+            .is_some_and(|m| m.trim() == name)
+    })
 }
 
 /// Whether `path` (with `/`) is product code: `crates/*/src`, not test support.
