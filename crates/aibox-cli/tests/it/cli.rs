@@ -213,7 +213,7 @@ fn schema_is_printed_as_json() {
 }
 
 /// The documentation site's reference pages are generated; the committed copies must match.
-/// Regenerate with `AIBOX_UPDATE_DOCS=1 cargo test -p aibox-cli --test cli reference_docs`.
+/// Regenerate with `AIBOX_UPDATE_DOCS=1 cargo test -p aibox-cli --test it -- cli::reference_docs`.
 #[test]
 fn reference_docs_are_in_sync() {
     let (_t, dir) = tempdir();
@@ -230,7 +230,7 @@ fn reference_docs_are_in_sync() {
         let committed = fs_err::read_to_string(&path).unwrap_or_default();
         assert!(
             committed == generated,
-            "{path} is out of date: run `AIBOX_UPDATE_DOCS=1 cargo test -p aibox-cli --test cli reference_docs` and commit it"
+            "{path} is out of date: run `AIBOX_UPDATE_DOCS=1 cargo test -p aibox-cli --test it -- cli::reference_docs` and commit it"
         );
         // The README carries the same exit-code table as the CLI reference.
         if page == "cli" {

@@ -4,7 +4,7 @@
 //! Commands run with a `PATH` holding no container engine, so `up`, `down`, `status` and
 //! `exec` fail the same way everywhere; the container paths themselves are covered by the
 //! Podman end-to-end tests. Regenerate with `INSTA_UPDATE=always cargo test -p aibox-cli
-//! --test interactions` (or `cargo insta review`) and read the diff.
+//! --test it -- interactions::` (or `cargo insta review`) and read the diff.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may fail loudly
 
 use aibox_test_support::aibox_snapshot;

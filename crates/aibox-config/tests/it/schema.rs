@@ -22,7 +22,7 @@ fn check_drift(file: &str, schema: &serde_json::Value) {
     assert!(
         committed == fresh,
         "{path} is out of date with the model in src/model.rs.\n\
-         Regenerate it with `AIBOX_UPDATE_SCHEMA=1 cargo test -p aibox-config --test schema` \
+         Regenerate it with `AIBOX_UPDATE_SCHEMA=1 cargo test -p aibox-config --test it -- schema::` \
          and commit the result."
     );
 }
