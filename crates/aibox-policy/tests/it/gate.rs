@@ -664,6 +664,12 @@ fn a_root_container_user_is_refused_until_consented() {
         "{found:#?}"
     );
     assert!(found[0].remedy.contains("option = \"user:root\""));
+    // The remedy names the user aibox really creates when `[container]` names none.
+    let default = aibox_config::parse_aibox_toml("[container]\nname = \"demo\"\n", "aibox.toml")
+        .unwrap()
+        .container;
+    let named = format!("the default `{}`, uid {}", default.user, default.uid);
+    assert!(found[0].remedy.contains(&named), "{}", found[0].remedy);
     let accepted = aibox_policy::check_container_user(&config, &with_exception("user:root"));
     assert!(!has_errors(&accepted));
     assert_eq!(
