@@ -170,6 +170,34 @@ fn invalid_config_exits_2_and_names_the_file() {
     assert!(err.contains("nmae"), "{err}");
 }
 
+/// `doctor` reports a configuration it cannot load as its failed `config` check and exits
+/// 1, as for any failed check (`docs-site/src/doctor.md`); no project at all is a user
+/// error, exit 2.
+#[test]
+fn doctor_exits_1_for_a_broken_config_and_2_without_a_project() {
+    let (_t, dir) = tempdir();
+    for broken in [
+        "[container]\nname = \"x\"\nnmae = \"y\"\n",
+        "[container\nname = \"x\"\n",
+        "",
+    ] {
+        fs_err::write(dir.join("aibox.toml"), broken).unwrap();
+        let out = aibox(&dir, &["doctor", "--no-update-check"]);
+        assert_eq!(out.status.code(), Some(1), "{broken:?}: {}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.trim().starts_with("error") && l.contains("config")),
+            "{broken:?}: {}",
+            text(&out)
+        );
+    }
+    let (_t, empty) = tempdir();
+    let out = aibox(&empty, &["doctor"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
 /// A broken configuration line is quoted in the error, but a secret on it is not: the
 /// terminal (and any log of it) never shows the value.
 #[test]
