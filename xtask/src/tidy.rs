@@ -13,6 +13,8 @@
 //!   (`tests/it/`, `tests/e2e/`), one test binary each, and every file or folder there is a
 //!   `mod` of its `main.rs` (a file the harness does not declare is never compiled, so its
 //!   tests would silently not run).
+//! - Doc paths: a repository path a Markdown file names in backticks (`scripts/…`,
+//!   `crates/…`, …) exists.
 //!
 //! Tests (`tests/`, `benches/`, `examples/`, `#[cfg(test)]` modules at the end of a file),
 //! `xtask` and `aibox-test-support` are exempt from the last two rules.
@@ -122,8 +124,11 @@ pub fn check() -> Result<(), String> {
         scan(Path::new(root), &mut hits)?;
     }
     hits.extend(harness_rules(Path::new("."))?);
+    hits.extend(doc_path_rules(Path::new("."))?);
     if hits.is_empty() {
-        crate::say("tidy: ok (stubs, one writer, one file table, pure plan, test harnesses)");
+        crate::say(
+            "tidy: ok (stubs, one writer, one file table, pure plan, test harnesses, doc paths)",
+        );
         Ok(())
     } else {
         for h in &hits {
@@ -238,6 +243,97 @@ fn declares(main: &str, name: &str) -> bool {
             .and_then(|rest| rest.strip_suffix(';'))
             .is_some_and(|m| m.trim() == name)
     })
+}
+
+/// Top-level folders whose paths, written in backticks in Markdown, must exist: a doc that
+/// names a script, crate file or page that is not there sends the reader nowhere.
+const DOC_PATH_ROOTS: &[&str] = &[
+    "crates/",
+    "docs-site/",
+    "images/",
+    "scripts/",
+    "test-tools/",
+    "xtask/",
+];
+
+/// Folders whose Markdown files are checked (besides the top-level `*.md`).
+const DOC_DIRS: &[&str] = &[
+    "crates",
+    "docs-site",
+    "examples",
+    "images",
+    "release",
+    "scripts",
+];
+
+/// Repository paths named in Markdown (in backticks, starting with a [`DOC_PATH_ROOTS`]
+/// folder) that do not exist under `root`.
+fn doc_path_rules(root: &Path) -> Result<Vec<String>, String> {
+    let mut docs: Vec<std::path::PathBuf> = sorted_entries(root)?
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    for dir in DOC_DIRS {
+        markdown_files(&root.join(dir), &mut docs)?;
+    }
+    let mut hits = Vec::new();
+    for doc in docs {
+        let text = fs_err::read_to_string(&doc).map_err(|e| e.to_string())?;
+        let shown = doc.strip_prefix(root).unwrap_or(&doc).to_string_lossy();
+        for (i, line) in text.lines().enumerate() {
+            for path in named_paths(line) {
+                if !root.join(path).exists() {
+                    hits.push(format!(
+                        "{shown}:{}: names `{path}`, which does not exist",
+                        i + 1
+                    ));
+                }
+            }
+        }
+    }
+    Ok(hits)
+}
+
+fn markdown_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<(), String> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for path in sorted_entries(dir)? {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if fs_err::symlink_metadata(&path)
+            .map_err(|e| e.to_string())?
+            .is_symlink()
+            || name == "node_modules"
+            || name == "target"
+        {
+            continue;
+        }
+        if path.is_dir() {
+            markdown_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The repository paths a Markdown line names in backticks: a span starting with a
+/// [`DOC_PATH_ROOTS`] folder, without placeholders (`*`, `<…>`, `{…}`, `…`, spaces), and
+/// with a `:line` suffix and a trailing `/` or `.` dropped.
+fn named_paths(line: &str) -> Vec<&str> {
+    line.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|span| DOC_PATH_ROOTS.iter().any(|r| span.starts_with(r)))
+        .filter(|span| !span.contains(['*', '<', '{', ' ', '…', '$']))
+        .map(|span| {
+            let span = span.trim_end_matches(['/', '.']);
+            match span.rsplit_once(':') {
+                Some((path, n)) if n.chars().all(|c| c.is_ascii_digit()) => path,
+                _ => span,
+            }
+        })
+        .collect()
 }
 
 /// Whether `path` (with `/`) is product code: `crates/*/src`, not test support.

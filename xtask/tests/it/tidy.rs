@@ -1,6 +1,7 @@
 //! The tidy check runs under `cargo test` too (as rust-analyzer's `tidy.rs` does): the
 //! workspace passes `cargo xtask tidy`, and a messy tree shows that each rule the harness
-//! layout relies on fails where it should (a loose test file, an undeclared module).
+//! layout and the docs rely on fails where it should (a loose test file, an undeclared
+//! module, a doc naming a script that does not exist).
 #![allow(clippy::unwrap_used)] // test helpers fail loudly
 
 use std::path::{Path, PathBuf};
@@ -91,6 +92,14 @@ fn loose_tests_undeclared_modules_and_stubs_are_refused() {
         &format!("mod late;\nfn f() {{ {stub} }}\n"),
     );
     write(root, "xtask/tests/it/late.rs", "");
+    // Docs: one path that is not there; existing ones, a line suffix and placeholders pass.
+    write(root, "scripts/real.sh", "");
+    write(
+        root,
+        "docs-site/README.md",
+        "Pinned in `scripts/install-docs-tools.sh`, run by `scripts/real.sh`.\n\
+         See `crates/demo/src/lib.rs:1`, `crates/*/tests` and `crates/<name>/`.\n",
+    );
 
     // The old name still runs the same check.
     for task in ["tidy", "stubs"] {
@@ -113,8 +122,24 @@ fn loose_tests_undeclared_modules_and_stubs_are_refused() {
             "{err}"
         );
         assert!(err.contains("xtask/tests/it/main.rs:2: stub"), "{err}");
-        assert!(err.contains("4 tidy problem(s) found"), "{err}");
-        for fine in ["it/a.rs", "shared", "snapshots", "fixtures", "late"] {
+        assert!(
+            err.contains(
+                "docs-site/README.md:1: names `scripts/install-docs-tools.sh`, which does not \
+                 exist"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("5 tidy problem(s) found"), "{err}");
+        for fine in [
+            "it/a.rs",
+            "shared",
+            "snapshots",
+            "fixtures",
+            "late",
+            "real.sh",
+            "lib.rs",
+            "<name>",
+        ] {
             assert!(!err.contains(fine), "{fine} was refused: {err}");
         }
     }
