@@ -6,3 +6,4 @@
 
 mod install_script;
 mod tidy;
+mod troubleshooting;
