@@ -6,5 +6,6 @@
 
 mod addons;
 mod cli;
+mod docs_commands;
 mod glue;
 mod interactions;
