@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use aibox_test_support::files_with_extension;
+
 const PAGE: &str = "docs-site/src/troubleshooting.md";
 const BEGIN: &str =
     "<!-- generated from the source: every error code (xtask/tests/it/troubleshooting.rs) -->";
@@ -143,21 +145,6 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = fs_err::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// Product source: `crates/*/src` without test support, each file cut at its unit tests.
 fn product_sources(root: &Path) -> Vec<String> {
     let mut files = Vec::new();
@@ -169,7 +156,7 @@ fn product_sources(root: &Path) -> Vec<String> {
     crates.sort();
     for krate in crates {
         if krate.join("src").is_dir() {
-            rust_files(&krate.join("src"), &mut files);
+            files.extend(files_with_extension(&krate.join("src"), "rs"));
         }
     }
     files

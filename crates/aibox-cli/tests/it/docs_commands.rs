@@ -8,9 +8,10 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers fail loudly
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-use camino::Utf8PathBuf;
+use aibox_test_support::cli::CliContext;
+use aibox_test_support::{files_with_extension, show_output};
 
 /// Subcommands that need a container engine, a running container or the network.
 const NEEDS_MORE: &[&str] = &[
@@ -32,26 +33,11 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = fs_err::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            markdown_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "md") {
-            out.push(path);
-        }
-    }
-}
-
 /// `(file:line, words)` of every `aibox` command line in a shell code block.
 fn documented_commands() -> Vec<(String, Vec<String>)> {
     let root = workspace();
     let mut files = vec![root.join("README.md")];
-    markdown_files(&root.join("docs-site/src"), &mut files);
+    files.extend(files_with_extension(&root.join("docs-site/src"), "md"));
     let mut out = Vec::new();
     for file in files {
         let text = fs_err::read_to_string(&file).unwrap();
@@ -99,50 +85,29 @@ fn runnable(words: &[String]) -> bool {
         })
 }
 
-fn aibox(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aibox"))
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("AIBOX_PROJECT")
-        .args(args)
+fn run(ctx: &CliContext, args: &[&str]) -> Output {
+    ctx.command(args)
         .stdin(Stdio::null())
         .output()
         .expect("run aibox")
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// An empty folder, or a project made as the quick start makes one.
-fn folder(project: bool) -> (tempfile::TempDir, Utf8PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    // Named as in the docs (`cd my-project`): `init` takes the folder's name.
-    let dir = Utf8PathBuf::from_path_buf(t.path().join("my-project")).unwrap();
-    fs_err::create_dir(&dir).unwrap();
+/// A fresh folder (`project/`, with no container engine on `PATH` and a private download
+/// cache), empty or with a project made as the quick start makes one.
+fn context(project: bool) -> CliContext {
+    let ctx = CliContext::new(env!("CARGO_BIN_EXE_aibox"));
     if project {
         for args in [
-            &[
-                "init",
-                "demo",
-                "--harness",
-                "claude",
-                "--harness",
-                "codex",
-                "--yes",
-            ][..],
+            // Claude only: with no engine found, `apply` judges Codex's sandbox against
+            // Docker's default and asks for a consent the docs' commands do not give.
+            &["init", "demo", "--harness", "claude", "--yes"][..],
             &["apply"],
         ] {
-            let out = aibox(dir.as_std_path(), args);
-            assert!(out.status.success(), "{args:?}: {}", text(&out));
+            let out = run(&ctx, args);
+            assert!(out.status.success(), "{args:?}: {}", show_output(&out));
         }
     }
-    (t, dir)
+    ctx
 }
 
 #[test]
@@ -153,16 +118,21 @@ fn documented_commands_run_as_written() {
         if !runnable(words) {
             continue;
         }
-        let (_t, dir) = folder(words[0] != "init");
+        let ctx = context(words[0] != "init");
         let args: Vec<&str> = words.iter().map(String::as_str).collect();
-        let out = aibox(dir.as_std_path(), &args);
+        let out = run(&ctx, &args);
         // `doctor` exits 1 when a check fails, which here (no container engine) it may.
         let ok = match out.status.code() {
             Some(0) => true,
             Some(1) => words[0] == "doctor",
             _ => false,
         };
-        assert!(ok, "{at}: `aibox {}`: {}", words.join(" "), text(&out));
+        assert!(
+            ok,
+            "{at}: `aibox {}`: {}",
+            words.join(" "),
+            show_output(&out)
+        );
         ran += 1;
     }
     assert!(
