@@ -3,7 +3,7 @@
 #
 # Creates a claude + codex + gemini project in processkit mode with the bundled content
 # pack on the locally built test base image (build it first by running any Podman test,
-# e.g. `cargo test -p aibox-devcontainer --test podman_build`), trusts the host's CA bundle
+# e.g. `cargo test -p aibox-devcontainer --test e2e -- podman_build::`), trusts the host's CA bundle
 # through `.aibox-local.toml`, then times a cold build (`--no-cache`) and a warm build, and
 # prints the image size. Needs the package registries (npm, PyPI, Debian) and Podman.
 #

@@ -10,9 +10,10 @@
 //!   nothing cached), warm and running, with the image size, beside `devcontainer up` of
 //!   the same files (see `bench_up.rs`).
 //! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
-//!   layering, stub scan, the whole test suite with the doc examples, and the embedder
-//!   example `crates/aibox-engine/examples/embed.rs` on the bundled example project). This
-//!   is the README's test command and what `.ci/run` executes.
+//!   layering, tidy, the whole test suite with the doc examples, fastest group first: unit,
+//!   `tests/it`, doc examples, `tests/e2e`; and the embedder example
+//!   `crates/aibox-engine/examples/embed.rs` on the bundled example project). This is the
+//!   README's test command and what `.ci/run` executes.
 //! - `demo`: aibox's main job on the bundled example project (`examples/demo`, copied to
 //!   `target/aibox-demo` so the repository stays clean): `apply`, a second no-op `apply`,
 //!   `apply --check` and `doctor`.
@@ -27,9 +28,12 @@
 //!   the installer (see `release/keys.rs`).
 //! - `release-state`: every release input (pinned, floating, exception), available updates,
 //!   and the deferral rule (see `release/state.rs`).
-//! - `stubs`: the tidy check: refuses ignored tests and `todo!`/`unimplemented!` in the
-//!   workspace, file writes in product code outside the writer (`aibox_config::write`)
-//!   and `.devcontainer/` path literals outside the file table (`aibox_config::layout`).
+//! - `tidy` (formerly `stubs`): source rules no compiler or linter enforces: no ignored
+//!   tests or `todo!`/`unimplemented!`, file writes in product code only in the writer
+//!   (`aibox_config::write`), `.devcontainer/` path literals only in the file table
+//!   (`aibox_config::layout`), no file-system call in the plan, and every integration test
+//!   in a declared module of a harness (`tests/it/`, `tests/e2e/`); see `tidy.rs`. Also
+//!   run by `cargo test -p xtask` (`tests/it/tidy.rs`).
 
 mod bench;
 mod bench_mcp;
@@ -38,7 +42,7 @@ mod image;
 mod layering;
 mod pk_doctor;
 mod release;
-mod stubs;
+mod tidy;
 
 use std::process::{Command, ExitCode};
 
@@ -58,10 +62,11 @@ fn main() -> ExitCode {
         "release-state" => release::state(),
         "release-key" => release::release_key(&args[1..]),
         "layering" => layering::check(),
-        "stubs" => stubs::check(),
+        // `stubs` is the old name, kept for muscle memory.
+        "tidy" | "stubs" => tidy::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--baseline PATH] [--loaded] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|stubs|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--baseline PATH] [--loaded] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|tidy|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|image|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS
@@ -102,15 +107,11 @@ pub(crate) fn ci() -> Result<(), String> {
     )?;
     say("==> layering");
     layering::check()?;
-    say("==> stub scan");
-    stubs::check()?;
+    say("==> tidy");
+    tidy::check()?;
     say("==> documentation site (mdBook production build)");
     release::docs()?;
-    // `cargo test` (not nextest) so the doc examples run with the tests.
-    step(
-        "tests",
-        &["test", "--workspace", "--locked", "--no-fail-fast"],
-    )?;
+    tests()?;
     // The embedder example: resolve, plan and apply through the library alone.
     let embed = prepare_demo("target/aibox-embed")?;
     step(
@@ -129,6 +130,40 @@ pub(crate) fn ci() -> Result<(), String> {
     )?;
     say("xtask ci: all checks passed");
     Ok(())
+}
+
+/// The test groups, fastest first, so a broken change shows its first failure within
+/// minutes; each is a `cargo test` run (not nextest, so the doc examples run too). Every
+/// group runs even after one failed (`--no-fail-fast` over the whole suite) unless
+/// `AIBOX_CI_FAIL_FAST` is set; the failed groups are named at the end.
+const TEST_GROUPS: &[(&str, &[&str])] = &[
+    ("unit tests", &["--lib", "--bins"]),
+    ("integration tests (tests/it)", &["--test", "it"]),
+    ("doc examples", &["--doc"]),
+    (
+        "end-to-end tests (tests/e2e: Podman, real tools)",
+        &["--test", "e2e"],
+    ),
+];
+
+fn tests() -> Result<(), String> {
+    let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
+    let mut failed = Vec::new();
+    for (name, targets) in TEST_GROUPS {
+        let mut args = vec!["test", "--workspace", "--locked", "--no-fail-fast"];
+        args.extend_from_slice(targets);
+        if let Err(e) = step(name, &args) {
+            if fail_fast {
+                return Err(e);
+            }
+            failed.push(*name);
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("test groups failed: {}", failed.join(", ")))
+    }
 }
 
 /// Installs the test suite's system and npm dependencies when they are missing.

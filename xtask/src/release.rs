@@ -807,6 +807,31 @@ mod tests {
         );
     }
 
+    /// The release page's step table lists exactly the gate's steps, in order, and every
+    /// skippable one under `--skip`.
+    #[test]
+    fn the_release_page_lists_the_steps_the_gate_runs() {
+        let page = fs_err::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs-site/src/release.md"),
+        )
+        .unwrap();
+        let rows: Vec<&str> = page
+            .split("## Steps")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .skip_while(|l| !l.starts_with("| step |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.split('|').nth(1).unwrap().trim())
+            .collect();
+        let names: Vec<&str> = STEPS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(rows, names);
+        for step in SKIPPABLE {
+            assert!(page.contains(&format!("`--skip {step}`")), "{step}");
+        }
+    }
+
     #[test]
     fn the_committed_policy_names_no_database_path_outside_the_repository() {
         let deny =

@@ -452,7 +452,7 @@ impl ComposeSources for Overlay<'_> {
 }
 
 /// How to keep root, named in every root finding.
-const ROOT_REMEDY: &str = "run as the unprivileged user aibox creates (the default `dev`, uid \
+const ROOT_REMEDY: &str = "run as the unprivileged user aibox creates (the default `aibox`, uid \
      1000); to keep root, record the consent in aibox.toml as `[[security.exceptions]] option = \
      \"user:root\"` with a reason";
 

@@ -8,7 +8,9 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/common/mod.rs"]
+// The integration tests' helpers; the benchmark uses only some of them.
+#[path = "../tests/it/common/mod.rs"]
+#[allow(dead_code)]
 mod common;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};

@@ -243,3 +243,23 @@ pub fn copy_dir(from: &camino::Utf8Path, to: &camino::Utf8Path) {
         }
     }
 }
+
+/// Every file under `dir` (recursively, links followed) whose name ends in `.{ext}`,
+/// sorted by path: the docs and source walks of the documentation tests.
+///
+/// # Panics
+/// When a folder cannot be listed: a failed helper is a failed test.
+#[allow(clippy::expect_used)] // failing the calling test is the point
+pub fn files_with_extension(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs_err::read_dir(dir).expect("list a folder") {
+        let path = entry.expect("read a folder entry").path();
+        if path.is_dir() {
+            out.extend(files_with_extension(&path, ext));
+        } else if path.extension().is_some_and(|e| e == ext) {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}

@@ -1,0 +1,212 @@
+//! `[network] egress`: what `apply` writes (proxy files, lock, personal additions kept out
+//! of committed files), what the policy gate refuses (overrides that route the agent
+//! around the proxy), `aibox network list`, and retirement when egress is open again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common;
+
+use aibox_engine::{EngineError, apply};
+use common::{apply_opts, code, empty_project, removed};
+
+const TEAM: &str = "[container]\nname = \"eg\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n\n\
+                    [ai]\nharnesses = [\"claude\"]\n\n[network]\negress = \"allowlist\"\n\
+                    allow = [\"pypi.org\", \"*.pythonhosted.org\"]\n";
+const LOCAL: &str = "[network]\nallow = [\"wiki.corp.example\", \"pypi.org\"]\n\
+                     upstream_proxy = \"proxy.corp.example:3128\"\n";
+
+const FILTER: &str = ".devcontainer/aibox-egress/egress.filter";
+const LOCAL_FILTER: &str = ".devcontainer/aibox-egress/egress.local.filter";
+const LOCAL_CONF: &str = ".devcontainer/aibox-egress/egress.local.conf";
+const OVERRIDE: &str = ".devcontainer/docker-compose.override.yml";
+
+fn project(team: &str) -> (tempfile::TempDir, camino::Utf8PathBuf) {
+    let (dir, root) = empty_project();
+    fs_err::write(root.join("aibox.toml"), team).unwrap();
+    fs_err::write(root.join(".aibox-local.toml"), LOCAL).unwrap();
+    (dir, root)
+}
+
+fn read(root: &camino::Utf8Path, rel: &str) -> String {
+    fs_err::read_to_string(root.join(rel)).unwrap()
+}
+
+#[test]
+fn allowlist_writes_the_proxy_and_keeps_personal_hosts_out_of_committed_files() {
+    let (_t, root) = project(TEAM);
+    apply(&root, &apply_opts(None)).unwrap();
+    let filter = read(&root, FILTER);
+    for line in [
+        "^api\\.anthropic\\.com$",
+        "^pypi\\.org$",
+        "^([a-z0-9-]+\\.)+pythonhosted\\.org$",
+    ] {
+        assert!(
+            filter.lines().any(|l| l == line),
+            "{line} missing:\n{filter}"
+        );
+    }
+    assert!(
+        !filter.contains("corp"),
+        "personal host committed:\n{filter}"
+    );
+    let local_filter = read(&root, LOCAL_FILTER);
+    assert!(
+        local_filter.contains("^wiki\\.corp\\.example$"),
+        "{local_filter}"
+    );
+    // Already the team's: not repeated in the personal file.
+    assert!(!local_filter.contains("pypi"), "{local_filter}");
+    assert_eq!(
+        read(&root, LOCAL_CONF).lines().last(),
+        Some("Upstream http proxy.corp.example:3128")
+    );
+    let gitignore = read(&root, ".gitignore");
+    assert!(gitignore.contains(LOCAL_FILTER) && gitignore.contains(LOCAL_CONF));
+
+    let lock = read(&root, "aibox.lock");
+    assert!(lock.contains("[network]\negress = \"allowlist\""), "{lock}");
+    assert!(
+        lock.contains("\"api.anthropic.com\" = [\"tool claude-code 2.1.197\"]"),
+        "{lock}"
+    );
+    assert!(
+        lock.contains("\"pypi.org\" = [\"aibox.toml [network] allow\"]"),
+        "{lock}"
+    );
+    assert!(!lock.contains("corp"), "personal host in the lock:\n{lock}");
+
+    let list = aibox_engine::network::network_list(&root).unwrap();
+    assert_eq!(list.egress, "allowlist");
+    let wiki = list
+        .hosts
+        .iter()
+        .find(|h| h.host == "wiki.corp.example")
+        .unwrap();
+    assert!(wiki.personal);
+    assert_eq!(wiki.origins, [".aibox-local.toml [network] allow"]);
+    let pypi = list.hosts.iter().find(|h| h.host == "pypi.org").unwrap();
+    assert!(!pypi.personal);
+    assert_eq!(
+        pypi.origins,
+        [
+            "aibox.toml [network] allow",
+            ".aibox-local.toml [network] allow"
+        ]
+    );
+    assert_eq!(
+        list.upstream_proxy.as_deref(),
+        Some("proxy.corp.example:3128")
+    );
+
+    // A second apply changes nothing.
+    let again = apply(&root, &apply_opts(None)).unwrap();
+    assert!(removed(&again).is_empty());
+    assert_eq!(read(&root, FILTER), filter);
+
+    // Open again: the proxy's files and the lock's list go.
+    fs_err::write(
+        root.join("aibox.toml"),
+        TEAM.replace("egress = \"allowlist\"", "egress = \"open\""),
+    )
+    .unwrap();
+    let report = apply(&root, &apply_opts(None)).unwrap();
+    let gone = removed(&report);
+    for path in [
+        FILTER,
+        ".devcontainer/aibox-egress/egress.conf",
+        ".devcontainer/aibox-egress/Dockerfile",
+    ] {
+        assert!(gone.contains(&path), "{path} not removed: {gone:?}");
+    }
+    assert!(!read(&root, "aibox.lock").contains("[network]"));
+    assert!(!read(&root, ".devcontainer/docker-compose.yml").contains("aibox-internal"));
+    assert_eq!(
+        aibox_engine::network::network_list(&root).unwrap().egress,
+        "open"
+    );
+}
+
+/// Each override that routes the agent around the proxy is refused, names the option an
+/// exception would take, and writes nothing; with the exception it is a warning.
+#[test]
+fn the_gate_refuses_overrides_that_bypass_the_proxy() {
+    let cases = [
+        (
+            "services:\n  eg:\n    networks:\n      - default\n",
+            "egress:network:default",
+        ),
+        (
+            "services:\n  eg:\n    networks:\n      outside: {}\nnetworks:\n  outside: {}\n",
+            "egress:network:outside",
+        ),
+        (
+            "services:\n  eg:\n    network_mode: bridge\n",
+            "egress:network_mode:bridge",
+        ),
+        (
+            "networks:\n  aibox-internal:\n    internal: false\n",
+            "egress:aibox-internal:internal",
+        ),
+        (
+            "services:\n  relay:\n    image: alpine:3.20\n    networks:\n      - aibox-internal\n      - default\n",
+            "egress:network:aibox-internal:relay",
+        ),
+    ];
+    for (text, option) in cases {
+        let (_t, root) = project(TEAM);
+        fs_err::create_dir_all(root.join(".devcontainer")).unwrap();
+        fs_err::write(root.join(OVERRIDE), text).unwrap();
+        let err = apply(&root, &apply_opts(None)).unwrap_err();
+        assert!(matches!(err, EngineError::Policy(_)), "{text}: {err:?}");
+        let shown = format!("{err:?}");
+        assert!(
+            shown.contains("aibox::policy::egress_bypass"),
+            "{text}: {shown}"
+        );
+        assert!(
+            shown.contains(option),
+            "{text}: {option} not named: {shown}"
+        );
+        assert!(
+            !root.join(FILTER).exists(),
+            "{text}: a refused plan wrote files"
+        );
+        assert_eq!(code(&err), "aibox::policy::gate", "{text}");
+
+        let consented = format!(
+            "{TEAM}\n[[security.exceptions]]\noption = \"{option}\"\nreason = \"test relay\"\n"
+        );
+        fs_err::write(root.join("aibox.toml"), consented).unwrap();
+        let report = apply(&root, &apply_opts(None)).unwrap();
+        assert!(
+            report.warnings.iter().any(|w| w.contains("egress")),
+            "{text}: {:?}",
+            report.warnings
+        );
+    }
+}
+
+/// In `none` mode the agent is sealed the same way, without a proxy.
+#[test]
+fn none_mode_has_no_proxy_and_the_same_gate() {
+    let team = TEAM.replace("egress = \"allowlist\"", "egress = \"none\"");
+    let (_t, root) = project(&team);
+    apply(&root, &apply_opts(None)).unwrap();
+    let compose = read(&root, ".devcontainer/docker-compose.yml");
+    assert!(compose.contains("    internal: true"), "{compose}");
+    assert!(!compose.contains("aibox-egress"), "{compose}");
+    assert!(!compose.contains("HTTPS_PROXY"), "{compose}");
+    assert!(!root.join(FILTER).exists());
+    assert!(!read(&root, "aibox.lock").contains("[network]"));
+    fs_err::write(
+        root.join(OVERRIDE),
+        "services:\n  eg:\n    network_mode: bridge\n",
+    )
+    .unwrap();
+    let err = apply(&root, &apply_opts(None)).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("egress:network_mode:bridge"),
+        "{err:?}"
+    );
+}

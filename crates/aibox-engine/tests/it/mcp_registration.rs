@@ -1,0 +1,301 @@
+//! `aibox apply` registers MCP servers through the `mcp` plan source: merged harness
+//! files and the ledger are written, a second apply changes nothing, a removed server
+//! is pruned, and an unparsable harness file stops the apply untouched.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common;
+
+use aibox_engine::{ApplyOptions, apply};
+use common::Fixture;
+
+const TOML: &str = r#"[container]
+name = "demo"
+
+[context]
+mode = "harness-only"
+
+[ai]
+harnesses = ["claude", "codex", "gemini", "vscode"]
+
+[[ai.mcp.servers]]
+name = "docs"
+command = "npx"
+args = ["-y", "@acme/docs-mcp@1.4.2"]
+env = { ACME_TOKEN = "${ACME_TOKEN}" }
+allowed_tools = ["search"]
+
+[[ai.mcp.servers]]
+name = "issues"
+url = "https://mcp.example.invalid/mcp"
+headers = { Authorization = "Bearer ${ISSUES_TOKEN}" }
+"#;
+
+const LOCAL: &str = r#"[[mcp.servers]]
+name = "my-notes"
+command = "node"
+args = ["./tools/notes.js"]
+"#;
+
+fn fixture() -> Fixture {
+    let f = Fixture::with(TOML);
+    f.write(".aibox-local.toml", LOCAL);
+    f
+}
+
+#[test]
+fn apply_registers_prunes_and_is_idempotent() {
+    let f = fixture();
+    f.write(".gemini/settings.json", "{\"ui\": {\"theme\": \"x\"}}\n");
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+
+    let mcp: serde_json::Value = serde_json::from_str(&f.read(".mcp.json")).unwrap();
+    let names: Vec<&String> = mcp["mcpServers"].as_object().unwrap().keys().collect();
+    // `.mcp.json` is committed: team servers only; the personal one goes to the
+    // container-scoped Codex and Gemini user configs.
+    assert_eq!(names, ["docs", "issues"]);
+    let settings = f.read(".claude/settings.json");
+    assert!(settings.contains("mcp__docs__search") && !settings.contains("my-notes"));
+    for committed in [".codex/config.toml", ".gemini/settings.json"] {
+        assert!(!f.read(committed).contains("my-notes"), "{committed}");
+    }
+    assert!(
+        f.read(".aibox-home/.codex/config.toml")
+            .contains("[mcp_servers.my-notes]")
+    );
+    assert!(
+        f.read(".aibox-home/.gemini/settings.json")
+            .contains("my-notes")
+    );
+    assert!(
+        f.read(".codex/config.toml")
+            .contains("[mcp_servers.issues]")
+    );
+    assert!(
+        f.read(".aibox-home/.codex/config.toml")
+            .contains("[projects.\"/workspace\"]")
+    );
+    assert!(f.read(".gemini/settings.json").contains("\"theme\": \"x\""));
+    assert!(
+        !f.read(".vscode/mcp.json").contains("my-notes"),
+        "personal server in a committed file"
+    );
+    assert!(f.read(".aibox/mcp-ledger.json").contains("my-notes"));
+
+    let again = apply(&f.root, &ApplyOptions::default()).unwrap();
+    let changed: Vec<_> = again
+        .files
+        .iter()
+        .filter(|r| r.action.changes())
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(changed.is_empty(), "second apply changed {changed:?}");
+
+    // Remove `issues` from aibox.toml: gone from every harness file on the next apply.
+    let cut = TOML
+        .split("[[ai.mcp.servers]]\nname = \"issues\"")
+        .next()
+        .unwrap();
+    f.write("aibox.toml", cut);
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    for path in [
+        ".mcp.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        ".vscode/mcp.json",
+    ] {
+        assert!(
+            !f.read(path).contains("issues"),
+            "{path} still lists `issues`"
+        );
+    }
+    assert!(f.read(".gemini/settings.json").contains("\"theme\": \"x\""));
+}
+
+#[test]
+fn unparsable_harness_file_stops_apply_and_stays_untouched() {
+    let f = fixture();
+    let broken = "{\n  \"mcpServers\": {\n    \"mine\": { \"command\": \"x\" },,\n  }\n}\n";
+    f.write(".mcp.json", broken);
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let text = format!("{err:?}");
+    assert!(
+        text.contains(".mcp.json") && text.contains("line 3"),
+        "{text}"
+    );
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("aibox::mcp::unparsable_target"));
+    assert_eq!(f.read(".mcp.json"), broken);
+    assert!(
+        !f.path(".codex/config.toml").exists(),
+        "nothing may be written"
+    );
+}
+
+#[test]
+fn literal_secret_in_team_server_is_refused() {
+    let f = Fixture::with(&TOML.replace("${ACME_TOKEN}", "plain-value"));
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    // Caught by the configuration check that `config set` and `config validate` share.
+    assert_eq!(
+        code.as_deref(),
+        Some("aibox::config::literal_secret"),
+        "{err:?}"
+    );
+    assert!(!f.path(".mcp.json").exists());
+}
+
+#[test]
+fn effective_servers_for_mcp_list() {
+    let f = fixture();
+    let list = aibox_engine::mcp_list(&f.root).unwrap();
+    assert!(list.not_resolved.is_none());
+    let rows = list.servers;
+    assert_eq!(rows.len(), 4 * 3, "4 harnesses x 3 servers");
+    let personal_vscode = rows
+        .iter()
+        .find(|r| r.harness == aibox_config::Harness::Vscode && r.name == "my-notes")
+        .unwrap();
+    assert!(personal_vscode.skipped.is_some());
+    let json = serde_json::to_value(&rows).unwrap();
+    assert_eq!(json[0]["origin"], "team");
+}
+
+/// VS Code and Gemini CLI files with `//` comments are merged (not refused), keeping
+/// every comment, and the next apply changes nothing.
+#[test]
+fn commented_harness_files_are_merged_keeping_comments() {
+    let f = fixture();
+    let vscode = "// team servers\n{\n  \"servers\": {\n    // mine\n    \"mine\": { \"type\": \"stdio\", \"command\": \"echo\" },\n  },\n}\n";
+    let gemini = "{\n  // look\n  \"ui\": { \"theme\": \"x\" } /* dark */\n}\n";
+    f.write(".vscode/mcp.json", vscode);
+    f.write(".gemini/settings.json", gemini);
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let v = f.read(".vscode/mcp.json");
+    for kept in ["// team servers", "// mine", "\"mine\""] {
+        assert!(v.contains(kept), "lost {kept}:\n{v}");
+    }
+    assert!(v.contains("\"docs\""), "{v}");
+    let g = f.read(".gemini/settings.json");
+    for kept in ["// look", "/* dark */", "\"theme\": \"x\""] {
+        assert!(g.contains(kept), "lost {kept}:\n{g}");
+    }
+    assert!(g.contains("\"docs\""), "{g}");
+    let again = apply(&f.root, &ApplyOptions::default()).unwrap();
+    assert!(!again.changed(), "{:?}", again.files);
+}
+
+/// `default_mode = "allow"` with a glob deny: Claude rules cannot express the glob, so
+/// registering would allow every tool. `apply` refuses it and names the fix; exact tool
+/// names are enforced and pass.
+#[test]
+fn a_deny_that_cannot_be_enforced_is_an_apply_error() {
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n\
+                [ai]\nharnesses = [\"claude\"]\n\n[ai.mcp.permissions]\ndefault_mode = \"allow\"\n\
+                deny_patterns = [\"delete_*\"]\n\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"true\"\n";
+    let f = Fixture::with(toml);
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(
+        code.as_deref(),
+        Some("aibox::mcp::unenforceable_deny"),
+        "{err:?}"
+    );
+    let text = format!("{err}");
+    assert!(
+        text.contains("delete_*") && text.contains("claude"),
+        "{text}"
+    );
+    assert!(!f.path(".mcp.json").exists(), "nothing may be written");
+
+    f.write("aibox.toml", &toml.replace("delete_*", "delete_page"));
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let settings = f.read(".claude/settings.json");
+    assert!(settings.contains("mcp__docs__delete_page"), "{settings}");
+}
+
+/// A server added to `.mcp.json` by hand is not replaced when `aibox.toml` gains a team
+/// server of the same name: `apply` refuses, names both origins, and keeps the file.
+#[test]
+fn a_hand_added_server_is_not_replaced_by_a_same_named_team_server() {
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"first\"\ncommand = \"npx\"\nargs = [\"-y\", \"first-mcp@1.0.0\"]\n";
+    let f = Fixture::with(toml);
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    // A teammate's hand edit: a server with its own environment.
+    let mut mcp: serde_json::Value = serde_json::from_str(&f.read(".mcp.json")).unwrap();
+    mcp["mcpServers"]["docs"] = serde_json::json!({
+        "command": "node",
+        "args": ["./my-docs.js"],
+        "env": {"DOCS_HOME": "/srv/docs"}
+    });
+    let hand = serde_json::to_string_pretty(&mcp).unwrap();
+    f.write(".mcp.json", &hand);
+    f.write(
+        "aibox.toml",
+        &format!("{toml}\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp@1.0.0\"]\n"),
+    );
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("added by hand") && text.contains("`docs`"),
+        "{text}"
+    );
+    assert!(text.contains("aibox.toml [[ai.mcp.servers]]"), "{text}");
+    assert_eq!(
+        f.read(".mcp.json"),
+        hand,
+        "the hand-written entry was changed"
+    );
+}
+
+/// The same for Codex's TOML: a hand-added `[mcp_servers.docs]` with its `env` table is
+/// kept byte for byte when `aibox.toml` gains a team server `docs`, and the clash is
+/// reported as for the JSON files; once renamed, both servers live side by side.
+#[test]
+fn a_hand_added_codex_server_is_not_replaced_by_a_same_named_team_server() {
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"codex\"]\n\n[[ai.mcp.servers]]\nname = \"first\"\ncommand = \"npx\"\nargs = [\"-y\", \"first-mcp@1.0.0\"]\n";
+    let f = Fixture::with(toml);
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let generated = f.read(".codex/config.toml");
+    assert!(generated.contains("[mcp_servers.first]"), "{generated}");
+    // A teammate's hand edit, comments and all.
+    let hand = format!(
+        "{generated}\n# our docs server, do not touch\n[mcp_servers.docs]\ncommand = \"node\"\nargs = [\"./my-docs.js\"]\n\n[mcp_servers.docs.env]\nDOCS_HOME = \"/srv/docs\"\n"
+    );
+    f.write(".codex/config.toml", &hand);
+    let team_docs = "\n[[ai.mcp.servers]]\nname = \"docs\"\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp@1.0.0\"]\n";
+    f.write("aibox.toml", &format!("{toml}{team_docs}"));
+    let err = apply(&f.root, &ApplyOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("`.codex/config.toml`")
+            && text.contains("added by hand")
+            && text.contains("`docs`")
+            && text.contains("aibox.toml [[ai.mcp.servers]]"),
+        "{text}"
+    );
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("aibox::mcp::hand_entry_clash"));
+    assert_eq!(
+        f.read(".codex/config.toml"),
+        hand,
+        "the hand-written entry was changed"
+    );
+
+    // The team renames its server: the hand-written one stays exactly as it was.
+    f.write(
+        "aibox.toml",
+        &format!("{toml}{}", team_docs.replace("\"docs\"", "\"team-docs\"")),
+    );
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let after = f.read(".codex/config.toml");
+    assert!(
+        after.contains("# our docs server, do not touch\n[mcp_servers.docs]\ncommand = \"node\"\nargs = [\"./my-docs.js\"]\n\n[mcp_servers.docs.env]\nDOCS_HOME = \"/srv/docs\"\n"),
+        "{after}"
+    );
+    assert!(after.contains("[mcp_servers.team-docs]"), "{after}");
+    // The next apply leaves both as they are.
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    assert_eq!(f.read(".codex/config.toml"), after);
+}

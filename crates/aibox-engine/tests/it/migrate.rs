@@ -1,0 +1,449 @@
+//! An upgrade with conflicts, seen and finished: `apply` summarises it (counts,
+//! conflicts with their parked copies, the migration document), `apply --check` and
+//! `doctor` report the pending migration, and `aibox migrate` shows the three versions
+//! of a conflicting file, settles it and marks the migration applied, after which
+//! `apply` and `doctor` are clean. Every refusal (unknown id, a file that is not a
+//! conflict, a file changed since the upgrade, an altered parked copy, a base version
+//! not in the cache, an unreadable document) and an interrupted resolve are covered.
+//! Real applies of synthetic releases, real files.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may fail loudly
+
+use crate::common;
+
+use aibox_engine::doctor::{DoctorOptions, doctor};
+use aibox_engine::migrate::{self, MigrateOptions, Resolution, ResolveRequest, Side};
+use aibox_engine::{ApplyOptions, apply};
+use aibox_test_support::http::release::SyntheticRelease;
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// A project upgraded from v0.28.3 to v0.29.0 with two conflicts (`AGENTS.md`, which is
+/// the user's once installed, and an edited skill file changed upstream too).
+struct Upgraded {
+    _dirs: (tempfile::TempDir, tempfile::TempDir, tempfile::TempDir),
+    root: Utf8PathBuf,
+    cache: Utf8PathBuf,
+    v1: SyntheticRelease,
+    v2: SyntheticRelease,
+    /// The edited skill file.
+    skill: String,
+    id: String,
+    report: aibox_engine::ApplyReport,
+}
+
+const SKILL_EDIT: &str = "my local skill notes\n";
+
+impl Upgraded {
+    fn new() -> Self {
+        let (d, releases) = common::empty_project();
+        let (c, cache) = common::empty_project();
+        let (p, root) = common::empty_project();
+        let v1 = SyntheticRelease::generate("v0.28.3", false);
+        let v2 = SyntheticRelease::generate("v0.29.0", true);
+        let (c1, c2) = (
+            common::release_config(&releases, &v1),
+            common::release_config(&releases, &v2),
+        );
+        fs_err::write(root.join("aibox.toml"), &c1).unwrap();
+        apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+        let skill = v2
+            .changed_plain_skill(&v1, &root)
+            .expect("the next release changes an installed skill");
+        fs_err::write(root.join(&skill), SKILL_EDIT).unwrap();
+        // A local edit of a file the next release leaves alone: kept, no conflict.
+        fs_err::write(root.join("context/INDEX.md"), "# our index\n").unwrap();
+        fs_err::write(root.join("aibox.toml"), &c2).unwrap();
+        let report = apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+        let id = report.pending_migrations[0].id.clone();
+        Self {
+            _dirs: (d, c, p),
+            root,
+            cache,
+            v1,
+            v2,
+            skill,
+            id,
+            report,
+        }
+    }
+
+    fn options(&self) -> MigrateOptions {
+        MigrateOptions {
+            cache_dir: Some(self.cache.clone()),
+        }
+    }
+
+    fn resolve(
+        &self,
+        paths: &[&str],
+        resolution: Option<Resolution>,
+        force: bool,
+    ) -> Result<migrate::ResolveReport, aibox_engine::EngineError> {
+        let request = ResolveRequest {
+            id: self.id.clone(),
+            paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+            resolution,
+            force,
+        };
+        migrate::resolve(&self.root, &request, &self.options())
+    }
+
+    fn parked(&self, path: &str) -> Utf8PathBuf {
+        self.root.join(format!(
+            "context/migrations/pending/{}.upstream/{path}",
+            self.id
+        ))
+    }
+
+    fn doctor_codes(&self) -> Vec<String> {
+        let options = DoctorOptions {
+            skip_engine: true,
+            cache_dir: Some(self.cache.clone()),
+            update_check: aibox_engine::updates::UpdateCheck::Never,
+            ..DoctorOptions::default()
+        };
+        doctor(&self.root, &options)
+            .unwrap()
+            .findings
+            .into_iter()
+            .map(|f| f.code)
+            .collect()
+    }
+}
+
+fn code(e: &aibox_engine::EngineError) -> String {
+    common::code(e)
+}
+
+#[test]
+fn apply_summarises_the_upgrade_and_check_and_doctor_report_the_pending_migration() {
+    let u = Upgraded::new();
+    let up = u.report.upgrade.as_ref().expect("an upgrade summary");
+    assert_eq!(
+        (up.from_version.as_str(), up.to_version.as_str()),
+        ("v0.28.3", "v0.29.0")
+    );
+    assert!(up.changed > 0 && up.new > 0 && up.removed > 0, "{up:?}");
+    assert_eq!(up.kept_local_edits, 1, "{up:?}");
+    let doc = up.migration_document.clone().unwrap();
+    assert_eq!(doc, format!("context/migrations/pending/{}.md", u.id));
+    let conflicts: Vec<&str> = up.conflicts.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(conflicts, ["AGENTS.md", u.skill.as_str()]);
+    for c in &up.conflicts {
+        assert_eq!(
+            Utf8Path::new(&c.upstream_copy),
+            u.parked(&c.path).strip_prefix(&u.root).unwrap()
+        );
+        assert!(u.root.join(&c.upstream_copy).is_file());
+    }
+    // The human report ends with the upgrade: counts, each conflict and the document.
+    let lines: Vec<String> = u
+        .report
+        .render_human(aibox_engine::render::HumanOptions::default())
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let text = lines.join("\n");
+    assert!(
+        text.contains("processkit upgraded v0.28.3 → v0.29.0: "),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "  conflict: {} (yours kept; the new version is in ",
+            u.skill
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("  migration document: {doc}")),
+        "{text}"
+    );
+    // Described once: not again as a pending migration in the same report.
+    assert!(!text.contains("pending migration"), "{text}");
+    // JSON carries the same.
+    let json = serde_json::to_value(&u.report).unwrap();
+    assert_eq!(json["upgrade"]["conflicts"][1]["path"], u.skill.as_str());
+    assert_eq!(
+        json["pending_migrations"][0]["open_conflicts"][1],
+        u.skill.as_str()
+    );
+
+    // `apply --check` reports the pending migration (and changes nothing).
+    let check = ApplyOptions {
+        check: true,
+        ..common::apply_opts(Some(&u.cache))
+    };
+    let report = apply(&u.root, &check).unwrap();
+    assert!(report.upgrade.is_none());
+    assert_eq!(report.pending_migrations[0].id, u.id);
+    assert_eq!(report.pending_migrations[0].open_conflicts.len(), 2);
+    let text: Vec<String> = report
+        .render_human(aibox_engine::render::HumanOptions {
+            check: true,
+            verbose: false,
+        })
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    assert!(
+        text.iter()
+            .any(|l| l.starts_with(&format!("pending migration {} ", u.id))
+                && l.contains("2 open conflict(s)")),
+        "{text:?}"
+    );
+    // So does doctor, with its own code.
+    assert!(
+        u.doctor_codes()
+            .contains(&"aibox::doctor::pending_migration".to_owned())
+    );
+}
+
+#[test]
+fn show_finds_ours_theirs_and_base_and_the_diff() {
+    let u = Upgraded::new();
+    let shown = migrate::show(&u.root, &u.id, Some(&u.skill), &u.options()).unwrap();
+    assert_eq!(shown.files.len(), 1);
+    let f = &shown.files[0];
+    assert!(
+        f.ours.available && f.theirs.available && f.base.available,
+        "{f:?}"
+    );
+    let diff = f.diff.as_deref().unwrap();
+    assert!(diff.contains(&format!("--- ours/{}", u.skill)), "{diff}");
+    assert!(diff.contains("-my local skill notes"), "{diff}");
+    let version = |side| migrate::version(&u.root, &u.id, &u.skill, side, &u.options()).unwrap();
+    assert_eq!(version(Side::Ours), SKILL_EDIT.as_bytes());
+    assert_eq!(version(Side::Theirs), u.v2.files[&u.skill].0);
+    assert_eq!(version(Side::Base), u.v1.files[&u.skill].0);
+    // Without a path, every open conflict.
+    let all = migrate::show(&u.root, &u.id, None, &u.options()).unwrap();
+    assert_eq!(all.files.len(), 2);
+
+    // A base that is not in the (empty) cache is reported, not guessed.
+    let (_e, empty) = common::empty_project();
+    let no_cache = MigrateOptions {
+        cache_dir: Some(empty),
+    };
+    let shown = migrate::show(&u.root, &u.id, Some(&u.skill), &no_cache).unwrap();
+    assert!(!shown.files[0].base.available);
+    assert!(
+        shown.files[0]
+            .base
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("not in the download cache")
+    );
+    let err = migrate::version(&u.root, &u.id, &u.skill, Side::Base, &no_cache).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::base_unavailable");
+    assert_eq!(err.kind(), aibox_config::ErrorKind::Environment);
+}
+
+#[test]
+fn resolving_every_conflict_marks_the_migration_applied_and_leaves_apply_and_doctor_clean() {
+    let u = Upgraded::new();
+    // Open conflicts need a decision.
+    let err = u.resolve(&[], None, false).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::conflicts_open");
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+
+    let r = u
+        .resolve(&[&u.skill], Some(Resolution::Take(Side::Theirs)), false)
+        .unwrap();
+    assert_eq!(r.remaining, ["AGENTS.md"]);
+    assert!(r.applied.is_none());
+    assert_eq!(
+        fs_err::read(u.root.join(&u.skill)).unwrap(),
+        u.v2.files[&u.skill].0
+    );
+    assert!(!u.parked(&u.skill).exists());
+    let agents_before = fs_err::read(u.root.join("AGENTS.md")).unwrap();
+
+    let r = u
+        .resolve(&["AGENTS.md"], Some(Resolution::Take(Side::Ours)), false)
+        .unwrap();
+    let applied = r.applied.unwrap();
+    assert_eq!(applied, format!("context/migrations/applied/{}.md", u.id));
+    assert_eq!(
+        fs_err::read(u.root.join("AGENTS.md")).unwrap(),
+        agents_before
+    );
+    let doc = fs_err::read_to_string(u.root.join(&applied)).unwrap();
+    assert!(
+        doc.contains("\n  state: applied\n  applied_at: \""),
+        "{doc}"
+    );
+    assert!(
+        !u.root
+            .join(format!("context/migrations/pending/{}.md", u.id))
+            .exists()
+    );
+    assert!(
+        !u.root
+            .join(format!("context/migrations/pending/{}.upstream", u.id))
+            .exists()
+    );
+    assert!(migrate::list(&u.root).unwrap().migrations.is_empty());
+
+    // A following apply and doctor are clean of it; the taken file is the release's.
+    let report = apply(&u.root, &common::apply_opts(Some(&u.cache))).unwrap();
+    assert!(report.pending_migrations.is_empty() && report.upgrade.is_none());
+    let codes = u.doctor_codes();
+    assert!(!codes.iter().any(|c| c.contains("migration")), "{codes:?}");
+    let integrity = aibox_provenance::integrity(u.root.as_std_path()).unwrap();
+    assert!(!integrity.modified.contains(&u.skill), "{integrity:?}");
+    assert!(
+        !integrity
+            .unexpected
+            .iter()
+            .any(|p| p.contains("migrations")),
+        "{integrity:?}"
+    );
+    // The id is gone now.
+    let err = u.resolve(&[], None, false).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::unknown_id");
+}
+
+#[test]
+fn refusals_change_nothing() {
+    let u = Upgraded::new();
+    let snapshot = || {
+        common::walk(&u.root)
+            .into_iter()
+            .filter(|p| p != ".aibox/apply.lock")
+            .map(|p| {
+                let bytes = fs_err::read(u.root.join(&p)).unwrap();
+                (p, bytes)
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = snapshot();
+
+    // An unknown id names the ones that exist.
+    let err = migrate::show(&u.root, "MIG-19990101T000000", None, &u.options()).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::unknown_id");
+    assert!(format!("{:?}", miette::Report::new(err)).contains(&u.id));
+    // A path that is not a conflict of the migration.
+    let theirs = Some(Resolution::Take(Side::Theirs));
+    let err = u.resolve(&["context/INDEX.md"], theirs, false).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::not_a_conflict");
+    // `--edited` on a file nobody edited since the upgrade.
+    let err = u
+        .resolve(&[&u.skill], Some(Resolution::Edited), false)
+        .unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::not_edited");
+    assert_eq!(snapshot(), before);
+
+    // The working file changed after the upgrade: taking another version would lose it.
+    fs_err::write(u.root.join(&u.skill), "merged by hand\n").unwrap();
+    let err = u.resolve(&[&u.skill], theirs, false).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::changed_since");
+    assert_eq!(
+        fs_err::read_to_string(u.root.join(&u.skill)).unwrap(),
+        "merged by hand\n"
+    );
+    // An altered parked copy is never installed as the release's version.
+    fs_err::write(u.parked(&u.skill), "not the release\n").unwrap();
+    let err = u.resolve(&[&u.skill], theirs, true).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::upstream_changed");
+    assert_eq!(
+        fs_err::read_to_string(u.root.join(&u.skill)).unwrap(),
+        "merged by hand\n"
+    );
+    // A missing base fails before anything is written, the other conflict included.
+    let (_e, empty) = common::empty_project();
+    let request = ResolveRequest {
+        id: u.id.clone(),
+        resolution: Some(Resolution::Take(Side::Base)),
+        force: true,
+        ..ResolveRequest::default()
+    };
+    let err = migrate::resolve(
+        &u.root,
+        &request,
+        &MigrateOptions {
+            cache_dir: Some(empty),
+        },
+    )
+    .unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::base_unavailable");
+    assert!(u.parked("AGENTS.md").is_file());
+
+    // The hand-merged file is accepted as edited.
+    let r = u
+        .resolve(&[&u.skill], Some(Resolution::Edited), false)
+        .unwrap();
+    assert_eq!(r.remaining, ["AGENTS.md"]);
+    assert_eq!(
+        fs_err::read_to_string(u.root.join(&u.skill)).unwrap(),
+        "merged by hand\n"
+    );
+}
+
+#[test]
+fn an_interrupted_resolve_finishes_on_the_next_run_and_force_replaces_a_changed_file() {
+    let u = Upgraded::new();
+    // A resolve killed after writing the file, before removing the parked copy: the file
+    // already is the version asked for, so taking it again is not refused.
+    fs_err::copy(u.parked(&u.skill), u.root.join(&u.skill)).unwrap();
+    let r = u
+        .resolve(&[&u.skill], Some(Resolution::Take(Side::Theirs)), false)
+        .unwrap();
+    assert_eq!(r.remaining, ["AGENTS.md"]);
+
+    // `--force` replaces a working file changed since the upgrade; `base` comes from the
+    // previous release in the cache.
+    fs_err::write(u.root.join("AGENTS.md"), "rewritten since\n").unwrap();
+    let err = u
+        .resolve(&["AGENTS.md"], Some(Resolution::Take(Side::Base)), false)
+        .unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::changed_since");
+    let r = u
+        .resolve(&["AGENTS.md"], Some(Resolution::Take(Side::Base)), true)
+        .unwrap();
+    assert!(r.applied.is_some());
+    assert_eq!(
+        fs_err::read(u.root.join("AGENTS.md")).unwrap(),
+        u.v1.files["AGENTS.md"].0
+    );
+
+    // Killed after writing the applied document but before removing the pending one:
+    // the next resolve (no conflict left) finishes the move.
+    let applied = r.applied.unwrap();
+    let pending = format!("context/migrations/pending/{}.md", u.id);
+    let text = fs_err::read_to_string(u.root.join(&applied)).unwrap();
+    fs_err::write(
+        u.root.join(&pending),
+        text.replace("state: applied", "state: pending"),
+    )
+    .unwrap();
+    let r = u.resolve(&[], None, false).unwrap();
+    assert_eq!(r.applied.as_deref(), Some(applied.as_str()));
+    assert!(!u.root.join(&pending).exists());
+}
+
+#[test]
+fn an_unreadable_document_is_reported_not_fatal() {
+    let u = Upgraded::new();
+    let bad = u
+        .root
+        .join("context/migrations/pending/MIG-20990101T000000.md");
+    fs_err::write(&bad, "---\nmetadata: [not, a, map]\n---\n").unwrap();
+    // A conflict path that leaves the project is never read or written.
+    fs_err::write(
+        u.root.join("context/migrations/pending/MIG-20990102T000000.md"),
+        "---\nmetadata: {id: MIG-20990102T000000}\nspec:\n  state: pending\n  affected_files:\n  - {path: \"../../outside\", classification: conflict}\n---\n",
+    )
+    .unwrap();
+    let listing = migrate::list(&u.root).unwrap();
+    assert_eq!(listing.migrations.len(), 1);
+    assert_eq!(listing.unreadable.len(), 2, "{:?}", listing.unreadable);
+    let err = migrate::show(&u.root, "MIG-20990102T000000", None, &u.options()).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::unreadable");
+    assert!(err.to_string().contains("`..` components"), "{err}");
+    assert!(
+        u.doctor_codes()
+            .contains(&"aibox::doctor::migration_unreadable".to_owned())
+    );
+}

@@ -1,0 +1,202 @@
+//! `plan` does no I/O: it works from the files `resolve` captured. Changing, deleting or
+//! moving the project's files after the resolve leaves the plan exactly as it was, and
+//! `apply_resolved` with a stale resolve never writes over newer files.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+
+use aibox_config::ErrorKind;
+use aibox_engine::{ApplyOptions, EngineError, PlanOptions, apply, apply_resolved, plan, resolve};
+use camino::{Utf8Path, Utf8PathBuf};
+use common::{AIBOX_TOML, Fixture};
+
+const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n";
+
+const LOCAL: &str = "[container]\nextra_ca_certificates = \"my-ca.pem\"\n\n\
+                     [container.environment]\nGITHUB_TOKEN = \"ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE\"\n";
+
+/// A project that exercises every file the plan reads: a previous apply (lock and
+/// generated files), a Compose override with an `include`, `Dockerfile.local`, a
+/// `.gitignore` and an MCP file with user lines, a personal CA file.
+fn project() -> Fixture {
+    let fx = Fixture::new();
+    fx.write(".aibox-local.toml", LOCAL);
+    fx.write("my-ca.pem", PEM);
+    fx.write(".gitignore", "target/\n");
+    fx.write(
+        ".mcp.json",
+        "{\n  \"mcpServers\": {\n    \"mine\": { \"command\": \"my-server\" }\n  }\n}\n",
+    );
+    apply(&fx.root, &ApplyOptions::default()).unwrap();
+    fx.write(
+        ".devcontainer/docker-compose.override.yml",
+        "include:\n  - extra.yml\nservices:\n  demo: {}\n",
+    );
+    fx.write(
+        ".devcontainer/extra.yml",
+        "services:\n  helper:\n    image: busybox\n",
+    );
+    fx.write(
+        ".devcontainer/Dockerfile.local",
+        "RUN echo local > /etc/local\n",
+    );
+    fx
+}
+
+fn offline() -> PlanOptions {
+    PlanOptions {
+        offline: true,
+        ..PlanOptions::default()
+    }
+}
+
+/// Everything a plan carries, as one comparable string.
+fn rendered(resolved: &aibox_engine::Resolved) -> String {
+    format!("{:#?}", plan(resolved).unwrap())
+}
+
+/// Changes every file the plan of [`project`] reads.
+fn change_everything(fx: &Fixture) {
+    fx.write(".gitignore", "something-else/\n");
+    fx.write(".mcp.json", "{}\n");
+    fx.write(".devcontainer/Dockerfile", "FROM scratch\n");
+    fx.write(
+        ".devcontainer/docker-compose.override.yml",
+        "services:\n  demo:\n    privileged: true\n",
+    );
+    fx.write(
+        ".devcontainer/extra.yml",
+        "services:\n  helper:\n    privileged: true\n",
+    );
+    fs_err::remove_file(fx.path(".devcontainer/Dockerfile.local")).unwrap();
+    fs_err::remove_file(fx.path("my-ca.pem")).unwrap();
+    fs_err::remove_file(fx.path("aibox.lock")).unwrap();
+}
+
+#[test]
+fn plan_ignores_changes_made_after_the_resolve() {
+    let fx = project();
+    let resolved = resolve(&fx.root, &offline()).unwrap();
+    let before = rendered(&resolved);
+    let planned = plan(&resolved).unwrap();
+    let text = |path: &str| {
+        planned
+            .files
+            .iter()
+            .find(|f| f.path == path)
+            .map(|f| String::from_utf8_lossy(&f.contents).into_owned())
+            .unwrap_or_default()
+    };
+    assert!(text(".devcontainer/Dockerfile").contains("RUN echo local"));
+    assert_eq!(text(".devcontainer/aibox-ca/extra-ca.crt"), PEM);
+    assert!(text(".mcp.json").contains("my-server"));
+    change_everything(&fx);
+    assert_eq!(rendered(&resolved), before);
+    // Not vacuous: a new resolve sees the changes (and the gate refuses them).
+    let again = resolve(&fx.root, &offline()).unwrap();
+    assert!(plan(&again).is_err());
+}
+
+#[test]
+fn plan_works_after_the_project_folder_is_gone() {
+    let fx = project();
+    let resolved = resolve(&fx.root, &offline()).unwrap();
+    let before = rendered(&resolved);
+    let moved = Utf8PathBuf::from(format!("{}-moved", fx.root));
+    fs_err::rename(&fx.root, &moved).unwrap();
+    let after = plan(&resolved).map(|p| format!("{p:#?}"));
+    fs_err::rename(&moved, &fx.root).unwrap();
+    assert_eq!(after.unwrap(), before);
+}
+
+#[test]
+fn plan_works_in_an_unreadable_project_folder() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let fx = project();
+    let resolved = resolve(&fx.root, &offline()).unwrap();
+    let before = rendered(&resolved);
+    // As root this takes nothing away; the moved-folder test above covers that case.
+    fs_err::set_permissions(&fx.root, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let after = plan(&resolved).map(|p| format!("{p:#?}"));
+    fs_err::set_permissions(&fx.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(after.unwrap(), before);
+}
+
+#[test]
+fn a_path_resolve_did_not_capture_is_an_internal_error() {
+    let fx = Fixture::with(AIBOX_TOML);
+    let resolved = resolve(&fx.root, &offline()).unwrap();
+    let err = resolved
+        .files
+        .get(Utf8Path::new("not/captured.txt"))
+        .unwrap_err();
+    assert!(matches!(err, EngineError::NotCaptured { .. }), "{err:?}");
+    assert_eq!(err.kind(), ErrorKind::Internal);
+    assert!(err.to_string().contains("not/captured.txt"), "{err}");
+    // What the plan sources read is captured, absent files included.
+    let captured: Vec<&str> = resolved.files.paths().map(Utf8Path::as_str).collect();
+    for path in [
+        ".gitignore",
+        ".devcontainer/Dockerfile.local",
+        ".devcontainer/docker-compose.override.yml",
+        ".mcp.json",
+        ".codex/config.toml",
+        ".aibox/mcp-ledger.json",
+    ] {
+        assert!(captured.contains(&path), "{path} in {captured:?}");
+    }
+    assert_eq!(
+        resolved.files.get(Utf8Path::new(".gitignore")).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn a_symlinked_file_the_plan_reads_is_refused_at_resolve() {
+    let fx = Fixture::new();
+    fx.write("elsewhere", "target/\n");
+    std::os::unix::fs::symlink(fx.path("elsewhere"), fx.path(".gitignore")).unwrap();
+    let err = resolve(&fx.root, &offline()).unwrap_err();
+    assert!(err.to_string().contains(".gitignore"), "{err}");
+    assert_eq!(fx.read("elsewhere"), "target/\n");
+}
+
+#[test]
+fn a_stale_resolve_never_overwrites_a_hand_edited_generated_file() {
+    let fx = project();
+    let resolved = resolve(&fx.root, &offline()).unwrap();
+    let edited = format!("{}# mine\n", fx.read(".devcontainer/Dockerfile"));
+    fx.write(".devcontainer/Dockerfile", &edited);
+    let err = apply_resolved(&resolved, &ApplyOptions::default()).unwrap_err();
+    assert!(matches!(err, EngineError::EditedFile { .. }), "{err:?}");
+    assert_eq!(fx.read(".devcontainer/Dockerfile"), edited);
+    // With --force the edit is backed up, not lost.
+    let force = ApplyOptions {
+        force: true,
+        ..ApplyOptions::default()
+    };
+    apply_resolved(&resolved, &force).unwrap();
+    let backups = common::walk(&fx.path(".aibox/backups"));
+    assert!(
+        backups
+            .iter()
+            .any(|b| fs_err::read_to_string(fx.path(".aibox/backups").join(b)).unwrap() == edited),
+        "{backups:?}"
+    );
+}
+
+#[test]
+fn a_stale_resolve_keeps_lines_added_to_merged_files_since() {
+    let fx = project();
+    apply(&fx.root, &ApplyOptions::default()).unwrap();
+    let resolved = resolve(&fx.root, &offline()).unwrap();
+    let gitignore = format!("{}added-after-resolve/\n", fx.read(".gitignore"));
+    fx.write(".gitignore", &gitignore);
+    let mcp = fx.read(".mcp.json").replace("my-server", "my-newer-server");
+    fx.write(".mcp.json", &mcp);
+    apply_resolved(&resolved, &ApplyOptions::default()).unwrap();
+    assert_eq!(fx.read(".gitignore"), gitignore);
+    assert!(fx.read(".mcp.json").contains("my-newer-server"));
+}

@@ -1,0 +1,88 @@
+//! The processkit stat cache: planning skips re-hashing files whose size, mtime, ctime and
+//! inode are unchanged, and never mistakes an edit for an unchanged file, even one that
+//! keeps the size and restores the mtime (the ctime still moves), so an upgrade keeps it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common;
+
+use std::process::Command;
+
+use aibox_engine::apply;
+use aibox_test_support::http::release::SyntheticRelease;
+
+#[test]
+fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
+    let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    let v2 = SyntheticRelease::processkit_like("v0.29.0", true);
+    let (_a, archives) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let (_p, root) = common::empty_project();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v1),
+    )
+    .unwrap();
+    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    // Settle the cache (entries written in the last clock tick are racily clean).
+    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    assert!(
+        !apply(&root, &common::apply_opts(Some(&cache)))
+            .unwrap()
+            .changed()
+    );
+    assert!(root.join(".aibox/processkit-stat-cache").is_file());
+
+    // An installed skill file that changes upstream in v2, of a skill without an MCP
+    // server (an edited skill with a server is third-party and must pass the review).
+    let path = v1
+        .files
+        .iter()
+        .find(|(p, (data, _))| {
+            p.starts_with("context/skills/processkit/")
+                && p.ends_with("/SKILL.md")
+                && root.join(p.as_str()).is_file()
+                && !v1
+                    .files
+                    .contains_key(&p.replace("/SKILL.md", "/mcp/mcp-config.json"))
+                && v2.files.get(*p).is_some_and(|(d, _)| d != data)
+        })
+        .map(|(p, _)| p.clone())
+        .unwrap();
+
+    // Same size, mtime restored: only the ctime tells.
+    let file = root.join(&path);
+    let reference = root.join("mtime-reference");
+    let cp = Command::new("cp")
+        .args(["-p", file.as_str(), reference.as_str()])
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let mut bytes = fs_err::read(&file).unwrap();
+    bytes[0] = if bytes[0] == b'#' { b'%' } else { b'#' };
+    let edited = bytes.clone();
+    fs_err::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+        .unwrap();
+    let touch = Command::new("touch")
+        .args(["-r", reference.as_str(), file.as_str()])
+        .status()
+        .unwrap();
+    assert!(touch.success());
+    fs_err::remove_file(&reference).unwrap();
+
+    let report = aibox_provenance::integrity(root.as_std_path()).unwrap();
+    assert_eq!(report.modified, std::slice::from_ref(&path));
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v2),
+    )
+    .unwrap();
+    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    assert!(
+        fs_err::read(&file).unwrap() == edited,
+        "the local edit of {path} was lost"
+    );
+}

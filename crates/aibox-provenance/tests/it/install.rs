@@ -1,0 +1,651 @@
+//! Install, no-op, lossless upgrade and integrity on the synthetic release.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use crate::common;
+
+use std::path::Path;
+
+use aibox_provenance::install::{Action, Class};
+use aibox_provenance::{IntegrityStatus, ProvenanceError, integrity};
+use aibox_test_support::http::release::SyntheticRelease;
+use common::{Setup, install, plan, write_lock};
+
+struct Dirs {
+    project: tempfile::TempDir,
+    store: tempfile::TempDir,
+}
+
+fn dirs() -> Dirs {
+    Dirs {
+        project: tempfile::tempdir().unwrap(),
+        store: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// Installs the `minimal` package of a generated v1.0.0 into the project of `d`.
+fn install_minimal(d: &Dirs) -> SyntheticRelease {
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    install(
+        d.project.path(),
+        d.store.path(),
+        &v1,
+        &Setup {
+            packages: &["minimal"],
+            ..Setup::default()
+        },
+    );
+    v1
+}
+
+fn read(root: &Path, rel: &str) -> Vec<u8> {
+    fs_err::read(root.join(rel)).unwrap()
+}
+
+#[test]
+fn first_install_selects_maps_and_records() {
+    let d = dirs();
+    let root = d.project.path();
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    let plan = install(root, d.store.path(), &v1, &Setup::default());
+
+    // Selection: product tier = minimal + managed + software + product tiers + core.
+    assert!(plan.skills.contains("skill-gate") && plan.skills.contains("product-skill-03"));
+    assert!(
+        !plan.skills.contains("data-ai-skill-00"),
+        "research tier not selected"
+    );
+    assert!(
+        plan.warnings.iter().any(|w| w.contains("backlog-context")),
+        "{:?}",
+        plan.warnings
+    );
+    assert_eq!(plan.skills.len(), 9 + 1 + 27 + 35 + 21 + 3);
+
+    // Mapping.
+    assert!(
+        root.join("context/skills/processkit/skill-gate/SKILL.md")
+            .is_file()
+    );
+    assert!(
+        !root
+            .join("context/skills/data-ai/data-ai-skill-00")
+            .exists()
+    );
+    assert!(
+        root.join("context/skills/_lib/processkit/mod_00.py")
+            .is_file()
+    );
+    assert!(
+        root.join("context/skills/processkit/processkit-skill-04/scripts/.gitkeep")
+            .is_file()
+    );
+    assert!(root.join("context/.processkit-mcp-manifest.json").is_file());
+    assert_eq!(read(root, "context/INDEX.md"), b"# processkit\n");
+    assert!(root.join("AGENTS.md").is_file());
+    assert!(!root.join(".processkit").exists());
+    assert!(!root.join("context/skills/FORMAT.md").exists());
+    assert!(!root.join("PROVENANCE.toml").exists() && !root.join("LICENSE").exists());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &str| fs_err::metadata(root.join(p)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode("context/skills/processkit/processkit-skill-05/scripts/.gitkeep"),
+            0o755
+        );
+        assert_eq!(
+            mode("context/skills/processkit/processkit-skill-06/SKILL.md"),
+            0o644
+        );
+    }
+
+    // Snapshot, marker with per-file manifest, lock.
+    assert!(
+        root.join("context/templates/processkit/v1.0.0/PROVENANCE.toml")
+            .is_file()
+    );
+    assert!(
+        root.join("context/templates/processkit/v1.0.0/.processkit/packages/product.yaml")
+            .is_file()
+    );
+    let marker = aibox_provenance::Marker::read(root).unwrap();
+    assert_eq!(marker.install.processkit_version, "v1.0.0");
+    assert!(
+        marker
+            .user_files
+            .contains_key("context/skills/processkit/skill-finder/config/settings.toml")
+    );
+    assert!(marker.user_files.contains_key("AGENTS.md"));
+    assert!(
+        marker
+            .files
+            .contains_key("context/skills/processkit/skill-gate/SKILL.md")
+    );
+    assert!(!marker.files.keys().any(|k| k.contains("/config/")));
+    assert_eq!(plan.lock.version, "v1.0.0");
+    assert_eq!(plan.lock.installed_at, "2026-05-22T19:24:06Z");
+    assert!(
+        plan.lock
+            .processkit_install_hash
+            .as_deref()
+            .unwrap()
+            .starts_with("v2:")
+    );
+    assert_eq!(
+        plan.lock.verification,
+        aibox_provenance::Verification::Sidecar
+    );
+
+    // Servers: the gateway only (it is installed and preferred).
+    let names: Vec<_> = plan.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["processkit-gateway"]);
+    assert_eq!(plan.servers[0].env["PROCESSKIT_MCP_MODE"], "gateway");
+    assert!(plan.migration.is_none(), "no migration on a first install");
+
+    let report = integrity(root).unwrap();
+    assert_eq!(report.status, IntegrityStatus::Healthy, "{report:?}");
+    assert_eq!(report.exit_code(), 0);
+}
+
+#[test]
+fn per_skill_servers_when_the_gateway_is_not_wanted() {
+    let d = dirs();
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    let setup = Setup {
+        prefer_gateway: false,
+        packages: &["managed"],
+        ..Setup::default()
+    };
+    let p = plan(d.project.path(), d.store.path(), &v1, &setup).unwrap();
+    let names: Vec<_> = p.servers.iter().map(|s| s.name.as_str()).collect();
+    // managed covers processkit-skill-04..39; servers live on 04..29.
+    assert_eq!(names.len(), 26, "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("processkit-processkit-skill-"))
+    );
+    assert!(!names.contains(&"processkit-gateway"));
+}
+
+#[test]
+fn second_run_is_a_no_op_and_keeps_timestamps() {
+    let d = dirs();
+    let root = d.project.path();
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    install(root, d.store.path(), &v1, &Setup::default());
+    let marker_before = read(root, "context/.processkit-provenance.toml");
+    let later = Setup {
+        now: "2027-01-01T00:00:00Z",
+        ..Setup::default()
+    };
+    let again = plan(root, d.store.path(), &v1, &later).unwrap();
+    assert!(
+        again.is_noop(),
+        "writes {:?}, removals {:?}, snapshot {}, stale {:?}, migration {}, marker {}",
+        again.writes.len(),
+        again.removals,
+        again.snapshot.is_some(),
+        again.stale_snapshots,
+        again.migration.is_some(),
+        again.marker_changed
+    );
+    assert_eq!(again.lock.installed_at, "2026-05-22T19:24:06Z");
+    assert_eq!(again.marker.as_bytes(), marker_before.as_slice());
+}
+
+#[test]
+fn selection_changes_install_and_remove_only_untouched_files() {
+    let d = dirs();
+    let root = d.project.path();
+    let v1 = install_minimal(&d);
+    assert!(
+        root.join("context/skills/processkit/processkit-skill-04/SKILL.md")
+            .is_file()
+    );
+    let edited = "context/skills/processkit/processkit-skill-05/references/guide.md";
+    fs_err::write(root.join(edited), "my notes").unwrap();
+    let setup = Setup {
+        packages: &["minimal"],
+        include: &["data-ai-skill-01", "no-such-skill"],
+        exclude: &["processkit-skill-04", "processkit-skill-05", "skill-gate"],
+        ..Setup::default()
+    };
+    let p = install(root, d.store.path(), &v1, &setup);
+    assert!(p.warnings.iter().any(|w| w.contains("no-such-skill")));
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("core skill `skill-gate`"))
+    );
+    assert!(
+        root.join("context/skills/data-ai/data-ai-skill-01/SKILL.md")
+            .is_file()
+    );
+    assert!(
+        !root
+            .join("context/skills/processkit/processkit-skill-04")
+            .exists(),
+        "deselected skill removed"
+    );
+    assert_eq!(
+        read(root, edited),
+        b"my notes",
+        "edited file of a deselected skill kept"
+    );
+    assert!(
+        root.join("context/skills/processkit/skill-gate/SKILL.md")
+            .is_file(),
+        "core stays"
+    );
+}
+
+#[test]
+#[allow(clippy::too_many_lines)] // one end-to-end scenario, asserted step by step
+fn upgrade_keeps_every_local_edit_and_writes_a_migration() {
+    let d = dirs();
+    let root = d.project.path();
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    let v2 = SyntheticRelease::generate("v2.0.0", true);
+    install(root, d.store.path(), &v1, &Setup::default());
+
+    // Local edits of every kind.
+    let conflict = "context/skills/processkit/processkit-skill-15/SKILL.md"; // changed upstream too
+    let upstream_only = "context/skills/processkit/processkit-skill-25/SKILL.md";
+    let local_only = "context/skills/processkit/processkit-skill-06/SKILL.md";
+    let deleted = "context/skills/processkit/processkit-skill-07/references/guide.md";
+    let added = "context/skills/processkit/processkit-skill-07/references/mine.md";
+    let settings = "context/skills/processkit/skill-finder/config/settings.toml";
+    let removed_edited = "context/schemas/schema-17.yaml";
+    let removed_skill = "context/skills/engineering/engineering-skill-29/SKILL.md";
+    let removed_skill_untouched =
+        "context/skills/engineering/engineering-skill-29/references/guide.md";
+    fs_err::write(root.join(conflict), "local conflict edit\n").unwrap();
+    fs_err::write(root.join(local_only), "local only edit\n").unwrap();
+    fs_err::remove_file(root.join(deleted)).unwrap();
+    fs_err::write(root.join(added), "my own file\n").unwrap();
+    fs_err::write(root.join(settings), "verbose = true\n").unwrap();
+    fs_err::write(root.join(removed_edited), "kept schema\n").unwrap();
+    fs_err::write(root.join(removed_skill), "kept skill doc\n").unwrap();
+
+    let setup = Setup {
+        now: "2026-06-01T10:00:00Z",
+        include: &["engineering-skill-new"],
+        ..Setup::default()
+    };
+    let p = install(root, d.store.path(), &v2, &setup);
+    let class = |path: &str| {
+        p.decisions
+            .iter()
+            .find(|x| x.path == path)
+            .map(|x| (x.class, x.action))
+            .unwrap()
+    };
+    assert_eq!(class(conflict), (Class::Conflict, Action::Keep));
+    assert_eq!(
+        class(upstream_only),
+        (Class::ChangedUpstreamOnly, Action::Write)
+    );
+    assert_eq!(class(local_only), (Class::ChangedLocallyOnly, Action::Keep));
+    assert_eq!(class(deleted), (Class::ChangedLocallyOnly, Action::Keep));
+    assert_eq!(
+        class(removed_edited),
+        (Class::RemovedUpstream, Action::Keep)
+    );
+    assert_eq!(
+        class(removed_skill_untouched),
+        (Class::RemovedUpstream, Action::Remove)
+    );
+    assert_eq!(
+        class("context/skills/_lib/processkit/new_helper.py"),
+        (Class::NewUpstream, Action::Write)
+    );
+
+    assert_eq!(read(root, conflict), b"local conflict edit\n");
+    assert_eq!(read(root, local_only), b"local only edit\n");
+    assert!(
+        !root.join(deleted).exists(),
+        "a local deletion is respected"
+    );
+    assert_eq!(read(root, added), b"my own file\n");
+    assert_eq!(read(root, settings), b"verbose = true\n");
+    assert_eq!(read(root, removed_edited), b"kept schema\n");
+    assert_eq!(read(root, removed_skill), b"kept skill doc\n");
+    assert!(!root.join(removed_skill_untouched).exists());
+    assert_eq!(read(root, upstream_only), v2.files[upstream_only].0);
+    assert!(
+        root.join("context/skills/engineering/engineering-skill-new/SKILL.md")
+            .is_file()
+    );
+
+    // Snapshot moved to the new version; old one dropped (regenerable).
+    assert!(
+        root.join("context/templates/processkit/v2.0.0/PROVENANCE.toml")
+            .is_file()
+    );
+    assert!(!root.join("context/templates/processkit/v1.0.0").exists());
+
+    // Migration document and the parked upstream copy of the conflict.
+    let doc = String::from_utf8(read(
+        root,
+        "context/migrations/pending/MIG-20260601T100000.md",
+    ))
+    .unwrap();
+    assert!(
+        doc.contains("from_version: v1.0.0\n  to_version: v2.0.0"),
+        "{doc}"
+    );
+    assert!(doc.contains(&format!(
+        "{{path: \"{conflict}\", classification: conflict, base_sha256: "
+    )));
+    assert!(doc.contains("### skills/processkit/processkit-skill-15"));
+    let parked = format!("context/migrations/pending/MIG-20260601T100000.upstream/{conflict}");
+    assert_eq!(read(root, &parked), v2.files[conflict].0);
+
+    // Integrity names exactly the local differences.
+    let report = integrity(root).unwrap();
+    assert_eq!(report.status, IntegrityStatus::Drifted);
+    assert_eq!(report.exit_code(), 1);
+    assert_eq!(
+        report.modified,
+        vec![local_only.to_owned(), conflict.to_owned()]
+    );
+    assert_eq!(report.missing, vec![deleted.to_owned()]);
+    assert!(report.unexpected.contains(&added.to_owned()));
+    assert!(report.unexpected.contains(&removed_edited.to_owned()));
+    assert_eq!(report.user_modified, vec![settings.to_owned()]);
+}
+
+#[test]
+fn integrity_ladder() {
+    let d = dirs();
+    let root = d.project.path();
+    assert_eq!(
+        integrity(root).unwrap().status,
+        IntegrityStatus::NotInstalled
+    );
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    let p = install(
+        root,
+        d.store.path(),
+        &v1,
+        &Setup {
+            packages: &["minimal"],
+            ..Setup::default()
+        },
+    );
+    assert_eq!(integrity(root).unwrap().status, IntegrityStatus::Healthy);
+
+    let json = serde_json::to_value(integrity(root).unwrap()).unwrap();
+    assert_eq!(json["status"], "healthy");
+
+    let mut wrong = p.lock.clone();
+    wrong.version = "v0.9.0".into();
+    write_lock(root, &wrong);
+    assert_eq!(
+        integrity(root).unwrap().status,
+        IntegrityStatus::VersionMismatch
+    );
+    write_lock(root, &p.lock);
+
+    let snap = root.join("context/templates/processkit/v1.0.0");
+    fs_err::rename(&snap, root.join("snap-aside")).unwrap();
+    assert_eq!(
+        integrity(root).unwrap().status,
+        IntegrityStatus::MissingSnapshot
+    );
+    fs_err::rename(root.join("snap-aside"), &snap).unwrap();
+
+    fs_err::write(
+        root.join("context/skills/processkit/skill-gate/SKILL.md"),
+        "x",
+    )
+    .unwrap();
+    fs_err::write(root.join("context/schemas/extra.yaml"), "x").unwrap();
+    let r = integrity(root).unwrap();
+    assert_eq!(r.status, IntegrityStatus::Drifted);
+    assert_eq!(
+        r.modified,
+        ["context/skills/processkit/skill-gate/SKILL.md"]
+    );
+    assert_eq!(r.unexpected, ["context/schemas/extra.yaml"]);
+    insta::assert_json_snapshot!(
+        "integrity_drifted",
+        serde_json::json!({
+            "status": r.status, "modified": r.modified, "missing": r.missing,
+            "unexpected": r.unexpected, "lock_version": r.lock_version, "marker_version": r.marker_version,
+        })
+    );
+
+    fs_err::write(
+        root.join("context/.processkit-provenance.toml"),
+        "schema_version = 99\n",
+    )
+    .unwrap();
+    assert_eq!(
+        integrity(root).unwrap().status,
+        IntegrityStatus::MissingMarker
+    );
+}
+
+/// `doctor --integrity` hashes every file it vouches for (the marker's files, the
+/// user-owned ones and every file of the snapshot), never follows a link put in place of
+/// an installed file and never waits on a FIFO there.
+#[test]
+fn integrity_hashes_every_vouched_file_and_neither_follows_nor_waits() {
+    let d = dirs();
+    let root = d.project.path();
+    install_minimal(&d);
+    let marker = aibox_provenance::record::Marker::read(root).unwrap();
+    let mut snapshot = Vec::new();
+    let mut stack = vec![root.join("context/templates/processkit/v1.0.0")];
+    while let Some(dir) = stack.pop() {
+        for e in fs_err::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                snapshot.push(e.path());
+            }
+        }
+    }
+    let report = integrity(root).unwrap();
+    assert_eq!(report.status, IntegrityStatus::Healthy, "{report:?}");
+    assert_eq!(
+        report.checked,
+        marker.files.len() + marker.user_files.len() + snapshot.len()
+    );
+
+    // A link to an identical copy, and a FIFO, where installed files were.
+    let linked = "context/skills/processkit/skill-gate/SKILL.md";
+    let piped = marker
+        .files
+        .keys()
+        .find(|p| p.as_str() != linked && p.contains("/skills/"))
+        .unwrap()
+        .clone();
+    let copy = root.join("copy-of-skill.md");
+    fs_err::rename(root.join(linked), &copy).unwrap();
+    std::os::unix::fs::symlink(&copy, root.join(linked)).unwrap();
+    fs_err::remove_file(root.join(&piped)).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(root.join(&piped))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = root.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(integrity(&owned));
+    });
+    let report = rx
+        .recv_timeout(std::time::Duration::from_mins(1))
+        .expect("integrity returns although a FIFO sits where a file was")
+        .unwrap();
+    assert_eq!(report.status, IntegrityStatus::Drifted);
+    let mut missing = report.missing.clone();
+    missing.sort();
+    let mut expected = vec![linked.to_owned(), piped];
+    expected.sort();
+    assert_eq!(missing, expected, "{report:?}");
+
+    // An edited snapshot file is drift too.
+    fs_err::remove_file(root.join(linked)).unwrap();
+    fs_err::rename(&copy, root.join(linked)).unwrap();
+    let snap_file = snapshot.iter().find(|p| p.ends_with("SKILL.md")).unwrap();
+    fs_err::write(snap_file, "edited").unwrap();
+    let report = integrity(root).unwrap();
+    assert!(
+        report
+            .snapshot_modified
+            .iter()
+            .any(|p| root.join(p) == *snap_file || p.ends_with('/')),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn missing_scripts_stop_before_writing() {
+    let d = dirs();
+    let root = d.project.path();
+    let mut v1 = SyntheticRelease::generate("v1.0.0", false);
+    v1.files
+        .remove("context/skills/processkit/processkit-skill-10/mcp/server.py");
+    v1.files
+        .remove("context/skills/processkit/processkit-skill-11/mcp/server.py");
+    v1.restamp();
+    let err = plan(root, d.store.path(), &v1, &Setup::default()).unwrap_err();
+    let ProvenanceError::MissingScripts { scripts } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        scripts,
+        &[
+            "context/skills/processkit/processkit-skill-10/mcp/server.py",
+            "context/skills/processkit/processkit-skill-11/mcp/server.py",
+        ]
+    );
+    assert_eq!(
+        fs_err::read_dir(root).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+#[test]
+fn tier_cycle_is_an_error() {
+    let d = dirs();
+    let mut v1 = SyntheticRelease::minimal("v1.0.0");
+    v1.files.insert(
+        ".processkit/packages/a.yaml".into(),
+        (
+            b"metadata: {name: a}\nspec: {extends: [b]}\n".to_vec(),
+            0o644,
+        ),
+    );
+    v1.files.insert(
+        ".processkit/packages/b.yaml".into(),
+        (
+            b"metadata: {name: b}\nspec: {extends: [a]}\n".to_vec(),
+            0o644,
+        ),
+    );
+    v1.restamp();
+    let err = plan(
+        d.project.path(),
+        d.store.path(),
+        &v1,
+        &Setup {
+            packages: &["a"],
+            ..Setup::default()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, ProvenanceError::TierCycle { .. }), "{err}");
+    assert!(err.to_string().contains("a -> b -> a"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinked_parent_is_refused() {
+    let d = dirs();
+    let root = d.project.path();
+    let outside = tempfile::tempdir().unwrap();
+    fs_err::create_dir_all(root.join("context")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("context/skills")).unwrap();
+    let v1 = SyntheticRelease::minimal("v1.0.0");
+    let p = plan(
+        root,
+        d.store.path(),
+        &v1,
+        &Setup {
+            packages: &[],
+            ..Setup::default()
+        },
+    )
+    .unwrap();
+    let err = aibox_provenance::apply_plan(root, &p).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::UnsafeDestination { .. }),
+        "{err}"
+    );
+    assert_eq!(
+        fs_err::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+}
+
+#[test]
+fn migration_document_format() {
+    let d = dirs();
+    let root = d.project.path();
+    let mut v1 = SyntheticRelease::minimal("v1.0.0");
+    for (p, t) in [
+        ("context/artifacts/a.md", "a1\n"),
+        ("context/artifacts/b.md", "b1\n"),
+        ("context/artifacts/c.md", "c1\n"),
+    ] {
+        v1.files.insert(p.into(), (t.as_bytes().to_vec(), 0o644));
+    }
+    v1.restamp();
+    let mut v2 = v1.clone();
+    v2.version = "v1.1.0".into();
+    v2.files
+        .insert("context/artifacts/a.md".into(), (b"a2\n".to_vec(), 0o644));
+    v2.files
+        .insert("context/artifacts/b.md".into(), (b"b2\n".to_vec(), 0o644));
+    v2.files.remove("context/artifacts/c.md");
+    v2.files
+        .insert("context/artifacts/d.md".into(), (b"d2\n".to_vec(), 0o644));
+    v2.restamp();
+    let setup = Setup {
+        packages: &[],
+        ..Setup::default()
+    };
+    install(root, d.store.path(), &v1, &setup);
+    fs_err::write(root.join("context/artifacts/b.md"), "local b\n").unwrap();
+    let setup = Setup {
+        packages: &[],
+        now: "2026-07-01T08:30:00Z",
+        ..Setup::default()
+    };
+    install(root, d.store.path(), &v2, &setup);
+    let doc = String::from_utf8(read(
+        root,
+        "context/migrations/pending/MIG-20260701T083000.md",
+    ))
+    .unwrap();
+    let front: serde_norway::Value =
+        serde_norway::from_str(doc.split("---\n").nth(1).unwrap()).unwrap();
+    assert_eq!(front["spec"]["state"].as_str(), Some("pending"));
+    assert_eq!(
+        front["spec"]["affected_files"].as_sequence().unwrap().len(),
+        4
+    );
+    insta::assert_snapshot!(
+        "migration_document",
+        doc.replace(d.store.path().to_str().unwrap(), "<store>")
+    );
+}
