@@ -15,11 +15,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use aibox_config::{EgressMode, ExtraVolume};
 use aibox_config::container::{
     CHECKOUT_LABEL, CONFIG_DIGEST_LABEL, CONFIG_DIGEST_VAR, PROJECT_LABEL, WORKSPACE_DIR,
 };
 use aibox_config::layout::AIBOX_HOME;
+use aibox_config::{EgressMode, ExtraVolume};
 
 use crate::quote::{compose_literal, compose_yaml, yaml};
 use crate::{DevcontainerError, GENERATED_HEADER, Inputs, LOCAL_ENV_PATH, egress};

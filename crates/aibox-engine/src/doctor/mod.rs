@@ -141,6 +141,25 @@ fn resolve_offline(
     crate::resolve::resolve_checked(root, project.clone(), &plan)
 }
 
+/// The engine the seccomp gate judges: the one found for the container checks
+/// (detection runs the engines' CLIs, so not twice), else resolved with the same
+/// environment.
+fn judged_engine(
+    project: Option<&aibox_config::Project>,
+    engine_at: &checks::EngineAt,
+    options: &DoctorOptions,
+) -> TargetEngine {
+    match (project, engine_at) {
+        (None, _) => TargetEngine::Unknown,
+        (Some(_), Ok((runtime, _))) => {
+            crate::codex_sandbox::from_engine(runtime.detected().engine.engine)
+        }
+        (Some(p), Err(_)) => {
+            crate::codex_sandbox::target_engine(p.config.container.engine, &options.detect)
+        }
+    }
+}
+
 /// Runs every check on the project at `root`. Only reads (and runs `git` and the engine's
 /// version probe); never writes and never downloads.
 ///
@@ -174,17 +193,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     // container engine
     checks::engine::check(&mut run, project.as_ref(), options, &engine_at);
 
-    // The engine the seccomp gate judges: the one found above (detection runs the
-    // engines' CLIs, so not twice), else resolved with the same environment.
-    let engine = match (&project, &engine_at) {
-        (None, _) => TargetEngine::Unknown,
-        (Some(_), Ok((runtime, _))) => {
-            crate::codex_sandbox::from_engine(runtime.detected().engine.engine)
-        }
-        (Some(p), Err(_)) => {
-            crate::codex_sandbox::target_engine(p.config.container.engine, &options.detect)
-        }
-    };
+    let engine = judged_engine(project.as_ref(), &engine_at, options);
     // Resolved offline: doctor never downloads.
     let resolved = project
         .as_ref()
