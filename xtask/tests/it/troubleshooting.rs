@@ -47,6 +47,14 @@ const AREAS: &[(&str, &str, &str)] = &[
          `.aibox/backups/`).",
     ),
     (
+        "migrate",
+        "Finishing a processkit upgrade (`aibox migrate`)",
+        "`aibox migrate list` shows what is waiting and `aibox migrate show ID` the three \
+         versions of each conflicting file. Every refusal leaves the files as they were. The \
+         base version is read from the download cache; once the cache no longer holds the \
+         previous release it cannot be shown or taken (exit 3): take ours or theirs instead.",
+    ),
+    (
         "lock",
         "The lock file (`aibox.lock`)",
         "`aibox.lock` is written by `apply` only. Restore it from git (`git checkout -- \
