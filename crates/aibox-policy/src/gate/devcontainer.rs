@@ -1,0 +1,355 @@
+//! Dev container configurations: `devcontainer.json` keys, `runArgs`, `mounts`,
+//! `workspaceMount`, lifecycle commands, and features (registry features pinned, local
+//! features judged by their `devcontainer-feature.json`).
+
+use serde_json::Value as Json;
+
+use super::mounts::{Mount, linked_file, parse_mount_spec, parse_short_volume};
+use super::{Ctx, json_strings, json_truthy, str_truthy, unparsable};
+use crate::compose::{ComposeSources, NoSources, dir_of, join_project};
+use crate::finding::{Consent, Finding, Severity};
+use crate::text::{line_of, parse_jsonc};
+
+/// Local devcontainer features (`"./name"`, relative to the configuration's folder) bring
+/// their own container options in `devcontainer-feature.json` (`privileged`, `capAdd`,
+/// `securityOpt`, `mounts`): judged like the same keys in `devcontainer.json`. A local
+/// feature whose metadata cannot be read is refused.
+pub(super) fn check_local_features(
+    config: &str,
+    jsonc_text: &str,
+    sources: &dyn ComposeSources,
+    consent: &Consent,
+) -> Vec<Finding> {
+    let Ok(doc) = parse_jsonc(jsonc_text) else {
+        return Vec::new();
+    };
+    let Some(features) = doc.get("features").and_then(Json::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for id in features
+        .keys()
+        .filter(|id| id.starts_with("./") || id.starts_with("../"))
+    {
+        let path = join_project(dir_of(config), id.trim_end_matches('/'))
+            .map(|dir| format!("{dir}/devcontainer-feature.json"))
+            .filter(|p| !linked_file(sources, consent, config, p, &mut out));
+        let Some((path, text)) = path.and_then(|p| sources.read(&p).map(|t| (p, t))) else {
+            let f = Finding::new(
+                "aibox::policy::unchecked_include",
+                Severity::Error,
+                config,
+                format!(
+                    "the local feature `{id}` has no readable `devcontainer-feature.json` inside \
+                     the project, so the gate cannot tell which container options it sets"
+                ),
+                "keep local features inside the project with their metadata file",
+            )
+            .at(line_of(jsonc_text, id));
+            out.extend(consent.judge(true, &format!("include:{id}"), f));
+            continue;
+        };
+        // The metadata uses the `devcontainer.json` key names.
+        out.extend(devcontainer_findings(&path, &text, consent, sources));
+    }
+    out
+}
+
+/// Checks `devcontainer.json` (JSONC) for dangerous options, including `runArgs`,
+/// `mounts`, `workspaceMount`, `initializeCommand` and unpinned features.
+pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) -> Vec<Finding> {
+    devcontainer_findings(file, jsonc_text, consent, &NoSources)
+}
+
+/// A dev container configuration's own container options: `privileged`, `capAdd`,
+/// `securityOpt`, and the users the container starts as and the tools run as.
+fn devcontainer_options(ctx: &Ctx<'_>, doc: &Json, out: &mut Vec<Finding>) {
+    if doc.get("privileged").is_some_and(json_truthy) {
+        ctx.privileged(line_of(ctx.text, "\"privileged\""), out);
+    }
+    for cap in json_strings(doc.get("capAdd")) {
+        ctx.cap(&cap, out);
+    }
+    for opt in json_strings(doc.get("securityOpt")) {
+        ctx.security_opt(&opt, out);
+    }
+    for key in ["containerUser", "remoteUser"] {
+        if let Some(user) = doc.get(key).and_then(Json::as_str) {
+            ctx.user(user, out);
+        }
+    }
+}
+
+/// [`check_devcontainer_json`] with the project at hand: mount sources under
+/// `${localWorkspaceFolder}` are judged where their symbolic links lead.
+pub(super) fn devcontainer_findings(
+    file: &str,
+    jsonc_text: &str,
+    consent: &Consent,
+    sources: &dyn ComposeSources,
+) -> Vec<Finding> {
+    let ctx = Ctx {
+        file,
+        text: jsonc_text,
+        consent,
+        sources,
+        // `${localWorkspaceFolder}` is the project root.
+        dir: Some(""),
+    };
+    let doc: Json = match parse_jsonc(jsonc_text) {
+        Ok(doc) => doc,
+        Err(e) => return vec![unparsable(file, "JSON", &e.message).at(Some(e.line))],
+    };
+    let mut out = Vec::new();
+    devcontainer_options(&ctx, &doc, &mut out);
+    let run_args = json_strings(doc.get("runArgs"));
+    run_args_findings(&ctx, &run_args, &mut out);
+    if let Some(mounts) = doc.get("mounts").and_then(Json::as_array) {
+        for m in mounts {
+            let mount = match m {
+                Json::String(s) => parse_mount_spec(s),
+                Json::Object(o) => {
+                    let kind = o.get("type").and_then(Json::as_str).unwrap_or("bind");
+                    o.get("source")
+                        .and_then(Json::as_str)
+                        .filter(|_| kind == "bind")
+                        .map(|s| Mount {
+                            source: s.to_owned(),
+                            read_only: o.get("readonly").is_some_and(json_truthy)
+                                || o.get("readOnly").is_some_and(json_truthy),
+                        })
+                }
+                _ => None,
+            };
+            if let Some(mount) = mount {
+                ctx.mount(&mount, &mut out);
+            }
+        }
+    }
+    if let Some(mount) = doc
+        .get("workspaceMount")
+        .and_then(Json::as_str)
+        .and_then(parse_mount_spec)
+    {
+        ctx.mount(&mount, &mut out);
+    }
+    // The image build of a configuration: its context and Dockerfile are read from the
+    // host relative to the configuration's folder.
+    if let Some(build) = doc.get("build") {
+        let build_ctx = Ctx {
+            dir: Some(dir_of(file)),
+            ..ctx
+        };
+        let context = build.get("context").and_then(Json::as_str).unwrap_or(".");
+        build_ctx.host_read("build.context", context, &mut out);
+        if let Some(dockerfile) = build.get("dockerfile").and_then(Json::as_str) {
+            build_ctx.host_read("build.dockerfile", dockerfile, &mut out);
+        }
+    }
+    if let Some(cmd) = doc.get("initializeCommand") {
+        let shown = match cmd {
+            Json::String(s) => aibox_config::bounded(s, 512),
+            other => aibox_config::bounded(&other.to_string(), 512),
+        };
+        let f = Finding::new(
+            "aibox::policy::initialize_command",
+            Severity::Error,
+            file,
+            format!(
+                "`initializeCommand` runs on the host, outside the container, before it exists: \
+                 {shown}"
+            ),
+            "move the command to `postCreateCommand` (runs inside the container), or accept it \
+             with a `[[security.exceptions]]` entry `initializeCommand` after reading it",
+        )
+        .at(line_of(jsonc_text, "\"initializeCommand\""));
+        ctx.push(true, "initializeCommand", f, &mut out);
+    }
+    if let Some(features) = doc.get("features").and_then(Json::as_object) {
+        for id in features.keys() {
+            check_feature(&ctx, id, &mut out);
+            if feature_unpinned(id) {
+                out.push(
+                    Finding::new(
+                        "aibox::policy::unpinned_feature",
+                        Severity::Warning,
+                        file,
+                        format!("devcontainer feature `{id}` has no version or digest"),
+                        "pin it, for example `<id>:1.2.3` or `<id>@sha256:<digest>`",
+                    )
+                    .at(line_of(jsonc_text, id)),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Features whose metadata asks the engine for privileged mode or the engine socket
+/// (their `devcontainer-feature.json` sets `privileged` or mounts the socket).
+fn check_feature(ctx: &Ctx<'_>, id: &str, out: &mut Vec<Finding>) {
+    let last = id.rsplit('/').next().unwrap_or(id);
+    let name = last.split([':', '@']).next().unwrap_or(last);
+    let line = line_of(ctx.text, id);
+    match name {
+        "docker-in-docker" | "docker-in-docker-plus" => {
+            let f = Finding::new(
+                "aibox::policy::privileged",
+                Severity::Error,
+                ctx.file,
+                format!(
+                    "devcontainer feature `{id}` runs the container privileged (its metadata \
+                     sets `privileged: true`): it is no longer a boundary"
+                ),
+                "remove the feature; build images on the host, or record the consent with a                  `[[security.exceptions]]` entry `option = \"privileged\"`",
+            )
+            .at(line);
+            ctx.push(true, "privileged", f, out);
+        }
+        "docker-outside-of-docker" | "docker-from-docker" => {
+            let f = Finding::new(
+                "aibox::policy::engine_socket",
+                Severity::Error,
+                ctx.file,
+                format!(
+                    "devcontainer feature `{id}` mounts the host's container engine socket: \
+                     whoever can use it controls the host"
+                ),
+                "remove the feature; run container commands on the host",
+            )
+            .at(line);
+            ctx.push(true, "mount:/var/run/docker.sock", f, out);
+        }
+        _ => {}
+    }
+    // A remote feature's metadata (`devcontainer-feature.json`: `privileged`, `capAdd`,
+    // `mounts`, …) is fetched when the container is built; the gate cannot read it.
+    if !id.starts_with("./") && !id.starts_with("../") {
+        let base = id.split('@').next().unwrap_or(id);
+        let base = match base.rsplit_once(':') {
+            Some((b, tag)) if !tag.contains('/') => b,
+            _ => base,
+        };
+        let f = Finding::new(
+            "aibox::policy::remote_feature",
+            Severity::Error,
+            ctx.file,
+            format!(
+                "devcontainer feature `{id}` brings container options from a registry (its \
+                 `devcontainer-feature.json` may ask for privileged mode, capabilities or \
+                 mounts), which the gate cannot read"
+            ),
+            format!(
+                "install the tool in `.devcontainer/Dockerfile.local` instead, or read the \
+                 feature's metadata and record the consent with a `[[security.exceptions]]` \
+                 entry `option = \"feature:{base}\"`"
+            ),
+        )
+        .at(line);
+        ctx.push(true, &format!("feature:{base}"), f, out);
+    }
+}
+
+fn feature_unpinned(id: &str) -> bool {
+    if id.starts_with("./") || id.starts_with("../") || id.contains('@') {
+        return false;
+    }
+    let last = id.rsplit('/').next().unwrap_or(id);
+    !last.contains(':')
+}
+
+/// Checks `docker run`-style arguments (`devcontainer.json` `runArgs`). `text` is the file
+/// they came from, for line numbers.
+pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent) -> Vec<Finding> {
+    let ctx = Ctx {
+        file,
+        text,
+        consent,
+        sources: &NoSources,
+        dir: None,
+    };
+    let mut out = Vec::new();
+    run_args_findings(&ctx, args, &mut out);
+    out
+}
+
+fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
+    let text = ctx.text;
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].trim();
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (arg, None),
+        };
+        let takes_value = matches!(
+            flag,
+            "--cap-add"
+                | "--security-opt"
+                | "--network"
+                | "--net"
+                | "--pid"
+                | "--ipc"
+                | "--uts"
+                | "--userns"
+                | "--cgroupns"
+                | "-v"
+                | "--volume"
+                | "--mount"
+                | "--device"
+                | "--device-cgroup-rule"
+                | "--sysctl"
+                | "-u"
+                | "--user"
+        );
+        let value = if takes_value && inline.is_none() {
+            i += 1;
+            args.get(i).map(|s| s.trim().to_owned())
+        } else {
+            inline
+        };
+        i += 1;
+        let value = value.unwrap_or_default();
+        match flag {
+            "--privileged" if value.is_empty() || str_truthy(&value) => {
+                ctx.privileged(line_of(text, "--privileged"), out);
+            }
+            "--cap-add" => ctx.cap(&value, out),
+            "--security-opt" => ctx.security_opt(&value, out),
+            "--network" | "--net" => ctx.namespace("network_mode", &value, out),
+            "--pid" => ctx.namespace("pid", &value, out),
+            "--ipc" => ctx.namespace("ipc", &value, out),
+            "--uts" => ctx.namespace("uts", &value, out),
+            "--userns" => ctx.namespace("userns_mode", &value, out),
+            "--cgroupns" => ctx.namespace("cgroup", &value, out),
+            "-v" | "--volume" => {
+                if let Some(m) = parse_short_volume(&value) {
+                    ctx.mount(&m, out);
+                }
+            }
+            "--mount" => {
+                if let Some(m) = parse_mount_spec(&value) {
+                    ctx.mount(&m, out);
+                }
+            }
+            "--device" => ctx.device("--device", &value, out),
+            "--device-cgroup-rule" => ctx.device_rule(&value, out),
+            "--sysctl" => ctx.sysctl(value.split('=').next().unwrap_or(&value), out),
+            "-u" | "--user" => ctx.user(&value, out),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn features_pinning() {
+        assert!(feature_unpinned("ghcr.io/devcontainers/features/node"));
+        assert!(!feature_unpinned("ghcr.io/devcontainers/features/node:1"));
+        assert!(!feature_unpinned("ghcr.io/x/y@sha256:abcd"));
+        assert!(!feature_unpinned("./local-feature"));
+    }
+}

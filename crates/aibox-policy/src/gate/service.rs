@@ -1,0 +1,202 @@
+//! One Compose service: its keys (privileged, capabilities, security options,
+//! namespaces, users, volumes, devices, sysctls, `volumes_from`) and its build
+//! (contexts, Dockerfile, entitlements, SSH) handed to the rules.
+
+use serde_norway::Value as Yaml;
+
+use super::mounts::{Mount, parse_short_volume};
+use super::{Ctx, yaml_strings, yaml_truthy};
+use crate::finding::{Finding, Severity};
+use crate::text::{line_of, line_of_all};
+
+pub(super) fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) {
+    if svc.get("privileged").is_some_and(yaml_truthy) {
+        ctx.privileged(line_of_all(ctx.text, &["privileged"]), out);
+    }
+    if let Some(caps) = svc.get("cap_add") {
+        for cap in yaml_strings(caps) {
+            ctx.cap(&cap, out);
+        }
+    }
+    if let Some(opts) = svc.get("security_opt") {
+        for opt in yaml_strings(opts) {
+            ctx.security_opt(&opt, out);
+        }
+    }
+    for key in ["network_mode", "pid", "ipc", "uts", "userns_mode", "cgroup"] {
+        if let Some(value) = svc.get(key).and_then(Yaml::as_str) {
+            ctx.namespace(key, value, out);
+        }
+    }
+    // A service on a network called `host` (defined or not): Docker's host network.
+    if let Some(networks) = svc.get("networks") {
+        for net in yaml_strings(networks) {
+            if net.trim().eq_ignore_ascii_case("host") {
+                ctx.namespace("network_mode", "host", out);
+            }
+        }
+    }
+    check_kernel_access(ctx, svc, out);
+    if let Some(from) = svc.get("volumes_from") {
+        for source in yaml_strings(from) {
+            if let Some(container) = source.strip_prefix("container:") {
+                let f = Finding::new(
+                    "aibox::policy::volumes_from_container",
+                    Severity::Error,
+                    ctx.file,
+                    format!(
+                        "service `{name}` takes every volume of the container `{container}`, \
+                         which is not part of this project: the gate cannot tell what it mounts"
+                    ),
+                    "mount what you need explicitly, or record the consent with a \
+                     `[[security.exceptions]]` entry `option = \"volumes_from:container\"`",
+                )
+                .at(line_of(ctx.text, "volumes_from"));
+                ctx.push(true, "volumes_from:container", f, out);
+            }
+        }
+    }
+    if let Some(user) = svc.get("user") {
+        let user = match user {
+            Yaml::Number(n) => n.to_string(),
+            other => other.as_str().unwrap_or("").to_owned(),
+        };
+        ctx.user(&user, out);
+    }
+    if svc.get("use_api_socket").is_some_and(yaml_truthy) {
+        let f = Finding::new(
+            "aibox::policy::engine_socket",
+            Severity::Error,
+            ctx.file,
+            format!(
+                "service `{name}` sets `use_api_socket: true`, which hands the container the \
+                 container engine's API: full control of the host"
+            ),
+            "remove `use_api_socket`; build or run containers from the host instead",
+        )
+        .at(line_of(ctx.text, "use_api_socket"));
+        ctx.push(true, "use_api_socket", f, out);
+    }
+    match svc.get("build") {
+        Some(Yaml::String(context)) => ctx.host_read("build.context", context, out),
+        Some(build) if build.is_mapping() => check_build(ctx, build, out),
+        _ => {}
+    }
+    if let Some(env_files) = svc.get("env_file") {
+        for file in yaml_strings(env_files) {
+            ctx.host_read("env_file", &file, out);
+        }
+    }
+    check_service_volumes(ctx, svc, out);
+}
+
+/// The bind mounts of a service (short and long syntax).
+fn check_service_volumes(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
+    if let Some(volumes) = svc.get("volumes").and_then(Yaml::as_sequence) {
+        for vol in volumes {
+            if let Some(short) = vol.as_str() {
+                if let Some(m) = parse_short_volume(short) {
+                    ctx.mount(&m, out);
+                }
+            } else if vol.is_mapping() {
+                let kind = vol.get("type").and_then(Yaml::as_str).unwrap_or("bind");
+                let source = vol.get("source").and_then(Yaml::as_str);
+                if let (Some(source), "bind") = (source, kind) {
+                    let read_only = vol.get("read_only").is_some_and(yaml_truthy);
+                    ctx.mount(
+                        &Mount {
+                            source: source.to_owned(),
+                            read_only,
+                        },
+                        out,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Host devices, device cgroup rules and kernel parameters of a service.
+fn check_kernel_access(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
+    if let Some(devices) = svc.get("devices") {
+        for device in yaml_strings(devices) {
+            ctx.device("devices", &device, out);
+        }
+    }
+    if let Some(rules) = svc.get("device_cgroup_rules") {
+        for rule in yaml_strings(rules) {
+            ctx.device_rule(&rule, out);
+        }
+    }
+    if let Some(sysctls) = svc.get("sysctls") {
+        // A mapping (`name: value`) or a list (`name=value`).
+        for item in yaml_strings(sysctls) {
+            ctx.sysctl(item.split('=').next().unwrap_or(&item), out);
+        }
+    }
+}
+
+fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
+    let context = build.get("context").and_then(Yaml::as_str).unwrap_or(".");
+    ctx.host_read("build.context", context, out);
+    // Relative to the context (judged above, but the client reads the file itself, so a
+    // link there counts); an absolute one is a host file of its own.
+    if let Some(file) = build.get("dockerfile").and_then(Yaml::as_str) {
+        if file.starts_with(['/', '~']) {
+            ctx.host_read("build.dockerfile", file, out);
+        } else if !context.contains(':') && !context.starts_with(['/', '~']) {
+            ctx.host_read("build.dockerfile", &format!("{context}/{file}"), out);
+        }
+    }
+    if let Some(extra) = build.get("additional_contexts") {
+        let paths: Vec<String> = match extra {
+            Yaml::Mapping(m) => m
+                .values()
+                .filter_map(Yaml::as_str)
+                .map(str::to_owned)
+                .collect(),
+            other => yaml_strings(other)
+                .into_iter()
+                .map(|s| s.split_once('=').map_or(s.clone(), |(_, p)| p.to_owned()))
+                .collect(),
+        };
+        for path in paths {
+            ctx.host_read("build.additional_contexts", &path, out);
+        }
+    }
+    if build.get("privileged").is_some_and(yaml_truthy) {
+        ctx.privileged(line_of_all(ctx.text, &["privileged"]), out);
+    }
+    if let Some(net) = build.get("network").and_then(Yaml::as_str) {
+        ctx.namespace("build.network", net, out);
+    }
+    if let Some(ents) = build.get("entitlements") {
+        for ent in yaml_strings(ents) {
+            let f = Finding::new(
+                "aibox::policy::build_entitlement",
+                Severity::Error,
+                ctx.file,
+                format!(
+                    "the image build asks for the `{ent}` entitlement, which lifts the build \
+                     sandbox"
+                ),
+                "remove `build.entitlements`; do privileged build steps outside the image build",
+            )
+            .at(line_of(ctx.text, &ent));
+            ctx.push(true, &format!("build.entitlements:{ent}"), f, out);
+        }
+    }
+    if build.get("ssh").is_some() {
+        let f = Finding::new(
+            "aibox::policy::build_ssh",
+            Severity::Warning,
+            ctx.file,
+            "the image build forwards the host's SSH agent (`build.ssh`); any build step can use \
+             your keys",
+            "fetch private dependencies with a narrowly scoped token instead, or accept with a \
+             `[[security.exceptions]]` entry `build.ssh`",
+        )
+        .at(line_of(ctx.text, "ssh"));
+        ctx.push(false, "build.ssh", f, out);
+    }
+}

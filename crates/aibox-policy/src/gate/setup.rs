@@ -1,0 +1,183 @@
+//! Which files the tools run: every dev container configuration the Dev Containers CLI
+//! offers and the Compose files `aibox up` and each configuration hand to Compose, each
+//! then judged by `project` (Compose) or `devcontainer` (the configuration).
+
+use aibox_config::hostpath::HostPath;
+
+use super::devcontainer::{check_local_features, devcontainer_findings};
+use super::mounts::linked_file;
+use super::project::{check_compose_project, literal_path};
+use super::{DEVCONTAINER_PATH, json_strings};
+use crate::compose::{ComposeSources, dir_of, join_project};
+use crate::finding::{Consent, Finding, Severity};
+use crate::text::{line_of, parse_jsonc};
+
+/// The Compose files of a project as `aibox up` and the devcontainer CLI hand them to
+/// Compose, and every dev container configuration the Dev Containers CLI would use
+/// (`.devcontainer/devcontainer.json`, `.devcontainer.json`,
+/// `.devcontainer/<name>/devcontainer.json`), each read through `sources`.
+///
+/// `aibox up`'s files (generated, override, personal) and the `dockerComposeFile` list of
+/// `.devcontainer/devcontainer.json` are one Compose project, with `.devcontainer/.env`;
+/// every other configuration's list is a project of its own, with the `.env` next to its
+/// first file. Listed files outside the project are refused; listed files that do not
+/// exist are not run, so they are skipped. A guarded file that is a symbolic link is
+/// refused (Compose and the editor follow it; the gate reads regular files only).
+pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut configs = devcontainer_files(sources);
+    if !configs.iter().any(|c| c == DEVCONTAINER_PATH) {
+        // `aibox up` runs its own files whether or not the editor's configuration exists.
+        configs.insert(0, DEVCONTAINER_PATH.to_owned());
+    }
+    for config in configs {
+        let devcontainer = if linked_file(sources, consent, &config, &config, &mut out) {
+            None
+        } else {
+            sources.read(&config)
+        };
+        let dir = dir_of(&config).to_owned();
+        if let Some(text) = &devcontainer {
+            out.extend(devcontainer_findings(&config, text, consent, sources));
+            out.extend(check_local_features(&config, text, sources, consent));
+        }
+        // `aibox up` runs its Compose files itself; the editor runs the listed ones. Both count.
+        let mut names: Vec<Result<String, String>> = if config == DEVCONTAINER_PATH {
+            aibox_config::layout::COMPOSE_FILES
+                .map(|n| Ok(n.to_owned()))
+                .to_vec()
+        } else {
+            Vec::new()
+        };
+        for name in devcontainer
+            .as_deref()
+            .map(|t| compose_files_in(&dir, t))
+            .unwrap_or_default()
+        {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        let mut texts: Vec<(String, String)> = Vec::new();
+        for name in names {
+            let name = match name {
+                Ok(name) => name,
+                Err(written) => {
+                    let f = Finding::new(
+                        "aibox::policy::unchecked_include",
+                        Severity::Error,
+                        &config,
+                        format!(
+                            "`dockerComposeFile` names `{written}`, outside the project, which \
+                             the gate cannot judge"
+                        ),
+                        "list only Compose files inside the project",
+                    )
+                    .at(devcontainer
+                        .as_deref()
+                        .and_then(|t| line_of(t, "dockerComposeFile")));
+                    out.extend(consent.judge(true, &format!("include:{written}"), f));
+                    continue;
+                }
+            };
+            if linked_file(sources, consent, &config, &name, &mut out) {
+                continue;
+            }
+            if let Some(text) = sources.read(&name) {
+                texts.push((name, text));
+            }
+        }
+        // Compose reads `.env` from the folder of the first file.
+        let env_path = match texts.first() {
+            _ if config == DEVCONTAINER_PATH => aibox_config::layout::COMPOSE_ENV.to_owned(),
+            Some((first, _)) => join_project(dir_of(first), ".env").unwrap_or_default(),
+            None => continue,
+        };
+        let env = if linked_file(sources, consent, &config, &env_path, &mut out) {
+            None
+        } else {
+            sources.read(&env_path)
+        };
+        if texts.is_empty() {
+            continue;
+        }
+        let files: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        out.extend(check_compose_project(
+            &files,
+            env.as_deref(),
+            sources,
+            consent,
+        ));
+    }
+    let mut seen = Vec::new();
+    out.retain(|f| {
+        let key = (f.code.clone(), f.file.clone(), f.line, f.message.clone());
+        let new = !seen.contains(&key);
+        seen.push(key);
+        new
+    });
+    out
+}
+
+/// Every dev container configuration the Dev Containers CLI would offer, sorted:
+/// `.devcontainer/devcontainer.json`, `.devcontainer.json`, and
+/// `.devcontainer/<name>/devcontainer.json` (one level down).
+fn devcontainer_files(sources: &dyn ComposeSources) -> Vec<String> {
+    // A link counts when it leads out of the project (what is there is unknown) or to a
+    // file of the project.
+    let exists = |path: &str| match sources.host_path(path) {
+        HostPath::Plain => sources.read(path).is_some(),
+        HostPath::Project(p) => sources.read(&p).is_some(),
+        HostPath::Outside(_) | HostPath::Unresolvable(_) => true,
+    };
+    let mut out = Vec::new();
+    for path in [
+        DEVCONTAINER_PATH,
+        aibox_config::layout::DEVCONTAINER_ROOT_JSON,
+    ] {
+        if exists(path) {
+            out.push(path.to_owned());
+        }
+    }
+    let dir = aibox_config::layout::DEVCONTAINER_DIR;
+    for name in sources.subdirs(dir.trim_end_matches('/')) {
+        let path = format!(
+            "{dir}{name}/{}",
+            aibox_config::layout::DEVCONTAINER_NAMED_JSON
+        );
+        if exists(&path) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The files of a `.devcontainer/devcontainer.json` `dockerComposeFile` (project-relative,
+/// in order; entries outside the project or named through a variable as written); `None`
+/// when the text does not parse or names none.
+pub fn devcontainer_compose_files(jsonc_text: &str) -> Option<Vec<String>> {
+    let list: Vec<String> = compose_files_in(".devcontainer", jsonc_text)
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|written| written))
+        .collect();
+    (!list.is_empty()).then_some(list)
+}
+
+/// The `dockerComposeFile` entries of a configuration in `dir`: `Ok` the project-relative
+/// path, `Err` the entry as written when it leaves the project or uses a variable.
+fn compose_files_in(dir: &str, jsonc_text: &str) -> Vec<Result<String, String>> {
+    let Ok(doc) = parse_jsonc(jsonc_text) else {
+        return Vec::new();
+    };
+    json_strings(doc.get("dockerComposeFile"))
+        .into_iter()
+        .map(|f| {
+            literal_path(&f)
+                .and_then(|p| join_project(dir, &p))
+                .ok_or(f)
+        })
+        .collect()
+}
