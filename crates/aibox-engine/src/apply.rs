@@ -18,28 +18,18 @@
 //! written only after the content is durable). Dry runs and checks only read (they
 //! take no lock).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aibox_config::{Ownership, PlannedFile};
 use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::EngineError;
+use crate::error::EngineError;
 use crate::plan::PlanOptions;
+use crate::records::{
+    PENDING_LOCK, PENDING_PROCESSKIT, ProjectLock, STAT_CACHE, backup_path, read_pending,
+};
 use crate::writer::{ProjectRoot, WriteError, Writer, check_relative, in_perimeter, mode_of};
-
-/// Digests of the apply in progress (the would-be lock), under `.aibox/`.
-pub const PENDING_LOCK: &str = ".aibox/pending.lock";
-/// The processkit install intent of the apply in progress (see
-/// [`aibox_provenance::Intent`]).
-pub const PENDING_PROCESSKIT: &str = ".aibox/pending-processkit.toml";
-/// The stat cache of the installed processkit files (see
-/// [`aibox_provenance::StatCache`]).
-pub const STAT_CACHE: &str = ".aibox/processkit-stat-cache";
-/// The project lock file held while applying.
-pub const APPLY_LOCK: &str = ".aibox/apply.lock";
-/// Where `--force` keeps the files it replaces: `.aibox/backups/<path>.<n>`.
-pub const BACKUP_DIR: &str = ".aibox/backups";
 
 /// Options of [`apply`].
 #[derive(Debug, Clone)]
@@ -866,60 +856,4 @@ fn unified_diff(path: &Utf8Path, old: Option<&[u8]>, new: &[u8]) -> String {
         .context_radius(3)
         .header(&from, &format!("b/{path}"))
         .to_string()
-}
-
-/// First free `.aibox/backups/<path>.<n>`, counting from 1.
-fn backup_path(root: &ProjectRoot, path: &Utf8Path) -> Result<Utf8PathBuf, EngineError> {
-    for n in 1..=u32::MAX {
-        let candidate = Utf8PathBuf::from(format!("{BACKUP_DIR}/{path}.{n}"));
-        if !root.is_file(&candidate)? {
-            return Ok(candidate);
-        }
-    }
-    Err(WriteError::WrongKind {
-        path: Utf8PathBuf::from(BACKUP_DIR),
-        expected: "backup slot",
-    }
-    .into())
-}
-
-fn read_pending(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
-    let rel = Utf8Path::new(PENDING_LOCK);
-    let Some(bytes) = root.read(rel)? else {
-        return Ok(None);
-    };
-    // A damaged record only costs recognition of half-written runs; never fail on it.
-    Ok(Lock::parse(&String::from_utf8_lossy(&bytes), &root.path().join(rel)).ok())
-}
-
-/// The project lock: an OS file lock on `.aibox/apply.lock`, released on drop (and by
-/// the OS when the process dies, so a killed apply never leaves it stuck).
-pub(crate) struct ProjectLock {
-    _file: fs_err::File,
-}
-
-impl ProjectLock {
-    pub(crate) fn acquire(root: &ProjectRoot, timeout: Duration) -> Result<Self, EngineError> {
-        let rel = Utf8Path::new(APPLY_LOCK);
-        let file = Writer::new(root).open_lock_file(rel)?;
-        let path = root.path().join(rel);
-        let start = Instant::now();
-        loop {
-            match file.file().try_lock() {
-                Ok(()) => return Ok(Self { _file: file }),
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    if start.elapsed() >= timeout {
-                        return Err(EngineError::Busy {
-                            lock: path,
-                            waited_secs: start.elapsed().as_secs(),
-                        });
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(EngineError::io("lock", &path, e));
-                }
-            }
-        }
-    }
 }

@@ -11,18 +11,17 @@ mod apply;
 mod error;
 pub mod plan;
 mod process;
+pub mod records;
 pub mod render;
 pub mod resolve;
 pub mod snapshot;
 pub mod sources;
 pub mod writer;
 
-pub use apply::{
-    APPLY_LOCK, ApplyOptions, ApplyReport, BACKUP_DIR, FileAction, FileReport, PENDING_LOCK, apply,
-    apply_resolved,
-};
+pub use apply::{ApplyOptions, ApplyReport, FileAction, FileReport, apply, apply_resolved};
 pub use error::EngineError;
 pub use plan::{DownloadProgress, Notice, Plan, PlanBuilder, PlanContext, PlanOptions, plan};
+pub use records::{APPLY_LOCK, BACKUP_DIR, PENDING_LOCK};
 pub use resolve::{ProcesskitState, Resolved, ResolvedRelease, Security, resolve, resolve_project};
 pub use snapshot::Snapshot;
 

@@ -666,7 +666,7 @@ pub fn resolve(
     options: &MigrateOptions,
 ) -> Result<ResolveReport, EngineError> {
     let root = ProjectRoot::open(root)?;
-    let _lock = crate::apply::ProjectLock::acquire(&root, Duration::from_secs(30))?;
+    let _lock = crate::records::ProjectLock::acquire(&root, Duration::from_secs(30))?;
     let listing = list_in(&root)?;
     let m = listing.find(&request.id)?;
     let targets: Vec<&ConflictState> = if request.paths.is_empty() {

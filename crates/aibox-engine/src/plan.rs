@@ -250,7 +250,7 @@ impl PlanBuilder {
     }
 
     /// Records the processkit install intent (see [`aibox_provenance::Intent`]): the
-    /// apply stores it in [`crate::apply::PENDING_PROCESSKIT`] before its first write.
+    /// apply stores it in [`crate::records::PENDING_PROCESSKIT`] before its first write.
     pub fn set_processkit_intent(&mut self, text: String) {
         self.processkit_intent = Some(text);
     }

@@ -26,8 +26,9 @@ use aibox_provenance::{Cache, Sha256, VerifiedRelease};
 use aibox_skill_review::{GateError, RefusedSkill};
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::EngineError;
+use crate::error::EngineError;
 use crate::plan::PlanOptions;
+use crate::records;
 use crate::skills::HandAdded;
 use crate::snapshot::Snapshot;
 use crate::sources::skill_review::{ReviewContext, SkillOrigin};
@@ -559,34 +560,14 @@ fn scan_live(
         crate::sources::processkit::plan_options(&project.config, &now, &options.aibox_version);
     // The record of an interrupted apply, if any: resuming it completes exactly what
     // that run intended (see `aibox_provenance::Intent`).
-    let interrupted = files
-        .get(Utf8Path::new(crate::apply::PENDING_PROCESSKIT))?
-        .and_then(|b| aibox_provenance::Intent::parse(&String::from_utf8_lossy(b)));
-    let stat_cache = read_stat_cache(root, files)?;
+    let interrupted = records::read_intent(files.get(Utf8Path::new(records::PENDING_PROCESSKIT))?);
+    let stat_cache = records::read_stat_cache(root, files.get(Utf8Path::new(records::STAT_CACHE))?);
     let hints = aibox_provenance::Hints {
         interrupted: interrupted.as_ref(),
         stat_cache: stat_cache.as_ref(),
     };
     aibox_provenance::scan(root.path().as_std_path(), release, catalog, &opts, hints)
         .map_err(EngineError::from)
-}
-
-/// The stat cache of the last apply, if any (a damaged one only costs re-hashing).
-fn read_stat_cache(
-    root: &ProjectRoot,
-    files: &Snapshot,
-) -> Result<Option<aibox_provenance::StatCache>, EngineError> {
-    let rel = Utf8Path::new(crate::apply::STAT_CACHE);
-    let Some(bytes) = files.get(rel)? else {
-        return Ok(None);
-    };
-    let Ok(meta) = fs_err::symlink_metadata(root.path().join(rel)) else {
-        return Ok(None);
-    };
-    Ok(Some(aibox_provenance::StatCache::parse(
-        &String::from_utf8_lossy(bytes),
-        &meta,
-    )))
 }
 
 /// Offline: why the release cannot be had without downloading, or `None` when it can

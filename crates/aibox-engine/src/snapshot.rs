@@ -32,18 +32,12 @@ use aibox_config::hostpath::HostPath;
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::EngineError;
+use crate::error::EngineError;
+use crate::records::PLAN_READS;
 use crate::writer::{ProjectRoot, in_perimeter};
 
 /// Largest file the policy gate's Compose resolver reads (as Compose files go, generous).
 const MAX_COMPOSE_SOURCE: usize = 1 << 20;
-
-/// The engine's own records a plan reads (beside the file table's rows).
-const ENGINE_RECORDS: [&str; 3] = [
-    aibox_mcp_registration::LEDGER_PATH,
-    crate::apply::PENDING_PROCESSKIT,
-    crate::apply::STAT_CACHE,
-];
 
 /// The current bytes of the project files a plan reads, taken by [`crate::resolve`].
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -179,7 +173,7 @@ fn strict_paths(previous_lock: Option<&Lock>) -> Vec<Utf8PathBuf> {
                 .iter()
                 .map(|(_, path, _)| *path),
         )
-        .chain(ENGINE_RECORDS)
+        .chain(PLAN_READS)
         .map(Utf8PathBuf::from);
     let generated = previous_lock
         .into_iter()

@@ -1,0 +1,130 @@
+//! The engine's own records under `.aibox/` (gitignored local state): their paths and
+//! the helpers that read them, in one place, so `apply` (which writes them), `resolve`
+//! and `snapshot` (which read them) and `migrate` (which takes the project lock) all
+//! import from here and not from each other.
+//!
+//! - [`PENDING_LOCK`]: the digests of the apply in progress (the would-be `aibox.lock`).
+//!   Written by `apply` before its first file and removed after `aibox.lock`; read by the
+//!   next `apply` (`read_pending`) so files a killed run wrote count as aibox's own.
+//! - [`PENDING_PROCESSKIT`]: the processkit install intent of the apply in progress
+//!   ([`aibox_provenance::Intent`]). Written and removed by `apply` beside the pending
+//!   lock; captured by the snapshot and read by `resolve` (`read_intent`), so the next
+//!   plan completes exactly the interrupted install.
+//! - [`STAT_CACHE`]: size and modification time of the installed processkit files
+//!   ([`aibox_provenance::StatCache`]). Written by `apply` after the lock when the plan
+//!   found it stale; captured by the snapshot and read by `resolve`
+//!   (`read_stat_cache`), which trusts it for unchanged files instead of re-hashing.
+//! - [`APPLY_LOCK`]: the project lock file (`ProjectLock`), held by `apply` and
+//!   `migrate resolve` while they write; never read for its contents.
+//! - [`BACKUP_DIR`]: where `apply --force` keeps the files it replaces
+//!   (`backup_path`); written by `apply` only, read by people.
+//!
+//! The MCP ownership ledger (`.aibox/mcp-ledger.json`) belongs to
+//! `aibox-mcp-registration` ([`aibox_mcp_registration::LEDGER_PATH`]); `PLAN_READS`
+//! names it beside the two records above that a plan reads.
+
+use std::time::{Duration, Instant};
+
+use aibox_provenance::lock::Lock;
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::error::EngineError;
+use crate::writer::{ProjectRoot, WriteError, Writer};
+
+/// Digests of the apply in progress (the would-be lock), under `.aibox/`.
+pub const PENDING_LOCK: &str = ".aibox/pending.lock";
+/// The processkit install intent of the apply in progress (see
+/// [`aibox_provenance::Intent`]).
+pub const PENDING_PROCESSKIT: &str = ".aibox/pending-processkit.toml";
+/// The stat cache of the installed processkit files (see
+/// [`aibox_provenance::StatCache`]).
+pub const STAT_CACHE: &str = ".aibox/processkit-stat-cache";
+/// The project lock file held while applying.
+pub const APPLY_LOCK: &str = ".aibox/apply.lock";
+/// Where `--force` keeps the files it replaces: `.aibox/backups/<path>.<n>`.
+pub const BACKUP_DIR: &str = ".aibox/backups";
+
+/// The engine's own records a plan reads (beside the file table's rows), which the
+/// snapshot captures.
+pub(crate) const PLAN_READS: [&str; 3] = [
+    aibox_mcp_registration::LEDGER_PATH,
+    PENDING_PROCESSKIT,
+    STAT_CACHE,
+];
+
+/// The pending lock of an interrupted apply, if any.
+pub(crate) fn read_pending(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
+    let rel = Utf8Path::new(PENDING_LOCK);
+    let Some(bytes) = root.read(rel)? else {
+        return Ok(None);
+    };
+    // A damaged record only costs recognition of half-written runs; never fail on it.
+    Ok(Lock::parse(&String::from_utf8_lossy(&bytes), &root.path().join(rel)).ok())
+}
+
+/// The processkit intent of an interrupted apply, from the bytes of
+/// [`PENDING_PROCESSKIT`] as captured (a damaged one is no intent).
+pub(crate) fn read_intent(bytes: Option<&[u8]>) -> Option<aibox_provenance::Intent> {
+    bytes.and_then(|b| aibox_provenance::Intent::parse(&String::from_utf8_lossy(b)))
+}
+
+/// The stat cache of the last apply, from the bytes of [`STAT_CACHE`] as captured and
+/// the record's own metadata, if any (a damaged one only costs re-hashing).
+pub(crate) fn read_stat_cache(
+    root: &ProjectRoot,
+    bytes: Option<&[u8]>,
+) -> Option<aibox_provenance::StatCache> {
+    let bytes = bytes?;
+    let meta = fs_err::symlink_metadata(root.path().join(STAT_CACHE)).ok()?;
+    Some(aibox_provenance::StatCache::parse(
+        &String::from_utf8_lossy(bytes),
+        &meta,
+    ))
+}
+
+/// First free `.aibox/backups/<path>.<n>`, counting from 1.
+pub(crate) fn backup_path(root: &ProjectRoot, path: &Utf8Path) -> Result<Utf8PathBuf, EngineError> {
+    for n in 1..=u32::MAX {
+        let candidate = Utf8PathBuf::from(format!("{BACKUP_DIR}/{path}.{n}"));
+        if !root.is_file(&candidate)? {
+            return Ok(candidate);
+        }
+    }
+    Err(WriteError::WrongKind {
+        path: Utf8PathBuf::from(BACKUP_DIR),
+        expected: "backup slot",
+    }
+    .into())
+}
+
+/// The project lock: an OS file lock on `.aibox/apply.lock`, released on drop (and by
+/// the OS when the process dies, so a killed apply never leaves it stuck).
+pub(crate) struct ProjectLock {
+    _file: fs_err::File,
+}
+
+impl ProjectLock {
+    pub(crate) fn acquire(root: &ProjectRoot, timeout: Duration) -> Result<Self, EngineError> {
+        let rel = Utf8Path::new(APPLY_LOCK);
+        let file = Writer::new(root).open_lock_file(rel)?;
+        let path = root.path().join(rel);
+        let start = Instant::now();
+        loop {
+            match file.file().try_lock() {
+                Ok(()) => return Ok(Self { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if start.elapsed() >= timeout {
+                        return Err(EngineError::Busy {
+                            lock: path,
+                            waited_secs: start.elapsed().as_secs(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(EngineError::io("lock", &path, e));
+                }
+            }
+        }
+    }
+}
