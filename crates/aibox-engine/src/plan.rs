@@ -14,7 +14,7 @@ use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
-use crate::resolve::Resolved;
+use crate::resolve::{GatedCopies, ProcesskitState, Resolved};
 use crate::snapshot::Snapshot;
 
 pub(crate) use crate::snapshot::read_lock;
@@ -385,18 +385,27 @@ impl PlanBuilder {
     }
 }
 
-/// A planned file as the policy gate scans it: a verified copy of an unverified
-/// release's file (the only copies the gate sees) is read for the scan.
-fn gated_contents(f: &PlannedFile) -> Result<PlannedFile, EngineError> {
+/// A planned file as the policy gate scans it: a copy of an unverified release's file
+/// (the only copies the gate sees) takes the bytes [`crate::resolve`] read for it, so
+/// planning reads no release file.
+fn gated_contents(
+    f: &PlannedFile,
+    copies: Option<&GatedCopies>,
+) -> Result<PlannedFile, EngineError> {
     let mut f = f.clone();
     if let Some(from) = f.copy_from.take() {
-        f.contents =
-            from.read_verified()
-                .map_err(|reason| crate::writer::WriteError::SourceChanged {
+        match copies.and_then(|c| c.get(&from)) {
+            Some(Ok(bytes)) => f.contents = bytes.to_vec(),
+            Some(Err(reason)) => {
+                return Err(crate::writer::WriteError::SourceChanged {
                     path: f.path.clone(),
                     from: from.path.display().to_string(),
-                    reason,
-                })?;
+                    reason: reason.to_owned(),
+                }
+                .into());
+            }
+            None => return Err(EngineError::NotCaptured { path: f.path }),
+        }
     }
     Ok(f)
 }
@@ -499,9 +508,13 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     // Policy gate over what would be written, the user's override and the configured
     // volumes, plus the secret scan of committed files: a refusal leaves the project as is.
     // Verified release content is not what users write; the gate skips it.
+    let copies = match &resolved.processkit {
+        ProcesskitState::Resolved(r) => Some(&r.gated_copies),
+        _ => None,
+    };
     let gated: Vec<PlannedFile> = builder
         .unverified()
-        .map(gated_contents)
+        .map(|f| gated_contents(f, copies))
         .collect::<Result<_, _>>()?;
     let mut plan = builder.finish(&options.aibox_version)?;
     let sources = files.compose_sources();

@@ -148,6 +148,64 @@ pub struct ResolvedRelease {
     /// The release's hook scripts and pre-authorisation spec (read here, so planning
     /// reads no release file for them).
     pub wiring: aibox_mcp_registration::ProcesskitWiring,
+    /// The bytes of an unverified release's files, which the policy gate's secret scan
+    /// reads (read here, so planning reads no release file for them).
+    pub(crate) gated_copies: GatedCopies,
+    /// The time of this resolve (RFC 3339), which the install plan stamps on the marker
+    /// and migration records: taken here, so planning reads no clock either.
+    pub now: String,
+}
+
+/// The files of an unverified release as the policy gate scans them, read once by
+/// [`resolve`]: the plan plans them as copies from the unpacked release and the gate,
+/// which skips verified content only, needs their bytes. Empty for a verified release.
+#[derive(Default)]
+pub(crate) struct GatedCopies(
+    std::collections::BTreeMap<std::path::PathBuf, Result<Vec<u8>, String>>,
+);
+
+impl GatedCopies {
+    /// Reads every file of `release`'s unpacked payload when the release is unverified,
+    /// each checked against its verified size and digest (a failure is kept, as the
+    /// phrase [`aibox_config::CopyFrom::read_verified`] gives, for the plan to report).
+    fn read(release: &VerifiedRelease) -> Self {
+        if release.verification != aibox_provenance::Verification::Unverified {
+            return Self::default();
+        }
+        let payload = &release.payload;
+        Self(
+            payload
+                .files
+                .keys()
+                .filter_map(|rel| payload.copy_from(rel))
+                .map(|from| {
+                    let bytes = from.read_verified();
+                    (from.path, bytes)
+                })
+                .collect(),
+        )
+    }
+
+    /// The bytes of copy source `from` as resolve read them; `None` when resolve did not
+    /// read it.
+    pub(crate) fn get(&self, from: &aibox_config::CopyFrom) -> Option<Result<&[u8], &str>> {
+        self.0
+            .get(&from.path)
+            .map(|r| r.as_ref().map(Vec::as_slice).map_err(String::as_str))
+    }
+}
+
+impl std::fmt::Debug for GatedCopies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Counts, not contents: a release may hold thousands of files.
+        f.debug_struct("GatedCopies")
+            .field("files", &self.0.len())
+            .field(
+                "bytes",
+                &self.0.values().flatten().map(Vec::len).sum::<usize>(),
+            )
+            .finish()
+    }
 }
 
 impl ResolvedRelease {
@@ -335,7 +393,8 @@ fn resolve_processkit(
     let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
         .map_err(EngineError::from)?;
     check_skill_folders(root.path(), &catalog)?;
-    let scan = scan_live(root, project, files, &release, &catalog, options)?;
+    let now = aibox_provenance::time::now_rfc3339();
+    let scan = scan_live(root, project, files, &release, &catalog, &now, options)?;
     let reviewed = review_skills(
         root.path(),
         project,
@@ -361,6 +420,7 @@ fn resolve_processkit(
         options,
     );
     let wiring = release_wiring(&release)?;
+    let gated_copies = GatedCopies::read(&release);
     Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
         release,
         scan,
@@ -371,6 +431,8 @@ fn resolve_processkit(
         edited: reviewed.edited,
         mcp_envs,
         wiring,
+        gated_copies,
+        now,
     })))
 }
 
@@ -553,11 +615,11 @@ fn scan_live(
     files: &Snapshot,
     release: &VerifiedRelease,
     catalog: &aibox_provenance::catalog::Catalog,
+    now: &str,
     options: &PlanOptions,
 ) -> Result<aibox_provenance::LiveScan, EngineError> {
-    let now = aibox_provenance::time::now_rfc3339();
     let opts =
-        crate::sources::processkit::plan_options(&project.config, &now, &options.aibox_version);
+        crate::sources::processkit::plan_options(&project.config, now, &options.aibox_version);
     // The record of an interrupted apply, if any: resuming it completes exactly what
     // that run intended (see `aibox_provenance::Intent`).
     let interrupted = records::read_intent(files.get(Utf8Path::new(records::PENDING_PROCESSKIT))?);

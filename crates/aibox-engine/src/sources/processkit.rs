@@ -144,8 +144,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     };
     let release = &resolved.release;
     let previous = ctx.previous_lock.and_then(|l| l.processkit.as_ref());
-    let now = aibox_provenance::time::now_rfc3339();
-    let opts = plan_options(config, &now, ctx.aibox_version);
+    let opts = plan_options(config, &resolved.now, ctx.aibox_version);
     // Pure: the live state was scanned by `resolve` (including the intent record of an
     // interrupted apply, which makes this the interrupted run's own plan).
     let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)

@@ -1,6 +1,8 @@
-//! `plan` does no I/O: it works from the files `resolve` captured. Changing, deleting or
-//! moving the project's files after the resolve leaves the plan exactly as it was, and
-//! `apply_resolved` with a stale resolve never writes over newer files.
+//! `plan` does no I/O: it works from the files `resolve` captured, the bytes of an
+//! unverified release it read and the time it took. Changing, deleting or moving the
+//! project's files, the release folder or the download cache after the resolve leaves the
+//! plan exactly as it was, and `apply_resolved` with a stale resolve never writes over
+//! newer files.
 
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -199,4 +201,95 @@ fn a_stale_resolve_keeps_lines_added_to_merged_files_since() {
     apply_resolved(&resolved, &ApplyOptions::default()).unwrap();
     assert_eq!(fx.read(".gitignore"), gitignore);
     assert!(fx.read(".mcp.json").contains("my-newer-server"));
+}
+
+/// An unverified processkit release (a local folder with `allow_unverified`) is planned
+/// as copies from the folder, and the policy gate scans those copies: `resolve` reads
+/// their bytes, so the plan is the same after the release folder is gone.
+#[test]
+fn plan_works_after_an_unverified_release_folder_is_gone() {
+    let (_t, root) = common::empty_project();
+    let scratch = tempfile::tempdir().unwrap();
+    let source = Utf8Path::from_path(scratch.path()).unwrap().join("pack");
+    aibox_test_support::copy_dir(
+        &aibox_test_support::workspace_root().join("examples/processkit-pack"),
+        &source,
+    );
+    let mut toml = format!(
+        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
+         [processkit]\nsource = \"{source}\"\nversion = \"v0.1.0\"\nallow_unverified = true\n\n\
+         [ai]\nharnesses = [\"claude\"]\n"
+    );
+    fs_err::write(root.join("aibox.toml"), &toml).unwrap();
+    // Every skill of an unverified release is gated; record the consent its server needs.
+    let err = apply(&root, &ApplyOptions::default()).unwrap_err();
+    toml.push('\n');
+    toml.push_str(&common::consent_from_refusal(&err, "skill-finder"));
+    fs_err::write(root.join("aibox.toml"), &toml).unwrap();
+
+    let resolved = resolve(&root, &offline()).unwrap();
+    let planned = plan(&resolved).unwrap();
+    let before = format!("{planned:#?}");
+    // Not vacuous: the plan copies release files from the folder, and they are gated.
+    let copies: Vec<_> = planned
+        .files
+        .iter()
+        .filter_map(|f| f.copy_from.as_ref())
+        .collect();
+    assert!(!copies.is_empty(), "{before}");
+    assert!(
+        copies.iter().all(|c| c.path.starts_with(&source)),
+        "{copies:?}"
+    );
+    let aibox_engine::ProcesskitState::Resolved(release) = &resolved.processkit else {
+        panic!("not resolved: {:?}", resolved.processkit);
+    };
+    assert_eq!(
+        release.release.verification,
+        aibox_provenance::Verification::Unverified
+    );
+
+    fs_err::remove_dir_all(&source).unwrap();
+    assert_eq!(rendered(&resolved), before);
+    // A new resolve needs the folder.
+    assert!(resolve(&root, &offline()).is_err());
+}
+
+/// A verified release is planned as copies from the download cache's unpacked store:
+/// the plan is the same after the cache (and the archive it came from) is gone, and a
+/// second later.
+#[test]
+fn plan_works_after_the_download_cache_is_gone() {
+    let release =
+        aibox_test_support::http::release::SyntheticRelease::processkit_like("v0.28.3", false);
+    let (_a, archives) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let (_p, root) = common::empty_project();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &release),
+    )
+    .unwrap();
+    let options = PlanOptions {
+        cache_dir: Some(cache.clone()),
+        ..offline()
+    };
+    let resolved = resolve(&root, &options).unwrap();
+    let before = rendered(&resolved);
+    // Not vacuous: the plan copies release files out of the cache.
+    assert!(
+        plan(&resolved)
+            .unwrap()
+            .files
+            .iter()
+            .filter_map(|f| f.copy_from.as_ref())
+            .any(|c| c.path.starts_with(&cache)),
+        "{before}"
+    );
+    fs_err::remove_dir_all(&cache).unwrap();
+    fs_err::remove_dir_all(&archives).unwrap();
+    // Past the next second too: the install record's time is the resolve's, not a clock
+    // read while planning.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(rendered(&resolved), before);
 }
