@@ -25,10 +25,10 @@ use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::error::EngineError;
-use crate::plan::PlanOptions;
 use crate::records::{
     PENDING_LOCK, PENDING_PROCESSKIT, ProjectLock, STAT_CACHE, backup_path, read_pending,
 };
+use crate::resolve::PlanOptions;
 use crate::writer::{ProjectRoot, WriteError, Writer, check_relative, in_perimeter, mode_of};
 
 /// Options of [`apply`].
@@ -201,7 +201,7 @@ pub fn apply_resolved(
     let project = crate::config_check::check_project(root.path())?;
     if project.config != resolved.project.config
         || project.local != resolved.project.local
-        || crate::plan::read_lock(root)? != resolved.previous_lock
+        || crate::snapshot::read_lock(root)? != resolved.previous_lock
         || !resolved.files.is_current(root, &resolved.project)
     {
         return resolve_again(resolved, project, options, guard);

@@ -14,15 +14,20 @@ mod process;
 pub mod records;
 pub mod render;
 pub mod resolve;
+pub mod skill_review;
 pub mod snapshot;
 pub mod sources;
 pub mod writer;
 
 pub use apply::{ApplyOptions, ApplyReport, FileAction, FileReport, apply, apply_resolved};
 pub use error::EngineError;
-pub use plan::{DownloadProgress, Notice, Plan, PlanBuilder, PlanContext, PlanOptions, plan};
+pub use mcp_resolver::Notice;
+pub use plan::{Plan, PlanBuilder, PlanContext, plan};
 pub use records::{APPLY_LOCK, BACKUP_DIR, PENDING_LOCK};
-pub use resolve::{ProcesskitState, Resolved, ResolvedRelease, Security, resolve, resolve_project};
+pub use resolve::{
+    DownloadProgress, PlanOptions, ProcesskitState, Resolved, ResolvedRelease, Security, resolve,
+    resolve_project,
+};
 pub use snapshot::Snapshot;
 
 // Modules owned by other features (one line each):

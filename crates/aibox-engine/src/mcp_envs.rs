@@ -96,7 +96,7 @@ pub(crate) fn lock(
     resolver: &Resolver,
     offline: bool,
     cache: Option<&aibox_provenance::Cache>,
-    notice: Option<&crate::Notice>,
+    notice: Option<&crate::mcp_resolver::Notice>,
 ) -> McpEnvs {
     let mut out = McpEnvs::default();
     let mut groups: BTreeMap<String, (EnvSpec, Vec<String>)> = BTreeMap::new();
@@ -185,7 +185,7 @@ struct Finder<'a> {
     resolver: &'a Resolver,
     offline: bool,
     cache: Option<&'a aibox_provenance::Cache>,
-    notice: Option<&'a crate::Notice>,
+    notice: Option<&'a crate::mcp_resolver::Notice>,
     /// The resolver, looked up at the first environment that needs it.
     uv: Option<Result<Uv, String>>,
 }

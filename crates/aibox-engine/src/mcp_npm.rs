@@ -115,7 +115,7 @@ pub(crate) fn lock(
     resolver: &Resolver,
     offline: bool,
     cache: Option<&aibox_provenance::Cache>,
-    notice: Option<&crate::Notice>,
+    notice: Option<&crate::mcp_resolver::Notice>,
 ) -> NpmEnvs {
     let mut out = NpmEnvs::default();
     let groups = group(servers, &mut out);

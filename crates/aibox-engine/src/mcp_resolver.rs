@@ -5,6 +5,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+/// Called with a one-line notice before a slow step starts (resolving MCP servers'
+/// dependencies); the CLI prints it, the engine itself never prints.
+pub type Notice = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Which program resolves what `aibox.lock` does not hold yet.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Resolver {

@@ -13,75 +13,12 @@ use aibox_config::{Ownership, PlannedFile, Project};
 use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::EngineError;
+use crate::error::EngineError;
 use crate::resolve::{GatedCopies, ProcesskitState, Resolved};
 use crate::snapshot::Snapshot;
 
-pub(crate) use crate::snapshot::read_lock;
-
-/// A download progress sink: bytes received so far and the announced total. The CLI
-/// draws a progress line from it on a terminal; the engine itself never prints.
-pub type DownloadProgress = std::sync::Arc<dyn Fn(u64, Option<u64>) + Send + Sync>;
-
-/// Called with a one-line notice before a slow step starts (resolving MCP servers'
-/// dependencies); the CLI prints it, the engine itself never prints.
-pub type Notice = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
-
-/// Options of [`plan`].
-#[derive(Clone)]
-pub struct PlanOptions {
-    /// Version recorded in generated files' labels and in `aibox.lock`.
-    pub aibox_version: String,
-    /// Where verified downloads are cached (default: `$XDG_CACHE_HOME/aibox`, else
-    /// `~/.cache/aibox`).
-    pub cache_dir: Option<Utf8PathBuf>,
-    /// Called while a processkit release downloads.
-    pub download_progress: Option<DownloadProgress>,
-    /// The engine the Codex seccomp gate judges; `None` resolves it from this process's
-    /// environment (see [`crate::codex_sandbox::target_engine`]) when the gate needs it.
-    pub engine: Option<aibox_policy::TargetEngine>,
-    /// Never download: a processkit release that is not in the download cache is
-    /// [`crate::ProcesskitState::NotResolved`] (`doctor` and `mcp list` resolve this way).
-    pub offline: bool,
-    /// How MCP servers' Python dependencies that `aibox.lock` does not hold yet are
-    /// resolved (see [`crate::mcp_envs`]).
-    pub python_resolver: crate::mcp_resolver::Resolver,
-    /// Told before a resolver runs (it may take tens of seconds on a cold cache).
-    pub notice: Option<Notice>,
-    /// How team MCP servers' npm trees that `aibox.lock` does not hold yet are resolved
-    /// (see [`crate::mcp_npm`]).
-    pub npm_resolver: crate::mcp_resolver::Resolver,
-}
-
-impl std::fmt::Debug for PlanOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlanOptions")
-            .field("aibox_version", &self.aibox_version)
-            .field("cache_dir", &self.cache_dir)
-            .field("download_progress", &self.download_progress.is_some())
-            .field("engine", &self.engine)
-            .field("offline", &self.offline)
-            .field("python_resolver", &self.python_resolver)
-            .field("notice", &self.notice.is_some())
-            .field("npm_resolver", &self.npm_resolver)
-            .finish()
-    }
-}
-
-impl Default for PlanOptions {
-    fn default() -> Self {
-        Self {
-            aibox_version: env!("CARGO_PKG_VERSION").to_owned(),
-            cache_dir: None,
-            download_progress: None,
-            engine: None,
-            offline: false,
-            python_resolver: crate::mcp_resolver::Resolver::default(),
-            notice: None,
-            npm_resolver: crate::mcp_resolver::Resolver::default(),
-        }
-    }
-}
+pub use crate::mcp_resolver::Notice;
+pub use crate::resolve::{DownloadProgress, PlanOptions};
 
 /// Read-only view of the project handed to every plan source.
 pub struct PlanContext<'a> {
@@ -98,7 +35,7 @@ pub struct PlanContext<'a> {
     /// Planning options (cache location, download progress).
     pub options: &'a PlanOptions,
     /// The processkit release resolved for this plan.
-    pub processkit: &'a crate::ProcesskitState,
+    pub processkit: &'a ProcesskitState,
     /// The locked npm trees of the team servers started with `npx`.
     pub mcp_npm: &'a crate::mcp_npm::NpmEnvs,
     /// The project's files as resolve read them.
@@ -627,7 +564,7 @@ mod tests {
             aibox_version: "0.0.0",
             security_opt: Vec::new(),
             options: &options,
-            processkit: &crate::ProcesskitState::NotConfigured,
+            processkit: &crate::resolve::ProcesskitState::NotConfigured,
             mcp_npm: &crate::mcp_npm::NpmEnvs::default(),
             files: &files,
             root: &project.root,

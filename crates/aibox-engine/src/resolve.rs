@@ -18,7 +18,7 @@
 
 use std::collections::BTreeSet;
 
-use aibox_config::{ContextMode, Project, ReviewScope};
+use aibox_config::{AiboxToml, ContextMode, GatewayMode, Project, ReviewScope};
 use aibox_policy::{PolicyError, SeccompPosture, SecurityDecision, TargetEngine};
 use aibox_provenance::lock::Lock;
 use aibox_provenance::source::{FetchOptions, SourceKind, fetch_release, source_kind};
@@ -27,11 +27,11 @@ use aibox_skill_review::{GateError, RefusedSkill};
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::error::EngineError;
-use crate::plan::PlanOptions;
+use crate::mcp_resolver::Notice;
 use crate::records;
+use crate::skill_review::{ReviewContext, SkillOrigin};
 use crate::skills::HandAdded;
 use crate::snapshot::Snapshot;
-use crate::sources::skill_review::{ReviewContext, SkillOrigin};
 use crate::writer::ProjectRoot;
 
 /// The seccomp decision of the project, taken once per resolve.
@@ -225,6 +225,84 @@ impl ResolvedRelease {
     }
 }
 
+/// A download progress sink: bytes received so far and the announced total. The CLI
+/// draws a progress line from it on a terminal; the engine itself never prints.
+pub type DownloadProgress = std::sync::Arc<dyn Fn(u64, Option<u64>) + Send + Sync>;
+
+/// Options of [`resolve`] (and so of the plan built from it).
+#[derive(Clone)]
+pub struct PlanOptions {
+    /// Version recorded in generated files' labels and in `aibox.lock`.
+    pub aibox_version: String,
+    /// Where verified downloads are cached (default: `$XDG_CACHE_HOME/aibox`, else
+    /// `~/.cache/aibox`).
+    pub cache_dir: Option<Utf8PathBuf>,
+    /// Called while a processkit release downloads.
+    pub download_progress: Option<DownloadProgress>,
+    /// The engine the Codex seccomp gate judges; `None` resolves it from this process's
+    /// environment (see [`crate::codex_sandbox::target_engine`]) when the gate needs it.
+    pub engine: Option<aibox_policy::TargetEngine>,
+    /// Never download: a processkit release that is not in the download cache is
+    /// [`crate::ProcesskitState::NotResolved`] (`doctor` and `mcp list` resolve this way).
+    pub offline: bool,
+    /// How MCP servers' Python dependencies that `aibox.lock` does not hold yet are
+    /// resolved (see [`crate::mcp_envs`]).
+    pub python_resolver: crate::mcp_resolver::Resolver,
+    /// Told before a resolver runs (it may take tens of seconds on a cold cache).
+    pub notice: Option<Notice>,
+    /// How team MCP servers' npm trees that `aibox.lock` does not hold yet are resolved
+    /// (see [`crate::mcp_npm`]).
+    pub npm_resolver: crate::mcp_resolver::Resolver,
+}
+
+impl std::fmt::Debug for PlanOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanOptions")
+            .field("aibox_version", &self.aibox_version)
+            .field("cache_dir", &self.cache_dir)
+            .field("download_progress", &self.download_progress.is_some())
+            .field("engine", &self.engine)
+            .field("offline", &self.offline)
+            .field("python_resolver", &self.python_resolver)
+            .field("notice", &self.notice.is_some())
+            .field("npm_resolver", &self.npm_resolver)
+            .finish()
+    }
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        Self {
+            aibox_version: env!("CARGO_PKG_VERSION").to_owned(),
+            cache_dir: None,
+            download_progress: None,
+            engine: None,
+            offline: false,
+            python_resolver: crate::mcp_resolver::Resolver::default(),
+            notice: None,
+            npm_resolver: crate::mcp_resolver::Resolver::default(),
+        }
+    }
+}
+
+/// The install settings of the configuration (for the live scan here and the install
+/// plan of the processkit source).
+pub(crate) fn install_options<'a>(
+    config: &'a AiboxToml,
+    now: &'a str,
+    cli_version: &'a str,
+) -> aibox_provenance::PlanOptions<'a> {
+    aibox_provenance::PlanOptions {
+        packages: &config.context.packages,
+        include: &config.skills.include,
+        exclude: &config.skills.exclude,
+        prefer_gateway: config.ai.mcp.gateway.mode == GatewayMode::Auto,
+        src_path: config.processkit.src_path.as_deref(),
+        now,
+        cli_version,
+    }
+}
+
 /// Everything a plan needs besides the project's own files: see the module docs.
 #[derive(Debug)]
 pub struct Resolved {
@@ -320,7 +398,7 @@ pub(crate) fn resolve_in(
     project: Project,
     options: &PlanOptions,
 ) -> Result<Resolved, EngineError> {
-    let previous_lock = crate::plan::read_lock(&root)?;
+    let previous_lock = crate::snapshot::read_lock(&root)?;
     let security = Security::of(&project, options.engine);
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;
     let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), &files, options)?;
@@ -618,8 +696,7 @@ fn scan_live(
     now: &str,
     options: &PlanOptions,
 ) -> Result<aibox_provenance::LiveScan, EngineError> {
-    let opts =
-        crate::sources::processkit::plan_options(&project.config, now, &options.aibox_version);
+    let opts = install_options(&project.config, now, &options.aibox_version);
     // The record of an interrupted apply, if any: resuming it completes exactly what
     // that run intended (see `aibox_provenance::Intent`).
     let interrupted = records::read_intent(files.get(Utf8Path::new(records::PENDING_PROCESSKIT))?);

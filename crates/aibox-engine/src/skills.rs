@@ -10,7 +10,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::EngineError;
 use crate::config_edit::{ConfigEditError, config_set};
-use crate::sources::skill_review::{Outcome, Review, ReviewContext, SkillOrigin, review};
+use crate::skill_review::{Outcome, Review, ReviewContext, SkillOrigin, review};
 
 /// Reviews `target`: an existing directory is reviewed as a local path; anything else is
 /// the name of a skill installed under `context/skills/<category>/<name>` of the project

@@ -9,7 +9,7 @@ pub use aibox_config::write::{
     PERIMETER, ProjectRoot, WriteError, WriteOutcome, Writer, check_relative, in_perimeter, mode_of,
 };
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 impl From<WriteError> for EngineError {
     /// A disk failure joins the engine's other I/O errors; every refusal keeps its own

@@ -11,7 +11,7 @@ use aibox_devcontainer::{DOCKERFILE_LOCAL_PATH, Inputs, tools};
 use aibox_provenance::lock::{BaseImageLock, ToolDownload, ToolLock};
 use camino::Utf8Path;
 
-use crate::EngineError;
+use crate::error::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 
 /// Adds the generated `.devcontainer/` files, `.aibox-local.env`, the `.aibox-home/`
@@ -53,7 +53,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
 /// The locked MCP server environments the image installs, rendered from the lock
 /// entries resolve made (none without a resolved processkit release).
 fn python_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::PythonEnv> {
-    let crate::ProcesskitState::Resolved(resolved) = ctx.processkit else {
+    let crate::resolve::ProcesskitState::Resolved(resolved) = ctx.processkit else {
         return Vec::new();
     };
     let lock = &resolved.mcp_envs.lock;

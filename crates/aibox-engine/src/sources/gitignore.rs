@@ -6,7 +6,7 @@
 use aibox_config::{Ownership, PlannedFile, merge_gitignore};
 use camino::Utf8Path;
 
-use crate::EngineError;
+use crate::error::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 
 /// Path of the file, at the project root.

@@ -16,7 +16,7 @@ use aibox_mcp_registration::{
 };
 use camino::Utf8Path;
 
-use crate::EngineError;
+use crate::error::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 
 /// Adds the merged harness MCP files to the plan. `processkit` holds the servers of the

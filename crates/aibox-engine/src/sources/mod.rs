@@ -5,14 +5,13 @@
 //! Later features add a module and one line in [`contribute_all`]; the writer and the
 //! apply logic never change for a new kind of file.
 
-use crate::EngineError;
+use crate::error::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 
 pub mod devcontainer;
 pub mod gitignore;
 pub mod mcp;
 pub mod processkit;
-pub mod skill_review;
 
 /// Runs every source in order. Order matters only for sources that read what an
 /// earlier one planned (through [`PlanBuilder::get`]).

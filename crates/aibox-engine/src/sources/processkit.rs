@@ -10,13 +10,13 @@
 //! [`Ownership::Merged`]. The lock's `[processkit]` section is recorded through the
 //! plan builder.
 
-use aibox_config::{AiboxToml, ContextMode, GatewayMode, Ownership, PlannedFile};
+use aibox_config::{ContextMode, Ownership, PlannedFile};
 use aibox_provenance::install::{FileWrite, WriteData};
-use aibox_provenance::{PlanOptions, plan_scanned};
+use aibox_provenance::plan_scanned;
 
 use aibox_mcp_registration::{Origin, ServerSpec, Transport};
 
-use crate::EngineError;
+use crate::error::EngineError;
 use crate::plan::{PlanBuilder, PlanContext};
 use crate::resolve::{ProcesskitState, ResolvedRelease};
 
@@ -29,23 +29,6 @@ fn planned(path: String, w: FileWrite) -> PlannedFile {
     };
     f.mode = Some(mode);
     f
-}
-
-/// The install settings of the configuration.
-pub(crate) fn plan_options<'a>(
-    config: &'a AiboxToml,
-    now: &'a str,
-    cli_version: &'a str,
-) -> PlanOptions<'a> {
-    PlanOptions {
-        packages: &config.context.packages,
-        include: &config.skills.include,
-        exclude: &config.skills.exclude,
-        prefer_gateway: config.ai.mcp.gateway.mode == GatewayMode::Auto,
-        src_path: config.processkit.src_path.as_deref(),
-        now,
-        cli_version,
-    }
 }
 
 /// Says why nothing is installed when the configuration asks for processkit content.
@@ -144,7 +127,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     };
     let release = &resolved.release;
     let previous = ctx.previous_lock.and_then(|l| l.processkit.as_ref());
-    let opts = plan_options(config, &resolved.now, ctx.aibox_version);
+    let opts = crate::resolve::install_options(config, &resolved.now, ctx.aibox_version);
     // Pure: the live state was scanned by `resolve` (including the intent record of an
     // interrupted apply, which makes this the interrupted run's own plan).
     let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)

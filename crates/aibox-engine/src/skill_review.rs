@@ -6,7 +6,7 @@
 
 use camino::Utf8Path;
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub use aibox_skill_review::{
     Evidence, GateReport, Outcome, PointResult, Review, ReviewContext, SkillOrigin,
