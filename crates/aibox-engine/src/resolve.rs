@@ -9,9 +9,14 @@
 //! the skills the release or the project would register (release skills are staged in a
 //! temporary folder for it), locks the dependencies of the MCP servers it would register
 //! ([`crate::mcp_envs`], [`crate::mcp_npm`]), and captures the current bytes of every
-//! project file the plan reads ([`Snapshot`], see [`crate::snapshot`] for which and why). [`crate::plan`],
-//! `doctor`, `mcp list`, `up` and the consent prompt all work from the [`Resolved`]
-//! value; none of them downloads on its own, and the plan reads no file at all.
+//! project file the plan reads ([`Snapshot`], see [`crate::snapshot`] for which and why),
+//! the bytes of an unverified release's files that the policy gate scans, and the clock
+//! (the install record's time). [`crate::plan`], `doctor`, `mcp list`, `up` and the
+//! consent prompt all work from the [`Resolved`] value; none of them downloads on its
+//! own, and the plan reads no file and no clock at all.
+//!
+//! This module points at no plan code: its options ([`PlanOptions`]) are defined here,
+//! and `plan` and the plan sources import from it, never the other way.
 //!
 //! `doctor` and `mcp list` resolve with `offline = true`: a release that is not in the
 //! cache is [`ProcesskitState::NotResolved`] and they say so instead of downloading it.
