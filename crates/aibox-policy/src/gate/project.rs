@@ -137,6 +137,18 @@ struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
+    /// The rule context for a file of this project: its text and the folder its relative
+    /// paths resolve against.
+    fn ctx<'c>(&'c self, file: &'c str, text: &'c str, dir: &'c str) -> Ctx<'c> {
+        Ctx {
+            file,
+            text,
+            consent: self.consent,
+            sources: self.sources,
+            dir: Some(dir),
+        }
+    }
+
     fn load_text(&mut self, path: &str, text: &str) {
         let mut kept = Vec::new();
         let doc = match serde_norway::from_str::<Yaml>(text) {
@@ -357,13 +369,7 @@ impl Resolver<'_> {
                 let name = name.as_str().unwrap_or("?");
                 let mut errors = Vec::new();
                 let def = self.guard_variables(path, &text, key, def, &mut errors);
-                let ctx = Ctx {
-                    file: path,
-                    text: &text,
-                    consent: self.consent,
-                    sources: self.sources,
-                    dir: Some(&dir),
-                };
+                let ctx = self.ctx(path, &text, &dir);
                 let mut out = Vec::new();
                 if is_volume {
                     let device = def
@@ -417,13 +423,7 @@ impl Resolver<'_> {
                 || field("name").is_some_and(|n| n.eq_ignore_ascii_case("host"))
                 || field("driver").is_some_and(|d| d.eq_ignore_ascii_case("host"));
             if host {
-                let ctx = Ctx {
-                    file: path,
-                    text,
-                    consent: self.consent,
-                    sources: self.sources,
-                    dir: Some(dir),
-                };
+                let ctx = self.ctx(path, text, dir);
                 let mut out = Vec::new();
                 ctx.namespace("network_mode", "host", &mut out);
                 self.out.extend(out);
@@ -512,13 +512,7 @@ impl Resolver<'_> {
             }
         }
         let svc = Yaml::Mapping(svc);
-        let ctx = Ctx {
-            file: path,
-            text: &text,
-            consent: self.consent,
-            sources: self.sources,
-            dir: Some(&dir),
-        };
+        let ctx = self.ctx(path, &text, &dir);
         let mut out = Vec::new();
         check_service(&ctx, name, &svc, &mut out);
         self.out.extend(out);
