@@ -55,17 +55,17 @@ fn loose_tests_undeclared_modules_and_stubs_are_refused() {
     write(root, "crates/demo/src/lib.rs", "//! Demo.\n");
     // The old layout: a test file of its own beside the harnesses.
     write(root, "crates/demo/tests/loose.rs", "#[test]\nfn t() {}\n");
-    // A harness declaring `a` (with attributes) and `shared`, but not `b` nor `c/`.
+    // A harness declaring `a` (with attributes) and `helpers`, but not `b` nor `c/`.
     write(
         root,
         "crates/demo/tests/it/main.rs",
-        "//! Harness.\n\n#[path = \"a.rs\"]\nmod a;\npub mod shared;\n// mod b;\n",
+        "//! Harness.\n\n#[path = \"a.rs\"]\nmod a;\npub mod helpers;\n// mod b;\n",
     );
     write(root, "crates/demo/tests/it/a.rs", "#[test]\nfn a() {}\n");
     write(root, "crates/demo/tests/it/b.rs", "#[test]\nfn b() {}\n");
     write(
         root,
-        "crates/demo/tests/it/shared/mod.rs",
+        "crates/demo/tests/it/helpers/mod.rs",
         "pub fn s() {}\n",
     );
     write(
@@ -132,7 +132,7 @@ fn loose_tests_undeclared_modules_and_stubs_are_refused() {
         assert!(err.contains("5 tidy problem(s) found"), "{err}");
         for fine in [
             "it/a.rs",
-            "shared",
+            "helpers",
             "snapshots",
             "fixtures",
             "late",
