@@ -20,7 +20,7 @@ use serde::Serialize;
 /// The repository whose releases are aibox's.
 pub const REPOSITORY: &str = "projectious-work/aibox";
 /// The forge API's default base.
-pub const DEFAULT_API: &str = "https://api.github.com";
+pub const DEFAULT_API: &str = aibox_provenance::releases::GITHUB_API;
 /// The one-line install, shown when an update is due.
 pub const INSTALL_HINT: &str = "curl -fsSL https://raw.githubusercontent.com/projectious-work/aibox/main/scripts/install.sh | sh";
 
@@ -157,7 +157,7 @@ pub fn when_to_ask(environment: &[(String, String)]) -> Result<(), String> {
 pub fn feed_url(environment: &[(String, String)]) -> String {
     let base = environment
         .iter()
-        .find(|(k, v)| k == "AIBOX_GITHUB_API" && !v.is_empty())
+        .find(|(k, v)| k == aibox_provenance::releases::API_URL_ENV && !v.is_empty())
         .map_or(DEFAULT_API, |(_, v)| v.as_str());
     format!(
         "{}/repos/{REPOSITORY}/releases/latest",

@@ -24,7 +24,7 @@ pub fn source_for(root: Option<&Utf8Path>, source: Option<&str>) -> Result<Strin
 }
 
 /// Every published release of `source`, newest version first. The API base comes from
-/// `AIBOX_PROCESSKIT_API_URL` when set, the token from `GITHUB_TOKEN` / `GH_TOKEN`.
+/// `AIBOX_GITHUB_API` when set, the token from `GITHUB_TOKEN` / `GH_TOKEN`.
 pub fn list(source: &str) -> Result<ReleaseList, EngineError> {
     let api_base = std::env::var(releases::API_URL_ENV)
         .ok()

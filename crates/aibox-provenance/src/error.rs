@@ -172,7 +172,7 @@ pub enum ProvenanceError {
         code(aibox::provenance::releases_api),
         help(
             "check `[processkit] source` (a repository URL) and, when set, \
-             AIBOX_PROCESSKIT_API_URL (the API base, such as https://api.github.com)"
+             AIBOX_GITHUB_API (the API base, such as https://api.github.com)"
         )
     )]
     ReleasesApi {

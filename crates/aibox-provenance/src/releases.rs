@@ -7,7 +7,7 @@
 //! Why this cannot weaken trust: the answer only names versions. A chosen version is
 //! pinned as an exact tag and then fetched from the configured source and verified by
 //! digest like any other; which sources are trusted is decided by `trust`, never here.
-//! The API address follows from the source, or from the `AIBOX_PROCESSKIT_API_URL`
+//! The API address follows from the source, or from the `AIBOX_GITHUB_API`
 //! environment variable (personal, never read from a committed file, so a repository
 //! cannot point a teammate's token at another server). The token goes only to the API's
 //! own origin (redirects and `Link` pages elsewhere are refused) and never into a
@@ -22,9 +22,12 @@ use crate::error::{ProvenanceError, Result};
 use crate::fetch::{HttpOptions, agent, check_url, describe};
 use crate::source::check_version;
 
-/// Environment variable that replaces the API base (`https://api.github.com` for
-/// `github.com` sources): for a mirror, a proxy or a test server.
-pub const API_URL_ENV: &str = "AIBOX_PROCESSKIT_API_URL";
+/// Environment variable that replaces the forge API base ([`GITHUB_API`] for `github.com`
+/// sources): for a mirror, a proxy or a test server. aibox's own update check reads the
+/// same one, so one setting points every forge question at the same place.
+pub const API_URL_ENV: &str = "AIBOX_GITHUB_API";
+/// GitHub's API base.
+pub const GITHUB_API: &str = "https://api.github.com";
 /// Environment variables a token is read from, in order.
 pub const TOKEN_ENVS: [&str; 2] = ["GITHUB_TOKEN", "GH_TOKEN"];
 
@@ -147,7 +150,7 @@ pub fn api_url(source: &str, api_base: Option<&str>) -> Result<String> {
     }
     let base = match api_base.map(|b| b.trim_end_matches('/')) {
         Some(b) => b.to_owned(),
-        None if host.eq_ignore_ascii_case("github.com") => "https://api.github.com".to_owned(),
+        None if host.eq_ignore_ascii_case("github.com") => GITHUB_API.to_owned(),
         None => format!("{scheme}://{host}/api/v3"),
     };
     let url = format!("{base}/repos/{owner}/{repo}/releases");

@@ -1380,7 +1380,7 @@ fn aibox_api(dir: &Utf8Path, api: &str, token: Option<&str>, args: &[&str]) -> O
         .env_remove("AIBOX_PROJECT")
         .env_remove("GITHUB_TOKEN")
         .env_remove("GH_TOKEN")
-        .env("AIBOX_PROCESSKIT_API_URL", api)
+        .env("AIBOX_GITHUB_API", api)
         .args(args);
     if let Some(t) = token {
         cmd.env("GITHUB_TOKEN", t);
