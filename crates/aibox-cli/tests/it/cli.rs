@@ -360,7 +360,7 @@ fn skill_review_gives_one_verdict() {
     let fixture = Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../aibox-skill-review/tests/fixtures/p2-network");
     let skill = dir.join("p2-network");
-    copy_tree(&fixture, &skill);
+    aibox_test_support::copy_tree(&fixture, &skill).unwrap();
     let verdicts = |out: &Output| {
         String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -858,32 +858,18 @@ fn apply_check_names_stale_committed_files_only() {
     assert!(!t.contains(".aibox-local.env"), "{t}");
 }
 
-/// Copies the folder `from` to `to`, files and folders only.
-fn copy_tree(from: &Utf8Path, to: &Utf8Path) {
-    fs_err::create_dir_all(to).unwrap();
-    for entry in fs_err::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let path = camino::Utf8PathBuf::from_path_buf(entry.path()).unwrap();
-        let dest = to.join(path.file_name().unwrap());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&path, &dest);
-        } else {
-            fs_err::copy(&path, &dest).unwrap();
-        }
-    }
-}
-
 /// A copy of `examples/demo` with the content pack beside it, as `cargo xtask demo` makes:
 /// (its temporary folder, that folder, the project).
 fn demo_copy() -> (tempfile::TempDir, camino::Utf8PathBuf, camino::Utf8PathBuf) {
     let (t, dir) = tempdir();
     let examples = aibox_test_support::workspace_root().join("examples");
     let project = dir.join("demo");
-    copy_tree(&examples.join("demo"), &project);
-    copy_tree(
+    aibox_test_support::copy_tree(&examples.join("demo"), &project).unwrap();
+    aibox_test_support::copy_tree(
         &examples.join("processkit-pack"),
         &dir.join("processkit-pack"),
-    );
+    )
+    .unwrap();
     (t, dir, project)
 }
 
@@ -1284,10 +1270,11 @@ fn skill_list_shows_dependencies_pulled_in_by_a_selected_skill() {
         aibox_with(project, &[("XDG_CACHE_HOME", cache.as_str())], args)
     };
     let release = dir.join("release");
-    copy_tree(
+    aibox_test_support::copy_tree(
         &aibox_test_support::processkit_uses("v1.0.0-alpha.1"),
         &release,
-    );
+    )
+    .unwrap();
     let project = dir.join("p");
     fs_err::create_dir_all(&project).unwrap();
     let sha = aibox_test_support::tree_sha256(&release);

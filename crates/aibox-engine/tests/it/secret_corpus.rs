@@ -252,7 +252,7 @@ fn aibox_outputs_for_the_real_shaped_release_and_the_examples_have_no_false_posi
     let (_d, dir) = common::empty_project();
     let examples = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     for (from, to) in [("demo", "demo"), ("processkit-pack", "processkit-pack")] {
-        copy_tree(&examples.join(from), &dir.join(to));
+        aibox_test_support::copy_tree(&examples.join(from), &dir.join(to)).unwrap();
     }
     let demo = dir.join("demo");
     apply(&demo, &common::apply_opts(None)).unwrap();
@@ -263,18 +263,4 @@ fn aibox_outputs_for_the_real_shaped_release_and_the_examples_have_no_false_posi
     );
     assert!(files > 5 && values > 20, "{files} files, {values} values");
     assert_eq!(findings, Vec::<String>::new());
-}
-
-fn copy_tree(from: &Utf8Path, to: &Utf8Path) {
-    fs_err::create_dir_all(to).unwrap();
-    for entry in fs_err::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().into_string().unwrap();
-        let path = from.join(&name);
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&path, &to.join(&name));
-        } else {
-            fs_err::copy(&path, to.join(&name)).unwrap();
-        }
-    }
 }
