@@ -87,6 +87,8 @@ pub const GID_ARG: &str = "AIBOX_GID";
 /// Variable the generated Compose file interpolates into [`CONFIG_DIGEST_LABEL`].
 pub const CONFIG_DIGEST_VAR: &str = "AIBOX_CONFIG_DIGEST";
 
+/// The egress proxy's Compose service (and its host name on the internal network).
+pub const EGRESS_PROXY_SERVICE: &str = "aibox-egress";
 /// Label on the egress proxy's service (value `proxy`), so the runtime finds its container
 /// under any Compose provider's naming.
 pub const EGRESS_PROXY_LABEL: &str = "aibox.egress";

@@ -22,7 +22,7 @@ use crate::catalog::Tool;
 use crate::{GENERATED_HEADER, Inputs};
 
 /// The egress proxy's Compose service (and its host name on the internal network).
-pub const PROXY_SERVICE: &str = "aibox-egress";
+pub const PROXY_SERVICE: &str = aibox_config::container::EGRESS_PROXY_SERVICE;
 /// The port the proxy listens on.
 pub const PROXY_PORT: u16 = 3128;
 /// The internal network: the agent and the proxy, no route out.

@@ -383,7 +383,7 @@ fn local_image(config: &AiboxToml, suffix: &str) -> String {
 
 /// The egress proxy's local image: `localhost/<project>-aibox-egress:local`.
 pub fn egress_image_name(config: &AiboxToml) -> String {
-    local_image(config, "aibox-egress")
+    local_image(config, egress::PROXY_SERVICE)
 }
 
 /// This checkout's container name, also its Compose project name: the pinned

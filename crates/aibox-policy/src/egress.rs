@@ -16,7 +16,7 @@ use crate::finding::{Consent, Finding, Severity};
 
 /// The internal network and the proxy service, as the generator names them.
 const INTERNAL: &str = aibox_config::container::EGRESS_NETWORKS[0];
-const PROXY: &str = "aibox-egress";
+const PROXY: &str = aibox_config::container::EGRESS_PROXY_SERVICE;
 
 /// Judges aibox's Compose files (as `up` merges them) for the configured egress mode;
 /// nothing in `open` mode.
