@@ -255,7 +255,7 @@ fn apply_fresh(
 /// it (neither the state it planned from nor the contents it writes).
 fn processkit_scan_is_stale(
     root: &ProjectRoot,
-    plan: &crate::plan::Plan,
+    plan: &crate::builder::Plan,
 ) -> Result<bool, EngineError> {
     let Some(intent) = plan
         .processkit_intent
@@ -279,7 +279,7 @@ fn processkit_scan_is_stale(
 
 fn apply_plan_locked(
     resolved: &crate::Resolved,
-    plan: crate::plan::Plan,
+    plan: crate::builder::Plan,
     options: &ApplyOptions,
     _guard: Option<ProjectLock>,
 ) -> Result<ApplyReport, EngineError> {
@@ -348,7 +348,7 @@ fn apply_plan_locked(
     })
 }
 
-/// A folder move of the plan ([`crate::plan::DirMove`]) that this apply makes: `to` is
+/// A folder move of the plan ([`crate::builder::DirMove`]) that this apply makes: `to` is
 /// absent and `from` is a real folder of folders and regular files (`files`, relative to
 /// it), as found under the project lock.
 struct Move<'p> {
@@ -369,7 +369,7 @@ impl Move<'_> {
 
 fn moves_that_apply<'p>(
     root: &ProjectRoot,
-    plan: &'p crate::plan::Plan,
+    plan: &'p crate::builder::Plan,
 ) -> Result<Vec<Move<'p>>, EngineError> {
     let mut moves = Vec::new();
     for m in &plan.dir_moves {
@@ -506,7 +506,7 @@ fn refuse_unowned(
 /// point, the records of the content, the lock, then dropping the pending records.
 fn write_plan(
     writer: &mut Writer<'_>,
-    plan: &crate::plan::Plan,
+    plan: &crate::builder::Plan,
     mut decisions: Vec<Decision>,
     all: &[&PlannedFile],
     removals: Vec<FileReport>,

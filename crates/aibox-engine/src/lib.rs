@@ -8,6 +8,7 @@
 //! write-if-changed, inside a closed perimeter, lock file last, under a project lock.
 
 mod apply;
+pub mod builder;
 mod error;
 pub mod plan;
 mod process;
@@ -20,9 +21,10 @@ pub mod sources;
 pub mod writer;
 
 pub use apply::{ApplyOptions, ApplyReport, FileAction, FileReport, apply, apply_resolved};
+pub use builder::{Plan, PlanBuilder, PlanContext};
 pub use error::EngineError;
 pub use mcp_resolver::Notice;
-pub use plan::{Plan, PlanBuilder, PlanContext, plan};
+pub use plan::plan;
 pub use records::{APPLY_LOCK, BACKUP_DIR, PENDING_LOCK};
 pub use resolve::{
     DownloadProgress, PlanOptions, ProcesskitState, Resolved, ResolvedRelease, Security, resolve,

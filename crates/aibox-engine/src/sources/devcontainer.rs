@@ -11,8 +11,8 @@ use aibox_devcontainer::{DOCKERFILE_LOCAL_PATH, Inputs, tools};
 use aibox_provenance::lock::{BaseImageLock, ToolDownload, ToolLock};
 use camino::Utf8Path;
 
+use crate::builder::{PlanBuilder, PlanContext};
 use crate::error::EngineError;
-use crate::plan::{PlanBuilder, PlanContext};
 
 /// Adds the generated `.devcontainer/` files, `.aibox-local.env`, the `.aibox-home/`
 /// skeleton and the scaffold-once user files to the plan.

@@ -6,8 +6,8 @@
 use aibox_config::{Ownership, PlannedFile, merge_gitignore};
 use camino::Utf8Path;
 
+use crate::builder::{PlanBuilder, PlanContext};
 use crate::error::EngineError;
-use crate::plan::{PlanBuilder, PlanContext};
 
 /// Path of the file, at the project root.
 pub const GITIGNORE: &str = aibox_config::layout::GITIGNORE;

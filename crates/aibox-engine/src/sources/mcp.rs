@@ -16,8 +16,8 @@ use aibox_mcp_registration::{
 };
 use camino::Utf8Path;
 
+use crate::builder::{PlanBuilder, PlanContext};
 use crate::error::EngineError;
-use crate::plan::{PlanBuilder, PlanContext};
 
 /// Adds the merged harness MCP files to the plan. `processkit` holds the servers of the
 /// installed processkit release and `wiring` its hooks and pre-authorisation; both are

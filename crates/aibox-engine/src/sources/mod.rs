@@ -5,8 +5,8 @@
 //! Later features add a module and one line in [`contribute_all`]; the writer and the
 //! apply logic never change for a new kind of file.
 
+use crate::builder::{PlanBuilder, PlanContext};
 use crate::error::EngineError;
-use crate::plan::{PlanBuilder, PlanContext};
 
 pub mod devcontainer;
 pub mod gitignore;

@@ -16,8 +16,8 @@ use aibox_provenance::plan_scanned;
 
 use aibox_mcp_registration::{Origin, ServerSpec, Transport};
 
+use crate::builder::{PlanBuilder, PlanContext};
 use crate::error::EngineError;
-use crate::plan::{PlanBuilder, PlanContext};
 use crate::resolve::{ProcesskitState, ResolvedRelease};
 
 /// The planned file of a write at `path`: a verified copy, or bytes aibox made.

@@ -1,0 +1,480 @@
+//! The plan's types: the read-only context every source reads, the builder the sources
+//! add files to, and the [`Plan`] it finishes into.
+//!
+//! They sit below both [`crate::plan`] (which runs the sources) and [`crate::sources`] (which
+//! fill the builder), so the arrows between those point one way.
+
+use std::collections::BTreeMap;
+
+use aibox_config::{Ownership, PlannedFile, Project};
+use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::error::EngineError;
+use crate::resolve::{PlanOptions, ProcesskitState};
+use crate::snapshot::Snapshot;
+
+/// Read-only view of the project handed to every plan source.
+pub struct PlanContext<'a> {
+    /// The loaded configuration (`aibox.toml` and `.aibox-local.toml`).
+    pub project: &'a Project,
+    /// The lock written by the previous apply, if any.
+    pub previous_lock: Option<&'a Lock>,
+    /// Version of aibox doing the planning.
+    pub aibox_version: &'a str,
+    /// Compose `security_opt` entries decided by the policy layer. Policy hook: this is
+    /// the only place container security options come from; empty until the policy gate
+    /// fills it in [`crate::plan::plan`].
+    pub security_opt: Vec<String>,
+    /// Planning options (cache location, download progress).
+    pub options: &'a PlanOptions,
+    /// The processkit release resolved for this plan.
+    pub processkit: &'a ProcesskitState,
+    /// The locked npm trees of the team servers started with `npx`.
+    pub mcp_npm: &'a crate::mcp_npm::NpmEnvs,
+    /// The project's files as resolve read them.
+    pub files: &'a Snapshot,
+    pub(crate) root: &'a Utf8Path,
+}
+
+impl PlanContext<'_> {
+    /// The project root.
+    pub fn root(&self) -> &Utf8Path {
+        self.root
+    }
+
+    /// Bytes of a root-relative file when the project was resolved, `None` when it did
+    /// not exist (resolve refused symlinks and invalid paths like the writer does).
+    ///
+    /// # Errors
+    /// [`EngineError::NotCaptured`] (internal) when resolve did not read `rel`: planning
+    /// never reads the disk.
+    pub fn read(&self, rel: &Utf8Path) -> Result<Option<Vec<u8>>, EngineError> {
+        Ok(self.files.get(rel)?.map(<[u8]>::to_vec))
+    }
+
+    /// Text of a root-relative file (lossy UTF-8) when the project was resolved, `None`
+    /// when it did not exist.
+    ///
+    /// # Errors
+    /// As [`PlanContext::read`].
+    pub fn read_text(&self, rel: &Utf8Path) -> Result<Option<String>, EngineError> {
+        Ok(self
+            .files
+            .get(rel)?
+            .map(|b| String::from_utf8_lossy(b).into_owned()))
+    }
+
+    /// Whether a root-relative regular file existed when the project was resolved.
+    ///
+    /// # Errors
+    /// As [`PlanContext::read`].
+    pub fn exists(&self, rel: &Utf8Path) -> Result<bool, EngineError> {
+        Ok(self.files.get(rel)?.is_some())
+    }
+}
+
+/// A plan path as a map key: the same order as [`Utf8Path`]'s (component by component),
+/// computed on the bytes. Paths of a plan are clean ([`crate::writer::check_relative`]: no
+/// empty, `.` or `..` component), so ordering `/` below every other byte gives exactly
+/// the component order, and equal strings are equal paths. `Utf8Path` comparison parses
+/// components on every call: with thousands of processkit files sharing long prefixes it
+/// was the largest user-space cost of planning an install (`perf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PathKey(String);
+
+impl PathKey {
+    fn of(path: &Utf8Path) -> Self {
+        Self(path.as_str().to_owned())
+    }
+}
+
+impl Ord for PathKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        let rank = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
+        match a.iter().zip(b).position(|(x, y)| x != y) {
+            Some(i) => rank(a[i]).cmp(&rank(b[i])),
+            None => a.len().cmp(&b.len()),
+        }
+    }
+}
+
+impl PartialOrd for PathKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Collects planned files from the sources; refuses two sources writing one path.
+#[derive(Debug, Default)]
+pub struct PlanBuilder {
+    /// Each planned file, and whether it is verified content (see
+    /// [`Self::add_verified`]): a flag beside the file rather than a second set of its
+    /// path, which at 17,000 release files was 2.4 MB more.
+    files: BTreeMap<PathKey, (PlannedFile, bool)>,
+    removals: std::collections::BTreeSet<PathKey>,
+    processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
+    processkit_wiring: aibox_mcp_registration::ProcesskitWiring,
+    warnings: Vec<String>,
+    lock: Lock,
+    commit_last: std::collections::BTreeSet<Utf8PathBuf>,
+    processkit_intent: Option<String>,
+    prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
+    processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
+    dir_moves: Vec<DirMove>,
+    processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
+}
+
+/// A folder an apply may move into place before writing (see [`PlanBuilder::move_first`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirMove {
+    /// The folder that moves (root-relative).
+    pub from: Utf8PathBuf,
+    /// Where it goes; must not exist for the move to happen.
+    pub to: Utf8PathBuf,
+}
+
+impl PlanBuilder {
+    /// Plans the removal of a directory tree whose files are all planned for removal (a
+    /// stale processkit snapshot): after the removals, its directories are removed
+    /// where empty, deepest first. Anything else left inside keeps its directory.
+    pub fn prune_dir(&mut self, path: impl Into<Utf8PathBuf>) -> Result<(), EngineError> {
+        let path = path.into();
+        crate::writer::check_relative(&path)?;
+        self.prune_dirs.insert(path);
+        Ok(())
+    }
+
+    /// Asks the apply to rewrite the processkit stat cache for these files (project path
+    /// → digest once applied) after the lock is written.
+    pub fn set_processkit_stat_cache(
+        &mut self,
+        digests: BTreeMap<String, aibox_provenance::Sha256>,
+    ) {
+        self.processkit_stat_cache = Some(digests);
+    }
+
+    /// Marks a planned file as a record of the others (the processkit marker): the apply
+    /// writes it after every other file is durable, just before `aibox.lock`, so a
+    /// killed run never leaves a record naming content that was not written.
+    pub fn write_last(&mut self, path: impl Into<Utf8PathBuf>) {
+        self.commit_last.insert(path.into());
+    }
+
+    /// Lets the apply move the folder `from` to `to` before writing, as a head start for
+    /// the files planned below `to` (a new processkit snapshot made from the previous
+    /// one): files the moved folder already holds with the planned bytes and mode are not
+    /// written again, and files it holds that the plan does not write below `to` are
+    /// removed. The move happens only when `to` does not exist and `from` is a real folder
+    /// of folders and regular files; either way the result is the plan's.
+    pub fn move_first(
+        &mut self,
+        from: impl Into<Utf8PathBuf>,
+        to: impl Into<Utf8PathBuf>,
+    ) -> Result<(), EngineError> {
+        let (from, to) = (from.into(), to.into());
+        crate::writer::check_relative(&from)?;
+        crate::writer::check_relative(&to)?;
+        self.dir_moves.push(DirMove { from, to });
+        Ok(())
+    }
+
+    /// Records the processkit install intent (see [`aibox_provenance::Intent`]): the
+    /// apply stores it in [`crate::records::PENDING_PROCESSKIT`] before its first write.
+    pub fn set_processkit_intent(&mut self, text: String) {
+        self.processkit_intent = Some(text);
+    }
+
+    /// Adds a file. Errors when another source already planned the same path.
+    pub fn add(&mut self, file: PlannedFile) -> Result<(), EngineError> {
+        self.insert(file, false)
+    }
+
+    /// Adds a file that is verified release content (or aibox's own record of it): the
+    /// secret scan, which is for what users write, skips it. The release's digest covers
+    /// it; credential-looking text in it is a skill review finding instead. Errors when
+    /// another source already planned the same path.
+    pub fn add_verified(&mut self, file: PlannedFile) -> Result<(), EngineError> {
+        self.insert(file, true)
+    }
+
+    /// The planned files that are not verified content, which the policy gate scans.
+    pub(crate) fn unverified(&self) -> impl Iterator<Item = &PlannedFile> {
+        self.files
+            .values()
+            .filter(|(_, verified)| !verified)
+            .map(|(f, _)| f)
+    }
+
+    fn insert(&mut self, file: PlannedFile, verified: bool) -> Result<(), EngineError> {
+        crate::writer::check_relative(&file.path)?;
+        match self.files.entry(PathKey::of(&file.path)) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                Err(EngineError::DuplicatePath { path: file.path })
+            }
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert((file, verified));
+                Ok(())
+            }
+        }
+    }
+
+    /// Adds several files.
+    pub fn extend(
+        &mut self,
+        files: impl IntoIterator<Item = PlannedFile>,
+    ) -> Result<(), EngineError> {
+        files.into_iter().try_for_each(|f| self.add(f))
+    }
+
+    /// Plans the removal of a file that a source owned and no longer wants (for example
+    /// an unchanged processkit file dropped upstream). The writer removes it only if it
+    /// still exists; a path that is also planned for writing is kept.
+    pub fn remove(&mut self, path: impl Into<Utf8PathBuf>) -> Result<(), EngineError> {
+        let path = path.into();
+        crate::writer::check_relative(&path)?;
+        self.removals.insert(PathKey(path.into_string()));
+        Ok(())
+    }
+
+    /// Records the processkit upgrade the plan makes (see [`crate::migrate::UpgradeSummary`]).
+    pub fn set_processkit_upgrade(&mut self, summary: Option<crate::migrate::UpgradeSummary>) {
+        self.processkit_upgrade = summary;
+    }
+
+    /// Records the MCP servers of the installed processkit release, for the MCP source.
+    pub fn set_processkit_servers(&mut self, servers: Vec<aibox_mcp_registration::ServerSpec>) {
+        self.processkit_servers = servers;
+    }
+
+    /// Records the hooks and pre-authorisation of the installed processkit release.
+    pub fn set_processkit_wiring(&mut self, wiring: aibox_mcp_registration::ProcesskitWiring) {
+        self.processkit_wiring = wiring;
+    }
+
+    /// The processkit hooks and pre-authorisation recorded so far.
+    pub fn processkit_wiring(&self) -> &aibox_mcp_registration::ProcesskitWiring {
+        &self.processkit_wiring
+    }
+
+    /// Records a warning for the user (shown by the CLI, listed in the JSON report):
+    /// something aibox did on purpose but the user should know about.
+    pub fn warn(&mut self, message: impl Into<String>) {
+        let message = message.into();
+        if !self.warnings.contains(&message) {
+            self.warnings.push(message);
+        }
+    }
+
+    /// The processkit MCP servers recorded so far.
+    pub fn processkit_servers(&self) -> &[aibox_mcp_registration::ServerSpec] {
+        &self.processkit_servers
+    }
+
+    /// A file planned so far (for sources that build on another's output).
+    pub fn get(&self, path: &Utf8Path) -> Option<&PlannedFile> {
+        self.files.get(&PathKey::of(path)).map(|(f, _)| f)
+    }
+
+    /// The lock being built: sources record their own sections here (the engine fills
+    /// `[aibox]` and `[generated]`).
+    pub fn lock_mut(&mut self) -> &mut Lock {
+        &mut self.lock
+    }
+
+    pub(crate) fn finish(mut self, aibox_version: &str) -> Result<Plan, EngineError> {
+        aibox_version.clone_into(&mut self.lock.aibox.cli_version);
+        self.lock.generated = self
+            .files
+            .values()
+            .map(|(f, _)| f)
+            .filter(|f| f.ownership == Ownership::Generated)
+            .map(|f| (f.path.to_string(), sha256_hex(&f.contents)))
+            .collect();
+        let lock_text = self.lock.render()?;
+        let removals = self
+            .removals
+            .into_iter()
+            .filter(|p| !self.files.contains_key(p))
+            .map(|p| Utf8PathBuf::from(p.0))
+            .collect();
+        Ok(Plan {
+            files: self.files.into_values().map(|(f, _)| f).collect(),
+            removals,
+            processkit_servers: self.processkit_servers,
+            warnings: self.warnings,
+            lock: self.lock,
+            lock_text,
+            commit_last: self.commit_last,
+            processkit_intent: self.processkit_intent,
+            prune_dirs: self.prune_dirs.into_iter().collect(),
+            processkit_stat_cache: self.processkit_stat_cache,
+            dir_moves: self.dir_moves,
+            processkit_upgrade: self.processkit_upgrade,
+        })
+    }
+}
+/// Everything one apply would write.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The files, sorted by path; `aibox.lock` is not among them.
+    pub files: Vec<PlannedFile>,
+    /// Files to remove if they exist (sorted; none of them is also in `files`).
+    pub removals: Vec<Utf8PathBuf>,
+    /// The MCP servers of the installed processkit release (empty in harness-only mode).
+    pub processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
+    /// Warnings from the sources (unknown skill names, unpinned team packages, ...).
+    pub warnings: Vec<String>,
+    /// The lock the apply records.
+    pub lock: Lock,
+    /// Rendered lock text, written last.
+    pub lock_text: String,
+    /// Files written after every other file is durable, just before the lock.
+    pub commit_last: std::collections::BTreeSet<Utf8PathBuf>,
+    /// The processkit install intent record, stored before the first write.
+    pub processkit_intent: Option<String>,
+    /// Directory trees to remove where empty after the removals.
+    pub prune_dirs: Vec<Utf8PathBuf>,
+    /// Folders to move into place before the writes, when they can (see
+    /// [`PlanBuilder::move_first`]).
+    pub dir_moves: Vec<DirMove>,
+    /// Processkit files to record in the stat cache after applying (when it is stale).
+    pub processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
+    /// The processkit upgrade this plan makes, when it changes the version.
+    pub processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
+}
+
+impl Plan {
+    /// The lock as a planned file (written after every other file).
+    pub fn lock_file(&self) -> PlannedFile {
+        PlannedFile::new(
+            LOCK_FILE,
+            self.lock_text.clone().into_bytes(),
+            Ownership::Generated,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Verified content reaches the plan but not the policy gate; a path is planned once
+    /// whichever way it was added.
+    #[test]
+    fn verified_files_are_planned_but_not_gated() {
+        let mut b = PlanBuilder::default();
+        let file = |p: &str| PlannedFile::new(p, b"x".to_vec(), Ownership::Merged);
+        b.add(file("context/notes.md")).expect("add");
+        b.add_verified(file("context/skills/a/SKILL.md"))
+            .expect("add verified");
+        b.add_verified(file(".devcontainer/Dockerfile"))
+            .expect("add verified");
+        let gated: Vec<&str> = b.unverified().map(|f| f.path.as_str()).collect();
+        assert_eq!(gated, ["context/notes.md"]);
+        assert!(b.get(Utf8Path::new("context/skills/a/SKILL.md")).is_some());
+        for (path, verified) in [
+            ("context/notes.md", true),
+            ("context/skills/a/SKILL.md", false),
+        ] {
+            let again = if verified {
+                b.add_verified(file(path))
+            } else {
+                b.add(file(path))
+            };
+            assert!(
+                matches!(again, Err(EngineError::DuplicatePath { .. })),
+                "{path}: {again:?}"
+            );
+        }
+        let plan = b.finish("0.0.0").expect("finish");
+        let planned: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            planned,
+            [
+                ".devcontainer/Dockerfile",
+                "context/notes.md",
+                "context/skills/a/SKILL.md"
+            ]
+        );
+    }
+
+    /// The context serves the snapshot only: a path resolve did not capture is an
+    /// internal error naming it (never a read of the disk, which here does not exist).
+    #[test]
+    fn context_reads_are_served_from_the_snapshot() {
+        let config = aibox_config::parse_aibox_toml("[container]\nname = \"demo\"\n", "aibox.toml")
+            .expect("a minimal aibox.toml parses");
+        let project = Project {
+            root: Utf8PathBuf::from("/nonexistent/project"),
+            config,
+            local: aibox_config::LocalToml::default(),
+        };
+        let options = PlanOptions::default();
+        let files = Snapshot::default();
+        let ctx = PlanContext {
+            project: &project,
+            previous_lock: None,
+            aibox_version: "0.0.0",
+            security_opt: Vec::new(),
+            options: &options,
+            processkit: &crate::resolve::ProcesskitState::NotConfigured,
+            mcp_npm: &crate::mcp_npm::NpmEnvs::default(),
+            files: &files,
+            root: &project.root,
+        };
+        for err in [
+            ctx.read(Utf8Path::new(".gitignore")).map(|_| ()),
+            ctx.read_text(Utf8Path::new(".gitignore")).map(|_| ()),
+            ctx.exists(Utf8Path::new(".gitignore")).map(|_| ()),
+        ] {
+            let err = err.expect_err("nothing was captured");
+            assert_eq!(err.kind(), aibox_config::ErrorKind::Internal);
+            assert!(err.to_string().contains("`.gitignore`"), "{err}");
+        }
+    }
+
+    #[test]
+    fn plan_path_keys_sort_like_paths() {
+        // Separators against every byte that sorts below `/` (`.`, `-`, space, `!`) and
+        // above it, prefixes, and long shared prefixes: the order of the plan's maps is
+        // the order of `Utf8Path`, which reports and the lock follow.
+        let paths = [
+            "a",
+            "a.b",
+            "a/b",
+            "a-b/c",
+            "a b",
+            "a!",
+            "a/b.c",
+            "a/b/c",
+            "a/bc",
+            "ab",
+            "context/skills/x/SKILL.md",
+            "context/skills/x.md",
+            "context/skills/x/a/b",
+            "context/skills-old/x",
+            "context/templates/processkit/v0.28.3/context/skills/x/SKILL.md",
+            "context/templates/processkit/v0.28.3/context/skills/x-y/SKILL.md",
+            "context/templates/processkit/v0.28.3/context/skills/x/y",
+            "z",
+            "\u{e9}t\u{e9}/a",
+        ];
+        let mut by_path: Vec<Utf8PathBuf> = paths.iter().map(Utf8PathBuf::from).collect();
+        by_path.sort();
+        let mut by_key: Vec<PathKey> = paths.iter().map(|p| PathKey((*p).to_owned())).collect();
+        by_key.sort();
+        let by_key: Vec<Utf8PathBuf> = by_key.into_iter().map(|k| Utf8PathBuf::from(k.0)).collect();
+        assert_eq!(by_key, by_path);
+        for a in &paths {
+            for b in &paths {
+                assert_eq!(
+                    PathKey((*a).to_owned()).cmp(&PathKey((*b).to_owned())),
+                    Utf8Path::new(a).cmp(Utf8Path::new(b)),
+                    "{a} <> {b}"
+                );
+            }
+        }
+    }
+}
