@@ -6,43 +6,10 @@
 //! three commands means `config set` and `config validate` never accept what `apply`
 //! then refuses.
 
+pub use crate::error::ConfigCheckError;
 use aibox_config::AiboxToml;
 use aibox_policy::{Severity, TextKind, scan_secrets};
 use camino::Utf8Path;
-use miette::Diagnostic;
-
-/// A configuration that the strict loader accepts but `apply` would refuse.
-#[derive(Debug, thiserror::Error, Diagnostic)]
-pub enum ConfigCheckError {
-    /// A literal secret-looking value in the committed `aibox.toml`.
-    #[error("aibox.toml:{line}: {message} [{code}]")]
-    #[diagnostic(code(aibox::config::literal_secret), help("{remedy}"))]
-    Secret {
-        /// 1-based line (0 when unknown).
-        line: usize,
-        /// What was found.
-        message: String,
-        /// The scanner's rule code.
-        code: String,
-        /// How to fix it.
-        remedy: String,
-    },
-    /// The processkit pin or source is refused.
-    #[error(transparent)]
-    #[diagnostic(transparent)]
-    Processkit(#[from] aibox_provenance::error::ProvenanceError),
-}
-
-impl ConfigCheckError {
-    /// Who can fix it: a literal secret is the user's; a processkit pin error keeps its
-    /// own kind.
-    pub fn kind(&self) -> aibox_config::ErrorKind {
-        match self {
-            Self::Secret { .. } => aibox_config::ErrorKind::User,
-            Self::Processkit(e) => e.kind(),
-        }
-    }
-}
 
 /// Checks the team configuration `config` parsed from `text` (the committed
 /// `aibox.toml`).

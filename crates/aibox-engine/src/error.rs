@@ -4,6 +4,10 @@
 //! (configuration, generators, lock, policy, MCP, provenance, skill review) pass through
 //! as typed, boxed variants, so their own codes, source spans and [`ErrorKind`] reach the
 //! caller unchanged.
+//!
+//! The errors of the features `EngineError` carries ([`ConfigCheckError`],
+//! [`MigrateError`], [`SkillError`]) are defined here too (their modules re-export them),
+//! so this module is at the bottom of the engine and every module can return its errors.
 
 use aibox_config::ErrorKind;
 use camino::Utf8PathBuf;
@@ -56,18 +60,18 @@ pub enum EngineError {
     /// `aibox migrate` refused or could not find a migration, a conflict or a version.
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Migrate(Box<crate::migrate::MigrateError>),
+    Migrate(Box<MigrateError>),
 
     /// A named skill could not be found.
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Skill(Box<crate::skills::SkillError>),
+    Skill(Box<SkillError>),
 
     /// The configuration failed a check beyond its schema (a literal secret, a bad
     /// `[processkit]` pin).
     #[error(transparent)]
     #[diagnostic(transparent)]
-    ConfigCheck(Box<crate::config_check::ConfigCheckError>),
+    ConfigCheck(Box<ConfigCheckError>),
 
     /// The writer refused a path or could not use the project root (`aibox_config::write`;
     /// its `aibox::apply::*` codes are the ones users see).
@@ -236,8 +240,8 @@ boxed_from!(
     Provenance(aibox_provenance::error::ProvenanceError),
     Review(aibox_skill_review::ReviewError),
     SkillGate(aibox_skill_review::GateError),
-    Skill(crate::skills::SkillError),
-    ConfigCheck(crate::config_check::ConfigCheckError),
+    Skill(SkillError),
+    ConfigCheck(ConfigCheckError),
 );
 
 impl EngineError {
@@ -290,5 +294,239 @@ impl EngineError {
             path: path.into(),
             source,
         }
+    }
+}
+
+/// A configuration that the strict loader accepts but `apply` would refuse.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum ConfigCheckError {
+    /// A literal secret-looking value in the committed `aibox.toml`.
+    #[error("aibox.toml:{line}: {message} [{code}]")]
+    #[diagnostic(code(aibox::config::literal_secret), help("{remedy}"))]
+    Secret {
+        /// 1-based line (0 when unknown).
+        line: usize,
+        /// What was found.
+        message: String,
+        /// The scanner's rule code.
+        code: String,
+        /// How to fix it.
+        remedy: String,
+    },
+    /// The processkit pin or source is refused.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Processkit(#[from] aibox_provenance::error::ProvenanceError),
+}
+
+impl ConfigCheckError {
+    /// Who can fix it: a literal secret is the user's; a processkit pin error keeps its
+    /// own kind.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        match self {
+            Self::Secret { .. } => aibox_config::ErrorKind::User,
+            Self::Processkit(e) => e.kind(),
+        }
+    }
+}
+
+/// Errors of `aibox migrate` (codes `aibox::migrate::*`).
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum MigrateError {
+    /// No pending migration has this id.
+    #[error("no pending migration `{id}`")]
+    #[diagnostic(
+        code(aibox::migrate::unknown_id),
+        help("pending migrations: {known}; `aibox migrate list` shows them")
+    )]
+    UnknownId {
+        /// The id asked for.
+        id: String,
+        /// The ids that exist, comma-separated (or "none").
+        known: String,
+    },
+
+    /// A path that is not an open conflict of the migration.
+    #[error("`{path}` is not an open conflict of {id}")]
+    #[diagnostic(
+        code(aibox::migrate::not_a_conflict),
+        help("open conflicts of {id}: {open}")
+    )]
+    NotAConflict {
+        /// Migration id.
+        id: String,
+        /// The path given.
+        path: String,
+        /// Its open conflicts, comma-separated (or "none").
+        open: String,
+    },
+
+    /// Marking a migration done while conflicts are open, without saying how.
+    #[error("{id} still has {count} open conflict(s): {paths}")]
+    #[diagnostic(
+        code(aibox::migrate::conflicts_open),
+        help(
+            "settle each with `--take ours` (keep your file), `--take theirs` (the new \
+             release's), `--take base` (the previous release's) or `--edited` (you merged it \
+             by hand); `aibox migrate show {id}` shows the versions"
+        )
+    )]
+    ConflictsOpen {
+        /// Migration id.
+        id: String,
+        /// How many.
+        count: usize,
+        /// Which, comma-separated.
+        paths: String,
+    },
+
+    /// The working file changed after the upgrade kept it: taking another version would
+    /// lose that change.
+    #[error(
+        "`{path}` changed since the upgrade kept it; taking {take} would overwrite that change"
+    )]
+    #[diagnostic(
+        code(aibox::migrate::changed_since),
+        help(
+            "look at it with `aibox migrate show {id} {path}`; if you merged by hand, use \
+             `--edited`; to replace it anyway, add `--force`"
+        )
+    )]
+    ChangedSince {
+        /// Migration id.
+        id: String,
+        /// Project path.
+        path: String,
+        /// The version asked for.
+        take: &'static str,
+    },
+
+    /// `--edited` for a file that is exactly what the upgrade kept.
+    #[error("`{path}` is unchanged since the upgrade kept it, so it was not edited")]
+    #[diagnostic(
+        code(aibox::migrate::not_edited),
+        help("merge the versions into the file first, or use `--take ours` to keep it as it is")
+    )]
+    NotEdited {
+        /// Project path.
+        path: String,
+    },
+
+    /// `--edited` or a file to compare that is missing.
+    #[error("`{path}` does not exist")]
+    #[diagnostic(
+        code(aibox::migrate::missing_file),
+        help(
+            "restore your merged file, or use `--take ours` to keep the deletion or `--take \
+             theirs` for the new release's version"
+        )
+    )]
+    MissingFile {
+        /// Project path.
+        path: String,
+    },
+
+    /// The parked copy no longer has the digest the document recorded.
+    #[error("the parked upstream copy `{copy}` changed after the upgrade")]
+    #[diagnostic(
+        code(aibox::migrate::upstream_changed),
+        help(
+            "aibox will not install an altered copy as the release's version; restore it, or \
+             settle the file with `--take ours` or `--edited`"
+        )
+    )]
+    UpstreamChanged {
+        /// Root-relative path of the parked copy.
+        copy: String,
+    },
+
+    /// The base version is not on this machine.
+    #[error("the base version of `{path}` is not available: {why}")]
+    #[diagnostic(
+        code(aibox::migrate::base_unavailable),
+        help(
+            "the previous release must be in the download cache (run `aibox apply` with the \
+             previous version pinned once to fetch it), or settle the file with another version"
+        )
+    )]
+    BaseUnavailable {
+        /// Project path.
+        path: String,
+        /// Why.
+        why: String,
+    },
+
+    /// A migration document that cannot be read.
+    #[error("cannot read the migration document `{path}`: {reason}")]
+    #[diagnostic(
+        code(aibox::migrate::unreadable),
+        help(
+            "fix or remove the document; aibox writes them with YAML front matter between `---` lines"
+        )
+    )]
+    Unreadable {
+        /// Root-relative path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// `--version`/`PATH` asked for a version that does not exist.
+    #[error("{what}")]
+    #[diagnostic(code(aibox::migrate::no_such_version))]
+    NoSuchVersion {
+        /// What is missing.
+        what: String,
+    },
+}
+
+impl MigrateError {
+    /// The kind: every refusal is the user's to settle, except a base version that only
+    /// a download brings back.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::BaseUnavailable { .. } => ErrorKind::Environment,
+            _ => ErrorKind::User,
+        }
+    }
+}
+
+impl From<MigrateError> for EngineError {
+    fn from(e: MigrateError) -> Self {
+        Self::Migrate(Box::new(e))
+    }
+}
+
+/// Errors of looking up a skill to review.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum SkillError {
+    /// Not a directory, and no project to look the name up in.
+    #[error("`{target}` is not a directory and no project was found to look it up in")]
+    #[diagnostic(
+        code(aibox::skill::not_found),
+        help("pass a skill directory, or run inside a project (or with --project DIR)")
+    )]
+    NoProject {
+        /// What was asked for.
+        target: String,
+    },
+    /// No installed skill of that name.
+    #[error("no installed skill named `{name}` under {skills}")]
+    #[diagnostic(
+        code(aibox::skill::not_found),
+        help("pass the skill's directory instead, or check the name in `context/skills/`")
+    )]
+    NotInstalled {
+        /// The name.
+        name: String,
+        /// Where it was looked for.
+        skills: Utf8PathBuf,
+    },
+}
+
+impl SkillError {
+    /// Always the user's: the named skill or directory does not exist.
+    pub fn kind(&self) -> aibox_config::ErrorKind {
+        aibox_config::ErrorKind::User
     }
 }

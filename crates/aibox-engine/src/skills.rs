@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::EngineError;
 use crate::config_edit::{ConfigEditError, config_set};
+use crate::error::EngineError;
+pub use crate::error::SkillError;
 use crate::skill_review::{Outcome, Review, ReviewContext, SkillOrigin, review};
 
 /// Reviews `target`: an existing directory is reviewed as a local path; anything else is
@@ -372,40 +373,6 @@ fn toml_list(items: &[&String]) -> String {
         })
         .collect();
     format!("[{}]", quoted.join(", "))
-}
-
-/// Errors of looking up a skill to review.
-#[derive(Debug, thiserror::Error, miette::Diagnostic)]
-pub enum SkillError {
-    /// Not a directory, and no project to look the name up in.
-    #[error("`{target}` is not a directory and no project was found to look it up in")]
-    #[diagnostic(
-        code(aibox::skill::not_found),
-        help("pass a skill directory, or run inside a project (or with --project DIR)")
-    )]
-    NoProject {
-        /// What was asked for.
-        target: String,
-    },
-    /// No installed skill of that name.
-    #[error("no installed skill named `{name}` under {skills}")]
-    #[diagnostic(
-        code(aibox::skill::not_found),
-        help("pass the skill's directory instead, or check the name in `context/skills/`")
-    )]
-    NotInstalled {
-        /// The name.
-        name: String,
-        /// Where it was looked for.
-        skills: Utf8PathBuf,
-    },
-}
-
-impl SkillError {
-    /// Always the user's: the named skill or directory does not exist.
-    pub fn kind(&self) -> aibox_config::ErrorKind {
-        aibox_config::ErrorKind::User
-    }
 }
 
 /// One installed skill, for `aibox skill list`.
