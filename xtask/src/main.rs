@@ -18,7 +18,8 @@
 //!   `target/aibox-demo` so the repository stays clean): `apply`, a second no-op `apply`,
 //!   `apply --check` and `doctor`.
 //! - `image`: aibox's base image: build, publish, verify (see `image.rs`).
-//! - `layering`: checks the dependency arrows between crates (see `ARCHITECTURE.md`).
+//! - `layering`: checks the dependency arrows between crates and between the engine's
+//!   modules (see `ARCHITECTURE.md`, `layering.rs`).
 //! - `docs`: builds the documentation site (`docs-site/`) with the pinned mdBook.
 //! - `release-gate`: every check a release needs (runnable from a fresh clone), then the
 //!   release binaries, `release-state.json`, `SHA256SUMS`, `evidence.json` and, with

@@ -101,6 +101,7 @@ const LAYOUT_ALLOWLIST: &[(&str, &str)] = &[];
 /// The plan: pure code that reads the project only through `resolve`'s snapshot (a path
 /// ending in `/` covers a folder).
 const PURE: &[&str] = &[
+    "crates/aibox-engine/src/builder.rs",
     "crates/aibox-engine/src/plan.rs",
     "crates/aibox-engine/src/sources/",
 ];
@@ -415,7 +416,7 @@ fn product_rules(path: &str, text: &str) -> Vec<String> {
 /// Per line: the code outside comments and string literals, and the string literals that
 /// start on that line. Scanning stops at the first `#[cfg(test)]` (unit tests sit at the
 /// end of a file by convention).
-fn strip_comments_and_tests(text: &str) -> Vec<(String, Vec<String>)> {
+pub(crate) fn strip_comments_and_tests(text: &str) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = vec![(String::new(), Vec::new())];
     let chars: Vec<char> = text.chars().collect();
     let mut i = 0;

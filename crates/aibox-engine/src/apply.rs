@@ -192,7 +192,7 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
 /// # Errors
 /// As [`apply`].
 pub fn apply_resolved(
-    resolved: &crate::Resolved,
+    resolved: &crate::resolve::Resolved,
     options: &ApplyOptions,
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root();
@@ -219,7 +219,7 @@ pub fn apply_resolved(
 /// Resolves the project again (under the project lock), with the configuration read
 /// under it, and applies that.
 fn resolve_again(
-    resolved: &crate::Resolved,
+    resolved: &crate::resolve::Resolved,
     project: aibox_config::Project,
     options: &ApplyOptions,
     guard: Option<ProjectLock>,
@@ -243,7 +243,7 @@ fn lock_unless_read_only(
 /// Plans and applies a project resolved under the project lock: its snapshot and
 /// processkit scan are current, so nothing is checked or read again before planning.
 fn apply_fresh(
-    resolved: &crate::Resolved,
+    resolved: &crate::resolve::Resolved,
     options: &ApplyOptions,
     guard: Option<ProjectLock>,
 ) -> Result<ApplyReport, EngineError> {
@@ -278,7 +278,7 @@ fn processkit_scan_is_stale(
 }
 
 fn apply_plan_locked(
-    resolved: &crate::Resolved,
+    resolved: &crate::resolve::Resolved,
     plan: crate::builder::Plan,
     options: &ApplyOptions,
     _guard: Option<ProjectLock>,

@@ -103,7 +103,7 @@ pub fn codex_enabled(config: &AiboxToml) -> bool {
 
 /// Runs the probe in the project's running container as the configured user. `None`
 /// when Codex is not enabled. `posture` is the project's (see
-/// [`crate::Security::posture`]).
+/// [`crate::resolve::Security::posture`]).
 pub fn probe(
     config: &AiboxToml,
     posture: SeccompPosture,

@@ -42,7 +42,7 @@ pub fn check_team_config(text: &str, config: &AiboxToml) -> Result<(), ConfigChe
 }
 
 /// Loads the project at `root` strictly and runs [`check_team_config`] on it.
-pub fn check_project(root: &Utf8Path) -> Result<aibox_config::Project, crate::EngineError> {
+pub fn check_project(root: &Utf8Path) -> Result<aibox_config::Project, crate::error::EngineError> {
     let project = aibox_config::load_project(root)?;
     check_loaded(root, &project)?;
     Ok(project)
@@ -52,11 +52,11 @@ pub fn check_project(root: &Utf8Path) -> Result<aibox_config::Project, crate::En
 pub(crate) fn check_loaded(
     root: &Utf8Path,
     project: &aibox_config::Project,
-) -> Result<(), crate::EngineError> {
+) -> Result<(), crate::error::EngineError> {
     let path = root.join(aibox_config::AIBOX_TOML);
-    let text =
-        fs_err::read_to_string(&path).map_err(|e| crate::EngineError::io("read", &path, e))?;
-    check_team_config(&text, &project.config).map_err(crate::EngineError::from)
+    let text = fs_err::read_to_string(&path)
+        .map_err(|e| crate::error::EngineError::io("read", &path, e))?;
+    check_team_config(&text, &project.config).map_err(crate::error::EngineError::from)
 }
 
 /// Settings that are valid but change no file, as warnings for `apply` (and findings for

@@ -6,8 +6,8 @@
 use aibox_config::edit::ConfigFile;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::EngineError;
 use crate::config_edit::{ConfigEditError, config_set};
+use crate::error::EngineError;
 
 /// The dotted consent key (for example `security.acknowledge_seccomp_unconfined`) that
 /// `err` refused the configuration for, when it is a missing seccomp consent. The policy

@@ -16,7 +16,8 @@ use aibox_runtime::{
 use camino::Utf8Path;
 use miette::Diagnostic;
 
-use crate::{ApplyOptions, ApplyReport, EngineError};
+use crate::apply::{ApplyOptions, ApplyReport};
+use crate::error::EngineError;
 
 /// Errors of the lifecycle commands: those of the layers they combine, unchanged.
 #[derive(Debug, thiserror::Error, Diagnostic)]
@@ -145,7 +146,7 @@ pub struct UpReport {
 }
 
 /// Notices about relaxations that the project's configuration makes active.
-fn relaxation_notices(resolved: &crate::Resolved) -> Vec<String> {
+fn relaxation_notices(resolved: &crate::resolve::Resolved) -> Vec<String> {
     let Ok(decision) = &resolved.security.decision else {
         return Vec::new();
     };
@@ -240,8 +241,8 @@ pub fn up(
     plan_opts.engine = Some(crate::codex_sandbox::from_engine(
         runtime.detected().engine.engine,
     ));
-    let resolved = crate::resolve_project(root, project, &plan_opts)?;
-    let report = crate::apply_resolved(&resolved, &apply_opts)?;
+    let resolved = crate::resolve::resolve_project(root, project, &plan_opts)?;
+    let report = crate::apply::apply_resolved(&resolved, &apply_opts)?;
     let config = &resolved.project.config;
     let before = runtime.status(&target)?;
     let status = runtime.up(

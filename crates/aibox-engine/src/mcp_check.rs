@@ -26,8 +26,9 @@ use camino::Utf8Path;
 use miette::Diagnostic;
 use serde::Serialize;
 
+use crate::error::EngineError;
 use crate::lifecycle::{LifecycleError, LifecycleOptions};
-use crate::{EngineError, Resolved};
+use crate::resolve::Resolved;
 
 /// Deadline of one server's handshake unless the server sets `startup_timeout_sec`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_mins(1);
@@ -252,9 +253,9 @@ pub fn mcp_check(
     options: &McpCheckOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<McpCheckReport, McpCheckError> {
-    let plan = crate::PlanOptions {
+    let plan = crate::resolve::PlanOptions {
         offline: true,
-        ..crate::PlanOptions::default()
+        ..crate::resolve::PlanOptions::default()
     };
     let resolved = crate::resolve(root, &plan)?;
     // Names are checked before the engine is looked for: a typo is the user's, whatever
@@ -285,7 +286,7 @@ pub fn mcp_check_resolved(
 /// Checks the selected servers one after the other.
 fn run_checks(
     selected: &[&ServerSpec],
-    list: crate::McpList,
+    list: crate::mcp_list::McpList,
     runtime: &Runtime,
     target: &Target,
     options: &McpCheckOptions,

@@ -28,6 +28,10 @@ use crate::mcp_resolver::{Failure, Resolver, locate};
 /// resolving off (servers not yet in the lock stay unlocked).
 pub const UV_ENV: &str = "AIBOX_UV";
 
+/// The name `aibox.lock` records for the pk-doctor script among an environment's users
+/// ([`crate::pk_doctor::ENV_NAME`]): not a server, so reported on its own.
+pub const PK_DOCTOR_ENV: &str = "pk-doctor-script";
+
 /// Longest a resolution may take (a cold uv cache behind a slow proxy needs tens of
 /// seconds for a processkit-sized declaration).
 const RESOLVE_TIMEOUT: Duration = Duration::from_mins(5);
@@ -44,7 +48,7 @@ pub struct McpEnvs {
     pub broken: BTreeMap<String, String>,
     /// Servers registered as they ship, their dependencies not pinned. Name → why.
     pub unlocked: BTreeMap<String, String>,
-    /// Why pk-doctor's script (locked under [`crate::pk_doctor::ENV_NAME`], not a
+    /// Why pk-doctor's script (locked under [`PK_DOCTOR_ENV`], not a
     /// server) has no locked environment, when it has none.
     pub pk_doctor_unlocked: Option<String>,
 }
@@ -173,7 +177,7 @@ pub(crate) fn lock(
         }
     }
     // pk-doctor's script is not a server: reported on its own, never as one.
-    let pk = crate::pk_doctor::ENV_NAME;
+    let pk = PK_DOCTOR_ENV;
     out.pk_doctor_unlocked = out.broken.remove(pk).or_else(|| out.unlocked.remove(pk));
     out.server_env.remove(pk);
     out

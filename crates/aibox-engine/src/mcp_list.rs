@@ -10,7 +10,8 @@ use aibox_mcp_registration::{
 };
 use camino::Utf8Path;
 
-use crate::{EngineError, ProcesskitState, Resolved};
+use crate::error::EngineError;
+use crate::resolve::{ProcesskitState, Resolved};
 
 /// The servers `aibox mcp list` shows.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -37,11 +38,11 @@ pub struct McpList {
 /// # Errors
 /// An invalid configuration, or a gate refusing the processkit skills.
 pub fn mcp_list(root: &Utf8Path) -> Result<McpList, EngineError> {
-    let options = crate::PlanOptions {
+    let options = crate::resolve::PlanOptions {
         offline: true,
-        ..crate::PlanOptions::default()
+        ..crate::resolve::PlanOptions::default()
     };
-    mcp_list_resolved(&crate::resolve(root, &options)?)
+    mcp_list_resolved(&crate::resolve::resolve(root, &options)?)
 }
 
 /// The effective servers of a resolved project.
@@ -61,7 +62,7 @@ pub(crate) fn servers_resolved(
     // The processkit servers are what the plan registers: verified, selected, reviewed.
     let (processkit, not_resolved) = match &resolved.processkit {
         ProcesskitState::NotResolved { reason } => (Vec::new(), Some(reason.clone())),
-        _ => (crate::plan(resolved)?.processkit_servers, None),
+        _ => (crate::plan::plan(resolved)?.processkit_servers, None),
     };
     let servers =
         collect_servers(&project.config, &project.local, &processkit).map_err(EngineError::from)?;

@@ -7,7 +7,7 @@ use aibox_devcontainer::egress::{self, Allowlist};
 use aibox_provenance::lock::NetworkLock;
 use camino::Utf8Path;
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// What `aibox network list` shows.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

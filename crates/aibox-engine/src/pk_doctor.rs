@@ -23,8 +23,9 @@ use serde::Deserialize;
 
 use crate::mcp_resolver::{Resolver, locate};
 
-/// The name `aibox.lock` records for the pk-doctor script among an environment's users.
-pub const ENV_NAME: &str = "pk-doctor-script";
+/// The name `aibox.lock` records for the pk-doctor script among an environment's users
+/// (defined with the environments, which set it apart from the servers).
+pub use crate::mcp_envs::PK_DOCTOR_ENV as ENV_NAME;
 
 /// Longest pk-doctor may run (about 6 s on a real project; a cold host environment
 /// install adds a download).

@@ -5,7 +5,7 @@
 //! `--quiet`), [`Channel::Output`] lines are the result a script reads (diffs, on
 //! stdout). `aibox apply` and `examples/embed.rs` print the same lines the same way.
 
-use crate::ApplyReport;
+use crate::apply::ApplyReport;
 
 /// Where a line of the human report belongs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +149,7 @@ impl ApplyReport {
 
     /// The changed files counted per action, `created 3, updated 1:` (action order).
     fn counts(&self) -> String {
-        let mut counts: Vec<(crate::FileAction, usize)> = Vec::new();
+        let mut counts: Vec<(crate::apply::FileAction, usize)> = Vec::new();
         for f in self.files.iter().filter(|f| f.action.changes()) {
             match counts.iter_mut().find(|(a, _)| *a == f.action) {
                 Some((_, n)) => *n += 1,

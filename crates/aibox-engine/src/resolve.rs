@@ -248,7 +248,7 @@ pub struct PlanOptions {
     /// environment (see [`crate::codex_sandbox::target_engine`]) when the gate needs it.
     pub engine: Option<aibox_policy::TargetEngine>,
     /// Never download: a processkit release that is not in the download cache is
-    /// [`crate::ProcesskitState::NotResolved`] (`doctor` and `mcp list` resolve this way).
+    /// [`crate::resolve::ProcesskitState::NotResolved`] (`doctor` and `mcp list` resolve this way).
     pub offline: bool,
     /// How MCP servers' Python dependencies that `aibox.lock` does not hold yet are
     /// resolved (see [`crate::mcp_envs`]).

@@ -2,7 +2,7 @@
 //! of the disk.
 //!
 //! [`Snapshot::capture`] reads, once, every project file a plan source may look at, so
-//! that planning is a pure function of the [`crate::Resolved`] value. The set is derived
+//! that planning is a pure function of the [`crate::resolve::Resolved`] value. The set is derived
 //! from the tables that define those files, not listed again here:
 //!
 //! - strict reads (a symlink or an invalid path is refused at resolve time, exactly as

@@ -8,7 +8,7 @@ use camino::Utf8Path;
 use aibox_provenance::releases::{self, PublishedRelease, ReleaseList, Token};
 use aibox_provenance::{HttpOptions, ProvenanceError};
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// The source to list: `source` when given, else the project's `[processkit] source`
 /// (the official repository when unset; also without a project).

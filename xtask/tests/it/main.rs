@@ -5,5 +5,6 @@
 //! `tests/it/NAME.rs` plus a `mod NAME;` line here (see CONTRIBUTING.md).
 
 mod install_script;
+mod layering;
 mod tidy;
 mod troubleshooting;

@@ -24,7 +24,7 @@ use aibox_policy::{Finding, Severity, TargetEngine, redact};
 use aibox_runtime::DetectEnv;
 use camino::Utf8Path;
 
-use crate::EngineError;
+use crate::error::EngineError;
 use crate::writer::ProjectRoot;
 
 pub use bundle::{DoctorError, REPORT_REMINDER, write_report};
@@ -130,13 +130,13 @@ fn resolve_offline(
     project: &aibox_config::Project,
     engine: TargetEngine,
     options: &DoctorOptions,
-) -> Result<crate::Resolved, EngineError> {
-    let plan = crate::PlanOptions {
+) -> Result<crate::resolve::Resolved, EngineError> {
+    let plan = crate::resolve::PlanOptions {
         aibox_version: options.cli_version.clone(),
         engine: Some(engine),
         cache_dir: options.cache_dir.clone(),
         offline: true,
-        ..crate::PlanOptions::default()
+        ..crate::resolve::PlanOptions::default()
     };
     crate::resolve::resolve_checked(root, project.clone(), &plan)
 }
@@ -201,7 +201,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     // The seccomp decision, taken once: the resolve's, or (when the resolve failed) its own.
     let security = match (&resolved, &project) {
         (Some(Ok(r)), _) => Some(r.security.clone()),
-        (_, Some(p)) => Some(crate::Security::of(p, Some(engine))),
+        (_, Some(p)) => Some(crate::resolve::Security::of(p, Some(engine))),
         _ => None,
     };
 

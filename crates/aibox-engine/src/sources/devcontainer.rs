@@ -29,7 +29,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.python_envs = &python_envs;
     let npm_envs = npm_envs(ctx);
     inputs.npm_envs = &npm_envs;
-    let checkout = crate::lifecycle::checkout_path(ctx.root());
+    // The root resolve opened is canonical already: the checkout's path as the lifecycle
+    // names its container, without a file-system call here.
+    let checkout = ctx.root().to_string();
     inputs.checkout = Some(&checkout);
     // A retired npm tree's files go with the generated-file retirement; its folder
     // goes here, once empty.

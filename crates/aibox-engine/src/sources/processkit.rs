@@ -294,7 +294,8 @@ mod tests {
         );
         fs_err::write(root.join("aibox.toml"), toml).unwrap();
         let plan =
-            crate::plan(&crate::resolve(root, &crate::PlanOptions::default()).unwrap()).unwrap();
+            crate::plan(&crate::resolve(root, &crate::resolve::PlanOptions::default()).unwrap())
+                .unwrap();
         let paths: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
         assert!(
             paths.contains(&"context/skills/processkit/skill-finder/SKILL.md"),
@@ -318,7 +319,7 @@ mod tests {
 
         // Apply, then a second apply is a no-op; a local edit survives and the
         // integrity check names it.
-        let opts = crate::ApplyOptions::default();
+        let opts = crate::apply::ApplyOptions::default();
         assert!(crate::apply(root, &opts).unwrap().changed());
         let report = aibox_provenance::integrity(root.as_std_path()).unwrap();
         assert_eq!(

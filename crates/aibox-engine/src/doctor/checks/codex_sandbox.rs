@@ -2,9 +2,9 @@
 //! running container.
 
 use super::{EngineAt, SKIPPED};
-use crate::Security;
 use crate::codex_sandbox::{SandboxReport, SandboxStatus};
 use crate::doctor::report::Run;
+use crate::resolve::Security;
 use aibox_config::{AiboxToml, Project};
 use aibox_policy::{Finding, SeccompPosture, Severity};
 

@@ -8,8 +8,9 @@ use aibox_mcp_registration::Origin;
 use aibox_policy::{Finding, Severity};
 
 use crate::doctor::report::Run;
+use crate::error::EngineError;
 use crate::mcp_check::{McpCheckOptions, McpCheckReport, ServerCheck, ServerStatus};
-use crate::{EngineError, Resolved};
+use crate::resolve::Resolved;
 
 /// The check's name in the report.
 const NAME: &str = "mcp-servers";

@@ -7,7 +7,7 @@ use aibox_policy::{Finding, Severity};
 use crate::resolve::Resolved;
 
 /// The findings of the `sync` check for the project's resolve outcome.
-pub(crate) fn findings(resolved: &Result<Resolved, crate::EngineError>) -> Vec<Finding> {
+pub(crate) fn findings(resolved: &Result<Resolved, crate::error::EngineError>) -> Vec<Finding> {
     let resolved = match resolved {
         Ok(r) => r,
         Err(e) => return vec![plan_failed(e)],
@@ -24,11 +24,11 @@ pub(crate) fn findings(resolved: &Result<Resolved, crate::EngineError>) -> Vec<F
             "run `aibox apply` (it downloads and verifies the release), then `aibox doctor`",
         )];
     }
-    let apply_options = crate::ApplyOptions {
+    let apply_options = crate::apply::ApplyOptions {
         check: true,
-        ..crate::ApplyOptions::default()
+        ..crate::apply::ApplyOptions::default()
     };
-    match crate::apply_resolved(resolved, &apply_options) {
+    match crate::apply::apply_resolved(resolved, &apply_options) {
         Ok(report) => report
             .files
             .iter()
@@ -71,7 +71,7 @@ pub(crate) fn findings(resolved: &Result<Resolved, crate::EngineError>) -> Vec<F
 }
 
 /// `aibox apply` would fail: the error, as plain text.
-fn plan_failed(e: &crate::EngineError) -> Finding {
+fn plan_failed(e: &crate::error::EngineError) -> Finding {
     use miette::Diagnostic as _;
     let code = e.code().map(|c| c.to_string()).unwrap_or_default();
     Finding::new(
