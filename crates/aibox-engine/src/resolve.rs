@@ -6,8 +6,8 @@
 //! engine's default profile is kept, judges the engine Codex's sandbox will run on),
 //! fetches and verifies the pinned processkit release (from the download cache, or by
 //! downloading it when [`PlanOptions::offline`] is false), and runs the skill review of
-//! the skills the release or the project would register (release skills are staged in a
-//! temporary folder for it), locks the dependencies of the MCP servers it would register
+//! the skills the release or the project would register (release skills are read in the
+//! release's own verified folder, with no temporary copy), locks the dependencies of the MCP servers it would register
 //! ([`crate::mcp_envs`], [`crate::mcp_npm`]), and captures the current bytes of every
 //! project file the plan reads ([`Snapshot`], see [`crate::snapshot`] for which and why),
 //! the bytes of an unverified release's files that the policy gate scans, and the clock
@@ -809,8 +809,8 @@ fn selected_skills(
 /// are byte-identical to what that release installed. First-party skills are reviewed on
 /// demand (`aibox skill review` / `skill list` / `doctor`) and do not block `apply` unless
 /// `[processkit] review = "all"`. Everything else is gated: the skills of a release from
-/// an untrusted source or an unverified release (reviewed from the release's copy, staged
-/// in a temporary folder, before they are installed or registered), a release skill
+/// an untrusted source or an unverified release (reviewed in the release's own verified
+/// folder, before they are installed or registered), a release skill
 /// edited in place (reviewed on its live files: those are what runs), and skill folders
 /// under `context/skills/` that the release did not ship but that declare an MCP server.
 /// A failing gated skill stops the apply until `aibox.toml` records a current
@@ -838,8 +838,6 @@ fn review_skills(
         ..ReviewContext::default()
     };
     let marker = aibox_provenance::Marker::read(root.as_std_path());
-    let staging = tempfile::tempdir()
-        .map_err(|e| EngineError::io("create a review staging folder in", "$TMPDIR", e))?;
     let mut to_review = Vec::new();
     let mut edited = Vec::new();
     // Every selected skill that ships an MCP server, whether it is registered on its own
@@ -884,7 +882,7 @@ fn review_skills(
         if !gate_release {
             continue;
         }
-        let dir = stage(release, &prefix, &staging.path().join(&skill.name))?;
+        let dir = in_release(release, &skill.dir)?;
         to_review.push((skill.name.clone(), dir, review_ctx.clone()));
     }
     // Skill folders the release did not ship: third-party whatever they claim.
@@ -927,23 +925,23 @@ fn as_it_is(dir: &str) -> ReviewContext {
     }
 }
 
-/// Writes the release's files below `prefix` (a skill folder with its `/`) to `dest`,
-/// for the review of what would be installed.
-fn stage(
-    release: &VerifiedRelease,
-    prefix: &str,
-    dest: &std::path::Path,
-) -> Result<Utf8PathBuf, EngineError> {
-    let files = release
-        .payload
-        .files
-        .keys()
-        .filter_map(|p| p.strip_prefix(prefix).map(|rel| (rel, p.as_str())));
-    aibox_provenance::extract::write_tree(&release.payload, files, dest)
-        .map_err(EngineError::from)?;
-    Utf8PathBuf::from_path_buf(dest.to_owned()).map_err(|p| {
+/// A release skill's folder (`dir`, release-relative) in the release's own folder, which
+/// the review reads in place: that folder holds exactly the release's files as verified
+/// (the unpacked download store, a temporary unpack, or a local release folder, each
+/// listed whole), so the review sees the bytes the install copies without a staged copy.
+/// The install re-checks every digest as it copies, so a file changed after the review
+/// is refused there, never installed unreviewed.
+fn in_release(release: &VerifiedRelease, dir: &str) -> Result<Utf8PathBuf, EngineError> {
+    let root = release.payload.root().ok_or_else(|| {
         EngineError::io(
-            "stage",
+            "review",
+            dir,
+            std::io::Error::other("the release's files are not in a folder"),
+        )
+    })?;
+    Utf8PathBuf::from_path_buf(root.join(dir)).map_err(|p| {
+        EngineError::io(
+            "review",
             p.display().to_string(),
             std::io::Error::other("non-UTF-8 path"),
         )

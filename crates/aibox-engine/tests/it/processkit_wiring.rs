@@ -190,6 +190,52 @@ fn a_skill_failing_review_is_registered_only_after_consent() {
     assert!(mcp.contains("processkit-skill-finder"), "{mcp}");
 }
 
+/// The child's project root, set by [`the_review_reads_the_release_in_place`].
+const REVIEW_CHILD_ENV: &str = "AIBOX_TEST_REVIEW_IN_PLACE_ROOT";
+
+/// Idle unless [`REVIEW_CHILD_ENV`] is set: then the apply of that project must be refused
+/// by the skill review, naming the failing skill (run in a child process, whose `TMPDIR`
+/// the parent points at a folder that does not exist).
+#[test]
+fn child_entry_point() {
+    if let Ok(root) = std::env::var(REVIEW_CHILD_ENV) {
+        let err = apply(Utf8Path::new(&root), &ApplyOptions::default()).unwrap_err();
+        let shown = format!("{:?}", miette::Report::new(err));
+        assert!(shown.contains("aibox::skill_review::refused"), "{shown}");
+        assert!(shown.contains("net-fetch"), "{shown}");
+    }
+}
+
+/// The review reads a release's skills where the verified release lies, never through a
+/// copy: with a `TMPDIR` that cannot hold one (it does not exist), the apply still reviews
+/// the third-party skill and refuses it, and nothing appears where a copy would go.
+#[test]
+fn the_review_reads_the_release_in_place() {
+    let (_t, root) = empty_project();
+    let scratch = tempfile::tempdir().unwrap();
+    let scratch = Utf8Path::from_path(scratch.path()).unwrap();
+    let source = pack_with_failing_skill(scratch);
+    write_config(&root, &source, "\"product\"", "allow_unverified = true");
+    let tmpdir = scratch.join("no-such-tmp");
+    let out = common::child_apply(&[(REVIEW_CHILD_ENV, root.as_str())])
+        .env("TMPDIR", &tmpdir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the review needed a temporary copy or did not flag the skill:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!tmpdir.exists(), "something was written under TMPDIR");
+    assert!(
+        !root.join(".mcp.json").exists(),
+        "a refused apply wrote nothing"
+    );
+}
+
 #[test]
 fn skill_list_shows_installed_skills_with_their_state() {
     let (_t, root) = empty_project();
