@@ -34,7 +34,8 @@ pub use init::{InitOptions, render_aibox_toml};
 pub use kind::ErrorKind;
 pub use load::{
     AIBOX_TOML, ConfigError, LOCAL_TOML, Project, find_project_root, load_project,
-    parse_aibox_toml, parse_local_toml, parse_local_toml_with_team,
+    load_project_with_text, parse_aibox_toml, parse_local_toml, parse_local_toml_with_team,
+    team_config_reads,
 };
 pub use model::*;
 pub use shape::closest;

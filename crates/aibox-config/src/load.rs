@@ -151,7 +151,17 @@ pub fn find_project_root(start: &Utf8Path) -> Result<Utf8PathBuf, ConfigError> {
 /// # Ok::<(), aibox_config::ConfigError>(())
 /// ```
 pub fn load_project(root: &Utf8Path) -> Result<Project, ConfigError> {
+    load_project_with_text(root).map(|(project, _)| project)
+}
+
+/// Like [`load_project`], also handing back the text of `aibox.toml` as it was read, for
+/// checks that scan the text (the line of a literal secret) without reading it again.
+///
+/// # Errors
+/// As [`load_project`].
+pub fn load_project_with_text(root: &Utf8Path) -> Result<(Project, String), ConfigError> {
     let path = root.join(AIBOX_TOML);
+    TEAM_READS.with(|n| n.set(n.get() + 1));
     let text = read(&path)?;
     let team = parse_team(&text, path.as_str());
     let local_path = root.join(LOCAL_TOML);
@@ -162,14 +172,30 @@ pub fn load_project(root: &Utf8Path) -> Result<Project, ConfigError> {
         Ok(LocalToml::default())
     };
     match (team, local) {
-        (Ok(config), Ok(local)) => Ok(Project {
-            root: root.to_owned(),
-            config,
-            local,
-        }),
+        (Ok(config), Ok(local)) => Ok((
+            Project {
+                root: root.to_owned(),
+                config,
+                local,
+            },
+            text,
+        )),
         (Err(a), Err(b)) => Err(ConfigError::Invalid(a.merge(b))),
         (Err(a), Ok(_)) | (Ok(_), Err(a)) => Err(ConfigError::Invalid(a)),
     }
+}
+
+thread_local! {
+    /// How many times this thread read `aibox.toml` through the loader.
+    static TEAM_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Test hook: how many times the calling thread has read `aibox.toml` through
+/// [`load_project`] (or [`load_project_with_text`]). Per thread, so tests running in
+/// parallel do not see each other's reads; the engine's tests hold `aibox apply` to one.
+#[doc(hidden)]
+pub fn team_config_reads() -> usize {
+    TEAM_READS.with(std::cell::Cell::get)
 }
 
 fn read(path: &Utf8Path) -> Result<String, ConfigError> {

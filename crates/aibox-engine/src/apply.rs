@@ -169,12 +169,14 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     // An invalid configuration is reported before anything (even the lock) is created.
     let project = crate::config_check::check_project(root.path())?;
     let guard = lock_unless_read_only(&root, options)?;
-    // Read again under the project lock: another apply (or an edit) may have changed
-    // `aibox.toml` or `.aibox-local.toml` while this one waited, and applying what was
-    // read before waiting would revert it.
-    let project = match guard {
-        Some(_) => crate::config_check::check_project(root.path())?,
-        None => project,
+    // Read again under the project lock only when this run had to wait for it: another
+    // apply (or a command it ran for) may have changed `aibox.toml` or
+    // `.aibox-local.toml` meanwhile, and applying what was read before waiting would
+    // revert it. Taken at once, nothing held the lock since the read just above, so the
+    // configuration is loaded once.
+    let project = match &guard {
+        Some(lock) if lock.waited() => crate::config_check::check_project(root.path())?,
+        _ => project,
     };
     // Resolved under the project lock: the previous `aibox.lock` is the one this run
     // builds on.

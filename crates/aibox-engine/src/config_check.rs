@@ -41,10 +41,11 @@ pub fn check_team_config(text: &str, config: &AiboxToml) -> Result<(), ConfigChe
     Ok(())
 }
 
-/// Loads the project at `root` strictly and runs [`check_team_config`] on it.
+/// Loads the project at `root` strictly and runs [`check_team_config`] on it, on the text
+/// the loader read (`aibox.toml` is read once).
 pub fn check_project(root: &Utf8Path) -> Result<aibox_config::Project, crate::error::EngineError> {
-    let project = aibox_config::load_project(root)?;
-    check_loaded(root, &project)?;
+    let (project, text) = aibox_config::load_project_with_text(root)?;
+    check_team_config(&text, &project.config).map_err(crate::error::EngineError::from)?;
     Ok(project)
 }
 

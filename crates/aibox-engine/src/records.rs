@@ -101,6 +101,7 @@ pub(crate) fn backup_path(root: &ProjectRoot, path: &Utf8Path) -> Result<Utf8Pat
 /// the OS when the process dies, so a killed apply never leaves it stuck).
 pub(crate) struct ProjectLock {
     _file: fs_err::File,
+    waited: bool,
 }
 
 impl ProjectLock {
@@ -109,10 +110,17 @@ impl ProjectLock {
         let file = Writer::new(root).open_lock_file(rel)?;
         let path = root.path().join(rel);
         let start = Instant::now();
+        let mut waited = false;
         loop {
             match file.file().try_lock() {
-                Ok(()) => return Ok(Self { _file: file }),
+                Ok(()) => {
+                    return Ok(Self {
+                        _file: file,
+                        waited,
+                    });
+                }
                 Err(std::fs::TryLockError::WouldBlock) => {
+                    waited = true;
                     if start.elapsed() >= timeout {
                         return Err(EngineError::Busy {
                             lock: path,
@@ -126,5 +134,11 @@ impl ProjectLock {
                 }
             }
         }
+    }
+
+    /// Whether another holder made this one wait: what was read before the lock (the
+    /// configuration) may have changed meanwhile and must be read again under it.
+    pub(crate) fn waited(&self) -> bool {
+        self.waited
     }
 }

@@ -555,6 +555,25 @@ fn invalid_configuration_passes_its_diagnostic_through() {
     );
 }
 
+/// `aibox apply` loads the configuration once, whether it writes (under the project lock,
+/// taken at once here), finds nothing to do or only checks (the loader's count of
+/// `aibox.toml` reads on this thread). Only an apply that had to wait for the lock reads
+/// it again (`an_apply_waiting_for_the_lock_applies_the_configuration_it_finds_under_it`).
+#[test]
+fn apply_reads_the_configuration_once() {
+    let fx = Fixture::new();
+    for (options, changes) in [(opts(), true), (opts(), false), (check(), false)] {
+        let before = aibox_config::team_config_reads();
+        assert_eq!(apply(&fx.root, &options).unwrap().changed(), changes);
+        assert_eq!(aibox_config::team_config_reads() - before, 1);
+    }
+    // A refused configuration is read once too (and reported before the lock exists).
+    fx.write("aibox.toml", "[container]\nname = \"demo\"\nbogus = 1\n");
+    let before = aibox_config::team_config_reads();
+    apply(&fx.root, &opts()).unwrap_err();
+    assert_eq!(aibox_config::team_config_reads() - before, 1);
+}
+
 /// Holds the project lock like a running apply would, until `unlock`.
 fn hold_project_lock(fx: &Fixture) -> fs_err::File {
     let holder = fs_err::OpenOptions::new()
