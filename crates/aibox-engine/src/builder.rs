@@ -1,8 +1,8 @@
 //! The plan's types: the read-only context every source reads, the builder the sources
 //! add files to, and the [`Plan`] it finishes into.
 //!
-//! They sit below both [`crate::plan`] (which runs the sources) and [`crate::sources`] (which
-//! fill the builder), so the arrows between those point one way.
+//! They sit below both [`crate::plan`](mod@crate::plan) (which runs the sources) and
+//! [`crate::sources`] (which fill the builder), so the arrows between those point one way.
 
 use std::collections::BTreeMap;
 
