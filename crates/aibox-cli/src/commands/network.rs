@@ -32,6 +32,12 @@ pub fn list(g: &Global) -> Outcome {
                 for line in render::table(&["host", "from"], &cells) {
                     render::out(&line);
                 }
+                if let Some(why) = &list.not_resolved {
+                    render::out(&format!(
+                        "the processkit release is not resolved ({why}): its skills' declared \
+                         hosts are not listed; `aibox apply` downloads it"
+                    ));
+                }
             }
         }
     })?;

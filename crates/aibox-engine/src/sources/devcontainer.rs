@@ -31,6 +31,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.npm_envs = &npm_envs;
     let checkout = crate::lifecycle::checkout_path(ctx.root());
     inputs.checkout = Some(&checkout);
+    let skill_hosts = skill_hosts(ctx);
+    inputs.skill_hosts = &skill_hosts.skills;
     // A retired npm tree's files go with the generated-file retirement; its folder
     // goes here, once empty.
     let previous = ctx.previous_lock.and_then(|l| l.mcp.as_ref());
@@ -44,10 +46,22 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     plan.lock_mut().base_image = Some(BaseImageLock::new(&ctx.project.config.container.base_image));
     let config = &ctx.project.config;
     if config.network.egress == aibox_config::EgressMode::Allowlist {
-        let list = crate::network::allowlist(config, &ctx.project.local)?;
+        let list = crate::network::allowlist(config, &ctx.project.local, &skill_hosts.skills)?;
         plan.lock_mut().network = crate::network::lock(config, &list);
+        for warning in &skill_hosts.warnings {
+            plan.warn(warning.clone());
+        }
     }
     Ok(())
+}
+
+/// The hosts the installed skills declare, as resolve read them (none without a
+/// resolved processkit release).
+fn skill_hosts(ctx: &PlanContext) -> crate::network::SkillsHosts {
+    match ctx.processkit {
+        crate::resolve::ProcesskitState::Resolved(resolved) => resolved.skill_hosts.clone(),
+        _ => crate::network::SkillsHosts::default(),
+    }
 }
 
 /// The locked MCP server environments the image installs, rendered from the lock
