@@ -3,6 +3,8 @@
 //! installed skills declare (`metadata.processkit.hosts` of their `SKILL.md`), which
 //! resolve reads for both.
 
+use std::collections::BTreeMap;
+
 use aibox_config::{AiboxToml, EgressMode, LocalToml};
 use aibox_devcontainer::catalog::Catalog;
 use aibox_devcontainer::egress::{self, Allowlist, SkillHosts};
@@ -21,6 +23,8 @@ pub struct NetworkList {
     pub proxy: Option<String>,
     /// The allowed hosts, sorted (empty unless `allowlist`).
     pub hosts: Vec<NetworkHost>,
+    /// The registries only the image builds reach (not on the allowlist), sorted.
+    pub build: Vec<NetworkHost>,
     /// The personal upstream proxy the egress proxy forwards through, if set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_proxy: Option<String>,
@@ -133,18 +137,49 @@ pub fn allowlist(
     local: &LocalToml,
     skills: &[SkillHosts],
 ) -> Result<Allowlist, EngineError> {
-    let catalog = Catalog::builtin().map_err(|e| {
-        EngineError::from(aibox_devcontainer::DevcontainerError::Catalog {
-            message: e.to_string(),
-        })
-    })?;
+    let catalog = builtin_catalog()?;
     let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
     Ok(egress::allowlist(config, local, &tools, skills))
 }
 
-/// The lock's `[network]`: the team's hosts and their origins, in `allowlist` mode.
-pub(crate) fn lock(config: &AiboxToml, list: &Allowlist) -> Option<NetworkLock> {
+/// The registries the image builds reach (see [`egress::build_registries`]), for the
+/// tools `config` installs and the locked MCP environments.
+///
+/// # Errors
+/// A broken built-in catalog or an unknown addon.
+pub(crate) fn build_registries(
+    config: &AiboxToml,
+    python_envs: &[aibox_devcontainer::PythonEnv],
+    npm_envs: &[aibox_devcontainer::NpmEnv],
+) -> Result<BTreeMap<String, Vec<String>>, EngineError> {
+    let catalog = builtin_catalog()?;
+    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
+    let proxy = config.network.egress == EgressMode::Allowlist;
+    Ok(egress::build_registries(
+        &tools,
+        python_envs,
+        npm_envs,
+        proxy,
+    ))
+}
+
+fn builtin_catalog() -> Result<Catalog, EngineError> {
+    Catalog::builtin().map_err(|e| {
+        EngineError::from(aibox_devcontainer::DevcontainerError::Catalog {
+            message: e.to_string(),
+        })
+    })
+}
+
+/// The lock's `[network]`: the team's hosts and their origins, and the build-time
+/// registries, in `allowlist` mode.
+pub(crate) fn lock(
+    config: &AiboxToml,
+    list: &Allowlist,
+    build: BTreeMap<String, Vec<String>>,
+) -> Option<NetworkLock> {
     (config.network.egress == EgressMode::Allowlist).then(|| NetworkLock {
+        build,
         egress: EgressMode::Allowlist.as_str().to_owned(),
         proxy: proxy_name(),
         allow: list
@@ -178,6 +213,7 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
             egress: mode.as_str(),
             proxy: None,
             hosts: Vec::new(),
+            build: Vec::new(),
             upstream_proxy: None,
             not_resolved: None,
         });
@@ -195,6 +231,18 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
         crate::resolve::ProcesskitState::NotConfigured => (Vec::new(), None),
     };
     let list = allowlist(config, local, &skills)?;
+    let build = build_registries(
+        config,
+        &crate::sources::devcontainer::python_envs(&resolved.processkit),
+        &crate::sources::devcontainer::npm_envs(&resolved.mcp_npm),
+    )?
+    .into_iter()
+    .map(|(host, origins)| NetworkHost {
+        host,
+        origins,
+        personal: false,
+    })
+    .collect();
     let hosts = list
         .entries
         .iter()
@@ -208,6 +256,7 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
         egress: mode.as_str(),
         proxy: Some(proxy_name()),
         hosts,
+        build,
         upstream_proxy: local.network.upstream_proxy.clone(),
         not_resolved,
     })

@@ -32,6 +32,20 @@ pub fn list(g: &Global) -> Outcome {
                 for line in render::table(&["host", "from"], &cells) {
                     render::out(&line);
                 }
+                if !list.build.is_empty() {
+                    render::out(
+                        "build time only (the image builds use the host's network; not on the \
+                         agent's allowlist):",
+                    );
+                    let cells: Vec<Vec<String>> = list
+                        .build
+                        .iter()
+                        .map(|h| vec![h.host.clone(), h.origins.join("; ")])
+                        .collect();
+                    for line in render::table(&["registry", "needed by"], &cells) {
+                        render::out(&line);
+                    }
+                }
                 if let Some(why) = &list.not_resolved {
                     render::out(&format!(
                         "the processkit release is not resolved ({why}): its skills' declared \

@@ -108,6 +108,11 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
         listed["hosts"][0]["origins"][0], "aibox.toml [network] allow",
         "{listed}"
     );
+    // The build's registries are listed apart and are not on the runtime list; the build
+    // below (agent and proxy images, apt packages from the Debian mirror) still reaches
+    // them.
+    assert_eq!(listed["build"][0]["host"], "deb.debian.org", "{listed}");
+    assert_eq!(listed["hosts"].as_array().unwrap().len(), 1, "{listed}");
 
     let up = (bench.aibox)().arg("up").output().unwrap();
     assert!(up.status.success(), "{}", show(&up));

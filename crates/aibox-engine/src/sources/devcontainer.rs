@@ -25,9 +25,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.security_opt = &ctx.security_opt;
     let extra_ca = read_extra_ca(ctx)?;
     inputs.extra_ca = extra_ca.as_deref();
-    let python_envs = python_envs(ctx);
+    let python_envs = python_envs(ctx.processkit);
     inputs.python_envs = &python_envs;
-    let npm_envs = npm_envs(ctx);
+    let npm_envs = npm_envs(ctx.mcp_npm);
     inputs.npm_envs = &npm_envs;
     let checkout = crate::lifecycle::checkout_path(ctx.root());
     inputs.checkout = Some(&checkout);
@@ -47,7 +47,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     let config = &ctx.project.config;
     if config.network.egress == aibox_config::EgressMode::Allowlist {
         let list = crate::network::allowlist(config, &ctx.project.local, &skill_hosts.skills)?;
-        plan.lock_mut().network = crate::network::lock(config, &list);
+        let build = crate::network::build_registries(config, &python_envs, &npm_envs)?;
+        plan.lock_mut().network = crate::network::lock(config, &list, build);
         for warning in &skill_hosts.warnings {
             plan.warn(warning.clone());
         }
@@ -66,8 +67,10 @@ fn skill_hosts(ctx: &PlanContext) -> crate::network::SkillsHosts {
 
 /// The locked MCP server environments the image installs, rendered from the lock
 /// entries resolve made (none without a resolved processkit release).
-fn python_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::PythonEnv> {
-    let crate::resolve::ProcesskitState::Resolved(resolved) = ctx.processkit else {
+pub(crate) fn python_envs(
+    processkit: &crate::resolve::ProcesskitState,
+) -> Vec<aibox_devcontainer::PythonEnv> {
+    let crate::resolve::ProcesskitState::Resolved(resolved) = processkit else {
         return Vec::new();
     };
     let lock = &resolved.mcp_envs.lock;
@@ -84,9 +87,9 @@ fn python_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::PythonEnv> {
 
 /// The locked npm trees of team MCP servers the image installs, rendered from the lock
 /// entries resolve made.
-fn npm_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::NpmEnv> {
+pub(crate) fn npm_envs(mcp_npm: &crate::mcp_npm::NpmEnvs) -> Vec<aibox_devcontainer::NpmEnv> {
     use aibox_provenance::npmdeps;
-    ctx.mcp_npm
+    mcp_npm
         .lock
         .iter()
         .filter(|(_, tree)| tree.unresolvable.is_none())

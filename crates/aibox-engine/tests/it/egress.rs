@@ -75,6 +75,7 @@ fn allowlist_writes_the_proxy_and_keeps_personal_hosts_out_of_committed_files() 
         "{lock}"
     );
     assert!(!lock.contains("corp"), "personal host in the lock:\n{lock}");
+    build_registries_stay_apart(&root, &filter, &lock);
 
     let list = aibox_engine::network::network_list(&root).unwrap();
     assert_eq!(list.egress, "allowlist");
@@ -124,6 +125,42 @@ fn allowlist_writes_the_proxy_and_keeps_personal_hosts_out_of_committed_files() 
     assert_eq!(
         aibox_engine::network::network_list(&root).unwrap().egress,
         "open"
+    );
+}
+
+/// The build's registries: recorded apart in the lock and `network list`, never on the
+/// agent's allowlist.
+fn build_registries_stay_apart(root: &camino::Utf8Path, filter: &str, lock: &str) {
+    let build = lock
+        .split("[network.build]\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{lock}"));
+    assert!(
+        build.contains("\"deb.debian.org\" = [\"apt: tool ca-certificates bookworm\""),
+        "{lock}"
+    );
+    assert!(
+        build.contains("apt: egress proxy tinyproxy-bin 1.11.1-2.1+deb12u1"),
+        "{lock}"
+    );
+    assert!(
+        build.contains("\"registry.npmjs.org\" = [\"download: tool claude-code 2.1.197\"]"),
+        "{lock}"
+    );
+    assert!(
+        !filter.contains("debian") && !filter.contains("npmjs"),
+        "a build registry on the runtime allowlist:\n{filter}"
+    );
+    let list = aibox_engine::network::network_list(root).unwrap();
+    assert!(
+        list.hosts.iter().all(|h| h.host != "registry.npmjs.org"),
+        "{list:?}"
+    );
+    let npm = list.build.iter().find(|h| h.host == "registry.npmjs.org");
+    assert_eq!(
+        npm.map(|h| h.origins.clone()),
+        Some(vec!["download: tool claude-code 2.1.197".to_owned()]),
+        "{list:?}"
     );
 }
 
