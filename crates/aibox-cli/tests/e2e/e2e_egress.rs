@@ -320,6 +320,19 @@ fn allowlist_on_docker() {
     });
 }
 
+/// `up` of an applied project on Podman: its project, container and image names, and the
+/// cleanup that removes them and its networks.
+fn up_on_podman(
+    podman: &Podman,
+    aibox: &dyn Fn() -> Command,
+    root: &Utf8PathBuf,
+) -> (String, String, String, Cleanup) {
+    let (project, container, image) = names(aibox);
+    let cleanup = cleanup_for(Cleanup::new(podman), &project, &container, &image, root);
+    ok(aibox().arg("up"));
+    (project, container, image, cleanup)
+}
+
 /// The consent `aibox skill review NAME` prints for a failing skill, filled in as a
 /// reviewer would.
 fn consent_from_review(text: &str) -> String {
@@ -474,14 +487,12 @@ fn skill_declared_hosts_on_podman() {
         "{lock}"
     );
 
-    let (project, container, image) = names(&aibox);
-    let mut cleanup = cleanup_for(Cleanup::new(&podman), &project, &container, &image, &root);
+    let (project, container, _image, mut cleanup) = up_on_podman(&podman, &aibox, &root);
     let engine = |args: &[&str]| podman.run(args);
     let bench = Bench {
         engine: &engine,
         aibox: &aibox,
     };
-    ok(aibox().arg("up"));
     let outside = format!("{project}_aibox-egress");
     for host in ["declared", "undeclared"] {
         let name = format!("{project}-{host}");
@@ -537,14 +548,12 @@ fn none_on_podman() {
     );
     let aibox = || podman.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
     ok(aibox().arg("apply"));
-    let (project, container, image) = names(&aibox);
-    let mut cleanup = cleanup_for(Cleanup::new(&podman), &project, &container, &image, &root);
+    let (project, container, image, mut cleanup) = up_on_podman(&podman, &aibox, &root);
     let engine = |args: &[&str]| podman.run(args);
     let bench = Bench {
         engine: &engine,
         aibox: &aibox,
     };
-    ok(aibox().arg("up"));
 
     let outside = format!("{project}-outside");
     cleanup.network(&outside);
