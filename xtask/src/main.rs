@@ -9,6 +9,9 @@
 //! - `bench up`: how long `up` takes on Podman and Docker, cold (private storage with
 //!   nothing cached), warm and running, with the image size, beside `devcontainer up` of
 //!   the same files (see `bench_up.rs`).
+//! - `bench egress`: on a real Podman, the egress proxy's added latency per request
+//!   (through it versus direct, to a test host of its own) and its memory (see
+//!   `bench_egress.rs`).
 //! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
 //!   layering, tidy, the whole test suite with the doc examples, fastest group first: unit,
 //!   `tests/it`, doc examples, `tests/e2e`; and the embedder example
@@ -37,6 +40,7 @@
 //!   run by `cargo test -p xtask` (`tests/it/tidy.rs`).
 
 mod bench;
+mod bench_egress;
 mod bench_mcp;
 mod bench_up;
 mod image;
@@ -53,6 +57,9 @@ fn main() -> ExitCode {
     let result = match task {
         "bench" if args.get(1).map(String::as_str) == Some("mcp") => bench_mcp::run(&args[2..]),
         "bench" if args.get(1).map(String::as_str) == Some("up") => bench_up::run(&args[2..]),
+        "bench" if args.get(1).map(String::as_str) == Some("egress") => {
+            bench_egress::run(&args[2..])
+        }
         "bench" => bench::run(&args[1..]),
         "ci" => ci(),
         "demo" => demo(),
@@ -67,7 +74,7 @@ fn main() -> ExitCode {
         "tidy" | "stubs" => tidy::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--baseline PATH] [--loaded] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|tidy|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|image|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--baseline PATH] [--loaded] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|bench egress [--rounds N] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|tidy|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|image|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS

@@ -306,6 +306,89 @@ pub(crate) fn render_dockerfile(base_image: &str) -> String {
     out
 }
 
+/// The Debian mirror `apt-get` reaches in the build: Debian's default sources, which the
+/// default base image (`debian:bookworm`) names. Another base image may name others.
+pub const DEBIAN_MIRROR: &str = "deb.debian.org";
+/// The registry `uv pip install` reads the locked MCP environments from (hash-pinned
+/// requirements, no index named): the Python Package Index and its file host.
+pub const PYPI_HOSTS: [&str; 2] = ["pypi.org", "files.pythonhosted.org"];
+
+/// The registries the image builds reach, host → what needs it: the Debian mirror for
+/// the catalog's apt packages (and the egress proxy's package when `proxy_image`), the
+/// host of every tool download, the Python Package Index for the locked MCP environments and the registries
+/// the locked npm trees resolve from. Compose builds with the host's network, so these
+/// are never on the agent's allowlist; `aibox network list` and the lock show them.
+pub fn build_registries(
+    tools: &[&Tool],
+    python_envs: &[crate::PythonEnv],
+    npm_envs: &[crate::NpmEnv],
+    proxy_image: bool,
+) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut add = |host: &str, origin: String| {
+        let list = out.entry(host.to_owned()).or_default();
+        if !list.contains(&origin) {
+            list.push(origin);
+        }
+    };
+    for tool in tools {
+        if !tool.apt.is_empty() {
+            add(
+                DEBIAN_MIRROR,
+                format!("apt: tool {} {}", tool.name, tool.version),
+            );
+        }
+        for artifact in &tool.artifact {
+            if let Some(host) = url_host(&crate::tools::download_url(artifact)) {
+                add(
+                    host,
+                    format!("download: tool {} {}", tool.name, tool.version),
+                );
+            }
+        }
+    }
+    if proxy_image {
+        add(
+            DEBIAN_MIRROR,
+            format!("apt: egress proxy {PROXY_PACKAGE} {PROXY_VERSION}"),
+        );
+    }
+    if !python_envs.is_empty() {
+        for host in PYPI_HOSTS {
+            add(
+                host,
+                "uv: locked MCP environments (aibox.lock [mcp])".to_owned(),
+            );
+        }
+    }
+    for env in npm_envs {
+        for url in env
+            .package_lock
+            .split("\"resolved\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').nth(1))
+        {
+            if let Some(host) = url_host(url) {
+                add(
+                    host,
+                    "npm: locked MCP npm packages (aibox.lock [mcp.npm])".to_owned(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The host of an `http(s)://` URL (no port, no credentials).
+fn url_host(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit('@').next()?.split(':').next()?;
+    (!host.is_empty()).then_some(host)
+}
+
 /// The proxy URL the agent's `HTTP_PROXY`/`HTTPS_PROXY` name.
 pub fn proxy_url() -> String {
     format!("http://{PROXY_SERVICE}:{PROXY_PORT}")
@@ -392,6 +475,55 @@ mod tests {
             }
             .describe(),
             "tool cli 1.2.3"
+        );
+    }
+
+    #[test]
+    fn build_registries_come_from_what_the_build_fetches() {
+        let apt = tool("git", &[]);
+        let text = "[tool.uv]\nversion = \"0.1\"\nsummary = \"s\"\nverification = \"sha256\"\n\
+                    [[tool.uv.artifact]]\nurl = \"https://files.example.org:8443/uv.tar.gz\"\n\
+                    sha256 = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\n\
+                    bin = { uv = \"uv\" }\n";
+        let catalog = crate::catalog::Catalog::parse(text).unwrap();
+        let uv = catalog.get("uv").unwrap();
+        let npm = crate::NpmEnv {
+            id: "1".into(),
+            servers: vec!["memory".into()],
+            package_json: "{}".into(),
+            package_lock: "{\"packages\": {\"node_modules/a\": {\"resolved\": \"https://npm.corp.example/a/-/a-1.tgz\"}, \
+                           \"node_modules/b\": {\"resolved\": \"https://registry.npmjs.org/b/-/b-2.tgz\"}}}"
+                .into(),
+        };
+        let python = crate::PythonEnv {
+            id: "2".into(),
+            servers: vec!["processkit-x".into()],
+            requirements: "x==1 --hash=sha256:00\n".into(),
+        };
+        let hosts = build_registries(&[&apt, uv], &[python], &[npm], true);
+        assert_eq!(
+            hosts.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "deb.debian.org",
+                "files.example.org",
+                "files.pythonhosted.org",
+                "npm.corp.example",
+                "pypi.org",
+                "registry.npmjs.org"
+            ]
+        );
+        assert_eq!(
+            hosts["deb.debian.org"],
+            [
+                "apt: tool git 1.2.3",
+                "apt: egress proxy tinyproxy-bin 1.11.1-2.1+deb12u1"
+            ]
+        );
+        assert_eq!(hosts["files.example.org"], ["download: tool uv 0.1"]);
+        assert!(
+            build_registries(&[uv], &[], &[], false)
+                .keys()
+                .eq(["files.example.org"])
         );
     }
 

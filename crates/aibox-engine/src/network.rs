@@ -1,9 +1,13 @@
 //! `aibox network list`: the effective egress allowlist with where each host comes from,
-//! computed as `apply` computes it for the proxy's filter and the lock.
+//! computed as `apply` computes it for the proxy's filter and the lock; and the hosts the
+//! installed skills declare (`metadata.processkit.hosts` of their `SKILL.md`), which
+//! resolve reads for both.
+
+use std::collections::BTreeMap;
 
 use aibox_config::{AiboxToml, EgressMode, LocalToml};
 use aibox_devcontainer::catalog::Catalog;
-use aibox_devcontainer::egress::{self, Allowlist};
+use aibox_devcontainer::egress::{self, Allowlist, SkillHosts};
 use aibox_provenance::lock::NetworkLock;
 use camino::Utf8Path;
 
@@ -19,9 +23,15 @@ pub struct NetworkList {
     pub proxy: Option<String>,
     /// The allowed hosts, sorted (empty unless `allowlist`).
     pub hosts: Vec<NetworkHost>,
+    /// The registries only the image builds reach (not on the allowlist), sorted.
+    pub build: Vec<NetworkHost>,
     /// The personal upstream proxy the egress proxy forwards through, if set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_proxy: Option<String>,
+    /// Why the processkit release could not be resolved offline (its skills' hosts are
+    /// then missing from `hosts`; `aibox apply` downloads it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_resolved: Option<String>,
 }
 
 /// One allowed host.
@@ -35,25 +45,141 @@ pub struct NetworkHost {
     pub personal: bool,
 }
 
+/// The hosts the skills a plan installs declare, and what is wrong with their
+/// declarations (one warning per skill).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SkillsHosts {
+    /// Each skill that declares a valid host, by skill name.
+    pub skills: Vec<SkillHosts>,
+    /// One sentence per skill whose declaration has problems.
+    pub warnings: Vec<String>,
+}
+
+impl SkillsHosts {
+    /// Adds the declaration of skill `name` read from the `SKILL.md` text at `path`.
+    pub(crate) fn add(&mut self, name: &str, path: &str, text: &str) {
+        let declared = aibox_skill_review::declared_hosts(text);
+        if !declared.problems.is_empty() {
+            let problems: Vec<String> = declared
+                .problems
+                .iter()
+                .map(|(line, m)| match line {
+                    Some(line) => format!("line {line}: {m}"),
+                    None => m.clone(),
+                })
+                .collect();
+            self.warnings.push(format!(
+                "egress: skill `{name}` ({path}): {}; those entries are not allowed through the \
+                 egress proxy",
+                problems.join("; ")
+            ));
+        }
+        if !declared.hosts.is_empty() {
+            self.skills.push(SkillHosts {
+                skill: name.to_owned(),
+                hosts: declared.hosts,
+            });
+        }
+    }
+}
+
+/// The hosts declared by the skills the plan installs: each selected skill of the release
+/// (its `SKILL.md` as the release ships it: an edit in place adds no host) and each
+/// hand-added skill folder with an MCP server (its `SKILL.md` on disk, reviewed as it
+/// is). A `SKILL.md` that cannot be read declares nothing, with a warning.
+pub(crate) fn declared_by_skills<'a>(
+    root: &Utf8Path,
+    release: &aibox_provenance::VerifiedRelease,
+    catalog: &aibox_provenance::catalog::Catalog,
+    selected: &std::collections::BTreeSet<String>,
+    hand_added: impl Iterator<Item = &'a crate::skills::HandAdded>,
+) -> SkillsHosts {
+    let mut out = SkillsHosts::default();
+    let mut read = |name: &str, path: &str, text: Result<String, String>| match text {
+        Ok(text) => out.add(name, path, &text),
+        Err(why) => out.warnings.push(format!(
+            "egress: skill `{name}`: {path} {why}; its declared hosts are not allowed"
+        )),
+    };
+    for skill in catalog
+        .skills
+        .values()
+        .filter(|s| selected.contains(&s.name))
+    {
+        let path = format!("{}/SKILL.md", skill.dir);
+        let Some(from) = release.payload.copy_from(&path) else {
+            continue;
+        };
+        let text = from
+            .read_verified()
+            .and_then(|b| String::from_utf8(b).map_err(|_| "is not UTF-8".to_owned()));
+        read(&skill.name, &path, text);
+    }
+    for skill in hand_added {
+        let path = format!("{}/SKILL.md", skill.dir);
+        match fs_err::read_to_string(root.join(&path)) {
+            Ok(text) => read(&skill.name, &path, Ok(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => read(&skill.name, &path, Err(format!("cannot be read: {e}"))),
+        }
+    }
+    out
+}
+
 /// The allowlist of a configuration: the hosts of the catalog tools its image installs,
-/// the skills' declared hosts (none are known to the engine yet), and both files'
+/// the hosts its skills declare (`skills`, as resolve read them), and both files'
 /// `[network] allow`.
 ///
 /// # Errors
 /// A broken built-in catalog or an unknown addon.
-pub fn allowlist(config: &AiboxToml, local: &LocalToml) -> Result<Allowlist, EngineError> {
-    let catalog = Catalog::builtin().map_err(|e| {
+pub fn allowlist(
+    config: &AiboxToml,
+    local: &LocalToml,
+    skills: &[SkillHosts],
+) -> Result<Allowlist, EngineError> {
+    let catalog = builtin_catalog()?;
+    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
+    Ok(egress::allowlist(config, local, &tools, skills))
+}
+
+/// The registries the image builds reach (see [`egress::build_registries`]), for the
+/// tools `config` installs and the locked MCP environments.
+///
+/// # Errors
+/// A broken built-in catalog or an unknown addon.
+pub(crate) fn build_registries(
+    config: &AiboxToml,
+    python_envs: &[aibox_devcontainer::PythonEnv],
+    npm_envs: &[aibox_devcontainer::NpmEnv],
+) -> Result<BTreeMap<String, Vec<String>>, EngineError> {
+    let catalog = builtin_catalog()?;
+    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
+    let proxy = config.network.egress == EgressMode::Allowlist;
+    Ok(egress::build_registries(
+        &tools,
+        python_envs,
+        npm_envs,
+        proxy,
+    ))
+}
+
+fn builtin_catalog() -> Result<Catalog, EngineError> {
+    Catalog::builtin().map_err(|e| {
         EngineError::from(aibox_devcontainer::DevcontainerError::Catalog {
             message: e.to_string(),
         })
-    })?;
-    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
-    Ok(egress::allowlist(config, local, &tools, &[]))
+    })
 }
 
-/// The lock's `[network]`: the team's hosts and their origins, in `allowlist` mode.
-pub(crate) fn lock(config: &AiboxToml, list: &Allowlist) -> Option<NetworkLock> {
+/// The lock's `[network]`: the team's hosts and their origins, and the build-time
+/// registries, in `allowlist` mode.
+pub(crate) fn lock(
+    config: &AiboxToml,
+    list: &Allowlist,
+    build: BTreeMap<String, Vec<String>>,
+) -> Option<NetworkLock> {
     (config.network.egress == EgressMode::Allowlist).then(|| NetworkLock {
+        build,
         egress: EgressMode::Allowlist.as_str().to_owned(),
         proxy: proxy_name(),
         allow: list
@@ -72,7 +198,9 @@ fn proxy_name() -> String {
     format!("{} {}", egress::PROXY_PACKAGE, egress::PROXY_VERSION)
 }
 
-/// The effective egress settings of the project at `root`.
+/// The effective egress settings of the project at `root`, with the processkit release
+/// resolved offline for its skills' declared hosts (a release not in the download cache
+/// contributes none, and `not_resolved` says so).
 ///
 /// # Errors
 /// An invalid configuration, a broken catalog or an unknown addon.
@@ -85,10 +213,36 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
             egress: mode.as_str(),
             proxy: None,
             hosts: Vec::new(),
+            build: Vec::new(),
             upstream_proxy: None,
+            not_resolved: None,
         });
     }
-    let list = allowlist(config, local)?;
+    let options = crate::PlanOptions {
+        offline: true,
+        ..crate::PlanOptions::default()
+    };
+    let resolved = crate::resolve(root, &options)?;
+    let (skills, not_resolved) = match &resolved.processkit {
+        crate::resolve::ProcesskitState::Resolved(r) => (r.skill_hosts.skills.clone(), None),
+        crate::resolve::ProcesskitState::NotResolved { reason } => {
+            (Vec::new(), Some(reason.clone()))
+        }
+        crate::resolve::ProcesskitState::NotConfigured => (Vec::new(), None),
+    };
+    let list = allowlist(config, local, &skills)?;
+    let build = build_registries(
+        config,
+        &crate::sources::devcontainer::python_envs(&resolved.processkit),
+        &crate::sources::devcontainer::npm_envs(&resolved.mcp_npm),
+    )?
+    .into_iter()
+    .map(|(host, origins)| NetworkHost {
+        host,
+        origins,
+        personal: false,
+    })
+    .collect();
     let hosts = list
         .entries
         .iter()
@@ -102,6 +256,8 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
         egress: mode.as_str(),
         proxy: Some(proxy_name()),
         hosts,
+        build,
         upstream_proxy: local.network.upstream_proxy.clone(),
+        not_resolved,
     })
 }

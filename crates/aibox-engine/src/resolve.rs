@@ -150,6 +150,8 @@ pub struct ResolvedRelease {
     pub edited: Vec<EditedSkill>,
     /// The locked Python environments of the servers the plan would register.
     pub mcp_envs: crate::mcp_envs::McpEnvs,
+    /// The hosts the installed skills declare (the egress allowlist's skill entries).
+    pub skill_hosts: crate::network::SkillsHosts,
     /// The release's hook scripts and pre-authorisation spec (read here, so planning
     /// reads no release file for them).
     pub wiring: aibox_mcp_registration::ProcesskitWiring,
@@ -504,6 +506,13 @@ fn resolve_processkit(
     );
     let wiring = release_wiring(&release)?;
     let gated_copies = GatedCopies::read(&release);
+    let skill_hosts = crate::network::declared_by_skills(
+        root.path(),
+        &release,
+        &catalog,
+        &selected_skills(config, &catalog)?,
+        reviewed.hand_added.iter().map(|(skill, _)| skill),
+    );
     Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
         release,
         scan,
@@ -513,6 +522,7 @@ fn resolve_processkit(
         trusted_by: reviewed.trusted_by,
         edited: reviewed.edited,
         mcp_envs,
+        skill_hosts,
         wiring,
         gated_copies,
         now,

@@ -60,6 +60,10 @@ pub struct NetworkLock {
     /// `aibox.toml [network] allow`).
     #[serde(default)]
     pub allow: BTreeMap<String, Vec<String>>,
+    /// Registries only the image builds reach (Compose builds with the host's network;
+    /// never on the allowlist) → what needs them (`apt: tool git bookworm`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub build: BTreeMap<String, Vec<String>>,
 }
 
 /// The base image in the lock: the configured reference, split, and whether it is aibox's

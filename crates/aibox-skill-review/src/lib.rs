@@ -34,6 +34,7 @@ pub use gate::{
     gate_report, refusal,
 };
 pub use report::{Evidence, Outcome, POINT_TITLES, PointResult, Review, ReviewDiff};
+pub use skill::{DeclaredHosts, HOSTS_KEY, declared_hosts};
 
 /// The SHA-256 of the skill's content in `dir` (64 lowercase hex digits) that a
 /// `[[skills.review_exceptions]]` consent records: of the listing `<sha256>  <path>` of

@@ -13,6 +13,80 @@ pub(crate) struct SkillMeta {
     pub mcp_tools: Option<Vec<(String, Option<u32>)>>,
     /// Problems reading the frontmatter: (line, message).
     pub problems: Vec<(Option<u32>, String)>,
+    /// The hosts it declares it contacts (see [`HOSTS_KEY`]).
+    pub hosts: DeclaredHosts,
+}
+
+/// Where a skill declares the hosts its code contacts: a list of host names (or
+/// `*.example.com`) under this key of the `SKILL.md` front matter.
+pub const HOSTS_KEY: &str = "metadata.processkit.hosts";
+
+/// The hosts a skill's `SKILL.md` declares: the valid names, and what is wrong with the
+/// rest (an entry that is no host name is left out, never widened).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeclaredHosts {
+    /// Host names (or `*.name`), in declaration order, without duplicates.
+    pub hosts: Vec<String>,
+    /// Problems with the declaration: (line of `SKILL.md`, message).
+    pub problems: Vec<(Option<u32>, String)>,
+}
+
+/// Reads [`HOSTS_KEY`] from the parsed front matter; `text` is the whole `SKILL.md`,
+/// for line numbers. Absent or empty means no hosts.
+fn read_hosts(doc: &Value, text: &str) -> DeclaredHosts {
+    let mut out = DeclaredHosts::default();
+    let value = doc
+        .get("metadata")
+        .and_then(|m| m.get("processkit"))
+        .and_then(|p| p.get("hosts"));
+    let line = || line_of_word(text, "hosts");
+    let items = match value {
+        None | Some(Value::Null) => return out,
+        Some(Value::Sequence(items)) => items,
+        Some(_) => {
+            out.problems.push((
+                line(),
+                format!(
+                    "`{HOSTS_KEY}` is not a list of host names (write `hosts: [api.example.com]`)"
+                ),
+            ));
+            return out;
+        }
+    };
+    for item in items {
+        let Some(host) = item.as_str() else {
+            out.problems.push((
+                line(),
+                format!("`{HOSTS_KEY}` holds an entry that is not a string"),
+            ));
+            continue;
+        };
+        if let Some(problem) = aibox_config::validate::egress_host_problem(host) {
+            out.problems.push((
+                line_of_word(text, host).or_else(line),
+                format!(
+                    "declared host `{}` {problem}; write a host name such as `api.example.com` or `*.example.com`",
+                    aibox_config::diag::bounded(host, 80)
+                ),
+            ));
+        } else if !out.hosts.iter().any(|h| h == host) {
+            out.hosts.push(host.to_owned());
+        }
+    }
+    out
+}
+
+/// The hosts the `SKILL.md` text `text` declares (nothing, with a problem, when its front
+/// matter cannot be read).
+pub fn declared_hosts(text: &str) -> DeclaredHosts {
+    match frontmatter(text) {
+        Ok(Some(doc)) => read_hosts(&doc, text),
+        Ok(None) => DeclaredHosts::default(),
+        Err(problem) => DeclaredHosts {
+            hosts: Vec::new(),
+            problems: vec![problem],
+        },
+    }
 }
 
 /// Splits `---`-delimited YAML frontmatter off a Markdown file and parses it.
@@ -63,6 +137,7 @@ pub(crate) fn parse_skill_md(text: Option<&str>) -> SkillMeta {
         }
     };
     meta.name = doc.get("name").and_then(Value::as_str).map(str::to_owned);
+    meta.hosts = read_hosts(&doc, text);
     let tools = doc
         .get("metadata")
         .and_then(|m| m.get("processkit"))
@@ -121,6 +196,53 @@ mod tests {
                 ("get_a".to_owned(), Some(6)),
                 ("get_ab".to_owned(), Some(6))
             ]
+        );
+    }
+
+    #[test]
+    fn reads_declared_hosts_and_says_what_is_wrong_with_the_rest() {
+        let text = "---\nname: probe\nmetadata:\n  processkit:\n    hosts:\n      - api.example.com\n      - \"*.cdn.example.org\"\n      - 10.0.0.1\n      - localhost\n      - 7\n      - api.example.com\n---\n";
+        let declared = declared_hosts(text);
+        assert_eq!(declared.hosts, ["api.example.com", "*.cdn.example.org"]);
+        let messages: Vec<&str> = declared.problems.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(declared.problems.len(), 3, "{messages:?}");
+        assert!(
+            messages[0].contains("`10.0.0.1` is an IP address"),
+            "{messages:?}"
+        );
+        assert_eq!(declared.problems[0].0, Some(8));
+        assert!(
+            messages[1].contains("`localhost` has a single label"),
+            "{messages:?}"
+        );
+        assert!(messages[2].contains("not a string"), "{messages:?}");
+        assert_eq!(parse_skill_md(Some(text)).hosts, declared);
+    }
+
+    #[test]
+    fn absent_or_malformed_host_declarations() {
+        assert_eq!(
+            declared_hosts("---\nname: x\n---\n"),
+            DeclaredHosts::default()
+        );
+        assert_eq!(
+            declared_hosts("no front matter\n"),
+            DeclaredHosts::default()
+        );
+        let null = "---\nmetadata:\n  processkit:\n    hosts:\n---\n";
+        assert_eq!(declared_hosts(null), DeclaredHosts::default());
+        let scalar = "---\nmetadata:\n  processkit:\n    hosts: api.example.com\n---\n";
+        let declared = declared_hosts(scalar);
+        assert!(declared.hosts.is_empty());
+        assert_eq!(declared.problems[0].0, Some(4));
+        assert!(
+            declared.problems[0].1.contains("is not a list"),
+            "{declared:?}"
+        );
+        let broken = declared_hosts("---\nmetadata: [\n---\n");
+        assert!(
+            broken.problems[0].1.contains("not valid YAML"),
+            "{broken:?}"
         );
     }
 

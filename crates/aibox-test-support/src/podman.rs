@@ -29,6 +29,22 @@ use std::time::{Duration, Instant};
 
 use camino::{Utf8Path, Utf8PathBuf};
 
+/// A test host for the egress tests and bench (`perl -e TEST_HOST NAME` in [`BASE_IMAGE`]):
+/// HTTP on 80 and 443 (`hello from NAME`, one `tcp: <request line>` log line each), UDP
+/// on 53 (logged, never answered); prints `ready` once listening. Perl is in every Debian
+/// system, so the base image serves as it is.
+pub const TEST_HOST: &str = r#"
+use IO::Socket::INET; use IO::Select;
+my $name = shift; my @l; $| = 1;
+for my $p (80, 443) { push @l, IO::Socket::INET->new(LocalPort=>$p, Listen=>16, ReuseAddr=>1, Proto=>'tcp') or die "listen $p: $!"; }
+my $u = IO::Socket::INET->new(LocalPort=>53, Proto=>'udp') or die "udp: $!";
+my $s = IO::Select->new(@l, $u); print "ready\n";
+while (1) { for my $r ($s->can_read) {
+  if ($r == $u) { my $d; $r->recv($d, 2048); print "udp datagram\n"; next }
+  my $c = $r->accept or next; my $line = <$c>; while (my $h = <$c>) { last if $h =~ /^\r?\n$/ }
+  print "tcp: $line"; print $c "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello from $name\n"; close $c } }
+"#;
+
 /// The locally built Debian base image every end-to-end project starts `FROM`.
 pub const BASE_IMAGE: &str = "localhost/aibox-test-base:bookworm";
 

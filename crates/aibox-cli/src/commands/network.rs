@@ -24,16 +24,33 @@ pub fn list(g: &Global) -> Outcome {
                 if let Some(up) = &list.upstream_proxy {
                     render::out(&format!("upstream proxy (personal): {up}"));
                 }
-                let cells: Vec<Vec<String>> = list
-                    .hosts
-                    .iter()
-                    .map(|h| vec![h.host.clone(), h.origins.join("; ")])
-                    .collect();
-                for line in render::table(&["host", "from"], &cells) {
-                    render::out(&line);
+                host_table(["host", "from"], &list.hosts);
+                if !list.build.is_empty() {
+                    render::out(
+                        "build time only (the image builds use the host's network; not on the \
+                         agent's allowlist):",
+                    );
+                    host_table(["registry", "needed by"], &list.build);
+                }
+                if let Some(why) = &list.not_resolved {
+                    render::out(&format!(
+                        "the processkit release is not resolved ({why}): its skills' declared \
+                         hosts are not listed; `aibox apply` downloads it"
+                    ));
                 }
             }
         }
     })?;
     Ok(Exit::Ok)
+}
+
+/// One row per host with its origins.
+fn host_table(headers: [&str; 2], hosts: &[aibox_engine::network::NetworkHost]) {
+    let cells: Vec<Vec<String>> = hosts
+        .iter()
+        .map(|h| vec![h.host.clone(), h.origins.join("; ")])
+        .collect();
+    for line in render::table(&headers, &cells) {
+        render::out(&line);
+    }
 }

@@ -10,29 +10,22 @@
 //! UDP to a test host never arrives, and the agent's resolver does not know the test
 //! hosts. The proxy logs each refusal, and `aibox doctor` shows it as `blocked: <host>`.
 //! No traffic leaves the machine.
+//!
+//! On Podman also: a skill's declared hosts (`metadata.processkit.hosts`) are allowed
+//! with the skill as their origin, and its MCP server, run in the agent container as the
+//! harness runs it, reaches its declared host and not an undeclared one (which the review
+//! flags); and `egress = "none"`: nothing leaves (by name, literal address, TCP, UDP)
+//! while the harness CLI still starts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::process::{Command, Output};
 
 use aibox_test_support::docker::Docker;
-use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Engine, Podman};
+use aibox_test_support::http::release::SyntheticRelease;
+use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Engine, Podman, TEST_HOST};
 use aibox_test_support::show_output as show;
 use camino::Utf8PathBuf;
-
-/// A test host: HTTP on 80 and 443 (`hello from NAME`), UDP on 53 (logged, never
-/// answered). Perl is in every Debian system, so the base image serves as it is.
-const TEST_HOST: &str = r#"
-use IO::Socket::INET; use IO::Select;
-my $name = shift; my @l; $| = 1;
-for my $p (80, 443) { push @l, IO::Socket::INET->new(LocalPort=>$p, Listen=>16, ReuseAddr=>1, Proto=>'tcp') or die "listen $p: $!"; }
-my $u = IO::Socket::INET->new(LocalPort=>53, Proto=>'udp') or die "udp: $!";
-my $s = IO::Select->new(@l, $u); print "ready\n";
-while (1) { for my $r ($s->can_read) {
-  if ($r == $u) { my $d; $r->recv($d, 2048); print "udp datagram\n"; next }
-  my $c = $r->accept or next; my $line = <$c>; while (my $h = <$c>) { last if $h =~ /^\r?\n$/ }
-  print "tcp: $line"; print $c "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello from $name\n"; close $c } }
-"#;
 
 fn ok(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
@@ -61,6 +54,16 @@ impl Bench<'_> {
 }
 
 fn project(stem: &str, engine: &str) -> (tempfile::TempDir, Utf8PathBuf) {
+    project_with(
+        stem,
+        engine,
+        "[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = []\n\n\
+         [network]\negress = \"allowlist\"\nallow = [\"allowed.test\"]\n",
+    )
+}
+
+/// A project whose `aibox.toml` is its `[container]` table followed by `rest`.
+fn project_with(stem: &str, engine: &str, rest: &str) -> (tempfile::TempDir, Utf8PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let name = format!("aibox-egress-{stem}-{}", std::process::id());
     let root = Utf8PathBuf::from_path_buf(tmp.path().join(&name)).unwrap();
@@ -68,9 +71,7 @@ fn project(stem: &str, engine: &str) -> (tempfile::TempDir, Utf8PathBuf) {
     fs_err::write(
         root.join("aibox.toml"),
         format!(
-            "[container]\nname = \"{name}\"\nbase_image = \"{BASE_IMAGE}\"\nengine = \"{engine}\"\n\n\
-             [context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = []\n\n\
-             [network]\negress = \"allowlist\"\nallow = [\"allowed.test\"]\n"
+            "[container]\nname = \"{name}\"\nbase_image = \"{BASE_IMAGE}\"\nengine = \"{engine}\"\n\n{rest}"
         ),
     )
     .unwrap();
@@ -93,47 +94,27 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
         listed["hosts"][0]["origins"][0], "aibox.toml [network] allow",
         "{listed}"
     );
+    // The build's registries are listed apart and are not on the runtime list; the build
+    // below (agent and proxy images, apt packages from the Debian mirror) still reaches
+    // them.
+    assert_eq!(listed["build"][0]["host"], "deb.debian.org", "{listed}");
+    assert_eq!(listed["hosts"].as_array().unwrap().len(), 1, "{listed}");
 
     let up = (bench.aibox)().arg("up").output().unwrap();
     assert!(up.status.success(), "{}", show(&up));
 
     // The test hosts join the proxy's outside network under their names.
     let outside = format!("{project}_aibox-egress");
-    let mut address = String::new();
     for host in ["allowed", "denied"] {
-        let name = format!("{project}-{host}");
-        cleanup.container(&name);
-        bench.engine_ok(&[
-            "run",
-            "-d",
-            "--name",
-            &name,
-            "--network",
+        test_host(
+            bench,
+            cleanup,
+            &format!("{project}-{host}"),
             &outside,
-            "--network-alias",
             &format!("{host}.test"),
-            BASE_IMAGE,
-            "perl",
-            "-e",
-            TEST_HOST,
-            host,
-        ]);
+        );
     }
-    for _ in 0..50 {
-        if bench
-            .engine_ok(&["logs", &format!("{project}-denied")])
-            .contains("ready")
-        {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let inspect = bench.engine_ok(&["container", "inspect", &format!("{project}-allowed")]);
-    let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
-    if let Some(ip) = inspect[0]["NetworkSettings"]["Networks"][&outside]["IPAddress"].as_str() {
-        ip.clone_into(&mut address);
-    }
-    assert!(!address.is_empty(), "no address: {inspect}");
+    let address = address_on(bench, &format!("{project}-allowed"), &outside);
 
     // The proxy variables are set; the allowed host answers through the proxy.
     let (code, out) = bench.in_agent(container, "curl -sS -m 10 http://allowed.test/");
@@ -177,7 +158,6 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
         "outside names must not resolve in the agent: {out}"
     );
 
-    measure(bench, project, container, &outside);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let denied_log = bench.engine_ok(&["logs", &format!("{project}-denied")]);
     assert!(
@@ -186,10 +166,10 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
     );
     let allowed_log = bench.engine_ok(&["logs", &format!("{project}-allowed")]);
     assert!(!allowed_log.contains("udp"), "UDP arrived: {allowed_log}");
-    // The two checks plus the measured requests (through the proxy and beside it).
+    // The two checks through the proxy, nothing else.
     assert_eq!(
         allowed_log.matches("tcp: GET / ").count(),
-        2 + 2 * ROUNDS,
+        2,
         "{allowed_log}"
     );
 
@@ -201,6 +181,50 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
     }
     let down = (bench.aibox)().arg("down").output().unwrap();
     assert!(down.status.success(), "{}", show(&down));
+}
+
+/// Starts the test host container `name` on `network` under the name `alias` (removed
+/// by `cleanup`) and waits until it listens.
+fn test_host(bench: &Bench<'_>, cleanup: &mut Cleanup, name: &str, network: &str, alias: &str) {
+    cleanup.container(name);
+    let label = alias.strip_suffix(".test").unwrap_or(alias);
+    bench.engine_ok(&[
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        network,
+        "--network-alias",
+        alias,
+        BASE_IMAGE,
+        "perl",
+        "-e",
+        TEST_HOST,
+        label,
+    ]);
+    for _ in 0..50 {
+        if bench.engine_ok(&["logs", name]).contains("ready") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!(
+        "test host {name} did not start: {}",
+        bench.engine_ok(&["logs", name])
+    );
+}
+
+/// The address of container `name` on `network`.
+fn address_on(bench: &Bench<'_>, name: &str, network: &str) -> String {
+    let inspect = bench.engine_ok(&["container", "inspect", name]);
+    let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let ip = inspect[0]["NetworkSettings"]["Networks"][network]["IPAddress"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!ip.is_empty(), "no address: {inspect}");
+    ip
 }
 
 /// The refusals are in the proxy's log, and doctor names them (and not the allowed host).
@@ -225,68 +249,6 @@ fn doctor_names_the_refusals(bench: &Bench<'_>, address: &str, container: &str) 
     let (code, out) = bench.in_agent(container, "curl -sS -m 10 http://denied.test/");
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("hello from denied"), "{out}");
-}
-
-/// Requests per side of the latency measurement.
-const ROUNDS: usize = 50;
-
-#[allow(clippy::print_stderr)] // the measured numbers go to the test log
-/// The proxy's cost, printed for the documentation (a measurement, not a gate): the
-/// mean time of `ROUNDS` plain HTTP requests to the allowed host from the agent (through
-/// the proxy) and from a container of the same image on the outside network (direct),
-/// and the proxy's resident memory.
-fn measure(bench: &Bench<'_>, project: &str, container: &str, outside: &str) {
-    let script = format!(
-        "for i in $(seq {ROUNDS}); do curl -s -o /dev/null -w '%{{time_total}}\\n' \
-         http://allowed.test/; done"
-    );
-    let mean = |text: &str| {
-        let times: Vec<f64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
-        assert_eq!(times.len(), ROUNDS, "{text}");
-        #[allow(clippy::cast_precision_loss)] // fifty samples
-        let mean = times.iter().sum::<f64>() / times.len() as f64;
-        mean * 1000.0
-    };
-    let (code, proxied) = bench.in_agent(container, &script);
-    assert_eq!(code, 0, "{proxied}");
-    let image = (bench.engine)(&[
-        "container",
-        "inspect",
-        "--format",
-        "{{.Config.Image}}",
-        container,
-    ]);
-    let image = String::from_utf8(image.stdout).unwrap();
-    let direct = bench.engine_ok(&[
-        "run",
-        "--rm",
-        "--network",
-        outside,
-        "--entrypoint",
-        "bash",
-        image.trim(),
-        "-c",
-        &script,
-    ]);
-    let proxy = format!("{project}_aibox-egress_1");
-    let rss = bench.engine_ok(&[
-        "exec",
-        &proxy,
-        "sh",
-        "-c",
-        "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = tinyproxy ] && grep VmRSS $p/status; done; true",
-    ]);
-    let stdout = |text: &str| text.split("--- stdout\n").nth(1).unwrap_or(text).to_owned();
-    eprintln!(
-        "egress bench ({project}): mean of {ROUNDS} requests: through the proxy {:.2} ms, direct {:.2} ms; \
-         tinyproxy resident memory: {} kB",
-        mean(&stdout(&proxied)),
-        mean(&direct),
-        rss.split_whitespace()
-            .filter(|w| w.parse::<u64>().is_ok())
-            .collect::<Vec<_>>()
-            .join(" + ")
-    );
 }
 
 fn names(aibox: &dyn Fn() -> Command) -> (String, String, String) {
@@ -356,4 +318,293 @@ fn allowlist_on_docker() {
     on_engine(&docker, "docker", &|args| docker.run(args), &|root| {
         docker.aibox(env!("CARGO_BIN_EXE_aibox"), root)
     });
+}
+
+/// `up` of an applied project on Podman: its project, container and image names, and the
+/// cleanup that removes them and its networks.
+fn up_on_podman(
+    podman: &Podman,
+    aibox: &dyn Fn() -> Command,
+    root: &Utf8PathBuf,
+) -> (String, String, String, Cleanup) {
+    let (project, container, image) = names(aibox);
+    let cleanup = cleanup_for(Cleanup::new(podman), &project, &container, &image, root);
+    ok(aibox().arg("up"));
+    (project, container, image, cleanup)
+}
+
+/// The consent `aibox skill review NAME` prints for a failing skill, filled in as a
+/// reviewer would.
+fn consent_from_review(text: &str) -> String {
+    let start = text
+        .find("\n[[skills.review_exceptions]]\nskill = ")
+        .unwrap_or_else(|| panic!("no consent offered: {text}"));
+    let entry = &text[start..];
+    let end = entry.find("reason = ").unwrap();
+    format!(
+        "\n{}reason = \"reviewed: the undeclared host is the test's refusal probe\"\n",
+        entry[..end].replace("<your name>", "Test Reviewer")
+    )
+}
+
+/// Runs the MCP server `name` of `.mcp.json` in `container` as a harness does (its
+/// command and arguments, the workspace as working directory, the container's
+/// environment), calls `tools` in turn and returns each call's result.
+fn call_tools(
+    podman: &Podman,
+    root: &Utf8PathBuf,
+    container: &str,
+    name: &str,
+    tools: &[&str],
+) -> Vec<serde_json::Value> {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mcp: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    let server = &mcp["mcpServers"][name];
+    let mut cmd = podman.command();
+    cmd.args(["exec", "-i", "-w", "/workspace", container]);
+    cmd.arg(
+        server["command"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{mcp}")),
+    );
+    for arg in server["args"].as_array().unwrap() {
+        cmd.arg(arg.as_str().unwrap());
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut requests = vec![
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "aibox-test", "version": "0"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ];
+    for (i, tool) in tools.iter().enumerate() {
+        requests.push(
+            serde_json::json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}}),
+        );
+    }
+    for request in requests {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    drop(stdin);
+    let out = aibox_test_support::within("the skill's MCP server", move || {
+        child.wait_with_output().unwrap()
+    });
+    let replies: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    (1..=tools.len())
+        .map(|id| {
+            replies
+                .iter()
+                .find(|r| r["id"] == id)
+                .unwrap_or_else(|| panic!("no answer to call {id}: {}", show(&out)))["result"]
+                .clone()
+        })
+        .collect()
+}
+
+/// The review judges the probe skill's URLs against its declared list; the team records
+/// the consent it offers (the undeclared host is the test's refusal probe).
+fn review_and_consent(aibox: &dyn Fn() -> Command, root: &Utf8PathBuf) {
+    let review = aibox()
+        .args(["skill", "review", "egress-probe"])
+        .output()
+        .unwrap();
+    let text = show(&review);
+    assert!(!review.status.success(), "{text}");
+    assert!(
+        text.contains("host `api.undeclared.example` is not on the skill's declared host list"),
+        "{text}"
+    );
+    assert!(
+        text.contains("host `api.declared.example` is declared"),
+        "{text}"
+    );
+    let mut toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
+    toml.push_str(&consent_from_review(&text));
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+}
+
+/// A skill's declared host is allowed with the skill as its origin (network list, lock);
+/// the skill's MCP server, run in the agent container with the command `apply`
+/// registered, reaches that host and is refused one it does not declare, which the
+/// review flagged before the team consented to it.
+#[test]
+fn skill_declared_hosts_on_podman() {
+    let podman = Podman::ready();
+    let store = tempfile::tempdir().unwrap();
+    let store = Utf8PathBuf::from_path_buf(store.path().to_owned()).unwrap();
+    let release = SyntheticRelease::minimal("v1.0.0");
+    let config = release.local_project_config(&store).unwrap();
+    let pk = config[config.find("[context]").unwrap()..]
+        .replace("packages = [\"product\"]", "packages = [\"minimal\"]");
+    let (_tmp, root) = project_with(
+        "skill",
+        "podman",
+        &format!("{pk}\n[ai]\nharnesses = [\"claude\"]\n\n[network]\negress = \"allowlist\"\n"),
+    );
+    fs_err::write(
+        root.join(".aibox-local.toml"),
+        aibox_test_support::podman::local_toml_with_host_ca(),
+    )
+    .unwrap();
+    let fixture = Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/egress-probe");
+    aibox_test_support::copy_tree(&fixture, &root.join("context/skills/research/egress-probe"))
+        .unwrap();
+    let aibox = || podman.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
+
+    review_and_consent(&aibox, &root);
+    ok(aibox().arg("apply"));
+    let listed: serde_json::Value =
+        serde_json::from_str(&ok(aibox().args(["network", "list", "-o", "json"]))).unwrap();
+    let declared = listed["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "api.declared.example")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(
+        declared["origins"],
+        serde_json::json!(["skill egress-probe"])
+    );
+    assert!(
+        !listed.to_string().contains("api.undeclared.example"),
+        "{listed}"
+    );
+    let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
+    assert!(
+        lock.contains("\"api.declared.example\" = [\"skill egress-probe\"]"),
+        "{lock}"
+    );
+
+    let (project, container, _image, mut cleanup) = up_on_podman(&podman, &aibox, &root);
+    let engine = |args: &[&str]| podman.run(args);
+    let bench = Bench {
+        engine: &engine,
+        aibox: &aibox,
+    };
+    let outside = format!("{project}_aibox-egress");
+    for host in ["declared", "undeclared"] {
+        let name = format!("{project}-{host}");
+        test_host(
+            &bench,
+            &mut cleanup,
+            &name,
+            &outside,
+            &format!("api.{host}.example"),
+        );
+    }
+
+    let results = call_tools(
+        &podman,
+        &root,
+        &container,
+        "processkit-egress-probe",
+        &["fetch_declared", "fetch_undeclared"],
+    );
+    assert_eq!(results[0]["isError"], false, "{results:?}");
+    assert!(
+        results[0]
+            .to_string()
+            .contains("hello from api.declared.example"),
+        "{results:?}"
+    );
+    assert_eq!(results[1]["isError"], true, "{results:?}");
+    assert!(results[1].to_string().contains("403"), "{results:?}");
+    let log = bench.engine_ok(&["logs", &format!("{project}-undeclared")]);
+    assert!(
+        !log.contains("tcp:"),
+        "the undeclared host was reached: {log}"
+    );
+
+    for host in ["declared", "undeclared"] {
+        bench.engine_ok(&["rm", "-f", &format!("{project}-{host}")]);
+    }
+    ok(aibox().arg("down"));
+}
+
+/// `egress = "none"`: the agent reaches nothing outside its container (a test host by
+/// name, by literal address, over TCP and UDP; the engine's resolver knows no outside
+/// name), while the harness CLI still starts. The test host answers on its own network,
+/// so the refusals are the agent's.
+#[test]
+fn none_on_podman() {
+    let podman = Podman::ready();
+    let (_tmp, root) = project_with(
+        "none",
+        "podman",
+        "[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"claude\"]\n\n\
+         [network]\negress = \"none\"\n",
+    );
+    let aibox = || podman.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
+    ok(aibox().arg("apply"));
+    let (project, container, image, mut cleanup) = up_on_podman(&podman, &aibox, &root);
+    let engine = |args: &[&str]| podman.run(args);
+    let bench = Bench {
+        engine: &engine,
+        aibox: &aibox,
+    };
+
+    let outside = format!("{project}-outside");
+    cleanup.network(&outside);
+    bench.engine_ok(&["network", "create", &outside]);
+    let host = format!("{project}-host");
+    test_host(&bench, &mut cleanup, &host, &outside, "host.test");
+    let address = address_on(&bench, &host, &outside);
+    // Control: from a container on the host's network, it answers.
+    let control = bench.engine_ok(&[
+        "run",
+        "--rm",
+        "--network",
+        &outside,
+        "--entrypoint",
+        "bash",
+        &image,
+        "-c",
+        "curl -sS -m 10 http://host.test/",
+    ]);
+    assert!(control.contains("hello from host"), "{control}");
+
+    let (code, out) = bench.in_agent(&container, "env | grep -i _proxy=");
+    assert_ne!(code, 0, "no proxy in none mode: {out}");
+    for (what, script) in [
+        ("by name", "curl -sS -m 5 http://host.test/".to_owned()),
+        ("by address", format!("curl -sS -m 5 http://{address}/")),
+        (
+            "plain TCP",
+            format!("timeout 5 bash -c 'exec 3<>/dev/tcp/{address}/443'"),
+        ),
+        ("the resolver", "getent hosts host.test".to_owned()),
+    ] {
+        let (code, out) = bench.in_agent(&container, &script);
+        assert_ne!(code, 0, "{what} must fail: {out}");
+    }
+    let _ = bench.in_agent(
+        &container,
+        &format!("echo probe > /dev/udp/{address}/53; echo probe > /dev/udp/{address}/53"),
+    );
+    let (code, out) = bench.in_agent(&container, "claude --version");
+    assert_eq!(code, 0, "the harness CLI starts: {out}");
+
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log = bench.engine_ok(&["logs", &host]);
+    assert_eq!(
+        log.matches("tcp:").count(),
+        1,
+        "only the control request: {log}"
+    );
+    assert!(!log.contains("udp"), "UDP arrived: {log}");
+    bench.engine_ok(&["rm", "-f", &host]);
+    ok(aibox().arg("down"));
+    bench.engine_ok(&["network", "rm", &outside]);
 }

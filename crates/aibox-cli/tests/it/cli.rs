@@ -1528,3 +1528,37 @@ fn pk_doctor_is_not_run_unlocked(project: &Utf8Path, cache: &Utf8Path) {
         );
     }
 }
+
+/// `network list` shows the runtime allowlist with origins, and the build's registries
+/// apart, as a table a person reads.
+#[test]
+fn network_list_shows_runtime_hosts_and_build_registries_apart() {
+    let (_t, dir) = init_project("netlist", "claude");
+    let out = aibox(&dir, &["config", "set", "network.egress", "\"allowlist\""]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(&dir, &["network", "list"]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    let (runtime, build) = shown
+        .split_once("build time only")
+        .unwrap_or_else(|| panic!("no build-time table: {shown}"));
+    assert!(
+        runtime
+            .lines()
+            .any(|l| l.starts_with("api.anthropic.com") && l.ends_with("tool claude-code 2.1.197")),
+        "{shown}"
+    );
+    assert!(!runtime.contains("registry.npmjs.org"), "{shown}");
+    assert!(
+        build.lines().any(|l| l.starts_with("registry.npmjs.org")
+            && l.contains("download: tool claude-code 2.1.197")),
+        "{shown}"
+    );
+    assert!(
+        build
+            .lines()
+            .any(|l| l.starts_with("deb.debian.org")
+                && l.contains("apt: egress proxy tinyproxy-bin")),
+        "{shown}"
+    );
+}

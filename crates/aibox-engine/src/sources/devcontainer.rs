@@ -25,14 +25,16 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.security_opt = &ctx.security_opt;
     let extra_ca = read_extra_ca(ctx)?;
     inputs.extra_ca = extra_ca.as_deref();
-    let python_envs = python_envs(ctx);
+    let python_envs = python_envs(ctx.processkit);
     inputs.python_envs = &python_envs;
-    let npm_envs = npm_envs(ctx);
+    let npm_envs = npm_envs(ctx.mcp_npm);
     inputs.npm_envs = &npm_envs;
     // The root resolve opened is canonical already: the checkout's path as the lifecycle
     // names its container, without a file-system call here.
     let checkout = ctx.root().to_string();
     inputs.checkout = Some(&checkout);
+    let skill_hosts = skill_hosts(ctx);
+    inputs.skill_hosts = &skill_hosts.skills;
     // A retired npm tree's files go with the generated-file retirement; its folder
     // goes here, once empty.
     let previous = ctx.previous_lock.and_then(|l| l.mcp.as_ref());
@@ -46,16 +48,31 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     plan.lock_mut().base_image = Some(BaseImageLock::new(&ctx.project.config.container.base_image));
     let config = &ctx.project.config;
     if config.network.egress == aibox_config::EgressMode::Allowlist {
-        let list = crate::network::allowlist(config, &ctx.project.local)?;
-        plan.lock_mut().network = crate::network::lock(config, &list);
+        let list = crate::network::allowlist(config, &ctx.project.local, &skill_hosts.skills)?;
+        let build = crate::network::build_registries(config, &python_envs, &npm_envs)?;
+        plan.lock_mut().network = crate::network::lock(config, &list, build);
+        for warning in &skill_hosts.warnings {
+            plan.warn(warning.clone());
+        }
     }
     Ok(())
 }
 
+/// The hosts the installed skills declare, as resolve read them (none without a
+/// resolved processkit release).
+fn skill_hosts(ctx: &PlanContext) -> crate::network::SkillsHosts {
+    match ctx.processkit {
+        crate::resolve::ProcesskitState::Resolved(resolved) => resolved.skill_hosts.clone(),
+        _ => crate::network::SkillsHosts::default(),
+    }
+}
+
 /// The locked MCP server environments the image installs, rendered from the lock
 /// entries resolve made (none without a resolved processkit release).
-fn python_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::PythonEnv> {
-    let crate::resolve::ProcesskitState::Resolved(resolved) = ctx.processkit else {
+pub(crate) fn python_envs(
+    processkit: &crate::resolve::ProcesskitState,
+) -> Vec<aibox_devcontainer::PythonEnv> {
+    let crate::resolve::ProcesskitState::Resolved(resolved) = processkit else {
         return Vec::new();
     };
     let lock = &resolved.mcp_envs.lock;
@@ -72,9 +89,9 @@ fn python_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::PythonEnv> {
 
 /// The locked npm trees of team MCP servers the image installs, rendered from the lock
 /// entries resolve made.
-fn npm_envs(ctx: &PlanContext) -> Vec<aibox_devcontainer::NpmEnv> {
+pub(crate) fn npm_envs(mcp_npm: &crate::mcp_npm::NpmEnvs) -> Vec<aibox_devcontainer::NpmEnv> {
     use aibox_provenance::npmdeps;
-    ctx.mcp_npm
+    mcp_npm
         .lock
         .iter()
         .filter(|(_, tree)| tree.unresolvable.is_none())

@@ -75,6 +75,7 @@ fn allowlist_writes_the_proxy_and_keeps_personal_hosts_out_of_committed_files() 
         "{lock}"
     );
     assert!(!lock.contains("corp"), "personal host in the lock:\n{lock}");
+    build_registries_stay_apart(&root, &filter, &lock);
 
     let list = aibox_engine::network::network_list(&root).unwrap();
     assert_eq!(list.egress, "allowlist");
@@ -124,6 +125,42 @@ fn allowlist_writes_the_proxy_and_keeps_personal_hosts_out_of_committed_files() 
     assert_eq!(
         aibox_engine::network::network_list(&root).unwrap().egress,
         "open"
+    );
+}
+
+/// The build's registries: recorded apart in the lock and `network list`, never on the
+/// agent's allowlist.
+fn build_registries_stay_apart(root: &camino::Utf8Path, filter: &str, lock: &str) {
+    let build = lock
+        .split("[network.build]\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{lock}"));
+    assert!(
+        build.contains("\"deb.debian.org\" = [\"apt: tool ca-certificates bookworm\""),
+        "{lock}"
+    );
+    assert!(
+        build.contains("apt: egress proxy tinyproxy-bin 1.11.1-2.1+deb12u1"),
+        "{lock}"
+    );
+    assert!(
+        build.contains("\"registry.npmjs.org\" = [\"download: tool claude-code 2.1.197\"]"),
+        "{lock}"
+    );
+    assert!(
+        !filter.contains("debian") && !filter.contains("npmjs"),
+        "a build registry on the runtime allowlist:\n{filter}"
+    );
+    let list = aibox_engine::network::network_list(root).unwrap();
+    assert!(
+        list.hosts.iter().all(|h| h.host != "registry.npmjs.org"),
+        "{list:?}"
+    );
+    let npm = list.build.iter().find(|h| h.host == "registry.npmjs.org");
+    assert_eq!(
+        npm.map(|h| h.origins.clone()),
+        Some(vec!["download: tool claude-code 2.1.197".to_owned()]),
+        "{list:?}"
     );
 }
 
@@ -209,4 +246,76 @@ fn none_mode_has_no_proxy_and_the_same_gate() {
         format!("{err:?}").contains("egress:network_mode:bridge"),
         "{err:?}"
     );
+}
+
+/// A skill's `metadata.processkit.hosts` (here the release's core skill) joins the
+/// allowlist with the skill as its origin: in the committed filter, the lock and
+/// `network list`. An entry that is no host name is left out, with a warning naming the
+/// skill and the line.
+#[test]
+fn hosts_a_skill_declares_join_the_allowlist() {
+    use aibox_test_support::http::release::SyntheticRelease;
+    let mut release = SyntheticRelease::minimal("v1.0.0");
+    let skill_md = "context/skills/processkit/skill-gate/SKILL.md";
+    let text = String::from_utf8(release.files[skill_md].0.clone()).unwrap().replace(
+        "    core: true\n",
+        "    core: true\n    hosts:\n      - api.gate.example\n      - \"*.cdn.gate.example\"\n      - 10.0.0.9\n",
+    );
+    release
+        .files
+        .insert(skill_md.to_owned(), (text.into_bytes(), 0o644));
+    release.restamp();
+    let (_t, root) = empty_project();
+    let store = tempfile::tempdir().unwrap();
+    let store = camino::Utf8Path::from_path(store.path()).unwrap();
+    let config = common::release_config(store, &release)
+        .replace("packages = [\"product\"]", "packages = [\"minimal\"]");
+    fs_err::write(
+        root.join("aibox.toml"),
+        format!(
+            "{config}\n[ai]\nharnesses = []\n\n[network]\negress = \"allowlist\"\n\
+             allow = [\"api.gate.example\"]\n"
+        ),
+    )
+    .unwrap();
+    let report = apply(&root, &apply_opts(Some(&root.join(".cache-test")))).unwrap();
+    let warning = report
+        .warnings
+        .iter()
+        .find(|w| w.contains("egress: skill `skill-gate`"))
+        .unwrap_or_else(|| panic!("{:?}", report.warnings));
+    assert!(
+        warning.contains("line 11: declared host `10.0.0.9` is an IP address"),
+        "{warning}"
+    );
+    let filter = read(&root, FILTER);
+    for line in [
+        "^api\\.gate\\.example$",
+        "^([a-z0-9-]+\\.)+cdn\\.gate\\.example$",
+    ] {
+        assert!(
+            filter.lines().any(|l| l == line),
+            "{line} missing:\n{filter}"
+        );
+    }
+    assert!(!filter.contains("10\\.0"), "{filter}");
+    let lock = read(&root, "aibox.lock");
+    assert!(
+        lock.contains(
+            "\"api.gate.example\" = [\"skill skill-gate\", \"aibox.toml [network] allow\"]"
+        ),
+        "{lock}"
+    );
+    assert!(
+        lock.contains("\"*.cdn.gate.example\" = [\"skill skill-gate\"]"),
+        "{lock}"
+    );
+    let list = aibox_engine::network::network_list(&root).unwrap();
+    let cdn = list
+        .hosts
+        .iter()
+        .find(|h| h.host == "*.cdn.gate.example")
+        .unwrap_or_else(|| panic!("{list:?}"));
+    assert_eq!(cdn.origins, ["skill skill-gate"]);
+    assert!(list.not_resolved.is_none(), "{list:?}");
 }

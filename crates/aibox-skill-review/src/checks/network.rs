@@ -1,7 +1,8 @@
 //! Point 2: no unexpected outbound network.
 //!
 //! Network modules, spawned network tools (`curl`, `git push`, ...) and every URL or host
-//! literal. Fails on network code when the skill declares no hosts, on a host that is not
+//! literal. The declared hosts are `metadata.processkit.hosts` of `SKILL.md` (a malformed
+//! entry fails) plus any the caller names. Fails on network code when the skill declares no hosts, on a host that is not
 //! declared (where code could reach it: a host in a string of a skill without network
 //! code only warns), and on network code whose tools never say `openWorldHint: true`.
 //! Test files are judged as tests: what they do is shown as warnings.
@@ -60,6 +61,7 @@ struct Host {
 
 pub(crate) fn check(skill: &Skill<'_>, ctx: &ReviewContext) -> Findings {
     let mut f = Findings::default();
+    let ctx = &with_declared_hosts(skill, ctx, &mut f);
     let mut network_code = false;
     let mut hosts: Vec<Host> = Vec::new();
     for (entry, file) in skill.parsed() {
@@ -109,7 +111,15 @@ pub(crate) fn check(skill: &Skill<'_>, ctx: &ReviewContext) -> Findings {
     judge_hosts(&hosts, ctx, network_code, &mut f);
     if network_code {
         if ctx.declared_hosts.is_empty() {
-            f.fail("", None, "the skill has network code but declares no hosts");
+            f.fail(
+                "",
+                None,
+                format!(
+                    "the skill has network code but declares no hosts (list them under \
+                     `{}` in SKILL.md)",
+                    crate::skill::HOSTS_KEY
+                ),
+            );
         }
         let registered = tools::registered(skill);
         let mut attributed = false;
@@ -143,6 +153,22 @@ pub(crate) fn check(skill: &Skill<'_>, ctx: &ReviewContext) -> Findings {
         }
     }
     f
+}
+
+/// `ctx` with the hosts the skill declares in its `SKILL.md` added to the caller's; a
+/// malformed declaration fails.
+fn with_declared_hosts(skill: &Skill<'_>, ctx: &ReviewContext, f: &mut Findings) -> ReviewContext {
+    let declared = &skill.meta.hosts;
+    for (line, message) in &declared.problems {
+        f.fail("SKILL.md", *line, message.clone());
+    }
+    let mut ctx = ctx.clone();
+    for host in &declared.hosts {
+        if !ctx.declared_hosts.contains(host) {
+            ctx.declared_hosts.push(host.clone());
+        }
+    }
+    ctx
 }
 
 /// Judges the hosts found in literals: declared ones are noted; an undeclared one fails
@@ -181,7 +207,11 @@ fn judge_hosts(hosts: &[Host], ctx: &ReviewContext, network_code: bool, f: &mut 
             f.fail(
                 &h.file,
                 Some(h.line),
-                format!("host `{}` is not on the skill's declared host list", h.name),
+                format!(
+                    "host `{}` is not on the skill's declared host list (`{}` in SKILL.md)",
+                    h.name,
+                    crate::skill::HOSTS_KEY
+                ),
             );
         }
     }

@@ -436,6 +436,69 @@ fn network_tools_need_open_world_hints_even_with_declared_hosts() {
 }
 
 #[test]
+fn hosts_declared_in_skill_md_are_the_declared_list() {
+    let s = Scratch::clean();
+    s.replace(
+        "SKILL.md",
+        "    provides:",
+        "    hosts: [api.example.com, \"*.cdn.example.org\"]\n    provides:",
+    );
+    s.server_code(
+        "import httpx\nAPI = \"https://api.example.com/v1\"\nCDN = \"https://img.cdn.example.org/a\"\n\
+         OTHER = \"https://exfil.example.net/x\"",
+    );
+    s.depend_on_httpx();
+    // The same review as with the caller's list, with no list from the caller.
+    let r = s.review();
+    expect(
+        &r,
+        &[2],
+        &[
+            "pass 2 mcp/server.py host `api.example.com` is declared",
+            "pass 2 mcp/server.py host `img.cdn.example.org` is declared",
+            "fail 2 mcp/server.py host `exfil.example.net` is not on the skill's declared host list (`metadata.processkit.hosts`",
+        ],
+    );
+    let p2 = r.point(2).unwrap();
+    assert!(
+        !p2.evidence
+            .iter()
+            .any(|e| e.message.contains("declares no hosts")),
+        "{}",
+        r.render_human()
+    );
+}
+
+#[test]
+fn a_malformed_host_declaration_fails_point_2() {
+    let s = Scratch::clean();
+    s.replace(
+        "SKILL.md",
+        "    provides:",
+        "    hosts: [\"10.1.2.3\", {host: x}]\n    provides:",
+    );
+    expect(
+        &s.review(),
+        &[2],
+        &[
+            "fail 2 SKILL.md:10 declared host `10.1.2.3` is an IP address",
+            "fail 2 SKILL.md:10 `metadata.processkit.hosts` holds an entry that is not a string",
+        ],
+    );
+    let s = Scratch::clean();
+    s.replace(
+        "SKILL.md",
+        "    provides:",
+        "    hosts: api.example.com\n    provides:",
+    );
+    expect(
+        &s.review(),
+        &[2],
+        &["fail 2 SKILL.md:10 `metadata.processkit.hosts` is not a list of host names"],
+    );
+}
+
+#[test]
 fn loopback_hosts_and_computed_commands() {
     let s = Scratch::clean();
     s.server_code("import subprocess\nLOCAL = \"http://127.0.0.1:8765/mcp\"\nsubprocess.run(cmd)");
