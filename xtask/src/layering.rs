@@ -156,7 +156,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
     // Commands built on apply and the lifecycle.
     &["doctor"],
     &["mcp_check"],
-    &["lifecycle", "mcp_list", "render"],
+    &["lifecycle", "mcp_list", "network_list", "render"],
     // The composition core: apply, plan, the sources, the plan's types, resolve.
     &["apply"],
     &["plan"],
@@ -164,7 +164,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
     &["builder"],
     &["resolve"],
     // What resolve composes.
-    &["pk_doctor"],
+    &["pk_doctor", "network"],
     &["mcp_envs", "skills", "consent", "base_image_pin"],
     &["snapshot", "migrate", "config_edit", "addons", "mcp_npm"],
     &["records", "init"],
@@ -173,7 +173,6 @@ const ENGINE_FLOORS: &[&[&str]] = &[
         "config_check",
         "skill_review",
         "mcp_resolver",
-        "network",
         "versions",
     ],
     // The bottom: no arrow into the engine.

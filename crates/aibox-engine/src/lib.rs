@@ -49,6 +49,7 @@ pub mod mcp_npm;
 pub mod mcp_resolver;
 pub mod migrate;
 pub mod network;
+pub mod network_list;
 pub mod pk_doctor;
 pub mod skills;
 pub mod updates;

@@ -1,5 +1,5 @@
 //! `aibox network list`: the egress mode and the effective allowlist with each host's
-//! origin (`aibox_engine::network::network_list`).
+//! origin (`aibox_engine::network_list::network_list`).
 
 use super::{Outcome, json_or, project_root};
 use crate::args::Global;
@@ -8,7 +8,7 @@ use crate::render;
 
 pub fn list(g: &Global) -> Outcome {
     let root = project_root(g)?;
-    let list = aibox_engine::network::network_list(&root)?;
+    let list = aibox_engine::network_list::network_list(&root)?;
     json_or(g, &list, || {
         render::out(&format!("egress: {}", list.egress));
         match list.egress {
@@ -45,7 +45,7 @@ pub fn list(g: &Global) -> Outcome {
 }
 
 /// One row per host with its origins.
-fn host_table(headers: [&str; 2], hosts: &[aibox_engine::network::NetworkHost]) {
+fn host_table(headers: [&str; 2], hosts: &[aibox_engine::network_list::NetworkHost]) {
     let cells: Vec<Vec<String>> = hosts
         .iter()
         .map(|h| vec![h.host.clone(), h.origins.join("; ")])

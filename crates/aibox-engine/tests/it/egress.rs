@@ -77,7 +77,7 @@ fn allowlist_writes_the_proxy_and_keeps_personal_hosts_out_of_committed_files() 
     assert!(!lock.contains("corp"), "personal host in the lock:\n{lock}");
     build_registries_stay_apart(&root, &filter, &lock);
 
-    let list = aibox_engine::network::network_list(&root).unwrap();
+    let list = aibox_engine::network_list::network_list(&root).unwrap();
     assert_eq!(list.egress, "allowlist");
     let wiki = list
         .hosts
@@ -123,7 +123,9 @@ fn allowlist_writes_the_proxy_and_keeps_personal_hosts_out_of_committed_files() 
     assert!(!read(&root, "aibox.lock").contains("[network]"));
     assert!(!read(&root, ".devcontainer/docker-compose.yml").contains("aibox-internal"));
     assert_eq!(
-        aibox_engine::network::network_list(&root).unwrap().egress,
+        aibox_engine::network_list::network_list(&root)
+            .unwrap()
+            .egress,
         "open"
     );
 }
@@ -151,7 +153,7 @@ fn build_registries_stay_apart(root: &camino::Utf8Path, filter: &str, lock: &str
         !filter.contains("debian") && !filter.contains("npmjs"),
         "a build registry on the runtime allowlist:\n{filter}"
     );
-    let list = aibox_engine::network::network_list(root).unwrap();
+    let list = aibox_engine::network_list::network_list(root).unwrap();
     assert!(
         list.hosts.iter().all(|h| h.host != "registry.npmjs.org"),
         "{list:?}"
@@ -310,7 +312,7 @@ fn hosts_a_skill_declares_join_the_allowlist() {
         lock.contains("\"*.cdn.gate.example\" = [\"skill skill-gate\"]"),
         "{lock}"
     );
-    let list = aibox_engine::network::network_list(&root).unwrap();
+    let list = aibox_engine::network_list::network_list(&root).unwrap();
     let cdn = list
         .hosts
         .iter()
