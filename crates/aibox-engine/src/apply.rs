@@ -822,8 +822,8 @@ fn decide_copy(
     };
     let diff = if options.dry_run && action.changes() {
         let old = root.read(&file.path)?;
-        let new = fs_err::read(&from.path)
-            .map_err(|e| EngineError::io("read", from.path.display().to_string(), e))?;
+        let new = fs_err::read(from.path())
+            .map_err(|e| EngineError::io("read", from.path().display().to_string(), e))?;
         Some(unified_diff(&file.path, old.as_deref(), &new))
     } else {
         None
