@@ -4,17 +4,24 @@
 //! turns them into bytes on disk. The type lives here, at the bottom layer, so every
 //! generator speaks it without depending on the engine.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use camino::Utf8PathBuf;
 
 /// A verified file whose bytes a planned file takes, instead of holding them in memory
 /// (the processkit release's unpacked files). The writer copies it into place and checks
 /// the digest while copying; a mismatch writes nothing.
+///
+/// The source is a folder and a path below it, both shared: a release of 17,000 files
+/// planned into the project and into its snapshot names each source twice, and one
+/// absolute path per copy was the largest part of a plan's memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CopyFrom {
-    /// Absolute path of the source file.
-    pub path: PathBuf,
+    /// Absolute path of the folder holding the source (one allocation per release).
+    pub dir: Arc<Path>,
+    /// The source's `/`-separated path below `dir` (shared by every copy of one file).
+    pub rel: Arc<str>,
     /// Its expected SHA-256.
     pub sha256: [u8; 32],
     /// Its expected size in bytes.
@@ -22,6 +29,22 @@ pub struct CopyFrom {
 }
 
 impl CopyFrom {
+    /// A source file: `rel` below `dir`.
+    pub fn new(dir: Arc<Path>, rel: Arc<str>, sha256: [u8; 32], size: u64) -> Self {
+        Self {
+            dir,
+            rel,
+            sha256,
+            size,
+        }
+    }
+
+    /// Absolute path of the source file.
+    #[must_use]
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(&*self.rel)
+    }
+
     /// Reads the whole source and checks its size and SHA-256 (for the few readers that
     /// need the bytes in memory, such as the secret scan of an unverified release).
     ///
@@ -31,7 +54,7 @@ impl CopyFrom {
         use sha2::Digest as _;
         use std::io::Read as _;
         let mut bytes = Vec::new();
-        fs_err::File::open(&self.path)
+        fs_err::File::open(self.path())
             .and_then(|f| f.take(self.size.saturating_add(1)).read_to_end(&mut bytes))
             .map_err(|e| format!("cannot be read: {e}"))?;
         match self.mismatch(bytes.len() as u64, &sha2::Sha256::digest(&bytes).into()) {

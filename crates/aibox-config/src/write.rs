@@ -1090,10 +1090,10 @@ fn copy_temp(
     } = *target;
     let changed = |reason: String| WriteError::SourceChanged {
         path: rel.to_owned(),
-        from: from.path.display().to_string(),
+        from: from.path().display().to_string(),
         reason,
     };
-    let source = fs_err::File::open(&from.path).map_err(|e| {
+    let source = fs_err::File::open(from.path()).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             changed("is missing".to_owned())
         } else {
@@ -1109,7 +1109,7 @@ fn copy_temp(
             Ok(0) => break Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => break Err(WriteError::io("read", from.path.display().to_string(), e)),
+            Err(e) => break Err(WriteError::io("read", from.path().display().to_string(), e)),
         };
         hasher.update(&buf[..n]);
         copied += n as u64;
@@ -1350,11 +1350,12 @@ mod tests {
         let source = root_path.join("source.bin");
         let bytes = vec![7u8; 768 * 1024];
         fs_err::write(&source, &bytes).expect("write source");
-        let from = crate::CopyFrom {
-            path: source.clone().into_std_path_buf(),
-            sha256: sha2::Sha256::digest(&bytes).into(),
-            size: bytes.len() as u64,
-        };
+        let from = crate::CopyFrom::new(
+            std::sync::Arc::from(root_path.as_std_path()),
+            std::sync::Arc::from("source.bin"),
+            sha2::Sha256::digest(&bytes).into(),
+            bytes.len() as u64,
+        );
         let root = ProjectRoot::open(root_path).expect("root");
         let mut writer = Writer::new(&root);
         writer.defer_sync();

@@ -30,7 +30,7 @@ fn gated_contents(
             Some(Err(reason)) => {
                 return Err(crate::writer::WriteError::SourceChanged {
                     path: f.path.clone(),
-                    from: from.path.display().to_string(),
+                    from: from.path().display().to_string(),
                     reason: reason.to_owned(),
                 }
                 .into());

@@ -187,7 +187,7 @@ impl GatedCopies {
                 .filter_map(|rel| payload.copy_from(rel))
                 .map(|from| {
                     let bytes = from.read_verified();
-                    (from.path, bytes)
+                    (from.path(), bytes)
                 })
                 .collect(),
         )
@@ -197,7 +197,7 @@ impl GatedCopies {
     /// read it.
     pub(crate) fn get(&self, from: &aibox_config::CopyFrom) -> Option<Result<&[u8], &str>> {
         self.0
-            .get(&from.path)
+            .get(&from.path())
             .map(|r| r.as_ref().map(Vec::as_slice).map_err(String::as_str))
     }
 }

@@ -56,9 +56,10 @@ pub struct PayloadFile {
 #[derive(Debug, Clone)]
 enum Bytes {
     /// A directory holding the files (an unpacked store or a local release directory).
-    Dir(PathBuf),
-    /// A temporary directory owned by the payload (no download cache).
-    Temp(Arc<tempfile::TempDir>),
+    Dir(Arc<Path>),
+    /// A temporary directory owned by the payload (no download cache): its path, and the
+    /// folder itself, held only so that it is removed when the last clone goes.
+    Temp(Arc<Path>, #[allow(dead_code)] Arc<tempfile::TempDir>),
     /// In memory (payloads built by tests and embedders).
     Memory(Arc<BTreeMap<String, Vec<u8>>>),
 }
@@ -73,8 +74,8 @@ impl Default for Bytes {
 /// The bytes stay on disk; [`Payload::read`] reads (and re-verifies) one file.
 #[derive(Debug, Clone, Default)]
 pub struct Payload {
-    /// The files, sorted by path.
-    pub files: BTreeMap<String, PayloadFile>,
+    /// The files, sorted by path; shared by every clone (a plan keeps its payload).
+    pub files: Arc<BTreeMap<String, PayloadFile>>,
     /// The tag taken from the archive's `processkit-<tag>/` top directory, if any.
     pub top_tag: Option<String>,
     bytes: Bytes,
@@ -108,7 +109,7 @@ impl Payload {
             data.insert(path, bytes);
         }
         Self {
-            files: manifest,
+            files: Arc::new(manifest),
             top_tag: None,
             bytes: Bytes::Memory(Arc::new(data)),
             store: None,
@@ -122,9 +123,9 @@ impl Payload {
         root: PathBuf,
     ) -> Self {
         Self {
-            files,
+            files: Arc::new(files),
             top_tag,
-            bytes: Bytes::Dir(root),
+            bytes: Bytes::Dir(Arc::from(root)),
             store: None,
         }
     }
@@ -143,8 +144,7 @@ impl Payload {
     /// The directory holding the files, when they are on disk.
     pub fn root(&self) -> Option<&Path> {
         match &self.bytes {
-            Bytes::Dir(p) => Some(p),
-            Bytes::Temp(t) => Some(t.path()),
+            Bytes::Dir(p) | Bytes::Temp(p, _) => Some(p),
             Bytes::Memory(_) => None,
         }
     }
@@ -152,12 +152,24 @@ impl Payload {
     /// The verified source of file `rel` for the writer, when its bytes are on disk
     /// (`None` for an in-memory payload or an unknown path).
     pub fn copy_from(&self, rel: &str) -> Option<aibox_config::CopyFrom> {
-        let file = self.files.get(rel)?;
-        Some(aibox_config::CopyFrom {
-            path: self.root()?.join(rel),
-            sha256: *file.sha256.as_bytes(),
-            size: file.size,
-        })
+        self.copy_from_shared(Arc::from(rel))
+    }
+
+    /// [`Self::copy_from`] with the release path already shared: every copy of one file
+    /// (into the project and into the snapshot) holds the same path, and all of them the
+    /// same folder, so a plan's sources cost no path of their own.
+    pub fn copy_from_shared(&self, rel: Arc<str>) -> Option<aibox_config::CopyFrom> {
+        let file = self.files.get(&*rel)?;
+        let dir = match &self.bytes {
+            Bytes::Dir(p) | Bytes::Temp(p, _) => Arc::clone(p),
+            Bytes::Memory(_) => return None,
+        };
+        Some(aibox_config::CopyFrom::new(
+            dir,
+            rel,
+            *file.sha256.as_bytes(),
+            file.size,
+        ))
     }
 
     /// Reads file `rel` whole, checking its size and digest against the manifest. Meant
@@ -202,8 +214,7 @@ impl Payload {
                 sink(m.get(rel).map_or(&[][..], Vec::as_slice));
                 return Ok(());
             }
-            Bytes::Dir(p) => p.as_path(),
-            Bytes::Temp(t) => t.path(),
+            Bytes::Dir(p) | Bytes::Temp(p, _) => &**p,
         };
         let path = root.join(rel);
         let changed = |reason: String| ProvenanceError::ChangedReleaseFile {
@@ -735,10 +746,11 @@ pub fn unpack_to_temp(
         .tempdir()
         .map_err(|e| ProvenanceError::io("create a temporary folder in", "$TMPDIR", e))?;
     let u = unpack_archive(input, what, expected_tag, limits, dir.path())?;
+    let path = Arc::from(dir.path());
     let payload = Payload {
-        files: u.files,
+        files: Arc::new(u.files),
         top_tag: Some(u.top_tag),
-        bytes: Bytes::Temp(Arc::new(dir)),
+        bytes: Bytes::Temp(path, Arc::new(dir)),
         store: None,
     };
     Ok((payload, u.archive_sha256))

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use camino::Utf8Path;
 use serde::Serialize;
@@ -129,15 +130,25 @@ impl FileWrite {
     /// The write of release file `release_path` to project path `path`: a copy of the
     /// verified file when the payload is on disk (never read into memory here).
     pub fn from_payload(payload: &Payload, release_path: &str, path: String) -> Result<Self> {
-        let file = payload.entry(release_path)?;
-        let data = match payload.copy_from(release_path) {
+        Self::from_payload_shared(payload, &Arc::from(release_path), path)
+    }
+
+    /// [`Self::from_payload`] with the release path already shared (see
+    /// [`Payload::copy_from_shared`]).
+    fn from_payload_shared(
+        payload: &Payload,
+        release_path: &Arc<str>,
+        path: String,
+    ) -> Result<Self> {
+        let executable = payload.entry(release_path)?.executable;
+        let data = match payload.copy_from_shared(Arc::clone(release_path)) {
             Some(c) => WriteData::Copy(c),
             None => WriteData::Bytes(payload.read(release_path)?),
         };
         Ok(Self {
             path,
             data,
-            executable: file.executable,
+            executable,
         })
     }
 }
@@ -516,8 +527,13 @@ fn three_way(
                 .collect()
         })
         .unwrap_or_default();
-    let mut t = ThreeWay::default();
-    for path in classified_paths(new_set, old) {
+    let paths = classified_paths(new_set, old);
+    // Sized once: growing by doubling held the old and the new buffer together.
+    let mut t = ThreeWay {
+        decisions: Vec::with_capacity(paths.len()),
+        ..ThreeWay::default()
+    };
+    for path in paths {
         let r = base.get(path).copied();
         let entry = new_set.get(path);
         let c = entry.map(|(_, f, _)| f.sha256);
@@ -685,7 +701,7 @@ fn lock_section(
 /// C: project path → (release path, file, user-owned) of everything to install.
 fn install_set<'a>(release: &'a VerifiedRelease, selected: &BTreeSet<String>) -> InstallSet<'a> {
     let mut set = BTreeMap::new();
-    for (path, file) in &release.payload.files {
+    for (path, file) in release.payload.files.iter() {
         if let Some((dest, user)) = target(path, selected) {
             set.insert(dest, (path.as_str(), file, user));
         }
@@ -730,7 +746,9 @@ pub struct LiveScan {
 struct Basis<'a> {
     selection: crate::catalog::Selection,
     new_set: InstallSet<'a>,
-    old: Option<Marker>,
+    /// The live marker, borrowed from the scan (a copy of its per-file tables was the
+    /// largest allocation of a no-op plan).
+    old: Option<&'a Marker>,
     same_release: bool,
     skills: Vec<String>,
     base_marker_sha256: Option<Sha256>,
@@ -741,11 +759,11 @@ fn basis<'a>(
     catalog: &Catalog,
     opts: &PlanOptions<'_>,
     marker: Option<&str>,
-    old: Option<Marker>,
+    old: Option<&'a Marker>,
 ) -> Result<Basis<'a>> {
     let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
     let new_set = install_set(release, &selection.skills);
-    let same_release = old.as_ref().is_some_and(|m| {
+    let same_release = old.is_some_and(|m| {
         m.install.processkit_version == release.version
             && m.manifest.release_asset_sha256 == Some(release.digest)
     });
@@ -765,7 +783,6 @@ impl Basis<'_> {
     /// The marker's fingerprint, when it still describes this release and selection.
     fn reusable_fingerprint(&self) -> Option<String> {
         self.old
-            .as_ref()
             .filter(|m| self.same_release && m.install.skills == self.skills)
             .and_then(|m| m.manifest.install_hash.clone())
     }
@@ -789,11 +806,11 @@ pub fn scan(
         catalog,
         opts,
         marker.as_deref(),
-        parsed_marker.clone(),
+        parsed_marker.as_ref(),
     )?;
     let mut cache_misses = 0;
     let mut files = BTreeMap::new();
-    for path in classified_paths(&b.new_set, b.old.as_ref()) {
+    for path in classified_paths(&b.new_set, b.old) {
         let live = live_state(root, path, hints.stat_cache, &mut cache_misses)?;
         files.insert(path.to_owned(), live);
     }
@@ -904,7 +921,7 @@ pub fn plan_scanned(
         catalog,
         opts,
         live.marker.as_deref(),
-        live.parsed_marker.clone(),
+        live.parsed_marker.as_ref(),
     )?;
     let mut warnings = release.warnings.clone();
     warnings.extend(b.selection.warnings.iter().cloned());
@@ -921,7 +938,7 @@ pub fn plan_scanned(
     let t = three_way(
         &release.payload,
         &b.new_set,
-        b.old.as_ref(),
+        b.old,
         &live.files,
         resume,
         &mut warnings,
@@ -931,9 +948,25 @@ pub fn plan_scanned(
     let snapshot = if snapshot_current(release, live.snapshot_provenance, b.same_release) {
         None
     } else {
+        // Each release file the project also gets shares its source path with that write.
+        let shared: std::collections::HashSet<Arc<str>> = t
+            .writes
+            .iter()
+            .filter_map(|w| match &w.data {
+                WriteData::Copy(c) => Some(Arc::clone(&c.rel)),
+                WriteData::Bytes(_) => None,
+            })
+            .collect();
         let mut files = Vec::with_capacity(release.payload.files.len());
         for rel in release.payload.files.keys() {
-            files.push(FileWrite::from_payload(&release.payload, rel, rel.clone())?);
+            let source = shared
+                .get(rel.as_str())
+                .map_or_else(|| Arc::from(rel.as_str()), Arc::clone);
+            files.push(FileWrite::from_payload_shared(
+                &release.payload,
+                &source,
+                rel.clone(),
+            )?);
         }
         let prefix = format!("{snap_dir}/");
         let extras = live
@@ -949,7 +982,6 @@ pub fn plan_scanned(
         // that does not exist: anything else is rewritten file by file.
         let move_from = b
             .old
-            .as_ref()
             .map(|m| format!("{SNAPSHOT_DIR}/{}", m.install.processkit_version))
             .filter(|dir| !live.snapshot_present && live.stale_snapshots.contains_key(dir));
         Some(SnapshotPlan {
@@ -965,7 +997,7 @@ pub fn plan_scanned(
     let content_changed = !t.writes.is_empty() || !t.removals.is_empty();
     // The fingerprint only depends on the release and the selection.
     let fingerprint = live.fingerprint.clone();
-    let old = b.old.as_ref();
+    let old = b.old;
     let skills = b.skills.clone();
     let dependencies: BTreeMap<String, Vec<String>> = b
         .selection

@@ -136,8 +136,7 @@ pub struct Marker {
 impl Marker {
     /// Renders the marker (deterministic: sorted tables).
     pub fn render(&self) -> String {
-        let body = toml::to_string(self).unwrap_or_default();
-        format!("# aibox-managed install marker; do not edit\n{body}")
+        with_header("# aibox-managed install marker; do not edit\n", self)
     }
 
     /// Reads the marker of a project; `None` when missing, unparseable or of an unknown
@@ -178,6 +177,14 @@ impl Marker {
     fn parse_toml(text: &str) -> Option<Self> {
         toml::from_str(text).ok()
     }
+}
+
+/// `value` as TOML after the comment line `header`. The header goes in place: a record
+/// of a 10x install is over 1 MB, and a second buffer for it showed in a plan's peak.
+fn with_header(header: &str, value: &impl Serialize) -> String {
+    let mut text = toml::to_string(value).unwrap_or_default();
+    text.insert_str(0, header);
+    text
 }
 
 /// The marker without its per-file tables, for [`split_tables`]'s rest.
@@ -329,8 +336,10 @@ pub struct Intent {
 impl Intent {
     /// Renders the record.
     pub fn render(&self) -> String {
-        let body = toml::to_string(self).unwrap_or_default();
-        format!("# aibox: processkit install in progress; do not edit\n{body}")
+        with_header(
+            "# aibox: processkit install in progress; do not edit\n",
+            self,
+        )
     }
 
     /// Parses a record; `None` when damaged (the next run then re-plans from the marker).

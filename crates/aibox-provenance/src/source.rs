@@ -181,7 +181,7 @@ pub fn asset_url(base: &str, template: &str, version: &str) -> String {
 /// `find . -type f -printf '%P\n' | LC_ALL=C sort | xargs sha256sum | sha256sum`.
 pub fn tree_digest(payload: &Payload) -> Sha256 {
     let mut listing = String::new();
-    for (path, file) in &payload.files {
+    for (path, file) in payload.files.iter() {
         listing.push_str(&file.sha256.to_hex());
         listing.push_str("  ");
         listing.push_str(path);

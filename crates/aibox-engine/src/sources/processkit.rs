@@ -137,7 +137,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     if install.stat_cache_stale {
         plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
     }
-    if let Some(intent) = &install.intent {
+    // The record is kept as text only: its maps (a path and two digests per write) are
+    // freed before the planned files are added.
+    if let Some(intent) = install.intent.take() {
         plan.set_processkit_intent(intent.render());
     }
     for warning in &install.warnings {
@@ -156,6 +158,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     };
     warn_kept_agents_md(&install, &release.version, plan);
     plan.set_processkit_upgrade(crate::migrate::UpgradeSummary::of(&install));
+    // Every decision has been read (warnings, upgrade summary): freed before the planned
+    // files take their place, so the two never peak together.
+    install.decisions = Vec::new();
     // Release files are planned as copies from the unpacked release: no payload bytes
     // are held in memory.
     for w in std::mem::take(&mut install.writes) {
@@ -182,7 +187,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     plan.write_last(aibox_provenance::record::MARKER_PATH);
     plan.add_verified(PlannedFile::new(
         aibox_provenance::record::MARKER_PATH,
-        install.marker.clone().into_bytes(),
+        std::mem::take(&mut install.marker).into_bytes(),
         Ownership::Merged,
     ))?;
     // Files the three-way plan found safe to delete (unchanged since install and gone

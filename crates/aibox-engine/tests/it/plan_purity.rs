@@ -238,7 +238,7 @@ fn plan_works_after_an_unverified_release_folder_is_gone() {
         .collect();
     assert!(!copies.is_empty(), "{before}");
     assert!(
-        copies.iter().all(|c| c.path.starts_with(&source)),
+        copies.iter().all(|c| c.path().starts_with(&source)),
         "{copies:?}"
     );
     let aibox_engine::ProcesskitState::Resolved(release) = &resolved.processkit else {
@@ -283,7 +283,7 @@ fn plan_works_after_the_download_cache_is_gone() {
             .files
             .iter()
             .filter_map(|f| f.copy_from.as_ref())
-            .any(|c| c.path.starts_with(&cache)),
+            .any(|c| c.path().starts_with(&cache)),
         "{before}"
     );
     fs_err::remove_dir_all(&cache).unwrap();

@@ -649,3 +649,62 @@ fn migration_document_format() {
         doc.replace(d.store.path().to_str().unwrap(), "<store>")
     );
 }
+
+/// A plan's copy sources cost no path per copy: every source names the one folder of
+/// the release (the same allocation), and a file written both into the project and into
+/// the snapshot names its release path once for the two. Each source still leads to the
+/// release file with the planned digest, and the copies install byte for byte.
+#[test]
+fn copy_sources_share_their_folder_and_release_path() {
+    use aibox_provenance::install::WriteData;
+    use std::sync::Arc;
+    let d = dirs();
+    let root = d.project.path();
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    let plan = plan(root, d.store.path(), &v1, &Setup::default()).unwrap();
+    let copy = |data: &WriteData| match data {
+        WriteData::Copy(c) => c.clone(),
+        WriteData::Bytes(_) => panic!("a release file on disk is planned as a copy"),
+    };
+    let snapshot = plan
+        .snapshot
+        .as_ref()
+        .expect("a first install writes the snapshot");
+    let content: Vec<_> = plan.writes.iter().map(|w| copy(&w.data)).collect();
+    let snap: Vec<_> = snapshot.files.iter().map(|w| copy(&w.data)).collect();
+    assert!(!content.is_empty() && snap.len() > content.len());
+    let dir = &content[0].dir;
+    assert!(
+        content
+            .iter()
+            .chain(&snap)
+            .all(|c| Arc::ptr_eq(&c.dir, dir)),
+        "one folder for every source"
+    );
+    let mut shared = 0;
+    for c in &content {
+        let twin = snap
+            .iter()
+            .find(|s| s.rel == c.rel)
+            .expect("every installed release file is in the snapshot");
+        assert!(Arc::ptr_eq(&twin.rel, &c.rel), "{} named twice", c.rel);
+        shared += 1;
+    }
+    assert_eq!(shared, content.len());
+    // The sources are the release files, with the digests the plan promises.
+    for c in content.iter().chain(&snap) {
+        let bytes = fs_err::read(c.path()).unwrap();
+        assert_eq!(bytes.len() as u64, c.size, "{}", c.rel);
+        assert_eq!(aibox_provenance::Sha256::of(&bytes).as_bytes(), &c.sha256);
+        assert_eq!(c.path(), dir.join(&*c.rel));
+    }
+    aibox_provenance::install::apply_plan(root, &plan).unwrap();
+    for (w, c) in plan.writes.iter().zip(&content) {
+        assert_eq!(
+            read(root, &w.path),
+            fs_err::read(c.path()).unwrap(),
+            "{}",
+            w.path
+        );
+    }
+}
