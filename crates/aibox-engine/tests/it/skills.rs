@@ -71,7 +71,7 @@ fn skill_list_and_doctor_parse_the_marker_a_fixed_number_of_times_at_any_size() 
                 .filter(|(category, name)| !category.starts_with('_') && !name.contains('/'))
                 .map(|(_, name)| format!("\"{name}\""))
                 .collect();
-            config.push_str(&format!("\n[skills]\ninclude = [{}]\n", skills.join(", ")));
+            config = format!("{config}\n[skills]\ninclude = [{}]\n", skills.join(", "));
         } else {
             config = config.replace("packages = [\"product\"]", "packages = [\"minimal\"]");
         }
