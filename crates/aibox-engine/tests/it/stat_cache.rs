@@ -11,21 +11,44 @@ use std::process::Command;
 use aibox_engine::apply;
 use aibox_test_support::http::release::SyntheticRelease;
 
-#[test]
-fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
-    let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
-    let v2 = SyntheticRelease::processkit_like("v0.29.0", true);
-    let (_a, archives) = common::empty_project();
-    let (_c, cache) = common::empty_project();
-    let (_p, root) = common::empty_project();
+/// A project with `release` installed from a local archive, its stat cache settled.
+struct Installed {
+    _dirs: [tempfile::TempDir; 3],
+    archives: camino::Utf8PathBuf,
+    cache: camino::Utf8PathBuf,
+    root: camino::Utf8PathBuf,
+}
+
+fn installed(release: &SyntheticRelease) -> Installed {
+    let (a, archives) = common::empty_project();
+    let (c, cache) = common::empty_project();
+    let (p, root) = common::empty_project();
     fs_err::write(
         root.join("aibox.toml"),
-        common::release_config(&archives, &v1),
+        common::release_config(&archives, release),
     )
     .unwrap();
     apply(&root, &common::apply_opts(Some(&cache))).unwrap();
     // Settle the cache (entries written in the last clock tick are racily clean).
     apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    Installed {
+        _dirs: [a, c, p],
+        archives,
+        cache,
+        root,
+    }
+}
+
+#[test]
+fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
+    let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    let v2 = SyntheticRelease::processkit_like("v0.29.0", true);
+    let Installed {
+        _dirs,
+        archives,
+        cache,
+        root,
+    } = installed(&v1);
     assert!(
         !apply(&root, &common::apply_opts(Some(&cache)))
             .unwrap()
@@ -95,17 +118,12 @@ fn an_edit_that_keeps_size_and_mtime_is_still_seen_and_kept_by_the_upgrade() {
 #[test]
 fn plain_doctor_takes_installed_digests_from_the_scan_and_integrity_rehashes() {
     let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
-    let (_a, archives) = common::empty_project();
-    let (_c, cache) = common::empty_project();
-    let (_p, root) = common::empty_project();
-    fs_err::write(
-        root.join("aibox.toml"),
-        common::release_config(&archives, &v1),
-    )
-    .unwrap();
-    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
-    // Settle the cache (entries written in the last clock tick are racily clean).
-    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    let Installed {
+        _dirs,
+        archives: _,
+        cache,
+        root,
+    } = installed(&v1);
     let doctor = || {
         let options = aibox_engine::doctor::DoctorOptions {
             skip_engine: true,
