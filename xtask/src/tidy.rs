@@ -93,6 +93,12 @@ const WRITE_ALLOWLIST: &[(&str, &str)] = &[
         "crates/aibox-engine/src/pk_doctor.rs",
         "pk-doctor's host environment in the download cache",
     ),
+    // doctor's unasked update check records the feed's answer once a day in the user's
+    // cache directory (`update-check.json`), never in the project.
+    (
+        "crates/aibox-engine/src/updates.rs",
+        "the daily update-check record in the user's cache directory",
+    ),
 ];
 
 /// Product files that may spell a `.devcontainer/` path literal, each with the reason.

@@ -435,69 +435,146 @@ const PATTERNS: [Pattern; 36] = [
 /// Telegram bot token. References never count; the literal fallback of one
 /// (`${NAME:-literal}`) is literal text and counts.
 pub fn find_credential(s: &str) -> Option<TokenHit> {
-    let mut hits: Vec<TokenHit> = Vec::new();
-    if let Some(start) = find_in(&PEM_BEGIN, s, 0)
-        && s[start..].contains("PRIVATE KEY")
-    {
-        // The block ends after the END marker's closing dashes, or at the end of the text.
-        let end = s[start..]
-            .find("-----END")
-            .and_then(|e| {
-                let after = start + e + "-----END".len();
-                s[after..].find("-----").map(|d| after + d + "-----".len())
-            })
-            .unwrap_or(s.len());
-        hits.push(TokenHit {
-            kind: PEM_PRIVATE_KEY,
-            start,
-            end,
-        });
-    }
-    let finders = &*PREFIX_FINDERS;
-    for (p, finder) in PATTERNS.iter().zip(finders) {
-        let mut from = 0;
-        while let Some(pos) = finder.find(&s.as_bytes()[from..]) {
-            let start = from + pos;
-            from = start + p.prefix.len();
-            if s[..start]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_ascii_alphanumeric())
-            {
-                continue;
-            }
-            // Look only as far as the decision needs (linear over many candidates); the
-            // full span is measured once, for the hit.
-            let seen = s[from..]
-                .chars()
-                .take(p.min + 1)
-                .take_while(|c| (p.charset)(*c))
-                .count();
-            let ok = if p.exact {
-                seen == p.min
-            } else {
-                seen >= p.min
-            };
-            if ok {
-                let body: usize = s[from..].chars().take_while(|c| (p.charset)(*c)).count();
-                hits.push(TokenHit {
-                    kind: p.kind,
-                    start,
-                    end: from + body,
-                });
-                break;
-            }
+    CredentialScan::ALL.find(s)
+}
+
+/// [`find_credential`] for many pieces (lines) of one text: each rule runs only when the
+/// needle it cannot match without (its prefix, `://`, `bearer `, …) occurs somewhere in
+/// the whole text. Every piece of the text gives exactly what [`find_credential`] gives
+/// (a needle in a piece is in the text), but a file without any needle costs one pass
+/// per needle instead of one per line and needle: the skill review runs this over every
+/// line of every installed skill, which was most of `skill list`'s and `doctor`'s time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialScan {
+    prefixes: [bool; PATTERNS.len()],
+    rules: [bool; RULES.len()],
+}
+
+/// A rule of [`find_credential`] other than the prefix patterns.
+type Rule = fn(&str) -> Option<TokenHit>;
+
+/// The rules beside [`PATTERNS`], in the order [`CredentialScan::for_text`] decides them.
+const RULES: [Rule; 7] = [
+    find_pem_private_key,
+    find_bearer,
+    find_url_credentials,
+    shape::find_jwt,
+    shape::find_basic,
+    shape::find_connection_secret,
+    shape::find_telegram,
+];
+
+impl CredentialScan {
+    /// Every rule on: what [`find_credential`] runs.
+    const ALL: Self = Self {
+        prefixes: [true; PATTERNS.len()],
+        rules: [true; RULES.len()],
+    };
+
+    /// The rules that can match some piece of `text`.
+    pub fn for_text(text: &str) -> Self {
+        let bytes = text.as_bytes();
+        let lower = text.to_ascii_lowercase();
+        let lower = lower.as_bytes();
+        Self {
+            prefixes: std::array::from_fn(|i| PREFIX_FINDERS[i].find(bytes).is_some()),
+            // The needle each rule of `RULES` cannot match without.
+            rules: [
+                PEM_BEGIN.find(bytes).is_some(),
+                BEARER.find(lower).is_some(),
+                SCHEME.find(bytes).is_some(),
+                shape::JWT.find(bytes).is_some(),
+                shape::BASIC.find(lower).is_some(),
+                shape::CONNECTION_FINDERS
+                    .iter()
+                    .any(|f| f.find(lower).is_some()),
+                shape::telegram_possible(bytes),
+            ],
         }
     }
-    hits.extend(find_bearer(s));
-    hits.extend(find_url_credentials(s));
-    hits.extend(shape::find_jwt(s));
-    hits.extend(shape::find_basic(s));
-    hits.extend(shape::find_connection_secret(s));
-    hits.extend(shape::find_telegram(s));
-    // Earliest first; on a tie the longer span (`sk-ant-` over `sk-`).
-    hits.into_iter()
-        .min_by_key(|h| (h.start, std::cmp::Reverse(h.end)))
+
+    /// No rule can match any piece of the text.
+    pub fn is_empty(&self) -> bool {
+        !self.prefixes.iter().chain(&self.rules).any(|on| *on)
+    }
+
+    /// [`find_credential`] of `s`, a piece of the text this scan was made for.
+    pub fn find(&self, s: &str) -> Option<TokenHit> {
+        let finders = &*PREFIX_FINDERS;
+        let prefixed = PATTERNS
+            .iter()
+            .zip(finders)
+            .zip(&self.prefixes)
+            .filter(|(_, on)| **on)
+            .filter_map(|((p, finder), _)| find_prefixed(p, finder, s));
+        let others = RULES
+            .iter()
+            .zip(&self.rules)
+            .filter(|(_, on)| **on)
+            .filter_map(|(rule, _)| rule(s));
+        // Earliest first; on a tie the longer span (`sk-ant-` over `sk-`).
+        prefixed
+            .chain(others)
+            .min_by_key(|h| (h.start, std::cmp::Reverse(h.end)))
+    }
+}
+
+/// A PEM private key block: from its `-----BEGIN` to the END marker's closing dashes, or
+/// to the end of the text.
+fn find_pem_private_key(s: &str) -> Option<TokenHit> {
+    let start = find_in(&PEM_BEGIN, s, 0)?;
+    if !s[start..].contains("PRIVATE KEY") {
+        return None;
+    }
+    let end = s[start..]
+        .find("-----END")
+        .and_then(|e| {
+            let after = start + e + "-----END".len();
+            s[after..].find("-----").map(|d| after + d + "-----".len())
+        })
+        .unwrap_or(s.len());
+    Some(TokenHit {
+        kind: PEM_PRIVATE_KEY,
+        start,
+        end,
+    })
+}
+
+/// The first token of prefix pattern `p` in `s` (`finder` searches for its prefix).
+fn find_prefixed(p: &Pattern, finder: &memchr::memmem::Finder<'_>, s: &str) -> Option<TokenHit> {
+    let mut from = 0;
+    while let Some(pos) = finder.find(&s.as_bytes()[from..]) {
+        let start = from + pos;
+        from = start + p.prefix.len();
+        if s[..start]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        {
+            continue;
+        }
+        // Look only as far as the decision needs (linear over many candidates); the
+        // full span is measured once, for the hit.
+        let seen = s[from..]
+            .chars()
+            .take(p.min + 1)
+            .take_while(|c| (p.charset)(*c))
+            .count();
+        let ok = if p.exact {
+            seen == p.min
+        } else {
+            seen >= p.min
+        };
+        if ok {
+            let body: usize = s[from..].chars().take_while(|c| (p.charset)(*c)).count();
+            return Some(TokenHit {
+                kind: p.kind,
+                start,
+                end: from + body,
+            });
+        }
+    }
+    None
 }
 
 fn find_bearer(s: &str) -> Option<TokenHit> {

@@ -7,6 +7,8 @@
 //! cap, `https://` or loopback `http://` only, through `aibox_provenance::fetch`).
 //! [`when_to_ask`] decides whether an unasked check (doctor's) may go to the network: not
 //! in CI (`CI` set), not when `AIBOX_NO_UPDATE_CHECK` is set; `aibox self check` always asks.
+//! An unasked check asks at most once a day: [`latest_release_daily`] records the answer
+//! (or the failure) in the user's cache directory and reuses it for a day.
 //! The feed's base is `AIBOX_GITHUB_API` (default `https://api.github.com`), so tests point
 //! it at a loopback server.
 
@@ -37,7 +39,7 @@ pub enum UpdateCheck {
 }
 
 /// A release as the feed describes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Release {
     /// The version (`X.Y.Z`, the tag without its `v`).
     pub version: String,
@@ -186,6 +188,87 @@ pub fn latest_release(url: &str) -> Result<Release, UpdateError> {
         }
     })?;
     parse_feed(url, &got.bytes)
+}
+
+/// How long an unasked check reuses the feed's last answer: at most one request a day.
+pub const CHECK_INTERVAL: Duration = Duration::from_hours(24);
+
+/// The file in the user's cache directory (`$XDG_CACHE_HOME/aibox/`, else
+/// `~/.cache/aibox/`) that records the last unasked check.
+pub const CHECK_RECORD: &str = "update-check.json";
+
+/// The last unasked check: which feed, when (seconds since the epoch), and its answer or
+/// why there was none.
+#[derive(Debug, Serialize, serde::Deserialize)]
+struct CheckRecord {
+    url: String,
+    checked: u64,
+    latest: Option<Release>,
+    failure: Option<String>,
+}
+
+/// The newest release for an unasked check (doctor's): the answer recorded in
+/// `cache_dir` by a check of the same feed less than [`CHECK_INTERVAL`] before `now`,
+/// else one request ([`latest_release`]) whose outcome, answer or failure, is recorded
+/// for the next day (best effort: an unwritable cache only means asking again). So a
+/// user who runs `doctor` all day, or offline, waits for the forge once a day at most.
+///
+/// # Errors
+/// As [`latest_release`]; a failure recorded within the day is
+/// [`UpdateError::Unreachable`] again, saying so.
+pub fn latest_release_daily(
+    url: &str,
+    cache_dir: Option<&std::path::Path>,
+    now: std::time::SystemTime,
+) -> Result<Release, UpdateError> {
+    let secs = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let record = cache_dir.map(|d| d.join(CHECK_RECORD));
+    let recent = record
+        .as_deref()
+        .and_then(|f| fs_err::read(f).ok())
+        .and_then(|bytes| serde_json::from_slice::<CheckRecord>(&bytes).ok())
+        .filter(|r| {
+            r.url == url
+                && secs
+                    .checked_sub(r.checked)
+                    .is_some_and(|age| age < CHECK_INTERVAL.as_secs())
+        });
+    if let Some(r) = recent {
+        return r.latest.ok_or_else(|| UpdateError::Unreachable {
+            url: url.to_owned(),
+            reason: format!(
+                "{} (asked less than a day ago; `--check-updates` asks again)",
+                r.failure.unwrap_or_default()
+            ),
+        });
+    }
+    let answer = latest_release(url);
+    if let Some(file) = record {
+        let r = CheckRecord {
+            url: url.to_owned(),
+            checked: secs,
+            latest: answer.as_ref().ok().cloned(),
+            failure: answer.as_ref().err().map(ToString::to_string),
+        };
+        // Best effort: a cache that cannot be written only means asking again next run.
+        let _ = write_record(&file, &r);
+    }
+    answer
+}
+
+/// Writes `record` to `file` whole (a temporary file renamed over it), so two runs at
+/// once never leave half a record.
+fn write_record(file: &std::path::Path, record: &CheckRecord) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or_else(|| std::path::Path::new("."));
+    fs_err::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{CHECK_RECORD}.{}.tmp", std::process::id()));
+    fs_err::write(
+        &tmp,
+        serde_json::to_vec(record).map_err(std::io::Error::other)?,
+    )?;
+    fs_err::rename(&tmp, file)
 }
 
 /// A release from the feed's JSON (`tag_name`, `html_url`; drafts and pre-releases are

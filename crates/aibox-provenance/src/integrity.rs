@@ -1,6 +1,7 @@
 //! Per-file integrity of an installed processkit release (read-only). The outcome ladder
 //! is checked in order and the first failing rung wins; drift lists name every file.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -8,6 +9,7 @@ use serde::Serialize;
 use crate::catalog::skill_of;
 use crate::digest::Sha256;
 use crate::error::Result;
+use crate::install::Live;
 use crate::record::{MARKER_PATH, Marker, ProcesskitLock, SNAPSHOT_DIR};
 use crate::source::Verification;
 
@@ -117,8 +119,16 @@ pub(crate) fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
 }
 
 /// Checks the install under `root` against `aibox.lock`, the marker's per-file
-/// manifest and the snapshot.
+/// manifest and the snapshot, re-hashing every byte (`doctor --integrity`).
 pub fn integrity(root: &Path) -> Result<IntegrityReport> {
+    integrity_known(root, &BTreeMap::new())
+}
+
+/// [`integrity`], taking the live state of the installed files in `known` (root-relative
+/// paths, as the scan of the same run found them through the stat cache) instead of
+/// hashing them again: plain `doctor` summarises from the scan its resolve just made.
+/// Files `known` does not name (the snapshot, anything new) are hashed.
+pub fn integrity_known(root: &Path, known: &BTreeMap<String, Live>) -> Result<IntegrityReport> {
     let lock = ProcesskitLock::read_from_lock_file(&root.join("aibox.lock"))?;
     let mut report = IntegrityReport {
         status: IntegrityStatus::Healthy,
@@ -154,9 +164,14 @@ pub fn integrity(root: &Path) -> Result<IntegrityReport> {
         return Ok(report);
     }
     let mut buf = vec![0u8; HASH_BUFFER];
+    let live = |path: &str, buf: &mut [u8]| match known.get(path) {
+        Some(Live::File(h)) => Some(*h),
+        Some(Live::Missing | Live::Odd) => None,
+        None => hash_live(&root.join(path), buf),
+    };
     for (path, expected) in &marker.files {
         report.checked += 1;
-        match hash_live(&root.join(path), &mut buf) {
+        match live(path, &mut buf) {
             None => report.missing.push(path.clone()),
             Some(h) if h != *expected => report.modified.push(path.clone()),
             Some(_) => {}
@@ -164,7 +179,7 @@ pub fn integrity(root: &Path) -> Result<IntegrityReport> {
     }
     for (path, expected) in &marker.user_files {
         report.checked += 1;
-        if hash_live(&root.join(path), &mut buf) != Some(*expected) {
+        if live(path, &mut buf) != Some(*expected) {
             report.user_modified.push(path.clone());
         }
     }

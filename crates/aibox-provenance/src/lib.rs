@@ -41,7 +41,7 @@ pub use install::{
     Action, Class, FileDecision, Hints, InstallPlan, Live, LiveScan, PlanOptions, WriteData,
     apply_plan, plan_install, plan_resume, plan_scanned, scan,
 };
-pub use integrity::{IntegrityReport, IntegrityStatus, integrity};
+pub use integrity::{IntegrityReport, IntegrityStatus, integrity, integrity_known};
 pub use record::{Intent, Marker, ProcesskitLock};
 pub use servers::ProcesskitServer;
 pub use source::{FetchOptions, Verification, VerifiedRelease, fetch_release, tree_digest};

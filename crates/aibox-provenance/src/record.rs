@@ -69,6 +69,18 @@ impl ProcesskitLock {
     }
 }
 
+thread_local! {
+    static MARKER_PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many install markers this thread has parsed ([`Marker::parse`]). A command reads
+/// the marker a fixed number of times whatever the size of the release; the engine's
+/// tests hold `skill list` and `doctor` to that (reading it once per skill made both
+/// quadratic in the number of skills).
+pub fn marker_parses() -> usize {
+    MARKER_PARSES.with(std::cell::Cell::get)
+}
+
 /// `[install]` of the marker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarkerInstall {
@@ -151,6 +163,7 @@ impl Marker {
     /// [`Self::render`] gives them (see [`split_tables`]); anything else is parsed as
     /// TOML, with the same result.
     pub fn parse(text: &str) -> Option<Self> {
+        MARKER_PARSES.with(|n| n.set(n.get() + 1));
         let marker = match split_tables(text) {
             Some(split) => {
                 let head: MarkerHead = toml::from_str(&split.head).ok()?;

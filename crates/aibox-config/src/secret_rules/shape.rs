@@ -9,8 +9,8 @@
 use super::{Needle, TokenHit, find_credential, find_in, is_secret_key, strip_references};
 use base64::Engine as _;
 
-static JWT: Needle = Needle::new(|| memchr::memmem::Finder::new("eyJ"));
-static BASIC: Needle = Needle::new(|| memchr::memmem::Finder::new("basic "));
+pub(super) static JWT: Needle = Needle::new(|| memchr::memmem::Finder::new("eyJ"));
+pub(super) static BASIC: Needle = Needle::new(|| memchr::memmem::Finder::new("basic "));
 
 /// Shannon entropy of `s` in bits per character.
 pub fn entropy(s: &str) -> f64 {
@@ -123,14 +123,24 @@ const CONNECTION_KEYS: [(&str, bool); 6] = [
     ("pwd=", false),
 ];
 
+/// A searcher per [`CONNECTION_KEYS`] key, built once (see `PREFIX_FINDERS` for why).
+pub(super) static CONNECTION_FINDERS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
+    std::sync::LazyLock::new(|| {
+        CONNECTION_KEYS
+            .iter()
+            .map(|(key, _)| memchr::memmem::Finder::new(key))
+            .collect()
+    });
+
 /// A secret inside a connection string: Azure `AccountKey=`/`SharedAccessKey=`/
 /// `SharedAccessSignature=`, or `Password=`/`Pwd=` in a `key=value;` string.
 pub(super) fn find_connection_secret(s: &str) -> Option<TokenHit> {
     let lower = s.to_ascii_lowercase();
     let mut best: Option<TokenHit> = None;
-    for (key, specific) in CONNECTION_KEYS {
+    for ((key, specific), finder) in CONNECTION_KEYS.iter().zip(&*CONNECTION_FINDERS) {
+        let (key, specific) = (*key, *specific);
         let mut from = 0;
-        while let Some(pos) = lower[from..].find(key) {
+        while let Some(pos) = finder.find(&lower.as_bytes()[from..]) {
             let start = from + pos;
             from = start + key.len();
             let prev = s[..start].chars().next_back();
@@ -160,6 +170,20 @@ pub(super) fn find_connection_secret(s: &str) -> Option<TokenHit> {
         }
     }
     best
+}
+
+/// Whether some `:` of `bytes` has at least 8 digits right before it, which a Telegram
+/// bot token in any piece of `bytes` needs.
+pub(super) fn telegram_possible(bytes: &[u8]) -> bool {
+    memchr::memchr_iter(b':', bytes).any(|colon| {
+        bytes[..colon]
+            .iter()
+            .rev()
+            .take(8)
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+            == 8
+    })
 }
 
 /// A Telegram bot token: 8 to 10 digits, `:`, then 35 base64url characters.

@@ -218,7 +218,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     // processkit content as installed (the summary of `doctor --integrity`)
     run.check(
         "integrity",
-        checks::integrity::findings(project_root.path()),
+        checks::integrity::findings(project_root.path(), resolved.as_ref()),
     );
     // processkit migrations waiting for the user (`aibox migrate`)
     run.check(

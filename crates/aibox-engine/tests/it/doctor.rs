@@ -748,8 +748,27 @@ fn feed(tag: &str) -> aibox_test_support::http::Server {
 const FEED_PATH: &str = "/repos/projectious-work/aibox/releases/latest";
 
 fn with_feed(p: &Project, api: &str, extra: &[(&str, &str)], check: UpdateCheck) -> DoctorReport {
+    // A fresh cache directory each time: every unasked check here goes to the feed.
+    let cache = tempfile::tempdir().unwrap();
+    with_feed_cached(
+        p,
+        api,
+        extra,
+        check,
+        &Utf8PathBuf::from_path_buf(cache.path().to_owned()).unwrap(),
+    )
+}
+
+fn with_feed_cached(
+    p: &Project,
+    api: &str,
+    extra: &[(&str, &str)],
+    check: UpdateCheck,
+    cache: &Utf8PathBuf,
+) -> DoctorReport {
     let mut options = p.options();
     options.update_check = check;
+    options.cache_dir = Some(cache.clone());
     options
         .environment
         .push(("AIBOX_GITHUB_API".to_owned(), api.to_owned()));
@@ -836,4 +855,65 @@ fn the_feed_is_not_asked_in_ci_or_when_opted_out_unless_asked_and_offline_is_sil
         assert!(update_finding(&report).is_none());
         assert_eq!(report.summary.warnings, 0, "{}", report.render_human());
     }
+}
+
+/// An unasked check goes to the feed at most once a day: the answer (or the failure) is
+/// recorded in the user's cache directory and reused until it is a day old; a check asked
+/// for (`--check-updates`) always goes to the feed.
+#[test]
+fn unasked_update_checks_ask_the_feed_once_a_day() {
+    let p = Project::new(BASE_TOML);
+    p.apply();
+    let server = feed("v99.0.0");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
+    let run = |api: &str, check| with_feed_cached(&p, api, &[], check, &cache);
+    for _ in 0..3 {
+        let report = run(&server.url(""), UpdateCheck::Auto);
+        let f = update_finding(&report).unwrap_or_else(|| panic!("{}", report.render_human()));
+        assert_eq!(f.code, "aibox::doctor::unsupported_version");
+    }
+    assert_eq!(server.hit_count(FEED_PATH), 1);
+    let record = cache.join(aibox_engine::updates::CHECK_RECORD);
+    assert!(record.is_file());
+
+    // A day later the record is stale: asked again.
+    let text = fs_err::read_to_string(&record).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let day_ago = json["checked"].as_u64().unwrap() - 24 * 60 * 60;
+    let mut older = json.clone();
+    older["checked"] = day_ago.into();
+    fs_err::write(&record, older.to_string()).unwrap();
+    assert!(update_finding(&run(&server.url(""), UpdateCheck::Auto)).is_some());
+    assert_eq!(server.hit_count(FEED_PATH), 2);
+
+    // Asked for, the feed is always asked.
+    assert!(update_finding(&run(&server.url(""), UpdateCheck::Always)).is_some());
+    assert_eq!(server.hit_count(FEED_PATH), 3);
+
+    // Another feed is not answered from this one's record; a damaged record is asked past.
+    let other = feed("v98.0.0");
+    let report = run(&other.url(""), UpdateCheck::Auto);
+    assert!(update_finding(&report).unwrap().message.contains("98.0.0"));
+    assert_eq!(other.hit_count(FEED_PATH), 1);
+    fs_err::write(&record, "{not json").unwrap();
+    assert!(update_finding(&run(&other.url(""), UpdateCheck::Auto)).is_some());
+    assert_eq!(other.hit_count(FEED_PATH), 2);
+
+    // A failure is recorded too: an offline machine waits for the forge once a day.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let first = run(&closed, UpdateCheck::Auto);
+    assert_eq!(status(&first, "updates"), CheckStatus::Skipped);
+    let again = run(&closed, UpdateCheck::Auto);
+    let why = again
+        .checks
+        .iter()
+        .find(|c| c.name == "updates")
+        .and_then(|c| c.skipped_because.clone())
+        .unwrap();
+    assert!(why.contains("asked less than a day ago"), "{why}");
+    assert_eq!(again.summary.warnings, 0, "{}", again.render_human());
 }

@@ -264,3 +264,63 @@ fn aibox_outputs_for_the_real_shaped_release_and_the_examples_have_no_false_posi
     assert!(files > 5 && values > 20, "{files} files, {values} values");
     assert_eq!(findings, Vec::<String>::new());
 }
+
+/// The skill review judges a file's lines with one `CredentialScan` made for the whole
+/// file (each rule runs only when its needle is somewhere in the file). Every piece of the
+/// file, each line and each piece cut from either end of one, must get exactly what `find_credential` says of
+/// that piece alone: a needle test that misses a piece would hide a secret from the review.
+#[test]
+fn a_scan_made_for_the_whole_file_finds_what_each_piece_alone_finds() {
+    use aibox_config::secret_rules::{CredentialScan, find_credential};
+    // Prose that holds needles without being a credential: the rules must still run on
+    // these lines and still say no.
+    let prose = [
+        "# Title",
+        "see https://example.com/a@b for the ASIA page",
+        "Basic usage: bearer of news, password= is documented below",
+        "ids 123456789: ok, eyJ is a prefix, sk- is too",
+        "-----BEGIN CERTIFICATE-----",
+        "AccountKey=<your key>; Pwd=***",
+    ];
+    let cases = corpus();
+    assert!(cases.len() > 200, "the corpus shrank: {}", cases.len());
+    for (i, case) in cases.iter().enumerate() {
+        let value = case.value.replace('|', "\n");
+        let cut = value
+            .char_indices()
+            .nth(value.chars().count() / 2)
+            .map_or(0, |(at, _)| at);
+        let text = format!(
+            "{}\n{value}\nkey: \"{value}\" # {}\n{}\n{}\n{}\n",
+            prose[i % prose.len()],
+            case.note,
+            &value[..cut],
+            &value[cut..],
+            prose[(i + 1) % prose.len()],
+        );
+        let scan = CredentialScan::for_text(&text);
+        for line in text.lines() {
+            let bounds: Vec<usize> = line
+                .char_indices()
+                .map(|(at, _)| at)
+                .chain([line.len()])
+                .collect();
+            // The line, and each piece cut at its start or its end.
+            for piece in bounds
+                .iter()
+                .map(|&at| &line[at..])
+                .chain(bounds.iter().map(|&at| &line[..at]))
+            {
+                assert_eq!(
+                    scan.find(piece),
+                    find_credential(piece),
+                    "{}: {piece:?} of {text:?}",
+                    case.note
+                );
+            }
+        }
+    }
+    // A file without any needle skips every rule and every line.
+    assert!(CredentialScan::for_text("# Notes\n\nPlain prose, no tokens here.\n").is_empty());
+    assert!(!CredentialScan::for_text("x\nid: 12345678:abc\n").is_empty());
+}

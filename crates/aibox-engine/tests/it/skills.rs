@@ -47,3 +47,57 @@ fn enable_and_disable_move_a_skill_between_the_lists() {
     assert!(written.no_effect, "the fixture is harness-only");
     assert_eq!(lists(&f.root), (strings(&["beta"]), none));
 }
+
+/// `skill list` and `doctor` read the install marker a fixed number of times, whatever
+/// the number of installed skills: reading it once per skill (twice, through the trust
+/// check) made both quadratic in the release (issue 32). Counted, not timed: the same
+/// release with a few skills selected and with every skill selected must parse the marker
+/// equally often.
+#[test]
+fn skill_list_and_doctor_parse_the_marker_a_fixed_number_of_times_at_any_size() {
+    use aibox_test_support::http::release::SyntheticRelease;
+    let release = SyntheticRelease::processkit_like("v0.28.3", false);
+    let parses = |every_skill: bool| {
+        let (_a, archives) = common::empty_project();
+        let (_c, cache) = common::empty_project();
+        let (_p, root) = common::empty_project();
+        let mut config = common::release_config(&archives, &release);
+        if every_skill {
+            let skills: Vec<String> = release
+                .files
+                .keys()
+                .filter_map(|p| p.strip_prefix("context/skills/")?.strip_suffix("/SKILL.md"))
+                .filter_map(|s| s.split_once('/'))
+                .filter(|(category, name)| !category.starts_with('_') && !name.contains('/'))
+                .map(|(_, name)| format!("\"{name}\""))
+                .collect();
+            config = format!("{config}\n[skills]\ninclude = [{}]\n", skills.join(", "));
+        } else {
+            config = config.replace("packages = [\"product\"]", "packages = [\"minimal\"]");
+        }
+        fs_err::write(root.join("aibox.toml"), config).unwrap();
+        aibox_engine::apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+        let before = aibox_provenance::record::marker_parses();
+        let listed = aibox_engine::skills::list(&root).unwrap().len();
+        let list = aibox_provenance::record::marker_parses() - before;
+        let options = aibox_engine::doctor::DoctorOptions {
+            skip_engine: true,
+            cache_dir: Some(cache.clone()),
+            update_check: aibox_engine::updates::UpdateCheck::Never,
+            ..aibox_engine::doctor::DoctorOptions::default()
+        };
+        let before = aibox_provenance::record::marker_parses();
+        aibox_engine::doctor::doctor(&root, &options).unwrap();
+        let doctor = aibox_provenance::record::marker_parses() - before;
+        (listed, list, doctor)
+    };
+    let (few, list_few, doctor_few) = parses(false);
+    let (all, list_all, doctor_all) = parses(true);
+    assert!(all >= 2 * few && few > 0, "{few} skills, then {all}");
+    assert_eq!(
+        (list_few, doctor_few),
+        (list_all, doctor_all),
+        "marker parses (skill list, doctor) with {few} and with {all} skills"
+    );
+    assert!(list_few <= 2 && doctor_few <= 8, "{list_few}, {doctor_few}");
+}

@@ -4,10 +4,24 @@ use aibox_policy::{Finding, Severity};
 use camino::Utf8Path;
 
 /// The integrity summary: drift of the installed processkit content is a warning here,
-/// so plain `doctor` sees what `doctor --integrity` lists file by file.
-pub(crate) fn findings(root: &Utf8Path) -> Vec<Finding> {
+/// so plain `doctor` sees what `doctor --integrity` lists file by file. The installed
+/// files' digests come from the scan of `resolved` (which trusts the stat cache for
+/// unchanged files, as planning does); only what it did not see is hashed, so plain
+/// `doctor` does not read the whole tree a second time. `--integrity` re-hashes all.
+pub(crate) fn findings(
+    root: &Utf8Path,
+    resolved: Option<&Result<crate::Resolved, crate::EngineError>>,
+) -> Vec<Finding> {
     use aibox_provenance::IntegrityStatus;
-    let report = match aibox_provenance::integrity(root.as_std_path()) {
+    let none = std::collections::BTreeMap::new();
+    let known = match resolved {
+        Some(Ok(r)) => match &r.processkit {
+            crate::ProcesskitState::Resolved(release) => &release.scan.files,
+            _ => &none,
+        },
+        _ => &none,
+    };
+    let report = match aibox_provenance::integrity_known(root.as_std_path(), known) {
         Ok(r) => r,
         Err(e) => {
             return vec![Finding::new(

@@ -1,6 +1,7 @@
 //! The `updates` check: whether a newer aibox release exists (see [`crate::updates`]).
-//! Asked only when [`crate::updates::when_to_ask`] allows it (or `--check-updates`); an
-//! unreachable feed is a skip, never a finding, so an offline machine sees nothing.
+//! Asked only when [`crate::updates::when_to_ask`] allows it (or `--check-updates`), and
+//! unasked at most once a day ([`crate::updates::latest_release_daily`]); an unreachable
+//! feed is a skip, never a finding, so an offline machine sees nothing.
 
 use aibox_policy::{Finding, Severity};
 
@@ -10,18 +11,24 @@ use crate::updates::{self, UpdateCheck, UpdateStatus};
 
 pub(crate) fn check(run: &mut Run, options: &DoctorOptions) {
     const NAME: &str = "updates";
-    match options.update_check {
+    let url = updates::feed_url(&options.environment);
+    let latest = match options.update_check {
         UpdateCheck::Never => return run.skip(NAME, "not asked"),
         UpdateCheck::Auto => {
             if let Err(why) = updates::when_to_ask(&options.environment) {
                 return run.skip(NAME, &why);
             }
+            // Unasked: the day's answer from the user's cache directory, if any.
+            let cache = options.cache_dir.as_ref().map_or_else(
+                || aibox_provenance::Cache::default_location().map(|c| c.root().to_owned()),
+                |d| Some(d.as_std_path().to_owned()),
+            );
+            updates::latest_release_daily(&url, cache.as_deref(), std::time::SystemTime::now())
         }
-        UpdateCheck::Always => {}
-    }
-    let url = updates::feed_url(&options.environment);
-    let status = updates::latest_release(&url)
-        .and_then(|latest| updates::assess(&options.cli_version, latest));
+        // Asked for: always the feed itself.
+        UpdateCheck::Always => updates::latest_release(&url),
+    };
+    let status = latest.and_then(|latest| updates::assess(&options.cli_version, latest));
     match status {
         Err(e) => run.skip(NAME, &format!("newest release unknown: {e}")),
         Ok(status) => {
