@@ -10,13 +10,13 @@ use camino::Utf8Path;
 /// `doctor` does not read the whole tree a second time. `--integrity` re-hashes all.
 pub(crate) fn findings(
     root: &Utf8Path,
-    resolved: Option<&Result<crate::Resolved, crate::EngineError>>,
+    resolved: Option<&Result<crate::resolve::Resolved, crate::error::EngineError>>,
 ) -> Vec<Finding> {
     use aibox_provenance::IntegrityStatus;
     let none = std::collections::BTreeMap::new();
     let known = match resolved {
         Some(Ok(r)) => match &r.processkit {
-            crate::ProcesskitState::Resolved(release) => &release.scan.files,
+            crate::resolve::ProcesskitState::Resolved(release) => &release.scan.files,
             _ => &none,
         },
         _ => &none,
