@@ -289,7 +289,7 @@ fn step_release_state(g: &mut Gate) -> Result<(), String> {
 }
 
 fn step_ci(_: &mut Gate) -> Result<(), String> {
-    crate::ci()
+    crate::ci::run()
 }
 
 /// `aibox doctor --processkit` on the bundled example and on the vendored real release

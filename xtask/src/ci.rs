@@ -1,0 +1,358 @@
+//! `cargo xtask ci`: everything a normal change can break, the README's test command.
+//!
+//! Setup, formatting, clippy, layering, tidy and the docs site, then the tests: one build
+//! of every test target, then the groups fastest first (unit, `tests/it`, doc examples)
+//! with the end-to-end group running beside them in the background, then the embedder
+//! example. Why beside: the end-to-end group waits on Podman, the network and the harness
+//! CLIs (measured: a third of one core over its run), the others keep both cores busy, and
+//! cargo holds its build lock only while it compiles, so after the one build the groups
+//! do not wait for each other. Each group's output is shown as one block: the background
+//! group's is kept in `target/ci-e2e.log` and printed when it ends.
+
+use std::io::Write as _;
+use std::os::unix::process::CommandExt as _;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::{cargo, layering, prepare_demo, release, say, step, tidy};
+
+/// The unit test that builds, publishes and pulls back aibox's base image with Podman and
+/// a loopback registry: end-to-end work (over a minute) inside `xtask`'s unit tests, so it
+/// runs with the end-to-end group and is left out of the unit group.
+const BASE_IMAGE_TEST: &str = "image::tests::amd64_build_publish_verify_and_tampering_fails";
+
+/// A test group: its name and its `cargo test` runs (cargo's arguments, then after `--`
+/// the test binaries' own).
+type Group = (&'static str, &'static [&'static [&'static str]]);
+
+/// The groups in the foreground, fastest first, so a broken change shows its first failure
+/// within minutes (`cargo test`, not nextest, so the doc examples run too).
+const FOREGROUND: &[Group] = &[
+    (
+        "unit tests",
+        &[&[
+            "--lib",
+            "--bins",
+            "--",
+            "--exact",
+            "--skip",
+            BASE_IMAGE_TEST,
+        ]],
+    ),
+    ("integration tests (tests/it)", &[&["--test", "it"]]),
+    ("doc examples", &[&["--doc"]]),
+];
+
+/// The group in the background: real engines and real tools.
+const BACKGROUND: Group = (
+    "end-to-end tests (tests/e2e: Podman, real tools; the base image)",
+    &[
+        &["--test", "e2e"],
+        // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
+        &["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST],
+    ],
+);
+
+/// Every test target the groups run, built once before any of them starts.
+const BUILD: &[&str] = &[
+    "test",
+    "--workspace",
+    "--locked",
+    "--no-run",
+    "--lib",
+    "--bins",
+    "--test",
+    "it",
+    "--test",
+    "e2e",
+];
+
+/// Where the background group's output is kept.
+const BACKGROUND_LOG: &str = "target/ci-e2e.log";
+
+pub(crate) fn run() -> Result<(), String> {
+    setup()?;
+    step("formatting", &["fmt", "--all", "--check"])?;
+    step(
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    say("==> layering");
+    layering::check()?;
+    say("==> tidy");
+    tidy::check()?;
+    say("==> documentation site (mdBook production build)");
+    release::docs()?;
+    tests()?;
+    // The embedder example: resolve, plan and apply through the library alone.
+    let embed = prepare_demo("target/aibox-embed")?;
+    step(
+        "embedder example (examples/embed.rs on examples/demo)",
+        &[
+            "run",
+            "--locked",
+            "--quiet",
+            "--package",
+            "aibox-engine",
+            "--example",
+            "embed",
+            "--",
+            embed,
+        ],
+    )?;
+    say("xtask ci: all checks passed");
+    Ok(())
+}
+
+/// The `cargo test` arguments of one run of a group.
+fn test_args(run: &[&'static str]) -> Vec<&'static str> {
+    let mut args = vec!["test", "--workspace", "--locked", "--no-fail-fast"];
+    args.extend_from_slice(run);
+    args
+}
+
+/// Every group runs even after one failed (`--no-fail-fast` over the whole suite) unless
+/// `AIBOX_CI_FAIL_FAST` is set, which also stops the background group; the failed groups
+/// are named at the end.
+fn tests() -> Result<(), String> {
+    let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
+    step("build every test", BUILD)?;
+    let background = Background::start(BACKGROUND)?;
+    let mut failed = Vec::new();
+    for (name, runs) in FOREGROUND {
+        for run in *runs {
+            if let Err(e) = step(name, &test_args(run)) {
+                if fail_fast {
+                    background.stop();
+                    return Err(e);
+                }
+                failed.push(*name);
+            }
+        }
+    }
+    if !background.finish() {
+        failed.push(BACKGROUND.0);
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("test groups failed: {}", failed.join(", ")))
+    }
+}
+
+/// A group running its `cargo test` runs one after another on a thread, output to
+/// [`BACKGROUND_LOG`]; each run is its own process group, so stopping it stops the test
+/// binaries and what they started too.
+struct Background {
+    name: &'static str,
+    started: Instant,
+    state: Arc<Mutex<Running>>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+/// The background group's current `cargo test`, and whether it was told to stop.
+#[derive(Default)]
+struct Running {
+    child: Option<Child>,
+    stopped: bool,
+}
+
+/// Locks `state`; a thread that panicked while holding it left nothing half-changed.
+fn lock(state: &Mutex<Running>) -> std::sync::MutexGuard<'_, Running> {
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Background {
+    fn start((name, runs): Group) -> Result<Self, String> {
+        let log = fs_err::File::create(BACKGROUND_LOG)
+            .map_err(|e| e.to_string())?
+            .into_parts()
+            .0;
+        say(&format!(
+            "==> {name}: in the background, output in {BACKGROUND_LOG} (shown when it ends)"
+        ));
+        let state = Arc::new(Mutex::new(Running::default()));
+        let shared = Arc::clone(&state);
+        let thread = std::thread::spawn(move || {
+            let mut ok = true;
+            for run in runs {
+                let args = test_args(run);
+                let _ = writeln!(&log, "==> {name}: cargo {}", args.join(" "));
+                let (Ok(out), Ok(err)) = (log.try_clone(), log.try_clone()) else {
+                    return false;
+                };
+                {
+                    let mut running = lock(&shared);
+                    if running.stopped {
+                        return false;
+                    }
+                    match Command::new(cargo())
+                        .args(&args)
+                        .stdin(Stdio::null())
+                        .stdout(out)
+                        .stderr(err)
+                        .process_group(0)
+                        .spawn()
+                    {
+                        Ok(child) => running.child = Some(child),
+                        Err(e) => {
+                            let _ = writeln!(&log, "cannot run cargo: {e}");
+                            return false;
+                        }
+                    }
+                }
+                ok &= wait_for(&shared);
+            }
+            ok
+        });
+        Ok(Self {
+            name,
+            started: Instant::now(),
+            state,
+            thread,
+        })
+    }
+
+    /// Waits for the group to end, prints its output and time; whether every run passed.
+    fn finish(self) -> bool {
+        say(&format!(
+            "==> waiting for {} (running for {:.0}s)",
+            self.name,
+            self.started.elapsed().as_secs_f64()
+        ));
+        let ok = self.thread.join().unwrap_or(false);
+        match fs_err::read_to_string(BACKGROUND_LOG) {
+            Ok(text) => say(text.trim_end()),
+            Err(e) => say(&format!("cannot read {BACKGROUND_LOG}: {e}")),
+        }
+        say(&format!(
+            "<== {}: {:.1}s",
+            self.name,
+            self.started.elapsed().as_secs_f64()
+        ));
+        ok
+    }
+
+    /// Stops the running `cargo test` and everything it started (fail-fast).
+    fn stop(self) {
+        {
+            let mut running = lock(&self.state);
+            running.stopped = true;
+            if let Some(child) = &running.child {
+                let _ = Command::new("kill")
+                    .args(["-TERM", "--", &format!("-{}", child.id())])
+                    .status();
+            }
+        }
+        let _ = self.thread.join();
+        say(&format!(
+            "<== {}: stopped (its output so far: {BACKGROUND_LOG})",
+            self.name
+        ));
+    }
+}
+
+/// Waits for the current child in `state` without holding the lock, so
+/// [`Background::stop`] can reach it meanwhile; whether it passed.
+fn wait_for(state: &Mutex<Running>) -> bool {
+    loop {
+        {
+            let mut running = lock(state);
+            let Some(child) = running.child.as_mut() else {
+                return false;
+            };
+            match child.try_wait() {
+                Ok(Some(status)) => return status.success() && !running.stopped,
+                Ok(None) => {}
+                Err(_) => return false,
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// Installs the test suite's system and npm dependencies when they are missing.
+fn setup() -> Result<(), String> {
+    if std::env::var_os("AIBOX_SKIP_SETUP").is_some() {
+        say("==> setup: skipped (AIBOX_SKIP_SETUP)");
+        return Ok(());
+    }
+    say("==> setup: scripts/setup-test-deps.sh");
+    let status = Command::new("bash")
+        .arg("scripts/setup-test-deps.sh")
+        .status()
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("setup failed ({status})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name that matched no test would leave the base image test out of both groups
+    /// without a word (`--exact` filters and skips pass on zero matches).
+    #[test]
+    fn the_base_image_test_runs_in_the_background_group_only() {
+        // Compiles only while the test exists at this path.
+        let test: fn() = crate::image::tests::amd64_build_publish_verify_and_tampering_fails;
+        assert!(!std::ptr::fn_addr_eq(
+            test,
+            the_build_covers_every_group as fn()
+        ));
+        assert_eq!(
+            BASE_IMAGE_TEST,
+            concat!(
+                "image::tests::",
+                stringify!(amd64_build_publish_verify_and_tampering_fails)
+            )
+        );
+        let unit = FOREGROUND[0].1[0];
+        assert_eq!(unit[..2], ["--lib", "--bins"]);
+        assert!(unit.ends_with(&["--skip", BASE_IMAGE_TEST]));
+        assert!(BACKGROUND.1.iter().any(|r| r.ends_with(&[BASE_IMAGE_TEST])));
+        for (_, runs) in FOREGROUND {
+            for run in *runs {
+                assert!(
+                    !run.contains(&"--package") && !run.contains(&"-p"),
+                    "{run:?}"
+                );
+            }
+        }
+    }
+
+    /// Every target a group runs is in the one build, so no group compiles (and takes
+    /// cargo's build lock) while another runs.
+    #[test]
+    fn the_build_covers_every_group() {
+        for (_, runs) in FOREGROUND.iter().chain([&BACKGROUND]) {
+            for run in *runs {
+                let cargo_args = run.split(|a| *a == "--").next().unwrap_or_default();
+                for pair in cargo_args.windows(2) {
+                    if pair[0] == "--test" {
+                        assert!(BUILD.windows(2).any(|b| b == pair), "{pair:?}");
+                    }
+                }
+                for flag in ["--lib", "--bins"] {
+                    if cargo_args.contains(&flag) {
+                        assert!(BUILD.contains(&flag), "{flag}");
+                    }
+                }
+            }
+        }
+    }
+}
