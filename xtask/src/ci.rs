@@ -11,6 +11,7 @@
 
 use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -126,7 +127,16 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
     step("build every test", BUILD)?;
-    let background = Background::start(BACKGROUND)?;
+    let (name, runs) = BACKGROUND;
+    let commands = runs
+        .iter()
+        .map(|run| {
+            let mut argv = vec![cargo()];
+            argv.extend(test_args(run).into_iter().map(str::to_owned));
+            argv
+        })
+        .collect();
+    let background = Background::start(name, commands, Path::new(BACKGROUND_LOG))?;
     let mut failed = Vec::new();
     for (name, runs) in FOREGROUND {
         for run in *runs {
@@ -140,7 +150,7 @@ fn tests() -> Result<(), String> {
         }
     }
     if !background.finish() {
-        failed.push(BACKGROUND.0);
+        failed.push(name);
     }
     if failed.is_empty() {
         Ok(())
@@ -149,11 +159,12 @@ fn tests() -> Result<(), String> {
     }
 }
 
-/// A group running its `cargo test` runs one after another on a thread, output to
-/// [`BACKGROUND_LOG`]; each run is its own process group, so stopping it stops the test
+/// A group running its `cargo test` runs one after another on a thread, output to a log
+/// file; each run is its own process group, so stopping it stops the test
 /// binaries and what they started too.
 struct Background {
     name: &'static str,
+    log: PathBuf,
     started: Instant,
     state: Arc<Mutex<Running>>,
     thread: std::thread::JoinHandle<bool>,
@@ -174,22 +185,26 @@ fn lock(state: &Mutex<Running>) -> std::sync::MutexGuard<'_, Running> {
 }
 
 impl Background {
-    fn start((name, runs): Group) -> Result<Self, String> {
-        let log = fs_err::File::create(BACKGROUND_LOG)
+    /// Starts running `commands` (each a program and its arguments) one after another,
+    /// their output to `log`.
+    fn start(name: &'static str, commands: Vec<Vec<String>>, log: &Path) -> Result<Self, String> {
+        let file = fs_err::File::create(log)
             .map_err(|e| e.to_string())?
             .into_parts()
             .0;
         say(&format!(
-            "==> {name}: in the background, output in {BACKGROUND_LOG} (shown when it ends)"
+            "==> {name}: in the background, output in {} (shown when it ends)",
+            log.display()
         ));
         let state = Arc::new(Mutex::new(Running::default()));
         let shared = Arc::clone(&state);
         let thread = std::thread::spawn(move || {
             let mut ok = true;
-            for run in runs {
-                let args = test_args(run);
-                let _ = writeln!(&log, "==> {name}: cargo {}", args.join(" "));
-                let (Ok(out), Ok(err)) = (log.try_clone(), log.try_clone()) else {
+            for argv in commands {
+                let Some((program, args)) = argv.split_first() else {
+                    continue;
+                };
+                let (Ok(out), Ok(err)) = (file.try_clone(), file.try_clone()) else {
                     return false;
                 };
                 {
@@ -197,8 +212,9 @@ impl Background {
                     if running.stopped {
                         return false;
                     }
-                    match Command::new(cargo())
-                        .args(&args)
+                    let _ = writeln!(&file, "==> {name}: {}", argv.join(" "));
+                    match Command::new(program)
+                        .args(args)
                         .stdin(Stdio::null())
                         .stdout(out)
                         .stderr(err)
@@ -207,7 +223,7 @@ impl Background {
                     {
                         Ok(child) => running.child = Some(child),
                         Err(e) => {
-                            let _ = writeln!(&log, "cannot run cargo: {e}");
+                            let _ = writeln!(&file, "cannot run {program}: {e}");
                             return false;
                         }
                     }
@@ -218,6 +234,7 @@ impl Background {
         });
         Ok(Self {
             name,
+            log: log.to_owned(),
             started: Instant::now(),
             state,
             thread,
@@ -232,9 +249,9 @@ impl Background {
             self.started.elapsed().as_secs_f64()
         ));
         let ok = self.thread.join().unwrap_or(false);
-        match fs_err::read_to_string(BACKGROUND_LOG) {
+        match fs_err::read_to_string(&self.log) {
             Ok(text) => say(text.trim_end()),
-            Err(e) => say(&format!("cannot read {BACKGROUND_LOG}: {e}")),
+            Err(e) => say(&format!("cannot read {}: {e}", self.log.display())),
         }
         say(&format!(
             "<== {}: {:.1}s",
@@ -257,8 +274,9 @@ impl Background {
         }
         let _ = self.thread.join();
         say(&format!(
-            "<== {}: stopped (its output so far: {BACKGROUND_LOG})",
-            self.name
+            "<== {}: stopped (its output so far: {})",
+            self.name,
+            self.log.display()
         ));
     }
 }
@@ -354,5 +372,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        ["sh", "-c", script].map(str::to_owned).to_vec()
+    }
+
+    #[test]
+    fn the_background_runs_in_order_into_its_log_and_reports_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("group.log");
+        let passing = Background::start(
+            "passing",
+            vec![sh("echo first; echo to-stderr >&2"), sh("echo second")],
+            &log,
+        )
+        .unwrap();
+        assert!(passing.finish());
+        let text = fs_err::read_to_string(&log).unwrap();
+        let first = text.find("first").unwrap();
+        assert!(text[first..].contains("to-stderr"), "{text}");
+        assert!(text.find("second").unwrap() > first, "{text}");
+        assert!(text.contains("==> passing: sh -c echo second"), "{text}");
+
+        // A failed run fails the group; the runs after it still run.
+        let failing = Background::start(
+            "failing",
+            vec![
+                sh("exit 3"),
+                sh("echo after"),
+                vec!["/nonexistent/cargo".to_owned()],
+            ],
+            &log,
+        )
+        .unwrap();
+        assert!(!failing.finish());
+        let text = fs_err::read_to_string(&log).unwrap();
+        assert!(text.contains("after"), "{text}");
+        assert!(text.contains("cannot run /nonexistent/cargo"), "{text}");
+    }
+
+    #[test]
+    fn stopping_the_background_ends_what_its_run_started_and_the_rest_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("group.log");
+        let marker = dir.path().join("grandchild-lived");
+        // The run starts a grandchild, as cargo starts the test binaries.
+        let grandchild = format!("(sleep 2; touch {}) & wait", marker.display());
+        let started = Instant::now();
+        let group =
+            Background::start("stopped", vec![sh(&grandchild), sh("echo never")], &log).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        group.stop();
+        assert!(started.elapsed().as_secs() < 2, "{:?}", started.elapsed());
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        assert!(!marker.exists(), "the run's own children are stopped too");
+        let text = fs_err::read_to_string(&log).unwrap();
+        assert!(!text.contains("never"), "{text}");
     }
 }
