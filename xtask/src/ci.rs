@@ -2,12 +2,12 @@
 //!
 //! Setup, formatting, clippy, layering, tidy and the docs site, then the tests: one build
 //! of every test target, then the groups fastest first (unit, `tests/it`, doc examples)
-//! with the end-to-end group running beside them in the background, then the embedder
-//! example. Why beside: the end-to-end group waits on Podman, the network and the harness
-//! CLIs (measured: a third of one core over its run), the others keep both cores busy, and
-//! cargo holds its build lock only while it compiles, so after the one build the groups
-//! do not wait for each other. Each group's output is shown as one block: the background
-//! group's is kept in `target/ci-e2e.log` and printed when it ends.
+//! with the end-to-end group and the base image test running beside them in the
+//! background, then the embedder example. Why beside: those two spend most of their time
+//! waiting on Podman, the network and the harness CLIs, and cargo holds its build lock
+//! only while it compiles, so after the one build the groups do not wait for each other.
+//! Each group's output is shown as one block: a background group's is kept in its log
+//! under `target/` and printed when it ends.
 
 use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
@@ -45,15 +45,26 @@ const FOREGROUND: &[Group] = &[
     ("doc examples", &[&["--doc"]]),
 ];
 
-/// The group in the background: real engines and real tools.
-const BACKGROUND: Group = (
-    "end-to-end tests (tests/e2e: Podman, real tools; the base image)",
-    &[
-        &["--test", "e2e"],
-        // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
-        &["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST],
-    ],
-);
+/// The groups in the background, each beside the others, each with its own log: real
+/// engines and real tools. The base image test is a group of its own so that it does not
+/// wait behind the longest end-to-end binary.
+const BACKGROUND: &[(Group, &str)] = &[
+    (
+        (
+            "end-to-end tests (tests/e2e: Podman, real tools)",
+            &[&["--test", "e2e"]],
+        ),
+        "target/ci-e2e.log",
+    ),
+    (
+        (
+            "base image test (xtask: debootstrap, Podman, loopback registry)",
+            // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
+            &[&["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST]],
+        ),
+        "target/ci-base-image.log",
+    ),
+];
 
 /// Every test target the groups run, built once before any of them starts.
 const BUILD: &[&str] = &[
@@ -68,9 +79,6 @@ const BUILD: &[&str] = &[
     "--test",
     "e2e",
 ];
-
-/// Where the background group's output is kept.
-const BACKGROUND_LOG: &str = "target/ci-e2e.log";
 
 pub(crate) fn run() -> Result<(), String> {
     setup()?;
@@ -127,30 +135,35 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
     step("build every test", BUILD)?;
-    let (name, runs) = BACKGROUND;
-    let commands = runs
-        .iter()
-        .map(|run| {
-            let mut argv = vec![cargo()];
-            argv.extend(test_args(run).into_iter().map(str::to_owned));
-            argv
-        })
-        .collect();
-    let background = Background::start(name, commands, Path::new(BACKGROUND_LOG))?;
+    let mut background = Vec::new();
+    for ((name, runs), log) in BACKGROUND {
+        let commands = runs
+            .iter()
+            .map(|run| {
+                let mut argv = vec![cargo()];
+                argv.extend(test_args(run).into_iter().map(str::to_owned));
+                argv
+            })
+            .collect();
+        background.push(Background::start(name, commands, Path::new(log))?);
+    }
     let mut failed = Vec::new();
     for (name, runs) in FOREGROUND {
         for run in *runs {
             if let Err(e) = step(name, &test_args(run)) {
                 if fail_fast {
-                    background.stop();
+                    background.into_iter().for_each(Background::stop);
                     return Err(e);
                 }
                 failed.push(*name);
             }
         }
     }
-    if !background.finish() {
-        failed.push(name);
+    for group in background {
+        let name = group.name;
+        if !group.finish() {
+            failed.push(name);
+        }
     }
     if failed.is_empty() {
         Ok(())
@@ -342,7 +355,8 @@ mod tests {
         let unit = FOREGROUND[0].1[0];
         assert_eq!(unit[..2], ["--lib", "--bins"]);
         assert!(unit.ends_with(&["--skip", BASE_IMAGE_TEST]));
-        assert!(BACKGROUND.1.iter().any(|r| r.ends_with(&[BASE_IMAGE_TEST])));
+        let runs = BACKGROUND.iter().flat_map(|((_, runs), _)| runs.iter());
+        assert_eq!(runs.filter(|r| r.ends_with(&[BASE_IMAGE_TEST])).count(), 1);
         for (_, runs) in FOREGROUND {
             for run in *runs {
                 assert!(
@@ -357,7 +371,7 @@ mod tests {
     /// cargo's build lock) while another runs.
     #[test]
     fn the_build_covers_every_group() {
-        for (_, runs) in FOREGROUND.iter().chain([&BACKGROUND]) {
+        for (_, runs) in FOREGROUND.iter().chain(BACKGROUND.iter().map(|(g, _)| g)) {
             for run in *runs {
                 let cargo_args = run.split(|a| *a == "--").next().unwrap_or_default();
                 for pair in cargo_args.windows(2) {

@@ -10,10 +10,11 @@
 //!   nothing cached), warm and running, with the image size, beside `devcontainer up` of
 //!   the same files (see `bench_up.rs`).
 //! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
-//!   layering, tidy, the whole test suite with the doc examples, fastest group first: unit,
-//!   `tests/it`, doc examples, `tests/e2e`; and the embedder example
-//!   `crates/aibox-engine/examples/embed.rs` on the bundled example project). This is the
-//!   README's test command and what `.ci/run` executes.
+//!   layering, tidy, the whole test suite with the doc examples: one build, then unit,
+//!   `tests/it` and doc examples, fastest first, with the end-to-end tests and the base
+//!   image test beside them in the background; and the embedder example `crates/aibox-engine/examples/embed.rs` on
+//!   the bundled example project). This is the README's test command and what `.ci/run`
+//!   executes (see `ci.rs`).
 //! - `demo`: aibox's main job on the bundled example project (`examples/demo`, copied to
 //!   `target/aibox-demo` so the repository stays clean): `apply`, a second no-op `apply`,
 //!   `apply --check` and `doctor`.
