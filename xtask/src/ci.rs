@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: everything a normal change can break, the README's test command.
 //!
-//! Setup, formatting, clippy, layering, tidy and the docs site, then the tests: one build
+//! Setup (and, beside the next steps, the end-to-end tests' base image when it is
+//! missing), formatting, clippy, layering, tidy and the docs site, then the tests: one build
 //! of every test target, then the groups fastest first (unit, `tests/it`, doc examples)
 //! with the end-to-end group and the base image test running beside them in the
 //! background, then the embedder example. Why beside: those two spend most of their time
@@ -82,25 +83,17 @@ const BUILD: &[&str] = &[
 
 pub(crate) fn run() -> Result<(), String> {
     setup()?;
-    step("formatting", &["fmt", "--all", "--check"])?;
-    step(
-        "clippy",
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--locked",
-            "--",
-            "-D",
-            "warnings",
-        ],
-    )?;
-    say("==> layering");
-    layering::check()?;
-    say("==> tidy");
-    tidy::check()?;
-    say("==> documentation site (mdBook production build)");
-    release::docs()?;
+    // The end-to-end tests' base image is a debootstrap of Debian the first time (network
+    // bound, a minute or more on a fresh machine): made beside the checks and the build
+    // rather than inside the first end-to-end test. The tests find it, or wait on its lock.
+    let base_image = std::thread::spawn(aibox_test_support::podman::Podman::ready);
+    let built = checks().and_then(|()| step("build every test", BUILD));
+    // Joined even when a step failed, so no debootstrap is left running on its own.
+    if base_image.join().is_err() {
+        // The end-to-end tests try again and fail with the same message, in their group.
+        say("==> the end-to-end tests' base image is not ready (see above)");
+    }
+    built?;
     tests()?;
     // The embedder example: resolve, plan and apply through the library alone.
     let embed = prepare_demo("target/aibox-embed")?;
@@ -122,6 +115,29 @@ pub(crate) fn run() -> Result<(), String> {
     Ok(())
 }
 
+/// Formatting, clippy, layering, tidy and the docs site.
+fn checks() -> Result<(), String> {
+    step("formatting", &["fmt", "--all", "--check"])?;
+    step(
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    say("==> layering");
+    layering::check()?;
+    say("==> tidy");
+    tidy::check()?;
+    say("==> documentation site (mdBook production build)");
+    release::docs()
+}
+
 /// The `cargo test` arguments of one run of a group.
 fn test_args(run: &[&'static str]) -> Vec<&'static str> {
     let mut args = vec!["test", "--workspace", "--locked", "--no-fail-fast"];
@@ -129,12 +145,11 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
     args
 }
 
-/// Every group runs even after one failed (`--no-fail-fast` over the whole suite) unless
-/// `AIBOX_CI_FAIL_FAST` is set, which also stops the background group; the failed groups
-/// are named at the end.
+/// The groups, on what [`BUILD`] built. Every group runs even after one failed
+/// (`--no-fail-fast` over the whole suite) unless `AIBOX_CI_FAIL_FAST` is set, which also
+/// stops the background groups; the failed groups are named at the end.
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
-    step("build every test", BUILD)?;
     let mut background = Vec::new();
     for ((name, runs), log) in BACKGROUND {
         let commands = runs
@@ -320,15 +335,7 @@ fn setup() -> Result<(), String> {
         return Ok(());
     }
     say("==> setup: scripts/setup-test-deps.sh");
-    let status = Command::new("bash")
-        .arg("scripts/setup-test-deps.sh")
-        .status()
-        .map_err(|e| format!("cannot run bash: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("setup failed ({status})"))
-    }
+    release::run_tool(Command::new("bash").arg("scripts/setup-test-deps.sh"))
 }
 
 #[cfg(test)]

@@ -714,7 +714,8 @@ fn git(args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn run_tool(cmd: &mut Command) -> Result<(), String> {
+/// Runs `cmd` with inherited output; an error names the command and how it ended.
+pub(crate) fn run_tool(cmd: &mut Command) -> Result<(), String> {
     let status = cmd
         .status()
         .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
