@@ -980,31 +980,38 @@ impl Drop for LoopbackRegistry {
 
 /// Removes every local name below `registry` (`HOST:PORT/...`): what verification and the
 /// smoke's `FROM` pulled stays in Podman's storage under the loopback address, which
-/// nothing can pull from again once the registry is stopped. By name, not by image: an
-/// image that also carries a local build's name keeps that name.
+/// nothing can pull from again once the registry is stopped. Tags and digest references
+/// alike, read from every image (`podman images` hides a digest reference behind a local
+/// build's tag on the same image); by name, not by image, so a local build keeps its own.
 fn remove_pulled_from(registry: &str) {
-    let Ok(out) = podman()
-        .args(["images", "--format", "{{.Repository}} {{.Tag}} {{.Digest}}"])
+    let Ok(ids) = podman().args(["images", "--quiet", "--no-trunc"]).output() else {
+        return;
+    };
+    let mut ids: Vec<String> = String::from_utf8_lossy(&ids.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    ids.dedup();
+    if ids.is_empty() {
+        return;
+    }
+    let Ok(names) = podman()
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{range .RepoTags}}{{println .}}{{end}}{{range .RepoDigests}}{{println .}}{{end}}",
+        ])
+        .args(&ids)
         .output()
     else {
         return;
     };
     let prefix = format!("{registry}/");
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let mut words = line.split_whitespace();
-        let (Some(repo), Some(tag), Some(digest)) = (words.next(), words.next(), words.next())
-        else {
-            continue;
-        };
-        if !repo.starts_with(&prefix) {
-            continue;
+    for name in String::from_utf8_lossy(&names.stdout).lines() {
+        if name.starts_with(&prefix) {
+            let _ = podman().args(["rmi", name]).output();
         }
-        let name = if tag == "<none>" {
-            format!("{repo}@{digest}")
-        } else {
-            format!("{repo}:{tag}")
-        };
-        let _ = podman().args(["rmi", &name]).output();
     }
 }
 
