@@ -974,6 +974,44 @@ impl Drop for LoopbackRegistry {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        remove_pulled_from(&self.address);
+    }
+}
+
+/// Removes every local name below `registry` (`HOST:PORT/...`): what verification and the
+/// smoke's `FROM` pulled stays in Podman's storage under the loopback address, which
+/// nothing can pull from again once the registry is stopped. Tags and digest references
+/// alike, read from every image (`podman images` hides a digest reference behind a local
+/// build's tag on the same image); by name, not by image, so a local build keeps its own.
+fn remove_pulled_from(registry: &str) {
+    let Ok(ids) = podman().args(["images", "--quiet", "--no-trunc"]).output() else {
+        return;
+    };
+    let mut ids: Vec<String> = String::from_utf8_lossy(&ids.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    ids.dedup();
+    if ids.is_empty() {
+        return;
+    }
+    let Ok(names) = podman()
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{range .RepoTags}}{{println .}}{{end}}{{range .RepoDigests}}{{println .}}{{end}}",
+        ])
+        .args(&ids)
+        .output()
+    else {
+        return;
+    };
+    let prefix = format!("{registry}/");
+    for name in String::from_utf8_lossy(&names.stdout).lines() {
+        if name.starts_with(&prefix) {
+            let _ = podman().args(["rmi", name]).output();
+        }
     }
 }
 
@@ -1120,7 +1158,7 @@ fn str_key(v: &toml::Value, key: &str, file: &str) -> Result<String, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! The real thing: debootstrap, Podman, Debian's `docker-registry` on loopback and the
     //! aibox binary. amd64 only (arm64 adds minutes under qemu; `cargo xtask image release`
     //! builds both).
@@ -1158,11 +1196,40 @@ mod tests {
         bad
     }
 
+    /// Removes the local manifest lists and images of `release` under `tags` when
+    /// dropped, so a failing test leaves nothing behind either.
+    struct LocalImages<'a> {
+        release: &'a Release,
+        tags: [&'a str; 3],
+    }
+
+    impl Drop for LocalImages<'_> {
+        fn drop(&mut self) {
+            for tag in self.tags {
+                let mut r = self.release.clone();
+                r.tag = tag.to_owned();
+                let _ = podman().args(["manifest", "rm", &r.local_list()]).output();
+                let _ = podman()
+                    .args(["rmi", "-f", &r.local_arch("amd64")])
+                    .output();
+            }
+        }
+    }
+
     #[test]
-    fn amd64_build_publish_verify_and_tampering_fails() {
+    pub(crate) fn amd64_build_publish_verify_and_tampering_fails() {
         let mut release = Release::new("v0.1.0").unwrap();
         release.arches = vec!["amd64".to_owned()];
         release.local_name = format!("localhost/aibox-base-test-{}", std::process::id());
+        // Declared before the registry, so dropped after it: the registry's pulls go first.
+        let _local = LocalImages {
+            release: &release,
+            tags: [
+                release.tag.as_str(),
+                "0.1.0-bookworm-tampered-marker",
+                "0.1.0-bookworm-tampered-label",
+            ],
+        };
         let out = root().join("target/aibox-image-test");
         let started = Instant::now();
         let times = build(&release).unwrap();
@@ -1213,18 +1280,5 @@ mod tests {
         let mut latest = release.clone();
         latest.tag = "latest".to_owned();
         assert!(publish(&latest, &registry.address, &conf).is_err());
-
-        for tag in [
-            release.tag.as_str(),
-            "0.1.0-bookworm-tampered-marker",
-            "0.1.0-bookworm-tampered-label",
-        ] {
-            let mut r = release.clone();
-            r.tag = tag.to_owned();
-            let _ = podman().args(["manifest", "rm", &r.local_list()]).output();
-            let _ = podman()
-                .args(["rmi", "-f", &r.local_arch("amd64")])
-                .output();
-        }
     }
 }

@@ -13,10 +13,11 @@
 //!   (through it versus direct, to a test host of its own) and its memory (see
 //!   `bench_egress.rs`).
 //! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
-//!   layering, tidy, the whole test suite with the doc examples, fastest group first: unit,
-//!   `tests/it`, doc examples, `tests/e2e`; and the embedder example
-//!   `crates/aibox-engine/examples/embed.rs` on the bundled example project). This is the
-//!   README's test command and what `.ci/run` executes.
+//!   layering, tidy, the whole test suite with the doc examples: one build, then unit,
+//!   `tests/it` and doc examples, fastest first, with the end-to-end tests and the base
+//!   image test beside them in the background; and the embedder example `crates/aibox-engine/examples/embed.rs` on
+//!   the bundled example project). This is the README's test command and what `.ci/run`
+//!   executes (see `ci.rs`).
 //! - `demo`: aibox's main job on the bundled example project (`examples/demo`, copied to
 //!   `target/aibox-demo` so the repository stays clean): `apply`, a second no-op `apply`,
 //!   `apply --check` and `doctor`.
@@ -43,6 +44,7 @@ mod bench;
 mod bench_egress;
 mod bench_mcp;
 mod bench_up;
+mod ci;
 mod image;
 mod layering;
 mod pk_doctor;
@@ -61,7 +63,7 @@ fn main() -> ExitCode {
             bench_egress::run(&args[2..])
         }
         "bench" => bench::run(&args[1..]),
-        "ci" => ci(),
+        "ci" => ci::run(),
         "demo" => demo(),
         "pk-doctor" => pk_doctor::run().map(|_| ()),
         "docs" => release::docs(),
@@ -96,100 +98,6 @@ fn main() -> ExitCode {
 #[allow(clippy::print_stderr)]
 pub(crate) fn say(msg: &str) {
     eprintln!("{msg}");
-}
-
-pub(crate) fn ci() -> Result<(), String> {
-    setup()?;
-    step("formatting", &["fmt", "--all", "--check"])?;
-    step(
-        "clippy",
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--locked",
-            "--",
-            "-D",
-            "warnings",
-        ],
-    )?;
-    say("==> layering");
-    layering::check()?;
-    say("==> tidy");
-    tidy::check()?;
-    say("==> documentation site (mdBook production build)");
-    release::docs()?;
-    tests()?;
-    // The embedder example: resolve, plan and apply through the library alone.
-    let embed = prepare_demo("target/aibox-embed")?;
-    step(
-        "embedder example (examples/embed.rs on examples/demo)",
-        &[
-            "run",
-            "--locked",
-            "--quiet",
-            "--package",
-            "aibox-engine",
-            "--example",
-            "embed",
-            "--",
-            embed,
-        ],
-    )?;
-    say("xtask ci: all checks passed");
-    Ok(())
-}
-
-/// The test groups, fastest first, so a broken change shows its first failure within
-/// minutes; each is a `cargo test` run (not nextest, so the doc examples run too). Every
-/// group runs even after one failed (`--no-fail-fast` over the whole suite) unless
-/// `AIBOX_CI_FAIL_FAST` is set; the failed groups are named at the end.
-const TEST_GROUPS: &[(&str, &[&str])] = &[
-    ("unit tests", &["--lib", "--bins"]),
-    ("integration tests (tests/it)", &["--test", "it"]),
-    ("doc examples", &["--doc"]),
-    (
-        "end-to-end tests (tests/e2e: Podman, real tools)",
-        &["--test", "e2e"],
-    ),
-];
-
-fn tests() -> Result<(), String> {
-    let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
-    let mut failed = Vec::new();
-    for (name, targets) in TEST_GROUPS {
-        let mut args = vec!["test", "--workspace", "--locked", "--no-fail-fast"];
-        args.extend_from_slice(targets);
-        if let Err(e) = step(name, &args) {
-            if fail_fast {
-                return Err(e);
-            }
-            failed.push(*name);
-        }
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("test groups failed: {}", failed.join(", ")))
-    }
-}
-
-/// Installs the test suite's system and npm dependencies when they are missing.
-fn setup() -> Result<(), String> {
-    if std::env::var_os("AIBOX_SKIP_SETUP").is_some() {
-        say("==> setup: skipped (AIBOX_SKIP_SETUP)");
-        return Ok(());
-    }
-    say("==> setup: scripts/setup-test-deps.sh");
-    let status = Command::new("bash")
-        .arg("scripts/setup-test-deps.sh")
-        .status()
-        .map_err(|e| format!("cannot run bash: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("setup failed ({status})"))
-    }
 }
 
 fn demo() -> Result<(), String> {

@@ -289,7 +289,7 @@ fn step_release_state(g: &mut Gate) -> Result<(), String> {
 }
 
 fn step_ci(_: &mut Gate) -> Result<(), String> {
-    crate::ci()
+    crate::ci::run()
 }
 
 /// `aibox doctor --processkit` on the bundled example and on the vendored real release
@@ -714,7 +714,8 @@ fn git(args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn run_tool(cmd: &mut Command) -> Result<(), String> {
+/// Runs `cmd` with inherited output; an error names the command and how it ended.
+pub(crate) fn run_tool(cmd: &mut Command) -> Result<(), String> {
     let status = cmd
         .status()
         .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;

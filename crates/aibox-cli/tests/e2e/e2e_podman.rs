@@ -97,7 +97,7 @@ fn names(podman: &Podman, root: &Utf8Path) -> (String, String, String, String) {
 /// An initialised project whose container, image and network are removed at the end.
 struct TestProject {
     // First field, so dropped first: the engine objects go before the folder.
-    _cleanup: Cleanup,
+    cleanup: Cleanup,
     _tmp: tempfile::TempDir,
     root: Utf8PathBuf,
     name: String,
@@ -109,6 +109,16 @@ struct TestProject {
 }
 
 impl TestProject {
+    /// Marks the image `up` is about to replace for removal at the end: a rebuild moves
+    /// the tag to the new image and leaves the old one nameless, out of reach of the
+    /// removal by name.
+    fn replaced_at_rebuild(&mut self, podman: &Podman) {
+        let out = podman.run(&["image", "inspect", "--format", "{{.Id}}", &self.image]);
+        assert!(out.status.success(), "{}", show(&out));
+        self.cleanup
+            .image(String::from_utf8_lossy(&out.stdout).trim());
+    }
+
     fn init(podman: &Podman, stem: &str, harness: &str) -> Self {
         let (tmp, root, name) = project_dir(stem);
         init(podman, &root, &name, harness);
@@ -119,7 +129,7 @@ impl TestProject {
             .image(&image)
             .network(&format!("{project}_default"));
         Self {
-            _cleanup: cleanup,
+            cleanup,
             _tmp: tmp,
             root,
             name,
@@ -789,8 +799,8 @@ fn status_flag(podman: &Podman, root: &Utf8Path, key: &str) -> bool {
 fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
     let _serial = serial();
     let podman = Podman::ready();
-    let p = TestProject::init(&podman, "stale", "claude");
-    let (root, container) = (&p.root, &p.container);
+    let mut p = TestProject::init(&podman, "stale", "claude");
+    let (root, container) = (&p.root.clone(), &p.container.clone());
     ok(aibox(&podman, root).arg("apply"));
     ok(aibox(&podman, root).arg("up"));
     assert!(!status_flag(&podman, root, "image_stale"));
@@ -813,6 +823,7 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
     ] {
         assert!(report.contains(code), "{code}: {}", show(&doctor));
     }
+    p.replaced_at_rebuild(&podman);
     let out = run(aibox(&podman, root).arg("up"));
     assert!(out.status.success(), "{}", show(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -865,8 +876,8 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
 fn the_container_user_gets_the_project_owners_ids_and_can_write_the_workspace() {
     let _serial = serial();
     let podman = Podman::ready();
-    let p = TestProject::init(&podman, "uid", "claude");
-    let (root, container) = (&p.root, &p.container);
+    let mut p = TestProject::init(&podman, "uid", "claude");
+    let (root, container) = (&p.root.clone(), &p.container.clone());
     ok(aibox(&podman, root).arg("apply"));
     // As the owner would have it, had they run `aibox apply` themselves.
     ok(Command::new("chown").args(["-R", "4321:4322", root.as_str()]));
@@ -892,6 +903,7 @@ fn the_container_user_gets_the_project_owners_ids_and_can_write_the_workspace() 
     // Handed back to root: the image keeps aibox.toml's IDs (no user may share root's),
     // so the agent cannot write the workspace, and doctor says so with the fix.
     ok(Command::new("chown").args(["-R", "0:0", root.as_str()]));
+    p.replaced_at_rebuild(&podman);
     let out = run(aibox(&podman, root).arg("up"));
     assert!(out.status.success(), "{}", show(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -1,0 +1,455 @@
+//! `cargo xtask ci`: everything a normal change can break, the README's test command.
+//!
+//! Setup (and, beside the next steps, the end-to-end tests' base image when it is
+//! missing), formatting, clippy, layering, tidy and the docs site, then the tests: one build
+//! of every test target, then the groups fastest first (unit, `tests/it`, doc examples)
+//! with the end-to-end group and the base image test running beside them in the
+//! background, then the embedder example. Why beside: those two spend most of their time
+//! waiting on Podman, the network and the harness CLIs, and cargo holds its build lock
+//! only while it compiles, so after the one build the groups do not wait for each other.
+//! Each group's output is shown as one block: a background group's is kept in its log
+//! under `target/` and printed when it ends.
+
+use std::io::Write as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::{cargo, layering, prepare_demo, release, say, step, tidy};
+
+/// The unit test that builds, publishes and pulls back aibox's base image with Podman and
+/// a loopback registry: end-to-end work (over a minute) inside `xtask`'s unit tests, so it
+/// runs with the end-to-end group and is left out of the unit group.
+const BASE_IMAGE_TEST: &str = "image::tests::amd64_build_publish_verify_and_tampering_fails";
+
+/// A test group: its name and its `cargo test` runs (cargo's arguments, then after `--`
+/// the test binaries' own).
+type Group = (&'static str, &'static [&'static [&'static str]]);
+
+/// The groups in the foreground, fastest first, so a broken change shows its first failure
+/// within minutes (`cargo test`, not nextest, so the doc examples run too).
+const FOREGROUND: &[Group] = &[
+    (
+        "unit tests",
+        &[&[
+            "--lib",
+            "--bins",
+            "--",
+            "--exact",
+            "--skip",
+            BASE_IMAGE_TEST,
+        ]],
+    ),
+    ("integration tests (tests/it)", &[&["--test", "it"]]),
+    ("doc examples", &[&["--doc"]]),
+];
+
+/// The groups in the background, each beside the others, each with its own log: real
+/// engines and real tools. The base image test is a group of its own so that it does not
+/// wait behind the longest end-to-end binary.
+const BACKGROUND: &[(Group, &str)] = &[
+    (
+        (
+            "end-to-end tests (tests/e2e: Podman, real tools)",
+            &[&["--test", "e2e"]],
+        ),
+        "target/ci-e2e.log",
+    ),
+    (
+        (
+            "base image test (xtask: debootstrap, Podman, loopback registry)",
+            // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
+            &[&["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST]],
+        ),
+        "target/ci-base-image.log",
+    ),
+];
+
+/// Every test target the groups run, built once before any of them starts.
+const BUILD: &[&str] = &[
+    "test",
+    "--workspace",
+    "--locked",
+    "--no-run",
+    "--lib",
+    "--bins",
+    "--test",
+    "it",
+    "--test",
+    "e2e",
+];
+
+pub(crate) fn run() -> Result<(), String> {
+    setup()?;
+    // The end-to-end tests' base image is a debootstrap of Debian the first time (network
+    // bound, a minute or more on a fresh machine): made beside the checks and the build
+    // rather than inside the first end-to-end test. The tests find it, or wait on its lock.
+    let base_image = std::thread::spawn(aibox_test_support::podman::Podman::ready);
+    let built = checks().and_then(|()| step("build every test", BUILD));
+    // Joined even when a step failed, so no debootstrap is left running on its own.
+    if base_image.join().is_err() {
+        // The end-to-end tests try again and fail with the same message, in their group.
+        say("==> the end-to-end tests' base image is not ready (see above)");
+    }
+    built?;
+    tests()?;
+    // The embedder example: resolve, plan and apply through the library alone. Chosen by
+    // its name in the workspace, not with `--package aibox-engine`: one package's feature
+    // set is a second build of the engine and its dependencies (measured: 77 s of CPU
+    // against 31 s).
+    let embed = prepare_demo("target/aibox-embed")?;
+    step(
+        "embedder example (examples/embed.rs on examples/demo)",
+        &[
+            "run",
+            "--locked",
+            "--quiet",
+            "--example",
+            "embed",
+            "--",
+            embed,
+        ],
+    )?;
+    say("xtask ci: all checks passed");
+    Ok(())
+}
+
+/// Formatting, clippy, layering, tidy and the docs site.
+fn checks() -> Result<(), String> {
+    step("formatting", &["fmt", "--all", "--check"])?;
+    step(
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    say("==> layering");
+    layering::check()?;
+    say("==> tidy");
+    tidy::check()?;
+    say("==> documentation site (mdBook production build)");
+    release::docs()
+}
+
+/// The `cargo test` arguments of one run of a group.
+fn test_args(run: &[&'static str]) -> Vec<&'static str> {
+    let mut args = vec!["test", "--workspace", "--locked", "--no-fail-fast"];
+    args.extend_from_slice(run);
+    args
+}
+
+/// The groups, on what [`BUILD`] built. Every group runs even after one failed
+/// (`--no-fail-fast` over the whole suite) unless `AIBOX_CI_FAIL_FAST` is set, which also
+/// stops the background groups; the failed groups are named at the end.
+fn tests() -> Result<(), String> {
+    let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
+    let mut background = Vec::new();
+    for ((name, runs), log) in BACKGROUND {
+        let commands = runs
+            .iter()
+            .map(|run| {
+                let mut argv = vec![cargo()];
+                argv.extend(test_args(run).into_iter().map(str::to_owned));
+                argv
+            })
+            .collect();
+        background.push(Background::start(name, commands, Path::new(log))?);
+    }
+    let mut failed = Vec::new();
+    for (name, runs) in FOREGROUND {
+        for run in *runs {
+            if let Err(e) = step(name, &test_args(run)) {
+                if fail_fast {
+                    background.into_iter().for_each(Background::stop);
+                    return Err(e);
+                }
+                failed.push(*name);
+            }
+        }
+    }
+    for group in background {
+        let name = group.name;
+        if !group.finish() {
+            failed.push(name);
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("test groups failed: {}", failed.join(", ")))
+    }
+}
+
+/// A group running its `cargo test` runs one after another on a thread, output to a log
+/// file; each run is its own process group, so stopping it stops the test
+/// binaries and what they started too.
+struct Background {
+    name: &'static str,
+    log: PathBuf,
+    started: Instant,
+    state: Arc<Mutex<Running>>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+/// The background group's current `cargo test`, and whether it was told to stop.
+#[derive(Default)]
+struct Running {
+    child: Option<Child>,
+    stopped: bool,
+}
+
+/// Locks `state`; a thread that panicked while holding it left nothing half-changed.
+fn lock(state: &Mutex<Running>) -> std::sync::MutexGuard<'_, Running> {
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Background {
+    /// Starts running `commands` (each a program and its arguments) one after another,
+    /// their output to `log`.
+    fn start(name: &'static str, commands: Vec<Vec<String>>, log: &Path) -> Result<Self, String> {
+        let file = fs_err::File::create(log)
+            .map_err(|e| e.to_string())?
+            .into_parts()
+            .0;
+        say(&format!(
+            "==> {name}: in the background, output in {} (shown when it ends)",
+            log.display()
+        ));
+        let state = Arc::new(Mutex::new(Running::default()));
+        let shared = Arc::clone(&state);
+        let thread = std::thread::spawn(move || {
+            let mut ok = true;
+            for argv in commands {
+                let Some((program, args)) = argv.split_first() else {
+                    continue;
+                };
+                let (Ok(out), Ok(err)) = (file.try_clone(), file.try_clone()) else {
+                    return false;
+                };
+                {
+                    let mut running = lock(&shared);
+                    if running.stopped {
+                        return false;
+                    }
+                    let _ = writeln!(&file, "==> {name}: {}", argv.join(" "));
+                    match Command::new(program)
+                        .args(args)
+                        .stdin(Stdio::null())
+                        .stdout(out)
+                        .stderr(err)
+                        .process_group(0)
+                        .spawn()
+                    {
+                        Ok(child) => running.child = Some(child),
+                        Err(e) => {
+                            let _ = writeln!(&file, "cannot run {program}: {e}");
+                            return false;
+                        }
+                    }
+                }
+                ok &= wait_for(&shared);
+            }
+            ok
+        });
+        Ok(Self {
+            name,
+            log: log.to_owned(),
+            started: Instant::now(),
+            state,
+            thread,
+        })
+    }
+
+    /// Waits for the group to end, prints its output and time; whether every run passed.
+    fn finish(self) -> bool {
+        say(&format!(
+            "==> waiting for {} (running for {:.0}s)",
+            self.name,
+            self.started.elapsed().as_secs_f64()
+        ));
+        let ok = self.thread.join().unwrap_or(false);
+        match fs_err::read_to_string(&self.log) {
+            Ok(text) => say(text.trim_end()),
+            Err(e) => say(&format!("cannot read {}: {e}", self.log.display())),
+        }
+        say(&format!(
+            "<== {}: {:.1}s",
+            self.name,
+            self.started.elapsed().as_secs_f64()
+        ));
+        ok
+    }
+
+    /// Stops the running `cargo test` and everything it started (fail-fast).
+    fn stop(self) {
+        {
+            let mut running = lock(&self.state);
+            running.stopped = true;
+            if let Some(child) = &running.child {
+                let _ = Command::new("kill")
+                    .args(["-TERM", "--", &format!("-{}", child.id())])
+                    .status();
+            }
+        }
+        let _ = self.thread.join();
+        say(&format!(
+            "<== {}: stopped (its output so far: {})",
+            self.name,
+            self.log.display()
+        ));
+    }
+}
+
+/// Waits for the current child in `state` without holding the lock, so
+/// [`Background::stop`] can reach it meanwhile; whether it passed.
+fn wait_for(state: &Mutex<Running>) -> bool {
+    loop {
+        {
+            let mut running = lock(state);
+            let Some(child) = running.child.as_mut() else {
+                return false;
+            };
+            match child.try_wait() {
+                Ok(Some(status)) => return status.success() && !running.stopped,
+                Ok(None) => {}
+                Err(_) => return false,
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// Installs the test suite's system and npm dependencies when they are missing.
+fn setup() -> Result<(), String> {
+    if std::env::var_os("AIBOX_SKIP_SETUP").is_some() {
+        say("==> setup: skipped (AIBOX_SKIP_SETUP)");
+        return Ok(());
+    }
+    say("==> setup: scripts/setup-test-deps.sh");
+    release::run_tool(Command::new("bash").arg("scripts/setup-test-deps.sh"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name that matched no test would leave the base image test out of both groups
+    /// without a word (`--exact` filters and skips pass on zero matches).
+    #[test]
+    fn the_base_image_test_runs_in_the_background_group_only() {
+        // Compiles only while the test exists at this path.
+        let test: fn() = crate::image::tests::amd64_build_publish_verify_and_tampering_fails;
+        assert!(!std::ptr::fn_addr_eq(
+            test,
+            the_build_covers_every_group as fn()
+        ));
+        assert_eq!(
+            BASE_IMAGE_TEST,
+            concat!(
+                "image::tests::",
+                stringify!(amd64_build_publish_verify_and_tampering_fails)
+            )
+        );
+        let unit = FOREGROUND[0].1[0];
+        assert_eq!(unit[..2], ["--lib", "--bins"]);
+        assert!(unit.ends_with(&["--skip", BASE_IMAGE_TEST]));
+        let runs = BACKGROUND.iter().flat_map(|((_, runs), _)| runs.iter());
+        assert_eq!(runs.filter(|r| r.ends_with(&[BASE_IMAGE_TEST])).count(), 1);
+        for (_, runs) in FOREGROUND {
+            for run in *runs {
+                assert!(
+                    !run.contains(&"--package") && !run.contains(&"-p"),
+                    "{run:?}"
+                );
+            }
+        }
+    }
+
+    /// Every target a group runs is in the one build, so no group compiles (and takes
+    /// cargo's build lock) while another runs.
+    #[test]
+    fn the_build_covers_every_group() {
+        for (_, runs) in FOREGROUND.iter().chain(BACKGROUND.iter().map(|(g, _)| g)) {
+            for run in *runs {
+                let cargo_args = run.split(|a| *a == "--").next().unwrap_or_default();
+                for pair in cargo_args.windows(2) {
+                    if pair[0] == "--test" {
+                        assert!(BUILD.windows(2).any(|b| b == pair), "{pair:?}");
+                    }
+                }
+                for flag in ["--lib", "--bins"] {
+                    if cargo_args.contains(&flag) {
+                        assert!(BUILD.contains(&flag), "{flag}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        ["sh", "-c", script].map(str::to_owned).to_vec()
+    }
+
+    #[test]
+    fn the_background_runs_in_order_into_its_log_and_reports_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("group.log");
+        let passing = Background::start(
+            "passing",
+            vec![sh("echo first; echo to-stderr >&2"), sh("echo second")],
+            &log,
+        )
+        .unwrap();
+        assert!(passing.finish());
+        let text = fs_err::read_to_string(&log).unwrap();
+        let first = text.find("first").unwrap();
+        assert!(text[first..].contains("to-stderr"), "{text}");
+        assert!(text.find("second").unwrap() > first, "{text}");
+        assert!(text.contains("==> passing: sh -c echo second"), "{text}");
+
+        // A failed run fails the group; the runs after it still run.
+        let failing = Background::start(
+            "failing",
+            vec![
+                sh("exit 3"),
+                sh("echo after"),
+                vec!["/nonexistent/cargo".to_owned()],
+            ],
+            &log,
+        )
+        .unwrap();
+        assert!(!failing.finish());
+        let text = fs_err::read_to_string(&log).unwrap();
+        assert!(text.contains("after"), "{text}");
+        assert!(text.contains("cannot run /nonexistent/cargo"), "{text}");
+    }
+
+    #[test]
+    fn stopping_the_background_ends_what_its_run_started_and_the_rest_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("group.log");
+        let marker = dir.path().join("grandchild-lived");
+        // The run starts a grandchild, as cargo starts the test binaries.
+        let grandchild = format!("(sleep 2; touch {}) & wait", marker.display());
+        let started = Instant::now();
+        let group =
+            Background::start("stopped", vec![sh(&grandchild), sh("echo never")], &log).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        group.stop();
+        assert!(started.elapsed().as_secs() < 2, "{:?}", started.elapsed());
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        assert!(!marker.exists(), "the run's own children are stopped too");
+        let text = fs_err::read_to_string(&log).unwrap();
+        assert!(!text.contains("never"), "{text}");
+    }
+}
