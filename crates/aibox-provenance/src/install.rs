@@ -571,20 +571,15 @@ fn three_way(
             }
         }
         if let (Some((release_path, _, _)), Some(c)) = (entry, c) {
+            // Every file, a kept user file too, is recorded as the release ships it,
+            // written or not: that is the base the next plan compares with. A conflict
+            // is reported once, by this upgrade's migration document (which keeps the
+            // old base) and its parked copy, and stays open there until settled;
+            // recording the old base instead made every later plan find the same
+            // conflict again (and park it again at the next release), however it was
+            // settled.
             if user_owned {
-                // A kept user file is recorded as it was installed (or found), not as
-                // the upstream version that was not written.
-                let live_hash = if let Live::File(h) = live {
-                    Some(h)
-                } else {
-                    None
-                };
-                let recorded = if action == Action::Write {
-                    c
-                } else {
-                    r.or(live_hash).unwrap_or(c)
-                };
-                t.user_files.insert(path.to_owned(), recorded);
+                t.user_files.insert(path.to_owned(), c);
             } else {
                 t.files.insert(path.to_owned(), c);
             }

@@ -42,6 +42,15 @@ fn read(root: &Path, rel: &str) -> Vec<u8> {
     fs_err::read(root.join(rel)).unwrap()
 }
 
+/// The class and action `plan` gives `path`.
+fn class_of(plan: &aibox_provenance::InstallPlan, path: &str) -> (Class, Action) {
+    plan.decisions
+        .iter()
+        .find(|x| x.path == path)
+        .map(|x| (x.class, x.action))
+        .unwrap()
+}
+
 #[test]
 fn first_install_selects_maps_and_records() {
     let d = dirs();
@@ -275,13 +284,7 @@ fn upgrade_keeps_every_local_edit_and_writes_a_migration() {
         ..Setup::default()
     };
     let p = install(root, d.store.path(), &v2, &setup);
-    let class = |path: &str| {
-        p.decisions
-            .iter()
-            .find(|x| x.path == path)
-            .map(|x| (x.class, x.action))
-            .unwrap()
-    };
+    let class = |path: &str| class_of(&p, path);
     assert_eq!(class(conflict), (Class::Conflict, Action::Keep));
     assert_eq!(
         class(upstream_only),
@@ -354,7 +357,30 @@ fn upgrade_keeps_every_local_edit_and_writes_a_migration() {
     assert_eq!(report.missing, vec![deleted.to_owned()]);
     assert!(report.unexpected.contains(&added.to_owned()));
     assert!(report.unexpected.contains(&removed_edited.to_owned()));
-    assert_eq!(report.user_modified, vec![settings.to_owned()]);
+    // The marker records the release's version of every file, kept user files too, so
+    // the kept `AGENTS.md` (still v1's) is a user file that differs from it.
+    assert_eq!(
+        report.user_modified,
+        vec!["AGENTS.md".to_owned(), settings.to_owned()]
+    );
+    assert_eq!(class("AGENTS.md"), (Class::Conflict, Action::Keep));
+
+    // Planned again at the same release, nothing is a conflict any more: each was
+    // reported once, by the migration document, and the kept files are local edits.
+    let again = plan(root, d.store.path(), &v2, &setup).unwrap();
+    for path in ["AGENTS.md", conflict] {
+        assert_eq!(
+            class_of(&again, path),
+            (Class::ChangedLocallyOnly, Action::Keep),
+            "{path}"
+        );
+    }
+    assert!(
+        again.decisions.iter().all(|x| x.class != Class::Conflict),
+        "{:?}",
+        again.decisions.iter().find(|x| x.class == Class::Conflict)
+    );
+    assert!(again.migration.is_none() && again.is_noop());
 }
 
 #[test]
