@@ -51,14 +51,21 @@ fn warn_not_installed(config: &aibox_config::AiboxToml, plan: &mut PlanBuilder) 
 }
 
 /// A user-owned file that already exists is kept, never overwritten: say so for the one
-/// whose content matters to every agent.
+/// whose content matters to every agent, on the run that meets a release version of it
+/// that differs (a conflict). The marker then records that version as the base, so a
+/// later run of the same release is quiet: the user has been told, here or in the
+/// upgrade's migration document.
 fn warn_kept_agents_md(
     install: &aibox_provenance::install::InstallPlan,
     version: &str,
     plan: &mut PlanBuilder,
 ) {
+    use aibox_provenance::install::{Action, Class};
     if install.decisions.iter().any(|d| {
-        d.path == "AGENTS.md" && d.user_owned && d.action == aibox_provenance::install::Action::Keep
+        d.path == "AGENTS.md"
+            && d.user_owned
+            && d.action == Action::Keep
+            && d.class == Class::Conflict
     }) {
         plan.warn(format!(
             "processkit: AGENTS.md already exists, so processkit {version}'s AGENTS.md was not \

@@ -4,7 +4,9 @@
 //! of a conflicting file, settles it and marks the migration applied, after which
 //! `apply` and `doctor` are clean. Every refusal (unknown id, a file that is not a
 //! conflict, a file changed since the upgrade, an altered parked copy, a base version
-//! not in the cache, an unreadable document) and an interrupted resolve are covered.
+//! not in the cache, an unreadable document) and an interrupted resolve are covered. A
+//! settled conflict stays settled: later applies of the same release find none, and a
+//! later release brings one only when it changes the file again.
 //! Real applies of synthetic releases, real files.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may fail loudly
@@ -14,6 +16,7 @@ use crate::common;
 use aibox_engine::doctor::{DoctorOptions, doctor};
 use aibox_engine::migrate::{self, MigrateOptions, Resolution, ResolveRequest, Side};
 use aibox_engine::{ApplyOptions, apply};
+use aibox_provenance::Sha256;
 use aibox_test_support::http::release::SyntheticRelease;
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -23,6 +26,8 @@ struct Upgraded {
     _dirs: (tempfile::TempDir, tempfile::TempDir, tempfile::TempDir),
     root: Utf8PathBuf,
     cache: Utf8PathBuf,
+    /// Where the release archives are (a later release is added here).
+    releases: Utf8PathBuf,
     v1: SyntheticRelease,
     v2: SyntheticRelease,
     /// The edited skill file.
@@ -32,6 +37,8 @@ struct Upgraded {
 }
 
 const SKILL_EDIT: &str = "my local skill notes\n";
+/// The user's own `AGENTS.md` before the upgrade: ours, neither base nor theirs.
+const AGENTS_EDIT: &str = "# Agents\n\nOur build command: `make check`.\n";
 
 impl Upgraded {
     fn new() -> Self {
@@ -50,6 +57,7 @@ impl Upgraded {
             .changed_plain_skill(&v1, &root)
             .expect("the next release changes an installed skill");
         fs_err::write(root.join(&skill), SKILL_EDIT).unwrap();
+        fs_err::write(root.join("AGENTS.md"), AGENTS_EDIT).unwrap();
         // A local edit of a file the next release leaves alone: kept, no conflict.
         fs_err::write(root.join("context/INDEX.md"), "# our index\n").unwrap();
         fs_err::write(root.join("aibox.toml"), &c2).unwrap();
@@ -59,6 +67,7 @@ impl Upgraded {
             _dirs: (d, c, p),
             root,
             cache,
+            releases,
             v1,
             v2,
             skill,
@@ -93,6 +102,28 @@ impl Upgraded {
             "context/migrations/pending/{}.upstream/{path}",
             self.id
         ))
+    }
+
+    /// Installs `release` (a later one) with `apply`.
+    fn upgrade_to(&self, release: &SyntheticRelease) -> aibox_engine::ApplyReport {
+        let config = common::release_config(&self.releases, release);
+        fs_err::write(self.root.join("aibox.toml"), config).unwrap();
+        apply(&self.root, &common::apply_opts(Some(&self.cache))).unwrap()
+    }
+
+    /// Every parked upstream copy in the project (root-relative).
+    fn parked_copies(&self) -> Vec<String> {
+        common::walk(&self.root)
+            .into_iter()
+            .filter(|p| p.contains(".upstream/"))
+            .collect()
+    }
+
+    /// The digest the install marker records for `AGENTS.md`.
+    fn recorded_agents(&self) -> Sha256 {
+        aibox_provenance::Marker::read(self.root.as_std_path())
+            .unwrap()
+            .user_files["AGENTS.md"]
     }
 
     fn doctor_codes(&self) -> Vec<String> {
@@ -446,4 +477,149 @@ fn an_unreadable_document_is_reported_not_fatal() {
         u.doctor_codes()
             .contains(&"aibox::doctor::migration_unreadable".to_owned())
     );
+}
+
+/// The `AGENTS.md` warning of an apply, if any.
+fn agents_warning(report: &aibox_engine::ApplyReport) -> Option<&String> {
+    report.warnings.iter().find(|w| w.contains("AGENTS.md"))
+}
+
+/// A settled conflict on a user-owned file stays settled: whichever version was kept
+/// (ours, base, or a hand merge), the next apply of the same release finds no conflict,
+/// warns about nothing, parks nothing and leaves the file alone; the marker records the
+/// release's version, and the applied document still records the old base.
+#[test]
+fn a_settled_conflict_on_agents_md_stays_settled_at_the_same_release() {
+    const MERGED: &str = "# Agents\n\nOur build command: `make check`.\n\nMerged by hand.\n";
+    for resolution in [
+        Resolution::Take(Side::Ours),
+        Resolution::Take(Side::Base),
+        Resolution::Edited,
+    ] {
+        let u = Upgraded::new();
+        let name = resolution.name();
+        let upstream = Sha256::of(&u.v2.files["AGENTS.md"].0);
+        assert!(
+            agents_warning(&u.report).is_some(),
+            "{name}: {:?}",
+            u.report.warnings
+        );
+        if resolution == Resolution::Edited {
+            fs_err::write(u.root.join("AGENTS.md"), MERGED).unwrap();
+        }
+        u.resolve(&[&u.skill], Some(Resolution::Take(Side::Theirs)), false)
+            .unwrap();
+        let r = u.resolve(&["AGENTS.md"], Some(resolution), false).unwrap();
+        let applied = r.applied.expect("no conflict left");
+        let kept = fs_err::read(u.root.join("AGENTS.md")).unwrap();
+        let expected: &[u8] = match resolution {
+            Resolution::Take(Side::Ours) => AGENTS_EDIT.as_bytes(),
+            Resolution::Take(_) => &u.v1.files["AGENTS.md"].0,
+            Resolution::Edited => MERGED.as_bytes(),
+        };
+        assert_eq!(kept, expected, "{name}");
+
+        for _ in 0..2 {
+            let report = apply(&u.root, &common::apply_opts(Some(&u.cache))).unwrap();
+            assert_eq!(agents_warning(&report), None, "{name}");
+            assert!(report.upgrade.is_none(), "{name}: {:?}", report.upgrade);
+            assert!(report.pending_migrations.is_empty(), "{name}");
+            let json = serde_json::to_value(&report).unwrap();
+            assert!(json["upgrade"].is_null(), "{name}: {json}");
+            assert!(
+                json["pending_migrations"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty),
+                "{name}: {json}"
+            );
+            assert!(
+                u.parked_copies().is_empty(),
+                "{name}: {:?}",
+                u.parked_copies()
+            );
+            assert_eq!(
+                fs_err::read(u.root.join("AGENTS.md")).unwrap(),
+                kept,
+                "{name}"
+            );
+            assert_eq!(u.recorded_agents(), upstream, "{name}");
+        }
+        let listing = migrate::list(&u.root).unwrap();
+        assert!(listing.migrations.is_empty(), "{name}");
+        // The document of the upgrade keeps the versions it was about.
+        let text = fs_err::read_to_string(u.root.join(&applied)).unwrap();
+        let doc = aibox_provenance::migration::Document::parse(&text).unwrap();
+        let agents = doc
+            .conflicts
+            .iter()
+            .find(|c| c.path == "AGENTS.md")
+            .unwrap();
+        assert_eq!(agents.base, Some(Sha256::of(&u.v1.files["AGENTS.md"].0)));
+        assert_eq!(agents.upstream, Some(upstream));
+        assert_eq!(agents.local, Some(Sha256::of(AGENTS_EDIT.as_bytes())));
+        let codes = u.doctor_codes();
+        assert!(
+            !codes.iter().any(|c| c.contains("migration")),
+            "{name}: {codes:?}"
+        );
+    }
+}
+
+/// After a settled conflict, a later release that ships the same `AGENTS.md` again brings
+/// no conflict (the user's file is a kept local edit); one that really changes it does,
+/// with the version the user last saw as the base, available from the cache.
+#[test]
+fn a_later_release_is_a_conflict_only_when_it_changes_agents_md_again() {
+    let u = Upgraded::new();
+    u.resolve(&[&u.skill], Some(Resolution::Take(Side::Theirs)), false)
+        .unwrap();
+    u.resolve(&["AGENTS.md"], Some(Resolution::Take(Side::Ours)), false)
+        .unwrap();
+
+    // The same AGENTS.md as v0.29.0, other files changed.
+    let mut same = SyntheticRelease::generate("v0.29.1", true);
+    same.files
+        .insert("AGENTS.md".into(), u.v2.files["AGENTS.md"].clone());
+    same.restamp();
+    let report = u.upgrade_to(&same);
+    let up = report.upgrade.as_ref().expect("an upgrade summary");
+    assert_eq!(up.to_version, "v0.29.1");
+    assert!(up.conflicts.is_empty(), "{up:?}");
+    assert!(up.kept_local_edits >= 1, "{up:?}");
+    assert_eq!(agents_warning(&report), None, "{:?}", report.warnings);
+    assert!(u.parked_copies().is_empty(), "{:?}", u.parked_copies());
+    assert_eq!(
+        fs_err::read_to_string(u.root.join("AGENTS.md")).unwrap(),
+        AGENTS_EDIT
+    );
+
+    // A release that changes it again: a conflict, parked, its base the version of
+    // v0.29.1 (what the user's file was last compared with), not the long-gone v0.28.3.
+    let next = SyntheticRelease::generate("v0.30.0", true);
+    assert_ne!(next.files["AGENTS.md"], same.files["AGENTS.md"]);
+    let report = u.upgrade_to(&next);
+    let up = report.upgrade.as_ref().expect("an upgrade summary");
+    let conflicts: Vec<&str> = up.conflicts.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(conflicts, ["AGENTS.md"]);
+    assert!(agents_warning(&report).is_some(), "{:?}", report.warnings);
+    assert_eq!(
+        fs_err::read(u.root.join(&up.conflicts[0].upstream_copy)).unwrap(),
+        next.files["AGENTS.md"].0
+    );
+    assert_eq!(
+        fs_err::read_to_string(u.root.join("AGENTS.md")).unwrap(),
+        AGENTS_EDIT
+    );
+    let document = up.migration_document.as_deref().unwrap();
+    let id = Utf8Path::new(document).file_stem().unwrap();
+    let pending = report
+        .pending_migrations
+        .iter()
+        .find(|m| m.id == id)
+        .unwrap();
+    assert_eq!(pending.open_conflicts, ["AGENTS.md"]);
+    let version = |side| migrate::version(&u.root, id, "AGENTS.md", side, &u.options()).unwrap();
+    assert_eq!(version(Side::Base), same.files["AGENTS.md"].0);
+    assert_eq!(version(Side::Theirs), next.files["AGENTS.md"].0);
+    assert_eq!(version(Side::Ours), AGENTS_EDIT.as_bytes());
 }

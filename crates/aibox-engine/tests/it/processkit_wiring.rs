@@ -318,22 +318,25 @@ fn http_release_reports_download_progress_and_uses_the_given_cache() {
 }
 
 /// A project's own `AGENTS.md` is kept when processkit ships one, and the skip is a
-/// visible warning instead of silence.
+/// visible warning instead of silence, once: the next apply of the same release keeps
+/// it without saying so again.
 #[test]
 fn an_existing_agents_md_is_kept_with_a_warning() {
     let (_t, root) = empty_project();
     let sha = format!("sha256 = \"{PACK_SHA256}\"");
     write_config(&root, &pack(), "\"product\"", &sha);
     fs_err::write(root.join("AGENTS.md"), "# Our own agent rules\n").unwrap();
-    let report = apply(&root, &ApplyOptions::default()).unwrap();
-    assert!(
+    let warned = |report: &aibox_engine::ApplyReport| {
         report
             .warnings
             .iter()
-            .any(|w| w.contains("AGENTS.md already exists")),
-        "{:?}",
-        report.warnings
-    );
+            .any(|w| w.contains("AGENTS.md already exists"))
+    };
+    let report = apply(&root, &ApplyOptions::default()).unwrap();
+    assert!(warned(&report), "{:?}", report.warnings);
+    let again = apply(&root, &ApplyOptions::default()).unwrap();
+    assert!(!warned(&again), "{:?}", again.warnings);
+    assert!(!again.changed(), "{:?}", again.files);
     assert_eq!(
         fs_err::read_to_string(root.join("AGENTS.md")).unwrap(),
         "# Our own agent rules\n"
