@@ -1,6 +1,6 @@
 //! The single guarded writer, as the engine uses it.
 //!
-//! The primitives live in `aibox_fs`, next to the file table they enforce, so
+//! The primitives live in `aibox_fs` (over aibox-config's file table), so
 //! the processkit installer (`aibox-provenance`, which cannot depend on the engine) writes
 //! through the very same code. This module re-exports them; their errors reach users
 //! unchanged inside [`EngineError::Write`].

@@ -1,9 +1,10 @@
 //! The single guarded writer: the only code in aibox that writes project files
 //! (`apply`, `init`, `config set` and the processkit installer all write through it).
 //!
-//! It lives in the bottom layer, next to the file table ([`aibox_config::layout`]) it enforces,
-//! so every crate that writes project files (the engine, `aibox-provenance`) uses the same
-//! primitives; `aibox-config` itself writes nothing.
+//! A crate of its own, one floor above the file table it enforces
+//! ([`aibox_config::layout`]): every crate that writes project files (the engine,
+//! `aibox-provenance`) uses the same primitives, and an edit here rebuilds only those
+//! crates, not every reader of the configuration.
 //!
 //! Guarantees:
 //! - only clean relative paths (no `..`, `.`, empty components, absolute paths or
