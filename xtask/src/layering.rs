@@ -15,9 +15,10 @@ use serde_json::Value;
 /// Internal crates each product crate may depend on (normal dependencies).
 const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
     ("aibox-config", &[]),
+    ("aibox-fs", &["aibox-config"]),
     ("aibox-devcontainer", &["aibox-config"]),
     ("aibox-mcp-registration", &["aibox-config"]),
-    ("aibox-provenance", &["aibox-config"]),
+    ("aibox-provenance", &["aibox-config", "aibox-fs"]),
     ("aibox-policy", &["aibox-config"]),
     ("aibox-skill-review", &["aibox-config"]),
     ("aibox-runtime", &["aibox-config", "aibox-devcontainer"]),
@@ -25,6 +26,7 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
         "aibox-engine",
         &[
             "aibox-config",
+            "aibox-fs",
             "aibox-devcontainer",
             "aibox-mcp-registration",
             "aibox-provenance",
@@ -53,6 +55,7 @@ const FORBIDDEN_EXTERNAL: &[(&str, &[&str])] = &[
         "aibox-config",
         &["ureq", "tar", "flate2", "clap", "reqwest"],
     ),
+    ("aibox-fs", &["ureq", "tar", "flate2", "clap", "reqwest"]),
     (
         "aibox-policy",
         &["ureq", "tar", "flate2", "clap", "reqwest"],

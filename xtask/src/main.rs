@@ -35,7 +35,7 @@
 //!   and the deferral rule (see `release/state.rs`).
 //! - `tidy` (formerly `stubs`): source rules no compiler or linter enforces: no ignored
 //!   tests or `todo!`/`unimplemented!`, file writes in product code only in the writer
-//!   (`aibox_config::write`), `.devcontainer/` path literals only in the file table
+//!   (`aibox_fs`), `.devcontainer/` path literals only in the file table
 //!   (`aibox_config::layout`), no file-system call in the plan, and every integration test
 //!   in a declared module of a harness (`tests/it/`, `tests/e2e/`); see `tidy.rs`. Also
 //!   run by `cargo test -p xtask` (`tests/it/tidy.rs`).

@@ -3,7 +3,7 @@
 //! `cargo test -p xtask`, `tests/it/tidy.rs`).
 //!
 //! - Stubs: an ignored test or a `todo!` is never "done".
-//! - One writer: product code writes files only through `aibox_config::write` (the
+//! - One writer: product code writes files only through `aibox_fs` (the
 //!   writer, checked against the file table); any other file-writing call fails.
 //! - One file table: a string literal that is a `.devcontainer/` path appears only in
 //!   `aibox_config::layout`.
@@ -53,7 +53,7 @@ const WRITE_CALLS: &[&str] = &[
 ];
 
 /// The writer: the only product code allowed to write project files.
-const WRITER: &str = "crates/aibox-config/src/write.rs";
+const WRITER: &str = "crates/aibox-fs/src/lib.rs";
 
 /// The file table: the only product code allowed to spell a `.devcontainer/` path.
 const LAYOUT: &str = "crates/aibox-config/src/layout.rs";
@@ -393,7 +393,7 @@ fn product_rules(path: &str, text: &str) -> Vec<String> {
         {
             hits.push(format!(
                 "{path}:{}: writes a file (`{call}`) outside the writer; use \
-                 `aibox_config::write::Writer`",
+                 `aibox_fs::Writer`",
                 i + 1
             ));
         }

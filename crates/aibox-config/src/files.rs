@@ -65,7 +65,7 @@ impl CopyFrom {
 
     /// Why `size` bytes hashing to `sha256`, read from the source, are not the verified
     /// ones (one phrase, completing "the source …"); `None` when they are.
-    pub(crate) fn mismatch(&self, size: u64, sha256: &[u8; 32]) -> Option<String> {
+    pub fn mismatch(&self, size: u64, sha256: &[u8; 32]) -> Option<String> {
         if size != self.size {
             Some(format!("has {size} bytes, {} were verified", self.size))
         } else if *sha256 != self.sha256 {

@@ -3,8 +3,8 @@
 //! It owns the model of `aibox.toml` and `.aibox-local.toml`, finds them from the
 //! project root, validates them and reports every user error as a `miette` diagnostic
 //! pointing at the file, line and span. It performs no network, process or container
-//! work; the only code in aibox that writes project files is its `write` module, the
-//! primitive every writer above uses, checked against the file table in `layout`.
+//! work and writes no files: the file table in `layout` says which command may write
+//! which project file, and the one writer that enforces it is `aibox-fs`, a floor above.
 
 pub mod container;
 pub mod diag;
@@ -21,7 +21,6 @@ pub mod model;
 pub mod schema;
 pub mod secret_rules;
 pub mod validate;
-pub mod write;
 
 mod load;
 mod path;

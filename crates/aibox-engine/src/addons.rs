@@ -277,8 +277,8 @@ fn edit(
         return Ok(false);
     }
     aibox_config::parse_aibox_toml(&new, aibox_config::AIBOX_TOML)?;
-    let project = aibox_config::write::ProjectRoot::open(root).map_err(|e| write_error(root, e))?;
-    aibox_config::write::Writer::for_command(&project, aibox_config::layout::Writers::CONFIG_SET)
+    let project = aibox_fs::ProjectRoot::open(root).map_err(|e| write_error(root, e))?;
+    aibox_fs::Writer::for_command(&project, aibox_config::layout::Writers::CONFIG_SET)
         .write(
             Utf8Path::new(aibox_config::AIBOX_TOML),
             new.as_bytes(),

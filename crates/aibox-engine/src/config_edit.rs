@@ -5,7 +5,7 @@
 
 use aibox_config::edit::ConfigFile;
 use aibox_config::layout::Writers;
-use aibox_config::write::{ProjectRoot, Writer};
+use aibox_fs::{ProjectRoot, Writer};
 use camino::Utf8Path;
 
 use crate::init::{InitError, write_error};

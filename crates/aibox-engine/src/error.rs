@@ -73,11 +73,11 @@ pub enum EngineError {
     #[diagnostic(transparent)]
     ConfigCheck(Box<ConfigCheckError>),
 
-    /// The writer refused a path or could not use the project root (`aibox_config::write`;
+    /// The writer refused a path or could not use the project root (`aibox_fs`;
     /// its `aibox::apply::*` codes are the ones users see).
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Write(Box<aibox_config::write::WriteError>),
+    Write(Box<aibox_fs::WriteError>),
 
     /// A generated file exists but aibox did not write it.
     #[error("`{path}` was not written by aibox (no aibox header, digest not in aibox.lock)")]

@@ -5,12 +5,12 @@
 //! writes both files atomically (temporary file in the same directory, then rename),
 //! never overwrites an `aibox.toml` that appears meanwhile, never edits or reorders a
 //! user's `.gitignore` lines, and never sets a `[security]` consent. Both files go
-//! through the one writer (`aibox_config::write`) as the `init` command of the file
+//! through the one writer (`aibox_fs`) as the `init` command of the file
 //! table.
 
 use aibox_config::layout::Writers;
-use aibox_config::write::{ProjectRoot, WriteError, Writer};
 use aibox_config::{AIBOX_TOML, ConfigError, merge_gitignore, parse_aibox_toml};
+use aibox_fs::{ProjectRoot, WriteError, Writer};
 use camino::{Utf8Path, Utf8PathBuf};
 
 /// Every answer `init` needs (defined next to the renderer in `aibox-config`).

@@ -8,10 +8,10 @@ use thiserror::Error;
 #[derive(Debug, Error, Diagnostic)]
 #[non_exhaustive]
 pub enum ProvenanceError {
-    /// The project writer refused or failed (`aibox_config::write`).
+    /// The project writer refused or failed (`aibox_fs`).
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Write(#[from] aibox_config::write::WriteError),
+    Write(#[from] aibox_fs::WriteError),
     /// A file-system operation failed.
     #[error("{action} `{path}` failed")]
     #[diagnostic(

@@ -1153,7 +1153,7 @@ fn check_parents(root: &Path, rel: &str) -> Result<()> {
 /// Applies a plan: content writes and removals, snapshot, migration document, and the
 /// marker last. The caller writes `plan.lock` into `aibox.lock` afterwards.
 pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
-    use aibox_config::write::{ProjectRoot, Writer};
+    use aibox_fs::{ProjectRoot, Writer};
     // Refuse before writing anything if any destination is unsafe.
     for w in plan.writes.iter().chain(plan.migration.iter().flatten()) {
         check_parents(root, &w.path)?;
@@ -1165,7 +1165,7 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
         path: root.display().to_string(),
         reason: "the project path is not valid UTF-8".to_owned(),
     })?;
-    // Every byte goes through the one project writer (`aibox_config::write`): perimeter,
+    // Every byte goes through the one project writer (`aibox_fs`): perimeter,
     // symlink checks, atomic replace, fsync.
     let project = ProjectRoot::open(utf8)?;
     let mut writer = Writer::new(&project);
@@ -1221,11 +1221,7 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
 
 /// Writes one planned file at `path`: its bytes, or a verified copy streamed from the
 /// release.
-fn write_one(
-    writer: &mut aibox_config::write::Writer<'_>,
-    path: &str,
-    w: &FileWrite,
-) -> Result<()> {
+fn write_one(writer: &mut aibox_fs::Writer<'_>, path: &str, w: &FileWrite) -> Result<()> {
     let mode = Some(if w.executable { 0o755 } else { 0o644 });
     match &w.data {
         WriteData::Bytes(bytes) => {

@@ -449,7 +449,7 @@ impl Document {
                 continue;
             }
             for p in std::iter::once(&path).chain(release_path.as_ref()) {
-                aibox_config::write::check_relative(camino::Utf8Path::new(p))
+                aibox_fs::check_relative(camino::Utf8Path::new(p))
                     .map_err(|e| format!("conflict path: {e}"))?;
             }
             conflicts.push(Conflict {

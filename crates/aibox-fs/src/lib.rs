@@ -1,14 +1,15 @@
 //! The single guarded writer: the only code in aibox that writes project files
 //! (`apply`, `init`, `config set` and the processkit installer all write through it).
 //!
-//! It lives in the bottom layer, next to the file table ([`crate::layout`]) it enforces,
-//! so every crate that writes project files (the engine, `aibox-provenance`) uses the same
-//! primitives; `aibox-config` itself writes nothing.
+//! A crate of its own, one floor above the file table it enforces
+//! ([`aibox_config::layout`]): every crate that writes project files (the engine,
+//! `aibox-provenance`) uses the same primitives, and an edit here rebuilds only those
+//! crates, not every reader of the configuration.
 //!
 //! Guarantees:
 //! - only clean relative paths (no `..`, `.`, empty components, absolute paths or
 //!   backslashes) that the file table lets the writer's command write
-//!   ([`crate::layout::may_write`]; for `apply`, the [`PERIMETER`]);
+//!   ([`aibox_config::layout::may_write`]; for `apply`, the [`PERIMETER`]);
 //! - never through a symlink: every parent directory and the target itself are checked
 //!   with `symlink_metadata` below the canonicalised project root (each directory once
 //!   per [`ProjectRoot`]: aibox never removes or replaces a directory, and an apply
@@ -27,10 +28,10 @@ use std::io::Write as _;
 
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::layout::Writers;
+use aibox_config::layout::Writers;
 
 /// The closed set of root-relative paths `apply` may write.
-pub use crate::layout::PERIMETER;
+pub use aibox_config::layout::PERIMETER;
 
 /// Why the writer refused or failed. The codes are `aibox::apply::*` because `apply` is
 /// where users meet them; `init` and `config set` report the same ones.
@@ -156,16 +157,16 @@ impl WriteError {
     /// Who can fix it: a symlink, an existing file or a bad root is the user's; a disk
     /// failure or something in the way is the environment; a path outside the table is
     /// a bug in aibox.
-    pub fn kind(&self) -> crate::ErrorKind {
+    pub fn kind(&self) -> aibox_config::ErrorKind {
         match self {
             Self::InvalidPath { .. }
             | Self::Symlink { .. }
             | Self::Exists { .. }
-            | Self::Root { .. } => crate::ErrorKind::User,
+            | Self::Root { .. } => aibox_config::ErrorKind::User,
             Self::WrongKind { .. } | Self::Io { .. } | Self::SourceChanged { .. } => {
-                crate::ErrorKind::Environment
+                aibox_config::ErrorKind::Environment
             }
-            Self::OutsidePerimeter { .. } => crate::ErrorKind::Internal,
+            Self::OutsidePerimeter { .. } => aibox_config::ErrorKind::Internal,
         }
     }
 }
@@ -175,7 +176,7 @@ const TEMP_MARKER: &str = ".aibox-tmp.";
 
 /// Whether a clean relative path lies inside [`PERIMETER`].
 pub fn in_perimeter(rel: &Utf8Path) -> bool {
-    crate::layout::may_write(Writers::APPLY, rel.as_str())
+    aibox_config::layout::may_write(Writers::APPLY, rel.as_str())
 }
 
 /// Checks that `rel` is a clean relative path with `/` separators.
@@ -706,7 +707,7 @@ impl<'a> Writer<'a> {
     /// A clean relative path this writer's command may write.
     fn check_allowed(&self, rel: &Utf8Path) -> Result<(), WriteError> {
         check_relative(rel)?;
-        if crate::layout::may_write(self.role, rel.as_str()) {
+        if aibox_config::layout::may_write(self.role, rel.as_str()) {
             Ok(())
         } else {
             Err(WriteError::OutsidePerimeter {
@@ -795,7 +796,7 @@ impl<'a> Writer<'a> {
     pub fn copy_verified(
         &mut self,
         rel: &Utf8Path,
-        from: &crate::CopyFrom,
+        from: &aibox_config::CopyFrom,
         mode: Option<u32>,
     ) -> Result<(), WriteError> {
         self.check_allowed(rel)?;
@@ -1077,7 +1078,7 @@ struct CopyTarget<'p> {
 /// fails when the size or digest differs from what `from` promises.
 fn copy_temp(
     target: &CopyTarget<'_>,
-    from: &crate::CopyFrom,
+    from: &aibox_config::CopyFrom,
     buf: &mut [u8],
 ) -> Result<(), WriteError> {
     use sha2::Digest as _;
@@ -1350,7 +1351,7 @@ mod tests {
         let source = root_path.join("source.bin");
         let bytes = vec![7u8; 768 * 1024];
         fs_err::write(&source, &bytes).expect("write source");
-        let from = crate::CopyFrom::new(
+        let from = aibox_config::CopyFrom::new(
             std::sync::Arc::from(root_path.as_std_path()),
             std::sync::Arc::from("source.bin"),
             sha2::Sha256::digest(&bytes).into(),

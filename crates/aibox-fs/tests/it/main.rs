@@ -1,0 +1,7 @@
+//! Integration tests of this crate, one module per area (`cargo test -p CRATE --test it`;
+//! `-- MODULE::` runs one area, `-- --skip MODULE::` leaves one out).
+//!
+//! One test binary per harness (links once, not once per file); a new test file is
+//! `tests/it/NAME.rs` plus a `mod NAME;` line here (see CONTRIBUTING.md).
+
+mod writer;

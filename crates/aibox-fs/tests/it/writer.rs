@@ -1,0 +1,80 @@
+//! The writer on a real temp project, through the public API only: the perimeter, path
+//! checks, write-if-changed and modes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use aibox_fs::{PERIMETER, ProjectRoot, WriteOutcome, Writer};
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// A project as users have it: a team file and a local file holding a (fake) token.
+const AIBOX_TOML: &str = "[container]\nname = \"demo\"\n";
+const LOCAL_TOML: &str =
+    "[container.environment]\nGITHUB_TOKEN = \"ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE\"\n";
+
+fn code(err: &dyn miette::Diagnostic) -> String {
+    err.code().map(|c| c.to_string()).unwrap_or_default()
+}
+
+/// Every file below `root`, relative and sorted.
+fn walk(root: &Utf8Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs_err::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = Utf8PathBuf::from_path_buf(entry.path()).unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn mode(path: &Utf8Path) -> u32 {
+    fs_err::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn writer_refuses_paths_outside_the_perimeter() {
+    let dir = tempfile::tempdir().unwrap();
+    let root_path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+    fs_err::write(root_path.join("aibox.toml"), AIBOX_TOML).unwrap();
+    fs_err::write(root_path.join(".aibox-local.toml"), LOCAL_TOML).unwrap();
+    let root = ProjectRoot::open(&root_path).unwrap();
+    let mut writer = Writer::new(&root);
+    for (path, expected) in [
+        ("README.md", "aibox::apply::outside_perimeter"),
+        ("aibox.toml", "aibox::apply::outside_perimeter"),
+        (".git/config", "aibox::apply::outside_perimeter"),
+        (".devcontainer/evil.sh", "aibox::apply::outside_perimeter"),
+        ("context/../README.md", "aibox::apply::invalid_path"),
+        ("/etc/passwd", "aibox::apply::invalid_path"),
+        (".aibox//x", "aibox::apply::invalid_path"),
+    ] {
+        let err = writer.write(Utf8Path::new(path), b"x", None).unwrap_err();
+        assert_eq!(code(&err), expected, "{path}");
+    }
+    assert_eq!(walk(&root_path), vec![".aibox-local.toml", "aibox.toml"]);
+    // Inside the perimeter: created, then unchanged, then updated.
+    let p = Utf8Path::new(".aibox/notes/x.txt");
+    assert_eq!(writer.write(p, b"1", None).unwrap(), WriteOutcome::Created);
+    assert_eq!(
+        writer.write(p, b"1", None).unwrap(),
+        WriteOutcome::Unchanged
+    );
+    assert_eq!(
+        writer.write(p, b"2", Some(0o640)).unwrap(),
+        WriteOutcome::Updated
+    );
+    assert_eq!(mode(&root_path.join(p)), 0o640);
+    // A later write without a mode keeps it.
+    writer.write(p, b"3", None).unwrap();
+    assert_eq!(mode(&root_path.join(p)), 0o640);
+    assert!(PERIMETER.contains(&"aibox.lock"));
+}
