@@ -250,7 +250,12 @@ pub fn latest_release_daily(
             url: url.to_owned(),
             checked: secs,
             latest: answer.as_ref().ok().cloned(),
-            failure: answer.as_ref().err().map(ToString::to_string),
+            // The reason alone: the error is rebuilt around it (with the feed's URL)
+            // when the record is reused, so the URL is not said twice.
+            failure: answer.as_ref().err().map(|e| match e {
+                UpdateError::Unreachable { reason, .. } => reason.clone(),
+                other => other.to_string(),
+            }),
         };
         // Best effort: a cache that cannot be written only means asking again next run.
         let _ = write_record(&file, &r);

@@ -915,5 +915,11 @@ fn unasked_update_checks_ask_the_feed_once_a_day() {
         .and_then(|c| c.skipped_because.clone())
         .unwrap();
     assert!(why.contains("asked less than a day ago"), "{why}");
+    // Said once, not once per layer of the recorded error.
+    assert_eq!(
+        why.matches("cannot read the releases feed").count(),
+        1,
+        "{why}"
+    );
     assert_eq!(again.summary.warnings, 0, "{}", again.render_human());
 }
