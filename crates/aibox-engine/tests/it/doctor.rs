@@ -958,4 +958,9 @@ fn doctor_plans_once_with_or_without_an_engine() {
         let because = mcp.skipped_because.as_deref().unwrap_or_default();
         assert!(because.contains(why), "{because}");
     }
+    // `mcp list` plans once too (the processkit servers are the plan's).
+    let before = aibox_engine::plans_made();
+    let list = aibox_engine::mcp_list(&p.root).unwrap();
+    assert_eq!(aibox_engine::plans_made() - before, 1);
+    assert!(list.servers.iter().any(|s| s.name == "tool"));
 }
