@@ -199,15 +199,10 @@ pub fn apply_resolved(
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root();
     let guard = lock_unless_read_only(root, options)?;
-    // The configuration as it is now, under the lock (see `apply`).
-    let project = crate::config_check::check_project(root.path())?;
-    if project.config != resolved.project.config
-        || project.local != resolved.project.local
-        || crate::snapshot::read_lock(root)? != resolved.previous_lock
-        || !resolved.files.is_current(root, &resolved.project)
-    {
-        return resolve_again(resolved, project, options, guard);
-    }
+    let project = match changed_since(resolved)? {
+        Changed::No(project) => project,
+        Changed::Yes(project) => return resolve_again(resolved, project, options, guard),
+    };
     let plan = crate::plan::plan(resolved)?;
     // The processkit plan was computed from the live tree `resolve` scanned. Should a file
     // it writes have changed since (an edit while the caller held the resolved value), the
@@ -216,6 +211,45 @@ pub fn apply_resolved(
         return resolve_again(resolved, project, options, guard);
     }
     apply_plan_locked(resolved, plan, options, guard)
+}
+
+/// `apply --check` of `resolved` with the plan the caller already made of it (`doctor`,
+/// which hands the same plan to its MCP-servers check). As in [`apply_resolved`], a
+/// project changed since the resolve is resolved and planned again.
+pub(crate) fn check_planned(
+    resolved: &crate::resolve::Resolved,
+    plan: crate::builder::Plan,
+) -> Result<ApplyReport, EngineError> {
+    let options = ApplyOptions {
+        check: true,
+        ..ApplyOptions::default()
+    };
+    match changed_since(resolved)? {
+        Changed::No(_) => apply_plan_locked(resolved, plan, &options, None),
+        Changed::Yes(project) => resolve_again(resolved, project, &options, None),
+    }
+}
+
+/// The configuration as it is now (read under the project lock when the caller holds
+/// it, see [`apply`]), and whether it, the lock or a file the snapshot read changed
+/// since `resolved` was taken.
+enum Changed {
+    No(aibox_config::Project),
+    Yes(aibox_config::Project),
+}
+
+fn changed_since(resolved: &crate::resolve::Resolved) -> Result<Changed, EngineError> {
+    let root = resolved.project_root();
+    let project = crate::config_check::check_project(root.path())?;
+    let changed = project.config != resolved.project.config
+        || project.local != resolved.project.local
+        || crate::snapshot::read_lock(root)? != resolved.previous_lock
+        || !resolved.files.is_current(root, &resolved.project);
+    Ok(if changed {
+        Changed::Yes(project)
+    } else {
+        Changed::No(project)
+    })
 }
 
 /// Resolves the project again (under the project lock), with the configuration read

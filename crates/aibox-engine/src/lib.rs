@@ -24,7 +24,7 @@ pub use apply::{ApplyOptions, ApplyReport, FileAction, FileReport, apply, apply_
 pub use builder::{Plan, PlanBuilder, PlanContext};
 pub use error::EngineError;
 pub use mcp_resolver::Notice;
-pub use plan::plan;
+pub use plan::{plan, plans_made};
 pub use records::{APPLY_LOCK, BACKUP_DIR, PENDING_LOCK};
 pub use resolve::{
     DownloadProgress, PlanOptions, ProcesskitState, Resolved, ResolvedRelease, Security, resolve,

@@ -283,6 +283,27 @@ pub fn mcp_check_resolved(
     run_checks(&selected, list, runtime, target, options, progress)
 }
 
+/// [`mcp_check_resolved`] with the processkit servers of the plan `doctor` made once for
+/// all its checks (none when the release is not resolved): no second plan.
+pub(crate) fn mcp_check_planned(
+    resolved: &Resolved,
+    processkit: &[ServerSpec],
+    runtime: &Runtime,
+    target: &Target,
+    progress: &mut dyn FnMut(&str),
+) -> Result<McpCheckReport, McpCheckError> {
+    let (specs, list) = crate::mcp_list::servers_planned(resolved, processkit)?;
+    let selected: Vec<&ServerSpec> = specs.iter().collect();
+    run_checks(
+        &selected,
+        list,
+        runtime,
+        target,
+        &McpCheckOptions::default(),
+        progress,
+    )
+}
+
 /// Checks the selected servers one after the other.
 fn run_checks(
     selected: &[&ServerSpec],

@@ -58,14 +58,24 @@ pub fn mcp_list_resolved(resolved: &Resolved) -> Result<McpList, EngineError> {
 pub(crate) fn servers_resolved(
     resolved: &Resolved,
 ) -> Result<(Vec<ServerSpec>, McpList), EngineError> {
-    let project = &resolved.project;
     // The processkit servers are what the plan registers: verified, selected, reviewed.
-    let (processkit, not_resolved) = match &resolved.processkit {
-        ProcesskitState::NotResolved { reason } => (Vec::new(), Some(reason.clone())),
-        _ => (crate::plan::plan(resolved)?.processkit_servers, None),
+    let processkit = match &resolved.processkit {
+        ProcesskitState::NotResolved { .. } => Vec::new(),
+        _ => crate::plan::plan(resolved)?.processkit_servers,
     };
+    servers_planned(resolved, &processkit)
+}
+
+/// [`servers_resolved`] with the processkit servers a plan of `resolved` registers
+/// (`doctor` plans once for all its checks); none when the release is not resolved.
+pub(crate) fn servers_planned(
+    resolved: &Resolved,
+    processkit: &[ServerSpec],
+) -> Result<(Vec<ServerSpec>, McpList), EngineError> {
+    let project = &resolved.project;
+    let not_resolved = resolved.not_resolved().map(ToOwned::to_owned);
     let servers =
-        collect_servers(&project.config, &project.local, &processkit).map_err(EngineError::from)?;
+        collect_servers(&project.config, &project.local, processkit).map_err(EngineError::from)?;
     let opts = RegisterOptions {
         harnesses: &project.config.ai.harnesses,
         permissions: &project.config.ai.mcp.permissions,

@@ -60,6 +60,7 @@ fn gated_contents(
 /// CA file; [`EngineError::NotCaptured`] (internal) if a source asks for a file resolve
 /// did not read.
 pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
+    PLANS.with(|n| n.set(n.get() + 1));
     let files = &resolved.files;
     let project = &resolved.project;
     let options = &resolved.options;
@@ -126,6 +127,19 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
         }
     }
     Ok(plan)
+}
+
+thread_local! {
+    /// How many plans this thread has made.
+    static PLANS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Test hook: how many plans the calling thread has made ([`plan`]). Per thread, so tests
+/// running in parallel do not see each other's plans; the engine's tests hold `doctor`
+/// to one plan (it planned twice, once more for its MCP-servers check).
+#[doc(hidden)]
+pub fn plans_made() -> usize {
+    PLANS.with(std::cell::Cell::get)
 }
 
 /// Generated files the previous apply wrote and this plan no longer contains (for

@@ -54,7 +54,7 @@ impl TextKind {
 // What a secret is comes from `aibox_config::secret_rules` (shared with MCP registration
 // and the skill review); this module decides what the gate does with a hit.
 pub(crate) use aibox_config::secret_rules::credential_spans as token_spans;
-use aibox_config::secret_rules::{self, find_credential as find_token};
+use aibox_config::secret_rules::{self, CredentialScan, find_credential as find_token};
 
 /// Scans `text` for secrets. `file` labels the findings (a project-relative path).
 pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
@@ -76,14 +76,17 @@ pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
     for leaf in leaves.unwrap_or_default() {
         check_leaf(file, text, &leaf, kind, &mut out);
     }
-    // Credential formats anywhere, comments included; one finding per line.
+    // Credential formats anywhere, comments included; one finding per line. The rules
+    // are chosen once for the whole text (a line holds only needles the text holds): a
+    // file costs a few passes, not every rule's search on every line.
+    let scan = CredentialScan::for_text(text);
     let flagged: std::collections::BTreeSet<usize> = out.iter().filter_map(|f| f.line).collect();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
         if flagged.contains(&n) {
             continue;
         }
-        if let Some(hit) = find_token(line) {
+        if let Some(hit) = scan.find(line) {
             out.push(
                 Finding::new(
                     "aibox::policy::secret_value",
@@ -278,6 +281,7 @@ fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec
         }
         return;
     }
+    // A leaf is decoded text (escapes resolved), not a piece of `text`: every rule runs.
     if let Some(hit) = find_token(value) {
         let needle: String = value[hit.start..hit.end].chars().take(24).collect();
         out.push(

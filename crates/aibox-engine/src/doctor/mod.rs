@@ -141,6 +141,29 @@ fn resolve_offline(
     crate::resolve::resolve_checked(root, project.clone(), &plan)
 }
 
+/// The project planned once: the sync check compares the plan with the files, and the
+/// MCP-servers check starts the processkit servers it registers (planning is most of a
+/// large release's cost, and that check planned again even without a container).
+struct Planned {
+    /// No plan when the resolve failed or the release is not resolved.
+    plan: Option<Result<crate::builder::Plan, EngineError>>,
+    /// The plan's processkit servers (none without a plan), or why it failed.
+    servers: Result<Vec<aibox_mcp_registration::ServerSpec>, String>,
+}
+
+fn plan_once(resolved: Option<&Result<crate::resolve::Resolved, EngineError>>) -> Planned {
+    let plan = resolved
+        .and_then(|r| r.as_ref().ok())
+        .filter(|r| r.not_resolved().is_none())
+        .map(crate::plan::plan);
+    let servers = match &plan {
+        Some(Ok(plan)) => Ok(plan.processkit_servers.clone()),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Ok(Vec::new()),
+    };
+    Planned { plan, servers }
+}
+
 /// The engine the seccomp gate judges: the one found for the container checks
 /// (detection runs the engines' CLIs, so not twice), else resolved with the same
 /// environment.
@@ -205,10 +228,14 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         _ => None,
     };
 
+    let mut planned = plan_once(resolved.as_ref());
     // generated files in sync (what `apply --check` reports), and whether the MCP
     // servers' dependencies are locked
     match &resolved {
-        Some(resolved) => run.check("sync", checks::sync::findings(resolved)),
+        Some(resolved) => run.check(
+            "sync",
+            checks::sync::findings(resolved, planned.plan.take()),
+        ),
         None => run.skip("sync", "no valid configuration"),
     }
     if let Some(Ok(r)) = &resolved {
@@ -264,7 +291,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         Err(why) => run.skip("base-image", &why),
     }
     // the MCP servers the harnesses start, started in the running container
-    checks::mcp_servers::check(&mut run, resolved.as_ref(), &engine_at);
+    checks::mcp_servers::check(&mut run, resolved.as_ref(), &planned.servers, &engine_at);
     // processkit's own checker, on request
     if options.processkit {
         let lock = lock.as_ref().ok().and_then(Option::as_ref);

@@ -923,3 +923,50 @@ fn unasked_update_checks_ask_the_feed_once_a_day() {
     );
     assert_eq!(again.summary.warnings, 0, "{}", again.render_human());
 }
+
+/// `doctor` plans once: the sync check and the MCP-servers check share the plan. With an
+/// engine but no running container the MCP check gets as far as starting the server (it
+/// planned a second time for that); without an engine it is skipped before.
+#[test]
+fn doctor_plans_once_with_or_without_an_engine() {
+    let p = Project::new(&format!(
+        "{BASE_TOML}\n[ai]\nharnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"tool\"\n\
+         command = \"tool-mcp\"\n"
+    ));
+    p.apply();
+    for (skip_engine, why) in [
+        (false, "no running container"),
+        (true, "skipped by the caller"),
+    ] {
+        let options = DoctorOptions {
+            skip_engine,
+            ..p.options()
+        };
+        let before = aibox_engine::plans_made();
+        let report = doctor(&p.root, &options).unwrap();
+        assert_eq!(
+            aibox_engine::plans_made() - before,
+            1,
+            "skip_engine {skip_engine}"
+        );
+        assert_eq!(
+            status(&report, "sync"),
+            CheckStatus::Ok,
+            "{}",
+            report.render_human()
+        );
+        let mcp = report
+            .checks
+            .iter()
+            .find(|c| c.name == "mcp-servers")
+            .unwrap();
+        assert_eq!(mcp.status, CheckStatus::Skipped);
+        let because = mcp.skipped_because.as_deref().unwrap_or_default();
+        assert!(because.contains(why), "{because}");
+    }
+    // `mcp list` plans once too (the processkit servers are the plan's).
+    let before = aibox_engine::plans_made();
+    let list = aibox_engine::mcp_list(&p.root).unwrap();
+    assert_eq!(aibox_engine::plans_made() - before, 1);
+    assert!(list.servers.iter().any(|s| s.name == "tool"));
+}

@@ -269,6 +269,8 @@ fn aibox_outputs_for_the_real_shaped_release_and_the_examples_have_no_false_posi
 /// file (each rule runs only when its needle is somewhere in the file). Every piece of the
 /// file, each line and each piece cut from either end of one, must get exactly what `find_credential` says of
 /// that piece alone: a needle test that misses a piece would hide a secret from the review.
+/// The policy gate's line scan takes the same per-file scan, so it must flag exactly the
+/// lines `find_credential` flags one by one.
 #[test]
 fn a_scan_made_for_the_whole_file_finds_what_each_piece_alone_finds() {
     use aibox_config::secret_rules::{CredentialScan, find_credential};
@@ -319,6 +321,20 @@ fn a_scan_made_for_the_whole_file_finds_what_each_piece_alone_finds() {
                 );
             }
         }
+        let gate: Vec<usize> = scan_secrets("notes.txt", &text, TextKind::Plain)
+            .iter()
+            .filter_map(|f| f.line)
+            .collect();
+        let alone: Vec<usize> = (1..)
+            .zip(text.lines())
+            .filter(|(_, line)| find_credential(line).is_some())
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            gate, alone,
+            "{}: lines the gate flags in {text:?}",
+            case.note
+        );
     }
     // A file without any needle skips every rule and every line.
     assert!(CredentialScan::for_text("# Notes\n\nPlain prose, no tokens here.\n").is_empty());

@@ -4,21 +4,24 @@
 
 use std::fmt::Write as _;
 
-use aibox_mcp_registration::Origin;
+use aibox_mcp_registration::{Origin, ServerSpec};
 use aibox_policy::{Finding, Severity};
 
 use crate::doctor::report::Run;
 use crate::error::EngineError;
-use crate::mcp_check::{McpCheckOptions, McpCheckReport, ServerCheck, ServerStatus};
+use crate::mcp_check::{McpCheckReport, ServerCheck, ServerStatus};
 use crate::resolve::Resolved;
 
 /// The check's name in the report.
 const NAME: &str = "mcp-servers";
 
 /// Runs the check when the project's container runs; records it as skipped otherwise.
+/// `processkit` is the processkit servers of doctor's one plan (none when the release is
+/// not resolved), or why that plan failed.
 pub(crate) fn check(
     run: &mut Run,
     resolved: Option<&Result<Resolved, EngineError>>,
+    processkit: &Result<Vec<ServerSpec>, String>,
     engine: &super::EngineAt,
 ) {
     let Some(Ok(resolved)) = resolved else {
@@ -29,14 +32,11 @@ pub(crate) fn check(
         Ok(found) => found,
         Err(why) => return run.skip(NAME, why),
     };
-    let check_options = McpCheckOptions::default();
-    match crate::mcp_check::mcp_check_resolved(
-        resolved,
-        runtime,
-        target,
-        &check_options,
-        &mut |_| {},
-    ) {
+    let processkit = match processkit {
+        Ok(servers) => servers,
+        Err(why) => return run.skip(NAME, why),
+    };
+    match crate::mcp_check::mcp_check_planned(resolved, processkit, runtime, target, &mut |_| {}) {
         Ok(report) if !report.servers.iter().any(|s| s.transport == "stdio") => {
             run.skip(NAME, "no stdio MCP servers are configured");
         }

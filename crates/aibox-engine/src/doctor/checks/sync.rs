@@ -4,10 +4,16 @@
 
 use aibox_policy::{Finding, Severity};
 
+use crate::builder::Plan;
 use crate::resolve::Resolved;
 
-/// The findings of the `sync` check for the project's resolve outcome.
-pub(crate) fn findings(resolved: &Result<Resolved, crate::error::EngineError>) -> Vec<Finding> {
+/// The findings of the `sync` check for the project's resolve outcome and doctor's one
+/// plan of it (`None` when there was nothing to plan: the resolve failed or the release
+/// is not resolved).
+pub(crate) fn findings(
+    resolved: &Result<Resolved, crate::error::EngineError>,
+    planned: Option<Result<Plan, crate::error::EngineError>>,
+) -> Vec<Finding> {
     let resolved = match resolved {
         Ok(r) => r,
         Err(e) => return vec![plan_failed(e)],
@@ -24,11 +30,12 @@ pub(crate) fn findings(resolved: &Result<Resolved, crate::error::EngineError>) -
             "run `aibox apply` (it downloads and verifies the release), then `aibox doctor`",
         )];
     }
-    let apply_options = crate::apply::ApplyOptions {
-        check: true,
-        ..crate::apply::ApplyOptions::default()
+    let checked = match planned {
+        Some(Ok(plan)) => crate::apply::check_planned(resolved, plan),
+        Some(Err(e)) => Err(e),
+        None => return Vec::new(),
     };
-    match crate::apply::apply_resolved(resolved, &apply_options) {
+    match checked {
         Ok(report) => report
             .files
             .iter()
