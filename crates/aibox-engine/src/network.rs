@@ -1,11 +1,12 @@
-//! The effective egress allowlist, computed as `apply` computes it for the proxy's filter
-//! and the lock, and the hosts the installed skills declare (`metadata.processkit.hosts`
-//! of their `SKILL.md`), which resolve reads. `aibox network list` shows it
-//! ([`crate::network_list`]).
+//! Egress facts below the plan: the hosts the installed skills declare
+//! (`metadata.processkit.hosts` of their `SKILL.md`), which resolve reads; the lock's
+//! `[network]`; and the built-in tool catalog the generator and the egress lists share.
+//! The allowlist itself is `aibox_devcontainer::egress::allowlist`, called by the
+//! devcontainer source and by `aibox network list` ([`crate::network_list`]).
 
 use std::collections::BTreeMap;
 
-use aibox_config::{AiboxToml, EgressMode, LocalToml};
+use aibox_config::{AiboxToml, EgressMode};
 use aibox_devcontainer::catalog::Catalog;
 use aibox_devcontainer::egress::{self, Allowlist, SkillHosts};
 use aibox_provenance::lock::NetworkLock;
@@ -94,44 +95,12 @@ pub(crate) fn declared_by_skills<'a>(
     out
 }
 
-/// The allowlist of a configuration: the hosts of the catalog tools its image installs,
-/// the hosts its skills declare (`skills`, as resolve read them), and both files'
-/// `[network] allow`.
+/// The built-in tool catalog, its error as the engine's. Parsed once per plan (and once
+/// per `network list`): the generator, the tool locks and the egress lists share it.
 ///
 /// # Errors
-/// A broken built-in catalog or an unknown addon.
-pub fn allowlist(
-    config: &AiboxToml,
-    local: &LocalToml,
-    skills: &[SkillHosts],
-) -> Result<Allowlist, EngineError> {
-    let catalog = builtin_catalog()?;
-    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
-    Ok(egress::allowlist(config, local, &tools, skills))
-}
-
-/// The registries the image builds reach (see [`egress::build_registries`]), for the
-/// tools `config` installs and the locked MCP environments.
-///
-/// # Errors
-/// A broken built-in catalog or an unknown addon.
-pub(crate) fn build_registries(
-    config: &AiboxToml,
-    python_envs: &[aibox_devcontainer::PythonEnv],
-    npm_envs: &[aibox_devcontainer::NpmEnv],
-) -> Result<BTreeMap<String, Vec<String>>, EngineError> {
-    let catalog = builtin_catalog()?;
-    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
-    let proxy = config.network.egress == EgressMode::Allowlist;
-    Ok(egress::build_registries(
-        &tools,
-        python_envs,
-        npm_envs,
-        proxy,
-    ))
-}
-
-fn builtin_catalog() -> Result<Catalog, EngineError> {
+/// A broken built-in catalog.
+pub(crate) fn builtin_catalog() -> Result<Catalog, EngineError> {
     Catalog::builtin().map_err(|e| {
         EngineError::from(aibox_devcontainer::DevcontainerError::Catalog {
             message: e.to_string(),

@@ -8,7 +8,7 @@ use aibox_devcontainer::egress;
 use camino::Utf8Path;
 
 use crate::error::EngineError;
-use crate::network::{allowlist, build_registries};
+use crate::network::{builtin_catalog, proxy_name};
 use crate::resolve::{PlanOptions, ProcesskitState};
 
 /// What `aibox network list` shows.
@@ -50,9 +50,8 @@ pub struct NetworkHost {
 /// # Errors
 /// An invalid configuration, a broken catalog or an unknown addon.
 pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
-    let project = aibox_config::load_project(root)?;
-    let (config, local) = (&project.config, &project.local);
-    let mode = config.network.egress;
+    let (project, text) = aibox_config::load_project_with_text(root)?;
+    let mode = project.config.network.egress;
     if mode != EgressMode::Allowlist {
         return Ok(NetworkList {
             egress: mode.as_str(),
@@ -67,18 +66,24 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
         offline: true,
         ..PlanOptions::default()
     };
-    let resolved = crate::resolve::resolve(root, &options)?;
+    // The checks resolve makes, on the text already read.
+    crate::config_check::check_team_config(&text, &project.config).map_err(EngineError::from)?;
+    let resolved = crate::resolve::resolve_project(root, project, &options)?;
+    let (config, local) = (&resolved.project.config, &resolved.project.local);
     let (skills, not_resolved) = match &resolved.processkit {
-        ProcesskitState::Resolved(r) => (r.skill_hosts.skills.clone(), None),
-        ProcesskitState::NotResolved { reason } => (Vec::new(), Some(reason.clone())),
-        ProcesskitState::NotConfigured => (Vec::new(), None),
+        ProcesskitState::Resolved(r) => (r.skill_hosts.skills.as_slice(), None),
+        ProcesskitState::NotResolved { reason } => (&[][..], Some(reason.clone())),
+        ProcesskitState::NotConfigured => (&[][..], None),
     };
-    let list = allowlist(config, local, &skills)?;
-    let build = build_registries(
-        config,
+    let catalog = builtin_catalog()?;
+    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
+    let list = egress::allowlist(config, local, &tools, skills);
+    let build = egress::build_registries(
+        &tools,
         &crate::sources::devcontainer::python_envs(&resolved.processkit),
         &crate::sources::devcontainer::npm_envs(&resolved.mcp_npm),
-    )?
+        true,
+    )
     .into_iter()
     .map(|(host, origins)| NetworkHost {
         host,
@@ -97,7 +102,7 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
         .collect();
     Ok(NetworkList {
         egress: mode.as_str(),
-        proxy: Some(crate::network::proxy_name()),
+        proxy: Some(proxy_name()),
         hosts,
         build,
         upstream_proxy: local.network.upstream_proxy.clone(),

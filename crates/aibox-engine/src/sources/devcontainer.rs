@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use aibox_devcontainer::catalog::Catalog;
-use aibox_devcontainer::{DOCKERFILE_LOCAL_PATH, Inputs, tools};
+use aibox_devcontainer::catalog::Tool;
+use aibox_devcontainer::{DOCKERFILE_LOCAL_PATH, Inputs, egress, tools};
 use aibox_provenance::lock::{BaseImageLock, ToolDownload, ToolLock};
 use camino::Utf8Path;
 
@@ -19,7 +19,12 @@ use crate::error::EngineError;
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
     let dockerfile_local = ctx.read_text(Utf8Path::new(DOCKERFILE_LOCAL_PATH))?;
     let override_exists = ctx.exists(Utf8Path::new(aibox_config::layout::COMPOSE_OVERRIDE))?;
-    let mut inputs = Inputs::new(&ctx.project.config, &ctx.project.local, ctx.aibox_version);
+    let config = &ctx.project.config;
+    // One parse and one selection for the Dockerfile, the tool locks and the egress lists.
+    let catalog = crate::network::builtin_catalog()?;
+    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
+    let mut inputs = Inputs::new(config, &ctx.project.local, ctx.aibox_version);
+    inputs.catalog = Some(&catalog);
     inputs.dockerfile_local = dockerfile_local.as_deref();
     inputs.override_exists = override_exists;
     inputs.security_opt = &ctx.security_opt;
@@ -34,7 +39,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     let checkout = ctx.root().to_string();
     inputs.checkout = Some(&checkout);
     let skill_hosts = skill_hosts(ctx);
-    inputs.skill_hosts = &skill_hosts.skills;
+    inputs.skill_hosts = skill_hosts.map_or(&[], |h| &h.skills);
     // A retired npm tree's files go with the generated-file retirement; its folder
     // goes here, once empty.
     let previous = ctx.previous_lock.and_then(|l| l.mcp.as_ref());
@@ -44,14 +49,13 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         }
     }
     plan.extend(aibox_devcontainer::render(&inputs)?)?;
-    plan.lock_mut().tools = tool_locks(&ctx.project.config)?;
-    plan.lock_mut().base_image = Some(BaseImageLock::new(&ctx.project.config.container.base_image));
-    let config = &ctx.project.config;
+    plan.lock_mut().tools = tool_locks(&tools);
+    plan.lock_mut().base_image = Some(BaseImageLock::new(&config.container.base_image));
     if config.network.egress == aibox_config::EgressMode::Allowlist {
-        let list = crate::network::allowlist(config, &ctx.project.local, &skill_hosts.skills)?;
-        let build = crate::network::build_registries(config, &python_envs, &npm_envs)?;
+        let list = egress::allowlist(config, &ctx.project.local, &tools, inputs.skill_hosts);
+        let build = egress::build_registries(&tools, &python_envs, &npm_envs, true);
         plan.lock_mut().network = crate::network::lock(config, &list, build);
-        for warning in &skill_hosts.warnings {
+        for warning in skill_hosts.iter().flat_map(|h| &h.warnings) {
             plan.warn(warning.clone());
         }
     }
@@ -60,10 +64,10 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
 
 /// The hosts the installed skills declare, as resolve read them (none without a
 /// resolved processkit release).
-fn skill_hosts(ctx: &PlanContext) -> crate::network::SkillsHosts {
+fn skill_hosts<'c>(ctx: &PlanContext<'c>) -> Option<&'c crate::network::SkillsHosts> {
     match ctx.processkit {
-        crate::resolve::ProcesskitState::Resolved(resolved) => resolved.skill_hosts.clone(),
-        _ => crate::network::SkillsHosts::default(),
+        crate::resolve::ProcesskitState::Resolved(resolved) => Some(&resolved.skill_hosts),
+        _ => None,
     }
 }
 
@@ -105,15 +109,9 @@ pub(crate) fn npm_envs(mcp_npm: &crate::mcp_npm::NpmEnvs) -> Vec<aibox_devcontai
 }
 
 /// The lock entries of the tools the Dockerfile installs.
-fn tool_locks(config: &aibox_config::AiboxToml) -> Result<BTreeMap<String, ToolLock>, EngineError> {
-    let catalog = Catalog::builtin().map_err(|e| {
-        EngineError::from(aibox_devcontainer::DevcontainerError::Catalog {
-            message: e.to_string(),
-        })
-    })?;
-    let tools = aibox_devcontainer::selected_tools(config, &catalog)?;
-    Ok(tools
-        .into_iter()
+fn tool_locks(tools: &[&Tool]) -> BTreeMap<String, ToolLock> {
+    tools
+        .iter()
         .map(|t| {
             let download = t
                 .artifact
@@ -134,7 +132,7 @@ fn tool_locks(config: &aibox_config::AiboxToml) -> Result<BTreeMap<String, ToolL
             };
             (t.name.clone(), lock)
         })
-        .collect())
+        .collect()
 }
 
 /// Text of `.aibox-local.toml` `container.extra_ca_certificates` (a personal path, so it
