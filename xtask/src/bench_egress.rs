@@ -18,7 +18,7 @@
 
 use std::process::Command;
 
-use aibox_test_support::podman::{BASE_IMAGE, Podman, TEST_HOST, local_toml_with_host_ca};
+use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman, TEST_HOST, local_toml_with_host_ca};
 use camino::Utf8PathBuf;
 
 use crate::bench_up::timed;
@@ -85,11 +85,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let _ = podman.run(&["rm", "-f", &n.host()]);
     let _ = aibox(&["down"]).output();
     if !keep {
-        let proxy_image = n.image.replace("-aibox:local", "-aibox-egress:local");
-        let _ = podman.run(&["rmi", "-f", &n.image, &proxy_image]);
-        for net in ["aibox-internal", "aibox-egress", "default"] {
-            let _ = podman.run(&["network", "rm", "-f", &format!("{}_{net}", n.project)]);
-        }
+        // Removed when dropped, right here: both images and the project's networks.
+        Cleanup::new(&podman)
+            .image(&n.image)
+            .egress(&n.project, &n.image)
+            .network(&format!("{}_default", n.project));
         let _ = fs_err::remove_dir_all(&root);
     }
     let report = result?;

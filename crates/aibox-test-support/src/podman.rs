@@ -496,6 +496,22 @@ impl Cleanup {
         cleanup
     }
 
+    /// Adds what `[network] egress = "allowlist"` makes beside the project's own
+    /// container and image (named by `aibox status`): the egress proxy's container and
+    /// image, and the two egress networks, with the names the generator gives them.
+    pub fn egress(&mut self, project: &str, image: &str) -> &mut Self {
+        use aibox_config::container::{EGRESS_NETWORKS, EGRESS_PROXY_SERVICE};
+        // `localhost/<project>-aibox:local` beside `localhost/<project>-aibox-egress:local`.
+        let proxy_image = image.replace("-aibox:local", &format!("-{EGRESS_PROXY_SERVICE}:local"));
+        assert_ne!(proxy_image, image, "not an aibox image name: {image}");
+        self.container(&format!("{project}_{EGRESS_PROXY_SERVICE}_1"))
+            .image(&proxy_image);
+        for network in EGRESS_NETWORKS {
+            self.network(&format!("{project}_{network}"));
+        }
+        self
+    }
+
     /// Removes this container at the end (and now, if a stale one exists).
     pub fn container(&mut self, name: &str) -> &mut Self {
         self.engine.remove_container(name);

@@ -104,7 +104,7 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
     assert!(up.status.success(), "{}", show(&up));
 
     // The test hosts join the proxy's outside network under their names.
-    let outside = format!("{project}_aibox-egress");
+    let outside = format!("{project}_{}", aibox_config::container::EGRESS_NETWORKS[1]);
     for host in ["allowed", "denied"] {
         test_host(
             bench,
@@ -258,24 +258,12 @@ fn names(aibox: &dyn Fn() -> Command) -> (String, String, String) {
     (text("project"), text("container"), text("image"))
 }
 
-fn cleanup_for(
-    engine: Cleanup,
-    project: &str,
-    container: &str,
-    image: &str,
-    root: &Utf8PathBuf,
-) -> Cleanup {
+fn cleanup_for(engine: Cleanup, project: &str, container: &str, image: &str) -> Cleanup {
     let mut cleanup = engine;
-    // `localhost/<project>-aibox:local` and the proxy's `...-aibox-egress:local`.
-    let proxy_image = image.replace("-aibox:local", "-aibox-egress:local");
-    assert_ne!(proxy_image, image, "{root}");
     cleanup
         .container(container)
-        .container(&format!("{project}_aibox-egress_1"))
         .image(image)
-        .image(&proxy_image)
-        .network(&format!("{project}_aibox-internal"))
-        .network(&format!("{project}_aibox-egress"))
+        .egress(project, image)
         .network(&format!("{project}_default"));
     cleanup
 }
@@ -292,7 +280,7 @@ fn on_engine<E: Engine + Clone + 'static>(
     let aibox = || aibox_at(&root);
     ok(aibox().arg("apply"));
     let (project, container, image) = names(&aibox);
-    let mut cleanup = cleanup_for(Cleanup::new(handle), &project, &container, &image, &root);
+    let mut cleanup = cleanup_for(Cleanup::new(handle), &project, &container, &image);
     journey(
         &Bench {
             engine,
@@ -322,13 +310,9 @@ fn allowlist_on_docker() {
 
 /// `up` of an applied project on Podman: its project, container and image names, and the
 /// cleanup that removes them and its networks.
-fn up_on_podman(
-    podman: &Podman,
-    aibox: &dyn Fn() -> Command,
-    root: &Utf8PathBuf,
-) -> (String, String, String, Cleanup) {
+fn up_on_podman(podman: &Podman, aibox: &dyn Fn() -> Command) -> (String, String, String, Cleanup) {
     let (project, container, image) = names(aibox);
-    let cleanup = cleanup_for(Cleanup::new(podman), &project, &container, &image, root);
+    let cleanup = cleanup_for(Cleanup::new(podman), &project, &container, &image);
     ok(aibox().arg("up"));
     (project, container, image, cleanup)
 }
@@ -487,13 +471,13 @@ fn skill_declared_hosts_on_podman() {
         "{lock}"
     );
 
-    let (project, container, _image, mut cleanup) = up_on_podman(&podman, &aibox, &root);
+    let (project, container, _image, mut cleanup) = up_on_podman(&podman, &aibox);
     let engine = |args: &[&str]| podman.run(args);
     let bench = Bench {
         engine: &engine,
         aibox: &aibox,
     };
-    let outside = format!("{project}_aibox-egress");
+    let outside = format!("{project}_{}", aibox_config::container::EGRESS_NETWORKS[1]);
     for host in ["declared", "undeclared"] {
         let name = format!("{project}-{host}");
         test_host(
@@ -548,7 +532,7 @@ fn none_on_podman() {
     );
     let aibox = || podman.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
     ok(aibox().arg("apply"));
-    let (project, container, image, mut cleanup) = up_on_podman(&podman, &aibox, &root);
+    let (project, container, image, mut cleanup) = up_on_podman(&podman, &aibox);
     let engine = |args: &[&str]| podman.run(args);
     let bench = Bench {
         engine: &engine,
