@@ -50,17 +50,17 @@ const FOREGROUND: &[Group] = &[
 /// engines and real tools. The base image test runs after the end-to-end binaries in the
 /// same group, not beside them: Podman 4.3 removing one suite's images while another
 /// builds from shared layers failed builds with "layer not known".
-const BACKGROUND: &[(Group, &str)] = &[(
-    (
-        "end-to-end tests (tests/e2e: Podman, real tools) and the base image test",
-        &[
-            &["--test", "e2e"],
-            // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
-            &["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST],
-        ],
-    ),
-    "target/ci-e2e.log",
-)];
+const BACKGROUND: Group = (
+    "end-to-end tests (tests/e2e: Podman, real tools) and the base image test",
+    &[
+        &["--test", "e2e"],
+        // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
+        &["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST],
+    ],
+);
+
+/// Where the background group's output goes until it is shown.
+const BACKGROUND_LOG: &str = "target/ci-e2e.log";
 
 /// Every test target the groups run, built once before any of them starts.
 const BUILD: &[&str] = &[
@@ -143,38 +143,33 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
 
 /// The groups, on what [`BUILD`] built. Every group runs even after one failed
 /// (`--no-fail-fast` over the whole suite) unless `AIBOX_CI_FAIL_FAST` is set, which also
-/// stops the background groups; the failed groups are named at the end.
+/// stops the background group; the failed groups are named at the end.
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
-    let mut background = Vec::new();
-    for ((name, runs), log) in BACKGROUND {
-        let commands = runs
-            .iter()
-            .map(|run| {
-                let mut argv = vec![cargo()];
-                argv.extend(test_args(run).into_iter().map(str::to_owned));
-                argv
-            })
-            .collect();
-        background.push(Background::start(name, commands, Path::new(log))?);
-    }
+    let (name, runs) = BACKGROUND;
+    let commands = runs
+        .iter()
+        .map(|run| {
+            let mut argv = vec![cargo()];
+            argv.extend(test_args(run).into_iter().map(str::to_owned));
+            argv
+        })
+        .collect();
+    let background = Background::start(name, commands, Path::new(BACKGROUND_LOG))?;
     let mut failed = Vec::new();
     for (name, runs) in FOREGROUND {
         for run in *runs {
             if let Err(e) = step(name, &test_args(run)) {
                 if fail_fast {
-                    background.into_iter().for_each(Background::stop);
+                    background.stop();
                     return Err(e);
                 }
                 failed.push(*name);
             }
         }
     }
-    for group in background {
-        let name = group.name;
-        if !group.finish() {
-            failed.push(name);
-        }
+    if !background.finish() {
+        failed.push(name);
     }
     if failed.is_empty() {
         Ok(())
@@ -358,7 +353,7 @@ mod tests {
         let unit = FOREGROUND[0].1[0];
         assert_eq!(unit[..2], ["--lib", "--bins"]);
         assert!(unit.ends_with(&["--skip", BASE_IMAGE_TEST]));
-        let runs = BACKGROUND.iter().flat_map(|((_, runs), _)| runs.iter());
+        let runs = BACKGROUND.1.iter();
         assert_eq!(runs.filter(|r| r.ends_with(&[BASE_IMAGE_TEST])).count(), 1);
         for (_, runs) in FOREGROUND {
             for run in *runs {
@@ -374,7 +369,7 @@ mod tests {
     /// cargo's build lock) while another runs.
     #[test]
     fn the_build_covers_every_group() {
-        for (_, runs) in FOREGROUND.iter().chain(BACKGROUND.iter().map(|(g, _)| g)) {
+        for (_, runs) in FOREGROUND.iter().chain([&BACKGROUND]) {
             for run in *runs {
                 let cargo_args = run.split(|a| *a == "--").next().unwrap_or_default();
                 for pair in cargo_args.windows(2) {
