@@ -262,13 +262,6 @@ fn credential_text(skill: &Skill<'_>, f: &mut Findings) {
     }
 }
 
-/// What kind of credential a line seems to hold, if any (the shared rule of
-/// `aibox_config::secret_rules`; the review warns instead of refusing).
-#[cfg(test)]
-fn credential_kind(line: &str) -> Option<&'static str> {
-    aibox_config::secret_rules::find_credential(line).map(|hit| hit.kind)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,7 +304,12 @@ mod tests {
 
     #[test]
     fn credential_looking_text() {
-        use super::credential_kind;
+        // What the check does for a file of that one line.
+        let credential_kind = |line: &str| {
+            aibox_config::secret_rules::CredentialScan::for_text(line)
+                .find(line)
+                .map(|hit| hit.kind)
+        };
         assert_eq!(
             credential_kind("url: postgres://user:pass@db.example.com/app"),
             Some("URL with an embedded password")
