@@ -480,11 +480,15 @@ fn resolve_processkit(
     check_skill_folders(root.path(), &catalog)?;
     let now = aibox_provenance::time::now_rfc3339();
     let scan = scan_live(root, project, files, &release, &catalog, &now, options)?;
+    // The configuration's skills with their dependencies: for the review, pk-doctor and
+    // the declared hosts.
+    let selected = selected_skills(config, &catalog)?;
     let reviewed = review_skills(
         root.path(),
         project,
         &release,
         &catalog,
+        &selected,
         scan.interrupted.as_ref(),
     )?;
     // pk-doctor's script, when its skill is selected: locked like a server, so `doctor
@@ -492,7 +496,7 @@ fn resolve_processkit(
     let pk_doctor = catalog
         .skills
         .get("pk-doctor")
-        .filter(|_| selected_skills(config, &catalog).is_ok_and(|s| s.contains("pk-doctor")))
+        .filter(|_| selected.contains("pk-doctor"))
         .map(|s| format!("{}/scripts/doctor.py", s.dir))
         .filter(|p| release.payload.files.contains_key(p));
     let mcp_envs = lock_server_envs(
@@ -510,7 +514,7 @@ fn resolve_processkit(
         root.path(),
         &release,
         &catalog,
-        &selected_skills(config, &catalog)?,
+        &selected,
         reviewed.hand_added.iter().map(|(skill, _)| skill),
     );
     Ok(ProcesskitState::Resolved(Box::new(ResolvedRelease {
@@ -830,6 +834,7 @@ fn review_skills(
     project: &Project,
     release: &VerifiedRelease,
     catalog: &aibox_provenance::catalog::Catalog,
+    selected: &BTreeSet<String>,
     interrupted: Option<&aibox_provenance::Intent>,
 ) -> Result<Reviewed, EngineError> {
     let config = &project.config;
@@ -853,7 +858,6 @@ fn review_skills(
     // Every selected skill that ships an MCP server, whether it is registered on its own
     // or served through the gateway (which exposes its tools too). Core skills are no
     // exception: `core: true` is not a trust decision.
-    let selected = selected_skills(config, catalog)?;
     for skill in catalog
         .skills
         .values()
