@@ -26,10 +26,10 @@ pub use aibox_config::hostpath::HostPath;
 pub use compose::{ComposeSources, NoSources, parse_env_file};
 pub use finding::{Consent, Finding, MAX_FINDING_TEXT, Severity, has_errors};
 pub use gate::{
-    CONTAINER_LABEL, DEVCONTAINER_PATH, check_compose, check_compose_project, check_compose_setup,
-    check_container_state, check_container_user, check_devcontainer_json, check_plan,
-    check_project_volumes, check_run_args, check_seccomp_profile, check_volumes,
-    devcontainer_compose_files,
+    CONTAINER_LABEL, DEVCONTAINER_PATH, GateInputs, check_compose, check_compose_project,
+    check_compose_setup, check_container_state, check_container_user, check_devcontainer_json,
+    check_plan, check_project_volumes, check_run_args, check_seccomp_profile, check_volumes,
+    devcontainer_compose_files, gate_inputs, judge_plan, plan_judgements,
 };
 pub use redact::{MASK, Redactor, redact, redact_secrets};
 pub use relax::relaxation;
@@ -88,6 +88,17 @@ pub enum PolicyError {
         /// The findings (errors and warnings).
         findings: Vec<Finding>,
     },
+    /// The gate's judgement needed a file, host path or folder its traversal
+    /// ([`gate_inputs`]) did not read: the two disagree, a bug.
+    #[error("the policy gate's judgement read `{path}`, which its traversal did not")]
+    #[diagnostic(
+        code(aibox::policy::untraversed),
+        help("this is a bug in aibox; please report it with `aibox doctor --report FILE`")
+    )]
+    Untraversed {
+        /// What the judgement asked for.
+        path: String,
+    },
     /// The vendored base seccomp profile could not be turned into the generated profile.
     #[error("the built-in seccomp profile is malformed: {reason}")]
     #[diagnostic(
@@ -104,7 +115,9 @@ impl PolicyError {
     /// Who can fix it: every refusal is the user's; a broken built-in profile is a bug.
     pub fn kind(&self) -> aibox_config::ErrorKind {
         match self {
-            Self::BaseProfile { .. } => aibox_config::ErrorKind::Internal,
+            Self::BaseProfile { .. } | Self::Untraversed { .. } => {
+                aibox_config::ErrorKind::Internal
+            }
             _ => aibox_config::ErrorKind::User,
         }
     }

@@ -4,7 +4,11 @@
 
 use serde_json::Value as Json;
 
-use super::mounts::{Mount, linked_file, parse_mount_spec, parse_short_volume};
+use super::Pass;
+use super::consent::visit_security_opt;
+use super::mounts::{
+    Mount, linked_file, parse_mount_spec, parse_short_volume, visit_host_read, visit_mount,
+};
 use super::{Ctx, json_strings, json_truthy, str_truthy, unparsable};
 use crate::compose::{ComposeSources, NoSources, dir_of, join_project};
 use crate::finding::{Consent, Finding, Severity};
@@ -19,6 +23,7 @@ pub(super) fn check_local_features(
     jsonc_text: &str,
     sources: &dyn ComposeSources,
     consent: &Consent,
+    pass: Pass,
 ) -> Vec<Finding> {
     let Ok(doc) = parse_jsonc(jsonc_text) else {
         return Vec::new();
@@ -50,7 +55,10 @@ pub(super) fn check_local_features(
             continue;
         };
         // The metadata uses the `devcontainer.json` key names.
-        out.extend(devcontainer_findings(&path, &text, consent, sources));
+        match pass {
+            Pass::Traverse => visit_devcontainer(&path, &text, sources),
+            Pass::Judge => out.extend(devcontainer_findings(&path, &text, consent, sources)),
+        }
     }
     out
 }
@@ -104,33 +112,7 @@ pub(super) fn devcontainer_findings(
     devcontainer_options(&ctx, &doc, &mut out);
     let run_args = json_strings(doc.get("runArgs"));
     run_args_findings(&ctx, &run_args, &mut out);
-    if let Some(mounts) = doc.get("mounts").and_then(Json::as_array) {
-        for m in mounts {
-            let mount = match m {
-                Json::String(s) => parse_mount_spec(s),
-                Json::Object(o) => {
-                    let kind = o.get("type").and_then(Json::as_str).unwrap_or("bind");
-                    o.get("source")
-                        .and_then(Json::as_str)
-                        .filter(|_| kind == "bind")
-                        .map(|s| Mount {
-                            source: s.to_owned(),
-                            read_only: o.get("readonly").is_some_and(json_truthy)
-                                || o.get("readOnly").is_some_and(json_truthy),
-                        })
-                }
-                _ => None,
-            };
-            if let Some(mount) = mount {
-                ctx.mount(&mount, &mut out);
-            }
-        }
-    }
-    if let Some(mount) = doc
-        .get("workspaceMount")
-        .and_then(Json::as_str)
-        .and_then(parse_mount_spec)
-    {
+    for mount in devcontainer_mounts(&doc) {
         ctx.mount(&mount, &mut out);
     }
     // The image build of a configuration: its context and Dockerfile are read from the
@@ -140,10 +122,8 @@ pub(super) fn devcontainer_findings(
             dir: Some(dir_of(file)),
             ..ctx
         };
-        let context = build.get("context").and_then(Json::as_str).unwrap_or(".");
-        build_ctx.host_read("build.context", context, &mut out);
-        if let Some(dockerfile) = build.get("dockerfile").and_then(Json::as_str) {
-            build_ctx.host_read("build.dockerfile", dockerfile, &mut out);
+        for (what, path) in devcontainer_build_reads(build) {
+            build_ctx.host_read(what, path, &mut out);
         }
     }
     if let Some(cmd) = doc.get("initializeCommand") {
@@ -183,6 +163,83 @@ pub(super) fn devcontainer_findings(
         }
     }
     out
+}
+
+/// The bind mounts a configuration asks for: `mounts` (strings and objects) and
+/// `workspaceMount`.
+fn devcontainer_mounts(doc: &Json) -> Vec<Mount> {
+    let mut out = Vec::new();
+    if let Some(mounts) = doc.get("mounts").and_then(Json::as_array) {
+        for m in mounts {
+            let mount = match m {
+                Json::String(s) => parse_mount_spec(s),
+                Json::Object(o) => {
+                    let kind = o.get("type").and_then(Json::as_str).unwrap_or("bind");
+                    o.get("source")
+                        .and_then(Json::as_str)
+                        .filter(|_| kind == "bind")
+                        .map(|s| Mount {
+                            source: s.to_owned(),
+                            read_only: o.get("readonly").is_some_and(json_truthy)
+                                || o.get("readOnly").is_some_and(json_truthy),
+                        })
+                }
+                _ => None,
+            };
+            out.extend(mount);
+        }
+    }
+    out.extend(
+        doc.get("workspaceMount")
+            .and_then(Json::as_str)
+            .and_then(parse_mount_spec),
+    );
+    out
+}
+
+/// The host files a configuration's `build` reads, relative to its folder.
+fn devcontainer_build_reads(build: &Json) -> Vec<(&'static str, &str)> {
+    let context = build.get("context").and_then(Json::as_str).unwrap_or(".");
+    let mut out = vec![("build.context", context)];
+    if let Some(dockerfile) = build.get("dockerfile").and_then(Json::as_str) {
+        out.push(("build.dockerfile", dockerfile));
+    }
+    out
+}
+
+/// What [`devcontainer_findings`] reads for a configuration (or a local feature's
+/// metadata) in `file`, read from `sources` without judging (the gate's traversal).
+pub(super) fn visit_devcontainer(file: &str, jsonc_text: &str, sources: &dyn ComposeSources) {
+    let Ok(doc) = parse_jsonc(jsonc_text) else {
+        return;
+    };
+    // `${localWorkspaceFolder}` is the project root; a build reads from the file's folder.
+    let root = Some("");
+    for opt in json_strings(doc.get("securityOpt")) {
+        visit_security_opt(sources, root, &opt);
+    }
+    for (flag, value) in run_arg_pairs(&json_strings(doc.get("runArgs"))) {
+        let mount = match flag.as_str() {
+            "--security-opt" => {
+                visit_security_opt(sources, root, &value);
+                None
+            }
+            "-v" | "--volume" => parse_short_volume(&value),
+            "--mount" => parse_mount_spec(&value),
+            _ => None,
+        };
+        if let Some(m) = mount {
+            visit_mount(sources, root, &m.source);
+        }
+    }
+    for m in devcontainer_mounts(&doc) {
+        visit_mount(sources, root, &m.source);
+    }
+    if let Some(build) = doc.get("build") {
+        for (_, path) in devcontainer_build_reads(build) {
+            visit_host_read(sources, Some(dir_of(file)), path);
+        }
+    }
 }
 
 /// Features whose metadata asks the engine for privileged mode or the engine socket
@@ -273,8 +330,10 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
     out
 }
 
-fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
-    let text = ctx.text;
+/// `docker run`-style arguments as (flag, value) pairs (`--flag=value`, `--flag value`;
+/// an empty value for a flag that takes none).
+fn run_arg_pairs(args: &[String]) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].trim();
@@ -309,8 +368,15 @@ fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
             inline
         };
         i += 1;
-        let value = value.unwrap_or_default();
-        match flag {
+        pairs.push((flag.to_owned(), value.unwrap_or_default()));
+    }
+    pairs
+}
+
+fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
+    let text = ctx.text;
+    for (flag, value) in run_arg_pairs(args) {
+        match flag.as_str() {
             "--privileged" if value.is_empty() || str_truthy(&value) => {
                 ctx.privileged(line_of(text, "--privileged"), out);
             }

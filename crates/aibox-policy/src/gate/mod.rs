@@ -8,7 +8,10 @@
 //!
 //! This module is the entry point (`check_plan` over a plan, `check_container_state`
 //! over what the engine runs) and holds `Ctx`, the place every rule reports a finding
-//! through the owner's exceptions. The concerns live in their own files:
+//! through the owner's exceptions. Over a plan the gate is two steps: `gate_inputs`
+//! reads what the rules need and judges nothing, `judge_plan` judges those inputs and
+//! reads nothing else (`inputs`). The concerns live in their own files:
+//! - `inputs`: the traversal, its result and the judgement's closed view of it;
 //! - `setup`: which dev container configurations and Compose files the tools run;
 //! - `project`: Compose resolution (`include:`, `extends`, interpolation, networks,
 //!   volumes) and what cannot be resolved;
@@ -20,6 +23,7 @@
 
 mod consent;
 mod devcontainer;
+mod inputs;
 mod mounts;
 mod privilege;
 mod project;
@@ -28,15 +32,14 @@ mod setup;
 
 pub use consent::check_seccomp_profile;
 pub use devcontainer::{check_devcontainer_json, check_run_args};
+pub use inputs::{GateInputs, gate_inputs};
 pub use mounts::{check_project_volumes, check_volumes};
 pub use privilege::check_container_user;
 pub use project::{check_compose, check_compose_project};
 pub use setup::{check_compose_setup, devcontainer_compose_files};
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use aibox_config::hostpath::HostPath;
 use aibox_config::{AiboxToml, LocalToml, Ownership, PlannedFile};
 use serde_json::Value as Json;
 use serde_norway::Value as Yaml;
@@ -45,6 +48,7 @@ use crate::PolicyError;
 use crate::compose::ComposeSources;
 use crate::finding::{Consent, Finding, Severity};
 use crate::secrets::{TextKind, scan_secrets};
+use inputs::{Closed, Overlay};
 
 use mounts::Mount;
 
@@ -54,7 +58,9 @@ pub const DEVCONTAINER_PATH: &str = aibox_config::layout::DEVCONTAINER_JSON;
 /// The whole gate over a plan, as `apply` runs it before writing anything: the planned
 /// Compose file and `devcontainer.json`, the existing override (`override_text`, read by
 /// the caller), the configured volumes of both configuration files, and the secret scan
-/// over every planned file that is committed (everything but local state).
+/// over every planned file that is committed (everything but local state). It is
+/// [`gate_inputs`] (what the rules read) followed by [`judge_plan`] (the rules over
+/// exactly that).
 ///
 /// ```
 /// use aibox_config::{LocalToml, Ownership, PlannedFile, parse_aibox_toml};
@@ -84,20 +90,43 @@ pub fn check_plan(
     override_text: Option<&str>,
     disk: &dyn ComposeSources,
 ) -> Result<Vec<Finding>, PolicyError> {
+    let inputs = gate_inputs(config, local, files, override_text, disk);
+    judge_plan(config, local, files, override_text, &inputs)
+}
+
+thread_local! {
+    /// How many plans this thread has judged.
+    static JUDGEMENTS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Test hook: how many times the calling thread ran [`judge_plan`] (per thread, so tests
+/// running in parallel do not see each other's); the engine's tests hold `apply` to one.
+#[doc(hidden)]
+pub fn plan_judgements() -> usize {
+    JUDGEMENTS.with(std::cell::Cell::get)
+}
+
+/// The judgement of [`check_plan`] over `inputs`, which [`gate_inputs`] made for the same
+/// `files` and `override_text`: every rule, reading the project through `inputs` only.
+///
+/// # Errors
+/// [`PolicyError::Gate`] when any finding is an error; [`PolicyError::Untraversed`] when
+/// a rule needed a file, host path or folder that `inputs` does not hold.
+pub fn judge_plan(
+    config: &AiboxToml,
+    local: &LocalToml,
+    files: &[PlannedFile],
+    override_text: Option<&str>,
+    inputs: &GateInputs,
+) -> Result<Vec<Finding>, PolicyError> {
+    JUDGEMENTS.with(|n| n.set(n.get() + 1));
     let consent = Consent::from_config(config);
     let mut out = Vec::new();
-    // A scaffold-once override that already exists is not rewritten: its current text is
-    // what Compose will use.
-    let skip = |f: &PlannedFile| {
-        f.path == aibox_config::layout::COMPOSE_OVERRIDE
-            && f.ownership == Ownership::ScaffoldOnce
-            && override_text.is_some()
-    };
-    let mut planned = BTreeMap::new();
-    for f in files.iter().filter(|f| !skip(f)) {
-        let text = String::from_utf8_lossy(&f.contents);
-        planned.insert(f.path.to_string(), text.clone().into_owned());
+    let mut planned_override = false;
+    for f in files.iter().filter(|f| !inputs::skipped(f, override_text)) {
+        planned_override |= f.path == aibox_config::layout::COMPOSE_OVERRIDE;
         if f.ownership != Ownership::LocalState && !is_local_state(f.path.as_str()) {
+            let text = String::from_utf8_lossy(&f.contents);
             out.extend(scan_secrets(
                 f.path.as_str(),
                 &text,
@@ -105,28 +134,27 @@ pub fn check_plan(
             ));
         }
     }
-    let planned_override = planned.contains_key(aibox_config::layout::COMPOSE_OVERRIDE);
     if let (Some(text), false) = (override_text, planned_override) {
         out.extend(scan_secrets(
             aibox_config::layout::COMPOSE_OVERRIDE,
             text,
             TextKind::Yaml,
         ));
-        planned.insert(
-            aibox_config::layout::COMPOSE_OVERRIDE.to_owned(),
-            text.to_owned(),
-        );
     }
+    let disk = Closed::new(inputs);
     // Compose sees the planned files, and whatever else is on disk.
     let overlay = Overlay {
-        planned: &planned,
-        disk,
+        planned: &inputs.planned,
+        disk: &disk,
     };
-    out.extend(check_compose_setup(&overlay, &consent));
+    out.extend(setup::compose_setup(&overlay, &consent, Pass::Judge));
     out.extend(crate::egress::check_egress(config, &consent, &overlay));
     out.extend(check_container_user(config, &consent));
-    point_secrets_at_source(&mut out, files, disk);
-    out.extend(check_project_volumes(config, local, &consent, disk));
+    point_secrets_at_source(&mut out, files, &disk);
+    out.extend(mounts::project_volumes(config, local, &consent, &disk));
+    if let Some(path) = disk.first_miss() {
+        return Err(PolicyError::Untraversed { path });
+    }
     let errors: Vec<&Finding> = out
         .iter()
         .filter(|f| f.severity == Severity::Error)
@@ -155,6 +183,14 @@ pub fn check_plan(
         details,
         findings: out,
     })
+}
+
+/// Which of the walk's two runs this is: the traversal reads what each rule would read
+/// (and judges nothing), the judgement runs the rules over the traversal's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Traverse,
+    Judge,
 }
 
 /// Label of findings about the running container.
@@ -284,37 +320,6 @@ fn secret_key_of(f: &Finding) -> Option<&str> {
     let rest = f.message.strip_prefix('`')?;
     let path = &rest[..rest.find('`')?];
     path.rsplit(['.', ':']).next()
-}
-
-/// Planned files first, then the project on disk.
-struct Overlay<'a> {
-    planned: &'a BTreeMap<String, String>,
-    disk: &'a dyn ComposeSources,
-}
-
-impl ComposeSources for Overlay<'_> {
-    fn read(&self, path: &str) -> Option<String> {
-        self.planned
-            .get(path)
-            .cloned()
-            .or_else(|| self.disk.read(path))
-    }
-
-    // A planned file is written as a regular file: the writer refuses a link on its way
-    // (with its own error, before anything is written), and the user's override is read
-    // strictly, so a link there fails earlier. Other paths are the disk's answer.
-    fn host_path(&self, path: &str) -> HostPath {
-        if self.planned.contains_key(path) {
-            return HostPath::Plain;
-        }
-        self.disk.host_path(path)
-    }
-
-    // aibox never plans a dev container configuration in a folder of its own, so the
-    // folders that matter are the ones on disk.
-    fn subdirs(&self, dir: &str) -> Vec<String> {
-        self.disk.subdirs(dir)
-    }
 }
 
 /// Whether `path` is gitignored local state, which may hold personal values and is

@@ -6,7 +6,7 @@
 use aibox_config::hostpath::HostPath;
 use aibox_config::{AiboxToml, ExtraVolume, LocalToml};
 
-use super::{Ctx, str_truthy};
+use super::{Ctx, GateInputs, str_truthy};
 use crate::compose::{ComposeSources, NoSources, join_project};
 use crate::finding::{Consent, Finding, Severity};
 use crate::text::line_of;
@@ -78,6 +78,34 @@ const ENGINE_SOCKETS: [&str; 4] = ["docker.sock", "podman.sock", "containerd.soc
 /// Checks the bind mounts of both `aibox.toml` and `.aibox-local.toml`
 /// (`[[container.extra_volumes]]`), each labelled with its file.
 pub fn check_project_volumes(
+    config: &AiboxToml,
+    local: &LocalToml,
+    consent: &Consent,
+    sources: &dyn ComposeSources,
+) -> Vec<Finding> {
+    let inputs = GateInputs::record(sources, |rec| visit_project_volumes(config, local, rec));
+    inputs.judge(|closed| project_volumes(config, local, consent, closed))
+}
+
+/// What [`check_project_volumes`] reads (where the sources' links lead), read without
+/// judging (the gate's traversal).
+pub(super) fn visit_project_volumes(
+    config: &AiboxToml,
+    local: &LocalToml,
+    sources: &dyn ComposeSources,
+) {
+    let volumes = config
+        .container
+        .extra_volumes
+        .iter()
+        .chain(&local.container.extra_volumes);
+    for v in volumes {
+        visit_mount(sources, Some(""), &v.source);
+    }
+}
+
+/// [`check_project_volumes`]'s judgement.
+pub(super) fn project_volumes(
     config: &AiboxToml,
     local: &LocalToml,
     consent: &Consent,
@@ -412,23 +440,96 @@ pub(super) fn linked_file(
     true
 }
 
+/// The host path a file-reading key names (`env_file`, `configs`, build contexts):
+/// `None` for URLs, `service:`/`docker-image:` contexts and unresolvable variables.
+fn host_read_path(raw: &str) -> Option<String> {
+    let raw = raw.trim();
+    if raw.is_empty() || raw.contains("://") || raw.starts_with("git@") || raw.contains(':') {
+        return None;
+    }
+    resolve_source(raw)
+}
+
+/// Whether a resolved relative path leaves the project from the folder `dir` (absolute
+/// and `~/…` paths are judged by their own rules).
+fn escapes(dir: Option<&str>, path: &str) -> bool {
+    dir.is_some_and(|dir| !path.starts_with(['/', '~']) && join_project(dir, path).is_none())
+}
+
+/// Where the symbolic links on `path` lead (see [`Ctx::link`]), asked of `sources`.
+/// One function for the judge and the traversal, so both ask the same questions.
+fn link_of(sources: &dyn ComposeSources, dir: Option<&str>, path: &str) -> Link {
+    let mut queries = Vec::new();
+    if path.starts_with(['/', '~']) {
+        queries.push(path.to_owned());
+    } else if let Some(dir) = dir {
+        queries.extend(join_project(dir, path));
+        // The kernel's `..` differs from Compose's only after a link: ask for the
+        // path as written when what comes before the first `..` is not plain.
+        let written = if dir.is_empty() {
+            path.to_owned()
+        } else {
+            format!("{dir}/{path}")
+        };
+        if let Some((before, _)) = format!("{written}/").split_once("/../") {
+            let before = join_project("", before).unwrap_or_default();
+            if sources.host_path(&before) != HostPath::Plain {
+                queries.push(written);
+            }
+        }
+    }
+    for query in queries {
+        match sources.host_path(&query) {
+            HostPath::Plain | HostPath::Project(_) => {}
+            HostPath::Outside(target) if query.starts_with(['/', '~']) => {
+                if target != query {
+                    return Link::Moves(target);
+                }
+            }
+            HostPath::Outside(target) => return Link::Leaves(target),
+            HostPath::Unresolvable(reason) => return Link::Broken(reason),
+        }
+    }
+    Link::None
+}
+
+/// The host paths [`Ctx::mount`] asks `sources` about for a bind source, asked without
+/// judging (the gate's traversal, `super::inputs`).
+pub(super) fn visit_mount(sources: &dyn ComposeSources, dir: Option<&str>, source: &str) {
+    let Some(path) = resolve_source(source) else {
+        return;
+    };
+    if escapes(dir, &path) {
+        return;
+    }
+    if let Link::Moves(target) = link_of(sources, dir, &path) {
+        visit_mount(sources, dir, &target);
+    }
+}
+
+/// The host paths [`Ctx::host_read`] asks `sources` about, asked without judging.
+pub(super) fn visit_host_read(sources: &dyn ComposeSources, dir: Option<&str>, raw: &str) {
+    let Some(path) = host_read_path(raw) else {
+        return;
+    };
+    if escapes(dir, &path) {
+        return;
+    }
+    if let Link::Moves(target) = link_of(sources, dir, &path) {
+        visit_host_read(sources, dir, &target);
+    }
+}
+
 impl Ctx<'_> {
     /// A host path whose content Compose copies into the container or the image
     /// (`env_file`, `configs`, `secrets`, build contexts): refused when it is a sensitive
     /// system path, a home or credential location, or outside the project.
     pub(super) fn host_read(&self, what: &str, raw: &str, out: &mut Vec<Finding>) {
         let raw = raw.trim();
-        if raw.is_empty() || raw.contains("://") || raw.starts_with("git@") || raw.contains(':') {
-            // URLs, `service:`/`docker-image:` contexts: no host path.
-            return;
-        }
-        let Some(path) = resolve_source(raw) else {
+        let Some(path) = host_read_path(raw) else {
             return;
         };
-        let outside = match (self.dir, path.starts_with(['/', '~'])) {
-            (Some(dir), false) => join_project(dir, &path).is_none(),
-            _ => false,
-        };
+        let outside = escapes(self.dir, &path);
         if !outside {
             match self.link(&path) {
                 Link::None => {}
@@ -473,38 +574,7 @@ impl Ctx<'_> {
     /// absolute, or `~/…`) leads through symbolic links. A relative path is asked for both
     /// as Compose cleans it (lexically) and as written (the kernel's `..` after a link).
     fn link(&self, path: &str) -> Link {
-        let mut queries = Vec::new();
-        if path.starts_with(['/', '~']) {
-            queries.push(path.to_owned());
-        } else if let Some(dir) = self.dir {
-            queries.extend(join_project(dir, path));
-            // The kernel's `..` differs from Compose's only after a link: ask for the
-            // path as written when what comes before the first `..` is not plain.
-            let written = if dir.is_empty() {
-                path.to_owned()
-            } else {
-                format!("{dir}/{path}")
-            };
-            if let Some((before, _)) = format!("{written}/").split_once("/../") {
-                let before = join_project("", before).unwrap_or_default();
-                if self.sources.host_path(&before) != HostPath::Plain {
-                    queries.push(written);
-                }
-            }
-        }
-        for query in queries {
-            match self.sources.host_path(&query) {
-                HostPath::Plain | HostPath::Project(_) => {}
-                HostPath::Outside(target) if query.starts_with(['/', '~']) => {
-                    if target != query {
-                        return Link::Moves(target);
-                    }
-                }
-                HostPath::Outside(target) => return Link::Leaves(target),
-                HostPath::Unresolvable(reason) => return Link::Broken(reason),
-            }
-        }
-        Link::None
+        link_of(self.sources, self.dir, path)
     }
 
     /// Refuses a project path whose links lead out of the project, to `target`; the
@@ -622,9 +692,7 @@ impl Ctx<'_> {
         };
         let option = format!("mount:{path}");
         let mode = if m.read_only { "read-only" } else { "writable" };
-        let escapes = self
-            .dir
-            .is_some_and(|dir| !path.starts_with(['/', '~']) && join_project(dir, &path).is_none());
+        let escapes = escapes(self.dir, &path);
         if !escapes && self.mount_link(m, &path, line, out) {
             return;
         }

@@ -8,9 +8,9 @@ use aibox_config::hostpath::HostPath;
 use serde_norway::Value as Yaml;
 use serde_norway::value::Mapping;
 
-use super::mounts::{Mount, linked_file, proven_read_only};
-use super::service::check_service;
-use super::{Ctx, unparsable};
+use super::mounts::{Mount, linked_file, proven_read_only, visit_host_read, visit_mount};
+use super::service::{check_service, visit_service};
+use super::{Ctx, GateInputs, Pass, unparsable};
 use crate::compose::{
     ComposeSources, NoSources, dir_of, interpolate_tree, join_project, normalise_yaml,
     parse_env_file, variables_in, yaml_tags,
@@ -74,10 +74,26 @@ pub fn check_compose_project(
     sources: &dyn ComposeSources,
     consent: &Consent,
 ) -> Vec<Finding> {
+    let inputs = GateInputs::record(sources, |rec| {
+        compose_project(files, env_text, rec, consent, Pass::Traverse);
+    });
+    inputs.judge(|closed| compose_project(files, env_text, closed, consent, Pass::Judge))
+}
+
+/// [`check_compose_project`] in one pass: the traversal reads what the rules will read,
+/// the judgement runs the rules.
+pub(super) fn compose_project(
+    files: &[(&str, &str)],
+    env_text: Option<&str>,
+    sources: &dyn ComposeSources,
+    consent: &Consent,
+    pass: Pass,
+) -> Vec<Finding> {
     let mut env = env_text.map(parse_env_file).unwrap_or_default();
     env.insert("HOME".to_owned(), "~".to_owned());
     let mut r = Resolver {
         env,
+        pass,
         sources,
         consent,
         loaded: BTreeMap::new(),
@@ -126,6 +142,8 @@ struct LoadedFile {
 
 struct Resolver<'a> {
     env: BTreeMap<String, String>,
+    /// Traversal (read what the rules read) or judgement (run the rules).
+    pass: Pass,
     sources: &'a dyn ComposeSources,
     consent: &'a Consent,
     loaded: BTreeMap<String, LoadedFile>,
@@ -360,7 +378,9 @@ impl Resolver<'_> {
         let dir = self.dir_for(path);
         // Top-level named volumes that bind a host path, and files handed in as configs
         // or secrets.
-        self.judge_networks(path, &text, &doc, &dir);
+        if self.pass == Pass::Judge {
+            self.judge_networks(path, &text, &doc, &dir);
+        }
         for (key, is_volume) in [("volumes", true), ("configs", false), ("secrets", false)] {
             let Some(map) = doc.get(key).and_then(Yaml::as_mapping) else {
                 continue;
@@ -369,6 +389,10 @@ impl Resolver<'_> {
                 let name = name.as_str().unwrap_or("?");
                 let mut errors = Vec::new();
                 let def = self.guard_variables(path, &text, key, def, &mut errors);
+                if self.pass == Pass::Traverse {
+                    visit_top_level(self.sources, &dir, is_volume, &def);
+                    continue;
+                }
                 let ctx = self.ctx(path, &text, &dir);
                 let mut out = Vec::new();
                 if is_volume {
@@ -512,10 +536,15 @@ impl Resolver<'_> {
             }
         }
         let svc = Yaml::Mapping(svc);
-        let ctx = self.ctx(path, &text, &dir);
-        let mut out = Vec::new();
-        check_service(&ctx, name, &svc, &mut out);
-        self.out.extend(out);
+        match self.pass {
+            Pass::Traverse => visit_service(self.sources, &dir, &svc),
+            Pass::Judge => {
+                let ctx = self.ctx(path, &text, &dir);
+                let mut out = Vec::new();
+                check_service(&ctx, name, &svc, &mut out);
+                self.out.extend(out);
+            }
+        }
         // `extends`: the base service is part of this one; judge it where it is defined.
         let Some(extends) = svc.get("extends") else {
             return;
@@ -553,6 +582,22 @@ impl Resolver<'_> {
             }
             self.judge_service(&target, &base_name, depth + 1);
         }
+    }
+}
+
+/// What the rules read for a top-level volume (the host path a `driver_opts.device`
+/// binds) or config/secret (its `file`), read without judging.
+fn visit_top_level(sources: &dyn ComposeSources, dir: &str, is_volume: bool, def: &Yaml) {
+    if is_volume {
+        let device = def
+            .get("driver_opts")
+            .and_then(|o| o.get("device"))
+            .and_then(Yaml::as_str);
+        if let Some(device) = device.filter(|d| !d.starts_with(':')) {
+            visit_mount(sources, Some(dir), device);
+        }
+    } else if let Some(file) = def.get("file").and_then(Yaml::as_str) {
+        visit_host_read(sources, Some(dir), file);
     }
 }
 

@@ -4,8 +4,10 @@
 
 use serde_norway::Value as Yaml;
 
-use super::mounts::{Mount, parse_short_volume};
+use super::consent::visit_security_opt;
+use super::mounts::{Mount, parse_short_volume, visit_host_read, visit_mount};
 use super::{Ctx, yaml_strings, yaml_truthy};
+use crate::compose::ComposeSources;
 use crate::finding::{Finding, Severity};
 use crate::text::{line_of, line_of_all};
 
@@ -77,43 +79,78 @@ pub(super) fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec
         .at(line_of(ctx.text, "use_api_socket"));
         ctx.push(true, "use_api_socket", f, out);
     }
+    // Findings in key order: the build's reads, its options, then `env_file`.
+    if let Some(build) = svc.get("build").filter(|b| b.is_mapping()) {
+        for (what, path) in build_host_reads(build) {
+            ctx.host_read(what, &path, out);
+        }
+        check_build(ctx, build, out);
+    } else if let Some(context) = svc.get("build").and_then(Yaml::as_str) {
+        ctx.host_read("build.context", context, out);
+    }
+    for file in svc.get("env_file").map(yaml_strings).unwrap_or_default() {
+        ctx.host_read("env_file", &file, out);
+    }
+    for m in service_mounts(svc) {
+        ctx.mount(&m, out);
+    }
+}
+
+/// What [`check_service`] reads for a service in a file whose relative paths start at
+/// `dir`, read from `sources` without judging (the gate's traversal).
+pub(super) fn visit_service(sources: &dyn ComposeSources, dir: &str, svc: &Yaml) {
+    let dir = Some(dir);
+    if let Some(opts) = svc.get("security_opt") {
+        for opt in yaml_strings(opts) {
+            visit_security_opt(sources, dir, &opt);
+        }
+    }
+    for (_, path) in service_host_reads(svc) {
+        visit_host_read(sources, dir, &path);
+    }
+    for m in service_mounts(svc) {
+        visit_mount(sources, dir, &m.source);
+    }
+}
+
+/// The host files a service hands to Compose to read: build contexts, the Dockerfile,
+/// additional contexts and `env_file`s (what each is, the path as written).
+fn service_host_reads(svc: &Yaml) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
     match svc.get("build") {
-        Some(Yaml::String(context)) => ctx.host_read("build.context", context, out),
-        Some(build) if build.is_mapping() => check_build(ctx, build, out),
+        Some(Yaml::String(context)) => out.push(("build.context", context.clone())),
+        Some(build) if build.is_mapping() => out.extend(build_host_reads(build)),
         _ => {}
     }
     if let Some(env_files) = svc.get("env_file") {
-        for file in yaml_strings(env_files) {
-            ctx.host_read("env_file", &file, out);
-        }
+        out.extend(yaml_strings(env_files).into_iter().map(|f| ("env_file", f)));
     }
-    check_service_volumes(ctx, svc, out);
+    out
 }
 
 /// The bind mounts of a service (short and long syntax).
-fn check_service_volumes(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
-    if let Some(volumes) = svc.get("volumes").and_then(Yaml::as_sequence) {
-        for vol in volumes {
-            if let Some(short) = vol.as_str() {
-                if let Some(m) = parse_short_volume(short) {
-                    ctx.mount(&m, out);
-                }
-            } else if vol.is_mapping() {
-                let kind = vol.get("type").and_then(Yaml::as_str).unwrap_or("bind");
-                let source = vol.get("source").and_then(Yaml::as_str);
-                if let (Some(source), "bind") = (source, kind) {
-                    let read_only = vol.get("read_only").is_some_and(yaml_truthy);
-                    ctx.mount(
-                        &Mount {
-                            source: source.to_owned(),
-                            read_only,
-                        },
-                        out,
-                    );
-                }
+fn service_mounts(svc: &Yaml) -> Vec<Mount> {
+    let mut out = Vec::new();
+    for vol in svc
+        .get("volumes")
+        .and_then(Yaml::as_sequence)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(short) = vol.as_str() {
+            out.extend(parse_short_volume(short));
+        } else if vol.is_mapping() {
+            let kind = vol.get("type").and_then(Yaml::as_str).unwrap_or("bind");
+            let source = vol.get("source").and_then(Yaml::as_str);
+            if let (Some(source), "bind") = (source, kind) {
+                out.push(Mount {
+                    source: source.to_owned(),
+                    read_only: vol.get("read_only").is_some_and(yaml_truthy),
+                });
             }
         }
     }
+    out
 }
 
 /// Host devices, device cgroup rules and kernel parameters of a service.
@@ -136,16 +173,17 @@ fn check_kernel_access(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
     }
 }
 
-fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
+/// The host files a build mapping reads: its context, its Dockerfile (relative to the
+/// context: the client reads the file itself, so a link there counts; an absolute one is a
+/// host file of its own) and its additional contexts.
+fn build_host_reads(build: &Yaml) -> Vec<(&'static str, String)> {
     let context = build.get("context").and_then(Yaml::as_str).unwrap_or(".");
-    ctx.host_read("build.context", context, out);
-    // Relative to the context (judged above, but the client reads the file itself, so a
-    // link there counts); an absolute one is a host file of its own.
+    let mut out = vec![("build.context", context.to_owned())];
     if let Some(file) = build.get("dockerfile").and_then(Yaml::as_str) {
         if file.starts_with(['/', '~']) {
-            ctx.host_read("build.dockerfile", file, out);
+            out.push(("build.dockerfile", file.to_owned()));
         } else if !context.contains(':') && !context.starts_with(['/', '~']) {
-            ctx.host_read("build.dockerfile", &format!("{context}/{file}"), out);
+            out.push(("build.dockerfile", format!("{context}/{file}")));
         }
     }
     if let Some(extra) = build.get("additional_contexts") {
@@ -160,10 +198,13 @@ fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
                 .map(|s| s.split_once('=').map_or(s.clone(), |(_, p)| p.to_owned()))
                 .collect(),
         };
-        for path in paths {
-            ctx.host_read("build.additional_contexts", &path, out);
-        }
+        out.extend(paths.into_iter().map(|p| ("build.additional_contexts", p)));
     }
+    out
+}
+
+/// A build's own options (its host reads are [`service_host_reads`]).
+fn check_build(ctx: &Ctx<'_>, build: &Yaml, out: &mut Vec<Finding>) {
     if build.get("privileged").is_some_and(yaml_truthy) {
         ctx.privileged(line_of_all(ctx.text, &["privileged"]), out);
     }

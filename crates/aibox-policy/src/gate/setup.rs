@@ -4,10 +4,10 @@
 
 use aibox_config::hostpath::HostPath;
 
-use super::devcontainer::{check_local_features, devcontainer_findings};
+use super::devcontainer::{check_local_features, devcontainer_findings, visit_devcontainer};
 use super::mounts::linked_file;
-use super::project::{check_compose_project, literal_path};
-use super::{DEVCONTAINER_PATH, json_strings};
+use super::project::{compose_project, literal_path};
+use super::{DEVCONTAINER_PATH, GateInputs, Pass, json_strings};
 use crate::compose::{ComposeSources, dir_of, join_project};
 use crate::finding::{Consent, Finding, Severity};
 use crate::text::{line_of, parse_jsonc};
@@ -24,6 +24,19 @@ use crate::text::{line_of, parse_jsonc};
 /// exist are not run, so they are skipped. A guarded file that is a symbolic link is
 /// refused (Compose and the editor follow it; the gate reads regular files only).
 pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> Vec<Finding> {
+    let inputs = GateInputs::record(sources, |rec| {
+        compose_setup(rec, consent, Pass::Traverse);
+    });
+    inputs.judge(|closed| compose_setup(closed, consent, Pass::Judge))
+}
+
+/// [`check_compose_setup`] in one pass: the traversal reads what the rules will read
+/// (and finds nothing), the judgement runs the rules.
+pub(super) fn compose_setup(
+    sources: &dyn ComposeSources,
+    consent: &Consent,
+    pass: Pass,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut configs = devcontainer_files(sources);
     if !configs.iter().any(|c| c == DEVCONTAINER_PATH) {
@@ -38,8 +51,11 @@ pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> V
         };
         let dir = dir_of(&config).to_owned();
         if let Some(text) = &devcontainer {
-            out.extend(devcontainer_findings(&config, text, consent, sources));
-            out.extend(check_local_features(&config, text, sources, consent));
+            match pass {
+                Pass::Traverse => visit_devcontainer(&config, text, sources),
+                Pass::Judge => out.extend(devcontainer_findings(&config, text, consent, sources)),
+            }
+            out.extend(check_local_features(&config, text, sources, consent, pass));
         }
         // `aibox up` runs its Compose files itself; the editor runs the listed ones. Both count.
         let mut names: Vec<Result<String, String>> = if config == DEVCONTAINER_PATH {
@@ -105,11 +121,12 @@ pub fn check_compose_setup(sources: &dyn ComposeSources, consent: &Consent) -> V
             .iter()
             .map(|(p, t)| (p.as_str(), t.as_str()))
             .collect();
-        out.extend(check_compose_project(
+        out.extend(compose_project(
             &files,
             env.as_deref(),
             sources,
             consent,
+            pass,
         ));
     }
     let mut seen = Vec::new();

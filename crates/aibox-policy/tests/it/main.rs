@@ -8,6 +8,7 @@ mod compose_corpus;
 mod compose_crosscheck;
 mod corpus;
 mod gate;
+mod gate_inputs;
 mod links;
 mod redact;
 mod seccomp;
