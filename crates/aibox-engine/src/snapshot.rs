@@ -14,9 +14,11 @@
 //!   (those the plan no longer contains are retired while unedited);
 //! - lenient reads for the policy gate's Compose resolver (a file that cannot be read as
 //!   text is absent to it, as to Compose's own view of the project): every plain file of
-//!   the file table, plus every file the gate itself asks for when it judges the project
-//!   as it is on disk (`include`, `extends.file`, local features, the `dockerComposeFile`
-//!   list of `devcontainer.json`);
+//!   the file table, plus what [`aibox_policy::gate_inputs`] lists for the project as it
+//!   is on disk: the files its traversal follows (`include`, `extends.file`, local
+//!   features, the `dockerComposeFile` list of `devcontainer.json`), where the host paths
+//!   the mount rules look at lead, and the folders it lists. The traversal judges
+//!   nothing; the one judgement runs in the plan, over the planned files and this capture;
 //! - the personal extra CA certificate file named in `.aibox-local.toml` (it may lie
 //!   outside the project).
 //!
@@ -29,6 +31,7 @@ use std::collections::BTreeMap;
 
 use aibox_config::Project;
 use aibox_config::hostpath::HostPath;
+use aibox_policy::ComposeSources as _;
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -183,9 +186,9 @@ fn strict_paths(previous_lock: Option<&Lock>) -> Vec<Utf8PathBuf> {
     table.chain(generated).collect()
 }
 
-/// The lenient set: every plain file of the file table, and whatever the policy gate's
-/// Compose resolver asks for while judging the project as it is on disk. A file already
-/// in the strict set is served from it (and not recorded again), so no file is read twice.
+/// The lenient set: every plain file of the file table, and what the policy gate's
+/// traversal reads of the project as it is on disk. A file already in the strict set is
+/// served from it (and not recorded again), so no file is read twice.
 /// The texts, link answers and folder listings recorded.
 type Recorded = (
     BTreeMap<String, Option<String>>,
@@ -198,25 +201,29 @@ fn compose_sources(
     project: &Project,
     strict: &BTreeMap<Utf8PathBuf, Option<Vec<u8>>>,
 ) -> Recorded {
-    let recorder = Recorder {
-        root,
-        strict,
-        seen: RefCell::new(BTreeMap::new()),
-        links: RefCell::new(BTreeMap::new()),
-        dirs: RefCell::new(BTreeMap::new()),
-    };
+    let disk = CaptureSources { root, strict };
+    let inputs = aibox_policy::gate_inputs(&project.config, &project.local, &[], None, &disk);
+    let mut texts: BTreeMap<String, Option<String>> = inputs
+        .texts()
+        .map(|(path, text)| (path.to_owned(), text.map(str::to_owned)))
+        .collect();
     for entry in aibox_config::layout::FILES {
         if !entry.path.ends_with('/') && !entry.path.contains("**/") {
-            aibox_policy::ComposeSources::read(&recorder, entry.path);
+            texts
+                .entry(entry.path.to_owned())
+                .or_insert_with(|| disk.read(entry.path));
         }
     }
-    // Only the reads matter here; the real judgement runs in the plan.
-    let _ = aibox_policy::check_plan(&project.config, &project.local, &[], None, &recorder);
-    (
-        recorder.seen.into_inner(),
-        recorder.links.into_inner(),
-        recorder.dirs.into_inner(),
-    )
+    texts.retain(|path, _| !strict.contains_key(Utf8Path::new(path)));
+    let links = inputs
+        .host_paths()
+        .map(|(path, to)| (path.to_owned(), to.clone()))
+        .collect();
+    let dirs = inputs
+        .folders()
+        .map(|(dir, names)| (dir.to_owned(), names.to_vec()))
+        .collect();
+    (texts, links, dirs)
 }
 
 /// Where a host path leads through symbolic links, from the project on disk (`~` is the
@@ -243,43 +250,28 @@ fn compose_text(bytes: Option<&[u8]>) -> Option<String> {
         .map(|b| String::from_utf8_lossy(b).into_owned())
 }
 
-/// Reads the project for the policy gate and records every answer.
-struct Recorder<'a> {
+/// The project on disk for the policy gate's traversal, the strict reads served from
+/// what resolve took already.
+struct CaptureSources<'a> {
     root: &'a ProjectRoot,
     /// The strict reads, taken already.
     strict: &'a BTreeMap<Utf8PathBuf, Option<Vec<u8>>>,
-    seen: RefCell<BTreeMap<String, Option<String>>>,
-    links: RefCell<BTreeMap<String, HostPath>>,
-    dirs: RefCell<BTreeMap<String, Vec<String>>>,
 }
 
-impl aibox_policy::ComposeSources for Recorder<'_> {
+impl aibox_policy::ComposeSources for CaptureSources<'_> {
     fn read(&self, path: &str) -> Option<String> {
-        if let Some(bytes) = self.strict.get(Utf8Path::new(path)) {
-            return compose_text(bytes.as_deref());
+        match self.strict.get(Utf8Path::new(path)) {
+            Some(bytes) => compose_text(bytes.as_deref()),
+            None => disk_text(self.root, path),
         }
-        if let Some(text) = self.seen.borrow().get(path) {
-            return text.clone();
-        }
-        let text = disk_text(self.root, path);
-        self.seen.borrow_mut().insert(path.to_owned(), text.clone());
-        text
     }
 
     fn host_path(&self, path: &str) -> HostPath {
-        self.links
-            .borrow_mut()
-            .entry(path.to_owned())
-            .or_insert_with(|| disk_host_path(self.root, path))
-            .clone()
+        disk_host_path(self.root, path)
     }
 
     fn subdirs(&self, dir: &str) -> Vec<String> {
-        self.dirs
-            .borrow_mut()
-            .entry(dir.to_owned())
-            .or_insert_with(|| disk_subdirs(self.root, dir))
-            .clone()
+        disk_subdirs(self.root, dir)
     }
 }
 

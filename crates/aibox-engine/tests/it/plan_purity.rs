@@ -293,3 +293,137 @@ fn plan_works_after_the_download_cache_is_gone() {
     std::thread::sleep(std::time::Duration::from_millis(1100));
     assert_eq!(rendered(&resolved), before);
 }
+
+/// `apply` judges the policy gate once: resolve's capture takes what the gate's
+/// traversal (`aibox_policy::gate_inputs`) reads without judging, and only the plan
+/// judges. Counted on this thread, for a first apply, a no-op apply and a check.
+#[test]
+fn apply_judges_the_policy_gate_once() {
+    let fx = Fixture::with(AIBOX_TOML);
+    fx.write(
+        ".devcontainer/docker-compose.override.yml",
+        "include:\n  - extra.yml\nservices:\n  demo: {}\n",
+    );
+    fx.write(
+        ".devcontainer/extra.yml",
+        "services:\n  helper:\n    image: busybox\n",
+    );
+    let check = ApplyOptions {
+        check: true,
+        ..ApplyOptions::default()
+    };
+    for (options, changes) in [
+        (ApplyOptions::default(), true),
+        (ApplyOptions::default(), false),
+        (check, false),
+    ] {
+        let before = aibox_policy::plan_judgements();
+        assert_eq!(apply(&fx.root, &options).unwrap().changed(), changes);
+        assert_eq!(aibox_policy::plan_judgements() - before, 1);
+    }
+    let before = aibox_policy::plan_judgements();
+    let resolved = resolve(&fx.root, &offline()).unwrap();
+    assert_eq!(
+        aibox_policy::plan_judgements() - before,
+        0,
+        "capture judged"
+    );
+    plan(&resolved).unwrap();
+    assert_eq!(aibox_policy::plan_judgements() - before, 1);
+}
+
+/// Messy projects for the capture: nested and cyclic includes, an `extends` chain and
+/// cycle, missing files, linked files and folders, a local feature, named
+/// configurations listing several Compose files, a file over the size limit and one
+/// that is not UTF-8. Each written into `fx` (the plan may refuse them; it never finds a
+/// read the capture missed).
+fn messy(fx: &Fixture) {
+    fx.write(
+        ".devcontainer/docker-compose.override.yml",
+        "include:\n  - a.yml\n  - linked.yml\n  - big.yml\n  - latin1.yml\n  - path: sub/b.yml\n    project_directory: sub\nservices:\n  demo:\n    extends:\n      file: base/one.yml\n      service: one\n    volumes:\n      - ../data-link:/d\n      - ../data-link/../up:/u:ro\n    security_opt: [\"seccomp=.devcontainer/aibox-seccomp.json\"]\n",
+    );
+    fx.write(
+        ".devcontainer/a.yml",
+        "include: [sub/b.yml, missing.yml]\nservices:\n  a:\n    image: busybox\n    env_file: [../a.env]\n",
+    );
+    fx.write(
+        ".devcontainer/sub/b.yml",
+        "include: [../a.yml]\nservices:\n  b:\n    image: busybox\n    build:\n      context: ../../ctx-link\n",
+    );
+    fx.write(
+        ".devcontainer/base/one.yml",
+        "services:\n  one:\n    extends:\n      file: ../two.yml\n      service: two\n",
+    );
+    fx.write(
+        ".devcontainer/two.yml",
+        "services:\n  two:\n    extends:\n      file: base/one.yml\n      service: one\n    volumes: [\"./t:/t\"]\n",
+    );
+    fx.write(".devcontainer/real.yml", "services: {}\n");
+    let mut big = "services:\n  big:\n    image: busybox\n".to_owned();
+    while big.len() <= 1 << 20 {
+        big.push_str("# padding padding padding padding padding padding padding\n");
+    }
+    fx.write(".devcontainer/big.yml", &big);
+    fs_err::write(
+        fx.path(".devcontainer/latin1.yml"),
+        b"services:\n  caf\xe9:\n    volumes: [\"./d\xe9j\xe0:/x\"]\n",
+    )
+    .unwrap();
+    fx.write(
+        ".devcontainer/other/devcontainer.json",
+        r#"{ "dockerComposeFile": ["compose.yml", "more/compose.yml", "../missing.yml"], "features": { "./feat": {}, "./gone": {} }, "mounts": ["source=${localWorkspaceFolder}/data-link,target=/m,type=bind"] }"#,
+    );
+    fx.write(
+        ".devcontainer/other/compose.yml",
+        "services:\n  other:\n    volumes: [\"../../data-link:/o\"]\n",
+    );
+    fx.write(
+        ".devcontainer/other/more/compose.yml",
+        "include: [../compose.yml]\n",
+    );
+    fx.write(
+        ".devcontainer/other/feat/devcontainer-feature.json",
+        r#"{ "id": "feat", "mounts": [{ "source": "${localWorkspaceFolder}/feat-data", "target": "/f", "type": "bind" }] }"#,
+    );
+    fx.write(
+        ".devcontainer.json",
+        r#"{ "runArgs": ["-v", "./data-link:/r"] }"#,
+    );
+    fx.write("data/file", "x\n");
+    symlink_at(fx, "data", "data-link");
+    symlink_at(fx, "/nowhere/at/all", "ctx-link");
+    symlink_at(fx, "real.yml", ".devcontainer/linked.yml");
+    symlink_at(fx, "other", ".devcontainer/other-link");
+}
+
+fn symlink_at(fx: &Fixture, target: &str, link: &str) {
+    std::os::unix::fs::symlink(target, fx.path(link)).unwrap();
+}
+
+/// On messy projects, before the first apply and after it, planning never asks for a
+/// file, host path or folder the capture did not take (`NotCaptured`), and the gate's
+/// judgement never reads past its traversal (`Untraversed`): the plan either passes or
+/// is refused by the gate's rules.
+#[test]
+fn the_capture_holds_everything_the_gate_reads_on_messy_projects() {
+    for first in [true, false] {
+        let fx = Fixture::with(AIBOX_TOML);
+        if !first {
+            apply(&fx.root, &ApplyOptions::default()).unwrap();
+        }
+        messy(&fx);
+        let resolved = resolve(&fx.root, &offline()).unwrap();
+        match plan(&resolved) {
+            Ok(_) => {}
+            Err(EngineError::Policy(e)) if matches!(*e, aibox_policy::PolicyError::Gate { .. }) => {
+            }
+            Err(other) => panic!("first apply {first}: {other:?}"),
+        }
+        match apply(&fx.root, &ApplyOptions::default()) {
+            Ok(_) => {}
+            Err(EngineError::Policy(e)) if matches!(*e, aibox_policy::PolicyError::Gate { .. }) => {
+            }
+            Err(other) => panic!("first apply {first}: {other:?}"),
+        }
+    }
+}
