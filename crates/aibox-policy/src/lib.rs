@@ -7,7 +7,8 @@
 //!
 //! - [`seccomp`]: the Codex seccomp posture and the generated seccomp profile.
 //! - [`compose`]: what Compose resolves before it runs a file (merge keys, interpolation).
-//! - [`gate`]: dangerous options in Compose files, `devcontainer.json` and bind mounts.
+//! - [`gate`]: dangerous options in Compose files, `devcontainer.json` and bind mounts;
+//!   over a plan, [`gate_inputs`] lists what it reads and [`judge_plan`] judges only that.
 //! - [`secrets`]: the secret scanner for committed and generated files.
 //! - [`redact`]: redaction of diagnostics before they are shown or written.
 

@@ -32,6 +32,16 @@ fn project() -> Fixture {
         "{\n  \"mcpServers\": {\n    \"mine\": { \"command\": \"my-server\" }\n  }\n}\n",
     );
     apply(&fx.root, &ApplyOptions::default()).unwrap();
+    write_include(&fx);
+    fx.write(
+        ".devcontainer/Dockerfile.local",
+        "RUN echo local > /etc/local\n",
+    );
+    fx
+}
+
+/// A Compose override that includes a second file.
+fn write_include(fx: &Fixture) {
     fx.write(
         ".devcontainer/docker-compose.override.yml",
         "include:\n  - extra.yml\nservices:\n  demo: {}\n",
@@ -40,11 +50,6 @@ fn project() -> Fixture {
         ".devcontainer/extra.yml",
         "services:\n  helper:\n    image: busybox\n",
     );
-    fx.write(
-        ".devcontainer/Dockerfile.local",
-        "RUN echo local > /etc/local\n",
-    );
-    fx
 }
 
 fn offline() -> PlanOptions {
@@ -300,14 +305,7 @@ fn plan_works_after_the_download_cache_is_gone() {
 #[test]
 fn apply_judges_the_policy_gate_once() {
     let fx = Fixture::with(AIBOX_TOML);
-    fx.write(
-        ".devcontainer/docker-compose.override.yml",
-        "include:\n  - extra.yml\nservices:\n  demo: {}\n",
-    );
-    fx.write(
-        ".devcontainer/extra.yml",
-        "services:\n  helper:\n    image: busybox\n",
-    );
+    write_include(&fx);
     let check = ApplyOptions {
         check: true,
         ..ApplyOptions::default()

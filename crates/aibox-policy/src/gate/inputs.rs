@@ -190,41 +190,34 @@ struct Recorder<'a> {
     inputs: RefCell<GateInputs>,
 }
 
+impl Recorder<'_> {
+    /// The answer kept in `slot` for `key`, or `ask`'s, kept.
+    fn remember<T: Clone>(
+        &self,
+        slot: fn(&mut GateInputs) -> &mut BTreeMap<String, T>,
+        key: &str,
+        ask: impl FnOnce() -> T,
+    ) -> T {
+        if let Some(answer) = slot(&mut self.inputs.borrow_mut()).get(key) {
+            return answer.clone();
+        }
+        let answer = ask();
+        slot(&mut self.inputs.borrow_mut()).insert(key.to_owned(), answer.clone());
+        answer
+    }
+}
+
 impl ComposeSources for Recorder<'_> {
     fn read(&self, path: &str) -> Option<String> {
-        if let Some(text) = self.inputs.borrow().texts.get(path) {
-            return text.clone();
-        }
-        let text = self.sources.read(path);
-        self.inputs
-            .borrow_mut()
-            .texts
-            .insert(path.to_owned(), text.clone());
-        text
+        self.remember(|i| &mut i.texts, path, || self.sources.read(path))
     }
 
     fn host_path(&self, path: &str) -> HostPath {
-        if let Some(to) = self.inputs.borrow().links.get(path) {
-            return to.clone();
-        }
-        let to = self.sources.host_path(path);
-        self.inputs
-            .borrow_mut()
-            .links
-            .insert(path.to_owned(), to.clone());
-        to
+        self.remember(|i| &mut i.links, path, || self.sources.host_path(path))
     }
 
     fn subdirs(&self, dir: &str) -> Vec<String> {
-        if let Some(names) = self.inputs.borrow().folders.get(dir) {
-            return names.clone();
-        }
-        let names = self.sources.subdirs(dir);
-        self.inputs
-            .borrow_mut()
-            .folders
-            .insert(dir.to_owned(), names.clone());
-        names
+        self.remember(|i| &mut i.folders, dir, || self.sources.subdirs(dir))
     }
 }
 

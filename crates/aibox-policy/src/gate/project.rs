@@ -396,11 +396,7 @@ impl Resolver<'_> {
                 let ctx = self.ctx(path, &text, &dir);
                 let mut out = Vec::new();
                 if is_volume {
-                    let device = def
-                        .get("driver_opts")
-                        .and_then(|o| o.get("device"))
-                        .and_then(Yaml::as_str);
-                    if let Some(device) = device.filter(|d| !d.starts_with(':')) {
+                    if let Some(device) = volume_device(&def) {
                         // A block device (`type: ext4`, `device: /dev/sda1`) hands over a
                         // whole file system, read-only or not.
                         let read_only = !device.trim().starts_with("/dev/")
@@ -589,16 +585,21 @@ impl Resolver<'_> {
 /// binds) or config/secret (its `file`), read without judging.
 fn visit_top_level(sources: &dyn ComposeSources, dir: &str, is_volume: bool, def: &Yaml) {
     if is_volume {
-        let device = def
-            .get("driver_opts")
-            .and_then(|o| o.get("device"))
-            .and_then(Yaml::as_str);
-        if let Some(device) = device.filter(|d| !d.starts_with(':')) {
+        if let Some(device) = volume_device(def) {
             visit_mount(sources, Some(dir), device);
         }
     } else if let Some(file) = def.get("file").and_then(Yaml::as_str) {
         visit_host_read(sources, Some(dir), file);
     }
+}
+
+/// The host path a named volume's `driver_opts.device` binds (not an NFS-style
+/// `:/export`).
+fn volume_device(def: &Yaml) -> Option<&str> {
+    def.get("driver_opts")
+        .and_then(|o| o.get("device"))
+        .and_then(Yaml::as_str)
+        .filter(|d| !d.starts_with(':'))
 }
 
 /// The path when it has no interpolation; `None` otherwise.
