@@ -146,6 +146,10 @@ fn build_registries_stay_apart(root: &camino::Utf8Path, filter: &str, lock: &str
         "{lock}"
     );
     assert!(
+        build.contains("apt: egress relay socat 1.7.4.4-2"),
+        "{lock}"
+    );
+    assert!(
         build.contains("\"registry.npmjs.org\" = [\"download: tool claude-code 2.1.197\"]"),
         "{lock}"
     );
@@ -191,6 +195,24 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
             "services:\n  relay:\n    image: alpine:3.20\n    networks:\n      - aibox-internal\n      - default\n",
             "egress:network:aibox-internal:relay",
         ),
+        // The proxy reaches the agent only through its socket, never on its network.
+        (
+            "services:\n  aibox-egress:\n    networks:\n      - aibox-internal\n      - aibox-egress\n",
+            "egress:network:aibox-internal:aibox-egress",
+        ),
+        // Another network under the internal one's name: one with a route, or a resolver.
+        (
+            "networks:\n  aibox-internal:\n    name: podman\n",
+            "egress:aibox-internal:name",
+        ),
+        (
+            "networks:\n  aibox-internal:\n    external: true\n",
+            "egress:aibox-internal:external",
+        ),
+        (
+            "networks:\n  aibox-internal:\n    driver_opts:\n      com.docker.network.bridge.name: br0\n",
+            "egress:aibox-internal:driver_opts",
+        ),
     ];
     for (text, option) in cases {
         let (_t, root) = project(TEAM);
@@ -224,6 +246,21 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
             report.warnings
         );
     }
+
+    // Labels on the internal network (and restating `internal: true`) change no route.
+    let (_t, root) = project(TEAM);
+    fs_err::create_dir_all(root.join(".devcontainer")).unwrap();
+    fs_err::write(
+        root.join(OVERRIDE),
+        "networks:\n  aibox-internal:\n    internal: true\n    labels:\n      team: dev\n",
+    )
+    .unwrap();
+    let report = apply(&root, &apply_opts(None)).unwrap();
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("egress")),
+        "{:?}",
+        report.warnings
+    );
 }
 
 /// In `none` mode the agent is sealed the same way, without a proxy.
