@@ -490,6 +490,13 @@ fn agent_command(case: &Case) -> &'static str {
     }
 }
 
+/// The text values among `items`.
+fn strings<'a>(items: impl Iterator<Item = &'a serde_norway::Value>) -> Vec<String> {
+    items
+        .filter_map(|x| x.as_str().map(str::to_owned))
+        .collect()
+}
+
 /// What `docker-compose config` makes of an `allowlist` case: the proxy variables (they
 /// win over the team's own `HTTPS_PROXY`, so they join `expected`) name the agent's own
 /// loopback, where its command relays to the proxy's socket (read-only in the agent);
@@ -510,24 +517,14 @@ fn egress_as_compose_reads_it(
     ] {
         expected.insert(key.into(), value.into());
     }
-    let names = |v: &serde_norway::Value| -> Vec<String> {
-        v.as_mapping()
-            .map(|m| {
-                m.keys()
-                    .filter_map(|k| k.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
+    let names = |v: &serde_norway::Value| {
+        strings(
+            v.as_mapping()
+                .into_iter()
+                .flat_map(serde_norway::Mapping::keys),
+        )
     };
-    let text = |v: &serde_norway::Value| -> Vec<String> {
-        v.as_sequence()
-            .map(|s| {
-                s.iter()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let text = |v: &serde_norway::Value| strings(v.as_sequence().into_iter().flatten());
     assert_eq!(
         names(&service["networks"]),
         ["aibox-internal"],

@@ -216,9 +216,7 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
     ];
     for (text, option) in cases {
         let (_t, root) = project(TEAM);
-        fs_err::create_dir_all(root.join(".devcontainer")).unwrap();
-        fs_err::write(root.join(OVERRIDE), text).unwrap();
-        let err = apply(&root, &apply_opts(None)).unwrap_err();
+        let err = apply_with_override(&root, text).unwrap_err();
         assert!(matches!(err, EngineError::Policy(_)), "{text}: {err:?}");
         let shown = format!("{err:?}");
         assert!(
@@ -249,18 +247,26 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
 
     // Labels on the internal network (and restating `internal: true`) change no route.
     let (_t, root) = project(TEAM);
-    fs_err::create_dir_all(root.join(".devcontainer")).unwrap();
-    fs_err::write(
-        root.join(OVERRIDE),
+    let report = apply_with_override(
+        &root,
         "networks:\n  aibox-internal:\n    internal: true\n    labels:\n      team: dev\n",
     )
     .unwrap();
-    let report = apply(&root, &apply_opts(None)).unwrap();
     assert!(
         !report.warnings.iter().any(|w| w.contains("egress")),
         "{:?}",
         report.warnings
     );
+}
+
+/// `apply` with `text` as the Compose override file.
+fn apply_with_override(
+    root: &camino::Utf8Path,
+    text: &str,
+) -> Result<aibox_engine::ApplyReport, EngineError> {
+    fs_err::create_dir_all(root.join(".devcontainer")).unwrap();
+    fs_err::write(root.join(OVERRIDE), text).unwrap();
+    apply(root, &apply_opts(None))
 }
 
 /// In `none` mode the agent is sealed the same way, without a proxy.
@@ -275,12 +281,8 @@ fn none_mode_has_no_proxy_and_the_same_gate() {
     assert!(!compose.contains("HTTPS_PROXY"), "{compose}");
     assert!(!root.join(FILTER).exists());
     assert!(!read(&root, "aibox.lock").contains("[network]"));
-    fs_err::write(
-        root.join(OVERRIDE),
-        "services:\n  eg:\n    network_mode: bridge\n",
-    )
-    .unwrap();
-    let err = apply(&root, &apply_opts(None)).unwrap_err();
+    let err =
+        apply_with_override(&root, "services:\n  eg:\n    network_mode: bridge\n").unwrap_err();
     assert!(
         format!("{err:?}").contains("egress:network_mode:bridge"),
         "{err:?}"
