@@ -5,12 +5,14 @@
 //! lines of Perl answering HTTP, `aibox_test_support::podman::TEST_HOST`) on the proxy's
 //! outside network, so no request leaves the machine. Measured, once per run:
 //! - the time of `--rounds` plain HTTP requests (one connection each) from the agent
-//!   container through the proxy, and the same requests from a container of the same
+//!   container through the proxy (its loopback relay, the proxy's socket, tinyproxy), and
+//!   the same requests from a container of the same
 //!   image on the outside network, direct: mean, median and 95th percentile, and the
 //!   added latency (proxied minus direct, median and mean);
 //! - the same number of requests through a `CONNECT` tunnel (as HTTPS goes);
 //! - tinyproxy's resident memory at rest and its peak (`VmRSS`, `VmHWM` of every
-//!   tinyproxy process) after the requests.
+//!   tinyproxy process) after the requests, and the relays' (`socat` in the proxy and
+//!   in the agent).
 //!
 //! A measurement, not a gate: the numbers are printed (and written as JSON with `--json`).
 //! Everything it creates (containers, images, networks, the project under
@@ -163,7 +165,7 @@ fn measure(
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let proxy = format!("{}_aibox-egress_1", n.project);
-    let at_rest = memory(&engine, &proxy)?;
+    let at_rest = memory(&engine, &proxy, "tinyproxy")?;
     let curl = |extra: &str| {
         format!(
             "for i in $(seq {rounds}); do curl -sf {extra} -o /dev/null -w '%{{time_total}}\\n' \
@@ -194,7 +196,9 @@ fn measure(
         ])?,
         rounds,
     )?;
-    let after = memory(&engine, &proxy)?;
+    let after = memory(&engine, &proxy, "tinyproxy")?;
+    let relay_proxy = memory(&engine, &proxy, "socat")?;
+    let relay_agent = memory(&engine, &n.container, "socat")?;
     Ok(serde_json::json!({
         "rounds": rounds,
         "proxied_ms": stats(&proxied),
@@ -205,20 +209,27 @@ fn measure(
         "proxy_rss_kib_at_rest": at_rest.0,
         "proxy_rss_kib_after": after.0,
         "proxy_peak_rss_kib": after.1,
+        "relay_rss_kib_proxy": relay_proxy.0,
+        "relay_rss_kib_agent": relay_agent.0,
     }))
 }
 
-/// tinyproxy's resident and peak resident memory (KiB), summed over its processes.
+/// The resident and peak resident memory (KiB) of the processes named `comm` in
+/// `container`, summed.
 fn memory(
     engine: &dyn Fn(&[&str]) -> Result<String, String>,
-    proxy: &str,
+    container: &str,
+    comm: &str,
 ) -> Result<(u64, u64), String> {
     let out = engine(&[
         "exec",
-        proxy,
+        container,
         "sh",
         "-c",
-        "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = tinyproxy ] && grep -E '^Vm(RSS|HWM)' $p/status; done; true",
+        &format!(
+            "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = {comm} ] && grep -E '^Vm(RSS|HWM)' \
+             $p/status; done; true"
+        ),
     ])?;
     let sum = |key: &str| {
         out.lines()
@@ -283,7 +294,8 @@ fn render(r: &serde_json::Value) -> String {
         "bench egress (Podman, {} plain HTTP requests per side, one connection each, to a \
          loopback test host)\n{}{}{}\
          added by the proxy: median {:.2} ms, mean {:.2} ms per request\n\
-         tinyproxy resident memory: {} KiB at rest, {} KiB after the requests (peak {} KiB)",
+         tinyproxy resident memory: {} KiB at rest, {} KiB after the requests (peak {} KiB)\n\
+         relay (socat) resident memory: {} KiB in the proxy, {} KiB in the agent",
         r["rounds"],
         row("through the proxy", "proxied_ms"),
         row("CONNECT tunnel (as HTTPS)", "connect_tunnel_ms"),
@@ -293,5 +305,7 @@ fn render(r: &serde_json::Value) -> String {
         r["proxy_rss_kib_at_rest"],
         r["proxy_rss_kib_after"],
         r["proxy_peak_rss_kib"],
+        r["relay_rss_kib_proxy"],
+        r["relay_rss_kib_agent"],
     )
 }

@@ -87,15 +87,18 @@ pub const GID_ARG: &str = "AIBOX_GID";
 /// Variable the generated Compose file interpolates into [`CONFIG_DIGEST_LABEL`].
 pub const CONFIG_DIGEST_VAR: &str = "AIBOX_CONFIG_DIGEST";
 
-/// The egress proxy's Compose service (and its host name on the internal network).
+/// The egress proxy's Compose service.
 pub const EGRESS_PROXY_SERVICE: &str = "aibox-egress";
 /// Label on the egress proxy's service (value `proxy`), so the runtime finds its container
 /// under any Compose provider's naming.
 pub const EGRESS_PROXY_LABEL: &str = "aibox.egress";
 /// The Compose networks of `[network] egress` other than `open`: the internal one (the
-/// agent and the proxy, no route out) and the proxy's outside one. Compose prefixes them
-/// with the project name.
+/// agent alone, no route out, and on Podman no DNS server) and the proxy's outside one.
+/// Compose prefixes them with the project name.
 pub const EGRESS_NETWORKS: [&str; 2] = ["aibox-internal", "aibox-egress"];
+/// The Compose volume holding the egress proxy's Unix socket, shared by the proxy and
+/// the agent (which relays `127.0.0.1` to it); Compose prefixes it with the project name.
+pub const EGRESS_SOCKET_VOLUME: &str = "aibox-egress-socket";
 
 #[cfg(test)]
 mod tests {

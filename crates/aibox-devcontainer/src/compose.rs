@@ -43,14 +43,34 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     let _ = writeln!(out, "    hostname: {}", yaml(c.hostname()));
     out.push_str("    init: true\n");
     let _ = writeln!(out, "    working_dir: {}", yaml(WORKSPACE_DIR));
-    out.push_str("    command: [\"sleep\", \"infinity\"]\n");
+    let egress = inputs.config.network.egress;
+    let command: Vec<String> = if egress == EgressMode::Allowlist {
+        egress::agent_command()
+            .iter()
+            .map(|arg| yaml(arg))
+            .collect()
+    } else {
+        ["sleep", "infinity"].map(yaml).to_vec()
+    };
+    let _ = writeln!(out, "    command: [{}]", command.join(", "));
 
     out.push_str("    volumes:\n");
     for volume in volumes(inputs)?.team {
         let _ = writeln!(out, "      - {}", yaml(&volume));
     }
+    if egress == EgressMode::Allowlist {
+        // Only the proxy's socket is in it; read-only, so the agent cannot plant a file.
+        let _ = writeln!(
+            out,
+            "      - {}",
+            yaml(&format!(
+                "{}:{}:ro",
+                egress::SOCKET_VOLUME,
+                egress::SOCKET_DIR
+            ))
+        );
+    }
 
-    let egress = inputs.config.network.egress;
     let proxy_env = if egress == EgressMode::Allowlist {
         egress::agent_environment()
     } else {
@@ -100,12 +120,14 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     Ok(out)
 }
 
-/// The agent's networks and, for `allowlist`, the proxy service: the agent only on the
-/// internal network (no route out), the proxy on it and on an outside one. The proxy
-/// runs as `nobody` with every capability dropped, no new privileges and a read-only
-/// root file system: it needs nothing else.
+/// The agent's networks and, for `allowlist`, the proxy service: the agent alone on the
+/// internal network (no route out), the proxy only on an outside one, reached through
+/// its socket in the shared volume. The proxy runs as `nobody` with every capability
+/// dropped, no new privileges and a read-only root file system: it needs nothing else.
 fn render_egress(inputs: &Inputs<'_>, mode: EgressMode, out: &mut String) {
-    use egress::{INTERNAL_NETWORK, OUTSIDE_NETWORK, PROXY_LABEL, PROXY_SERVICE};
+    use egress::{
+        INTERNAL_NETWORK, OUTSIDE_NETWORK, PROXY_LABEL, PROXY_SERVICE, SOCKET_DIR, SOCKET_VOLUME,
+    };
     out.push_str("    networks:\n");
     let _ = writeln!(out, "      - {}", yaml(INTERNAL_NETWORK));
     if mode == EgressMode::Allowlist {
@@ -129,11 +151,15 @@ fn render_egress(inputs: &Inputs<'_>, mode: EgressMode, out: &mut String) {
             "      - {}",
             yaml(&format!("./aibox-egress:{}:ro", egress::PROXY_ETC))
         );
+        let _ = writeln!(
+            out,
+            "      - {}",
+            yaml(&format!("{SOCKET_VOLUME}:{SOCKET_DIR}"))
+        );
         out.push_str("    tmpfs:\n      - \"/tmp\"\n");
         out.push_str("    cap_drop:\n      - \"ALL\"\n");
         out.push_str("    security_opt:\n      - \"no-new-privileges:true\"\n");
         out.push_str("    networks:\n");
-        let _ = writeln!(out, "      - {}", yaml(INTERNAL_NETWORK));
         let _ = writeln!(out, "      - {}", yaml(OUTSIDE_NETWORK));
         out.push_str("    labels:\n");
         let _ = writeln!(
@@ -148,6 +174,8 @@ fn render_egress(inputs: &Inputs<'_>, mode: EgressMode, out: &mut String) {
     out.push_str("    internal: true\n");
     if mode == EgressMode::Allowlist {
         let _ = writeln!(out, "  {}: {{}}", yaml(OUTSIDE_NETWORK));
+        out.push_str("volumes:\n");
+        let _ = writeln!(out, "  {}: {{}}", yaml(SOCKET_VOLUME));
     }
 }
 

@@ -28,7 +28,8 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> String {
     doc.insert("service".into(), json!(crate::service_name(config)));
     doc.insert("workspaceFolder".into(), json!(WORKSPACE_DIR));
     doc.insert("remoteUser".into(), json!(c.user));
-    // The Compose file already runs `sleep infinity` under `init`; keep it.
+    // The Compose file already runs its main process under `init` (`sleep infinity`, or the
+    // egress relay in `allowlist` mode, without which the agent has no way out); keep it.
     doc.insert("overrideCommand".into(), json!(false));
     // VS Code gives the container user the local user's UID, as `aibox up` does with the
     // project owner's: either way the agent can write /workspace.

@@ -37,6 +37,18 @@ pub(crate) fn render(inputs: &Inputs<'_>, tools: &[&crate::catalog::Tool]) -> St
     // Tools come before anything project-specific, so projects on one base image share
     // these layers in the engine's build cache.
     crate::tools::render(&mut out, tools);
+    if inputs.config.network.egress == aibox_config::EgressMode::Allowlist {
+        // The agent's main process relays its loopback port to the egress proxy's socket.
+        out.push_str(
+            "# The egress relay of `[network] egress = \"allowlist\"` (the container's command).\n",
+        );
+        crate::egress::apt_pinned_step(
+            &mut out,
+            "the egress relay",
+            &[(crate::egress::RELAY_PACKAGE, crate::egress::RELAY_VERSION)],
+        );
+        out.push('\n');
+    }
     python_envs_step(&mut out, inputs);
     npm_envs_step(&mut out, inputs);
 

@@ -2,9 +2,13 @@
 //! container may reach, where each came from, and the files of the egress proxy that
 //! enforces it.
 //!
-//! The agent sits on an `internal` Compose network with no route out; the proxy
-//! (Debian's `tinyproxy`, pinned) is the only service on that network and on an outside
-//! one, and forwards HTTP and `CONNECT` requests whose host name the filter allows. It
+//! The agent sits alone on an `internal` Compose network: no route out, no other member,
+//! and (the runtime creates it so on Podman) no DNS server. The proxy (Debian's
+//! `tinyproxy`, pinned) is on an outside network only and listens on its own loopback; it
+//! serves that port on a Unix socket in a volume it shares with the agent, and the
+//! agent's main process (Debian's `socat`, pinned) relays the agent's `127.0.0.1` port to
+//! that socket. So the agent has no way out but the proxy, and no DNS to tunnel through.
+//! The proxy forwards HTTP and `CONNECT` requests whose host name the filter allows. It
 //! never sees inside TLS: it judges the name the client asked for, default-deny, and logs
 //! every refusal ("Proxying refused on filtered domain") where `doctor` reads it.
 //!
@@ -21,11 +25,11 @@ use aibox_config::{AiboxToml, EgressMode, LocalToml, Ownership, PlannedFile};
 use crate::catalog::Tool;
 use crate::{GENERATED_HEADER, Inputs};
 
-/// The egress proxy's Compose service (and its host name on the internal network).
+/// The egress proxy's Compose service.
 pub const PROXY_SERVICE: &str = aibox_config::container::EGRESS_PROXY_SERVICE;
-/// The port the proxy listens on.
+/// The port the proxy listens on (on its loopback), and the agent's relay on its own.
 pub const PROXY_PORT: u16 = 3128;
-/// The internal network: the agent and the proxy, no route out.
+/// The internal network: the agent alone, no route out.
 pub const INTERNAL_NETWORK: &str = aibox_config::container::EGRESS_NETWORKS[0];
 /// The proxy's outside network.
 pub const OUTSIDE_NETWORK: &str = aibox_config::container::EGRESS_NETWORKS[1];
@@ -35,6 +39,17 @@ pub const PROXY_PACKAGE: &str = "tinyproxy-bin";
 /// The exact Debian version of [`PROXY_PACKAGE`] (bookworm), from the base image's
 /// signed apt repository.
 pub const PROXY_VERSION: &str = "1.11.1-2.1+deb12u1";
+/// The Debian package that relays between TCP and the proxy's Unix socket, in the proxy
+/// image and in the agent image, installed at [`RELAY_VERSION`].
+pub const RELAY_PACKAGE: &str = "socat";
+/// The exact Debian version of [`RELAY_PACKAGE`] (bookworm).
+pub const RELAY_VERSION: &str = "1.7.4.4-2";
+/// The volume shared by the proxy and the agent, holding only the proxy's socket.
+pub const SOCKET_VOLUME: &str = aibox_config::container::EGRESS_SOCKET_VOLUME;
+/// Where both containers mount [`SOCKET_VOLUME`] (the agent read-only).
+pub const SOCKET_DIR: &str = "/run/aibox-egress";
+/// The proxy's socket (mode 0666: the agent's user is any UID).
+const SOCKET: &str = "/run/aibox-egress/proxy.sock";
 /// What tinyproxy logs for a refused host, followed by the host name in double quotes.
 pub const BLOCKED_LOG_MARKER: &str = "Proxying refused on filtered domain \"";
 /// Label on the proxy service, so `doctor` finds its container under any Compose naming.
@@ -236,8 +251,11 @@ pub(crate) fn render_conf() -> String {
         "# {GENERATED_HEADER}\n\
          # The egress proxy (tinyproxy): forwards HTTP and CONNECT requests whose host name\n\
          # the filter allows, refuses everything else and logs the refusal. No TLS is\n\
-         # terminated here. The personal upstream proxy, if any, is appended at build time.\n\
+         # terminated here. It listens on its container's loopback only: the agent reaches\n\
+         # it through the Unix socket the container serves in a shared volume. The personal\n\
+         # upstream proxy, if any, is appended when the proxy starts.\n\
          Port {PROXY_PORT}\n\
+         Listen 127.0.0.1\n\
          Timeout 600\n\
          MaxClients 100\n\
          LogLevel Notice\n\
@@ -266,24 +284,49 @@ pub(crate) fn render_local_conf(local: &LocalToml) -> String {
         .unwrap_or_default()
 }
 
-/// The proxy image's Dockerfile: the project's base image plus the pinned Debian package,
-/// running as `nobody`, so the service needs no capability at all.
+/// A `RUN` step installing Debian `packages` at their exact versions from the base
+/// image's signed apt repository, failing with what `who` needs when one is missing. The
+/// egress proxy's image and the agent's (in `allowlist` mode) share it.
+pub(crate) fn apt_pinned_step(out: &mut String, who: &str, packages: &[(&str, &str)]) {
+    let pins: Vec<String> = packages.iter().map(|(p, v)| format!("{p}={v}")).collect();
+    let named: Vec<String> = packages.iter().map(|(p, v)| format!("{p} {v}")).collect();
+    let _ = writeln!(
+        out,
+        "RUN set -eu; \\\n    apt-get update; \\\n    DEBIAN_FRONTEND=noninteractive apt-get \
+         install -y --no-install-recommends {} || {{ \\\n        \
+         echo \"aibox: {who} needs Debian's {} (bookworm); \
+         is container.base_image a Debian bookworm image?\" >&2; exit 1; }}; \\\n    \
+         rm -rf /var/lib/apt/lists/*",
+        pins.join(" "),
+        named.join(" and ")
+    );
+}
+
+/// The proxy image's Dockerfile: the project's base image plus the pinned Debian
+/// packages, running as `nobody`, so the service needs no capability at all. The socket
+/// folder belongs to `nobody` in the image, so the volume mounted there does too (the
+/// engines give a new volume the owner of the folder it is first mounted on).
 pub(crate) fn render_dockerfile(base_image: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {GENERATED_HEADER}");
     out.push_str(
-        "# The egress proxy of `[network] egress = \"allowlist\"`: Debian's tinyproxy at a\n\
-         # pinned version from the base image's signed apt repository.\n",
+        "# The egress proxy of `[network] egress = \"allowlist\"`: Debian's tinyproxy, and socat\n\
+         # serving it on a Unix socket, at pinned versions from the base image's signed apt\n\
+         # repository.\n",
     );
     let _ = writeln!(out, "FROM {base_image}");
     out.push_str("USER root\n");
+    apt_pinned_step(
+        &mut out,
+        "the egress proxy",
+        &[
+            (PROXY_PACKAGE, PROXY_VERSION),
+            (RELAY_PACKAGE, RELAY_VERSION),
+        ],
+    );
     let _ = writeln!(
         out,
-        "RUN set -eu; \\\n    apt-get update; \\\n    DEBIAN_FRONTEND=noninteractive apt-get \
-         install -y --no-install-recommends {PROXY_PACKAGE}={PROXY_VERSION} || {{ \\\n        \
-         echo \"aibox: the egress proxy needs Debian's {PROXY_PACKAGE} {PROXY_VERSION} (bookworm); \
-         is container.base_image a Debian bookworm image?\" >&2; exit 1; }}; \\\n    \
-         rm -rf /var/lib/apt/lists/*"
+        "RUN install -d -o nobody -g nogroup -m 0755 {SOCKET_DIR}"
     );
     // The configuration is mounted, not copied: a changed list recreates the container
     // (the Compose files' digest) without rebuilding an image. tinyproxy reads one file
@@ -301,6 +344,7 @@ pub(crate) fn render_dockerfile(base_image: &str) -> String {
          if [ -f {PROXY_ETC}/egress.local.filter ]; then cat {PROXY_ETC}/egress.local.filter >> $d/filter; fi; \
          cat {PROXY_ETC}/egress.conf > $d/tinyproxy.conf; \
          if [ -f {PROXY_ETC}/egress.local.conf ]; then cat {PROXY_ETC}/egress.local.conf >> $d/tinyproxy.conf; fi; \
+         socat UNIX-LISTEN:{SOCKET},fork,unlink-early,mode=0666 TCP:127.0.0.1:{PROXY_PORT} & \
          exec tinyproxy -d -c $d/tinyproxy.conf\"]"
     );
     out
@@ -314,10 +358,11 @@ pub const DEBIAN_MIRROR: &str = "deb.debian.org";
 pub const PYPI_HOSTS: [&str; 2] = ["pypi.org", "files.pythonhosted.org"];
 
 /// The registries the image builds reach, host → what needs it: the Debian mirror for
-/// the catalog's apt packages (and the egress proxy's package when `proxy_image`), the
-/// host of every tool download, the Python Package Index for the locked MCP environments and the registries
-/// the locked npm trees resolve from. Compose builds with the host's network, so these
-/// are never on the agent's allowlist; `aibox network list` and the lock show them.
+/// the catalog's apt packages (and the egress proxy's and relay's when `proxy_image`),
+/// the host of every tool download, the Python Package Index for the locked MCP
+/// environments and the registries the locked npm trees resolve from. Compose builds
+/// with the host's network, so these are never on the agent's allowlist; `aibox network
+/// list` and the lock show them.
 pub fn build_registries(
     tools: &[&Tool],
     python_envs: &[crate::PythonEnv],
@@ -351,6 +396,10 @@ pub fn build_registries(
         add(
             DEBIAN_MIRROR,
             format!("apt: egress proxy {PROXY_PACKAGE} {PROXY_VERSION}"),
+        );
+        add(
+            DEBIAN_MIRROR,
+            format!("apt: egress relay {RELAY_PACKAGE} {RELAY_VERSION}"),
         );
     }
     if !python_envs.is_empty() {
@@ -389,9 +438,21 @@ fn url_host(url: &str) -> Option<&str> {
     (!host.is_empty()).then_some(host)
 }
 
-/// The proxy URL the agent's `HTTP_PROXY`/`HTTPS_PROXY` name.
+/// The proxy URL the agent's `HTTP_PROXY`/`HTTPS_PROXY` name: its own loopback, where
+/// its main process relays to the proxy's socket.
 pub fn proxy_url() -> String {
-    format!("http://{PROXY_SERVICE}:{PROXY_PORT}")
+    format!("http://127.0.0.1:{PROXY_PORT}")
+}
+
+/// The agent's main process in `allowlist` mode (instead of `sleep infinity`): the relay
+/// from its loopback port to the proxy's socket, one connection per child. If it stops,
+/// the container stops: without it the agent has no way out at all.
+pub(crate) fn agent_command() -> [String; 3] {
+    [
+        RELAY_PACKAGE.to_owned(),
+        format!("TCP-LISTEN:{PROXY_PORT},bind=127.0.0.1,reuseaddr,fork"),
+        format!("UNIX-CONNECT:{SOCKET}"),
+    ]
 }
 
 /// Environment of the agent in `allowlist` mode: both spellings of the proxy variables
@@ -409,7 +470,7 @@ pub(crate) fn agent_environment() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Whether the mode puts the agent on the internal network.
+/// Whether the mode puts the agent alone on the internal network.
 pub(crate) fn isolated(mode: EgressMode) -> bool {
     mode != EgressMode::Open
 }
@@ -516,7 +577,8 @@ mod tests {
             hosts["deb.debian.org"],
             [
                 "apt: tool git 1.2.3",
-                "apt: egress proxy tinyproxy-bin 1.11.1-2.1+deb12u1"
+                "apt: egress proxy tinyproxy-bin 1.11.1-2.1+deb12u1",
+                "apt: egress relay socat 1.7.4.4-2"
             ]
         );
         assert_eq!(hosts["files.example.org"], ["download: tool uv 0.1"]);

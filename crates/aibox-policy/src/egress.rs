@@ -1,7 +1,8 @@
 //! The egress gate (`[network] egress = "allowlist"` or `"none"`): the Compose files
 //! `aibox up` merges (generated, override, personal) must keep the agent where the
-//! generator put it — on the internal network only, which must stay internal, with no
-//! other service on it but the egress proxy — and the proxy must get no capability.
+//! generator put it — alone on the internal network, which must stay an internal network
+//! of the project's own (no other name, driver or options) — and the proxy must get no
+//! capability. The agent reaches the proxy through a socket, never over a network.
 //!
 //! Why a gate of its own: each of these is harmless to the general rules (a second
 //! network is not a host namespace), but any one of them gives the agent a route around
@@ -39,7 +40,7 @@ pub fn check_egress(
             // The general gate reports a file Compose cannot read.
             continue;
         };
-        // `needle`: text of the line to point at (the first that holds it).
+        // `needle`: text of the line to point at (the first that holds it); see [`Hit`].
         let mut hit = |needle: &str, what: String, message: String, remedy: &str| {
             let line = text.lines().position(|l| l.contains(needle)).map(|i| i + 1);
             let f = Finding::new(
@@ -52,21 +53,8 @@ pub fn check_egress(
             .at(line);
             out.extend(consent.judge(true, &format!("egress:{what}"), f));
         };
-        if let Some(def) = doc.get("networks").and_then(|n| n.get(INTERNAL))
-            && def
-                .get("internal")
-                .is_some_and(|v| v.as_bool() != Some(true))
-        {
-            hit(
-                "internal:",
-                format!("{INTERNAL}:internal"),
-                format!(
-                    "network `{INTERNAL}` is made non-internal, so the agent gets a route out \
-                     around the egress proxy (`[network] egress = \"{}\"`)",
-                    mode.as_str()
-                ),
-                "remove the override of `internal`; allow hosts with `[network] allow` instead",
-            );
+        if let Some(def) = doc.get("networks").and_then(|n| n.get(INTERNAL)) {
+            check_internal_network(def, mode, &mut hit);
         }
         let Some(services) = doc.get("services").and_then(Yaml::as_mapping) else {
             continue;
@@ -98,8 +86,9 @@ pub fn check_egress(
                          `[network] allow` instead",
                     );
                 }
-            } else if name == PROXY {
-                if let Some(caps) = svc.get("cap_add").and_then(Yaml::as_sequence)
+            } else {
+                if name == PROXY
+                    && let Some(caps) = svc.get("cap_add").and_then(Yaml::as_sequence)
                     && !caps.is_empty()
                 {
                     hit(
@@ -112,20 +101,68 @@ pub fn check_egress(
                         "remove `cap_add` from the proxy service",
                     );
                 }
-            } else if network_names(svc).iter().any(|n| n == INTERNAL) {
-                hit(
-                    name,
-                    format!("network:{INTERNAL}:{name}"),
-                    format!(
-                        "service `{name}` joins the internal network `{INTERNAL}`: the agent \
-                         could reach the outside through it, around the egress proxy"
-                    ),
-                    "only the agent and the egress proxy belong on the internal network",
-                );
+                if network_names(svc).iter().any(|n| n == INTERNAL) {
+                    hit(
+                        name,
+                        format!("network:{INTERNAL}:{name}"),
+                        format!(
+                            "service `{name}` joins the internal network `{INTERNAL}`: the \
+                             agent could reach the outside (or a resolver) through it, around \
+                             the egress proxy"
+                        ),
+                        "only the agent belongs on the internal network; it reaches the egress \
+                         proxy through its socket",
+                    );
+                }
             }
         }
     }
     out
+}
+
+/// A finding: the text of the line to point at (the first that holds it), the option an
+/// exception names (after `egress:`), the message and the remedy.
+type Hit<'a> = dyn FnMut(&str, String, String, &str) + 'a;
+
+/// The internal network's definition in one file: it must stay internal, and be the
+/// project's own network.
+fn check_internal_network(def: &Yaml, mode: EgressMode, hit: &mut Hit<'_>) {
+    if def
+        .get("internal")
+        .is_some_and(|v| v.as_bool() != Some(true))
+    {
+        hit(
+            "internal:",
+            format!("{INTERNAL}:internal"),
+            format!(
+                "network `{INTERNAL}` is made non-internal, so the agent gets a route out \
+                 around the egress proxy (`[network] egress = \"{}\"`)",
+                mode.as_str()
+            ),
+            "remove the override of `internal`; allow hosts with `[network] allow` instead",
+        );
+    }
+    // `name`/`external` would put the agent on an existing network (with a route or a
+    // resolver); a driver or its options could make it one.
+    for key in def
+        .as_mapping()
+        .into_iter()
+        .flat_map(|m| m.keys())
+        .map(|k| k.as_str().unwrap_or("?"))
+        .filter(|k| !matches!(*k, "internal" | "labels"))
+    {
+        hit(
+            &format!("{key}:"),
+            format!("{INTERNAL}:{key}"),
+            format!(
+                "network `{INTERNAL}` sets `{key}`: the agent's network must be the \
+                 project's own internal network, or it may get a route or a resolver around \
+                 the egress proxy (`[network] egress = \"{}\"`)",
+                mode.as_str()
+            ),
+            "remove the override of the network; allow hosts with `[network] allow` instead",
+        );
+    }
 }
 
 /// The networks a service joins (list or map form); a name that is not text is `?`.

@@ -204,6 +204,27 @@ pub enum RuntimeError {
         owner: String,
     },
 
+    /// The internal egress network's name is taken by a network of someone else.
+    #[error(
+        "a network named `{network}` already exists and is not project `{project}`'s; \
+         aibox leaves it alone and does not start the agent on it"
+    )]
+    #[diagnostic(
+        code(aibox::runtime::foreign_network),
+        help(
+            "with `[network] egress` the agent must be alone on an internal network aibox \
+             made (no DNS server, no route): remove that network yourself if you are sure \
+             it is not needed, or give this checkout's container another name with \
+             `[container] container_name` in .aibox-local.toml"
+        )
+    )]
+    ForeignNetwork {
+        /// The network name.
+        network: String,
+        /// The Compose project.
+        project: String,
+    },
+
     /// The container is not running, so a command cannot be run in it.
     #[error("container `{container}` is {state}")]
     #[diagnostic(code(aibox::runtime::not_running), help("start it with `aibox up`"))]

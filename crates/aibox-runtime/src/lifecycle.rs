@@ -59,6 +59,9 @@ pub struct Target {
     /// That user's UID and GID in `aibox.toml`: the image's unless the project's owner is
     /// a regular user, whose IDs the image takes instead ([`Fingerprints::owner`]).
     pub ids: (u32, u32),
+    /// Whether the agent sits on the internal egress network (`[network] egress` other
+    /// than `open`), which `up` makes itself on Podman.
+    pub egress: bool,
 }
 
 impl Target {
@@ -452,6 +455,7 @@ impl Runtime {
                 progress(&Event::Starting {
                     container: target.container.clone(),
                 });
+                self.prepare_internal_network(target, progress)?;
                 let mut args = vec!["up", "-d", "--no-build"];
                 if existing.is_some() {
                     args.push("--force-recreate");
@@ -957,6 +961,56 @@ impl Runtime {
         }
     }
 
+    /// On Podman, makes the project's internal egress network before Compose does:
+    /// internal and without a DNS server. podman-compose 1.0 cannot ask for that (nor run
+    /// a service with `network_mode: none`), and the server netavark gives an internal
+    /// network (aardvark-dns 1.4) answers outside names through the host's resolvers: a
+    /// tunnel out. Without it the network has no gateway address either, so the agent
+    /// alone on it reaches nothing. One of that name made otherwise (by podman-compose,
+    /// or an older aibox) is replaced, after `down` of the project's containers on it.
+    fn prepare_internal_network(
+        &self,
+        target: &Target,
+        progress: Progress<'_>,
+    ) -> Result<(), RuntimeError> {
+        if !target.egress || self.detected.engine.engine != Engine::Podman {
+            return Ok(());
+        }
+        let internal = aibox_config::container::EGRESS_NETWORKS[0];
+        let network = format!("{}_{internal}", target.project);
+        let mut cmd = self.engine_cmd();
+        cmd.args(["network", "inspect", &network]);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if done.success() {
+            if !network_is_ours(&done.stdout, &target.project) {
+                return Err(RuntimeError::ForeignNetwork {
+                    network,
+                    project: target.project.clone(),
+                });
+            }
+            if network_is_sealed(&done.stdout) {
+                return Ok(());
+            }
+            run_checked(
+                self.compose(target, &["down"]),
+                self.timeouts.stop,
+                progress,
+            )?;
+            let mut cmd = self.engine_cmd();
+            cmd.args(["network", "rm", &network]);
+            run_checked(cmd, self.timeouts.query, progress)?;
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.args(["network", "create", "--internal", "--disable-dns"]);
+        for label in COMPOSE_PROJECT_LABELS {
+            cmd.args(["--label", &format!("{label}={}", target.project)]);
+        }
+        cmd.args(["--label", &format!("com.docker.compose.network={internal}")]);
+        cmd.arg(&network);
+        run_checked(cmd, self.timeouts.query, progress)?;
+        Ok(())
+    }
+
     /// `podman-compose` 1.0 leaves the project's default network behind on `down`;
     /// remove it when its labels say it is ours. Best effort: a network still in use
     /// (or already gone) is not an error.
@@ -1267,6 +1321,14 @@ fn keep_id_value(rootless: &str, uid: u32, gid: u32) -> Option<String> {
 }
 
 /// Whether `network inspect` output describes a network of Compose project `project`.
+/// Whether Podman's `network inspect` output is an internal network without a DNS server.
+fn network_is_sealed(stdout: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(stdout).is_ok_and(|value| {
+        let first = &value[0];
+        first["internal"].as_bool() == Some(true) && first["dns_enabled"].as_bool() == Some(false)
+    })
+}
+
 fn network_is_ours(stdout: &str, project: &str) -> bool {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(stdout) else {
         return false;
@@ -1342,6 +1404,7 @@ mod tests {
             image: "demo-aibox:0.1.0".into(),
             user: "aibox".into(),
             ids: (1000, 1000),
+            egress: false,
         }
     }
 
@@ -1505,6 +1568,25 @@ mod tests {
         ));
         assert!(!network_is_ours("[]", "demo"));
         assert!(!network_is_ours("not json", "demo"));
+    }
+
+    /// Podman 4.3's `network inspect` of the internal network as podman-compose 1.0 makes
+    /// it (a DNS server), as `up` makes it, and a routed one.
+    #[test]
+    fn only_an_internal_network_without_dns_is_sealed() {
+        let inspect = |internal: bool, dns: bool| {
+            format!(
+                r#"[{{"name": "demo_aibox-internal", "driver": "bridge",
+                     "subnets": [{{"subnet": "10.89.11.0/24"}}], "ipv6_enabled": false,
+                     "internal": {internal}, "dns_enabled": {dns},
+                     "labels": {{"io.podman.compose.project": "demo"}}}}]"#
+            )
+        };
+        assert!(network_is_sealed(&inspect(true, false)));
+        assert!(!network_is_sealed(&inspect(true, true)));
+        assert!(!network_is_sealed(&inspect(false, false)));
+        assert!(!network_is_sealed(r#"[{"name": "demo_aibox-internal"}]"#));
+        assert!(!network_is_sealed("not json"));
     }
 
     #[test]

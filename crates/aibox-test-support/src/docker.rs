@@ -148,6 +148,9 @@ impl podman::Engine for Docker {
     fn remove_network(&self, network: &str) {
         let _ = self.run(&["network", "rm", network]);
     }
+    fn remove_volume(&self, volume: &str) {
+        let _ = self.run(&["volume", "rm", "-f", volume]);
+    }
 }
 
 impl Daemon {

@@ -441,6 +441,8 @@ pub trait Engine: std::fmt::Debug + Send {
     fn remove_image(&self, image: &str);
     /// Removes a network (if any).
     fn remove_network(&self, network: &str);
+    /// Removes a volume (if any).
+    fn remove_volume(&self, volume: &str);
 }
 
 impl Engine for Podman {
@@ -453,16 +455,20 @@ impl Engine for Podman {
     fn remove_network(&self, network: &str) {
         let _ = self.run(&["network", "rm", "-f", network]);
     }
+    fn remove_volume(&self, volume: &str) {
+        let _ = self.run(&["volume", "rm", "-f", volume]);
+    }
 }
 
-/// Removes the named containers and images when dropped, so a failing test still
-/// cleans up after itself.
+/// Removes the named containers, images, networks and volumes when dropped, so a
+/// failing test still cleans up after itself.
 #[derive(Debug)]
 pub struct Cleanup {
     engine: Box<dyn Engine>,
     containers: Vec<String>,
     images: Vec<String>,
     networks: Vec<String>,
+    volumes: Vec<String>,
 }
 
 impl Cleanup {
@@ -472,6 +478,7 @@ impl Cleanup {
             engine: Box::new(engine.clone()),
             containers: Vec::new(),
             networks: Vec::new(),
+            volumes: Vec::new(),
             images: Vec::new(),
         }
     }
@@ -498,9 +505,12 @@ impl Cleanup {
 
     /// Adds what `[network] egress = "allowlist"` makes beside the project's own
     /// container and image (named by `aibox status`): the egress proxy's container and
-    /// image, and the two egress networks, with the names the generator gives them.
+    /// image, the two egress networks and the proxy's socket volume, with the names the
+    /// generator gives them.
     pub fn egress(&mut self, project: &str, image: &str) -> &mut Self {
-        use aibox_config::container::{EGRESS_NETWORKS, EGRESS_PROXY_SERVICE};
+        use aibox_config::container::{
+            EGRESS_NETWORKS, EGRESS_PROXY_SERVICE, EGRESS_SOCKET_VOLUME,
+        };
         // `localhost/<project>-aibox:local` beside `localhost/<project>-aibox-egress:local`.
         let proxy_image = image.replace("-aibox:local", &format!("-{EGRESS_PROXY_SERVICE}:local"));
         assert_ne!(proxy_image, image, "not an aibox image name: {image}");
@@ -509,6 +519,8 @@ impl Cleanup {
         for network in EGRESS_NETWORKS {
             self.network(&format!("{project}_{network}"));
         }
+        self.volumes
+            .push(format!("{project}_{EGRESS_SOCKET_VOLUME}"));
         self
     }
 
@@ -542,6 +554,9 @@ impl Drop for Cleanup {
         }
         for network in &self.networks {
             self.engine.remove_network(network);
+        }
+        for volume in &self.volumes {
+            self.engine.remove_volume(volume);
         }
     }
 }

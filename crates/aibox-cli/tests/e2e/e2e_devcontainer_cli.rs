@@ -102,6 +102,13 @@ fn devcontainer_up_succeeds_on_generated_files() {
         ],
     );
     fs_err::write(root.join(".aibox-local.toml"), local_toml_with_host_ca()).unwrap();
+    // With the egress proxy: the CLI starts it too, and the agent's main process relays
+    // to it through the socket volume.
+    aibox(
+        &podman,
+        &root,
+        &["config", "set", "network.egress", "allowlist"],
+    );
     aibox(&podman, &root, &["apply"]);
     let status: serde_json::Value =
         serde_json::from_slice(&aibox(&podman, &root, &["status", "--output", "json"]).stdout)
@@ -112,7 +119,7 @@ fn devcontainer_up_succeeds_on_generated_files() {
     let mut cleanup = Cleanup::new(&podman);
     cleanup.image(&image);
     // The CLI chooses its own Compose project name (`<folder>_devcontainer`) and, the
-    // committed files naming no container, Compose's own container name.
+    // committed files naming no container, Compose's own container names.
     let cli_project = format!("{name}_devcontainer");
     for network in [
         format!("{project}_default"),
@@ -120,12 +127,16 @@ fn devcontainer_up_succeeds_on_generated_files() {
     ] {
         cleanup.network(&network);
     }
-    for container in [
-        format!("{cli_project}_{name}_1"),
-        format!("{cli_project}-{name}-1"),
-    ] {
-        cleanup.container(&container);
+    let proxy = aibox_config::container::EGRESS_PROXY_SERVICE;
+    for service in [name.as_str(), proxy] {
+        for container in [
+            format!("{cli_project}_{service}_1"),
+            format!("{cli_project}-{service}-1"),
+        ] {
+            cleanup.container(&container);
+        }
     }
+    cleanup.egress(&cli_project, &image);
 
     let (out, result) = devcontainer_up(&cli, &podman, &api, &root);
     assert_eq!(result["outcome"], "success", "{}", show(&out));
@@ -150,6 +161,27 @@ fn devcontainer_up_succeeds_on_generated_files() {
     {
         cleanup.image(derived);
     }
+    // Its HTTP goes through its loopback relay, the socket and the proxy, which refuses a
+    // host not on the list.
+    let refused = podman.run(&[
+        "exec",
+        &id,
+        "curl",
+        "-s",
+        "-m",
+        "10",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "http://denied.test/",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stdout),
+        "403",
+        "{}",
+        show(&refused)
+    );
 
     aibox_takes_it_for_this_checkouts(&podman, &root, &name, &id);
 }

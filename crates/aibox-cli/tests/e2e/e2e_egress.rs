@@ -1,15 +1,18 @@
 //! End-to-end: `[network] egress = "allowlist"` on real engines (rootless Podman with
 //! podman-compose, and the tests' own `dockerd` with docker-compose 1.29).
 //!
-//! `apply` → `up` starts the agent on an internal network and the egress proxy beside
-//! it; two test hosts of the test's own (`allowed.test`, `denied.test`: a few lines of
-//! Perl answering HTTP on 80 and 443 and counting UDP datagrams on 53) join the proxy's
-//! outside network. From inside the agent container: the allowed host answers through the
-//! proxy (plain HTTP and a `CONNECT` tunnel), the denied one is refused by name (403, both
-//! ways), its literal address is refused, a direct connection without the proxy fails,
-//! UDP to a test host never arrives, and the agent's resolver does not know the test
-//! hosts. The proxy logs each refusal, and `aibox doctor` shows it as `blocked: <host>`.
-//! No traffic leaves the machine.
+//! `apply` → `up` starts the agent alone on an internal network and the egress proxy on
+//! an outside one, reached through its socket; two test hosts of the test's own
+//! (`allowed.test`, `denied.test`: a few lines of Perl answering HTTP on 80 and 443 and
+//! counting UDP datagrams on 53) join the proxy's outside network. From inside the agent
+//! container: the allowed host answers through the proxy (plain HTTP and a `CONNECT`
+//! tunnel), the denied one is refused by name (403, both ways), its literal address is
+//! refused, a direct connection without the proxy fails, UDP to a test host never
+//! arrives, the agent's resolver knows neither the test hosts nor an outside name the
+//! proxy's network resolves, and no DNS server answers a query sent straight to it (a
+//! DNS tunnel). The proxy logs each refusal, and `aibox doctor` shows it as
+//! `blocked: <host>`. No traffic leaves the machine but the probes' DNS queries, which
+//! must find no server.
 //!
 //! On Podman also: a skill's declared hosts (`metadata.processkit.hosts`) are allowed
 //! with the skill as their origin, and its MCP server, run in the agent container as the
@@ -151,12 +154,23 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
         container,
         &format!("echo probe > /dev/udp/{address}/53; echo probe > /dev/udp/{address}/53"),
     );
-    // The agent's resolver does not know the outside network's hosts.
+    // The agent's resolver does not know the outside network's hosts, nor a name the
+    // proxy's side resolves; no DNS server it could address answers it (no tunnel).
     let (code, out) = bench.in_agent(container, "getent hosts allowed.test denied.test");
     assert_ne!(
         code, 0,
         "outside names must not resolve in the agent: {out}"
     );
+    let proxy = format!(
+        "{project}_{}_1",
+        aibox_config::container::EGRESS_PROXY_SERVICE
+    );
+    let control = bench.engine_ok(&["exec", &proxy, "getent", "hosts", OUTSIDE_NAME]);
+    assert!(control.contains(OUTSIDE_NAME), "{control}");
+    let (code, out) = bench.in_agent(container, &format!("getent hosts {OUTSIDE_NAME}"));
+    assert_ne!(code, 0, "an outside name resolved in the agent: {out}");
+    let gateway = gateway_on(bench, &format!("{project}-allowed"), &outside);
+    no_dns_answers(bench, container, &[&gateway]);
 
     std::thread::sleep(std::time::Duration::from_millis(500));
     let denied_log = bench.engine_ok(&["logs", &format!("{project}-denied")]);
@@ -217,14 +231,69 @@ fn test_host(bench: &Bench<'_>, cleanup: &mut Cleanup, name: &str, network: &str
 
 /// The address of container `name` on `network`.
 fn address_on(bench: &Bench<'_>, name: &str, network: &str) -> String {
+    network_field(bench, name, network, "IPAddress")
+}
+
+/// The gateway of `network` as container `name` sees it (where the engine's DNS server
+/// for that network listens on Podman).
+fn gateway_on(bench: &Bench<'_>, name: &str, network: &str) -> String {
+    network_field(bench, name, network, "Gateway")
+}
+
+fn network_field(bench: &Bench<'_>, name: &str, network: &str, field: &str) -> String {
     let inspect = bench.engine_ok(&["container", "inspect", name]);
     let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
-    let ip = inspect[0]["NetworkSettings"]["Networks"][network]["IPAddress"]
+    let value = inspect[0]["NetworkSettings"]["Networks"][network][field]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    assert!(!ip.is_empty(), "no address: {inspect}");
-    ip
+    assert!(!value.is_empty(), "no {field}: {inspect}");
+    value
+}
+
+/// A name every machine that runs these tests resolves (the image builds reach it), for
+/// the DNS probes: the proxy's side resolves it, the agent must not.
+const OUTSIDE_NAME: &str = "deb.debian.org";
+
+/// A DNS query (`A` record of [`OUTSIDE_NAME`]) sent straight over UDP, as a tunnelling
+/// agent would without `resolv.conf`, to every server it could address: those its
+/// `resolv.conf` names, the first address of its own network (where Podman puts a
+/// network's gateway and DNS server), and `extra`. Each line: the server and the reply's
+/// bytes (none when nothing answers).
+const DNS_PROBE: &str = r#"q='\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03deb\x06debian\x03org\x00\x00\x01\x00\x01'
+sub=$(awk 'NR>1 && $1!="lo" && $2!="00000000" {print $2; exit}' /proc/net/route)
+first=""
+[ -n "$sub" ] && first=$(printf '%d.%d.%d.%d' 0x${sub:6:2} 0x${sub:4:2} 0x${sub:2:2} $((0x${sub:0:2}+1)))
+for ns in $(awk '/^nameserver/{print $2}' /etc/resolv.conf) $first "$@"; do
+  reply=$( (exec 3<>/dev/udp/$ns/53 && printf "$q" >&3 && timeout 3 dd bs=512 count=1 status=none <&3 | od -An -tu1 -v) 2>/dev/null | tr -s ' \n' ' ')
+  echo "$ns:$reply"
+done"#;
+
+/// Runs [`DNS_PROBE`] in the agent and asserts that no server answered: no reply at all,
+/// except from Docker's resolver inside the container (`127.0.0.11`), which may refuse
+/// but must give no address (it forwards nothing from an internal network).
+fn no_dns_answers(bench: &Bench<'_>, container: &str, extra: &[&str]) {
+    let mut args = vec!["exec", container, "bash", "-c", DNS_PROBE, "probe"];
+    args.extend_from_slice(extra);
+    let out = bench.engine_ok(&args);
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains(':')).collect();
+    assert!(lines.len() > extra.len(), "no server probed: {out}");
+    for line in lines {
+        let (server, reply) = line.split_once(':').unwrap();
+        let bytes: Vec<u32> = reply
+            .split_whitespace()
+            .map(|b| b.parse().unwrap())
+            .collect();
+        if server == "127.0.0.11" && bytes.len() >= 8 {
+            assert_eq!(
+                bytes[6..8],
+                [0, 0],
+                "Docker's resolver gave an address: {out}"
+            );
+        } else {
+            assert!(bytes.is_empty(), "{server} answered a DNS query: {out}");
+        }
+    }
 }
 
 /// The refusals are in the proxy's log, and doctor names them (and not the allowed host).
@@ -532,12 +601,33 @@ fn none_on_podman() {
     );
     let aibox = || podman.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
     ok(aibox().arg("apply"));
-    let (project, container, image, mut cleanup) = up_on_podman(&podman, &aibox);
+    let (project, container, image) = names(&aibox);
+    let mut cleanup = cleanup_for(Cleanup::new(&podman), &project, &container, &image);
     let engine = |args: &[&str]| podman.run(args);
     let bench = Bench {
         engine: &engine,
         aibox: &aibox,
     };
+    // The internal network as podman-compose 1.0 (or an earlier aibox) makes it, with a
+    // DNS server that forwards outside names: `up` replaces it with one without.
+    let internal = format!("{project}_{}", aibox_config::container::EGRESS_NETWORKS[0]);
+    let compose_label = format!("io.podman.compose.project={project}");
+    bench.engine_ok(&[
+        "network",
+        "create",
+        "--internal",
+        "--label",
+        &compose_label,
+        &internal,
+    ]);
+    ok(aibox().arg("up"));
+    let inspect = bench.engine_ok(&["network", "inspect", &internal]);
+    let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    assert_eq!(inspect[0]["dns_enabled"], false, "{inspect}");
+    assert_eq!(inspect[0]["internal"], true, "{inspect}");
+    no_dns_answers(&bench, &container, &[]);
+    let (code, out) = bench.in_agent(&container, &format!("getent hosts {OUTSIDE_NAME}"));
+    assert_ne!(code, 0, "an outside name resolved in the agent: {out}");
 
     let outside = format!("{project}-outside");
     cleanup.network(&outside);

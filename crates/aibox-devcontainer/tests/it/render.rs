@@ -429,7 +429,12 @@ fn committed_files_alone_are_a_valid_compose_project() {
                 .args(committed_compose_args(&files))
                 .arg("config"),
         );
-        assert!(out.contains("sleep"), "{}: {out}", case.name);
+        let program = agent_command(&case).split(' ').next().unwrap();
+        assert!(
+            out.contains(&format!("- {program}\n")),
+            "{}: {out}",
+            case.name
+        );
         let out = run_ok(
             Command::new("podman-compose")
                 .current_dir(dir.path().join(".devcontainer"))
@@ -438,9 +443,28 @@ fn committed_files_alone_are_a_valid_compose_project() {
                 .args(committed_compose_args(&files))
                 .args(["up", "-d"]),
         );
+        remove_dry_run_leftovers(&project);
         assert!(out.contains("podman run "), "{}: {out}", case.name);
         assert!(!out.contains("--env-file"), "{}: {out}", case.name);
     }
+}
+
+/// podman-compose creates the networks and volumes even in a dry run: the egress cases'
+/// go again.
+fn remove_dry_run_leftovers(project: &str) {
+    for net in ["aibox-internal", "aibox-egress"] {
+        let _ = Command::new("podman")
+            .args(["network", "rm", "-f", &format!("{project}_{net}")])
+            .output();
+    }
+    let _ = Command::new("podman")
+        .args([
+            "volume",
+            "rm",
+            "-f",
+            &format!("{project}_aibox-egress-socket"),
+        ])
+        .output();
 }
 
 fn run_ok(cmd: &mut Command) -> String {
@@ -456,34 +480,80 @@ fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The agent's main process as the start of its command line: the egress relay in
+/// `allowlist` mode, `sleep infinity` otherwise.
+fn agent_command(case: &Case) -> &'static str {
+    if case.team.network.egress == aibox_config::EgressMode::Allowlist {
+        "socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:/run/aibox-egress/proxy.sock"
+    } else {
+        "sleep infinity"
+    }
+}
+
+/// The text values among `items`.
+fn strings<'a>(items: impl Iterator<Item = &'a serde_norway::Value>) -> Vec<String> {
+    items
+        .filter_map(|x| x.as_str().map(str::to_owned))
+        .collect()
+}
+
 /// What `docker-compose config` makes of an `allowlist` case: the proxy variables (they
-/// win over the team's own `HTTPS_PROXY`, so they join `expected`), the agent on the
-/// internal network only, the proxy on both with nothing but what it needs.
+/// win over the team's own `HTTPS_PROXY`, so they join `expected`) name the agent's own
+/// loopback, where its command relays to the proxy's socket (read-only in the agent);
+/// the agent alone on the internal network, the proxy only on the outside one, with
+/// nothing but what it needs.
 fn egress_as_compose_reads_it(
     parsed: &serde_norway::Value,
     service: &serde_norway::Value,
     expected: &mut BTreeMap<String, String>,
 ) {
     for (key, value) in [
-        ("HTTPS_PROXY", "http://aibox-egress:3128"),
-        ("HTTP_PROXY", "http://aibox-egress:3128"),
+        ("HTTPS_PROXY", "http://127.0.0.1:3128"),
+        ("HTTP_PROXY", "http://127.0.0.1:3128"),
         ("NO_PROXY", "localhost,127.0.0.1,::1"),
-        ("https_proxy", "http://aibox-egress:3128"),
-        ("http_proxy", "http://aibox-egress:3128"),
+        ("https_proxy", "http://127.0.0.1:3128"),
+        ("http_proxy", "http://127.0.0.1:3128"),
         ("no_proxy", "localhost,127.0.0.1,::1"),
     ] {
         expected.insert(key.into(), value.into());
     }
-    let count = |v: &serde_norway::Value| v.as_mapping().map(serde_norway::Mapping::len);
-    assert_eq!(count(&service["networks"]), Some(1), "{service:?}");
+    let names = |v: &serde_norway::Value| {
+        strings(
+            v.as_mapping()
+                .into_iter()
+                .flat_map(serde_norway::Mapping::keys),
+        )
+    };
+    let text = |v: &serde_norway::Value| strings(v.as_sequence().into_iter().flatten());
+    assert_eq!(
+        names(&service["networks"]),
+        ["aibox-internal"],
+        "{service:?}"
+    );
+    assert_eq!(
+        text(&service["command"]).join(" "),
+        "socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:/run/aibox-egress/proxy.sock"
+    );
+    assert!(
+        text(&service["volumes"]).contains(&"aibox-egress-socket:/run/aibox-egress:ro".to_owned()),
+        "{service:?}"
+    );
     let proxy = &parsed["services"]["aibox-egress"];
     assert_eq!(proxy["cap_drop"][0].as_str(), Some("ALL"), "{proxy:?}");
     assert!(proxy.get("cap_add").is_none(), "{proxy:?}");
     assert_eq!(proxy["read_only"], serde_norway::Value::Bool(true));
-    assert_eq!(count(&proxy["networks"]), Some(2));
+    assert_eq!(names(&proxy["networks"]), ["aibox-egress"], "{proxy:?}");
+    assert!(
+        text(&proxy["volumes"]).contains(&"aibox-egress-socket:/run/aibox-egress:rw".to_owned()),
+        "{proxy:?}"
+    );
     assert_eq!(
         parsed["networks"]["aibox-internal"]["internal"],
         serde_norway::Value::Bool(true)
+    );
+    assert!(
+        parsed["volumes"].get("aibox-egress-socket").is_some(),
+        "{parsed:?}"
     );
 }
 
@@ -607,12 +677,7 @@ fn podman_compose_turns_every_case_into_the_expected_podman_run() {
         // A multi-line value splits the printed command, so take the rest of the output.
         let n = case.name;
         let container = aibox_devcontainer::container_name(&case.team, &case.local, &case.checkout);
-        // podman-compose creates the networks even in a dry run: the egress cases' go again.
-        for net in ["aibox-internal", "aibox-egress"] {
-            let _ = Command::new("podman")
-                .args(["network", "rm", "-f", &format!("{project}_{net}")])
-                .output();
-        }
+        remove_dry_run_leftovers(&project);
         // The agent's command (the egress proxy, when there is one, is started first).
         let agent = format!("podman run --name={container} ");
         let run = &out[out.find(&agent).unwrap_or_else(|| panic!("{out}"))..];
@@ -624,8 +689,9 @@ fn podman_compose_turns_every_case_into_the_expected_podman_run() {
             "-w /workspace ".to_owned(),
             "--init ".to_owned(),
             format!(
-                " {} sleep infinity",
-                aibox_devcontainer::image_name(&case.team)
+                " {} {}",
+                aibox_devcontainer::image_name(&case.team),
+                agent_command(&case)
             ),
             format!("--label aibox.project={project} "),
         ] {

@@ -146,6 +146,10 @@ fn build_registries_stay_apart(root: &camino::Utf8Path, filter: &str, lock: &str
         "{lock}"
     );
     assert!(
+        build.contains("apt: egress relay socat 1.7.4.4-2"),
+        "{lock}"
+    );
+    assert!(
         build.contains("\"registry.npmjs.org\" = [\"download: tool claude-code 2.1.197\"]"),
         "{lock}"
     );
@@ -191,12 +195,28 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
             "services:\n  relay:\n    image: alpine:3.20\n    networks:\n      - aibox-internal\n      - default\n",
             "egress:network:aibox-internal:relay",
         ),
+        // The proxy reaches the agent only through its socket, never on its network.
+        (
+            "services:\n  aibox-egress:\n    networks:\n      - aibox-internal\n      - aibox-egress\n",
+            "egress:network:aibox-internal:aibox-egress",
+        ),
+        // Another network under the internal one's name: one with a route, or a resolver.
+        (
+            "networks:\n  aibox-internal:\n    name: podman\n",
+            "egress:aibox-internal:name",
+        ),
+        (
+            "networks:\n  aibox-internal:\n    external: true\n",
+            "egress:aibox-internal:external",
+        ),
+        (
+            "networks:\n  aibox-internal:\n    driver_opts:\n      com.docker.network.bridge.name: br0\n",
+            "egress:aibox-internal:driver_opts",
+        ),
     ];
     for (text, option) in cases {
         let (_t, root) = project(TEAM);
-        fs_err::create_dir_all(root.join(".devcontainer")).unwrap();
-        fs_err::write(root.join(OVERRIDE), text).unwrap();
-        let err = apply(&root, &apply_opts(None)).unwrap_err();
+        let err = apply_with_override(&root, text).unwrap_err();
         assert!(matches!(err, EngineError::Policy(_)), "{text}: {err:?}");
         let shown = format!("{err:?}");
         assert!(
@@ -224,6 +244,29 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
             report.warnings
         );
     }
+
+    // Labels on the internal network (and restating `internal: true`) change no route.
+    let (_t, root) = project(TEAM);
+    let report = apply_with_override(
+        &root,
+        "networks:\n  aibox-internal:\n    internal: true\n    labels:\n      team: dev\n",
+    )
+    .unwrap();
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("egress")),
+        "{:?}",
+        report.warnings
+    );
+}
+
+/// `apply` with `text` as the Compose override file.
+fn apply_with_override(
+    root: &camino::Utf8Path,
+    text: &str,
+) -> Result<aibox_engine::ApplyReport, EngineError> {
+    fs_err::create_dir_all(root.join(".devcontainer")).unwrap();
+    fs_err::write(root.join(OVERRIDE), text).unwrap();
+    apply(root, &apply_opts(None))
 }
 
 /// In `none` mode the agent is sealed the same way, without a proxy.
@@ -238,12 +281,8 @@ fn none_mode_has_no_proxy_and_the_same_gate() {
     assert!(!compose.contains("HTTPS_PROXY"), "{compose}");
     assert!(!root.join(FILTER).exists());
     assert!(!read(&root, "aibox.lock").contains("[network]"));
-    fs_err::write(
-        root.join(OVERRIDE),
-        "services:\n  eg:\n    network_mode: bridge\n",
-    )
-    .unwrap();
-    let err = apply(&root, &apply_opts(None)).unwrap_err();
+    let err =
+        apply_with_override(&root, "services:\n  eg:\n    network_mode: bridge\n").unwrap_err();
     assert!(
         format!("{err:?}").contains("egress:network_mode:bridge"),
         "{err:?}"

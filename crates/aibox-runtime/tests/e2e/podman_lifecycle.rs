@@ -68,6 +68,7 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
         image,
         user: "tester".to_owned(),
         ids: (1000, 1000),
+        egress: false,
     };
     (dir, target)
 }
