@@ -462,9 +462,17 @@ fn podman_cleanup(project: &str) {
                 .output();
         }
     }
-    let _ = Command::new("podman")
-        .args(["network", "rm", "-f", &format!("{project}_default")])
-        .output();
+    // Every network it made (`<project>_default` and the fixtures' own), by its label.
+    if let Ok(out) = Command::new("podman")
+        .args(["network", "ls", "-q", "--filter", &label])
+        .output()
+    {
+        for name in String::from_utf8_lossy(&out.stdout).lines() {
+            let _ = Command::new("podman")
+                .args(["network", "rm", "-f", name])
+                .output();
+        }
+    }
 }
 
 #[test]
