@@ -1,14 +1,17 @@
 //! `cargo xtask ci`: everything a normal change can break, the README's test command.
 //!
-//! Setup (and, beside the next steps, the end-to-end tests' base image when it is
-//! missing), formatting, clippy, layering, tidy and the docs site, then the tests: one build
-//! of every test target, then the groups fastest first (unit, `tests/it`, doc examples)
-//! with the end-to-end tests and then the base image test running beside them in the
-//! background, then the embedder example. Why beside: they spend most of their time
-//! waiting on Podman, the network and the harness CLIs, and cargo holds its build lock
-//! only while it compiles, so after the one build the groups do not wait for each other.
-//! Each group's output is shown as one block: a background group's is kept in its log
-//! under `target/` and printed when it ends.
+//! Setup and formatting, then one build of every test target (beside it, the end-to-end
+//! tests' base image when it is missing), then the end-to-end tests and after them the
+//! base image test in the background, while the foreground runs clippy, layering, tidy
+//! and the docs site, then the test groups fastest first (unit, `tests/it`, doc
+//! examples), then the embedder example. Why beside: the background spends most of its
+//! time waiting on Podman, the network and the harness CLIs, the foreground on the CPU,
+//! and cargo holds its build lock only while it compiles (the foreground waits for the
+//! background's `cargo test` to pass it before clippy takes it). Why clippy after the
+//! build: a compile error shows in the build as early as in clippy, and clippy's cold
+//! check of every dependency (minutes on a fresh machine) no longer delays the longest
+//! group's start. Each group's output is shown as one block: a background group's is
+//! kept in its log under `target/` and printed when it ends.
 
 use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
@@ -78,12 +81,13 @@ const BUILD: &[&str] = &[
 
 pub(crate) fn run() -> Result<(), String> {
     setup()?;
+    step("formatting", &["fmt", "--all", "--check"])?;
     // The end-to-end tests' base image is a debootstrap of Debian the first time (network
-    // bound, a minute or more on a fresh machine): made beside the checks and the build
-    // rather than inside the first end-to-end test. The tests find it, or wait on its lock.
+    // bound, a minute or more on a fresh machine): made beside the build rather than
+    // inside the first end-to-end test. The tests find it, or wait on its lock.
     let base_image = std::thread::spawn(aibox_test_support::podman::Podman::ready);
-    let built = checks().and_then(|()| step("build every test", BUILD));
-    // Joined even when a step failed, so no debootstrap is left running on its own.
+    let built = step("build every test", BUILD);
+    // Joined even when the build failed, so no debootstrap is left running on its own.
     if base_image.join().is_err() {
         // The end-to-end tests try again and fail with the same message, in their group.
         say("==> the end-to-end tests' base image is not ready (see above)");
@@ -111,9 +115,8 @@ pub(crate) fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// Formatting, clippy, layering, tidy and the docs site.
+/// Clippy, layering, tidy and the docs site.
 fn checks() -> Result<(), String> {
-    step("formatting", &["fmt", "--all", "--check"])?;
     step(
         "clippy",
         &[
@@ -141,9 +144,10 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
     args
 }
 
-/// The groups, on what [`BUILD`] built. Every group runs even after one failed
-/// (`--no-fail-fast` over the whole suite) unless `AIBOX_CI_FAIL_FAST` is set, which also
-/// stops the background group; the failed groups are named at the end.
+/// The groups, on what [`BUILD`] built, with the checks first in the foreground. Every
+/// group runs even after one failed (`--no-fail-fast` over the whole suite) unless
+/// `AIBOX_CI_FAIL_FAST` is set, which also stops the background group; the failed groups
+/// are named at the end.
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
     let (name, runs) = BACKGROUND;
@@ -156,7 +160,18 @@ fn tests() -> Result<(), String> {
         })
         .collect();
     let background = Background::start(name, commands, Path::new(BACKGROUND_LOG))?;
+    // Clippy would hold cargo's build lock for its whole run and the background's
+    // `cargo test` would wait on it.
+    background.wait_until_running();
     let mut failed = Vec::new();
+    if let Err(e) = checks() {
+        if fail_fast {
+            background.stop();
+            return Err(e);
+        }
+        say(&format!("==> checks failed: {e}"));
+        failed.push("checks");
+    }
     for (name, runs) in FOREGROUND {
         for run in *runs {
             if let Err(e) = step(name, &test_args(run)) {
@@ -174,7 +189,7 @@ fn tests() -> Result<(), String> {
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("test groups failed: {}", failed.join(", ")))
+        Err(format!("groups failed: {}", failed.join(", ")))
     }
 }
 
@@ -258,6 +273,18 @@ impl Background {
             state,
             thread,
         })
+    }
+
+    /// Waits until the first run's test binary started (cargo printed `Running`), the
+    /// group ended, or two minutes passed: then its cargo no longer needs the build lock.
+    fn wait_until_running(&self) {
+        let deadline = Instant::now() + std::time::Duration::from_mins(2);
+        while !self.thread.is_finished() && Instant::now() < deadline {
+            if fs_err::read_to_string(&self.log).is_ok_and(|log| log.contains("     Running ")) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     }
 
     /// Waits for the group to end, prints its output and time; whether every run passed.
@@ -422,6 +449,35 @@ mod tests {
         let text = fs_err::read_to_string(&log).unwrap();
         assert!(text.contains("after"), "{text}");
         assert!(text.contains("cannot run /nonexistent/cargo"), "{text}");
+    }
+
+    /// The foreground's clippy starts once the background's cargo has started its test
+    /// binary, or at once when the group ended without one.
+    #[test]
+    fn waiting_for_the_background_ends_at_cargos_running_line_or_at_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("group.log");
+        let started = Instant::now();
+        let running = Background::start(
+            "running",
+            vec![sh(
+                // Not the line itself: the log's header line repeats this script.
+                "sleep 0.5; printf '%5sRunning tests/e2e/main.rs\\n' ''; sleep 30",
+            )],
+            &log,
+        )
+        .unwrap();
+        running.wait_until_running();
+        let waited = started.elapsed();
+        assert!(waited.as_millis() >= 500, "{waited:?}");
+        assert!(waited.as_secs() < 10, "{waited:?}");
+        running.stop();
+
+        let started = Instant::now();
+        let failed = Background::start("failed", vec![sh("exit 1")], &log).unwrap();
+        failed.wait_until_running();
+        assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+        assert!(!failed.finish());
     }
 
     #[test]

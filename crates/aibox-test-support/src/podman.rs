@@ -11,6 +11,9 @@
 //! [`DockerApi`] serves Podman's Docker-compatible API on a socket under `target/` for
 //! tools that only speak to Docker (`docker-compose`, the devcontainer CLI).
 //!
+//! [`Cleanup`] keeps the build layers of the images it removes until the checkout's test
+//! processes end (see `layers`), so each distinct image is built once per test run.
+//!
 //! A missing tool fails the test with a message naming what to install; nothing here
 //! skips silently.
 
@@ -28,6 +31,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use camino::{Utf8Path, Utf8PathBuf};
+
+mod layers;
 
 /// A test host for the egress tests and bench (`perl -e TEST_HOST NAME` in [`BASE_IMAGE`]):
 /// HTTP on 80 and 443 (`hello from NAME`, one `tcp: <request line>` log line each), UDP
@@ -156,6 +161,8 @@ impl Podman {
                 .unwrap_or_else(|e| panic!("cannot write {conf}: {e}"));
         }
         let podman = Self { dir, conf };
+        // For the process's life: kept build layers go only when no test can build on them.
+        layers::hold(&podman);
         podman.ensure_base_image();
         podman
     }
@@ -443,6 +450,9 @@ pub trait Engine: std::fmt::Debug + Send {
     fn remove_network(&self, network: &str);
     /// Removes a volume (if any).
     fn remove_volume(&self, volume: &str);
+    /// Keeps the build layers of `image` for later builds in this test process, before
+    /// [`Engine::remove_image`] removes its name; nothing by default.
+    fn keep_layers(&self, _image: &str) {}
 }
 
 impl Engine for Podman {
@@ -451,6 +461,9 @@ impl Engine for Podman {
     }
     fn remove_image(&self, image: &str) {
         Self::remove_image(self, image);
+    }
+    fn keep_layers(&self, image: &str) {
+        layers::keep(self, image);
     }
     fn remove_network(&self, network: &str) {
         let _ = self.run(&["network", "rm", "-f", network]);
@@ -550,6 +563,7 @@ impl Drop for Cleanup {
             self.engine.remove_container(name);
         }
         for image in &self.images {
+            self.engine.keep_layers(image);
             self.engine.remove_image(image);
         }
         for network in &self.networks {

@@ -155,7 +155,15 @@ impl Project {
 
     /// `aibox up` (which must succeed) and the "Codex sandbox: ..." line it printed.
     fn up(&self) -> String {
-        let out = self.ok(&["up"]);
+        // One `up` at a time in this file: the tests build the same Codex image, and a
+        // build is a cached one only after the first has finished (both ran cold at once).
+        static UPS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let out = {
+            let _one = UPS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.ok(&["up"])
+        };
         out.lines()
             .find(|l| l.starts_with("Codex sandbox: "))
             .unwrap_or_else(|| panic!("up did not report Codex's sandbox: {out}"))

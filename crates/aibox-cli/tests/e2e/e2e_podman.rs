@@ -5,6 +5,10 @@
 //! on the engine with `podman inspect`; plus the refusal to touch another project's
 //! container and a fast, clear error when no engine is installed. The harness builds
 //! and caches the Debian base image (see `aibox_test_support::podman`).
+//!
+//! The tests run beside each other like the other end-to-end files: the harness keeps
+//! build layers for the whole run, so after the first build of an image an `up` is a
+//! cached build and a start (they were serial while every test built from scratch).
 
 // Helpers outside `#[test]` functions are test code too: failing loudly is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -17,17 +21,6 @@ use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
 use camino::{Utf8Path, Utf8PathBuf};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// One container lifecycle at a time in this file: with several image builds and
-/// `podman-compose up` runs at once on a 2-core machine, a start occasionally missed the
-/// 60 s running deadline. Serial runs keep these tests about aibox, not about the
-/// machine's load.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// A fresh project folder named after the test and this process (unique container names).
 fn project_dir(stem: &str) -> (tempfile::TempDir, Utf8PathBuf, String) {
@@ -201,7 +194,6 @@ fn check_exec(podman: &Podman, root: &Utf8Path, user: &str) {
 
 #[test]
 fn init_apply_up_status_exec_down() {
-    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "flow", "claude");
     let TestProject {
@@ -290,7 +282,6 @@ fn init_apply_up_status_exec_down() {
 
 #[test]
 fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
-    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "foreign", "claude");
     let TestProject {
@@ -328,7 +319,6 @@ fn a_same_named_container_of_another_project_is_refused_and_left_alone() {
 /// `.aibox-local.toml` to A's container is refused as A's, naming A's path.
 #[test]
 fn two_checkouts_of_one_project_never_share_a_container() {
-    let _serial = serial();
     let podman = Podman::ready();
     let a = TestProject::init(&podman, "clones", "claude");
     ok(aibox(&podman, &a.root).arg("up"));
@@ -422,7 +412,6 @@ fn two_checkouts_of_one_project_never_share_a_container() {
 
 #[test]
 fn no_engine_on_path_fails_fast_with_a_clear_error() {
-    let _serial = serial();
     let podman = Podman::ready();
     let (_tmp, root, name) = project_dir("noengine");
     init(&podman, &root, &name, "claude");
@@ -451,7 +440,6 @@ fn no_engine_on_path_fails_fast_with_a_clear_error() {
 /// after the owner's consent, for both the unconfined and the generated-profile choice.
 #[test]
 fn seccomp_relaxation_reaches_the_container_only_after_consent() {
-    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "seccomp", "codex");
     let TestProject {
@@ -544,7 +532,6 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
 /// stopped by `up`.
 #[test]
 fn engine_state_without_consent_is_reported_and_stopped() {
-    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "state", "claude");
     let TestProject {
@@ -625,7 +612,6 @@ fn engine_state_without_consent_is_reported_and_stopped() {
 /// `post_start_command` on every start (both were written to devcontainer.json only).
 #[test]
 fn host_references_and_lifecycle_commands_reach_the_container() {
-    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "lifecycle", "claude");
     let root = &p.root;
@@ -695,7 +681,6 @@ fn host_references_and_lifecycle_commands_reach_the_container() {
 /// did not create fails `up` at once as well.
 #[test]
 fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
-    let _serial = serial();
     let podman = Podman::ready();
     let p = TestProject::init(&podman, "buildfail", "claude");
     let (root, name, container, image) = (&p.root, &p.name, &p.container, &p.image);
@@ -797,7 +782,6 @@ fn status_flag(podman: &Podman, root: &Utf8Path, key: &str) -> bool {
 /// report both before, and an unchanged project is left running.
 #[test]
 fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
-    let _serial = serial();
     let podman = Podman::ready();
     let mut p = TestProject::init(&podman, "stale", "claude");
     let (root, container) = (&p.root.clone(), &p.container.clone());
@@ -874,7 +858,6 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
 /// so when the project belongs to root.
 #[test]
 fn the_container_user_gets_the_project_owners_ids_and_can_write_the_workspace() {
-    let _serial = serial();
     let podman = Podman::ready();
     let mut p = TestProject::init(&podman, "uid", "claude");
     let (root, container) = (&p.root.clone(), &p.container.clone());
@@ -959,7 +942,6 @@ fn init_on_docker(aibox: &dyn Fn() -> Command, root: &Utf8Path, name: &str) {
 #[test]
 #[allow(clippy::print_stderr)] // the measured numbers go to the test log
 fn docker_engine_journey() {
-    let _serial = serial();
     let docker = Docker::ready();
     let (tmp, root, name) = project_dir("docker");
     let aibox = || docker.aibox(env!("CARGO_BIN_EXE_aibox"), &root);
@@ -1197,7 +1179,6 @@ fn as_rootless(home: &Utf8Path, program: &str) -> Command {
 #[test]
 #[allow(clippy::print_stderr)] // the UID map goes to the test log
 fn rootless_podman_maps_the_owner_into_the_container() {
-    let _serial = serial();
     let podman = Podman::ready();
     require_program_for_rootless();
     let (uid, gid, home) = rootless_user();

@@ -449,22 +449,22 @@ fn run_dangers(args: &[String], merged: &Yaml, project: &Path, home: &Path) -> V
     out
 }
 
-/// Removes what `podman-compose --dry-run up` created for `project`.
+/// Removes what `podman-compose --dry-run up` created for `project`: its named volumes and
+/// every network (`<project>_default` and the fixtures' own), found by its label.
 fn podman_cleanup(project: &str) {
     let label = format!("label=io.podman.compose.project={project}");
-    if let Ok(out) = Command::new("podman")
-        .args(["volume", "ls", "-q", "--filter", &label])
-        .output()
-    {
-        for name in String::from_utf8_lossy(&out.stdout).lines() {
-            let _ = Command::new("podman")
-                .args(["volume", "rm", "-f", name])
-                .output();
+    for kind in ["volume", "network"] {
+        if let Ok(out) = Command::new("podman")
+            .args([kind, "ls", "-q", "--filter", &label])
+            .output()
+        {
+            for name in String::from_utf8_lossy(&out.stdout).lines() {
+                let _ = Command::new("podman")
+                    .args([kind, "rm", "-f", name])
+                    .output();
+            }
         }
     }
-    let _ = Command::new("podman")
-        .args(["network", "rm", "-f", &format!("{project}_default")])
-        .output();
 }
 
 #[test]

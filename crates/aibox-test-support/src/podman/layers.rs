@@ -1,0 +1,154 @@
+//! Build layers kept while a checkout's tests run, so each distinct image is built once.
+//!
+//! Every end-to-end test removes the images it built, and `podman rmi` takes their
+//! untagged build layers with them: the next test's `aibox up` ran the same `apt-get
+//! install` and harness downloads again (a claude image: 30 s cold, 5 s from the cache).
+//! Before [`Cleanup`](super::Cleanup) removes an image, [`keep`] tags it
+//! `localhost/aibox-test-layers-<pid>:<n>`: its name goes, its layers stay for later
+//! builds. Podman's build cache still compares every instruction and every copied byte, so
+//! a test never gets an image of files other than its own.
+//!
+//! The tags go when the tests are done: every process that readies Podman holds a shared
+//! lock on `<target>/aibox-podman/layers.lock` until it ends ([`hold`]), and the first
+//! [`keep`] starts a watcher, `flock -x` on that file in its own process group, which
+//! removes the process's tags once no test process of this checkout holds it. So they go
+//! however the process ended (a panic, Ctrl-C, a kill), and never while a later test
+//! binary builds on the same layers (Podman 4.3 failed builds with "layer not known" when
+//! layers went away under them).
+
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+use super::Podman;
+
+/// The repository of the tags that keep layers, one per process.
+const REPOSITORY: &str = "localhost/aibox-test-layers";
+
+/// Removes the tags of the repository `$1`, exactly those: an image's other names stay
+/// (`--filter reference=` would list every name of a matching image, the base image's too).
+const REMOVE_TAGS: &str = r#"for t in $(podman images --format '{{.Repository}}:{{.Tag}}'); do case "$t" in "$1":*) podman rmi "$t" ;; esac; done"#;
+
+/// The lock file beside the harness's `containers.conf`.
+fn lock_path(podman: &Podman) -> Utf8PathBuf {
+    podman.dir.join("layers.lock")
+}
+
+/// Holds the shared lock until this process ends (the file is never closed before).
+pub(super) fn hold(podman: &Podman) {
+    static HELD: OnceLock<fs_err::File> = OnceLock::new();
+    HELD.get_or_init(|| {
+        let path = lock_path(podman);
+        let file = fs_err::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("cannot open {path}: {e}"));
+        file.file()
+            .lock_shared()
+            .unwrap_or_else(|e| panic!("cannot lock {path}: {e}"));
+        file
+    });
+}
+
+/// Tags `image` so its layers outlive its removal until the tests are done. Only images
+/// by name: one named by its id is a replaced build, nothing a later test builds again.
+pub(super) fn keep(podman: &Podman, image: &str) {
+    static WATCHER: OnceLock<Option<Child>> = OnceLock::new();
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    if !image.starts_with("localhost/") {
+        return;
+    }
+    hold(podman);
+    let repository = format!("{REPOSITORY}-{}", std::process::id());
+    // Without a watcher no tag: a kept layer nobody removes would be a leftover.
+    let watching = WATCHER.get_or_init(|| {
+        watcher(podman, &lock_path(podman), &repository)
+            .spawn()
+            .ok()
+    });
+    if watching.is_some() {
+        let tag = format!("{repository}:{}", SEQ.fetch_add(1, Ordering::Relaxed));
+        let _ = podman.run(&["tag", image, &tag]);
+    }
+}
+
+/// `flock -x LOCK` removing the tags of `repository`: waits for every holder of the lock,
+/// in a process group of its own so the signal that stops the tests does not stop it.
+fn watcher(podman: &Podman, lock: &Utf8Path, repository: &str) -> Command {
+    let mut cmd = Command::new("flock");
+    cmd.args([
+        "-x",
+        lock.as_str(),
+        "sh",
+        "-c",
+        REMOVE_TAGS,
+        "sh",
+        repository,
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    podman.configure(&mut cmd);
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::podman::BASE_IMAGE;
+
+    /// The tags of `repository`, sorted (every name of every image, filtered here).
+    fn tags(podman: &Podman, repository: &str) -> String {
+        let out = podman.run(&["images", "--format", "{{.Repository}} {{.Tag}}"]);
+        let mut tags: Vec<_> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| line.strip_prefix(&format!("{repository} ")))
+            .map(str::to_owned)
+            .collect();
+        tags.sort();
+        tags.join(" ")
+    }
+
+    /// The watcher waits for every holder of the lock, then removes its tags and only
+    /// those (the image itself keeps its other names).
+    #[test]
+    fn the_watcher_removes_the_tags_once_the_last_holder_ends() {
+        let podman = Podman::ready();
+        let dir = tempfile::tempdir().unwrap();
+        let lock = Utf8PathBuf::from_path_buf(dir.path().join("layers.lock")).unwrap();
+        fs_err::write(&lock, "").unwrap();
+        let repository = format!("{REPOSITORY}-selftest-{}", std::process::id());
+        let other = format!("{REPOSITORY}-selftest-other-{}", std::process::id());
+        for tag in [
+            format!("{repository}:0"),
+            format!("{repository}:1"),
+            format!("{other}:0"),
+        ] {
+            assert!(podman.run(&["tag", BASE_IMAGE, &tag]).status.success());
+        }
+        // A test process holding the lock for a second.
+        let mut holder = Command::new("flock")
+            .args(["-s", lock.as_str(), "sleep", "1"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut watcher = watcher(&podman, &lock, &repository).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(
+            tags(&podman, &repository),
+            "0 1",
+            "gone while the lock was held"
+        );
+        assert!(holder.wait().unwrap().success());
+        assert!(watcher.wait().unwrap().success());
+        assert_eq!(tags(&podman, &repository), "");
+        assert_eq!(tags(&podman, &other), "0", "another process's tags stay");
+        assert!(podman.image_exists(BASE_IMAGE));
+        assert!(podman.run(&["rmi", &format!("{other}:0")]).status.success());
+    }
+}
