@@ -183,6 +183,25 @@ fn judged_engine(
     }
 }
 
+/// The checks of the project's container as the engine runs it, which is looked up once
+/// for all of them (each engine call costs tens of milliseconds).
+fn container_checks(
+    run: &mut Run,
+    project: Option<&aibox_config::Project>,
+    lock: Option<&aibox_provenance::lock::Lock>,
+    engine_at: &checks::EngineAt,
+) {
+    let container = checks::container(engine_at);
+    checks::container_state::check(run, project, engine_at, container.as_ref());
+    // hosts the egress proxy refused (allowlist mode)
+    checks::egress::check(run, project, engine_at);
+    // the running container's labels and marker against the lock and the configuration
+    match checks::base_image::check(project, lock, engine_at, container.as_ref()) {
+        Ok(findings) => run.check("base-image", findings),
+        Err(why) => run.skip("base-image", &why),
+    }
+}
+
 /// Runs every check on the project at `root`. Only reads (and runs `git` and the engine's
 /// version probe); never writes and never downloads.
 ///
@@ -278,18 +297,12 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     // Codex's sandbox, probed in the running container (only when Codex is enabled)
     let codex_sandbox =
         checks::codex_sandbox::check(&mut run, project.as_ref(), security.as_ref(), &engine_at);
-    checks::container_state::check(&mut run, project.as_ref(), &engine_at);
-    // hosts the egress proxy refused (allowlist mode)
-    checks::egress::check(&mut run, project.as_ref(), &engine_at);
-    // the running container's labels and marker against the lock and the configuration
-    match checks::base_image::check(
+    container_checks(
+        &mut run,
         project.as_ref(),
         lock.as_ref().ok().and_then(Option::as_ref),
         &engine_at,
-    ) {
-        Ok(findings) => run.check("base-image", findings),
-        Err(why) => run.skip("base-image", &why),
-    }
+    );
     // the MCP servers the harnesses start, started in the running container
     checks::mcp_servers::check(&mut run, resolved.as_ref(), &planned.servers, &engine_at);
     // processkit's own checker, on request
