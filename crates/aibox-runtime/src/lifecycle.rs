@@ -547,6 +547,9 @@ impl Runtime {
     /// The project's container (`None` when there is none), its owner checked: an error
     /// when it is another checkout's. The lookup that [`Self::status`] and
     /// [`Self::inspect_json`] make, for callers that ask more than one question.
+    ///
+    /// # Errors
+    /// The container is another checkout's or project's, or the engine fails.
     pub fn container(&self, target: &Target) -> Result<Option<FoundContainer>, RuntimeError> {
         let Some(found) = self.find(target)? else {
             return Ok(None);
@@ -580,6 +583,9 @@ impl Runtime {
 
     /// [`Self::status`] of the container already found by [`Self::container`] (`None`:
     /// there is none), without asking the engine for it again.
+    ///
+    /// # Errors
+    /// The engine fails to inspect the image.
     pub fn status_of(
         &self,
         target: &Target,
@@ -776,6 +782,9 @@ impl Runtime {
 
     /// [`Self::exec_output`] in the container already found by [`Self::container`]
     /// (the caller saw it running), without asking the engine for it again.
+    ///
+    /// # Errors
+    /// The engine fails.
     pub fn exec_output_in(
         &self,
         found: &FoundContainer,

@@ -262,6 +262,17 @@ fn skill_list_shows_installed_skills_with_their_state() {
     assert_eq!(names, ["skill-finder"]);
 }
 
+/// A project installing processkit v0.0.1 from `server` as a GitHub release (its source
+/// trusted), with `extra` lines in `[processkit]`.
+fn http_config(server: &aibox_test_support::http::Server, extra: &str) -> String {
+    format!(
+        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
+         [processkit]\nsource = \"{}\"\nversion = \"v0.0.1\"\ntrusted_sources = [\"{}\"]\n{extra}",
+        server.url("/org/processkit.git"),
+        server.url("/org/processkit")
+    )
+}
+
 /// Progress calls recorded by a test: (bytes received, announced total).
 type Seen = std::sync::Arc<std::sync::Mutex<Vec<(u64, Option<u64>)>>>;
 
@@ -284,13 +295,7 @@ fn http_release_reports_download_progress_and_uses_the_given_cache() {
 
     let (_t, root) = empty_project();
     let cache = tempfile::tempdir().unwrap();
-    let toml = format!(
-        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
-         [processkit]\nsource = \"{}\"\nversion = \"v0.0.1\"\ntrusted_sources = [\"{}\"]\n",
-        server.url("/org/processkit.git"),
-        server.url("/org/processkit")
-    );
-    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    fs_err::write(root.join("aibox.toml"), http_config(&server, "")).unwrap();
     let seen: Seen = Arc::default();
     let sink = Arc::clone(&seen);
     let mut options = ApplyOptions::default();
@@ -324,29 +329,19 @@ fn http_release_reports_download_progress_and_uses_the_given_cache() {
 /// small sidecar, the pinned ones make no request at all.
 #[test]
 fn a_cached_release_is_never_downloaded_again_pinned_or_not() {
-    use aibox_test_support::http::{Route, Server, release::SyntheticRelease};
+    use aibox_test_support::http::{Server, release::SyntheticRelease};
 
     let server = Server::start().unwrap();
-    let release = SyntheticRelease::minimal("v0.0.1");
-    let archive = release.tar_gz();
+    let digest = common::publish(&server, &SyntheticRelease::minimal("v0.0.1"));
     let path = "/org/processkit/releases/download/v0.0.1/processkit-v0.0.1.tar.gz";
     let sidecar = format!("{path}.sha256");
-    server.route(path, Route::ok(archive.clone()));
-    server.route(&sidecar, Route::ok(release.sidecar(&archive)));
-    let digest = aibox_test_support::http::release::sha256_hex(&archive);
     let cache = tempfile::tempdir().unwrap();
     let options = common::apply_opts(Some(
         &Utf8PathBuf::from_path_buf(cache.path().to_owned()).unwrap(),
     ));
     let project = |pin: &str| {
         let (dir, root) = empty_project();
-        let toml = format!(
-            "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
-             [processkit]\nsource = \"{}\"\nversion = \"v0.0.1\"\ntrusted_sources = [\"{}\"]\n{pin}",
-            server.url("/org/processkit.git"),
-            server.url("/org/processkit")
-        );
-        fs_err::write(root.join("aibox.toml"), toml).unwrap();
+        fs_err::write(root.join("aibox.toml"), http_config(&server, pin)).unwrap();
         (dir, root)
     };
     // The first project downloads it (sidecar, then archive).
