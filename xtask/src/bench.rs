@@ -6,7 +6,9 @@
 //! 5 MB; every skill selected, so about 1,720 installed files and 10 MB with the
 //! snapshot) and its successor are written as local `.tar.gz` archives pinned by digest,
 //! at 1x and 10x the files and bytes (`processkit_like_scaled`). For each size: first
-//! install, no-op `apply`, upgrade to the successor, `doctor --integrity`, and the
+//! install, a cold first install (a new project with an empty download cache, the
+//! release downloaded from a loopback server and verified against its sidecar), no-op
+//! `apply`, upgrade to the successor, `doctor --integrity`, and the
 //! read-only `doctor`, `skill list` and `mcp list` (held to linear growth), with wall
 //! time, CPU time (GNU `time`'s `%U` and `%S`, when `/usr/bin/time` exists; wall time
 //! well above CPU time is waiting, on `fsync` or on a busy machine) and aibox's own peak
@@ -14,8 +16,10 @@
 //! the installed tree and `sha256sum` of exactly the files `doctor --integrity` vouches
 //! for (the fastest of three tries per run, as they swing most with a busy disk); the
 //! previous aibox runs the same steps on its own project of the same releases, fetched
-//! from a loopback server as it fetches release assets. `--loaded` keeps the other cores
-//! busy while the measured runs go. Each row carries its target and whether it was met;
+//! from the same loopback server, as it fetches release assets. `--loaded` makes every
+//! measured run a second time with the other cores busy and reports every row of those
+//! runs in a table of its own, with the same targets. Each row carries its target and
+//! whether it was met;
 //! a linearity line compares the largest factor with the smallest. Medians of several
 //! runs at 1x, one run above, so the whole bench takes a few minutes. A measurement, not
 //! a gate: missed targets are printed, the exit code stays 0.
@@ -220,6 +224,8 @@ fn tree_size(dir: &Path) -> (usize, u64) {
 #[derive(Default)]
 struct Results {
     first: Vec<Sample>,
+    /// First install in a new project with an empty download cache (download included).
+    cold: Vec<Sample>,
     noop: Vec<Sample>,
     upgrade: Vec<Sample>,
     integrity: Vec<Sample>,
@@ -238,6 +244,7 @@ struct Results {
 #[derive(Default)]
 struct PrevResults {
     first: Vec<Sample>,
+    cold: Vec<Sample>,
     noop: Vec<Sample>,
     upgrade: Vec<Sample>,
     integrity: Vec<Sample>,
@@ -246,16 +253,15 @@ struct PrevResults {
     files: (usize, u64),
 }
 
-/// The previous aibox (`--baseline PATH`, a binary the user built, v0.21.2 when the
-/// issue measured it) and the loopback server it fetches the same releases from: it
-/// reads no local archive, only a release asset URL and its `.sha256` sidecar.
-struct Prev {
-    bin: PathBuf,
+/// The loopback server the releases are fetched from as release assets (an archive and
+/// its `.sha256` sidecar under `{source}/{version}/`): by the cold first install, and by
+/// the previous aibox, which reads no local archive.
+struct Served {
     server: aibox_test_support::http::Server,
 }
 
-impl Prev {
-    fn start(bin: PathBuf, releases: &[&Release]) -> Result<Self, String> {
+impl Served {
+    fn start(releases: &[&Release]) -> Result<Self, String> {
         let server = aibox_test_support::http::Server::start().map_err(|e| e.to_string())?;
         for r in releases {
             let data = fs_err::read(&r.archive).map_err(|e| e.to_string())?;
@@ -269,49 +275,89 @@ impl Prev {
             );
             server.route(&path, aibox_test_support::http::Route::ok(data));
         }
-        Ok(Self { bin, server })
+        Ok(Self { server })
     }
 
+    /// The `[processkit] source` the releases are served under.
+    fn source(&self) -> String {
+        self.server.url("/bench/processkit")
+    }
+}
+
+/// The asset URL template of [`Served`] (both aibox versions read it).
+const ASSET_TEMPLATE: &str = "{source}/{version}/processkit-{version}.tar.gz";
+
+/// Our `aibox.toml` for a cold first install: the release fetched from [`Served`] and
+/// verified against its sidecar (no pin: a new project), every skill selected, the
+/// served source trusted as the official one is.
+fn cold_config(release: &Release, served: &Served) -> String {
+    let include: Vec<String> = release.skills.iter().map(|s| format!("\"{s}\"")).collect();
+    let source = served.source();
+    format!(
+        "[container]\nname = \"bench\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
+         [skills]\ninclude = [{}]\n\n\
+         [processkit]\nsource = \"{source}\"\nversion = \"{}\"\n\
+         release_asset_url_template = \"{ASSET_TEMPLATE}\"\ntrusted_sources = [\"{source}\"]\n",
+        include.join(", "),
+        release.version,
+    )
+}
+
+/// The previous aibox (`--baseline PATH`, a binary the user built, v0.21.2 when the
+/// issue measured it), fetching the releases from [`Served`].
+struct Prev {
+    bin: PathBuf,
+}
+
+impl Prev {
     /// Its `aibox.toml` (its own schema) for the same selection of the same release.
-    fn config(&self, release: &Release) -> String {
+    fn config(release: &Release, served: &Served) -> String {
         let include: Vec<String> = release.skills.iter().map(|s| format!("\"{s}\"")).collect();
         format!(
             "[aibox]\nversion = \"0.21.2\"\n\n[container]\nname = \"bench\"\n\n\
              [context]\npackages = [\"product\"]\n\n[skills]\ninclude = [{}]\n\n\
              [processkit]\nsource = \"{}\"\nversion = \"{}\"\n\
-             release_asset_url_template = \"{{source}}/{{version}}/processkit-{{version}}.tar.gz\"\n",
+             release_asset_url_template = \"{ASSET_TEMPLATE}\"\n",
             include.join(", "),
-            self.server.url("/bench/processkit"),
+            served.source(),
             release.version
         )
+    }
+
+    /// `aibox` of the previous version in `project`, with its download cache in `cache`.
+    fn command(&self, project: &Path, cache: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.current_dir(project)
+            .args(args)
+            .env("XDG_CACHE_HOME", cache)
+            .env("AIBOX_NO_CONTAINER", "1")
+            .env("NO_COLOR", "1");
+        c
     }
 }
 
 /// The measured steps of the previous aibox on a project of its own (`sync
-/// --no-container` installs and upgrades; it has no `skill list` of installed content).
+/// --no-container` installs and upgrades; it has no `skill list` of installed content),
+/// the cold first install in another project with an empty download cache.
 fn prev_run(
     prev: &Prev,
+    served: &Served,
     work: &Path,
     run: usize,
     (v1, v2): (&Release, &Release),
     r: &mut PrevResults,
 ) -> Result<(), String> {
     let project = work.join(format!("prev-{run}"));
-    fs_err::create_dir_all(&project).map_err(|e| e.to_string())?;
-    let toml = project.join("aibox.toml");
-    fs_err::write(&toml, prev.config(v1)).map_err(|e| e.to_string())?;
-    let aibox = |args: &[&str]| {
-        let mut c = Command::new(&prev.bin);
-        c.current_dir(&project)
-            .args(args)
-            .env("XDG_CACHE_HOME", work.join("cache-prev"))
-            .env("AIBOX_NO_CONTAINER", "1")
-            .env("NO_COLOR", "1");
-        c
-    };
+    let cold = work.join(format!("prev-cold-{run}"));
+    for dir in [&project, &cold] {
+        fs_err::create_dir_all(dir).map_err(|e| e.to_string())?;
+        fs_err::write(dir.join("aibox.toml"), Prev::config(v1, served))
+            .map_err(|e| e.to_string())?;
+    }
+    let cache = work.join("cache-prev");
     let sync = ["sync", "--no-container"];
     r.first.push(measure(
-        &mut aibox(&sync),
+        &mut prev.command(&project, &cache, &sync),
         "previous aibox: first install",
         work,
     )?);
@@ -327,18 +373,30 @@ fn prev_run(
             prev.bin.display()
         ));
     }
-    r.noop
-        .push(measure(&mut aibox(&sync), "previous aibox: no-op", work)?);
-    fs_err::write(&toml, prev.config(v2)).map_err(|e| e.to_string())?;
-    r.upgrade
-        .push(measure(&mut aibox(&sync), "previous aibox: upgrade", work)?);
+    r.cold.push(measure(
+        &mut prev.command(&cold, &work.join(format!("cache-prev-cold-{run}")), &sync),
+        "previous aibox: cold first install",
+        work,
+    )?);
+    r.noop.push(measure(
+        &mut prev.command(&project, &cache, &sync),
+        "previous aibox: no-op",
+        work,
+    )?);
+    fs_err::write(project.join("aibox.toml"), Prev::config(v2, served))
+        .map_err(|e| e.to_string())?;
+    r.upgrade.push(measure(
+        &mut prev.command(&project, &cache, &sync),
+        "previous aibox: upgrade",
+        work,
+    )?);
     r.integrity.push(measure(
-        &mut aibox(&["doctor", "--integrity"]),
+        &mut prev.command(&project, &cache, &["doctor", "--integrity"]),
         "previous aibox: doctor --integrity",
         work,
     )?);
     r.doctor.push(measure(
-        &mut aibox(&["doctor"]),
+        &mut prev.command(&project, &cache, &["doctor"]),
         "previous aibox: doctor",
         work,
     )?);
@@ -378,6 +436,7 @@ fn vouched_files(project: &Path) -> Result<Vec<PathBuf>, String> {
 fn one_run(
     bin: &Path,
     prev: Option<&Prev>,
+    served: &Served,
     work: &Path,
     run: usize,
     (v1, v2): (&Release, &Release),
@@ -386,26 +445,45 @@ fn one_run(
 ) -> Result<(), String> {
     // Fresh folders: `run` starts from an empty `target/bench/` (see there for why).
     let project = work.join(format!("project-{run}"));
+    let cold = work.join(format!("cold-{run}"));
     let copy = work.join(format!("copy-{run}"));
-    fs_err::create_dir_all(&project).map_err(|e| e.to_string())?;
-    fs_err::create_dir_all(&copy).map_err(|e| e.to_string())?;
+    for dir in [&project, &cold, &copy] {
+        fs_err::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
     let toml = project.join("aibox.toml");
     fs_err::write(&toml, config(v1)).map_err(|e| e.to_string())?;
-    let aibox = |args: &[&str]| {
+    fs_err::write(cold.join("aibox.toml"), cold_config(v1, served)).map_err(|e| e.to_string())?;
+    let ours = |project: &Path, cache: &Path, args: &[&str]| {
         let mut c = Command::new(bin);
         c.arg("--project")
-            .arg(&project)
+            .arg(project)
             .arg("--quiet")
             .args(args)
-            .env("XDG_CACHE_HOME", work.join("cache"))
+            .env("XDG_CACHE_HOME", cache)
             .env("NO_COLOR", "1");
         c
     };
+    let cache = work.join("cache");
+    let aibox = |args: &[&str]| ours(&project, &cache, args);
     r.first
         .push(measure(&mut aibox(&["apply"]), "first install", work)?);
     let (files, bytes) = tree_size(&project.join("context"));
     let agents = fs_err::metadata(project.join("AGENTS.md")).map_or(0, |m| m.len());
     r.files = (files + usize::from(agents > 0), bytes + agents);
+    // Cold: a new project and an empty download cache, so the release is downloaded
+    // (from the loopback server), verified against its sidecar and unpacked first.
+    let empty = work.join(format!("cache-cold-{run}"));
+    r.cold.push(measure(
+        &mut ours(&cold, &empty, &["apply"]),
+        "cold first install",
+        work,
+    )?);
+    if tree_size(&cold.join("context")).0 != files {
+        return Err(format!(
+            "the cold first install in {} did not install the {files} files the first install did",
+            cold.display()
+        ));
+    }
     r.noop
         .push(measure(&mut aibox(&["apply"]), "no-op apply", work)?);
     // The baselines are short and swing most with a busy disk: the fastest of a few
@@ -456,7 +534,7 @@ fn one_run(
     r.mcp_list
         .push(measure(&mut aibox(&["mcp", "list"]), "mcp list", work)?);
     if let Some(prev) = prev {
-        prev_run(prev, work, run, (v1, v2), &mut r.prev)?;
+        prev_run(prev, served, work, run, (v1, v2), &mut r.prev)?;
     }
     // Nothing is deleted here: see `run` for why trees stay until the factor is done.
     Ok(())
@@ -615,6 +693,7 @@ impl FactorReport {
         let cp = median(r.cp);
         let sha = median(r.sha);
         let first = median(r.first);
+        let cold = median(r.cold);
         let noop = median(r.noop);
         let upgrade = median(r.upgrade);
         let integrity = median(r.integrity);
@@ -623,20 +702,21 @@ impl FactorReport {
         let mcp_list = median(r.mcp_list);
         let p = r.prev;
         let prev_files = (!p.first.is_empty()).then_some(p.files);
-        let (p_first, p_noop, p_upgrade, p_integrity, p_doctor) = (
+        let (p_first, p_cold, p_noop, p_upgrade, p_integrity, p_doctor) = (
             median_of(p.first),
+            median_of(p.cold),
             median_of(p.noop),
             median_of(p.upgrade),
             median_of(p.integrity),
             median_of(p.doctor),
         );
         let peak = [
-            first, noop, upgrade, integrity, doctor, skill_list, mcp_list,
+            first, cold, noop, upgrade, integrity, doctor, skill_list, mcp_list,
         ]
         .iter()
         .filter_map(|s| s.rss_kib)
         .max();
-        let prev_peak = [p_first, p_noop, p_upgrade, p_integrity, p_doctor]
+        let prev_peak = [p_first, p_cold, p_noop, p_upgrade, p_integrity, p_doctor]
             .iter()
             .flatten()
             .filter_map(|s| s.rss_kib)
@@ -657,6 +737,20 @@ impl FactorReport {
                 ..row(
                     "first install",
                     first,
+                    "cp -r",
+                    cp,
+                    Target::Ratio(COPY_RATIO),
+                )
+            },
+            // The same targets as a warm first install: downloading 1.3 MB (13 MB at
+            // 10x) from the loopback server is part of the work, as it is for the
+            // previous aibox.
+            Row {
+                prev: p_cold,
+                prev_target: Some(PREV_RATIO),
+                ..row(
+                    "cold first install",
+                    cold,
                     "cp -r",
                     cp,
                     Target::Ratio(COPY_RATIO),
@@ -916,6 +1010,7 @@ fn json_factor(f: &FactorReport) -> serde_json::Value {
                 "previous_cpu_ms": row.prev.and_then(|p| p.cpu_secs).map(|c| c * 1000.0),
                 "previous_peak_rss_kib": row.prev.and_then(|p| p.rss_kib),
                 "previous_ratio": row.prev_ratio(),
+                "loaded": f.loaded,
                 "target": (row.target_text() != "-").then(|| row.target_text()),
                 "met": row.met(),
             })
@@ -981,8 +1076,8 @@ pub(crate) fn release_aibox(given: Option<PathBuf>) -> Result<PathBuf, String> {
 
 /// `cargo xtask bench [--factors 1,10] [--runs N] [--baseline PATH] [--loaded] [--bin PATH]
 /// [--keep] [--json FILE]` (`--runs`: runs at 1x, one run above; `--baseline`: the
-/// previous aibox, measured in the same runs; `--loaded`: the other cores kept busy
-/// during the measured runs; `--bin`: measure that `aibox` instead of building this
+/// previous aibox, measured in the same runs; `--loaded`: each run made again with the
+/// other cores busy, reported as tables of their own; `--bin`: measure that `aibox` instead of building this
 /// tree's; `--keep`: leave `target/bench/`; `--json`: also write the numbers there).
 #[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -1050,6 +1145,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     let mut reports = Vec::new();
+    let mut loaded_reports = Vec::new();
     for &factor in &factors {
         let work = base.join(format!("{factor}x"));
         fs_err::create_dir_all(&work).map_err(|e| e.to_string())?;
@@ -1063,10 +1159,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
             &SyntheticRelease::processkit_like_scaled("v0.29.0", true, factor),
         )?;
         let runs = if factor <= 1 { runs_1x } else { 1 };
-        let prev = baseline
-            .clone()
-            .map(|b| Prev::start(b, &[&v1, &v2]))
-            .transpose()?;
+        let served = Served::start(&[&v1, &v2])?;
+        let prev = baseline.clone().map(|bin| Prev { bin });
         let mut r = Results::default();
         // One warm-up run fills the page cache and the archive cache. Every run works in
         // fresh folders and no tree is deleted until the factor is done: ext4 without a
@@ -1078,34 +1172,58 @@ pub fn run(args: &[String]) -> Result<(), String> {
         one_run(
             &bin,
             prev.as_ref(),
+            &served,
             &work,
             0,
             (&v1, &v2),
             &mut Results::default(),
             0,
         )?;
-        let load = loaded.then(Spinners::start).transpose()?;
+        // With `--loaded`, every run is made twice, quiet and then with the other cores
+        // busy, so each row has both numbers from the same conditions otherwise.
+        let mut busy = loaded.then(Results::default);
         for i in 0..runs {
             say(&format!("==> bench {factor}x: run {}/{runs}", i + 1));
             one_run(
                 &bin,
                 prev.as_ref(),
+                &served,
                 &work,
                 i + 1,
                 (&v1, &v2),
                 &mut r,
                 BASELINE_TRIES,
             )?;
+            if let Some(busy) = &mut busy {
+                say(&format!(
+                    "==> bench {factor}x: run {}/{runs}, other cores busy",
+                    i + 1
+                ));
+                let load = Spinners::start()?;
+                one_run(
+                    &bin,
+                    prev.as_ref(),
+                    &served,
+                    &work,
+                    runs + i + 1,
+                    (&v1, &v2),
+                    busy,
+                    BASELINE_TRIES,
+                )?;
+                drop(load);
+            }
         }
-        drop(load);
-        reports.push(FactorReport::new(factor, runs, loaded, r));
+        reports.push(FactorReport::new(factor, runs, false, r));
+        if let Some(busy) = busy {
+            loaded_reports.push(FactorReport::new(factor, runs, true, busy));
+        }
         if !keep {
             fs_err::remove_dir_all(&work).map_err(|e| e.to_string())?;
         }
     }
 
     let mut out = String::new();
-    for f in &reports {
+    for f in reports.iter().chain(&loaded_reports) {
         render_factor(&mut out, f);
         out.push('\n');
     }
@@ -1138,6 +1256,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let verdicts: Vec<bool> = reports
         .iter()
+        .chain(&loaded_reports)
         .flat_map(|f| f.rows.iter().filter_map(Row::met))
         .collect();
     let missed = verdicts.iter().filter(|m| !**m).count();
@@ -1150,6 +1269,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if let Some(path) = json_out {
         let doc = serde_json::json!({
             "factors": reports.iter().map(json_factor).collect::<Vec<_>>(),
+            "loaded_factors": loaded_reports.iter().map(json_factor).collect::<Vec<_>>(),
             "linearity": json_linearity,
         });
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
@@ -1177,6 +1297,7 @@ mod tests {
     fn results(factor: usize, scale: f64, rss: u64) -> Results {
         Results {
             first: vec![sample(300.0 * scale, rss)],
+            cold: vec![sample(340.0 * scale, 10)],
             noop: vec![sample(20.0 * scale, 10)],
             upgrade: vec![sample(600.0 * scale, 10)],
             integrity: vec![sample(30.0 * scale, 5)],
@@ -1204,10 +1325,11 @@ mod tests {
         assert_eq!(
             met,
             [
-                ("first install", Some(true)),      // 1.2x cp -r
-                ("no-op apply", Some(true)),        // 20 ms
-                ("upgrade", Some(false)),           // 2.4x cp -r
-                ("doctor --integrity", Some(true)), // 0.75x sha256sum
+                ("first install", Some(true)),       // 1.2x cp -r
+                ("cold first install", Some(false)), // 1.36x cp -r
+                ("no-op apply", Some(true)),         // 20 ms
+                ("upgrade", Some(false)),            // 2.4x cp -r
+                ("doctor --integrity", Some(true)),  // 0.75x sha256sum
                 ("doctor", None),
                 ("skill list", None),
                 ("mcp list", None),
@@ -1221,6 +1343,7 @@ mod tests {
             met,
             [
                 Some(true),
+                Some(false),
                 None,
                 Some(false),
                 Some(true),
@@ -1245,6 +1368,7 @@ mod tests {
         // slower (ours 0.5x: met), no skill list.
         r.prev = PrevResults {
             first: vec![sample(2500.0, 9)],
+            cold: vec![sample(4000.0, 9)],
             noop: vec![sample(300.0, 9)],
             upgrade: vec![sample(9000.0, 9)],
             integrity: vec![sample(500.0, 9)],
@@ -1267,6 +1391,7 @@ mod tests {
             rows,
             [
                 ("first install", Some(1.2), Some(false)), // 1.2x cp -r met, 1.2x previous not
+                ("cold first install", Some(0.85), Some(false)), // 0.85x previous, 1.36x cp -r
                 ("no-op apply", Some(0.67), None),
                 ("upgrade", Some(0.67), Some(false)),
                 ("doctor --integrity", Some(0.6), Some(true)),
@@ -1295,8 +1420,10 @@ mod tests {
         );
         let json = json_factor(&f);
         assert_eq!(json["loaded"], true);
-        assert_eq!(json["steps"][4]["previous_ms"], 800.0);
-        assert_eq!(json["steps"][5]["previous_ms"], serde_json::Value::Null);
+        assert_eq!(json["steps"][1]["step"], "cold first install");
+        assert_eq!(json["steps"][1]["previous_ms"], 4000.0);
+        assert_eq!(json["steps"][5]["previous_ms"], 800.0);
+        assert_eq!(json["steps"][6]["previous_ms"], serde_json::Value::Null);
     }
 
     #[test]

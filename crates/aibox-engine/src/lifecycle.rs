@@ -323,6 +323,15 @@ pub(crate) fn container_state(
     let Some(json) = runtime.inspect_json(target)? else {
         return Ok(None);
     };
+    Ok(Some(container_state_of(&json, target, config)))
+}
+
+/// [`container_state`] of the container's `inspect` JSON, already asked for.
+pub(crate) fn container_state_of(
+    json: &str,
+    target: &Target,
+    config: &aibox_config::AiboxToml,
+) -> Vec<Finding> {
     // Engines report bind sources as resolved absolute paths.
     // Where the project's bind sources lead through symbolic links, read now.
     let project = crate::writer::ProjectRoot::open(&target.root).ok();
@@ -331,12 +340,12 @@ pub(crate) fn container_state(
         Some(d) => d,
         None => &aibox_policy::NoSources,
     };
-    Ok(Some(aibox_policy::check_container_state(
-        &json,
+    aibox_policy::check_container_state(
+        json,
         &target.checkout,
         &aibox_policy::Consent::from_config(config),
         sources,
-    )))
+    )
 }
 
 /// The folders the agent must write, as the container user in the running container,

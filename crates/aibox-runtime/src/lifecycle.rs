@@ -300,6 +300,28 @@ struct Inspected {
     image: String,
     /// The id of the image it was created from (`Image`), without `sha256:`.
     image_id: String,
+    /// The engine's whole answer (a JSON array of one object), for the policy checks.
+    json: String,
+}
+
+/// The project's container as the engine described it, found once by
+/// [`Runtime::container`] (its owner checked): a caller with several questions about it
+/// (`doctor`) asks the engine once instead of once per question.
+#[derive(Debug, Clone)]
+pub struct FoundContainer(Inspected);
+
+impl FoundContainer {
+    /// The engine's `container inspect` JSON.
+    #[must_use]
+    pub fn json(&self) -> &str {
+        &self.0.json
+    }
+
+    /// Whether it runs.
+    #[must_use]
+    pub fn running(&self) -> bool {
+        self.0.running
+    }
 }
 
 /// What `image inspect` says of the project's image.
@@ -523,18 +545,21 @@ impl Runtime {
     /// The engine's `container inspect` JSON of the project's container (the engine state
     /// the policy checks after `up`), `None` when no container of that name exists.
     pub fn inspect_json(&self, target: &Target) -> Result<Option<String>, RuntimeError> {
+        Ok(self.container(target)?.map(|found| found.0.json))
+    }
+
+    /// The project's container (`None` when there is none), its owner checked: an error
+    /// when it is another checkout's. The lookup that [`Self::status`] and
+    /// [`Self::inspect_json`] make, for callers that ask more than one question.
+    ///
+    /// # Errors
+    /// The container is another checkout's or project's, or the engine fails.
+    pub fn container(&self, target: &Target) -> Result<Option<FoundContainer>, RuntimeError> {
         let Some(found) = self.find(target)? else {
             return Ok(None);
         };
         check_owner(&found, target)?;
-        let mut cmd = self.engine_cmd();
-        cmd.args(["container", "inspect", &found.id]);
-        let rendered = process::render(&cmd);
-        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
-        if !done.success() {
-            return Err(failed(&rendered, &done));
-        }
-        Ok(Some(done.stdout))
+        Ok(Some(FoundContainer(found)))
     }
 
     /// Stops the project's container (kept for inspection, not removed).
@@ -560,6 +585,20 @@ impl Runtime {
         self.status_with(target, prints.as_ref())
     }
 
+    /// [`Self::status`] of the container already found by [`Self::container`] (`None`:
+    /// there is none), without asking the engine for it again.
+    ///
+    /// # Errors
+    /// The engine fails to inspect the image.
+    pub fn status_of(
+        &self,
+        target: &Target,
+        found: Option<&FoundContainer>,
+    ) -> Result<Status, RuntimeError> {
+        let prints = Fingerprints::of(&target.root).ok();
+        self.status_found(target, prints.as_ref(), found.map(|f| f.0.clone()))
+    }
+
     fn status_with(
         &self,
         target: &Target,
@@ -569,6 +608,15 @@ impl Runtime {
         if let Some(found) = &found {
             check_owner(found, target)?;
         }
+        self.status_found(target, prints, found)
+    }
+
+    fn status_found(
+        &self,
+        target: &Target,
+        prints: Option<&Fingerprints>,
+        found: Option<Inspected>,
+    ) -> Result<Status, RuntimeError> {
         let image = self.image_facts(&target.image)?;
         let image_present = image.is_some();
         let image_stale = match (&image, prints) {
@@ -733,10 +781,24 @@ impl Runtime {
         cmd: &[&str],
     ) -> Result<(bool, String), RuntimeError> {
         let found = self.running_container(target)?;
+        self.exec_output_in(&FoundContainer(found), user, cmd)
+    }
+
+    /// [`Self::exec_output`] in the container already found by [`Self::container`]
+    /// (the caller saw it running), without asking the engine for it again.
+    ///
+    /// # Errors
+    /// The engine fails.
+    pub fn exec_output_in(
+        &self,
+        found: &FoundContainer,
+        user: &str,
+        cmd: &[&str],
+    ) -> Result<(bool, String), RuntimeError> {
         let mut command = self.engine_cmd();
         command
             .args(["exec", "--user", user])
-            .arg(&found.id)
+            .arg(&found.0.id)
             .args(cmd);
         let done = process::run(command, self.timeouts.query, &mut |_, _| {})?;
         Ok((done.success(), done.stdout))
@@ -1240,6 +1302,7 @@ fn parse_inspect(stdout: &str) -> Result<Option<Inspected>, String> {
         labels,
         image,
         image_id,
+        json: stdout.to_owned(),
     }))
 }
 
@@ -1430,6 +1493,7 @@ mod tests {
                 .collect(),
             image: "x".into(),
             image_id: "1".into(),
+            json: String::new(),
         }
     }
 

@@ -183,6 +183,25 @@ fn judged_engine(
     }
 }
 
+/// The checks of the project's container as the engine runs it, looked up once for all
+/// of them (`container`; each engine call costs tens of milliseconds).
+fn container_checks(
+    run: &mut Run,
+    project: Option<&aibox_config::Project>,
+    lock: Option<&aibox_provenance::lock::Lock>,
+    engine_at: &checks::EngineAt,
+    container: Option<&checks::Container>,
+) {
+    checks::container_state::check(run, project, engine_at, container);
+    // hosts the egress proxy refused (allowlist mode)
+    checks::egress::check(run, project, engine_at);
+    // the running container's labels and marker against the lock and the configuration
+    match checks::base_image::check(project, lock, engine_at, container) {
+        Ok(findings) => run.check("base-image", findings),
+        Err(why) => run.skip("base-image", &why),
+    }
+}
+
 /// Runs every check on the project at `root`. Only reads (and runs `git` and the engine's
 /// version probe); never writes and never downloads.
 ///
@@ -208,133 +227,161 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
 
     // configuration (loaded once; the resolve below takes it)
     let project = checks::config::check(&mut run, &project_root);
-    let lock = checks::read_lock(&project_root);
+    let engine_cell = std::sync::OnceLock::new();
+    std::thread::scope(|s| {
+        // What waits on other processes (`git`, the engine, the releases feed) or only
+        // reads the installed skills runs on a thread of its own from the start, so it
+        // overlaps the resolve and the plan; each result joins the report where its
+        // check stands.
+        let skills = s.spawn(|| skills_check(&project_root, project.as_ref()));
+        let local_state = s.spawn(|| {
+            let mut part = Run::default();
+            checks::local_state::check(&mut part, project_root.path());
+            part
+        });
+        let updates = s.spawn(|| {
+            let mut part = Run::default();
+            checks::updates::check(&mut part, options);
+            part
+        });
+        let lock = checks::read_lock(&project_root);
+        let lock_ref = lock.as_ref().ok().and_then(Option::as_ref);
 
-    // The engine and the project's container, found once for every check that asks the
-    // engine (detection runs the engines' CLIs).
-    let engine_at = checks::engine_at(project_root.path(), project.as_ref(), options);
-    // container engine
-    checks::engine::check(&mut run, project.as_ref(), options, &engine_at);
+        // The engine, found once for every check that asks it (detection runs the
+        // engines' CLIs), and the project's container, looked up meanwhile.
+        let engine_at: &checks::EngineAt = engine_cell
+            .get_or_init(|| checks::engine_at(project_root.path(), project.as_ref(), options));
+        let container = s.spawn(|| checks::container(engine_at));
+        // container engine
+        checks::engine::check(&mut run, project.as_ref(), options, engine_at);
 
-    let engine = judged_engine(project.as_ref(), &engine_at, options);
-    // Resolved offline: doctor never downloads.
-    let resolved = project
-        .as_ref()
-        .map(|p| resolve_offline(&project_root, p, engine, options));
-    // The seccomp decision, taken once: the resolve's, or (when the resolve failed) its own.
-    let security = match (&resolved, &project) {
-        (Some(Ok(r)), _) => Some(r.security.clone()),
-        (_, Some(p)) => Some(crate::resolve::Security::of(p, Some(engine))),
-        _ => None,
-    };
+        let engine = judged_engine(project.as_ref(), engine_at, options);
+        // Resolved offline: doctor never downloads.
+        let resolved = project
+            .as_ref()
+            .map(|p| resolve_offline(&project_root, p, engine, options));
+        // The seccomp decision, taken once: the resolve's, or (when the resolve failed)
+        // its own.
+        let security = match (&resolved, &project) {
+            (Some(Ok(r)), _) => Some(r.security.clone()),
+            (_, Some(p)) => Some(crate::resolve::Security::of(p, Some(engine))),
+            _ => None,
+        };
 
-    let mut planned = plan_once(resolved.as_ref());
-    // generated files in sync (what `apply --check` reports), and whether the MCP
-    // servers' dependencies are locked
-    match &resolved {
+        let servers = content_checks(&mut run, project_root.path(), resolved.as_ref());
+
+        // local state ignored and untracked, and personal files private
+        run.append(joined(local_state));
+        run.check(
+            "personal-files",
+            checks::local_state::permission_findings(project_root.path()),
+        );
+
+        // seccomp posture and dangerous container options
+        let mut posture = None;
+        if let (Some(p), Some(security)) = (&project, &security) {
+            let (findings, p_name) =
+                checks::container_policy::findings(&project_root, p, security, lock_ref);
+            posture = p_name;
+            run.check("container-policy", findings);
+        } else {
+            run.skip("container-policy", "no valid configuration");
+        }
+
+        // Codex's sandbox, probed in the running container (only when Codex is enabled)
+        let codex_sandbox =
+            checks::codex_sandbox::check(&mut run, project.as_ref(), security.as_ref(), engine_at);
+        container_checks(
+            &mut run,
+            project.as_ref(),
+            lock_ref,
+            engine_at,
+            joined(container).as_ref(),
+        );
+        // the MCP servers the harnesses start, started in the running container
+        checks::mcp_servers::check(&mut run, resolved.as_ref(), &servers, engine_at);
+        // processkit's own checker, on request
+        if options.processkit {
+            pk_doctor(&mut run, project_root.path(), lock_ref, engine_at, options);
+        }
+        // secrets in committed files
+        run.check(
+            "secrets",
+            checks::secrets::findings(&project_root, lock_ref),
+        );
+        // the skill review of installed skills (only when there are any)
+        run.append(joined(skills));
+
+        // CLI version versus the lock, and versus the newest release
+        run.check(
+            "version",
+            checks::version::findings(&lock, &options.cli_version),
+        );
+        run.append(joined(updates));
+
+        // consents, listed on every run
+        let mut exceptions = Vec::new();
+        if let Some(p) = &project {
+            let (findings, list) = checks::exceptions::findings(&p.config);
+            exceptions = list;
+            run.check("exceptions", findings);
+        } else {
+            run.skip("exceptions", "no valid configuration");
+        }
+
+        let redactor = bundle::build_redactor(&project_root, project.as_ref(), options);
+        let mut report = run.finish(options, posture, exceptions, redactor);
+        report.codex_sandbox = codex_sandbox.map(|mut c| {
+            c.detail = redact(&c.detail, report.redactor());
+            c
+        });
+        Ok(report)
+    })
+}
+
+/// The result of a check run on its own thread (a panic there is a panic here).
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The `skills` check: the review of the installed skills (none when there are none).
+fn skills_check(root: &ProjectRoot, project: Option<&aibox_config::Project>) -> Run {
+    let mut part = Run::default();
+    if let Some(p) = project
+        && let Ok(skills) = crate::skills::list_for(root.path(), p)
+        && !skills.is_empty()
+    {
+        part.check("skills", checks::skills::findings(p, &skills));
+    }
+    part
+}
+
+/// The checks of the resolved project's files: generated files in sync (what `apply
+/// --check` reports), whether the MCP servers' dependencies are locked, the installed
+/// processkit content (the summary of `doctor --integrity`) and its waiting migrations.
+/// Returns the processkit servers of the one plan, for the MCP-servers check.
+fn content_checks(
+    run: &mut Run,
+    root: &Utf8Path,
+    resolved: Option<&Result<crate::resolve::Resolved, EngineError>>,
+) -> Result<Vec<aibox_mcp_registration::ServerSpec>, String> {
+    let mut planned = plan_once(resolved);
+    match resolved {
         Some(resolved) => run.check(
             "sync",
             checks::sync::findings(resolved, planned.plan.take()),
         ),
         None => run.skip("sync", "no valid configuration"),
     }
-    if let Some(Ok(r)) = &resolved {
+    if let Some(Ok(r)) = resolved {
         run.check("mcp-dependencies", checks::mcp_deps::findings(r));
     }
-
-    // processkit content as installed (the summary of `doctor --integrity`)
-    run.check(
-        "integrity",
-        checks::integrity::findings(project_root.path(), resolved.as_ref()),
-    );
+    run.check("integrity", checks::integrity::findings(root, resolved));
     // processkit migrations waiting for the user (`aibox migrate`)
-    run.check(
-        "migrations",
-        checks::migrations::findings(project_root.path()),
-    );
-
-    // local state ignored and untracked, and personal files private
-    checks::local_state::check(&mut run, project_root.path());
-    run.check(
-        "personal-files",
-        checks::local_state::permission_findings(project_root.path()),
-    );
-
-    // seccomp posture and dangerous container options
-    let mut posture = None;
-    if let (Some(p), Some(security)) = (&project, &security) {
-        let (findings, p_name) = checks::container_policy::findings(
-            &project_root,
-            p,
-            security,
-            lock.as_ref().ok().and_then(Option::as_ref),
-        );
-        posture = p_name;
-        run.check("container-policy", findings);
-    } else {
-        run.skip("container-policy", "no valid configuration");
-    }
-
-    // Codex's sandbox, probed in the running container (only when Codex is enabled)
-    let codex_sandbox =
-        checks::codex_sandbox::check(&mut run, project.as_ref(), security.as_ref(), &engine_at);
-    checks::container_state::check(&mut run, project.as_ref(), &engine_at);
-    // hosts the egress proxy refused (allowlist mode)
-    checks::egress::check(&mut run, project.as_ref(), &engine_at);
-    // the running container's labels and marker against the lock and the configuration
-    match checks::base_image::check(
-        project.as_ref(),
-        lock.as_ref().ok().and_then(Option::as_ref),
-        &engine_at,
-    ) {
-        Ok(findings) => run.check("base-image", findings),
-        Err(why) => run.skip("base-image", &why),
-    }
-    // the MCP servers the harnesses start, started in the running container
-    checks::mcp_servers::check(&mut run, resolved.as_ref(), &planned.servers, &engine_at);
-    // processkit's own checker, on request
-    if options.processkit {
-        let lock = lock.as_ref().ok().and_then(Option::as_ref);
-        pk_doctor(&mut run, project_root.path(), lock, &engine_at, options);
-    }
-    // secrets in committed files
-    run.check(
-        "secrets",
-        checks::secrets::findings(&project_root, lock.as_ref().ok().and_then(Option::as_ref)),
-    );
-
-    // the skill review of installed skills (only when there are any)
-    if let Some(p) = &project
-        && let Ok(skills) = crate::skills::list_for(project_root.path(), p)
-        && !skills.is_empty()
-    {
-        run.check("skills", checks::skills::findings(p, &skills));
-    }
-
-    // CLI version versus the lock, and versus the newest release
-    run.check(
-        "version",
-        checks::version::findings(&lock, &options.cli_version),
-    );
-    checks::updates::check(&mut run, options);
-
-    // consents, listed on every run
-    let mut exceptions = Vec::new();
-    if let Some(p) = &project {
-        let (findings, list) = checks::exceptions::findings(&p.config);
-        exceptions = list;
-        run.check("exceptions", findings);
-    } else {
-        run.skip("exceptions", "no valid configuration");
-    }
-
-    let redactor = bundle::build_redactor(&project_root, project.as_ref(), options);
-    let mut report = run.finish(options, posture, exceptions, redactor);
-    report.codex_sandbox = codex_sandbox.map(|mut c| {
-        c.detail = redact(&c.detail, report.redactor());
-        c
-    });
-    Ok(report)
+    run.check("migrations", checks::migrations::findings(root));
+    planned.servers
 }
 
 /// A finding whose message is a diagnostic rendered as plain text (see

@@ -170,6 +170,12 @@ impl Run {
         self.findings.extend(findings);
     }
 
+    /// Adds the checks of `part` (run on another thread) after those so far.
+    pub(super) fn append(&mut self, part: Run) {
+        self.checks.extend(part.checks);
+        self.findings.extend(part.findings);
+    }
+
     pub(super) fn skip(&mut self, name: &str, why: &str) {
         self.checks.push(CheckResult {
             name: name.to_owned(),

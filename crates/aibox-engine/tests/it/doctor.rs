@@ -970,3 +970,76 @@ fn doctor_plans_once_with_or_without_an_engine() {
     assert_eq!(aibox_engine::plans_made() - before, 1);
     assert!(list.servers.iter().any(|s| s.name == "tool"));
 }
+
+/// A stand-in `podman` that logs every call to `calls.log` beside it; `container` is the
+/// `container inspect` answer for the project's container (`None`: there is none).
+fn logging_podman(p: &Project, container: Option<&str>) -> Utf8PathBuf {
+    let log = p.bin.join("calls.log");
+    let answer = match container {
+        Some(json) => format!("  echo '{json}'\n  exit 0\n"),
+        None => "  echo \"Error: no such container $3\" >&2\n  exit 125\n".to_owned(),
+    };
+    fs_err::write(
+        p.bin.join("podman"),
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{log}'\n\
+             if [ \"$1 $2\" = \"container inspect\" ]; then\n{answer}fi\n\
+             if [ \"$1 $2\" = \"image inspect\" ]; then\n  \
+             echo \"Error: no such image $3\" >&2\n  exit 125\nfi\nexit 0\n"
+        ),
+    )
+    .unwrap();
+    log
+}
+
+/// The engine calls in `log` that start with `prefix`.
+fn calls(log: &Utf8Path, prefix: &str) -> usize {
+    fs_err::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .count()
+}
+
+/// `doctor` asks the engine for the project's container once, for every check that reads
+/// it (`container-state`, `base-image`): each engine call costs tens of milliseconds, and
+/// it asked up to five times.
+#[test]
+fn doctor_looks_the_container_up_once() {
+    let p = Project::new(BASE_TOML);
+    p.apply();
+    // No container: one `container inspect` by name and one `ps` by labels.
+    let log = logging_podman(&p, None);
+    let report = p.doctor();
+    assert_eq!(status(&report, "container-state"), CheckStatus::Skipped);
+    assert_eq!(
+        calls(&log, "container inspect"),
+        1,
+        "{}",
+        report.render_human()
+    );
+    assert_eq!(calls(&log, "ps "), 1);
+
+    // A stopped container of this checkout: inspected once, its image once.
+    fs_err::remove_file(&log).unwrap();
+    let project = aibox_config::load_project(&p.root).unwrap();
+    let name = aibox_engine::lifecycle::target_for(&p.root, &project).container;
+    let json = format!(
+        "[{{\"Id\":\"0123abcd\",\"Name\":\"{name}\",\"State\":{{\"Status\":\"exited\",\
+         \"Running\":false}},\"Config\":{{\"Image\":\"localhost/demo:latest\",\"Labels\":\
+         {{\"aibox.project\":\"demo\",\"aibox.checkout\":\"{}\"}}}},\"Image\":\"sha256:42\"}}]",
+        p.root
+    );
+    logging_podman(&p, Some(&json));
+    let report = p.doctor();
+    // Checked (the stand-in's container breaks rules), not skipped.
+    assert_ne!(
+        status(&report, "container-state"),
+        CheckStatus::Skipped,
+        "{}",
+        report.render_human()
+    );
+    assert_eq!(calls(&log, "container inspect"), 1);
+    assert_eq!(calls(&log, "ps "), 0);
+    assert_eq!(calls(&log, "image inspect"), 1);
+}

@@ -262,6 +262,17 @@ fn skill_list_shows_installed_skills_with_their_state() {
     assert_eq!(names, ["skill-finder"]);
 }
 
+/// A project installing processkit v0.0.1 from `server` as a GitHub release (its source
+/// trusted), with `extra` lines in `[processkit]`.
+fn http_config(server: &aibox_test_support::http::Server, extra: &str) -> String {
+    format!(
+        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
+         [processkit]\nsource = \"{}\"\nversion = \"v0.0.1\"\ntrusted_sources = [\"{}\"]\n{extra}",
+        server.url("/org/processkit.git"),
+        server.url("/org/processkit")
+    )
+}
+
 /// Progress calls recorded by a test: (bytes received, announced total).
 type Seen = std::sync::Arc<std::sync::Mutex<Vec<(u64, Option<u64>)>>>;
 
@@ -284,13 +295,7 @@ fn http_release_reports_download_progress_and_uses_the_given_cache() {
 
     let (_t, root) = empty_project();
     let cache = tempfile::tempdir().unwrap();
-    let toml = format!(
-        "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\n\n\
-         [processkit]\nsource = \"{}\"\nversion = \"v0.0.1\"\ntrusted_sources = [\"{}\"]\n",
-        server.url("/org/processkit.git"),
-        server.url("/org/processkit")
-    );
-    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    fs_err::write(root.join("aibox.toml"), http_config(&server, "")).unwrap();
     let seen: Seen = Arc::default();
     let sink = Arc::clone(&seen);
     let mut options = ApplyOptions::default();
@@ -315,6 +320,67 @@ fn http_release_reports_download_progress_and_uses_the_given_cache() {
     assert_eq!(server.hit_count(path), 1);
     let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
     assert!(lock.contains("verification = \"sidecar\""), "{lock}");
+}
+
+/// A release already in the download cache under its digest is never downloaded again,
+/// pinned or not: new projects sharing the cache (one pinned by `sha256`, one without a
+/// pin, whose digest only the sidecar names, one pinned by another project's lock file
+/// copied in) get the archive without asking for it; the unpinned one asks only for the
+/// small sidecar, the pinned ones make no request at all.
+#[test]
+fn a_cached_release_is_never_downloaded_again_pinned_or_not() {
+    use aibox_test_support::http::{Server, release::SyntheticRelease};
+
+    let server = Server::start().unwrap();
+    let digest = common::publish(&server, &SyntheticRelease::minimal("v0.0.1"));
+    let path = "/org/processkit/releases/download/v0.0.1/processkit-v0.0.1.tar.gz";
+    let sidecar = format!("{path}.sha256");
+    let cache = tempfile::tempdir().unwrap();
+    let options = common::apply_opts(Some(
+        &Utf8PathBuf::from_path_buf(cache.path().to_owned()).unwrap(),
+    ));
+    let project = |pin: &str| {
+        let (dir, root) = empty_project();
+        fs_err::write(root.join("aibox.toml"), http_config(&server, pin)).unwrap();
+        (dir, root)
+    };
+    // The first project downloads it (sidecar, then archive).
+    let (_first, first) = project("");
+    apply(&first, &options).unwrap();
+    assert_eq!((server.hit_count(path), server.hit_count(&sidecar)), (1, 1));
+
+    // Unpinned: the sidecar names the digest, which is cached.
+    let (_a, unpinned) = project("");
+    apply(&unpinned, &options).unwrap();
+    assert_eq!(
+        server.hit_count(path),
+        1,
+        "the unpinned project downloaded it again"
+    );
+    assert_eq!(server.hit_count(&sidecar), 2);
+    // Pinned in `aibox.toml`: no request at all.
+    let (_b, pinned) = project(&format!("sha256 = \"{digest}\"\n"));
+    apply(&pinned, &options).unwrap();
+    // Pinned by a lock file (a fresh clone of a project that applied before).
+    let (_c, cloned) = project("");
+    fs_err::copy(first.join("aibox.lock"), cloned.join("aibox.lock")).unwrap();
+    apply(&cloned, &options).unwrap();
+    assert_eq!(
+        (server.hit_count(path), server.hit_count(&sidecar)),
+        (1, 2),
+        "a pinned project asked the server"
+    );
+    for root in [&first, &unpinned, &pinned, &cloned] {
+        let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
+        assert!(
+            lock.contains(&digest),
+            "{root}: the release is locked: {lock}"
+        );
+        assert!(
+            root.join("context/.processkit-provenance.toml").is_file(),
+            "{root}: installed"
+        );
+    }
 }
 
 /// A project's own `AGENTS.md` is kept when processkit ships one, and the skip is a

@@ -196,10 +196,18 @@ fn container_facts(
     runtime: &aibox_runtime::Runtime,
     target: &aibox_runtime::Target,
 ) -> Result<Option<ContainerFacts>, String> {
-    let Some(json) = runtime.inspect_json(target).map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
-    let value: serde_json::Value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    match runtime.container(target).map_err(|e| e.to_string())? {
+        Some(found) => facts_of(runtime, &found).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The labels and marker of the container already found.
+fn facts_of(
+    runtime: &aibox_runtime::Runtime,
+    found: &aibox_runtime::FoundContainer,
+) -> Result<ContainerFacts, String> {
+    let value: serde_json::Value = serde_json::from_str(found.json()).map_err(|e| e.to_string())?;
     let item = value.get(0).unwrap_or(&value);
     let labels = item["Config"]["Labels"]
         .as_object()
@@ -209,16 +217,15 @@ fn container_facts(
                 .collect()
         })
         .unwrap_or_default();
-    let running = item["State"]["Running"].as_bool().unwrap_or(false);
-    let marker = if running {
-        match runtime.exec_output(target, "root", &["cat", MARKER]) {
+    let marker = if found.running() {
+        match runtime.exec_output_in(found, "root", &["cat", MARKER]) {
             Ok((true, text)) => Some(text.trim().to_owned()),
             _ => None,
         }
     } else {
         return Err("the container is not running".to_owned());
     };
-    Ok(Some(ContainerFacts { labels, marker }))
+    Ok(ContainerFacts { labels, marker })
 }
 
 /// The whole check for `doctor`: `Err(reason)` means "skipped".
@@ -226,13 +233,14 @@ pub(crate) fn check(
     project: Option<&Project>,
     lock: Option<&Lock>,
     engine: &super::EngineAt,
+    container: Option<&super::Container>,
 ) -> Result<Vec<Finding>, String> {
     let p = project.ok_or("no valid configuration")?;
     let mut out = lock_findings(&p.config, lock);
     // No engine, no container, or a stopped one: nothing running to compare (the
     // `container-state` check reports the engine's view).
-    if let Ok((runtime, target)) = engine
-        && let Ok(Some(facts)) = container_facts(runtime, target)
+    if let (Ok((runtime, _)), Some(Ok(Some(found)))) = (engine, container)
+        && let Ok(facts) = facts_of(runtime, found)
     {
         out.extend(container_findings(&facts, &p.config, lock));
     }

@@ -4,15 +4,21 @@
 
 use aibox_config::{AiboxToml, Project};
 use aibox_policy::{Finding, Severity};
-use aibox_runtime::{ContainerState, Runtime, RuntimeError, Target};
+use aibox_runtime::{ContainerState, FoundContainer, Runtime, RuntimeError, Target};
 
 use super::EngineAt;
 use crate::doctor::report::Run;
 
 /// The `container-state` check: the engine state of the project's container (what the
-/// engine actually runs) under the policy gate's rules, as `up` checks it.
-pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt) {
-    let (Some(p), Ok((runtime, target))) = (project, engine) else {
+/// engine actually runs) under the policy gate's rules, as `up` checks it. `container` is
+/// doctor's one lookup of it ([`super::container`]).
+pub(crate) fn check(
+    run: &mut Run,
+    project: Option<&Project>,
+    engine: &EngineAt,
+    container: Option<&super::Container>,
+) {
+    let (Some(p), Ok((runtime, target)), Some(container)) = (project, engine, container) else {
         let why = engine
             .as_ref()
             .err()
@@ -20,23 +26,29 @@ pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt)
         run.skip("container-state", why);
         return;
     };
-    match findings(runtime, target, &p.config) {
-        Ok(Some(findings)) => run.check("container-state", findings),
-        Ok(None) => run.skip("container-state", "no container"),
+    let found = match container {
+        Ok(found) => found.as_ref(),
         // Another checkout's (or project's) container under this checkout's name: what
         // `up`, `exec` and `down` refuse is a finding, not a skipped check.
-        Err(e @ RuntimeError::ForeignContainer { .. }) => run.check(
-            "container-state",
-            vec![Finding::new(
-                "aibox::doctor::foreign_container",
-                Severity::Error,
-                aibox_config::layout::COMPOSE_LOCAL,
-                e.to_string(),
-                "each checkout gets its own container (the project name and a hash of its \
-                 path); remove `[container] container_name` from .aibox-local.toml or pin \
-                 another name, or remove the other container if it is not needed",
-            )],
-        ),
+        Err(e @ RuntimeError::ForeignContainer { .. }) => {
+            return run.check(
+                "container-state",
+                vec![Finding::new(
+                    "aibox::doctor::foreign_container",
+                    Severity::Error,
+                    aibox_config::layout::COMPOSE_LOCAL,
+                    e.to_string(),
+                    "each checkout gets its own container (the project name and a hash of its \
+                     path); remove `[container] container_name` from .aibox-local.toml or pin \
+                     another name, or remove the other container if it is not needed",
+                )],
+            );
+        }
+        Err(e) => return run.skip("container-state", &e.to_string()),
+    };
+    match findings(runtime, target, &p.config, found) {
+        Ok(Some(findings)) => run.check("container-state", findings),
+        Ok(None) => run.skip("container-state", "no container"),
         Err(e) => run.skip("container-state", &e.to_string()),
     }
 }
@@ -48,11 +60,13 @@ fn findings(
     runtime: &Runtime,
     target: &Target,
     config: &AiboxToml,
+    found: Option<&FoundContainer>,
 ) -> Result<Option<Vec<Finding>>, RuntimeError> {
-    let Some(mut findings) = crate::lifecycle::container_state(runtime, target, config)? else {
+    let Some(found) = found else {
         return Ok(None);
     };
-    let status = runtime.status(target)?;
+    let mut findings = crate::lifecycle::container_state_of(found.json(), target, config);
+    let status = runtime.status_of(target, Some(found))?;
     // The Dev Containers CLI's container carries no digest: say whose it is, not stale.
     let cli = status.devcontainer_cli;
     if cli {

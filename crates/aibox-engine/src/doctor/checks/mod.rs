@@ -29,6 +29,21 @@ use crate::writer::ProjectRoot;
 /// configuration, no engine found).
 pub(super) type EngineAt = Result<(aibox_runtime::Runtime, aibox_runtime::Target), String>;
 
+/// The project's container, asked of the engine once per doctor run: `container-state`
+/// and `base-image` both read it (each engine call costs tens of milliseconds, more on a
+/// busy machine, and each lookup took up to three).
+pub(super) type Container =
+    Result<Option<aibox_runtime::FoundContainer>, aibox_runtime::RuntimeError>;
+
+/// Looks the project's container up; `None` when the container checks are skipped (see
+/// [`EngineAt`]).
+pub(super) fn container(engine: &EngineAt) -> Option<Container> {
+    engine
+        .as_ref()
+        .ok()
+        .map(|(runtime, target)| runtime.container(target))
+}
+
 /// Why the container checks did not run when the caller turned the engine off.
 pub(super) const SKIPPED: &str = "skipped by the caller";
 
