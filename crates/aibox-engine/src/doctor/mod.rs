@@ -233,7 +233,11 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         // reads the installed skills runs on a thread of its own from the start, so it
         // overlaps the resolve and the plan; each result joins the report where its
         // check stands.
-        let skills = s.spawn(|| skills_check(&project_root, project.as_ref()));
+        let skills = s.spawn(|| {
+            let before = aibox_provenance::record::marker_parses();
+            let part = skills_check(&project_root, project.as_ref());
+            (part, aibox_provenance::record::marker_parses() - before)
+        });
         let local_state = s.spawn(|| {
             let mut part = Run::default();
             checks::local_state::check(&mut part, project_root.path());
@@ -310,7 +314,11 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
             checks::secrets::findings(&project_root, lock_ref),
         );
         // the skill review of installed skills (only when there are any)
-        run.append(joined(skills));
+        let (part, parses) = joined(skills);
+        // The skills thread's marker reads count as this command's (the engine's tests
+        // hold doctor to a fixed number at any size).
+        aibox_provenance::record::add_marker_parses(parses);
+        run.append(part);
 
         // CLI version versus the lock, and versus the newest release
         run.check(
