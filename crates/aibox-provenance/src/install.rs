@@ -8,6 +8,7 @@
 //! Every local edit is kept; conflicts keep the live file and park the upstream copy in
 //! the migration document's folder. [`apply_plan`] then writes the plan atomically.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -226,9 +227,6 @@ pub struct InstallPlan {
     /// The record of this plan's writes and removals, to be stored before the first
     /// write (see [`Intent`]); `None` for a no-op.
     pub intent: Option<Intent>,
-    /// The digest every tracked live file has once the plan is applied (for the
-    /// [`StatCache`]).
-    pub live_after: BTreeMap<String, Sha256>,
     /// Whether the stat cache should be rewritten after applying: something changed,
     /// or files had to be re-hashed.
     pub stat_cache_stale: bool,
@@ -265,14 +263,66 @@ impl InstallPlan {
         }
         m
     }
+
+    /// The digest `path` has once the plan is applied, `None` when it will not be a
+    /// file this plan tracks (removed, missing, or never classified). Read from the
+    /// decisions (sorted by path), not from a second per-file map.
+    pub fn live_after(&self, path: &str) -> Option<Sha256> {
+        let at = self
+            .decisions
+            .binary_search_by(|d| d.path.as_str().cmp(path))
+            .ok()?;
+        self.decisions[at].live_after()
+    }
+
+    /// Every tracked file's digest once the plan is applied (for the [`StatCache`]),
+    /// made by taking the decisions apart: their paths move into the map, so the two
+    /// never both hold a copy of every path. Leaves `decisions` empty.
+    pub fn take_live_after(&mut self) -> BTreeMap<String, Sha256> {
+        std::mem::take(&mut self.decisions)
+            .into_iter()
+            .filter_map(|d| Some((d.live_after()?, d.path)))
+            .map(|(digest, path)| (path, digest))
+            .collect()
+    }
+}
+
+impl FileDecision {
+    /// The digest the live file has once its plan is applied: the upstream version when
+    /// written, nothing when removed, else the live file as it is.
+    fn live_after(&self) -> Option<Sha256> {
+        match (self.action, self.digests.upstream) {
+            (Action::Write, Some(upstream)) => Some(upstream),
+            (Action::Remove, _) => None,
+            _ => self.digests.live,
+        }
+    }
+
+    /// Whether the marker records this file, and in which table (`Some(true)`: user
+    /// files): every file of the new install set, recorded as the release ships it.
+    fn recorded(&self) -> Option<(bool, Sha256)> {
+        Some((self.user_owned, self.digests.upstream?))
+    }
+}
+
+/// The marker's `[files]` (`user = false`) or `[user_files]` table of `decisions`.
+fn recorded(
+    decisions: &[FileDecision],
+    user: bool,
+) -> impl Iterator<Item = (&str, Sha256)> + Clone {
+    decisions.iter().filter_map(move |d| match d.recorded() {
+        Some((u, digest)) if u == user => Some((d.path.as_str(), digest)),
+        _ => None,
+    })
 }
 
 /// Maps a release path to its project path and ownership, or `None` when the file is
 /// catalog data or not selected.
-fn target(path: &str, selected: &BTreeSet<String>) -> Option<(String, bool)> {
+/// The project path is the release path itself (borrowed) except for `INDEX.md`.
+fn target<'a>(path: &'a str, selected: &BTreeSet<String>) -> Option<(Cow<'a, str>, bool)> {
     match path {
-        "AGENTS.md" => return Some(("AGENTS.md".to_owned(), true)),
-        "INDEX.md" => return Some(("context/INDEX.md".to_owned(), false)),
+        "AGENTS.md" => return Some((Cow::Borrowed(path), true)),
+        "INDEX.md" => return Some((Cow::Borrowed("context/INDEX.md"), false)),
         _ => {}
     }
     if !path.starts_with("context/")
@@ -288,9 +338,9 @@ fn target(path: &str, selected: &BTreeSet<String>) -> Option<(String, bool)> {
             return None;
         }
         let user = path.starts_with(&format!("context/skills/{category}/{skill}/config/"));
-        return Some((path.to_owned(), user));
+        return Some((Cow::Borrowed(path), user));
     }
-    Some((path.to_owned(), false))
+    Some((Cow::Borrowed(path), false))
 }
 
 /// The live state of one project path, as the scan found it.
@@ -481,21 +531,21 @@ fn applicable<'a>(
 struct ThreeWay {
     intent_writes: BTreeMap<String, IntentWrite>,
     intent_removals: BTreeMap<String, Sha256>,
-    live_after: BTreeMap<String, Sha256>,
+    /// Every classified path, sorted; they also give the marker's tables
+    /// ([`recorded`]) and the digests after the apply ([`FileDecision::live_after`]).
     decisions: Vec<FileDecision>,
     writes: Vec<FileWrite>,
     removals: Vec<String>,
     parked: Vec<FileWrite>,
-    files: BTreeMap<String, Sha256>,
-    user_files: BTreeMap<String, Sha256>,
 }
 
-type InstallSet<'a> = BTreeMap<String, (&'a str, &'a PayloadFile, bool)>;
+/// Project path (borrowed from the release's manifest) → release path, file, user-owned.
+type InstallSet<'a> = BTreeMap<Cow<'a, str>, (&'a str, &'a PayloadFile, bool)>;
 
 /// Every project path the plan classifies: the new install set and the previous
 /// manifest.
 fn classified_paths<'a>(new_set: &'a InstallSet<'_>, old: Option<&'a Marker>) -> BTreeSet<&'a str> {
-    let mut all: BTreeSet<&str> = new_set.keys().map(String::as_str).collect();
+    let mut all: BTreeSet<&str> = new_set.keys().map(AsRef::as_ref).collect();
     if let Some(m) = old {
         all.extend(
             m.files
@@ -558,31 +608,14 @@ fn three_way(
             action = Action::None;
             class = Class::ChangedLocallyOnly;
         }
-        // The digest the live file has once this plan is applied.
-        match (action, c) {
-            (Action::Write, Some(c)) => {
-                t.live_after.insert(path.to_owned(), c);
-            }
-            (Action::Remove, _) => {}
-            _ => {
-                if let Some(h) = live_now {
-                    t.live_after.insert(path.to_owned(), h);
-                }
-            }
-        }
         if let (Some((release_path, _, _)), Some(c)) = (entry, c) {
             // Every file, a kept user file too, is recorded as the release ships it,
-            // written or not: that is the base the next plan compares with. A conflict
-            // is reported once, by this upgrade's migration document (which keeps the
-            // old base) and its parked copy, and stays open there until settled;
-            // recording the old base instead made every later plan find the same
-            // conflict again (and park it again at the next release), however it was
-            // settled.
-            if user_owned {
-                t.user_files.insert(path.to_owned(), c);
-            } else {
-                t.files.insert(path.to_owned(), c);
-            }
+            // written or not (its decision's upstream digest, see [`recorded`]): that is
+            // the base the next plan compares with. A conflict is reported once, by this
+            // upgrade's migration document (which keeps the old base) and its parked
+            // copy, and stays open there until settled; recording the old base instead
+            // made every later plan find the same conflict again (and park it again at
+            // the next release), however it was settled.
             match action {
                 Action::Write => {
                     let before = match live {
@@ -708,8 +741,10 @@ fn install_set<'a>(release: &'a VerifiedRelease, selected: &BTreeSet<String>) ->
 /// files, gathered by [`scan`] so that [`plan_scanned`] does no I/O.
 #[derive(Debug, Clone, Default)]
 pub struct LiveScan {
-    /// The live processkit marker text, if any.
-    pub marker: Option<String>,
+    /// The SHA-256 of the live processkit marker's text, if any: all a plan needs of the
+    /// text once it is parsed (whether the new marker differs, and the intent record's
+    /// base), so the 1.3 MB of a 10x install's marker are not held by every command.
+    pub marker_sha256: Option<Sha256>,
     /// That marker parsed (`None` when missing, unparseable or of another schema).
     pub parsed_marker: Option<Marker>,
     /// Live state of every path the plan classifies.
@@ -753,7 +788,7 @@ fn basis<'a>(
     release: &'a VerifiedRelease,
     catalog: &Catalog,
     opts: &PlanOptions<'_>,
-    marker: Option<&str>,
+    base_marker_sha256: Option<Sha256>,
     old: Option<&'a Marker>,
 ) -> Result<Basis<'a>> {
     let selection = catalog.select(opts.packages, opts.include, opts.exclude)?;
@@ -763,7 +798,6 @@ fn basis<'a>(
             && m.manifest.release_asset_sha256 == Some(release.digest)
     });
     let skills: Vec<String> = selection.skills.iter().cloned().collect();
-    let base_marker_sha256 = marker.map(|t| Sha256::of(t.as_bytes()));
     Ok(Basis {
         selection,
         new_set,
@@ -794,13 +828,16 @@ pub fn scan(
     opts: &PlanOptions<'_>,
     hints: Hints<'_>,
 ) -> Result<LiveScan> {
-    let marker = fs_err::read_to_string(root.join(MARKER_PATH)).ok();
-    let parsed_marker = marker.as_deref().and_then(Marker::parse);
+    let (marker_sha256, parsed_marker) = match fs_err::read_to_string(root.join(MARKER_PATH)) {
+        // The text is dropped once parsed and hashed.
+        Ok(text) => (Some(Sha256::of(text.as_bytes())), Marker::parse(&text)),
+        Err(_) => (None, None),
+    };
     let b = basis(
         release,
         catalog,
         opts,
-        marker.as_deref(),
+        marker_sha256,
         parsed_marker.as_ref(),
     )?;
     let mut cache_misses = 0;
@@ -841,15 +878,13 @@ pub fn scan(
     let mut configs: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
     for (p, (release_path, _, _)) in &b.new_set {
         if p.ends_with("/mcp/mcp-config.json") {
-            configs.insert(p.as_str(), release.payload.read(release_path)?);
+            configs.insert(p.as_ref(), release.payload.read(release_path)?);
         }
     }
     let servers = servers(
         b.new_set.keys().map(|p| {
-            (
-                p.as_str(),
-                configs.get(p.as_str()).map_or(&[][..], Vec::as_slice),
-            )
+            let p: &str = p;
+            (p, configs.get(p).map_or(&[][..], Vec::as_slice))
         }),
         opts.prefer_gateway,
     )?;
@@ -858,7 +893,7 @@ pub fn scan(
         None => install_hash_streamed(&release.payload, &b.new_set)?,
     };
     Ok(LiveScan {
-        marker,
+        marker_sha256,
         parsed_marker,
         files,
         interrupted,
@@ -901,6 +936,17 @@ pub fn plan_resume(
     plan_scanned(release, &catalog, previous_lock, opts, &live)
 }
 
+/// Whether a marker table holds exactly these sorted entries.
+fn same_table<'a>(
+    table: &BTreeMap<String, Sha256>,
+    mut entries: impl Iterator<Item = (&'a str, Sha256)>,
+) -> bool {
+    table
+        .iter()
+        .all(|(k, v)| entries.next().is_some_and(|(p, d)| p == k && d == *v))
+        && entries.next().is_none()
+}
+
 /// The pure half of planning: classifies three ways from the release manifest, the
 /// previous marker and lock, and the live scan ([`scan`]). Reads no file.
 #[allow(clippy::too_many_lines)] // one linear recipe reads better than fragments
@@ -915,7 +961,7 @@ pub fn plan_scanned(
         release,
         catalog,
         opts,
-        live.marker.as_deref(),
+        live.marker_sha256,
         live.parsed_marker.as_ref(),
     )?;
     let mut warnings = release.warnings.clone();
@@ -1008,8 +1054,8 @@ pub fn plan_scanned(
             && m.install.skills == skills
             && m.install.dependencies == dependencies
             && m.manifest == manifest
-            && m.files == t.files
-            && m.user_files == t.user_files
+            && same_table(&m.files, recorded(&t.decisions, false))
+            && same_table(&m.user_files, recorded(&t.decisions, true))
     });
     let installed_at = match old {
         Some(m) if unchanged_record => m.install.installed_at.clone(),
@@ -1019,22 +1065,22 @@ pub fn plan_scanned(
         Some(m) if unchanged_record => m.install.cli_version.clone(),
         _ => opts.cli_version.to_owned(),
     };
-    let marker = Marker {
-        schema_version: MARKER_SCHEMA,
-        install: MarkerInstall {
-            processkit_version: release.version.clone(),
-            processkit_source: release.source.clone(),
-            installed_at: installed_at.clone(),
-            cli_version,
-            skills,
-            dependencies,
-        },
-        manifest,
-        files: t.files,
-        user_files: t.user_files,
-    }
-    .render();
-    let marker_changed = live.marker.as_deref() != Some(marker.as_str());
+    let install = MarkerInstall {
+        processkit_version: release.version.clone(),
+        processkit_source: release.source.clone(),
+        installed_at: installed_at.clone(),
+        cli_version,
+        skills,
+        dependencies,
+    };
+    let marker = crate::record::render_marker(
+        MARKER_SCHEMA,
+        &install,
+        &manifest,
+        &recorded(&t.decisions, false),
+        &recorded(&t.decisions, true),
+    );
+    let marker_changed = live.marker_sha256 != Some(Sha256::of(marker.as_bytes()));
     let intent = Intent {
         version: release.version.clone(),
         release_asset_sha256: release.digest,
@@ -1044,7 +1090,6 @@ pub fn plan_scanned(
         writes: t.intent_writes,
         removals: t.intent_removals,
     };
-    let live_after = t.live_after;
     let lock = lock_section(
         release,
         previous_lock,
@@ -1072,7 +1117,6 @@ pub fn plan_scanned(
         skills: b.selection.skills,
         warnings,
         intent: None,
-        live_after,
         stat_cache_stale: false,
         payload: release.payload.clone(),
     };

@@ -228,21 +228,28 @@ fn snapshot_drift(
     checked: &mut usize,
     buf: &mut [u8],
 ) -> Vec<String> {
+    use sha2::Digest as _;
     let dir = format!("{SNAPSHOT_DIR}/{version}");
     let prefix = format!("{dir}/");
     let mut present = Vec::new();
     walk(root, &dir, &mut present);
     present.sort();
     let mut drift = Vec::new();
-    let mut listing = String::new();
+    // The `tree_digest` listing, hashed line by line as it is made (never held whole).
+    let mut listing = sha2::Sha256::new();
     for path in &present {
         *checked += 1;
         let rel = path.strip_prefix(&prefix).unwrap_or(path);
         let live = hash_live(&root.join(path), buf);
-        listing.push_str(&live.map(|h| h.to_hex()).unwrap_or_default());
-        listing.push_str("  ");
-        listing.push_str(rel);
-        listing.push('\n');
+        if let Some(h) = live {
+            let mut hex = [0_u8; 64];
+            // 64 hex digits always fit.
+            let _ = hex::encode_to_slice(h.as_bytes(), &mut hex);
+            listing.update(hex);
+        }
+        listing.update(b"  ");
+        listing.update(rel.as_bytes());
+        listing.update(b"\n");
         // The release's `INDEX.md` is installed as `context/INDEX.md`.
         let installed = if rel == "INDEX.md" {
             "context/INDEX.md"
@@ -259,7 +266,7 @@ fn snapshot_drift(
         && marker
             .manifest
             .snapshot_sha256
-            .is_some_and(|expected| Sha256::of(listing.as_bytes()) != expected)
+            .is_some_and(|expected| Sha256::from_bytes(listing.finalize().into()) != expected)
     {
         drift.push(format!("{dir}/"));
     }

@@ -155,7 +155,16 @@ pub struct Marker {
 impl Marker {
     /// Renders the marker (deterministic: sorted tables).
     pub fn render(&self) -> String {
-        with_header("# aibox-managed install marker; do not edit\n", self)
+        fn table(t: &BTreeMap<String, Sha256>) -> impl Iterator<Item = (&str, Sha256)> + Clone {
+            t.iter().map(|(path, digest)| (path.as_str(), *digest))
+        }
+        render_marker(
+            self.schema_version,
+            &self.install,
+            &self.manifest,
+            &table(&self.files),
+            &table(&self.user_files),
+        )
     }
 
     /// Reads the marker of a project; `None` when missing, unparseable or of an unknown
@@ -199,6 +208,107 @@ impl Marker {
     }
 }
 
+/// First line of the marker.
+const MARKER_HEADER: &str = "# aibox-managed install marker; do not edit\n";
+
+/// The text of a marker with these parts, its two per-file tables given as sorted
+/// `(path, digest)` entries: what [`Marker::render`] writes, without a [`Marker`] (a
+/// plan renders its tables from its decisions, not from maps copied out of them). The
+/// tables are written line by line straight into the text when every path is a plain
+/// quoted key ([`plain_key`]); only the small rest goes through the TOML serializer,
+/// whose working copy of a 17,000-entry table (a 10x install) was several MB more than
+/// the text. The bytes are the serializer's either way (tests hold them equal).
+pub fn render_marker<'a>(
+    schema_version: u32,
+    install: &MarkerInstall,
+    manifest: &MarkerManifest,
+    files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
+    user_files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
+) -> String {
+    #[derive(Serialize)]
+    struct Head<'a> {
+        schema_version: u32,
+        install: &'a MarkerInstall,
+        manifest: &'a MarkerManifest,
+    }
+    let plain = files
+        .clone()
+        .chain(user_files.clone())
+        .all(|(k, _)| plain_key(k));
+    let head = toml::to_string(&Head {
+        schema_version,
+        install,
+        manifest,
+    });
+    let (true, Ok(head)) = (plain, head) else {
+        let owned = |t: &mut dyn Iterator<Item = (&'a str, Sha256)>| {
+            t.map(|(k, v)| (k.to_owned(), v)).collect()
+        };
+        let marker = Marker {
+            schema_version,
+            install: install.clone(),
+            manifest: manifest.clone(),
+            files: owned(&mut files.clone()),
+            user_files: owned(&mut user_files.clone()),
+        };
+        return with_header(MARKER_HEADER, &marker);
+    };
+    // `"path" = "<64 hex>"` and a line end: 72 bytes besides the path; sized once, so
+    // the text never holds a doubled buffer.
+    let entries: usize = files
+        .clone()
+        .chain(user_files.clone())
+        .map(|(k, _)| k.len() + 72)
+        .sum();
+    let mut out = String::with_capacity(MARKER_HEADER.len() + head.len() + entries + 32);
+    out.push_str(MARKER_HEADER);
+    out.push_str(&head);
+    let tables: [(&str, &mut dyn Iterator<Item = (&'a str, Sha256)>); 2] = [
+        ("files", &mut files.clone()),
+        ("user_files", &mut user_files.clone()),
+    ];
+    for (name, table) in tables {
+        out.push_str("\n[");
+        out.push_str(name);
+        out.push_str("]\n");
+        for (path, digest) in table {
+            out.push('"');
+            out.push_str(path);
+            out.push_str("\" = \"");
+            push_hex(&mut out, digest);
+            out.push_str("\"\n");
+        }
+    }
+    out
+}
+
+/// Appends the 64 lowercase hex digits of `digest` without a temporary string.
+fn push_hex(out: &mut String, digest: Sha256) {
+    let mut hex = [0_u8; 64];
+    // 64 hex digits always fit; the result is ASCII.
+    let _ = hex::encode_to_slice(digest.as_bytes(), &mut hex);
+    out.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+}
+
+/// Whether the TOML serializer writes `key` as a plain double-quoted key with no escape:
+/// not a bare key (ASCII letters, digits, `_`, `-` only), and nothing it would escape or
+/// quote differently (quotes, backslashes, control characters); beyond ASCII only
+/// letters and digits, to be safe. Every path aibox installs is one.
+fn plain_key(key: &str) -> bool {
+    let bare = key
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    !key.is_empty()
+        && !bare
+        && key.chars().all(|c| {
+            if c.is_ascii() {
+                (c.is_ascii_graphic() || c == ' ') && !matches!(c, '"' | '\\' | '\'')
+            } else {
+                c.is_alphanumeric()
+            }
+        })
+}
+
 /// `value` as TOML after the comment line `header`. The header goes in place: a record
 /// of a 10x install is over 1 MB, and a second buffer for it showed in a plan's peak.
 fn with_header(header: &str, value: &impl Serialize) -> String {
@@ -228,33 +338,55 @@ struct SplitMarker {
     user_files: BTreeMap<String, Sha256>,
 }
 
-/// Reads the marker's `[files]` and `[user_files]` tables line by line, each entry a
-/// `"project/path" = "<sha256>"` line as [`Marker::render`] writes it, and keeps every
-/// other line for the TOML parser. Why: the TOML parser first turns the whole text into
-/// tokens, about seven times the text's size, and holds them with a spanned tree of every
-/// entry: at 17,000 installed files (a 10x release) 12 MB more memory for a 1.3 MB file,
-/// and every command that reads the marker (`apply`, `doctor`, `skill list`, `mcp list`)
-/// paid it. `None` (parse it all as TOML instead) when the text leaves that plain shape
-/// anywhere: a multi-line string, an array of tables, a table header seen twice, or an
-/// entry line with escapes, a bare or literal key, a comment after the value, anything
-/// but a digest as the value, or a path given twice.
+/// Reads the marker's `[files]` and `[user_files]` tables line by line
+/// ([`split_plain_tables`]), each value a digest. Why: the TOML parser first turns the
+/// whole text into tokens, about seven times the text's size, and holds them with a
+/// spanned tree of every entry: at 17,000 installed files (a 10x release) 12 MB more
+/// memory for a 1.3 MB file, and every command that reads the marker (`apply`, `doctor`,
+/// `skill list`, `mcp list`) paid it. `None` (parse it all as TOML instead) when the text
+/// leaves the plain shape, a value is not a digest, or a path is given twice.
 fn split_tables(text: &str) -> Option<SplitMarker> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum In {
-        Head,
-        Files,
-        UserFiles,
-    }
+    let (head, [files, user_files]) = split_plain_tables(text, ["files", "user_files"])?;
+    let table = |entries: Vec<(&str, &str)>| {
+        let mut map = BTreeMap::new();
+        for (path, hex) in entries {
+            let digest = Sha256::parse(hex, "the install marker").ok()?;
+            if map.insert(path.to_owned(), digest).is_some() {
+                return None;
+            }
+        }
+        Some(map)
+    };
+    Some(SplitMarker {
+        head,
+        files: table(files)?,
+        user_files: table(user_files)?,
+    })
+}
+
+/// The plain `(key, value)` entries of each of N tables, borrowed from the text.
+type PlainTables<'t, const N: usize> = [Vec<(&'t str, &'t str)>; N];
+
+/// Splits a TOML text into the plain entries of the tables `names` and every other line
+/// (the head, for the TOML parser), so that a large table of `"key" = "value"` lines (the
+/// marker's per-file tables, a release's `PROVENANCE.toml` `[files]`) is read without the
+/// TOML parser's tokens. `None` (parse it all as TOML instead) when the text leaves that
+/// plain shape anywhere: a multi-line string, an array of tables, a table header seen
+/// twice, or an entry line with escapes, a bare or literal key, a comment after the
+/// value, or anything but a plain basic string as the value. Repeated keys are the
+/// caller's to refuse.
+pub(crate) fn split_plain_tables<'t, const N: usize>(
+    text: &'t str,
+    names: [&str; N],
+) -> Option<(String, PlainTables<'t, N>)> {
     if text.contains("\"\"\"") || text.contains("'''") {
         return None;
     }
-    let mut split = SplitMarker {
-        head: String::new(),
-        files: BTreeMap::new(),
-        user_files: BTreeMap::new(),
-    };
-    let (mut seen_files, mut seen_user_files) = (false, false);
-    let mut section = In::Head;
+    let mut head = String::new();
+    let mut tables: [Vec<(&str, &str)>; N] = std::array::from_fn(|_| Vec::new());
+    let mut seen = [false; N];
+    // `None`: the head.
+    let mut section: Option<usize> = None;
     for line in text.lines() {
         // `lines` takes `\r\n` as a line end; a lone `\r` is the TOML parser's to judge.
         if line.contains('\r') {
@@ -265,55 +397,41 @@ fn split_tables(text: &str) -> Option<SplitMarker> {
             return None;
         }
         if t.starts_with('[') {
-            let (seen, next) = match t {
-                "[files]" => (&mut seen_files, In::Files),
-                "[user_files]" => (&mut seen_user_files, In::UserFiles),
-                _ => {
-                    section = In::Head;
-                    split.head.push_str(line);
-                    split.head.push('\n');
-                    continue;
+            let table_index = names
+                .iter()
+                .position(|n| t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) == Some(*n));
+            if let Some(i) = table_index {
+                if std::mem::replace(&mut seen[i], true) {
+                    return None;
                 }
-            };
-            if std::mem::replace(seen, true) {
-                return None;
-            }
-            section = next;
-            continue;
-        }
-        let table = match section {
-            In::Head => {
-                split.head.push_str(line);
-                split.head.push('\n');
+                section = Some(i);
                 continue;
             }
-            In::Files => &mut split.files,
-            In::UserFiles => &mut split.user_files,
+            section = None;
+        }
+        let Some(i) = section else {
+            head.push_str(line);
+            head.push('\n');
+            continue;
         };
         if t.is_empty() || t.starts_with('#') {
             continue;
         }
-        let (path, digest) = plain_entry(t)?;
-        if table.insert(path, digest).is_some() {
-            return None;
-        }
+        tables[i].push(plain_pair(t)?);
     }
-    Some(split)
+    Some((head, tables))
 }
 
-/// `"path" = "<64 lowercase hex digits>"` (spaces around `=` allowed); `None` for any
-/// other shape.
-fn plain_entry(line: &str) -> Option<(String, Sha256)> {
+/// `"key" = "value"` (spaces around `=` allowed), neither with an escape, a quote or a
+/// control character; `None` for any other shape.
+fn plain_pair(line: &str) -> Option<(&str, &str)> {
     let rest = line.strip_prefix('"')?;
     let end = rest.find('"')?;
-    let path = &rest[..end];
-    if path.chars().any(|c| c == '\\' || c.is_control()) {
-        return None;
-    }
+    let key = &rest[..end];
     let value = rest[end + 1..].trim_start().strip_prefix('=')?.trim();
-    let hex = value.strip_prefix('"')?.strip_suffix('"')?;
-    let digest = Sha256::parse(hex, "the install marker").ok()?;
-    Some((path.to_owned(), digest))
+    let value = value.strip_prefix('"')?.strip_suffix('"')?;
+    let plain = |s: &str| !s.chars().any(|c| c == '\\' || c == '"' || c.is_control());
+    (plain(key) && plain(value)).then_some((key, value))
 }
 
 /// One file an interrupted plan was about to write.
@@ -354,12 +472,69 @@ pub struct Intent {
 }
 
 impl Intent {
-    /// Renders the record.
+    /// Renders the record. As with the marker ([`render_marker`]), the per-file tables
+    /// are written line by line into a text sized once when every path is a plain key
+    /// (a write as an inline table, `"path" = { new = "…", before = "…" }`, which the
+    /// TOML parser reads as the serializer's `[writes."path"]` tables); only the small
+    /// rest goes through the serializer.
     pub fn render(&self) -> String {
-        with_header(
-            "# aibox: processkit install in progress; do not edit\n",
-            self,
-        )
+        #[derive(Serialize)]
+        struct Head<'a> {
+            version: &'a str,
+            release_asset_sha256: Sha256,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            base_marker_sha256: Option<Sha256>,
+            skills: &'a [String],
+            now: &'a str,
+        }
+        const HEADER: &str = "# aibox: processkit install in progress; do not edit\n";
+        let plain = self
+            .writes
+            .keys()
+            .chain(self.removals.keys())
+            .all(|k| plain_key(k));
+        let head = toml::to_string(&Head {
+            version: &self.version,
+            release_asset_sha256: self.release_asset_sha256,
+            base_marker_sha256: self.base_marker_sha256,
+            skills: &self.skills,
+            now: &self.now,
+        });
+        let (true, Ok(head)) = (plain, head) else {
+            return with_header(HEADER, self);
+        };
+        // `"path" = { new = "<64 hex>" }` and a line end: 82 bytes besides the path, and
+        // `, before = "<64 hex>"` 77 more; a removal is a marker line (72).
+        let entries: usize = self
+            .writes
+            .iter()
+            .map(|(k, w)| k.len() + 82 + if w.before.is_some() { 77 } else { 0 })
+            .chain(self.removals.keys().map(|k| k.len() + 72))
+            .sum();
+        let mut out = String::with_capacity(HEADER.len() + head.len() + entries + 32);
+        out.push_str(HEADER);
+        out.push_str(&head);
+        out.push_str("\n[writes]\n");
+        for (path, w) in &self.writes {
+            out.push('"');
+            out.push_str(path);
+            out.push_str("\" = { new = \"");
+            push_hex(&mut out, w.new);
+            if let Some(before) = w.before {
+                out.push_str("\", before = \"");
+                push_hex(&mut out, before);
+            }
+            out.push_str("\" }\n");
+        }
+        out.push_str("\n[removals]\n");
+        for (path, digest) in &self.removals {
+            out.push('"');
+            out.push_str(path);
+            out.push_str("\" = \"");
+            push_hex(&mut out, *digest);
+            out.push_str("\"\n");
+        }
+        out
     }
 
     /// Parses a record; `None` when damaged (the next run then re-plans from the marker).
@@ -422,6 +597,110 @@ mod tests {
         let (parsed, plain) = both(&text);
         assert!(plain, "{text}");
         assert_eq!(parsed, Some(marker));
+    }
+
+    /// The hand-written tables are byte for byte what the TOML serializer writes, for
+    /// empty tables, messy but plain paths, dependencies in `[install]`; a path that is
+    /// not a plain key goes to the serializer whole.
+    #[test]
+    fn the_marker_renders_as_the_toml_serializer_does() {
+        let d = |s: &str| Sha256::parse(s, "t").unwrap();
+        let base = Marker::parse_toml(&format!("{}[files]\n", head())).unwrap();
+        let mut deps = BTreeMap::new();
+        deps.insert("b".to_owned(), vec!["a".to_owned()]);
+        let plain = [
+            "context/INDEX.md",
+            "context/skills/a b/ü.md",
+            "context/skills/x/@scope=1+2,(3)[4]{5}#6$7%8&9!~`^.md",
+            "AGENTS.md",
+            "context/Ünïcödé/日本.md",
+        ];
+        let mut cases = vec![(base.clone(), true)];
+        let mut full = base.clone();
+        full.install.dependencies = deps;
+        for (i, p) in plain.iter().enumerate() {
+            let digest = d(if i % 2 == 0 { D1 } else { D2 });
+            full.files.insert((*p).to_owned(), digest);
+            full.user_files.insert(format!("{p}.user"), digest);
+        }
+        cases.push((full.clone(), true));
+        for odd in [
+            "LICENSE",
+            "a\"b",
+            "a\\b",
+            "it's",
+            "tab\there",
+            "",
+            "del\u{7f}",
+            "x\u{2028}y",
+        ] {
+            let mut m = full.clone();
+            m.files.insert(odd.to_owned(), d(D1));
+            cases.push((m, false));
+        }
+        for (marker, expect_plain) in cases {
+            let reference = with_header(MARKER_HEADER, &marker);
+            let text = marker.render();
+            assert_eq!(text, reference);
+            // The plain rendering is sized once (a few bytes of slack), never doubled.
+            if expect_plain {
+                assert!(text.capacity() <= text.len() + 64, "{reference}");
+            }
+            assert_eq!(Marker::parse(&reference), Some(marker));
+        }
+    }
+
+    /// The intent record reads back as it was, written by hand or by the serializer,
+    /// with and without writes, removals and a base; the hand-written text is sized once.
+    #[test]
+    fn the_intent_record_round_trips() {
+        let d = |s: &str| Sha256::parse(s, "t").unwrap();
+        let empty = Intent {
+            version: "v1.0.0".to_owned(),
+            release_asset_sha256: d(D1),
+            base_marker_sha256: None,
+            skills: vec!["a".to_owned(), "b c".to_owned()],
+            now: "2026-01-01T00:00:00Z".to_owned(),
+            writes: BTreeMap::new(),
+            removals: BTreeMap::new(),
+        };
+        let mut full = empty.clone();
+        full.base_marker_sha256 = Some(d(D2));
+        for (i, p) in ["context/a.md", "context/ü b/c.md", "AGENTS.md"]
+            .iter()
+            .enumerate()
+        {
+            let before = (i % 2 == 0).then(|| d(D2));
+            full.writes
+                .insert((*p).to_owned(), IntentWrite { new: d(D1), before });
+            full.removals.insert(format!("{p}.old"), d(D2));
+        }
+        let mut only_removals = full.clone();
+        only_removals.writes.clear();
+        let mut odd = full.clone();
+        odd.writes.insert(
+            "a\"b".to_owned(),
+            IntentWrite {
+                new: d(D1),
+                before: None,
+            },
+        );
+        for (intent, plain) in [
+            (empty, true),
+            (full, true),
+            (only_removals, true),
+            (odd, false),
+        ] {
+            let text = intent.render();
+            assert!(
+                text.starts_with("# aibox: processkit install in progress"),
+                "{text}"
+            );
+            assert_eq!(Intent::parse(&text), Some(intent.clone()), "{text}");
+            if plain {
+                assert!(text.capacity() <= text.len() + 64, "{text}");
+            }
+        }
     }
 
     #[test]

@@ -9,4 +9,5 @@ mod cli;
 mod docs_commands;
 mod glue;
 mod interactions;
+mod memory;
 mod migrate;

@@ -90,7 +90,7 @@ fn warn_changed_skills(
         .iter()
         .filter_map(|s| Some((s.name.clone(), s.script()?.to_owned())))
         .filter(|(_, script)| {
-            resolved.scan.files.contains_key(script) && !install.live_after.contains_key(script)
+            resolved.scan.files.contains_key(script) && install.live_after(script).is_none()
         })
         .collect();
     for (server, script) in &deleted {
@@ -139,11 +139,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // interrupted apply, which makes this the interrupted run's own plan).
     let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)
         .map_err(EngineError::from)?;
-    // Before the stat cache takes the files' state after the plan.
     let deleted = warn_changed_skills(resolved, &install, plan);
-    if install.stat_cache_stale {
-        plan.set_processkit_stat_cache(std::mem::take(&mut install.live_after));
-    }
     // The record is kept as text only: its maps (a path and two digests per write) are
     // freed before the planned files are added.
     if let Some(intent) = install.intent.take() {
@@ -165,8 +161,12 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     };
     warn_kept_agents_md(&install, &release.version, plan);
     plan.set_processkit_upgrade(crate::migrate::UpgradeSummary::of(&install));
-    // Every decision has been read (warnings, upgrade summary): freed before the planned
-    // files take their place, so the two never peak together.
+    // Every decision has been read (warnings, upgrade summary): taken apart into the
+    // stat cache's digests when it is rewritten (their paths move, not copied), and
+    // freed before the planned files take their place, so the two never peak together.
+    if install.stat_cache_stale {
+        plan.set_processkit_stat_cache(install.take_live_after());
+    }
     install.decisions = Vec::new();
     // Release files are planned as copies from the unpacked release: no payload bytes
     // are held in memory.

@@ -496,6 +496,18 @@ fn local_archive_and_directory_sources() {
     assert_eq!(r.verification, Verification::Pinned);
     assert_eq!(r.version, "v0.0.1", "version from PROVENANCE.toml");
     assert_eq!(tree_digest(&r.payload).to_hex(), *computed);
+    // Hashed line by line, it is the digest of the whole `sha256sum`-style listing.
+    let mut listing = String::new();
+    for (path, f) in r.payload.files.iter() {
+        listing.push_str(&f.sha256.to_hex());
+        listing.push_str("  ");
+        listing.push_str(path);
+        listing.push('\n');
+    }
+    assert_eq!(
+        tree_digest(&r.payload),
+        aibox_provenance::Sha256::of(listing.as_bytes())
+    );
 
     // An extra file not listed in PROVENANCE.toml changes the digest and fails the layout check.
     fs_err::write(project.path().join("pack/context/extra.md"), "x").unwrap();

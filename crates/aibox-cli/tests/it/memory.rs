@@ -1,0 +1,127 @@
+//! Memory of the processkit install path grows slowly with the release: the per-file
+//! state a command holds (the release manifest, the marker, the live scan, the plan) is
+//! compact, so the peak of every step stays flat enough for a 10x release.
+//!
+//! Measured on the real binary (`AIBOX_PEAK_RSS`, the kernel's `VmHWM`) on a synthetic
+//! processkit-like release at 1x and 3x, as the difference per added installed file, so
+//! the binary's own size and the allocator's start-up cancel out.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers may fail loudly
+
+use std::process::Command;
+
+use aibox_test_support::http::release::{SyntheticRelease, sha256_hex};
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// Bytes of peak memory per added installed file above which a step counts as holding
+/// too much per-file state. Before the per-file state was compacted (the marker's text
+/// held by the scan, three maps copied out of the plan's decisions, the TOML parser's
+/// tokens of `PROVENANCE.toml`) a no-op apply took 1,020 to 1,130 bytes per file here,
+/// `mcp list` and `doctor` as much; since, 570 to 770 (release and debug builds, runs
+/// vary by about 50). Each file's path alone is about 60 bytes.
+const MAX_BYTES_PER_FILE: u64 = 900;
+
+/// A project with `release` (every skill selected) installed; returns its folder and
+/// the number of files the install wrote.
+fn installed(dir: &Utf8Path, release: &SyntheticRelease) -> (Utf8PathBuf, usize) {
+    let archive_bytes = release.tar_gz();
+    let archive = dir.join(release.archive_name());
+    fs_err::write(&archive, &archive_bytes).expect("write archive");
+    let skills: Vec<String> = release
+        .files
+        .keys()
+        .filter_map(|p| p.strip_prefix("context/skills/")?.strip_suffix("/SKILL.md"))
+        .filter_map(|s| {
+            let (cat, skill) = s.split_once('/')?;
+            (!cat.starts_with('_') && !skill.contains('/')).then(|| format!("\"{skill}\""))
+        })
+        .collect();
+    let project = dir.join("project");
+    fs_err::create_dir_all(&project).expect("project folder");
+    fs_err::write(
+        project.join("aibox.toml"),
+        format!(
+            "[container]\nname = \"mem\"\n\n[context]\nmode = \"processkit\"\npackages = \
+             [\"product\"]\n\n[skills]\ninclude = [{}]\n\n[processkit]\nsource = \"{archive}\"\n\
+             version = \"{}\"\nsha256 = \"{}\"\ntrusted_sources = [\"{archive}\"]\n",
+            skills.join(", "),
+            release.version,
+            sha256_hex(&archive_bytes)
+        ),
+    )
+    .expect("write aibox.toml");
+    peak_kib(&project, dir, &["apply"]);
+    let mut files = 0;
+    let mut stack = vec![project.join("context").into_std_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs_err::read_dir(&d).expect("read_dir").flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => files += 1,
+                _ => {}
+            }
+        }
+    }
+    (project, files)
+}
+
+/// Peak RSS in KiB of `aibox --quiet ARGS` in `project` (whatever its exit code: `doctor`
+/// reports the missing container engine).
+fn peak_kib(project: &Utf8Path, cache: &Utf8Path, args: &[&str]) -> u64 {
+    let out = Command::new(env!("CARGO_BIN_EXE_aibox"))
+        .arg("--project")
+        .arg(project)
+        .arg("--quiet")
+        .args(args)
+        .env("XDG_CACHE_HOME", cache.join("cache"))
+        .env("NO_COLOR", "1")
+        .env("AIBOX_PEAK_RSS", "1")
+        .env_remove("AIBOX_PROJECT")
+        .output()
+        .expect("run aibox");
+    let err = String::from_utf8_lossy(&out.stderr);
+    err.lines()
+        .last()
+        .and_then(|l| l.strip_prefix("aibox: peak RSS "))
+        .and_then(|l| l.strip_suffix(" KiB"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("aibox {args:?}: no peak RSS line in {err}"))
+}
+
+#[test]
+fn per_file_state_stays_compact_for_every_step_that_reads_the_install() {
+    let small_dir = tempfile::tempdir().expect("tempdir");
+    let large_dir = tempfile::tempdir().expect("tempdir");
+    let small_dir = Utf8Path::from_path(small_dir.path()).expect("utf-8");
+    let large_dir = Utf8Path::from_path(large_dir.path()).expect("utf-8");
+    let (small, small_files) = installed(
+        small_dir,
+        &SyntheticRelease::processkit_like_scaled("v0.28.3", false, 1),
+    );
+    let (large, large_files) = installed(
+        large_dir,
+        &SyntheticRelease::processkit_like_scaled("v0.28.3", false, 3),
+    );
+    assert!(
+        large_files > small_files * 2,
+        "{small_files} / {large_files}"
+    );
+    let added = u64::try_from(large_files - small_files).expect("file count");
+    let mut report = Vec::new();
+    for args in [&["apply"][..], &["mcp", "list"], &["doctor"]] {
+        let (at_small, at_large) = (
+            peak_kib(&small, small_dir, args),
+            peak_kib(&large, large_dir, args),
+        );
+        let per_file = at_large.saturating_sub(at_small) * 1024 / added;
+        report.push(format!(
+            "{args:?}: {at_small} KiB at {small_files} files, {at_large} KiB at {large_files} \
+             files: {per_file} bytes per added file"
+        ));
+        assert!(
+            per_file <= MAX_BYTES_PER_FILE,
+            "{args:?} holds {per_file} bytes per installed file (at most \
+             {MAX_BYTES_PER_FILE}):\n{}",
+            report.join("\n")
+        );
+    }
+}
