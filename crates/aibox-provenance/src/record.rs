@@ -81,13 +81,6 @@ pub fn marker_parses() -> usize {
     MARKER_PARSES.with(std::cell::Cell::get)
 }
 
-/// Counts, on this thread, `n` parses a helper thread made for it: a command that runs
-/// part of its work on scoped threads hands their count back, so [`marker_parses`] still
-/// counts the whole command.
-pub fn add_marker_parses(n: usize) {
-    MARKER_PARSES.with(|c| c.set(c.get() + n));
-}
-
 /// `[install]` of the marker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarkerInstall {

@@ -229,15 +229,9 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
     let project = checks::config::check(&mut run, &project_root);
     let engine_cell = std::sync::OnceLock::new();
     std::thread::scope(|s| {
-        // What waits on other processes (`git`, the engine, the releases feed) or only
-        // reads the installed skills runs on a thread of its own from the start, so it
-        // overlaps the resolve and the plan; each result joins the report where its
-        // check stands.
-        let skills = s.spawn(|| {
-            let before = aibox_provenance::record::marker_parses();
-            let part = skills_check(&project_root, project.as_ref());
-            (part, aibox_provenance::record::marker_parses() - before)
-        });
+        // What waits on other processes (`git`, the engine, the releases feed) runs on a
+        // thread of its own from the start, so it overlaps the resolve and the plan; each
+        // result joins the report where its check stands.
         let local_state = s.spawn(|| {
             let mut part = Run::default();
             checks::local_state::check(&mut part, project_root.path());
@@ -314,11 +308,10 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
             checks::secrets::findings(&project_root, lock_ref),
         );
         // the skill review of installed skills (only when there are any)
-        let (part, parses) = joined(skills);
-        // The skills thread's marker reads count as this command's (the engine's tests
-        // hold doctor to a fixed number at any size).
-        aibox_provenance::record::add_marker_parses(parses);
-        run.append(part);
+        // On this thread, not beside the resolve or the plan: it reads the install marker
+        // and the release too, and the two peaks together raised doctor's memory per
+        // installed file by a third (`aibox-cli` `it` `memory::`).
+        run.append(skills_check(&project_root, project.as_ref()));
 
         // CLI version versus the lock, and versus the newest release
         run.check(
