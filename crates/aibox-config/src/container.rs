@@ -94,11 +94,88 @@ pub const EGRESS_PROXY_SERVICE: &str = "aibox-egress";
 pub const EGRESS_PROXY_LABEL: &str = "aibox.egress";
 /// The Compose networks of `[network] egress` other than `open`: the internal one (the
 /// agent alone, no route out, and on Podman no DNS server) and the proxy's outside one.
-/// Compose prefixes them with the project name.
+/// Compose prefixes the outside one with the project name; the internal one is named by
+/// [`internal_network_name`].
 pub const EGRESS_NETWORKS: [&str; 2] = ["aibox-internal", "aibox-egress"];
 /// The Compose volume holding the egress proxy's Unix socket, shared by the proxy and
 /// the agent (which relays `127.0.0.1` to it); Compose prefixes it with the project name.
 pub const EGRESS_SOCKET_VOLUME: &str = "aibox-egress-socket";
+
+/// The Compose project name: `aibox.project_name`, else `container.name`, lowercased,
+/// with characters Compose does not allow replaced by `-`. The runtime passes it with
+/// `-p`; the generated file carries it as the `aibox.project` label.
+pub fn project_name(config: &crate::AiboxToml) -> String {
+    let raw = config
+        .aibox
+        .project_name
+        .as_deref()
+        .unwrap_or(&config.container.name);
+    let mapped: String = raw
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = mapped.trim_start_matches(['-', '_']);
+    if trimmed.is_empty() {
+        "aibox".to_owned()
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+/// Variable the generated Compose file takes the internal egress network's name from.
+/// `aibox up` sets it to `<compose project>_aibox-internal` (one network per checkout,
+/// which it makes itself on Podman); VS Code and the Dev Containers CLI leave it unset,
+/// so their Compose uses [`shared_internal_network`], which `devcontainer.json`'s
+/// `initializeCommand` makes before Compose runs.
+pub const EGRESS_NETWORK_VAR: &str = "AIBOX_INTERNAL_NETWORK";
+
+/// The internal egress network's name when Compose runs without `aibox up`
+/// (`<project>-aibox-internal`): fixed, so every Compose front end, under any Compose
+/// project name, uses the network made for it.
+pub fn shared_internal_network(project: &str) -> String {
+    format!("{project}-{}", EGRESS_NETWORKS[0])
+}
+
+/// The `name:` the generated Compose file gives the internal egress network: the
+/// [`EGRESS_NETWORK_VAR`] `aibox up` sets, else [`shared_internal_network`]. The egress
+/// gate accepts exactly this value.
+pub fn internal_network_name(project: &str) -> String {
+    format!(
+        "${{{EGRESS_NETWORK_VAR}:-{}}}",
+        shared_internal_network(project)
+    )
+}
+
+/// `devcontainer.json`'s `initializeCommand` when the agent is on the internal network:
+/// on a host with `podman`, makes the network VS Code's or the Dev Containers CLI's
+/// Compose will use ([`shared_internal_network`]) internal and
+/// without a DNS server, before Compose runs; Compose would make it with Podman 4.3's
+/// DNS server, which answers outside names (a tunnel). One of that name made otherwise
+/// is replaced (`rm` fails while a container uses it, and so does the start). Without
+/// `podman` it does nothing: Docker's internal networks resolve no outside names. Plain
+/// `sh`, no aibox needed on the host; docker-compose 1.29 and podman-compose 1.0 take
+/// the network as it is, and a Compose `down` removes it (made again on the next start).
+/// The gate accepts exactly this command, for the project `devcontainer.json` names.
+pub fn egress_initialize_command(project: &str) -> String {
+    let network = shared_internal_network(project);
+    let internal = EGRESS_NETWORKS[0];
+    format!(
+        "command -v podman >/dev/null 2>&1 || exit 0; n={network}; \
+         if podman network exists $n; then \
+         [ \"$(podman network inspect -f '{{{{.Internal}}}}{{{{.DNSEnabled}}}}' $n)\" = truefalse ] && exit 0; \
+         podman network rm $n >/dev/null || exit 1; fi; \
+         podman network create --internal --disable-dns \
+         --label com.docker.compose.project={project} \
+         --label com.docker.compose.network={internal} $n >/dev/null"
+    )
+}
 
 #[cfg(test)]
 mod tests {

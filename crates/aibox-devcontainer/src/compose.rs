@@ -172,6 +172,15 @@ fn render_egress(inputs: &Inputs<'_>, mode: EgressMode, out: &mut String) {
     out.push_str("networks:\n");
     let _ = writeln!(out, "  {}:", yaml(INTERNAL_NETWORK));
     out.push_str("    internal: true\n");
+    // One name for every Compose front end (not `<compose project>_aibox-internal`), so
+    // the network made without a DNS server before Compose runs is the one it uses. The
+    // project name has only `[a-z0-9_-]`, so the interpolation is the only `$`.
+    let project = crate::project_name(inputs.config);
+    let _ = writeln!(
+        out,
+        "    name: {}",
+        yaml(&aibox_config::container::internal_network_name(&project))
+    );
     if mode == EgressMode::Allowlist {
         let _ = writeln!(out, "  {}: {{}}", yaml(OUTSIDE_NETWORK));
         out.push_str("volumes:\n");

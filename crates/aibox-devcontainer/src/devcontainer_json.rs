@@ -1,7 +1,8 @@
 //! `.devcontainer/devcontainer.json` (JSONC with a `//` header) for Compose mode.
 //!
-//! Only keys valid with `dockerComposeFile` are written (never `runArgs` or
-//! `initializeCommand`); aibox's own metadata lives under `customizations.aibox`, the
+//! Only keys valid with `dockerComposeFile` are written (never `runArgs`;
+//! `initializeCommand` only with `[network] egress`, to make the agent's internal network
+//! on a Podman host before Compose does); aibox's own metadata lives under `customizations.aibox`, the
 //! only place the schema allows tool-specific keys.
 
 use aibox_config::container::WORKSPACE_DIR;
@@ -34,6 +35,14 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> String {
     // VS Code gives the container user the local user's UID, as `aibox up` does with the
     // project owner's: either way the agent can write /workspace.
     doc.insert("updateRemoteUserUID".into(), json!(true));
+    if crate::egress::isolated(config.network.egress) {
+        doc.insert(
+            "initializeCommand".into(),
+            json!(aibox_config::container::egress_initialize_command(
+                &crate::project_name(config)
+            )),
+        );
+    }
     if let Some(cmd) = &c.lifecycle.post_create_command {
         doc.insert("postCreateCommand".into(), json!(cmd));
     }

@@ -340,33 +340,7 @@ pub const MCP_ENVS_DIR: &str = aibox_config::layout::MCP_ENVS_DIR;
 /// Dockerfile's `COPY` works before anyone runs `aibox apply`.
 pub const EXTRA_CA_README_PATH: &str = aibox_config::layout::EXTRA_CA_README;
 
-/// The Compose project name: `aibox.project_name`, else `container.name`, lowercased,
-/// with characters Compose does not allow replaced by `-`. The runtime passes it with
-/// `-p`; the generated file carries it as the `aibox.project` label.
-pub fn project_name(config: &AiboxToml) -> String {
-    let raw = config
-        .aibox
-        .project_name
-        .as_deref()
-        .unwrap_or(&config.container.name);
-    let mapped: String = raw
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let trimmed = mapped.trim_start_matches(['-', '_']);
-    if trimmed.is_empty() {
-        "aibox".to_owned()
-    } else {
-        trimmed.to_owned()
-    }
-}
+pub use aibox_config::container::project_name;
 
 /// The local image the Compose file builds and names: `localhost/<project>-aibox:local`.
 /// The `localhost/` prefix keeps engines from looking for it in a registry.

@@ -31,7 +31,11 @@ pub fn check_egress(
         return Vec::new();
     }
     let agent = config.container.name.as_str();
+    let generated_name = aibox_config::container::internal_network_name(
+        &aibox_config::container::project_name(config),
+    );
     let mut out = Vec::new();
+    env_names_the_network(consent, sources, &mut out);
     for path in aibox_config::layout::COMPOSE_FILES {
         let Some(text) = sources.read(path) else {
             continue;
@@ -54,7 +58,7 @@ pub fn check_egress(
             out.extend(consent.judge(true, &format!("egress:{what}"), f));
         };
         if let Some(def) = doc.get("networks").and_then(|n| n.get(INTERNAL)) {
-            check_internal_network(def, mode, &mut hit);
+            check_internal_network(def, &generated_name, mode, &mut hit);
         }
         let Some(services) = doc.get("services").and_then(Yaml::as_mapping) else {
             continue;
@@ -120,13 +124,45 @@ pub fn check_egress(
     out
 }
 
+/// `.devcontainer/.env` must not set the variable the internal network's name comes
+/// from: VS Code's and the Dev Containers CLI's Compose would read it and put the agent
+/// on that network instead of the one `initializeCommand` made (`aibox up` sets the
+/// variable itself, which wins over the file).
+fn env_names_the_network(consent: &Consent, sources: &dyn ComposeSources, out: &mut Vec<Finding>) {
+    use aibox_config::container::EGRESS_NETWORK_VAR;
+    let path = aibox_config::layout::COMPOSE_ENV;
+    let Some(text) = sources.read(path) else {
+        return;
+    };
+    let Some(line) = text.lines().position(|l| {
+        let l = l.trim_start();
+        let l = l.strip_prefix("export ").unwrap_or(l).trim_start();
+        l.strip_prefix(EGRESS_NETWORK_VAR)
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+    }) else {
+        return;
+    };
+    let f = Finding::new(
+        "aibox::policy::egress_bypass",
+        Severity::Error,
+        path,
+        format!(
+            "`{EGRESS_NETWORK_VAR}` is set: VS Code and the Dev Containers CLI would put the \
+             agent on that network instead of the internal one made for it"
+        ),
+        "remove the line; the generated Compose file names the network",
+    )
+    .at(Some(line + 1));
+    out.extend(consent.judge(true, &format!("egress:{EGRESS_NETWORK_VAR}"), f));
+}
+
 /// A finding: the text of the line to point at (the first that holds it), the option an
 /// exception names (after `egress:`), the message and the remedy.
 type Hit<'a> = dyn FnMut(&str, String, String, &str) + 'a;
 
 /// The internal network's definition in one file: it must stay internal, and be the
-/// project's own network.
-fn check_internal_network(def: &Yaml, mode: EgressMode, hit: &mut Hit<'_>) {
+/// project's own network (`name` only as the generator writes it: `generated_name`).
+fn check_internal_network(def: &Yaml, generated_name: &str, mode: EgressMode, hit: &mut Hit<'_>) {
     if def
         .get("internal")
         .is_some_and(|v| v.as_bool() != Some(true))
@@ -143,12 +179,14 @@ fn check_internal_network(def: &Yaml, mode: EgressMode, hit: &mut Hit<'_>) {
         );
     }
     // `name`/`external` would put the agent on an existing network (with a route or a
-    // resolver); a driver or its options could make it one.
+    // resolver); a driver or its options could make it one. The generated `name` is the
+    // network `up` or `initializeCommand` makes without a resolver before Compose runs.
     for key in def
         .as_mapping()
         .into_iter()
-        .flat_map(|m| m.keys())
-        .map(|k| k.as_str().unwrap_or("?"))
+        .flat_map(|m| m.iter())
+        .filter(|(k, v)| k.as_str() != Some("name") || v.as_str() != Some(generated_name))
+        .map(|(k, _)| k.as_str().unwrap_or("?"))
         .filter(|k| !matches!(*k, "internal" | "labels"))
     {
         hit(

@@ -1039,7 +1039,7 @@ impl Runtime {
             return Ok(());
         }
         let internal = aibox_config::container::EGRESS_NETWORKS[0];
-        let network = format!("{}_{internal}", target.project);
+        let network = internal_network(&target.project);
         let mut cmd = self.engine_cmd();
         cmd.args(["network", "inspect", &network]);
         let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
@@ -1145,6 +1145,12 @@ impl Runtime {
         let mut cmd = self.detected.compose.command();
         cmd.envs(self.extra_env.iter().map(|(k, v)| (k, v)));
         cmd.current_dir(target.root.join(".devcontainer"));
+        // The internal egress network is this checkout's own (the one
+        // `prepare_internal_network` makes), not the name other front ends share.
+        cmd.env(
+            aibox_config::container::EGRESS_NETWORK_VAR,
+            internal_network(&target.project),
+        );
         cmd.arg("-p").arg(&target.project);
         for file in target.compose_files() {
             cmd.arg("-f").arg(file);
@@ -1383,7 +1389,12 @@ fn keep_id_value(rootless: &str, uid: u32, gid: u32) -> Option<String> {
     (rootless.trim() == "true").then(|| format!("keep-id:uid={uid},gid={gid}"))
 }
 
-/// Whether `network inspect` output describes a network of Compose project `project`.
+/// The internal egress network of Compose project `project` under `aibox up`
+/// (`<project>_aibox-internal`, as Compose itself would name it).
+fn internal_network(project: &str) -> String {
+    format!("{project}_{}", aibox_config::container::EGRESS_NETWORKS[0])
+}
+
 /// Whether Podman's `network inspect` output is an internal network without a DNS server.
 fn network_is_sealed(stdout: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(stdout).is_ok_and(|value| {
@@ -1392,6 +1403,7 @@ fn network_is_sealed(stdout: &str) -> bool {
     })
 }
 
+/// Whether `network inspect` output describes a network of Compose project `project`.
 fn network_is_ours(stdout: &str, project: &str) -> bool {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(stdout) else {
         return false;

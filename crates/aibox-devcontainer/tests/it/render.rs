@@ -330,7 +330,16 @@ fn every_case_is_deterministic_snapshotted_and_schema_valid() {
                 "{}",
                 f.path
             );
-            assert!(!text.contains("runArgs") && !text.contains("initializeCommand"));
+            assert!(!text.contains("runArgs"), "{}", f.path);
+            // `initializeCommand` only makes the agent's internal network, and only when
+            // there is one; the gate accepts exactly that command.
+            let sealed = case.team.network.egress != aibox_config::EgressMode::Open;
+            assert_eq!(
+                text.contains("initializeCommand"),
+                sealed && f.path == ".devcontainer/devcontainer.json",
+                "{}",
+                f.path
+            );
         }
     }
 }

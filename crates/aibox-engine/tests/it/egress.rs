@@ -205,6 +205,16 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
             "networks:\n  aibox-internal:\n    name: podman\n",
             "egress:aibox-internal:name",
         ),
+        // The generated name's shape for another project, or the shared name without
+        // the checkout's own under `aibox up`.
+        (
+            "networks:\n  aibox-internal:\n    name: \"${AIBOX_INTERNAL_NETWORK:-other-aibox-internal}\"\n",
+            "egress:aibox-internal:name",
+        ),
+        (
+            "networks:\n  aibox-internal:\n    name: eg-aibox-internal\n",
+            "egress:aibox-internal:name",
+        ),
         (
             "networks:\n  aibox-internal:\n    external: true\n",
             "egress:aibox-internal:external",
@@ -245,15 +255,60 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
         );
     }
 
-    // Labels on the internal network (and restating `internal: true`) change no route.
+    // Labels on the internal network (and restating `internal: true` or the generated
+    // name) change no route.
     let (_t, root) = project(TEAM);
     let report = apply_with_override(
         &root,
-        "networks:\n  aibox-internal:\n    internal: true\n    labels:\n      team: dev\n",
+        "networks:\n  aibox-internal:\n    internal: true\n    \
+         name: \"${AIBOX_INTERNAL_NETWORK:-eg-aibox-internal}\"\n    labels:\n      team: dev\n",
     )
     .unwrap();
     assert!(
         !report.warnings.iter().any(|w| w.contains("egress")),
+        "{:?}",
+        report.warnings
+    );
+}
+
+/// `.devcontainer/.env` naming the internal network would move the agent of VS Code and
+/// the Dev Containers CLI onto that network: refused, and allowed only by an exception.
+#[test]
+fn the_gate_refuses_an_env_file_naming_the_internal_network() {
+    let (_t, root) = project(TEAM);
+    fs_err::create_dir_all(root.join(".devcontainer")).unwrap();
+    fs_err::write(
+        root.join(".devcontainer/.env"),
+        "# team settings\nTZ=UTC\n  export AIBOX_INTERNAL_NETWORK = podman\n",
+    )
+    .unwrap();
+    let err = apply(&root, &apply_opts(None)).unwrap_err();
+    let shown = format!("{err:?}");
+    assert!(shown.contains("aibox::policy::egress_bypass"), "{shown}");
+    assert!(shown.contains("AIBOX_INTERNAL_NETWORK"), "{shown}");
+    assert!(!root.join(FILTER).exists(), "a refused plan wrote files");
+    // A variable that only starts with the same letters is another variable.
+    fs_err::write(
+        root.join(".devcontainer/.env"),
+        "AIBOX_INTERNAL_NETWORK_NOTE=x\n",
+    )
+    .unwrap();
+    apply(&root, &apply_opts(None)).unwrap();
+    let consented = format!(
+        "{TEAM}\n[[security.exceptions]]\noption = \"egress:AIBOX_INTERNAL_NETWORK\"\nreason = \"test\"\n"
+    );
+    fs_err::write(root.join("aibox.toml"), consented).unwrap();
+    fs_err::write(
+        root.join(".devcontainer/.env"),
+        "AIBOX_INTERNAL_NETWORK=podman\n",
+    )
+    .unwrap();
+    let report = apply(&root, &apply_opts(None)).unwrap();
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("AIBOX_INTERNAL_NETWORK")),
         "{:?}",
         report.warnings
     );

@@ -69,6 +69,19 @@ pub fn check_devcontainer_json(file: &str, jsonc_text: &str, consent: &Consent) 
     devcontainer_findings(file, jsonc_text, consent, &NoSources)
 }
 
+/// Whether `cmd` is exactly the `initializeCommand` aibox generates with `[network]
+/// egress` for the project the file names: it only makes (or replaces) the agent's
+/// internal network on a Podman host. The name must be a Compose project name, so
+/// nothing but that name varies in the command.
+fn is_egress_initialize(doc: &Json, cmd: &Json) -> bool {
+    doc.get("name")
+        .and_then(Json::as_str)
+        .filter(|name| aibox_config::validate::is_compose_project_name(name))
+        .is_some_and(|name| {
+            cmd.as_str() == Some(&aibox_config::container::egress_initialize_command(name))
+        })
+}
+
 /// A dev container configuration's own container options: `privileged`, `capAdd`,
 /// `securityOpt`, and the users the container starts as and the tools run as.
 fn devcontainer_options(ctx: &Ctx<'_>, doc: &Json, out: &mut Vec<Finding>) {
@@ -126,7 +139,10 @@ pub(super) fn devcontainer_findings(
             build_ctx.host_read(what, path, &mut out);
         }
     }
-    if let Some(cmd) = doc.get("initializeCommand") {
+    if let Some(cmd) = doc
+        .get("initializeCommand")
+        .filter(|cmd| !is_egress_initialize(&doc, cmd))
+    {
         let shown = match cmd {
             Json::String(s) => aibox_config::bounded(s, 512),
             other => aibox_config::bounded(&other.to_string(), 512),

