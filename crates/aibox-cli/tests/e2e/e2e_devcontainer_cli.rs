@@ -137,6 +137,10 @@ fn devcontainer_up_succeeds_on_generated_files() {
         }
     }
     cleanup.egress(&cli_project, &image);
+    // The internal network every Compose front end but `aibox up` uses, which the
+    // generated `initializeCommand` makes.
+    let internal = aibox_config::container::shared_internal_network(&name);
+    cleanup.network(&internal);
 
     let (out, result) = devcontainer_up(&cli, &podman, &api, &root);
     assert_eq!(result["outcome"], "success", "{}", show(&out));
@@ -161,11 +165,41 @@ fn devcontainer_up_succeeds_on_generated_files() {
     {
         cleanup.image(derived);
     }
-    // Its HTTP goes through its loopback relay, the socket and the proxy, which refuses a
-    // host not on the list.
-    let refused = podman.run(&[
+    no_way_to_resolve_outside_names(&podman, &internal, &id);
+
+    aibox_takes_it_for_this_checkouts(&podman, &root, &name, &id);
+}
+
+/// The agent started by the CLI is on the network `initializeCommand` made (internal,
+/// no DNS server), not on one Compose made with Podman 4.3's DNS server: an outside
+/// name does not resolve, a DNS query sent straight to any server it could address gets
+/// no answer; its HTTP still goes through its loopback relay, the socket and the proxy,
+/// which refuses a host not on the list.
+fn no_way_to_resolve_outside_names(podman: &Podman, internal: &str, id: &str) {
+    use super::e2e_egress::{Bench, OUTSIDE_NAME, no_dns_answers};
+    let engine = |args: &[&str]| podman.run(args);
+    let aibox = || -> Command { unreachable!("only the engine is used") };
+    let bench = Bench {
+        engine: &engine,
+        aibox: &aibox,
+    };
+    let inspect: serde_json::Value =
+        serde_json::from_str(&bench.engine_ok(&["network", "inspect", internal])).unwrap();
+    assert_eq!(inspect[0]["internal"], true, "{inspect}");
+    assert_eq!(inspect[0]["dns_enabled"], false, "{inspect}");
+    let networks = bench.engine_ok(&[
+        "inspect",
+        "--format",
+        "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}",
+        id,
+    ]);
+    assert_eq!(networks.trim(), internal, "the agent's networks");
+    let (code, out) = bench.in_agent(id, &format!("getent hosts {OUTSIDE_NAME}"));
+    assert_ne!(code, 0, "an outside name resolved in the agent: {out}");
+    no_dns_answers(&bench, id, &[]);
+    let refused = bench.engine_ok(&[
         "exec",
-        &id,
+        id,
         "curl",
         "-s",
         "-m",
@@ -176,14 +210,7 @@ fn devcontainer_up_succeeds_on_generated_files() {
         "%{http_code}",
         "http://denied.test/",
     ]);
-    assert_eq!(
-        String::from_utf8_lossy(&refused.stdout),
-        "403",
-        "{}",
-        show(&refused)
-    );
-
-    aibox_takes_it_for_this_checkouts(&podman, &root, &name, &id);
+    assert_eq!(refused, "403", "the proxy's answer");
 }
 
 /// aibox recognises the Dev Containers CLI's container `id` as the checkout's at `root`,

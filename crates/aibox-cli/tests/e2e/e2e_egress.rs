@@ -37,20 +37,20 @@ fn ok(cmd: &mut Command) -> String {
 }
 
 /// One engine under test: how to run its CLI and aibox against it.
-struct Bench<'a> {
-    engine: &'a dyn Fn(&[&str]) -> Output,
-    aibox: &'a dyn Fn() -> Command,
+pub(crate) struct Bench<'a> {
+    pub(crate) engine: &'a dyn Fn(&[&str]) -> Output,
+    pub(crate) aibox: &'a dyn Fn() -> Command,
 }
 
 impl Bench<'_> {
-    fn engine_ok(&self, args: &[&str]) -> String {
+    pub(crate) fn engine_ok(&self, args: &[&str]) -> String {
         let out = (self.engine)(args);
         assert!(out.status.success(), "{args:?}: {}", show(&out));
         String::from_utf8(out.stdout).unwrap()
     }
 
     /// `sh -c SCRIPT` in the agent container as its user; the output and exit code.
-    fn in_agent(&self, container: &str, script: &str) -> (i32, String) {
+    pub(crate) fn in_agent(&self, container: &str, script: &str) -> (i32, String) {
         let out = (self.engine)(&["exec", container, "bash", "-c", script]);
         (out.status.code().unwrap_or(-1), show(&out))
     }
@@ -253,7 +253,7 @@ fn network_field(bench: &Bench<'_>, name: &str, network: &str, field: &str) -> S
 
 /// A name every machine that runs these tests resolves (the image builds reach it), for
 /// the DNS probes: the proxy's side resolves it, the agent must not.
-const OUTSIDE_NAME: &str = "deb.debian.org";
+pub(crate) const OUTSIDE_NAME: &str = "deb.debian.org";
 
 /// A DNS query (`A` record of [`OUTSIDE_NAME`]) sent straight over UDP, as a tunnelling
 /// agent would without `resolv.conf`, to every server it could address: those its
@@ -272,7 +272,7 @@ done"#;
 /// Runs [`DNS_PROBE`] in the agent and asserts that no server answered: no reply at all,
 /// except from Docker's resolver inside the container (`127.0.0.11`), which may refuse
 /// but must give no address (it forwards nothing from an internal network).
-fn no_dns_answers(bench: &Bench<'_>, container: &str, extra: &[&str]) {
+pub(crate) fn no_dns_answers(bench: &Bench<'_>, container: &str, extra: &[&str]) {
     let mut args = vec!["exec", container, "bash", "-c", DNS_PROBE, "probe"];
     args.extend_from_slice(extra);
     let out = bench.engine_ok(&args);
