@@ -142,11 +142,18 @@ fn render_tool(out: &mut String, tool: &Tool) {
             arches.join("|")
         );
     }
+    // curl's own `--retry` leaves out reset connections and cut streams (seen through
+    // TLS-inspecting proxies); the loop tries any failure twice more, and the digest is
+    // still checked after.
     let _ = write!(
         out,
         "    mkdir -p {DL}; \\\n    \
          fetch() {{ \\\n        \
-         curl -fsSL --retry 3 -o {DL}/file \"$1\"; \\\n        \
+         n=0; until curl -fsSL --retry 3 -o {DL}/file \"$1\"; do \\\n            \
+         n=$((n + 1)); \\\n            \
+         if [ \"$n\" -ge 3 ]; then echo \"aibox: {label}: download of $1 failed 3 times\" >&2; exit 1; fi; \\\n            \
+         sleep \"$n\"; \\\n        \
+         done; \\\n        \
          actual=\"$($2 {DL}/file | cut -d' ' -f1)\"; \\\n        \
          if [ \"$actual\" != \"$3\" ]; then \\\n            \
          echo \"aibox: {label}: checksum mismatch for $1: expected $2 $3, got $actual\" >&2; \\\n            \

@@ -6,4 +6,5 @@
 
 mod catalog;
 mod errors;
+mod fetch_retry;
 mod render;
