@@ -2,7 +2,7 @@
 //! a download that fails twice (a reset connection, a cut stream) still installs, a third
 //! failure stops the build naming the tool, and the digest is checked after the retries.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::process::Command;
 
@@ -50,9 +50,7 @@ fn run_fetch(failures: u32, payload: &str, digest: &str) -> (bool, String, u32) 
         .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
         .output()
         .unwrap();
-    let calls = fs_err::read_to_string(&count)
-        .map(|s| s.trim().parse().unwrap())
-        .unwrap_or(0);
+    let calls = fs_err::read_to_string(&count).map_or(0, |s| s.trim().parse().unwrap());
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
