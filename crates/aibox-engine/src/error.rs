@@ -140,22 +140,6 @@ pub enum EngineError {
         waited_secs: u64,
     },
 
-    /// A file operation failed.
-    #[error("cannot {op} `{path}`")]
-    #[diagnostic(
-        code(aibox::apply::io),
-        help("check the permissions of the project directory and the free disk space")
-    )]
-    Io {
-        /// What was attempted ("read", "write", "rename", ...).
-        op: &'static str,
-        /// The path.
-        path: Utf8PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-
     /// `.aibox-local.toml` `container.extra_ca_certificates` cannot be used.
     #[error("cannot use the extra CA certificates `{path}`: {reason}")]
     #[diagnostic(
@@ -267,10 +251,9 @@ impl EngineError {
             Self::ConfigCheck(e) => e.kind(),
             // Something in the way on disk is a disk problem like a refused write.
             // Not resolved offline: only a download (`aibox apply`) fixes it.
-            Self::Busy { .. }
-            | Self::Io { .. }
-            | Self::NotResolved { .. }
-            | Self::NotAFolder { .. } => ErrorKind::Environment,
+            Self::Busy { .. } | Self::NotResolved { .. } | Self::NotAFolder { .. } => {
+                ErrorKind::Environment
+            }
             Self::DuplicatePath { .. } | Self::NotCaptured { .. } => ErrorKind::Internal,
         }
     }
@@ -284,16 +267,14 @@ impl EngineError {
         }
     }
 
+    /// An I/O failure of `op` on `path`: the writer's own [`aibox_fs::WriteError::Io`]
+    /// (one error, one code, wherever the engine touches the disk).
     pub(crate) fn io(
         op: &'static str,
         path: impl Into<Utf8PathBuf>,
         source: std::io::Error,
     ) -> Self {
-        Self::Io {
-            op,
-            path: path.into(),
-            source,
-        }
+        Self::Write(Box::new(aibox_fs::WriteError::io(op, path, source)))
     }
 }
 

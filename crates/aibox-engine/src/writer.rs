@@ -12,12 +12,9 @@ pub use aibox_fs::{
 use crate::error::EngineError;
 
 impl From<WriteError> for EngineError {
-    /// A disk failure joins the engine's other I/O errors; every refusal keeps its own
-    /// type.
+    /// Every writer error, disk failures included: the engine's own I/O errors are
+    /// [`WriteError::Io`] too ([`EngineError::io`]).
     fn from(e: WriteError) -> Self {
-        match e {
-            WriteError::Io { op, path, source } => Self::Io { op, path, source },
-            other => Self::Write(Box::new(other)),
-        }
+        Self::Write(Box::new(e))
     }
 }

@@ -792,7 +792,10 @@ fn a_write_refused_mid_apply_changes_nothing() {
     {
         let _lock = Immutable::set(fx.path(".vscode"));
         let err = apply(&fx.root, &opts()).unwrap_err();
-        assert!(matches!(err, EngineError::Io { .. }), "{err:?}");
+        assert!(
+            matches!(&err, EngineError::Write(e) if matches!(**e, aibox_fs::WriteError::Io { .. })),
+            "{err:?}"
+        );
         assert!(err.to_string().contains(".vscode"), "{err}");
         assert_eq!(fx.snapshot(), before, "a refused apply changed files");
     }
