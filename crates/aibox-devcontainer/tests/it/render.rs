@@ -423,6 +423,9 @@ fn committed_compose_args(files: &[PlannedFile]) -> Vec<&'static str> {
 fn committed_files_alone_are_a_valid_compose_project() {
     require_program("docker-compose", COMPOSE_HINT);
     require_program("podman-compose", COMPOSE_HINT);
+    let _turn = PODMAN_COMPOSE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for case in cases() {
         let files = render(&case.inputs()).unwrap();
         let dir = write_project(&case, &files);
@@ -458,12 +461,19 @@ fn committed_files_alone_are_a_valid_compose_project() {
     }
 }
 
-/// podman-compose creates the networks and volumes even in a dry run: the egress cases'
-/// go again.
+/// podman-compose creates the networks and volumes even in a dry run: they go again.
+/// The two tests that dry-run the same projects take turns ([`PODMAN_COMPOSE`]), or one
+/// finds the network the other just made ("network already exists").
+static PODMAN_COMPOSE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn remove_dry_run_leftovers(project: &str) {
-    for net in ["aibox-internal", "aibox-egress"] {
+    let networks = ["default", "aibox-internal", "aibox-egress"]
+        .map(|net| format!("{project}_{net}"))
+        .into_iter()
+        .chain([format!("{project}-aibox-internal")]);
+    for net in networks {
         let _ = Command::new("podman")
-            .args(["network", "rm", "-f", &format!("{project}_{net}")])
+            .args(["network", "rm", "-f", &net])
             .output();
     }
     let _ = Command::new("podman")
@@ -664,6 +674,9 @@ fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
 fn podman_compose_turns_every_case_into_the_expected_podman_run() {
     require_program("podman-compose", COMPOSE_HINT);
     require_program("podman", COMPOSE_HINT);
+    let _turn = PODMAN_COMPOSE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for case in cases() {
         let files = render(&case.inputs()).unwrap();
         let dir = write_project(&case, &files);
