@@ -65,6 +65,9 @@ const BACKGROUND: Group = (
 /// Where the background group's output goes until it is shown.
 const BACKGROUND_LOG: &str = "target/ci-e2e.log";
 
+/// Where the output of setup and the base image goes until the build ended.
+const PREPARE_LOG: &str = "target/ci-setup.log";
+
 /// Every test target the groups run, built once before any of them starts.
 const BUILD: &[&str] = &[
     "test",
@@ -80,19 +83,15 @@ const BUILD: &[&str] = &[
 ];
 
 pub(crate) fn run() -> Result<(), String> {
-    setup()?;
-    step("formatting", &["fmt", "--all", "--check"])?;
-    // The end-to-end tests' base image is a debootstrap of Debian the first time (network
-    // bound, a minute or more on a fresh machine): made beside the build rather than
-    // inside the first end-to-end test. The tests find it, or wait on its lock.
-    let base_image = std::thread::spawn(aibox_test_support::podman::Podman::ready);
-    let built = step("build every test", BUILD);
-    // Joined even when the build failed, so no debootstrap is left running on its own.
-    if base_image.join().is_err() {
-        // The end-to-end tests try again and fail with the same message, in their group.
-        say("==> the end-to-end tests' base image is not ready (see above)");
-    }
-    built?;
+    beside(
+        "setup and the end-to-end tests' base image",
+        Path::new(PREPARE_LOG),
+        prepare,
+        || {
+            step("formatting", &["fmt", "--all", "--check"])?;
+            step("build every test", BUILD)
+        },
+    )?;
     tests()?;
     // The embedder example: resolve, plan and apply through the library alone. Chosen by
     // its name in the workspace, not with `--package aibox-engine`: one package's feature
@@ -247,7 +246,8 @@ impl Background {
                         return false;
                     }
                     let _ = writeln!(&file, "==> {name}: {}", argv.join(" "));
-                    match Command::new(program)
+                    let mut cmd = Command::new(program);
+                    match crate::without_cargo_run_env(&mut cmd)
                         .args(args)
                         .stdin(Stdio::null())
                         .stdout(out)
@@ -346,14 +346,75 @@ fn wait_for(state: &Mutex<Running>) -> bool {
     }
 }
 
-/// Installs the test suite's system and npm dependencies when they are missing.
-fn setup() -> Result<(), String> {
-    if std::env::var_os("AIBOX_SKIP_SETUP").is_some() {
-        say("==> setup: skipped (AIBOX_SKIP_SETUP)");
-        return Ok(());
+/// Runs `foreground` (the build) while `prepare` runs on a thread beside it, its output
+/// going to `log`; once both ended, shows that output and returns the first error, the
+/// foreground's first. Waits for `prepare` even when the foreground failed, so no apt-get
+/// or debootstrap is left running on its own.
+fn beside(
+    name: &str,
+    log: &Path,
+    prepare: impl FnOnce(&fs_err::File) -> Result<(), String> + Send + 'static,
+    foreground: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    if let Some(dir) = log.parent() {
+        fs_err::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
-    say("==> setup: scripts/setup-test-deps.sh");
-    release::run_tool(Command::new("bash").arg("scripts/setup-test-deps.sh"))
+    let file = fs_err::File::create(log).map_err(|e| e.to_string())?;
+    say(&format!(
+        "==> {name}: beside the build, output in {} (shown when the build ended)",
+        log.display()
+    ));
+    let started = Instant::now();
+    let preparing = std::thread::spawn(move || prepare(&file));
+    let built = foreground();
+    let prepared = preparing
+        .join()
+        .unwrap_or_else(|_| Err("it panicked".to_owned()));
+    match fs_err::read_to_string(log) {
+        Ok(text) => say(text.trim_end()),
+        Err(e) => say(&format!("cannot read {}: {e}", log.display())),
+    }
+    say(&format!(
+        "<== {name}: {}, {:.1}s after it started",
+        if prepared.is_ok() { "done" } else { "FAILED" },
+        started.elapsed().as_secs_f64()
+    ));
+    built.and(prepared.map_err(|e| format!("{name}: {e}")))
+}
+
+/// Installs the test suite's system and npm dependencies when they are missing, then makes
+/// the end-to-end tests' base image when it is missing (a debootstrap of Debian the first
+/// time, a minute or more). Both wait on the network and dpkg, the build beside them on
+/// the CPU, and nothing in the build needs them.
+fn prepare(log: &fs_err::File) -> Result<(), String> {
+    if std::env::var_os("AIBOX_SKIP_SETUP").is_some() {
+        let _ = writeln!(&*log, "setup: skipped (AIBOX_SKIP_SETUP)");
+    } else {
+        let _ = writeln!(&*log, "setup: scripts/setup-test-deps.sh");
+        let (out, err) = (
+            log.file().try_clone().map_err(|e| e.to_string())?,
+            log.file().try_clone().map_err(|e| e.to_string())?,
+        );
+        release::run_tool(
+            Command::new("bash")
+                .arg("scripts/setup-test-deps.sh")
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err),
+        )?;
+    }
+    // The tests find the image, or wait on its lock. A failure's message is on stderr;
+    // the end-to-end tests try again and fail with the same message, in their group.
+    if std::thread::spawn(aibox_test_support::podman::Podman::ready)
+        .join()
+        .is_err()
+    {
+        let _ = writeln!(
+            &*log,
+            "the end-to-end tests' base image is not ready (see above)"
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -411,6 +472,110 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Setup runs while the build runs, is waited for even when the build failed, and its
+    /// failure fails the run after the build's own.
+    #[test]
+    fn preparation_runs_beside_the_build_and_is_waited_for() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("setup.log");
+        let second = std::time::Duration::from_secs(1);
+
+        let started = Instant::now();
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        let result = beside(
+            "setup",
+            &log,
+            move |log| {
+                writeln!(&*log, "installing").unwrap();
+                std::thread::sleep(second);
+                flag.store(true, Ordering::SeqCst);
+                Err("apt-get failed".to_owned())
+            },
+            || {
+                std::thread::sleep(second);
+                Err("build failed".to_owned())
+            },
+        );
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_millis(1750),
+            "not beside: {took:?}"
+        );
+        assert!(
+            done.load(Ordering::SeqCst),
+            "waited for even after the build failed"
+        );
+        assert_eq!(result, Err("build failed".to_owned()));
+        assert_eq!(fs_err::read_to_string(&log).unwrap(), "installing\n");
+
+        let result = beside(
+            "setup",
+            &log,
+            |_| Err("apt-get failed".to_owned()),
+            || Ok(()),
+        );
+        assert_eq!(result, Err("setup: apt-get failed".to_owned()));
+        let result = beside("setup", &log, |_| panic!("no podman"), || Ok(()));
+        assert_eq!(result, Err("setup: it panicked".to_owned()));
+        assert_eq!(beside("setup", &log, |_| Ok(()), || Ok(())), Ok(()));
+    }
+
+    /// Each package's features, from `cargo tree --workspace` over the given edge kinds.
+    fn features(edges: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+        let out = Command::new(cargo())
+            .args(["tree", "--workspace", "--locked", "--prefix", "none"])
+            .args(["-e", edges, "-f", "{p}|{f}"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let mut map = std::collections::BTreeMap::<String, Vec<String>>::new();
+        for line in String::from_utf8(out.stdout).unwrap().lines() {
+            let Some((package, features)) = line.split_once('|') else {
+                continue;
+            };
+            let package = package.split(" (").next().unwrap_or(package).to_owned();
+            let features = features.trim_end_matches(" (*)").to_owned();
+            let entry = map.entry(package).or_default();
+            if !entry.contains(&features) {
+                entry.push(features);
+                entry.sort();
+            }
+        }
+        map
+    }
+
+    /// `cargo xtask` builds xtask with the features of the workspace's normal dependencies
+    /// (the alias names the binary, not the package); the test build adds the
+    /// dev-dependencies'. Where they differ, a crate under xtask and everything above it
+    /// is compiled twice on a fresh machine (52 crates before xtask/Cargo.toml named
+    /// `getrandom` and `zerocopy`).
+    #[test]
+    fn xtask_builds_with_the_test_builds_features() {
+        let config = fs_err::read_to_string("../.cargo/config.toml").unwrap();
+        let alias = config.lines().find(|l| l.starts_with("xtask = ")).unwrap();
+        assert!(alias.contains(" --bin xtask "), "{alias}");
+        assert!(
+            !alias.contains("--package") && !alias.contains(" -p "),
+            "{alias}"
+        );
+
+        let normal = features("normal,build");
+        let all = features("normal,build,dev");
+        let differ: Vec<_> = normal
+            .iter()
+            .filter(|(package, features)| all.get(*package) != Some(features))
+            .map(|(package, features)| format!("{package}: {features:?} vs {:?}", all.get(package)))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "the test build enables more features of these crates than `cargo xtask` \
+             (through dev-dependencies); name them with those features in xtask/Cargo.toml:\n{}",
+            differ.join("\n")
+        );
     }
 
     fn sh(script: &str) -> Vec<String> {

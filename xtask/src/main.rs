@@ -166,7 +166,7 @@ pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<(
 pub(crate) fn step(name: &str, args: &[&str]) -> Result<(), String> {
     say(&format!("==> {name}: cargo {}", args.join(" ")));
     let started = std::time::Instant::now();
-    let status = Command::new(cargo())
+    let status = cargo_command()
         .args(args)
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -183,4 +183,65 @@ pub(crate) fn step(name: &str, args: &[&str]) -> Result<(), String> {
 
 pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+/// A `cargo` command for a build or test run, without the variables of [`cargo_run_env`].
+pub(crate) fn cargo_command() -> Command {
+    let mut cmd = Command::new(cargo());
+    without_cargo_run_env(&mut cmd);
+    cmd
+}
+
+/// Removes [`cargo_run_env`] from what `cmd` inherits.
+pub(crate) fn without_cargo_run_env(cmd: &mut Command) -> &mut Command {
+    for name in cargo_run_env() {
+        cmd.env_remove(name);
+    }
+    cmd
+}
+
+/// The variables `cargo run` set for xtask itself (`CARGO_PKG_*`, `CARGO_MANIFEST_*`, the
+/// target's names), which a cargo started from a shell does not see. Build scripts watch
+/// some of them (ring's `rerun-if-env-changed=CARGO_MANIFEST_DIR`): a cargo started by
+/// xtask that inherited them would find them changed against the shell's `cargo xtask`
+/// build and rebuild ring, rustls, ureq and every crate and test binary above them, and
+/// the next `cargo xtask` would rebuild them back.
+fn cargo_run_env() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| {
+            name.to_str().is_some_and(|n| {
+                n.starts_with("CARGO_PKG_")
+                    || n.starts_with("CARGO_MANIFEST_")
+                    || matches!(
+                        n,
+                        "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+                    )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    /// Under `cargo test`, as under `cargo run`, this process has the package's variables:
+    /// a cargo it starts must not inherit them.
+    #[test]
+    fn cargo_started_by_xtask_does_not_inherit_the_variables_of_cargo_run() {
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        let cmd = super::cargo_command();
+        let removed: Vec<_> = cmd
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        for name in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "CARGO_PKG_VERSION"] {
+            assert!(removed.iter().any(|r| r == name), "{name}: {removed:?}");
+        }
+        // The cargo to run and the `[env]` of `.cargo/config.toml` stay.
+        for kept in ["CARGO", "AIBOX_UV", "PATH"] {
+            assert!(!removed.iter().any(|r| r == kept), "{kept}");
+        }
+    }
 }

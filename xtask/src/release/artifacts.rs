@@ -8,8 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::cargo;
-
 /// A release target.
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
@@ -169,7 +167,7 @@ pub fn build_all(path_env: &str) -> Result<Vec<Built>, String> {
             target.zig_target()
         ));
         let started = std::time::Instant::now();
-        let status = Command::new(cargo())
+        let status = crate::cargo_command()
             .env("PATH", path_env)
             .args([
                 "zigbuild",
