@@ -17,8 +17,10 @@ ZIGLANG_SHA256=806316453d1ede7174ed3fefb8e5348154629089c3bb5fe812dfd0e172fac130
 want=("$@"); [ ${#want[@]} -gt 0 ] || want=(mdbook cargo-deny cargo-zigbuild)
 for tool in "${want[@]}"; do
   case "$tool" in
-    mdbook) version=$MDBOOK_VERSION; bin=mdbook ;;
-    cargo-deny) version=$CARGO_DENY_VERSION; bin=cargo-deny ;;
+    # Only what `mdbook build` needs: the default `serve` and `watch` (a web server, tokio,
+    # file watching) are 78 of its 234 crates, compiled on every fresh CI machine.
+    mdbook) version=$MDBOOK_VERSION; bin=mdbook; features=(--no-default-features --features search) ;;
+    cargo-deny) version=$CARGO_DENY_VERSION; bin=cargo-deny; features=() ;;
     cargo-zigbuild)
       venv="$root/zigbuild"
       if [ -x "$venv/bin/cargo-zigbuild" ] && "$venv/bin/cargo-zigbuild" --version 2>/dev/null | grep -q "$CARGO_ZIGBUILD_VERSION" \
@@ -40,5 +42,5 @@ for tool in "${want[@]}"; do
     continue
   fi
   echo "installing $tool $version into $root"
-  cargo install --locked --quiet --root "$root" --version "$version" "$tool"
+  cargo install --locked --quiet --root "$root" --version "$version" "${features[@]}" "$tool"
 done

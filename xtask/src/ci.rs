@@ -1,8 +1,9 @@
 //! `cargo xtask ci`: everything a normal change can break, the README's test command.
 //!
-//! Setup and formatting, then one build of every test target (beside it, the end-to-end
-//! tests' base image when it is missing), then the end-to-end tests and after them the
-//! base image test in the background, while the foreground runs clippy, layering, tidy
+//! Formatting, then one build of every test target; beside both, setup (apt, pip, npm) and
+//! then the end-to-end tests' base image when it is missing, which wait on the network
+//! and dpkg while the build keeps the CPU busy. Then the end-to-end tests and after them
+//! the base image test in the background, while the foreground runs clippy, layering, tidy
 //! and the docs site, then the test groups fastest first (unit, `tests/it`, doc
 //! examples), then the embedder example. Why beside: the background spends most of its
 //! time waiting on Podman, the network and the harness CLIs, the foreground on the CPU,
@@ -12,6 +13,12 @@
 //! check of every dependency (minutes on a fresh machine) no longer delays the longest
 //! group's start. Each group's output is shown as one block: a background group's is
 //! kept in its log under `target/` and printed when it ends.
+//!
+//! One compile of each crate: `cargo xtask` builds xtask by its binary name, so with the
+//! workspace's features, and xtask names the crates whose features only dev-dependencies
+//! enable (see `xtask/Cargo.toml`); the cargo runs started here do not inherit the
+//! variables `cargo run` set for xtask (see [`crate::cargo_command`]). Either difference
+//! made the test build compile a crate xtask's build had compiled, and everything above it.
 
 use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
