@@ -209,39 +209,67 @@ pub(crate) fn without_cargo_run_env(cmd: &mut Command) -> &mut Command {
 fn cargo_run_env() -> Vec<std::ffi::OsString> {
     std::env::vars_os()
         .map(|(name, _)| name)
-        .filter(|name| {
-            name.to_str().is_some_and(|n| {
-                n.starts_with("CARGO_PKG_")
-                    || n.starts_with("CARGO_MANIFEST_")
-                    || matches!(
-                        n,
-                        "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
-                    )
-            })
-        })
+        .filter(|name| name.to_str().is_some_and(is_cargo_run_var))
         .collect()
+}
+
+/// Whether `cargo run` sets `name` for the program it runs (and a shell has none).
+fn is_cargo_run_var(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+        )
 }
 
 #[cfg(test)]
 mod tests {
+    use super::is_cargo_run_var;
+
+    #[test]
+    fn the_variables_of_cargo_run_are_told_from_a_shells() {
+        for name in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_CRATE_NAME",
+            "CARGO_BIN_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+        ] {
+            assert!(is_cargo_run_var(name), "{name}");
+        }
+        // The cargo to run, a user's cargo settings and the `[env]` of `.cargo/config.toml`.
+        for name in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_INCREMENTAL",
+            "RUSTFLAGS",
+            "AIBOX_UV",
+            "PATH",
+        ] {
+            assert!(!is_cargo_run_var(name), "{name}");
+        }
+    }
+
     /// Under `cargo test`, as under `cargo run`, this process has the package's variables:
-    /// a cargo it starts must not inherit them.
+    /// a cargo it starts does not inherit them.
     #[test]
     fn cargo_started_by_xtask_does_not_inherit_the_variables_of_cargo_run() {
-        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
-        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
         let cmd = super::cargo_command();
         let removed: Vec<_> = cmd
             .get_envs()
             .filter(|(_, value)| value.is_none())
             .map(|(name, _)| name.to_owned())
             .collect();
-        for name in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "CARGO_PKG_VERSION"] {
-            assert!(removed.iter().any(|r| r == name), "{name}: {removed:?}");
+        for (name, _) in std::env::vars_os() {
+            let listed = name.to_str().is_some_and(is_cargo_run_var);
+            assert_eq!(removed.contains(&name), listed, "{name:?}");
         }
-        // The cargo to run and the `[env]` of `.cargo/config.toml` stay.
-        for kept in ["CARGO", "AIBOX_UV", "PATH"] {
-            assert!(!removed.iter().any(|r| r == kept), "{kept}");
+        if std::env::var_os("CARGO_MANIFEST_DIR").is_some() {
+            assert!(removed.iter().any(|r| r == "CARGO_PKG_NAME"), "{removed:?}");
         }
     }
 }
