@@ -372,19 +372,22 @@ fn beside(
         log.display()
     ));
     let started = Instant::now();
-    let preparing = std::thread::spawn(move || prepare(&file));
+    // Its own time tells whether it, not the build, held up the tests.
+    let preparing = std::thread::spawn(move || (prepare(&file), started.elapsed()));
     let built = foreground();
-    let prepared = preparing
+    let foreground_took = started.elapsed();
+    let (prepared, took) = preparing
         .join()
-        .unwrap_or_else(|_| Err("it panicked".to_owned()));
+        .unwrap_or_else(|_| (Err("it panicked".to_owned()), started.elapsed()));
     match fs_err::read_to_string(log) {
         Ok(text) => say(text.trim_end()),
         Err(e) => say(&format!("cannot read {}: {e}", log.display())),
     }
     say(&format!(
-        "<== {name}: {}, {:.1}s after it started",
+        "<== {name}: {} in {:.1}s (the build beside it: {:.1}s)",
         if prepared.is_ok() { "done" } else { "FAILED" },
-        started.elapsed().as_secs_f64()
+        took.as_secs_f64(),
+        foreground_took.as_secs_f64()
     ));
     built.and(prepared.map_err(|e| format!("{name}: {e}")))
 }
