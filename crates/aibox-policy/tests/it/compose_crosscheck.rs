@@ -17,35 +17,128 @@
 use crate::corpus;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
+use std::ffi::OsStr;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use aibox_policy::{Consent, check_compose_setup, devcontainer_compose_files, has_errors};
 use corpus::{fixtures, project_files};
 use serde_norway::Value as Yaml;
 
-/// `docker-compose config` over the files Compose would get; `None` when Compose refuses
-/// the project (then nothing runs).
-fn real_config(root: &Path, files: &BTreeMap<String, String>, home: &Path) -> Option<Yaml> {
-    let names = compose_files(files);
-    let mut cmd = Command::new("docker-compose");
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .current_dir(root.join(".devcontainer"));
-    for name in &names {
+/// The Compose command of one project: its folder and the arguments of `config`.
+fn config_args(root: &Path, files: &BTreeMap<String, String>) -> (PathBuf, Vec<String>) {
+    let mut args = Vec::new();
+    for name in compose_files(files) {
         let path = root.join(name);
         if path.is_file() {
-            cmd.arg("-f").arg(path);
+            args.push("-f".to_owned());
+            args.push(path.display().to_string());
         }
     }
-    cmd.arg("config");
+    args.push("config".to_owned());
+    (root.join(".devcontainer"), args)
+}
+
+/// Compose with an empty environment (only `PATH` and a scratch `HOME`).
+fn bare(program: &OsStr, home: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home);
+    cmd
+}
+
+/// Runs the installed `docker-compose`'s own `main` once per project inside one
+/// interpreter: the same code, arguments, working folder and environment as the command
+/// line, without starting Python and importing Compose 142 times (most of the test's time).
+/// Prints one JSON line per project: its exit code and what it printed.
+const BATCH_DRIVER: &str = r#"
+import contextlib, io, json, os, sys
+from compose.cli.main import main
+for line in sys.stdin:
+    case = json.loads(line)
+    os.chdir(case["cwd"])
+    sys.argv = ["docker-compose", *case["args"]]
+    out, code = io.StringIO(), 0
+    try:
+        with contextlib.redirect_stdout(out):
+            main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    sys.__stdout__.write(json.dumps({"code": code, "out": out.getvalue()}) + "\n")
+    sys.__stdout__.flush()
+"#;
+
+/// The Python interpreter of the `docker-compose` on `PATH` when it is the Python
+/// program (Debian's 1.29), from its `#!` line; `None` for any other build.
+fn compose_python() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let script = std::env::split_paths(&path)
+        .map(|dir| dir.join("docker-compose"))
+        .find(|p| p.is_file())?;
+    let head = fs_err::read(&script).ok()?;
+    let first = head.split(|b| *b == b'\n').next()?;
+    let interpreter = std::str::from_utf8(first.strip_prefix(b"#!")?).ok()?.trim();
+    (interpreter.contains("python") && !interpreter.contains(' '))
+        .then(|| PathBuf::from(interpreter))
+}
+
+/// `docker-compose config` over the files Compose would get, for every project; `None`
+/// where Compose refuses the project (then nothing runs).
+fn real_configs(
+    projects: &[(PathBuf, BTreeMap<String, String>)],
+    home: &Path,
+) -> Vec<Option<Yaml>> {
+    let cases: Vec<(PathBuf, Vec<String>)> = projects
+        .iter()
+        .map(|(root, files)| config_args(root, files))
+        .collect();
     // docker-compose must be installed (scripts/setup-test-deps.sh): without it this fails.
-    let out = cmd.output().unwrap();
-    if !out.status.success() {
-        return None;
+    let Some(python) = compose_python() else {
+        // Another Compose build: one command per project.
+        return cases
+            .iter()
+            .map(|(dir, args)| {
+                let out = bare(OsStr::new("docker-compose"), home)
+                    .current_dir(dir)
+                    .args(args)
+                    .output()
+                    .unwrap();
+                out.status
+                    .success()
+                    .then(|| serde_norway::from_slice(&out.stdout).unwrap())
+            })
+            .collect();
+    };
+    let mut input = String::new();
+    for (dir, args) in &cases {
+        input.push_str(&serde_json::json!({ "cwd": dir, "args": args }).to_string());
+        input.push('\n');
     }
-    Some(serde_norway::from_slice(&out.stdout).unwrap())
+    let mut child = bare(python.as_os_str(), home)
+        .args(["-c", BATCH_DRIVER])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Written from a thread: Compose answers while it reads, and both pipes are bounded.
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success(), "the Compose driver failed: {out:?}");
+    let results: Vec<Option<Yaml>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let result: serde_json::Value = serde_json::from_str(line).unwrap();
+            (result["code"] == 0)
+                .then(|| serde_norway::from_str(result["out"].as_str().unwrap()).unwrap())
+        })
+        .collect();
+    assert_eq!(results.len(), cases.len(), "one answer per project");
+    results
 }
 
 /// Where the kernel takes a path Compose resolved: its symbolic links followed (a dangling
@@ -252,42 +345,58 @@ fn dangers(config: &Yaml, project: &Path, home: &Path) -> Vec<String> {
 }
 
 /// Runs the gate and a real Compose tool over the whole corpus. `resolve` gives what the
-/// tool makes of a project: `None` when it refuses it, else the dangers it would run. Fails
-/// on a benign project the tool or the gate refuses and on any project the gate accepts
-/// that the tool resolves to something dangerous; returns how many bypass attempts there
-/// are and how many of them the tool resolves to something dangerous.
+/// tool makes of each project, in order: `None` when it refuses it, else the dangers it
+/// would run. Fails on a benign project the tool or the gate refuses and on any project the
+/// gate accepts that the tool resolves to something dangerous; returns how many bypass
+/// attempts there are and how many of them the tool resolves to something dangerous.
 fn cross_check(
     tool: &str,
-    mut resolve: impl FnMut(&Path, &BTreeMap<String, String>) -> Option<Vec<String>>,
+    resolve: impl FnOnce(&[(PathBuf, BTreeMap<String, String>)]) -> Vec<Option<Vec<String>>>,
 ) -> (usize, usize) {
+    let mut cases = Vec::new();
+    for kind in ["compose-bypass", "compose-benign"] {
+        for case in fixtures(kind) {
+            cases.push((kind, case));
+        }
+    }
+    let projects: Vec<(PathBuf, BTreeMap<String, String>)> = cases
+        .iter()
+        .map(|(_, case)| {
+            let project = fs_err::canonicalize(case).unwrap();
+            let files = project_files(&project).files;
+            (project, files)
+        })
+        .collect();
+    let resolved = resolve(&projects);
+    assert_eq!(
+        resolved.len(),
+        projects.len(),
+        "{tool}: one answer per project"
+    );
     let mut bypass_total = 0;
     let mut bypass_real_danger = 0;
     let mut violations = Vec::new();
-    for kind in ["compose-bypass", "compose-benign"] {
-        for case in fixtures(kind) {
-            let project = fs_err::canonicalize(&case).unwrap();
-            let files = project_files(&project);
-            let accepted = !has_errors(&check_compose_setup(&files, &Consent::default()));
-            let real = resolve(&project, &files.files);
-            let danger = real.clone().unwrap_or_default();
-            if kind == "compose-bypass" {
-                bypass_total += 1;
-                bypass_real_danger += usize::from(!danger.is_empty());
-            } else {
-                assert!(
-                    real.is_some(),
-                    "{}: {tool} refused a benign project",
-                    case.display()
-                );
-                assert!(
-                    accepted,
-                    "{}: the gate refused a benign project",
-                    case.display()
-                );
-            }
-            if accepted && !danger.is_empty() {
-                violations.push(format!("{}: {danger:?}", case.display()));
-            }
+    for (((kind, case), (project, _)), real) in cases.iter().zip(&projects).zip(resolved) {
+        let files = project_files(project);
+        let accepted = !has_errors(&check_compose_setup(&files, &Consent::default()));
+        let danger = real.clone().unwrap_or_default();
+        if *kind == "compose-bypass" {
+            bypass_total += 1;
+            bypass_real_danger += usize::from(!danger.is_empty());
+        } else {
+            assert!(
+                real.is_some(),
+                "{}: {tool} refused a benign project",
+                case.display()
+            );
+            assert!(
+                accepted,
+                "{}: the gate refused a benign project",
+                case.display()
+            );
+        }
+        if accepted && !danger.is_empty() {
+            violations.push(format!("{}: {danger:?}", case.display()));
         }
     }
     assert!(
@@ -300,8 +409,12 @@ fn cross_check(
 #[test]
 fn whenever_the_gate_accepts_the_real_compose_config_is_harmless() {
     let home = tempfile::tempdir().unwrap();
-    let (bypass_total, bypass_real_danger) = cross_check("Compose", |project, files| {
-        real_config(project, files, home.path()).map(|c| dangers(&c, project, home.path()))
+    let (bypass_total, bypass_real_danger) = cross_check("Compose", |projects| {
+        real_configs(projects, home.path())
+            .into_iter()
+            .zip(projects)
+            .map(|(config, (project, _))| config.map(|c| dangers(&c, project, home.path())))
+            .collect()
     });
     // The corpus exercises the real thing: most attempts do resolve to something dangerous
     // in Compose's own view (the rest are refused by Compose 1.29 itself or carry
@@ -471,10 +584,15 @@ fn podman_cleanup(project: &str) {
 fn whenever_the_gate_accepts_podman_compose_runs_nothing_dangerous() {
     let home = tempfile::tempdir().unwrap();
     let project_name = format!("aibox-xcheck-{}", std::process::id());
-    let (bypass_total, bypass_real_danger) = cross_check("podman-compose", |project, files| {
-        let real = podman_compose_run(project, files, home.path(), &project_name);
-        podman_cleanup(&project_name);
-        real.map(|(run, merged)| run_dangers(&run, &merged, project, home.path()))
+    let (bypass_total, bypass_real_danger) = cross_check("podman-compose", |projects| {
+        projects
+            .iter()
+            .map(|(project, files)| {
+                let real = podman_compose_run(project, files, home.path(), &project_name);
+                podman_cleanup(&project_name);
+                real.map(|(run, merged)| run_dangers(&run, &merged, project, home.path()))
+            })
+            .collect()
     });
     eprintln!(
         "{bypass_real_danger} of {bypass_total} bypass attempts are dangerous in podman-compose's run"
