@@ -15,6 +15,14 @@
 //! held while the daemon runs keeps test processes from sharing the folder; a daemon left
 //! by a killed test run is stopped by its pidfile before a new one starts.
 //!
+//! Build layers: the data root is the tests' own (under `target/`), so before
+//! [`Cleanup`](crate::podman::Cleanup) removes an image it is tagged
+//! `localhost/aibox-test-docker-layers:<day>-<id>` and its layers stay for later runs: a
+//! Docker test built its image cold on every run (the four harness CLIs downloaded each
+//! time), while Docker's cache compares every instruction and copied byte as Podman's does.
+//! The tags of builds older than [`KEEP_DAYS`] go when a daemon starts; layers a recent
+//! build still uses stay under its tag, those of a changed catalog go with the old tags.
+//!
 //! A missing `dockerd`, `docker` or `docker-compose`, or a daemon that does not start,
 //! fails the test; nothing here skips.
 
@@ -29,6 +37,12 @@ use std::time::{Duration, Instant};
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::podman::{self, BASE_IMAGE, Podman, require_program};
+
+/// The repository of the tags that keep build layers from one run to the next.
+const LAYERS: &str = "localhost/aibox-test-docker-layers";
+
+/// Days a kept build's tag stays: a week of catalog changes at most, then a cold build.
+pub const KEEP_DAYS: u64 = 7;
 
 const INSTALL_HINT: &str =
     "install Docker Engine and Compose first: `apt-get install -y docker.io docker-compose`";
@@ -151,6 +165,58 @@ impl podman::Engine for Docker {
     fn remove_volume(&self, volume: &str) {
         let _ = self.run(&["volume", "rm", "-f", volume]);
     }
+    fn keep_layers(&self, image: &str) {
+        // Only aibox's builds by name: an id is a replaced build, nothing built again.
+        if !image.starts_with("localhost/") {
+            return;
+        }
+        let Some(id) = self
+            .inspect_image(image)
+            .and_then(|i| i["Id"].as_str().map(str::to_owned))
+        else {
+            return;
+        };
+        let id = id.trim_start_matches("sha256:");
+        let tag = format!("{LAYERS}:{}-{}", today(), &id[..id.len().min(12)]);
+        let _ = self.run(&["tag", image, &tag]);
+    }
+}
+
+/// Days since the Unix epoch (UTC), the age unit of the kept tags.
+fn today() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400)
+}
+
+/// The kept tags (`<day>-<id>`) older than [`KEEP_DAYS`] on `today`, out of `tags`.
+fn expired(tags: &str, today: u64) -> Vec<String> {
+    tags.lines()
+        .filter(|tag| {
+            tag.split_once('-')
+                .and_then(|(day, _)| day.parse::<u64>().ok())
+                .is_none_or(|day| today.saturating_sub(day) > KEEP_DAYS)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Removes the kept tags older than [`KEEP_DAYS`] (and the layers only they kept) from
+/// the daemon on `socket`.
+fn remove_expired_layers(socket: &Utf8Path) {
+    let docker = |args: &[&str]| {
+        Command::new("docker")
+            .env("DOCKER_HOST", format!("unix://{socket}"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+    };
+    let Ok(out) = docker(&["images", "--format", "{{.Tag}}", LAYERS]) else {
+        return;
+    };
+    for tag in expired(&String::from_utf8_lossy(&out.stdout), today()) {
+        let _ = docker(&["rmi", &format!("{LAYERS}:{tag}")]);
+    }
 }
 
 impl Daemon {
@@ -186,6 +252,7 @@ impl Daemon {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start dockerd: {e}"));
         podman::wait_for_api(&mut child, &socket, &log_path, "dockerd");
+        remove_expired_layers(&socket);
         Self {
             child: Mutex::new(child),
             dir,
@@ -231,5 +298,19 @@ fn stop_pid(pid: &str) {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tag goes once its build is more than [`KEEP_DAYS`] old; one that is not of the
+    /// `<day>-<id>` shape goes too (nothing else is kept under the repository).
+    #[test]
+    fn kept_tags_expire_after_keep_days() {
+        let tags = "100-aaa\n93-bbb\n92-ccc\nlatest\n";
+        assert_eq!(expired(tags, 100), ["92-ccc", "latest"]);
+        assert_eq!(expired("", 100), Vec::<String>::new());
     }
 }

@@ -977,7 +977,8 @@ fn docker_engine_journey() {
         "apply starts nothing"
     );
 
-    // Cold: the image build downloads the harness CLIs.
+    // The image build: cold on a fresh data root (it downloads the harness CLIs), from
+    // the layers the test daemon keeps (see `aibox_test_support::docker`) after that.
     let started = Instant::now();
     ok(aibox().args(["apply", "--build"]));
     let build = started.elapsed();
