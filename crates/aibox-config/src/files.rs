@@ -53,7 +53,11 @@ impl CopyFrom {
     pub fn read_verified(&self) -> Result<Vec<u8>, String> {
         use sha2::Digest as _;
         use std::io::Read as _;
-        let mut bytes = Vec::new();
+        // Sized from the verified size: the bytes arrive in one read and an end-of-file
+        // check, where an empty buffer grows from 32 bytes read by read.
+        let mut bytes = Vec::with_capacity(
+            usize::try_from(self.size.saturating_add(1)).map_or(0, |n| n.min(1 << 26)),
+        );
         fs_err::File::open(self.path())
             .and_then(|f| f.take(self.size.saturating_add(1)).read_to_end(&mut bytes))
             .map_err(|e| format!("cannot be read: {e}"))?;

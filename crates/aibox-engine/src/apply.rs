@@ -622,6 +622,8 @@ fn write_plan(
 const PARALLEL_COPIES_FROM: usize = 64;
 /// Copies a worker takes at a time: neighbours in path order, mostly one folder.
 const COPY_CHUNK: usize = 8;
+/// Threads that write copies side by side at most.
+const MAX_WORKERS: usize = 4;
 
 /// Whether [`copy_ahead`] writes this item: a verified copy to write, not arriving by a
 /// folder move, with no backup to make first.
@@ -629,13 +631,73 @@ fn copies_ahead(d: &Decision, f: &PlannedFile) -> bool {
     f.copy_from.is_some() && d.report.action.changes() && !d.moved_in && d.report.backup.is_none()
 }
 
+/// One unit of [`copy_ahead`]'s work: the new files that take the bytes of one source
+/// (a release file and its snapshot copy), made from one read of it, or one existing
+/// file to replace.
+enum CopyJob<'p> {
+    Create {
+        from: &'p aibox_config::CopyFrom,
+        mode: Option<u32>,
+        paths: Vec<&'p Utf8Path>,
+    },
+    Replace(&'p PlannedFile),
+}
+
+impl CopyJob<'_> {
+    fn run(&self, writer: &mut Writer<'_>) -> Result<(), crate::writer::WriteError> {
+        match self {
+            Self::Create { from, mode, paths } => writer.create_verified(paths, from, *mode),
+            Self::Replace(file) => match &file.copy_from {
+                Some(from) => writer.copy_verified(&file.path, from, file.mode),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+/// A source of new files (its folder, path and digest) and their mode.
+type SourceKey<'p> = (&'p std::path::Path, &'p str, [u8; 32], Option<u32>);
+
+/// The jobs of the decided verified copies, in plan order: the files created from one
+/// source (same file, same mode) share one job.
+fn copy_jobs<'p>(items: &[(&Decision, &'p PlannedFile)]) -> Vec<CopyJob<'p>> {
+    let mut jobs = Vec::new();
+    // Source (its folder, path and digest) and mode → index of its job.
+    let mut by_source: std::collections::HashMap<SourceKey<'_>, usize> =
+        std::collections::HashMap::new();
+    for (d, f) in items {
+        let Some(from) = &f.copy_from else {
+            continue;
+        };
+        if !d.in_place {
+            jobs.push(CopyJob::Replace(f));
+            continue;
+        }
+        let key = (&*from.dir, &*from.rel, from.sha256, f.mode);
+        if let Some(&at) = by_source.get(&key) {
+            if let Some(CopyJob::Create { paths, .. }) = jobs.get_mut(at) {
+                paths.push(&f.path);
+            }
+        } else {
+            by_source.insert(key, jobs.len());
+            jobs.push(CopyJob::Create {
+                from,
+                mode: f.mode,
+                paths: vec![&f.path],
+            });
+        }
+    }
+    jobs
+}
+
 /// Writes the decided verified copies (processkit release files, see [`copies_ahead`])
-/// on several threads before the in-order pass; returns whether it did. Each copy is its
-/// own atomic write, and nothing records them before the commit point, so their order
-/// does not matter; creating thousands of files is mostly file system work that two
-/// cores do side by side. Nothing is written here when there are few copies, one core,
-/// or the test crash hook counts kill points: the in-order pass writes them all. Items
-/// `after_commit` sets aside are never copied here.
+/// before the in-order pass; returns whether it did. Each is its own write that nothing
+/// records before the commit point, so their order does not matter: a new file and its
+/// snapshot copy are made from one read of their source, and with many copies and
+/// several cores, creating thousands of files (mostly file system work) runs on two
+/// threads side by side. Nothing is written here when the test crash hook counts kill
+/// points: the in-order pass writes them all. Items `after_commit` sets aside are never
+/// copied here.
 fn copy_ahead(
     writer: &mut Writer<'_>,
     decisions: &[Decision],
@@ -643,16 +705,23 @@ fn copy_ahead(
     after_commit: &dyn Fn(usize) -> bool,
 ) -> Result<bool, EngineError> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let eligible: Vec<&PlannedFile> = decisions
+    if writer.counts_crash_points() {
+        return Ok(false);
+    }
+    let eligible: Vec<(&Decision, &PlannedFile)> = decisions
         .iter()
         .zip(files.iter().copied())
         .enumerate()
         .filter(|(i, (d, f))| !after_commit(*i) && copies_ahead(d, f))
-        .map(|(_, (_, f))| f)
+        .map(|(_, item)| item)
         .collect();
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    if workers < 2 || eligible.len() < PARALLEL_COPIES_FROM || writer.counts_crash_points() {
-        return Ok(false);
+    let jobs = copy_jobs(&eligible);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_WORKERS));
+    if workers < 2 || eligible.len() < PARALLEL_COPIES_FROM {
+        for job in &jobs {
+            job.run(writer)?;
+        }
+        return Ok(true);
     }
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -660,15 +729,12 @@ fn copy_ahead(
     let work = |helper: &mut Writer<'_>| -> Result<(), crate::writer::WriteError> {
         while !failed.load(Ordering::Relaxed) {
             let start = next.fetch_add(COPY_CHUNK, Ordering::Relaxed);
-            let Some(chunk) = eligible.get(start..(start + COPY_CHUNK).min(eligible.len())) else {
+            let Some(chunk) = jobs.get(start..(start + COPY_CHUNK).min(jobs.len())) else {
                 break;
             };
-            for file in chunk {
-                if let Some(from) = &file.copy_from {
-                    helper
-                        .copy_verified(&file.path, from, file.mode)
-                        .inspect_err(|_| failed.store(true, Ordering::Relaxed))?;
-                }
+            for job in chunk {
+                job.run(helper)
+                    .inspect_err(|_| failed.store(true, Ordering::Relaxed))?;
             }
         }
         Ok(())
@@ -713,6 +779,9 @@ fn write_decided(
     }
     if report.action.changes() && !decision.moved_in {
         match &file.copy_from {
+            Some(from) if decision.in_place => {
+                writer.create_verified(&[&file.path], from, file.mode)?;
+            }
             Some(from) => writer.copy_verified(&file.path, from, file.mode)?,
             None => {
                 writer.write(&file.path, &file.contents, file.mode)?;
@@ -769,6 +838,9 @@ struct Decision {
     /// The file arrives with the planned bytes and mode by a folder move ([`Move`]):
     /// reported as created, not written.
     moved_in: bool,
+    /// A verified copy with nothing at its path, and no folder move bringing a file
+    /// there: created in place ([`Writer::create_verified`]), not replaced.
+    in_place: bool,
 }
 
 fn decide(
@@ -834,6 +906,7 @@ fn decide(
         old,
         unowned,
         moved_in: false,
+        in_place: false,
     })
 }
 
@@ -860,6 +933,7 @@ fn decide_copy(
                     .is_none_or(|m| mode_of(&meta).is_none_or(|have| have == m)),
         ),
     };
+    let in_place = moved.is_none() && same.is_none();
     let (action, moved_in) = match (moved, same) {
         (Some(_), same) => (FileAction::Created, same == Some(true)),
         (None, None) => (FileAction::Created, false),
@@ -885,6 +959,7 @@ fn decide_copy(
         old: None,
         unowned: None,
         moved_in,
+        in_place,
     })
 }
 

@@ -18,7 +18,14 @@
 //!   apply keeps mtimes and inodes;
 //! - atomic: a temp file in the same directory is written, given its mode and renamed
 //!   over the target, so a crash leaves the old or the new file, never a mix. Stray temp
-//!   files of a killed run are removed by [`Writer::clean_stray_temps`];
+//!   files of a killed run are removed by [`Writer::clean_stray_temps`]. The one
+//!   exception replaces nothing: [`Writer::create_verified`] creates absent files at
+//!   their final paths (`O_CREAT | O_EXCL`), for callers that recorded those paths as
+//!   theirs to create before writing, so that a killed run's partly written file (a
+//!   prefix of the verified bytes) is known and completed by the next run;
+//! - few lookups: each folder is checked once per [`ProjectRoot`], created without
+//!   looking first (only an existing one is inspected), and a folder found missing
+//!   answers for every path below it until the writer makes it;
 //! - durable: each write is fsynced (file and directory), except between
 //!   [`Writer::defer_sync`] and [`Writer::commit`], where one `syncfs` of the project's
 //!   file system makes the whole batch durable at once (an apply's content, before the
@@ -96,6 +103,19 @@ pub enum WriteError {
         /// The file.
         path: Utf8PathBuf,
     },
+    /// A file [`Writer::create_verified`] was to create appeared after the apply found
+    /// it absent (another program made it meanwhile): it is left as it is.
+    #[error("`{path}` appeared while aibox was writing it")]
+    #[diagnostic(
+        code(aibox::apply::appeared),
+        help(
+            "another program created `{path}` after aibox looked; it was left untouched: run aibox again, which plans with the file as it is now"
+        )
+    )]
+    Appeared {
+        /// The file.
+        path: Utf8PathBuf,
+    },
     /// The project root cannot be used.
     #[error("cannot use project root `{path}`: {reason}")]
     #[diagnostic(
@@ -163,9 +183,10 @@ impl WriteError {
             | Self::Symlink { .. }
             | Self::Exists { .. }
             | Self::Root { .. } => aibox_config::ErrorKind::User,
-            Self::WrongKind { .. } | Self::Io { .. } | Self::SourceChanged { .. } => {
-                aibox_config::ErrorKind::Environment
-            }
+            Self::WrongKind { .. }
+            | Self::Appeared { .. }
+            | Self::Io { .. }
+            | Self::SourceChanged { .. } => aibox_config::ErrorKind::Environment,
             Self::OutsidePerimeter { .. } => aibox_config::ErrorKind::Internal,
         }
     }
@@ -230,6 +251,13 @@ pub struct ProjectRoot {
     /// Directories already found to be real directories (not symlinks) below the root
     /// (absolute; kept as strings: hashing a `Path` parses its components).
     checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Directories found missing by a lookup (the first missing one of a path; its
+    /// parents exist): a path below one is absent without asking the file system again.
+    /// A directory this writer makes or moves into place leaves the set.
+    missing_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Whether this process runs as root: only then can what it makes belong to root
+    /// and need handing over ([`ProjectRoot::hand_over`]).
+    as_root: bool,
 }
 
 impl ProjectRoot {
@@ -257,6 +285,8 @@ impl ProjectRoot {
             root,
             owner,
             checked_dirs: std::sync::Arc::default(),
+            missing_dirs: std::sync::Arc::default(),
+            as_root: running_as_root(),
         })
     }
 
@@ -267,6 +297,10 @@ impl ProjectRoot {
         let Some((uid, gid)) = self.owner else {
             return Ok(());
         };
+        // Only root's files can belong to root: anyone else skips the lookup.
+        if !self.as_root {
+            return Ok(());
+        }
         let made_by_root = fs_err::symlink_metadata(path).is_ok_and(|m| m.uid() == 0);
         if made_by_root {
             std::os::unix::fs::lchown(path, Some(uid), Some(gid))
@@ -284,6 +318,30 @@ impl ProjectRoot {
     fn remember_dir(&self, dir: &Utf8Path) {
         if let Ok(mut dirs) = self.checked_dirs.lock() {
             dirs.insert(dir.as_str().to_owned());
+        }
+        // Anything below it that was found missing had it as an existing parent then, so
+        // only `dir` itself can be listed (a moved folder is forgotten by the move).
+        if let Ok(mut missing) = self.missing_dirs.lock() {
+            missing.remove(dir.as_str());
+        }
+    }
+
+    fn is_missing_dir(&self, dir: &Utf8Path) -> bool {
+        self.missing_dirs
+            .lock()
+            .is_ok_and(|dirs| dirs.contains(dir.as_str()))
+    }
+
+    fn remember_missing(&self, dir: &Utf8Path) {
+        if let Ok(mut dirs) = self.missing_dirs.lock() {
+            dirs.insert(dir.as_str().to_owned());
+        }
+    }
+
+    /// `dir` and anything below it may exist now: they are looked up again.
+    fn forget_missing(&self, dir: &Utf8Path) {
+        if let Ok(mut dirs) = self.missing_dirs.lock() {
+            dirs.retain(|d| !Utf8Path::new(d).starts_with(dir));
         }
     }
 
@@ -311,45 +369,62 @@ impl ProjectRoot {
             if self.is_checked_dir(&dir) {
                 continue;
             }
-            match fs_err::symlink_metadata(&dir) {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    return Err(WriteError::Symlink {
-                        path: rel.to_owned(),
-                        link: self.rel(&dir),
-                    });
+            if create {
+                self.make_dir(rel, &dir)?;
+            } else {
+                if self.is_missing_dir(&dir) {
+                    return Ok(None);
                 }
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
-                    return Err(WriteError::WrongKind {
-                        path: self.rel(&dir),
-                        expected: "directory",
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    if !create {
+                match fs_err::symlink_metadata(&dir) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        self.remember_missing(&dir);
                         return Ok(None);
                     }
-                    match fs_err::create_dir(&dir) {
-                        Ok(()) => self.hand_over(&dir)?,
-                        // A concurrent creator is fine as long as it made a real directory.
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                            let meta = fs_err::symlink_metadata(&dir)
-                                .map_err(|e| WriteError::io("inspect", &dir, e))?;
-                            if !meta.is_dir() {
-                                return Err(WriteError::WrongKind {
-                                    path: self.rel(&dir),
-                                    expected: "directory",
-                                });
-                            }
-                        }
-                        Err(e) => return Err(WriteError::io("create directory", &dir, e)),
-                    }
+                    found => self.check_dir(rel, &dir, found)?,
                 }
-                Err(e) => return Err(WriteError::io("inspect", &dir, e)),
             }
             self.remember_dir(&dir);
         }
         Ok(Some(dir))
+    }
+
+    /// Creates the folder `dir` (whose parents are checked) without looking first: a
+    /// folder this call makes is a real one, and only when something is already there
+    /// (or the creation fails) is it looked at.
+    fn make_dir(&self, rel: &Utf8Path, dir: &Utf8Path) -> Result<(), WriteError> {
+        match fs_err::create_dir(dir) {
+            Ok(()) => self.hand_over(dir),
+            // Something is there (an existing folder, a concurrent creator's, or what is
+            // in the way), or the folder cannot be made: fine when a real folder is there.
+            Err(e) => match fs_err::symlink_metadata(dir) {
+                Err(_) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    Err(WriteError::io("create directory", dir, e))
+                }
+                found => self.check_dir(rel, dir, found),
+            },
+        }
+    }
+
+    /// Checks what a lookup of the folder `dir` found: a real folder passes; a symlink or
+    /// anything else is refused.
+    fn check_dir(
+        &self,
+        rel: &Utf8Path,
+        dir: &Utf8Path,
+        found: std::io::Result<std::fs::Metadata>,
+    ) -> Result<(), WriteError> {
+        match found {
+            Ok(meta) if meta.file_type().is_symlink() => Err(WriteError::Symlink {
+                path: rel.to_owned(),
+                link: self.rel(dir),
+            }),
+            Ok(meta) if meta.is_dir() => Ok(()),
+            Ok(_) => Err(WriteError::WrongKind {
+                path: self.rel(dir),
+                expected: "directory",
+            }),
+            Err(e) => Err(WriteError::io("inspect", dir, e)),
+        }
     }
 
     fn rel(&self, abs: &Utf8Path) -> Utf8PathBuf {
@@ -594,6 +669,13 @@ impl Writeback {
     }
 }
 
+/// A file [`Writer::create_verified`] created: its folder, its path and the open file.
+struct Created {
+    dir: Utf8PathBuf,
+    path: Utf8PathBuf,
+    file: fs_err::File,
+}
+
 /// Where a write of one file goes: its folder, the file, and this process's temp file
 /// beside it (renamed over the file when complete).
 struct Slot {
@@ -822,6 +904,156 @@ impl<'a> Writer<'a> {
         self.finish(&slot)
     }
 
+    /// Creates each of `rels`, none of which exists, with the bytes of the verified file
+    /// `from` (mode `mode`, else the default), reading and hashing the source once for
+    /// all of them; on a size or SHA-256 mismatch every file made here is removed
+    /// ([`WriteError::SourceChanged`]). Each file is created at its final path
+    /// (`O_CREAT | O_EXCL`, which never follows a symlink) instead of a temp file renamed
+    /// into place: a run killed meanwhile leaves a file holding a prefix of the verified
+    /// bytes, so only a caller that recorded the path as its own to create before
+    /// writing (the processkit intent record, a regenerable snapshot) may use this, and
+    /// it completes such a file as a replacement. A file that exists is left alone
+    /// ([`WriteError::Appeared`]): a replacement goes through [`Self::copy_verified`].
+    pub fn create_verified(
+        &mut self,
+        rels: &[&Utf8Path],
+        from: &aibox_config::CopyFrom,
+        mode: Option<u32>,
+    ) -> Result<(), WriteError> {
+        let mut created: Vec<Created> = Vec::with_capacity(rels.len());
+        let result = self.create_all(rels, from, mode, &mut created);
+        if result.is_err() {
+            for m in created {
+                drop(m.file);
+                let _ = fs_err::remove_file(&m.path);
+            }
+            return result;
+        }
+        for m in &created {
+            self.synced(&m.dir);
+            self.crash.point();
+        }
+        if self.deferred {
+            self.writeback.wrote(
+                self.root.path(),
+                from.size.saturating_mul(created.len() as u64),
+            );
+        }
+        Ok(())
+    }
+
+    /// The work of [`Self::create_verified`]; what it created is in `created` (removed by
+    /// the caller on failure).
+    fn create_all(
+        &mut self,
+        rels: &[&Utf8Path],
+        from: &aibox_config::CopyFrom,
+        mode: Option<u32>,
+        created: &mut Vec<Created>,
+    ) -> Result<(), WriteError> {
+        use sha2::Digest as _;
+        use std::io::Read as _;
+        let Some(first) = rels.first() else {
+            return Ok(());
+        };
+        let changed = |reason: String| WriteError::SourceChanged {
+            path: (*first).to_owned(),
+            from: from.path().display().to_string(),
+            reason,
+        };
+        let mut targets = Vec::with_capacity(rels.len());
+        for rel in rels {
+            self.check_allowed(rel)?;
+            let dir = self
+                .root
+                .parent_dir(rel, true)?
+                .unwrap_or_else(|| self.root.path().to_owned());
+            targets.push((*rel, dir));
+        }
+        let source = fs_err::File::open(from.path()).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                changed("is missing".to_owned())
+            } else {
+                WriteError::io("read", from.path().display().to_string(), e)
+            }
+        })?;
+        for (rel, dir) in targets {
+            let path = dir.join(rel.file_name().unwrap_or_default());
+            let mut options = fs_err::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            if let Some(mode) = mode {
+                use fs_err::os::unix::fs::OpenOptionsExt as _;
+                options.mode(mode);
+            }
+            let file = match options.open(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(WriteError::Appeared {
+                        path: rel.to_owned(),
+                    });
+                }
+                Err(e) => return Err(WriteError::io("create", &path, e)),
+            };
+            created.push(Created { dir, path, file });
+        }
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; 64 * 1024];
+        }
+        let mut hasher = sha2::Sha256::new();
+        let mut copied = 0u64;
+        let mut reader = source.take(from.size.saturating_add(1));
+        // The test crash hook stops once in the middle of each new file (its first half
+        // written), so the kill points cover partly written files.
+        let mut halfway = self.crash.armed();
+        loop {
+            let n = match reader.read(&mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(WriteError::io("read", from.path().display().to_string(), e)),
+            };
+            let chunk = &self.buf[..n];
+            hasher.update(chunk);
+            copied += n as u64;
+            for m in created.iter_mut() {
+                let (head, tail) = chunk.split_at(if halfway { n / 2 } else { n });
+                m.file
+                    .write_all(head)
+                    .map_err(|e| WriteError::io("write", &m.path, e))?;
+                if halfway {
+                    self.crash.point();
+                    m.file
+                        .write_all(tail)
+                        .map_err(|e| WriteError::io("write", &m.path, e))?;
+                }
+            }
+            halfway = false;
+        }
+        if halfway {
+            // An empty source: each file is complete once created.
+            for _ in created.iter() {
+                self.crash.point();
+            }
+        }
+        if let Some(reason) = from.mismatch(copied, &hasher.finalize().into()) {
+            return Err(changed(reason));
+        }
+        for m in created.iter() {
+            if let Some(mode) = mode {
+                set_file_mode(&m.file, mode)
+                    .map_err(|e| WriteError::io("set permissions of", &m.path, e))?;
+            }
+            if !self.deferred {
+                m.file
+                    .sync_all()
+                    .map_err(|e| WriteError::io("write", &m.path, e))?;
+            }
+            self.root.hand_over(&m.path)?;
+        }
+        Ok(())
+    }
+
     /// Checks that a new file can be created in the folder of each of `targets` (the
     /// nearest existing folder for ones still to be created) by creating and removing a
     /// probe file there. Nothing else is touched.
@@ -952,6 +1184,7 @@ impl<'a> Writer<'a> {
         if let Ok(mut checked) = self.root.checked_dirs.lock() {
             checked.retain(|d| !Utf8Path::new(d).starts_with(&abs_from));
         }
+        self.root.forget_missing(&abs_to);
         self.synced(&from_parent);
         self.synced(&to_parent);
         self.crash.point();
@@ -1156,6 +1389,19 @@ fn rename_no_replace(from: &Utf8Path, to: &Utf8Path) -> std::io::Result<()> {
         return Err(std::io::ErrorKind::AlreadyExists.into());
     }
     fs_err::rename(from, to)
+}
+
+/// Whether this process runs as root (its effective user).
+#[cfg(target_os = "linux")]
+fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Not known without a system call this build does not make: assume root, so what is
+/// made is always looked at ([`ProjectRoot::hand_over`]).
+#[cfg(not(target_os = "linux"))]
+fn running_as_root() -> bool {
+    true
 }
 
 /// Makes everything written on the file system holding `root` durable (`syncfs`).

@@ -376,6 +376,87 @@ fn live_state(
     }
 }
 
+/// Whether the file at `path` holds a proper prefix of the bytes of release file
+/// `release_path`: what a run killed while creating it in place leaves (see
+/// `aibox_fs::Writer::create_verified`). Completing such a file loses no byte that is not
+/// in the release, whoever wrote it.
+fn holds_prefix(path: &Path, payload: &Payload, release_path: &str) -> Result<bool> {
+    use std::io::Read as _;
+    let size = payload.entry(release_path)?.size;
+    let mut live = fs_err::File::open(path).map_err(|e| ProvenanceError::io("read", path, e))?;
+    let len = live
+        .metadata()
+        .map_err(|e| ProvenanceError::io("inspect", path, e))?
+        .len();
+    if len >= size {
+        return Ok(false);
+    }
+    let mut remaining = len;
+    let mut same = true;
+    let mut failed = None;
+    let mut buf = Vec::new();
+    payload.stream(release_path, &mut |chunk| {
+        let take = usize::try_from(remaining).map_or(chunk.len(), |r| r.min(chunk.len()));
+        if !same || take == 0 {
+            return;
+        }
+        buf.resize(take, 0);
+        match live.read_exact(&mut buf) {
+            Ok(()) => same = buf[..] == chunk[..take],
+            Err(e) => {
+                same = false;
+                failed = Some(e);
+            }
+        }
+        remaining -= take as u64;
+    })?;
+    if let Some(e) = failed {
+        return Err(ProvenanceError::io("read", path, e));
+    }
+    Ok(same)
+}
+
+/// Folders of the project found missing while scanning: every path below one is absent
+/// without a lookup of its own (a first install looks up `context/` once, not each of its
+/// thousands of files).
+#[derive(Default)]
+struct MissingDirs(std::collections::HashSet<String>);
+
+impl MissingDirs {
+    /// Whether a folder above `rel` is known to be missing.
+    fn holds(&self, rel: &str) -> bool {
+        let mut at = rel;
+        while let Some((parent, _)) = at.rsplit_once('/') {
+            if self.0.contains(parent) {
+                return true;
+            }
+            at = parent;
+        }
+        false
+    }
+
+    /// After `rel` was found absent: remembers the highest of its folders that is
+    /// missing too, looking up one folder after another from the nearest.
+    fn note(&mut self, root: &Path, rel: &str) {
+        let mut highest = None;
+        let mut at = rel;
+        while let Some((parent, _)) = at.rsplit_once('/') {
+            let absent = matches!(
+                fs_err::symlink_metadata(root.join(parent)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound
+            );
+            if !absent {
+                break;
+            }
+            highest = Some(parent);
+            at = parent;
+        }
+        if let Some(dir) = highest {
+            self.0.insert(dir.to_owned());
+        }
+    }
+}
+
 /// Classifies one file from its three hashes (`None` = absent).
 fn classify(r: Option<Sha256>, c: Option<Sha256>, l: &Live) -> (Class, Action) {
     let l_hash = match l {
@@ -840,14 +921,33 @@ pub fn scan(
         marker_sha256,
         parsed_marker.as_ref(),
     )?;
-    let mut cache_misses = 0;
-    let mut files = BTreeMap::new();
-    for path in classified_paths(&b.new_set, b.old) {
-        let live = live_state(root, path, hints.stat_cache, &mut cache_misses)?;
-        files.insert(path.to_owned(), live);
-    }
     let interrupted =
         applicable(hints.interrupted, release, b.base_marker_sha256, &b.skills).cloned();
+    let mut cache_misses = 0;
+    let mut files = BTreeMap::new();
+    let mut missing = MissingDirs::default();
+    for path in classified_paths(&b.new_set, b.old) {
+        if missing.holds(path) {
+            files.insert(path.to_owned(), Live::Missing);
+            continue;
+        }
+        let mut live = live_state(root, path, hints.stat_cache, &mut cache_misses)?;
+        if live == Live::Missing {
+            missing.note(root, path);
+        }
+        if let Live::File(now) = live
+            && let Some(planned) = interrupted.as_ref().and_then(|i| i.writes.get(path))
+            && planned.before.is_none()
+            && now != planned.new
+            && let Some((release_path, _, _)) = b.new_set.get(path)
+            && holds_prefix(&root.join(path), &release.payload, release_path)?
+        {
+            // The interrupted run created this file in place and was killed while
+            // writing it: it is completed as the file that run found absent.
+            live = Live::Missing;
+        }
+        files.insert(path.to_owned(), live);
+    }
     let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
     let snapshot_provenance = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
         .ok()

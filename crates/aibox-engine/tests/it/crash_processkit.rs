@@ -249,6 +249,61 @@ fn killed_processkit_install_recovers_to_the_uninterrupted_tree() {
     assert_eq!(incomplete, 0);
 }
 
+/// New release files are created at their final paths, not through temp files: killed
+/// halfway through one, the project holds that file's first bytes at its own path and no
+/// temp file; the next apply knows the file for the interrupted run's own (its intent
+/// record names it, and it holds a prefix of the release's bytes) and completes it.
+#[test]
+fn a_new_file_killed_halfway_is_at_its_path_and_completed_by_the_next_apply() {
+    let (_d, releases) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let v1 = common::release_config(
+        &releases,
+        &SyntheticRelease::processkit_like("v0.28.3", false),
+    );
+    let (_r, reference) = common::empty_project();
+    fs_err::write(reference.join("aibox.toml"), &v1).unwrap();
+    apply(&reference, &common::apply_opts(Some(&cache))).unwrap();
+    let expected = tree(&reference);
+    // After the two pending records (two points each), every odd point is the middle of
+    // a write: of a new file, half of it is written then.
+    let mut found = None;
+    for n in (5..80).step_by(2) {
+        let (p, project) = common::empty_project();
+        fs_err::write(project.join("aibox.toml"), &v1).unwrap();
+        let finished = common::apply_in_child_killed_at(
+            &[
+                (CHILD_ROOT, project.as_str()),
+                (CHILD_CACHE, cache.as_str()),
+            ],
+            n,
+        );
+        assert!(!finished, "kill point {n} is past the end of the run");
+        let now = tree(&project);
+        let debris: Vec<&String> = now.keys().filter(|k| k.contains(".aibox-tmp.")).collect();
+        let partial = now.iter().find(|(path, text)| {
+            path.starts_with("context/")
+                && expected
+                    .get(*path)
+                    .is_some_and(|full| full.len() > text.len() && full.starts_with(*text))
+        });
+        if let Some((path, _)) = partial {
+            assert!(debris.is_empty(), "kill {n}: temp files {debris:?}");
+            found = Some((p, project, path.clone()));
+            break;
+        }
+    }
+    let (_p, project, path) = found.expect("no kill point left a half-written new file");
+    apply(&project, &common::apply_opts(Some(&cache))).unwrap();
+    let after = tree(&project);
+    assert_eq!(
+        after.get(&path),
+        expected.get(&path),
+        "{path} not completed"
+    );
+    assert!(after == expected, "the recovered tree differs");
+}
+
 #[test]
 fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
     let (_d, releases) = common::empty_project();

@@ -4,4 +4,5 @@
 //! One test binary per harness (links once, not once per file); a new test file is
 //! `tests/it/NAME.rs` plus a `mod NAME;` line here (see CONTRIBUTING.md).
 
+mod create;
 mod writer;

@@ -14,4 +14,5 @@ mod local_sources;
 mod migration_schema;
 mod real_shape;
 mod releases;
+mod resume;
 mod upgrade_prop;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use aibox_config::ProcesskitSection;
 use aibox_provenance::source::{FetchOptions, fetch_release};
-use aibox_provenance::{InstallPlan, PlanOptions, ProcesskitLock, apply_plan, plan_install};
+use aibox_provenance::{InstallPlan, PlanOptions, ProcesskitLock, apply_plan, plan_resume};
 use aibox_test_support::http::release::SyntheticRelease;
 
 pub struct Setup<'a> {
@@ -83,6 +83,31 @@ pub fn plan_section(
     section: &ProcesskitSection,
     setup: &Setup<'_>,
 ) -> aibox_provenance::Result<InstallPlan> {
+    plan_section_with(root, section, setup, aibox_provenance::Hints::default())
+}
+
+/// [`plan_section`], resuming the run that recorded `interrupted` (see
+/// [`aibox_provenance::plan_resume`]).
+#[allow(dead_code)] // not every test module resumes
+pub fn plan_section_resuming(
+    root: &Path,
+    section: &ProcesskitSection,
+    setup: &Setup<'_>,
+    interrupted: &aibox_provenance::Intent,
+) -> aibox_provenance::Result<InstallPlan> {
+    let hints = aibox_provenance::Hints {
+        interrupted: Some(interrupted),
+        stat_cache: None,
+    };
+    plan_section_with(root, section, setup, hints)
+}
+
+fn plan_section_with(
+    root: &Path,
+    section: &ProcesskitSection,
+    setup: &Setup<'_>,
+    hints: aibox_provenance::Hints<'_>,
+) -> aibox_provenance::Result<InstallPlan> {
     let previous = read_lock(root);
     let verified = fetch_release(
         section,
@@ -104,7 +129,7 @@ pub fn plan_section(
         now: setup.now,
         cli_version: "0.1.0",
     };
-    plan_install(root, &verified, previous.as_ref(), &opts)
+    plan_resume(root, &verified, previous.as_ref(), &opts, hints)
 }
 
 /// Plans from a published section, applies, writes the lock.
