@@ -72,6 +72,11 @@ impl<V> PathTable<V> {
         &self.text[start..self.ends[i] as usize]
     }
 
+    /// The path of the last entry.
+    fn last_key(&self) -> Option<&str> {
+        self.len().checked_sub(1).map(|i| self.key(i))
+    }
+
     /// Where `path` is, or where it would go.
     fn find(&self, path: &str) -> Result<usize, usize> {
         let (mut lo, mut hi) = (0, self.len());
@@ -129,7 +134,7 @@ impl<V> PathTable<V> {
     /// value). Appending in path order is cheap; anything else moves the entries after
     /// it (tests and small tables only).
     pub fn insert(&mut self, path: &str, value: V) -> Option<V> {
-        let last_is_smaller = self.len() == 0 || self.key(self.len() - 1) < path;
+        let last_is_smaller = self.last_key().is_none_or(|last| last < path);
         if last_is_smaller {
             self.push_unchecked(path, value);
             return None;
@@ -160,7 +165,7 @@ impl<V> PathTable<V> {
     /// Appends an entry when it sorts after every other one; `false` (nothing added)
     /// when it does not: a repeated or out-of-order path.
     pub fn push(&mut self, path: &str, value: V) -> bool {
-        if self.len() > 0 && self.key(self.len() - 1) >= path {
+        if self.last_key().is_some_and(|last| last >= path) {
             return false;
         }
         self.push_unchecked(path, value);
@@ -192,7 +197,7 @@ impl<'a, V> FromIterator<(&'a str, V)> for PathTable<V> {
         let text: usize = entries.iter().map(|(p, _)| p.len()).sum();
         let mut table = Self::with_capacity(entries.len(), text);
         for (path, value) in entries {
-            if table.len() > 0 && table.key(table.len() - 1) == path {
+            if table.last_key() == Some(path) {
                 if let Some(last) = table.values.last_mut() {
                     *last = value;
                 }
