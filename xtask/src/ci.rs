@@ -76,7 +76,7 @@ const BACKGROUND_LOG: &str = "target/ci-e2e.log";
 const PREPARE_LOG: &str = "target/ci-setup.log";
 
 /// Every test target the groups run, built once before any of them starts.
-const BUILD: &[&str] = &[
+pub(crate) const BUILD: &[&str] = &[
     "test",
     "--workspace",
     "--locked",

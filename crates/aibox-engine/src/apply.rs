@@ -181,7 +181,7 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     // Resolved under the project lock: the previous `aibox.lock` is the one this run
     // builds on.
     let resolved = crate::resolve::resolve_in(root, project, &options.plan)?;
-    apply_fresh(&resolved, options, guard)
+    apply_fresh(resolved, options, guard)
 }
 
 /// Applies a project resolved earlier ([`crate::resolve`]); `options.plan` is not used
@@ -262,7 +262,7 @@ fn resolve_again(
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root().clone();
     let again = crate::resolve::resolve_in(root, project, resolved.options())?;
-    apply_fresh(&again, options, guard)
+    apply_fresh(again, options, guard)
 }
 
 fn lock_unless_read_only(
@@ -278,13 +278,16 @@ fn lock_unless_read_only(
 
 /// Plans and applies a project resolved under the project lock: its snapshot and
 /// processkit scan are current, so nothing is checked or read again before planning.
+/// What only planning reads is freed before the apply (see
+/// [`crate::resolve::Resolved::free_planning_state`]).
 fn apply_fresh(
-    resolved: &crate::resolve::Resolved,
+    mut resolved: crate::resolve::Resolved,
     options: &ApplyOptions,
     guard: Option<ProjectLock>,
 ) -> Result<ApplyReport, EngineError> {
-    let plan = crate::plan::plan(resolved)?;
-    apply_plan_locked(resolved, plan, options, guard)
+    let plan = crate::plan::plan(&resolved)?;
+    resolved.free_planning_state();
+    apply_plan_locked(&resolved, plan, options, guard)
 }
 
 /// Whether a file the processkit plan writes is no longer as the resolve-time scan saw
@@ -315,7 +318,7 @@ fn processkit_scan_is_stale(
 
 fn apply_plan_locked(
     resolved: &crate::resolve::Resolved,
-    plan: crate::builder::Plan,
+    mut plan: crate::builder::Plan,
     options: &ApplyOptions,
     _guard: Option<ProjectLock>,
 ) -> Result<ApplyReport, EngineError> {
@@ -323,6 +326,8 @@ fn apply_plan_locked(
     let read_only = options.dry_run || options.check;
     let mut writer = Writer::new(root);
     let lock_file = plan.lock_file();
+    // Written as the pending record, then freed (a line per file a first install writes).
+    let intent = plan.processkit_intent.take();
     let all: Vec<&PlannedFile> = plan
         .files
         .iter()
@@ -350,13 +355,18 @@ fn apply_plan_locked(
     }
     let mut removals = planned_removals(root, &plan.removals, options)?;
     if options.check {
-        decisions.retain(|d| !aibox_config::is_local_state(d.report.path.as_str()));
+        // By the planned file's path: a copy's report has none yet (`fill_copy_paths`).
+        let mut keep = all
+            .iter()
+            .map(|f| !aibox_config::is_local_state(f.path.as_str()));
+        decisions.retain(|_| keep.next().unwrap_or(true));
         removals.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
     }
     refuse_unowned(&decisions, &all, options)?;
 
     if read_only {
         let mut files: Vec<FileReport> = decisions.into_iter().map(|d| d.report).collect();
+        fill_copy_paths(&mut files, &mut plan.files);
         let lock_report = files.pop();
         files.extend(removals);
         files.extend(lock_report);
@@ -371,7 +381,24 @@ fn apply_plan_locked(
         });
     }
 
-    let reports = write_plan(&mut writer, &plan, decisions, &all, removals, &moves)?;
+    let mut reports = write_plan(
+        &mut writer,
+        &plan,
+        intent,
+        decisions,
+        &all,
+        removals,
+        &moves,
+    )?;
+    drop((all, moves));
+    fill_copy_paths(&mut reports, &mut plan.files);
+    // The stat cache last, as before, once the planned files are freed: its text has a
+    // line per installed file.
+    plan.files = Vec::new();
+    if let Some(digests) = &plan.processkit_stat_cache {
+        let text = aibox_provenance::StatCache::render(writer.root().as_std_path(), digests);
+        writer.write(Utf8Path::new(STAT_CACHE), text.as_bytes(), None)?;
+    }
     let wrote_nothing = !reports.iter().any(|f| f.action.changes());
     Ok(ApplyReport {
         files: reports,
@@ -384,13 +411,26 @@ fn apply_plan_locked(
     })
 }
 
+/// Gives the reports of verified copies, made without their paths ([`decide_copy`]),
+/// the paths of their planned files, which are not needed any more: copies keep their
+/// order among the reports (none is a removal or written after the commit point).
+fn fill_copy_paths(reports: &mut [FileReport], files: &mut [PlannedFile]) {
+    let mut copies = files.iter_mut().filter(|f| f.copy_from.is_some());
+    for report in reports.iter_mut().filter(|r| r.path.as_str().is_empty()) {
+        if let Some(file) = copies.next() {
+            report.path = std::mem::take(&mut file.path);
+        }
+    }
+}
+
 /// A folder move of the plan ([`crate::builder::DirMove`]) that this apply makes: `to` is
 /// absent and `from` is a real folder of folders and regular files (`files`, relative to
 /// it), as found under the project lock.
 struct Move<'p> {
     from: &'p Utf8Path,
     to: &'p Utf8Path,
-    files: std::collections::BTreeSet<String>,
+    /// Compact: a line per file of the previous snapshot (8,600 at 10x).
+    files: aibox_provenance::PathTable<()>,
 }
 
 impl Move<'_> {
@@ -398,7 +438,7 @@ impl Move<'_> {
     fn source_of(&self, path: &Utf8Path) -> Option<Utf8PathBuf> {
         let rest = path.strip_prefix(self.to).ok()?;
         self.files
-            .contains(rest.as_str())
+            .contains_key(rest.as_str())
             .then(|| self.from.join(rest))
     }
 }
@@ -422,7 +462,7 @@ fn moves_that_apply<'p>(
             moves.push(Move {
                 from: &m.from,
                 to: &m.to,
-                files: files.into_iter().collect(),
+                files: files.iter().map(|f| (f.as_str(), ())).collect(),
             });
         }
     }
@@ -441,8 +481,8 @@ fn make_moves(
 ) -> Result<(), EngineError> {
     for m in moves {
         if !writer.move_dir(m.from, m.to)? {
-            for d in decisions.iter_mut() {
-                if d.report.path.starts_with(m.to) {
+            for (d, f) in decisions.iter_mut().zip(all) {
+                if f.path.starts_with(m.to) {
                     d.moved_in = false;
                 }
             }
@@ -452,7 +492,7 @@ fn make_moves(
             .iter()
             .filter_map(|f| f.path.strip_prefix(m.to).ok().map(Utf8Path::as_str))
             .collect();
-        for rest in m.files.iter().filter(|f| !planned.contains(f.as_str())) {
+        for rest in m.files.keys().filter(|f| !planned.contains(f)) {
             let extra = m.to.join(rest);
             writer.remove(&extra)?;
             let mut dir = extra.parent();
@@ -540,9 +580,11 @@ fn refuse_unowned(
 
 /// The write phase of an apply: pending records, content and removals, the commit
 /// point, the records of the content, the lock, then dropping the pending records.
+#[allow(clippy::too_many_arguments)] // the parts of one apply, taken apart to free early
 fn write_plan(
     writer: &mut Writer<'_>,
     plan: &crate::builder::Plan,
+    intent: Option<String>,
     mut decisions: Vec<Decision>,
     all: &[&PlannedFile],
     removals: Vec<FileReport>,
@@ -569,7 +611,7 @@ fn write_plan(
     }
     if anything {
         writer.write(Utf8Path::new(PENDING_LOCK), plan.lock_text.as_bytes(), None)?;
-        if let Some(intent) = &plan.processkit_intent {
+        if let Some(intent) = intent {
             writer.write(Utf8Path::new(PENDING_PROCESSKIT), intent.as_bytes(), None)?;
         }
         // Content is made durable once, at the commit point below, not file by file.
@@ -611,10 +653,6 @@ fn write_plan(
     // Unconditional: a run killed between the lock and these removals left the records.
     writer.remove(Utf8Path::new(PENDING_PROCESSKIT))?;
     writer.remove(Utf8Path::new(PENDING_LOCK))?;
-    if let Some(digests) = &plan.processkit_stat_cache {
-        let text = aibox_provenance::StatCache::render(writer.root().as_std_path(), digests);
-        writer.write(Utf8Path::new(STAT_CACHE), text.as_bytes(), None)?;
-    }
     Ok(reports)
 }
 
@@ -950,7 +988,9 @@ fn decide_copy(
     };
     Ok(Decision {
         report: FileReport {
-            path: file.path.clone(),
+            // Filled from the planned file once written (see `fill_copy_paths`): the
+            // paths of thousands of release files are not held twice meanwhile.
+            path: Utf8PathBuf::new(),
             ownership: file.ownership,
             action,
             backup: None,

@@ -111,7 +111,9 @@ impl PartialOrd for PathKey {
 pub struct PlanBuilder {
     /// Each planned file, and whether it is verified content (see
     /// [`Self::add_verified`]): a flag beside the file rather than a second set of its
-    /// path, which at 17,000 release files was 2.4 MB more.
+    /// path, which at 17,000 release files was 2.4 MB more. The path of a verified file
+    /// lives in its key only (the file's own is empty until [`Self::finish`]): every
+    /// processkit file's path was held twice while planning.
     files: BTreeMap<PathKey, (PlannedFile, bool)>,
     removals: std::collections::BTreeSet<PathKey>,
     processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
@@ -121,7 +123,7 @@ pub struct PlanBuilder {
     commit_last: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_intent: Option<String>,
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
-    processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
+    processkit_stat_cache: Option<aibox_provenance::PathTable<aibox_provenance::Sha256>>,
     dir_moves: Vec<DirMove>,
     processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
 }
@@ -150,7 +152,7 @@ impl PlanBuilder {
     /// → digest once applied) after the lock is written.
     pub fn set_processkit_stat_cache(
         &mut self,
-        digests: BTreeMap<String, aibox_provenance::Sha256>,
+        digests: aibox_provenance::PathTable<aibox_provenance::Sha256>,
     ) {
         self.processkit_stat_cache = Some(digests);
     }
@@ -207,12 +209,18 @@ impl PlanBuilder {
             .map(|(f, _)| f)
     }
 
-    fn insert(&mut self, file: PlannedFile, verified: bool) -> Result<(), EngineError> {
+    fn insert(&mut self, mut file: PlannedFile, verified: bool) -> Result<(), EngineError> {
         crate::writer::check_relative(&file.path)?;
-        match self.files.entry(PathKey::of(&file.path)) {
-            std::collections::btree_map::Entry::Occupied(_) => {
-                Err(EngineError::DuplicatePath { path: file.path })
-            }
+        // Only unverified files are read with their paths before `finish` (the gate).
+        let key = if verified {
+            PathKey(std::mem::take(&mut file.path).into_string())
+        } else {
+            PathKey::of(&file.path)
+        };
+        match self.files.entry(key) {
+            std::collections::btree_map::Entry::Occupied(slot) => Err(EngineError::DuplicatePath {
+                path: Utf8PathBuf::from(slot.key().0.clone()),
+            }),
             std::collections::btree_map::Entry::Vacant(slot) => {
                 slot.insert((file, verified));
                 Ok(())
@@ -272,9 +280,10 @@ impl PlanBuilder {
         &self.processkit_servers
     }
 
-    /// A file planned so far (for sources that build on another's output).
-    pub fn get(&self, path: &Utf8Path) -> Option<&PlannedFile> {
-        self.files.get(&PathKey::of(path)).map(|(f, _)| f)
+    /// Whether a file is planned at `path` so far (for sources that build on another's
+    /// output).
+    pub fn contains(&self, path: &Utf8Path) -> bool {
+        self.files.contains_key(&PathKey::of(path))
     }
 
     /// The lock being built: sources record their own sections here (the engine fills
@@ -287,10 +296,9 @@ impl PlanBuilder {
         aibox_version.clone_into(&mut self.lock.aibox.cli_version);
         self.lock.generated = self
             .files
-            .values()
-            .map(|(f, _)| f)
-            .filter(|f| f.ownership == Ownership::Generated)
-            .map(|f| (f.path.to_string(), sha256_hex(&f.contents)))
+            .iter()
+            .filter(|(_, (f, _))| f.ownership == Ownership::Generated)
+            .map(|(path, (f, _))| (path.0.clone(), sha256_hex(&f.contents)))
             .collect();
         let lock_text = self.lock.render()?;
         let removals = self
@@ -300,7 +308,14 @@ impl PlanBuilder {
             .map(|p| Utf8PathBuf::from(p.0))
             .collect();
         Ok(Plan {
-            files: self.files.into_values().map(|(f, _)| f).collect(),
+            files: self
+                .files
+                .into_iter()
+                .map(|(path, (mut f, _))| {
+                    f.path = Utf8PathBuf::from(path.0);
+                    f
+                })
+                .collect(),
             removals,
             processkit_servers: self.processkit_servers,
             warnings: self.warnings,
@@ -340,7 +355,7 @@ pub struct Plan {
     /// [`PlanBuilder::move_first`]).
     pub dir_moves: Vec<DirMove>,
     /// Processkit files to record in the stat cache after applying (when it is stale).
-    pub processkit_stat_cache: Option<BTreeMap<String, aibox_provenance::Sha256>>,
+    pub processkit_stat_cache: Option<aibox_provenance::PathTable<aibox_provenance::Sha256>>,
     /// The processkit upgrade this plan makes, when it changes the version.
     pub processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
 }
@@ -373,7 +388,7 @@ mod tests {
             .expect("add verified");
         let gated: Vec<&str> = b.unverified().map(|f| f.path.as_str()).collect();
         assert_eq!(gated, ["context/notes.md"]);
-        assert!(b.get(Utf8Path::new("context/skills/a/SKILL.md")).is_some());
+        assert!(b.contains(Utf8Path::new("context/skills/a/SKILL.md")));
         for (path, verified) in [
             ("context/notes.md", true),
             ("context/skills/a/SKILL.md", false),

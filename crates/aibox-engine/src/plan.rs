@@ -156,7 +156,7 @@ fn retire_generated(
     };
     for (path, digest) in &previous.generated {
         let rel = Utf8Path::new(path);
-        if builder.get(rel).is_some() || !crate::writer::in_perimeter(rel) {
+        if builder.contains(rel) || !crate::writer::in_perimeter(rel) {
             continue;
         }
         if let Some(bytes) = files.get(rel)?

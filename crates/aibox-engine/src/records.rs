@@ -12,8 +12,10 @@
 //!   plan completes exactly the interrupted install.
 //! - [`STAT_CACHE`]: size and modification time of the installed processkit files
 //!   ([`aibox_provenance::StatCache`]). Written by `apply` after the lock when the plan
-//!   found it stale; captured by the snapshot and read by `resolve`
-//!   (`read_stat_cache`), which trusts it for unchanged files instead of re-hashing.
+//!   found it stale; read by `resolve` (`read_stat_cache`) straight from the disk, not
+//!   captured by the snapshot (its text has a line per installed file, 2 MB at ten
+//!   times processkit's size, and the plan needs only the parsed entries): it trusts it
+//!   for unchanged files instead of re-hashing.
 //! - [`APPLY_LOCK`]: the project lock file (`ProjectLock`), held by `apply` and
 //!   `migrate resolve` while they write; never read for its contents.
 //! - [`BACKUP_DIR`]: where `apply --force` keeps the files it replaces
@@ -45,12 +47,8 @@ pub const APPLY_LOCK: &str = ".aibox/apply.lock";
 pub const BACKUP_DIR: &str = ".aibox/backups";
 
 /// The engine's own records a plan reads (beside the file table's rows), which the
-/// snapshot captures.
-pub(crate) const PLAN_READS: [&str; 3] = [
-    aibox_mcp_registration::LEDGER_PATH,
-    PENDING_PROCESSKIT,
-    STAT_CACHE,
-];
+/// snapshot captures. Not [`STAT_CACHE`]: only a hint for the scan, read by it.
+pub(crate) const PLAN_READS: [&str; 2] = [aibox_mcp_registration::LEDGER_PATH, PENDING_PROCESSKIT];
 
 /// The pending lock of an interrupted apply, if any.
 pub(crate) fn read_pending(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
@@ -68,16 +66,15 @@ pub(crate) fn read_intent(bytes: Option<&[u8]>) -> Option<aibox_provenance::Inte
     bytes.and_then(|b| aibox_provenance::Intent::parse(&String::from_utf8_lossy(b)))
 }
 
-/// The stat cache of the last apply, from the bytes of [`STAT_CACHE`] as captured and
-/// the record's own metadata, if any (a damaged one only costs re-hashing).
-pub(crate) fn read_stat_cache(
-    root: &ProjectRoot,
-    bytes: Option<&[u8]>,
-) -> Option<aibox_provenance::StatCache> {
-    let bytes = bytes?;
-    let meta = fs_err::symlink_metadata(root.path().join(STAT_CACHE)).ok()?;
+/// The stat cache of the last apply, read from [`STAT_CACHE`] (strictly, as the writer
+/// reads: a symlink there is refused) with the record's own metadata, if any. The text
+/// is dropped once parsed. A damaged or unreadable one only costs re-hashing.
+pub(crate) fn read_stat_cache(root: &ProjectRoot) -> Option<aibox_provenance::StatCache> {
+    let rel = Utf8Path::new(STAT_CACHE);
+    let meta = fs_err::symlink_metadata(root.path().join(rel)).ok()?;
+    let bytes = root.read(rel).ok()??;
     Some(aibox_provenance::StatCache::parse(
-        &String::from_utf8_lossy(bytes),
+        &String::from_utf8_lossy(&bytes),
         &meta,
     ))
 }

@@ -344,6 +344,21 @@ impl Resolved {
         &self.options
     }
 
+    /// Frees the per-file state only planning reads, once the plan is made: the
+    /// processkit scan (live states, the parsed marker, snapshot listings) and the
+    /// release manifest. The apply that follows reads neither (the plan's copies carry
+    /// their source, size and digest; the payload's folder stays), and at ten times
+    /// processkit's size they were several MB of its peak memory.
+    pub(crate) fn free_planning_state(&mut self) {
+        if let ProcesskitState::Resolved(r) = &mut self.processkit {
+            r.scan.files = aibox_provenance::PathTable::new();
+            r.scan.parsed_marker = None;
+            r.scan.snapshot_files = Vec::new();
+            r.scan.stale_snapshots = std::collections::BTreeMap::new();
+            r.release.payload.files = std::sync::Arc::default();
+        }
+    }
+
     /// Whether the processkit release could not be resolved offline.
     pub fn not_resolved(&self) -> Option<&str> {
         match &self.processkit {
@@ -490,6 +505,7 @@ fn resolve_processkit(
         &catalog,
         &selected,
         scan.interrupted.as_ref(),
+        scan.parsed_marker.as_ref(),
     )?;
     // pk-doctor's script, when its skill is selected: locked like a server, so `doctor
     // --processkit` runs it on pinned dependencies.
@@ -704,8 +720,9 @@ fn source_table(text: &str) -> Option<String> {
 
 /// Scans the live processkit install (see [`aibox_provenance::scan`]): every file the
 /// plan classifies (trusting the stat cache for unchanged ones), the marker, the
-/// snapshot folders and the intent record of an interrupted apply. The intent record and
-/// the stat cache come from `files` (captured already), not from a second read.
+/// snapshot folders and the intent record of an interrupted apply. The intent record
+/// comes from `files` (captured already), not from a second read; the stat cache is read
+/// here and dropped after the scan.
 fn scan_live(
     root: &ProjectRoot,
     project: &Project,
@@ -719,7 +736,7 @@ fn scan_live(
     // The record of an interrupted apply, if any: resuming it completes exactly what
     // that run intended (see `aibox_provenance::Intent`).
     let interrupted = records::read_intent(files.get(Utf8Path::new(records::PENDING_PROCESSKIT))?);
-    let stat_cache = records::read_stat_cache(root, files.get(Utf8Path::new(records::STAT_CACHE))?);
+    let stat_cache = records::read_stat_cache(root);
     let hints = aibox_provenance::Hints {
         interrupted: interrupted.as_ref(),
         stat_cache: stat_cache.as_ref(),
@@ -836,6 +853,7 @@ fn review_skills(
     catalog: &aibox_provenance::catalog::Catalog,
     selected: &BTreeSet<String>,
     interrupted: Option<&aibox_provenance::Intent>,
+    marker: Option<&aibox_provenance::Marker>,
 ) -> Result<Reviewed, EngineError> {
     let config = &project.config;
     let verified = release.verification != aibox_provenance::Verification::Unverified;
@@ -852,7 +870,7 @@ fn review_skills(
         },
         ..ReviewContext::default()
     };
-    let marker = aibox_provenance::Marker::read(root.as_std_path());
+    // The marker as the scan parsed it: a second parse held every installed path twice.
     let mut to_review = Vec::new();
     let mut edited = Vec::new();
     // Every selected skill that ships an MCP server, whether it is registered on its own
@@ -870,7 +888,6 @@ fn review_skills(
         }
         let live = root.join(&skill.dir);
         let changes = marker
-            .as_ref()
             .filter(|m| aibox_provenance::trust::installed_by_release(m, &skill.dir))
             .map(|m| {
                 aibox_provenance::trust::skill_changes(
@@ -901,7 +918,7 @@ fn review_skills(
     }
     // Skill folders the release did not ship: third-party whatever they claim.
     let shipped: BTreeSet<&str> = catalog.skills.values().map(|s| s.dir.as_str()).collect();
-    let foreign = crate::skills::hand_added(root, &shipped);
+    let foreign = crate::skills::hand_added(root, &shipped, marker);
     for skill in &foreign {
         to_review.push((
             skill.name.clone(),

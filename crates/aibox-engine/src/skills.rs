@@ -237,14 +237,15 @@ pub(crate) struct HandAdded {
 /// Skill folders under `context/skills/<category>/` that are not among `shipped` (release
 /// skill directories) and declare an MCP server: third-party, whatever they claim. A
 /// folder an earlier install put there (recorded in the install marker, for example a
-/// skill removed upstream whose edited files were kept) is not hand-added.
-pub(crate) fn hand_added(root: &Utf8Path, shipped: &BTreeSet<&str>) -> Vec<HandAdded> {
-    let recorded = aibox_provenance::Marker::read(root.as_std_path());
-    let from_release = |dir: &str| {
-        recorded
-            .as_ref()
-            .is_some_and(|m| aibox_provenance::trust::installed_by_release(m, dir))
-    };
+/// skill removed upstream whose edited files were kept) is not hand-added. `recorded` is
+/// the project's install marker, as the caller parsed it.
+pub(crate) fn hand_added(
+    root: &Utf8Path,
+    shipped: &BTreeSet<&str>,
+    recorded: Option<&aibox_provenance::Marker>,
+) -> Vec<HandAdded> {
+    let from_release =
+        |dir: &str| recorded.is_some_and(|m| aibox_provenance::trust::installed_by_release(m, dir));
     installed(root)
         .into_iter()
         .filter_map(|s| {

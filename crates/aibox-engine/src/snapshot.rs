@@ -10,8 +10,9 @@
 //!   ([`aibox_config::layout::user_owned_committed`]), `.gitignore`, every harness MCP file
 //!   of [`aibox_mcp_registration::TARGETS`] (a harness switched off still needs its file
 //!   read to take aibox's servers out), the MCP ownership ledger, the processkit intent
-//!   and stat cache records, and every generated file the previous `aibox.lock` lists
-//!   (those the plan no longer contains are retired while unedited);
+//!   record, and every generated file the previous `aibox.lock` lists (those the plan no
+//!   longer contains are retired while unedited); not the processkit stat cache, a hint
+//!   the scan reads and drops (a line per installed file);
 //! - lenient reads for the policy gate's Compose resolver (a file that cannot be read as
 //!   text is absent to it, as to Compose's own view of the project): every plain file of
 //!   the file table, plus what [`aibox_policy::gate_inputs`] lists for the project as it

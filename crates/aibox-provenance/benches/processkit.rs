@@ -51,7 +51,7 @@ fn benches(c: &mut Criterion) {
 
     // Baseline of the targets: one `sha256sum` process over the same installed files.
     let marker = aibox_provenance::Marker::read(installed.path()).unwrap();
-    let files: Vec<&String> = marker
+    let files: Vec<&str> = marker
         .files
         .keys()
         .chain(marker.user_files.keys())

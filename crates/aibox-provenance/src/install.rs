@@ -28,6 +28,7 @@ use crate::record::{
 use crate::servers::{ProcesskitServer, servers};
 use crate::source::VerifiedRelease;
 use crate::statcache::StatCache;
+use crate::table::PathTable;
 
 /// Three-way class of one file (processkit's migration vocabulary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -80,8 +81,10 @@ pub enum Action {
 pub struct FileDecision {
     /// Project path.
     pub path: String,
-    /// Release path (differs for `INDEX.md`).
-    pub release_path: String,
+    /// Release path, when it differs from the project path (`INDEX.md` only): most
+    /// decisions carry one path, not two copies of it (see [`Self::release_path`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release_path: Option<String>,
     /// Class.
     pub class: Class,
     /// Action.
@@ -275,19 +278,29 @@ impl InstallPlan {
         self.decisions[at].live_after()
     }
 
-    /// Every tracked file's digest once the plan is applied (for the [`StatCache`]),
-    /// made by taking the decisions apart: their paths move into the map, so the two
-    /// never both hold a copy of every path. Leaves `decisions` empty.
-    pub fn take_live_after(&mut self) -> BTreeMap<String, Sha256> {
-        std::mem::take(&mut self.decisions)
-            .into_iter()
-            .filter_map(|d| Some((d.live_after()?, d.path)))
-            .map(|(digest, path)| (path, digest))
-            .collect()
+    /// Every tracked file's digest once the plan is applied (for the [`StatCache`]), as
+    /// a compact table; the decisions are freed one by one as they are read. Leaves
+    /// `decisions` empty.
+    pub fn take_live_after(&mut self) -> PathTable<Sha256> {
+        let decisions = std::mem::take(&mut self.decisions);
+        let text = decisions.iter().map(|d| d.path.len()).sum();
+        let mut table = PathTable::with_capacity(decisions.len(), text);
+        // Sorted by path: each is appended. Freed one by one as they are read.
+        for d in decisions {
+            if let Some(digest) = d.live_after() {
+                table.insert(&d.path, digest);
+            }
+        }
+        table
     }
 }
 
 impl FileDecision {
+    /// The release path of the file (its project path but for `INDEX.md`).
+    pub fn release_path(&self) -> &str {
+        self.release_path.as_deref().unwrap_or(&self.path)
+    }
+
     /// The digest the live file has once its plan is applied: the upstream version when
     /// written, nothing when removed, else the live file as it is.
     fn live_after(&self) -> Option<Sha256> {
@@ -610,8 +623,8 @@ fn applicable<'a>(
 /// The outcome of the three-way comparison.
 #[derive(Default)]
 struct ThreeWay {
-    intent_writes: BTreeMap<String, IntentWrite>,
-    intent_removals: BTreeMap<String, Sha256>,
+    intent_writes: PathTable<IntentWrite>,
+    intent_removals: PathTable<Sha256>,
     /// Every classified path, sorted; they also give the marker's tables
     /// ([`recorded`]) and the digests after the apply ([`FileDecision::live_after`]).
     decisions: Vec<FileDecision>,
@@ -628,12 +641,7 @@ type InstallSet<'a> = BTreeMap<Cow<'a, str>, (&'a str, &'a PayloadFile, bool)>;
 fn classified_paths<'a>(new_set: &'a InstallSet<'_>, old: Option<&'a Marker>) -> BTreeSet<&'a str> {
     let mut all: BTreeSet<&str> = new_set.keys().map(AsRef::as_ref).collect();
     if let Some(m) = old {
-        all.extend(
-            m.files
-                .keys()
-                .chain(m.user_files.keys())
-                .map(String::as_str),
-        );
+        all.extend(m.files.keys().chain(m.user_files.keys()));
     }
     all
 }
@@ -645,19 +653,19 @@ fn three_way(
     payload: &Payload,
     new_set: &InstallSet<'_>,
     old: Option<&Marker>,
-    live_states: &BTreeMap<String, Live>,
+    live_states: &PathTable<Live>,
     resume: Option<&Intent>,
     warnings: &mut Vec<String>,
 ) -> Result<ThreeWay> {
-    let base: BTreeMap<&str, Sha256> = old
-        .map(|m| {
-            m.files
-                .iter()
-                .chain(&m.user_files)
-                .map(|(k, v)| (k.as_str(), *v))
-                .collect()
-        })
-        .unwrap_or_default();
+    // The previous install's digest of a path, looked up in the marker's own tables (a
+    // merged copy of them was one more map of every installed path).
+    let base = |path: &str| {
+        let m = old?;
+        m.files
+            .get(path)
+            .or_else(|| m.user_files.get(path))
+            .copied()
+    };
     let paths = classified_paths(new_set, old);
     // Sized once: growing by doubling held the old and the new buffer together.
     let mut t = ThreeWay {
@@ -665,7 +673,7 @@ fn three_way(
         ..ThreeWay::default()
     };
     for path in paths {
-        let r = base.get(path).copied();
+        let r = base(path);
         let entry = new_set.get(path);
         let c = entry.map(|(_, f, _)| f.sha256);
         let user_owned =
@@ -703,8 +711,7 @@ fn three_way(
                         Live::File(h) => Some(h),
                         _ => None,
                     };
-                    t.intent_writes
-                        .insert(path.to_owned(), IntentWrite { new: c, before });
+                    t.intent_writes.insert(path, IntentWrite { new: c, before });
                     t.writes.push(FileWrite::from_payload(
                         payload,
                         release_path,
@@ -722,7 +729,7 @@ fn three_way(
             }
             t.decisions.push(FileDecision {
                 path: path.to_owned(),
-                release_path: (*release_path).to_owned(),
+                release_path: (*release_path != path).then(|| (*release_path).to_owned()),
                 class,
                 action,
                 user_owned,
@@ -735,7 +742,7 @@ fn three_way(
         } else {
             if action == Action::Remove {
                 if let Some(r) = r {
-                    t.intent_removals.insert(path.to_owned(), r);
+                    t.intent_removals.insert(path, r);
                 }
                 t.removals.push(path.to_owned());
             } else if action == Action::Keep {
@@ -745,7 +752,7 @@ fn three_way(
             }
             t.decisions.push(FileDecision {
                 path: path.to_owned(),
-                release_path: path.to_owned(),
+                release_path: None,
                 class,
                 action,
                 user_owned,
@@ -828,8 +835,9 @@ pub struct LiveScan {
     pub marker_sha256: Option<Sha256>,
     /// That marker parsed (`None` when missing, unparseable or of another schema).
     pub parsed_marker: Option<Marker>,
-    /// Live state of every path the plan classifies.
-    pub files: BTreeMap<String, Live>,
+    /// Live state of every path the plan classifies (compact: one entry per installed
+    /// file).
+    pub files: PathTable<Live>,
     /// The interrupted run's intent record, when it still applies.
     pub interrupted: Option<Intent>,
     /// Digest of the live snapshot's `PROVENANCE.toml` of the release's version.
@@ -924,11 +932,13 @@ pub fn scan(
     let interrupted =
         applicable(hints.interrupted, release, b.base_marker_sha256, &b.skills).cloned();
     let mut cache_misses = 0;
-    let mut files = BTreeMap::new();
+    let paths = classified_paths(&b.new_set, b.old);
+    let mut files = PathTable::with_capacity(paths.len(), paths.iter().map(|p| p.len()).sum());
     let mut missing = MissingDirs::default();
-    for path in classified_paths(&b.new_set, b.old) {
+    // In order: the paths come sorted.
+    for path in paths {
         if missing.holds(path) {
-            files.insert(path.to_owned(), Live::Missing);
+            files.insert(path, Live::Missing);
             continue;
         }
         let mut live = live_state(root, path, hints.stat_cache, &mut cache_misses)?;
@@ -946,7 +956,7 @@ pub fn scan(
             // writing it: it is completed as the file that run found absent.
             live = Live::Missing;
         }
-        files.insert(path.to_owned(), live);
+        files.insert(path, live);
     }
     let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
     let snapshot_provenance = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
@@ -1038,7 +1048,7 @@ pub fn plan_resume(
 
 /// Whether a marker table holds exactly these sorted entries.
 fn same_table<'a>(
-    table: &BTreeMap<String, Sha256>,
+    table: &PathTable<Sha256>,
     mut entries: impl Iterator<Item = (&'a str, Sha256)>,
 ) -> bool {
     table

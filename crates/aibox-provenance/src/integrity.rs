@@ -1,7 +1,7 @@
 //! Per-file integrity of an installed processkit release (read-only). The outcome ladder
 //! is checked in order and the first failing rung wins; drift lists name every file.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde::Serialize;
@@ -121,14 +121,36 @@ pub(crate) fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
 /// Checks the install under `root` against `aibox.lock`, the marker's per-file
 /// manifest and the snapshot, re-hashing every byte (`doctor --integrity`).
 pub fn integrity(root: &Path) -> Result<IntegrityReport> {
-    integrity_known(root, &BTreeMap::new())
+    integrity_known(root, &crate::table::PathTable::new())
+}
+
+/// [`integrity_known`] from the scan of the same run ([`crate::scan`]): the live states
+/// it found and the marker it parsed (read once per run, not once per reader: at ten
+/// times processkit's size each parse held every installed path again).
+pub fn integrity_scanned(root: &Path, scan: &crate::LiveScan) -> Result<IntegrityReport> {
+    integrity_of(root, &scan.files, || {
+        scan.parsed_marker.as_ref().map(Cow::Borrowed)
+    })
 }
 
 /// [`integrity`], taking the live state of the installed files in `known` (root-relative
 /// paths, as the scan of the same run found them through the stat cache) instead of
 /// hashing them again: plain `doctor` summarises from the scan its resolve just made.
 /// Files `known` does not name (the snapshot, anything new) are hashed.
-pub fn integrity_known(root: &Path, known: &BTreeMap<String, Live>) -> Result<IntegrityReport> {
+pub fn integrity_known(
+    root: &Path,
+    known: &crate::table::PathTable<Live>,
+) -> Result<IntegrityReport> {
+    integrity_of(root, known, || Marker::read(root).map(Cow::Owned))
+}
+
+/// [`integrity_known`] with the marker from `marker` (called once the lock says there is
+/// an install).
+fn integrity_of<'m>(
+    root: &Path,
+    known: &crate::table::PathTable<Live>,
+    marker: impl FnOnce() -> Option<Cow<'m, Marker>>,
+) -> Result<IntegrityReport> {
     let lock = ProcesskitLock::read_from_lock_file(&root.join("aibox.lock"))?;
     let mut report = IntegrityReport {
         status: IntegrityStatus::Healthy,
@@ -152,7 +174,7 @@ pub fn integrity_known(root: &Path, known: &BTreeMap<String, Live>) -> Result<In
         .join(&lock.version)
         .join("PROVENANCE.toml")
         .is_file();
-    let Some(marker) = Marker::read(root) else {
+    let Some(marker) = marker() else {
         report.status = IntegrityStatus::MissingMarker;
         return Ok(report);
     };
@@ -172,15 +194,15 @@ pub fn integrity_known(root: &Path, known: &BTreeMap<String, Live>) -> Result<In
     for (path, expected) in &marker.files {
         report.checked += 1;
         match live(path, &mut buf) {
-            None => report.missing.push(path.clone()),
-            Some(h) if h != *expected => report.modified.push(path.clone()),
+            None => report.missing.push(path.to_owned()),
+            Some(h) if h != *expected => report.modified.push(path.to_owned()),
             Some(_) => {}
         }
     }
     for (path, expected) in &marker.user_files {
         report.checked += 1;
         if live(path, &mut buf) != Some(*expected) {
-            report.user_modified.push(path.clone());
+            report.user_modified.push(path.to_owned());
         }
     }
     let mut present = Vec::new();

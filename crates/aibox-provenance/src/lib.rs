@@ -28,6 +28,7 @@ pub mod releases;
 pub mod servers;
 pub mod source;
 pub mod statcache;
+pub mod table;
 pub mod time;
 pub mod trust;
 pub mod yaml;
@@ -41,8 +42,11 @@ pub use install::{
     Action, Class, FileDecision, Hints, InstallPlan, Live, LiveScan, PlanOptions, WriteData,
     apply_plan, plan_install, plan_resume, plan_scanned, scan,
 };
-pub use integrity::{IntegrityReport, IntegrityStatus, integrity, integrity_known};
+pub use integrity::{
+    IntegrityReport, IntegrityStatus, integrity, integrity_known, integrity_scanned,
+};
 pub use record::{Intent, Marker, ProcesskitLock};
 pub use servers::ProcesskitServer;
 pub use source::{FetchOptions, Verification, VerifiedRelease, fetch_release, tree_digest};
 pub use statcache::StatCache;
+pub use table::PathTable;

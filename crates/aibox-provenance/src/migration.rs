@@ -178,8 +178,8 @@ impl Doc<'_> {
             let (path, class) = (yaml_str(&d.path), d.class.as_str());
             let mut extra = String::new();
             if d.class == Class::Conflict {
-                if d.release_path != d.path {
-                    let _ = write!(extra, ", release_path: {}", yaml_str(&d.release_path));
+                if d.release_path() != d.path {
+                    let _ = write!(extra, ", release_path: {}", yaml_str(d.release_path()));
                 }
                 for (key, digest) in [
                     ("base_sha256", d.digests.base),
@@ -232,7 +232,7 @@ impl Doc<'_> {
                         Action::Keep => "kept local version",
                         Action::None => "no action",
                     };
-                    let _ = writeln!(t, "  - `{}` → `{}` ({what})", d.release_path, d.path);
+                    let _ = writeln!(t, "  - `{}` → `{}` ({what})", d.release_path(), d.path);
                 }
             }
             let _ = writeln!(t);

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::digest::Sha256;
 use crate::error::{ProvenanceError, Result};
 use crate::source::Verification;
+use crate::table::PathTable;
 
 /// Project path of the live marker.
 pub const MARKER_PATH: &str = "context/.processkit-provenance.toml";
@@ -136,20 +137,21 @@ pub struct Marker {
     pub install: MarkerInstall,
     /// Counts and digests.
     pub manifest: MarkerManifest,
-    /// Installer-owned files: project path → SHA-256 as installed.
+    /// Installer-owned files: project path → SHA-256 as installed (compact: one entry
+    /// per installed file, see [`PathTable`]).
     #[serde(default)]
-    pub files: BTreeMap<String, Sha256>,
+    pub files: PathTable<Sha256>,
     /// User-owned files (agent-mutable settings, seed `AGENTS.md`): tracked, never
     /// overwritten, never reported as modified.
     #[serde(default)]
-    pub user_files: BTreeMap<String, Sha256>,
+    pub user_files: PathTable<Sha256>,
 }
 
 impl Marker {
     /// Renders the marker (deterministic: sorted tables).
     pub fn render(&self) -> String {
-        fn table(t: &BTreeMap<String, Sha256>) -> impl Iterator<Item = (&str, Sha256)> + Clone {
-            t.iter().map(|(path, digest)| (path.as_str(), *digest))
+        fn table(t: &PathTable<Sha256>) -> impl Iterator<Item = (&str, Sha256)> + Clone {
+            t.iter().map(|(path, digest)| (path, *digest))
         }
         render_marker(
             self.schema_version,
@@ -234,9 +236,7 @@ pub fn render_marker<'a>(
         manifest,
     });
     let (true, Ok(head)) = (plain, head) else {
-        let owned = |t: &mut dyn Iterator<Item = (&'a str, Sha256)>| {
-            t.map(|(k, v)| (k.to_owned(), v)).collect()
-        };
+        let owned = |t: &mut dyn Iterator<Item = (&'a str, Sha256)>| t.collect();
         let marker = Marker {
             schema_version,
             install: install.clone(),
@@ -327,8 +327,8 @@ struct MarkerHead {
 #[derive(Debug, PartialEq, Eq)]
 struct SplitMarker {
     head: String,
-    files: BTreeMap<String, Sha256>,
-    user_files: BTreeMap<String, Sha256>,
+    files: PathTable<Sha256>,
+    user_files: PathTable<Sha256>,
 }
 
 /// Reads the marker's `[files]` and `[user_files]` tables line by line
@@ -341,14 +341,17 @@ struct SplitMarker {
 fn split_tables(text: &str) -> Option<SplitMarker> {
     let (head, [files, user_files]) = split_plain_tables(text, ["files", "user_files"])?;
     let table = |entries: Vec<(&str, &str)>| {
-        let mut map = BTreeMap::new();
+        let text = entries.iter().map(|(p, _)| p.len()).sum();
+        let mut table = PathTable::with_capacity(entries.len(), text);
         for (path, hex) in entries {
             let digest = Sha256::parse(hex, "the install marker").ok()?;
-            if map.insert(path.to_owned(), digest).is_some() {
+            // In order (as rendered) it is appended; a repeated path refuses the plain
+            // reading.
+            if !table.push(path, digest) && table.insert(path, digest).is_some() {
                 return None;
             }
         }
-        Some(map)
+        Some(table)
     };
     Some(SplitMarker {
         head,
@@ -456,12 +459,13 @@ pub struct Intent {
     pub skills: Vec<String>,
     /// The plan's time (install time, migration id).
     pub now: String,
-    /// Every content file the plan writes: project path → digests.
+    /// Every content file the plan writes: project path → digests (compact, see
+    /// [`PathTable`]: a first install writes every file of the release).
     #[serde(default)]
-    pub writes: BTreeMap<String, IntentWrite>,
+    pub writes: PathTable<IntentWrite>,
     /// Every file the plan removes: project path → digest of the removed file.
     #[serde(default)]
-    pub removals: BTreeMap<String, Sha256>,
+    pub removals: PathTable<Sha256>,
 }
 
 impl Intent {
@@ -485,7 +489,7 @@ impl Intent {
             .writes
             .keys()
             .chain(self.removals.keys())
-            .all(|k| plain_key(k));
+            .all(plain_key);
         let head = toml::to_string(&Head {
             version: &self.version,
             release_asset_sha256: self.release_asset_sha256,
@@ -568,17 +572,11 @@ mod tests {
 
     #[test]
     fn a_rendered_marker_is_read_plainly_and_round_trips() {
-        let mut files = BTreeMap::new();
-        files.insert(
-            "context/INDEX.md".to_owned(),
-            Sha256::parse(D1, "t").unwrap(),
-        );
-        files.insert(
-            "context/skills/a b/ü.md".to_owned(),
-            Sha256::parse(D2, "t").unwrap(),
-        );
-        let mut user_files = BTreeMap::new();
-        user_files.insert("AGENTS.md".to_owned(), Sha256::parse(D2, "t").unwrap());
+        let mut files = PathTable::new();
+        files.insert("context/INDEX.md", Sha256::parse(D1, "t").unwrap());
+        files.insert("context/skills/a b/ü.md", Sha256::parse(D2, "t").unwrap());
+        let mut user_files = PathTable::new();
+        user_files.insert("AGENTS.md", Sha256::parse(D2, "t").unwrap());
         let marker = Marker::parse_toml(&format!("{}[files]\n", head()))
             .map(|m| Marker {
                 files,
@@ -613,8 +611,8 @@ mod tests {
         full.install.dependencies = deps;
         for (i, p) in plain.iter().enumerate() {
             let digest = d(if i % 2 == 0 { D1 } else { D2 });
-            full.files.insert((*p).to_owned(), digest);
-            full.user_files.insert(format!("{p}.user"), digest);
+            full.files.insert(p, digest);
+            full.user_files.insert(&format!("{p}.user"), digest);
         }
         cases.push((full.clone(), true));
         for odd in [
@@ -628,7 +626,7 @@ mod tests {
             "x\u{2028}y",
         ] {
             let mut m = full.clone();
-            m.files.insert(odd.to_owned(), d(D1));
+            m.files.insert(odd, d(D1));
             cases.push((m, false));
         }
         for (marker, expect_plain) in cases {
@@ -654,8 +652,8 @@ mod tests {
             base_marker_sha256: None,
             skills: vec!["a".to_owned(), "b c".to_owned()],
             now: "2026-01-01T00:00:00Z".to_owned(),
-            writes: BTreeMap::new(),
-            removals: BTreeMap::new(),
+            writes: PathTable::new(),
+            removals: PathTable::new(),
         };
         let mut full = empty.clone();
         full.base_marker_sha256 = Some(d(D2));
@@ -664,15 +662,14 @@ mod tests {
             .enumerate()
         {
             let before = (i % 2 == 0).then(|| d(D2));
-            full.writes
-                .insert((*p).to_owned(), IntentWrite { new: d(D1), before });
-            full.removals.insert(format!("{p}.old"), d(D2));
+            full.writes.insert(p, IntentWrite { new: d(D1), before });
+            full.removals.insert(&format!("{p}.old"), d(D2));
         }
         let mut only_removals = full.clone();
-        only_removals.writes.clear();
+        only_removals.writes = PathTable::new();
         let mut odd = full.clone();
         odd.writes.insert(
-            "a\"b".to_owned(),
+            "a\"b",
             IntentWrite {
                 new: d(D1),
                 before: None,

@@ -9,11 +9,11 @@
 //! replacing it changes the inode. Only planning trusts the cache; `integrity` (doctor
 //! `--integrity`) re-hashes every byte.
 
-use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::digest::Sha256;
+use crate::table::PathTable;
 
 /// First line of the cache file.
 const HEADER: &str = "# aibox processkit stat cache v1";
@@ -48,10 +48,11 @@ impl StatKey {
     }
 }
 
-/// The parsed cache with the mtime of the cache file (for racily clean entries).
+/// The parsed cache with the mtime of the cache file (for racily clean entries). Its
+/// entries are a [`PathTable`]: one per installed file, in the file's (sorted) order.
 #[derive(Debug, Default)]
 pub struct StatCache {
-    entries: HashMap<String, (StatKey, Sha256)>,
+    entries: PathTable<(StatKey, Sha256)>,
     written: (i64, i64),
 }
 
@@ -60,7 +61,7 @@ impl StatCache {
     /// skipped (they only cost a re-hash).
     pub fn parse(text: &str, written: &std::fs::Metadata) -> Self {
         let written = StatKey::of(written).map_or((0, 0), |k| k.mtime);
-        let mut entries = HashMap::new();
+        let mut entries = PathTable::new();
         let mut lines = text.lines();
         if lines.next() != Some(HEADER) {
             return Self::default();
@@ -92,8 +93,12 @@ impl StatCache {
                 ctime,
                 ino,
             };
-            entries.insert(path.to_owned(), (key, digest));
+            // Rendered in path order, so appended; a line out of order is placed.
+            if !entries.push(path, (key, digest)) {
+                entries.insert(path, (key, digest));
+            }
         }
+        entries.shrink_to_fit();
         Self { entries, written }
     }
 
@@ -106,13 +111,17 @@ impl StatCache {
 
     /// Renders a cache for the files in `digests` (project path → digest they hold) as
     /// they are now under `root`; files that are missing or not regular are left out.
-    pub fn render(root: &Path, digests: &BTreeMap<String, Sha256>) -> String {
+    pub fn render(root: &Path, digests: &PathTable<Sha256>) -> String {
         // The time line makes every rewrite change the file, so its mtime (the racy
         // threshold) moves on even when no entry changed.
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let mut out = format!("{HEADER}\nwritten {now}\n");
+        // Sized once for the usual line (digest, size, two times, inode: about 130 bytes
+        // besides the path), so the text is not copied as it grows.
+        let lines: usize = digests.keys().map(|p| p.len() + 136).sum();
+        let mut out = String::with_capacity(HEADER.len() + 48 + lines);
+        let _ = writeln!(out, "{HEADER}\nwritten {now}");
         for (path, digest) in digests {
             let Ok(meta) = fs_err::symlink_metadata(root.join(path)) else {
                 continue;

@@ -171,7 +171,7 @@ pub fn skill_changes_known(
         })
     };
     let mut out = SkillChanges::default();
-    for (path, expected) in marker.files.range(prefix.clone()..) {
+    for (path, expected) in marker.files.range_from(&prefix) {
         if !path.starts_with(&prefix) {
             break;
         }
@@ -180,8 +180,8 @@ pub fn skill_changes_known(
             continue;
         }
         match live {
-            None => out.missing.push(path.clone()),
-            Some(h) if h != *expected => out.modified.push(path.clone()),
+            None => out.missing.push(path.to_owned()),
+            Some(h) if h != *expected => out.modified.push(path.to_owned()),
             Some(_) => {}
         }
     }
@@ -205,9 +205,9 @@ pub fn installed_by_release(marker: &Marker, dir: &str) -> bool {
     let prefix = format!("{dir}/");
     // A range lookup, not a scan: called once per skill, a scan made listing the skills
     // quadratic in the release.
-    let below = |files: &BTreeMap<String, Sha256>| {
+    let below = |files: &crate::table::PathTable<Sha256>| {
         files
-            .range(prefix.clone()..)
+            .range_from(&prefix)
             .next()
             .is_some_and(|(p, _)| p.starts_with(&prefix))
     };

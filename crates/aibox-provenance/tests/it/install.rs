@@ -488,9 +488,9 @@ fn integrity_hashes_every_vouched_file_and_neither_follows_nor_waits() {
     let piped = marker
         .files
         .keys()
-        .find(|p| p.as_str() != linked && p.contains("/skills/"))
+        .find(|p| *p != linked && p.contains("/skills/"))
         .unwrap()
-        .clone();
+        .to_owned();
     let copy = root.join("copy-of-skill.md");
     fs_err::rename(root.join(linked), &copy).unwrap();
     std::os::unix::fs::symlink(&copy, root.join(linked)).unwrap();

@@ -13,15 +13,22 @@ pub(crate) fn findings(
     resolved: Option<&Result<crate::resolve::Resolved, crate::error::EngineError>>,
 ) -> Vec<Finding> {
     use aibox_provenance::IntegrityStatus;
-    let none = std::collections::BTreeMap::new();
-    let known = match resolved {
+    let scan = match resolved {
         Some(Ok(r)) => match &r.processkit {
-            crate::resolve::ProcesskitState::Resolved(release) => &release.scan.files,
-            _ => &none,
+            crate::resolve::ProcesskitState::Resolved(release) => Some(&release.scan),
+            _ => None,
         },
-        _ => &none,
+        _ => None,
     };
-    let report = match aibox_provenance::integrity_known(root.as_std_path(), known) {
+    // The scan's marker and live states when there is one, so the marker is parsed once.
+    let report = match scan {
+        Some(scan) => aibox_provenance::integrity_scanned(root.as_std_path(), scan),
+        None => aibox_provenance::integrity_known(
+            root.as_std_path(),
+            &aibox_provenance::PathTable::new(),
+        ),
+    };
+    let report = match report {
         Ok(r) => r,
         Err(e) => {
             return vec![Finding::new(
