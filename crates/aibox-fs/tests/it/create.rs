@@ -43,24 +43,6 @@ fn fixture(bytes: &[u8]) -> Fixture {
     }
 }
 
-/// Every entry below `root` (files, folders, links), relative and sorted.
-fn entries(root: &Utf8Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs_err::read_dir(&dir).unwrap() {
-            let entry = entry.unwrap();
-            let path = Utf8PathBuf::from_path_buf(entry.path()).unwrap();
-            if entry.file_type().unwrap().is_dir() {
-                stack.push(path.clone());
-            }
-            out.push(path.strip_prefix(root).unwrap().to_string());
-        }
-    }
-    out.sort();
-    out
-}
-
 const LIVE: &str = "context/skills/a/guide.md";
 const SNAPSHOT: &str = "context/templates/processkit/v1/context/skills/a/guide.md";
 
@@ -83,7 +65,7 @@ fn new_files_are_created_in_place_with_their_bytes_and_mode() {
         assert_eq!(mode, 0o755, "{rel}");
     }
     // The two files and their folders, nothing else (no temp file).
-    let files: Vec<String> = entries(&f.root)
+    let files: Vec<String> = crate::writer::walk(&f.root, true)
         .into_iter()
         .filter(|p| f.root.join(p).is_file())
         .collect();
@@ -142,7 +124,7 @@ fn a_source_that_changed_leaves_no_file_behind() {
         )
         .unwrap_err();
     assert!(matches!(err, WriteError::SourceChanged { .. }), "{err:?}");
-    let files: Vec<String> = entries(&f.root)
+    let files: Vec<String> = crate::writer::walk(&f.root, true)
         .into_iter()
         .filter(|p| !f.root.join(p).is_dir())
         .collect();

@@ -17,18 +17,20 @@ fn code(err: &dyn miette::Diagnostic) -> String {
     err.code().map(|c| c.to_string()).unwrap_or_default()
 }
 
-/// Every file below `root`, relative and sorted.
-fn walk(root: &Utf8Path) -> Vec<String> {
+/// Every file below `root` (with `folders`, every folder too), relative and sorted.
+pub(crate) fn walk(root: &Utf8Path, folders: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_owned()];
     while let Some(dir) = stack.pop() {
         for entry in fs_err::read_dir(&dir).unwrap() {
             let entry = entry.unwrap();
             let path = Utf8PathBuf::from_path_buf(entry.path()).unwrap();
-            if entry.file_type().unwrap().is_dir() {
-                stack.push(path);
-            } else {
+            let is_dir = entry.file_type().unwrap().is_dir();
+            if !is_dir || folders {
                 out.push(path.strip_prefix(root).unwrap().to_string());
+            }
+            if is_dir {
+                stack.push(path);
             }
         }
     }
@@ -60,7 +62,10 @@ fn writer_refuses_paths_outside_the_perimeter() {
         let err = writer.write(Utf8Path::new(path), b"x", None).unwrap_err();
         assert_eq!(code(&err), expected, "{path}");
     }
-    assert_eq!(walk(&root_path), vec![".aibox-local.toml", "aibox.toml"]);
+    assert_eq!(
+        walk(&root_path, false),
+        vec![".aibox-local.toml", "aibox.toml"]
+    );
     // Inside the perimeter: created, then unchanged, then updated.
     let p = Utf8Path::new(".aibox/notes/x.txt");
     assert_eq!(writer.write(p, b"1", None).unwrap(), WriteOutcome::Created);

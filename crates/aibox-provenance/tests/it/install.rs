@@ -42,14 +42,7 @@ fn read(root: &Path, rel: &str) -> Vec<u8> {
     fs_err::read(root.join(rel)).unwrap()
 }
 
-/// The class and action `plan` gives `path`.
-fn class_of(plan: &aibox_provenance::InstallPlan, path: &str) -> (Class, Action) {
-    plan.decisions
-        .iter()
-        .find(|x| x.path == path)
-        .map(|x| (x.class, x.action))
-        .unwrap()
-}
+use common::class_of;
 
 #[test]
 fn first_install_selects_maps_and_records() {

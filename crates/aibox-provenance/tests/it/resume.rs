@@ -12,24 +12,41 @@ use aibox_provenance::{InstallPlan, apply_plan};
 use aibox_test_support::http::release::SyntheticRelease;
 use common::Setup;
 
-/// The class and action `plan` gives `path`.
-fn class_of(plan: &InstallPlan, path: &str) -> (Class, Action) {
-    plan.decisions
-        .iter()
-        .find(|x| x.path == path)
-        .map(|x| (x.class, x.action))
-        .unwrap()
+use common::class_of;
+
+/// A project about to get its first install of a generated release: its folder, the
+/// release store, the release's section and the first install's plan.
+struct FirstInstall {
+    project: tempfile::TempDir,
+    _store: tempfile::TempDir,
+    section: aibox_config::ProcesskitSection,
+    first: InstallPlan,
+}
+
+fn first_install() -> FirstInstall {
+    let project = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let release = SyntheticRelease::generate("v1.0.0", false);
+    let section = common::publish(&release, store.path());
+    let first = common::plan_section(project.path(), &section, &Setup::default()).unwrap();
+    FirstInstall {
+        project,
+        _store: store,
+        section,
+        first,
+    }
 }
 
 #[test]
 fn a_file_killed_while_created_in_place_is_completed_when_the_run_resumes() {
-    let project = tempfile::tempdir().unwrap();
-    let store = tempfile::tempdir().unwrap();
+    let FirstInstall {
+        project,
+        _store,
+        section,
+        first,
+    } = first_install();
     let root = project.path();
-    let release = SyntheticRelease::generate("v1.0.0", false);
-    let section = common::publish(&release, store.path());
     let setup = Setup::default();
-    let first = common::plan_section(root, &section, &setup).unwrap();
     // The record the killed run stored before its first write.
     let intent = first
         .intent
@@ -81,13 +98,14 @@ fn a_file_killed_while_created_in_place_is_completed_when_the_run_resumes() {
 
 #[test]
 fn a_complete_file_with_other_bytes_is_not_taken_for_a_partial_one() {
-    let project = tempfile::tempdir().unwrap();
-    let store = tempfile::tempdir().unwrap();
+    let FirstInstall {
+        project,
+        _store,
+        section,
+        first,
+    } = first_install();
     let root = project.path();
-    let release = SyntheticRelease::generate("v1.0.0", false);
-    let section = common::publish(&release, store.path());
     let setup = Setup::default();
-    let first = common::plan_section(root, &section, &setup).unwrap();
     let intent = first.intent.clone().unwrap();
     let (path, upstream) = first
         .writes

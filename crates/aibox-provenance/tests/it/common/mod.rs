@@ -153,3 +153,18 @@ pub fn install(
     write_lock(root, &plan.lock);
     plan
 }
+
+/// The class and action `plan` gives `path`.
+pub fn class_of(
+    plan: &InstallPlan,
+    path: &str,
+) -> (
+    aibox_provenance::install::Class,
+    aibox_provenance::install::Action,
+) {
+    plan.decisions
+        .iter()
+        .find(|x| x.path == path)
+        .map(|x| (x.class, x.action))
+        .unwrap()
+}
