@@ -951,15 +951,8 @@ impl<'a> Writer<'a> {
         mode: Option<u32>,
         created: &mut Vec<Created>,
     ) -> Result<(), WriteError> {
-        use sha2::Digest as _;
-        use std::io::Read as _;
         let Some(first) = rels.first() else {
             return Ok(());
-        };
-        let changed = |reason: String| WriteError::SourceChanged {
-            path: (*first).to_owned(),
-            from: from.path().display().to_string(),
-            reason,
         };
         let mut targets = Vec::with_capacity(rels.len());
         for rel in rels {
@@ -970,13 +963,7 @@ impl<'a> Writer<'a> {
                 .unwrap_or_else(|| self.root.path().to_owned());
             targets.push((*rel, dir));
         }
-        let source = fs_err::File::open(from.path()).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                changed("is missing".to_owned())
-            } else {
-                WriteError::io("read", from.path().display().to_string(), e)
-            }
-        })?;
+        let source = open_verified(from, first)?;
         for (rel, dir) in targets {
             let path = dir.join(rel.file_name().unwrap_or_default());
             let mut options = fs_err::OpenOptions::new();
@@ -1000,44 +987,35 @@ impl<'a> Writer<'a> {
         if self.buf.is_empty() {
             self.buf = vec![0u8; 64 * 1024];
         }
-        let mut hasher = sha2::Sha256::new();
-        let mut copied = 0u64;
-        let mut reader = source.take(from.size.saturating_add(1));
         // The test crash hook stops once in the middle of each new file (its first half
         // written), so the kill points cover partly written files.
         let mut halfway = self.crash.armed();
-        loop {
-            let n = match reader.read(&mut self.buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(WriteError::io("read", from.path().display().to_string(), e)),
-            };
-            let chunk = &self.buf[..n];
-            hasher.update(chunk);
-            copied += n as u64;
+        let crash = &mut self.crash;
+        stream_verified(source, from, first, &mut self.buf, |chunk| {
+            let (head, tail) = chunk.split_at(if halfway {
+                chunk.len() / 2
+            } else {
+                chunk.len()
+            });
             for m in created.iter_mut() {
-                let (head, tail) = chunk.split_at(if halfway { n / 2 } else { n });
                 m.file
                     .write_all(head)
                     .map_err(|e| WriteError::io("write", &m.path, e))?;
                 if halfway {
-                    self.crash.point();
+                    crash.point();
                     m.file
                         .write_all(tail)
                         .map_err(|e| WriteError::io("write", &m.path, e))?;
                 }
             }
             halfway = false;
-        }
+            Ok(())
+        })?;
         if halfway {
             // An empty source: each file is complete once created.
             for _ in created.iter() {
                 self.crash.point();
             }
-        }
-        if let Some(reason) = from.mismatch(copied, &hasher.finalize().into()) {
-            return Err(changed(reason));
         }
         for m in created.iter() {
             if let Some(mode) = mode {
@@ -1314,47 +1292,20 @@ fn copy_temp(
     from: &aibox_config::CopyFrom,
     buf: &mut [u8],
 ) -> Result<(), WriteError> {
-    use sha2::Digest as _;
-    use std::io::Read as _;
     let CopyTarget {
         temp,
         rel,
         mode,
         sync,
     } = *target;
-    let changed = |reason: String| WriteError::SourceChanged {
-        path: rel.to_owned(),
-        from: from.path().display().to_string(),
-        reason,
-    };
-    let source = fs_err::File::open(from.path()).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            changed("is missing".to_owned())
-        } else {
-            WriteError::io("read", rel, e)
-        }
-    })?;
+    let source = open_verified(from, rel)?;
     let mut file = create_temp(temp, mode)?;
-    let mut hasher = sha2::Sha256::new();
-    let mut copied = 0u64;
-    let mut reader = source.take(from.size.saturating_add(1));
-    let result = loop {
-        let n = match reader.read(buf) {
-            Ok(0) => break Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => break Err(WriteError::io("read", from.path().display().to_string(), e)),
-        };
-        hasher.update(&buf[..n]);
-        copied += n as u64;
-        if let Err(e) = file.write_all(&buf[..n]) {
-            break Err(WriteError::io("write", temp, e));
-        }
-    }
+    let result = stream_verified(source, from, rel, buf, |chunk| {
+        file.write_all(chunk)
+            .map_err(|e| WriteError::io("write", temp, e))
+    })
     .and_then(|()| {
-        if let Some(reason) = from.mismatch(copied, &hasher.finalize().into()) {
-            Err(changed(reason))
-        } else if sync {
+        if sync {
             file.sync_all()
                 .map_err(|e| WriteError::io("write", temp, e))
         } else {
@@ -1367,6 +1318,62 @@ fn copy_temp(
         return Err(e);
     }
     Ok(())
+}
+
+/// Opens the verified source `from` of the write of `rel`; a missing source is a changed
+/// one ([`WriteError::SourceChanged`]).
+fn open_verified(
+    from: &aibox_config::CopyFrom,
+    rel: &Utf8Path,
+) -> Result<fs_err::File, WriteError> {
+    fs_err::File::open(from.path()).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            source_changed(from, rel, "is missing".to_owned())
+        } else {
+            WriteError::io("read", from.path().display().to_string(), e)
+        }
+    })
+}
+
+/// Reads `source` (the opened `from`) to its end through `buf`, handing each chunk to
+/// `sink`, and checks its size and SHA-256 against `from`'s
+/// ([`WriteError::SourceChanged`] naming `rel` on a mismatch). At most one byte past the
+/// verified size is read, enough to see that it grew.
+fn stream_verified(
+    source: fs_err::File,
+    from: &aibox_config::CopyFrom,
+    rel: &Utf8Path,
+    buf: &mut [u8],
+    mut sink: impl FnMut(&[u8]) -> Result<(), WriteError>,
+) -> Result<(), WriteError> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    let mut hasher = sha2::Sha256::new();
+    let mut copied = 0u64;
+    let mut reader = source.take(from.size.saturating_add(1));
+    loop {
+        let n = match reader.read(buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(WriteError::io("read", from.path().display().to_string(), e)),
+        };
+        hasher.update(&buf[..n]);
+        copied += n as u64;
+        sink(&buf[..n])?;
+    }
+    match from.mismatch(copied, &hasher.finalize().into()) {
+        Some(reason) => Err(source_changed(from, rel, reason)),
+        None => Ok(()),
+    }
+}
+
+fn source_changed(from: &aibox_config::CopyFrom, rel: &Utf8Path, reason: String) -> WriteError {
+    WriteError::SourceChanged {
+        path: rel.to_owned(),
+        from: from.path().display().to_string(),
+        reason,
+    }
 }
 
 /// Renames `from` to `to`, failing with `AlreadyExists` instead of replacing anything at
