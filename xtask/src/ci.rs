@@ -14,6 +14,9 @@
 //! group's start. Each group's output is shown as one block: a background group's is
 //! kept in its log under `target/` and printed when it ends.
 //!
+//! The tests write their temporary files to a tmpfs where `ci` may mount one (see
+//! `scratch.rs`).
+//!
 //! One compile of each crate: xtask names the crates whose features only other crates or
 //! dev-dependencies enable (see `xtask/Cargo.toml`), so `cargo xtask` builds its crates
 //! as the test build does, and the cargo runs started here do not inherit the variables
@@ -99,6 +102,7 @@ pub(crate) fn run() -> Result<(), String> {
             step("build every test", BUILD)
         },
     )?;
+    let _scratch = crate::scratch::prepare()?;
     tests()?;
     // The embedder example: resolve, plan and apply through the library alone. Chosen by
     // its name in the workspace, not with `--package aibox-engine`: one package's feature
@@ -254,7 +258,7 @@ impl Background {
                     }
                     let _ = writeln!(&file, "==> {name}: {}", argv.join(" "));
                     let mut cmd = Command::new(program);
-                    match crate::without_cargo_run_env(&mut cmd)
+                    match crate::scratch::apply(crate::without_cargo_run_env(&mut cmd))
                         .args(args)
                         .stdin(Stdio::null())
                         .stdout(out)

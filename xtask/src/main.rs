@@ -49,6 +49,7 @@ mod image;
 mod layering;
 mod pk_doctor;
 mod release;
+mod scratch;
 mod tidy;
 
 use std::process::{Command, ExitCode};
@@ -185,10 +186,11 @@ pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
-/// A `cargo` command for a build or test run, without the variables of [`cargo_run_env`].
+/// A `cargo` command for a build or test run, without the variables of [`cargo_run_env`]
+/// and with `ci`'s temporary folder for the tests, once chosen (see `scratch.rs`).
 pub(crate) fn cargo_command() -> Command {
     let mut cmd = Command::new(cargo());
-    without_cargo_run_env(&mut cmd);
+    scratch::apply(without_cargo_run_env(&mut cmd));
     cmd
 }
 

@@ -1165,6 +1165,9 @@ fn as_rootless(home: &Utf8Path, program: &str) -> Command {
         .env("XDG_RUNTIME_DIR", run.as_str())
         .env("CONTAINERS_CONF", home.join("containers.conf").as_str())
         .env_remove("DOCKER_HOST")
+        // The tests' own temporary folder (`cargo xtask ci`'s tmpfs below `target/`) may
+        // be out of this user's reach: the system's, as a real user has.
+        .env_remove("TMPDIR")
         .env("NO_COLOR", "1")
         .current_dir(home.as_str())
         .stdin(std::process::Stdio::null());
@@ -1195,6 +1198,8 @@ fn rootless_podman_maps_the_owner_into_the_container() {
     ok(aibox(&podman, &root).args(["apply", "--build"]));
     aibox_test_support::podman::chown_tree(&root, &format!("{uid}:{gid}"));
     let saved = home.join("image.tar");
+    // A failed earlier run may have left one, which `podman save` refuses to overwrite.
+    let _ = fs_err::remove_file(&saved);
     ok(podman
         .command()
         .args(["save", "-o", saved.as_str(), &image]));
