@@ -4,8 +4,6 @@
 //! They sit below both [`crate::plan`](mod@crate::plan) (which runs the sources) and
 //! [`crate::sources`] (which fill the builder), so the arrows between those point one way.
 
-use std::collections::BTreeMap;
-
 use aibox_config::{Ownership, PlannedFile, Project};
 use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -83,20 +81,19 @@ impl PlanContext<'_> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PathKey(String);
 
-impl PathKey {
-    fn of(path: &Utf8Path) -> Self {
-        Self(path.as_str().to_owned())
+impl Ord for PathKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        path_order(&self.0, &other.0)
     }
 }
 
-impl Ord for PathKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
-        let rank = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
-        match a.iter().zip(b).position(|(x, y)| x != y) {
-            Some(i) => rank(a[i]).cmp(&rank(b[i])),
-            None => a.len().cmp(&b.len()),
-        }
+/// The order of [`PathKey`] on two clean plan paths.
+fn path_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let rank = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => rank(a[i]).cmp(&rank(b[i])),
+        None => a.len().cmp(&b.len()),
     }
 }
 
@@ -109,12 +106,18 @@ impl PartialOrd for PathKey {
 /// Collects planned files from the sources; refuses two sources writing one path.
 #[derive(Debug, Default)]
 pub struct PlanBuilder {
-    /// Each planned file, and whether it is verified content (see
-    /// [`Self::add_verified`]): a flag beside the file rather than a second set of its
-    /// path, which at 17,000 release files was 2.4 MB more. The path of a verified file
-    /// lives in its key only (the file's own is empty until [`Self::finish`]): every
-    /// processkit file's path was held twice while planning.
-    files: BTreeMap<PathKey, (PlannedFile, bool)>,
+    /// The planned files in the order they were added, sorted by path in
+    /// [`Self::finish`]. Not a map keyed by path: at 17,000 release files its nodes were
+    /// 5.3 MB beside the files, and its conversion into the plan's list held both (the
+    /// peak of a first install's planning).
+    files: Vec<PlannedFile>,
+    /// Where in [`Self::files`] the files that are not verified content are (see
+    /// [`Self::add_verified`]): a few generated files, which the policy gate scans.
+    unverified: Vec<usize>,
+    /// A hash of each planned path, to refuse a second file at one path: only a hash
+    /// match looks through the files.
+    path_hashes: std::collections::HashSet<u64>,
+    hasher: std::collections::hash_map::RandomState,
     removals: std::collections::BTreeSet<PathKey>,
     processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
     processkit_wiring: aibox_mcp_registration::ProcesskitWiring,
@@ -203,29 +206,27 @@ impl PlanBuilder {
 
     /// The planned files that are not verified content, which the policy gate scans.
     pub(crate) fn unverified(&self) -> impl Iterator<Item = &PlannedFile> {
-        self.files
-            .values()
-            .filter(|(_, verified)| !verified)
-            .map(|(f, _)| f)
+        self.unverified.iter().map(|&i| &self.files[i])
     }
 
-    fn insert(&mut self, mut file: PlannedFile, verified: bool) -> Result<(), EngineError> {
+    /// Makes room for `additional` more files at once (a source that adds thousands):
+    /// growing by doubling would hold up to twice the list, and both while it moves.
+    pub fn reserve(&mut self, additional: usize) {
+        self.files.reserve_exact(additional);
+        self.path_hashes.reserve(additional);
+    }
+
+    fn insert(&mut self, file: PlannedFile, verified: bool) -> Result<(), EngineError> {
         crate::writer::check_relative(&file.path)?;
-        // Only unverified files are read with their paths before `finish` (the gate).
-        let key = if verified {
-            PathKey(std::mem::take(&mut file.path).into_string())
-        } else {
-            PathKey::of(&file.path)
-        };
-        match self.files.entry(key) {
-            std::collections::btree_map::Entry::Occupied(slot) => Err(EngineError::DuplicatePath {
-                path: Utf8PathBuf::from(slot.key().0.clone()),
-            }),
-            std::collections::btree_map::Entry::Vacant(slot) => {
-                slot.insert((file, verified));
-                Ok(())
-            }
+        let hash = std::hash::BuildHasher::hash_one(&self.hasher, file.path.as_str());
+        if !self.path_hashes.insert(hash) && self.files.iter().any(|f| f.path == file.path) {
+            return Err(EngineError::DuplicatePath { path: file.path });
         }
+        if !verified {
+            self.unverified.push(self.files.len());
+        }
+        self.files.push(file);
+        Ok(())
     }
 
     /// Adds several files.
@@ -283,7 +284,8 @@ impl PlanBuilder {
     /// Whether a file is planned at `path` so far (for sources that build on another's
     /// output).
     pub fn contains(&self, path: &Utf8Path) -> bool {
-        self.files.contains_key(&PathKey::of(path))
+        let hash = std::hash::BuildHasher::hash_one(&self.hasher, path.as_str());
+        self.path_hashes.contains(&hash) && self.files.iter().any(|f| f.path == path)
     }
 
     /// The lock being built: sources record their own sections here (the engine fills
@@ -294,28 +296,29 @@ impl PlanBuilder {
 
     pub(crate) fn finish(mut self, aibox_version: &str) -> Result<Plan, EngineError> {
         aibox_version.clone_into(&mut self.lock.aibox.cli_version);
+        // In place: paths are unique (`insert`), so no order between equals is needed.
+        self.files
+            .sort_unstable_by(|a, b| path_order(a.path.as_str(), b.path.as_str()));
         self.lock.generated = self
             .files
             .iter()
-            .filter(|(_, (f, _))| f.ownership == Ownership::Generated)
-            .map(|(path, (f, _))| (path.0.clone(), sha256_hex(&f.contents)))
+            .filter(|f| f.ownership == Ownership::Generated)
+            .map(|f| (f.path.to_string(), sha256_hex(&f.contents)))
             .collect();
         let lock_text = self.lock.render()?;
+        let planned = |p: &PathKey| {
+            self.files
+                .binary_search_by(|f| path_order(f.path.as_str(), &p.0))
+                .is_ok()
+        };
         let removals = self
             .removals
-            .into_iter()
-            .filter(|p| !self.files.contains_key(p))
-            .map(|p| Utf8PathBuf::from(p.0))
+            .iter()
+            .filter(|p| !planned(p))
+            .map(|p| Utf8PathBuf::from(p.0.clone()))
             .collect();
         Ok(Plan {
-            files: self
-                .files
-                .into_iter()
-                .map(|(path, (mut f, _))| {
-                    f.path = Utf8PathBuf::from(path.0);
-                    f
-                })
-                .collect(),
+            files: self.files,
             removals,
             processkit_servers: self.processkit_servers,
             warnings: self.warnings,

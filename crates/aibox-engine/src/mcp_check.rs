@@ -423,17 +423,24 @@ fn run_one(
         .map(ToOwned::to_owned)
         .chain(check.command.iter().cloned())
         .collect();
-    let command = runtime.exec_command(
-        target,
-        &PipedExec {
-            user: &target.user,
-            cmd: &cmd,
-            literal_env: &literal_env,
-            env: &[],
-        },
-    )?;
+    let exec = PipedExec {
+        user: &target.user,
+        cmd: &cmd,
+        literal_env: &literal_env,
+        env: &[],
+    };
     progress(&spec.name);
-    let mut probe = aibox_runtime::probe_mcp_server(command, deadline);
+    let mut probe = aibox_runtime::probe_mcp_server(runtime.exec_command(target, &exec)?, deadline);
+    // The engine's exec client may exit before it relayed the last stderr of a process
+    // that died at once (Podman's `exec` output race, worst on a busy machine): exactly
+    // the lines that say why a server died. A server that died without a word is asked
+    // once more; the second answer counts when it failed the same way.
+    if probe.failure == Some(ProbeFailure::Exited) && probe.stderr_tail.is_empty() {
+        let again = aibox_runtime::probe_mcp_server(runtime.exec_command(target, &exec)?, deadline);
+        if again.failure == Some(ProbeFailure::Exited) {
+            probe = again;
+        }
+    }
     // A server may print its environment or a token in a traceback: mask secrets.
     probe.stderr_tail = probe
         .stderr_tail

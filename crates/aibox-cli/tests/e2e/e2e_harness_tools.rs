@@ -420,4 +420,36 @@ fn a_dying_server_is_reported(podman: &Podman, root: &Utf8Path) {
             .contains("aibox mcp check broken"),
         "{failed}"
     );
+
+    a_silent_death_is_probed_again(podman, root);
+}
+
+/// A server that dies without a word is probed a second time (the engine's exec client
+/// may drop the last stderr of a process that exits at once): this one is silent on its
+/// first start and says why on its second, and `mcp check` shows the second answer.
+fn a_silent_death_is_probed_again(podman: &Podman, root: &Utf8Path) {
+    let mut toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
+    toml.push_str(
+        r#"
+[[ai.mcp.servers]]
+name = "silent-once"
+command = "python3"
+args = ["-c", "import os, sys; p = '/tmp/aibox-e2e-silent-once'; again = os.path.exists(p); open(p, 'w').close(); again and sys.stderr.write('second try\n'); sys.exit(1)"]
+"#,
+    );
+    fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    ok(aibox(podman, root).arg("apply"));
+    let out = aibox(podman, root)
+        .args(["mcp", "check", "silent-once", "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let probe = &report["servers"][0]["probe"];
+    assert_eq!(probe["failure"], "exited", "{report}");
+    assert_eq!(
+        probe["stderr_tail"],
+        serde_json::json!(["second try"]),
+        "{report}"
+    );
 }

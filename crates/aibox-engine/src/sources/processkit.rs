@@ -169,7 +169,14 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     }
     install.decisions = Vec::new();
     // Release files are planned as copies from the unpacked release: no payload bytes
-    // are held in memory.
+    // are held in memory. Room for all of them at once (live, snapshot, migration,
+    // marker).
+    plan.reserve(
+        install.writes.len()
+            + install.snapshot.as_ref().map_or(0, |s| s.files.len())
+            + install.migration.as_ref().map_or(0, Vec::len)
+            + 1,
+    );
     for w in std::mem::take(&mut install.writes) {
         add(plan, w.path.clone(), w, true)?;
     }
