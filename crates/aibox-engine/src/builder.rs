@@ -103,6 +103,10 @@ impl PartialOrd for PathKey {
     }
 }
 
+/// Files the sources other than processkit add at most (generated container files,
+/// harness configurations, `.gitignore`): see [`PlanBuilder::reserve`].
+const ROOM_FOR_SMALL_SOURCES: usize = 256;
+
 /// Collects planned files from the sources; refuses two sources writing one path.
 #[derive(Debug, Default)]
 pub struct PlanBuilder {
@@ -212,7 +216,9 @@ impl PlanBuilder {
     /// Makes room for `additional` more files at once (a source that adds thousands):
     /// growing by doubling would hold up to twice the list, and both while it moves.
     pub fn reserve(&mut self, additional: usize) {
-        self.files.reserve_exact(additional);
+        // Room beyond `additional` for the sources that add a few files after it: one
+        // more file past the capacity would double the list.
+        self.files.reserve_exact(additional + ROOM_FOR_SMALL_SOURCES);
         self.path_hashes.reserve(additional);
     }
 
