@@ -218,7 +218,8 @@ impl PlanBuilder {
     pub fn reserve(&mut self, additional: usize) {
         // Room beyond `additional` for the sources that add a few files after it: one
         // more file past the capacity would double the list.
-        self.files.reserve_exact(additional + ROOM_FOR_SMALL_SOURCES);
+        self.files
+            .reserve_exact(additional + ROOM_FOR_SMALL_SOURCES);
         self.path_hashes.reserve(additional);
     }
 

@@ -88,6 +88,23 @@ pub fn harness_dir() -> Utf8PathBuf {
     target_dir().join("aibox-podman")
 }
 
+/// Keeps the build layers end-to-end tests keep (see `layers`) while the returned file is
+/// open, also between two test processes: for a runner that starts a process per test
+/// (`cargo xtask ci` around nextest). `None` when the lock cannot be taken; the tests
+/// then keep layers for their own processes' lives only.
+pub fn hold_kept_layers() -> Option<fs_err::File> {
+    let dir = harness_dir();
+    fs_err::create_dir_all(&dir).ok()?;
+    let file = fs_err::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(layers::LOCK_FILE))
+        .ok()?;
+    file.file().lock_shared().ok()?;
+    Some(file)
+}
+
 /// The workspace's Cargo target folder (`CARGO_TARGET_DIR` or `<workspace>/target`).
 pub(crate) fn target_dir() -> Utf8PathBuf {
     std::env::var("CARGO_TARGET_DIR").map_or_else(

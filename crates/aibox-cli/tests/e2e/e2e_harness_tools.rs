@@ -434,7 +434,7 @@ fn a_silent_death_is_probed_again(podman: &Podman, root: &Utf8Path) {
 [[ai.mcp.servers]]
 name = "silent-once"
 command = "python3"
-args = ["-c", "import os, sys; p = '/tmp/aibox-e2e-silent-once'; again = os.path.exists(p); open(p, 'w').close(); again and sys.stderr.write('second try\n'); sys.exit(1)"]
+args = ["-c", "import os, sys; p = '/tmp/aibox-e2e-silent-once'; again = os.path.exists(p); open(p, 'w').close(); again and sys.stderr.write('second try\\n'); sys.exit(1)"]
 "#,
     );
     fs_err::write(root.join("aibox.toml"), toml).unwrap();

@@ -15,6 +15,9 @@
 //! however the process ended (a panic, Ctrl-C, a kill), and never while a later test
 //! binary builds on the same layers (Podman 4.3 failed builds with "layer not known" when
 //! layers went away under them).
+//! A runner that starts a process per test (nextest, under `cargo xtask ci`) holds the
+//! lock itself for the whole run ([`super::hold_kept_layers`]), so the layers also
+//! outlive the moments between two test processes.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -31,9 +34,12 @@ const REPOSITORY: &str = "localhost/aibox-test-layers";
 /// (`--filter reference=` would list every name of a matching image, the base image's too).
 const REMOVE_TAGS: &str = r#"for t in $(podman images --format '{{.Repository}}:{{.Tag}}'); do case "$t" in "$1":*) podman rmi "$t" ;; esac; done"#;
 
+/// The lock file's name, beside the harness's `containers.conf`.
+pub(super) const LOCK_FILE: &str = "layers.lock";
+
 /// The lock file beside the harness's `containers.conf`.
 fn lock_path(podman: &Podman) -> Utf8PathBuf {
-    podman.dir.join("layers.lock")
+    podman.dir.join(LOCK_FILE)
 }
 
 /// Holds the shared lock until this process ends (the file is never closed before).
