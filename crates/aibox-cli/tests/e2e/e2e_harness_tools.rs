@@ -377,12 +377,7 @@ fn a_dying_server_is_reported(podman: &Podman, root: &Utf8Path) {
         show(&out)
     );
     // Only the named server.
-    let only = aibox(podman, root)
-        .args(["mcp", "check", "broken", "-o", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(only.status.code(), Some(1), "{}", show(&only));
-    let report: serde_json::Value = serde_json::from_slice(&only.stdout).unwrap();
+    let report = failed_check(podman, root, "broken");
     assert_eq!(
         report["servers"].as_array().map(Vec::len),
         Some(1),
@@ -424,6 +419,16 @@ fn a_dying_server_is_reported(podman: &Podman, root: &Utf8Path) {
     a_silent_death_is_probed_again(podman, root);
 }
 
+/// `mcp check NAME -o json` of a failing server: exit 1, and its report.
+fn failed_check(podman: &Podman, root: &Utf8Path, name: &str) -> serde_json::Value {
+    let out = aibox(podman, root)
+        .args(["mcp", "check", name, "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A server that dies without a word is probed a second time (the engine's exec client
 /// may drop the last stderr of a process that exits at once): this one is silent on its
 /// first start and says why on its second, and `mcp check` shows the second answer.
@@ -439,12 +444,7 @@ args = ["-c", "import os, sys; p = '/tmp/aibox-e2e-silent-once'; again = os.path
     );
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
     ok(aibox(podman, root).arg("apply"));
-    let out = aibox(podman, root)
-        .args(["mcp", "check", "silent-once", "-o", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = failed_check(podman, root, "silent-once");
     let probe = &report["servers"][0]["probe"];
     assert_eq!(probe["failure"], "exited", "{report}");
     assert_eq!(
