@@ -1261,7 +1261,12 @@ fn rootless_podman_maps_the_owner_into_the_container() {
     cleanup(&["network", "rm", &format!("{project}_default")]);
     cleanup(&["rmi", &image]);
     // The rootful build the test handed over is the owner's too; leave no copy behind.
-    let _ = podman.command().args(["rmi", "-f", &image]).output();
+    // Through `Cleanup`, which keeps its layers first: a bare `rmi` deletes them at once,
+    // while another test's build may be reading them from its cache (Podman 4.3 then fails
+    // that build with "layer not known").
+    let mut rootful = Cleanup::new(&podman);
+    rootful.image(&image);
+    drop(rootful);
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
