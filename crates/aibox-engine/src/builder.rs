@@ -223,10 +223,15 @@ impl PlanBuilder {
         self.path_hashes.reserve(additional);
     }
 
+    fn path_hash(&self, path: &Utf8Path) -> u64 {
+        std::hash::BuildHasher::hash_one(&self.hasher, path.as_str())
+    }
+
     fn insert(&mut self, file: PlannedFile, verified: bool) -> Result<(), EngineError> {
         crate::writer::check_relative(&file.path)?;
-        let hash = std::hash::BuildHasher::hash_one(&self.hasher, file.path.as_str());
-        if !self.path_hashes.insert(hash) && self.files.iter().any(|f| f.path == file.path) {
+        if !self.path_hashes.insert(self.path_hash(&file.path))
+            && self.files.iter().any(|f| f.path == file.path)
+        {
             return Err(EngineError::DuplicatePath { path: file.path });
         }
         if !verified {
@@ -291,8 +296,8 @@ impl PlanBuilder {
     /// Whether a file is planned at `path` so far (for sources that build on another's
     /// output).
     pub fn contains(&self, path: &Utf8Path) -> bool {
-        let hash = std::hash::BuildHasher::hash_one(&self.hasher, path.as_str());
-        self.path_hashes.contains(&hash) && self.files.iter().any(|f| f.path == path)
+        self.path_hashes.contains(&self.path_hash(path))
+            && self.files.iter().any(|f| f.path == path)
     }
 
     /// The lock being built: sources record their own sections here (the engine fills

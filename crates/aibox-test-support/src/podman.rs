@@ -95,14 +95,7 @@ pub fn harness_dir() -> Utf8PathBuf {
 pub fn hold_kept_layers() -> Option<fs_err::File> {
     let dir = harness_dir();
     fs_err::create_dir_all(&dir).ok()?;
-    let file = fs_err::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(layers::LOCK_FILE))
-        .ok()?;
-    file.file().lock_shared().ok()?;
-    Some(file)
+    layers::lock_shared(&dir.join(layers::LOCK_FILE)).ok()
 }
 
 /// The workspace's Cargo target folder (`CARGO_TARGET_DIR` or `<workspace>/target`).

@@ -47,17 +47,20 @@ pub(super) fn hold(podman: &Podman) {
     static HELD: OnceLock<fs_err::File> = OnceLock::new();
     HELD.get_or_init(|| {
         let path = lock_path(podman);
-        let file = fs_err::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .unwrap_or_else(|e| panic!("cannot open {path}: {e}"));
-        file.file()
-            .lock_shared()
-            .unwrap_or_else(|e| panic!("cannot lock {path}: {e}"));
-        file
+        lock_shared(&path).unwrap_or_else(|e| panic!("cannot lock {path}: {e}"))
     });
+}
+
+/// Opens (creating it) and share-locks the lock file at `path`; the lock lasts as long
+/// as the returned file stays open.
+pub(super) fn lock_shared(path: &Utf8Path) -> std::io::Result<fs_err::File> {
+    let file = fs_err::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    file.file().lock_shared()?;
+    Ok(file)
 }
 
 /// Tags `image` so its layers outlive its removal until the tests are done. Only images
