@@ -2,9 +2,8 @@
 //!
 //! Formatting, then one build of every test target; beside both, setup (apt, pip, npm) and
 //! then the end-to-end tests' base image when it is missing, which wait on the network
-//! and dpkg while the build keeps the CPU busy. Then the end-to-end tests and, beside them
-//! in a Podman storage of its own, the base image test in the background, while the
-//! foreground runs clippy, layering, tidy
+//! and dpkg while the build keeps the CPU busy. Then the end-to-end tests and after them
+//! the base image test in the background, while the foreground runs clippy, layering, tidy
 //! and the docs site, then the test groups fastest first (unit, `tests/it`, doc
 //! examples), then the embedder example. Why beside: the background spends most of its
 //! time waiting on Podman, the network and the harness CLIs, the foreground on the CPU,
@@ -60,28 +59,18 @@ const FOREGROUND: &[Group] = &[
     ("doc examples", &[&["--doc"]]),
 ];
 
-/// The groups in the background, beside the foreground groups and beside each other, each
-/// with its own log: real engines and real tools. The base image test keeps a Podman
-/// storage of its own (`image::use_private_storage`): in the shared one, Podman 4.3
-/// removing one suite's images while another built failed builds with "layer not known",
-/// so it used to wait for the end-to-end tests and add its minute after them.
-const BACKGROUND: &[(Group, &str)] = &[
-    (
-        (
-            "end-to-end tests (tests/e2e: Podman, real tools)",
-            &[&["--test", "e2e"]],
-        ),
-        "target/ci-e2e.log",
-    ),
-    (
-        (
-            "the base image test (debootstrap, Podman, a loopback registry)",
-            // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
-            &[&["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST]],
-        ),
-        "target/ci-image.log",
-    ),
-];
+/// The group in the background, beside the foreground groups, with its own log: real
+/// engines and real tools. The base image test runs after the end-to-end binaries in the
+/// same group, not beside them: Podman 4.3 removing one suite's images while another
+/// builds from shared layers failed builds with "layer not known".
+const BACKGROUND: Group = (
+    "end-to-end tests (tests/e2e: Podman, real tools) and the base image test",
+    &[
+        &["--test", "e2e"],
+        // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
+        &["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST],
+    ],
+);
 
 /// The end-to-end run of [`BACKGROUND`] when cargo-nextest is installed: one pool for
 /// every crate's `tests/e2e`, three tests at a time, each test's time in the log. `cargo
@@ -109,6 +98,9 @@ const E2E_NEXTEST: &[&str] = &[
     "--final-status-level",
     "slow",
 ];
+
+/// Where the background group's output goes until it is shown.
+const BACKGROUND_LOG: &str = "target/ci-e2e.log";
 
 /// Where the output of setup and the base image goes until the build ended.
 const PREPARE_LOG: &str = "target/ci-setup.log";
@@ -195,29 +187,23 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
 /// are named at the end.
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
+    let (name, _) = BACKGROUND;
     // Build layers the end-to-end tests keep stay until no test process holds this lock;
     // nextest starts a process per test, so between two tests nobody might: ci holds it
     // until the group is done.
     let _layers = aibox_test_support::podman::hold_kept_layers();
-    let nextest = nextest_installed();
-    let mut background = Vec::new();
-    for (group, log) in BACKGROUND {
-        background.push(Background::start(
-            group.0,
-            group_commands(group, nextest),
-            Path::new(log),
-        )?);
-    }
+    let background = Background::start(
+        name,
+        background_commands(nextest_installed()),
+        Path::new(BACKGROUND_LOG),
+    )?;
     // Clippy would hold cargo's build lock for its whole run and the background's
     // `cargo test` would wait on it.
-    for group in &background {
-        group.wait_until_running();
-    }
-    let stop = |background: Vec<Background>| background.into_iter().for_each(Background::stop);
+    background.wait_until_running();
     let mut failed = Vec::new();
     if let Err(e) = checks() {
         if fail_fast {
-            stop(background);
+            background.stop();
             return Err(e);
         }
         say(&format!("==> checks failed: {e}"));
@@ -227,18 +213,15 @@ fn tests() -> Result<(), String> {
         for run in *runs {
             if let Err(e) = step(name, &test_args(run)) {
                 if fail_fast {
-                    stop(background);
+                    background.stop();
                     return Err(e);
                 }
                 failed.push(*name);
             }
         }
     }
-    for group in background {
-        let name = group.name;
-        if !group.finish() {
-            failed.push(name);
-        }
+    if !background.finish() {
+        failed.push(name);
     }
     if failed.is_empty() {
         Ok(())
@@ -257,10 +240,10 @@ fn nextest_installed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// A background group's commands: its `cargo test` runs, the end-to-end one through
+/// The background group's commands: its `cargo test` runs, the end-to-end one through
 /// nextest when `nextest` ([`E2E_NEXTEST`]).
-fn group_commands(group: &Group, nextest: bool) -> Vec<Vec<String>> {
-    group
+fn background_commands(nextest: bool) -> Vec<Vec<String>> {
+    BACKGROUND
         .1
         .iter()
         .map(|run| {
@@ -531,7 +514,7 @@ mod tests {
         let unit = FOREGROUND[0].1[0];
         assert_eq!(unit[..2], ["--lib", "--bins"]);
         assert!(unit.ends_with(&["--skip", BASE_IMAGE_TEST]));
-        let runs = BACKGROUND.iter().flat_map(|((_, runs), _)| runs.iter());
+        let runs = BACKGROUND.1.iter();
         assert_eq!(runs.filter(|r| r.ends_with(&[BASE_IMAGE_TEST])).count(), 1);
         for (_, runs) in FOREGROUND {
             for run in *runs {
@@ -544,32 +527,26 @@ mod tests {
     }
 
     /// With nextest, only the end-to-end run changes: all of `tests/e2e`, every test run
-    /// even after a failure; the base image test stays a `cargo test` run in a group and a
-    /// log of its own.
+    /// even after a failure; the base image test stays a `cargo test` run after it.
     #[test]
     fn nextest_runs_the_end_to_end_tests_only() {
-        let [(e2e, e2e_log), (image, image_log)] = BACKGROUND else {
-            panic!("two background groups");
-        };
-        assert_ne!(e2e_log, image_log);
-        let with = group_commands(e2e, true);
-        let without = group_commands(e2e, false);
-        assert_eq!((with.len(), without.len()), (1, 1));
+        let with = background_commands(true);
+        let without = background_commands(false);
+        assert_eq!(with.len(), without.len());
         assert_eq!(with[0][1..3], ["nextest", "run"]);
         for flag in ["--workspace", "--locked", "--no-fail-fast"] {
             assert!(with[0].iter().any(|a| a == flag), "{flag}");
         }
         assert!(with[0].windows(2).any(|w| w == ["--test", "e2e"]));
+        assert_eq!(with[1..], without[1..]);
         assert_eq!(without[0][1..], test_args(&["--test", "e2e"]));
-        assert_eq!(group_commands(image, true), group_commands(image, false));
     }
 
     /// Every target a group runs is in the one build, so no group compiles (and takes
     /// cargo's build lock) while another runs.
     #[test]
     fn the_build_covers_every_group() {
-        let background = BACKGROUND.iter().map(|(group, _)| group);
-        for (_, runs) in FOREGROUND.iter().chain(background) {
+        for (_, runs) in FOREGROUND.iter().chain([&BACKGROUND]) {
             for run in *runs {
                 let cargo_args = run.split(|a| *a == "--").next().unwrap_or_default();
                 for pair in cargo_args.windows(2) {

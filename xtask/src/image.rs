@@ -831,7 +831,6 @@ fn smoke_up(reference: &str, conf: &RegistriesConf, release: &Release) -> Result
             root,
         );
         cmd.env("CONTAINERS_REGISTRIES_CONF", &conf.file).args(args);
-        with_storage(&mut cmd);
         cmd
     };
     let result = (|| -> Result<(), String> {
@@ -1063,55 +1062,7 @@ fn podman() -> Command {
     let mut cmd = Command::new("podman");
     cmd.env("CONTAINERS_CONF", containers_conf())
         .stdin(Stdio::null());
-    with_storage(&mut cmd);
     cmd
-}
-
-/// The `storage.conf` of the Podman storage the base image test keeps for itself, once it
-/// chose it ([`use_private_storage`]).
-static STORAGE_CONF: OnceLock<PathBuf> = OnceLock::new();
-
-/// Points `cmd`'s Podman at the base image test's own storage, once the test chose it.
-fn with_storage(cmd: &mut Command) -> &mut Command {
-    if let Some(conf) = STORAGE_CONF.get() {
-        cmd.env("CONTAINERS_STORAGE_CONF", conf);
-    }
-    cmd
-}
-
-/// Gives every Podman this process starts from now on a storage of its own under
-/// `out_dir` (images and layers there, Podman's run state in `/run`, named by a hash of
-/// that folder: Podman refuses a storage whose run folder changed). Why: `ci` runs this
-/// test beside the end-to-end tests, and Podman 4.3's build cache reads every image's
-/// layers in its storage, so an image another test removes meanwhile can fail a build
-/// with "layer not known"; in a storage of its own nothing else adds or removes images.
-#[cfg(test)]
-pub(crate) fn use_private_storage(out_dir: &Path) -> Result<(), String> {
-    let graph = out_dir.join("podman-storage");
-    fs_err::create_dir_all(&graph).map_err(|e| e.to_string())?;
-    let graph = graph.canonicalize().map_err(|e| e.to_string())?;
-    let run = format!(
-        "/run/aibox-image-test-{:08x}",
-        crate::scratch::path_hash(&graph)
-    );
-    let conf = out_dir.join("podman-storage.conf");
-    fs_err::write(
-        &conf,
-        format!(
-            "# Written by xtask's base image test: a Podman storage of its own.\n\
-             [storage]\ndriver = \"overlay\"\ngraphroot = \"{}\"\nrunroot = \"{run}\"\n",
-            graph.display()
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let conf = conf.canonicalize().map_err(|e| e.to_string())?;
-    STORAGE_CONF.set(conf).or_else(|conf| {
-        if STORAGE_CONF.get() == Some(&conf) {
-            Ok(())
-        } else {
-            Err("the Podman storage was already chosen".to_owned())
-        }
-    })
 }
 
 /// Writes the harness's `containers.conf` (only when different, so concurrent writers
@@ -1280,7 +1231,6 @@ pub(crate) mod tests {
             ],
         };
         let out = root().join("target/aibox-image-test");
-        use_private_storage(&out).unwrap();
         let started = Instant::now();
         let times = build(&release).unwrap();
         let registry = LoopbackRegistry::start(&out).unwrap();

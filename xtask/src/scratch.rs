@@ -25,20 +25,16 @@ use crate::say;
 static TMPDIR: OnceLock<PathBuf> = OnceLock::new();
 
 /// Where `ci` mounts its tmpfs for the checkout at `root`: `/tmp/aibox-ci-` and eight hex
-/// digits of a hash of the path.
+/// digits of a hash of the path (FNV-1a: stable across runs and Rust versions).
 fn mount_point(root: &Path) -> PathBuf {
-    PathBuf::from(format!("/tmp/aibox-ci-{:08x}", path_hash(root)))
-}
-
-/// A short name for `path` in a shared folder: FNV-1a of its bytes, stable across runs and
-/// Rust versions.
-pub(crate) fn path_hash(path: &Path) -> u32 {
-    path.as_os_str()
+    let hash = root
+        .as_os_str()
         .as_encoded_bytes()
         .iter()
         .fold(0x811c_9dc5_u32, |h, b| {
             (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
-        })
+        });
+    PathBuf::from(format!("/tmp/aibox-ci-{hash:08x}"))
 }
 
 /// The tests' temporary folder while `ci` runs; unmounts the tmpfs it mounted when dropped.
