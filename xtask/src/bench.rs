@@ -1074,8 +1074,9 @@ pub(crate) fn release_aibox(given: Option<PathBuf>) -> Result<PathBuf, String> {
         .join("target/release/aibox"))
 }
 
-/// `cargo xtask bench [--factors 1,10] [--runs N] [--baseline PATH] [--loaded] [--bin PATH]
-/// [--keep] [--json FILE]` (`--runs`: runs at 1x, one run above; `--baseline`: the
+/// `cargo xtask bench [--factors 1,10] [--runs N] [--runs-large N] [--baseline PATH] [--loaded]
+/// [--bin PATH] [--keep] [--json FILE]` (`--runs`: runs at 1x; `--runs-large`: runs at each
+/// factor above 1x, one by default, since a 10x run takes minutes; `--baseline`: the
 /// previous aibox, measured in the same runs; `--loaded`: each run made again with the
 /// other cores busy, reported as tables of their own; `--bin`: measure that `aibox` instead of building this
 /// tree's; `--keep`: leave `target/bench/`; `--json`: also write the numbers there).
@@ -1083,6 +1084,7 @@ pub(crate) fn release_aibox(given: Option<PathBuf>) -> Result<PathBuf, String> {
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut factors = vec![1_usize, 10];
     let mut runs_1x = 5_usize;
+    let mut runs_large = 1_usize;
     let mut baseline: Option<PathBuf> = None;
     let mut loaded = false;
     let mut common = Common::default();
@@ -1103,12 +1105,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     })
                     .collect::<Result<_, _>>()?;
             }
-            "--runs" => {
-                runs_1x = it
+            "--runs" | "--runs-large" => {
+                let n = it
                     .next()
                     .and_then(|n| n.parse().ok())
                     .filter(|n| *n >= 1)
-                    .ok_or("--runs needs a number from 1")?;
+                    .ok_or_else(|| format!("{a} needs a number from 1"))?;
+                if a == "--runs" {
+                    runs_1x = n;
+                } else {
+                    runs_large = n;
+                }
             }
             "--baseline" => {
                 let path = PathBuf::from(it.next().ok_or("--baseline needs a path")?);
@@ -1158,7 +1165,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             &work,
             &SyntheticRelease::processkit_like_scaled("v0.29.0", true, factor),
         )?;
-        let runs = if factor <= 1 { runs_1x } else { 1 };
+        let runs = if factor <= 1 { runs_1x } else { runs_large };
         let served = Served::start(&[&v1, &v2])?;
         let prev = baseline.clone().map(|bin| Prev { bin });
         let mut r = Results::default();
