@@ -77,7 +77,7 @@ fn main() -> ExitCode {
         "tidy" | "stubs" => tidy::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--baseline PATH] [--loaded] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|bench egress [--rounds N] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|tidy|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|image|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--runs-large N] [--baseline PATH] [--loaded] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|bench egress [--rounds N] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|tidy|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|image|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS
