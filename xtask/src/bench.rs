@@ -1074,6 +1074,14 @@ pub(crate) fn release_aibox(given: Option<PathBuf>) -> Result<PathBuf, String> {
         .join("target/release/aibox"))
 }
 
+/// The value of `flag`, a number of runs from 1.
+fn run_count(flag: &str, value: Option<&String>) -> Result<usize, String> {
+    value
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("{flag} needs a number from 1"))
+}
+
 /// `cargo xtask bench [--factors 1,10] [--runs N] [--runs-large N] [--baseline PATH] [--loaded]
 /// [--bin PATH] [--keep] [--json FILE]` (`--runs`: runs at 1x; `--runs-large`: runs at each
 /// factor above 1x, one by default, since a 10x run takes minutes; `--baseline`: the
@@ -1105,18 +1113,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     })
                     .collect::<Result<_, _>>()?;
             }
-            "--runs" | "--runs-large" => {
-                let n = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| format!("{a} needs a number from 1"))?;
-                if a == "--runs" {
-                    runs_1x = n;
-                } else {
-                    runs_large = n;
-                }
-            }
+            "--runs" => runs_1x = run_count(a, it.next())?,
+            "--runs-large" => runs_large = run_count(a, it.next())?,
             "--baseline" => {
                 let path = PathBuf::from(it.next().ok_or("--baseline needs a path")?);
                 if !path.is_file() {
