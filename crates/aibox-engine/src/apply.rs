@@ -354,19 +354,19 @@ fn apply_plan_locked(
         decisions.push(decide(root, file, &known, options, &moves)?);
     }
     let mut removals = planned_removals(root, &plan.removals, options)?;
-    if options.check {
-        // By the planned file's path: a copy's report has none yet (`fill_copy_paths`).
-        let mut keep = all
-            .iter()
-            .map(|f| !aibox_config::is_local_state(f.path.as_str()));
-        decisions.retain(|_| keep.next().unwrap_or(true));
-        removals.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
-    }
     refuse_unowned(&decisions, &all, options)?;
 
     if read_only {
-        let mut files: Vec<FileReport> = decisions.into_iter().map(|d| d.report).collect();
+        let mut files: Vec<FileReport> = decisions
+            .into_iter()
+            .zip(&all)
+            .map(|(d, f)| d.into_report(f))
+            .collect();
         fill_copy_paths(&mut files, &mut plan.files);
+        if options.check {
+            files.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
+            removals.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
+        }
         let lock_report = files.pop();
         files.extend(removals);
         files.extend(lock_report);
@@ -546,7 +546,8 @@ fn planned_removals(
 }
 
 /// Refuses (without `--force`) the first generated file aibox did not write or that was
-/// edited by hand since the last apply.
+/// edited by hand since the last apply. A check leaves local state out (see
+/// [`ApplyOptions::check`]).
 fn refuse_unowned(
     decisions: &[Decision],
     planned: &[&PlannedFile],
@@ -555,25 +556,22 @@ fn refuse_unowned(
     if options.force {
         return Ok(());
     }
-    for d in decisions {
-        match d.unowned {
-            None => {}
-            Some(Unowned::Foreign) => {
-                return Err(EngineError::ForeignFile {
-                    path: d.report.path.clone(),
-                });
-            }
-            Some(Unowned::Edited) => {
-                let new = planned
-                    .iter()
-                    .find(|f| f.path == d.report.path)
-                    .map_or(&[][..], |f| f.contents.as_slice());
-                return Err(EngineError::EditedFile {
-                    path: d.report.path.clone(),
-                    diff: unified_diff(&d.report.path, d.old.as_deref(), new),
-                });
-            }
+    for (d, file) in decisions.iter().zip(planned) {
+        let Some(unowned) = d.unowned else {
+            continue;
+        };
+        if options.check && aibox_config::is_local_state(file.path.as_str()) {
+            continue;
         }
+        return Err(match unowned {
+            Unowned::Foreign => EngineError::ForeignFile {
+                path: file.path.clone(),
+            },
+            Unowned::Edited => EngineError::EditedFile {
+                path: file.path.clone(),
+                diff: unified_diff(&file.path, d.old(), &file.contents),
+            },
+        });
     }
     Ok(())
 }
@@ -590,7 +588,7 @@ fn write_plan(
     removals: Vec<FileReport>,
     moves: &[Move<'_>],
 ) -> Result<Vec<FileReport>, EngineError> {
-    let anything = !removals.is_empty() || decisions.iter().any(|d| d.report.action.changes());
+    let anything = !removals.is_empty() || decisions.iter().any(|d| d.action.changes());
     // All or nothing: every folder that will be written to must take a new file before
     // the first real write, so a permission problem stops the run with nothing changed.
     if anything {
@@ -599,10 +597,10 @@ fn write_plan(
             Utf8Path::new(PENDING_PROCESSKIT),
         ];
         for (decision, file) in decisions.iter().zip(all) {
-            if decision.report.action.changes() {
+            if decision.action.changes() {
                 targets.push(&file.path);
             }
-            if let Some(backup) = &decision.report.backup {
+            if let Some(backup) = decision.backup() {
                 targets.push(backup);
             }
         }
@@ -633,7 +631,7 @@ fn write_plan(
         } else if after_commit(i) {
             last.push((decision, file));
         } else if copied_ahead && copies_ahead(&decision, file) {
-            reports.push(decision.report);
+            reports.push(decision.into_report(file));
         } else {
             reports.push(write_decided(writer, decision, file)?);
         }
@@ -666,66 +664,83 @@ const MAX_WORKERS: usize = 4;
 /// Whether [`copy_ahead`] writes this item: a verified copy to write, not arriving by a
 /// folder move, with no backup to make first.
 fn copies_ahead(d: &Decision, f: &PlannedFile) -> bool {
-    f.copy_from.is_some() && d.report.action.changes() && !d.moved_in && d.report.backup.is_none()
+    f.copy_from.is_some() && d.action.changes() && !d.moved_in && d.backup().is_none()
 }
 
-/// One unit of [`copy_ahead`]'s work: the new files that take the bytes of one source
-/// (a release file and its snapshot copy), made from one read of it, or one existing
-/// file to replace.
-enum CopyJob<'p> {
-    Create {
-        from: &'p aibox_config::CopyFrom,
-        mode: Option<u32>,
-        paths: Vec<&'p Utf8Path>,
-    },
-    Replace(&'p PlannedFile),
+/// The work of [`copy_ahead`] as ranges of one list of item positions (16 bytes a job, 8
+/// an item: a first install has thousands): a job makes the new files that take the
+/// bytes of one source (a release file and its snapshot copy) from one read of it, or
+/// replaces one existing file.
+struct CopyJobs {
+    /// Positions of the items to copy, those of one source side by side.
+    order: Vec<usize>,
+    /// Each job's range of `order`, in plan order of its first item: neighbours in path
+    /// order, mostly one folder.
+    jobs: Vec<(usize, usize)>,
 }
 
-impl CopyJob<'_> {
-    fn run(&self, writer: &mut Writer<'_>) -> Result<(), crate::writer::WriteError> {
-        match self {
-            Self::Create { from, mode, paths } => writer.create_verified(paths, from, *mode),
-            Self::Replace(file) => match &file.copy_from {
-                Some(from) => writer.copy_verified(&file.path, from, file.mode),
-                None => Ok(()),
-            },
-        }
-    }
-}
+/// A source of new files created in place (its digest, path and folder) and their mode:
+/// `None` for a file to replace, which is a job of its own.
+type SourceKey<'p> = Option<(&'p [u8; 32], &'p str, &'p std::path::Path, Option<u32>)>;
 
-/// A source of new files (its folder, path and digest) and their mode.
-type SourceKey<'p> = (&'p std::path::Path, &'p str, [u8; 32], Option<u32>);
-
-/// The jobs of the decided verified copies, in plan order: the files created from one
-/// source (same file, same mode) share one job.
-fn copy_jobs<'p>(items: &[(&Decision, &'p PlannedFile)]) -> Vec<CopyJob<'p>> {
-    let mut jobs = Vec::new();
-    // Source (its folder, path and digest) and mode → index of its job.
-    let mut by_source: std::collections::HashMap<SourceKey<'_>, usize> =
-        std::collections::HashMap::new();
-    for (d, f) in items {
-        let Some(from) = &f.copy_from else {
-            continue;
+impl CopyJobs {
+    /// The jobs of the items at the positions `eligible` keeps (all verified copies).
+    fn new(
+        decisions: &[Decision],
+        files: &[&PlannedFile],
+        eligible: impl Fn(usize) -> bool,
+    ) -> Self {
+        let source = |i: usize| -> SourceKey<'_> {
+            let f = files[i];
+            let from = f.copy_from.as_ref()?;
+            decisions[i]
+                .in_place
+                .then(|| (&from.sha256, &*from.rel, &*from.dir, f.mode))
         };
-        if !d.in_place {
-            jobs.push(CopyJob::Replace(f));
-            continue;
-        }
-        let key = (&*from.dir, &*from.rel, from.sha256, f.mode);
-        if let Some(&at) = by_source.get(&key) {
-            if let Some(CopyJob::Create { paths, .. }) = jobs.get_mut(at) {
-                paths.push(&f.path);
+        let mut order: Vec<usize> = (0..files.len()).filter(|&i| eligible(i)).collect();
+        // By source, then position: a source's files come together, first one first.
+        order.sort_unstable_by(|&a, &b| match (source(a), source(b)) {
+            (Some(x), Some(y)) => x.cmp(&y).then(a.cmp(&b)),
+            (None, None) => a.cmp(&b),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+        });
+        let mut jobs: Vec<(usize, usize)> = Vec::new();
+        for (at, &i) in order.iter().enumerate() {
+            match jobs.last_mut() {
+                Some((start, end)) if source(i).is_some() && source(i) == source(order[*start]) => {
+                    *end = at + 1;
+                }
+                _ => jobs.push((at, at + 1)),
             }
+        }
+        jobs.sort_unstable_by_key(|&(start, _)| order[start]);
+        Self { order, jobs }
+    }
+
+    /// Makes the files of the job `job`.
+    fn run(
+        &self,
+        job: (usize, usize),
+        decisions: &[Decision],
+        files: &[&PlannedFile],
+        writer: &mut Writer<'_>,
+    ) -> Result<(), crate::writer::WriteError> {
+        let items = &self.order[job.0..job.1];
+        let Some(&first) = items.first() else {
+            return Ok(());
+        };
+        let file = files[first];
+        let Some(from) = &file.copy_from else {
+            return Ok(());
+        };
+        if decisions[first].in_place {
+            let paths: Vec<&Utf8Path> = items.iter().map(|&i| files[i].path.as_path()).collect();
+            writer.create_verified(&paths, from, file.mode)
         } else {
-            by_source.insert(key, jobs.len());
-            jobs.push(CopyJob::Create {
-                from,
-                mode: f.mode,
-                paths: vec![&f.path],
-            });
+            writer.copy_verified(&file.path, from, file.mode)
         }
     }
-    jobs
 }
 
 /// Writes the decided verified copies (processkit release files, see [`copies_ahead`])
@@ -746,18 +761,14 @@ fn copy_ahead(
     if writer.counts_crash_points() {
         return Ok(false);
     }
-    let eligible: Vec<(&Decision, &PlannedFile)> = decisions
-        .iter()
-        .zip(files.iter().copied())
-        .enumerate()
-        .filter(|(i, (d, f))| !after_commit(*i) && copies_ahead(d, f))
-        .map(|(_, item)| item)
-        .collect();
-    let jobs = copy_jobs(&eligible);
+    let copies = CopyJobs::new(decisions, files, |i| {
+        !after_commit(i) && copies_ahead(&decisions[i], files[i])
+    });
+    let jobs = &copies.jobs;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_WORKERS));
-    if workers < 2 || eligible.len() < PARALLEL_COPIES_FROM {
-        for job in &jobs {
-            job.run(writer)?;
+    if workers < 2 || copies.order.len() < PARALLEL_COPIES_FROM {
+        for &job in jobs {
+            copies.run(job, decisions, files, writer)?;
         }
         return Ok(true);
     }
@@ -770,8 +781,9 @@ fn copy_ahead(
             let Some(chunk) = jobs.get(start..(start + COPY_CHUNK).min(jobs.len())) else {
                 break;
             };
-            for job in chunk {
-                job.run(helper)
+            for &job in chunk {
+                copies
+                    .run(job, decisions, files, helper)
                     .inspect_err(|_| failed.store(true, Ordering::Relaxed))?;
             }
         }
@@ -811,11 +823,10 @@ fn write_decided(
     decision: Decision,
     file: &PlannedFile,
 ) -> Result<FileReport, EngineError> {
-    let report = decision.report;
-    if let (Some(old), Some(backup)) = (&decision.old, &report.backup) {
+    if let (Some(old), Some(backup)) = (decision.old(), decision.backup()) {
         writer.write(backup, old, None)?;
     }
-    if report.action.changes() && !decision.moved_in {
+    if decision.action.changes() && !decision.moved_in {
         match &file.copy_from {
             Some(from) if decision.in_place => {
                 writer.create_verified(&[&file.path], from, file.mode)?;
@@ -826,7 +837,7 @@ fn write_decided(
             }
         }
     }
-    Ok(report)
+    Ok(decision.into_report(file))
 }
 
 struct KnownDigests<'a> {
@@ -867,10 +878,11 @@ enum Unowned {
     Edited,
 }
 
+/// What an apply does with one planned file. Compact (16 bytes): a first install holds one
+/// per release file while it writes, so what only a few files need (a backup, a diff,
+/// the old bytes) lives behind one pointer, and the path stays with the planned file.
 struct Decision {
-    report: FileReport,
-    /// Existing bytes, kept for backups.
-    old: Option<Vec<u8>>,
+    action: FileAction,
     /// Set when the existing generated file is not aibox's to overwrite.
     unowned: Option<Unowned>,
     /// The file arrives with the planned bytes and mode by a folder move ([`Move`]):
@@ -879,6 +891,47 @@ struct Decision {
     /// A verified copy with nothing at its path, and no folder move bringing a file
     /// there: created in place ([`Writer::create_verified`]), not replaced.
     in_place: bool,
+    /// Only for a file with a backup or a diff to show, or old bytes to back up.
+    extra: Option<Box<Extra>>,
+}
+
+/// The rare parts of a [`Decision`].
+#[derive(Default)]
+struct Extra {
+    /// Existing bytes, kept for backups.
+    old: Option<Vec<u8>>,
+    /// Where the existing file is saved first.
+    backup: Option<Utf8PathBuf>,
+    /// Unified diff, in dry-run mode.
+    diff: Option<String>,
+}
+
+impl Decision {
+    fn backup(&self) -> Option<&Utf8PathBuf> {
+        self.extra.as_ref().and_then(|e| e.backup.as_ref())
+    }
+
+    fn old(&self) -> Option<&[u8]> {
+        self.extra.as_ref().and_then(|e| e.old.as_deref())
+    }
+
+    /// The report of `file`'s decision. A verified copy's path is left empty, to be moved
+    /// from its planned file once that is no longer needed ([`fill_copy_paths`]): the
+    /// paths of thousands of release files are not held twice meanwhile.
+    fn into_report(self, file: &PlannedFile) -> FileReport {
+        let (backup, diff) = self.extra.map_or((None, None), |e| (e.backup, e.diff));
+        FileReport {
+            path: if file.copy_from.is_some() {
+                Utf8PathBuf::new()
+            } else {
+                file.path.clone()
+            },
+            ownership: file.ownership,
+            action: self.action,
+            backup,
+            diff,
+        }
+    }
 }
 
 fn decide(
@@ -932,19 +985,16 @@ fn decide(
     } else {
         None
     };
-    let report = FileReport {
-        path: file.path.clone(),
-        ownership: file.ownership,
-        action,
-        backup,
-        diff,
-    };
+    // The old bytes are kept only to back them up.
+    let old = old.filter(|_| backup.is_some());
+    let extra = (old.is_some() || backup.is_some() || diff.is_some())
+        .then(|| Box::new(Extra { old, backup, diff }));
     Ok(Decision {
-        report,
-        old,
+        action,
         unowned,
         moved_in: false,
         in_place: false,
+        extra,
     })
 }
 
@@ -987,19 +1037,16 @@ fn decide_copy(
         None
     };
     Ok(Decision {
-        report: FileReport {
-            // Filled from the planned file once written (see `fill_copy_paths`): the
-            // paths of thousands of release files are not held twice meanwhile.
-            path: Utf8PathBuf::new(),
-            ownership: file.ownership,
-            action,
-            backup: None,
-            diff,
-        },
-        old: None,
+        action,
         unowned: None,
         moved_in,
         in_place,
+        extra: diff.map(|diff| {
+            Box::new(Extra {
+                diff: Some(diff),
+                ..Extra::default()
+            })
+        }),
     })
 }
 
@@ -1017,4 +1064,54 @@ fn unified_diff(path: &Utf8Path, old: Option<&[u8]>, new: &[u8]) -> String {
         .context_radius(3)
         .header(&from, &format!("b/{path}"))
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn copy(path: &str, rel: &str, digest: u8, mode: Option<u32>) -> PlannedFile {
+        let dir: Arc<std::path::Path> = Arc::from(std::path::Path::new("/release"));
+        let from = aibox_config::CopyFrom::new(dir, Arc::from(rel), [digest; 32], 1);
+        let mut file = PlannedFile::copy(path, from, Ownership::Generated);
+        file.mode = mode;
+        file
+    }
+
+    fn decided(in_place: bool) -> Decision {
+        Decision {
+            action: FileAction::Created,
+            unowned: None,
+            moved_in: false,
+            in_place,
+            extra: None,
+        }
+    }
+
+    /// A release file and its snapshot copy are one job (one read of the source), a
+    /// file to replace or with another mode is a job of its own, jobs come in plan order
+    /// of their first file, and what the filter leaves out is in none.
+    #[test]
+    fn copy_jobs_group_the_new_files_of_one_source_in_plan_order() {
+        let files = [
+            copy(".aibox/snapshot/a.md", "a.md", 1, None),
+            copy(".aibox/snapshot/b.md", "b.md", 2, None),
+            copy("context/a.md", "a.md", 1, None),
+            copy("context/b.md", "b.md", 2, None),
+            copy("context/c.md", "c.md", 3, None),
+            copy("context/d/b.md", "b.md", 2, None),
+            copy("context/e.md", "e.md", 4, None),
+            copy("context/x.sh", "a.md", 1, Some(0o755)),
+        ];
+        let all: Vec<&PlannedFile> = files.iter().collect();
+        let decisions: Vec<Decision> = (0..files.len()).map(|i| decided(i != 4)).collect();
+        let copies = CopyJobs::new(&decisions, &all, |i| i != 6);
+        let jobs: Vec<Vec<usize>> = copies
+            .jobs
+            .iter()
+            .map(|&(start, end)| copies.order[start..end].to_vec())
+            .collect();
+        assert_eq!(jobs, [vec![0, 2], vec![1, 3, 5], vec![4], vec![7]]);
+    }
 }

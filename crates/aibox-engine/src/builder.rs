@@ -323,11 +323,11 @@ impl PlanBuilder {
                 .binary_search_by(|f| path_order(f.path.as_str(), &p.0))
                 .is_ok()
         };
-        let removals = self
-            .removals
-            .iter()
+        // Moved, not copied: an upgrade of a large release removes thousands of files.
+        let removals = std::mem::take(&mut self.removals)
+            .into_iter()
             .filter(|p| !planned(p))
-            .map(|p| Utf8PathBuf::from(p.0.clone()))
+            .map(|p| Utf8PathBuf::from(p.0))
             .collect();
         Ok(Plan {
             files: self.files,

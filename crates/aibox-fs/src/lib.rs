@@ -248,9 +248,13 @@ pub struct ProjectRoot {
     /// while running as root (`sudo aibox up` for a rootful engine) is handed to them, so
     /// the project stays theirs and the container user, who takes their IDs, can write it.
     owner: Option<(u32, u32)>,
-    /// Directories already found to be real directories (not symlinks) below the root
-    /// (absolute; kept as strings: hashing a `Path` parses its components).
-    checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Directories already found to be real directories (not symlinks) below the root,
+    /// by [`ProjectRoot::dir_key`] (16 bytes each, not a path: a first install of a
+    /// large release checks thousands).
+    checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<u128>>>,
+    /// The two randomly keyed hashers of [`ProjectRoot::dir_key`], shared by the clones
+    /// that share `checked_dirs`.
+    dir_hashers: [std::hash::RandomState; 2],
     /// Directories found missing by a lookup (the first missing one of a path; its
     /// parents exist): a path below one is absent without asking the file system again.
     /// A directory this writer makes or moves into place leaves the set.
@@ -285,6 +289,7 @@ impl ProjectRoot {
             root,
             owner,
             checked_dirs: std::sync::Arc::default(),
+            dir_hashers: [std::hash::RandomState::new(), std::hash::RandomState::new()],
             missing_dirs: std::sync::Arc::default(),
             as_root: running_as_root(),
         })
@@ -309,20 +314,38 @@ impl ProjectRoot {
         Ok(())
     }
 
+    /// A 128-bit hash of an absolute directory path under keys drawn at random for this
+    /// root: two paths share one only by chance (about one in 2^128 a pair), and no one
+    /// can make them collide without the keys.
+    fn dir_key(&self, dir: &Utf8Path) -> u128 {
+        use std::hash::BuildHasher as _;
+        let [high, low] = &self.dir_hashers;
+        (u128::from(high.hash_one(dir.as_str())) << 64) | u128::from(low.hash_one(dir.as_str()))
+    }
+
     fn is_checked_dir(&self, dir: &Utf8Path) -> bool {
+        let key = self.dir_key(dir);
         self.checked_dirs
             .lock()
-            .is_ok_and(|dirs| dirs.contains(dir.as_str()))
+            .is_ok_and(|dirs| dirs.contains(&key))
     }
 
     fn remember_dir(&self, dir: &Utf8Path) {
+        let key = self.dir_key(dir);
         if let Ok(mut dirs) = self.checked_dirs.lock() {
-            dirs.insert(dir.as_str().to_owned());
+            dirs.insert(key);
         }
         // Anything below it that was found missing had it as an existing parent then, so
         // only `dir` itself can be listed (a moved folder is forgotten by the move).
         if let Ok(mut missing) = self.missing_dirs.lock() {
             missing.remove(dir.as_str());
+        }
+    }
+
+    /// Every folder is checked again before it is used.
+    fn forget_checked_dirs(&self) {
+        if let Ok(mut checked) = self.checked_dirs.lock() {
+            checked.clear();
         }
     }
 
@@ -1036,38 +1059,47 @@ impl<'a> Writer<'a> {
     /// nearest existing folder for ones still to be created) by creating and removing a
     /// probe file there. Nothing else is touched.
     pub fn probe_writable(&self, targets: &[&Utf8Path]) -> Result<(), WriteError> {
-        let mut probed: std::collections::HashSet<Utf8PathBuf> = std::collections::HashSet::new();
-        // Each folder is looked at once, however many targets share it.
-        let mut parents: std::collections::HashSet<&Utf8Path> = std::collections::HashSet::new();
-        let mut is_dir: std::collections::HashMap<Utf8PathBuf, bool> =
-            std::collections::HashMap::new();
-        for rel in targets {
+        // Folders by their root-relative path, as slices of the targets (nothing is
+        // copied: an upgrade of a large release has thousands), each looked at once.
+        let mut parents: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut is_dir: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
+        let mut probed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for &rel in targets {
             check_relative(rel)?;
-            if !parents.insert(rel.parent().unwrap_or(Utf8Path::new(""))) {
+            let parent = rel.parent().map_or("", Utf8Path::as_str);
+            if !parents.insert(parent) {
                 continue;
             }
-            let mut dir = self.root.path().to_owned();
-            if let Some(parent) = rel.parent() {
-                for part in parent.components() {
-                    let next = dir.join(part);
-                    let found = *is_dir.entry(next.clone()).or_insert_with(|| next.is_dir());
-                    if !found {
-                        break;
-                    }
-                    dir = next;
+            // The deepest folder of `parent` that exists ("" for the root).
+            let mut existing = "";
+            let ends = parent
+                .match_indices('/')
+                .map(|(at, _)| at)
+                .chain((!parent.is_empty()).then_some(parent.len()));
+            for end in ends {
+                let prefix = &parent[..end];
+                let found = *is_dir
+                    .entry(prefix)
+                    .or_insert_with(|| self.root.path().join(prefix).is_dir());
+                if !found {
+                    break;
                 }
+                existing = prefix;
             }
-            if probed.contains(&dir) {
+            if !probed.insert(existing) {
                 continue;
             }
-            let probe = dir.join(format!(".aibox-probe{TEMP_MARKER}{}", std::process::id()));
+            let probe = self
+                .root
+                .path()
+                .join(existing)
+                .join(format!(".aibox-probe{TEMP_MARKER}{}", std::process::id()));
             fs_err::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&probe)
                 .map_err(|e| WriteError::io("write", self.root.path().join(rel), e))?;
             let _ = fs_err::remove_file(&probe);
-            probed.insert(dir);
         }
         Ok(())
     }
@@ -1103,9 +1135,9 @@ impl<'a> Writer<'a> {
         let Some((_, top)) = self.root.locate(rel)? else {
             return Ok(());
         };
-        if let Ok(mut checked) = self.root.checked_dirs.lock() {
-            checked.retain(|d| !Utf8Path::new(d).starts_with(&top));
-        }
+        // What was checked below `top` goes with it; keys cannot tell what is below a
+        // folder, so every folder is looked at again.
+        self.root.forget_checked_dirs();
         // Directories in discovery order; reversed, children come before parents.
         let mut dirs = Vec::new();
         let mut stack = vec![top];
@@ -1159,9 +1191,8 @@ impl<'a> Writer<'a> {
             }
             return Err(WriteError::io("move", &abs_from, e));
         }
-        if let Ok(mut checked) = self.root.checked_dirs.lock() {
-            checked.retain(|d| !Utf8Path::new(d).starts_with(&abs_from));
-        }
+        // The folders below `from` moved (see `prune_empty_dirs`).
+        self.root.forget_checked_dirs();
         self.root.forget_missing(&abs_to);
         self.synced(&from_parent);
         self.synced(&to_parent);
@@ -1179,8 +1210,9 @@ impl<'a> Writer<'a> {
         if fs_err::remove_dir(&abs).is_err() {
             return Ok(false);
         }
+        let key = self.root.dir_key(&abs);
         if let Ok(mut checked) = self.root.checked_dirs.lock() {
-            checked.remove(abs.as_str());
+            checked.remove(&key);
         }
         self.synced(&parent);
         Ok(true)
