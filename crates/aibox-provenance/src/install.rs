@@ -764,7 +764,13 @@ fn three_way(
             });
         }
     }
-
+    // Grown as found (how many writes is known only now): the spare room is given back
+    // before the next of the plan's per-file structures is made.
+    t.intent_writes.shrink_to_fit();
+    t.intent_removals.shrink_to_fit();
+    t.writes.shrink_to_fit();
+    t.parked.shrink_to_fit();
+    t.removals.shrink_to_fit();
     Ok(t)
 }
 
