@@ -434,8 +434,17 @@ fn run_one(
     // The engine's exec client may exit before it relayed the last stderr of a process
     // that died at once (Podman's `exec` output race, worst on a busy machine): exactly
     // the lines that say why a server died. A server that died without a word is asked
-    // once more; the second answer counts when it failed the same way.
+    // once more, this time under `sh`, which holds the output open for a second after
+    // the server exits so the client relays its last lines before the exec session ends
+    // (a retry alone still lost them on a loaded machine); the second answer counts when
+    // it failed the same way.
     if probe.failure == Some(ProbeFailure::Exited) && probe.stderr_tail.is_empty() {
+        let held: Vec<String> = ["sh", "-c", "\"$@\"; status=$?; sleep 1; exit $status", "sh"]
+            .into_iter()
+            .map(ToOwned::to_owned)
+            .chain(cmd.iter().cloned())
+            .collect();
+        let exec = PipedExec { cmd: &held, ..exec };
         let again = aibox_runtime::probe_mcp_server(runtime.exec_command(target, &exec)?, deadline);
         if again.failure == Some(ProbeFailure::Exited) {
             probe = again;
