@@ -353,7 +353,7 @@ fn apply_plan_locked(
     for file in &all {
         decisions.push(decide(root, file, &known, options, &moves)?);
     }
-    let mut removals = planned_removals(root, &plan.removals, options)?;
+    let mut removals = planned_removals(root, &plan, options)?;
     refuse_unowned(&decisions, &all, options)?;
 
     if read_only {
@@ -507,34 +507,46 @@ fn make_moves(
     Ok(())
 }
 
-/// The removals of a plan that exist on disk, as reports (diffed in dry-run mode).
+/// The removals of a plan that exist on disk, as reports (diffed in dry-run mode): its
+/// files to remove, then the regular files below its removed trees, listed now (none
+/// that the plan writes).
 fn planned_removals(
     root: &ProjectRoot,
-    paths: &[Utf8PathBuf],
+    plan: &crate::builder::Plan,
     options: &ApplyOptions,
 ) -> Result<Vec<FileReport>, EngineError> {
+    let mut in_trees = Vec::new();
+    for tree in &plan.removed_trees {
+        check_relative(tree)?;
+        in_trees.extend(
+            root.regular_files_below(tree)?
+                .into_iter()
+                .map(|rest| tree.join(rest))
+                .filter(|path| !plan.plans(path.as_str())),
+        );
+    }
     let mut removals = Vec::new();
-    for path in paths {
-        check_relative(path)?;
-        if !in_perimeter(path) {
-            return Err(WriteError::OutsidePerimeter { path: path.clone() }.into());
+    for path in plan.removals.iter().cloned().chain(in_trees) {
+        check_relative(&path)?;
+        if !in_perimeter(&path) {
+            return Err(WriteError::OutsidePerimeter { path }.into());
         }
         // Only a dry run needs the old text (for the diff); otherwise existence is enough.
         let exists = if options.dry_run {
-            root.read(path)?.map(Some)
+            root.read(&path)?.map(Some)
         } else {
-            root.is_file(path)?.then_some(None)
+            root.is_file(&path)?.then_some(None)
         };
         if let Some(old) = exists {
             let diff = old.map(|old| {
-                unified_diff(path, Some(&old), b"").replacen(
+                unified_diff(&path, Some(&old), b"").replacen(
                     &format!("+++ b/{path}"),
                     "+++ /dev/null",
                     1,
                 )
             });
             removals.push(FileReport {
-                path: path.clone(),
+                path,
                 ownership: Ownership::Merged,
                 action: FileAction::Removed,
                 backup: None,

@@ -130,6 +130,7 @@ pub struct PlanBuilder {
     commit_last: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_intent: Option<String>,
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
+    removed_trees: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_stat_cache: Option<aibox_provenance::PathTable<aibox_provenance::Sha256>>,
     dir_moves: Vec<DirMove>,
     processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
@@ -152,6 +153,18 @@ impl PlanBuilder {
         let path = path.into();
         crate::writer::check_relative(&path)?;
         self.prune_dirs.insert(path);
+        Ok(())
+    }
+
+    /// Plans the removal of every regular file below the folder `path` (a processkit
+    /// snapshot of another version), then of its folders where empty ([`Self::prune_dir`]).
+    /// The apply lists the files: a plan holds the folder, not the thousands of paths below
+    /// it. Symlinks and special files inside are left, and so are their folders.
+    pub fn remove_tree(&mut self, path: impl Into<Utf8PathBuf>) -> Result<(), EngineError> {
+        let path = path.into();
+        crate::writer::check_relative(&path)?;
+        self.prune_dirs.insert(path.clone());
+        self.removed_trees.insert(path);
         Ok(())
     }
 
@@ -339,6 +352,7 @@ impl PlanBuilder {
             commit_last: self.commit_last,
             processkit_intent: self.processkit_intent,
             prune_dirs: self.prune_dirs.into_iter().collect(),
+            removed_trees: self.removed_trees.into_iter().collect(),
             processkit_stat_cache: self.processkit_stat_cache,
             dir_moves: self.dir_moves,
             processkit_upgrade: self.processkit_upgrade,
@@ -366,6 +380,9 @@ pub struct Plan {
     pub processkit_intent: Option<String>,
     /// Directory trees to remove where empty after the removals.
     pub prune_dirs: Vec<Utf8PathBuf>,
+    /// Folders whose regular files are all removed (see [`PlanBuilder::remove_tree`]);
+    /// the apply lists them, and reports each as a removal.
+    pub removed_trees: Vec<Utf8PathBuf>,
     /// Folders to move into place before the writes, when they can (see
     /// [`PlanBuilder::move_first`]).
     pub dir_moves: Vec<DirMove>,
@@ -376,6 +393,13 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Whether a file is planned at `path`.
+    pub(crate) fn plans(&self, path: &str) -> bool {
+        self.files
+            .binary_search_by(|f| path_order(f.path.as_str(), path))
+            .is_ok()
+    }
+
     /// The lock as a planned file (written after every other file).
     pub fn lock_file(&self) -> PlannedFile {
         PlannedFile::new(

@@ -354,7 +354,7 @@ impl Resolved {
             r.scan.files = aibox_provenance::PathTable::new();
             r.scan.parsed_marker = None;
             r.scan.snapshot_files = Vec::new();
-            r.scan.stale_snapshots = std::collections::BTreeMap::new();
+            r.scan.stale_snapshots = std::collections::BTreeSet::new();
             r.release.payload.files = std::sync::Arc::default();
         }
     }

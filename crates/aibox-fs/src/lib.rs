@@ -512,6 +512,19 @@ impl ProjectRoot {
     /// missing, a symlink, not a folder, or holds anything else (a symlink, a socket, a
     /// name that is not UTF-8).
     pub fn plain_tree(&self, rel: &Utf8Path) -> Result<Option<Vec<String>>, WriteError> {
+        self.walk_tree(rel, true)
+    }
+
+    /// The regular files below the folder `rel`, relative to it (`/`-separated, sorted);
+    /// none when `rel` is missing, a symlink or not a folder. Symlinks are not followed:
+    /// they, special files and names that are not UTF-8 are left out.
+    pub fn regular_files_below(&self, rel: &Utf8Path) -> Result<Vec<String>, WriteError> {
+        Ok(self.walk_tree(rel, false)?.unwrap_or_default())
+    }
+
+    /// Lists the regular files below `rel` (sorted); with `plain`, anything else found
+    /// makes the answer `None`, otherwise it is left out.
+    fn walk_tree(&self, rel: &Utf8Path, plain: bool) -> Result<Option<Vec<String>>, WriteError> {
         let Some((_, top)) = self.real_dir(rel)? else {
             return Ok(None);
         };
@@ -527,7 +540,10 @@ impl ProjectRoot {
             for entry in entries {
                 let entry = entry.map_err(|e| WriteError::io("list", &dir, e))?;
                 let Ok(name) = entry.file_name().into_string() else {
-                    return Ok(None);
+                    if plain {
+                        return Ok(None);
+                    }
+                    continue;
                 };
                 let child = if sub.is_empty() {
                     name
@@ -537,7 +553,8 @@ impl ProjectRoot {
                 match entry.file_type() {
                     Ok(t) if t.is_dir() => stack.push(child),
                     Ok(t) if t.is_file() => files.push(child),
-                    _ => return Ok(None),
+                    _ if plain => return Ok(None),
+                    _ => {}
                 }
             }
         }

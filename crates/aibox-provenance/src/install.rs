@@ -848,9 +848,10 @@ pub struct LiveScan {
     pub interrupted: Option<Intent>,
     /// Digest of the live snapshot's `PROVENANCE.toml` of the release's version.
     pub snapshot_provenance: Option<Sha256>,
-    /// Snapshot directories of other versions, each with the regular files below it
-    /// (root-relative, sorted).
-    pub stale_snapshots: BTreeMap<String, Vec<String>>,
+    /// Snapshot directories of other versions (root-relative). Their files are listed
+    /// by whoever removes them, when it does: an upgrade's old snapshot holds as many
+    /// files as the release, and the plan needs only the folder.
+    pub stale_snapshots: BTreeSet<String>,
     /// Whether the release's own snapshot directory exists.
     pub snapshot_present: bool,
     /// The regular files below the release's own snapshot directory (root-relative,
@@ -974,18 +975,14 @@ pub fn scan(
         list_files(root, &snap_dir, &mut snapshot_files);
         snapshot_files.sort();
     }
-    let mut stale_snapshots = BTreeMap::new();
+    let mut stale_snapshots = BTreeSet::new();
     if let Ok(rd) = fs_err::read_dir(root.join(SNAPSHOT_DIR)) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             // Only real directories that look like versions: never a user's file or link.
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
             if is_dir && name != release.version && crate::source::check_version(&name).is_ok() {
-                let dir = format!("{SNAPSHOT_DIR}/{name}");
-                let mut listed = Vec::new();
-                list_files(root, &dir, &mut listed);
-                listed.sort();
-                stale_snapshots.insert(dir, listed);
+                stale_snapshots.insert(format!("{SNAPSHOT_DIR}/{name}"));
             }
         }
     }
@@ -1140,7 +1137,7 @@ pub fn plan_scanned(
         let move_from = b
             .old
             .map(|m| format!("{SNAPSHOT_DIR}/{}", m.install.processkit_version))
-            .filter(|dir| !live.snapshot_present && live.stale_snapshots.contains_key(dir));
+            .filter(|dir| !live.snapshot_present && live.stale_snapshots.contains(dir));
         Some(SnapshotPlan {
             dir: snap_dir,
             files,
@@ -1148,7 +1145,7 @@ pub fn plan_scanned(
             move_from,
         })
     };
-    let stale_snapshots: Vec<String> = live.stale_snapshots.keys().cloned().collect();
+    let stale_snapshots: Vec<String> = live.stale_snapshots.iter().cloned().collect();
 
     // Marker and lock, keeping the old timestamp when nothing changed.
     let content_changed = !t.writes.is_empty() || !t.removals.is_empty();

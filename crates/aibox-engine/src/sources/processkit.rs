@@ -209,11 +209,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     for path in &install.removals {
         plan.remove(path.as_str())?;
     }
-    for (dir, files) in &resolved.scan.stale_snapshots {
-        for file in files {
-            plan.remove(file.as_str())?;
-        }
-        plan.prune_dir(dir.as_str())?;
+    for dir in &resolved.scan.stale_snapshots {
+        plan.remove_tree(dir.as_str())?;
     }
     let servers = registered_servers(resolved, &install, &deleted)?;
     for warning in resolved.mcp_envs.warnings() {

@@ -83,3 +83,41 @@ fn writer_refuses_paths_outside_the_perimeter() {
     assert_eq!(mode(&root_path.join(p)), 0o640);
     assert!(PERIMETER.contains(&"aibox.lock"));
 }
+
+/// `plain_tree` answers only for a folder of folders and regular files;
+/// `regular_files_below` lists the regular files of any real folder, leaving out what is
+/// not one (a symlink is not followed), and nothing for a symlinked or missing folder.
+#[test]
+fn tree_listings_take_regular_files_and_never_follow_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Utf8Path::from_path(dir.path()).unwrap();
+    let tree = root.join(".aibox/snapshots/v1");
+    fs_err::create_dir_all(tree.join("context/skills/a")).unwrap();
+    fs_err::write(tree.join("PROVENANCE.toml"), "x\n").unwrap();
+    fs_err::write(tree.join("context/skills/a/SKILL.md"), "a\n").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    fs_err::write(outside.path().join("secret"), "not aibox's\n").unwrap();
+    let project = ProjectRoot::open(root).unwrap();
+    let rel = Utf8Path::new(".aibox/snapshots/v1");
+    let files = vec![
+        "PROVENANCE.toml".to_owned(),
+        "context/skills/a/SKILL.md".to_owned(),
+    ];
+    assert_eq!(project.plain_tree(rel).unwrap(), Some(files.clone()));
+    assert_eq!(project.regular_files_below(rel).unwrap(), files);
+
+    std::os::unix::fs::symlink(outside.path(), tree.join("context/linked")).unwrap();
+    assert_eq!(project.plain_tree(rel).unwrap(), None);
+    assert_eq!(project.regular_files_below(rel).unwrap(), files);
+
+    let linked = root.join(".aibox/snapshots/v2");
+    std::os::unix::fs::symlink(outside.path(), &linked).unwrap();
+    let via_link = Utf8Path::new(".aibox/snapshots/v2");
+    assert!(project.regular_files_below(via_link).unwrap().is_empty());
+    assert!(
+        project
+            .regular_files_below(Utf8Path::new(".aibox/snapshots/v3"))
+            .unwrap()
+            .is_empty()
+    );
+}
