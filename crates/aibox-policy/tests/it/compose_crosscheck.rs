@@ -31,7 +31,18 @@ use serde_norway::Value as Yaml;
 
 /// The Compose command of one project: its folder and the arguments of `config`.
 fn config_args(root: &Path, files: &BTreeMap<String, String>) -> (PathBuf, Vec<String>) {
-    let mut args = Vec::new();
+    compose_command(root, files, &[], &["config"])
+}
+
+/// A Compose tool's command for one project: its folder, and `before`, `-f` and each of
+/// the project's Compose files that exists, then `after`.
+fn compose_command(
+    root: &Path,
+    files: &BTreeMap<String, String>,
+    before: &[&str],
+    after: &[&str],
+) -> (PathBuf, Vec<String>) {
+    let mut args: Vec<String> = before.iter().map(|a| (*a).to_owned()).collect();
     for name in compose_files(files) {
         let path = root.join(name);
         if path.is_file() {
@@ -39,8 +50,39 @@ fn config_args(root: &Path, files: &BTreeMap<String, String>) -> (PathBuf, Vec<S
             args.push(path.display().to_string());
         }
     }
-    args.push("config".to_owned());
+    args.extend(after.iter().map(|a| (*a).to_owned()));
     (root.join(".devcontainer"), args)
+}
+
+/// Each project's command run on its own, `after_each` after each; their outputs.
+fn one_by_one(
+    program: &str,
+    home: &Path,
+    cases: &[(PathBuf, Vec<String>)],
+    after_each: impl Fn(),
+) -> Vec<std::process::Output> {
+    cases
+        .iter()
+        .map(|(dir, args)| {
+            let out = bare(OsStr::new(program), home)
+                .current_dir(dir)
+                .args(args)
+                .output()
+                .unwrap();
+            after_each();
+            out
+        })
+        .collect()
+}
+
+/// A batch driver's input: one JSON line per project, its folder and arguments.
+fn batch_input(cases: &[(PathBuf, Vec<String>)]) -> String {
+    let mut input = String::new();
+    for (dir, args) in cases {
+        input.push_str(&serde_json::json!({ "cwd": dir, "args": args }).to_string());
+        input.push('\n');
+    }
+    input
 }
 
 /// Compose with an empty environment (only `PATH` and a scratch `HOME`).
@@ -101,25 +143,16 @@ fn real_configs(
     // docker-compose must be installed (scripts/setup-test-deps.sh): without it this fails.
     let Some(python) = python_of("docker-compose") else {
         // Another Compose build: one command per project.
-        return cases
-            .iter()
-            .map(|(dir, args)| {
-                let out = bare(OsStr::new("docker-compose"), home)
-                    .current_dir(dir)
-                    .args(args)
-                    .output()
-                    .unwrap();
+        return one_by_one("docker-compose", home, &cases, || {})
+            .into_iter()
+            .map(|out| {
                 out.status
                     .success()
                     .then(|| serde_norway::from_slice(&out.stdout).unwrap())
             })
             .collect();
     };
-    let mut input = String::new();
-    for (dir, args) in &cases {
-        input.push_str(&serde_json::json!({ "cwd": dir, "args": args }).to_string());
-        input.push('\n');
-    }
+    let input = batch_input(&cases);
     let out = drive(
         bare(python.as_os_str(), home).args(["-c", BATCH_DRIVER]),
         input,
@@ -482,39 +515,18 @@ fn podman_compose_runs(
     let cases: Vec<(PathBuf, Vec<String>)> = projects
         .iter()
         .map(|(root, files)| {
-            let mut args: Vec<String> = ["--dry-run", "-p", project].map(ToOwned::to_owned).into();
-            for name in compose_files(files) {
-                let path = root.join(&name);
-                if path.is_file() {
-                    args.push("-f".to_owned());
-                    args.push(path.display().to_string());
-                }
-            }
-            args.extend(["up".to_owned(), "-d".to_owned()]);
-            (root.join(".devcontainer"), args)
+            compose_command(root, files, &["--dry-run", "-p", project], &["up", "-d"])
         })
         .collect();
     // podman-compose must be installed (scripts/setup-test-deps.sh): without it this fails.
     let Some(python) = python_of("podman-compose") else {
         // Another build: one command per project, and what it made removed after each.
-        return cases
+        return one_by_one("podman-compose", home, &cases, || podman_cleanup(project))
             .iter()
-            .map(|(dir, args)| {
-                let out = bare(OsStr::new("podman-compose"), home)
-                    .current_dir(dir)
-                    .args(args)
-                    .output()
-                    .unwrap();
-                podman_cleanup(project);
-                dry_run_result(&String::from_utf8_lossy(&out.stdout))
-            })
+            .map(|out| dry_run_result(&String::from_utf8_lossy(&out.stdout)))
             .collect();
     };
-    let mut input = String::new();
-    for (dir, args) in &cases {
-        input.push_str(&serde_json::json!({ "cwd": dir, "args": args }).to_string());
-        input.push('\n');
-    }
+    let input = batch_input(&cases);
     let default_net = format!("{project}_default");
     let mut driver = bare(python.as_os_str(), home);
     driver
