@@ -97,6 +97,13 @@ fn path_order(a: &str, b: &str) -> std::cmp::Ordering {
     }
 }
 
+/// Whether `files`, sorted by [`path_order`], hold one at `path`.
+fn holds(files: &[PlannedFile], path: &str) -> bool {
+    files
+        .binary_search_by(|f| path_order(f.path.as_str(), path))
+        .is_ok()
+}
+
 impl PartialOrd for PathKey {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
@@ -331,11 +338,7 @@ impl PlanBuilder {
             .map(|f| (f.path.to_string(), sha256_hex(&f.contents)))
             .collect();
         let lock_text = self.lock.render()?;
-        let planned = |p: &PathKey| {
-            self.files
-                .binary_search_by(|f| path_order(f.path.as_str(), &p.0))
-                .is_ok()
-        };
+        let planned = |p: &PathKey| holds(&self.files, &p.0);
         // Moved, not copied: an upgrade of a large release removes thousands of files.
         let removals = std::mem::take(&mut self.removals)
             .into_iter()
@@ -395,9 +398,7 @@ pub struct Plan {
 impl Plan {
     /// Whether a file is planned at `path`.
     pub(crate) fn plans(&self, path: &str) -> bool {
-        self.files
-            .binary_search_by(|f| path_order(f.path.as_str(), path))
-            .is_ok()
+        holds(&self.files, path)
     }
 
     /// The lock as a planned file (written after every other file).
