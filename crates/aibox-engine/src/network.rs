@@ -70,10 +70,12 @@ pub(crate) fn declared_by_skills<'a>(
             "egress: skill `{name}`: {path} {why}; its declared hosts are not allowed"
         )),
     };
+    // A `SKILL.md` without the key declares nothing: the catalog's parse already said so,
+    // and the file is not read twice.
     for skill in catalog
         .skills
         .values()
-        .filter(|s| selected.contains(&s.name))
+        .filter(|s| s.declares_hosts && selected.contains(&s.name))
     {
         let path = format!("{}/SKILL.md", skill.dir);
         let Some(from) = release.payload.copy_from(&path) else {
@@ -134,4 +136,59 @@ pub(crate) fn lock(
             })
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use aibox_provenance::Payload;
+    use aibox_provenance::catalog::Catalog;
+
+    /// The catalog's `declares_hosts` is true exactly when reading the `SKILL.md` for its
+    /// hosts finds something (a host or a problem), so skipping the others loses nothing.
+    #[test]
+    fn only_a_skill_md_without_a_hosts_declaration_is_skipped() {
+        let cases = [
+            ("listed", "    hosts:\n      - api.example.com\n"),
+            ("bad-host", "    hosts:\n      - \"not a host!\"\n"),
+            ("scalar", "    hosts: api.example.com\n"),
+            ("empty-list", "    hosts: []\n"),
+            ("null", "    hosts: ~\n"),
+            ("absent", "    core: false\n"),
+        ];
+        let mut files: Vec<(String, Vec<u8>, bool)> = cases
+            .iter()
+            .map(|(name, processkit)| {
+                let text =
+                    format!("---\nname: {name}\nmetadata:\n  processkit:\n{processkit}---\n# x\n");
+                (
+                    format!("context/skills/cat/{name}/SKILL.md"),
+                    text.into_bytes(),
+                    false,
+                )
+            })
+            .collect();
+        files.push((
+            "context/skills/cat/bare/SKILL.md".to_owned(),
+            b"---\nname: bare\n---\n# x\n".to_vec(),
+            false,
+        ));
+        let catalog = Catalog::from_payload(&Payload::from_memory(files.clone())).unwrap();
+        for (path, bytes, _) in &files {
+            let name = path.split('/').nth(3).unwrap();
+            let declared = aibox_skill_review::declared_hosts(std::str::from_utf8(bytes).unwrap());
+            let finds = !declared.hosts.is_empty() || !declared.problems.is_empty();
+            let skill = &catalog.skills[name];
+            assert!(
+                !finds || skill.declares_hosts,
+                "{name}: the hosts reader finds {declared:?}, the catalog says none"
+            );
+        }
+        let declaring: Vec<&str> = catalog
+            .skills
+            .values()
+            .filter(|s| s.declares_hosts)
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(declaring, ["bad-host", "empty-list", "listed", "scalar"]);
+    }
 }

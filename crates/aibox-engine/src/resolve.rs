@@ -22,6 +22,7 @@
 //! cache is [`ProcesskitState::NotResolved`] and they say so instead of downloading it.
 
 use std::collections::BTreeSet;
+use std::ops::Bound;
 
 use aibox_config::{AiboxToml, ContextMode, GatewayMode, Project, ReviewScope};
 use aibox_policy::{PolicyError, SeccompPosture, SecurityDecision, TargetEngine};
@@ -498,15 +499,7 @@ fn resolve_processkit(
     // The configuration's skills with their dependencies: for the review, pk-doctor and
     // the declared hosts.
     let selected = selected_skills(config, &catalog)?;
-    let reviewed = review_skills(
-        root.path(),
-        project,
-        &release,
-        &catalog,
-        &selected,
-        scan.interrupted.as_ref(),
-        scan.parsed_marker.as_ref(),
-    )?;
+    let reviewed = review_skills(root.path(), project, &release, &catalog, &selected, &scan)?;
     // pk-doctor's script, when its skill is selected: locked like a server, so `doctor
     // --processkit` runs it on pinned dependencies.
     let pk_doctor = catalog
@@ -852,9 +845,9 @@ fn review_skills(
     release: &VerifiedRelease,
     catalog: &aibox_provenance::catalog::Catalog,
     selected: &BTreeSet<String>,
-    interrupted: Option<&aibox_provenance::Intent>,
-    marker: Option<&aibox_provenance::Marker>,
+    scan: &aibox_provenance::LiveScan,
 ) -> Result<Reviewed, EngineError> {
+    let (interrupted, marker) = (scan.interrupted.as_ref(), scan.parsed_marker.as_ref());
     let config = &project.config;
     let verified = release.verification != aibox_provenance::Verification::Unverified;
     let trusted_by = verified
@@ -881,20 +874,32 @@ fn review_skills(
         .values()
         .filter(|s| selected.contains(&s.name))
     {
-        let prefix = format!("{}/", skill.dir);
-        let mcp = format!("{prefix}mcp/");
-        if !release.payload.files.keys().any(|p| p.starts_with(&mcp)) {
+        // A range lookup: a scan of every release path per skill was quadratic.
+        let mcp = format!("{}/mcp/", skill.dir);
+        let ships_server = release
+            .payload
+            .files
+            .range::<str, _>((Bound::Included(mcp.as_str()), Bound::Unbounded))
+            .next()
+            .is_some_and(|(p, _)| p.starts_with(&mcp));
+        if !ships_server {
             continue;
         }
         let live = root.join(&skill.dir);
+        // The scan's digests (through the stat cache) of every installed file: an
+        // unchanged skill is not read again.
         let changes = marker
             .filter(|m| aibox_provenance::trust::installed_by_release(m, &skill.dir))
             .map(|m| {
-                aibox_provenance::trust::skill_changes(
+                aibox_provenance::trust::skill_changes_known(
                     root.as_std_path(),
                     m,
                     interrupted,
                     &skill.dir,
+                    |path| match scan.files.get(path) {
+                        Some(aibox_provenance::Live::File(h)) => Some(*h),
+                        _ => None,
+                    },
                 )
             })
             .unwrap_or_default();

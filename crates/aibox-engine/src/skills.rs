@@ -170,7 +170,7 @@ impl TrustBasis {
             marker,
             None,
             dir,
-            known,
+            |path| known.get(path).copied(),
         );
         if changes.is_empty() {
             (

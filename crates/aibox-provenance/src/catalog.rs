@@ -22,6 +22,9 @@ pub struct Skill {
     pub core: bool,
     /// Skills it depends on (`metadata.processkit.uses[].skill`), in the order declared.
     pub uses: Vec<String>,
+    /// Whether its front matter has a non-null `metadata.processkit.hosts`: only such a
+    /// `SKILL.md` is read again for the hosts it declares (the egress allowlist).
+    pub declares_hosts: bool,
 }
 
 /// One package tier.
@@ -61,6 +64,9 @@ struct FmProcesskit {
     core: bool,
     #[serde(default)]
     uses: Option<Vec<FmUse>>,
+    /// Read by the egress allowlist, which only needs to know here that it is there.
+    #[serde(default)]
+    hosts: Option<serde::de::IgnoredAny>,
 }
 /// One `uses:` entry. processkit writes `{skill: NAME, purpose: TEXT}` (v0.28 and v1.0);
 /// a bare name is read too.
@@ -147,6 +153,7 @@ impl Catalog {
             }
             let pk = fm.metadata.and_then(|m| m.processkit);
             let core = pk.as_ref().is_some_and(|p| p.core);
+            let declares_hosts = pk.as_ref().is_some_and(|p| p.hosts.is_some());
             let uses = pk
                 .and_then(|p| p.uses)
                 .unwrap_or_default()
@@ -161,6 +168,7 @@ impl Catalog {
                 dir: format!("context/skills/{category}/{name}"),
                 core,
                 uses,
+                declares_hosts,
             };
             if let Some(other) = catalog.skills.insert(name.to_owned(), skill) {
                 return Err(bad(format!(

@@ -6,7 +6,6 @@
 //! release installed (the marker's per-file manifest). A fork is another source; a local
 //! edit is other content. Both make a skill third-party.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use aibox_config::ProcesskitSection;
@@ -142,25 +141,21 @@ pub fn skill_changes(
     pending: Option<&Intent>,
     dir: &str,
 ) -> SkillChanges {
-    skill_changes_known(root, marker, pending, dir, &BTreeMap::new())
+    skill_changes_known(root, marker, pending, dir, |_| None)
 }
 
-/// [`skill_changes`] with the digests of regular files the caller has just hashed
-/// (root-relative path to digest): those are not read again, so a command that also
-/// needs the skill's content digest hashes each file once.
+/// [`skill_changes`] with the digests of regular files the caller already knows
+/// (`known`: root-relative path to digest, `None` when unknown): those are not read
+/// again, so a command that has just hashed a skill, or an apply whose scan has every
+/// installed file's digest, hashes each file once.
 pub fn skill_changes_known(
     root: &Path,
     marker: &Marker,
     pending: Option<&Intent>,
     dir: &str,
-    known: &BTreeMap<String, Sha256>,
+    known: impl Fn(&str) -> Option<Sha256>,
 ) -> SkillChanges {
-    let live_digest = |path: &str| {
-        known
-            .get(path)
-            .copied()
-            .or_else(|| live_digest(&root.join(path)))
-    };
+    let live_digest = |path: &str| known(path).or_else(|| live_digest(&root.join(path)));
     let prefix = format!("{dir}/");
     let config = format!("{dir}/config/");
     let planned = |path: &str, live: Option<Sha256>| {
