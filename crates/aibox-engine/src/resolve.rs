@@ -507,7 +507,7 @@ fn resolve_processkit(
         .get("pk-doctor")
         .filter(|_| selected.contains("pk-doctor"))
         .map(|s| format!("{}/scripts/doctor.py", s.dir))
-        .filter(|p| release.payload.files.contains_key(p));
+        .filter(|p| release.payload.files.contains_key(p.as_str()));
     let mcp_envs = lock_server_envs(
         root,
         &release,

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::digest::Sha256;
 use crate::error::{ProvenanceError, Result};
@@ -319,7 +320,7 @@ fn process_alive(pid: &str) -> bool {
 fn render_manifest(
     digest: &Sha256,
     top_tag: &str,
-    files: &BTreeMap<String, PayloadFile>,
+    files: &BTreeMap<Arc<str>, PayloadFile>,
 ) -> String {
     let mut out = format!("{MANIFEST_HEADER}\narchive {digest}\ntag {top_tag}\n");
     for (path, f) in files {
@@ -330,7 +331,10 @@ fn render_manifest(
     out
 }
 
-fn parse_manifest(text: &str, digest: &Sha256) -> Option<(BTreeMap<String, PayloadFile>, String)> {
+fn parse_manifest(
+    text: &str,
+    digest: &Sha256,
+) -> Option<(BTreeMap<Arc<str>, PayloadFile>, String)> {
     let mut lines = text.lines();
     if lines.next()? != MANIFEST_HEADER {
         return None;
@@ -357,7 +361,7 @@ fn parse_manifest(text: &str, digest: &Sha256) -> Option<(BTreeMap<String, Paylo
             return None;
         }
         files.insert(
-            path.to_owned(),
+            Arc::from(path),
             PayloadFile {
                 sha256,
                 size,
@@ -377,7 +381,7 @@ mod tests {
         let digest = Sha256::of(b"archive");
         let mut files = BTreeMap::new();
         files.insert(
-            "context/a b.md".to_owned(),
+            Arc::from("context/a b.md"),
             PayloadFile {
                 sha256: Sha256::of(b"a"),
                 size: 1,

@@ -132,11 +132,11 @@ impl Catalog {
             let Some((category, name)) = skill_of(path) else {
                 continue;
             };
-            if path != &format!("context/skills/{category}/{name}/SKILL.md") {
+            if **path != *format!("context/skills/{category}/{name}/SKILL.md") {
                 continue;
             }
             let bad = |reason: String| ProvenanceError::Catalog {
-                path: path.clone(),
+                path: path.to_string(),
                 reason,
             };
             let bytes = payload.read(path)?;
@@ -188,7 +188,7 @@ impl Catalog {
                 continue;
             }
             let bad = |reason: String| ProvenanceError::Catalog {
-                path: path.clone(),
+                path: path.to_string(),
                 reason,
             };
             let bytes = payload.read(path)?;

@@ -75,7 +75,7 @@ impl Default for Bytes {
 #[derive(Debug, Clone, Default)]
 pub struct Payload {
     /// The files, sorted by path; shared by every clone (a plan keeps its payload).
-    pub files: Arc<BTreeMap<String, PayloadFile>>,
+    pub files: Arc<BTreeMap<Arc<str>, PayloadFile>>,
     /// The tag taken from the archive's `processkit-<tag>/` top directory, if any.
     pub top_tag: Option<String>,
     bytes: Bytes,
@@ -99,7 +99,7 @@ impl Payload {
         let mut data = BTreeMap::new();
         for (path, bytes, executable) in files {
             manifest.insert(
-                path.clone(),
+                Arc::from(path.as_str()),
                 PayloadFile {
                     sha256: Sha256::of(&bytes),
                     size: bytes.len() as u64,
@@ -118,7 +118,7 @@ impl Payload {
 
     /// A payload whose files (listed in `files`) lie below `root`.
     pub(crate) fn on_disk(
-        files: BTreeMap<String, PayloadFile>,
+        files: BTreeMap<Arc<str>, PayloadFile>,
         top_tag: Option<String>,
         root: PathBuf,
     ) -> Self {
@@ -151,22 +151,18 @@ impl Payload {
 
     /// The verified source of file `rel` for the writer, when its bytes are on disk
     /// (`None` for an in-memory payload or an unknown path).
+    ///
+    /// Every copy holds the manifest's own path and the payload's folder, so a plan's
+    /// sources cost no allocation of their own (a 10x release: 0.8 MB of paths).
     pub fn copy_from(&self, rel: &str) -> Option<aibox_config::CopyFrom> {
-        self.copy_from_shared(Arc::from(rel))
-    }
-
-    /// [`Self::copy_from`] with the release path already shared: every copy of one file
-    /// (into the project and into the snapshot) holds the same path, and all of them the
-    /// same folder, so a plan's sources cost no path of their own.
-    pub fn copy_from_shared(&self, rel: Arc<str>) -> Option<aibox_config::CopyFrom> {
-        let file = self.files.get(&*rel)?;
+        let (rel, file) = self.files.get_key_value(rel)?;
         let dir = match &self.bytes {
             Bytes::Dir(p) | Bytes::Temp(p, _) => Arc::clone(p),
             Bytes::Memory(_) => return None,
         };
         Some(aibox_config::CopyFrom::new(
             dir,
-            rel,
+            Arc::clone(rel),
             *file.sha256.as_bytes(),
             file.size,
         ))
@@ -565,7 +561,7 @@ impl PendingMeta {
 #[derive(Debug)]
 pub struct Unpacked {
     /// Release path → file.
-    pub files: BTreeMap<String, PayloadFile>,
+    pub files: BTreeMap<Arc<str>, PayloadFile>,
     /// The tag of `processkit-<tag>/`.
     pub top_tag: String,
     /// SHA-256 of the whole (compressed) input.
@@ -709,7 +705,7 @@ pub fn unpack_archive(
             return Err(reject("content length differs from the header"));
         }
         files.insert(
-            rel,
+            Arc::from(rel),
             PayloadFile {
                 sha256: counter.finish(),
                 size,
@@ -900,7 +896,7 @@ pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
                     });
                 }
                 files.insert(
-                    rel,
+                    Arc::from(rel),
                     PayloadFile {
                         sha256: counter.finish(),
                         size: meta.len(),

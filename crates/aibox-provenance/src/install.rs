@@ -134,18 +134,8 @@ impl FileWrite {
     /// The write of release file `release_path` to project path `path`: a copy of the
     /// verified file when the payload is on disk (never read into memory here).
     pub fn from_payload(payload: &Payload, release_path: &str, path: String) -> Result<Self> {
-        Self::from_payload_shared(payload, &Arc::from(release_path), path)
-    }
-
-    /// [`Self::from_payload`] with the release path already shared (see
-    /// [`Payload::copy_from_shared`]).
-    fn from_payload_shared(
-        payload: &Payload,
-        release_path: &Arc<str>,
-        path: String,
-    ) -> Result<Self> {
         let executable = payload.entry(release_path)?.executable;
-        let data = match payload.copy_from_shared(Arc::clone(release_path)) {
+        let data = match payload.copy_from(release_path) {
             Some(c) => WriteData::Copy(c),
             None => WriteData::Bytes(payload.read(release_path)?),
         };
@@ -162,8 +152,6 @@ impl FileWrite {
 pub struct SnapshotPlan {
     /// Project directory of the snapshot.
     pub dir: String,
-    /// Every file of the release; paths relative to `dir`.
-    pub files: Vec<FileWrite>,
     /// Files below `dir` today that are not in the release (root-relative, sorted), to
     /// remove: left by an interrupted upgrade, or added by hand.
     pub extras: Vec<String>,
@@ -172,6 +160,22 @@ pub struct SnapshotPlan {
     /// between the two releases are copied (an upgrade changes a few dozen of several
     /// hundred). Without the move the result is the same, only slower.
     pub move_from: Option<String>,
+}
+
+impl SnapshotPlan {
+    /// The snapshot's writes, one per file of `payload` (the plan's release), at its
+    /// project path below [`Self::dir`]. Made as they are iterated: a list of them (a
+    /// path and a source per release file) was held beside the plan's other per-file
+    /// structures.
+    pub fn writes<'a>(
+        &'a self,
+        payload: &'a Payload,
+    ) -> impl ExactSizeIterator<Item = Result<FileWrite>> + 'a {
+        payload
+            .files
+            .keys()
+            .map(|rel| FileWrite::from_payload(payload, rel, format!("{}/{rel}", self.dir)))
+    }
 }
 
 /// Settings of a plan that do not come from the release.
@@ -227,9 +231,9 @@ pub struct InstallPlan {
     pub skills: BTreeSet<String>,
     /// Warnings (unknown names, version stamps, kept removals).
     pub warnings: Vec<String>,
-    /// The record of this plan's writes and removals, to be stored before the first
-    /// write (see [`Intent`]); `None` for a no-op.
-    pub intent: Option<Intent>,
+    /// The record of this plan's writes and removals, rendered ([`Intent::render`]), to
+    /// be stored before the first write; `None` for a no-op.
+    pub intent: Option<String>,
     /// Whether the stat cache should be rewritten after applying: something changed,
     /// or files had to be re-hashed.
     pub stat_cache_stale: bool,
@@ -513,7 +517,7 @@ fn classify(r: Option<Sha256>, c: Option<Sha256>, l: &Live) -> (Class, Action) {
     }
 }
 
-fn count_direct(files: &BTreeMap<String, PayloadFile>, dir: &str) -> usize {
+fn count_direct(files: &BTreeMap<Arc<str>, PayloadFile>, dir: &str) -> usize {
     files
         .keys()
         .filter(|k| {
@@ -825,7 +829,7 @@ fn install_set<'a>(release: &'a VerifiedRelease, selected: &BTreeSet<String>) ->
     let mut set = BTreeMap::new();
     for (path, file) in release.payload.files.iter() {
         if let Some((dest, user)) = target(path, selected) {
-            set.insert(dest, (path.as_str(), file, user));
+            set.insert(dest, (&**path, file, user));
         }
     }
     set
@@ -1097,31 +1101,24 @@ pub fn plan_scanned(
         resume,
         &mut warnings,
     )?;
+    // The record is rendered now and its two tables freed, before the snapshot's writes
+    // and the marker are made: the tables and the text together were the peak of a
+    // large first install.
+    let intent = Intent {
+        version: release.version.clone(),
+        release_asset_sha256: release.digest,
+        base_marker_sha256: b.base_marker_sha256,
+        skills: b.selection.skills.iter().cloned().collect(),
+        now: opts.now.to_owned(),
+        writes: t.intent_writes,
+        removals: t.intent_removals,
+    }
+    .render();
     // The snapshot of this version, when missing or from another release.
     let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
     let snapshot = if snapshot_current(release, live.snapshot_provenance, b.same_release) {
         None
     } else {
-        // Each release file the project also gets shares its source path with that write.
-        let shared: std::collections::HashSet<Arc<str>> = t
-            .writes
-            .iter()
-            .filter_map(|w| match &w.data {
-                WriteData::Copy(c) => Some(Arc::clone(&c.rel)),
-                WriteData::Bytes(_) => None,
-            })
-            .collect();
-        let mut files = Vec::with_capacity(release.payload.files.len());
-        for rel in release.payload.files.keys() {
-            let source = shared
-                .get(rel.as_str())
-                .map_or_else(|| Arc::from(rel.as_str()), Arc::clone);
-            files.push(FileWrite::from_payload_shared(
-                &release.payload,
-                &source,
-                rel.clone(),
-            )?);
-        }
         let prefix = format!("{snap_dir}/");
         let extras = live
             .snapshot_files
@@ -1140,7 +1137,6 @@ pub fn plan_scanned(
             .filter(|dir| !live.snapshot_present && live.stale_snapshots.contains(dir));
         Some(SnapshotPlan {
             dir: snap_dir,
-            files,
             extras,
             move_from,
         })
@@ -1194,15 +1190,6 @@ pub fn plan_scanned(
         &recorded(&t.decisions, true),
     );
     let marker_changed = live.marker_sha256 != Some(Sha256::of(marker.as_bytes()));
-    let intent = Intent {
-        version: release.version.clone(),
-        release_asset_sha256: release.digest,
-        base_marker_sha256: b.base_marker_sha256,
-        skills: b.selection.skills.iter().cloned().collect(),
-        now: opts.now.to_owned(),
-        writes: t.intent_writes,
-        removals: t.intent_removals,
-    };
     let lock = lock_section(
         release,
         previous_lock,
@@ -1344,8 +1331,9 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     }
     if let Some(s) = &plan.snapshot {
         check_parents(root, &format!("{}/x", s.dir))?;
-        for w in &s.files {
-            write_one(&mut writer, &format!("{}/{}", s.dir, w.path), w)?;
+        for w in s.writes(&plan.payload) {
+            let w = w?;
+            write_one(&mut writer, &w.path, &w)?;
         }
         for extra in &s.extras {
             writer.remove(Utf8Path::new(extra))?;

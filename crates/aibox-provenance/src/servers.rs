@@ -312,7 +312,7 @@ pub fn check_mcp_manifest(
     for path in files.keys() {
         if path.starts_with("context/skills/")
             && path.ends_with("/mcp/mcp-config.json")
-            && !listed.contains(path)
+            && !listed.contains(&**path)
         {
             problems.push(format!(
                 "`{path}` is shipped but not listed in the manifest"

@@ -630,7 +630,7 @@ fn validate_layout(
     let extra: Vec<&str> = payload
         .files
         .keys()
-        .map(String::as_str)
+        .map(AsRef::as_ref)
         .filter(|k| {
             !listed.contains(*k) && !matches!(*k, "PROVENANCE.toml" | "LICENSE" | "CHANGELOG.md")
         })

@@ -140,10 +140,10 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)
         .map_err(EngineError::from)?;
     let deleted = warn_changed_skills(resolved, &install, plan);
-    // The record is kept as text only: its maps (a path and two digests per write) are
-    // freed before the planned files are added.
+    // The record comes as text: its maps (a path and two digests per write) were freed
+    // before the plan's other per-file structures were made.
     if let Some(intent) = install.intent.take() {
-        plan.set_processkit_intent(intent.render());
+        plan.set_processkit_intent(intent);
     }
     for warning in &install.warnings {
         plan.warn(format!("processkit: {warning}"));
@@ -173,12 +173,15 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // marker).
     plan.reserve(
         install.writes.len()
-            + install.snapshot.as_ref().map_or(0, |s| s.files.len())
+            + install
+                .snapshot
+                .as_ref()
+                .map_or(0, |s| s.writes(&install.payload).len())
             + install.migration.as_ref().map_or(0, Vec::len)
             + 1,
     );
-    for w in std::mem::take(&mut install.writes) {
-        add(plan, w.path.clone(), w, true)?;
+    for mut w in std::mem::take(&mut install.writes) {
+        add(plan, std::mem::take(&mut w.path), w, true)?;
     }
     if let Some(snapshot) = install.snapshot.take() {
         if let Some(from) = &snapshot.move_from {
@@ -190,8 +193,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         if !snapshot.extras.is_empty() {
             plan.prune_dir(snapshot.dir.as_str())?;
         }
-        for w in snapshot.files {
-            add(plan, format!("{}/{}", snapshot.dir, w.path), w, true)?;
+        for w in snapshot.writes(&install.payload) {
+            let mut w = w.map_err(EngineError::from)?;
+            add(plan, std::mem::take(&mut w.path), w, true)?;
         }
     }
     for w in install.migration.take().into_iter().flatten() {

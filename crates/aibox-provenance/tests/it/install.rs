@@ -690,7 +690,10 @@ fn copy_sources_share_their_folder_and_release_path() {
         .as_ref()
         .expect("a first install writes the snapshot");
     let content: Vec<_> = plan.writes.iter().map(|w| copy(&w.data)).collect();
-    let snap: Vec<_> = snapshot.files.iter().map(|w| copy(&w.data)).collect();
+    let snap: Vec<_> = snapshot
+        .writes(&plan.payload)
+        .map(|w| copy(&w.unwrap().data))
+        .collect();
     assert!(!content.is_empty() && snap.len() > content.len());
     let dir = &content[0].dir;
     assert!(

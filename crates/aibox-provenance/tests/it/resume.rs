@@ -8,7 +8,7 @@
 use crate::common;
 
 use aibox_provenance::install::{Action, Class, WriteData};
-use aibox_provenance::{InstallPlan, apply_plan};
+use aibox_provenance::{InstallPlan, Intent, apply_plan};
 use aibox_test_support::http::release::SyntheticRelease;
 use common::Setup;
 
@@ -50,7 +50,8 @@ fn a_file_killed_while_created_in_place_is_completed_when_the_run_resumes() {
     // The record the killed run stored before its first write.
     let intent = first
         .intent
-        .clone()
+        .as_deref()
+        .and_then(Intent::parse)
         .expect("a first install has an intent record");
     // Two files the run was creating, each with a few bytes.
     let mut new_files = first.writes.iter().filter_map(|w| match &w.data {
@@ -106,7 +107,7 @@ fn a_complete_file_with_other_bytes_is_not_taken_for_a_partial_one() {
     } = first_install();
     let root = project.path();
     let setup = Setup::default();
-    let intent = first.intent.clone().unwrap();
+    let intent = first.intent.as_deref().and_then(Intent::parse).unwrap();
     let (path, upstream) = first
         .writes
         .iter()
