@@ -6,9 +6,10 @@
 //! 5 MB; every skill selected, so about 1,720 installed files and 10 MB with the
 //! snapshot) and its successor are written as local `.tar.gz` archives pinned by digest,
 //! at 1x and 10x the files and bytes (`processkit_like_scaled`). For each size: first
-//! install, a cold first install (a new project with an empty download cache, the
-//! release downloaded from a loopback server and verified against its sidecar), no-op
-//! `apply`, upgrade to the successor, `doctor --integrity`, and the
+//! install, a cold first install (an empty download cache, the release downloaded from
+//! a loopback server and verified against its sidecar: of a clone of a project, whose
+//! committed `aibox.lock` pins the MCP servers' dependencies, and shown beside it, of a
+//! new project, which also locks them against the package index), no-op `apply`, upgrade to the successor, `doctor --integrity`, and the
 //! read-only `doctor`, `skill list` and `mcp list` (held to linear growth), with wall
 //! time, CPU time (GNU `time`'s `%U` and `%S`, when `/usr/bin/time` exists; wall time
 //! well above CPU time is waiting, on `fsync` or on a busy machine) and aibox's own peak
@@ -224,8 +225,12 @@ fn tree_size(dir: &Path) -> (usize, u64) {
 #[derive(Default)]
 struct Results {
     first: Vec<Sample>,
-    /// First install in a new project with an empty download cache (download included).
+    /// First install with an empty download cache (download included) of a clone of a
+    /// project: its committed `aibox.lock` pins the MCP servers' dependencies.
     cold: Vec<Sample>,
+    /// The same for a new project, with no `aibox.lock`: it also locks the MCP servers'
+    /// dependencies, asking the package index (`uv pip compile`, network).
+    cold_new: Vec<Sample>,
     noop: Vec<Sample>,
     upgrade: Vec<Sample>,
     integrity: Vec<Sample>,
@@ -470,19 +475,35 @@ fn one_run(
     let (files, bytes) = tree_size(&project.join("context"));
     let agents = fs_err::metadata(project.join("AGENTS.md")).map_or(0, |m| m.len());
     r.files = (files + usize::from(agents > 0), bytes + agents);
-    // Cold: a new project and an empty download cache, so the release is downloaded
-    // (from the loopback server), verified against its sidecar and unpacked first.
+    // Cold: an empty download cache, so the release is downloaded (from the loopback
+    // server), verified against its sidecar and unpacked first. A new project also
+    // locks its MCP servers' dependencies against the package index (network, about the
+    // same at every size); a clone of it (its `aibox.toml` and committed `aibox.lock`)
+    // reuses that lock, so its row is the download, unpack and install alone.
     let empty = work.join(format!("cache-cold-{run}"));
-    r.cold.push(measure(
+    r.cold_new.push(measure(
         &mut ours(&cold, &empty, &["apply"]),
-        "cold first install",
+        "cold first install, new project",
         work,
     )?);
-    if tree_size(&cold.join("context")).0 != files {
-        return Err(format!(
-            "the cold first install in {} did not install the {files} files the first install did",
-            cold.display()
-        ));
+    let clone = work.join(format!("clone-{run}"));
+    fs_err::create_dir_all(&clone).map_err(|e| e.to_string())?;
+    for committed in ["aibox.toml", "aibox.lock"] {
+        fs_err::copy(cold.join(committed), clone.join(committed)).map_err(|e| e.to_string())?;
+    }
+    r.cold.push(measure(
+        &mut ours(&clone, &work.join(format!("cache-clone-{run}")), &["apply"]),
+        "cold first install, clone",
+        work,
+    )?);
+    for dir in [&cold, &clone] {
+        if tree_size(&dir.join("context")).0 != files {
+            return Err(format!(
+                "the cold first install in {} did not install the {files} files the first \
+                 install did",
+                dir.display()
+            ));
+        }
     }
     r.noop
         .push(measure(&mut aibox(&["apply"]), "no-op apply", work)?);
@@ -694,6 +715,7 @@ impl FactorReport {
         let sha = median(r.sha);
         let first = median(r.first);
         let cold = median(r.cold);
+        let cold_new = median(r.cold_new);
         let noop = median(r.noop);
         let upgrade = median(r.upgrade);
         let integrity = median(r.integrity);
@@ -711,7 +733,7 @@ impl FactorReport {
             median_of(p.doctor),
         );
         let peak = [
-            first, cold, noop, upgrade, integrity, doctor, skill_list, mcp_list,
+            first, cold, cold_new, noop, upgrade, integrity, doctor, skill_list, mcp_list,
         ]
         .iter()
         .filter_map(|s| s.rss_kib)
@@ -744,7 +766,8 @@ impl FactorReport {
             },
             // The same targets as a warm first install: downloading 1.3 MB (13 MB at
             // 10x) from the loopback server is part of the work, as it is for the
-            // previous aibox.
+            // previous aibox (which locks no dependencies: its cold install is a
+            // clone's).
             Row {
                 prev: p_cold,
                 prev_target: Some(PREV_RATIO),
@@ -756,6 +779,9 @@ impl FactorReport {
                     Target::Ratio(COPY_RATIO),
                 )
             },
+            // Plus `uv pip compile` against the real index: a network wait of seconds,
+            // shown, not held to a copy's time.
+            row("cold, new project", cold_new, "cp -r", cp, Target::None),
             Row {
                 prev: p_noop,
                 ..row(
@@ -1303,6 +1329,7 @@ mod tests {
         Results {
             first: vec![sample(300.0 * scale, rss)],
             cold: vec![sample(340.0 * scale, 10)],
+            cold_new: vec![sample(2000.0, 10)],
             noop: vec![sample(20.0 * scale, 10)],
             upgrade: vec![sample(600.0 * scale, 10)],
             integrity: vec![sample(30.0 * scale, 5)],
@@ -1332,9 +1359,10 @@ mod tests {
             [
                 ("first install", Some(true)),       // 1.2x cp -r
                 ("cold first install", Some(false)), // 1.36x cp -r
-                ("no-op apply", Some(true)),         // 20 ms
-                ("upgrade", Some(false)),            // 2.4x cp -r
-                ("doctor --integrity", Some(true)),  // 0.75x sha256sum
+                ("cold, new project", None),
+                ("no-op apply", Some(true)),        // 20 ms
+                ("upgrade", Some(false)),           // 2.4x cp -r
+                ("doctor --integrity", Some(true)), // 0.75x sha256sum
                 ("doctor", None),
                 ("skill list", None),
                 ("mcp list", None),
@@ -1349,6 +1377,7 @@ mod tests {
             [
                 Some(true),
                 Some(false),
+                None,
                 None,
                 Some(false),
                 Some(true),
@@ -1397,6 +1426,7 @@ mod tests {
             [
                 ("first install", Some(1.2), Some(false)), // 1.2x cp -r met, 1.2x previous not
                 ("cold first install", Some(0.85), Some(false)), // 0.85x previous, 1.36x cp -r
+                ("cold, new project", None, None),
                 ("no-op apply", Some(0.67), None),
                 ("upgrade", Some(0.67), Some(false)),
                 ("doctor --integrity", Some(0.6), Some(true)),
@@ -1427,8 +1457,10 @@ mod tests {
         assert_eq!(json["loaded"], true);
         assert_eq!(json["steps"][1]["step"], "cold first install");
         assert_eq!(json["steps"][1]["previous_ms"], 4000.0);
-        assert_eq!(json["steps"][5]["previous_ms"], 800.0);
-        assert_eq!(json["steps"][6]["previous_ms"], serde_json::Value::Null);
+        assert_eq!(json["steps"][2]["step"], "cold, new project");
+        assert_eq!(json["steps"][2]["previous_ms"], serde_json::Value::Null);
+        assert_eq!(json["steps"][6]["previous_ms"], 800.0);
+        assert_eq!(json["steps"][7]["previous_ms"], serde_json::Value::Null);
     }
 
     #[test]
