@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{ProvenanceError, Result};
 use crate::extract::Payload;
@@ -124,17 +124,154 @@ pub fn skill_of(path: &str) -> Option<(&str, &str)> {
     Some((category, skill))
 }
 
+/// The key of a catalog remembered in its release's unpacked store (the store is named
+/// by the release's digest); the version changes with the memo's shape.
+const MEMO_KEY: &str = "catalog-v1";
+
+/// A catalog as remembered: one line of JSON. A skill's folder is not stored but derived
+/// from its category and name, as the scan derives it.
+#[derive(Serialize, Deserialize)]
+struct Memo {
+    skills: Vec<MemoSkill>,
+    tiers: Vec<MemoTier>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct MemoSkill {
+    name: String,
+    category: String,
+    core: bool,
+    uses: Vec<String>,
+    hosts: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct MemoTier {
+    name: String,
+    extends: Vec<String>,
+    skills: Vec<String>,
+}
+
+/// Whether release path `path` is a skill's `SKILL.md`: `(category, name)`.
+fn skill_md(path: &str) -> Option<(&str, &str)> {
+    let (category, name) = skill_of(path)?;
+    (path.len() == "context/skills///SKILL.md".len() + category.len() + name.len()
+        && path.ends_with("/SKILL.md"))
+    .then_some((category, name))
+}
+
+/// Whether release path `path` is a package tier file: its stem.
+fn package_file(path: &str) -> Option<&str> {
+    let stem = path
+        .strip_prefix(".processkit/packages/")?
+        .strip_suffix(".yaml")?;
+    (!stem.contains('/')).then_some(stem)
+}
+
 impl Catalog {
-    /// Scans a payload.
+    /// The catalog of a payload: remembered in the unpacked store of a cached release
+    /// (see [`crate::Cache::unpacked`]), where the first command that scans it records it,
+    /// so later commands neither read nor parse every `SKILL.md` again; scanned otherwise.
+    /// A memo that does not fit the payload's files is ignored and written again.
     pub fn from_payload(payload: &Payload) -> Result<Self> {
+        let store = payload.store();
+        if let Some(catalog) = store.and_then(|s| Self::recall(s, payload)) {
+            return Ok(catalog);
+        }
+        let catalog = Self::scan(payload)?;
+        if let Some(store) = store {
+            crate::cache::memo_write(store, MEMO_KEY, &catalog.memo());
+        }
+        Ok(catalog)
+    }
+
+    /// The catalog remembered in `store`, when there is one and it fits the payload: the
+    /// same number of `SKILL.md` files and package files, each remembered skill's
+    /// `SKILL.md` among them.
+    fn recall(store: &std::path::Path, payload: &Payload) -> Option<Self> {
+        let memo: Memo = serde_json::from_str(&crate::cache::memo_read(store, MEMO_KEY)?).ok()?;
+        let skill_files = payload
+            .files
+            .keys()
+            .filter(|p| skill_md(p).is_some())
+            .count();
+        let package_files = payload
+            .files
+            .keys()
+            .filter(|p| package_file(p).is_some())
+            .count();
+        if memo.skills.len() != skill_files || memo.tiers.len() > package_files {
+            return None;
+        }
+        let mut catalog = Self::default();
+        for s in memo.skills {
+            let dir = format!("context/skills/{}/{}", s.category, s.name);
+            let fits = payload
+                .files
+                .contains_key(format!("{dir}/SKILL.md").as_str())
+                && skill_md(&format!("{dir}/SKILL.md")) == Some((&s.category, &s.name));
+            if !fits || catalog.skills.contains_key(&s.name) {
+                return None;
+            }
+            catalog.skills.insert(
+                s.name.clone(),
+                Skill {
+                    name: s.name,
+                    category: s.category,
+                    dir,
+                    core: s.core,
+                    uses: s.uses,
+                    declares_hosts: s.hosts,
+                },
+            );
+        }
+        for t in memo.tiers {
+            catalog.tiers.insert(
+                t.name.clone(),
+                Tier {
+                    name: t.name,
+                    extends: t.extends,
+                    skills: t.skills,
+                },
+            );
+        }
+        Some(catalog)
+    }
+
+    /// The catalog as one line of JSON, for [`Self::recall`].
+    fn memo(&self) -> String {
+        let memo = Memo {
+            skills: self
+                .skills
+                .values()
+                .map(|s| MemoSkill {
+                    name: s.name.clone(),
+                    category: s.category.clone(),
+                    core: s.core,
+                    uses: s.uses.clone(),
+                    hosts: s.declares_hosts,
+                })
+                .collect(),
+            tiers: self
+                .tiers
+                .values()
+                .map(|t| MemoTier {
+                    name: t.name.clone(),
+                    extends: t.extends.clone(),
+                    skills: t.skills.clone(),
+                })
+                .collect(),
+        };
+        serde_json::to_string(&memo).unwrap_or_default()
+    }
+
+    /// Reads and parses every `SKILL.md` and package file of the payload.
+    fn scan(payload: &Payload) -> Result<Self> {
         let mut catalog = Self::default();
         for path in payload.files.keys() {
-            let Some((category, name)) = skill_of(path) else {
+            let Some((category, name)) = skill_md(path) else {
                 continue;
             };
-            if **path != *format!("context/skills/{category}/{name}/SKILL.md") {
-                continue;
-            }
             let bad = |reason: String| ProvenanceError::Catalog {
                 path: path.to_string(),
                 reason,
@@ -178,15 +315,9 @@ impl Catalog {
             }
         }
         for path in payload.files.keys() {
-            let Some(file_name) = path.strip_prefix(".processkit/packages/") else {
+            let Some(stem) = package_file(path) else {
                 continue;
             };
-            let Some(stem) = file_name.strip_suffix(".yaml") else {
-                continue;
-            };
-            if stem.contains('/') {
-                continue;
-            }
             let bad = |reason: String| ProvenanceError::Catalog {
                 path: path.to_string(),
                 reason,

@@ -581,3 +581,49 @@ fn locked(f: &Fixture, r: &aibox_provenance::VerifiedRelease) -> ProcesskitLock 
         processkit_install_hash: None,
     }
 }
+
+/// The catalog of a cached release is remembered in its unpacked store: a later command
+/// reads the memo instead of every `SKILL.md`, and a memo that does not fit the release's
+/// files (or does not parse) is ignored and written again.
+#[test]
+fn the_catalog_of_a_cached_release_is_remembered_and_a_memo_that_does_not_fit_is_redone() {
+    use aibox_provenance::catalog::Catalog;
+    let f = fixture(true);
+    let release = fetch_release(&f.section(), f.project.path(), None, &mut f.opts()).unwrap();
+    let scanned = Catalog::from_payload(&release.payload).unwrap();
+    assert!(!scanned.skills.is_empty());
+    let memo = Cache::new(f.cache_dir.path())
+        .unpacked_path(&release.digest)
+        .join("memo/catalog-v1");
+    let written = fs_err::read_to_string(&memo).unwrap();
+    assert_eq!(Catalog::from_payload(&release.payload).unwrap(), scanned);
+
+    // The memo is what a later command reads: a skill's `core` flipped there is flipped.
+    let (name, skill) = scanned.skills.iter().next().unwrap();
+    let field = |core: bool| {
+        format!(
+            "{{\"name\":\"{name}\",\"category\":\"{}\",\"core\":{core}",
+            skill.category
+        )
+    };
+    let flipped = written.replace(&field(skill.core), &field(!skill.core));
+    assert_ne!(flipped, written);
+    fs_err::write(&memo, &flipped).unwrap();
+    assert_eq!(
+        Catalog::from_payload(&release.payload).unwrap().skills[name].core,
+        !skill.core
+    );
+
+    // A memo missing a skill, naming one the release lacks, or not JSON: scanned again
+    // and remembered right.
+    let missing = written.replacen(&format!("\"name\":\"{name}\""), "\"name\":\"ghost\"", 1);
+    for bad in [missing.as_str(), "{\"skills\":[],\"tiers\":[]}", "not json"] {
+        fs_err::write(&memo, bad).unwrap();
+        assert_eq!(
+            Catalog::from_payload(&release.payload).unwrap(),
+            scanned,
+            "{bad}"
+        );
+        assert_eq!(fs_err::read_to_string(&memo).unwrap(), written);
+    }
+}
