@@ -22,7 +22,6 @@
 //! cache is [`ProcesskitState::NotResolved`] and they say so instead of downloading it.
 
 use std::collections::BTreeSet;
-use std::ops::Bound;
 
 use aibox_config::{AiboxToml, ContextMode, GatewayMode, Project, ReviewScope};
 use aibox_policy::{PolicyError, SeccompPosture, SecurityDecision, TargetEngine};
@@ -875,14 +874,7 @@ fn review_skills(
         .filter(|s| selected.contains(&s.name))
     {
         // A range lookup: a scan of every release path per skill was quadratic.
-        let mcp = format!("{}/mcp/", skill.dir);
-        let ships_server = release
-            .payload
-            .files
-            .range::<str, _>((Bound::Included(mcp.as_str()), Bound::Unbounded))
-            .next()
-            .is_some_and(|(p, _)| p.starts_with(&mcp));
-        if !ships_server {
+        if !release.payload.holds_below(&format!("{}/mcp/", skill.dir)) {
             continue;
         }
         let live = root.join(&skill.dir);

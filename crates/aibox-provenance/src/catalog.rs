@@ -190,26 +190,20 @@ impl Catalog {
     /// `SKILL.md` among them.
     fn recall(store: &std::path::Path, payload: &Payload) -> Option<Self> {
         let memo: Memo = serde_json::from_str(&crate::cache::memo_read(store, MEMO_KEY)?).ok()?;
-        let skill_files = payload
-            .files
-            .keys()
-            .filter(|p| skill_md(p).is_some())
-            .count();
-        let package_files = payload
-            .files
-            .keys()
-            .filter(|p| package_file(p).is_some())
-            .count();
+        let (mut skill_files, mut package_files) = (0, 0);
+        for p in payload.files.keys() {
+            skill_files += usize::from(skill_md(p).is_some());
+            package_files += usize::from(package_file(p).is_some());
+        }
         if memo.skills.len() != skill_files || memo.tiers.len() > package_files {
             return None;
         }
         let mut catalog = Self::default();
         for s in memo.skills {
             let dir = format!("context/skills/{}/{}", s.category, s.name);
-            let fits = payload
-                .files
-                .contains_key(format!("{dir}/SKILL.md").as_str())
-                && skill_md(&format!("{dir}/SKILL.md")) == Some((&s.category, &s.name));
+            let md = format!("{dir}/SKILL.md");
+            let fits = payload.files.contains_key(md.as_str())
+                && skill_md(&md) == Some((&s.category, &s.name));
             if !fits || catalog.skills.contains_key(&s.name) {
                 return None;
             }

@@ -168,6 +168,15 @@ impl Payload {
         ))
     }
 
+    /// Whether the payload has a file below the folder `dir` (`/`-terminated): one range
+    /// lookup, not a scan of every path.
+    pub fn holds_below(&self, dir: &str) -> bool {
+        self.files
+            .range::<str, _>((std::ops::Bound::Included(dir), std::ops::Bound::Unbounded))
+            .next()
+            .is_some_and(|(p, _)| p.starts_with(dir))
+    }
+
     /// Reads file `rel` whole, checking its size and digest against the manifest. Meant
     /// for the few small files that are parsed (catalog, tiers, MCP configs).
     pub fn read(&self, rel: &str) -> Result<Vec<u8>> {

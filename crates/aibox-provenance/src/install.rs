@@ -170,7 +170,7 @@ impl SnapshotPlan {
     pub fn writes<'a>(
         &'a self,
         payload: &'a Payload,
-    ) -> impl ExactSizeIterator<Item = Result<FileWrite>> + 'a {
+    ) -> impl Iterator<Item = Result<FileWrite>> + 'a {
         payload
             .files
             .keys()

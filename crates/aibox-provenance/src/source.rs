@@ -624,7 +624,7 @@ fn validate_layout(
         .map_err(layout)?
         .files
         .ok_or_else(|| layout("`PROVENANCE.toml` has no [files] table".to_owned()))?;
-    if !payload.files.keys().any(|k| k.starts_with("context/")) {
+    if !payload.holds_below("context/") {
         return Err(layout("there is no `context/` directory".to_owned()));
     }
     let extra: Vec<&str> = payload

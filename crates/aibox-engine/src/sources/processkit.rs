@@ -176,7 +176,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
             + install
                 .snapshot
                 .as_ref()
-                .map_or(0, |s| s.writes(&install.payload).len())
+                .map_or(0, |_| install.payload.files.len())
             + install.migration.as_ref().map_or(0, Vec::len)
             + 1,
     );
