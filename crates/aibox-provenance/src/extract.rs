@@ -7,7 +7,7 @@
 //! exclusively with a normalised mode.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -272,9 +272,13 @@ struct Checker<'a> {
     limits: &'a ExtractLimits,
     entries: usize,
     total: u64,
-    seen: BTreeSet<String>,
-    folded: HashMap<String, String>,
-    dirs: BTreeSet<String>,
+    /// Every entry, as named.
+    seen: HashSet<Box<str>>,
+    /// The lowercase form of every entry with an uppercase letter (an all-lowercase
+    /// entry is its own lowercase form, found in `seen`).
+    folded: HashSet<Box<str>>,
+    /// Folders: named by an entry or implied by a deeper one.
+    dirs: HashSet<Box<str>>,
 }
 
 impl<'a> Checker<'a> {
@@ -283,9 +287,9 @@ impl<'a> Checker<'a> {
             limits,
             entries: 0,
             total: 0,
-            seen: BTreeSet::new(),
-            folded: HashMap::new(),
-            dirs: BTreeSet::new(),
+            seen: HashSet::new(),
+            folded: HashSet::new(),
+            dirs: HashSet::new(),
         }
     }
 
@@ -319,33 +323,50 @@ impl<'a> Checker<'a> {
             entry: rel.to_owned(),
             reason: reason.to_owned(),
         };
-        if !self.seen.insert(rel.to_owned()) {
+        if self.seen.contains(rel) {
             return Err(reject("duplicate entry"));
         }
-        let folded = rel.to_ascii_lowercase();
-        if let Some(other) = self.folded.insert(folded, rel.to_owned()) {
+        let lower = rel.to_ascii_lowercase();
+        let collides = if lower == rel {
+            self.folded.contains(rel)
+        } else {
+            self.seen.contains(lower.as_str()) || self.folded.contains(lower.as_str())
+        };
+        if collides {
+            // Only on this error path: which entry it collides with, the first by name.
+            let other = self
+                .seen
+                .iter()
+                .filter(|s| s.to_ascii_lowercase() == lower)
+                .min()
+                .map_or_else(String::new, ToString::to_string);
             return Err(ProvenanceError::UnsafeEntry {
                 entry: rel.to_owned(),
                 reason: format!("collides with `{other}` on case-insensitive file systems"),
             });
         }
-        // A parent must not be a file; a file must not be a known directory.
-        let mut prefix = String::new();
-        for comp in rel.split('/') {
-            if !prefix.is_empty() {
-                if self.seen.contains(&prefix) && !self.dirs.contains(&prefix) {
+        // A parent must not be a file; a file must not be a known directory. Most
+        // parents are known already, so a folder's name is allocated once.
+        for (at, _) in rel.match_indices('/') {
+            let parent = &rel[..at];
+            if !self.dirs.contains(parent) {
+                if self.seen.contains(parent) {
                     return Err(reject("a parent of this entry is a file"));
                 }
-                self.dirs.insert(prefix.clone());
-                prefix.push('/');
+                self.dirs.insert(parent.into());
             }
-            prefix.push_str(comp);
         }
         if is_dir {
-            self.dirs.insert(rel.to_owned());
+            if !self.dirs.contains(rel) {
+                self.dirs.insert(rel.into());
+            }
         } else if self.dirs.contains(rel) {
             return Err(reject("a file has the same path as a directory"));
         }
+        if lower != rel {
+            self.folded.insert(lower.into());
+        }
+        self.seen.insert(rel.into());
         Ok(())
     }
 }
@@ -582,13 +603,32 @@ pub struct Unpacked {
 /// archive must hold exactly one top directory `processkit-<tag>/` (stripped); with
 /// `expected_tag` the tag must match. On an error, `tree` holds a partial tree the
 /// caller removes (it is always a private staging directory).
-#[allow(clippy::too_many_lines)] // one pass over every entry, each check in order
 pub fn unpack_archive(
     input: impl Read,
     what: &str,
     expected_tag: Option<&str>,
     limits: &ExtractLimits,
     tree: &Path,
+) -> Result<Unpacked> {
+    std::thread::scope(|scope| {
+        let mut sink = TreeSink::start(scope, tree);
+        let read = unpack_entries(input, what, expected_tag, limits, &mut sink);
+        // The writer's error is the cause when both failed: the reader then only saw
+        // the writer stop.
+        let written = sink.finish();
+        written.and(read)
+    })
+}
+
+/// The reading half of [`unpack_archive`]: every entry checked, hashed and handed to
+/// `sink` in archive order.
+#[allow(clippy::too_many_lines)] // one pass over every entry, each check in order
+fn unpack_entries(
+    input: impl Read,
+    what: &str,
+    expected_tag: Option<&str>,
+    limits: &ExtractLimits,
+    sink: &mut TreeSink<'_>,
 ) -> Result<Unpacked> {
     let corrupt = |e: &dyn std::fmt::Display| ProvenanceError::CorruptArchive {
         what: what.to_owned(),
@@ -617,7 +657,6 @@ pub fn unpack_archive(
     let mut archive = tar::Archive::new(capped);
     let mut checker = Checker::new(limits);
     let mut files = BTreeMap::new();
-    let mut made_dirs: HashSet<String> = HashSet::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut top: Option<String> = None;
     // Raw entries: `tar` would read a GNU long name or PAX header of any declared size
@@ -682,23 +721,8 @@ pub fn unpack_archive(
         let size = entry.header().size().map_err(|e| corrupt(&e))?;
         checker.add_bytes(&rel, size)?;
         let executable = entry.header().mode().unwrap_or(0o644) & 0o111 != 0;
-        // Parents once each (the checker guarantees no file stands in their way).
-        if let Some((parent, _)) = rel.rsplit_once('/')
-            && !made_dirs.contains(parent)
-        {
-            let dir = tree.join(parent);
-            fs_err::create_dir_all(&dir).map_err(|e| ProvenanceError::io("create", &dir, e))?;
-            let mut p = parent;
-            loop {
-                made_dirs.insert(p.to_owned());
-                match p.rsplit_once('/') {
-                    Some((up, _)) if !made_dirs.contains(up) => p = up,
-                    _ => break,
-                }
-            }
-        }
-        let target = tree.join(&rel);
-        let mut out = create_new_file(&target, executable)?;
+        let rel: Arc<str> = Arc::from(rel);
+        sink.open(Arc::clone(&rel), executable)?;
         let mut counter = Counter::default();
         let mut body = (&mut entry).take(size.saturating_add(1));
         loop {
@@ -707,14 +731,13 @@ pub fn unpack_archive(
                 break;
             }
             counter.update(&buf[..n]);
-            out.write_all(&buf[..n])
-                .map_err(|e| ProvenanceError::io("write", &target, e))?;
+            sink.data(&buf[..n])?;
         }
         if counter.bytes != size {
             return Err(reject("content length differs from the header"));
         }
         files.insert(
-            Arc::from(rel),
+            rel,
             PayloadFile {
                 sha256: counter.finish(),
                 size,
@@ -998,6 +1021,187 @@ pub fn write_tree<'a>(
 }
 
 /// Creates a new file (never following or replacing an existing one) with a normalised mode.
+/// How many bytes of file contents [`TreeSink`] gathers before handing them over: a
+/// few wake-ups of the writer per megabyte, and little memory in flight.
+const BATCH_BYTES: usize = 128 * 1024;
+
+/// Most files in one batch (a release's files are mostly a few KiB each).
+const BATCH_FILES: usize = 64;
+
+/// A run of unpacked files on their way to the disk.
+#[derive(Default)]
+struct Batch {
+    pieces: Vec<Piece>,
+    bytes: Vec<u8>,
+}
+
+/// One step of a [`Batch`].
+enum Piece {
+    /// Create this file (its entry is checked), closing the one before.
+    Open { rel: Arc<str>, executable: bool },
+    /// Append the batch's bytes up to this offset (from where the last piece ended) to
+    /// the file opened last.
+    Data(usize),
+}
+
+/// Where [`unpack_archive`] puts files: a thread of its own creates them, so the file
+/// system's work overlaps inflating, hashing and checking the next entries. Without a
+/// thread (none could be started) the same writer runs on the caller's.
+struct TreeSink<'scope> {
+    batch: Batch,
+    to_writer: Option<std::sync::mpsc::SyncSender<Batch>>,
+    thread: Option<std::thread::ScopedJoinHandle<'scope, Result<()>>>,
+    inline: Option<TreeWriter<'scope>>,
+}
+
+impl<'scope> TreeSink<'scope> {
+    fn start<'env>(scope: &'scope std::thread::Scope<'scope, 'env>, tree: &'scope Path) -> Self {
+        // Two batches queued at most: the reader runs ahead by little, memory stays flat.
+        let (to_writer, from_reader) = std::sync::mpsc::sync_channel::<Batch>(2);
+        let spawned = std::thread::Builder::new()
+            .name("aibox-unpack".to_owned())
+            .spawn_scoped(scope, move || {
+                let mut writer = TreeWriter::new(tree);
+                for batch in from_reader {
+                    writer.apply(&batch)?;
+                }
+                Ok(())
+            });
+        match spawned {
+            Ok(thread) => Self {
+                batch: Batch::default(),
+                to_writer: Some(to_writer),
+                thread: Some(thread),
+                inline: None,
+            },
+            Err(_) => Self {
+                batch: Batch::default(),
+                to_writer: None,
+                thread: None,
+                inline: Some(TreeWriter::new(tree)),
+            },
+        }
+    }
+
+    fn open(&mut self, rel: Arc<str>, executable: bool) -> Result<()> {
+        if self.batch.pieces.len() >= BATCH_FILES {
+            self.flush()?;
+        }
+        self.batch.pieces.push(Piece::Open { rel, executable });
+        Ok(())
+    }
+
+    fn data(&mut self, bytes: &[u8]) -> Result<()> {
+        self.batch.bytes.extend_from_slice(bytes);
+        let end = self.batch.bytes.len();
+        match self.batch.pieces.last_mut() {
+            Some(Piece::Data(last)) => *last = end,
+            _ => self.batch.pieces.push(Piece::Data(end)),
+        }
+        if end >= BATCH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.batch.pieces.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        if let Some(writer) = &mut self.inline {
+            return writer.apply(&batch);
+        }
+        match &self.to_writer {
+            Some(to) if to.send(batch).is_ok() => Ok(()),
+            // The writer stopped on an error; [`Self::finish`] returns it.
+            _ => Err(ProvenanceError::io(
+                "write",
+                "the unpacked release",
+                std::io::Error::other("the writer stopped"),
+            )),
+        }
+    }
+
+    /// Hands over the last batch and waits for every file to be written; the writer's
+    /// first error, if any.
+    fn finish(mut self) -> Result<()> {
+        let flushed = self.flush();
+        drop(self.to_writer.take());
+        let written = match self.thread.take().map(std::thread::ScopedJoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_)) => Err(ProvenanceError::io(
+                "write",
+                "the unpacked release",
+                std::io::Error::other("the writer thread panicked"),
+            )),
+        };
+        written.and(flushed)
+    }
+}
+
+/// Creates the files of a [`Batch`] below `tree`, each parent folder once.
+struct TreeWriter<'tree> {
+    tree: &'tree Path,
+    made_dirs: HashSet<Box<str>>,
+    current: Option<(PathBuf, fs_err::File)>,
+}
+
+impl<'tree> TreeWriter<'tree> {
+    fn new(tree: &'tree Path) -> Self {
+        Self {
+            tree,
+            made_dirs: HashSet::new(),
+            current: None,
+        }
+    }
+
+    fn apply(&mut self, batch: &Batch) -> Result<()> {
+        let mut from = 0;
+        for piece in &batch.pieces {
+            match piece {
+                Piece::Open { rel, executable } => {
+                    self.current = None;
+                    self.make_parents(rel)?;
+                    let target = self.tree.join(&**rel);
+                    let file = create_new_file(&target, *executable)?;
+                    self.current = Some((target, file));
+                }
+                Piece::Data(to) => {
+                    if let Some((target, file)) = &mut self.current {
+                        file.write_all(&batch.bytes[from..*to])
+                            .map_err(|e| ProvenanceError::io("write", &*target, e))?;
+                    }
+                    from = *to;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Parents once each (the checker guarantees no file stands in their way).
+    fn make_parents(&mut self, rel: &str) -> Result<()> {
+        let Some((parent, _)) = rel.rsplit_once('/') else {
+            return Ok(());
+        };
+        if self.made_dirs.contains(parent) {
+            return Ok(());
+        }
+        let dir = self.tree.join(parent);
+        fs_err::create_dir_all(&dir).map_err(|e| ProvenanceError::io("create", &dir, e))?;
+        let mut p = parent;
+        loop {
+            self.made_dirs.insert(p.into());
+            match p.rsplit_once('/') {
+                Some((up, _)) if !self.made_dirs.contains(up) => p = up,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+}
+
 fn create_new_file(path: &Path, executable: bool) -> Result<fs_err::File> {
     let mut opts = fs_err::OpenOptions::new();
     opts.write(true).create_new(true);
@@ -1015,6 +1219,86 @@ fn create_new_file(path: &Path, executable: bool) -> Result<fs_err::File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aibox_test_support::http::release::{TarEntry, gzip, tar};
+
+    /// Records `entries` in order and returns the refusal of the last one.
+    fn refusal(entries: &[(&str, bool)]) -> String {
+        let limits = ExtractLimits::default();
+        let mut checker = Checker::new(&limits);
+        let (last, before) = entries.split_last().expect("at least one entry");
+        for (rel, dir) in before {
+            checker.record(rel, *dir).expect("accepted");
+        }
+        checker
+            .record(last.0, last.1)
+            .expect_err("refused")
+            .to_string()
+    }
+
+    #[test]
+    fn the_checker_refuses_every_clash_and_names_the_entry_it_clashes_with() {
+        for (entries, says) in [
+            (&[("a/b", false), ("a/b", false)][..], "duplicate entry"),
+            (&[("a", true), ("a", true)][..], "duplicate entry"),
+            (
+                &[("docs/Readme.md", false), ("docs/README.md", false)][..],
+                "collides with `docs/Readme.md`",
+            ),
+            (&[("A/x", false), ("a/x", false)][..], "collides with `A/x`"),
+            (&[("a/x", false), ("A/X", false)][..], "collides with `a/x`"),
+            (
+                &[("a", false), ("a/b/c", false)][..],
+                "a parent of this entry is a file",
+            ),
+            (
+                &[("a/b/c", false), ("a/b", false)][..],
+                "same path as a directory",
+            ),
+        ] {
+            let text = refusal(entries);
+            assert!(text.contains(says), "{entries:?}: `{text}` lacks `{says}`");
+        }
+    }
+
+    #[test]
+    fn the_checker_accepts_folders_named_before_or_after_their_files() {
+        let limits = ExtractLimits::default();
+        let mut checker = Checker::new(&limits);
+        for (rel, dir) in [
+            ("a", true),
+            ("a/b", false),
+            ("x/y/z", false),
+            ("x/y", true),
+            ("x", true),
+            ("a/SKILL.md", false),
+            ("c/SKILL.md", false),
+        ] {
+            checker.record(rel, dir).expect(rel);
+        }
+    }
+
+    /// A file the writer thread cannot create fails the unpack with that file's own
+    /// error, also when the reader had more batches to hand over.
+    #[test]
+    fn a_file_the_writer_cannot_create_is_the_error_reported() {
+        let mut entries = vec![TarEntry::dir("processkit-v1.0.0/")];
+        // Enough bytes for many batches after the first file.
+        let body = "x".repeat(8 * 1024);
+        for i in 0..200 {
+            entries.push(TarEntry::file(
+                &format!("processkit-v1.0.0/f{i:03}"),
+                body.as_str(),
+            ));
+        }
+        let gz = gzip(&tar(&entries));
+        let dir = tempfile::tempdir().unwrap();
+        fs_err::write(dir.path().join("f000"), "in the way").unwrap();
+        let err = unpack_archive(&gz[..], "t", None, &ExtractLimits::default(), dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("f000"), "{err}");
+        assert!(!err.contains("writer stopped"), "{err}");
+    }
 
     /// Memory does not grow with the release's bytes: a payload entry is a fixed-size
     /// manifest record (digest, size, mode), never the contents.
