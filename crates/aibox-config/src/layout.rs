@@ -461,7 +461,10 @@ pub fn user_owned_committed() -> impl Iterator<Item = &'static str> {
 /// Pattern rows are never writable (a test checks it), so the perimeter is still made
 /// of plain files and directories.
 pub fn covers(entry: &str, rel: &str) -> bool {
-    if let Some((head, tail)) = entry.split_once("**/") {
+    // Called for every table row and written file: a plain row skips the pattern search.
+    if entry.contains('*')
+        && let Some((head, tail)) = entry.split_once("**/")
+    {
         // `**/` is zero or more whole folders: try `tail` at every folder boundary.
         let Some(rest) = rel.strip_prefix(head) else {
             return false;

@@ -262,50 +262,47 @@ impl Catalog {
     /// Reads and parses every `SKILL.md` and package file of the payload.
     fn scan(payload: &Payload) -> Result<Self> {
         let mut catalog = Self::default();
-        for path in payload.files.keys() {
-            let Some((category, name)) = skill_md(path) else {
-                continue;
-            };
-            let bad = |reason: String| ProvenanceError::Catalog {
-                path: path.to_string(),
-                reason,
-            };
-            let bytes = payload.read(path)?;
-            let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".to_owned()))?;
-            let fm = front_matter(text).ok_or_else(|| bad("no `---` front matter".to_owned()))?;
-            let fm: Frontmatter =
-                serde_norway::from_str(fm).map_err(|e| bad(format!("front matter: {e}")))?;
-            if let Some(n) = &fm.name
-                && n != name
-            {
-                return Err(bad(format!(
-                    "`name: {n}` differs from the directory name `{name}`"
-                )));
-            }
-            let pk = fm.metadata.and_then(|m| m.processkit);
-            let core = pk.as_ref().is_some_and(|p| p.core);
-            let declares_hosts = pk.as_ref().is_some_and(|p| p.hosts.is_some());
-            let uses = pk
-                .and_then(|p| p.uses)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|u| match u {
-                    FmUse::Skill { skill } | FmUse::Name(skill) => skill,
-                })
-                .collect();
-            let skill = Skill {
-                name: name.to_owned(),
-                category: category.to_owned(),
-                dir: format!("context/skills/{category}/{name}"),
-                core,
-                uses,
-                declares_hosts,
-            };
-            if let Some(other) = catalog.skills.insert(name.to_owned(), skill) {
-                return Err(bad(format!(
-                    "skill name `{name}` also exists in category `{}`",
-                    other.category
-                )));
+        let skill_files: Vec<(&str, &str, &str)> = payload
+            .files
+            .keys()
+            .filter_map(|p| skill_md(p).map(|(category, name)| (&**p, category, name)))
+            .collect();
+        // Reading and parsing every `SKILL.md` is most of a first scan: a large release's
+        // are split between two threads, and the results are taken in path order, so the
+        // first error is the one a single thread meets first.
+        let parse = |files: &[(&str, &str, &str)]| -> Vec<Result<Skill>> {
+            files
+                .iter()
+                .map(|(path, category, name)| parse_skill(payload, path, category, name))
+                .collect()
+        };
+        let parsed = if skill_files.len() >= PARALLEL_SKILLS {
+            let (first, second) = skill_files.split_at(skill_files.len() / 2);
+            std::thread::scope(|scope| {
+                let helper = std::thread::Builder::new()
+                    .name("aibox-catalog".to_owned())
+                    .spawn_scoped(scope, || parse(second));
+                let mut parsed = parse(first);
+                match helper.map(std::thread::ScopedJoinHandle::join) {
+                    Ok(Ok(rest)) => parsed.extend(rest),
+                    // No thread, or it died: this one parses the rest.
+                    _ => parsed.extend(parse(second)),
+                }
+                parsed
+            })
+        } else {
+            parse(&skill_files)
+        };
+        for ((path, _, name), skill) in skill_files.iter().zip(parsed) {
+            let skill = skill?;
+            if let Some(other) = catalog.skills.insert((*name).to_owned(), skill) {
+                return Err(ProvenanceError::Catalog {
+                    path: (*path).to_owned(),
+                    reason: format!(
+                        "skill name `{name}` also exists in category `{}`",
+                        other.category
+                    ),
+                });
             }
         }
         for path in payload.files.keys() {
@@ -479,4 +476,100 @@ pub struct Selection {
     pub dependencies: BTreeMap<String, BTreeSet<String>>,
     /// Warnings about unknown names, missing dependencies and ignored exclusions.
     pub warnings: Vec<String>,
+}
+
+/// From this many skills on, [`Catalog::scan`] parses on two threads (below it, starting
+/// a thread costs about what it saves).
+const PARALLEL_SKILLS: usize = 64;
+
+/// The skill whose `SKILL.md` is the release file `path`, in folder `category`/`name`.
+fn parse_skill(payload: &Payload, path: &str, category: &str, name: &str) -> Result<Skill> {
+    let bad = |reason: String| ProvenanceError::Catalog {
+        path: path.to_owned(),
+        reason,
+    };
+    let bytes = payload.read(path)?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".to_owned()))?;
+    let fm = front_matter(text).ok_or_else(|| bad("no `---` front matter".to_owned()))?;
+    let fm: Frontmatter =
+        serde_norway::from_str(fm).map_err(|e| bad(format!("front matter: {e}")))?;
+    if let Some(n) = &fm.name
+        && n != name
+    {
+        return Err(bad(format!(
+            "`name: {n}` differs from the directory name `{name}`"
+        )));
+    }
+    let pk = fm.metadata.and_then(|m| m.processkit);
+    let core = pk.as_ref().is_some_and(|p| p.core);
+    let declares_hosts = pk.as_ref().is_some_and(|p| p.hosts.is_some());
+    let uses = pk
+        .and_then(|p| p.uses)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|u| match u {
+            FmUse::Skill { skill } | FmUse::Name(skill) => skill,
+        })
+        .collect();
+    Ok(Skill {
+        name: name.to_owned(),
+        category: category.to_owned(),
+        dir: format!("context/skills/{category}/{name}"),
+        core,
+        uses,
+        declares_hosts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A release of `n` skills in one category, every other one core.
+    fn skills(n: usize) -> Vec<(String, Vec<u8>, bool)> {
+        (0..n)
+            .map(|i| {
+                let name = format!("s{i:03}");
+                let md = format!(
+                    "---\nname: {name}\nmetadata:\n  processkit:\n    core: {}\n---\nbody\n",
+                    i % 2 == 0
+                );
+                (
+                    format!("context/skills/cat/{name}/SKILL.md"),
+                    md.into_bytes(),
+                    false,
+                )
+            })
+            .collect()
+    }
+
+    /// A release large enough to be parsed on two threads gives the catalog one thread
+    /// gives, and names the first bad `SKILL.md` by path, whichever thread read it.
+    #[test]
+    fn a_large_release_parses_as_one_thread_would() {
+        for n in [PARALLEL_SKILLS - 1, 100] {
+            let catalog = Catalog::scan(&Payload::from_memory(skills(n))).unwrap();
+            assert_eq!(catalog.skills.len(), n);
+            assert!(catalog.skills["s000"].core);
+            assert!(!catalog.skills["s001"].core);
+        }
+        let mut files = skills(100);
+        files[90].1 = b"no front matter".to_vec();
+        files[20].1 = b"---\nname: other\n---\n".to_vec();
+        let err = Catalog::scan(&Payload::from_memory(files.clone()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("s020") && err.contains("`name: other`"),
+            "{err}"
+        );
+        files[20] = skills(21).pop().unwrap();
+        let err = Catalog::scan(&Payload::from_memory(files))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("s090") && err.contains("front matter"),
+            "{err}"
+        );
+    }
 }

@@ -940,89 +940,114 @@ pub fn scan(
         marker_sha256,
         parsed_marker.as_ref(),
     )?;
-    let interrupted =
-        applicable(hints.interrupted, release, b.base_marker_sha256, &b.skills).cloned();
-    let mut cache_misses = 0;
-    let paths = classified_paths(&b.new_set, b.old);
-    let mut files = PathTable::with_capacity(paths.len(), paths.iter().map(|p| p.len()).sum());
-    let mut missing = MissingDirs::default();
-    // In order: the paths come sorted.
-    for path in paths {
-        if missing.holds(path) {
-            files.insert(path, Live::Missing);
-            continue;
+    let mut scan = std::thread::scope(|scope| -> Result<LiveScan> {
+        // The fingerprint reads every fingerprinted release file: a thread of its own
+        // does that while the project is scanned.
+        let reused = b.reusable_fingerprint();
+        let helper = match reused {
+            Some(_) => None,
+            None => std::thread::Builder::new()
+                .name("aibox-fingerprint".to_owned())
+                .spawn_scoped(scope, || {
+                    install_hash_streamed(&release.payload, &b.new_set)
+                })
+                .ok(),
+        };
+        let interrupted =
+            applicable(hints.interrupted, release, b.base_marker_sha256, &b.skills).cloned();
+        let mut cache_misses = 0;
+        let paths = classified_paths(&b.new_set, b.old);
+        let mut files = PathTable::with_capacity(paths.len(), paths.iter().map(|p| p.len()).sum());
+        let mut missing = MissingDirs::default();
+        // In order: the paths come sorted.
+        for path in paths {
+            if missing.holds(path) {
+                files.insert(path, Live::Missing);
+                continue;
+            }
+            let mut live = live_state(root, path, hints.stat_cache, &mut cache_misses)?;
+            if live == Live::Missing {
+                missing.note(root, path);
+            }
+            if let Live::File(now) = live
+                && let Some(planned) = interrupted.as_ref().and_then(|i| i.writes.get(path))
+                && planned.before.is_none()
+                && now != planned.new
+                && let Some((release_path, _, _)) = b.new_set.get(path)
+                && holds_prefix(&root.join(path), &release.payload, release_path)?
+            {
+                // The interrupted run created this file in place and was killed while
+                // writing it: it is completed as the file that run found absent.
+                live = Live::Missing;
+            }
+            files.insert(path, live);
         }
-        let mut live = live_state(root, path, hints.stat_cache, &mut cache_misses)?;
-        if live == Live::Missing {
-            missing.note(root, path);
+        let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
+        let snapshot_provenance = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
+            .ok()
+            .map(|bytes| Sha256::of(&bytes));
+        let snapshot_present =
+            fs_err::symlink_metadata(root.join(&snap_dir)).is_ok_and(|m| m.is_dir());
+        let mut snapshot_files = Vec::new();
+        if snapshot_present && !snapshot_current(release, snapshot_provenance, b.same_release) {
+            list_files(root, &snap_dir, &mut snapshot_files);
+            snapshot_files.sort();
         }
-        if let Live::File(now) = live
-            && let Some(planned) = interrupted.as_ref().and_then(|i| i.writes.get(path))
-            && planned.before.is_none()
-            && now != planned.new
-            && let Some((release_path, _, _)) = b.new_set.get(path)
-            && holds_prefix(&root.join(path), &release.payload, release_path)?
-        {
-            // The interrupted run created this file in place and was killed while
-            // writing it: it is completed as the file that run found absent.
-            live = Live::Missing;
+        let stale_snapshots = stale_snapshots(root, &release.version);
+        let mcp_manifest = crate::servers::check_mcp_manifest(&release.payload, &release.version)?;
+        // Only the MCP configs are read; every other path counts for script checks.
+        let mut configs: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+        for (p, (release_path, _, _)) in &b.new_set {
+            if p.ends_with("/mcp/mcp-config.json") {
+                configs.insert(p.as_ref(), release.payload.read(release_path)?);
+            }
         }
-        files.insert(path, live);
-    }
-    let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
-    let snapshot_provenance = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
-        .ok()
-        .map(|bytes| Sha256::of(&bytes));
-    let snapshot_present = fs_err::symlink_metadata(root.join(&snap_dir)).is_ok_and(|m| m.is_dir());
-    let mut snapshot_files = Vec::new();
-    if snapshot_present && !snapshot_current(release, snapshot_provenance, b.same_release) {
-        list_files(root, &snap_dir, &mut snapshot_files);
-        snapshot_files.sort();
-    }
-    let mut stale_snapshots = BTreeSet::new();
+        let servers = servers(
+            b.new_set.keys().map(|p| {
+                let p: &str = p;
+                (p, configs.get(p).map_or(&[][..], Vec::as_slice))
+            }),
+            opts.prefer_gateway,
+        )?;
+        let fingerprint = match (reused, helper.map(std::thread::ScopedJoinHandle::join)) {
+            (Some(reused), _) => reused,
+            (None, Some(Ok(hashed))) => hashed?,
+            // No thread could be started, or it died: hashed here.
+            (None, _) => install_hash_streamed(&release.payload, &b.new_set)?,
+        };
+        Ok(LiveScan {
+            marker_sha256,
+            parsed_marker: None,
+            files,
+            interrupted,
+            snapshot_provenance,
+            stale_snapshots,
+            snapshot_present,
+            snapshot_files,
+            cache_misses,
+            mcp_manifest,
+            servers,
+            fingerprint,
+        })
+    })?;
+    scan.parsed_marker = parsed_marker;
+    Ok(scan)
+}
+
+/// The snapshot folders of other versions: real directories named like versions, never a
+/// user's file or link.
+fn stale_snapshots(root: &Path, version: &str) -> BTreeSet<String> {
+    let mut stale = BTreeSet::new();
     if let Ok(rd) = fs_err::read_dir(root.join(SNAPSHOT_DIR)) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            // Only real directories that look like versions: never a user's file or link.
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir && name != release.version && crate::source::check_version(&name).is_ok() {
-                stale_snapshots.insert(format!("{SNAPSHOT_DIR}/{name}"));
+            if is_dir && name != version && crate::source::check_version(&name).is_ok() {
+                stale.insert(format!("{SNAPSHOT_DIR}/{name}"));
             }
         }
     }
-    let mcp_manifest = crate::servers::check_mcp_manifest(&release.payload, &release.version)?;
-    // Only the MCP configs are read; every other path counts for script checks.
-    let mut configs: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
-    for (p, (release_path, _, _)) in &b.new_set {
-        if p.ends_with("/mcp/mcp-config.json") {
-            configs.insert(p.as_ref(), release.payload.read(release_path)?);
-        }
-    }
-    let servers = servers(
-        b.new_set.keys().map(|p| {
-            let p: &str = p;
-            (p, configs.get(p).map_or(&[][..], Vec::as_slice))
-        }),
-        opts.prefer_gateway,
-    )?;
-    let fingerprint = match b.reusable_fingerprint() {
-        Some(reused) => reused,
-        None => install_hash_streamed(&release.payload, &b.new_set)?,
-    };
-    Ok(LiveScan {
-        marker_sha256,
-        parsed_marker,
-        files,
-        interrupted,
-        snapshot_provenance,
-        stale_snapshots,
-        snapshot_present,
-        snapshot_files,
-        cache_misses,
-        mcp_manifest,
-        servers,
-        fingerprint,
-    })
+    stale
 }
 
 /// Computes the install or upgrade of `release` into `root`. Reads live files; writes
