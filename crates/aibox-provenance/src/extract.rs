@@ -345,15 +345,20 @@ impl<'a> Checker<'a> {
                 reason: format!("collides with `{other}` on case-insensitive file systems"),
             });
         }
-        // A parent must not be a file; a file must not be a known directory. Most
-        // parents are known already, so a folder's name is allocated once.
-        for (at, _) in rel.match_indices('/') {
-            let parent = &rel[..at];
-            if !self.dirs.contains(parent) {
-                if self.seen.contains(parent) {
-                    return Err(reject("a parent of this entry is a file"));
+        // A parent must not be a file; a file must not be a known directory. A known
+        // folder's own parents are known folders, so a known parent ends the check.
+        let known_parent = rel
+            .rsplit_once('/')
+            .is_none_or(|(parent, _)| self.dirs.contains(parent));
+        if !known_parent {
+            for (at, _) in rel.match_indices('/') {
+                let parent = &rel[..at];
+                if !self.dirs.contains(parent) {
+                    if self.seen.contains(parent) {
+                        return Err(reject("a parent of this entry is a file"));
+                    }
+                    self.dirs.insert(parent.into());
                 }
-                self.dirs.insert(parent.into());
             }
         }
         if is_dir {
@@ -375,6 +380,14 @@ impl<'a> Checker<'a> {
 /// characters, non-ASCII (Unicode look-alikes), backslashes, absolute paths, drive
 /// prefixes, `.`/`..`/empty components, and paths beyond the limits.
 pub fn check_name(raw: &[u8], limits: &ExtractLimits) -> Result<Vec<String>> {
+    Ok(components(raw, limits)?
+        .into_iter()
+        .map(str::to_owned)
+        .collect())
+}
+
+/// [`check_name`] without copying: the components borrow `raw`.
+fn components<'a>(raw: &'a [u8], limits: &ExtractLimits) -> Result<Vec<&'a str>> {
     let reject = |reason: &str| ProvenanceError::UnsafeEntry {
         entry: show_name(raw),
         reason: reason.to_owned(),
@@ -422,7 +435,7 @@ pub fn check_name(raw: &[u8], limits: &ExtractLimits) -> Result<Vec<String>> {
             limits.max_path_len
         )));
     }
-    Ok(comps.into_iter().map(str::to_owned).collect())
+    Ok(comps)
 }
 
 /// Header bytes allowed per entry beyond its contents (header block, padding, modest
@@ -657,7 +670,6 @@ fn unpack_entries(
     let mut archive = tar::Archive::new(capped);
     let mut checker = Checker::new(limits);
     let mut files = BTreeMap::new();
-    let mut buf = vec![0u8; 64 * 1024];
     let mut top: Option<String> = None;
     // Raw entries: `tar` would read a GNU long name or PAX header of any declared size
     // into memory before handing out the entry it describes; here each is bounded first.
@@ -675,9 +687,8 @@ fn unpack_entries(
             &entry,
             entry.header().entry_size().map_err(|e| corrupt(&e))?,
         )?;
-        let shown = show_name(&raw);
         let reject = |reason: &str| ProvenanceError::UnsafeEntry {
-            entry: shown.clone(),
+            entry: show_name(&raw),
             reason: reason.to_owned(),
         };
         let kind = entry.header().entry_type();
@@ -697,9 +708,9 @@ fn unpack_entries(
                 )));
             }
         };
-        let comps = check_name(&raw, limits)?;
+        let comps = components(&raw, limits)?;
         match &top {
-            None => top = Some(comps[0].clone()),
+            None => top = Some(comps[0].to_owned()),
             Some(t) if *t != comps[0] => {
                 return Err(reject(&format!("outside the single top directory `{t}/`")));
             }
@@ -725,13 +736,12 @@ fn unpack_entries(
         sink.open(Arc::clone(&rel), executable)?;
         let mut counter = Counter::default();
         let mut body = (&mut entry).take(size.saturating_add(1));
-        loop {
-            let n = body.read(&mut buf).map_err(|e| corrupt(&e))?;
-            if n == 0 {
-                break;
-            }
-            counter.update(&buf[..n]);
-            sink.data(&buf[..n])?;
+        while sink
+            .read_from(&mut body, &mut counter)
+            .map_err(|e| corrupt(&e))?
+            > 0
+        {
+            sink.data_read()?;
         }
         if counter.bytes != size {
             return Err(reject("content length differs from the header"));
@@ -1025,6 +1035,9 @@ pub fn write_tree<'a>(
 /// few wake-ups of the writer per megabyte, and little memory in flight.
 const BATCH_BYTES: usize = 128 * 1024;
 
+/// Most bytes read from the archive at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
 /// Most files in one batch (a release's files are mostly a few KiB each).
 const BATCH_FILES: usize = 64;
 
@@ -1091,8 +1104,22 @@ impl<'scope> TreeSink<'scope> {
         Ok(())
     }
 
-    fn data(&mut self, bytes: &[u8]) -> Result<()> {
-        self.batch.bytes.extend_from_slice(bytes);
+    /// Reads at most one chunk of the current file from `body` straight into the batch
+    /// and feeds it to `counter`: the number of bytes read (0 at the end).
+    fn read_from(&mut self, body: &mut impl Read, counter: &mut Counter) -> std::io::Result<usize> {
+        let start = self.batch.bytes.len();
+        if self.batch.bytes.capacity() == 0 {
+            self.batch.bytes.reserve_exact(BATCH_BYTES + READ_CHUNK);
+        }
+        let n = body
+            .take(READ_CHUNK as u64)
+            .read_to_end(&mut self.batch.bytes)?;
+        counter.update(&self.batch.bytes[start..]);
+        Ok(n)
+    }
+
+    /// Marks the bytes read last ([`Self::read_from`]) as the current file's.
+    fn data_read(&mut self) -> Result<()> {
         let end = self.batch.bytes.len();
         match self.batch.pieces.last_mut() {
             Some(Piece::Data(last)) => *last = end,
