@@ -626,9 +626,9 @@ pub fn unpack_archive(
     std::thread::scope(|scope| {
         let mut sink = TreeSink::start(scope, tree);
         let read = unpack_entries(input, what, expected_tag, limits, &mut sink);
-        // The writer's error is the cause when both failed: the reader then only saw
-        // the writer stop.
-        let written = sink.finish();
+        // After a refusal the files not handed over yet are dropped. The writer's error
+        // is the cause when both failed: the reader then only saw the writer stop.
+        let written = sink.finish(read.is_ok());
         written.and(read)
     })
 }
@@ -1030,7 +1030,6 @@ pub fn write_tree<'a>(
     Ok(())
 }
 
-/// Creates a new file (never following or replacing an existing one) with a normalised mode.
 /// How many bytes of file contents [`TreeSink`] gathers before handing them over: a
 /// few wake-ups of the writer per megabyte, and little memory in flight.
 const BATCH_BYTES: usize = 128 * 1024;
@@ -1150,10 +1149,10 @@ impl<'scope> TreeSink<'scope> {
         }
     }
 
-    /// Hands over the last batch and waits for every file to be written; the writer's
+    /// Hands over the last batch (unless `flush` is false) and waits for the writer: its
     /// first error, if any.
-    fn finish(mut self) -> Result<()> {
-        let flushed = self.flush();
+    fn finish(mut self, flush: bool) -> Result<()> {
+        let flushed = if flush { self.flush() } else { Ok(()) };
         drop(self.to_writer.take());
         let written = match self.thread.take().map(std::thread::ScopedJoinHandle::join) {
             None | Some(Ok(Ok(()))) => Ok(()),
@@ -1229,6 +1228,7 @@ impl<'tree> TreeWriter<'tree> {
     }
 }
 
+/// Creates a new file (never following or replacing an existing one) with a normalised mode.
 fn create_new_file(path: &Path, executable: bool) -> Result<fs_err::File> {
     let mut opts = fs_err::OpenOptions::new();
     opts.write(true).create_new(true);
