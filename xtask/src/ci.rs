@@ -1,18 +1,19 @@
 //! `cargo xtask ci`: everything a normal change can break, the README's test command.
 //!
-//! Formatting, then one build of every test target; beside both, setup (apt, pip, npm) and
-//! then the end-to-end tests' base image when it is missing, which wait on the network
-//! and dpkg while the build keeps the CPU busy. Then the end-to-end tests and after them
-//! the base image test in the background, while the foreground runs clippy, layering, tidy
-//! and the docs site, then the test groups fastest first (unit, `tests/it`, doc
-//! examples), then the embedder example. Why beside: the background spends most of its
-//! time waiting on Podman, the network and the harness CLIs, the foreground on the CPU,
-//! and cargo holds its build lock only while it compiles (the foreground waits for the
-//! background's `cargo test` to pass it before clippy takes it). Why clippy after the
-//! build: a compile error shows in the build as early as in clippy, and clippy's cold
-//! check of every dependency (minutes on a fresh machine) no longer delays the longest
-//! group's start. Each group's output is shown as one block: a background group's is
-//! kept in its log under `target/` and printed when it ends.
+//! Formatting, then one build of every test target, linted as it compiles (clippy's
+//! driver as cargo's workspace wrapper, warnings denied: see [`lint_in_build`]); beside
+//! both, setup (apt, pip, npm) and then the end-to-end tests' base image when it is
+//! missing, which wait on the network and dpkg while the build keeps the CPU busy. Then
+//! the end-to-end tests and after them the base image test in the background, while the
+//! foreground runs layering, tidy and the docs site, then the test groups fastest first
+//! (unit, `tests/it`, doc examples), then the embedder example. Why beside: the
+//! background spends most of its time waiting on Podman, the network and the harness
+//! CLIs, the foreground on the CPU, and cargo holds its build lock only while it
+//! compiles. Why lint in the build: a separate `cargo clippy` checks every dependency
+//! again (its own metadata-only build of about 200 crates): measured on a fresh machine,
+//! 303 s beside the end-to-end tests, against about 10 s more in the build. Each group's
+//! output is shown as one block: a background group's is kept in its log under `target/`
+//! and printed when it ends.
 //!
 //! The tests write their temporary files to a tmpfs where `ci` may mount one (see
 //! `scratch.rs`).
@@ -27,7 +28,7 @@ use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crate::{cargo, layering, prepare_demo, release, say, step, tidy};
@@ -105,7 +106,9 @@ const BACKGROUND_LOG: &str = "target/ci-e2e.log";
 /// Where the output of setup and the base image goes until the build ended.
 const PREPARE_LOG: &str = "target/ci-setup.log";
 
-/// Every test target the groups run, built once before any of them starts.
+/// Every test target the groups run, built once before any of them starts, and the
+/// examples and benches, so that the linted build covers what `cargo clippy
+/// --all-targets` would.
 pub(crate) const BUILD: &[&str] = &[
     "test",
     "--workspace",
@@ -117,16 +120,71 @@ pub(crate) const BUILD: &[&str] = &[
     "it",
     "--test",
     "e2e",
+    "--examples",
+    "--benches",
 ];
 
+/// The lints `cargo clippy -- -D warnings` hands clippy's driver (in cargo-clippy's
+/// encoding of an argument list); the workspace's `[workspace.lints]` add the rest.
+const CLIPPY_ARGS: &str = "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__";
+
+/// Clippy's driver, once [`lint_in_build`] chose it for this run.
+static CLIPPY_DRIVER: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes every cargo that `ci` starts from here on compile the workspace's crates
+/// through clippy's driver, warnings denied, as `cargo clippy` does, but with code
+/// generated: the build of the tests is then the lint run, and no second,
+/// metadata-only build of every dependency is made for clippy. Every cargo of the run
+/// must carry the same wrapper: cargo counts it in a crate's fingerprint, and a cargo
+/// without it would build the workspace again.
+fn lint_in_build() -> Result<(), String> {
+    let _ = CLIPPY_DRIVER.set(clippy_driver()?);
+    Ok(())
+}
+
+/// Where the toolchain's clippy driver is (beside `rustc` in its sysroot, where
+/// `cargo clippy` finds it too).
+fn clippy_driver() -> Result<PathBuf, String> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let out = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("cannot run {rustc}: {e}"))?;
+    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let driver = Path::new(&sysroot).join("bin/clippy-driver");
+    if !out.status.success() || !driver.is_file() {
+        return Err(format!(
+            "clippy's driver is not at {} (install it: rustup component add clippy)",
+            driver.display()
+        ));
+    }
+    Ok(driver)
+}
+
+/// Gives `cmd` clippy's driver as the workspace's compiler wrapper, once
+/// [`lint_in_build`] chose it.
+pub(crate) fn apply_lints(cmd: &mut Command) -> &mut Command {
+    match CLIPPY_DRIVER.get() {
+        Some(driver) => lint_with(cmd, driver),
+        None => cmd,
+    }
+}
+
+/// Gives `cmd` `driver` as the workspace's compiler wrapper with [`CLIPPY_ARGS`].
+fn lint_with<'a>(cmd: &'a mut Command, driver: &Path) -> &'a mut Command {
+    cmd.env("RUSTC_WORKSPACE_WRAPPER", driver)
+        .env("CLIPPY_ARGS", CLIPPY_ARGS)
+}
+
 pub(crate) fn run() -> Result<(), String> {
+    lint_in_build()?;
     beside(
         "setup and the end-to-end tests' base image",
         Path::new(PREPARE_LOG),
         prepare,
         || {
             step("formatting", &["fmt", "--all", "--check"])?;
-            step("build every test", BUILD)
+            step("build every test, linted (clippy, warnings denied)", BUILD)
         },
     )?;
     let _scratch = crate::scratch::prepare()?;
@@ -152,20 +210,8 @@ pub(crate) fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// Clippy, layering, tidy and the docs site.
+/// Layering, tidy and the docs site (clippy ran in the build).
 fn checks() -> Result<(), String> {
-    step(
-        "clippy",
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--locked",
-            "--",
-            "-D",
-            "warnings",
-        ],
-    )?;
     say("==> layering");
     layering::check()?;
     say("==> tidy");
@@ -197,8 +243,8 @@ fn tests() -> Result<(), String> {
         background_commands(nextest_installed()),
         Path::new(BACKGROUND_LOG),
     )?;
-    // Clippy would hold cargo's build lock for its whole run and the background's
-    // `cargo test` would wait on it.
+    // The foreground's `cargo test` takes cargo's build lock too, however briefly: the
+    // background's cargo gets it first.
     background.wait_until_running();
     let mut failed = Vec::new();
     if let Err(e) = checks() {
@@ -314,7 +360,7 @@ impl Background {
                     }
                     let _ = writeln!(&file, "==> {name}: {}", argv.join(" "));
                     let mut cmd = Command::new(program);
-                    match crate::scratch::apply(crate::without_cargo_run_env(&mut cmd))
+                    match crate::scratch::apply(apply_lints(crate::without_cargo_run_env(&mut cmd)))
                         .args(args)
                         .stdin(Stdio::null())
                         .stdout(out)
@@ -561,6 +607,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The linted build covers every kind of target `cargo clippy --all-targets` checks.
+    #[test]
+    fn the_build_lints_every_kind_of_target() {
+        for flag in ["--lib", "--bins", "--examples", "--benches"] {
+            assert!(BUILD.contains(&flag), "{flag}");
+        }
+    }
+
+    /// A build through clippy's driver with [`CLIPPY_ARGS`] fails on a clippy lint, as
+    /// `cargo clippy -- -D warnings` does; the same crate builds without it. A real cargo
+    /// on a one-file crate.
+    #[test]
+    fn a_build_through_clippys_driver_fails_on_a_lint() {
+        let dir = tempfile::tempdir().unwrap();
+        let krate = dir.path().join("probe");
+        fs_err::create_dir_all(krate.join("src")).unwrap();
+        fs_err::write(
+            krate.join("Cargo.toml"),
+            "[package]\nname = \"probe\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[workspace]\n",
+        )
+        .unwrap();
+        fs_err::write(
+            krate.join("src/lib.rs"),
+            "//! Probe.\n\n/// Empty?\npub fn empty(v: &[u8]) -> bool {\n    v.len() == 0\n}\n",
+        )
+        .unwrap();
+        let build = |lint: bool| {
+            let mut cmd = Command::new(cargo());
+            crate::without_cargo_run_env(&mut cmd);
+            if lint {
+                lint_with(&mut cmd, &clippy_driver().unwrap());
+            }
+            cmd.args(["build", "--quiet", "--offline", "--manifest-path"])
+                .arg(krate.join("Cargo.toml"))
+                .env("CARGO_TARGET_DIR", dir.path().join("target"))
+                .output()
+                .unwrap()
+        };
+        let plain = build(false);
+        assert!(plain.status.success(), "{plain:?}");
+        let linted = build(true);
+        let err = String::from_utf8_lossy(&linted.stderr);
+        assert!(!linted.status.success(), "{err}");
+        assert!(err.contains("len_zero"), "{err}");
     }
 
     /// Setup runs while the build runs, is waited for even when the build failed, and its

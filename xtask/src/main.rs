@@ -186,11 +186,12 @@ pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
-/// A `cargo` command for a build or test run, without the variables of [`cargo_run_env`]
-/// and with `ci`'s temporary folder for the tests, once chosen (see `scratch.rs`).
+/// A `cargo` command for a build or test run, without the variables of [`cargo_run_env`],
+/// with `ci`'s temporary folder for the tests and its lints, once chosen (see `scratch.rs`
+/// and [`ci::apply_lints`]).
 pub(crate) fn cargo_command() -> Command {
     let mut cmd = Command::new(cargo());
-    scratch::apply(without_cargo_run_env(&mut cmd));
+    scratch::apply(ci::apply_lints(without_cargo_run_env(&mut cmd)));
     cmd
 }
 
