@@ -637,7 +637,10 @@ mod tests {
         .unwrap();
         let build = |lint: bool| {
             let mut cmd = Command::new(cargo());
-            crate::without_cargo_run_env(&mut cmd);
+            // Under `ci` this test inherits the run's own wrapper: the plain build has none.
+            crate::without_cargo_run_env(&mut cmd)
+                .env_remove("RUSTC_WORKSPACE_WRAPPER")
+                .env_remove("CLIPPY_ARGS");
             if lint {
                 lint_with(&mut cmd, &clippy_driver().unwrap());
             }
