@@ -60,18 +60,23 @@ const FOREGROUND: &[Group] = &[
     ("doc examples", &[&["--doc"]]),
 ];
 
-/// The group in the background, beside the foreground groups, with its own log: real
-/// engines and real tools. The base image test runs after the end-to-end binaries in the
-/// same group, not beside them: Podman 4.3 removing one suite's images while another
-/// builds from shared layers failed builds with "layer not known".
-const BACKGROUND: Group = (
-    "end-to-end tests (tests/e2e: Podman, real tools) and the base image test",
-    &[
-        &["--test", "e2e"],
+/// The groups in the background, beside the foreground groups and beside each other,
+/// each with its own log: real engines and real tools. They mostly wait: on Podman, the
+/// network, dpkg and the harness CLIs. The base image test keeps its images in a Podman
+/// store of its own (`image.rs`, `own_storage`): in one store, Podman 4.3 removing one
+/// suite's images while the other built from shared layers failed builds with "layer not
+/// known", and the two ran one after the other.
+const BACKGROUND: [Group; 2] = [
+    (
+        "end-to-end tests (tests/e2e: Podman, real tools)",
+        &[&["--test", "e2e"]],
+    ),
+    (
+        "the base image test (build, publish, verify; its own Podman store)",
         // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
-        &["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST],
-    ],
-);
+        &[&["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST]],
+    ),
+];
 
 /// The end-to-end run of [`BACKGROUND`] when cargo-nextest is installed: one pool for
 /// every crate's `tests/e2e`, three tests at a time, each test's time in the log. `cargo
@@ -100,8 +105,8 @@ const E2E_NEXTEST: &[&str] = &[
     "slow",
 ];
 
-/// Where the background group's output goes until it is shown.
-const BACKGROUND_LOG: &str = "target/ci-e2e.log";
+/// Where each background group's output goes until it is shown.
+const BACKGROUND_LOGS: [&str; 2] = ["target/ci-e2e.log", "target/ci-image.log"];
 
 /// Where the output of setup and the base image goes until the build ended.
 const PREPARE_LOG: &str = "target/ci-setup.log";
@@ -233,23 +238,25 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
 /// are named at the end.
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
-    let (name, _) = BACKGROUND;
     // Build layers the end-to-end tests keep stay until no test process holds this lock;
     // nextest starts a process per test, so between two tests nobody might: ci holds it
-    // until the group is done.
+    // until the groups are done.
     let _layers = aibox_test_support::podman::hold_kept_layers();
-    let background = Background::start(
-        name,
-        background_commands(nextest_installed()),
-        Path::new(BACKGROUND_LOG),
-    )?;
-    // The foreground's `cargo test` takes cargo's build lock too, however briefly: the
-    // background's cargo gets it first.
-    background.wait_until_running();
+    let nextest = nextest_installed();
+    let mut background = Vec::new();
+    for (group, log) in BACKGROUND.iter().zip(BACKGROUND_LOGS) {
+        let running =
+            Background::start(group.0, background_commands(group, nextest), Path::new(log))?;
+        // The foreground's `cargo test` takes cargo's build lock too, however briefly:
+        // each background cargo gets it first.
+        running.wait_until_running();
+        background.push(running);
+    }
+    let stop = |background: Vec<Background>| background.into_iter().for_each(Background::stop);
     let mut failed = Vec::new();
     if let Err(e) = checks() {
         if fail_fast {
-            background.stop();
+            stop(background);
             return Err(e);
         }
         say(&format!("==> checks failed: {e}"));
@@ -259,15 +266,18 @@ fn tests() -> Result<(), String> {
         for run in *runs {
             if let Err(e) = step(name, &test_args(run)) {
                 if fail_fast {
-                    background.stop();
+                    stop(background);
                     return Err(e);
                 }
                 failed.push(*name);
             }
         }
     }
-    if !background.finish() {
-        failed.push(name);
+    for running in background {
+        let name = running.name;
+        if !running.finish() {
+            failed.push(name);
+        }
     }
     if failed.is_empty() {
         Ok(())
@@ -286,10 +296,10 @@ fn nextest_installed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The background group's commands: its `cargo test` runs, the end-to-end one through
+/// A background group's commands: its `cargo test` runs, the end-to-end one through
 /// nextest when `nextest` ([`E2E_NEXTEST`]).
-fn background_commands(nextest: bool) -> Vec<Vec<String>> {
-    BACKGROUND
+fn background_commands(group: &Group, nextest: bool) -> Vec<Vec<String>> {
+    group
         .1
         .iter()
         .map(|run| {
@@ -560,8 +570,13 @@ mod tests {
         let unit = FOREGROUND[0].1[0];
         assert_eq!(unit[..2], ["--lib", "--bins"]);
         assert!(unit.ends_with(&["--skip", BASE_IMAGE_TEST]));
-        let runs = BACKGROUND.1.iter();
+        let runs = BACKGROUND.iter().flat_map(|g| g.1.iter());
         assert_eq!(runs.filter(|r| r.ends_with(&[BASE_IMAGE_TEST])).count(), 1);
+        // In a group of its own, so it runs beside the end-to-end tests, not after them.
+        assert_eq!(
+            BACKGROUND[1].1,
+            [["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST]]
+        );
         for (_, runs) in FOREGROUND {
             for run in *runs {
                 assert!(
@@ -573,26 +588,29 @@ mod tests {
     }
 
     /// With nextest, only the end-to-end run changes: all of `tests/e2e`, every test run
-    /// even after a failure; the base image test stays a `cargo test` run after it.
+    /// even after a failure; the base image test stays a `cargo test` run.
     #[test]
     fn nextest_runs_the_end_to_end_tests_only() {
-        let with = background_commands(true);
-        let without = background_commands(false);
-        assert_eq!(with.len(), without.len());
+        let with = background_commands(&BACKGROUND[0], true);
+        let without = background_commands(&BACKGROUND[0], false);
+        assert_eq!((with.len(), without.len()), (1, 1));
         assert_eq!(with[0][1..3], ["nextest", "run"]);
         for flag in ["--workspace", "--locked", "--no-fail-fast"] {
             assert!(with[0].iter().any(|a| a == flag), "{flag}");
         }
         assert!(with[0].windows(2).any(|w| w == ["--test", "e2e"]));
-        assert_eq!(with[1..], without[1..]);
         assert_eq!(without[0][1..], test_args(&["--test", "e2e"]));
+        assert_eq!(
+            background_commands(&BACKGROUND[1], true),
+            background_commands(&BACKGROUND[1], false)
+        );
     }
 
     /// Every target a group runs is in the one build, so no group compiles (and takes
     /// cargo's build lock) while another runs.
     #[test]
     fn the_build_covers_every_group() {
-        for (_, runs) in FOREGROUND.iter().chain([&BACKGROUND]) {
+        for (_, runs) in FOREGROUND.iter().chain(&BACKGROUND) {
             for run in *runs {
                 let cargo_args = run.split(|a| *a == "--").next().unwrap_or_default();
                 for pair in cargo_args.windows(2) {

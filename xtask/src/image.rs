@@ -830,7 +830,9 @@ fn smoke_up(reference: &str, conf: &RegistriesConf, release: &Release) -> Result
             &containers_conf,
             root,
         );
-        cmd.env("CONTAINERS_REGISTRIES_CONF", &conf.file).args(args);
+        with_storage(&mut cmd)
+            .env("CONTAINERS_REGISTRIES_CONF", &conf.file)
+            .args(args);
         cmd
     };
     let result = (|| -> Result<(), String> {
@@ -1057,11 +1059,25 @@ fn root() -> PathBuf {
 }
 
 /// `podman` with the test harness's `containers.conf` (runc and lowered ulimits, which
-/// machines of this kind need; see aibox-test-support).
+/// machines of this kind need; see aibox-test-support), and the storage of
+/// the base image test's own store once chosen.
 fn podman() -> Command {
     let mut cmd = Command::new("podman");
     cmd.env("CONTAINERS_CONF", containers_conf())
         .stdin(Stdio::null());
+    with_storage(&mut cmd);
+    cmd
+}
+
+/// The `storage.conf` of the base image test's own image store (`tests::own_storage`),
+/// once chosen.
+static STORAGE_CONF: OnceLock<PathBuf> = OnceLock::new();
+
+/// Points `cmd` at the base image test's own store, once chosen.
+fn with_storage(cmd: &mut Command) -> &mut Command {
+    if let Some(conf) = STORAGE_CONF.get() {
+        cmd.env("CONTAINERS_STORAGE_CONF", conf);
+    }
     cmd
 }
 
@@ -1166,6 +1182,27 @@ pub(crate) mod tests {
 
     use super::*;
 
+    /// Gives every Podman this process starts (directly, or through `aibox` and
+    /// podman-compose, which pass their environment on) its own image store under `dir`:
+    /// `graph` for images and layers, `run` for their runtime state. The base image test
+    /// runs beside the end-to-end tests (`cargo xtask ci`): in one store, one suite's image
+    /// removals failed the other's builds with "layer not known" (Podman 4.3); in two, no
+    /// layer is shared.
+    fn own_storage(dir: &Path) -> Result<(), String> {
+        let conf = dir.join("storage.conf");
+        let text = format!(
+            "# Written by xtask's base image test: its own Podman image store.\n[storage]\n\
+             driver = \"overlay\"\ngraphroot = \"{}\"\nrunroot = \"{}\"\n",
+            dir.join("graph").display(),
+            dir.join("run").display()
+        );
+        fs_err::create_dir_all(dir)
+            .and_then(|()| fs_err::write(&conf, text))
+            .map_err(|e| e.to_string())?;
+        let _ = STORAGE_CONF.set(conf);
+        Ok(())
+    }
+
     /// An image derived from the built amd64 image by `lines`, published under `tag`.
     fn publish_tampered(
         base: &Release,
@@ -1218,6 +1255,8 @@ pub(crate) mod tests {
 
     #[test]
     pub(crate) fn amd64_build_publish_verify_and_tampering_fails() {
+        // Before any Podman runs: its own image store (see `own_storage`).
+        own_storage(&root().join("target/aibox-image-test/storage")).unwrap();
         let mut release = Release::new("v0.1.0").unwrap();
         release.arches = vec!["amd64".to_owned()];
         release.local_name = format!("localhost/aibox-base-test-{}", std::process::id());
