@@ -275,7 +275,7 @@ fn tests() -> Result<(), String> {
     }
     for running in background {
         let name = running.name;
-        if !running.finish() {
+        if !running.finish().0 {
             failed.push(name);
         }
     }
@@ -323,7 +323,8 @@ struct Background {
     log: PathBuf,
     started: Instant,
     state: Arc<Mutex<Running>>,
-    thread: std::thread::JoinHandle<bool>,
+    /// Whether every run passed, and when the last one ended.
+    thread: std::thread::JoinHandle<(bool, Instant)>,
 }
 
 /// The background group's current `cargo test`, and whether it was told to stop.
@@ -354,7 +355,8 @@ impl Background {
         ));
         let state = Arc::new(Mutex::new(Running::default()));
         let shared = Arc::clone(&state);
-        let thread = std::thread::spawn(move || {
+        let started = Instant::now();
+        let run = move || {
             let mut ok = true;
             for argv in commands {
                 let Some((program, args)) = argv.split_first() else {
@@ -388,11 +390,14 @@ impl Background {
                 ok &= wait_for(&shared);
             }
             ok
-        });
+        };
+        // The end is taken on the thread: `finish` may be called long after it (a group
+        // waited for after another).
+        let thread = std::thread::spawn(move || (run(), Instant::now()));
         Ok(Self {
             name,
             log: log.to_owned(),
-            started: Instant::now(),
+            started,
             state,
             thread,
         })
@@ -413,24 +418,22 @@ impl Background {
         }
     }
 
-    /// Waits for the group to end, prints its output and time; whether every run passed.
-    fn finish(self) -> bool {
+    /// Waits for the group to end, prints its output and time; whether every run passed,
+    /// and how long the group ran.
+    fn finish(self) -> (bool, std::time::Duration) {
         say(&format!(
             "==> waiting for {} (running for {:.0}s)",
             self.name,
             self.started.elapsed().as_secs_f64()
         ));
-        let ok = self.thread.join().unwrap_or(false);
+        let (ok, ended) = self.thread.join().unwrap_or((false, Instant::now()));
         match fs_err::read_to_string(&self.log) {
             Ok(text) => say(text.trim_end()),
             Err(e) => say(&format!("cannot read {}: {e}", self.log.display())),
         }
-        say(&format!(
-            "<== {}: {:.1}s",
-            self.name,
-            self.started.elapsed().as_secs_f64()
-        ));
-        ok
+        let took = ended.duration_since(self.started);
+        say(&format!("<== {}: {:.1}s", self.name, took.as_secs_f64()));
+        (ok, took)
     }
 
     /// Stops the running `cargo test` and everything it started (fail-fast).
@@ -786,7 +789,7 @@ mod tests {
             &log,
         )
         .unwrap();
-        assert!(passing.finish());
+        assert!(passing.finish().0);
         let text = fs_err::read_to_string(&log).unwrap();
         let first = text.find("first").unwrap();
         assert!(text[first..].contains("to-stderr"), "{text}");
@@ -804,13 +807,26 @@ mod tests {
             &log,
         )
         .unwrap();
-        assert!(!failing.finish());
+        assert!(!failing.finish().0);
         let text = fs_err::read_to_string(&log).unwrap();
         assert!(text.contains("after"), "{text}");
         assert!(text.contains("cannot run /nonexistent/cargo"), "{text}");
     }
 
-    /// The foreground's clippy starts once the background's cargo has started its test
+    /// A group waited for after another reports the time it ran, not the time until it
+    /// was waited for.
+    #[test]
+    fn a_group_reports_when_it_ended_not_when_it_was_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("group.log");
+        let quick = Background::start("quick", vec![sh("true")], &log).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let (ok, took) = quick.finish();
+        assert!(ok);
+        assert!(took.as_millis() < 1000, "{took:?}");
+    }
+
+    /// The foreground's cargo starts once the background's cargo has started its test
     /// binary, or at once when the group ended without one.
     #[test]
     fn waiting_for_the_background_ends_at_cargos_running_line_or_at_its_end() {
@@ -836,7 +852,7 @@ mod tests {
         let failed = Background::start("failed", vec![sh("exit 1")], &log).unwrap();
         failed.wait_until_running();
         assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
-        assert!(!failed.finish());
+        assert!(!failed.finish().0);
     }
 
     #[test]
