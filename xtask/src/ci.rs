@@ -1,19 +1,19 @@
 //! `cargo xtask ci`: everything a normal change can break, the README's test command.
 //!
 //! Formatting, then one build of every test target, linted as it compiles (clippy's
-//! driver as cargo's workspace wrapper, warnings denied: see [`lint_in_build`]); beside
+//! driver as cargo's workspace wrapper, warnings denied: see [`CLIPPY_DRIVER`]); beside
 //! both, setup (apt, pip, npm) and then the end-to-end tests' base image when it is
 //! missing, which wait on the network and dpkg while the build keeps the CPU busy. Then
-//! the end-to-end tests and after them the base image test in the background, while the
-//! foreground runs layering, tidy and the docs site, then the test groups fastest first
-//! (unit, `tests/it`, doc examples), then the embedder example. Why beside: the
-//! background spends most of its time waiting on Podman, the network and the harness
+//! the end-to-end tests and the base image test in the background, beside each other,
+//! while the foreground runs layering, tidy and the docs site, then the test groups
+//! fastest first (unit, `tests/it`, doc examples), then the embedder example. Why beside:
+//! the background spends most of its time waiting on Podman, the network and the harness
 //! CLIs, the foreground on the CPU, and cargo holds its build lock only while it
 //! compiles. Why lint in the build: a separate `cargo clippy` checks every dependency
-//! again (its own metadata-only build of about 200 crates): measured on a fresh machine,
-//! 303 s beside the end-to-end tests, against about 10 s more in the build. Each group's
-//! output is shown as one block: a background group's is kept in its log under `target/`
-//! and printed when it ends.
+//! again (its own metadata-only build of about 200 crates), 291 to 303 s measured, while
+//! the linted build took 159 to 186 s against 143 to 190 s unlinted. Each group's output
+//! is shown as one block: a background group's is kept in its log under `target/` and
+//! printed when it ends.
 //!
 //! The tests write their temporary files to a tmpfs where `ci` may mount one (see
 //! `scratch.rs`).
@@ -61,20 +61,27 @@ const FOREGROUND: &[Group] = &[
 ];
 
 /// The groups in the background, beside the foreground groups and beside each other,
-/// each with its own log: real engines and real tools. They mostly wait: on Podman, the
-/// network, dpkg and the harness CLIs. The base image test keeps its images in a Podman
-/// store of its own (`image.rs`, `own_storage`): in one store, Podman 4.3 removing one
-/// suite's images while the other built from shared layers failed builds with "layer not
-/// known", and the two ran one after the other.
-const BACKGROUND: [Group; 2] = [
+/// each with its own log (where its output goes until it is shown): real engines and
+/// real tools. They mostly wait: on Podman, the network, dpkg and the harness CLIs. The
+/// base image test keeps its images in a Podman store of its own (`image.rs`,
+/// `own_storage`): in one store, Podman 4.3 removing one suite's images while the other
+/// built from shared layers failed builds with "layer not known", and the two ran one
+/// after the other.
+const BACKGROUND: [(Group, &str); 2] = [
     (
-        "end-to-end tests (tests/e2e: Podman, real tools)",
-        &[&["--test", "e2e"]],
+        (
+            "end-to-end tests (tests/e2e: Podman, real tools)",
+            &[&["--test", "e2e"]],
+        ),
+        "target/ci-e2e.log",
     ),
     (
-        "the base image test (build, publish, verify; its own Podman store)",
-        // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
-        &[&["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST]],
+        (
+            "the base image test (build, publish, verify; its own Podman store)",
+            // `--workspace --bin`, not `--package`: the workspace's features, no rebuild.
+            &[&["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST]],
+        ),
+        "target/ci-image.log",
     ),
 ];
 
@@ -105,9 +112,6 @@ const E2E_NEXTEST: &[&str] = &[
     "slow",
 ];
 
-/// Where each background group's output goes until it is shown.
-const BACKGROUND_LOGS: [&str; 2] = ["target/ci-e2e.log", "target/ci-image.log"];
-
 /// Where the output of setup and the base image goes until the build ended.
 const PREPARE_LOG: &str = "target/ci-setup.log";
 
@@ -133,19 +137,13 @@ pub(crate) const BUILD: &[&str] = &[
 /// encoding of an argument list); the workspace's `[workspace.lints]` add the rest.
 const CLIPPY_ARGS: &str = "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__";
 
-/// Clippy's driver, once [`lint_in_build`] chose it for this run.
+/// Clippy's driver, once `ci` chose it for this run: from then on every cargo that `ci`
+/// starts compiles the workspace's crates through it, warnings denied, as `cargo clippy`
+/// does, but with code generated. The build of the tests is then the lint run, and no
+/// second, metadata-only build of every dependency is made for clippy. Every cargo of
+/// the run must carry the same wrapper: cargo counts it in a crate's fingerprint, and a
+/// cargo without it would build the workspace again.
 static CLIPPY_DRIVER: OnceLock<PathBuf> = OnceLock::new();
-
-/// Makes every cargo that `ci` starts from here on compile the workspace's crates
-/// through clippy's driver, warnings denied, as `cargo clippy` does, but with code
-/// generated: the build of the tests is then the lint run, and no second,
-/// metadata-only build of every dependency is made for clippy. Every cargo of the run
-/// must carry the same wrapper: cargo counts it in a crate's fingerprint, and a cargo
-/// without it would build the workspace again.
-fn lint_in_build() -> Result<(), String> {
-    let _ = CLIPPY_DRIVER.set(clippy_driver()?);
-    Ok(())
-}
 
 /// Where the toolchain's clippy driver is (beside `rustc` in its sysroot, where
 /// `cargo clippy` finds it too).
@@ -166,8 +164,8 @@ fn clippy_driver() -> Result<PathBuf, String> {
     Ok(driver)
 }
 
-/// Gives `cmd` clippy's driver as the workspace's compiler wrapper, once
-/// [`lint_in_build`] chose it.
+/// Gives `cmd` clippy's driver as the workspace's compiler wrapper, once `ci` chose it
+/// ([`CLIPPY_DRIVER`]).
 pub(crate) fn apply_lints(cmd: &mut Command) -> &mut Command {
     match CLIPPY_DRIVER.get() {
         Some(driver) => lint_with(cmd, driver),
@@ -182,7 +180,7 @@ fn lint_with<'a>(cmd: &'a mut Command, driver: &Path) -> &'a mut Command {
 }
 
 pub(crate) fn run() -> Result<(), String> {
-    lint_in_build()?;
+    let _ = CLIPPY_DRIVER.set(clippy_driver()?);
     beside(
         "setup and the end-to-end tests' base image",
         Path::new(PREPARE_LOG),
@@ -244,7 +242,7 @@ fn tests() -> Result<(), String> {
     let _layers = aibox_test_support::podman::hold_kept_layers();
     let nextest = nextest_installed();
     let mut background = Vec::new();
-    for (group, log) in BACKGROUND.iter().zip(BACKGROUND_LOGS) {
+    for (group, log) in &BACKGROUND {
         let running =
             Background::start(group.0, background_commands(group, nextest), Path::new(log))?;
         // The foreground's `cargo test` takes cargo's build lock too, however briefly:
@@ -372,7 +370,7 @@ impl Background {
                     }
                     let _ = writeln!(&file, "==> {name}: {}", argv.join(" "));
                     let mut cmd = Command::new(program);
-                    match crate::scratch::apply(apply_lints(crate::without_cargo_run_env(&mut cmd)))
+                    match crate::started_by_xtask(&mut cmd)
                         .args(args)
                         .stdin(Stdio::null())
                         .stdout(out)
@@ -573,11 +571,11 @@ mod tests {
         let unit = FOREGROUND[0].1[0];
         assert_eq!(unit[..2], ["--lib", "--bins"]);
         assert!(unit.ends_with(&["--skip", BASE_IMAGE_TEST]));
-        let runs = BACKGROUND.iter().flat_map(|g| g.1.iter());
+        let runs = BACKGROUND.iter().flat_map(|(g, _)| g.1.iter());
         assert_eq!(runs.filter(|r| r.ends_with(&[BASE_IMAGE_TEST])).count(), 1);
         // In a group of its own, so it runs beside the end-to-end tests, not after them.
         assert_eq!(
-            BACKGROUND[1].1,
+            BACKGROUND[1].0.1,
             [["--bin", "xtask", "--", "--exact", BASE_IMAGE_TEST]]
         );
         for (_, runs) in FOREGROUND {
@@ -594,8 +592,8 @@ mod tests {
     /// even after a failure; the base image test stays a `cargo test` run.
     #[test]
     fn nextest_runs_the_end_to_end_tests_only() {
-        let with = background_commands(&BACKGROUND[0], true);
-        let without = background_commands(&BACKGROUND[0], false);
+        let with = background_commands(&BACKGROUND[0].0, true);
+        let without = background_commands(&BACKGROUND[0].0, false);
         assert_eq!((with.len(), without.len()), (1, 1));
         assert_eq!(with[0][1..3], ["nextest", "run"]);
         for flag in ["--workspace", "--locked", "--no-fail-fast"] {
@@ -604,8 +602,8 @@ mod tests {
         assert!(with[0].windows(2).any(|w| w == ["--test", "e2e"]));
         assert_eq!(without[0][1..], test_args(&["--test", "e2e"]));
         assert_eq!(
-            background_commands(&BACKGROUND[1], true),
-            background_commands(&BACKGROUND[1], false)
+            background_commands(&BACKGROUND[1].0, true),
+            background_commands(&BACKGROUND[1].0, false)
         );
     }
 
@@ -613,7 +611,7 @@ mod tests {
     /// cargo's build lock) while another runs.
     #[test]
     fn the_build_covers_every_group() {
-        for (_, runs) in FOREGROUND.iter().chain(&BACKGROUND) {
+        for (_, runs) in FOREGROUND.iter().chain(BACKGROUND.iter().map(|(g, _)| g)) {
             for run in *runs {
                 let cargo_args = run.split(|a| *a == "--").next().unwrap_or_default();
                 for pair in cargo_args.windows(2) {

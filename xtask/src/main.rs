@@ -186,13 +186,17 @@ pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
-/// A `cargo` command for a build or test run, without the variables of [`cargo_run_env`],
-/// with `ci`'s temporary folder for the tests and its lints, once chosen (see `scratch.rs`
-/// and [`ci::apply_lints`]).
+/// A `cargo` command for a build or test run, set up by [`started_by_xtask`].
 pub(crate) fn cargo_command() -> Command {
     let mut cmd = Command::new(cargo());
-    scratch::apply(ci::apply_lints(without_cargo_run_env(&mut cmd)));
+    started_by_xtask(&mut cmd);
     cmd
+}
+
+/// What every cargo (and test run) xtask starts gets: no variables of [`cargo_run_env`],
+/// `ci`'s temporary folder for the tests and `ci`'s lints, once chosen.
+pub(crate) fn started_by_xtask(cmd: &mut Command) -> &mut Command {
+    scratch::apply(ci::apply_lints(without_cargo_run_env(cmd)))
 }
 
 /// Removes [`cargo_run_env`] from what `cmd` inherits.

@@ -345,21 +345,18 @@ impl<'a> Checker<'a> {
                 reason: format!("collides with `{other}` on case-insensitive file systems"),
             });
         }
-        // A parent must not be a file; a file must not be a known directory. A known
-        // folder's own parents are known folders, so a known parent ends the check.
-        let known_parent = rel
-            .rsplit_once('/')
-            .is_none_or(|(parent, _)| self.dirs.contains(parent));
-        if !known_parent {
-            for (at, _) in rel.match_indices('/') {
-                let parent = &rel[..at];
-                if !self.dirs.contains(parent) {
-                    if self.seen.contains(parent) {
-                        return Err(reject("a parent of this entry is a file"));
-                    }
-                    self.dirs.insert(parent.into());
-                }
+        // A parent must not be a file; a file must not be a known directory. Parents are
+        // checked from the nearest up: a known folder's own parents are known folders, so
+        // the first known one ends the check (most entries stop at their own folder).
+        for (at, _) in rel.rmatch_indices('/') {
+            let parent = &rel[..at];
+            if self.dirs.contains(parent) {
+                break;
             }
+            if self.seen.contains(parent) {
+                return Err(reject("a parent of this entry is a file"));
+            }
+            self.dirs.insert(parent.into());
         }
         if is_dir {
             if !self.dirs.contains(rel) {
