@@ -103,8 +103,16 @@ fn watcher(podman: &Podman, lock: &Utf8Path, repository: &str) -> Command {
     .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     podman.configure(&mut cmd);
+    // It outlives the tests, and so their temporary folder: `cargo xtask ci` unmounts its
+    // tmpfs as it ends, and `podman images` with a missing `TMPDIR` fails, which left
+    // every tag behind (138 on one machine after a few runs).
+    cmd.env("TMPDIR", WATCHER_TMPDIR);
     cmd
 }
+
+/// The watcher's temporary folder: Podman's own default for image work, there for as
+/// long as the system is.
+const WATCHER_TMPDIR: &str = "/var/tmp";
 
 #[cfg(test)]
 mod tests {
@@ -146,7 +154,14 @@ mod tests {
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let mut watcher = watcher(&podman, &lock, &repository).spawn().unwrap();
+        let mut watcher = watcher(&podman, &lock, &repository);
+        // Not the tests' temporary folder, which may be gone by the time it runs.
+        let tmpdir = watcher.get_envs().find(|(k, _)| *k == "TMPDIR");
+        assert_eq!(
+            tmpdir,
+            Some(("TMPDIR".as_ref(), Some(WATCHER_TMPDIR.as_ref())))
+        );
+        let mut watcher = watcher.spawn().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(300));
         assert_eq!(
             tags(&podman, &repository),
