@@ -773,6 +773,44 @@ mod tests {
         );
     }
 
+    /// The dev profile optimises only named dependencies, each one in the lock: cargo only
+    /// warns about a name that matches no package, so a renamed or replaced crate would
+    /// leave the tests' hot code unoptimised without a failure. `"*"` sets no opt-level:
+    /// it would outrank `build-override` and optimise every proc macro too.
+    #[test]
+    fn the_dev_profile_optimises_only_named_dependencies_of_the_lock() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let read = |name: &str| -> toml::Table {
+            fs_err::read_to_string(root.join(name))
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let manifest = read("Cargo.toml");
+        let lock = read("Cargo.lock");
+        let locked: Vec<&str> = lock["package"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        let packages = manifest["profile"]["dev"]["package"].as_table().unwrap();
+        assert!(packages["*"].get("opt-level").is_none(), "{packages:?}");
+        let optimised: Vec<&str> = packages
+            .iter()
+            .filter(|(name, _)| *name != "*")
+            .map(|(name, settings)| {
+                assert!(
+                    locked.contains(&name.as_str()),
+                    "{name} is not in Cargo.lock"
+                );
+                assert_eq!(settings.get("opt-level"), Some(&toml::Value::from(1)));
+                name.as_str()
+            })
+            .collect();
+        assert!(optimised.contains(&"sha2"), "{optimised:?}");
+    }
+
     fn sh(script: &str) -> Vec<String> {
         ["sh", "-c", script].map(str::to_owned).to_vec()
     }
