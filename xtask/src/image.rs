@@ -1053,7 +1053,7 @@ fn host_arch() -> Result<&'static str, String> {
 }
 
 /// The workspace root (xtask's parent folder), whatever the current directory.
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
     xtask.parent().unwrap_or(xtask).to_path_buf()
 }
