@@ -773,12 +773,13 @@ mod tests {
         );
     }
 
-    /// The dev profile optimises only named dependencies, each one in the lock: cargo only
-    /// warns about a name that matches no package, so a renamed or replaced crate would
-    /// leave the tests' hot code unoptimised without a failure. `"*"` sets no opt-level:
-    /// it would outrank `build-override` and optimise every proc macro too.
+    /// The dev profile optimises only named dependencies, and the release profile (built
+    /// for size) optimises named ones for speed, each one in the lock: cargo only warns
+    /// about a name that matches no package, so a renamed or replaced crate would leave
+    /// the hot code unoptimised without a failure. `"*"` sets no opt-level: it would
+    /// outrank `build-override` and optimise every proc macro too.
     #[test]
-    fn the_dev_profile_optimises_only_named_dependencies_of_the_lock() {
+    fn the_profiles_name_only_dependencies_of_the_lock() {
         let read = |name: &str| -> toml::Table {
             let text = fs_err::read_to_string(crate::image::root().join(name)).unwrap();
             text.parse().unwrap()
@@ -791,19 +792,27 @@ mod tests {
             .iter()
             .map(|p| p["name"].as_str().unwrap())
             .collect();
-        let packages = manifest["profile"]["dev"]["package"].as_table().unwrap();
-        assert!(packages["*"].get("opt-level").is_none(), "{packages:?}");
-        assert!(packages.contains_key("sha2"), "{packages:?}");
-        for (name, settings) in packages.iter().filter(|(name, _)| *name != "*") {
-            assert!(
-                locked.contains(&name.as_str()),
-                "{name} is not in Cargo.lock"
-            );
-            assert_eq!(
-                settings.get("opt-level"),
-                Some(&toml::Value::from(1)),
-                "{name}"
-            );
+        let profiles = manifest["profile"].as_table().unwrap();
+        // The release binary is built for size, its hot dependencies for speed.
+        assert_eq!(profiles["release"].get("opt-level"), Some(&"s".into()));
+        for (profile, level) in [("dev", 1), ("release", 3)] {
+            let packages = profiles[profile]["package"].as_table().unwrap();
+            assert!(packages.contains_key("sha2"), "{profile}: {packages:?}");
+            for (name, settings) in packages {
+                if name == "*" {
+                    assert!(settings.get("opt-level").is_none(), "{packages:?}");
+                    continue;
+                }
+                assert!(
+                    locked.contains(&name.as_str()),
+                    "{profile}: {name} is not in Cargo.lock"
+                );
+                assert_eq!(
+                    settings.get("opt-level"),
+                    Some(&toml::Value::from(level)),
+                    "{profile}: {name}"
+                );
+            }
         }
     }
 

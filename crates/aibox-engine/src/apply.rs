@@ -393,11 +393,14 @@ fn apply_plan_locked(
     drop((all, moves));
     fill_copy_paths(&mut reports, &mut plan.files);
     // The stat cache last, as before, once the planned files are freed: its text has a
-    // line per installed file.
+    // line per installed file, streamed into the file (held whole, with the old file read
+    // back to compare, it was the end of a large apply's memory peak).
     plan.files = Vec::new();
     if let Some(digests) = &plan.processkit_stat_cache {
-        let text = aibox_provenance::StatCache::render(writer.root().as_std_path(), digests);
-        writer.write(Utf8Path::new(STAT_CACHE), text.as_bytes(), None)?;
+        let root = writer.root().as_std_path().to_owned();
+        writer.write_streamed(Utf8Path::new(STAT_CACHE), None, |out| {
+            aibox_provenance::StatCache::write_to(&root, digests, out)
+        })?;
     }
     let wrote_nothing = !reports.iter().any(|f| f.action.changes());
     Ok(ApplyReport {

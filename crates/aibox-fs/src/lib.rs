@@ -911,6 +911,42 @@ impl<'a> Writer<'a> {
         Ok(outcome)
     }
 
+    /// Writes `rel` with what `fill` writes, through a buffer into the temp file, so the
+    /// contents are never held whole: for a large record that differs on every write (the
+    /// processkit stat cache), whose old contents are therefore neither read nor compared.
+    /// A failing `fill` removes the temp file and leaves the old file as it was.
+    pub fn write_streamed(
+        &mut self,
+        rel: &Utf8Path,
+        mode: Option<u32>,
+        fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<WriteOutcome, WriteError> {
+        self.check_allowed(rel)?;
+        let slot = self.slot(rel)?;
+        let existing = ProjectRoot::target_meta(rel, &slot.target)?;
+        let old_mode = existing.as_ref().and_then(mode_of);
+        let temp = create_temp(&slot.temp, mode.or(old_mode))?;
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, temp);
+        let sync = !self.deferred;
+        let result = fill(&mut out)
+            .and_then(|()| {
+                out.into_inner()
+                    .map_err(std::io::IntoInnerError::into_error)
+            })
+            .and_then(|temp| if sync { temp.sync_all() } else { Ok(()) });
+        if let Err(e) = result {
+            let _ = fs_err::remove_file(&slot.temp);
+            return Err(WriteError::io("write", &slot.temp, e));
+        }
+        self.root.hand_over(&slot.temp)?;
+        self.finish(&slot)?;
+        Ok(if existing.is_some() {
+            WriteOutcome::Updated
+        } else {
+            WriteOutcome::Created
+        })
+    }
+
     /// Writes `rel` with the bytes of the verified file `from` (streamed, never held in
     /// memory), checking its size and SHA-256 while copying: on a mismatch the temp file
     /// is removed and nothing is renamed ([`WriteError::SourceChanged`]). The caller has

@@ -9,7 +9,6 @@
 //! replacing it changes the inode. Only planning trusts the cache; `integrity` (doctor
 //! `--integrity`) re-hashes every byte.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::digest::Sha256;
@@ -109,19 +108,21 @@ impl StatCache {
         (*cached == key && key.mtime < self.written).then_some(*digest)
     }
 
-    /// Renders a cache for the files in `digests` (project path → digest they hold) as
-    /// they are now under `root`; files that are missing or not regular are left out.
-    pub fn render(root: &Path, digests: &PathTable<Sha256>) -> String {
+    /// Writes a cache for the files in `digests` (project path → digest they hold) as
+    /// they are now under `root` into `out`, a line at a time (the text has a line per
+    /// installed file, 1.8 MB at 10x processkit, so it is not held whole); files that are
+    /// missing or not regular are left out.
+    pub fn write_to(
+        root: &Path,
+        digests: &PathTable<Sha256>,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
         // The time line makes every rewrite change the file, so its mtime (the racy
         // threshold) moves on even when no entry changed.
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        // Sized once for the usual line (digest, size, two times, inode: about 130 bytes
-        // besides the path), so the text is not copied as it grows.
-        let lines: usize = digests.keys().map(|p| p.len() + 136).sum();
-        let mut out = String::with_capacity(HEADER.len() + 48 + lines);
-        let _ = writeln!(out, "{HEADER}\nwritten {now}");
+        writeln!(out, "{HEADER}\nwritten {now}")?;
         for (path, digest) in digests {
             let Ok(meta) = fs_err::symlink_metadata(root.join(path)) else {
                 continue;
@@ -132,7 +133,7 @@ impl StatCache {
             let Some(k) = StatKey::of(&meta) else {
                 continue;
             };
-            let _ = writeln!(
+            writeln!(
                 out,
                 "{} {} {}.{} {}.{} {} {path}",
                 digest.to_hex(),
@@ -142,8 +143,8 @@ impl StatCache {
                 k.ctime.0,
                 k.ctime.1,
                 k.ino
-            );
+            )?;
         }
-        out
+        Ok(())
     }
 }

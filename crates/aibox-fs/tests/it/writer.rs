@@ -121,3 +121,65 @@ fn tree_listings_take_regular_files_and_never_follow_a_symlink() {
             .is_empty()
     );
 }
+
+/// A streamed write creates and replaces the file atomically with what its callback
+/// wrote, keeps an existing file's mode, leaves the old file and no temp file when the
+/// callback fails, and refuses what `write` refuses (a symlinked target, a path outside
+/// the perimeter).
+#[test]
+fn streamed_writes_replace_atomically_and_a_failure_keeps_the_old_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root_path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+    fs_err::write(root_path.join("aibox.toml"), AIBOX_TOML).unwrap();
+    let root = ProjectRoot::open(&root_path).unwrap();
+    let mut writer = Writer::new(&root);
+    let rel = Utf8Path::new(".aibox/processkit-stat-cache");
+    let lines = |n: usize| {
+        move |out: &mut dyn std::io::Write| (0..n).try_for_each(|i| writeln!(out, "line {i}"))
+    };
+    // Larger than the writer's buffer, so it is flushed more than once.
+    let created = writer.write_streamed(rel, None, lines(20_000)).unwrap();
+    assert_eq!(created, WriteOutcome::Created);
+    let text = fs_err::read_to_string(root_path.join(rel)).unwrap();
+    assert_eq!(text.lines().count(), 20_000);
+    assert!(text.ends_with("line 19999\n"));
+
+    fs_err::set_permissions(root_path.join(rel), std::fs::Permissions::from_mode(0o640)).unwrap();
+    let updated = writer.write_streamed(rel, None, lines(2)).unwrap();
+    assert_eq!(updated, WriteOutcome::Updated);
+    assert_eq!(
+        fs_err::read_to_string(root_path.join(rel)).unwrap(),
+        "line 0\nline 1\n"
+    );
+    assert_eq!(mode(&root_path.join(rel)), 0o640);
+
+    let err = writer
+        .write_streamed(rel, None, |out| {
+            writeln!(out, "half of it")?;
+            Err(std::io::Error::other("the source went away"))
+        })
+        .unwrap_err();
+    let cause = std::error::Error::source(&err).map(ToString::to_string);
+    assert_eq!(cause.as_deref(), Some("the source went away"), "{err}");
+    assert_eq!(
+        fs_err::read_to_string(root_path.join(rel)).unwrap(),
+        "line 0\nline 1\n"
+    );
+    assert_eq!(
+        walk(&root_path.join(".aibox"), false),
+        ["processkit-stat-cache"]
+    );
+
+    let outside = writer
+        .write_streamed(Utf8Path::new("README.md"), None, lines(1))
+        .unwrap_err();
+    assert_eq!(code(&outside), "aibox::apply::outside_perimeter");
+    fs_err::remove_file(root_path.join(rel)).unwrap();
+    std::os::unix::fs::symlink(root_path.join("aibox.toml"), root_path.join(rel)).unwrap();
+    let linked = writer.write_streamed(rel, None, lines(1)).unwrap_err();
+    assert_eq!(code(&linked), "aibox::apply::symlink");
+    assert_eq!(
+        fs_err::read_to_string(root_path.join("aibox.toml")).unwrap(),
+        AIBOX_TOML
+    );
+}
