@@ -296,11 +296,7 @@ fn processkit_scan_is_stale(
     root: &ProjectRoot,
     plan: &crate::builder::Plan,
 ) -> Result<bool, EngineError> {
-    let Some(intent) = plan
-        .processkit_intent
-        .as_deref()
-        .and_then(aibox_provenance::Intent::parse)
-    else {
+    let Some(intent) = &plan.processkit_intent else {
         return Ok(false);
     };
     for (path, write) in &intent.writes {
@@ -597,7 +593,7 @@ fn refuse_unowned(
 fn write_plan(
     writer: &mut Writer<'_>,
     plan: &crate::builder::Plan,
-    intent: Option<String>,
+    intent: Option<aibox_provenance::Intent>,
     mut decisions: Vec<Decision>,
     all: &[&PlannedFile],
     removals: Vec<FileReport>,
@@ -625,7 +621,9 @@ fn write_plan(
     if anything {
         writer.write(Utf8Path::new(PENDING_LOCK), plan.lock_text.as_bytes(), None)?;
         if let Some(intent) = intent {
-            writer.write(Utf8Path::new(PENDING_PROCESSKIT), intent.as_bytes(), None)?;
+            writer.write_streamed(Utf8Path::new(PENDING_PROCESSKIT), None, |out| {
+                intent.write_to(out)
+            })?;
         }
         // Content is made durable once, at the commit point below, not file by file.
         writer.defer_sync();

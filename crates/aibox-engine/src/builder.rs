@@ -135,7 +135,7 @@ pub struct PlanBuilder {
     warnings: Vec<String>,
     lock: Lock,
     commit_last: std::collections::BTreeSet<Utf8PathBuf>,
-    processkit_intent: Option<String>,
+    processkit_intent: Option<aibox_provenance::Intent>,
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
     removed_trees: std::collections::BTreeSet<Utf8PathBuf>,
     processkit_stat_cache: Option<aibox_provenance::PathTable<aibox_provenance::Sha256>>,
@@ -211,8 +211,8 @@ impl PlanBuilder {
 
     /// Records the processkit install intent (see [`aibox_provenance::Intent`]): the
     /// apply stores it in [`crate::records::PENDING_PROCESSKIT`] before its first write.
-    pub fn set_processkit_intent(&mut self, text: String) {
-        self.processkit_intent = Some(text);
+    pub fn set_processkit_intent(&mut self, intent: aibox_provenance::Intent) {
+        self.processkit_intent = Some(intent);
     }
 
     /// Adds a file. Errors when another source already planned the same path.
@@ -380,7 +380,7 @@ pub struct Plan {
     /// Files written after every other file is durable, just before the lock.
     pub commit_last: std::collections::BTreeSet<Utf8PathBuf>,
     /// The processkit install intent record, stored before the first write.
-    pub processkit_intent: Option<String>,
+    pub processkit_intent: Option<aibox_provenance::Intent>,
     /// Directory trees to remove where empty after the removals.
     pub prune_dirs: Vec<Utf8PathBuf>,
     /// Folders whose regular files are all removed (see [`PlanBuilder::remove_tree`]);

@@ -912,9 +912,10 @@ impl<'a> Writer<'a> {
     }
 
     /// Writes `rel` with what `fill` writes, through a buffer into the temp file, so the
-    /// contents are never held whole: for a large record that differs on every write (the
-    /// processkit stat cache), whose old contents are therefore neither read nor compared.
-    /// A failing `fill` removes the temp file and leaves the old file as it was.
+    /// contents are never held whole: for a large record (the processkit intent and stat
+    /// cache, a line per installed file), whose old contents are neither read nor
+    /// compared (the file is always replaced). A failing `fill` removes the temp file and
+    /// leaves the old file as it was.
     pub fn write_streamed(
         &mut self,
         rel: &Utf8Path,

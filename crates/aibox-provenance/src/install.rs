@@ -231,9 +231,9 @@ pub struct InstallPlan {
     pub skills: BTreeSet<String>,
     /// Warnings (unknown names, version stamps, kept removals).
     pub warnings: Vec<String>,
-    /// The record of this plan's writes and removals, rendered ([`Intent::render`]), to
-    /// be stored before the first write; `None` for a no-op.
-    pub intent: Option<String>,
+    /// The record of this plan's writes and removals, to be stored before the first
+    /// write ([`Intent::write_to`]); `None` for a no-op.
+    pub intent: Option<Intent>,
     /// Whether the stat cache should be rewritten after applying: something changed,
     /// or files had to be re-hashed.
     pub stat_cache_stale: bool,
@@ -1126,9 +1126,9 @@ pub fn plan_scanned(
         resume,
         &mut warnings,
     )?;
-    // The record is rendered now and its two tables freed, before the snapshot's writes
-    // and the marker are made: the tables and the text together were the peak of a
-    // large first install.
+    // The record stays as its two tables until it is written, line by line, into its
+    // file: rendered here, the tables and the text together were the peak of a large
+    // first install, and the text was parsed back before the writes.
     let intent = Intent {
         version: release.version.clone(),
         release_asset_sha256: release.digest,
@@ -1137,8 +1137,7 @@ pub fn plan_scanned(
         now: opts.now.to_owned(),
         writes: t.intent_writes,
         removals: t.intent_removals,
-    }
-    .render();
+    };
     // The snapshot of this version, when missing or from another release.
     let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
     let snapshot = if snapshot_current(release, live.snapshot_provenance, b.same_release) {

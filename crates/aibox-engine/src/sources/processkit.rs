@@ -140,8 +140,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     let mut install = plan_scanned(release, &resolved.catalog, previous, &opts, &resolved.scan)
         .map_err(EngineError::from)?;
     let deleted = warn_changed_skills(resolved, &install, plan);
-    // The record comes as text: its maps (a path and two digests per write) were freed
-    // before the plan's other per-file structures were made.
+    // The record is written line by line from its two tables when the apply starts.
     if let Some(intent) = install.intent.take() {
         plan.set_processkit_intent(intent);
     }

@@ -50,8 +50,8 @@ fn a_file_killed_while_created_in_place_is_completed_when_the_run_resumes() {
     // The record the killed run stored before its first write.
     let intent = first
         .intent
-        .as_deref()
-        .and_then(Intent::parse)
+        .as_ref()
+        .and_then(|i| Intent::parse(&i.render()))
         .expect("a first install has an intent record");
     // Two files the run was creating, each with a few bytes.
     let mut new_files = first.writes.iter().filter_map(|w| match &w.data {
@@ -107,7 +107,11 @@ fn a_complete_file_with_other_bytes_is_not_taken_for_a_partial_one() {
     } = first_install();
     let root = project.path();
     let setup = Setup::default();
-    let intent = first.intent.as_deref().and_then(Intent::parse).unwrap();
+    let intent = first
+        .intent
+        .as_ref()
+        .and_then(|i| Intent::parse(&i.render()))
+        .unwrap();
     let (path, upstream) = first
         .writes
         .iter()
