@@ -38,15 +38,7 @@ impl BuildStep {
         if let Some(tool) = &self.tool {
             return format!("installing {tool}");
         }
-        let text = self
-            .instruction
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        match text.char_indices().nth(SHORT_INSTRUCTION) {
-            Some((cut, _)) => format!("{}...", &text[..cut]),
-            None => text,
-        }
+        cut(&normalize(&self.instruction), SHORT_INSTRUCTION)
     }
 }
 
@@ -179,10 +171,22 @@ pub(crate) fn instructions(dockerfile: &str) -> Vec<String> {
     out
 }
 
-/// `line`, cut after [`LONG_LINE`] characters: engines quote a whole failing script in
-/// one line, which would bury the rest of an error message.
+/// `line`, at most [`LONG_LINE`] characters: its start and its end, the middle replaced
+/// by `...`. Engines quote a whole failing script in one line, which would bury the rest
+/// of an error message, and an error chain (`pinging container registry ...: Get
+/// "https://...": dial tcp: lookup ...: no such host`) names the cause last.
 pub(crate) fn shorten(line: &str) -> String {
-    cut(line, LONG_LINE)
+    let count = line.chars().count();
+    if count <= LONG_LINE {
+        return line.to_owned();
+    }
+    let at = |n: usize| line.char_indices().nth(n).map_or(line.len(), |(i, _)| i);
+    let head = LONG_LINE / 2;
+    format!(
+        "{}...{}",
+        &line[..at(head)],
+        &line[at(count - (LONG_LINE - head))..]
+    )
 }
 
 /// `text` cut after `chars` characters, marked with `...`.
@@ -225,6 +229,21 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
         })
         .collect();
     let lower = printed.join("\n").to_ascii_lowercase();
+    // Nothing in the build ran yet: the engine could not pull the base image (Podman:
+    // `pinging container registry ...`; Docker: `Get "https://.../v2/": ...`).
+    let from = step.is_some_and(|s| {
+        s.instruction
+            .get(..5)
+            .is_some_and(|i| i.eq_ignore_ascii_case("FROM "))
+    });
+    if from || lower.contains("pinging container registry") {
+        return "the engine could not pull the base image (its registry could not be reached \
+                or refused it; the engine's message is below): check the network and the \
+                engine's proxy settings, or point the project at a copy you can pull (a \
+                registry mirror, or an image already in the engine's store) with `aibox \
+                config set container.base_image IMAGE`, then run `aibox up --build`"
+            .to_owned();
+    }
     if lower.contains("curl: (60)")
         || lower.contains("certificate verify failed")
         || lower.contains("unable to get local issuer certificate")
@@ -277,6 +296,9 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
         "econnrefused",
         "eai_again",
         "etimedout",
+        "no such host",
+        "i/o timeout",
+        "tls handshake timeout",
     ];
     if unreachable.iter().any(|m| lower.contains(m)) {
         return "a server could not be reached from the build: check the network and proxy \
@@ -431,6 +453,56 @@ mod tests {
             LONG_LINE + 3
         );
         assert_eq!(shorten("short"), "short");
+    }
+
+    /// The engines' words when the base image cannot be pulled (here: no DNS answer for
+    /// the registry, as Podman 4.3 and Docker 20.10 with docker-compose 1.29 print it): the
+    /// cause at the end of a long line survives, and the hint is about the base image.
+    #[test]
+    fn a_base_image_that_cannot_be_pulled_keeps_its_cause_and_gets_its_hint() {
+        let digest = "abd67ffcfa541b485a3dff59865ab629aa048a6c613e639d36e7456b0b229241";
+        let from = format!("FROM docker.io/library/debian:bookworm-slim@sha256:{digest}");
+        let cause = "Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup \
+                     registry-1.docker.io on 10.255.255.53:53: no such host";
+        let podman = [
+            format!("STEP 1/16: {from}"),
+            format!("Trying to pull docker.io/library/debian@sha256:{digest}..."),
+            format!(
+                "Error: creating build container: initializing source \
+                 docker://debian@sha256:{digest}: pinging container registry \
+                 registry-1.docker.io: {cause}"
+            ),
+        ];
+        let shown = shorten(&podman[2]);
+        assert!(shown.ends_with("no such host"), "{shown}");
+        assert!(
+            shown.starts_with("Error: creating build container"),
+            "{shown}"
+        );
+        let docker = [
+            format!("Step 1/16 : {from}"),
+            cause.to_owned(),
+            "Service 'j1' failed to build : Build failed".to_owned(),
+        ];
+        for (output, header) in [(&podman, &podman[0]), (&docker, &docker[0])] {
+            let got = hint(output, Some(&step(header)), false);
+            assert!(
+                got.contains("could not pull the base image")
+                    && got.contains("container.base_image"),
+                "{got}"
+            );
+            // The failing step is not always known: Podman's words name the pull.
+            if output == &podman {
+                assert_eq!(hint(output, None, false), got);
+            }
+        }
+        // The same lookup failure inside a later step is a download of the build.
+        let got = hint(
+            &[cause.to_owned()],
+            Some(&step("STEP 5/16: RUN curl x")),
+            false,
+        );
+        assert!(got.contains("could not be reached from the build"), "{got}");
     }
 
     #[test]

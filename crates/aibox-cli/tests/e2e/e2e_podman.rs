@@ -678,7 +678,8 @@ fn host_references_and_lifecycle_commands_reach_the_container() {
 /// yet `up` fails right after it (exit 3, not after the 60 s running deadline), naming the
 /// step, its output and where to fix it without `-v`, and leaves no container behind.
 /// Without a terminal, each build step is one plain progress line. A container Compose
-/// did not create fails `up` at once as well.
+/// did not create fails `up` at once as well, and so does a base image the engine cannot
+/// pull.
 #[test]
 fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
     let podman = Podman::ready();
@@ -766,6 +767,39 @@ fn a_failed_build_fails_up_at_once_with_the_step_and_its_output() {
     assert!(
         podman.inspect_container(container).is_none(),
         "no container left"
+    );
+
+    fs_err::remove_file(&override_path).unwrap();
+    an_unpullable_base_image_fails_at_the_first_step(&podman, root);
+}
+
+/// A base image the engine cannot pull (a registry that cannot exist, as the default one
+/// is for a machine without access to it) fails at the first step, with the engine's
+/// reason and a hint about the base image rather than the build's downloads.
+fn an_unpullable_base_image_fails_at_the_first_step(podman: &Podman, root: &Utf8Path) {
+    ok(aibox(podman, root).args([
+        "config",
+        "set",
+        "container.base_image",
+        "registry.invalid/library/debian:bookworm-slim",
+    ]));
+    let started = Instant::now();
+    let out = run(aibox(podman, root).arg("up"));
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "failed at step 1/",
+        "could not pull the base image",
+        "container.base_image",
+        "https://registry.invalid/v2/",
+    ] {
+        assert!(stderr.contains(needle), "{needle}: {}", show(&out));
+    }
+    assert!(
+        took < Duration::from_secs(30),
+        "took {took:?}: {}",
+        show(&out)
     );
 }
 
