@@ -1166,8 +1166,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let base = std::env::current_dir()
         .map_err(|e| e.to_string())?
         .join("target/bench");
+    // Nothing is deleted until every factor is measured (see `one_run`'s warm-up for
+    // why): a previous bench's trees are moved aside first and deleted at the end with
+    // this one's, which were deleted between the factors before: 10x then ran right
+    // after 25,000 files of 1x were freed.
+    let mut stale = Vec::new();
     if base.exists() {
-        fs_err::remove_dir_all(&base).map_err(|e| e.to_string())?;
+        let aside = base.with_file_name(format!("bench.old-{}", std::process::id()));
+        fs_err::rename(&base, &aside).map_err(|e| e.to_string())?;
+        stale.push(aside);
     }
     if !Path::new(GNU_TIME).exists() {
         say(
@@ -1194,7 +1201,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let prev = baseline.clone().map(|bin| Prev { bin });
         let mut r = Results::default();
         // One warm-up run fills the page cache and the archive cache. Every run works in
-        // fresh folders and no tree is deleted until the factor is done: ext4 without a
+        // fresh folders and no tree is deleted until every factor is done: ext4 without a
         // journal skips inodes freed in the last 60 s when it allocates new ones, so
         // creating thousands of files right after deleting thousands costs several times
         // more kernel time (seen in `perf` as `recently_deleted` under `ext4_create` and
@@ -1249,8 +1256,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
             loaded_reports.push(FactorReport::new(factor, runs, true, busy));
         }
         if !keep {
-            fs_err::remove_dir_all(&work).map_err(|e| e.to_string())?;
+            stale.push(work);
         }
+    }
+    for dir in stale {
+        fs_err::remove_dir_all(&dir).map_err(|e| e.to_string())?;
     }
 
     let mut out = String::new();

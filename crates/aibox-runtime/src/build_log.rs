@@ -230,13 +230,14 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
         .collect();
     let lower = printed.join("\n").to_ascii_lowercase();
     // Nothing in the build ran yet: the engine could not pull the base image (Podman:
-    // `pinging container registry ...`; Docker: `Get "https://.../v2/": ...`).
+    // `pinging container registry ...`; Docker: `Get "https://.../v2/": ...`). A `FROM`
+    // of the user's own `Dockerfile.local` gets the hint about that file below.
     let from = step.is_some_and(|s| {
         s.instruction
             .get(..5)
             .is_some_and(|i| i.eq_ignore_ascii_case("FROM "))
     });
-    if from || lower.contains("pinging container registry") {
+    if (from || lower.contains("pinging container registry")) && !in_local {
         return "the engine could not pull the base image (its registry could not be reached \
                 or refused it; the engine's message is below): check the network and the \
                 engine's proxy settings, or point the project at a copy you can pull (a \
@@ -496,6 +497,9 @@ mod tests {
                 assert_eq!(hint(output, None, false), got);
             }
         }
+        // A `FROM` of the user's own `Dockerfile.local` is theirs to fix there.
+        let got = hint(&podman, Some(&step(&podman[0])), true);
+        assert!(got.contains("Dockerfile.local"), "{got}");
         // The same lookup failure inside a later step is a download of the build.
         let got = hint(
             &[cause.to_owned()],
