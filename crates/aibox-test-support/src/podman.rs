@@ -88,35 +88,14 @@ pub fn harness_dir() -> Utf8PathBuf {
     target_dir().join("aibox-podman")
 }
 
-/// Keeps the build layers end-to-end tests keep (see `layers`) while the returned guard
-/// lives, also between two test processes: for a runner that starts a process per test
+/// Keeps the build layers end-to-end tests keep (see `layers`) while the returned file is
+/// open, also between two test processes: for a runner that starts a process per test
 /// (`cargo xtask ci` around nextest). `None` when the lock cannot be taken; the tests
 /// then keep layers for their own processes' lives only.
-pub fn hold_kept_layers() -> Option<KeptLayers> {
+pub fn hold_kept_layers() -> Option<fs_err::File> {
     let dir = harness_dir();
     fs_err::create_dir_all(&dir).ok()?;
-    let lock = dir.join(layers::LOCK_FILE);
-    let file = layers::lock_shared(&lock).ok()?;
-    Some(KeptLayers {
-        file: Some(file),
-        lock,
-    })
-}
-
-/// The lock [`hold_kept_layers`] took. Dropped, it lets the lock go and then waits (two
-/// minutes at most) until the watchers of this checkout's kept layers have removed their
-/// tags: a runner that ends every process of the job once `cargo xtask ci` exits cut them
-/// off, and left the tags behind.
-pub struct KeptLayers {
-    file: Option<fs_err::File>,
-    lock: Utf8PathBuf,
-}
-
-impl Drop for KeptLayers {
-    fn drop(&mut self) {
-        drop(self.file.take());
-        layers::wait_for_watchers(&self.lock, Duration::from_mins(2));
-    }
+    layers::lock_shared(&dir.join(layers::LOCK_FILE)).ok()
 }
 
 /// The workspace's Cargo target folder (`CARGO_TARGET_DIR` or `<workspace>/target`).

@@ -17,9 +17,7 @@
 //! layers went away under them).
 //! A runner that starts a process per test (nextest, under `cargo xtask ci`) holds the
 //! lock itself for the whole run ([`super::hold_kept_layers`]), so the layers also
-//! outlive the moments between two test processes, and when it lets go it waits for the
-//! watchers to finish ([`wait_for_watchers`]): a CI job ends every process it started once
-//! `cargo xtask ci` exits, which cut them off mid-way and left tags behind.
+//! outlive the moments between two test processes.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -116,35 +114,6 @@ fn watcher(podman: &Podman, lock: &Utf8Path, repository: &str) -> Command {
 /// long as the system is.
 const WATCHER_TMPDIR: &str = "/var/tmp";
 
-/// Waits until no watcher of `lock` runs (a `flock` process naming it, [`watcher`]), at
-/// most `limit`; `false` when one still does then.
-pub(super) fn wait_for_watchers(lock: &Utf8Path, limit: std::time::Duration) -> bool {
-    let deadline = std::time::Instant::now() + limit;
-    while watcher_running(lock) {
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    true
-}
-
-/// Whether a `flock` process whose arguments name `lock` runs (read from `/proc`).
-fn watcher_running(lock: &Utf8Path) -> bool {
-    let Ok(entries) = fs_err::read_dir("/proc") else {
-        return false;
-    };
-    entries.flatten().any(|entry| {
-        let Ok(cmdline) = fs_err::read(entry.path().join("cmdline")) else {
-            return false;
-        };
-        let mut args = cmdline.split(|b| *b == 0);
-        args.next()
-            .is_some_and(|program| program.rsplit(|b| *b == b'/').next() == Some(b"flock"))
-            && args.any(|arg| arg == lock.as_str().as_bytes())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,43 +129,6 @@ mod tests {
             .collect();
         tags.sort();
         tags.join(" ")
-    }
-
-    /// Waiting for the watchers returns once the last `flock` naming the lock has ended,
-    /// and at once when none runs.
-    #[test]
-    fn waiting_for_the_watchers_ends_with_the_last_of_them() {
-        let dir = tempfile::tempdir().unwrap();
-        let lock = Utf8PathBuf::from_path_buf(dir.path().join("layers.lock")).unwrap();
-        let other = Utf8PathBuf::from_path_buf(dir.path().join("other.lock")).unwrap();
-        let started = std::time::Instant::now();
-        assert!(wait_for_watchers(&lock, std::time::Duration::from_secs(5)));
-        assert!(started.elapsed() < std::time::Duration::from_secs(1));
-        let mut watcher = Command::new("flock")
-            .args(["-x", lock.as_str(), "sleep", "1"])
-            .spawn()
-            .unwrap();
-        // Another checkout's watcher is not waited for.
-        let mut foreign = Command::new("flock")
-            .args(["-x", other.as_str(), "sleep", "30"])
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        assert!(!wait_for_watchers(
-            &lock,
-            std::time::Duration::from_millis(300)
-        ));
-        assert!(wait_for_watchers(&lock, std::time::Duration::from_secs(10)));
-        assert!(
-            watcher.try_wait().unwrap().is_some(),
-            "the watcher has ended"
-        );
-        assert!(
-            foreign.try_wait().unwrap().is_none(),
-            "the other one still runs"
-        );
-        foreign.kill().unwrap();
-        foreign.wait().unwrap();
     }
 
     /// The watcher waits for every holder of the lock, then removes its tags and only
