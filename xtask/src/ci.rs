@@ -240,6 +240,18 @@ fn tests() -> Result<(), String> {
     // nextest starts a process per test, so between two tests nobody might: ci holds it
     // until the groups are done.
     let _layers = aibox_test_support::podman::hold_kept_layers();
+    // The watchers that remove those layers' tags start only when ci ends, and a CI job
+    // that ends every process it started at that point cuts them off: an earlier run's
+    // tags are removed here (each holds a build's layers, 0.7 to 1 GB).
+    match aibox_test_support::podman::remove_orphaned_layers() {
+        Ok(0) => {}
+        Ok(n) => say(&format!(
+            "==> removed {n} build-layer tags an earlier run left"
+        )),
+        Err(e) => say(&format!(
+            "==> warning: earlier runs' build-layer tags stay: {e}"
+        )),
+    }
     let nextest = nextest_installed();
     let mut background = Vec::new();
     for (group, log) in &BACKGROUND {

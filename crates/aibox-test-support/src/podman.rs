@@ -98,6 +98,17 @@ pub fn hold_kept_layers() -> Option<fs_err::File> {
     layers::lock_shared(&dir.join(layers::LOCK_FILE)).ok()
 }
 
+/// Removes the build-layer tags (see `layers`) that no watcher will remove any more: a
+/// runner that ends every process it started when the tests end (a CI job does) ends
+/// the watchers too. Tags with a live watcher, of any checkout, stay. Returns how many
+/// went; for a runner to call before its tests.
+///
+/// # Errors
+/// When Podman cannot list or remove the images.
+pub fn remove_orphaned_layers() -> Result<usize, String> {
+    layers::remove_orphans(&Podman::configured()?)
+}
+
 /// The workspace's Cargo target folder (`CARGO_TARGET_DIR` or `<workspace>/target`).
 pub(crate) fn target_dir() -> Utf8PathBuf {
     std::env::var("CARGO_TARGET_DIR").map_or_else(
@@ -157,9 +168,18 @@ impl Podman {
     pub fn ready() -> Self {
         require_program("podman", INSTALL_HINT);
         require_program("runc", INSTALL_HINT);
+        let podman = Self::configured().unwrap_or_else(|e| panic!("{e}"));
+        // For the process's life: kept build layers go only when no test can build on them.
+        layers::hold(&podman);
+        podman.ensure_base_image();
+        podman
+    }
+
+    /// The harness folder with its `containers.conf` written, nothing checked or built.
+    fn configured() -> Result<Self, String> {
         let dir = harness_dir();
         fs_err::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("cannot create the Podman harness folder: {e}"));
+            .map_err(|e| format!("cannot create the Podman harness folder: {e}"))?;
         let conf = dir.join("containers.conf");
         // Written only when different, so concurrent tests never see a half-written file.
         if fs_err::read_to_string(&conf).ok().as_deref() != Some(CONTAINERS_CONF) {
@@ -168,13 +188,9 @@ impl Podman {
             let tmp = dir.join(format!("containers.conf.{}.{n}", std::process::id()));
             fs_err::write(&tmp, CONTAINERS_CONF)
                 .and_then(|()| fs_err::rename(&tmp, &conf))
-                .unwrap_or_else(|e| panic!("cannot write {conf}: {e}"));
+                .map_err(|e| format!("cannot write {conf}: {e}"))?;
         }
-        let podman = Self { dir, conf };
-        // For the process's life: kept build layers go only when no test can build on them.
-        layers::hold(&podman);
-        podman.ensure_base_image();
-        podman
+        Ok(Self { dir, conf })
     }
 
     /// The `containers.conf` this harness uses.

@@ -17,7 +17,9 @@
 //! layers went away under them).
 //! A runner that starts a process per test (nextest, under `cargo xtask ci`) holds the
 //! lock itself for the whole run ([`super::hold_kept_layers`]), so the layers also
-//! outlive the moments between two test processes.
+//! outlive the moments between two test processes. A runner that ends every process it
+//! started once the tests end (a CI job) ends the watchers too; such a run's tags are
+//! removed by the next run before its tests ([`remove_orphans`]).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -110,6 +112,70 @@ fn watcher(podman: &Podman, lock: &Utf8Path, repository: &str) -> Command {
     cmd
 }
 
+/// Removes the tags of every process's repository (`REPOSITORY-<pid>`) whose watcher is
+/// gone, in one `podman rmi`; returns how many. A watcher names its repository in its
+/// arguments (see [`watcher`]), and [`keep`] starts it before the first tag, so a tag
+/// with no process naming its repository is one nobody will remove.
+pub(super) fn remove_orphans(podman: &Podman) -> Result<usize, String> {
+    let out = podman.run(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    if !out.status.success() {
+        return Err(format!(
+            "podman images failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let watched = watched_repositories();
+    let orphans: Vec<&str> = std::str::from_utf8(&out.stdout)
+        .unwrap_or_default()
+        .lines()
+        .filter(|tag| {
+            tag.rsplit_once(':').is_some_and(|(repository, _)| {
+                is_process_repository(repository) && !watched.iter().any(|w| w == repository)
+            })
+        })
+        .collect();
+    if orphans.is_empty() {
+        return Ok(0);
+    }
+    let removed = podman.run(&[&["rmi"], orphans.as_slice()].concat());
+    if removed.status.success() {
+        Ok(orphans.len())
+    } else {
+        Err(format!(
+            "podman rmi {} failed: {}",
+            orphans.join(" "),
+            String::from_utf8_lossy(&removed.stderr).trim()
+        ))
+    }
+}
+
+/// Whether `repository` is one [`keep`] tags into: `REPOSITORY-<pid>`.
+fn is_process_repository(repository: &str) -> bool {
+    repository
+        .strip_prefix(REPOSITORY)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Every argument of a running process that names a tag repository: the watchers'.
+fn watched_repositories() -> Vec<String> {
+    let Ok(entries) = fs_err::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| fs_err::read(entry.path().join("cmdline")).ok())
+        .flat_map(|cmdline| {
+            cmdline
+                .split(|&b| b == 0)
+                .filter_map(|arg| std::str::from_utf8(arg).ok())
+                .filter(|arg| is_process_repository(arg))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// The watcher's temporary folder: Podman's own default for image work, there for as
 /// long as the system is.
 const WATCHER_TMPDIR: &str = "/var/tmp";
@@ -129,6 +195,42 @@ mod tests {
             .collect();
         tags.sort();
         tags.join(" ")
+    }
+
+    /// Tags whose watcher is gone go; tags a live process names stay, and so do other
+    /// repositories' tags.
+    #[test]
+    fn orphaned_tags_go_and_watched_ones_stay() {
+        let podman = Podman::ready();
+        // Numbers no process of this machine has (pids stop at 2^22).
+        let orphan = format!("{REPOSITORY}-9{}001", std::process::id());
+        let watched = format!("{REPOSITORY}-9{}002", std::process::id());
+        let selftest = format!("{REPOSITORY}-selftest-orphan-{}", std::process::id());
+        for tag in [
+            format!("{orphan}:0"),
+            format!("{orphan}:1"),
+            format!("{watched}:0"),
+            format!("{selftest}:0"),
+        ] {
+            assert!(podman.run(&["tag", BASE_IMAGE, &tag]).status.success());
+        }
+        // A watcher's stand-in: a process with the repository among its arguments.
+        let mut stand_in = Command::new("sh")
+            .args(["-c", "sleep 60", "sh", &watched])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let removed = remove_orphans(&podman);
+        let _ = stand_in.kill();
+        let _ = stand_in.wait();
+        assert!(removed.unwrap() >= 2);
+        assert_eq!(tags(&podman, &orphan), "");
+        assert_eq!(tags(&podman, &watched), "0");
+        assert_eq!(tags(&podman, &selftest), "0", "not a process's repository");
+        assert!(podman.image_exists(BASE_IMAGE));
+        for tag in [format!("{watched}:0"), format!("{selftest}:0")] {
+            assert!(podman.run(&["rmi", &tag]).status.success());
+        }
     }
 
     /// The watcher waits for every holder of the lock, then removes its tags and only
