@@ -926,19 +926,11 @@ impl<'a> Writer<'a> {
         let slot = self.slot(rel)?;
         let existing = ProjectRoot::target_meta(rel, &slot.target)?;
         let old_mode = existing.as_ref().and_then(mode_of);
-        let temp = create_temp(&slot.temp, mode.or(old_mode))?;
-        let mut out = std::io::BufWriter::with_capacity(64 * 1024, temp);
-        let sync = !self.deferred;
-        let result = fill(&mut out)
-            .and_then(|()| {
-                out.into_inner()
-                    .map_err(std::io::IntoInnerError::into_error)
-            })
-            .and_then(|temp| if sync { temp.sync_all() } else { Ok(()) });
-        if let Err(e) = result {
-            let _ = fs_err::remove_file(&slot.temp);
-            return Err(WriteError::io("write", &slot.temp, e));
-        }
+        fill_temp(&slot.temp, mode.or(old_mode), !self.deferred, |file| {
+            let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
+            fill(&mut out)?;
+            out.flush()
+        })?;
         self.root.hand_over(&slot.temp)?;
         self.finish(&slot)?;
         Ok(if existing.is_some() {
@@ -1351,10 +1343,19 @@ fn write_temp(
     mode: Option<u32>,
     sync: bool,
 ) -> Result<(), WriteError> {
+    fill_temp(temp, mode, sync, |file| file.write_all(contents))
+}
+
+/// Creates the temp file `temp` and has `write` fill it, then fsyncs it when `sync`; on
+/// any failure the temp file is removed.
+fn fill_temp(
+    temp: &Utf8Path,
+    mode: Option<u32>,
+    sync: bool,
+    write: impl FnOnce(&mut fs_err::File) -> std::io::Result<()>,
+) -> Result<(), WriteError> {
     let mut file = create_temp(temp, mode)?;
-    let result = file
-        .write_all(contents)
-        .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
+    let result = write(&mut file).and_then(|()| if sync { file.sync_all() } else { Ok(()) });
     if let Err(e) = result {
         drop(file);
         let _ = fs_err::remove_file(temp);

@@ -277,10 +277,7 @@ pub fn render_marker<'a>(
 
 /// Appends the 64 lowercase hex digits of `digest` without a temporary string.
 fn push_hex(out: &mut String, digest: Sha256) {
-    let mut hex = [0_u8; 64];
-    // 64 hex digits always fit; the result is ASCII.
-    let _ = hex::encode_to_slice(digest.as_bytes(), &mut hex);
-    out.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+    out.push_str(std::str::from_utf8(&digest.hex_digits()).unwrap_or_default());
 }
 
 /// Whether the TOML serializer writes `key` as a plain double-quoted key with no escape:
@@ -501,12 +498,6 @@ impl Intent {
         let (true, Ok(head)) = (plain, head) else {
             return out.write_all(with_header(HEADER, self).as_bytes());
         };
-        let hex = |digest: Sha256| {
-            let mut hex = [0_u8; 64];
-            // 64 hex digits always fit.
-            let _ = hex::encode_to_slice(digest.as_bytes(), &mut hex);
-            hex
-        };
         out.write_all(HEADER.as_bytes())?;
         out.write_all(head.as_bytes())?;
         out.write_all(b"\n[writes]\n")?;
@@ -514,10 +505,10 @@ impl Intent {
             out.write_all(b"\"")?;
             out.write_all(path.as_bytes())?;
             out.write_all(b"\" = { new = \"")?;
-            out.write_all(&hex(w.new))?;
+            out.write_all(&w.new.hex_digits())?;
             if let Some(before) = w.before {
                 out.write_all(b"\", before = \"")?;
-                out.write_all(&hex(before))?;
+                out.write_all(&before.hex_digits())?;
             }
             out.write_all(b"\" }\n")?;
         }
@@ -526,7 +517,7 @@ impl Intent {
             out.write_all(b"\"")?;
             out.write_all(path.as_bytes())?;
             out.write_all(b"\" = \"")?;
-            out.write_all(&hex(*digest))?;
+            out.write_all(&digest.hex_digits())?;
             out.write_all(b"\"\n")?;
         }
         Ok(())

@@ -133,16 +133,11 @@ impl StatCache {
             let Some(k) = StatKey::of(&meta) else {
                 continue;
             };
+            out.write_all(&digest.hex_digits())?;
             writeln!(
                 out,
-                "{} {} {}.{} {}.{} {} {path}",
-                digest.to_hex(),
-                k.size,
-                k.mtime.0,
-                k.mtime.1,
-                k.ctime.0,
-                k.ctime.1,
-                k.ino
+                " {} {}.{} {}.{} {} {path}",
+                k.size, k.mtime.0, k.mtime.1, k.ctime.0, k.ctime.1, k.ino
             )?;
         }
         Ok(())
