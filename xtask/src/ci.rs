@@ -246,7 +246,8 @@ fn tests() -> Result<(), String> {
     match aibox_test_support::podman::remove_orphaned_layers() {
         Ok(0) => {}
         Ok(n) => say(&format!(
-            "==> removed {n} build-layer tags an earlier run left"
+            "==> removed {n} build-layer tag{} an earlier run left",
+            if n == 1 { "" } else { "s" }
         )),
         Err(e) => say(&format!(
             "==> warning: earlier runs' build-layer tags stay: {e}"

@@ -197,6 +197,13 @@ mod tests {
         tags.join(" ")
     }
 
+    /// Gives the base image each of `tags` as a further name.
+    fn tag_base_image(podman: &Podman, tags: &[String]) {
+        for tag in tags {
+            assert!(podman.run(&["tag", BASE_IMAGE, tag]).status.success());
+        }
+    }
+
     /// Serialises the tests that name the base image: Podman 4.3 loses a name when two
     /// processes tag or untag one image at once (seen here: a tag gone that nobody removed).
     static BASE_IMAGE_NAMES: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -211,14 +218,15 @@ mod tests {
         let orphan = format!("{REPOSITORY}-9{}001", std::process::id());
         let watched = format!("{REPOSITORY}-9{}002", std::process::id());
         let selftest = format!("{REPOSITORY}-selftest-orphan-{}", std::process::id());
-        for tag in [
-            format!("{orphan}:0"),
-            format!("{orphan}:1"),
-            format!("{watched}:0"),
-            format!("{selftest}:0"),
-        ] {
-            assert!(podman.run(&["tag", BASE_IMAGE, &tag]).status.success());
-        }
+        tag_base_image(
+            &podman,
+            &[
+                format!("{orphan}:0"),
+                format!("{orphan}:1"),
+                format!("{watched}:0"),
+                format!("{selftest}:0"),
+            ],
+        );
         // A watcher's stand-in: a process with the repository among its arguments.
         let mut stand_in = Command::new("sh")
             .args(["-c", "sleep 60; true", "sh", &watched])
@@ -249,13 +257,14 @@ mod tests {
         fs_err::write(&lock, "").unwrap();
         let repository = format!("{REPOSITORY}-selftest-{}", std::process::id());
         let other = format!("{REPOSITORY}-selftest-other-{}", std::process::id());
-        for tag in [
-            format!("{repository}:0"),
-            format!("{repository}:1"),
-            format!("{other}:0"),
-        ] {
-            assert!(podman.run(&["tag", BASE_IMAGE, &tag]).status.success());
-        }
+        tag_base_image(
+            &podman,
+            &[
+                format!("{repository}:0"),
+                format!("{repository}:1"),
+                format!("{other}:0"),
+            ],
+        );
         // A test process holding the lock for a second.
         let mut holder = Command::new("flock")
             .args(["-s", lock.as_str(), "sleep", "1"])
