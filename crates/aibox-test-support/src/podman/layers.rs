@@ -117,16 +117,9 @@ fn watcher(podman: &Podman, lock: &Utf8Path, repository: &str) -> Command {
 /// arguments (see [`watcher`]), and [`keep`] starts it before the first tag, so a tag
 /// with no process naming its repository is one nobody will remove.
 pub(super) fn remove_orphans(podman: &Podman) -> Result<usize, String> {
-    let out = podman.run(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
-    if !out.status.success() {
-        return Err(format!(
-            "podman images failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    let names = image_names(podman)?;
     let watched = watched_repositories();
-    let orphans: Vec<&str> = std::str::from_utf8(&out.stdout)
-        .unwrap_or_default()
+    let orphans: Vec<&str> = names
         .lines()
         .filter(|tag| {
             tag.rsplit_once(':').is_some_and(|(repository, _)| {
@@ -134,17 +127,33 @@ pub(super) fn remove_orphans(podman: &Podman) -> Result<usize, String> {
             })
         })
         .collect();
-    if orphans.is_empty() {
-        return Ok(0);
+    if !orphans.is_empty() {
+        podman_ok(podman, &[&["rmi"], orphans.as_slice()].concat())?;
     }
-    let removed = podman.run(&[&["rmi"], orphans.as_slice()].concat());
-    if removed.status.success() {
-        Ok(orphans.len())
+    Ok(orphans.len())
+}
+
+/// Every name of every image in the store, `REPOSITORY:TAG` a line.
+fn image_names(podman: &Podman) -> Result<String, String> {
+    podman_ok(podman, &["images", "--format", "{{.Repository}}:{{.Tag}}"])
+}
+
+/// The output of `podman ARGS`, or why it did not run or failed: unlike [`Podman::run`]
+/// no panic, for a runner that goes on without Podman.
+fn podman_ok(podman: &Podman, args: &[&str]) -> Result<String, String> {
+    let out = podman
+        .command()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run podman: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(format!(
-            "podman rmi {} failed: {}",
-            orphans.join(" "),
-            String::from_utf8_lossy(&removed.stderr).trim()
+            "podman {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
         ))
     }
 }
@@ -187,13 +196,12 @@ mod tests {
 
     /// The tags of `repository`, sorted (every name of every image, filtered here).
     fn tags(podman: &Podman, repository: &str) -> String {
-        let out = podman.run(&["images", "--format", "{{.Repository}} {{.Tag}}"]);
-        let mut tags: Vec<_> = String::from_utf8_lossy(&out.stdout)
+        let names = image_names(podman).unwrap();
+        let mut tags: Vec<_> = names
             .lines()
-            .filter_map(|line| line.strip_prefix(&format!("{repository} ")))
-            .map(str::to_owned)
+            .filter_map(|line| line.strip_prefix(&format!("{repository}:")))
             .collect();
-        tags.sort();
+        tags.sort_unstable();
         tags.join(" ")
     }
 
