@@ -1228,6 +1228,13 @@ fn rootless_podman_maps_the_owner_into_the_container() {
     init(&podman, &root, &name, "claude");
     aibox_test_support::podman::chown_tree(&home, &format!("{uid}:{gid}"));
     let (project, container, image, user) = names(&podman, &root);
+    // The rootful build handed over below is the owner's too; leave no copy behind, also
+    // when a step before the rootless part fails (two such copies were found left over).
+    // Through `Cleanup`, which keeps its layers first: a bare `rmi` deletes them at once,
+    // while another test's build may be reading them from its cache (Podman 4.3 then fails
+    // that build with "layer not known").
+    let mut rootful = Cleanup::new(&podman);
+    rootful.image(&image);
     // Built rootful, with the owner's IDs (the folder is theirs), then handed over.
     ok(aibox(&podman, &root).args(["apply", "--build"]));
     aibox_test_support::podman::chown_tree(&root, &format!("{uid}:{gid}"));
@@ -1294,12 +1301,6 @@ fn rootless_podman_maps_the_owner_into_the_container() {
     cleanup(&["rm", "-f", &container]);
     cleanup(&["network", "rm", &format!("{project}_default")]);
     cleanup(&["rmi", &image]);
-    // The rootful build the test handed over is the owner's too; leave no copy behind.
-    // Through `Cleanup`, which keeps its layers first: a bare `rmi` deletes them at once,
-    // while another test's build may be reading them from its cache (Podman 4.3 then fails
-    // that build with "layer not known").
-    let mut rootful = Cleanup::new(&podman);
-    rootful.image(&image);
     drop(rootful);
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
