@@ -43,10 +43,12 @@ pub fn down(g: &Global) -> Outcome {
     let opts = aibox_engine::lifecycle::LifecycleOptions::default();
     let status = aibox_engine::lifecycle::down(&root, &opts, &mut |e| progress(g, e))?;
     json_or(g, &status, || {
-        render::note(
-            g.quiet,
-            &format!("{} is {}", status.container, status.state),
-        );
+        // After `down` a missing container is the success, not a problem.
+        let line = match status.state {
+            aibox_runtime::ContainerState::Missing => format!("{} is removed", status.container),
+            state => format!("{} is {state}", status.container),
+        };
+        render::note(g.quiet, &line);
     })?;
     Ok(Exit::Ok)
 }

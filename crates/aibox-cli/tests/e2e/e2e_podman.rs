@@ -261,7 +261,14 @@ fn init_apply_up_status_exec_down() {
     let again = podman.inspect_container(container).unwrap();
     assert_eq!(again["Id"], inspect["Id"]);
 
-    ok(aibox(&podman, root).arg("down"));
+    let down = run(aibox(&podman, root).arg("down"));
+    assert!(down.status.success(), "{}", show(&down));
+    // The container being gone is what `down` was asked for, and it says so.
+    assert!(
+        String::from_utf8_lossy(&down.stderr).contains(&format!("{container} is removed")),
+        "{}",
+        show(&down)
+    );
     assert!(
         podman.inspect_container(container).is_none(),
         "down removed the container"
