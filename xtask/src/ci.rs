@@ -236,6 +236,9 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
 /// are named at the end.
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs().cast_signed());
     // Build layers the end-to-end tests keep stay until no test process holds this lock;
     // nextest starts a process per test, so between two tests nobody might: ci holds it
     // until the groups are done.
@@ -289,6 +292,16 @@ fn tests() -> Result<(), String> {
         if !running.finish().0 {
             failed.push(name);
         }
+    }
+    // The builds the tests failed on purpose left their last step as an image (Podman
+    // 4.3); no build can take layers from them any more.
+    match aibox_test_support::podman::remove_failed_builds(started) {
+        Ok(0) => {}
+        Ok(n) => say(&format!(
+            "==> removed {n} image{} of builds the tests failed on purpose",
+            if n == 1 { "" } else { "s" }
+        )),
+        Err(e) => say(&format!("==> warning: failed builds' images stay: {e}")),
     }
     if failed.is_empty() {
         Ok(())

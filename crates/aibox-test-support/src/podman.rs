@@ -109,6 +109,17 @@ pub fn remove_orphaned_layers() -> Result<usize, String> {
     layers::remove_orphans(&Podman::configured()?)
 }
 
+/// Removes the images that builds which failed since `since` (Unix seconds) left (see
+/// `layers::failed_builds`); returns how many. For a runner to call once its tests
+/// ended: a build may still take layers from them while tests run.
+///
+/// # Errors
+/// When Podman cannot list or remove the images.
+pub fn remove_failed_builds(since: i64) -> Result<usize, String> {
+    let podman = Podman::configured()?;
+    layers::remove_images(&podman, &layers::failed_builds(&podman, since)?)
+}
+
 /// The workspace's Cargo target folder (`CARGO_TARGET_DIR` or `<workspace>/target`).
 pub(crate) fn target_dir() -> Utf8PathBuf {
     std::env::var("CARGO_TARGET_DIR").map_or_else(

@@ -133,6 +133,51 @@ pub(super) fn remove_orphans(podman: &Podman) -> Result<usize, String> {
     Ok(orphans.len())
 }
 
+/// The images failed builds left since `since` (Unix seconds), by ID. Podman 4.3 keeps
+/// the last step a failed `build --layers` committed as a visible image without a name,
+/// its only name ever a made-up `<hash>-tmp`; the end-to-end tests fail builds on purpose
+/// (a tampered lock, a failing step), and each such image held a whole tool image's
+/// layers once its tests removed their own (1.5 GB after one `cargo xtask ci`).
+pub(super) fn failed_builds(podman: &Podman, since: i64) -> Result<Vec<String>, String> {
+    let text = podman_ok(
+        podman,
+        &["images", "--filter", "dangling=true", "--format", "json"],
+    )?;
+    let images: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .map_err(|e| format!("podman images printed no image list: {e}"))?;
+    Ok(images
+        .iter()
+        .filter(|image| is_failed_build(image, since))
+        .filter_map(|image| image["Id"].as_str().map(str::to_owned))
+        .collect())
+}
+
+/// Whether `image` (an entry of `podman images --format json`) is a failed build's last
+/// step made at `since` or later: no name now, none but a `-tmp` one ever, no container.
+fn is_failed_build(image: &serde_json::Value, since: i64) -> bool {
+    let only_tmp_names = image["History"].as_array().is_some_and(|names| {
+        !names.is_empty()
+            && names
+                .iter()
+                .all(|n| n.as_str().is_some_and(|n| n.ends_with("-tmp:latest")))
+    });
+    only_tmp_names
+        && image["Names"].as_array().is_none_or(Vec::is_empty)
+        && image["Containers"].as_u64() == Some(0)
+        && image["Created"]
+            .as_i64()
+            .is_some_and(|created| created >= since)
+}
+
+/// Removes the images `ids` in one `podman rmi`; returns how many.
+pub(super) fn remove_images(podman: &Podman, ids: &[String]) -> Result<usize, String> {
+    if !ids.is_empty() {
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        podman_ok(podman, &[&["rmi"], ids.as_slice()].concat())?;
+    }
+    Ok(ids.len())
+}
+
 /// Every name of every image in the store, `REPOSITORY:TAG` a line.
 fn image_names(podman: &Podman) -> Result<String, String> {
     podman_ok(podman, &["images", "--format", "{{.Repository}}:{{.Tag}}"])
@@ -252,6 +297,58 @@ mod tests {
         for tag in [format!("{watched}:0"), format!("{selftest}:0")] {
             assert!(podman.run(&["rmi", &tag]).status.success());
         }
+    }
+
+    /// A failed build's leftover image is found (and only images made since the given
+    /// time), and goes.
+    #[test]
+    fn a_failed_builds_leftover_is_found_and_removed() {
+        let podman = Podman::ready();
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            .cast_signed();
+        let dir = tempfile::tempdir().unwrap();
+        // A step of its own (no other build has it), then a failing one.
+        let unique = format!("{}-{since}", std::process::id());
+        fs_err::write(
+            dir.path().join("Dockerfile"),
+            format!("FROM {BASE_IMAGE}\nRUN echo {unique} > /unique\nRUN false\n"),
+        )
+        .unwrap();
+        let out = podman
+            .command()
+            .args([
+                "build",
+                "--layers",
+                "-t",
+                &format!("aibox-failed-build-{unique}"),
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        // Podman prints `--> <short id>` after each committed step.
+        let text = String::from_utf8_lossy(&out.stdout);
+        let left = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("--> "))
+            .next_back()
+            .unwrap_or_else(|| panic!("no committed step: {text}"))
+            .trim()
+            .to_owned();
+        let found = failed_builds(&podman, since).unwrap();
+        let ours: Vec<String> = found
+            .into_iter()
+            .filter(|id| id.starts_with(&left))
+            .collect();
+        assert_eq!(ours.len(), 1, "{left}: {text}");
+        let later = failed_builds(&podman, since + 3600).unwrap();
+        assert!(!later.iter().any(|id| id.starts_with(&left)));
+        assert_eq!(remove_images(&podman, &ours), Ok(1));
+        assert!(!podman.image_exists(&ours[0]));
+        assert!(podman.image_exists(BASE_IMAGE));
     }
 
     /// The watcher waits for every holder of the lock, then removes its tags and only
