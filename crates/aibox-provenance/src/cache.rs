@@ -343,9 +343,10 @@ fn parse_manifest(
         return None;
     }
     let tag = lines.next()?.strip_prefix("tag ")?.to_owned();
-    let mut files = BTreeMap::new();
+    let mut files = Vec::new();
     for line in lines {
         if let Some(count) = line.strip_prefix("end ") {
+            let files = crate::extract::packed_files(files);
             return (count.parse::<usize>().ok()? == files.len()).then_some((files, tag));
         }
         let mut parts = line.splitn(4, ' ');
@@ -360,14 +361,14 @@ fn parse_manifest(
         if path.is_empty() || path.starts_with('/') || path.split('/').any(|c| c == "..") {
             return None;
         }
-        files.insert(
+        files.push((
             Arc::from(path),
             PayloadFile {
                 sha256,
                 size,
                 executable,
             },
-        );
+        ));
     }
     None
 }

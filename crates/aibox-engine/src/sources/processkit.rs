@@ -168,20 +168,22 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     }
     install.decisions = Vec::new();
     // Release files are planned as copies from the unpacked release: no payload bytes
-    // are held in memory. Room for all of them at once (live, snapshot, migration,
-    // marker).
-    plan.reserve(
-        install.writes.len()
-            + install
-                .snapshot
-                .as_ref()
-                .map_or(0, |_| install.payload.files.len())
-            + install.migration.as_ref().map_or(0, Vec::len)
-            + 1,
-    );
+    // are held in memory. Room for the writes first, and for the rest (snapshot,
+    // migration, marker) once the writes' own list is freed: reserved at once, the whole
+    // list and the writes were the peak of a large first install (the list grows in
+    // place, the allocator mapping buffers this large on their own).
+    plan.reserve(install.writes.len());
     for mut w in std::mem::take(&mut install.writes) {
         add(plan, std::mem::take(&mut w.path), w, true)?;
     }
+    plan.reserve(
+        install
+            .snapshot
+            .as_ref()
+            .map_or(0, |_| install.payload.files.len())
+            + install.migration.as_ref().map_or(0, Vec::len)
+            + 1,
+    );
     if let Some(snapshot) = install.snapshot.take() {
         if let Some(from) = &snapshot.move_from {
             plan.move_first(from.as_str(), snapshot.dir.as_str())?;
