@@ -682,9 +682,17 @@ fn three_way(
             .copied()
     };
     let paths = classified_paths(new_set, old);
-    // Sized once: growing by doubling held the old and the new buffer together.
+    // Sized once: growing by doubling held the old and the new buffer together. The
+    // writes and their record are sized for the most there can be (every file of the new
+    // set): the CLI has the allocator map buffers this large on their own, and pages
+    // never written cost no memory (doubling had left up to half of them written and
+    // unused until the shrink below).
+    let most = new_set.len();
+    let text: usize = new_set.keys().map(|p| p.len()).sum();
     let mut t = ThreeWay {
         decisions: Vec::with_capacity(paths.len()),
+        writes: Vec::with_capacity(most),
+        intent_writes: PathTable::with_capacity(most, text),
         ..ThreeWay::default()
     };
     for path in paths {
@@ -836,14 +844,19 @@ fn lock_section(
 }
 
 /// C: project path → (release path, file, user-owned) of everything to install.
+/// Built at once (bulk-built, its nodes are full; inserted in order, every leaf stayed
+/// half full: 0.9 MB at 10x, held through planning). Of two release paths with one
+/// destination the later wins, as inserting them in turn did.
 fn install_set<'a>(release: &'a VerifiedRelease, selected: &BTreeSet<String>) -> InstallSet<'a> {
-    let mut set = BTreeMap::new();
-    for (path, file) in release.payload.files.iter() {
-        if let Some((dest, user)) = target(path, selected) {
-            set.insert(dest, (&**path, file, user));
-        }
-    }
-    set
+    release
+        .payload
+        .files
+        .iter()
+        .filter_map(|(path, file)| {
+            let (dest, user) = target(path, selected)?;
+            Some((dest, (&**path, file, user)))
+        })
+        .collect()
 }
 
 /// Everything planning needs from the live project and from reading the release's
