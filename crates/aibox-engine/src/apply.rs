@@ -520,11 +520,12 @@ fn planned_removals(
         in_trees.extend(
             root.regular_files_below(tree)?
                 .into_iter()
-                .map(|rest| tree.join(rest))
+                .map(|rest| Utf8PathBuf::from(aibox_fs::join_exact(tree.as_str(), &rest)))
                 .filter(|path| !plan.plans(path.as_str())),
         );
     }
-    let mut removals = Vec::new();
+    // A report per file of a removed snapshot (8,600 at 10x), kept until the apply ends.
+    let mut removals = Vec::with_capacity(plan.removals.len() + in_trees.len());
     for path in plan.removals.iter().cloned().chain(in_trees) {
         check_relative(&path)?;
         if !in_perimeter(&path) {

@@ -192,6 +192,17 @@ impl WriteError {
     }
 }
 
+/// `dir/rel` allocated at its length. `format!` and path joins leave room to grow (half
+/// again or more); a plan or apply holds such a path for each of thousands of files.
+#[must_use]
+pub fn join_exact(dir: &str, rel: &str) -> String {
+    let mut path = String::with_capacity(dir.len() + 1 + rel.len());
+    path.push_str(dir);
+    path.push('/');
+    path.push_str(rel);
+    path
+}
+
 /// Marker in the name of the writer's temp files: `.<name>.aibox-tmp.<pid>`.
 const TEMP_MARKER: &str = ".aibox-tmp.";
 
@@ -548,7 +559,7 @@ impl ProjectRoot {
                 let child = if sub.is_empty() {
                     name
                 } else {
-                    format!("{sub}/{name}")
+                    join_exact(&sub, &name)
                 };
                 match entry.file_type() {
                     Ok(t) if t.is_dir() => stack.push(child),
@@ -1590,6 +1601,17 @@ mod crash {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The joined path has exactly its length as capacity (thousands are held at once).
+    #[test]
+    fn join_exact_allocates_the_path_alone() {
+        let path = join_exact("context/templates/processkit/v1.0.0", "skills/a/SKILL.md");
+        assert_eq!(
+            path,
+            "context/templates/processkit/v1.0.0/skills/a/SKILL.md"
+        );
+        assert_eq!(path.capacity(), path.len());
+    }
 
     #[test]
     fn perimeter_matching() {
