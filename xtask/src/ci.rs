@@ -266,7 +266,10 @@ fn tests() -> Result<(), String> {
         running.wait_until_running();
         background.push(running);
     }
-    let stop = |background: Vec<Background>| background.into_iter().for_each(Background::stop);
+    let stop = |background: Vec<Background>| {
+        background.into_iter().for_each(Background::stop);
+        remove_failed_builds(started);
+    };
     let mut failed = Vec::new();
     if let Err(e) = checks() {
         if fail_fast {
@@ -293,8 +296,18 @@ fn tests() -> Result<(), String> {
             failed.push(name);
         }
     }
-    // The builds the tests failed on purpose left their last step as an image (Podman
-    // 4.3); no build can take layers from them any more.
+    remove_failed_builds(started);
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("groups failed: {}", failed.join(", ")))
+    }
+}
+
+/// Removes the images that the builds the tests failed on purpose since `started` (Unix
+/// seconds) left as their last step (Podman 4.3), once no test runs: no build can take
+/// layers from them any more.
+fn remove_failed_builds(started: i64) {
     match aibox_test_support::podman::remove_failed_builds(started) {
         Ok(0) => {}
         Ok(n) => say(&format!(
@@ -302,11 +315,6 @@ fn tests() -> Result<(), String> {
             if n == 1 { "" } else { "s" }
         )),
         Err(e) => say(&format!("==> warning: failed builds' images stay: {e}")),
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("groups failed: {}", failed.join(", ")))
     }
 }
 
