@@ -127,10 +127,7 @@ pub(super) fn remove_orphans(podman: &Podman) -> Result<usize, String> {
             })
         })
         .collect();
-    if !orphans.is_empty() {
-        podman_ok(podman, &[&["rmi"], orphans.as_slice()].concat())?;
-    }
-    Ok(orphans.len())
+    remove_images(podman, &orphans)
 }
 
 /// The images failed builds left since `since` (Unix seconds), by ID. Podman 4.3 keeps
@@ -152,8 +149,9 @@ pub(super) fn failed_builds(podman: &Podman, since: i64) -> Result<Vec<String>, 
         .collect())
 }
 
-/// Whether `image` (an entry of `podman images --format json`) is a failed build's last
-/// step made at `since` or later: no name now, none but a `-tmp` one ever, no container.
+/// Whether `image` (a dangling entry of `podman images --format json`) is a failed
+/// build's last step made at `since` or later: no name but a `-tmp` one ever, no
+/// container.
 fn is_failed_build(image: &serde_json::Value, since: i64) -> bool {
     let only_tmp_names = image["History"].as_array().is_some_and(|names| {
         !names.is_empty()
@@ -162,20 +160,20 @@ fn is_failed_build(image: &serde_json::Value, since: i64) -> bool {
                 .all(|n| n.as_str().is_some_and(|n| n.ends_with("-tmp:latest")))
     });
     only_tmp_names
-        && image["Names"].as_array().is_none_or(Vec::is_empty)
         && image["Containers"].as_u64() == Some(0)
         && image["Created"]
             .as_i64()
             .is_some_and(|created| created >= since)
 }
 
-/// Removes the images `ids` in one `podman rmi`; returns how many.
-pub(super) fn remove_images(podman: &Podman, ids: &[String]) -> Result<usize, String> {
-    if !ids.is_empty() {
-        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        podman_ok(podman, &[&["rmi"], ids.as_slice()].concat())?;
+/// Removes the images (IDs or names) `images` in one `podman rmi`; returns how many.
+pub(super) fn remove_images(podman: &Podman, images: &[impl AsRef<str>]) -> Result<usize, String> {
+    if !images.is_empty() {
+        let mut args = vec!["rmi"];
+        args.extend(images.iter().map(AsRef::as_ref));
+        podman_ok(podman, &args)?;
     }
-    Ok(ids.len())
+    Ok(images.len())
 }
 
 /// Every name of every image in the store, `REPOSITORY:TAG` a line.
