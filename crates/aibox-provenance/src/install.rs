@@ -672,17 +672,9 @@ fn three_way(
             .copied()
     };
     let paths = classified_paths(new_set, old);
-    // Sized once: growing by doubling held the old and the new buffer together. The
-    // writes and their record are sized for the most there can be (every file of the new
-    // set): the CLI has the allocator map buffers this large on their own, and pages
-    // never written cost no memory (doubling had left up to half of them written and
-    // unused until the shrink below).
-    let most = new_set.len();
-    let text: usize = new_set.keys().map(|p| p.len()).sum();
+    // Sized once: growing by doubling held the old and the new buffer together.
     let mut t = ThreeWay {
         decisions: Vec::with_capacity(paths.len()),
-        writes: Vec::with_capacity(most),
-        intent_writes: PathTable::with_capacity(most, text),
         ..ThreeWay::default()
     };
     for path in paths {
