@@ -129,7 +129,10 @@ pub enum RuntimeError {
 
     /// The created container could not be started.
     #[error("container `{container}` could not be started; {leftover}")]
-    #[diagnostic(code(aibox::runtime::start_failed), help("the engine said:\n{output}"))]
+    #[diagnostic(
+        code(aibox::runtime::start_failed),
+        help("the engine said:\n{output}{hint}")
+    )]
     StartFailed {
         /// The container name.
         container: String,
@@ -137,6 +140,9 @@ pub enum RuntimeError {
         leftover: String,
         /// The last lines the start printed.
         output: String,
+        /// The likely cause and its fix, after a blank line, when the output names one
+        /// aibox knows; empty otherwise.
+        hint: String,
     },
 
     /// A command printed something aibox could not understand.

@@ -1020,6 +1020,7 @@ impl Runtime {
             container: target.container.clone(),
             leftover,
             output: tail_text(&done.tail),
+            hint: start_hint(&done.tail),
         }
     }
 
@@ -1192,6 +1193,24 @@ fn failed(command: &str, done: &process::Finished) -> RuntimeError {
         command: command.to_owned(),
         status: process::describe_status(done.status),
         output: tail_text(&done.tail),
+    }
+}
+
+/// The cause and fix of a failed container start that the engine's output names, after
+/// a blank line; empty for any other output. The one known is a limit of the machine, not
+/// of the project: sandboxes and nested containers where the session may not raise
+/// resource limits (no `CAP_SYS_RESOURCE`), so Podman's default ulimits fail at start.
+fn start_hint(lines: &[String]) -> String {
+    if lines.iter().any(|l| l.contains("error setting rlimit")) {
+        "\n\nthe engine could not give the container its default resource limits (open \
+         files, processes): this session may not raise them (it lacks CAP_SYS_RESOURCE, as in \
+         some CI runners and nested containers). Lower the engine's defaults, for Podman in \
+         containers.conf (or a file named by CONTAINERS_CONF): `[containers]` \
+         `default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"]`; then run `aibox up` \
+         again"
+            .to_owned()
+    } else {
+        String::new()
     }
 }
 
@@ -1466,6 +1485,22 @@ fn same_folder(label: &str, checkout: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// A start that fails on the machine's resource limits gets the cause and fix; other
+    /// output gets none. The line is Podman 4.3's with runc, seen on this kind of machine.
+    #[test]
+    fn start_failures_of_machine_limits_are_explained() {
+        let hint = |line: &str| super::start_hint(&[line.to_owned()]);
+        let rlimit = hint(
+            "Error: unable to start container \"f913\": runc: runc create failed: unable to \
+             start container process: error during container init: error setting rlimits for \
+             ready process: error setting rlimit type 7: operation not permitted: OCI \
+             permission denied",
+        );
+        assert!(rlimit.starts_with("\n\n"), "{rlimit}");
+        assert!(rlimit.contains("default_ulimits"), "{rlimit}");
+        assert_eq!(hint("Error: no such image"), "");
+    }
+
     use super::*;
 
     fn target() -> Target {
