@@ -242,10 +242,9 @@ fn tests() -> Result<(), String> {
     // Build layers the end-to-end tests keep stay until no test process holds this lock;
     // nextest starts a process per test, so between two tests nobody might: ci holds it
     // until the groups are done.
-    let _layers = aibox_test_support::podman::hold_kept_layers();
-    // The watchers that remove those layers' tags start only when ci ends, and a CI job
-    // that ends every process it started at that point cuts them off: an earlier run's
-    // tags are removed here (each holds a build's layers, 0.7 to 1 GB).
+    let layers = aibox_test_support::podman::hold_kept_layers();
+    // `clean_up` removes those layers' tags at the end; a run stopped before (a cancelled
+    // job) leaves them, removed here (each holds a build's layers, 0.7 to 1 GB).
     match aibox_test_support::podman::remove_orphaned_layers() {
         Ok(0) => {}
         Ok(n) => say(&format!(
@@ -266,14 +265,14 @@ fn tests() -> Result<(), String> {
         running.wait_until_running();
         background.push(running);
     }
-    let stop = |background: Vec<Background>| {
+    let stop = |background: Vec<Background>, layers| {
         background.into_iter().for_each(Background::stop);
-        remove_failed_builds(started);
+        clean_up(started, layers);
     };
     let mut failed = Vec::new();
     if let Err(e) = checks() {
         if fail_fast {
-            stop(background);
+            stop(background, layers);
             return Err(e);
         }
         say(&format!("==> checks failed: {e}"));
@@ -283,7 +282,7 @@ fn tests() -> Result<(), String> {
         for run in *runs {
             if let Err(e) = step(name, &test_args(run)) {
                 if fail_fast {
-                    stop(background);
+                    stop(background, layers);
                     return Err(e);
                 }
                 failed.push(*name);
@@ -296,7 +295,7 @@ fn tests() -> Result<(), String> {
             failed.push(name);
         }
     }
-    remove_failed_builds(started);
+    clean_up(started, layers);
     if failed.is_empty() {
         Ok(())
     } else {
@@ -304,10 +303,12 @@ fn tests() -> Result<(), String> {
     }
 }
 
-/// Removes the images that the builds the tests failed on purpose since `started` (Unix
-/// seconds) left as their last step (Podman 4.3), once no test runs: no build can take
-/// layers from them any more.
-fn remove_failed_builds(started: i64) {
+/// Once no test runs, so no build can take layers from them any more: removes the
+/// images that the builds the tests failed on purpose since `started` (Unix seconds) left
+/// as their last step (Podman 4.3), and the tags that keep this run's build layers, then
+/// ends the hold on them. A CI job that ends every process it started once `ci` ends cut
+/// the tags' watchers off: the tags stayed until the next run.
+fn clean_up(started: i64, layers: Option<fs_err::File>) {
     match aibox_test_support::podman::remove_failed_builds(started) {
         Ok(0) => {}
         Ok(n) => say(&format!(
@@ -315,6 +316,14 @@ fn remove_failed_builds(started: i64) {
             if n == 1 { "" } else { "s" }
         )),
         Err(e) => say(&format!("==> warning: failed builds' images stay: {e}")),
+    }
+    match aibox_test_support::podman::release_kept_layers(layers) {
+        Ok(0) => {}
+        Ok(n) => say(&format!(
+            "==> removed {n} build-layer tag{} of this run",
+            if n == 1 { "" } else { "s" }
+        )),
+        Err(e) => say(&format!("==> warning: build-layer tags stay: {e}")),
     }
 }
 

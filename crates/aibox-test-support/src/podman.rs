@@ -98,6 +98,23 @@ pub fn hold_kept_layers() -> Option<fs_err::File> {
     layers::lock_shared(&dir.join(layers::LOCK_FILE)).ok()
 }
 
+/// Removes the build-layer tags of this checkout's test processes (see `layers`), then
+/// ends the hold [`hold_kept_layers`] returned; returns how many tags went. For a runner
+/// whose tests all ended and which is about to end itself: a CI job may then end every
+/// process it started, the tags' watchers too (17 tags, each holding a tool image's
+/// layers, stayed until the next run).
+///
+/// # Errors
+/// When Podman cannot list or remove the images.
+pub fn release_kept_layers(held: Option<fs_err::File>) -> Result<usize, String> {
+    let removed = layers::remove_watched(
+        &Podman::configured()?,
+        &harness_dir().join(layers::LOCK_FILE),
+    );
+    drop(held);
+    removed
+}
+
 /// Removes the build-layer tags (see `layers`) that no watcher will remove any more: a
 /// runner that ends every process it started when the tests end (a CI job does) ends
 /// the watchers too. Tags with a live watcher, of any checkout, stay. Returns how many

@@ -17,9 +17,10 @@
 //! layers went away under them).
 //! A runner that starts a process per test (nextest, under `cargo xtask ci`) holds the
 //! lock itself for the whole run ([`super::hold_kept_layers`]), so the layers also
-//! outlive the moments between two test processes. A runner that ends every process it
-//! started once the tests end (a CI job) ends the watchers too; such a run's tags are
-//! removed by the next run before its tests ([`remove_orphans`]).
+//! outlive the moments between two test processes, and once they are done removes their
+//! tags itself ([`super::release_kept_layers`]): a CI job ends every process it started
+//! when `ci` ends, watchers too. A run stopped before that leaves its tags; the next run
+//! removes them before its tests ([`remove_orphans`]).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -178,7 +179,16 @@ pub(super) fn remove_images(podman: &Podman, images: &[impl AsRef<str>]) -> Resu
 
 /// Every name of every image in the store, `REPOSITORY:TAG` a line.
 fn image_names(podman: &Podman) -> Result<String, String> {
-    podman_ok(podman, &["images", "--format", "{{.Repository}}:{{.Tag}}"])
+    let list = || podman_ok(podman, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    // Podman 4.3 fails the whole listing when another process removes an image while it
+    // reads ("image not known", "layer not known"); the next listing no longer sees it.
+    let mut tries = 1;
+    loop {
+        match list() {
+            Err(e) if tries < 3 && e.contains(" not known") => tries += 1,
+            done => return done,
+        }
+    }
 }
 
 /// The output of `podman ARGS`, or why it did not run or failed: unlike [`Podman::run`]
@@ -211,21 +221,60 @@ fn is_process_repository(repository: &str) -> bool {
 
 /// Every argument of a running process that names a tag repository: the watchers'.
 fn watched_repositories() -> Vec<String> {
+    process_args()
+        .into_iter()
+        .flat_map(|(_, args)| args.into_iter().filter(|arg| is_process_repository(arg)))
+        .collect()
+}
+
+/// The running processes' ids and arguments (those readable as UTF-8).
+fn process_args() -> Vec<(u32, Vec<String>)> {
     let Ok(entries) = fs_err::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .filter_map(Result::ok)
-        .filter_map(|entry| fs_err::read(entry.path().join("cmdline")).ok())
-        .flat_map(|cmdline| {
-            cmdline
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = fs_err::read(entry.path().join("cmdline")).ok()?;
+            let args = cmdline
                 .split(|&b| b == 0)
                 .filter_map(|arg| std::str::from_utf8(arg).ok())
-                .filter(|arg| is_process_repository(arg))
                 .map(str::to_owned)
-                .collect::<Vec<_>>()
+                .collect();
+            Some((pid, args))
         })
         .collect()
+}
+
+/// The repositories of the watchers waiting on the lock file `lock`: the tag repositories
+/// named by processes that name it too.
+fn watched_through(lock: &Utf8Path) -> Vec<String> {
+    process_args()
+        .into_iter()
+        .filter(|(_, args)| args.iter().any(|a| a == lock.as_str()))
+        .flat_map(|(_, args)| args.into_iter().filter(|a| is_process_repository(a)))
+        .collect()
+}
+
+/// Removes, in one `podman rmi`, the tags of the processes whose watchers wait on `lock`
+/// (this checkout's test processes); returns how many. For a runner once its tests
+/// ended: the watchers then find nothing left to remove. One by one, each in its turn
+/// under the lock, they took a minute for 17 processes.
+pub(super) fn remove_watched(podman: &Podman, lock: &Utf8Path) -> Result<usize, String> {
+    let watched = watched_through(lock);
+    if watched.is_empty() {
+        return Ok(0);
+    }
+    let names = image_names(podman)?;
+    let tags: Vec<&str> = names
+        .lines()
+        .filter(|tag| {
+            tag.rsplit_once(':')
+                .is_some_and(|(repository, _)| watched.iter().any(|w| w == repository))
+        })
+        .collect();
+    remove_images(podman, &tags)
 }
 
 /// The watcher's temporary folder: Podman's own default for image work, there for as
@@ -347,6 +396,39 @@ mod tests {
         assert_eq!(remove_images(&podman, &ours), Ok(1));
         assert!(!podman.image_exists(&ours[0]));
         assert!(podman.image_exists(BASE_IMAGE));
+    }
+
+    /// A runner removes the tags of its own watchers' processes while it still holds the
+    /// lock; another process's tags stay, and the watcher then ends with nothing to do.
+    #[test]
+    fn a_runner_removes_its_watchers_tags() {
+        let _names = BASE_IMAGE_NAMES.lock();
+        let podman = Podman::ready();
+        let dir = tempfile::tempdir().unwrap();
+        let lock = Utf8PathBuf::from_path_buf(dir.path().join("layers.lock")).unwrap();
+        let held = lock_shared(&lock).unwrap();
+        // Numbers no process of this machine has (pids stop at 2^22).
+        let ours = format!("{REPOSITORY}-9{}003", std::process::id());
+        let other = format!("{REPOSITORY}-9{}004", std::process::id());
+        tag_base_image(
+            &podman,
+            &[
+                format!("{ours}:0"),
+                format!("{ours}:1"),
+                format!("{other}:0"),
+            ],
+        );
+        let mut watcher = watcher(&podman, &lock, &ours).spawn().unwrap();
+        while watched_through(&lock).is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(remove_watched(&podman, &lock), Ok(2));
+        assert_eq!(tags(&podman, &ours), "");
+        assert_eq!(tags(&podman, &other), "0", "another process's tags stay");
+        drop(held);
+        assert!(watcher.wait().unwrap().success());
+        assert!(podman.image_exists(BASE_IMAGE));
+        assert!(podman.run(&["rmi", &format!("{other}:0")]).status.success());
     }
 
     /// The watcher waits for every holder of the lock, then removes its tags and only
