@@ -111,12 +111,53 @@ pub struct FileReport {
     pub ownership: Ownership,
     /// The action.
     pub action: FileAction,
+    /// The backup and the diff, which few files have: behind one pointer, a report is 40
+    /// bytes, not 80 (a first install reports every release file and its snapshot copy,
+    /// 17,000 at 10x the real release).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    details: Option<Box<ReportDetails>>,
+}
+
+/// The rare parts of a [`FileReport`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+struct ReportDetails {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backup: Option<Utf8PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff: Option<String>,
+}
+
+impl FileReport {
+    /// The report of `action` on `path`, with the backup made first and the diff shown.
+    #[must_use]
+    pub fn new(
+        path: Utf8PathBuf,
+        ownership: Ownership,
+        action: FileAction,
+        backup: Option<Utf8PathBuf>,
+        diff: Option<String>,
+    ) -> Self {
+        let details =
+            (backup.is_some() || diff.is_some()).then(|| Box::new(ReportDetails { backup, diff }));
+        Self {
+            path,
+            ownership,
+            action,
+            details,
+        }
+    }
+
     /// Where the previous contents were saved (action `backed-up`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<Utf8PathBuf>,
+    #[must_use]
+    pub fn backup(&self) -> Option<&Utf8Path> {
+        self.details.as_ref()?.backup.as_deref()
+    }
+
     /// Unified diff (`--- a/path` / `+++ b/path`) of a changed file, in dry-run mode.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
+    #[must_use]
+    pub fn diff(&self) -> Option<&str> {
+        self.details.as_ref()?.diff.as_deref()
+    }
 }
 
 /// Result of [`apply`].
@@ -545,13 +586,13 @@ fn planned_removals(
                     1,
                 )
             });
-            removals.push(FileReport {
+            removals.push(FileReport::new(
                 path,
-                ownership: Ownership::Merged,
-                action: FileAction::Removed,
-                backup: None,
+                Ownership::Merged,
+                FileAction::Removed,
+                None,
                 diff,
-            });
+            ));
         }
     }
     Ok(removals)
@@ -934,17 +975,12 @@ impl Decision {
     /// paths of thousands of release files are not held twice meanwhile.
     fn into_report(self, file: &PlannedFile) -> FileReport {
         let (backup, diff) = self.extra.map_or((None, None), |e| (e.backup, e.diff));
-        FileReport {
-            path: if file.copy_from.is_some() {
-                Utf8PathBuf::new()
-            } else {
-                file.path.clone()
-            },
-            ownership: file.ownership,
-            action: self.action,
-            backup,
-            diff,
-        }
+        let path = if file.copy_from.is_some() {
+            Utf8PathBuf::new()
+        } else {
+            file.path.clone()
+        };
+        FileReport::new(path, file.ownership, self.action, backup, diff)
     }
 }
 
@@ -1084,6 +1120,40 @@ fn unified_diff(path: &Utf8Path, old: Option<&[u8]>, new: &[u8]) -> String {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// A report's JSON names its backup and diff as fields of its own, and only when set;
+    /// the report itself stays at 40 bytes.
+    #[test]
+    fn a_reports_json_keeps_backup_and_diff_as_its_own_fields() {
+        let plain = FileReport::new(
+            "a.txt".into(),
+            Ownership::Generated,
+            FileAction::Created,
+            None,
+            None,
+        );
+        assert_eq!(
+            serde_json::to_string(&plain).unwrap(),
+            r#"{"path":"a.txt","action":"created"}"#
+        );
+        assert_eq!((plain.backup(), plain.diff()), (None, None));
+        let backed_up = FileReport::new(
+            "b.txt".into(),
+            Ownership::Generated,
+            FileAction::BackedUp,
+            Some(".aibox/backups/b.txt.1".into()),
+            Some("-old\n+new\n".to_owned()),
+        );
+        assert_eq!(
+            serde_json::to_string(&backed_up).unwrap(),
+            r#"{"path":"b.txt","action":"backed-up","backup":".aibox/backups/b.txt.1","diff":"-old\n+new\n"}"#
+        );
+        assert_eq!(
+            backed_up.backup(),
+            Some(Utf8Path::new(".aibox/backups/b.txt.1"))
+        );
+        assert_eq!(std::mem::size_of::<FileReport>(), 40);
+    }
 
     fn copy(path: &str, rel: &str, digest: u8, mode: Option<u32>) -> PlannedFile {
         let dir: Arc<std::path::Path> = Arc::from(std::path::Path::new("/release"));

@@ -691,7 +691,7 @@ impl UpgradeSummary {
                     s.kept_local_edits += 1;
                 }
                 (Class::Conflict, _) => s.conflicts.push(UpgradeConflict {
-                    path: d.path.clone(),
+                    path: d.path.to_string(),
                     upstream_copy: parked
                         .map(|p| format!("{p}.upstream/{}", d.path))
                         .unwrap_or_default(),

@@ -49,7 +49,7 @@ impl ApplyReport {
         // nothing was written and the list is the answer.
         let per_file = options.verbose || self.read_only;
         for f in &self.files {
-            if (f.action.changes() && (per_file || f.backup.is_some())) || options.verbose {
+            if (f.action.changes() && (per_file || f.backup().is_some())) || options.verbose {
                 let verb = if options.check && f.action.changes() {
                     format!("stale ({})", f.action.as_str())
                 } else if self.read_only {
@@ -59,13 +59,13 @@ impl ApplyReport {
                 };
                 lines.push((Channel::Note, format!("{verb:>22}  {}", f.path)));
             }
-            if let Some(b) = &f.backup {
+            if let Some(b) = f.backup() {
                 lines.push((
                     Channel::Note,
                     format!("{:>22}  previous contents saved to {b}", ""),
                 ));
             }
-            if let Some(d) = &f.diff {
+            if let Some(d) = f.diff() {
                 lines.push((Channel::Output, d.trim_end().to_owned()));
             }
         }

@@ -178,7 +178,7 @@ impl Doc<'_> {
             let (path, class) = (yaml_str(&d.path), d.class.as_str());
             let mut extra = String::new();
             if d.class == Class::Conflict {
-                if d.release_path() != d.path {
+                if d.release_path() != &*d.path {
                     let _ = write!(extra, ", release_path: {}", yaml_str(d.release_path()));
                 }
                 for (key, digest) in [

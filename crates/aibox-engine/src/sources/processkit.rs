@@ -62,7 +62,7 @@ fn warn_kept_agents_md(
 ) {
     use aibox_provenance::install::{Action, Class};
     if install.decisions.iter().any(|d| {
-        d.path == "AGENTS.md"
+        &*d.path == "AGENTS.md"
             && d.user_owned
             && d.action == Action::Keep
             && d.class == Class::Conflict

@@ -161,7 +161,7 @@ fn dry_run_prints_unified_diffs_and_writes_nothing() {
     let report = apply(&fx.root, &dry_run()).unwrap();
     assert!(report.wrote_nothing && report.changed());
     let docker = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
-    let diff = docker.diff.as_deref().unwrap();
+    let diff = docker.diff().unwrap();
     assert!(
         diff.starts_with("--- /dev/null\n+++ b/.devcontainer/Dockerfile\n"),
         "{diff}"
@@ -181,10 +181,10 @@ fn dry_run_prints_unified_diffs_and_writes_nothing() {
     let changed: Vec<_> = report.files.iter().filter(|f| f.action.changes()).collect();
     assert!(changed.iter().any(|f| f.path == COMPOSE), "{changed:#?}");
     for f in &report.files {
-        assert_eq!(f.diff.is_some(), f.action.changes(), "{}", f.path);
+        assert_eq!(f.diff().is_some(), f.action.changes(), "{}", f.path);
     }
     let compose = changed.iter().find(|f| f.path == COMPOSE).unwrap();
-    insta::assert_snapshot!("dry_run_compose_diff", compose.diff.as_deref().unwrap());
+    insta::assert_snapshot!("dry_run_compose_diff", compose.diff().unwrap());
     let mut after = fx.snapshot();
     after.insert("aibox.toml".into(), before["aibox.toml"].clone());
     assert_eq!(before, after, "dry run wrote something");
@@ -195,7 +195,7 @@ fn check_reports_pending_changes_without_writing() {
     let fx = Fixture::new();
     let report = apply(&fx.root, &check()).unwrap();
     assert!(report.changed() && report.wrote_nothing);
-    assert!(report.files.iter().all(|f| f.diff.is_none()));
+    assert!(report.files.iter().all(|f| f.diff().is_none()));
     assert_eq!(
         common::walk(&fx.root),
         vec![".aibox-local.toml", "aibox.toml"]
@@ -303,23 +303,17 @@ fn foreign_generated_file_is_refused_then_backed_up_with_force() {
     let entry = preview.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
     assert_eq!(entry.action, FileAction::BackedUp);
     assert_eq!(
-        entry.backup.as_deref().unwrap(),
+        entry.backup().unwrap(),
         ".aibox/backups/.devcontainer/Dockerfile.1"
     );
-    assert!(
-        entry
-            .diff
-            .as_deref()
-            .unwrap()
-            .contains("-RUN echo hand-written")
-    );
+    assert!(entry.diff().unwrap().contains("-RUN echo hand-written"));
     assert!(!fx.path(".aibox/backups").exists());
 
     let report = apply(&fx.root, &force()).unwrap();
     let entry = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
     assert_eq!(entry.action, FileAction::BackedUp);
     assert_eq!(
-        entry.backup.as_deref().unwrap(),
+        entry.backup().unwrap(),
         ".aibox/backups/.devcontainer/Dockerfile.1"
     );
     assert!(
@@ -336,7 +330,7 @@ fn foreign_generated_file_is_refused_then_backed_up_with_force() {
     let report = apply(&fx.root, &force()).unwrap();
     let entry = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
     assert_eq!(
-        entry.backup.as_deref().unwrap(),
+        entry.backup().unwrap(),
         ".aibox/backups/.devcontainer/Dockerfile.2"
     );
     assert_eq!(
@@ -397,7 +391,7 @@ fn hand_edited_generated_file_is_refused_then_backed_up_with_force() {
     let report = apply(&fx.root, &force()).unwrap();
     let entry = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
     assert_eq!(entry.action, FileAction::BackedUp);
-    let backup = entry.backup.clone().unwrap();
+    let backup = entry.backup().unwrap().to_owned();
     assert_eq!(fx.read(backup.as_str()), edited);
     assert!(!fx.read(DOCKERFILE).contains("my tweak"));
     // The next apply is clean again.
@@ -927,8 +921,8 @@ fn the_human_report_is_a_summary_unless_verbose_or_dry_run() {
         "{summary:?}"
     );
     assert!(last.ends_with("file(s) written"), "{summary:?}");
-    assert!(again.files.iter().any(|f| f.backup.is_some()));
-    for f in again.files.iter().filter(|f| f.backup.is_some()) {
+    assert!(again.files.iter().any(|f| f.backup().is_some()));
+    for f in again.files.iter().filter(|f| f.backup().is_some()) {
         assert!(
             summary.iter().any(|l| l.ends_with(f.path.as_str())),
             "{f:?} not named: {summary:?}"

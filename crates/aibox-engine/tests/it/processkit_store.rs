@@ -82,10 +82,7 @@ fn a_warm_no_op_apply_needs_only_the_unpacked_store() {
         .iter()
         .find(|f| f.path == "context/team/roster.md")
         .unwrap();
-    assert!(
-        roster.diff.as_deref().unwrap().contains("+# Roster"),
-        "{roster:?}"
-    );
+    assert!(roster.diff().unwrap().contains("+# Roster"), "{roster:?}");
     assert!(!s.root.join("context").exists(), "a dry run writes nothing");
     assert!(apply(&s.root, &s.opts()).unwrap().changed());
     assert!(s.store().join("manifest").is_file());

@@ -164,7 +164,7 @@ pub fn class_of(
 ) {
     plan.decisions
         .iter()
-        .find(|x| x.path == path)
+        .find(|x| &*x.path == path)
         .map(|x| (x.class, x.action))
         .unwrap()
 }
