@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Installs the release tools at pinned versions into ${AIBOX_TOOLS_DIR:-$HOME/.aibox-tools}.
-# Usage: scripts/install-release-tools.sh [mdbook] [cargo-deny] [cargo-zigbuild]
-#        (default: all)
+# Usage: scripts/install-release-tools.sh [cargo-deny] [cargo-zigbuild]
+#        (default: all; mdBook is none of them: xtask builds the docs site with its library)
 # `cargo xtask release-state` reads the pins below (NAME_VERSION=…, and the PyPI hashes);
 # keep one assignment per line.
 set -euo pipefail
 root="${AIBOX_TOOLS_DIR:-$HOME/.aibox-tools}"
-MDBOOK_VERSION=0.5.4
 CARGO_DENY_VERSION=0.20.2
 # cargo-zigbuild and the Zig toolchain it drives, from PyPI, each pinned by the SHA-256 of
 # its x86_64 Linux wheel (pip --require-hashes refuses anything else).
@@ -14,12 +13,9 @@ CARGO_ZIGBUILD_VERSION=0.24.1
 CARGO_ZIGBUILD_SHA256=238a1ab54a95053a4eadc34775c81f795a8ad75f80bfed63f3f445f518102375
 ZIGLANG_VERSION=0.15.2
 ZIGLANG_SHA256=806316453d1ede7174ed3fefb8e5348154629089c3bb5fe812dfd0e172fac130
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=(mdbook cargo-deny cargo-zigbuild)
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=(cargo-deny cargo-zigbuild)
 for tool in "${want[@]}"; do
   case "$tool" in
-    # Only what `mdbook build` needs: the default `serve` and `watch` (a web server, tokio,
-    # file watching) are 78 of its 234 crates, compiled on every fresh CI machine.
-    mdbook) version=$MDBOOK_VERSION; bin=mdbook; features=(--no-default-features --features search) ;;
     cargo-deny) version=$CARGO_DENY_VERSION; bin=cargo-deny; features=() ;;
     cargo-zigbuild)
       venv="$root/zigbuild"

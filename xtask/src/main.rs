@@ -24,7 +24,7 @@
 //! - `image`: aibox's base image: build, publish, verify (see `image.rs`).
 //! - `layering`: checks the dependency arrows between crates and between the engine's
 //!   modules (see `ARCHITECTURE.md`, `layering.rs`).
-//! - `docs`: builds the documentation site (`docs-site/`) with the pinned mdBook.
+//! - `docs`: builds the documentation site (`docs-site/`) with the pinned mdBook library.
 //! - `release-gate`: every check a release needs (runnable from a fresh clone), then the
 //!   release binaries, `release-state.json`, `SHA256SUMS`, `evidence.json` and, with
 //!   `--tag`, an SSH-signed, verified tag; outputs under `target/release-gate/` (see
