@@ -245,16 +245,14 @@ fn tests() -> Result<(), String> {
     let layers = aibox_test_support::podman::hold_kept_layers();
     // `clean_up` removes those layers' tags at the end; a run stopped before (a cancelled
     // job) leaves them, removed here (each holds a build's layers, 0.7 to 1 GB).
-    match aibox_test_support::podman::remove_orphaned_layers() {
-        Ok(0) => {}
-        Ok(n) => say(&format!(
-            "==> removed {n} build-layer tag{} an earlier run left",
-            if n == 1 { "" } else { "s" }
-        )),
-        Err(e) => say(&format!(
-            "==> warning: earlier runs' build-layer tags stay: {e}"
-        )),
-    }
+    say_removed(
+        aibox_test_support::podman::remove_orphaned_layers(),
+        (
+            "build-layer tag an earlier run left",
+            "build-layer tags an earlier run left",
+        ),
+        "earlier runs' build-layer tags",
+    );
     let nextest = nextest_installed();
     let mut background = Vec::new();
     for (group, log) in &BACKGROUND {
@@ -309,21 +307,34 @@ fn tests() -> Result<(), String> {
 /// ends the hold on them. A CI job that ends every process it started once `ci` ends cut
 /// the tags' watchers off: the tags stayed until the next run.
 fn clean_up(started: i64, layers: Option<fs_err::File>) {
-    match aibox_test_support::podman::remove_failed_builds(started) {
+    say_removed(
+        aibox_test_support::podman::remove_failed_builds(started),
+        (
+            "image of builds the tests failed on purpose",
+            "images of builds the tests failed on purpose",
+        ),
+        "failed builds' images",
+    );
+    say_removed(
+        aibox_test_support::podman::release_kept_layers(layers),
+        (
+            "build-layer tag of this run",
+            "build-layer tags of this run",
+        ),
+        "this run's build-layer tags",
+    );
+}
+
+/// Says how many leftovers a sweep removed (`what`: singular, plural), or why `stay` stay;
+/// a run goes on either way.
+fn say_removed(removed: Result<usize, String>, what: (&str, &str), stay: &str) {
+    match removed {
         Ok(0) => {}
         Ok(n) => say(&format!(
-            "==> removed {n} image{} of builds the tests failed on purpose",
-            if n == 1 { "" } else { "s" }
+            "==> removed {n} {}",
+            if n == 1 { what.0 } else { what.1 }
         )),
-        Err(e) => say(&format!("==> warning: failed builds' images stay: {e}")),
-    }
-    match aibox_test_support::podman::release_kept_layers(layers) {
-        Ok(0) => {}
-        Ok(n) => say(&format!(
-            "==> removed {n} build-layer tag{} of this run",
-            if n == 1 { "" } else { "s" }
-        )),
-        Err(e) => say(&format!("==> warning: build-layer tags stay: {e}")),
+        Err(e) => say(&format!("==> warning: {stay} stay: {e}")),
     }
 }
 

@@ -297,6 +297,28 @@ mod tests {
         tags.join(" ")
     }
 
+    /// For a watcher test: the base image's names to itself, Podman, and a lock file's
+    /// path in a new temporary folder (gone with it).
+    fn with_a_lock_file() -> (
+        std::sync::MutexGuard<'static, ()>,
+        Podman,
+        tempfile::TempDir,
+        Utf8PathBuf,
+    ) {
+        let names = BASE_IMAGE_NAMES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let dir = tempfile::tempdir().unwrap();
+        let lock = Utf8PathBuf::from_path_buf(dir.path().join("layers.lock")).unwrap();
+        (names, Podman::ready(), dir, lock)
+    }
+
+    /// A process repository no process of this machine has (pids stop at 2^22): this
+    /// test process's id behind a 9, then `n`.
+    fn no_process_repository(n: u32) -> String {
+        format!("{REPOSITORY}-9{}{n:03}", std::process::id())
+    }
+
     /// Gives the base image each of `tags` as a further name.
     fn tag_base_image(podman: &Podman, tags: &[String]) {
         for tag in tags {
@@ -314,9 +336,7 @@ mod tests {
     fn orphaned_tags_go_and_watched_ones_stay() {
         let _names = BASE_IMAGE_NAMES.lock();
         let podman = Podman::ready();
-        // Numbers no process of this machine has (pids stop at 2^22).
-        let orphan = format!("{REPOSITORY}-9{}001", std::process::id());
-        let watched = format!("{REPOSITORY}-9{}002", std::process::id());
+        let (orphan, watched) = (no_process_repository(1), no_process_repository(2));
         let selftest = format!("{REPOSITORY}-selftest-orphan-{}", std::process::id());
         tag_base_image(
             &podman,
@@ -402,22 +422,15 @@ mod tests {
     /// lock; another process's tags stay, and the watcher then ends with nothing to do.
     #[test]
     fn a_runner_removes_its_watchers_tags() {
-        let _names = BASE_IMAGE_NAMES.lock();
-        let podman = Podman::ready();
-        let dir = tempfile::tempdir().unwrap();
-        let lock = Utf8PathBuf::from_path_buf(dir.path().join("layers.lock")).unwrap();
+        let (_names, podman, _dir, lock) = with_a_lock_file();
         let held = lock_shared(&lock).unwrap();
-        // Numbers no process of this machine has (pids stop at 2^22).
-        let ours = format!("{REPOSITORY}-9{}003", std::process::id());
-        let other = format!("{REPOSITORY}-9{}004", std::process::id());
-        tag_base_image(
-            &podman,
-            &[
-                format!("{ours}:0"),
-                format!("{ours}:1"),
-                format!("{other}:0"),
-            ],
-        );
+        let (ours, other) = (no_process_repository(3), no_process_repository(4));
+        let tags_to_make = [
+            format!("{ours}:0"),
+            format!("{ours}:1"),
+            format!("{other}:0"),
+        ];
+        tag_base_image(&podman, &tags_to_make);
         let mut watcher = watcher(&podman, &lock, &ours).spawn().unwrap();
         while watched_through(&lock).is_empty() {
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -435,10 +448,7 @@ mod tests {
     /// those (the image itself keeps its other names).
     #[test]
     fn the_watcher_removes_the_tags_once_the_last_holder_ends() {
-        let _names = BASE_IMAGE_NAMES.lock();
-        let podman = Podman::ready();
-        let dir = tempfile::tempdir().unwrap();
-        let lock = Utf8PathBuf::from_path_buf(dir.path().join("layers.lock")).unwrap();
+        let (_names, podman, _dir, lock) = with_a_lock_file();
         fs_err::write(&lock, "").unwrap();
         let repository = format!("{REPOSITORY}-selftest-{}", std::process::id());
         let other = format!("{REPOSITORY}-selftest-other-{}", std::process::id());
