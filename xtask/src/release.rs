@@ -453,7 +453,7 @@ pub fn state() -> Result<(), String> {
 /// dev profile: the `mdbook` binary, `cargo install`ed in release mode, took about 4 min
 /// of both cores on every fresh CI machine, beside the end-to-end tests.
 pub fn docs() -> Result<(), String> {
-    let book = mdbook_driver::MDBook::load("docs-site")
+    let book = mdbook_driver::MDBook::load(crate::image::root().join("docs-site"))
         .map_err(|e| format!("mdBook cannot load docs-site: {e:#}"))?;
     book.build()
         .map_err(|e| format!("mdBook cannot build docs-site: {e:#}"))
