@@ -272,9 +272,9 @@ struct Checker<'a> {
     limits: &'a ExtractLimits,
     entries: usize,
     total: u64,
-    /// Every entry, as named: a file's name is the `Arc` of the release's file map
-    /// ([`Self::record_shared`]), not a copy of it (1 MB for a 10x release, freed once
-    /// the archive is unpacked, and the holes it left stayed resident through the apply).
+    /// Every entry, as named: a file's name is the `Arc` the release's file map keeps,
+    /// not a copy of it (1 MB for a 10x release, freed once the release is read, and the
+    /// holes it left stayed resident through the apply).
     seen: HashSet<Arc<str>>,
     /// The lowercase form of every entry with an uppercase letter (an all-lowercase
     /// entry is its own lowercase form, found in `seen`).
@@ -320,16 +320,9 @@ impl<'a> Checker<'a> {
 
     /// Records a validated relative path, rejecting duplicates, case/fold collisions and
     /// file/directory clashes.
-    fn record(&mut self, rel: &str, is_dir: bool) -> Result<()> {
-        self.check(rel, is_dir)?;
-        self.seen.insert(rel.into());
-        Ok(())
-    }
-
-    /// [`Self::record`] of a name the caller keeps too (an archive's files).
-    fn record_shared(&mut self, rel: &Arc<str>, is_dir: bool) -> Result<()> {
-        self.check(rel, is_dir)?;
-        self.seen.insert(Arc::clone(rel));
+    fn record(&mut self, rel: Arc<str>, is_dir: bool) -> Result<()> {
+        self.check(&rel, is_dir)?;
+        self.seen.insert(rel);
         Ok(())
     }
 
@@ -745,7 +738,7 @@ fn unpack_entries(
             continue;
         }
         let rel: Arc<str> = Arc::from(comps[1..].join("/"));
-        checker.record_shared(&rel, is_dir)?;
+        checker.record(Arc::clone(&rel), is_dir)?;
         if is_dir {
             continue;
         }
@@ -940,10 +933,11 @@ pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
                 .map_err(|e| ProvenanceError::io("inspect", &path, e))?;
             let ft = meta.file_type();
             if ft.is_dir() {
-                checker.record(&rel, true)?;
+                checker.record(Arc::from(rel.as_str()), true)?;
                 stack.push((path, rel));
             } else if ft.is_file() {
-                checker.record(&rel, false)?;
+                let rel: Arc<str> = Arc::from(rel);
+                checker.record(Arc::clone(&rel), false)?;
                 checker.add_bytes(&rel, meta.len())?;
                 // No more than the size checked above, whatever the file streams.
                 let reader = fs_err::File::open(&path)
@@ -952,12 +946,12 @@ pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
                 let counter = read_counted(reader, &path, &mut |_| {})?;
                 if counter.bytes != meta.len() {
                     return Err(ProvenanceError::UnsafeEntry {
-                        entry: rel,
+                        entry: rel.to_string(),
                         reason: "the file changed size while it was read".to_owned(),
                     });
                 }
                 files.push((
-                    Arc::from(rel),
+                    rel,
                     PayloadFile {
                         sha256: counter.finish(),
                         size: meta.len(),
@@ -1277,10 +1271,10 @@ mod tests {
         let mut checker = Checker::new(&limits);
         let (last, before) = entries.split_last().expect("at least one entry");
         for (rel, dir) in before {
-            checker.record(rel, *dir).expect("accepted");
+            checker.record((*rel).into(), *dir).expect("accepted");
         }
         checker
-            .record(last.0, last.1)
+            .record(last.0.into(), last.1)
             .expect_err("refused")
             .to_string()
     }
@@ -1323,7 +1317,7 @@ mod tests {
             ("a/SKILL.md", false),
             ("c/SKILL.md", false),
         ] {
-            checker.record(rel, dir).expect(rel);
+            checker.record(rel.into(), dir).expect(rel);
         }
     }
 
