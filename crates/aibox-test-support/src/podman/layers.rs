@@ -118,17 +118,24 @@ fn watcher(podman: &Podman, lock: &Utf8Path, repository: &str) -> Command {
 /// arguments (see [`watcher`]), and [`keep`] starts it before the first tag, so a tag
 /// with no process naming its repository is one nobody will remove.
 pub(super) fn remove_orphans(podman: &Podman) -> Result<usize, String> {
+    let watched = repositories_named_with(|_| true);
+    remove_tags(podman, |repository| {
+        is_process_repository(repository) && !watched.iter().any(|w| w == repository)
+    })
+}
+
+/// Removes, in one `podman rmi`, every tag whose repository `remove` picks; returns how
+/// many.
+fn remove_tags(podman: &Podman, remove: impl Fn(&str) -> bool) -> Result<usize, String> {
     let names = image_names(podman)?;
-    let watched = watched_repositories();
-    let orphans: Vec<&str> = names
+    let tags: Vec<&str> = names
         .lines()
         .filter(|tag| {
-            tag.rsplit_once(':').is_some_and(|(repository, _)| {
-                is_process_repository(repository) && !watched.iter().any(|w| w == repository)
-            })
+            tag.rsplit_once(':')
+                .is_some_and(|(repository, _)| remove(repository))
         })
         .collect();
-    remove_images(podman, &orphans)
+    remove_images(podman, &tags)
 }
 
 /// The images failed builds left since `since` (Unix seconds), by ID. Podman 4.3 keeps
@@ -219,42 +226,30 @@ fn is_process_repository(repository: &str) -> bool {
         .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// Every argument of a running process that names a tag repository: the watchers'.
-fn watched_repositories() -> Vec<String> {
-    process_args()
-        .into_iter()
-        .flat_map(|(_, args)| args.into_iter().filter(|arg| is_process_repository(arg)))
-        .collect()
-}
-
-/// The running processes' ids and arguments (those readable as UTF-8).
-fn process_args() -> Vec<(u32, Vec<String>)> {
+/// The tag repositories named by running processes whose arguments `pick` accepts: the
+/// watchers' (a watcher names its repository, and its lock file, among its arguments).
+fn repositories_named_with(pick: impl Fn(&[String]) -> bool) -> Vec<String> {
     let Ok(entries) = fs_err::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .filter_map(Result::ok)
-        .filter_map(|entry| {
-            let pid = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = fs_err::read(entry.path().join("cmdline")).ok()?;
-            let args = cmdline
+        .filter_map(|entry| fs_err::read(entry.path().join("cmdline")).ok())
+        .map(|cmdline| {
+            cmdline
                 .split(|&b| b == 0)
                 .filter_map(|arg| std::str::from_utf8(arg).ok())
                 .map(str::to_owned)
-                .collect();
-            Some((pid, args))
+                .collect::<Vec<_>>()
         })
+        .filter(|args| pick(args))
+        .flat_map(|args| args.into_iter().filter(|arg| is_process_repository(arg)))
         .collect()
 }
 
-/// The repositories of the watchers waiting on the lock file `lock`: the tag repositories
-/// named by processes that name it too.
+/// The repositories of the watchers waiting on the lock file `lock`.
 fn watched_through(lock: &Utf8Path) -> Vec<String> {
-    process_args()
-        .into_iter()
-        .filter(|(_, args)| args.iter().any(|a| a == lock.as_str()))
-        .flat_map(|(_, args)| args.into_iter().filter(|a| is_process_repository(a)))
-        .collect()
+    repositories_named_with(|args| args.iter().any(|a| a == lock.as_str()))
 }
 
 /// Removes, in one `podman rmi`, the tags of the processes whose watchers wait on `lock`
@@ -266,15 +261,7 @@ pub(super) fn remove_watched(podman: &Podman, lock: &Utf8Path) -> Result<usize, 
     if watched.is_empty() {
         return Ok(0);
     }
-    let names = image_names(podman)?;
-    let tags: Vec<&str> = names
-        .lines()
-        .filter(|tag| {
-            tag.rsplit_once(':')
-                .is_some_and(|(repository, _)| watched.iter().any(|w| w == repository))
-        })
-        .collect();
-    remove_images(podman, &tags)
+    remove_tags(podman, |repository| watched.iter().any(|w| w == repository))
 }
 
 /// The watcher's temporary folder: Podman's own default for image work, there for as
