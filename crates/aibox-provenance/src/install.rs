@@ -704,7 +704,7 @@ fn three_way(
             action = Action::None;
             class = Class::ChangedLocallyOnly;
         }
-        if let (Some((release_path, _, _)), Some(c)) = (entry, c) {
+        if let (Some(&(release_path, _, _)), Some(c)) = (entry, c) {
             // Every file, a kept user file too, is recorded as the release ships it,
             // written or not (its decision's upstream digest, see [`recorded`]): that is
             // the base the next plan compares with. A conflict is reported once, by this
@@ -734,7 +734,6 @@ fn three_way(
                 }
                 _ => {}
             }
-            let release_path: &Arc<str> = release_path;
             let shared = **release_path == *path;
             t.decisions.push(FileDecision {
                 path: if shared {
