@@ -1200,14 +1200,16 @@ fn failed(command: &str, done: &process::Finished) -> RuntimeError {
 /// a blank line; empty for any other output. The one known is a limit of the machine, not
 /// of the project: sandboxes and nested containers where the session may not raise
 /// resource limits (no `CAP_SYS_RESOURCE`), so Podman's default ulimits fail at start.
+/// The files named are those Podman 4.3 reads: as root it ignores
+/// `~/.config/containers/containers.conf` (tried: the start failed the same way).
 fn start_hint(lines: &[String]) -> String {
     if lines.iter().any(|l| l.contains("error setting rlimit")) {
         "\n\nthe engine could not give the container its default resource limits (open \
          files, processes): this session may not raise them (it lacks CAP_SYS_RESOURCE, as in \
-         some CI runners and nested containers). Lower the engine's defaults, for Podman in \
-         containers.conf (or a file named by CONTAINERS_CONF): `[containers]` \
-         `default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"]`; then run `aibox up` \
-         again"
+         some CI runners and nested containers). Lower Podman's defaults with `[containers]` \
+         `default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"]` in a file of \
+         /etc/containers/containers.conf.d/ (Podman as root) or in \
+         ~/.config/containers/containers.conf (rootless Podman); then run `aibox up` again"
             .to_owned()
     } else {
         String::new()
@@ -1498,6 +1500,10 @@ mod tests {
         );
         assert!(rlimit.starts_with("\n\n"), "{rlimit}");
         assert!(rlimit.contains("default_ulimits"), "{rlimit}");
+        assert!(
+            rlimit.contains("/etc/containers/containers.conf.d/ (Podman as root)"),
+            "{rlimit}"
+        );
         assert_eq!(hint("Error: no such image"), "");
     }
 
