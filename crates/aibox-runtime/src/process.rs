@@ -92,6 +92,36 @@ pub fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
         })
 }
 
+/// What podman-compose 1.0 prints about itself rather than what it ran, kept out of an
+/// error's tail: its version probe and, given more than one compose file (aibox always
+/// passes two or more), the merged file as JSON on stdout. Python flushes that when
+/// podman-compose exits, so after the engine's error, which a one-service project's 35
+/// lines of JSON pushed out of the tail (seen: a rootless `aibox up` whose base image
+/// could not be pulled showed the JSON and not why).
+#[derive(Default)]
+struct ComposeChatter {
+    /// Inside the merged file's JSON, which ends with a `}` of its own.
+    in_merged: bool,
+}
+
+impl ComposeChatter {
+    /// Whether `line` is chatter; reads the merged file's start and end.
+    fn is_chatter(&mut self, stream: Stream, line: &str) -> bool {
+        if stream != Stream::Stdout {
+            return false;
+        }
+        if self.in_merged {
+            self.in_merged = line != "}";
+            return true;
+        }
+        if line.trim() == "** merged:" {
+            self.in_merged = true;
+            return true;
+        }
+        line.starts_with("['podman', '--version', ") || line.starts_with("using podman version: ")
+    }
+}
+
 /// Runs `cmd` with stdin closed, capturing both streams and handing every line to
 /// `on_line` as it arrives. The child is killed when `timeout` passes.
 pub(crate) fn run(
@@ -121,6 +151,7 @@ pub(crate) fn run(
     let mut stdout = String::new();
     let mut stderr = String::new();
     let mut tail: Vec<String> = Vec::new();
+    let mut chatter = ComposeChatter::default();
     let mut handle = |stream: Stream, line: String| {
         on_line(stream, &line);
         let buf = match stream {
@@ -129,6 +160,9 @@ pub(crate) fn run(
         };
         buf.push_str(&line);
         buf.push('\n');
+        if chatter.is_chatter(stream, &line) {
+            return;
+        }
         if tail.len() == TAIL_LINES {
             tail.remove(0);
         }
@@ -273,6 +307,37 @@ mod tests {
         assert_eq!(done.stderr, "two\n");
         assert_eq!(seen.len(), 3);
         assert_eq!(done.tail.len(), 3);
+    }
+
+    /// podman-compose 1.0.3's own lines, as a failed rootless build printed them (the
+    /// engine's error on stderr first, then the merged compose file flushed at exit), stay
+    /// out of the tail; the engine's error and the exit code stay in it.
+    #[test]
+    fn podman_composes_own_chatter_stays_out_of_the_tail() {
+        let merged = (0..40)
+            .map(|i| format!("  \\\"key{i}\\\": {{"))
+            .collect::<Vec<_>>()
+            .join("\\n");
+        let script = format!(
+            "echo 'Error: creating build container: no such host' >&2; sleep 0.2; \
+             printf \"['podman', '--version', '']\\nusing podman version: 4.3.1\\n \
+             ** merged:\\n {{\\n{merged}\\n  }}\\n}}\\npodman build -t x .\\nexit code: 125\\n\""
+        );
+        let done = run(sh(&script), Duration::from_secs(10), &mut |_, _| {}).unwrap();
+        assert_eq!(
+            done.tail,
+            [
+                "Error: creating build container: no such host",
+                "podman build -t x .",
+                "exit code: 125",
+            ],
+            "{}",
+            done.stdout
+        );
+        assert!(
+            done.stdout.contains("\"key39\""),
+            "the output itself keeps it all"
+        );
     }
 
     /// docker-compose 1.29's legacy builder, as captured from a real failed step: every
