@@ -20,7 +20,7 @@
 
 use std::time::Duration;
 
-use aibox_config::{Ownership, PlannedFile};
+use aibox_config::{Ownership, PlanPath, PlannedFile, Render};
 use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -104,15 +104,15 @@ impl FileAction {
 /// One file of an [`ApplyReport`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct FileReport {
-    /// Root-relative path.
-    pub path: Utf8PathBuf,
+    /// Root-relative path (shared with the planned file's).
+    pub path: PlanPath,
     /// Ownership class of the planned file.
     #[serde(skip)]
     pub ownership: Ownership,
     /// The action.
     pub action: FileAction,
-    /// The backup and the diff, which few files have: behind one pointer, a report is 40
-    /// bytes, not 80 (a first install reports every release file and its snapshot copy,
+    /// The backup and the diff, which few files have: behind one pointer, a report is 32
+    /// bytes, not 72 (a first install reports every release file and its snapshot copy,
     /// 17,000 at 10x the real release).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     details: Option<Box<ReportDetails>>,
@@ -131,7 +131,7 @@ impl FileReport {
     /// The report of `action` on `path`, with the backup made first and the diff shown.
     #[must_use]
     pub fn new(
-        path: Utf8PathBuf,
+        path: impl Into<PlanPath>,
         ownership: Ownership,
         action: FileAction,
         backup: Option<Utf8PathBuf>,
@@ -140,7 +140,7 @@ impl FileReport {
         let details =
             (backup.is_some() || diff.is_some()).then(|| Box::new(ReportDetails { backup, diff }));
         Self {
-            path,
+            path: path.into(),
             ownership,
             action,
             details,
@@ -388,7 +388,8 @@ fn apply_plan_locked(
     let moves = moves_that_apply(root, &plan)?;
     let mut decisions = Vec::with_capacity(all.len());
     for file in &all {
-        decisions.push(decide(root, file, &known, options, &moves)?);
+        let render = plan.render_of(&file.path);
+        decisions.push(decide(root, file, &known, options, &moves, render)?);
     }
     let mut removals = planned_removals(root, &plan, options)?;
     refuse_unowned(&decisions, &all, options)?;
@@ -618,10 +619,10 @@ fn refuse_unowned(
         }
         return Err(match unowned {
             Unowned::Foreign => EngineError::ForeignFile {
-                path: file.path.clone(),
+                path: file.path.clone().into(),
             },
             Unowned::Edited => EngineError::EditedFile {
-                path: file.path.clone(),
+                path: file.path.clone().into(),
                 diff: unified_diff(&file.path, d.old(), &file.contents),
             },
         });
@@ -676,7 +677,8 @@ fn write_plan(
     // apply's largest allocation): the lock (the last item) and the records written after
     // the commit point are set aside as they come.
     let lock_at = decisions.len().checked_sub(1);
-    let after_commit = |i: usize| Some(i) == lock_at || plan.commit_last.contains(&all[i].path);
+    let after_commit =
+        |i: usize| Some(i) == lock_at || plan.commit_last.contains(all[i].path.as_path());
     let copied_ahead = copy_ahead(writer, &decisions, all, &after_commit)?;
     let mut last = Vec::new();
     let mut lock_item = None;
@@ -688,7 +690,12 @@ fn write_plan(
         } else if copied_ahead && copies_ahead(&decision, file) {
             reports.push(decision.into_report(file));
         } else {
-            reports.push(write_decided(writer, decision, file)?);
+            reports.push(write_decided(
+                writer,
+                decision,
+                file,
+                plan.render_of(&file.path),
+            )?);
         }
     }
     for removal in removals {
@@ -701,7 +708,12 @@ fn write_plan(
     // The commit point: everything above is durable before any record of it is written.
     writer.commit()?;
     for (decision, file) in last.into_iter().chain(lock_item) {
-        reports.push(write_decided(writer, decision, file)?);
+        reports.push(write_decided(
+            writer,
+            decision,
+            file,
+            plan.render_of(&file.path),
+        )?);
     }
     // Unconditional: a run killed between the lock and these removals left the records.
     writer.remove(Utf8Path::new(PENDING_PROCESSKIT))?;
@@ -722,21 +734,26 @@ fn copies_ahead(d: &Decision, f: &PlannedFile) -> bool {
     f.copy_from.is_some() && d.action.changes() && !d.moved_in && d.backup().is_none()
 }
 
-/// The work of [`copy_ahead`] as ranges of one list of item positions (16 bytes a job, 8
-/// an item: a first install has thousands): a job makes the new files that take the
-/// bytes of one source (a release file and its snapshot copy) from one read of it, or
-/// replaces one existing file.
+/// The work of [`copy_ahead`] as ranges of one list of item positions (8 bytes a job, 4
+/// an item: a first install has thousands; a plan of 2^32 files would not fit in memory
+/// anyway): a job makes the new files that take the bytes of one source (a release file
+/// and its snapshot copy) from one read of it, or replaces one existing file.
 struct CopyJobs {
     /// Positions of the items to copy, those of one source side by side.
-    order: Vec<usize>,
+    order: Vec<u32>,
     /// Each job's range of `order`, in plan order of its first item: neighbours in path
     /// order, mostly one folder.
-    jobs: Vec<(usize, usize)>,
+    jobs: Vec<(u32, u32)>,
+}
+
+/// A position in a plan's list as [`CopyJobs`] keeps it.
+fn position(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
 }
 
 /// A source of new files created in place (its digest, path and folder) and their mode:
 /// `None` for a file to replace, which is a job of its own.
-type SourceKey<'p> = Option<(&'p [u8; 32], &'p str, &'p std::path::Path, Option<u32>)>;
+type SourceKey<'p> = Option<(&'p [u8; 32], &'p str, &'p std::path::Path, Option<u16>)>;
 
 impl CopyJobs {
     /// The jobs of the items at the positions `eligible` keeps (all verified copies).
@@ -750,50 +767,58 @@ impl CopyJobs {
             let from = f.copy_from.as_ref()?;
             decisions[i]
                 .in_place
-                .then(|| (&from.sha256, &*from.rel, &*from.dir, f.mode))
+                .then(|| (&from.sha256, &*from.rel, from.dir.as_path(), f.mode))
         };
-        let mut order: Vec<usize> = (0..files.len()).filter(|&i| eligible(i)).collect();
+        // Counted first, so the list is sized once.
+        let mut order = Vec::with_capacity((0..files.len()).filter(|&i| eligible(i)).count());
+        order.extend((0..files.len()).filter(|&i| eligible(i)).map(position));
         // By source, then position: a source's files come together, first one first.
-        order.sort_unstable_by(|&a, &b| match (source(a), source(b)) {
+        order.sort_unstable_by(|&a, &b| match (source(a as usize), source(b as usize)) {
             (Some(x), Some(y)) => x.cmp(&y).then(a.cmp(&b)),
             (None, None) => a.cmp(&b),
             (Some(_), None) => std::cmp::Ordering::Less,
             (None, Some(_)) => std::cmp::Ordering::Greater,
         });
-        let mut jobs: Vec<(usize, usize)> = Vec::new();
+        let mut jobs: Vec<(u32, u32)> = Vec::new();
         for (at, &i) in order.iter().enumerate() {
+            let same_source = |start: u32| {
+                let key = source(i as usize);
+                key.is_some() && key == source(order[start as usize] as usize)
+            };
             match jobs.last_mut() {
-                Some((start, end)) if source(i).is_some() && source(i) == source(order[*start]) => {
-                    *end = at + 1;
-                }
-                _ => jobs.push((at, at + 1)),
+                Some((start, end)) if same_source(*start) => *end = position(at + 1),
+                _ => jobs.push((position(at), position(at + 1))),
             }
         }
-        jobs.sort_unstable_by_key(|&(start, _)| order[start]);
+        jobs.sort_unstable_by_key(|&(start, _)| order[start as usize]);
         Self { order, jobs }
     }
 
     /// Makes the files of the job `job`.
     fn run(
         &self,
-        job: (usize, usize),
+        job: (u32, u32),
         decisions: &[Decision],
         files: &[&PlannedFile],
         writer: &mut Writer<'_>,
     ) -> Result<(), crate::writer::WriteError> {
-        let items = &self.order[job.0..job.1];
+        let items = &self.order[job.0 as usize..job.1 as usize];
         let Some(&first) = items.first() else {
             return Ok(());
         };
+        let first = first as usize;
         let file = files[first];
         let Some(from) = &file.copy_from else {
             return Ok(());
         };
         if decisions[first].in_place {
-            let paths: Vec<&Utf8Path> = items.iter().map(|&i| files[i].path.as_path()).collect();
-            writer.create_verified(&paths, from, file.mode)
+            let paths: Vec<&Utf8Path> = items
+                .iter()
+                .map(|&i| files[i as usize].path.as_path())
+                .collect();
+            writer.create_verified(&paths, from, file.mode_bits())
         } else {
-            writer.copy_verified(&file.path, from, file.mode)
+            writer.copy_verified(&file.path, from, file.mode_bits())
         }
     }
 }
@@ -877,18 +902,23 @@ fn write_decided(
     writer: &mut Writer<'_>,
     decision: Decision,
     file: &PlannedFile,
+    render: Option<&dyn Render>,
 ) -> Result<FileReport, EngineError> {
     if let (Some(old), Some(backup)) = (decision.old(), decision.backup()) {
         writer.write(backup, old, None)?;
     }
     if decision.action.changes() && !decision.moved_in {
+        if let Some(render) = render {
+            writer.write_streamed(&file.path, file.mode_bits(), |out| render.write_to(out))?;
+            return Ok(decision.into_report(file));
+        }
         match &file.copy_from {
             Some(from) if decision.in_place => {
-                writer.create_verified(&[&file.path], from, file.mode)?;
+                writer.create_verified(&[&file.path], from, file.mode_bits())?;
             }
-            Some(from) => writer.copy_verified(&file.path, from, file.mode)?,
+            Some(from) => writer.copy_verified(&file.path, from, file.mode_bits())?,
             None => {
-                writer.write(&file.path, &file.contents, file.mode)?;
+                writer.write(&file.path, &file.contents, file.mode_bits())?;
             }
         }
     }
@@ -976,7 +1006,7 @@ impl Decision {
     fn into_report(self, file: &PlannedFile) -> FileReport {
         let (backup, diff) = self.extra.map_or((None, None), |e| (e.backup, e.diff));
         let path = if file.copy_from.is_some() {
-            Utf8PathBuf::new()
+            PlanPath::default()
         } else {
             file.path.clone()
         };
@@ -990,13 +1020,17 @@ fn decide(
     known: &KnownDigests,
     options: &ApplyOptions,
     moves: &[Move<'_>],
+    render: Option<&dyn Render>,
 ) -> Result<Decision, EngineError> {
     check_relative(&file.path)?;
     if !in_perimeter(&file.path) {
         return Err(WriteError::OutsidePerimeter {
-            path: file.path.clone(),
+            path: file.path.clone().into(),
         }
         .into());
+    }
+    if let Some(render) = render {
+        return decide_rendered(root, file, render, options);
     }
     if let Some(from) = &file.copy_from {
         let arrives_from = moves.iter().find_map(|m| m.source_of(&file.path));
@@ -1013,7 +1047,7 @@ fn decide(
         (None, _) => FileAction::Created,
         (Some(_), Ownership::ScaffoldOnce) => FileAction::SkippedUserOwned,
         (Some(bytes), _) if *bytes == file.contents => {
-            if file.mode.is_some() && old_mode.is_some() && file.mode != old_mode {
+            if file.mode.is_some() && old_mode.is_some() && file.mode_bits() != old_mode {
                 FileAction::Updated
             } else {
                 FileAction::Unchanged
@@ -1068,7 +1102,7 @@ fn decide_copy(
                     == &from.sha256
                 && file
                     .mode
-                    .is_none_or(|m| mode_of(&meta).is_none_or(|have| have == m)),
+                    .is_none_or(|m| mode_of(&meta).is_none_or(|have| have == u32::from(m))),
         ),
     };
     let in_place = moved.is_none() && same.is_none();
@@ -1100,6 +1134,51 @@ fn decide_copy(
     })
 }
 
+/// The decision for a file made when written ([`Render`], the processkit marker, always
+/// [`Ownership::Merged`]): compared by size and digest, streaming the existing file, as
+/// a verified copy is; only a dry run renders it, for the diff.
+fn decide_rendered(
+    root: &ProjectRoot,
+    file: &PlannedFile,
+    render: &dyn Render,
+    options: &ApplyOptions,
+) -> Result<Decision, EngineError> {
+    let same = match root.file_meta(&file.path)? {
+        None => None,
+        Some(meta) => Some(
+            meta.len() == render.size()
+                && aibox_provenance::Sha256::of_file(root.path().join(&file.path))?.as_bytes()
+                    == &render.sha256()
+                && file
+                    .mode
+                    .is_none_or(|m| mode_of(&meta).is_none_or(|have| have == u32::from(m))),
+        ),
+    };
+    let action = match same {
+        None => FileAction::Created,
+        Some(true) => FileAction::Unchanged,
+        Some(false) => FileAction::Updated,
+    };
+    let diff = if options.dry_run && action.changes() {
+        let old = root.read(&file.path)?;
+        Some(unified_diff(&file.path, old.as_deref(), &render.to_bytes()))
+    } else {
+        None
+    };
+    Ok(Decision {
+        action,
+        unowned: None,
+        moved_in: false,
+        in_place: false,
+        extra: diff.map(|diff| {
+            Box::new(Extra {
+                diff: Some(diff),
+                ..Extra::default()
+            })
+        }),
+    })
+}
+
 /// Unified diff of one file; a created file is diffed against `/dev/null`.
 fn unified_diff(path: &Utf8Path, old: Option<&[u8]>, new: &[u8]) -> String {
     let old_text = old.map(String::from_utf8_lossy).unwrap_or_default();
@@ -1122,11 +1201,11 @@ mod tests {
     use std::sync::Arc;
 
     /// A report's JSON names its backup and diff as fields of its own, and only when set;
-    /// the report itself stays at 40 bytes.
+    /// the report itself stays at 32 bytes.
     #[test]
     fn a_reports_json_keeps_backup_and_diff_as_its_own_fields() {
         let plain = FileReport::new(
-            "a.txt".into(),
+            "a.txt",
             Ownership::Generated,
             FileAction::Created,
             None,
@@ -1138,7 +1217,7 @@ mod tests {
         );
         assert_eq!((plain.backup(), plain.diff()), (None, None));
         let backed_up = FileReport::new(
-            "b.txt".into(),
+            "b.txt",
             Ownership::Generated,
             FileAction::BackedUp,
             Some(".aibox/backups/b.txt.1".into()),
@@ -1152,11 +1231,13 @@ mod tests {
             backed_up.backup(),
             Some(Utf8Path::new(".aibox/backups/b.txt.1"))
         );
-        assert_eq!(std::mem::size_of::<FileReport>(), 40);
+        assert_eq!(std::mem::size_of::<FileReport>(), 32);
+        // A first install plans a file for each release file and its snapshot copy.
+        assert_eq!(std::mem::size_of::<PlannedFile>(), 112);
     }
 
-    fn copy(path: &str, rel: &str, digest: u8, mode: Option<u32>) -> PlannedFile {
-        let dir: Arc<std::path::Path> = Arc::from(std::path::Path::new("/release"));
+    fn copy(path: &str, rel: &str, digest: u8, mode: Option<u16>) -> PlannedFile {
+        let dir = Arc::new(std::path::PathBuf::from("/release"));
         let from = aibox_config::CopyFrom::new(dir, Arc::from(rel), [digest; 32], 1);
         let mut file = PlannedFile::copy(path, from, Ownership::Generated);
         file.mode = mode;
@@ -1194,7 +1275,12 @@ mod tests {
         let jobs: Vec<Vec<usize>> = copies
             .jobs
             .iter()
-            .map(|&(start, end)| copies.order[start..end].to_vec())
+            .map(|&(start, end)| {
+                copies.order[start as usize..end as usize]
+                    .iter()
+                    .map(|&i| i as usize)
+                    .collect::<Vec<_>>()
+            })
             .collect();
         assert_eq!(jobs, [vec![0, 2], vec![1, 3, 5], vec![4], vec![7]]);
     }

@@ -4,7 +4,9 @@
 //! They sit below both [`crate::plan`](mod@crate::plan) (which runs the sources) and
 //! [`crate::sources`] (which fill the builder), so the arrows between those point one way.
 
-use aibox_config::{Ownership, PlannedFile, Project};
+use std::sync::Arc;
+
+use aibox_config::{Ownership, PlanPath, PlannedFile, Project, Render};
 use aibox_provenance::lock::{LOCK_FILE, Lock, sha256_hex};
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -138,9 +140,10 @@ pub struct PlanBuilder {
     processkit_intent: Option<aibox_provenance::Intent>,
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
     removed_trees: std::collections::BTreeSet<Utf8PathBuf>,
-    processkit_stat_cache: Option<aibox_provenance::PathTable<aibox_provenance::Sha256>>,
+    processkit_stat_cache: Option<Vec<(std::sync::Arc<str>, aibox_provenance::Sha256)>>,
     dir_moves: Vec<DirMove>,
     processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
+    rendered: Vec<(PlanPath, Arc<dyn Render>)>,
 }
 
 /// A folder an apply may move into place before writing (see [`PlanBuilder::move_first`]).
@@ -179,9 +182,24 @@ impl PlanBuilder {
     /// → digest once applied) after the lock is written.
     pub fn set_processkit_stat_cache(
         &mut self,
-        digests: aibox_provenance::PathTable<aibox_provenance::Sha256>,
+        digests: Vec<(std::sync::Arc<str>, aibox_provenance::Sha256)>,
     ) {
         self.processkit_stat_cache = Some(digests);
+    }
+
+    /// Adds a verified record of aibox's own (ownership [`Ownership::Merged`]: replaced
+    /// whenever it differs) whose bytes `render` makes when it is written (see
+    /// [`Render`]); the planned file holds no bytes. Errors as [`Self::add`] does.
+    pub fn add_rendered(
+        &mut self,
+        path: impl Into<PlanPath>,
+        render: Arc<dyn Render>,
+    ) -> Result<(), EngineError> {
+        let file = PlannedFile::new(path, Vec::new(), Ownership::Merged);
+        let path = file.path.clone();
+        self.insert(file, true)?;
+        self.rendered.push((path, render));
+        Ok(())
     }
 
     /// Marks a planned file as a record of the others (the processkit marker): the apply
@@ -252,7 +270,9 @@ impl PlanBuilder {
         if !self.path_hashes.insert(self.path_hash(&file.path))
             && self.files.iter().any(|f| f.path == file.path)
         {
-            return Err(EngineError::DuplicatePath { path: file.path });
+            return Err(EngineError::DuplicatePath {
+                path: file.path.into(),
+            });
         }
         if !verified {
             self.unverified.push(self.files.len());
@@ -359,6 +379,7 @@ impl PlanBuilder {
             processkit_stat_cache: self.processkit_stat_cache,
             dir_moves: self.dir_moves,
             processkit_upgrade: self.processkit_upgrade,
+            rendered: self.rendered,
         })
     }
 }
@@ -390,12 +411,34 @@ pub struct Plan {
     /// [`PlanBuilder::move_first`]).
     pub dir_moves: Vec<DirMove>,
     /// Processkit files to record in the stat cache after applying (when it is stale).
-    pub processkit_stat_cache: Option<aibox_provenance::PathTable<aibox_provenance::Sha256>>,
+    pub processkit_stat_cache: Option<Vec<(std::sync::Arc<str>, aibox_provenance::Sha256)>>,
     /// The processkit upgrade this plan makes, when it changes the version.
     pub processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
+    /// The planned files whose bytes are made when written (the processkit marker):
+    /// their [`PlannedFile::contents`] are empty; [`Self::contents`] has the bytes.
+    pub rendered: Vec<(PlanPath, Arc<dyn Render>)>,
 }
 
 impl Plan {
+    /// What makes the bytes of the planned file at `path`, when they are made when
+    /// written ([`PlanBuilder::add_rendered`]).
+    #[must_use]
+    pub fn render_of(&self, path: &Utf8Path) -> Option<&dyn Render> {
+        self.rendered
+            .iter()
+            .find(|(p, _)| p.as_path() == path)
+            .map(|(_, r)| &**r)
+    }
+
+    /// The bytes of the planned file `file`, made when rendered.
+    #[must_use]
+    pub fn contents<'f>(&self, file: &'f PlannedFile) -> std::borrow::Cow<'f, [u8]> {
+        match self.render_of(&file.path) {
+            Some(r) => std::borrow::Cow::Owned(r.to_bytes()),
+            None => std::borrow::Cow::Borrowed(&file.contents),
+        }
+    }
+
     /// Whether a file is planned at `path`.
     pub(crate) fn plans(&self, path: &str) -> bool {
         holds(&self.files, path)

@@ -29,13 +29,17 @@ fn gated_contents(
             Some(Ok(bytes)) => f.contents = bytes.to_vec(),
             Some(Err(reason)) => {
                 return Err(crate::writer::WriteError::SourceChanged {
-                    path: f.path.clone(),
+                    path: f.path.clone().into(),
                     from: from.path().display().to_string(),
                     reason: reason.to_owned(),
                 }
                 .into());
             }
-            None => return Err(EngineError::NotCaptured { path: f.path }),
+            None => {
+                return Err(EngineError::NotCaptured {
+                    path: f.path.into(),
+                });
+            }
         }
     }
     Ok(f)

@@ -1714,7 +1714,7 @@ mod tests {
         let bytes = vec![7u8; 768 * 1024];
         fs_err::write(&source, &bytes).expect("write source");
         let from = aibox_config::CopyFrom::new(
-            std::sync::Arc::from(root_path.as_std_path()),
+            std::sync::Arc::new(root_path.as_std_path().to_path_buf()),
             std::sync::Arc::from("source.bin"),
             sha2::Sha256::digest(&bytes).into(),
             bytes.len() as u64,

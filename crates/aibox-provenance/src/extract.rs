@@ -56,10 +56,10 @@ pub struct PayloadFile {
 #[derive(Debug, Clone)]
 enum Bytes {
     /// A directory holding the files (an unpacked store or a local release directory).
-    Dir(Arc<Path>),
+    Dir(Arc<PathBuf>),
     /// A temporary directory owned by the payload (no download cache): its path, and the
     /// folder itself, held only so that it is removed when the last clone goes.
-    Temp(Arc<Path>, #[allow(dead_code)] Arc<tempfile::TempDir>),
+    Temp(Arc<PathBuf>, #[allow(dead_code)] Arc<tempfile::TempDir>),
     /// In memory (payloads built by tests and embedders).
     Memory(Arc<BTreeMap<String, Vec<u8>>>),
 }
@@ -125,7 +125,7 @@ impl Payload {
         Self {
             files: Arc::new(files),
             top_tag,
-            bytes: Bytes::Dir(Arc::from(root)),
+            bytes: Bytes::Dir(Arc::new(root)),
             store: None,
         }
     }
@@ -796,7 +796,7 @@ pub fn unpack_to_temp(
         .tempdir()
         .map_err(|e| ProvenanceError::io("create a temporary folder in", "$TMPDIR", e))?;
     let u = unpack_archive(input, what, expected_tag, limits, dir.path())?;
-    let path = Arc::from(dir.path());
+    let path = Arc::new(dir.path().to_path_buf());
     let payload = Payload {
         files: Arc::new(u.files),
         top_tag: Some(u.top_tag),

@@ -45,7 +45,7 @@ pub use install::{
 pub use integrity::{
     IntegrityReport, IntegrityStatus, integrity, integrity_known, integrity_scanned,
 };
-pub use record::{Intent, Marker, ProcesskitLock};
+pub use record::{Intent, Marker, MarkerText, ProcesskitLock};
 pub use servers::ProcesskitServer;
 pub use source::{FetchOptions, Verification, VerifiedRelease, fetch_release, tree_digest};
 pub use statcache::StatCache;

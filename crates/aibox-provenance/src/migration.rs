@@ -310,14 +310,14 @@ pub(crate) fn document(
     let mut text = t.trim_end().to_owned();
     text.push('\n');
     let mut out = vec![FileWrite {
-        path: format!("{PENDING_DIR}/{}.md", doc.id),
+        path: format!("{PENDING_DIR}/{}.md", doc.id).into(),
         data: WriteData::Bytes(text.into_bytes()),
         executable: false,
     }];
     // Parked upstream copies are for reading and merging by hand: never executable.
     for p in parked {
         out.push(FileWrite {
-            path: format!("{PENDING_DIR}/{}.upstream/{}", doc.id, p.path),
+            path: format!("{PENDING_DIR}/{}.upstream/{}", doc.id, p.path).into(),
             executable: false,
             ..p
         });

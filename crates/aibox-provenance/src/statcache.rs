@@ -10,6 +10,7 @@
 //! `--integrity`) re-hashes every byte.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::digest::Sha256;
 use crate::table::PathTable;
@@ -114,7 +115,7 @@ impl StatCache {
     /// missing or not regular are left out.
     pub fn write_to(
         root: &Path,
-        digests: &PathTable<Sha256>,
+        digests: &[(Arc<str>, Sha256)],
         out: &mut dyn std::io::Write,
     ) -> std::io::Result<()> {
         // The time line makes every rewrite change the file, so its mtime (the racy
@@ -124,6 +125,7 @@ impl StatCache {
             .map_or(0, |d| d.as_nanos());
         writeln!(out, "{HEADER}\nwritten {now}")?;
         for (path, digest) in digests {
+            let path = &**path;
             let Ok(meta) = fs_err::symlink_metadata(root.join(path)) else {
                 continue;
             };

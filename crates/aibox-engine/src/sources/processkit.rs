@@ -21,11 +21,11 @@ use crate::error::EngineError;
 use crate::resolve::{ProcesskitState, ResolvedRelease};
 
 /// The planned file of a write at `path`: a verified copy, or bytes aibox made.
-fn planned(path: String, w: FileWrite) -> PlannedFile {
+fn planned(w: FileWrite) -> PlannedFile {
     let mode = if w.executable { 0o755 } else { 0o644 };
     let mut f = match w.data {
-        WriteData::Bytes(bytes) => PlannedFile::new(path, bytes, Ownership::Merged),
-        WriteData::Copy(from) => PlannedFile::copy(path, from, Ownership::Merged),
+        WriteData::Bytes(bytes) => PlannedFile::new(w.path, bytes, Ownership::Merged),
+        WriteData::Copy(from) => PlannedFile::copy(w.path, from, Ownership::Merged),
     };
     f.mode = Some(mode);
     f
@@ -151,11 +151,11 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // aibox's own records of them (migration documents, marker) are not scanned for
     // secrets: the digest covers the content, and the records only list its paths.
     let verified = release.verification != aibox_provenance::Verification::Unverified;
-    let add = |plan: &mut PlanBuilder, path: String, w: FileWrite, content: bool| {
+    let add = |plan: &mut PlanBuilder, w: FileWrite, content: bool| {
         if verified || !content {
-            plan.add_verified(planned(path, w))
+            plan.add_verified(planned(w))
         } else {
-            plan.add(planned(path, w))
+            plan.add(planned(w))
         }
     };
     warn_kept_agents_md(&install, &release.version, plan);
@@ -173,8 +173,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // list and the writes were the peak of a large first install (the list grows in
     // place, the allocator mapping buffers this large on their own).
     plan.reserve(install.writes.len());
-    for mut w in std::mem::take(&mut install.writes) {
-        add(plan, std::mem::take(&mut w.path), w, true)?;
+    for w in std::mem::take(&mut install.writes) {
+        add(plan, w, true)?;
     }
     plan.reserve(
         install
@@ -195,20 +195,19 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
             plan.prune_dir(snapshot.dir.as_str())?;
         }
         for w in snapshot.writes(&install.payload) {
-            let mut w = w.map_err(EngineError::from)?;
-            add(plan, std::mem::take(&mut w.path), w, true)?;
+            add(plan, w.map_err(EngineError::from)?, true)?;
         }
     }
     for w in install.migration.take().into_iter().flatten() {
-        let content = w.path.contains(".upstream/");
-        add(plan, w.path.clone(), w, content)?;
+        let content = w.path.as_str().contains(".upstream/");
+        add(plan, w, content)?;
     }
     plan.write_last(aibox_provenance::record::MARKER_PATH);
-    plan.add_verified(PlannedFile::new(
+    // Written from its tables (a line per installed file), never held as text.
+    plan.add_rendered(
         aibox_provenance::record::MARKER_PATH,
-        std::mem::take(&mut install.marker).into_bytes(),
-        Ownership::Merged,
-    ))?;
+        std::sync::Arc::new(std::mem::take(&mut install.marker)),
+    )?;
     // Files the three-way plan found safe to delete (unchanged since install and gone
     // upstream or deselected), and snapshots of other versions (regenerable).
     for path in &install.removals {

@@ -164,6 +164,16 @@ fn plan_works_from_the_resolved_scan() {
 
     let after = plan(&resolved).unwrap();
     assert_eq!(after.files, before.files);
+    // The marker's bytes are made when written: the same too.
+    let marker = |p: &aibox_engine::Plan| {
+        let f = p
+            .files
+            .iter()
+            .find(|f| f.path == "context/.processkit-provenance.toml")
+            .unwrap();
+        p.contents(f).into_owned()
+    };
+    assert_eq!(marker(&after), marker(&before));
     assert_eq!(after.removals, before.removals);
     assert_eq!(after.lock_text, before.lock_text);
     assert_eq!(after.processkit_intent, before.processkit_intent);
@@ -323,4 +333,51 @@ fn a_damaged_store_file_is_refused_by_the_parallel_copies() {
         "{err:?}"
     );
     assert!(err.to_string().contains(&config), "{err}");
+}
+
+/// The install marker (a line per installed file) is planned as its tables, not its
+/// text, and written from them: the plan holds no bytes for it but knows what they are;
+/// an unedited marker is left alone, one edited by hand shows in a dry run's diff and is
+/// rewritten to the same bytes as before.
+#[test]
+fn the_marker_is_written_from_its_tables_and_rewritten_when_edited() {
+    use aibox_engine::FileAction;
+    const MARKER: &str = "context/.processkit-provenance.toml";
+    let s = setup();
+    apply(&s.root, &s.opts()).unwrap();
+    let on_disk = s.root.join(MARKER);
+    let written = fs_err::read(&on_disk).unwrap();
+    assert!(written.starts_with(b"# aibox-managed install marker"));
+
+    let planned = plan(&resolve(&s.root, &s.opts().plan).unwrap()).unwrap();
+    let file = planned.files.iter().find(|f| f.path == MARKER).unwrap();
+    assert!(file.contents.is_empty(), "the plan holds no text");
+    assert_eq!(&*planned.contents(file), written.as_slice());
+
+    let action = |report: &aibox_engine::ApplyReport| {
+        let r = report.files.iter().find(|r| r.path == MARKER).unwrap();
+        (r.action, r.diff().map(ToOwned::to_owned))
+    };
+    assert_eq!(
+        action(&apply(&s.root, &s.opts()).unwrap()),
+        (FileAction::Unchanged, None)
+    );
+
+    fs_err::write(&on_disk, [written.as_slice(), b"# mine\n"].concat()).unwrap();
+    let mut dry = s.opts();
+    dry.dry_run = true;
+    let (act, diff) = action(&apply(&s.root, &dry).unwrap());
+    assert_eq!(act, FileAction::Updated);
+    assert!(diff.unwrap().contains("-# mine"));
+    assert_ne!(
+        fs_err::read(&on_disk).unwrap(),
+        written,
+        "a dry run writes nothing"
+    );
+
+    assert_eq!(
+        action(&apply(&s.root, &s.opts()).unwrap()).0,
+        FileAction::Updated
+    );
+    assert_eq!(fs_err::read(&on_disk).unwrap(), written);
 }

@@ -30,7 +30,7 @@ fn fixture(bytes: &[u8]) -> Fixture {
     fs_err::create_dir_all(base.join("release/context")).unwrap();
     fs_err::write(base.join("release/context/guide.md"), bytes).unwrap();
     let source = CopyFrom::new(
-        Arc::from(base.join("release").as_std_path()),
+        Arc::new(base.join("release").into_std_path_buf()),
         Arc::from("context/guide.md"),
         sha2::Sha256::digest(bytes).into(),
         bytes.len() as u64,

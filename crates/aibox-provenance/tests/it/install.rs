@@ -194,7 +194,7 @@ fn second_run_is_a_no_op_and_keeps_timestamps() {
         again.marker_changed
     );
     assert_eq!(again.lock.installed_at, "2026-05-22T19:24:06Z");
-    assert_eq!(again.marker.as_bytes(), marker_before.as_slice());
+    assert_eq!(again.marker.to_bytes(), marker_before.as_slice());
 }
 
 #[test]
@@ -723,7 +723,7 @@ fn copy_sources_share_their_folder_and_release_path() {
     aibox_provenance::install::apply_plan(root, &plan).unwrap();
     for (w, c) in plan.writes.iter().zip(&content) {
         assert_eq!(
-            read(root, &w.path),
+            read(root, w.path.as_str()),
             fs_err::read(c.path()).unwrap(),
             "{}",
             w.path

@@ -57,8 +57,8 @@ fn a_file_killed_while_created_in_place_is_completed_when_the_run_resumes() {
     let mut new_files = first.writes.iter().filter_map(|w| match &w.data {
         WriteData::Copy(from) => {
             let bytes = fs_err::read(from.path()).unwrap();
-            (bytes.len() >= 4 && intent.writes[&w.path].before.is_none())
-                .then(|| (w.path.clone(), bytes))
+            (bytes.len() >= 4 && intent.writes[w.path.as_str()].before.is_none())
+                .then(|| (w.path.as_str().to_owned(), bytes))
         }
         WriteData::Bytes(_) => None,
     });
@@ -134,6 +134,9 @@ fn a_complete_file_with_other_bytes_is_not_taken_for_a_partial_one() {
         fs_err::create_dir_all(abs.parent().unwrap()).unwrap();
         fs_err::write(&abs, &bytes).unwrap();
         let resumed = common::plan_section_resuming(root, &section, &setup, &intent).unwrap();
-        assert_eq!(class_of(&resumed, &path), (Class::Conflict, Action::Keep));
+        assert_eq!(
+            class_of(&resumed, path.as_str()),
+            (Class::Conflict, Action::Keep)
+        );
     }
 }
