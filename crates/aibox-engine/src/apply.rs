@@ -680,6 +680,9 @@ fn write_plan(
     let after_commit =
         |i: usize| Some(i) == lock_at || plan.commit_last.contains(all[i].path.as_path());
     let copied_ahead = copy_ahead(writer, &decisions, all, &after_commit)?;
+    let write = |writer: &mut Writer<'_>, decision, file: &PlannedFile| {
+        write_decided(writer, decision, file, plan.render_of(&file.path))
+    };
     let mut last = Vec::new();
     let mut lock_item = None;
     for (i, (decision, file)) in decisions.into_iter().zip(all.iter().copied()).enumerate() {
@@ -690,12 +693,7 @@ fn write_plan(
         } else if copied_ahead && copies_ahead(&decision, file) {
             reports.push(decision.into_report(file));
         } else {
-            reports.push(write_decided(
-                writer,
-                decision,
-                file,
-                plan.render_of(&file.path),
-            )?);
+            reports.push(write(writer, decision, file)?);
         }
     }
     for removal in removals {
@@ -708,12 +706,7 @@ fn write_plan(
     // The commit point: everything above is durable before any record of it is written.
     writer.commit()?;
     for (decision, file) in last.into_iter().chain(lock_item) {
-        reports.push(write_decided(
-            writer,
-            decision,
-            file,
-            plan.render_of(&file.path),
-        )?);
+        reports.push(write(writer, decision, file)?);
     }
     // Unconditional: a run killed between the lock and these removals left the records.
     writer.remove(Utf8Path::new(PENDING_PROCESSKIT))?;

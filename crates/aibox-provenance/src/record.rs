@@ -288,14 +288,19 @@ fn write_tables<'a, 't>(
     for (name, table) in tables {
         write!(out, "\n[{name}]\n")?;
         for (path, digest) in table {
-            out.write_all(b"\"")?;
-            out.write_all(path.as_bytes())?;
-            out.write_all(b"\" = \"")?;
-            out.write_all(&digest.hex_digits())?;
-            out.write_all(b"\"\n")?;
+            write_entry(out, path, digest)?;
         }
     }
     Ok(())
+}
+
+/// Writes one `"path" = "<64 hex>"` line of a per-file table.
+fn write_entry(out: &mut dyn std::io::Write, path: &str, digest: Sha256) -> std::io::Result<()> {
+    out.write_all(b"\"")?;
+    out.write_all(path.as_bytes())?;
+    out.write_all(b"\" = \"")?;
+    out.write_all(&digest.hex_digits())?;
+    out.write_all(b"\"\n")
 }
 
 /// The install marker a plan writes, held as its parts: the head as text, the two
@@ -701,11 +706,7 @@ impl Intent {
         }
         out.write_all(b"\n[removals]\n")?;
         for (path, digest) in &self.removals {
-            out.write_all(b"\"")?;
-            out.write_all(path.as_bytes())?;
-            out.write_all(b"\" = \"")?;
-            out.write_all(&digest.hex_digits())?;
-            out.write_all(b"\"\n")?;
+            write_entry(out, path, *digest)?;
         }
         Ok(())
     }
