@@ -279,11 +279,20 @@ impl InstallPlan {
     /// file this plan tracks (removed, missing, or never classified). Read from the
     /// decisions (sorted by path), not from a second per-file map.
     pub fn live_after(&self, path: &str) -> Option<Sha256> {
+        self.decision(path)?.live_after()
+    }
+
+    /// Whether the plan classifies `path` (it has a decision for it).
+    pub fn classifies(&self, path: &str) -> bool {
+        self.decision(path).is_some()
+    }
+
+    fn decision(&self, path: &str) -> Option<&FileDecision> {
         let at = self
             .decisions
             .binary_search_by(|d| (*d.path).cmp(path))
             .ok()?;
-        self.decisions[at].live_after()
+        Some(&self.decisions[at])
     }
 
     /// Every tracked file's digest once the plan is applied (for the [`StatCache`]), in
@@ -862,8 +871,9 @@ pub struct LiveScan {
     pub marker_sha256: Option<Sha256>,
     /// That marker parsed (`None` when missing, unparseable or of another schema).
     pub parsed_marker: Option<Marker>,
-    /// Live state of every path the plan classifies (compact: one entry per installed
-    /// file).
+    /// Live state of the paths the plan classifies that are there: a path it does not
+    /// hold is [`Live::Missing`] (so a first install's scan holds nothing, where an entry
+    /// per release file was 0.9 MB at 10x processkit, held through planning).
     pub files: PathTable<Live>,
     /// The interrupted run's intent record, when it still applies.
     pub interrupted: Option<Intent>,
@@ -974,12 +984,16 @@ pub fn scan(
             applicable(hints.interrupted, release, b.base_marker_sha256, &b.skills).cloned();
         let mut cache_misses = 0;
         let paths = classified_paths(&b.new_set, b.old);
-        let mut files = PathTable::with_capacity(paths.len(), paths.iter().map(|p| p.len()).sum());
+        // Sized for what the last install recorded, which a project mostly still holds.
+        let recorded = b.old.map(|m| m.files.keys().chain(m.user_files.keys()));
+        let mut files = PathTable::with_capacity(
+            recorded.clone().map_or(0, Iterator::count),
+            recorded.map_or(0, |keys| keys.map(str::len).sum()),
+        );
         let mut missing = MissingDirs::default();
         // In order: the paths come sorted.
         for path in paths {
             if missing.holds(path) {
-                files.insert(path, Live::Missing);
                 continue;
             }
             let mut live = live_state(root, path, hints.stat_cache, &mut cache_misses)?;
@@ -997,8 +1011,11 @@ pub fn scan(
                 // writing it: it is completed as the file that run found absent.
                 live = Live::Missing;
             }
-            files.insert(path, live);
+            if live != Live::Missing {
+                files.insert(path, live);
+            }
         }
+        files.shrink_to_fit();
         let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
         let snapshot_provenance = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
             .ok()

@@ -89,9 +89,7 @@ fn warn_changed_skills(
         .servers
         .iter()
         .filter_map(|s| Some((s.name.clone(), s.script()?.to_owned())))
-        .filter(|(_, script)| {
-            resolved.scan.files.contains_key(script) && install.live_after(script).is_none()
-        })
+        .filter(|(_, script)| install.classifies(script) && install.live_after(script).is_none())
         .collect();
     for (server, script) in &deleted {
         let dir = script.split("/mcp/").next().unwrap_or(script);
