@@ -984,12 +984,8 @@ pub fn scan(
             applicable(hints.interrupted, release, b.base_marker_sha256, &b.skills).cloned();
         let mut cache_misses = 0;
         let paths = classified_paths(&b.new_set, b.old);
-        // Sized for what the last install recorded, which a project mostly still holds.
-        let recorded = b.old.map(|m| m.files.keys().chain(m.user_files.keys()));
-        let mut files = PathTable::with_capacity(
-            recorded.clone().map_or(0, Iterator::count),
-            recorded.map_or(0, |keys| keys.map(str::len).sum()),
-        );
+        let (entries, text) = recorded_size(b.old);
+        let mut files = PathTable::with_capacity(entries, text);
         let mut missing = MissingDirs::default();
         // In order: the paths come sorted.
         for path in paths {
@@ -1066,6 +1062,15 @@ pub fn scan(
     })?;
     scan.parsed_marker = parsed_marker;
     Ok(scan)
+}
+
+/// The entries and path bytes the last install recorded (`old`, its marker): what the
+/// live scan's table is sized for, since a project mostly still holds what it installed.
+fn recorded_size(old: Option<&Marker>) -> (usize, usize) {
+    old.map_or((0, 0), |m| {
+        let keys = m.files.keys().chain(m.user_files.keys());
+        (keys.clone().count(), keys.map(str::len).sum())
+    })
 }
 
 /// The snapshot folders of other versions: real directories named like versions, never a
