@@ -310,7 +310,10 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         // the skill review of installed skills (only when there are any)
         // On this thread, not beside the resolve or the plan: it reads the install marker
         // and the release too, and the two peaks together raised doctor's memory per
-        // installed file by a third (`aibox-cli` `it` `memory::`).
+        // installed file by a third (`aibox-cli` `it` `memory::`). The resolve is freed
+        // first: its scan, marker and release manifest (2.7 MB at 10x processkit) were
+        // held beside the review's largest skill folder, read whole (3 MB).
+        drop(resolved);
         run.append(skills_check(&project_root, project.as_ref()));
 
         // CLI version versus the lock, and versus the newest release
