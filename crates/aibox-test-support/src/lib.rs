@@ -263,3 +263,33 @@ pub fn files_with_extension(dir: &std::path::Path, ext: &str) -> Vec<std::path::
     out.sort();
     out
 }
+
+/// `chattr +i` on a folder for as long as the guard lives: even root cannot create a
+/// file in it, which is how a test makes a write fail part-way for real (permissions
+/// do not stop root). Needs `chattr` (e2fsprogs) and a file system with the flag
+/// (ext4, tmpfs since Linux 6.0).
+pub struct Immutable(camino::Utf8PathBuf);
+
+impl Immutable {
+    /// Sets the flag on `dir`; panics when `chattr` cannot.
+    #[allow(clippy::expect_used)] // failing the calling test is the point
+    pub fn set(dir: camino::Utf8PathBuf) -> Self {
+        let status = std::process::Command::new("chattr")
+            .args(["+i", dir.as_str()])
+            .status()
+            .expect("chattr (e2fsprogs) must be installed");
+        assert!(
+            status.success(),
+            "chattr +i {dir} failed (needs ext4 or similar)"
+        );
+        Self(dir)
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .args(["-i", self.0.as_str()])
+            .status();
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use aibox_config::Ownership;
 use aibox_engine::{ApplyOptions, EngineError, FileAction, PlanOptions, apply, plan, resolve};
 use aibox_provenance::lock::{Lock, sha256_hex};
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 use common::{Fixture, code};
 
 const DOCKERFILE: &str = ".devcontainer/Dockerfile";
@@ -742,32 +742,6 @@ fn invalid_configuration_creates_nothing_not_even_the_apply_lock() {
     assert_eq!(fx.snapshot(), before);
 }
 
-/// Makes a folder refuse new files even for root (`chattr +i`), and lifts that again
-/// on drop, also when the test fails.
-struct Immutable(Utf8PathBuf);
-
-impl Immutable {
-    fn set(dir: Utf8PathBuf) -> Self {
-        let status = std::process::Command::new("chattr")
-            .args(["+i", dir.as_str()])
-            .status()
-            .expect("chattr (e2fsprogs) must be installed");
-        assert!(
-            status.success(),
-            "chattr +i {dir} failed (needs ext4 or similar)"
-        );
-        Self(dir)
-    }
-}
-
-impl Drop for Immutable {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("chattr")
-            .args(["-i", self.0.as_str()])
-            .status();
-    }
-}
-
 /// A folder that refuses writes part-way through the harness files stops the apply
 /// before anything is written: all or nothing, never three of five files updated.
 #[test]
@@ -784,7 +758,7 @@ fn a_write_refused_mid_apply_changes_nothing() {
     let planned = plan(&resolve(&fx.root, &PlanOptions::default()).unwrap()).unwrap();
     assert!(planned.files.iter().any(|f| f.path == ".vscode/mcp.json"));
     {
-        let _lock = Immutable::set(fx.path(".vscode"));
+        let _lock = aibox_test_support::Immutable::set(fx.path(".vscode"));
         let err = apply(&fx.root, &opts()).unwrap_err();
         assert!(
             matches!(&err, EngineError::Write(e) if matches!(**e, aibox_fs::WriteError::Io { .. })),

@@ -184,28 +184,6 @@ fn streamed_writes_replace_atomically_and_a_failure_keeps_the_old_file() {
     );
 }
 
-/// `chattr +i` on a folder for as long as it lives: even root cannot create a file in it.
-struct Immutable(Utf8PathBuf);
-
-impl Immutable {
-    fn set(dir: Utf8PathBuf) -> Self {
-        let status = std::process::Command::new("chattr")
-            .args(["+i", dir.as_str()])
-            .status()
-            .expect("chattr (e2fsprogs) must be installed");
-        assert!(status.success(), "chattr +i {dir} failed");
-        Self(dir)
-    }
-}
-
-impl Drop for Immutable {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("chattr")
-            .args(["-i", self.0.as_str()])
-            .status();
-    }
-}
-
 /// The write probe (the all-or-nothing check before an apply writes) finds a refusing
 /// folder wherever it comes in a path-ordered list: after targets sharing its parent
 /// folders (which it remembers from one target to the next), and as the nearest
@@ -238,7 +216,7 @@ fn the_write_probe_finds_a_refusing_folder_among_remembered_ones() {
         ("context/a", "context/a/new/deep/n.md"),
         ("context/d", "context/d/w.md"),
     ] {
-        let _immutable = Immutable::set(root_path.join(refusing));
+        let _immutable = aibox_test_support::Immutable::set(root_path.join(refusing));
         let err = writer.probe_writable(&targets).unwrap_err();
         assert!(err.to_string().contains(named), "{refusing}: {err}");
         assert_eq!(walk(&root_path, true), before);
