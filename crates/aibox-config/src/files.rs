@@ -29,12 +29,6 @@ impl PlanPath {
     pub fn as_path(&self) -> &Utf8Path {
         Utf8Path::new(&*self.0)
     }
-
-    /// The shared text itself.
-    #[must_use]
-    pub fn as_shared(&self) -> &Arc<str> {
-        &self.0
-    }
 }
 
 impl std::ops::Deref for PlanPath {
@@ -53,18 +47,6 @@ impl AsRef<Utf8Path> for PlanPath {
 impl AsRef<Path> for PlanPath {
     fn as_ref(&self) -> &Path {
         self.as_path().as_std_path()
-    }
-}
-
-impl AsRef<str> for PlanPath {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::borrow::Borrow<str> for PlanPath {
-    fn borrow(&self) -> &str {
-        &self.0
     }
 }
 
@@ -104,33 +86,9 @@ impl From<String> for PlanPath {
     }
 }
 
-impl From<&String> for PlanPath {
-    fn from(path: &String) -> Self {
-        Self::from(path.as_str())
-    }
-}
-
-impl From<&Utf8Path> for PlanPath {
-    fn from(path: &Utf8Path) -> Self {
-        Self::from(path.as_str())
-    }
-}
-
 impl From<Utf8PathBuf> for PlanPath {
     fn from(path: Utf8PathBuf) -> Self {
         Self::from(path.into_string())
-    }
-}
-
-impl From<&Utf8PathBuf> for PlanPath {
-    fn from(path: &Utf8PathBuf) -> Self {
-        Self::from(path.as_str())
-    }
-}
-
-impl From<&PlanPath> for PlanPath {
-    fn from(path: &PlanPath) -> Self {
-        path.clone()
     }
 }
 
@@ -167,30 +125,6 @@ impl PartialEq<Utf8Path> for PlanPath {
 impl PartialEq<&Utf8Path> for PlanPath {
     fn eq(&self, other: &&Utf8Path) -> bool {
         self.as_path() == *other
-    }
-}
-
-impl PartialEq<Utf8PathBuf> for PlanPath {
-    fn eq(&self, other: &Utf8PathBuf) -> bool {
-        self.as_path() == other.as_path()
-    }
-}
-
-impl PartialEq<PlanPath> for Utf8PathBuf {
-    fn eq(&self, other: &PlanPath) -> bool {
-        self.as_path() == other.as_path()
-    }
-}
-
-impl PartialEq<PlanPath> for &Utf8Path {
-    fn eq(&self, other: &PlanPath) -> bool {
-        *self == other.as_path()
-    }
-}
-
-impl PartialEq<PlanPath> for &str {
-    fn eq(&self, other: &PlanPath) -> bool {
-        **self == *other.0
     }
 }
 
@@ -299,7 +233,12 @@ pub trait Render: fmt::Debug + Send + Sync {
     /// Size of the contents in bytes.
     fn size(&self) -> u64;
     /// The whole contents (a dry run's diff).
-    fn to_bytes(&self) -> Vec<u8>;
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(usize::try_from(self.size()).unwrap_or_default());
+        // Writing into a `Vec` cannot fail.
+        let _ = self.write_to(&mut out);
+        out
+    }
 }
 
 /// One file of a plan.

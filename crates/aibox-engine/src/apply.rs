@@ -1093,17 +1093,7 @@ fn decide_copy(
     moved: Option<&Utf8Path>,
 ) -> Result<Decision, EngineError> {
     let existing = moved.unwrap_or(&file.path);
-    let same = match root.file_meta(existing)? {
-        None => None,
-        Some(meta) => Some(
-            meta.len() == from.size
-                && aibox_provenance::Sha256::of_file(root.path().join(existing))?.as_bytes()
-                    == &from.sha256
-                && file
-                    .mode
-                    .is_none_or(|m| mode_of(&meta).is_none_or(|have| have == u32::from(m))),
-        ),
-    };
+    let same = same_on_disk(root, existing, from.size, &from.sha256, file.mode)?;
     let in_place = moved.is_none() && same.is_none();
     let (action, moved_in) = match (moved, same) {
         (Some(_), same) => (FileAction::Created, same == Some(true)),
@@ -1124,12 +1114,36 @@ fn decide_copy(
         unowned: None,
         moved_in,
         in_place,
-        extra: diff.map(|diff| {
-            Box::new(Extra {
-                diff: Some(diff),
-                ..Extra::default()
-            })
-        }),
+        extra: diff_only(diff),
+    })
+}
+
+/// Whether the file at `path` has `size` bytes with SHA-256 `sha256` and mode `mode`
+/// (when one is planned), streaming it; `None` when nothing is there.
+fn same_on_disk(
+    root: &ProjectRoot,
+    path: &Utf8Path,
+    size: u64,
+    sha256: &[u8; 32],
+    mode: Option<u16>,
+) -> Result<Option<bool>, EngineError> {
+    let Some(meta) = root.file_meta(path)? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        meta.len() == size
+            && aibox_provenance::Sha256::of_file(root.path().join(path))?.as_bytes() == sha256
+            && mode.is_none_or(|m| mode_of(&meta).is_none_or(|have| have == u32::from(m))),
+    ))
+}
+
+/// A decision's rare parts when only a dry run's diff is among them.
+fn diff_only(diff: Option<String>) -> Option<Box<Extra>> {
+    diff.map(|diff| {
+        Box::new(Extra {
+            diff: Some(diff),
+            ..Extra::default()
+        })
     })
 }
 
@@ -1142,17 +1156,7 @@ fn decide_rendered(
     render: &dyn Render,
     options: &ApplyOptions,
 ) -> Result<Decision, EngineError> {
-    let same = match root.file_meta(&file.path)? {
-        None => None,
-        Some(meta) => Some(
-            meta.len() == render.size()
-                && aibox_provenance::Sha256::of_file(root.path().join(&file.path))?.as_bytes()
-                    == &render.sha256()
-                && file
-                    .mode
-                    .is_none_or(|m| mode_of(&meta).is_none_or(|have| have == u32::from(m))),
-        ),
-    };
+    let same = same_on_disk(root, &file.path, render.size(), &render.sha256(), file.mode)?;
     let action = match same {
         None => FileAction::Created,
         Some(true) => FileAction::Unchanged,
@@ -1169,12 +1173,7 @@ fn decide_rendered(
         unowned: None,
         moved_in: false,
         in_place: false,
-        extra: diff.map(|diff| {
-            Box::new(Extra {
-                diff: Some(diff),
-                ..Extra::default()
-            })
-        }),
+        extra: diff_only(diff),
     })
 }
 

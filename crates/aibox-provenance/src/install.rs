@@ -302,12 +302,10 @@ impl InstallPlan {
     pub fn take_live_after(&mut self) -> Vec<(Arc<str>, Sha256)> {
         let decisions = std::mem::take(&mut self.decisions);
         let mut digests = Vec::with_capacity(decisions.len());
-        digests.extend(
-            decisions
-                .into_iter()
-                .filter_map(|d| Some((d.live_after()?, d.path)))
-                .map(|(digest, path)| (path, digest)),
-        );
+        digests.extend(decisions.into_iter().filter_map(|d| {
+            let digest = d.live_after()?;
+            Some((d.path, digest))
+        }));
         digests.shrink_to_fit();
         digests
     }
@@ -723,15 +721,15 @@ fn three_way(
             // copy, and stays open there until settled; recording the old base instead
             // made every later plan find the same conflict again (and park it again at
             // the next release), however it was settled.
-            // Installed at its own name (nearly every file): the path is the release's.
+            // Installed at its own name (nearly every file): the path is the release's,
+            // one allocation for the decision and the write alike.
             let shared = **release_path == *path;
-            let to = || {
-                if shared {
-                    PlanPath::from(release_path)
-                } else {
-                    PlanPath::from(path)
-                }
+            let project_path = if shared {
+                Arc::clone(release_path)
+            } else {
+                Arc::from(path)
             };
+            let to = || PlanPath::from(&project_path);
             match action {
                 Action::Write => {
                     let before = match live {
@@ -749,11 +747,7 @@ fn three_way(
                 _ => {}
             }
             t.decisions.push(FileDecision {
-                path: if shared {
-                    Arc::clone(release_path)
-                } else {
-                    Arc::from(path)
-                },
+                path: project_path,
                 release_path: (!shared).then(|| (**release_path).to_owned()),
                 class,
                 action,
@@ -1426,7 +1420,7 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     }
     if plan.marker_changed {
         writer.write_streamed(Utf8Path::new(MARKER_PATH), Some(0o644), |out| {
-            plan.marker.write_to(out)
+            aibox_config::Render::write_to(&plan.marker, out)
         })?;
     }
     Ok(())

@@ -221,16 +221,13 @@ pub fn render_marker<'a>(
     files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
     user_files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
 ) -> String {
-    let Some(head) = plain_head(schema_version, install, manifest, files, user_files) else {
-        let owned = |t: &mut dyn Iterator<Item = (&'a str, Sha256)>| t.collect();
-        let marker = Marker {
-            schema_version,
-            install: install.clone(),
-            manifest: manifest.clone(),
-            files: owned(&mut files.clone()),
-            user_files: owned(&mut user_files.clone()),
-        };
-        return with_header(MARKER_HEADER, &marker);
+    let parts = Head {
+        schema_version,
+        install,
+        manifest,
+    };
+    let Some(head) = parts.plain(files, user_files) else {
+        return parts.serialized(files, user_files);
     };
     // `"path" = "<64 hex>"` and a line end: 72 bytes besides the path; sized once, so
     // the text never holds a doubled buffer.
@@ -245,36 +242,49 @@ pub fn render_marker<'a>(
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// The marker's header and head (schema, `[install]`, `[manifest]`), rendered by the
-/// TOML serializer, when its tables can be written line by line (every path a
-/// [`plain_key`]); `None` when the whole marker must go through the serializer.
-fn plain_head<'a>(
+/// Everything of a marker but its two per-file tables.
+#[derive(Serialize)]
+struct Head<'h> {
     schema_version: u32,
-    install: &MarkerInstall,
-    manifest: &MarkerManifest,
-    files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
-    user_files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
-) -> Option<String> {
-    #[derive(Serialize)]
-    struct Head<'a> {
-        schema_version: u32,
-        install: &'a MarkerInstall,
-        manifest: &'a MarkerManifest,
-    }
-    let plain = files
-        .clone()
-        .chain(user_files.clone())
-        .all(|(k, _)| plain_key(k));
-    let head = toml::to_string(&Head {
-        schema_version,
-        install,
-        manifest,
-    })
-    .ok()?;
-    plain.then(|| format!("{MARKER_HEADER}{head}"))
+    install: &'h MarkerInstall,
+    manifest: &'h MarkerManifest,
 }
 
-/// Writes a marker whose head is `head` (from [`plain_head`]) and whose tables are
+impl Head<'_> {
+    /// The marker's header and head, rendered by the TOML serializer, when its tables
+    /// can be written line by line (every path a [`plain_key`]); `None` when the whole
+    /// marker must go through the serializer.
+    fn plain<'a>(
+        &self,
+        files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
+        user_files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
+    ) -> Option<String> {
+        let plain = files
+            .clone()
+            .chain(user_files.clone())
+            .all(|(k, _)| plain_key(k));
+        let head = toml::to_string(self).ok()?;
+        plain.then(|| format!("{MARKER_HEADER}{head}"))
+    }
+
+    /// The whole marker through the TOML serializer (some path is not a [`plain_key`]).
+    fn serialized<'a>(
+        &self,
+        files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
+        user_files: &(impl Iterator<Item = (&'a str, Sha256)> + Clone),
+    ) -> String {
+        let marker = Marker {
+            schema_version: self.schema_version,
+            install: self.install.clone(),
+            manifest: self.manifest.clone(),
+            files: files.clone().collect(),
+            user_files: user_files.clone().collect(),
+        };
+        with_header(MARKER_HEADER, &marker)
+    }
+}
+
+/// Writes a marker whose head is `head` (from [`Head::plain`]) and whose tables are
 /// `files` and `user_files`, a line per entry.
 fn write_tables<'a, 't>(
     out: &mut dyn std::io::Write,
@@ -361,26 +371,19 @@ impl MarkerText {
         fn entries(t: &[(Arc<str>, Sha256)]) -> impl Iterator<Item = (&str, Sha256)> + Clone {
             t.iter().map(|(p, d)| (&**p, *d))
         }
-        let head = plain_head(
+        let parts = Head {
             schema_version,
             install,
             manifest,
-            &entries(&files),
-            &entries(&user_files),
-        );
+        };
+        let head = parts.plain(&entries(&files), &entries(&user_files));
         let body = match head {
             Some(head) => MarkerBody::Tables {
                 head,
                 files,
                 user_files,
             },
-            None => MarkerBody::Whole(render_marker(
-                schema_version,
-                install,
-                manifest,
-                &entries(&files),
-                &entries(&user_files),
-            )),
+            None => MarkerBody::Whole(parts.serialized(&entries(&files), &entries(&user_files))),
         };
         let mut text = Self {
             body,
@@ -389,14 +392,22 @@ impl MarkerText {
         };
         let mut sink = DigestSink::default();
         // Hashing cannot fail.
-        let _ = text.write_to(&mut sink);
+        let _ = aibox_config::Render::write_to(&text, &mut sink);
         let digest = sha2::Digest::finalize(sink.hasher);
         (text.sha256, text.size) = (Sha256::from_bytes(digest.into()), sink.size);
         text
     }
 
-    /// Writes the text into `out`.
-    pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    /// SHA-256 of the text.
+    #[must_use]
+    pub fn sha256(&self) -> Sha256 {
+        self.sha256
+    }
+}
+
+/// Written, sized and rendered whole through [`aibox_config::Render`].
+impl aibox_config::Render for MarkerText {
+    fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         match &self.body {
             MarkerBody::Whole(text) => out.write_all(text.as_bytes()),
             MarkerBody::Tables {
@@ -412,43 +423,12 @@ impl MarkerText {
         }
     }
 
-    /// SHA-256 of the text.
-    #[must_use]
-    pub fn sha256(&self) -> Sha256 {
-        self.sha256
-    }
-
-    /// Size of the text in bytes.
-    #[must_use]
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
-    /// The whole text (a dry run's diff, tests).
-    #[must_use]
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(usize::try_from(self.size).unwrap_or_default());
-        // Writing into a `Vec` cannot fail.
-        let _ = self.write_to(&mut out);
-        out
-    }
-}
-
-impl aibox_config::Render for MarkerText {
-    fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        Self::write_to(self, out)
-    }
-
     fn sha256(&self) -> [u8; 32] {
         *self.sha256.as_bytes()
     }
 
     fn size(&self) -> u64 {
         self.size
-    }
-
-    fn to_bytes(&self) -> Vec<u8> {
-        Self::to_bytes(self)
     }
 }
 
@@ -834,9 +814,15 @@ mod tests {
                 shared(&marker.files),
                 shared(&marker.user_files),
             );
-            assert_eq!(streamed.to_bytes(), reference.as_bytes());
+            assert_eq!(
+                aibox_config::Render::to_bytes(&streamed),
+                reference.as_bytes()
+            );
             assert_eq!(streamed.sha256(), Sha256::of(reference.as_bytes()));
-            assert_eq!(streamed.size(), reference.len() as u64);
+            assert_eq!(
+                aibox_config::Render::size(&streamed),
+                reference.len() as u64
+            );
             let mut out = Vec::new();
             aibox_config::Render::write_to(&streamed, &mut out).unwrap();
             assert_eq!(out, reference.as_bytes());

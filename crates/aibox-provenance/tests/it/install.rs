@@ -194,7 +194,10 @@ fn second_run_is_a_no_op_and_keeps_timestamps() {
         again.marker_changed
     );
     assert_eq!(again.lock.installed_at, "2026-05-22T19:24:06Z");
-    assert_eq!(again.marker.to_bytes(), marker_before.as_slice());
+    assert_eq!(
+        aibox_config::Render::to_bytes(&again.marker),
+        marker_before.as_slice()
+    );
 }
 
 #[test]
