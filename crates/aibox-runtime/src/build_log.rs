@@ -265,11 +265,11 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
              download URL from another network, or report it if the release changed"
         );
     }
-    if lower.contains("hash mismatch") || lower.contains("locked dependencies of") {
+    if lower.contains("hash mismatch") {
         return "a locked MCP server dependency did not install as `aibox.lock` pins it (its \
                 hash did not match: a changed file on the index, a proxy rewriting it, or an \
-                edited lock; or the package cannot be installed here); nothing was installed. \
-                Restore `aibox.lock` from git and run `aibox apply`, then `aibox up --build`"
+                edited lock); nothing was installed. Restore `aibox.lock` from git and run \
+                `aibox apply`, then `aibox up --build`"
             .to_owned();
     }
     if lower.contains("eintegrity") {
@@ -300,10 +300,22 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
         "no such host",
         "i/o timeout",
         "tls handshake timeout",
+        // uv (reqwest): `client error (Connect)`, `operation timed out`, `dns error`.
+        "client error (connect)",
+        "operation timed out",
+        "dns error",
     ];
     if unreachable.iter().any(|m| lower.contains(m)) {
         return "a server could not be reached from the build: check the network and proxy \
                 settings (`HTTP_PROXY`/`HTTPS_PROXY`), then run `aibox up --build`"
+            .to_owned();
+    }
+    // After the network causes: uv's `Failed to fetch` of an unreachable index is no
+    // fault of the lock.
+    if lower.contains("locked dependencies of") {
+        return "a locked MCP server dependency did not install (uv's message is below); \
+                `aibox.lock` [mcp.environments] names its servers. Fix the cause, or restore \
+                `aibox.lock` from git and run `aibox apply`, then `aibox up --build`"
             .to_owned();
     }
     if lower.contains("locked npm package of") {
@@ -567,7 +579,21 @@ mod tests {
                  [mcp.environments.0a1b2c3d4e5f])",
                 None,
                 false,
-                "did not install as `aibox.lock` pins it",
+                "[mcp.environments] names its servers",
+            ),
+            (
+                // uv, when the index cannot be reached through the proxy (seen in CI).
+                "aibox: installing the locked MCP environment d025cccab371 \
+                 (processkit-note-keeper)\nerror: Request failed after 3 retries in 45.0s\n  \
+                 cause: Failed to fetch: https://pypi.org/simple/pydantic-settings/\n  \
+                 cause: error sending request for url \
+                 (https://pypi.org/simple/pydantic-settings/)\n  cause: client error \
+                 (Connect)\n  cause: operation timed out\naibox: the locked dependencies of \
+                 processkit-note-keeper did not install (aibox.lock, \
+                 [mcp.environments.d025cccab371])",
+                None,
+                false,
+                "could not be reached",
             ),
             (
                 "curl: (6) Could not resolve host: registry.npmjs.org",
