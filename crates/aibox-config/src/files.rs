@@ -152,7 +152,13 @@ pub struct CopyFrom {
     pub sha256: [u8; 32],
     /// Its expected size in bytes.
     pub size: u64,
+    /// Where its bytes start when `dir` is a pack file (an unpacked release's files one
+    /// after another); [`NOT_PACKED`] for a file of its own below a folder.
+    pack_offset: u64,
 }
+
+/// [`CopyFrom::pack_offset`] of a source that is a file of its own.
+const NOT_PACKED: u64 = u64::MAX;
 
 impl CopyFrom {
     /// A source file: `rel` below `dir`.
@@ -162,13 +168,49 @@ impl CopyFrom {
             rel,
             sha256,
             size,
+            pack_offset: NOT_PACKED,
         }
     }
 
-    /// Absolute path of the source file.
+    /// A source held in the pack file `pack` at `offset` (`size` bytes from there), known
+    /// by its path `rel` in the release.
+    pub fn in_pack(
+        pack: Arc<PathBuf>,
+        rel: Arc<str>,
+        sha256: [u8; 32],
+        size: u64,
+        offset: u64,
+    ) -> Self {
+        Self {
+            dir: pack,
+            rel,
+            sha256,
+            size,
+            pack_offset: offset.min(NOT_PACKED - 1),
+        }
+    }
+
+    /// The source's name: its own path, or for a packed source the pack's path followed
+    /// by the release path (`.../pack/context/...`), which names it in messages and tells
+    /// sources apart but is not a file to open (see [`Self::open`]).
     #[must_use]
     pub fn path(&self) -> PathBuf {
         self.dir.join(&*self.rel)
+    }
+
+    /// Opens the source for reading: at most one byte more than the verified size of a
+    /// file of its own (enough to see that it grew), exactly its range of a pack.
+    ///
+    /// # Errors
+    /// The file (or pack) cannot be opened or positioned.
+    pub fn open(&self) -> std::io::Result<std::io::Take<fs_err::File>> {
+        use std::io::{Read as _, Seek as _};
+        if self.pack_offset == NOT_PACKED {
+            return Ok(fs_err::File::open(self.path())?.take(self.size.saturating_add(1)));
+        }
+        let mut pack = fs_err::File::open(&*self.dir)?;
+        pack.seek(std::io::SeekFrom::Start(self.pack_offset))?;
+        Ok(pack.take(self.size))
     }
 
     /// Reads the whole source and checks its size and SHA-256 (for the few readers that
@@ -184,8 +226,8 @@ impl CopyFrom {
         let mut bytes = Vec::with_capacity(
             usize::try_from(self.size.saturating_add(1)).map_or(0, |n| n.min(1 << 26)),
         );
-        fs_err::File::open(self.path())
-            .and_then(|f| f.take(self.size.saturating_add(1)).read_to_end(&mut bytes))
+        self.open()
+            .and_then(|mut f| f.read_to_end(&mut bytes))
             .map_err(|e| format!("cannot be read: {e}"))?;
         match self.mismatch(bytes.len() as u64, &sha2::Sha256::digest(&bytes).into()) {
             Some(reason) => Err(reason),

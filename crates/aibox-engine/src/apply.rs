@@ -1103,8 +1103,14 @@ fn decide_copy(
     };
     let diff = if options.dry_run && action.changes() {
         let old = root.read(&file.path)?;
-        let new = fs_err::read(from.path())
-            .map_err(|e| EngineError::io("read", from.path().display().to_string(), e))?;
+        let mut new = Vec::new();
+        std::io::Read::read_to_end(
+            &mut from
+                .open()
+                .map_err(|e| EngineError::io("read", from.path().display().to_string(), e))?,
+            &mut new,
+        )
+        .map_err(|e| EngineError::io("read", from.path().display().to_string(), e))?;
         Some(unified_diff(&file.path, old.as_deref(), &new))
     } else {
         None
@@ -1230,8 +1236,9 @@ mod tests {
             Some(Utf8Path::new(".aibox/backups/b.txt.1"))
         );
         assert_eq!(std::mem::size_of::<FileReport>(), 32);
-        // A first install plans a file for each release file and its snapshot copy.
-        assert_eq!(std::mem::size_of::<PlannedFile>(), 112);
+        // A first install plans a file for each release file and its snapshot copy
+        // (its source's offset in the store's pack is 8 of these bytes).
+        assert_eq!(std::mem::size_of::<PlannedFile>(), 120);
     }
 
     fn copy(path: &str, rel: &str, digest: u8, mode: Option<u16>) -> PlannedFile {

@@ -864,6 +864,8 @@ fn review_skills(
     };
     // The marker as the scan parsed it: a second parse held every installed path twice.
     let mut to_review = Vec::new();
+    // The release's skill folders copied for the review, removed once it is done.
+    let mut copies = Vec::new();
     let mut edited = Vec::new();
     // Every selected skill that ships an MCP server, whether it is registered on its own
     // or served through the gateway (which exposes its tools too). Core skills are no
@@ -910,7 +912,15 @@ fn review_skills(
         if !gate_release {
             continue;
         }
-        let dir = in_release(release, &skill.dir)?;
+        let folder = in_release(release, &skill.dir)?;
+        let dir = Utf8PathBuf::from_path_buf(folder.path().to_owned()).map_err(|p| {
+            EngineError::io(
+                "review",
+                p.display().to_string(),
+                std::io::Error::other("non-UTF-8 path"),
+            )
+        })?;
+        copies.push(folder);
         to_review.push((skill.name.clone(), dir, review_ctx.clone()));
     }
     // Skill folders the release did not ship: third-party whatever they claim.
@@ -930,6 +940,7 @@ fn review_skills(
         }
         Err(e) => return Err(EngineError::from(e)),
     };
+    drop(copies);
     let mut hand_added = Vec::with_capacity(foreign.len());
     for skill in foreign {
         let servers = hand_added_servers(root, &skill)?;
@@ -953,27 +964,17 @@ fn as_it_is(dir: &str) -> ReviewContext {
     }
 }
 
-/// A release skill's folder (`dir`, release-relative) in the release's own folder, which
-/// the review reads in place: that folder holds exactly the release's files as verified
-/// (the unpacked download store, a temporary unpack, or a local release folder, each
-/// listed whole), so the review sees the bytes the install copies without a staged copy.
-/// The install re-checks every digest as it copies, so a file changed after the review
-/// is refused there, never installed unreviewed.
-fn in_release(release: &VerifiedRelease, dir: &str) -> Result<Utf8PathBuf, EngineError> {
-    let root = release.payload.root().ok_or_else(|| {
-        EngineError::io(
-            "review",
-            dir,
-            std::io::Error::other("the release's files are not in a folder"),
-        )
-    })?;
-    Utf8PathBuf::from_path_buf(root.join(dir)).map_err(|p| {
-        EngineError::io(
-            "review",
-            p.display().to_string(),
-            std::io::Error::other("non-UTF-8 path"),
-        )
-    })
+/// A release skill's folder (`dir`, release-relative) for the review: a local release
+/// folder is read in place; an unpacked archive (one pack file in the download store, or
+/// a temporary one) gets a private copy of this one folder, every byte of it checked
+/// against the release's manifest as it is copied, so the review sees the bytes the
+/// install copies. The install re-checks every digest as it copies, so a file changed
+/// after the review is refused there, never installed unreviewed.
+fn in_release(
+    release: &VerifiedRelease,
+    dir: &str,
+) -> Result<aibox_provenance::extract::Folder, EngineError> {
+    release.payload.folder(dir).map_err(EngineError::from)
 }
 
 /// The servers a hand-added skill declares in its `mcp/mcp-config.json`, with the same

@@ -134,9 +134,9 @@ pub enum WriteError {
     #[diagnostic(
         code(aibox::apply::source_changed),
         help(
-            "the unpacked release in aibox's download cache is damaged; delete the folder \
-             holding `{from}` (under `unpacked/`) and run aibox again: it is unpacked anew \
-             from the verified archive"
+            "the unpacked release in aibox's download cache is damaged; delete its folder \
+             (the `unpacked/sha256-<digest>` that begins `{from}`) and run aibox again: it \
+             is unpacked anew from the verified archive"
         )
     )]
     SourceChanged {
@@ -1432,8 +1432,8 @@ fn copy_temp(
 fn open_verified(
     from: &aibox_config::CopyFrom,
     rel: &Utf8Path,
-) -> Result<fs_err::File, WriteError> {
-    fs_err::File::open(from.path()).map_err(|e| {
+) -> Result<std::io::Take<fs_err::File>, WriteError> {
+    from.open().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             source_changed(from, rel, "is missing".to_owned())
         } else {
@@ -1442,12 +1442,11 @@ fn open_verified(
     })
 }
 
-/// Reads `source` (the opened `from`) to its end through `buf`, handing each chunk to
-/// `sink`, and checks its size and SHA-256 against `from`'s
-/// ([`WriteError::SourceChanged`] naming `rel` on a mismatch). At most one byte past the
-/// verified size is read, enough to see that it grew.
+/// Reads `source` (the opened `from`, see [`aibox_config::CopyFrom::open`]) to its end
+/// through `buf`, handing each chunk to `sink`, and checks its size and SHA-256 against
+/// `from`'s ([`WriteError::SourceChanged`] naming `rel` on a mismatch).
 fn stream_verified(
-    source: fs_err::File,
+    mut reader: std::io::Take<fs_err::File>,
     from: &aibox_config::CopyFrom,
     rel: &Utf8Path,
     buf: &mut [u8],
@@ -1457,7 +1456,6 @@ fn stream_verified(
     use std::io::Read as _;
     let mut hasher = sha2::Sha256::new();
     let mut copied = 0u64;
-    let mut reader = source.take(from.size.saturating_add(1));
     loop {
         let n = match reader.read(buf) {
             Ok(0) => break,

@@ -1,8 +1,8 @@
 //! Safe extraction, streaming. An archive is read entry by entry (every entry checked
-//! before its bytes touch the disk) and each file is streamed into a fresh directory
-//! while it is hashed, so the payload is never held in memory: a [`Payload`] is a
-//! manifest (path → SHA-256, size, mode) plus where the bytes live. Local directories
-//! are validated and hashed in place. [`write_tree`] materialises files of a payload
+//! before its bytes touch the disk) and each file's bytes are appended to one new pack
+//! file while they are hashed, so the payload is never held in memory: a [`Payload`] is
+//! a manifest (path → SHA-256, size, mode, offset in the pack) plus where the bytes
+//! live. Local directories are validated and hashed in place. [`write_tree`] materialises files of a payload
 //! through a private staging directory that is renamed into place, creating each file
 //! exclusively with a normalised mode.
 
@@ -42,7 +42,7 @@ impl Default for ExtractLimits {
 }
 
 /// One file of a payload: what the manifest records about it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct PayloadFile {
     /// SHA-256 of the contents.
     pub sha256: Sha256,
@@ -50,18 +50,55 @@ pub struct PayloadFile {
     pub size: u64,
     /// Whether the release marks it executable (written 0755, else 0644).
     pub executable: bool,
+    /// Where its bytes start in the payload's pack file (an unpacked archive's files one
+    /// after another, in archive order); unused by other payloads. Not part of what the
+    /// file is: two payloads of the same files are equal wherever their bytes lie.
+    pub offset: u64,
 }
+
+impl PartialEq for PayloadFile {
+    fn eq(&self, other: &Self) -> bool {
+        self.sha256 == other.sha256
+            && self.size == other.size
+            && self.executable == other.executable
+    }
+}
+
+impl Eq for PayloadFile {}
 
 /// Where the bytes of a payload live.
 #[derive(Debug, Clone)]
 enum Bytes {
-    /// A directory holding the files (an unpacked store or a local release directory).
+    /// A directory holding the files (a local release directory).
     Dir(Arc<PathBuf>),
-    /// A temporary directory owned by the payload (no download cache): its path, and the
-    /// folder itself, held only so that it is removed when the last clone goes.
+    /// A pack file holding every file's bytes at its [`PayloadFile::offset`] (an unpacked
+    /// store): one file written per release, not one per release file and folder.
+    Pack(Arc<PathBuf>),
+    /// A pack in a temporary directory owned by the payload (no download cache): the
+    /// pack's path, and the folder itself, held only so that it is removed when the last
+    /// clone goes.
     Temp(Arc<PathBuf>, #[allow(dead_code)] Arc<tempfile::TempDir>),
     /// In memory (payloads built by tests and embedders).
     Memory(Arc<BTreeMap<String, Vec<u8>>>),
+}
+
+/// A release folder on disk, from [`Payload::folder`].
+#[derive(Debug)]
+pub enum Folder {
+    /// The release's own folder.
+    InPlace(PathBuf),
+    /// A private copy, removed when this is dropped: the temporary folder and the copy
+    /// in it (named as the release folder is).
+    Copied(tempfile::TempDir, PathBuf),
+}
+
+impl Folder {
+    /// Where the folder is.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::InPlace(p) | Self::Copied(_, p) => p,
+        }
+    }
 }
 
 impl Default for Bytes {
@@ -104,6 +141,7 @@ impl Payload {
                     sha256: Sha256::of(&bytes),
                     size: bytes.len() as u64,
                     executable,
+                    offset: 0,
                 },
             );
             data.insert(path, bytes);
@@ -112,6 +150,21 @@ impl Payload {
             files: Arc::new(manifest),
             top_tag: None,
             bytes: Bytes::Memory(Arc::new(data)),
+            store: None,
+        }
+    }
+
+    /// A payload whose files (listed in `files`, with their offsets) lie in the pack file
+    /// `pack`.
+    pub(crate) fn in_pack(
+        files: BTreeMap<Arc<str>, PayloadFile>,
+        top_tag: Option<String>,
+        pack: PathBuf,
+    ) -> Self {
+        Self {
+            files: Arc::new(files),
+            top_tag,
+            bytes: Bytes::Pack(Arc::new(pack)),
             store: None,
         }
     }
@@ -141,12 +194,62 @@ impl Payload {
         self.store.as_deref()
     }
 
-    /// The directory holding the files, when they are on disk.
+    /// The directory holding the files, when they are files of their own on disk (a
+    /// local release folder; an unpacked archive is one pack file, see [`Self::folder`]).
     pub fn root(&self) -> Option<&Path> {
         match &self.bytes {
-            Bytes::Dir(p) | Bytes::Temp(p, _) => Some(p),
-            Bytes::Memory(_) => None,
+            Bytes::Dir(p) => Some(p),
+            Bytes::Pack(_) | Bytes::Temp(..) | Bytes::Memory(_) => None,
         }
+    }
+
+    /// The files below the release folder `dir` (no trailing `/`) as a folder on disk,
+    /// for a reader that walks a folder (the skill review): the release's own folder when
+    /// its files are files of their own, else a private temporary copy made through
+    /// [`Self::stream`], so every byte in it was checked against the manifest.
+    ///
+    /// # Errors
+    /// A file cannot be read or no longer matches the manifest, or the copy cannot be
+    /// written.
+    pub fn folder(&self, dir: &str) -> Result<Folder> {
+        if let Some(root) = self.root() {
+            return Ok(Folder::InPlace(root.join(dir)));
+        }
+        let temp = tempfile::Builder::new()
+            .prefix("aibox-review-")
+            .tempdir()
+            .map_err(|e| ProvenanceError::io("create a temporary folder in", "$TMPDIR", e))?;
+        let name = dir.rsplit('/').next().unwrap_or(dir);
+        let copy = temp.path().join(name);
+        fs_err::create_dir(&copy).map_err(|e| ProvenanceError::io("create", &copy, e))?;
+        let prefix = format!("{dir}/");
+        let below = self
+            .files
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(p, _)| p.starts_with(&prefix));
+        for (rel, file) in below {
+            let target = copy.join(&rel[prefix.len()..]);
+            if let Some(parent) = target.parent() {
+                fs_err::create_dir_all(parent)
+                    .map_err(|e| ProvenanceError::io("create", parent, e))?;
+            }
+            let mut out = create_new_file(&target, file.executable)?;
+            let mut failed = None;
+            self.stream(rel, &mut |chunk| {
+                if failed.is_none()
+                    && let Err(e) = out.write_all(chunk)
+                {
+                    failed = Some(e);
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(ProvenanceError::io("write", &target, e));
+            }
+        }
+        Ok(Folder::Copied(temp, copy))
     }
 
     /// The verified source of file `rel` for the writer, when its bytes are on disk
@@ -156,16 +259,22 @@ impl Payload {
     /// sources cost no allocation of their own (a 10x release: 0.8 MB of paths).
     pub fn copy_from(&self, rel: &str) -> Option<aibox_config::CopyFrom> {
         let (rel, file) = self.files.get_key_value(rel)?;
-        let dir = match &self.bytes {
-            Bytes::Dir(p) | Bytes::Temp(p, _) => Arc::clone(p),
-            Bytes::Memory(_) => return None,
-        };
-        Some(aibox_config::CopyFrom::new(
-            dir,
-            Arc::clone(rel),
-            *file.sha256.as_bytes(),
-            file.size,
-        ))
+        match &self.bytes {
+            Bytes::Dir(dir) => Some(aibox_config::CopyFrom::new(
+                Arc::clone(dir),
+                Arc::clone(rel),
+                *file.sha256.as_bytes(),
+                file.size,
+            )),
+            Bytes::Pack(pack) | Bytes::Temp(pack, _) => Some(aibox_config::CopyFrom::in_pack(
+                Arc::clone(pack),
+                Arc::clone(rel),
+                *file.sha256.as_bytes(),
+                file.size,
+                file.offset,
+            )),
+            Bytes::Memory(_) => None,
+        }
     }
 
     /// Whether the payload has a file below the folder `dir` (`/`-terminated): one range
@@ -214,26 +323,34 @@ impl Payload {
     /// digest against the manifest (a mismatch is an error after the last chunk).
     pub fn stream(&self, rel: &str, sink: &mut dyn FnMut(&[u8])) -> Result<()> {
         let file = self.entry(rel)?;
-        let root = match &self.bytes {
+        let (path, pack) = match &self.bytes {
             Bytes::Memory(m) => {
                 sink(m.get(rel).map_or(&[][..], Vec::as_slice));
                 return Ok(());
             }
-            Bytes::Dir(p) | Bytes::Temp(p, _) => &**p,
+            Bytes::Dir(p) => (p.join(rel), None),
+            // Named as the pack's path and the release path, as the writer names it.
+            Bytes::Pack(p) | Bytes::Temp(p, _) => (p.join(rel), Some(&**p)),
         };
-        let path = root.join(rel);
         let changed = |reason: String| ProvenanceError::ChangedReleaseFile {
             path: path.display().to_string(),
             reason,
         };
-        let f = fs_err::File::open(&path).map_err(|e| {
+        let opened = match pack {
+            None => fs_err::File::open(&path).map(|f| f.take(file.size.saturating_add(1))),
+            Some(pack) => fs_err::File::open(pack).and_then(|mut f| {
+                std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(file.offset))?;
+                Ok(f.take(file.size))
+            }),
+        };
+        let f = opened.map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 changed("it is missing".to_owned())
             } else {
                 ProvenanceError::io("read", &path, e)
             }
         })?;
-        let counter = read_counted(f.take(file.size.saturating_add(1)), &path, sink)?;
+        let counter = read_counted(f, &path, sink)?;
         if counter.bytes != file.size {
             return Err(changed(format!(
                 "it has {} bytes, {} were verified",
@@ -624,20 +741,33 @@ pub struct Unpacked {
     pub archive_sha256: Sha256,
 }
 
-/// Streams a gzip-compressed tar archive from `input` into the existing, empty
-/// directory `tree`, validating every entry before anything of it is written. The
+/// Streams a gzip-compressed tar archive from `input` into the new pack file `pack`
+/// (every file's bytes one after another, in archive order, at the offsets the returned
+/// manifest records), validating every entry before anything of it is written. The
 /// archive must hold exactly one top directory `processkit-<tag>/` (stripped); with
-/// `expected_tag` the tag must match. On an error, `tree` holds a partial tree the
-/// caller removes (it is always a private staging directory).
+/// `expected_tag` the tag must match. On an error, `pack` may hold part of the bytes; the
+/// caller removes it (it is always in a private staging directory).
 pub fn unpack_archive(
     input: impl Read,
     what: &str,
     expected_tag: Option<&str>,
     limits: &ExtractLimits,
-    tree: &Path,
+    pack: &Path,
+) -> Result<Unpacked> {
+    let out = create_new_file(pack, false)?;
+    unpack_into(input, what, expected_tag, limits, (pack, out))
+}
+
+/// [`unpack_archive`] into the opened pack file `out` at `pack`.
+fn unpack_into(
+    input: impl Read,
+    what: &str,
+    expected_tag: Option<&str>,
+    limits: &ExtractLimits,
+    (pack, out): (&Path, fs_err::File),
 ) -> Result<Unpacked> {
     std::thread::scope(|scope| {
-        let mut sink = TreeSink::start(scope, tree);
+        let mut sink = PackSink::start(scope, pack, out)?;
         let read = unpack_entries(input, what, expected_tag, limits, &mut sink);
         // After a refusal the files not handed over yet are dropped. The writer's error
         // is the cause when both failed: the reader then only saw the writer stop.
@@ -654,7 +784,7 @@ fn unpack_entries(
     what: &str,
     expected_tag: Option<&str>,
     limits: &ExtractLimits,
-    sink: &mut TreeSink<'_>,
+    sink: &mut PackSink<'_>,
 ) -> Result<Unpacked> {
     let corrupt = |e: &dyn std::fmt::Display| ProvenanceError::CorruptArchive {
         what: what.to_owned(),
@@ -687,6 +817,8 @@ fn unpack_entries(
     // Raw entries: `tar` would read a GNU long name or PAX header of any declared size
     // into memory before handing out the entry it describes; here each is bounded first.
     let mut meta = PendingMeta::default();
+    // The pack's length so far: where the next file's bytes start.
+    let mut packed = 0u64;
     for entry in archive.entries().map_err(|e| corrupt(&e))?.raw(true) {
         let mut entry = entry.map_err(|e| corrupt(&e))?;
         if meta.take_extension(&mut entry).map_err(|e| match e {
@@ -745,7 +877,6 @@ fn unpack_entries(
         let size = entry.header().size().map_err(|e| corrupt(&e))?;
         checker.add_bytes(&rel, size)?;
         let executable = entry.header().mode().unwrap_or(0o644) & 0o111 != 0;
-        sink.open(Arc::clone(&rel), executable)?;
         let mut counter = Counter::default();
         let mut body = (&mut entry).take(size.saturating_add(1));
         while sink
@@ -764,8 +895,10 @@ fn unpack_entries(
                 sha256: counter.finish(),
                 size,
                 executable,
+                offset: packed,
             },
         ));
+        packed += size;
     }
     if meta.is_pending() {
         return Err(corrupt(
@@ -795,8 +928,9 @@ pub fn unpack_to_temp(
         .prefix("aibox-release-")
         .tempdir()
         .map_err(|e| ProvenanceError::io("create a temporary folder in", "$TMPDIR", e))?;
-    let u = unpack_archive(input, what, expected_tag, limits, dir.path())?;
-    let path = Arc::new(dir.path().to_path_buf());
+    let pack = dir.path().join("pack");
+    let u = unpack_archive(input, what, expected_tag, limits, &pack)?;
+    let path = Arc::new(pack);
     let payload = Payload {
         files: Arc::new(u.files),
         top_tag: Some(u.top_tag),
@@ -956,6 +1090,7 @@ pub fn read_dir(root: &Path, limits: &ExtractLimits) -> Result<Payload> {
                         sha256: counter.finish(),
                         size: meta.len(),
                         executable: is_executable(&meta),
+                        offset: 0,
                     },
                 ));
             } else {
@@ -1047,113 +1182,91 @@ pub fn write_tree<'a>(
     Ok(())
 }
 
-/// How many bytes of file contents [`TreeSink`] gathers before handing them over: a
+/// How many bytes of file contents [`PackSink`] gathers before handing them over: a
 /// few wake-ups of the writer per megabyte, and little memory in flight.
 const BATCH_BYTES: usize = 128 * 1024;
 
 /// Most bytes read from the archive at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Most files in one batch (a release's files are mostly a few KiB each).
-const BATCH_FILES: usize = 64;
-
-/// A run of unpacked files on their way to the disk.
-#[derive(Default)]
-struct Batch {
-    pieces: Vec<Piece>,
-    bytes: Vec<u8>,
-}
-
-/// One step of a [`Batch`].
-enum Piece {
-    /// Create this file (its entry is checked), closing the one before.
-    Open { rel: Arc<str>, executable: bool },
-    /// Append the batch's bytes up to this offset (from where the last piece ended) to
-    /// the file opened last.
-    Data(usize),
-}
-
-/// Where [`unpack_archive`] puts files: a thread of its own creates them, so the file
-/// system's work overlaps inflating, hashing and checking the next entries. Without a
-/// thread (none could be started) the same writer runs on the caller's.
-struct TreeSink<'scope> {
-    batch: Batch,
-    to_writer: Option<std::sync::mpsc::SyncSender<Batch>>,
+/// Where [`unpack_archive`] puts the files' bytes: a thread of its own appends them to
+/// the pack, so the writes overlap inflating, hashing and checking the next entries.
+/// Without a thread (none could be started) the same writer runs on the caller's.
+struct PackSink<'scope> {
+    batch: Vec<u8>,
+    to_writer: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
     thread: Option<std::thread::ScopedJoinHandle<'scope, Result<()>>>,
-    inline: Option<TreeWriter<'scope>>,
+    inline: Option<PackWriter<'scope>>,
 }
 
-impl<'scope> TreeSink<'scope> {
-    fn start<'env>(scope: &'scope std::thread::Scope<'scope, 'env>, tree: &'scope Path) -> Self {
+impl<'scope> PackSink<'scope> {
+    /// Starts the writer of the new, empty pack file `file` at `path`.
+    fn start<'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        path: &'scope Path,
+        file: fs_err::File,
+    ) -> Result<Self> {
         // Two batches queued at most: the reader runs ahead by little, memory stays flat.
-        let (to_writer, from_reader) = std::sync::mpsc::sync_channel::<Batch>(2);
+        let (to_writer, from_reader) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
         let spawned = std::thread::Builder::new()
             .name("aibox-unpack".to_owned())
             .spawn_scoped(scope, move || {
-                let mut writer = TreeWriter::new(tree);
+                let mut writer = PackWriter { path, file };
                 for batch in from_reader {
-                    writer.apply(&batch)?;
+                    writer.append(&batch)?;
                 }
                 Ok(())
             });
-        match spawned {
+        Ok(match spawned {
             Ok(thread) => Self {
-                batch: Batch::default(),
+                batch: Vec::new(),
                 to_writer: Some(to_writer),
                 thread: Some(thread),
                 inline: None,
             },
+            // The file went with the thread that never started; it is still empty.
             Err(_) => Self {
-                batch: Batch::default(),
+                batch: Vec::new(),
                 to_writer: None,
                 thread: None,
-                inline: Some(TreeWriter::new(tree)),
+                inline: Some(PackWriter {
+                    path,
+                    file: fs_err::OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .map_err(|e| ProvenanceError::io("open", path, e))?,
+                }),
             },
-        }
-    }
-
-    fn open(&mut self, rel: Arc<str>, executable: bool) -> Result<()> {
-        if self.batch.pieces.len() >= BATCH_FILES {
-            self.flush()?;
-        }
-        self.batch.pieces.push(Piece::Open { rel, executable });
-        Ok(())
+        })
     }
 
     /// Reads at most one chunk of the current file from `body` straight into the batch
     /// and feeds it to `counter`: the number of bytes read (0 at the end).
     fn read_from(&mut self, body: &mut impl Read, counter: &mut Counter) -> std::io::Result<usize> {
-        let start = self.batch.bytes.len();
-        if self.batch.bytes.capacity() == 0 {
-            self.batch.bytes.reserve_exact(BATCH_BYTES + READ_CHUNK);
+        let start = self.batch.len();
+        if self.batch.capacity() == 0 {
+            self.batch.reserve_exact(BATCH_BYTES + READ_CHUNK);
         }
-        let n = body
-            .take(READ_CHUNK as u64)
-            .read_to_end(&mut self.batch.bytes)?;
-        counter.update(&self.batch.bytes[start..]);
+        let n = body.take(READ_CHUNK as u64).read_to_end(&mut self.batch)?;
+        counter.update(&self.batch[start..]);
         Ok(n)
     }
 
-    /// Marks the bytes read last ([`Self::read_from`]) as the current file's.
+    /// Hands the batch over once it is full.
     fn data_read(&mut self) -> Result<()> {
-        let end = self.batch.bytes.len();
-        match self.batch.pieces.last_mut() {
-            Some(Piece::Data(last)) => *last = end,
-            _ => self.batch.pieces.push(Piece::Data(end)),
-        }
-        if end >= BATCH_BYTES {
+        if self.batch.len() >= BATCH_BYTES {
             self.flush()?;
         }
         Ok(())
     }
 
     fn flush(&mut self) -> Result<()> {
-        if self.batch.pieces.is_empty() {
+        if self.batch.is_empty() {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.batch);
         if let Some(writer) = &mut self.inline {
-            return writer.apply(&batch);
+            return writer.append(&batch);
         }
         match &self.to_writer {
             Some(to) if to.send(batch).is_ok() => Ok(()),
@@ -1184,64 +1297,17 @@ impl<'scope> TreeSink<'scope> {
     }
 }
 
-/// Creates the files of a [`Batch`] below `tree`, each parent folder once.
-struct TreeWriter<'tree> {
-    tree: &'tree Path,
-    made_dirs: HashSet<Box<str>>,
-    current: Option<(PathBuf, fs_err::File)>,
+/// Appends file contents to the pack file.
+struct PackWriter<'p> {
+    path: &'p Path,
+    file: fs_err::File,
 }
 
-impl<'tree> TreeWriter<'tree> {
-    fn new(tree: &'tree Path) -> Self {
-        Self {
-            tree,
-            made_dirs: HashSet::new(),
-            current: None,
-        }
-    }
-
-    fn apply(&mut self, batch: &Batch) -> Result<()> {
-        let mut from = 0;
-        for piece in &batch.pieces {
-            match piece {
-                Piece::Open { rel, executable } => {
-                    self.current = None;
-                    self.make_parents(rel)?;
-                    let target = self.tree.join(&**rel);
-                    let file = create_new_file(&target, *executable)?;
-                    self.current = Some((target, file));
-                }
-                Piece::Data(to) => {
-                    if let Some((target, file)) = &mut self.current {
-                        file.write_all(&batch.bytes[from..*to])
-                            .map_err(|e| ProvenanceError::io("write", &*target, e))?;
-                    }
-                    from = *to;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Parents once each (the checker guarantees no file stands in their way).
-    fn make_parents(&mut self, rel: &str) -> Result<()> {
-        let Some((parent, _)) = rel.rsplit_once('/') else {
-            return Ok(());
-        };
-        if self.made_dirs.contains(parent) {
-            return Ok(());
-        }
-        let dir = self.tree.join(parent);
-        fs_err::create_dir_all(&dir).map_err(|e| ProvenanceError::io("create", &dir, e))?;
-        let mut p = parent;
-        loop {
-            self.made_dirs.insert(p.into());
-            match p.rsplit_once('/') {
-                Some((up, _)) if !self.made_dirs.contains(up) => p = up,
-                _ => break,
-            }
-        }
-        Ok(())
+impl PackWriter<'_> {
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file
+            .write_all(bytes)
+            .map_err(|e| ProvenanceError::io("write", self.path, e))
     }
 }
 
@@ -1321,10 +1387,11 @@ mod tests {
         }
     }
 
-    /// A file the writer thread cannot create fails the unpack with that file's own
-    /// error, also when the reader had more batches to hand over.
+    /// A pack the writer thread cannot write fails the unpack with the pack's own error,
+    /// also when the reader had more batches to hand over; a pack that exists is never
+    /// overwritten.
     #[test]
-    fn a_file_the_writer_cannot_create_is_the_error_reported() {
+    fn a_pack_the_writer_cannot_write_is_the_error_reported() {
         let mut entries = vec![TarEntry::dir("processkit-v1.0.0/")];
         // Enough bytes for many batches after the first file.
         let body = "x".repeat(8 * 1024);
@@ -1336,11 +1403,20 @@ mod tests {
         }
         let gz = gzip(&tar(&entries));
         let dir = tempfile::tempdir().unwrap();
-        fs_err::write(dir.path().join("f000"), "in the way").unwrap();
-        let err = unpack_archive(&gz[..], "t", None, &ExtractLimits::default(), dir.path())
+        let pack = dir.path().join("pack");
+        fs_err::write(&pack, "in the way").unwrap();
+        let limits = ExtractLimits::default();
+        let err = unpack_archive(&gz[..], "t", None, &limits, &pack)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("f000"), "{err}");
+        assert!(err.contains("create") && err.contains("pack"), "{err}");
+        assert_eq!(fs_err::read_to_string(&pack).unwrap(), "in the way");
+        // Opened for reading only: every write fails.
+        let read_only = fs_err::File::open(&pack).unwrap();
+        let err = unpack_into(&gz[..], "t", None, &limits, (&pack, read_only))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("write") && err.contains("pack"), "{err}");
         assert!(!err.contains("writer stopped"), "{err}");
     }
 
@@ -1348,7 +1424,7 @@ mod tests {
     /// manifest record (digest, size, mode), never the contents.
     #[test]
     fn a_payload_entry_holds_no_contents() {
-        assert!(std::mem::size_of::<PayloadFile>() <= 48);
+        assert!(std::mem::size_of::<PayloadFile>() <= 56);
         let big = vec![7u8; 1024 * 1024];
         let p = Payload::from_memory([("context/big.bin".to_owned(), big.clone(), false)]);
         let entry = p.files["context/big.bin"];
@@ -1370,5 +1446,67 @@ mod tests {
         );
         fs_err::write(dir.path().join("a.md"), "longer\n").unwrap();
         assert!(p.read("a.md").unwrap_err().to_string().contains("bytes"));
+    }
+
+    /// An unpacked archive is one pack: every file reads back from its range, a folder
+    /// is handed to a folder reader as a checked private copy of exactly its files (modes
+    /// kept), and a damaged byte in the pack fails both.
+    #[test]
+    fn a_pack_reads_back_by_range_and_a_folder_is_a_checked_copy() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let entries = vec![
+            TarEntry::dir("processkit-v1.0.0/"),
+            TarEntry::file("processkit-v1.0.0/AGENTS.md", "agents\n"),
+            TarEntry {
+                mode: 0o755,
+                ..TarEntry::file("processkit-v1.0.0/skills/a/run.sh", "#!/bin/sh\n")
+            },
+            TarEntry::file("processkit-v1.0.0/skills/a/SKILL.md", "---\nname: a\n---\n"),
+            TarEntry::file("processkit-v1.0.0/skills/ab/SKILL.md", "not a's\n"),
+        ];
+        let gz = gzip(&tar(&entries));
+        let (p, _) =
+            unpack_to_temp(&gz[..], "t", None, &ExtractLimits::default()).expect("unpacks");
+        assert!(p.root().is_none(), "no tree of files");
+        assert_eq!(p.read("skills/a/SKILL.md").unwrap(), b"---\nname: a\n---\n");
+        assert_eq!(p.read("AGENTS.md").unwrap(), b"agents\n");
+        let from = p.copy_from("skills/a/run.sh").unwrap();
+        assert_eq!(from.read_verified().unwrap(), b"#!/bin/sh\n");
+
+        let folder = p.folder("skills/a").unwrap();
+        let copy = folder.path().to_owned();
+        assert_eq!(
+            copy.file_name().unwrap(),
+            "a",
+            "named as the release folder"
+        );
+        let mut names: Vec<String> = fs_err::read_dir(&copy)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["SKILL.md", "run.sh"], "not `skills/ab`");
+        let mode = fs_err::metadata(copy.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o755);
+        drop(folder);
+        assert!(!copy.exists(), "removed with the folder");
+
+        // One byte of `run.sh` damaged in the pack.
+        let pack = from.dir.as_path();
+        let mut bytes = fs_err::read(pack).unwrap();
+        let at = bytes.windows(9).position(|w| w == b"#!/bin/sh").unwrap();
+        bytes[at] = b'X';
+        fs_err::write(pack, &bytes).unwrap();
+        let err = p.folder("skills/a").unwrap_err().to_string();
+        assert!(
+            err.contains("skills/a/run.sh") && err.contains("SHA-256"),
+            "{err}"
+        );
+        assert!(from.read_verified().unwrap_err().contains("SHA-256"));
+        // The other files still read.
+        assert_eq!(p.read("AGENTS.md").unwrap(), b"agents\n");
     }
 }

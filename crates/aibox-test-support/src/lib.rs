@@ -293,3 +293,25 @@ impl Drop for Immutable {
             .status();
     }
 }
+
+/// Overwrites the bytes of `path` from `offset` with `bytes` (the file keeps its
+/// length unless they reach past its end), as damage to one file of an unpacked store's
+/// pack; returns the bytes that were there.
+///
+/// # Panics
+/// When the file cannot be read or written.
+#[allow(clippy::expect_used)] // failing the calling test is the point
+pub fn overwrite_at(path: &std::path::Path, offset: u64, bytes: &[u8]) -> Vec<u8> {
+    use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+    let mut file = fs_err::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open the file to damage");
+    let mut before = vec![0u8; bytes.len()];
+    file.seek(SeekFrom::Start(offset)).expect("seek");
+    file.read_exact(&mut before).expect("read what is there");
+    file.seek(SeekFrom::Start(offset)).expect("seek");
+    file.write_all(bytes).expect("overwrite");
+    before
+}

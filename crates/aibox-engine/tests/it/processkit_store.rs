@@ -117,7 +117,12 @@ fn a_damaged_store_is_rebuilt_or_refused_never_installed() {
     // refused.
     fs_err::remove_file(snapshot.join("PROVENANCE.toml")).unwrap();
     fs_err::remove_file(&agents).unwrap();
-    fs_err::write(s.store().join("tree/AGENTS.md"), "tampered\n").unwrap();
+    let digest = aibox_provenance::Sha256::parse(&s.digest, "test").unwrap();
+    let (pack, offset, _) = aibox_provenance::Cache::new(s.cache.as_std_path())
+        .stored_range(&digest, "AGENTS.md")
+        .unwrap()
+        .unwrap();
+    aibox_test_support::overwrite_at(&pack, offset, b"\0");
     let err = apply(&s.root, &s.opts()).unwrap_err();
     assert_eq!(code(&err), "aibox::apply::source_changed", "{err:?}");
     assert!(err.to_string().contains("AGENTS.md"), "{err}");
@@ -287,11 +292,12 @@ fn a_damaged_store_file_is_refused_by_the_parallel_copies() {
         .nth(40)
         .unwrap()
         .clone();
-    let stored = cache.join(format!("unpacked/sha256-{digest}/tree/{damaged}"));
+    let store = aibox_provenance::Cache::new(cache.as_std_path());
+    let digest = aibox_provenance::Sha256::parse(&digest, "test").unwrap();
+    let (pack, offset, _) = store.stored_range(&digest, &damaged).unwrap().unwrap();
     // Every release file is copied into the snapshot (selected skills also live).
     let target = format!("context/templates/processkit/v0.28.3/{damaged}");
-    let original = fs_err::read(&stored).unwrap();
-    fs_err::write(&stored, "tampered\n").unwrap();
+    let original = aibox_test_support::overwrite_at(&pack, offset, b"\0");
 
     let (_b, root) = empty_project();
     fs_err::write(root.join("aibox.toml"), &toml).unwrap();
@@ -304,9 +310,12 @@ fn a_damaged_store_file_is_refused_by_the_parallel_copies() {
     let temps = common::temp_files(&root);
     assert!(temps.is_empty(), "{temps:?}");
 
-    fs_err::write(&stored, &original).unwrap();
+    aibox_test_support::overwrite_at(&pack, offset, &original);
     apply(&root, &apply_opts(Some(&cache))).unwrap();
-    assert_eq!(fs_err::read(root.join(&target)).unwrap(), original);
+    let (_, _, size) = store.stored_range(&digest, &damaged).unwrap().unwrap();
+    let installed = fs_err::read(root.join(&target)).unwrap();
+    assert_eq!(installed.len() as u64, size);
+    assert!(installed.starts_with(&original));
     let report = aibox_provenance::integrity(root.as_std_path()).unwrap();
     assert_eq!(
         report.status,
@@ -322,8 +331,8 @@ fn a_damaged_store_file_is_refused_by_the_parallel_copies() {
         .find(|p| p.ends_with("/mcp/mcp-config.json"))
         .unwrap()
         .clone();
-    let stored = cache.join(format!("unpacked/sha256-{digest}/tree/{config}"));
-    fs_err::write(&stored, "{}\n").unwrap();
+    let (pack, offset, _) = store.stored_range(&digest, &config).unwrap().unwrap();
+    aibox_test_support::overwrite_at(&pack, offset, b"\0");
     let (_c2, third) = empty_project();
     fs_err::write(third.join("aibox.toml"), &toml).unwrap();
     let err = apply(&third, &apply_opts(Some(&cache))).unwrap_err();

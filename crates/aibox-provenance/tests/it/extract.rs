@@ -267,7 +267,7 @@ fn extract_lazily(head: Vec<u8>, filler: u64, tail: Vec<u8>) -> (ProvenanceError
         "hostile.tar.gz",
         None,
         &ExtractLimits::default(),
-        dir.path(),
+        &dir.path().join("pack"),
     )
     .unwrap_err();
     (err, pulled.get())

@@ -212,8 +212,33 @@ fn a_damaged_unpacked_store_is_rebuilt_or_refused_never_installed() {
         assert_eq!(f.server.hits().len(), hits);
     }
 
-    // A store file whose bytes no longer match the manifest is refused when read.
-    fs_err::write(store.join("tree/PROVENANCE.toml"), "[files]\n").unwrap();
+    // A pack shorter than the manifest's files, and a store of the earlier tree
+    // layout: dropped and rebuilt from the cached archive, without the network.
+    let pack = store.join("pack");
+    let bytes = fs_err::read(&pack).unwrap();
+    fs_err::write(&pack, &bytes[..bytes.len() - 1]).unwrap();
+    let again = fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
+    assert_eq!(again.payload, r.payload);
+    assert_eq!(fs_err::read(&pack).unwrap(), bytes, "rebuilt");
+    fs_err::remove_file(&pack).unwrap();
+    fs_err::create_dir_all(store.join("tree")).unwrap();
+    fs_err::write(
+        &manifest,
+        text.replace("aibox-unpacked-release 2", "aibox-unpacked-release 1"),
+    )
+    .unwrap();
+    fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
+    assert!(!store.join("tree").exists(), "the old layout is removed");
+    assert_eq!(fs_err::read(&pack).unwrap(), bytes, "rebuilt");
+    assert_eq!(f.server.hits().len(), hits);
+
+    // A stored file whose bytes no longer match the manifest is refused when read.
+    let (pack, offset, size) = cache
+        .stored_range(&r.digest, "PROVENANCE.toml")
+        .unwrap()
+        .unwrap();
+    assert!(size > 0);
+    aibox_test_support::overwrite_at(&pack, offset, b"\0");
     let err =
         fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap_err();
     assert!(
@@ -225,7 +250,8 @@ fn a_damaged_unpacked_store_is_rebuilt_or_refused_never_installed() {
     // A leftover staging folder of a dead process is removed by the next unpack.
     fs_err::remove_dir_all(&store).unwrap();
     let stale = f.cache_dir.path().join("unpacked/.staging-999999999-x");
-    fs_err::create_dir_all(stale.join("tree")).unwrap();
+    fs_err::create_dir_all(&stale).unwrap();
+    fs_err::write(stale.join("pack"), "partial").unwrap();
     fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
     assert!(!stale.exists());
 }

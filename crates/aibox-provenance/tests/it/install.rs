@@ -718,7 +718,7 @@ fn copy_sources_share_their_folder_and_release_path() {
     assert_eq!(shared, content.len());
     // The sources are the release files, with the digests the plan promises.
     for c in content.iter().chain(&snap) {
-        let bytes = fs_err::read(c.path()).unwrap();
+        let bytes = c.read_verified().unwrap();
         assert_eq!(bytes.len() as u64, c.size, "{}", c.rel);
         assert_eq!(aibox_provenance::Sha256::of(&bytes).as_bytes(), &c.sha256);
         assert_eq!(c.path(), dir.join(&*c.rel));
@@ -727,7 +727,7 @@ fn copy_sources_share_their_folder_and_release_path() {
     for (w, c) in plan.writes.iter().zip(&content) {
         assert_eq!(
             read(root, w.path.as_str()),
-            fs_err::read(c.path()).unwrap(),
+            c.read_verified().unwrap(),
             "{}",
             w.path
         );

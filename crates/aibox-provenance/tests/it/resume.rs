@@ -56,7 +56,7 @@ fn a_file_killed_while_created_in_place_is_completed_when_the_run_resumes() {
     // Two files the run was creating, each with a few bytes.
     let mut new_files = first.writes.iter().filter_map(|w| match &w.data {
         WriteData::Copy(from) => {
-            let bytes = fs_err::read(from.path()).unwrap();
+            let bytes = from.read_verified().unwrap();
             (bytes.len() >= 4 && intent.writes[w.path.as_str()].before.is_none())
                 .then(|| (w.path.as_str().to_owned(), bytes))
         }
@@ -117,7 +117,7 @@ fn a_complete_file_with_other_bytes_is_not_taken_for_a_partial_one() {
         .iter()
         .find_map(|w| match &w.data {
             WriteData::Copy(from) => {
-                let bytes = fs_err::read(from.path()).unwrap();
+                let bytes = from.read_verified().unwrap();
                 (bytes.len() >= 4).then(|| (w.path.clone(), bytes))
             }
             WriteData::Bytes(_) => None,
