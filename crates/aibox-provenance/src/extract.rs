@@ -230,26 +230,29 @@ impl Payload {
                 std::ops::Bound::Unbounded,
             ))
             .take_while(|(p, _)| p.starts_with(&prefix));
-        for (rel, file) in below {
-            let target = copy.join(&rel[prefix.len()..]);
-            if let Some(parent) = target.parent() {
-                fs_err::create_dir_all(parent)
-                    .map_err(|e| ProvenanceError::io("create", parent, e))?;
-            }
-            let mut out = create_new_file(&target, file.executable)?;
-            let mut failed = None;
-            self.stream(rel, &mut |chunk| {
-                if failed.is_none()
-                    && let Err(e) = out.write_all(chunk)
-                {
-                    failed = Some(e);
-                }
-            })?;
-            if let Some(e) = failed {
-                return Err(ProvenanceError::io("write", &target, e));
-            }
+        for (rel, _) in below {
+            self.write_new(rel, &copy.join(&rel[prefix.len()..]))?;
         }
         Ok(Folder::Copied(temp, copy))
+    }
+
+    /// Creates `target` (and its missing parents) with the checked bytes of file `rel`,
+    /// never replacing anything (mode 0755 when the release marks it executable).
+    fn write_new(&self, rel: &str, target: &Path) -> Result<()> {
+        let file = self.entry(rel)?;
+        if let Some(parent) = target.parent() {
+            fs_err::create_dir_all(parent).map_err(|e| ProvenanceError::io("create", parent, e))?;
+        }
+        let mut out = create_new_file(target, file.executable)?;
+        let mut failed = None;
+        self.stream(rel, &mut |chunk| {
+            if failed.is_none()
+                && let Err(e) = out.write_all(chunk)
+            {
+                failed = Some(e);
+            }
+        })?;
+        failed.map_or(Ok(()), |e| Err(ProvenanceError::io("write", target, e)))
     }
 
     /// The verified source of file `rel` for the writer, when its bytes are on disk
@@ -1145,23 +1148,7 @@ pub fn write_tree<'a>(
         .tempdir_in(parent)
         .map_err(|e| ProvenanceError::io("create staging directory in", parent, e))?;
     for (rel, release_path) in files {
-        let file = payload.entry(release_path)?;
-        let target = staging.path().join(rel);
-        if let Some(dir) = target.parent() {
-            fs_err::create_dir_all(dir).map_err(|e| ProvenanceError::io("create", dir, e))?;
-        }
-        let mut out = create_new_file(&target, file.executable)?;
-        let mut failed = None;
-        payload.stream(release_path, &mut |chunk| {
-            if failed.is_none()
-                && let Err(e) = out.write_all(chunk)
-            {
-                failed = Some(e);
-            }
-        })?;
-        if let Some(e) = failed {
-            return Err(ProvenanceError::io("write", &target, e));
-        }
+        payload.write_new(release_path, &staging.path().join(rel))?;
     }
     if fs_err::symlink_metadata(dest).is_ok() {
         let old = parent.join(format!(
