@@ -1103,14 +1103,13 @@ fn decide_copy(
     };
     let diff = if options.dry_run && action.changes() {
         let old = root.read(&file.path)?;
-        let mut new = Vec::new();
-        std::io::Read::read_to_end(
-            &mut from
-                .open()
-                .map_err(|e| EngineError::io("read", from.path().display().to_string(), e))?,
-            &mut new,
-        )
-        .map_err(|e| EngineError::io("read", from.path().display().to_string(), e))?;
+        let new = from.read_verified().map_err(|reason| {
+            EngineError::io(
+                "read",
+                from.path().display().to_string(),
+                std::io::Error::other(reason),
+            )
+        })?;
         Some(unified_diff(&file.path, old.as_deref(), &new))
     } else {
         None

@@ -912,7 +912,10 @@ fn review_skills(
         if !gate_release {
             continue;
         }
-        let folder = in_release(release, &skill.dir)?;
+        // A local release folder is read in place; an unpacked archive's skill folder is
+        // a private copy, every byte checked against the manifest as it is copied, so the
+        // review sees the bytes the install copies (which re-checks them again).
+        let folder = release.payload.folder(&skill.dir)?;
         let dir = Utf8PathBuf::from_path_buf(folder.path().to_owned()).map_err(|p| {
             EngineError::io(
                 "review",
@@ -962,19 +965,6 @@ fn as_it_is(dir: &str) -> ReviewContext {
         },
         ..ReviewContext::default()
     }
-}
-
-/// A release skill's folder (`dir`, release-relative) for the review: a local release
-/// folder is read in place; an unpacked archive (one pack file in the download store, or
-/// a temporary one) gets a private copy of this one folder, every byte of it checked
-/// against the release's manifest as it is copied, so the review sees the bytes the
-/// install copies. The install re-checks every digest as it copies, so a file changed
-/// after the review is refused there, never installed unreviewed.
-fn in_release(
-    release: &VerifiedRelease,
-    dir: &str,
-) -> Result<aibox_provenance::extract::Folder, EngineError> {
-    release.payload.folder(dir).map_err(EngineError::from)
 }
 
 /// The servers a hand-added skill declares in its `mcp/mcp-config.json`, with the same

@@ -223,14 +223,7 @@ impl Payload {
         let copy = temp.path().join(name);
         fs_err::create_dir(&copy).map_err(|e| ProvenanceError::io("create", &copy, e))?;
         let prefix = format!("{dir}/");
-        let below = self
-            .files
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix.as_str()),
-                std::ops::Bound::Unbounded,
-            ))
-            .take_while(|(p, _)| p.starts_with(&prefix));
-        for (rel, _) in below {
+        for rel in self.below(&prefix) {
             self.write_new(rel, &copy.join(&rel[prefix.len()..]))?;
         }
         Ok(Folder::Copied(temp, copy))
@@ -283,10 +276,15 @@ impl Payload {
     /// Whether the payload has a file below the folder `dir` (`/`-terminated): one range
     /// lookup, not a scan of every path.
     pub fn holds_below(&self, dir: &str) -> bool {
+        self.below(dir).next().is_some()
+    }
+
+    /// The files below the folder `dir` (`/`-terminated), in path order: one range lookup.
+    fn below<'a>(&'a self, dir: &'a str) -> impl Iterator<Item = &'a Arc<str>> {
         self.files
             .range::<str, _>((std::ops::Bound::Included(dir), std::ops::Bound::Unbounded))
-            .next()
-            .is_some_and(|(p, _)| p.starts_with(dir))
+            .map(|(p, _)| p)
+            .take_while(move |p| p.starts_with(dir))
     }
 
     /// Reads file `rel` whole, checking its size and digest against the manifest. Meant
@@ -326,27 +324,21 @@ impl Payload {
     /// digest against the manifest (a mismatch is an error after the last chunk).
     pub fn stream(&self, rel: &str, sink: &mut dyn FnMut(&[u8])) -> Result<()> {
         let file = self.entry(rel)?;
-        let (path, pack) = match &self.bytes {
-            Bytes::Memory(m) => {
-                sink(m.get(rel).map_or(&[][..], Vec::as_slice));
-                return Ok(());
-            }
-            Bytes::Dir(p) => (p.join(rel), None),
-            // Named as the pack's path and the release path, as the writer names it.
-            Bytes::Pack(p) | Bytes::Temp(p, _) => (p.join(rel), Some(&**p)),
+        if let Bytes::Memory(m) = &self.bytes {
+            sink(m.get(rel).map_or(&[][..], Vec::as_slice));
+            return Ok(());
+        }
+        // Opened as the writer opens a copy source (a file of its own or a pack range),
+        // and named as it names one.
+        let Some(from) = self.copy_from(rel) else {
+            return Ok(());
         };
+        let path = from.path();
         let changed = |reason: String| ProvenanceError::ChangedReleaseFile {
             path: path.display().to_string(),
             reason,
         };
-        let opened = match pack {
-            None => fs_err::File::open(&path).map(|f| f.take(file.size.saturating_add(1))),
-            Some(pack) => fs_err::File::open(pack).and_then(|mut f| {
-                std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(file.offset))?;
-                Ok(f.take(file.size))
-            }),
-        };
-        let f = opened.map_err(|e| {
+        let f = from.open().map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 changed("it is missing".to_owned())
             } else {
