@@ -391,7 +391,9 @@ fn apply_plan_locked(
         let render = plan.render_of(&file.path);
         decisions.push(decide(root, file, &known, options, &moves, render)?);
     }
-    let mut removals = planned_removals(root, &plan, options)?;
+    // A dry run or check moves nothing: it lists (and diffs) every removal.
+    let listed_with = if read_only { &[][..] } else { &moves[..] };
+    let mut removals = planned_removals(root, &plan, options, listed_with)?;
     refuse_unowned(&decisions, &all, options)?;
 
     if read_only {
@@ -419,7 +421,7 @@ fn apply_plan_locked(
         });
     }
 
-    let mut reports = write_plan(
+    let (mut reports, removals_end) = write_plan(
         &mut writer,
         &plan,
         intent,
@@ -428,7 +430,12 @@ fn apply_plan_locked(
         removals,
         &moves,
     )?;
-    drop((all, moves));
+    let moved_away: Vec<_> = moves
+        .into_iter()
+        .filter(|m| m.removes_from)
+        .map(|m| (m.from.to_owned(), m.files))
+        .collect();
+    drop(all);
     fill_copy_paths(&mut reports, &mut plan.files);
     // The stat cache last, as before, once the planned files are freed: its text has a
     // line per installed file, streamed into the file (held whole, with the old file read
@@ -440,6 +447,14 @@ fn apply_plan_locked(
             aibox_provenance::StatCache::write_to(&root, digests, out)
         })?;
     }
+    // The removed files of the trees a move took away, among the other removals.
+    let away = moved_away.iter().flat_map(|(from, files)| {
+        files.keys().map(|rest| {
+            let path = aibox_fs::join_exact(from.as_str(), rest);
+            FileReport::new(path, Ownership::Merged, FileAction::Removed, None, None)
+        })
+    });
+    reports.splice(removals_end..removals_end, away);
     let wrote_nothing = !reports.iter().any(|f| f.action.changes());
     Ok(ApplyReport {
         files: reports,
@@ -472,6 +487,10 @@ struct Move<'p> {
     to: &'p Utf8Path,
     /// Compact: a line per file of the previous snapshot (8,600 at 10x).
     files: aibox_provenance::PathTable<()>,
+    /// `from` is also a tree the plan removes, and no planned file lies below it: its
+    /// files are reported removed from `files`, after the writes, not listed one report
+    /// per file before them (a path each, 1.4 MB at 10x, at the apply's memory peak).
+    removes_from: bool,
 }
 
 impl Move<'_> {
@@ -500,10 +519,19 @@ fn moves_that_apply<'p>(
             continue;
         }
         if let Some(files) = root.plain_tree(&m.from)? {
+            let from = m.from.as_str();
+            let removes_from = plan.removed_trees.contains(&m.from)
+                && !plan.files.iter().any(|f| {
+                    f.path
+                        .as_str()
+                        .strip_prefix(from)
+                        .is_some_and(|rest| rest.starts_with('/'))
+                });
             moves.push(Move {
                 from: &m.from,
                 to: &m.to,
                 files: files.iter().map(|f| (f.as_str(), ())).collect(),
+                removes_from,
             });
         }
     }
@@ -525,6 +553,13 @@ fn make_moves(
             for (d, f) in decisions.iter_mut().zip(all) {
                 if f.path.starts_with(m.to) {
                     d.moved_in = false;
+                }
+            }
+            // The plan removes the folder that stayed: file by file, as a tree that
+            // no move takes ([`planned_removals`] left its files out).
+            if m.removes_from {
+                for rest in m.files.keys() {
+                    writer.remove(&m.from.join(rest))?;
                 }
             }
             continue;
@@ -550,15 +585,20 @@ fn make_moves(
 
 /// The removals of a plan that exist on disk, as reports (diffed in dry-run mode): its
 /// files to remove, then the regular files below its removed trees, listed now (none
-/// that the plan writes).
+/// that the plan writes), but for a tree that one of `moves` takes away whole (see
+/// [`Move::removes_from`] and [`moved_away`]).
 fn planned_removals(
     root: &ProjectRoot,
     plan: &crate::builder::Plan,
     options: &ApplyOptions,
+    moves: &[Move<'_>],
 ) -> Result<Vec<FileReport>, EngineError> {
     let mut in_trees = Vec::new();
     for tree in &plan.removed_trees {
         check_relative(tree)?;
+        if moves.iter().any(|m| m.removes_from && m.from == tree) {
+            continue;
+        }
         in_trees.extend(
             root.regular_files_below(tree)?
                 .into_iter()
@@ -632,6 +672,7 @@ fn refuse_unowned(
 
 /// The write phase of an apply: pending records, content and removals, the commit
 /// point, the records of the content, the lock, then dropping the pending records.
+/// Returns the reports and where its removals end among them.
 #[allow(clippy::too_many_arguments)] // the parts of one apply, taken apart to free early
 fn write_plan(
     writer: &mut Writer<'_>,
@@ -641,7 +682,7 @@ fn write_plan(
     all: &[&PlannedFile],
     removals: Vec<FileReport>,
     moves: &[Move<'_>],
-) -> Result<Vec<FileReport>, EngineError> {
+) -> Result<(Vec<FileReport>, usize), EngineError> {
     let anything = !removals.is_empty() || decisions.iter().any(|d| d.action.changes());
     // All or nothing: every folder that will be written to must take a new file before
     // the first real write, so a permission problem stops the run with nothing changed.
@@ -706,6 +747,7 @@ fn write_plan(
         writer.remove(&removal.path)?;
         reports.push(removal);
     }
+    let removals_end = reports.len();
     for dir in &plan.prune_dirs {
         writer.prune_empty_dirs(dir)?;
     }
@@ -717,7 +759,7 @@ fn write_plan(
     // Unconditional: a run killed between the lock and these removals left the records.
     writer.remove(Utf8Path::new(PENDING_PROCESSKIT))?;
     writer.remove(Utf8Path::new(PENDING_LOCK))?;
-    Ok(reports)
+    Ok((reports, removals_end))
 }
 
 /// Below this many verified copies, one thread writes them.
@@ -1287,5 +1329,48 @@ mod tests {
             })
             .collect();
         assert_eq!(jobs, [vec![0, 2], vec![1, 3, 5], vec![4], vec![7]]);
+    }
+
+    /// A move that can no longer be made (its target appeared after planning) still
+    /// removes the files of a tree the plan removes, whose reports it carries (see
+    /// [`Move::removes_from`]); a folder the plan keeps is left as it is.
+    #[test]
+    fn a_move_that_cannot_be_made_still_removes_the_tree_it_reports_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root_path = Utf8Path::from_path(dir.path()).unwrap();
+        let snapshots = "context/templates/processkit";
+        for version in ["v1", "v2", "v3"] {
+            fs_err::create_dir_all(root_path.join(snapshots).join(version).join("d")).unwrap();
+            fs_err::write(root_path.join(snapshots).join(version).join("d/a.md"), "a").unwrap();
+            fs_err::write(root_path.join(snapshots).join(version).join("b.md"), "b").unwrap();
+        }
+        let root = ProjectRoot::open(root_path).unwrap();
+        let mut writer = Writer::new(&root);
+        let (v1, v2, v3) = (
+            Utf8PathBuf::from(format!("{snapshots}/v1")),
+            Utf8PathBuf::from(format!("{snapshots}/v2")),
+            Utf8PathBuf::from(format!("{snapshots}/v3")),
+        );
+        let table = || ["b.md", "d/a.md"].into_iter().map(|f| (f, ())).collect();
+        let moves = [
+            Move {
+                from: &v1,
+                to: &v3,
+                files: table(),
+                removes_from: true,
+            },
+            Move {
+                from: &v2,
+                to: &v3,
+                files: table(),
+                removes_from: false,
+            },
+        ];
+        make_moves(&mut writer, &moves, &mut [], &[]).unwrap();
+        assert!(!root_path.join(&v1).join("b.md").exists());
+        assert!(!root_path.join(&v1).join("d/a.md").exists());
+        assert!(root_path.join(&v2).join("b.md").is_file());
+        assert!(root_path.join(&v2).join("d/a.md").is_file());
+        assert!(root_path.join(&v3).join("b.md").is_file());
     }
 }
