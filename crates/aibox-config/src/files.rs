@@ -288,8 +288,9 @@ pub trait Render: fmt::Debug + Send + Sync {
 pub struct PlannedFile {
     /// Path relative to the project root, with `/` separators.
     pub path: PlanPath,
-    /// Full new contents (empty when [`Self::copy_from`] is set).
-    pub contents: Vec<u8>,
+    /// Full new contents (empty when [`Self::copy_from`] is set). Boxed, not a `Vec`:
+    /// never grown once planned, and 8 bytes less in each of a plan's thousands of copies.
+    pub contents: Box<[u8]>,
     /// When set, the contents are this verified file's bytes, streamed by the writer.
     pub copy_from: Option<CopyFrom>,
     /// Ownership class.
@@ -304,7 +305,7 @@ impl PlannedFile {
     pub fn generated(path: impl Into<PlanPath>, contents: impl Into<Vec<u8>>) -> Self {
         Self {
             path: path.into(),
-            contents: contents.into(),
+            contents: contents.into().into_boxed_slice(),
             ownership: Ownership::Generated,
             mode: None,
             copy_from: None,
@@ -319,7 +320,7 @@ impl PlannedFile {
     ) -> Self {
         Self {
             path: path.into(),
-            contents: contents.into(),
+            contents: contents.into().into_boxed_slice(),
             ownership,
             mode: None,
             copy_from: None,
@@ -336,7 +337,7 @@ impl PlannedFile {
     pub fn copy(path: impl Into<PlanPath>, from: CopyFrom, ownership: Ownership) -> Self {
         Self {
             path: path.into(),
-            contents: Vec::new(),
+            contents: Box::default(),
             ownership,
             mode: None,
             copy_from: Some(from),

@@ -1087,7 +1087,7 @@ fn decide(
     let action = match (&old, file.ownership) {
         (None, _) => FileAction::Created,
         (Some(_), Ownership::ScaffoldOnce) => FileAction::SkippedUserOwned,
-        (Some(bytes), _) if *bytes == file.contents => {
+        (Some(bytes), _) if **bytes == *file.contents => {
             if file.mode.is_some() && old_mode.is_some() && file.mode_bits() != old_mode {
                 FileAction::Updated
             } else {
@@ -1278,8 +1278,9 @@ mod tests {
         );
         assert_eq!(std::mem::size_of::<FileReport>(), 32);
         // A first install plans a file for each release file and its snapshot copy
-        // (its source's offset in the store's pack is 8 of these bytes).
-        assert_eq!(std::mem::size_of::<PlannedFile>(), 120);
+        // (its source's offset in the store's pack is 8 of these bytes, won back by
+        // boxed contents).
+        assert_eq!(std::mem::size_of::<PlannedFile>(), 112);
     }
 
     fn copy(path: &str, rel: &str, digest: u8, mode: Option<u16>) -> PlannedFile {

@@ -26,7 +26,7 @@ fn gated_contents(
     let mut f = f.clone();
     if let Some(from) = f.copy_from.take() {
         match copies.and_then(|c| c.get(&from)) {
-            Some(Ok(bytes)) => f.contents = bytes.to_vec(),
+            Some(Ok(bytes)) => f.contents = Box::from(bytes),
             Some(Err(reason)) => {
                 return Err(crate::writer::WriteError::SourceChanged {
                     path: f.path.clone().into(),

@@ -237,7 +237,7 @@ fn repository_becomes_the_image_source_label() {
     let config = team("\n[aibox]\nrepository = \"https://example.org/team/project\"\n");
     let local = LocalToml::default();
     let files = render(&Inputs::new(&config, &local, "0.1.0")).unwrap();
-    let dockerfile = String::from_utf8(files[0].contents.clone()).unwrap();
+    let dockerfile = String::from_utf8(files[0].contents.to_vec()).unwrap();
     assert!(
         dockerfile.contains("org.opencontainers.image.source=\"https://example.org/team/project\""),
         "{dockerfile}"
