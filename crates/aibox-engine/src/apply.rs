@@ -683,7 +683,9 @@ fn write_plan(
     removals: Vec<FileReport>,
     moves: &[Move<'_>],
 ) -> Result<(Vec<FileReport>, usize), EngineError> {
-    let anything = !removals.is_empty() || decisions.iter().any(|d| d.action.changes());
+    let anything = !removals.is_empty()
+        || moves.iter().any(|m| m.removes_from)
+        || decisions.iter().any(|d| d.action.changes());
     // All or nothing: every folder that will be written to must take a new file before
     // the first real write, so a permission problem stops the run with nothing changed.
     if anything {
