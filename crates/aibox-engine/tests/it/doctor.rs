@@ -747,6 +747,11 @@ fn feed(tag: &str) -> aibox_test_support::http::Server {
 
 const FEED_PATH: &str = "/repos/projectious-work/aibox/releases/latest";
 
+/// A feed where nothing listens: port 1, which no test binds. A port taken from a
+/// listener bound and dropped again was free for the next server any test started, and
+/// the "offline" feed then answered now and then.
+const CLOSED: &str = "http://127.0.0.1:1";
+
 fn with_feed(p: &Project, api: &str, extra: &[(&str, &str)], check: UpdateCheck) -> DoctorReport {
     // A fresh cache directory each time: every unasked check here goes to the feed.
     let cache = tempfile::tempdir().unwrap();
@@ -840,10 +845,7 @@ fn the_feed_is_not_asked_in_ci_or_when_opted_out_unless_asked_and_offline_is_sil
     assert!(update_finding(&report).is_some());
     assert_eq!(server.hit_count(FEED_PATH), 1);
     // Offline (nothing listens) or a feed that is not a release: a skip, never a finding.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", l.local_addr().unwrap())
-    };
+    let closed = CLOSED.to_owned();
     let bad = aibox_test_support::http::Server::start().unwrap();
     bad.route(
         FEED_PATH,
@@ -901,13 +903,9 @@ fn unasked_update_checks_ask_the_feed_once_a_day() {
     assert_eq!(other.hit_count(FEED_PATH), 2);
 
     // A failure is recorded too: an offline machine waits for the forge once a day.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", l.local_addr().unwrap())
-    };
-    let first = run(&closed, UpdateCheck::Auto);
+    let first = run(CLOSED, UpdateCheck::Auto);
     assert_eq!(status(&first, "updates"), CheckStatus::Skipped);
-    let again = run(&closed, UpdateCheck::Auto);
+    let again = run(CLOSED, UpdateCheck::Auto);
     let why = again
         .checks
         .iter()
