@@ -459,11 +459,15 @@ impl Runtime {
                 }
                 why.is_some()
             });
+        // The running container, as last inspected: one found running just now is not
+        // inspected again, neither for the wait nor for the status.
+        let mut running = None;
         match &existing {
             Some(found) if found.running && !recreate => {
                 progress(&Event::AlreadyRunning {
                     container: target.container.clone(),
                 });
+                running = Some(found.clone());
             }
             Some(_) if !recreate => {
                 progress(&Event::Starting {
@@ -497,12 +501,16 @@ impl Runtime {
                 }
             }
         }
-        let id = self.wait_running(target, progress)?;
+        let running = match running {
+            Some(found) => found,
+            None => self.wait_running(target, progress)?,
+        };
+        check_owner(&running, target)?;
         progress(&Event::Running {
             container: target.container.clone(),
-            id,
+            id: running.id.clone(),
         });
-        self.status_with(target, Some(&prints))
+        self.status_found(target, Some(&prints), Some(running))
     }
 
     /// Stops and removes the project's container (Compose `down`). Files, volumes and
@@ -942,11 +950,13 @@ impl Runtime {
         })
     }
 
+    /// Waits until the project's container runs (starting it once when podman-compose
+    /// left it created) and returns it as last inspected.
     fn wait_running(
         &self,
         target: &Target,
         progress: Progress<'_>,
-    ) -> Result<String, RuntimeError> {
+    ) -> Result<Inspected, RuntimeError> {
         progress(&Event::Waiting {
             container: target.container.clone(),
         });
@@ -956,7 +966,7 @@ impl Runtime {
         loop {
             if let Some(found) = self.inspect(&target.container)? {
                 if found.running {
-                    return Ok(found.id);
+                    return Ok(found);
                 }
                 if matches!(found.status.as_str(), "exited" | "dead" | "stopped") {
                     return Err(RuntimeError::Exited {
