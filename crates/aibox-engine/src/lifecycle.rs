@@ -10,8 +10,7 @@ use std::fmt::Write as _;
 use aibox_config::load_project;
 use aibox_policy::{Finding, Severity};
 use aibox_runtime::{
-    ContainerState, DetectEnv, ExecRequest, Progress, Runtime, RuntimeError, Status, Target,
-    Timeouts,
+    DetectEnv, ExecRequest, Progress, Runtime, RuntimeError, Status, Target, Timeouts,
 };
 use camino::Utf8Path;
 use miette::Diagnostic;
@@ -245,8 +244,7 @@ pub fn up(
     let resolved = crate::resolve::resolve_project(root, project, &plan_opts)?;
     let report = crate::apply::apply_resolved(&resolved, &apply_opts)?;
     let config = &resolved.project.config;
-    let before = runtime.status(&target)?;
-    let status = runtime.up(
+    let up = runtime.up_outcome(
         &target,
         aibox_runtime::UpOptions {
             build: options.build,
@@ -254,29 +252,28 @@ pub fn up(
         progress,
     )?;
     // What the engine actually runs, under the same rules: a violation stops the container.
-    if let Some(findings) = container_state(&runtime, &target, config)? {
-        let errors: Vec<&Finding> = findings
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .collect();
-        if !errors.is_empty() {
-            runtime.stop(&target, progress)?;
-            let mut summary: Vec<String> = errors.iter().map(|f| f.code.clone()).collect();
-            summary.dedup();
-            let mut details = String::new();
-            for f in &errors {
-                let _ = writeln!(details, "{f}");
-            }
-            details.push_str(
-                "Run `aibox doctor` for the files that set it; consent goes into aibox.toml \
-                 [[security.exceptions]].",
-            );
-            return Err(LifecycleError::ContainerPolicy {
-                container: target.container.clone(),
-                summary: summary.join(", "),
-                details,
-            });
+    let findings = container_state_of(up.container.json(), &target, config);
+    let errors: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .collect();
+    if !errors.is_empty() {
+        runtime.stop(&target, progress)?;
+        let mut summary: Vec<String> = errors.iter().map(|f| f.code.clone()).collect();
+        summary.dedup();
+        let mut details = String::new();
+        for f in &errors {
+            let _ = writeln!(details, "{f}");
         }
+        details.push_str(
+            "Run `aibox doctor` for the files that set it; consent goes into aibox.toml \
+             [[security.exceptions]].",
+        );
+        return Err(LifecycleError::ContainerPolicy {
+            container: target.container.clone(),
+            summary: summary.join(", "),
+            details,
+        });
     }
     let codex_sandbox =
         crate::codex_sandbox::probe(config, resolved.security.posture(), &runtime, &target);
@@ -286,8 +283,7 @@ pub fn up(
         .collect();
     // Like the Dev Containers CLI: post-create once per new container, post-start on
     // every start.
-    let created = status.container_id.is_some() && status.container_id != before.container_id;
-    let started = created || before.state != ContainerState::Running;
+    let (created, started, status) = (up.created, up.started, up.status);
     let lifecycle = config.container.lifecycle.clone();
     let mut ran = Vec::new();
     for (key, command, due) in [
@@ -313,20 +309,8 @@ pub fn up(
     })
 }
 
-/// The policy findings over the engine state of the project's container (`container
-/// inspect`), `None` when there is no container.
-pub(crate) fn container_state(
-    runtime: &Runtime,
-    target: &Target,
-    config: &aibox_config::AiboxToml,
-) -> Result<Option<Vec<Finding>>, RuntimeError> {
-    let Some(json) = runtime.inspect_json(target)? else {
-        return Ok(None);
-    };
-    Ok(Some(container_state_of(&json, target, config)))
-}
-
-/// [`container_state`] of the container's `inspect` JSON, already asked for.
+/// The policy findings over the engine state of the project's container: its `container
+/// inspect` JSON, already asked for.
 pub(crate) fn container_state_of(
     json: &str,
     target: &Target,

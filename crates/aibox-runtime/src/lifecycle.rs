@@ -324,6 +324,20 @@ impl FoundContainer {
     }
 }
 
+/// What [`Runtime::up_outcome`] did and found.
+#[derive(Debug, Clone)]
+pub struct UpOutcome {
+    /// The status after `up`.
+    pub status: Status,
+    /// The running container is not the one aibox's name held before (none, or one
+    /// recreated): the Dev Containers CLI's `postCreateCommand` is due.
+    pub created: bool,
+    /// The container was not running before: `postStartCommand` is due.
+    pub started: bool,
+    /// The running container, its owner checked.
+    pub container: FoundContainer,
+}
+
 /// What `image inspect` says of the project's image.
 #[derive(Debug, Clone)]
 struct ImageFacts {
@@ -418,12 +432,31 @@ impl Runtime {
 
     /// Builds the image when missing (or when asked), starts the container and waits
     /// until it runs.
+    ///
+    /// # Errors
+    /// As [`Self::up_outcome`].
     pub fn up(
         &self,
         target: &Target,
         opts: UpOptions,
         progress: Progress<'_>,
     ) -> Result<Status, RuntimeError> {
+        self.up_outcome(target, opts, progress).map(|up| up.status)
+    }
+
+    /// [`Self::up`], with what it learned on the way: whether the running container is a
+    /// new one or was started now, and the container as the engine last described it, so
+    /// the caller asks the engine no second time.
+    ///
+    /// # Errors
+    /// The Compose file is missing, the container is another checkout's or project's, the
+    /// build or start fails, or the container does not run in time.
+    pub fn up_outcome(
+        &self,
+        target: &Target,
+        opts: UpOptions,
+        progress: Progress<'_>,
+    ) -> Result<UpOutcome, RuntimeError> {
         require_compose_file(target)?;
         // Only aibox's own container is started or recreated; one the Dev Containers CLI
         // made for this checkout stays as it is (aibox uses its own from now on).
@@ -443,12 +476,13 @@ impl Runtime {
                 true
             }),
         };
-        let image_id = if build {
+        let image = if build {
             self.build_from(target, &prints, progress)?;
-            self.image_facts(&target.image)?.map(|f| f.id)
+            self.image_facts(&target.image)?
         } else {
-            image.map(|f| f.id)
+            image
         };
+        let image_id = image.as_ref().map(|f| f.id.clone());
         let recreate = build
             || existing.as_ref().is_some_and(|found| {
                 let why = stale_container_reason(found, &prints, image_id.as_deref());
@@ -510,7 +544,16 @@ impl Runtime {
             container: target.container.clone(),
             id: running.id.clone(),
         });
-        self.status_found(target, Some(&prints), Some(running))
+        let created = existing.as_ref().is_none_or(|found| found.id != running.id);
+        let started = created || existing.as_ref().is_none_or(|found| !found.running);
+        let status =
+            self.status_with_image(target, Some(&prints), Some(running.clone()), image.as_ref());
+        Ok(UpOutcome {
+            status,
+            created,
+            started,
+            container: FoundContainer(running),
+        })
     }
 
     /// Stops and removes the project's container (Compose `down`). Files, volumes and
@@ -626,6 +669,18 @@ impl Runtime {
         found: Option<Inspected>,
     ) -> Result<Status, RuntimeError> {
         let image = self.image_facts(&target.image)?;
+        Ok(self.status_with_image(target, prints, found, image.as_ref()))
+    }
+
+    /// The status of the container `found` and the configured image `image`, both as
+    /// the engine just described them.
+    fn status_with_image(
+        &self,
+        target: &Target,
+        prints: Option<&Fingerprints>,
+        found: Option<Inspected>,
+        image: Option<&ImageFacts>,
+    ) -> Status {
         let image_present = image.is_some();
         let image_stale = match (&image, prints) {
             (Some(facts), Some(p)) => facts.stale_reason(p).is_some(),
@@ -652,7 +707,7 @@ impl Runtime {
                 (state, Some(c.status), Some(c.id), c.image)
             }
         };
-        Ok(Status {
+        Status {
             project: target.project.clone(),
             container,
             devcontainer_cli,
@@ -665,7 +720,7 @@ impl Runtime {
             container_stale,
             engine: self.detected.engine.engine,
             compose: self.detected.compose.kind,
-        })
+        }
     }
 
     /// Runs a command in the running container with the caller's stdin, stdout and
