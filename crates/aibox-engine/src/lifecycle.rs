@@ -277,7 +277,7 @@ pub fn up(
     }
     let codex_sandbox =
         crate::codex_sandbox::probe(config, resolved.security.posture(), &runtime, &target);
-    let unwritable = unwritable_folders(&runtime, &target, config)?
+    let unwritable = unwritable_folders(&runtime, &target, &up.container, config)?
         .iter()
         .map(|folder| unwritable_message(&target.user, folder))
         .collect();
@@ -334,10 +334,12 @@ pub(crate) fn container_state_of(
 
 /// The folders the agent must write, as the container user in the running container,
 /// that it cannot: `/workspace`, its home and the enabled harnesses' state folders there.
-/// `up` warns about them and `doctor` reports them.
+/// `up` warns about them and `doctor` reports them, each in the container it already
+/// found (`found`, running), so the engine is not asked for it again.
 pub(crate) fn unwritable_folders(
     runtime: &Runtime,
     target: &Target,
+    found: &aibox_runtime::FoundContainer,
     config: &aibox_config::AiboxToml,
 ) -> Result<Vec<String>, RuntimeError> {
     let mut probe = format!(
@@ -353,7 +355,7 @@ pub(crate) fn unwritable_folders(
         let _ = write!(probe, " \"$HOME/{dir}\"");
     }
     probe.push_str("; do if [ -e \"$d\" ] && ! [ -w \"$d\" ]; then echo \"$d\"; fi; done");
-    let (_, stdout) = runtime.exec_output(target, &target.user, &["sh", "-c", &probe])?;
+    let (_, stdout) = runtime.exec_output_in(found, &target.user, &["sh", "-c", &probe])?;
     Ok(stdout
         .lines()
         .map(str::trim)

@@ -113,7 +113,7 @@ fn findings(
         }
     }
     if status.state == ContainerState::Running {
-        for folder in crate::lifecycle::unwritable_folders(runtime, target, config)? {
+        for folder in crate::lifecycle::unwritable_folders(runtime, target, found, config)? {
             findings.push(Finding::new(
                 "aibox::doctor::not_writable",
                 Severity::Error,
