@@ -244,7 +244,7 @@ pub fn up(
     let resolved = crate::resolve::resolve_project(root, project, &plan_opts)?;
     let report = crate::apply::apply_resolved(&resolved, &apply_opts)?;
     let config = &resolved.project.config;
-    let up = runtime.up_outcome(
+    let up = runtime.up(
         &target,
         aibox_runtime::UpOptions {
             build: options.build,
@@ -283,16 +283,19 @@ pub fn up(
         .collect();
     // Like the Dev Containers CLI: post-create once per new container, post-start on
     // every start.
-    let (created, started, status) = (up.created, up.started, up.status);
     let lifecycle = config.container.lifecycle.clone();
     let mut ran = Vec::new();
     for (key, command, due) in [
         (
             "post_create_command",
             lifecycle.post_create_command,
-            created,
+            up.created,
         ),
-        ("post_start_command", lifecycle.post_start_command, started),
+        (
+            "post_start_command",
+            lifecycle.post_start_command,
+            up.started,
+        ),
     ] {
         if let Some(command) = command.filter(|_| due) {
             run_lifecycle_command(&runtime, &target, key, command)?;
@@ -301,7 +304,7 @@ pub fn up(
     }
     Ok(UpReport {
         apply: report,
-        status,
+        status: up.status,
         notices: relaxation_notices(&resolved),
         unwritable,
         codex_sandbox,

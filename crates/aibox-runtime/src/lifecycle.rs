@@ -324,7 +324,7 @@ impl FoundContainer {
     }
 }
 
-/// What [`Runtime::up_outcome`] did and found.
+/// What [`Runtime::up`] did and found.
 #[derive(Debug, Clone)]
 pub struct UpOutcome {
     /// The status after `up`.
@@ -431,27 +431,14 @@ impl Runtime {
     }
 
     /// Builds the image when missing (or when asked), starts the container and waits
-    /// until it runs.
-    ///
-    /// # Errors
-    /// As [`Self::up_outcome`].
-    pub fn up(
-        &self,
-        target: &Target,
-        opts: UpOptions,
-        progress: Progress<'_>,
-    ) -> Result<Status, RuntimeError> {
-        self.up_outcome(target, opts, progress).map(|up| up.status)
-    }
-
-    /// [`Self::up`], with what it learned on the way: whether the running container is a
-    /// new one or was started now, and the container as the engine last described it, so
-    /// the caller asks the engine no second time.
+    /// until it runs. Says what it learned on the way too: whether the running container
+    /// is a new one or was started now, and the container as the engine last described
+    /// it, so the caller asks the engine no second time.
     ///
     /// # Errors
     /// The Compose file is missing, the container is another checkout's or project's, the
     /// build or start fails, or the container does not run in time.
-    pub fn up_outcome(
+    pub fn up(
         &self,
         target: &Target,
         opts: UpOptions,
@@ -593,15 +580,9 @@ impl Runtime {
         self.status(target)
     }
 
-    /// The engine's `container inspect` JSON of the project's container (the engine state
-    /// the policy checks after `up`), `None` when no container of that name exists.
-    pub fn inspect_json(&self, target: &Target) -> Result<Option<String>, RuntimeError> {
-        Ok(self.container(target)?.map(|found| found.0.json))
-    }
-
     /// The project's container (`None` when there is none), its owner checked: an error
-    /// when it is another checkout's. The lookup that [`Self::status`] and
-    /// [`Self::inspect_json`] make, for callers that ask more than one question.
+    /// when it is another checkout's. The lookup that [`Self::status`] makes, for callers
+    /// that ask more than one question (its `inspect` JSON, a command run in it).
     ///
     /// # Errors
     /// The container is another checkout's or project's, or the engine fails.
@@ -832,23 +813,10 @@ impl Runtime {
         })
     }
 
-    /// Runs `cmd` as `user` in the running container and returns whether it succeeded
-    /// and its standard output (what `doctor` reads, such as `/etc/aibox-version`).
-    ///
-    /// # Errors
-    /// The container is missing, stopped or another project's, or the engine fails.
-    pub fn exec_output(
-        &self,
-        target: &Target,
-        user: &str,
-        cmd: &[&str],
-    ) -> Result<(bool, String), RuntimeError> {
-        let found = self.running_container(target)?;
-        self.exec_output_in(&FoundContainer(found), user, cmd)
-    }
-
-    /// [`Self::exec_output`] in the container already found by [`Self::container`]
-    /// (the caller saw it running), without asking the engine for it again.
+    /// Runs `cmd` as `user` in the container already found by [`Self::container`] or
+    /// [`Self::up`] (the caller saw it running) and returns whether it succeeded and its
+    /// standard output (what `doctor` reads, such as `/etc/aibox-version`), without
+    /// asking the engine for the container again.
     ///
     /// # Errors
     /// The engine fails.

@@ -121,6 +121,7 @@ fn label(inspect: &serde_json::Value, key: &str) -> Option<String> {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one lifecycle, asserted step by step
 fn full_lifecycle_with_podman_compose() {
     let podman = Podman::ready();
     let scratch = Scratch::new(&podman, "aibox-rt");
@@ -142,6 +143,9 @@ fn full_lifecycle_with_podman_compose() {
             events.push(e.clone());
         })
         .unwrap();
+    // A new container, started: both of the Dev Containers CLI's lifecycle commands due.
+    assert!(up.created && up.started);
+    let up = up.status;
     assert_eq!(up.state, ContainerState::Running);
     assert!(up.image_present);
     assert!(
@@ -176,7 +180,19 @@ fn full_lifecycle_with_podman_compose() {
             again.push(e.clone());
         })
         .unwrap();
-    assert_eq!(up2.container_id, up.container_id);
+    assert!(
+        !up2.created && !up2.started,
+        "already running: nothing is due"
+    );
+    // The container as `up` saw it, for the caller's policy check: the engine's JSON of it.
+    assert!(
+        up2.container
+            .json()
+            .contains(up.container_id.as_deref().unwrap()),
+        "{}",
+        up2.container.json()
+    );
+    assert_eq!(up2.status.container_id, up.container_id);
     assert!(
         again.contains(&Event::AlreadyRunning {
             container: name.clone()
@@ -197,6 +213,11 @@ fn full_lifecycle_with_podman_compose() {
     let restarted = runtime
         .up(target, UpOptions::default(), &mut |_| {})
         .unwrap();
+    assert!(
+        !restarted.created && restarted.started,
+        "the same container, started again"
+    );
+    let restarted = restarted.status;
     assert_eq!(restarted.state, ContainerState::Running);
     assert_eq!(restarted.container_id, up.container_id);
 
@@ -207,6 +228,8 @@ fn full_lifecycle_with_podman_compose() {
             rebuilt_events.push(e.clone());
         })
         .unwrap();
+    assert!(rebuilt.created && rebuilt.started, "recreated");
+    let rebuilt = rebuilt.status;
     assert_eq!(rebuilt.state, ContainerState::Running);
     assert_ne!(rebuilt.container_id, up.container_id, "container recreated");
     assert!(
@@ -368,7 +391,8 @@ fn docker_compose_through_the_docker_api_socket() {
     );
     let up = runtime
         .up(target, UpOptions::default(), &mut |_| {})
-        .unwrap();
+        .unwrap()
+        .status;
     assert_eq!(up.state, ContainerState::Running);
     let inspect = podman.inspect_container(name).unwrap();
     assert_eq!(
