@@ -180,6 +180,19 @@ fn lint_with<'a>(cmd: &'a mut Command, driver: &Path) -> &'a mut Command {
 }
 
 pub(crate) fn run() -> Result<(), String> {
+    // `.ci/run` says when it began: the time to here is cargo compiling xtask.
+    if let Some(began) = std::env::var("AIBOX_CI_BEGAN")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        say(&format!(
+            "==> xtask built and started: {}s after .ci/run began",
+            now.saturating_sub(began)
+        ));
+    }
     let _ = CLIPPY_DRIVER.set(clippy_driver()?);
     beside(
         "setup and the end-to-end tests' base image",
@@ -191,7 +204,15 @@ pub(crate) fn run() -> Result<(), String> {
         },
     )?;
     let _scratch = crate::scratch::prepare()?;
-    tests()?;
+    // The test step's own time, apart from the builds before it (issue 29's "warm test
+    // step"): `.ci/run`'s wall time also counts compiling xtask and the tests.
+    let tests_started = Instant::now();
+    let tested = tests();
+    say(&format!(
+        "==> the test step (every group, after the build): {}s",
+        tests_started.elapsed().as_secs()
+    ));
+    tested?;
     // The embedder example: resolve, plan and apply through the library alone. Chosen by
     // its name in the workspace, not with `--package aibox-engine`: one package's feature
     // set is a second build of the engine and its dependencies (measured: 77 s of CPU

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use aibox_config::Harness;
 use aibox_mcp_registration::refs::Template;
 use aibox_mcp_registration::{EffectiveServer, Origin, ServerSpec, Transport};
-use aibox_runtime::{McpProbe, PipedExec, ProbeFailure, Runtime, RuntimeError, Target};
+use aibox_runtime::{
+    FoundContainer, McpProbe, PipedExec, ProbeFailure, Runtime, RuntimeError, Target,
+};
 use camino::Utf8Path;
 use miette::Diagnostic;
 use serde::Serialize;
@@ -264,7 +266,8 @@ pub fn mcp_check(
     let selected = select(&specs, &options.names)?;
     let (runtime, target) =
         crate::lifecycle::runtime_for_config(root, &resolved.project, &options.lifecycle)?;
-    run_checks(&selected, list, &runtime, &target, options, progress)
+    let probes = Probes::new(&runtime, &target, None);
+    run_checks(&selected, list, probes, options, progress)
 }
 
 /// [`mcp_check`] for a project already resolved, with its runtime and target (`doctor`).
@@ -280,36 +283,71 @@ pub fn mcp_check_resolved(
 ) -> Result<McpCheckReport, McpCheckError> {
     let (specs, list) = crate::mcp_list::servers_resolved(resolved)?;
     let selected = select(&specs, &options.names)?;
-    run_checks(&selected, list, runtime, target, options, progress)
+    run_checks(
+        &selected,
+        list,
+        Probes::new(runtime, target, None),
+        options,
+        progress,
+    )
 }
 
 /// [`mcp_check_resolved`] with the processkit servers of the plan `doctor` made once for
 /// all its checks (none when the release is not resolved): no second plan.
+/// `container` is the project's container as doctor found it, when it runs: the probes
+/// run in it without a lookup of their own.
 pub(crate) fn mcp_check_planned(
     resolved: &Resolved,
     processkit: &[ServerSpec],
-    runtime: &Runtime,
-    target: &Target,
+    (runtime, target): (&Runtime, &Target),
+    container: Option<&FoundContainer>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<McpCheckReport, McpCheckError> {
     let (specs, list) = crate::mcp_list::servers_planned(resolved, processkit)?;
     let selected: Vec<&ServerSpec> = specs.iter().collect();
+    let running = container.filter(|c| c.running()).cloned();
     run_checks(
         &selected,
         list,
-        runtime,
-        target,
+        Probes::new(runtime, target, running),
         &McpCheckOptions::default(),
         progress,
     )
+}
+
+/// Where the probes run: the project's running container, looked up at the first probe
+/// (not at all when no server is probed) and reused by the rest. Each engine lookup
+/// costs tens of milliseconds, and `mcp check` made one per server.
+struct Probes<'a> {
+    runtime: &'a Runtime,
+    target: &'a Target,
+    container: Option<FoundContainer>,
+}
+
+impl<'a> Probes<'a> {
+    fn new(runtime: &'a Runtime, target: &'a Target, container: Option<FoundContainer>) -> Self {
+        Self {
+            runtime,
+            target,
+            container,
+        }
+    }
+
+    /// The command that runs `exec` in the container, found on the first call.
+    fn command(&mut self, exec: &PipedExec<'_>) -> Result<std::process::Command, McpCheckError> {
+        let container = match &mut self.container {
+            Some(found) => found,
+            none => none.insert(self.runtime.running(self.target)?),
+        };
+        Ok(self.runtime.exec_command_in(container, exec)?)
+    }
 }
 
 /// Checks the selected servers one after the other.
 fn run_checks(
     selected: &[&ServerSpec],
     list: crate::mcp_list::McpList,
-    runtime: &Runtime,
-    target: &Target,
+    mut probes: Probes<'_>,
     options: &McpCheckOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<McpCheckReport, McpCheckError> {
@@ -346,12 +384,12 @@ fn run_checks(
                 .or(configured)
                 .unwrap_or(DEFAULT_TIMEOUT)
                 .min(remaining);
-            run_one(runtime, target, spec, &mut check, deadline, progress)?;
+            run_one(&mut probes, spec, &mut check, deadline, progress)?;
         }
         servers.push(check);
     }
     Ok(McpCheckReport {
-        container: target.container.clone(),
+        container: probes.target.container.clone(),
         servers,
         not_resolved: list.not_resolved,
     })
@@ -401,8 +439,7 @@ fn registered_in(spec: &ServerSpec, effective: &[EffectiveServer]) -> Vec<Harnes
 /// Starts one stdio server in the container and records the handshake; `deadline` bounds
 /// it, `progress` hears its name once the container is known to run.
 fn run_one(
-    runtime: &Runtime,
-    target: &Target,
+    probes: &mut Probes<'_>,
     spec: &ServerSpec,
     check: &mut ServerCheck,
     deadline: Duration,
@@ -424,13 +461,14 @@ fn run_one(
         .chain(check.command.iter().cloned())
         .collect();
     let exec = PipedExec {
-        user: &target.user,
+        user: &probes.target.user,
         cmd: &cmd,
         literal_env: &literal_env,
         env: &[],
     };
+    let first = probes.command(&exec)?;
     progress(&spec.name);
-    let mut probe = aibox_runtime::probe_mcp_server(runtime.exec_command(target, &exec)?, deadline);
+    let mut probe = aibox_runtime::probe_mcp_server(first, deadline);
     // The engine's exec client may exit before it relayed the last stderr of a process
     // that died at once (Podman's `exec` output race, worst on a busy machine): exactly
     // the lines that say why a server died. A server that died without a word is asked
@@ -445,7 +483,7 @@ fn run_one(
             .chain(cmd.iter().cloned())
             .collect();
         let exec = PipedExec { cmd: &held, ..exec };
-        let again = aibox_runtime::probe_mcp_server(runtime.exec_command(target, &exec)?, deadline);
+        let again = aibox_runtime::probe_mcp_server(probes.command(&exec)?, deadline);
         if again.failure == Some(ProbeFailure::Exited) {
             probe = again;
         }

@@ -747,18 +747,37 @@ impl Runtime {
         target: &Target,
         request: &PipedExec<'_>,
     ) -> Result<Command, RuntimeError> {
-        if request.cmd.is_empty() {
-            return Err(RuntimeError::EmptyCommand);
-        }
-        let names = request
-            .literal_env
-            .iter()
-            .map(|(name, _)| name)
-            .chain(request.env);
-        if let Some(name) = names.into_iter().find(|n| !valid_env_name(n)) {
-            return Err(RuntimeError::InvalidEnvName { name: name.clone() });
-        }
+        check_piped(request)?;
         let found = self.running_container(target)?;
+        Ok(self.piped_command(&found.id, request))
+    }
+
+    /// [`Self::exec_command`] in the container [`Self::running`] already found, without
+    /// asking the engine for it again: a caller that runs several commands (`mcp check`,
+    /// one per server) looks it up once.
+    ///
+    /// # Errors
+    /// An empty command; an invalid variable name.
+    pub fn exec_command_in(
+        &self,
+        found: &FoundContainer,
+        request: &PipedExec<'_>,
+    ) -> Result<Command, RuntimeError> {
+        check_piped(request)?;
+        Ok(self.piped_command(&found.0.id, request))
+    }
+
+    /// The project's container when it runs, its owner checked: what
+    /// [`Self::exec_command_in`] runs commands in.
+    ///
+    /// # Errors
+    /// The container is missing, stopped or another project's, or the engine fails.
+    pub fn running(&self, target: &Target) -> Result<FoundContainer, RuntimeError> {
+        self.running_container(target).map(FoundContainer)
+    }
+
+    /// The exec command of [`Self::exec_command`] for the container `id`.
+    fn piped_command(&self, id: &str, request: &PipedExec<'_>) -> Command {
         let mut cmd = self.engine_cmd();
         cmd.args([
             "exec",
@@ -775,8 +794,8 @@ impl Runtime {
             // `-e NAME` without a value: the engine copies it from its environment.
             cmd.args(["-e", name]);
         }
-        cmd.arg(&found.id).args(request.cmd);
-        Ok(cmd)
+        cmd.arg(id).args(request.cmd);
+        cmd
     }
 
     /// Checks, as `user` in the running container, whether an unprivileged user may
@@ -1314,6 +1333,23 @@ fn not_created(target: &Target, command: &str, done: &process::Finished) -> Runt
 fn is_not_found(stderr: &str) -> bool {
     let lower = stderr.to_ascii_lowercase();
     lower.contains("no such") || lower.contains("image not known")
+}
+
+/// Refuses a piped exec request with no command or an invalid variable name, before the
+/// engine is asked anything.
+fn check_piped(request: &PipedExec<'_>) -> Result<(), RuntimeError> {
+    if request.cmd.is_empty() {
+        return Err(RuntimeError::EmptyCommand);
+    }
+    let names = request
+        .literal_env
+        .iter()
+        .map(|(name, _)| name)
+        .chain(request.env);
+    if let Some(name) = names.into_iter().find(|n| !valid_env_name(n)) {
+        return Err(RuntimeError::InvalidEnvName { name: name.clone() });
+    }
+    Ok(())
 }
 
 fn valid_env_name(name: &str) -> bool {

@@ -289,15 +289,20 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         // Codex's sandbox, probed in the running container (only when Codex is enabled)
         let codex_sandbox =
             checks::codex_sandbox::check(&mut run, project.as_ref(), security.as_ref(), engine_at);
+        let container = joined(container);
         container_checks(
             &mut run,
             project.as_ref(),
             lock_ref,
             engine_at,
-            joined(container).as_ref(),
+            container.as_ref(),
         );
         // the MCP servers the harnesses start, started in the running container
-        checks::mcp_servers::check(&mut run, resolved.as_ref(), &servers, engine_at);
+        let found = container
+            .as_ref()
+            .and_then(|c| c.as_ref().ok())
+            .and_then(Option::as_ref);
+        checks::mcp_servers::check(&mut run, resolved.as_ref(), &servers, engine_at, found);
         // processkit's own checker, on request
         if options.processkit {
             pk_doctor(&mut run, project_root.path(), lock_ref, engine_at, options);

@@ -1041,3 +1041,54 @@ fn doctor_looks_the_container_up_once() {
     assert_eq!(calls(&log, "ps "), 0);
     assert_eq!(calls(&log, "image inspect"), 1);
 }
+
+/// `mcp check` and doctor's `mcp-servers` check ask the engine for the project's
+/// container once, however many servers they start in it: each lookup costs tens of
+/// milliseconds, and they made one per server (two for a server retried).
+#[test]
+fn mcp_checks_look_the_container_up_once_for_every_server() {
+    let servers = ["one", "two", "three"]
+        .map(|n| format!("\n[[ai.mcp.servers]]\nname = \"{n}\"\ncommand = \"{n}-mcp\"\n"));
+    let servers = servers.concat();
+    let p = Project::new(&format!(
+        "{BASE_TOML}\n[ai]\nharnesses = [\"claude\"]\n{servers}"
+    ));
+    p.apply();
+    let project = aibox_config::load_project(&p.root).unwrap();
+    let name = aibox_engine::lifecycle::target_for(&p.root, &project).container;
+    let json = format!(
+        "[{{\"Id\":\"0123abcd\",\"Name\":\"{name}\",\"State\":{{\"Status\":\"running\",\
+         \"Running\":true}},\"Config\":{{\"Image\":\"localhost/demo:latest\",\"Labels\":\
+         {{\"aibox.project\":\"demo\",\"aibox.checkout\":\"{}\"}}}},\"Image\":\"sha256:42\"}}]",
+        p.root
+    );
+    // The stand-in's `exec` exits at once without a word: every server fails and is
+    // asked a second time (held open under `sh`), so each makes two execs.
+    let log = logging_podman(&p, Some(&json));
+    let options = aibox_engine::McpCheckOptions {
+        timeout: Some(std::time::Duration::from_secs(10)),
+        lifecycle: aibox_engine::lifecycle::LifecycleOptions {
+            env: p.options().detect,
+            timeouts: aibox_runtime::Timeouts::default(),
+        },
+        ..aibox_engine::McpCheckOptions::default()
+    };
+    let report = aibox_engine::mcp_check(&p.root, &options, &mut |_| {}).unwrap();
+    assert_eq!(report.servers.len(), 3);
+    assert!(!report.all_ok());
+    let execs = |log: &Utf8Path| calls(log, "exec -i --user");
+    assert_eq!(execs(&log), 6, "{}", fs_err::read_to_string(&log).unwrap());
+    assert_eq!(calls(&log, "container inspect"), 1);
+
+    // doctor: its own lookup serves the probes too.
+    fs_err::remove_file(&log).unwrap();
+    let report = p.doctor();
+    assert_eq!(
+        status(&report, "mcp-servers"),
+        CheckStatus::Error,
+        "{}",
+        report.render_human()
+    );
+    assert_eq!(execs(&log), 6, "{}", fs_err::read_to_string(&log).unwrap());
+    assert_eq!(calls(&log, "container inspect"), 1);
+}

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use aibox_mcp_registration::{Origin, ServerSpec};
 use aibox_policy::{Finding, Severity};
+use aibox_runtime::FoundContainer;
 
 use crate::doctor::report::Run;
 use crate::error::EngineError;
@@ -17,12 +18,14 @@ const NAME: &str = "mcp-servers";
 
 /// Runs the check when the project's container runs; records it as skipped otherwise.
 /// `processkit` is the processkit servers of doctor's one plan (none when the release is
-/// not resolved), or why that plan failed.
+/// not resolved), or why that plan failed; `container` the container doctor found (the
+/// probes run in it without another lookup).
 pub(crate) fn check(
     run: &mut Run,
     resolved: Option<&Result<Resolved, EngineError>>,
     processkit: &Result<Vec<ServerSpec>, String>,
     engine: &super::EngineAt,
+    container: Option<&FoundContainer>,
 ) {
     let Some(Ok(resolved)) = resolved else {
         run.skip(NAME, "the project could not be resolved");
@@ -36,7 +39,14 @@ pub(crate) fn check(
         Ok(servers) => servers,
         Err(why) => return run.skip(NAME, why),
     };
-    match crate::mcp_check::mcp_check_planned(resolved, processkit, runtime, target, &mut |_| {}) {
+    let checked = crate::mcp_check::mcp_check_planned(
+        resolved,
+        processkit,
+        (runtime, target),
+        container,
+        &mut |_| {},
+    );
+    match checked {
         Ok(report) if !report.servers.iter().any(|s| s.transport == "stdio") => {
             run.skip(NAME, "no stdio MCP servers are configured");
         }
