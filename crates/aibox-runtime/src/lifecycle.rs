@@ -747,9 +747,9 @@ impl Runtime {
         target: &Target,
         request: &PipedExec<'_>,
     ) -> Result<Command, RuntimeError> {
+        // A bad request is refused before the engine is asked anything.
         check_piped(request)?;
-        let found = self.running_container(target)?;
-        Ok(self.piped_command(&found.id, request))
+        self.exec_command_in(&self.running(target)?, request)
     }
 
     /// [`Self::exec_command`] in the container [`Self::running`] already found, without

@@ -1,6 +1,7 @@
 //! A real Docker Engine (`dockerd`) for end-to-end tests, started by the tests themselves.
 //!
-//! [`Docker::ready`] starts `dockerd` on a socket under `<target>/aibox-docker/` with
+//! [`Docker::ready`] starts `dockerd` on a socket under `/var/lib/aibox-test-docker/` (as
+//! root; `<target>/aibox-docker/` otherwise: see `daemon_dir`) with
 //! Docker's defaults (its default seccomp profile in particular: that is what the tests
 //! are about) and loads the harness's Debian base image [`BASE_IMAGE`] from Podman's cache
 //! (built with debootstrap by [`Podman::ready`]) when it is missing.
@@ -15,7 +16,7 @@
 //! held while the daemon runs keeps test processes from sharing the folder; a daemon left
 //! by a killed test run is stopped by its pidfile before a new one starts.
 //!
-//! Build layers: the data root is the tests' own (under `target/`), so before
+//! Build layers: the data root is the tests' own (no one else's images are there), so before
 //! [`Cleanup`](crate::podman::Cleanup) removes an image it is tagged
 //! `localhost/aibox-test-docker-layers:<day>-<id>` and its layers stay for later runs: a
 //! Docker test built its image cold on every run (the four harness CLIs downloaded each
@@ -219,9 +220,27 @@ fn remove_expired_layers(socket: &Utf8Path) {
     }
 }
 
+/// The daemon's folder (data root, exec root, socket, pidfile, lock). As root, as CI
+/// runs, one per machine, `/var/lib/aibox-test-docker`, like Podman's store: its data root
+/// then keeps the base image and the kept build layers from one run to the next. Under
+/// `target/` each CI run's fresh clone started from an empty data root: it loaded the
+/// base image again and built every Docker test's image cold (four harness images, 1.7 GB
+/// of layers). One folder per machine also means one test daemon per machine, so two
+/// checkouts' daemons never contend for Docker's default bridge; the lock makes the second
+/// wait. Without root (`dockerd` needs it anyway) the folder stays under `target/`.
+fn daemon_dir() -> Utf8PathBuf {
+    use std::os::unix::fs::MetadataExt as _;
+    // `/proc/self` belongs to this process's effective user.
+    if fs_err::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) {
+        Utf8PathBuf::from("/var/lib/aibox-test-docker")
+    } else {
+        podman::target_dir().join("aibox-docker")
+    }
+}
+
 impl Daemon {
     fn start() -> Self {
-        let dir = podman::target_dir().join("aibox-docker");
+        let dir = daemon_dir();
         fs_err::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {dir}: {e}"));
         let lock_path = dir.join("daemon.lock");
         let lock = fs_err::File::create(&lock_path)

@@ -990,6 +990,20 @@ fn logging_podman(p: &Project, container: Option<&str>) -> Utf8PathBuf {
     log
 }
 
+/// The `container inspect` answer for the project's own container (this checkout's
+/// labels) in the engine state `status`.
+fn own_container(p: &Project, status: &str) -> String {
+    let project = aibox_config::load_project(&p.root).unwrap();
+    let name = aibox_engine::lifecycle::target_for(&p.root, &project).container;
+    let running = status == "running";
+    format!(
+        "[{{\"Id\":\"0123abcd\",\"Name\":\"{name}\",\"State\":{{\"Status\":\"{status}\",\
+         \"Running\":{running}}},\"Config\":{{\"Image\":\"localhost/demo:latest\",\"Labels\":\
+         {{\"aibox.project\":\"demo\",\"aibox.checkout\":\"{}\"}}}},\"Image\":\"sha256:42\"}}]",
+        p.root
+    )
+}
+
 /// The engine calls in `log` that start with `prefix`.
 fn calls(log: &Utf8Path, prefix: &str) -> usize {
     fs_err::read_to_string(log)
@@ -1020,14 +1034,7 @@ fn doctor_looks_the_container_up_once() {
 
     // A stopped container of this checkout: inspected once, its image once.
     fs_err::remove_file(&log).unwrap();
-    let project = aibox_config::load_project(&p.root).unwrap();
-    let name = aibox_engine::lifecycle::target_for(&p.root, &project).container;
-    let json = format!(
-        "[{{\"Id\":\"0123abcd\",\"Name\":\"{name}\",\"State\":{{\"Status\":\"exited\",\
-         \"Running\":false}},\"Config\":{{\"Image\":\"localhost/demo:latest\",\"Labels\":\
-         {{\"aibox.project\":\"demo\",\"aibox.checkout\":\"{}\"}}}},\"Image\":\"sha256:42\"}}]",
-        p.root
-    );
+    let json = own_container(&p, "exited");
     logging_podman(&p, Some(&json));
     let report = p.doctor();
     // Checked (the stand-in's container breaks rules), not skipped.
@@ -1054,14 +1061,7 @@ fn mcp_checks_look_the_container_up_once_for_every_server() {
         "{BASE_TOML}\n[ai]\nharnesses = [\"claude\"]\n{servers}"
     ));
     p.apply();
-    let project = aibox_config::load_project(&p.root).unwrap();
-    let name = aibox_engine::lifecycle::target_for(&p.root, &project).container;
-    let json = format!(
-        "[{{\"Id\":\"0123abcd\",\"Name\":\"{name}\",\"State\":{{\"Status\":\"running\",\
-         \"Running\":true}},\"Config\":{{\"Image\":\"localhost/demo:latest\",\"Labels\":\
-         {{\"aibox.project\":\"demo\",\"aibox.checkout\":\"{}\"}}}},\"Image\":\"sha256:42\"}}]",
-        p.root
-    );
+    let json = own_container(&p, "running");
     // The stand-in's `exec` exits at once without a word: every server fails and is
     // asked a second time (held open under `sh`), so each makes two execs.
     let log = logging_podman(&p, Some(&json));
