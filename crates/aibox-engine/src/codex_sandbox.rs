@@ -16,7 +16,7 @@
 
 use aibox_config::{AiboxToml, EngineChoice, Harness};
 use aibox_policy::{SeccompPosture, TargetEngine, sandbox_fix};
-use aibox_runtime::{DetectEnv, Engine, Runtime, Target};
+use aibox_runtime::{DetectEnv, Engine, FoundContainer, Runtime, Target};
 use serde::Serialize;
 
 /// The engine the gate judges for `choice` (see the module documentation).
@@ -103,18 +103,24 @@ pub fn codex_enabled(config: &AiboxToml) -> bool {
 
 /// Runs the probe in the project's running container as the configured user. `None`
 /// when Codex is not enabled. `posture` is the project's (see
-/// [`crate::resolve::Security::posture`]).
+/// [`crate::resolve::Security::posture`]). `found` is the container as the caller last
+/// saw it (`up`, doctor): when it runs, the probe runs in it without another lookup;
+/// otherwise the probe looks the container up and reports why it cannot run.
 pub fn probe(
     config: &AiboxToml,
     posture: SeccompPosture,
-    runtime: &Runtime,
-    target: &Target,
+    (runtime, target): (&Runtime, &Target),
+    found: Option<&FoundContainer>,
 ) -> Option<SandboxReport> {
     if !codex_enabled(config) {
         return None;
     }
     let probe = aibox_runtime::USERNS_PROBE.join(" ");
-    let report = match runtime.probe_user_namespaces(target, &target.user) {
+    let outcome = match found.filter(|f| f.running()) {
+        Some(found) => runtime.probe_user_namespaces_in(found, &target.user),
+        None => runtime.probe_user_namespaces(target, &target.user),
+    };
+    let report = match outcome {
         Ok(outcome) if outcome.works => SandboxReport {
             status: SandboxStatus::Works,
             posture: posture.as_str().to_owned(),

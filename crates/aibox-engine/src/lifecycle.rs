@@ -275,8 +275,12 @@ pub fn up(
             details,
         });
     }
-    let codex_sandbox =
-        crate::codex_sandbox::probe(config, resolved.security.posture(), &runtime, &target);
+    let codex_sandbox = crate::codex_sandbox::probe(
+        config,
+        resolved.security.posture(),
+        (&runtime, &target),
+        Some(&up.container),
+    );
     let unwritable = unwritable_folders(&runtime, &target, &up.container, config)?
         .iter()
         .map(|folder| unwritable_message(&target.user, folder))

@@ -812,10 +812,22 @@ impl Runtime {
         target: &Target,
         user: &str,
     ) -> Result<UsernsProbe, RuntimeError> {
-        let found = self.running_container(target)?;
+        self.probe_user_namespaces_in(&self.running(target)?, user)
+    }
+
+    /// [`Self::probe_user_namespaces`] in the container [`Self::up`] or
+    /// [`Self::container`] already found running, without asking the engine for it again.
+    ///
+    /// # Errors
+    /// The engine fails.
+    pub fn probe_user_namespaces_in(
+        &self,
+        found: &FoundContainer,
+        user: &str,
+    ) -> Result<UsernsProbe, RuntimeError> {
         let mut cmd = self.engine_cmd();
         cmd.args(["exec", "--user", user, "--workdir", WORKSPACE_DIR])
-            .arg(&found.id)
+            .arg(&found.0.id)
             .args(USERNS_PROBE);
         let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
         let detail = done

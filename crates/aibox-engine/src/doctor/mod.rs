@@ -286,10 +286,21 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
             run.skip("container-policy", "no valid configuration");
         }
 
-        // Codex's sandbox, probed in the running container (only when Codex is enabled)
-        let codex_sandbox =
-            checks::codex_sandbox::check(&mut run, project.as_ref(), security.as_ref(), engine_at);
+        // The container as found once: the Codex probe, the container checks and the MCP
+        // probes all read it.
         let container = joined(container);
+        let found = container
+            .as_ref()
+            .and_then(|c| c.as_ref().ok())
+            .and_then(Option::as_ref);
+        // Codex's sandbox, probed in the running container (only when Codex is enabled)
+        let codex_sandbox = checks::codex_sandbox::check(
+            &mut run,
+            project.as_ref(),
+            security.as_ref(),
+            engine_at,
+            found,
+        );
         container_checks(
             &mut run,
             project.as_ref(),
@@ -298,10 +309,6 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
             container.as_ref(),
         );
         // the MCP servers the harnesses start, started in the running container
-        let found = container
-            .as_ref()
-            .and_then(|c| c.as_ref().ok())
-            .and_then(Option::as_ref);
         checks::mcp_servers::check(&mut run, resolved.as_ref(), &servers, engine_at, found);
         // processkit's own checker, on request
         if options.processkit {

@@ -1051,14 +1051,15 @@ fn doctor_looks_the_container_up_once() {
 
 /// `mcp check` and doctor's `mcp-servers` check ask the engine for the project's
 /// container once, however many servers they start in it: each lookup costs tens of
-/// milliseconds, and they made one per server (two for a server retried).
+/// milliseconds, and they made one per server (two for a server retried). Doctor's Codex
+/// sandbox probe runs in the container doctor found too.
 #[test]
 fn mcp_checks_look_the_container_up_once_for_every_server() {
     let servers = ["one", "two", "three"]
         .map(|n| format!("\n[[ai.mcp.servers]]\nname = \"{n}\"\ncommand = \"{n}-mcp\"\n"));
     let servers = servers.concat();
     let p = Project::new(&format!(
-        "{BASE_TOML}\n[ai]\nharnesses = [\"claude\"]\n{servers}"
+        "{BASE_TOML}\n[ai]\nharnesses = [\"claude\", \"codex\"]\n{servers}"
     ));
     p.apply();
     let json = own_container(&p, "running");
@@ -1080,9 +1081,22 @@ fn mcp_checks_look_the_container_up_once_for_every_server() {
     assert_eq!(execs(&log), 6, "{}", fs_err::read_to_string(&log).unwrap());
     assert_eq!(calls(&log, "container inspect"), 1);
 
-    // doctor: its own lookup serves the probes too.
+    // doctor: its own lookup serves the probes too, the Codex sandbox's included.
     fs_err::remove_file(&log).unwrap();
     let report = p.doctor();
+    assert_eq!(
+        status(&report, "codex-sandbox"),
+        CheckStatus::Ok,
+        "{}",
+        report.render_human()
+    );
+    assert_eq!(
+        calls(
+            &log,
+            "exec --user aibox --workdir /workspace 0123abcd unshare"
+        ),
+        1
+    );
     assert_eq!(
         status(&report, "mcp-servers"),
         CheckStatus::Error,

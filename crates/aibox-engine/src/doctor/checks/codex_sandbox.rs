@@ -7,10 +7,16 @@ use crate::doctor::report::Run;
 use crate::resolve::Security;
 use aibox_config::{AiboxToml, Project};
 use aibox_policy::{Finding, SeccompPosture, Severity};
+use aibox_runtime::FoundContainer;
 
 /// Probes the project's running container; a container that is not running (or an
 /// engine that cannot be used) gives "not checked" with the reason.
-fn probe(config: &AiboxToml, posture: SeccompPosture, engine: &EngineAt) -> SandboxReport {
+fn probe(
+    config: &AiboxToml,
+    posture: SeccompPosture,
+    engine: &EngineAt,
+    found: Option<&FoundContainer>,
+) -> SandboxReport {
     let not_checked = |detail: String| SandboxReport {
         status: SandboxStatus::NotChecked,
         posture: posture.as_str().to_owned(),
@@ -19,8 +25,10 @@ fn probe(config: &AiboxToml, posture: SeccompPosture, engine: &EngineAt) -> Sand
         fix: None,
     };
     match engine {
-        Ok((runtime, target)) => crate::codex_sandbox::probe(config, posture, runtime, target)
-            .unwrap_or_else(|| not_checked(String::new())),
+        Ok((runtime, target)) => {
+            crate::codex_sandbox::probe(config, posture, (runtime, target), found)
+                .unwrap_or_else(|| not_checked(String::new()))
+        }
         Err(e) => not_checked(e.clone()),
     }
 }
@@ -55,11 +63,13 @@ fn finding(report: &SandboxReport) -> Finding {
 }
 
 /// The `codex-sandbox` check (Codex enabled only): the probe's finding, and its report.
+/// `found` is the container doctor found (the probe runs in it when it runs).
 pub(crate) fn check(
     run: &mut Run,
     project: Option<&Project>,
     security: Option<&Security>,
     engine: &EngineAt,
+    found: Option<&FoundContainer>,
 ) -> Option<SandboxReport> {
     let p = project.filter(|p| crate::codex_sandbox::codex_enabled(&p.config))?;
     if let Err(why) = engine
@@ -69,7 +79,7 @@ pub(crate) fn check(
         return None;
     }
     let posture = security.map_or(SeccompPosture::EngineDefault, Security::posture);
-    let report = probe(&p.config, posture, engine);
+    let report = probe(&p.config, posture, engine, found);
     run.check("codex-sandbox", vec![finding(&report)]);
     Some(report)
 }
