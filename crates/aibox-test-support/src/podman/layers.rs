@@ -447,12 +447,25 @@ mod tests {
                 format!("{other}:0"),
             ],
         );
-        // A test process holding the lock for a second.
+        // A test process holding the lock until its stdin closes; the watcher starts once
+        // it holds it (a fixed head start and hold time failed on a loaded machine: the
+        // watcher took the lock first, or after the hold had already ended).
+        let held = lock.with_extension("held");
         let mut holder = Command::new("flock")
-            .args(["-s", lock.as_str(), "sleep", "1"])
+            .args([
+                "-s",
+                lock.as_str(),
+                "sh",
+                "-c",
+                "touch \"$0\"; cat >/dev/null",
+                held.as_str(),
+            ])
+            .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        while !held.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let mut watcher = watcher(&podman, &lock, &repository);
         // Not the tests' temporary folder, which may be gone by the time it runs.
         let tmpdir = watcher.get_envs().find(|(k, _)| *k == "TMPDIR");
@@ -467,6 +480,7 @@ mod tests {
             "0 1",
             "gone while the lock was held"
         );
+        drop(holder.stdin.take());
         assert!(holder.wait().unwrap().success());
         assert!(watcher.wait().unwrap().success());
         assert_eq!(tags(&podman, &repository), "");
