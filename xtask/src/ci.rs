@@ -183,14 +183,11 @@ pub(crate) fn run() -> Result<(), String> {
     // `.ci/run` says when it began: the time to here is cargo compiling xtask.
     if let Some(began) = std::env::var("AIBOX_CI_BEGAN")
         .ok()
-        .and_then(|s| s.parse::<u64>().ok())
+        .and_then(|s| s.parse::<i64>().ok())
     {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
         say(&format!(
             "==> xtask built and started: {}s after .ci/run began",
-            now.saturating_sub(began)
+            unix_seconds() - began
         ));
     }
     let _ = CLIPPY_DRIVER.set(clippy_driver()?);
@@ -257,9 +254,7 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
 /// are named at the end.
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
-    let started = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs().cast_signed());
+    let started = unix_seconds();
     // Build layers the end-to-end tests keep stay until no test process holds this lock;
     // nextest starts a process per test, so between two tests nobody might: ci holds it
     // until the groups are done.
@@ -320,6 +315,13 @@ fn tests() -> Result<(), String> {
     } else {
         Err(format!("groups failed: {}", failed.join(", ")))
     }
+}
+
+/// The clock in Unix seconds (what `.ci/run`'s `date +%s` and Podman's `created` say).
+fn unix_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs().cast_signed())
 }
 
 /// Once no test runs, so no build can take layers from them any more: removes the

@@ -749,7 +749,8 @@ impl Runtime {
     ) -> Result<Command, RuntimeError> {
         // A bad request is refused before the engine is asked anything.
         check_piped(request)?;
-        self.exec_command_in(&self.running(target)?, request)
+        let found = self.running(target)?;
+        Ok(self.piped_command(&found.0.id, request))
     }
 
     /// [`Self::exec_command`] in the container [`Self::running`] already found, without

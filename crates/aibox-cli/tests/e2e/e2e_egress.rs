@@ -36,6 +36,12 @@ fn ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Looks names up as the agent's programs do, the resolver waiting 2 s for an answer,
+/// once (`RES_OPTIONS`), not glibc's 5 s twice per query: on Docker's internal network no
+/// server answers, and the default waits took 60 s of one test; a resolver that works
+/// answers in milliseconds.
+const RESOLVE: &str = "RES_OPTIONS='timeout:2 attempts:1' getent hosts";
+
 /// One engine under test: how to run its CLI and aibox against it.
 pub(crate) struct Bench<'a> {
     pub(crate) engine: &'a dyn Fn(&[&str]) -> Output,
@@ -57,15 +63,9 @@ impl Bench<'_> {
         self.engine_ok(&["rm", "-f", name]);
     }
 
-    /// `getent hosts NAMES` in the agent container: the exit code and output. The resolver
-    /// waits 2 s for an answer, once (`RES_OPTIONS`), not glibc's 5 s twice per query: on
-    /// Docker's internal network no server answers, and the default waits took 60 s of
-    /// one test; a resolver that works answers in milliseconds.
+    /// [`RESOLVE`] `NAMES` in the agent container: the exit code and output.
     pub(crate) fn resolve_in_agent(&self, container: &str, names: &str) -> (i32, String) {
-        self.in_agent(
-            container,
-            &format!("RES_OPTIONS='timeout:2 attempts:1' getent hosts {names}"),
-        )
+        self.in_agent(container, &format!("{RESOLVE} {names}"))
     }
 
     /// `sh -c SCRIPT` in the agent container as its user; the output and exit code.
@@ -677,10 +677,7 @@ fn none_on_podman() {
             "plain TCP",
             format!("timeout 5 bash -c 'exec 3<>/dev/tcp/{address}/443'"),
         ),
-        (
-            "the resolver",
-            "RES_OPTIONS='timeout:2 attempts:1' getent hosts host.test".to_owned(),
-        ),
+        ("the resolver", format!("{RESOLVE} host.test")),
     ] {
         let (code, out) = bench.in_agent(&container, &script);
         assert_ne!(code, 0, "{what} must fail: {out}");
