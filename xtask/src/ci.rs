@@ -255,20 +255,28 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
     let started = unix_seconds();
-    // Build layers the end-to-end tests keep stay until no test process holds this lock;
-    // nextest starts a process per test, so between two tests nobody might: ci holds it
-    // until the groups are done.
-    let layers = aibox_test_support::podman::hold_kept_layers();
-    // `clean_up` removes those layers' tags at the end; a run stopped before (a cancelled
-    // job) leaves them, removed here (each holds a build's layers, 0.7 to 1 GB).
-    say_removed(
-        aibox_test_support::podman::remove_orphaned_layers(),
-        (
-            "build-layer tag an earlier run left",
-            "build-layer tags an earlier run left",
-        ),
-        "earlier runs' build-layer tags",
-    );
+    // Build layers the end-to-end tests keep for a week; expired ones go only while no
+    // test process holds this lock. nextest starts a process per test, so between two
+    // tests nobody might: ci sweeps first, then holds it until the groups are done.
+    let layers = match aibox_test_support::podman::hold_kept_layers() {
+        Ok((held, swept)) => {
+            if let Some(swept) = swept {
+                say_removed(
+                    swept,
+                    (
+                        "build-layer tag older than a week",
+                        "build-layer tags older than a week",
+                    ),
+                    "expired build-layer tags",
+                );
+            }
+            Some(held)
+        }
+        Err(e) => {
+            say(&format!("==> warning: build layers are not held: {e}"));
+            None
+        }
+    };
     let nextest = nextest_installed();
     let mut background = Vec::new();
     for (group, log) in &BACKGROUND {
@@ -326,9 +334,8 @@ fn unix_seconds() -> i64 {
 
 /// Once no test runs, so no build can take layers from them any more: removes the
 /// images that the builds the tests failed on purpose since `started` (Unix seconds) left
-/// as their last step (Podman 4.3), and the tags that keep this run's build layers, then
-/// ends the hold on them. A CI job that ends every process it started once `ci` ends cut
-/// the tags' watchers off: the tags stayed until the next run.
+/// as their last step (Podman 4.3), then ends the hold on the kept build layers (their
+/// tags stay for the next runs, see `aibox_test_support::podman`).
 fn clean_up(started: i64, layers: Option<fs_err::File>) {
     say_removed(
         aibox_test_support::podman::remove_failed_builds(started),
@@ -338,14 +345,7 @@ fn clean_up(started: i64, layers: Option<fs_err::File>) {
         ),
         "failed builds' images",
     );
-    say_removed(
-        aibox_test_support::podman::release_kept_layers(layers),
-        (
-            "build-layer tag of this run",
-            "build-layer tags of this run",
-        ),
-        "this run's build-layer tags",
-    );
+    drop(layers);
 }
 
 /// Says how many leftovers a sweep removed (`what`: singular, plural), or why `stay` stay;

@@ -21,7 +21,8 @@
 //! `localhost/aibox-test-docker-layers:<day>-<id>` and its layers stay for later runs: a
 //! Docker test built its image cold on every run (the four harness CLIs downloaded each
 //! time), while Docker's cache compares every instruction and copied byte as Podman's does.
-//! The tags of builds older than [`KEEP_DAYS`] go when a daemon starts; layers a recent
+//! The tags of builds older than a week (`KEEP_DAYS`, shared with the Podman tests' kept
+//! layers) go when a daemon starts; layers a recent
 //! build still uses stay under its tag, those of a changed catalog go with the old tags.
 //!
 //! A missing `dockerd`, `docker` or `docker-compose`, or a daemon that does not start,
@@ -37,13 +38,10 @@ use std::time::{Duration, Instant};
 
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::podman::{self, BASE_IMAGE, Podman, require_program};
+use crate::podman::{self, BASE_IMAGE, Podman, layers, require_program};
 
 /// The repository of the tags that keep build layers from one run to the next.
 const LAYERS: &str = "localhost/aibox-test-docker-layers";
-
-/// Days a kept build's tag stays: a week of catalog changes at most, then a cold build.
-pub const KEEP_DAYS: u64 = 7;
 
 const INSTALL_HINT: &str =
     "install Docker Engine and Compose first: `apt-get install -y docker.io docker-compose`";
@@ -178,31 +176,12 @@ impl podman::Engine for Docker {
             return;
         };
         let id = id.trim_start_matches("sha256:");
-        let tag = format!("{LAYERS}:{}-{}", today(), &id[..id.len().min(12)]);
+        let tag = format!("{LAYERS}:{}-{}", layers::today(), &id[..id.len().min(12)]);
         let _ = self.run(&["tag", image, &tag]);
     }
 }
 
-/// Days since the Unix epoch (UTC), the age unit of the kept tags.
-fn today() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() / 86_400)
-}
-
-/// The kept tags (`<day>-<id>`) older than [`KEEP_DAYS`] on `today`, out of `tags`.
-fn expired(tags: &str, today: u64) -> Vec<String> {
-    tags.lines()
-        .filter(|tag| {
-            tag.split_once('-')
-                .and_then(|(day, _)| day.parse::<u64>().ok())
-                .is_none_or(|day| today.saturating_sub(day) > KEEP_DAYS)
-        })
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Removes the kept tags older than [`KEEP_DAYS`] (and the layers only they kept) from
+/// Removes the kept tags older than a week (and the layers only they kept) from
 /// the daemon on `socket`.
 fn remove_expired_layers(socket: &Utf8Path) {
     let docker = |args: &[&str]| {
@@ -215,7 +194,10 @@ fn remove_expired_layers(socket: &Utf8Path) {
     let Ok(out) = docker(&["images", "--format", "{{.Tag}}", LAYERS]) else {
         return;
     };
-    for tag in expired(&String::from_utf8_lossy(&out.stdout), today()) {
+    for tag in layers::expired(
+        String::from_utf8_lossy(&out.stdout).lines(),
+        layers::today(),
+    ) {
         let _ = docker(&["rmi", &format!("{LAYERS}:{tag}")]);
     }
 }
@@ -315,19 +297,5 @@ fn stop_pid(pid: &str) {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A tag goes once its build is more than [`KEEP_DAYS`] old; one that is not of the
-    /// `<day>-<id>` shape goes too (nothing else is kept under the repository).
-    #[test]
-    fn kept_tags_expire_after_keep_days() {
-        let tags = "100-aaa\n93-bbb\n92-ccc\nlatest\n";
-        assert_eq!(expired(tags, 100), ["92-ccc", "latest"]);
-        assert_eq!(expired("", 100), Vec::<String>::new());
     }
 }

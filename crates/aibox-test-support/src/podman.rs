@@ -11,8 +11,8 @@
 //! [`DockerApi`] serves Podman's Docker-compatible API on a socket under `target/` for
 //! tools that only speak to Docker (`docker-compose`, the devcontainer CLI).
 //!
-//! [`Cleanup`] keeps the build layers of the images it removes until the checkout's test
-//! processes end (see `layers`), so each distinct image is built once per test run.
+//! [`Cleanup`] keeps the build layers of the images it removes for a week (see `layers`),
+//! so each distinct image is built cold once a week, not once per test run.
 //!
 //! A missing tool fails the test with a message naming what to install; nothing here
 //! skips silently.
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use camino::{Utf8Path, Utf8PathBuf};
 
-mod layers;
+pub(crate) mod layers;
 
 /// A test host for the egress tests and bench (`perl -e TEST_HOST NAME` in [`BASE_IMAGE`]):
 /// HTTP on 80 and 443 (`hello from NAME`, one `tcp: <request line>` log line each), UDP
@@ -88,42 +88,19 @@ pub fn harness_dir() -> Utf8PathBuf {
     target_dir().join("aibox-podman")
 }
 
-/// Keeps the build layers end-to-end tests keep (see `layers`) while the returned file is
-/// open, also between two test processes: for a runner that starts a process per test
-/// (`cargo xtask ci` around nextest). `None` when the lock cannot be taken; the tests
-/// then keep layers for their own processes' lives only.
-pub fn hold_kept_layers() -> Option<fs_err::File> {
-    let dir = harness_dir();
-    fs_err::create_dir_all(&dir).ok()?;
-    layers::lock_shared(&dir.join(layers::LOCK_FILE)).ok()
-}
-
-/// Removes the build-layer tags of this checkout's test processes (see `layers`), then
-/// ends the hold [`hold_kept_layers`] returned; returns how many tags went. For a runner
-/// whose tests all ended and which is about to end itself: a CI job may then end every
-/// process it started, the tags' watchers too (17 tags, each holding a tool image's
-/// layers, stayed until the next run).
+/// Holds the build layers the end-to-end tests keep (see `layers`) while the returned
+/// file is open, also between two test processes: for a runner that starts a process per
+/// test (`cargo xtask ci` around nextest). When no test process of this checkout held
+/// them, the tags older than a week are removed first: the second value says how many
+/// went, or why they stay (`None`: another process holds them, nothing was swept).
 ///
 /// # Errors
-/// When Podman cannot list or remove the images.
-pub fn release_kept_layers(held: Option<fs_err::File>) -> Result<usize, String> {
-    let removed = layers::remove_watched(
-        &Podman::configured()?,
-        &harness_dir().join(layers::LOCK_FILE),
-    );
-    drop(held);
-    removed
-}
-
-/// Removes the build-layer tags (see `layers`) that no watcher will remove any more: a
-/// runner that ends every process it started when the tests end (a CI job does) ends
-/// the watchers too. Tags with a live watcher, of any checkout, stay. Returns how many
-/// went; for a runner to call before its tests.
-///
-/// # Errors
-/// When Podman cannot list or remove the images.
-pub fn remove_orphaned_layers() -> Result<usize, String> {
-    layers::remove_orphans(&Podman::configured()?)
+/// When the lock file cannot be made or locked.
+pub fn hold_kept_layers() -> Result<(fs_err::File, Option<Result<usize, String>>), String> {
+    let podman = Podman::configured()?;
+    let path = podman.dir.join(layers::LOCK_FILE);
+    layers::hold_at(&path, || layers::sweep(&podman))
+        .map_err(|e| format!("cannot lock {path}: {e}"))
 }
 
 /// Removes the images that builds which failed since `since` (Unix seconds) left (see
@@ -197,7 +174,7 @@ impl Podman {
         require_program("podman", INSTALL_HINT);
         require_program("runc", INSTALL_HINT);
         let podman = Self::configured().unwrap_or_else(|e| panic!("{e}"));
-        // For the process's life: kept build layers go only when no test can build on them.
+        // For the process's life: expired build layers go only when no test can build on them.
         layers::hold(&podman);
         podman.ensure_base_image();
         podman
@@ -504,8 +481,8 @@ pub trait Engine: std::fmt::Debug + Send {
     fn remove_network(&self, network: &str);
     /// Removes a volume (if any).
     fn remove_volume(&self, volume: &str);
-    /// Keeps the build layers of `image` for later builds in this test process, before
-    /// [`Engine::remove_image`] removes its name; nothing by default.
+    /// Keeps the build layers of `image` for later builds (this run's and the next
+    /// week's), before [`Engine::remove_image`] removes its name; nothing by default.
     fn keep_layers(&self, _image: &str) {}
 }
 

@@ -5,4 +5,5 @@
 //! One test binary per harness (links once, not once per file); a new test file is
 //! `tests/e2e/NAME.rs` plus a `mod NAME;` line here (see CONTRIBUTING.md).
 
+mod catalog_downloads;
 mod podman_build;
