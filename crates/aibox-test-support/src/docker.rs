@@ -18,12 +18,13 @@
 //!
 //! Build layers: the data root is the tests' own (no one else's images are there), so before
 //! [`Cleanup`](crate::podman::Cleanup) removes an image it is tagged
-//! `localhost/aibox-test-docker-layers:<day>-<id>` and its layers stay for later runs: a
-//! Docker test built its image cold on every run (the four harness CLIs downloaded each
-//! time), while Docker's cache compares every instruction and copied byte as Podman's does.
-//! The tags of builds older than a week (`KEEP_DAYS`, shared with the Podman tests' kept
-//! layers) go when a daemon starts; layers a recent
-//! build still uses stay under its tag, those of a changed catalog go with the old tags.
+//! `localhost/aibox-test-docker-layers:<unix seconds>-<id>` and its layers stay for later
+//! runs: a Docker test built its image cold on every run (the four harness CLIs
+//! downloaded each time), while Docker's cache compares every instruction and copied byte
+//! as Podman's does. When a daemon starts, the tags go that the Podman tests' kept layers
+//! would lose (`podman::layers::expired`: older than a week, or beyond the newest 64);
+//! layers a recent build still uses stay under its tag, those of a changed catalog go
+//! with the old tags.
 //!
 //! A missing `dockerd`, `docker` or `docker-compose`, or a daemon that does not start,
 //! fails the test; nothing here skips.
@@ -175,9 +176,7 @@ impl podman::Engine for Docker {
         else {
             return;
         };
-        let id = id.trim_start_matches("sha256:");
-        let tag = format!("{LAYERS}:{}-{}", layers::today(), &id[..id.len().min(12)]);
-        let _ = self.run(&["tag", image, &tag]);
+        let _ = self.run(&["tag", image, &layers::kept_tag(LAYERS, &id)]);
     }
 }
 
@@ -194,10 +193,7 @@ fn remove_expired_layers(socket: &Utf8Path) {
     let Ok(out) = docker(&["images", "--format", "{{.Tag}}", LAYERS]) else {
         return;
     };
-    for tag in layers::expired(
-        String::from_utf8_lossy(&out.stdout).lines(),
-        layers::today(),
-    ) {
+    for tag in layers::expired(String::from_utf8_lossy(&out.stdout).lines(), layers::now()) {
         let _ = docker(&["rmi", &format!("{LAYERS}:{tag}")]);
     }
 }

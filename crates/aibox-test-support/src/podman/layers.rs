@@ -6,18 +6,21 @@
 //! `apt-get install` and harness downloads again (a three-harness image: 62 s cold, 16 s
 //! from the cache; the suite's 29 builds were 246 s of its 840 s of test time). Before
 //! [`Cleanup`](super::Cleanup) removes an image, [`keep`] tags it
-//! `localhost/aibox-test-layers:<day>-<id>`: its name goes, its layers stay for later
-//! builds, in this run and the next ones, as the Docker tests' data root keeps theirs
-//! (`docker.rs`). Podman's build cache still compares every instruction and every copied
-//! byte, so a test never gets an image of files other than its own.
+//! `localhost/aibox-test-layers:<unix seconds>-<id>`: its name goes, its layers stay for
+//! later builds, in this run and the next ones, as the Docker tests' data root keeps
+//! theirs (`docker.rs`). Podman's build cache still compares every instruction and every
+//! copied byte, so a test never gets an image of files other than its own.
 //!
-//! Tags older than [`KEEP_DAYS`] go in a sweep ([`sweep`]) that runs only while no test
-//! process of this checkout holds `<target>/aibox-podman/layers.lock`: every process that
-//! readies Podman holds that lock shared for its life ([`hold`]), and `cargo xtask ci` for
-//! its whole run; the first one to find it free sweeps under the exclusive lock before it
-//! holds it shared. So no image goes while a test of this checkout may build on its
+//! Tags older than a week ([`KEEP_SECONDS`]) go in a sweep ([`sweep`]), and so do all
+//! but the newest [`MAX_KEPT`]: each run's images carry its test projects' names (a
+//! label), so most of them are new on every run (19 of 22), their layers shared with the
+//! previous run's images; without a bound their number grew by that much a run. The sweep
+//! runs only while no test process of this checkout holds
+//! `<target>/aibox-podman/layers.lock`: every process that readies Podman holds that lock
+//! shared for its life ([`hold`]), and `cargo xtask ci` for its whole run; the first one
+//! to find it free sweeps under the exclusive lock before it holds it shared. So no image goes while a test of this checkout may build on its
 //! layers (Podman 4.3 failed builds with "layer not known" when layers went away under
-//! them). A build reusing an old image tags it again under the day it was used.
+//! them). A build reusing an old image tags it again, with the time it was used.
 //!
 //! What a cold build proved on every run, that each pinned download is still served with
 //! its digest, `aibox-devcontainer`'s `catalog_downloads` test proves on every run
@@ -33,11 +36,15 @@ use camino::Utf8Path;
 
 use super::Podman;
 
-/// The repository of the kept tags (`<day>-<id>`).
+/// The repository of the kept tags (`<unix seconds>-<id>`).
 const REPOSITORY: &str = "localhost/aibox-test-layers";
 
-/// Days a kept build's tag stays: a week of catalog changes at most, then a cold build.
-pub(crate) const KEEP_DAYS: u64 = 7;
+/// How long a kept build's tag stays: a week of catalog changes at most, then a cold
+/// build.
+pub(crate) const KEEP_SECONDS: u64 = 7 * 86_400;
+
+/// Most kept tags: about three runs' images (22 a run with Podman, fewer with Docker).
+pub(crate) const MAX_KEPT: usize = 64;
 
 /// The lock file's name, beside the harness's `containers.conf`.
 pub(super) const LOCK_FILE: &str = "layers.lock";
@@ -85,41 +92,62 @@ pub(super) fn keep(podman: &Podman, image: &str) {
     let Ok(id) = podman_ok(podman, &["image", "inspect", "--format", "{{.Id}}", image]) else {
         return;
     };
-    let id = id.trim();
-    let tag = format!("{REPOSITORY}:{}-{}", today(), &id[..id.len().min(12)]);
-    let _ = podman.run(&["tag", image, &tag]);
+    let _ = podman.run(&["tag", image, &kept_tag(REPOSITORY, &id)]);
 }
 
-/// Days since the Unix epoch (UTC), the age unit of the kept tags.
-pub(crate) fn today() -> u64 {
+/// The tag that keeps the image `id` under `repository`, made now.
+pub(crate) fn kept_tag(repository: &str, id: &str) -> String {
+    let id = id.trim().trim_start_matches("sha256:");
+    format!("{repository}:{}-{}", now(), &id[..id.len().min(12)])
+}
+
+/// Seconds since the Unix epoch, the kept tags' clock.
+pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() / 86_400)
+        .map_or(0, |d| d.as_secs())
 }
 
-/// The kept tags (`<day>-<id>`) older than [`KEEP_DAYS`] on `today`, out of `tags`; a
-/// tag of another shape goes too (nothing else is kept under the repository).
-pub(crate) fn expired<'a>(tags: impl IntoIterator<Item = &'a str>, today: u64) -> Vec<&'a str> {
-    tags.into_iter()
-        .filter(|tag| {
-            tag.split_once('-')
-                .and_then(|(day, _)| day.parse::<u64>().ok())
-                .is_none_or(|day| today.saturating_sub(day) > KEEP_DAYS)
-        })
-        .collect()
+/// When the kept tag `tag` was made: `<unix seconds>-<id>`, or `<day>-<id>` as the
+/// Docker tests' tags counted before (fewer than seven digits until the year 4700).
+fn tagged_at(tag: &str) -> Option<u64> {
+    let (time, _) = tag.split_once('-')?;
+    let time: u64 = time.parse().ok()?;
+    Some(if time < 1_000_000 {
+        time.saturating_mul(86_400)
+    } else {
+        time
+    })
 }
 
-/// Removes, in one `podman rmi`, the kept tags older than [`KEEP_DAYS`] and the previous
+/// The kept tags of `tags` to remove at `now`: those older than [`KEEP_SECONDS`], those
+/// of another shape (nothing else is kept under the repository), and all but the newest
+/// [`MAX_KEPT`] of the rest.
+pub(crate) fn expired<'a>(tags: impl IntoIterator<Item = &'a str>, now: u64) -> Vec<&'a str> {
+    let mut recent = Vec::new();
+    let mut gone = Vec::new();
+    for tag in tags {
+        match tagged_at(tag) {
+            Some(at) if now.saturating_sub(at) <= KEEP_SECONDS => recent.push((at, tag)),
+            _ => gone.push(tag),
+        }
+    }
+    recent.sort_unstable_by(|a, b| b.cmp(a));
+    gone.extend(recent.into_iter().skip(MAX_KEPT).map(|(_, tag)| tag));
+    gone
+}
+
+/// Removes, in one `podman rmi`, the expired kept tags (see [`expired`]) and the previous
 /// scheme's per-process tags; returns how many. Only while no test process holds the
 /// lock (see the module).
 pub(super) fn sweep(podman: &Podman) -> Result<usize, String> {
     let names = image_names(podman)?;
-    remove_images(podman, &to_sweep(&names, today()))
+    remove_images(podman, &to_sweep(&names, now()))
 }
 
-/// What [`sweep`] removes out of `names` (every `REPOSITORY:TAG` of the store, a line) on
-/// `today`: the expired kept tags and the previous scheme's.
-fn to_sweep(names: &str, today: u64) -> Vec<&str> {
+/// What [`sweep`] removes out of `names` (every `REPOSITORY:TAG` of the store, a line) at
+/// `now`: the expired kept tags and the previous scheme's.
+fn to_sweep(names: &str, now: u64) -> Vec<&str> {
     let mut kept = Vec::new();
     let mut gone = Vec::new();
     for name in names.lines() {
@@ -132,7 +160,7 @@ fn to_sweep(names: &str, today: u64) -> Vec<&str> {
             gone.push(name);
         }
     }
-    let old = expired(kept.iter().map(|(tag, _)| *tag), today);
+    let old = expired(kept.iter().map(|(tag, _)| *tag), now);
     gone.extend(
         kept.iter()
             .filter(|(tag, _)| old.contains(tag))
@@ -238,13 +266,44 @@ mod tests {
     /// processes tag or untag one image at once (seen here: a tag gone that nobody removed).
     static BASE_IMAGE_NAMES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    /// A tag goes once its build is more than [`KEEP_DAYS`] old; one that is not of the
-    /// `<day>-<id>` shape goes too (nothing else is kept under the repository).
+    /// A tag goes once it is more than a week old, counted in seconds or, as the Docker
+    /// tests' earlier tags were, in days; one of another shape goes too.
     #[test]
-    fn kept_tags_expire_after_keep_days() {
-        let tags = ["100-aaa", "93-bbb", "92-ccc", "latest"];
-        assert_eq!(expired(tags, 100), ["92-ccc", "latest"]);
-        assert_eq!(expired([], 100), Vec::<&str>::new());
+    fn kept_tags_expire_after_a_week() {
+        let now = 2_000_000_000;
+        let week = KEEP_SECONDS;
+        let (fresh, edge, stale) = (
+            format!("{now}-aaa"),
+            format!("{}-bbb", now - week),
+            format!("{}-ccc", now - week - 1),
+        );
+        let (day, old_day) = (
+            format!("{}-ddd", now / 86_400 - 1),
+            format!("{}-eee", now / 86_400 - 8),
+        );
+        let tags = [&fresh, &edge, &stale, &day, &old_day, &"latest".to_owned()];
+        assert_eq!(
+            expired(tags.iter().map(|t| t.as_str()), now),
+            [stale.as_str(), &old_day, "latest"]
+        );
+        assert_eq!(expired([], now), Vec::<&str>::new());
+    }
+
+    /// Beyond the newest [`MAX_KEPT`] tags, the older ones go.
+    #[test]
+    fn only_the_newest_tags_stay() {
+        let now = 2_000_000_000;
+        let tags: Vec<String> = (0..MAX_KEPT + 3)
+            .map(|n| format!("{}-{n:03}", now - n as u64))
+            .collect();
+        let gone = expired(tags.iter().map(String::as_str), now);
+        assert_eq!(
+            gone,
+            tags[MAX_KEPT..]
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+        );
     }
 
     /// The sweep picks the expired kept tags and the per-process tags of the previous
@@ -252,15 +311,15 @@ mod tests {
     #[test]
     fn the_sweep_picks_expired_and_legacy_tags_only() {
         let names = format!(
-            "{REPOSITORY}:100-aaa\n{REPOSITORY}:92-bbb\n{REPOSITORY}-4242:0\n\
+            "{REPOSITORY}:1999999999-aaa\n{REPOSITORY}:1000000000-bbb\n{REPOSITORY}-4242:0\n\
              {REPOSITORY}-selftest-1:0\nlocalhost/aibox-test-base:bookworm\n\
-             localhost/other:92-ccc\n<none>:<none>\n"
+             localhost/other:1000000000-ccc\n<none>:<none>\n"
         );
         assert_eq!(
-            to_sweep(&names, 100),
+            to_sweep(&names, 2_000_000_000),
             [
                 format!("{REPOSITORY}-4242:0"),
-                format!("{REPOSITORY}:92-bbb")
+                format!("{REPOSITORY}:1000000000-bbb")
             ]
         );
     }
@@ -282,7 +341,7 @@ mod tests {
         assert!(probe.file().try_lock().is_ok());
     }
 
-    /// [`keep`] tags a built image under today's day and its id; Podman's own listing
+    /// [`keep`] tags a built image with the time and its id; Podman's own listing
     /// reads as the sweep expects, so an expired tag and a previous-scheme tag of the
     /// base image are picked, and the recent one is not.
     #[test]
@@ -292,6 +351,7 @@ mod tests {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let podman = Podman::ready();
         let pid = std::process::id();
+        let started = now();
         let image = format!("localhost/aibox-test-keep-selftest:{pid}");
         let (old, legacy) = (
             format!("{REPOSITORY}:1-self{pid}"),
@@ -306,15 +366,25 @@ mod tests {
             &["image", "inspect", "--format", "{{.Id}}", BASE_IMAGE],
         )
         .unwrap();
-        let kept = format!("{REPOSITORY}:{}-{}", today(), &id.trim()[..12]);
         let names = image_names(&podman).unwrap();
-        let picked = to_sweep(&names, today());
-        let had_kept = names.lines().any(|n| n == kept);
+        let picked = to_sweep(&names, now());
+        let suffix = format!("-{}", &id.trim().trim_start_matches("sha256:")[..12]);
+        let kept = names
+            .lines()
+            .find(|n| {
+                n.strip_prefix(&format!("{REPOSITORY}:"))
+                    .and_then(|tag| tag.strip_suffix(&suffix))
+                    .and_then(|at| at.parse::<u64>().ok())
+                    .is_some_and(|at| at >= started)
+            })
+            .unwrap_or_default()
+            .to_owned();
+        let had_kept = !kept.is_empty();
         // Removes the names this test gave, whatever it found.
         for tag in [&image, &old, &legacy, &kept] {
             let _ = podman.run(&["rmi", tag]);
         }
-        assert!(had_kept, "{kept} missing:\n{names}");
+        assert!(had_kept, "no tag of {suffix} since {started}:\n{names}");
         assert!(picked.contains(&old.as_str()), "{picked:?}");
         assert!(picked.contains(&legacy.as_str()), "{picked:?}");
         assert!(!picked.contains(&kept.as_str()), "{picked:?}");
