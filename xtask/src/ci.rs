@@ -255,18 +255,15 @@ fn test_args(run: &[&'static str]) -> Vec<&'static str> {
 fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
     let started = unix_seconds();
-    // Build layers the end-to-end tests keep for a week; expired ones go only while no
-    // test process holds this lock. nextest starts a process per test, so between two
+    // Build layers the end-to-end tests keep for a week (the newest 64 tags); expired
+    // ones go only while no test process holds this lock. nextest starts a process per test, so between two
     // tests nobody might: ci sweeps first, then holds it until the groups are done.
     let layers = match aibox_test_support::podman::hold_kept_layers() {
         Ok((held, swept)) => {
             if let Some(swept) = swept {
                 say_removed(
                     swept,
-                    (
-                        "build-layer tag older than a week",
-                        "build-layer tags older than a week",
-                    ),
+                    ("expired build-layer tag", "expired build-layer tags"),
                     "expired build-layer tags",
                 );
             }

@@ -180,8 +180,8 @@ impl podman::Engine for Docker {
     }
 }
 
-/// Removes the kept tags older than a week (and the layers only they kept) from
-/// the daemon on `socket`.
+/// Removes the expired kept tags (`podman::layers::expired`; and the layers only they
+/// kept) from the daemon on `socket`.
 fn remove_expired_layers(socket: &Utf8Path) {
     let docker = |args: &[&str]| {
         Command::new("docker")

@@ -91,8 +91,9 @@ pub fn harness_dir() -> Utf8PathBuf {
 /// Holds the build layers the end-to-end tests keep (see `layers`) while the returned
 /// file is open, also between two test processes: for a runner that starts a process per
 /// test (`cargo xtask ci` around nextest). When no test process of this checkout held
-/// them, the tags older than a week are removed first: the second value says how many
-/// went, or why they stay (`None`: another process holds them, nothing was swept).
+/// them, the expired tags (older than a week, or beyond the newest 64) are removed first:
+/// the second value says how many went, or why they stay (`None`: another process holds
+/// them, nothing was swept).
 ///
 /// # Errors
 /// When the lock file cannot be made or locked.
