@@ -91,17 +91,20 @@ pub fn harness_dir() -> Utf8PathBuf {
 /// Holds the build layers the end-to-end tests keep (see `layers`) while the returned
 /// file is open, also between two test processes: for a runner that starts a process per
 /// test (`cargo xtask ci` around nextest). When no test process of this checkout held
-/// them, the expired tags (older than a week, or beyond the newest 64) are removed first:
-/// the second value says how many went, or why they stay (`None`: another process holds
-/// them, nothing was swept).
+/// them, the expired tags (older than a week, or beyond the newest 64) are removed first,
+/// here or when this process readied Podman: the second value says how many went, or why
+/// they stay (`None`: another process held them, nothing was swept).
 ///
 /// # Errors
 /// When the lock file cannot be made or locked.
 pub fn hold_kept_layers() -> Result<(fs_err::File, Option<Result<usize, String>>), String> {
     let podman = Podman::configured()?;
     let path = podman.dir.join(layers::LOCK_FILE);
-    layers::hold_at(&path, || layers::sweep(&podman))
-        .map_err(|e| format!("cannot lock {path}: {e}"))
+    let (held, swept) = layers::hold_at(&path, || layers::sweep(&podman))
+        .map_err(|e| format!("cannot lock {path}: {e}"))?;
+    // A process that readied Podman first swept then, and its own lock stops a second
+    // sweep here.
+    Ok((held, swept.or_else(layers::take_own_sweep)))
 }
 
 /// Removes the images that builds which failed since `since` (Unix seconds) left (see

@@ -55,10 +55,23 @@ pub(super) fn hold(podman: &Podman) {
     static HELD: OnceLock<fs_err::File> = OnceLock::new();
     HELD.get_or_init(|| {
         let path = podman.dir.join(LOCK_FILE);
-        let (file, _) =
+        let (file, swept) =
             hold_at(&path, || sweep(podman)).unwrap_or_else(|e| panic!("cannot lock {path}: {e}"));
+        if let Ok(mut own) = OWN_SWEEP.lock() {
+            *own = swept;
+        }
         file
     });
+}
+
+/// What this process's [`hold`] swept, for a runner that readied Podman itself before it
+/// asks (`cargo xtask ci` does, for the base image): its own lock then keeps it from
+/// sweeping again.
+static OWN_SWEEP: std::sync::Mutex<Option<Result<usize, String>>> = std::sync::Mutex::new(None);
+
+/// Takes what this process's [`hold`] swept, if it swept.
+pub(super) fn take_own_sweep() -> Option<Result<usize, String>> {
+    OWN_SWEEP.lock().ok().and_then(|mut own| own.take())
 }
 
 /// Opens (creating it) the lock file at `path` and holds it shared; when nobody held it,
