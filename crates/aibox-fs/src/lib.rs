@@ -35,6 +35,7 @@ use std::io::Write as _;
 
 use camino::{Utf8Path, Utf8PathBuf};
 
+use aibox_config::KeptPack;
 use aibox_config::layout::Writers;
 
 /// The closed set of root-relative paths `apply` may write.
@@ -659,6 +660,8 @@ pub struct Writer<'a> {
     dirty: bool,
     /// The copy buffer of [`Self::copy_verified`], allocated once per writer.
     buf: Vec<u8>,
+    /// The pack file the last packed source came from, kept open (see [`open_source`]).
+    pack: KeptPack,
     /// Early writeback of deferred writes (see [`Writeback`]).
     writeback: Writeback,
 }
@@ -778,6 +781,7 @@ impl<'a> Writer<'a> {
             deferred: false,
             dirty: false,
             buf: Vec::new(),
+            pack: KeptPack::default(),
             writeback: Writeback::default(),
         }
     }
@@ -806,6 +810,7 @@ impl<'a> Writer<'a> {
             deferred: self.deferred,
             dirty: false,
             buf: Vec::new(),
+            pack: KeptPack::default(),
             writeback: Writeback::default(),
         }
     }
@@ -976,7 +981,7 @@ impl<'a> Writer<'a> {
             mode: mode.or(old_mode),
             sync: !self.deferred,
         };
-        copy_temp(&target, from, &mut self.buf)?;
+        copy_temp(&target, from, &mut self.pack, &mut self.buf)?;
         self.root.hand_over(&slot.temp)?;
         if self.deferred {
             self.writeback.wrote(self.root.path(), from.size);
@@ -1043,7 +1048,7 @@ impl<'a> Writer<'a> {
                 .unwrap_or_else(|| self.root.path().to_owned());
             targets.push((*rel, dir));
         }
-        let source = open_verified(from, first)?;
+        let source = open_source(&mut self.pack, from, first)?;
         for (rel, dir) in targets {
             let path = dir.join(rel.file_name().unwrap_or_default());
             let mut options = fs_err::OpenOptions::new();
@@ -1397,6 +1402,7 @@ struct CopyTarget<'p> {
 fn copy_temp(
     target: &CopyTarget<'_>,
     from: &aibox_config::CopyFrom,
+    pack: &mut KeptPack,
     buf: &mut [u8],
 ) -> Result<(), WriteError> {
     let CopyTarget {
@@ -1405,7 +1411,7 @@ fn copy_temp(
         mode,
         sync,
     } = *target;
-    let source = open_verified(from, rel)?;
+    let source = open_source(pack, from, rel)?;
     let mut file = create_temp(temp, mode)?;
     let result = stream_verified(source, from, rel, buf, |chunk| {
         file.write_all(chunk)
@@ -1427,13 +1433,15 @@ fn copy_temp(
     Ok(())
 }
 
-/// Opens the verified source `from` of the write of `rel`; a missing source is a changed
-/// one ([`WriteError::SourceChanged`]).
-fn open_verified(
+/// Opens the verified source `from` of the write of `rel` ([`aibox_config::CopyFrom::open_kept`]:
+/// a source in a pack is read through the pack the writer keeps open); a missing source
+/// is a changed one ([`WriteError::SourceChanged`]).
+fn open_source<'p>(
+    pack: &'p mut KeptPack,
     from: &aibox_config::CopyFrom,
     rel: &Utf8Path,
-) -> Result<std::io::Take<fs_err::File>, WriteError> {
-    from.open().map_err(|e| {
+) -> Result<aibox_config::Source<'p>, WriteError> {
+    from.open_kept(pack).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             source_changed(from, rel, "is missing".to_owned())
         } else {
@@ -1446,14 +1454,13 @@ fn open_verified(
 /// through `buf`, handing each chunk to `sink`, and checks its size and SHA-256 against
 /// `from`'s ([`WriteError::SourceChanged`] naming `rel` on a mismatch).
 fn stream_verified(
-    mut reader: std::io::Take<fs_err::File>,
+    mut reader: impl std::io::Read,
     from: &aibox_config::CopyFrom,
     rel: &Utf8Path,
     buf: &mut [u8],
     mut sink: impl FnMut(&[u8]) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
     use sha2::Digest as _;
-    use std::io::Read as _;
     let mut hasher = sha2::Sha256::new();
     let mut copied = 0u64;
     loop {

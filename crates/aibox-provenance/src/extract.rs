@@ -323,6 +323,17 @@ impl Payload {
     /// Feeds the bytes of file `rel` to `sink` chunk by chunk, then checks size and
     /// digest against the manifest (a mismatch is an error after the last chunk).
     pub fn stream(&self, rel: &str, sink: &mut dyn FnMut(&[u8])) -> Result<()> {
+        self.stream_kept(rel, &mut aibox_config::KeptPack::default(), sink)
+    }
+
+    /// [`Self::stream`] for a reader of many files: a pack is read through the one `kept`
+    /// holds open, not opened again for each file.
+    pub fn stream_kept(
+        &self,
+        rel: &str,
+        kept: &mut aibox_config::KeptPack,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> Result<()> {
         let file = self.entry(rel)?;
         if let Bytes::Memory(m) = &self.bytes {
             sink(m.get(rel).map_or(&[][..], Vec::as_slice));
@@ -338,7 +349,7 @@ impl Payload {
             path: path.display().to_string(),
             reason,
         };
-        let f = from.open().map_err(|e| {
+        let f = from.open_kept(kept).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 changed("it is missing".to_owned())
             } else {

@@ -588,6 +588,7 @@ fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<Stri
         return Ok(known);
     }
     let mut h = sha2::Sha256::new();
+    let mut kept = aibox_config::KeptPack::default();
     // The install set is sorted by project path, as the fingerprint wants.
     for (p, (release_path, _, _)) in set {
         if !in_fingerprint(p) {
@@ -595,7 +596,7 @@ fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<Stri
         }
         h.update(p.as_bytes());
         h.update([0]);
-        payload.stream(release_path, &mut |chunk| h.update(chunk))?;
+        payload.stream_kept(release_path, &mut kept, &mut |chunk| h.update(chunk))?;
         h.update([0]);
     }
     let value = format!("v2:{}", hex::encode(h.finalize()));

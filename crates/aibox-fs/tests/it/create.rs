@@ -169,3 +169,67 @@ fn folders_found_missing_are_found_again_once_made_or_moved_in() {
         .unwrap();
     assert!(root.is_file(Utf8Path::new(written)).unwrap());
 }
+
+/// Sources in one pack file are read by their ranges through the pack a writer keeps
+/// open, not by opening it again for each copy: after the first copy the pack's name can
+/// go and the writer still copies (and checks) the rest, while a new writer finds it
+/// missing. A damaged range is still refused.
+#[test]
+fn packed_sources_are_read_through_the_pack_the_writer_keeps_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+    let root = base.join("project");
+    fs_err::create_dir_all(&root).unwrap();
+    let parts: [&[u8]; 3] = [b"first\n", b"second file\n", b""];
+    let pack = base.join("pack");
+    fs_err::write(&pack, parts.concat()).unwrap();
+    let pack = Arc::new(pack.into_std_path_buf());
+    let mut offset = 0;
+    let sources: Vec<CopyFrom> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let from = CopyFrom::in_pack(
+                Arc::clone(&pack),
+                Arc::from(format!("context/{i}.md")),
+                sha2::Sha256::digest(bytes).into(),
+                bytes.len() as u64,
+                offset,
+            );
+            offset += bytes.len() as u64;
+            from
+        })
+        .collect();
+    let project = ProjectRoot::open(&root).unwrap();
+    let mut writer = Writer::new(&project);
+    writer
+        .create_verified(&[Utf8Path::new("context/0.md")], &sources[0], None)
+        .unwrap();
+    fs_err::remove_file(&*pack).unwrap();
+    writer
+        .create_verified(&[Utf8Path::new("context/1.md")], &sources[1], None)
+        .unwrap();
+    writer
+        .copy_verified(Utf8Path::new("context/2.md"), &sources[2], None)
+        .unwrap();
+    for (i, bytes) in parts.iter().enumerate() {
+        assert_eq!(
+            fs_err::read(root.join(format!("context/{i}.md"))).unwrap(),
+            *bytes
+        );
+    }
+    let err = Writer::new(&project)
+        .create_verified(&[Utf8Path::new("context/again.md")], &sources[1], None)
+        .unwrap_err();
+    assert!(
+        matches!(&err, WriteError::SourceChanged { reason, .. } if reason.contains("missing")),
+        "{err:?}"
+    );
+    // A damaged byte in a source's range.
+    fs_err::write(&*pack, b"first\nsecond fiLe\n").unwrap();
+    let err = Writer::new(&project)
+        .create_verified(&[Utf8Path::new("context/damaged.md")], &sources[1], None)
+        .unwrap_err();
+    assert!(matches!(err, WriteError::SourceChanged { .. }), "{err:?}");
+    assert!(!root.join("context/damaged.md").exists());
+}
