@@ -227,9 +227,9 @@ impl CopyFrom {
     ///
     /// # Errors
     /// The file (or pack) cannot be opened.
-    pub fn open_kept<'k>(&self, kept: &'k mut KeptPack) -> std::io::Result<Source<'k>> {
+    pub fn open_kept<'k>(&self, kept: &'k mut KeptPack) -> std::io::Result<SourceReader<'k>> {
         let Some(at) = self.pack_offset().filter(|_| cfg!(unix)) else {
-            return self.open().map(Source::Own);
+            return self.open().map(SourceReader::Own);
         };
         let reuse = kept
             .0
@@ -239,12 +239,12 @@ impl CopyFrom {
             kept.0 = Some((Arc::clone(&self.dir), fs_err::File::open(&*self.dir)?));
         }
         match &kept.0 {
-            Some((_, file)) => Ok(Source::Packed {
+            Some((_, file)) => Ok(SourceReader::Packed {
                 file,
                 at,
                 end: at.saturating_add(self.size),
             }),
-            None => self.open().map(Source::Own),
+            None => self.open().map(SourceReader::Own),
         }
     }
 
@@ -292,7 +292,7 @@ pub struct KeptPack(Option<(Arc<PathBuf>, fs_err::File)>);
 /// A verified source opened for reading ([`CopyFrom::open_kept`]): a file of its own, or
 /// a range of a kept pack file, read by position.
 #[derive(Debug)]
-pub enum Source<'k> {
+pub enum SourceReader<'k> {
     /// A file of its own, or a pack opened for this source alone.
     Own(std::io::Take<fs_err::File>),
     /// The range `at..end` of a kept pack.
@@ -306,7 +306,7 @@ pub enum Source<'k> {
     },
 }
 
-impl std::io::Read for Source<'_> {
+impl std::io::Read for SourceReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Self::Own(file) => file.read(buf),

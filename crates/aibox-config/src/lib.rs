@@ -27,7 +27,7 @@ mod path;
 mod shape;
 
 pub use diag::{ConfigProblems, Problem, ProblemKind, UnknownHarness, bounded, render_plain};
-pub use files::{CopyFrom, KeptPack, Ownership, PlanPath, PlannedFile, Render, Source};
+pub use files::{CopyFrom, KeptPack, Ownership, PlanPath, PlannedFile, Render, SourceReader};
 pub use gitignore::{LOCAL_STATE_PATHS, is_local_state, merge_gitignore};
 pub use init::{InitOptions, render_aibox_toml};
 pub use kind::ErrorKind;

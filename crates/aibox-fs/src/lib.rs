@@ -1440,7 +1440,7 @@ fn open_source<'p>(
     pack: &'p mut KeptPack,
     from: &aibox_config::CopyFrom,
     rel: &Utf8Path,
-) -> Result<aibox_config::Source<'p>, WriteError> {
+) -> Result<aibox_config::SourceReader<'p>, WriteError> {
     from.open_kept(pack).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             source_changed(from, rel, "is missing".to_owned())
