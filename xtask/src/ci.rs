@@ -256,24 +256,18 @@ fn tests() -> Result<(), String> {
     let fail_fast = std::env::var_os("AIBOX_CI_FAIL_FAST").is_some();
     let started = unix_seconds();
     // Build layers the end-to-end tests keep for a week (the newest 64 tags); expired
-    // ones go only while no test process holds this lock. nextest starts a process per test, so between two
-    // tests nobody might: ci sweeps first, then holds it until the groups are done.
-    let layers = match aibox_test_support::podman::hold_kept_layers() {
-        Ok((held, swept)) => {
-            if let Some(swept) = swept {
-                say_removed(
-                    swept,
-                    ("expired build-layer tag", "expired build-layer tags"),
-                    "expired build-layer tags",
-                );
-            }
-            Some(held)
-        }
-        Err(e) => {
-            say(&format!("==> warning: build layers are not held: {e}"));
-            None
-        }
-    };
+    // ones go only while no test process holds their lock. nextest starts a process per
+    // test, so between two tests nobody might: this process holds it until it ends,
+    // having swept first (or when it readied Podman for the base image).
+    match aibox_test_support::podman::hold_kept_layers() {
+        Ok(Some(swept)) => say_removed(
+            swept,
+            ("expired build-layer tag", "expired build-layer tags"),
+            "expired build-layer tags",
+        ),
+        Ok(None) => {}
+        Err(e) => say(&format!("==> warning: build layers are not held: {e}")),
+    }
     let nextest = nextest_installed();
     let mut background = Vec::new();
     for (group, log) in &BACKGROUND {
@@ -284,14 +278,14 @@ fn tests() -> Result<(), String> {
         running.wait_until_running();
         background.push(running);
     }
-    let stop = |background: Vec<Background>, layers| {
+    let stop = |background: Vec<Background>| {
         background.into_iter().for_each(Background::stop);
-        clean_up(started, layers);
+        clean_up(started);
     };
     let mut failed = Vec::new();
     if let Err(e) = checks() {
         if fail_fast {
-            stop(background, layers);
+            stop(background);
             return Err(e);
         }
         say(&format!("==> checks failed: {e}"));
@@ -301,7 +295,7 @@ fn tests() -> Result<(), String> {
         for run in *runs {
             if let Err(e) = step(name, &test_args(run)) {
                 if fail_fast {
-                    stop(background, layers);
+                    stop(background);
                     return Err(e);
                 }
                 failed.push(*name);
@@ -314,7 +308,7 @@ fn tests() -> Result<(), String> {
             failed.push(name);
         }
     }
-    clean_up(started, layers);
+    clean_up(started);
     if failed.is_empty() {
         Ok(())
     } else {
@@ -331,9 +325,9 @@ fn unix_seconds() -> i64 {
 
 /// Once no test runs, so no build can take layers from them any more: removes the
 /// images that the builds the tests failed on purpose since `started` (Unix seconds) left
-/// as their last step (Podman 4.3), then ends the hold on the kept build layers (their
-/// tags stay for the next runs, see `aibox_test_support::podman`).
-fn clean_up(started: i64, layers: Option<fs_err::File>) {
+/// as their last step (Podman 4.3). The kept build layers' tags stay for the next runs
+/// (see `aibox_test_support::podman`).
+fn clean_up(started: i64) {
     say_removed(
         aibox_test_support::podman::remove_failed_builds(started),
         (
@@ -342,7 +336,6 @@ fn clean_up(started: i64, layers: Option<fs_err::File>) {
         ),
         "failed builds' images",
     );
-    drop(layers);
 }
 
 /// Says how many leftovers a sweep removed (`what`: singular, plural), or why `stay` stay;

@@ -88,23 +88,18 @@ pub fn harness_dir() -> Utf8PathBuf {
     target_dir().join("aibox-podman")
 }
 
-/// Holds the build layers the end-to-end tests keep (see `layers`) while the returned
-/// file is open, also between two test processes: for a runner that starts a process per
-/// test (`cargo xtask ci` around nextest). When no test process of this checkout held
-/// them, the expired tags (older than a week, or beyond the newest 64) are removed first,
-/// here or when this process readied Podman: the second value says how many went, or why
+/// Holds the build layers the end-to-end tests keep (see `layers`) until this process
+/// ends, as [`Podman::ready`] does: for a runner that starts a process per test (`cargo
+/// xtask ci` around nextest), so they are held between two test processes too. When no
+/// test process of this checkout held them, this process removed the expired tags (older
+/// than a week, or beyond the newest 64) as it first held them: how many went, or why
 /// they stay (`None`: another process held them, nothing was swept).
 ///
 /// # Errors
 /// When the lock file cannot be made or locked.
-pub fn hold_kept_layers() -> Result<(fs_err::File, Option<Result<usize, String>>), String> {
-    let podman = Podman::configured()?;
-    let path = podman.dir.join(layers::LOCK_FILE);
-    let (held, swept) = layers::hold_at(&path, || layers::sweep(&podman))
-        .map_err(|e| format!("cannot lock {path}: {e}"))?;
-    // A process that readied Podman first swept then, and its own lock stops a second
-    // sweep here.
-    Ok((held, swept.or_else(layers::take_own_sweep)))
+pub fn hold_kept_layers() -> Result<Option<Result<usize, String>>, String> {
+    layers::hold(&Podman::configured()?)?;
+    Ok(layers::take_own_sweep())
 }
 
 /// Removes the images that builds which failed since `since` (Unix seconds) left (see
@@ -179,7 +174,7 @@ impl Podman {
         require_program("runc", INSTALL_HINT);
         let podman = Self::configured().unwrap_or_else(|e| panic!("{e}"));
         // For the process's life: expired build layers go only when no test can build on them.
-        layers::hold(&podman);
+        layers::hold(&podman).unwrap_or_else(|e| panic!("{e}"));
         podman.ensure_base_image();
         podman
     }

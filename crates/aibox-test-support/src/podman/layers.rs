@@ -30,7 +30,7 @@
 //! (`localhost/aibox-test-layers-<pid>:<n>`), which were removed as each run ended.
 
 use std::process::Stdio;
-use std::sync::OnceLock;
+use std::sync::{Mutex, PoisonError};
 
 use camino::Utf8Path;
 
@@ -50,28 +50,31 @@ pub(crate) const MAX_KEPT: usize = 64;
 pub(super) const LOCK_FILE: &str = "layers.lock";
 
 /// Holds the shared lock until this process ends (the file is never closed before),
-/// sweeping first when no other test process holds it.
-pub(super) fn hold(podman: &Podman) {
-    static HELD: OnceLock<fs_err::File> = OnceLock::new();
-    HELD.get_or_init(|| {
+/// sweeping first when no other test process holds it (what the sweep removed waits in
+/// [`take_own_sweep`]); a second call holds nothing more.
+pub(super) fn hold(podman: &Podman) -> Result<(), String> {
+    static HELD: Mutex<Option<fs_err::File>> = Mutex::new(None);
+    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    if held.is_none() {
         let path = podman.dir.join(LOCK_FILE);
         let (file, swept) =
-            hold_at(&path, || sweep(podman)).unwrap_or_else(|e| panic!("cannot lock {path}: {e}"));
-        if let Ok(mut own) = OWN_SWEEP.lock() {
-            *own = swept;
-        }
-        file
-    });
+            hold_at(&path, || sweep(podman)).map_err(|e| format!("cannot lock {path}: {e}"))?;
+        *held = Some(file);
+        *OWN_SWEEP.lock().unwrap_or_else(PoisonError::into_inner) = swept;
+    }
+    Ok(())
 }
 
-/// What this process's [`hold`] swept, for a runner that readied Podman itself before it
-/// asks (`cargo xtask ci` does, for the base image): its own lock then keeps it from
-/// sweeping again.
-static OWN_SWEEP: std::sync::Mutex<Option<Result<usize, String>>> = std::sync::Mutex::new(None);
+/// What this process's [`hold`] swept (`None`: another process held the lock), until a
+/// runner takes it to report it (`cargo xtask ci`).
+static OWN_SWEEP: Mutex<Option<Result<usize, String>>> = Mutex::new(None);
 
 /// Takes what this process's [`hold`] swept, if it swept.
 pub(super) fn take_own_sweep() -> Option<Result<usize, String>> {
-    OWN_SWEEP.lock().ok().and_then(|mut own| own.take())
+    OWN_SWEEP
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
 }
 
 /// Opens (creating it) the lock file at `path` and holds it shared; when nobody held it,
@@ -101,7 +104,7 @@ pub(super) fn keep(podman: &Podman, image: &str) {
     if !image.starts_with("localhost/") {
         return;
     }
-    hold(podman);
+    hold(podman).unwrap_or_else(|e| panic!("{e}"));
     let Ok(id) = podman_ok(podman, &["image", "inspect", "--format", "{{.Id}}", image]) else {
         return;
     };
@@ -159,8 +162,8 @@ pub(super) fn sweep(podman: &Podman) -> Result<usize, String> {
 }
 
 /// What [`sweep`] removes out of `names` (every `REPOSITORY:TAG` of the store, a line) at
-/// `now`: the expired kept tags and the previous scheme's.
-fn to_sweep(names: &str, now: u64) -> Vec<&str> {
+/// `now`: the previous scheme's tags and the expired kept ones.
+fn to_sweep(names: &str, now: u64) -> Vec<String> {
     let mut kept = Vec::new();
     let mut gone = Vec::new();
     for name in names.lines() {
@@ -168,16 +171,15 @@ fn to_sweep(names: &str, now: u64) -> Vec<&str> {
             continue;
         };
         if repository == REPOSITORY {
-            kept.push((tag, name));
+            kept.push(tag);
         } else if is_legacy_repository(repository) {
-            gone.push(name);
+            gone.push(name.to_owned());
         }
     }
-    let old = expired(kept.iter().map(|(tag, _)| *tag), now);
     gone.extend(
-        kept.iter()
-            .filter(|(tag, _)| old.contains(tag))
-            .map(|(_, name)| *name),
+        expired(kept, now)
+            .into_iter()
+            .map(|tag| format!("{REPOSITORY}:{tag}")),
     );
     gone
 }
@@ -398,9 +400,9 @@ mod tests {
             let _ = podman.run(&["rmi", tag]);
         }
         assert!(had_kept, "no tag of {suffix} since {started}:\n{names}");
-        assert!(picked.contains(&old.as_str()), "{picked:?}");
-        assert!(picked.contains(&legacy.as_str()), "{picked:?}");
-        assert!(!picked.contains(&kept.as_str()), "{picked:?}");
+        assert!(picked.contains(&old), "{picked:?}");
+        assert!(picked.contains(&legacy), "{picked:?}");
+        assert!(!picked.contains(&kept), "{picked:?}");
         assert!(podman.image_exists(BASE_IMAGE));
     }
 
