@@ -231,21 +231,22 @@ impl CopyFrom {
         let Some(at) = self.pack_offset().filter(|_| cfg!(unix)) else {
             return self.open().map(SourceReader::Own);
         };
-        let reuse = kept
-            .0
-            .as_ref()
-            .is_some_and(|(path, _)| Arc::ptr_eq(path, &self.dir) || *path == self.dir);
-        if !reuse {
-            kept.0 = Some((Arc::clone(&self.dir), fs_err::File::open(&*self.dir)?));
-        }
-        match &kept.0 {
-            Some((_, file)) => Ok(SourceReader::Packed {
-                file,
-                at,
-                end: at.saturating_add(self.size),
-            }),
-            None => self.open().map(SourceReader::Own),
-        }
+        let file = match kept.0.take() {
+            Some(open) if Arc::ptr_eq(&open.0, &self.dir) || open.0 == self.dir => {
+                &kept.0.insert(open).1
+            }
+            _ => {
+                &kept
+                    .0
+                    .insert((Arc::clone(&self.dir), fs_err::File::open(&*self.dir)?))
+                    .1
+            }
+        };
+        Ok(SourceReader::Packed {
+            file,
+            at,
+            end: at.saturating_add(self.size),
+        })
     }
 
     /// Reads the whole source and checks its size and SHA-256 (for the few readers that
