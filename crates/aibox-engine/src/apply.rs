@@ -439,11 +439,13 @@ fn apply_plan_locked(
     fill_copy_paths(&mut reports, &mut plan.files);
     // The stat cache last, as before, once the planned files are freed: its text has a
     // line per installed file, streamed into the file (held whole, with the old file read
-    // back to compare, it was the end of a large apply's memory peak).
+    // back to compare, it was the end of a large apply's memory peak). Not fsynced: after
+    // a crash, a lost or torn cache only costs re-hashing (a line is trusted only when
+    // the file's size, times and inode all still match).
     plan.files = Vec::new();
     if let Some(digests) = &plan.processkit_stat_cache {
         let root = writer.root().as_std_path().to_owned();
-        writer.write_streamed(Utf8Path::new(STAT_CACHE), None, |out| {
+        writer.write_cache_streamed(Utf8Path::new(STAT_CACHE), |out| {
             aibox_provenance::StatCache::write_to(&root, digests, out)
         })?;
     }

@@ -29,7 +29,8 @@
 //! - durable: each write is fsynced (file and directory), except between
 //!   [`Writer::defer_sync`] and [`Writer::commit`], where one `syncfs` of the project's
 //!   file system makes the whole batch durable at once (an apply's content, before the
-//!   records that name it).
+//!   records that name it), and caches ([`Writer::write_cache_streamed`]), whose loss
+//!   after a crash only costs their reader work.
 
 use std::io::Write as _;
 
@@ -723,6 +724,15 @@ impl Writeback {
     }
 }
 
+/// Whether a write is made durable before it returns (or at the commit point).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// Fsynced (file and folder), or covered by the commit point's `syncfs`.
+    Synced,
+    /// A cache: atomic, never fsynced ([`Writer::write_cache_streamed`]).
+    Cache,
+}
+
 /// A file [`Writer::create_verified`] created: its folder, its path and the open file.
 struct Created {
     dir: Utf8PathBuf,
@@ -742,12 +752,19 @@ impl<'a> Writer<'a> {
     /// Moves a fully written temp file over its target (removing the temp file when the
     /// rename fails) and records the folder for syncing, with a crash point either side.
     fn finish(&mut self, slot: &Slot) -> Result<(), WriteError> {
+        self.finish_as(slot, Durability::Synced)
+    }
+
+    /// [`Self::finish`], syncing the folder only for a [`Durability::Synced`] write.
+    fn finish_as(&mut self, slot: &Slot, durability: Durability) -> Result<(), WriteError> {
         self.crash.point();
         if let Err(e) = fs_err::rename(&slot.temp, &slot.target) {
             let _ = fs_err::remove_file(&slot.temp);
             return Err(WriteError::io("replace", &slot.target, e));
         }
-        self.synced(&slot.dir);
+        if durability == Durability::Synced {
+            self.synced(&slot.dir);
+        }
         self.crash.point();
         Ok(())
     }
@@ -938,17 +955,41 @@ impl<'a> Writer<'a> {
         mode: Option<u32>,
         fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
     ) -> Result<WriteOutcome, WriteError> {
+        self.write_streamed_as(rel, mode, fill, Durability::Synced)
+    }
+
+    /// [`Self::write_streamed`] for a cache whose loss or damage costs only work, never
+    /// a wrong answer (its reader re-checks what it finds): replaced atomically like
+    /// every file, but neither it nor its folder is fsynced, so a large cache written
+    /// after the commit point does not wait for the disk (on ext4, two of the apply's
+    /// few remaining syncs).
+    pub fn write_cache_streamed(
+        &mut self,
+        rel: &Utf8Path,
+        fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<WriteOutcome, WriteError> {
+        self.write_streamed_as(rel, None, fill, Durability::Cache)
+    }
+
+    fn write_streamed_as(
+        &mut self,
+        rel: &Utf8Path,
+        mode: Option<u32>,
+        fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+        durability: Durability,
+    ) -> Result<WriteOutcome, WriteError> {
         self.check_allowed(rel)?;
         let slot = self.slot(rel)?;
         let existing = ProjectRoot::target_meta(rel, &slot.target)?;
         let old_mode = existing.as_ref().and_then(mode_of);
-        fill_temp(&slot.temp, mode.or(old_mode), !self.deferred, |file| {
+        let sync = !self.deferred && durability == Durability::Synced;
+        fill_temp(&slot.temp, mode.or(old_mode), sync, |file| {
             let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
             fill(&mut out)?;
             out.flush()
         })?;
         self.root.hand_over(&slot.temp)?;
-        self.finish(&slot)?;
+        self.finish_as(&slot, durability)?;
         Ok(if existing.is_some() {
             WriteOutcome::Updated
         } else {

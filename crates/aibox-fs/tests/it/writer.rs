@@ -125,9 +125,28 @@ fn tree_listings_take_regular_files_and_never_follow_a_symlink() {
 /// A streamed write creates and replaces the file atomically with what its callback
 /// wrote, keeps an existing file's mode, leaves the old file and no temp file when the
 /// callback fails, and refuses what `write` refuses (a symlinked target, a path outside
-/// the perimeter).
+/// the perimeter). A cache's write (never fsynced) does all the same.
 #[test]
 fn streamed_writes_replace_atomically_and_a_failure_keeps_the_old_file() {
+    streamed_writes_in(false);
+    streamed_writes_in(true);
+}
+
+/// A streamed write to `rel`: a cache's when `cache`, else a durable one.
+fn streamed(
+    writer: &mut Writer<'_>,
+    cache: bool,
+    rel: &Utf8Path,
+    fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<WriteOutcome, aibox_fs::WriteError> {
+    if cache {
+        writer.write_cache_streamed(rel, fill)
+    } else {
+        writer.write_streamed(rel, None, fill)
+    }
+}
+
+fn streamed_writes_in(cache: bool) {
     let dir = tempfile::tempdir().unwrap();
     let root_path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
     fs_err::write(root_path.join("aibox.toml"), AIBOX_TOML).unwrap();
@@ -138,14 +157,14 @@ fn streamed_writes_replace_atomically_and_a_failure_keeps_the_old_file() {
         move |out: &mut dyn std::io::Write| (0..n).try_for_each(|i| writeln!(out, "line {i}"))
     };
     // Larger than the writer's buffer, so it is flushed more than once.
-    let created = writer.write_streamed(rel, None, lines(20_000)).unwrap();
+    let created = streamed(&mut writer, cache, rel, lines(20_000)).unwrap();
     assert_eq!(created, WriteOutcome::Created);
     let text = fs_err::read_to_string(root_path.join(rel)).unwrap();
     assert_eq!(text.lines().count(), 20_000);
     assert!(text.ends_with("line 19999\n"));
 
     fs_err::set_permissions(root_path.join(rel), std::fs::Permissions::from_mode(0o640)).unwrap();
-    let updated = writer.write_streamed(rel, None, lines(2)).unwrap();
+    let updated = streamed(&mut writer, cache, rel, lines(2)).unwrap();
     assert_eq!(updated, WriteOutcome::Updated);
     assert_eq!(
         fs_err::read_to_string(root_path.join(rel)).unwrap(),
@@ -153,12 +172,11 @@ fn streamed_writes_replace_atomically_and_a_failure_keeps_the_old_file() {
     );
     assert_eq!(mode(&root_path.join(rel)), 0o640);
 
-    let err = writer
-        .write_streamed(rel, None, |out| {
-            writeln!(out, "half of it")?;
-            Err(std::io::Error::other("the source went away"))
-        })
-        .unwrap_err();
+    let err = streamed(&mut writer, cache, rel, |out| {
+        writeln!(out, "half of it")?;
+        Err(std::io::Error::other("the source went away"))
+    })
+    .unwrap_err();
     let cause = std::error::Error::source(&err).map(ToString::to_string);
     assert_eq!(cause.as_deref(), Some("the source went away"), "{err}");
     assert_eq!(
@@ -170,13 +188,11 @@ fn streamed_writes_replace_atomically_and_a_failure_keeps_the_old_file() {
         ["processkit-stat-cache"]
     );
 
-    let outside = writer
-        .write_streamed(Utf8Path::new("README.md"), None, lines(1))
-        .unwrap_err();
+    let outside = streamed(&mut writer, cache, Utf8Path::new("README.md"), lines(1)).unwrap_err();
     assert_eq!(code(&outside), "aibox::apply::outside_perimeter");
     fs_err::remove_file(root_path.join(rel)).unwrap();
     std::os::unix::fs::symlink(root_path.join("aibox.toml"), root_path.join(rel)).unwrap();
-    let linked = writer.write_streamed(rel, None, lines(1)).unwrap_err();
+    let linked = streamed(&mut writer, cache, rel, lines(1)).unwrap_err();
     assert_eq!(code(&linked), "aibox::apply::symlink");
     assert_eq!(
         fs_err::read_to_string(root_path.join("aibox.toml")).unwrap(),
