@@ -93,10 +93,32 @@ impl Ord for PathKey {
 fn path_order(a: &str, b: &str) -> std::cmp::Ordering {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let rank = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
-    match a.iter().zip(b).position(|(x, y)| x != y) {
+    match first_difference(a, b) {
         Some(i) => rank(a[i]).cmp(&rank(b[i])),
         None => a.len().cmp(&b.len()),
     }
+}
+
+/// Where `a` and `b` first differ within their common length, eight bytes compared at a
+/// time: sorting a 10x install's 34,000 plan paths, which share prefixes of 60 bytes and
+/// more, compared bytes one by one for 5 ms.
+fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    let common = a.len().min(b.len());
+    let word = |chunk: &[u8]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        u64::from_le_bytes(w)
+    };
+    let mut at = 0;
+    for (x, y) in a[..common].chunks_exact(8).zip(b[..common].chunks_exact(8)) {
+        let diff = word(x) ^ word(y);
+        if diff != 0 {
+            // Little-endian: the lowest set bit is in the first differing byte.
+            return Some(at + diff.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    (at..common).find(|&i| a[i] != b[i])
 }
 
 /// Whether `files`, sorted by [`path_order`], hold one at `path`.
@@ -549,6 +571,12 @@ mod tests {
             "a/b/c",
             "a/bc",
             "ab",
+            "abcdefgh/x",
+            "abcdefgh-x",
+            "abcdefg/x",
+            "abcdefghijklmnop/q",
+            "abcdefghijklmnop.q",
+            "abcdefghijklmnopq",
             "context/skills/x/SKILL.md",
             "context/skills/x.md",
             "context/skills/x/a/b",

@@ -228,18 +228,38 @@ pub fn check_relative(rel: &Utf8Path) -> Result<(), WriteError> {
     if s.starts_with('/') || rel.is_absolute() {
         return bad("absolute paths are not allowed");
     }
-    if s.contains('\\') || s.contains('\0') {
-        return bad("backslashes and NUL bytes are not allowed");
-    }
-    for part in s.split('/') {
-        match part {
-            "" => return bad("empty path component"),
-            "." => return bad("`.` components are not allowed"),
-            ".." => return bad("`..` components are not allowed"),
+    // One pass over the bytes (every planned and every written file comes through here:
+    // 70,000 calls in a 10x first install), reporting what the separate searches did: a
+    // backslash or NUL anywhere first, else the first bad component.
+    let mut forbidden_byte = false;
+    let mut component: Option<&'static str> = None;
+    let mut start = 0;
+    for (i, &c) in s
+        .as_bytes()
+        .iter()
+        .chain(std::iter::once(&b'/'))
+        .enumerate()
+    {
+        match c {
+            b'\\' | 0 => forbidden_byte = true,
+            b'/' => {
+                if component.is_none() {
+                    component = match &s.as_bytes()[start..i] {
+                        b"" => Some("empty path component"),
+                        b"." => Some("`.` components are not allowed"),
+                        b".." => Some("`..` components are not allowed"),
+                        _ => None,
+                    };
+                }
+                start = i + 1;
+            }
             _ => {}
         }
     }
-    Ok(())
+    if forbidden_byte {
+        return bad("backslashes and NUL bytes are not allowed");
+    }
+    component.map_or(Ok(()), bad)
 }
 
 /// Outcome of one write.
@@ -1696,23 +1716,39 @@ mod tests {
 
     #[test]
     fn relative_path_checks() {
-        for bad in [
-            "",
-            "/etc/passwd",
-            "a/../b",
-            "./a",
-            "a//b",
-            "a/",
-            "a\\b",
-            "..",
+        let bytes = "backslashes and NUL bytes are not allowed";
+        for (bad, expected) in [
+            ("", "the path is empty"),
+            ("/etc/passwd", "absolute paths are not allowed"),
+            ("a/../b", "`..` components are not allowed"),
+            ("./a", "`.` components are not allowed"),
+            ("a/.", "`.` components are not allowed"),
+            ("a//b", "empty path component"),
+            ("a/", "empty path component"),
+            ("a\\b", bytes),
+            ("a\0b", bytes),
+            // A forbidden byte outranks a bad component before it.
+            ("a/../b\\c", bytes),
+            ("..", "`..` components are not allowed"),
+            ("a/b/..", "`..` components are not allowed"),
         ] {
             let err = check_relative(Utf8Path::new(bad)).unwrap_err();
             assert!(
-                matches!(err, WriteError::InvalidPath { .. }),
-                "{bad}: {err:?}"
+                matches!(&err, WriteError::InvalidPath { reason, .. } if *reason == expected),
+                "{bad:?}: {err:?}"
             );
         }
-        check_relative(Utf8Path::new(".devcontainer/Dockerfile")).unwrap();
+        for good in [
+            ".devcontainer/Dockerfile",
+            ".a",
+            "a..b",
+            "...",
+            "a/.b/..c",
+            "x",
+            "context/skills/a b/c-d.md",
+        ] {
+            check_relative(Utf8Path::new(good)).unwrap();
+        }
     }
 
     #[test]
