@@ -284,14 +284,16 @@ pub struct ProjectRoot {
     /// Directories already found to be real directories (not symlinks) below the root,
     /// by [`ProjectRoot::dir_key`] (16 bytes each, not a path: a first install of a
     /// large release checks thousands).
-    checked_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<u128>>>,
+    /// Read far more often than written, by the writer's helper threads at once: a
+    /// read-write lock, so lookups never wait for each other.
+    checked_dirs: std::sync::Arc<std::sync::RwLock<std::collections::HashSet<u128>>>,
     /// The two randomly keyed hashers of [`ProjectRoot::dir_key`], shared by the clones
     /// that share `checked_dirs`.
     dir_hashers: [std::hash::RandomState; 2],
     /// Directories found missing by a lookup (the first missing one of a path; its
     /// parents exist): a path below one is absent without asking the file system again.
     /// A directory this writer makes or moves into place leaves the set.
-    missing_dirs: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    missing_dirs: std::sync::Arc<std::sync::RwLock<std::collections::HashSet<String>>>,
     /// Whether this process runs as root: only then can what it makes belong to root
     /// and need handing over ([`ProjectRoot::hand_over`]).
     as_root: bool,
@@ -359,44 +361,46 @@ impl ProjectRoot {
     fn is_checked_dir(&self, dir: &Utf8Path) -> bool {
         let key = self.dir_key(dir);
         self.checked_dirs
-            .lock()
+            .read()
             .is_ok_and(|dirs| dirs.contains(&key))
     }
 
     fn remember_dir(&self, dir: &Utf8Path) {
         let key = self.dir_key(dir);
-        if let Ok(mut dirs) = self.checked_dirs.lock() {
+        if let Ok(mut dirs) = self.checked_dirs.write() {
             dirs.insert(key);
         }
         // Anything below it that was found missing had it as an existing parent then, so
         // only `dir` itself can be listed (a moved folder is forgotten by the move).
-        if let Ok(mut missing) = self.missing_dirs.lock() {
+        if self.is_missing_dir(dir)
+            && let Ok(mut missing) = self.missing_dirs.write()
+        {
             missing.remove(dir.as_str());
         }
     }
 
     /// Every folder is checked again before it is used.
     fn forget_checked_dirs(&self) {
-        if let Ok(mut checked) = self.checked_dirs.lock() {
+        if let Ok(mut checked) = self.checked_dirs.write() {
             checked.clear();
         }
     }
 
     fn is_missing_dir(&self, dir: &Utf8Path) -> bool {
         self.missing_dirs
-            .lock()
+            .read()
             .is_ok_and(|dirs| dirs.contains(dir.as_str()))
     }
 
     fn remember_missing(&self, dir: &Utf8Path) {
-        if let Ok(mut dirs) = self.missing_dirs.lock() {
+        if let Ok(mut dirs) = self.missing_dirs.write() {
             dirs.insert(dir.as_str().to_owned());
         }
     }
 
     /// `dir` and anything below it may exist now: they are looked up again.
     fn forget_missing(&self, dir: &Utf8Path) {
-        if let Ok(mut dirs) = self.missing_dirs.lock() {
+        if let Ok(mut dirs) = self.missing_dirs.write() {
             dirs.retain(|d| !Utf8Path::new(d).starts_with(dir));
         }
     }
@@ -411,15 +415,20 @@ impl ProjectRoot {
     /// directory yields `None`.
     fn parent_dir(&self, rel: &Utf8Path, create: bool) -> Result<Option<Utf8PathBuf>, WriteError> {
         check_relative(rel)?;
-        let mut dir = self.root.clone();
-        let Some(parent) = rel.parent() else {
-            return Ok(Some(dir));
+        let parent = match rel.parent() {
+            Some(parent) if !parent.as_str().is_empty() => parent,
+            _ => return Ok(Some(self.root.clone())),
         };
-        // A directory is remembered only after all its ancestors were checked.
-        let full = dir.join(parent);
+        // A directory is remembered only after all its ancestors were checked. Built at
+        // its length: a join grows its buffer with `realloc`, which takes the allocator's
+        // lock that the writer's helper threads share, for every file.
+        let full = Utf8PathBuf::from(join_exact(self.root.as_str(), parent.as_str()));
         if self.is_checked_dir(&full) {
             return Ok(Some(full));
         }
+        // Grown a component at a time within room for the whole path (no `realloc`).
+        let mut dir = Utf8PathBuf::with_capacity(full.as_str().len());
+        dir.push(&self.root);
         for part in parent.components() {
             dir.push(part);
             if self.is_checked_dir(&dir) {
@@ -797,8 +806,11 @@ impl<'a> Writer<'a> {
             .unwrap_or_else(|| self.root.path().to_owned());
         let name = rel.file_name().unwrap_or_default();
         Ok(Slot {
-            target: dir.join(name),
-            temp: dir.join(format!(".{name}{TEMP_MARKER}{}", std::process::id())),
+            target: Utf8PathBuf::from(join_exact(dir.as_str(), name)),
+            temp: Utf8PathBuf::from(join_exact(
+                dir.as_str(),
+                &format!(".{name}{TEMP_MARKER}{}", std::process::id()),
+            )),
             dir,
         })
     }
@@ -1111,7 +1123,10 @@ impl<'a> Writer<'a> {
         }
         let source = open_source(&mut self.pack, from, first)?;
         for (rel, dir) in targets {
-            let path = dir.join(rel.file_name().unwrap_or_default());
+            let path = Utf8PathBuf::from(join_exact(
+                dir.as_str(),
+                rel.file_name().unwrap_or_default(),
+            ));
             let mut options = fs_err::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]
@@ -1343,7 +1358,7 @@ impl<'a> Writer<'a> {
             return Ok(false);
         }
         let key = self.root.dir_key(&abs);
-        if let Ok(mut checked) = self.root.checked_dirs.lock() {
+        if let Ok(mut checked) = self.root.checked_dirs.write() {
             checked.remove(&key);
         }
         self.synced(&parent);

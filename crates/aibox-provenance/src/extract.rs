@@ -339,34 +339,209 @@ impl Payload {
             sink(m.get(rel).map_or(&[][..], Vec::as_slice));
             return Ok(());
         }
-        // Opened as the writer opens a copy source (a file of its own or a pack range),
-        // and named as it names one.
         let Some(from) = self.copy_from(rel) else {
             return Ok(());
         };
-        let path = from.path();
-        let changed = |reason: String| ProvenanceError::ChangedReleaseFile {
-            path: path.display().to_string(),
-            reason,
-        };
-        let f = from.open_kept(kept).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                changed("it is missing".to_owned())
-            } else {
-                ProvenanceError::io("read", &path, e)
-            }
-        })?;
-        let counter = read_counted(f, &path, file.size, sink)?;
-        if counter.bytes != file.size {
-            return Err(changed(format!(
-                "it has {} bytes, {} were verified",
-                counter.bytes, file.size
-            )));
+        let f = open_source(&from, kept)?;
+        let counter = read_counted(f, &from.path(), file.size, sink)?;
+        check_counted(&from, counter)
+    }
+
+    /// Streams the files `rels` in order to `sink` (a [`Streamed::Begin`], the bytes,
+    /// a [`Streamed::End`] for each), checked against the manifest as [`Self::stream`]
+    /// checks them; the first mismatch is the error (after the mismatched file's bytes
+    /// were streamed). Files on disk are checked on a helper thread from the very
+    /// batches this thread reads and streams, so that the caller's own work on the bytes
+    /// (the install fingerprint, a second SHA-256) runs beside the check: a 10x
+    /// fingerprint took 23 ms with both on one thread.
+    pub(crate) fn stream_checked(
+        &self,
+        rels: &[&str],
+        sink: &mut dyn FnMut(Streamed<'_>),
+    ) -> Result<()> {
+        if matches!(self.bytes, Bytes::Memory(_)) {
+            return self.stream_each(rels, sink);
         }
-        if counter.finish() != file.sha256 {
-            return Err(changed("its SHA-256 differs".to_owned()));
+        std::thread::scope(|scope| {
+            let (to_checker, from_reader) = std::sync::mpsc::sync_channel::<Batch>(2);
+            let (to_reader, from_checker) = std::sync::mpsc::sync_channel::<Batch>(4);
+            let spawned = std::thread::Builder::new()
+                .name("aibox-check".to_owned())
+                .spawn_scoped(scope, move || {
+                    self.check_batches(rels, &from_reader, &to_reader)
+                });
+            let Ok(checker) = spawned else {
+                // No thread could be started: one thread does both.
+                drop(to_checker);
+                return self.stream_each(rels, sink);
+            };
+            let read = self.read_batches(rels, sink, &to_checker, &from_checker);
+            drop(to_checker);
+            // The checker's error is the cause when both failed: the reader then only
+            // saw the checker stop.
+            let verdict = checker.join().unwrap_or_else(|_| {
+                Err(ProvenanceError::io(
+                    "read",
+                    "the release",
+                    std::io::Error::other("the checking thread panicked"),
+                ))
+            });
+            verdict.and(read)
+        })
+    }
+
+    /// [`Self::stream_checked`] on this thread alone.
+    fn stream_each(&self, rels: &[&str], sink: &mut dyn FnMut(Streamed<'_>)) -> Result<()> {
+        let mut kept = aibox_config::KeptPack::default();
+        for (i, rel) in rels.iter().enumerate() {
+            sink(Streamed::Begin(i));
+            self.stream_kept(rel, &mut kept, &mut |chunk| sink(Streamed::Bytes(chunk)))?;
+            sink(Streamed::End);
         }
         Ok(())
+    }
+
+    /// The reading half of [`Self::stream_checked`]: each file's bytes into batches
+    /// (marking where each file ends), streamed to `sink` and handed to the checker.
+    fn read_batches(
+        &self,
+        rels: &[&str],
+        sink: &mut dyn FnMut(Streamed<'_>),
+        to_checker: &std::sync::mpsc::SyncSender<Batch>,
+        from_checker: &std::sync::mpsc::Receiver<Batch>,
+    ) -> Result<()> {
+        let stopped = || {
+            ProvenanceError::io(
+                "read",
+                "the release",
+                std::io::Error::other("the checking thread stopped"),
+            )
+        };
+        let fresh = || {
+            from_checker.try_recv().unwrap_or_else(|_| Batch {
+                bytes: vec![0; BATCH_BYTES + READ_CHUNK],
+                ..Batch::default()
+            })
+        };
+        let mut kept = aibox_config::KeptPack::default();
+        let mut batch = fresh();
+        for (i, rel) in rels.iter().enumerate() {
+            let file = self.entry(rel)?;
+            // Every file of a payload on disk has a source.
+            let Some(from) = self.copy_from(rel) else {
+                continue;
+            };
+            let path = from.path();
+            // At most one byte more than verified: a longer file is a mismatch anyway.
+            let mut f = open_source(&from, &mut kept)?.take(file.size.saturating_add(1));
+            sink(Streamed::Begin(i));
+            loop {
+                let start = batch.filled;
+                let n = f
+                    .read(&mut batch.bytes[start..start + READ_CHUNK])
+                    .map_err(|e| ProvenanceError::io("read", &path, e))?;
+                if n == 0 {
+                    break;
+                }
+                batch.filled += n;
+                sink(Streamed::Bytes(&batch.bytes[start..batch.filled]));
+                if batch.filled >= BATCH_BYTES {
+                    let full = std::mem::replace(&mut batch, fresh());
+                    to_checker.send(full).map_err(|_| stopped())?;
+                }
+            }
+            sink(Streamed::End);
+            batch.ends.push(batch.filled);
+        }
+        if !batch.ends.is_empty() {
+            to_checker.send(batch).map_err(|_| stopped())?;
+        }
+        Ok(())
+    }
+
+    /// The checking half of [`Self::stream_checked`]: hashes each file from the batches
+    /// and checks it against the manifest, handing the batches back for reuse.
+    fn check_batches(
+        &self,
+        rels: &[&str],
+        from_reader: &std::sync::mpsc::Receiver<Batch>,
+        to_reader: &std::sync::mpsc::SyncSender<Batch>,
+    ) -> Result<()> {
+        let mut files = rels.iter();
+        let mut counter = Counter::default();
+        for mut batch in from_reader {
+            let mut start = 0;
+            for &end in &batch.ends {
+                counter.update(&batch.bytes[start..end]);
+                let file_read = std::mem::take(&mut counter);
+                let rel = files.next().ok_or_else(|| {
+                    ProvenanceError::io(
+                        "read",
+                        "the release",
+                        std::io::Error::other("more files were read than asked for"),
+                    )
+                })?;
+                if let Some(from) = self.copy_from(rel) {
+                    check_counted(&from, file_read)?;
+                }
+                start = end;
+            }
+            counter.update(&batch.bytes[start..batch.filled]);
+            batch.filled = 0;
+            batch.ends.clear();
+            // A full queue means the reader has enough: this one is dropped.
+            let _ = to_reader.try_send(batch);
+        }
+        Ok(())
+    }
+}
+
+/// What [`Payload::stream_checked`] hands its sink: the `n`th file begins, some of its
+/// bytes, it ended.
+pub(crate) enum Streamed<'b> {
+    Begin(usize),
+    Bytes(&'b [u8]),
+    End,
+}
+
+/// Opens the copy source `from` (a file of its own or a pack range) for reading, its
+/// errors named as the writer names a source's.
+fn open_source<'k>(
+    from: &aibox_config::CopyFrom,
+    kept: &'k mut aibox_config::KeptPack,
+) -> Result<aibox_config::SourceReader<'k>> {
+    from.open_kept(kept).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            changed(from, "it is missing".to_owned())
+        } else {
+            ProvenanceError::io("read", from.path(), e)
+        }
+    })
+}
+
+/// Checks what was read of the source `from` (`counter`) against its verified size and
+/// digest.
+fn check_counted(from: &aibox_config::CopyFrom, counter: Counter) -> Result<()> {
+    if counter.bytes != from.size {
+        return Err(changed(
+            from,
+            format!(
+                "it has {} bytes, {} were verified",
+                counter.bytes, from.size
+            ),
+        ));
+    }
+    if counter.finish().as_bytes() != &from.sha256 {
+        return Err(changed(from, "its SHA-256 differs".to_owned()));
+    }
+    Ok(())
+}
+
+/// The release file behind `from` is not what was verified, for `reason`.
+fn changed(from: &aibox_config::CopyFrom, reason: String) -> ProvenanceError {
+    ProvenanceError::ChangedReleaseFile {
+        path: from.path().display().to_string(),
+        reason,
     }
 }
 
@@ -1583,6 +1758,108 @@ mod tests {
             let at = usize::try_from(f.offset).unwrap();
             assert_eq!(&bytes[at..at + body.len()], body.as_bytes(), "{rel}");
         }
+    }
+
+    /// What [`Payload::stream_checked`] hands its sink, as one text per file.
+    fn streamed(p: &Payload, rels: &[&str]) -> (Result<()>, Vec<(usize, Vec<u8>)>) {
+        let mut got: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut open = None;
+        let result = p.stream_checked(rels, &mut |event| match event {
+            Streamed::Begin(i) => {
+                assert!(open.is_none(), "file {i} begins inside another");
+                open = Some(i);
+                got.push((i, Vec::new()));
+            }
+            Streamed::Bytes(chunk) => got.last_mut().unwrap().1.extend_from_slice(chunk),
+            Streamed::End => assert!(open.take().is_some(), "an end without a begin"),
+        });
+        assert!(
+            open.is_none() || result.is_err(),
+            "the last file never ended"
+        );
+        (result, got)
+    }
+
+    /// Files streamed on two threads arrive whole and in order (empty ones, ones spanning
+    /// batches, one ending exactly at a batch's end), from a pack and from a folder; a
+    /// file whose bytes changed after they were verified is the error, named, however
+    /// many batches later the checker finds it.
+    #[test]
+    fn checked_streams_arrive_in_order_and_a_changed_file_is_the_error() {
+        let big: String = (0..2 * BATCH_BYTES + 5)
+            .map(|i| char::from(b'a' + u8::try_from(i % 26).unwrap()))
+            .collect();
+        let exact = "x".repeat(BATCH_BYTES - "first\n".len());
+        let files = [
+            ("a.md", "first\n"),
+            ("b-exact", exact.as_str()),
+            ("c-empty", ""),
+            ("d-big", big.as_str()),
+            ("e-empty", ""),
+            ("f.md", "last\n"),
+        ];
+        let mut entries = vec![TarEntry::dir("processkit-v1.0.0/")];
+        entries.extend(
+            files
+                .iter()
+                .map(|(name, body)| TarEntry::file(&format!("processkit-v1.0.0/{name}"), *body)),
+        );
+        let (packed, _) = unpack_to_temp(
+            &gzip(&tar(&entries))[..],
+            "t",
+            None,
+            &ExtractLimits::default(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for (name, body) in files {
+            fs_err::write(dir.path().join(name), body).unwrap();
+        }
+        let folder = read_dir(dir.path(), &ExtractLimits::default()).unwrap();
+        let in_memory = Payload::from_memory(
+            files
+                .iter()
+                .map(|(n, b)| ((*n).to_owned(), b.as_bytes().to_vec(), false)),
+        );
+        // `a.md` and `b-exact` fill the first batch exactly; then another order than
+        // the manifest's, and one file twice.
+        let rels = [
+            "a.md", "b-exact", "c-empty", "f.md", "d-big", "e-empty", "a.md",
+        ];
+        let expected: Vec<(usize, Vec<u8>)> = rels
+            .iter()
+            .enumerate()
+            .map(|(i, rel)| {
+                let body = files.iter().find(|(n, _)| n == rel).unwrap().1;
+                (i, body.as_bytes().to_vec())
+            })
+            .collect();
+        for p in [&packed, &folder, &in_memory] {
+            let (result, got) = streamed(p, &rels);
+            result.unwrap();
+            assert_eq!(got, expected);
+        }
+
+        // One byte of the big file changed on disk, same size: found by the checker.
+        let big_path = dir.path().join("d-big");
+        let mut damaged = big.clone().into_bytes();
+        damaged[BATCH_BYTES + 1] = b'!';
+        fs_err::write(&big_path, &damaged).unwrap();
+        let (result, _) = streamed(&folder, &rels);
+        let err = result.unwrap_err();
+        assert!(
+            matches!(&err, ProvenanceError::ChangedReleaseFile { path, reason }
+                if path.ends_with("d-big") && reason.contains("SHA-256")),
+            "{err:?}"
+        );
+        // Longer than verified: the size is the error.
+        fs_err::write(&big_path, format!("{big}more")).unwrap();
+        let err = streamed(&folder, &rels).0.unwrap_err().to_string();
+        assert!(err.contains("d-big") && err.contains("bytes"), "{err}");
+        // Missing.
+        fs_err::remove_file(&big_path).unwrap();
+        let err = streamed(&folder, &rels).0.unwrap_err().to_string();
+        assert!(err.contains("d-big") && err.contains("missing"), "{err}");
     }
 
     /// The archive's digest, hashed by the pack's writer from the bytes the reader

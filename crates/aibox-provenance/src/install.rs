@@ -21,7 +21,7 @@ use crate::catalog::{Catalog, skill_of};
 use crate::digest::Sha256;
 use crate::error::{ProvenanceError, Result};
 
-use crate::extract::{Payload, PayloadFile};
+use crate::extract::{Payload, PayloadFile, Streamed};
 use crate::record::{
     Intent, IntentWrite, MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall, MarkerManifest,
     ProcesskitLock, SNAPSHOT_DIR,
@@ -588,17 +588,20 @@ fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<Stri
         return Ok(known);
     }
     let mut h = sha2::Sha256::new();
-    let mut kept = aibox_config::KeptPack::default();
     // The install set is sorted by project path, as the fingerprint wants.
-    for (p, (release_path, _, _)) in set {
-        if !in_fingerprint(p) {
-            continue;
+    let (paths, rels): (Vec<&str>, Vec<&str>) = set
+        .iter()
+        .filter(|(p, _)| in_fingerprint(p))
+        .map(|(p, (release_path, _, _))| (&**p, &***release_path))
+        .unzip();
+    payload.stream_checked(&rels, &mut |event| match event {
+        Streamed::Begin(i) => {
+            h.update(paths[i].as_bytes());
+            h.update([0]);
         }
-        h.update(p.as_bytes());
-        h.update([0]);
-        payload.stream_kept(release_path, &mut kept, &mut |chunk| h.update(chunk))?;
-        h.update([0]);
-    }
+        Streamed::Bytes(chunk) => h.update(chunk),
+        Streamed::End => h.update([0]),
+    })?;
     let value = format!("v2:{}", hex::encode(h.finalize()));
     if let Some((store, key)) = &memo {
         crate::cache::memo_write(store, key, &value);

@@ -38,6 +38,57 @@ fn install_minimal(d: &Dirs) -> SyntheticRelease {
     v1
 }
 
+/// The `v2:` install fingerprint of what is installed under `root`, computed here from
+/// its definition: SHA-256 over `path NUL contents NUL` of each file below the
+/// fingerprinted folders, in path order, leaving out dot-named files and folders and
+/// each skill's `config/`.
+fn fingerprint_of(root: &Path) -> String {
+    use sha2::Digest as _;
+    fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
+        let Ok(entries) = fs_err::read_dir(root.join(rel)) else {
+            return;
+        };
+        for entry in entries {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            let path = format!("{rel}/{name}");
+            if name.starts_with('.') {
+                continue;
+            }
+            if entry.file_type().unwrap().is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    for top in [
+        "context/skills/processkit",
+        "context/skills/_lib",
+        "context/schemas",
+        "context/state-machines",
+        "context/processes",
+    ] {
+        walk(root, top, &mut paths);
+    }
+    let config = |p: &str| {
+        let parts: Vec<&str> = p.split('/').collect();
+        parts.len() > 5 && parts[1] == "skills" && parts[4] == "config"
+    };
+    paths.retain(|p| !config(p));
+    paths.sort();
+    assert!(paths.len() > 10, "{paths:?}");
+    let mut h = sha2::Sha256::new();
+    for p in &paths {
+        h.update(p.as_bytes());
+        h.update([0]);
+        h.update(fs_err::read(root.join(p)).unwrap());
+        h.update([0]);
+    }
+    format!("v2:{}", hex::encode(h.finalize()))
+}
+
 fn read(root: &Path, rel: &str) -> Vec<u8> {
     fs_err::read(root.join(rel)).unwrap()
 }
@@ -127,12 +178,9 @@ fn first_install_selects_maps_and_records() {
     assert!(!marker.files.keys().any(|k| k.contains("/config/")));
     assert_eq!(plan.lock.version, "v1.0.0");
     assert_eq!(plan.lock.installed_at, "2026-05-22T19:24:06Z");
-    assert!(
-        plan.lock
-            .processkit_install_hash
-            .as_deref()
-            .unwrap()
-            .starts_with("v2:")
+    assert_eq!(
+        plan.lock.processkit_install_hash.as_deref(),
+        Some(fingerprint_of(root).as_str())
     );
     assert_eq!(
         plan.lock.verification,
