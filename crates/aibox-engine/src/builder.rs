@@ -138,6 +138,32 @@ impl PartialOrd for PathKey {
 /// harness configurations, `.gitignore`): see [`PlanBuilder::reserve`].
 const ROOM_FOR_SMALL_SOURCES: usize = 256;
 
+/// The hasher of [`PlanBuilder`]'s path hashes, which are random already: each is only
+/// spread over all 64 bits (the table takes its control bits from the top).
+#[derive(Debug, Default)]
+struct HashIsKey(u64);
+
+impl std::hash::Hasher for HashIsKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not reached (the keys are `u32`s); any bytes still hash.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(SPREAD);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(SPREAD);
+    }
+}
+
+/// Odd and with its bits spread (2^64 over the golden ratio): multiplying by it carries a
+/// key's bits into the top of the word.
+const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
+
 /// Collects planned files from the sources; refuses two sources writing one path.
 #[derive(Debug, Default)]
 pub struct PlanBuilder {
@@ -150,8 +176,10 @@ pub struct PlanBuilder {
     /// [`Self::add_verified`]): a few generated files, which the policy gate scans.
     unverified: Vec<usize>,
     /// A hash of each planned path, to refuse a second file at one path: only a hash
-    /// match looks through the files.
-    path_hashes: std::collections::HashSet<u64>,
+    /// match looks through the files. 32 bits (a chance match costs one look through
+    /// the files) in a table that does not hash them again: 160 KB at a 10x release's
+    /// 34,000 paths, against 290 KB, at the planning's memory peak.
+    path_hashes: std::collections::HashSet<u32, std::hash::BuildHasherDefault<HashIsKey>>,
     hasher: std::collections::hash_map::RandomState,
     removals: std::collections::BTreeSet<PathKey>,
     processkit_servers: Vec<aibox_mcp_registration::ServerSpec>,
@@ -283,8 +311,10 @@ impl PlanBuilder {
         self.path_hashes.reserve(additional);
     }
 
-    fn path_hash(&self, path: &Utf8Path) -> u64 {
-        std::hash::BuildHasher::hash_one(&self.hasher, path.as_str())
+    fn path_hash(&self, path: &Utf8Path) -> u32 {
+        // The high half: the table spreads it again (`HashIsKey`).
+        let hash = std::hash::BuildHasher::hash_one(&self.hasher, path.as_str());
+        u32::try_from(hash >> 32).unwrap_or_default()
     }
 
     fn insert(&mut self, file: PlannedFile, verified: bool) -> Result<(), EngineError> {

@@ -363,8 +363,9 @@ impl Payload {
             return self.stream_each(rels, sink);
         }
         std::thread::scope(|scope| {
-            let (to_checker, from_reader) = std::sync::mpsc::sync_channel::<Batch>(2);
-            let (to_reader, from_checker) = std::sync::mpsc::sync_channel::<Batch>(4);
+            // One batch queued, two handed back: at most four in memory.
+            let (to_checker, from_reader) = std::sync::mpsc::sync_channel::<Batch>(1);
+            let (to_reader, from_checker) = std::sync::mpsc::sync_channel::<Batch>(2);
             let spawned = std::thread::Builder::new()
                 .name("aibox-check".to_owned())
                 .spawn_scoped(scope, move || {
@@ -419,7 +420,7 @@ impl Payload {
         };
         let fresh = || {
             from_checker.try_recv().unwrap_or_else(|_| Batch {
-                bytes: vec![0; BATCH_BYTES + READ_CHUNK],
+                bytes: vec![0; CHECK_BATCH],
                 ..Batch::default()
             })
         };
@@ -436,19 +437,19 @@ impl Payload {
             let mut f = open_source(&from, &mut kept)?.take(file.size.saturating_add(1));
             sink(Streamed::Begin(i));
             loop {
+                if batch.filled == batch.bytes.len() {
+                    let full = std::mem::replace(&mut batch, fresh());
+                    to_checker.send(full).map_err(|_| stopped())?;
+                }
                 let start = batch.filled;
                 let n = f
-                    .read(&mut batch.bytes[start..start + READ_CHUNK])
+                    .read(&mut batch.bytes[start..])
                     .map_err(|e| ProvenanceError::io("read", &path, e))?;
                 if n == 0 {
                     break;
                 }
                 batch.filled += n;
                 sink(Streamed::Bytes(&batch.bytes[start..batch.filled]));
-                if batch.filled >= BATCH_BYTES {
-                    let full = std::mem::replace(&mut batch, fresh());
-                    to_checker.send(full).map_err(|_| stopped())?;
-                }
             }
             sink(Streamed::End);
             batch.ends.push(batch.filled);
@@ -495,6 +496,12 @@ impl Payload {
         Ok(())
     }
 }
+
+/// The size of [`Payload::stream_checked`]'s batches (up to four are in memory): at the
+/// allocator's mapping threshold (`aibox-cli`'s `tune_allocator`), so each is a mapping of
+/// its own, returned whole when freed, never a hole left in the heap under the plan's
+/// memory peak, which comes next.
+const CHECK_BATCH: usize = 128 * 1024;
 
 /// What [`Payload::stream_checked`] hands its sink: the `n`th file begins, some of its
 /// bytes, it ended.
@@ -1786,10 +1793,10 @@ mod tests {
     /// many batches later the checker finds it.
     #[test]
     fn checked_streams_arrive_in_order_and_a_changed_file_is_the_error() {
-        let big: String = (0..2 * BATCH_BYTES + 5)
+        let big: String = (0..5 * CHECK_BATCH + 5)
             .map(|i| char::from(b'a' + u8::try_from(i % 26).unwrap()))
             .collect();
-        let exact = "x".repeat(BATCH_BYTES - "first\n".len());
+        let exact = "x".repeat(CHECK_BATCH - "first\n".len());
         let files = [
             ("a.md", "first\n"),
             ("b-exact", exact.as_str()),
@@ -1843,7 +1850,7 @@ mod tests {
         // One byte of the big file changed on disk, same size: found by the checker.
         let big_path = dir.path().join("d-big");
         let mut damaged = big.clone().into_bytes();
-        damaged[BATCH_BYTES + 1] = b'!';
+        damaged[3 * CHECK_BATCH + 1] = b'!';
         fs_err::write(&big_path, &damaged).unwrap();
         let (result, _) = streamed(&folder, &rels);
         let err = result.unwrap_err();
