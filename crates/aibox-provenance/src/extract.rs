@@ -1398,6 +1398,12 @@ pub fn write_tree<'a>(
 /// few wake-ups of the writer per megabyte, and little memory in flight.
 const BATCH_BYTES: usize = 128 * 1024;
 
+/// Room for the archive bytes a batch carries ([`TapReader`]): a hand-over comes once
+/// [`BATCH_BYTES`] are there, and the decoder reads 32 KiB at a time. Made at once at
+/// the allocator's mapping threshold, not grown by doubling through the heap, where the
+/// smaller steps left holes under the later peak of planning.
+const RAW_ROOM: usize = 2 * BATCH_BYTES;
+
 /// Most bytes read from the archive at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -1448,15 +1454,18 @@ impl<'scope> PackSink<'scope> {
                     batch.filled = 0;
                     batch.ends.clear();
                     batch.raw.clear();
-                    // A full queue means the reader has enough: this one is dropped.
-                    let _ = to_reader.try_send(batch);
+                    // A full queue means the reader has enough: this one is dropped. So
+                    // is one that carried archive bytes only (no room for contents).
+                    if !batch.bytes.is_empty() {
+                        let _ = to_reader.try_send(batch);
+                    }
                 }
                 Ok(writer.finish())
             });
         Ok(match spawned {
             Ok(thread) => Self {
                 batch: Batch::default(),
-                raw: Rc::default(),
+                raw: Rc::new(std::cell::RefCell::new(Vec::with_capacity(RAW_ROOM))),
                 to_writer: Some(to_writer),
                 from_writer: Some(from_writer),
                 thread: Some(thread),
@@ -1465,7 +1474,7 @@ impl<'scope> PackSink<'scope> {
             // The file went with the thread that never started; it is still empty.
             Err(_) => Self {
                 batch: Batch::default(),
-                raw: Rc::default(),
+                raw: Rc::new(std::cell::RefCell::new(Vec::with_capacity(RAW_ROOM))),
                 to_writer: None,
                 from_writer: None,
                 thread: None,
@@ -1490,6 +1499,7 @@ impl<'scope> PackSink<'scope> {
                 .and_then(|from| from.try_recv().ok())
                 .unwrap_or_else(|| Batch {
                     bytes: vec![0; BATCH_BYTES + READ_CHUNK],
+                    raw: Vec::with_capacity(RAW_ROOM),
                     ..Batch::default()
                 });
         }
@@ -1885,6 +1895,18 @@ mod tests {
             .collect();
         let mut entries = vec![TarEntry::dir("processkit-v1.0.0/")];
         entries.push(TarEntry::file("processkit-v1.0.0/noise-a", noise.as_str()));
+        // Folders with barely compressible names: archive bytes, and no contents at all,
+        // right after a batch was handed over.
+        for i in 0..3000 {
+            let name: String = noise[i * 80..i * 80 + 80]
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { 'x' })
+                .collect();
+            entries.push(TarEntry::dir(&format!("processkit-v1.0.0/d/{name}{i}/")));
+        }
+        // Then enough contents for the batches handed back to come round again.
+        let twice = noise.repeat(2);
+        entries.push(TarEntry::file("processkit-v1.0.0/noise-c", twice.as_str()));
         for i in 0..3000 {
             entries.push(TarEntry::file(&format!("processkit-v1.0.0/e/{i:04}"), ""));
         }
@@ -1904,7 +1926,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(unpacked.archive_sha256, Sha256::of(&input));
-        assert_eq!(unpacked.files.len(), 3002);
+        assert_eq!(unpacked.files.len(), 3003);
         assert_eq!(
             unpacked.files["noise-b"].sha256,
             Sha256::of(&noise.as_bytes()[..150_000])
