@@ -1738,11 +1738,16 @@ mod tests {
     /// several batches, empty files (one ending where the last ended, one at a batch's
     /// start) and files that share a batch each get the digest of their own bytes, at
     /// the offsets where the pack holds them.
+    /// `n` bytes of the alphabet over and over: contents that span batches.
+    fn letters(n: usize) -> String {
+        (0..n)
+            .map(|i| char::from(b'a' + u8::try_from(i % 26).unwrap()))
+            .collect()
+    }
+
     #[test]
     fn every_file_gets_its_own_digest_across_batches() {
-        let big: String = (0..3 * BATCH_BYTES + 17)
-            .map(|i| char::from(b'a' + u8::try_from(i % 26).unwrap()))
-            .collect();
+        let big = letters(3 * BATCH_BYTES + 17);
         let exact = "y".repeat(BATCH_BYTES);
         let files = [
             ("processkit-v1.0.0/a.md", "first\n"),
@@ -1803,9 +1808,7 @@ mod tests {
     /// many batches later the checker finds it.
     #[test]
     fn checked_streams_arrive_in_order_and_a_changed_file_is_the_error() {
-        let big: String = (0..5 * CHECK_BATCH + 5)
-            .map(|i| char::from(b'a' + u8::try_from(i % 26).unwrap()))
-            .collect();
+        let big = letters(5 * CHECK_BATCH + 5);
         let exact = "x".repeat(CHECK_BATCH - "first\n".len());
         let files = [
             ("a.md", "first\n"),
