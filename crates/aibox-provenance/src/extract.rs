@@ -428,11 +428,7 @@ impl Payload {
         let mut batch = fresh();
         for (i, rel) in rels.iter().enumerate() {
             let file = self.entry(rel)?;
-            // Every file of a payload on disk has a source.
-            let Some(from) = self.copy_from(rel) else {
-                continue;
-            };
-            let path = from.path();
+            let from = self.source_of(rel)?;
             // At most one byte more than verified: a longer file is a mismatch anyway.
             let mut f = open_source(&from, &mut kept)?.take(file.size.saturating_add(1));
             sink(Streamed::Begin(i));
@@ -444,7 +440,7 @@ impl Payload {
                 let start = batch.filled;
                 let n = f
                     .read(&mut batch.bytes[start..])
-                    .map_err(|e| ProvenanceError::io("read", &path, e))?;
+                    .map_err(|e| ProvenanceError::io("read", from.path(), e))?;
                 if n == 0 {
                     break;
                 }
@@ -458,6 +454,14 @@ impl Payload {
             to_checker.send(batch).map_err(|_| stopped())?;
         }
         Ok(())
+    }
+
+    /// The source of `rel`, a file of a payload on disk (every one has a source).
+    fn source_of(&self, rel: &str) -> Result<aibox_config::CopyFrom> {
+        self.copy_from(rel).ok_or_else(|| ProvenanceError::Layout {
+            what: rel.to_owned(),
+            reason: "not a file of the release on disk".to_owned(),
+        })
     }
 
     /// The checking half of [`Self::stream_checked`]: hashes each file from the batches
@@ -482,9 +486,7 @@ impl Payload {
                         std::io::Error::other("more files were read than asked for"),
                     )
                 })?;
-                if let Some(from) = self.copy_from(rel) {
-                    check_counted(&from, file_read)?;
-                }
+                check_counted(&self.source_of(rel)?, file_read)?;
                 start = end;
             }
             counter.update(&batch.bytes[start..batch.filled]);
