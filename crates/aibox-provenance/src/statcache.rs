@@ -145,3 +145,61 @@ impl StatCache {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache written for files in several folders vouches for each regular file as it
+    /// is, and only for those: a symbolic link, a folder and a missing path get no line,
+    /// and a file changed afterwards is not vouched for. (A key that never matches would
+    /// fail nothing else: every apply would only re-hash.)
+    #[test]
+    fn a_written_cache_vouches_for_its_regular_files_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs_err::create_dir_all(root.join("a/b/c")).unwrap();
+        fs_err::create_dir_all(root.join("a/b/dir.md")).unwrap();
+        let files = [
+            ("a/b/c/deep.md", "0"),
+            ("a/b/one.md", "1"),
+            ("a/b/two.md", "22"),
+            ("a/top.md", "333"),
+            ("root.md", "4444"),
+        ];
+        for (path, body) in files {
+            fs_err::write(root.join(path), body).unwrap();
+        }
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(root.join("root.md"), root.join("a/link.md")).unwrap();
+        let mut listed: Vec<(Arc<str>, Sha256)> = files
+            .iter()
+            .map(|(p, b)| (Arc::from(*p), Sha256::of(b.as_bytes())))
+            .collect();
+        for other in ["a/b/dir.md", "a/link.md", "a/missing.md"] {
+            listed.push((Arc::from(other), Sha256::of(b"x")));
+        }
+        listed.sort();
+        // Entries as new as the cache file are not trusted (racily clean): the cache is
+        // written a little later than the files.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut text = Vec::new();
+        StatCache::write_to(root, &listed, &mut text).unwrap();
+        let cache_file = root.join("cache");
+        fs_err::write(&cache_file, &text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert_eq!(text.lines().count(), 2 + files.len(), "{text}");
+        let cache = StatCache::parse(&text, &fs_err::metadata(&cache_file).unwrap());
+        for (path, body) in files {
+            let meta = fs_err::symlink_metadata(root.join(path)).unwrap();
+            assert_eq!(
+                cache.lookup(path, &meta),
+                Some(Sha256::of(body.as_bytes())),
+                "{path}"
+            );
+        }
+        fs_err::write(root.join("a/b/one.md"), "changed").unwrap();
+        let meta = fs_err::symlink_metadata(root.join("a/b/one.md")).unwrap();
+        assert_eq!(cache.lookup("a/b/one.md", &meta), None);
+    }
+}
