@@ -418,19 +418,13 @@ impl Payload {
                 std::io::Error::other("the checking thread stopped"),
             )
         };
-        let fresh = || {
-            from_checker.try_recv().unwrap_or_else(|_| Batch {
-                bytes: vec![0; CHECK_BATCH],
-                ..Batch::default()
-            })
-        };
+        let fresh = || Batch::reused_or_new(Some(from_checker), CHECK_BATCH, 0);
         let mut kept = aibox_config::KeptPack::default();
         let mut batch = fresh();
         for (i, rel) in rels.iter().enumerate() {
-            let file = self.entry(rel)?;
             let from = self.source_of(rel)?;
             // At most one byte more than verified: a longer file is a mismatch anyway.
-            let mut f = open_source(&from, &mut kept)?.take(file.size.saturating_add(1));
+            let mut f = open_source(&from, &mut kept)?.take(from.size.saturating_add(1));
             sink(Streamed::Begin(i));
             loop {
                 if batch.filled == batch.bytes.len() {
@@ -475,10 +469,7 @@ impl Payload {
         let mut files = rels.iter();
         let mut counter = Counter::default();
         for mut batch in from_reader {
-            let mut start = 0;
-            for &end in &batch.ends {
-                counter.update(&batch.bytes[start..end]);
-                let file_read = std::mem::take(&mut counter);
+            batch.hash_files(&mut counter, |file_read| {
                 let rel = files.next().ok_or_else(|| {
                     ProvenanceError::io(
                         "read",
@@ -486,12 +477,9 @@ impl Payload {
                         std::io::Error::other("more files were read than asked for"),
                     )
                 })?;
-                check_counted(&self.source_of(rel)?, file_read)?;
-                start = end;
-            }
-            counter.update(&batch.bytes[start..batch.filled]);
-            batch.filled = 0;
-            batch.ends.clear();
+                check_counted(&self.source_of(rel)?, file_read)
+            })?;
+            batch.clear();
             // A full queue means the reader has enough: this one is dropped.
             let _ = to_reader.try_send(batch);
         }
@@ -529,21 +517,13 @@ fn open_source<'k>(
 }
 
 /// Checks what was read of the source `from` (`counter`) against its verified size and
-/// digest.
+/// digest ([`aibox_config::CopyFrom::mismatch`], as the writer checks a copy).
 fn check_counted(from: &aibox_config::CopyFrom, counter: Counter) -> Result<()> {
-    if counter.bytes != from.size {
-        return Err(changed(
-            from,
-            format!(
-                "it has {} bytes, {} were verified",
-                counter.bytes, from.size
-            ),
-        ));
+    let bytes = counter.bytes;
+    match from.mismatch(bytes, counter.finish().as_bytes()) {
+        Some(reason) => Err(changed(from, reason)),
+        None => Ok(()),
     }
-    if counter.finish().as_bytes() != &from.sha256 {
-        return Err(changed(from, "its SHA-256 differs".to_owned()));
-    }
-    Ok(())
 }
 
 /// The release file behind `from` is not what was verified, for `reason`.
@@ -557,8 +537,7 @@ fn changed(from: &aibox_config::CopyFrom, reason: String) -> ProvenanceError {
 /// Reads `reader` to its end in chunks, counting and hashing the bytes and handing each
 /// chunk to `sink`. The chunk buffer fits a file of the `expected` size (one more byte
 /// reads the end), up to 64 KiB: most release files are a few KiB, and a fresh 64 KiB
-/// buffer for each of them was zeroed for nothing (a 10x fingerprint zeroed half a
-/// gigabyte).
+/// buffer for each would be zeroed for nothing.
 fn read_counted(
     mut reader: impl Read,
     path: &Path,
@@ -1411,10 +1390,11 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// Where [`unpack_archive`] puts the files' bytes: a thread of its own hashes each file
 /// (and the archive's bytes, see [`TapReader`]) and appends the bytes to the pack, so
-/// hashing and the writes overlap inflating and checking the next entries (the reader had inflated and hashed alike, 200 ms of CPU
-/// for a 10x release, while the writer waited). Batches go back to the reader once
-/// written, so their memory is not mapped, zeroed and unmapped again for every batch.
-/// Without a thread (none could be started) the same writer runs on the caller's.
+/// hashing and the writes overlap inflating and checking the next entries (the reader
+/// had inflated and hashed alike, 200 ms of CPU for a 10x release, while the writer
+/// waited). Batches go back to the reader once written, so their memory is not mapped,
+/// zeroed and unmapped again for every batch. Without a thread (none could be started)
+/// the same writer runs on the caller's.
 struct PackSink<'scope> {
     batch: Batch,
     /// The archive bytes read since the last hand-over ([`TapReader`] fills it).
@@ -1437,6 +1417,50 @@ struct Batch {
     raw: Vec<u8>,
 }
 
+impl Batch {
+    /// A batch handed back through `from` when one is waiting there with room for `len`
+    /// bytes of contents, else a new one (`raw_room` bytes reserved for archive bytes).
+    /// Whoever hands batches back may send any: one that went out with archive bytes
+    /// only has no room, and reading into it would index past its end.
+    fn reused_or_new(
+        from: Option<&std::sync::mpsc::Receiver<Batch>>,
+        len: usize,
+        raw_room: usize,
+    ) -> Self {
+        from.and_then(|from| from.try_recv().ok())
+            .filter(|b| b.bytes.len() >= len)
+            .unwrap_or_else(|| Batch {
+                bytes: vec![0; len],
+                raw: Vec::with_capacity(raw_room),
+                ..Batch::default()
+            })
+    }
+
+    /// Empties the batch for reuse, keeping its buffers.
+    fn clear(&mut self) {
+        self.filled = 0;
+        self.ends.clear();
+        self.raw.clear();
+    }
+
+    /// Feeds the contents to `current`, the counter of the file whose bytes came last,
+    /// and hands each file that ends in this batch to `ended` with its counter.
+    fn hash_files(
+        &self,
+        current: &mut Counter,
+        mut ended: impl FnMut(Counter) -> Result<()>,
+    ) -> Result<()> {
+        let mut start = 0;
+        for &end in &self.ends {
+            current.update(&self.bytes[start..end]);
+            ended(std::mem::take(current))?;
+            start = end;
+        }
+        current.update(&self.bytes[start..self.filled]);
+        Ok(())
+    }
+}
+
 impl<'scope> PackSink<'scope> {
     /// Starts the writer of the new, empty pack file `file` at `path`.
     fn start<'env>(
@@ -1453,14 +1477,9 @@ impl<'scope> PackSink<'scope> {
                 let mut writer = PackWriter::new(path, file);
                 for mut batch in from_reader {
                     writer.append(&batch)?;
-                    batch.filled = 0;
-                    batch.ends.clear();
-                    batch.raw.clear();
-                    // A full queue means the reader has enough: this one is dropped. So
-                    // is one that carried archive bytes only (no room for contents).
-                    if !batch.bytes.is_empty() {
-                        let _ = to_reader.try_send(batch);
-                    }
+                    batch.clear();
+                    // A full queue means the reader has enough: this one is dropped.
+                    let _ = to_reader.try_send(batch);
                 }
                 Ok(writer.finish())
             });
@@ -1495,15 +1514,11 @@ impl<'scope> PackSink<'scope> {
     /// the number of bytes read (0 at the end).
     fn read_from(&mut self, body: &mut impl Read) -> std::io::Result<usize> {
         if self.batch.bytes.is_empty() {
-            self.batch = self
-                .from_writer
-                .as_ref()
-                .and_then(|from| from.try_recv().ok())
-                .unwrap_or_else(|| Batch {
-                    bytes: vec![0; BATCH_BYTES + READ_CHUNK],
-                    raw: Vec::with_capacity(RAW_ROOM),
-                    ..Batch::default()
-                });
+            self.batch = Batch::reused_or_new(
+                self.from_writer.as_ref(),
+                BATCH_BYTES + READ_CHUNK,
+                RAW_ROOM,
+            );
         }
         let start = self.batch.filled;
         let n = body.read(&mut self.batch.bytes[start..start + READ_CHUNK])?;
@@ -1539,9 +1554,7 @@ impl<'scope> PackSink<'scope> {
         std::mem::swap(&mut batch.raw, &mut *self.raw.borrow_mut());
         if let Some(writer) = &mut self.inline {
             writer.append(&batch)?;
-            batch.filled = 0;
-            batch.ends.clear();
-            batch.raw.clear();
+            batch.clear();
             self.batch = batch;
             return Ok(());
         }
@@ -1612,17 +1625,13 @@ impl<'p> PackWriter<'p> {
 
     fn append(&mut self, batch: &Batch) -> Result<()> {
         self.archive.update(&batch.raw);
-        let bytes = &batch.bytes[..batch.filled];
-        let mut start = 0;
-        for &end in &batch.ends {
-            self.current.update(&bytes[start..end]);
-            self.digests
-                .push(std::mem::take(&mut self.current).finish());
-            start = end;
-        }
-        self.current.update(&bytes[start..]);
+        let digests = &mut self.digests;
+        batch.hash_files(&mut self.current, |file| {
+            digests.push(file.finish());
+            Ok(())
+        })?;
         self.file
-            .write_all(bytes)
+            .write_all(&batch.bytes[..batch.filled])
             .map_err(|e| ProvenanceError::io("write", self.path, e))
     }
 }
@@ -1736,10 +1745,6 @@ mod tests {
         assert!(!err.contains("writer stopped"), "{err}");
     }
 
-    /// The writer hashes each file from the batches it is handed: a file that spans
-    /// several batches, empty files (one ending where the last ended, one at a batch's
-    /// start) and files that share a batch each get the digest of their own bytes, at
-    /// the offsets where the pack holds them.
     /// `n` bytes of the alphabet over and over: contents that span batches.
     fn letters(n: usize) -> String {
         (0..n)
@@ -1747,6 +1752,10 @@ mod tests {
             .collect()
     }
 
+    /// The writer hashes each file from the batches it is handed: a file that spans
+    /// several batches, empty files (one ending where the last ended, one at a batch's
+    /// start) and files that share a batch each get the digest of their own bytes, at
+    /// the offsets where the pack holds them.
     #[test]
     fn every_file_gets_its_own_digest_across_batches() {
         let big = letters(3 * BATCH_BYTES + 17);

@@ -563,16 +563,21 @@ fn in_fingerprint(p: &str) -> bool {
 /// file a second time.
 fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<String> {
     use sha2::Digest as _;
+    // The fingerprinted files, project path and release path, in project path order (the
+    // install set's): named once for the memo's key and the hash both.
+    let (paths, rels): (Vec<&str>, Vec<&str>) = set
+        .iter()
+        .filter(|(p, _)| in_fingerprint(p))
+        .map(|(p, (release_path, _, _))| (&**p, &***release_path))
+        .unzip();
     // Only a payload in the store has somewhere to remember the value.
     let memo = payload.store().map(|store| {
         let mut key = sha2::Sha256::new();
-        for (p, (release_path, _, _)) in set {
-            if in_fingerprint(p) {
-                key.update(p.as_bytes());
-                key.update([0]);
-                key.update(release_path.as_bytes());
-                key.update([0]);
-            }
+        for (p, rel) in paths.iter().zip(&rels) {
+            key.update(p.as_bytes());
+            key.update([0]);
+            key.update(rel.as_bytes());
+            key.update([0]);
         }
         (
             store,
@@ -588,12 +593,6 @@ fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<Stri
         return Ok(known);
     }
     let mut h = sha2::Sha256::new();
-    // The install set is sorted by project path, as the fingerprint wants.
-    let (paths, rels): (Vec<&str>, Vec<&str>) = set
-        .iter()
-        .filter(|(p, _)| in_fingerprint(p))
-        .map(|(p, (release_path, _, _))| (&**p, &***release_path))
-        .unzip();
     payload.stream_checked(&rels, &mut |event| match event {
         Streamed::Begin(i) => {
             h.update(paths[i].as_bytes());

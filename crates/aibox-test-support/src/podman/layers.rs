@@ -18,8 +18,8 @@
 //! runs only while no test process of this checkout holds
 //! `<target>/aibox-podman/layers.lock`: every process that readies Podman holds that lock
 //! shared for its life ([`hold`]), and `cargo xtask ci` for its whole run; the first one
-//! to find it free sweeps under the exclusive lock before it holds it shared. So no image goes while a test of this checkout may build on its
-//! layers (Podman 4.3 failed builds with "layer not known" when layers went away under
+//! to find it free sweeps under the exclusive lock before it holds it shared. So no image
+//! goes while a test of this checkout may build on its layers (Podman 4.3 failed builds with "layer not known" when layers went away under
 //! them). A build reusing an old image tags it again, with the time it was used.
 //!
 //! What a cold build proved on every run, that each pinned download is still served with
@@ -49,32 +49,32 @@ pub(crate) const MAX_KEPT: usize = 64;
 /// The lock file's name, beside the harness's `containers.conf`.
 pub(super) const LOCK_FILE: &str = "layers.lock";
 
+/// This process's hold: the locked file, and what its sweep removed (`None`: another
+/// process held the lock, or a runner took the report, see [`take_own_sweep`]).
+type Held = Option<(fs_err::File, Option<Result<usize, String>>)>;
+
+static HELD: Mutex<Held> = Mutex::new(None);
+
 /// Holds the shared lock until this process ends (the file is never closed before),
-/// sweeping first when no other test process holds it (what the sweep removed waits in
-/// [`take_own_sweep`]); a second call holds nothing more.
+/// sweeping first when no other test process holds it; a second call holds nothing
+/// more.
 pub(super) fn hold(podman: &Podman) -> Result<(), String> {
-    static HELD: Mutex<Option<fs_err::File>> = Mutex::new(None);
     let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
     if held.is_none() {
         let path = podman.dir.join(LOCK_FILE);
-        let (file, swept) =
-            hold_at(&path, || sweep(podman)).map_err(|e| format!("cannot lock {path}: {e}"))?;
-        *held = Some(file);
-        *OWN_SWEEP.lock().unwrap_or_else(PoisonError::into_inner) = swept;
+        *held =
+            Some(hold_at(&path, || sweep(podman)).map_err(|e| format!("cannot lock {path}: {e}"))?);
     }
     Ok(())
 }
 
-/// What this process's [`hold`] swept (`None`: another process held the lock), until a
-/// runner takes it to report it (`cargo xtask ci`).
-static OWN_SWEEP: Mutex<Option<Result<usize, String>>> = Mutex::new(None);
-
-/// Takes what this process's [`hold`] swept, if it swept.
+/// Takes what this process's [`hold`] swept, if it swept (for a runner to report,
+/// `cargo xtask ci`).
 pub(super) fn take_own_sweep() -> Option<Result<usize, String>> {
-    OWN_SWEEP
-        .lock()
+    HELD.lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .take()
+        .as_mut()
+        .and_then(|(_, swept)| swept.take())
 }
 
 /// Opens (creating it) the lock file at `path` and holds it shared; when nobody held it,
