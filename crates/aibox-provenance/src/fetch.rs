@@ -218,34 +218,28 @@ pub fn download_to(
             });
         }
         let mut reader = response.into_body().into_reader();
-        let mut counter = Counter::default();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = reader
-                .read(&mut buf)
-                .map_err(|e| http_err(&current, &describe(&ureq::Error::from(e), opts)))?;
-            if n == 0 {
-                break;
-            }
-            counter.update(&buf[..n]);
-            if counter.bytes > opts.max_bytes {
+        let mut progress = progress.as_mut();
+        let counter = receive(&mut reader, sink, |received| {
+            if received > opts.max_bytes {
                 return Err(ProvenanceError::TooLarge {
-                    url: current,
+                    url: current.clone(),
                     limit: opts.max_bytes,
                 });
             }
-            sink.write_all(&buf[..n]).map_err(|e| ProvenanceError::Io {
+            if let Some(cb) = progress.as_mut() {
+                cb(Progress { received, total });
+            }
+            Ok(())
+        })
+        .map_err(|e| match e {
+            Received::Read(e) => http_err(&current, &describe(&ureq::Error::from(e), opts)),
+            Received::Write(source) => ProvenanceError::Io {
                 action: "save the download of",
                 path: current.clone(),
-                source: e,
-            })?;
-            if let Some(cb) = progress.as_mut() {
-                cb(Progress {
-                    received: counter.bytes,
-                    total,
-                });
-            }
-        }
+                source,
+            },
+            Received::Stopped(e) => e,
+        })?;
         if total.is_some_and(|t| t != counter.bytes) {
             return Err(http_err(
                 &current,
@@ -254,6 +248,78 @@ pub fn download_to(
         }
         return Ok((counter.finish(), current));
     }
+}
+
+/// Bytes read per chunk of a body, and how many chunks may wait for the hasher.
+const CHUNK: usize = 64 * 1024;
+const WAITING: usize = 4;
+
+/// Why [`receive`] stopped early.
+enum Received {
+    Read(std::io::Error),
+    Write(std::io::Error),
+    Stopped(ProvenanceError),
+}
+
+/// Copies `body` into `sink` and returns the body's hash and length, calling `after` with
+/// the running byte count as each chunk arrives, before it is saved (its error stops the
+/// copy: the size cap).
+///
+/// The hash runs on a helper thread fed the saved chunks in order, so it overlaps the
+/// receiving and saving of the next ones: SHA-256 is the slowest of the three (about half
+/// of a 16 MB archive's download from loopback). Without the thread (it could not be
+/// started), the chunks are hashed here.
+fn receive(
+    body: &mut dyn Read,
+    sink: &mut dyn std::io::Write,
+    mut after: impl FnMut(u64) -> Result<()>,
+) -> std::result::Result<Counter, Received> {
+    std::thread::scope(|scope| {
+        let (to_hasher, chunks) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(WAITING);
+        let (give_back, returned) = std::sync::mpsc::channel::<Vec<u8>>();
+        let hasher = std::thread::Builder::new()
+            .name("aibox-hash".to_owned())
+            .spawn_scoped(scope, move || {
+                let mut counter = Counter::default();
+                for (chunk, n) in chunks {
+                    counter.update(&chunk[..n]);
+                    // The receiver is gone only once the copy stopped: nothing to reuse.
+                    let _ = give_back.send(chunk);
+                }
+                counter
+            })
+            .ok();
+        let mut here = Counter::default();
+        let to_hasher = hasher.is_some().then_some(to_hasher);
+        let mut received = 0u64;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = body.read(&mut buf).map_err(Received::Read)?;
+            if n == 0 {
+                break;
+            }
+            received += n as u64;
+            after(received).map_err(Received::Stopped)?;
+            sink.write_all(&buf[..n]).map_err(Received::Write)?;
+            match &to_hasher {
+                Some(tx) => {
+                    let next = returned.try_recv().unwrap_or_else(|_| vec![0u8; CHUNK]);
+                    // Refused only by a hasher that died: its join below is the error.
+                    if tx.send((std::mem::replace(&mut buf, next), n)).is_err() {
+                        break;
+                    }
+                }
+                None => here.update(&buf[..n]),
+            }
+        }
+        drop(to_hasher);
+        match hasher {
+            None => Ok(here),
+            Some(h) => h.join().map_err(|_| {
+                Received::Read(std::io::Error::other("the download's hashing thread died"))
+            }),
+        }
+    })
 }
 
 #[cfg(test)]

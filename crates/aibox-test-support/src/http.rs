@@ -31,6 +31,8 @@ pub struct Route {
     pub delay: Duration,
     /// Announce the full length but send only this many body bytes, then close.
     pub truncate_at: Option<usize>,
+    /// Send no `Content-Length`: the body ends when the connection closes.
+    pub unannounced: bool,
     /// Served instead when the request's `Authorization` header is exactly this value.
     pub authorized: Option<(String, Box<Route>)>,
 }
@@ -71,6 +73,13 @@ impl Route {
     #[must_use]
     pub fn when_authorized(mut self, authorization: &str, route: Route) -> Self {
         self.authorized = Some((authorization.to_owned(), Box::new(route)));
+        self
+    }
+    /// Sends the body without announcing its length (it ends when the connection closes),
+    /// so a client's size cap must hold while it streams.
+    #[must_use]
+    pub fn unannounced(mut self) -> Self {
+        self.unannounced = true;
         self
     }
     /// Truncates the body after `n` bytes while announcing the full length.
@@ -196,10 +205,10 @@ fn serve(mut stream: TcpStream, routes: &Routes, hits: &Mutex<Vec<String>>) {
     };
     std::thread::sleep(route.delay);
     let status = if route.status == 0 { 200 } else { route.status };
-    let mut out = format!(
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-        route.body.len()
-    );
+    let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n");
+    if !route.unannounced {
+        let _ = write!(out, "Content-Length: {}\r\n", route.body.len());
+    }
     for (k, v) in &route.headers {
         let _ = write!(out, "{k}: {v}\r\n");
     }
@@ -233,6 +242,7 @@ mod tests {
         server.route("/ok", Route::ok("hello"));
         server.route("/moved", Route::redirect("/ok"));
         server.route("/cut", Route::ok("0123456789").truncated(3));
+        server.route("/open", Route::ok("until closed").unannounced());
         let ok = String::from_utf8(get(&server, "/ok")).unwrap();
         assert!(
             ok.starts_with("HTTP/1.1 200") && ok.ends_with("\r\n\r\nhello"),
@@ -247,7 +257,12 @@ mod tests {
             cut.contains("Content-Length: 10\r\n") && cut.ends_with("\r\n\r\n012"),
             "{cut}"
         );
-        assert_eq!(server.hits(), ["/ok", "/nope", "/moved", "/cut"]);
+        let open = String::from_utf8(get(&server, "/open")).unwrap();
+        assert!(
+            !open.contains("Content-Length") && open.ends_with("\r\n\r\nuntil closed"),
+            "{open}"
+        );
+        assert_eq!(server.hits(), ["/ok", "/nope", "/moved", "/cut", "/open"]);
         assert_eq!(server.hit_count("/ok"), 1);
     }
 

@@ -444,6 +444,41 @@ fn http_faults() {
     assert!(text.contains("0.4 s") || text.contains("5.0 s"), "{text}");
 }
 
+/// A body of many chunks is hashed whole and in order, whether or not its length was
+/// announced (the hash runs on a helper thread that the chunks are handed to, reusing
+/// their buffers); without an announced length the size cap holds while streaming.
+#[test]
+fn long_bodies_are_hashed_whole_and_capped_while_streaming() {
+    let server = Server::start().unwrap();
+    // Not a multiple of any chunk size, and no two chunks alike: a chunk hashed twice,
+    // dropped or swapped changes the digest.
+    let long: Vec<u8> = (0..900_001u32)
+        .map(|i| u8::try_from((i * 7 + i / 65_536) % 251).unwrap())
+        .collect();
+    server.route("/long", Route::ok(long.clone()));
+    server.route("/long-open", Route::ok(long.clone()).unannounced());
+    server.route(
+        "/big-open",
+        Route::ok(vec![1u8; 3 * 1024 * 1024]).unannounced(),
+    );
+    let opts = fast_http();
+    for path in ["/long", "/long-open"] {
+        let got = download(&server.url(path), &opts, None).unwrap();
+        assert!(got.bytes == long, "{path}: the body changed");
+        assert_eq!(got.digest, Sha256::of(&long), "{path}");
+    }
+    let mut seen = Vec::new();
+    let mut progress = |p: aibox_provenance::Progress| seen.push(p.received);
+    let big = download(&server.url("/big-open"), &opts, Some(&mut progress)).unwrap_err();
+    assert!(matches!(big, ProvenanceError::TooLarge { .. }), "{big:?}");
+    // Stopped at the first chunk past the cap, and nothing past it was reported saved.
+    assert!(
+        seen.last().is_some_and(|&n| n <= opts.max_bytes),
+        "{:?}",
+        seen.last()
+    );
+}
+
 #[test]
 fn release_404_is_a_clear_error() {
     let f = fixture(true);
