@@ -4,6 +4,7 @@
 use aibox_config::edit::ConfigFile;
 use aibox_provenance::lock::{LOCK_FILE, Lock};
 use aibox_provenance::source::Verification;
+use aibox_skill_review::SkillTree;
 use std::collections::{BTreeMap, BTreeSet};
 
 use camino::{Utf8Path, Utf8PathBuf};
@@ -486,10 +487,7 @@ pub(crate) fn list_for(
     project: &aibox_config::Project,
 ) -> Result<Vec<SkillInfo>, EngineError> {
     let lister = Lister::new(root, project)?;
-    let mut out = installed(root)
-        .into_iter()
-        .map(|s| lister.info(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut out = lister.describe_all(installed(root))?;
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
@@ -517,15 +515,75 @@ impl<'a> Lister<'a> {
         })
     }
 
+    /// [`Self::info`] of each skill in order, the next skill's folder read on this thread
+    /// while a helper hashes and reviews the one before (a third of the time is reading,
+    /// two thirds hashing and reviewing: at 10x processkit, `skill list` and the skills
+    /// check of `doctor` spent 200 ms on one thread). Every folder is read, and so
+    /// allocated, here; at most two are held at once (one read ahead, one reviewed). Both
+    /// are freed back to this thread's arena, so the helper's arena grows by the review's
+    /// small allocations only: letting two threads each read and review a folder cost
+    /// 3.5 MiB of peak memory at 10x, for a heap only 0.2 MB larger.
+    fn describe_all(&self, skills: Vec<Installed>) -> Result<Vec<SkillInfo>, EngineError> {
+        let one_thread =
+            |skills: Vec<Installed>| skills.into_iter().map(|s| self.info(s)).collect();
+        if skills.len() < 2
+            || std::thread::available_parallelism().map_or(1, std::num::NonZero::get) < 2
+        {
+            return one_thread(skills);
+        }
+        std::thread::scope(|scope| {
+            // A rendezvous: a read folder waits here until the helper takes it.
+            let (to_helper, trees) = std::sync::mpsc::sync_channel::<(Installed, SkillTree)>(0);
+            let helper = std::thread::Builder::new()
+                .name("aibox-skills".to_owned())
+                .spawn_scoped(scope, move || {
+                    trees
+                        .into_iter()
+                        .map(|(s, tree)| self.describe(s, &tree))
+                        .collect::<Result<Vec<_>, _>>()
+                });
+            let Ok(helper) = helper else {
+                // No thread to be had: every skill on this one.
+                return one_thread(skills);
+            };
+            let mut unread = Ok(());
+            for s in skills {
+                match SkillTree::read(&s.dir).map(|tree| (s, tree)) {
+                    // Refused only once the helper stopped on an error: its result says so.
+                    Ok(next) => {
+                        if to_helper.send(next).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        unread = Err(EngineError::from(e));
+                        break;
+                    }
+                }
+            }
+            drop(to_helper);
+            let described = helper
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            // A folder that could not be read comes after every described one.
+            unread.map(|()| described)
+        })
+    }
+
     /// One installed skill: its trust, review and verdict.
     fn info(&self, s: Installed) -> Result<SkillInfo, EngineError> {
+        let tree = SkillTree::read(&s.dir)?;
+        self.describe(s, &tree)
+    }
+
+    /// [`Self::info`] of a skill whose folder is read (`tree`).
+    fn describe(&self, s: Installed, tree: &SkillTree) -> Result<SkillInfo, EngineError> {
         let config = &self.project.config;
         let text = fs_err::read_to_string(s.dir.join("SKILL.md")).unwrap_or_default();
         let front = text.split("\n---").next().unwrap_or_default();
         let dir = format!("{SKILLS_DIR}/{}/{}", s.category, s.name);
         // One read of the folder: each file is hashed once, for the trust check and the
         // content digest alike, and the review works on the same bytes.
-        let tree = aibox_skill_review::SkillTree::read(&s.dir)?;
         let digests = tree.digests()?;
         let (origin, origin_reason) = self.basis.explain(self.root, &dir, &known(&dir, &digests));
         let review = tree.review(&review_context(origin, self.lock.as_ref(), &dir));

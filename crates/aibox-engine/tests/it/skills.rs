@@ -104,3 +104,53 @@ fn skill_list_and_doctor_parse_the_marker_a_fixed_number_of_times_at_any_size() 
         "{list_few}, {doctor_few}"
     );
 }
+
+/// `skill list` reads the next skill's folder while another thread reviews the one before:
+/// each skill is still described from its own folder (its digest and trust are what the
+/// one-skill path, `trust_of_installed`, gives), and a folder that cannot be read fails
+/// the list with the first such skill in order, as on one thread.
+#[test]
+fn skill_list_describes_each_skill_from_its_own_folder_and_fails_on_the_first_bad_one() {
+    use aibox_test_support::http::release::SyntheticRelease;
+    use std::os::unix::ffi::OsStrExt as _;
+    let release = SyntheticRelease::processkit_like("v0.28.3", false);
+    let (_a, archives) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let (_p, root) = common::empty_project();
+    let config = common::release_config(&archives, &release);
+    fs_err::write(root.join("aibox.toml"), config).unwrap();
+    aibox_engine::apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+
+    let listed = aibox_engine::skills::list(&root).unwrap();
+    assert!(listed.len() >= 10, "{} skills", listed.len());
+    let digests: std::collections::BTreeSet<&str> =
+        listed.iter().map(|s| s.sha256.as_str()).collect();
+    assert_eq!(digests.len(), listed.len(), "two skills share a digest");
+    for skill in &listed {
+        let alone = aibox_engine::skills::trust_of_installed(&root, &skill.name).unwrap();
+        assert_eq!(
+            (&alone.sha256, alone.trust),
+            (&skill.sha256, skill.origin),
+            "{}",
+            skill.name
+        );
+    }
+
+    // A name that is not UTF-8 makes a folder unreadable for the review: in the third and
+    // the second-to-last skill, in the order the folders are read.
+    let mut in_order: Vec<(&str, &str, &str)> = listed
+        .iter()
+        .map(|s| (s.category.as_str(), s.name.as_str(), s.dir.as_str()))
+        .collect();
+    in_order.sort_unstable();
+    let dirs: Vec<&str> = in_order.iter().map(|(_, _, dir)| *dir).collect();
+    for dir in [dirs[2], dirs[dirs.len() - 2]] {
+        let bad = std::ffi::OsStr::from_bytes(b"notes-\xff.md");
+        fs_err::write(root.join(dir).as_std_path().join(bad), "x").unwrap();
+    }
+    let err = aibox_engine::skills::list(&root).unwrap_err().to_string();
+    assert!(
+        err.contains(dirs[2]) && !err.contains(dirs[dirs.len() - 2]),
+        "{err}"
+    );
+}
