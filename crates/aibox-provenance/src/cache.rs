@@ -291,6 +291,18 @@ impl Cache {
     }
 }
 
+impl Cache {
+    /// Where the digest of the local release archive at `path` is remembered with its stat
+    /// ([`crate::statcache::StatCache::remember`]), so an unchanged archive is not hashed
+    /// on every `apply` (16 MB at 10x processkit, 11 ms of a 60 ms no-op).
+    pub(crate) fn local_archive_memo(&self, path: &Path) -> PathBuf {
+        let name = Sha256::of(path.as_os_str().as_encoded_bytes());
+        self.root.join(LOCAL_ARCHIVES).join(name.to_hex())
+    }
+}
+
+/// Folder of the remembered digests of local release archives.
+const LOCAL_ARCHIVES: &str = "local-archives";
 /// Folder of the cache's MCP environment resolutions.
 const RESOLUTIONS: &str = "mcp-envs";
 /// Folder of the cache's resolutions of npm trees of MCP servers.

@@ -272,8 +272,7 @@ pub fn fetch_release(
             let what = path.display().to_string();
             // A release archive is compressed; it cannot exceed the unpacked limit.
             let cap = opts.limits.max_total_bytes;
-            let actual = Sha256::of_reader(open_archive(path, cap)?)
-                .map_err(|e| ProvenanceError::io("read", path, e))?;
+            let actual = archive_digest(path, cap, opts.cache.as_ref())?;
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -375,6 +374,28 @@ fn open_archive(path: &Path, cap: u64) -> Result<std::io::Take<fs_err::File>> {
         });
     }
     Ok(file.take(cap))
+}
+
+/// The SHA-256 of the local release archive at `path`: remembered in `cache` with the
+/// archive's stat while that is unchanged (size, mtime, ctime and inode, as the stat cache
+/// of installed files; editing or replacing the archive changes them), else hashed. What
+/// the digest selects is still checked: the pins against it, and the bytes taken from the
+/// store of that digest (or unpacked from the archive, which must hash to it).
+fn archive_digest(path: &Path, cap: u64, cache: Option<&Cache>) -> Result<Sha256> {
+    let archive = open_archive(path, cap)?;
+    let meta = archive.get_ref().metadata().ok();
+    let memo = cache.map(|c| c.local_archive_memo(path));
+    let name = path.to_string_lossy();
+    if let (Some(memo), Some(meta)) = (&memo, &meta)
+        && let Some(known) = crate::statcache::StatCache::recall(memo, &name, meta)
+    {
+        return Ok(known);
+    }
+    let digest = Sha256::of_reader(archive).map_err(|e| ProvenanceError::io("read", path, e))?;
+    if let (Some(memo), Some(meta)) = (&memo, &meta) {
+        crate::statcache::StatCache::remember(memo, &name, meta, &digest);
+    }
+    Ok(digest)
 }
 
 /// The unpacked release with `digest`: from the cache's unpacked store when it is

@@ -135,15 +135,55 @@ impl StatCache {
             let Some(k) = StatKey::of(&meta) else {
                 continue;
             };
-            out.write_all(&digest.hex_digits())?;
-            writeln!(
-                out,
-                " {} {}.{} {}.{} {} {path}",
-                k.size, k.mtime.0, k.mtime.1, k.ctime.0, k.ctime.1, k.ino
-            )?;
+            write_entry(out, path, k, digest)?;
         }
         Ok(())
     }
+
+    /// The digest the memo file `memo` (written by [`Self::remember`]) holds for the one
+    /// file `name` whose metadata is `meta`: `None` unless its stat is unchanged and not
+    /// racily clean.
+    pub(crate) fn recall(memo: &Path, name: &str, meta: &std::fs::Metadata) -> Option<Sha256> {
+        let written = fs_err::metadata(memo).ok()?;
+        let text = fs_err::read_to_string(memo).ok()?;
+        Self::parse(&text, &written).lookup(name, meta)
+    }
+
+    /// Writes the memo file `memo`: the file `name`, whose metadata was `meta` when its
+    /// reading began, holds `digest`. The stat from before the read, so a file that changed
+    /// while it was hashed no longer matches. Atomic; best effort (without the memo the
+    /// file is only hashed again).
+    pub(crate) fn remember(memo: &Path, name: &str, meta: &std::fs::Metadata, digest: &Sha256) {
+        let Some(key) = StatKey::of(meta) else {
+            return;
+        };
+        let write = || -> std::io::Result<()> {
+            use std::io::Write as _;
+            let dir = memo.parent().unwrap_or(Path::new("."));
+            fs_err::create_dir_all(dir)?;
+            let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+            writeln!(temp, "{HEADER}")?;
+            write_entry(&mut temp, name, key, digest)?;
+            temp.persist(memo).map_err(|e| e.error)?;
+            Ok(())
+        };
+        let _ = write();
+    }
+}
+
+/// One entry line: digest, size, mtime, ctime, inode, path.
+fn write_entry(
+    out: &mut dyn std::io::Write,
+    path: &str,
+    k: StatKey,
+    digest: &Sha256,
+) -> std::io::Result<()> {
+    out.write_all(&digest.hex_digits())?;
+    writeln!(
+        out,
+        " {} {}.{} {}.{} {} {path}",
+        k.size, k.mtime.0, k.mtime.1, k.ctime.0, k.ctime.1, k.ino
+    )
 }
 
 #[cfg(test)]

@@ -688,3 +688,67 @@ fn the_catalog_of_a_cached_release_is_remembered_and_a_memo_that_does_not_fit_is
         assert_eq!(fs_err::read_to_string(&memo).unwrap(), written);
     }
 }
+
+/// A local release archive's digest is remembered in the cache with the archive's stat:
+/// a second run goes by the memo (a forged one is what it reads, and what the pin then
+/// refuses), and an archive whose stat changed (rewritten at the same size with its old
+/// mtime put back: only its ctime tells) is hashed again.
+#[test]
+fn a_local_archive_is_hashed_again_only_when_its_stat_changed() {
+    let project = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let release = SyntheticRelease::minimal("v0.0.1");
+    let archive = release.tar_gz();
+    let digest = sha256_hex(&archive);
+    let path = project.path().join("release.tar.gz");
+    let old = std::time::SystemTime::now() - Duration::from_hours(1);
+    let write = |bytes: &[u8]| {
+        fs_err::write(&path, bytes).unwrap();
+        // Older than the memo, so never "racily clean".
+        let f = fs_err::File::options().write(true).open(&path).unwrap();
+        f.set_modified(old).unwrap();
+    };
+    write(&archive);
+    let section = ProcesskitSection {
+        source: Some("release.tar.gz".into()),
+        sha256: Some(digest.clone()),
+        ..ProcesskitSection::default()
+    };
+    let mut opts = FetchOptions {
+        cache: Some(Cache::new(cache.path())),
+        ..FetchOptions::default()
+    };
+    let r = fetch_release(&section, project.path(), None, &mut opts).unwrap();
+    assert_eq!(r.digest.to_hex(), digest);
+    let memos: Vec<_> = fs_err::read_dir(cache.path().join("local-archives"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(memos.len(), 1, "{memos:?}");
+    let memo = &memos[0];
+    let text = fs_err::read_to_string(memo).unwrap();
+    assert!(text.contains(&digest), "{text}");
+
+    let forged = sha256_hex(b"another archive");
+    fs_err::write(memo, text.replace(&digest, &forged)).unwrap();
+    let err = fetch_release(&section, project.path(), None, &mut opts).unwrap_err();
+    assert!(err.to_string().contains(&forged), "{err}");
+    fs_err::write(memo, &text).unwrap();
+    let r = fetch_release(&section, project.path(), None, &mut opts).unwrap();
+    assert_eq!(r.digest.to_hex(), digest);
+
+    // The same size and mtime, other bytes (the gzip trailer's last byte): hashed again.
+    let mut changed = archive.clone();
+    *changed.last_mut().unwrap() ^= 1;
+    write(&changed);
+    let err = fetch_release(&section, project.path(), None, &mut opts).unwrap_err();
+    assert!(err.to_string().contains(&sha256_hex(&changed)), "{err}");
+    // Its new digest is remembered in turn.
+    let pinned = ProcesskitSection {
+        sha256: Some(sha256_hex(&changed)),
+        ..section
+    };
+    let _ = fetch_release(&pinned, project.path(), None, &mut opts);
+    let text = fs_err::read_to_string(memo).unwrap();
+    assert!(text.contains(&sha256_hex(&changed)), "{text}");
+}
