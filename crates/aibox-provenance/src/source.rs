@@ -383,17 +383,15 @@ fn open_archive(path: &Path, cap: u64) -> Result<std::io::Take<fs_err::File>> {
 /// store of that digest (or unpacked from the archive, which must hash to it).
 fn archive_digest(path: &Path, cap: u64, cache: Option<&Cache>) -> Result<Sha256> {
     let archive = open_archive(path, cap)?;
-    let meta = archive.get_ref().metadata().ok();
-    let memo = cache.map(|c| c.local_archive_memo(path));
-    let name = path.to_string_lossy();
-    if let (Some(memo), Some(meta)) = (&memo, &meta)
-        && let Some(known) = crate::statcache::StatCache::recall(memo, &name, meta)
+    let remembered = cache.zip(archive.get_ref().metadata().ok());
+    if let Some((cache, meta)) = &remembered
+        && let Some(known) = cache.local_archive_digest(path, meta)
     {
         return Ok(known);
     }
     let digest = Sha256::of_reader(archive).map_err(|e| ProvenanceError::io("read", path, e))?;
-    if let (Some(memo), Some(meta)) = (&memo, &meta) {
-        crate::statcache::StatCache::remember(memo, &name, meta, &digest);
+    if let Some((cache, meta)) = &remembered {
+        cache.remember_local_archive(path, meta, &digest);
     }
     Ok(digest)
 }

@@ -7,7 +7,8 @@
 //! the same timestamp tick): such entries are re-hashed, and the cache is rewritten so
 //! they settle. Editing a file changes its mtime and ctime (which no user can set), and
 //! replacing it changes the inode. Only planning trusts the cache; `integrity` (doctor
-//! `--integrity`) re-hashes every byte.
+//! `--integrity`) re-hashes every byte. The same rule, in a memo of one file, remembers a
+//! local release archive's digest (`Cache::local_archive_digest`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -149,25 +150,18 @@ impl StatCache {
         Self::parse(&text, &written).lookup(name, meta)
     }
 
-    /// Writes the memo file `memo`: the file `name`, whose metadata was `meta` when its
-    /// reading began, holds `digest`. The stat from before the read, so a file that changed
-    /// while it was hashed no longer matches. Atomic; best effort (without the memo the
-    /// file is only hashed again).
-    pub(crate) fn remember(memo: &Path, name: &str, meta: &std::fs::Metadata, digest: &Sha256) {
-        let Some(key) = StatKey::of(meta) else {
-            return;
-        };
-        let write = || -> std::io::Result<()> {
-            use std::io::Write as _;
-            let dir = memo.parent().unwrap_or(Path::new("."));
-            fs_err::create_dir_all(dir)?;
-            let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-            writeln!(temp, "{HEADER}")?;
-            write_entry(&mut temp, name, key, digest)?;
-            temp.persist(memo).map_err(|e| e.error)?;
-            Ok(())
-        };
-        let _ = write();
+    /// The text of a memo file (read back by [`Self::recall`]): the file `name`, whose
+    /// metadata was `meta` when its reading began, holds `digest`. The stat from before the
+    /// read, so a file that changed while it was hashed no longer matches. `None` off Unix.
+    pub(crate) fn memo_text(
+        name: &str,
+        meta: &std::fs::Metadata,
+        digest: &Sha256,
+    ) -> Option<String> {
+        let key = StatKey::of(meta)?;
+        let mut text = format!("{HEADER}\n").into_bytes();
+        write_entry(&mut text, name, key, digest).ok()?;
+        String::from_utf8(text).ok()
     }
 }
 
