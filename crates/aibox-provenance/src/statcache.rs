@@ -141,7 +141,7 @@ impl StatCache {
         Ok(())
     }
 
-    /// The digest the memo file `memo` (written by [`Self::remember`]) holds for the one
+    /// The digest the memo file `memo` (its text from [`Self::memo_text`]) holds for the one
     /// file `name` whose metadata is `meta`: `None` unless its stat is unchanged and not
     /// racily clean.
     pub(crate) fn recall(memo: &Path, name: &str, meta: &std::fs::Metadata) -> Option<Sha256> {

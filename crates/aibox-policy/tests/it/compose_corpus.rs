@@ -1,5 +1,5 @@
-//! The gate over a corpus of bypass attempts (`tests/fixtures/compose-bypass/`, one project
-//! per folder): YAML merge keys and anchors, Compose interpolation from defaults and
+//! The gate over a corpus of bypass attempts (`fixtures/compose-corpus/compose-bypass/` at
+//! the workspace root, one project per folder): YAML merge keys and anchors, Compose interpolation from defaults and
 //! `.env`, `extends`/`include`, named volumes that bind host paths, host files read by
 //! `env_file`/`configs`/`secrets`/build contexts, sensitive mounts, privileged
 //! devcontainer features and extra `dockerComposeFile` entries. Every one is refused
@@ -13,7 +13,6 @@
 use crate::corpus;
 
 use corpus::{fixtures, project_files};
-use std::path::Path;
 
 use aibox_policy::{Consent, check_compose_setup, has_errors};
 
@@ -213,7 +212,7 @@ const EXPECTED_RULES: &[(&str, &str)] = &[
 #[test]
 fn attempts_are_refused_by_the_rule_they_try_to_dodge() {
     let expected = EXPECTED_RULES;
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compose-bypass");
+    let dir = corpus::corpus_dir().join("compose-bypass");
     for (case, code) in expected {
         let findings = check_compose_setup(&project_files(&dir.join(case)), &Consent::default());
         assert!(

@@ -1,5 +1,5 @@
 //! The gate against the real Compose implementation: for every project of the corpus
-//! (`tests/fixtures/compose-bypass/` and `compose-benign/`) the installed `docker-compose`
+//! (`fixtures/compose-corpus/compose-bypass/` and `compose-benign/`) the installed `docker-compose`
 //! (Debian's 1.29) resolves the configuration with `config`, and an independent, simple
 //! reading of that resolved output looks for dangerous settings. The property: whenever
 //! the gate accepts a project, the configuration Compose resolves holds nothing

@@ -10,11 +10,16 @@ use std::path::{Path, PathBuf};
 use aibox_config::hostpath::{HostPath, resolve_host_path, subfolders};
 use aibox_policy::ComposeSources;
 
+/// The corpus: `fixtures/compose-corpus/` at the workspace root, outside this crate's
+/// folder, since Cargo follows symbolic links when it lists a package's files and the
+/// corpus holds links to `/` (`cargo doc` of this crate failed inside `/proc`).
+pub fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/compose-corpus")
+}
+
 /// The fixture projects of one kind (`compose-bypass`, `compose-benign`), sorted.
 pub fn fixtures(kind: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(kind);
+    let dir = corpus_dir().join(kind);
     let mut out: Vec<PathBuf> = fs_err::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
