@@ -5,8 +5,9 @@
 //! both, setup (apt, pip, npm) and then the end-to-end tests' base image when it is
 //! missing, which wait on the network and dpkg while the build keeps the CPU busy. Then
 //! the end-to-end tests and the base image test in the background, beside each other,
-//! while the foreground runs layering, tidy and the docs site, then the test groups
-//! fastest first (unit, `tests/it`, doc examples), then the embedder example. Why beside:
+//! while the foreground runs layering, tidy, the API documentation and the docs site,
+//! then the test groups fastest first (unit, `tests/it`, doc examples), then the embedder
+//! example. Why beside:
 //! the background spends most of its time waiting on Podman, the network and the harness
 //! CLIs, the foreground on the CPU, and cargo holds its build lock only while it
 //! compiles. Why lint in the build: a separate `cargo clippy` checks every dependency
@@ -231,14 +232,41 @@ pub(crate) fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// Layering, tidy and the docs site (clippy ran in the build).
+/// Layering, tidy, the API documentation and the docs site (clippy ran in the build).
 fn checks() -> Result<(), String> {
     say("==> layering");
     layering::check()?;
     say("==> tidy");
     tidy::check()?;
+    api_docs()?;
     say("==> documentation site (mdBook production build)");
     release::docs()
+}
+
+/// `cargo doc` of every crate with rustdoc's warnings denied, so an embedder's docs have no
+/// broken or private links (31 had gathered, and a fixture's link to `/` inside a crate
+/// had made `cargo doc` fail). Without `ci`'s lints: rustdoc's own, and the metadata
+/// build it needs is apart from the test build either way (about 30 s of both cores).
+fn api_docs() -> Result<(), String> {
+    let name = "API documentation (cargo doc, rustdoc warnings denied)";
+    say(&format!("==> {name}"));
+    let started = Instant::now();
+    let mut cmd = Command::new(cargo());
+    crate::without_cargo_run_env(&mut cmd);
+    let status = cmd
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .args(["doc", "--no-deps", "--workspace", "--locked", "--quiet"])
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    say(&format!(
+        "<== {name}: {:.1}s",
+        started.elapsed().as_secs_f64()
+    ));
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{name} failed ({status})"))
+    }
 }
 
 /// The `cargo test` arguments of one run of a group.

@@ -191,7 +191,7 @@ impl ApplyReport {
 }
 
 /// Resolves, plans and applies the project at `root` (the processkit release may be
-/// downloaded, see [`crate::resolve`]).
+/// downloaded, see [`crate::resolve()`]).
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -204,7 +204,7 @@ impl ApplyReport {
 /// ```
 ///
 /// # Errors
-/// Those of [`crate::resolve`] and [`crate::plan`], a refused file, a failed write.
+/// Those of [`crate::resolve()`] and [`crate::plan()`], a refused file, a failed write.
 pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, EngineError> {
     let root = ProjectRoot::open(root)?;
     // An invalid configuration is reported before anything (even the lock) is created.
@@ -225,7 +225,7 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     apply_fresh(resolved, options, guard)
 }
 
-/// Applies a project resolved earlier ([`crate::resolve`]); `options.plan` is not used
+/// Applies a project resolved earlier ([`crate::resolve()`]); `options.plan` is not used
 /// (the resolved value carries its own). When `aibox.lock` or any project file the
 /// resolve captured changed since (another apply, a hand edit), the project is resolved
 /// again under the project lock first: a stale snapshot is never merged into or written

@@ -1,8 +1,8 @@
 //! `aibox-engine`: the plan/apply engine shared by the CLI and embedders.
 //!
-//! Resolve, then plan, then apply: [`resolve`] does every network and temporary-file
+//! Resolve, then plan, then apply: [`resolve()`] does every network and temporary-file
 //! step (configuration, lock, seccomp decision, verified processkit release, skill
-//! review, and a snapshot of the project files the plan needs); [`plan`] computes every
+//! review, and a snapshot of the project files the plan needs); [`plan()`] computes every
 //! file aibox would write (with its owner) from the resolved value alone, doing no I/O;
 //! [`apply`] writes it through the single guarded writer ([`writer`]): atomic,
 //! write-if-changed, inside a closed perimeter, lock file last, under a project lock.

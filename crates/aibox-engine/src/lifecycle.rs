@@ -222,7 +222,7 @@ pub(crate) fn checkout_path(root: &Utf8Path) -> String {
 
 /// Brings the generated files up to date, then builds (when needed) and starts the
 /// container and waits until it runs. The configuration is loaded once and the project
-/// resolved once (see [`crate::resolve`]); everything below works from that value.
+/// resolved once (see [`crate::resolve()`]); everything below works from that value.
 pub fn up(
     root: &Utf8Path,
     options: &UpOptions,
@@ -376,7 +376,7 @@ pub(crate) fn unwritable_message(user: &str, folder: &str) -> String {
     format!("the container user `{user}` cannot write {folder}, so the agent cannot work there")
 }
 
-/// The fix for [`unwritable_message`].
+/// The fix for `unwritable_message`.
 pub const UNWRITABLE_FIX: &str = "the project folder should belong to your own \
     (non-root) user: `aibox up` gives the container user that user's UID and GID; then `aibox \
     up` rebuilds the image. On rootless Podman `aibox up` maps you to the container user \

@@ -2,7 +2,7 @@
 //!
 //! A plan is assembled by independent sources (see [`crate::sources`]), each reading the
 //! project through a [`PlanContext`] and adding files to a [`PlanBuilder`]. Planning does
-//! no I/O: the project's current files come from the snapshot [`crate::resolve`] took
+//! no I/O: the project's current files come from the snapshot [`crate::resolve()`] took
 //! ([`crate::snapshot::Snapshot`]), so the same resolved value always gives the same
 //! plan, whatever happened on disk since. Nothing is written until [`crate::apply`] hands
 //! the plan to the writer (which reads each target again under the project lock).
@@ -17,7 +17,7 @@ use crate::resolve::{GatedCopies, ProcesskitState, Resolved};
 use crate::snapshot::Snapshot;
 
 /// A planned file as the policy gate scans it: a copy of an unverified release's file
-/// (the only copies the gate sees) takes the bytes [`crate::resolve`] read for it, so
+/// (the only copies the gate sees) takes the bytes [`crate::resolve()`] read for it, so
 /// planning reads no release file.
 fn gated_contents(
     f: &PlannedFile,
@@ -46,7 +46,7 @@ fn gated_contents(
 }
 
 /// Builds the plan of a resolved project. Pure: every download, temporary file and read
-/// of the project's files happened in [`crate::resolve`]; the same resolved value gives
+/// of the project's files happened in [`crate::resolve()`]; the same resolved value gives
 /// the same plan even after the files on disk changed.
 ///
 /// ```

@@ -11,7 +11,7 @@
 //! ([`crate::mcp_envs`], [`crate::mcp_npm`]), and captures the current bytes of every
 //! project file the plan reads ([`Snapshot`], see [`crate::snapshot`] for which and why),
 //! the bytes of an unverified release's files that the policy gate scans, and the clock
-//! (the install record's time). [`crate::plan`], `doctor`, `mcp list`, `up` and the
+//! (the install record's time). [`crate::plan()`], `doctor`, `mcp list`, `up` and the
 //! consent prompt all work from the [`Resolved`] value; none of them downloads on its
 //! own, and the plan reads no file and no clock at all.
 //!

@@ -1,7 +1,7 @@
-//! The project's files as [`crate::resolve`] found them: what [`crate::plan`] reads instead
+//! The project's files as [`crate::resolve()`] found them: what [`crate::plan()`] reads instead
 //! of the disk.
 //!
-//! [`Snapshot::capture`] reads, once, every project file a plan source may look at, so
+//! `Snapshot::capture` reads, once, every project file a plan source may look at, so
 //! that planning is a pure function of the [`crate::resolve::Resolved`] value. The set is derived
 //! from the tables that define those files, not listed again here:
 //!
@@ -43,7 +43,7 @@ use crate::writer::{ProjectRoot, in_perimeter};
 /// Largest file the policy gate's Compose resolver reads (as Compose files go, generous).
 const MAX_COMPOSE_SOURCE: usize = 1 << 20;
 
-/// The current bytes of the project files a plan reads, taken by [`crate::resolve`].
+/// The current bytes of the project files a plan reads, taken by [`crate::resolve()`].
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// Root-relative path → bytes (`None`: absent).

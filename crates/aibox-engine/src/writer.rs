@@ -13,7 +13,7 @@ use crate::error::EngineError;
 
 impl From<WriteError> for EngineError {
     /// Every writer error, disk failures included: the engine's own I/O errors are
-    /// [`WriteError::Io`] too ([`EngineError::io`]).
+    /// [`WriteError::Io`] too (`EngineError::io`).
     fn from(e: WriteError) -> Self {
         Self::Write(Box::new(e))
     }

@@ -3,7 +3,7 @@
 //!
 //! - YAML: merge keys (`<<: *anchor`, also a list of anchors, nested) are applied;
 //!   aliases are already expanded by the parser. Tags and directives are not modelled:
-//!   [`yaml_tags`] finds them in the text (the parser drops `!!` tags silently), and the
+//!   `yaml_tags` finds them in the text (the parser drops `!!` tags silently), and the
 //!   gate refuses every one.
 //! - Interpolation as Compose does it: `$$`, `$VAR`, `${VAR}`, `${VAR:-d}`, `${VAR-d}`,
 //!   `${VAR:?e}`, `${VAR?e}`, `${VAR:+r}`, `${VAR+r}` (nested in defaults), anything else

@@ -10,7 +10,7 @@
 //! - [`gate`]: dangerous options in Compose files, `devcontainer.json` and bind mounts;
 //!   over a plan, [`gate_inputs`] lists what it reads and [`judge_plan`] judges only that.
 //! - [`secrets`]: the secret scanner for committed and generated files.
-//! - [`redact`]: redaction of diagnostics before they are shown or written.
+//! - [`redact`](mod@redact): redaction of diagnostics before they are shown or written.
 
 pub mod compose;
 pub mod egress;

@@ -172,7 +172,7 @@ impl Marker {
 
     /// Parses a marker text; `None` when unparseable or of an unknown schema. The two
     /// per-file tables are read line by line when they have the plain shape
-    /// [`Self::render`] gives them (see [`split_tables`]); anything else is parsed as
+    /// [`Self::render`] gives them (see `split_tables`); anything else is parsed as
     /// TOML, with the same result.
     pub fn parse(text: &str) -> Option<Self> {
         MARKER_PARSES.with(|n| n.set(n.get() + 1));
@@ -211,7 +211,7 @@ const MARKER_HEADER: &str = "# aibox-managed install marker; do not edit\n";
 /// `(path, digest)` entries: what [`Marker::render`] writes, without a [`Marker`] (a
 /// plan renders its tables from its decisions, not from maps copied out of them). The
 /// tables are written line by line straight into the text when every path is a plain
-/// quoted key ([`plain_key`]); only the small rest goes through the TOML serializer,
+/// quoted key (`plain_key`); only the small rest goes through the TOML serializer,
 /// whose working copy of a 17,000-entry table (a 10x install) was several MB more than
 /// the text. The bytes are the serializer's either way (tests hold them equal).
 pub fn render_marker<'a>(
@@ -317,7 +317,7 @@ fn write_entry(out: &mut dyn std::io::Write, path: &str, digest: Sha256) -> std:
 /// tables as the decisions' own (shared) paths and digests. The text has a line per
 /// installed file (1.25 MB at ten times processkit's size, held until the apply's end
 /// when it was a planned file's bytes); here it is written straight into the file
-/// ([`Self::write_to`]), and its digest and size are known up front, from one pass
+/// (`Render::write_to`), and its digest and size are known up front, from one pass
 /// through a hasher.
 #[derive(Clone, PartialEq, Eq)]
 pub struct MarkerText {

@@ -36,7 +36,7 @@ const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 /// fills it from the names the generators use (`aibox_devcontainer::container_name`, ...).
 ///
 /// A container is this checkout's when its `aibox.project` label is [`Target::name`] and
-/// either its [`CHECKOUT_LABEL`] (aibox `up`) or its [`DEVCONTAINER_FOLDER_LABEL`] (the Dev
+/// either its [`CHECKOUT_LABEL`] (aibox `up`) or its `DEVCONTAINER_FOLDER_LABEL` (the Dev
 /// Containers CLI or VS Code, from the same committed files) is [`Target::checkout`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {

@@ -1,15 +1,15 @@
 //! `aibox doctor`: read-only diagnostics of a project as it stands.
 //!
-//! Each check (one module per concern under [`checks`]) adds [`Finding`]s with stable
+//! Each check (one module per concern under `checks`) adds [`Finding`]s with stable
 //! codes (`aibox::doctor::*` for doctor's own checks, `aibox::policy::*` for the policy
 //! gates, which run exactly as in `apply`). The project is resolved once, offline
-//! ([`crate::resolve`] with `offline = true`): doctor never downloads, and a processkit
+//! ([`crate::resolve()`] with `offline = true`): doctor never downloads, and a processkit
 //! release missing from the download cache is reported as not resolved. Its one request
 //! is the `updates` check's question to the releases feed ([`crate::updates`]), made only
 //! outside CI and without `AIBOX_NO_UPDATE_CHECK` unless asked. Every string of
-//! the report passes through [`aibox_policy::redact`] before the report is returned
-//! ([`report`]), so neither the human output, the JSON (`"redacted": true`) nor a report
-//! bundle ([`write_report`], in [`bundle`]) can show a secret, a home path, the user or
+//! the report passes through [`aibox_policy::redact()`] before the report is returned
+//! (`report`), so neither the human output, the JSON (`"redacted": true`) nor a report
+//! bundle ([`write_report`], in `bundle`) can show a secret, a home path, the user or
 //! the host name. Finding messages are plain text (no terminal box drawing, no ANSI).
 //!
 //! Exit status (for the CLI): 0 when the report has no error, 1 when it has at least one

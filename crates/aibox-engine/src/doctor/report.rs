@@ -49,7 +49,7 @@ pub struct Summary {
     pub notes: usize,
 }
 
-/// The result of [`doctor`]: redacted, serialisable, grouped by severity.
+/// The result of [`super::doctor()`]: redacted, serialisable, grouped by severity.
 #[derive(Debug, Clone, Serialize)]
 pub struct DoctorReport {
     /// Always true: every string was redacted.

@@ -14,7 +14,7 @@ pub mod mcp;
 pub mod processkit;
 
 /// Runs every source in order. Order matters only for sources that read what an
-/// earlier one planned (through [`PlanBuilder::get`]).
+/// earlier one recorded in the [`PlanBuilder`].
 pub fn contribute_all(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
     devcontainer::contribute(ctx, plan)?;
     processkit::contribute(ctx, plan)?;

@@ -1,7 +1,7 @@
 //! Plan source: the pinned processkit content release.
 //!
 //! In context mode `processkit` with a configured source, this takes the release that
-//! [`crate::resolve`] fetched and verified (`aibox-provenance`) and the live state it
+//! [`crate::resolve()`] fetched and verified (`aibox-provenance`) and the live state it
 //! scanned, computes the three-way install plan purely (no file is read here), and adds
 //! only the files that plan decides to write: safe content updates, the snapshot of a
 //! newly installed version, a migration document, and the live marker. Release files
@@ -115,7 +115,7 @@ fn warn_changed_skills(
 }
 
 /// Adds the processkit content files (and its lock section) to the plan, from the
-/// release [`crate::resolve`] fetched and verified.
+/// release [`crate::resolve()`] fetched and verified.
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
     let config = &ctx.project.config;
     let resolved = match ctx.processkit {
@@ -234,7 +234,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
 }
 
 /// The release's MCP servers (and those of hand-added skills) as registration specs,
-/// once the skill review gate (run by [`crate::resolve`]) let them through.
+/// once the skill review gate (run by [`crate::resolve()`]) let them through.
 fn registered_servers(
     resolved: &ResolvedRelease,
     install: &aibox_provenance::InstallPlan,
