@@ -252,10 +252,8 @@ fn checks() -> Result<(), String> {
 fn api_docs() -> Result<(), String> {
     let name = "API documentation (cargo doc of the crates, rustdoc warnings denied)";
     say(&format!("==> {name}"));
-    let started = Instant::now();
     let mut cmd = Command::new(cargo());
-    crate::without_cargo_run_env(&mut cmd);
-    let status = cmd
+    crate::without_cargo_run_env(&mut cmd)
         .env("RUSTDOCFLAGS", "-D warnings")
         .args([
             "doc",
@@ -265,18 +263,8 @@ fn api_docs() -> Result<(), String> {
             "xtask",
             "--locked",
             "--quiet",
-        ])
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    say(&format!(
-        "<== {name}: {:.1}s",
-        started.elapsed().as_secs_f64()
-    ));
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{name} failed ({status})"))
-    }
+        ]);
+    crate::run_timed(name, &mut cmd)
 }
 
 /// The `cargo test` arguments of one run of a group.

@@ -166,11 +166,14 @@ pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<(
 
 pub(crate) fn step(name: &str, args: &[&str]) -> Result<(), String> {
     say(&format!("==> {name}: cargo {}", args.join(" ")));
+    run_timed(name, cargo_command().args(args))
+}
+
+/// Runs the cargo `cmd` to its end and says how long the step `name` took; fails when it
+/// fails.
+pub(crate) fn run_timed(name: &str, cmd: &mut Command) -> Result<(), String> {
     let started = std::time::Instant::now();
-    let status = cargo_command()
-        .args(args)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
     say(&format!(
         "<== {name}: {:.1}s",
         started.elapsed().as_secs_f64()
