@@ -228,17 +228,18 @@ pub(crate) fn memo_read(store: &Path, key: &str) -> Option<String> {
 /// stays valid without it, and the value is only derived data (it is computed again
 /// when missing), so a failed write is not an error.
 pub(crate) fn memo_write(store: &Path, key: &str, value: &str) {
-    write_best_effort(&store.join("memo"), key, &format!("{value}\n"));
+    write_best_effort(&store.join("memo").join(key), &format!("{value}\n"));
 }
 
-/// Writes `text` to `dir/name` atomically (a temporary file renamed into place), for
-/// derived data that is computed again when missing: a failed write is not an error.
-fn write_best_effort(dir: &Path, name: &str, text: &str) {
+/// Writes `text` to `path` atomically (a temporary file beside it renamed into place),
+/// for derived data that is computed again when missing: a failed write is not an error.
+fn write_best_effort(path: &Path, text: &str) {
     let write = || -> std::io::Result<()> {
+        let dir = path.parent().unwrap_or(Path::new("."));
         fs_err::create_dir_all(dir)?;
         let mut temp = tempfile::NamedTempFile::new_in(dir)?;
         std::io::Write::write_all(&mut temp, text.as_bytes())?;
-        temp.persist(dir.join(name)).map_err(|e| e.error)?;
+        temp.persist(path).map_err(|e| e.error)?;
         Ok(())
     };
     let _ = write();
@@ -301,8 +302,10 @@ impl Cache {
 /// an unchanged archive is not hashed on every `apply` (16 MB at 10x processkit, 11 ms of
 /// a 70 ms no-op). The stat cache's rule decides whether the stat is unchanged.
 impl Cache {
-    fn local_archive_memo(path: &Path) -> String {
-        Sha256::of(path.as_os_str().as_encoded_bytes()).to_hex()
+    /// The memo file of the archive at `path`.
+    fn local_archive_memo(&self, path: &Path) -> PathBuf {
+        let name = Sha256::of(path.as_os_str().as_encoded_bytes()).to_hex();
+        self.root.join(LOCAL_ARCHIVES).join(name)
     }
 
     /// The remembered digest of the archive at `path` whose metadata is `meta`, if its
@@ -312,10 +315,7 @@ impl Cache {
         path: &Path,
         meta: &std::fs::Metadata,
     ) -> Option<Sha256> {
-        let memo = self
-            .root
-            .join(LOCAL_ARCHIVES)
-            .join(Self::local_archive_memo(path));
+        let memo = self.local_archive_memo(path);
         crate::statcache::StatCache::recall(&memo, &path.to_string_lossy(), meta)
     }
 
@@ -330,11 +330,7 @@ impl Cache {
         if let Some(text) =
             crate::statcache::StatCache::memo_text(&path.to_string_lossy(), meta, digest)
         {
-            write_best_effort(
-                &self.root.join(LOCAL_ARCHIVES),
-                &Self::local_archive_memo(path),
-                &text,
-            );
+            write_best_effort(&self.local_archive_memo(path), &text);
         }
     }
 }

@@ -373,20 +373,15 @@ impl Payload {
                 });
             let Ok(checker) = spawned else {
                 // No thread could be started: one thread does both.
-                drop(to_checker);
                 return self.stream_each(rels, sink);
             };
             let read = self.read_batches(rels, sink, &to_checker, &from_checker);
             drop(to_checker);
             // The checker's error is the cause when both failed: the reader then only
             // saw the checker stop.
-            let verdict = checker.join().unwrap_or_else(|_| {
-                Err(ProvenanceError::io(
-                    "read",
-                    "the release",
-                    std::io::Error::other("the checking thread panicked"),
-                ))
-            });
+            let verdict = checker
+                .join()
+                .unwrap_or_else(|_| Err(checking_failed("the checking thread panicked")));
             verdict.and(read)
         })
     }
@@ -411,13 +406,7 @@ impl Payload {
         to_checker: &std::sync::mpsc::SyncSender<Batch>,
         from_checker: &std::sync::mpsc::Receiver<Batch>,
     ) -> Result<()> {
-        let stopped = || {
-            ProvenanceError::io(
-                "read",
-                "the release",
-                std::io::Error::other("the checking thread stopped"),
-            )
-        };
+        let stopped = || checking_failed("the checking thread stopped");
         let fresh = || Batch::reused_or_new(Some(from_checker), CHECK_BATCH, 0);
         let mut kept = aibox_config::KeptPack::default();
         let mut batch = fresh();
@@ -470,13 +459,9 @@ impl Payload {
         let mut counter = Counter::default();
         for mut batch in from_reader {
             batch.hash_files(&mut counter, |file_read| {
-                let rel = files.next().ok_or_else(|| {
-                    ProvenanceError::io(
-                        "read",
-                        "the release",
-                        std::io::Error::other("more files were read than asked for"),
-                    )
-                })?;
+                let rel = files
+                    .next()
+                    .ok_or_else(|| checking_failed("more files were read than asked for"))?;
                 check_counted(&self.source_of(rel)?, file_read)
             })?;
             batch.clear();
@@ -499,6 +484,11 @@ pub(crate) enum Streamed<'b> {
     Begin(usize),
     Bytes(&'b [u8]),
     End,
+}
+
+/// [`Payload::stream_checked`]'s two threads fell out of step (`why`), not a release file.
+fn checking_failed(why: &'static str) -> ProvenanceError {
+    ProvenanceError::io("read", "the release", std::io::Error::other(why))
 }
 
 /// Opens the copy source `from` (a file of its own or a pack range) for reading, its
@@ -1483,30 +1473,23 @@ impl<'scope> PackSink<'scope> {
                 }
                 Ok(writer.finish())
             });
-        Ok(match spawned {
-            Ok(thread) => Self {
-                batch: Batch::default(),
-                raw: Rc::new(std::cell::RefCell::new(Vec::with_capacity(RAW_ROOM))),
-                to_writer: Some(to_writer),
-                from_writer: Some(from_writer),
-                thread: Some(thread),
-                inline: None,
-            },
+        let (to_writer, from_writer, thread, inline) = if let Ok(thread) = spawned {
+            (Some(to_writer), Some(from_writer), Some(thread), None)
+        } else {
             // The file went with the thread that never started; it is still empty.
-            Err(_) => Self {
-                batch: Batch::default(),
-                raw: Rc::new(std::cell::RefCell::new(Vec::with_capacity(RAW_ROOM))),
-                to_writer: None,
-                from_writer: None,
-                thread: None,
-                inline: Some(PackWriter::new(
-                    path,
-                    fs_err::OpenOptions::new()
-                        .write(true)
-                        .open(path)
-                        .map_err(|e| ProvenanceError::io("open", path, e))?,
-                )),
-            },
+            let file = fs_err::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| ProvenanceError::io("open", path, e))?;
+            (None, None, None, Some(PackWriter::new(path, file)))
+        };
+        Ok(Self {
+            batch: Batch::default(),
+            raw: Rc::new(std::cell::RefCell::new(Vec::with_capacity(RAW_ROOM))),
+            to_writer,
+            from_writer,
+            thread,
+            inline,
         })
     }
 
@@ -1745,6 +1728,17 @@ mod tests {
         assert!(!err.contains("writer stopped"), "{err}");
     }
 
+    /// A release's top folder and `files` (name below it, contents) in it.
+    fn release_entries(files: &[(&str, &str)]) -> Vec<TarEntry> {
+        let mut entries = vec![TarEntry::dir("processkit-v1.0.0/")];
+        entries.extend(
+            files
+                .iter()
+                .map(|(name, body)| TarEntry::file(&format!("processkit-v1.0.0/{name}"), *body)),
+        );
+        entries
+    }
+
     /// `n` bytes of the alphabet over and over: contents that span batches.
     fn letters(n: usize) -> String {
         (0..n)
@@ -1761,16 +1755,15 @@ mod tests {
         let big = letters(3 * BATCH_BYTES + 17);
         let exact = "y".repeat(BATCH_BYTES);
         let files = [
-            ("processkit-v1.0.0/a.md", "first\n"),
-            ("processkit-v1.0.0/empty-1", ""),
-            ("processkit-v1.0.0/big.txt", big.as_str()),
-            ("processkit-v1.0.0/empty-2", ""),
-            ("processkit-v1.0.0/exact", exact.as_str()),
-            ("processkit-v1.0.0/empty-3", ""),
-            ("processkit-v1.0.0/z.md", "last\n"),
+            ("a.md", "first\n"),
+            ("empty-1", ""),
+            ("big.txt", big.as_str()),
+            ("empty-2", ""),
+            ("exact", exact.as_str()),
+            ("empty-3", ""),
+            ("z.md", "last\n"),
         ];
-        let mut entries = vec![TarEntry::dir("processkit-v1.0.0/")];
-        entries.extend(files.iter().map(|&(name, body)| TarEntry::file(name, body)));
+        let entries = release_entries(&files);
         let dir = tempfile::tempdir().unwrap();
         let pack = dir.path().join("pack");
         let unpacked = unpack_archive(
@@ -1783,8 +1776,7 @@ mod tests {
         .unwrap();
         let bytes = fs_err::read(&pack).unwrap();
         assert_eq!(unpacked.files.len(), files.len());
-        for (name, body) in files {
-            let rel = name.strip_prefix("processkit-v1.0.0/").unwrap();
+        for (rel, body) in files {
             let f = unpacked.files[rel];
             assert_eq!(f.sha256, Sha256::of(body.as_bytes()), "{rel}");
             assert_eq!(f.size, body.len() as u64, "{rel}");
@@ -1829,12 +1821,7 @@ mod tests {
             ("e-empty", ""),
             ("f.md", "last\n"),
         ];
-        let mut entries = vec![TarEntry::dir("processkit-v1.0.0/")];
-        entries.extend(
-            files
-                .iter()
-                .map(|(name, body)| TarEntry::file(&format!("processkit-v1.0.0/{name}"), *body)),
-        );
+        let entries = release_entries(&files);
         let (packed, _) = unpack_to_temp(
             &gzip(&tar(&entries))[..],
             "t",

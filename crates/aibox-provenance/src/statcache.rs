@@ -145,8 +145,11 @@ impl StatCache {
     /// file `name` whose metadata is `meta`: `None` unless its stat is unchanged and not
     /// racily clean.
     pub(crate) fn recall(memo: &Path, name: &str, meta: &std::fs::Metadata) -> Option<Sha256> {
-        let written = fs_err::metadata(memo).ok()?;
-        let text = fs_err::read_to_string(memo).ok()?;
+        use std::io::Read as _;
+        let mut file = fs_err::File::open(memo).ok()?;
+        let written = file.metadata().ok()?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).ok()?;
         Self::parse(&text, &written).lookup(name, meta)
     }
 

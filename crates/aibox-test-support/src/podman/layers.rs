@@ -19,8 +19,9 @@
 //! `<target>/aibox-podman/layers.lock`: every process that readies Podman holds that lock
 //! shared for its life ([`hold`]), and `cargo xtask ci` for its whole run; the first one
 //! to find it free sweeps under the exclusive lock before it holds it shared. So no image
-//! goes while a test of this checkout may build on its layers (Podman 4.3 failed builds with "layer not known" when layers went away under
-//! them). A build reusing an old image tags it again, with the time it was used.
+//! goes while a test of this checkout may build on its layers (Podman 4.3 failed builds
+//! with "layer not known" when layers went away under them). A build reusing an old
+//! image tags it again, with the time it was used.
 //!
 //! What a cold build proved on every run, that each pinned download is still served with
 //! its digest, `aibox-devcontainer`'s `catalog_downloads` test proves on every run
