@@ -340,7 +340,7 @@ fn processkit_scan_is_stale(
     let Some(intent) = &plan.processkit_intent else {
         return Ok(false);
     };
-    for (path, write) in &intent.writes {
+    for (path, write) in intent.writes.iter() {
         let rel = Utf8Path::new(path);
         let live = match root.file_meta(rel)? {
             None => None,
@@ -446,7 +446,7 @@ fn apply_plan_locked(
     if let Some(digests) = &plan.processkit_stat_cache {
         let root = writer.root().as_std_path().to_owned();
         writer.write_cache_streamed(Utf8Path::new(STAT_CACHE), |out| {
-            aibox_provenance::StatCache::write_to(&root, digests, out)
+            aibox_provenance::StatCache::write_to(&root, digests.iter(), out)
         })?;
     }
     // The removed files of the trees a move took away, among the other removals.

@@ -190,7 +190,7 @@ pub struct PlanBuilder {
     processkit_intent: Option<aibox_provenance::Intent>,
     prune_dirs: std::collections::BTreeSet<Utf8PathBuf>,
     removed_trees: std::collections::BTreeSet<Utf8PathBuf>,
-    processkit_stat_cache: Option<Vec<(Arc<str>, aibox_provenance::Sha256)>>,
+    processkit_stat_cache: Option<aibox_provenance::LiveAfter>,
     dir_moves: Vec<DirMove>,
     processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
     rendered: Vec<(PlanPath, Arc<dyn Render>)>,
@@ -230,10 +230,7 @@ impl PlanBuilder {
 
     /// Asks the apply to rewrite the processkit stat cache for these files (project path
     /// → digest once applied) after the lock is written.
-    pub fn set_processkit_stat_cache(
-        &mut self,
-        digests: Vec<(Arc<str>, aibox_provenance::Sha256)>,
-    ) {
+    pub fn set_processkit_stat_cache(&mut self, digests: aibox_provenance::LiveAfter) {
         self.processkit_stat_cache = Some(digests);
     }
 
@@ -463,7 +460,7 @@ pub struct Plan {
     /// [`PlanBuilder::move_first`]).
     pub dir_moves: Vec<DirMove>,
     /// Processkit files to record in the stat cache after applying (when it is stale).
-    pub processkit_stat_cache: Option<Vec<(Arc<str>, aibox_provenance::Sha256)>>,
+    pub processkit_stat_cache: Option<aibox_provenance::LiveAfter>,
     /// The processkit upgrade this plan makes, when it changes the version.
     pub processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
     /// The planned files whose bytes are made when written (the processkit marker):

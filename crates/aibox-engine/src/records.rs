@@ -67,14 +67,13 @@ pub(crate) fn read_intent(bytes: Option<&[u8]>) -> Option<aibox_provenance::Inte
 }
 
 /// The stat cache of the last apply, read from [`STAT_CACHE`] (strictly, as the writer
-/// reads: a symlink there is refused) with the record's own metadata, if any. The text
-/// is dropped once parsed. A damaged or unreadable one only costs re-hashing.
+/// reads: a symlink there is refused) with the record's own metadata, if any. Read a
+/// line at a time as planning looks files up (see [`aibox_provenance::StatCache`]). A
+/// damaged or unreadable one only costs re-hashing.
 pub(crate) fn read_stat_cache(root: &ProjectRoot) -> Option<aibox_provenance::StatCache> {
-    let rel = Utf8Path::new(STAT_CACHE);
-    let meta = fs_err::symlink_metadata(root.path().join(rel)).ok()?;
-    let bytes = root.read(rel).ok()??;
-    Some(aibox_provenance::StatCache::parse(
-        &String::from_utf8_lossy(&bytes),
+    let (file, meta) = root.open_file(Utf8Path::new(STAT_CACHE)).ok()??;
+    Some(aibox_provenance::StatCache::read_from(
+        std::io::BufReader::new(file),
         &meta,
     ))
 }

@@ -624,6 +624,31 @@ impl ProjectRoot {
         Ok(Some((bytes, meta)))
     }
 
+    /// A root-relative regular file (through no symlink) opened for reading, with its
+    /// metadata, for a reader that streams it; `None` when it (or a parent) is missing,
+    /// or was replaced between the look and the opening.
+    pub fn open_file(
+        &self,
+        rel: &Utf8Path,
+    ) -> Result<Option<(fs_err::File, std::fs::Metadata)>, WriteError> {
+        let Some((_, abs)) = self.locate(rel)? else {
+            return Ok(None);
+        };
+        let Some(meta) = Self::target_meta(rel, &abs)? else {
+            return Ok(None);
+        };
+        let file = match fs_err::File::open(&abs) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(WriteError::io("read", &abs, e)),
+        };
+        // The file opened must be the one looked at (not a link put there since).
+        let opened = file
+            .metadata()
+            .map_err(|e| WriteError::io("inspect", &abs, e))?;
+        Ok(same_file(&meta, &opened).then_some((file, meta)))
+    }
+
     /// Metadata of a root-relative regular file (through no symlink) without reading it;
     /// `None` when it (or a parent) is missing.
     pub fn file_meta(&self, rel: &Utf8Path) -> Result<Option<std::fs::Metadata>, WriteError> {
@@ -644,6 +669,21 @@ impl ProjectRoot {
             .read_with_meta(rel)?
             .and_then(|(_, meta)| mode_of(&meta)))
     }
+}
+
+/// Whether two metadata are of one file (device and inode; on other platforms, size and
+/// modification time).
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// Whether two metadata are of one file (device and inode; on other platforms, size and
+/// modification time).
+#[cfg(not(unix))]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    a.len() == b.len() && a.modified().ok() == b.modified().ok()
 }
 
 /// The permission bits of `meta` (`None` where there are none: not on Unix).

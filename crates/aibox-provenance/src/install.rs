@@ -23,8 +23,8 @@ use crate::error::{ProvenanceError, Result};
 
 use crate::extract::{Payload, PayloadFile, Streamed};
 use crate::record::{
-    Intent, IntentWrite, MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall, MarkerManifest,
-    ProcesskitLock, SNAPSHOT_DIR,
+    Intent, IntentWrite, IntentWrites, MARKER_PATH, MARKER_SCHEMA, Marker, MarkerInstall,
+    MarkerManifest, ProcesskitLock, SNAPSHOT_DIR,
 };
 use crate::servers::{ProcesskitServer, servers};
 use crate::source::VerifiedRelease;
@@ -295,20 +295,83 @@ impl InstallPlan {
         Some(&self.decisions[at])
     }
 
-    /// Every tracked file's digest once the plan is applied (for the [`StatCache`]), in
-    /// path order. The paths are the decisions' own, which the release's file map and
-    /// the planned files share: 48 bytes an entry, where a table with its own copy of
-    /// every path held 0.9 MB at 10x processkit. Leaves `decisions` empty.
-    pub fn take_live_after(&mut self) -> Vec<(Arc<str>, Sha256)> {
+    /// Every tracked file's digest once the plan is applied (for the [`StatCache`]), as
+    /// the planned marker `marker` (this plan's [`Self::marker`], shared) and the few
+    /// files it does not tell: the marker records nearly every file with the digest it
+    /// holds after the apply, so a list of its own (48 bytes a file, 0.4 MB at 10x
+    /// processkit, held from planning to the end of the apply) repeated it. Leaves
+    /// `decisions` empty.
+    pub fn take_live_after(&mut self, marker: &Arc<crate::record::MarkerText>) -> LiveAfter {
         let decisions = std::mem::take(&mut self.decisions);
-        let mut digests = Vec::with_capacity(decisions.len());
-        digests.extend(decisions.into_iter().filter_map(|d| {
-            let digest = d.live_after()?;
-            Some((d.path, digest))
-        }));
-        digests.shrink_to_fit();
-        digests
+        let tables = marker.tables().is_some();
+        let mut exceptions: Vec<(Arc<str>, Option<Sha256>)> = decisions
+            .into_iter()
+            .filter_map(|d| {
+                let after = d.live_after();
+                let recorded = d.recorded().filter(|_| tables).map(|(_, digest)| digest);
+                (after != recorded).then_some((d.path, after))
+            })
+            .collect();
+        exceptions.shrink_to_fit();
+        LiveAfter {
+            marker: tables.then(|| Arc::clone(marker)),
+            exceptions,
+        }
     }
+}
+
+/// The digest each tracked file of an install holds once its plan is applied, in path
+/// order (see [`InstallPlan::take_live_after`]): the planned marker's tables, but for
+/// the exceptions.
+#[derive(Debug, Clone, Default)]
+pub struct LiveAfter {
+    /// The planned marker, when it is written from its tables.
+    marker: Option<Arc<crate::record::MarkerText>>,
+    /// The files whose digest after the apply is not the one the marker records, sorted
+    /// by path: a kept local edit, a file removed or not there (`None`); every file when
+    /// the marker has no tables.
+    exceptions: Vec<(Arc<str>, Option<Sha256>)>,
+}
+
+impl LiveAfter {
+    /// Every tracked file and the digest it holds after the apply, in path order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Sha256)> + '_ {
+        let [files, user_files] = self
+            .marker
+            .as_ref()
+            .and_then(|m| m.tables())
+            .unwrap_or([&[], &[]]);
+        // The marker's two tables are disjoint (a file is the user's or not).
+        let recorded = merge_sorted(recorded_entries(files), recorded_entries(user_files));
+        let exceptions = self.exceptions.iter().map(|(p, d)| (&**p, *d));
+        merge_sorted(recorded, exceptions).filter_map(|(path, digest)| Some((path, digest?)))
+    }
+}
+
+/// A marker table's entries as [`LiveAfter::iter`] merges them.
+fn recorded_entries(
+    table: &[crate::record::Recorded],
+) -> impl Iterator<Item = (&str, Option<Sha256>)> {
+    table.iter().map(|(p, d)| (&**p, Some(*d)))
+}
+
+/// The entries of `a` and `b` (each sorted by path) in path order; of a path in both,
+/// `b`'s entry.
+fn merge_sorted<'a, T>(
+    a: impl Iterator<Item = (&'a str, T)>,
+    b: impl Iterator<Item = (&'a str, T)>,
+) -> impl Iterator<Item = (&'a str, T)> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if x.0 < y.0 => a.next(),
+        (Some(x), Some(y)) if x.0 == y.0 => {
+            a.next();
+            b.next()
+        }
+        (_, Some(_)) => b.next(),
+        (Some(_), None) => a.next(),
+        (None, None) => None,
+    })
 }
 
 impl FileDecision {
@@ -642,7 +705,7 @@ fn applicable<'a>(
 /// The outcome of the three-way comparison.
 #[derive(Default)]
 struct ThreeWay {
-    intent_writes: PathTable<IntentWrite>,
+    intent_writes: IntentWrites,
     intent_removals: PathTable<Sha256>,
     /// Every classified path, sorted; they also give the marker's tables
     /// ([`recorded`]) and the digests after the apply ([`FileDecision::live_after`]).
@@ -739,7 +802,9 @@ fn three_way(
                         Live::File(h) => Some(h),
                         _ => None,
                     };
-                    t.intent_writes.insert(path, IntentWrite { new: c, before });
+                    // In path order: every path comes once, sorted.
+                    t.intent_writes
+                        .push(Arc::clone(&project_path), IntentWrite { new: c, before });
                     t.writes
                         .push(FileWrite::from_payload(payload, release_path, to())?);
                 }

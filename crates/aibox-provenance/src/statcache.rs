@@ -11,10 +11,8 @@
 //! local release archive's digest (`Cache::local_archive_digest`).
 
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::digest::Sha256;
-use crate::table::PathTable;
 
 /// First line of the cache file.
 const HEADER: &str = "# aibox processkit stat cache v1";
@@ -49,74 +47,168 @@ impl StatKey {
     }
 }
 
-/// The parsed cache with the mtime of the cache file (for racily clean entries). Its
-/// entries are a [`PathTable`]: one per installed file, in the file's (sorted) order.
-#[derive(Debug, Default)]
+/// The cache with the mtime of its file (for racily clean entries). Its lines are read
+/// as they are asked for: a plan asks in path order, the order they are written in, so
+/// only the line at hand is held (a table of every line was 4 MB at 30x processkit, held
+/// through planning). A path asked for after a later one, or one on a damaged or
+/// misplaced line, is a miss: the file is hashed, which is what the cache saves.
 pub struct StatCache {
-    entries: PathTable<(StatKey, Sha256)>,
+    lines: std::sync::Mutex<Lines>,
     written: (i64, i64),
 }
 
-impl StatCache {
-    /// Parses the cache text; `written` is the cache file's mtime. Damaged lines are
-    /// skipped (they only cost a re-hash).
-    pub fn parse(text: &str, written: &std::fs::Metadata) -> Self {
-        let written = StatKey::of(written).map_or((0, 0), |k| k.mtime);
-        let mut entries = PathTable::new();
-        let mut lines = text.lines();
-        if lines.next() != Some(HEADER) {
-            return Self::default();
+impl std::fmt::Debug for StatCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatCache")
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for StatCache {
+    /// A cache with no entry.
+    fn default() -> Self {
+        Self {
+            lines: std::sync::Mutex::new(Lines::at_end()),
+            written: (0, 0),
         }
-        for line in lines {
-            let mut parts = line.splitn(6, ' ');
-            let mut next = || parts.next();
-            let (Some(digest), Some(size), Some(mtime), Some(ctime), Some(ino), Some(path)) =
-                (next(), next(), next(), next(), next(), next())
-            else {
-                continue;
-            };
-            let time = |t: &str| {
-                let (s, ns) = t.split_once('.')?;
-                Some((s.parse().ok()?, ns.parse().ok()?))
-            };
-            let (Ok(digest), Ok(size), Some(mtime), Some(ctime), Ok(ino)) = (
-                Sha256::parse(digest, "stat cache"),
-                size.parse(),
-                time(mtime),
-                time(ctime),
-                ino.parse(),
-            ) else {
-                continue;
-            };
-            let key = StatKey {
-                size,
-                mtime,
-                ctime,
-                ino,
-            };
-            // Rendered in path order, so appended; a line out of order is placed.
-            if !entries.push(path, (key, digest)) {
-                entries.insert(path, (key, digest));
-            }
+    }
+}
+
+/// The reading position in a cache's lines.
+struct Lines {
+    /// The rest of the text (`None` once read to its end).
+    reader: Option<Box<dyn std::io::BufRead + Send>>,
+    /// The line at hand.
+    line: Vec<u8>,
+    /// Its entry and where its path starts in `line` (`None` at the end).
+    entry: Option<(StatKey, Sha256, usize)>,
+}
+
+impl Lines {
+    fn at_end() -> Self {
+        Self {
+            reader: None,
+            line: Vec::new(),
+            entry: None,
         }
-        entries.shrink_to_fit();
-        Self { entries, written }
     }
 
-    /// The cached digest of `path` when its stat is unchanged and not racily clean.
+    /// The lines of `reader` after its header (none when the header is not the cache's).
+    fn new(mut reader: Box<dyn std::io::BufRead + Send>) -> Self {
+        let mut header = Vec::new();
+        let ok =
+            reader.read_until(b'\n', &mut header).is_ok() && trim_end(&header) == HEADER.as_bytes();
+        let mut lines = Self {
+            reader: ok.then_some(reader),
+            ..Self::at_end()
+        };
+        lines.advance();
+        lines
+    }
+
+    /// The path of the line at hand.
+    fn path(&self) -> &[u8] {
+        let start = self.entry.map_or(0, |(_, _, start)| start);
+        trim_end(&self.line[start..])
+    }
+
+    /// Moves to the next line with an entry, or to the end.
+    fn advance(&mut self) {
+        self.entry = None;
+        while let Some(reader) = &mut self.reader {
+            self.line.clear();
+            match reader.read_until(b'\n', &mut self.line) {
+                Ok(0) | Err(_) => self.reader = None,
+                Ok(_) => {
+                    // Damaged lines are skipped (they only cost a re-hash).
+                    self.entry = entry(trim_end(&self.line));
+                    if self.entry.is_some() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The entry of `path`, when its line comes next (lines before it are passed).
+    fn find(&mut self, path: &str) -> Option<(StatKey, Sha256)> {
+        loop {
+            let (key, digest, _) = self.entry?;
+            match self.path().cmp(path.as_bytes()) {
+                std::cmp::Ordering::Less => self.advance(),
+                std::cmp::Ordering::Equal => return Some((key, digest)),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+    }
+}
+
+/// `line` without its line end.
+fn trim_end(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// The entry of a cache line and where its path starts: `digest size mtime ctime inode
+/// path` (the path last: it may hold spaces).
+fn entry(line: &[u8]) -> Option<(StatKey, Sha256, usize)> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut parts = text.splitn(6, ' ');
+    let mut next = || parts.next();
+    let (digest, size, mtime, ctime, ino, path) =
+        (next()?, next()?, next()?, next()?, next()?, next()?);
+    let time = |t: &str| {
+        let (s, ns) = t.split_once('.')?;
+        Some((s.parse().ok()?, ns.parse().ok()?))
+    };
+    let key = StatKey {
+        size: size.parse().ok()?,
+        mtime: time(mtime)?,
+        ctime: time(ctime)?,
+        ino: ino.parse().ok()?,
+    };
+    let digest = Sha256::parse(digest, "stat cache").ok()?;
+    Some((key, digest, text.len() - path.len()))
+}
+
+impl StatCache {
+    /// The cache in `text`; `written` is the cache file's mtime.
+    pub fn parse(text: &str, written: &std::fs::Metadata) -> Self {
+        Self::read_from(std::io::Cursor::new(text.as_bytes().to_vec()), written)
+    }
+
+    /// The cache read from `reader` as it is looked up (see [`StatCache`]); `written` is
+    /// the cache file's metadata.
+    pub fn read_from(
+        reader: impl std::io::BufRead + Send + 'static,
+        written: &std::fs::Metadata,
+    ) -> Self {
+        Self {
+            lines: std::sync::Mutex::new(Lines::new(Box::new(reader))),
+            written: StatKey::of(written).map_or((0, 0), |k| k.mtime),
+        }
+    }
+
+    /// The cached digest of `path` when its stat is unchanged and not racily clean. Asked
+    /// in path order (see [`StatCache`]).
     pub fn lookup(&self, path: &str, meta: &std::fs::Metadata) -> Option<Sha256> {
         let key = StatKey::of(meta)?;
-        let (cached, digest) = self.entries.get(path)?;
-        (*cached == key && key.mtime < self.written).then_some(*digest)
+        let (cached, digest) = self
+            .lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .find(path)?;
+        (cached == key && key.mtime < self.written).then_some(digest)
     }
 
     /// Writes a cache for the files in `digests` (project path → digest they hold) as
     /// they are now under `root` into `out`, a line at a time (the text has a line per
     /// installed file, 1.8 MB at 10x processkit, so it is not held whole); files that are
     /// missing or not regular are left out.
-    pub fn write_to(
+    pub fn write_to<'a>(
         root: &Path,
-        digests: &[(Arc<str>, Sha256)],
+        digests: impl IntoIterator<Item = (&'a str, Sha256)>,
         out: &mut dyn std::io::Write,
     ) -> std::io::Result<()> {
         // The time line makes every rewrite change the file, so its mtime (the racy
@@ -126,7 +218,6 @@ impl StatCache {
             .map_or(0, |d| d.as_nanos());
         writeln!(out, "{HEADER}\nwritten {now}")?;
         for (path, digest) in digests {
-            let path = &**path;
             let Ok(meta) = fs_err::symlink_metadata(root.join(path)) else {
                 continue;
             };
@@ -136,7 +227,7 @@ impl StatCache {
             let Some(k) = StatKey::of(&meta) else {
                 continue;
             };
-            write_entry(out, path, k, digest)?;
+            write_entry(out, path, k, &digest)?;
         }
         Ok(())
     }
@@ -209,19 +300,19 @@ mod tests {
         }
         #[cfg(unix)]
         std::os::unix::fs::symlink(root.join("root.md"), root.join("a/link.md")).unwrap();
-        let mut listed: Vec<(Arc<str>, Sha256)> = files
+        let mut listed: Vec<(&str, Sha256)> = files
             .iter()
-            .map(|(p, b)| (Arc::from(*p), Sha256::of(b.as_bytes())))
+            .map(|(p, b)| (*p, Sha256::of(b.as_bytes())))
             .collect();
         for other in ["a/b/dir.md", "a/link.md", "a/missing.md"] {
-            listed.push((Arc::from(other), Sha256::of(b"x")));
+            listed.push((other, Sha256::of(b"x")));
         }
         listed.sort();
         // Entries as new as the cache file are not trusted (racily clean): the cache is
         // written a little later than the files.
         std::thread::sleep(std::time::Duration::from_millis(50));
         let mut text = Vec::new();
-        StatCache::write_to(root, &listed, &mut text).unwrap();
+        StatCache::write_to(root, listed.iter().copied(), &mut text).unwrap();
         let cache_file = root.join("cache");
         fs_err::write(&cache_file, &text).unwrap();
         let text = String::from_utf8(text).unwrap();
@@ -237,6 +328,53 @@ mod tests {
         }
         fs_err::write(root.join("a/b/one.md"), "changed").unwrap();
         let meta = fs_err::symlink_metadata(root.join("a/b/one.md")).unwrap();
+        let cache = StatCache::parse(&text, &fs_err::metadata(&cache_file).unwrap());
         assert_eq!(cache.lookup("a/b/one.md", &meta), None);
+    }
+
+    /// Lines are read as paths are asked for, in order: a path asked for after a later
+    /// one is a miss, and so is one on a damaged line (the lines around it still count);
+    /// CRLF line ends read the same; a text that is not a cache has no entry.
+    #[test]
+    fn lookups_in_path_order_read_each_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for path in ["a.md", "b.md", "c d.md", "e.md"] {
+            fs_err::write(root.join(path), path).unwrap();
+        }
+        let meta = |p: &str| fs_err::symlink_metadata(root.join(p)).unwrap();
+        let listed = ["a.md", "b.md", "c d.md", "e.md"].map(|p| (p, Sha256::of(p.as_bytes())));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut text = Vec::new();
+        StatCache::write_to(root, listed.iter().copied(), &mut text).unwrap();
+        let cache_file = root.join("cache");
+        let text = String::from_utf8(text).unwrap();
+        // The line of `b.md` damaged.
+        let damaged: String = text
+            .lines()
+            .map(|l| {
+                if l.ends_with(" b.md") {
+                    format!("{}\r\n", l.replacen(' ', "  ", 1))
+                } else {
+                    format!("{l}\r\n")
+                }
+            })
+            .collect();
+        fs_err::write(&cache_file, &damaged).unwrap();
+        let written = fs_err::metadata(&cache_file).unwrap();
+        let hit = |p: &str| Some(Sha256::of(p.as_bytes()));
+        let cache = StatCache::parse(&damaged, &written);
+        assert_eq!(cache.lookup("a.md", &meta("a.md")), hit("a.md"));
+        assert_eq!(cache.lookup("b.md", &meta("b.md")), None, "damaged line");
+        assert_eq!(cache.lookup("c d.md", &meta("c d.md")), hit("c d.md"));
+        assert_eq!(cache.lookup("a.md", &meta("a.md")), None, "out of order");
+        assert_eq!(cache.lookup("e.md", &meta("e.md")), hit("e.md"));
+        assert_eq!(cache.lookup("f.md", &meta("e.md")), None, "past the end");
+        // Read from the file as planning reads it.
+        let file = std::io::BufReader::new(fs_err::File::open(&cache_file).unwrap());
+        let cache = StatCache::read_from(file, &written);
+        assert_eq!(cache.lookup("e.md", &meta("e.md")), hit("e.md"));
+        let other = StatCache::parse(&damaged.replacen("cache", "other", 1), &written);
+        assert_eq!(other.lookup("a.md", &meta("a.md")), None, "not a cache");
     }
 }

@@ -161,8 +161,11 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     // Every decision has been read (warnings, upgrade summary): taken apart into the
     // stat cache's digests when it is rewritten (their paths move, not copied), and
     // freed before the planned files take their place, so the two never peak together.
+    // The marker is shared with the stat cache's digests, which only list what it does
+    // not tell.
+    let marker = std::sync::Arc::new(std::mem::take(&mut install.marker));
     if install.stat_cache_stale {
-        plan.set_processkit_stat_cache(install.take_live_after());
+        plan.set_processkit_stat_cache(install.take_live_after(&marker));
     }
     install.decisions = Vec::new();
     // Release files are planned as copies from the unpacked release: no payload bytes
@@ -202,10 +205,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     }
     plan.write_last(aibox_provenance::record::MARKER_PATH);
     // Written from its tables (a line per installed file), never held as text.
-    plan.add_rendered(
-        aibox_provenance::record::MARKER_PATH,
-        std::sync::Arc::new(std::mem::take(&mut install.marker)),
-    )?;
+    plan.add_rendered(aibox_provenance::record::MARKER_PATH, marker)?;
     // Files the three-way plan found safe to delete (unchanged since install and gone
     // upstream or deselected), and snapshots of other versions (regenerable).
     for path in &install.removals {

@@ -57,7 +57,7 @@ fn a_file_killed_while_created_in_place_is_completed_when_the_run_resumes() {
     let mut new_files = first.writes.iter().filter_map(|w| match &w.data {
         WriteData::Copy(from) => {
             let bytes = from.read_verified().unwrap();
-            (bytes.len() >= 4 && intent.writes[w.path.as_str()].before.is_none())
+            (bytes.len() >= 4 && intent.writes.get(w.path.as_str()).unwrap().before.is_none())
                 .then(|| (w.path.as_str().to_owned(), bytes))
         }
         WriteData::Bytes(_) => None,

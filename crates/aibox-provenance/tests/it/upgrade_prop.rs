@@ -8,6 +8,7 @@ use crate::common;
 use common::{Setup, install, plan};
 use proptest::prelude::*;
 
+use aibox_provenance::Sha256;
 use aibox_test_support::http::release::SyntheticRelease;
 
 const FILES: usize = 6;
@@ -90,6 +91,21 @@ proptest! {
         }
 
         let setup2 = Setup { packages: &[], now: "2026-06-01T00:00:00Z", ..Setup::default() };
+        // The digests the stat cache records after the upgrade, read from the planned
+        // marker and its exceptions, are each decision's own.
+        let mut planned = plan(root, store.path(), &v2, &setup2).unwrap();
+        let expected: Vec<(String, Sha256)> = planned
+            .decisions
+            .iter()
+            .filter_map(|d| Some((d.path.to_string(), planned.live_after(&d.path)?)))
+            .collect();
+        let marker = std::sync::Arc::new(planned.marker.clone());
+        let after: Vec<(String, Sha256)> = planned
+            .take_live_after(&marker)
+            .iter()
+            .map(|(p, d)| (p.to_owned(), d))
+            .collect();
+        prop_assert_eq!(after, expected);
         install(root, store.path(), &v2, &setup2);
 
         let v2_map: std::collections::BTreeMap<_, _> = v2_files.iter().cloned().collect();
