@@ -220,8 +220,9 @@ pub struct InstallPlan {
     pub stale_snapshots: Vec<String>,
     /// Migration document and parked upstream copies of conflicting files.
     pub migration: Option<Vec<FileWrite>>,
-    /// New marker, written from its parts.
-    pub marker: crate::record::MarkerText,
+    /// New marker, written from its parts (shared: the stat cache's digests after the
+    /// apply are read from it, see [`Self::take_live_after`]).
+    pub marker: Arc<crate::record::MarkerText>,
     /// Whether the marker differs from the live one.
     pub marker_changed: bool,
     /// New `aibox.lock [processkit]` section.
@@ -296,12 +297,12 @@ impl InstallPlan {
     }
 
     /// Every tracked file's digest once the plan is applied (for the [`StatCache`]), as
-    /// the planned marker `marker` (this plan's [`Self::marker`], shared) and the few
-    /// files it does not tell: the marker records nearly every file with the digest it
-    /// holds after the apply, so a list of its own (48 bytes a file, 0.4 MB at 10x
-    /// processkit, held from planning to the end of the apply) repeated it. Leaves
-    /// `decisions` empty.
-    pub fn take_live_after(&mut self, marker: &Arc<crate::record::MarkerText>) -> LiveAfter {
+    /// the planned marker ([`Self::marker`], shared) and the few files it does not tell:
+    /// the marker records nearly every file with the digest it holds after the apply, so
+    /// a list of its own (48 bytes a file, 0.4 MB at 10x processkit, held from planning
+    /// to the end of the apply) repeated it. Leaves `decisions` empty.
+    pub fn take_live_after(&mut self) -> LiveAfter {
+        let marker = &self.marker;
         let decisions = std::mem::take(&mut self.decisions);
         let tables = marker.tables().is_some();
         let mut exceptions: Vec<(Arc<str>, Option<Sha256>)> = decisions
@@ -1314,13 +1315,13 @@ pub fn plan_scanned(
         entries.extend(recorded(&t.decisions, user).map(|(path, d)| (Arc::clone(path), d)));
         entries
     };
-    let marker = crate::record::MarkerText::new(
+    let marker = Arc::new(crate::record::MarkerText::new(
         MARKER_SCHEMA,
         &install,
         &manifest,
         shared(false),
         shared(true),
-    );
+    ));
     let marker_changed = live.marker_sha256 != Some(marker.sha256());
     let lock = lock_section(
         release,
@@ -1488,7 +1489,7 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
     }
     if plan.marker_changed {
         writer.write_streamed(Utf8Path::new(MARKER_PATH), Some(0o644), |out| {
-            aibox_config::Render::write_to(&plan.marker, out)
+            aibox_config::Render::write_to(&*plan.marker, out)
         })?;
     }
     Ok(())

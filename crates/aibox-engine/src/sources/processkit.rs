@@ -159,13 +159,11 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     warn_kept_agents_md(&install, &release.version, plan);
     plan.set_processkit_upgrade(crate::migrate::UpgradeSummary::of(&install));
     // Every decision has been read (warnings, upgrade summary): taken apart into the
-    // stat cache's digests when it is rewritten (their paths move, not copied), and
-    // freed before the planned files take their place, so the two never peak together.
-    // The marker is shared with the stat cache's digests, which only list what it does
-    // not tell.
-    let marker = std::sync::Arc::new(std::mem::take(&mut install.marker));
+    // stat cache's digests when it is rewritten (the planned marker, shared, and the
+    // files it does not tell), and freed before the planned files take their place, so
+    // the two never peak together.
     if install.stat_cache_stale {
-        plan.set_processkit_stat_cache(install.take_live_after(&marker));
+        plan.set_processkit_stat_cache(install.take_live_after());
     }
     install.decisions = Vec::new();
     // Release files are planned as copies from the unpacked release: no payload bytes
@@ -205,6 +203,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     }
     plan.write_last(aibox_provenance::record::MARKER_PATH);
     // Written from its tables (a line per installed file), never held as text.
+    let marker: std::sync::Arc<aibox_provenance::MarkerText> = std::mem::take(&mut install.marker);
     plan.add_rendered(aibox_provenance::record::MARKER_PATH, marker)?;
     // Files the three-way plan found safe to delete (unchanged since install and gone
     // upstream or deselected), and snapshots of other versions (regenerable).

@@ -243,7 +243,7 @@ fn second_run_is_a_no_op_and_keeps_timestamps() {
     );
     assert_eq!(again.lock.installed_at, "2026-05-22T19:24:06Z");
     assert_eq!(
-        aibox_config::Render::to_bytes(&again.marker),
+        aibox_config::Render::to_bytes(&*again.marker),
         marker_before.as_slice()
     );
 }

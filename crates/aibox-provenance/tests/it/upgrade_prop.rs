@@ -99,9 +99,8 @@ proptest! {
             .iter()
             .filter_map(|d| Some((d.path.to_string(), planned.live_after(&d.path)?)))
             .collect();
-        let marker = std::sync::Arc::new(planned.marker.clone());
         let after: Vec<(String, Sha256)> = planned
-            .take_live_after(&marker)
+            .take_live_after()
             .iter()
             .map(|(p, d)| (p.to_owned(), d))
             .collect();
