@@ -351,7 +351,7 @@ impl Resolved {
     /// processkit's size they were several MB of its peak memory.
     pub(crate) fn free_planning_state(&mut self) {
         if let ProcesskitState::Resolved(r) = &mut self.processkit {
-            r.scan.files = aibox_provenance::PathTable::new();
+            r.scan.files = aibox_provenance::SharedPathTable::new();
             r.scan.parsed_marker = None;
             r.scan.snapshot_files = Vec::new();
             r.scan.stale_snapshots = std::collections::BTreeSet::new();

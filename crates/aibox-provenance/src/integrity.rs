@@ -121,7 +121,7 @@ pub(crate) fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
 /// Checks the install under `root` against `aibox.lock`, the marker's per-file
 /// manifest and the snapshot, re-hashing every byte (`doctor --integrity`).
 pub fn integrity(root: &Path) -> Result<IntegrityReport> {
-    integrity_known(root, &crate::table::PathTable::new())
+    integrity_known(root, &crate::table::SharedPathTable::new())
 }
 
 /// [`integrity_known`] from the scan of the same run ([`crate::scan`]): the live states
@@ -139,7 +139,7 @@ pub fn integrity_scanned(root: &Path, scan: &crate::LiveScan) -> Result<Integrit
 /// Files `known` does not name (the snapshot, anything new) are hashed.
 pub fn integrity_known(
     root: &Path,
-    known: &crate::table::PathTable<Live>,
+    known: &crate::table::SharedPathTable<Live>,
 ) -> Result<IntegrityReport> {
     integrity_of(root, known, || Marker::read(root).map(Cow::Owned))
 }
@@ -148,7 +148,7 @@ pub fn integrity_known(
 /// an install).
 fn integrity_of<'m>(
     root: &Path,
-    known: &crate::table::PathTable<Live>,
+    known: &crate::table::SharedPathTable<Live>,
     marker: impl FnOnce() -> Option<Cow<'m, Marker>>,
 ) -> Result<IntegrityReport> {
     let lock = ProcesskitLock::read_from_lock_file(&root.join("aibox.lock"))?;

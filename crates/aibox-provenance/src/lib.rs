@@ -49,4 +49,4 @@ pub use record::{Intent, Marker, MarkerText, ProcesskitLock};
 pub use servers::ProcesskitServer;
 pub use source::{FetchOptions, Verification, VerifiedRelease, fetch_release, tree_digest};
 pub use statcache::StatCache;
-pub use table::PathTable;
+pub use table::{PathTable, SharedPathTable};

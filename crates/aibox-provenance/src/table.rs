@@ -1,7 +1,8 @@
-//! [`PathTable`]: a compact, sorted map from project paths to small values.
+//! [`PathTable`]: a compact, sorted map from project paths to small values, and
+//! [`SharedPathTable`], its kind for paths held elsewhere already.
 //!
-//! Per-file state of a processkit install (the marker's tables, the live scan, the stat
-//! cache) has one entry per installed file: 17,000 at ten times processkit's size. A
+//! Per-file state of a processkit install (the marker's tables, the live scan) has one
+//! entry per installed file: 17,000 at ten times processkit's size. A
 //! `BTreeMap<String, _>` spends a heap allocation, a 24-byte `String` and its share of
 //! tree nodes on every key (about 60 bytes beside the path and the value); here every
 //! path lives in one text, each entry is its end offset and its value, and lookups are
@@ -9,6 +10,7 @@
 //! `BTreeMap<String, _>`), so iteration and rendering are unchanged.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap as _;
@@ -299,23 +301,101 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for PathTable<V> {
     }
 }
 
+/// Sorted `path → value` entries whose paths are shared allocations: for per-file state
+/// keyed by paths something else holds already (the release's file list), where a
+/// [`PathTable`]'s copy of every path would be the larger part. 16 bytes of pointer per
+/// entry beside the value; lookups are binary searches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedPathTable<V> {
+    entries: Vec<(Arc<str>, V)>,
+}
+
+impl<V> Default for SharedPathTable<V> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<V> SharedPathTable<V> {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The value of `path`.
+    pub fn get(&self, path: &str) -> Option<&V> {
+        let at = self
+            .entries
+            .binary_search_by(|(p, _)| (**p).cmp(path))
+            .ok()?;
+        Some(&self.entries[at].1)
+    }
+
+    /// Every entry in path order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &V)> + ExactSizeIterator {
+        self.entries.iter().map(|(p, v)| (&**p, v))
+    }
+
+    /// Appends an entry when it sorts after every other one; `false` (nothing added)
+    /// when it does not: a repeated or out-of-order path.
+    pub fn push(&mut self, path: Arc<str>, value: V) -> bool {
+        if self.entries.last().is_some_and(|(last, _)| **last >= *path) {
+            return false;
+        }
+        self.entries.push((path, value));
+        true
+    }
+
+    /// Adds an entry anywhere, or replaces the value of an existing one (returning the
+    /// old value); appending in path order is [`Self::push`].
+    pub fn insert(&mut self, path: &str, value: V) -> Option<V> {
+        match self.entries.binary_search_by(|(p, _)| (**p).cmp(path)) {
+            Ok(at) => Some(std::mem::replace(&mut self.entries[at].1, value)),
+            Err(at) => {
+                self.entries.insert(at, (Arc::from(path), value));
+                None
+            }
+        }
+    }
+
+    /// Gives back the spare room of a table built by pushing.
+    pub fn shrink_to_fit(&mut self) {
+        self.entries.shrink_to_fit();
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::PathTable;
+    use super::{PathTable, SharedPathTable};
 
+    /// Both kinds of table, filled the same way, keep their entries in byte order.
     #[test]
     fn keeps_byte_order_whatever_the_insertion_order() {
         let mut t = PathTable::new();
+        let mut shared = SharedPathTable::new();
         for (i, p) in ["b/c", "a", "b", "a/z", "b-c", "b/c"].iter().enumerate() {
             t.insert(p, i);
+            shared.insert(p, i);
         }
+        let kept = [("a", 1), ("a/z", 3), ("b", 2), ("b-c", 4), ("b/c", 5)];
         let entries: Vec<(&str, usize)> = t.iter().map(|(k, v)| (k, *v)).collect();
-        assert_eq!(
-            entries,
-            [("a", 1), ("a/z", 3), ("b", 2), ("b-c", 4), ("b/c", 5)]
-        );
-        assert_eq!(t.get("b-c"), Some(&4));
-        assert_eq!(t.get("b/"), None);
+        assert_eq!(entries, kept);
+        let entries: Vec<(&str, usize)> = shared.iter().map(|(k, v)| (k, *v)).collect();
+        assert_eq!(entries, kept);
+        assert_eq!((t.get("b-c"), shared.get("b-c")), (Some(&4), Some(&4)));
+        assert_eq!((t.get("b/"), shared.get("b/")), (None, None));
         assert!(t.contains_key("a/z"));
         let from: Vec<&str> = t.range_from("a/").map(|(k, _)| k).collect();
         assert_eq!(from, ["a/z", "b", "b-c", "b/c"]);
@@ -323,10 +403,12 @@ mod tests {
         let entries: Vec<(&str, usize)> = collected.iter().map(|(k, v)| (k, *v)).collect();
         assert_eq!(entries, [("y", 2), ("z", 3)]);
         let mut pushed = PathTable::new();
-        assert!(pushed.push("a", ()));
-        assert!(!pushed.push("a", ()));
-        assert!(pushed.push("b", ()));
-        assert_eq!(pushed.len(), 2);
+        let mut pushed_shared = SharedPathTable::new();
+        for (p, added) in [("a", true), ("a", false), ("b", true)] {
+            assert_eq!(pushed.push(p, ()), added, "{p}");
+            assert_eq!(pushed_shared.push(p.into(), ()), added, "{p}");
+        }
+        assert_eq!((pushed.len(), pushed_shared.len()), (2, 2));
         assert_eq!(t.iter().next_back().map(|(k, _)| k), Some("b/c"));
     }
 }

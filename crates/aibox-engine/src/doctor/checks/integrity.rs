@@ -25,7 +25,7 @@ pub(crate) fn findings(
         Some(scan) => aibox_provenance::integrity_scanned(root.as_std_path(), scan),
         None => aibox_provenance::integrity_known(
             root.as_std_path(),
-            &aibox_provenance::PathTable::new(),
+            &aibox_provenance::SharedPathTable::new(),
         ),
     };
     let report = match report {
