@@ -687,7 +687,7 @@ impl UpgradeSummary {
                 (
                     Class::ChangedLocallyOnly | Class::RemovedUpstream,
                     Action::Keep | Action::None,
-                ) if d.digests.live.is_some() && d.digests.live != d.digests.base => {
+                ) if d.digests().live.is_some() && d.digests().live != d.digests().base => {
                     s.kept_local_edits += 1;
                 }
                 (Class::Conflict, _) => s.conflicts.push(UpgradeConflict {

@@ -182,9 +182,9 @@ impl Doc<'_> {
                     let _ = write!(extra, ", release_path: {}", yaml_str(d.release_path()));
                 }
                 for (key, digest) in [
-                    ("base_sha256", d.digests.base),
-                    ("upstream_sha256", d.digests.upstream),
-                    ("local_sha256", d.digests.live),
+                    ("base_sha256", d.digests().base),
+                    ("upstream_sha256", d.digests().upstream),
+                    ("local_sha256", d.digests().live),
                 ] {
                     if let Some(digest) = digest {
                         let _ = write!(extra, ", {key}: \"{digest}\"");

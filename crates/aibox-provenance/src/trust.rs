@@ -180,18 +180,15 @@ pub fn skill_changes_known(
             Some(_) => {}
         }
     }
-    let mut present = Vec::new();
-    crate::integrity::walk(root, dir, &mut present);
-    present.sort();
-    out.added = present
-        .into_iter()
-        .filter(|p| {
-            !marker.files.contains_key(p)
-                && !marker.user_files.contains_key(p)
-                && !p.starts_with(&config)
-                && !planned(p, live_digest(p))
-        })
-        .collect();
+    crate::integrity::walk_sorted(root, dir, &mut |p| {
+        if !marker.files.contains_key(p)
+            && !marker.user_files.contains_key(p)
+            && !p.starts_with(&config)
+            && !planned(p, live_digest(p))
+        {
+            out.added.push(p.to_owned());
+        }
+    });
     out
 }
 
