@@ -282,11 +282,15 @@ pub struct ProjectRoot {
     /// the project stays theirs and the container user, who takes their IDs, can write it.
     owner: Option<(u32, u32)>,
     /// Directories already found to be real directories (not symlinks) below the root,
-    /// by [`ProjectRoot::dir_key`] (16 bytes each, not a path: a first install of a
-    /// large release checks thousands).
+    /// by [`ProjectRoot::dir_key`] (16 bytes each, not a path), in a cache of
+    /// [`CHECKED_DIRS`] slots: each key in the slot its low bits pick, `0` for none. A
+    /// folder that lost its slot is only looked at again. A first install of a large
+    /// release makes tens of thousands of folders (a set of every one was 1.7 MB at 30x
+    /// processkit), in path order, so the few on the paths at hand are the ones asked
+    /// for again.
     /// Read far more often than written, by the writer's helper threads at once: a
     /// read-write lock, so lookups never wait for each other.
-    checked_dirs: std::sync::Arc<std::sync::RwLock<std::collections::HashSet<u128>>>,
+    checked_dirs: std::sync::Arc<std::sync::RwLock<Box<[u128]>>>,
     /// The two randomly keyed hashers of [`ProjectRoot::dir_key`], shared by the clones
     /// that share `checked_dirs`.
     dir_hashers: [std::hash::RandomState; 2],
@@ -323,7 +327,9 @@ impl ProjectRoot {
         Ok(Self {
             root,
             owner,
-            checked_dirs: std::sync::Arc::default(),
+            checked_dirs: std::sync::Arc::new(std::sync::RwLock::new(
+                vec![0; CHECKED_DIRS].into_boxed_slice(),
+            )),
             dir_hashers: [std::hash::RandomState::new(), std::hash::RandomState::new()],
             missing_dirs: std::sync::Arc::default(),
             as_root: running_as_root(),
@@ -362,13 +368,13 @@ impl ProjectRoot {
         let key = self.dir_key(dir);
         self.checked_dirs
             .read()
-            .is_ok_and(|dirs| dirs.contains(&key))
+            .is_ok_and(|dirs| key != 0 && dirs[slot(key)] == key)
     }
 
     fn remember_dir(&self, dir: &Utf8Path) {
         let key = self.dir_key(dir);
         if let Ok(mut dirs) = self.checked_dirs.write() {
-            dirs.insert(key);
+            dirs[slot(key)] = key;
         }
         // Anything below it that was found missing had it as an existing parent then, so
         // only `dir` itself can be listed (a moved folder is forgotten by the move).
@@ -379,10 +385,20 @@ impl ProjectRoot {
         }
     }
 
+    /// The folder `dir` (removed) is checked again before it is used.
+    fn forget_dir(&self, dir: &Utf8Path) {
+        let key = self.dir_key(dir);
+        if let Ok(mut dirs) = self.checked_dirs.write()
+            && dirs[slot(key)] == key
+        {
+            dirs[slot(key)] = 0;
+        }
+    }
+
     /// Every folder is checked again before it is used.
     fn forget_checked_dirs(&self) {
         if let Ok(mut checked) = self.checked_dirs.write() {
-            checked.clear();
+            checked.fill(0);
         }
     }
 
@@ -669,6 +685,15 @@ impl ProjectRoot {
             .read_with_meta(rel)?
             .and_then(|(_, meta)| mode_of(&meta)))
     }
+}
+
+/// Slots of [`ProjectRoot`]'s cache of checked folders (64 KiB of keys).
+const CHECKED_DIRS: usize = 4096;
+
+/// The slot of a checked folder's key.
+fn slot(key: u128) -> usize {
+    // The low bits of a random hash; the mask keeps it below the slot count.
+    usize::try_from(key & (CHECKED_DIRS as u128 - 1)).unwrap_or_default()
 }
 
 /// Whether two metadata are of one file (device and inode; on other platforms, size and
@@ -1397,10 +1422,7 @@ impl<'a> Writer<'a> {
         if fs_err::remove_dir(&abs).is_err() {
             return Ok(false);
         }
-        let key = self.root.dir_key(&abs);
-        if let Ok(mut checked) = self.root.checked_dirs.write() {
-            checked.remove(&key);
-        }
+        self.root.forget_dir(&abs);
         self.synced(&parent);
         Ok(true)
     }
@@ -1731,6 +1753,29 @@ mod crash {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cache of checked folders holds at most its slots: after far more folders than
+    /// it has slots, the latest are still known, none that was never checked is taken
+    /// for checked, a forgotten one is not known, and each lookup is one slot.
+    #[test]
+    fn checked_folders_are_a_bounded_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = ProjectRoot::open(Utf8Path::from_path(dir.path()).unwrap()).unwrap();
+        let path = |i: usize| Utf8PathBuf::from(format!("/p/d{i}"));
+        let many = CHECKED_DIRS * 3;
+        for i in 0..many {
+            root.remember_dir(&path(i));
+        }
+        assert!(root.is_checked_dir(&path(many - 1)));
+        let known = (0..many).filter(|&i| root.is_checked_dir(&path(i))).count();
+        assert!(known <= CHECKED_DIRS, "{known}");
+        assert!(known > CHECKED_DIRS / 2, "{known}");
+        assert!((many..many * 2).all(|i| !root.is_checked_dir(&path(i))));
+        root.forget_dir(&path(many - 1));
+        assert!(!root.is_checked_dir(&path(many - 1)));
+        root.forget_checked_dirs();
+        assert!((0..many).all(|i| !root.is_checked_dir(&path(i))));
+    }
 
     /// The joined path has exactly its length as capacity (thousands are held at once).
     #[test]

@@ -238,3 +238,26 @@ fn the_write_probe_finds_a_refusing_folder_among_remembered_ones() {
         assert_eq!(walk(&root_path, true), before);
     }
 }
+
+/// More folders than the writer remembers as checked (its cache is bounded): files go
+/// into each, then into the first ones again, whose folders it mostly has to look at
+/// again, and every write lands where it should.
+#[test]
+fn writes_into_more_folders_than_the_writer_remembers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root_path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+    let root = ProjectRoot::open(&root_path).unwrap();
+    let mut writer = Writer::new(&root);
+    let file = |i: usize, name: &str| Utf8PathBuf::from(format!("context/d{}/{i}/{name}", i % 7));
+    for i in 0..6_000 {
+        writer.write(&file(i, "a.md"), b"a", None).unwrap();
+    }
+    for i in 0..50 {
+        writer.write(&file(i, "b.md"), b"b", None).unwrap();
+    }
+    for i in [0, 3, 49, 5_999] {
+        assert_eq!(fs_err::read(root_path.join(file(i, "a.md"))).unwrap(), b"a");
+    }
+    assert_eq!(fs_err::read(root_path.join(file(3, "b.md"))).unwrap(), b"b");
+    assert_eq!(walk(&root_path, false).len(), 6_050);
+}
