@@ -73,7 +73,8 @@ pub(crate) fn read_intent(bytes: Option<&[u8]>) -> Option<aibox_provenance::Inte
 pub(crate) fn read_stat_cache(root: &ProjectRoot) -> Option<aibox_provenance::StatCache> {
     let (file, meta) = root.open_file(Utf8Path::new(STAT_CACHE)).ok()??;
     Some(aibox_provenance::StatCache::read_from(
-        std::io::BufReader::new(file),
+        // Large reads, as the marker's (`Marker::read_digested`).
+        std::io::BufReader::with_capacity(64 * 1024, file),
         &meta,
     ))
 }

@@ -1096,9 +1096,9 @@ pub fn scan(
     opts: &PlanOptions<'_>,
     hints: Hints<'_>,
 ) -> Result<LiveScan> {
-    let (marker_sha256, parsed_marker) = match fs_err::read_to_string(root.join(MARKER_PATH)) {
-        // The text is dropped once parsed and hashed.
-        Ok(text) => (Some(Sha256::of(text.as_bytes())), Marker::parse(&text)),
+    let (marker_sha256, parsed_marker) = match Marker::read_digested(&root.join(MARKER_PATH)) {
+        // Hashed and parsed as it is read.
+        Ok((digest, marker)) => (Some(digest), marker),
         Err(_) => (None, None),
     };
     let b = basis(

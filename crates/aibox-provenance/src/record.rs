@@ -166,8 +166,28 @@ impl Marker {
     /// Reads the marker of a project; `None` when missing, unparseable or of an unknown
     /// schema (it is rewritten on the next apply, never an error).
     pub fn read(project_root: &Path) -> Option<Self> {
-        let text = fs_err::read_to_string(project_root.join(MARKER_PATH)).ok()?;
-        Self::parse(&text)
+        Self::read_digested(&project_root.join(MARKER_PATH))
+            .ok()
+            .and_then(|(_, marker)| marker)
+    }
+
+    /// The marker file at `path`, read a line at a time (its text is never held whole
+    /// when it has the plain shape), and the SHA-256 of its bytes; the marker is `None`
+    /// when unparseable or of an unknown schema.
+    ///
+    /// # Errors
+    /// The file cannot be read, or is not UTF-8.
+    pub fn read_digested(path: &Path) -> std::io::Result<(Sha256, Option<Self>)> {
+        // Large reads: a 10x marker is 1.3 MB, read in 8 KiB it cost a few hundred calls.
+        let mut reader = std::io::BufReader::with_capacity(64 * 1024, fs_err::File::open(path)?);
+        let (digest, split) = split_tables_read(&mut reader)?;
+        if let Some(plain) = split.and_then(Self::from_split) {
+            MARKER_PARSES.with(|n| n.set(n.get() + 1));
+            return Ok((digest, plain.filter(|m| m.schema_version == MARKER_SCHEMA)));
+        }
+        // Another shape: the whole text, through the TOML parser.
+        let text = fs_err::read_to_string(path)?;
+        Ok((Sha256::of(text.as_bytes()), Self::parse(&text)))
     }
 
     /// Parses a marker text; `None` when unparseable or of an unknown schema. The two
@@ -176,26 +196,31 @@ impl Marker {
     /// TOML, with the same result.
     pub fn parse(text: &str) -> Option<Self> {
         MARKER_PARSES.with(|n| n.set(n.get() + 1));
-        let marker = match split_tables(text) {
-            Some(split) => {
-                let head: MarkerHead = toml::from_str(&split.head).ok()?;
-                if head.files.is_some() || head.user_files.is_some() {
-                    // The rest defines the tables too (dotted keys, a sub-table): the
-                    // TOML parser decides what that means.
-                    Self::parse_toml(text)?
-                } else {
-                    Self {
-                        schema_version: head.schema_version,
-                        install: head.install,
-                        manifest: head.manifest,
-                        files: split.files,
-                        user_files: split.user_files,
-                    }
-                }
-            }
+        let marker = match split_tables(text).and_then(Self::from_split) {
+            Some(plain) => plain?,
             None => Self::parse_toml(text)?,
         };
         (marker.schema_version == MARKER_SCHEMA).then_some(marker)
+    }
+
+    /// The marker of a plain split: `Some(None)` when its head does not parse, `None`
+    /// when the head defines the tables too (dotted keys, a sub-table), which the TOML
+    /// parser decides the meaning of, from the whole text.
+    #[allow(clippy::option_option)] // the callers read the whole text on `None` only
+    fn from_split(split: SplitMarker) -> Option<Option<Self>> {
+        let Ok(head) = toml::from_str::<MarkerHead>(&split.head) else {
+            return Some(None);
+        };
+        if head.files.is_some() || head.user_files.is_some() {
+            return None;
+        }
+        Some(Some(Self {
+            schema_version: head.schema_version,
+            install: head.install,
+            manifest: head.manifest,
+            files: split.files,
+            user_files: split.user_files,
+        }))
     }
 
     /// The whole text through the TOML parser.
@@ -527,12 +552,7 @@ fn split_tables(text: &str) -> Option<SplitMarker> {
         let text = entries.iter().map(|(p, _)| p.len()).sum();
         let mut table = PathTable::with_capacity(entries.len(), text);
         for (path, hex) in entries {
-            let digest = Sha256::parse(hex, "the install marker").ok()?;
-            // In order (as rendered) it is appended; a repeated path refuses the plain
-            // reading.
-            if !table.push(path, digest) && table.insert(path, digest).is_some() {
-                return None;
-            }
+            add_recorded(&mut table, path, hex)?;
         }
         Some(table)
     };
@@ -541,6 +561,62 @@ fn split_tables(text: &str) -> Option<SplitMarker> {
         files: table(files)?,
         user_files: table(user_files)?,
     })
+}
+
+/// Adds a plain table entry of the marker; `None` (read it all as TOML instead) when its
+/// value is not a digest or its path was given before.
+fn add_recorded(table: &mut PathTable<Sha256>, path: &str, hex: &str) -> Option<()> {
+    let digest = Sha256::parse(hex, "the install marker").ok()?;
+    // In order (as rendered) it is appended; a repeated path refuses the plain reading.
+    if !table.push(path, digest) && table.insert(path, digest).is_some() {
+        return None;
+    }
+    Some(())
+}
+
+/// [`split_tables`] from a reader, a line at a time, with the SHA-256 of every byte read:
+/// the marker's text (3.8 MB at 30x processkit) is never held beside its tables. `None`
+/// for the split when the text leaves the plain shape (the caller reads it whole then);
+/// an error when a line is not UTF-8 or the reading fails.
+fn split_tables_read(
+    reader: &mut dyn std::io::BufRead,
+) -> std::io::Result<(Sha256, Option<SplitMarker>)> {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    let mut lines = PlainLines::new(["files", "user_files"]);
+    let mut tables = [PathTable::new(), PathTable::new()];
+    let mut plain = true;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        hasher.update(&line);
+        if !plain {
+            continue;
+        }
+        let text = std::str::from_utf8(&line)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        // As `str::lines` ends a line.
+        let text = text.strip_suffix('\n').unwrap_or(text);
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        plain = match lines.line(text) {
+            None => false,
+            Some(None) => true,
+            Some(Some((i, path, hex))) => add_recorded(&mut tables[i], path, hex).is_some(),
+        };
+    }
+    let digest = Sha256::from_bytes(hasher.finalize().into());
+    let [mut files, mut user_files] = tables;
+    files.shrink_to_fit();
+    user_files.shrink_to_fit();
+    let split = plain.then_some(SplitMarker {
+        head: lines.head,
+        files,
+        user_files,
+    });
+    Ok((digest, split))
 }
 
 /// The plain `(key, value)` entries of each of N tables, borrowed from the text.
@@ -558,17 +634,45 @@ pub(crate) fn split_plain_tables<'t, const N: usize>(
     text: &'t str,
     names: [&str; N],
 ) -> Option<(String, PlainTables<'t, N>)> {
-    if text.contains("\"\"\"") || text.contains("'''") {
-        return None;
-    }
-    let mut head = String::new();
+    let mut lines = PlainLines::new(names);
     let mut tables: [Vec<(&str, &str)>; N] = std::array::from_fn(|_| Vec::new());
-    let mut seen = [false; N];
-    // `None`: the head.
-    let mut section: Option<usize> = None;
+    // `lines` takes `\r\n` as a line end; a lone `\r` is the TOML parser's to judge.
     for line in text.lines() {
-        // `lines` takes `\r\n` as a line end; a lone `\r` is the TOML parser's to judge.
-        if line.contains('\r') {
+        if let Some((i, key, value)) = lines.line(line)? {
+            tables[i].push((key, value));
+        }
+    }
+    Some((lines.head, tables))
+}
+
+/// The reading of [`split_plain_tables`], a line at a time: which lines are the head
+/// (kept, for the TOML parser) and which are entries of the tables `names`.
+struct PlainLines<'n, const N: usize> {
+    names: [&'n str; N],
+    seen: [bool; N],
+    /// The table the lines are in (`None`: the head).
+    section: Option<usize>,
+    /// Every line that is not one of the tables'.
+    head: String,
+}
+
+impl<'n, const N: usize> PlainLines<'n, N> {
+    fn new(names: [&'n str; N]) -> Self {
+        Self {
+            names,
+            seen: [false; N],
+            section: None,
+            head: String::new(),
+        }
+    }
+
+    /// Reads `line` (without its line end): `Some(Some((table, key, value)))` for an
+    /// entry, `Some(None)` for a line of the head or a blank or comment line of a table,
+    /// `None` when the text leaves the plain shape there.
+    #[allow(clippy::option_option)] // three outcomes, read as such at both callers
+    fn line<'l>(&mut self, line: &'l str) -> Option<Option<(usize, &'l str, &'l str)>> {
+        // A multi-line string's delimiter, a lone `\r`, or an array of tables.
+        if line.contains("\"\"\"") || line.contains("'''") || line.contains('\r') {
             return None;
         }
         let t = line.trim();
@@ -576,29 +680,30 @@ pub(crate) fn split_plain_tables<'t, const N: usize>(
             return None;
         }
         if t.starts_with('[') {
-            let table_index = names
+            let table_index = self
+                .names
                 .iter()
                 .position(|n| t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) == Some(*n));
             if let Some(i) = table_index {
-                if std::mem::replace(&mut seen[i], true) {
+                if std::mem::replace(&mut self.seen[i], true) {
                     return None;
                 }
-                section = Some(i);
-                continue;
+                self.section = Some(i);
+                return Some(None);
             }
-            section = None;
+            self.section = None;
         }
-        let Some(i) = section else {
-            head.push_str(line);
-            head.push('\n');
-            continue;
+        let Some(i) = self.section else {
+            self.head.push_str(line);
+            self.head.push('\n');
+            return Some(None);
         };
         if t.is_empty() || t.starts_with('#') {
-            continue;
+            return Some(None);
         }
-        tables[i].push(plain_pair(t)?);
+        let (key, value) = plain_pair(t)?;
+        Some(Some((i, key, value)))
     }
-    Some((head, tables))
 }
 
 /// `"key" = "value"` (spaces around `=` allowed), neither with an escape, a quote or a
@@ -884,7 +989,38 @@ mod tests {
         let parsed = Marker::parse(text);
         let reference = Marker::parse_toml(text).filter(|m| m.schema_version == MARKER_SCHEMA);
         assert_eq!(parsed, reference, "{text}");
+        // Read from a file a line at a time: the same marker, and the text's digest.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("marker");
+        fs_err::write(&file, text).unwrap();
+        let (digest, read) = Marker::read_digested(&file).unwrap();
+        assert_eq!(read, parsed, "{text}");
+        assert_eq!(digest, Sha256::of(text.as_bytes()));
         (parsed, plain)
+    }
+
+    /// A marker file that is not UTF-8 is an error to read (the scan takes it for no
+    /// marker), wherever the bad byte is.
+    #[test]
+    fn a_marker_file_that_is_not_utf8_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(MARKER_PATH);
+        fs_err::create_dir_all(file.parent().unwrap()).unwrap();
+        let entry = format!("\" = \"{D1}\"\n");
+        for text in [
+            [
+                head().as_bytes(),
+                b"[files]\n\"a",
+                b"\xff",
+                entry.as_bytes(),
+            ]
+            .concat(),
+            [b"\xff".as_slice(), head().as_bytes()].concat(),
+        ] {
+            fs_err::write(&file, &text).unwrap();
+            assert!(Marker::read_digested(&file).is_err());
+            assert_eq!(Marker::read(dir.path()), None);
+        }
     }
 
     #[test]
