@@ -72,11 +72,7 @@ pub(crate) fn read_intent(bytes: Option<&[u8]>) -> Option<aibox_provenance::Inte
 /// damaged or unreadable one only costs re-hashing.
 pub(crate) fn read_stat_cache(root: &ProjectRoot) -> Option<aibox_provenance::StatCache> {
     let (file, meta) = root.open_file(Utf8Path::new(STAT_CACHE)).ok()??;
-    Some(aibox_provenance::StatCache::read_from(
-        // Large reads, as the marker's (`Marker::read_digested`).
-        std::io::BufReader::with_capacity(64 * 1024, file),
-        &meta,
-    ))
+    Some(aibox_provenance::StatCache::read_file(file, &meta))
 }
 
 /// First free `.aibox/backups/<path>.<n>`, counting from 1.

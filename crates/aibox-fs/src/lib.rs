@@ -630,13 +630,13 @@ impl ProjectRoot {
         &self,
         rel: &Utf8Path,
     ) -> Result<Option<(Vec<u8>, std::fs::Metadata)>, WriteError> {
-        let Some((_, abs)) = self.locate(rel)? else {
+        use std::io::Read as _;
+        let Some((mut file, meta)) = self.open_file(rel)? else {
             return Ok(None);
         };
-        let Some(meta) = Self::target_meta(rel, &abs)? else {
-            return Ok(None);
-        };
-        let bytes = fs_err::read(&abs).map_err(|e| WriteError::io("read", &abs, e))?;
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or_default());
+        file.read_to_end(&mut bytes)
+            .map_err(|e| WriteError::io("read", self.root.join(rel), e))?;
         Ok(Some((bytes, meta)))
     }
 

@@ -357,14 +357,15 @@ impl InstallPlan {
         let marker = &self.marker;
         let decisions = std::mem::take(&mut self.decisions);
         let tables = marker.tables().is_some();
-        let mut exceptions: Vec<(Arc<str>, Option<Sha256>)> = decisions
-            .into_iter()
-            .filter_map(|d| {
-                let after = d.live_after();
-                let recorded = d.recorded().filter(|_| tables).map(|(_, digest)| digest);
-                (after != recorded).then_some((d.path, after))
-            })
-            .collect();
+        let mut exceptions = SharedPathTable::new();
+        for d in decisions {
+            let after = d.live_after();
+            let recorded = d.recorded().filter(|_| tables).map(|(_, digest)| digest);
+            if after != recorded {
+                // The decisions are sorted by path.
+                exceptions.push(d.path, after);
+            }
+        }
         exceptions.shrink_to_fit();
         LiveAfter {
             marker: tables.then(|| Arc::clone(marker)),
@@ -383,7 +384,7 @@ pub struct LiveAfter {
     /// The files whose digest after the apply is not the one the marker records, sorted
     /// by path: a kept local edit, a file removed or not there (`None`); every file when
     /// the marker has no tables.
-    exceptions: Vec<(Arc<str>, Option<Sha256>)>,
+    exceptions: SharedPathTable<Option<Sha256>>,
 }
 
 impl LiveAfter {
@@ -396,7 +397,7 @@ impl LiveAfter {
             .unwrap_or([&[], &[]]);
         // The marker's two tables are disjoint (a file is the user's or not).
         let recorded = merge_sorted(recorded_entries(files), recorded_entries(user_files));
-        let exceptions = self.exceptions.iter().map(|(p, d)| (&**p, *d));
+        let exceptions = self.exceptions.iter().map(|(p, d)| (p, *d));
         merge_sorted(recorded, exceptions).filter_map(|(path, digest)| Some((path, digest?)))
     }
 }
@@ -868,12 +869,8 @@ fn three_way(
             // the next release), however it was settled.
             // Installed at its own name (nearly every file): the path is the release's,
             // one allocation for the decision and the write alike.
-            let shared = **release_path == *path;
-            let project_path = if shared {
-                Arc::clone(release_path)
-            } else {
-                Arc::from(path)
-            };
+            let project_path = shared_path(path, entry);
+            let shared = Arc::ptr_eq(&project_path, release_path);
             let to = || PlanPath::from(&project_path);
             match action {
                 Action::Write => {
@@ -1594,6 +1591,7 @@ fn list_files(root: &Path, rel: &str, out: &mut Vec<String>) {
         }
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::{Digests, Sha256, Sides};

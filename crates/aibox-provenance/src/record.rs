@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::digest::Sha256;
 use crate::error::{ProvenanceError, Result};
 use crate::source::Verification;
-use crate::table::PathTable;
+use crate::table::{PathTable, SharedPathTable};
 
 /// Project path of the live marker.
 pub const MARKER_PATH: &str = "context/.processkit-provenance.toml";
@@ -166,9 +166,9 @@ impl Marker {
     /// Reads the marker of a project; `None` when missing, unparseable or of an unknown
     /// schema (it is rewritten on the next apply, never an error).
     pub fn read(project_root: &Path) -> Option<Self> {
-        Self::read_digested(&project_root.join(MARKER_PATH))
+        Self::read_file(&project_root.join(MARKER_PATH), None)
             .ok()
-            .and_then(|(_, marker)| marker)
+            .flatten()
     }
 
     /// The marker file at `path`, read a line at a time (its text is never held whole
@@ -178,16 +178,30 @@ impl Marker {
     /// # Errors
     /// The file cannot be read, or is not UTF-8.
     pub fn read_digested(path: &Path) -> std::io::Result<(Sha256, Option<Self>)> {
-        // Large reads: a 10x marker is 1.3 MB, read in 8 KiB it cost a few hundred calls.
-        let mut reader = std::io::BufReader::with_capacity(64 * 1024, fs_err::File::open(path)?);
-        let (digest, split) = split_tables_read(&mut reader)?;
+        use sha2::Digest as _;
+        let mut hasher = sha2::Sha256::new();
+        let marker = Self::read_file(path, Some(&mut hasher))?;
+        Ok((Sha256::from_bytes(hasher.finalize().into()), marker))
+    }
+
+    /// [`Self::read_digested`], hashing only into `hasher` when there is one.
+    fn read_file(
+        path: &Path,
+        mut hasher: Option<&mut sha2::Sha256>,
+    ) -> std::io::Result<Option<Self>> {
+        use sha2::Digest as _;
+        let mut reader = lines_of(fs_err::File::open(path)?);
+        let split = split_tables_read(&mut reader, hasher.as_deref_mut())?;
         if let Some(plain) = split.and_then(Self::from_split) {
             MARKER_PARSES.with(|n| n.set(n.get() + 1));
-            return Ok((digest, plain.filter(|m| m.schema_version == MARKER_SCHEMA)));
+            return Ok(plain.filter(|m| m.schema_version == MARKER_SCHEMA));
         }
         // Another shape: the whole text, through the TOML parser.
         let text = fs_err::read_to_string(path)?;
-        Ok((Sha256::of(text.as_bytes()), Self::parse(&text)))
+        if let Some(hasher) = hasher {
+            *hasher = sha2::Sha256::new_with_prefix(text.as_bytes());
+        }
+        Ok(Self::parse(&text))
     }
 
     /// Parses a marker text; `None` when unparseable or of an unknown schema. The two
@@ -574,49 +588,54 @@ fn add_recorded(table: &mut PathTable<Sha256>, path: &str, hex: &str) -> Option<
     Some(())
 }
 
-/// [`split_tables`] from a reader, a line at a time, with the SHA-256 of every byte read:
-/// the marker's text (3.8 MB at 30x processkit) is never held beside its tables. `None`
-/// for the split when the text leaves the plain shape (the caller reads it whole then);
-/// an error when a line is not UTF-8 or the reading fails.
+/// [`split_tables`] from a reader, a line at a time, hashing every byte read into
+/// `hasher` when there is one: the marker's text (3.8 MB at 30x processkit) is never held
+/// beside its tables. `None` as soon as the text leaves the plain shape (the caller reads
+/// it whole then); an error when a line is not UTF-8 or the reading fails.
 fn split_tables_read(
     reader: &mut dyn std::io::BufRead,
-) -> std::io::Result<(Sha256, Option<SplitMarker>)> {
+    mut hasher: Option<&mut sha2::Sha256>,
+) -> std::io::Result<Option<SplitMarker>> {
     use sha2::Digest as _;
-    let mut hasher = sha2::Sha256::new();
     let mut lines = PlainLines::new(["files", "user_files"]);
     let mut tables = [PathTable::new(), PathTable::new()];
-    let mut plain = true;
     let mut line = Vec::new();
     loop {
         line.clear();
         if reader.read_until(b'\n', &mut line)? == 0 {
             break;
         }
-        hasher.update(&line);
-        if !plain {
-            continue;
+        if let Some(hasher) = hasher.as_deref_mut() {
+            hasher.update(&line);
         }
         let text = std::str::from_utf8(&line)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         // As `str::lines` ends a line.
         let text = text.strip_suffix('\n').unwrap_or(text);
         let text = text.strip_suffix('\r').unwrap_or(text);
-        plain = match lines.line(text) {
+        let plain = match lines.line(text) {
             None => false,
             Some(None) => true,
             Some(Some((i, path, hex))) => add_recorded(&mut tables[i], path, hex).is_some(),
         };
+        if !plain {
+            return Ok(None);
+        }
     }
-    let digest = Sha256::from_bytes(hasher.finalize().into());
     let [mut files, mut user_files] = tables;
     files.shrink_to_fit();
     user_files.shrink_to_fit();
-    let split = plain.then_some(SplitMarker {
+    Ok(Some(SplitMarker {
         head: lines.head,
         files,
         user_files,
-    });
-    Ok((digest, split))
+    }))
+}
+
+/// A record file (the marker, the stat cache) to read a line at a time, in large reads:
+/// a 10x marker is 1.3 MB, which reads of 8 KiB took a few hundred calls for.
+pub(crate) fn lines_of(file: fs_err::File) -> std::io::BufReader<fs_err::File> {
+    std::io::BufReader::with_capacity(64 * 1024, file)
 }
 
 /// The plain `(key, value)` entries of each of N tables, borrowed from the text.
@@ -734,19 +753,12 @@ pub struct IntentWrite {
 /// copy), and the digest of a replaced live file is kept only for the writes that have
 /// one (none in a first install). 48 bytes a write, where a [`PathTable`] of
 /// [`IntentWrite`]s spent 134 (1.2 MB at 10x processkit).
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IntentWrites {
-    /// Each write's path and new digest, sorted by path.
-    news: Vec<(Arc<str>, Sha256)>,
-    /// The live file's digest of the writes that replace one, by position in `news`
-    /// (sorted).
-    befores: Vec<(u32, Sha256)>,
-}
-
-impl std::fmt::Debug for IntentWrites {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map().entries(self.iter()).finish()
-    }
+    /// Each write's new digest.
+    news: SharedPathTable<Sha256>,
+    /// The live file's digest of the writes that replace one.
+    befores: SharedPathTable<Sha256>,
 }
 
 impl IntentWrites {
@@ -762,69 +774,46 @@ impl IntentWrites {
 
     /// The write of `path`.
     pub fn get(&self, path: &str) -> Option<IntentWrite> {
-        let at = self.news.binary_search_by(|(p, _)| (**p).cmp(path)).ok()?;
-        Some(self.write_at(at))
-    }
-
-    /// The write at position `at` of `news`.
-    fn write_at(&self, at: usize) -> IntentWrite {
-        let before = self
-            .befores
-            .binary_search_by_key(&position(at), |&(i, _)| i)
-            .ok()
-            .map(|i| self.befores[i].1);
-        IntentWrite {
-            new: self.news[at].1,
-            before,
-        }
+        Some(IntentWrite {
+            new: *self.news.get(path)?,
+            before: self.befores.get(path).copied(),
+        })
     }
 
     /// Every write in path order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, IntentWrite)> + '_ {
-        (0..self.news.len()).map(|at| (&*self.news[at].0, self.write_at(at)))
+        self.news.iter().map(|(path, &new)| {
+            let before = self.befores.get(path).copied();
+            (path, IntentWrite { new, before })
+        })
     }
 
     /// Every path in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
-        self.news.iter().map(|(p, _)| &**p)
+        self.news.keys()
     }
 
     /// Appends the write of `path` when it sorts after every other one; `false`
     /// (nothing added) when it does not.
     pub fn push(&mut self, path: Arc<str>, write: IntentWrite) -> bool {
-        if self.news.last().is_some_and(|(last, _)| **last >= *path) {
+        if !self.news.push(Arc::clone(&path), write.new) {
             return false;
         }
+        // After every write, so after every write's `before` too.
         if let Some(before) = write.before {
-            self.befores.push((position(self.news.len()), before));
+            self.befores.push(path, before);
         }
-        self.news.push((path, write.new));
         true
     }
 
     /// Adds the write of `path` anywhere, or replaces the one there (reading a record,
     /// and tests; a plan appends in order with [`Self::push`]).
     pub fn insert(&mut self, path: &str, write: IntentWrite) {
-        let at = match self.news.binary_search_by(|(p, _)| (**p).cmp(path)) {
-            Ok(at) => {
-                self.news[at].1 = write.new;
-                self.befores.retain(|&(i, _)| i != position(at));
-                at
-            }
-            Err(at) => {
-                for (i, _) in &mut self.befores {
-                    if *i >= position(at) {
-                        *i += 1;
-                    }
-                }
-                self.news.insert(at, (Arc::from(path), write.new));
-                at
-            }
+        self.news.insert(path, write.new);
+        match write.before {
+            Some(before) => self.befores.insert(path, before),
+            None => self.befores.remove(path),
         };
-        if let Some(before) = write.before {
-            let i = self.befores.partition_point(|&(i, _)| i < position(at));
-            self.befores.insert(i, (position(at), before));
-        }
     }
 
     /// Gives back the spare room of a list built by pushing.
@@ -832,11 +821,6 @@ impl IntentWrites {
         self.news.shrink_to_fit();
         self.befores.shrink_to_fit();
     }
-}
-
-/// A position in [`IntentWrites`]: a plan of 2^32 writes would not fit in memory.
-fn position(at: usize) -> u32 {
-    u32::try_from(at).unwrap_or(u32::MAX)
 }
 
 impl Serialize for IntentWrites {

@@ -178,6 +178,12 @@ impl StatCache {
         Self::read_from(std::io::Cursor::new(text.as_bytes().to_vec()), written)
     }
 
+    /// The cache in the file `file` (opened by the caller, who checked what it is), read
+    /// as it is looked up; `written` is its metadata.
+    pub fn read_file(file: fs_err::File, written: &std::fs::Metadata) -> Self {
+        Self::read_from(crate::record::lines_of(file), written)
+    }
+
     /// The cache read from `reader` as it is looked up (see [`StatCache`]); `written` is
     /// the cache file's metadata.
     pub fn read_from(
@@ -236,12 +242,9 @@ impl StatCache {
     /// file `name` whose metadata is `meta`: `None` unless its stat is unchanged and not
     /// racily clean.
     pub(crate) fn recall(memo: &Path, name: &str, meta: &std::fs::Metadata) -> Option<Sha256> {
-        use std::io::Read as _;
-        let mut file = fs_err::File::open(memo).ok()?;
+        let file = fs_err::File::open(memo).ok()?;
         let written = file.metadata().ok()?;
-        let mut text = String::new();
-        file.read_to_string(&mut text).ok()?;
-        Self::parse(&text, &written).lookup(name, meta)
+        Self::read_from(std::io::BufReader::new(file), &written).lookup(name, meta)
     }
 
     /// The text of a memo file (read back by [`Self::recall`]): the file `name`, whose

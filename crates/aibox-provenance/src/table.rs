@@ -348,6 +348,11 @@ impl<V> SharedPathTable<V> {
         self.entries.iter().map(|(p, v)| (&**p, v))
     }
 
+    /// Every path in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
+        self.entries.iter().map(|(p, _)| &**p)
+    }
+
     /// Appends an entry when it sorts after every other one; `false` (nothing added)
     /// when it does not: a repeated or out-of-order path.
     pub fn push(&mut self, path: Arc<str>, value: V) -> bool {
@@ -368,6 +373,15 @@ impl<V> SharedPathTable<V> {
                 None
             }
         }
+    }
+
+    /// Removes the entry of `path`, returning its value.
+    pub fn remove(&mut self, path: &str) -> Option<V> {
+        let at = self
+            .entries
+            .binary_search_by(|(p, _)| (**p).cmp(path))
+            .ok()?;
+        Some(self.entries.remove(at).1)
     }
 
     /// Gives back the spare room of a table built by pushing.
@@ -409,6 +423,12 @@ mod tests {
             assert_eq!(pushed_shared.push(p.into(), ()), added, "{p}");
         }
         assert_eq!((pushed.len(), pushed_shared.len()), (2, 2));
+        assert_eq!(shared.remove("b"), Some(2));
+        assert_eq!(shared.remove("b"), None);
+        assert_eq!(
+            shared.keys().collect::<Vec<_>>(),
+            ["a", "a/z", "b-c", "b/c"]
+        );
         assert_eq!(t.iter().next_back().map(|(k, _)| k), Some("b/c"));
     }
 }

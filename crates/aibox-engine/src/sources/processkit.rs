@@ -203,8 +203,10 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     }
     plan.write_last(aibox_provenance::record::MARKER_PATH);
     // Written from its tables (a line per installed file), never held as text.
-    let marker: std::sync::Arc<aibox_provenance::MarkerText> = std::mem::take(&mut install.marker);
-    plan.add_rendered(aibox_provenance::record::MARKER_PATH, marker)?;
+    plan.add_rendered(
+        aibox_provenance::record::MARKER_PATH,
+        install.marker.clone(),
+    )?;
     // Files the three-way plan found safe to delete (unchanged since install and gone
     // upstream or deselected), and snapshots of other versions (regenerable).
     for path in &install.removals {
