@@ -36,6 +36,17 @@ fn render_map(
         .collect()
 }
 
+/// `value` (a command, an argument or a URL) in a harness's reference syntax: a harness
+/// that expands references there gets them in its own spelling, never aibox's `${VAR}`
+/// where it would reach the server as that text.
+fn render_text(value: &str, syntax: RefSyntax, what: &str) -> Result<String, Skip> {
+    Template::parse(value).render(syntax).ok_or_else(|| {
+        format!(
+            "{what} `{value}` uses a `${{VAR:-default}}` default, which this harness cannot express"
+        )
+    })
+}
+
 /// How a harness spells the common JSON entry: `command`/`args`/`env` for stdio,
 /// a URL plus `headers` for remote servers.
 struct JsonShape {
@@ -57,8 +68,15 @@ fn json_entry(spec: &ServerSpec, shape: &JsonShape) -> Result<Map<String, Value>
             if let Some(kind) = shape.stdio_type {
                 entry.insert("type".into(), json!(kind));
             }
-            entry.insert("command".into(), json!(command));
+            entry.insert(
+                "command".into(),
+                json!(render_text(command, shape.syntax, "the command")?),
+            );
             if !args.is_empty() {
+                let args = args
+                    .iter()
+                    .map(|a| render_text(a, shape.syntax, "the argument"))
+                    .collect::<Result<Vec<_>, _>>()?;
                 entry.insert("args".into(), json!(args));
             }
             if !env.is_empty() {
@@ -72,7 +90,10 @@ fn json_entry(spec: &ServerSpec, shape: &JsonShape) -> Result<Map<String, Value>
             if let Some(kind) = shape.remote_type {
                 entry.insert("type".into(), json!(kind));
             }
-            entry.insert(shape.url_key.into(), json!(url));
+            entry.insert(
+                shape.url_key.into(),
+                json!(render_text(url, shape.syntax, "the URL")?),
+            );
             if !headers.is_empty() {
                 let h = render_map(headers, shape.syntax, "header")?;
                 entry.insert("headers".into(), Value::Object(h));
@@ -166,6 +187,19 @@ fn str_array(items: impl IntoIterator<Item = String>) -> Array {
     a
 }
 
+/// Codex starts a server's command as written and connects to its URL as written: a
+/// reference there would reach the server as the text `${VAR}`.
+fn codex_unexpanded(what: &str, value: &str) -> Result<(), Skip> {
+    if Template::parse(value).has_var() {
+        return Err(format!(
+            "Codex does not expand variables in the {what} (`{value}`); pass the value through \
+             the server's `env` as `NAME = \"${{NAME}}\"` (Codex forwards it by name) or, for a \
+             remote server, an `Authorization = \"Bearer ${{NAME}}\"` header"
+        ));
+    }
+    Ok(())
+}
+
 /// Codex `[mcp_servers.<name>]` table. Secrets are passed by variable name only.
 pub(crate) fn codex_entry(
     spec: &ServerSpec,
@@ -176,6 +210,11 @@ pub(crate) fn codex_entry(
     let mut notes = Vec::new();
     match &spec.transport {
         Transport::Stdio { command, args, env } => {
+            for (what, value) in
+                std::iter::once(("command", command)).chain(args.iter().map(|a| ("arguments", a)))
+            {
+                codex_unexpanded(what, value)?;
+            }
             t.insert("command", toml_edit::value(absolute(command, workspace)));
             if !args.is_empty() {
                 let args = args.iter().map(|a| absolute(a, workspace));
@@ -217,6 +256,7 @@ pub(crate) fn codex_entry(
             }
         }
         Transport::Remote { url, headers } => {
+            codex_unexpanded("URL", url)?;
             t.insert("url", toml_edit::value(url.as_str()));
             let mut literal = InlineTable::new();
             let mut by_var = InlineTable::new();
@@ -355,8 +395,10 @@ pub(crate) fn opencode_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip>
     match &spec.transport {
         Transport::Stdio { command, args, env } => {
             entry.insert("type".into(), json!("local"));
-            let mut cmd = vec![command.clone()];
-            cmd.extend(args.iter().cloned());
+            let mut cmd = vec![render_text(command, RefSyntax::BraceEnv, "the command")?];
+            for a in args {
+                cmd.push(render_text(a, RefSyntax::BraceEnv, "the argument")?);
+            }
             entry.insert("command".into(), json!(cmd));
             if !env.is_empty() {
                 let e = render_map(env, RefSyntax::BraceEnv, "env")?;
@@ -365,7 +407,10 @@ pub(crate) fn opencode_entry(spec: &ServerSpec) -> Result<Rendered<Value>, Skip>
         }
         Transport::Remote { url, headers } => {
             entry.insert("type".into(), json!("remote"));
-            entry.insert("url".into(), json!(url));
+            entry.insert(
+                "url".into(),
+                json!(render_text(url, RefSyntax::BraceEnv, "the URL")?),
+            );
             if !headers.is_empty() {
                 let h = render_map(headers, RefSyntax::BraceEnv, "header")?;
                 entry.insert("headers".into(), Value::Object(h));

@@ -176,6 +176,9 @@ struct Computed {
     cursor: Vec<(String, Value)>,
     vscode: Vec<(String, Value)>,
     report: Vec<EffectiveServer>,
+    /// A server a harness cannot take as configured, said at every apply (a personal
+    /// server where the harness has no personal place is by design: `mcp list` says it).
+    skips: Vec<String>,
 }
 
 impl Computed {
@@ -352,7 +355,18 @@ fn compute(servers: &[ServerSpec], opts: &RegisterOptions) -> Computed {
                         ));
                     }
                 }
-                Err(reason) => row.skipped = Some(reason),
+                Err(reason) => {
+                    let no_personal_place = s.origin == Origin::Personal
+                        && matches!(
+                            h,
+                            Harness::Claude | Harness::Cursor | Harness::Opencode | Harness::Vscode
+                        );
+                    if !no_personal_place {
+                        c.skips
+                            .push(format!("`{}` is not registered for {h}: {reason}", s.name));
+                    }
+                    row.skipped = Some(reason);
+                }
             }
             c.report.push(row);
         }
@@ -447,6 +461,7 @@ pub fn register(
 
 /// [`register`] plus processkit's hooks and pre-authorisation from the installed release
 /// (`wiring`; the default, empty one prunes every hook and rule aibox wrote before).
+#[allow(clippy::too_many_lines)] // one pass over the target files, each merged in turn
 pub fn register_wired(
     servers: &[ServerSpec],
     opts: &RegisterOptions,
@@ -455,12 +470,18 @@ pub fn register_wired(
     read: &mut dyn FnMut(&str) -> Result<Option<String>, McpError>,
 ) -> Result<Registration, McpError> {
     let mut c = compute(servers, opts);
-    let mut notices = preauth_rules(servers, opts, wiring, &mut c);
+    let mut notices = std::mem::take(&mut c.skips);
+    notices.extend(preauth_rules(servers, opts, wiring, &mut c));
     let enabled = enabled_set(opts.harnesses);
     let mut out = Ledger::new();
     let mut files = Vec::new();
     // Server entries already in the files, to tell whether a missing ledger matters.
     let mut found: BTreeSet<String> = BTreeSet::new();
+    // Whether the project's Codex file keeps a server after the merge, aibox's or one
+    // added by hand: Codex reads that file only for a trusted folder (TARGETS has the
+    // project file before the container-scoped one that holds the trust).
+    let mut codex_project_servers = false;
+    let mut codex_trust = false;
 
     for (h, path, scope) in TARGETS {
         let on = enabled.contains(&h);
@@ -498,12 +519,22 @@ pub fn register_wired(
                     "mcp_servers",
                     doc.merge_tables("mcp_servers", entries, &prev)?,
                 );
+                codex_project_servers = !doc.keys_at("mcp_servers").is_empty();
                 doc.render()
             }
             CODEX_HOME_CONFIG => {
                 let mut doc = TomlDoc::parse(path, text.as_deref())?;
                 found.extend(doc.keys_at("mcp_servers"));
-                merge_codex_home(&mut doc, on, &c, ledger, &mut out, opts.workspace)?;
+                codex_trust = on && codex_project_servers;
+                merge_codex_home(
+                    &mut doc,
+                    on,
+                    codex_trust,
+                    &c,
+                    ledger,
+                    &mut out,
+                    opts.workspace,
+                )?;
                 doc.render()
             }
             _ => {
@@ -532,9 +563,10 @@ pub fn register_wired(
     }
 
     // Said once, when the trust is written, not on every run.
-    let trust_written = files
-        .iter()
-        .any(|f| f.path == CODEX_HOME_CONFIG && f.changed);
+    let trust_written = codex_trust
+        && files
+            .iter()
+            .any(|f| f.path == CODEX_HOME_CONFIG && f.changed);
     notices.extend(user_notices(
         servers,
         opts,
@@ -613,6 +645,7 @@ fn preauth_rules(
 fn merge_codex_home(
     doc: &mut TomlDoc,
     on: bool,
+    trust: bool,
     c: &Computed,
     ledger: Option<&Ledger>,
     out: &mut Ledger,
@@ -640,8 +673,7 @@ fn merge_codex_home(
         doc.merge_tables("mcp_servers", entries, &prev_servers)?,
     );
     let prev = previously_owned(ledger, path, "projects", std::iter::empty(), |_| false);
-    // Trust only matters once Codex has project servers to load.
-    let trust = on && !c.codex.is_empty();
+    // `trust`: only while Codex has project servers to load (the caller's judgement).
     for old in prev.iter().filter(|p| !trust || p.as_str() != workspace) {
         doc.set_nested("projects", old, "trust_level", None)?;
     }
@@ -681,7 +713,7 @@ fn user_notices(
             c.opencode.len()
         ));
     }
-    if trust_written && enabled.contains(&Harness::Codex) && !c.codex.is_empty() {
+    if trust_written {
         notices.push(format!(
             "Codex project trust for {} is seeded in the container-scoped {CODEX_HOME_CONFIG}",
             opts.workspace

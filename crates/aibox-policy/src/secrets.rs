@@ -348,10 +348,42 @@ fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec
 /// The remedy, naming the reference syntax that fits the file.
 fn remedy(file: &str, key: Option<&str>) -> String {
     let header = key.is_some_and(|k| k.eq_ignore_ascii_case("authorization"));
-    let name = key.filter(|k| is_identifier(k) && !header).map_or_else(
-        || if header { "TOKEN" } else { "NAME" }.to_owned(),
-        str::to_ascii_uppercase,
-    );
+    // A URL stays a URL (a whole-value reference is no longer one): only its secret
+    // part becomes a reference. Arguments and commands are named by what they hold.
+    let url = key.is_some_and(|k| {
+        ["url", "httpurl", "serverurl"].contains(&k.to_ascii_lowercase().as_str())
+    });
+    let program = key.is_some_and(|k| ["args", "command"].contains(&k));
+    let name = key
+        .filter(|k| is_identifier(k) && !header && !url && !program)
+        .map_or_else(
+            || {
+                if header || program {
+                    "TOKEN"
+                } else if url {
+                    "KEY"
+                } else {
+                    "NAME"
+                }
+                .to_owned()
+            },
+            str::to_ascii_uppercase,
+        );
+    let spelled = if file.ends_with("opencode.json") {
+        format!("{{env:{name}}}")
+    } else if file.contains(".cursor/") || file.contains(".vscode/") {
+        format!("${{env:{name}}}")
+    } else {
+        format!("${{{name}}}")
+    };
+    if url && !file.contains(".codex/") {
+        return format!(
+            "remove the secret from this committed URL: put it in `.aibox-local.toml` under \
+             `[container.environment]` (gitignored) as `{name}` and write only that part as a \
+             reference, for example `https://host/mcp?key={spelled}`, or send it in a header \
+             (`Authorization = \"Bearer {spelled}\"`)"
+        );
+    }
     let reference = if header {
         format!("`Bearer ${{{name}}}`")
     } else if file.ends_with("opencode.json") {

@@ -106,9 +106,21 @@ fn run(root: &Path, home: &Path, program: &str, args: &[&str]) -> String {
 
 /// Runs a client; returns whether it exited 0, and stdout + stderr.
 fn run_status(root: &Path, home: &Path, program: &str, args: &[&str]) -> (bool, String) {
+    run_with(root, home, program, args, &[])
+}
+
+/// [`run_status`] with variables `vars` set in the client's environment.
+fn run_with(
+    root: &Path,
+    home: &Path,
+    program: &str,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> (bool, String) {
     let started = Instant::now();
     let out = Command::new(bin(program))
         .args(args)
+        .envs(vars.iter().copied())
         .current_dir(root)
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
@@ -341,6 +353,54 @@ fn real_clients_load_exactly_the_registered_servers() {
     }
     let codex = fs_err::read_to_string(root.join(".codex/config.toml")).unwrap();
     assert!(codex.starts_with("# mine\n"), "{codex}");
+}
+
+/// A reference in a command's arguments or in a URL reaches each client in the syntax
+/// it expands: the real `OpenCode` resolves its `{env:VAR}` there (`opencode debug
+/// config`), where aibox's `${VAR}` stayed that text; Codex, which expands nothing
+/// there, does not get the servers (the skip is reported), and the others load them.
+#[test]
+fn references_in_arguments_and_urls_reach_each_client_expanded() {
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let home = root.join(".aibox-home");
+    fs_err::create_dir_all(&home).unwrap();
+    let servers = [
+        stdio(
+            "tokened",
+            Origin::Team,
+            "true",
+            &["--token", "${QA_ARG_TOKEN}"],
+            &[],
+        ),
+        remote(
+            "keyed",
+            Origin::Team,
+            "http://127.0.0.1:9/mcp?key=${QA_URL_KEY}",
+            &[],
+        ),
+    ];
+    apply(root, &servers);
+    let vars = [
+        ("QA_ARG_TOKEN", "arg-value-from-env"),
+        ("QA_URL_KEY", "url-value-from-env"),
+    ];
+    let (ok, config) = run_with(root, &home, "opencode", &["debug", "config"], &vars);
+    assert!(ok, "opencode debug config:\n{config}");
+    assert!(
+        config.contains("\"arg-value-from-env\"")
+            && config.contains("http://127.0.0.1:9/mcp?key=url-value-from-env"),
+        "OpenCode did not expand the references:\n{config}"
+    );
+    assert!(!config.contains("QA_"), "{config}");
+    // No server for Codex, so no container-scoped config either: the folder alone.
+    fs_err::create_dir_all(home.join(".codex")).unwrap();
+    let codex = run(root, &home, "codex", &["mcp", "list", "--json"]);
+    assert_eq!(codex_names(&codex).0, set(&[]), "{codex}");
+    let claude = run(root, &home, "claude", &["mcp", "list"]);
+    assert_eq!(listed(&claude), set(&["tokened", "keyed"]), "{claude}");
+    let gemini = run(root, &home, "gemini", &["mcp", "list"]);
+    assert_eq!(listed(&gemini), set(&["tokened", "keyed"]), "{gemini}");
 }
 
 /// The backticked spans of `text`.

@@ -647,6 +647,145 @@ fn codex_trust_is_seeded_only_while_codex_has_servers() {
 }
 
 #[test]
+fn codex_trust_follows_servers_added_by_hand_too() {
+    let mut files = Files::new();
+    files.insert(
+        ".codex/config.toml".into(),
+        "[mcp_servers.mine]\ncommand = \"m\"\n".into(),
+    );
+    let reg = apply(&mut files, &[], &[Harness::Codex], &perms()).unwrap();
+    assert!(
+        files[".aibox-home/.codex/config.toml"].contains("trust_level = \"trusted\""),
+        "{files:?}"
+    );
+    assert!(
+        reg.notices
+            .iter()
+            .any(|n| n.contains("Codex project trust")),
+        "{:?}",
+        reg.notices
+    );
+    assert!(files[".codex/config.toml"].contains("[mcp_servers.mine]"));
+    // The user's last server gone: nothing left to trust the folder for.
+    files.insert(".codex/config.toml".into(), "# none left\n".into());
+    apply(&mut files, &[], &[Harness::Codex], &perms()).unwrap();
+    assert!(!files[".aibox-home/.codex/config.toml"].contains("trusted"));
+}
+
+#[test]
+fn references_in_commands_and_urls_take_each_harness_syntax() {
+    let servers = [
+        stdio("tokened", Origin::Team, "tool", &["--token", "${T}"], &[]),
+        remote("keyed", Origin::Team, "https://x.invalid/mcp?key=${K}", &[]),
+    ];
+    let mut files = Files::new();
+    let reg = apply(&mut files, &servers, &Harness::ALL, &Permissions::default()).unwrap();
+    let j = |path: &str| json(&files[path]);
+    assert_eq!(j(".mcp.json")["mcpServers"]["tokened"]["args"][1], "${T}");
+    assert_eq!(
+        j(".mcp.json")["mcpServers"]["keyed"]["url"],
+        "https://x.invalid/mcp?key=${K}"
+    );
+    assert_eq!(
+        j(".gemini/settings.json")["mcpServers"]["tokened"]["args"][1],
+        "${T}"
+    );
+    assert_eq!(
+        j("opencode.json")["mcp"]["tokened"]["command"],
+        serde_json::json!(["tool", "--token", "{env:T}"])
+    );
+    assert_eq!(
+        j("opencode.json")["mcp"]["keyed"]["url"],
+        "https://x.invalid/mcp?key={env:K}"
+    );
+    for (path, slot) in [
+        (".cursor/mcp.json", "mcpServers"),
+        (".vscode/mcp.json", "servers"),
+    ] {
+        assert_eq!(j(path)[slot]["tokened"]["args"][1], "${env:T}", "{path}");
+        assert_eq!(
+            j(path)[slot]["keyed"]["url"],
+            "https://x.invalid/mcp?key=${env:K}",
+            "{path}"
+        );
+    }
+    // Codex expands nothing there: neither server is written, and apply says why.
+    assert!(
+        !files
+            .get(".codex/config.toml")
+            .is_some_and(|t| t.contains("tokened") || t.contains("keyed")),
+        "{files:?}"
+    );
+    for name in ["tokened", "keyed"] {
+        let row = reg
+            .servers
+            .iter()
+            .find(|r| r.harness == Harness::Codex && r.name == name)
+            .unwrap();
+        assert!(
+            row.skipped
+                .as_deref()
+                .is_some_and(|r| r.contains("does not expand variables")),
+            "{row:?}"
+        );
+        assert!(
+            reg.notices
+                .iter()
+                .any(|n| n.starts_with(&format!("`{name}` is not registered for codex: "))),
+            "{:?}",
+            reg.notices
+        );
+    }
+    // A default has no spelling in `${env:VAR}` or `{env:VAR}`: skipped there, kept in
+    // the harnesses that take it.
+    let defaulted = [stdio("dflt", Origin::Team, "tool", &["${T:-x}"], &[])];
+    let reg = apply(
+        &mut Files::new(),
+        &defaulted,
+        &Harness::ALL,
+        &Permissions::default(),
+    )
+    .unwrap();
+    let skipped: Vec<Harness> = reg
+        .servers
+        .iter()
+        .filter(|r| r.skipped.is_some())
+        .map(|r| r.harness)
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            Harness::Codex,
+            Harness::Opencode,
+            Harness::Cursor,
+            Harness::Vscode
+        ]
+    );
+}
+
+#[test]
+fn a_personal_server_without_a_personal_place_is_no_apply_notice() {
+    let servers = [stdio("mine", Origin::Personal, "tool", &[], &[])];
+    let reg = apply(
+        &mut Files::new(),
+        &servers,
+        &Harness::ALL,
+        &Permissions::default(),
+    )
+    .unwrap();
+    assert!(
+        reg.servers
+            .iter()
+            .any(|r| r.harness == Harness::Claude && r.skipped.is_some())
+    );
+    assert!(
+        !reg.notices.iter().any(|n| n.contains("is not registered")),
+        "{:?}",
+        reg.notices
+    );
+}
+
+#[test]
 fn parse_errors_render_with_file_line_and_code() {
     let mut files = Files::new();
     files.insert(

@@ -86,6 +86,46 @@ headers = {{ Authorization = "Bearer FAKEFAKEFAKEFAKE" }}
 }
 
 #[test]
+fn a_secret_in_a_url_or_an_argument_gets_a_remedy_that_stays_valid() {
+    let text = format!(
+        r#"[[ai.mcp.servers]]
+name = "remote"
+url = "https://mcp.example.invalid/mcp?key={GHP}"
+
+[[ai.mcp.servers]]
+name = "local"
+command = "tool"
+args = ["{GHP}"]
+"#
+    );
+    let found = scan_secrets("aibox.toml", &text, TextKind::Toml);
+    assert_no_value_leaks(&found, &[GHP]);
+    let remedy = |field: &str| {
+        found
+            .iter()
+            .find(|f| f.message.contains(field))
+            .map(|f| f.remedy.as_str())
+            .unwrap()
+    };
+    // The URL keeps its scheme and host (a whole-value `${URL}` is refused as no URL).
+    let url = remedy("servers[0].url");
+    assert!(url.contains("`https://host/mcp?key=${KEY}`"), "{url}");
+    assert!(!url.contains("${URL}"), "{url}");
+    assert!(
+        remedy("servers[1].args[0]").contains("`${TOKEN}`"),
+        "{found:?}"
+    );
+    let found = scan_secrets(
+        "opencode.json",
+        &format!(
+            r#"{{"mcp": {{"r": {{"type": "remote", "url": "https://h.invalid/?k={GHP}"}}}}}}"#
+        ),
+        TextKind::Json,
+    );
+    assert!(found[0].remedy.contains("{env:KEY}"), "{found:?}");
+}
+
+#[test]
 fn references_are_allowed_everywhere() {
     let toml = r#"[container]
 name = "demo"
