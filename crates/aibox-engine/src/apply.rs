@@ -221,8 +221,18 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     };
     // Resolved under the project lock: the previous `aibox.lock` is the one this run
     // builds on.
-    let resolved = crate::resolve::resolve_in(root, project, &options.plan)?;
-    apply_fresh(resolved, options, guard)
+    let checking;
+    let plan_options = if options.check && !options.plan.check_only {
+        checking = PlanOptions {
+            check_only: true,
+            ..options.plan.clone()
+        };
+        &checking
+    } else {
+        &options.plan
+    };
+    let resolved = crate::resolve::resolve_in(root, project, plan_options)?;
+    apply_fresh(resolved, options, guard, Unowned::LISTED)
 }
 
 /// Applies a project resolved earlier ([`crate::resolve()`]); `options.plan` is not used
@@ -242,16 +252,18 @@ pub fn apply_resolved(
     let guard = lock_unless_read_only(root, options)?;
     let project = match changed_since(resolved)? {
         Changed::No(project) => project,
-        Changed::Yes(project) => return resolve_again(resolved, project, options, guard),
+        Changed::Yes(project) => {
+            return resolve_again(resolved, project, options, guard, Unowned::LISTED);
+        }
     };
     let plan = crate::plan::plan(resolved)?;
     // The processkit plan was computed from the live tree `resolve` scanned. Should a file
     // it writes have changed since (an edit while the caller held the resolved value), the
     // project is resolved again under the project lock, so no edit is overwritten.
     if !(options.dry_run || options.check) && processkit_scan_is_stale(root, &plan)? {
-        return resolve_again(resolved, project, options, guard);
+        return resolve_again(resolved, project, options, guard, Unowned::LISTED);
     }
-    apply_plan_locked(resolved, plan, options, guard)
+    apply_plan_locked(resolved, plan, options, guard, Unowned::LISTED)
 }
 
 /// `apply --check` of `resolved` with the plan the caller already made of it (`doctor`,
@@ -266,8 +278,8 @@ pub(crate) fn check_planned(
         ..ApplyOptions::default()
     };
     match changed_since(resolved)? {
-        Changed::No(_) => apply_plan_locked(resolved, plan, &options, None),
-        Changed::Yes(project) => resolve_again(resolved, project, &options, None),
+        Changed::No(_) => apply_plan_locked(resolved, plan, &options, None, Unowned::REFUSED),
+        Changed::Yes(project) => resolve_again(resolved, project, &options, None, Unowned::REFUSED),
     }
 }
 
@@ -300,10 +312,11 @@ fn resolve_again(
     project: aibox_config::Project,
     options: &ApplyOptions,
     guard: Option<ProjectLock>,
+    listed: bool,
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root().clone();
     let again = crate::resolve::resolve_in(root, project, resolved.options())?;
-    apply_fresh(again, options, guard)
+    apply_fresh(again, options, guard, listed)
 }
 
 fn lock_unless_read_only(
@@ -325,10 +338,11 @@ fn apply_fresh(
     mut resolved: crate::resolve::Resolved,
     options: &ApplyOptions,
     guard: Option<ProjectLock>,
+    listed: bool,
 ) -> Result<ApplyReport, EngineError> {
     let plan = crate::plan::plan(&resolved)?;
     resolved.free_planning_state();
-    apply_plan_locked(&resolved, plan, options, guard)
+    apply_plan_locked(&resolved, plan, options, guard, listed)
 }
 
 /// Whether a file the processkit plan writes is no longer as the resolve-time scan saw
@@ -358,6 +372,7 @@ fn apply_plan_locked(
     mut plan: crate::builder::Plan,
     options: &ApplyOptions,
     _guard: Option<ProjectLock>,
+    listed: bool,
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root();
     let read_only = options.dry_run || options.check;
@@ -394,9 +409,17 @@ fn apply_plan_locked(
     // A dry run or check moves nothing: it lists (and diffs) every removal.
     let listed_with = if read_only { &[][..] } else { &moves[..] };
     let mut removals = planned_removals(root, &plan, options, listed_with)?;
-    refuse_unowned(&decisions, &all, options)?;
+    // A check answers "is every committed output current?": a hand-edited one is not, so
+    // it is listed as stale (exit 1), with what `apply` will do about it.
+    let unowned = if options.check && listed {
+        unowned_notes(&decisions, &all)
+    } else {
+        refuse_unowned(&decisions, &all, options)?;
+        Vec::new()
+    };
 
     if read_only {
+        plan.warnings.extend(unowned);
         let mut files: Vec<FileReport> = decisions
             .into_iter()
             .zip(&all)
@@ -404,8 +427,7 @@ fn apply_plan_locked(
             .collect();
         fill_copy_paths(&mut files, &mut plan.files);
         if options.check {
-            files.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
-            removals.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
+            checked_only(&mut files, &mut removals);
         }
         let lock_report = files.pop();
         files.extend(removals);
@@ -639,6 +661,43 @@ fn planned_removals(
         }
     }
     Ok(removals)
+}
+
+/// What `apply --check` reports of a read-only run's files and removals: committed files
+/// only (local state is not judged), and a hand-edited file as one to update (a check
+/// saves no backup).
+fn checked_only(files: &mut Vec<FileReport>, removals: &mut Vec<FileReport>) {
+    files.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
+    removals.retain(|r| !aibox_config::is_local_state(r.path.as_str()));
+    for r in files {
+        if r.action == FileAction::BackedUp {
+            r.action = FileAction::Updated;
+            if let Some(details) = &mut r.details {
+                details.backup = None;
+            }
+        }
+    }
+}
+
+/// For `apply --check`: a note per committed generated file aibox did not write or that
+/// was edited by hand since the last apply (its report lists it as one to update).
+fn unowned_notes(decisions: &[Decision], planned: &[&PlannedFile]) -> Vec<String> {
+    decisions
+        .iter()
+        .zip(planned)
+        .filter(|(_, f)| !aibox_config::is_local_state(f.path.as_str()))
+        .filter_map(|(d, f)| {
+            let why = match d.unowned? {
+                Unowned::Foreign => "was not written by aibox",
+                Unowned::Edited => "was edited by hand since the last apply",
+            };
+            Some(format!(
+                "`{}` {why}: `aibox apply` refuses to overwrite it (move your change into \
+                 aibox.toml, or `aibox apply --force` keeps a backup and rewrites it)",
+                f.path
+            ))
+        })
+        .collect()
 }
 
 /// Refuses (without `--force`) the first generated file aibox did not write or that was
@@ -1006,6 +1065,14 @@ enum Unowned {
     Foreign,
     /// aibox wrote it, and it was edited by hand since.
     Edited,
+}
+
+impl Unowned {
+    /// A check lists such files as stale, with a note (`apply --check`).
+    const LISTED: bool = true;
+    /// A check refuses them as `apply` does (doctor's `sync` check, whose finding names
+    /// `--force` and never advises a plain `apply`).
+    const REFUSED: bool = false;
 }
 
 /// What an apply does with one planned file. Compact (16 bytes): a first install holds one

@@ -56,8 +56,14 @@ impl Security {
     /// Takes the decision for `project`; `engine` is the engine the gate judges (`None`:
     /// resolved from this process's environment, only when the posture depends on it).
     pub fn of(project: &Project, engine: Option<TargetEngine>) -> Self {
+        Self::judged(project, engine, false)
+    }
+
+    /// [`Self::of`]; with `check_only` (`apply --check`), an engine-aware refusal for an
+    /// engine that was not found becomes a warning of the decision.
+    pub fn judged(project: &Project, engine: Option<TargetEngine>, check_only: bool) -> Self {
         let config = &project.config;
-        let decision = aibox_policy::container_security(config);
+        let mut decision = aibox_policy::container_security(config);
         let mut judged = None;
         let mut engine_refusal = None;
         // The engine-aware half of the gate; the engine is resolved only when it matters.
@@ -72,6 +78,17 @@ impl Security {
             });
             judged = Some(engine);
             engine_refusal = aibox_policy::check_engine(d, engine).err();
+        }
+        if check_only
+            && judged == Some(TargetEngine::Unknown)
+            && let (Some(refusal), Ok(d)) = (&engine_refusal, &mut decision)
+        {
+            d.warnings.push(format!(
+                "no container engine found here, so this check does not judge the Docker \
+                 case: {refusal}; `aibox apply` asks for that consent where the project \
+                 runs on Docker (or set `[container] engine`)"
+            ));
+            engine_refusal = None;
         }
         Self {
             decision,
@@ -260,6 +277,11 @@ pub struct PlanOptions {
     /// How team MCP servers' npm trees that `aibox.lock` does not hold yet are resolved
     /// (see [`crate::mcp_npm`]).
     pub npm_resolver: crate::mcp_resolver::Resolver,
+    /// Planned for `apply --check` (set by [`crate::apply()`]): with no container engine
+    /// found, the engine-aware seccomp refusal is a warning, not an error. It guards
+    /// running the container, and the files do not depend on the engine, so a CI runner
+    /// without one can still tell whether they are current.
+    pub check_only: bool,
 }
 
 impl std::fmt::Debug for PlanOptions {
@@ -273,6 +295,7 @@ impl std::fmt::Debug for PlanOptions {
             .field("python_resolver", &self.python_resolver)
             .field("notice", &self.notice.is_some())
             .field("npm_resolver", &self.npm_resolver)
+            .field("check_only", &self.check_only)
             .finish()
     }
 }
@@ -288,6 +311,7 @@ impl Default for PlanOptions {
             python_resolver: crate::mcp_resolver::Resolver::default(),
             notice: None,
             npm_resolver: crate::mcp_resolver::Resolver::default(),
+            check_only: false,
         }
     }
 }
@@ -421,7 +445,7 @@ pub(crate) fn resolve_in(
     options: &PlanOptions,
 ) -> Result<Resolved, EngineError> {
     let previous_lock = crate::snapshot::read_lock(&root)?;
-    let security = Security::of(&project, options.engine);
+    let security = Security::judged(&project, options.engine, options.check_only);
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;
     let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), &files, options)?;
     let mcp_npm = crate::mcp_npm::lock(

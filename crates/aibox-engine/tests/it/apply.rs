@@ -366,7 +366,7 @@ fn generated_file_with_recorded_digest_is_updated_without_force() {
 }
 
 /// A hand edit of a generated file, even one that keeps aibox's header, is refused with
-/// the diff; `--force` keeps a backup. Nothing is lost.
+/// the diff (a check lists it as stale); `--force` keeps a backup. Nothing is lost.
 #[test]
 fn hand_edited_generated_file_is_refused_then_backed_up_with_force() {
     let fx = Fixture::new();
@@ -374,7 +374,21 @@ fn hand_edited_generated_file_is_refused_then_backed_up_with_force() {
     let edited = format!("{}RUN echo my tweak\n", fx.read(DOCKERFILE));
     assert!(edited.contains(aibox_devcontainer::GENERATED_HEADER_MARKER));
     fx.write(DOCKERFILE, &edited);
-    for options in [opts(), dry_run(), check()] {
+    // `--check` lists it as stale (the CLI's exit 1) and says what apply will do.
+    let report = apply(&fx.root, &check()).unwrap();
+    assert!(report.changed());
+    assert_eq!(action(&report, DOCKERFILE), FileAction::Updated);
+    let entry = report.files.iter().find(|f| f.path == DOCKERFILE).unwrap();
+    assert_eq!(entry.backup(), None, "a check saves nothing");
+    assert!(
+        report.warnings.iter().any(|w| w.contains(DOCKERFILE)
+            && w.contains("edited by hand")
+            && w.contains("--force")),
+        "{:?}",
+        report.warnings
+    );
+    assert_eq!(fx.read(DOCKERFILE), edited);
+    for options in [opts(), dry_run()] {
         let err = apply(&fx.root, &options).unwrap_err();
         assert_eq!(code(&err), "aibox::apply::edited_file");
         let EngineError::EditedFile { path, diff } = &err else {

@@ -352,6 +352,25 @@ fn auto_is_judged_by_the_engine_it_resolves_to() {
         );
     }
     apply(&p.root, &with(TargetEngine::Podman)).unwrap();
+    // `apply --check` on a machine without an engine (a CI runner): the files do not
+    // depend on the engine, so the check still answers, and says what it did not judge.
+    let check = |engine| ApplyOptions {
+        check: true,
+        ..with(engine)
+    };
+    let report = apply(&p.root, &check(TargetEngine::Unknown)).unwrap();
+    assert!(!report.changed(), "{report:?}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("no container engine found") && w.contains("seccomp")),
+        "{:?}",
+        report.warnings
+    );
+    // A Docker found is judged as ever, check or not.
+    let err = apply(&p.root, &check(TargetEngine::Docker)).unwrap_err();
+    assert_eq!(code(&err), "aibox::policy::seccomp_consent");
 }
 
 /// The old default value still loads; apply says what it means now.
