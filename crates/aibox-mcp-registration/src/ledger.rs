@@ -35,6 +35,10 @@ pub struct Ledger {
     pub version: u32,
     /// File path → slot → owned keys or items.
     pub files: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+    /// File path → `slot/name` → SHA-256 of the entry as aibox last wrote it (canonical
+    /// form), to tell a hand edit inside an owned entry from aibox's own writing.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub entries: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Ledger {
@@ -43,6 +47,7 @@ impl Ledger {
         Self {
             version: VERSION,
             files: BTreeMap::new(),
+            entries: BTreeMap::new(),
         }
     }
 
@@ -86,6 +91,29 @@ impl Ledger {
         }
         if entry.is_empty() {
             self.files.remove(file);
+        }
+    }
+
+    /// The digest recorded for entry `name` of `slot` in `file`, if any.
+    pub fn entry_digest(&self, file: &str, slot: &str, name: &str) -> Option<&str> {
+        self.entries
+            .get(file)?
+            .get(&format!("{slot}/{name}"))
+            .map(String::as_str)
+    }
+
+    /// Records the digests of the entries of `slot` in `file` (replacing that slot's).
+    pub fn set_entry_digests(&mut self, file: &str, slot: &str, digests: BTreeMap<String, String>) {
+        let entry = self.entries.entry(file.to_owned()).or_default();
+        let prefix = format!("{slot}/");
+        entry.retain(|k, _| !k.starts_with(&prefix));
+        entry.extend(
+            digests
+                .into_iter()
+                .map(|(name, d)| (format!("{prefix}{name}"), d)),
+        );
+        if entry.is_empty() {
+            self.entries.remove(file);
         }
     }
 

@@ -16,6 +16,7 @@
 //! a file that does not parse is an error and is left untouched; output is
 //! deterministic and a second apply is byte-identical.
 
+mod edits;
 mod error;
 mod harness;
 pub mod hooks;

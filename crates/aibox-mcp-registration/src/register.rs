@@ -514,11 +514,30 @@ pub fn register_wired(
                         .iter()
                         .map(|(name, table)| (name, doc.differs("mcp_servers", name, table))),
                 )?;
-                out.set(
+                let sorted = crate::edits::sort(
                     path,
                     "mcp_servers",
-                    doc.merge_tables("mcp_servers", entries, &prev)?,
+                    entries,
+                    ledger,
+                    |name| {
+                        doc.table_at("mcp_servers", name)
+                            .map(crate::edits::toml_digest)
+                    },
+                    crate::edits::toml_digest,
                 );
+                notices.extend(
+                    sorted
+                        .kept
+                        .iter()
+                        .map(|n| crate::edits::kept_notice(path, n)),
+                );
+                // A kept entry is neither rewritten nor removed: out of the merge, still owned.
+                let merged_prev: BTreeSet<String> =
+                    prev.difference(&sorted.kept).cloned().collect();
+                let mut owned = doc.merge_tables("mcp_servers", sorted.write, &merged_prev)?;
+                owned.extend(sorted.kept);
+                out.set(path, "mcp_servers", owned);
+                out.set_entry_digests(path, "mcp_servers", sorted.digests);
                 codex_project_servers = !doc.keys_at("mcp_servers").is_empty();
                 doc.render()
             }
@@ -542,7 +561,7 @@ pub fn register_wired(
                 if let Some(slot) = server_slot(path) {
                     found.extend(doc.keys_at(&[slot]));
                 }
-                merge_json(&mut doc, path, on, &c, ledger, &mut out)?;
+                merge_json(&mut doc, path, on, &c, ledger, &mut out, &mut notices)?;
                 if let Some(file) = HookFile::of(path) {
                     crate::hooks::merge_hooks(&mut doc, path, file, wiring, on, ledger, &mut out)?;
                 }
@@ -751,6 +770,7 @@ fn merge_json(
     c: &Computed,
     ledger: Option<&Ledger>,
     out: &mut Ledger,
+    notices: &mut Vec<String>,
 ) -> Result<(), McpError> {
     let pick = |v: &Vec<(String, Value)>| if on { v.clone() } else { Vec::new() };
     let (slot, entries): (&[&str], Vec<(String, Value)>) = match path {
@@ -807,7 +827,26 @@ fn merge_json(
             .iter()
             .map(|(name, value)| (name, doc.entry(slot, name).is_some_and(|v| v != value))),
     )?;
-    out.set(path, &slot_name, doc.merge_entries(slot, entries, &prev)?);
+    let sorted = crate::edits::sort(
+        path,
+        &slot_name,
+        entries,
+        ledger,
+        |name| doc.entry(slot, name).map(crate::edits::json_digest),
+        crate::edits::json_digest,
+    );
+    notices.extend(
+        sorted
+            .kept
+            .iter()
+            .map(|n| crate::edits::kept_notice(path, n)),
+    );
+    // A kept entry is neither rewritten nor removed: out of the merge, still owned.
+    let merged_prev: BTreeSet<String> = prev.difference(&sorted.kept).cloned().collect();
+    let mut owned = doc.merge_entries(slot, sorted.write, &merged_prev)?;
+    owned.extend(sorted.kept);
+    out.set(path, &slot_name, owned);
+    out.set_entry_digests(path, &slot_name, sorted.digests);
     Ok(())
 }
 

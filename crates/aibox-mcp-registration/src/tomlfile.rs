@@ -48,6 +48,15 @@ impl TomlDoc {
             .unwrap_or_default()
     }
 
+    /// The table `parent.name`, when the file holds one there.
+    pub fn table_at(&self, parent: &str, name: &str) -> Option<&Table> {
+        self.doc
+            .get(parent)
+            .and_then(Item::as_table_like)
+            .and_then(|t| t.get(name))
+            .and_then(Item::as_table)
+    }
+
     /// Whether `parent.name` exists with other contents than `new` (formatting and
     /// comments aside): taking it over would change it.
     pub fn differs(&self, parent: &str, name: &str, new: &Table) -> bool {

@@ -785,6 +785,67 @@ fn a_personal_server_without_a_personal_place_is_no_apply_notice() {
     );
 }
 
+/// A hand edit inside an entry aibox registered (a teammate's `timeout`, an extra
+/// variable, a tuned Codex timeout with a comment) is kept exactly and reported at every
+/// apply, never overwritten silently; untouched entries still follow the configuration,
+/// and deleting the edited entry hands it back to aibox.
+#[test]
+fn hand_edits_inside_registered_entries_are_kept_and_reported() {
+    let mut files = Files::new();
+    apply(&mut files, &fixture_servers(), &Harness::ALL, &perms()).unwrap();
+    let mut mcp = json(&files[".mcp.json"]);
+    mcp["mcpServers"]["docs"]["timeout"] = serde_json::json!(5000);
+    mcp["mcpServers"]["docs"]["env"]["EXTRA"] = serde_json::json!("${EXTRA}");
+    let edited_mcp = serde_json::to_string_pretty(&mcp).unwrap();
+    files.insert(".mcp.json".into(), edited_mcp.clone());
+    let codex = files[".codex/config.toml"].replace(
+        "[mcp_servers.docs]\n",
+        "[mcp_servers.docs]\n# slow on CI\nstartup_timeout_sec = 120\n",
+    );
+    assert_ne!(codex, files[".codex/config.toml"]);
+    files.insert(".codex/config.toml".into(), codex.clone());
+
+    // The configuration changes docs for every harness: only the unedited entries follow.
+    let mut servers = fixture_servers();
+    let aibox_mcp_registration::spec::Transport::Stdio { args, .. } = &mut servers[1].transport
+    else {
+        panic!()
+    };
+    args.push("--verbose".into());
+    for round in 0..2 {
+        let reg = apply(&mut files, &servers, &Harness::ALL, &perms()).unwrap();
+        assert_eq!(files[".mcp.json"], edited_mcp, "round {round}");
+        assert_eq!(files[".codex/config.toml"], codex, "round {round}");
+        for file in [".mcp.json", ".codex/config.toml"] {
+            assert!(
+                reg.notices
+                    .iter()
+                    .any(|n| n.contains(&format!("`docs` entry in {file} was edited by hand"))),
+                "round {round}: {:?}",
+                reg.notices
+            );
+        }
+        let gemini = json(&files[".gemini/settings.json"]);
+        assert_eq!(
+            gemini["mcpServers"]["docs"]["args"][2], "--verbose",
+            "{gemini}"
+        );
+    }
+    // Deleted by the user: aibox writes it again, from the configuration.
+    let mut mcp = json(&files[".mcp.json"]);
+    mcp["mcpServers"].as_object_mut().unwrap().remove("docs");
+    files.insert(".mcp.json".into(), mcp.to_string());
+    let reg = apply(&mut files, &servers, &Harness::ALL, &perms()).unwrap();
+    let mcp = json(&files[".mcp.json"]);
+    assert_eq!(mcp["mcpServers"]["docs"]["args"][2], "--verbose");
+    assert!(mcp["mcpServers"]["docs"].get("timeout").is_none());
+    assert!(
+        !reg.notices.iter().any(|n| n.contains("entry in .mcp.json")),
+        "{:?}",
+        reg.notices
+    );
+}
+
 #[test]
 fn parse_errors_render_with_file_line_and_code() {
     let mut files = Files::new();
