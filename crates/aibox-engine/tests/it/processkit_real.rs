@@ -591,6 +591,45 @@ fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
 }
 
 #[test]
+fn a_deleted_server_script_deregisters_its_skill_without_gating_it() {
+    // QA: deleting only a release skill's server script made the review gate refuse the
+    // rest of the folder as a failing third-party skill (exit 2), while the harness kept
+    // the server pointing at the missing script.
+    let pk = install("\"product\"");
+    let (root, cache) = (pk.root.clone(), pk.cache.clone());
+    fs_err::remove_file(root.join(WORKITEM_SERVER)).unwrap();
+
+    let report = apply(&root, &options(&cache)).unwrap();
+    assert!(
+        report.warnings.iter().any(|w| w.contains(&format!(
+            "`{WORKITEM_SERVER}` was deleted by hand, so `processkit-workitem-management` is \
+             not registered in any harness"
+        ))),
+        "{:?}",
+        report.warnings
+    );
+    for file in HARNESS_FILES {
+        let text = fs_err::read_to_string(root.join(file)).unwrap();
+        assert!(!text.contains("workitem-management"), "{file}: {text}");
+        assert!(text.contains("processkit-event-log"), "{file}");
+    }
+    assert!(!root.join(WORKITEM_SERVER).exists(), "a deletion is kept");
+    assert!(!apply(&root, &options(&cache)).unwrap().changed());
+    // `skill list` and doctor agree: nothing of it is registered, so nothing is gated.
+    let skills = aibox_engine::skills::list(&root).unwrap();
+    let wm = skills
+        .iter()
+        .find(|s| s.name == "workitem-management")
+        .unwrap();
+    assert!(!wm.gate.blocks(), "{wm:?}");
+    assert!(!wm.mcp_server, "{wm:?}");
+    let doctor = doctor_text(&root, &cache);
+    assert!(doctor.contains("was deleted by hand"), "{doctor}");
+    assert!(!doctor.contains("plan_failed"), "{doctor}");
+    assert!(!doctor.contains("skill_review_failed"), "{doctor}");
+}
+
+#[test]
 fn a_file_where_a_skill_folder_must_be_is_refused_by_apply_check_and_doctor() {
     let pk = install("\"product\"");
     let (root, cache) = (pk.root.clone(), pk.cache.clone());
