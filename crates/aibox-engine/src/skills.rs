@@ -116,14 +116,21 @@ struct TrustBasis {
 impl TrustBasis {
     fn read(root: &Utf8Path, config: Option<&aibox_config::AiboxToml>) -> Self {
         let marker = aibox_provenance::Marker::read(root.as_std_path());
-        // The installed release must be the configured one, verified, from a trusted
-        // source.
+        // The installed release must be verified and come from a trusted source: the
+        // source it was installed from, as its marker records it, judged against the
+        // configured trusted sources. Not the configured source: a version pinned in
+        // `aibox.toml` but not applied yet (another archive path) says nothing about the
+        // files installed, and `apply` judges the new release itself when it installs it.
         let trusted_by = config.and_then(|c| {
             let installed = marker.as_ref()?;
-            (installed.manifest.verification != Verification::Unverified
-                && c.processkit.effective_source() == installed.install.processkit_source)
-                .then(|| aibox_provenance::trust::trusted_by(&c.processkit, root.as_std_path()))
-                .flatten()
+            if installed.manifest.verification == Verification::Unverified {
+                return None;
+            }
+            let section = aibox_config::ProcesskitSection {
+                source: Some(installed.install.processkit_source.clone()),
+                ..c.processkit.clone()
+            };
+            aibox_provenance::trust::trusted_by(&section, root.as_std_path())
         });
         Self {
             trusted_by,
