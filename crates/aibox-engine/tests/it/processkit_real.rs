@@ -721,3 +721,51 @@ fn an_edited_snapshot_file_is_integrity_drift_and_apply_rewrites_a_removed_snaps
         "{report:?}"
     );
 }
+
+/// QA: an upgrade wrote the new files of a skill folder the user had deleted, leaving
+/// half a skill (a new reference without its `SKILL.md`). A deleted folder stays
+/// deleted: its new files are not written either, and the apply says so.
+#[test]
+fn an_upgrade_writes_nothing_into_a_deleted_skill_folder() {
+    let dir = "context/skills/processkit/workitem-management";
+    let added = format!("{dir}/references/added-upstream.md");
+    let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    let mut v2 = SyntheticRelease::processkit_like("v0.29.0", true);
+    v2.files
+        .insert(added.clone(), (b"# new upstream\n".to_vec(), 0o644));
+    v2.restamp();
+    let (_a, archives) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let (_p, root) = common::empty_project();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v1),
+    )
+    .unwrap();
+    apply(&root, &options(&cache)).unwrap();
+    fs_err::remove_dir_all(root.join(dir)).unwrap();
+
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v2),
+    )
+    .unwrap();
+    let report = apply(&root, &options(&cache)).unwrap();
+    assert!(!root.join(dir).exists(), "half a skill was written");
+    assert!(
+        report.warnings.iter().any(|w| w.contains(&format!(
+            "`{dir}/` was deleted by hand, so the 1 file(s) this release adds to it were not \
+             written"
+        ))),
+        "{:?}",
+        report.warnings
+    );
+    // The snapshot has the new release's whole skill, to restore it from.
+    assert!(
+        root.join(format!("context/templates/processkit/v0.29.0/{added}"))
+            .is_file()
+    );
+    // Stable: the next apply does not write it either.
+    apply(&root, &options(&cache)).unwrap();
+    assert!(!root.join(dir).exists());
+}
