@@ -563,9 +563,11 @@ impl<'a> Lister<'a> {
                     .get("args")
                     .and_then(|a| a.as_array())
                     .and_then(|args| {
-                        args.iter()
-                            .filter_map(|a| a.as_str())
-                            .find(|a| a.ends_with(".py"))
+                        args.iter().filter_map(|a| a.as_str()).find(|a| {
+                            std::path::Path::new(a)
+                                .extension()
+                                .is_some_and(|e| e.eq_ignore_ascii_case("py"))
+                        })
                     })
             })
             .peekable();
