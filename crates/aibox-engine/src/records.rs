@@ -37,7 +37,7 @@ use crate::writer::{ProjectRoot, WriteError, Writer};
 pub const PENDING_LOCK: &str = ".aibox/pending.lock";
 /// The processkit install intent of the apply in progress (see
 /// [`aibox_provenance::Intent`]).
-pub const PENDING_PROCESSKIT: &str = ".aibox/pending-processkit.toml";
+pub const PENDING_PROCESSKIT: &str = aibox_provenance::record::INTENT_PATH;
 /// The stat cache of the installed processkit files (see
 /// [`aibox_provenance::StatCache`]).
 pub const STAT_CACHE: &str = ".aibox/processkit-stat-cache";
@@ -58,6 +58,16 @@ pub(crate) fn read_pending(root: &ProjectRoot) -> Result<Option<Lock>, EngineErr
     };
     // A damaged record only costs recognition of half-written runs; never fail on it.
     Ok(Lock::parse(&String::from_utf8_lossy(&bytes), &root.path().join(rel)).ok())
+}
+
+/// The record an unfinished apply left behind (interrupted, or running now), if any:
+/// until the next `apply` finishes the work, the project is half of one state and half
+/// of another, so what is derived from it (drift, trust, sync) says nothing about the
+/// user's own changes.
+pub(crate) fn unfinished_apply(root: &ProjectRoot) -> Option<&'static str> {
+    [PENDING_PROCESSKIT, PENDING_LOCK]
+        .into_iter()
+        .find(|rel| root.is_file(Utf8Path::new(rel)).unwrap_or(false))
 }
 
 /// The processkit intent of an interrupted apply, from the bytes of

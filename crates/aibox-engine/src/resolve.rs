@@ -922,8 +922,10 @@ fn review_skills(
             })
             .unwrap_or_default();
         if !changes.is_empty() {
-            // Deleted by hand: kept deleted and not registered (the plan says so).
-            if live.is_dir() {
+            // Deleted by hand: kept deleted and not registered (the plan says so). So is a
+            // skill whose every server script was deleted by hand: it registers nothing,
+            // so there is nothing to gate (the plan warns that it is registered nowhere).
+            if live.is_dir() && !servers_deleted(scan, &skill.name, &changes) {
                 edited.push(EditedSkill {
                     name: skill.name.clone(),
                     dir: skill.dir.clone(),
@@ -979,6 +981,25 @@ fn review_skills(
         trusted_by,
         edited,
     })
+}
+
+/// Whether every MCP server the release skill `name` would register has its script
+/// deleted by hand (`changes.missing`): the plan keeps the deletion and registers none
+/// of them, so the skill registers nothing the review gate could let through. A skill
+/// served through the gateway has no servers of its own in the scan: still gated.
+fn servers_deleted(
+    scan: &aibox_provenance::LiveScan,
+    name: &str,
+    changes: &aibox_provenance::trust::SkillChanges,
+) -> bool {
+    let mut scripts = scan
+        .servers
+        .iter()
+        .filter(|s| s.skill == name)
+        .map(aibox_provenance::ProcesskitServer::script)
+        .peekable();
+    scripts.peek().is_some()
+        && scripts.all(|script| script.is_some_and(|p| changes.missing.iter().any(|m| m == p)))
 }
 
 /// The review context of the skill folder `dir` reviewed as it is on disk.

@@ -116,14 +116,21 @@ struct TrustBasis {
 impl TrustBasis {
     fn read(root: &Utf8Path, config: Option<&aibox_config::AiboxToml>) -> Self {
         let marker = aibox_provenance::Marker::read(root.as_std_path());
-        // The installed release must be the configured one, verified, from a trusted
-        // source.
+        // The installed release must be verified and come from a trusted source: the
+        // source it was installed from, as its marker records it, judged against the
+        // configured trusted sources. Not the configured source: a version pinned in
+        // `aibox.toml` but not applied yet (another archive path) says nothing about the
+        // files installed, and `apply` judges the new release itself when it installs it.
         let trusted_by = config.and_then(|c| {
             let installed = marker.as_ref()?;
-            (installed.manifest.verification != Verification::Unverified
-                && c.processkit.effective_source() == installed.install.processkit_source)
-                .then(|| aibox_provenance::trust::trusted_by(&c.processkit, root.as_std_path()))
-                .flatten()
+            if installed.manifest.verification == Verification::Unverified {
+                return None;
+            }
+            let section = aibox_config::ProcesskitSection {
+                source: Some(installed.install.processkit_source.clone()),
+                ..c.processkit.clone()
+            };
+            aibox_provenance::trust::trusted_by(&section, root.as_std_path())
         });
         Self {
             trusted_by,
@@ -389,7 +396,9 @@ pub struct SkillInfo {
     pub dir: String,
     /// A core skill: always installed, never excluded.
     pub core: bool,
-    /// It declares an MCP server (`mcp/mcp-config.json`).
+    /// It declares an MCP server (`mcp/mcp-config.json`) that `aibox apply` may register:
+    /// not when the release installed every server's script and it was deleted by hand
+    /// (registered nowhere, so not gated).
     pub mcp_server: bool,
     /// Named in `[skills] include`.
     pub included: bool,
@@ -499,6 +508,9 @@ struct Lister<'a> {
     project: &'a aibox_config::Project,
     lock: Option<Lock>,
     basis: TrustBasis,
+    /// The installed release's gateway serves every skill's tools (its servers are not
+    /// registered one by one).
+    gateway: bool,
 }
 
 impl<'a> Lister<'a> {
@@ -507,12 +519,65 @@ impl<'a> Lister<'a> {
             Ok(text) => Some(Lock::parse(&text, Utf8Path::new(LOCK_FILE))?),
             Err(_) => None,
         };
+        let basis = TrustBasis::read(root, Some(&project.config));
+        let gateway = project.config.ai.mcp.gateway.mode == aibox_config::GatewayMode::Auto
+            && basis.marker.as_ref().is_some_and(|m| {
+                m.files.keys().any(|p| {
+                    p.ends_with(&format!(
+                        "/{}/mcp/mcp-config.json",
+                        aibox_provenance::servers::GATEWAY_SKILL
+                    ))
+                })
+            });
         Ok(Self {
             root,
             project,
             lock,
-            basis: TrustBasis::read(root, Some(&project.config)),
+            basis,
+            gateway,
         })
+    }
+
+    /// Whether the release skill in `dir` (root-relative) registers nothing because the
+    /// script of every server its `mcp/mcp-config.json` declares was installed by the
+    /// release and deleted by hand: `apply` keeps the deletion and registers those
+    /// servers nowhere (as `resolve`'s review gate and the plan decide), so the skill is
+    /// not gated. Not while the gateway serves the skills.
+    fn scripts_deleted(&self, skill_dir: &Utf8Path) -> bool {
+        let Some(marker) = self.basis.marker.as_ref().filter(|_| !self.gateway) else {
+            return false;
+        };
+        let Ok(text) = fs_err::read(skill_dir.join("mcp/mcp-config.json")) else {
+            return false;
+        };
+        let Ok(config) = serde_json::from_slice::<serde_json::Value>(&text) else {
+            return false;
+        };
+        let Some(servers) = config.get("mcpServers").and_then(|v| v.as_object()) else {
+            return false;
+        };
+        let mut scripts = servers
+            .values()
+            .map(|server| {
+                server
+                    .get("args")
+                    .and_then(|a| a.as_array())
+                    .and_then(|args| {
+                        args.iter().filter_map(|a| a.as_str()).find(|a| {
+                            std::path::Path::new(a)
+                                .extension()
+                                .is_some_and(|e| e.eq_ignore_ascii_case("py"))
+                        })
+                    })
+            })
+            .peekable();
+        scripts.peek().is_some()
+            && scripts.all(|script| {
+                script.is_some_and(|p| {
+                    marker.files.contains_key(p)
+                        && fs_err::symlink_metadata(self.root.join(p)).is_err()
+                })
+            })
     }
 
     /// [`Self::info`] of each skill in order, the next skill's folder read on this thread
@@ -587,7 +652,8 @@ impl<'a> Lister<'a> {
         let digests = tree.digests()?;
         let (origin, origin_reason) = self.basis.explain(self.root, &dir, &known(&dir, &digests));
         let review = tree.review(&review_context(origin, self.lock.as_ref(), &dir));
-        let mcp_server = s.dir.join("mcp/mcp-config.json").is_file();
+        let mcp_server =
+            s.dir.join("mcp/mcp-config.json").is_file() && !self.scripts_deleted(&s.dir);
         let sha256 = digests.content_sha256;
         let failed_points = review.failed_points();
         Ok(SkillInfo {

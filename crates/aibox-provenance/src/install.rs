@@ -835,6 +835,12 @@ fn three_way(
         decisions: Vec::with_capacity(classified_paths(new_set, old).count()),
         ..ThreeWay::default()
     };
+    // Skill folders the previous install put there and the user deleted whole: a new
+    // file of theirs is not written either (a deleted folder stays deleted; writing only
+    // the new files left half a skill). Decided once per folder; paths come in order, so
+    // a folder's files are consecutive. Folder → the new files left out.
+    let mut deleted_dir: Option<(String, bool)> = None;
+    let mut kept_deleted: BTreeMap<String, usize> = BTreeMap::new();
     for (path, entry) in classified_paths(new_set, old) {
         let r = base(path);
         let c = entry.map(|(_, f, _)| f.sha256);
@@ -847,6 +853,21 @@ fn three_way(
         };
         let live = as_planned(actual, path, resume);
         let (mut class, mut action) = classify(r, c, &live);
+        if r.is_none()
+            && action == Action::Write
+            && let Some(m) = old
+            && let Some((category, skill)) = skill_of(path)
+        {
+            let dir = format!("context/skills/{category}/{skill}");
+            if deleted_dir.as_ref().is_none_or(|(d, _)| *d != dir) {
+                let gone = skill_folder_deleted(m, &dir, live_states);
+                deleted_dir = Some((dir, gone));
+            }
+            if let Some((dir, true)) = &deleted_dir {
+                action = Action::None;
+                *kept_deleted.entry(dir.clone()).or_default() += 1;
+            }
+        }
         if user_owned && !matches!(live, Live::Missing) && action == Action::Write {
             class = Class::Conflict;
             action = Action::Keep;
@@ -927,6 +948,13 @@ fn three_way(
             });
         }
     }
+    for (dir, n) in kept_deleted {
+        warnings.push(format!(
+            "`{dir}/` was deleted by hand, so the {n} file(s) this release adds to it were not \
+             written (aibox keeps a deletion); to get the skill back, copy \
+             `{SNAPSHOT_DIR}/<version>/{dir}/` to `{dir}/` after this apply"
+        ));
+    }
     // Grown as found (how many writes is known only now): the spare room is given back
     // before the next of the plan's per-file structures is made.
     t.intent_writes.shrink_to_fit();
@@ -935,6 +963,28 @@ fn three_way(
     t.parked.shrink_to_fit();
     t.removals.shrink_to_fit();
     Ok(t)
+}
+
+/// Whether the previous install (`old`) put files in the skill folder `dir` and every
+/// one of them is gone now: the folder was deleted by hand (a few range lookups).
+fn skill_folder_deleted(old: &Marker, dir: &str, live: &SharedPathTable<Live>) -> bool {
+    let prefix = format!("{dir}/");
+    let mut recorded = false;
+    for table in [&old.files, &old.user_files] {
+        for (path, _) in table.range_from(&prefix) {
+            if !path.starts_with(&prefix) {
+                break;
+            }
+            recorded = true;
+            if !matches!(
+                live.get(path).copied().unwrap_or(Live::Missing),
+                Live::Missing
+            ) {
+                return false;
+            }
+        }
+    }
+    recorded
 }
 
 /// The marker's `[manifest]` counts and digests.

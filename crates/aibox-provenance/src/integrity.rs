@@ -28,6 +28,12 @@ const MANAGED_DIRS: [&str; 4] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IntegrityStatus {
+    /// An apply was interrupted (or is running): its intent record
+    /// ([`crate::record::INTENT_PATH`]) is there, so the files are half of one install and
+    /// half of another until `aibox apply` finishes it. Checked first: the other rungs
+    /// would call aibox's own unfinished work the user's drift.
+    #[serde(rename = "interrupted-apply")]
+    Interrupted,
     /// No `[processkit]` in the lock: nothing to check.
     NotInstalled,
     /// The live marker (with the manifest) is missing or unreadable.
@@ -181,6 +187,10 @@ fn integrity_of<'m>(
         snapshot_modified: Vec::new(),
         checked: 0,
     };
+    if fs_err::symlink_metadata(root.join(crate::record::INTENT_PATH)).is_ok() {
+        report.status = IntegrityStatus::Interrupted;
+        return Ok(report);
+    }
     let Some(lock) = lock else {
         report.status = IntegrityStatus::NotInstalled;
         return Ok(report);

@@ -229,6 +229,7 @@ impl Doc<'_> {
                     let what = match d.action {
                         Action::Write => "applied",
                         Action::Remove => "removed",
+                        Action::Keep if d.class == Class::RemovedUpstream => "kept (edited)",
                         Action::Keep => "kept local version",
                         Action::None => "no action",
                     };
@@ -277,12 +278,22 @@ pub(crate) fn document(
     }
     let counts = plan.counts();
     let n = |c: Class| counts.get(&c).copied().unwrap_or(0);
+    // Gone upstream counts as removed only where it was (as `apply`'s summary counts
+    // it); a file kept because it was edited is said to be kept.
+    let removed_as = |action: Action| {
+        plan.decisions
+            .iter()
+            .filter(|d| d.class == Class::RemovedUpstream && d.action == action)
+            .count()
+    };
     let summary = format!(
-        "{} changed upstream, {} conflicts, {} new, {} removed, 0 stale-removed ({} groups affected)",
+        "{} changed upstream, {} conflicts, {} new, {} removed, {} kept (edited), 0 \
+         stale-removed ({} groups affected)",
         n(Class::ChangedUpstreamOnly),
         n(Class::Conflict),
         n(Class::NewUpstream),
-        n(Class::RemovedUpstream),
+        removed_as(Action::Remove),
+        removed_as(Action::Keep),
         groups.len()
     );
     let applied = plan

@@ -17,6 +17,10 @@ use crate::table::{PathTable, SharedPathTable};
 pub const MARKER_PATH: &str = "context/.processkit-provenance.toml";
 /// Project directory of the per-version snapshots.
 pub const SNAPSHOT_DIR: &str = "context/templates/processkit";
+/// The intent record of an apply in progress ([`Intent`]), root-relative: while it exists
+/// an apply was interrupted (or is running), and the install is half done until the next
+/// `aibox apply` finishes it. Its one home; the engine, which writes it, names it from here.
+pub const INTENT_PATH: &str = ".aibox/pending-processkit.toml";
 /// The marker schema this crate writes.
 pub const MARKER_SCHEMA: u32 = 1;
 

@@ -266,7 +266,10 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
             _ => None,
         };
 
-        let servers = content_checks(&mut run, project_root.path(), resolved.as_ref());
+        // An unfinished apply first: until it is finished, drift, trust and sync are
+        // verdicts on aibox's own half-done work, not on the user's changes.
+        let unfinished = crate::records::unfinished_apply(&project_root);
+        let servers = content_checks(&mut run, project_root.path(), resolved.as_ref(), unfinished);
 
         // local state ignored and untracked, and personal files private
         run.append(joined(local_state));
@@ -326,7 +329,11 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         // first: its scan, marker and release manifest (2.7 MB at 10x processkit) were
         // held beside the review's largest skill folder, read whole (3 MB).
         drop(resolved);
-        run.append(skills_check(&project_root, project.as_ref()));
+        if let Some(record) = unfinished {
+            run.skip("skills", &unfinished_skip(record));
+        } else {
+            run.append(skills_check(&project_root, project.as_ref()));
+        }
 
         // CLI version versus the lock, and versus the newest release
         run.check(
@@ -382,8 +389,20 @@ fn content_checks(
     run: &mut Run,
     root: &Utf8Path,
     resolved: Option<&Result<crate::resolve::Resolved, EngineError>>,
+    unfinished: Option<&str>,
 ) -> Result<Vec<aibox_mcp_registration::ServerSpec>, String> {
     let mut planned = plan_once(resolved);
+    if let Some(record) = unfinished {
+        // The one error to fix; the half state's differences, drift and trust verdicts
+        // would all be aibox's own unfinished writes presented as the user's.
+        run.check("sync", vec![unfinished_finding(record)]);
+        if let Some(Ok(r)) = resolved {
+            run.check("mcp-dependencies", checks::mcp_deps::findings(r));
+        }
+        run.skip("integrity", &unfinished_skip(record));
+        run.check("migrations", checks::migrations::findings(root));
+        return planned.servers;
+    }
     match resolved {
         Some(resolved) => run.check(
             "sync",
@@ -398,6 +417,25 @@ fn content_checks(
     // processkit migrations waiting for the user (`aibox migrate`)
     run.check("migrations", checks::migrations::findings(root));
     planned.servers
+}
+
+/// The error of an apply that did not finish, naming the record it left (`record`).
+fn unfinished_finding(record: &str) -> Finding {
+    Finding::new(
+        "aibox::doctor::unfinished_apply",
+        Severity::Error,
+        record,
+        "an `aibox apply` did not finish (it was interrupted, failed, or is running now): the \
+         project is half updated, so its differences from the plan, the processkit \
+         integrity and the skills' trust are not judged until it is finished",
+        "run `aibox apply` to finish it (it completes exactly the interrupted work and keeps \
+         every local edit), then run `aibox doctor` again",
+    )
+}
+
+/// Why a check derived from the project's files is not run while an apply is unfinished.
+fn unfinished_skip(record: &str) -> String {
+    format!("an `aibox apply` did not finish ({record}); run `aibox apply` to finish it")
 }
 
 /// A finding whose message is a diagnostic rendered as plain text (see

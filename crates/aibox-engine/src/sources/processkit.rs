@@ -94,11 +94,16 @@ fn warn_changed_skills(
     for (server, script) in &deleted {
         let dir = script.split("/mcp/").next().unwrap_or(script);
         let name = dir.rsplit('/').next().unwrap_or(dir);
+        // A core skill is always installed: `skill disable` cannot drop it.
+        let drop = if resolved.catalog.skills.get(name).is_some_and(|s| s.core) {
+            format!("`{name}` is a core skill, so it cannot be disabled")
+        } else {
+            format!("or run `aibox skill disable {name}` to drop it for good")
+        };
         plan.warn(format!(
             "processkit: `{script}` was deleted by hand, so `{server}` is not registered in any \
              harness (aibox keeps a deletion); to restore the skill copy \
-             `{snap}/{version}/{dir}/` back to `{dir}/`, or run `aibox skill disable {name}` to \
-             drop it for good",
+             `{snap}/{version}/{dir}/` back to `{dir}/`; {drop}",
             snap = aibox_provenance::record::SNAPSHOT_DIR,
             version = release.version,
         ));

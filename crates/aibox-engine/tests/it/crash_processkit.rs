@@ -434,3 +434,70 @@ fn an_install_killed_at_any_moment_of_its_parallel_copies_recovers() {
         "no kill landed during the writes ({writes:?} from the intent record to the exit)"
     );
 }
+
+/// QA: with the intent record of a killed apply present, doctor called aibox's own
+/// unfinished writes the user's (drift, third-party skills, dozens of out-of-sync files)
+/// and `doctor --integrity` said `not-installed` with exit 0. The unfinished apply is the
+/// one error, with its fix, and the integrity check says so before anything else.
+#[test]
+fn doctor_and_the_integrity_check_name_an_unfinished_apply_first() {
+    let (_d, releases) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let v1 = common::release_config(
+        &releases,
+        &SyntheticRelease::processkit_like("v0.28.3", false),
+    );
+    let (_p, project) = common::empty_project();
+    fs_err::write(project.join("aibox.toml"), &v1).unwrap();
+    // Past the two pending records, in the middle of the content.
+    let finished = common::apply_in_child_killed_at(
+        &[
+            (CHILD_ROOT, project.as_str()),
+            (CHILD_CACHE, cache.as_str()),
+        ],
+        41,
+    );
+    assert!(!finished, "the kill point is past the end of the run");
+    assert!(project.join(".aibox/pending-processkit.toml").is_file());
+
+    let integrity = aibox_provenance::integrity(project.as_std_path()).unwrap();
+    assert_eq!(
+        integrity.status,
+        aibox_provenance::IntegrityStatus::Interrupted,
+        "{integrity:?}"
+    );
+    assert_eq!(integrity.exit_code(), 1);
+
+    let options = aibox_engine::doctor::DoctorOptions {
+        skip_engine: true,
+        cache_dir: Some(cache.clone()),
+        update_check: aibox_engine::updates::UpdateCheck::Never,
+        ..aibox_engine::doctor::DoctorOptions::default()
+    };
+    let report = aibox_engine::doctor::doctor(&project, &options).unwrap();
+    let text = report.render_human();
+    assert!(text.contains("aibox::doctor::unfinished_apply"), "{text}");
+    assert!(text.contains("run `aibox apply` to finish it"), "{text}");
+    assert!(report.summary.errors >= 1, "{text}");
+    for derived in [
+        "out_of_sync",
+        "aibox::doctor::integrity]",
+        "skill_review_failed",
+        "trusted_sources",
+    ] {
+        assert!(!text.contains(derived), "{derived}: {text}");
+    }
+
+    // Finished by the next apply: the error is gone.
+    apply(&project, &common::apply_opts(Some(&cache))).unwrap();
+    let text = aibox_engine::doctor::doctor(&project, &options)
+        .unwrap()
+        .render_human();
+    assert!(!text.contains("unfinished_apply"), "{text}");
+    assert_eq!(
+        aibox_provenance::integrity(project.as_std_path())
+            .unwrap()
+            .status,
+        aibox_provenance::IntegrityStatus::Healthy
+    );
+}

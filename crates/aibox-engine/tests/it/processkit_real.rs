@@ -591,6 +591,45 @@ fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
 }
 
 #[test]
+fn a_deleted_server_script_deregisters_its_skill_without_gating_it() {
+    // QA: deleting only a release skill's server script made the review gate refuse the
+    // rest of the folder as a failing third-party skill (exit 2), while the harness kept
+    // the server pointing at the missing script.
+    let pk = install("\"product\"");
+    let (root, cache) = (pk.root.clone(), pk.cache.clone());
+    fs_err::remove_file(root.join(WORKITEM_SERVER)).unwrap();
+
+    let report = apply(&root, &options(&cache)).unwrap();
+    assert!(
+        report.warnings.iter().any(|w| w.contains(&format!(
+            "`{WORKITEM_SERVER}` was deleted by hand, so `processkit-workitem-management` is \
+             not registered in any harness"
+        ))),
+        "{:?}",
+        report.warnings
+    );
+    for file in HARNESS_FILES {
+        let text = fs_err::read_to_string(root.join(file)).unwrap();
+        assert!(!text.contains("workitem-management"), "{file}: {text}");
+        assert!(text.contains("processkit-event-log"), "{file}");
+    }
+    assert!(!root.join(WORKITEM_SERVER).exists(), "a deletion is kept");
+    assert!(!apply(&root, &options(&cache)).unwrap().changed());
+    // `skill list` and doctor agree: nothing of it is registered, so nothing is gated.
+    let skills = aibox_engine::skills::list(&root).unwrap();
+    let wm = skills
+        .iter()
+        .find(|s| s.name == "workitem-management")
+        .unwrap();
+    assert!(!wm.gate.blocks(), "{wm:?}");
+    assert!(!wm.mcp_server, "{wm:?}");
+    let doctor = doctor_text(&root, &cache);
+    assert!(doctor.contains("was deleted by hand"), "{doctor}");
+    assert!(!doctor.contains("plan_failed"), "{doctor}");
+    assert!(!doctor.contains("skill_review_failed"), "{doctor}");
+}
+
+#[test]
 fn a_file_where_a_skill_folder_must_be_is_refused_by_apply_check_and_doctor() {
     let pk = install("\"product\"");
     let (root, cache) = (pk.root.clone(), pk.cache.clone());
@@ -681,4 +720,52 @@ fn an_edited_snapshot_file_is_integrity_drift_and_apply_rewrites_a_removed_snaps
         aibox_engine::IntegrityStatus::Healthy,
         "{report:?}"
     );
+}
+
+/// QA: an upgrade wrote the new files of a skill folder the user had deleted, leaving
+/// half a skill (a new reference without its `SKILL.md`). A deleted folder stays
+/// deleted: its new files are not written either, and the apply says so.
+#[test]
+fn an_upgrade_writes_nothing_into_a_deleted_skill_folder() {
+    let dir = "context/skills/processkit/workitem-management";
+    let added = format!("{dir}/references/added-upstream.md");
+    let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    let mut v2 = SyntheticRelease::processkit_like("v0.29.0", true);
+    v2.files
+        .insert(added.clone(), (b"# new upstream\n".to_vec(), 0o644));
+    v2.restamp();
+    let (_a, archives) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let (_p, root) = common::empty_project();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v1),
+    )
+    .unwrap();
+    apply(&root, &options(&cache)).unwrap();
+    fs_err::remove_dir_all(root.join(dir)).unwrap();
+
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v2),
+    )
+    .unwrap();
+    let report = apply(&root, &options(&cache)).unwrap();
+    assert!(!root.join(dir).exists(), "half a skill was written");
+    assert!(
+        report.warnings.iter().any(|w| w.contains(&format!(
+            "`{dir}/` was deleted by hand, so the 1 file(s) this release adds to it were not \
+             written"
+        ))),
+        "{:?}",
+        report.warnings
+    );
+    // The snapshot has the new release's whole skill, to restore it from.
+    assert!(
+        root.join(format!("context/templates/processkit/v0.29.0/{added}"))
+            .is_file()
+    );
+    // Stable: the next apply does not write it either.
+    apply(&root, &options(&cache)).unwrap();
+    assert!(!root.join(dir).exists());
 }

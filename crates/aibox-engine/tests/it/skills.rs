@@ -154,3 +154,50 @@ fn skill_list_describes_each_skill_from_its_own_folder_and_fails_on_the_first_ba
         "{err}"
     );
 }
+
+/// QA: after the pinned version was changed in `aibox.toml` (not applied yet), every
+/// installed skill was called third-party "installed from …, which is not a trusted
+/// source" although that archive's folder is a trusted source. Trust is judged for what
+/// is installed: the source the marker records, against the trusted sources.
+#[test]
+fn a_pinned_but_not_applied_version_leaves_the_installed_skills_first_party() {
+    use aibox_test_support::http::release::SyntheticRelease;
+    let v1 = SyntheticRelease::processkit_like("v0.28.3", false);
+    let v2 = SyntheticRelease::processkit_like("v0.29.0", true);
+    let (_a, archives) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let (_p, root) = common::empty_project();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v1),
+    )
+    .unwrap();
+    aibox_engine::apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&archives, &v2),
+    )
+    .unwrap();
+
+    let listed = aibox_engine::skills::list(&root).unwrap();
+    let third: Vec<(&str, &str)> = listed
+        .iter()
+        .filter(|s| s.origin != aibox_engine::skills::Trust::FirstParty)
+        .map(|s| (s.name.as_str(), s.origin_reason.as_str()))
+        .collect();
+    assert!(third.is_empty(), "{third:?}");
+    assert!(listed.iter().all(|s| !s.gate.blocks()));
+    // A source that is not trusted is still judged as such.
+    let untrusted = common::release_config(&archives, &v2).replace(
+        &format!("trusted_sources = [\"{archives}\"]"),
+        "trusted_sources = []",
+    );
+    fs_err::write(root.join("aibox.toml"), untrusted).unwrap();
+    let listed = aibox_engine::skills::list(&root).unwrap();
+    assert!(
+        listed
+            .iter()
+            .all(|s| s.origin == aibox_engine::skills::Trust::ThirdParty
+                && s.origin_reason.contains("not a trusted source"))
+    );
+}

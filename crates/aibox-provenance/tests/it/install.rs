@@ -720,6 +720,52 @@ fn migration_document_format() {
     );
 }
 
+/// QA: a file gone upstream but kept because it was edited was "1 removed" in the
+/// migration document while `apply` said "0 removed": the document counts what was
+/// removed and says which files were kept because of an edit.
+#[test]
+fn the_migration_document_counts_an_edited_file_gone_upstream_as_kept() {
+    let d = dirs();
+    let root = d.project.path();
+    let mut v1 = SyntheticRelease::minimal("v1.0.0");
+    for (p, t) in [
+        ("context/artifacts/a.md", "a1\n"),
+        ("context/artifacts/c.md", "c1\n"),
+    ] {
+        v1.files.insert(p.into(), (t.as_bytes().to_vec(), 0o644));
+    }
+    v1.restamp();
+    let mut v2 = v1.clone();
+    v2.version = "v1.1.0".into();
+    v2.files
+        .insert("context/artifacts/a.md".into(), (b"a2\n".to_vec(), 0o644));
+    v2.files.remove("context/artifacts/c.md");
+    v2.restamp();
+    let setup = Setup {
+        packages: &[],
+        ..Setup::default()
+    };
+    install(root, d.store.path(), &v1, &setup);
+    fs_err::write(root.join("context/artifacts/c.md"), "local c\n").unwrap();
+    let setup = Setup {
+        packages: &[],
+        now: "2026-07-01T08:30:00Z",
+        ..Setup::default()
+    };
+    install(root, d.store.path(), &v2, &setup);
+    let doc = String::from_utf8(read(
+        root,
+        "context/migrations/pending/MIG-20260701T083000.md",
+    ))
+    .unwrap();
+    assert!(doc.contains("0 removed, 1 kept (edited)"), "{doc}");
+    assert!(
+        doc.contains("`context/artifacts/c.md` → `context/artifacts/c.md` (kept (edited))"),
+        "{doc}"
+    );
+    assert_eq!(read(root, "context/artifacts/c.md"), b"local c\n");
+}
+
 /// A plan's copy sources cost no path per copy: every source names the one folder of
 /// the release (the same allocation), and a file written both into the project and into
 /// the snapshot names its release path once for the two. Each source still leads to the

@@ -42,6 +42,7 @@ pub(crate) fn findings(
     };
     let problem = match report.status {
         IntegrityStatus::NotInstalled | IntegrityStatus::Healthy => return Vec::new(),
+        IntegrityStatus::Interrupted => "an `aibox apply` did not finish; run `aibox apply`",
         IntegrityStatus::Unverified => "installed without verification",
         IntegrityStatus::MissingMarker => "the live marker is missing",
         IntegrityStatus::VersionMismatch => "lock, marker and snapshot disagree on the version",
