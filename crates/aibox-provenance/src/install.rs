@@ -814,7 +814,7 @@ fn shared_path(path: &str, entry: Option<&InstallEntry<'_>>) -> Arc<str> {
 /// live states of the scan. Pure.
 #[allow(clippy::too_many_lines)] // one pass over every path reads better whole
 fn three_way(
-    payload: &Payload,
+    (payload, version): (&Payload, &str),
     new_set: &InstallSet<'_>,
     old: Option<&Marker>,
     live_states: &SharedPathTable<Live>,
@@ -952,7 +952,7 @@ fn three_way(
         warnings.push(format!(
             "`{dir}/` was deleted by hand, so the {n} file(s) this release adds to it were not \
              written (aibox keeps a deletion); to get the skill back, copy \
-             `{SNAPSHOT_DIR}/<version>/{dir}/` to `{dir}/` after this apply"
+             `{SNAPSHOT_DIR}/{version}/{dir}/` to `{dir}/` after this apply"
         ));
     }
     // Grown as found (how many writes is known only now): the spare room is given back
@@ -1337,7 +1337,7 @@ pub fn plan_scanned(
     let opts = resumed_opts.as_ref().unwrap_or(opts);
 
     let t = three_way(
-        &release.payload,
+        (&release.payload, &release.version),
         &b.new_set,
         b.old,
         &live.files,
