@@ -57,12 +57,7 @@ impl GetError {
 pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
     let path = root.join(AIBOX_TOML);
     let config_error = |e: ConfigError| GetError::Config(Box::new(e));
-    let text = fs_err::read_to_string(&path).map_err(|source| {
-        config_error(ConfigError::Io {
-            path: path.clone(),
-            source,
-        })
-    })?;
+    let text = crate::read_config_file(&path, AIBOX_TOML).map_err(config_error)?;
     let config = crate::parse_aibox_toml(&text, AIBOX_TOML).map_err(config_error)?;
     // The model always serialises; a failure would leave `Null`, reported as unset.
     let effective = serde_json::to_value(&config).unwrap_or(Value::Null);

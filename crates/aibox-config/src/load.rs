@@ -199,9 +199,61 @@ pub fn team_config_reads() -> usize {
 }
 
 fn read(path: &Utf8Path) -> Result<String, ConfigError> {
-    fs_err::read_to_string(path).map_err(|source| ConfigError::Io {
+    read_config_file(path, path.as_str())
+}
+
+/// Reads a configuration file as text; `name` labels diagnostics.
+///
+/// # Errors
+/// [`ConfigError::Io`] when it cannot be read; a syntax problem at the first invalid
+/// byte when it is not UTF-8 (see [`config_text`]).
+pub fn read_config_file(path: &Utf8Path, name: &str) -> Result<String, ConfigError> {
+    let bytes = fs_err::read(path).map_err(|source| ConfigError::Io {
         path: path.to_owned(),
         source,
+    })?;
+    config_text(bytes, name)
+}
+
+/// The text of a configuration file read as `bytes`; `name` labels diagnostics.
+///
+/// TOML is UTF-8: a file that is not is the user's to fix (often a Latin-1 character
+/// typed by an editor), so it is a syntax problem at the first invalid byte, with its
+/// line and column, not an unreadable file.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] with one `aibox::config::syntax` problem.
+pub fn config_text(bytes: Vec<u8>, name: &str) -> Result<String, ConfigError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let byte = bytes.get(at).copied().unwrap_or_default();
+        let before = &bytes[..at];
+        let line = memchr::memchr_iter(b'\n', before).count() + 1;
+        let column = at
+            - before
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        // The valid prefix is the same in the lossy text; the bad byte is one U+FFFD there.
+        let text = String::from_utf8_lossy(bytes);
+        let src = source(name, &text);
+        let problem = Problem::new(
+            ProblemKind::Syntax,
+            &src,
+            SourceSpan::from(at..at + '\u{FFFD}'.len_utf8()),
+            format!(
+                "{name} is not UTF-8 text: byte 0x{byte:02X} at line {line}, column {column} \
+                 (byte offset {at})"
+            ),
+            "not UTF-8",
+        )
+        .help(
+            "TOML files must be UTF-8: retype the character, or convert the file \
+             (`iconv -f latin1 -t utf-8`) and save it as UTF-8",
+        );
+        ConfigError::Invalid(ConfigProblems::single(problem))
     })
 }
 

@@ -1562,3 +1562,50 @@ fn network_list_shows_runtime_hosts_and_build_registries_apart() {
         "{shown}"
     );
 }
+
+/// A byte that is not UTF-8 is the user's to fix (exit 2, a config syntax problem at its
+/// line and column, in either file), not an unreadable file (exit 3).
+#[test]
+fn a_non_utf8_byte_is_a_config_error_at_its_position() {
+    let (_t, dir) = init_project("bytes", "claude");
+    let team = fs_err::read(dir.join("aibox.toml")).unwrap();
+    let mut bad = team.clone();
+    bad.extend_from_slice(b"# caf\xe9\n");
+    let line = String::from_utf8_lossy(&bad).lines().count();
+    fs_err::write(dir.join("aibox.toml"), &bad).unwrap();
+    for args in [
+        &["config", "validate"][..],
+        &["config", "get", "container.name"],
+        &["config", "set", "container.user", "dev"],
+    ] {
+        let out = aibox(&dir, args);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{all}");
+        assert!(all.contains("aibox::config::syntax"), "{all}");
+        assert!(
+            all.contains(&format!(
+                "not UTF-8 text: byte 0xE9 at line {line}, column 6"
+            )),
+            "{all}"
+        );
+    }
+    fs_err::write(dir.join("aibox.toml"), &team).unwrap();
+    fs_err::write(
+        dir.join(".aibox-local.toml"),
+        b"[container.environment]\nA = \"\xff\"\n",
+    )
+    .unwrap();
+    let out = aibox(&dir, &["--output", "json", "config", "validate"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["kind"], "user", "{json}");
+    assert_eq!(json["line"], 2, "{json}");
+    assert_eq!(json["column"], 6, "{json}");
+    assert!(
+        json["file"]
+            .as_str()
+            .unwrap()
+            .ends_with(".aibox-local.toml"),
+        "{json}"
+    );
+}

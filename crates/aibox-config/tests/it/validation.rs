@@ -498,7 +498,18 @@ fn unreadable_file_is_an_io_error() {
     // missing overlay, while an unreadable aibox.toml is an Io error.
     assert!(load_project(&root).is_ok());
     let (_t, root) = project(&[]);
-    fs_err::write(root.join("aibox.toml"), [0xff, 0xfe]).unwrap();
+    // A file that is not UTF-8 is read; it is the user's to fix, at its first bad byte.
+    fs_err::write(root.join("aibox.toml"), b"[container]\nname = \"\xff\"\n").unwrap();
+    let err = load_project(&root).unwrap_err();
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User, "{err:?}");
+    assert_eq!(err.problems()[0].code(), "aibox::config::syntax");
+    assert!(
+        err.problems()[0]
+            .message()
+            .ends_with("is not UTF-8 text: byte 0xFF at line 2, column 9 (byte offset 20)"),
+        "{err:?}"
+    );
+    fs_err::remove_file(root.join("aibox.toml")).unwrap();
     let err = load_project(&root).unwrap_err();
     assert!(matches!(err, ConfigError::Io { .. }), "{err:?}");
 }
