@@ -42,7 +42,10 @@ pub struct Global {
     /// same.
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
-    /// Only errors.
+    /// Only errors and warnings: no progress or status lines; `doctor` prints only its
+    /// errors and warnings (not the checks that passed, nor notes), `doctor --integrity`
+    /// only the files that are wrong, `mcp list` only the servers not registered. What
+    /// you asked for (`config get`, `--output json`) is still printed.
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
 }

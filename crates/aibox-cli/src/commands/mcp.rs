@@ -23,6 +23,19 @@ pub fn list(g: &Global) -> Outcome {
     }
     let servers = list.servers;
     json_or(g, &servers, || {
+        if g.quiet {
+            // Only what needs attention: the servers a harness does not get.
+            for s in &servers {
+                if let Some(why) = &s.skipped {
+                    render::out(&format!(
+                        "{} {}: not registered: {why}",
+                        s.harness.as_str(),
+                        s.name
+                    ));
+                }
+            }
+            return;
+        }
         if servers.is_empty() {
             render::out("no MCP servers are configured");
         }

@@ -1609,3 +1609,37 @@ fn a_non_utf8_byte_is_a_config_error_at_its_position() {
         "{json}"
     );
 }
+
+/// `-q` keeps reports to what needs attention: `doctor` prints no summary, no passed
+/// checks and no notes (only errors and warnings), `mcp list` only servers not registered.
+#[test]
+fn quiet_reports_show_only_what_needs_attention() {
+    let (_t, dir) = init_project("hush", "claude");
+    let out = aibox(
+        &dir,
+        &[
+            "mcp",
+            "add",
+            "issues",
+            "--",
+            "npx",
+            "-y",
+            "@acme/issues-mcp@2.1.0",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(&dir, &["-q", "mcp", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["-q", "doctor", "--no-update-check"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("aibox doctor:"), "{}", text(&out));
+    assert!(!stdout.contains("  ok "), "{}", text(&out));
+    assert!(!stdout.contains("note["), "{}", text(&out));
+    // Not applied yet: the out-of-sync warnings are what needs attention.
+    assert!(stdout.starts_with("warning["), "{}", text(&out));
+}
