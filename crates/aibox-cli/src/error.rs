@@ -64,6 +64,14 @@ pub enum CliError {
     #[diagnostic(code(aibox::cli::stdin))]
     Stdin(#[source] std::io::Error),
 
+    /// End of input (Ctrl-D) at a question: the command is cancelled.
+    #[error("cancelled: no answer (end of input); nothing was written")]
+    #[diagnostic(
+        code(aibox::cli::cancelled),
+        help("run the command again and answer, or give the answers as flags with `--yes`")
+    )]
+    Cancelled,
+
     /// `init` without a name in a folder whose name is not a valid project name.
     #[error("the folder name `{folder}` is not a valid project name")]
     #[diagnostic(
@@ -140,6 +148,7 @@ impl CliError {
             Self::NonUtf8Cwd(_)
             | Self::FolderName { .. }
             | Self::ConsentRefused
+            | Self::Cancelled
             | Self::UnknownCommand { .. }
             | Self::BadPair { .. }
             | Self::McpAddWhat { .. } => ErrorKind::User,

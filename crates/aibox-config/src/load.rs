@@ -51,6 +51,19 @@ pub enum ConfigError {
         /// Where it stopped (the repository root, or `/`).
         boundary: Utf8PathBuf,
     },
+    /// A folder is where a configuration file should be (a folder named `aibox.toml`).
+    #[error("{path} is a folder, where aibox's configuration file should be")]
+    #[diagnostic(
+        code(aibox::config::not_a_file),
+        help(
+            "it must be a file: move or remove that folder (`mv {path} {path}.old`); for a new \
+             aibox.toml run `aibox init` after that"
+        )
+    )]
+    NotAFile {
+        /// The folder.
+        path: Utf8PathBuf,
+    },
     /// A file could not be read.
     #[error("cannot read {path}")]
     #[diagnostic(
@@ -100,6 +113,7 @@ impl ConfigError {
         match self {
             Self::Io { .. } => crate::ErrorKind::Environment,
             Self::NotFound { .. }
+            | Self::NotAFile { .. }
             | Self::Invalid(_)
             | Self::KeyPath { .. }
             | Self::DuplicateServer { .. } => crate::ErrorKind::User,
@@ -121,8 +135,14 @@ pub fn find_project_root(start: &Utf8Path) -> Result<Utf8PathBuf, ConfigError> {
     let mut boundary = start;
     while let Some(d) = dir {
         boundary = d;
-        if d.join(AIBOX_TOML).is_file() {
+        let candidate = d.join(AIBOX_TOML);
+        if candidate.is_file() {
             return Ok(d.to_owned());
+        }
+        // A folder of that name is a mistake to name, not a reason to search on (which
+        // ends in "run `aibox init`", and init then finds it in the way).
+        if candidate.is_dir() {
+            return Err(ConfigError::NotAFile { path: candidate });
         }
         // The root of a git repository (`.git` directory, or file for worktrees and
         // submodules) ends the search: a project above it belongs to someone else.
@@ -165,6 +185,9 @@ pub fn load_project_with_text(root: &Utf8Path) -> Result<(Project, String), Conf
     let text = read(&path)?;
     let team = parse_team(&text, path.as_str());
     let local_path = root.join(LOCAL_TOML);
+    if local_path.is_dir() {
+        return Err(ConfigError::NotAFile { path: local_path });
+    }
     let local = if local_path.is_file() {
         let local_text = read(&local_path)?;
         parse_local(&local_text, local_path.as_str(), team.as_ref().ok())
@@ -208,6 +231,11 @@ fn read(path: &Utf8Path) -> Result<String, ConfigError> {
 /// [`ConfigError::Io`] when it cannot be read; a syntax problem at the first invalid
 /// byte when it is not UTF-8 (see [`config_text`]).
 pub fn read_config_file(path: &Utf8Path, name: &str) -> Result<String, ConfigError> {
+    if path.is_dir() {
+        return Err(ConfigError::NotAFile {
+            path: path.to_owned(),
+        });
+    }
     let bytes = fs_err::read(path).map_err(|source| ConfigError::Io {
         path: path.to_owned(),
         source,

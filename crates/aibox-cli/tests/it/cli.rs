@@ -1643,3 +1643,50 @@ fn quiet_reports_show_only_what_needs_attention() {
     // Not applied yet: the out-of-sync warnings are what needs attention.
     assert!(stdout.starts_with("warning["), "{}", text(&out));
 }
+
+/// A folder named `aibox.toml` or `.aibox-local.toml` is named as the problem, with a fix,
+/// by `init` and by the commands that load the project (not "run `aibox init`", which
+/// then says it exists); `init` says so before it would ask anything.
+#[test]
+fn a_folder_where_a_config_file_should_be_is_named() {
+    let (_t, dir) = tempdir();
+    fs_err::create_dir(dir.join("aibox.toml")).unwrap();
+    for args in [&["init", "--yes"][..], &["apply"], &["config", "validate"]] {
+        let out = aibox(&dir, args);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{all}");
+        assert!(
+            all.contains("is a folder, where aibox's configuration file should be"),
+            "{all}"
+        );
+        assert!(!all.contains("no questions asked"), "{all}");
+    }
+    let (_t, dir) = init_project("folders", "claude");
+    fs_err::create_dir(dir.join(".aibox-local.toml")).unwrap();
+    let out = aibox(&dir, &["config", "validate"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(".aibox-local.toml is a folder"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// `init` in a project that has its file refuses first: no notes or questions before it.
+/// A folder that does not exist is said to not exist.
+#[test]
+fn init_refuses_before_it_asks() {
+    let (_t, dir) = init_project("twice", "claude");
+    let out = aibox(&dir, &["init"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("already exists"), "{all}");
+    assert!(!all.contains("no questions asked"), "{all}");
+    let out = aibox(&dir, &["--project", "nonexist", "init"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("nonexist does not exist"),
+        "{}",
+        text(&out)
+    );
+}

@@ -494,9 +494,10 @@ fn load_project_checks_overlay_against_team() {
 fn unreadable_file_is_an_io_error() {
     let (_t, root) = project(&[("aibox.toml", HEAD)]);
     fs_err::create_dir(root.join(".aibox-local.toml")).unwrap_or(());
-    // A directory where the overlay should be is not a file: it is ignored like a
-    // missing overlay, while an unreadable aibox.toml is an Io error.
-    assert!(load_project(&root).is_ok());
+    // A folder where the overlay should be is named, not ignored like a missing overlay.
+    let err = load_project(&root).unwrap_err();
+    assert!(matches!(err, ConfigError::NotAFile { .. }), "{err:?}");
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
     let (_t, root) = project(&[]);
     // A file that is not UTF-8 is read; it is the user's to fix, at its first bad byte.
     fs_err::write(root.join("aibox.toml"), b"[container]\nname = \"\xff\"\n").unwrap();
