@@ -62,7 +62,7 @@ pub enum Output {
 /// Colour choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Color {
-    /// Colour on a terminal unless `NO_COLOR` is set.
+    /// Colour on a terminal unless `NO_COLOR` is set to a non-empty value.
     Auto,
     /// Always colour.
     Always,
