@@ -133,6 +133,23 @@ pub enum CliError {
         name: String,
     },
 
+    /// `mcp remove NAME` of a server that is in the other configuration file.
+    #[error("{file} has no MCP server `{name}`: it is in {other}; nothing was changed")]
+    #[diagnostic(
+        code(aibox::cli::mcp_remove),
+        help("`{command}` removes it from {other}")
+    )]
+    McpRemoveOtherFile {
+        /// The server's name.
+        name: String,
+        /// The file asked for.
+        file: &'static str,
+        /// The file that has it.
+        other: &'static str,
+        /// The command that removes it.
+        command: String,
+    },
+
     /// A value could not be rendered as JSON (a bug).
     #[error("cannot render JSON: {0}")]
     #[diagnostic(code(aibox::cli::json))]
@@ -151,7 +168,8 @@ impl CliError {
             | Self::Cancelled
             | Self::UnknownCommand { .. }
             | Self::BadPair { .. }
-            | Self::McpAddWhat { .. } => ErrorKind::User,
+            | Self::McpAddWhat { .. }
+            | Self::McpRemoveOtherFile { .. } => ErrorKind::User,
         }
     }
 }

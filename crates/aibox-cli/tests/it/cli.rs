@@ -1690,3 +1690,45 @@ fn init_refuses_before_it_asks() {
         text(&out)
     );
 }
+
+/// `mcp remove NAME` of a server that is in the other file says where it is and the
+/// command that removes it (exit 2, nothing changed), both ways round.
+#[test]
+fn mcp_remove_points_to_the_file_that_has_the_server() {
+    let (_t, dir) = init_project("remove", "claude");
+    let add = |args: &[&str]| {
+        let out = aibox(&dir, args);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    add(&[
+        "mcp",
+        "add",
+        "--local",
+        "mine",
+        "--",
+        "npx",
+        "-y",
+        "mine@1.0.0",
+    ]);
+    add(&["mcp", "add", "team", "--", "npx", "-y", "team@1.0.0"]);
+    let out = aibox(&dir, &["mcp", "remove", "mine"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("it is in .aibox-local.toml"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("`aibox mcp remove --local mine`"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["mcp", "remove", "--local", "team"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("it is in aibox.toml"), "{}", text(&out));
+    // A name in neither file is still nothing to do.
+    let out = aibox(&dir, &["mcp", "remove", "nobody"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = aibox(&dir, &["mcp", "remove", "--local", "mine"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
