@@ -64,6 +64,19 @@ pub enum CliError {
     #[diagnostic(code(aibox::cli::stdin))]
     Stdin(#[source] std::io::Error),
 
+    /// `--project DIR` names a folder that does not exist.
+    #[error("the project folder {path} does not exist")]
+    #[diagnostic(
+        code(aibox::cli::project_missing),
+        help(
+            "check the path given to `--project` (or `AIBOX_PROJECT`); `aibox init` makes a project in an existing folder"
+        )
+    )]
+    ProjectMissing {
+        /// The folder given.
+        path: camino::Utf8PathBuf,
+    },
+
     /// End of input (Ctrl-D) at a question: the command is cancelled.
     #[error("cancelled: no answer (end of input); nothing was written")]
     #[diagnostic(
@@ -166,6 +179,7 @@ impl CliError {
             | Self::FolderName { .. }
             | Self::ConsentRefused
             | Self::Cancelled
+            | Self::ProjectMissing { .. }
             | Self::UnknownCommand { .. }
             | Self::BadPair { .. }
             | Self::McpAddWhat { .. }

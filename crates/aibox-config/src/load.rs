@@ -349,15 +349,28 @@ fn deserialize<T: DeserializeOwned>(text: &str, src: &Source) -> Result<T, Confi
     // value the schema could not express; report it as an invalid value.
     toml::from_str(text).map_err(|e| {
         let span = e.span().map_or(SourceSpan::from(0..0), Into::into);
+        let message = e.message().trim();
+        // serde names Rust integer types; say the range a person can act on.
+        let help = [
+            ("u16", u64::from(u16::MAX)),
+            ("u32", u64::from(u32::MAX)),
+            ("u64", u64::MAX),
+        ]
+        .into_iter()
+        .find(|(ty, _)| message.ends_with(&format!("expected {ty}")))
+        .map_or_else(
+            || "fix the value so it matches the documented format".to_owned(),
+            |(_, max)| format!("use a whole number from 0 to {max}"),
+        );
         ConfigProblems::single(
             Problem::new(
                 ProblemKind::InvalidValue,
                 src,
                 span,
-                e.message().trim().to_owned(),
+                message.to_owned(),
                 "here",
             )
-            .help("fix the value so it matches the documented format"),
+            .help(help),
         )
     })
 }

@@ -1732,3 +1732,24 @@ fn mcp_remove_points_to_the_file_that_has_the_server() {
     let out = aibox(&dir, &["mcp", "remove", "--local", "mine"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
+
+/// Smaller messages: `--project` of a folder that does not exist says so, and a number out
+/// of range says the range rather than a Rust type.
+#[test]
+fn missing_project_folder_and_number_range_are_said_plainly() {
+    let (_t, dir) = init_project("plain", "claude");
+    let out = aibox(&dir, &["--project", "nonexist", "apply"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("the project folder nonexist does not exist"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["config", "set", "container.uid", "99999999999"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("use a whole number from 0 to 4294967295"),
+        "{}",
+        text(&out)
+    );
+}
