@@ -56,16 +56,6 @@ pub enum InitError {
         /// The existing file.
         path: Utf8PathBuf,
     },
-    /// The target does not exist.
-    #[error("{path} does not exist")]
-    #[diagnostic(
-        code(aibox::init::missing),
-        help("create the folder first (`mkdir -p {path}`), or pass an existing project folder")
-    )]
-    Missing {
-        /// The path given.
-        path: Utf8PathBuf,
-    },
     /// A folder named `aibox.toml` is where the file would go.
     #[error("{path} is a folder, where aibox's configuration file should be")]
     #[diagnostic(
@@ -79,8 +69,8 @@ pub enum InitError {
         /// The folder.
         path: Utf8PathBuf,
     },
-    /// The target is not a directory.
-    #[error("{path} is not a directory")]
+    /// The target is not a directory, or does not exist.
+    #[error("{} {}", .path, if *.exists { "is not a directory" } else { "does not exist" })]
     #[diagnostic(
         code(aibox::init::not_a_directory),
         help("create the directory first, or pass the project directory")
@@ -88,6 +78,8 @@ pub enum InitError {
     NotADirectory {
         /// The path given.
         path: Utf8PathBuf,
+        /// Whether something else (a file) is there.
+        exists: bool,
     },
     /// A file aibox would write is a symbolic link.
     #[error("{path} is a symbolic link; aibox does not write through links")]
@@ -132,7 +124,6 @@ impl InitError {
             Self::Invalid(e) => e.kind(),
             Self::Check(e) => e.kind(),
             Self::Exists { .. }
-            | Self::Missing { .. }
             | Self::FolderInTheWay { .. }
             | Self::NotADirectory { .. }
             | Self::Symlink { .. } => aibox_config::ErrorKind::User,
@@ -208,15 +199,13 @@ pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError>
 /// `aibox.toml` (file, link or folder). The CLI asks this before its questions.
 ///
 /// # Errors
-/// [`InitError::Missing`], [`InitError::NotADirectory`], [`InitError::FolderInTheWay`] or
+/// [`InitError::NotADirectory`], [`InitError::FolderInTheWay`] or
 /// [`InitError::Exists`].
 pub fn check_target(dir: &Utf8Path) -> Result<(), InitError> {
     if !dir.is_dir() {
-        let path = dir.to_owned();
-        return Err(if dir.symlink_metadata().is_err() {
-            InitError::Missing { path }
-        } else {
-            InitError::NotADirectory { path }
+        return Err(InitError::NotADirectory {
+            path: dir.to_owned(),
+            exists: dir.symlink_metadata().is_ok(),
         });
     }
     let path = dir.join(AIBOX_TOML);
