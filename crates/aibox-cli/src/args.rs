@@ -42,7 +42,10 @@ pub struct Global {
     /// same.
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
-    /// Only errors.
+    /// Only errors and warnings: no progress or status lines; `doctor` prints only its
+    /// errors and warnings (not the checks that passed, nor notes), `doctor --integrity`
+    /// only the files that are wrong, `mcp list` only the servers not registered. What
+    /// you asked for (`config get`, `--output json`) is still printed.
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
 }
@@ -59,7 +62,7 @@ pub enum Output {
 /// Colour choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Color {
-    /// Colour on a terminal unless `NO_COLOR` is set.
+    /// Colour on a terminal unless `NO_COLOR` is set to a non-empty value.
     Auto,
     /// Always colour.
     Always,

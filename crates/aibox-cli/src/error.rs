@@ -64,6 +64,27 @@ pub enum CliError {
     #[diagnostic(code(aibox::cli::stdin))]
     Stdin(#[source] std::io::Error),
 
+    /// `--project DIR` names a folder that does not exist.
+    #[error("the project folder {path} does not exist")]
+    #[diagnostic(
+        code(aibox::cli::project_missing),
+        help(
+            "check the path given to `--project` (or `AIBOX_PROJECT`); `aibox init` makes a project in an existing folder"
+        )
+    )]
+    ProjectMissing {
+        /// The folder given.
+        path: camino::Utf8PathBuf,
+    },
+
+    /// End of input (Ctrl-D) at a question: the command is cancelled.
+    #[error("cancelled: no answer (end of input); nothing was written")]
+    #[diagnostic(
+        code(aibox::cli::cancelled),
+        help("run the command again and answer, or give the answers as flags with `--yes`")
+    )]
+    Cancelled,
+
     /// `init` without a name in a folder whose name is not a valid project name.
     #[error("the folder name `{folder}` is not a valid project name")]
     #[diagnostic(
@@ -125,6 +146,23 @@ pub enum CliError {
         name: String,
     },
 
+    /// `mcp remove NAME` of a server that is in the other configuration file.
+    #[error("{file} has no MCP server `{name}`: it is in {other}; nothing was changed")]
+    #[diagnostic(
+        code(aibox::cli::mcp_remove),
+        help("`{command}` removes it from {other}")
+    )]
+    McpRemoveOtherFile {
+        /// The server's name.
+        name: String,
+        /// The file asked for.
+        file: &'static str,
+        /// The file that has it.
+        other: &'static str,
+        /// The command that removes it.
+        command: String,
+    },
+
     /// A value could not be rendered as JSON (a bug).
     #[error("cannot render JSON: {0}")]
     #[diagnostic(code(aibox::cli::json))]
@@ -140,9 +178,12 @@ impl CliError {
             Self::NonUtf8Cwd(_)
             | Self::FolderName { .. }
             | Self::ConsentRefused
+            | Self::Cancelled
+            | Self::ProjectMissing { .. }
             | Self::UnknownCommand { .. }
             | Self::BadPair { .. }
-            | Self::McpAddWhat { .. } => ErrorKind::User,
+            | Self::McpAddWhat { .. }
+            | Self::McpRemoveOtherFile { .. } => ErrorKind::User,
         }
     }
 }

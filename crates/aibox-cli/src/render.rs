@@ -10,7 +10,9 @@ pub fn install_miette_hook(color: Color) {
     let colored = match color {
         Color::Always => true,
         Color::Never => false,
-        Color::Auto => std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal(),
+        Color::Auto => {
+            !no_color(std::env::var_os("NO_COLOR").as_deref()) && std::io::stderr().is_terminal()
+        }
     };
     // A hook can only be set once per process; a second call is harmless to ignore.
     let _ = miette::set_hook(Box::new(move |_| {
@@ -21,6 +23,12 @@ pub fn install_miette_hook(color: Color) {
         };
         Box::new(miette::GraphicalReportHandler::new_themed(theme).with_context_lines(2))
     }));
+}
+
+/// Whether `NO_COLOR` asks for no colour: per no-color.org only a non-empty value does
+/// (`NO_COLOR=` set but empty leaves colour on).
+fn no_color(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_some_and(|v| !v.is_empty())
 }
 
 /// Prints a diagnostic to stderr. Diagnostics may quote a line of a configuration file;
@@ -241,4 +249,17 @@ pub fn usage_error_json(text: &str) {
         "related": [],
     });
     out(&serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_owned()));
+}
+
+#[cfg(test)]
+mod no_color_tests {
+    use std::ffi::OsStr;
+
+    #[test]
+    fn only_a_non_empty_no_color_turns_colour_off() {
+        assert!(!super::no_color(None));
+        assert!(!super::no_color(Some(OsStr::new(""))));
+        assert!(super::no_color(Some(OsStr::new("1"))));
+        assert!(super::no_color(Some(OsStr::new("0"))));
+    }
 }

@@ -82,7 +82,7 @@ pub fn set(text: &str, key: &str, value: &str) -> Result<String, ConfigError> {
 
 /// [`set`] for either file.
 pub fn set_in(file: ConfigFile, text: &str, key: &str, value: &str) -> Result<String, ConfigError> {
-    let mut doc = parse_doc(text, file)?;
+    let mut doc = parse_for_insert(text, file)?;
     let segs = split_key(key)?;
     let new = parse_value(value);
     set_item(doc.as_item_mut(), &segs, new, key, 0)?;
@@ -112,6 +112,175 @@ fn parse_doc(text: &str, file: ConfigFile) -> Result<DocumentMut, ConfigError> {
         ConfigProblems::from_vec(vec![p])
             .map_or_else(|| bad_key("", "invalid TOML"), ConfigError::Invalid)
     })
+}
+
+/// [`parse_doc`] for an edit that may add keys or tables, with the comments that follow
+/// a table's last line tied to that line.
+///
+/// `toml_edit` keeps comment lines after a table's last key as the prefix of the next
+/// header (or the document's trailing text), so a table inserted between them would
+/// land above those comments, and a commented-out example the user later uncomments
+/// would silently belong to the new table. Comment lines that directly follow a table
+/// (no blank line between) are that table's; they are moved into the decor of its last
+/// line, which renders them in the same place, so whatever is added goes below them.
+/// When the move would change a single byte of the unedited text it is not made.
+fn parse_for_insert(text: &str, file: ConfigFile) -> Result<DocumentMut, ConfigError> {
+    let mut doc = parse_doc(text, file)?;
+    let mut tied = doc.clone();
+    tie_trailing_comments(&mut tied);
+    if tied.to_string() == text {
+        doc = tied;
+    }
+    Ok(doc)
+}
+
+/// One step of a path to a displayed table: a key, or an entry of an array of tables.
+#[derive(Clone)]
+enum Step {
+    Key(String),
+    Entry(String, usize),
+}
+
+/// Every table that renders a header (and the root when it has keys), in display order.
+fn displayed_tables(doc: &DocumentMut) -> Vec<Vec<Step>> {
+    fn walk(
+        t: &Table,
+        path: &mut Vec<Step>,
+        out: &mut Vec<(bool, isize, Vec<Step>)>,
+        last: &mut isize,
+    ) {
+        if let Some(pos) = t.position() {
+            *last = pos;
+        }
+        let visible = if path.is_empty() {
+            !t.get_values().is_empty()
+        } else {
+            !(t.is_implicit() && t.get_values().is_empty())
+        };
+        if visible {
+            out.push((!path.is_empty(), *last, path.clone()));
+        }
+        for (k, item) in t {
+            match item {
+                Item::Table(sub) if !sub.is_dotted() => {
+                    path.push(Step::Key(k.to_owned()));
+                    walk(sub, path, out, last);
+                    path.pop();
+                }
+                Item::ArrayOfTables(aot) => {
+                    for (i, sub) in aot.iter().enumerate() {
+                        path.push(Step::Entry(k.to_owned(), i));
+                        walk(sub, path, out, last);
+                        path.pop();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(doc.as_table(), &mut Vec::new(), &mut out, &mut 0);
+    // The order `toml_edit` renders in: root first, then by position, stable.
+    out.sort_by_key(|(has_path, pos, _)| (*has_path, *pos));
+    out.into_iter().map(|(_, _, p)| p).collect()
+}
+
+fn table_at<'a>(doc: &'a mut DocumentMut, path: &[Step]) -> Option<&'a mut Table> {
+    let mut t = doc.as_table_mut();
+    for step in path {
+        t = match step {
+            Step::Key(k) => t.get_mut(k)?.as_table_mut()?,
+            Step::Entry(k, i) => t.get_mut(k)?.as_array_of_tables_mut()?.get_mut(*i)?,
+        };
+    }
+    Some(t)
+}
+
+/// The value a table's body renders last, if its last line is a plain `key = value`.
+fn last_body_value(t: &mut Table) -> Option<&mut Value> {
+    let items: Vec<_> = t.iter_mut().collect();
+    for (_, item) in items.into_iter().rev() {
+        match item {
+            Item::Value(v) if v.as_inline_table().is_some_and(InlineTable::is_dotted) => {
+                return None;
+            }
+            Item::Value(v) => return Some(v),
+            Item::Table(sub) if sub.is_dotted() => return last_body_value(sub),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The leading comment lines of `prefix` up to the first line that is not a comment.
+fn leading_comment_block(prefix: &str) -> usize {
+    let mut end = 0;
+    for line in prefix.split_inclusive('\n') {
+        if !line.ends_with('\n') || !line.trim_start().starts_with('#') {
+            break;
+        }
+        end += line.len();
+    }
+    end
+}
+
+/// Moves the comment block that directly follows each table's last line into that line's
+/// decor (see [`parse_for_insert`]).
+fn tie_trailing_comments(doc: &mut DocumentMut) {
+    let tables = displayed_tables(doc);
+    for (i, owner) in tables.iter().enumerate() {
+        let following = match tables.get(i + 1) {
+            Some(next) => {
+                table_at(doc, next).and_then(|t| t.decor().prefix()?.as_str().map(str::to_owned))
+            }
+            None => doc.trailing().as_str().map(str::to_owned),
+        };
+        let Some(following) = following else { continue };
+        let end = leading_comment_block(&following);
+        if end == 0 {
+            continue;
+        }
+        let (block, rest) = following.split_at(end);
+        let Some(owner_table) = table_at(doc, owner) else {
+            continue;
+        };
+        let eol = if block.ends_with("\r\n") {
+            "\r\n"
+        } else {
+            "\n"
+        };
+        let tied = block.strip_suffix(eol).unwrap_or(block);
+        if let Some(v) = last_body_value(owner_table) {
+            let old = v
+                .decor()
+                .suffix()
+                .and_then(|s| s.as_str())
+                .unwrap_or("")
+                .to_owned();
+            v.decor_mut().set_suffix(format!("{old}{eol}{tied}"));
+        } else if owner.is_empty() {
+            continue;
+        } else {
+            let old = owner_table
+                .decor()
+                .suffix()
+                .and_then(|s| s.as_str())
+                .unwrap_or("")
+                .to_owned();
+            owner_table
+                .decor_mut()
+                .set_suffix(format!("{old}{eol}{tied}"));
+        }
+        let rest = rest.to_owned();
+        match tables.get(i + 1) {
+            Some(next) => {
+                if let Some(t) = table_at(doc, next) {
+                    t.decor_mut().set_prefix(rest);
+                }
+            }
+            None => doc.set_trailing(rest),
+        }
+    }
 }
 
 fn bad_key(key: &str, reason: impl Into<String>) -> ConfigError {
@@ -336,7 +505,7 @@ pub fn add_mcp_server(
     text: &str,
     server: &crate::model::McpServer,
 ) -> Result<String, ConfigError> {
-    let mut doc = parse_doc(text, file)?;
+    let mut doc = parse_for_insert(text, file)?;
     let path = servers_path(file);
     let key = path.join(".");
     let mut node = doc.as_table_mut();

@@ -57,15 +57,11 @@ impl GetError {
 pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
     let path = root.join(AIBOX_TOML);
     let config_error = |e: ConfigError| GetError::Config(Box::new(e));
-    let text = fs_err::read_to_string(&path).map_err(|source| {
-        config_error(ConfigError::Io {
-            path: path.clone(),
-            source,
-        })
-    })?;
+    let text = crate::read_config_file(&path, AIBOX_TOML).map_err(config_error)?;
     let config = crate::parse_aibox_toml(&text, AIBOX_TOML).map_err(config_error)?;
     // The model always serialises; a failure would leave `Null`, reported as unset.
-    let effective = serde_json::to_value(&config).unwrap_or(Value::Null);
+    let mut effective = serde_json::to_value(&config).unwrap_or(Value::Null);
+    fill_derived(&mut effective);
     let schema = crate::schema::aibox_toml_schema();
     match lookup(&effective, &schema, key) {
         Lookup::Value(v) => Ok(v),
@@ -90,6 +86,34 @@ pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
     }
 }
 
+/// Defaults that are another key's value (the model keeps them unset, the generator reads
+/// them through): `container.hostname` and `aibox.project_name` are `container.name`,
+/// `container.gid` is `container.uid`.
+fn fill_derived(effective: &mut Value) {
+    let container = effective.get("container").cloned().unwrap_or(Value::Null);
+    for (section, key, from) in [
+        ("container", "hostname", "name"),
+        ("container", "gid", "uid"),
+        ("aibox", "project_name", "name"),
+    ] {
+        let Some(source) = container.get(from).filter(|v| !v.is_null()).cloned() else {
+            continue;
+        };
+        let Some(root) = effective.as_object_mut() else {
+            return;
+        };
+        let table = root
+            .entry(section)
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(table) = table.as_object_mut() {
+            let slot = table.entry(key).or_insert(Value::Null);
+            if slot.is_null() {
+                *slot = source;
+            }
+        }
+    }
+}
+
 /// What `get` found at a key.
 #[derive(Debug, PartialEq)]
 pub enum Lookup {
@@ -111,11 +135,15 @@ pub enum Lookup {
 pub fn lookup(effective: &Value, schema: &Value, key: &str) -> Lookup {
     let segs: Vec<&str> = key.split('.').collect();
     let mut node = Some(schema);
+    let mut last = schema;
     for (i, seg) in segs.iter().enumerate() {
         let Some(current) = node.map(|n| resolve(schema, n)) else {
             break;
         };
         node = child(schema, current, seg);
+        if let Some(n) = node {
+            last = n;
+        }
         if node.is_none() {
             let at = segs[..=i].join(".");
             let prefix = segs[..i].join(".");
@@ -141,8 +169,16 @@ pub fn lookup(effective: &Value, schema: &Value, key: &str) -> Lookup {
             other => other.get(*seg),
         });
     }
+    // A section left out of the serialised model when it is all defaults (`[network]`)
+    // has its keys' defaults in the schema.
+    let schema_default = || {
+        [last, resolve(schema, last)]
+            .into_iter()
+            .find_map(|n| n.get("default").filter(|d| !d.is_null()))
+    };
     value
         .filter(|v| !v.is_null())
+        .or_else(schema_default)
         .cloned()
         .map_or(Lookup::Unset, Lookup::Value)
 }
@@ -243,6 +279,39 @@ mod tests {
             Lookup::Unknown { suggestion: Some(s), .. } if s == "container"
         ));
         assert_eq!(raw(&Value::from("x y")), "x y");
+    }
+
+    /// Documented defaults are values, also when derived from another key or when the
+    /// whole section is left out because it is all defaults.
+    #[test]
+    fn documented_defaults_are_values() {
+        let schema = crate::schema::aibox_toml_schema();
+        let mut cfg = effective("[container]\nname = \"demo\"\nuid = 1234\n");
+        fill_derived(&mut cfg);
+        for (key, value) in [
+            ("network.egress", Value::from("open")),
+            ("container.hostname", Value::from("demo")),
+            ("container.gid", Value::from(1234)),
+            ("aibox.project_name", Value::from("demo")),
+        ] {
+            assert_eq!(lookup(&cfg, &schema, key), Lookup::Value(value), "{key}");
+        }
+        let mut cfg = effective(
+            "[container]\nname = \"demo\"\nhostname = \"box\"\ngid = 7\n[network]\negress = \"none\"\n",
+        );
+        fill_derived(&mut cfg);
+        assert_eq!(
+            lookup(&cfg, &schema, "container.hostname"),
+            Lookup::Value("box".into())
+        );
+        assert_eq!(
+            lookup(&cfg, &schema, "container.gid"),
+            Lookup::Value(7.into())
+        );
+        assert_eq!(
+            lookup(&cfg, &schema, "network.egress"),
+            Lookup::Value("none".into())
+        );
         assert_eq!(raw(&Value::from(1000)), "1000");
     }
 }

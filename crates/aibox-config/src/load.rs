@@ -51,6 +51,19 @@ pub enum ConfigError {
         /// Where it stopped (the repository root, or `/`).
         boundary: Utf8PathBuf,
     },
+    /// A folder is where a configuration file should be (a folder named `aibox.toml`).
+    #[error("{path} is a folder, where aibox's configuration file should be")]
+    #[diagnostic(
+        code(aibox::config::not_a_file),
+        help(
+            "it must be a file: move or remove that folder (`mv {path} {path}.old`); for a new \
+             aibox.toml run `aibox init` after that"
+        )
+    )]
+    NotAFile {
+        /// The folder.
+        path: Utf8PathBuf,
+    },
     /// A file could not be read.
     #[error("cannot read {path}")]
     #[diagnostic(
@@ -100,6 +113,7 @@ impl ConfigError {
         match self {
             Self::Io { .. } => crate::ErrorKind::Environment,
             Self::NotFound { .. }
+            | Self::NotAFile { .. }
             | Self::Invalid(_)
             | Self::KeyPath { .. }
             | Self::DuplicateServer { .. } => crate::ErrorKind::User,
@@ -121,8 +135,14 @@ pub fn find_project_root(start: &Utf8Path) -> Result<Utf8PathBuf, ConfigError> {
     let mut boundary = start;
     while let Some(d) = dir {
         boundary = d;
-        if d.join(AIBOX_TOML).is_file() {
+        let candidate = d.join(AIBOX_TOML);
+        if candidate.is_file() {
             return Ok(d.to_owned());
+        }
+        // A folder of that name is a mistake to name, not a reason to search on (which
+        // ends in "run `aibox init`", and init then finds it in the way).
+        if candidate.is_dir() {
+            return Err(ConfigError::NotAFile { path: candidate });
         }
         // The root of a git repository (`.git` directory, or file for worktrees and
         // submodules) ends the search: a project above it belongs to someone else.
@@ -165,6 +185,9 @@ pub fn load_project_with_text(root: &Utf8Path) -> Result<(Project, String), Conf
     let text = read(&path)?;
     let team = parse_team(&text, path.as_str());
     let local_path = root.join(LOCAL_TOML);
+    if local_path.is_dir() {
+        return Err(ConfigError::NotAFile { path: local_path });
+    }
     let local = if local_path.is_file() {
         let local_text = read(&local_path)?;
         parse_local(&local_text, local_path.as_str(), team.as_ref().ok())
@@ -199,9 +222,66 @@ pub fn team_config_reads() -> usize {
 }
 
 fn read(path: &Utf8Path) -> Result<String, ConfigError> {
-    fs_err::read_to_string(path).map_err(|source| ConfigError::Io {
+    read_config_file(path, path.as_str())
+}
+
+/// Reads a configuration file as text; `name` labels diagnostics.
+///
+/// # Errors
+/// [`ConfigError::Io`] when it cannot be read; a syntax problem at the first invalid
+/// byte when it is not UTF-8 (see [`config_text`]).
+pub fn read_config_file(path: &Utf8Path, name: &str) -> Result<String, ConfigError> {
+    if path.is_dir() {
+        return Err(ConfigError::NotAFile {
+            path: path.to_owned(),
+        });
+    }
+    let bytes = fs_err::read(path).map_err(|source| ConfigError::Io {
         path: path.to_owned(),
         source,
+    })?;
+    config_text(bytes, name)
+}
+
+/// The text of a configuration file read as `bytes`; `name` labels diagnostics.
+///
+/// TOML is UTF-8: a file that is not is the user's to fix (often a Latin-1 character
+/// typed by an editor), so it is a syntax problem at the first invalid byte, with its
+/// line and column, not an unreadable file.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] with one `aibox::config::syntax` problem.
+pub fn config_text(bytes: Vec<u8>, name: &str) -> Result<String, ConfigError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let byte = bytes.get(at).copied().unwrap_or_default();
+        let before = &bytes[..at];
+        let line = memchr::memchr_iter(b'\n', before).count() + 1;
+        let column = at
+            - before
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        // The valid prefix is the same in the lossy text; the bad byte is one U+FFFD there.
+        let text = String::from_utf8_lossy(bytes);
+        let src = source(name, &text);
+        let problem = Problem::new(
+            ProblemKind::Syntax,
+            &src,
+            SourceSpan::from(at..at + '\u{FFFD}'.len_utf8()),
+            format!(
+                "{name} is not UTF-8 text: byte 0x{byte:02X} at line {line}, column {column} \
+                 (byte offset {at})"
+            ),
+            "not UTF-8",
+        )
+        .help(
+            "TOML files must be UTF-8: retype the character, or convert the file \
+             (`iconv -f latin1 -t utf-8`) and save it as UTF-8",
+        );
+        ConfigError::Invalid(ConfigProblems::single(problem))
     })
 }
 
@@ -269,15 +349,28 @@ fn deserialize<T: DeserializeOwned>(text: &str, src: &Source) -> Result<T, Confi
     // value the schema could not express; report it as an invalid value.
     toml::from_str(text).map_err(|e| {
         let span = e.span().map_or(SourceSpan::from(0..0), Into::into);
+        let message = e.message().trim();
+        // serde names Rust integer types; say the range a person can act on.
+        let help = [
+            ("u16", u64::from(u16::MAX)),
+            ("u32", u64::from(u32::MAX)),
+            ("u64", u64::MAX),
+        ]
+        .into_iter()
+        .find(|(ty, _)| message.ends_with(&format!("expected {ty}")))
+        .map_or_else(
+            || "fix the value so it matches the documented format".to_owned(),
+            |(_, max)| format!("use a whole number from 0 to {max}"),
+        );
         ConfigProblems::single(
             Problem::new(
                 ProblemKind::InvalidValue,
                 src,
                 span,
-                e.message().trim().to_owned(),
+                message.to_owned(),
                 "here",
             )
-            .help("fix the value so it matches the documented format"),
+            .help(help),
         )
     })
 }

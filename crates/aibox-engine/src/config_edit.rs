@@ -65,10 +65,7 @@ fn edit_file(
     let rel = Utf8Path::new(file.file_name());
     let project = ProjectRoot::open(root).map_err(|e| write_error(root, e))?;
     let text = match project.read(rel).map_err(|e| write_error(root, e))? {
-        Some(bytes) => String::from_utf8(bytes).map_err(|e| ConfigEditError::Io {
-            path: path.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        })?,
+        Some(bytes) => aibox_config::config_text(bytes, file.file_name())?,
         None => String::new(),
     };
     let Some(new) = edit(&text)? else {

@@ -56,8 +56,21 @@ pub enum InitError {
         /// The existing file.
         path: Utf8PathBuf,
     },
-    /// The target is not a directory.
-    #[error("{path} is not a directory")]
+    /// A folder named `aibox.toml` is where the file would go.
+    #[error("{path} is a folder, where aibox's configuration file should be")]
+    #[diagnostic(
+        code(aibox::init::not_a_file),
+        help(
+            "aibox.toml must be a file: move or remove that folder (`mv {path} {path}.old`), \
+             then run `aibox init` again"
+        )
+    )]
+    FolderInTheWay {
+        /// The folder.
+        path: Utf8PathBuf,
+    },
+    /// The target is not a directory, or does not exist.
+    #[error("{} {}", .path, if *.exists { "is not a directory" } else { "does not exist" })]
     #[diagnostic(
         code(aibox::init::not_a_directory),
         help("create the directory first, or pass the project directory")
@@ -65,6 +78,8 @@ pub enum InitError {
     NotADirectory {
         /// The path given.
         path: Utf8PathBuf,
+        /// Whether something else (a file) is there.
+        exists: bool,
     },
     /// A file aibox would write is a symbolic link.
     #[error("{path} is a symbolic link; aibox does not write through links")]
@@ -108,9 +123,10 @@ impl InitError {
             Self::Write(e) => e.kind(),
             Self::Invalid(e) => e.kind(),
             Self::Check(e) => e.kind(),
-            Self::Exists { .. } | Self::NotADirectory { .. } | Self::Symlink { .. } => {
-                aibox_config::ErrorKind::User
-            }
+            Self::Exists { .. }
+            | Self::FolderInTheWay { .. }
+            | Self::NotADirectory { .. }
+            | Self::Symlink { .. } => aibox_config::ErrorKind::User,
         }
     }
 }
@@ -129,16 +145,8 @@ impl InitError {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError> {
-    if !dir.is_dir() {
-        return Err(InitError::NotADirectory {
-            path: dir.to_owned(),
-        });
-    }
+    check_target(dir)?;
     let toml_path = dir.join(AIBOX_TOML);
-    // `symlink_metadata` so that even a dangling link counts as "exists".
-    if toml_path.symlink_metadata().is_ok() {
-        return Err(InitError::Exists { path: toml_path });
-    }
     let text = aibox_config::render_aibox_toml(opts);
     // Validate before touching anything: bad answers must not leave half a project. The
     // checks `apply` runs come too (a floating `--processkit-version latest` is refused
@@ -185,6 +193,28 @@ pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError>
         },
         gitignore_change: change,
     })
+}
+
+/// Whether `init` can create `aibox.toml` in `dir`: the folder exists and holds no
+/// `aibox.toml` (file, link or folder). The CLI asks this before its questions.
+///
+/// # Errors
+/// [`InitError::NotADirectory`], [`InitError::FolderInTheWay`] or
+/// [`InitError::Exists`].
+pub fn check_target(dir: &Utf8Path) -> Result<(), InitError> {
+    if !dir.is_dir() {
+        return Err(InitError::NotADirectory {
+            path: dir.to_owned(),
+            exists: dir.symlink_metadata().is_ok(),
+        });
+    }
+    let path = dir.join(AIBOX_TOML);
+    // `symlink_metadata` so that even a dangling link counts as "exists".
+    match path.symlink_metadata() {
+        Ok(meta) if meta.is_dir() => Err(InitError::FolderInTheWay { path }),
+        Ok(_) => Err(InitError::Exists { path }),
+        Err(_) => Ok(()),
+    }
 }
 
 /// The writer's refusals in `init`'s terms: a symlink, an existing file, an I/O error.

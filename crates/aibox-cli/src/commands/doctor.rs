@@ -2,6 +2,7 @@
 //! `aibox_engine::doctor`; exit 1 when it found errors.
 
 use aibox_engine::updates::UpdateCheck;
+use aibox_policy::Severity;
 use camino::Utf8Path;
 
 use super::{Outcome, json_or, project_root};
@@ -36,7 +37,13 @@ pub fn run(g: &Global, args: &DoctorArgs) -> Outcome {
             ),
         );
     }
-    json_or(g, &report, || render::out(report.render_human().trim_end()))?;
+    json_or(g, &report, || {
+        if g.quiet {
+            quiet_report(&report);
+        } else {
+            render::out(report.render_human().trim_end());
+        }
+    })?;
     Ok(if report.has_errors() {
         Exit::Problems
     } else {
@@ -44,9 +51,38 @@ pub fn run(g: &Global, args: &DoctorArgs) -> Outcome {
     })
 }
 
+/// `--quiet`: only the errors and warnings, as the full report words them; nothing when
+/// there are none (the exit code still says whether errors were found).
+fn quiet_report(report: &aibox_engine::doctor::DoctorReport) {
+    for severity in [Severity::Error, Severity::Warning] {
+        for finding in report.by_severity(severity) {
+            for (i, line) in finding.to_string().lines().enumerate() {
+                render::out(&format!("{}{line}", if i == 0 { "" } else { "  " }));
+            }
+        }
+    }
+}
+
 fn integrity(g: &Global, root: &Utf8Path) -> Outcome {
     let report = aibox_engine::integrity(root.as_std_path())?;
     json_or(g, &report, || {
+        // `--quiet`: only the files that are wrong, no status line or user edits.
+        if g.quiet {
+            for (label, files) in [
+                ("modified", &report.modified),
+                ("missing", &report.missing),
+                ("unexpected", &report.unexpected),
+                (
+                    "snapshot differs from the release",
+                    &report.snapshot_modified,
+                ),
+            ] {
+                for f in files {
+                    render::out(&format!("{label}: {f}"));
+                }
+            }
+            return;
+        }
         let status = serde_json::to_value(report.status)
             .ok()
             .and_then(|v| v.as_str().map(ToOwned::to_owned))

@@ -3,7 +3,9 @@
 
 use camino::Utf8Path;
 
-use super::{Outcome, ask, cwd, interactive, json_or};
+use std::io::{BufRead, Write};
+
+use super::{Outcome, cwd, interactive, json_or};
 use crate::args::{Global, InitArgs};
 use crate::error::{CliError, Failure};
 use crate::exit::Exit;
@@ -15,6 +17,8 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
         Some(d) => d.clone(),
         None => cwd()?,
     };
+    // Refuse before asking anything: answers to a command that cannot run are wasted.
+    aibox_engine::init::check_target(&dir)?;
     let absolute = dir.canonicalize_utf8().ok();
     let name = match &args.name {
         Some(n) => n.clone(),
@@ -31,31 +35,17 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
     let chose_harnesses = harnesses.is_empty() && !interactive;
     let pk_flags = args.processkit_source.is_some() || args.processkit_version.is_some();
     let chose_mode = args.context_mode.is_none() && !pk_flags && !interactive;
+    let mut stdin = std::io::stdin().lock();
+    let mut stderr = std::io::stderr();
     if harnesses.is_empty() && interactive {
-        let answer = ask(
-            "Harnesses to enable (comma-separated: claude, codex, gemini, opencode, cursor, vscode)",
-            "claude",
-        )?;
-        for h in answer.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let harness: Harness = h.parse()?;
-            if !harnesses.contains(&harness) {
-                harnesses.push(harness);
-            }
-        }
+        harnesses = ask_harnesses(&mut stdin, &mut stderr)?;
     }
     if harnesses.is_empty() {
         harnesses.push(Harness::Claude);
     }
     let context_mode = match args.context_mode {
         Some(mode) => mode.0,
-        None if interactive => {
-            let answer = ask("Context mode (processkit | harness-only)", "harness-only")?;
-            if answer == "processkit" {
-                ContextMode::Processkit
-            } else {
-                ContextMode::HarnessOnly
-            }
-        }
+        None if interactive => ask_context_mode(&mut stdin, &mut stderr)?,
         None if pk_flags => ContextMode::Processkit,
         None => ContextMode::HarnessOnly,
     };
@@ -101,6 +91,87 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
         render::note(g.quiet, "next: review aibox.toml, then run `aibox apply`");
     })?;
     Ok(Exit::Ok)
+}
+
+/// Asks `question` until `parse` accepts the answer (an empty answer is `default`),
+/// saying why an answer was not taken; end of input (Ctrl-D) cancels `init`.
+fn ask_until<T>(
+    input: &mut impl BufRead,
+    out: &mut impl Write,
+    question: &str,
+    default: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<T, Failure> {
+    loop {
+        let _ = write!(out, "{question} [{default}]: ");
+        let _ = out.flush();
+        let mut line = String::new();
+        if input.read_line(&mut line).map_err(CliError::Stdin)? == 0 {
+            let _ = writeln!(out);
+            return Err(CliError::Cancelled.into());
+        }
+        let answer = match line.trim() {
+            "" => default,
+            a => a,
+        };
+        match parse(answer) {
+            Ok(v) => return Ok(v),
+            Err(why) => {
+                let _ = writeln!(out, "{why}");
+            }
+        }
+    }
+}
+
+/// The harness question: a comma-separated list, each id checked with its suggestion.
+fn ask_harnesses(input: &mut impl BufRead, out: &mut impl Write) -> Result<Vec<Harness>, Failure> {
+    ask_until(
+        input,
+        out,
+        "Harnesses to enable (comma-separated: claude, codex, gemini, opencode, cursor, vscode)",
+        "claude",
+        |answer| {
+            let mut harnesses = Vec::new();
+            for h in answer.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                let harness: Harness = h.parse().map_err(|e: aibox_config::UnknownHarness| {
+                    let help = miette::Diagnostic::help(&e).map(|h| h.to_string());
+                    format!("{e}; {}", help.unwrap_or_default())
+                })?;
+                if !harnesses.contains(&harness) {
+                    harnesses.push(harness);
+                }
+            }
+            if harnesses.is_empty() {
+                return Err("name at least one harness".to_owned());
+            }
+            Ok(harnesses)
+        },
+    )
+}
+
+/// The context-mode question: exactly one of the two modes.
+fn ask_context_mode(
+    input: &mut impl BufRead,
+    out: &mut impl Write,
+) -> Result<ContextMode, Failure> {
+    let modes = [ContextMode::Processkit, ContextMode::HarnessOnly];
+    ask_until(
+        input,
+        out,
+        "Context mode (processkit | harness-only)",
+        "harness-only",
+        |answer| {
+            if let Some(mode) = modes.into_iter().find(|m| m.as_str() == answer) {
+                return Ok(mode);
+            }
+            let hint = aibox_config::closest(answer, modes.iter().map(|m| m.as_str()))
+                .map(|m| format!("did you mean \"{m}\"? "))
+                .unwrap_or_default();
+            Err(format!(
+                "unknown context mode \"{answer}\"; {hint}answer processkit or harness-only"
+            ))
+        },
+    )
 }
 
 /// `--processkit-version`, with `latest` resolved now to the newest published release
@@ -207,4 +278,58 @@ fn folder_project_name(absolute: Option<&Utf8Path>) -> Result<String, Failure> {
         suggestion: suggestion.to_owned(),
     }
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn run<T>(
+        answers: &str,
+        ask: impl Fn(&mut &[u8], &mut Vec<u8>) -> Result<T, Failure>,
+    ) -> (Result<T, Failure>, String) {
+        let mut input = answers.as_bytes();
+        let mut out = Vec::new();
+        let result = ask(&mut input, &mut out);
+        (result, String::from_utf8(out).unwrap())
+    }
+
+    /// A wrong answer is asked again with a hint, for both questions alike; it never
+    /// becomes a default or aborts `init`.
+    #[test]
+    fn an_invalid_answer_is_asked_again() {
+        for typo in ["processkitt", "Processkit", "harness_only"] {
+            let (mode, out) = run(&format!("{typo}\nprocesskit\n"), |i, o| {
+                ask_context_mode(i, o)
+            });
+            assert_eq!(mode.ok().unwrap(), ContextMode::Processkit);
+            assert!(
+                out.contains(&format!("unknown context mode \"{typo}\"")),
+                "{out}"
+            );
+            assert!(out.contains("did you mean"), "{out}");
+        }
+        let (harnesses, out) = run("claud\n\n", |i, o| ask_harnesses(i, o));
+        assert_eq!(harnesses.ok().unwrap(), vec![Harness::Claude]);
+        assert!(out.contains("did you mean \"claude\"?"), "{out}");
+        let (mode, _) = run("\n", |i, o| ask_context_mode(i, o));
+        assert_eq!(mode.ok().unwrap(), ContextMode::HarnessOnly);
+    }
+
+    /// Ctrl-D at a question cancels `init` (exit 2), it does not take the defaults.
+    #[test]
+    fn end_of_input_cancels() {
+        let (mode, _) = run("processkitt\n", |i, o| ask_context_mode(i, o));
+        let err = mode.unwrap_err();
+        assert_eq!(err.kind, aibox_config::ErrorKind::User);
+        assert!(
+            err.report.to_string().contains("cancelled"),
+            "{:?}",
+            err.report
+        );
+        let (harnesses, _) = run("", |i, o| ask_harnesses(i, o));
+        assert!(harnesses.is_err());
+    }
 }

@@ -23,6 +23,19 @@ pub fn list(g: &Global) -> Outcome {
     }
     let servers = list.servers;
     json_or(g, &servers, || {
+        if g.quiet {
+            // Only what needs attention: the servers a harness does not get.
+            for s in &servers {
+                if let Some(why) = &s.skipped {
+                    render::out(&format!(
+                        "{} {}: not registered: {why}",
+                        s.harness.as_str(),
+                        s.name
+                    ));
+                }
+            }
+            return;
+        }
         if servers.is_empty() {
             render::out("no MCP servers are configured");
         }
@@ -217,6 +230,29 @@ pub fn remove(g: &Global, name: &str, local: bool) -> Outcome {
     let root = project_root(g)?;
     let file = file_of(local);
     let (path, removed) = aibox_engine::config_edit::mcp_remove(&root, file, name)?;
+    if !removed {
+        // The server may be in the other file: say which, and how to remove it there.
+        let other = file_of(!local);
+        let there =
+            aibox_config::read_config_file(&root.join(other.file_name()), other.file_name())
+                .ok()
+                .and_then(|text| aibox_config::edit::remove_mcp_server(other, &text, name).ok())
+                .flatten()
+                .is_some();
+        if there {
+            return Err(crate::error::CliError::McpRemoveOtherFile {
+                name: name.to_owned(),
+                file: file.file_name(),
+                other: other.file_name(),
+                command: if local {
+                    format!("aibox mcp remove {name}")
+                } else {
+                    format!("aibox mcp remove --local {name}")
+                },
+            }
+            .into());
+        }
+    }
     json_or(
         g,
         &serde_json::json!({ "removed": removed, "file": path }),

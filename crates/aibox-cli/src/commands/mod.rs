@@ -66,6 +66,9 @@ pub fn run(cli: &Cli) -> Outcome {
 /// The project root: `--project DIR` as given, else the nearest parent with `aibox.toml`.
 fn project_root(g: &Global) -> Result<Utf8PathBuf, Failure> {
     if let Some(dir) = &g.project {
+        if dir.symlink_metadata().is_err() {
+            return Err(CliError::ProjectMissing { path: dir.clone() }.into());
+        }
         return Ok(dir.clone());
     }
     Ok(aibox_config::find_project_root(&cwd()?)?)

@@ -1562,3 +1562,194 @@ fn network_list_shows_runtime_hosts_and_build_registries_apart() {
         "{shown}"
     );
 }
+
+/// A byte that is not UTF-8 is the user's to fix (exit 2, a config syntax problem at its
+/// line and column, in either file), not an unreadable file (exit 3).
+#[test]
+fn a_non_utf8_byte_is_a_config_error_at_its_position() {
+    let (_t, dir) = init_project("bytes", "claude");
+    let team = fs_err::read(dir.join("aibox.toml")).unwrap();
+    let mut bad = team.clone();
+    bad.extend_from_slice(b"# caf\xe9\n");
+    let line = String::from_utf8_lossy(&bad).lines().count();
+    fs_err::write(dir.join("aibox.toml"), &bad).unwrap();
+    for args in [
+        &["config", "validate"][..],
+        &["config", "get", "container.name"],
+        &["config", "set", "container.user", "dev"],
+    ] {
+        let out = aibox(&dir, args);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{all}");
+        assert!(all.contains("aibox::config::syntax"), "{all}");
+        assert!(
+            all.contains(&format!(
+                "not UTF-8 text: byte 0xE9 at line {line}, column 6"
+            )),
+            "{all}"
+        );
+    }
+    fs_err::write(dir.join("aibox.toml"), &team).unwrap();
+    fs_err::write(
+        dir.join(".aibox-local.toml"),
+        b"[container.environment]\nA = \"\xff\"\n",
+    )
+    .unwrap();
+    let out = aibox(&dir, &["--output", "json", "config", "validate"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["kind"], "user", "{json}");
+    assert_eq!(json["line"], 2, "{json}");
+    assert_eq!(json["column"], 6, "{json}");
+    assert!(
+        json["file"]
+            .as_str()
+            .unwrap()
+            .ends_with(".aibox-local.toml"),
+        "{json}"
+    );
+}
+
+/// `-q` keeps reports to what needs attention: `doctor` prints no summary, no passed
+/// checks and no notes (only errors and warnings), `mcp list` only servers not registered.
+#[test]
+fn quiet_reports_show_only_what_needs_attention() {
+    let (_t, dir) = init_project("hush", "claude");
+    let out = aibox(
+        &dir,
+        &[
+            "mcp",
+            "add",
+            "issues",
+            "--",
+            "npx",
+            "-y",
+            "@acme/issues-mcp@2.1.0",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(&dir, &["-q", "mcp", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["-q", "doctor", "--no-update-check"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("aibox doctor:"), "{}", text(&out));
+    assert!(!stdout.contains("  ok "), "{}", text(&out));
+    assert!(!stdout.contains("note["), "{}", text(&out));
+    // Not applied yet: the out-of-sync warnings are what needs attention.
+    assert!(stdout.starts_with("warning["), "{}", text(&out));
+}
+
+/// A folder named `aibox.toml` or `.aibox-local.toml` is named as the problem, with a fix,
+/// by `init` and by the commands that load the project (not "run `aibox init`", which
+/// then says it exists); `init` says so before it would ask anything.
+#[test]
+fn a_folder_where_a_config_file_should_be_is_named() {
+    let (_t, dir) = tempdir();
+    fs_err::create_dir(dir.join("aibox.toml")).unwrap();
+    for args in [&["init", "--yes"][..], &["apply"], &["config", "validate"]] {
+        let out = aibox(&dir, args);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{all}");
+        assert!(
+            all.contains("is a folder, where aibox's configuration file should be"),
+            "{all}"
+        );
+        assert!(!all.contains("no questions asked"), "{all}");
+    }
+    let (_t, dir) = init_project("folders", "claude");
+    fs_err::create_dir(dir.join(".aibox-local.toml")).unwrap();
+    let out = aibox(&dir, &["config", "validate"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(".aibox-local.toml is a folder"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// `init` in a project that has its file refuses first: no notes or questions before it.
+/// A folder that does not exist is said to not exist.
+#[test]
+fn init_refuses_before_it_asks() {
+    let (_t, dir) = init_project("twice", "claude");
+    let out = aibox(&dir, &["init"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("already exists"), "{all}");
+    assert!(!all.contains("no questions asked"), "{all}");
+    let out = aibox(&dir, &["--project", "nonexist", "init"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("nonexist does not exist"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// `mcp remove NAME` of a server that is in the other file says where it is and the
+/// command that removes it (exit 2, nothing changed), both ways round.
+#[test]
+fn mcp_remove_points_to_the_file_that_has_the_server() {
+    let (_t, dir) = init_project("remove", "claude");
+    let add = |args: &[&str]| {
+        let out = aibox(&dir, args);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    add(&[
+        "mcp",
+        "add",
+        "--local",
+        "mine",
+        "--",
+        "npx",
+        "-y",
+        "mine@1.0.0",
+    ]);
+    add(&["mcp", "add", "team", "--", "npx", "-y", "team@1.0.0"]);
+    let out = aibox(&dir, &["mcp", "remove", "mine"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("it is in .aibox-local.toml"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("`aibox mcp remove --local mine`"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["mcp", "remove", "--local", "team"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("it is in aibox.toml"), "{}", text(&out));
+    // A name in neither file is still nothing to do.
+    let out = aibox(&dir, &["mcp", "remove", "nobody"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = aibox(&dir, &["mcp", "remove", "--local", "mine"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
+/// Smaller messages: `--project` of a folder that does not exist says so, and a number out
+/// of range says the range rather than a Rust type.
+#[test]
+fn missing_project_folder_and_number_range_are_said_plainly() {
+    let (_t, dir) = init_project("plain", "claude");
+    let out = aibox(&dir, &["--project", "nonexist", "apply"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("the project folder nonexist does not exist"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["config", "set", "container.uid", "99999999999"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("use a whole number from 0 to 4294967295"),
+        "{}",
+        text(&out)
+    );
+}

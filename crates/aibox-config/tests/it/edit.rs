@@ -242,3 +242,50 @@ fn mcp_servers_are_added_and_removed_byte_for_byte() {
             .contains("already has an MCP server named `mine`")
     );
 }
+
+/// Comment lines right after a table's last line are that table's (often commented-out
+/// examples): a new table or key goes below them, so uncommenting an example keeps it in
+/// the table it was written for.
+#[test]
+fn set_inserts_below_the_comments_that_follow_a_table() {
+    let file = "[container]\nname = \"demo\"\n# timezone = \"UTC\"\n# user = \"aibox\"\n\n\
+                # About [ai].\n[ai]\nharnesses = [\"claude\"]\n\n[security]\n\
+                # Consents: only the owner sets these.\n# acknowledge_seccomp_profile = true\n";
+    let out = set(file, "container.environment.LANG", "C.UTF-8").unwrap();
+    let out = set(&out, "network.egress", "allowlist").unwrap();
+    insta::assert_snapshot!(out, @r#"
+    [container]
+    name = "demo"
+    # timezone = "UTC"
+    # user = "aibox"
+
+    [container.environment]
+    LANG = "C.UTF-8"
+
+    # About [ai].
+    [ai]
+    harnesses = ["claude"]
+
+    [security]
+    # Consents: only the owner sets these.
+    # acknowledge_seccomp_profile = true
+
+    [network]
+    egress = "allowlist"
+    "#);
+    let uncommented = out.replace("# timezone = \"UTC\"", "timezone = \"UTC\"");
+    assert_eq!(
+        aibox_config::edit::get(&uncommented, "container.timezone")
+            .unwrap()
+            .as_deref(),
+        Some("\"UTC\"")
+    );
+    // A new key of the table goes below them too; an edit elsewhere leaves them alone.
+    let out = set(file, "container.user", "dev").unwrap();
+    assert!(
+        out.contains("# user = \"aibox\"\nuser = \"dev\"\n\n# About [ai]."),
+        "{out}"
+    );
+    let out = set(file, "ai.harnesses", "[\"codex\"]").unwrap();
+    assert_eq!(out, file.replace("[\"claude\"]", "[\"codex\"]"));
+}

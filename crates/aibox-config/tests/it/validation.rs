@@ -494,11 +494,23 @@ fn load_project_checks_overlay_against_team() {
 fn unreadable_file_is_an_io_error() {
     let (_t, root) = project(&[("aibox.toml", HEAD)]);
     fs_err::create_dir(root.join(".aibox-local.toml")).unwrap_or(());
-    // A directory where the overlay should be is not a file: it is ignored like a
-    // missing overlay, while an unreadable aibox.toml is an Io error.
-    assert!(load_project(&root).is_ok());
+    // A folder where the overlay should be is named, not ignored like a missing overlay.
+    let err = load_project(&root).unwrap_err();
+    assert!(matches!(err, ConfigError::NotAFile { .. }), "{err:?}");
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
     let (_t, root) = project(&[]);
-    fs_err::write(root.join("aibox.toml"), [0xff, 0xfe]).unwrap();
+    // A file that is not UTF-8 is read; it is the user's to fix, at its first bad byte.
+    fs_err::write(root.join("aibox.toml"), b"[container]\nname = \"\xff\"\n").unwrap();
+    let err = load_project(&root).unwrap_err();
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User, "{err:?}");
+    assert_eq!(err.problems()[0].code(), "aibox::config::syntax");
+    assert!(
+        err.problems()[0]
+            .message()
+            .ends_with("is not UTF-8 text: byte 0xFF at line 2, column 9 (byte offset 20)"),
+        "{err:?}"
+    );
+    fs_err::remove_file(root.join("aibox.toml")).unwrap();
     let err = load_project(&root).unwrap_err();
     assert!(matches!(err, ConfigError::Io { .. }), "{err:?}");
 }
