@@ -50,6 +50,18 @@ pub enum IntegrityStatus {
     Healthy,
 }
 
+impl IntegrityStatus {
+    /// What to do about this outcome, when one command does it.
+    #[must_use]
+    pub fn fix(self) -> Option<&'static str> {
+        match self {
+            Self::Interrupted => Some("run `aibox apply` to finish the interrupted apply"),
+            Self::MissingSnapshot => Some("run `aibox apply`: it writes the snapshot again"),
+            _ => None,
+        }
+    }
+}
+
 /// The integrity report; serialisable for `--output json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IntegrityReport {

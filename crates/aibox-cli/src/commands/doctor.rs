@@ -91,6 +91,9 @@ fn integrity(g: &Global, root: &Utf8Path) -> Outcome {
             "processkit integrity: {status} ({} files checked)",
             report.checked
         ));
+        if let Some(fix) = report.status.fix() {
+            render::out(&format!("  fix: {fix}"));
+        }
         if let Some(v) = &report.lock_version {
             render::out(&format!(
                 "  version: lock {v}, marker {}",

@@ -1753,3 +1753,22 @@ fn missing_project_folder_and_number_range_are_said_plainly() {
         text(&out)
     );
 }
+
+/// An apply killed half-way leaves its intent record: the integrity check says so first,
+/// with the command that finishes it, and exits 1.
+#[test]
+fn integrity_names_an_interrupted_apply_and_its_fix() {
+    let (_t, dir) = tempdir();
+    let toml = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n";
+    fs_err::write(dir.join("aibox.toml"), toml).unwrap();
+    fs_err::create_dir_all(dir.join(".aibox")).unwrap();
+    fs_err::write(dir.join(".aibox/pending-processkit.toml"), "").unwrap();
+    let out = aibox(&dir, &["doctor", "--integrity"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("processkit integrity: interrupted-apply"), "{t}");
+    assert!(
+        t.contains("fix: run `aibox apply` to finish the interrupted apply"),
+        "{t}"
+    );
+}
