@@ -351,12 +351,14 @@ pub struct McpAddArgs {
     /// A remote (streamable HTTP) server at this URL instead of a command.
     #[arg(long, conflicts_with = "command")]
     pub url: Option<String>,
-    /// An environment variable of the server, `KEY=VALUE` (repeatable). In `aibox.toml`
-    /// a secret must be a reference such as `KEY='${KEY}'`.
+    /// An environment variable of the server, `KEY='${KEY}'` (repeatable): in either file
+    /// every value is a reference to a variable of the container, whose value goes in
+    /// `.aibox-local.toml [container.environment]`; a literal is refused (it could be a
+    /// secret, and it would be committed).
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
-    /// An HTTP header of a remote server, `Name=VALUE` (repeatable; a reference for
-    /// secrets).
+    /// An HTTP header of a remote server, `Name=VALUE` (repeatable): the value holds a
+    /// reference, for example `Authorization='Bearer ${TOKEN}'`.
     #[arg(long = "header", value_name = "NAME=VALUE")]
     pub headers: Vec<String>,
     /// Add it to the personal `.aibox-local.toml` instead of the team's `aibox.toml`.

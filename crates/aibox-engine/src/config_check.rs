@@ -41,11 +41,22 @@ pub fn check_team_config(text: &str, config: &AiboxToml) -> Result<(), ConfigChe
     Ok(())
 }
 
+/// The MCP servers of both files as registration takes them (every value judged, a name
+/// in both files refused): the error `apply` would stop with.
+pub fn check_servers(
+    config: &AiboxToml,
+    local: &aibox_config::LocalToml,
+) -> Result<(), ConfigCheckError> {
+    aibox_mcp_registration::collect_servers(config, local, &[])?;
+    Ok(())
+}
+
 /// Loads the project at `root` strictly and runs [`check_team_config`] on it, on the text
 /// the loader read (`aibox.toml` is read once).
 pub fn check_project(root: &Utf8Path) -> Result<aibox_config::Project, crate::error::EngineError> {
     let (project, text) = aibox_config::load_project_with_text(root)?;
     check_team_config(&text, &project.config).map_err(crate::error::EngineError::from)?;
+    check_servers(&project.config, &project.local).map_err(crate::error::EngineError::from)?;
     Ok(project)
 }
 
@@ -57,7 +68,8 @@ pub(crate) fn check_loaded(
     let path = root.join(aibox_config::AIBOX_TOML);
     let text = fs_err::read_to_string(&path)
         .map_err(|e| crate::error::EngineError::io("read", &path, e))?;
-    check_team_config(&text, &project.config).map_err(crate::error::EngineError::from)
+    check_team_config(&text, &project.config).map_err(crate::error::EngineError::from)?;
+    check_servers(&project.config, &project.local).map_err(crate::error::EngineError::from)
 }
 
 /// Settings that are valid but change no file, as warnings for `apply` (and findings for

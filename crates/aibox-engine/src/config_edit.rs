@@ -71,10 +71,34 @@ fn edit_file(
     let Some(new) = edit(&text)? else {
         return Ok((path, false));
     };
-    if file == ConfigFile::Team {
-        // The checks `apply` runs: an edit apply would refuse is refused here.
-        let config = aibox_config::parse_aibox_toml(&new, aibox_config::AIBOX_TOML)?;
-        crate::config_check::check_team_config(&new, &config)?;
+    // The checks `apply` runs: an edit apply would refuse is refused here, the MCP
+    // servers of both files together included (a literal environment value, a name in
+    // both files).
+    let other = match file {
+        ConfigFile::Team => ConfigFile::Local,
+        ConfigFile::Local => ConfigFile::Team,
+    };
+    let other_text = project
+        .read(Utf8Path::new(other.file_name()))
+        .map_err(|e| write_error(root, e))?
+        .map(|bytes| aibox_config::config_text(bytes, other.file_name()))
+        .transpose()?;
+    let (team_text, local_text) = match file {
+        ConfigFile::Team => (Some(new.as_str()), other_text.as_deref()),
+        ConfigFile::Local => (other_text.as_deref(), Some(new.as_str())),
+    };
+    let config = team_text
+        .map(|t| aibox_config::parse_aibox_toml(t, aibox_config::AIBOX_TOML))
+        .transpose()?;
+    if let (ConfigFile::Team, Some(config)) = (file, &config) {
+        crate::config_check::check_team_config(&new, config)?;
+    }
+    // A broken other file is its own error, reported by the command that reads it.
+    let local = local_text
+        .and_then(|t| aibox_config::parse_local_toml(t, aibox_config::LOCAL_TOML).ok())
+        .unwrap_or_default();
+    if let Some(config) = &config {
+        crate::config_check::check_servers(config, &local)?;
     }
     // The personal file is where tokens go: readable by its owner only, whoever made it.
     let mode = (file == ConfigFile::Local).then_some(PERSONAL_MODE);

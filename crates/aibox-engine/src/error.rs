@@ -298,6 +298,10 @@ pub enum ConfigCheckError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Processkit(#[from] aibox_provenance::error::ProvenanceError),
+    /// An MCP server registration would refuse (checked with both files).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Servers(#[from] aibox_mcp_registration::McpError),
 }
 
 impl ConfigCheckError {
@@ -307,6 +311,7 @@ impl ConfigCheckError {
         match self {
             Self::Secret { .. } => aibox_config::ErrorKind::User,
             Self::Processkit(e) => e.kind(),
+            Self::Servers(e) => e.kind(),
         }
     }
 }

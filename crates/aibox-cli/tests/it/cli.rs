@@ -1772,3 +1772,55 @@ fn integrity_names_an_interrupted_apply_and_its_fix() {
         "{t}"
     );
 }
+
+/// `mcp add` and `config validate` refuse what `apply` refuses about MCP servers (a
+/// literal environment value, a name in both files), so nothing is accepted first and
+/// refused later; the files stay as they were.
+#[test]
+fn mcp_add_and_validate_refuse_what_apply_refuses() {
+    let (_t, dir) = init_project("servers", "claude");
+    let team = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
+    let out = aibox(&dir, &["mcp", "add", "s", "--env", "MODE=fast", "--", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("aibox::mcp::literal_secret"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        fs_err::read_to_string(dir.join("aibox.toml")).unwrap(),
+        team
+    );
+
+    let out = aibox(&dir, &["mcp", "add", "t", "--", "x"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(&dir, &["mcp", "add", "t", "--local", "--", "y"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("aibox::mcp::duplicate_server"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !dir.join(".aibox-local.toml").exists() || {
+            let local = fs_err::read_to_string(dir.join(".aibox-local.toml")).unwrap();
+            !local.contains("\"t\"")
+        }
+    );
+
+    // Written by hand: validate says what apply would.
+    let mut text_now = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
+    text_now.push_str(
+        "\n[[ai.mcp.servers]]\nname = \"u\"\ncommand = \"x\"\nenv = { MODE = \"fast\" }\n",
+    );
+    fs_err::write(dir.join("aibox.toml"), text_now).unwrap();
+    for args in [&["config", "validate"][..], &["apply"][..]] {
+        let out = aibox(&dir, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("aibox::mcp::literal_secret"),
+            "{}",
+            text(&out)
+        );
+    }
+}
