@@ -298,10 +298,17 @@ pub enum ConfigCheckError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Processkit(#[from] aibox_provenance::error::ProvenanceError),
-    /// An MCP server registration would refuse (checked with both files).
+    /// An MCP server registration would refuse (checked with both files). Boxed: the
+    /// registration's errors are large, and this error rides in every config edit's.
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Servers(#[from] aibox_mcp_registration::McpError),
+    Servers(Box<aibox_mcp_registration::McpError>),
+}
+
+impl From<aibox_mcp_registration::McpError> for ConfigCheckError {
+    fn from(e: aibox_mcp_registration::McpError) -> Self {
+        Self::Servers(Box::new(e))
+    }
 }
 
 impl ConfigCheckError {
