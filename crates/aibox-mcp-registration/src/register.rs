@@ -738,6 +738,36 @@ fn user_notices(
             opts.workspace
         ));
     }
+    // A default deny no enabled harness can enforce would look applied: said at apply,
+    // as an unenforceable deny pattern is refused (here nothing is silently allowed: the
+    // harness asks, or in the files without a per-tool list, offers every tool).
+    if opts.permissions.default_mode == aibox_config::PermissionMode::Deny {
+        let unenforced: BTreeSet<Harness> = c
+            .report
+            .iter()
+            .filter(|r| r.skipped.is_none())
+            .filter(|r| {
+                matches!(
+                    r.harness,
+                    Harness::Opencode | Harness::Cursor | Harness::Vscode
+                ) || r.notes.iter().any(|n| n.starts_with("default_mode `deny`"))
+            })
+            .map(|r| r.harness)
+            .collect();
+        if !unenforced.is_empty() {
+            notices.push(format!(
+                "[ai.mcp.permissions] default_mode = \"deny\" is not enforced for {}: a tool not \
+                 allowed by name is asked for (OpenCode, Cursor and VS Code have no per-tool \
+                 list: every tool is offered); name the allowed tools in `allow_patterns`, \
+                 and see `aibox mcp list` per server",
+                unenforced
+                    .iter()
+                    .map(|h| h.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
     for s in servers.iter().filter(|s| s.origin == Origin::Team) {
         if let Some(package) = s.unpinned_package() {
             notices.push(format!(

@@ -429,6 +429,28 @@ fn committed_secrets_are_errors() {
     assert_eq!(secret[0].line, Some(4));
 }
 
+/// A literal token in an entry added by hand to a committed harness file is found by
+/// doctor's secret scan too (it said "ok secrets" while apply refused the file).
+#[test]
+fn a_secret_in_a_hand_added_harness_entry_is_an_error() {
+    let p = Project::new(&format!("{BASE_TOML}\n[ai]\nharnesses = [\"claude\"]\n"));
+    p.apply();
+    p.write(
+        ".mcp.json",
+        "{\n  \"mcpServers\": {\n    \"hand\": {\n      \"command\": \"h\",\n      \"env\": \
+         { \"GH_TOKEN\": \"ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\" }\n    }\n  }\n}\n",
+    );
+    let report = p.doctor();
+    let secret: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.code.starts_with("aibox::policy::secret") && f.file == ".mcp.json")
+        .collect();
+    assert_eq!(secret.len(), 1, "{}", report.render_human());
+    assert_eq!(secret[0].severity, Severity::Error);
+    assert!(!report.render_human().contains("ghp_FAKE"));
+}
+
 /// Every planted value; none may appear in the bundle.
 const PLANTED: &[&str] = &[
     "ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE1111",

@@ -846,6 +846,52 @@ fn hand_edits_inside_registered_entries_are_kept_and_reported() {
     );
 }
 
+/// A default deny the harnesses cannot enforce is an apply notice naming them, not only
+/// a note in `mcp list`; with the allowed tools named, the tool filters enforce it.
+#[test]
+fn an_unenforced_default_deny_is_said_at_apply() {
+    let servers = [stdio("s", Origin::Team, "x", &[], &[])];
+    let deny = Permissions {
+        default_mode: PermissionMode::Deny,
+        allow_patterns: Vec::new(),
+        deny_patterns: Vec::new(),
+    };
+    let reg = apply(&mut Files::new(), &servers, &Harness::ALL, &deny).unwrap();
+    let notice = reg
+        .notices
+        .iter()
+        .find(|n| n.contains("default_mode = \"deny\" is not enforced"))
+        .unwrap_or_else(|| panic!("{:?}", reg.notices));
+    assert!(
+        notice.contains("for claude, codex, gemini, opencode, cursor, vscode:"),
+        "{notice}"
+    );
+    let named = Permissions {
+        allow_patterns: vec!["search".into()],
+        ..deny.clone()
+    };
+    let reg = apply(
+        &mut Files::new(),
+        &servers,
+        &[Harness::Codex, Harness::Gemini],
+        &named,
+    )
+    .unwrap();
+    assert!(
+        !reg.notices.iter().any(|n| n.contains("is not enforced")),
+        "{:?}",
+        reg.notices
+    );
+    let reg = apply(
+        &mut Files::new(),
+        &servers,
+        &Harness::ALL,
+        &Permissions::default(),
+    )
+    .unwrap();
+    assert!(!reg.notices.iter().any(|n| n.contains("is not enforced")));
+}
+
 #[test]
 fn parse_errors_render_with_file_line_and_code() {
     let mut files = Files::new();
