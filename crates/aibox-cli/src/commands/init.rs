@@ -242,7 +242,9 @@ fn note_defaults(
              context mode = {} ({})",
             harnesses_from,
             opts.context_mode.as_str(),
-            mode_from.unwrap_or("the default; --context-mode to choose"),
+            mode_from.unwrap_or(
+                "what init picks unasked, as it needs no download; --context-mode to choose"
+            ),
         ),
     );
 }

@@ -770,7 +770,7 @@ fn init_says_what_it_chose_and_refuses_what_apply_would() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         text(&out)
-            .contains("harnesses = [\"claude\"] (the default; --harness to choose), context mode = harness-only (the default; --context-mode to choose)"),
+            .contains("harnesses = [\"claude\"] (the default; --harness to choose), context mode = harness-only (what init picks unasked, as it needs no download; --context-mode to choose)"),
         "{}",
         text(&out)
     );

@@ -36,9 +36,10 @@ fn warn_not_installed(config: &aibox_config::AiboxToml, plan: &mut PlanBuilder) 
     // Nothing is installed: say so when the configuration asks for content.
     if config.context.mode == ContextMode::Processkit {
         plan.warn(
-            "processkit: context mode is `processkit` but [processkit] source is not set, so \
-             no processkit content is installed; set `source` and `version`, or set \
-             [context] mode = \"harness-only\""
+            "processkit: context mode is `processkit` but neither [processkit] `version` nor \
+             `source` is set, so no processkit content is installed; set `version` (a \
+             release of the official repository; `source` names another), or set [context] \
+             mode = \"harness-only\""
                 .to_owned(),
         );
     } else if !config.skills.include.is_empty() || !config.skills.exclude.is_empty() {

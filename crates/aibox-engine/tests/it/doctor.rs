@@ -715,7 +715,7 @@ fn settings_without_effect_are_apply_warnings_and_doctor_findings() {
     let cases = [
         (
             "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"processkit\"\n",
-            "source is not set",
+            "neither [processkit] `version` nor `source` is set",
         ),
         (
             "[container]\nname = \"demo\"\nengine = \"podman\"\n\n[context]\nmode = \"harness-only\"\n\n\
