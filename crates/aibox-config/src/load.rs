@@ -307,8 +307,9 @@ pub fn parse_local_toml_with_team(
     parse_local(text, name, team).map_err(ConfigError::Invalid)
 }
 
-const LOCAL_HINT: &str = "the personal overlay only holds `[container.environment]`, \
-    `[[container.extra_volumes]]` and `[[mcp.servers]]`; team settings belong in aibox.toml";
+const LOCAL_HINT: &str = "the personal overlay holds `[container]` `environment`, \
+    `extra_volumes`, `extra_ca_certificates` and `container_name`, `[network]` `allow` and \
+    `upstream_proxy`, and `[[mcp.servers]]`; team settings belong in aibox.toml";
 
 fn parse_team(text: &str, name: &str) -> Result<AiboxToml, ConfigProblems> {
     let src = source(name, text);

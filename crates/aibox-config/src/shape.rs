@@ -433,6 +433,17 @@ impl<'s> Walker<'s, '_> {
             format!("aibox calls this `{new}`; rename the key")
         } else if let (Some(hint), true) = (self.top_level_hint, table.path.0.is_empty()) {
             hint.to_owned()
+        } else if self.top_level_hint.is_some() && team_setting(&table_name, key) {
+            // The personal overlay: a key of the same table in aibox.toml is a team
+            // setting, whatever key of the overlay it happens to resemble.
+            let mut help = format!(
+                "`{table_name}.{key}` is a team setting: set it in aibox.toml (`aibox config \
+                 set {table_name}.{key} VALUE`)"
+            );
+            if table_name == "container" && key == "name" {
+                help.push_str("; `container_name` in this file names the container for you alone");
+            }
+            help
         } else if let Some(c) = closest(key, valid.iter().copied()) {
             format!("did you mean `{c}`? valid keys {where_}: {}", ticks(&valid))
         } else if let Some(elsewhere) = self.find_elsewhere(key) {
@@ -572,4 +583,18 @@ pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(a.1)))
         .map(|(_, c)| c)
+}
+
+/// Whether `key` is a key of the table `table` (dotted path) in `aibox.toml`.
+fn team_setting(table: &str, key: &str) -> bool {
+    let src = crate::diag::source(crate::AIBOX_TOML, "");
+    let team = Walker {
+        root: &crate::schema::AIBOX_SCHEMA,
+        src: &src,
+        problems: Vec::new(),
+        top_level_hint: None,
+    };
+    let mut found = Vec::new();
+    team.collect_paths(team.root, &mut Vec::new(), key, &mut found, 0);
+    found.iter().any(|t| t == table)
 }

@@ -164,6 +164,34 @@ fn local_unknown_section() {
     insta::assert_snapshot!(render(&err));
 }
 
+/// A team key in the overlay's `[container]` is named as a team setting, with the overlay
+/// key that exists for the same wish, not likened to an overlay key it only resembles.
+#[test]
+fn local_team_keys_point_to_aibox_toml() {
+    for (key, also) in [
+        ("name = \"x\"", Some("`container_name`")),
+        ("engine = \"podman\"", None),
+    ] {
+        let err =
+            parse_local_toml(&format!("[container]\n{key}\n"), ".aibox-local.toml").expect_err(key);
+        let text = render(&err);
+        let name = key.split(' ').next().unwrap();
+        assert!(
+            text.contains(&format!(
+                "`container.{name}` is a team setting: set it in aibox.toml"
+            )),
+            "{text}"
+        );
+        assert!(
+            !text.contains("mcp.servers") && !text.contains("did you mean"),
+            "{text}"
+        );
+        if let Some(also) = also {
+            assert!(text.contains(also), "{text}");
+        }
+    }
+}
+
 #[test]
 fn local_bad_env_name() {
     let err = parse_local_toml(
