@@ -68,6 +68,19 @@ fn edit_file(
         Some(bytes) => aibox_config::config_text(bytes, file.file_name())?,
         None => String::new(),
     };
+    // A problem already in the file is reported as the file's, at its own lines: checked
+    // after the edit, it read as the edit's fault, its lines shifted by the inserted ones.
+    if !text.is_empty() {
+        let checked = match file {
+            ConfigFile::Team => {
+                aibox_config::parse_aibox_toml(&text, aibox_config::AIBOX_TOML).map(drop)
+            }
+            ConfigFile::Local => {
+                aibox_config::parse_local_toml(&text, aibox_config::LOCAL_TOML).map(drop)
+            }
+        };
+        checked.map_err(ConfigEditError::Existing)?;
+    }
     let Some(new) = edit(&text)? else {
         return Ok((path, false));
     };
@@ -115,6 +128,10 @@ pub enum ConfigEditError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Config(#[from] aibox_config::ConfigError),
+    /// The file already has a problem (before any edit): fix it first.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Existing(aibox_config::ConfigError),
     /// The edit passes the loader but `apply` would refuse it.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -139,7 +156,7 @@ impl ConfigEditError {
     /// Who can fix it: a disk error is the environment; the rest keeps its own kind.
     pub fn kind(&self) -> aibox_config::ErrorKind {
         match self {
-            Self::Config(e) => e.kind(),
+            Self::Config(e) | Self::Existing(e) => e.kind(),
             Self::Check(e) => e.kind(),
             Self::Write(e) => e.kind(),
             Self::Io { .. } => aibox_config::ErrorKind::Environment,

@@ -61,13 +61,16 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
     let path = match aibox_engine::config_edit::config_set(&root, file, key, value) {
         Ok(path) => path,
         Err(e) => {
-            // The diagnostic quotes the edited text; say it was never saved.
+            // The diagnostic quotes the edited text (or the file as it is); say it was
+            // never saved, and whose problem it is.
+            let why = if matches!(e, aibox_engine::config_edit::ConfigEditError::Existing(_)) {
+                "it already has the problem below; fix that first"
+            } else {
+                "the edit below is refused"
+            };
             render::note(
                 g.quiet || g.output == crate::args::Output::Json,
-                &format!(
-                    "{} was not changed: the edit below is refused",
-                    file.file_name()
-                ),
+                &format!("{} was not changed: {why}", file.file_name()),
             );
             return Err(e.into());
         }

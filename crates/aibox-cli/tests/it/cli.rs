@@ -1824,3 +1824,34 @@ fn mcp_add_and_validate_refuse_what_apply_refuses() {
         );
     }
 }
+
+/// A problem already in aibox.toml is reported as the file's, at its own line, when an
+/// edit is asked for: not blamed on the edit at a line the edit shifted.
+#[test]
+fn an_edit_of_a_broken_file_names_the_files_own_problem_and_line() {
+    let (_t, dir) = init_project("broken", "claude");
+    let mut team = fs_err::read_to_string(dir.join("aibox.toml")).unwrap();
+    team.push_str("bogus = 1\n");
+    let line = team.lines().count();
+    fs_err::write(dir.join("aibox.toml"), &team).unwrap();
+    for args in [
+        &["config", "set", "container.user", "dev"][..],
+        &["mcp", "add", "x", "--", "y"][..],
+    ] {
+        let out = aibox(&dir, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let t = text(&out);
+        assert!(t.contains(&format!("aibox.toml:{line}:1")), "{args:?}: {t}");
+        assert!(!t.contains("the edit below is refused"), "{t}");
+        assert_eq!(
+            fs_err::read_to_string(dir.join("aibox.toml")).unwrap(),
+            team
+        );
+    }
+    let out = aibox(&dir, &["config", "set", "container.user", "dev"]);
+    assert!(
+        text(&out).contains("it already has the problem below"),
+        "{}",
+        text(&out)
+    );
+}
