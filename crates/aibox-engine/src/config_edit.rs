@@ -63,8 +63,8 @@ fn edit_file(
 ) -> Result<(camino::Utf8PathBuf, bool), ConfigEditError> {
     let path = root.join(file.file_name());
     let rel = Utf8Path::new(file.file_name());
-    let project = ProjectRoot::open(root).map_err(|e| write_error(root, e))?;
-    let text = match project.read(rel).map_err(|e| write_error(root, e))? {
+    let project = ProjectRoot::open(root).map_err(|e| edit_error(root, e))?;
+    let text = match project.read(rel).map_err(|e| edit_error(root, e))? {
         Some(bytes) => aibox_config::config_text(bytes, file.file_name())?,
         None => String::new(),
     };
@@ -93,7 +93,7 @@ fn edit_file(
     };
     let other_text = project
         .read(Utf8Path::new(other.file_name()))
-        .map_err(|e| write_error(root, e))?
+        .map_err(|e| edit_error(root, e))?
         .map(|bytes| aibox_config::config_text(bytes, other.file_name()))
         .transpose()?;
     let (team_text, local_text) = match file {
@@ -117,8 +117,21 @@ fn edit_file(
     let mode = (file == ConfigFile::Local).then_some(PERSONAL_MODE);
     Writer::for_command(&project, Writers::CONFIG_SET)
         .write(rel, new.as_bytes(), mode)
-        .map_err(|e| write_error(root, e))?;
+        .map_err(|e| edit_error(root, e))?;
     Ok((path, true))
+}
+
+/// A refused read or write of a configuration file: a link is named with where it leads
+/// (init's advice, to run `aibox init` again, does not fit an edit).
+fn edit_error(root: &Utf8Path, e: aibox_fs::WriteError) -> ConfigEditError {
+    match write_error(root, e) {
+        InitError::Symlink { path } => {
+            let target = fs_err::read_link(&path)
+                .map_or_else(|_| "?".to_owned(), |t| t.display().to_string());
+            ConfigEditError::Linked { path, target }
+        }
+        other => ConfigEditError::Write(other),
+    }
 }
 
 /// Errors of [`config_set`].
@@ -140,6 +153,21 @@ pub enum ConfigEditError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Write(#[from] InitError),
+    /// The configuration file is a symbolic link: aibox edits files only in place.
+    #[error("{path} is a symbolic link (to {target}); aibox edits it only as a regular file")]
+    #[diagnostic(
+        code(aibox::config::linked_file),
+        help(
+            "edit {target} by hand, or replace the link with that file (`cp --remove-destination \
+             {target} {path}`) and run the command again"
+        )
+    )]
+    Linked {
+        /// The link.
+        path: camino::Utf8PathBuf,
+        /// Where it leads.
+        target: String,
+    },
     /// Reading failed.
     #[error("cannot read {path}")]
     #[diagnostic(code(aibox::config::io))]
@@ -160,6 +188,7 @@ impl ConfigEditError {
             Self::Check(e) => e.kind(),
             Self::Write(e) => e.kind(),
             Self::Io { .. } => aibox_config::ErrorKind::Environment,
+            Self::Linked { .. } => aibox_config::ErrorKind::User,
         }
     }
 }

@@ -63,10 +63,11 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
         Err(e) => {
             // The diagnostic quotes the edited text (or the file as it is); say it was
             // never saved, and whose problem it is.
-            let why = if matches!(e, aibox_engine::config_edit::ConfigEditError::Existing(_)) {
-                "it already has the problem below; fix that first"
-            } else {
-                "the edit below is refused"
+            use aibox_engine::config_edit::ConfigEditError as E;
+            let why = match e {
+                E::Existing(_) => "it already has the problem below; fix that first",
+                E::Linked { .. } => "it is a symbolic link",
+                _ => "the edit below is refused",
             };
             render::note(
                 g.quiet || g.output == crate::args::Output::Json,

@@ -1855,3 +1855,26 @@ fn an_edit_of_a_broken_file_names_the_files_own_problem_and_line() {
         text(&out)
     );
 }
+
+/// A linked aibox.toml is named with where it leads and advice that works for an edit (it
+/// said "the edit below is refused" with no edit, and to run `aibox init` again).
+#[test]
+fn an_edit_of_a_linked_config_file_says_where_it_leads() {
+    let (_t, dir) = init_project("linked", "claude");
+    let real = dir.join("real.toml");
+    fs_err::rename(dir.join("aibox.toml"), &real).unwrap();
+    std::os::unix::fs::symlink(&real, dir.join("aibox.toml")).unwrap();
+    let out = aibox(&dir, &["config", "set", "container.user", "dev"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("aibox::config::linked_file"), "{t}");
+    assert!(t.contains(&format!("(to {real})")), "{t}");
+    assert!(t.contains("it is a symbolic link"), "{t}");
+    assert!(
+        !t.contains("aibox init") && !t.contains("the edit below"),
+        "{t}"
+    );
+    // Reading through the link still works.
+    let out = aibox(&dir, &["config", "get", "container.name"]);
+    assert!(out.status.success(), "{}", text(&out));
+}
