@@ -196,7 +196,7 @@ impl Computed {
         let c = self;
         match h {
             Harness::Claude | Harness::Cursor | Harness::Opencode | Harness::Vscode if personal => {
-                Err(personal_skip(h, &s.name))
+                Err(personal_skip(h, s))
             }
             Harness::Claude => harness::claude_entry(s).map(|Rendered { value, notes }| {
                 c.claude.push((s.name.clone(), value));
@@ -270,13 +270,19 @@ impl Computed {
 
 /// Why a personal server is not registered for `h`, and where to add it by hand: the
 /// harness's project file is committed and aibox has no container-scoped place for it.
-fn personal_skip(h: Harness, name: &str) -> String {
+fn personal_skip(h: Harness, s: &ServerSpec) -> String {
+    let name = &s.name;
     let (file, user) = match h {
         Harness::Claude => (
             CLAUDE_MCP_JSON,
-            format!(
-                "inside the container run `claude mcp add --scope local {name} -- COMMAND` (stored in your ~/.claude.json)"
-            ),
+            match &s.transport {
+                Transport::Remote { url, .. } => format!(
+                    "inside the container run `claude mcp add --transport http --scope local {name} {url}` (stored in your ~/.claude.json)"
+                ),
+                Transport::Stdio { .. } => format!(
+                    "inside the container run `claude mcp add --scope local {name} -- COMMAND` (stored in your ~/.claude.json)"
+                ),
+            },
         ),
         Harness::Cursor => (
             CURSOR_MCP,
@@ -297,9 +303,6 @@ fn personal_skip(h: Harness, name: &str) -> String {
 
 fn trust_scope(h: Harness, origin: Origin, workspace: &str) -> String {
     match (h, origin) {
-        (Harness::Claude, Origin::Personal) => {
-            "approved for you in .claude/settings.local.json (enabledMcpjsonServers)".into()
-        }
         (Harness::Claude, _) => "approved in committed .claude/settings.json (enabledMcpjsonServers); Claude honours it only after you trust the folder".into(),
         (Harness::Codex, Origin::Personal) => format!("Codex loads servers of its user config, the container-scoped {CODEX_HOME_CONFIG}"),
         (Harness::Codex, _) => format!("Codex reads .codex/config.toml because aibox trusts {workspace} in the container-scoped {CODEX_HOME_CONFIG}"),
@@ -356,6 +359,8 @@ fn compute(servers: &[ServerSpec], opts: &RegisterOptions) -> Computed {
                     }
                 }
                 Err(reason) => {
+                    // Not registered: no file holds it, so nobody approves or trusts it.
+                    row.trust_scope = "none: not registered in this harness".to_owned();
                     let no_personal_place = s.origin == Origin::Personal
                         && matches!(
                             h,

@@ -425,7 +425,15 @@ fn every_command_aibox_advises_exists_in_the_pinned_clis() {
         permissions: &Permissions::default(),
         workspace: "/workspace",
     };
-    let reg = register(&servers(true), &opts, None, &mut |_| Ok(None)).unwrap();
+    // A personal remote server too: its advice is another form of `claude mcp add`.
+    let mut all = servers(true);
+    all.push(remote(
+        "my-remote",
+        Origin::Personal,
+        "http://127.0.0.1:9/mcp",
+        &[],
+    ));
+    let reg = register(&all, &opts, None, &mut |_| Ok(None)).unwrap();
     let mut texts = reg.notices.clone();
     for s in &reg.servers {
         texts.push(s.trust_scope.clone());

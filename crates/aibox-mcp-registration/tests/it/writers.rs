@@ -765,7 +765,10 @@ fn references_in_commands_and_urls_take_each_harness_syntax() {
 
 #[test]
 fn a_personal_server_without_a_personal_place_is_no_apply_notice() {
-    let servers = [stdio("mine", Origin::Personal, "tool", &[], &[])];
+    let servers = [
+        stdio("mine", Origin::Personal, "tool", &[], &[]),
+        remote("far", Origin::Personal, "http://127.0.0.1:9/mcp", &[]),
+    ];
     let reg = apply(
         &mut Files::new(),
         &servers,
@@ -773,6 +776,24 @@ fn a_personal_server_without_a_personal_place_is_no_apply_notice() {
         &Permissions::default(),
     )
     .unwrap();
+    // Not registered there: no trust to speak of, and the advice fits the transport.
+    for r in reg.servers.iter().filter(|r| r.skipped.is_some()) {
+        assert_eq!(
+            r.trust_scope, "none: not registered in this harness",
+            "{r:?}"
+        );
+    }
+    let far = reg
+        .servers
+        .iter()
+        .find(|r| r.harness == Harness::Claude && r.name == "far")
+        .unwrap();
+    assert!(
+        far.skipped.as_deref().is_some_and(|s| s.contains(
+            "`claude mcp add --transport http --scope local far http://127.0.0.1:9/mcp`"
+        )),
+        "{far:?}"
+    );
     assert!(
         reg.servers
             .iter()
