@@ -611,8 +611,9 @@ fn find_url_credentials(s: &str) -> Option<TokenHit> {
         let Some((userinfo, _)) = authority.rsplit_once('@') else {
             continue;
         };
-        if let Some((_, password)) = userinfo.split_once(':')
-            && !strip_references(password).is_empty()
+        // References first: `{env:USER}` and `${env:USER}` hold a `:` of their own.
+        if let Some((_, password)) = strip_references(userinfo).split_once(':')
+            && !password.is_empty()
         {
             return Some(TokenHit {
                 kind: "URL with an embedded password",
@@ -783,6 +784,22 @@ mod tests {
         assert_eq!(strip_references("Bearer ${TOKEN}"), "Bearer ");
         assert_eq!(strip_references("$TOKEN"), "");
         assert_eq!(strip_references("{env:X}"), "");
+        // Credentials in a URL as each harness spells the references: no literal password.
+        for url in [
+            "https://${U}:${P}@h.invalid/mcp",
+            "https://{env:U}:{env:P}@h.invalid/mcp",
+            "https://${env:U}:${env:P}@h.invalid/mcp",
+            "https://{env:U}@h.invalid/mcp",
+        ] {
+            assert!(find_url_credentials(url).is_none(), "{url}");
+        }
+        for url in [
+            "https://{env:U}:hunter22@h.invalid/mcp",
+            "https://user:${P:-hunter22}@h.invalid/mcp",
+            "https://user:hunter22@h.invalid/mcp",
+        ] {
+            assert!(find_url_credentials(url).is_some(), "{url}");
+        }
         assert_eq!(strip_references("${VAR:-default}"), "default");
         assert_eq!(strip_references("${VAR-default}x"), "defaultx");
         assert_eq!(strip_references("${VAR:-}"), "");

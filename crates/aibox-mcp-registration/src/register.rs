@@ -360,7 +360,7 @@ fn compute(servers: &[ServerSpec], opts: &RegisterOptions) -> Computed {
                 }
                 Err(reason) => {
                     // Not registered: no file holds it, so nobody approves or trusts it.
-                    row.trust_scope = "none: not registered in this harness".to_owned();
+                    "none: not registered in this harness".clone_into(&mut row.trust_scope);
                     let no_personal_place = s.origin == Origin::Personal
                         && matches!(
                             h,
