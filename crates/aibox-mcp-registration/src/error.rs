@@ -34,18 +34,19 @@ pub enum McpError {
     /// under the name of a server the configuration now defines: replacing it would lose
     /// the hand-written entry (its `env`, arguments).
     #[error(
-        "`{path}` has a server `{server}` that was added by hand (aibox did not write it), and \
+        "a server `{server}` added by hand (aibox did not write it) is in `{path}`, and \
          {origin} now defines a server of the same name"
     )]
     #[diagnostic(
         code(aibox::mcp::hand_entry_clash),
         help(
-            "rename one of them: the entry in `{path}`, or the server in {origin}; or delete the \
-             hand-written entry if the configured server replaces it. `{path}` was left untouched"
+            "rename one of them: the hand-written entries, or the server in {origin}; or delete \
+             the hand-written entries if the configured server replaces them. Nothing was written"
         )
     )]
     HandEntryClash {
-        /// Root-relative path of the harness file.
+        /// Root-relative path of the harness file (every file with that entry, joined by
+        /// "`, `").
         path: String,
         /// Server name.
         server: String,

@@ -487,6 +487,7 @@ pub fn register_wired(
     // project file before the container-scoped one that holds the trust).
     let mut codex_project_servers = false;
     let mut codex_trust = false;
+    let mut clashes = Vec::new();
 
     for (h, path, scope) in TARGETS {
         let on = enabled.contains(&h);
@@ -498,80 +499,94 @@ pub fn register_wired(
         if !on && ledger.is_some() && !owned_before {
             continue;
         }
-        let new_text = match path {
-            CODEX_CONFIG => {
-                let mut doc = TomlDoc::parse(path, text.as_deref())?;
-                found.extend(doc.keys_at("mcp_servers"));
-                let entries = if on { c.codex.clone() } else { Vec::new() };
-                let prev = previously_owned(
-                    ledger,
-                    path,
-                    "mcp_servers",
-                    doc.keys_at("mcp_servers").into_iter(),
-                    is_processkit_name,
-                );
-                refuse_hand_entry_clash(
-                    path,
-                    ledger,
-                    &c,
-                    &prev,
-                    entries
-                        .iter()
-                        .map(|(name, table)| (name, doc.differs("mcp_servers", name, table))),
-                )?;
-                let sorted = crate::edits::sort(
-                    path,
-                    "mcp_servers",
-                    entries,
-                    ledger,
-                    |name| {
-                        doc.table_at("mcp_servers", name)
-                            .map(crate::edits::toml_digest)
-                    },
-                    crate::edits::toml_digest,
-                );
-                notices.extend(
-                    sorted
-                        .kept
-                        .iter()
-                        .map(|n| crate::edits::kept_notice(path, n)),
-                );
-                // A kept entry is neither rewritten nor removed: out of the merge, still owned.
-                let merged_prev: BTreeSet<String> =
-                    prev.difference(&sorted.kept).cloned().collect();
-                let mut owned = doc.merge_tables("mcp_servers", sorted.write, &merged_prev)?;
-                owned.extend(sorted.kept);
-                out.set(path, "mcp_servers", owned);
-                out.set_entry_digests(path, "mcp_servers", sorted.digests);
-                codex_project_servers = !doc.keys_at("mcp_servers").is_empty();
-                doc.render()
-            }
-            CODEX_HOME_CONFIG => {
-                let mut doc = TomlDoc::parse(path, text.as_deref())?;
-                found.extend(doc.keys_at("mcp_servers"));
-                codex_trust = on && codex_project_servers;
-                merge_codex_home(
-                    &mut doc,
-                    on,
-                    codex_trust,
-                    &c,
-                    ledger,
-                    &mut out,
-                    opts.workspace,
-                )?;
-                doc.render()
-            }
-            _ => {
-                let mut doc = JsonDoc::parse(path, text.as_deref())?;
-                if let Some(slot) = server_slot(path) {
-                    found.extend(doc.keys_at(&[slot]));
+        // A hand-entry clash in one file is collected, not returned at once: the error
+        // names every file that has the entry, so fixing one does not just reveal the next.
+        let mut merge = || -> Result<Option<String>, McpError> {
+            Ok(match path {
+                CODEX_CONFIG => {
+                    let mut doc = TomlDoc::parse(path, text.as_deref())?;
+                    found.extend(doc.keys_at("mcp_servers"));
+                    let entries = if on { c.codex.clone() } else { Vec::new() };
+                    let prev = previously_owned(
+                        ledger,
+                        path,
+                        "mcp_servers",
+                        doc.keys_at("mcp_servers").into_iter(),
+                        is_processkit_name,
+                    );
+                    refuse_hand_entry_clash(
+                        path,
+                        ledger,
+                        &c,
+                        &prev,
+                        entries
+                            .iter()
+                            .map(|(name, table)| (name, doc.differs("mcp_servers", name, table))),
+                    )?;
+                    let sorted = crate::edits::sort(
+                        path,
+                        "mcp_servers",
+                        entries,
+                        ledger,
+                        |name| {
+                            doc.table_at("mcp_servers", name)
+                                .map(crate::edits::toml_digest)
+                        },
+                        crate::edits::toml_digest,
+                    );
+                    notices.extend(
+                        sorted
+                            .kept
+                            .iter()
+                            .map(|n| crate::edits::kept_notice(path, n)),
+                    );
+                    // A kept entry is neither rewritten nor removed: out of the merge, still owned.
+                    let merged_prev: BTreeSet<String> =
+                        prev.difference(&sorted.kept).cloned().collect();
+                    let mut owned = doc.merge_tables("mcp_servers", sorted.write, &merged_prev)?;
+                    owned.extend(sorted.kept);
+                    out.set(path, "mcp_servers", owned);
+                    out.set_entry_digests(path, "mcp_servers", sorted.digests);
+                    codex_project_servers = !doc.keys_at("mcp_servers").is_empty();
+                    doc.render()
                 }
-                merge_json(&mut doc, path, on, &c, ledger, &mut out, &mut notices)?;
-                if let Some(file) = HookFile::of(path) {
-                    crate::hooks::merge_hooks(&mut doc, path, file, wiring, on, ledger, &mut out)?;
+                CODEX_HOME_CONFIG => {
+                    let mut doc = TomlDoc::parse(path, text.as_deref())?;
+                    found.extend(doc.keys_at("mcp_servers"));
+                    codex_trust = on && codex_project_servers;
+                    merge_codex_home(
+                        &mut doc,
+                        on,
+                        codex_trust,
+                        &c,
+                        ledger,
+                        &mut out,
+                        opts.workspace,
+                    )?;
+                    doc.render()
                 }
-                doc.render()?
+                _ => {
+                    let mut doc = JsonDoc::parse(path, text.as_deref())?;
+                    if let Some(slot) = server_slot(path) {
+                        found.extend(doc.keys_at(&[slot]));
+                    }
+                    merge_json(&mut doc, path, on, &c, ledger, &mut out, &mut notices)?;
+                    if let Some(file) = HookFile::of(path) {
+                        crate::hooks::merge_hooks(
+                            &mut doc, path, file, wiring, on, ledger, &mut out,
+                        )?;
+                    }
+                    doc.render()?
+                }
+            })
+        };
+        let new_text = match merge() {
+            Ok(text) => text,
+            Err(e @ McpError::HandEntryClash { .. }) => {
+                clashes.push(e);
+                continue;
             }
+            Err(e) => return Err(e),
         };
         if let Some(contents) = new_text {
             let changed = text.as_deref() != Some(contents.as_str());
@@ -584,6 +599,10 @@ pub fn register_wired(
                 });
             }
         }
+    }
+
+    if let Some(clash) = all_clashes(clashes) {
+        return Err(clash);
     }
 
     // Said once, when the trust is written, not on every run.
@@ -883,6 +902,31 @@ fn merge_json(
     out.set(path, &slot_name, owned);
     out.set_entry_digests(path, &slot_name, sorted.digests);
     Ok(())
+}
+
+/// The first server's hand-entry clash, naming every file where that server clashes.
+fn all_clashes(clashes: Vec<McpError>) -> Option<McpError> {
+    let mut first: Option<(Vec<String>, String, String)> = None;
+    for clash in clashes {
+        let McpError::HandEntryClash {
+            path,
+            server,
+            origin,
+        } = clash
+        else {
+            continue;
+        };
+        match &mut first {
+            None => first = Some((vec![path], server, origin)),
+            Some((paths, s, _)) if *s == server => paths.push(path),
+            Some(_) => {}
+        }
+    }
+    first.map(|(paths, server, origin)| McpError::HandEntryClash {
+        path: paths.join("`, `"),
+        server,
+        origin,
+    })
 }
 
 /// With a ledger, an entry it does not list was written by hand: taking it over would drop

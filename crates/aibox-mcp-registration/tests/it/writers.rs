@@ -1123,6 +1123,40 @@ fn the_codex_trust_notice_is_said_once() {
     assert!(!trust(&again), "{:?}", again.notices);
 }
 
+/// A hand-written entry in several files clashing with one configured server is one error
+/// naming every file (it named the first; deleting that entry revealed the next).
+#[test]
+fn a_clash_in_several_files_names_them_all() {
+    let harnesses = [Harness::Claude, Harness::Gemini, Harness::Cursor];
+    let without: Vec<_> = fixture_servers()
+        .into_iter()
+        .filter(|s| s.name != "docs")
+        .collect();
+    let mut files = Files::new();
+    apply(&mut files, &without, &harnesses, &perms()).unwrap();
+    for path in [".mcp.json", ".gemini/settings.json", ".cursor/mcp.json"] {
+        let mut doc = json(&files[path]);
+        doc["mcpServers"]["docs"] = serde_json::json!({"command": "mine"});
+        files.insert(path.to_owned(), doc.to_string());
+    }
+    let before = files.clone();
+    let err = apply(&mut files, &fixture_servers(), &harnesses, &perms()).unwrap_err();
+    let McpError::HandEntryClash { path, server, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(server, "docs");
+    assert_eq!(
+        path,
+        ".mcp.json`, `.gemini/settings.json`, `.cursor/mcp.json"
+    );
+    assert!(
+        err.to_string()
+            .contains("is in `.mcp.json`, `.gemini/settings.json`, `.cursor/mcp.json`"),
+        "{err}"
+    );
+    assert_eq!(files, before, "nothing is written");
+}
+
 /// With a ledger, a hand-written `[mcp_servers.<name>]` in either Codex file (the committed
 /// one and the container-scoped one) is not replaced by a configured server of that name:
 /// the same `aibox::mcp::hand_entry_clash` as the JSON files, both files left untouched.
