@@ -57,6 +57,7 @@ pub mod versions;
 
 /// The tool catalog (`aibox addon list`), re-exported for the CLI.
 pub use aibox_devcontainer::catalog;
+pub use aibox_mcp_registration::HandAdded;
 /// `aibox doctor --integrity`: per-file verification of the installed processkit content.
 pub use aibox_provenance::{IntegrityReport, IntegrityStatus, integrity};
 pub use mcp_check::{

@@ -6,7 +6,8 @@
 //! from the list) instead of being fetched.
 
 use aibox_mcp_registration::{
-    EffectiveServer, RegisterOptions, ServerSpec, collect_servers, effective_servers,
+    EffectiveServer, HandAdded, LEDGER_PATH, Ledger, McpError, RegisterOptions, ServerSpec,
+    collect_servers, effective_servers, hand_added,
 };
 use camino::Utf8Path;
 
@@ -18,6 +19,10 @@ use crate::resolve::{ProcesskitState, Resolved};
 pub struct McpList {
     /// Every server of every enabled harness.
     pub servers: Vec<EffectiveServer>,
+    /// The entries the user added by hand to the enabled harnesses' files (their
+    /// harnesses load them; aibox leaves them alone).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hand_added: Vec<HandAdded>,
     /// Set when the processkit release is not resolved (not in the download cache): its
     /// servers are missing from `servers`. Says why and what to run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,8 +86,37 @@ pub(crate) fn servers_planned(
         permissions: &project.config.ai.mcp.permissions,
         workspace: aibox_config::container::WORKSPACE_DIR,
     };
+    // The files as resolve captured them (the same bytes the plan merged into).
+    let text = |path: &str| -> Result<Option<String>, EngineError> {
+        Ok(resolved
+            .files
+            .get(Utf8Path::new(path))?
+            .map(|b| String::from_utf8_lossy(b).into_owned()))
+    };
+    let ledger = text(LEDGER_PATH)?
+        .map(|t| Ledger::parse(&t))
+        .transpose()
+        .map_err(EngineError::from)?;
+    let mut failed = None;
+    let mut read = |path: &str| -> Result<Option<String>, McpError> {
+        text(path).or_else(|e| {
+            failed = Some(e);
+            Ok(None)
+        })
+    };
+    let hand = hand_added(
+        &servers,
+        &project.config.ai.harnesses,
+        ledger.as_ref(),
+        &mut read,
+    )
+    .map_err(EngineError::from)?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
     let list = McpList {
         servers: effective_servers(&servers, &opts),
+        hand_added: hand,
         not_resolved,
     };
     Ok((servers, list))

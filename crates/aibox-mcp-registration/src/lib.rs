@@ -32,8 +32,8 @@ pub use error::{McpError, ParseError};
 pub use hooks::{Preauth, ProcesskitWiring};
 pub use ledger::{LEDGER_PATH, Ledger};
 pub use register::{
-    EffectiveServer, FileScope, RegisterOptions, Registration, TARGETS, TargetFile,
-    check_denies_enforceable, effective_servers, register, register_wired,
+    EffectiveServer, FileScope, HandAdded, RegisterOptions, Registration, TARGETS, TargetFile,
+    check_denies_enforceable, effective_servers, hand_added, register, register_wired,
 };
 pub use spec::{Origin, ServerSpec, Transport, collect_servers};
 pub use tools::ToolPolicy;

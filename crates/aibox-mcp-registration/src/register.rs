@@ -904,6 +904,69 @@ fn merge_json(
     Ok(())
 }
 
+/// A server entry in an enabled harness's file that aibox did not write: the user's own,
+/// which the harness loads and aibox leaves alone (`aibox mcp list` shows them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandAdded {
+    /// The harness that reads the file.
+    pub harness: Harness,
+    /// Server name.
+    pub name: String,
+    /// Root-relative path of the file.
+    pub file: String,
+}
+
+/// The hand-added server entries of the enabled harnesses' files: with a ledger, the
+/// entries it does not list; without one (a fresh clone), those that are neither a
+/// configured server nor processkit's.
+///
+/// # Errors
+/// A file that does not parse, or a `read` failure.
+pub fn hand_added(
+    servers: &[ServerSpec],
+    harnesses: &[Harness],
+    ledger: Option<&Ledger>,
+    read: &mut dyn FnMut(&str) -> Result<Option<String>, McpError>,
+) -> Result<Vec<HandAdded>, McpError> {
+    let enabled = enabled_set(harnesses);
+    let mut out = Vec::new();
+    for (h, path, _) in TARGETS {
+        if !enabled.contains(&h) {
+            continue;
+        }
+        let (slot, names) = match path {
+            CODEX_CONFIG | CODEX_HOME_CONFIG => {
+                let Some(text) = read(path)? else { continue };
+                (
+                    "mcp_servers",
+                    TomlDoc::parse(path, Some(&text))?.keys_at("mcp_servers"),
+                )
+            }
+            _ => {
+                let Some(slot) = server_slot(path) else {
+                    continue;
+                };
+                let Some(text) = read(path)? else { continue };
+                (slot, JsonDoc::parse(path, Some(&text))?.keys_at(&[slot]))
+            }
+        };
+        for name in names {
+            let aibox_s = match ledger {
+                Some(l) => l.owned(path, slot).is_some_and(|o| o.contains(&name)),
+                None => is_processkit_name(&name) || servers.iter().any(|s| s.name == name),
+            };
+            if !aibox_s {
+                out.push(HandAdded {
+                    harness: h,
+                    name,
+                    file: path.to_owned(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The first server's hand-entry clash, naming every file where that server clashes.
 fn all_clashes(clashes: Vec<McpError>) -> Option<McpError> {
     let mut first: Option<(Vec<String>, String, String)> = None;

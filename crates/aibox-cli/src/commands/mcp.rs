@@ -22,6 +22,7 @@ pub fn list(g: &Global) -> Outcome {
         );
     }
     let servers = list.servers;
+    let hand = list.hand_added;
     json_or(g, &servers, || {
         if g.quiet {
             // Only what needs attention: the servers a harness does not get.
@@ -38,8 +39,7 @@ pub fn list(g: &Global) -> Outcome {
         }
         if servers.is_empty() {
             render::out("no MCP servers are configured");
-        }
-        if servers.is_empty() {
+            print_hand_added(&hand);
             return;
         }
         // One table row per server and harness; its details follow, indented.
@@ -76,8 +76,26 @@ pub fn list(g: &Global) -> Outcome {
                 render::out(&format!("    note: {note}"));
             }
         }
+        print_hand_added(&hand);
     })?;
     Ok(Exit::Ok)
+}
+
+/// The entries added by hand to the harness files: loaded by their harness, left alone by
+/// aibox (so not in the table of what aibox registers).
+fn print_hand_added(hand: &[aibox_engine::HandAdded]) {
+    if hand.is_empty() {
+        return;
+    }
+    render::out("added by hand (their harness loads them; aibox leaves them alone):");
+    for h in hand {
+        render::out(&format!(
+            "    {} {} ({})",
+            h.harness.as_str(),
+            h.name,
+            h.file
+        ));
+    }
 }
 
 pub fn check(g: &Global, args: &McpCheckArgs) -> Outcome {

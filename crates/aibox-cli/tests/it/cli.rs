@@ -1878,3 +1878,23 @@ fn an_edit_of_a_linked_config_file_says_where_it_leads() {
     let out = aibox(&dir, &["config", "get", "container.name"]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+/// `mcp list` shows the servers added by hand to a harness file, which that harness loads
+/// (it said "no MCP servers are configured" while Codex had one to start).
+#[test]
+fn mcp_list_shows_servers_added_by_hand() {
+    let (_t, dir) = init_project("hand", "codex");
+    fs_err::create_dir_all(dir.join(".codex")).unwrap();
+    fs_err::write(
+        dir.join(".codex/config.toml"),
+        "[mcp_servers.mine]\ncommand = \"m\"\n",
+    )
+    .unwrap();
+    let out = aibox(&dir, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(&dir, &["mcp", "list"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("added by hand"), "{t}");
+    assert!(t.contains("codex mine (.codex/config.toml)"), "{t}");
+}

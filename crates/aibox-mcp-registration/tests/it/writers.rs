@@ -1123,6 +1123,53 @@ fn the_codex_trust_notice_is_said_once() {
     assert!(!trust(&again), "{:?}", again.notices);
 }
 
+/// The entries added by hand to the enabled harnesses' files are listed (their harness
+/// loads them): with a ledger, what it does not list; without, what is not configured.
+#[test]
+fn hand_added_entries_are_listed() {
+    let mut files = Files::new();
+    apply(&mut files, &fixture_servers(), &Harness::ALL, &perms()).unwrap();
+    let mut mcp = json(&files[".mcp.json"]);
+    mcp["mcpServers"]["mine"] = serde_json::json!({"command": "m"});
+    files.insert(".mcp.json".into(), mcp.to_string());
+    let codex = format!(
+        "{}\n[mcp_servers.mine2]\ncommand = \"m\"\n",
+        files[".codex/config.toml"]
+    );
+    files.insert(".codex/config.toml".into(), codex);
+    let ledger =
+        aibox_mcp_registration::Ledger::parse(&files[aibox_mcp_registration::LEDGER_PATH]).unwrap();
+    let mut read = |p: &str| Ok(files.get(p).cloned());
+    let listed = |ledger| {
+        aibox_mcp_registration::hand_added(&fixture_servers(), &Harness::ALL, ledger, &mut |p| {
+            Ok(files.get(p).cloned())
+        })
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.harness, h.name, h.file))
+        .collect::<Vec<_>>()
+    };
+    let expected = vec![
+        (Harness::Claude, "mine".to_owned(), ".mcp.json".to_owned()),
+        (
+            Harness::Codex,
+            "mine2".to_owned(),
+            ".codex/config.toml".to_owned(),
+        ),
+    ];
+    assert_eq!(listed(Some(&ledger)), expected);
+    assert_eq!(listed(None), expected);
+    // A harness that is not enabled is not read.
+    let only = aibox_mcp_registration::hand_added(
+        &fixture_servers(),
+        &[Harness::Gemini],
+        Some(&ledger),
+        &mut read,
+    )
+    .unwrap();
+    assert!(only.is_empty(), "{only:?}");
+}
+
 /// A hand-written entry in several files clashing with one configured server is one error
 /// naming every file (it named the first; deleting that entry revealed the next).
 #[test]
