@@ -179,8 +179,12 @@ pub enum EngineError {
     #[diagnostic(
         code(aibox::apply::not_a_folder),
         help(
-            "move `{path}` out of the way (aibox never replaces it), then run `aibox apply` to \
-             install the skills again"
+            "move `{path}` out of the way (aibox never replaces it), then run `aibox apply`: it \
+             installs what was never installed there, but a skill folder an earlier install \
+             wrote stays deleted, like any folder deleted by hand; copy such a skill back from \
+             the snapshot of the installed release, \
+             `context/templates/processkit/<version>/{path}` (the version is \
+             `processkit_version` in `context/.processkit-provenance.toml`)"
         )
     )]
     NotAFolder {
@@ -278,7 +282,8 @@ impl EngineError {
     }
 }
 
-/// A configuration that the strict loader accepts but `apply` would refuse.
+/// A configuration (or an edit of it) that the strict loader accepts but `apply` would
+/// refuse or not honour.
 #[derive(Debug, thiserror::Error, Diagnostic)]
 pub enum ConfigCheckError {
     /// A literal secret-looking value in the committed `aibox.toml`.
@@ -298,14 +303,39 @@ pub enum ConfigCheckError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Processkit(#[from] aibox_provenance::error::ProvenanceError),
+    /// `aibox skill enable` of a skill whose installed folder was deleted by hand: `apply`
+    /// keeps that deletion, so enabling it would promise an install that never happens.
+    #[error(
+        "skill `{name}` was installed in `{dir}`, and that folder was deleted by hand; \
+         `aibox apply` keeps a deletion (it never undoes a local change), so enabling the \
+         skill would not bring it back"
+    )]
+    #[diagnostic(
+        code(aibox::skill::deleted_by_hand),
+        help(
+            "to get it back, copy it from the snapshot of the installed release: `cp -r \
+             {snapshot} {parent}/`, then run `aibox skill enable {name}` and `aibox apply`; \
+             to drop it for good, `aibox skill disable {name}`"
+        )
+    )]
+    SkillDeletedByHand {
+        /// The skill's name.
+        name: String,
+        /// Root-relative folder the install marker records for it.
+        dir: String,
+        /// Its category folder (`dir` without the skill's own name).
+        parent: String,
+        /// Root-relative copy of it in the installed release's snapshot.
+        snapshot: String,
+    },
 }
 
 impl ConfigCheckError {
-    /// Who can fix it: a literal secret is the user's; a processkit pin error keeps its
-    /// own kind.
+    /// Who can fix it: a literal secret and a skill deleted by hand are the user's; a
+    /// processkit pin error keeps its own kind.
     pub fn kind(&self) -> aibox_config::ErrorKind {
         match self {
-            Self::Secret { .. } => aibox_config::ErrorKind::User,
+            Self::Secret { .. } | Self::SkillDeletedByHand { .. } => aibox_config::ErrorKind::User,
             Self::Processkit(e) => e.kind(),
         }
     }

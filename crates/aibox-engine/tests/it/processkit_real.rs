@@ -580,9 +580,31 @@ fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
     );
     assert!(!doctor.contains("restores untouched"), "{doctor}");
 
-    // Copying it back from the snapshot, as the warning says, restores it.
+    // QA: `aibox skill enable` of it said "run `aibox apply` to install" it, and `apply`
+    // kept the deletion. It is refused, changes nothing, and names the snapshot copy.
+    let toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
+    let err = aibox_engine::skills::enable(&root, "workitem-management").unwrap_err();
+    let help = miette::Diagnostic::help(&err)
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    assert_eq!(common::code(&err), "aibox::skill::deleted_by_hand", "{err}");
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+    assert!(err.to_string().contains(&format!("`{dir}`")), "{err}");
+    assert!(
+        help.contains(&format!(
+            "`cp -r context/templates/processkit/v0.28.3/{dir} context/skills/processkit/`"
+        )),
+        "{help}"
+    );
+    assert_eq!(
+        fs_err::read_to_string(root.join("aibox.toml")).unwrap(),
+        toml
+    );
+
+    // Copying it back from the snapshot, as the warning and the refusal say, restores it.
     let snapshot = root.join(format!("context/templates/processkit/v0.28.3/{dir}"));
     aibox_test_support::copy_dir(&snapshot, &root.join(dir));
+    aibox_engine::skills::enable(&root, "workitem-management").unwrap();
     apply(&root, &options(&cache)).unwrap();
     let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
     assert!(mcp.contains("processkit-workitem-management"), "{mcp}");
@@ -656,10 +678,35 @@ fn a_file_where_a_skill_folder_must_be_is_refused_by_apply_check_and_doctor() {
         );
         let doctor = doctor_text(&root, &cache);
         assert!(doctor.contains("aibox::apply::not_a_folder"), "{doctor}");
+        // QA: the help promised that `apply` installs the skills again once the file is
+        // moved away; it keeps the deletion instead. The help says so and names the copy.
+        let help = shown(&apply(&root, &check).unwrap_err());
+        assert!(!help.contains("install the skills again"), "{help}");
+        assert!(
+            help.contains(&format!(
+                "stays deleted, like any folder deleted by hand; copy such a skill back from \
+                 the snapshot of the installed release, \
+                 `context/templates/processkit/<version>/{path}`"
+            )),
+            "{help}"
+        );
         fs_err::remove_file(root.join(path)).unwrap();
-        fs_err::rename(&saved, root.join(path)).unwrap();
+        if what == "skill" {
+            // As the help says: moved away, the folder stays deleted ...
+            apply(&root, &options(&cache)).unwrap();
+            assert!(!root.join(path).exists(), "a deletion is kept");
+            // ... and the snapshot has the copy to restore.
+            let copy = format!("context/templates/processkit/v0.28.3/{path}");
+            aibox_test_support::copy_dir(&root.join(copy), &root.join(path));
+            apply(&root, &options(&cache)).unwrap();
+            fs_err::remove_dir_all(&saved).unwrap();
+        } else {
+            fs_err::rename(&saved, root.join(path)).unwrap();
+        }
     }
     assert!(!apply(&root, &options(&cache)).unwrap().changed());
+    let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
+    assert!(mcp.contains("processkit-workitem-management"), "{mcp}");
 }
 
 #[test]
