@@ -482,6 +482,33 @@ pub enum MigrateError {
         reason: String,
     },
 
+    /// `--take theirs|base` on a migration made for a version that is no longer
+    /// installed: it would write another release's file into this one.
+    #[error(
+        "{id} was made for processkit {made_for}, but {installed} is installed now (the pin \
+         moved since); taking {take} would write a file of another release into this one"
+    )]
+    #[diagnostic(
+        code(aibox::migrate::stale),
+        help(
+            "keep your files and close it with `aibox migrate resolve {id} --take ours`, or \
+             delete the document and its parked copies (`{parked}/`); to install \
+             {made_for}'s files, pin {made_for} again and run `aibox apply`"
+        )
+    )]
+    Stale {
+        /// Migration id.
+        id: String,
+        /// The version the migration was made for.
+        made_for: String,
+        /// The version installed now (`none` without an install).
+        installed: String,
+        /// The version asked for.
+        take: &'static str,
+        /// Root-relative folder of the parked copies.
+        parked: String,
+    },
+
     /// `--version`/`PATH` asked for a version that does not exist.
     #[error("{what}")]
     #[diagnostic(code(aibox::migrate::no_such_version))]
