@@ -183,12 +183,22 @@ pub fn asset_url(base: &str, template: &str, version: &str) -> String {
 /// The listing is hashed as it is made, line by line (held whole it was 2 MB at a 10x
 /// release, at the peak of every plan).
 pub fn tree_digest(payload: &Payload) -> Sha256 {
+    tree_digest_of(
+        payload
+            .files
+            .iter()
+            .map(|(path, file)| (&**path, file.sha256)),
+    )
+}
+
+/// [`tree_digest`] of a listing of `(path, digest)`, sorted by path.
+pub(crate) fn tree_digest_of<'a>(files: impl Iterator<Item = (&'a str, Sha256)>) -> Sha256 {
     use sha2::Digest as _;
     let mut h = sha2::Sha256::new();
     let mut hex = [0_u8; 64];
-    for (path, file) in payload.files.iter() {
+    for (path, sha256) in files {
         // 64 hex digits always fit.
-        let _ = hex::encode_to_slice(file.sha256.as_bytes(), &mut hex);
+        let _ = hex::encode_to_slice(sha256.as_bytes(), &mut hex);
         h.update(hex);
         h.update(b"  ");
         h.update(path.as_bytes());
