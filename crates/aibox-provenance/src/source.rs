@@ -649,12 +649,14 @@ fn validate_layout(
         what: format!("{source} {version}"),
         reason,
     };
+    // What a release older than the layout lacks: said so only for such a version.
+    let old = |reason: String| layout(reason + crate::error::old_layout(Some(version)));
     let listed = provenance
-        .map_err(layout)?
+        .map_err(old)?
         .files
-        .ok_or_else(|| layout("`PROVENANCE.toml` has no [files] table".to_owned()))?;
+        .ok_or_else(|| old("`PROVENANCE.toml` has no [files] table".to_owned()))?;
     if !payload.holds_below("context/") {
-        return Err(layout("there is no `context/` directory".to_owned()));
+        return Err(old("there is no `context/` directory".to_owned()));
     }
     let extra: Vec<&str> = payload
         .files
