@@ -179,8 +179,12 @@ pub enum EngineError {
     #[diagnostic(
         code(aibox::apply::not_a_folder),
         help(
-            "move `{path}` out of the way (aibox never replaces it), then run `aibox apply` to \
-             install the skills again"
+            "move `{path}` out of the way (aibox never replaces it), then run `aibox apply`: it \
+             installs what was never installed there, but a skill folder an earlier install \
+             wrote stays deleted, like any folder deleted by hand; copy such a skill back from \
+             the snapshot of the installed release, \
+             `context/templates/processkit/<version>/{path}` (the version is \
+             `processkit_version` in `context/.processkit-provenance.toml`)"
         )
     )]
     NotAFolder {
@@ -278,7 +282,8 @@ impl EngineError {
     }
 }
 
-/// A configuration that the strict loader accepts but `apply` would refuse.
+/// A configuration (or an edit of it) that the strict loader accepts but `apply` would
+/// refuse or not honour.
 #[derive(Debug, thiserror::Error, Diagnostic)]
 pub enum ConfigCheckError {
     /// A literal secret-looking value in the committed `aibox.toml`.
@@ -303,6 +308,31 @@ pub enum ConfigCheckError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Servers(Box<aibox_mcp_registration::McpError>),
+    /// `aibox skill enable` of a skill whose installed folder was deleted by hand: `apply`
+    /// keeps that deletion, so enabling it would promise an install that never happens.
+    #[error(
+        "skill `{name}` was installed in `{dir}`, and that folder was deleted by hand; \
+         `aibox apply` keeps a deletion (it never undoes a local change), so enabling the \
+         skill would not bring it back"
+    )]
+    #[diagnostic(
+        code(aibox::skill::deleted_by_hand),
+        help(
+            "to get it back, copy it from the snapshot of the installed release: `cp -r \
+             {snapshot} {parent}/`, then run `aibox skill enable {name}` and `aibox apply`; \
+             to drop it for good, `aibox skill disable {name}`"
+        )
+    )]
+    SkillDeletedByHand {
+        /// The skill's name.
+        name: String,
+        /// Root-relative folder the install marker records for it.
+        dir: String,
+        /// Its category folder (`dir` without the skill's own name).
+        parent: String,
+        /// Root-relative copy of it in the installed release's snapshot.
+        snapshot: String,
+    },
 }
 
 impl From<aibox_mcp_registration::McpError> for ConfigCheckError {
@@ -312,11 +342,11 @@ impl From<aibox_mcp_registration::McpError> for ConfigCheckError {
 }
 
 impl ConfigCheckError {
-    /// Who can fix it: a literal secret is the user's; a processkit pin error keeps its
-    /// own kind.
+    /// Who can fix it: a literal secret and a skill deleted by hand are the user's; a
+    /// processkit pin error keeps its own kind.
     pub fn kind(&self) -> aibox_config::ErrorKind {
         match self {
-            Self::Secret { .. } => aibox_config::ErrorKind::User,
+            Self::Secret { .. } | Self::SkillDeletedByHand { .. } => aibox_config::ErrorKind::User,
             Self::Processkit(e) => e.kind(),
             Self::Servers(e) => e.kind(),
         }
@@ -462,6 +492,33 @@ pub enum MigrateError {
         path: String,
         /// Why.
         reason: String,
+    },
+
+    /// `--take theirs|base` on a migration made for a version that is no longer
+    /// installed: it would write another release's file into this one.
+    #[error(
+        "{id} was made for processkit {made_for}, but {installed} is installed now (the pin \
+         moved since); taking {take} would write a file of another release into this one"
+    )]
+    #[diagnostic(
+        code(aibox::migrate::stale),
+        help(
+            "keep your files and close it with `aibox migrate resolve {id} --take ours`, or \
+             delete the document and its parked copies (`{parked}/`); to install \
+             {made_for}'s files, pin {made_for} again and run `aibox apply`"
+        )
+    )]
+    Stale {
+        /// Migration id.
+        id: String,
+        /// The version the migration was made for.
+        made_for: String,
+        /// The version installed now (`none` without an install).
+        installed: String,
+        /// The version asked for.
+        take: &'static str,
+        /// Root-relative folder of the parked copies.
+        parked: String,
     },
 
     /// `--version`/`PATH` asked for a version that does not exist.

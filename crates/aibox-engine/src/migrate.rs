@@ -52,8 +52,13 @@ pub struct ConflictState {
 pub struct Migration {
     /// `MIG-…`.
     pub id: String,
-    /// `pending` or `in-progress`.
+    /// `pending` or `in-progress` as the document says, or `stale`: it was made for
+    /// another version than the one installed now (see `installed_version`).
     pub state: String,
+    /// The version installed now (`none` without an install), given only for a stale
+    /// migration: its `theirs` is a file of `to_version`, which is not installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub installed_version: Option<String>,
     /// Root-relative path of the document.
     pub document: String,
     /// Version upgraded from.
@@ -69,6 +74,11 @@ pub struct Migration {
 }
 
 impl Migration {
+    /// Made for a version that is not the installed one (a later pin, or one moved back).
+    pub fn is_stale(&self) -> bool {
+        self.installed_version.is_some()
+    }
+
     /// The conflicts still open.
     pub fn open(&self) -> impl Iterator<Item = &ConflictState> {
         self.conflicts.iter().filter(|c| c.open)
@@ -133,6 +143,8 @@ pub fn list(root: &Utf8Path) -> Result<Listing, EngineError> {
 
 fn list_in(root: &ProjectRoot) -> Result<Listing, EngineError> {
     let mut listing = Listing::default();
+    // Read once, and only when there is a document to judge (every `apply` lists them).
+    let mut installed: Option<Option<String>> = None;
     for dir in [migration::PENDING_DIR, migration::IN_PROGRESS_DIR] {
         for name in document_names(root, dir)? {
             let rel = format!("{dir}/{name}");
@@ -140,7 +152,13 @@ fn list_in(root: &ProjectRoot) -> Result<Listing, EngineError> {
                 continue;
             };
             match Document::parse(&String::from_utf8_lossy(&bytes)) {
-                Ok(doc) => listing.migrations.push(migration_of(root, rel, doc)?),
+                Ok(doc) => {
+                    let installed = installed.get_or_insert_with(|| {
+                        aibox_provenance::Marker::installed_version(root.path().as_std_path())
+                    });
+                    let m = migration_of(root, rel, doc, installed.as_deref())?;
+                    listing.migrations.push(m);
+                }
                 Err(reason) => listing.unreadable.push((rel, reason)),
             }
         }
@@ -174,7 +192,14 @@ fn document_names(root: &ProjectRoot, dir: &str) -> Result<Vec<String>, EngineEr
     Ok(names)
 }
 
-fn migration_of(root: &ProjectRoot, rel: String, doc: Document) -> Result<Migration, EngineError> {
+/// The migration of `doc`; `installed` is the version installed now, which makes a
+/// document made for another version stale.
+fn migration_of(
+    root: &ProjectRoot,
+    rel: String,
+    doc: Document,
+    installed: Option<&str>,
+) -> Result<Migration, EngineError> {
     let mut conflicts = Vec::with_capacity(doc.conflicts.len());
     for c in doc.conflicts {
         let copy = format!("{}/{}.upstream/{}", migration::PENDING_DIR, doc.id, c.path);
@@ -188,9 +213,15 @@ fn migration_of(root: &ProjectRoot, rel: String, doc: Document) -> Result<Migrat
             recorded: c,
         });
     }
+    // Without a target version there is nothing to compare: never stale.
+    let stale = doc
+        .to_version
+        .as_deref()
+        .is_some_and(|to| Some(to) != installed);
     Ok(Migration {
         id: doc.id,
-        state: doc.state,
+        state: if stale { "stale".to_owned() } else { doc.state },
+        installed_version: stale.then(|| installed.unwrap_or("none").to_owned()),
         document: rel,
         from_version: doc.from_version,
         to_version: doc.to_version,
@@ -522,6 +553,9 @@ pub fn resolve(
         }
         .into());
     };
+    if !targets.is_empty() {
+        refuse_stale(m, resolution)?;
+    }
     // Decide every file before writing any.
     let mut decided: Vec<(&ConflictState, Option<Vec<u8>>)> = Vec::with_capacity(targets.len());
     for c in &targets {
@@ -599,6 +633,28 @@ pub fn resolve(
     })
 }
 
+/// A stale migration's `theirs` is a file of a release that is no longer installed, and
+/// its `base` one of the release before it: installing either would mix releases.
+/// Keeping the working file (ours, edited) is still a decision the user can record.
+fn refuse_stale(m: &Migration, resolution: Resolution) -> Result<(), MigrateError> {
+    let (Some(installed), Resolution::Take(side @ (Side::Theirs | Side::Base))) =
+        (&m.installed_version, resolution)
+    else {
+        return Ok(());
+    };
+    Err(MigrateError::Stale {
+        id: m.id.clone(),
+        made_for: m.to_version.clone().unwrap_or_default(),
+        installed: installed.clone(),
+        take: if side == Side::Theirs {
+            "theirs"
+        } else {
+            "base"
+        },
+        parked: m.parked_dir(),
+    })
+}
+
 /// Writes the document to `applied/` with `state: applied`, then removes it from where it
 /// was (write, then unlink, as processkit moves its entities).
 fn mark_applied(
@@ -630,6 +686,8 @@ pub struct UpgradeSummary {
     pub from_version: String,
     /// Version installed now.
     pub to_version: String,
+    /// `upgrade`, `downgrade`, or `change` when the versions have no order.
+    pub direction: Direction,
     /// Files changed upstream and updated.
     pub changed: usize,
     /// Files new upstream and added.
@@ -643,6 +701,48 @@ pub struct UpgradeSummary {
     /// The migration document (root-relative), when one is written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub migration_document: Option<String>,
+}
+
+/// Which way an install moved between two versions.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Direction {
+    /// To a later version.
+    #[default]
+    Upgrade,
+    /// To an earlier version (a pin moved back).
+    Downgrade,
+    /// Between versions that have no order (not both `vMAJOR.MINOR.PATCH`-like).
+    Change,
+}
+
+impl Direction {
+    /// From `from` to `to`, compared as versions.
+    pub fn of(from: &str, to: &str) -> Self {
+        match aibox_provenance::releases::version_order(to, from) {
+            Some(std::cmp::Ordering::Greater) => Self::Upgrade,
+            Some(std::cmp::Ordering::Less) => Self::Downgrade,
+            _ => Self::Change,
+        }
+    }
+
+    /// `upgraded`, `downgraded` or `changed`.
+    pub fn past(self) -> &'static str {
+        match self {
+            Self::Upgrade => "upgraded",
+            Self::Downgrade => "downgraded",
+            Self::Change => "changed",
+        }
+    }
+
+    /// `upgrade`, `downgrade` or `change`.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Self::Upgrade => "upgrade",
+            Self::Downgrade => "downgrade",
+            Self::Change => "change",
+        }
+    }
 }
 
 /// A conflict of an upgrade: the kept working file and where the new version is.
@@ -675,6 +775,7 @@ impl UpgradeSummary {
         let mut s = Self {
             from_version: from.to_owned(),
             to_version: install.to_version.clone(),
+            direction: Direction::of(from, &install.to_version),
             migration_document: document.map(ToOwned::to_owned),
             ..Self::default()
         };
@@ -712,6 +813,12 @@ pub struct PendingMigration {
     pub document: String,
     /// Its open conflicts.
     pub open_conflicts: Vec<String>,
+    /// The version installed now, when the migration was made for another (stale).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub installed_version: Option<String>,
+    /// The version it was made for.
+    #[serde(skip)]
+    pub to_version: Option<String>,
 }
 
 /// The pending migrations of the project at `root`, briefly. Never fails: it is read
@@ -726,6 +833,8 @@ pub(crate) fn pending_brief(root: &ProjectRoot) -> Vec<PendingMigration> {
             open_conflicts: m.open().map(|c| c.path.clone()).collect(),
             id: m.id,
             document: m.document,
+            installed_version: m.installed_version,
+            to_version: m.to_version,
         })
         .collect()
 }

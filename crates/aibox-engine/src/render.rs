@@ -93,10 +93,11 @@ impl ApplyReport {
     fn render_migrations(&self, lines: &mut Vec<(Channel, String)>) {
         let mut note = |line: String| lines.push((Channel::Note, line));
         if let Some(u) = &self.upgrade {
+            // A pin moved back is a downgrade, not an "upgrade" to an older version.
             let would = if self.read_only {
-                "would upgrade"
+                format!("would {}", u.direction.verb())
             } else {
-                "upgraded"
+                u.direction.past().to_owned()
             };
             note(format!(
                 "processkit {would} {} → {}: {} changed, {} new, {} removed, {} local edit(s) \
@@ -129,11 +130,20 @@ impl ApplyReport {
             .iter()
             .filter(|p| Some(p.document.as_str()) != written)
         {
-            let what = match p.open_conflicts.len() {
-                0 => "no open conflict; review it, then mark it done with `aibox migrate resolve \
+            let what = match (p.open_conflicts.len(), &p.installed_version) {
+                (n, Some(installed)) => format!(
+                    "stale: made for {}, but {installed} is installed ({n} open conflict(s)); \
+                     close it with `aibox migrate resolve {id} --take ours` (keeps your files), \
+                     or delete it",
+                    p.to_version.as_deref().unwrap_or("?"),
+                    id = p.id
+                ),
+                (0, None) => {
+                    "no open conflict; review it, then mark it done with `aibox migrate resolve \
                       ID`"
-                .replace("ID", &p.id),
-                n => format!(
+                    .replace("ID", &p.id)
+                }
+                (n, None) => format!(
                     "{n} open conflict(s): {}; `aibox migrate show {id}` shows the versions, \
                      `aibox migrate resolve {id} --take ours|theirs|base` settles them",
                     p.open_conflicts.join(", "),

@@ -333,8 +333,51 @@ pub struct Selection {
 
 /// Enables `name`: removes it from `[skills] exclude`, or adds it to `[skills] include`.
 /// The next `aibox apply` installs it and registers its MCP server.
+///
+/// Refused, changing nothing, when an earlier install wrote the skill's folder and it was
+/// deleted by hand since: `apply` keeps that deletion, so the promise would be false. The
+/// error names the snapshot copy to restore it from.
 pub fn enable(root: &Utf8Path, name: &str) -> Result<Selection, ConfigEditError> {
+    if let Some(refusal) = deleted_by_hand(root, name) {
+        return Err(ConfigEditError::Check(refusal));
+    }
     toggle(root, name, true)
+}
+
+/// The refusal for `name` when the install marker records files of a skill folder of
+/// that name and the folder is gone. A folder with some files left is not a deleted
+/// skill: `apply` installs into it what it never installed.
+fn deleted_by_hand(root: &Utf8Path, name: &str) -> Option<crate::error::ConfigCheckError> {
+    let marker = aibox_provenance::Marker::read(root.as_std_path())?;
+    let prefix = format!("{SKILLS_DIR}/");
+    // Marker paths are sorted: only the paths below `context/skills/` are read.
+    let find = |table: &aibox_provenance::table::PathTable<aibox_provenance::Sha256>| {
+        table
+            .range_from(&prefix)
+            .map_while(|(path, _)| path.strip_prefix(&prefix))
+            .find_map(|rest| {
+                let mut parts = rest.splitn(3, '/');
+                let (category, skill) = (parts.next()?, parts.next()?);
+                (skill == name && parts.next().is_some())
+                    .then(|| format!("{prefix}{category}/{skill}"))
+            })
+    };
+    let dir = find(&marker.files).or_else(|| find(&marker.user_files))?;
+    match fs_err::symlink_metadata(root.join(&dir)) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        _ => return None,
+    }
+    let version = &marker.install.processkit_version;
+    let parent = dir
+        .rsplit_once('/')
+        .map_or(SKILLS_DIR, |(p, _)| p)
+        .to_owned();
+    Some(crate::error::ConfigCheckError::SkillDeletedByHand {
+        name: name.to_owned(),
+        snapshot: format!("context/templates/processkit/{version}/{dir}"),
+        parent,
+        dir,
+    })
 }
 
 /// Disables `name`: removes it from `[skills] include`, or adds it to `[skills] exclude`.

@@ -153,6 +153,15 @@ impl Cache {
         }
     }
 
+    /// The file listing (path → digest, size, mode) of the unpacked store of `digest`,
+    /// read from its manifest alone and never repaired or removed: for naming files a
+    /// caller has already found to differ (`doctor --integrity`), which checks it against
+    /// a digest of its own before trusting a name in it.
+    pub(crate) fn listing(&self, digest: &Sha256) -> Option<BTreeMap<Arc<str>, PayloadFile>> {
+        let text = fs_err::read_to_string(self.unpacked_path(digest).join("manifest")).ok()?;
+        parse_manifest(&text, digest).map(|(files, _)| files)
+    }
+
     /// Where the unpacked store of `digest` keeps the bytes of release file `rel`: the
     /// pack's path, the offset and the size; `None` when there is no such store or file.
     /// For tools that inspect a store (and tests that damage one).

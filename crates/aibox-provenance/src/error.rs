@@ -236,12 +236,13 @@ pub enum ProvenanceError {
         reason: String,
     },
 
-    /// The release does not have the processkit layout.
+    /// The release does not have the processkit layout (`reason` says when the version
+    /// is one before the layout existed, see [`old_layout`]).
     #[error("not a processkit release ({what}): {reason}")]
     #[diagnostic(
         code(aibox::provenance::layout),
         help(
-            "a release holds one top directory `processkit-<tag>/` with `PROVENANCE.toml` and `context/` inside; releases before v0.8.0 are not supported"
+            "a release holds one top directory `processkit-<tag>/` with `PROVENANCE.toml` and `context/` inside"
         )
     )]
     Layout {
@@ -473,6 +474,22 @@ pub(crate) fn show_name(raw: &[u8]) -> String {
         format!("{shown}… ({} bytes)", raw.len())
     } else {
         shown
+    }
+}
+
+/// What a layout error adds to its reason when `version` is older than v0.8.0, the first
+/// release with the layout aibox installs, and the error is one such a release causes (no
+/// `PROVENANCE.toml` or `[files]`, no `context/`, another top directory); empty otherwise,
+/// so a newer release's missing file is not blamed on its age.
+pub(crate) fn old_layout(version: Option<&str>) -> &'static str {
+    let old = version.is_some_and(|v| {
+        crate::releases::version_order(v, "v0.8.0") == Some(std::cmp::Ordering::Less)
+    });
+    if old {
+        "; releases before v0.8.0 do not have this layout and are not supported: pin v0.8.0 \
+         or later"
+    } else {
+        ""
     }
 }
 

@@ -1162,7 +1162,10 @@ fn top_tag(top: Option<String>, what: &str, expected_tag: Option<&str>) -> Resul
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ProvenanceError::Layout {
             what: what.to_owned(),
-            reason: format!("top directory `{top}/` is not `processkit-<tag>/`"),
+            reason: format!(
+                "top directory `{top}/` is not `processkit-<tag>/`{}",
+                crate::error::old_layout(expected_tag)
+            ),
         })?;
     check_tag(tag, what, expected_tag)?;
     Ok(tag.to_owned())

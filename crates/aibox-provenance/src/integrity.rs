@@ -16,6 +16,9 @@ use crate::source::Verification;
 /// Bytes read at a time while hashing (one buffer for the whole check).
 const HASH_BUFFER: usize = 64 * 1024;
 
+/// Snapshot files named in a report; more are counted.
+pub const SNAPSHOT_NAMED: usize = 20;
+
 /// Directories whose every file must be in the manifest.
 const MANAGED_DIRS: [&str; 4] = [
     "context/skills",
@@ -84,9 +87,15 @@ pub struct IntegrityReport {
     /// User-owned files that differ from what was installed (informational).
     pub user_modified: Vec<String>,
     /// Files of the snapshot `context/templates/processkit/<version>/` that differ from
-    /// the release, are missing or were added: named where the manifest knows the file,
-    /// else the snapshot folder (its digest differs).
+    /// the release, each with what is wrong: `<path> (changed)`, `<path> (missing)` or
+    /// `<path> (not in the release)`, the first [`SNAPSHOT_NAMED`] in path order, then
+    /// `… and N more`. Installed files are named from the marker; the others from the
+    /// release's listing in the download cache once it matches the marker's
+    /// `snapshot_sha256`. Without it only the snapshot folder is named (`<folder>/`).
     pub snapshot_modified: Vec<String>,
+    /// How many snapshot files differ (`snapshot_modified` names at most
+    /// [`SNAPSHOT_NAMED`]; the folder alone counts one).
+    pub snapshot_differing: usize,
     /// Number of files verified.
     pub checked: usize,
 }
@@ -153,18 +162,33 @@ pub(crate) fn walk_sorted(root: &Path, rel: &str, visit: &mut dyn FnMut(&str)) {
 }
 
 /// Checks the install under `root` against `aibox.lock`, the marker's per-file
-/// manifest and the snapshot, re-hashing every byte (`doctor --integrity`).
+/// manifest and the snapshot, re-hashing every byte (`doctor --integrity`). A snapshot
+/// that differs is named file by file with the help of the default download cache.
 pub fn integrity(root: &Path) -> Result<IntegrityReport> {
-    integrity_known(root, &crate::table::SharedPathTable::new())
+    integrity_with(root, crate::Cache::default_location().as_ref())
+}
+
+/// [`integrity`], naming the snapshot files that differ from the release's listing in
+/// `cache` (when it holds the release).
+pub fn integrity_with(root: &Path, cache: Option<&crate::Cache>) -> Result<IntegrityReport> {
+    integrity_of(
+        root,
+        &crate::table::SharedPathTable::new(),
+        || Marker::read(root).map(Cow::Owned),
+        cache,
+    )
 }
 
 /// [`integrity_known`] from the scan of the same run ([`crate::scan`]): the live states
 /// it found and the marker it parsed (read once per run, not once per reader: at ten
 /// times processkit's size each parse held every installed path again).
 pub fn integrity_scanned(root: &Path, scan: &crate::LiveScan) -> Result<IntegrityReport> {
-    integrity_of(root, &scan.files, || {
-        scan.parsed_marker.as_ref().map(Cow::Borrowed)
-    })
+    integrity_of(
+        root,
+        &scan.files,
+        || scan.parsed_marker.as_ref().map(Cow::Borrowed),
+        None,
+    )
 }
 
 /// [`integrity`], taking the live state of the installed files in `known` (root-relative
@@ -175,15 +199,16 @@ pub fn integrity_known(
     root: &Path,
     known: &crate::table::SharedPathTable<Live>,
 ) -> Result<IntegrityReport> {
-    integrity_of(root, known, || Marker::read(root).map(Cow::Owned))
+    integrity_of(root, known, || Marker::read(root).map(Cow::Owned), None)
 }
 
 /// [`integrity_known`] with the marker from `marker` (called once the lock says there is
-/// an install).
+/// an install), naming snapshot drift with the release listing of `cache`.
 fn integrity_of<'m>(
     root: &Path,
     known: &crate::table::SharedPathTable<Live>,
     marker: impl FnOnce() -> Option<Cow<'m, Marker>>,
+    cache: Option<&crate::Cache>,
 ) -> Result<IntegrityReport> {
     let lock = ProcesskitLock::read_from_lock_file(&root.join("aibox.lock"))?;
     let mut report = IntegrityReport {
@@ -197,6 +222,7 @@ fn integrity_of<'m>(
         unexpected: Vec::new(),
         user_modified: Vec::new(),
         snapshot_modified: Vec::new(),
+        snapshot_differing: 0,
         checked: 0,
     };
     if fs_err::symlink_metadata(root.join(crate::record::INTENT_PATH)).is_ok() {
@@ -259,8 +285,15 @@ fn integrity_of<'m>(
     }
     report.unexpected.sort();
     if report.snapshot_present {
-        report.snapshot_modified =
-            snapshot_drift(root, &lock.version, &marker, &mut report.checked, &mut buf);
+        let drift = snapshot_drift(
+            root,
+            &lock.version,
+            &marker,
+            &mut report.checked,
+            &mut buf,
+            cache,
+        );
+        (report.snapshot_modified, report.snapshot_differing) = bounded(drift);
     }
     report.status = if !report.snapshot_present {
         IntegrityStatus::MissingSnapshot
@@ -278,16 +311,41 @@ fn integrity_of<'m>(
     Ok(report)
 }
 
+/// `drift` sorted, its first [`SNAPSHOT_NAMED`] entries and `… and N more`, with the
+/// full count.
+fn bounded(mut drift: Vec<String>) -> (Vec<String>, usize) {
+    drift.sort_unstable();
+    let count = drift.len();
+    if count > SNAPSHOT_NAMED {
+        drift.truncate(SNAPSHOT_NAMED);
+        drift.push(format!("… and {} more", count - SNAPSHOT_NAMED));
+    }
+    (drift, count)
+}
+
+/// The release's path of an installed file: the release's `INDEX.md` is installed as
+/// `context/INDEX.md`; every other file keeps its path.
+fn release_path(installed: &str) -> &str {
+    if installed == "context/INDEX.md" {
+        "INDEX.md"
+    } else {
+        installed
+    }
+}
+
 /// Re-hashes the snapshot of `version` and compares it with the release: file by file
-/// where the marker's manifest records the release's digest (the installed files), and
-/// as a whole against the marker's `snapshot_sha256` (every release file, so an edit to a
-/// file that was not installed, a deleted or an added one shows too, as the folder).
+/// where the marker's manifest records the release's digest (the installed files: changed
+/// or missing), and as a whole against the marker's `snapshot_sha256` (every release
+/// file). When the whole differs, the release's listing in `cache` (trusted only when it
+/// hashes to that same digest) names every changed, missing and added file; without it
+/// the folder is named when no installed file explains the difference.
 fn snapshot_drift(
     root: &Path,
     version: &str,
     marker: &Marker,
     checked: &mut usize,
     buf: &mut [u8],
+    cache: Option<&crate::Cache>,
 ) -> Vec<String> {
     use sha2::Digest as _;
     let dir = format!("{SNAPSHOT_DIR}/{version}");
@@ -296,6 +354,7 @@ fn snapshot_drift(
     // The `tree_digest` listing, hashed line by line as it is made (never held whole),
     // in path order as the files are found.
     let mut listing = sha2::Sha256::new();
+    let mut found = 0_usize;
     walk_sorted(root, &dir, &mut |path| {
         *checked += 1;
         let rel = path.strip_prefix(&prefix).unwrap_or(path);
@@ -315,19 +374,74 @@ fn snapshot_drift(
         } else {
             rel
         };
-        if let Some(expected) = marker.files.get(installed)
-            && live != Some(*expected)
-        {
-            drift.push(path.to_owned());
+        if let Some(expected) = marker.files.get(installed) {
+            found += 1;
+            if live != Some(*expected) {
+                drift.push(format!("{path} (changed)"));
+            }
         }
     });
-    if drift.is_empty()
-        && marker
-            .manifest
-            .snapshot_sha256
-            .is_some_and(|expected| Sha256::from_bytes(listing.finalize().into()) != expected)
-    {
-        drift.push(format!("{dir}/"));
+    // An installed file's copy the walk did not meet is gone (looked for only then).
+    if found < marker.files.len() {
+        for (installed, _) in &marker.files {
+            let path = format!("{prefix}{}", release_path(installed));
+            if fs_err::symlink_metadata(root.join(&path)).is_err() {
+                drift.push(format!("{path} (missing)"));
+            }
+        }
+    }
+    let Some(expected) = marker.manifest.snapshot_sha256 else {
+        return drift;
+    };
+    if Sha256::from_bytes(listing.finalize().into()) == expected {
+        return drift;
+    }
+    let release = marker
+        .manifest
+        .release_asset_sha256
+        .zip(cache)
+        .and_then(|(digest, cache)| cache.listing(&digest))
+        .filter(|files| {
+            crate::source::tree_digest_of(files.iter().map(|(p, f)| (&**p, f.sha256))) == expected
+        });
+    match release {
+        Some(files) => named_drift(root, &dir, &files, buf),
+        None if drift.is_empty() => vec![format!("{dir}/")],
+        None => drift,
+    }
+}
+
+/// Every file of the snapshot in `dir` that differs from the release's listing `files`:
+/// changed, missing or not in the release (the drift case only: it hashes the snapshot
+/// a second time).
+fn named_drift(
+    root: &Path,
+    dir: &str,
+    files: &std::collections::BTreeMap<std::sync::Arc<str>, crate::extract::PayloadFile>,
+    buf: &mut [u8],
+) -> Vec<String> {
+    let prefix = format!("{dir}/");
+    let mut drift = Vec::new();
+    let mut found = 0_usize;
+    walk_sorted(root, dir, &mut |path| {
+        let rel = path.strip_prefix(&prefix).unwrap_or(path);
+        match files.get(rel) {
+            None => drift.push(format!("{path} (not in the release)")),
+            Some(f) => {
+                found += 1;
+                if hash_live(&root.join(path), buf) != Some(f.sha256) {
+                    drift.push(format!("{path} (changed)"));
+                }
+            }
+        }
+    });
+    if found < files.len() {
+        for rel in files.keys() {
+            let path = format!("{prefix}{rel}");
+            if fs_err::symlink_metadata(root.join(&path)).is_err() {
+                drift.push(format!("{path} (missing)"));
+            }
+        }
     }
     drift
 }

@@ -43,7 +43,8 @@ pub use install::{
     WriteData, apply_plan, plan_install, plan_resume, plan_scanned, scan,
 };
 pub use integrity::{
-    IntegrityReport, IntegrityStatus, integrity, integrity_known, integrity_scanned,
+    IntegrityReport, IntegrityStatus, SNAPSHOT_NAMED, integrity, integrity_known,
+    integrity_scanned, integrity_with,
 };
 pub use record::{Intent, Marker, MarkerText, ProcesskitLock};
 pub use servers::ProcesskitServer;

@@ -175,6 +175,37 @@ impl Marker {
             .flatten()
     }
 
+    /// The version the marker of a project records as installed, read from the marker's
+    /// head alone (the lines before its per-file tables) for callers that need nothing
+    /// else; `None` like [`Self::read`].
+    pub fn installed_version(project_root: &Path) -> Option<String> {
+        use std::io::BufRead as _;
+        #[derive(Deserialize)]
+        struct Head {
+            schema_version: u32,
+            install: Install,
+        }
+        #[derive(Deserialize)]
+        struct Install {
+            processkit_version: String,
+        }
+        let file = fs_err::File::open(project_root.join(MARKER_PATH)).ok()?;
+        let mut head = String::new();
+        for line in lines_of(file).lines() {
+            let line = line.ok()?;
+            if matches!(line.trim(), "[files]" | "[user_files]") {
+                break;
+            }
+            head.push_str(&line);
+            head.push('\n');
+        }
+        match toml::from_str::<Head>(&head) {
+            Ok(h) => (h.schema_version == MARKER_SCHEMA).then_some(h.install.processkit_version),
+            // Another shape (tables first, dotted keys): the whole marker decides.
+            Err(_) => Self::read(project_root).map(|m| m.install.processkit_version),
+        }
+    }
+
     /// The marker file at `path`, read a line at a time (its text is never held whole
     /// when it has the plain shape), and the SHA-256 of its bytes; the marker is `None`
     /// when unparseable or of an unknown schema.

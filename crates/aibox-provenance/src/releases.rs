@@ -380,9 +380,39 @@ pub fn compare_versions(left: &str, right: &str) -> Ordering {
     })
 }
 
+/// [`compare_versions`] when both are versions (`v` optional, a numeric
+/// `MAJOR.MINOR.PATCH`-style core, an optional `-pre-release`); `None` when either is not
+/// (a branch name, a date), so the caller can say "changed" rather than guess an order.
+pub fn version_order(left: &str, right: &str) -> Option<Ordering> {
+    fn is_version(v: &str) -> bool {
+        let v = v.strip_prefix('v').unwrap_or(v);
+        let core = v.split_once('-').map_or(v, |(core, _)| core);
+        !core.is_empty()
+            && core
+                .split('.')
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    }
+    (is_version(left) && is_version(right)).then(|| compare_versions(left, right))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_order_is_none_for_what_is_not_a_version() {
+        assert_eq!(version_order("v0.2.0", "v0.1.0"), Some(Ordering::Greater));
+        assert_eq!(version_order("v0.1.0", "0.2.0"), Some(Ordering::Less));
+        assert_eq!(
+            version_order("v1.0.0-alpha.1", "v0.28.3"),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(version_order("v0.1.0", "v0.1.0"), Some(Ordering::Equal));
+        for other in ["main", "v", "", "v1..0", "latest-1", "v1.x"] {
+            assert_eq!(version_order("v0.1.0", other), None, "{other}");
+            assert_eq!(version_order(other, "v0.1.0"), None, "{other}");
+        }
+    }
 
     #[test]
     fn api_urls_follow_the_source() {

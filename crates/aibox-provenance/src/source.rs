@@ -183,12 +183,22 @@ pub fn asset_url(base: &str, template: &str, version: &str) -> String {
 /// The listing is hashed as it is made, line by line (held whole it was 2 MB at a 10x
 /// release, at the peak of every plan).
 pub fn tree_digest(payload: &Payload) -> Sha256 {
+    tree_digest_of(
+        payload
+            .files
+            .iter()
+            .map(|(path, file)| (&**path, file.sha256)),
+    )
+}
+
+/// [`tree_digest`] of a listing of `(path, digest)`, sorted by path.
+pub(crate) fn tree_digest_of<'a>(files: impl Iterator<Item = (&'a str, Sha256)>) -> Sha256 {
     use sha2::Digest as _;
     let mut h = sha2::Sha256::new();
     let mut hex = [0_u8; 64];
-    for (path, file) in payload.files.iter() {
+    for (path, sha256) in files {
         // 64 hex digits always fit.
-        let _ = hex::encode_to_slice(file.sha256.as_bytes(), &mut hex);
+        let _ = hex::encode_to_slice(sha256.as_bytes(), &mut hex);
         h.update(hex);
         h.update(b"  ");
         h.update(path.as_bytes());
@@ -639,12 +649,14 @@ fn validate_layout(
         what: format!("{source} {version}"),
         reason,
     };
+    // What a release older than the layout lacks: said so only for such a version.
+    let old = |reason: String| layout(reason + crate::error::old_layout(Some(version)));
     let listed = provenance
-        .map_err(layout)?
+        .map_err(old)?
         .files
-        .ok_or_else(|| layout("`PROVENANCE.toml` has no [files] table".to_owned()))?;
+        .ok_or_else(|| old("`PROVENANCE.toml` has no [files] table".to_owned()))?;
     if !payload.holds_below("context/") {
-        return Err(layout("there is no `context/` directory".to_owned()));
+        return Err(old("there is no `context/` directory".to_owned()));
     }
     let extra: Vec<&str> = payload
         .files

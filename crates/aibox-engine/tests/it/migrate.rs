@@ -623,3 +623,80 @@ fn a_later_release_is_a_conflict_only_when_it_changes_agents_md_again() {
     assert_eq!(version(Side::Theirs), next.files["AGENTS.md"].0);
     assert_eq!(version(Side::Ours), AGENTS_EDIT.as_bytes());
 }
+
+#[test]
+fn a_pin_moved_back_is_a_downgrade_and_leaves_the_earlier_migration_stale() {
+    // QA: pinning v0.1.0 after v0.2.0 said "processkit upgraded v0.2.0 → v0.1.0", and the
+    // upgrade's migration stayed pending: `--take theirs` then wrote v0.2.0's AGENTS.md
+    // into the v0.1.0 project.
+    let u = Upgraded::new();
+    // Migration ids are the second they are made in: the downgrade's own migration must
+    // not take the upgrade's id.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let report = u.upgrade_to(&u.v1);
+    let down = report.upgrade.as_ref().expect("a version change summary");
+    assert_eq!(down.direction, migrate::Direction::Downgrade);
+    let text: Vec<String> = report
+        .render_human(aibox_engine::render::HumanOptions::default())
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let text = text.join("\n");
+    assert!(
+        text.contains("processkit downgraded v0.29.0 → v0.28.3: "),
+        "{text}"
+    );
+    assert!(!text.contains("upgraded"), "{text}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["upgrade"]["direction"], "downgrade");
+    // The upgrade's migration, made for v0.29.0, is stale: every place says so.
+    assert!(
+        text.contains(&format!(
+            "pending migration {} (context/migrations/pending/{}.md): stale: made for v0.29.0, \
+             but v0.28.3 is installed",
+            u.id, u.id
+        )),
+        "{text}"
+    );
+    let listing = migrate::list(&u.root).unwrap();
+    let m = listing.migrations.iter().find(|m| m.id == u.id).unwrap();
+    assert_eq!(m.state, "stale");
+    assert_eq!(m.installed_version.as_deref(), Some("v0.28.3"));
+    assert!(
+        u.doctor_codes()
+            .contains(&"aibox::doctor::stale_migration".to_owned())
+    );
+
+    // Taking theirs (or base) is refused and changes nothing; ours closes it.
+    let agents = fs_err::read(u.root.join("AGENTS.md")).unwrap();
+    for side in [Side::Theirs, Side::Base] {
+        let err = u
+            .resolve(&["AGENTS.md"], Some(Resolution::Take(side)), true)
+            .unwrap_err();
+        assert_eq!(code(&err), "aibox::migrate::stale", "{err}");
+        assert!(
+            err.to_string().contains(&format!(
+                "{} was made for processkit v0.29.0, but v0.28.3 is installed now",
+                u.id
+            )),
+            "{err}"
+        );
+        let help = miette::Diagnostic::help(&err).unwrap().to_string();
+        assert!(
+            help.contains(&format!("`aibox migrate resolve {} --take ours`", u.id)),
+            "{help}"
+        );
+    }
+    assert_eq!(fs_err::read(u.root.join("AGENTS.md")).unwrap(), agents);
+    assert!(u.parked("AGENTS.md").is_file());
+    u.resolve(&[], Some(Resolution::Take(Side::Ours)), false)
+        .unwrap();
+    assert_eq!(fs_err::read(u.root.join("AGENTS.md")).unwrap(), agents);
+    assert!(
+        !migrate::list(&u.root)
+            .unwrap()
+            .migrations
+            .iter()
+            .any(|m| m.id == u.id)
+    );
+}

@@ -580,9 +580,31 @@ fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
     );
     assert!(!doctor.contains("restores untouched"), "{doctor}");
 
-    // Copying it back from the snapshot, as the warning says, restores it.
+    // QA: `aibox skill enable` of it said "run `aibox apply` to install" it, and `apply`
+    // kept the deletion. It is refused, changes nothing, and names the snapshot copy.
+    let toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
+    let err = aibox_engine::skills::enable(&root, "workitem-management").unwrap_err();
+    let help = miette::Diagnostic::help(&err)
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    assert_eq!(common::code(&err), "aibox::skill::deleted_by_hand", "{err}");
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+    assert!(err.to_string().contains(&format!("`{dir}`")), "{err}");
+    assert!(
+        help.contains(&format!(
+            "`cp -r context/templates/processkit/v0.28.3/{dir} context/skills/processkit/`"
+        )),
+        "{help}"
+    );
+    assert_eq!(
+        fs_err::read_to_string(root.join("aibox.toml")).unwrap(),
+        toml
+    );
+
+    // Copying it back from the snapshot, as the warning and the refusal say, restores it.
     let snapshot = root.join(format!("context/templates/processkit/v0.28.3/{dir}"));
     aibox_test_support::copy_dir(&snapshot, &root.join(dir));
+    aibox_engine::skills::enable(&root, "workitem-management").unwrap();
     apply(&root, &options(&cache)).unwrap();
     let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
     assert!(mcp.contains("processkit-workitem-management"), "{mcp}");
@@ -656,16 +678,43 @@ fn a_file_where_a_skill_folder_must_be_is_refused_by_apply_check_and_doctor() {
         );
         let doctor = doctor_text(&root, &cache);
         assert!(doctor.contains("aibox::apply::not_a_folder"), "{doctor}");
+        // QA: the help promised that `apply` installs the skills again once the file is
+        // moved away; it keeps the deletion instead. The help says so and names the copy.
+        let help = shown(&apply(&root, &check).unwrap_err());
+        assert!(!help.contains("install the skills again"), "{help}");
+        assert!(
+            help.contains(&format!(
+                "stays deleted, like any folder deleted by hand; copy such a skill back from \
+                 the snapshot of the installed release, \
+                 `context/templates/processkit/<version>/{path}`"
+            )),
+            "{help}"
+        );
         fs_err::remove_file(root.join(path)).unwrap();
-        fs_err::rename(&saved, root.join(path)).unwrap();
+        if what == "skill" {
+            // As the help says: moved away, the folder stays deleted ...
+            apply(&root, &options(&cache)).unwrap();
+            assert!(!root.join(path).exists(), "a deletion is kept");
+            // ... and the snapshot has the copy to restore.
+            let copy = format!("context/templates/processkit/v0.28.3/{path}");
+            aibox_test_support::copy_dir(&root.join(copy), &root.join(path));
+            apply(&root, &options(&cache)).unwrap();
+            fs_err::remove_dir_all(&saved).unwrap();
+        } else {
+            fs_err::rename(&saved, root.join(path)).unwrap();
+        }
     }
     assert!(!apply(&root, &options(&cache)).unwrap().changed());
+    let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
+    assert!(mcp.contains("processkit-workitem-management"), "{mcp}");
 }
 
 #[test]
 fn an_edited_snapshot_file_is_integrity_drift_and_apply_rewrites_a_removed_snapshot() {
     let pk = install("\"minimal\"");
     let (release, root, cache) = (&pk.release, pk.root.clone(), pk.cache.clone());
+    // Without a download cache (the user's default one may hold this release too).
+    let no_cache = || aibox_provenance::integrity_with(root.as_std_path(), None).unwrap();
     let healthy = aibox_engine::integrity(root.as_std_path()).unwrap();
     assert_eq!(
         healthy.status,
@@ -689,14 +738,14 @@ fn an_edited_snapshot_file_is_integrity_drift_and_apply_rewrites_a_removed_snaps
         .map(|p| format!("{snapshot}/{p}"))
         .unwrap();
     for (edited, named) in [
-        (&installed, installed.clone()),
+        (&installed, format!("{installed} (changed)")),
         (&not_installed, format!("{snapshot}/")),
     ] {
         let original = fs_err::read(root.join(edited)).unwrap();
         let mut bytes = original.clone();
         bytes.extend_from_slice(b"\n# edited\n");
         fs_err::write(root.join(edited), &bytes).unwrap();
-        let report = aibox_engine::integrity(root.as_std_path()).unwrap();
+        let report = no_cache();
         assert_eq!(report.status, aibox_engine::IntegrityStatus::Drifted);
         assert_eq!(report.snapshot_modified, [named], "{report:?}");
         assert!(report.modified.is_empty() && report.missing.is_empty());
@@ -709,8 +758,9 @@ fn an_edited_snapshot_file_is_integrity_drift_and_apply_rewrites_a_removed_snaps
     }
     // A file added to the snapshot shows too.
     fs_err::write(root.join(format!("{snapshot}/extra.txt")), "x\n").unwrap();
-    let report = aibox_engine::integrity(root.as_std_path()).unwrap();
+    let report = no_cache();
     assert_eq!(report.snapshot_modified, [format!("{snapshot}/")]);
+
     // As the fix says: delete the folder and apply writes it again.
     fs_err::remove_dir_all(root.join(snapshot)).unwrap();
     apply(&root, &options(&cache)).unwrap();
@@ -720,6 +770,77 @@ fn an_edited_snapshot_file_is_integrity_drift_and_apply_rewrites_a_removed_snaps
         aibox_engine::IntegrityStatus::Healthy,
         "{report:?}"
     );
+}
+
+/// QA: a deleted snapshot file was reported as the folder alone. An installed file's
+/// copy is named from the marker; with the release in the download cache (its listing
+/// checked against the marker's snapshot digest) every file is named with what is wrong,
+/// at most 20 and a count of the rest.
+#[test]
+fn every_snapshot_file_that_differs_is_named_with_what_is_wrong() {
+    let pk = install("\"minimal\"");
+    let (release, root, cache) = (&pk.release, pk.root.clone(), pk.cache.clone());
+    // Without a download cache (the user's default one may hold this release too).
+    let no_cache = || aibox_provenance::integrity_with(root.as_std_path(), None).unwrap();
+    let snapshot = "context/templates/processkit/v0.28.3";
+    let installed = format!("{snapshot}/{WORKITEM_SERVER}");
+    let not_installed = release
+        .files
+        .keys()
+        .find(|p| p.ends_with("/SKILL.md") && !root.join(p.as_str()).exists())
+        .map(|p| format!("{snapshot}/{p}"))
+        .unwrap();
+    fs_err::write(root.join(format!("{snapshot}/extra.txt")), "x\n").unwrap();
+    let with_cache = || {
+        let cache = aibox_provenance::Cache::new(cache.as_std_path());
+        aibox_provenance::integrity_with(root.as_std_path(), Some(&cache)).unwrap()
+    };
+    let report = with_cache();
+    assert_eq!(
+        report.snapshot_modified,
+        [format!("{snapshot}/extra.txt (not in the release)")]
+    );
+    fs_err::remove_file(root.join(format!("{snapshot}/extra.txt"))).unwrap();
+    fs_err::remove_file(root.join(&installed)).unwrap();
+    let report = no_cache();
+    assert_eq!(
+        report.snapshot_modified,
+        [format!("{installed} (missing)")],
+        "named without the cache"
+    );
+    let original = fs_err::read(root.join(&not_installed)).unwrap();
+    fs_err::write(root.join(&not_installed), "edited\n").unwrap();
+    let report = with_cache();
+    let mut expected = vec![
+        format!("{installed} (missing)"),
+        format!("{not_installed} (changed)"),
+    ];
+    expected.sort();
+    assert_eq!(report.snapshot_modified, expected);
+    assert_eq!(report.snapshot_differing, 2);
+    fs_err::write(root.join(&not_installed), &original).unwrap();
+    // Many: the first 20 by path, then a count.
+    let skills: Vec<&String> = release
+        .files
+        .keys()
+        .filter(|p| p.ends_with("/SKILL.md"))
+        .take(25)
+        .collect();
+    assert_eq!(skills.len(), 25);
+    for p in &skills {
+        let _ = fs_err::remove_file(root.join(format!("{snapshot}/{p}")));
+    }
+    let report = with_cache();
+    assert_eq!(report.snapshot_differing, 26, "{report:?}");
+    assert_eq!(report.snapshot_modified.len(), 21);
+    assert_eq!(report.snapshot_modified[20], "… and 6 more");
+    assert!(
+        report.snapshot_modified[..20]
+            .iter()
+            .all(|e| e.ends_with(" (missing)"))
+    );
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["snapshot_differing"], 26);
 }
 
 /// QA: an upgrade wrote the new files of a skill folder the user had deleted, leaving

@@ -752,3 +752,52 @@ fn a_local_archive_is_hashed_again_only_when_its_stat_changed() {
     let text = fs_err::read_to_string(memo).unwrap();
     assert!(text.contains(&sha256_hex(&changed)), "{text}");
 }
+
+/// QA: every layout error said "releases before v0.8.0 are not supported", also a file
+/// missing from a release that otherwise has the layout. Only a release older than
+/// v0.8.0 that lacks what such releases lack is told so.
+#[test]
+fn only_an_old_release_without_the_layout_is_told_it_is_too_old() {
+    let project = tempfile::tempdir().unwrap();
+    let mut opts = FetchOptions::default();
+    let mut error = |version: &str, remove: &str| {
+        let release = SyntheticRelease::minimal(version);
+        let dir = project.path().join(version);
+        release.write_dir(&dir).unwrap();
+        fs_err::remove_file(dir.join(remove)).unwrap();
+        let section = ProcesskitSection {
+            source: Some(version.to_owned()),
+            version: Some(version.to_owned()),
+            allow_unverified: true,
+            ..ProcesskitSection::default()
+        };
+        let err = fetch_release(&section, project.path(), None, &mut opts).unwrap_err();
+        assert!(matches!(err, ProvenanceError::Layout { .. }), "{err}");
+        let help = miette::Diagnostic::help(&err).unwrap().to_string();
+        assert!(!help.contains("v0.8.0"), "{help}");
+        err.to_string()
+    };
+    let listed = SyntheticRelease::minimal("v0.1.0")
+        .files
+        .keys()
+        .find(|p| p.starts_with("context/") && p.ends_with("/SKILL.md"))
+        .unwrap()
+        .clone();
+    let err = error("v0.1.0", &listed);
+    assert!(
+        err.contains("files listed in PROVENANCE.toml but absent") && !err.contains("v0.8.0"),
+        "{err}"
+    );
+    let err = error("v0.1.0", "PROVENANCE.toml");
+    assert!(
+        err.contains(
+            "`PROVENANCE.toml` is missing; releases before v0.8.0 do not have this layout"
+        ),
+        "{err}"
+    );
+    let err = error("v0.9.0", "PROVENANCE.toml");
+    assert!(
+        err.contains("`PROVENANCE.toml` is missing") && !err.contains("v0.8.0"),
+        "{err}"
+    );
+}

@@ -47,7 +47,7 @@ pub(crate) fn findings(
         IntegrityStatus::MissingMarker => "the live marker is missing",
         IntegrityStatus::VersionMismatch => "lock, marker and snapshot disagree on the version",
         IntegrityStatus::MissingSnapshot => "the snapshot of the installed version is missing",
-        IntegrityStatus::Drifted if report.snapshot_modified.len() == drifted(&report) => {
+        IntegrityStatus::Drifted if report.snapshot_differing == drifted(&report) => {
             "the snapshot differs from the verified release"
         }
         IntegrityStatus::Drifted => "installed files were modified, deleted or added",
@@ -62,7 +62,7 @@ pub(crate) fn findings(
             report.modified.len(),
             report.missing.len(),
             report.unexpected.len(),
-            report.snapshot_modified.len(),
+            report.snapshot_differing,
             report.checked
         ),
         "`aibox doctor --integrity` lists the files; aibox never undoes a local change: an \
@@ -79,5 +79,5 @@ fn drifted(report: &aibox_provenance::IntegrityReport) -> usize {
     report.modified.len()
         + report.missing.len()
         + report.unexpected.len()
-        + report.snapshot_modified.len()
+        + report.snapshot_differing
 }

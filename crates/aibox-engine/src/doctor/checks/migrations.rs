@@ -4,7 +4,8 @@
 use aibox_policy::{Finding, Severity};
 use camino::Utf8Path;
 
-/// One warning per pending (or started) migration and per unreadable document.
+/// One warning per pending (or started) migration, stale or not, and per unreadable
+/// document.
 pub(crate) fn findings(root: &Utf8Path) -> Vec<Finding> {
     let listing = match crate::migrate::list(root) {
         Ok(l) => l,
@@ -25,6 +26,26 @@ pub(crate) fn findings(root: &Utf8Path) -> Vec<Finding> {
             (Some(from), Some(to)) => format!(" (processkit {from} → {to})"),
             _ => String::new(),
         };
+        if let Some(installed) = &m.installed_version {
+            out.push(Finding::new(
+                "aibox::doctor::stale_migration",
+                Severity::Warning,
+                m.document.as_str(),
+                format!(
+                    "migration {}{versions} is stale: {installed} is installed now, and its \
+                     parked versions are files of {} ({} open conflict(s))",
+                    m.id,
+                    m.to_version.as_deref().unwrap_or("another release"),
+                    open.len()
+                ),
+                format!(
+                    "keep your files and close it with `aibox migrate resolve {} --take ours`, \
+                     or delete {} and its parked copies; `--take theirs|base` is refused",
+                    m.id, m.document
+                ),
+            ));
+            continue;
+        }
         let (message, help) = if open.is_empty() {
             (
                 format!(
