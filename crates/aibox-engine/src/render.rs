@@ -40,7 +40,7 @@ impl ApplyReport {
     /// let lines = report.render_human(HumanOptions::default());
     /// let (channel, summary) = lines.last().unwrap();
     /// assert_eq!(*channel, Channel::Note);
-    /// assert!(summary.ends_with("file(s) written"));
+    /// assert!(summary.starts_with("created ") && summary.ends_with("file(s)"));
     /// # Ok::<(), aibox_engine::EngineError>(())
     /// ```
     pub fn render_human(&self, options: HumanOptions) -> Vec<(Channel, String)> {
@@ -82,7 +82,7 @@ impl ApplyReport {
                  creates them)"
             ),
             (true, n) => format!("{n} file(s) would change"),
-            (false, n) => format!("{} {n} file(s) written", self.counts()),
+            (false, n) => self.counts(n),
         };
         lines.push((Channel::Note, summary));
         lines
@@ -158,7 +158,9 @@ impl ApplyReport {
     }
 
     /// The changed files counted per action, `created 3, updated 1:` (action order).
-    fn counts(&self) -> String {
+    /// The summary of a run that wrote `total` files: `created 11 file(s)`, or per action
+    /// and the total (`created 2, updated 3: 5 file(s) written`).
+    fn counts(&self, total: usize) -> String {
         let mut counts: Vec<(crate::apply::FileAction, usize)> = Vec::new();
         for f in self.files.iter().filter(|f| f.action.changes()) {
             match counts.iter_mut().find(|(a, _)| *a == f.action) {
@@ -167,10 +169,13 @@ impl ApplyReport {
             }
         }
         counts.sort_by_key(|(a, _)| *a as u8);
+        if let [(action, n)] = counts.as_slice() {
+            return format!("{} {n} file(s)", action.as_str());
+        }
         let parts: Vec<String> = counts
             .iter()
             .map(|(a, n)| format!("{} {n}", a.as_str()))
             .collect();
-        format!("{}:", parts.join(", "))
+        format!("{}: {total} file(s) written", parts.join(", "))
     }
 }

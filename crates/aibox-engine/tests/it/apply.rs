@@ -882,7 +882,7 @@ fn the_human_report_is_a_summary_unless_verbose_or_dry_run() {
     let quiet = notes(&report, false);
     assert_eq!(
         quiet.last().unwrap(),
-        &format!("created {n}: {n} file(s) written"),
+        &format!("created {n} file(s)"),
         "{quiet:?}"
     );
     assert!(
@@ -908,7 +908,10 @@ fn the_human_report_is_a_summary_unless_verbose_or_dry_run() {
         last.starts_with(&format!("{} 1", FileAction::BackedUp.as_str())),
         "{summary:?}"
     );
-    assert!(last.ends_with("file(s) written"), "{summary:?}");
+    assert!(
+        last.ends_with("file(s)") || last.ends_with("file(s) written"),
+        "{summary:?}"
+    );
     assert!(again.files.iter().any(|f| f.backup().is_some()));
     for f in again.files.iter().filter(|f| f.backup().is_some()) {
         assert!(
