@@ -132,19 +132,20 @@ pub enum WriteError {
     },
     /// A verified source file no longer has the bytes it was verified with (a damaged
     /// unpacked release in the download cache): nothing was written for `path`.
-    #[error("cannot write `{path}`: its verified source `{from}` {reason}")]
+    #[error("cannot write `{path}`: its verified source, {from}, {reason}")]
     #[diagnostic(
         code(aibox::apply::source_changed),
         help(
             "the unpacked release in aibox's download cache is damaged; delete its folder \
-             (the `unpacked/sha256-<digest>` that begins `{from}`) and run aibox again: it \
-             is unpacked anew from the verified archive"
+             (the `unpacked/sha256-<digest>` named above) and run aibox again: it is \
+             unpacked anew from the verified archive"
         )
     )]
     SourceChanged {
         /// The project file that was to be written.
         path: Utf8PathBuf,
-        /// The source file.
+        /// The source, quoted: a file of its own, or a release path in the unpacked
+        /// release's pack file (which is one file, not a folder to look into).
         from: String,
         /// What differs.
         reason: String,
@@ -1621,7 +1622,14 @@ fn stream_verified(
 fn source_changed(from: &aibox_config::CopyFrom, rel: &Utf8Path, reason: String) -> WriteError {
     WriteError::SourceChanged {
         path: rel.to_owned(),
-        from: from.path().display().to_string(),
+        from: match from.pack_offset() {
+            Some(_) => format!(
+                "`{}` in the unpacked release `{}`",
+                from.rel,
+                from.dir.display()
+            ),
+            None => format!("`{}`", from.path().display()),
+        },
         reason,
     }
 }

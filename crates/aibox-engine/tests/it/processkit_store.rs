@@ -125,7 +125,14 @@ fn a_damaged_store_is_rebuilt_or_refused_never_installed() {
     aibox_test_support::overwrite_at(&pack, offset, b"\0");
     let err = apply(&s.root, &s.opts()).unwrap_err();
     assert_eq!(code(&err), "aibox::apply::source_changed", "{err:?}");
-    assert!(err.to_string().contains("AGENTS.md"), "{err}");
+    // The release path and the pack are named apart: the pack is one file, not a folder.
+    assert!(
+        err.to_string().contains(&format!(
+            "`AGENTS.md` in the unpacked release `{}`",
+            pack.display()
+        )),
+        "{err}"
+    );
     assert!(!agents.exists(), "never installed");
     let temps = common::temp_files(&s.root);
     assert!(temps.is_empty(), "{temps:?}");
