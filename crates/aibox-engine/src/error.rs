@@ -182,9 +182,7 @@ pub enum EngineError {
             "move `{path}` out of the way (aibox never replaces it), then run `aibox apply`: it \
              installs what was never installed there, but a skill folder an earlier install \
              wrote stays deleted, like any folder deleted by hand; copy such a skill back from \
-             the snapshot of the installed release, \
-             `context/templates/processkit/<version>/{path}` (the version is \
-             `processkit_version` in `context/.processkit-provenance.toml`)"
+             {snapshot}"
         )
     )]
     NotAFolder {
@@ -192,6 +190,9 @@ pub enum EngineError {
         path: Utf8PathBuf,
         /// What is there instead: `file`, `symlink` or `special file`.
         found: &'static str,
+        /// Where its copy is: the installed release's snapshot of `path`, quoted, or why
+        /// there is none.
+        snapshot: String,
     },
 
     /// A plan was asked of a project resolved offline whose processkit release is not in

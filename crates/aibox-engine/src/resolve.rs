@@ -516,7 +516,7 @@ fn resolve_processkit(
     .map_err(EngineError::from)?;
     let catalog = aibox_provenance::catalog::Catalog::from_payload(&release.payload)
         .map_err(EngineError::from)?;
-    check_skill_folders(root.path(), &catalog)?;
+    check_skill_folders(root.path(), &catalog, previous.map(|p| p.version.as_str()))?;
     let now = aibox_provenance::time::now_rfc3339();
     let scan = scan_live(root, project, files, &release, &catalog, &now, options)?;
     // The configuration's skills with their dependencies: for the review, pk-doctor and
@@ -597,6 +597,7 @@ fn release_wiring(
 fn check_skill_folders(
     root: &Utf8Path,
     catalog: &aibox_provenance::catalog::Catalog,
+    installed: Option<&str>,
 ) -> Result<(), EngineError> {
     let mut dirs = BTreeSet::new();
     for skill in catalog.skills.values() {
@@ -622,7 +623,20 @@ fn check_skill_folders(
         } else {
             "special file"
         };
-        return Err(EngineError::NotAFolder { path: dir, found });
+        let snapshot = installed.map_or_else(
+            || "the snapshot of an installed release (none is installed yet)".to_owned(),
+            |v| {
+                format!(
+                    "the snapshot of the installed release, `{}/{v}/{dir}`",
+                    aibox_provenance::record::SNAPSHOT_DIR
+                )
+            },
+        );
+        return Err(EngineError::NotAFolder {
+            path: dir,
+            found,
+            snapshot,
+        });
     }
     Ok(())
 }

@@ -686,7 +686,7 @@ fn a_file_where_a_skill_folder_must_be_is_refused_by_apply_check_and_doctor() {
             help.contains(&format!(
                 "stays deleted, like any folder deleted by hand; copy such a skill back from \
                  the snapshot of the installed release, \
-                 `context/templates/processkit/<version>/{path}`"
+                 `context/templates/processkit/v0.28.3/{path}`"
             )),
             "{help}"
         );
