@@ -1071,6 +1071,10 @@ pub struct LiveScan {
     /// by whoever removes them, when it does: an upgrade's old snapshot holds as many
     /// files as the release, and the plan needs only the folder.
     pub stale_snapshots: BTreeSet<String>,
+    /// The migration documents already in the project (pending, in progress or applied):
+    /// id → the version change it records, when its front matter reads. A new document
+    /// never takes the id of another version change.
+    pub migration_ids: crate::migration::Existing,
     /// Whether the release's own snapshot directory exists.
     pub snapshot_present: bool,
     /// The regular files below the release's own snapshot directory (root-relative,
@@ -1240,6 +1244,7 @@ pub fn scan(
             interrupted,
             snapshot_provenance,
             stale_snapshots,
+            migration_ids: crate::migration::existing_ids(root),
             snapshot_present,
             snapshot_files,
             cache_misses,
@@ -1476,6 +1481,7 @@ pub fn plan_scanned(
             source: &release.source,
             from_release,
             shape: crate::migration::Shape::of(&release.payload),
+            taken: &live.migration_ids,
         },
         opts.now,
         t.parked,

@@ -82,6 +82,51 @@ pub struct Origin<'a> {
     pub from_release: Option<Sha256>,
     /// The shape the new release's schema asks for.
     pub shape: Shape,
+    /// The migration documents already in the project (see [`existing_ids`]).
+    pub taken: &'a Existing,
+}
+
+/// Migration documents by id, with the version change each records (`from`, `to`) when
+/// its front matter reads.
+pub type Existing = std::collections::BTreeMap<String, Option<(String, String)>>;
+
+/// The migration documents in the project at `root`: pending, in progress and applied
+/// (file stems `MIG-...`).
+pub fn existing_ids(root: &std::path::Path) -> Existing {
+    let mut ids = Existing::new();
+    for dir in [PENDING_DIR, IN_PROGRESS_DIR, APPLIED_DIR] {
+        let Ok(entries) = fs_err::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(id) = name.strip_suffix(".md").filter(|n| n.starts_with("MIG-")) {
+                let change = fs_err::read_to_string(e.path())
+                    .ok()
+                    .and_then(|t| Document::parse(&t).ok())
+                    .and_then(|d| d.from_version.zip(d.to_version));
+                ids.insert(id.to_owned(), change);
+            }
+        }
+    }
+    ids
+}
+
+/// `MIG-<time>`, or with `-2`, `-3`, ... when a document of that id records another
+/// version change (two changes within one second: the second overwrote the first's
+/// document and parked copies). A document of the same change keeps its id: a resumed
+/// run completes its own.
+fn free_id(now: &str, (from, to): (&str, &str), taken: &Existing) -> String {
+    let base = format!("MIG-{}", crate::time::compact(now));
+    let free = |id: &String| match taken.get(id) {
+        None => true,
+        Some(change) => change.as_ref().is_some_and(|(f, t)| f == from && t == to),
+    };
+    std::iter::once(base.clone())
+        // One more candidate than there are documents: one of them is free.
+        .chain((2..=taken.len() + 2).map(|n| format!("{base}-{n}")))
+        .find(free)
+        .unwrap_or(base)
 }
 
 /// Group of a project path: `AGENTS`, `lib`, `skills/<category>/<skill>`,
@@ -302,7 +347,7 @@ pub(crate) fn document(
         .filter(|d| matches!(d.action, Action::Write | Action::Remove))
         .count();
     let doc = Doc {
-        id: format!("MIG-{}", crate::time::compact(now)),
+        id: free_id(now, (from, &plan.to_version), origin.taken),
         from,
         to: &plan.to_version,
         origin,

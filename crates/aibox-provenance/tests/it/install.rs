@@ -766,6 +766,55 @@ fn the_migration_document_counts_an_edited_file_gone_upstream_as_kept() {
     assert_eq!(read(root, "context/artifacts/c.md"), b"local c\n");
 }
 
+/// Two version changes within one second get two migration documents: the second takes
+/// `MIG-<time>-2` (it overwrote the first's document and parked copies).
+#[test]
+fn two_migrations_within_one_second_keep_both_documents() {
+    let d = dirs();
+    let root = d.project.path();
+    let mut v1 = SyntheticRelease::minimal("v1.0.0");
+    v1.files
+        .insert("context/artifacts/a.md".into(), (b"a1\n".to_vec(), 0o644));
+    v1.restamp();
+    let mut v2 = v1.clone();
+    v2.version = "v1.1.0".into();
+    v2.files
+        .insert("context/artifacts/a.md".into(), (b"a2\n".to_vec(), 0o644));
+    v2.restamp();
+    let mut v3 = v2.clone();
+    v3.version = "v1.2.0".into();
+    v3.files
+        .insert("context/artifacts/a.md".into(), (b"a3\n".to_vec(), 0o644));
+    v3.restamp();
+    let setup = Setup {
+        packages: &[],
+        now: "2026-07-01T08:30:00Z",
+        ..Setup::default()
+    };
+    install(root, d.store.path(), &v1, &setup);
+    install(root, d.store.path(), &v2, &setup);
+    install(root, d.store.path(), &v3, &setup);
+    let first = String::from_utf8(read(
+        root,
+        "context/migrations/pending/MIG-20260701T083000.md",
+    ))
+    .unwrap();
+    let second = String::from_utf8(read(
+        root,
+        "context/migrations/pending/MIG-20260701T083000-2.md",
+    ))
+    .unwrap();
+    assert!(
+        first.contains("v1.0.0") && first.contains("v1.1.0"),
+        "{first}"
+    );
+    assert!(
+        second.contains("v1.1.0") && second.contains("v1.2.0"),
+        "{second}"
+    );
+    assert!(second.contains("MIG-20260701T083000-2"), "{second}");
+}
+
 /// A plan's copy sources cost no path per copy: every source names the one folder of
 /// the release (the same allocation), and a file written both into the project and into
 /// the snapshot names its release path once for the two. Each source still leads to the
