@@ -66,17 +66,19 @@ fn quiet_report(report: &aibox_engine::doctor::DoctorReport) {
 fn integrity(g: &Global, root: &Utf8Path) -> Outcome {
     let report = aibox_engine::integrity(root.as_std_path())?;
     json_or(g, &report, || {
+        // The files that are wrong, then (not with `--quiet`) the user's own edits.
+        let wrong = [
+            ("modified", &report.modified),
+            ("missing", &report.missing),
+            ("unexpected", &report.unexpected),
+            (
+                "snapshot differs from the release",
+                &report.snapshot_modified,
+            ),
+        ];
         // `--quiet`: only the files that are wrong, no status line or user edits.
         if g.quiet {
-            for (label, files) in [
-                ("modified", &report.modified),
-                ("missing", &report.missing),
-                ("unexpected", &report.unexpected),
-                (
-                    "snapshot differs from the release",
-                    &report.snapshot_modified,
-                ),
-            ] {
+            for (label, files) in wrong {
                 for f in files {
                     render::out(&format!("{label}: {f}"));
                 }
@@ -100,16 +102,8 @@ fn integrity(g: &Global, root: &Utf8Path) -> Outcome {
                 report.marker_version.as_deref().unwrap_or("-")
             ));
         }
-        for (label, files) in [
-            ("modified", &report.modified),
-            ("missing", &report.missing),
-            ("unexpected", &report.unexpected),
-            (
-                "snapshot differs from the release",
-                &report.snapshot_modified,
-            ),
-            ("edited (user-owned, fine)", &report.user_modified),
-        ] {
+        let own = [("edited (user-owned, fine)", &report.user_modified)];
+        for (label, files) in wrong.into_iter().chain(own) {
             for f in files {
                 render::out(&format!("  {label}: {f}"));
             }

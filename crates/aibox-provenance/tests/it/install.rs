@@ -741,18 +741,9 @@ fn the_migration_document_counts_an_edited_file_gone_upstream_as_kept() {
         .insert("context/artifacts/a.md".into(), (b"a2\n".to_vec(), 0o644));
     v2.files.remove("context/artifacts/c.md");
     v2.restamp();
-    let setup = Setup {
-        packages: &[],
-        ..Setup::default()
-    };
-    install(root, d.store.path(), &v1, &setup);
+    bare_install(root, d.store.path(), &v1, Setup::default().now);
     fs_err::write(root.join("context/artifacts/c.md"), "local c\n").unwrap();
-    let setup = Setup {
-        packages: &[],
-        now: "2026-07-01T08:30:00Z",
-        ..Setup::default()
-    };
-    install(root, d.store.path(), &v2, &setup);
+    bare_install(root, d.store.path(), &v2, "2026-07-01T08:30:00Z");
     let doc = String::from_utf8(read(
         root,
         "context/migrations/pending/MIG-20260701T083000.md",
@@ -764,6 +755,21 @@ fn the_migration_document_counts_an_edited_file_gone_upstream_as_kept() {
         "{doc}"
     );
     assert_eq!(read(root, "context/artifacts/c.md"), b"local c\n");
+}
+
+/// Installs `release` with no package selected, at the time `now`.
+fn bare_install(
+    root: &std::path::Path,
+    store: &std::path::Path,
+    release: &SyntheticRelease,
+    now: &str,
+) {
+    let setup = Setup {
+        packages: &[],
+        now,
+        ..Setup::default()
+    };
+    install(root, store, release, &setup);
 }
 
 /// Two version changes within one second get two migration documents: the second takes
@@ -786,14 +792,9 @@ fn two_migrations_within_one_second_keep_both_documents() {
     v3.files
         .insert("context/artifacts/a.md".into(), (b"a3\n".to_vec(), 0o644));
     v3.restamp();
-    let setup = Setup {
-        packages: &[],
-        now: "2026-07-01T08:30:00Z",
-        ..Setup::default()
-    };
-    install(root, d.store.path(), &v1, &setup);
-    install(root, d.store.path(), &v2, &setup);
-    install(root, d.store.path(), &v3, &setup);
+    for v in [&v1, &v2, &v3] {
+        bare_install(root, d.store.path(), v, "2026-07-01T08:30:00Z");
+    }
     let first = String::from_utf8(read(
         root,
         "context/migrations/pending/MIG-20260701T083000.md",
