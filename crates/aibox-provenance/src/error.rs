@@ -237,7 +237,7 @@ pub enum ProvenanceError {
     },
 
     /// The release does not have the processkit layout (`reason` says when the version
-    /// is one before the layout existed, see [`old_layout`]).
+    /// is one before the layout existed: older than v0.8.0).
     #[error("not a processkit release ({what}): {reason}")]
     #[diagnostic(
         code(aibox::provenance::layout),
