@@ -104,7 +104,7 @@ impl DoctorReport {
         let s = self.summary;
         let _ = writeln!(
             out,
-            "aibox doctor: {} error(s), {} warning(s), {} note(s) (output redacted)",
+            "aibox doctor: {} error(s), {} warning(s), {} note(s) (any secret in this report is masked)",
             s.errors, s.warnings, s.notes
         );
         for c in &self.checks {
