@@ -270,7 +270,9 @@ fn folder_project_name(absolute: Option<&Utf8Path>) -> Result<String, Failure> {
         })
         .collect();
     let trimmed = mapped.trim_matches(|c: char| !c.is_ascii_alphanumeric());
-    let suggestion = if trimmed.is_empty() {
+    // What is left of a name of other letters (`ünï` -> `n`) names nothing: a neutral
+    // example then.
+    let suggestion = if trimmed.len() < 3 {
         "my-project"
     } else {
         trimmed
@@ -287,6 +289,26 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// A folder name that is not a container name gets a close valid one, or a neutral
+    /// example when little of it is left (`ünï` suggested `aibox init n`).
+    #[test]
+    fn folder_names_get_a_suggestion_that_means_something() {
+        let suggestion = |folder: &str| {
+            let Err(err) = folder_project_name(Some(Utf8Path::new(folder))) else {
+                panic!("{folder} is a valid name")
+            };
+            err.report.to_string() + &format!("{:?}", err.report)
+        };
+        assert!(suggestion("/x/My Project").contains("my-project"));
+        assert!(suggestion("/x/Ünï").contains("my-project"));
+        assert!(!suggestion("/x/ünï").contains("init n`"));
+        assert!(suggestion("/x/Foo Bar").contains("foo-bar"));
+        assert_eq!(
+            folder_project_name(Some(Utf8Path::new("/x/ok-name"))).ok(),
+            Some("ok-name".to_owned())
+        );
+    }
 
     fn run<T>(
         answers: &str,
