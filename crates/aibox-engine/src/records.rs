@@ -70,6 +70,15 @@ pub(crate) fn unfinished_apply(root: &ProjectRoot) -> Option<&'static str> {
         .find(|rel| root.is_file(Utf8Path::new(rel)).unwrap_or(false))
 }
 
+/// [`unfinished_apply`] for the project at `root` (`None` as well when it cannot be
+/// opened): what `skill list` and `skill review` warn about before they show a
+/// half-written tree's state.
+pub fn unfinished_apply_at(root: &camino::Utf8Path) -> Option<&'static str> {
+    ProjectRoot::open(root)
+        .ok()
+        .and_then(|r| unfinished_apply(&r))
+}
+
 /// The processkit intent of an interrupted apply, from the bytes of
 /// [`PENDING_PROCESSKIT`] as captured (a damaged one is no intent).
 pub(crate) fn read_intent(bytes: Option<&[u8]>) -> Option<aibox_provenance::Intent> {

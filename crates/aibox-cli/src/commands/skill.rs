@@ -17,8 +17,23 @@ pub fn run(g: &Global, cmd: &SkillCommand) -> Outcome {
     }
 }
 
+/// Says so when an apply was interrupted: what follows is the half-written tree's state,
+/// until `aibox apply` finishes it (as `doctor` says first).
+fn warn_unfinished(root: &Utf8Path) {
+    if let Some(record) = aibox_engine::records::unfinished_apply_at(root) {
+        render::note(
+            false,
+            &format!(
+                "warning: an apply was interrupted (`{record}` is there): this shows the \
+                 half-written state; run `aibox apply` to finish it"
+            ),
+        );
+    }
+}
+
 fn list(g: &Global) -> Outcome {
     let root = project_root(g)?;
+    warn_unfinished(&root);
     let skills = aibox_engine::skills::list(&root)?;
     json_or(g, &skills, || {
         if skills.is_empty() {
@@ -76,6 +91,9 @@ fn list(g: &Global) -> Outcome {
 
 fn review(g: &Global, target: &str) -> Outcome {
     let root = optional_project_root(g)?;
+    if let Some(root) = &root {
+        warn_unfinished(root);
+    }
     let review = aibox_engine::skills::review_target(root.as_deref(), target)?;
     let trust = root
         .as_deref()

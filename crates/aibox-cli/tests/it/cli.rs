@@ -1898,3 +1898,22 @@ fn mcp_list_shows_servers_added_by_hand() {
     assert!(t.contains("added by hand"), "{t}");
     assert!(t.contains("codex mine (.codex/config.toml)"), "{t}");
 }
+
+/// `skill list` and `skill review` say first that an apply was interrupted: what they show
+/// is the half-written state until `aibox apply` finishes it (as `doctor` says).
+#[test]
+fn skill_commands_warn_about_an_interrupted_apply() {
+    let (_t, dir) = init_project("skills", "claude");
+    fs_err::create_dir_all(dir.join(".aibox")).unwrap();
+    fs_err::write(dir.join(".aibox/pending-processkit.toml"), "").unwrap();
+    let out = aibox(&dir, &["skill", "list"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("an apply was interrupted") && err.contains("run `aibox apply` to finish it"),
+        "{err}"
+    );
+    fs_err::remove_file(dir.join(".aibox/pending-processkit.toml")).unwrap();
+    let out = aibox(&dir, &["skill", "list"]);
+    assert!(!text(&out).contains("interrupted"), "{}", text(&out));
+}
