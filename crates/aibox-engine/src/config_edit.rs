@@ -153,6 +153,31 @@ pub enum ConfigEditError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Write(#[from] InitError),
+    /// `aibox skill enable` of a skill whose installed folder was deleted by hand: `apply`
+    /// keeps that deletion, so enabling it would promise an install that never happens.
+    #[error(
+        "skill `{name}` was installed in `{dir}`, and that folder was deleted by hand; \
+         `aibox apply` keeps a deletion (it never undoes a local change), so enabling the \
+         skill would not bring it back"
+    )]
+    #[diagnostic(
+        code(aibox::skill::deleted_by_hand),
+        help(
+            "to get it back, copy it from the snapshot of the installed release: `cp -r \
+             {snapshot} {parent}/`, then run `aibox skill enable {name}` and `aibox apply`; \
+             to drop it for good, `aibox skill disable {name}`"
+        )
+    )]
+    SkillDeletedByHand {
+        /// The skill's name.
+        name: String,
+        /// Root-relative folder the install marker records for it.
+        dir: String,
+        /// Its category folder (`dir` without the skill's own name).
+        parent: String,
+        /// Root-relative copy of it in the installed release's snapshot.
+        snapshot: String,
+    },
     /// The configuration file is a symbolic link: aibox edits files only in place.
     #[error("{path} is a symbolic link (to {target}); aibox edits it only as a regular file")]
     #[diagnostic(
@@ -188,7 +213,7 @@ impl ConfigEditError {
             Self::Check(e) => e.kind(),
             Self::Write(e) => e.kind(),
             Self::Io { .. } => aibox_config::ErrorKind::Environment,
-            Self::Linked { .. } => aibox_config::ErrorKind::User,
+            Self::Linked { .. } | Self::SkillDeletedByHand { .. } => aibox_config::ErrorKind::User,
         }
     }
 }

@@ -309,31 +309,6 @@ pub enum ConfigCheckError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Servers(Box<aibox_mcp_registration::McpError>),
-    /// `aibox skill enable` of a skill whose installed folder was deleted by hand: `apply`
-    /// keeps that deletion, so enabling it would promise an install that never happens.
-    #[error(
-        "skill `{name}` was installed in `{dir}`, and that folder was deleted by hand; \
-         `aibox apply` keeps a deletion (it never undoes a local change), so enabling the \
-         skill would not bring it back"
-    )]
-    #[diagnostic(
-        code(aibox::skill::deleted_by_hand),
-        help(
-            "to get it back, copy it from the snapshot of the installed release: `cp -r \
-             {snapshot} {parent}/`, then run `aibox skill enable {name}` and `aibox apply`; \
-             to drop it for good, `aibox skill disable {name}`"
-        )
-    )]
-    SkillDeletedByHand {
-        /// The skill's name.
-        name: String,
-        /// Root-relative folder the install marker records for it.
-        dir: String,
-        /// Its category folder (`dir` without the skill's own name).
-        parent: String,
-        /// Root-relative copy of it in the installed release's snapshot.
-        snapshot: String,
-    },
 }
 
 impl From<aibox_mcp_registration::McpError> for ConfigCheckError {
@@ -343,11 +318,11 @@ impl From<aibox_mcp_registration::McpError> for ConfigCheckError {
 }
 
 impl ConfigCheckError {
-    /// Who can fix it: a literal secret and a skill deleted by hand are the user's; a
-    /// processkit pin error keeps its own kind.
+    /// Who can fix it: a literal secret is the user's; a processkit pin error keeps its
+    /// own kind.
     pub fn kind(&self) -> aibox_config::ErrorKind {
         match self {
-            Self::Secret { .. } | Self::SkillDeletedByHand { .. } => aibox_config::ErrorKind::User,
+            Self::Secret { .. } => aibox_config::ErrorKind::User,
             Self::Processkit(e) => e.kind(),
             Self::Servers(e) => e.kind(),
         }

@@ -339,7 +339,7 @@ pub struct Selection {
 /// error names the snapshot copy to restore it from.
 pub fn enable(root: &Utf8Path, name: &str) -> Result<Selection, ConfigEditError> {
     if let Some(refusal) = deleted_by_hand(root, name) {
-        return Err(ConfigEditError::Check(refusal));
+        return Err(refusal);
     }
     toggle(root, name, true)
 }
@@ -347,7 +347,7 @@ pub fn enable(root: &Utf8Path, name: &str) -> Result<Selection, ConfigEditError>
 /// The refusal for `name` when the install marker records files of a skill folder of
 /// that name and the folder is gone. A folder with some files left is not a deleted
 /// skill: `apply` installs into it what it never installed.
-fn deleted_by_hand(root: &Utf8Path, name: &str) -> Option<crate::error::ConfigCheckError> {
+fn deleted_by_hand(root: &Utf8Path, name: &str) -> Option<ConfigEditError> {
     let marker = aibox_provenance::Marker::read(root.as_std_path())?;
     let prefix = format!("{SKILLS_DIR}/");
     // Marker paths are sorted: only the paths below `context/skills/` are read.
@@ -372,7 +372,7 @@ fn deleted_by_hand(root: &Utf8Path, name: &str) -> Option<crate::error::ConfigCh
         .rsplit_once('/')
         .map_or(SKILLS_DIR, |(p, _)| p)
         .to_owned();
-    Some(crate::error::ConfigCheckError::SkillDeletedByHand {
+    Some(ConfigEditError::SkillDeletedByHand {
         name: name.to_owned(),
         snapshot: format!("context/templates/processkit/{version}/{dir}"),
         parent,
