@@ -70,8 +70,9 @@ pub(crate) fn unfinished_apply(root: &ProjectRoot) -> Option<&'static str> {
         .find(|rel| root.is_file(Utf8Path::new(rel)).unwrap_or(false))
 }
 
-/// [`unfinished_apply`] for the project at `root` (`None` as well when it cannot be
-/// opened): what `skill list` and `skill review` warn about before they show a
+/// The record of an unfinished apply in the project at `root` (the processkit intent
+/// record or the pending lock), if one is there; `None` as well when the project cannot
+/// be opened. `skill list` and `skill review` warn about it before they show a
 /// half-written tree's state.
 pub fn unfinished_apply_at(root: &camino::Utf8Path) -> Option<&'static str> {
     ProjectRoot::open(root)
