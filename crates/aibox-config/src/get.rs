@@ -58,10 +58,10 @@ pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
     let path = root.join(AIBOX_TOML);
     let config_error = |e: ConfigError| GetError::Config(Box::new(e));
     let text = crate::read_config_file(&path, AIBOX_TOML).map_err(config_error)?;
-    let config = crate::parse_aibox_toml(&text, AIBOX_TOML).map_err(config_error)?;
+    let mut config = crate::parse_aibox_toml(&text, AIBOX_TOML).map_err(config_error)?;
+    with_derived_defaults(&mut config);
     // The model always serialises; a failure would leave `Null`, reported as unset.
-    let mut effective = serde_json::to_value(&config).unwrap_or(Value::Null);
-    fill_derived(&mut effective);
+    let effective = serde_json::to_value(&config).unwrap_or(Value::Null);
     let schema = crate::schema::aibox_toml_schema();
     match lookup(&effective, &schema, key) {
         Lookup::Value(v) => Ok(v),
@@ -86,31 +86,13 @@ pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
     }
 }
 
-/// Defaults that are another key's value (the model keeps them unset, the generator reads
-/// them through): `container.hostname` and `aibox.project_name` are `container.name`,
-/// `container.gid` is `container.uid`.
-fn fill_derived(effective: &mut Value) {
-    let container = effective.get("container").cloned().unwrap_or(Value::Null);
-    for (section, key, from) in [
-        ("container", "hostname", "name"),
-        ("container", "gid", "uid"),
-        ("aibox", "project_name", "name"),
-    ] {
-        let Some(source) = container.get(from).filter(|v| !v.is_null()).cloned() else {
-            continue;
-        };
-        let Some(root) = effective.as_object_mut() else {
-            return;
-        };
-        let table = root
-            .entry(section)
-            .or_insert_with(|| Value::Object(serde_json::Map::new()));
-        if let Some(table) = table.as_object_mut() {
-            let slot = table.entry(key).or_insert(Value::Null);
-            if slot.is_null() {
-                *slot = source;
-            }
-        }
+/// Sets the keys whose default is another key's value (the model keeps them unset and
+/// its users read them through): to the value those users get, from the same accessors.
+fn with_derived_defaults(config: &mut crate::AiboxToml) {
+    config.container.hostname = Some(config.container.hostname().to_owned());
+    config.container.gid = Some(config.container.gid());
+    if config.aibox.project_name.is_none() {
+        config.aibox.project_name = Some(config.container.name.clone());
     }
 }
 
@@ -248,6 +230,13 @@ mod tests {
         serde_json::to_value(crate::parse_aibox_toml(text, "aibox.toml").unwrap()).unwrap()
     }
 
+    /// [`effective`] with the derived defaults, as `get` reads the file.
+    fn effective_derived(text: &str) -> Value {
+        let mut config = crate::parse_aibox_toml(text, "aibox.toml").unwrap();
+        with_derived_defaults(&mut config);
+        serde_json::to_value(config).unwrap()
+    }
+
     #[test]
     fn effective_values_typos_and_unset_keys() {
         let schema = crate::schema::aibox_toml_schema();
@@ -286,8 +275,7 @@ mod tests {
     #[test]
     fn documented_defaults_are_values() {
         let schema = crate::schema::aibox_toml_schema();
-        let mut cfg = effective("[container]\nname = \"demo\"\nuid = 1234\n");
-        fill_derived(&mut cfg);
+        let cfg = effective_derived("[container]\nname = \"demo\"\nuid = 1234\n");
         for (key, value) in [
             ("network.egress", Value::from("open")),
             ("container.hostname", Value::from("demo")),
@@ -296,10 +284,9 @@ mod tests {
         ] {
             assert_eq!(lookup(&cfg, &schema, key), Lookup::Value(value), "{key}");
         }
-        let mut cfg = effective(
+        let cfg = effective_derived(
             "[container]\nname = \"demo\"\nhostname = \"box\"\ngid = 7\n[network]\negress = \"none\"\n",
         );
-        fill_derived(&mut cfg);
         assert_eq!(
             lookup(&cfg, &schema, "container.hostname"),
             Lookup::Value("box".into())

@@ -232,7 +232,7 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
         &options.plan
     };
     let resolved = crate::resolve::resolve_in(root, project, plan_options)?;
-    apply_fresh(resolved, options, guard, Unowned::LISTED)
+    apply_fresh(resolved, options, guard, InCheck::List)
 }
 
 /// Applies a project resolved earlier ([`crate::resolve()`]); `options.plan` is not used
@@ -253,7 +253,7 @@ pub fn apply_resolved(
     let project = match changed_since(resolved)? {
         Changed::No(project) => project,
         Changed::Yes(project) => {
-            return resolve_again(resolved, project, options, guard, Unowned::LISTED);
+            return resolve_again(resolved, project, options, guard, InCheck::List);
         }
     };
     let plan = crate::plan::plan(resolved)?;
@@ -261,9 +261,9 @@ pub fn apply_resolved(
     // it writes have changed since (an edit while the caller held the resolved value), the
     // project is resolved again under the project lock, so no edit is overwritten.
     if !(options.dry_run || options.check) && processkit_scan_is_stale(root, &plan)? {
-        return resolve_again(resolved, project, options, guard, Unowned::LISTED);
+        return resolve_again(resolved, project, options, guard, InCheck::List);
     }
-    apply_plan_locked(resolved, plan, options, guard, Unowned::LISTED)
+    apply_plan_locked(resolved, plan, options, guard, InCheck::List)
 }
 
 /// `apply --check` of `resolved` with the plan the caller already made of it (`doctor`,
@@ -278,8 +278,8 @@ pub(crate) fn check_planned(
         ..ApplyOptions::default()
     };
     match changed_since(resolved)? {
-        Changed::No(_) => apply_plan_locked(resolved, plan, &options, None, Unowned::REFUSED),
-        Changed::Yes(project) => resolve_again(resolved, project, &options, None, Unowned::REFUSED),
+        Changed::No(_) => apply_plan_locked(resolved, plan, &options, None, InCheck::Refuse),
+        Changed::Yes(project) => resolve_again(resolved, project, &options, None, InCheck::Refuse),
     }
 }
 
@@ -312,11 +312,11 @@ fn resolve_again(
     project: aibox_config::Project,
     options: &ApplyOptions,
     guard: Option<ProjectLock>,
-    listed: bool,
+    unowned_in_check: InCheck,
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root().clone();
     let again = crate::resolve::resolve_in(root, project, resolved.options())?;
-    apply_fresh(again, options, guard, listed)
+    apply_fresh(again, options, guard, unowned_in_check)
 }
 
 fn lock_unless_read_only(
@@ -338,11 +338,11 @@ fn apply_fresh(
     mut resolved: crate::resolve::Resolved,
     options: &ApplyOptions,
     guard: Option<ProjectLock>,
-    listed: bool,
+    unowned_in_check: InCheck,
 ) -> Result<ApplyReport, EngineError> {
     let plan = crate::plan::plan(&resolved)?;
     resolved.free_planning_state();
-    apply_plan_locked(&resolved, plan, options, guard, listed)
+    apply_plan_locked(&resolved, plan, options, guard, unowned_in_check)
 }
 
 /// Whether a file the processkit plan writes is no longer as the resolve-time scan saw
@@ -372,7 +372,7 @@ fn apply_plan_locked(
     mut plan: crate::builder::Plan,
     options: &ApplyOptions,
     _guard: Option<ProjectLock>,
-    listed: bool,
+    unowned_in_check: InCheck,
 ) -> Result<ApplyReport, EngineError> {
     let root = resolved.project_root();
     let read_only = options.dry_run || options.check;
@@ -411,7 +411,7 @@ fn apply_plan_locked(
     let mut removals = planned_removals(root, &plan, options, listed_with)?;
     // A check answers "is every committed output current?": a hand-edited one is not, so
     // it is listed as stale (exit 1), with what `apply` will do about it.
-    let unowned = if options.check && listed {
+    let unowned = if options.check && unowned_in_check == InCheck::List {
         unowned_notes(&decisions, &all)
     } else {
         refuse_unowned(&decisions, &all, options)?;
@@ -1067,12 +1067,14 @@ enum Unowned {
     Edited,
 }
 
-impl Unowned {
-    /// A check lists such files as stale, with a note (`apply --check`).
-    const LISTED: bool = true;
-    /// A check refuses them as `apply` does (doctor's `sync` check, whose finding names
-    /// `--force` and never advises a plain `apply`).
-    const REFUSED: bool = false;
+/// What a check does with an [`Unowned`] file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InCheck {
+    /// Lists it as stale, with a note (`apply --check`).
+    List,
+    /// Refuses it as `apply` does (doctor's `sync` check, whose finding names `--force`
+    /// and never advises a plain `apply`).
+    Refuse,
 }
 
 /// What an apply does with one planned file. Compact (16 bytes): a first install holds one

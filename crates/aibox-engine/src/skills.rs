@@ -563,15 +563,15 @@ impl<'a> Lister<'a> {
             Err(_) => None,
         };
         let basis = TrustBasis::read(root, Some(&project.config));
+        let gateway_config = format!(
+            "/{}/mcp/mcp-config.json",
+            aibox_provenance::servers::GATEWAY_SKILL
+        );
         let gateway = project.config.ai.mcp.gateway.mode == aibox_config::GatewayMode::Auto
-            && basis.marker.as_ref().is_some_and(|m| {
-                m.files.keys().any(|p| {
-                    p.ends_with(&format!(
-                        "/{}/mcp/mcp-config.json",
-                        aibox_provenance::servers::GATEWAY_SKILL
-                    ))
-                })
-            });
+            && basis
+                .marker
+                .as_ref()
+                .is_some_and(|m| m.files.keys().any(|p| p.ends_with(&gateway_config)));
         Ok(Self {
             root,
             project,
@@ -590,33 +590,15 @@ impl<'a> Lister<'a> {
         let Some(marker) = self.basis.marker.as_ref().filter(|_| !self.gateway) else {
             return false;
         };
-        let Ok(text) = fs_err::read(skill_dir.join("mcp/mcp-config.json")) else {
+        let Some(scripts) = fs_err::read(skill_dir.join("mcp/mcp-config.json"))
+            .ok()
+            .and_then(|data| aibox_provenance::servers::declared_scripts(&data))
+        else {
             return false;
         };
-        let Ok(config) = serde_json::from_slice::<serde_json::Value>(&text) else {
-            return false;
-        };
-        let Some(servers) = config.get("mcpServers").and_then(|v| v.as_object()) else {
-            return false;
-        };
-        let mut scripts = servers
-            .values()
-            .map(|server| {
-                server
-                    .get("args")
-                    .and_then(|a| a.as_array())
-                    .and_then(|args| {
-                        args.iter().filter_map(|a| a.as_str()).find(|a| {
-                            std::path::Path::new(a)
-                                .extension()
-                                .is_some_and(|e| e.eq_ignore_ascii_case("py"))
-                        })
-                    })
-            })
-            .peekable();
-        scripts.peek().is_some()
-            && scripts.all(|script| {
-                script.is_some_and(|p| {
+        !scripts.is_empty()
+            && scripts.iter().all(|script| {
+                script.as_deref().is_some_and(|p| {
                     marker.files.contains_key(p)
                         && fs_err::symlink_metadata(self.root.join(p)).is_err()
                 })

@@ -20,9 +20,9 @@ use crate::ledger::Ledger;
 
 /// The digest of a JSON entry: its canonical text (object keys sorted at every level).
 pub(crate) fn json_digest(value: &Value) -> String {
-    let mut text = String::new();
-    canonical(value, &mut text);
-    hex(&text)
+    hex::encode(sha2::Sha256::digest(
+        aibox_config::jsonc::canonical_json(value).as_bytes(),
+    ))
 }
 
 /// The digest of a TOML entry (a Codex `[mcp_servers.<name>]` table), as the same JSON
@@ -30,40 +30,6 @@ pub(crate) fn json_digest(value: &Value) -> String {
 /// written with other spacing, digest alike.
 pub(crate) fn toml_digest(table: &Table) -> String {
     json_digest(&table_value(table))
-}
-
-fn hex(text: &str) -> String {
-    hex::encode(sha2::Sha256::digest(text.as_bytes()))
-}
-
-fn canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(v, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
 
 fn table_value(table: &Table) -> Value {

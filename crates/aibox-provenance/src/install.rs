@@ -470,13 +470,35 @@ fn recorded(
     })
 }
 
+/// The release's `INDEX.md` and the project path it is installed at: the one file whose
+/// project path is not its release path.
+pub(crate) const RELEASE_INDEX: (&str, &str) = ("INDEX.md", "context/INDEX.md");
+
+/// The project path of release file `rel` (see [`RELEASE_INDEX`]).
+pub(crate) fn installed_path(rel: &str) -> &str {
+    if rel == RELEASE_INDEX.0 {
+        RELEASE_INDEX.1
+    } else {
+        rel
+    }
+}
+
+/// The release path of installed file `path` (see [`RELEASE_INDEX`]).
+pub(crate) fn release_path(path: &str) -> &str {
+    if path == RELEASE_INDEX.1 {
+        RELEASE_INDEX.0
+    } else {
+        path
+    }
+}
+
 /// Maps a release path to its project path and ownership, or `None` when the file is
 /// catalog data or not selected.
 /// The project path is the release path itself (borrowed) except for `INDEX.md`.
 fn target<'a>(path: &'a str, selected: &BTreeSet<String>) -> Option<(Cow<'a, str>, bool)> {
     match path {
         "AGENTS.md" => return Some((Cow::Borrowed(path), true)),
-        "INDEX.md" => return Some((Cow::Borrowed("context/INDEX.md"), false)),
+        p if p == RELEASE_INDEX.0 => return Some((Cow::Borrowed(RELEASE_INDEX.1), false)),
         _ => {}
     }
     if !path.starts_with("context/")

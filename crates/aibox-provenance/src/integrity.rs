@@ -323,16 +323,6 @@ fn bounded(mut drift: Vec<String>) -> (Vec<String>, usize) {
     (drift, count)
 }
 
-/// The release's path of an installed file: the release's `INDEX.md` is installed as
-/// `context/INDEX.md`; every other file keeps its path.
-fn release_path(installed: &str) -> &str {
-    if installed == "context/INDEX.md" {
-        "INDEX.md"
-    } else {
-        installed
-    }
-}
-
 /// Re-hashes the snapshot of `version` and compares it with the release: file by file
 /// where the marker's manifest records the release's digest (the installed files: changed
 /// or missing), and as a whole against the marker's `snapshot_sha256` (every release
@@ -368,12 +358,7 @@ fn snapshot_drift(
         listing.update(b"  ");
         listing.update(rel.as_bytes());
         listing.update(b"\n");
-        // The release's `INDEX.md` is installed as `context/INDEX.md`.
-        let installed = if rel == "INDEX.md" {
-            "context/INDEX.md"
-        } else {
-            rel
-        };
+        let installed = crate::install::installed_path(rel);
         if let Some(expected) = marker.files.get(installed) {
             found += 1;
             if live != Some(*expected) {
@@ -384,7 +369,7 @@ fn snapshot_drift(
     // An installed file's copy the walk did not meet is gone (looked for only then).
     if found < marker.files.len() {
         for (installed, _) in &marker.files {
-            let path = format!("{prefix}{}", release_path(installed));
+            let path = format!("{prefix}{}", crate::install::release_path(installed));
             if fs_err::symlink_metadata(root.join(&path)).is_err() {
                 drift.push(format!("{path} (missing)"));
             }

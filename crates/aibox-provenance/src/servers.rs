@@ -32,12 +32,30 @@ pub struct ProcesskitServer {
 impl ProcesskitServer {
     /// The script the server runs: its first argument ending in `.py`.
     pub fn script(&self) -> Option<&str> {
-        self.args.iter().map(String::as_str).find(|a| {
-            std::path::Path::new(a)
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("py"))
-        })
+        script_of(&self.args)
     }
+}
+
+/// The script among a server's arguments: the first ending in `.py`.
+fn script_of(args: &[String]) -> Option<&str> {
+    args.iter().map(String::as_str).find(|a| {
+        std::path::Path::new(a)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("py"))
+    })
+}
+
+/// The script of each server a skill's `mcp/mcp-config.json` (`data`) declares (`None`
+/// for a server without one), read as [`servers`] reads it; `None` when it does not
+/// parse.
+pub fn declared_scripts(data: &[u8]) -> Option<Vec<Option<String>>> {
+    let cfg: McpConfigFile = serde_json::from_slice(data).ok()?;
+    Some(
+        cfg.mcp_servers
+            .values()
+            .map(|entry| script_of(&entry.args).map(ToOwned::to_owned))
+            .collect(),
+    )
 }
 
 #[derive(Deserialize)]
@@ -188,36 +206,9 @@ mod tests {
     }
 }
 
-/// Serialises JSON canonically, as processkit hashes MCP configs: object keys sorted,
-/// no whitespace, non-ASCII as raw UTF-8.
-pub fn canonical_json(value: &serde_json::Value) -> String {
-    use serde_json::Value;
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let items: Vec<String> = keys
-                .into_iter()
-                .map(|k| {
-                    let key = serde_json::to_string(k).unwrap_or_default();
-                    format!("{key}:{}", canonical_json(&map[k]))
-                })
-                .collect();
-            format!("{{{}}}", items.join(","))
-        }
-        Value::Array(items) => {
-            format!(
-                "[{}]",
-                items
-                    .iter()
-                    .map(canonical_json)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            )
-        }
-        other => serde_json::to_string(other).unwrap_or_default(),
-    }
-}
+/// Serialises JSON canonically, as processkit hashes MCP configs (the one definition, in
+/// `aibox_config::jsonc`).
+pub use aibox_config::jsonc::canonical_json;
 
 /// Project path of the MCP manifest.
 pub const MCP_MANIFEST: &str = "context/.processkit-mcp-manifest.json";

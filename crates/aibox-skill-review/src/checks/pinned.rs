@@ -110,43 +110,7 @@ fn is_range(v: &str) -> bool {
 }
 
 /// JSON with keys sorted, no whitespace, non-ASCII as raw UTF-8 (the manifest's hash input).
-pub(crate) fn canonical_json(v: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(v, &mut out);
-    out
-}
-
-fn write_canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String((*k).clone()).to_string());
-                out.push(':');
-                if let Some(item) = map.get(*k) {
-                    write_canonical(item, out);
-                }
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
-}
+pub(crate) use aibox_config::jsonc::canonical_json;
 
 #[cfg(test)]
 mod tests {
