@@ -550,20 +550,7 @@ fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
 
     let report = apply(&root, &options(&cache)).unwrap();
     assert!(report.changed(), "the harness files lose the server");
-    assert!(
-        report.warnings.iter().any(|w| w.contains(&format!(
-            "`{WORKITEM_SERVER}` was deleted by hand, so `processkit-workitem-management` is \
-             not registered in any harness"
-        ))),
-        "{:?}",
-        report.warnings
-    );
-    for file in HARNESS_FILES {
-        let text = fs_err::read_to_string(root.join(file)).unwrap();
-        assert!(!text.contains("workitem-management"), "{file}: {text}");
-        // Other servers stay.
-        assert!(text.contains("processkit-event-log"), "{file}");
-    }
+    assert_workitem_deregistered(&root, &report);
     let settings = fs_err::read_to_string(root.join(".claude/settings.json")).unwrap();
     assert!(!settings.contains("workitem-management"), "{settings}");
     assert!(!root.join(dir).exists(), "a deletion is kept, not undone");
@@ -622,19 +609,7 @@ fn a_deleted_server_script_deregisters_its_skill_without_gating_it() {
     fs_err::remove_file(root.join(WORKITEM_SERVER)).unwrap();
 
     let report = apply(&root, &options(&cache)).unwrap();
-    assert!(
-        report.warnings.iter().any(|w| w.contains(&format!(
-            "`{WORKITEM_SERVER}` was deleted by hand, so `processkit-workitem-management` is \
-             not registered in any harness"
-        ))),
-        "{:?}",
-        report.warnings
-    );
-    for file in HARNESS_FILES {
-        let text = fs_err::read_to_string(root.join(file)).unwrap();
-        assert!(!text.contains("workitem-management"), "{file}: {text}");
-        assert!(text.contains("processkit-event-log"), "{file}");
-    }
+    assert_workitem_deregistered(&root, &report);
     assert!(!root.join(WORKITEM_SERVER).exists(), "a deletion is kept");
     assert!(!apply(&root, &options(&cache)).unwrap().changed());
     // `skill list` and doctor agree: nothing of it is registered, so nothing is gated.
@@ -889,4 +864,23 @@ fn an_upgrade_writes_nothing_into_a_deleted_skill_folder() {
     // Stable: the next apply does not write it either.
     apply(&root, &options(&cache)).unwrap();
     assert!(!root.join(dir).exists());
+}
+
+/// The apply `report` says workitem-management's server script was deleted by hand, and
+/// no harness file registers it any more while the other servers stay.
+fn assert_workitem_deregistered(root: &camino::Utf8Path, report: &aibox_engine::ApplyReport) {
+    assert!(
+        report.warnings.iter().any(|w| w.contains(&format!(
+            "`{WORKITEM_SERVER}` was deleted by hand, so `processkit-workitem-management` is \
+             not registered in any harness"
+        ))),
+        "{:?}",
+        report.warnings
+    );
+    for file in HARNESS_FILES {
+        let text = fs_err::read_to_string(root.join(file)).unwrap();
+        assert!(!text.contains("workitem-management"), "{file}: {text}");
+        // Other servers stay.
+        assert!(text.contains("processkit-event-log"), "{file}");
+    }
 }
