@@ -122,6 +122,24 @@ impl ComposeChatter {
     }
 }
 
+/// Starts `cmd`, again a few times while the kernel says its program is busy
+/// (`ETXTBSY`): a program just written keeps a writer until every process that forked
+/// meanwhile has exec'd (another thread starting a process, a package manager replacing
+/// the CLI), and a probe started in that window would read as an engine that does not
+/// answer.
+fn spawn(cmd: &mut Command) -> std::io::Result<std::process::Child> {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Runs `cmd` with stdin closed, capturing both streams and handing every line to
 /// `on_line` as it arrives. The child is killed when `timeout` passes.
 pub(crate) fn run(
@@ -133,7 +151,7 @@ pub(crate) fn run(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|source| RuntimeError::Spawn {
+    let mut child = spawn(&mut cmd).map_err(|source| RuntimeError::Spawn {
         program: cmd.get_program().to_string_lossy().into_owned(),
         source,
     })?;
@@ -217,7 +235,7 @@ pub(crate) fn run_inherited(
     timeout: Option<Duration>,
 ) -> Result<ExitStatus, RuntimeError> {
     let rendered = render(&cmd);
-    let mut child = cmd.spawn().map_err(|source| RuntimeError::Spawn {
+    let mut child = spawn(&mut cmd).map_err(|source| RuntimeError::Spawn {
         program: cmd.get_program().to_string_lossy().into_owned(),
         source,
     })?;
