@@ -2,7 +2,7 @@
 //! redacted report bundle.
 
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
@@ -805,6 +805,11 @@ fn with_feed_cached(
     doctor(&p.root, &options).unwrap()
 }
 
+/// The update finding of `report`; without one, the report is the failure's message.
+fn expect_update(report: &DoctorReport) -> &aibox_policy::Finding {
+    update_finding(report).unwrap_or_else(|| panic!("{}", report.render_human()))
+}
+
 fn update_finding(report: &DoctorReport) -> Option<&aibox_policy::Finding> {
     report.findings.iter().find(|f| {
         f.code.starts_with("aibox::doctor::update") || f.code.ends_with("unsupported_version")
@@ -817,7 +822,7 @@ fn a_newer_release_line_is_reported_with_the_support_policy() {
     p.apply();
     let server = feed("v99.0.0");
     let report = with_feed(&p, &server.url(""), &[], UpdateCheck::Auto);
-    let f = update_finding(&report).unwrap_or_else(|| panic!("{}", report.render_human()));
+    let f = expect_update(&report);
     assert_eq!(f.code, "aibox::doctor::unsupported_version");
     assert_eq!(f.severity, Severity::Warning);
     assert!(f.message.contains("aibox 99.0.0 is out"), "{}", f.message);
@@ -834,7 +839,7 @@ fn a_newer_release_line_is_reported_with_the_support_policy() {
     let next = format!("v{major}.{minor}.{}", patch.parse::<u64>().unwrap() + 1);
     let server = feed(&next);
     let report = with_feed(&p, &server.url(""), &[], UpdateCheck::Auto);
-    let f = update_finding(&report).unwrap();
+    let f = expect_update(&report);
     assert_eq!(f.code, "aibox::doctor::update_available");
     assert!(
         f.message.contains("carries fixes for your"),
@@ -864,7 +869,7 @@ fn the_feed_is_not_asked_in_ci_or_when_opted_out_unless_asked_and_offline_is_sil
     assert_eq!(server.hit_count(FEED_PATH), 0);
     // Asked explicitly, CI does not stop it.
     let report = with_feed(&p, &server.url(""), &[("CI", "true")], UpdateCheck::Always);
-    assert!(update_finding(&report).is_some());
+    expect_update(&report);
     assert_eq!(server.hit_count(FEED_PATH), 1);
     // Offline (nothing listens) or a feed that is not a release: a skip, never a finding.
     let closed = CLOSED.to_owned();
@@ -894,7 +899,7 @@ fn unasked_update_checks_ask_the_feed_once_a_day() {
     let run = |api: &str, check| with_feed_cached(&p, api, &[], check, &cache);
     for _ in 0..3 {
         let report = run(&server.url(""), UpdateCheck::Auto);
-        let f = update_finding(&report).unwrap_or_else(|| panic!("{}", report.render_human()));
+        let f = expect_update(&report);
         assert_eq!(f.code, "aibox::doctor::unsupported_version");
     }
     assert_eq!(server.hit_count(FEED_PATH), 1);
@@ -908,11 +913,11 @@ fn unasked_update_checks_ask_the_feed_once_a_day() {
     let mut older = json.clone();
     older["checked"] = day_ago.into();
     fs_err::write(&record, older.to_string()).unwrap();
-    assert!(update_finding(&run(&server.url(""), UpdateCheck::Auto)).is_some());
+    expect_update(&run(&server.url(""), UpdateCheck::Auto));
     assert_eq!(server.hit_count(FEED_PATH), 2);
 
     // Asked for, the feed is always asked.
-    assert!(update_finding(&run(&server.url(""), UpdateCheck::Always)).is_some());
+    expect_update(&run(&server.url(""), UpdateCheck::Always));
     assert_eq!(server.hit_count(FEED_PATH), 3);
 
     // Another feed is not answered from this one's record; a damaged record is asked past.
@@ -921,7 +926,7 @@ fn unasked_update_checks_ask_the_feed_once_a_day() {
     assert!(update_finding(&report).unwrap().message.contains("98.0.0"));
     assert_eq!(other.hit_count(FEED_PATH), 1);
     fs_err::write(&record, "{not json").unwrap();
-    assert!(update_finding(&run(&other.url(""), UpdateCheck::Auto)).is_some());
+    expect_update(&run(&other.url(""), UpdateCheck::Auto));
     assert_eq!(other.hit_count(FEED_PATH), 2);
 
     // A failure is recorded too: an offline machine waits for the forge once a day.
