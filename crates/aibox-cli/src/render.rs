@@ -136,6 +136,12 @@ pub fn note(quiet: bool, line: &str) {
     }
 }
 
+/// Prints `warning: {message}` to stderr. Shown with `--quiet` too: `-q` keeps errors
+/// and warnings.
+pub fn warning(message: &str) {
+    note(false, &format!("warning: {message}"));
+}
+
 /// Whether the terminal's last line is a status line that the next output replaces.
 static STATUS_LINE_OPEN: AtomicBool = AtomicBool::new(false);
 /// Longest status line: longer ones would wrap, and `\r` could not replace them.

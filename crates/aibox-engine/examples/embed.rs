@@ -48,6 +48,7 @@ fn run(root: &Utf8Path) -> Result<(), EngineError> {
     for (channel, line) in report.render_human(HumanOptions::default()) {
         match channel {
             Channel::Note => eprintln!("{line}"),
+            Channel::Warning => eprintln!("warning: {line}"),
             Channel::Output => println!("{line}"),
         }
     }

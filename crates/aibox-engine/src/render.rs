@@ -12,6 +12,9 @@ use crate::apply::ApplyReport;
 pub enum Channel {
     /// Status for the person at the terminal (stderr; hidden by `--quiet`).
     Note,
+    /// A warning, without its `warning: ` prefix (stderr; kept by `--quiet`, which
+    /// drops status, not problems).
+    Warning,
     /// The command's result (stdout): the diffs of a dry run.
     Output,
 }
@@ -70,7 +73,7 @@ impl ApplyReport {
             }
         }
         for warning in &self.warnings {
-            lines.push((Channel::Note, format!("warning: {warning}")));
+            lines.push((Channel::Warning, warning.clone()));
         }
         self.render_migrations(&mut lines);
         let changed = self.files.iter().filter(|f| f.action.changes()).count();
@@ -91,7 +94,6 @@ impl ApplyReport {
     /// The processkit upgrade (counts, each conflict, the migration document) and the
     /// migrations still waiting for the user.
     fn render_migrations(&self, lines: &mut Vec<(Channel, String)>) {
-        let mut note = |line: String| lines.push((Channel::Note, line));
         if let Some(u) = &self.upgrade {
             // A pin moved back is a downgrade, not an "upgrade" to an older version.
             let would = if self.read_only {
@@ -99,25 +101,33 @@ impl ApplyReport {
             } else {
                 u.direction.past().to_owned()
             };
-            note(format!(
-                "processkit {would} {} → {}: {} changed, {} new, {} removed, {} local edit(s) \
+            lines.push((
+                Channel::Note,
+                format!(
+                    "processkit {would} {} → {}: {} changed, {} new, {} removed, {} local edit(s) \
                  kept, {} conflict(s)",
-                u.from_version,
-                u.to_version,
-                u.changed,
-                u.new,
-                u.removed,
-                u.kept_local_edits,
-                u.conflicts.len()
+                    u.from_version,
+                    u.to_version,
+                    u.changed,
+                    u.new,
+                    u.removed,
+                    u.kept_local_edits,
+                    u.conflicts.len()
+                ),
             ));
+            // Conflicts and waiting migrations ask something of the user: warnings, which
+            // `--quiet` keeps.
             for c in &u.conflicts {
-                note(format!(
-                    "  conflict: {} (yours kept; the new version is in {})",
-                    c.path, c.upstream_copy
+                lines.push((
+                    Channel::Warning,
+                    format!(
+                        "conflict: {} (yours kept; the new version is in {})",
+                        c.path, c.upstream_copy
+                    ),
                 ));
             }
             if let Some(d) = &u.migration_document {
-                note(format!("  migration document: {d}"));
+                lines.push((Channel::Note, format!("  migration document: {d}")));
             }
         }
         let written = self
@@ -150,9 +160,9 @@ impl ApplyReport {
                     id = p.id
                 ),
             };
-            note(format!(
-                "pending migration {} ({}): {what}",
-                p.id, p.document
+            lines.push((
+                Channel::Warning,
+                format!("pending migration {} ({}): {what}", p.id, p.document),
             ));
         }
     }

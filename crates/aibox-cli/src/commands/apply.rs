@@ -41,6 +41,7 @@ pub fn run(g: &Global, args: &ApplyArgs) -> Outcome {
         for (channel, line) in report.render_human(options) {
             match channel {
                 aibox_engine::render::Channel::Note => render::note(g.quiet, &line),
+                aibox_engine::render::Channel::Warning => render::warning(&line),
                 aibox_engine::render::Channel::Output => render::out(&line),
             }
         }

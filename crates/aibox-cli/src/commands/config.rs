@@ -84,7 +84,7 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
         || {
             render::note(g.quiet, &format!("set {key} in {path}"));
             if let Some(what) = &relaxes {
-                render::note(false, &format!("warning: {what}"));
+                render::warning(what);
             }
         },
     )?;

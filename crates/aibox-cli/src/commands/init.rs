@@ -24,7 +24,7 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
         Some(n) => n.clone(),
         None => folder_project_name(absolute.as_deref())?,
     };
-    warn_if_nested(g, absolute.as_deref());
+    warn_if_nested(absolute.as_deref());
     let interactive = !g.yes && interactive();
     let mut harnesses: Vec<Harness> = Vec::new();
     for h in &args.harnesses {
@@ -201,18 +201,15 @@ fn processkit_version(
 }
 
 /// A project inside another one works, but is rarely meant: say so.
-fn warn_if_nested(g: &Global, absolute: Option<&Utf8Path>) {
+fn warn_if_nested(absolute: Option<&Utf8Path>) {
     if let Some(outer) = absolute
         .and_then(Utf8Path::parent)
         .and_then(|p| aibox_config::find_project_root(p).ok())
     {
-        render::note(
-            g.quiet,
-            &format!(
-                "warning: {outer} is already an aibox project; this creates a separate project \
-                 nested inside it (run `aibox` commands from {outer} to work on that one)"
-            ),
-        );
+        render::warning(&format!(
+            "{outer} is already an aibox project; this creates a separate project nested \
+             inside it (run `aibox` commands from {outer} to work on that one)"
+        ));
     }
 }
 

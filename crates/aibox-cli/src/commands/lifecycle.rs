@@ -20,10 +20,10 @@ pub fn up(g: &Global, args: &UpArgs) -> Outcome {
         render::note(false, notice);
     }
     for warning in &report.apply.warnings {
-        render::note(false, &format!("warning: {warning}"));
+        render::warning(warning);
     }
     for problem in &report.unwritable {
-        render::note(false, &format!("warning: {problem}"));
+        render::warning(problem);
     }
     if !report.unwritable.is_empty() {
         render::note(

@@ -16,10 +16,9 @@ pub fn list(g: &Global) -> Outcome {
     let list = aibox_engine::mcp_list(&root)?;
     if let Some(reason) = &list.not_resolved {
         // `mcp list` never downloads: say the processkit servers are missing and why.
-        render::note(
-            false,
-            &format!("warning: processkit servers not listed: not resolved: {reason}"),
-        );
+        render::warning(&format!(
+            "processkit servers not listed: not resolved: {reason}"
+        ));
     }
     let servers = list.servers;
     let hand = list.hand_added;
@@ -109,10 +108,9 @@ pub fn check(g: &Global, args: &McpCheckArgs) -> Outcome {
         render::note(g.quiet, &format!("starting {name} in the container ..."));
     })?;
     if let Some(reason) = &report.not_resolved {
-        render::note(
-            false,
-            &format!("warning: processkit servers not checked: not resolved: {reason}"),
-        );
+        render::warning(&format!(
+            "processkit servers not checked: not resolved: {reason}"
+        ));
     }
     json_or(g, &report, || {
         if report.servers.is_empty() {

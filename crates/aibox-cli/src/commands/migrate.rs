@@ -57,7 +57,7 @@ fn list(g: &Global, root: &Utf8Path) -> Outcome {
             }
         }
         for (path, reason) in &listing.unreadable {
-            render::note(g.quiet, &format!("warning: cannot read {path}: {reason}"));
+            render::warning(&format!("cannot read {path}: {reason}"));
         }
     })?;
     Ok(Exit::Ok)

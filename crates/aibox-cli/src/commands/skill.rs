@@ -21,13 +21,10 @@ pub fn run(g: &Global, cmd: &SkillCommand) -> Outcome {
 /// until `aibox apply` finishes it (as `doctor` says first).
 fn warn_unfinished(root: &Utf8Path) {
     if let Some(record) = aibox_engine::records::unfinished_apply_at(root) {
-        render::note(
-            false,
-            &format!(
-                "warning: an apply was interrupted (`{record}` is there): this shows the \
-                 half-written state; run `aibox apply` to finish it"
-            ),
-        );
+        render::warning(&format!(
+            "an apply was interrupted (`{record}` is there): this shows the half-written \
+             state; run `aibox apply` to finish it"
+        ));
     }
 }
 
@@ -213,7 +210,7 @@ fn select(g: &Global, name: &str, enable: bool) -> Outcome {
                 &format!("updated [skills] in {path}; run `aibox apply` to install or remove it"),
             );
             if let Some(w) = warning {
-                render::note(false, &format!("warning: {w}"));
+                render::warning(w);
             }
         },
     )?;

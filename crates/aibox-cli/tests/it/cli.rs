@@ -1611,7 +1611,8 @@ fn a_non_utf8_byte_is_a_config_error_at_its_position() {
 }
 
 /// `-q` keeps reports to what needs attention: `doctor` prints no summary, no passed
-/// checks and no notes (only errors and warnings), `mcp list` only servers not registered.
+/// checks and no notes (only errors and warnings), `mcp list` only servers not registered,
+/// `apply` only its warnings.
 #[test]
 fn quiet_reports_show_only_what_needs_attention() {
     let (_t, dir) = init_project("hush", "claude");
@@ -1642,6 +1643,19 @@ fn quiet_reports_show_only_what_needs_attention() {
     assert!(!stdout.contains("note["), "{}", text(&out));
     // Not applied yet: the out-of-sync warnings are what needs attention.
     assert!(stdout.starts_with("warning["), "{}", text(&out));
+
+    // `apply -q` drops its status lines, not its warnings.
+    let out = aibox(&dir, &["config", "set", "ai.execution.network", "deny"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(&dir, &["-q", "apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: config: [ai.execution] network is not applied"),
+        "{}",
+        text(&out)
+    );
+    assert!(!stderr.contains("file(s)"), "{}", text(&out));
 }
 
 /// A folder named `aibox.toml` or `.aibox-local.toml` is named as the problem, with a fix,

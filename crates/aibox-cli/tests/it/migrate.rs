@@ -56,7 +56,7 @@ fn an_upgrade_with_conflicts_is_seen_and_finished() {
         "{err}"
     );
     assert!(
-        err.contains(&format!("  conflict: {skill} (yours kept")),
+        err.contains(&format!("warning: conflict: {skill} (yours kept")),
         "{err}"
     );
     assert!(!ctx.dir().join("context/migrations").exists());
@@ -69,7 +69,7 @@ fn an_upgrade_with_conflicts_is_seen_and_finished() {
         "{err}"
     );
     assert!(
-        err.contains(&format!("  conflict: {skill} (yours kept")),
+        err.contains(&format!("warning: conflict: {skill} (yours kept")),
         "{err}"
     );
     assert!(

@@ -181,7 +181,7 @@ fn apply_summarises_the_upgrade_and_check_and_doctor_report_the_pending_migratio
     );
     assert!(
         text.contains(&format!(
-            "  conflict: {} (yours kept; the new version is in ",
+            "conflict: {} (yours kept; the new version is in ",
             u.skill
         )),
         "{text}"
