@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use crate::quote::{dockerfile as dq, shell};
 use crate::{DEFAULT_IMAGE_SOURCE, GENERATED_HEADER, Inputs};
+use aibox_config::Harness;
 use aibox_config::container::{
     BUILD_DIGEST_ARG, BUILD_DIGEST_LABEL, GID_ARG, MCP_ENVS_DIR, MCP_NPM_DIR, MCP_REQUIREMENTS_DIR,
     UID_ARG, WORKSPACE_DIR,
@@ -236,6 +237,17 @@ fn user_step(out: &mut String, inputs: &Inputs<'_>) {
              mkdir -p {dirs}; \\\n    \
              chown -R \"$uid:$gid\" \"$home\"\n\n",
             home_q = shell(&home),
+        );
+    }
+    if inputs.harnesses().contains(&Harness::Claude) {
+        // Claude Code keeps its main file (`.claude.json`: personal MCP servers, project
+        // trust, the account record) in the home itself, outside the mounted `~/.claude`,
+        // so a recreated container lost it; with this variable it keeps it inside.
+        let _ = writeln!(
+            out,
+            "# Claude Code keeps .claude.json in its mounted state folder, so it survives a\n\
+             # rebuild.\nENV CLAUDE_CONFIG_DIR={}\n",
+            dq(&format!("{home}/.claude"))
         );
     }
 }

@@ -277,10 +277,10 @@ fn personal_skip(h: Harness, s: &ServerSpec) -> String {
             CLAUDE_MCP_JSON,
             match &s.transport {
                 Transport::Remote { url, .. } => format!(
-                    "inside the container run `claude mcp add --transport http --scope local {name} {url}` (stored in your ~/.claude.json)"
+                    "inside the container run `claude mcp add --transport http --scope local {name} {url}` (Claude keeps it in ~/.claude/.claude.json, which aibox keeps across rebuilds)"
                 ),
                 Transport::Stdio { .. } => format!(
-                    "inside the container run `claude mcp add --scope local {name} -- COMMAND` (stored in your ~/.claude.json)"
+                    "inside the container run `claude mcp add --scope local {name} -- COMMAND` (Claude keeps it in ~/.claude/.claude.json, which aibox keeps across rebuilds)"
                 ),
             },
         ),

@@ -88,7 +88,8 @@ fn harnesses_connect(podman: &Podman, root: &Utf8Path, servers: &[&str]) {
         "--",
         "sh",
         "-c",
-        &format!("printf '%s' '{claude_state}' > \"$HOME/.claude.json\""),
+        // Where the image tells Claude to keep it: inside the mounted `~/.claude`.
+        &format!("printf '%s' '{claude_state}' > \"$CLAUDE_CONFIG_DIR/.claude.json\""),
     ]));
     let quiet = [
         ("NO_COLOR", "1"),
@@ -182,6 +183,20 @@ fn registered_servers_start(podman: &Podman, root: &Utf8Path) {
 
 /// A lock whose hash does not match what the index serves installs nothing: the build
 /// fails at once, naming the servers and the package.
+/// Claude's main file (`.claude.json`: personal servers, project trust, the account)
+/// is kept in the mounted state folder, so a server added with `--scope local`, as aibox
+/// advises for personal servers, survives `down` and `up`.
+fn claude_state_survives_recreation(podman: &Podman, root: &Utf8Path) {
+    ok(aibox(podman, root).args([
+        "exec", "--", "claude", "mcp", "add", "--scope", "local", "keep-me", "--", "echo", "hi",
+    ]));
+    ok(aibox(podman, root).arg("down"));
+    ok(aibox(podman, root).arg("up"));
+    let out = ok(aibox(podman, root).args(["exec", "--", "claude", "mcp", "get", "keep-me"]));
+    assert!(out.contains("keep-me"), "{out}");
+    assert!(root.join(".aibox-home/.claude/.claude.json").is_file());
+}
+
 fn a_tampered_lock_fails_the_build(podman: &Podman, root: &Utf8Path) {
     let lock = fs_err::read_to_string(root.join("aibox.lock")).unwrap();
     let line = lock
@@ -281,6 +296,7 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
     }
     registered_servers_start(&podman, &root);
     mcp_check(&podman, &root);
+    claude_state_survives_recreation(&podman, &root);
     a_tampered_lock_fails_the_build(&podman, &root);
     ok(aibox(&podman, &root).arg("down"));
     drop(cleanup);
