@@ -31,6 +31,10 @@ pub fn cli_reference() -> String {
          otherwise null |\n\
          | `help` | how to fix it, or null |\n\
          | `related` | further problems found in the same run, each with the same fields |\n\n\
+         A result has the same keys on every run: what is absent is `null`, an empty list \
+         `[]`, so a script written against one run reads the next. One exception keeps a \
+         first install's report small: an entry of `apply`'s `files` has `backup` and `diff` \
+         only when the file has one.\n\n\
          `aibox exec` prints the command's own output; `config schema` is JSON in both modes.\n",
     );
     out

@@ -23,13 +23,11 @@ pub struct AddonRow {
     /// Verification kind.
     pub verification: String,
     /// The written exception of an unverified tool.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub exception: Option<String>,
     /// One line on what it is.
     pub summary: String,
     /// Why the project's image has it (`base`, `harness claude`, `processkit`, `addon`,
     /// `required`), or `None` when it does not.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub installed: Option<String>,
 }
 

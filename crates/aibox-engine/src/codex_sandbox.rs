@@ -72,10 +72,8 @@ pub struct SandboxReport {
     /// The probe that ran.
     pub probe: String,
     /// What the probe printed when it failed, or why it did not run.
-    #[serde(skip_serializing_if = "String::is_empty")]
     pub detail: String,
     /// How to make it work, when blocked.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
 }
 

@@ -129,18 +129,14 @@ pub struct UpReport {
     pub status: Status,
     /// One-line notices the user must see on every `up`, such as an active seccomp
     /// relaxation (a consent committed by someone else is not yours).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
     /// Folders the agent must write that the container user cannot (`/workspace`, its
     /// home, the harness folders), each with [`UNWRITABLE_FIX`] as the fix.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unwritable: Vec<String>,
     /// Whether Codex's sandbox can start in the container (probed when Codex is enabled).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub codex_sandbox: Option<crate::codex_sandbox::SandboxReport>,
     /// The `[container.lifecycle]` commands this `up` ran: `post_create_command` after
     /// the container was created, `post_start_command` after it was started.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ran: Vec<&'static str>,
 }
 

@@ -92,22 +92,16 @@ pub struct ServerCheck {
     /// Ok, failed or not checked.
     pub status: ServerStatus,
     /// The command it was started with (stdio), relative to `/workspace`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
     /// The deadline it had, in seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
     /// Why it failed or was not checked, one line.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// What to do about a failure.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
     /// Caveats: environment values the check did not pass, and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// The handshake's details (server info, tools, timing, stderr tail).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub probe: Option<McpProbe>,
 }
 
@@ -160,7 +154,6 @@ pub struct McpCheckReport {
     pub servers: Vec<ServerCheck>,
     /// Set when the processkit release is not resolved (not in the download cache): its
     /// servers are missing from `servers`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub not_resolved: Option<String>,
 }
 

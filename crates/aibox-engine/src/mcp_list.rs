@@ -21,11 +21,9 @@ pub struct McpList {
     pub servers: Vec<EffectiveServer>,
     /// The entries the user added by hand to the enabled harnesses' files (their
     /// harnesses load them; aibox leaves them alone).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hand_added: Vec<HandAdded>,
     /// Set when the processkit release is not resolved (not in the download cache): its
     /// servers are missing from `servers`. Says why and what to run.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub not_resolved: Option<String>,
 }
 

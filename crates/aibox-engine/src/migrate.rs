@@ -57,7 +57,6 @@ pub struct Migration {
     pub state: String,
     /// The version installed now (`none` without an install), given only for a stale
     /// migration: its `theirs` is a file of `to_version`, which is not installed.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub installed_version: Option<String>,
     /// Root-relative path of the document.
     pub document: String,
@@ -95,7 +94,6 @@ pub struct Listing {
     /// Pending and in-progress migrations, by id.
     pub migrations: Vec<Migration>,
     /// Documents that did not parse: (path, reason).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<(String, String)>,
 }
 
@@ -251,7 +249,6 @@ pub struct VersionAt {
     /// Whether it can be read now (and has the recorded digest).
     pub available: bool,
     /// Why not, when it is not.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
@@ -267,7 +264,6 @@ pub struct ConflictVersions {
     /// The previous release's version.
     pub base: VersionAt,
     /// Unified diff from ours to theirs (when both are text).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
 }
 
@@ -511,7 +507,6 @@ pub struct ResolveReport {
     /// Conflicts still open.
     pub remaining: Vec<String>,
     /// Where the document went once the migration was done.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub applied: Option<String>,
 }
 
@@ -699,7 +694,6 @@ pub struct UpgradeSummary {
     /// Files changed on both sides: the working file kept, the new version parked.
     pub conflicts: Vec<UpgradeConflict>,
     /// The migration document (root-relative), when one is written.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub migration_document: Option<String>,
 }
 
@@ -814,7 +808,6 @@ pub struct PendingMigration {
     /// Its open conflicts.
     pub open_conflicts: Vec<String>,
     /// The version installed now, when the migration was made for another (stale).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub installed_version: Option<String>,
     /// The version it was made for.
     #[serde(skip)]

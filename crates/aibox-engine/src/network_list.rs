@@ -17,18 +17,15 @@ pub struct NetworkList {
     /// `open`, `allowlist` or `none`.
     pub egress: &'static str,
     /// The proxy (`tinyproxy-bin <version>`) in `allowlist` mode.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<String>,
     /// The allowed hosts, sorted (empty unless `allowlist`).
     pub hosts: Vec<NetworkHost>,
     /// The registries only the image builds reach (not on the allowlist), sorted.
     pub build: Vec<NetworkHost>,
     /// The personal upstream proxy the egress proxy forwards through, if set.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_proxy: Option<String>,
     /// Why the processkit release could not be resolved offline (its skills' hosts are
     /// then missing from `hosts`; `aibox apply` downloads it).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub not_resolved: Option<String>,
 }
 

@@ -70,24 +70,18 @@ pub struct McpProbe {
     /// The server answered `initialize` (and `tools/list`, when it offers tools).
     pub ok: bool,
     /// What went wrong, as a kind; `None` when `ok`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<ProbeFailure>,
     /// What went wrong, one line (`exited with code 1 before answering initialize`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// `serverInfo.name` of the `initialize` answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
     /// `serverInfo.version` of the `initialize` answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub server_version: Option<String>,
     /// The protocol version the server chose.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
     /// Names of the tools `tools/list` returned, in its order.
     pub tools: Vec<String>,
     /// Milliseconds from the start of the process to the `initialize` answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub initialize_ms: Option<u64>,
     /// The last lines the server wrote to stderr (colour escapes removed).
     pub stderr_tail: Vec<String>,

@@ -1931,3 +1931,39 @@ fn skill_commands_warn_about_an_interrupted_apply() {
     let out = aibox(&dir, &["skill", "list"]);
     assert!(!text(&out).contains("interrupted"), "{}", text(&out));
 }
+
+/// A JSON result has the same keys on every run: what is absent is `null` or `[]`, not
+/// left out, so a script written against a quiet run reads one with warnings.
+#[test]
+fn json_results_keep_their_keys() {
+    let (_t, dir) = init_project("keys", "claude");
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = aibox(&dir, args);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
+    };
+    let apply = json(&["-o", "json", "apply"]);
+    for key in [
+        "warnings",
+        "upgrade",
+        "pending_migrations",
+        "removed_temp_files",
+    ] {
+        assert!(apply.get(key).is_some(), "apply has no `{key}`: {apply}");
+    }
+    assert_eq!(apply["warnings"], serde_json::json!([]), "{apply}");
+    assert!(apply["upgrade"].is_null(), "{apply}");
+    let network = json(&["-o", "json", "network", "list"]);
+    for key in ["proxy", "upstream_proxy", "not_resolved"] {
+        assert!(
+            network.get(key).is_some(),
+            "network list has no `{key}`: {network}"
+        );
+    }
+    let doctor = json(&["-o", "json", "doctor", "--no-update-check"]);
+    for check in doctor["checks"].as_array().unwrap() {
+        assert!(check.get("skipped_because").is_some(), "{check}");
+    }
+    for key in ["seccomp_posture", "codex_sandbox"] {
+        assert!(doctor.get(key).is_some(), "doctor has no `{key}`: {doctor}");
+    }
+}

@@ -66,7 +66,7 @@ fn the_example_pack_server_answers_initialize_and_lists_its_tools() {
     let json = serde_json::to_value(&probe).unwrap();
     assert_eq!(json["ok"], true);
     assert_eq!(json["tools"][0], "list_skills");
-    assert!(json.get("reason").is_none(), "{json}");
+    assert!(json["reason"].is_null(), "{json}");
 }
 
 /// What users see when a server's dependencies do not match: a traceback and exit 1.
