@@ -272,6 +272,10 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
     ))
     .unwrap();
     let cleanup = Cleanup::for_project(&podman, &status);
+    // A user's project belongs to the user, not to root (these tests run as root): the
+    // container user gets its IDs and can write the harness folders under `.aibox-home/`,
+    // where Claude keeps its state.
+    ok(Command::new("chown").args(["-R", "4242:4242", root.as_str()]));
 
     ok(aibox(&podman, &root).arg("up"));
     let catalog = Catalog::builtin().unwrap();
