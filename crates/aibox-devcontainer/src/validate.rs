@@ -157,6 +157,13 @@ fn dockerfile_local(text: &str) -> Result<(), DevcontainerError> {
             reason: "the last instruction ends with a line continuation `\\`",
         });
     }
+    if open_heredoc(text) {
+        return Err(DevcontainerError::DockerfileLocal {
+            reason: "a heredoc (`<<WORD` in `RUN`, `COPY` or `ADD`) is never closed: every \
+                     generated line after it, the `USER` line included, would become its text \
+                     (BuildKit); end it with a line holding only its word",
+        });
+    }
     if text
         .lines()
         .any(|l| l.trim_start().to_ascii_uppercase().starts_with("FROM "))
@@ -167,4 +174,58 @@ fn dockerfile_local(text: &str) -> Result<(), DevcontainerError> {
         });
     }
     Ok(())
+}
+
+/// Whether a `RUN`, `COPY` or `ADD` instruction opens a heredoc that no later line closes.
+/// As `BuildKit` reads them: a word `<<NAME` or `<<-NAME` (optionally quoted, `<<<` is
+/// not one) opens a heredoc, the lines after the instruction are its text until a line
+/// that is exactly `NAME` (with `<<-`, after leading tabs); several open in order.
+fn open_heredoc(text: &str) -> bool {
+    let mut pending: std::collections::VecDeque<(String, bool)> = std::collections::VecDeque::new();
+    let mut opens = false;
+    let mut continued = false;
+    for raw in text.lines() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if let Some((word, strip_tabs)) = pending.front() {
+            let candidate = if *strip_tabs {
+                line.trim_start_matches('\t')
+            } else {
+                line
+            };
+            if candidate == word {
+                pending.pop_front();
+            }
+            continue;
+        }
+        let t = line.trim();
+        if t.starts_with('#') || t.is_empty() {
+            continue;
+        }
+        if !continued {
+            let first = t.split_whitespace().next().unwrap_or("");
+            opens = ["RUN", "COPY", "ADD"]
+                .iter()
+                .any(|i| first.eq_ignore_ascii_case(i));
+        }
+        if opens {
+            pending.extend(t.split_whitespace().filter_map(heredoc_word));
+        }
+        continued = t.ends_with('\\');
+    }
+    !pending.is_empty()
+}
+
+/// The name a heredoc word opens (`<<EOT`, `2<<-"EOT"`) and whether `<<-` strips tabs.
+fn heredoc_word(word: &str) -> Option<(String, bool)> {
+    let rest = word.trim_start_matches(|c: char| c.is_ascii_digit());
+    let rest = rest.strip_prefix("<<")?;
+    let (rest, strip_tabs) = rest.strip_prefix('-').map_or((rest, false), |r| (r, true));
+    if rest.is_empty() || rest.contains('<') {
+        return None;
+    }
+    let name = ['"', '\'']
+        .iter()
+        .find_map(|q| rest.strip_prefix(*q).and_then(|r| r.strip_suffix(*q)))
+        .unwrap_or(rest);
+    (!name.is_empty()).then(|| (name.to_owned(), strip_tabs))
 }

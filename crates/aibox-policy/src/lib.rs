@@ -21,6 +21,7 @@ pub mod seccomp;
 pub mod secrets;
 
 mod finding;
+mod run_args;
 mod text;
 
 pub use aibox_config::hostpath::HostPath;

@@ -148,6 +148,34 @@ fn walk(v: &Value, path: &mut Vec<String>, out: &mut Vec<Leaf>) {
                 path.pop();
             }
         }
+        Value::Array(items)
+            if path
+                .last()
+                .is_some_and(|k| k.eq_ignore_ascii_case("runArgs")) =>
+        {
+            // Engine arguments: the environment they set (`-e K=V`, `-eK=V`, `--env=K=V`,
+            // read as the engine reads them), judged like Compose's `environment`.
+            // Credential formats elsewhere in them are found by the line scan.
+            let args: Vec<String> = items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            for opt in crate::run_args::parse(&args) {
+                if opt.name == "env"
+                    && let Some((k, val)) = opt.value().split_once('=')
+                    && is_identifier(k)
+                {
+                    let mut p = path.clone();
+                    p.extend(["env".to_owned(), k.to_owned()]);
+                    out.push(Leaf {
+                        path: p,
+                        value: val.to_owned(),
+                        joined: false,
+                    });
+                }
+            }
+        }
         Value::Array(items) => {
             // `["--api-key", "VALUE"]`: a flag and its value are two items.
             let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();

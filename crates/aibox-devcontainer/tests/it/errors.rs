@@ -188,10 +188,34 @@ fn dockerfile_local_that_would_break_the_dockerfile_is_refused() {
         msg.contains("dockerfile_local") && msg.contains("FROM"),
         "{msg}"
     );
-    // A commented-out continuation or FROM is fine.
+    // An open heredoc would take the generated `USER` line as its text under BuildKit.
+    for open in [
+        "RUN <<EOT\necho hi\n",
+        "RUN <<-EOT bash\necho hi\n  EOT\n",
+        "COPY <<A <<\"B\" /x/\na\nA\nb\n",
+        "run python3 <<'EOF'\nprint(1)\n",
+    ] {
+        let msg = err_with(&config, &local, |i| i.dockerfile_local = Some(open));
+        assert!(
+            msg.contains("dockerfile_local") && msg.contains("heredoc"),
+            "{open:?}: {msg}"
+        );
+    }
+    // A commented-out continuation or FROM is fine, and so are closed heredocs and a
+    // shell here-string.
     let mut inputs = Inputs::new(&config, &local, "0.1.0");
     inputs.dockerfile_local = Some("# FROM x\n# RUN a \\\nRUN true\n");
     render(&inputs).unwrap();
+    for closed in [
+        "RUN <<EOT\necho hi\nEOT\n",
+        "RUN <<-EOT\n\techo hi\n\tEOT\nRUN cat <<<word\n",
+        "COPY <<A <<\"B\" /x/\na\nA\nb\nB\n",
+        "# RUN <<EOT\nRUN echo '<<'\n",
+    ] {
+        let mut inputs = Inputs::new(&config, &local, "0.1.0");
+        inputs.dockerfile_local = Some(closed);
+        render(&inputs).unwrap_or_else(|e| panic!("{closed:?}: {e}"));
+    }
 }
 
 #[test]

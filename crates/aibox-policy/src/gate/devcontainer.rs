@@ -12,6 +12,8 @@ use super::mounts::{
 use super::{Ctx, json_strings, json_truthy, str_truthy, unparsable};
 use crate::compose::{ComposeSources, NoSources, dir_of, join_project};
 use crate::finding::{Consent, Finding, Severity};
+use crate::run_args;
+use crate::secrets::{TextKind, scan_secrets};
 use crate::text::{line_of, parse_jsonc};
 
 /// Local devcontainer features (`"./name"`, relative to the configuration's folder) bring
@@ -57,7 +59,10 @@ pub(super) fn check_local_features(
         // The metadata uses the `devcontainer.json` key names.
         match pass {
             Pass::Traverse => visit_devcontainer(&path, &text, sources),
-            Pass::Judge => out.extend(devcontainer_findings(&path, &text, consent, sources)),
+            Pass::Judge => {
+                out.extend(devcontainer_findings(&path, &text, consent, sources));
+                out.extend(scan_secrets(&path, &text, TextKind::Json));
+            }
         }
     }
     out
@@ -234,14 +239,19 @@ pub(super) fn visit_devcontainer(file: &str, jsonc_text: &str, sources: &dyn Com
     for opt in json_strings(doc.get("securityOpt")) {
         visit_security_opt(sources, root, &opt);
     }
-    for (flag, value) in run_arg_pairs(&json_strings(doc.get("runArgs"))) {
-        let mount = match flag.as_str() {
-            "--security-opt" => {
-                visit_security_opt(sources, root, &value);
+    for opt in run_args::parse(&json_strings(doc.get("runArgs"))) {
+        let value = opt.value();
+        let mount = match opt.name.as_str() {
+            "security-opt" => {
+                visit_security_opt(sources, root, value);
                 None
             }
-            "-v" | "--volume" => parse_short_volume(&value),
-            "--mount" => parse_mount_spec(&value),
+            "env-file" => {
+                visit_host_read(sources, root, value);
+                None
+            }
+            "volume" => parse_short_volume(value),
+            "mount" => parse_mount_spec(value),
             _ => None,
         };
         if let Some(m) = mount {
@@ -296,31 +306,79 @@ fn check_feature(ctx: &Ctx<'_>, id: &str, out: &mut Vec<Finding>) {
         _ => {}
     }
     // A remote feature's metadata (`devcontainer-feature.json`: `privileged`, `capAdd`,
-    // `mounts`, …) is fetched when the container is built; the gate cannot read it.
+    // `mounts`, …) is fetched when the container is built; the gate cannot read it. The
+    // consent names the version (or digest) whose metadata was read: another version may
+    // ask for more, so it is refused again.
     if !id.starts_with("./") && !id.starts_with("../") {
-        let base = id.split('@').next().unwrap_or(id);
-        let base = match base.rsplit_once(':') {
-            Some((b, tag)) if !tag.contains('/') => b,
-            _ => base,
-        };
-        let f = Finding::new(
+        remote_feature(ctx, id, line, out);
+    }
+}
+
+/// A feature from a registry: refused until consent names it with its version.
+fn remote_feature(ctx: &Ctx<'_>, id: &str, line: Option<usize>, out: &mut Vec<Finding>) {
+    let base = id.split('@').next().unwrap_or(id);
+    let base = match base.rsplit_once(':') {
+        Some((b, tag)) if !tag.contains('/') => b,
+        _ => base,
+    };
+    let message = format!(
+        "devcontainer feature `{id}` brings container options from a registry (its \
+         `devcontainer-feature.json` may ask for privileged mode, capabilities or mounts), \
+         which the gate cannot read"
+    );
+    let option = format!("feature:{id}");
+    if feature_unpinned(id) {
+        // No version: whatever the registry serves next time, so no consent covers it.
+        let mut f = Finding::new(
+            "aibox::policy::remote_feature",
+            Severity::Error,
+            ctx.file,
+            format!("{message}; it names no version, so no consent can say which one was read"),
+            format!(
+                "install the tool in `.devcontainer/Dockerfile.local` instead, or pin the \
+                 feature (`{base}:1.2.3` or `{base}@sha256:<digest>`), read that version's \
+                 metadata and record the consent with a `[[security.exceptions]]` entry \
+                 `option = \"feature:{base}:<version>\"`"
+            ),
+        )
+        .at(line);
+        f.option = Some(option);
+        out.push(f);
+        return;
+    }
+    let unversioned = format!("feature:{base}");
+    let f = if ctx.consent.exception(&option).is_none()
+        && ctx.consent.exception(&unversioned).is_some()
+    {
+        Finding::new(
             "aibox::policy::remote_feature",
             Severity::Error,
             ctx.file,
             format!(
-                "devcontainer feature `{id}` brings container options from a registry (its \
-                 `devcontainer-feature.json` may ask for privileged mode, capabilities or \
-                 mounts), which the gate cannot read"
+                "{message}; the `[[security.exceptions]]` entry `{unversioned}` names no \
+                 version, so it no longer counts as consent to `{id}`"
             ),
             format!(
-                "install the tool in `.devcontainer/Dockerfile.local` instead, or read the \
-                 feature's metadata and record the consent with a `[[security.exceptions]]` \
-                 entry `option = \"feature:{base}\"`"
+                "read the metadata of `{id}` and change the entry to `option = \"{option}\"` \
+                 (consent now names the version or digest it was given for)"
             ),
         )
-        .at(line);
-        ctx.push(true, &format!("feature:{base}"), f, out);
+    } else {
+        Finding::new(
+            "aibox::policy::remote_feature",
+            Severity::Error,
+            ctx.file,
+            message,
+            format!(
+                "install the tool in `.devcontainer/Dockerfile.local` instead, or read the \
+                 metadata of this version and record the consent with a \
+                 `[[security.exceptions]]` entry `option = \"{option}\"` (another version \
+                 needs its own)"
+            ),
+        )
     }
+    .at(line);
+    ctx.push(true, &option, f, out);
 }
 
 fn feature_unpinned(id: &str) -> bool {
@@ -346,78 +404,42 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
     out
 }
 
-/// `docker run`-style arguments as (flag, value) pairs (`--flag=value`, `--flag value`;
-/// an empty value for a flag that takes none).
-fn run_arg_pairs(args: &[String]) -> Vec<(String, String)> {
-    let mut pairs = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].trim();
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (arg, None),
-        };
-        let takes_value = matches!(
-            flag,
-            "--cap-add"
-                | "--security-opt"
-                | "--network"
-                | "--net"
-                | "--pid"
-                | "--ipc"
-                | "--uts"
-                | "--userns"
-                | "--cgroupns"
-                | "-v"
-                | "--volume"
-                | "--mount"
-                | "--device"
-                | "--device-cgroup-rule"
-                | "--sysctl"
-                | "-u"
-                | "--user"
-        );
-        let value = if takes_value && inline.is_none() {
-            i += 1;
-            args.get(i).map(|s| s.trim().to_owned())
-        } else {
-            inline
-        };
-        i += 1;
-        pairs.push((flag.to_owned(), value.unwrap_or_default()));
-    }
-    pairs
-}
-
 fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
     let text = ctx.text;
-    for (flag, value) in run_arg_pairs(args) {
-        match flag.as_str() {
-            "--privileged" if value.is_empty() || str_truthy(&value) => {
+    for opt in run_args::parse(args) {
+        let value = opt.value();
+        match opt.name.as_str() {
+            "privileged" if opt.value.is_none() || str_truthy(value) => {
                 ctx.privileged(line_of(text, "--privileged"), out);
             }
-            "--cap-add" => ctx.cap(&value, out),
-            "--security-opt" => ctx.security_opt(&value, out),
-            "--network" | "--net" => ctx.namespace("network_mode", &value, out),
-            "--pid" => ctx.namespace("pid", &value, out),
-            "--ipc" => ctx.namespace("ipc", &value, out),
-            "--uts" => ctx.namespace("uts", &value, out),
-            "--userns" => ctx.namespace("userns_mode", &value, out),
-            "--cgroupns" => ctx.namespace("cgroup", &value, out),
-            "-v" | "--volume" => {
-                if let Some(m) = parse_short_volume(&value) {
+            "cap-add" => ctx.cap(value, out),
+            "security-opt" => ctx.security_opt(value, out),
+            "network" => ctx.namespace("network_mode", value, out),
+            "pid" => ctx.namespace("pid", value, out),
+            "ipc" => ctx.namespace("ipc", value, out),
+            "uts" => ctx.namespace("uts", value, out),
+            "userns" => ctx.namespace("userns_mode", value, out),
+            "cgroupns" => ctx.namespace("cgroup", value, out),
+            "volume" => {
+                if let Some(m) = parse_short_volume(value) {
                     ctx.mount(&m, out);
                 }
             }
-            "--mount" => {
-                if let Some(m) = parse_mount_spec(&value) {
+            "mount" => {
+                if let Some(m) = parse_mount_spec(value) {
                     ctx.mount(&m, out);
                 }
             }
-            "--device" => ctx.device("--device", &value, out),
-            "--device-cgroup-rule" => ctx.device_rule(&value, out),
-            "--sysctl" => ctx.sysctl(value.split('=').next().unwrap_or(&value), out),
-            "-u" | "--user" => ctx.user(&value, out),
+            "device" => ctx.device("--device", value, out),
+            "device-cgroup-rule" => ctx.device_rule(value, out),
+            "sysctl" => ctx.sysctl(value.split('=').next().unwrap_or(value), out),
+            "user" => ctx.user(value, out),
+            "env-file" => ctx.host_read("--env-file", value, out),
+            "volumes-from" => ctx.volumes_from("`--volumes-from`", value, out),
+            "log-opt" => {
+                let (key, v) = value.split_once('=').unwrap_or((value, ""));
+                ctx.log_option("--log-opt", key, v, out);
+            }
             _ => {}
         }
     }

@@ -444,10 +444,11 @@ pub(super) fn linked_file(
 /// `None` for URLs, `service:`/`docker-image:` contexts and unresolvable variables.
 fn host_read_path(raw: &str) -> Option<String> {
     let raw = raw.trim();
-    if raw.is_empty() || raw.contains("://") || raw.starts_with("git@") || raw.contains(':') {
+    if raw.is_empty() || raw.contains("://") || raw.starts_with("git@") {
         return None;
     }
-    resolve_source(raw)
+    // `${localEnv:HOME}` and `${VAR:-/path}` hold a `:` until they are resolved.
+    resolve_source(raw).filter(|p| !p.contains(':'))
 }
 
 /// Whether a resolved relative path leaves the project from the folder `dir` (absolute
@@ -521,6 +522,64 @@ pub(super) fn visit_host_read(sources: &dyn ComposeSources, dir: Option<&str>, r
 }
 
 impl Ctx<'_> {
+    /// `volumes_from` / `--volumes-from` naming a container: every volume of something
+    /// outside the project, which the gate cannot see. `who` names the asker.
+    pub(super) fn volumes_from(&self, who: &str, container: &str, out: &mut Vec<Finding>) {
+        let container = container.trim();
+        if container.is_empty() {
+            return;
+        }
+        let f = Finding::new(
+            "aibox::policy::volumes_from_container",
+            Severity::Error,
+            self.file,
+            format!(
+                "{who} takes every volume of the container `{container}`, which is not part of \
+                 this project: the gate cannot tell what it mounts"
+            ),
+            "mount what you need explicitly, or record the consent with a \
+             `[[security.exceptions]]` entry `option = \"volumes_from:container\"`",
+        )
+        .at(line_of(self.text, "volumes_from").or_else(|| line_of(self.text, container)));
+        self.push(true, "volumes_from:container", f, out);
+    }
+
+    /// One logging option (`logging.options`, `--log-opt`). A `path` (the `k8s-file` and
+    /// Podman `json-file` drivers) or any option naming a host file or socket makes the
+    /// engine write the container's output on the host, with the engine's rights, where
+    /// the configuration chose; what runs in the container decides what is written.
+    pub(super) fn log_option(&self, what: &str, key: &str, value: &str, out: &mut Vec<Finding>) {
+        let key = key.trim();
+        let value = value.trim();
+        let lower = value.to_ascii_lowercase();
+        let host_target = key.eq_ignore_ascii_case("path")
+            || ["unix://", "unixgram://", "file://"]
+                .iter()
+                .any(|s| lower.starts_with(s))
+            || resolve_source(value).is_some_and(|p| p.starts_with(['/', '~']));
+        if !host_target {
+            return;
+        }
+        let option = format!("logging:{}", key.to_ascii_lowercase());
+        let f = Finding::new(
+            "aibox::policy::log_path",
+            Severity::Error,
+            self.file,
+            format!(
+                "`{what}` `{key}={value}` makes the engine write the container's output to a \
+                 host path, outside the container and the project, with the engine's rights; \
+                 whatever runs in the container chooses what is written there"
+            ),
+            format!(
+                "remove the option: the engine keeps the log in its own storage (`podman logs`, \
+                 `docker logs`); to keep it, record the consent with a `[[security.exceptions]]` \
+                 entry `option = \"{option}\"`"
+            ),
+        )
+        .at(line_of(self.text, value).or_else(|| line_of(self.text, key)));
+        self.push(true, &option, f, out);
+    }
+
     /// A host path whose content Compose copies into the container or the image
     /// (`env_file`, `configs`, `secrets`, build contexts): refused when it is a sensitive
     /// system path, a home or credential location, or outside the project.

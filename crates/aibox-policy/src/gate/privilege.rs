@@ -99,6 +99,44 @@ const NARROW_CAPS: [&str; 19] = [
     "WAKE_ALARM",
 ];
 
+/// Whether a rootless network mode maps the host's loopback into the container:
+/// `slirp4netns:allow_host_loopback=true`, or `pasta` with `--map-gw`,
+/// `--map-host-loopback`, or ports forwarded from the container to the host's loopback
+/// (`-T`/`--tcp-ns`, `-U`/`--udp-ns` other than `none`). Options are comma-separated.
+fn opens_host_loopback(value: &str) -> bool {
+    let (mode, opts) = value.split_once(':').unwrap_or((value, ""));
+    if mode.eq_ignore_ascii_case("slirp4netns") {
+        return opts.split(',').any(|o| {
+            o.split_once('=').is_some_and(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("allow_host_loopback") && super::str_truthy(v)
+            })
+        });
+    }
+    if !mode.eq_ignore_ascii_case("pasta") {
+        return false;
+    }
+    // pasta's options are case-sensitive (`-t` forwards into the container, `-T` out).
+    let words: Vec<&str> = opts.split(',').map(str::trim).collect();
+    words.iter().enumerate().any(|(i, word)| {
+        let next = || words.get(i + 1).copied();
+        let given = |v: Option<&str>| v.is_some_and(|v| !v.eq_ignore_ascii_case("none"));
+        let (flag, inline) = word
+            .split_once('=')
+            .map_or((*word, None), |(f, v)| (f, Some(v)));
+        match flag {
+            "--map-gw" => true,
+            "--map-host-loopback" | "--tcp-ns" | "--udp-ns" => given(inline.or_else(next)),
+            // `-T 5432`, `-T5432`, `-U=53`.
+            _ => ["-T", "-U"].iter().any(|short| {
+                word.strip_prefix(short).is_some_and(|rest| {
+                    let rest = rest.strip_prefix('=').unwrap_or(rest);
+                    given(if rest.is_empty() { next() } else { Some(rest) })
+                })
+            }),
+        }
+    })
+}
+
 /// How to keep root, named in every root finding.
 const ROOT_REMEDY: &str = "run as the unprivileged user aibox creates (the default `aibox`, uid \
      1000); to keep root, record the consent in aibox.toml as `[[security.exceptions]] option = \
@@ -213,28 +251,37 @@ impl Ctx<'_> {
 
     pub(super) fn namespace(&self, key: &str, value: &str, out: &mut Vec<Finding>) {
         let value = value.trim();
+        let what = key.trim_end_matches("_mode").trim_start_matches("build.");
         let host = value.eq_ignore_ascii_case("host");
-        let container = key == "network_mode" && value.starts_with("container:");
+        // Another container's namespace: one outside the project, whatever it holds
+        // (`service:<name>` stays inside the project and is allowed).
+        let container =
+            matches!(key, "network_mode" | "pid" | "ipc") && value.starts_with("container:");
         // Podman joins any namespace by path (`ns:/proc/1/ns/net`): on a rootful engine,
         // the host's.
         let by_path = value
             .get(..3)
             .is_some_and(|p| p.eq_ignore_ascii_case("ns:"));
-        if !host && !container && !by_path {
+        let loopback = what == "network" && opens_host_loopback(value);
+        if !host && !container && !by_path && !loopback {
             return;
         }
-        let what = key.trim_end_matches("_mode").trim_start_matches("build.");
         let option = if container {
-            "network_mode:container".to_owned()
+            format!("{key}:container")
         } else if by_path {
             format!("{key}:ns")
+        } else if loopback {
+            format!("{key}:host_loopback")
         } else {
             format!("{key}:host")
         };
-        let f = Finding::new(
-            "aibox::policy::host_namespace",
-            Severity::Error,
-            self.file,
+        let message = if loopback {
+            format!(
+                "`{key}: {value}` lets the container reach the host's loopback address, where \
+                 the host keeps what it shares with no one (databases, development servers, a \
+                 container engine's API on TCP)"
+            )
+        } else {
             format!(
                 "`{key}: {value}` shares the {} {what} namespace with the container",
                 if container {
@@ -244,12 +291,25 @@ impl Ctx<'_> {
                 } else {
                     "host's"
                 }
-            ),
-            if what == "network" {
+            )
+        };
+        let f = Finding::new(
+            "aibox::policy::host_namespace",
+            Severity::Error,
+            self.file,
+            message,
+            if loopback {
+                format!(
+                    "drop the host loopback option and reach host services by the host's \
+                     network address; to keep it, record the consent with a \
+                     `[[security.exceptions]]` entry `option = \"{option}\"`"
+                )
+            } else if what == "network" {
                 "remove it; for egress control route traffic through a proxy service \
                  (`network_mode: service:<proxy>` is allowed)"
+                    .to_owned()
             } else {
-                "remove it; the container keeps its own namespace by default"
+                "remove it; the container keeps its own namespace by default".to_owned()
             },
         )
         .at(line_of_all(

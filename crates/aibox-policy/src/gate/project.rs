@@ -28,7 +28,7 @@ pub fn check_compose(file: &str, yaml_text: &str, consent: &Consent) -> Vec<Find
 
 /// Service keys whose values the gate judges: a variable in any of them could turn a
 /// harmless file into a dangerous one at run time (the shell overrides `.env` and defaults).
-const GUARDED_KEYS: [&str; 25] = [
+const GUARDED_KEYS: [&str; 29] = [
     "networks",
     "privileged",
     "cap_add",
@@ -54,6 +54,10 @@ const GUARDED_KEYS: [&str; 25] = [
     "group_add",
     "configs",
     "secrets",
+    "logging",
+    "post_start",
+    "pre_stop",
+    "provider",
 ];
 
 /// Variables whose value the gate knows: the user's home stays the home.

@@ -42,29 +42,15 @@ pub(super) fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec
     if let Some(from) = svc.get("volumes_from") {
         for source in yaml_strings(from) {
             if let Some(container) = source.strip_prefix("container:") {
-                let f = Finding::new(
-                    "aibox::policy::volumes_from_container",
-                    Severity::Error,
-                    ctx.file,
-                    format!(
-                        "service `{name}` takes every volume of the container `{container}`, \
-                         which is not part of this project: the gate cannot tell what it mounts"
-                    ),
-                    "mount what you need explicitly, or record the consent with a \
-                     `[[security.exceptions]]` entry `option = \"volumes_from:container\"`",
-                )
-                .at(line_of(ctx.text, "volumes_from"));
-                ctx.push(true, "volumes_from:container", f, out);
+                ctx.volumes_from(&format!("service `{name}`"), container, out);
             }
         }
     }
+    check_logging(ctx, svc, out);
     if let Some(user) = svc.get("user") {
-        let user = match user {
-            Yaml::Number(n) => n.to_string(),
-            other => other.as_str().unwrap_or("").to_owned(),
-        };
-        ctx.user(&user, out);
+        ctx.user(&yaml_user(user), out);
     }
+    check_newer_keys(ctx, name, svc, out);
     if svc.get("use_api_socket").is_some_and(yaml_truthy) {
         let f = Finding::new(
             "aibox::policy::engine_socket",
@@ -93,6 +79,80 @@ pub(super) fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec
     }
     for m in service_mounts(svc) {
         ctx.mount(&m, out);
+    }
+}
+
+/// A `user:` as Compose reads it (`0` may be a number).
+fn yaml_user(user: &Yaml) -> String {
+    match user {
+        Yaml::Number(n) => n.to_string(),
+        other => other.as_str().unwrap_or("").to_owned(),
+    }
+}
+
+/// `logging.options` of a service: an option naming a host path is a host write.
+fn check_logging(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
+    if let Some(options) = svc
+        .get("logging")
+        .and_then(|l| l.get("options"))
+        .and_then(Yaml::as_mapping)
+    {
+        for (key, value) in options {
+            let value = match value {
+                Yaml::String(s) => s.clone(),
+                Yaml::Number(n) => n.to_string(),
+                Yaml::Bool(b) => b.to_string(),
+                _ => String::new(),
+            };
+            ctx.log_option("logging.options", key.as_str().unwrap_or(""), &value, out);
+        }
+    }
+}
+
+/// Keys of Compose versions newer than the ones installed here, which another machine's
+/// Compose runs: lifecycle hooks and provider services.
+fn check_newer_keys(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding>) {
+    // Lifecycle hooks (Compose 2.30) run as an exec in the container with their own
+    // `privileged` and `user`: judged like the service's.
+    for hook in ["post_start", "pre_stop"] {
+        for h in svc
+            .get(hook)
+            .and_then(Yaml::as_sequence)
+            .into_iter()
+            .flatten()
+        {
+            if h.get("privileged").is_some_and(yaml_truthy) {
+                ctx.privileged(line_of_all(ctx.text, &["privileged"]), out);
+            }
+            if let Some(user) = h.get("user") {
+                ctx.user(&yaml_user(user), out);
+            }
+        }
+    }
+    if let Some(provider) = svc.get("provider") {
+        let kind = provider
+            .get("type")
+            .and_then(Yaml::as_str)
+            .unwrap_or("")
+            .trim();
+        let shown = aibox_config::bounded(kind, 128);
+        let option = format!("provider:{kind}");
+        let f = Finding::new(
+            "aibox::policy::provider_service",
+            Severity::Error,
+            ctx.file,
+            format!(
+                "service `{name}` is a `provider` service (`type: {shown}`): Compose runs the \
+                 host program `docker-{shown}` (or a plugin of that name) on the host, outside \
+                 any container"
+            ),
+            format!(
+                "remove `provider` and run the dependency as a container service; to keep it, \
+                 record the consent with a `[[security.exceptions]]` entry `option = \"{option}\"`"
+            ),
+        )
+        .at(line_of(ctx.text, "provider"));
+        ctx.push(true, &option, f, out);
     }
 }
 

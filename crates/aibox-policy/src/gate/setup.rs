@@ -10,6 +10,7 @@ use super::project::{compose_project, literal_path};
 use super::{DEVCONTAINER_PATH, GateInputs, Pass, json_strings};
 use crate::compose::{ComposeSources, dir_of, join_project};
 use crate::finding::{Consent, Finding, Severity};
+use crate::secrets::{TextKind, scan_secrets};
 use crate::text::{line_of, parse_jsonc};
 
 /// The Compose files of a project as `aibox up` and the devcontainer CLI hand them to
@@ -53,7 +54,7 @@ pub(super) fn compose_setup(
         if let Some(text) = &devcontainer {
             match pass {
                 Pass::Traverse => visit_devcontainer(&config, text, sources),
-                Pass::Judge => out.extend(devcontainer_findings(&config, text, consent, sources)),
+                Pass::Judge => out.extend(judge_config(&config, text, consent, sources)),
             }
             out.extend(check_local_features(&config, text, sources, consent, pass));
         }
@@ -136,6 +137,22 @@ pub(super) fn compose_setup(
         seen.push(key);
         new
     });
+    out
+}
+
+/// The rules over one dev container configuration. It is a committed file: literal
+/// secrets are refused as in Compose files. The generated configuration is scanned with
+/// the plan's files (and doctor's secret check), so it is not reported twice.
+fn judge_config(
+    config: &str,
+    text: &str,
+    consent: &Consent,
+    sources: &dyn ComposeSources,
+) -> Vec<Finding> {
+    let mut out = devcontainer_findings(config, text, consent, sources);
+    if config != DEVCONTAINER_PATH {
+        out.extend(scan_secrets(config, text, TextKind::Json));
+    }
     out
 }
 

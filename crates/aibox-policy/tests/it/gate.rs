@@ -753,10 +753,11 @@ fn safe_files_pass() {
     let json = devcontainer(
         "\"dockerComposeFile\": [\"docker-compose.yml\"], \"features\": {\"ghcr.io/devcontainers/features/node:1\": {}}, \"remoteEnv\": {\"TOKEN\": \"${localEnv:TOKEN}\"}",
     );
-    // A remote feature is accepted once consent names it (its metadata is remote).
+    // A remote feature is accepted once consent names it with the version whose
+    // metadata was read (the metadata is remote).
     let consent = Consent {
         exceptions: vec![SecurityException {
-            option: "feature:ghcr.io/devcontainers/features/node".to_owned(),
+            option: "feature:ghcr.io/devcontainers/features/node:1".to_owned(),
             reason: "read its devcontainer-feature.json: no container options".to_owned(),
         }],
         ..Consent::default()
@@ -1180,4 +1181,162 @@ fn include_project_directory_moves_relative_paths() {
     // And from the project root, `..` is the project's parent.
     let parent = judge(&files("..", ".."));
     assert!(has_errors(&parent), "{parent:#?}");
+}
+
+/// Rootless network modes that map the host's loopback into the container are refused
+/// like host networking; another container's PID or IPC namespace like its network.
+#[test]
+fn host_loopback_and_other_containers_namespaces_are_refused() {
+    let cases: &[(&str, &[&str], &str)] = &[
+        (
+            "    network_mode: \"slirp4netns:allow_host_loopback=true\"\n",
+            &["--network=slirp4netns:allow_host_loopback=true"],
+            "network_mode:host_loopback",
+        ),
+        (
+            "    network_mode: \"slirp4netns:port_handler=slirp4netns,allow_host_loopback=yes\"\n",
+            &["--net", "slirp4netns:mtu=1500,allow_host_loopback=true"],
+            "network_mode:host_loopback",
+        ),
+        (
+            "    network_mode: \"pasta:--map-host-loopback,169.254.1.3\"\n",
+            &["--network", "pasta:--map-gw"],
+            "network_mode:host_loopback",
+        ),
+        (
+            "    network_mode: \"pasta:-T,5432\"\n",
+            &["--network=pasta:--tcp-ns,5432"],
+            "network_mode:host_loopback",
+        ),
+        (
+            "    pid: \"container:other\"\n",
+            &["--pid=container:other"],
+            "pid:container",
+        ),
+        (
+            "    ipc: container:other\n",
+            &["--ipc", "container:other"],
+            "ipc:container",
+        ),
+    ];
+    for (yaml, run_args, option) in cases {
+        let text = compose(yaml);
+        let found = check_compose(OVERRIDE, &text, &Consent::default());
+        let refused = errors_with(&found, "aibox::policy::host_namespace");
+        assert!(!refused.is_empty(), "{yaml}: {found:#?}");
+        assert_eq!(refused[0].option.as_deref(), Some(*option), "{yaml}");
+        assert!(!has_errors(&check_compose(
+            OVERRIDE,
+            &text,
+            &with_exception(option)
+        )));
+        let args: Vec<String> = run_args.iter().map(|s| (*s).to_owned()).collect();
+        let found = check_run_args(DEVCONTAINER, "", &args, &Consent::default());
+        assert!(
+            !errors_with(&found, "aibox::policy::host_namespace").is_empty(),
+            "{run_args:?}: {found:#?}"
+        );
+    }
+    // Loopback stays closed, a service of the project is the project's.
+    for yaml in [
+        "    network_mode: \"slirp4netns:allow_host_loopback=false\"\n",
+        "    network_mode: \"pasta:-t,8080,-T,none,--no-map-gw\"\n",
+        "    network_mode: slirp4netns\n",
+        "    pid: service:proxy\n    ipc: shareable\n",
+    ] {
+        let found = check_compose(OVERRIDE, &compose(yaml), &Consent::default());
+        assert!(!has_errors(&found), "{yaml}: {found:#?}");
+    }
+}
+
+/// Consent to a registry feature names the version (or digest) whose metadata was read.
+#[test]
+fn feature_consent_names_the_version_reviewed() {
+    let feature = |id: &str| devcontainer(&format!("\"features\": {{\"{id}\": {{}}}}"));
+    let judged = |id: &str, option: &str| {
+        check_devcontainer_json(DEVCONTAINER, &feature(id), &with_exception(option))
+    };
+    let refused =
+        |found: &[Finding]| !errors_with(found, "aibox::policy::remote_feature").is_empty();
+    // The reviewed version passes (as a visible warning), another does not.
+    let reviewed = "feature:ghcr.io/acme/feat:1.2.0";
+    assert!(!refused(&judged("ghcr.io/acme/feat:1.2.0", reviewed)));
+    for other in [
+        "ghcr.io/acme/feat:2",
+        "ghcr.io/acme/feat:latest",
+        "ghcr.io/acme/feat",
+        "ghcr.io/acme/feat@sha256:0123abcd",
+    ] {
+        assert!(refused(&judged(other, reviewed)), "{other}");
+    }
+    let digest = "ghcr.io/acme/feat@sha256:0123abcd";
+    assert!(!refused(&judged(digest, &format!("feature:{digest}"))));
+    // An exception without a version (the old form) is consent to nothing, and says so.
+    let found = judged("ghcr.io/acme/feat:1.2.0", "feature:ghcr.io/acme/feat");
+    let errors = errors_with(&found, "aibox::policy::remote_feature");
+    assert_eq!(errors.len(), 1, "{found:#?}");
+    assert!(
+        errors[0].message.contains("names no version")
+            && errors[0]
+                .remedy
+                .contains("option = \"feature:ghcr.io/acme/feat:1.2.0\""),
+        "{}",
+        errors[0]
+    );
+    // An unpinned feature cannot be consented to: pin it first.
+    let found = judged("ghcr.io/acme/feat", "feature:ghcr.io/acme/feat");
+    let errors = errors_with(&found, "aibox::policy::remote_feature");
+    assert!(
+        errors.len() == 1 && errors[0].remedy.contains("pin the feature"),
+        "{found:#?}"
+    );
+}
+
+/// Compose keys newer than the installed Compose still count: a lifecycle hook's
+/// privileges and a provider service (a program Compose runs on the host).
+#[test]
+fn compose_hooks_and_provider_services_are_judged() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "    post_start:\n      - command: ./setup.sh\n        privileged: true\n",
+            "aibox::policy::privileged",
+            "privileged",
+        ),
+        (
+            "    pre_stop:\n      - command: [\"sh\", \"-c\", \"x\"]\n        user: root\n",
+            "aibox::policy::root_user",
+            "user:root",
+        ),
+        (
+            "    post_start:\n      - command: x\n        user: 0\n",
+            "aibox::policy::root_user",
+            "user:root",
+        ),
+    ];
+    for (yaml, code, option) in cases {
+        let text = compose(yaml);
+        let found = check_compose(OVERRIDE, &text, &Consent::default());
+        assert!(!errors_with(&found, code).is_empty(), "{yaml}: {found:#?}");
+        assert!(!has_errors(&check_compose(
+            OVERRIDE,
+            &text,
+            &with_exception(option)
+        )));
+    }
+    let provider = "services:\n  dev:\n    image: localhost/demo:1\n  ai:\n    provider:\n      type: model\n      options:\n        model: ai/smollm2\n";
+    let found = check_compose(OVERRIDE, provider, &Consent::default());
+    let errors = errors_with(&found, "aibox::policy::provider_service");
+    assert_eq!(errors.len(), 1, "{found:#?}");
+    assert_eq!(errors[0].line, Some(5));
+    assert!(errors[0].remedy.contains("provider:model"));
+    assert!(!has_errors(&check_compose(
+        OVERRIDE,
+        provider,
+        &with_exception("provider:model")
+    )));
+    let harmless = compose("    post_start:\n      - command: ./setup.sh\n        user: aibox\n");
+    assert_eq!(
+        check_compose(OVERRIDE, &harmless, &Consent::default()),
+        vec![]
+    );
 }

@@ -11,5 +11,6 @@ mod gate;
 mod gate_inputs;
 mod links;
 mod redact;
+mod run_args;
 mod seccomp;
 mod secrets;
