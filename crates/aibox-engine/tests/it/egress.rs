@@ -271,6 +271,55 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
     );
 }
 
+/// A Compose file that another dev container configuration names is run by the editor
+/// just like aibox's own: the same bypasses in it are refused with the same options.
+#[test]
+fn the_gate_refuses_bypasses_in_another_configurations_compose_file() {
+    let cases = [
+        (
+            "services:\n  eg:\n    networks:\n      - aibox-egress\n",
+            "egress:network:aibox-egress",
+        ),
+        (
+            "services:\n  eg:\n    network_mode: bridge\n",
+            "egress:network_mode:bridge",
+        ),
+        (
+            "networks:\n  aibox-internal:\n    internal: false\n",
+            "egress:aibox-internal:internal",
+        ),
+        (
+            "services:\n  relay:\n    image: alpine:3.20\n    networks:\n      - aibox-internal\n      - aibox-egress\n",
+            "egress:network:aibox-internal:relay",
+        ),
+    ];
+    for (text, option) in cases {
+        let (_t, root) = project(TEAM);
+        fs_err::create_dir_all(root.join(".devcontainer/alt")).unwrap();
+        fs_err::write(
+            root.join(".devcontainer/alt/devcontainer.json"),
+            "{\"dockerComposeFile\": [\"../docker-compose.yml\", \
+             \"../docker-compose.override.yml\", \"alt.yml\"], \"service\": \"eg\"}\n",
+        )
+        .unwrap();
+        fs_err::write(root.join(".devcontainer/alt/alt.yml"), text).unwrap();
+        let err = apply(&root, &apply_opts(None)).unwrap_err();
+        let shown = format!("{err:?}");
+        assert!(
+            shown.contains("aibox::policy::egress_bypass") && shown.contains(option),
+            "{text}: {shown}"
+        );
+        assert!(
+            shown.contains(".devcontainer/alt/alt.yml"),
+            "{text}: the file is not named: {shown}"
+        );
+        assert!(
+            !root.join(FILTER).exists(),
+            "{text}: a refused plan wrote files"
+        );
+    }
+}
+
 /// `.devcontainer/.env` naming the internal network would move the agent of VS Code and
 /// the Dev Containers CLI onto that network: refused, and allowed only by an exception.
 #[test]
