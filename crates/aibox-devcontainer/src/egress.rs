@@ -56,6 +56,20 @@ pub const BLOCKED_LOG_MARKER: &str = "Proxying refused on filtered domain \"";
 pub const PROXY_LABEL: &str = aibox_config::container::EGRESS_PROXY_LABEL;
 /// Where the proxy container sees `.devcontainer/aibox-egress/` (mounted read-only).
 pub const PROXY_ETC: &str = "/etc/aibox-egress";
+/// The agent's read-only view of `.devcontainer/` (the Compose files' own folder, as
+/// Compose names a source relative to them), mounted over its place in the workspace
+/// when egress is not `open`.
+pub const AGENT_RO_SOURCE: &str = ".";
+
+/// Where the agent sees `.devcontainer/` inside its workspace mount.
+pub fn agent_ro_target() -> String {
+    format!(
+        "{}/{}",
+        aibox_config::container::WORKSPACE_DIR,
+        aibox_config::layout::DEVCONTAINER_DIR.trim_end_matches('/')
+    )
+}
+
 /// Where the proxy joins the team's and the personal files at start (a tmpfs).
 const RUN_DIR: &str = "/tmp/aibox-egress";
 

@@ -403,6 +403,18 @@ fn content_checks(
         run.check("migrations", checks::migrations::findings(root));
         return planned.servers;
     }
+    // The egress proxy's personal files, which `sync` (as `apply --check`) leaves out.
+    if let Some(Ok(plan)) = &planned.plan
+        && plan
+            .files
+            .iter()
+            .any(|f| f.path == aibox_config::layout::EGRESS_FILTER)
+    {
+        run.check(
+            "egress-files",
+            checks::egress::local_file_findings(root, &plan.files),
+        );
+    }
     match resolved {
         Some(resolved) => run.check(
             "sync",

@@ -707,6 +707,61 @@ fn a_hand_edited_generated_file_is_an_error_not_an_invitation_to_apply() {
     assert_eq!(fs_err::read_to_string(&dockerfile).unwrap(), edited);
 }
 
+/// The egress proxy's personal files are gitignored (so `sync` leaves them out) but the
+/// proxy reads them at every start: a line added by hand (the agent, before the
+/// `.devcontainer/` folder became read-only for it) is an error, and so is a missing file.
+#[test]
+fn an_edited_personal_egress_file_is_an_error() {
+    let p = Project::new(&format!(
+        "{BASE_TOML}\n[network]\negress = \"allowlist\"\nallow = [\"pypi.org\"]\n"
+    ));
+    p.git(&["init", "-q"]);
+    p.apply();
+    let clean = p.doctor();
+    assert_eq!(
+        status(&clean, "egress-files"),
+        CheckStatus::Ok,
+        "{}",
+        clean.render_human()
+    );
+    for (rel, text) in [
+        (
+            ".devcontainer/aibox-egress/egress.local.filter",
+            Some(".*\n"),
+        ),
+        (
+            ".devcontainer/aibox-egress/egress.local.conf",
+            Some("FilterDefaultDeny No\n"),
+        ),
+        (".devcontainer/aibox-egress/egress.local.filter", None),
+    ] {
+        p.apply();
+        match text {
+            Some(text) => p.write(rel, text),
+            None => fs_err::remove_file(p.root.join(rel)).unwrap(),
+        }
+        let report = p.doctor();
+        let finding = report
+            .by_severity(Severity::Error)
+            .find(|f| f.code == "aibox::doctor::egress_files")
+            .unwrap_or_else(|| panic!("{rel}: {}", report.render_human()));
+        assert_eq!(finding.file, rel, "{finding:?}");
+        assert!(finding.remedy.contains("aibox apply"), "{finding:?}");
+    }
+    // In `open` mode there are no such files and no check.
+    let open = Project::new(BASE_TOML);
+    open.git(&["init", "-q"]);
+    open.apply();
+    assert!(
+        !open
+            .doctor()
+            .checks
+            .iter()
+            .any(|c| c.name == "egress-files"),
+        "a check without a proxy"
+    );
+}
+
 /// Settings that change nothing are a visible warning at `apply` and a doctor finding:
 /// processkit mode without a source, skill selection in harness-only mode, and
 /// `[ai.execution]`, which no harness file receives yet.

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use aibox_config::{EgressMode, Project};
+use aibox_config::{EgressMode, PlannedFile, Project};
 use aibox_devcontainer::egress::BLOCKED_LOG_MARKER;
 use aibox_policy::{Finding, Severity};
+use camino::Utf8Path;
 
 use super::EngineAt;
 use crate::doctor::report::Run;
@@ -28,6 +29,49 @@ pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt)
         Ok(None) => run.skip("egress", "no egress proxy container (run `aibox up`)"),
         Err(e) => run.skip("egress", &e.to_string()),
     }
+}
+
+/// The proxy's personal files (`egress.local.filter`, `egress.local.conf`): gitignored, so
+/// `apply --check` (the `sync` check) leaves them out, but the proxy joins them to the
+/// team's files at every start, whoever starts it. One that differs from what `apply`
+/// writes from `.aibox-local.toml` changes what the proxy lets through.
+const LOCAL_FILES: [&str; 2] = [
+    aibox_config::layout::EGRESS_LOCAL_FILTER,
+    aibox_config::layout::EGRESS_LOCAL_CONF,
+];
+
+/// The proxy's personal files that differ from `planned` (the plan's files; nothing is
+/// judged without a plan or outside `allowlist` mode): each an error, since the next
+/// start of the proxy by any tool enforces what is on disk.
+pub(crate) fn local_file_findings(root: &Utf8Path, planned: &[PlannedFile]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for rel in LOCAL_FILES {
+        let Some(file) = planned.iter().find(|f| f.path == rel) else {
+            continue;
+        };
+        let on_disk = fs_err::read(root.join(rel)).ok();
+        if on_disk.as_deref() == Some(&*file.contents) {
+            continue;
+        }
+        let what = if on_disk.is_some() {
+            "differs from what `aibox apply` writes from .aibox-local.toml"
+        } else {
+            "is missing"
+        };
+        out.push(Finding::new(
+            "aibox::doctor::egress_files",
+            Severity::Error,
+            rel,
+            format!(
+                "`{rel}` {what}: the egress proxy reads it at every start (also one by VS Code, \
+                 the Dev Containers CLI or the engine), so it may allow hosts no configuration \
+                 names"
+            ),
+            "run `aibox apply` (it rewrites the file from .aibox-local.toml), then `aibox up` \
+             to restart the proxy with it",
+        ));
+    }
+    out
 }
 
 /// The refused hosts in `log`, with how many times each was refused.
