@@ -30,6 +30,10 @@ pub struct NetworkList {
     /// then missing from `hosts`; `aibox apply` downloads it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_resolved: Option<String>,
+    /// Settings the mode ignores (`[network] allow` with `egress = "none"`), as `apply`
+    /// warns of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One allowed host.
@@ -60,6 +64,7 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
             build: Vec::new(),
             upstream_proxy: None,
             not_resolved: None,
+            warnings: crate::config_check::ignored_egress_settings(&project.config, &project.local),
         });
     }
     let options = PlanOptions {
@@ -107,5 +112,6 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
         build,
         upstream_proxy: local.network.upstream_proxy.clone(),
         not_resolved,
+        warnings: Vec::new(),
     })
 }

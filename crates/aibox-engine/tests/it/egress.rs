@@ -393,6 +393,54 @@ fn none_mode_has_no_proxy_and_the_same_gate() {
     );
 }
 
+/// `egress = "none"` lets nothing out, so `[network] allow` (team and personal) and the
+/// personal upstream proxy do nothing: `apply`, `network list` and `doctor` say so.
+#[test]
+fn none_mode_warns_that_allowed_hosts_are_ignored() {
+    let team = TEAM.replace("egress = \"allowlist\"", "egress = \"none\"");
+    let (_t, root) = project(&team);
+    let report = apply(&root, &apply_opts(None)).unwrap();
+    let ignored: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("ignored") && w.contains("egress = \"none\""))
+        .collect();
+    assert_eq!(ignored.len(), 2, "{:?}", report.warnings);
+    assert!(
+        ignored[0].contains("aibox.toml") && ignored[0].contains("2 host(s)"),
+        "{ignored:?}"
+    );
+    assert!(
+        ignored[1].contains(".aibox-local.toml") && ignored[1].contains("upstream_proxy"),
+        "{ignored:?}"
+    );
+    let list = aibox_engine::network_list::network_list(&root).unwrap();
+    assert_eq!(list.warnings.len(), 2, "{list:?}");
+    let options = aibox_engine::doctor::DoctorOptions {
+        skip_engine: true,
+        update_check: aibox_engine::updates::UpdateCheck::Never,
+        ..aibox_engine::doctor::DoctorOptions::default()
+    };
+    let doctor = aibox_engine::doctor::doctor(&root, &options).unwrap();
+    assert!(
+        doctor
+            .findings
+            .iter()
+            .any(|f| f.code == "aibox::doctor::apply_warning" && f.message.contains("ignored")),
+        "{}",
+        doctor.render_human()
+    );
+    // Without entries, nothing to say.
+    let (_t, bare) = project(&team.replace("allow = [\"pypi.org\", \"*.pythonhosted.org\"]\n", ""));
+    fs_err::write(bare.join(".aibox-local.toml"), "").unwrap();
+    let report = apply(&bare, &apply_opts(None)).unwrap();
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("ignored")),
+        "{:?}",
+        report.warnings
+    );
+}
+
 /// A skill's `metadata.processkit.hosts` (here the release's core skill) joins the
 /// allowlist with the skill as its origin: in the committed filter, the lock and
 /// `network list`. An entry that is no host name is left out, with a warning naming the
