@@ -587,7 +587,23 @@ pub fn egress_host_problem(host: &str) -> Option<&'static str> {
     {
         return Some("ends in a numeric label");
     }
+    if host.starts_with("*.") && is_public_suffix(name) {
+        return Some(
+            "is a wildcard directly under a public suffix (like `*.co.uk` or `*.github.io`): it \
+             would allow every site registered there; name the sites instead",
+        );
+    }
     None
+}
+
+/// Whether `name` is itself a rule of the Public Suffix List (ICANN or private section):
+/// names are registered directly below it by unrelated owners (`co.uk`, `github.io`).
+/// An unknown top-level domain's implicit rule does not count (`corp.internal` is not).
+fn is_public_suffix(name: &str) -> bool {
+    use psl::Psl as _;
+    psl::List
+        .suffix(name.as_bytes())
+        .is_some_and(|s| s.is_known() && s.as_bytes() == name.as_bytes())
 }
 
 /// Why a value with `user:password@` in it is refused (the value is never quoted).

@@ -611,6 +611,12 @@ fn network_egress() {
         "[network]\negress = \"allowlist\"\nallow = [\"api.example.com\", \"*.example.org\"]\n",
     );
     accepts("[network]\negress = \"none\"\n");
+    // Below a registrable name, and exact names (even a suffix itself), are fine; so is an
+    // unknown top-level domain.
+    accepts(
+        "[network]\negress = \"allowlist\"\nallow = [\"*.bbc.co.uk\", \"*.acme.github.io\", \
+         \"co.uk\", \"*.pythonhosted.org\", \"*.corp.internal\"]\n",
+    );
     rejects(
         "[network]\negress = \"firewall\"\n",
         "aibox::config::invalid_value",
@@ -628,6 +634,10 @@ fn network_egress() {
         ("-api.example.com", "starts or ends"),
         ("host.123", "numeric"),
         ("a.*.example.com", "characters"),
+        // Every site registered under a public suffix, like `*.com`.
+        ("*.co.uk", "public suffix"),
+        ("*.github.io", "public suffix"),
+        ("*.com.au", "public suffix"),
     ] {
         rejects(
             &format!("[network]\negress = \"allowlist\"\nallow = [{host:?}]\n"),
