@@ -62,6 +62,9 @@ pub struct Target {
     /// Whether the agent sits on the internal egress network (`[network] egress` other
     /// than `open`), which `up` makes itself on Podman.
     pub egress: bool,
+    /// Whether the Compose project has the egress proxy service (`[network] egress =
+    /// "allowlist"`): `up` makes sure it runs, `status` reports it.
+    pub proxy: bool,
 }
 
 impl Target {
@@ -225,6 +228,22 @@ pub struct Status {
     pub engine: Engine,
     /// The Compose provider used.
     pub compose: ComposeKind,
+    /// The egress proxy's container, when the project has one (`[network] egress =
+    /// "allowlist"`): without it running the agent has no way out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyStatus>,
+}
+
+/// The egress proxy's container as `status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProxyStatus {
+    /// Its name (the Compose service's when there is no container).
+    pub container: String,
+    /// Running, stopped or missing.
+    pub state: ContainerState,
+    /// The engine's own status word (`running`, `exited`, `created`, ...), if it exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_status: Option<String>,
 }
 
 /// Options of [`Runtime::up`].
@@ -322,6 +341,14 @@ impl FoundContainer {
     pub fn running(&self) -> bool {
         self.0.running
     }
+}
+
+/// The Compose project of the agent's container `found` (the Dev Containers CLI's
+/// differs from aibox's), else aibox's own: where its egress proxy is.
+fn compose_project<'a>(found: Option<&'a Inspected>, target: &'a Target) -> &'a str {
+    found
+        .and_then(|f| COMPOSE_PROJECT_LABELS.iter().find_map(|l| f.labels.get(*l)))
+        .map_or(target.project.as_str(), String::as_str)
 }
 
 /// What [`Runtime::up`] did and found.
@@ -527,14 +554,22 @@ impl Runtime {
             None => self.wait_running(target, progress)?,
         };
         check_owner(&running, target)?;
+        // Every service runs, not only the agent: one whose proxy stopped (or never
+        // started: podman-compose 1.0 leaves a failed one `created`) has no way out.
+        let proxy = if target.proxy {
+            Some(self.ensure_proxy(target, &prints, progress)?)
+        } else {
+            None
+        };
         progress(&Event::Running {
             container: target.container.clone(),
             id: running.id.clone(),
         });
         let created = existing.as_ref().is_none_or(|found| found.id != running.id);
         let started = created || existing.as_ref().is_none_or(|found| !found.running);
-        let status =
+        let mut status =
             self.status_with_image(target, Some(&prints), Some(running.clone()), image.as_ref());
+        status.proxy = proxy;
         Ok(UpOutcome {
             status,
             created,
@@ -650,7 +685,89 @@ impl Runtime {
         found: Option<Inspected>,
     ) -> Result<Status, RuntimeError> {
         let image = self.image_facts(&target.image)?;
-        Ok(self.status_with_image(target, prints, found, image.as_ref()))
+        let proxy = self.proxy_of(target, found.as_ref())?;
+        let mut status = self.status_with_image(target, prints, found, image.as_ref());
+        status.proxy = proxy;
+        Ok(status)
+    }
+
+    /// The egress proxy's container as `status` reports it, beside the agent's container
+    /// `agent` (found by [`Self::container`]; its Compose project is the proxy's); `None`
+    /// when the project has no proxy.
+    ///
+    /// # Errors
+    /// The engine's CLI fails or does not answer in time.
+    pub fn proxy_status(
+        &self,
+        target: &Target,
+        agent: Option<&FoundContainer>,
+    ) -> Result<Option<ProxyStatus>, RuntimeError> {
+        self.proxy_of(target, agent.map(|a| &a.0))
+    }
+
+    fn proxy_of(
+        &self,
+        target: &Target,
+        agent: Option<&Inspected>,
+    ) -> Result<Option<ProxyStatus>, RuntimeError> {
+        if !target.proxy {
+            return Ok(None);
+        }
+        let project = compose_project(agent, target);
+        Ok(Some(proxy_status_of(self.find_proxy(project)?.as_ref())))
+    }
+
+    /// Makes sure the egress proxy runs: starts its container when it exists but does not
+    /// run, makes it (Compose, that service only) when it is missing, and waits until it
+    /// runs. Returns its status.
+    fn ensure_proxy(
+        &self,
+        target: &Target,
+        prints: &Fingerprints,
+        progress: Progress<'_>,
+    ) -> Result<ProxyStatus, RuntimeError> {
+        let service = aibox_config::container::EGRESS_PROXY_SERVICE;
+        match self.find_proxy(&target.project)? {
+            Some(found) if found.running => return Ok(proxy_status_of(Some(&found))),
+            Some(found) => {
+                progress(&Event::Starting {
+                    container: found.name.clone(),
+                });
+                let mut cmd = self.engine_cmd();
+                cmd.args(["start", &found.id]);
+                // A failure is reported below, with the state it left.
+                let _ = run_checked(cmd, self.timeouts.start, progress);
+            }
+            None => {
+                progress(&Event::Starting {
+                    container: service.to_owned(),
+                });
+                let mut cmd = self.compose(target, &["up", "-d", "--no-build", service]);
+                cmd.env(CONFIG_DIGEST_VAR, &prints.config);
+                let _ = run_checked(cmd, self.timeouts.start, progress);
+            }
+        }
+        let deadline = Instant::now() + self.timeouts.running;
+        loop {
+            let found = self.find_proxy(&target.project)?;
+            let status = proxy_status_of(found.as_ref());
+            let settled = found
+                .as_ref()
+                .is_none_or(|f| matches!(f.status.as_str(), "exited" | "dead" | "stopped"));
+            if status.state == ContainerState::Running {
+                return Ok(status);
+            }
+            if settled || Instant::now() >= deadline {
+                return Err(RuntimeError::ProxyNotRunning {
+                    container: status.container,
+                    state: status
+                        .engine_status
+                        .unwrap_or_else(|| ContainerState::Missing.to_string()),
+                    engine: self.engine_name(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// The status of the container `found` and the configured image `image`, both as
@@ -701,6 +818,7 @@ impl Runtime {
             container_stale,
             engine: self.detected.engine.engine,
             compose: self.detected.compose.kind,
+            proxy: None,
         }
     }
 
@@ -959,12 +1077,34 @@ impl Runtime {
     ///
     /// # Errors
     /// The engine's CLI fails or does not answer in time.
-    pub fn egress_log(&self, target: &Target, tail: u32) -> Result<Option<String>, RuntimeError> {
+    pub fn egress_log(
+        &self,
+        target: &Target,
+        agent: Option<&FoundContainer>,
+        tail: u32,
+    ) -> Result<Option<String>, RuntimeError> {
+        let project = compose_project(agent.map(|a| &a.0), target);
+        let Some(found) = self.find_proxy(project)? else {
+            return Ok(None);
+        };
+        let mut cmd = self.engine_cmd();
+        cmd.args(["logs", "--tail", &tail.to_string(), &found.id]);
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        Ok(Some(format!("{}{}", done.stdout, done.stderr)))
+    }
+
+    /// The egress proxy container of Compose project `project` (`None` when there is
+    /// none), found by its labels, so any Compose provider's naming works.
+    fn find_proxy(&self, project: &str) -> Result<Option<Inspected>, RuntimeError> {
         let mut cmd = self.engine_cmd();
         cmd.args(["ps", "-a", "-q", "--no-trunc"]);
         for (label, value) in [
             (aibox_config::container::EGRESS_PROXY_LABEL, "proxy"),
-            (COMPOSE_PROJECT_LABELS[0], target.project.as_str()),
+            (COMPOSE_PROJECT_LABELS[0], project),
         ] {
             cmd.arg("--filter").arg(format!("label={label}={value}"));
         }
@@ -973,17 +1113,10 @@ impl Runtime {
         if !done.success() {
             return Err(failed(&rendered, &done));
         }
-        let Some(id) = done.stdout.split_whitespace().next() else {
-            return Ok(None);
-        };
-        let mut cmd = self.engine_cmd();
-        cmd.args(["logs", "--tail", &tail.to_string(), id]);
-        let rendered = process::render(&cmd);
-        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
-        if !done.success() {
-            return Err(failed(&rendered, &done));
+        match done.stdout.split_whitespace().next() {
+            Some(id) => self.inspect_container(id),
+            None => Ok(None),
         }
-        Ok(Some(format!("{}{}", done.stdout, done.stderr)))
     }
 
     /// The container named `container`, `None` when there is none.
@@ -1492,6 +1625,26 @@ fn keep_id_value(rootless: &str, uid: u32, gid: u32) -> Option<String> {
     (rootless.trim() == "true").then(|| format!("keep-id:uid={uid},gid={gid}"))
 }
 
+/// The status of the egress proxy container `found` (`None`: missing).
+fn proxy_status_of(found: Option<&Inspected>) -> ProxyStatus {
+    match found {
+        Some(f) => ProxyStatus {
+            container: f.name.clone(),
+            state: if f.running {
+                ContainerState::Running
+            } else {
+                ContainerState::Stopped
+            },
+            engine_status: Some(f.status.clone()),
+        },
+        None => ProxyStatus {
+            container: aibox_config::container::EGRESS_PROXY_SERVICE.to_owned(),
+            state: ContainerState::Missing,
+            engine_status: None,
+        },
+    }
+}
+
 /// The internal egress network of Compose project `project` under `aibox up`
 /// (`<project>_aibox-internal`, as Compose itself would name it).
 fn internal_network(project: &str) -> String {
@@ -1603,6 +1756,7 @@ mod tests {
             user: "aibox".into(),
             ids: (1000, 1000),
             egress: false,
+            proxy: false,
         }
     }
 

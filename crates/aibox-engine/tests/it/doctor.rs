@@ -762,6 +762,52 @@ fn an_edited_personal_egress_file_is_an_error() {
     );
 }
 
+/// A stopped egress proxy beside a running agent is an error of the `egress` check (the
+/// agent has no way out), not `ok`; a running one is fine.
+#[test]
+fn a_stopped_egress_proxy_is_an_error() {
+    let p = Project::new(&format!(
+        "{BASE_TOML}\n[network]\negress = \"allowlist\"\nallow = [\"pypi.org\"]\n"
+    ));
+    p.apply();
+    let agent = own_container(&p, "running");
+    for (state, running) in [("exited", false), ("created", false), ("running", true)] {
+        let proxy = format!(
+            "[{{\"Id\":\"proxy0123\",\"Name\":\"demo_aibox-egress_1\",\"State\":{{\"Status\":\
+             \"{state}\",\"Running\":{running}}},\"Config\":{{\"Image\":\"x\",\"Labels\":\
+             {{\"aibox.egress\":\"proxy\"}}}},\"Image\":\"sha256:43\"}}]"
+        );
+        fs_err::write(
+            p.bin.join("podman"),
+            format!(
+                "#!/bin/sh\n\
+                 if [ \"$1 $2 $3\" = \"container inspect proxy0123\" ]; then echo '{proxy}'; exit 0; fi\n\
+                 if [ \"$1 $2\" = \"container inspect\" ]; then echo '{agent}'; exit 0; fi\n\
+                 if [ \"$1\" = ps ]; then case \"$*\" in *aibox.egress=proxy*) echo proxy0123;; esac; exit 0; fi\n\
+                 if [ \"$1 $2\" = \"image inspect\" ]; then echo 'Error: no such image' >&2; exit 125; fi\n\
+                 exit 0\n"
+            ),
+        )
+        .unwrap();
+        let report = p.doctor();
+        let finding = report
+            .by_severity(Severity::Error)
+            .find(|f| f.code == "aibox::doctor::egress_proxy");
+        if running {
+            assert!(finding.is_none(), "{}", report.render_human());
+            assert_eq!(status(&report, "egress"), CheckStatus::Ok);
+        } else {
+            let finding = finding.unwrap_or_else(|| panic!("{state}: {}", report.render_human()));
+            assert!(
+                finding.message.contains(state) && finding.message.contains("demo_aibox-egress_1"),
+                "{finding:?}"
+            );
+            assert!(finding.remedy.contains("aibox up"), "{finding:?}");
+            assert_eq!(status(&report, "egress"), CheckStatus::Error);
+        }
+    }
+}
+
 /// Settings that change nothing are a visible warning at `apply` and a doctor finding:
 /// processkit mode without a source, skill selection in harness-only mode, and
 /// `[ai.execution]`, which no harness file receives yet.

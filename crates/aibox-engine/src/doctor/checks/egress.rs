@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use aibox_config::{EgressMode, PlannedFile, Project};
 use aibox_devcontainer::egress::BLOCKED_LOG_MARKER;
 use aibox_policy::{Finding, Severity};
+use aibox_runtime::{ContainerState, ProxyStatus};
 use camino::Utf8Path;
 
 use super::EngineAt;
@@ -14,8 +15,15 @@ use crate::doctor::report::Run;
 /// How much of the proxy's log is read: recent refusals, bounded.
 const LOG_TAIL: u32 = 5000;
 
-/// The `egress` check: skipped unless `allowlist` mode and a reachable engine.
-pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt) {
+/// The `egress` check: skipped unless `allowlist` mode and a reachable engine. While the
+/// agent's container (`agent`) runs, a proxy that does not is an error: the agent
+/// then has no way out, and nothing else says why.
+pub(crate) fn check(
+    run: &mut Run,
+    project: Option<&Project>,
+    engine: &EngineAt,
+    agent: Option<&aibox_runtime::FoundContainer>,
+) {
     let Some(p) = project.filter(|p| p.config.network.egress == EgressMode::Allowlist) else {
         run.skip("egress", "not in allowlist mode");
         return;
@@ -24,11 +32,50 @@ pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt)
         run.skip("egress", "no engine");
         return;
     };
-    match runtime.egress_log(target, LOG_TAIL) {
+    let proxy = match runtime.proxy_status(target, agent) {
+        Ok(proxy) => proxy,
+        Err(e) => {
+            run.skip("egress", &e.to_string());
+            return;
+        }
+    };
+    let down = proxy
+        .filter(|s| s.state != ContainerState::Running)
+        .map(|s| proxy_down(&s, p, &runtime.detected().engine.engine.to_string()));
+    if agent.is_some_and(aibox_runtime::FoundContainer::running)
+        && let Some(finding) = down
+    {
+        run.check("egress", vec![finding]);
+        return;
+    }
+    match runtime.egress_log(target, agent, LOG_TAIL) {
         Ok(Some(log)) => run.check("egress", findings(&log, p)),
         Ok(None) => run.skip("egress", "no egress proxy container (run `aibox up`)"),
         Err(e) => run.skip("egress", &e.to_string()),
     }
+}
+
+/// The error for a proxy that does not run beside a running agent.
+fn proxy_down(status: &ProxyStatus, project: &Project, engine: &str) -> Finding {
+    let state = status
+        .engine_status
+        .clone()
+        .unwrap_or_else(|| status.state.to_string());
+    Finding::new(
+        "aibox::doctor::egress_proxy",
+        Severity::Error,
+        aibox_config::layout::COMPOSE,
+        format!(
+            "the egress proxy `{}` of the agent container `{}` is {state}: the agent has no \
+             way out, not even to the allowed hosts",
+            status.container, project.config.container.name
+        ),
+        format!(
+            "run `aibox up` (it starts the proxy, or makes it when it is missing); if it stops \
+             again, see why with `{engine} logs {}`",
+            status.container
+        ),
+    )
 }
 
 /// The proxy's personal files (`egress.local.filter`, `egress.local.conf`): gitignored, so
