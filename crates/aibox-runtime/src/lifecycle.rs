@@ -578,8 +578,9 @@ impl Runtime {
         })
     }
 
-    /// Stops and removes the project's container (Compose `down`). Files, volumes and
-    /// the image are kept.
+    /// Stops and removes the project's container (Compose `down`) and the volume the
+    /// generated Compose file declares (the egress proxy's socket, which holds nothing
+    /// else). Files, `.aibox-home/`, the user's volumes and the image are kept.
     pub fn down(&self, target: &Target, progress: Progress<'_>) -> Result<Status, RuntimeError> {
         let existing = self.find(target)?;
         if let Some(found) = &existing {
@@ -601,11 +602,13 @@ impl Runtime {
                 .find_map(|l| found.labels.get(*l))
             {
                 self.remove_network(project, progress);
+                self.remove_volumes(project, progress);
             }
         } else if target.compose_file().is_file() {
             let cmd = self.compose(target, &["down"]);
             run_checked(cmd, self.timeouts.stop, progress)?;
             self.remove_leftover_network(target, progress);
+            self.remove_volumes(&target.project, progress);
         } else if existing.is_some() {
             // Without the Compose file only our own (label-checked) container is removed.
             let mut cmd = self.engine_cmd();
@@ -1291,6 +1294,34 @@ impl Runtime {
         }
     }
 
+    /// Removes the volumes the generated Compose file declares for Compose project
+    /// `project` (the egress proxy's socket volume), when their labels say they are that
+    /// project's: `down` left one per checkout behind. Best effort, like the networks.
+    /// Named volumes of the user's own Compose files are theirs and stay.
+    fn remove_volumes(&self, project: &str, progress: Progress<'_>) {
+        let volume = format!(
+            "{project}_{}",
+            aibox_config::container::EGRESS_SOCKET_VOLUME
+        );
+        let mut cmd = self.engine_cmd();
+        cmd.args(["volume", "inspect", &volume]);
+        let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {}) else {
+            return;
+        };
+        if !done.success() || !network_is_ours(&done.stdout, project) {
+            return;
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.args(["volume", "rm", &volume]);
+        if let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {})
+            && !done.success()
+        {
+            for line in done.tail {
+                progress(&Event::Output { line });
+            }
+        }
+    }
+
     fn remove_project_network(&self, project: &str, network: &str, progress: Progress<'_>) {
         let mut cmd = self.engine_cmd();
         cmd.args(["network", "inspect", network]);
@@ -1659,7 +1690,8 @@ fn network_is_sealed(stdout: &str) -> bool {
     })
 }
 
-/// Whether `network inspect` output describes a network of Compose project `project`.
+/// Whether `network inspect` (or `volume inspect`: the same label fields) output describes
+/// a network (or volume) of Compose project `project`.
 fn network_is_ours(stdout: &str, project: &str) -> bool {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(stdout) else {
         return false;

@@ -214,8 +214,22 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
     for host in ["allowed", "denied"] {
         bench.remove_host(&format!("{project}-{host}"));
     }
+    let volume = format!(
+        "{project}_{}",
+        aibox_config::container::EGRESS_SOCKET_VOLUME
+    );
+    assert!(
+        bench
+            .engine_ok(&["volume", "ls", "-q"])
+            .lines()
+            .any(|v| v == volume),
+        "no socket volume {volume} before `down`"
+    );
     let down = (bench.aibox)().arg("down").output().unwrap();
     assert!(down.status.success(), "{}", show(&down));
+    // `down` removes the socket volume it made: one per checkout was left behind.
+    let volumes = bench.engine_ok(&["volume", "ls", "-q"]);
+    assert!(!volumes.lines().any(|v| v == volume), "{volumes}");
 }
 
 /// `.devcontainer/` (the Compose files, the proxy's filter and configuration, which any
