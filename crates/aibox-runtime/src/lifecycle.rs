@@ -1100,6 +1100,28 @@ impl Runtime {
         Ok(Some(format!("{}{}", done.stdout, done.stderr)))
     }
 
+    /// Runs `cmd` in the running egress proxy beside the agent's container `agent` (see
+    /// [`Self::proxy_status`]) and returns whether it succeeded and its standard output;
+    /// `None` when the proxy does not run. `doctor` reads what the proxy enforces so.
+    ///
+    /// # Errors
+    /// The engine's CLI fails or does not answer in time.
+    pub fn exec_in_proxy(
+        &self,
+        target: &Target,
+        agent: Option<&FoundContainer>,
+        cmd: &[&str],
+    ) -> Result<Option<(bool, String)>, RuntimeError> {
+        let project = compose_project(agent.map(|a| &a.0), target);
+        let Some(found) = self.find_proxy(project)?.filter(|f| f.running) else {
+            return Ok(None);
+        };
+        let mut command = self.engine_cmd();
+        command.arg("exec").arg(&found.id).args(cmd);
+        let done = process::run(command, self.timeouts.query, &mut |_, _| {})?;
+        Ok(Some((done.success(), done.stdout)))
+    }
+
     /// The egress proxy container of Compose project `project` (`None` when there is
     /// none), found by its labels, so any Compose provider's naming works.
     fn find_proxy(&self, project: &str) -> Result<Option<Inspected>, RuntimeError> {

@@ -208,12 +208,19 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
 
     doctor_names_the_refusals(bench, &address, container);
     the_agent_cannot_change_its_container(bench, container);
+    doctor_compares_what_the_proxy_enforces(bench, &proxy);
     a_stopped_proxy_is_reported_and_started(bench, &proxy, container);
 
     // The test hosts leave the project's network first, or Compose cannot remove it.
     for host in ["allowed", "denied"] {
         bench.remove_host(&format!("{project}-{host}"));
     }
+    down_removes_the_socket_volume(bench, project);
+}
+
+/// `aibox down` removes the containers and the socket volume it made (one per checkout
+/// was left behind).
+fn down_removes_the_socket_volume(bench: &Bench<'_>, project: &str) {
     let volume = format!(
         "{project}_{}",
         aibox_config::container::EGRESS_SOCKET_VOLUME
@@ -276,6 +283,26 @@ fn the_agent_cannot_change_its_container(bench: &Bench<'_>, container: &str) {
     let (code, out) =
         as_root("touch /workspace/written-by-agent && rm /workspace/written-by-agent");
     assert_eq!(code, 0, "{out}");
+}
+
+/// `doctor` reads the filter the running proxy joined at its start: one that differs
+/// from the files (here changed in the proxy's own `/tmp`) is an error, though the files
+/// are clean. The next test restarts the proxy, which joins the files again.
+fn doctor_compares_what_the_proxy_enforces(bench: &Bench<'_>, proxy: &str) {
+    let doctor = (bench.aibox)().arg("doctor").output().unwrap();
+    let text = show(&doctor);
+    assert!(!text.contains("egress_enforced"), "{text}");
+    bench.engine_ok(&[
+        "exec",
+        proxy,
+        "sh",
+        "-c",
+        "echo '.*' >> /tmp/aibox-egress/filter",
+    ]);
+    let doctor = (bench.aibox)().arg("doctor").output().unwrap();
+    let text = show(&doctor);
+    assert!(!doctor.status.success(), "{text}");
+    assert!(text.contains("aibox::doctor::egress_enforced"), "{text}");
 }
 
 /// A stopped proxy leaves the agent without a way out: `status` and `doctor` say so, and

@@ -48,11 +48,71 @@ pub(crate) fn check(
         run.check("egress", vec![finding]);
         return;
     }
+    // What the running proxy enforces, against the files it was made from.
+    let enforced = match enforced_findings(runtime, target, agent) {
+        Ok(found) => found,
+        Err(e) => {
+            run.skip("egress", &e.to_string());
+            return;
+        }
+    };
     match runtime.egress_log(target, agent, LOG_TAIL) {
-        Ok(Some(log)) => run.check("egress", findings(&log, p)),
+        Ok(Some(log)) => {
+            let mut all = enforced;
+            all.extend(findings(&log, p));
+            run.check("egress", all);
+        }
         Ok(None) => run.skip("egress", "no egress proxy container (run `aibox up`)"),
         Err(e) => run.skip("egress", &e.to_string()),
     }
+}
+
+/// The running proxy's filter and configuration (joined from the team's and the personal
+/// files when it started) against those files now: a proxy started while they said
+/// something else (edited, then put back) still enforces that, whatever the files and the
+/// `egress-files` check say.
+fn enforced_findings(
+    runtime: &aibox_runtime::Runtime,
+    target: &aibox_runtime::Target,
+    agent: Option<&aibox_runtime::FoundContainer>,
+) -> Result<Vec<Finding>, aibox_runtime::RuntimeError> {
+    use aibox_config::layout::{
+        EGRESS_CONF, EGRESS_FILTER, EGRESS_LOCAL_CONF, EGRESS_LOCAL_FILTER,
+    };
+    use aibox_devcontainer::egress::{RUN_CONF, RUN_FILTER};
+    let disk = |rel: &str| fs_err::read_to_string(target.root.join(rel)).unwrap_or_default();
+    let mut out = Vec::new();
+    for (running, team, personal) in [
+        (RUN_FILTER, EGRESS_FILTER, EGRESS_LOCAL_FILTER),
+        (RUN_CONF, EGRESS_CONF, EGRESS_LOCAL_CONF),
+    ] {
+        let Some((true, enforced)) = runtime.exec_in_proxy(target, agent, &["cat", running])?
+        else {
+            continue;
+        };
+        let expected = format!("{}{}", disk(team), disk(personal));
+        if enforced.lines().eq(expected.lines()) {
+            continue;
+        }
+        out.push(Finding::new(
+            "aibox::doctor::egress_enforced",
+            Severity::Error,
+            team,
+            format!(
+                "the running egress proxy enforces another {} than `{team}` and `{personal}` \
+                 hold: it was started while they said something else, and may let through \
+                 hosts no configuration names",
+                if running == RUN_FILTER {
+                    "filter"
+                } else {
+                    "configuration"
+                }
+            ),
+            "run `aibox apply`, then `aibox down` and `aibox up` (the proxy reads the files \
+             again when it starts)",
+        ));
+    }
+    Ok(out)
 }
 
 /// The error for a proxy that does not run beside a running agent.
