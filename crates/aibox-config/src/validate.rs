@@ -54,11 +54,53 @@ impl<'a> Checker<'a> {
         self.problems.push(pr);
     }
 
+    /// Like [`Self::invalid`] for a value that carries credentials (`user:password@`):
+    /// the quoted file shows them masked, so neither the message nor the snippet of the
+    /// file under it repeats them.
+    fn invalid_credentials(&mut self, p: &KeyPath, value: &str, msg: String, help: String) {
+        let masked = mask_userinfo(self.src.inner(), value);
+        let src = crate::diag::source(self.src.name(), &masked);
+        let pr = Problem::new(
+            ProblemKind::InvalidValue,
+            &src,
+            self.span(p),
+            msg,
+            "credentials",
+        )
+        .help(help);
+        self.problems.push(pr);
+    }
+
     /// Like [`Self::invalid`], but underlines the key: the name is wrong, not the value.
     fn invalid_key(&mut self, p: &KeyPath, msg: String, label: &str, help: &str) {
         let span = self.key_span(p);
         let pr = Problem::new(ProblemKind::InvalidValue, self.src, span, msg, label).help(help);
         self.problems.push(pr);
+    }
+}
+
+/// The user-information part of `value` (`user:password` in `[scheme://]user:password@host`),
+/// if it has one.
+pub fn userinfo(value: &str) -> Option<&str> {
+    let rest = value.split_once("://").map_or(value, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    authority.rsplit_once('@').map(|(info, _)| info)
+}
+
+/// `value` with its user information (see [`userinfo`]) written as `***`, for messages.
+pub fn without_userinfo(value: &str) -> String {
+    match userinfo(value) {
+        Some(info) if !info.is_empty() => value.replacen(info, "***", 1),
+        _ => value.to_owned(),
+    }
+}
+
+/// `text` with every occurrence of `value`'s user information replaced by as many `*`
+/// (byte for byte, so every span into the text still holds).
+fn mask_userinfo(text: &str, value: &str) -> String {
+    match userinfo(value) {
+        Some(info) if !info.is_empty() => text.replace(info, &"*".repeat(info.len())),
+        _ => text.to_owned(),
     }
 }
 
@@ -431,6 +473,17 @@ pub(crate) fn check_local(local: &LocalToml, team: Option<&AiboxToml>, ch: &mut 
     );
     check_hosts(&local.network.allow, &path(&["network", "allow"]), ch);
     if let Some(upstream) = &local.network.upstream_proxy
+        && userinfo(upstream).is_some()
+    {
+        ch.invalid_credentials(
+            &path(&["network", "upstream_proxy"]),
+            upstream,
+            format!("`[network] upstream_proxy` {CREDENTIALS_PROBLEM}"),
+            "write your network's HTTP proxy as `host:port`, e.g. `proxy.corp.example:3128`; \
+             the egress proxy cannot pass a user name or password on to it"
+                .into(),
+        );
+    } else if let Some(upstream) = &local.network.upstream_proxy
         && let Some(why) = upstream_proxy_problem(upstream)
     {
         ch.invalid(
@@ -451,7 +504,19 @@ fn check_hosts(hosts: &[String], base: &KeyPath, ch: &mut Checker<'_>) {
     let mut seen = std::collections::BTreeSet::new();
     for (i, host) in hosts.iter().enumerate() {
         let p = base.index(i);
-        if let Some(why) = egress_host_problem(host) {
+        if userinfo(host).is_some() {
+            ch.invalid_credentials(
+                &p,
+                host,
+                format!(
+                    "allowed host {:?} {CREDENTIALS_PROBLEM}",
+                    crate::diag::bounded(&without_userinfo(host), 120)
+                ),
+                "write the host name alone, such as `api.example.com`; the egress proxy judges \
+                 names and passes no credentials"
+                    .into(),
+            );
+        } else if let Some(why) = egress_host_problem(host) {
             ch.invalid(
                 &p,
                 format!("allowed host {:?} {why}", crate::diag::bounded(host, 120)),
@@ -481,6 +546,13 @@ pub fn egress_host_problem(host: &str) -> Option<&'static str> {
     let name = host.strip_prefix("*.").unwrap_or(host);
     if name.is_empty() {
         return Some("is empty");
+    }
+    // Before the character rules: a password's letters are not the problem.
+    if userinfo(name).is_some() {
+        return Some(CREDENTIALS_PROBLEM);
+    }
+    if name.contains("://") {
+        return Some("has a scheme (write the host name alone, without `http://`)");
     }
     if name.parse::<IpAddr>().is_ok() || host.trim_matches(['[', ']']).parse::<IpAddr>().is_ok() {
         return Some("is an IP address, not a host name");
@@ -515,11 +587,34 @@ pub fn egress_host_problem(host: &str) -> Option<&'static str> {
     {
         return Some("ends in a numeric label");
     }
+    if host.starts_with("*.") && is_public_suffix(name) {
+        return Some(
+            "is a wildcard directly under a public suffix (like `*.co.uk` or `*.github.io`): it \
+             would allow every site registered there; name the sites instead",
+        );
+    }
     None
 }
 
+/// Whether `name` is itself a rule of the Public Suffix List (ICANN or private section):
+/// names are registered directly below it by unrelated owners (`co.uk`, `github.io`).
+/// An unknown top-level domain's implicit rule does not count (`corp.internal` is not).
+fn is_public_suffix(name: &str) -> bool {
+    use psl::Psl as _;
+    psl::List
+        .suffix(name.as_bytes())
+        .is_some_and(|s| s.is_known() && s.as_bytes() == name.as_bytes())
+}
+
+/// Why a value with `user:password@` in it is refused (the value is never quoted).
+pub const CREDENTIALS_PROBLEM: &str =
+    "holds a user name or password (`user:password@`): credentials are refused here";
+
 /// Why `value` is not an upstream proxy `host:port`, or `None` when it is one.
 pub fn upstream_proxy_problem(value: &str) -> Option<&'static str> {
+    if userinfo(value).is_some() {
+        return Some(CREDENTIALS_PROBLEM);
+    }
     let Some((host, port)) = value.rsplit_once(':') else {
         return Some("has no `:port`");
     };

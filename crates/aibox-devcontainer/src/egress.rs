@@ -56,8 +56,27 @@ pub const BLOCKED_LOG_MARKER: &str = "Proxying refused on filtered domain \"";
 pub const PROXY_LABEL: &str = aibox_config::container::EGRESS_PROXY_LABEL;
 /// Where the proxy container sees `.devcontainer/aibox-egress/` (mounted read-only).
 pub const PROXY_ETC: &str = "/etc/aibox-egress";
+/// The agent's read-only view of `.devcontainer/` (the Compose files' own folder, as
+/// Compose names a source relative to them), mounted over its place in the workspace
+/// when egress is not `open`.
+pub const AGENT_RO_SOURCE: &str = ".";
+
+/// Where the agent sees `.devcontainer/` inside its workspace mount.
+pub fn agent_ro_target() -> String {
+    format!(
+        "{}/{}",
+        aibox_config::container::WORKSPACE_DIR,
+        aibox_config::layout::DEVCONTAINER_DIR.trim_end_matches('/')
+    )
+}
+
 /// Where the proxy joins the team's and the personal files at start (a tmpfs).
 const RUN_DIR: &str = "/tmp/aibox-egress";
+/// The filter the running proxy enforces: `egress.filter` then `egress.local.filter`,
+/// joined at its start (`doctor` compares it with the files).
+pub const RUN_FILTER: &str = "/tmp/aibox-egress/filter";
+/// The configuration the running proxy enforces: `egress.conf` then `egress.local.conf`.
+pub const RUN_CONF: &str = "/tmp/aibox-egress/tinyproxy.conf";
 
 /// Where an allowed host comes from.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -587,6 +606,18 @@ mod tests {
                 .keys()
                 .eq(["files.example.org"])
         );
+    }
+
+    /// `doctor` reads what the running proxy enforces at these paths: they are the ones
+    /// the proxy's start writes (`$d` is [`RUN_DIR`]) and its configuration names.
+    #[test]
+    fn the_run_files_are_where_the_proxy_writes_them() {
+        let cmd = render_dockerfile("debian:bookworm");
+        assert_eq!(RUN_FILTER, format!("{RUN_DIR}/filter"));
+        assert_eq!(RUN_CONF, format!("{RUN_DIR}/tinyproxy.conf"));
+        assert!(cmd.contains(&format!("d={RUN_DIR};")), "{cmd}");
+        assert!(cmd.contains("> $d/filter;") && cmd.contains("> $d/tinyproxy.conf;"));
+        assert!(render_conf().contains(&format!("Filter \"{RUN_FILTER}\"")));
     }
 
     #[test]

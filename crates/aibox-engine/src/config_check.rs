@@ -74,7 +74,51 @@ pub(crate) fn check_loaded(
 
 /// Settings that are valid but change no file, as warnings for `apply` (and findings for
 /// `doctor`): a setting that silently does nothing is worse than none.
-pub fn unapplied_settings(config: &AiboxToml) -> Vec<String> {
+pub fn unapplied_settings(config: &AiboxToml, local: &aibox_config::LocalToml) -> Vec<String> {
+    let mut out = ignored_egress_settings(config, local);
+    out.extend(unapplied_execution(config));
+    out
+}
+
+/// `[network]` settings that `egress = "none"` ignores (no proxy, so no host is allowed
+/// and no upstream is used), one warning per file: someone who listed hosts expects them
+/// to be reachable.
+pub fn ignored_egress_settings(config: &AiboxToml, local: &aibox_config::LocalToml) -> Vec<String> {
+    if config.network.egress != aibox_config::EgressMode::None {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let lists = [
+        (aibox_config::AIBOX_TOML, config.network.allow.len(), false),
+        (
+            aibox_config::LOCAL_TOML,
+            local.network.allow.len(),
+            local.network.upstream_proxy.is_some(),
+        ),
+    ];
+    for (file, hosts, upstream) in lists {
+        let mut what = Vec::new();
+        if hosts > 0 {
+            what.push(format!("`[network] allow` ({hosts} host(s))"));
+        }
+        if upstream {
+            what.push("`[network] upstream_proxy`".to_owned());
+        }
+        if what.is_empty() {
+            continue;
+        }
+        out.push(format!(
+            "config: {} in {file} {} ignored: `[network] egress = \"none\"` lets nothing out \
+             of the container; set `egress = \"allowlist\"` to reach those hosts, or remove the \
+             entries",
+            what.join(" and "),
+            if what.len() > 1 { "are" } else { "is" }
+        ));
+    }
+    out
+}
+
+fn unapplied_execution(config: &AiboxToml) -> Vec<String> {
     let e = &config.ai.execution;
     let mut keys = Vec::new();
     if e.filesystem.is_some() {

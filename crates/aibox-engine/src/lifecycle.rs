@@ -206,6 +206,7 @@ pub fn target_for(root: &Utf8Path, project: &aibox_config::Project) -> Target {
         user: config.container.user.clone(),
         ids: (config.container.uid, config.container.gid()),
         egress: config.network.egress != aibox_config::EgressMode::Open,
+        proxy: config.network.egress == aibox_config::EgressMode::Allowlist,
     }
 }
 

@@ -27,6 +27,10 @@ pub struct NetworkList {
     /// Why the processkit release could not be resolved offline (its skills' hosts are
     /// then missing from `hosts`; `aibox apply` downloads it).
     pub not_resolved: Option<String>,
+    /// Settings the mode ignores (`[network] allow` with `egress = "none"`), as `apply`
+    /// warns of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One allowed host.
@@ -57,6 +61,7 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
             build: Vec::new(),
             upstream_proxy: None,
             not_resolved: None,
+            warnings: crate::config_check::ignored_egress_settings(&project.config, &project.local),
         });
     }
     let options = PlanOptions {
@@ -104,5 +109,6 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
         build,
         upstream_proxy: local.network.upstream_proxy.clone(),
         not_resolved,
+        warnings: Vec::new(),
     })
 }

@@ -94,7 +94,7 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
     for warning in &security.warnings {
         builder.warn(warning.clone());
     }
-    for warning in crate::config_check::unapplied_settings(&project.config) {
+    for warning in crate::config_check::unapplied_settings(&project.config, &project.local) {
         builder.warn(warning);
     }
     builder.extend(security.files.iter().cloned())?;

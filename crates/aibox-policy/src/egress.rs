@@ -1,5 +1,6 @@
 //! The egress gate (`[network] egress = "allowlist"` or `"none"`): the Compose files
-//! `aibox up` merges (generated, override, personal) must keep the agent where the
+//! `aibox up` merges (generated, override, personal), and those every other dev
+//! container configuration names (`dockerComposeFile`), must keep the agent where the
 //! generator put it — alone on the internal network, which must stay an internal network
 //! of the project's own (no other name, driver or options) — and the proxy must get no
 //! capability. The agent reaches the proxy through a socket, never over a network.
@@ -19,8 +20,9 @@ use crate::finding::{Consent, Finding, Severity};
 const INTERNAL: &str = aibox_config::container::EGRESS_NETWORKS[0];
 const PROXY: &str = aibox_config::container::EGRESS_PROXY_SERVICE;
 
-/// Judges aibox's Compose files (as `up` merges them) for the configured egress mode;
-/// nothing in `open` mode.
+/// Judges every Compose file the tools may run (aibox's, as `up` merges them, and each
+/// dev container configuration's) for the configured egress mode; nothing in `open`
+/// mode.
 pub fn check_egress(
     config: &AiboxToml,
     consent: &Consent,
@@ -35,8 +37,12 @@ pub fn check_egress(
         &aibox_config::container::project_name(config),
     );
     let mut out = Vec::new();
-    env_names_the_network(consent, sources, &mut out);
-    for path in aibox_config::layout::COMPOSE_FILES {
+    let (paths, envs) = judged_files(sources);
+    for env in &envs {
+        env_names_the_network(consent, sources, env, &mut out);
+    }
+    for path in &paths {
+        let path = path.as_str();
         let Some(text) = sources.read(path) else {
             continue;
         };
@@ -124,13 +130,36 @@ pub fn check_egress(
     out
 }
 
+/// Every Compose file a tool may run the agent with, and every `.env` read with them:
+/// `aibox up`'s and those each dev container configuration names (one judged, all
+/// judged), each once.
+fn judged_files(sources: &dyn ComposeSources) -> (Vec<String>, Vec<String>) {
+    let mut paths: Vec<String> = Vec::new();
+    let mut envs: Vec<String> = Vec::new();
+    for (files, env) in crate::gate::compose_projects(sources) {
+        for file in files {
+            if !paths.contains(&file) {
+                paths.push(file);
+            }
+        }
+        if !envs.contains(&env) {
+            envs.push(env);
+        }
+    }
+    (paths, envs)
+}
+
 /// `.devcontainer/.env` must not set the variable the internal network's name comes
 /// from: VS Code's and the Dev Containers CLI's Compose would read it and put the agent
 /// on that network instead of the one `initializeCommand` made (`aibox up` sets the
 /// variable itself, which wins over the file).
-fn env_names_the_network(consent: &Consent, sources: &dyn ComposeSources, out: &mut Vec<Finding>) {
+fn env_names_the_network(
+    consent: &Consent,
+    sources: &dyn ComposeSources,
+    path: &str,
+    out: &mut Vec<Finding>,
+) {
     use aibox_config::container::EGRESS_NETWORK_VAR;
-    let path = aibox_config::layout::COMPOSE_ENV;
     let Some(text) = sources.read(path) else {
         return;
     };

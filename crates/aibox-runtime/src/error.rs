@@ -256,6 +256,27 @@ pub enum RuntimeError {
         engine: String,
     },
 
+    /// The egress proxy does not run after `up` started it: the agent has no way out.
+    #[error(
+        "the egress proxy `{container}` does not run (state `{state}`): the agent container has \
+         no way out"
+    )]
+    #[diagnostic(
+        code(aibox::runtime::egress_proxy),
+        help(
+            "see why with `{engine} logs {container}`; fix the cause, then run `aibox up` again \
+             (it starts the proxy, or makes it when it is missing)"
+        )
+    )]
+    ProxyNotRunning {
+        /// The proxy container's name (its Compose service when there is none).
+        container: String,
+        /// Its last state (`created`, `exited`, `missing`, ...).
+        state: String,
+        /// Engine program name for the hint.
+        engine: String,
+    },
+
     /// The container did not reach the running state in time.
     #[error("container `{container}` was not running after {seconds} s (last state: {state})")]
     #[diagnostic(

@@ -25,7 +25,8 @@ pub use error::RuntimeError;
 pub use fingerprint::Fingerprints;
 pub use lifecycle::{
     COMPOSE_PROJECT_LABELS, ContainerState, Event, ExecRequest, FoundContainer, PipedExec,
-    Progress, Runtime, Status, Target, Timeouts, USERNS_PROBE, UpOptions, UpOutcome, UsernsProbe,
+    Progress, ProxyStatus, Runtime, Status, Target, Timeouts, USERNS_PROBE, UpOptions, UpOutcome,
+    UsernsProbe,
 };
 pub use mcp_probe::{MCP_PROTOCOL_VERSION, McpProbe, ProbeFailure, probe_mcp_server};
 pub use process::find_program;

@@ -62,6 +62,9 @@ pub struct Target {
     /// Whether the agent sits on the internal egress network (`[network] egress` other
     /// than `open`), which `up` makes itself on Podman.
     pub egress: bool,
+    /// Whether the Compose project has the egress proxy service (`[network] egress =
+    /// "allowlist"`): `up` makes sure it runs, `status` reports it.
+    pub proxy: bool,
 }
 
 impl Target {
@@ -223,6 +226,22 @@ pub struct Status {
     pub engine: Engine,
     /// The Compose provider used.
     pub compose: ComposeKind,
+    /// The egress proxy's container, when the project has one (`[network] egress =
+    /// "allowlist"`): without it running the agent has no way out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyStatus>,
+}
+
+/// The egress proxy's container as `status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProxyStatus {
+    /// Its name (the Compose service's when there is no container).
+    pub container: String,
+    /// Running, stopped or missing.
+    pub state: ContainerState,
+    /// The engine's own status word (`running`, `exited`, `created`, ...), if it exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_status: Option<String>,
 }
 
 /// Options of [`Runtime::up`].
@@ -319,6 +338,14 @@ impl FoundContainer {
     pub fn running(&self) -> bool {
         self.0.running
     }
+}
+
+/// The Compose project of the agent's container `found` (the Dev Containers CLI's
+/// differs from aibox's), else aibox's own: where its egress proxy is.
+fn compose_project<'a>(found: Option<&'a Inspected>, target: &'a Target) -> &'a str {
+    found
+        .and_then(|f| COMPOSE_PROJECT_LABELS.iter().find_map(|l| f.labels.get(*l)))
+        .map_or(target.project.as_str(), String::as_str)
 }
 
 /// What [`Runtime::up`] did and found.
@@ -524,14 +551,22 @@ impl Runtime {
             None => self.wait_running(target, progress)?,
         };
         check_owner(&running, target)?;
+        // Every service runs, not only the agent: one whose proxy stopped (or never
+        // started: podman-compose 1.0 leaves a failed one `created`) has no way out.
+        let proxy = if target.proxy {
+            Some(self.ensure_proxy(target, &prints, progress)?)
+        } else {
+            None
+        };
         progress(&Event::Running {
             container: target.container.clone(),
             id: running.id.clone(),
         });
         let created = existing.as_ref().is_none_or(|found| found.id != running.id);
         let started = created || existing.as_ref().is_none_or(|found| !found.running);
-        let status =
+        let mut status =
             self.status_with_image(target, Some(&prints), Some(running.clone()), image.as_ref());
+        status.proxy = proxy;
         Ok(UpOutcome {
             status,
             created,
@@ -540,8 +575,9 @@ impl Runtime {
         })
     }
 
-    /// Stops and removes the project's container (Compose `down`). Files, volumes and
-    /// the image are kept.
+    /// Stops and removes the project's container (Compose `down`) and the volume the
+    /// generated Compose file declares (the egress proxy's socket, which holds nothing
+    /// else). Files, `.aibox-home/`, the user's volumes and the image are kept.
     pub fn down(&self, target: &Target, progress: Progress<'_>) -> Result<Status, RuntimeError> {
         let existing = self.find(target)?;
         if let Some(found) = &existing {
@@ -563,11 +599,13 @@ impl Runtime {
                 .find_map(|l| found.labels.get(*l))
             {
                 self.remove_network(project, progress);
+                self.remove_volumes(project, progress);
             }
         } else if target.compose_file().is_file() {
             let cmd = self.compose(target, &["down"]);
             run_checked(cmd, self.timeouts.stop, progress)?;
             self.remove_leftover_network(target, progress);
+            self.remove_volumes(&target.project, progress);
         } else if existing.is_some() {
             // Without the Compose file only our own (label-checked) container is removed.
             let mut cmd = self.engine_cmd();
@@ -647,7 +685,89 @@ impl Runtime {
         found: Option<Inspected>,
     ) -> Result<Status, RuntimeError> {
         let image = self.image_facts(&target.image)?;
-        Ok(self.status_with_image(target, prints, found, image.as_ref()))
+        let proxy = self.proxy_of(target, found.as_ref())?;
+        let mut status = self.status_with_image(target, prints, found, image.as_ref());
+        status.proxy = proxy;
+        Ok(status)
+    }
+
+    /// The egress proxy's container as `status` reports it, beside the agent's container
+    /// `agent` (found by [`Self::container`]; its Compose project is the proxy's); `None`
+    /// when the project has no proxy.
+    ///
+    /// # Errors
+    /// The engine's CLI fails or does not answer in time.
+    pub fn proxy_status(
+        &self,
+        target: &Target,
+        agent: Option<&FoundContainer>,
+    ) -> Result<Option<ProxyStatus>, RuntimeError> {
+        self.proxy_of(target, agent.map(|a| &a.0))
+    }
+
+    fn proxy_of(
+        &self,
+        target: &Target,
+        agent: Option<&Inspected>,
+    ) -> Result<Option<ProxyStatus>, RuntimeError> {
+        if !target.proxy {
+            return Ok(None);
+        }
+        let project = compose_project(agent, target);
+        Ok(Some(proxy_status_of(self.find_proxy(project)?.as_ref())))
+    }
+
+    /// Makes sure the egress proxy runs: starts its container when it exists but does not
+    /// run, makes it (Compose, that service only) when it is missing, and waits until it
+    /// runs. Returns its status.
+    fn ensure_proxy(
+        &self,
+        target: &Target,
+        prints: &Fingerprints,
+        progress: Progress<'_>,
+    ) -> Result<ProxyStatus, RuntimeError> {
+        let service = aibox_config::container::EGRESS_PROXY_SERVICE;
+        match self.find_proxy(&target.project)? {
+            Some(found) if found.running => return Ok(proxy_status_of(Some(&found))),
+            Some(found) => {
+                progress(&Event::Starting {
+                    container: found.name.clone(),
+                });
+                let mut cmd = self.engine_cmd();
+                cmd.args(["start", &found.id]);
+                // A failure is reported below, with the state it left.
+                let _ = run_checked(cmd, self.timeouts.start, progress);
+            }
+            None => {
+                progress(&Event::Starting {
+                    container: service.to_owned(),
+                });
+                let mut cmd = self.compose(target, &["up", "-d", "--no-build", service]);
+                cmd.env(CONFIG_DIGEST_VAR, &prints.config);
+                let _ = run_checked(cmd, self.timeouts.start, progress);
+            }
+        }
+        let deadline = Instant::now() + self.timeouts.running;
+        loop {
+            let found = self.find_proxy(&target.project)?;
+            let status = proxy_status_of(found.as_ref());
+            let settled = found
+                .as_ref()
+                .is_none_or(|f| matches!(f.status.as_str(), "exited" | "dead" | "stopped"));
+            if status.state == ContainerState::Running {
+                return Ok(status);
+            }
+            if settled || Instant::now() >= deadline {
+                return Err(RuntimeError::ProxyNotRunning {
+                    container: status.container,
+                    state: status
+                        .engine_status
+                        .unwrap_or_else(|| ContainerState::Missing.to_string()),
+                    engine: self.engine_name(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// The status of the container `found` and the configured image `image`, both as
@@ -698,6 +818,7 @@ impl Runtime {
             container_stale,
             engine: self.detected.engine.engine,
             compose: self.detected.compose.kind,
+            proxy: None,
         }
     }
 
@@ -956,12 +1077,56 @@ impl Runtime {
     ///
     /// # Errors
     /// The engine's CLI fails or does not answer in time.
-    pub fn egress_log(&self, target: &Target, tail: u32) -> Result<Option<String>, RuntimeError> {
+    pub fn egress_log(
+        &self,
+        target: &Target,
+        agent: Option<&FoundContainer>,
+        tail: u32,
+    ) -> Result<Option<String>, RuntimeError> {
+        let project = compose_project(agent.map(|a| &a.0), target);
+        let Some(found) = self.find_proxy(project)? else {
+            return Ok(None);
+        };
+        let mut cmd = self.engine_cmd();
+        cmd.args(["logs", "--tail", &tail.to_string(), &found.id]);
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        Ok(Some(format!("{}{}", done.stdout, done.stderr)))
+    }
+
+    /// Runs `cmd` in the running egress proxy beside the agent's container `agent` (see
+    /// [`Self::proxy_status`]) and returns whether it succeeded and its standard output;
+    /// `None` when the proxy does not run. `doctor` reads what the proxy enforces so.
+    ///
+    /// # Errors
+    /// The engine's CLI fails or does not answer in time.
+    pub fn exec_in_proxy(
+        &self,
+        target: &Target,
+        agent: Option<&FoundContainer>,
+        cmd: &[&str],
+    ) -> Result<Option<(bool, String)>, RuntimeError> {
+        let project = compose_project(agent.map(|a| &a.0), target);
+        let Some(found) = self.find_proxy(project)?.filter(|f| f.running) else {
+            return Ok(None);
+        };
+        let mut command = self.engine_cmd();
+        command.arg("exec").arg(&found.id).args(cmd);
+        let done = process::run(command, self.timeouts.query, &mut |_, _| {})?;
+        Ok(Some((done.success(), done.stdout)))
+    }
+
+    /// The egress proxy container of Compose project `project` (`None` when there is
+    /// none), found by its labels, so any Compose provider's naming works.
+    fn find_proxy(&self, project: &str) -> Result<Option<Inspected>, RuntimeError> {
         let mut cmd = self.engine_cmd();
         cmd.args(["ps", "-a", "-q", "--no-trunc"]);
         for (label, value) in [
             (aibox_config::container::EGRESS_PROXY_LABEL, "proxy"),
-            (COMPOSE_PROJECT_LABELS[0], target.project.as_str()),
+            (COMPOSE_PROJECT_LABELS[0], project),
         ] {
             cmd.arg("--filter").arg(format!("label={label}={value}"));
         }
@@ -970,17 +1135,10 @@ impl Runtime {
         if !done.success() {
             return Err(failed(&rendered, &done));
         }
-        let Some(id) = done.stdout.split_whitespace().next() else {
-            return Ok(None);
-        };
-        let mut cmd = self.engine_cmd();
-        cmd.args(["logs", "--tail", &tail.to_string(), id]);
-        let rendered = process::render(&cmd);
-        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
-        if !done.success() {
-            return Err(failed(&rendered, &done));
+        match done.stdout.split_whitespace().next() {
+            Some(id) => self.inspect_container(id),
+            None => Ok(None),
         }
-        Ok(Some(format!("{}{}", done.stdout, done.stderr)))
     }
 
     /// The container named `container`, `None` when there is none.
@@ -1152,6 +1310,34 @@ impl Runtime {
     fn remove_network(&self, project: &str, progress: Progress<'_>) {
         for name in std::iter::once("default").chain(aibox_config::container::EGRESS_NETWORKS) {
             self.remove_project_network(project, &format!("{project}_{name}"), progress);
+        }
+    }
+
+    /// Removes the volumes the generated Compose file declares for Compose project
+    /// `project` (the egress proxy's socket volume), when their labels say they are that
+    /// project's: `down` left one per checkout behind. Best effort, like the networks.
+    /// Named volumes of the user's own Compose files are theirs and stay.
+    fn remove_volumes(&self, project: &str, progress: Progress<'_>) {
+        let volume = format!(
+            "{project}_{}",
+            aibox_config::container::EGRESS_SOCKET_VOLUME
+        );
+        let mut cmd = self.engine_cmd();
+        cmd.args(["volume", "inspect", &volume]);
+        let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {}) else {
+            return;
+        };
+        if !done.success() || !network_is_ours(&done.stdout, project) {
+            return;
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.args(["volume", "rm", &volume]);
+        if let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {})
+            && !done.success()
+        {
+            for line in done.tail {
+                progress(&Event::Output { line });
+            }
         }
     }
 
@@ -1489,6 +1675,26 @@ fn keep_id_value(rootless: &str, uid: u32, gid: u32) -> Option<String> {
     (rootless.trim() == "true").then(|| format!("keep-id:uid={uid},gid={gid}"))
 }
 
+/// The status of the egress proxy container `found` (`None`: missing).
+fn proxy_status_of(found: Option<&Inspected>) -> ProxyStatus {
+    match found {
+        Some(f) => ProxyStatus {
+            container: f.name.clone(),
+            state: if f.running {
+                ContainerState::Running
+            } else {
+                ContainerState::Stopped
+            },
+            engine_status: Some(f.status.clone()),
+        },
+        None => ProxyStatus {
+            container: aibox_config::container::EGRESS_PROXY_SERVICE.to_owned(),
+            state: ContainerState::Missing,
+            engine_status: None,
+        },
+    }
+}
+
 /// The internal egress network of Compose project `project` under `aibox up`
 /// (`<project>_aibox-internal`, as Compose itself would name it).
 fn internal_network(project: &str) -> String {
@@ -1503,7 +1709,8 @@ fn network_is_sealed(stdout: &str) -> bool {
     })
 }
 
-/// Whether `network inspect` output describes a network of Compose project `project`.
+/// Whether `network inspect` (or `volume inspect`: the same label fields) output describes
+/// a network (or volume) of Compose project `project`.
 fn network_is_ours(stdout: &str, project: &str) -> bool {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(stdout) else {
         return false;
@@ -1600,6 +1807,7 @@ mod tests {
             user: "aibox".into(),
             ids: (1000, 1000),
             egress: false,
+            proxy: false,
         }
     }
 

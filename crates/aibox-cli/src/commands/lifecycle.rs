@@ -64,6 +64,23 @@ pub fn status(g: &Global) -> Outcome {
         if let Some(id) = &status.container_id {
             render::out(&format!("id:        {id}"));
         }
+        if let Some(proxy) = &status.proxy {
+            let word = proxy.engine_status.as_deref().unwrap_or("missing");
+            render::out(&format!(
+                "proxy:     {} ({}, {word})",
+                proxy.container, proxy.state
+            ));
+        }
     })?;
+    // Fails closed, but silently: say why the agent has no network.
+    if let Some(proxy) = status.proxy.as_ref().filter(|p| {
+        status.state == aibox_runtime::ContainerState::Running
+            && p.state != aibox_runtime::ContainerState::Running
+    }) {
+        render::warning(&format!(
+            "the egress proxy `{}` is {}: the agent has no way out; run `aibox up` to start it",
+            proxy.container, proxy.state
+        ));
+    }
     Ok(Exit::Ok)
 }

@@ -41,6 +41,9 @@ pub fn list(g: &Global) -> Outcome {
             }
         }
     })?;
+    for warning in &list.warnings {
+        render::warning(warning);
+    }
     Ok(Exit::Ok)
 }
 

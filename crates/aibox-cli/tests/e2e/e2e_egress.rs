@@ -207,13 +207,124 @@ fn journey(bench: &Bench<'_>, cleanup: &mut Cleanup, project: &str, container: &
     );
 
     doctor_names_the_refusals(bench, &address, container);
+    the_agent_cannot_change_its_container(bench, container);
+    doctor_compares_what_the_proxy_enforces(bench, &proxy);
+    a_stopped_proxy_is_reported_and_started(bench, &proxy, container);
 
     // The test hosts leave the project's network first, or Compose cannot remove it.
     for host in ["allowed", "denied"] {
         bench.remove_host(&format!("{project}-{host}"));
     }
+    down_removes_the_socket_volume(bench, project);
+}
+
+/// `aibox down` removes the containers and the socket volume it made (one per checkout
+/// was left behind).
+fn down_removes_the_socket_volume(bench: &Bench<'_>, project: &str) {
+    let volume = format!(
+        "{project}_{}",
+        aibox_config::container::EGRESS_SOCKET_VOLUME
+    );
+    assert!(
+        bench
+            .engine_ok(&["volume", "ls", "-q"])
+            .lines()
+            .any(|v| v == volume),
+        "no socket volume {volume} before `down`"
+    );
     let down = (bench.aibox)().arg("down").output().unwrap();
     assert!(down.status.success(), "{}", show(&down));
+    // `down` removes the socket volume it made: one per checkout was left behind.
+    let volumes = bench.engine_ok(&["volume", "ls", "-q"]);
+    assert!(!volumes.lines().any(|v| v == volume), "{volumes}");
+}
+
+/// `.devcontainer/` (the Compose files, the proxy's filter and configuration, which any
+/// later start of the proxy reads) is read-only inside the agent, even for its root: it
+/// cannot widen its own allowlist, nor move the folder aside and put another in its
+/// place. The rest of the workspace stays writable (root, so the check does not depend
+/// on who owns the test's folder).
+fn the_agent_cannot_change_its_container(bench: &Bench<'_>, container: &str) {
+    let as_root = |script: &str| {
+        let out = (bench.engine)(&["exec", "-u", "0", container, "bash", "-c", script]);
+        (out.status.code().unwrap_or(-1), show(&out))
+    };
+    for (script, error) in [
+        (
+            "echo '.*' >> /workspace/.devcontainer/aibox-egress/egress.local.filter",
+            "Read-only file system",
+        ),
+        (
+            "echo 'FilterDefaultDeny No' >> /workspace/.devcontainer/aibox-egress/egress.local.conf",
+            "Read-only file system",
+        ),
+        (
+            "rm /workspace/.devcontainer/aibox-egress/egress.filter",
+            "Read-only file system",
+        ),
+        (
+            "echo '# x' >> /workspace/.devcontainer/docker-compose.yml",
+            "Read-only file system",
+        ),
+        (
+            "mv /workspace/.devcontainer/aibox-egress /workspace/.devcontainer/moved",
+            "Read-only file system",
+        ),
+        // A mount point cannot be renamed.
+        (
+            "mv /workspace/.devcontainer /workspace/.devcontainer-moved",
+            "busy",
+        ),
+    ] {
+        let (code, out) = as_root(script);
+        assert_ne!(code, 0, "the agent changed its container: {script}: {out}");
+        assert!(out.contains(error), "{script}: {out}");
+    }
+    let (code, out) =
+        as_root("touch /workspace/written-by-agent && rm /workspace/written-by-agent");
+    assert_eq!(code, 0, "{out}");
+}
+
+/// `doctor` reads the filter the running proxy joined at its start: one that differs
+/// from the files (here changed in the proxy's own `/tmp`) is an error, though the files
+/// are clean. The next test restarts the proxy, which joins the files again.
+fn doctor_compares_what_the_proxy_enforces(bench: &Bench<'_>, proxy: &str) {
+    let doctor = (bench.aibox)().arg("doctor").output().unwrap();
+    let text = show(&doctor);
+    assert!(!text.contains("egress_enforced"), "{text}");
+    bench.engine_ok(&[
+        "exec",
+        proxy,
+        "sh",
+        "-c",
+        "echo '.*' >> /tmp/aibox-egress/filter",
+    ]);
+    let doctor = (bench.aibox)().arg("doctor").output().unwrap();
+    let text = show(&doctor);
+    assert!(!doctor.status.success(), "{text}");
+    assert!(text.contains("aibox::doctor::egress_enforced"), "{text}");
+}
+
+/// A stopped proxy leaves the agent without a way out: `status` and `doctor` say so, and
+/// `up` (with the agent still running) starts it again.
+fn a_stopped_proxy_is_reported_and_started(bench: &Bench<'_>, proxy: &str, container: &str) {
+    bench.engine_ok(&["stop", "-t", "0", proxy]);
+    let status = || -> serde_json::Value {
+        serde_json::from_str(&ok((bench.aibox)().args(["status", "--output", "json"]))).unwrap()
+    };
+    let stopped = status();
+    assert_eq!(stopped["state"], "running", "{stopped}");
+    assert_eq!(stopped["proxy"]["state"], "stopped", "{stopped}");
+    assert_eq!(stopped["proxy"]["container"], proxy, "{stopped}");
+    let doctor = (bench.aibox)().arg("doctor").output().unwrap();
+    let text = show(&doctor);
+    assert!(!doctor.status.success(), "{text}");
+    assert!(text.contains("aibox::doctor::egress_proxy"), "{text}");
+    ok((bench.aibox)().arg("up"));
+    let started = status();
+    assert_eq!(started["proxy"]["state"], "running", "{started}");
+    let (code, out) = bench.in_agent(container, "curl -sS -m 10 http://allowed.test/");
+    assert_eq!(code, 0, "{out}");
 }
 
 /// Starts the test host container `name` on `network` under the name `alias` (removed

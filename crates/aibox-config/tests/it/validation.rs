@@ -611,6 +611,12 @@ fn network_egress() {
         "[network]\negress = \"allowlist\"\nallow = [\"api.example.com\", \"*.example.org\"]\n",
     );
     accepts("[network]\negress = \"none\"\n");
+    // Below a registrable name, and exact names (even a suffix itself), are fine; so is an
+    // unknown top-level domain.
+    accepts(
+        "[network]\negress = \"allowlist\"\nallow = [\"*.bbc.co.uk\", \"*.acme.github.io\", \
+         \"co.uk\", \"*.pythonhosted.org\", \"*.corp.internal\"]\n",
+    );
     rejects(
         "[network]\negress = \"firewall\"\n",
         "aibox::config::invalid_value",
@@ -622,12 +628,16 @@ fn network_egress() {
         ("*.", "empty"),
         ("API.example.com", "uppercase"),
         ("localhost", "single label"),
-        ("https://api.example.com", "characters"),
+        ("https://api.example.com", "scheme"),
         ("api.example.com:443", "characters"),
         ("api..example.com", "empty label"),
         ("-api.example.com", "starts or ends"),
         ("host.123", "numeric"),
         ("a.*.example.com", "characters"),
+        // Every site registered under a public suffix, like `*.com`.
+        ("*.co.uk", "public suffix"),
+        ("*.github.io", "public suffix"),
+        ("*.com.au", "public suffix"),
     ] {
         rejects(
             &format!("[network]\negress = \"allowlist\"\nallow = [{host:?}]\n"),
@@ -647,6 +657,45 @@ fn network_egress() {
     );
 }
 
+/// A proxy address or allowed host written with `user:password@` (no scheme) is refused
+/// for its credentials, and neither the message nor the file quoted under it shows them.
+#[test]
+fn credentials_without_a_scheme_are_refused_and_never_shown() {
+    let password = "s3cr3tPassw0rd";
+    for (body, key) in [
+        (
+            format!("[network]\nupstream_proxy = \"alice:{password}@proxy.corp.example:3128\"\n"),
+            "upstream_proxy",
+        ),
+        (
+            format!("[network]\nallow = [\"alice:{password}@proxy.corp.example\"]\n"),
+            "allowed host",
+        ),
+        (
+            format!("[network]\nallow = [\"https://alice:{password}@proxy.corp.example/\"]\n"),
+            "allowed host",
+        ),
+    ] {
+        let err = parse_local_toml(&body, ".aibox-local.toml").expect_err(&body);
+        let problems = err.problems();
+        assert_eq!(problems.len(), 1, "{body}");
+        let message = problems[0].message();
+        assert!(
+            message.contains(key) && message.contains("user name or password"),
+            "{body}: {message}"
+        );
+        let mut shown = String::new();
+        miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+            .render_report(&mut shown, &problems[0])
+            .unwrap();
+        assert!(
+            !shown.contains(password) && !shown.contains("alice"),
+            "{body}: credentials shown: {shown}"
+        );
+        assert!(shown.contains("proxy.corp.example"), "{shown}");
+    }
+}
+
 #[test]
 fn personal_network() {
     let ok =
@@ -660,7 +709,7 @@ fn personal_network() {
     for (value, needle) in [
         ("proxy.corp.example", "no `:port`"),
         ("http://proxy.corp.example:3128", "is not `host:port`"),
-        ("user:secret@proxy.example:3128", "is not `host:port`"),
+        ("user:secret@proxy.example:3128", "user name or password"),
         ("proxy.example:0", "outside 1-65535"),
         ("proxy.example:99999", "outside 1-65535"),
         ("proxy.example:", "no valid port"),

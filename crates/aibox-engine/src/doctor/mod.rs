@@ -193,8 +193,11 @@ fn container_checks(
     container: Option<&checks::Container>,
 ) {
     checks::container_state::check(run, project, engine_at, container);
-    // hosts the egress proxy refused (allowlist mode)
-    checks::egress::check(run, project, engine_at);
+    // the egress proxy runs beside the agent, and the hosts it refused (allowlist mode)
+    let agent = container
+        .and_then(|c| c.as_ref().ok())
+        .and_then(Option::as_ref);
+    checks::egress::check(run, project, engine_at, agent);
     // the running container's labels and marker against the lock and the configuration
     match checks::base_image::check(project, lock, engine_at, container) {
         Ok(findings) => run.check("base-image", findings),
@@ -402,6 +405,18 @@ fn content_checks(
         run.skip("integrity", &unfinished_skip(record));
         run.check("migrations", checks::migrations::findings(root));
         return planned.servers;
+    }
+    // The egress proxy's personal files, which `sync` (as `apply --check`) leaves out.
+    if let Some(Ok(plan)) = &planned.plan
+        && plan
+            .files
+            .iter()
+            .any(|f| f.path == aibox_config::layout::EGRESS_FILTER)
+    {
+        run.check(
+            "egress-files",
+            checks::egress::local_file_findings(root, &plan.files),
+        );
     }
     match resolved {
         Some(resolved) => run.check(

@@ -271,6 +271,55 @@ fn the_gate_refuses_overrides_that_bypass_the_proxy() {
     );
 }
 
+/// A Compose file that another dev container configuration names is run by the editor
+/// just like aibox's own: the same bypasses in it are refused with the same options.
+#[test]
+fn the_gate_refuses_bypasses_in_another_configurations_compose_file() {
+    let cases = [
+        (
+            "services:\n  eg:\n    networks:\n      - aibox-egress\n",
+            "egress:network:aibox-egress",
+        ),
+        (
+            "services:\n  eg:\n    network_mode: bridge\n",
+            "egress:network_mode:bridge",
+        ),
+        (
+            "networks:\n  aibox-internal:\n    internal: false\n",
+            "egress:aibox-internal:internal",
+        ),
+        (
+            "services:\n  relay:\n    image: alpine:3.20\n    networks:\n      - aibox-internal\n      - aibox-egress\n",
+            "egress:network:aibox-internal:relay",
+        ),
+    ];
+    for (text, option) in cases {
+        let (_t, root) = project(TEAM);
+        fs_err::create_dir_all(root.join(".devcontainer/alt")).unwrap();
+        fs_err::write(
+            root.join(".devcontainer/alt/devcontainer.json"),
+            "{\"dockerComposeFile\": [\"../docker-compose.yml\", \
+             \"../docker-compose.override.yml\", \"alt.yml\"], \"service\": \"eg\"}\n",
+        )
+        .unwrap();
+        fs_err::write(root.join(".devcontainer/alt/alt.yml"), text).unwrap();
+        let err = apply(&root, &apply_opts(None)).unwrap_err();
+        let shown = format!("{err:?}");
+        assert!(
+            shown.contains("aibox::policy::egress_bypass") && shown.contains(option),
+            "{text}: {shown}"
+        );
+        assert!(
+            shown.contains(".devcontainer/alt/alt.yml"),
+            "{text}: the file is not named: {shown}"
+        );
+        assert!(
+            !root.join(FILTER).exists(),
+            "{text}: a refused plan wrote files"
+        );
+    }
+}
+
 /// `.devcontainer/.env` naming the internal network would move the agent of VS Code and
 /// the Dev Containers CLI onto that network: refused, and allowed only by an exception.
 #[test]
@@ -341,6 +390,54 @@ fn none_mode_has_no_proxy_and_the_same_gate() {
     assert!(
         format!("{err:?}").contains("egress:network_mode:bridge"),
         "{err:?}"
+    );
+}
+
+/// `egress = "none"` lets nothing out, so `[network] allow` (team and personal) and the
+/// personal upstream proxy do nothing: `apply`, `network list` and `doctor` say so.
+#[test]
+fn none_mode_warns_that_allowed_hosts_are_ignored() {
+    let team = TEAM.replace("egress = \"allowlist\"", "egress = \"none\"");
+    let (_t, root) = project(&team);
+    let report = apply(&root, &apply_opts(None)).unwrap();
+    let ignored: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("ignored") && w.contains("egress = \"none\""))
+        .collect();
+    assert_eq!(ignored.len(), 2, "{:?}", report.warnings);
+    assert!(
+        ignored[0].contains("aibox.toml") && ignored[0].contains("2 host(s)"),
+        "{ignored:?}"
+    );
+    assert!(
+        ignored[1].contains(".aibox-local.toml") && ignored[1].contains("upstream_proxy"),
+        "{ignored:?}"
+    );
+    let list = aibox_engine::network_list::network_list(&root).unwrap();
+    assert_eq!(list.warnings.len(), 2, "{list:?}");
+    let options = aibox_engine::doctor::DoctorOptions {
+        skip_engine: true,
+        update_check: aibox_engine::updates::UpdateCheck::Never,
+        ..aibox_engine::doctor::DoctorOptions::default()
+    };
+    let doctor = aibox_engine::doctor::doctor(&root, &options).unwrap();
+    assert!(
+        doctor
+            .findings
+            .iter()
+            .any(|f| f.code == "aibox::doctor::apply_warning" && f.message.contains("ignored")),
+        "{}",
+        doctor.render_human()
+    );
+    // Without entries, nothing to say.
+    let (_t, bare) = project(&team.replace("allow = [\"pypi.org\", \"*.pythonhosted.org\"]\n", ""));
+    fs_err::write(bare.join(".aibox-local.toml"), "").unwrap();
+    let report = apply(&bare, &apply_opts(None)).unwrap();
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("ignored")),
+        "{:?}",
+        report.warnings
     );
 }
 

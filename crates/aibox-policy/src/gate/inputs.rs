@@ -73,9 +73,15 @@ pub fn gate_inputs(
             disk: rec,
         };
         compose_setup(&overlay, &consent, Pass::Traverse);
-        // The egress rules read aibox's own Compose files, links or not.
+        // The egress rules read aibox's own Compose files, links or not, and every file a
+        // dev container configuration names.
         for path in aibox_config::layout::COMPOSE_FILES {
             overlay.read(path);
+        }
+        for (files, env) in super::compose_projects(&overlay) {
+            for path in files.iter().chain([&env]) {
+                overlay.read(path);
+            }
         }
         rec.read(aibox_config::AIBOX_TOML);
         visit_project_volumes(config, local, rec);

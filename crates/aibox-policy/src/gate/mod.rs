@@ -36,6 +36,7 @@ pub use inputs::{GateInputs, gate_inputs};
 pub use mounts::{check_project_volumes, check_volumes};
 pub use privilege::check_container_user;
 pub use project::{check_compose, check_compose_project};
+pub(crate) use setup::compose_projects;
 pub use setup::{check_compose_setup, devcontainer_compose_files};
 
 use std::fmt::Write as _;

@@ -58,23 +58,7 @@ pub(super) fn compose_setup(
             }
             out.extend(check_local_features(&config, text, sources, consent, pass));
         }
-        // `aibox up` runs its Compose files itself; the editor runs the listed ones. Both count.
-        let mut names: Vec<Result<String, String>> = if config == DEVCONTAINER_PATH {
-            aibox_config::layout::COMPOSE_FILES
-                .map(|n| Ok(n.to_owned()))
-                .to_vec()
-        } else {
-            Vec::new()
-        };
-        for name in devcontainer
-            .as_deref()
-            .map(|t| compose_files_in(&dir, t))
-            .unwrap_or_default()
-        {
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
+        let names = compose_names(&config, &dir, devcontainer.as_deref());
         let mut texts: Vec<(String, String)> = Vec::new();
         for name in names {
             let name = match name {
@@ -104,11 +88,9 @@ pub(super) fn compose_setup(
                 texts.push((name, text));
             }
         }
-        // Compose reads `.env` from the folder of the first file.
-        let env_path = match texts.first() {
-            _ if config == DEVCONTAINER_PATH => aibox_config::layout::COMPOSE_ENV.to_owned(),
-            Some((first, _)) => join_project(dir_of(first), ".env").unwrap_or_default(),
-            None => continue,
+        let Some(env_path) = env_file(&config, texts.first().map(|(first, _)| first.as_str()))
+        else {
+            continue;
         };
         let env = if linked_file(sources, consent, &config, &env_path, &mut out) {
             None
@@ -152,6 +134,69 @@ fn judge_config(
     let mut out = devcontainer_findings(config, text, consent, sources);
     if config != DEVCONTAINER_PATH {
         out.extend(scan_secrets(config, text, TextKind::Json));
+    }
+    out
+}
+
+/// The Compose files of configuration `config` (in folder `dir`, its text
+/// `devcontainer`), in order: `Ok` a project path, `Err` an entry as written that leaves
+/// the project. `aibox up` runs its own files itself for the main configuration; the
+/// editor runs the listed ones. Both count.
+fn compose_names(
+    config: &str,
+    dir: &str,
+    devcontainer: Option<&str>,
+) -> Vec<Result<String, String>> {
+    let mut names: Vec<Result<String, String>> = if config == DEVCONTAINER_PATH {
+        aibox_config::layout::COMPOSE_FILES
+            .map(|n| Ok(n.to_owned()))
+            .to_vec()
+    } else {
+        Vec::new()
+    };
+    for name in devcontainer
+        .map(|t| compose_files_in(dir, t))
+        .unwrap_or_default()
+    {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The `.env` Compose reads for configuration `config` whose first existing Compose file
+/// is `first`: `.devcontainer/.env` for `aibox up`'s project, else the one in the folder
+/// of the first file; `None` when the configuration runs no file.
+fn env_file(config: &str, first: Option<&str>) -> Option<String> {
+    match first {
+        _ if config == DEVCONTAINER_PATH => Some(aibox_config::layout::COMPOSE_ENV.to_owned()),
+        Some(first) => Some(join_project(dir_of(first), ".env").unwrap_or_default()),
+        None => None,
+    }
+}
+
+/// Every Compose project the tools may run, as the files it merges (project paths of
+/// files that exist, in order) and the `.env` Compose reads with them: `aibox up`'s
+/// (with `.devcontainer/devcontainer.json`'s list) and each other dev container
+/// configuration's. The same lists [`compose_setup`] judges; the egress rules read them
+/// too, so no Compose file a configuration names escapes them.
+pub(crate) fn compose_projects(sources: &dyn ComposeSources) -> Vec<(Vec<String>, String)> {
+    let mut configs = devcontainer_files(sources);
+    if !configs.iter().any(|c| c == DEVCONTAINER_PATH) {
+        configs.insert(0, DEVCONTAINER_PATH.to_owned());
+    }
+    let mut out = Vec::new();
+    for config in configs {
+        let devcontainer = sources.read(&config);
+        let files: Vec<String> = compose_names(&config, dir_of(&config), devcontainer.as_deref())
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|name| sources.read(name).is_some())
+            .collect();
+        if let Some(env) = env_file(&config, files.first().map(String::as_str)) {
+            out.push((files, env));
+        }
     }
     out
 }

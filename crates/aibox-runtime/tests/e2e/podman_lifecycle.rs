@@ -69,6 +69,7 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
         user: "tester".to_owned(),
         ids: (1000, 1000),
         egress: false,
+        proxy: false,
     };
     (dir, target)
 }

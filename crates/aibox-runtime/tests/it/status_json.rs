@@ -1,7 +1,7 @@
 //! The JSON shape of `aibox status --output json`: a contract for scripts, so it is
 //! pinned with snapshots.
 
-use aibox_runtime::{ComposeKind, ContainerState, Engine, Status};
+use aibox_runtime::{ComposeKind, ContainerState, Engine, ProxyStatus, Status};
 
 fn status(state: ContainerState) -> Status {
     let exists = state != ContainerState::Missing;
@@ -18,12 +18,26 @@ fn status(state: ContainerState) -> Status {
         container_stale: false,
         engine: Engine::Podman,
         compose: ComposeKind::PodmanCompose,
+        proxy: None,
     }
 }
 
 #[test]
 fn running_status_json() {
     insta::assert_json_snapshot!(status(ContainerState::Running));
+}
+
+/// With `[network] egress = "allowlist"` the proxy's container is reported too: a stopped
+/// one leaves the agent without a way out.
+#[test]
+fn status_with_a_stopped_proxy_json() {
+    let mut status = status(ContainerState::Running);
+    status.proxy = Some(ProxyStatus {
+        container: "demo_aibox-egress_1".to_owned(),
+        state: ContainerState::Stopped,
+        engine_status: Some("exited".to_owned()),
+    });
+    insta::assert_json_snapshot!(status);
 }
 
 #[test]

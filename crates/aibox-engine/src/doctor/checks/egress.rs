@@ -3,9 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use aibox_config::{EgressMode, Project};
+use aibox_config::{EgressMode, PlannedFile, Project};
 use aibox_devcontainer::egress::BLOCKED_LOG_MARKER;
 use aibox_policy::{Finding, Severity};
+use aibox_runtime::{ContainerState, ProxyStatus};
+use camino::Utf8Path;
 
 use super::EngineAt;
 use crate::doctor::report::Run;
@@ -13,8 +15,15 @@ use crate::doctor::report::Run;
 /// How much of the proxy's log is read: recent refusals, bounded.
 const LOG_TAIL: u32 = 5000;
 
-/// The `egress` check: skipped unless `allowlist` mode and a reachable engine.
-pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt) {
+/// The `egress` check: skipped unless `allowlist` mode and a reachable engine. While the
+/// agent's container (`agent`) runs, a proxy that does not is an error: the agent
+/// then has no way out, and nothing else says why.
+pub(crate) fn check(
+    run: &mut Run,
+    project: Option<&Project>,
+    engine: &EngineAt,
+    agent: Option<&aibox_runtime::FoundContainer>,
+) {
     let Some(p) = project.filter(|p| p.config.network.egress == EgressMode::Allowlist) else {
         run.skip("egress", "not in allowlist mode");
         return;
@@ -23,11 +32,153 @@ pub(crate) fn check(run: &mut Run, project: Option<&Project>, engine: &EngineAt)
         run.skip("egress", "no engine");
         return;
     };
-    match runtime.egress_log(target, LOG_TAIL) {
-        Ok(Some(log)) => run.check("egress", findings(&log, p)),
+    let proxy = match runtime.proxy_status(target, agent) {
+        Ok(proxy) => proxy,
+        Err(e) => {
+            run.skip("egress", &e.to_string());
+            return;
+        }
+    };
+    let down = proxy
+        .filter(|s| s.state != ContainerState::Running)
+        .map(|s| proxy_down(&s, p, &runtime.detected().engine.engine.to_string()));
+    if agent.is_some_and(aibox_runtime::FoundContainer::running)
+        && let Some(finding) = down
+    {
+        run.check("egress", vec![finding]);
+        return;
+    }
+    // What the running proxy enforces, against the files it was made from.
+    let enforced = match enforced_findings(runtime, target, agent) {
+        Ok(found) => found,
+        Err(e) => {
+            run.skip("egress", &e.to_string());
+            return;
+        }
+    };
+    match runtime.egress_log(target, agent, LOG_TAIL) {
+        Ok(Some(log)) => {
+            let mut all = enforced;
+            all.extend(findings(&log, p));
+            run.check("egress", all);
+        }
         Ok(None) => run.skip("egress", "no egress proxy container (run `aibox up`)"),
         Err(e) => run.skip("egress", &e.to_string()),
     }
+}
+
+/// The running proxy's filter and configuration (joined from the team's and the personal
+/// files when it started) against those files now: a proxy started while they said
+/// something else (edited, then put back) still enforces that, whatever the files and the
+/// `egress-files` check say.
+fn enforced_findings(
+    runtime: &aibox_runtime::Runtime,
+    target: &aibox_runtime::Target,
+    agent: Option<&aibox_runtime::FoundContainer>,
+) -> Result<Vec<Finding>, aibox_runtime::RuntimeError> {
+    use aibox_config::layout::{
+        EGRESS_CONF, EGRESS_FILTER, EGRESS_LOCAL_CONF, EGRESS_LOCAL_FILTER,
+    };
+    use aibox_devcontainer::egress::{RUN_CONF, RUN_FILTER};
+    let disk = |rel: &str| fs_err::read_to_string(target.root.join(rel)).unwrap_or_default();
+    let mut out = Vec::new();
+    for (running, team, personal) in [
+        (RUN_FILTER, EGRESS_FILTER, EGRESS_LOCAL_FILTER),
+        (RUN_CONF, EGRESS_CONF, EGRESS_LOCAL_CONF),
+    ] {
+        let Some((true, enforced)) = runtime.exec_in_proxy(target, agent, &["cat", running])?
+        else {
+            continue;
+        };
+        let expected = format!("{}{}", disk(team), disk(personal));
+        if enforced.lines().eq(expected.lines()) {
+            continue;
+        }
+        out.push(Finding::new(
+            "aibox::doctor::egress_enforced",
+            Severity::Error,
+            team,
+            format!(
+                "the running egress proxy enforces another {} than `{team}` and `{personal}` \
+                 hold: it was started while they said something else, and may let through \
+                 hosts no configuration names",
+                if running == RUN_FILTER {
+                    "filter"
+                } else {
+                    "configuration"
+                }
+            ),
+            "run `aibox apply`, then `aibox down` and `aibox up` (the proxy reads the files \
+             again when it starts)",
+        ));
+    }
+    Ok(out)
+}
+
+/// The error for a proxy that does not run beside a running agent.
+fn proxy_down(status: &ProxyStatus, project: &Project, engine: &str) -> Finding {
+    let state = status
+        .engine_status
+        .clone()
+        .unwrap_or_else(|| status.state.to_string());
+    Finding::new(
+        "aibox::doctor::egress_proxy",
+        Severity::Error,
+        aibox_config::layout::COMPOSE,
+        format!(
+            "the egress proxy `{}` of the agent container `{}` is {state}: the agent has no \
+             way out, not even to the allowed hosts",
+            status.container, project.config.container.name
+        ),
+        format!(
+            "run `aibox up` (it starts the proxy, or makes it when it is missing); if it stops \
+             again, see why with `{engine} logs {}`",
+            status.container
+        ),
+    )
+}
+
+/// The proxy's personal files (`egress.local.filter`, `egress.local.conf`): gitignored, so
+/// `apply --check` (the `sync` check) leaves them out, but the proxy joins them to the
+/// team's files at every start, whoever starts it. One that differs from what `apply`
+/// writes from `.aibox-local.toml` changes what the proxy lets through.
+const LOCAL_FILES: [&str; 2] = [
+    aibox_config::layout::EGRESS_LOCAL_FILTER,
+    aibox_config::layout::EGRESS_LOCAL_CONF,
+];
+
+/// The proxy's personal files that differ from `planned` (the plan's files; nothing is
+/// judged without a plan or outside `allowlist` mode): each an error, since the next
+/// start of the proxy by any tool enforces what is on disk.
+pub(crate) fn local_file_findings(root: &Utf8Path, planned: &[PlannedFile]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for rel in LOCAL_FILES {
+        let Some(file) = planned.iter().find(|f| f.path == rel) else {
+            continue;
+        };
+        let on_disk = fs_err::read(root.join(rel)).ok();
+        if on_disk.as_deref() == Some(&*file.contents) {
+            continue;
+        }
+        let what = if on_disk.is_some() {
+            "differs from what `aibox apply` writes from .aibox-local.toml"
+        } else {
+            "is missing"
+        };
+        out.push(Finding::new(
+            "aibox::doctor::egress_files",
+            Severity::Error,
+            rel,
+            format!(
+                "`{rel}` {what}: the egress proxy reads it at every start (also one by VS Code, \
+                 the Dev Containers CLI or the engine), so it may allow hosts no configuration \
+                 names"
+            ),
+            "run `aibox apply` (it rewrites the file from .aibox-local.toml), then `aibox up` \
+             to restart the proxy with it",
+        ));
+    }
+    out
 }
 
 /// The refused hosts in `log`, with how many times each was refused.
