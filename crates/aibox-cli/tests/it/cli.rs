@@ -717,6 +717,72 @@ fn config_set_validate_and_apply_share_one_set_of_checks() {
     }
 }
 
+/// The settings `apply` refuses while it plans are refused by `config set` (exit 2, file
+/// unchanged) and `config validate`, which names `.aibox-local.toml` when it checked it
+/// too; a setting that needs a seccomp consent is saved with a warning naming it, and
+/// `config validate` refuses it until the consent is recorded.
+#[test]
+fn config_set_and_validate_refuse_the_settings_apply_refuses() {
+    let (_t, dir) = init_project("demo", "codex");
+    let out = aibox(&dir, &["config", "validate"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("aibox.toml is valid"), "{}", text(&out));
+    fs_err::write(dir.join(".aibox-local.toml"), "").unwrap();
+    let out = aibox(&dir, &["config", "validate"]);
+    assert!(
+        text(&out).contains("aibox.toml and ")
+            && text(&out).contains(".aibox-local.toml are valid"),
+        "{}",
+        text(&out)
+    );
+
+    let out = aibox(
+        &dir,
+        &["config", "set", "--local", "container.environment.Q", "a$b"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("aibox::devcontainer::local_env_value"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(
+        &dir,
+        &[
+            "config",
+            "set",
+            "--local",
+            "container.extra_ca_certificates",
+            "/nonexistent.pem",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("aibox::apply::extra_ca"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        fs_err::read_to_string(dir.join(".aibox-local.toml")).unwrap(),
+        ""
+    );
+
+    let out = aibox(
+        &dir,
+        &["config", "set", "security.codex_sandbox", "seccomp-profile"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("needs the consent `security.acknowledge_seccomp_profile = true`"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["-o", "json", "config", "validate"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["code"], "aibox::policy::seccomp_consent", "{json}");
+}
+
 /// `config get` prints the effective value (defaults included) raw, JSON values with
 /// `--output json`, and suggests the right key on a typo.
 #[test]
