@@ -228,6 +228,16 @@ pub enum ConfigEditError {
         /// Root-relative copy of it in the installed release's snapshot.
         snapshot: String,
     },
+    /// `aibox skill enable` of a name the installed release has no skill of: `apply`
+    /// would only ignore it with a warning.
+    #[error("the installed processkit release has no skill `{name}`")]
+    #[diagnostic(code(aibox::skill::unknown), help("{suggestion}"))]
+    UnknownSkill {
+        /// The name asked for.
+        name: String,
+        /// The closest skill name, or where to see them.
+        suggestion: String,
+    },
     /// The configuration file is a symbolic link: aibox edits files only in place.
     #[error("{path} is a symbolic link (to {target}); aibox edits it only as a regular file")]
     #[diagnostic(
@@ -264,7 +274,9 @@ impl ConfigEditError {
             Self::Settings(e) => e.kind(),
             Self::Write(e) => e.kind(),
             Self::Io { .. } => aibox_config::ErrorKind::Environment,
-            Self::Linked { .. } | Self::SkillDeletedByHand { .. } => aibox_config::ErrorKind::User,
+            Self::Linked { .. } | Self::SkillDeletedByHand { .. } | Self::UnknownSkill { .. } => {
+                aibox_config::ErrorKind::User
+            }
         }
     }
 }
