@@ -77,6 +77,19 @@ pub enum CliError {
         path: camino::Utf8PathBuf,
     },
 
+    /// `--project PATH` names a file (typically `aibox.toml` itself), not a folder.
+    #[error("`--project` must be the project folder, not a file: {path} is a file")]
+    #[diagnostic(
+        code(aibox::cli::project_not_folder),
+        help("did you mean `--project {folder}`? (the folder that holds aibox.toml)")
+    )]
+    ProjectNotFolder {
+        /// The path given.
+        path: camino::Utf8PathBuf,
+        /// Its folder.
+        folder: String,
+    },
+
     /// End of input (Ctrl-D) at a question: the command is cancelled.
     #[error("cancelled: no answer (end of input); nothing was written")]
     #[diagnostic(
@@ -180,6 +193,7 @@ impl CliError {
             | Self::ConsentRefused
             | Self::Cancelled
             | Self::ProjectMissing { .. }
+            | Self::ProjectNotFolder { .. }
             | Self::UnknownCommand { .. }
             | Self::BadPair { .. }
             | Self::McpAddWhat { .. }

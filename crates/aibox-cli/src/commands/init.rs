@@ -14,7 +14,10 @@ use aibox_config::{ContextMode, Harness};
 
 pub fn run(g: &Global, args: &InitArgs) -> Outcome {
     let dir = match &g.project {
-        Some(d) => d.clone(),
+        Some(d) => {
+            super::not_a_file(d)?;
+            d.clone()
+        }
         None => cwd()?,
     };
     // Refuse before asking anything: answers to a command that cannot run are wasted.

@@ -89,6 +89,27 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
 
+/// `--project aibox.toml` is a usage mistake (exit 2, naming the folder to give), not a
+/// read error of `aibox.toml/aibox.toml` (exit 3); `init` refuses it the same way.
+#[test]
+fn project_flag_naming_a_file_is_a_user_error() {
+    let (_t, dir) = init_project("demo", "claude");
+    for args in [
+        &["--project", "aibox.toml", "config", "get", "container.name"][..],
+        &["--project", "aibox.toml", "doctor"],
+        &["--project", "aibox.toml", "init", "--yes"],
+    ] {
+        let out = aibox(&dir, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("`--project` must be the project folder, not a file")
+                && err.contains("did you mean `--project .`?"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn no_project_is_a_user_error_with_a_hint() {
     let (_t, dir) = tempdir();
