@@ -148,6 +148,21 @@ pub enum CliError {
         item: String,
     },
 
+    /// `aibox init --context-mode harness-only` with a processkit flag: the two say
+    /// opposite things, and harness-only mode pins no processkit release.
+    #[error("`--context-mode harness-only` installs no processkit, but {flags} was given too")]
+    #[diagnostic(
+        code(aibox::cli::init_flags_conflict),
+        help(
+            "drop {flags} for a harness-only project, or use `--context-mode processkit` to \
+             install that release"
+        )
+    )]
+    InitFlagsConflict {
+        /// The processkit flags given, in backticks.
+        flags: String,
+    },
+
     /// `aibox mcp add` with neither a command nor a URL.
     #[error("MCP server `{name}` needs a command (after `--`) or `--url`")]
     #[diagnostic(
@@ -197,6 +212,7 @@ impl CliError {
             | Self::UnknownCommand { .. }
             | Self::BadPair { .. }
             | Self::McpAddWhat { .. }
+            | Self::InitFlagsConflict { .. }
             | Self::McpRemoveOtherFile { .. } => ErrorKind::User,
         }
     }

@@ -738,6 +738,35 @@ fn config_set_validate_and_apply_share_one_set_of_checks() {
     }
 }
 
+/// `init --context-mode harness-only` with processkit flags: the flags contradict the
+/// mode (it pins no release), so it is refused (exit 2) and nothing is written, where
+/// it used to drop them without a word.
+#[test]
+fn init_refuses_processkit_flags_beside_harness_only() {
+    let (_t, dir) = tempdir();
+    for flags in [
+        &["--processkit-version", "v0.28.3"][..],
+        &["--processkit-source", "https://example.invalid/pk"],
+        &[
+            "--processkit-version",
+            "v0.28.3",
+            "--processkit-source",
+            "https://example.invalid/pk",
+        ],
+    ] {
+        let mut args = vec!["init", "demo", "--yes", "--context-mode", "harness-only"];
+        args.extend_from_slice(flags);
+        let out = aibox(&dir, &args);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("aibox::cli::init_flags_conflict") && text(&out).contains(flags[0]),
+            "{flags:?}: {}",
+            text(&out)
+        );
+        assert!(!dir.join("aibox.toml").exists());
+    }
+}
+
 /// The settings `apply` refuses while it plans are refused by `config set` (exit 2, file
 /// unchanged) and `config validate`, which names `.aibox-local.toml` when it checked it
 /// too; a setting that needs a seccomp consent is saved with a warning naming it, and
