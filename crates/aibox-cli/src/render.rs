@@ -242,7 +242,21 @@ pub fn download_progress(quiet: bool) -> Option<aibox_engine::DownloadProgress> 
 /// A usage error (from the argument parser) as the JSON error object.
 pub fn usage_error_json(text: &str) {
     let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
-    let message = first.trim_start_matches("error: ");
+    let mut message = first.trim_start_matches("error: ").to_owned();
+    let mut rest: Vec<&str> = rest.lines().collect();
+    // "the following required arguments were not provided:" lists them on the indented
+    // lines below: they are what the message is about, not help.
+    if message.ends_with(':') {
+        let listed = rest
+            .iter()
+            .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
+            .count();
+        let items: Vec<&str> = rest.drain(..listed).map(str::trim).collect();
+        if !items.is_empty() {
+            message = format!("{message} {}", items.join(", "));
+        }
+    }
+    let rest = rest.join("\n");
     let help = rest.trim();
     let value = serde_json::json!({
         "code": "aibox::cli::usage",
