@@ -101,9 +101,11 @@ fn command_section(cmd: &clap::Command, path: &str, depth: usize, out: &mut Stri
         }
         out.push('\n');
     }
+    // clap's own `help` of a command group is left out; aibox's `help` command (the top
+    // level's) is a command like the others.
     for sub in cmd
         .get_subcommands()
-        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        .filter(|s| !s.is_hide_set() && (depth == 2 || s.get_name() != "help"))
     {
         command_section(sub, &format!("{path} {}", sub.get_name()), depth + 1, out);
     }

@@ -326,6 +326,8 @@ fn reference_docs_are_in_sync() {
         );
         // The README carries the same exit-code table as the CLI reference.
         if page == "cli" {
+            // Every command `aibox --help` lists has its section, `help` included.
+            assert!(generated.contains("### `aibox help`\n"), "no `aibox help`");
             let table = generated
                 .split("## Exit codes\n\n")
                 .nth(1)
