@@ -978,6 +978,51 @@ fn apply_check_names_stale_committed_files_only() {
 
 /// A copy of `examples/demo` with the content pack beside it, as `cargo xtask demo` makes:
 /// (its temporary folder, that folder, the project).
+/// QA: with npm installed, the example's `apply` asked the npm registry about its team
+/// server's (made-up) package and left the server unregistered. Run as `cargo xtask demo`
+/// runs it (`AIBOX_NPM=none`, `AIBOX_UV=none`, `AIBOX_NO_UPDATE_CHECK=1`), an npm on `PATH`
+/// is never asked (this one fails the test if it is) and every MCP server is registered.
+#[test]
+fn the_bundled_demo_runs_offline_as_the_readme_says() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (_t, dir, project) = demo_copy();
+    let bin = dir.join("bin");
+    fs_err::create_dir_all(&bin).unwrap();
+    for tool in ["npm", "uv"] {
+        let path = bin.join(tool);
+        fs_err::write(
+            &path,
+            format!("#!/bin/sh\necho asked >> '{dir}/{tool}-was-run'\nexit 1\n"),
+        )
+        .unwrap();
+        fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_aibox"))
+        .current_dir(&project)
+        .env_clear()
+        .env("PATH", format!("{bin}:/usr/bin:/bin"))
+        .env("HOME", dir.join("home"))
+        .env("NO_COLOR", "1")
+        .envs([
+            ("AIBOX_NPM", "none"),
+            ("AIBOX_UV", "none"),
+            ("AIBOX_NO_UPDATE_CHECK", "1"),
+        ])
+        .arg("apply")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("is not registered"), "{}", text(&out));
+    for tool in ["npm", "uv"] {
+        assert!(
+            !dir.join(format!("{tool}-was-run")).exists(),
+            "{tool} was run"
+        );
+    }
+    let mcp = fs_err::read_to_string(project.join(".mcp.json")).unwrap();
+    assert!(mcp.contains("\"issues\""), "{mcp}");
+}
+
 fn demo_copy() -> (tempfile::TempDir, camino::Utf8PathBuf, camino::Utf8PathBuf) {
     let (t, dir) = tempdir();
     let examples = aibox_test_support::workspace_root().join("examples");
