@@ -30,7 +30,9 @@ pub fn cli_reference() -> String {
          | `file`, `line`, `column` | where (1-based), for errors in a configuration file; \
          otherwise null |\n\
          | `help` | how to fix it, or null |\n\
-         | `related` | further problems found in the same run, each with the same fields |\n\n\
+         | `related` | further problems found in the same run, each with the same fields (a \
+         policy gate refusal, `aibox::policy::gate`, lists each finding here with its own \
+         code, file and line) |\n\n\
          `aibox exec` prints the command's own output; `config schema` is JSON in both modes.\n",
     );
     out

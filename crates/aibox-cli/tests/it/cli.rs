@@ -769,6 +769,50 @@ fn init_refuses_processkit_flags_beside_harness_only() {
     }
 }
 
+/// QA: a gate refusal in `--output json` carried its findings only in one `help` text,
+/// with null file and line. Each finding is a `related` entry with its own code, file
+/// and line; the human output is unchanged.
+#[test]
+fn gate_refusals_in_json_list_each_finding_with_its_file_and_line() {
+    let (_t, dir) = init_project("demo", "claude");
+    let out = aibox(&dir, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let override_file = dir.join(".devcontainer/docker-compose.override.yml");
+    let scaffold = fs_err::read_to_string(&override_file).unwrap();
+    // The scaffold's service has no keys (`  demo: {}`): give it one.
+    let text_now = scaffold.replace(": {}\n", ":\n    privileged: true\n");
+    assert_ne!(text_now, scaffold);
+    fs_err::write(&override_file, &text_now).unwrap();
+    let line = text_now
+        .lines()
+        .position(|l| l.contains("privileged: true"))
+        .unwrap()
+        + 1;
+
+    let out = aibox(&dir, &["-o", "json", "apply"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["code"], "aibox::policy::gate", "{json}");
+    let related = json["related"].as_array().unwrap();
+    let privileged = related
+        .iter()
+        .find(|r| r["code"] == "aibox::policy::privileged")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(
+        privileged["file"], ".devcontainer/docker-compose.override.yml",
+        "{json}"
+    );
+    assert_eq!(privileged["line"], line, "{json}");
+    assert!(privileged["help"].is_string(), "{json}");
+
+    let human = aibox(&dir, &["apply"]);
+    assert!(
+        text(&human).contains("aibox::policy::gate"),
+        "{}",
+        text(&human)
+    );
+}
+
 /// The settings `apply` refuses while it plans are refused by `config set` (exit 2, file
 /// unchanged) and `config validate`, which names `.aibox-local.toml` when it checked it
 /// too; a setting that needs a seccomp consent is saved with a warning naming it, and
