@@ -33,6 +33,9 @@ pub fn cli_reference() -> String {
          | `related` | further problems found in the same run, each with the same fields (a \
          policy gate refusal, `aibox::policy::gate`, lists each finding here with its own \
          code, file and line) |\n\n\
+         A command's result object has the same keys on every run: a value that does not \
+         apply is null and an empty list is `[]` (only the per-file entries of `apply` add \
+         `backup` and `diff` where a file has one).\n\n\
          `aibox exec` prints the command's own output; `config schema` is JSON in both modes.\n",
     );
     out

@@ -170,16 +170,12 @@ pub struct ApplyReport {
     /// Whether no file was written: a dry run, a check, or an apply with nothing to change.
     pub wrote_nothing: bool,
     /// Temp files of a previously killed apply that were removed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed_temp_files: Vec<Utf8PathBuf>,
     /// Warnings for the user (see [`crate::PlanBuilder::warn`]).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// The processkit upgrade of this run: counts, conflicts and the migration document.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<crate::migrate::UpgradeSummary>,
     /// Migrations waiting for the user after this run (`aibox migrate list`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending_migrations: Vec<crate::migrate::PendingMigration>,
 }
 

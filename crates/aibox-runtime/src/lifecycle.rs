@@ -202,12 +202,10 @@ pub struct Status {
     pub container: String,
     /// The container was made by the Dev Containers CLI (or VS Code) for this checkout,
     /// from the same committed files; aibox uses it until it makes its own with `up`.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub devcontainer_cli: bool,
     /// Running, stopped or missing.
     pub state: ContainerState,
     /// The engine's own status word (`running`, `exited`, `created`, ...), if it exists.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub engine_status: Option<String>,
     /// Container id, if it exists.
     pub container_id: Option<String>,

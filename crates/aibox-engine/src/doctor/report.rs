@@ -34,7 +34,6 @@ pub struct CheckResult {
     /// Outcome.
     pub status: CheckStatus,
     /// Why it was skipped, when it was.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped_because: Option<String>,
 }
 
@@ -64,12 +63,10 @@ pub struct DoctorReport {
     pub findings: Vec<Finding>,
     /// The Codex seccomp posture (`default`, `engine-default`, `seccomp-profile`, `unconfined`)
     /// when the configuration could be evaluated.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub seccomp_posture: Option<String>,
     /// Active `[[security.exceptions]]` and consent keys, listed on every run.
     pub exceptions: Vec<SecurityException>,
     /// Whether Codex's sandbox can start in the running container (Codex enabled only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub codex_sandbox: Option<SandboxReport>,
     #[serde(skip)]
     pub(super) redactor: Redactor,
