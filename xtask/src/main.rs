@@ -101,6 +101,13 @@ pub(crate) fn say(msg: &str) {
     eprintln!("{msg}");
 }
 
+/// What `cargo xtask demo` tells aibox so that it runs offline (each one documented).
+pub(crate) const DEMO_ENV: &[(&str, &str)] = &[
+    ("AIBOX_NPM", "none"),
+    ("AIBOX_UV", "none"),
+    ("AIBOX_NO_UPDATE_CHECK", "1"),
+];
+
 fn demo() -> Result<(), String> {
     step(
         "build aibox",
@@ -120,10 +127,14 @@ fn demo() -> Result<(), String> {
             "==> aibox --project target/aibox-demo {}",
             args.join(" ")
         ));
+        // Offline, as the README says: no npm or uv resolution (the example's team server
+        // is a fictional npm package, which the registry would not find, so `apply` would
+        // leave it unregistered) and no question for a newer aibox.
         let status = Command::new(bin)
             .arg("--project")
             .arg(target)
             .args(args)
+            .envs(DEMO_ENV.iter().copied())
             .status()
             .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
         if !status.success() {

@@ -438,7 +438,8 @@ pub enum SkillCommand {
         /// A skill directory, or the name of an installed skill.
         target: String,
     },
-    /// Select a skill (edits `[skills]` in `aibox.toml`; the next `apply` installs it).
+    /// Select a skill (edits `[skills]` in `aibox.toml`; the next `apply` installs it). A
+    /// name the installed release does not have is refused, with a suggestion.
     Enable {
         /// Skill name.
         name: String,

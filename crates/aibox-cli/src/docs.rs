@@ -30,11 +30,12 @@ pub fn cli_reference() -> String {
          | `file`, `line`, `column` | where (1-based), for errors in a configuration file; \
          otherwise null |\n\
          | `help` | how to fix it, or null |\n\
-         | `related` | further problems found in the same run, each with the same fields |\n\n\
-         A result has the same keys on every run: what is absent is `null`, an empty list \
-         `[]`, so a script written against one run reads the next. One exception keeps a \
-         first install's report small: an entry of `apply`'s `files` has `backup` and `diff` \
-         only when the file has one.\n\n\
+         | `related` | further problems found in the same run, each with the same fields (a \
+         policy gate refusal, `aibox::policy::gate`, lists each finding here with its own \
+         code, file and line) |\n\n\
+         A command's result object has the same keys on every run: a value that does not \
+         apply is null and an empty list is `[]` (only the per-file entries of `apply` add \
+         `backup` and `diff` where a file has one).\n\n\
          `aibox exec` prints the command's own output; `config schema` is JSON in both modes.\n",
     );
     out
@@ -105,9 +106,11 @@ fn command_section(cmd: &clap::Command, path: &str, depth: usize, out: &mut Stri
         }
         out.push('\n');
     }
+    // clap's own `help` of a command group is left out; aibox's `help` command (the top
+    // level's) is a command like the others.
     for sub in cmd
         .get_subcommands()
-        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        .filter(|s| !s.is_hide_set() && (depth == 2 || s.get_name() != "help"))
     {
         command_section(sub, &format!("{path} {}", sub.get_name()), depth + 1, out);
     }

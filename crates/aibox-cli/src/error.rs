@@ -77,6 +77,19 @@ pub enum CliError {
         path: camino::Utf8PathBuf,
     },
 
+    /// `--project PATH` names a file (typically `aibox.toml` itself), not a folder.
+    #[error("`--project` must be the project folder, not a file: {path} is a file")]
+    #[diagnostic(
+        code(aibox::cli::project_not_folder),
+        help("did you mean `--project {folder}`? (the folder that holds aibox.toml)")
+    )]
+    ProjectNotFolder {
+        /// The path given.
+        path: camino::Utf8PathBuf,
+        /// Its folder.
+        folder: String,
+    },
+
     /// End of input (Ctrl-D) at a question: the command is cancelled.
     #[error("cancelled: no answer (end of input); nothing was written")]
     #[diagnostic(
@@ -135,6 +148,21 @@ pub enum CliError {
         item: String,
     },
 
+    /// `aibox init --context-mode harness-only` with a processkit flag: the two say
+    /// opposite things, and harness-only mode pins no processkit release.
+    #[error("`--context-mode harness-only` installs no processkit, but {flags} was given too")]
+    #[diagnostic(
+        code(aibox::cli::init_flags_conflict),
+        help(
+            "drop {flags} for a harness-only project, or use `--context-mode processkit` to \
+             install that release"
+        )
+    )]
+    InitFlagsConflict {
+        /// The processkit flags given, in backticks.
+        flags: String,
+    },
+
     /// `aibox mcp add` with neither a command nor a URL.
     #[error("MCP server `{name}` needs a command (after `--`) or `--url`")]
     #[diagnostic(
@@ -180,9 +208,11 @@ impl CliError {
             | Self::ConsentRefused
             | Self::Cancelled
             | Self::ProjectMissing { .. }
+            | Self::ProjectNotFolder { .. }
             | Self::UnknownCommand { .. }
             | Self::BadPair { .. }
             | Self::McpAddWhat { .. }
+            | Self::InitFlagsConflict { .. }
             | Self::McpRemoveOtherFile { .. } => ErrorKind::User,
         }
     }

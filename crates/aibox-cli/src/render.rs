@@ -59,16 +59,54 @@ pub fn error_json(report: &miette::Report, kind: aibox_config::ErrorKind) {
     let mut value = diagnostic_json(report.as_ref());
     if let serde_json::Value::Object(map) = &mut value {
         map.insert("kind".into(), kind.as_str().into());
-        let related: Vec<serde_json::Value> = report
+        let mut related: Vec<serde_json::Value> = report
             .related()
             .into_iter()
             .flatten()
             .map(diagnostic_json)
             .collect();
+        // A policy gate refusal names its findings only in its help text: each one, with
+        // its own code, file and line, is a related entry, so a script can tell them apart.
+        related.extend(gate_findings(report).iter().map(finding_json));
         map.insert("related".into(), related.into());
     }
     let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_owned());
     out(&aibox_policy::redact_secrets(&text));
+}
+
+/// The error findings of a policy gate refusal carried by `report` (none for any other
+/// error).
+fn gate_findings(report: &miette::Report) -> Vec<aibox_policy::Finding> {
+    use aibox_engine::EngineError;
+    let engine = report.downcast_ref::<EngineError>().or_else(|| {
+        match report.downcast_ref::<aibox_engine::config_edit::ConfigEditError>() {
+            Some(aibox_engine::config_edit::ConfigEditError::Settings(e)) => Some(&**e),
+            _ => None,
+        }
+    });
+    match engine {
+        Some(EngineError::Policy(p)) => match &**p {
+            aibox_policy::PolicyError::Gate { findings, .. } => findings
+                .iter()
+                .filter(|f| f.severity == aibox_policy::Severity::Error)
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// One gate finding in the shape of a JSON error entry.
+fn finding_json(f: &aibox_policy::Finding) -> serde_json::Value {
+    serde_json::json!({
+        "code": f.code,
+        "message": f.message,
+        "file": (!f.file.is_empty()).then_some(&f.file),
+        "line": f.line,
+        "column": null,
+        "help": (!f.remedy.is_empty()).then_some(&f.remedy),
+    })
 }
 
 /// One diagnostic as JSON; the location is the first labelled span found on it or on
@@ -242,7 +280,21 @@ pub fn download_progress(quiet: bool) -> Option<aibox_engine::DownloadProgress> 
 /// A usage error (from the argument parser) as the JSON error object.
 pub fn usage_error_json(text: &str) {
     let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
-    let message = first.trim_start_matches("error: ");
+    let mut message = first.trim_start_matches("error: ").to_owned();
+    let mut rest: Vec<&str> = rest.lines().collect();
+    // "the following required arguments were not provided:" lists them on the indented
+    // lines below: they are what the message is about, not help.
+    if message.ends_with(':') {
+        let listed = rest
+            .iter()
+            .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
+            .count();
+        let items: Vec<&str> = rest.drain(..listed).map(str::trim).collect();
+        if !items.is_empty() {
+            message = format!("{message} {}", items.join(", "));
+        }
+    }
+    let rest = rest.join("\n");
     let help = rest.trim();
     let value = serde_json::json!({
         "code": "aibox::cli::usage",

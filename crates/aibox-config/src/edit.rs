@@ -86,12 +86,28 @@ pub fn set_in(file: ConfigFile, text: &str, key: &str, value: &str) -> Result<St
     let segs = split_key(key)?;
     let new = parse_value(value);
     set_item(doc.as_item_mut(), &segs, new, key, 0)?;
-    let out = doc.to_string();
+    let out = keep_line_endings(text, doc.to_string());
     match file {
         ConfigFile::Team => parse_aibox_toml(&out, file.file_name()).map(|_| ())?,
         ConfigFile::Local => parse_local_toml(&out, file.file_name()).map(|_| ())?,
     }
     Ok(out)
+}
+
+/// `edited` with the line endings of `original`: `\r\n` throughout when the original
+/// uses them (a Windows checkout's file stays one, not a whole-file diff), and a final
+/// line break when the original ended with one.
+pub fn keep_line_endings(original: &str, edited: String) -> String {
+    let crlf = original.contains("\r\n");
+    let mut out = if crlf {
+        edited.replace("\r\n", "\n").replace('\n', "\r\n")
+    } else {
+        edited
+    };
+    if original.ends_with('\n') && !out.is_empty() && !out.ends_with('\n') {
+        out.push_str(if crlf { "\r\n" } else { "\n" });
+    }
+    out
 }
 
 /// The TOML value `value` denotes: a TOML literal when it parses, else a string.
@@ -556,7 +572,7 @@ pub fn add_mcp_server(
         }
     }
     list.push(table);
-    let out = doc.to_string();
+    let out = keep_line_endings(text, doc.to_string());
     validate_as(file, &out)?;
     Ok(out)
 }
@@ -596,7 +612,7 @@ pub fn remove_mcp_server(
     if list.is_empty() {
         parent.remove(leaf);
     }
-    let out = doc.to_string();
+    let out = keep_line_endings(text, doc.to_string());
     validate_as(file, &out)?;
     Ok(Some(out))
 }

@@ -55,14 +55,13 @@ pub enum ConfigError {
     #[error("{path} is a folder, where aibox's configuration file should be")]
     #[diagnostic(
         code(aibox::config::not_a_file),
-        help(
-            "it must be a file: move or remove that folder (`mv {path} {path}.old`); for a new \
-             aibox.toml run `aibox init` after that"
-        )
+        help("it must be a file: move or remove that folder (`mv {path} {path}.old`); {then}")
     )]
     NotAFile {
         /// The folder.
         path: Utf8PathBuf,
+        /// What makes the file after that.
+        then: &'static str,
     },
     /// A file could not be read.
     #[error("cannot read {path}")]
@@ -108,6 +107,19 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
+    /// [`ConfigError::NotAFile`] for the folder at `path`, with the way to make the file
+    /// it stands in for: `aibox init` for `aibox.toml`, which never makes the personal
+    /// file (`aibox config set --local` does).
+    pub fn not_a_file(path: Utf8PathBuf) -> Self {
+        let then = if path.file_name() == Some(crate::LOCAL_TOML) {
+            "`aibox config set --local KEY VALUE` creates .aibox-local.toml afresh, or remove \
+             the folder and go on without personal settings"
+        } else {
+            "for a new aibox.toml run `aibox init` after that"
+        };
+        Self::NotAFile { path, then }
+    }
+
     /// Who can fix it: an unreadable file is the environment, everything else the user.
     pub fn kind(&self) -> crate::ErrorKind {
         match self {
@@ -142,7 +154,7 @@ pub fn find_project_root(start: &Utf8Path) -> Result<Utf8PathBuf, ConfigError> {
         // A folder of that name is a mistake to name, not a reason to search on (which
         // ends in "run `aibox init`", and init then finds it in the way).
         if candidate.is_dir() {
-            return Err(ConfigError::NotAFile { path: candidate });
+            return Err(ConfigError::not_a_file(candidate));
         }
         // The root of a git repository (`.git` directory, or file for worktrees and
         // submodules) ends the search: a project above it belongs to someone else.
@@ -186,7 +198,7 @@ pub fn load_project_with_text(root: &Utf8Path) -> Result<(Project, String), Conf
     let team = parse_team(&text, path.as_str());
     let local_path = root.join(LOCAL_TOML);
     if local_path.is_dir() {
-        return Err(ConfigError::NotAFile { path: local_path });
+        return Err(ConfigError::not_a_file(local_path));
     }
     let local = if local_path.is_file() {
         let local_text = read(&local_path)?;
@@ -232,9 +244,7 @@ fn read(path: &Utf8Path) -> Result<String, ConfigError> {
 /// byte when it is not UTF-8 (see [`config_text`]).
 pub fn read_config_file(path: &Utf8Path, name: &str) -> Result<String, ConfigError> {
     if path.is_dir() {
-        return Err(ConfigError::NotAFile {
-            path: path.to_owned(),
-        });
+        return Err(ConfigError::not_a_file(path.to_owned()));
     }
     let bytes = fs_err::read(path).map_err(|source| ConfigError::Io {
         path: path.to_owned(),

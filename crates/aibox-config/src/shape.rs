@@ -444,6 +444,17 @@ impl<'s> Walker<'s, '_> {
                 help.push_str("; `container_name` in this file names the container for you alone");
             }
             help
+        } else if self.top_level_hint.is_none() && personal_setting(&table_name, key) {
+            // The team file: a key of the personal overlay's table is not a typo.
+            let dotted = if table_name.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{table_name}.{key}")
+            };
+            format!(
+                "`{dotted}` is a personal setting: it goes in .aibox-local.toml (`aibox config \
+                 set --local {dotted} VALUE`), never in the committed aibox.toml"
+            )
         } else if let Some(c) = closest(key, valid.iter().copied()) {
             format!("did you mean `{c}`? valid keys {where_}: {}", ticks(&valid))
         } else if let Some(elsewhere) = self.find_elsewhere(key) {
@@ -587,14 +598,23 @@ pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
 
 /// Whether `key` is a key of the table `table` (dotted path) in `aibox.toml`.
 fn team_setting(table: &str, key: &str) -> bool {
-    let src = crate::diag::source(crate::AIBOX_TOML, "");
-    let team = Walker {
-        root: &crate::schema::AIBOX_SCHEMA,
+    schema_has(&crate::schema::AIBOX_SCHEMA, crate::AIBOX_TOML, table, key)
+}
+
+/// Whether `key` is a key of the table `table` (dotted path) in `.aibox-local.toml`.
+fn personal_setting(table: &str, key: &str) -> bool {
+    schema_has(&crate::schema::LOCAL_SCHEMA, crate::LOCAL_TOML, table, key)
+}
+
+fn schema_has(schema: &Json, name: &str, table: &str, key: &str) -> bool {
+    let src = crate::diag::source(name, "");
+    let walker = Walker {
+        root: schema,
         src: &src,
         problems: Vec::new(),
         top_level_hint: None,
     };
     let mut found = Vec::new();
-    team.collect_paths(team.root, &mut Vec::new(), key, &mut found, 0);
+    walker.collect_paths(walker.root, &mut Vec::new(), key, &mut found, 0);
     found.iter().any(|t| t == table)
 }

@@ -236,22 +236,79 @@ pub fn remove(root: &Utf8Path, names: &[String]) -> Result<bool, AddonError> {
             }
         }
         if table.is_empty() {
-            let last = doc.iter().last().is_some_and(|(k, _)| k == "addons");
-            let prefix = doc
-                .get("addons")
-                .and_then(Item::as_table)
+            let addons = doc.get("addons").and_then(Item::as_table);
+            let at = addons.and_then(Table::position);
+            let prefix = addons
                 .and_then(|t| t.decor().prefix())
                 .and_then(|p| p.as_str())
                 .map(str::to_owned);
+            // The table written after `[addons]` in the file (not in key order: an
+            // `[[ai.mcp.servers]]` below it belongs to `ai`, which comes first).
+            let mut after = Vec::new();
+            positions(doc.as_table(), &mut after);
+            let next = at.and_then(|at| after.into_iter().filter(|p| *p > at).min());
             doc.remove("addons");
-            // Undo `add`: comments it moved in front of the table go back to the end.
-            if let Some(prefix) = prefix.filter(|_| last && doc.trailing().as_str() == Some("")) {
-                let restored = prefix.strip_suffix('\n').unwrap_or(&prefix).to_owned();
-                doc.set_trailing(restored);
+            match (prefix, next) {
+                // The comments above the table stay where they were: above what followed.
+                (Some(prefix), Some(next)) => {
+                    if let Some(t) = table_at(doc.as_table_mut(), next) {
+                        let decor = t.decor_mut();
+                        let rest = decor
+                            .prefix()
+                            .and_then(|p| p.as_str())
+                            .unwrap_or("")
+                            .to_owned();
+                        decor.set_prefix(format!("{prefix}{rest}"));
+                    }
+                }
+                // Undo `add`: comments it moved in front of the table go back to the end.
+                (Some(prefix), None) if doc.trailing().as_str() == Some("") => {
+                    let restored = prefix.strip_suffix('\n').unwrap_or(&prefix).to_owned();
+                    doc.set_trailing(restored);
+                }
+                _ => {}
             }
         }
         Ok(())
     })
+}
+
+/// The document positions of every table written below `table` (arrays of tables
+/// included; implicit tables have no line of their own).
+fn positions(table: &Table, out: &mut Vec<isize>) {
+    for (_, item) in table {
+        let tables: Vec<&Table> = match item {
+            Item::Table(t) => vec![t],
+            Item::ArrayOfTables(a) => a.iter().collect(),
+            _ => Vec::new(),
+        };
+        for t in tables {
+            if let Some(p) = t.position().filter(|_| !t.is_implicit()) {
+                out.push(p);
+            }
+            positions(t, out);
+        }
+    }
+}
+
+/// The table at document position `at` below `table`.
+fn table_at(table: &mut Table, at: isize) -> Option<&mut Table> {
+    for (_, item) in table.iter_mut() {
+        let tables: Vec<&mut Table> = match item {
+            Item::Table(t) => vec![t],
+            Item::ArrayOfTables(a) => a.iter_mut().collect(),
+            _ => Vec::new(),
+        };
+        for t in tables {
+            if t.position() == Some(at) && !t.is_implicit() {
+                return Some(t);
+            }
+            if let Some(found) = table_at(t, at) {
+                return Some(found);
+            }
+        }
+    }
+    None
 }
 
 fn edit(
@@ -270,7 +327,7 @@ fn edit(
                 message: e.message().to_owned(),
             })?;
     change(&path, &mut doc)?;
-    let new = doc.to_string();
+    let new = aibox_config::edit::keep_line_endings(&text, doc.to_string());
     if new == text {
         return Ok(false);
     }

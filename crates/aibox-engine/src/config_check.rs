@@ -5,6 +5,11 @@
 //! and a processkit URL must be `https://` (or loopback). Running the same function in all
 //! three commands means `config set` and `config validate` never accept what `apply`
 //! then refuses.
+//!
+//! [`check_settings`] adds what `apply` refuses of the settings of both files while it
+//! plans: the seccomp consent (the policy's own decision), the personal extra CA file
+//! (its check is the one the plan uses) and every value the dev container
+//! generator takes (its own `render`, so the personal environment's values included).
 
 pub use crate::error::ConfigCheckError;
 use aibox_config::AiboxToml;
@@ -58,6 +63,125 @@ pub fn check_project(root: &Utf8Path) -> Result<aibox_config::Project, crate::er
     check_team_config(&text, &project.config).map_err(crate::error::EngineError::from)?;
     check_servers(&project.config, &project.local).map_err(crate::error::EngineError::from)?;
     Ok(project)
+}
+
+/// [`check_project`], then [`check_settings`]: everything `config validate` checks.
+///
+/// # Errors
+/// The first refusal `apply` would stop with for the configuration.
+pub fn check_all(root: &Utf8Path) -> Result<aibox_config::Project, crate::error::EngineError> {
+    let project = check_project(root)?;
+    check_settings(root, &project.config, &project.local)?;
+    Ok(project)
+}
+
+/// The checks `apply` makes of the settings while it plans, before it writes anything:
+/// the seccomp consent the configuration needs (judged as `apply --check` judges it: the
+/// engine-aware half only where an engine is found), the personal extra CA file, and
+/// every value the dev container generator writes (environment values, volumes, the
+/// container's user, add-ons). `root` is the project folder (a relative CA path starts
+/// there).
+///
+/// # Errors
+/// The refusal `apply` would report: `aibox::policy::seccomp_consent`,
+/// `aibox::apply::extra_ca`, an `aibox::devcontainer::*` value error.
+pub fn check_settings(
+    root: &Utf8Path,
+    config: &AiboxToml,
+    local: &aibox_config::LocalToml,
+) -> Result<(), crate::error::EngineError> {
+    match settings_problems(root, config, local).into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Every refusal of [`check_settings`], one per kind of check (the seccomp consent, the
+/// CA file, the generator's values), in that order.
+pub fn settings_problems(
+    root: &Utf8Path,
+    config: &AiboxToml,
+    local: &aibox_config::LocalToml,
+) -> Vec<crate::error::EngineError> {
+    use crate::error::EngineError;
+    let mut problems = Vec::new();
+    match aibox_policy::container_security(config) {
+        Err(e) => problems.push(EngineError::from(e)),
+        Ok(decision) if decision.posture == aibox_policy::SeccompPosture::EngineDefault => {
+            let engine = crate::codex_sandbox::target_engine(
+                config.container.engine,
+                &aibox_runtime::DetectEnv::from_process(),
+            );
+            if engine != aibox_policy::TargetEngine::Unknown
+                && let Err(e) = aibox_policy::check_engine(&decision, engine)
+            {
+                problems.push(EngineError::from(e));
+            }
+        }
+        Ok(_) => {}
+    }
+    let extra_ca = match read_extra_ca(root, local).map(|(path, text)| extra_ca_text(path, text)) {
+        Some(Err(e)) => {
+            problems.push(e);
+            None
+        }
+        Some(Ok(text)) => Some(text),
+        None => None,
+    };
+    let mut inputs = aibox_devcontainer::Inputs::new(config, local, env!("CARGO_PKG_VERSION"));
+    inputs.extra_ca = extra_ca.as_deref();
+    if let Err(e) = aibox_devcontainer::render(&inputs) {
+        problems.push(EngineError::from(e));
+    }
+    problems
+}
+
+/// `.aibox-local.toml` `container.extra_ca_certificates` as (path as resolved, its text
+/// or why it could not be read); `None` when unset. A personal path, so it may lie
+/// outside the project; a relative one starts at the project root.
+pub(crate) fn read_extra_ca(
+    root: &Utf8Path,
+    local: &aibox_config::LocalToml,
+) -> Option<(camino::Utf8PathBuf, Result<String, String>)> {
+    let path = root.join(local.container.extra_ca_certificates.as_deref()?);
+    let text = fs_err::read_to_string(path.as_std_path()).map_err(|e| e.to_string());
+    Some((path, text))
+}
+
+/// The extra CA bundle as the image gets it (ending in a line break), or why it cannot
+/// be used: unreadable, no PEM certificate in it, or a private key in it.
+pub(crate) fn extra_ca_text(
+    path: camino::Utf8PathBuf,
+    text: Result<String, String>,
+) -> Result<String, crate::error::EngineError> {
+    use crate::error::EngineError;
+    let mut text = text.map_err(|reason| EngineError::ExtraCa {
+        path: path.clone(),
+        reason,
+    })?;
+    if !text.contains("-----BEGIN CERTIFICATE-----") {
+        return Err(EngineError::ExtraCa {
+            path,
+            reason: "the file holds no PEM certificate".to_owned(),
+        });
+    }
+    // The bundle is copied into the image, where every process (and every layer of its
+    // history) can read it: a private key has no business there.
+    if aibox_config::secret_rules::find_credential(&text)
+        .is_some_and(|hit| hit.kind == aibox_config::secret_rules::PEM_PRIVATE_KEY)
+    {
+        return Err(EngineError::ExtraCa {
+            path,
+            reason: "the file holds a private key (a `-----BEGIN … PRIVATE KEY-----` block); a \
+                     CA bundle needs only the certificates: remove the key block, or point at a \
+                     file that holds only `BEGIN CERTIFICATE` blocks"
+                .to_owned(),
+        });
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(text)
 }
 
 /// Runs [`check_team_config`] on a project loaded with [`aibox_config::load_project`].

@@ -112,6 +112,7 @@ fn edit_file(
         .unwrap_or_default();
     if let Some(config) = &config {
         crate::config_check::check_servers(config, &local)?;
+        check_settings_edit(root, file, &text, other_text.as_deref(), config, &local)?;
     }
     // The personal file is where tokens go: readable by its owner only, whoever made it.
     let mode = (file == ConfigFile::Local).then_some(PERSONAL_MODE);
@@ -119,6 +120,50 @@ fn edit_file(
         .write(rel, new.as_bytes(), mode)
         .map_err(|e| edit_error(root, e))?;
     Ok((path, true))
+}
+
+/// [`crate::config_check::check_settings`] on the edited configuration: a value `apply`
+/// would refuse is refused, unless the files had that very problem before the edit (a
+/// problem the edit did not make, such as a CA file not there yet, blocks no other key).
+/// A missing seccomp consent is left to the caller: `apply` asks for it at a terminal.
+fn check_settings_edit(
+    root: &Utf8Path,
+    file: ConfigFile,
+    old_text: &str,
+    other_text: Option<&str>,
+    config: &aibox_config::AiboxToml,
+    local: &aibox_config::LocalToml,
+) -> Result<(), ConfigEditError> {
+    use crate::config_check::settings_problems;
+    let after = settings_problems(root, config, local);
+    if after.iter().all(|e| e.consent_key().is_some()) {
+        return Ok(());
+    }
+    // The configuration as it was: both files parsed from their old texts.
+    let (team_old, local_old) = match file {
+        ConfigFile::Team => (Some(old_text), other_text),
+        ConfigFile::Local => (other_text, Some(old_text)),
+    };
+    let before: Vec<String> = team_old
+        .filter(|t| !t.is_empty())
+        .and_then(|t| aibox_config::parse_aibox_toml(t, aibox_config::AIBOX_TOML).ok())
+        .map(|config| {
+            let local = local_old
+                .and_then(|t| aibox_config::parse_local_toml(t, aibox_config::LOCAL_TOML).ok())
+                .unwrap_or_default();
+            settings_problems(root, &config, &local)
+        })
+        .unwrap_or_default()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    match after
+        .into_iter()
+        .find(|e| e.consent_key().is_none() && !before.contains(&e.to_string()))
+    {
+        Some(err) => Err(ConfigEditError::Settings(Box::new(err))),
+        None => Ok(()),
+    }
 }
 
 /// A refused read or write of a configuration file: a link is named with where it leads
@@ -149,6 +194,11 @@ pub enum ConfigEditError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Check(#[from] crate::config_check::ConfigCheckError),
+    /// The edit passes the loader but `apply` would refuse the settings (see
+    /// [`crate::config_check::check_settings`]). Boxed: the engine's error is large.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Settings(Box<crate::error::EngineError>),
     /// Writing failed.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -177,6 +227,16 @@ pub enum ConfigEditError {
         parent: String,
         /// Root-relative copy of it in the installed release's snapshot.
         snapshot: String,
+    },
+    /// `aibox skill enable` of a name the installed release has no skill of: `apply`
+    /// would only ignore it with a warning.
+    #[error("the installed processkit release has no skill `{name}`")]
+    #[diagnostic(code(aibox::skill::unknown), help("{suggestion}"))]
+    UnknownSkill {
+        /// The name asked for.
+        name: String,
+        /// The closest skill name, or where to see them.
+        suggestion: String,
     },
     /// The configuration file is a symbolic link: aibox edits files only in place.
     #[error("{path} is a symbolic link (to {target}); aibox edits it only as a regular file")]
@@ -211,9 +271,12 @@ impl ConfigEditError {
         match self {
             Self::Config(e) | Self::Existing(e) => e.kind(),
             Self::Check(e) => e.kind(),
+            Self::Settings(e) => e.kind(),
             Self::Write(e) => e.kind(),
             Self::Io { .. } => aibox_config::ErrorKind::Environment,
-            Self::Linked { .. } | Self::SkillDeletedByHand { .. } => aibox_config::ErrorKind::User,
+            Self::Linked { .. } | Self::SkillDeletedByHand { .. } | Self::UnknownSkill { .. } => {
+                aibox_config::ErrorKind::User
+            }
         }
     }
 }

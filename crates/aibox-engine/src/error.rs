@@ -444,8 +444,13 @@ pub enum MigrateError {
     #[diagnostic(
         code(aibox::migrate::base_unavailable),
         help(
-            "the previous release must be in the download cache (run `aibox apply` with the \
-             previous version pinned once to fetch it), or settle the file with another version"
+            "aibox keeps every release it installs in the download cache (an archive, a \
+             download or a local directory), so this one was installed by an older aibox or \
+             the cache was cleared since; settle the file without the base: `aibox migrate \
+             resolve ID PATH --take ours` or `--take theirs`, or merge it by hand and \
+             `--edited` (`aibox migrate show ID PATH` prints both). Pinning the previous \
+             version to fetch it again would install that version and add a migration of \
+             its own"
         )
     )]
     BaseUnavailable {

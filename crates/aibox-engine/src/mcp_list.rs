@@ -112,8 +112,26 @@ pub(crate) fn servers_planned(
     if let Some(e) = failed {
         return Err(e);
     }
+    let mut effective = effective_servers(&servers, &opts);
+    // A team server the last `apply` left out is in no harness file, whatever the
+    // configuration says: shown with apply's reason.
+    if let Some(ledger) = &ledger {
+        for s in &mut effective {
+            if s.origin == aibox_mcp_registration::Origin::Team
+                && s.skipped.is_none()
+                && let Some(why) = ledger.not_registered.get(&s.name)
+            {
+                s.skipped = Some(format!(
+                    "{} (at the last `aibox apply`; fix it in aibox.toml and run `aibox apply`)",
+                    why.trim_end_matches('.')
+                ));
+                s.target_file = None;
+                s.file_scope = None;
+            }
+        }
+    }
     let list = McpList {
-        servers: effective_servers(&servers, &opts),
+        servers: effective,
         hand_added: hand,
         not_resolved,
     };

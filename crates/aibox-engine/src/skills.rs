@@ -329,6 +329,9 @@ pub struct Selection {
     /// The project is `harness-only`: no processkit skill is installed, so the change has
     /// no effect until `[context] mode = "processkit"`.
     pub no_effect: bool,
+    /// Set when `enable` could not check the name: the configured release is not the
+    /// installed one, or not in the download cache. Why, for a warning.
+    pub unchecked: Option<String>,
 }
 
 /// Enables `name`: removes it from `[skills] exclude`, or adds it to `[skills] include`.
@@ -337,11 +340,82 @@ pub struct Selection {
 /// Refused, changing nothing, when an earlier install wrote the skill's folder and it was
 /// deleted by hand since: `apply` keeps that deletion, so the promise would be false. The
 /// error names the snapshot copy to restore it from.
-pub fn enable(root: &Utf8Path, name: &str) -> Result<Selection, ConfigEditError> {
+///
+/// A name the installed release does not have is refused too, with the closest skill
+/// name as a suggestion, when that release is the configured one and is in the download
+/// cache (`cache_dir`, else the default location); otherwise it is accepted and
+/// [`Selection::unchecked`] says why it was not checked (this never downloads).
+pub fn enable(
+    root: &Utf8Path,
+    name: &str,
+    cache_dir: Option<&Utf8Path>,
+) -> Result<Selection, ConfigEditError> {
     if let Some(refusal) = deleted_by_hand(root, name) {
         return Err(refusal);
     }
-    toggle(root, name, true)
+    let project = aibox_config::load_project(root)?;
+    let unchecked = if project.config.context.mode == aibox_config::ContextMode::Processkit {
+        match release_skills(root, &project.config, cache_dir) {
+            Ok(skills) if skills.contains(name) => None,
+            Ok(skills) => {
+                return Err(ConfigEditError::UnknownSkill {
+                    name: name.to_owned(),
+                    suggestion: aibox_config::closest(name, skills.iter().map(String::as_str))
+                        .map_or_else(
+                            || "`aibox skill list` shows the installed skills".to_owned(),
+                            |s| format!("did you mean `{s}`? (`aibox skill enable {s}`)"),
+                        ),
+                });
+            }
+            Err(why) => Some(why),
+        }
+    } else {
+        None
+    };
+    let mut selection = toggle(root, name, true)?;
+    selection.unchecked = unchecked;
+    Ok(selection)
+}
+
+/// The skill names of the installed release, read offline from the download cache: only
+/// when `aibox.lock` records the release `config` names (source and version), so a
+/// release not applied yet is never judged by the previous one. Otherwise why not.
+fn release_skills(
+    root: &Utf8Path,
+    config: &aibox_config::AiboxToml,
+    cache_dir: Option<&Utf8Path>,
+) -> Result<BTreeSet<String>, String> {
+    let not_installed = "the configured processkit release is not installed yet (`aibox \
+                         apply` installs it and warns about a name it does not have)";
+    let lock = fs_err::read_to_string(root.join(LOCK_FILE))
+        .ok()
+        .and_then(|text| Lock::parse(&text, Utf8Path::new(LOCK_FILE)).ok())
+        .and_then(|l| l.processkit)
+        .ok_or(not_installed)?;
+    let pk = &config.processkit;
+    if lock.source != pk.effective_source()
+        || pk.version.as_ref().is_some_and(|v| *v != lock.version)
+    {
+        return Err(not_installed.to_owned());
+    }
+    let digest = lock.release_asset_sha256.ok_or(not_installed)?;
+    let cache = match cache_dir {
+        Some(dir) => Some(aibox_provenance::Cache::new(dir.as_std_path())),
+        None => aibox_provenance::Cache::default_location(),
+    };
+    let not_cached = || {
+        format!(
+            "processkit {} is not in the download cache, so the name was not checked \
+             (`aibox apply` warns about a name the release does not have)",
+            lock.version
+        )
+    };
+    let payload = cache
+        .and_then(|c| c.unpacked(&digest).ok().flatten())
+        .ok_or_else(not_cached)?;
+    let catalog =
+        aibox_provenance::catalog::Catalog::from_payload(&payload).map_err(|e| e.to_string())?;
+    Ok(catalog.skills.into_keys().collect())
 }
 
 /// The refusal for `name` when the install marker records files of a skill folder of
@@ -411,7 +485,11 @@ fn toggle(root: &Utf8Path, name: &str, enable: bool) -> Result<Selection, Config
         all.push(&owned);
         config_set(root, ConfigFile::Team, towards_key, &toml_list(&all))?
     };
-    Ok(Selection { file, no_effect })
+    Ok(Selection {
+        file,
+        no_effect,
+        unchecked: None,
+    })
 }
 
 fn toml_list(items: &[&String]) -> String {

@@ -355,10 +355,8 @@ impl aibox_policy::ComposeSources for DiskSources<'_> {
 
 /// `container.extra_ca_certificates` read as text (the PEM check is the plan's).
 fn read_extra_ca(root: &Utf8Path, project: &Project) -> Option<ExtraCa> {
-    let path = project.local.container.extra_ca_certificates.as_deref()?;
-    let path = root.join(path);
-    let text = fs_err::read_to_string(path.as_std_path()).map_err(|e| e.to_string());
-    Some(ExtraCa { path, text })
+    crate::config_check::read_extra_ca(root, &project.local)
+        .map(|(path, text)| ExtraCa { path, text })
 }
 
 /// Reads and parses `aibox.lock`; `None` when absent. A corrupt lock is an error, never

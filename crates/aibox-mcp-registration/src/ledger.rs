@@ -39,6 +39,11 @@ pub struct Ledger {
     /// form), to tell a hand edit inside an owned entry from aibox's own writing.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub entries: BTreeMap<String, BTreeMap<String, String>>,
+    /// Configured servers the last `apply` left out of every harness file, name → why
+    /// (a team server whose npm package does not exist): `aibox mcp list` reads the
+    /// registration from here, not from the configuration.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_registered: BTreeMap<String, String>,
 }
 
 impl Ledger {
@@ -48,6 +53,7 @@ impl Ledger {
             version: VERSION,
             files: BTreeMap::new(),
             entries: BTreeMap::new(),
+            not_registered: BTreeMap::new(),
         }
     }
 

@@ -206,6 +206,12 @@ fn redact_flags(line: &str) -> String {
             i = name_end.max(i + 1);
             continue;
         }
+        // A flag named in a message (`` `--password` ``): its closing backtick ends it,
+        // no value follows.
+        if bytes.get(name_end) == Some(&b'`') {
+            i = name_end + 1;
+            continue;
+        }
         // The value: after `=`, or after separators (spaces, `",` of a JSON/TOML list).
         let mut k = name_end;
         if bytes.get(k) == Some(&b'=') {
@@ -323,6 +329,9 @@ mod tests {
             "args = [\"--password\", \"***\"]"
         );
         assert_eq!(redact_flags("run --token=abc --x"), "run --token=*** --x");
+        // QA: a flag named in backticks lost its closing backtick to the mask.
+        let named = "`args` passes a literal value to `--password`, probably a credential";
+        assert_eq!(redact_flags(named), named);
         assert_eq!(
             redact_flags("curl -u alice:pw1 https://x"),
             "curl -u alice:*** https://x"

@@ -10,9 +10,11 @@
 //! of the one folder they read ([`crate::Payload::folder`]).
 //!
 //! Trust rule of the unpacked store: it is the user's own cache, like the archive cache.
-//! A store is built only from an archive whose digest was verified, in a private staging
-//! folder renamed into place after its manifest is complete, so a half-made store is
-//! never seen; a store whose manifest is missing, truncated or names another archive is
+//! A store is built only from an archive whose digest was verified (or from a local
+//! directory release whose tree digest was verified, [`Cache::keep_payload`], so its
+//! files are still there for `migrate`'s base after the directory moved on), in a
+//! private staging folder renamed into place after its manifest is complete, so a
+//! half-made store is never seen; a store whose manifest is missing, truncated or names another archive is
 //! removed and unpacked anew. The manifest is then trusted for which files the release
 //! has; every byte taken from the store is re-hashed against it while it is copied or
 //! parsed (a mismatch refuses with `aibox::apply::source_changed` or
@@ -222,6 +224,68 @@ impl Cache {
             Payload::in_pack(unpacked.files, Some(unpacked.top_tag), dest.join(PACK))
                 .in_store(dest),
         )
+    }
+}
+
+impl Cache {
+    /// Keeps a copy of a release read in place (a local directory source, `digest` its
+    /// verified tree digest) in the unpacked store, as an archive's is kept: the same
+    /// `pack` and `manifest`, so [`Cache::unpacked`] serves it to a later command after
+    /// the directory changed (the base version of a `migrate` conflict). Every byte is
+    /// taken through the payload's checking reader; nothing is done when the store is
+    /// there already.
+    ///
+    /// # Errors
+    /// A file of the directory that changed since it was read (nothing is kept), or the
+    /// store cannot be written.
+    pub fn keep_payload(&self, digest: &Sha256, payload: &Payload) -> Result<()> {
+        use std::io::Write as _;
+        if self.unpacked(digest)?.is_some() {
+            return Ok(());
+        }
+        let base = self.root.join("unpacked");
+        fs_err::create_dir_all(&base).map_err(|e| ProvenanceError::io("create", &base, e))?;
+        clean_stale_staging(&base);
+        let staging = tempfile::Builder::new()
+            .prefix(&format!("{STAGING_PREFIX}{}-", std::process::id()))
+            .tempdir_in(&base)
+            .map_err(|e| ProvenanceError::io("create staging folder in", &base, e))?;
+        let pack = staging.path().join(PACK);
+        let file =
+            fs_err::File::create(&pack).map_err(|e| ProvenanceError::io("create", &pack, e))?;
+        let mut out = std::io::BufWriter::new(file);
+        let mut files = BTreeMap::new();
+        let mut offset = 0;
+        for (path, f) in payload.files.iter() {
+            let mut failed = None;
+            payload.stream(path, &mut |chunk| {
+                if failed.is_none() {
+                    failed = out.write_all(chunk).err();
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(ProvenanceError::io("write", &pack, e));
+            }
+            files.insert(Arc::clone(path), PayloadFile { offset, ..*f });
+            offset += f.size;
+        }
+        out.flush()
+            .map_err(|e| ProvenanceError::io("write", &pack, e))?;
+        drop(out);
+        let text = render_manifest(digest, payload.top_tag.as_deref().unwrap_or(""), &files);
+        let manifest = staging.path().join("manifest");
+        fs_err::write(&manifest, text).map_err(|e| ProvenanceError::io("write", &manifest, e))?;
+        let dest = self.unpacked_path(digest);
+        let staged = staging.keep();
+        if let Err(e) = fs_err::rename(&staged, &dest) {
+            let _ = fs_err::remove_dir_all(&staged);
+            // Another process kept the same release first.
+            if self.unpacked(digest)?.is_some() {
+                return Ok(());
+            }
+            return Err(ProvenanceError::io("move into place", &dest, e));
+        }
+        Ok(())
     }
 }
 

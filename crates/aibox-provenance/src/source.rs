@@ -321,6 +321,19 @@ pub fn fetch_release(
             let payload = read_dir(path, &opts.limits)?;
             let actual = tree_digest(&payload);
             let verification = verify_all(&what, actual, &pins, None, section.allow_unverified)?;
+            // A verified copy in the cache, as an archive's: the directory is read in
+            // place and moves on, and `migrate` needs this version as a base later.
+            if let Some(cache) = opts
+                .cache
+                .as_ref()
+                .filter(|_| verification != Verification::Unverified)
+                && let Err(e) = cache.keep_payload(&actual, &payload)
+            {
+                warnings.push(format!(
+                    "processkit: this release ({what}) could not be kept in the download \
+                     cache, so `aibox migrate` cannot show it as a base version later: {e}"
+                ));
+            }
             (payload, actual, verification)
         }
     };

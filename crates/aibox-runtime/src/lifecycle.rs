@@ -228,7 +228,6 @@ pub struct Status {
     pub compose: ComposeKind,
     /// The egress proxy's container, when the project has one (`[network] egress =
     /// "allowlist"`): without it running the agent has no way out.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyStatus>,
 }
 
@@ -240,7 +239,6 @@ pub struct ProxyStatus {
     /// Running, stopped or missing.
     pub state: ContainerState,
     /// The engine's own status word (`running`, `exited`, `created`, ...), if it exists.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub engine_status: Option<String>,
 }
 

@@ -28,12 +28,20 @@ fn schema(local: bool) -> Exit {
 
 fn validate(g: &Global) -> Outcome {
     let root = project_root(g)?;
-    // The same checks as `apply` and `config set`.
-    aibox_engine::config_check::check_project(&root)?;
+    // The same checks as `apply` and `config set`, of both files.
+    aibox_engine::config_check::check_all(&root)?;
+    let local = root.join(aibox_config::LOCAL_TOML);
+    let checked: Vec<_> = std::iter::once(root.join(aibox_config::AIBOX_TOML))
+        .chain(local.is_file().then_some(local))
+        .collect();
     json_or(
         g,
-        &serde_json::json!({ "valid": true, "project": root }),
-        || render::note(g.quiet, &format!("{root}/aibox.toml is valid")),
+        &serde_json::json!({ "valid": true, "project": root, "files": checked }),
+        || {
+            let names: Vec<_> = checked.iter().map(ToString::to_string).collect();
+            let verb = if names.len() == 1 { "is" } else { "are" };
+            render::note(g.quiet, &format!("{} {verb} valid", names.join(" and ")));
+        },
     )?;
     Ok(Exit::Ok)
 }
@@ -78,13 +86,26 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
     };
     // A consent set by hand is told what it gives away, even with `--quiet`.
     let relaxes = aibox_policy::relaxation(key, value);
+    // A setting that needs a consent is saved (`apply` asks for it at a terminal), and
+    // said so: without a terminal, `apply` refuses until the consent is recorded.
+    let consent = aibox_engine::config_check::check_all(&root)
+        .err()
+        .and_then(|e| aibox_engine::consent::missing_seccomp_consent(&e));
     json_or(
         g,
-        &serde_json::json!({ "key": key, "file": path, "relaxes": relaxes }),
+        &serde_json::json!({ "key": key, "file": path, "relaxes": relaxes, "needs_consent": consent }),
         || {
             render::note(g.quiet, &format!("set {key} in {path}"));
             if let Some(what) = &relaxes {
                 render::warning(what);
+            }
+            if let Some(consent) = &consent {
+                render::warning(&format!(
+                    "`aibox apply` needs the consent `{consent} = true` for this setting: it \
+                     asks for it at a terminal and refuses without one (`aibox config \
+                     validate` refuses too); read what it allows in the security docs, then \
+                     `aibox config set {consent} true`"
+                ));
             }
         },
     )?;

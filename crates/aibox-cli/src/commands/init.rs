@@ -14,11 +14,15 @@ use aibox_config::{ContextMode, Harness};
 
 pub fn run(g: &Global, args: &InitArgs) -> Outcome {
     let dir = match &g.project {
-        Some(d) => d.clone(),
+        Some(d) => {
+            super::not_a_file(d)?;
+            d.clone()
+        }
         None => cwd()?,
     };
     // Refuse before asking anything: answers to a command that cannot run are wasted.
     aibox_engine::init::check_target(&dir)?;
+    pk_flags_fit(args, args.context_mode.map(|m| m.0))?;
     let absolute = dir.canonicalize_utf8().ok();
     let name = match &args.name {
         Some(n) => n.clone(),
@@ -49,6 +53,7 @@ pub fn run(g: &Global, args: &InitArgs) -> Outcome {
         None if pk_flags => ContextMode::Processkit,
         None => ContextMode::HarnessOnly,
     };
+    pk_flags_fit(args, Some(context_mode))?;
     let opts = aibox_config::init::InitOptions {
         name,
         harnesses,
@@ -150,6 +155,28 @@ fn ask_harnesses(input: &mut impl BufRead, out: &mut impl Write) -> Result<Vec<H
 }
 
 /// The context-mode question: exactly one of the two modes.
+/// Refuses processkit flags beside context mode `harness-only`: they would be dropped
+/// without a word.
+fn pk_flags_fit(args: &InitArgs, mode: Option<ContextMode>) -> Result<(), Failure> {
+    if mode != Some(ContextMode::HarnessOnly) {
+        return Ok(());
+    }
+    let flags: Vec<&str> = [
+        ("`--processkit-source`", args.processkit_source.is_some()),
+        ("`--processkit-version`", args.processkit_version.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, given)| given.then_some(flag))
+    .collect();
+    if flags.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::InitFlagsConflict {
+        flags: flags.join(" and "),
+    }
+    .into())
+}
+
 fn ask_context_mode(
     input: &mut impl BufRead,
     out: &mut impl Write,

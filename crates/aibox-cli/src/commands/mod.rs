@@ -22,7 +22,7 @@ mod skill;
 
 use std::io::IsTerminal;
 
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::args::{Cli, Command, Global, McpCommand, NetworkCommand, Output};
 use crate::error::{CliError, Failure};
@@ -69,6 +69,7 @@ fn project_root(g: &Global) -> Result<Utf8PathBuf, Failure> {
         if dir.symlink_metadata().is_err() {
             return Err(CliError::ProjectMissing { path: dir.clone() }.into());
         }
+        not_a_file(dir)?;
         return Ok(dir.clone());
     }
     Ok(aibox_config::find_project_root(&cwd()?)?)
@@ -77,9 +78,29 @@ fn project_root(g: &Global) -> Result<Utf8PathBuf, Failure> {
 /// The project root when there is one (commands that also work outside a project).
 fn optional_project_root(g: &Global) -> Result<Option<Utf8PathBuf>, Failure> {
     Ok(match &g.project {
-        Some(p) => Some(p.clone()),
+        Some(p) => {
+            not_a_file(p)?;
+            Some(p.clone())
+        }
         None => aibox_config::find_project_root(&cwd()?).ok(),
     })
+}
+
+/// Refuses a `--project` that names a file (`--project aibox.toml`): a usage mistake,
+/// not a file aibox failed to read.
+fn not_a_file(path: &Utf8Path) -> Result<(), Failure> {
+    if path.metadata().is_ok_and(|m| !m.is_dir()) {
+        let folder = match path.parent() {
+            Some(p) if !p.as_str().is_empty() => p.to_string(),
+            _ => ".".to_owned(),
+        };
+        return Err(CliError::ProjectNotFolder {
+            path: path.to_owned(),
+            folder,
+        }
+        .into());
+    }
+    Ok(())
 }
 
 fn cwd() -> Result<Utf8PathBuf, Failure> {

@@ -186,16 +186,25 @@ fn verdict(target: &str, installed: Option<&SkillTrust>) -> String {
 fn select(g: &Global, name: &str, enable: bool) -> Outcome {
     let root = project_root(g)?;
     let selection = if enable {
-        aibox_engine::skills::enable(&root, name)
+        aibox_engine::skills::enable(&root, name, None)
     } else {
         aibox_engine::skills::disable(&root, name)
     }?;
     let path = &selection.file;
     // Shown even with --quiet: the command did nothing the user can use yet.
-    let warning = selection.no_effect.then_some(
-        "context mode is `harness-only`, so no processkit skill is installed and this has \
-         no effect until [context] mode = \"processkit\"",
-    );
+    let warning = selection
+        .no_effect
+        .then(|| {
+            "context mode is `harness-only`, so no processkit skill is installed and this has \
+             no effect until [context] mode = \"processkit\""
+                .to_owned()
+        })
+        .or_else(|| {
+            selection
+                .unchecked
+                .as_ref()
+                .map(|why| format!("`{name}` was not checked against the release: {why}"))
+        });
     json_or(
         g,
         &serde_json::json!({
@@ -209,7 +218,7 @@ fn select(g: &Global, name: &str, enable: bool) -> Outcome {
                 g.quiet,
                 &format!("updated [skills] in {path}; run `aibox apply` to install or remove it"),
             );
-            if let Some(w) = warning {
+            if let Some(w) = &warning {
                 render::warning(w);
             }
         },

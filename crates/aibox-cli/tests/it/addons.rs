@@ -119,6 +119,30 @@ fn add_changes_only_the_expected_lines_and_remove_restores_every_byte() {
     );
 }
 
+/// QA: `addon remove` of the last tool moved the comment above `[addons]` to the end of
+/// the file (after an `[[ai.mcp.servers]]` written below it), without a final newline.
+/// The comment stays where it was, above what followed the table.
+#[test]
+fn remove_keeps_the_comment_above_addons_in_its_place() {
+    let (_tmp, root) = project();
+    let toml = root.join("aibox.toml");
+    let base = fs_err::read_to_string(&toml).unwrap();
+    let text = format!(
+        "{base}\n# comment before addons\n[addons]\ntools = [\"python\"]\n\n\
+         [[ai.mcp.servers]]\nname = \"docs\"\nurl = \"https://mcp.example.invalid/mcp\"\n"
+    );
+    fs_err::write(&toml, &text).unwrap();
+    ok(&root, &["addon", "remove", "python"]);
+    let after = fs_err::read_to_string(&toml).unwrap();
+    assert_eq!(
+        after,
+        format!(
+            "{base}\n# comment before addons\n\n[[ai.mcp.servers]]\nname = \"docs\"\n\
+             url = \"https://mcp.example.invalid/mcp\"\n"
+        )
+    );
+}
+
 #[test]
 fn an_unknown_addon_is_refused_and_nothing_changes() {
     let (_tmp, root) = project();

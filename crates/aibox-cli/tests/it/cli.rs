@@ -89,6 +89,27 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
 
+/// `--project aibox.toml` is a usage mistake (exit 2, naming the folder to give), not a
+/// read error of `aibox.toml/aibox.toml` (exit 3); `init` refuses it the same way.
+#[test]
+fn project_flag_naming_a_file_is_a_user_error() {
+    let (_t, dir) = init_project("demo", "claude");
+    for args in [
+        &["--project", "aibox.toml", "config", "get", "container.name"][..],
+        &["--project", "aibox.toml", "doctor"],
+        &["--project", "aibox.toml", "init", "--yes"],
+    ] {
+        let out = aibox(&dir, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("`--project` must be the project folder, not a file")
+                && err.contains("did you mean `--project .`?"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn no_project_is_a_user_error_with_a_hint() {
     let (_t, dir) = tempdir();
@@ -305,6 +326,8 @@ fn reference_docs_are_in_sync() {
         );
         // The README carries the same exit-code table as the CLI reference.
         if page == "cli" {
+            // Every command `aibox --help` lists has its section, `help` included.
+            assert!(generated.contains("### `aibox help`\n"), "no `aibox help`");
             let table = generated
                 .split("## Exit codes\n\n")
                 .nth(1)
@@ -717,6 +740,145 @@ fn config_set_validate_and_apply_share_one_set_of_checks() {
     }
 }
 
+/// `init --context-mode harness-only` with processkit flags: the flags contradict the
+/// mode (it pins no release), so it is refused (exit 2) and nothing is written, where
+/// it used to drop them without a word.
+#[test]
+fn init_refuses_processkit_flags_beside_harness_only() {
+    let (_t, dir) = tempdir();
+    for flags in [
+        &["--processkit-version", "v0.28.3"][..],
+        &["--processkit-source", "https://example.invalid/pk"],
+        &[
+            "--processkit-version",
+            "v0.28.3",
+            "--processkit-source",
+            "https://example.invalid/pk",
+        ],
+    ] {
+        let mut args = vec!["init", "demo", "--yes", "--context-mode", "harness-only"];
+        args.extend_from_slice(flags);
+        let out = aibox(&dir, &args);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("aibox::cli::init_flags_conflict") && text(&out).contains(flags[0]),
+            "{flags:?}: {}",
+            text(&out)
+        );
+        assert!(!dir.join("aibox.toml").exists());
+    }
+}
+
+/// QA: a gate refusal in `--output json` carried its findings only in one `help` text,
+/// with null file and line. Each finding is a `related` entry with its own code, file
+/// and line; the human output is unchanged.
+#[test]
+fn gate_refusals_in_json_list_each_finding_with_its_file_and_line() {
+    let (_t, dir) = init_project("demo", "claude");
+    let out = aibox(&dir, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let override_file = dir.join(".devcontainer/docker-compose.override.yml");
+    let scaffold = fs_err::read_to_string(&override_file).unwrap();
+    // The scaffold's service has no keys (`  demo: {}`): give it one.
+    let text_now = scaffold.replace(": {}\n", ":\n    privileged: true\n");
+    assert_ne!(text_now, scaffold);
+    fs_err::write(&override_file, &text_now).unwrap();
+    let line = text_now
+        .lines()
+        .position(|l| l.contains("privileged: true"))
+        .unwrap()
+        + 1;
+
+    let out = aibox(&dir, &["-o", "json", "apply"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["code"], "aibox::policy::gate", "{json}");
+    let related = json["related"].as_array().unwrap();
+    let privileged = related
+        .iter()
+        .find(|r| r["code"] == "aibox::policy::privileged")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(
+        privileged["file"], ".devcontainer/docker-compose.override.yml",
+        "{json}"
+    );
+    assert_eq!(privileged["line"], line, "{json}");
+    assert!(privileged["help"].is_string(), "{json}");
+
+    let human = aibox(&dir, &["apply"]);
+    assert!(
+        text(&human).contains("aibox::policy::gate"),
+        "{}",
+        text(&human)
+    );
+}
+
+/// The settings `apply` refuses while it plans are refused by `config set` (exit 2, file
+/// unchanged) and `config validate`, which names `.aibox-local.toml` when it checked it
+/// too; a setting that needs a seccomp consent is saved with a warning naming it, and
+/// `config validate` refuses it until the consent is recorded.
+#[test]
+fn config_set_and_validate_refuse_the_settings_apply_refuses() {
+    let (_t, dir) = init_project("demo", "codex");
+    let out = aibox(&dir, &["config", "validate"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("aibox.toml is valid"), "{}", text(&out));
+    fs_err::write(dir.join(".aibox-local.toml"), "").unwrap();
+    let out = aibox(&dir, &["config", "validate"]);
+    assert!(
+        text(&out).contains("aibox.toml and ")
+            && text(&out).contains(".aibox-local.toml are valid"),
+        "{}",
+        text(&out)
+    );
+
+    let out = aibox(
+        &dir,
+        &["config", "set", "--local", "container.environment.Q", "a$b"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("aibox::devcontainer::local_env_value"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(
+        &dir,
+        &[
+            "config",
+            "set",
+            "--local",
+            "container.extra_ca_certificates",
+            "/nonexistent.pem",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("aibox::apply::extra_ca"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        fs_err::read_to_string(dir.join(".aibox-local.toml")).unwrap(),
+        ""
+    );
+
+    let out = aibox(
+        &dir,
+        &["config", "set", "security.codex_sandbox", "seccomp-profile"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("needs the consent `security.acknowledge_seccomp_profile = true`"),
+        "{}",
+        text(&out)
+    );
+    let out = aibox(&dir, &["-o", "json", "config", "validate"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["code"], "aibox::policy::seccomp_consent", "{json}");
+}
+
 /// `config get` prints the effective value (defaults included) raw, JSON values with
 /// `--output json`, and suggests the right key on a typo.
 #[test]
@@ -860,6 +1022,51 @@ fn apply_check_names_stale_committed_files_only() {
 
 /// A copy of `examples/demo` with the content pack beside it, as `cargo xtask demo` makes:
 /// (its temporary folder, that folder, the project).
+/// QA: with npm installed, the example's `apply` asked the npm registry about its team
+/// server's (made-up) package and left the server unregistered. Run as `cargo xtask demo`
+/// runs it (`AIBOX_NPM=none`, `AIBOX_UV=none`, `AIBOX_NO_UPDATE_CHECK=1`), an npm on `PATH`
+/// is never asked (this one fails the test if it is) and every MCP server is registered.
+#[test]
+fn the_bundled_demo_runs_offline_as_the_readme_says() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (_t, dir, project) = demo_copy();
+    let bin = dir.join("bin");
+    fs_err::create_dir_all(&bin).unwrap();
+    for tool in ["npm", "uv"] {
+        let path = bin.join(tool);
+        fs_err::write(
+            &path,
+            format!("#!/bin/sh\necho asked >> '{dir}/{tool}-was-run'\nexit 1\n"),
+        )
+        .unwrap();
+        fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_aibox"))
+        .current_dir(&project)
+        .env_clear()
+        .env("PATH", format!("{bin}:/usr/bin:/bin"))
+        .env("HOME", dir.join("home"))
+        .env("NO_COLOR", "1")
+        .envs([
+            ("AIBOX_NPM", "none"),
+            ("AIBOX_UV", "none"),
+            ("AIBOX_NO_UPDATE_CHECK", "1"),
+        ])
+        .arg("apply")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("is not registered"), "{}", text(&out));
+    for tool in ["npm", "uv"] {
+        assert!(
+            !dir.join(format!("{tool}-was-run")).exists(),
+            "{tool} was run"
+        );
+    }
+    let mcp = fs_err::read_to_string(project.join(".mcp.json")).unwrap();
+    assert!(mcp.contains("\"issues\""), "{mcp}");
+}
+
 fn demo_copy() -> (tempfile::TempDir, camino::Utf8PathBuf, camino::Utf8PathBuf) {
     let (t, dir) = tempdir();
     let examples = aibox_test_support::workspace_root().join("examples");

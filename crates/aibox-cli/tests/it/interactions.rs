@@ -45,6 +45,24 @@ fn version_and_usage_errors() {
     let out = ctx.command(&["-o", "json", "config"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(json(&out)["message"], "a subcommand is required");
+    // QA: the missing argument was only in `help`; the message ended in a colon.
+    let out = ctx
+        .command(&["-o", "json", "config", "get"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let usage = json(&out);
+    assert_eq!(
+        usage["message"],
+        "the following required arguments were not provided: <KEY>"
+    );
+    assert!(
+        usage["help"]
+            .as_str()
+            .unwrap()
+            .starts_with("Usage: aibox config get <KEY>"),
+        "{usage}"
+    );
 }
 
 #[test]

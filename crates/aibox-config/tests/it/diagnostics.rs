@@ -192,6 +192,38 @@ fn local_team_keys_point_to_aibox_toml() {
     }
 }
 
+/// QA: a personal key in the committed file (`extra_ca_certificates` without `--local`)
+/// got "remove it; valid keys in `[container]`: …". It is named as a personal setting,
+/// with the `--local` command.
+#[test]
+fn team_file_personal_keys_point_to_the_local_file() {
+    for (table, key) in [
+        ("container", "extra_ca_certificates = \"/etc/ca.pem\""),
+        ("container", "container_name = \"mine\""),
+        ("network", "upstream_proxy = \"proxy.example:3128\""),
+    ] {
+        let text = if table == "container" {
+            format!("[container]\nname = \"x\"\n{key}\n")
+        } else {
+            format!("[container]\nname = \"x\"\n\n[{table}]\n{key}\n")
+        };
+        let err = parse_aibox_toml(&text, "aibox.toml").expect_err(key);
+        assert_eq!(codes(&err), ["aibox::config::unknown_key"], "{key}");
+        let text = render(&err)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let name = key.split(' ').next().unwrap();
+        assert!(
+            text.contains(&format!(
+                "`{table}.{name}` is a personal setting: it goes in .aibox-local.toml (`aibox \
+                 config set --local {table}.{name} VALUE`)"
+            )),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn local_bad_env_name() {
     let err = parse_local_toml(

@@ -289,3 +289,20 @@ fn set_inserts_below_the_comments_that_follow_a_table() {
     let out = set(file, "ai.harnesses", "[\"codex\"]").unwrap();
     assert_eq!(out, file.replace("[\"claude\"]", "[\"codex\"]"));
 }
+
+/// QA: `config set` on a file with CRLF line endings wrote it back with LF (a
+/// whole-file diff on a Windows checkout). The edit keeps the file's line endings, and
+/// its final line break.
+#[test]
+fn an_edit_keeps_crlf_line_endings_and_the_final_line_break() {
+    let text = "# c\r\n[container]\r\nname = \"e2\"\r\n\r\n[ai]\r\nharnesses = [\"claude\"]\r\n";
+    let out = set(text, "container.user", "dev").unwrap();
+    assert!(out.contains("user = \"dev\"\r\n"), "{out:?}");
+    assert!(
+        !out.replace("\r\n", "").contains('\n'),
+        "a bare LF: {out:?}"
+    );
+    assert!(out.starts_with("# c\r\n[container]\r\n"), "{out:?}");
+    let out = set("[container]\nname = \"e2\"\n", "container.user", "dev").unwrap();
+    assert!(!out.contains('\r') && out.ends_with('\n'), "{out:?}");
+}

@@ -498,6 +498,12 @@ fn unreadable_file_is_an_io_error() {
     let err = load_project(&root).unwrap_err();
     assert!(matches!(err, ConfigError::NotAFile { .. }), "{err:?}");
     assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+    // `aibox init` makes no personal file (and refuses an existing project): not advised.
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(
+        !help.contains("aibox init") && help.contains("aibox config set --local"),
+        "{help}"
+    );
     let (_t, root) = project(&[]);
     // A file that is not UTF-8 is read; it is the user's to fix, at its first bad byte.
     fs_err::write(root.join("aibox.toml"), b"[container]\nname = \"\xff\"\n").unwrap();

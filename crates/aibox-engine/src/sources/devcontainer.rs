@@ -137,36 +137,10 @@ fn tool_locks(tools: &[&Tool]) -> BTreeMap<String, ToolLock> {
 
 /// Text of `.aibox-local.toml` `container.extra_ca_certificates` (a personal path, so it
 /// may lie outside the project; relative paths start at the project root), as resolve
-/// read it.
+/// read it, checked as `config validate` checks it.
 fn read_extra_ca(ctx: &PlanContext) -> Result<Option<String>, EngineError> {
     let Some(ca) = ctx.files.extra_ca() else {
         return Ok(None);
     };
-    let mut text = ca.text.clone().map_err(|reason| EngineError::ExtraCa {
-        path: ca.path.clone(),
-        reason,
-    })?;
-    if !text.contains("-----BEGIN CERTIFICATE-----") {
-        return Err(EngineError::ExtraCa {
-            path: ca.path.clone(),
-            reason: "the file holds no PEM certificate".to_owned(),
-        });
-    }
-    // The bundle is copied into the image, where every process (and every layer of its
-    // history) can read it: a private key has no business there.
-    if aibox_config::secret_rules::find_credential(&text)
-        .is_some_and(|hit| hit.kind == aibox_config::secret_rules::PEM_PRIVATE_KEY)
-    {
-        return Err(EngineError::ExtraCa {
-            path: ca.path.clone(),
-            reason: "the file holds a private key (a `-----BEGIN … PRIVATE KEY-----` block); a \
-                     CA bundle needs only the certificates: remove the key block, or point at a \
-                     file that holds only `BEGIN CERTIFICATE` blocks"
-                .to_owned(),
-        });
-    }
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
-    Ok(Some(text))
+    crate::config_check::extra_ca_text(ca.path.clone(), ca.text.clone()).map(Some)
 }

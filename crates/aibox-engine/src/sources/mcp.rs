@@ -55,8 +55,14 @@ pub fn contribute_with(
     } else {
         &none
     };
-    let registration = register_wired(&servers, &opts, wiring, ledger.as_ref(), &mut read)
+    let mut registration = register_wired(&servers, &opts, wiring, ledger.as_ref(), &mut read)
         .map_err(EngineError::from)?;
+    // What was left out, and why, for `mcp list`: the ledger is what is registered.
+    registration
+        .ledger
+        .not_registered
+        .clone_from(&ctx.mcp_npm.broken);
+    registration.write_ledger |= !registration.ledger.not_registered.is_empty();
     // A deny the harness cannot enforce would be a silent allow: refuse it.
     aibox_mcp_registration::check_denies_enforceable(&registration.servers)
         .map_err(EngineError::from)?;

@@ -920,3 +920,88 @@ fn the_human_report_is_a_summary_unless_verbose_or_dry_run() {
         );
     }
 }
+
+/// `config validate` (`config_check::check_all`) refuses, with `apply`'s own code, each
+/// setting `apply` refuses while it plans: a `$` in a personal environment value, a
+/// missing seccomp consent, a personal CA file that is not there. `config set` refuses
+/// the first and the last (nothing saved) and saves the setting that needs a consent,
+/// which `apply` asks for at a terminal.
+#[test]
+fn config_validate_and_set_refuse_what_apply_refuses_of_the_settings() {
+    use aibox_config::edit::ConfigFile;
+    use aibox_engine::config_check::check_all;
+    use aibox_engine::config_edit::config_set;
+    const TEAM: &str = "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\nharnesses = [\"codex\"]\n";
+    let cases: [(&str, &str, &str); 3] = [
+        (
+            ".aibox-local.toml",
+            "[container.environment]\nQ = \"a$b\"\n",
+            "aibox::devcontainer::local_env_value",
+        ),
+        (
+            "aibox.toml",
+            "[security]\ncodex_sandbox = \"seccomp-profile\"\n",
+            "aibox::policy::seccomp_consent",
+        ),
+        (
+            ".aibox-local.toml",
+            "[container]\nextra_ca_certificates = \"/nonexistent/ca.pem\"\n",
+            "aibox::apply::extra_ca",
+        ),
+    ];
+    for (file, extra, expected) in cases {
+        let f = Fixture::with(TEAM);
+        let text = if file == "aibox.toml" {
+            format!("{TEAM}\n{extra}")
+        } else {
+            extra.to_owned()
+        };
+        f.write(file, &text);
+        let validate = check_all(&f.root).unwrap_err();
+        let applied = apply(&f.root, &opts()).unwrap_err();
+        assert_eq!(code(&validate), expected, "validate, {file}: {validate}");
+        assert_eq!(code(&applied), expected, "apply, {file}: {applied}");
+        assert!(!f.path(DOCKERFILE).exists());
+    }
+
+    // `config set`, from a configuration `apply` takes.
+    let f = Fixture::with(TEAM);
+    let local_before = f.read(".aibox-local.toml");
+    let set = |file, key, value| config_set(&f.root, file, key, value);
+    let err = set(ConfigFile::Local, "container.environment.Q", "a$b").unwrap_err();
+    assert_eq!(code(&err), "aibox::devcontainer::local_env_value", "{err}");
+    let err = set(
+        ConfigFile::Local,
+        "container.extra_ca_certificates",
+        "/nonexistent/ca.pem",
+    )
+    .unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::extra_ca", "{err}");
+    assert_eq!(
+        f.read(".aibox-local.toml"),
+        local_before,
+        "a refused edit saved the file"
+    );
+    set(
+        ConfigFile::Team,
+        "security.codex_sandbox",
+        "seccomp-profile",
+    )
+    .unwrap();
+    assert_eq!(
+        code(&check_all(&f.root).unwrap_err()),
+        "aibox::policy::seccomp_consent"
+    );
+    // A problem the files had before the edit blocks no other key.
+    f.write(
+        ".aibox-local.toml",
+        "[container]\nextra_ca_certificates = \"/nonexistent/ca.pem\"\n",
+    );
+    set(
+        ConfigFile::Team,
+        "security.acknowledge_seccomp_profile",
+        "true",
+    )
+    .unwrap();
+    set(ConfigFile::Local, "container.environment.OK", "plain").unwrap();
+}

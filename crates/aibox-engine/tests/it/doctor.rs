@@ -616,9 +616,15 @@ fn codex_on_docker_is_reported_and_the_probe_says_not_checked() {
         "{}",
         report.render_human()
     );
-    // Without Codex there is no probe: `codex_sandbox` is null in the JSON.
+    // Without Codex there is no probe: `codex_sandbox` is null in the JSON (the key stays,
+    // so the shape is the same on every run).
     let plain = Project::new(BASE_TOML).doctor();
-    assert!(serde_json::to_value(&plain).unwrap()["codex_sandbox"].is_null());
+    assert!(
+        serde_json::to_value(&plain)
+            .unwrap()
+            .get("codex_sandbox")
+            .is_some_and(serde_json::Value::is_null)
+    );
 }
 
 #[test]
@@ -700,164 +706,6 @@ fn a_hand_edited_generated_file_is_an_error_not_an_invitation_to_apply() {
     );
     assert!(finding.remedy.contains("--force"), "{finding:?}");
     assert_eq!(fs_err::read_to_string(&dockerfile).unwrap(), edited);
-}
-
-/// The egress proxy's personal files are gitignored (so `sync` leaves them out) but the
-/// proxy reads them at every start: a line added by hand (the agent, before the
-/// `.devcontainer/` folder became read-only for it) is an error, and so is a missing file.
-#[test]
-fn an_edited_personal_egress_file_is_an_error() {
-    let p = Project::new(&format!(
-        "{BASE_TOML}\n[network]\negress = \"allowlist\"\nallow = [\"pypi.org\"]\n"
-    ));
-    p.git(&["init", "-q"]);
-    p.apply();
-    let clean = p.doctor();
-    assert_eq!(
-        status(&clean, "egress-files"),
-        CheckStatus::Ok,
-        "{}",
-        clean.render_human()
-    );
-    for (rel, text) in [
-        (
-            ".devcontainer/aibox-egress/egress.local.filter",
-            Some(".*\n"),
-        ),
-        (
-            ".devcontainer/aibox-egress/egress.local.conf",
-            Some("FilterDefaultDeny No\n"),
-        ),
-        (".devcontainer/aibox-egress/egress.local.filter", None),
-    ] {
-        p.apply();
-        match text {
-            Some(text) => p.write(rel, text),
-            None => fs_err::remove_file(p.root.join(rel)).unwrap(),
-        }
-        let report = p.doctor();
-        let finding = report
-            .by_severity(Severity::Error)
-            .find(|f| f.code == "aibox::doctor::egress_files")
-            .unwrap_or_else(|| panic!("{rel}: {}", report.render_human()));
-        assert_eq!(finding.file, rel, "{finding:?}");
-        assert!(finding.remedy.contains("aibox apply"), "{finding:?}");
-    }
-    // In `open` mode there are no such files and no check.
-    let open = Project::new(BASE_TOML);
-    open.git(&["init", "-q"]);
-    open.apply();
-    assert!(
-        !open
-            .doctor()
-            .checks
-            .iter()
-            .any(|c| c.name == "egress-files"),
-        "a check without a proxy"
-    );
-}
-
-/// A stand-in `podman` whose project has the running agent container `agent` and the
-/// egress proxy `demo_aibox-egress_1` in engine state `state`; `exec` in the proxy runs
-/// `enforced` (a shell command printing what the proxy would enforce).
-fn podman_with_proxy(p: &Project, agent: &str, state: &str, enforced: &str) {
-    let running = state == "running";
-    let proxy = format!(
-        "[{{\"Id\":\"proxy0123\",\"Name\":\"demo_aibox-egress_1\",\"State\":{{\"Status\":\
-         \"{state}\",\"Running\":{running}}},\"Config\":{{\"Image\":\"x\",\"Labels\":\
-         {{\"aibox.egress\":\"proxy\"}}}},\"Image\":\"sha256:43\"}}]"
-    );
-    fs_err::write(
-        p.bin.join("podman"),
-        format!(
-            "#!/bin/sh\n\
-             if [ \"$1 $2 $3\" = \"container inspect proxy0123\" ]; then echo '{proxy}'; exit 0; fi\n\
-             if [ \"$1 $2\" = \"container inspect\" ]; then echo '{agent}'; exit 0; fi\n\
-             if [ \"$1\" = ps ]; then case \"$*\" in *aibox.egress=proxy*) echo proxy0123;; esac; exit 0; fi\n\
-             if [ \"$1 $2\" = \"exec proxy0123\" ]; then {enforced}; exit 0; fi\n\
-             if [ \"$1 $2\" = \"image inspect\" ]; then echo 'Error: no such image' >&2; exit 125; fi\n\
-             exit 0\n"
-        ),
-    )
-    .unwrap();
-}
-
-/// What a proxy started from the project's files enforces: `cat` of the team's file and
-/// the personal one, as its start joins them.
-fn as_started(p: &Project) -> String {
-    let dir = p.root.join(".devcontainer/aibox-egress");
-    format!(
-        "case \"$4\" in */filter) cat '{dir}/egress.filter' '{dir}/egress.local.filter';; \
-         *) cat '{dir}/egress.conf' '{dir}/egress.local.conf';; esac"
-    )
-}
-
-/// A stopped egress proxy beside a running agent is an error of the `egress` check (the
-/// agent has no way out), not `ok`; a running one is fine.
-#[test]
-fn a_stopped_egress_proxy_is_an_error() {
-    let p = Project::new(&format!(
-        "{BASE_TOML}\n[network]\negress = \"allowlist\"\nallow = [\"pypi.org\"]\n"
-    ));
-    p.apply();
-    let agent = own_container(&p, "running");
-    for state in ["exited", "created", "running"] {
-        podman_with_proxy(&p, &agent, state, &as_started(&p));
-        let report = p.doctor();
-        let finding = report
-            .by_severity(Severity::Error)
-            .find(|f| f.code == "aibox::doctor::egress_proxy");
-        if state == "running" {
-            assert!(finding.is_none(), "{}", report.render_human());
-            assert_eq!(
-                status(&report, "egress"),
-                CheckStatus::Ok,
-                "{}",
-                report.render_human()
-            );
-        } else {
-            let finding = finding.unwrap_or_else(|| panic!("{state}: {}", report.render_human()));
-            assert!(
-                finding.message.contains(state) && finding.message.contains("demo_aibox-egress_1"),
-                "{finding:?}"
-            );
-            assert!(finding.remedy.contains("aibox up"), "{finding:?}");
-            assert_eq!(status(&report, "egress"), CheckStatus::Error);
-        }
-    }
-}
-
-/// A running proxy that enforces another filter or configuration than the files hold
-/// (started while they were edited, then put back) is an error, though the files are
-/// clean: what the proxy lets through is what counts.
-#[test]
-fn a_proxy_enforcing_other_files_is_an_error() {
-    let p = Project::new(&format!(
-        "{BASE_TOML}\n[network]\negress = \"allowlist\"\nallow = [\"pypi.org\"]\n"
-    ));
-    p.git(&["init", "-q"]);
-    p.apply();
-    let agent = own_container(&p, "running");
-    let started = as_started(&p);
-    for (enforced, what) in [
-        (
-            format!("{started}; case \"$4\" in */filter) echo '.*';; esac"),
-            "filter",
-        ),
-        (
-            format!("{started}; case \"$4\" in */filter) ;; *) echo 'FilterDefaultDeny No';; esac"),
-            "configuration",
-        ),
-    ] {
-        podman_with_proxy(&p, &agent, "running", &enforced);
-        let report = p.doctor();
-        let finding = report
-            .by_severity(Severity::Error)
-            .find(|f| f.code == "aibox::doctor::egress_enforced")
-            .unwrap_or_else(|| panic!("{what}: {}", report.render_human()));
-        assert!(finding.message.contains(what), "{finding:?}");
-        assert_eq!(status(&report, "egress-files"), CheckStatus::Ok);
-    }
 }
 
 /// Settings that change nothing are a visible warning at `apply` and a doctor finding:

@@ -299,3 +299,60 @@ fn a_hand_added_codex_server_is_not_replaced_by_a_same_named_team_server() {
     apply(&f.root, &ApplyOptions::default()).unwrap();
     assert_eq!(f.read(".codex/config.toml"), after);
 }
+
+/// A team server `apply` did not register (npm says its package does not exist) is
+/// `not registered` in `mcp list`, with apply's reason, for every harness: the list
+/// follows what apply wrote (the ledger), not the configuration. Once it resolves, it is
+/// registered and listed with its file again. (npm is a stand-in script answering as npm
+/// does for a package its registry does not have: no network.)
+#[test]
+fn mcp_list_shows_a_team_server_apply_did_not_register() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let f = fixture();
+    let npm = f.path("bin/npm");
+    f.write(
+        "bin/npm",
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 10.9.2; exit 0; fi\n\
+         echo 'npm error code E404' >&2\n\
+         echo 'npm error 404 Not Found - GET http://127.0.0.1:9/@acme%2fdocs-mcp - Not found' >&2\n\
+         exit 1\n",
+    );
+    fs_err::set_permissions(&npm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut options = ApplyOptions::default();
+    options.plan.npm_resolver =
+        aibox_engine::mcp_resolver::Resolver::Path(npm.clone().into_std_path_buf());
+    let report = apply(&f.root, &options).unwrap();
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("`docs` is not registered")),
+        "{:?}",
+        report.warnings
+    );
+    assert!(!f.read(".mcp.json").contains("docs"));
+
+    let list = aibox_engine::mcp_list(&f.root).unwrap();
+    let docs: Vec<_> = list.servers.iter().filter(|s| s.name == "docs").collect();
+    assert_eq!(docs.len(), 4, "{docs:?}");
+    for s in docs {
+        let why = s.skipped.as_deref().unwrap_or_default();
+        assert!(
+            why.contains("npm cannot find @acme/docs-mcp@1.4.2 (E404)"),
+            "{s:?}"
+        );
+        assert_eq!(s.target_file, None, "{s:?}");
+    }
+    let issues = list.servers.iter().find(|s| s.name == "issues").unwrap();
+    assert!(issues.skipped.is_none(), "{issues:?}");
+
+    // Without npm it is registered unlocked, and listed as registered again.
+    options.plan.npm_resolver = aibox_engine::mcp_resolver::Resolver::Off;
+    fs_err::remove_file(f.path("aibox.lock")).unwrap();
+    apply(&f.root, &options).unwrap();
+    assert!(f.read(".mcp.json").contains("docs"));
+    let list = aibox_engine::mcp_list(&f.root).unwrap();
+    let docs = list.servers.iter().find(|s| s.name == "docs").unwrap();
+    assert!(docs.skipped.is_none(), "{docs:?}");
+    assert_eq!(docs.target_file.as_deref(), Some(".mcp.json"));
+}

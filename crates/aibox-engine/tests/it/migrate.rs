@@ -700,3 +700,58 @@ fn a_pin_moved_back_is_a_downgrade_and_leaves_the_earlier_migration_stale() {
             .any(|m| m.id == u.id)
     );
 }
+
+/// A local directory source is read in place and then moves on (the owner edits the
+/// release there for the next version): the release `apply` installed is kept in the
+/// download cache under its tree digest, so the base version of a conflict is there to
+/// show and take after the upgrade, as for an archive.
+#[test]
+fn the_base_of_a_directory_source_is_kept_in_the_cache() {
+    let (_r, releases) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let (_p, root) = common::empty_project();
+    let pack = releases.join("pack");
+    let v1 = SyntheticRelease::generate("v0.28.3", false);
+    let v2 = SyntheticRelease::generate("v0.29.0", true);
+    let config = |release: &SyntheticRelease| {
+        fs_err::remove_dir_all(&pack).ok();
+        release.write_dir(pack.as_std_path()).unwrap();
+        let payload = aibox_provenance::extract::read_dir(
+            pack.as_std_path(),
+            &aibox_provenance::ExtractLimits::default(),
+        )
+        .unwrap();
+        format!(
+            "[container]\nname = \"pk\"\n\n[context]\nmode = \"processkit\"\npackages = [\"product\"]\n\n\
+             [processkit]\nsource = \"{pack}\"\nversion = \"{}\"\nsha256 = \"{}\"\n\
+             trusted_sources = [\"{releases}\"]\n",
+            release.version,
+            aibox_provenance::tree_digest(&payload).to_hex()
+        )
+    };
+    fs_err::write(root.join("aibox.toml"), config(&v1)).unwrap();
+    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    let skill = v2.changed_plain_skill(&v1, &root).unwrap();
+    fs_err::write(root.join(&skill), SKILL_EDIT).unwrap();
+    // The directory now holds the next release only.
+    fs_err::write(root.join("aibox.toml"), config(&v2)).unwrap();
+    let report = apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    let id = report.pending_migrations[0].id.clone();
+    let options = MigrateOptions {
+        cache_dir: Some(cache.clone()),
+    };
+    let shown = migrate::show(&root, &id, Some(&skill), &options).unwrap();
+    assert!(shown.files[0].base.available, "{:?}", shown.files[0]);
+    assert_eq!(
+        migrate::version(&root, &id, &skill, Side::Base, &options).unwrap(),
+        v1.files[&skill].0
+    );
+    let request = ResolveRequest {
+        id,
+        paths: vec![skill.clone()],
+        resolution: Some(Resolution::Take(Side::Base)),
+        force: false,
+    };
+    migrate::resolve(&root, &request, &options).unwrap();
+    assert_eq!(fs_err::read(root.join(&skill)).unwrap(), v1.files[&skill].0);
+}

@@ -23,11 +23,11 @@ fn enable_and_disable_move_a_skill_between_the_lists() {
     let none: Vec<String> = Vec::new();
 
     // Not listed: enable adds it to `include`; again is a no-op.
-    enable(&f.root, "alpha").unwrap();
+    enable(&f.root, "alpha", None).unwrap();
     assert_eq!(lists(&f.root), (strings(&["alpha"]), none.clone()));
-    enable(&f.root, "alpha").unwrap();
+    enable(&f.root, "alpha", None).unwrap();
     assert_eq!(lists(&f.root), (strings(&["alpha"]), none.clone()));
-    enable(&f.root, "beta").unwrap();
+    enable(&f.root, "beta", None).unwrap();
     assert_eq!(lists(&f.root), (strings(&["alpha", "beta"]), none.clone()));
 
     // Included: disable takes it off `include` and leaves `exclude` alone.
@@ -42,7 +42,7 @@ fn enable_and_disable_move_a_skill_between_the_lists() {
     assert_eq!(f.read("aibox.toml"), before);
 
     // Excluded: enable takes it off `exclude` without adding it to `include`.
-    let written = enable(&f.root, "alpha").unwrap();
+    let written = enable(&f.root, "alpha", None).unwrap();
     assert_eq!(written.file, f.root.join("aibox.toml"));
     assert!(written.no_effect, "the fixture is harness-only");
     assert_eq!(lists(&f.root), (strings(&["beta"]), none));
