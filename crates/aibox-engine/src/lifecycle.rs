@@ -50,7 +50,9 @@ pub enum LifecycleError {
         code(aibox::lifecycle::command_failed),
         help(
             "its output is above; fix the command in aibox.toml [container.lifecycle] (the \
-             container is running: try it with `aibox exec -- sh -c '...'`)"
+             container is running: try it with `aibox exec -- sh -c '...'`), then run `aibox \
+             up`: a changed command recreates the container and runs there. To run an \
+             unchanged command again: `aibox down && aibox up`"
         )
     )]
     Command {
@@ -210,7 +212,19 @@ pub fn target_for(root: &Utf8Path, project: &aibox_config::Project) -> Target {
         user: config.container.user.clone(),
         ids: (config.container.uid, config.container.gid()),
         egress: config.network.egress != aibox_config::EgressMode::Open,
+        lifecycle: lifecycle_commands(&config.container.lifecycle),
     }
+}
+
+/// The lifecycle commands `up` runs, as `key=command` (for the container digest).
+fn lifecycle_commands(lifecycle: &aibox_config::model::Lifecycle) -> Vec<String> {
+    [
+        ("post_create_command", &lifecycle.post_create_command),
+        ("post_start_command", &lifecycle.post_start_command),
+    ]
+    .into_iter()
+    .filter_map(|(key, command)| command.as_ref().map(|c| format!("{key}={c}")))
+    .collect()
 }
 
 /// The checkout's canonical path (what names and labels its container); the path as

@@ -62,6 +62,10 @@ pub struct Target {
     /// Whether the agent sits on the internal egress network (`[network] egress` other
     /// than `open`), which `up` makes itself on Podman.
     pub egress: bool,
+    /// The `[container.lifecycle]` commands `up` runs in the container, as `key=command`:
+    /// part of the container's digest, so a changed (or added) command recreates the
+    /// container and runs on the new one.
+    pub lifecycle: Vec<String>,
 }
 
 impl Target {
@@ -73,6 +77,14 @@ impl Target {
     /// Absolute path of the Compose override file (it may not exist).
     pub fn override_file(&self) -> Utf8PathBuf {
         self.root.join(layout::COMPOSE_OVERRIDE)
+    }
+
+    /// The fingerprints of the project's files and lifecycle commands.
+    ///
+    /// # Errors
+    /// [`RuntimeError::ReadProject`] when a file or folder cannot be read.
+    pub fn fingerprints(&self) -> Result<Fingerprints, RuntimeError> {
+        Fingerprints::of(&self.root).map(|p| p.with_lifecycle(&self.lifecycle))
     }
 
     /// Every Compose file that exists, in the order of the file table
@@ -176,8 +188,10 @@ pub type Progress<'a> = &'a mut dyn FnMut(&Event);
 pub enum ContainerState {
     /// It exists and runs.
     Running,
-    /// It exists but does not run (created, exited, paused, ...).
+    /// It exists but does not run (created, exited, ...).
     Stopped,
+    /// It exists and is frozen (`podman pause`): `up` unpauses it, `down` removes it.
+    Paused,
     /// No container of that name exists.
     Missing,
 }
@@ -187,6 +201,7 @@ impl std::fmt::Display for ContainerState {
         f.write_str(match self {
             Self::Running => "running",
             Self::Stopped => "stopped",
+            Self::Paused => "paused",
             Self::Missing => "missing",
         })
     }
@@ -221,6 +236,9 @@ pub struct Status {
     /// The container exists but was created from other files or another image than now
     /// (or by another tool): `up` recreates it.
     pub container_stale: bool,
+    /// Containers aibox made for this checkout under another name (before a change of
+    /// `container.name` or `container_name`): `up` and `down` remove them.
+    pub former_containers: Vec<String>,
     /// The engine used.
     pub engine: Engine,
     /// The Compose provider used.
@@ -295,7 +313,10 @@ struct Inspected {
     /// Its name, without Docker's leading `/`.
     name: String,
     status: String,
+    /// It runs and is not paused.
     running: bool,
+    /// It is paused: neither running nor startable until unpaused.
+    paused: bool,
     labels: BTreeMap<String, String>,
     image: String,
     /// The id of the image it was created from (`Image`), without `sha256:`.
@@ -392,7 +413,7 @@ impl Runtime {
     /// that an image with this build digest exists afterwards (an older one may remain).
     pub fn build(&self, target: &Target, progress: Progress<'_>) -> Result<(), RuntimeError> {
         require_compose_file(target)?;
-        let prints = Fingerprints::of(&target.root)?;
+        let prints = target.fingerprints()?;
         self.build_from(target, &prints, progress)
     }
 
@@ -451,7 +472,7 @@ impl Runtime {
         if let Some(found) = &existing {
             check_owner(found, target)?;
         }
-        let prints = Fingerprints::of(&target.root)?;
+        let prints = target.fingerprints()?;
         let image = self.image_facts(&target.image)?;
         let build = match &image {
             None => true,
@@ -480,6 +501,9 @@ impl Runtime {
                 }
                 why.is_some()
             });
+        // One container per checkout: the one made under a former name goes first (it
+        // mounts the same folder and may hold a published port).
+        self.remove_former(target, progress)?;
         // The running container, as last inspected: one found running just now is not
         // inspected again, neither for the wait nor for the status.
         let mut running = None;
@@ -490,12 +514,14 @@ impl Runtime {
                 });
                 running = Some(found.clone());
             }
-            Some(_) if !recreate => {
+            Some(found) if !recreate => {
                 progress(&Event::Starting {
                     container: target.container.clone(),
                 });
+                // A paused container cannot be started, only unpaused.
+                let verb = if found.paused { "unpause" } else { "start" };
                 let mut cmd = self.engine_cmd();
-                cmd.args(["start", &target.container]);
+                cmd.args([verb, &target.container]);
                 run_checked(cmd, self.timeouts.start, progress)?;
             }
             _ => {
@@ -532,7 +558,11 @@ impl Runtime {
             id: running.id.clone(),
         });
         let created = existing.as_ref().is_none_or(|found| found.id != running.id);
-        let started = created || existing.as_ref().is_none_or(|found| !found.running);
+        // Unpausing resumes the processes that ran: nothing is started.
+        let started = created
+            || existing
+                .as_ref()
+                .is_none_or(|found| !found.running && !found.paused);
         let status =
             self.status_with_image(target, Some(&prints), Some(running.clone()), image.as_ref());
         Ok(UpOutcome {
@@ -555,6 +585,12 @@ impl Runtime {
                 .as_ref()
                 .map_or_else(|| target.container.clone(), |f| f.name.clone()),
         });
+        if let Some(found) = existing.as_ref().filter(|f| f.paused) {
+            // Compose's `down` cannot stop a paused container and leaves it as it is.
+            let mut cmd = self.engine_cmd();
+            cmd.args(["unpause", &found.id]);
+            run_checked(cmd, self.timeouts.stop, progress)?;
+        }
         if let Some(found) = existing.as_ref().filter(|f| f.name != target.container) {
             // The Dev Containers CLI's container of this checkout, under its own Compose
             // project: removed by id, then its network when nothing else uses it.
@@ -577,7 +613,57 @@ impl Runtime {
             cmd.args(["rm", "-f", &target.container]);
             run_checked(cmd, self.timeouts.stop, progress)?;
         }
+        self.remove_former(target, progress)?;
         self.status(target)
+    }
+
+    /// The containers aibox made for this checkout under another name: its
+    /// [`CHECKOUT_LABEL`] is this checkout, its Compose project another (a renamed
+    /// `container.name` or `container_name`; the egress proxy of that project too).
+    fn former(&self, target: &Target) -> Result<Vec<Inspected>, RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["ps", "-a", "-q", "--no-trunc", "--filter"])
+            .arg(format!("label={CHECKOUT_LABEL}={}", target.checkout));
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        let mut former = Vec::new();
+        for id in done.stdout.split_whitespace() {
+            let Some(found) = self.inspect_container(id)? else {
+                continue;
+            };
+            let project = COMPOSE_PROJECT_LABELS
+                .iter()
+                .find_map(|l| found.labels.get(*l));
+            if found.name != target.container && project != Some(&target.project) {
+                former.push(found);
+            }
+        }
+        Ok(former)
+    }
+
+    /// Removes [`Self::former`] containers and their Compose networks.
+    fn remove_former(&self, target: &Target, progress: Progress<'_>) -> Result<(), RuntimeError> {
+        for found in self.former(target)? {
+            progress(&Event::Stale {
+                reason: format!(
+                    "container `{}` is this checkout's under a former name: removing it",
+                    found.name
+                ),
+            });
+            let mut cmd = self.engine_cmd();
+            cmd.args(["rm", "-f", &found.id]);
+            run_checked(cmd, self.timeouts.stop, progress)?;
+            if let Some(project) = COMPOSE_PROJECT_LABELS
+                .iter()
+                .find_map(|l| found.labels.get(*l))
+            {
+                self.remove_network(project, progress);
+            }
+        }
+        Ok(())
     }
 
     /// The project's container (`None` when there is none), its owner checked: an error
@@ -613,8 +699,19 @@ impl Runtime {
     /// match the files.
     pub fn status(&self, target: &Target) -> Result<Status, RuntimeError> {
         // Unreadable files make nothing stale: `up` reports them when it needs them.
-        let prints = Fingerprints::of(&target.root).ok();
-        self.status_with(target, prints.as_ref())
+        let prints = target.fingerprints().ok();
+        let mut status = self.status_with(target, prints.as_ref())?;
+        status.former_containers = self.former_containers(target)?;
+        Ok(status)
+    }
+
+    /// The names of the containers aibox made for this checkout under a former name
+    /// (before `container.name` or `container_name` changed): `up` and `down` remove them.
+    ///
+    /// # Errors
+    /// The engine fails.
+    pub fn former_containers(&self, target: &Target) -> Result<Vec<String>, RuntimeError> {
+        Ok(self.former(target)?.into_iter().map(|f| f.name).collect())
     }
 
     /// [`Self::status`] of the container already found by [`Self::container`] (`None`:
@@ -627,7 +724,7 @@ impl Runtime {
         target: &Target,
         found: Option<&FoundContainer>,
     ) -> Result<Status, RuntimeError> {
-        let prints = Fingerprints::of(&target.root).ok();
+        let prints = target.fingerprints().ok();
         self.status_found(target, prints.as_ref(), found.map(|f| f.0.clone()))
     }
 
@@ -682,6 +779,8 @@ impl Runtime {
             Some(c) => {
                 let state = if c.running {
                     ContainerState::Running
+                } else if c.paused {
+                    ContainerState::Paused
                 } else {
                     ContainerState::Stopped
                 };
@@ -699,6 +798,7 @@ impl Runtime {
             image_present,
             image_stale,
             container_stale,
+            former_containers: Vec::new(),
             engine: self.detected.engine.engine,
             compose: self.detected.compose.kind,
         }
@@ -1390,6 +1490,10 @@ fn parse_inspect(stdout: &str) -> Result<Option<Inspected>, String> {
     let running = first["State"]["Running"]
         .as_bool()
         .ok_or_else(|| "`State.Running` is missing".to_owned())?;
+    // Docker says `Running: true` of a paused container, Podman 4.3 `false`; both say
+    // `Paused` and the status word.
+    let paused = first["State"]["Paused"].as_bool() == Some(true) || status == "paused";
+    let running = running && !paused;
     let labels = match &first["Config"]["Labels"] {
         serde_json::Value::Object(map) => map
             .iter()
@@ -1408,6 +1512,7 @@ fn parse_inspect(stdout: &str) -> Result<Option<Inspected>, String> {
         name: name.trim_start_matches('/').to_owned(),
         status,
         running,
+        paused,
         labels,
         image,
         image_id,
@@ -1479,7 +1584,7 @@ fn stale_container_reason(
     if label.is_empty() || label == "none" {
         Some("was not created by aibox `up` (it has no configuration digest)")
     } else if label != prints.config {
-        Some("was created from other Compose files or settings than now")
+        Some("was created from other Compose files, settings or lifecycle commands than now")
     } else if image_id.is_some_and(|id| id != found.image_id) {
         Some("runs an older build of the image")
     } else {
@@ -1603,6 +1708,7 @@ mod tests {
             user: "aibox".into(),
             ids: (1000, 1000),
             egress: false,
+            lifecycle: Vec::new(),
         }
     }
 
@@ -1622,6 +1728,7 @@ mod tests {
             name: "demo-1a2b3c4d".into(),
             status: "running".into(),
             running: true,
+            paused: false,
             labels: labels
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -1722,6 +1829,19 @@ mod tests {
             parse_inspect(r#"[{"Name":"x"}]"#).unwrap_err(),
             "`Id` is missing"
         );
+    }
+
+    /// A paused container neither runs nor is stopped, whichever way the engine says it.
+    #[test]
+    fn paused_containers_are_paused_on_podman_and_docker() {
+        for state in [
+            r#"{"Status":"paused","Running":false,"Paused":true}"#,
+            r#"{"Status":"paused","Running":true,"Paused":true}"#,
+        ] {
+            let json = format!(r#"[{{"Id":"1","Name":"demo","State":{state},"Config":{{}}}}]"#);
+            let c = parse_inspect(&json).unwrap().unwrap();
+            assert!(c.paused && !c.running, "{state}");
+        }
     }
 
     #[test]
