@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -1392,8 +1393,27 @@ fn tail_text(lines: &[String]) -> String {
 
 /// The error for a failed build: the image, the failing step, the likely cause and the
 /// last lines of output.
+/// Whether a build ended because of Ctrl-C: the builder itself by `SIGINT` (or with a
+/// shell's 130 for it), or a step's process, which the engine reports as `exit status
+/// 130` (Ctrl-C reaches the whole foreground process group, the step's process too).
+fn interrupted(done: &process::Finished) -> bool {
+    const SIGINT: i32 = 2;
+    done.status.signal() == Some(SIGINT)
+        || done.status.code() == Some(128 + SIGINT)
+        || done
+            .tail
+            .iter()
+            .any(|l| l.contains("exit status 130") || l.contains("signal: interrupt"))
+}
+
 fn build_failed(target: &Target, log: &BuildLog, done: &process::Finished) -> RuntimeError {
     let step = log.failing_step();
+    if interrupted(done) {
+        return RuntimeError::Interrupted {
+            image: target.image.clone(),
+            step: step.map_or_else(String::new, |s| format!(" at {s}")),
+        };
+    }
     // A step from `Dockerfile.local` is the user's to fix; engines print it verbatim.
     let in_local = step.is_some_and(|s| {
         let local = target.root.join(aibox_config::layout::DOCKERFILE_LOCAL);
@@ -1829,6 +1849,28 @@ mod tests {
             parse_inspect(r#"[{"Name":"x"}]"#).unwrap_err(),
             "`Id` is missing"
         );
+    }
+
+    /// Ctrl-C during a build is an interruption, whichever process it ended; a step that
+    /// fails on its own is not.
+    #[test]
+    fn interrupted_builds_are_told_from_failed_ones() {
+        let sh = |script: &str| {
+            let mut cmd = std::process::Command::new("sh");
+            cmd.args(["-c", script]);
+            process::run(cmd, Duration::from_secs(10), &mut |_, _| {}).unwrap()
+        };
+        assert!(interrupted(&sh("kill -INT $$")));
+        assert!(interrupted(&sh("exit 130")));
+        assert!(interrupted(&sh(
+            "echo 'Error: building at STEP \"RUN sleep 30\": while running runtime: exit status \
+             130' >&2; exit 125"
+        )));
+        assert!(!interrupted(&sh(
+            "echo 'Error: building at STEP \"RUN exit 7\": while running runtime: exit status 7' \
+             >&2; exit 125"
+        )));
+        assert!(!interrupted(&sh("kill -TERM $$")));
     }
 
     /// A paused container neither runs nor is stopped, whichever way the engine says it.
