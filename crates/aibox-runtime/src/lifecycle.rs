@@ -1393,9 +1393,10 @@ fn tail_text(lines: &[String]) -> String {
 
 /// The error for a failed build: the image, the failing step, the likely cause and the
 /// last lines of output.
-/// Whether a build ended because of Ctrl-C: the builder itself by `SIGINT` (or with a
-/// shell's 130 for it), or a step's process, which the engine reports as `exit status
-/// 130` (Ctrl-C reaches the whole foreground process group, the step's process too).
+/// Whether a build ended because of Ctrl-C, which reaches the whole foreground process
+/// group: the builder itself ended by `SIGINT` (or with a shell's 130 for it), a step's
+/// process did (the engine says `exit status 130`), or Podman caught it and stopped in
+/// the middle of a step without an error line ([`build_log::stopped_silently`]).
 fn interrupted(done: &process::Finished) -> bool {
     const SIGINT: i32 = 2;
     done.status.signal() == Some(SIGINT)
@@ -1404,6 +1405,7 @@ fn interrupted(done: &process::Finished) -> bool {
             .tail
             .iter()
             .any(|l| l.contains("exit status 130") || l.contains("signal: interrupt"))
+        || build_log::stopped_silently(&done.tail)
 }
 
 fn build_failed(target: &Target, log: &BuildLog, done: &process::Finished) -> RuntimeError {
@@ -1871,6 +1873,14 @@ mod tests {
              >&2; exit 125"
         )));
         assert!(!interrupted(&sh("kill -TERM $$")));
+        // Podman 4.3 on Ctrl-C: the step header, then only podman-compose's exit code.
+        assert!(interrupted(&sh(
+            "echo 'STEP 14/18: RUN sleep 30'; echo 'exit code: 1'; exit 1"
+        )));
+        assert!(!interrupted(&sh(
+            "echo 'STEP 14/18: RUN exit 7'; echo 'Error: building at STEP \"RUN exit 7\": \
+             while running runtime: exit status 7' >&2; echo 'exit code: 7'; exit 7"
+        )));
     }
 
     /// A paused container neither runs nor is stopped, whichever way the engine says it.
