@@ -92,6 +92,9 @@ impl From<aibox_config::ConfigError> for LifecycleError {
     }
 }
 
+/// How long `up` and `down` wait for another one's container lock by default.
+pub const CONTAINER_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_mins(30);
+
 /// How the engine is chosen and how long steps may take.
 #[derive(Debug, Clone)]
 pub struct LifecycleOptions {
@@ -99,6 +102,9 @@ pub struct LifecycleOptions {
     pub env: DetectEnv,
     /// Step deadlines.
     pub timeouts: Timeouts,
+    /// How long `up` and `down` wait for another one's container lock (a first `up`
+    /// may build for minutes) before failing with `aibox::lifecycle::busy`.
+    pub lock_timeout: std::time::Duration,
 }
 
 impl Default for LifecycleOptions {
@@ -107,6 +113,7 @@ impl Default for LifecycleOptions {
         Self {
             env: DetectEnv::from_process(),
             timeouts: Timeouts::default(),
+            lock_timeout: CONTAINER_LOCK_TIMEOUT,
         }
     }
 }
@@ -245,6 +252,12 @@ pub fn up(
     // An invalid configuration first, then a missing engine, before anything is written.
     let project = crate::config_check::check_project(root)?;
     let (runtime, target) = runtime_for_config(root, &project, &options.lifecycle)?;
+    let notice = options.apply.plan.notice.clone();
+    let _lock = container_lock(root, &options.lifecycle, &mut |line| {
+        if let Some(notice) = &notice {
+            notice(line);
+        }
+    })?;
     let apply_opts = ApplyOptions {
         dry_run: false,
         check: false,
@@ -430,7 +443,29 @@ pub fn down(
     progress: Progress<'_>,
 ) -> Result<Status, LifecycleError> {
     let (runtime, target) = runtime_for(root, options)?;
+    let _lock = container_lock(root, options, &mut |line| {
+        progress(&aibox_runtime::Event::Note {
+            line: line.to_owned(),
+        });
+    })?;
     Ok(runtime.down(&target, progress)?)
+}
+
+/// Takes the project's container lock for `up` or `down`: a second one waits for the
+/// first (saying so once through `say`) instead of racing it in Compose.
+fn container_lock(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+    say: &mut dyn FnMut(&str),
+) -> Result<crate::records::ProjectLock, LifecycleError> {
+    let project = crate::writer::ProjectRoot::open(root).map_err(EngineError::from)?;
+    Ok(crate::records::ProjectLock::acquire_container(
+        &project,
+        options.lock_timeout,
+        &mut || {
+            say("another `aibox up` or `aibox down` is running in this project: waiting for it");
+        },
+    )?)
 }
 
 /// Reports the project's container state.

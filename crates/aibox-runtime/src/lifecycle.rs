@@ -173,6 +173,11 @@ pub enum Event {
         /// What is stale and what happens, in words.
         reason: String,
     },
+    /// A line for the user from aibox itself (such as waiting for another `up`).
+    Note {
+        /// The line.
+        line: String,
+    },
     /// One line printed by the engine or Compose.
     Output {
         /// The line, without its newline.

@@ -1099,6 +1099,7 @@ fn mcp_checks_look_the_container_up_once_for_every_server() {
         lifecycle: aibox_engine::lifecycle::LifecycleOptions {
             env: p.options().detect,
             timeouts: aibox_runtime::Timeouts::default(),
+            lock_timeout: aibox_engine::lifecycle::CONTAINER_LOCK_TIMEOUT,
         },
         ..aibox_engine::McpCheckOptions::default()
     };
