@@ -44,6 +44,23 @@ pub enum LifecycleError {
         /// Every error finding with its fix.
         details: String,
     },
+    /// `down`, `status` or `exec` cannot name the container: the configuration cannot be
+    /// read. The help names this checkout's containers (found by their checkout label)
+    /// and the engine command that removes them.
+    #[error("`aibox {command}` needs aibox.toml, which this aibox cannot read")]
+    #[diagnostic(code(aibox::lifecycle::config_unreadable), help("{help}"))]
+    ConfigUnreadable {
+        /// `down`, `status` or `exec`.
+        command: &'static str,
+        /// What is wrong with the configuration.
+        #[source]
+        #[diagnostic_source]
+        source: Box<dyn Diagnostic + Send + Sync>,
+        /// The configuration error's kind.
+        kind: aibox_config::ErrorKind,
+        /// How to fix it or remove the container without aibox.
+        help: String,
+    },
     /// A `[container.lifecycle]` command exited with a failure.
     #[error("`{key}` (`{command}`) failed in the container with exit code {code}")]
     #[diagnostic(
@@ -72,6 +89,7 @@ impl LifecycleError {
     pub fn kind(&self) -> aibox_config::ErrorKind {
         match self {
             Self::Engine(e) => e.kind(),
+            Self::ConfigUnreadable { kind, .. } => *kind,
             Self::Runtime(e) => e.kind(),
             Self::ContainerPolicy { .. } => aibox_config::ErrorKind::User,
             Self::Command { .. } => aibox_config::ErrorKind::Environment,
@@ -436,13 +454,60 @@ fn run_lifecycle_command(
     }
 }
 
+/// [`runtime_for`] for a command that only drives the container (`down`, `status`,
+/// `exec`): a configuration this aibox cannot read (a key a newer aibox knows, a typo)
+/// fails with the names of this checkout's containers and how to remove them with the
+/// engine, so the container is never stuck behind the file.
+fn runtime_for_container(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+    command: &'static str,
+) -> Result<(Runtime, Target), LifecycleError> {
+    match runtime_for(root, options) {
+        Err(LifecycleError::Engine(source)) if matches!(&*source, EngineError::Config(c) if !c.problems().is_empty()) => {
+            Err(config_unreadable(root, options, command, source))
+        }
+        other => other,
+    }
+}
+
+fn config_unreadable(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+    command: &'static str,
+    source: Box<EngineError>,
+) -> LifecycleError {
+    let fix = "fix the problem in aibox.toml (a key this aibox does not know may be one of a \
+               newer aibox: update aibox)";
+    let found = Runtime::detect(aibox_config::EngineChoice::Auto, options.env.clone())
+        .ok()
+        .and_then(|runtime| {
+            let names = runtime.checkout_containers(&checkout_path(root)).ok()?;
+            Some((runtime.detected().engine.engine.as_str().to_owned(), names))
+        });
+    let help = match found {
+        Some((engine, names)) if !names.is_empty() => format!(
+            "{fix}. To stop and remove this checkout's container without aibox: `{engine} rm \
+             -f {}`",
+            names.join(" ")
+        ),
+        _ => format!("{fix}; no container of this checkout was found"),
+    };
+    LifecycleError::ConfigUnreadable {
+        command,
+        kind: source.kind(),
+        source,
+        help,
+    }
+}
+
 /// Stops and removes the project's container.
 pub fn down(
     root: &Utf8Path,
     options: &LifecycleOptions,
     progress: Progress<'_>,
 ) -> Result<Status, LifecycleError> {
-    let (runtime, target) = runtime_for(root, options)?;
+    let (runtime, target) = runtime_for_container(root, options, "down")?;
     let _lock = container_lock(root, options, &mut |line| {
         progress(&aibox_runtime::Event::Note {
             line: line.to_owned(),
@@ -470,7 +535,7 @@ fn container_lock(
 
 /// Reports the project's container state.
 pub fn status(root: &Utf8Path, options: &LifecycleOptions) -> Result<Status, LifecycleError> {
-    let (runtime, target) = runtime_for(root, options)?;
+    let (runtime, target) = runtime_for_container(root, options, "status")?;
     Ok(runtime.status(&target)?)
 }
 
@@ -482,7 +547,7 @@ pub fn exec(
     cmd: &[String],
     env: &[String],
 ) -> Result<i32, LifecycleError> {
-    let (runtime, target) = runtime_for(root, options)?;
+    let (runtime, target) = runtime_for_container(root, options, "exec")?;
     let request = ExecRequest {
         user: &target.user,
         cmd,

@@ -623,6 +623,24 @@ impl Runtime {
         self.status(target)
     }
 
+    /// The names of every container labelled as this checkout's (`checkout`, its canonical
+    /// path), whatever the configuration calls them: what a user can remove with the
+    /// engine when aibox cannot read the configuration.
+    ///
+    /// # Errors
+    /// The engine fails.
+    pub fn checkout_containers(&self, checkout: &str) -> Result<Vec<String>, RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["ps", "-a", "--format", "{{.Names}}", "--filter"])
+            .arg(format!("label={CHECKOUT_LABEL}={checkout}"));
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        Ok(done.stdout.split_whitespace().map(str::to_owned).collect())
+    }
+
     /// The containers aibox made for this checkout under another name: its
     /// [`CHECKOUT_LABEL`] is this checkout, its Compose project another (a renamed
     /// `container.name` or `container_name`; the egress proxy of that project too).
