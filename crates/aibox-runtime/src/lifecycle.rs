@@ -483,12 +483,14 @@ impl Runtime {
         let build = match &image {
             None => true,
             Some(_) if opts.build => true,
-            Some(facts) => facts.stale_reason(&prints).is_some_and(|reason| {
-                progress(&Event::Stale {
-                    reason: format!("image `{}` {reason}: rebuilding it", target.image),
-                });
-                true
-            }),
+            Some(facts) => facts
+                .stale_reason(&prints, existing.as_ref())
+                .is_some_and(|reason| {
+                    progress(&Event::Stale {
+                        reason: format!("image `{}` {reason}: rebuilding it", target.image),
+                    });
+                    true
+                }),
         };
         let image = if build {
             self.build_from(target, &prints, progress)?;
@@ -785,7 +787,7 @@ impl Runtime {
     ) -> Status {
         let image_present = image.is_some();
         let image_stale = match (&image, prints) {
-            (Some(facts), Some(p)) => facts.stale_reason(p).is_some(),
+            (Some(facts), Some(p)) => facts.stale_reason(p, None).is_some(),
             _ => false,
         };
         let container_stale = match (&found, prints) {
@@ -1601,9 +1603,25 @@ fn parse_image_inspect(stdout: &str) -> Result<Option<ImageFacts>, String> {
 
 impl ImageFacts {
     /// Why the image must be rebuilt, `None` when it was built from these files.
-    fn stale_reason(&self, prints: &Fingerprints) -> Option<&'static str> {
+    /// Why the image must be rebuilt, `None` when it matches the files. `container` is
+    /// this checkout's container: when its configuration digest still matches the files,
+    /// nothing changed here since it was created, so another checkout of the project
+    /// (they share the image tag) or another tool rebuilt the image from other files.
+    fn stale_reason(
+        &self,
+        prints: &Fingerprints,
+        container: Option<&Inspected>,
+    ) -> Option<&'static str> {
+        let unchanged_here =
+            container.is_some_and(|c| c.labels.get(CONFIG_DIGEST_LABEL) == Some(&prints.config));
         if self.build_digest.is_empty() {
             Some("was not built by aibox (it has no `aibox.build-digest` label)")
+        } else if self.build_digest != prints.build && unchanged_here {
+            Some(
+                "was rebuilt from other files by another checkout of this project (checkouts \
+                 of one project share the image tag; nothing changed in this checkout since \
+                 its container was created)",
+            )
         } else if self.build_digest != prints.build {
             Some(
                 "was built from other files than .devcontainer/ holds now (the Dockerfile, \
@@ -1904,6 +1922,36 @@ mod tests {
             "echo 'STEP 14/18: RUN exit 7'; echo 'Error: building at STEP \"RUN exit 7\": \
              while running runtime: exit status 7' >&2; echo 'exit code: 7'; exit 7"
         )));
+    }
+
+    /// An image rebuilt by another checkout is named as such when this checkout's files
+    /// did not change since its container was created; otherwise the files changed here.
+    #[test]
+    fn an_image_rebuilt_by_another_checkout_is_named_as_the_cause() {
+        let prints = Fingerprints {
+            build: "sha256:here".into(),
+            config: "sha256:config-here".into(),
+            owner: None,
+        };
+        let image = ImageFacts {
+            id: "1".into(),
+            build_digest: "sha256:other-checkout".into(),
+        };
+        let mut container = with_labels(&[(CONFIG_DIGEST_LABEL, "sha256:config-here")]);
+        let shared = image.stale_reason(&prints, Some(&container)).unwrap();
+        assert!(shared.contains("another checkout"), "{shared}");
+        container
+            .labels
+            .insert(CONFIG_DIGEST_LABEL.into(), "sha256:config-before".into());
+        for found in [Some(&container), None] {
+            let here = image.stale_reason(&prints, found).unwrap();
+            assert!(here.contains("Dockerfile.local"), "{here}");
+        }
+        let current = ImageFacts {
+            build_digest: prints.build.clone(),
+            ..image
+        };
+        assert_eq!(current.stale_reason(&prints, Some(&container)), None);
     }
 
     /// A paused container neither runs nor is stopped, whichever way the engine says it.
