@@ -512,6 +512,9 @@ impl Runtime {
         // One container per checkout: the one made under a former name goes first (it
         // mounts the same folder and may hold a published port).
         self.remove_former(target, progress)?;
+        if let Some(found) = existing.as_ref().filter(|f| f.paused && recreate) {
+            self.unpause(found, progress)?;
+        }
         // The running container, as last inspected: one found running just now is not
         // inspected again, neither for the wait nor for the status.
         let mut running = None;
@@ -594,10 +597,7 @@ impl Runtime {
                 .map_or_else(|| target.container.clone(), |f| f.name.clone()),
         });
         if let Some(found) = existing.as_ref().filter(|f| f.paused) {
-            // Compose's `down` cannot stop a paused container and leaves it as it is.
-            let mut cmd = self.engine_cmd();
-            cmd.args(["unpause", &found.id]);
-            run_checked(cmd, self.timeouts.stop, progress)?;
+            self.unpause(found, progress)?;
         }
         if let Some(found) = existing.as_ref().filter(|f| f.name != target.container) {
             // The Dev Containers CLI's container of this checkout, under its own Compose
@@ -641,6 +641,15 @@ impl Runtime {
             return Err(failed(&rendered, &done));
         }
         Ok(done.stdout.split_whitespace().map(str::to_owned).collect())
+    }
+
+    /// Unpauses a paused container: Compose can neither stop (`down`) nor replace (`up
+    /// --force-recreate`) one, and leaves it as it is.
+    fn unpause(&self, found: &Inspected, progress: Progress<'_>) -> Result<(), RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["unpause", &found.id]);
+        run_checked(cmd, self.timeouts.stop, progress)?;
+        Ok(())
     }
 
     /// The containers aibox made for this checkout under another name: its

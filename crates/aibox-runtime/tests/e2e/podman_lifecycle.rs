@@ -481,6 +481,16 @@ fn paused_and_renamed_containers() {
     assert!(!up.created && !up.started, "unpaused, not started");
     assert_eq!(up.status.state, ContainerState::Running);
     assert_eq!(up.status.container_id, first.status.container_id);
+    // A paused container that is stale is replaced (Compose cannot stop it paused).
+    assert!(podman.run(&["pause", name]).status.success());
+    let override_file = target.override_file();
+    let text = fs_err::read_to_string(&override_file).unwrap();
+    fs_err::write(&override_file, text.replace("\"yes\"", "\"changed\"")).unwrap();
+    let up = runtime
+        .up(target, UpOptions::default(), &mut |_| {})
+        .unwrap();
+    assert!(up.created, "recreated");
+    assert_eq!(up.status.state, ContainerState::Running);
 
     let renamed = format!("{name}-renamed");
     let mut cleanup = Cleanup::new(&podman);
