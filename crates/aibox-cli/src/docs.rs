@@ -20,12 +20,12 @@ pub fn cli_reference() -> String {
     out.push_str(&crate::exit::markdown_table());
     out.push_str(
         "\nThe exit code follows from the kind of the error alone (user, environment, \
-         internal).\n\n## JSON output\n\nWith `--output json` (`-o json`) every command prints \
+         internal, interrupted).\n\n## JSON output\n\nWith `--output json` (`-o json`) every command prints \
          its result as JSON on stdout, and every error (usage errors included) as one JSON \
          object on stdout:\n\n\
          | field | meaning |\n| --- | --- |\n\
          | `code` | the stable diagnostic code, for example `aibox::config::unknown_key` |\n\
-         | `kind` | `user`, `environment` or `internal` (decides the exit code) |\n\
+         | `kind` | `user`, `environment`, `internal` or `interrupted` (decides the exit code) |\n\
          | `message` | what is wrong |\n\
          | `file`, `line`, `column` | where (1-based), for errors in a configuration file; \
          otherwise null |\n\

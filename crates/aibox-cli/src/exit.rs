@@ -20,12 +20,14 @@ pub enum Exit {
     Environment,
     /// Internal error.
     Internal,
+    /// Interrupted (`SIGINT`).
+    Interrupted,
     /// The exit code of a command run in the container (`aibox exec`), passed through.
     Passthrough(u8),
 }
 
 /// Every documented exit code with its meaning, in order.
-pub const EXIT_CODES: [(u8, &str); 5] = [
+pub const EXIT_CODES: [(u8, &str); 6] = [
     (0, "success"),
     (
         1,
@@ -46,6 +48,11 @@ pub const EXIT_CODES: [(u8, &str); 5] = [
          cache (`migrate`)",
     ),
     (70, "internal error (a bug: please report it)"),
+    (
+        130,
+        "interrupted: Ctrl-C (`SIGINT`) ended a step aibox was waiting for, such as the image \
+         build",
+    ),
 ];
 
 impl Exit {
@@ -57,6 +64,7 @@ impl Exit {
             Self::User => 2,
             Self::Environment => 3,
             Self::Internal => 70,
+            Self::Interrupted => 130,
             Self::Passthrough(code) => code,
         }
     }
@@ -69,6 +77,7 @@ impl From<ErrorKind> for Exit {
             ErrorKind::User => Self::User,
             ErrorKind::Environment => Self::Environment,
             ErrorKind::Internal => Self::Internal,
+            ErrorKind::Interrupted => Self::Interrupted,
         }
     }
 }

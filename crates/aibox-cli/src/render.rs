@@ -70,8 +70,22 @@ pub fn error_json(report: &miette::Report, kind: aibox_config::ErrorKind) {
         related.extend(gate_findings(report).iter().map(finding_json));
         map.insert("related".into(), related.into());
     }
+    // Masked string by string, before serialising: a mask that runs to the end of its
+    // text (a PEM key without its END line) then ends with the string, and the output
+    // stays valid JSON whatever the masker does.
+    redact_strings(&mut value);
     let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_owned());
-    out(&aibox_policy::redact_secrets(&text));
+    out(&text);
+}
+
+/// Masks secrets in every string of `value`, in place.
+fn redact_strings(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) => *s = aibox_policy::redact_secrets(s),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_strings),
+        serde_json::Value::Object(map) => map.values_mut().for_each(redact_strings),
+        _ => {}
+    }
 }
 
 /// The error findings of a policy gate refusal carried by `report` (none for any other
@@ -319,5 +333,23 @@ mod no_color_tests {
         assert!(!super::no_color(Some(OsStr::new(""))));
         assert!(super::no_color(Some(OsStr::new("1"))));
         assert!(super::no_color(Some(OsStr::new("0"))));
+    }
+}
+
+#[cfg(test)]
+mod json_error_tests {
+    #[test]
+    fn a_mask_to_the_end_of_a_string_keeps_the_json_valid() {
+        let mut value = serde_json::json!({
+            "message": "bad: -----BEGIN RSA PRIVATE KEY-----\nMIIEFAKE \"quoted\"",
+            "help": "GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+            "related": [{"message": "password = \"hunter22\""}],
+        });
+        super::redact_strings(&mut value);
+        let text = serde_json::to_string_pretty(&value).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back["message"], "bad: ***");
+        assert_eq!(back["help"], "GITHUB_TOKEN=***");
+        assert_eq!(back["related"][0]["message"], "password = \"***\"");
     }
 }

@@ -18,15 +18,18 @@ pub enum ErrorKind {
     Environment,
     /// aibox itself (a bug).
     Internal,
+    /// Nobody: the user interrupted it (Ctrl-C, `SIGINT`), which ended a step midway.
+    Interrupted,
 }
 
 impl ErrorKind {
-    /// The lowercase name (`user`, `environment`, `internal`).
+    /// The lowercase name (`user`, `environment`, `internal`, `interrupted`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::User => "user",
             Self::Environment => "environment",
             Self::Internal => "internal",
+            Self::Interrupted => "interrupted",
         }
     }
 }

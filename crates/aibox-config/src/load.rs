@@ -335,12 +335,46 @@ fn parse_local(
     name: &str,
     team: Option<&AiboxToml>,
 ) -> Result<LocalToml, ConfigProblems> {
-    let src = source(name, text);
-    let doc = structure(text, &src, &crate::schema::LOCAL_SCHEMA, Some(LOCAL_HINT))?;
+    let doc = Document::parse(text)
+        .map_err(|e| ConfigProblems::single(syntax(&e, &source(name, text))))?;
+    // Diagnostics quote lines of the file: personal environment values (tokens, whatever
+    // their names) are masked in the text they quote.
+    let src = source(name, &mask_personal_env(text, doc.as_item()));
+    let problems = crate::shape::check(
+        &crate::schema::LOCAL_SCHEMA,
+        doc.as_item(),
+        &src,
+        Some(LOCAL_HINT),
+    );
+    if let Some(problems) = ConfigProblems::from_vec(problems) {
+        return Err(problems);
+    }
     let local: LocalToml = deserialize(text, &src)?;
     let mut checker = Checker::new(doc.as_item(), &src);
     check_local(&local, team, &mut checker);
     ConfigProblems::from_vec(checker.problems).map_or(Ok(local), Err)
+}
+
+/// `text` with every value of `[container.environment]` replaced by `*`, byte for byte
+/// (line breaks kept), so every span of `doc` still points at the same place.
+fn mask_personal_env(text: &str, doc: &toml_edit::Item) -> String {
+    let Some(env) = doc.get("container").and_then(|c| c.get("environment")) else {
+        return text.to_owned();
+    };
+    let spans: Vec<std::ops::Range<usize>> = match env.as_table_like() {
+        Some(table) => table.iter().filter_map(|(_, v)| v.span()).collect(),
+        None => env.span().into_iter().collect(),
+    };
+    let mut bytes = text.as_bytes().to_vec();
+    for span in spans {
+        for b in bytes.get_mut(span).into_iter().flatten() {
+            if !matches!(*b, b'\n' | b'\r') {
+                *b = b'*';
+            }
+        }
+    }
+    // Whole UTF-8 sequences were replaced by ASCII, so the text is still UTF-8.
+    String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())
 }
 
 /// Stages 1 and 2: TOML syntax, then the shape against the schema.

@@ -10,7 +10,7 @@ use thiserror::Error;
 pub enum DevcontainerError {
     /// A personal environment value cannot be written to `.aibox-local.env` so that every
     /// Compose provider reads it back unchanged.
-    #[error("`.aibox-local.toml` [container.environment] {key}: the value {reason}")]
+    #[error("`.aibox-local.toml` [container.environment]: the value of `{key}` {reason}")]
     #[diagnostic(
         code(aibox::devcontainer::local_env_value),
         help(

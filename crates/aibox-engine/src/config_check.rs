@@ -172,9 +172,11 @@ pub(crate) fn extra_ca_text(
     {
         return Err(EngineError::ExtraCa {
             path,
-            reason: "the file holds a private key (a `-----BEGIN … PRIVATE KEY-----` block); a \
-                     CA bundle needs only the certificates: remove the key block, or point at a \
-                     file that holds only `BEGIN CERTIFICATE` blocks"
+            // Worded without a PEM key header: the output masker would take one in this
+            // message for a key and hide the rest of the error.
+            reason: "the file holds a private key (a PEM block whose header names a private \
+                     key); a CA bundle needs only the certificates: remove the key block, or \
+                     point at a file that holds only `BEGIN CERTIFICATE` blocks"
                 .to_owned(),
         });
     }

@@ -140,6 +140,25 @@ pub enum EngineError {
         waited_secs: u64,
     },
 
+    /// Another `aibox up` or `aibox down` holds the container lock for too long.
+    #[error(
+        "another `aibox up` or `aibox down` is running in this project (waited {waited_secs} s \
+         for {lock})"
+    )]
+    #[diagnostic(
+        code(aibox::lifecycle::busy),
+        help(
+            "wait for it to finish and try again; the lock is released automatically when its \
+             process exits"
+        )
+    )]
+    ContainerBusy {
+        /// The lock file.
+        lock: Utf8PathBuf,
+        /// How long we waited.
+        waited_secs: u64,
+    },
+
     /// `.aibox-local.toml` `container.extra_ca_certificates` cannot be used.
     #[error("cannot use the extra CA certificates `{path}`: {reason}")]
     #[diagnostic(
@@ -256,9 +275,10 @@ impl EngineError {
             Self::ConfigCheck(e) => e.kind(),
             // Something in the way on disk is a disk problem like a refused write.
             // Not resolved offline: only a download (`aibox apply`) fixes it.
-            Self::Busy { .. } | Self::NotResolved { .. } | Self::NotAFolder { .. } => {
-                ErrorKind::Environment
-            }
+            Self::Busy { .. }
+            | Self::ContainerBusy { .. }
+            | Self::NotResolved { .. }
+            | Self::NotAFolder { .. } => ErrorKind::Environment,
             Self::DuplicatePath { .. } | Self::NotCaptured { .. } => ErrorKind::Internal,
         }
     }

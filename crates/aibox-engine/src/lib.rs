@@ -25,7 +25,7 @@ pub use builder::{Plan, PlanBuilder, PlanContext};
 pub use error::EngineError;
 pub use mcp_resolver::Notice;
 pub use plan::{plan, plans_made};
-pub use records::{APPLY_LOCK, BACKUP_DIR, PENDING_LOCK};
+pub use records::{APPLY_LOCK, BACKUP_DIR, CONTAINER_LOCK, PENDING_LOCK};
 pub use resolve::{
     DownloadProgress, PlanOptions, ProcesskitState, Resolved, ResolvedRelease, Security, resolve,
     resolve_project,

@@ -44,13 +44,32 @@ pub enum LifecycleError {
         /// Every error finding with its fix.
         details: String,
     },
+    /// `down`, `status` or `exec` cannot name the container: the configuration cannot be
+    /// read. The help names this checkout's containers (found by their checkout label)
+    /// and the engine command that removes them.
+    #[error("`aibox {command}` needs aibox.toml, which this aibox cannot read")]
+    #[diagnostic(code(aibox::lifecycle::config_unreadable), help("{help}"))]
+    ConfigUnreadable {
+        /// `down`, `status` or `exec`.
+        command: &'static str,
+        /// What is wrong with the configuration.
+        #[source]
+        #[diagnostic_source]
+        source: Box<dyn Diagnostic + Send + Sync>,
+        /// The configuration error's kind.
+        kind: aibox_config::ErrorKind,
+        /// How to fix it or remove the container without aibox.
+        help: String,
+    },
     /// A `[container.lifecycle]` command exited with a failure.
     #[error("`{key}` (`{command}`) failed in the container with exit code {code}")]
     #[diagnostic(
         code(aibox::lifecycle::command_failed),
         help(
             "its output is above; fix the command in aibox.toml [container.lifecycle] (the \
-             container is running: try it with `aibox exec -- sh -c '...'`)"
+             container is running: try it with `aibox exec -- sh -c '...'`), then run `aibox \
+             up`: a changed command recreates the container and runs there. To run an \
+             unchanged command again: `aibox down && aibox up`"
         )
     )]
     Command {
@@ -70,6 +89,7 @@ impl LifecycleError {
     pub fn kind(&self) -> aibox_config::ErrorKind {
         match self {
             Self::Engine(e) => e.kind(),
+            Self::ConfigUnreadable { kind, .. } => *kind,
             Self::Runtime(e) => e.kind(),
             Self::ContainerPolicy { .. } => aibox_config::ErrorKind::User,
             Self::Command { .. } => aibox_config::ErrorKind::Environment,
@@ -90,6 +110,9 @@ impl From<aibox_config::ConfigError> for LifecycleError {
     }
 }
 
+/// How long `up` and `down` wait for another one's container lock by default.
+pub const CONTAINER_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_mins(30);
+
 /// How the engine is chosen and how long steps may take.
 #[derive(Debug, Clone)]
 pub struct LifecycleOptions {
@@ -97,6 +120,9 @@ pub struct LifecycleOptions {
     pub env: DetectEnv,
     /// Step deadlines.
     pub timeouts: Timeouts,
+    /// How long `up` and `down` wait for another one's container lock (a first `up`
+    /// may build for minutes) before failing with `aibox::lifecycle::busy`.
+    pub lock_timeout: std::time::Duration,
 }
 
 impl Default for LifecycleOptions {
@@ -105,6 +131,7 @@ impl Default for LifecycleOptions {
         Self {
             env: DetectEnv::from_process(),
             timeouts: Timeouts::default(),
+            lock_timeout: CONTAINER_LOCK_TIMEOUT,
         }
     }
 }
@@ -207,7 +234,19 @@ pub fn target_for(root: &Utf8Path, project: &aibox_config::Project) -> Target {
         ids: (config.container.uid, config.container.gid()),
         egress: config.network.egress != aibox_config::EgressMode::Open,
         proxy: config.network.egress == aibox_config::EgressMode::Allowlist,
+        lifecycle: lifecycle_commands(&config.container.lifecycle),
     }
+}
+
+/// The lifecycle commands `up` runs, as `key=command` (for the container digest).
+fn lifecycle_commands(lifecycle: &aibox_config::model::Lifecycle) -> Vec<String> {
+    [
+        ("post_create_command", &lifecycle.post_create_command),
+        ("post_start_command", &lifecycle.post_start_command),
+    ]
+    .into_iter()
+    .filter_map(|(key, command)| command.as_ref().map(|c| format!("{key}={c}")))
+    .collect()
 }
 
 /// The checkout's canonical path (what names and labels its container); the path as
@@ -228,6 +267,12 @@ pub fn up(
     // An invalid configuration first, then a missing engine, before anything is written.
     let project = crate::config_check::check_project(root)?;
     let (runtime, target) = runtime_for_config(root, &project, &options.lifecycle)?;
+    let notice = options.apply.plan.notice.clone();
+    let _lock = container_lock(root, &options.lifecycle, &mut |line| {
+        if let Some(notice) = &notice {
+            notice(line);
+        }
+    })?;
     let apply_opts = ApplyOptions {
         dry_run: false,
         check: false,
@@ -406,19 +451,88 @@ fn run_lifecycle_command(
     }
 }
 
+/// [`runtime_for`] for a command that only drives the container (`down`, `status`,
+/// `exec`): a configuration this aibox cannot read (a key a newer aibox knows, a typo)
+/// fails with the names of this checkout's containers and how to remove them with the
+/// engine, so the container is never stuck behind the file.
+fn runtime_for_container(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+    command: &'static str,
+) -> Result<(Runtime, Target), LifecycleError> {
+    match runtime_for(root, options) {
+        Err(LifecycleError::Engine(source)) if matches!(&*source, EngineError::Config(c) if !c.problems().is_empty()) => {
+            Err(config_unreadable(root, options, command, source))
+        }
+        other => other,
+    }
+}
+
+fn config_unreadable(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+    command: &'static str,
+    source: Box<EngineError>,
+) -> LifecycleError {
+    let fix = "fix the problem in aibox.toml (a key this aibox does not know may be one of a \
+               newer aibox: update aibox)";
+    let found = Runtime::detect(aibox_config::EngineChoice::Auto, options.env.clone())
+        .ok()
+        .and_then(|runtime| {
+            let names = runtime.checkout_containers(&checkout_path(root)).ok()?;
+            Some((runtime.detected().engine.engine.as_str().to_owned(), names))
+        });
+    let help = match found {
+        Some((engine, names)) if !names.is_empty() => format!(
+            "{fix}. To stop and remove this checkout's container without aibox: `{engine} rm \
+             -f {}`",
+            names.join(" ")
+        ),
+        _ => format!("{fix}; no container of this checkout was found"),
+    };
+    LifecycleError::ConfigUnreadable {
+        command,
+        kind: source.kind(),
+        source,
+        help,
+    }
+}
+
 /// Stops and removes the project's container.
 pub fn down(
     root: &Utf8Path,
     options: &LifecycleOptions,
     progress: Progress<'_>,
 ) -> Result<Status, LifecycleError> {
-    let (runtime, target) = runtime_for(root, options)?;
+    let (runtime, target) = runtime_for_container(root, options, "down")?;
+    let _lock = container_lock(root, options, &mut |line| {
+        progress(&aibox_runtime::Event::Note {
+            line: line.to_owned(),
+        });
+    })?;
     Ok(runtime.down(&target, progress)?)
+}
+
+/// Takes the project's container lock for `up` or `down`: a second one waits for the
+/// first (saying so once through `say`) instead of racing it in Compose.
+fn container_lock(
+    root: &Utf8Path,
+    options: &LifecycleOptions,
+    say: &mut dyn FnMut(&str),
+) -> Result<crate::records::ProjectLock, LifecycleError> {
+    let project = crate::writer::ProjectRoot::open(root).map_err(EngineError::from)?;
+    Ok(crate::records::ProjectLock::acquire_container(
+        &project,
+        options.lock_timeout,
+        &mut || {
+            say("another `aibox up` or `aibox down` is running in this project: waiting for it");
+        },
+    )?)
 }
 
 /// Reports the project's container state.
 pub fn status(root: &Utf8Path, options: &LifecycleOptions) -> Result<Status, LifecycleError> {
-    let (runtime, target) = runtime_for(root, options)?;
+    let (runtime, target) = runtime_for_container(root, options, "status")?;
     Ok(runtime.status(&target)?)
 }
 
@@ -430,7 +544,7 @@ pub fn exec(
     cmd: &[String],
     env: &[String],
 ) -> Result<i32, LifecycleError> {
-    let (runtime, target) = runtime_for(root, options)?;
+    let (runtime, target) = runtime_for_container(root, options, "exec")?;
     let request = ExecRequest {
         user: &target.user,
         cmd,

@@ -18,6 +18,8 @@
 //!   for unchanged files instead of re-hashing.
 //! - [`APPLY_LOCK`]: the project lock file (`ProjectLock`), held by `apply` and
 //!   `migrate resolve` while they write; never read for its contents.
+//! - [`CONTAINER_LOCK`]: the container lock file (`ContainerLock`), held by `up` and
+//!   `down` while they drive the engine; never read for its contents.
 //! - [`BACKUP_DIR`]: where `apply --force` keeps the files it replaces
 //!   (`backup_path`); written by `apply` only, read by people.
 //!
@@ -43,6 +45,8 @@ pub const PENDING_PROCESSKIT: &str = aibox_provenance::record::INTENT_PATH;
 pub const STAT_CACHE: &str = ".aibox/processkit-stat-cache";
 /// The project lock file held while applying.
 pub const APPLY_LOCK: &str = ".aibox/apply.lock";
+/// The container lock file held by `up` and `down`.
+pub const CONTAINER_LOCK: &str = ".aibox/container.lock";
 /// Where `--force` keeps the files it replaces: `.aibox/backups/<path>.<n>`.
 pub const BACKUP_DIR: &str = ".aibox/backups";
 
@@ -141,6 +145,47 @@ impl ProjectLock {
                         });
                     }
                     std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(EngineError::io("lock", &path, e));
+                }
+            }
+        }
+    }
+
+    /// The container lock (`up`, `down`): two Compose runs on one project at once race
+    /// on its network and container. Waits up to `timeout`, calling `on_wait` once when
+    /// another holder makes it wait.
+    pub(crate) fn acquire_container(
+        root: &ProjectRoot,
+        timeout: Duration,
+        on_wait: &mut dyn FnMut(),
+    ) -> Result<Self, EngineError> {
+        let rel = Utf8Path::new(CONTAINER_LOCK);
+        let file = Writer::new(root).open_lock_file(rel)?;
+        let path = root.path().join(rel);
+        let start = Instant::now();
+        let mut waited = false;
+        loop {
+            match file.file().try_lock() {
+                Ok(()) => {
+                    return Ok(Self {
+                        _file: file,
+                        waited,
+                    });
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if !waited {
+                        on_wait();
+                    }
+                    waited = true;
+                    if start.elapsed() >= timeout {
+                        return Err(EngineError::ContainerBusy {
+                            lock: path,
+                            waited_secs: start.elapsed().as_secs(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
                 }
                 Err(std::fs::TryLockError::Error(e)) => {
                     return Err(EngineError::io("lock", &path, e));

@@ -144,6 +144,20 @@ impl BuildLog {
     }
 }
 
+/// Whether the build stopped in a step without any error line after it: what Podman
+/// does on Ctrl-C (it catches `SIGINT` and exits 1 in silence, podman-compose adds only
+/// its `exit code: 1`), while a step that fails is always followed by the engine's
+/// `Error: building at STEP ...: exit status N` (Docker: `ERROR`).
+pub(crate) fn stopped_silently(tail: &[String]) -> bool {
+    let Some(last_step) = tail.iter().rposition(|l| parse_step(l).is_some()) else {
+        return false;
+    };
+    tail[last_step + 1..].iter().all(|l| {
+        let l = l.trim();
+        l.is_empty() || l.starts_with("exit code: ")
+    })
+}
+
 /// The instructions of a `Dockerfile.local`, continuation lines joined and whitespace
 /// collapsed, comments left out (the form engines print them in).
 pub(crate) fn instructions(dockerfile: &str) -> Vec<String> {

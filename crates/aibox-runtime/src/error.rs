@@ -91,6 +91,24 @@ pub enum RuntimeError {
         output: String,
     },
 
+    /// The image build was interrupted (Ctrl-C): the builder ended by `SIGINT`, or a
+    /// step did (exit status 130).
+    #[error("building image `{image}` was interrupted{step}")]
+    #[diagnostic(
+        code(aibox::runtime::interrupted),
+        help(
+            "nothing is wrong with the step: run `aibox up` again to build it. An interrupted \
+             Podman build can leave working containers behind (`podman ps -a --external`); \
+             `podman rm -f` them if `podman rmi` says the image is in use"
+        )
+    )]
+    Interrupted {
+        /// The image.
+        image: String,
+        /// ` at step 12/14: RUN ...`, or empty when no step was seen.
+        step: String,
+    },
+
     /// The image build failed: the command said so, its output did, or the image is not
     /// there afterwards (podman-compose 1.0 exits 0 after a failed build).
     #[error("building image `{image}` failed{step}")]
@@ -337,6 +355,7 @@ impl RuntimeError {
             | Self::InvalidEnvName { .. }
             | Self::EnvNotSet { .. }
             | Self::ForeignContainer { .. } => aibox_config::ErrorKind::User,
+            Self::Interrupted { .. } => aibox_config::ErrorKind::Interrupted,
             _ => aibox_config::ErrorKind::Environment,
         }
     }

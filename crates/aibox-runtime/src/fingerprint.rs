@@ -10,8 +10,9 @@
 //!
 //! The build digest covers every regular file of the build context (`.devcontainer/`)
 //! except the files that only Compose reads; the container digest covers the build digest,
-//! those Compose files and the personal environment file. `devcontainer.json` is in
-//! neither: aibox's container does not depend on it.
+//! those Compose files, the personal environment file and the `[container.lifecycle]`
+//! commands `up` runs in a new container ([`Fingerprints::with_lifecycle`]).
+//! `devcontainer.json` is in neither: aibox's container does not depend on it.
 //!
 //! [`BUILD_DIGEST_LABEL`]: aibox_config::container::BUILD_DIGEST_LABEL
 //! [`CONFIG_DIGEST_LABEL`]: aibox_config::container::CONFIG_DIGEST_LABEL
@@ -99,6 +100,23 @@ impl Fingerprints {
             build,
             owner,
         })
+    }
+
+    /// Adds the `[container.lifecycle]` commands to the container digest (none: the
+    /// digest stays the files' alone, so a project without them keeps its container).
+    #[must_use]
+    pub fn with_lifecycle(mut self, commands: &[String]) -> Self {
+        if commands.is_empty() {
+            return self;
+        }
+        let mut config = Sha256::new();
+        config.update(self.config.as_bytes());
+        for command in commands {
+            config.update(b"\0lifecycle ");
+            config.update(command.as_bytes());
+        }
+        self.config = format!("sha256:{}", hex::encode(config.finalize()));
+        self
     }
 
     /// The `--build-arg` values of a build: the build digest, and the project owner's IDs

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,10 @@ pub struct Target {
     /// Whether the Compose project has the egress proxy service (`[network] egress =
     /// "allowlist"`): `up` makes sure it runs, `status` reports it.
     pub proxy: bool,
+    /// The `[container.lifecycle]` commands `up` runs in the container, as `key=command`:
+    /// part of the container's digest, so a changed (or added) command recreates the
+    /// container and runs on the new one.
+    pub lifecycle: Vec<String>,
 }
 
 impl Target {
@@ -76,6 +81,14 @@ impl Target {
     /// Absolute path of the Compose override file (it may not exist).
     pub fn override_file(&self) -> Utf8PathBuf {
         self.root.join(layout::COMPOSE_OVERRIDE)
+    }
+
+    /// The fingerprints of the project's files and lifecycle commands.
+    ///
+    /// # Errors
+    /// [`RuntimeError::ReadProject`] when a file or folder cannot be read.
+    pub fn fingerprints(&self) -> Result<Fingerprints, RuntimeError> {
+        Fingerprints::of(&self.root).map(|p| p.with_lifecycle(&self.lifecycle))
     }
 
     /// Every Compose file that exists, in the order of the file table
@@ -163,6 +176,11 @@ pub enum Event {
         /// What is stale and what happens, in words.
         reason: String,
     },
+    /// A line for the user from aibox itself (such as waiting for another `up`).
+    Note {
+        /// The line.
+        line: String,
+    },
     /// One line printed by the engine or Compose.
     Output {
         /// The line, without its newline.
@@ -179,8 +197,10 @@ pub type Progress<'a> = &'a mut dyn FnMut(&Event);
 pub enum ContainerState {
     /// It exists and runs.
     Running,
-    /// It exists but does not run (created, exited, paused, ...).
+    /// It exists but does not run (created, exited, ...).
     Stopped,
+    /// It exists and is frozen (`podman pause`): `up` unpauses it, `down` removes it.
+    Paused,
     /// No container of that name exists.
     Missing,
 }
@@ -190,6 +210,7 @@ impl std::fmt::Display for ContainerState {
         f.write_str(match self {
             Self::Running => "running",
             Self::Stopped => "stopped",
+            Self::Paused => "paused",
             Self::Missing => "missing",
         })
     }
@@ -222,6 +243,9 @@ pub struct Status {
     /// The container exists but was created from other files or another image than now
     /// (or by another tool): `up` recreates it.
     pub container_stale: bool,
+    /// Containers aibox made for this checkout under another name (before a change of
+    /// `container.name` or `container_name`): `up` and `down` remove them.
+    pub former_containers: Vec<String>,
     /// The engine used.
     pub engine: Engine,
     /// The Compose provider used.
@@ -309,7 +333,10 @@ struct Inspected {
     /// Its name, without Docker's leading `/`.
     name: String,
     status: String,
+    /// It runs and is not paused.
     running: bool,
+    /// It is paused: neither running nor startable until unpaused.
+    paused: bool,
     labels: BTreeMap<String, String>,
     image: String,
     /// The id of the image it was created from (`Image`), without `sha256:`.
@@ -414,7 +441,7 @@ impl Runtime {
     /// that an image with this build digest exists afterwards (an older one may remain).
     pub fn build(&self, target: &Target, progress: Progress<'_>) -> Result<(), RuntimeError> {
         require_compose_file(target)?;
-        let prints = Fingerprints::of(&target.root)?;
+        let prints = target.fingerprints()?;
         self.build_from(target, &prints, progress)
     }
 
@@ -473,17 +500,19 @@ impl Runtime {
         if let Some(found) = &existing {
             check_owner(found, target)?;
         }
-        let prints = Fingerprints::of(&target.root)?;
+        let prints = target.fingerprints()?;
         let image = self.image_facts(&target.image)?;
         let build = match &image {
             None => true,
             Some(_) if opts.build => true,
-            Some(facts) => facts.stale_reason(&prints).is_some_and(|reason| {
-                progress(&Event::Stale {
-                    reason: format!("image `{}` {reason}: rebuilding it", target.image),
-                });
-                true
-            }),
+            Some(facts) => facts
+                .stale_reason(&prints, existing.as_ref())
+                .is_some_and(|reason| {
+                    progress(&Event::Stale {
+                        reason: format!("image `{}` {reason}: rebuilding it", target.image),
+                    });
+                    true
+                }),
         };
         let image = if build {
             self.build_from(target, &prints, progress)?;
@@ -502,48 +531,16 @@ impl Runtime {
                 }
                 why.is_some()
             });
+        // One container per checkout: the one made under a former name goes first (it
+        // mounts the same folder and may hold a published port).
+        self.remove_former(target, progress)?;
+        if let Some(found) = existing.as_ref().filter(|f| f.paused && recreate) {
+            self.unpause(found, progress)?;
+        }
         // The running container, as last inspected: one found running just now is not
         // inspected again, neither for the wait nor for the status.
-        let mut running = None;
-        match &existing {
-            Some(found) if found.running && !recreate => {
-                progress(&Event::AlreadyRunning {
-                    container: target.container.clone(),
-                });
-                running = Some(found.clone());
-            }
-            Some(_) if !recreate => {
-                progress(&Event::Starting {
-                    container: target.container.clone(),
-                });
-                let mut cmd = self.engine_cmd();
-                cmd.args(["start", &target.container]);
-                run_checked(cmd, self.timeouts.start, progress)?;
-            }
-            _ => {
-                progress(&Event::Starting {
-                    container: target.container.clone(),
-                });
-                self.prepare_internal_network(target, progress)?;
-                let mut args = vec!["up", "-d", "--no-build"];
-                if existing.is_some() {
-                    args.push("--force-recreate");
-                }
-                let mut cmd = self.compose(target, &args);
-                cmd.env(CONFIG_DIGEST_VAR, &prints.config);
-                if let Some(userns) = self.keep_id(prints.owner.unwrap_or(target.ids))? {
-                    // Read by every `podman create`/`run` that podman-compose starts.
-                    cmd.env("PODMAN_USERNS", userns);
-                }
-                let rendered = process::render(&cmd);
-                let done = run_checked(cmd, self.timeouts.start, progress)?;
-                // podman-compose 1.0 exits 0 when `podman run` failed: fail now with its
-                // output, not after the running deadline.
-                if self.inspect(&target.container)?.is_none() {
-                    return Err(not_created(target, &rendered, &done));
-                }
-            }
-        }
+        let running =
+            self.start_or_create(target, existing.as_ref(), recreate, &prints, progress)?;
         let running = match running {
             Some(found) => found,
             None => self.wait_running(target, progress)?,
@@ -561,7 +558,11 @@ impl Runtime {
             id: running.id.clone(),
         });
         let created = existing.as_ref().is_none_or(|found| found.id != running.id);
-        let started = created || existing.as_ref().is_none_or(|found| !found.running);
+        // Unpausing resumes the processes that ran: nothing is started.
+        let started = created
+            || existing
+                .as_ref()
+                .is_none_or(|found| !found.running && !found.paused);
         let mut status =
             self.status_with_image(target, Some(&prints), Some(running.clone()), image.as_ref());
         status.proxy = proxy;
@@ -586,6 +587,9 @@ impl Runtime {
                 .as_ref()
                 .map_or_else(|| target.container.clone(), |f| f.name.clone()),
         });
+        if let Some(found) = existing.as_ref().filter(|f| f.paused) {
+            self.unpause(found, progress)?;
+        }
         if let Some(found) = existing.as_ref().filter(|f| f.name != target.container) {
             // The Dev Containers CLI's container of this checkout, under its own Compose
             // project: removed by id, then its network when nothing else uses it.
@@ -610,7 +614,84 @@ impl Runtime {
             cmd.args(["rm", "-f", &target.container]);
             run_checked(cmd, self.timeouts.stop, progress)?;
         }
+        self.remove_former(target, progress)?;
         self.status(target)
+    }
+
+    /// The names of every container labelled as this checkout's (`checkout`, its canonical
+    /// path), whatever the configuration calls them: what a user can remove with the
+    /// engine when aibox cannot read the configuration.
+    ///
+    /// # Errors
+    /// The engine fails.
+    pub fn checkout_containers(&self, checkout: &str) -> Result<Vec<String>, RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["ps", "-a", "--format", "{{.Names}}", "--filter"])
+            .arg(format!("label={CHECKOUT_LABEL}={checkout}"));
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        Ok(done.stdout.split_whitespace().map(str::to_owned).collect())
+    }
+
+    /// Unpauses a paused container: Compose can neither stop (`down`) nor replace (`up
+    /// --force-recreate`) one, and leaves it as it is.
+    fn unpause(&self, found: &Inspected, progress: Progress<'_>) -> Result<(), RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["unpause", &found.id]);
+        run_checked(cmd, self.timeouts.stop, progress)?;
+        Ok(())
+    }
+
+    /// The containers aibox made for this checkout under another name: its
+    /// [`CHECKOUT_LABEL`] is this checkout, its Compose project another (a renamed
+    /// `container.name` or `container_name`; the egress proxy of that project too).
+    fn former(&self, target: &Target) -> Result<Vec<Inspected>, RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["ps", "-a", "-q", "--no-trunc", "--filter"])
+            .arg(format!("label={CHECKOUT_LABEL}={}", target.checkout));
+        let rendered = process::render(&cmd);
+        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        if !done.success() {
+            return Err(failed(&rendered, &done));
+        }
+        let mut former = Vec::new();
+        for id in done.stdout.split_whitespace() {
+            let Some(found) = self.inspect_container(id)? else {
+                continue;
+            };
+            let project = COMPOSE_PROJECT_LABELS
+                .iter()
+                .find_map(|l| found.labels.get(*l));
+            if found.name != target.container && project != Some(&target.project) {
+                former.push(found);
+            }
+        }
+        Ok(former)
+    }
+
+    /// Removes [`Self::former`] containers and their Compose networks.
+    fn remove_former(&self, target: &Target, progress: Progress<'_>) -> Result<(), RuntimeError> {
+        for found in self.former(target)? {
+            progress(&Event::Stale {
+                reason: format!(
+                    "container `{}` is this checkout's under a former name: removing it",
+                    found.name
+                ),
+            });
+            let mut cmd = self.engine_cmd();
+            cmd.args(["rm", "-f", &found.id]);
+            run_checked(cmd, self.timeouts.stop, progress)?;
+            if let Some(project) = COMPOSE_PROJECT_LABELS
+                .iter()
+                .find_map(|l| found.labels.get(*l))
+            {
+                self.remove_network(project, progress);
+            }
+        }
+        Ok(())
     }
 
     /// The project's container (`None` when there is none), its owner checked: an error
@@ -646,8 +727,19 @@ impl Runtime {
     /// match the files.
     pub fn status(&self, target: &Target) -> Result<Status, RuntimeError> {
         // Unreadable files make nothing stale: `up` reports them when it needs them.
-        let prints = Fingerprints::of(&target.root).ok();
-        self.status_with(target, prints.as_ref())
+        let prints = target.fingerprints().ok();
+        let mut status = self.status_with(target, prints.as_ref())?;
+        status.former_containers = self.former_containers(target)?;
+        Ok(status)
+    }
+
+    /// The names of the containers aibox made for this checkout under a former name
+    /// (before `container.name` or `container_name` changed): `up` and `down` remove them.
+    ///
+    /// # Errors
+    /// The engine fails.
+    pub fn former_containers(&self, target: &Target) -> Result<Vec<String>, RuntimeError> {
+        Ok(self.former(target)?.into_iter().map(|f| f.name).collect())
     }
 
     /// [`Self::status`] of the container already found by [`Self::container`] (`None`:
@@ -660,7 +752,7 @@ impl Runtime {
         target: &Target,
         found: Option<&FoundContainer>,
     ) -> Result<Status, RuntimeError> {
-        let prints = Fingerprints::of(&target.root).ok();
+        let prints = target.fingerprints().ok();
         self.status_found(target, prints.as_ref(), found.map(|f| f.0.clone()))
     }
 
@@ -779,7 +871,7 @@ impl Runtime {
     ) -> Status {
         let image_present = image.is_some();
         let image_stale = match (&image, prints) {
-            (Some(facts), Some(p)) => facts.stale_reason(p).is_some(),
+            (Some(facts), Some(p)) => facts.stale_reason(p, None).is_some(),
             _ => false,
         };
         let container_stale = match (&found, prints) {
@@ -797,6 +889,8 @@ impl Runtime {
             Some(c) => {
                 let state = if c.running {
                     ContainerState::Running
+                } else if c.paused {
+                    ContainerState::Paused
                 } else {
                     ContainerState::Stopped
                 };
@@ -814,6 +908,7 @@ impl Runtime {
             image_present,
             image_stale,
             container_stale,
+            former_containers: Vec::new(),
             engine: self.detected.engine.engine,
             compose: self.detected.compose.kind,
             proxy: None,
@@ -1160,6 +1255,62 @@ impl Runtime {
 
     /// Waits until the project's container runs (starting it once when podman-compose
     /// left it created) and returns it as last inspected.
+    /// Brings the project's container up as `up` decided: leaves one running as it is
+    /// (returned, so it is not inspected again), starts or unpauses a stopped one, or has
+    /// Compose create it (`recreate`: replacing the one there).
+    fn start_or_create(
+        &self,
+        target: &Target,
+        existing: Option<&Inspected>,
+        recreate: bool,
+        prints: &Fingerprints,
+        progress: Progress<'_>,
+    ) -> Result<Option<Inspected>, RuntimeError> {
+        let mut running = None;
+        match existing {
+            Some(found) if found.running && !recreate => {
+                progress(&Event::AlreadyRunning {
+                    container: target.container.clone(),
+                });
+                running = Some(found.clone());
+            }
+            Some(found) if !recreate => {
+                progress(&Event::Starting {
+                    container: target.container.clone(),
+                });
+                // A paused container cannot be started, only unpaused.
+                let verb = if found.paused { "unpause" } else { "start" };
+                let mut cmd = self.engine_cmd();
+                cmd.args([verb, &target.container]);
+                run_checked(cmd, self.timeouts.start, progress)?;
+            }
+            _ => {
+                progress(&Event::Starting {
+                    container: target.container.clone(),
+                });
+                self.prepare_internal_network(target, progress)?;
+                let mut args = vec!["up", "-d", "--no-build"];
+                if existing.is_some() {
+                    args.push("--force-recreate");
+                }
+                let mut cmd = self.compose(target, &args);
+                cmd.env(CONFIG_DIGEST_VAR, &prints.config);
+                if let Some(userns) = self.keep_id(prints.owner.unwrap_or(target.ids))? {
+                    // Read by every `podman create`/`run` that podman-compose starts.
+                    cmd.env("PODMAN_USERNS", userns);
+                }
+                let rendered = process::render(&cmd);
+                let done = run_checked(cmd, self.timeouts.start, progress)?;
+                // podman-compose 1.0 exits 0 when `podman run` failed: fail now with its
+                // output, not after the running deadline.
+                if self.inspect(&target.container)?.is_none() {
+                    return Err(not_created(target, &rendered, &done));
+                }
+            }
+        }
+        Ok(running)
+    }
+
     fn wait_running(
         &self,
         target: &Target,
@@ -1473,8 +1624,29 @@ fn tail_text(lines: &[String]) -> String {
 
 /// The error for a failed build: the image, the failing step, the likely cause and the
 /// last lines of output.
+/// Whether a build ended because of Ctrl-C, which reaches the whole foreground process
+/// group: the builder itself ended by `SIGINT` (or with a shell's 130 for it), a step's
+/// process did (the engine says `exit status 130`), or Podman caught it and stopped in
+/// the middle of a step without an error line ([`build_log::stopped_silently`]).
+fn interrupted(done: &process::Finished) -> bool {
+    const SIGINT: i32 = 2;
+    done.status.signal() == Some(SIGINT)
+        || done.status.code() == Some(128 + SIGINT)
+        || done
+            .tail
+            .iter()
+            .any(|l| l.contains("exit status 130") || l.contains("signal: interrupt"))
+        || build_log::stopped_silently(&done.tail)
+}
+
 fn build_failed(target: &Target, log: &BuildLog, done: &process::Finished) -> RuntimeError {
     let step = log.failing_step();
+    if interrupted(done) {
+        return RuntimeError::Interrupted {
+            image: target.image.clone(),
+            step: step.map_or_else(String::new, |s| format!(" at {s}")),
+        };
+    }
     // A step from `Dockerfile.local` is the user's to fix; engines print it verbatim.
     let in_local = step.is_some_and(|s| {
         let local = target.root.join(aibox_config::layout::DOCKERFILE_LOCAL);
@@ -1571,6 +1743,10 @@ fn parse_inspect(stdout: &str) -> Result<Option<Inspected>, String> {
     let running = first["State"]["Running"]
         .as_bool()
         .ok_or_else(|| "`State.Running` is missing".to_owned())?;
+    // Docker says `Running: true` of a paused container, Podman 4.3 `false`; both say
+    // `Paused` and the status word.
+    let paused = first["State"]["Paused"].as_bool() == Some(true) || status == "paused";
+    let running = running && !paused;
     let labels = match &first["Config"]["Labels"] {
         serde_json::Value::Object(map) => map
             .iter()
@@ -1589,6 +1765,7 @@ fn parse_inspect(stdout: &str) -> Result<Option<Inspected>, String> {
         name: name.trim_start_matches('/').to_owned(),
         status,
         running,
+        paused,
         labels,
         image,
         image_id,
@@ -1632,9 +1809,25 @@ fn parse_image_inspect(stdout: &str) -> Result<Option<ImageFacts>, String> {
 
 impl ImageFacts {
     /// Why the image must be rebuilt, `None` when it was built from these files.
-    fn stale_reason(&self, prints: &Fingerprints) -> Option<&'static str> {
+    /// Why the image must be rebuilt, `None` when it matches the files. `container` is
+    /// this checkout's container: when its configuration digest still matches the files,
+    /// nothing changed here since it was created, so another checkout of the project
+    /// (they share the image tag) or another tool rebuilt the image from other files.
+    fn stale_reason(
+        &self,
+        prints: &Fingerprints,
+        container: Option<&Inspected>,
+    ) -> Option<&'static str> {
+        let unchanged_here =
+            container.is_some_and(|c| c.labels.get(CONFIG_DIGEST_LABEL) == Some(&prints.config));
         if self.build_digest.is_empty() {
             Some("was not built by aibox (it has no `aibox.build-digest` label)")
+        } else if self.build_digest != prints.build && unchanged_here {
+            Some(
+                "was rebuilt from other files by another checkout of this project (checkouts \
+                 of one project share the image tag; nothing changed in this checkout since \
+                 its container was created)",
+            )
         } else if self.build_digest != prints.build {
             Some(
                 "was built from other files than .devcontainer/ holds now (the Dockerfile, \
@@ -1660,7 +1853,7 @@ fn stale_container_reason(
     if label.is_empty() || label == "none" {
         Some("was not created by aibox `up` (it has no configuration digest)")
     } else if label != prints.config {
-        Some("was created from other Compose files or settings than now")
+        Some("was created from other Compose files, settings or lifecycle commands than now")
     } else if image_id.is_some_and(|id| id != found.image_id) {
         Some("runs an older build of the image")
     } else {
@@ -1806,6 +1999,7 @@ mod tests {
             ids: (1000, 1000),
             egress: false,
             proxy: false,
+            lifecycle: Vec::new(),
         }
     }
 
@@ -1825,6 +2019,7 @@ mod tests {
             name: "demo-1a2b3c4d".into(),
             status: "running".into(),
             running: true,
+            paused: false,
             labels: labels
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -1925,6 +2120,79 @@ mod tests {
             parse_inspect(r#"[{"Name":"x"}]"#).unwrap_err(),
             "`Id` is missing"
         );
+    }
+
+    /// Ctrl-C during a build is an interruption, whichever process it ended; a step that
+    /// fails on its own is not.
+    #[test]
+    fn interrupted_builds_are_told_from_failed_ones() {
+        let sh = |script: &str| {
+            let mut cmd = std::process::Command::new("sh");
+            cmd.args(["-c", script]);
+            process::run(cmd, Duration::from_secs(10), &mut |_, _| {}).unwrap()
+        };
+        assert!(interrupted(&sh("kill -INT $$")));
+        assert!(interrupted(&sh("exit 130")));
+        assert!(interrupted(&sh(
+            "echo 'Error: building at STEP \"RUN sleep 30\": while running runtime: exit status \
+             130' >&2; exit 125"
+        )));
+        assert!(!interrupted(&sh(
+            "echo 'Error: building at STEP \"RUN exit 7\": while running runtime: exit status 7' \
+             >&2; exit 125"
+        )));
+        assert!(!interrupted(&sh("kill -TERM $$")));
+        // Podman 4.3 on Ctrl-C: the step header, then only podman-compose's exit code.
+        assert!(interrupted(&sh(
+            "echo 'STEP 14/18: RUN sleep 30'; echo 'exit code: 1'; exit 1"
+        )));
+        assert!(!interrupted(&sh(
+            "echo 'STEP 14/18: RUN exit 7'; echo 'Error: building at STEP \"RUN exit 7\": \
+             while running runtime: exit status 7' >&2; echo 'exit code: 7'; exit 7"
+        )));
+    }
+
+    /// An image rebuilt by another checkout is named as such when this checkout's files
+    /// did not change since its container was created; otherwise the files changed here.
+    #[test]
+    fn an_image_rebuilt_by_another_checkout_is_named_as_the_cause() {
+        let prints = Fingerprints {
+            build: "sha256:here".into(),
+            config: "sha256:config-here".into(),
+            owner: None,
+        };
+        let image = ImageFacts {
+            id: "1".into(),
+            build_digest: "sha256:other-checkout".into(),
+        };
+        let mut container = with_labels(&[(CONFIG_DIGEST_LABEL, "sha256:config-here")]);
+        let shared = image.stale_reason(&prints, Some(&container)).unwrap();
+        assert!(shared.contains("another checkout"), "{shared}");
+        container
+            .labels
+            .insert(CONFIG_DIGEST_LABEL.into(), "sha256:config-before".into());
+        for found in [Some(&container), None] {
+            let here = image.stale_reason(&prints, found).unwrap();
+            assert!(here.contains("Dockerfile.local"), "{here}");
+        }
+        let current = ImageFacts {
+            build_digest: prints.build.clone(),
+            ..image
+        };
+        assert_eq!(current.stale_reason(&prints, Some(&container)), None);
+    }
+
+    /// A paused container neither runs nor is stopped, whichever way the engine says it.
+    #[test]
+    fn paused_containers_are_paused_on_podman_and_docker() {
+        for state in [
+            r#"{"Status":"paused","Running":false,"Paused":true}"#,
+            r#"{"Status":"paused","Running":true,"Paused":true}"#,
+        ] {
+            let json = format!(r#"[{{"Id":"1","Name":"demo","State":{state},"Config":{{}}}}]"#);
+            let c = parse_inspect(&json).unwrap().unwrap();
+            assert!(c.paused && !c.running, "{state}");
+        }
     }
 
     #[test]

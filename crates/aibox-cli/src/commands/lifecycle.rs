@@ -71,6 +71,9 @@ pub fn status(g: &Global) -> Outcome {
                 proxy.container, proxy.state
             ));
         }
+        for line in status_notes(&status) {
+            render::out(&line);
+        }
     })?;
     // Fails closed, but silently: say why the agent has no network.
     if let Some(proxy) = status.proxy.as_ref().filter(|p| {
@@ -83,4 +86,89 @@ pub fn status(g: &Global) -> Outcome {
         ));
     }
     Ok(Exit::Ok)
+}
+
+/// What `status` adds for a human under the table: a missing or stale image, a stale or
+/// paused container and one under a former name, each with what `aibox up` does about it
+/// (the same facts as the JSON fields `image_present`, `image_stale`, `container_stale`,
+/// `former_containers`).
+fn status_notes(status: &aibox_runtime::Status) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !status.image_present {
+        notes.push("note:      the image is not built: `aibox up` builds it".to_owned());
+    } else if status.image_stale {
+        notes.push(
+            "note:      the image is stale (built from other files than .devcontainer/ holds \
+             now): `aibox up` rebuilds it"
+                .to_owned(),
+        );
+    }
+    if status.container_stale {
+        notes.push(
+            "note:      the container is stale (created from other files or another image): \
+             `aibox up` recreates it"
+                .to_owned(),
+        );
+    }
+    if status.state == aibox_runtime::ContainerState::Paused {
+        notes.push("note:      the container is paused: `aibox up` unpauses it".to_owned());
+    }
+    for name in &status.former_containers {
+        notes.push(format!(
+            "note:      container `{name}` is this checkout's under a former name: `aibox up` \
+             or `aibox down` removes it"
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use aibox_runtime::{ComposeKind, ContainerState, Engine, Status};
+
+    fn status(state: ContainerState, image: (bool, bool), container_stale: bool) -> Status {
+        Status {
+            project: "demo".to_owned(),
+            container: "demo".to_owned(),
+            devcontainer_cli: false,
+            state,
+            engine_status: None,
+            container_id: None,
+            image: "localhost/demo-aibox:local".to_owned(),
+            image_present: image.0,
+            image_stale: image.1,
+            container_stale,
+            former_containers: Vec::new(),
+            engine: Engine::Podman,
+            compose: ComposeKind::PodmanCompose,
+            proxy: None,
+        }
+    }
+
+    #[test]
+    fn human_status_says_what_is_missing_stale_or_paused() {
+        let fresh = status(ContainerState::Running, (true, false), false);
+        assert!(super::status_notes(&fresh).is_empty());
+        let notes = super::status_notes(&status(ContainerState::Running, (true, true), true));
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("image is stale") && notes[0].contains("rebuilds"));
+        assert!(notes[1].contains("container is stale") && notes[1].contains("recreates"));
+        let notes = super::status_notes(&status(ContainerState::Missing, (false, false), false));
+        assert_eq!(
+            notes,
+            ["note:      the image is not built: `aibox up` builds it"]
+        );
+        let notes = super::status_notes(&status(ContainerState::Paused, (true, false), false));
+        assert_eq!(
+            notes,
+            ["note:      the container is paused: `aibox up` unpauses it"]
+        );
+        let mut renamed = status(ContainerState::Missing, (true, false), false);
+        renamed.former_containers = vec!["demo-0c708bfa".to_owned()];
+        let notes = super::status_notes(&renamed);
+        assert!(
+            notes[0].contains("`demo-0c708bfa` is this checkout's"),
+            "{notes:?}"
+        );
+    }
 }

@@ -154,6 +154,7 @@ fn progress(g: &Global, event: &aibox_runtime::Event) {
         Event::AlreadyRunning { container } => format!("{container} is already running"),
         Event::Stopping { container } => format!("stopping {container} ..."),
         Event::Stale { reason } => reason.clone(),
+        Event::Note { line } => line.clone(),
         // With `-v` the engine's own step lines are shown instead.
         Event::Step(step) if g.verbose == 0 => {
             render::status_line(g.quiet, &format!("  {step}"));

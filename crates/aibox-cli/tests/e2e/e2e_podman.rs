@@ -679,6 +679,29 @@ fn host_references_and_lifecycle_commands_reach_the_container() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("post_start_command"), "{}", show(&out));
     assert!(stderr.contains("exit code 7"), "{}", show(&out));
+
+    // A failed post-create command, fixed as its help says, runs at the next `up`: a
+    // changed lifecycle command makes the container stale, so `up` recreates it.
+    let edit = |from: &str, to: &str| {
+        let toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
+        fs_err::write(root.join("aibox.toml"), toml.replace(from, to)).unwrap();
+    };
+    edit("exit 7", "echo started >> marks/post-start");
+    edit("echo created >> marks/post-create", "exit 4");
+    let out = run(aibox(&podman, root).arg("up"));
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("post_create_command"),
+        "{}",
+        show(&out)
+    );
+    edit("exit 4", "echo fixed >> marks/post-create");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(aibox(&podman, root).args(["-o", "json", "status"]))).unwrap();
+    assert_eq!(status["container_stale"], true, "{status}");
+    up();
+    let created = fs_err::read_to_string(root.join("marks/post-create")).unwrap();
+    assert_eq!(created.lines().last(), Some("fixed"), "{created}");
 }
 
 /// A failing `Dockerfile.local` step: podman-compose 1.0 exits 0 after the failed build,

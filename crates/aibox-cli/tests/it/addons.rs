@@ -1,7 +1,8 @@
 //! `aibox addon add|remove` + `apply`: adding an addon changes exactly the lines it
 //! should (snapshot of the diff), and removing it gives back every byte. Also the
 //! personal extra CA setting: copied only into the gitignored build context, and a
-//! missing or non-PEM file is a clear error that writes nothing.
+//! missing or non-PEM file (or one holding a private key) is a clear error that writes
+//! nothing, shown whole; a refused personal environment value names its variable.
 
 #![allow(clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
@@ -218,4 +219,60 @@ fn a_missing_or_non_pem_ca_file_is_refused_and_nothing_is_written() {
         );
         assert_eq!(files(&root), before);
     }
+}
+
+#[test]
+fn a_ca_file_with_a_private_key_is_refused_with_the_whole_message_and_valid_json() {
+    let (_tmp, root) = project();
+    let key = "-----BEGIN PRIVATE KEY-----\nMIIEFAKEFAKEFAKE\n-----END PRIVATE KEY-----\n";
+    fs_err::write(
+        root.join("withkey.pem"),
+        format!("-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n{key}"),
+    )
+    .unwrap();
+    fs_err::write(
+        root.join(".aibox-local.toml"),
+        "[container]\nextra_ca_certificates = \"withkey.pem\"\n",
+    )
+    .unwrap();
+    // The human message and its help survive the output masker.
+    let out = aibox(&root, &["apply"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("holds only `BEGIN CERTIFICATE` blocks"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("extra_ca_certificates` in .aibox-local.toml"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("***"), "{stderr}");
+    // The JSON error is one valid object with the same message.
+    let out = aibox(&root, &["-o", "json", "apply"]);
+    assert_eq!(out.status.code(), Some(2));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(value["code"], "aibox::apply::extra_ca");
+    let message = value["message"].as_str().unwrap();
+    assert!(message.contains("remove the key block"), "{message}");
+    assert!(value["help"].is_string(), "{value}");
+}
+
+#[test]
+fn a_refused_personal_value_of_a_secret_named_variable_keeps_its_reason_readable() {
+    let (_tmp, root) = project();
+    fs_err::write(
+        root.join(".aibox-local.toml"),
+        "[container]\nenvironment = { DB_PASSWORD = \"pa$word\" }\n",
+    )
+    .unwrap();
+    let out = aibox(&root, &["apply"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the value of `DB_PASSWORD` contains `$`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("pa$word"), "{stderr}");
 }

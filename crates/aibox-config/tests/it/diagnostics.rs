@@ -300,3 +300,22 @@ fn a_typo_leads_the_missing_key_it_causes() {
     assert!(typo < missing, "{text}");
     assert!(text.contains("did you mean `name`?"), "{text}");
 }
+
+#[test]
+fn personal_environment_values_are_masked_in_snippets_whatever_their_names() {
+    let text = "[container]\nenvironment = { CORP_PROXY_PASS_B64 = \"VHIwdWI0ZG9yCg\\n\", \
+                PLAIN = \"ok-value\" }\n";
+    let err = parse_local_toml(text, ".aibox-local.toml").expect_err("a line break is refused");
+    let shown = render(&err);
+    assert!(shown.contains("CORP_PROXY_PASS_B64"), "{shown}");
+    assert!(!shown.contains("VHIwdWI0ZG9yCg"), "{shown}");
+    assert!(!shown.contains("ok-value"), "{shown}");
+    // Also in a problem of another key on the same line.
+    let text = "[container]\nenvironment = { NOTE = \"plain-personal-value\" }\nnope = 1\n";
+    let shown = render(&parse_local_toml(text, ".aibox-local.toml").unwrap_err());
+    assert!(!shown.contains("plain-personal-value"), "{shown}");
+    let text = "[container.environment]\nNOTE = \"plain-personal-value\"\nBAD = \"a\\nb\"\n";
+    let shown = render(&parse_local_toml(text, ".aibox-local.toml").unwrap_err());
+    assert!(shown.contains("BAD"), "{shown}");
+    assert!(!shown.contains("plain-personal-value"), "{shown}");
+}

@@ -1048,7 +1048,8 @@ fn calls(log: &Utf8Path, prefix: &str) -> usize {
 fn doctor_looks_the_container_up_once() {
     let p = Project::new(BASE_TOML);
     p.apply();
-    // No container: one `container inspect` by name and one `ps` by labels.
+    // No container: one `container inspect` by name, one `ps` by the Dev Containers
+    // labels and one by the checkout label (a container under a former name).
     let log = logging_podman(&p, None);
     let report = p.doctor();
     assert_eq!(status(&report, "container-state"), CheckStatus::Skipped);
@@ -1058,7 +1059,7 @@ fn doctor_looks_the_container_up_once() {
         "{}",
         report.render_human()
     );
-    assert_eq!(calls(&log, "ps "), 1);
+    assert_eq!(calls(&log, "ps "), 2);
 
     // A stopped container of this checkout: inspected once, its image once.
     fs_err::remove_file(&log).unwrap();
@@ -1099,6 +1100,7 @@ fn mcp_checks_look_the_container_up_once_for_every_server() {
         lifecycle: aibox_engine::lifecycle::LifecycleOptions {
             env: p.options().detect,
             timeouts: aibox_runtime::Timeouts::default(),
+            lock_timeout: aibox_engine::lifecycle::CONTAINER_LOCK_TIMEOUT,
         },
         ..aibox_engine::McpCheckOptions::default()
     };

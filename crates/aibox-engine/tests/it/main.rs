@@ -13,6 +13,7 @@ mod doctor;
 mod egress;
 mod error_kinds;
 mod init;
+mod lifecycle_guards;
 mod mcp_registration;
 mod migrate;
 mod pk_doctor;

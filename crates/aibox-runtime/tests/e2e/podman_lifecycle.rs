@@ -15,13 +15,10 @@ use aibox_runtime::{
 };
 use aibox_test_support::docker::Docker;
 use aibox_test_support::podman::{BASE_IMAGE, Cleanup, Podman};
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
 
-/// A throw-away project with a minimal Dockerfile and Compose file.
-fn project(name: &str) -> (tempfile::TempDir, Target) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
-    let checkout = fs_err::canonicalize(&root).unwrap().display().to_string();
+/// Writes the project's Dockerfile and Compose files for container and service `name`.
+fn write_project(root: &Utf8Path, name: &str, image: &str, checkout: &str) {
     let dc = root.join(".devcontainer");
     fs_err::create_dir_all(&dc).unwrap();
     fs_err::write(
@@ -32,7 +29,6 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
         ),
     )
     .unwrap();
-    let image = format!("{name}-aibox:0.1.0");
     fs_err::write(
         dc.join("docker-compose.yml"),
         format!(
@@ -58,6 +54,15 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
         ),
     )
     .unwrap();
+}
+
+/// A throw-away project with a minimal Dockerfile and Compose file.
+fn project(name: &str) -> (tempfile::TempDir, Target) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
+    let checkout = fs_err::canonicalize(&root).unwrap().display().to_string();
+    let image = format!("{name}-aibox:0.1.0");
+    write_project(&root, name, &image, &checkout);
     let target = Target {
         root,
         project: name.to_owned(),
@@ -70,6 +75,7 @@ fn project(name: &str) -> (tempfile::TempDir, Target) {
         ids: (1000, 1000),
         egress: false,
         proxy: false,
+        lifecycle: Vec::new(),
     };
     (dir, target)
 }
@@ -450,4 +456,77 @@ fn missing_compose_file_is_reported() {
         matches!(err, RuntimeError::MissingComposeFile { .. }),
         "{err:?}"
     );
+}
+
+/// A paused container is reported as paused, unpaused by `up` (the same container, nothing
+/// started) and removed by `down`; after a rename (another container and Compose project
+/// name for the same checkout) `status` names the former container and `up` removes it.
+#[test]
+fn paused_and_renamed_containers() {
+    let podman = Podman::ready();
+    let scratch = Scratch::new(&podman, "aibox-rt-pause");
+    let Scratch { name, target, .. } = &scratch;
+    let runtime = Runtime::detect(EngineChoice::Podman, env_with(&podman, &[])).unwrap();
+    let first = runtime
+        .up(target, UpOptions::default(), &mut |_| {})
+        .unwrap();
+
+    assert!(podman.run(&["pause", name]).status.success());
+    assert_eq!(
+        runtime.status(target).unwrap().state,
+        ContainerState::Paused
+    );
+    let up = runtime
+        .up(target, UpOptions::default(), &mut |_| {})
+        .unwrap();
+    assert!(!up.created && !up.started, "unpaused, not started");
+    assert_eq!(up.status.state, ContainerState::Running);
+    assert_eq!(up.status.container_id, first.status.container_id);
+    // A paused container that is stale is replaced (Compose cannot stop it paused).
+    assert!(podman.run(&["pause", name]).status.success());
+    let override_file = target.override_file();
+    let text = fs_err::read_to_string(&override_file).unwrap();
+    fs_err::write(&override_file, text.replace("\"yes\"", "\"changed\"")).unwrap();
+    let up = runtime
+        .up(target, UpOptions::default(), &mut |_| {})
+        .unwrap();
+    assert!(up.created, "recreated");
+    assert_eq!(up.status.state, ContainerState::Running);
+
+    let renamed = format!("{name}-renamed");
+    let mut cleanup = Cleanup::new(&podman);
+    cleanup
+        .container(&renamed)
+        .network(&format!("{renamed}_default"));
+    write_project(&target.root, &renamed, &target.image, &target.checkout);
+    let renamed_target = Target {
+        project: renamed.clone(),
+        container: renamed.clone(),
+        name: renamed.clone(),
+        service: renamed.clone(),
+        ..target.clone()
+    };
+    let status = runtime.status(&renamed_target).unwrap();
+    assert_eq!(status.state, ContainerState::Missing);
+    assert_eq!(status.former_containers, std::slice::from_ref(name));
+    let mut events = Vec::new();
+    let up = runtime
+        .up(&renamed_target, UpOptions::default(), &mut |e| {
+            events.push(e.clone());
+        })
+        .unwrap();
+    assert_eq!(up.status.state, ContainerState::Running);
+    assert!(up.status.former_containers.is_empty());
+    assert!(podman.inspect_container(name).is_none(), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Stale { reason } if reason.contains(name.as_str()))),
+        "{events:?}"
+    );
+
+    assert!(podman.run(&["pause", &renamed]).status.success());
+    let down = runtime.down(&renamed_target, &mut |_| {}).unwrap();
+    assert_eq!(down.state, ContainerState::Missing);
+    assert!(podman.inspect_container(&renamed).is_none());
 }

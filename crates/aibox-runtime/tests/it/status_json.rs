@@ -16,6 +16,7 @@ fn status(state: ContainerState) -> Status {
         image_present: exists,
         image_stale: false,
         container_stale: false,
+        former_containers: Vec::new(),
         engine: Engine::Podman,
         compose: ComposeKind::PodmanCompose,
         proxy: None,

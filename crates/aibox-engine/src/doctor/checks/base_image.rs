@@ -185,6 +185,7 @@ pub fn read_container(root: &Utf8Path, env: &DetectEnv) -> Result<Option<Contain
     let lifecycle = crate::lifecycle::LifecycleOptions {
         env: env.clone(),
         timeouts: aibox_runtime::Timeouts::default(),
+        lock_timeout: crate::lifecycle::CONTAINER_LOCK_TIMEOUT,
     };
     let (runtime, target) =
         crate::lifecycle::runtime_for(root, &lifecycle).map_err(|e| e.to_string())?;

@@ -55,7 +55,8 @@ pub(crate) fn check(
 
 /// The policy findings over the engine state (as `up` checks it), then what only doctor
 /// reports (`up` rebuilds or recreates instead): a stale image or container, and folders
-/// the container user cannot write. `None` when there is no container.
+/// the container user cannot write. Without a container: one of this checkout under a
+/// former name, if any (`None` when there is none either).
 fn findings(
     runtime: &Runtime,
     target: &Target,
@@ -63,7 +64,24 @@ fn findings(
     found: Option<&FoundContainer>,
 ) -> Result<Option<Vec<Finding>>, RuntimeError> {
     let Some(found) = found else {
-        return Ok(None);
+        // A container of this checkout under a former name is found by its checkout label.
+        let former: Vec<Finding> = runtime
+            .former_containers(target)?
+            .iter()
+            .map(|name| {
+                Finding::new(
+                    "aibox::doctor::former_container",
+                    Severity::Warning,
+                    aibox_config::layout::COMPOSE_LOCAL,
+                    format!(
+                        "container `{name}` was made for this checkout under a former name \
+                         (before `container.name` or `container_name` changed) and still exists"
+                    ),
+                    "run `aibox up` or `aibox down`: both remove it",
+                )
+            })
+            .collect();
+        return Ok((!former.is_empty()).then_some(former));
     };
     let mut findings = crate::lifecycle::container_state_of(found.json(), target, config);
     let status = runtime.status_of(target, Some(found))?;

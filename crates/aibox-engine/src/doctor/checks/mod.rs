@@ -60,6 +60,7 @@ pub(super) fn engine_at(
     let lifecycle = crate::lifecycle::LifecycleOptions {
         env: options.detect.clone(),
         timeouts: aibox_runtime::Timeouts::default(),
+        lock_timeout: crate::lifecycle::CONTAINER_LOCK_TIMEOUT,
     };
     crate::lifecycle::runtime_for_config(root, p, &lifecycle).map_err(|e| e.to_string())
 }
