@@ -983,6 +983,17 @@ impl Runtime {
         Ok(Some(format!("{}{}", done.stdout, done.stderr)))
     }
 
+    /// The `container inspect` JSON of a name or id, `None` when the engine knows no such
+    /// container (the containers whose namespaces the project's joins, for the policy).
+    ///
+    /// # Errors
+    /// The engine's CLI fails or does not answer in time.
+    pub fn container_json(&self, name_or_id: &str) -> Result<Option<String>, RuntimeError> {
+        Ok(self
+            .inspect_raw("container", name_or_id)?
+            .map(|(_, json)| json))
+    }
+
     /// The container named `container`, `None` when there is none.
     fn inspect(&self, container: &str) -> Result<Option<Inspected>, RuntimeError> {
         // `inspect` also matches id prefixes; only a container with exactly this name counts.
