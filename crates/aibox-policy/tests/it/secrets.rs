@@ -306,3 +306,34 @@ fn compose_files_of_other_configurations_are_scanned() {
     );
     assert_no_value_leaks(&found, &[&token]);
 }
+
+/// A token written at several places of `aibox.toml` is reported at each place, once:
+/// each value at its own line (not every one at the first), a copy in a comment by the
+/// line scan, and two keys on one line each once there.
+#[test]
+fn a_token_written_twice_is_reported_once_at_each_place() {
+    let token = format!("ghp_{}", "x".repeat(36));
+    let text = format!(
+        "[container.environment]\nA = \"{token}\"\nB = \"{token}\"\n# was: {token}\n\
+         [mcp.servers.x.env]\nC = \"{token}\"\n[x]\ninline = {{ D = \"{token}\", E = \"{token}\" }}\n"
+    );
+    let found = scan_secrets("aibox.toml", &text, TextKind::Toml);
+    let places: Vec<(Option<usize>, &str)> = found
+        .iter()
+        .map(|f| (f.line, f.message.split('`').nth(1).unwrap_or("line scan")))
+        .collect();
+    assert_eq!(
+        places,
+        [
+            (Some(2), "container.environment.A"),
+            (Some(3), "container.environment.B"),
+            (Some(4), "line scan"),
+            (Some(6), "mcp.servers.x.env.C"),
+            (Some(8), "x.inline.D"),
+            (Some(8), "x.inline.E"),
+        ],
+        "{found:#?}"
+    );
+    assert!(found.iter().all(|f| f.severity == Severity::Error));
+    assert_no_value_leaks(&found, &[&token]);
+}
