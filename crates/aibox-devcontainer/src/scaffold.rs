@@ -6,7 +6,8 @@ pub(crate) const DOCKERFILE_LOCAL: &str = "\
 # file). `aibox apply` inlines it verbatim near the end of the generated Dockerfile; the
 # steps here run as root, and the generated `USER` line follows them.
 # Do not add `FROM` (change `container.base_image` in aibox.toml instead), do not end with a
-# line continuation, and never put secrets here: image layers are not private.
+# line continuation, close every heredoc (`RUN <<EOT` needs its `EOT` line), and never put
+# secrets here: image layers are not private.
 #
 # Example:
 # RUN apt-get update \\

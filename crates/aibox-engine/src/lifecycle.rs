@@ -294,7 +294,7 @@ pub fn up(
         progress,
     )?;
     // What the engine actually runs, under the same rules: a violation stops the container.
-    let findings = container_state_of(up.container.json(), &target, config);
+    let findings = container_state_of(&runtime, up.container.json(), &target, config);
     let errors: Vec<&Finding> = findings
         .iter()
         .filter(|f| f.severity == Severity::Error)
@@ -359,12 +359,19 @@ pub fn up(
 }
 
 /// The policy findings over the engine state of the project's container: its `container
-/// inspect` JSON, already asked for.
+/// inspect` JSON, already asked for, and that of the containers whose namespaces it
+/// joins (a service of the same Compose project passes, as `service:<name>` does in the
+/// files; one the engine cannot show is judged as another project's).
 pub(crate) fn container_state_of(
+    runtime: &Runtime,
     json: &str,
     target: &Target,
     config: &aibox_config::AiboxToml,
 ) -> Vec<Finding> {
+    let peers: Vec<String> = aibox_policy::namespace_containers(json)
+        .iter()
+        .filter_map(|other| runtime.container_json(other).ok().flatten())
+        .collect();
     // Engines report bind sources as resolved absolute paths.
     // Where the project's bind sources lead through symbolic links, read now.
     let project = crate::writer::ProjectRoot::open(&target.root).ok();
@@ -378,6 +385,7 @@ pub(crate) fn container_state_of(
         &target.checkout,
         &aibox_policy::Consent::from_config(config),
         sources,
+        &peers,
     )
 }
 

@@ -31,7 +31,7 @@ pub use gate::{
     CONTAINER_LABEL, DEVCONTAINER_PATH, GateInputs, check_compose, check_compose_project,
     check_compose_setup, check_container_state, check_container_user, check_devcontainer_json,
     check_plan, check_project_volumes, check_run_args, check_seccomp_profile, check_volumes,
-    devcontainer_compose_files, gate_inputs, judge_plan, plan_judgements,
+    devcontainer_compose_files, gate_inputs, judge_plan, namespace_containers, plan_judgements,
 };
 pub use redact::{MASK, Redactor, redact, redact_secrets};
 pub use relax::relaxation;

@@ -51,15 +51,18 @@ const VALUED: &[&str] = &[
     "add-host",
     "annotation",
     "attach",
+    "authfile",
     "cap-add",
     "cap-drop",
     "cgroup-parent",
+    "cert-dir",
     "cgroupns",
     "cidfile",
     "conmon-pidfile",
     "cpu-shares",
     "cpus",
     "cpuset-cpus",
+    "decryption-key",
     "device",
     "device-cgroup-rule",
     "dns",
@@ -71,7 +74,9 @@ const VALUED: &[&str] = &[
     "expose",
     "group-add",
     "health-cmd",
+    "health-log-destination",
     "hostname",
+    "init-path",
     "ip",
     "ip6",
     "ipc",
@@ -89,11 +94,14 @@ const VALUED: &[&str] = &[
     "pid",
     "pidfile",
     "platform",
+    "pod-id-file",
     "publish",
     "restart",
     "runtime",
+    "seccomp-policy",
     "security-opt",
     "shm-size",
+    "signature-policy",
     "stop-signal",
     "stop-timeout",
     "sysctl",
@@ -126,6 +134,52 @@ const BOOLEAN: &[&str] = &[
     "sig-proxy",
     "tty",
 ];
+
+/// What the engine does with the host file an option names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HostFile {
+    /// Reads it: its content goes into the container (`--env-file`, `--label-file`,
+    /// `--init-path`) or is used with the engine's rights (`--authfile`,
+    /// `--decryption-key`, `--pod-id-file`, `--cert-dir`, `--signature-policy`).
+    Read,
+    /// Writes it, with the engine's rights (`--cidfile`, `--pidfile`,
+    /// `--conmon-pidfile`, Podman's `--health-log-destination` folder).
+    Write,
+}
+
+/// The host file or folder `opt` makes the engine read or write, as written (`None`
+/// for every other option). One table for the judge and the gate's traversal.
+pub(crate) fn host_file(opt: &RunOpt) -> Option<(HostFile, &str)> {
+    let value = opt.value().trim();
+    let kind = match opt.name.as_str() {
+        "env-file" | "label-file" | "authfile" | "init-path" | "pod-id-file" | "cert-dir"
+        | "signature-policy" => HostFile::Read,
+        // `key[:passphrase]`: the path ends at the first `:` outside a `${…}`.
+        "decryption-key" => return Some((HostFile::Read, before_colon(value))),
+        "cidfile" | "pidfile" | "conmon-pidfile" => HostFile::Write,
+        // `local` and `events_logger` keep the log in the engine; anything else is a
+        // folder on the host.
+        "health-log-destination" if !matches!(value, "local" | "events_logger") => HostFile::Write,
+        _ => return None,
+    };
+    Some((kind, value))
+}
+
+/// `value` up to its first `:` that is not inside a `${…}` variable.
+fn before_colon(value: &str) -> &str {
+    let mut depth = 0usize;
+    let mut prev = '\0';
+    for (pos, c) in value.char_indices() {
+        match c {
+            '{' if prev == '$' => depth += 1,
+            '}' if depth > 0 => depth -= 1,
+            ':' if depth == 0 => return &value[..pos],
+            _ => {}
+        }
+        prev = c;
+    }
+    value
+}
 
 /// Every option in `args`, in order. Arguments are trimmed (a padded flag is judged as a
 /// flag; the engine would not take it as one, so this only judges more).
@@ -257,6 +311,13 @@ mod tests {
             pairs(&["--name", "-v/:/h", "--rm"]),
             [p("name", "-v/:/h"), p("rm", "")]
         );
+    }
+
+    #[test]
+    fn decryption_keys_lose_their_passphrase() {
+        assert_eq!(before_colon("/k.pem:pw"), "/k.pem");
+        assert_eq!(before_colon("${localEnv:HOME}/k:pw"), "${localEnv:HOME}/k");
+        assert_eq!(before_colon("/k.pem"), "/k.pem");
     }
 
     #[test]

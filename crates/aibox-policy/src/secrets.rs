@@ -102,6 +102,9 @@ pub fn scan_secrets(file: &str, text: &str, kind: TextKind) -> Vec<Finding> {
             );
         }
     }
+    // Never the same finding twice at one place.
+    let mut places = std::collections::BTreeSet::new();
+    out.retain(|f| places.insert((f.line, f.code.clone(), f.message.clone())));
     out.sort_by_key(|f| f.line);
     out
 }
@@ -323,14 +326,14 @@ fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec
                 ),
                 remedy(file, Some(key)),
             )
-            .at(line_of(text, &needle).or_else(|| line_of(text, key))),
+            .at(leaf_line(text, out, key, &needle).or_else(|| line_of(text, key))),
         );
         return;
     }
     if var_name_field(leaf) {
         return;
     }
-    let locate = || line_of_all(text, &[key, &first_line()]);
+    let locate = || leaf_line(text, out, key, &first_line()).or_else(|| line_of(text, key));
     let fallback = !secret_rules::fallback_literals(value).is_empty();
     if suspicious_key(key) && (is_literal(value) || fallback) {
         let what = if fallback && !is_literal(value) {
@@ -371,6 +374,31 @@ fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec
             .at(locate()),
         );
     }
+}
+
+/// The line of a leaf's finding: the first line holding `key` and `value` that no
+/// finding in `out` claims yet, so a value written at several places is found at each of
+/// them; the first such line when all are claimed (two keys on one line). Without a line
+/// holding both (a value on a line of its own), the lines holding `value` alone.
+fn leaf_line(text: &str, out: &[Finding], key: &str, value: &str) -> Option<usize> {
+    if value.is_empty() {
+        return None;
+    }
+    let claimed = |n: usize| out.iter().any(|f| f.line == Some(n));
+    let pick = |keyed: bool| -> Option<usize> {
+        let lines: Vec<usize> = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains(value) && (!keyed || l.contains(key)))
+            .map(|(i, _)| i + 1)
+            .collect();
+        lines
+            .iter()
+            .copied()
+            .find(|n| !claimed(*n))
+            .or_else(|| lines.first().copied())
+    };
+    pick(true).or_else(|| pick(false))
 }
 
 /// The remedy, naming the reference syntax that fits the file.

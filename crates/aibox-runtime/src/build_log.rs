@@ -148,14 +148,22 @@ impl BuildLog {
 /// does on Ctrl-C (it catches `SIGINT` and exits 1 in silence, podman-compose adds only
 /// its `exit code: 1`), while a step that fails is always followed by the engine's
 /// `Error: building at STEP ...: exit status N` (Docker: `ERROR`).
+///
+/// The engine's error line counts wherever it is in the tail: stdout (the step headers)
+/// and stderr (the error) are read apart, so it may land before the header it follows.
 pub(crate) fn stopped_silently(tail: &[String]) -> bool {
     let Some(last_step) = tail.iter().rposition(|l| parse_step(l).is_some()) else {
         return false;
     };
-    tail[last_step + 1..].iter().all(|l| {
-        let l = l.trim();
-        l.is_empty() || l.starts_with("exit code: ")
-    })
+    let engine_error = |l: &str| {
+        let l = l.trim_start();
+        l.starts_with("Error: building at STEP") || l.starts_with("ERROR")
+    };
+    !tail.iter().any(|l| engine_error(l))
+        && tail[last_step + 1..].iter().all(|l| {
+            let l = l.trim();
+            l.is_empty() || l.starts_with("exit code: ")
+        })
 }
 
 /// The instructions of a `Dockerfile.local`, continuation lines joined and whitespace

@@ -1234,6 +1234,17 @@ impl Runtime {
         }
     }
 
+    /// The `container inspect` JSON of a name or id, `None` when the engine knows no such
+    /// container (the containers whose namespaces the project's joins, for the policy).
+    ///
+    /// # Errors
+    /// The engine's CLI fails or does not answer in time.
+    pub fn container_json(&self, name_or_id: &str) -> Result<Option<String>, RuntimeError> {
+        Ok(self
+            .inspect_raw("container", name_or_id)?
+            .map(|(_, json)| json))
+    }
+
     /// The container named `container`, `None` when there is none.
     fn inspect(&self, container: &str) -> Result<Option<Inspected>, RuntimeError> {
         // `inspect` also matches id prefixes; only a container with exactly this name counts.
@@ -2131,7 +2142,11 @@ mod tests {
             cmd.args(["-c", script]);
             process::run(cmd, Duration::from_secs(10), &mut |_, _| {}).unwrap()
         };
-        assert!(interrupted(&sh("kill -INT $$")));
+        // SIGINT back at its default first: a shell started in the background (as CI may
+        // run the tests) inherits it ignored, and `kill -INT` would then do nothing.
+        assert!(interrupted(&sh(
+            "exec env --default-signal=INT sh -c 'kill -INT $$'"
+        )));
         assert!(interrupted(&sh("exit 130")));
         assert!(interrupted(&sh(
             "echo 'Error: building at STEP \"RUN sleep 30\": while running runtime: exit status \

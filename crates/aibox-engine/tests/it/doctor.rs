@@ -429,6 +429,35 @@ fn committed_secrets_are_errors() {
     assert_eq!(secret[0].line, Some(4));
 }
 
+/// A Compose file listed only by another dev container configuration is committed like
+/// the override: doctor reports a literal token there (it said ok while the same line in
+/// the override was an error).
+#[test]
+fn a_secret_in_a_compose_file_of_another_configuration_is_an_error() {
+    let p = Project::new(BASE_TOML);
+    p.apply();
+    p.write(
+        ".devcontainer/alt/devcontainer.json",
+        r#"{"dockerComposeFile": ["alt.yml"], "service": "eb1"}"#,
+    );
+    let token = format!("ghp_{}", "x".repeat(36));
+    p.write(
+        ".devcontainer/alt/alt.yml",
+        &format!("services:\n  eb1:\n    image: debian:bookworm\n    environment:\n      - GH_TOKEN={token}\n"),
+    );
+    let report = p.doctor();
+    let secret: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.code.starts_with("aibox::policy::secret"))
+        .collect();
+    assert_eq!(secret.len(), 1, "{secret:#?}");
+    assert_eq!(secret[0].file, ".devcontainer/alt/alt.yml");
+    assert_eq!(secret[0].severity, Severity::Error);
+    assert_eq!(secret[0].line, Some(5));
+    assert_eq!(status(&report, "container-policy"), CheckStatus::Error);
+}
+
 /// A literal token in an entry added by hand to a committed harness file is found by
 /// doctor's secret scan too (it said "ok secrets" while apply refused the file).
 #[test]

@@ -240,14 +240,14 @@ pub(super) fn visit_devcontainer(file: &str, jsonc_text: &str, sources: &dyn Com
         visit_security_opt(sources, root, &opt);
     }
     for opt in run_args::parse(&json_strings(doc.get("runArgs"))) {
+        // Reads and writes are judged on the same path questions (`Ctx::engine_file`).
+        if let Some((_, path)) = run_args::host_file(&opt) {
+            visit_host_read(sources, root, path);
+        }
         let value = opt.value();
         let mount = match opt.name.as_str() {
             "security-opt" => {
                 visit_security_opt(sources, root, value);
-                None
-            }
-            "env-file" => {
-                visit_host_read(sources, root, value);
                 None
             }
             "volume" => parse_short_volume(value),
@@ -407,6 +407,9 @@ pub fn check_run_args(file: &str, text: &str, args: &[String], consent: &Consent
 fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
     let text = ctx.text;
     for opt in run_args::parse(args) {
+        if let Some((kind, path)) = run_args::host_file(&opt) {
+            ctx.engine_file(&format!("--{}", opt.name), kind, path, out);
+        }
         let value = opt.value();
         match opt.name.as_str() {
             "privileged" if opt.value.is_none() || str_truthy(value) => {
@@ -434,7 +437,6 @@ fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
             "device-cgroup-rule" => ctx.device_rule(value, out),
             "sysctl" => ctx.sysctl(value.split('=').next().unwrap_or(value), out),
             "user" => ctx.user(value, out),
-            "env-file" => ctx.host_read("--env-file", value, out),
             "volumes-from" => ctx.volumes_from("`--volumes-from`", value, out),
             "log-opt" => {
                 let (key, v) = value.split_once('=').unwrap_or((value, ""));

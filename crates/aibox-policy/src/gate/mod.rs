@@ -204,11 +204,18 @@ pub const CONTAINER_LABEL: &str = "running container";
 /// project's own, unless `sources` says their symbolic links lead out of it (engines
 /// may report a bind source as Compose wrote it). Text that is not inspect JSON is
 /// refused: the state is unknown.
+///
+/// Engines report Compose's `service:<name>` (network, PID, IPC), which the files allow,
+/// as `container:<id>`. `peers` holds the `container inspect` JSON of the containers
+/// [`namespace_containers`] names; a namespace of one that belongs to the same Compose
+/// project is the service's, so it is allowed as in the files. Any other container's is
+/// refused.
 pub fn check_container_state(
     inspect_json: &str,
     project_root: &str,
     consent: &Consent,
     sources: &dyn ComposeSources,
+    peers: &[String],
 ) -> Vec<Finding> {
     let ctx = Ctx {
         file: CONTAINER_LABEL,
@@ -254,7 +261,12 @@ pub fn check_container_state(
         ("UTSMode", "uts"),
     ] {
         if let Some(value) = host[field].as_str() {
-            ctx.namespace(key, value, &mut out);
+            let service = value
+                .strip_prefix("container:")
+                .is_some_and(|other| same_compose_project(c, other, peers));
+            if !service {
+                ctx.namespace(key, value, &mut out);
+            }
         }
     }
     if let Some(user) = c["Config"]["User"].as_str() {
@@ -286,6 +298,65 @@ pub fn check_container_state(
         );
     }
     out
+}
+
+/// Labels Compose providers put on the containers of a project: its name.
+const COMPOSE_PROJECT_LABELS: [&str; 2] =
+    ["com.docker.compose.project", "io.podman.compose.project"];
+
+/// The containers whose namespaces the container of `inspect_json` joins
+/// (`container:<name or id>` in its network, PID or IPC mode), each once: the ones
+/// [`check_container_state`] needs the inspect JSON of.
+#[must_use]
+pub fn namespace_containers(inspect_json: &str) -> Vec<String> {
+    let Ok(doc) = serde_json::from_str::<Json>(inspect_json) else {
+        return Vec::new();
+    };
+    let c = doc.as_array().and_then(|a| a.first()).unwrap_or(&doc);
+    let mut out: Vec<String> = Vec::new();
+    for field in ["NetworkMode", "PidMode", "IpcMode"] {
+        if let Some(other) = c["HostConfig"][field]
+            .as_str()
+            .and_then(|v| v.strip_prefix("container:"))
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            && !out.iter().any(|o| o == other)
+        {
+            out.push(other.to_owned());
+        }
+    }
+    out
+}
+
+/// Whether `other` (a name or id) is, among `peers`, a container of the same Compose
+/// project as `container`: both carry the same project name label.
+fn same_compose_project(container: &Json, other: &str, peers: &[String]) -> bool {
+    let project = |c: &Json| -> Option<String> {
+        COMPOSE_PROJECT_LABELS
+            .iter()
+            .find_map(|l| c["Config"]["Labels"][*l].as_str())
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+    };
+    let Some(own) = project(container) else {
+        return false;
+    };
+    let other = other.trim();
+    peers.iter().any(|json| {
+        let Ok(doc) = serde_json::from_str::<Json>(json) else {
+            return false;
+        };
+        let peer = doc.as_array().and_then(|a| a.first()).unwrap_or(&doc);
+        let id = peer["Id"].as_str().unwrap_or_default();
+        let name = peer["Name"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_start_matches('/');
+        // Engines accept a unique id prefix too; a short one is not trusted.
+        let named = (!name.is_empty() && name == other)
+            || (!id.is_empty() && (id == other || (other.len() >= 12 && id.starts_with(other))));
+        named && project(peer).as_deref() == Some(own.as_str())
+    })
 }
 
 /// A secret in a generated file usually comes from `aibox.toml`: the finding that names

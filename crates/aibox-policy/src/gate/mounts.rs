@@ -9,6 +9,7 @@ use aibox_config::{AiboxToml, ExtraVolume, LocalToml};
 use super::{Ctx, GateInputs, str_truthy};
 use crate::compose::{ComposeSources, NoSources, join_project};
 use crate::finding::{Consent, Finding, Severity};
+use crate::run_args::HostFile;
 use crate::text::line_of;
 
 /// Bind sources that are refused in any mode.
@@ -508,6 +509,28 @@ pub(super) fn visit_mount(sources: &dyn ComposeSources, dir: Option<&str>, sourc
     }
 }
 
+/// What a configuration has done with a host file (the wording of its finding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HostUse {
+    /// Compose or the engine copies it into the container or the image.
+    Copy,
+    /// The engine reads it with its own rights.
+    EngineRead,
+    /// The engine writes it with its own rights.
+    EngineWrite,
+}
+
+impl HostUse {
+    /// The words before and after the path in a finding.
+    fn verb(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Copy => ("copies", "from the host into the container"),
+            Self::EngineRead => ("makes the engine read", "on the host, with its rights"),
+            Self::EngineWrite => ("makes the engine write", "on the host, with its rights"),
+        }
+    }
+}
+
 /// The host paths [`Ctx::host_read`] asks `sources` about, asked without judging.
 pub(super) fn visit_host_read(sources: &dyn ComposeSources, dir: Option<&str>, raw: &str) {
     let Some(path) = host_read_path(raw) else {
@@ -584,25 +607,49 @@ impl Ctx<'_> {
     /// (`env_file`, `configs`, `secrets`, build contexts): refused when it is a sensitive
     /// system path, a home or credential location, or outside the project.
     pub(super) fn host_read(&self, what: &str, raw: &str, out: &mut Vec<Finding>) {
+        self.host_file(what, raw, HostUse::Copy, out);
+    }
+
+    /// A host path the engine reads (`--authfile`, `--decryption-key`, …) or writes
+    /// (`--cidfile`, `--pidfile`, …) for a `runArgs` option. A read is judged as
+    /// [`Ctx::host_read`] judges one; a write is refused anywhere but inside the project:
+    /// the engine writes with its own rights, where the configuration chose.
+    pub(super) fn engine_file(
+        &self,
+        what: &str,
+        kind: HostFile,
+        raw: &str,
+        out: &mut Vec<Finding>,
+    ) {
+        let how = match kind {
+            HostFile::Read => HostUse::EngineRead,
+            HostFile::Write => HostUse::EngineWrite,
+        };
+        self.host_file(what, raw, how, out);
+    }
+
+    fn host_file(&self, what: &str, raw: &str, how: HostUse, out: &mut Vec<Finding>) {
         let raw = raw.trim();
         let Some(path) = host_read_path(raw) else {
             return;
         };
-        let outside = escapes(self.dir, &path);
+        let write = how == HostUse::EngineWrite;
+        let outside = escapes(self.dir, &path) || (write && path.starts_with(['/', '~']));
         if !outside {
             match self.link(&path) {
                 Link::None => {}
                 Link::Leaves(target) => {
                     let detail =
                         classify_mount(&target, false).map_or("outside the project", |c| c.what);
+                    let (verb, place) = how.verb();
                     let message = format!(
-                        "`{what}` copies `{path}`, a symbolic link to `{target}` ({detail}), from \
-                         the host into the container"
+                        "`{what}` {verb} `{path}`, a symbolic link to `{target}` ({detail}), \
+                         {place}"
                     );
                     self.link_leaves(message, &target, line_of(self.text, raw), out);
                     return;
                 }
-                Link::Moves(target) => self.host_read(what, &target, out),
+                Link::Moves(target) => self.host_file(what, &target, how, out),
                 Link::Broken(reason) => {
                     self.broken_link(what, &path, &reason, line_of(self.text, raw), out);
                     return;
@@ -613,16 +660,34 @@ impl Ctx<'_> {
         if !outside && class.is_none() {
             return;
         }
-        let detail = class.map_or("a folder outside the project", |c| c.what);
+        let detail = class.map_or(
+            if path.starts_with(['/', '~']) {
+                "a host path outside the project"
+            } else {
+                "a folder outside the project"
+            },
+            |c| c.what,
+        );
         let option = format!("mount:{path}");
+        let (code, fix) = if write {
+            (
+                "aibox::policy::host_write",
+                "remove the option, or name a file inside the project",
+            )
+        } else {
+            ("aibox::policy::host_read", "use a file inside the project")
+        };
         let f = Finding::new(
-            "aibox::policy::host_read",
+            code,
             Severity::Error,
             self.file,
-            format!("`{what}` copies `{path}` ({detail}) from the host into the container"),
+            {
+                let (verb, place) = how.verb();
+                format!("`{what}` {verb} `{path}` ({detail}) {place}")
+            },
             format!(
-                "use a file inside the project; to keep it, record the consent with a \
-                 `[[security.exceptions]]` entry `option = \"{option}\"`"
+                "{fix}; to keep it, record the consent with a `[[security.exceptions]]` entry \
+                 `option = \"{option}\"`"
             ),
         )
         .at(line_of(self.text, raw));

@@ -100,6 +100,9 @@ pub(super) fn compose_setup(
         if texts.is_empty() {
             continue;
         }
+        if pass == Pass::Judge {
+            out.extend(scan_listed_compose_files(&texts));
+        }
         let files: Vec<(&str, &str)> = texts
             .iter()
             .map(|(p, t)| (p.as_str(), t.as_str()))
@@ -120,6 +123,20 @@ pub(super) fn compose_setup(
         new
     });
     out
+}
+
+/// The secret scan of the Compose files a configuration lists beyond `aibox up`'s own:
+/// they are committed files like the override (`aibox up`'s files are scanned with the
+/// plan and by doctor's secret check, so they are not reported twice).
+fn scan_listed_compose_files(texts: &[(String, String)]) -> Vec<Finding> {
+    texts
+        .iter()
+        .filter(|(name, _)| {
+            !aibox_config::layout::COMPOSE_FILES.contains(&name.as_str())
+                && !aibox_config::is_local_state(name)
+        })
+        .flat_map(|(name, text)| scan_secrets(name, text, TextKind::Yaml))
+        .collect()
 }
 
 /// The rules over one dev container configuration. It is a committed file: literal

@@ -1044,7 +1044,13 @@ fn running_container_state_is_judged_like_the_files() {
     use aibox_policy::check_container_state;
 
     let json = include_str!("../fixtures/podman-inspect/violations.json");
-    let found = check_container_state(json, "/tmp", &Consent::default(), &aibox_policy::NoSources);
+    let found = check_container_state(
+        json,
+        "/tmp",
+        &Consent::default(),
+        &aibox_policy::NoSources,
+        &[],
+    );
     let mut codes: Vec<(&str, Severity)> = found
         .iter()
         .map(|f| (f.code.as_str(), f.severity))
@@ -1077,15 +1083,70 @@ fn running_container_state_is_judged_like_the_files() {
         json,
         "/tmp",
         &consent,
-        &aibox_policy::NoSources
+        &aibox_policy::NoSources,
+        &[]
     )));
     // Not inspect JSON: the state is unknown, which is refused.
     assert!(has_errors(&check_container_state(
         "not json",
         "/tmp",
         &Consent::default(),
-        &aibox_policy::NoSources
+        &aibox_policy::NoSources,
+        &[]
     )));
+}
+
+/// Docker reports Compose's `network_mode: service:<name>` (and `pid`/`ipc`), which the
+/// files allow, as `container:<id>`: a container of the same Compose project is the
+/// service's and passes; another project's container, or one the engine did not show,
+/// is refused as `container:` is in the files.
+#[test]
+fn a_namespace_of_a_service_of_the_same_project_passes_in_the_running_container() {
+    use aibox_policy::{check_container_state, namespace_containers};
+
+    let proxy_id = "a1".repeat(32);
+    let container = |project: &str| {
+        serde_json::json!([{
+            "Id": "f".repeat(64),
+            "Name": "/demo-dev-1",
+            "Config": { "User": "aibox", "Labels": { "com.docker.compose.project": project } },
+            "HostConfig": {
+                "NetworkMode": format!("container:{proxy_id}"),
+                "PidMode": format!("container:{proxy_id}"),
+                "IpcMode": format!("container:{proxy_id}"),
+            },
+        }])
+        .to_string()
+    };
+    let peer = |project: &str| {
+        serde_json::json!([{
+            "Id": proxy_id,
+            "Name": "/demo-proxy-1",
+            "Config": { "Labels": { "com.docker.compose.project": project } },
+        }])
+        .to_string()
+    };
+    let json = container("demo");
+    assert_eq!(namespace_containers(&json), std::slice::from_ref(&proxy_id));
+    let judge = |peers: &[String]| {
+        check_container_state(
+            &json,
+            "/tmp",
+            &Consent::default(),
+            &aibox_policy::NoSources,
+            peers,
+        )
+    };
+    let found = judge(&[peer("demo")]);
+    assert!(!has_errors(&found), "{found:#?}");
+    for peers in [vec![peer("other")], vec![]] {
+        let found = judge(&peers);
+        let namespaces = found
+            .iter()
+            .filter(|f| f.code == "aibox::policy::host_namespace")
+            .count();
+        assert_eq!(namespaces, 3, "{found:#?}");
+    }
 }
 
 /// The files the gate asks for in an empty project are exactly the gated rows of the

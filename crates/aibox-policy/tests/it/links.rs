@@ -295,8 +295,13 @@ fn container_state_follows_project_links() {
             "[{{\"HostConfig\": {{}}, \"Config\": {{}}, \"Mounts\": [{{\"Type\": \"bind\", \"Source\": \"{root}/{source}\", \"RW\": false}}]}}]"
         )
     };
-    let found =
-        aibox_policy::check_container_state(&inspect("hostroot"), &root, &Consent::default(), &p);
+    let found = aibox_policy::check_container_state(
+        &inspect("hostroot"),
+        &root,
+        &Consent::default(),
+        &p,
+        &[],
+    );
     assert!(
         link_errors(&found)
             .iter()
@@ -304,6 +309,6 @@ fn container_state_follows_project_links() {
         "{found:#?}"
     );
     let found =
-        aibox_policy::check_container_state(&inspect("data"), &root, &Consent::default(), &p);
+        aibox_policy::check_container_state(&inspect("data"), &root, &Consent::default(), &p, &[]);
     assert!(found.is_empty(), "{found:#?}");
 }

@@ -139,6 +139,82 @@ fn env_files_and_volumes_from_are_judged_like_compose() {
 }
 
 #[test]
+fn host_files_the_engine_reads_or_writes_are_judged_like_compose_ones() {
+    let cases: &[(&[&str], &str, &str)] = &[
+        // Writes: the engine writes with its rights; only the project is the project's.
+        (
+            &["--cidfile", "/home/u/.bashrc"],
+            "aibox::policy::host_write",
+            "mount:/home/u/.bashrc",
+        ),
+        (
+            &["--cidfile=/tmp/aibox.cid"],
+            "aibox::policy::host_write",
+            "mount:/tmp/aibox.cid",
+        ),
+        (
+            &["--pidfile", "${localEnv:HOME}/.profile"],
+            "aibox::policy::host_write",
+            "mount:~/.profile",
+        ),
+        (
+            &["--conmon-pidfile=../outside.pid"],
+            "aibox::policy::host_write",
+            "mount:../outside.pid",
+        ),
+        (
+            &["--health-log-destination", "/var/log/x"],
+            "aibox::policy::host_write",
+            "mount:/var/log/x",
+        ),
+        // Reads: judged as `--env-file` and Compose's `env_file` are.
+        (
+            &["--label-file", "/etc/shadow"],
+            "aibox::policy::host_read",
+            "mount:/etc/shadow",
+        ),
+        (
+            &["--authfile=${localEnv:HOME}/.docker/config.json"],
+            "aibox::policy::host_read",
+            "mount:~/.docker/config.json",
+        ),
+        (
+            &[
+                "--decryption-key",
+                "${localEnv:HOME}/.ssh/id_ed25519:passphrase",
+            ],
+            "aibox::policy::host_read",
+            "mount:~/.ssh/id_ed25519",
+        ),
+        (
+            &["--init-path", "../tools/init"],
+            "aibox::policy::host_read",
+            "mount:../tools/init",
+        ),
+        (
+            &["--pod-id-file=/root/pod"],
+            "aibox::policy::host_read",
+            "mount:/root/pod",
+        ),
+    ];
+    for (list, code, option) in cases {
+        let found = judged(list, &Consent::default());
+        assert!(error_codes(&found).contains(code), "{list:?}: {found:#?}");
+        let accepted = judged(list, &consent(option));
+        assert!(error_codes(&accepted).is_empty(), "{list:?}: {accepted:#?}");
+    }
+    // Files of the project are the project's; a health log kept by the engine is no file.
+    for list in [
+        &["--cidfile", "${localWorkspaceFolder}/.devcontainer/cid"][..],
+        &["--label-file=.devcontainer/labels"],
+        &["--health-log-destination", "local"],
+    ] {
+        let found = judged(list, &Consent::default());
+        assert!(error_codes(&found).is_empty(), "{list:?}: {found:#?}");
+    }
+}
+
+#[test]
 fn a_log_file_on_the_host_is_refused_in_run_args_and_compose() {
     for list in [
         &["--log-opt", "path=/etc/x"][..],

@@ -265,3 +265,75 @@ fn dockerfile_env_and_arg_values_are_scanned() {
         ]
     );
 }
+
+/// A Compose file listed only by another dev container configuration is committed like
+/// the override, so the gate (and doctor, through `check_compose_setup`) scans it too;
+/// `aibox up`'s own files are scanned with the plan, not here a second time.
+#[test]
+fn compose_files_of_other_configurations_are_scanned() {
+    use std::collections::BTreeMap;
+
+    let token = format!("ghp_{}", "x".repeat(36));
+    let listed = format!("services:\n  eb1:\n    environment:\n      GITHUB_TOKEN: {token}\n");
+    let sources: BTreeMap<String, String> = BTreeMap::from([
+        (
+            ".devcontainer/alt/devcontainer.json".to_owned(),
+            r#"{"dockerComposeFile": ["../docker-compose.override.yml", "alt.yml"], "service": "eb1"}"#
+                .to_owned(),
+        ),
+        (".devcontainer/alt/alt.yml".to_owned(), listed.clone()),
+        (
+            ".devcontainer/docker-compose.override.yml".to_owned(),
+            listed.clone(),
+        ),
+    ]);
+    let found = aibox_policy::check_compose_setup(&sources, &aibox_policy::Consent::default());
+    let secrets: Vec<(&str, Option<usize>)> = found
+        .iter()
+        .filter(|f| f.code.starts_with("aibox::policy::secret"))
+        .map(|f| (f.file.as_str(), f.line))
+        .collect();
+    assert_eq!(
+        secrets,
+        [(".devcontainer/alt/alt.yml", Some(4))],
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .filter(|f| f.file == ".devcontainer/alt/alt.yml")
+            .all(|f| f.severity == Severity::Error)
+    );
+    assert_no_value_leaks(&found, &[&token]);
+}
+
+/// A token written at several places of `aibox.toml` is reported at each place, once:
+/// each value at its own line (not every one at the first), a copy in a comment by the
+/// line scan, and two keys on one line each once there.
+#[test]
+fn a_token_written_twice_is_reported_once_at_each_place() {
+    let token = format!("ghp_{}", "x".repeat(36));
+    let text = format!(
+        "[container.environment]\nA = \"{token}\"\nB = \"{token}\"\n# was: {token}\n\
+         [mcp.servers.x.env]\nC = \"{token}\"\n[x]\ninline = {{ D = \"{token}\", E = \"{token}\" }}\n"
+    );
+    let found = scan_secrets("aibox.toml", &text, TextKind::Toml);
+    let places: Vec<(Option<usize>, &str)> = found
+        .iter()
+        .map(|f| (f.line, f.message.split('`').nth(1).unwrap_or("line scan")))
+        .collect();
+    assert_eq!(
+        places,
+        [
+            (Some(2), "container.environment.A"),
+            (Some(3), "container.environment.B"),
+            (Some(4), "line scan"),
+            (Some(6), "mcp.servers.x.env.C"),
+            (Some(8), "x.inline.D"),
+            (Some(8), "x.inline.E"),
+        ],
+        "{found:#?}"
+    );
+    assert!(found.iter().all(|f| f.severity == Severity::Error));
+    assert_no_value_leaks(&found, &[&token]);
+}

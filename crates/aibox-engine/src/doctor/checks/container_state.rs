@@ -83,7 +83,7 @@ fn findings(
             .collect();
         return Ok((!former.is_empty()).then_some(former));
     };
-    let mut findings = crate::lifecycle::container_state_of(found.json(), target, config);
+    let mut findings = crate::lifecycle::container_state_of(runtime, found.json(), target, config);
     let status = runtime.status_of(target, Some(found))?;
     // The Dev Containers CLI's container carries no digest: say whose it is, not stale.
     let cli = status.devcontainer_cli;
