@@ -123,34 +123,17 @@ pub(crate) struct ProjectLock {
 
 impl ProjectLock {
     pub(crate) fn acquire(root: &ProjectRoot, timeout: Duration) -> Result<Self, EngineError> {
-        let rel = Utf8Path::new(APPLY_LOCK);
-        let file = Writer::new(root).open_lock_file(rel)?;
-        let path = root.path().join(rel);
-        let start = Instant::now();
-        let mut waited = false;
-        loop {
-            match file.file().try_lock() {
-                Ok(()) => {
-                    return Ok(Self {
-                        _file: file,
-                        waited,
-                    });
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    waited = true;
-                    if start.elapsed() >= timeout {
-                        return Err(EngineError::Busy {
-                            lock: path,
-                            waited_secs: start.elapsed().as_secs(),
-                        });
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(EngineError::io("lock", &path, e));
-                }
-            }
-        }
+        Self::wait_for(
+            root,
+            APPLY_LOCK,
+            timeout,
+            Duration::from_millis(50),
+            &mut || {},
+        )
+        .map_err(|busy| match busy {
+            Waited::Busy { lock, waited_secs } => EngineError::Busy { lock, waited_secs },
+            Waited::Failed(e) => e,
+        })
     }
 
     /// The container lock (`up`, `down`): two Compose runs on one project at once race
@@ -161,8 +144,32 @@ impl ProjectLock {
         timeout: Duration,
         on_wait: &mut dyn FnMut(),
     ) -> Result<Self, EngineError> {
-        let rel = Utf8Path::new(CONTAINER_LOCK);
-        let file = Writer::new(root).open_lock_file(rel)?;
+        Self::wait_for(
+            root,
+            CONTAINER_LOCK,
+            timeout,
+            Duration::from_millis(100),
+            on_wait,
+        )
+        .map_err(|busy| match busy {
+            Waited::Busy { lock, waited_secs } => EngineError::ContainerBusy { lock, waited_secs },
+            Waited::Failed(e) => e,
+        })
+    }
+
+    /// Takes the lock file `rel`, trying every `every` until `timeout`; `on_wait` is
+    /// called once, when another holder first makes it wait.
+    fn wait_for(
+        root: &ProjectRoot,
+        rel: &str,
+        timeout: Duration,
+        every: Duration,
+        on_wait: &mut dyn FnMut(),
+    ) -> Result<Self, Waited> {
+        let rel = Utf8Path::new(rel);
+        let file = Writer::new(root)
+            .open_lock_file(rel)
+            .map_err(|e| Waited::Failed(e.into()))?;
         let path = root.path().join(rel);
         let start = Instant::now();
         let mut waited = false;
@@ -180,15 +187,15 @@ impl ProjectLock {
                     }
                     waited = true;
                     if start.elapsed() >= timeout {
-                        return Err(EngineError::ContainerBusy {
+                        return Err(Waited::Busy {
                             lock: path,
                             waited_secs: start.elapsed().as_secs(),
                         });
                     }
-                    std::thread::sleep(Duration::from_millis(100));
+                    std::thread::sleep(every);
                 }
                 Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(EngineError::io("lock", &path, e));
+                    return Err(Waited::Failed(EngineError::io("lock", &path, e)));
                 }
             }
         }
@@ -199,4 +206,11 @@ impl ProjectLock {
     pub(crate) fn waited(&self) -> bool {
         self.waited
     }
+}
+
+/// Why [`ProjectLock::wait_for`] returned without the lock: another holder kept it past
+/// the deadline (each lock names that in its own error), or the lock file failed.
+enum Waited {
+    Busy { lock: Utf8PathBuf, waited_secs: u64 },
+    Failed(EngineError),
 }

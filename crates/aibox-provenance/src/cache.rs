@@ -191,13 +191,7 @@ impl Cache {
         expected_tag: Option<&str>,
         limits: &ExtractLimits,
     ) -> Result<Payload> {
-        let base = self.root.join("unpacked");
-        fs_err::create_dir_all(&base).map_err(|e| ProvenanceError::io("create", &base, e))?;
-        clean_stale_staging(&base);
-        let staging = tempfile::Builder::new()
-            .prefix(&format!("{STAGING_PREFIX}{}-", std::process::id()))
-            .tempdir_in(&base)
-            .map_err(|e| ProvenanceError::io("create staging folder in", &base, e))?;
+        let staging = self.new_staging()?;
         let pack = staging.path().join(PACK);
         let unpacked = unpack_archive(input, what, expected_tag, limits, &pack)?;
         if unpacked.archive_sha256 != *digest {
@@ -207,19 +201,11 @@ impl Cache {
                 actual: unpacked.archive_sha256.to_hex(),
             });
         }
-        let text = render_manifest(digest, &unpacked.top_tag, &unpacked.files);
-        let manifest = staging.path().join("manifest");
-        fs_err::write(&manifest, text).map_err(|e| ProvenanceError::io("write", &manifest, e))?;
-        let dest = self.unpacked_path(digest);
-        let staged = staging.keep();
-        if let Err(e) = fs_err::rename(&staged, &dest) {
-            let _ = fs_err::remove_dir_all(&staged);
-            // Another process finished the same store first: use theirs.
-            if let Some(p) = self.unpacked(digest)? {
-                return Ok(p);
-            }
-            return Err(ProvenanceError::io("move into place", &dest, e));
+        // Another process finished the same store first: use theirs.
+        if let Some(theirs) = self.settle(digest, staging, &unpacked.top_tag, &unpacked.files)? {
+            return Ok(theirs);
         }
+        let dest = self.unpacked_path(digest);
         Ok(
             Payload::in_pack(unpacked.files, Some(unpacked.top_tag), dest.join(PACK))
                 .in_store(dest),
@@ -243,13 +229,7 @@ impl Cache {
         if self.unpacked(digest)?.is_some() {
             return Ok(());
         }
-        let base = self.root.join("unpacked");
-        fs_err::create_dir_all(&base).map_err(|e| ProvenanceError::io("create", &base, e))?;
-        clean_stale_staging(&base);
-        let staging = tempfile::Builder::new()
-            .prefix(&format!("{STAGING_PREFIX}{}-", std::process::id()))
-            .tempdir_in(&base)
-            .map_err(|e| ProvenanceError::io("create staging folder in", &base, e))?;
+        let staging = self.new_staging()?;
         let pack = staging.path().join(PACK);
         let file =
             fs_err::File::create(&pack).map_err(|e| ProvenanceError::io("create", &pack, e))?;
@@ -272,20 +252,51 @@ impl Cache {
         out.flush()
             .map_err(|e| ProvenanceError::io("write", &pack, e))?;
         drop(out);
-        let text = render_manifest(digest, payload.top_tag.as_deref().unwrap_or(""), &files);
+        // Another process may have kept the same release first: either is the same bytes.
+        self.settle(
+            digest,
+            staging,
+            payload.top_tag.as_deref().unwrap_or(""),
+            &files,
+        )?;
+        Ok(())
+    }
+
+    /// A new staging folder in the unpacked store (stale ones of dead processes removed
+    /// first), renamed into place by [`Cache::settle`].
+    fn new_staging(&self) -> Result<tempfile::TempDir> {
+        let base = self.root.join("unpacked");
+        fs_err::create_dir_all(&base).map_err(|e| ProvenanceError::io("create", &base, e))?;
+        clean_stale_staging(&base);
+        tempfile::Builder::new()
+            .prefix(&format!("{STAGING_PREFIX}{}-", std::process::id()))
+            .tempdir_in(&base)
+            .map_err(|e| ProvenanceError::io("create staging folder in", &base, e))
+    }
+
+    /// Writes the manifest of `files` into `staging` (whose pack is complete) and moves it
+    /// into place as the store of `digest`. `Some`: another process put the same release
+    /// there first; its store is returned and this one is removed.
+    fn settle(
+        &self,
+        digest: &Sha256,
+        staging: tempfile::TempDir,
+        top_tag: &str,
+        files: &BTreeMap<Arc<str>, PayloadFile>,
+    ) -> Result<Option<Payload>> {
+        let text = render_manifest(digest, top_tag, files);
         let manifest = staging.path().join("manifest");
         fs_err::write(&manifest, text).map_err(|e| ProvenanceError::io("write", &manifest, e))?;
         let dest = self.unpacked_path(digest);
         let staged = staging.keep();
         if let Err(e) = fs_err::rename(&staged, &dest) {
             let _ = fs_err::remove_dir_all(&staged);
-            // Another process kept the same release first.
-            if self.unpacked(digest)?.is_some() {
-                return Ok(());
-            }
-            return Err(ProvenanceError::io("move into place", &dest, e));
+            return match self.unpacked(digest)? {
+                Some(theirs) => Ok(Some(theirs)),
+                None => Err(ProvenanceError::io("move into place", &dest, e)),
+            };
         }
-        Ok(())
+        Ok(None)
     }
 }
 

@@ -592,17 +592,8 @@ impl Runtime {
         }
         if let Some(found) = existing.as_ref().filter(|f| f.name != target.container) {
             // The Dev Containers CLI's container of this checkout, under its own Compose
-            // project: removed by id, then its network when nothing else uses it.
-            let mut cmd = self.engine_cmd();
-            cmd.args(["rm", "-f", &found.id]);
-            run_checked(cmd, self.timeouts.stop, progress)?;
-            if let Some(project) = COMPOSE_PROJECT_LABELS
-                .iter()
-                .find_map(|l| found.labels.get(*l))
-            {
-                self.remove_network(project, progress);
-                self.remove_volumes(project, progress);
-            }
+            // project.
+            self.remove_with_project(found, progress)?;
         } else if target.compose_file().is_file() {
             let cmd = self.compose(target, &["down"]);
             run_checked(cmd, self.timeouts.stop, progress)?;
@@ -681,15 +672,28 @@ impl Runtime {
                     found.name
                 ),
             });
-            let mut cmd = self.engine_cmd();
-            cmd.args(["rm", "-f", &found.id]);
-            run_checked(cmd, self.timeouts.stop, progress)?;
-            if let Some(project) = COMPOSE_PROJECT_LABELS
-                .iter()
-                .find_map(|l| found.labels.get(*l))
-            {
-                self.remove_network(project, progress);
-            }
+            self.remove_with_project(&found, progress)?;
+        }
+        Ok(())
+    }
+
+    /// Removes a container of this checkout that is not under `up`'s Compose project (the
+    /// Dev Containers CLI's, or one under a former name) by id, then its project's network
+    /// and aibox's volume when nothing else uses them.
+    fn remove_with_project(
+        &self,
+        found: &Inspected,
+        progress: Progress<'_>,
+    ) -> Result<(), RuntimeError> {
+        let mut cmd = self.engine_cmd();
+        cmd.args(["rm", "-f", &found.id]);
+        run_checked(cmd, self.timeouts.stop, progress)?;
+        if let Some(project) = COMPOSE_PROJECT_LABELS
+            .iter()
+            .find_map(|l| found.labels.get(*l))
+        {
+            self.remove_network(project, progress);
+            self.remove_volumes(project, progress);
         }
         Ok(())
     }
