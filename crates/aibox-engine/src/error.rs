@@ -140,10 +140,11 @@ pub enum EngineError {
         waited_secs: u64,
     },
 
-    /// Another `aibox up` or `aibox down` holds the container lock for too long.
+    /// Another `aibox up`, `aibox down` or `aibox apply --build` holds the container lock
+    /// for too long.
     #[error(
-        "another `aibox up` or `aibox down` is running in this project (waited {waited_secs} s \
-         for {lock})"
+        "another `aibox up`, `aibox down` or `aibox apply --build` is running in this project \
+         (waited {waited_secs} s for {lock})"
     )]
     #[diagnostic(
         code(aibox::lifecycle::busy),

@@ -521,8 +521,8 @@ pub fn down(
     Ok(runtime.down(&target, progress)?)
 }
 
-/// Takes the project's container lock for `up` or `down`: a second one waits for the
-/// first (saying so once through `say`) instead of racing it in Compose.
+/// Takes the project's container lock for `up`, `down` or a build: a second one waits for
+/// the first (saying so once through `say`) instead of racing it in Compose or the engine.
 fn container_lock(
     root: &Utf8Path,
     options: &LifecycleOptions,
@@ -533,7 +533,10 @@ fn container_lock(
         &project,
         options.lock_timeout,
         &mut || {
-            say("another `aibox up` or `aibox down` is running in this project: waiting for it");
+            say(
+                "another `aibox up`, `aibox down` or `aibox apply --build` is running in this \
+                 project: waiting for it",
+            );
         },
     )?)
 }
@@ -568,6 +571,12 @@ pub fn build(
     options: &LifecycleOptions,
     progress: Progress<'_>,
 ) -> Result<(), LifecycleError> {
+    // A build replaces the image `up` may be starting a container from.
+    let _lock = container_lock(root, options, &mut |line| {
+        progress(&aibox_runtime::Event::Note {
+            line: line.to_owned(),
+        });
+    })?;
     let (runtime, target) = runtime_for(root, options)?;
     Ok(runtime.build(&target, progress)?)
 }

@@ -1,4 +1,4 @@
-//! Guards of the container commands. `aibox up` and `aibox down` hold the project's
+//! Guards of the container commands. `aibox up`, `aibox down` and a build hold the project's
 //! container lock while they drive the engine: a second one waits for the first (saying
 //! so once) instead of racing it in Compose, and gives up with `aibox::lifecycle::busy`
 //! after its deadline. An `aibox.toml` this aibox cannot read does not leave the
@@ -61,7 +61,8 @@ fn hold_lock(root: &Utf8PathBuf) -> fs_err::File {
     file
 }
 
-const WAITING: &str = "another `aibox up` or `aibox down` is running in this project";
+const WAITING: &str =
+    "another `aibox up`, `aibox down` or `aibox apply --build` is running in this project";
 
 #[test]
 fn down_waits_for_another_up_and_gives_up_after_its_deadline() {
@@ -77,6 +78,15 @@ fn down_waits_for_another_up_and_gives_up_after_its_deadline() {
     let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
     assert_eq!(code.as_deref(), Some("aibox::lifecycle::busy"), "{err}");
     assert!(err.to_string().contains(WAITING), "{err}");
+    // `apply --build` replaces the image an `up` may be starting from: it waits too.
+    let err = aibox_engine::lifecycle::build(
+        &root,
+        &options(&bin, Duration::from_millis(300)),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("aibox::lifecycle::busy"), "{err}");
 
     // Released while the second one waits: it goes on, after saying it waited.
     let release = std::thread::spawn(move || {
