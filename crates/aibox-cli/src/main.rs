@@ -82,12 +82,22 @@ fn report_peak_rss() {
     }
 }
 
-/// Help and version print as clap does; a usage error is a user error, shown as JSON when
-/// the (unparsed) command line asked for JSON output.
+/// Help and version print as clap does, or as JSON (`{"help"}`, `{"version"}`) when the
+/// (unparsed) command line asked for JSON output, like every other result; a usage error
+/// is a user error, shown as JSON in that case too.
 fn usage_error(e: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = e.print();
+        if args::wants_json(std::env::args()) {
+            let value = if e.kind() == ErrorKind::DisplayVersion {
+                serde_json::json!({ "version": env!("CARGO_PKG_VERSION") })
+            } else {
+                serde_json::json!({ "help": e.render().to_string() })
+            };
+            let _ = render::json(&value);
+        } else {
+            let _ = e.print();
+        }
         return Exit::Ok.into();
     }
     if args::wants_json(std::env::args()) {

@@ -38,7 +38,7 @@ pub fn run(cli: &Cli) -> Outcome {
     match &cli.command {
         Command::Completion { shell } => completion::run(g, *shell),
         Command::Docs { page } => docs::run(g, *page),
-        Command::Help { command } => help(command),
+        Command::Help { command } => help(g, command),
         Command::Init(args) => init::run(g, args),
         Command::Apply(args) => apply::run(g, args),
         Command::Up(args) => lifecycle::up(g, args),
@@ -171,8 +171,9 @@ fn progress(g: &Global, event: &aibox_runtime::Event) {
     render::note(g.quiet, &line);
 }
 
-/// `aibox help [COMMAND...]`: the long help of aibox or of the named (sub)command.
-fn help(path: &[String]) -> Outcome {
+/// `aibox help [COMMAND...]`: the long help of aibox or of the named (sub)command
+/// (`{"help"}` with `--output json`).
+fn help(g: &Global, path: &[String]) -> Outcome {
     use clap::CommandFactory as _;
     let mut cmd = crate::args::Cli::command();
     let mut names = Vec::new();
@@ -191,6 +192,9 @@ fn help(path: &[String]) -> Outcome {
         names.push(name.clone());
         cmd = sub.bin_name(format!("aibox {}", names.join(" ")));
     }
-    render::out(&cmd.render_long_help().to_string());
+    let text = cmd.render_long_help().to_string();
+    json_or(g, &serde_json::json!({ "help": text }), || {
+        render::out(&text)
+    })?;
     Ok(Exit::Ok)
 }

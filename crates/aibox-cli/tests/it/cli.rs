@@ -2174,3 +2174,30 @@ fn json_results_keep_their_keys() {
         assert!(doctor.get(key).is_some(), "doctor has no `{key}`: {doctor}");
     }
 }
+
+/// `--output json` covers help and version too: one JSON object on stdout, exit 0.
+#[test]
+fn help_and_version_answer_in_json_when_asked() {
+    let (_t, dir) = tempdir();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = aibox(&dir, args);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
+    };
+    let version = json(&["-o", "json", "--version"]);
+    assert_eq!(version["version"], env!("CARGO_PKG_VERSION"), "{version}");
+    for args in [
+        &["-o", "json", "help", "config"][..],
+        &["-o", "json", "config", "get", "--help"],
+        &["--help", "--output", "json"],
+    ] {
+        let help = json(args);
+        assert!(
+            help["help"].as_str().unwrap().contains("Usage:"),
+            "{args:?}: {help}"
+        );
+    }
+    // Without JSON, clap's text as before.
+    let out = aibox(&dir, &["--version"]);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("aibox "));
+}
