@@ -69,6 +69,12 @@ pub fn error_json(report: &miette::Report, kind: aibox_config::ErrorKind) {
         // its own code, file and line, is a related entry, so a script can tell them apart.
         related.extend(gate_findings(report).iter().map(finding_json));
         map.insert("related".into(), related.into());
+        // A literal secret refused by a config edit knows its line but has no source
+        // snippet (it would repeat the secret): the place goes in the fields as it is.
+        if let Some(line) = secret_line(report) {
+            map.insert("file".into(), aibox_config::AIBOX_TOML.into());
+            map.insert("line".into(), line.into());
+        }
     }
     // Masked string by string, before serialising: a mask that runs to the end of its
     // text (a PEM key without its END line) then ends with the string, and the output
@@ -76,6 +82,22 @@ pub fn error_json(report: &miette::Report, kind: aibox_config::ErrorKind) {
     redact_strings(&mut value);
     let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_owned());
     out(&text);
+}
+
+/// The line of `aibox.toml` a refused literal secret is on (none for any other error, or
+/// when the line is unknown).
+fn secret_line(report: &miette::Report) -> Option<usize> {
+    use aibox_engine::config_check::ConfigCheckError;
+    let check = report.downcast_ref::<ConfigCheckError>().or_else(|| {
+        match report.downcast_ref::<aibox_engine::config_edit::ConfigEditError>() {
+            Some(aibox_engine::config_edit::ConfigEditError::Check(e)) => Some(e),
+            _ => None,
+        }
+    });
+    match check {
+        Some(ConfigCheckError::Secret { line, .. }) if *line > 0 => Some(*line),
+        _ => None,
+    }
 }
 
 /// Masks secrets in every string of `value`, in place.

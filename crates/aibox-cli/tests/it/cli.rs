@@ -2201,3 +2201,28 @@ fn help_and_version_answer_in_json_when_asked() {
     let out = aibox(&dir, &["--version"]);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("aibox "));
 }
+
+/// A literal secret refused by `config set` has its place in the JSON error's `file` and
+/// `line` (it was only in the message), and the value is nowhere in the output.
+#[test]
+fn a_refused_secret_is_placed_in_the_json_error() {
+    let (_t, dir) = init_project("placed", "claude");
+    let token = format!("ghp_{}", "x".repeat(36));
+    let out = aibox(
+        &dir,
+        &[
+            "-o",
+            "json",
+            "config",
+            "set",
+            "container.environment.GH_TOKEN",
+            &format!("\"{token}\""),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["code"], "aibox::config::literal_secret", "{json}");
+    assert_eq!(json["file"], "aibox.toml", "{json}");
+    assert!(json["line"].as_u64().is_some_and(|l| l > 0), "{json}");
+    assert!(!text(&out).contains(&token), "{}", text(&out));
+}
