@@ -194,7 +194,7 @@ fn help(g: &Global, path: &[String]) -> Outcome {
     }
     let text = cmd.render_long_help().to_string();
     json_or(g, &serde_json::json!({ "help": text }), || {
-        render::out(&text)
+        render::out(&text);
     })?;
     Ok(Exit::Ok)
 }
