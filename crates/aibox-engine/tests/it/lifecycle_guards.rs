@@ -69,24 +69,16 @@ fn down_waits_for_another_up_and_gives_up_after_its_deadline() {
     let (_dir, root, bin) = project();
     let held = hold_lock(&root);
 
-    let err = down(
-        &root,
-        &options(&bin, Duration::from_millis(300)),
-        &mut |_| {},
-    )
-    .unwrap_err();
-    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
-    assert_eq!(code.as_deref(), Some("aibox::lifecycle::busy"), "{err}");
-    assert!(err.to_string().contains(WAITING), "{err}");
+    let short = options(&bin, Duration::from_millis(300));
     // `apply --build` replaces the image an `up` may be starting from: it waits too.
-    let err = aibox_engine::lifecycle::build(
-        &root,
-        &options(&bin, Duration::from_millis(300)),
-        &mut |_| {},
-    )
-    .unwrap_err();
-    let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
-    assert_eq!(code.as_deref(), Some("aibox::lifecycle::busy"), "{err}");
+    for err in [
+        down(&root, &short, &mut |_| {}).unwrap_err(),
+        aibox_engine::lifecycle::build(&root, &short, &mut |_| {}).unwrap_err(),
+    ] {
+        let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
+        assert_eq!(code.as_deref(), Some("aibox::lifecycle::busy"), "{err}");
+        assert!(err.to_string().contains(WAITING), "{err}");
+    }
 
     // Released while the second one waits: it goes on, after saying it waited.
     let release = std::thread::spawn(move || {
