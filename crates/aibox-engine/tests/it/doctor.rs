@@ -419,11 +419,7 @@ fn committed_secrets_are_errors() {
         "services:\n  demo:\n    environment:\n      - GH_TOKEN=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000\n",
     );
     let report = p.doctor();
-    let secret: Vec<_> = report
-        .findings
-        .iter()
-        .filter(|f| f.code.starts_with("aibox::policy::secret"))
-        .collect();
+    let secret = secret_findings(&report);
     assert_eq!(secret.len(), 1);
     assert_eq!(secret[0].severity, Severity::Error);
     assert_eq!(secret[0].line, Some(4));
@@ -446,11 +442,7 @@ fn a_secret_in_a_compose_file_of_another_configuration_is_an_error() {
         &format!("services:\n  eb1:\n    image: debian:bookworm\n    environment:\n      - GH_TOKEN={token}\n"),
     );
     let report = p.doctor();
-    let secret: Vec<_> = report
-        .findings
-        .iter()
-        .filter(|f| f.code.starts_with("aibox::policy::secret"))
-        .collect();
+    let secret = secret_findings(&report);
     assert_eq!(secret.len(), 1, "{secret:#?}");
     assert_eq!(secret[0].file, ".devcontainer/alt/alt.yml");
     assert_eq!(secret[0].severity, Severity::Error);
@@ -833,6 +825,15 @@ fn with_feed_cached(
         options.environment.push(((*k).to_owned(), (*v).to_owned()));
     }
     doctor(&p.root, &options).unwrap()
+}
+
+/// The secret-scan findings of `report`.
+fn secret_findings(report: &DoctorReport) -> Vec<&aibox_policy::Finding> {
+    report
+        .findings
+        .iter()
+        .filter(|f| f.code.starts_with("aibox::policy::secret"))
+        .collect()
 }
 
 /// The update finding of `report`; without one, the report is the failure's message.
