@@ -345,6 +345,16 @@ struct Inspected {
     json: String,
 }
 
+impl Inspected {
+    /// The Compose project it belongs to, by whichever provider's label says so.
+    fn compose_project(&self) -> Option<&str> {
+        COMPOSE_PROJECT_LABELS
+            .iter()
+            .find_map(|l| self.labels.get(*l))
+            .map(String::as_str)
+    }
+}
+
 /// The project's container as the engine described it, found once by
 /// [`Runtime::container`] (its owner checked): a caller with several questions about it
 /// (`doctor`) asks the engine once instead of once per question.
@@ -369,8 +379,8 @@ impl FoundContainer {
 /// differs from aibox's), else aibox's own: where its egress proxy is.
 fn compose_project<'a>(found: Option<&'a Inspected>, target: &'a Target) -> &'a str {
     found
-        .and_then(|f| COMPOSE_PROJECT_LABELS.iter().find_map(|l| f.labels.get(*l)))
-        .map_or(target.project.as_str(), String::as_str)
+        .and_then(Inspected::compose_project)
+        .unwrap_or(target.project.as_str())
 }
 
 /// What [`Runtime::up`] did and found.
@@ -606,7 +616,8 @@ impl Runtime {
             run_checked(cmd, self.timeouts.stop, progress)?;
         }
         self.remove_former(target, progress)?;
-        self.status(target)
+        // The former containers were just removed: none is left to look up.
+        self.status_with(target, target.fingerprints().ok().as_ref())
     }
 
     /// The names of every container labelled as this checkout's (`checkout`, its canonical
@@ -616,9 +627,26 @@ impl Runtime {
     /// # Errors
     /// The engine fails.
     pub fn checkout_containers(&self, checkout: &str) -> Result<Vec<String>, RuntimeError> {
+        self.list_containers(&[(CHECKOUT_LABEL, checkout)], true)
+    }
+
+    /// The containers that carry every `label=value` of `labels`: their full ids, or their
+    /// names (`names`).
+    fn list_containers(
+        &self,
+        labels: &[(&str, &str)],
+        names: bool,
+    ) -> Result<Vec<String>, RuntimeError> {
         let mut cmd = self.engine_cmd();
-        cmd.args(["ps", "-a", "--format", "{{.Names}}", "--filter"])
-            .arg(format!("label={CHECKOUT_LABEL}={checkout}"));
+        cmd.args(["ps", "-a", "--no-trunc"]);
+        if names {
+            cmd.args(["--format", "{{.Names}}"]);
+        } else {
+            cmd.arg("-q");
+        }
+        for (label, value) in labels {
+            cmd.arg("--filter").arg(format!("label={label}={value}"));
+        }
         let rendered = process::render(&cmd);
         let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
         if !done.success() {
@@ -640,23 +668,15 @@ impl Runtime {
     /// [`CHECKOUT_LABEL`] is this checkout, its Compose project another (a renamed
     /// `container.name` or `container_name`; the egress proxy of that project too).
     fn former(&self, target: &Target) -> Result<Vec<Inspected>, RuntimeError> {
-        let mut cmd = self.engine_cmd();
-        cmd.args(["ps", "-a", "-q", "--no-trunc", "--filter"])
-            .arg(format!("label={CHECKOUT_LABEL}={}", target.checkout));
-        let rendered = process::render(&cmd);
-        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
-        if !done.success() {
-            return Err(failed(&rendered, &done));
-        }
+        let ids = self.list_containers(&[(CHECKOUT_LABEL, &target.checkout)], false)?;
         let mut former = Vec::new();
-        for id in done.stdout.split_whitespace() {
+        for id in &ids {
             let Some(found) = self.inspect_container(id)? else {
                 continue;
             };
-            let project = COMPOSE_PROJECT_LABELS
-                .iter()
-                .find_map(|l| found.labels.get(*l));
-            if found.name != target.container && project != Some(&target.project) {
+            if found.name != target.container
+                && found.compose_project() != Some(target.project.as_str())
+            {
                 former.push(found);
             }
         }
@@ -688,10 +708,7 @@ impl Runtime {
         let mut cmd = self.engine_cmd();
         cmd.args(["rm", "-f", &found.id]);
         run_checked(cmd, self.timeouts.stop, progress)?;
-        if let Some(project) = COMPOSE_PROJECT_LABELS
-            .iter()
-            .find_map(|l| found.labels.get(*l))
-        {
+        if let Some(project) = found.compose_project() {
             self.remove_network(project, progress);
             self.remove_volumes(project, progress);
         }
@@ -1147,21 +1164,15 @@ impl Runtime {
             folders.push(target.root.to_string());
         }
         for folder in folders {
-            let mut cmd = self.engine_cmd();
-            cmd.args(["ps", "-a", "-q", "--no-trunc"]);
-            for (label, value) in [
-                (PROJECT_LABEL, target.name.as_str()),
-                (COMPOSE_SERVICE_LABEL, target.service.as_str()),
-                (DEVCONTAINER_FOLDER_LABEL, folder.as_str()),
-            ] {
-                cmd.arg("--filter").arg(format!("label={label}={value}"));
-            }
-            let rendered = process::render(&cmd);
-            let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
-            if !done.success() {
-                return Err(failed(&rendered, &done));
-            }
-            if let Some(id) = done.stdout.split_whitespace().next() {
+            let ids = self.list_containers(
+                &[
+                    (PROJECT_LABEL, target.name.as_str()),
+                    (COMPOSE_SERVICE_LABEL, target.service.as_str()),
+                    (DEVCONTAINER_FOLDER_LABEL, folder.as_str()),
+                ],
+                false,
+            )?;
+            if let Some(id) = ids.first() {
                 return self.inspect_container(id);
             }
         }
@@ -1219,20 +1230,14 @@ impl Runtime {
     /// The egress proxy container of Compose project `project` (`None` when there is
     /// none), found by its labels, so any Compose provider's naming works.
     fn find_proxy(&self, project: &str) -> Result<Option<Inspected>, RuntimeError> {
-        let mut cmd = self.engine_cmd();
-        cmd.args(["ps", "-a", "-q", "--no-trunc"]);
-        for (label, value) in [
-            (aibox_config::container::EGRESS_PROXY_LABEL, "proxy"),
-            (COMPOSE_PROJECT_LABELS[0], project),
-        ] {
-            cmd.arg("--filter").arg(format!("label={label}={value}"));
-        }
-        let rendered = process::render(&cmd);
-        let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
-        if !done.success() {
-            return Err(failed(&rendered, &done));
-        }
-        match done.stdout.split_whitespace().next() {
+        let ids = self.list_containers(
+            &[
+                (aibox_config::container::EGRESS_PROXY_LABEL, "proxy"),
+                (COMPOSE_PROJECT_LABELS[0], project),
+            ],
+            false,
+        )?;
+        match ids.first() {
             Some(id) => self.inspect_container(id),
             None => Ok(None),
         }
@@ -1268,8 +1273,6 @@ impl Runtime {
         })
     }
 
-    /// Waits until the project's container runs (starting it once when podman-compose
-    /// left it created) and returns it as last inspected.
     /// Brings the project's container up as `up` decided: leaves one running as it is
     /// (returned, so it is not inspected again), starts or unpauses a stopped one, or has
     /// Compose create it (`recreate`: replacing the one there).
@@ -1281,13 +1284,12 @@ impl Runtime {
         prints: &Fingerprints,
         progress: Progress<'_>,
     ) -> Result<Option<Inspected>, RuntimeError> {
-        let mut running = None;
         match existing {
             Some(found) if found.running && !recreate => {
                 progress(&Event::AlreadyRunning {
                     container: target.container.clone(),
                 });
-                running = Some(found.clone());
+                return Ok(Some(found.clone()));
             }
             Some(found) if !recreate => {
                 progress(&Event::Starting {
@@ -1323,9 +1325,11 @@ impl Runtime {
                 }
             }
         }
-        Ok(running)
+        Ok(None)
     }
 
+    /// Waits until the project's container runs (starting it once when podman-compose
+    /// left it created) and returns it as last inspected.
     fn wait_running(
         &self,
         target: &Target,
@@ -1429,7 +1433,7 @@ impl Runtime {
         cmd.args(["network", "inspect", &network]);
         let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
         if done.success() {
-            if !network_is_ours(&done.stdout, &target.project) {
+            if !labelled_for(&done.stdout, &target.project) {
                 return Err(RuntimeError::ForeignNetwork {
                     network,
                     project: target.project.clone(),
@@ -1473,7 +1477,7 @@ impl Runtime {
     /// network still in use (or already gone) is not an error.
     fn remove_network(&self, project: &str, progress: Progress<'_>) {
         for name in std::iter::once("default").chain(aibox_config::container::EGRESS_NETWORKS) {
-            self.remove_project_network(project, &format!("{project}_{name}"), progress);
+            self.remove_projects("network", project, &format!("{project}_{name}"), progress);
         }
     }
 
@@ -1486,36 +1490,23 @@ impl Runtime {
             "{project}_{}",
             aibox_config::container::EGRESS_SOCKET_VOLUME
         );
-        let mut cmd = self.engine_cmd();
-        cmd.args(["volume", "inspect", &volume]);
-        let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {}) else {
-            return;
-        };
-        if !done.success() || !network_is_ours(&done.stdout, project) {
-            return;
-        }
-        let mut cmd = self.engine_cmd();
-        cmd.args(["volume", "rm", &volume]);
-        if let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {})
-            && !done.success()
-        {
-            for line in done.tail {
-                progress(&Event::Output { line });
-            }
-        }
+        self.remove_projects("volume", project, &volume, progress);
     }
 
-    fn remove_project_network(&self, project: &str, network: &str, progress: Progress<'_>) {
+    /// Removes the `kind` (`network` or `volume`) `name` when its labels say it is
+    /// Compose project `project`'s. Best effort: one still in use (or already gone) is
+    /// not an error; a refusal is shown.
+    fn remove_projects(&self, kind: &str, project: &str, name: &str, progress: Progress<'_>) {
         let mut cmd = self.engine_cmd();
-        cmd.args(["network", "inspect", network]);
+        cmd.args([kind, "inspect", name]);
         let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {}) else {
             return;
         };
-        if !done.success() || !network_is_ours(&done.stdout, project) {
+        if !done.success() || !labelled_for(&done.stdout, project) {
             return;
         }
         let mut cmd = self.engine_cmd();
-        cmd.args(["network", "rm", network]);
+        cmd.args([kind, "rm", name]);
         if let Ok(done) = process::run(cmd, self.timeouts.query, &mut |_, _| {})
             && !done.success()
         {
@@ -1637,8 +1628,6 @@ fn tail_text(lines: &[String]) -> String {
     }
 }
 
-/// The error for a failed build: the image, the failing step, the likely cause and the
-/// last lines of output.
 /// Whether a build ended because of Ctrl-C, which reaches the whole foreground process
 /// group: the builder itself ended by `SIGINT` (or with a shell's 130 for it), a step's
 /// process did (the engine says `exit status 130`), or Podman caught it and stopped in
@@ -1654,6 +1643,8 @@ fn interrupted(done: &process::Finished) -> bool {
         || build_log::stopped_silently(&done.tail)
 }
 
+/// The error for a failed build: the image, the failing step, the likely cause and the
+/// last lines of output (or that Ctrl-C stopped it).
 fn build_failed(target: &Target, log: &BuildLog, done: &process::Finished) -> RuntimeError {
     let step = log.failing_step();
     if interrupted(done) {
@@ -1823,7 +1814,6 @@ fn parse_image_inspect(stdout: &str) -> Result<Option<ImageFacts>, String> {
 }
 
 impl ImageFacts {
-    /// Why the image must be rebuilt, `None` when it was built from these files.
     /// Why the image must be rebuilt, `None` when it matches the files. `container` is
     /// this checkout's container: when its configuration digest still matches the files,
     /// nothing changed here since it was created, so another checkout of the project
@@ -1915,9 +1905,9 @@ fn network_is_sealed(stdout: &str) -> bool {
     })
 }
 
-/// Whether `network inspect` (or `volume inspect`: the same label fields) output describes
-/// a network (or volume) of Compose project `project`.
-fn network_is_ours(stdout: &str, project: &str) -> bool {
+/// Whether `network inspect` or `volume inspect` output (the same label fields) describes
+/// a network or volume of Compose project `project`.
+fn labelled_for(stdout: &str, project: &str) -> bool {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(stdout) else {
         return false;
     };
@@ -2247,16 +2237,16 @@ mod tests {
     #[test]
     fn only_our_networks_are_removed() {
         let ours = r#"[{"name":"demo_default","labels":{"io.podman.compose.project":"demo"}}]"#;
-        assert!(network_is_ours(ours, "demo"));
-        assert!(!network_is_ours(ours, "other"));
+        assert!(labelled_for(ours, "demo"));
+        assert!(!labelled_for(ours, "other"));
         let docker = r#"[{"Name":"demo_default","Labels":{"com.docker.compose.project":"demo"}}]"#;
-        assert!(network_is_ours(docker, "demo"));
-        assert!(!network_is_ours(
+        assert!(labelled_for(docker, "demo"));
+        assert!(!labelled_for(
             r#"[{"name":"demo_default","labels":{}}]"#,
             "demo"
         ));
-        assert!(!network_is_ours("[]", "demo"));
-        assert!(!network_is_ours("not json", "demo"));
+        assert!(!labelled_for("[]", "demo"));
+        assert!(!labelled_for("not json", "demo"));
     }
 
     /// Podman 4.3's `network inspect` of the internal network as podman-compose 1.0 makes
