@@ -92,6 +92,11 @@ pub const EGRESS_PROXY_SERVICE: &str = "aibox-egress";
 /// Label on the egress proxy's service (value `proxy`), so the runtime finds its container
 /// under any Compose provider's naming.
 pub const EGRESS_PROXY_LABEL: &str = "aibox.egress";
+
+/// Labels Compose providers put on the containers, networks and volumes they create:
+/// the Compose project's name (Docker Compose's, then podman-compose's).
+pub const COMPOSE_PROJECT_LABELS: [&str; 2] =
+    ["com.docker.compose.project", "io.podman.compose.project"];
 /// The Compose networks of `[network] egress` other than `open`: the internal one (the
 /// agent alone, no route out, and on Podman no DNS server) and the proxy's outside one.
 /// Compose prefixes the outside one with the project name; the internal one is named by

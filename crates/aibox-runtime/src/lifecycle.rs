@@ -25,9 +25,7 @@ use aibox_config::container::{
     WORKSPACE_DIR,
 };
 
-/// Labels Compose providers put on containers they create: the Compose project name.
-pub const COMPOSE_PROJECT_LABELS: [&str; 2] =
-    ["com.docker.compose.project", "io.podman.compose.project"];
+pub use aibox_config::container::COMPOSE_PROJECT_LABELS;
 /// Label the Dev Containers CLI puts on containers it starts: the local project folder.
 pub const DEVCONTAINER_FOLDER_LABEL: &str = "devcontainer.local_folder";
 /// Label Compose providers put on containers they create: the service name.

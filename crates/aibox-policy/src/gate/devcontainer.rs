@@ -327,12 +327,11 @@ fn remote_feature(ctx: &Ctx<'_>, id: &str, line: Option<usize>, out: &mut Vec<Fi
          which the gate cannot read"
     );
     let option = format!("feature:{id}");
-    if feature_unpinned(id) {
+    let unversioned = format!("feature:{base}");
+    let unpinned = feature_unpinned(id);
+    let (text, remedy) = if unpinned {
         // No version: whatever the registry serves next time, so no consent covers it.
-        let mut f = Finding::new(
-            "aibox::policy::remote_feature",
-            Severity::Error,
-            ctx.file,
+        (
             format!("{message}; it names no version, so no consent can say which one was read"),
             format!(
                 "install the tool in `.devcontainer/Dockerfile.local` instead, or pin the \
@@ -341,19 +340,10 @@ fn remote_feature(ctx: &Ctx<'_>, id: &str, line: Option<usize>, out: &mut Vec<Fi
                  `option = \"feature:{base}:<version>\"`"
             ),
         )
-        .at(line);
-        f.option = Some(option);
-        out.push(f);
-        return;
-    }
-    let unversioned = format!("feature:{base}");
-    let f = if ctx.consent.exception(&option).is_none()
+    } else if ctx.consent.exception(&option).is_none()
         && ctx.consent.exception(&unversioned).is_some()
     {
-        Finding::new(
-            "aibox::policy::remote_feature",
-            Severity::Error,
-            ctx.file,
+        (
             format!(
                 "{message}; the `[[security.exceptions]]` entry `{unversioned}` names no \
                  version, so it no longer counts as consent to `{id}`"
@@ -364,10 +354,7 @@ fn remote_feature(ctx: &Ctx<'_>, id: &str, line: Option<usize>, out: &mut Vec<Fi
             ),
         )
     } else {
-        Finding::new(
-            "aibox::policy::remote_feature",
-            Severity::Error,
-            ctx.file,
+        (
             message,
             format!(
                 "install the tool in `.devcontainer/Dockerfile.local` instead, or read the \
@@ -376,9 +363,22 @@ fn remote_feature(ctx: &Ctx<'_>, id: &str, line: Option<usize>, out: &mut Vec<Fi
                  needs its own)"
             ),
         )
-    }
+    };
+    let mut f = Finding::new(
+        "aibox::policy::remote_feature",
+        Severity::Error,
+        ctx.file,
+        text,
+        remedy,
+    )
     .at(line);
-    ctx.push(true, &option, f, out);
+    if unpinned {
+        // Never acceptable: reported whatever the exceptions say.
+        f.option = Some(option);
+        out.push(f);
+    } else {
+        ctx.push(true, &option, f, out);
+    }
 }
 
 fn feature_unpinned(id: &str) -> bool {

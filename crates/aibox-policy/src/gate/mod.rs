@@ -41,6 +41,7 @@ pub use setup::{check_compose_setup, devcontainer_compose_files};
 
 use std::fmt::Write as _;
 
+use aibox_config::container::COMPOSE_PROJECT_LABELS;
 use aibox_config::{AiboxToml, LocalToml, Ownership, PlannedFile};
 use serde_json::Value as Json;
 use serde_norway::Value as Yaml;
@@ -300,10 +301,6 @@ pub fn check_container_state(
     out
 }
 
-/// Labels Compose providers put on the containers of a project: its name.
-const COMPOSE_PROJECT_LABELS: [&str; 2] =
-    ["com.docker.compose.project", "io.podman.compose.project"];
-
 /// The containers whose namespaces the container of `inspect_json` joins
 /// (`container:<name or id>` in its network, PID or IPC mode), each once: the ones
 /// [`check_container_state`] needs the inspect JSON of.
@@ -444,6 +441,17 @@ fn yaml_truthy(v: &Yaml) -> bool {
         Yaml::String(s) => str_truthy(s),
         Yaml::Number(n) => n.as_i64().is_some_and(|n| n != 0),
         _ => false,
+    }
+}
+
+/// A scalar as Compose reads it into a string (`user: 0`, `max-size: 10`), `""` for
+/// anything else.
+fn yaml_scalar(v: &Yaml) -> String {
+    match v {
+        Yaml::String(s) => s.clone(),
+        Yaml::Number(n) => n.to_string(),
+        Yaml::Bool(b) => b.to_string(),
+        _ => String::new(),
     }
 }
 

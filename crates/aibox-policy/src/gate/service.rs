@@ -6,7 +6,7 @@ use serde_norway::Value as Yaml;
 
 use super::consent::visit_security_opt;
 use super::mounts::{Mount, parse_short_volume, visit_host_read, visit_mount};
-use super::{Ctx, yaml_strings, yaml_truthy};
+use super::{Ctx, yaml_scalar, yaml_strings, yaml_truthy};
 use crate::compose::ComposeSources;
 use crate::finding::{Finding, Severity};
 use crate::text::{line_of, line_of_all};
@@ -48,7 +48,7 @@ pub(super) fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec
     }
     check_logging(ctx, svc, out);
     if let Some(user) = svc.get("user") {
-        ctx.user(&yaml_user(user), out);
+        ctx.user(&yaml_scalar(user), out);
     }
     check_newer_keys(ctx, name, svc, out);
     if svc.get("use_api_socket").is_some_and(yaml_truthy) {
@@ -82,14 +82,6 @@ pub(super) fn check_service(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec
     }
 }
 
-/// A `user:` as Compose reads it (`0` may be a number).
-fn yaml_user(user: &Yaml) -> String {
-    match user {
-        Yaml::Number(n) => n.to_string(),
-        other => other.as_str().unwrap_or("").to_owned(),
-    }
-}
-
 /// `logging.options` of a service: an option naming a host path is a host write.
 fn check_logging(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
     if let Some(options) = svc
@@ -98,13 +90,8 @@ fn check_logging(ctx: &Ctx<'_>, svc: &Yaml, out: &mut Vec<Finding>) {
         .and_then(Yaml::as_mapping)
     {
         for (key, value) in options {
-            let value = match value {
-                Yaml::String(s) => s.clone(),
-                Yaml::Number(n) => n.to_string(),
-                Yaml::Bool(b) => b.to_string(),
-                _ => String::new(),
-            };
-            ctx.log_option("logging.options", key.as_str().unwrap_or(""), &value, out);
+            let key = key.as_str().unwrap_or("");
+            ctx.log_option("logging.options", key, &yaml_scalar(value), out);
         }
     }
 }
@@ -125,7 +112,7 @@ fn check_newer_keys(ctx: &Ctx<'_>, name: &str, svc: &Yaml, out: &mut Vec<Finding
                 ctx.privileged(line_of_all(ctx.text, &["privileged"]), out);
             }
             if let Some(user) = h.get("user") {
-                ctx.user(&yaml_user(user), out);
+                ctx.user(&yaml_scalar(user), out);
             }
         }
     }
