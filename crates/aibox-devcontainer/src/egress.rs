@@ -48,6 +48,9 @@ pub const RELAY_VERSION: &str = "1.7.4.4-2";
 pub const SOCKET_VOLUME: &str = aibox_config::container::EGRESS_SOCKET_VOLUME;
 /// Where both containers mount [`SOCKET_VOLUME`] (the agent read-only).
 pub const SOCKET_DIR: &str = "/run/aibox-egress";
+/// The proxy's user, in its image: it starts, writes its joined configuration and runs
+/// as this user.
+pub const PROXY_USER: &str = "nobody";
 /// The proxy's socket (mode 0666: the agent's user is any UID).
 const SOCKET: &str = "/run/aibox-egress/proxy.sock";
 /// What tinyproxy logs for a refused host, followed by the host name in double quotes.
@@ -355,7 +358,7 @@ pub(crate) fn render_dockerfile(base_image: &str) -> String {
         "# The configuration is mounted at start (see docker-compose.yml); the team's and the\n\
          # personal files are joined in /tmp.\n",
     );
-    out.push_str("USER nobody\n");
+    let _ = writeln!(out, "USER {PROXY_USER}");
     let _ = writeln!(
         out,
         "CMD [\"sh\", \"-c\", \"set -eu; d={RUN_DIR}; mkdir -p $d; \

@@ -105,20 +105,10 @@ pub fn settings_problems(
 ) -> Vec<crate::error::EngineError> {
     use crate::error::EngineError;
     let mut problems = Vec::new();
-    match aibox_policy::container_security(config) {
-        Err(e) => problems.push(EngineError::from(e)),
-        Ok(decision) if decision.posture == aibox_policy::SeccompPosture::EngineDefault => {
-            let engine = crate::codex_sandbox::target_engine(
-                config.container.engine,
-                &aibox_runtime::DetectEnv::from_process(),
-            );
-            if engine != aibox_policy::TargetEngine::Unknown
-                && let Err(e) = aibox_policy::check_engine(&decision, engine)
-            {
-                problems.push(EngineError::from(e));
-            }
-        }
-        Ok(_) => {}
+    // Judged as `apply --check` judges it: the engine-aware half only where an engine is
+    // found.
+    if let Err(e) = crate::resolve::Security::judged(config, None, true).check() {
+        problems.push(EngineError::from(e));
     }
     let extra_ca = match read_extra_ca(root, local).map(|(path, text)| extra_ca_text(path, text)) {
         Some(Err(e)) => {

@@ -468,8 +468,10 @@ fn runtime_for_container(
     options: &LifecycleOptions,
     command: &'static str,
 ) -> Result<(Runtime, Target), LifecycleError> {
+    let unreadable =
+        |e: &EngineError| matches!(e, EngineError::Config(c) if !c.problems().is_empty());
     match runtime_for(root, options) {
-        Err(LifecycleError::Engine(source)) if matches!(&*source, EngineError::Config(c) if !c.problems().is_empty()) => {
+        Err(LifecycleError::Engine(source)) if unreadable(&source) => {
             Err(config_unreadable(root, options, command, source))
         }
         other => other,
@@ -513,12 +515,15 @@ pub fn down(
     progress: Progress<'_>,
 ) -> Result<Status, LifecycleError> {
     let (runtime, target) = runtime_for_container(root, options, "down")?;
-    let _lock = container_lock(root, options, &mut |line| {
-        progress(&aibox_runtime::Event::Note {
-            line: line.to_owned(),
-        });
-    })?;
+    let _lock = container_lock(root, options, &mut |line| note(progress, line))?;
     Ok(runtime.down(&target, progress)?)
+}
+
+/// Says `line` through `progress`.
+fn note(progress: Progress<'_>, line: &str) {
+    progress(&aibox_runtime::Event::Note {
+        line: line.to_owned(),
+    });
 }
 
 /// Takes the project's container lock for `up`, `down` or a build: a second one waits for
@@ -572,11 +577,7 @@ pub fn build(
     progress: Progress<'_>,
 ) -> Result<(), LifecycleError> {
     // A build replaces the image `up` may be starting a container from.
-    let _lock = container_lock(root, options, &mut |line| {
-        progress(&aibox_runtime::Event::Note {
-            line: line.to_owned(),
-        });
-    })?;
+    let _lock = container_lock(root, options, &mut |line| note(progress, line))?;
     let (runtime, target) = runtime_for(root, options)?;
     Ok(runtime.build(&target, progress)?)
 }

@@ -325,11 +325,10 @@ fn base_bytes(
     let (Some(release), Some(base)) = (m.from_release, c.recorded.base) else {
         return Err("the migration document does not record it".to_owned());
     };
-    let cache = match &options.cache_dir {
-        Some(dir) => aibox_provenance::Cache::new(dir.as_std_path()),
-        None => aibox_provenance::Cache::default_location()
-            .ok_or_else(|| "no download cache location on this machine".to_owned())?,
-    };
+    let cache = aibox_provenance::Cache::at_or_default(
+        options.cache_dir.as_deref().map(Utf8Path::as_std_path),
+    )
+    .ok_or_else(|| "no download cache location on this machine".to_owned())?;
     let payload = cache
         .unpacked(&release)
         .map_err(|e| e.to_string())?

@@ -53,16 +53,19 @@ pub struct Security {
 }
 
 impl Security {
-    /// Takes the decision for `project`; `engine` is the engine the gate judges (`None`:
+    /// Takes the decision for `config`; `engine` is the engine the gate judges (`None`:
     /// resolved from this process's environment, only when the posture depends on it).
-    pub fn of(project: &Project, engine: Option<TargetEngine>) -> Self {
-        Self::judged(project, engine, false)
+    pub fn of(config: &aibox_config::AiboxToml, engine: Option<TargetEngine>) -> Self {
+        Self::judged(config, engine, false)
     }
 
     /// [`Self::of`]; with `check_only` (`apply --check`), an engine-aware refusal for an
     /// engine that was not found becomes a warning of the decision.
-    pub fn judged(project: &Project, engine: Option<TargetEngine>, check_only: bool) -> Self {
-        let config = &project.config;
+    pub fn judged(
+        config: &aibox_config::AiboxToml,
+        engine: Option<TargetEngine>,
+        check_only: bool,
+    ) -> Self {
         let mut decision = aibox_policy::container_security(config);
         let mut judged = None;
         let mut engine_refusal = None;
@@ -445,7 +448,7 @@ pub(crate) fn resolve_in(
     options: &PlanOptions,
 ) -> Result<Resolved, EngineError> {
     let previous_lock = crate::snapshot::read_lock(&root)?;
-    let security = Security::judged(&project, options.engine, options.check_only);
+    let security = Security::judged(&project.config, options.engine, options.check_only);
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;
     let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), &files, options)?;
     let mcp_npm = crate::mcp_npm::lock(
@@ -488,10 +491,7 @@ fn resolve_processkit(
         return Ok(ProcesskitState::NotConfigured);
     }
     let previous = previous_lock.and_then(|l| l.processkit.as_ref());
-    let cache = match &options.cache_dir {
-        Some(dir) => Some(Cache::new(dir.as_std_path())),
-        None => Cache::default_location(),
-    };
+    let cache = Cache::at_or_default(options.cache_dir.as_deref().map(Utf8Path::as_std_path));
     if options.offline
         && let Some(reason) = not_cached(root, project, previous, cache.as_ref())?
     {
@@ -696,10 +696,7 @@ fn lock_server_envs(
 
 /// The download cache, which keeps the resolutions of MCP server dependencies.
 fn mcp_cache(options: &PlanOptions) -> Option<Cache> {
-    match &options.cache_dir {
-        Some(dir) => Some(Cache::new(dir.as_std_path())),
-        None => Cache::default_location(),
-    }
+    Cache::at_or_default(options.cache_dir.as_deref().map(Utf8Path::as_std_path))
 }
 
 /// `[source] generated_at` of the release's `PROVENANCE.toml`, when it is an RFC 3339

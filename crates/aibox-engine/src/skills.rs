@@ -387,9 +387,9 @@ fn release_skills(
 ) -> Result<BTreeSet<String>, String> {
     let not_installed = "the configured processkit release is not installed yet (`aibox \
                          apply` installs it and warns about a name it does not have)";
-    let lock = fs_err::read_to_string(root.join(LOCK_FILE))
+    let lock = crate::writer::ProjectRoot::open(root)
         .ok()
-        .and_then(|text| Lock::parse(&text, Utf8Path::new(LOCK_FILE)).ok())
+        .and_then(|r| crate::snapshot::read_lock(&r).ok().flatten())
         .and_then(|l| l.processkit)
         .ok_or(not_installed)?;
     let pk = &config.processkit;
@@ -399,10 +399,7 @@ fn release_skills(
         return Err(not_installed.to_owned());
     }
     let digest = lock.release_asset_sha256.ok_or(not_installed)?;
-    let cache = match cache_dir {
-        Some(dir) => Some(aibox_provenance::Cache::new(dir.as_std_path())),
-        None => aibox_provenance::Cache::default_location(),
-    };
+    let cache = aibox_provenance::Cache::at_or_default(cache_dir.map(Utf8Path::as_std_path));
     let not_cached = || {
         format!(
             "processkit {} is not in the download cache, so the name was not checked \

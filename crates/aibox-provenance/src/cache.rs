@@ -62,6 +62,12 @@ impl Cache {
         Some(Self::new(base.join("aibox")))
     }
 
+    /// The cache at `dir` when one is given (an option or a test's), else the default
+    /// location ([`Cache::default_location`]).
+    pub fn at_or_default(dir: Option<&Path>) -> Option<Self> {
+        dir.map_or_else(Self::default_location, |d| Some(Self::new(d)))
+    }
+
     /// The cache directory.
     pub fn root(&self) -> &Path {
         &self.root

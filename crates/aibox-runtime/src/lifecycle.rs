@@ -800,18 +800,21 @@ impl Runtime {
         Ok(status)
     }
 
-    /// The egress proxy's container as `status` reports it, beside the agent's container
-    /// `agent` (found by [`Self::container`]; its Compose project is the proxy's); `None`
-    /// when the project has no proxy.
+    /// The egress proxy's container beside the agent's container `agent` (found by
+    /// [`Self::container`]; its Compose project is the proxy's, the Dev Containers CLI's
+    /// differing from aibox's), `None` when there is none. Found once, by its labels, for
+    /// every question asked of it ([`ProxyStatus::of`], [`Self::logs`],
+    /// [`Self::exec_output_in`]).
     ///
     /// # Errors
     /// The engine's CLI fails or does not answer in time.
-    pub fn proxy_status(
+    pub fn egress_proxy(
         &self,
         target: &Target,
         agent: Option<&FoundContainer>,
-    ) -> Result<Option<ProxyStatus>, RuntimeError> {
-        self.proxy_of(target, agent.map(|a| &a.0))
+    ) -> Result<Option<FoundContainer>, RuntimeError> {
+        let project = compose_project(agent.map(|a| &a.0), target);
+        Ok(self.find_proxy(project)?.map(FoundContainer))
     }
 
     fn proxy_of(
@@ -1177,52 +1180,20 @@ impl Runtime {
         Ok(None)
     }
 
-    /// The last `tail` lines of this checkout's egress proxy's log (standard output and
-    /// error; `[network] egress = "allowlist"`), `None` when the project has no proxy
-    /// container. Found by its labels, so any Compose provider's naming works.
+    /// The last `tail` lines of the log of the container `found` (standard output and
+    /// error), such as the egress proxy's refusals.
     ///
     /// # Errors
     /// The engine's CLI fails or does not answer in time.
-    pub fn egress_log(
-        &self,
-        target: &Target,
-        agent: Option<&FoundContainer>,
-        tail: u32,
-    ) -> Result<Option<String>, RuntimeError> {
-        let project = compose_project(agent.map(|a| &a.0), target);
-        let Some(found) = self.find_proxy(project)? else {
-            return Ok(None);
-        };
+    pub fn logs(&self, found: &FoundContainer, tail: u32) -> Result<String, RuntimeError> {
         let mut cmd = self.engine_cmd();
-        cmd.args(["logs", "--tail", &tail.to_string(), &found.id]);
+        cmd.args(["logs", "--tail", &tail.to_string(), &found.0.id]);
         let rendered = process::render(&cmd);
         let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
         if !done.success() {
             return Err(failed(&rendered, &done));
         }
-        Ok(Some(format!("{}{}", done.stdout, done.stderr)))
-    }
-
-    /// Runs `cmd` in the running egress proxy beside the agent's container `agent` (see
-    /// [`Self::proxy_status`]) and returns whether it succeeded and its standard output;
-    /// `None` when the proxy does not run. `doctor` reads what the proxy enforces so.
-    ///
-    /// # Errors
-    /// The engine's CLI fails or does not answer in time.
-    pub fn exec_in_proxy(
-        &self,
-        target: &Target,
-        agent: Option<&FoundContainer>,
-        cmd: &[&str],
-    ) -> Result<Option<(bool, String)>, RuntimeError> {
-        let project = compose_project(agent.map(|a| &a.0), target);
-        let Some(found) = self.find_proxy(project)?.filter(|f| f.running) else {
-            return Ok(None);
-        };
-        let mut command = self.engine_cmd();
-        command.arg("exec").arg(&found.id).args(cmd);
-        let done = process::run(command, self.timeouts.query, &mut |_, _| {})?;
-        Ok(Some((done.success(), done.stdout)))
+        Ok(format!("{}{}", done.stdout, done.stderr))
     }
 
     /// The egress proxy container of Compose project `project` (`None` when there is
@@ -1867,6 +1838,15 @@ fn stale_container_reason(
 /// The `PODMAN_USERNS` value when `podman info` says rootless (`true`), else `None`.
 fn keep_id_value(rootless: &str, uid: u32, gid: u32) -> Option<String> {
     (rootless.trim() == "true").then(|| format!("keep-id:uid={uid},gid={gid}"))
+}
+
+impl ProxyStatus {
+    /// The status of the egress proxy container `found` (`None`: missing), as found by
+    /// [`Runtime::egress_proxy`].
+    #[must_use]
+    pub fn of(found: Option<&FoundContainer>) -> Self {
+        proxy_status_of(found.map(|f| &f.0))
+    }
 }
 
 /// The status of the egress proxy container `found` (`None`: missing).

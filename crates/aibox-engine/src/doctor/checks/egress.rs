@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use aibox_config::{EgressMode, PlannedFile, Project};
-use aibox_devcontainer::egress::BLOCKED_LOG_MARKER;
+use aibox_devcontainer::egress::{BLOCKED_LOG_MARKER, PROXY_USER};
 use aibox_policy::{Finding, Severity};
 use aibox_runtime::{ContainerState, ProxyStatus};
 use camino::Utf8Path;
@@ -32,37 +32,34 @@ pub(crate) fn check(
         run.skip("egress", "no engine");
         return;
     };
-    let proxy = match runtime.proxy_status(target, agent) {
+    // Found once, for its state, what it enforces and its log.
+    let proxy = match runtime.egress_proxy(target, agent) {
         Ok(proxy) => proxy,
         Err(e) => {
             run.skip("egress", &e.to_string());
             return;
         }
     };
-    let down = proxy
-        .filter(|s| s.state != ContainerState::Running)
-        .map(|s| proxy_down(&s, p, &runtime.detected().engine.engine.to_string()));
-    if agent.is_some_and(aibox_runtime::FoundContainer::running)
-        && let Some(finding) = down
+    let status = ProxyStatus::of(proxy.as_ref());
+    if status.state != ContainerState::Running
+        && agent.is_some_and(aibox_runtime::FoundContainer::running)
     {
-        run.check("egress", vec![finding]);
+        let engine = runtime.detected().engine.engine.to_string();
+        run.check("egress", vec![proxy_down(&status, p, &engine)]);
         return;
     }
-    // What the running proxy enforces, against the files it was made from.
-    let enforced = match enforced_findings(runtime, target, agent) {
-        Ok(found) => found,
-        Err(e) => {
-            run.skip("egress", &e.to_string());
-            return;
-        }
+    let Some(proxy) = proxy else {
+        run.skip("egress", "no egress proxy container (run `aibox up`)");
+        return;
     };
-    match runtime.egress_log(target, agent, LOG_TAIL) {
-        Ok(Some(log)) => {
-            let mut all = enforced;
-            all.extend(findings(&log, p));
-            run.check("egress", all);
-        }
-        Ok(None) => run.skip("egress", "no egress proxy container (run `aibox up`)"),
+    // What the running proxy enforces, against the files it was made from, then what its
+    // log says it refused.
+    let checked = enforced_findings(runtime, target, &proxy).and_then(|mut all| {
+        all.extend(findings(&runtime.logs(&proxy, LOG_TAIL)?, p));
+        Ok(all)
+    });
+    match checked {
+        Ok(all) => run.check("egress", all),
         Err(e) => run.skip("egress", &e.to_string()),
     }
 }
@@ -74,20 +71,23 @@ pub(crate) fn check(
 fn enforced_findings(
     runtime: &aibox_runtime::Runtime,
     target: &aibox_runtime::Target,
-    agent: Option<&aibox_runtime::FoundContainer>,
+    proxy: &aibox_runtime::FoundContainer,
 ) -> Result<Vec<Finding>, aibox_runtime::RuntimeError> {
     use aibox_config::layout::{
         EGRESS_CONF, EGRESS_FILTER, EGRESS_LOCAL_CONF, EGRESS_LOCAL_FILTER,
     };
     use aibox_devcontainer::egress::{RUN_CONF, RUN_FILTER};
+    if !proxy.running() {
+        return Ok(Vec::new());
+    }
     let disk = |rel: &str| fs_err::read_to_string(target.root.join(rel)).unwrap_or_default();
     let mut out = Vec::new();
     for (running, team, personal) in [
         (RUN_FILTER, EGRESS_FILTER, EGRESS_LOCAL_FILTER),
         (RUN_CONF, EGRESS_CONF, EGRESS_LOCAL_CONF),
     ] {
-        let Some((true, enforced)) = runtime.exec_in_proxy(target, agent, &["cat", running])?
-        else {
+        // As the proxy's own user, who wrote the files at its start.
+        let (true, enforced) = runtime.exec_output_in(proxy, PROXY_USER, &["cat", running])? else {
             continue;
         };
         let expected = format!("{}{}", disk(team), disk(personal));
