@@ -61,8 +61,7 @@ pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
     let mut config = crate::parse_aibox_toml(&text, AIBOX_TOML).map_err(config_error)?;
     with_derived_defaults(&mut config);
     // The model always serialises; a failure would leave `Null`, reported as unset.
-    let mut effective = serde_json::to_value(&config).unwrap_or(Value::Null);
-    with_unwritten_defaults(&config, &mut effective);
+    let effective = serde_json::to_value(&config).unwrap_or(Value::Null);
     let schema = crate::schema::aibox_toml_schema();
     match lookup(&effective, &schema, key) {
         Lookup::Value(v) => Ok(v),
@@ -94,36 +93,6 @@ fn with_derived_defaults(config: &mut crate::AiboxToml) {
     config.container.gid = Some(config.container.gid());
     if config.aibox.project_name.is_none() {
         config.aibox.project_name = Some(config.container.name.clone());
-    }
-}
-
-/// Puts back the keys the model leaves out of its serialisation while they hold their
-/// default (so a rendered `aibox.toml` stays short), and that the schema therefore has
-/// no default for: `get` prints the value aibox uses, not "no default".
-fn with_unwritten_defaults(config: &crate::AiboxToml, effective: &mut Value) {
-    let (pk, sec) = (&config.processkit, &config.security);
-    let unwritten = [
-        ("processkit", "review", Value::from(pk.review.as_str())),
-        (
-            "processkit",
-            "allow_unverified",
-            Value::from(pk.allow_unverified),
-        ),
-        (
-            "security",
-            "acknowledge_seccomp_unconfined",
-            Value::from(sec.acknowledge_seccomp_unconfined),
-        ),
-        (
-            "security",
-            "acknowledge_seccomp_profile",
-            Value::from(sec.acknowledge_seccomp_profile),
-        ),
-    ];
-    for (table, key, value) in unwritten {
-        if let Some(t) = effective.get_mut(table).and_then(Value::as_object_mut) {
-            t.entry(key).or_insert(value);
-        }
     }
 }
 
@@ -265,9 +234,7 @@ mod tests {
     fn effective_derived(text: &str) -> Value {
         let mut config = crate::parse_aibox_toml(text, "aibox.toml").unwrap();
         with_derived_defaults(&mut config);
-        let mut value = serde_json::to_value(&config).unwrap();
-        with_unwritten_defaults(&config, &mut value);
-        value
+        serde_json::to_value(&config).unwrap()
     }
 
     /// QA: `processkit.review` said "it has no default" where the docs say
@@ -287,6 +254,11 @@ mod tests {
         ] {
             assert_eq!(lookup(&cfg, &schema, key), Lookup::Value(value), "{key}");
         }
+        // The schema states the model's own default (its serialisation leaves it out).
+        assert_eq!(
+            lookup(&Value::Null, &schema, "processkit.review"),
+            Lookup::Value(serde_json::to_value(crate::model::ReviewScope::default()).unwrap())
+        );
         let cfg =
             effective_derived("[container]\nname = \"demo\"\n[processkit]\nreview = \"all\"\n");
         assert_eq!(

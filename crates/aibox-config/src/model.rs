@@ -441,12 +441,14 @@ pub struct ProcesskitSection {
     /// Named opt-out of digest verification. A provenance exception that `aibox doctor`
     /// always reports.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(extend("default" = false))]
     pub allow_unverified: bool,
     /// Which skills the skill review gates at `apply`. `third-party` (default): skills
     /// the verified, pinned release shipped are first-party (reviewed and reported, never
     /// blocking); everything else must pass or carry a consent. `all`: first-party
     /// skills must pass or carry a consent too.
     #[serde(default, skip_serializing_if = "ReviewScope::is_default")]
+    #[schemars(extend("default" = "third-party"))]
     pub review: ReviewScope,
     /// Release sources whose verified releases are first-party, besides the official
     /// `https://github.com/projectious-work/processkit` (always trusted). Each entry is a
@@ -804,6 +806,7 @@ pub enum NetworkMode {
 pub struct SecuritySection {
     /// The owner accepts `seccomp=unconfined` for Codex's bubblewrap sandbox.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(extend("default" = false))]
     pub acknowledge_seccomp_unconfined: bool,
     /// How Codex's bubblewrap sandbox gets the user namespaces it needs in the container
     /// (`landlock` is deprecated and means `engine-default`).
@@ -811,6 +814,7 @@ pub struct SecuritySection {
     pub codex_sandbox: CodexSandbox,
     /// The owner accepts the generated seccomp profile that allows user namespaces.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(extend("default" = false))]
     pub acknowledge_seccomp_profile: bool,
     /// Recorded exceptions for other relaxations, one per option.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
