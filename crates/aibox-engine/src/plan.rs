@@ -80,8 +80,8 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
         project,
         previous_lock,
         aibox_version: &options.aibox_version,
-        security_opt: aibox_policy::without_override_duplicates(
-            &with_no_new_privileges(&security.security_opt, override_text.as_deref()),
+        security_opt: aibox_policy::agent_security_opt(
+            &security.security_opt,
             override_text.as_deref(),
         ),
         options,
@@ -170,48 +170,4 @@ fn retire_generated(
         }
     }
     Ok(())
-}
-
-/// `no-new-privileges:true` for the agent's container, before the policy's options: a
-/// setuid binary of the base image (`su`, `mount`, `passwd`) cannot raise the agent's
-/// privileges. Nothing aibox puts in the image needs setuid (no sudo; Codex's bubblewrap
-/// sandbox uses user namespaces, which it still may create). Left out when the user's
-/// override sets `no-new-privileges` itself (`false` needs the consent the gate asks for).
-fn with_no_new_privileges(security_opt: &[String], override_text: Option<&str>) -> Vec<String> {
-    const NO_NEW_PRIVILEGES: &str = "no-new-privileges:true";
-    let in_override = ["no-new-privileges:true", "no-new-privileges:false"]
-        .iter()
-        .any(|o| {
-            aibox_policy::without_override_duplicates(&[(*o).to_owned()], override_text).is_empty()
-        });
-    let mut out = Vec::with_capacity(security_opt.len() + 1);
-    if !in_override
-        && !security_opt
-            .iter()
-            .any(|o| o.starts_with("no-new-privileges"))
-    {
-        out.push(NO_NEW_PRIVILEGES.to_owned());
-    }
-    out.extend(security_opt.iter().cloned());
-    out
-}
-
-#[cfg(test)]
-mod no_new_privileges_tests {
-    use super::with_no_new_privileges;
-
-    #[test]
-    fn the_agent_gets_no_new_privileges_unless_the_override_decides() {
-        let policy = vec!["seccomp=unconfined".to_owned()];
-        assert_eq!(
-            with_no_new_privileges(&policy, None),
-            ["no-new-privileges:true", "seccomp=unconfined"]
-        );
-        let unrelated = "services:\n  demo:\n    security_opt:\n      - label=disable\n";
-        assert_eq!(with_no_new_privileges(&[], Some(unrelated)).len(), 1);
-        for set in ["no-new-privileges:false", "no-new-privileges=true"] {
-            let text = format!("services:\n  demo:\n    security_opt:\n      - {set}\n");
-            assert!(with_no_new_privileges(&[], Some(&text)).is_empty(), "{set}");
-        }
-    }
 }

@@ -36,9 +36,9 @@ pub use gate::{
 pub use redact::{MASK, Redactor, redact, redact_secrets};
 pub use relax::relaxation;
 pub use seccomp::{
-    PROFILE_PATH, PROFILE_SECURITY_OPT, SeccompPosture, SecurityDecision, TargetEngine,
-    UNCONFINED_SECURITY_OPT, check_engine, container_security, container_security_for,
-    generated_profile, generated_profile_sha256, sandbox_fix, sha256_hex,
+    NO_NEW_PRIVILEGES, PROFILE_PATH, PROFILE_SECURITY_OPT, SeccompPosture, SecurityDecision,
+    TargetEngine, UNCONFINED_SECURITY_OPT, agent_security_opt, check_engine, container_security,
+    container_security_for, generated_profile, generated_profile_sha256, sandbox_fix, sha256_hex,
     without_override_duplicates,
 };
 pub use secrets::{TextKind, scan_secrets};

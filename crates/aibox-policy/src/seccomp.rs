@@ -321,6 +321,28 @@ fn engine_help(engine: TargetEngine) -> String {
     )
 }
 
+/// `no-new-privileges` for the agent's container: a setuid binary of the base image
+/// (`su`, `mount`, `passwd`) cannot raise the agent's privileges. Nothing aibox puts in
+/// the image needs setuid (no sudo; Codex's bubblewrap sandbox uses user namespaces,
+/// which it still may create).
+pub const NO_NEW_PRIVILEGES: &str = "no-new-privileges:true";
+
+/// The agent service's `security_opt` for the `decided` entries (the decision's): first
+/// [`NO_NEW_PRIVILEGES`], unless the user-owned Compose override sets
+/// `no-new-privileges` itself (`false` needs the consent the gate asks for), then the
+/// decided entries the override does not already set (see
+/// [`without_override_duplicates`]).
+pub fn agent_security_opt(decided: &[String], override_text: Option<&str>) -> Vec<String> {
+    let set = override_security_opt(override_text);
+    let sets_it = |opts: &[String]| opts.iter().any(|o| o.starts_with("no-new-privileges"));
+    let mut out = Vec::with_capacity(decided.len() + 1);
+    if !sets_it(&set) && !sets_it(decided) {
+        out.push(NO_NEW_PRIVILEGES.to_owned());
+    }
+    out.extend(without_set(decided, &set));
+    out
+}
+
 /// Drops the entries of `security_opt` that the user-owned Compose override already sets
 /// for any service (SEC-SECCOMP-1: never emit an option twice). `=` and `:` separators
 /// count as the same option. The gate still checks the override itself.
@@ -328,8 +350,17 @@ pub fn without_override_duplicates(
     security_opt: &[String],
     override_text: Option<&str>,
 ) -> Vec<String> {
-    let normalise = |s: &str| s.trim().replacen(':', "=", 1).to_ascii_lowercase();
-    let existing: Vec<String> = override_text
+    without_set(security_opt, &override_security_opt(override_text))
+}
+
+/// A `security_opt` entry as compared: its first `:` as `=`, lowercase.
+fn normalise_opt(s: &str) -> String {
+    s.trim().replacen(':', "=", 1).to_ascii_lowercase()
+}
+
+/// Every `security_opt` entry of every service of the override, normalised.
+fn override_security_opt(override_text: Option<&str>) -> Vec<String> {
+    override_text
         .and_then(|t| serde_norway::from_str::<serde_norway::Value>(t).ok())
         .and_then(|doc| {
             doc.get("services")
@@ -345,13 +376,17 @@ pub fn without_override_duplicates(
                 })
                 .flatten()
                 .filter_map(serde_norway::Value::as_str)
-                .map(normalise)
+                .map(normalise_opt)
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The entries of `security_opt` not in `set` (normalised entries).
+fn without_set(security_opt: &[String], set: &[String]) -> Vec<String> {
     security_opt
         .iter()
-        .filter(|o| !existing.contains(&normalise(o)))
+        .filter(|o| !set.contains(&normalise_opt(o)))
         .cloned()
         .collect()
 }
@@ -523,4 +558,30 @@ fn unconditional_allow(rule: &Value, name: &str) -> bool {
             .get("names")
             .and_then(Value::as_array)
             .is_some_and(|n| n.iter().any(|v| v.as_str() == Some(name)))
+}
+
+#[cfg(test)]
+mod agent_security_opt_tests {
+    use super::agent_security_opt;
+
+    #[test]
+    fn the_agent_gets_no_new_privileges_unless_the_override_decides() {
+        let policy = vec!["seccomp=unconfined".to_owned()];
+        assert_eq!(
+            agent_security_opt(&policy, None),
+            ["no-new-privileges:true", "seccomp=unconfined"]
+        );
+        let unrelated = "services:\n  demo:\n    security_opt:\n      - label=disable\n";
+        assert_eq!(agent_security_opt(&[], Some(unrelated)).len(), 1);
+        for set in ["no-new-privileges:false", "no-new-privileges=true"] {
+            let text = format!("services:\n  demo:\n    security_opt:\n      - {set}\n");
+            assert!(agent_security_opt(&[], Some(&text)).is_empty(), "{set}");
+        }
+        // An entry the override already sets is not written twice.
+        let text = "services:\n  demo:\n    security_opt:\n      - seccomp:unconfined\n";
+        assert_eq!(
+            agent_security_opt(&policy, Some(text)),
+            ["no-new-privileges:true"]
+        );
+    }
 }
