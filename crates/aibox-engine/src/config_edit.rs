@@ -22,10 +22,37 @@ pub fn config_set(
     key: &str,
     value: &str,
 ) -> Result<camino::Utf8PathBuf, ConfigEditError> {
+    config_set_report(root, file, key, value).map(|set| set.path)
+}
+
+/// What [`config_set_report`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetReport {
+    /// The edited file.
+    pub path: camino::Utf8PathBuf,
+    /// The seccomp consent key the settings need and lack after the edit (saved anyway:
+    /// `apply` asks for it at a terminal, and refuses without one).
+    pub needs_consent: Option<String>,
+}
+
+/// [`config_set`], and the seccomp consent the settings still need afterwards, found by
+/// the same checks that judged the edit.
+///
+/// # Errors
+/// As [`config_set`].
+pub fn config_set_report(
+    root: &Utf8Path,
+    file: ConfigFile,
+    key: &str,
+    value: &str,
+) -> Result<SetReport, ConfigEditError> {
     edit_file(root, file, |text| {
         aibox_config::edit::set_in(file, text, key, value).map(Some)
     })
-    .map(|(path, _)| path)
+    .map(|edited| SetReport {
+        path: edited.path,
+        needs_consent: edited.needs_consent,
+    })
 }
 
 /// `aibox mcp add`: appends `server` to the team's `[[ai.mcp.servers]]` or the personal
@@ -39,7 +66,7 @@ pub fn mcp_add(
     edit_file(root, file, |text| {
         aibox_config::edit::add_mcp_server(file, text, server).map(Some)
     })
-    .map(|(path, _)| path)
+    .map(|edited| edited.path)
 }
 
 /// `aibox mcp remove`: removes the server `name` from the file; whether it was there.
@@ -51,16 +78,25 @@ pub fn mcp_remove(
     edit_file(root, file, |text| {
         aibox_config::edit::remove_mcp_server(file, text, name)
     })
+    .map(|edited| (edited.path, edited.changed))
 }
 
 /// Reads `file`, applies `edit` (`None`: nothing to change), runs `apply`'s checks on a
 /// team file and saves the result through the writer. Returns the path and whether the
 /// edit applied.
+/// What [`edit_file`] did: the file, whether it changed, and the seccomp consent the
+/// edited settings lack (see [`SetReport::needs_consent`]).
+struct Edited {
+    path: camino::Utf8PathBuf,
+    changed: bool,
+    needs_consent: Option<String>,
+}
+
 fn edit_file(
     root: &Utf8Path,
     file: ConfigFile,
     edit: impl FnOnce(&str) -> Result<Option<String>, aibox_config::ConfigError>,
-) -> Result<(camino::Utf8PathBuf, bool), ConfigEditError> {
+) -> Result<Edited, ConfigEditError> {
     let path = root.join(file.file_name());
     let rel = Utf8Path::new(file.file_name());
     let project = ProjectRoot::open(root).map_err(|e| edit_error(root, e))?;
@@ -82,7 +118,11 @@ fn edit_file(
         checked.map_err(ConfigEditError::Existing)?;
     }
     let Some(new) = edit(&text)? else {
-        return Ok((path, false));
+        return Ok(Edited {
+            path,
+            changed: false,
+            needs_consent: None,
+        });
     };
     // The checks `apply` runs: an edit apply would refuse is refused here, the MCP
     // servers of both files together included (a literal environment value, a name in
@@ -110,22 +150,29 @@ fn edit_file(
     let local = local_text
         .and_then(|t| aibox_config::parse_local_toml(t, aibox_config::LOCAL_TOML).ok())
         .unwrap_or_default();
+    let mut needs_consent = None;
     if let Some(config) = &config {
         crate::config_check::check_servers(config, &local)?;
-        check_settings_edit(root, file, &text, other_text.as_deref(), config, &local)?;
+        needs_consent =
+            check_settings_edit(root, file, &text, other_text.as_deref(), config, &local)?;
     }
     // The personal file is where tokens go: readable by its owner only, whoever made it.
     let mode = (file == ConfigFile::Local).then_some(PERSONAL_MODE);
     Writer::for_command(&project, Writers::CONFIG_SET)
         .write(rel, new.as_bytes(), mode)
         .map_err(|e| edit_error(root, e))?;
-    Ok((path, true))
+    Ok(Edited {
+        path,
+        changed: true,
+        needs_consent,
+    })
 }
 
 /// [`crate::config_check::check_settings`] on the edited configuration: a value `apply`
 /// would refuse is refused, unless the files had that very problem before the edit (a
 /// problem the edit did not make, such as a CA file not there yet, blocks no other key).
-/// A missing seccomp consent is left to the caller: `apply` asks for it at a terminal.
+/// A missing seccomp consent is left to the caller (`apply` asks for it at a terminal):
+/// its key is returned.
 fn check_settings_edit(
     root: &Utf8Path,
     file: ConfigFile,
@@ -133,11 +180,14 @@ fn check_settings_edit(
     other_text: Option<&str>,
     config: &aibox_config::AiboxToml,
     local: &aibox_config::LocalToml,
-) -> Result<(), ConfigEditError> {
+) -> Result<Option<String>, ConfigEditError> {
     use crate::config_check::settings_problems;
     let after = settings_problems(root, config, local);
+    let consent = after
+        .iter()
+        .find_map(crate::consent::missing_seccomp_consent);
     if after.iter().all(|e| e.consent_key().is_some()) {
-        return Ok(());
+        return Ok(consent);
     }
     // The configuration as it was: both files parsed from their old texts.
     let (team_old, local_old) = match file {
@@ -162,7 +212,7 @@ fn check_settings_edit(
         .find(|e| e.consent_key().is_none() && !before.contains(&e.to_string()))
     {
         Some(err) => Err(ConfigEditError::Settings(Box::new(err))),
-        None => Ok(()),
+        None => Ok(consent),
     }
 }
 

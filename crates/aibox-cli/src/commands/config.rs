@@ -66,8 +66,8 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
     } else {
         aibox_config::edit::ConfigFile::Team
     };
-    let path = match aibox_engine::config_edit::config_set(&root, file, key, value) {
-        Ok(path) => path,
+    let set = match aibox_engine::config_edit::config_set_report(&root, file, key, value) {
+        Ok(set) => set,
         Err(e) => {
             // The diagnostic quotes the edited text (or the file as it is); say it was
             // never saved, and whose problem it is.
@@ -88,9 +88,7 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
     let relaxes = aibox_policy::relaxation(key, value);
     // A setting that needs a consent is saved (`apply` asks for it at a terminal), and
     // said so: without a terminal, `apply` refuses until the consent is recorded.
-    let consent = aibox_engine::config_check::check_all(&root)
-        .err()
-        .and_then(|e| aibox_engine::consent::missing_seccomp_consent(&e));
+    let (path, consent) = (set.path, set.needs_consent);
     json_or(
         g,
         &serde_json::json!({ "key": key, "file": path, "relaxes": relaxes, "needs_consent": consent }),

@@ -154,7 +154,6 @@ fn ask_harnesses(input: &mut impl BufRead, out: &mut impl Write) -> Result<Vec<H
     )
 }
 
-/// The context-mode question: exactly one of the two modes.
 /// Refuses processkit flags beside context mode `harness-only`: they would be dropped
 /// without a word.
 fn pk_flags_fit(args: &InitArgs, mode: Option<ContextMode>) -> Result<(), Failure> {
@@ -177,6 +176,7 @@ fn pk_flags_fit(args: &InitArgs, mode: Option<ContextMode>) -> Result<(), Failur
     .into())
 }
 
+/// The context-mode question: exactly one of the two modes.
 fn ask_context_mode(
     input: &mut impl BufRead,
     out: &mut impl Write,
