@@ -167,7 +167,6 @@ impl ApplyReport {
         }
     }
 
-    /// The changed files counted per action, `created 3, updated 1:` (action order).
     /// The summary of a run that wrote `total` files: `created 11 file(s)`, or per action
     /// and the total (`created 2, updated 3: 5 file(s) written`).
     fn counts(&self, total: usize) -> String {

@@ -1095,7 +1095,8 @@ pub struct LiveScan {
     pub stale_snapshots: BTreeSet<String>,
     /// The migration documents already in the project (pending, in progress or applied):
     /// id → the version change it records, when its front matter reads. A new document
-    /// never takes the id of another version change.
+    /// never takes the id of another version change. Read only when the installed
+    /// version differs from the release's (empty otherwise: no document is written).
     pub migration_ids: crate::migration::Existing,
     /// Whether the release's own snapshot directory exists.
     pub snapshot_present: bool,
@@ -1259,6 +1260,7 @@ pub fn scan(
             // No thread could be started, or it died: hashed here.
             (None, _) => install_hash_streamed(&release.payload, &b.new_set)?,
         };
+        let migration_ids = migration_ids(root, b.old, &release.version);
         Ok(LiveScan {
             marker_sha256,
             parsed_marker: None,
@@ -1266,7 +1268,7 @@ pub fn scan(
             interrupted,
             snapshot_provenance,
             stale_snapshots,
-            migration_ids: crate::migration::existing_ids(root),
+            migration_ids,
             snapshot_present,
             snapshot_files,
             cache_misses,
@@ -1281,6 +1283,17 @@ pub fn scan(
 
 /// The snapshot folders of other versions: real directories named like versions, never a
 /// user's file or link.
+/// The project's migration documents ([`crate::migration::existing_ids`]), read only
+/// for a version change from `old` to `version`, the one plan that writes a document:
+/// every other apply (no-op ones included) leaves them unread.
+fn migration_ids(root: &Path, old: Option<&Marker>, version: &str) -> crate::migration::Existing {
+    if old.is_some_and(|m| m.install.processkit_version != version) {
+        crate::migration::existing_ids(root)
+    } else {
+        crate::migration::Existing::new()
+    }
+}
+
 fn stale_snapshots(root: &Path, version: &str) -> BTreeSet<String> {
     let mut stale = BTreeSet::new();
     if let Ok(rd) = fs_err::read_dir(root.join(SNAPSHOT_DIR)) {
