@@ -29,7 +29,6 @@ pub struct NetworkList {
     pub not_resolved: Option<String>,
     /// Settings the mode ignores (`[network] allow` with `egress = "none"`), as `apply`
     /// warns of them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
 

@@ -2160,7 +2160,7 @@ fn json_results_keep_their_keys() {
     assert_eq!(apply["warnings"], serde_json::json!([]), "{apply}");
     assert!(apply["upgrade"].is_null(), "{apply}");
     let network = json(&["-o", "json", "network", "list"]);
-    for key in ["proxy", "upstream_proxy", "not_resolved"] {
+    for key in ["proxy", "upstream_proxy", "not_resolved", "warnings"] {
         assert!(
             network.get(key).is_some(),
             "network list has no `{key}`: {network}"
