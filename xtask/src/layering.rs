@@ -178,6 +178,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
         "mcp_resolver",
         "versions",
     ],
+    &["security"],
     // The bottom: no arrow into the engine.
     &["error", "process", "codex_sandbox", "updates"],
 ];

@@ -101,7 +101,7 @@ pub fn codex_enabled(config: &AiboxToml) -> bool {
 
 /// Runs the probe in the project's running container as the configured user. `None`
 /// when Codex is not enabled. `posture` is the project's (see
-/// [`crate::resolve::Security::posture`]). `found` is the container as the caller last
+/// [`crate::security::Security::posture`]). `found` is the container as the caller last
 /// saw it (`up`, doctor): when it runs, the probe runs in it without another lookup;
 /// otherwise the probe looks the container up and reports why it cannot run.
 pub fn probe(

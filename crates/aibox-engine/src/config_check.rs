@@ -107,7 +107,7 @@ pub fn settings_problems(
     let mut problems = Vec::new();
     // Judged as `apply --check` judges it: the engine-aware half only where an engine is
     // found.
-    if let Err(e) = crate::resolve::Security::judged(config, None, true).check() {
+    if let Err(e) = crate::security::Security::judged(config, None, true).check() {
         problems.push(EngineError::from(e));
     }
     let extra_ca = match read_extra_ca(root, local).map(|(path, text)| extra_ca_text(path, text)) {

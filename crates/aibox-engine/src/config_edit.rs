@@ -185,7 +185,7 @@ fn check_settings_edit(
     let after = settings_problems(root, config, local);
     let consent = after
         .iter()
-        .find_map(crate::consent::missing_seccomp_consent);
+        .find_map(crate::error::EngineError::missing_consent);
     if after.iter().all(|e| e.consent_key().is_some()) {
         return Ok(consent);
     }

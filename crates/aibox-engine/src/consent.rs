@@ -14,7 +14,7 @@ use crate::error::EngineError;
 /// layer decided and put the key into its error; this only reads it, so the project is
 /// not loaded again.
 pub fn missing_seccomp_consent(err: &EngineError) -> Option<String> {
-    err.consent_key().map(|key| format!("security.{key}"))
+    err.missing_consent()
 }
 
 /// Writes `key = true` into `aibox.toml`, keeping comments and order. Call only after a

@@ -293,6 +293,12 @@ impl EngineError {
         }
     }
 
+    /// The consent setting a seccomp refusal asks for, as `aibox.toml` names it
+    /// (`security.acknowledge_seccomp_unconfined`): what the consent prompt records.
+    pub fn missing_consent(&self) -> Option<String> {
+        self.consent_key().map(|key| format!("security.{key}"))
+    }
+
     /// An I/O failure of `op` on `path`: the writer's own [`aibox_fs::WriteError::Io`]
     /// (one error, one code, wherever the engine touches the disk).
     pub(crate) fn io(

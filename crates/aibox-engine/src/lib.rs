@@ -15,6 +15,7 @@ mod process;
 pub mod records;
 pub mod render;
 pub mod resolve;
+mod security;
 pub mod skill_review;
 pub mod snapshot;
 pub mod sources;

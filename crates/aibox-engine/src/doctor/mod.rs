@@ -265,7 +265,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         // its own.
         let security = match (&resolved, &project) {
             (Some(Ok(r)), _) => Some(r.security.clone()),
-            (_, Some(p)) => Some(crate::resolve::Security::of(&p.config, Some(engine))),
+            (_, Some(p)) => Some(crate::security::Security::of(&p.config, Some(engine))),
             _ => None,
         };
 

@@ -4,7 +4,7 @@
 use super::{EngineAt, SKIPPED};
 use crate::codex_sandbox::{SandboxReport, SandboxStatus};
 use crate::doctor::report::Run;
-use crate::resolve::Security;
+use crate::security::Security;
 use aibox_config::{AiboxToml, Project};
 use aibox_policy::{Finding, SeccompPosture, Severity};
 use aibox_runtime::FoundContainer;

@@ -7,11 +7,11 @@ use aibox_provenance::lock::Lock;
 use camino::Utf8Path;
 use miette::Diagnostic as _;
 
-use crate::resolve::Security;
+use crate::security::Security;
 use crate::writer::ProjectRoot;
 
 /// The findings and the posture's name (when the configuration could be evaluated). The
-/// seccomp decision is the resolve's ([`crate::resolve::Security`]), not taken again here.
+/// seccomp decision is the resolve's ([`crate::security::Security`]), not taken again here.
 pub(crate) fn findings(
     root: &ProjectRoot,
     project: &Project,
