@@ -178,7 +178,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
         "mcp_resolver",
         "versions",
     ],
-    &["security"],
+    &["security", "reach"],
     // The bottom: no arrow into the engine.
     &["error", "process", "codex_sandbox", "updates"],
 ];

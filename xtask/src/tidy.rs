@@ -99,6 +99,12 @@ const WRITE_ALLOWLIST: &[(&str, &str)] = &[
         "crates/aibox-engine/src/updates.rs",
         "the daily update-check record in the user's cache directory",
     ),
+    // The approved reach of each checkout is recorded in the user's state directory
+    // (`reach/<digest>.json`), outside every project: the container must not see it.
+    (
+        "crates/aibox-engine/src/reach.rs",
+        "the approved-reach records in the user's state directory",
+    ),
 ];
 
 /// Product files that may spell a `.devcontainer/` path literal, each with the reason.

@@ -227,6 +227,11 @@ pub struct ApplyArgs {
     /// Also build the container image.
     #[arg(long, conflicts_with_all = ["dry_run", "check"])]
     pub build: bool,
+    /// Approve what the configuration now lets the container reach beyond what you last
+    /// approved for this checkout (hosts, egress mode, host folders and variables,
+    /// relaxations). Without it such an apply is refused, or asked at a terminal.
+    #[arg(long, conflicts_with_all = ["dry_run", "check"])]
+    pub approve_reach: bool,
 }
 
 /// `aibox up`.
@@ -235,6 +240,9 @@ pub struct UpArgs {
     /// Rebuild the image even when it exists.
     #[arg(long)]
     pub build: bool,
+    /// Approve more reach for the container, as `aibox apply --approve-reach` does.
+    #[arg(long)]
+    pub approve_reach: bool,
 }
 
 /// `aibox exec`.

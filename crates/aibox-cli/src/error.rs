@@ -122,6 +122,18 @@ pub enum CliError {
     )]
     ConsentRefused,
 
+    /// The person at the terminal did not approve more reach for the container.
+    #[error("more reach for the container not approved")]
+    #[diagnostic(
+        code(aibox::apply::reach_not_approved),
+        help(
+            "nothing was written. If you made the changes listed, run the command again with \
+             `--approve-reach` (or answer yes at the terminal); if you did not, the agent in the \
+             container may have: undo them"
+        )
+    )]
+    ReachRefused,
+
     /// `aibox help NAME` for a command that does not exist.
     #[error("aibox has no command `{name}`")]
     #[diagnostic(
@@ -206,6 +218,7 @@ impl CliError {
             Self::NonUtf8Cwd(_)
             | Self::FolderName { .. }
             | Self::ConsentRefused
+            | Self::ReachRefused
             | Self::Cancelled
             | Self::ProjectMissing { .. }
             | Self::ProjectNotFolder { .. }

@@ -58,22 +58,21 @@ pub(crate) fn render(inputs: &Inputs<'_>) -> Result<String, DevcontainerError> {
     for volume in volumes(inputs)?.team {
         let _ = writeln!(out, "      - {}", yaml(&volume));
     }
-    if egress::isolated(egress) {
-        // The folder of these files, read-only over its place in the workspace: the
-        // agent must not rewrite its own network or the proxy's filter and configuration
-        // (`aibox-egress/`), which the next start by any tool would use. The folder
-        // itself, not `aibox-egress/` alone: a mount point cannot be renamed, but its
-        // parent could be, and a new folder put in its place.
-        let _ = writeln!(
-            out,
-            "      - {}",
-            yaml(&format!(
-                "{}:{}:ro",
-                egress::AGENT_RO_SOURCE,
-                egress::agent_ro_target()
-            ))
-        );
-    }
+    // The folder of these files, read-only over its place in the workspace, in every
+    // egress mode: the agent must not rewrite what the next start by any tool uses (the
+    // Compose files and override, the Dockerfiles, devcontainer.json, whose
+    // `initializeCommand` runs on the host, and the proxy's filter and configuration in
+    // `aibox-egress/`). The folder itself, not single files: a mount point cannot be
+    // renamed, but its parent could be, and a new folder put in its place.
+    let _ = writeln!(
+        out,
+        "      - {}",
+        yaml(&format!(
+            "{}:{}:ro",
+            egress::AGENT_RO_SOURCE,
+            egress::agent_ro_target()
+        ))
+    );
     if egress == EgressMode::Allowlist {
         // Only the proxy's socket is in it; read-only, so the agent cannot plant a file.
         let _ = writeln!(

@@ -33,6 +33,7 @@ use crate::writer::{ProjectRoot, WriteError, Writer, check_relative, in_perimete
 
 /// Options of [`apply`].
 #[derive(Debug, Clone)]
+#[allow(clippy::struct_excessive_bools)] // independent switches of one apply
 pub struct ApplyOptions {
     /// Compute diffs of what would change; write nothing.
     pub dry_run: bool,
@@ -45,6 +46,12 @@ pub struct ApplyOptions {
     /// How long to wait for another apply's project lock before failing with
     /// `aibox::apply::busy`.
     pub lock_timeout: Duration,
+    /// Give the container more than the owner last approved for this checkout (see
+    /// [`crate::reach`]); without it such an apply is refused.
+    pub approve_reach: bool,
+    /// Where the approved reach of each checkout is recorded (default:
+    /// `$XDG_STATE_HOME/aibox/reach`, else `~/.local/state/aibox/reach`).
+    pub reach_dir: Option<Utf8PathBuf>,
     /// Planning options.
     pub plan: PlanOptions,
 }
@@ -56,6 +63,8 @@ impl Default for ApplyOptions {
             check: false,
             force: false,
             lock_timeout: Duration::from_secs(30),
+            approve_reach: false,
+            reach_dir: None,
             plan: PlanOptions::default(),
         }
     }
@@ -404,7 +413,7 @@ fn apply_plan_locked(
     }
     // A dry run or check moves nothing: it lists (and diffs) every removal.
     let listed_with = if read_only { &[][..] } else { &moves[..] };
-    let mut removals = planned_removals(root, &plan, options, listed_with)?;
+    let removals = planned_removals(root, &plan, options, listed_with)?;
     // A check answers "is every committed output current?": a hand-edited one is not, so
     // it is listed as stale (exit 1), with what `apply` will do about it.
     let unowned = if options.check && unowned_in_check == InCheck::List {
@@ -413,30 +422,25 @@ fn apply_plan_locked(
         refuse_unowned(&decisions, &all, options)?;
         Vec::new()
     };
+    let mut reach = judge_reach(&plan, root, options)?;
 
     if read_only {
-        plan.warnings.extend(unowned);
-        let mut files: Vec<FileReport> = decisions
+        let files: Vec<FileReport> = decisions
             .into_iter()
             .zip(&all)
             .map(|(d, f)| d.into_report(f))
             .collect();
-        fill_copy_paths(&mut files, &mut plan.files);
-        if options.check {
-            checked_only(&mut files, &mut removals);
-        }
-        let lock_report = files.pop();
-        files.extend(removals);
-        files.extend(lock_report);
-        return Ok(ApplyReport {
+        drop(all);
+        plan.warnings.extend(unowned);
+        plan.warnings.append(&mut reach.notes);
+        return Ok(read_only_report(
+            root,
+            plan,
             files,
-            read_only: true,
-            wrote_nothing: true,
+            removals,
             removed_temp_files,
-            warnings: plan.warnings,
-            upgrade: plan.processkit_upgrade,
-            pending_migrations: crate::migrate::pending_brief(root),
-        });
+            options.check,
+        ));
     }
 
     let (mut reports, removals_end) = write_plan(
@@ -453,6 +457,10 @@ fn apply_plan_locked(
         .filter(|m| m.removes_from)
         .map(|m| (m.from.to_owned(), m.files))
         .collect();
+    // Recorded once the files that give the reach are written.
+    plan.warnings.append(&mut reach.notes);
+    plan.warnings
+        .extend(reach.record(root.path(), plan.reach.as_ref()));
     drop(all);
     fill_copy_paths(&mut reports, &mut plan.files);
     // The stat cache last, as before, once the planned files are freed: its text has a
@@ -485,6 +493,50 @@ fn apply_plan_locked(
         upgrade: plan.processkit_upgrade,
         pending_migrations: crate::migrate::pending_brief(root),
     })
+}
+
+/// The container's reach of `plan` judged against the owner's approval
+/// ([`crate::reach::judge`]); `--check` judges files, not who may reach what.
+fn judge_reach(
+    plan: &crate::builder::Plan,
+    root: &ProjectRoot,
+    options: &ApplyOptions,
+) -> Result<crate::reach::Judgement, EngineError> {
+    crate::reach::judge(
+        plan.reach.as_ref().filter(|_| !options.check),
+        root.path(),
+        options.reach_dir.as_deref().map(Utf8Path::as_std_path),
+        options.approve_reach,
+        options.dry_run,
+    )
+}
+
+/// The report of a dry run or check: the files' reports (with the paths of verified
+/// copies), the removals, then the lock's.
+fn read_only_report(
+    root: &ProjectRoot,
+    mut plan: crate::builder::Plan,
+    mut files: Vec<FileReport>,
+    mut removals: Vec<FileReport>,
+    removed_temp_files: Vec<Utf8PathBuf>,
+    check: bool,
+) -> ApplyReport {
+    fill_copy_paths(&mut files, &mut plan.files);
+    if check {
+        checked_only(&mut files, &mut removals);
+    }
+    let lock_report = files.pop();
+    files.extend(removals);
+    files.extend(lock_report);
+    ApplyReport {
+        files,
+        read_only: true,
+        wrote_nothing: true,
+        removed_temp_files,
+        warnings: plan.warnings,
+        upgrade: plan.processkit_upgrade,
+        pending_migrations: crate::migrate::pending_brief(root),
+    }
 }
 
 /// Gives the reports of verified copies, made without their paths ([`decide_copy`]),

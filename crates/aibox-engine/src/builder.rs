@@ -194,6 +194,7 @@ pub struct PlanBuilder {
     dir_moves: Vec<DirMove>,
     processkit_upgrade: Option<crate::migrate::UpgradeSummary>,
     rendered: Vec<(PlanPath, Arc<dyn Render>)>,
+    reach: Option<crate::reach::Reach>,
 }
 
 /// A folder an apply may move into place before writing (see [`PlanBuilder::move_first`]).
@@ -389,6 +390,12 @@ impl PlanBuilder {
             && self.files.iter().any(|f| f.path == path)
     }
 
+    /// Records what the planned container reaches beyond itself (the dev container
+    /// source), which the apply judges against the owner's approval.
+    pub fn set_reach(&mut self, reach: crate::reach::Reach) {
+        self.reach = Some(reach);
+    }
+
     /// The lock being built: sources record their own sections here (the engine fills
     /// `[aibox]` and `[generated]`).
     pub fn lock_mut(&mut self) -> &mut Lock {
@@ -429,6 +436,7 @@ impl PlanBuilder {
             dir_moves: self.dir_moves,
             processkit_upgrade: self.processkit_upgrade,
             rendered: self.rendered,
+            reach: self.reach,
         })
     }
 }
@@ -466,6 +474,9 @@ pub struct Plan {
     /// The planned files whose bytes are made when written (the processkit marker):
     /// their [`PlannedFile::contents`] are empty; [`Self::contents`] has the bytes.
     pub rendered: Vec<(PlanPath, Arc<dyn Render>)>,
+    /// What the planned container reaches beyond itself; `None` when no source planned
+    /// a container.
+    pub reach: Option<crate::reach::Reach>,
 }
 
 impl Plan {

@@ -177,6 +177,49 @@ pub enum EngineError {
         reason: String,
     },
 
+    /// The plan gives the container more than the owner last approved for this checkout
+    /// ([`crate::reach`]): the agent in the container can write the files it comes from.
+    #[error(
+        "this apply would let the container reach more than you last approved for this \
+         checkout:{list}"
+    )]
+    #[diagnostic(
+        code(aibox::apply::reach_not_approved),
+        help(
+            "the agent in the container can write aibox.toml, .aibox-local.toml and skill \
+             folders, so aibox asks before the container gets more from outside itself. If you \
+             made these changes, run the command again with `--approve-reach` (at a terminal \
+             aibox asks). If you did not, undo them (`git diff aibox.toml`, and look at \
+             .aibox-local.toml and the skill folders you did not add). The approved reach is \
+             kept in {record}"
+        )
+    )]
+    ReachNotApproved {
+        /// One `\n  + what, from where` line per addition.
+        list: String,
+        /// The record of the approved reach.
+        record: String,
+    },
+
+    /// The record of the approved reach cannot be read or written.
+    #[error(
+        "the record of this checkout's approved container reach, {path}, cannot be used: {reason}"
+    )]
+    #[diagnostic(
+        code(aibox::apply::reach_record),
+        help(
+            "check the file and its folder (they are yours, outside the project); a record that \
+             is not JSON can be removed: the next apply records the reach it applies, so check \
+             aibox.toml and .aibox-local.toml first"
+        )
+    )]
+    ReachRecord {
+        /// The record file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+
     /// A plan source asked for a project file that resolve did not capture: the capture
     /// set in `snapshot.rs` misses a file the plan reads (a bug in aibox, never a disk
     /// read behind the resolve's back).
@@ -272,14 +315,16 @@ impl EngineError {
             Self::Skill(_)
             | Self::ForeignFile { .. }
             | Self::EditedFile { .. }
-            | Self::ExtraCa { .. } => ErrorKind::User,
+            | Self::ExtraCa { .. }
+            | Self::ReachNotApproved { .. } => ErrorKind::User,
             Self::ConfigCheck(e) => e.kind(),
             // Something in the way on disk is a disk problem like a refused write.
             // Not resolved offline: only a download (`aibox apply`) fixes it.
             Self::Busy { .. }
             | Self::ContainerBusy { .. }
             | Self::NotResolved { .. }
-            | Self::NotAFolder { .. } => ErrorKind::Environment,
+            | Self::NotAFolder { .. }
+            | Self::ReachRecord { .. } => ErrorKind::Environment,
             Self::DuplicatePath { .. } | Self::NotCaptured { .. } => ErrorKind::Internal,
         }
     }

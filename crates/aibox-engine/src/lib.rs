@@ -12,6 +12,7 @@ pub mod builder;
 mod error;
 pub mod plan;
 mod process;
+pub mod reach;
 pub mod records;
 pub mod render;
 pub mod resolve;

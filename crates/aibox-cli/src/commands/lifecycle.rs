@@ -1,7 +1,7 @@
 //! `aibox up`, `aibox down`, `aibox status`: the container lifecycle of
 //! `aibox_engine::lifecycle`, with progress on stderr.
 
-use super::{Outcome, json_or, progress, project_root};
+use super::{Outcome, approve_reach_asked, json_or, progress, project_root};
 use crate::args::{Global, UpArgs};
 use crate::exit::Exit;
 use crate::render;
@@ -12,9 +12,19 @@ pub fn up(g: &Global, args: &UpArgs) -> Outcome {
         build: args.build,
         ..Default::default()
     };
+    opts.apply.approve_reach = args.approve_reach;
     opts.apply.plan.download_progress = render::download_progress(g.quiet);
     opts.apply.plan.notice = render::notice(g.quiet);
-    let report = aibox_engine::lifecycle::up(&root, &opts, &mut |e| progress(g, e))?;
+    let report = match aibox_engine::lifecycle::up(&root, &opts, &mut |e| progress(g, e)) {
+        Err(aibox_engine::lifecycle::LifecycleError::Engine(e))
+            if matches!(*e, aibox_engine::EngineError::ReachNotApproved { .. }) =>
+        {
+            approve_reach_asked(g, *e)?;
+            opts.apply.approve_reach = true;
+            aibox_engine::lifecycle::up(&root, &opts, &mut |e| progress(g, e))?
+        }
+        other => other?,
+    };
     // Relaxation notices are shown even with --quiet: they concern security.
     for notice in &report.notices {
         render::note(false, notice);

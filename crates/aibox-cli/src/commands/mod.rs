@@ -137,6 +137,23 @@ fn ask(question: &str, default: &str) -> Result<String, Failure> {
     })
 }
 
+/// On a refusal of more reach for the container, with a person at the terminal and no
+/// `--yes` (which never counts as approval): shows the refusal and asks (default No);
+/// `Ok` on "yes". Any other error, or no one to ask, is returned as the failure.
+fn approve_reach_asked(g: &Global, err: aibox_engine::EngineError) -> Result<(), Failure> {
+    if g.yes || !interactive() || !matches!(err, aibox_engine::EngineError::ReachNotApproved { .. })
+    {
+        return Err(err.into());
+    }
+    render::error(&miette::Report::new(err));
+    let answer = ask("Approve this for this checkout? y/N", "N")?;
+    if matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes") {
+        Ok(())
+    } else {
+        Err(CliError::ReachRefused.into())
+    }
+}
+
 fn interactive() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }

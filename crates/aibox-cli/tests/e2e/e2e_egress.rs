@@ -243,7 +243,8 @@ fn down_removes_the_socket_volume(bench: &Bench<'_>, project: &str) {
 /// later start of the proxy reads) is read-only inside the agent, even for its root: it
 /// cannot widen its own allowlist, nor move the folder aside and put another in its
 /// place. The rest of the workspace stays writable (root, so the check does not depend
-/// on who owns the test's folder).
+/// on who owns the test's folder), the configuration too: a host it adds to the
+/// allowlist is refused by the next `apply` on the host until the owner approves it.
 fn the_agent_cannot_change_its_container(bench: &Bench<'_>, container: &str) {
     let as_root = |script: &str| {
         let out = (bench.engine)(&["exec", "-u", "0", container, "bash", "-c", script]);
@@ -283,6 +284,23 @@ fn the_agent_cannot_change_its_container(bench: &Bench<'_>, container: &str) {
     let (code, out) =
         as_root("touch /workspace/written-by-agent && rm /workspace/written-by-agent");
     assert_eq!(code, 0, "{out}");
+    // The configuration is the agent's to write, but what it adds to its reach is not
+    // applied on the host without the owner's approval.
+    let (code, out) = as_root(
+        "cp /workspace/.aibox-local.toml /tmp/local.toml && \
+         printf '\\n[network]\\nallow = [\"exfil.test\"]\\n' >> /workspace/.aibox-local.toml",
+    );
+    assert_eq!(code, 0, "{out}");
+    let refused = (bench.aibox)().arg("apply").output().unwrap();
+    let text = show(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("+ host `exfil.test`, from .aibox-local.toml [network] allow"),
+        "{text}"
+    );
+    let (code, out) = as_root("cp /tmp/local.toml /workspace/.aibox-local.toml");
+    assert_eq!(code, 0, "{out}");
+    ok((bench.aibox)().arg("apply"));
 }
 
 /// `doctor` reads the filter the running proxy joined at its start: one that differs
@@ -443,7 +461,17 @@ fn doctor_names_the_refusals(bench: &Bench<'_>, address: &str, container: &str) 
         .unwrap_or_else(|| panic!("no command offered: {text}"));
     assert_eq!(list, r#"["allowed.test", "denied.test"]"#, "{text}");
     ok((bench.aibox)().args(["config", "set", "network.allow", list]));
-    ok((bench.aibox)().arg("apply"));
+    // More reach than the checkout's first apply recorded: refused without a person at
+    // the terminal, until the owner approves it.
+    let refused = (bench.aibox)().arg("apply").output().unwrap();
+    let text = show(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(text.contains("aibox::apply::reach_not_approved"), "{text}");
+    assert!(
+        text.contains("+ host `denied.test`, from aibox.toml [network] allow"),
+        "{text}"
+    );
+    ok((bench.aibox)().args(["apply", "--approve-reach"]));
     ok((bench.aibox)().arg("up"));
     let (code, out) = bench.in_agent(container, "curl -sS -m 10 http://denied.test/");
     assert_eq!(code, 0, "{out}");

@@ -255,6 +255,26 @@ fn init_apply_up_status_exec_down() {
     assert_eq!(status["engine"], "podman");
 
     check_exec(&podman, root, user);
+    // With the default (open) egress too, the agent cannot rewrite the files its next
+    // container is made from (devcontainer.json's `initializeCommand` runs on the host),
+    // even as root; the rest of the workspace is its own.
+    for target in ["devcontainer.json", "docker-compose.override.yml"] {
+        let out = podman.run(&[
+            "exec",
+            "-u",
+            "0",
+            container,
+            "sh",
+            "-c",
+            &format!("echo '# agent' >> /workspace/.devcontainer/{target}"),
+        ]);
+        assert!(!out.status.success(), "{target}: {}", show(&out));
+        assert!(
+            show(&out).contains("Read-only file system"),
+            "{}",
+            show(&out)
+        );
+    }
 
     // `up` again is a no-op on a running container.
     ok(aibox(&podman, root).arg("up"));
@@ -496,9 +516,11 @@ fn seccomp_relaxation_reaches_the_container_only_after_consent() {
             "{strategy}: up started anyway"
         );
 
-        // With consent: the option reaches the running container.
+        // With consent: the option reaches the running container. It relaxes what the
+        // first apply recorded, so the owner approves it too (a person at a terminal is
+        // asked; see the reach tests).
         ok(aibox(&podman, root).args(["config", "set", consent, "true"]));
-        let up = run(aibox(&podman, root).arg("up"));
+        let up = run(aibox(&podman, root).args(["up", "--approve-reach"]));
         assert!(up.status.success(), "{strategy}: {}", show(&up));
         assert!(
             String::from_utf8_lossy(&up.stderr).contains("security: "),

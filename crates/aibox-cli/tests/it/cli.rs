@@ -535,6 +535,69 @@ fn seccomp_consent_is_asked_at_a_terminal_and_never_implied() {
     assert!(compose.contains("seccomp=unconfined"), "{compose}");
 }
 
+/// More reach for the container than the checkout's first apply recorded (here a host
+/// an agent in the container could add to `.aibox-local.toml`): refused without a person
+/// at the terminal (exit 2, nothing written), asked at one (Enter or `n` refuses, `--yes`
+/// approves nothing), applied after a `y` or with `--approve-reach`.
+#[test]
+fn more_reach_for_the_container_is_refused_asked_or_approved() {
+    let (_t, dir) = init_project("t", "claude");
+    let out = aibox(&dir, &["config", "set", "network.egress", "\"allowlist\""]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(&dir, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let filter = dir.join(".devcontainer/aibox-egress/egress.local.filter");
+    let allowed = || fs_err::read_to_string(&filter).unwrap().contains("exfil");
+    let local = |hosts: &str| {
+        fs_err::write(
+            dir.join(".aibox-local.toml"),
+            format!("[network]\nallow = [{hosts}]\n"),
+        )
+        .unwrap();
+    };
+    local("\"exfil.example\"");
+
+    let out = aibox(&dir, &["apply"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("aibox::apply::reach_not_approved"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("+ host `exfil.example`, from .aibox-local.toml [network] allow"),
+        "{stderr}"
+    );
+    assert!(!allowed());
+
+    let out = aibox_tty(&dir, "--yes apply", "y\n");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!allowed());
+    for answer in ["\n", "n\n"] {
+        let out = aibox_tty(&dir, "apply", answer);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(shown.contains("exfil.example"), "{shown}");
+        assert!(shown.contains("Approve this for this checkout?"), "{shown}");
+        assert!(!allowed());
+    }
+    let out = aibox_tty(&dir, "apply", "y\n");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(allowed());
+
+    // In a script: the flag, and a warning that names what was approved.
+    local("\"exfil.example\", \"two.example\"");
+    let out = aibox(&dir, &["apply", "--approve-reach"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("approved for this checkout"), "{stderr}");
+    assert!(stderr.contains("+ host `two.example`"), "{stderr}");
+    // Fewer hosts: nothing to approve.
+    local("");
+    let out = aibox(&dir, &["apply"]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
 /// What the sources want the user to know reaches the terminal and the JSON report:
 /// here, a team MCP server whose package is not pinned to an exact version.
 #[test]

@@ -51,8 +51,16 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     plan.extend(aibox_devcontainer::render(&inputs)?)?;
     plan.lock_mut().tools = tool_locks(&tools);
     plan.lock_mut().base_image = Some(BaseImageLock::new(&config.container.base_image));
+    let list = egress::allowlist(config, &ctx.project.local, &tools, inputs.skill_hosts);
+    plan.set_reach(crate::reach::Reach::of(
+        config,
+        &ctx.project.local,
+        list.entries.iter().map(|(host, origins)| {
+            let from: Vec<String> = origins.iter().map(egress::Origin::describe).collect();
+            (host.clone(), from.join("; "))
+        }),
+    ));
     if config.network.egress == aibox_config::EgressMode::Allowlist {
-        let list = egress::allowlist(config, &ctx.project.local, &tools, inputs.skill_hosts);
         let build = egress::build_registries(&tools, &python_envs, &npm_envs, true);
         plan.lock_mut().network = crate::network::lock(config, &list, build);
         for warning in skill_hosts.iter().flat_map(|h| &h.warnings) {

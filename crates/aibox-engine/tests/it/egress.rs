@@ -27,6 +27,15 @@ fn project(team: &str) -> (tempfile::TempDir, camino::Utf8PathBuf) {
     (dir, root)
 }
 
+/// The options of an apply after the owner changed the configuration to reach more:
+/// approved, as `aibox apply --approve-reach`.
+fn owner_approves() -> aibox_engine::ApplyOptions {
+    aibox_engine::ApplyOptions {
+        approve_reach: true,
+        ..apply_opts(None)
+    }
+}
+
 fn read(root: &camino::Utf8Path, rel: &str) -> String {
     fs_err::read_to_string(root.join(rel)).unwrap()
 }
@@ -111,7 +120,7 @@ fn allowlist_writes_the_proxy_and_keeps_personal_hosts_out_of_committed_files() 
         TEAM.replace("egress = \"allowlist\"", "egress = \"open\""),
     )
     .unwrap();
-    let report = apply(&root, &apply_opts(None)).unwrap();
+    let report = apply(&root, &owner_approves()).unwrap();
     let gone = removed(&report);
     for path in [
         FILTER,
@@ -352,7 +361,7 @@ fn the_gate_refuses_an_env_file_naming_the_internal_network() {
         "AIBOX_INTERNAL_NETWORK=podman\n",
     )
     .unwrap();
-    let report = apply(&root, &apply_opts(None)).unwrap();
+    let report = apply(&root, &owner_approves()).unwrap();
     assert!(
         report
             .warnings

@@ -22,6 +22,7 @@ mod processkit_hooks;
 mod processkit_real;
 mod processkit_store;
 mod processkit_wiring;
+mod reach;
 mod resolve;
 mod retire;
 mod secret_corpus;

@@ -210,7 +210,8 @@ fn findings(log: &str, project: &Project) -> Vec<Finding> {
                 format!(
                     "if the agent needs it, allow it for the team with `aibox config set \
                      network.allow '{}'` or for you alone with `aibox config set --local \
-                     network.allow '{}'`, then run `aibox apply` and `aibox up`",
+                     network.allow '{}'`, then run `aibox apply --approve-reach` (you approve the new \
+                     host) and `aibox up`",
                     with(&project.config.network.allow),
                     with(&project.local.network.allow)
                 )
