@@ -62,6 +62,7 @@ const VALUED: &[&str] = &[
     "cpu-shares",
     "cpus",
     "cpuset-cpus",
+    "creds",
     "decryption-key",
     "device",
     "device-cgroup-rule",
@@ -118,6 +119,7 @@ const VALUED: &[&str] = &[
 /// Long boolean options (a value only as `--flag=value`).
 const BOOLEAN: &[&str] = &[
     "detach",
+    "env-host",
     "init",
     "interactive",
     "no-healthcheck",

@@ -592,7 +592,8 @@ fn engine_state_without_consent_is_reported_and_stopped() {
         ),
     )
     .unwrap();
-    ok(aibox(&podman, root).arg("up"));
+    // The exception widens what the first apply recorded: approved, as its owner would.
+    ok(aibox(&podman, root).args(["up", "--approve-reach"]));
     let inspect = podman.inspect_container(container).expect("container");
     assert_eq!(inspect["HostConfig"]["Privileged"], true, "{inspect}");
 

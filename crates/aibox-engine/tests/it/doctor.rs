@@ -154,6 +154,41 @@ fn out_of_sync_and_missing_lock_are_reported() {
     assert_eq!(status(&report, "local-state"), CheckStatus::Skipped);
 }
 
+/// A host added to the allowlist after the checkout's last apply (as an agent in the
+/// container could add one) is a warning until an apply approves it.
+#[test]
+fn more_reach_than_approved_is_a_warning() {
+    let p = Project::new(&format!(
+        "{BASE_TOML}\n[network]\negress = \"allowlist\"\nallow = [\"pypi.org\"]\n"
+    ));
+    p.apply();
+    let pending = |report: &DoctorReport| {
+        report
+            .by_severity(Severity::Warning)
+            .find(|f| f.code == "aibox::doctor::reach_not_approved")
+            .map(|f| f.message.clone())
+    };
+    assert_eq!(pending(&p.doctor()), None);
+    p.write(
+        ".aibox-local.toml",
+        "[network]\nallow = [\"exfil.example\"]\n",
+    );
+    let message = pending(&p.doctor()).expect("a warning");
+    assert!(
+        message.contains("host `exfil.example`, from .aibox-local.toml [network] allow"),
+        "{message}"
+    );
+    apply(
+        &p.root,
+        &ApplyOptions {
+            approve_reach: true,
+            ..ApplyOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(pending(&p.doctor()), None);
+}
+
 #[test]
 fn invalid_configuration_is_an_error_and_dependent_checks_skip() {
     let p = Project::new("[container]\nname = \"demo\"\nnot_a_key = 1\n");

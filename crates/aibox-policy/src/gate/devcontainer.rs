@@ -442,6 +442,37 @@ fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
                 let (key, v) = value.split_once('=').unwrap_or((value, ""));
                 ctx.log_option("--log-opt", key, v, out);
             }
+            // Podman's: every host variable, or a host folder as the root file system.
+            "env-host" if opt.value.is_none() || str_truthy(value) => ctx.relaxation(
+                "aibox::policy::host_environment",
+                "env-host",
+                "`--env-host` copies every variable of the host's environment into the \
+                 container, the tokens and credentials of the shell that starts it included",
+                line_of(text, "--env-host"),
+                out,
+            ),
+            "rootfs" if opt.value.is_none() || str_truthy(value) => ctx.relaxation(
+                "aibox::policy::host_rootfs",
+                "rootfs",
+                "`--rootfs` runs the container on a host folder as its root file system, \
+                 which the container then writes in place",
+                line_of(text, "--rootfs"),
+                out,
+            ),
+            // Registry credentials spelled out in a committed file; a `${...}` reference
+            // takes them from the host when the editor starts the container.
+            "creds" if !value.contains("${") => out.push(
+                Finding::new(
+                    "aibox::policy::secret_value",
+                    Severity::Error,
+                    ctx.file,
+                    "`--creds` writes registry credentials into the dev container \
+                     configuration, a committed file",
+                    "remove it; log in with `podman login` (or `docker login`) on the host \
+                     instead",
+                )
+                .at(line_of(text, "--creds")),
+            ),
             _ => {}
         }
     }

@@ -401,14 +401,39 @@ pub(super) fn parse_mount_spec(spec: &str) -> Option<Mount> {
             .map_or((part.trim(), ""), |(k, v)| (k.trim(), v.trim()));
         match k {
             "source" | "src" => source = Some(v.to_owned()),
-            "type" => kind = if v == "bind" { "bind" } else { "other" },
+            "type" => {
+                kind = match v {
+                    "bind" => "bind",
+                    "glob" => "glob",
+                    _ => "other",
+                }
+            }
             "readonly" | "ro" => read_only = v.is_empty() || str_truthy(v),
             _ => {}
         }
     }
-    source
-        .filter(|_| kind == "bind")
-        .map(|source| Mount { source, read_only })
+    let source = match kind {
+        "bind" => source?,
+        // Podman binds every host path the pattern matches: judged as a bind of the
+        // folder they all lie in, the pattern's part before its first wildcard.
+        "glob" => glob_root(&source?),
+        _ => return None,
+    };
+    Some(Mount { source, read_only })
+}
+
+/// The folder every match of the glob `pattern` lies in: the pattern up to the `/`
+/// before its first wildcard (`/home/*/.ssh` → `/home`), `/` or `.` when the wildcard is
+/// in the first component.
+fn glob_root(pattern: &str) -> String {
+    let Some(wild) = pattern.find(['*', '?', '[', '{']) else {
+        return pattern.to_owned();
+    };
+    match pattern[..wild].rfind('/') {
+        Some(0) => "/".to_owned(),
+        Some(slash) => pattern[..slash].to_owned(),
+        None => ".".to_owned(),
+    }
 }
 
 /// Refuses a guarded file (a dev container configuration, a Compose or `.env` file, a

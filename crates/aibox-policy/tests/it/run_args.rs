@@ -332,3 +332,64 @@ fn literal_secrets_in_dev_container_configurations_are_refused() {
     let found = check_devcontainer_json(ROOT_CONFIG, json, &Consent::default());
     assert!(error_codes(&found).contains(&"aibox::policy::sensitive_mount"));
 }
+
+/// Podman's own options that reach past the container: a glob mount is judged as a bind
+/// of the folder its matches lie in, `--env-host` and `--rootfs` are relaxations an
+/// exception must name, and registry credentials spelled out in the file are refused.
+#[test]
+fn podman_only_options_are_judged() {
+    let cases: &[(&[&str], &str, &str)] = &[
+        (
+            &["--mount", "type=glob,src=/home/*/.ssh,dst=/keys"],
+            "aibox::policy::sensitive_mount",
+            "mount:/home",
+        ),
+        (
+            &["--mount=type=glob,source=/var/run/docker.so?k,target=/s"],
+            "aibox::policy::sensitive_mount",
+            "mount:/var/run",
+        ),
+        (
+            &["--env-host"],
+            "aibox::policy::host_environment",
+            "env-host",
+        ),
+        (
+            &["--env-host=true"],
+            "aibox::policy::host_environment",
+            "env-host",
+        ),
+        (&["--rootfs"], "aibox::policy::host_rootfs", "rootfs"),
+    ];
+    for (list, code, option) in cases {
+        let found = judged(list, &Consent::default());
+        assert!(error_codes(&found).contains(code), "{list:?}: {found:#?}");
+        let found = check_run_args(ROOT_CONFIG, "", &args(list), &Consent::default());
+        assert!(error_codes(&found).contains(code), "{list:?}: {found:#?}");
+        if !option.starts_with("mount:") {
+            let accepted = judged(list, &consent(option));
+            assert!(error_codes(&accepted).is_empty(), "{list:?}: {accepted:#?}");
+        }
+    }
+    // A glob inside the project is the project's; `--env-host=false` copies nothing.
+    for list in [
+        &[
+            "--mount",
+            "type=glob,src=${localWorkspaceFolder}/data/*.csv,dst=/d",
+        ][..],
+        &["--env-host=false"][..],
+    ] {
+        let found = judged(list, &Consent::default());
+        assert!(error_codes(&found).is_empty(), "{list:?}: {found:#?}");
+    }
+    // Credentials: refused, never quoted; a reference to the host's variable passes.
+    let found = judged(&["--creds", "ci-bot:hunter2-not-real"], &Consent::default());
+    assert_eq!(
+        error_codes(&found),
+        ["aibox::policy::secret_value"],
+        "{found:#?}"
+    );
+    assert!(!format!("{found:?}").contains("hunter2"), "{found:#?}");
+    let found = judged(&["--creds=${localEnv:REGISTRY_CREDS}"], &Consent::default());
+    assert!(error_codes(&found).is_empty(), "{found:#?}");
+}

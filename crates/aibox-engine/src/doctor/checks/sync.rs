@@ -1,6 +1,7 @@
 //! The `sync` check: the generated files as `aibox apply --check` sees them, planned
 //! from the offline resolve (a release missing from the download cache is reported as
-//! not resolved, never downloaded).
+//! not resolved, never downloaded), and more reach for the container than was approved
+//! for the checkout, which the next `apply` will ask for.
 
 use aibox_policy::{Finding, Severity};
 
@@ -30,6 +31,10 @@ pub(crate) fn findings(
             "run `aibox apply` (it downloads and verifies the release), then `aibox doctor`",
         )];
     }
+    let pending = match &planned {
+        Some(Ok(plan)) => more_reach(resolved, plan),
+        _ => Vec::new(),
+    };
     let checked = match planned {
         Some(Ok(plan)) => crate::apply::check_planned(resolved, plan),
         Some(Err(e)) => Err(e),
@@ -72,9 +77,38 @@ pub(crate) fn findings(
                         )
                     }),
             )
+            .chain(pending)
             .collect(),
         Err(e) => vec![plan_failed(&e)],
     }
+}
+
+/// What the configuration lets the container reach beyond the reach approved for this
+/// checkout ([`crate::reach`]): the next `apply` will ask for it. A record that cannot
+/// be read is the apply's error already.
+fn more_reach(resolved: &Resolved, plan: &Plan) -> Vec<Finding> {
+    let root = resolved.project_root().path();
+    let approved =
+        crate::reach::Approvals::default_location().and_then(|a| a.approved(root).ok().flatten());
+    let (Some(reach), Some(approved)) = (&plan.reach, approved) else {
+        return Vec::new();
+    };
+    let more = reach.beyond(&approved);
+    if more.is_empty() {
+        return Vec::new();
+    }
+    vec![Finding::new(
+        "aibox::doctor::reach_not_approved",
+        Severity::Warning,
+        aibox_config::AIBOX_TOML,
+        format!(
+            "the configuration lets the container reach more than you approved for this \
+             checkout: {}",
+            more.join("; ")
+        ),
+        "if you made these changes, approve them with `aibox apply --approve-reach`; if you \
+         did not, the agent in the container may have: undo them",
+    )]
 }
 
 /// `aibox apply` would fail: the error, as plain text.
