@@ -60,8 +60,8 @@ pub const PROXY_LABEL: &str = aibox_config::container::EGRESS_PROXY_LABEL;
 /// Where the proxy container sees `.devcontainer/aibox-egress/` (mounted read-only).
 pub const PROXY_ETC: &str = "/etc/aibox-egress";
 /// The agent's read-only view of `.devcontainer/` (the Compose files' own folder, as
-/// Compose names a source relative to them), mounted over its place in the workspace
-/// when egress is not `open`.
+/// Compose names a source relative to them), mounted over its place in the workspace in
+/// every egress mode.
 pub const AGENT_RO_SOURCE: &str = ".";
 
 /// Where the agent sees `.devcontainer/` inside its workspace mount.

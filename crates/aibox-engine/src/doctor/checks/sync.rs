@@ -100,7 +100,8 @@ fn more_reach(resolved: &Resolved, plan: &Plan) -> Vec<Finding> {
     vec![Finding::new(
         "aibox::doctor::reach_not_approved",
         Severity::Warning,
-        aibox_config::AIBOX_TOML,
+        // Each addition names its own file.
+        "",
         format!(
             "the configuration lets the container reach more than you approved for this \
              checkout: {}",
