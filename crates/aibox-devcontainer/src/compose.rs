@@ -272,12 +272,20 @@ pub(crate) fn render_local(inputs: &Inputs<'_>) -> Result<String, DevcontainerEr
             let _ = writeln!(out, "      {}: {}", yaml(key), compose_yaml(value));
         }
     }
-    if !personal.is_empty() {
-        out.push_str("    volumes:\n");
-        for volume in personal {
-            let _ = writeln!(out, "      - {}", yaml(&volume));
-        }
+    out.push_str("    volumes:\n");
+    for volume in personal {
+        let _ = writeln!(out, "      - {}", yaml(&volume));
     }
+    // The environment file read-only over its place in the workspace: a line the agent
+    // added (a bare `NAME` takes the host's value) would reach the next container, which
+    // Compose makes after `up`'s apply rewrote the file. A mount point cannot be replaced.
+    let _ = writeln!(
+        out,
+        "      - {}",
+        yaml(&format!(
+            "../{LOCAL_ENV_PATH}:{WORKSPACE_DIR}/{LOCAL_ENV_PATH}:ro"
+        ))
+    );
     Ok(out)
 }
 
@@ -294,11 +302,23 @@ struct Mounts {
 fn volumes(inputs: &Inputs<'_>) -> Result<Mounts, DevcontainerError> {
     let home = inputs.config.container.home();
     let mut mounts = vec![(String::from(".."), WORKSPACE_DIR.to_owned(), false)];
-    for dir in inputs.harness_home_dirs() {
+    let dirs = inputs.harness_home_dirs();
+    for dir in &dirs {
         mounts.push((
             format!("../{AIBOX_HOME}{dir}"),
             format!("{home}/{dir}"),
             false,
+        ));
+    }
+    // Their folder read-only over its place in the workspace: the agent writes the state
+    // through the mounts above, but cannot put a link to a host folder where one of them
+    // was, which the engine would follow at the next start.
+    if !dirs.is_empty() {
+        let folder = AIBOX_HOME.trim_end_matches('/');
+        mounts.push((
+            format!("../{folder}"),
+            format!("{WORKSPACE_DIR}/{folder}"),
+            true,
         ));
     }
     let lists = [

@@ -189,9 +189,10 @@ pub enum EngineError {
             "the agent in the container can write aibox.toml, .aibox-local.toml and skill \
              folders, so aibox asks before the container gets more from outside itself. If you \
              made these changes, run the command again with `--approve-reach` (at a terminal \
-             aibox asks). If you did not, undo them (`git diff aibox.toml`, and look at \
-             .aibox-local.toml and the skill folders you did not add). The approved reach is \
-             kept in {record}"
+             aibox asks). If you did not, undo them in the files named above, in an editor: the \
+             agent can write `.git/` too, so check `.git/config` (`core.fsmonitor`, \
+             `core.pager`, aliases) and `.git/hooks/` before you run git in this project. The \
+             approved reach is kept in {record}"
         )
     )]
     ReachNotApproved {

@@ -294,7 +294,14 @@ pub fn up(
         progress,
     )?;
     // What the engine actually runs, under the same rules: a violation stops the container.
-    let findings = container_state_of(&runtime, up.container.json(), &target, config);
+    // So does a bind mount from outside the project that no configuration names (a
+    // project folder swapped for a link while the image built).
+    let mut findings = container_state_of(&runtime, up.container.json(), &target, config);
+    findings.extend(aibox_policy::unexpected_mounts(
+        up.container.json(),
+        &target.checkout,
+        &expected_outside(&resolved.project),
+    ));
     let errors: Vec<&Finding> = findings
         .iter()
         .filter(|f| f.severity == Severity::Error)
@@ -387,6 +394,56 @@ pub(crate) fn container_state_of(
         sources,
         &peers,
     )
+}
+
+/// The host paths of the configured bind sources outside the project (both files'
+/// `extra_volumes`): as written, with `~` expanded, and where their links lead now; and
+/// where a project folder's link leads when an exception consents to that target.
+fn expected_outside(project: &aibox_config::Project) -> Vec<String> {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let consented: Vec<&str> = project
+        .config
+        .security
+        .exceptions
+        .iter()
+        .filter_map(|e| e.option.strip_prefix("mount:"))
+        .collect();
+    let tilde = |p: &std::path::Path| {
+        home.as_deref()
+            .and_then(|h| p.strip_prefix(h).ok())
+            .map(|rest| format!("~/{}", rest.display()))
+    };
+    let mut out = Vec::new();
+    let volumes = project.config.container.extra_volumes.iter();
+    for v in volumes.chain(&project.local.container.extra_volumes) {
+        let source = v.source.trim();
+        let written = if source == "~" || source.starts_with("~/") {
+            home.as_deref()
+                .map(|h| h.join(source.trim_start_matches('~').trim_start_matches('/')))
+        } else if source.starts_with('/') {
+            Some(std::path::PathBuf::from(source))
+        } else {
+            None
+        };
+        let canonical = fs_err::canonicalize(match &written {
+            Some(path) => path.clone(),
+            None => project.root.as_std_path().join(source),
+        })
+        .ok();
+        if let Some(path) = &written {
+            out.push(path.display().to_string());
+            out.extend(canonical.map(|c| c.display().to_string()));
+        } else if let Some(target) = canonical {
+            let shown = target.display().to_string();
+            let named = tilde(&target);
+            if consented.contains(&shown.as_str())
+                || named.is_some_and(|n| consented.contains(&n.as_str()))
+            {
+                out.push(shown);
+            }
+        }
+    }
+    out
 }
 
 /// The folders the agent must write, as the container user in the running container,

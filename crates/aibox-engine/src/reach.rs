@@ -51,6 +51,14 @@ pub struct Reach {
     /// Each relaxation of the container's confinement the owner consented to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub relaxations: BTreeMap<String, String>,
+    /// With `allowlist`: the image the egress proxy is built on (`container.base_image`),
+    /// whose programs enforce the allowlist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_image: Option<String>,
+    /// The SHA-256 of each dev container configuration that editors start without aibox
+    /// and that lies where the agent can write (`.devcontainer.json` at the root).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub configurations: BTreeMap<String, String>,
 }
 
 /// One host folder mount of a [`Reach`].
@@ -64,11 +72,13 @@ pub struct Mount {
 
 impl Reach {
     /// The reach of `config` and `local`, with `hosts` the effective allowlist (host and
-    /// where it comes from; read only in `allowlist` mode).
-    pub fn of(
+    /// where it comes from; read only in `allowlist` mode) and `configurations` the text
+    /// of each dev container configuration outside aibox's files (path and text).
+    pub fn of<'t>(
         config: &AiboxToml,
         local: &LocalToml,
         hosts: impl IntoIterator<Item = (String, String)>,
+        configurations: impl IntoIterator<Item = (&'t str, &'t str)>,
     ) -> Self {
         let egress = config.network.egress;
         let allowlist = egress == EgressMode::Allowlist;
@@ -128,6 +138,16 @@ impl Reach {
             mounts,
             host_env,
             relaxations,
+            proxy_image: allowlist.then(|| config.container.base_image.clone()),
+            configurations: configurations
+                .into_iter()
+                .map(|(path, text)| {
+                    (
+                        path.to_owned(),
+                        aibox_provenance::lock::sha256_hex(text.as_bytes()),
+                    )
+                })
+                .collect(),
         }
     }
 
@@ -145,9 +165,17 @@ impl Reach {
         // With `open` approved, every host was.
         if approved.egress != EgressMode::Open {
             for (host, from) in &self.hosts {
-                if !approved.hosts.contains_key(host) {
+                if !covered(host, &approved.hosts) {
                     more.push(format!("host `{host}`, from {from}"));
                 }
+            }
+            if let Some(image) = &self.proxy_image
+                && approved.proxy_image.as_ref() != Some(image)
+            {
+                more.push(format!(
+                    "the egress proxy built on `{image}`, whose programs enforce the \
+                     allowlist, from {TEAM} [container] base_image"
+                ));
             }
             if let Some(proxy) = &self.upstream_proxy
                 && approved.upstream_proxy.as_ref() != Some(proxy)
@@ -181,8 +209,26 @@ impl Reach {
                 more.push(format!("{what}, from {from}"));
             }
         }
+        for (path, digest) in &self.configurations {
+            if approved.configurations.get(path) != Some(digest) {
+                more.push(format!(
+                    "the dev container configuration `{path}` (new or changed), which \
+                     editors such as VS Code start without aibox"
+                ));
+            }
+        }
         more
     }
+}
+
+/// Whether `host` is among `approved`, or under an approved `*.` wildcard (which allows
+/// every name below its domain, not the domain itself).
+fn covered(host: &str, approved: &BTreeMap<String, String>) -> bool {
+    approved.contains_key(host)
+        || approved.keys().any(|a| {
+            a.strip_prefix("*.")
+                .is_some_and(|domain| host.ends_with(&format!(".{domain}")))
+        })
 }
 
 /// How far a mode reaches: `none` below `allowlist` below `open`.
@@ -328,11 +374,22 @@ pub(crate) fn judge(
     dry_run: bool,
 ) -> Result<Judgement, EngineError> {
     let approvals = Approvals::at_or_default(dir);
-    let (Some(reach), Some(found)) = (reach, &approvals) else {
+    let Some(reach) = reach else {
         return Ok(Judgement {
             approvals,
             recorded: true,
             notes: Vec::new(),
+        });
+    };
+    let Some(found) = &approvals else {
+        return Ok(Judgement {
+            approvals,
+            recorded: true,
+            notes: vec![
+                "the container's reach is not judged: neither XDG_STATE_HOME nor HOME is set, \
+                 so there is no folder to keep what you approved in"
+                    .to_owned(),
+            ],
         });
     };
     let Some(approved) = found.approved(root)? else {
@@ -394,6 +451,7 @@ mod tests {
             &config,
             &LocalToml::default(),
             hosts.iter().map(|h| ((*h).to_owned(), TEAM.to_owned())),
+            [],
         )
     }
 
@@ -408,10 +466,24 @@ mod tests {
     }
 
     #[test]
+    fn a_host_under_an_approved_wildcard_is_not_more() {
+        let approved = reach(EgressMode::Allowlist, &["*.pythonhosted.org"]);
+        let below = reach(
+            EgressMode::Allowlist,
+            &["files.pythonhosted.org", "*.a.pythonhosted.org"],
+        );
+        assert!(below.beyond(&approved).is_empty());
+        // The wildcard allows names below the domain, not the domain itself.
+        let apex = reach(EgressMode::Allowlist, &["pythonhosted.org"]);
+        assert_eq!(apex.beyond(&approved).len(), 1);
+    }
+
+    #[test]
     fn a_wider_mode_and_its_hosts_are_more() {
         let more =
             reach(EgressMode::Allowlist, &["a.example"]).beyond(&reach(EgressMode::None, &[]));
-        assert_eq!(more.len(), 2, "{more:?}");
+        // The mode, its host and the image its proxy is built on.
+        assert_eq!(more.len(), 3, "{more:?}");
         assert!(more[0].starts_with("egress `allowlist` (approved: `none`)"));
         let open =
             reach(EgressMode::Open, &[]).beyond(&reach(EgressMode::Allowlist, &["a.example"]));
@@ -430,9 +502,9 @@ mod tests {
                 read_only: true,
             });
         let local = LocalToml::default();
-        let ro = Reach::of(&config, &local, []);
+        let ro = Reach::of(&config, &local, [], []);
         config.container.extra_volumes[0].read_only = false;
-        let rw = Reach::of(&config, &local, []);
+        let rw = Reach::of(&config, &local, [], []);
         assert!(ro.beyond(&rw).is_empty());
         assert_eq!(
             rw.beyond(&ro),
@@ -453,7 +525,7 @@ mod tests {
             .insert("LITERAL".into(), "${not a name}".into());
         config.security.codex_sandbox = CodexSandbox::Unconfined;
         let more =
-            Reach::of(&config, &LocalToml::default(), []).beyond(&reach(EgressMode::Open, &[]));
+            Reach::of(&config, &LocalToml::default(), [], []).beyond(&reach(EgressMode::Open, &[]));
         assert_eq!(
             more,
             [

@@ -134,6 +134,15 @@ impl Snapshot {
         self.files.keys().map(Utf8PathBuf::as_path)
     }
 
+    /// The text of a captured project file, as the policy gate's Compose resolver sees
+    /// it (`None`: absent, unreadable, too large, or not captured).
+    pub(crate) fn text_of(&self, path: &str) -> Option<String> {
+        match self.compose.get(path) {
+            Some(text) => text.clone(),
+            None => compose_text(self.files.get(Utf8Path::new(path))?.as_deref()),
+        }
+    }
+
     pub(crate) fn extra_ca(&self) -> Option<&ExtraCa> {
         self.extra_ca.as_ref()
     }
@@ -311,11 +320,13 @@ impl aibox_policy::ComposeSources for SnapshotSources<'_> {
             return to.clone();
         }
         // Paths only the files aibox is about to generate name (the project root, the
-        // dev container folder, the egress proxy's folder, what the plan writes): the
+        // dev container folder, the harness state folder, the egress proxy's folder, what
+        // the plan writes): the
         // writer refuses a link on the way to everything it writes, and the next resolve
         // judges the written files on disk. Anything else is a gap in the capture.
         let own = path.is_empty()
             || path == aibox_config::layout::DEVCONTAINER_DIR.trim_end_matches('/')
+            || path == aibox_config::layout::AIBOX_HOME.trim_end_matches('/')
             || path == aibox_config::layout::EGRESS_DIR
             || in_perimeter(Utf8Path::new(path));
         if own {

@@ -32,6 +32,7 @@ pub use gate::{
     check_compose_setup, check_container_state, check_container_user, check_devcontainer_json,
     check_plan, check_project_volumes, check_run_args, check_seccomp_profile, check_volumes,
     devcontainer_compose_files, gate_inputs, judge_plan, namespace_containers, plan_judgements,
+    unexpected_mounts,
 };
 pub use redact::{MASK, Redactor, redact, redact_secrets};
 pub use relax::relaxation;

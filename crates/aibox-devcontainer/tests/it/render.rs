@@ -576,6 +576,24 @@ fn egress_as_compose_reads_it(
     );
 }
 
+/// In every mode the agent sees its own container's files read-only, and the folder of
+/// its harness state mounts (which it must not swap for links), as Compose read them.
+fn read_only_views(case: &str, volumes: &[&str]) {
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v.ends_with("/.devcontainer:/workspace/.devcontainer:ro")),
+        "{case}: {volumes:?}"
+    );
+    assert_eq!(
+        volumes
+            .iter()
+            .any(|v| v.ends_with("/.aibox-home:/workspace/.aibox-home:ro")),
+        volumes.iter().any(|v| v.contains("/.aibox-home/")),
+        "{case}: {volumes:?}"
+    );
+}
+
 #[test]
 fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
     require_program("docker-compose", COMPOSE_HINT);
@@ -657,14 +675,7 @@ fn docker_compose_accepts_every_case_and_reads_values_back_unchanged() {
             volumes.iter().any(|v| v.ends_with(":/workspace:rw")),
             "{volumes:?}"
         );
-        // In every mode the agent sees its own container's files read-only.
-        assert!(
-            volumes
-                .iter()
-                .any(|v| v.ends_with("/.devcontainer:/workspace/.devcontainer:ro")),
-            "{}: {volumes:?}",
-            case.name
-        );
+        read_only_views(case.name, &volumes);
         if case.name == "full" {
             assert!(
                 volumes.contains(&"/home/tester/.gitconfig:/home/dev/.gitconfig:ro"),
@@ -770,6 +781,13 @@ fn personal_volumes_stay_out_of_the_committed_compose_file() {
     let plain = render(&Case::new("minimal", MINIMAL).inputs()).unwrap();
     let empty = file(&plain, ".devcontainer/docker-compose.local.yml");
     validate_compose_yaml(empty).unwrap();
+    // Its environment file is read-only for the agent, with or without personal mounts.
+    for text in [personal, empty] {
+        assert!(
+            text.contains("\"../.aibox-local.env:/workspace/.aibox-local.env:ro\""),
+            "{text}"
+        );
+    }
     insta::assert_snapshot!("minimal__compose_local", empty);
 }
 

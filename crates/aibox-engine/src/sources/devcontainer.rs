@@ -52,6 +52,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     plan.lock_mut().tools = tool_locks(&tools);
     plan.lock_mut().base_image = Some(BaseImageLock::new(&config.container.base_image));
     let list = egress::allowlist(config, &ctx.project.local, &tools, inputs.skill_hosts);
+    let root_config = ctx
+        .files
+        .text_of(aibox_config::layout::DEVCONTAINER_ROOT_JSON);
     plan.set_reach(crate::reach::Reach::of(
         config,
         &ctx.project.local,
@@ -59,6 +62,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
             let from: Vec<String> = origins.iter().map(egress::Origin::describe).collect();
             (host.clone(), from.join("; "))
         }),
+        root_config
+            .as_deref()
+            .map(|text| (aibox_config::layout::DEVCONTAINER_ROOT_JSON, text)),
     ));
     if config.network.egress == aibox_config::EgressMode::Allowlist {
         let build = egress::build_registries(&tools, &python_envs, &npm_envs, true);

@@ -409,7 +409,8 @@ fn a_bind_mount_through_a_link_out_of_the_project_blocks_apply_and_doctor() {
     let p = Project::new(BASE);
     p.write(
         OVERRIDE,
-        "services:\n  demo:\n    volumes: [\"./hostroot:/host\"]\n",
+        // Read-only: writable, a folder in `.devcontainer/` is refused anyway.
+        "services:\n  demo:\n    volumes: [\"./hostroot:/host:ro\"]\n",
     );
     std::os::unix::fs::symlink("/", p.root.join(".devcontainer/hostroot")).unwrap();
     let err = p.apply().unwrap_err();

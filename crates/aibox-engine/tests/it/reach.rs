@@ -163,7 +163,7 @@ fn a_host_added_to_the_personal_file_is_refused_until_the_owner_approves_it() {
 fn wider_egress_host_folders_host_variables_and_relaxations_are_each_asked_for() {
     let c = Checkout::new(TEAM);
     c.apply().unwrap();
-    let cases: [(&str, &str, &[&str]); 5] = [
+    let cases: [(&str, &str, &[&str]); 6] = [
         (
             "aibox.toml",
             &TEAM.replace("egress = \"allowlist\"", "egress = \"open\""),
@@ -201,6 +201,14 @@ fn wider_egress_host_folders_host_variables_and_relaxations_are_each_asked_for()
             ),
             &["+ seccomp=unconfined, from aibox.toml [security] codex_sandbox"],
         ),
+        (
+            "aibox.toml",
+            &TEAM.replace(
+                "name = \"reach\"\n",
+                "name = \"reach\"\nbase_image = \"registry.example/other/debian:bookworm\"\n",
+            ),
+            &["+ the egress proxy built on `registry.example/other/debian:bookworm`"],
+        ),
     ];
     for (file, text, expected) in cases {
         let before = c.read(file);
@@ -214,6 +222,19 @@ fn wider_egress_host_folders_host_variables_and_relaxations_are_each_asked_for()
         c.write(file, &before);
         c.apply().unwrap();
     }
+    // A dev container configuration at the root, which editors start without aibox: new
+    // or changed, it is asked for; removed, it is not.
+    c.write(
+        ".devcontainer.json",
+        "{ \"name\": \"x\", \"image\": \"debian:bookworm\" }\n",
+    );
+    let shown = refused(&c.apply().unwrap_err());
+    assert!(
+        shown.contains("+ the dev container configuration `.devcontainer.json` (new or changed)"),
+        "{shown}"
+    );
+    fs_err::remove_file(c.root.join(".devcontainer.json")).unwrap();
+    c.apply().unwrap();
 }
 
 #[test]
@@ -267,4 +288,44 @@ fn each_checkout_has_its_own_record() {
     };
     assert!(record(&other).hosts.contains_key("wiki.corp.example"));
     assert!(!record(&a.root).hosts.contains_key("wiki.corp.example"));
+}
+
+/// A writable mount of the project, of `.devcontainer/` or of a link to it would undo
+/// the agent's read-only view of `.devcontainer/`: refused by the gate, before and after
+/// an approval, however the source is spelled; read-only, it passes.
+#[test]
+fn no_mount_makes_devcontainer_writable_again() {
+    let c = Checkout::new(TEAM);
+    c.apply().unwrap();
+    fs_err::create_dir(c.root.join("cache")).unwrap();
+    let volume = |source: &str, read_only: bool| {
+        c.write(
+            ".aibox-local.toml",
+            &format!(
+                "[[container.extra_volumes]]\nsource = \"{source}\"\ntarget = \"/x\"\n\
+                 read_only = {read_only}\n"
+            ),
+        );
+    };
+    for source in [".", "./", ".devcontainer", ".devcontainer/aibox-egress"] {
+        volume(source, false);
+        let err = apply(&c.root, &c.options(true)).unwrap_err();
+        assert!(
+            format!("{err:?}").contains("aibox::policy::devcontainer_writable"),
+            "{source}: {err:?}"
+        );
+    }
+    // The agent turns an approved writable folder into a link to `.devcontainer/`.
+    volume("cache", false);
+    apply(&c.root, &c.options(true)).unwrap();
+    fs_err::remove_dir(c.root.join("cache")).unwrap();
+    std::os::unix::fs::symlink(".devcontainer", c.root.join("cache")).unwrap();
+    let err = c.apply().unwrap_err();
+    assert!(
+        format!("{err:?}").contains("aibox::policy::devcontainer_writable"),
+        "{err:?}"
+    );
+    // Read-only, the project may be mounted again.
+    volume(".", true);
+    apply(&c.root, &c.options(true)).unwrap();
 }

@@ -301,6 +301,53 @@ pub fn check_container_state(
     out
 }
 
+/// The bind mounts of a container `aibox up` just started (its `container inspect`
+/// JSON) from outside `project_root` that no configuration names: `expected` holds the
+/// host paths of the configured bind sources outside the project, as written (`~`
+/// expanded) and as their links resolve. Engines resolve a bind source's symbolic links
+/// when they mount it, so a project folder swapped for a link after aibox checked it
+/// shows here as a host path nothing asked for.
+#[must_use]
+pub fn unexpected_mounts(
+    inspect_json: &str,
+    project_root: &str,
+    expected: &[String],
+) -> Vec<Finding> {
+    let Ok(doc) = serde_json::from_str::<Json>(inspect_json) else {
+        return vec![unparsable(CONTAINER_LABEL, "inspect JSON", "not JSON")];
+    };
+    let Some(c) = doc.as_array().and_then(|a| a.first()).or(Some(&doc)) else {
+        return Vec::new();
+    };
+    let root = project_root.trim_end_matches('/');
+    let inside = |source: &str| {
+        !root.is_empty() && (source == root || source.starts_with(&format!("{root}/")))
+    };
+    let trim = |p: &str| p.trim_end_matches('/').to_owned();
+    c["Mounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["Type"].as_str().unwrap_or("bind") == "bind")
+        .filter_map(|m| m["Source"].as_str())
+        .filter(|source| !inside(source) && !expected.iter().any(|e| trim(e) == trim(source)))
+        .map(|source| {
+            Finding::new(
+                "aibox::policy::unexpected_mount",
+                Severity::Error,
+                CONTAINER_LABEL,
+                format!(
+                    "the engine mounted `{source}`, which no configuration names: a mounted \
+                     project folder was a symbolic link to it when the container started \
+                     (made after aibox checked the files?)"
+                ),
+                "replace the link with the folder it replaced (look for links in the \
+                 project and in `.aibox-home/`), then run `aibox up` again",
+            )
+        })
+        .collect()
+}
+
 /// The containers whose namespaces the container of `inspect_json` joins
 /// (`container:<name or id>` in its network, PID or IPC mode), each once: the ones
 /// [`check_container_state`] needs the inspect JSON of.
@@ -428,10 +475,12 @@ fn unparsable(file: &str, what: &str, err: &str) -> Finding {
     )
 }
 
+/// Whether a flag value reads as true to any of the tools: YAML's words, and what Go's
+/// `strconv.ParseBool` (Podman's and Docker's flags) takes, `t` included.
 fn str_truthy(s: &str) -> bool {
     matches!(
         s.trim().to_ascii_lowercase().as_str(),
-        "true" | "yes" | "on" | "1" | "y"
+        "true" | "yes" | "on" | "1" | "y" | "t"
     )
 }
 

@@ -426,7 +426,8 @@ pub(super) fn parse_mount_spec(spec: &str) -> Option<Mount> {
 /// before its first wildcard (`/home/*/.ssh` → `/home`), `/` or `.` when the wildcard is
 /// in the first component.
 fn glob_root(pattern: &str) -> String {
-    let Some(wild) = pattern.find(['*', '?', '[', '{']) else {
+    // Go's `filepath.Glob` (Podman's) knows no braces; a `${...}` is a variable.
+    let Some(wild) = pattern.find(['*', '?', '[']) else {
         return pattern.to_owned();
     };
     match pattern[..wild].rfind('/') {
@@ -817,6 +818,63 @@ impl Ctx<'_> {
         }
     }
 
+    /// Whether the project path a relative bind source leads to (through symbolic links
+    /// that stay in the project) is the project root, `.devcontainer/` or a folder inside
+    /// it. aibox's own Compose file mounts the project, with `.devcontainer/` read-only
+    /// over it: that mount is not judged here, nor where the running container shows it
+    /// (the files are judged before it starts).
+    fn writes_devcontainer(&self, path: &str) -> bool {
+        // aibox's Compose file, and the running container it makes, mount the project.
+        if self.file == aibox_config::layout::COMPOSE
+            || self.file == super::CONTAINER_LABEL
+            || path.starts_with(['/', '~'])
+        {
+            return false;
+        }
+        let Some(written) = self.dir.and_then(|dir| join_project(dir, path)) else {
+            return false;
+        };
+        let rel = match self.sources.host_path(&written) {
+            HostPath::Plain => written,
+            HostPath::Project(to) => to,
+            HostPath::Outside(_) | HostPath::Unresolvable(_) => return false,
+        };
+        let dev = aibox_config::layout::DEVCONTAINER_DIR.trim_end_matches('/');
+        rel.is_empty()
+            || rel == "."
+            || rel == dev
+            || rel.strip_prefix(dev).is_some_and(|r| r.starts_with('/'))
+    }
+
+    /// Refuses a writable mount of `path`, which leads to the project root or into
+    /// `.devcontainer/` ([`Self::writes_devcontainer`]).
+    fn devcontainer_writable(
+        &self,
+        path: &str,
+        option: &str,
+        line: Option<usize>,
+        out: &mut Vec<Finding>,
+    ) {
+        let f = Finding::new(
+            "aibox::policy::devcontainer_writable",
+            Severity::Error,
+            self.file,
+            format!(
+                "bind mount of `{path}` (writable) gives the container write access to \
+                 `.devcontainer/`, which the agent sees read-only: the next start by any \
+                 tool reads its files (VS Code runs devcontainer.json's `initializeCommand` \
+                 on the host)"
+            ),
+            format!(
+                "mount a folder that does not hold `.devcontainer/`, or mount it read-only; \
+                 to keep it, record the consent with a `[[security.exceptions]]` entry \
+                 `option = \"{option}\"`"
+            ),
+        )
+        .at(line);
+        self.push(true, option, f, out);
+    }
+
     pub(super) fn mount(&self, m: &Mount, out: &mut Vec<Finding>) {
         // After interpolation the source may not appear verbatim; its last part does.
         let line = line_of(self.text, m.source.trim()).or_else(|| {
@@ -861,6 +919,10 @@ impl Ctx<'_> {
             )
             .at(line);
             self.push(true, &option, f, out);
+            return;
+        }
+        if !m.read_only && self.writes_devcontainer(&path) {
+            self.devcontainer_writable(&path, &option, line, out);
             return;
         }
         if is_engine_socket(&path) || holds_sockets(&path) {

@@ -1233,11 +1233,14 @@ fn include_project_directory_moves_relative_paths() {
     };
     let judge =
         |f: &BTreeMap<String, String>| aibox_policy::check_compose_setup(f, &Consent::default());
-    // From `.devcontainer/a/b`, `../../x` is `.devcontainer/x`: inside.
-    let inside = judge(&files("a/b", "../../x"));
+    // From `.devcontainer/a/b`, `../../../x` is `x` of the project: inside (and, unlike
+    // `../../x`, which is `.devcontainer/x`, not a folder the agent must not write).
+    let inside = judge(&files("a/b", "../../../x"));
     assert!(!has_errors(&inside), "{inside:#?}");
+    let devcontainer = judge(&files("a/b", "../../x"));
+    assert!(has_errors(&devcontainer), "{devcontainer:#?}");
     // From `.devcontainer`, the same text leaves the project.
-    let outside = judge(&files(".", "../../x"));
+    let outside = judge(&files(".", "../../../x"));
     assert!(has_errors(&outside), "{outside:#?}");
     // And from the project root, `..` is the project's parent.
     let parent = judge(&files("..", ".."));

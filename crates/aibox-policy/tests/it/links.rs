@@ -312,3 +312,55 @@ fn container_state_follows_project_links() {
         aibox_policy::check_container_state(&inspect("data"), &root, &Consent::default(), &p, &[]);
     assert!(found.is_empty(), "{found:#?}");
 }
+
+/// A bind mount from outside the project that no configuration names (what an engine
+/// reports for a project folder swapped for a link after the files were checked) is an
+/// error after `up`; a configured one, as written or as its link resolves, and the
+/// project's own are not.
+#[test]
+fn a_started_container_mounts_only_what_the_configuration_names() {
+    let inspect = |sources: &[&str]| {
+        let mounts: Vec<String> = sources
+            .iter()
+            .map(|s| format!("{{\"Type\": \"bind\", \"Source\": \"{s}\", \"RW\": true}}"))
+            .collect();
+        format!(
+            "[{{\"HostConfig\": {{}}, \"Mounts\": [{}]}}]",
+            mounts.join(", ")
+        )
+    };
+    let root = "/home/u/proj";
+    let expected = ["/home/u/shared".to_owned(), "/data/shared/".to_owned()];
+    let found = aibox_policy::unexpected_mounts(
+        &inspect(&[
+            root,
+            "/home/u/proj/.aibox-home/.claude",
+            "/home/u/shared",
+            "/data/shared",
+        ]),
+        root,
+        &expected,
+    );
+    assert!(found.is_empty(), "{found:#?}");
+    let found = aibox_policy::unexpected_mounts(
+        &inspect(&[root, "/home/u/.ssh", "/home/u/projects"]),
+        root,
+        &expected,
+    );
+    let codes: Vec<&str> = found.iter().map(|f| f.code.as_str()).collect();
+    assert_eq!(
+        codes,
+        [
+            "aibox::policy::unexpected_mount",
+            "aibox::policy::unexpected_mount"
+        ],
+        "{found:#?}"
+    );
+    assert!(found[0].message.contains("`/home/u/.ssh`"), "{found:#?}");
+    // A project whose name starts like another folder's is not that folder.
+    let found = aibox_policy::unexpected_mounts(&inspect(&["/home/u/proj2"]), root, &[]);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    // Volumes are the engine's, not host paths.
+    let volume = "[{\"Mounts\": [{\"Type\": \"volume\", \"Source\": \"/var/lib/x\"}]}]";
+    assert!(aibox_policy::unexpected_mounts(volume, root, &[]).is_empty());
+}

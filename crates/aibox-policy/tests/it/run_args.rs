@@ -360,6 +360,18 @@ fn podman_only_options_are_judged() {
             "env-host",
         ),
         (&["--rootfs"], "aibox::policy::host_rootfs", "rootfs"),
+        // Go's `ParseBool`, which the engines' flags use, reads `t` as true.
+        (
+            &["--env-host=t"],
+            "aibox::policy::host_environment",
+            "env-host",
+        ),
+        (&["--rootfs=T"], "aibox::policy::host_rootfs", "rootfs"),
+        (
+            &["--privileged=t"],
+            "aibox::policy::privileged",
+            "privileged",
+        ),
     ];
     for (list, code, option) in cases {
         let found = judged(list, &Consent::default());
