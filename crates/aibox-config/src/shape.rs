@@ -458,7 +458,14 @@ impl<'s> Walker<'s, '_> {
         } else if let Some(c) = closest(key, valid.iter().copied()) {
             format!("did you mean `{c}`? valid keys {where_}: {}", ticks(&valid))
         } else if let Some(elsewhere) = self.find_elsewhere(key) {
-            format!("`{key}` belongs in `[{elsewhere}]`, not {where_}")
+            if elsewhere.is_empty() {
+                format!(
+                    "`{key}` is a top-level setting (`[{key}]`), not one {where_}: write it as \
+                     its own `[{key}]` table, or before the first table header"
+                )
+            } else {
+                format!("`{key}` belongs in `[{elsewhere}]`, not {where_}")
+            }
         } else if valid.is_empty() {
             format!("remove `{key}`; no keys are allowed {where_}")
         } else {
@@ -508,7 +515,9 @@ impl<'s> Walker<'s, '_> {
             return;
         };
         for (name, child) in props {
-            if name == key && !prefix.is_empty() {
+            // A top-level key is found too (as ""): `[network]` is the first guess for a
+            // `network` line written under another table.
+            if name == key {
                 out.push(prefix.join("."));
             }
             prefix.push(name.clone());

@@ -95,6 +95,7 @@ const VALUED: &[&str] = &[
     "pid",
     "pidfile",
     "platform",
+    "pod",
     "pod-id-file",
     "publish",
     "restart",

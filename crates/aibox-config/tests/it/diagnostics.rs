@@ -56,6 +56,21 @@ fn unknown_key_in_wrong_table() {
     insta::assert_snapshot!(render(&err));
 }
 
+/// A top-level table's key written under another table is sent to the top level first,
+/// even where a nested table has a key of the same name (`[ai.execution] network`).
+#[test]
+fn a_top_level_key_under_another_table() {
+    let err = team_err(
+        "[container]\nname = \"demo\"\n\n[security]\nnetwork = { egress = \"allowlist\" }\n",
+    );
+    assert_eq!(codes(&err), ["aibox::config::unknown_key"]);
+    let text = render(&err);
+    assert!(
+        text.contains("`network` is a top-level setting (`[network]`)"),
+        "{text}"
+    );
+}
+
 #[test]
 fn unknown_top_level_table() {
     let err = team_err("[container]\nname = \"demo\"\n\n[plugins]\npython = true\n");

@@ -451,6 +451,25 @@ fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
                 line_of(text, "--env-host"),
                 out,
             ),
+            "pod" if !value.trim().is_empty() => ctx.relaxation(
+                "aibox::policy::host_namespace",
+                &format!("pod:{}", value.trim()),
+                &format!(
+                    "`--pod {}` puts the container into a pod this project does not make, \
+                     sharing its namespaces with whatever runs there",
+                    value.trim()
+                ),
+                line_of(text, "--pod"),
+                out,
+            ),
+            "group-add" if value.trim() == "keep-groups" => ctx.relaxation(
+                "aibox::policy::host_groups",
+                "group-add:keep-groups",
+                "`--group-add keep-groups` keeps the groups of the user who starts the \
+                 container, with their access to the files in its mounts",
+                line_of(text, "keep-groups"),
+                out,
+            ),
             "rootfs" if opt.value.is_none() || str_truthy(value) => ctx.relaxation(
                 "aibox::policy::host_rootfs",
                 "rootfs",

@@ -153,18 +153,26 @@ fn is_root_user(user: &str) -> bool {
 /// consent names `user:root`.
 pub fn check_container_user(config: &AiboxToml, consent: &Consent) -> Vec<Finding> {
     let c = &config.container;
-    if c.user != "root" && c.uid != 0 {
-        return Vec::new();
-    }
-    let f = Finding::new(
-        "aibox::policy::root_user",
-        Severity::Error,
-        aibox_config::AIBOX_TOML,
+    let message = if c.user == "root" || c.uid == 0 {
         format!(
             "the container runs as root (`[container] user = \"{}\"`, uid {}): a break-out \
              starts with root rights",
             c.user, c.uid
-        ),
+        )
+    } else if c.gid() == 0 {
+        // The root group owns most of the system; on a rootful engine it is the host's
+        // group 0 for every file in a bind mount.
+        "the container user is in the root group (`[container] gid = 0`): it reads and \
+         writes what group 0 may, in the container and in every bind mount"
+            .to_owned()
+    } else {
+        return Vec::new();
+    };
+    let f = Finding::new(
+        "aibox::policy::root_user",
+        Severity::Error,
+        aibox_config::AIBOX_TOML,
+        message,
         ROOT_REMEDY,
     );
     consent.judge(true, "user:root", f).into_iter().collect()

@@ -718,6 +718,16 @@ fn a_root_container_user_is_refused_until_consented() {
         accepted[0].accepted_reason.as_deref(),
         Some("fixture: tested on purpose")
     );
+    // The root group alone is judged the same way; another group is not.
+    for (gid, refused) in [(0, true), (1000, false)] {
+        let config = aibox_config::parse_aibox_toml(
+            &format!("[container]\nname = \"demo\"\ngid = {gid}\n"),
+            "aibox.toml",
+        )
+        .unwrap();
+        let found = aibox_policy::check_container_user(&config, &Consent::default());
+        assert_eq!(has_errors(&found), refused, "gid {gid}: {found:#?}");
+    }
 }
 
 /// A dev container configuration that starts the container, or runs the tools, as root

@@ -372,6 +372,16 @@ fn podman_only_options_are_judged() {
             "aibox::policy::privileged",
             "privileged",
         ),
+        (
+            &["--pod", "other"],
+            "aibox::policy::host_namespace",
+            "pod:other",
+        ),
+        (
+            &["--group-add=keep-groups"],
+            "aibox::policy::host_groups",
+            "group-add:keep-groups",
+        ),
     ];
     for (list, code, option) in cases {
         let found = judged(list, &Consent::default());

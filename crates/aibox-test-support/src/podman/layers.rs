@@ -244,10 +244,15 @@ fn image_names(podman: &Podman) -> Result<String, String> {
     let list = || podman_ok(podman, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
     // Podman 4.3 fails the whole listing when another process removes an image while it
     // reads ("image not known", "layer not known"); the next listing no longer sees it.
+    // While end-to-end tests build and clean up beside it, three quick tries in a row
+    // all failed (ci71): wait a little between tries.
     let mut tries = 1;
     loop {
         match list() {
-            Err(e) if tries < 3 && e.contains(" not known") => tries += 1,
+            Err(e) if tries < 10 && e.contains(" not known") => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
             done => return done,
         }
     }
