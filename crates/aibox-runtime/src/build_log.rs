@@ -166,6 +166,19 @@ pub(crate) fn stopped_silently(tail: &[String]) -> bool {
         })
 }
 
+/// Whether a failed build's `tail` shows Podman losing an image it was weighing as a
+/// cache (`Error: checking if cached image exists from a previous build: getting top
+/// layer info: layer not known`): another process removed that image while the build
+/// read the store. Nothing is wrong with the build; the same build run again no longer
+/// sees the removed image.
+pub(crate) fn store_changed_under(tail: &[String]) -> bool {
+    tail.iter().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("Error: checking if cached image exists")
+            && (l.ends_with("layer not known") || l.ends_with("image not known"))
+    })
+}
+
 /// The instructions of a `Dockerfile.local`, continuation lines joined and whitespace
 /// collapsed, comments left out (the form engines print them in).
 pub(crate) fn instructions(dockerfile: &str) -> Vec<String> {
@@ -353,6 +366,23 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
 
 #[cfg(test)]
 mod tests {
+    /// The line Podman 4.3 printed when a concurrent removal took an image its cache
+    /// check was reading (seen in CI); an ordinary failed step is not that.
+    #[test]
+    fn a_store_changed_under_the_build_is_told_apart() {
+        let tail = |lines: &[&str]| lines.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>();
+        assert!(store_changed_under(&tail(&[
+            "STEP 9/17: LABEL org.opencontainers.image.source=\"x\"",
+            "Error: checking if cached image exists from a previous build: getting top layer \
+             info: layer not known",
+            "exit code: 125",
+        ])));
+        assert!(!store_changed_under(&tail(&[
+            "STEP 3/17: RUN false",
+            "Error: building at STEP \"RUN false\": while running runtime: exit status 1",
+        ])));
+    }
+
     use super::*;
 
     const CLAUDE: &str = "RUN set -eu;     arch=\"$(dpkg --print-architecture)\";     case \

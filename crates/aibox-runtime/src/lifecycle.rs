@@ -462,29 +462,43 @@ impl Runtime {
         progress(&Event::Building {
             image: target.image.clone(),
         });
-        let mut cmd = self.compose(target, &["build"]);
-        for arg in prints.build_args() {
-            cmd.arg("--build-arg").arg(arg);
-        }
-        let mut log = BuildLog::default();
-        let done = process::run(cmd, self.timeouts.build, &mut |_, line| {
-            progress(&Event::Output {
-                line: line.to_owned(),
-            });
-            if let Some(step) = log.line(line) {
-                progress(&Event::Step(step));
+        // Once more when another process removed an image the build was reading as a
+        // cache (Podman's "layer not known"): nothing is wrong with the build.
+        let mut again = true;
+        loop {
+            let mut cmd = self.compose(target, &["build"]);
+            for arg in prints.build_args() {
+                cmd.arg("--build-arg").arg(arg);
             }
-        })?;
-        if done.success()
-            && !log.says_failed()
-            && self
-                .image_facts(&target.image)?
-                // A Dockerfile without the label step (not aibox's) cannot say more.
-                .is_some_and(|f| f.build_digest.is_empty() || f.build_digest == prints.build)
-        {
-            return Ok(());
+            let mut log = BuildLog::default();
+            let done = process::run(cmd, self.timeouts.build, &mut |_, line| {
+                progress(&Event::Output {
+                    line: line.to_owned(),
+                });
+                if let Some(step) = log.line(line) {
+                    progress(&Event::Step(step));
+                }
+            })?;
+            if done.success()
+                && !log.says_failed()
+                && self
+                    .image_facts(&target.image)?
+                    // A Dockerfile without the label step (not aibox's) cannot say more.
+                    .is_some_and(|f| f.build_digest.is_empty() || f.build_digest == prints.build)
+            {
+                return Ok(());
+            }
+            if again && build_log::store_changed_under(&done.tail) && !interrupted(&done) {
+                again = false;
+                progress(&Event::Note {
+                    line: "an image the build was reading was removed meanwhile (by another \
+                           process); building again"
+                        .to_owned(),
+                });
+                continue;
+            }
+            return Err(build_failed(target, &log, &done));
         }
-        Err(build_failed(target, &log, &done))
     }
 
     /// Builds the image when missing (or when asked), starts the container and waits
