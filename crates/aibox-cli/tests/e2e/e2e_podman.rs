@@ -257,18 +257,16 @@ fn init_apply_up_status_exec_down() {
     check_exec(&podman, root, user);
     // With the default (open) egress too, the agent cannot rewrite the files its next
     // container is made from (devcontainer.json's `initializeCommand` runs on the host),
-    // even as root; the rest of the workspace is its own.
-    for target in ["devcontainer.json", "docker-compose.override.yml"] {
-        let out = podman.run(&[
-            "exec",
-            "-u",
-            "0",
-            container,
-            "sh",
-            "-c",
-            &format!("echo '# agent' >> /workspace/.devcontainer/{target}"),
-        ]);
-        assert!(!out.status.success(), "{target}: {}", show(&out));
+    // even as root; nor swap a harness state folder for a link the engine would follow,
+    // nor add a line to the personal environment file Compose reads.
+    for script in [
+        "echo '# agent' >> /workspace/.devcontainer/devcontainer.json",
+        "echo '# agent' >> /workspace/.devcontainer/docker-compose.override.yml",
+        "mv /workspace/.aibox-home/.claude /workspace/.aibox-home/moved",
+        "echo GITHUB_TOKEN >> /workspace/.aibox-local.env",
+    ] {
+        let out = podman.run(&["exec", "-u", "0", container, "sh", "-c", script]);
+        assert!(!out.status.success(), "{script}: {}", show(&out));
         assert!(
             show(&out).contains("Read-only file system"),
             "{}",
