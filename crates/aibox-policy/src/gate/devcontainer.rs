@@ -442,64 +442,126 @@ fn run_args_findings(ctx: &Ctx<'_>, args: &[String], out: &mut Vec<Finding>) {
                 let (key, v) = value.split_once('=').unwrap_or((value, ""));
                 ctx.log_option("--log-opt", key, v, out);
             }
-            // Podman's: every host variable, or a host folder as the root file system.
-            "env-host" if opt.value.is_none() || str_truthy(value) => ctx.relaxation(
-                "aibox::policy::host_environment",
-                "env-host",
-                "`--env-host` copies every variable of the host's environment into the \
-                 container, the tokens and credentials of the shell that starts it included",
-                line_of(text, "--env-host"),
-                out,
-            ),
-            "pod" if !value.trim().is_empty() => ctx.relaxation(
-                "aibox::policy::host_namespace",
-                &format!("pod:{}", value.trim()),
-                &format!(
-                    "`--pod {}` puts the container into a pod this project does not make, \
-                     sharing its namespaces with whatever runs there",
-                    value.trim()
-                ),
-                line_of(text, "--pod"),
-                out,
-            ),
-            "group-add" if value.trim() == "keep-groups" => ctx.relaxation(
-                "aibox::policy::host_groups",
-                "group-add:keep-groups",
-                "`--group-add keep-groups` keeps the groups of the user who starts the \
-                 container, with their access to the files in its mounts",
-                line_of(text, "keep-groups"),
-                out,
-            ),
-            "rootfs" if opt.value.is_none() || str_truthy(value) => ctx.relaxation(
-                "aibox::policy::host_rootfs",
-                "rootfs",
-                "`--rootfs` runs the container on a host folder as its root file system, \
-                 which the container then writes in place",
-                line_of(text, "--rootfs"),
-                out,
-            ),
-            // Registry credentials spelled out in a committed file; a `${...}` reference
-            // takes them from the host when the editor starts the container.
-            "creds" if !value.contains("${") => out.push(
-                Finding::new(
-                    "aibox::policy::secret_value",
-                    Severity::Error,
-                    ctx.file,
-                    "`--creds` writes registry credentials into the dev container \
-                     configuration, a committed file",
-                    "remove it; log in with `podman login` (or `docker login`) on the host \
-                     instead",
-                )
-                .at(line_of(text, "--creds")),
-            ),
-            _ => {}
+            _ => podman_option(ctx, &opt, out),
         }
     }
+}
+
+/// Podman's own `run` options that reach past the container (and registry credentials
+/// spelled out), judged like the options Compose shares.
+fn podman_option(ctx: &Ctx<'_>, opt: &run_args::RunOpt, out: &mut Vec<Finding>) {
+    let text = ctx.text;
+    let value = opt.value();
+    match opt.name.as_str() {
+        // Podman's: every host variable, or a host folder as the root file system.
+        "env-host" if opt.value.is_none() || str_truthy(value) => ctx.relaxation(
+            "aibox::policy::host_environment",
+            "env-host",
+            "`--env-host` copies every variable of the host's environment into the \
+                 container, the tokens and credentials of the shell that starts it included",
+            line_of(text, "--env-host"),
+            out,
+        ),
+        "pod" if !value.trim().is_empty() => ctx.relaxation(
+            "aibox::policy::host_namespace",
+            &format!("pod:{}", value.trim()),
+            &format!(
+                "`--pod {}` puts the container into a pod this project does not make, \
+                     sharing its namespaces with whatever runs there",
+                value.trim()
+            ),
+            line_of(text, "--pod"),
+            out,
+        ),
+        // `container:host:count` ranges that put host ID 0 into the container (its
+        // root is then the host's root on a rootful engine).
+        "uidmap" | "gidmap" if maps_host_root(value) => ctx.relaxation(
+            "aibox::policy::host_namespace",
+            &format!("{}:{}", opt.name, value.trim()),
+            &format!(
+                "`--{} {}` maps the host's ID 0 into the container",
+                opt.name,
+                value.trim()
+            ),
+            line_of(text, value.trim()),
+            out,
+        ),
+        "annotation" if keeps_groups(value) => ctx.relaxation(
+            "aibox::policy::host_groups",
+            "group-add:keep-groups",
+            "the `run.oci.keep_original_groups` annotation keeps the groups of the user \
+                 who starts the container, with their access to the files in its mounts",
+            line_of(text, "keep_original_groups"),
+            out,
+        ),
+        "group-add" if value.trim() == "keep-groups" => ctx.relaxation(
+            "aibox::policy::host_groups",
+            "group-add:keep-groups",
+            "`--group-add keep-groups` keeps the groups of the user who starts the \
+                 container, with their access to the files in its mounts",
+            line_of(text, "keep-groups"),
+            out,
+        ),
+        "rootfs" if opt.value.is_none() || str_truthy(value) => ctx.relaxation(
+            "aibox::policy::host_rootfs",
+            "rootfs",
+            "`--rootfs` runs the container on a host folder as its root file system, \
+                 which the container then writes in place",
+            line_of(text, "--rootfs"),
+            out,
+        ),
+        // Registry credentials spelled out in a committed file; a `${...}` reference
+        // takes them from the host when the editor starts the container.
+        "creds" if !value.contains("${") => out.push(
+            Finding::new(
+                "aibox::policy::secret_value",
+                Severity::Error,
+                ctx.file,
+                "`--creds` writes registry credentials into the dev container \
+                     configuration, a committed file",
+                "remove it; log in with `podman login` (or `docker login`) on the host \
+                     instead",
+            )
+            .at(line_of(text, "--creds")),
+        ),
+        _ => {}
+    }
+}
+
+/// Whether a `--uidmap`/`--gidmap` value (`container:host:count`, `+` and `@` forms
+/// included) maps host ID 0 into the container.
+fn maps_host_root(value: &str) -> bool {
+    let parts: Vec<&str> = value
+        .trim()
+        .trim_start_matches(['+', '@'])
+        .split(':')
+        .collect();
+    match parts.as_slice() {
+        [_, host, ..] => host.trim_start_matches(['+', '@']).trim() == "0",
+        _ => false,
+    }
+}
+
+/// Whether an `--annotation` sets crun's `run.oci.keep_original_groups` to a true value.
+fn keeps_groups(value: &str) -> bool {
+    value
+        .split_once('=')
+        .is_some_and(|(k, v)| k.trim() == "run.oci.keep_original_groups" && v.trim() != "0")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_root_maps_and_kept_groups_are_read() {
+        assert!(maps_host_root("0:0:4294967295"));
+        assert!(maps_host_root("1000:0:1"));
+        assert!(!maps_host_root("0:100000:65536"));
+        assert!(keeps_groups("run.oci.keep_original_groups=1"));
+        assert!(!keeps_groups("run.oci.keep_original_groups=0"));
+        assert!(!keeps_groups("org.example=1"));
+    }
 
     #[test]
     fn features_pinning() {

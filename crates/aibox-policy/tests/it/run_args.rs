@@ -382,6 +382,16 @@ fn podman_only_options_are_judged() {
             "aibox::policy::host_groups",
             "group-add:keep-groups",
         ),
+        (
+            &["--annotation", "run.oci.keep_original_groups=1"],
+            "aibox::policy::host_groups",
+            "group-add:keep-groups",
+        ),
+        (
+            &["--uidmap", "0:0:4294967295"],
+            "aibox::policy::host_namespace",
+            "uidmap:0:0:4294967295",
+        ),
     ];
     for (list, code, option) in cases {
         let found = judged(list, &Consent::default());
