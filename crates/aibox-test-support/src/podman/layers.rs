@@ -242,14 +242,16 @@ pub(super) fn remove_images(podman: &Podman, images: &[impl AsRef<str>]) -> Resu
 /// Every name of every image in the store, `REPOSITORY:TAG` a line.
 fn image_names(podman: &Podman) -> Result<String, String> {
     let list = || podman_ok(podman, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
-    // Podman 4.3 fails the whole listing when another process removes an image while it
-    // reads ("image not known", "layer not known"); the next listing no longer sees it.
-    // While end-to-end tests build and clean up beside it, three quick tries in a row
-    // all failed (ci71): wait a little between tries.
+    // Podman 4.3 fails the whole listing when another process removes or writes an image
+    // while it reads ("image not known", "layer not known", an image whose "manifest"
+    // "does not exist" yet or any more); the next listing no longer sees it. While
+    // end-to-end tests build and clean up beside it, three quick tries in a row all
+    // failed (ci71): wait a little between tries.
+    let changing = |e: &str| e.contains(" not known") || e.contains("does not exist");
     let mut tries = 1;
     loop {
         match list() {
-            Err(e) if tries < 10 && e.contains(" not known") => {
+            Err(e) if tries < 10 && changing(&e) => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
