@@ -28,6 +28,18 @@ pub enum HostPath {
     Unresolvable(String),
 }
 
+/// aibox's folder in one of the user's XDG base folders: `$<xdg_var>/aibox`, else
+/// `$HOME/<home_fallback>/aibox` (`.cache`, `.local/state`); `None` when neither variable
+/// is set (an empty value counts as unset: it would name a folder relative to wherever
+/// aibox runs).
+pub fn user_dir(xdg_var: &str, home_fallback: &str) -> Option<PathBuf> {
+    let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let base = set(xdg_var)
+        .map(PathBuf::from)
+        .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(home_fallback)))?;
+    Some(base.join("aibox"))
+}
+
 /// Resolves `path` through symbolic links: a project-relative path (relative to `root`),
 /// an absolute path, or `~`/`~/…` (relative to `home`; without a home it is [`HostPath::Plain`]).
 pub fn resolve_host_path(root: &Path, home: Option<&Path>, path: &str) -> HostPath {

@@ -203,8 +203,9 @@ fn render_egress(inputs: &Inputs<'_>, mode: EgressMode, out: &mut String) {
     }
 }
 
-/// The variable name when `value` is exactly a host reference `${NAME}`.
-pub(crate) fn host_reference(value: &str) -> Option<&str> {
+/// The variable name when `value` is exactly a host reference `${NAME}` (Compose fills
+/// it from the host's environment when the container is created).
+pub fn host_reference(value: &str) -> Option<&str> {
     value
         .strip_prefix("${")
         .and_then(|v| v.strip_suffix('}'))

@@ -22,6 +22,7 @@ use aibox_config::{AiboxToml, ContextMode, Harness, LocalToml, Ownership, Planne
 
 use crate::catalog::Catalog;
 
+pub use compose::host_reference;
 pub use error::DevcontainerError;
 
 /// Text every generated file carries in its header; the engine looks for it to tell a

@@ -102,13 +102,11 @@ impl Reach {
             .environment
             .iter()
             .filter_map(|(key, value)| {
-                let name = value.strip_prefix("${")?.strip_suffix('}')?;
-                aibox_config::validate::is_env_name(name).then(|| {
-                    (
-                        name.to_owned(),
-                        format!("{TEAM} [container.environment] {key}"),
-                    )
-                })
+                let name = aibox_devcontainer::host_reference(value)?;
+                Some((
+                    name.to_owned(),
+                    format!("{TEAM} [container.environment] {key}"),
+                ))
             })
             .collect();
         let security = &config.security;
@@ -262,15 +260,8 @@ impl Approvals {
     /// The default location: `$XDG_STATE_HOME/aibox/reach`, else
     /// `$HOME/.local/state/aibox/reach`; `None` without either variable.
     pub fn default_location() -> Option<Self> {
-        let base = std::env::var_os("XDG_STATE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|h| PathBuf::from(h).join(".local/state"))
-            })?;
-        Some(Self::new(base.join("aibox").join("reach")))
+        aibox_config::hostpath::user_dir("XDG_STATE_HOME", ".local/state")
+            .map(|dir| Self::new(dir.join("reach")))
     }
 
     /// The records at `dir` when one is given, else at the default location.

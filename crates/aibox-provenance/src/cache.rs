@@ -55,11 +55,7 @@ impl Cache {
 
     /// The default location: `$XDG_CACHE_HOME/aibox`, else `$HOME/.cache/aibox`.
     pub fn default_location() -> Option<Self> {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-        Some(Self::new(base.join("aibox")))
+        aibox_config::hostpath::user_dir("XDG_CACHE_HOME", ".cache").map(Self::new)
     }
 
     /// The cache at `dir` when one is given (an option or a test's), else the default
