@@ -210,7 +210,8 @@ impl Cache {
         let dest = self.unpacked_path(digest);
         Ok(
             Payload::in_pack(unpacked.files, Some(unpacked.top_tag), dest.join(PACK))
-                .in_store(dest),
+                .in_store(dest)
+                .with_parsed(unpacked.parsed),
         )
     }
 }

@@ -259,9 +259,11 @@ impl Catalog {
         serde_json::to_string(&memo).unwrap_or_default()
     }
 
-    /// Reads and parses every `SKILL.md` and package file of the payload.
+    /// Reads and parses every `SKILL.md` and package file of the payload; a file the
+    /// unpacking parsed already (see [`Parsed`]) is not read again.
     fn scan(payload: &Payload) -> Result<Self> {
         let mut catalog = Self::default();
+        let early = payload.parsed();
         let skill_files: Vec<(&str, &str, &str)> = payload
             .files
             .keys()
@@ -273,10 +275,19 @@ impl Catalog {
         let parse = |files: &[(&str, &str, &str)]| -> Vec<Result<Skill>> {
             files
                 .iter()
-                .map(|(path, category, name)| parse_skill(payload, path, category, name))
+                .map(
+                    |&(path, category, name)| match early.and_then(|e| e.skills.get(path)) {
+                        Some(done) => done.clone().map_err(|reason| bad_file(path, reason)),
+                        None => parse_skill(payload, path, category, name),
+                    },
+                )
                 .collect()
         };
-        let parsed = if skill_files.len() >= PARALLEL_SKILLS {
+        let unparsed = skill_files
+            .iter()
+            .filter(|(path, _, _)| early.is_none_or(|e| !e.skills.contains_key(*path)))
+            .count();
+        let parsed = if unparsed >= PARALLEL_SKILLS {
             let (first, second) = skill_files.split_at(skill_files.len() / 2);
             std::thread::scope(|scope| {
                 let helper = std::thread::Builder::new()
@@ -309,32 +320,12 @@ impl Catalog {
             let Some(stem) = package_file(path) else {
                 continue;
             };
-            let bad = |reason: String| ProvenanceError::Catalog {
-                path: path.to_string(),
-                reason,
-            };
-            let bytes = payload.read(path)?;
-            let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".to_owned()))?;
-            let doc: PackageDoc = crate::yaml::first_document(text)
-                .map_err(bad)?
-                .ok_or_else(|| bad("empty package file".to_owned()))?;
-            let name = doc
-                .metadata
-                .and_then(|m| m.name)
-                .unwrap_or_else(|| stem.to_owned());
-            let spec = doc.spec.unwrap_or(PackageSpec {
-                extends: Vec::new(),
-                includes: None,
-            });
-            let skills = spec.includes.map(|i| i.skills).unwrap_or_default();
-            catalog.tiers.insert(
-                name.clone(),
-                Tier {
-                    name,
-                    extends: spec.extends,
-                    skills,
-                },
-            );
+            let tier = match early.and_then(|e| e.tiers.get(&**path)) {
+                Some(done) => done.clone(),
+                None => parse_tier(stem, &payload.read(path)?),
+            }
+            .map_err(|reason| bad_file(path, reason))?;
+            catalog.tiers.insert(tier.name.clone(), tier);
         }
         Ok(catalog)
     }
@@ -484,21 +475,33 @@ const PARALLEL_SKILLS: usize = 64;
 
 /// The skill whose `SKILL.md` is the release file `path`, in folder `category`/`name`.
 fn parse_skill(payload: &Payload, path: &str, category: &str, name: &str) -> Result<Skill> {
-    let bad = |reason: String| ProvenanceError::Catalog {
+    let bytes = payload.read(path)?;
+    parse_skill_bytes(&bytes, category, name).map_err(|reason| bad_file(path, reason))
+}
+
+/// A catalog error in release file `path`.
+fn bad_file(path: &str, reason: String) -> ProvenanceError {
+    ProvenanceError::Catalog {
         path: path.to_owned(),
         reason,
-    };
-    let bytes = payload.read(path)?;
-    let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".to_owned()))?;
-    let fm = front_matter(text).ok_or_else(|| bad("no `---` front matter".to_owned()))?;
-    let fm: Frontmatter =
-        serde_norway::from_str(fm).map_err(|e| bad(format!("front matter: {e}")))?;
+    }
+}
+
+/// The skill whose `SKILL.md` holds `bytes`, in folder `category`/`name`; else why not.
+fn parse_skill_bytes(
+    bytes: &[u8],
+    category: &str,
+    name: &str,
+) -> std::result::Result<Skill, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+    let fm = front_matter(text).ok_or_else(|| "no `---` front matter".to_owned())?;
+    let fm: Frontmatter = serde_norway::from_str(fm).map_err(|e| format!("front matter: {e}"))?;
     if let Some(n) = &fm.name
         && n != name
     {
-        return Err(bad(format!(
+        return Err(format!(
             "`name: {n}` differs from the directory name `{name}`"
-        )));
+        ));
     }
     let pk = fm.metadata.and_then(|m| m.processkit);
     let core = pk.as_ref().is_some_and(|p| p.core);
@@ -519,6 +522,58 @@ fn parse_skill(payload: &Payload, path: &str, category: &str, name: &str) -> Res
         uses,
         declares_hosts,
     })
+}
+
+/// The tier of the package file with file stem `stem` holding `bytes`; else why not.
+fn parse_tier(stem: &str, bytes: &[u8]) -> std::result::Result<Tier, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+    let doc: PackageDoc =
+        crate::yaml::first_document(text)?.ok_or_else(|| "empty package file".to_owned())?;
+    let name = doc
+        .metadata
+        .and_then(|m| m.name)
+        .unwrap_or_else(|| stem.to_owned());
+    let spec = doc.spec.unwrap_or(PackageSpec {
+        extends: Vec::new(),
+        includes: None,
+    });
+    Ok(Tier {
+        name,
+        extends: spec.extends,
+        skills: spec.includes.map(|i| i.skills).unwrap_or_default(),
+    })
+}
+
+/// The catalog's files parsed while an archive was unpacked, from the bytes the
+/// manifest's digests were computed from: the unpacking's writer thread parses each as
+/// it ends, beside the inflating, so a first install does not read and parse them
+/// afterwards (a 1x release's 146 `SKILL.md`, about 3 ms). A file too large to keep
+/// while it streams by is left out and read from the payload as usual.
+#[derive(Debug, Default)]
+pub(crate) struct Parsed {
+    skills: BTreeMap<std::sync::Arc<str>, std::result::Result<Skill, String>>,
+    tiers: BTreeMap<std::sync::Arc<str>, std::result::Result<Tier, String>>,
+}
+
+impl Parsed {
+    /// Most bytes of one file kept to be parsed.
+    pub(crate) const MAX_FILE: usize = 256 * 1024;
+
+    /// Whether release file `path` is one the catalog parses.
+    pub(crate) fn wants(path: &str) -> bool {
+        skill_md(path).is_some() || package_file(path).is_some()
+    }
+
+    /// Parses the wanted release file `path` holding `bytes`.
+    pub(crate) fn add(&mut self, path: std::sync::Arc<str>, bytes: &[u8]) {
+        if let Some((category, name)) = skill_md(&path) {
+            let skill = parse_skill_bytes(bytes, category, name);
+            self.skills.insert(path, skill);
+        } else if let Some(stem) = package_file(&path) {
+            let tier = parse_tier(stem, bytes);
+            self.tiers.insert(path, tier);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -571,5 +626,81 @@ mod tests {
             err.contains("s090") && err.contains("front matter"),
             "{err}"
         );
+    }
+
+    /// `files` as a release archive, unpacked (its catalog files parsed on the way).
+    fn unpacked(files: &[(String, Vec<u8>, bool)]) -> Payload {
+        use aibox_test_support::http::release::{TarEntry, gzip, tar};
+        let mut entries = vec![TarEntry::dir("processkit-v1.0.0/")];
+        entries.extend(
+            files
+                .iter()
+                .map(|(p, b, _)| TarEntry::file(&format!("processkit-v1.0.0/{p}"), b.clone())),
+        );
+        crate::extract::read_archive(
+            &gzip(&tar(&entries)),
+            "test",
+            None,
+            &crate::extract::ExtractLimits::default(),
+        )
+        .unwrap()
+    }
+
+    /// The catalog of an unpacked archive, parsed as its files went by, is the one a scan
+    /// of the same files gives: every `SKILL.md` and package file but one too large to
+    /// keep was parsed while unpacking, and that one is read from the payload.
+    #[test]
+    fn an_unpacked_release_gives_the_catalog_a_scan_gives() {
+        let mut files = skills(PARALLEL_SKILLS + 6);
+        files[3].1 = b"---\nname: s003\nmetadata:\n  processkit:\n    uses: [{skill: s001}, s002]\n    hosts: [a.example]\n---\n".to_vec();
+        let mut big = b"---\nname: s004\nmetadata:\n  processkit:\n    core: true\n---\n".to_vec();
+        big.resize(Parsed::MAX_FILE + 10, b'x');
+        files[4].1 = big;
+        files.push((
+            ".processkit/packages/minimal.yaml".to_owned(),
+            b"metadata:\n  name: minimal\nspec:\n  extends: [base]\n  includes:\n    skills: [s003]\n".to_vec(),
+            false,
+        ));
+        files.push((
+            "context/skills/cat/s001/notes.md".to_owned(),
+            b"not parsed".to_vec(),
+            false,
+        ));
+        let payload = unpacked(&files);
+        let early = payload.parsed().unwrap();
+        assert_eq!(early.skills.len(), files.len() - 3);
+        assert!(
+            !early
+                .skills
+                .contains_key("context/skills/cat/s004/SKILL.md")
+        );
+        assert_eq!(early.tiers.len(), 1);
+        let expected = Catalog::scan(&Payload::from_memory(files)).unwrap();
+        assert_eq!(Catalog::from_payload(&payload).unwrap(), expected);
+        assert_eq!(expected.skills["s003"].uses, ["s001", "s002"]);
+        assert!(expected.skills["s003"].declares_hosts && expected.skills["s004"].core);
+        assert_eq!(expected.tiers["minimal"].skills, ["s003"]);
+    }
+
+    /// A bad `SKILL.md` or package file parsed while unpacking is the error the scan
+    /// reports, naming the same file for the same reason.
+    #[test]
+    fn a_bad_file_parsed_while_unpacking_is_the_same_error() {
+        let mut files = skills(5);
+        files[2].1 = b"no front matter".to_vec();
+        let scanned = Catalog::scan(&Payload::from_memory(files.clone())).unwrap_err();
+        let early = Catalog::from_payload(&unpacked(&files)).unwrap_err();
+        assert_eq!(early.to_string(), scanned.to_string());
+        assert!(early.to_string().contains("s002"), "{early}");
+        let mut files = skills(2);
+        files.push((
+            ".processkit/packages/bad.yaml".to_owned(),
+            b"[unclosed".to_vec(),
+            false,
+        ));
+        let scanned = Catalog::scan(&Payload::from_memory(files.clone())).unwrap_err();
+        let early = Catalog::from_payload(&unpacked(&files)).unwrap_err();
+        assert_eq!(early.to_string(), scanned.to_string());
+        assert!(early.to_string().contains("bad.yaml"), "{early}");
     }
 }

@@ -119,6 +119,8 @@ pub struct Payload {
     /// The unpacked store this payload lives in (see [`crate::Cache::unpacked`]), where
     /// values derived from its bytes are remembered; `None` for other payloads.
     store: Option<PathBuf>,
+    /// The catalog's files, parsed as the archive was unpacked (by this process).
+    parsed: Option<Arc<crate::catalog::Parsed>>,
 }
 
 impl PartialEq for Payload {
@@ -151,6 +153,7 @@ impl Payload {
             top_tag: None,
             bytes: Bytes::Memory(Arc::new(data)),
             store: None,
+            parsed: None,
         }
     }
 
@@ -166,6 +169,7 @@ impl Payload {
             top_tag,
             bytes: Bytes::Pack(Arc::new(pack)),
             store: None,
+            parsed: None,
         }
     }
 
@@ -180,6 +184,7 @@ impl Payload {
             top_tag,
             bytes: Bytes::Dir(Arc::new(root)),
             store: None,
+            parsed: None,
         }
     }
 
@@ -192,6 +197,17 @@ impl Payload {
     /// The unpacked store holding this payload, if it is one.
     pub(crate) fn store(&self) -> Option<&Path> {
         self.store.as_deref()
+    }
+
+    /// Keeps what the unpacking of this payload's archive parsed of the catalog's files.
+    pub(crate) fn with_parsed(mut self, parsed: crate::catalog::Parsed) -> Self {
+        self.parsed = Some(Arc::new(parsed));
+        self
+    }
+
+    /// The catalog's files parsed while this payload was unpacked, if it was.
+    pub(crate) fn parsed(&self) -> Option<&crate::catalog::Parsed> {
+        self.parsed.as_deref()
     }
 
     /// The directory holding the files, when they are files of their own on disk (a
@@ -907,6 +923,8 @@ pub struct Unpacked {
     pub top_tag: String,
     /// SHA-256 of the whole (compressed) input.
     pub archive_sha256: Sha256,
+    /// The catalog's files, parsed as they went by.
+    pub(crate) parsed: crate::catalog::Parsed,
 }
 
 /// Streams a gzip-compressed tar archive from `input` into the new pack file `pack`
@@ -939,7 +957,11 @@ fn unpack_into(
         let read = unpack_entries(input, what, expected_tag, limits, &mut sink);
         // After a refusal the files not handed over yet are dropped. The writer's error
         // is the cause when both failed: the reader then only saw the writer stop.
-        let (digests, archive_sha256) = sink.finish(read.is_ok())?;
+        let Hashed {
+            digests,
+            archive: archive_sha256,
+            parsed,
+        } = sink.finish(read.is_ok())?;
         let read = read?;
         if digests.len() != read.files.len() {
             return Err(ProvenanceError::io(
@@ -970,6 +992,7 @@ fn unpack_into(
             files: packed_files(files),
             top_tag: read.top_tag,
             archive_sha256,
+            parsed,
         })
     })
 }
@@ -998,13 +1021,20 @@ fn unpack_entries(
         // The decoder's message may quote header bytes.
         reason: aibox_config::bounded(&e.to_string(), QUOTE_LIMIT),
     };
-    let tapped = TapReader {
-        inner: input,
-        raw: sink.raw(),
-    };
+    let tapped = std::io::BufReader::with_capacity(
+        INPUT_BUFFER,
+        TapReader {
+            inner: input,
+            raw: sink.raw(),
+        },
+    );
+    let member = crate::gzip::Member::new(tapped).map_err(|e| corrupt(&e))?;
+    // The inflater fills a large buffer per call (its output window is then rarely
+    // copied), while `tar` reads a header or a chunk at a time.
+    let inflated = std::io::BufReader::with_capacity(INFLATE_BUFFER, member);
     // Header data (PAX extensions, GNU long names) is read by `tar` before an entry is
     // seen, so the whole decompressed stream is capped: contents plus a header allowance.
-    let (capped, hit, cap) = CappedReader::new(flate2::read::GzDecoder::new(tapped), limits);
+    let (capped, hit, cap) = CappedReader::new(inflated, limits);
     let corrupt = |e: &dyn std::fmt::Display| {
         if hit.get() {
             ProvenanceError::ArchiveLimit {
@@ -1086,6 +1116,9 @@ fn unpack_entries(
         let size = entry.header().size().map_err(|e| corrupt(&e))?;
         checker.add_bytes(&rel, size)?;
         let executable = entry.header().mode().unwrap_or(0o644) & 0o111 != 0;
+        if crate::catalog::Parsed::wants(&rel) {
+            sink.watch(files.len(), Arc::clone(&rel));
+        }
         let mut body = (&mut entry).take(size.saturating_add(1));
         let mut read = 0u64;
         loop {
@@ -1109,8 +1142,11 @@ fn unpack_entries(
         ));
     }
     let top_tag = top_tag(top, what, expected_tag)?;
-    // The rest of the input (gzip trailer, padding) counts for the archive digest.
-    let mut tapped = archive.into_inner().inner.into_inner();
+    // The rest of the member (the tar padding) is inflated, so that its trailer is
+    // checked, still under the cap; the rest of the input counts for the archive digest.
+    let mut capped = archive.into_inner();
+    std::io::copy(&mut capped, &mut std::io::sink()).map_err(|e| corrupt(&e))?;
+    let mut tapped = capped.inner.into_inner().into_inner();
     std::io::copy(&mut tapped, &mut std::io::sink()).map_err(|e| corrupt(&e))?;
     Ok(Entries { files, top_tag })
 }
@@ -1135,6 +1171,7 @@ pub fn unpack_to_temp(
         top_tag: Some(u.top_tag),
         bytes: Bytes::Temp(path, Arc::new(dir)),
         store: None,
+        parsed: Some(Arc::new(u.parsed)),
     };
     Ok((payload, u.archive_sha256))
 }
@@ -1380,6 +1417,10 @@ const RAW_ROOM: usize = 2 * BATCH_BYTES;
 
 /// Most bytes read from the archive at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// Compressed bytes read from the archive at a time.
+const INPUT_BUFFER: usize = 64 * 1024;
+/// Bytes inflated at a time (see [`unpack_entries`]).
+const INFLATE_BUFFER: usize = 256 * 1024;
 
 /// Where [`unpack_archive`] puts the files' bytes: a thread of its own hashes each file
 /// (and the archive's bytes, see [`TapReader`]) and appends the bytes to the pack, so
@@ -1408,6 +1449,9 @@ struct Batch {
     filled: usize,
     ends: Vec<usize>,
     raw: Vec<u8>,
+    /// The files (by number, in archive order) whose bytes the writer keeps and hands to
+    /// the catalog's parsing, announced before their first byte.
+    watch: Vec<(usize, Arc<str>)>,
 }
 
 impl Batch {
@@ -1434,6 +1478,7 @@ impl Batch {
         self.filled = 0;
         self.ends.clear();
         self.raw.clear();
+        self.watch.clear();
     }
 
     /// Feeds the contents to `current`, the counter of the file whose bytes came last,
@@ -1500,16 +1545,24 @@ impl<'scope> PackSink<'scope> {
     /// the number of bytes read (0 at the end).
     fn read_from(&mut self, body: &mut impl Read) -> std::io::Result<usize> {
         if self.batch.bytes.is_empty() {
+            let watch = std::mem::take(&mut self.batch.watch);
             self.batch = Batch::reused_or_new(
                 self.from_writer.as_ref(),
                 BATCH_BYTES + READ_CHUNK,
                 RAW_ROOM,
             );
+            self.batch.watch = watch;
         }
         let start = self.batch.filled;
         let n = body.read(&mut self.batch.bytes[start..start + READ_CHUNK])?;
         self.batch.filled += n;
         Ok(n)
+    }
+
+    /// Has the writer keep the bytes of file number `file` (`rel`, not begun yet) for
+    /// the catalog's parsing.
+    fn watch(&mut self, file: usize, rel: Arc<str>) {
+        self.batch.watch.push((file, rel));
     }
 
     /// Marks the end of the current file's bytes.
@@ -1562,10 +1615,10 @@ impl<'scope> PackSink<'scope> {
         let flushed = if flush { self.flush() } else { Ok(()) };
         drop(self.to_writer.take());
         let written = match self.thread.take().map(std::thread::ScopedJoinHandle::join) {
-            None => Ok(self.inline.take().map_or_else(
-                || (Vec::new(), Counter::default().finish()),
-                PackWriter::finish,
-            )),
+            None => Ok(self
+                .inline
+                .take()
+                .map_or_else(Hashed::default, PackWriter::finish)),
             Some(Ok(done)) => done,
             Some(Err(_)) => Err(ProvenanceError::io(
                 "write",
@@ -1577,9 +1630,23 @@ impl<'scope> PackSink<'scope> {
     }
 }
 
-/// What [`PackWriter`] hashed: each file's digest, in the order the files were read, and
-/// the archive's.
-type Hashed = (Vec<Sha256>, Sha256);
+/// What [`PackWriter`] found: each file's digest, in the order the files were read, the
+/// archive's, and the catalog's files parsed.
+struct Hashed {
+    digests: Vec<Sha256>,
+    archive: Sha256,
+    parsed: crate::catalog::Parsed,
+}
+
+impl Default for Hashed {
+    fn default() -> Self {
+        Self {
+            digests: Vec::new(),
+            archive: Counter::default().finish(),
+            parsed: crate::catalog::Parsed::default(),
+        }
+    }
+}
 
 /// Hashes file contents and appends them to the pack file; hashes the archive bytes.
 struct PackWriter<'p> {
@@ -1591,6 +1658,13 @@ struct PackWriter<'p> {
     digests: Vec<Sha256>,
     /// The archive's bytes so far.
     archive: Counter,
+    /// Whether the current file (number `digests.len()`) was looked up in `watches`.
+    started: bool,
+    /// Files announced to be kept for the catalog, not begun yet, in order.
+    watches: std::collections::VecDeque<(usize, Arc<str>)>,
+    /// The current file's path and bytes so far, when it is kept.
+    kept: Option<(Arc<str>, Vec<u8>)>,
+    parsed: crate::catalog::Parsed,
 }
 
 impl<'p> PackWriter<'p> {
@@ -1601,24 +1675,76 @@ impl<'p> PackWriter<'p> {
             current: Counter::default(),
             digests: Vec::new(),
             archive: Counter::default(),
+            started: false,
+            watches: std::collections::VecDeque::new(),
+            kept: None,
+            parsed: crate::catalog::Parsed::default(),
         }
     }
 
-    /// The files' digests and the archive's.
+    /// The files' digests, the archive's, and the catalog's files parsed.
     fn finish(self) -> Hashed {
-        (self.digests, self.archive.finish())
+        Hashed {
+            digests: self.digests,
+            archive: self.archive.finish(),
+            parsed: self.parsed,
+        }
     }
 
     fn append(&mut self, batch: &Batch) -> Result<()> {
         self.archive.update(&batch.raw);
-        let digests = &mut self.digests;
-        batch.hash_files(&mut self.current, |file| {
-            digests.push(file.finish());
-            Ok(())
-        })?;
+        // Announced before their first byte: in this batch at the latest.
+        self.watches.extend(batch.watch.iter().cloned());
+        let mut start = 0;
+        for &end in &batch.ends {
+            self.take(&batch.bytes[start..end]);
+            self.end_file();
+            start = end;
+        }
+        self.take(&batch.bytes[start..batch.filled]);
         self.file
             .write_all(&batch.bytes[..batch.filled])
             .map_err(|e| ProvenanceError::io("write", self.path, e))
+    }
+
+    /// Looks up, once per file, whether the current file is kept.
+    fn start_file(&mut self) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let number = self.digests.len();
+        if self.watches.front().is_some_and(|(n, _)| *n == number) {
+            self.kept = self.watches.pop_front().map(|(_, rel)| (rel, Vec::new()));
+        }
+    }
+
+    /// Bytes of the current file.
+    fn take(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.start_file();
+        self.current.update(bytes);
+        if let Some((_, kept)) = &mut self.kept {
+            if kept.len() + bytes.len() > crate::catalog::Parsed::MAX_FILE {
+                // Too large to hold: the catalog reads it from the payload instead.
+                self.kept = None;
+            } else {
+                kept.extend_from_slice(bytes);
+            }
+        }
+    }
+
+    /// The end of the current file: its digest, and its parsing when it is kept.
+    fn end_file(&mut self) {
+        self.start_file();
+        self.digests
+            .push(std::mem::take(&mut self.current).finish());
+        if let Some((rel, bytes)) = self.kept.take() {
+            self.parsed.add(rel, &bytes);
+        }
+        self.started = false;
     }
 }
 

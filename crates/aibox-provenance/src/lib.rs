@@ -16,6 +16,7 @@ pub mod digest;
 pub mod error;
 pub mod extract;
 pub mod fetch;
+mod gzip;
 pub mod install;
 pub mod integrity;
 pub mod lock;

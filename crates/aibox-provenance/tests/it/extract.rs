@@ -81,6 +81,34 @@ fn layout_errors() {
     );
 }
 
+/// The gzip trailer is checked even though `tar` stops reading at the end of the
+/// archive: a damaged CRC or length, or a cut in the padding, is a corrupt archive. Bytes
+/// after the member (a second member, padding) are not inflated.
+#[test]
+fn a_damaged_gzip_trailer_is_a_corrupt_archive() {
+    let gz = SyntheticRelease::minimal("v0.0.1").tar_gz();
+    let limits = ExtractLimits::default();
+    assert!(read_archive(&gz, "ok", None, &limits).is_ok());
+    for (at, what) in [(gz.len() - 8, "CRC-32"), (gz.len() - 2, "length")] {
+        let mut bad = gz.clone();
+        bad[at] ^= 0x55;
+        let err = read_archive(&bad, "bad", None, &limits).unwrap_err();
+        assert!(
+            matches!(err, ProvenanceError::CorruptArchive { .. }) && err.to_string().contains(what),
+            "{err}"
+        );
+    }
+    let err = read_archive(&gz[..gz.len() - 5], "cut", None, &limits).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::CorruptArchive { .. }),
+        "{err}"
+    );
+    let mut trailing = gz.clone();
+    trailing.extend(gzip(b"a second member"));
+    trailing.extend([0u8; 100]);
+    assert!(read_archive(&trailing, "trailing", None, &limits).is_ok());
+}
+
 #[test]
 fn long_names_and_the_synthetic_release() {
     let r = SyntheticRelease::generate("v1.0.0", false);
