@@ -223,19 +223,41 @@ impl StatCache {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         writeln!(out, "{HEADER}\nwritten {now}")?;
-        for (path, digest) in digests {
-            let Ok(meta) = fs_err::symlink_metadata(root.join(path)) else {
-                continue;
-            };
-            if !meta.is_file() {
-                continue;
+        // The stats are most of the time (a path walk each): a long list's second half is
+        // statted on a helper thread while this one stats and writes the first.
+        let listed: Vec<(&str, Sha256)> = digests.into_iter().collect();
+        let half = if listed.len() >= PARALLEL_STATS {
+            listed.len() / 2
+        } else {
+            listed.len()
+        };
+        let (first, second) = listed.split_at(half);
+        let keys = |part: &[(&str, Sha256)]| -> Vec<Option<StatKey>> {
+            part.iter().map(|(path, _)| file_key(root, path)).collect()
+        };
+        std::thread::scope(|scope| {
+            let helper = std::thread::Builder::new()
+                .name("aibox-stat".to_owned())
+                .spawn_scoped(scope, || keys(second))
+                .ok()
+                .filter(|_| !second.is_empty());
+            for (path, digest) in first {
+                if let Some(k) = file_key(root, path) {
+                    write_entry(out, path, k, digest)?;
+                }
             }
-            let Some(k) = StatKey::of(&meta) else {
-                continue;
+            // No thread, or it died: statted here.
+            let rest = match helper.map(std::thread::ScopedJoinHandle::join) {
+                Some(Ok(rest)) => rest,
+                _ => keys(second),
             };
-            write_entry(out, path, k, &digest)?;
-        }
-        Ok(())
+            for ((path, digest), k) in second.iter().zip(rest) {
+                if let Some(k) = k {
+                    write_entry(out, path, k, digest)?;
+                }
+            }
+            Ok(())
+        })
     }
 
     /// The digest the memo file `memo` (its text from [`Self::memo_text`]) holds for the one
@@ -260,6 +282,19 @@ impl StatCache {
         write_entry(&mut text, name, key, digest).ok()?;
         String::from_utf8(text).ok()
     }
+}
+
+/// From this many files on, [`StatCache::write_to`] stats on two threads.
+const PARALLEL_STATS: usize = 256;
+
+/// The key of the regular file `path` under `root`; `None` when it is missing or not a
+/// regular file.
+fn file_key(root: &Path, path: &str) -> Option<StatKey> {
+    let meta = fs_err::symlink_metadata(root.join(path)).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    StatKey::of(&meta)
 }
 
 /// One entry line: digest, size, mtime, ctime, inode, path.
@@ -379,5 +414,48 @@ mod tests {
         assert_eq!(cache.lookup("e.md", &meta("e.md")), hit("e.md"));
         let other = StatCache::parse(&damaged.replacen("cache", "other", 1), &written);
         assert_eq!(other.lookup("a.md", &meta("a.md")), None, "not a cache");
+    }
+
+    /// A list long enough to be statted on two threads is written in order, a line per
+    /// regular file, missing files left out in either half.
+    #[test]
+    fn a_long_list_is_written_in_order_from_both_halves() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let n = PARALLEL_STATS * 2 + 3;
+        let names: Vec<String> = (0..n).map(|i| format!("f{i:04}.md")).collect();
+        for (i, name) in names.iter().enumerate() {
+            // Every seventh file is missing, in both halves.
+            if i % 7 != 3 {
+                fs_err::write(root.join(name), name).unwrap();
+            }
+        }
+        let listed: Vec<(&str, Sha256)> = names
+            .iter()
+            .map(|n| (n.as_str(), Sha256::of(n.as_bytes())))
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut text = Vec::new();
+        StatCache::write_to(root, listed.iter().copied(), &mut text).unwrap();
+        let cache_file = root.join("cache");
+        fs_err::write(&cache_file, &text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        let written: Vec<&str> = text
+            .lines()
+            .skip(2)
+            .map(|l| l.rsplit(' ').next().unwrap())
+            .collect();
+        let expected: Vec<&str> = names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 7 != 3)
+            .map(|(_, n)| n.as_str())
+            .collect();
+        assert_eq!(written, expected);
+        let cache = StatCache::parse(&text, &fs_err::metadata(&cache_file).unwrap());
+        for name in &expected {
+            let meta = fs_err::symlink_metadata(root.join(name)).unwrap();
+            assert_eq!(cache.lookup(name, &meta), Some(Sha256::of(name.as_bytes())));
+        }
     }
 }
