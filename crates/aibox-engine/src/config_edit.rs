@@ -288,6 +288,20 @@ pub enum ConfigEditError {
         /// The closest skill name, or where to see them.
         suggestion: String,
     },
+    /// `skill disable` of a core skill of the installed release: `apply` keeps core skills
+    /// installed whatever `[skills] exclude` says, so the exclusion would only be ignored.
+    #[error("`{name}` is a core skill of the installed processkit release: it cannot be disabled")]
+    #[diagnostic(
+        code(aibox::skill::core),
+        help(
+            "core skills are always installed (`aibox skill list` marks them); nothing was \
+             changed"
+        )
+    )]
+    CoreSkill {
+        /// The name asked for.
+        name: String,
+    },
     /// The configuration file is a symbolic link: aibox edits files only in place.
     #[error("{path} is a symbolic link (to {target}); aibox edits it only as a regular file")]
     #[diagnostic(
@@ -324,9 +338,10 @@ impl ConfigEditError {
             Self::Settings(e) => e.kind(),
             Self::Write(e) => e.kind(),
             Self::Io { .. } => aibox_config::ErrorKind::Environment,
-            Self::Linked { .. } | Self::SkillDeletedByHand { .. } | Self::UnknownSkill { .. } => {
-                aibox_config::ErrorKind::User
-            }
+            Self::Linked { .. }
+            | Self::SkillDeletedByHand { .. }
+            | Self::UnknownSkill { .. }
+            | Self::CoreSkill { .. } => aibox_config::ErrorKind::User,
         }
     }
 }

@@ -21,7 +21,7 @@
 //! `doctor` and `mcp list` resolve with `offline = true`: a release that is not in the
 //! cache is [`ProcesskitState::NotResolved`] and they say so instead of downloading it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use aibox_config::{AiboxToml, ContextMode, GatewayMode, Project, ReviewScope};
 use aibox_provenance::lock::Lock;
@@ -431,7 +431,14 @@ fn resolve_processkit(
     // The configuration's skills with their dependencies: for the review, pk-doctor and
     // the declared hosts.
     let selected = selected_skills(config, &catalog)?;
-    let reviewed = review_skills(root.path(), project, &release, &catalog, &selected, &scan)?;
+    let plan_opts = install_options(&project.config, &now, &options.aibox_version);
+    let reviewed = review_skills(
+        root.path(),
+        project,
+        (&release, &catalog, &plan_opts),
+        &selected,
+        &scan,
+    )?;
     // pk-doctor's script, when its skill is selected: locked like a server, so `doctor
     // --processkit` runs it on pinned dependencies.
     let pk_doctor = catalog
@@ -778,19 +785,23 @@ fn selected_skills(
 /// `[processkit] review = "all"`. Everything else is gated: the skills of a release from
 /// an untrusted source or an unverified release (reviewed in the release's own verified
 /// folder, before they are installed or registered), a release skill
-/// edited in place (reviewed on its live files: those are what runs), and skill folders
+/// that differs from the release once the apply is done (reviewed as the apply leaves
+/// it, see [`aibox_provenance::after_apply`]: those are the files that run), and skill folders
 /// under `context/skills/` that the release did not ship but that declare an MCP server.
 /// A failing gated skill stops the apply until `aibox.toml` records a current
 /// `[[skills.review_exceptions]]` consent for its content and failed points.
 fn review_skills(
     root: &Utf8Path,
     project: &Project,
-    release: &VerifiedRelease,
-    catalog: &aibox_provenance::catalog::Catalog,
+    (release, catalog, plan_opts): (
+        &VerifiedRelease,
+        &aibox_provenance::catalog::Catalog,
+        &aibox_provenance::PlanOptions<'_>,
+    ),
     selected: &BTreeSet<String>,
     scan: &aibox_provenance::LiveScan,
 ) -> Result<Reviewed, EngineError> {
-    let (interrupted, marker) = (scan.interrupted.as_ref(), scan.parsed_marker.as_ref());
+    let marker = scan.parsed_marker.as_ref();
     let config = &project.config;
     let verified = release.verification != aibox_provenance::Verification::Unverified;
     let trusted_by = verified
@@ -813,45 +824,44 @@ fn review_skills(
     let mut edited = Vec::new();
     // Every selected skill that ships an MCP server, whether it is registered on its own
     // or served through the gateway (which exposes its tools too). Core skills are no
-    // exception: `core: true` is not a trust decision.
-    for skill in catalog
+    // exception: `core: true` is not a trust decision. A range lookup each: a scan of
+    // every release path per skill was quadratic.
+    let gated: Vec<&aibox_provenance::catalog::Skill> = catalog
         .skills
         .values()
         .filter(|s| selected.contains(&s.name))
-    {
-        // A range lookup: a scan of every release path per skill was quadratic.
-        if !release.payload.holds_below(&format!("{}/mcp/", skill.dir)) {
-            continue;
-        }
-        let live = root.join(&skill.dir);
-        // The scan's digests (through the stat cache) of every installed file: an
-        // unchanged skill is not read again.
-        let changes = marker
-            .filter(|m| aibox_provenance::trust::installed_by_release(m, &skill.dir))
-            .map(|m| {
-                aibox_provenance::trust::skill_changes_known(
-                    root.as_std_path(),
-                    m,
-                    interrupted,
-                    &skill.dir,
-                    |path| match scan.files.get(path) {
-                        Some(aibox_provenance::Live::File(h)) => Some(*h),
-                        _ => None,
-                    },
-                )
-            })
-            .unwrap_or_default();
+        .filter(|s| release.payload.holds_below(&format!("{}/mcp/", s.dir)))
+        .collect();
+    // Each judged as the apply will leave it (QA: judged as it was before, an upgrade's
+    // new server script, or a file the install kept because one was there already, was
+    // registered without review, and the next apply refused it).
+    let dirs: BTreeSet<&str> = gated.iter().map(|s| s.dir.as_str()).collect();
+    let after = aibox_provenance::after_apply(release, catalog, plan_opts, scan, &dirs)
+        .map_err(EngineError::from)?;
+    let none = BTreeMap::new();
+    for skill in gated {
+        let after = after.get(&skill.dir).unwrap_or(&none);
+        let changes = changes_after(root, release, &skill.dir, after);
         if !changes.is_empty() {
             // Deleted by hand: kept deleted and not registered (the plan says so). So is a
             // skill whose every server script was deleted by hand: it registers nothing,
             // so there is nothing to gate (the plan warns that it is registered nowhere).
-            if live.is_dir() && !servers_deleted(scan, &skill.name, &changes) {
+            let anything_left = after
+                .values()
+                .any(|a| *a != aibox_provenance::After::Absent)
+                || !changes.added.is_empty();
+            if anything_left && !servers_deleted(scan, &skill.name, &changes) {
                 edited.push(EditedSkill {
                     name: skill.name.clone(),
                     dir: skill.dir.clone(),
                     changes: changes.describe(&skill.dir),
                 });
-                to_review.push((skill.name.clone(), live, as_it_is(&skill.dir)));
+                let view = release
+                    .payload
+                    .folder_after(&skill.dir, root.as_std_path(), after)?;
+                let dir = utf8_dir(view.path())?;
+                copies.push(view);
+                to_review.push((skill.name.clone(), dir, as_it_is(&skill.dir)));
             }
             continue;
         }
@@ -862,13 +872,7 @@ fn review_skills(
         // a private copy, every byte checked against the manifest as it is copied, so the
         // review sees the bytes the install copies (which re-checks them again).
         let folder = release.payload.folder(&skill.dir)?;
-        let dir = Utf8PathBuf::from_path_buf(folder.path().to_owned()).map_err(|p| {
-            EngineError::io(
-                "review",
-                p.display().to_string(),
-                std::io::Error::other("non-UTF-8 path"),
-            )
-        })?;
+        let dir = utf8_dir(folder.path())?;
         copies.push(folder);
         to_review.push((skill.name.clone(), dir, review_ctx.clone()));
     }
@@ -900,6 +904,49 @@ fn review_skills(
         refused,
         trusted_by,
         edited,
+    })
+}
+
+/// How the release skill folder `dir` differs, once the apply is done (`after`, see
+/// [`aibox_provenance::after_apply`]), from what the release ships there: its files the
+/// apply keeps as they are (modified), its files that will be gone (missing), and files
+/// it does not ship that stay (added: kept by the apply, or added by hand). Its `config/`
+/// folder holds the user's settings and does not count.
+fn changes_after(
+    root: &Utf8Path,
+    release: &VerifiedRelease,
+    dir: &str,
+    after: &BTreeMap<String, aibox_provenance::After>,
+) -> aibox_provenance::trust::SkillChanges {
+    use aibox_provenance::After;
+    let config = format!("{dir}/config/");
+    let mut changes = aibox_provenance::trust::SkillChanges::default();
+    for (path, a) in after.iter().filter(|(p, _)| !p.starts_with(&config)) {
+        let shipped = release.payload.files.contains_key(path.as_str());
+        match (a, shipped) {
+            (After::Live, true) => changes.modified.push(path.clone()),
+            (After::Live, false) => changes.added.push(path.clone()),
+            (After::Absent, true) => changes.missing.push(path.clone()),
+            (After::Release(_), _) | (After::Absent, false) => {}
+        }
+    }
+    aibox_provenance::integrity::walk_sorted(root.as_std_path(), dir, &mut |p| {
+        if !after.contains_key(p) && !p.starts_with(&config) {
+            changes.added.push(p.to_owned());
+        }
+    });
+    changes.added.sort();
+    changes
+}
+
+/// `path` as UTF-8, for the review.
+fn utf8_dir(path: &std::path::Path) -> Result<Utf8PathBuf, EngineError> {
+    Utf8PathBuf::from_path_buf(path.to_owned()).map_err(|p| {
+        EngineError::io(
+            "review",
+            p.display().to_string(),
+            std::io::Error::other("non-UTF-8 path"),
+        )
     })
 }
 

@@ -355,16 +355,19 @@ pub fn enable(
     }
     let project = aibox_config::load_project(root)?;
     let unchecked = if project.config.context.mode == aibox_config::ContextMode::Processkit {
-        match release_skills(root, &project.config, cache_dir) {
-            Ok(skills) if skills.contains(name) => None,
-            Ok(skills) => {
+        match release_catalog(root, &project.config, cache_dir) {
+            Ok(catalog) if catalog.skills.contains_key(name) => None,
+            Ok(catalog) => {
                 return Err(ConfigEditError::UnknownSkill {
                     name: name.to_owned(),
-                    suggestion: aibox_config::closest(name, skills.iter().map(String::as_str))
-                        .map_or_else(
-                            || "`aibox skill list` shows the installed skills".to_owned(),
-                            |s| format!("did you mean `{s}`? (`aibox skill enable {s}`)"),
-                        ),
+                    suggestion: aibox_config::closest(
+                        name,
+                        catalog.skills.keys().map(String::as_str),
+                    )
+                    .map_or_else(
+                        || "`aibox skill list` shows the installed skills".to_owned(),
+                        |s| format!("did you mean `{s}`? (`aibox skill enable {s}`)"),
+                    ),
                 });
             }
             Err(why) => Some(why),
@@ -377,14 +380,14 @@ pub fn enable(
     Ok(selection)
 }
 
-/// The skill names of the installed release, read offline from the download cache: only
+/// The catalog of the installed release, read offline from the download cache: only
 /// when `aibox.lock` records the release `config` names (source and version), so a
 /// release not applied yet is never judged by the previous one. Otherwise why not.
-fn release_skills(
+fn release_catalog(
     root: &Utf8Path,
     config: &aibox_config::AiboxToml,
     cache_dir: Option<&Utf8Path>,
-) -> Result<BTreeSet<String>, String> {
+) -> Result<aibox_provenance::catalog::Catalog, String> {
     let not_installed = "the configured processkit release is not installed yet (`aibox \
                          apply` installs it and warns about a name it does not have)";
     let lock = crate::writer::ProjectRoot::open(root)
@@ -410,9 +413,7 @@ fn release_skills(
     let payload = cache
         .and_then(|c| c.unpacked(&digest).ok().flatten())
         .ok_or_else(not_cached)?;
-    let catalog =
-        aibox_provenance::catalog::Catalog::from_payload(&payload).map_err(|e| e.to_string())?;
-    Ok(catalog.skills.into_keys().collect())
+    aibox_provenance::catalog::Catalog::from_payload(&payload).map_err(|e| e.to_string())
 }
 
 /// The refusal for `name` when the install marker records files of a skill folder of
@@ -454,7 +455,24 @@ fn deleted_by_hand(root: &Utf8Path, name: &str) -> Option<ConfigEditError> {
 /// Disables `name`: removes it from `[skills] include`, or adds it to `[skills] exclude`.
 /// The next `aibox apply` removes its MCP entries and allow rules and, where unchanged
 /// since install, its files.
-pub fn disable(root: &Utf8Path, name: &str) -> Result<Selection, ConfigEditError> {
+///
+/// A core skill of the installed release is refused, changing nothing, when that release
+/// is the configured one and is in the download cache (`cache_dir`, else the default
+/// location): `apply` would keep it whatever `[skills] exclude` says.
+pub fn disable(
+    root: &Utf8Path,
+    name: &str,
+    cache_dir: Option<&Utf8Path>,
+) -> Result<Selection, ConfigEditError> {
+    let project = aibox_config::load_project(root)?;
+    if project.config.context.mode == aibox_config::ContextMode::Processkit
+        && release_catalog(root, &project.config, cache_dir)
+            .is_ok_and(|c| c.skills.get(name).is_some_and(|s| s.core))
+    {
+        return Err(ConfigEditError::CoreSkill {
+            name: name.to_owned(),
+        });
+    }
     toggle(root, name, false)
 }
 

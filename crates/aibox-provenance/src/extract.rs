@@ -231,18 +231,48 @@ impl Payload {
         if let Some(root) = self.root() {
             return Ok(Folder::InPlace(root.join(dir)));
         }
-        let temp = tempfile::Builder::new()
-            .prefix("aibox-review-")
-            .tempdir()
-            .map_err(|e| ProvenanceError::io("create a temporary folder in", "$TMPDIR", e))?;
-        let name = dir.rsplit('/').next().unwrap_or(dir);
-        let copy = temp.path().join(name);
+        let (temp, copy) = review_folder(dir)?;
         fs_err::create_dir(&copy).map_err(|e| ProvenanceError::io("create", &copy, e))?;
         let prefix = format!("{dir}/");
         for rel in self.below(&prefix) {
             self.write_new(rel, &copy.join(&rel[prefix.len()..]))?;
         }
         Ok(Folder::Copied(temp, copy))
+    }
+
+    /// The release folder `dir` as an apply will leave it in the project at `root`
+    /// (`after`, see [`crate::after_apply`]), in a private temporary copy for the skill
+    /// review: the live folder copied as it is (links as links, never followed; names as
+    /// they are), then each file the apply writes taken from the release (every byte
+    /// checked against the manifest) and each file it removes taken out.
+    ///
+    /// # Errors
+    /// A file cannot be read or no longer matches the manifest, or the copy cannot be
+    /// written.
+    pub fn folder_after(
+        &self,
+        dir: &str,
+        root: &Path,
+        after: &BTreeMap<String, crate::After>,
+    ) -> Result<Folder> {
+        let (temp, view) = review_folder(dir)?;
+        copy_as_is(&root.join(dir), &view)?;
+        let prefix = format!("{dir}/");
+        for (path, a) in after {
+            let Some(rel) = path.strip_prefix(&prefix) else {
+                continue;
+            };
+            let target = view.join(rel);
+            match a {
+                crate::After::Live => {}
+                crate::After::Absent => remove_entry(&target)?,
+                crate::After::Release(release_path) => {
+                    remove_entry(&target)?;
+                    self.write_new(release_path, &target)?;
+                }
+            }
+        }
+        Ok(Folder::Copied(temp, view))
     }
 
     /// Creates `target` (and its missing parents) with the checked bytes of file `rel`,
@@ -1748,6 +1778,60 @@ impl<'p> PackWriter<'p> {
     }
 }
 
+/// A new private temporary folder for a copy of the release folder `dir`, and the path
+/// of the copy in it (named as `dir` is, not created yet).
+fn review_folder(dir: &str) -> Result<(tempfile::TempDir, PathBuf)> {
+    let temp = tempfile::Builder::new()
+        .prefix("aibox-review-")
+        .tempdir()
+        .map_err(|e| ProvenanceError::io("create a temporary folder in", "$TMPDIR", e))?;
+    let name = dir.rsplit('/').next().unwrap_or(dir);
+    let copy = temp.path().join(name);
+    Ok((temp, copy))
+}
+
+/// Copies the folder `from` to the new folder `to` as it is: files by content, symbolic
+/// links as links (never followed), folders recursively, every name as it is (UTF-8 or
+/// not: the review sees what is there); anything else is left out. A missing `from`
+/// makes an empty `to`.
+fn copy_as_is(from: &Path, to: &Path) -> Result<()> {
+    fs_err::create_dir_all(to).map_err(|e| ProvenanceError::io("create", to, e))?;
+    let entries = match fs_err::read_dir(from) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(ProvenanceError::io("read", from, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| ProvenanceError::io("read", from, e))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = fs_err::symlink_metadata(&src)
+            .map_err(|e| ProvenanceError::io("inspect", &src, e))?
+            .file_type();
+        if kind.is_dir() {
+            copy_as_is(&src, &dst)?;
+        } else if kind.is_symlink() {
+            let target =
+                fs_err::read_link(&src).map_err(|e| ProvenanceError::io("read", &src, e))?;
+            std::os::unix::fs::symlink(&target, &dst)
+                .map_err(|e| ProvenanceError::io("create", &dst, e))?;
+        } else if kind.is_file() {
+            fs_err::copy(&src, &dst).map_err(|e| ProvenanceError::io("copy", &src, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes whatever is at `path` (a file, a link, a folder), if anything.
+fn remove_entry(path: &Path) -> Result<()> {
+    let removed = match fs_err::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => fs_err::remove_dir_all(path),
+        Ok(_) => fs_err::remove_file(path),
+    };
+    removed.map_err(|e| ProvenanceError::io("remove", path, e))
+}
+
 /// Creates a new file (never following or replacing an existing one) with a normalised mode.
 fn create_new_file(path: &Path, executable: bool) -> Result<fs_err::File> {
     let mut opts = fs_err::OpenOptions::new();
@@ -2151,5 +2235,69 @@ mod tests {
         assert!(from.read_verified().unwrap_err().contains("SHA-256"));
         // The other files still read.
         assert_eq!(p.read("AGENTS.md").unwrap(), b"agents\n");
+    }
+
+    /// The review's view of a skill as an apply leaves it: the live folder as it is (a
+    /// link stays a link, a hand-added file stays), the release's bytes where the apply
+    /// writes, nothing where it removes.
+    #[test]
+    fn folder_after_is_the_live_folder_with_the_apply_done() {
+        use crate::After;
+        let dir = "context/skills/c/s";
+        let payload = read_archive(
+            &gzip(&tar(&[
+                TarEntry::dir("processkit-v1.0.0/"),
+                TarEntry::file(
+                    "processkit-v1.0.0/context/skills/c/s/SKILL.md",
+                    "release md",
+                ),
+                TarEntry::file(
+                    "processkit-v1.0.0/context/skills/c/s/mcp/server.py",
+                    "release py",
+                ),
+            ])),
+            "t",
+            None,
+            &ExtractLimits::default(),
+        )
+        .unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let live = root.path().join(dir);
+        fs_err::create_dir_all(live.join("mcp")).unwrap();
+        fs_err::write(live.join("SKILL.md"), "my md").unwrap();
+        fs_err::write(live.join("mcp/server.py"), "old py").unwrap();
+        fs_err::write(live.join("gone.md"), "removed upstream").unwrap();
+        fs_err::write(live.join("mine.md"), "added by hand").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", live.join("link")).unwrap();
+        let after: BTreeMap<String, After> = [
+            (format!("{dir}/SKILL.md"), After::Live),
+            (
+                format!("{dir}/mcp/server.py"),
+                After::Release(Arc::from("context/skills/c/s/mcp/server.py")),
+            ),
+            (format!("{dir}/gone.md"), After::Absent),
+        ]
+        .into_iter()
+        .collect();
+        let view = payload.folder_after(dir, root.path(), &after).unwrap();
+        let v = view.path();
+        assert!(v.ends_with("s"));
+        let read = |p: &str| fs_err::read_to_string(v.join(p)).unwrap();
+        assert_eq!(read("SKILL.md"), "my md");
+        assert_eq!(read("mcp/server.py"), "release py");
+        assert_eq!(read("mine.md"), "added by hand");
+        assert!(!v.join("gone.md").exists());
+        let link = fs_err::symlink_metadata(v.join("link")).unwrap();
+        assert!(link.file_type().is_symlink());
+        assert_eq!(
+            fs_err::read_link(v.join("link")).unwrap(),
+            Path::new("/etc/passwd")
+        );
+        // The live folder is untouched.
+        assert_eq!(
+            fs_err::read_to_string(live.join("mcp/server.py")).unwrap(),
+            "old py"
+        );
+        assert!(live.join("gone.md").exists());
     }
 }

@@ -861,46 +861,25 @@ fn three_way(
     // file of theirs is not written either (a deleted folder stays deleted; writing only
     // the new files left half a skill). Decided once per folder; paths come in order, so
     // a folder's files are consecutive. Folder → the new files left out.
-    let mut deleted_dir: Option<(String, bool)> = None;
+    let mut deleted = DeletedFolders::default();
     let mut kept_deleted: BTreeMap<String, usize> = BTreeMap::new();
     for (path, entry) in classified_paths(new_set, old) {
         let r = base(path);
         let c = entry.map(|(_, f, _)| f.sha256);
-        let user_owned =
-            entry.is_some_and(|e| e.2) || old.is_some_and(|m| m.user_files.contains_key(path));
         let actual = live_states.get(path).copied().unwrap_or(Live::Missing);
         let live_now = match actual {
             Live::File(h) => Some(h),
             _ => None,
         };
         let live = as_planned(actual, path, resume);
-        let (mut class, mut action) = classify(r, c, &live);
-        if r.is_none()
-            && action == Action::Write
-            && let Some(m) = old
-            && let Some((category, skill)) = skill_of(path)
-        {
-            let dir = format!("context/skills/{category}/{skill}");
-            if deleted_dir.as_ref().is_none_or(|(d, _)| *d != dir) {
-                let gone = skill_folder_deleted(m, &dir, live_states);
-                deleted_dir = Some((dir, gone));
-            }
-            if let Some((dir, true)) = &deleted_dir {
-                action = Action::None;
-                *kept_deleted.entry(dir.clone()).or_default() += 1;
-            }
-        }
-        if user_owned && !matches!(live, Live::Missing) && action == Action::Write {
-            class = Class::Conflict;
-            action = Action::Keep;
-        }
-        if user_owned && action == Action::Remove {
-            action = Action::Keep;
-        }
-        if user_owned && matches!(live, Live::Missing) && r.is_some() && c.is_some() {
-            // The user deleted their own file: respect that.
-            action = Action::None;
-            class = Class::ChangedLocallyOnly;
+        let PathDecision {
+            class,
+            action,
+            user_owned,
+            in_deleted_folder,
+        } = decide_path(path, entry, old, &live, live_states, &mut deleted);
+        if let Some(dir) = in_deleted_folder {
+            *kept_deleted.entry(dir).or_default() += 1;
         }
         if let (Some(&(release_path, _, _)), Some(c)) = (entry, c) {
             // Every file, a kept user file too, is recorded as the release ships it,
@@ -989,6 +968,142 @@ fn three_way(
 
 /// Whether the previous install (`old`) put files in the skill folder `dir` and every
 /// one of them is gone now: the folder was deleted by hand (a few range lookups).
+/// What the plan does with one path, and why (see [`decide_path`]).
+struct PathDecision {
+    class: Class,
+    action: Action,
+    user_owned: bool,
+    /// The skill folder, deleted whole by the user, that keeps this new file out.
+    in_deleted_folder: Option<String>,
+}
+
+/// Which skill folders the user deleted whole, decided once per folder: paths come in
+/// order, so a folder's files are consecutive and the last answer is kept.
+#[derive(Default)]
+struct DeletedFolders(Option<(String, bool)>);
+
+/// The class and action of `path` (its install-set `entry`, if any) given the previous
+/// install `old` and the live state `live` (as the plan sees it): the three-way
+/// comparison, then the rules for files the user owns and for skill folders the user
+/// deleted whole (a new file of theirs is not written either: writing only the new
+/// files left half a skill). The one rule [`three_way`] and [`after_apply`] share.
+fn decide_path(
+    path: &str,
+    entry: Option<&InstallEntry<'_>>,
+    old: Option<&Marker>,
+    live: &Live,
+    live_states: &SharedPathTable<Live>,
+    deleted: &mut DeletedFolders,
+) -> PathDecision {
+    let r = old.and_then(|m| {
+        m.files
+            .get(path)
+            .or_else(|| m.user_files.get(path))
+            .copied()
+    });
+    let c = entry.map(|(_, f, _)| f.sha256);
+    let user_owned =
+        entry.is_some_and(|e| e.2) || old.is_some_and(|m| m.user_files.contains_key(path));
+    let (mut class, mut action) = classify(r, c, live);
+    let mut in_deleted_folder = None;
+    if r.is_none()
+        && action == Action::Write
+        && let Some(m) = old
+        && let Some((category, skill)) = skill_of(path)
+    {
+        let dir = format!("context/skills/{category}/{skill}");
+        if deleted.0.as_ref().is_none_or(|(d, _)| *d != dir) {
+            let gone = skill_folder_deleted(m, &dir, live_states);
+            deleted.0 = Some((dir, gone));
+        }
+        if let Some((dir, true)) = &deleted.0 {
+            action = Action::None;
+            in_deleted_folder = Some(dir.clone());
+        }
+    }
+    if user_owned && !matches!(live, Live::Missing) && action == Action::Write {
+        class = Class::Conflict;
+        action = Action::Keep;
+    }
+    if user_owned && action == Action::Remove {
+        action = Action::Keep;
+    }
+    if user_owned && matches!(live, Live::Missing) && r.is_some() && c.is_some() {
+        // The user deleted their own file: respect that.
+        action = Action::None;
+        class = Class::ChangedLocallyOnly;
+    }
+    PathDecision {
+        class,
+        action,
+        user_owned,
+        in_deleted_folder,
+    }
+}
+
+/// Where a file of a skill folder gets its bytes once the apply is done (see
+/// [`after_apply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum After {
+    /// The release's file at this release path (written, or already there).
+    Release(Arc<str>),
+    /// The live file, which the apply keeps (a local edit, a conflict, a file the
+    /// release does not have).
+    Live,
+    /// No file: removed by the apply, or deleted by hand and kept deleted.
+    Absent,
+}
+
+/// The release skill folders `dirs` as the apply that [`plan_scanned`] plans from the
+/// same scan leaves them: every release or previously installed path below each folder,
+/// and where its bytes come from afterwards (or that it is gone). Files below a folder that
+/// neither release knows (added by hand) are not listed: the apply leaves them, so they
+/// are there afterwards as they are now. So the skill review judges what the apply will
+/// register, not what was there before it (an upgrade's new server script, a file the
+/// install keeps because one was there already). Pure.
+///
+/// # Errors
+/// The selection fails (a tier cycle).
+pub fn after_apply(
+    release: &VerifiedRelease,
+    catalog: &Catalog,
+    opts: &PlanOptions<'_>,
+    live: &LiveScan,
+    dirs: &BTreeSet<&str>,
+) -> Result<BTreeMap<String, BTreeMap<String, After>>> {
+    let b = scanned_basis(release, catalog, opts, live)?;
+    let resume = live.interrupted.as_ref();
+    let mut out: BTreeMap<String, BTreeMap<String, After>> = BTreeMap::new();
+    let mut deleted = DeletedFolders::default();
+    for (path, entry) in classified_paths(&b.new_set, b.old) {
+        let Some((category, skill)) = skill_of(path) else {
+            continue;
+        };
+        let dir = format!("context/skills/{category}/{skill}");
+        if !dirs.contains(dir.as_str()) {
+            continue;
+        }
+        let actual = live.files.get(path).copied().unwrap_or(Live::Missing);
+        let planned = as_planned(actual, path, resume);
+        let d = decide_path(path, entry, b.old, &planned, &live.files, &mut deleted);
+        let after = match (d.action, entry) {
+            (Action::Write, Some((release_path, _, _))) => After::Release(Arc::clone(release_path)),
+            (Action::Remove, _) => After::Absent,
+            // Kept, or nothing to do: what is there now stays (a file already equal to
+            // the release's is the release's).
+            _ => match (actual, entry) {
+                (Live::File(h), Some((release_path, f, _))) if h == f.sha256 => {
+                    After::Release(Arc::clone(release_path))
+                }
+                (Live::File(_) | Live::Odd, _) => After::Live,
+                (Live::Missing, _) => After::Absent,
+            },
+        };
+        out.entry(dir).or_default().insert(path.to_owned(), after);
+    }
+    Ok(out)
+}
+
 fn skill_folder_deleted(old: &Marker, dir: &str, live: &SharedPathTable<Live>) -> bool {
     let prefix = format!("{dir}/");
     let mut recorded = false;
@@ -1148,6 +1263,22 @@ fn basis<'a>(
         skills,
         base_marker_sha256,
     })
+}
+
+/// The [`basis`] of a plan from the scan `live` (its marker and the marker's digest).
+fn scanned_basis<'a>(
+    release: &'a VerifiedRelease,
+    catalog: &Catalog,
+    opts: &PlanOptions<'_>,
+    live: &'a LiveScan,
+) -> Result<Basis<'a>> {
+    basis(
+        release,
+        catalog,
+        opts,
+        live.marker_sha256,
+        live.parsed_marker.as_ref(),
+    )
 }
 
 impl Basis<'_> {
@@ -1357,13 +1488,7 @@ pub fn plan_scanned(
     opts: &PlanOptions<'_>,
     live: &LiveScan,
 ) -> Result<InstallPlan> {
-    let b = basis(
-        release,
-        catalog,
-        opts,
-        live.marker_sha256,
-        live.parsed_marker.as_ref(),
-    )?;
+    let b = scanned_basis(release, catalog, opts, live)?;
     let mut warnings = release.warnings.clone();
     warnings.extend(b.selection.warnings.iter().cloned());
     let (mcp_aggregate_sha256, mcp_warnings) = live.mcp_manifest.clone();

@@ -135,7 +135,7 @@ fn hash_live(path: &Path, buf: &mut [u8]) -> Option<Sha256> {
 /// processkit snapshot's paths). Siblings are sorted by name with a `/` after a
 /// folder's, which is the order of their paths: everything in a folder starts with its
 /// name and a `/`, so it sorts where that name with a `/` does.
-pub(crate) fn walk_sorted(root: &Path, rel: &str, visit: &mut dyn FnMut(&str)) {
+pub fn walk_sorted(root: &Path, rel: &str, visit: &mut dyn FnMut(&str)) {
     let Ok(rd) = fs_err::read_dir(root.join(rel)) else {
         return;
     };

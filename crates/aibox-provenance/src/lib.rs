@@ -40,8 +40,8 @@ pub use error::{ProvenanceError, Result};
 pub use extract::{ExtractLimits, Payload, PayloadFile};
 pub use fetch::{HttpOptions, Progress};
 pub use install::{
-    Action, Class, FileDecision, Hints, InstallPlan, Live, LiveAfter, LiveScan, PlanOptions,
-    WriteData, apply_plan, plan_install, plan_resume, plan_scanned, scan,
+    Action, After, Class, FileDecision, Hints, InstallPlan, Live, LiveAfter, LiveScan, PlanOptions,
+    WriteData, after_apply, apply_plan, plan_install, plan_resume, plan_scanned, scan,
 };
 pub use integrity::{
     IntegrityReport, IntegrityStatus, SNAPSHOT_NAMED, integrity, integrity_known,

@@ -305,7 +305,20 @@ pub fn list_releases(
         if list.pages >= MAX_PAGES {
             return Err(refuse(format!("more than {MAX_PAGES} pages of releases")));
         }
-        let (releases, link) = match page(&agent, &url, &home, token, opts)? {
+        // A 404 here is the listing itself, not a release asset: the source has no
+        // GitHub-compatible releases API at that address (QA: the asset's help was shown).
+        let answer = page(&agent, &url, &home, token, opts).map_err(|e| match e {
+            ProvenanceError::HttpStatus {
+                status: status @ (404 | 410),
+                ..
+            } => refuse(format!(
+                "HTTP {status}: no GitHub-compatible releases API answers there, so the \
+                 versions cannot be listed; name an exact version instead (`[processkit] \
+                 version`, or `--processkit-version vX.Y.Z` with `aibox init`)"
+            )),
+            e => e,
+        })?;
+        let (releases, link) = match answer {
             Answer::Redirect(to) => {
                 hops += 1;
                 if hops > opts.max_redirects {

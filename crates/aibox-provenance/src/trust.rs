@@ -47,9 +47,9 @@ pub fn trusted_by(section: &ProcesskitSection, project_root: &Path) -> Option<St
             trusted.into_iter().filter(|t| t.contains("://")).find(|t| {
                 let t = normalize_url(t);
                 t == base
-                    && !asset.contains("/../")
-                    && !asset.contains("/./")
-                    && normalize_url(&asset).starts_with(&format!("{t}/"))
+                    && normalize_url(&asset)
+                        .strip_prefix(&format!("{t}/"))
+                        .is_some_and(stays_below)
             })
         }
         SourceKind::Archive(path) | SourceKind::Directory(path) => {
@@ -60,6 +60,22 @@ pub fn trusted_by(section: &ProcesskitSection, project_root: &Path) -> Option<St
                 .find(|t| source.starts_with(canonical(&project_root.join(t))))
         }
     }
+}
+
+/// Whether the part of an asset URL after a trusted base stays below that base on any
+/// server: no `.` or `..` segment, and nothing a server may decode into one or into a
+/// separator (a percent-encoded `.`, `/` or `\\`, a backslash). Servers differ in what
+/// they decode (Python's `http.server` serves `%2e%2e` as `..`), so any such spelling
+/// makes the release untrusted rather than being decoded here.
+fn stays_below(rest: &str) -> bool {
+    let path = rest.split(['?', '#']).next().unwrap_or_default();
+    let lower = path.to_ascii_lowercase();
+    !["%2e", "%2f", "%5c", "\\"]
+        .iter()
+        .any(|s| lower.contains(s))
+        && path
+            .split('/')
+            .all(|segment| segment != "." && segment != "..")
 }
 
 /// A URL without `.git` or trailing slashes, with scheme and host in lower case.
@@ -262,6 +278,15 @@ mod tests {
         for template in [
             "https://mirror.example/{org}/{name}/{version}.tar.gz",
             "{source}/../../someone/processkit/{version}.tar.gz",
+            "{source}/..",
+            // Spellings a server may decode into `..` or `/` (QA: `%2e%2e` left a trusted
+            // base on Python's `http.server`).
+            "{source}/%2e%2e/%2E%2E/someone/processkit/{version}.tar.gz",
+            "{source}/.%2e/x/{version}.tar.gz",
+            "{source}/%2e./x/{version}.tar.gz",
+            "{source}/a%2f..%2f..%2fb/{version}.tar.gz",
+            "{source}/a%5C..%5C..%5Cb/{version}.tar.gz",
+            "{source}/a\\..\\..\\b/{version}.tar.gz",
         ] {
             let foreign = section(OFFICIAL_SOURCE, &[], Some(template));
             assert_eq!(trusted_by(&foreign, root), None, "{template}");
@@ -273,6 +298,13 @@ mod tests {
             Some("{source}/releases/download/{version}/content.tar.gz"),
         );
         assert_eq!(trusted_by(&below, root).as_deref(), Some(OFFICIAL_SOURCE));
+        // Dots inside a name, and a query, are not segments.
+        let dotted = section(
+            OFFICIAL_SOURCE,
+            &[],
+            Some("{source}/releases/download/{version}/processkit-{version}..tar.gz?x=../y"),
+        );
+        assert_eq!(trusted_by(&dotted, root).as_deref(), Some(OFFICIAL_SOURCE));
         // An owner-listed fork is trusted.
         let listed = section(
             "https://github.com/acme/processkit.git",

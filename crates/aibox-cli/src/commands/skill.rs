@@ -188,7 +188,7 @@ fn select(g: &Global, name: &str, enable: bool) -> Outcome {
     let selection = if enable {
         aibox_engine::skills::enable(&root, name, None)
     } else {
-        aibox_engine::skills::disable(&root, name)
+        aibox_engine::skills::disable(&root, name, None)
     }?;
     let path = &selection.file;
     // Shown even with --quiet: the command did nothing the user can use yet.

@@ -75,11 +75,46 @@ fn warn_kept_agents_md(
     }
 }
 
+/// Says which release files the apply does not install because another file was already
+/// at their path, which it keeps (QA: a first install kept them without a word, a server
+/// script among them).
+fn warn_kept_existing(
+    install: &aibox_provenance::install::InstallPlan,
+    version: &str,
+    plan: &mut PlanBuilder,
+) {
+    use aibox_provenance::install::{Action, Class};
+    let kept: Vec<&str> = install
+        .decisions
+        .iter()
+        .filter(|d| {
+            d.class == Class::Conflict
+                && d.action == Action::Keep
+                && !d.user_owned
+                && d.digests().base.is_none()
+        })
+        .map(|d| &*d.path)
+        .collect();
+    let Some(first) = kept.first() else {
+        return;
+    };
+    let shown = match kept.len() {
+        1 => format!("`{first}`"),
+        n => format!("`{first}` and {} more", n - 1),
+    };
+    plan.warn(format!(
+        "processkit: {} file(s) of processkit {version} were not installed because another \
+         file was already there, which is kept: {shown}; a skill holding one is reviewed as \
+         third-party. To take the release's file, remove yours and run `aibox apply` again",
+        kept.len()
+    ));
+}
+
 /// Says which release skills were changed by hand, and returns the servers (name,
 /// script) whose script was deleted: a file deleted by hand stays deleted (aibox never
 /// undoes a local change), and a server whose script is gone could not start, so it is
 /// registered nowhere. An edited skill with a server is third-party (the review gate of
-/// `resolve` judged its live files).
+/// `resolve` judged it as this apply leaves it).
 fn warn_changed_skills(
     resolved: &ResolvedRelease,
     install: &aibox_provenance::InstallPlan,
@@ -112,7 +147,7 @@ fn warn_changed_skills(
     for e in &resolved.edited {
         plan.warn(format!(
             "processkit: skill `{}` differs from the verified release ({}): it is third-party \
-             now, reviewed on its live files, and its MCP server is registered only while it \
+             now, reviewed as this apply leaves it, and its MCP server is registered only while it \
              passes the review or a current [[skills.review_exceptions]] consent covers it",
             e.name, e.changes
         ));
@@ -163,6 +198,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         }
     };
     warn_kept_agents_md(&install, &release.version, plan);
+    warn_kept_existing(&install, &release.version, plan);
     plan.set_processkit_upgrade(crate::migrate::UpgradeSummary::of(&install));
     // Every decision has been read (warnings, upgrade summary): taken apart into the
     // stat cache's digests when it is rewritten (the planned marker, shared, and the

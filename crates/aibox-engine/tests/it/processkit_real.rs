@@ -613,6 +613,16 @@ fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
         fs_err::read_to_string(root.join("aibox.toml")).unwrap(),
         toml
     );
+    // QA: `skill disable` of a core skill edited `aibox.toml`, and every later apply
+    // warned that the skill stays installed. Refused with the installed release known,
+    // changing nothing; accepted when the release cannot be read offline.
+    let err = aibox_engine::skills::disable(&root, "skill-finder", Some(&cache)).unwrap_err();
+    assert_eq!(common::code(&err), "aibox::skill::core", "{err}");
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+    assert_eq!(
+        fs_err::read_to_string(root.join("aibox.toml")).unwrap(),
+        toml
+    );
     // Not known offline (not in this cache): accepted, and said so.
     let (_e, empty) = common::empty_project();
     let selection =

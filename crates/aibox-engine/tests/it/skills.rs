@@ -31,14 +31,14 @@ fn enable_and_disable_move_a_skill_between_the_lists() {
     assert_eq!(lists(&f.root), (strings(&["alpha", "beta"]), none.clone()));
 
     // Included: disable takes it off `include` and leaves `exclude` alone.
-    disable(&f.root, "alpha").unwrap();
+    disable(&f.root, "alpha", None).unwrap();
     assert_eq!(lists(&f.root), (strings(&["beta"]), none.clone()));
 
     // Not listed: disable adds it to `exclude`; again is a no-op.
-    disable(&f.root, "alpha").unwrap();
+    disable(&f.root, "alpha", None).unwrap();
     assert_eq!(lists(&f.root), (strings(&["beta"]), strings(&["alpha"])));
     let before = f.read("aibox.toml");
-    disable(&f.root, "alpha").unwrap();
+    disable(&f.root, "alpha", None).unwrap();
     assert_eq!(f.read("aibox.toml"), before);
 
     // Excluded: enable takes it off `exclude` without adding it to `include`.

@@ -197,6 +197,18 @@ fn unusable_answers_and_sources_are_clear_errors() {
     assert!(matches!(err, ProvenanceError::ReleasesApi { .. }), "{err}");
     assert!(err.to_string().contains("not a list of releases"), "{err}");
 
+    // QA: a source without a releases API (a plain file server) got the help of a
+    // missing release asset, naming `[processkit] version`, when no version was involved.
+    server.route(FIRST, Route::status(404));
+    let err = releases_of(&server, None).unwrap_err();
+    assert!(matches!(err, ProvenanceError::ReleasesApi { .. }), "{err}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("HTTP 404") && shown.contains("no GitHub-compatible releases API"),
+        "{shown}"
+    );
+    assert!(!shown.contains("release asset does not exist"), "{shown}");
+
     // The API base can be replaced (a mirror, this test), below which the same paths hold.
     server.route(
         "/gh/repos/projectious-work/processkit/releases?per_page=100&page=1",
