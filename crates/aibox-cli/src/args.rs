@@ -37,9 +37,10 @@ pub struct Global {
     #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
     /// More detail: `-v` shows every line the engine and Compose print (`up`, `apply
-    /// --build`, `down`) instead of one progress line per build step, and every file
-    /// `apply` checked (without it, `apply` prints a summary); `-vv` currently shows the
-    /// same.
+    /// --build`, `down`) instead of one progress line per build step, and a line per file
+    /// in `apply`'s plan (every generated file, and each processkit file it writes or
+    /// removes; unchanged processkit files are not listed, `aibox doctor --integrity`
+    /// checks each) instead of a summary; `-vv` currently shows the same.
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
     /// Only errors and warnings: no progress or status lines; `doctor` prints only its

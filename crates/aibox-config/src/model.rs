@@ -432,7 +432,9 @@ pub struct ProcesskitSection {
     /// Expected SHA-256 of the release archive (64 lowercase hex digits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
-    /// URL template of the release asset; `{source}` and `{version}` are substituted.
+    /// URL template of the release asset: `{source}`, `{version}`, `{name}` (the last
+    /// segment of the source URL's path, the repository) and `{org}` (the one before it)
+    /// are substituted. Default: `{source}/releases/download/{version}/{name}-{version}.tar.gz`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_asset_url_template: Option<String>,
     /// Path of the content inside the archive.

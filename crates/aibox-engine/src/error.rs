@@ -533,6 +533,26 @@ pub enum MigrateError {
         why: String,
     },
 
+    /// A conflict whose file the previous release did not have: there is no base
+    /// version to take (QA: this was reported as a missing cache entry, exit 3).
+    #[error(
+        "`{path}` has no base version: release {from} did not have this file (it is new in \
+         this upgrade)"
+    )]
+    #[diagnostic(
+        code(aibox::migrate::no_base),
+        help(
+            "settle it with `aibox migrate resolve ID PATH --take ours` or `--take theirs`, \
+             or merge it by hand and `--edited` (`aibox migrate show ID PATH` prints both)"
+        )
+    )]
+    NoBase {
+        /// Project path.
+        path: String,
+        /// The version upgraded from.
+        from: String,
+    },
+
     /// A migration document that cannot be read.
     #[error("cannot read the migration document `{path}`: {reason}")]
     #[diagnostic(

@@ -305,6 +305,13 @@ fn version_bytes(
             }
             Ok(bytes)
         }
+        Side::Base if m.from_release.is_some() && c.recorded.base.is_none() => {
+            Err(MigrateError::NoBase {
+                path: c.path.clone(),
+                from: m.from_version.clone().unwrap_or_else(|| "?".to_owned()),
+            }
+            .into())
+        }
         Side::Base => base_bytes(m, c, options).map_err(|why| {
             MigrateError::BaseUnavailable {
                 path: c.path.clone(),
@@ -778,12 +785,7 @@ impl UpgradeSummary {
                 (Class::ChangedUpstreamOnly, Action::Write) => s.changed += 1,
                 (Class::NewUpstream, Action::Write) => s.new += 1,
                 (Class::RemovedUpstream, Action::Remove) => s.removed += 1,
-                (
-                    Class::ChangedLocallyOnly | Class::RemovedUpstream,
-                    Action::Keep | Action::None,
-                ) if d.digests().live.is_some() && d.digests().live != d.digests().base => {
-                    s.kept_local_edits += 1;
-                }
+                _ if d.is_kept_local_edit() => s.kept_local_edits += 1,
                 (Class::Conflict, _) => s.conflicts.push(UpgradeConflict {
                     path: d.path.to_string(),
                     upstream_copy: parked

@@ -373,6 +373,12 @@ impl Catalog {
         for p in packages {
             self.tier_skills(p, &mut Vec::new(), &mut wanted, &mut warnings)?;
         }
+        // A name only a tier of the release gives is the release's slip, not the user's.
+        let from_tiers: BTreeSet<String> = wanted
+            .iter()
+            .filter(|n| !include.contains(n))
+            .cloned()
+            .collect();
         wanted.extend(include.iter().cloned());
         for e in exclude {
             if self.skills.get(e).is_some_and(|s| s.core) {
@@ -391,9 +397,25 @@ impl Catalog {
             if self.skills.contains_key(&name) {
                 skills.insert(name);
             } else {
-                warnings.push(format!(
-                    "unknown skill `{name}` ignored (not in this release)"
-                ));
+                warnings.push(if from_tiers.contains(&name) {
+                    let tiers: Vec<&str> = self
+                        .tiers
+                        .values()
+                        .filter(|t| t.skills.contains(&name))
+                        .map(|t| t.name.as_str())
+                        .collect();
+                    format!(
+                        "skill `{name}`, named by this release's package tier `{}` \
+                         (`.processkit/packages/`), is not in the release and is ignored; \
+                         nothing to change in aibox.toml (a slip of the release)",
+                        tiers.join("`, `")
+                    )
+                } else {
+                    format!(
+                        "unknown skill `{name}` ignored (not in this release): `[skills] \
+                         include` names it"
+                    )
+                });
             }
         }
         skills.extend(
@@ -625,6 +647,36 @@ mod tests {
         assert!(
             err.contains("s090") && err.contains("front matter"),
             "{err}"
+        );
+    }
+
+    /// QA: a skill a release's own tier names but does not ship was reported as if
+    /// `aibox.toml` named it, on every run, with nothing the user could fix.
+    #[test]
+    fn a_missing_skill_is_blamed_on_whoever_names_it() {
+        let mut files = skills(2);
+        files.push((
+            ".processkit/packages/managed.yaml".to_owned(),
+            b"metadata:\n  name: managed\nspec:\n  includes:\n    skills: [s000, ghost]\n".to_vec(),
+            false,
+        ));
+        let catalog = Catalog::scan(&Payload::from_memory(files)).unwrap();
+        let s = catalog
+            .select(&["managed".to_owned()], &["typo".to_owned()], &[])
+            .unwrap();
+        assert!(
+            s.warnings.iter().any(|w| w.contains("`ghost`")
+                && w.contains("package tier `managed`")
+                && w.contains("nothing to change in aibox.toml")),
+            "{:?}",
+            s.warnings
+        );
+        assert!(
+            s.warnings
+                .iter()
+                .any(|w| w.contains("`typo`") && w.contains("`[skills] include` names it")),
+            "{:?}",
+            s.warnings
         );
     }
 

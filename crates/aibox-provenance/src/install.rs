@@ -437,6 +437,21 @@ impl FileDecision {
         self.digests.get()
     }
 
+    /// Whether this is a local edit the apply keeps where upstream did not change the
+    /// file (or dropped it): what `apply`'s summary and a migration document's count as
+    /// "kept".
+    pub fn is_kept_local_edit(&self) -> bool {
+        let d = self.digests();
+        matches!(
+            (self.class, self.action),
+            (
+                Class::ChangedLocallyOnly | Class::RemovedUpstream,
+                Action::Keep | Action::None
+            )
+        ) && d.live.is_some()
+            && d.live != d.base
+    }
+
     /// The release path of the file (its project path but for `INDEX.md`).
     pub fn release_path(&self) -> &str {
         self.release_path.as_deref().unwrap_or(&self.path)

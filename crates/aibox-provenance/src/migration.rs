@@ -324,21 +324,26 @@ pub(crate) fn document(
     let counts = plan.counts();
     let n = |c: Class| counts.get(&c).copied().unwrap_or(0);
     // Gone upstream counts as removed only where it was (as `apply`'s summary counts
-    // it); a file kept because it was edited is said to be kept.
-    let removed_as = |action: Action| {
-        plan.decisions
-            .iter()
-            .filter(|d| d.class == Class::RemovedUpstream && d.action == action)
-            .count()
-    };
+    // it); a local edit kept, gone upstream or not, is counted as `apply` counts it (QA:
+    // "0 kept (edited)" beside "1 local edit(s) kept").
+    let removed = plan
+        .decisions
+        .iter()
+        .filter(|d| d.class == Class::RemovedUpstream && d.action == Action::Remove)
+        .count();
+    let kept = plan
+        .decisions
+        .iter()
+        .filter(|d| d.is_kept_local_edit())
+        .count();
     let summary = format!(
         "{} changed upstream, {} conflicts, {} new, {} removed, {} kept (edited), 0 \
          stale-removed ({} groups affected)",
         n(Class::ChangedUpstreamOnly),
         n(Class::Conflict),
         n(Class::NewUpstream),
-        removed_as(Action::Remove),
-        removed_as(Action::Keep),
+        removed,
+        kept,
         groups.len()
     );
     let applied = plan

@@ -164,12 +164,22 @@ pub fn source_kind(section: &ProcesskitSection, project_root: &Path) -> Result<S
     }
 }
 
-/// Fills the URL template for `version`.
+/// Fills the URL template for `version`: `{name}` is the last segment of the base's path
+/// (the repository, without `.git`) and `{org}` the one before it, so a mirror below a
+/// path prefix (`https://host/mirror/org/processkit`) names the same asset as the
+/// repository itself.
 pub fn asset_url(base: &str, template: &str, version: &str) -> String {
     let path = base.split_once("://").map_or(base, |(_, rest)| rest);
-    let mut segs = path.split('/').skip(1).filter(|s| !s.is_empty());
+    // The host first, then the path's segments; from the end.
+    let mut segs = path
+        .split_once('/')
+        .map_or("", |(_, p)| p)
+        .rsplit('/')
+        .filter(|s| !s.is_empty());
+    let name = segs
+        .next()
+        .map_or("processkit", |n| n.strip_suffix(".git").unwrap_or(n));
     let org = segs.next().unwrap_or_default();
-    let name = segs.next().unwrap_or("processkit");
     template
         .replace("{source}", base)
         .replace("{org}", org)
@@ -808,6 +818,19 @@ mod tests {
                 "v1.0.0"
             ),
             "http://127.0.0.1:9/o/n/o/n/v1.0.0"
+        );
+        // QA: a mirror below a path prefix asked for `org-v0.28.3.tar.gz`.
+        assert_eq!(
+            asset_url(
+                "http://127.0.0.1:9/mirror/org/processkit",
+                DEFAULT_URL_TEMPLATE,
+                "v0.28.3"
+            ),
+            "http://127.0.0.1:9/mirror/org/processkit/releases/download/v0.28.3/processkit-v0.28.3.tar.gz"
+        );
+        assert_eq!(
+            asset_url("https://git.example/a/b/pk.git", "{org}/{name}", "v1"),
+            "b/pk"
         );
     }
 }

@@ -10,6 +10,8 @@
 //! [`Ownership::Merged`]. The lock's `[processkit]` section is recorded through the
 //! plan builder.
 
+use std::collections::BTreeSet;
+
 use aibox_config::{ContextMode, Ownership, PlannedFile};
 use aibox_provenance::install::{FileWrite, WriteData};
 use aibox_provenance::plan_scanned;
@@ -73,6 +75,23 @@ fn warn_kept_agents_md(
              installed; merge its guidance by hand if you want it"
         ));
     }
+}
+
+/// Plans the removal of `removals`, and of the skill folders they leave empty (QA: a
+/// disabled skill left its folder skeleton, a skill folder without a `SKILL.md`); a
+/// folder still holding a file stays.
+fn plan_removals(removals: &[String], plan: &mut PlanBuilder) -> Result<(), EngineError> {
+    let mut emptied: BTreeSet<String> = BTreeSet::new();
+    for path in removals {
+        plan.remove(path.as_str())?;
+        if let Some((category, skill)) = aibox_provenance::catalog::skill_of(path) {
+            emptied.insert(format!("context/skills/{category}/{skill}"));
+        }
+    }
+    for dir in emptied {
+        plan.prune_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Says which release files the apply does not install because another file was already
@@ -251,9 +270,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     )?;
     // Files the three-way plan found safe to delete (unchanged since install and gone
     // upstream or deselected), and snapshots of other versions (regenerable).
-    for path in &install.removals {
-        plan.remove(path.as_str())?;
-    }
+    plan_removals(&install.removals, plan)?;
     for dir in &resolved.scan.stale_snapshots {
         plan.remove_tree(dir.as_str())?;
     }

@@ -142,6 +142,13 @@ impl Upgraded {
     }
 }
 
+/// Why the first file `show` lists has no base version to show (it must have none).
+fn base_missing_because(shown: &migrate::Shown) -> String {
+    let base = &shown.files[0].base;
+    assert!(!base.available, "{base:?}");
+    base.note.clone().unwrap_or_default()
+}
+
 fn code(e: &aibox_engine::EngineError) -> String {
     common::code(e)
 }
@@ -257,15 +264,7 @@ fn show_finds_ours_theirs_and_base_and_the_diff() {
         cache_dir: Some(empty),
     };
     let shown = migrate::show(&u.root, &u.id, Some(&u.skill), &no_cache).unwrap();
-    assert!(!shown.files[0].base.available);
-    assert!(
-        shown.files[0]
-            .base
-            .note
-            .as_deref()
-            .unwrap()
-            .contains("not in the download cache")
-    );
+    assert!(base_missing_because(&shown).contains("not in the download cache"));
     let err = migrate::version(&u.root, &u.id, &u.skill, Side::Base, &no_cache).unwrap_err();
     assert_eq!(code(&err), "aibox::migrate::base_unavailable");
     assert_eq!(err.kind(), aibox_config::ErrorKind::Environment);
@@ -754,4 +753,58 @@ fn the_base_of_a_directory_source_is_kept_in_the_cache() {
     };
     migrate::resolve(&root, &request, &options).unwrap();
     assert_eq!(fs_err::read(root.join(&skill)).unwrap(), v1.files[&skill].0);
+}
+
+/// QA: the base of a conflict on a file the release adds (a file of the user's was
+/// already at that path) was "not available" for a cache problem, exit 3. There is no
+/// base: the previous release had no such file, and the error says so (exit 2).
+#[test]
+fn a_file_new_in_the_release_has_no_base_and_says_why() {
+    let (_d, releases) = common::empty_project();
+    let (_c, cache) = common::empty_project();
+    let (_p, root) = common::empty_project();
+    let v1 = SyntheticRelease::generate("v0.28.3", false);
+    let v2 = SyntheticRelease::generate("v0.29.0", true);
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&releases, &v1),
+    )
+    .unwrap();
+    apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    let new = v2
+        .files
+        .keys()
+        .find(|p| {
+            !v1.files.contains_key(*p) && p.starts_with("context/") && !p.contains("/skills/")
+        })
+        .or_else(|| {
+            v2.files
+                .keys()
+                .find(|p| !v1.files.contains_key(*p) && p.starts_with("context/"))
+        })
+        .expect("the next release adds a file")
+        .clone();
+    let path = root.join(&new);
+    fs_err::create_dir_all(path.parent().unwrap()).unwrap();
+    fs_err::write(&path, "mine\n").unwrap();
+    fs_err::write(
+        root.join("aibox.toml"),
+        common::release_config(&releases, &v2),
+    )
+    .unwrap();
+    let report = apply(&root, &common::apply_opts(Some(&cache))).unwrap();
+    let id = report.pending_migrations[0].id.clone();
+    let options = MigrateOptions {
+        cache_dir: Some(cache.clone()),
+    };
+    let err = migrate::version(&root, &id, &new, Side::Base, &options).unwrap_err();
+    assert_eq!(code(&err), "aibox::migrate::no_base", "{err}");
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+    assert!(
+        err.to_string().contains("v0.28.3 did not have this file"),
+        "{err}"
+    );
+    let shown = migrate::show(&root, &id, Some(&new), &options).unwrap();
+    let why = base_missing_because(&shown);
+    assert!(why.contains("did not have this file"), "{why}");
 }

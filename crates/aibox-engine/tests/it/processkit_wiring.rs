@@ -54,6 +54,11 @@ fn servers_are_registered_and_deselected_skills_removed() {
         "{removed:?}"
     );
     assert!(!review.exists());
+    // QA: the folders of a dropped skill were left behind, empty.
+    assert!(
+        !review.parent().unwrap().exists(),
+        "the dropped skill's folder is gone"
+    );
     assert_eq!(
         report.files.last().unwrap().path.as_str(),
         "aibox.lock",

@@ -135,6 +135,32 @@ fn an_upgrade_moves_the_previous_snapshot_and_copies_only_what_changed() {
     )
     .unwrap();
     assert!(u.snapshot(&u.v1).is_dir(), "a dry run moves nothing");
+    // QA: every file of the moved reference copy was diffed as new (296,000 lines for an
+    // upgrade of 25 files). A file the move brings unchanged has no diff; one that
+    // changed is diffed against the copy it moves from.
+    let diff_of = |path: &str| {
+        dry.files
+            .iter()
+            .find(|f| f.path.as_str() == path)
+            .and_then(|f| f.diff().map(str::to_owned))
+    };
+    let snap = |p: &str| format!("{SNAPSHOTS}/{}/{p}", u.v2.version);
+    assert_eq!(diff_of(&snap(&same)), None, "{same}");
+    let changed: Vec<&String> =
+        u.v2.files
+            .iter()
+            .filter(|(p, b)| u.v1.files.get(*p).is_some_and(|old| old.0 != b.0))
+            .map(|(p, _)| p)
+            .collect();
+    assert!(!changed.is_empty());
+    for p in changed {
+        let d = diff_of(&snap(p));
+        assert!(
+            d.as_deref()
+                .is_some_and(|d| d.contains("\n@@ -") && !d.contains("@@ -0,0 ")),
+            "{p}: a diff against the old copy: {d:?}"
+        );
+    }
     let report = apply(&u.root, &u.opts()).unwrap();
     // (The migration document is named by the clock; the real run lists the records it
     // writes last at the end.)

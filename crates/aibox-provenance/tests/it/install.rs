@@ -722,7 +722,7 @@ fn migration_document_format() {
 
 /// QA: a file gone upstream but kept because it was edited was "1 removed" in the
 /// migration document while `apply` said "0 removed": the document counts what was
-/// removed and says which files were kept because of an edit.
+/// removed and says which files were kept because of an edit, as `apply` counts them.
 #[test]
 fn the_migration_document_counts_an_edited_file_gone_upstream_as_kept() {
     let d = dirs();
@@ -730,6 +730,7 @@ fn the_migration_document_counts_an_edited_file_gone_upstream_as_kept() {
     let mut v1 = SyntheticRelease::minimal("v1.0.0");
     for (p, t) in [
         ("context/artifacts/a.md", "a1\n"),
+        ("context/artifacts/b.md", "b1\n"),
         ("context/artifacts/c.md", "c1\n"),
     ] {
         v1.files.insert(p.into(), (t.as_bytes().to_vec(), 0o644));
@@ -743,13 +744,15 @@ fn the_migration_document_counts_an_edited_file_gone_upstream_as_kept() {
     v2.restamp();
     bare_install(root, d.store.path(), &v1, Setup::default().now);
     fs_err::write(root.join("context/artifacts/c.md"), "local c\n").unwrap();
+    // QA: an edit of a file upstream left alone was kept too, yet counted "0 kept".
+    fs_err::write(root.join("context/artifacts/b.md"), "local b\n").unwrap();
     bare_install(root, d.store.path(), &v2, "2026-07-01T08:30:00Z");
     let doc = String::from_utf8(read(
         root,
         "context/migrations/pending/MIG-20260701T083000.md",
     ))
     .unwrap();
-    assert!(doc.contains("0 removed, 1 kept (edited)"), "{doc}");
+    assert!(doc.contains("0 removed, 2 kept (edited)"), "{doc}");
     assert!(
         doc.contains("`context/artifacts/c.md` → `context/artifacts/c.md` (kept (edited))"),
         "{doc}"
