@@ -411,9 +411,8 @@ fn apply_plan_locked(
         let render = plan.render_of(&file.path);
         decisions.push(decide(root, file, &known, options, &moves, render)?);
     }
-    // A dry run or check moves nothing: it lists (and diffs) every removal.
-    let listed_with = if read_only { &[][..] } else { &moves[..] };
-    let removals = planned_removals(root, &plan, options, listed_with)?;
+    // A dry run or check moves nothing: it lists every removal.
+    let removals = planned_removals(root, &plan, options, &moves, read_only)?;
     // A check answers "is every committed output current?": a hand-edited one is not, so
     // it is listed as stale (exit 1), with what `apply` will do about it.
     let unowned = if options.check && unowned_in_check == InCheck::List {
@@ -658,17 +657,25 @@ fn make_moves(
 /// The removals of a plan that exist on disk, as reports (diffed in dry-run mode): its
 /// files to remove, then the regular files below its removed trees, listed now (none
 /// that the plan writes), but for a tree that one of `moves` takes away whole (see
-/// [`Move::removes_from`] and [`moved_away`]).
+/// [`Move::removes_from`] and [`moved_away`]) unless `list_moved` (a dry run or check,
+/// which moves nothing, lists those files too, without a diff).
 fn planned_removals(
     root: &ProjectRoot,
     plan: &crate::builder::Plan,
     options: &ApplyOptions,
     moves: &[Move<'_>],
+    list_moved: bool,
 ) -> Result<Vec<FileReport>, EngineError> {
+    // A tree a move takes away: its files live on where it moves to.
+    let moved_away = |path: &Utf8Path| {
+        moves
+            .iter()
+            .any(|m| m.removes_from && path.starts_with(m.from))
+    };
     let mut in_trees = Vec::new();
     for tree in &plan.removed_trees {
         check_relative(tree)?;
-        if moves.iter().any(|m| m.removes_from && m.from == tree) {
+        if !list_moved && moved_away(tree) {
             continue;
         }
         in_trees.extend(
@@ -686,7 +693,10 @@ fn planned_removals(
             return Err(WriteError::OutsidePerimeter { path }.into());
         }
         // Only a dry run needs the old text (for the diff); otherwise existence is enough.
-        let exists = if options.dry_run {
+        // A file a folder move takes away is listed without a diff (QA: an upgrade's dry
+        // run printed every file of the previous reference copy in full): the files it
+        // moves to are diffed against it instead.
+        let exists = if options.dry_run && !moved_away(&path) {
             root.read(&path)?.map(Some)
         } else {
             root.is_file(&path)?.then_some(None)

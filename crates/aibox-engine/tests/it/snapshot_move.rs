@@ -146,6 +146,15 @@ fn an_upgrade_moves_the_previous_snapshot_and_copies_only_what_changed() {
     };
     let snap = |p: &str| format!("{SNAPSHOTS}/{}/{p}", u.v2.version);
     assert_eq!(diff_of(&snap(&same)), None, "{same}");
+    // The previous copy, which the move takes away, is listed without a diff.
+    for p in u.v1.files.keys() {
+        let old = format!("{SNAPSHOTS}/{}/{p}", u.v1.version);
+        assert!(
+            dry.files.iter().any(|f| f.path.as_str() == old),
+            "{old} listed"
+        );
+        assert_eq!(diff_of(&old), None, "{old}");
+    }
     let changed: Vec<&String> =
         u.v2.files
             .iter()
