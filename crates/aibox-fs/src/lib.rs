@@ -154,7 +154,11 @@ pub enum WriteError {
     #[error("cannot {op} `{path}`")]
     #[diagnostic(
         code(aibox::apply::io),
-        help("check the permissions of the project directory and the free disk space")
+        help(
+            "check the permissions of the project directory and the free disk space, then run \
+             the command again: an `aibox apply` stopped part-way is finished by the next one \
+             (`aibox doctor` says what is left)"
+        )
     )]
     Io {
         /// What was attempted ("read", "write", "rename", ...).
