@@ -880,3 +880,99 @@ fn copy_sources_share_their_folder_and_release_path() {
         );
     }
 }
+
+/// The skill review's view of an apply that changes nothing (`after_apply` when the
+/// marker records this release and selection, read from the marker and the scan alone)
+/// is the one the full comparison gives, for a skill untouched, edited, with a file
+/// deleted, and with a file added by hand.
+#[test]
+fn after_apply_of_the_installed_release_is_the_full_comparisons() {
+    use aibox_provenance::catalog::Catalog;
+    use aibox_provenance::source::{FetchOptions, fetch_release};
+    let d = dirs();
+    let root = d.project.path();
+    let v1 = SyntheticRelease::generate("v1.0.0", false);
+    let setup = Setup::default();
+    let section = common::publish(&v1, d.store.path());
+    common::install_section(root, &section, &setup);
+    let skills: Vec<String> = v1
+        .files
+        .keys()
+        .filter_map(|p| aibox_provenance::catalog::skill_of(p))
+        .map(|(c, s)| format!("context/skills/{c}/{s}"))
+        .filter(|dir| root.join(dir).is_dir())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .take(4)
+        .collect();
+    assert_eq!(skills.len(), 4);
+    let first_file = |dir: &str| {
+        let mut files: Vec<_> = v1
+            .files
+            .keys()
+            .filter(|p| p.starts_with(&format!("{dir}/")))
+            .collect();
+        files.sort();
+        files[0].clone()
+    };
+    fs_err::write(root.join(first_file(&skills[1])), "edited\n").unwrap();
+    fs_err::remove_file(root.join(first_file(&skills[2]))).unwrap();
+    fs_err::write(root.join(&skills[3]).join("mine.md"), "added\n").unwrap();
+
+    let previous = common::read_lock(root);
+    let verified = fetch_release(
+        &section,
+        root,
+        previous.as_ref(),
+        &mut FetchOptions::default(),
+    )
+    .unwrap();
+    let catalog = Catalog::from_payload(&verified.payload).unwrap();
+    let packages = vec!["product".to_owned()];
+    let opts = aibox_provenance::PlanOptions {
+        packages: &packages,
+        include: &[],
+        exclude: &[],
+        prefer_gateway: true,
+        src_path: None,
+        now: setup.now,
+        cli_version: "0.1.0",
+    };
+    let scan = aibox_provenance::scan(
+        root,
+        &verified,
+        &catalog,
+        &opts,
+        aibox_provenance::Hints::default(),
+    )
+    .unwrap();
+    let dirs: std::collections::BTreeSet<&str> = skills.iter().map(String::as_str).collect();
+    let quick = aibox_provenance::after_apply(&verified, &catalog, &opts, &scan, &dirs).unwrap();
+    // An empty intent record takes the full comparison and changes nothing of it.
+    let mut full_scan = scan.clone();
+    full_scan.interrupted = Some(aibox_provenance::Intent {
+        version: "v0.0.0".to_owned(),
+        release_asset_sha256: verified.digest,
+        base_marker_sha256: None,
+        skills: Vec::new(),
+        now: setup.now.to_owned(),
+        writes: aibox_provenance::record::IntentWrites::default(),
+        removals: aibox_provenance::table::PathTable::default(),
+    });
+    let full =
+        aibox_provenance::after_apply(&verified, &catalog, &opts, &full_scan, &dirs).unwrap();
+    assert_eq!(quick, full);
+    let after = |dir: &str, path: &str| quick[dir][path].clone();
+    assert!(matches!(
+        after(&skills[0], &first_file(&skills[0])),
+        aibox_provenance::After::Release(_)
+    ));
+    assert_eq!(
+        after(&skills[1], &first_file(&skills[1])),
+        aibox_provenance::After::Live
+    );
+    assert_eq!(
+        after(&skills[2], &first_file(&skills[2])),
+        aibox_provenance::After::Absent
+    );
+}
