@@ -1086,6 +1086,9 @@ pub fn after_apply(
     live: &LiveScan,
     dirs: &BTreeSet<&str>,
 ) -> Result<BTreeMap<String, BTreeMap<String, After>>> {
+    if dirs.is_empty() {
+        return Ok(BTreeMap::new());
+    }
     // This release and selection installed, nothing interrupted (every `apply` that
     // changes nothing): each path stays as it is, so the marker and the scan say it all,
     // without the install set of every release file (5 ms of a 10x no-op apply).

@@ -236,11 +236,15 @@ impl StatCache {
             part.iter().map(|(path, _)| file_key(root, path)).collect()
         };
         std::thread::scope(|scope| {
-            let helper = std::thread::Builder::new()
-                .name("aibox-stat".to_owned())
-                .spawn_scoped(scope, || keys(second))
-                .ok()
-                .filter(|_| !second.is_empty());
+            // A short list has no second half, and no thread is started for it.
+            let helper = (!second.is_empty())
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name("aibox-stat".to_owned())
+                        .spawn_scoped(scope, || keys(second))
+                        .ok()
+                })
+                .flatten();
             for (path, digest) in first {
                 if let Some(k) = file_key(root, path) {
                     write_entry(out, path, k, digest)?;
@@ -316,6 +320,18 @@ fn write_entry(
 mod tests {
     use super::*;
 
+    /// The cache of `listed` under `root`, written to `root/cache` a little after the
+    /// files (entries as new as the cache file are not trusted: racily clean): its text
+    /// and its path.
+    fn written(root: &Path, listed: &[(&str, Sha256)]) -> (String, std::path::PathBuf) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut text = Vec::new();
+        StatCache::write_to(root, listed.iter().copied(), &mut text).unwrap();
+        let cache_file = root.join("cache");
+        fs_err::write(&cache_file, &text).unwrap();
+        (String::from_utf8(text).unwrap(), cache_file)
+    }
+
     /// A cache written for files in several folders vouches for each regular file as it
     /// is, and only for those: a symbolic link, a folder and a missing path get no line,
     /// and a file changed afterwards is not vouched for. (A key that never matches would
@@ -346,14 +362,7 @@ mod tests {
             listed.push((other, Sha256::of(b"x")));
         }
         listed.sort();
-        // Entries as new as the cache file are not trusted (racily clean): the cache is
-        // written a little later than the files.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let mut text = Vec::new();
-        StatCache::write_to(root, listed.iter().copied(), &mut text).unwrap();
-        let cache_file = root.join("cache");
-        fs_err::write(&cache_file, &text).unwrap();
-        let text = String::from_utf8(text).unwrap();
+        let (text, cache_file) = written(root, &listed);
         assert_eq!(text.lines().count(), 2 + files.len(), "{text}");
         let cache = StatCache::parse(&text, &fs_err::metadata(&cache_file).unwrap());
         for (path, body) in files {
@@ -434,12 +443,7 @@ mod tests {
             .iter()
             .map(|n| (n.as_str(), Sha256::of(n.as_bytes())))
             .collect();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let mut text = Vec::new();
-        StatCache::write_to(root, listed.iter().copied(), &mut text).unwrap();
-        let cache_file = root.join("cache");
-        fs_err::write(&cache_file, &text).unwrap();
-        let text = String::from_utf8(text).unwrap();
+        let (text, cache_file) = written(root, &listed);
         let written: Vec<&str> = text
             .lines()
             .skip(2)
