@@ -373,12 +373,6 @@ impl Catalog {
         for p in packages {
             self.tier_skills(p, &mut Vec::new(), &mut wanted, &mut warnings)?;
         }
-        // A name only a tier of the release gives is the release's slip, not the user's.
-        let from_tiers: BTreeSet<String> = wanted
-            .iter()
-            .filter(|n| !include.contains(n))
-            .cloned()
-            .collect();
         wanted.extend(include.iter().cloned());
         for e in exclude {
             if self.skills.get(e).is_some_and(|s| s.core) {
@@ -397,7 +391,14 @@ impl Catalog {
             if self.skills.contains_key(&name) {
                 skills.insert(name);
             } else {
-                warnings.push(if from_tiers.contains(&name) {
+                // A name `[skills] include` does not give came from a tier of the
+                // release: the release's slip, not the user's.
+                warnings.push(if include.contains(&name) {
+                    format!(
+                        "unknown skill `{name}` ignored (not in this release): `[skills] \
+                         include` names it"
+                    )
+                } else {
                     let tiers: Vec<&str> = self
                         .tiers
                         .values()
@@ -409,11 +410,6 @@ impl Catalog {
                          (`.processkit/packages/`), is not in the release and is ignored; \
                          nothing to change in aibox.toml (a slip of the release)",
                         tiers.join("`, `")
-                    )
-                } else {
-                    format!(
-                        "unknown skill `{name}` ignored (not in this release): `[skills] \
-                         include` names it"
                     )
                 });
             }

@@ -1511,6 +1511,16 @@ impl Batch {
         self.watch.clear();
     }
 
+    /// The contents as consecutive pieces, each with whether a file ends with it: one
+    /// per file ending in this batch, then the start of the next file (maybe empty).
+    fn segments(&self) -> impl Iterator<Item = (&[u8], bool)> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        let ends = self.ends.iter().map(|&e| (e, true));
+        starts
+            .zip(ends.chain(std::iter::once((self.filled, false))))
+            .map(|(start, (end, ends))| (&self.bytes[start..end], ends))
+    }
+
     /// Feeds the contents to `current`, the counter of the file whose bytes came last,
     /// and hands each file that ends in this batch to `ended` with its counter.
     fn hash_files(
@@ -1518,13 +1528,12 @@ impl Batch {
         current: &mut Counter,
         mut ended: impl FnMut(Counter) -> Result<()>,
     ) -> Result<()> {
-        let mut start = 0;
-        for &end in &self.ends {
-            current.update(&self.bytes[start..end]);
-            ended(std::mem::take(current))?;
-            start = end;
+        for (piece, ends) in self.segments() {
+            current.update(piece);
+            if ends {
+                ended(std::mem::take(current))?;
+            }
         }
-        current.update(&self.bytes[start..self.filled]);
         Ok(())
     }
 }
@@ -1725,13 +1734,12 @@ impl<'p> PackWriter<'p> {
         self.archive.update(&batch.raw);
         // Announced before their first byte: in this batch at the latest.
         self.watches.extend(batch.watch.iter().cloned());
-        let mut start = 0;
-        for &end in &batch.ends {
-            self.take(&batch.bytes[start..end]);
-            self.end_file();
-            start = end;
+        for (piece, ends) in batch.segments() {
+            self.take(piece);
+            if ends {
+                self.end_file();
+            }
         }
-        self.take(&batch.bytes[start..batch.filled]);
         self.file
             .write_all(&batch.bytes[..batch.filled])
             .map_err(|e| ProvenanceError::io("write", self.path, e))

@@ -860,13 +860,6 @@ fn three_way(
 ) -> Result<ThreeWay> {
     // The previous install's digest of a path, looked up in the marker's own tables (a
     // merged copy of them was one more map of every installed path).
-    let base = |path: &str| {
-        let m = old?;
-        m.files
-            .get(path)
-            .or_else(|| m.user_files.get(path))
-            .copied()
-    };
     // Sized once: growing by doubling held the old and the new buffer together.
     let mut t = ThreeWay {
         decisions: Vec::with_capacity(classified_paths(new_set, old).count()),
@@ -879,7 +872,7 @@ fn three_way(
     let mut deleted = DeletedFolders::default();
     let mut kept_deleted: BTreeMap<String, usize> = BTreeMap::new();
     for (path, entry) in classified_paths(new_set, old) {
-        let r = base(path);
+        let r = base_digest(old, path);
         let c = entry.map(|(_, f, _)| f.sha256);
         let actual = live_states.get(path).copied().unwrap_or(Live::Missing);
         let live_now = match actual {
@@ -892,7 +885,7 @@ fn three_way(
             action,
             user_owned,
             in_deleted_folder,
-        } = decide_path(path, entry, old, &live, live_states, &mut deleted);
+        } = decide_path((path, r, entry), old, &live, live_states, &mut deleted);
         if let Some(dir) = in_deleted_folder {
             *kept_deleted.entry(dir).or_default() += 1;
         }
@@ -983,6 +976,15 @@ fn three_way(
 
 /// Whether the previous install (`old`) put files in the skill folder `dir` and every
 /// one of them is gone now: the folder was deleted by hand (a few range lookups).
+/// The digest the previous install `old` recorded for `path` (release or user file).
+fn base_digest(old: Option<&Marker>, path: &str) -> Option<Sha256> {
+    let m = old?;
+    m.files
+        .get(path)
+        .or_else(|| m.user_files.get(path))
+        .copied()
+}
+
 /// What the plan does with one path, and why (see [`decide_path`]).
 struct PathDecision {
     class: Class,
@@ -997,25 +999,18 @@ struct PathDecision {
 #[derive(Default)]
 struct DeletedFolders(Option<(String, bool)>);
 
-/// The class and action of `path` (its install-set `entry`, if any) given the previous
-/// install `old` and the live state `live` (as the plan sees it): the three-way
+/// The class and action of `path` (`r`: the digest `old`, the previous install, recorded
+/// for it; its install-set `entry`, if any) given the live state `live` (as the plan sees it): the three-way
 /// comparison, then the rules for files the user owns and for skill folders the user
 /// deleted whole (a new file of theirs is not written either: writing only the new
 /// files left half a skill). The one rule [`three_way`] and [`after_apply`] share.
 fn decide_path(
-    path: &str,
-    entry: Option<&InstallEntry<'_>>,
+    (path, r, entry): (&str, Option<Sha256>, Option<&InstallEntry<'_>>),
     old: Option<&Marker>,
     live: &Live,
     live_states: &SharedPathTable<Live>,
     deleted: &mut DeletedFolders,
 ) -> PathDecision {
-    let r = old.and_then(|m| {
-        m.files
-            .get(path)
-            .or_else(|| m.user_files.get(path))
-            .copied()
-    });
     let c = entry.map(|(_, f, _)| f.sha256);
     let user_owned =
         entry.is_some_and(|e| e.2) || old.is_some_and(|m| m.user_files.contains_key(path));
@@ -1118,8 +1113,15 @@ pub fn after_apply(
         }
         let actual = live.files.get(path).copied().unwrap_or(Live::Missing);
         let planned = as_planned(actual, path, resume);
-        let d = decide_path(path, entry, b.old, &planned, &live.files, &mut deleted);
-        let after = match (d.action, entry) {
+        let base = base_digest(b.old, path);
+        let decided = decide_path(
+            (path, base, entry),
+            b.old,
+            &planned,
+            &live.files,
+            &mut deleted,
+        );
+        let after = match (decided.action, entry) {
             (Action::Write, Some((release_path, _, _))) => After::Release(Arc::clone(release_path)),
             (Action::Remove, _) => After::Absent,
             // Kept, or nothing to do: what is there now stays (a file already equal to
