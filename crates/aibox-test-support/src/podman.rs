@@ -25,7 +25,7 @@ use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -226,6 +226,32 @@ impl Podman {
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("cannot run podman {args:?}: {e}"))
+    }
+
+    /// Runs `podman build ARGS...` in `dir` and returns its output. A build that failed
+    /// only because another test removed an image it was weighing as a cache (Podman
+    /// 4.3's "checking if cached image exists ... layer not known", a race in its
+    /// store, the one aibox's own runtime retries) runs once more.
+    pub fn build(&self, dir: &Path, args: &[&str]) -> Output {
+        let once = || {
+            self.command()
+                .arg("build")
+                .args(args)
+                .current_dir(dir)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run podman build {args:?}: {e}"))
+        };
+        let first = once();
+        let lost_cache = String::from_utf8_lossy(&first.stderr).lines().any(|l| {
+            l.trim_start()
+                .starts_with("Error: checking if cached image exists")
+                && (l.ends_with("layer not known") || l.ends_with("image not known"))
+        });
+        if first.status.success() || !lost_cache {
+            return first;
+        }
+        once()
     }
 
     /// Creates (without starting) a container `name` that belongs to aibox project

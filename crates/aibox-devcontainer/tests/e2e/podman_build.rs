@@ -6,8 +6,6 @@
 // Test helpers fail the test by unwrapping.
 #![allow(clippy::unwrap_used)]
 
-use std::process::Stdio;
-
 use aibox_config::{AiboxToml, LocalToml};
 use aibox_devcontainer::catalog::{Catalog, sha512_hex};
 use aibox_devcontainer::{Inputs, render};
@@ -55,13 +53,7 @@ fn a_wrong_digest_fails_the_build_naming_the_tool() {
     let image = format!("localhost/aibox-devcontainer-tamper:{}", std::process::id());
     let mut cleanup = Cleanup::new(&podman);
     cleanup.image(&image);
-    let build = podman
-        .command()
-        .args(["build", "-t", &image, "-f", "Dockerfile", "."])
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let build = podman.build(dir.path(), &["-t", &image, "-f", "Dockerfile", "."]);
     let stderr = format!(
         "{}{}",
         String::from_utf8_lossy(&build.stdout),
@@ -108,13 +100,7 @@ fn generated_dockerfile_builds_and_runs_with_colliding_ids() {
     let mut cleanup = Cleanup::new(&podman);
     cleanup.image(&image);
     let ctx = dir.path().to_str().unwrap();
-    let build = podman
-        .command()
-        .args(["build", "-t", &image, "-f", "Dockerfile", ctx])
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let build = podman.build(dir.path(), &["-t", &image, "-f", "Dockerfile", ctx]);
     assert!(
         build.status.success(),
         "podman build failed:\n{}\n{}",
