@@ -250,4 +250,15 @@ fn user_step(out: &mut String, inputs: &Inputs<'_>) {
             dq(&format!("{home}/.claude"))
         );
     }
+    // Python writes bytecode beside each module it imports: for processkit's MCP servers
+    // and scripts that is a `__pycache__/` inside installed skill folders, which reads as
+    // an edit of the release (drift, a failed skill review). Under a prefix it writes
+    // and reads bytecode only there, so a `.pyc` left in the workspace is never loaded.
+    let _ = writeln!(
+        out,
+        "# Python keeps bytecode under the home, not in __pycache__ folders beside the\n\
+         # workspace's scripts (installed skills must stay as the release has them).\n\
+         ENV PYTHONPYCACHEPREFIX={}\n",
+        dq(&format!("{home}/.cache/pycache"))
+    );
 }

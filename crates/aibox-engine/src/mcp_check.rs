@@ -442,8 +442,12 @@ fn run_one(
         return Ok(());
     };
     check.timeout_secs = Some(deadline.as_secs() + u64::from(deadline.subsec_nanos() > 0));
-    let (literal_env, notes) = environment(env);
+    let (mut literal_env, notes) = environment(env);
     check.notes = notes;
+    let (name, value) = crate::skills::NO_BYTECODE;
+    if !env.contains_key(name) {
+        literal_env.push((name.to_owned(), value.to_owned()));
+    }
     // The in-container bound: the probe kills the engine client, which does not stop
     // the process inside the container; coreutils `timeout` (in every Debian-based
     // image aibox builds) does.
@@ -549,6 +553,30 @@ fn fix(
             spec.name
         ),
     };
+    // A locked environment the image lacks: the harness files name the new one as soon
+    // as `apply` writes them, the image gets it at the next build.
+    let program = check.command.first().map_or("", String::as_str);
+    let locked = [
+        aibox_config::container::MCP_ENVS_DIR,
+        aibox_config::container::MCP_NPM_DIR,
+    ]
+    .iter()
+    .any(|dir| {
+        program
+            .strip_prefix(dir)
+            .is_some_and(|r| r.starts_with('/'))
+    });
+    let not_found = check
+        .reason
+        .as_deref()
+        .is_some_and(|r| r.contains("code 127"));
+    if failure == Some(ProbeFailure::Exited) && locked && not_found {
+        return format!(
+            "its locked environment (`{program}`) is not in the running container: the image \
+             was built before an `aibox apply` changed the servers' locked environments; run \
+             `aibox up` to rebuild the image and recreate the container"
+        );
+    }
     match failure {
         Some(ProbeFailure::Timeout) => {
             let program = check
@@ -572,7 +600,7 @@ fn fix(
 }
 
 /// A command line a shell reads back as the same words.
-fn shell_words(words: &[String]) -> String {
+pub(crate) fn shell_words(words: &[String]) -> String {
     words
         .iter()
         .map(|w| {
@@ -592,6 +620,51 @@ fn shell_words(words: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A processkit server whose locked environment the running image lacks (exit 127
+    /// from `timeout`): the fix is rebuilding the image, not pinning another release.
+    #[test]
+    fn a_locked_environment_missing_from_the_image_says_to_rebuild() {
+        let spec = |command: &str| ServerSpec {
+            name: "processkit-skill-gate".to_owned(),
+            origin: Origin::Processkit,
+            transport: Transport::Stdio {
+                command: command.to_owned(),
+                args: vec!["context/skills/processkit/skill-gate/mcp/server.py".to_owned()],
+                env: std::collections::BTreeMap::new(),
+            },
+            allowed_tools: Vec::new(),
+            startup_timeout_sec: None,
+        };
+        let deadline = Duration::from_secs(30);
+        let fixed = |command: &str, reason: &str| {
+            let spec = spec(command);
+            let mut check = ServerCheck::new(&spec, Vec::new());
+            check.reason = Some(reason.to_owned());
+            fix(&spec, &check, Some(ProbeFailure::Exited), deadline)
+        };
+        let missing = "exited with code 127 before answering initialize";
+        let text = fixed("/opt/aibox/mcp/3a95004f1f4b/bin/python", missing);
+        assert!(
+            text.contains(
+                "`/opt/aibox/mcp/3a95004f1f4b/bin/python`) is not in the running container"
+            ) && text.contains("run `aibox up`")
+                && !text.contains("pin a release"),
+            "{text}"
+        );
+        // Any other death, or another program, keeps the owner's fix.
+        for (command, reason) in [
+            (
+                "/opt/aibox/mcp/3a95004f1f4b/bin/python",
+                "exited with code 1 before answering initialize",
+            ),
+            ("/opt/aibox/mcp-other/x/bin/python", missing),
+            ("python3", missing),
+        ] {
+            let text = fixed(command, reason);
+            assert!(text.contains("pin a release"), "{command}: {text}");
+        }
+    }
 
     #[test]
     fn environment_passes_literals_and_leaves_references_to_the_container() {

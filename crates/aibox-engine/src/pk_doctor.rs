@@ -150,7 +150,7 @@ pub(crate) fn findings(root: &Utf8Path, lock: Option<&Lock>, place: &Place<'_>) 
         Err(f) => return vec![*f],
     };
     let took = started.elapsed().as_secs_f64();
-    read_report(&output, &where_, took)
+    read_report(&output, (&where_, &script), took)
 }
 
 /// On the host pk-doctor runs outside the container's walls, so only as the release
@@ -240,7 +240,10 @@ fn in_container(
         &aibox_runtime::PipedExec {
             user: &target.user,
             cmd: &cmd,
-            literal_env: &[],
+            literal_env: &[(
+                crate::skills::NO_BYTECODE.0.to_owned(),
+                crate::skills::NO_BYTECODE.1.to_owned(),
+            )],
             env: &[],
         },
     ) {
@@ -308,7 +311,10 @@ fn on_host(
         install_env(&uv, &dir, &env.0, &env.1)?;
     }
     let mut cmd = Command::new(&python);
-    cmd.arg(root.join(script).as_std_path())
+    // Bytecode goes beside the environment, never into the installed skill (where it
+    // reads as an edit of the release), and none left there is loaded.
+    cmd.env("PYTHONPYCACHEPREFIX", dir.join("pycache"))
+        .arg(root.join(script).as_std_path())
         .args(["--no-log", "--json", "--repo-root"])
         .arg(root.as_std_path())
         .current_dir(root.as_std_path());
@@ -389,7 +395,11 @@ fn install_env(
 }
 
 /// pk-doctor's findings from its output, or why its output is unusable.
-fn read_report(output: &std::process::Output, where_: &str, took: f64) -> Vec<Finding> {
+fn read_report(
+    output: &std::process::Output,
+    (where_, script): (&str, &str),
+    took: f64,
+) -> Vec<Finding> {
     let stdout = String::from_utf8_lossy(&output.stdout);
     // It exits 1 when it reports an ERROR: that is a report, not a failure.
     let report = stdout
@@ -411,8 +421,11 @@ fn read_report(output: &std::process::Output, where_: &str, took: f64) -> Vec<Fi
                     &output.stderr
                 })
             ),
-            "run it by hand (`python <script> --no-log --json`) to see the error; an older \
-             pk-doctor without `--json` cannot be merged",
+            &format!(
+                "run it by hand (`{script} --no-log --json`, with the python of the locked \
+                 environment) to see the error; an older pk-doctor without `--json` cannot be \
+                 merged"
+            ),
         )];
     };
     let mut counts = [0usize; 3];
@@ -490,7 +503,11 @@ mod tests {
     fn a_report_is_read_and_anything_else_is_a_failure() {
         // pk-doctor's shape: exit 1 with ERRORs is a report, after log lines.
         let json = r#"{"findings": [{"severity": "ERROR", "category": "migrations", "id": "migrations.pending", "message": "1 pending", "entity_ref": "context/migrations/pending/x.md", "suggested_fix": "apply it"}, {"severity": "INFO", "category": "c", "id": "c.ok", "message": "fine"}], "doctor_version": "1.0.0"}"#;
-        let out = read_report(&output(1, &format!("note\n{json}\n"), ""), "here", 0.5);
+        let out = read_report(
+            &output(1, &format!("note\n{json}\n"), ""),
+            ("here", "doctor.py"),
+            0.5,
+        );
         let codes: Vec<&str> = out.iter().map(|f| f.code.as_str()).collect();
         assert_eq!(
             codes,
@@ -521,15 +538,29 @@ mod tests {
                 "pk-doctor report\n",
                 &format!("Traceback\nKeyError: {token}\n"),
             ),
-            "here",
+            (
+                "here",
+                "context/skills/processkit/pk-doctor/scripts/doctor.py",
+            ),
             0.1,
         );
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].code, "aibox::doctor::pk_doctor_failed");
+        assert!(
+            out[0].remedy.contains(
+                "`context/skills/processkit/pk-doctor/scripts/doctor.py --no-log --json`"
+            ),
+            "{:?}",
+            out[0]
+        );
         assert!(out[0].message.contains("exit code 2") && out[0].message.contains("KeyError"));
         assert!(!out[0].message.contains(token), "{:?}", out[0]);
         // JSON of another shape is no report either.
-        let out = read_report(&output(0, "{\"ok\": true}\n", ""), "here", 0.1);
+        let out = read_report(
+            &output(0, "{\"ok\": true}\n", ""),
+            ("here", "doctor.py"),
+            0.1,
+        );
         assert_eq!(out[0].code, "aibox::doctor::pk_doctor_failed");
     }
 

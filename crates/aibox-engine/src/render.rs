@@ -76,6 +76,22 @@ impl ApplyReport {
             lines.push((Channel::Warning, warning.clone()));
         }
         self.render_migrations(&mut lines);
+        // The harness files name the servers' new locked environments at once; the image
+        // that holds them comes with the next build (QA: every server of a running
+        // container failed after an upgrade, and nothing said why).
+        let container_files = self
+            .files
+            .iter()
+            .any(|f| f.action.changes() && f.path.starts_with(".devcontainer/"));
+        if container_files && !self.read_only {
+            lines.push((
+                Channel::Note,
+                "the container's files changed: `aibox up` rebuilds the image and recreates \
+                 the container; one running now keeps the previous image until then (an MCP \
+                 server whose locked environment changed does not start in it)"
+                    .to_owned(),
+            ));
+        }
         let changed = self.files.iter().filter(|f| f.action.changes()).count();
         let summary = match (self.read_only, changed) {
             (_, 0) => "everything is up to date".to_owned(),

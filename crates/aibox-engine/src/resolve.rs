@@ -822,6 +822,8 @@ fn review_skills(
     // The release's skill folders copied for the review, removed once it is done.
     let mut copies = Vec::new();
     let mut edited = Vec::new();
+    // The `__pycache__` folders of skills whose only change is Python bytecode.
+    let mut bytecode: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     // Every selected skill that ships an MCP server, whether it is registered on its own
     // or served through the gateway (which exposes its tools too). Core skills are no
     // exception: `core: true` is not a trust decision. A range lookup each: a scan of
@@ -851,6 +853,9 @@ fn review_skills(
                 .any(|a| *a != aibox_provenance::After::Absent)
                 || !changes.added.is_empty();
             if anything_left && !servers_deleted(scan, &skill.name, &changes) {
+                if let Some(dirs) = bytecode_only(&changes) {
+                    bytecode.insert(skill.name.clone(), dirs);
+                }
                 edited.push(EditedSkill {
                     name: skill.name.clone(),
                     dir: skill.dir.clone(),
@@ -889,6 +894,7 @@ fn review_skills(
     let refused = match aibox_skill_review::gate(project, &to_review) {
         Ok(_) => None,
         Err(GateError::Refused { skills, help } | GateError::StaleConsent { skills, help }) => {
+            let help = bytecode_help(&skills, &bytecode).unwrap_or(help);
             Some((skills, help))
         }
         Err(e) => return Err(EngineError::from(e)),
@@ -905,6 +911,44 @@ fn review_skills(
         trusted_by,
         edited,
     })
+}
+
+/// The `__pycache__` folders of a skill whose only difference from the release is
+/// Python bytecode in them (`None` when anything else differs).
+fn bytecode_only(changes: &aibox_provenance::trust::SkillChanges) -> Option<BTreeSet<String>> {
+    if !changes.modified.is_empty() || !changes.missing.is_empty() {
+        return None;
+    }
+    changes
+        .added
+        .iter()
+        .map(|p| crate::skills::bytecode_dir(p).map(str::to_owned))
+        .collect::<Option<BTreeSet<_>>>()
+        .filter(|dirs| !dirs.is_empty())
+}
+
+/// The refusal's help when the refused skills differ from the release only by Python
+/// bytecode: their code ran where Python writes bytecode beside it (the image aibox
+/// generates sets `PYTHONPYCACHEPREFIX`). A consent to bytecode makes no sense, and a
+/// `.pyc` there is code a Python without the prefix would load: delete it. `None` when a
+/// refused skill has other changes (the review's own help then applies).
+fn bytecode_help(
+    refused: &[RefusedSkill],
+    bytecode: &BTreeMap<String, BTreeSet<String>>,
+) -> Option<String> {
+    let mut dirs = Vec::new();
+    for skill in refused {
+        dirs.extend(bytecode.get(&skill.skill)?.iter().cloned());
+    }
+    Some(format!(
+        "the skills differ from the release only by Python bytecode (`__pycache__`), \
+         written when their scripts ran on the host, or in a container built before aibox \
+         set PYTHONPYCACHEPREFIX (which keeps bytecode out of the workspace; the next \
+         `aibox up` rebuilds it). Python may load bytecode instead of the reviewed \
+         scripts, so it is not consented to: delete it, then run the command again:\n  \
+         rm -rf {}",
+        crate::mcp_check::shell_words(&dirs)
+    ))
 }
 
 /// How the release skill folder `dir` differs, once the apply is done (`after`, see

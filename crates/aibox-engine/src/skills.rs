@@ -797,3 +797,20 @@ impl<'a> Lister<'a> {
         })
     }
 }
+
+/// Set on the Python that aibox itself starts in a container (`mcp check`, `doctor`,
+/// `doctor --processkit`): an image built before aibox set `PYTHONPYCACHEPREFIX` would
+/// otherwise write bytecode into installed skills, and the next `apply` refuse them.
+pub(crate) const NO_BYTECODE: (&str, &str) = ("PYTHONDONTWRITEBYTECODE", "1");
+
+/// The `__pycache__` folder holding `path` when it is Python bytecode (a `.pyc` in such
+/// a folder, as Python writes beside a module it imports unless `PYTHONPYCACHEPREFIX`
+/// sends it elsewhere), else `None`.
+pub(crate) fn bytecode_dir(path: &str) -> Option<&str> {
+    const CACHE: &str = "/__pycache__/";
+    let pyc = std::path::Path::new(path)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("pyc"));
+    let at = path.rfind(CACHE).filter(|_| pyc)?;
+    Some(&path[..at + CACHE.len() - 1])
+}

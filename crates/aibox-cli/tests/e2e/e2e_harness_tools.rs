@@ -8,9 +8,10 @@
 //! catalog's versions, every registered MCP server, started exactly as the registered
 //! Claude Code config says with `UV_OFFLINE=1`, answers `initialize` over stdio, and the
 //! real `claude mcp list` and `gemini mcp list` report every server connected; `aibox mcp
-//! check` proves the same for every harness (exit 0), then fails (exit 1, with the
-//! server's stderr) on a team server that dies at start, which `doctor` reports as an
-//! error. A team server started with `npx -y <package>@<version>` is locked with the real
+//! check` proves the same for every harness (exit 0), after which no server has left
+//! bytecode in an installed skill (`doctor --integrity` passes); the check then fails
+//! (exit 1, with the server's stderr) on a team server that dies at start, which
+//! `doctor` reports as an error. A team server started with `npx -y <package>@<version>` is locked with the real
 //! npm, installed by the image build with `npm ci`, registered as its installed bin and
 //! started with `npm_config_offline=true` like the others. The image build reaches the
 //! package registries through this machine's TLS-inspecting proxy with the personal CA
@@ -300,10 +301,34 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
     }
     registered_servers_start(&podman, &root);
     mcp_check(&podman, &root);
+    servers_leave_the_skills_as_installed(&podman, &root);
     claude_state_survives_recreation(&podman, &root);
     a_tampered_lock_fails_the_build(&podman, &root);
     ok(aibox(&podman, &root).arg("down"));
     drop(cleanup);
+}
+
+/// Every server ran by now (started by hand, by the harness CLIs and by `mcp check`),
+/// importing the release's `_lib/processkit`: Python kept its bytecode outside the
+/// workspace, so no `__pycache__` appeared in an installed skill and `doctor
+/// --integrity` still vouches for every file.
+fn servers_leave_the_skills_as_installed(podman: &Podman, root: &Utf8Path) {
+    fn pycache(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in fs_err::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                if entry.file_name() == "__pycache__" {
+                    out.push(entry.path());
+                } else {
+                    pycache(&entry.path(), out);
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    pycache(root.join("context").as_std_path(), &mut found);
+    assert!(found.is_empty(), "bytecode in the workspace: {found:?}");
+    ok(aibox(podman, root).args(["doctor", "--integrity"]));
 }
 
 /// `aibox mcp check` on the running container: the pack's server starts for all three

@@ -889,6 +889,12 @@ fn the_human_report_is_a_summary_unless_verbose_or_dry_run() {
         !quiet.iter().any(|l| l.contains(DOCKERFILE)),
         "no per-file lines by default: {quiet:?}"
     );
+    // `.devcontainer/` changed: the note says the image comes with `aibox up`; a dry run
+    // and an apply that changes nothing do not say it.
+    let rebuild = |lines: &[String]| lines.iter().any(|l| l.contains("`aibox up` rebuilds"));
+    assert!(rebuild(&quiet), "{quiet:?}");
+    assert!(!rebuild(&listed), "{listed:?}");
+    assert!(!rebuild(&notes(&apply(&fx.root, &opts()).unwrap(), false)));
     let verbose = notes(&report, true);
     assert!(
         verbose

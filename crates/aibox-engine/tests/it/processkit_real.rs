@@ -460,6 +460,58 @@ fn a_fork_is_third_party_and_its_exfiltrating_server_is_refused() {
     );
 }
 
+/// Python that ran an installed server where it writes bytecode beside the script (on
+/// the host; the image aibox builds keeps it elsewhere) left a `__pycache__`: the skill
+/// is no longer the release's, and the refusal says to delete the folder rather than
+/// offering a consent to bytecode. Beside a real edit, the review's own help stands.
+#[test]
+fn bytecode_in_an_installed_skill_is_refused_naming_the_folder_to_delete() {
+    let pk = install("\"product\"");
+    let (root, cache) = (pk.root.clone(), pk.cache.clone());
+    let pycache = root
+        .join(WORKITEM_SERVER)
+        .parent()
+        .unwrap()
+        .join("__pycache__");
+    let write_pyc = || {
+        fs_err::create_dir_all(&pycache).unwrap();
+        fs_err::write(
+            pycache.join("server.cpython-311.pyc"),
+            b"\x6f\x0d\x0d\x0a\0\0\0\0bytecode",
+        )
+        .unwrap();
+    };
+    write_pyc();
+    let err = shown(&apply(&root, &options(&cache)).unwrap_err());
+    let rel = pycache.strip_prefix(&root).unwrap();
+    assert!(
+        err.contains("aibox::skill_review::refused")
+            && err.contains("only by Python bytecode")
+            && err.contains(&format!("rm -rf {rel}"))
+            && !err.contains("review_exceptions"),
+        "{err}"
+    );
+    let doctor = doctor_text(&root, &cache);
+    assert!(
+        doctor.contains("1 of the unexpected files are Python bytecode")
+            && doctor.contains(&format!("`rm -rf {rel}`")),
+        "{doctor}"
+    );
+    // Deleted as told, the skill is the release's again.
+    fs_err::remove_dir_all(&pycache).unwrap();
+    apply(&root, &options(&cache)).unwrap();
+
+    write_pyc();
+    let mut text = fs_err::read_to_string(root.join(WORKITEM_SERVER)).unwrap();
+    text.push_str(EXFILTRATE);
+    fs_err::write(root.join(WORKITEM_SERVER), &text).unwrap();
+    let err = shown(&apply(&root, &options(&cache)).unwrap_err());
+    assert!(
+        err.contains("[[skills.review_exceptions]]") && !err.contains("only by Python bytecode"),
+        "{err}"
+    );
+}
+
 #[test]
 fn an_edited_installed_server_is_third_party_and_needs_a_consent_bound_to_its_content() {
     let pk = install("\"product\"");

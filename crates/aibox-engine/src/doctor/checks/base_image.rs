@@ -167,8 +167,9 @@ pub fn container_findings(
             Severity::Info,
             "",
             format!(
-                "the running container matches the lock and the configuration (aibox {}, \
-                 profile {profile}, {MARKER} present)",
+                "the running container's version, profile and source labels match the \
+                 configuration (aibox {}, profile {profile}, {MARKER} present; whether it was \
+                 built from the current files is the container-state check's)",
                 version.unwrap_or_default()
             ),
             "",

@@ -52,6 +52,17 @@ pub(crate) fn findings(
         }
         IntegrityStatus::Drifted => "installed files were modified, deleted or added",
     };
+    let mut fix = "`aibox doctor --integrity` lists the files; aibox never undoes a local \
+                   change: an edited skill is third-party (reviewed and gated), a deleted \
+                   file stays deleted and a skill whose server script is gone is registered \
+                   nowhere; copy a file back from `context/templates/processkit/<version>/` \
+                   to restore it, or `aibox skill disable NAME` to drop a skill; a snapshot \
+                   that differs is written again by `aibox apply` once you delete its folder"
+        .to_owned();
+    if let Some(bytecode) = bytecode_fix(&report.unexpected) {
+        fix.push_str("; ");
+        fix.push_str(&bytecode);
+    }
     vec![Finding::new(
         "aibox::doctor::integrity",
         Severity::Warning,
@@ -65,13 +76,32 @@ pub(crate) fn findings(
             report.snapshot_differing,
             report.checked
         ),
-        "`aibox doctor --integrity` lists the files; aibox never undoes a local change: an \
-         edited skill is third-party (reviewed and gated), a deleted file stays deleted and a \
-         skill whose server script is gone is registered nowhere; copy a file back from \
-         `context/templates/processkit/<version>/` to restore it, or `aibox skill disable \
-         NAME` to drop a skill; a snapshot that differs is written again by `aibox apply` once \
-         you delete its folder",
+        fix,
     )]
+}
+
+/// What to do about the Python bytecode among the `unexpected` files, if any: written
+/// where the scripts ran without `PYTHONPYCACHEPREFIX` (on the host, or in a container
+/// built before aibox set it), it is derived and safe to delete.
+fn bytecode_fix(unexpected: &[String]) -> Option<String> {
+    let files = unexpected
+        .iter()
+        .filter(|p| crate::skills::bytecode_dir(p).is_some())
+        .count();
+    let dirs: std::collections::BTreeSet<&str> = unexpected
+        .iter()
+        .filter_map(|p| crate::skills::bytecode_dir(p))
+        .collect();
+    let first = dirs.first()?;
+    let more = match dirs.len() {
+        1 => String::new(),
+        n => format!(" (and {} more such folder(s))", n - 1),
+    };
+    Some(format!(
+        "{files} of the unexpected files are Python bytecode, written when the scripts ran \
+         on the host or in a container built before aibox set PYTHONPYCACHEPREFIX: delete \
+         the `__pycache__` folders, for example `rm -rf {first}`{more}"
+    ))
 }
 
 /// Every drifted file the report names.
