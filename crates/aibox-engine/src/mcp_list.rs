@@ -7,7 +7,7 @@
 
 use aibox_mcp_registration::{
     EffectiveServer, HandAdded, LEDGER_PATH, Ledger, McpError, RegisterOptions, ServerSpec,
-    collect_servers, effective_servers, hand_added,
+    collect_servers, effective_servers, effective_servers_wired, hand_added,
 };
 use camino::Utf8Path;
 
@@ -112,7 +112,13 @@ pub(crate) fn servers_planned(
     if let Some(e) = failed {
         return Err(e);
     }
-    let mut effective = effective_servers(&servers, &opts);
+    // With the release's pre-authorisation, as the plan merges it into Claude's rules.
+    let mut effective = match &resolved.processkit {
+        ProcesskitState::Resolved(release) => {
+            effective_servers_wired(&servers, &opts, &release.wiring)
+        }
+        _ => effective_servers(&servers, &opts),
+    };
     // A team server the last `apply` left out is in no harness file, whatever the
     // configuration says: shown with apply's reason.
     if let Some(ledger) = &ledger {

@@ -426,6 +426,48 @@ pub fn effective_servers(servers: &[ServerSpec], opts: &RegisterOptions) -> Vec<
     compute(servers, opts).report
 }
 
+/// [`effective_servers`] with processkit's pre-authorisation merged as
+/// [`register_wired`] merges it: a processkit server's Claude entry lists the tools the
+/// release's rules let Claude call without asking (`*` for `mcp__<server>__*`), with a
+/// note saying where they come from.
+pub fn effective_servers_wired(
+    servers: &[ServerSpec],
+    opts: &RegisterOptions,
+    wiring: &ProcesskitWiring,
+) -> Vec<EffectiveServer> {
+    let mut c = compute(servers, opts);
+    let before = c.claude_allow[0].len();
+    let _ = preauth_rules(servers, opts, wiring, &mut c);
+    let merged = &c.claude_allow[0][before..];
+    for s in &mut c.report {
+        if s.harness != Harness::Claude || s.origin != Origin::Processkit || s.skipped.is_some() {
+            continue;
+        }
+        let prefix = format!("mcp__{}__", s.name);
+        let tools: Vec<&str> = merged
+            .iter()
+            .filter_map(|r| r.strip_prefix(&prefix))
+            .collect();
+        if tools.is_empty() {
+            continue;
+        }
+        for tool in &tools {
+            if !s.allowed_tools.iter().any(|t| t == tool) {
+                s.allowed_tools.push((*tool).to_owned());
+            }
+        }
+        s.notes.push(format!(
+            "allowed by the processkit release's pre-authorisation (`{}`), merged into {CLAUDE_SETTINGS}",
+            tools
+                .iter()
+                .map(|t| format!("{prefix}{t}"))
+                .collect::<Vec<_>>()
+                .join("`, `")
+        ));
+    }
+    c.report
+}
+
 fn is_processkit_name(k: &str) -> bool {
     k.starts_with("processkit-")
 }

@@ -26,13 +26,15 @@ pub fn relaxation(key: &str, value: &str) -> Option<String> {
              create user namespaces (what Codex's bubblewrap sandbox needs); every other rule \
              stays"
         )),
+        // What it relaxes only: whether its consent is missing is the caller's to say
+        // (QA: this claimed a refusal with the consent recorded).
         "security.codex_sandbox" if value == "unconfined" => Some(format!(
-            "`unconfined` removes the container's syscall filter; apply refuses it until \
-             `[security] {UNCONFINED_CONSENT_KEY} = true` records the owner's consent"
+            "`unconfined` removes the container's syscall filter, under the owner's consent \
+             `[security] {UNCONFINED_CONSENT_KEY}`"
         )),
         "security.codex_sandbox" if value == "seccomp-profile" => Some(format!(
-            "`seccomp-profile` allows user namespaces in the container; apply refuses it until \
-             `[security] {PROFILE_CONSENT_KEY} = true` records the owner's consent"
+            "`seccomp-profile` lets processes in the container create user namespaces, under \
+             the owner's consent `[security] {PROFILE_CONSENT_KEY}`"
         )),
         "processkit.allow_unverified" if on => Some(
             "processkit content is installed without a verified SHA-256: whatever the source \
@@ -55,6 +57,9 @@ mod tests {
         let profile = relaxation("security.acknowledge_seccomp_profile", "true").unwrap();
         assert!(profile.contains("user namespaces"), "{profile}");
         assert!(relaxation("security.codex_sandbox", "\"unconfined\"").is_some());
+        // Whether the consent is there is not this function's to know.
+        let sandbox = relaxation("security.codex_sandbox", "seccomp-profile").unwrap();
+        assert!(!sandbox.contains("refuses"), "{sandbox}");
         assert!(relaxation("processkit.allow_unverified", "true").is_some());
         assert_eq!(
             relaxation("security.acknowledge_seccomp_unconfined", "false"),

@@ -81,16 +81,18 @@ fn parse_step(line: &str) -> Option<(Option<u32>, BuildStep)> {
     Some((id, step))
 }
 
-/// The tool a generated step installs, from its `aibox: <name> <version> has no
-/// download` or `aibox: <name> <version>: checksum mismatch` message.
+/// The tool a generated step installs, from the first of its messages (`aibox: <name>
+/// <version> has no download`, `...: download of`, `...: checksum mismatch`) that names
+/// one: a tool with one download for every architecture has no "no download" message.
 fn tool_of(instruction: &str) -> Option<String> {
-    let (_, rest) = instruction.split_once("aibox: ")?;
-    let end = [" has no download", ": checksum mismatch"]
-        .iter()
-        .filter_map(|m| rest.find(m))
-        .min()?;
-    let label = rest[..end].trim();
-    (!label.is_empty() && label.split(' ').count() == 2).then(|| label.to_owned())
+    instruction.split("aibox: ").skip(1).find_map(|rest| {
+        let end = [" has no download", ": download of", ": checksum mismatch"]
+            .iter()
+            .filter_map(|m| rest.find(m))
+            .min()?;
+        let label = rest[..end].trim();
+        (!label.is_empty() && label.split(' ').count() == 2).then(|| label.to_owned())
+    })
 }
 
 /// What a build printed so far, read line by line as it streams.
@@ -388,9 +390,14 @@ mod tests {
     const CLAUDE: &str = "RUN set -eu;     arch=\"$(dpkg --print-architecture)\";     case \
         \"$arch\" in amd64|arm64) ;;         *) echo \"aibox: claude-code 2.1.197 has no \
         download for $arch\" >&2; exit 1 ;;     esac;     mkdir -p /tmp/aibox-download;";
-    const GEMINI: &str = "RUN set -eu;     fetch() {         curl -fsSL --retry 3 -o f \"$1\"; \
-        if [ \"$actual\" != \"$3\" ]; then             echo \"aibox: gemini-cli 0.61.0: \
-        checksum mismatch for $1: expected $2 $3, got $actual\" >&2;";
+    // As generated: one download for every architecture, so the first message is the
+    // failed download's (the fixture once skipped it, and so did the label).
+    const GEMINI: &str = "RUN set -eu;     arch=\"$(dpkg --print-architecture)\";     mkdir -p \
+        /tmp/aibox-download;     fetch() {         n=0; until curl -fsSL --retry 3 -o \
+        /tmp/aibox-download/file \"$1\"; do             n=$((n + 1)); if [ \"$n\" -ge 3 ]; \
+        then echo \"aibox: gemini-cli 0.61.0: download of $1 failed 3 times\" >&2; exit 1; fi; \
+        sleep \"$n\";         done;         if [ \"$actual\" != \"$3\" ]; then             echo \
+        \"aibox: gemini-cli 0.61.0: checksum mismatch for $1: expected $2 $3, got $actual\" >&2;";
 
     fn step(line: &str) -> BuildStep {
         parse_step(line)

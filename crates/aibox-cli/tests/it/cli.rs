@@ -940,6 +940,30 @@ fn config_set_and_validate_refuse_the_settings_apply_refuses() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["code"], "aibox::policy::seccomp_consent", "{json}");
+    // With the consent recorded, setting it again says what it relaxes and nothing
+    // about a consent (QA: it warned that apply refuses it).
+    let out = aibox(
+        &dir,
+        &[
+            "config",
+            "set",
+            "security.acknowledge_seccomp_profile",
+            "true",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = aibox(
+        &dir,
+        &["config", "set", "security.codex_sandbox", "seccomp-profile"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("create user namespaces")
+            && !text(&out).contains("needs the consent")
+            && !text(&out).contains("refuses"),
+        "{}",
+        text(&out)
+    );
 }
 
 /// `config get` prints the effective value (defaults included) raw, JSON values with

@@ -148,6 +148,30 @@ fn the_release_hooks_run_from_any_folder_and_the_guard_waits_for_the_acknowledge
         serde_json::json!(["mcp__processkit-skill-gate__*"])
     );
     assert!(!apply(&root, &options(&cache)).unwrap().changed(), "no-op");
+    // `mcp list` shows what that rule allows, and where it comes from (QA: it said
+    // "(ask)" for a server whose every tool Claude calls without asking).
+    let mut plan = options(&cache).plan;
+    plan.offline = true;
+    let list =
+        aibox_engine::mcp_list_resolved(&aibox_engine::resolve(&root, &plan).unwrap()).unwrap();
+    let gate = |harness: aibox_config::Harness| {
+        list.servers
+            .iter()
+            .find(|s| s.name == "processkit-skill-gate" && s.harness == harness)
+            .unwrap()
+    };
+    let claude = gate(aibox_config::Harness::Claude);
+    assert_eq!(claude.allowed_tools, ["*"], "{claude:?}");
+    assert!(
+        claude
+            .notes
+            .iter()
+            .any(|n| n.contains("pre-authorisation (`mcp__processkit-skill-gate__*`)")),
+        "{claude:?}"
+    );
+    // Only Claude's rules carry it.
+    let codex = gate(aibox_config::Harness::Codex);
+    assert!(codex.allowed_tools.is_empty(), "{codex:?}");
 
     let sub = root.join("src/deep");
     fs_err::create_dir_all(&sub).unwrap();
