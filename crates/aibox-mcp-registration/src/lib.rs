@@ -33,8 +33,8 @@ pub use hooks::{Preauth, ProcesskitWiring};
 pub use ledger::{LEDGER_PATH, Ledger};
 pub use register::{
     EffectiveServer, FileScope, HandAdded, RegisterOptions, Registration, TARGETS, TargetFile,
-    check_denies_enforceable, effective_servers, effective_servers_wired, hand_added, register,
-    register_wired,
+    check_denies_enforceable, effective_servers, effective_servers_wired, hand_added,
+    holds_nothing, register, register_wired,
 };
 pub use spec::{Origin, ServerSpec, Transport, collect_servers};
 pub use tools::ToolPolicy;

@@ -468,6 +468,39 @@ pub fn effective_servers_wired(
     c.report
 }
 
+/// Whether the merged `contents` of the harness file at `path` hold nothing anyone
+/// wrote: only empty objects and lists (at any depth), `OpenCode`'s `$schema` or a
+/// Cursor hooks file's `version`; for Codex's TOML, only blank and comment lines. Once
+/// a harness is disabled and aibox pruned its entries, such a file is removed rather
+/// than left committed (QA: `{"mcpServers": {}}`, `{"mcp": {}}` and an empty
+/// `.codex/config.toml` stayed).
+pub fn holds_nothing(path: &str, contents: &str) -> bool {
+    fn empty(v: &Value) -> bool {
+        match v {
+            Value::Object(m) => m.values().all(empty),
+            Value::Array(a) => a.is_empty(),
+            _ => false,
+        }
+    }
+    if path == CODEX_CONFIG {
+        return contents.lines().all(|l| {
+            let l = l.trim();
+            l.is_empty() || l.starts_with('#')
+        });
+    }
+    let Ok(Value::Object(map)) = jsonc_parser::parse_to_serde_value::<Value>(
+        contents,
+        &aibox_config::jsonc::parse_options(),
+    ) else {
+        return false;
+    };
+    map.iter().all(|(k, v)| {
+        (k == "$schema" && path == OPENCODE_CONFIG)
+            || (k == "version" && path == CURSOR_HOOKS)
+            || empty(v)
+    })
+}
+
 fn is_processkit_name(k: &str) -> bool {
     k.starts_with("processkit-")
 }
@@ -1072,5 +1105,37 @@ fn origin_source(origin: crate::spec::Origin) -> &'static str {
         crate::spec::Origin::Processkit => "the processkit release",
         crate::spec::Origin::Team => "aibox.toml [[ai.mcp.servers]]",
         crate::spec::Origin::Personal => ".aibox-local.toml [[mcp.servers]]",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_nothing;
+
+    #[test]
+    fn a_file_holds_nothing_when_only_empty_containers_remain() {
+        for (path, text) in [
+            (".gemini/settings.json", "{\"mcpServers\": {}}\n"),
+            (
+                "opencode.json",
+                "{\"$schema\": \"https://opencode.ai/config.json\", \"mcp\": {}}",
+            ),
+            (
+                ".claude/settings.json",
+                "{\"permissions\": {\"allow\": []}}",
+            ),
+            (".codex/config.toml", ""),
+            (".codex/config.toml", "# a comment\n\n"),
+        ] {
+            assert!(holds_nothing(path, text), "{path}: {text}");
+        }
+        for (path, text) in [
+            (".gemini/settings.json", "{\"ui\": {\"theme\": \"x\"}}"),
+            (".mcp.json", "{\"$schema\": \"x\"}"),
+            (".mcp.json", "not json"),
+            (".codex/config.toml", "model = \"x\"\n"),
+        ] {
+            assert!(!holds_nothing(path, text), "{path}: {text}");
+        }
     }
 }

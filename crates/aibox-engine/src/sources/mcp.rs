@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use aibox_config::{Ownership, PlannedFile};
 use aibox_mcp_registration::{
-    LEDGER_PATH, Ledger, McpError, Origin, ProcesskitWiring, RegisterOptions, ServerSpec, TARGETS,
-    Transport, collect_servers, register_wired,
+    FileScope, LEDGER_PATH, Ledger, McpError, Origin, ProcesskitWiring, RegisterOptions,
+    ServerSpec, TARGETS, Transport, collect_servers, register_wired,
 };
 use camino::Utf8Path;
 
@@ -71,9 +71,14 @@ pub fn contribute_with(
     }
     for file in registration.files {
         // A hooks file aibox emptied (harness-only, or the release dropped every hook)
-        // is removed rather than left as `{}`.
+        // is removed rather than left as `{}`; so is a committed file of a disabled
+        // harness that the pruning left with nothing in it.
+        let disabled = TARGETS.iter().any(|(h, path, scope)| {
+            *path == file.path && *scope == FileScope::Committed && !config.ai.harnesses.contains(h)
+        });
         if file.changed
-            && aibox_mcp_registration::hooks::is_empty_hook_file(&file.path, &file.contents)
+            && (aibox_mcp_registration::hooks::is_empty_hook_file(&file.path, &file.contents)
+                || (disabled && aibox_mcp_registration::holds_nothing(&file.path, &file.contents)))
         {
             plan.remove(file.path.as_str())?;
             continue;

@@ -110,6 +110,30 @@ fn apply_registers_prunes_and_is_idempotent() {
         );
     }
     assert!(f.read(".gemini/settings.json").contains("\"theme\": \"x\""));
+
+    // Claude alone: the other harnesses' committed files aibox emptied are removed, a
+    // file that holds the user's own settings stays with them.
+    f.write(
+        "aibox.toml",
+        &cut.replace(
+            "harnesses = [\"claude\", \"codex\", \"gemini\", \"vscode\"]",
+            "harnesses = [\"claude\"]",
+        ),
+    );
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    for gone in [".codex/config.toml", ".vscode/mcp.json"] {
+        assert!(!f.root.join(gone).exists(), "{gone} was left behind");
+    }
+    let gemini = f.read(".gemini/settings.json");
+    assert!(
+        gemini.contains("\"theme\": \"x\"") && !gemini.contains("docs"),
+        "{gemini}"
+    );
+    assert!(f.read(".mcp.json").contains("docs"));
+    assert!(
+        !apply(&f.root, &ApplyOptions::default()).unwrap().changed(),
+        "no-op"
+    );
 }
 
 #[test]
