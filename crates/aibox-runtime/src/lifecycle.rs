@@ -536,6 +536,8 @@ impl Runtime {
                     true
                 }),
         };
+        // The image a rebuild replaces, removed once the new container runs.
+        let replaced = image.as_ref().filter(|_| build).map(|f| f.id.clone());
         let image = if build {
             self.build_from(target, &prints, progress)?;
             self.image_facts(&target.image)?
@@ -568,6 +570,9 @@ impl Runtime {
             None => self.wait_running(target, progress)?,
         };
         check_owner(&running, target)?;
+        if let Some(old) = replaced.filter(|old| Some(old) != image_id.as_ref()) {
+            self.remove_replaced_image(&old, progress);
+        }
         // Every service runs, not only the agent: one whose proxy stopped (or never
         // started: podman-compose 1.0 leaves a failed one `created`) has no way out.
         let proxy = if target.proxy {
@@ -1128,6 +1133,34 @@ impl Runtime {
             command: rendered,
             detail,
         })
+    }
+
+    /// Removes the image `id` a rebuild replaced when no tag names it any more (each
+    /// rebuild left one behind, a gigabyte or more: QA24). One that a tag still names is
+    /// someone's; one that a container still uses is refused by the engine, which is no
+    /// error here: it stays, as it would have.
+    fn remove_replaced_image(&self, id: &str, progress: Progress<'_>) {
+        let Ok(Some((_, json))) = self.inspect_raw("image", id) else {
+            return;
+        };
+        let untagged = serde_json::from_str::<serde_json::Value>(&json)
+            .ok()
+            .and_then(|v| v.get(0)?.get("RepoTags").cloned())
+            .is_some_and(|tags| tags.is_null() || tags.as_array().is_some_and(Vec::is_empty));
+        if !untagged {
+            return;
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.args(["rmi", id]);
+        if process::run(cmd, self.timeouts.stop, &mut |_, _| {}).is_ok_and(|d| d.success()) {
+            let short = id.trim_start_matches("sha256:");
+            progress(&Event::Note {
+                line: format!(
+                    "removed the image this build replaced ({})",
+                    short.get(..12).unwrap_or(short)
+                ),
+            });
+        }
     }
 
     /// `<engine> <kind> inspect <name>`: the command line and its JSON, `None` when the

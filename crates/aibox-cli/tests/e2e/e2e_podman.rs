@@ -102,14 +102,15 @@ struct TestProject {
 }
 
 impl TestProject {
-    /// Marks the image `up` is about to replace for removal at the end: a rebuild moves
-    /// the tag to the new image and leaves the old one nameless, out of reach of the
-    /// removal by name.
-    fn replaced_at_rebuild(&mut self, podman: &Podman) {
+    /// Marks the image `up` is about to replace for removal at the end (should `up` not
+    /// remove it: a rebuild moves the tag to the new image and leaves the old one
+    /// nameless, out of reach of the removal by name), and returns its ID.
+    fn replaced_at_rebuild(&mut self, podman: &Podman) -> String {
         let out = podman.run(&["image", "inspect", "--format", "{{.Id}}", &self.image]);
         assert!(out.status.success(), "{}", show(&out));
-        self.cleanup
-            .image(String::from_utf8_lossy(&out.stdout).trim());
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        self.cleanup.image(&id);
+        id
     }
 
     fn init(podman: &Podman, stem: &str, harness: &str) -> Self {
@@ -892,11 +893,17 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
     ] {
         assert!(report.contains(code), "{code}: {}", show(&doctor));
     }
-    p.replaced_at_rebuild(&podman);
+    let replaced = p.replaced_at_rebuild(&podman);
     let out = run(aibox(&podman, root).arg("up"));
     assert!(out.status.success(), "{}", show(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("rebuilding it"), "{}", show(&out));
+    // The image it replaced is gone, not left dangling (a gigabyte or more each time).
+    assert!(
+        stderr.contains("removed the image this build replaced") && !podman.image_exists(&replaced),
+        "{}",
+        show(&out)
+    );
     ok(aibox(&podman, root).args(["exec", "--", "test", "-f", "/etc/aibox-e2e-marker"]));
     assert!(!status_flag(&podman, root, "image_stale"));
     assert!(!status_flag(&podman, root, "container_stale"));
