@@ -535,7 +535,10 @@ fn fix(
     failure: Option<ProbeFailure>,
     deadline: Duration,
 ) -> String {
-    let rerun = format!("aibox exec -- {}", shell_words(&check.command));
+    let rerun = format!(
+        "aibox exec -- {}",
+        crate::process::shell_words(&check.command)
+    );
     let owner = match spec.origin {
         Origin::Processkit => format!(
             "it ships with the pinned processkit release: pin a release whose servers start \
@@ -597,24 +600,6 @@ fn fix(
         }
         _ => owner,
     }
-}
-
-/// A command line a shell reads back as the same words.
-pub(crate) fn shell_words(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| {
-            let plain = !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+".contains(c));
-            if plain {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]
@@ -689,14 +674,5 @@ mod tests {
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[0].contains("`MIXED`"), "{notes:?}");
         assert!(notes[1].contains("`RENAMED`") && notes[1].contains("${OTHER}"));
-    }
-
-    #[test]
-    fn shell_words_quote_what_a_shell_would_split() {
-        let words = ["python3", "-c", "import sys; sys.exit(1)", "it's"].map(str::to_owned);
-        assert_eq!(
-            shell_words(&words),
-            r"python3 -c 'import sys; sys.exit(1)' 'it'\''s'"
-        );
     }
 }

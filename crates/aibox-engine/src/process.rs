@@ -64,6 +64,24 @@ pub(crate) fn run_with_input(mut cmd: Command, input: &[u8], timeout: Duration) 
     })
 }
 
+/// A command line a shell reads back as the same words.
+pub(crate) fn shell_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+".contains(c));
+            if plain {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use std::process::Command;
@@ -86,5 +104,14 @@ mod tests {
         assert_eq!(output.status.code(), Some(3));
         assert_eq!(output.stdout, b"out\n");
         assert_eq!(output.stderr, b"err\n");
+    }
+
+    #[test]
+    fn shell_words_quote_what_a_shell_would_split() {
+        let words = ["python3", "-c", "import sys; sys.exit(1)", "it's"].map(str::to_owned);
+        assert_eq!(
+            super::shell_words(&words),
+            r"python3 -c 'import sys; sys.exit(1)' 'it'\''s'"
+        );
     }
 }

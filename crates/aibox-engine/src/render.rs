@@ -79,10 +79,9 @@ impl ApplyReport {
         // The harness files name the servers' new locked environments at once; the image
         // that holds them comes with the next build (QA: every server of a running
         // container failed after an upgrade, and nothing said why).
-        let container_files = self
-            .files
-            .iter()
-            .any(|f| f.action.changes() && f.path.starts_with(".devcontainer/"));
+        let container_files = self.files.iter().any(|f| {
+            f.action.changes() && f.path.starts_with(aibox_config::layout::DEVCONTAINER_DIR)
+        });
         if container_files && !self.read_only {
             lines.push((
                 Channel::Note,

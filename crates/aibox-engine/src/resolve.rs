@@ -947,7 +947,7 @@ fn bytecode_help(
          `aibox up` rebuilds it). Python may load bytecode instead of the reviewed \
          scripts, so it is not consented to: delete it, then run the command again:\n  \
          rm -rf {}",
-        crate::mcp_check::shell_words(&dirs)
+        crate::process::shell_words(&dirs)
     ))
 }
 
