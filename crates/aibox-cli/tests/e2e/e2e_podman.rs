@@ -1029,8 +1029,9 @@ fn init_on_docker(aibox: &dyn Fn() -> Command, root: &Utf8Path, name: &str) {
 /// The whole journey on a real Docker Engine (the test's own `dockerd`, Docker's default
 /// seccomp profile, `docker-compose` 1.29): `init` with four harnesses → `apply` → `up`
 /// → Docker's default blocks Codex's sandbox, so `apply` needs consent to the generated
-/// profile, under which the sandbox works → each harness CLI runs → `down`. Each step is checked with `docker
-/// inspect`. One image build serves the whole journey.
+/// profile, under which the sandbox works → each harness CLI runs → `down` → a
+/// `Dockerfile.local` step rebuilds, and the replaced image is removed. Each step is
+/// checked with `docker inspect`.
 #[test]
 #[allow(clippy::print_stderr)] // the measured numbers go to the test log
 fn docker_engine_journey() {
@@ -1042,7 +1043,7 @@ fn docker_engine_journey() {
         serde_json::from_str(&ok(aibox().args(["status", "--output", "json"]))).unwrap();
     let container = status["container"].as_str().unwrap().to_owned();
     let image = status["image"].as_str().unwrap().to_owned();
-    let cleanup = Cleanup::for_project(&docker, &status);
+    let mut cleanup = Cleanup::for_project(&docker, &status);
 
     // Docker's default seccomp profile blocks Codex's sandbox: `apply` refuses without
     // the owner's consent, with the code, and writes nothing.
@@ -1138,6 +1139,7 @@ fn docker_engine_journey() {
          {warm:?}, image {} MB",
         size / 1_000_000
     );
+    a_rebuild_removes_the_image_it_replaced(&docker, &aibox, &root, &image, &mut cleanup);
     ok(aibox().arg("down"));
     assert!(
         docker.inspect_container(&container).is_none(),
@@ -1146,6 +1148,33 @@ fn docker_engine_journey() {
     devcontainer_cli_on_docker(&docker, &aibox, &root, &name);
     drop(cleanup);
     drop(tmp);
+}
+
+/// A rebuild removes the image it replaced on Docker too, once the new container runs.
+fn a_rebuild_removes_the_image_it_replaced(
+    docker: &Docker,
+    aibox: &dyn Fn() -> Command,
+    root: &Utf8Path,
+    image: &str,
+    cleanup: &mut Cleanup,
+) {
+    let old_id = docker.inspect_image(image).unwrap()["Id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    cleanup.image(&old_id);
+    let local = root.join(".devcontainer/Dockerfile.local");
+    let text = fs_err::read_to_string(&local).unwrap() + "RUN touch /etc/aibox-e2e-rebuilt\n";
+    fs_err::write(&local, text).unwrap();
+    ok(aibox().arg("apply"));
+    let rebuilt = run(aibox().arg("up"));
+    assert!(rebuilt.status.success(), "{}", show(&rebuilt));
+    assert!(
+        show(&rebuilt).contains("removed the image this build replaced")
+            && docker.inspect_image(&old_id).is_none(),
+        "{}",
+        show(&rebuilt)
+    );
 }
 
 /// The real Dev Containers CLI on the same files and the same Docker Engine, with
