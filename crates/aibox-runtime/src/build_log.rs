@@ -251,9 +251,19 @@ pub(crate) fn failure_output<'t>(tail: &'t [String], step: Option<&BuildStep>) -
     &tail[from_step.max(tail.len().saturating_sub(ERROR_TAIL_LINES))..]
 }
 
+/// Rootless Podman's network helper failed (a build says only `failed to read from
+/// slirp4netns sync pipe: EOF`; a start names `open("/dev/net/tun"): Permission
+/// denied`): a limit of the machine, seen where `/dev/net/tun` is 0600.
+pub(crate) const TUN_HINT: &str = "rootless Podman's network helper (slirp4netns) could not \
+    start, so neither a build step nor the container can reach the network: it opens \
+    /dev/net/tun, which your user must be able to use (`ls -l /dev/net/tun`; most systems \
+    have it mode 0666: `sudo chmod 0666 /dev/net/tun` until the next boot, a udev rule to \
+    keep it), then run `aibox up` again";
+
 /// The likely cause of a failed build and how to fix it, from the output lines that
 /// follow the failing step and the step itself (`in_local`: it comes from
 /// `Dockerfile.local`).
+#[allow(clippy::too_many_lines)] // one ordered list of causes: the first that matches wins
 pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) -> String {
     // Step headers and the engines' error lines (`Error: building at STEP "..."`) quote
     // the scripts, whose own messages would match below; a message the script really
@@ -281,6 +291,9 @@ pub(crate) fn hint(output: &[String], step: Option<&BuildStep>, in_local: bool) 
                 registry mirror, or an image already in the engine's store) with `aibox \
                 config set container.base_image IMAGE`, then run `aibox up --build`"
             .to_owned();
+    }
+    if lower.contains("slirp4netns") {
+        return TUN_HINT.to_owned();
     }
     if lower.contains("curl: (60)")
         || lower.contains("certificate verify failed")
@@ -614,6 +627,14 @@ mod tests {
         let mcp = "Error: building at STEP \"RUN install() { echo \"aibox: the locked dependencies of $2 did not install\"; }\": exit status 1";
         assert!(!hint(&[mcp.to_owned()], None, false).contains("aibox.lock"));
         for (output, step, local, needle) in [
+            (
+                // Rootless Podman 4.3 where /dev/net/tun is 0600 (seen here).
+                "Error: building at STEP \"RUN echo hi\": failed to read from slirp4netns \
+                 sync pipe: EOF",
+                None,
+                false,
+                "chmod 0666 /dev/net/tun",
+            ),
             (
                 "curl: (60) SSL certificate problem",
                 None,

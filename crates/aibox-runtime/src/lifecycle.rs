@@ -1630,6 +1630,8 @@ fn start_hint(lines: &[String]) -> String {
          /etc/containers/containers.conf.d/ (Podman as root) or in \
          ~/.config/containers/containers.conf (rootless Podman); then run `aibox up` again"
             .to_owned()
+    } else if lines.iter().any(|l| l.contains("slirp4netns")) {
+        format!("\n\n{}", build_log::TUN_HINT)
     } else {
         String::new()
     }
@@ -2012,6 +2014,15 @@ mod tests {
             "{rlimit}"
         );
         assert_eq!(hint("Error: no such image"), "");
+        // Rootless Podman where /dev/net/tun is 0600 (Podman 4.3, seen here).
+        let tun = hint(
+            "Error: /usr/bin/slirp4netns failed: \"open(\\\"/dev/net/tun\\\"): Permission \
+             denied\\nchild failed(1)\\n\"",
+        );
+        assert!(
+            tun.starts_with("\n\n") && tun.contains("chmod 0666 /dev/net/tun"),
+            "{tun}"
+        );
     }
 
     use super::*;
