@@ -427,44 +427,15 @@ pub fn effective_servers(servers: &[ServerSpec], opts: &RegisterOptions) -> Vec<
 }
 
 /// [`effective_servers`] with processkit's pre-authorisation merged as
-/// [`register_wired`] merges it: a processkit server's Claude entry lists the tools the
-/// release's rules let Claude call without asking (`*` for `mcp__<server>__*`), with a
-/// note saying where they come from.
+/// [`register_wired`] merges it (its report shows the same): a processkit server's Claude
+/// entry lists the tools the release's rules let Claude call without asking.
 pub fn effective_servers_wired(
     servers: &[ServerSpec],
     opts: &RegisterOptions,
     wiring: &ProcesskitWiring,
 ) -> Vec<EffectiveServer> {
     let mut c = compute(servers, opts);
-    let before = c.claude_allow[0].len();
     let _ = preauth_rules(servers, opts, wiring, &mut c);
-    let merged = &c.claude_allow[0][before..];
-    for s in &mut c.report {
-        if s.harness != Harness::Claude || s.origin != Origin::Processkit || s.skipped.is_some() {
-            continue;
-        }
-        let prefix = format!("mcp__{}__", s.name);
-        let tools: Vec<&str> = merged
-            .iter()
-            .filter_map(|r| r.strip_prefix(&prefix))
-            .collect();
-        if tools.is_empty() {
-            continue;
-        }
-        for tool in &tools {
-            if !s.allowed_tools.iter().any(|t| t == tool) {
-                s.allowed_tools.push((*tool).to_owned());
-            }
-        }
-        s.notes.push(format!(
-            "allowed by the processkit release's pre-authorisation (`{}`), merged into {CLAUDE_SETTINGS}",
-            tools
-                .iter()
-                .map(|t| format!("{prefix}{t}"))
-                .collect::<Vec<_>>()
-                .join("`, `")
-        ));
-    }
     c.report
 }
 
@@ -723,6 +694,7 @@ fn preauth_rules(
     };
     let mut notices = Vec::new();
     let mut team_policy = BTreeSet::new();
+    let mut merged = Vec::new();
     for rule in &preauth.allow {
         let Some(name) = crate::hooks::rule_server(rule) else {
             notices.push(format!(
@@ -744,8 +716,10 @@ fn preauth_rules(
         }
         if !c.claude_allow[0].contains(rule) {
             c.claude_allow[0].push(rule.clone());
+            merged.push(rule.as_str());
         }
     }
+    show_preauth(&mut c.report, &merged);
     if !team_policy.is_empty() && opts.harnesses.contains(&Harness::Claude) {
         notices.push(format!(
             "processkit pre-authorisation not merged for {}: [ai.mcp.permissions] decides their tools",
@@ -757,6 +731,38 @@ fn preauth_rules(
         ));
     }
     notices
+}
+
+/// Shows the pre-authorisation rules `merged` in the report: a registered processkit
+/// server's Claude entry lists the tools they allow (`*` for `mcp__<server>__*`), with a
+/// note naming the rules and the file they are in.
+fn show_preauth(report: &mut [EffectiveServer], merged: &[&str]) {
+    for s in report {
+        if s.harness != Harness::Claude || s.origin != Origin::Processkit || s.skipped.is_some() {
+            continue;
+        }
+        let prefix = format!("mcp__{}__", s.name);
+        let tools: Vec<&str> = merged
+            .iter()
+            .filter_map(|r| r.strip_prefix(&prefix))
+            .collect();
+        if tools.is_empty() {
+            continue;
+        }
+        for tool in &tools {
+            if !s.allowed_tools.iter().any(|t| t == tool) {
+                s.allowed_tools.push((*tool).to_owned());
+            }
+        }
+        s.notes.push(format!(
+            "allowed by the processkit release's pre-authorisation (`{}`), merged into {CLAUDE_SETTINGS}",
+            tools
+                .iter()
+                .map(|t| format!("{prefix}{t}"))
+                .collect::<Vec<_>>()
+                .join("`, `")
+        ));
+    }
 }
 
 /// The container-scoped Codex user config: personal servers and the `/workspace` trust.

@@ -84,14 +84,13 @@ pub(crate) fn findings(
 /// where the scripts ran without `PYTHONPYCACHEPREFIX` (on the host, or in a container
 /// built before aibox set it), it is derived and safe to delete.
 fn bytecode_fix(unexpected: &[String]) -> Option<String> {
-    let files = unexpected
-        .iter()
-        .filter(|p| crate::skills::bytecode_dir(p).is_some())
-        .count();
-    let dirs: std::collections::BTreeSet<&str> = unexpected
+    // One folder per bytecode file: the count is the files', the set the folders'.
+    let per_file: Vec<&str> = unexpected
         .iter()
         .filter_map(|p| crate::skills::bytecode_dir(p))
         .collect();
+    let files = per_file.len();
+    let dirs: std::collections::BTreeSet<&str> = per_file.into_iter().collect();
     let first = dirs.first()?;
     let more = match dirs.len() {
         1 => String::new(),
