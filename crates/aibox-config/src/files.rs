@@ -346,7 +346,7 @@ pub enum Ownership {
     /// aibox merges its entries into a file that others also edit; the contents are the
     /// merge result computed from the file's current text.
     Merged,
-    /// Generated local state that must stay out of git (for example `.aibox-local.env`).
+    /// Generated local state that must stay out of git (for example `.devcontainer/aibox-local.env`).
     LocalState,
 }
 

@@ -71,8 +71,14 @@ pub const MCP_ENVS_DIR: &str = ".devcontainer/aibox-mcp/";
 pub const COMPOSE_ENV: &str = ".devcontainer/.env";
 /// The folder of the dev container files.
 pub const DEVCONTAINER_DIR: &str = ".devcontainer/";
-/// `.aibox-local.env` (generated from `.aibox-local.toml`, mode 0600).
-pub const LOCAL_ENV: &str = ".aibox-local.env";
+/// `.devcontainer/aibox-local.env`: the personal environment Compose reads (generated
+/// from `.aibox-local.toml`, mode 0600). Below `.devcontainer/`, which every container
+/// made from the committed Compose file mounts read-only: an agent in a container the
+/// Dev Containers tools started cannot add a line to it for the next `aibox up`.
+pub const LOCAL_ENV: &str = ".devcontainer/aibox-local.env";
+/// `.aibox-local.env`: where earlier versions wrote [`LOCAL_ENV`], in the workspace the
+/// agent may write. `apply` removes it; it stays gitignored.
+pub const LEGACY_LOCAL_ENV: &str = ".aibox-local.env";
 /// `.aibox-home/`: the harness state folders, each mounted at the same path under the
 /// container user's home ([`crate::container::harness_home_dir`]); container-scoped.
 pub const AIBOX_HOME: &str = ".aibox-home/";
@@ -248,7 +254,7 @@ const COMPOSED: Roles = Roles::COMPOSE.and(Roles::GATED).and(Roles::BUNDLE);
 /// Every project file aibox knows. The gitignored rows come first, in the order of
 /// aibox's `.gitignore` block.
 pub const FILES: &[Entry] = &[
-    // Personal configuration and the environment file generated from it.
+    // Personal configuration, and where earlier versions wrote the environment from it.
     row(
         crate::load::LOCAL_TOML,
         Config,
@@ -256,7 +262,7 @@ pub const FILES: &[Entry] = &[
         Writers::CONFIG_SET,
         BUNDLE,
     ),
-    row(LOCAL_ENV, Devcontainer, Gitignored, APPLY, BUNDLE),
+    row(LEGACY_LOCAL_ENV, Devcontainer, Gitignored, APPLY, NO_ROLE),
     row(COMPOSE_LOCAL, Devcontainer, Gitignored, APPLY, COMPOSED),
     // Personal extra CA certificates copied in for the image build.
     row(EXTRA_CA, Devcontainer, Gitignored, APPLY, NO_ROLE),
@@ -283,6 +289,8 @@ pub const FILES: &[Entry] = &[
         APPLY,
         NO_ROLE,
     ),
+    // The personal environment (appended: existing blocks keep their lines).
+    row(LOCAL_ENV, Devcontainer, Gitignored, APPLY, BUNDLE),
     // The team configuration.
     row(
         crate::load::AIBOX_TOML,
@@ -535,7 +543,7 @@ mod tests {
             LOCAL_STATE_PATHS,
             [
                 ".aibox-local.toml",
-                ".aibox-local.env",
+                LEGACY_LOCAL_ENV,
                 COMPOSE_LOCAL,
                 EXTRA_CA,
                 ".aibox-home/",
@@ -549,6 +557,7 @@ mod tests {
                 ".continue/mcpServers/",
                 EGRESS_LOCAL_CONF,
                 EGRESS_LOCAL_FILTER,
+                LOCAL_ENV,
             ]
         );
     }

@@ -911,7 +911,7 @@ impl LocalNetwork {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LocalContainer {
-    /// Personal environment: written only to `.aibox-local.env` (mode 0600).
+    /// Personal environment: written only to `.devcontainer/aibox-local.env` (mode 0600).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
     /// Personal bind mounts, appended after the team's.

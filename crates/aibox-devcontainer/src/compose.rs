@@ -7,10 +7,14 @@
 //! (obsolete).
 //!
 //! The committed file names no gitignored file, so a fresh clone comes up without
-//! running aibox. The personal `.aibox-local.env` is referenced only from the gitignored
-//! `docker-compose.local.yml`, which the runtime adds with `-f` when it exists. (Compose's
-//! optional `env_file` form, `required: false`, needs Compose 2.24; Debian's
-//! docker-compose 1.29 rejects it, so an optional overlay file is the portable way.)
+//! running aibox. The personal environment file, `.devcontainer/aibox-local.env`, is
+//! referenced only from the gitignored `docker-compose.local.yml`, which the runtime adds
+//! with `-f` when it exists. (Compose's optional `env_file` form, `required: false`,
+//! needs Compose 2.24; Debian's docker-compose 1.29 rejects it, so an optional overlay
+//! file is the portable way.) Personal values go through that file rather than the
+//! overlay's `environment:` because podman-compose prints every `podman` command it runs,
+//! `-e NAME=value` included; only a personal value for a key the team file also sets is
+//! repeated there, as Compose lets `environment:` win over `env_file`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -255,8 +259,11 @@ pub(crate) fn render_local(inputs: &Inputs<'_>) -> Result<String, DevcontainerEr
             compose_yaml(checkout)
         );
     }
+    // Beside this file, below `.devcontainer/`, which the committed Compose file mounts
+    // read-only: no agent, in this container or one the Dev Containers tools started,
+    // can add a line (a bare `NAME` takes the host's value) for the next container.
     out.push_str("    env_file:\n");
-    let _ = writeln!(out, "      - {}", yaml(&format!("../{LOCAL_ENV_PATH}")));
+    let _ = writeln!(out, "      - {}", yaml(local_env_name()));
     // Compose lets `environment:` win over `env_file`, so a personal value for a key the
     // team file sets must be repeated here to override it (this file is mode 0600).
     let team = environment(inputs);
@@ -273,21 +280,20 @@ pub(crate) fn render_local(inputs: &Inputs<'_>) -> Result<String, DevcontainerEr
             let _ = writeln!(out, "      {}: {}", yaml(key), compose_yaml(value));
         }
     }
-    out.push_str("    volumes:\n");
-    for volume in personal {
-        let _ = writeln!(out, "      - {}", yaml(&volume));
+    if !personal.is_empty() {
+        out.push_str("    volumes:\n");
+        for volume in personal {
+            let _ = writeln!(out, "      - {}", yaml(&volume));
+        }
     }
-    // The environment file read-only over its place in the workspace: a line the agent
-    // added (a bare `NAME` takes the host's value) would reach the next container, which
-    // Compose makes after `up`'s apply rewrote the file. A mount point cannot be replaced.
-    let _ = writeln!(
-        out,
-        "      - {}",
-        yaml(&format!(
-            "../{LOCAL_ENV_PATH}:{WORKSPACE_DIR}/{LOCAL_ENV_PATH}:ro"
-        ))
-    );
     Ok(out)
+}
+
+/// The personal environment file's name, relative to the Compose files' folder.
+fn local_env_name() -> &'static str {
+    LOCAL_ENV_PATH
+        .strip_prefix(aibox_config::layout::DEVCONTAINER_DIR)
+        .unwrap_or(LOCAL_ENV_PATH)
 }
 
 /// Bind mounts in short syntax (`source:target[:ro]`), sources relative to

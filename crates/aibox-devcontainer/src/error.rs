@@ -8,16 +8,16 @@ use thiserror::Error;
 /// Why the dev container files could not be generated.
 #[derive(Debug, Error, Diagnostic, PartialEq, Eq)]
 pub enum DevcontainerError {
-    /// A personal environment value cannot be written to `.aibox-local.env` so that every
-    /// Compose provider reads it back unchanged.
+    /// A personal environment value cannot be written to `.devcontainer/aibox-local.env`
+    /// so that every Compose provider reads it back unchanged.
     #[error("`.aibox-local.toml` [container.environment]: the value of `{key}` {reason}")]
     #[diagnostic(
         code(aibox::devcontainer::local_env_value),
         help(
-            "`.aibox-local.env` is read by docker-compose, Compose v2 and Podman's --env-file, \
-             which disagree on quotes, `$` and trailing comments; only values they all read \
-             literally are accepted. Change the value in `.aibox-local.toml`, then run \
-             `aibox apply`."
+            "`.devcontainer/aibox-local.env` is read by docker-compose, Compose v2 and \
+             Podman's --env-file, which disagree on quotes, `$` and trailing comments; only \
+             values they all read literally are accepted. Change the value in \
+             `.aibox-local.toml`, then run `aibox apply`."
         )
     )]
     LocalEnvValue {

@@ -2,7 +2,7 @@
 //!
 //! [`render`] turns the configuration (plus a few facts the engine looks up, such as the
 //! text of `Dockerfile.local`) into [`PlannedFile`]s: the generated `.devcontainer/`
-//! files, the personal `.aibox-local.env`, the scaffold-once user files and the
+//! files, the personal `.devcontainer/aibox-local.env`, the scaffold-once user files and the
 //! `.aibox-home/` skeleton. Nothing here reads or writes a file, spawns a process or
 //! looks at the clock, so identical inputs always give byte-identical output.
 
@@ -172,7 +172,7 @@ impl<'a> Inputs<'a> {
 
 /// Renders every file of the dev container, in a fixed order: `Dockerfile`,
 /// `docker-compose.yml`, `devcontainer.json`, the scaffold-once files (when
-/// [`Inputs::scaffold_user_files`]), `.aibox-local.env`, then one `.aibox-home/<dir>/.keep`
+/// [`Inputs::scaffold_user_files`]), `.devcontainer/aibox-local.env`, then one `.aibox-home/<dir>/.keep`
 /// per enabled harness that has a state directory.
 ///
 /// ```

@@ -1,4 +1,4 @@
-//! `.aibox-local.env`: the personal environment, one `KEY=VALUE` line per variable.
+//! `.devcontainer/aibox-local.env`: the personal environment, one `KEY=VALUE` line per variable.
 //!
 //! Three readers meet this file and disagree on syntax: docker-compose 1.29 and
 //! Compose v2 parse it as a dotenv file (quotes stripped, `${VAR}` expanded, ` #...`

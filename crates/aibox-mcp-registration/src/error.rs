@@ -74,7 +74,7 @@ pub enum McpError {
     #[diagnostic(
         code(aibox::mcp::literal_secret),
         help(
-            "write a variable reference instead, for example `{key} = \"${{{suggest}}}\"`, and put the value in `.aibox-local.toml [container.environment]` (it reaches the container through the gitignored `.aibox-local.env`)"
+            "write a variable reference instead, for example `{key} = \"${{{suggest}}}\"`, and put the value in `.aibox-local.toml [container.environment]` (it reaches the container through the gitignored `.devcontainer/aibox-local.env`)"
         )
     )]
     LiteralValue {

@@ -26,16 +26,17 @@ use crate::error::RuntimeError;
 use aibox_config::container::{BUILD_DIGEST_ARG, GID_ARG, UID_ARG};
 
 /// Whether a file of the build context is read only by Compose: the Compose files of the
-/// file table, their `.env`, the seccomp profile they name and the egress proxy's
+/// file table, their `.env`, the personal environment file, the seccomp profile they name and the egress proxy's
 /// configuration (mounted into its container, so a changed allowlist recreates the
 /// containers without a build).
 fn compose_only(rel: &str) -> bool {
     use aibox_config::layout::{
         COMPOSE_ENV, COMPOSE_FILES, EGRESS_CONF, EGRESS_FILTER, EGRESS_LOCAL_CONF,
-        EGRESS_LOCAL_FILTER, SECCOMP_PROFILES,
+        EGRESS_LOCAL_FILTER, LOCAL_ENV, SECCOMP_PROFILES,
     };
     COMPOSE_FILES.contains(&rel)
         || rel == COMPOSE_ENV
+        || rel == LOCAL_ENV
         || SECCOMP_PROFILES.contains(&rel)
         || [
             EGRESS_CONF,
@@ -88,10 +89,6 @@ impl Fingerprints {
         let owner = project_owner(root)?;
         if let Some((uid, gid)) = owner {
             build.update(format!("owner {uid}:{gid}").as_bytes());
-        }
-        let local_env = Utf8PathBuf::from(aibox_config::layout::LOCAL_ENV);
-        if root.join(&local_env).is_file() {
-            feed(&mut config, root, &local_env)?;
         }
         let build = format!("sha256:{}", hex::encode(build.finalize()));
         config.update(build.as_bytes());

@@ -64,7 +64,7 @@ const AREAS: &[(&str, &str, &str)] = &[
         "devcontainer",
         "Generating the dev container files",
         "A value in `[container]` or `.aibox-local.toml` cannot be written safely into the \
-         Dockerfile, the Compose file or `.aibox-local.env`; the message names the key.",
+         Dockerfile, the Compose files or `.devcontainer/aibox-local.env`; the message names the key.",
     ),
     (
         "base_image",

@@ -166,6 +166,25 @@ fn devcontainer_up_succeeds_on_generated_files() {
         cleanup.image(derived);
     }
     no_way_to_resolve_outside_names(&podman, &internal, &id);
+    // The personal environment file the next `aibox up` hands Compose: an agent in the
+    // container the Dev Containers tools started (no personal overlay, so no mount of
+    // its own) cannot add a line to it either, even as root (a bare `NAME` would copy
+    // the host's variable into aibox's container).
+    assert!(root.join(aibox_config::layout::LOCAL_ENV).is_file());
+    let write = podman.run(&[
+        "exec",
+        "-u",
+        "0",
+        &id,
+        "sh",
+        "-c",
+        "echo GITHUB_TOKEN >> /workspace/.devcontainer/aibox-local.env",
+    ]);
+    assert!(
+        show(&write).contains("Read-only file system"),
+        "{}",
+        show(&write)
+    );
 
     aibox_takes_it_for_this_checkouts(&podman, &root, &name, &id);
 }
@@ -462,7 +481,7 @@ fn generate_commit_and_clone(
     );
     for local in [
         ".aibox-local.toml",
-        ".aibox-local.env",
+        ".devcontainer/aibox-local.env",
         ".devcontainer/docker-compose.local.yml",
         ".aibox-home",
     ] {

@@ -264,7 +264,7 @@ fn init_apply_up_status_exec_down() {
         "echo '# agent' >> /workspace/.devcontainer/devcontainer.json",
         "echo '# agent' >> /workspace/.devcontainer/docker-compose.override.yml",
         "mv /workspace/.aibox-home/.claude /workspace/.aibox-home/moved",
-        "echo GITHUB_TOKEN >> /workspace/.aibox-local.env",
+        "echo GITHUB_TOKEN >> /workspace/.devcontainer/aibox-local.env",
     ] {
         let out = podman.run(&["exec", "-u", "0", container, "sh", "-c", script]);
         assert!(!out.status.success(), "{script}: {}", show(&out));
@@ -637,7 +637,7 @@ fn engine_state_without_consent_is_reported_and_stopped() {
 }
 
 /// `container.environment.X = "${X}"` passes the host's value into the real container,
-/// and `aibox up` runs `post_create_command` once per new container and
+/// personal values reach it (winning over the team's), only those, and `aibox up` runs `post_create_command` once per new container and
 /// `post_start_command` on every start (both were written to devcontainer.json only).
 #[test]
 fn host_references_and_lifecycle_commands_reach_the_container() {
@@ -646,11 +646,22 @@ fn host_references_and_lifecycle_commands_reach_the_container() {
     let root = &p.root;
     let mut toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
     toml.push_str(
-        "\n[container.environment]\nFROM_HOST = \"${AIBOX_E2E_FROM_HOST}\"\nLITERAL = \"costs $5\"\n\n\
+        "\n[container.environment]\nFROM_HOST = \"${AIBOX_E2E_FROM_HOST}\"\nLITERAL = \"costs $5\"\n\
+         OVERRIDDEN = \"team\"\n\n\
          [container.lifecycle]\npost_create_command = \"echo created >> marks/post-create\"\n\
          post_start_command = \"echo started >> marks/post-start\"\n",
     );
     fs_err::write(root.join("aibox.toml"), toml).unwrap();
+    // Personal values, one of them overriding a team variable; and the environment file
+    // where earlier versions wrote it, with a bare name that would copy a host variable
+    // (what an agent in a container VS Code started could have added): it is removed.
+    let mut local = fs_err::read_to_string(root.join(".aibox-local.toml")).unwrap();
+    local.push_str(
+        "\n[container.environment]\nPERSONAL = \"fake-personal-value\"\n\
+         OVERRIDDEN = \"mine instead\"\n",
+    );
+    fs_err::write(root.join(".aibox-local.toml"), local).unwrap();
+    fs_err::write(root.join(".aibox-local.env"), "AIBOX_E2E_FROM_HOST\n").unwrap();
     // The container user is not the host user that owns the temp project: let it write.
     fs_err::create_dir_all(root.join("marks")).unwrap();
     fs_err::set_permissions(
@@ -670,8 +681,22 @@ fn host_references_and_lifecycle_commands_reach_the_container() {
             .count()
     };
     up();
-    let env = ok(aibox(&podman, root).args(["exec", "--", "printenv", "FROM_HOST", "LITERAL"]));
-    assert_eq!(env, "from the host\ncosts $5\n");
+    let env = ok(aibox(&podman, root).args([
+        "exec",
+        "--",
+        "printenv",
+        "FROM_HOST",
+        "LITERAL",
+        "OVERRIDDEN",
+        "PERSONAL",
+    ]));
+    assert_eq!(
+        env,
+        "from the host\ncosts $5\nmine instead\nfake-personal-value\n"
+    );
+    assert!(!root.join(".aibox-local.env").exists());
+    let leaked = run(aibox(&podman, root).args(["exec", "--", "printenv", "AIBOX_E2E_FROM_HOST"]));
+    assert!(!leaked.status.success(), "{}", show(&leaked));
     assert_eq!(
         (lines("marks/post-create"), lines("marks/post-start")),
         (1, 1)

@@ -1088,7 +1088,10 @@ fn apply_check_names_stale_committed_files_only() {
     fs_err::write(dir.join("aibox.toml"), toml).unwrap();
     let out = aibox(&dir, &["apply"]);
     assert!(out.status.success(), "{}", text(&out));
-    for local in [".aibox-local.env", ".devcontainer/docker-compose.local.yml"] {
+    for local in [
+        ".devcontainer/aibox-local.env",
+        ".devcontainer/docker-compose.local.yml",
+    ] {
         fs_err::remove_file(dir.join(local)).unwrap();
     }
     fs_err::remove_dir_all(dir.join(".aibox")).unwrap();
@@ -1104,7 +1107,7 @@ fn apply_check_names_stale_committed_files_only() {
         "{t}"
     );
     assert!(t.contains("run `aibox apply` and commit the result"), "{t}");
-    assert!(!t.contains(".aibox-local.env"), "{t}");
+    assert!(!t.contains("aibox-local.env"), "{t}");
 }
 
 /// A copy of `examples/demo` with the content pack beside it, as `cargo xtask demo` makes:

@@ -276,7 +276,7 @@ fn every_case_is_deterministic_snapshotted_and_schema_valid() {
             ("dockerfile", ".devcontainer/Dockerfile"),
             ("compose", ".devcontainer/docker-compose.yml"),
             ("devcontainer_json", ".devcontainer/devcontainer.json"),
-            ("local_env", ".aibox-local.env"),
+            ("local_env", aibox_config::layout::LOCAL_ENV),
         ] {
             insta::assert_snapshot!(format!("{n}__{suffix}"), file(&files, path));
         }
@@ -417,7 +417,7 @@ fn committed_compose_args(files: &[PlannedFile]) -> Vec<&'static str> {
     args
 }
 
-/// A fresh clone has only the committed files: no `.aibox-local.env`, no
+/// A fresh clone has only the committed files: no `.devcontainer/aibox-local.env`, no
 /// `docker-compose.local.yml`. Both Compose implementations must accept that project.
 #[test]
 fn committed_files_alone_are_a_valid_compose_project() {
@@ -429,7 +429,10 @@ fn committed_files_alone_are_a_valid_compose_project() {
     for case in cases() {
         let files = render(&case.inputs()).unwrap();
         let dir = write_project(&case, &files);
-        for local in [".aibox-local.env", ".devcontainer/docker-compose.local.yml"] {
+        for local in [
+            aibox_config::layout::LOCAL_ENV,
+            ".devcontainer/docker-compose.local.yml",
+        ] {
             fs_err::remove_file(dir.path().join(local)).unwrap();
         }
         let project = aibox_devcontainer::project_name(&case.team);
@@ -725,7 +728,7 @@ fn podman_compose_turns_every_case_into_the_expected_podman_run() {
         for expected in [
             format!("--name={container} "),
             format!("--label aibox.checkout={} ", case.checkout),
-            format!("--env-file {root}/.aibox-local.env "),
+            format!("--env-file {root}/.devcontainer/aibox-local.env "),
             format!("-v {root}:/workspace "),
             "-w /workspace ".to_owned(),
             "--init ".to_owned(),
@@ -781,12 +784,17 @@ fn personal_volumes_stay_out_of_the_committed_compose_file() {
     let plain = render(&Case::new("minimal", MINIMAL).inputs()).unwrap();
     let empty = file(&plain, ".devcontainer/docker-compose.local.yml");
     validate_compose_yaml(empty).unwrap();
-    // Its environment file is read-only for the agent, with or without personal mounts.
+    // Its environment file lies beside it, below the folder every container made from
+    // the committed file mounts read-only (a path from the workspace at large would be
+    // writable in a container the Dev Containers tools started); no mount of its own.
+    let sealed = "\".:/workspace/.devcontainer:ro\"";
+    assert!(committed.contains(sealed), "{committed}");
     for text in [personal, empty] {
         assert!(
-            text.contains("\"../.aibox-local.env:/workspace/.aibox-local.env:ro\""),
+            text.contains("env_file:\n      - \"aibox-local.env\"\n"),
             "{text}"
         );
+        assert!(!text.contains("/workspace/"), "{text}");
     }
     insta::assert_snapshot!("minimal__compose_local", empty);
 }

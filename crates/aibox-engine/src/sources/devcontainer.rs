@@ -14,8 +14,9 @@ use camino::Utf8Path;
 use crate::builder::{PlanBuilder, PlanContext};
 use crate::error::EngineError;
 
-/// Adds the generated `.devcontainer/` files, `.aibox-local.env`, the `.aibox-home/`
-/// skeleton and the scaffold-once user files to the plan.
+/// Adds the generated `.devcontainer/` files (the personal environment file among them),
+/// the `.aibox-home/` skeleton and the scaffold-once user files to the plan, and removes
+/// the environment file where earlier versions wrote it.
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
     let dockerfile_local = ctx.read_text(Utf8Path::new(DOCKERFILE_LOCAL_PATH))?;
     let override_exists = ctx.exists(Utf8Path::new(aibox_config::layout::COMPOSE_OVERRIDE))?;
@@ -49,6 +50,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         }
     }
     plan.extend(aibox_devcontainer::render(&inputs)?)?;
+    // In the workspace, which the agent may write (see `layout::LOCAL_ENV`); removed
+    // when it is there, nothing otherwise.
+    plan.remove(aibox_config::layout::LEGACY_LOCAL_ENV)?;
     plan.lock_mut().tools = tool_locks(&tools);
     plan.lock_mut().base_image = Some(BaseImageLock::new(&config.container.base_image));
     let list = egress::allowlist(config, &ctx.project.local, &tools, inputs.skill_hosts);

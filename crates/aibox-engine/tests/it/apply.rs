@@ -71,7 +71,7 @@ fn first_apply_creates_every_planned_file_and_the_lock_last() {
         DOCKERFILE,
         COMPOSE,
         ".devcontainer/devcontainer.json",
-        ".aibox-local.env",
+        ".devcontainer/aibox-local.env",
     ] {
         assert!(
             report.files.iter().any(|f| f.path == p),
@@ -79,12 +79,15 @@ fn first_apply_creates_every_planned_file_and_the_lock_last() {
         );
     }
     // Personal values go to the 0600 local env file only.
-    let env_mode = fs_err::metadata(fx.path(".aibox-local.env"))
+    let env_mode = fs_err::metadata(fx.path(".devcontainer/aibox-local.env"))
         .unwrap()
         .permissions()
         .mode();
     assert_eq!(env_mode & 0o777, 0o600);
-    assert!(fx.read(".aibox-local.env").contains("ghp_FAKE"));
+    assert!(
+        fx.read(".devcontainer/aibox-local.env")
+            .contains("ghp_FAKE")
+    );
     for p in [DOCKERFILE, COMPOSE, "aibox.lock"] {
         assert!(!fx.read(p).contains("ghp_FAKE"), "secret leaked into {p}");
     }
@@ -427,14 +430,40 @@ fn scaffold_once_files_are_created_once_and_never_overwritten() {
     assert!(fx.read(DOCKERFILE).contains("RUN echo mine"));
 }
 
+/// The personal environment file where earlier versions wrote it, in the workspace the
+/// agent may write, goes at the next apply (reported as removed); its values live on in
+/// the file below `.devcontainer/`. A dry run lists the removal and keeps the file.
+#[test]
+fn the_environment_file_of_earlier_versions_is_removed() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    fx.write(".aibox-local.env", "GITHUB_TOKEN\nMY_EDITOR=vim\n");
+    let dry = apply(&fx.root, &dry_run()).unwrap();
+    assert_eq!(action(&dry, ".aibox-local.env"), FileAction::Removed);
+    assert!(fx.path(".aibox-local.env").exists());
+    let report = apply(&fx.root, &opts()).unwrap();
+    assert_eq!(action(&report, ".aibox-local.env"), FileAction::Removed);
+    assert!(!fx.path(".aibox-local.env").exists());
+    assert!(
+        fx.read(".devcontainer/aibox-local.env")
+            .contains("ghp_FAKE"),
+        "the personal values are in the new file"
+    );
+    // Nothing left to do, and nothing to remove when it is not there.
+    assert!(!apply(&fx.root, &opts()).unwrap().changed());
+}
+
 #[test]
 fn local_state_mode_is_restored() {
     let fx = Fixture::new();
     apply(&fx.root, &opts()).unwrap();
-    let env = fx.path(".aibox-local.env");
+    let env = fx.path(".devcontainer/aibox-local.env");
     fs_err::set_permissions(&env, std::fs::Permissions::from_mode(0o644)).unwrap();
     let report = apply(&fx.root, &opts()).unwrap();
-    assert_eq!(action(&report, ".aibox-local.env"), FileAction::Updated);
+    assert_eq!(
+        action(&report, ".devcontainer/aibox-local.env"),
+        FileAction::Updated
+    );
     assert_eq!(
         fs_err::metadata(&env).unwrap().permissions().mode() & 0o777,
         0o600
@@ -598,7 +627,10 @@ fn an_apply_waiting_for_the_lock_applies_the_configuration_it_finds_under_it() {
         compose.contains("de_CH.UTF-8") && !compose.contains("\"C.UTF-8\""),
         "{compose}"
     );
-    assert!(fx.read(".aibox-local.env").contains("MY_EDITOR=helix"));
+    assert!(
+        fx.read(".devcontainer/aibox-local.env")
+            .contains("MY_EDITOR=helix")
+    );
     // And what the waiter wrote is what a fresh apply would: nothing left to do.
     assert!(!apply(&fx.root, &opts()).unwrap().changed());
 }
@@ -840,7 +872,7 @@ fn files_made_as_root_in_a_users_project_belong_to_that_user() {
         ".aibox-home/.codex/.keep",
         ".devcontainer",
         ".devcontainer/Dockerfile",
-        ".aibox-local.env",
+        ".devcontainer/aibox-local.env",
         ".gitignore",
         "aibox.lock",
     ] {

@@ -538,7 +538,7 @@ fn planted_secrets_never_reach_the_report_bundle() {
         ),
     );
     p.write(
-        ".aibox-local.env",
+        ".devcontainer/aibox-local.env",
         &format!("OPENAI_API_KEY={}\nPLAIN=\"{}\"\n", PLANTED[3], PLANTED[4]),
     );
     p.write(
@@ -592,7 +592,7 @@ fn planted_secrets_never_reach_the_report_bundle() {
             .contains("GITHUB_TOKEN = \"***\"")
     );
     assert!(
-        parsed["files"][".aibox-local.env"]
+        parsed["files"][".devcontainer/aibox-local.env"]
             .as_str()
             .unwrap()
             .contains("OPENAI_API_KEY=***")

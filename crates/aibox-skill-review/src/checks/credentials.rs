@@ -1,6 +1,6 @@
 //! Point 3: no credential access beyond purpose.
 //!
-//! Credential path literals (`~/.ssh`, `.config/gh`, `.aibox-local.env`, ...), reads of
+//! Credential path literals (`~/.ssh`, `.config/gh`, `.aibox-local.toml`, ...), reads of
 //! secret-like environment variables, and access to the whole environment. The review has
 //! no record of declared purposes, so every finding fails; a recorded consent in
 //! `aibox.toml` is how a reviewer accepts it.
@@ -10,7 +10,7 @@ use crate::python::{Kind, PyFile};
 use crate::report::Findings;
 
 /// Credential locations, as `/`-separated path component sequences.
-const CREDENTIAL_PATHS: [&str; 20] = [
+const CREDENTIAL_PATHS: [&str; 21] = [
     ".ssh",
     "id_rsa",
     "id_ed25519",
@@ -27,6 +27,8 @@ const CREDENTIAL_PATHS: [&str; 20] = [
     ".kube/config",
     ".aibox-home",
     ".aibox-local.*",
+    // The personal environment file, below `.devcontainer/`.
+    "aibox-local.env",
     ".env",
     ".env.*",
     "run/secrets",
@@ -276,6 +278,10 @@ mod tests {
         assert_eq!(credential_path(".env.local"), Some(".env.*"));
         assert_eq!(credential_path("x/.env"), Some(".env"));
         assert_eq!(credential_path(".aibox-local.toml"), Some(".aibox-local.*"));
+        assert_eq!(
+            credential_path("/workspace/.devcontainer/aibox-local.env"),
+            Some("aibox-local.env")
+        );
         assert_eq!(credential_path("/run/secrets/db"), Some("run/secrets"));
         assert_eq!(credential_path(".environment"), None);
         assert_eq!(credential_path("docs/ssh.md"), None);
