@@ -420,7 +420,42 @@ fn deserialize<T: DeserializeOwned>(text: &str, src: &Source) -> Result<T, Confi
     })
 }
 
+/// The byte range of the first `<<<<<<<` line of `text`, when a `>>>>>>>` line follows:
+/// git's conflict markers (a line of `=` alone may be text in a multi-line string).
+fn conflict_marker(text: &str) -> Option<std::ops::Range<usize>> {
+    let is = |line: &str, m: &str| {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        bare == m || bare.strip_prefix(m).is_some_and(|r| r.starts_with(' '))
+    };
+    let mut at = 0;
+    let mut start = None;
+    for line in text.split_inclusive('\n') {
+        if start.is_none() && is(line, "<<<<<<<") {
+            start = Some(at..at + line.trim_end_matches(['\n', '\r']).len());
+        } else if start.is_some() && is(line, ">>>>>>>") {
+            return start;
+        }
+        at += line.len();
+    }
+    None
+}
+
 pub(crate) fn syntax(e: &toml_edit::TomlError, src: &Source) -> Problem {
+    if let Some(marker) = conflict_marker(src.inner()) {
+        return Problem::new(
+            ProblemKind::Syntax,
+            src,
+            SourceSpan::from(marker),
+            "unresolved merge conflict: the file still holds git's conflict markers",
+            "conflict marker",
+        )
+        .help(
+            "resolve the conflict here (keep the lines you want, delete the `<<<<<<<`, \
+             `=======` and `>>>>>>>` lines), then run `aibox apply`: it regenerates the files \
+             it generates and aibox.lock, so for those take either side \
+             (`git checkout --theirs FILE`) and let the apply write them again",
+        );
+    }
     let span = e.span().map_or(SourceSpan::from(0..0), Into::into);
     let message = e.message().trim();
     let first = message.lines().next().unwrap_or("invalid TOML");

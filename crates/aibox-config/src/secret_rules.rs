@@ -15,6 +15,7 @@ mod shape;
 
 pub use shape::{
     RANDOM_TOKEN, entropy, find_random_token, is_random_token, judge_value, secret_flag_value,
+    secret_header_value,
 };
 
 /// Words that make a key or variable name secret-like, as whole words.

@@ -292,14 +292,21 @@ pub fn selected_tools<'c>(
     }
     // Team MCP servers started with npx/npm need them in the image (personal servers do
     // not change the committed Dockerfile; add `npm` to `[addons]` for those).
-    let npx = config.ai.mcp.servers.iter().any(|s| {
-        s.command
-            .as_deref()
-            .and_then(|c| c.rsplit('/').next())
-            .is_some_and(|c| c == "npx" || c == "npm")
-    });
-    if npx {
+    let team_runs = |programs: [&str; 2]| {
+        config.ai.mcp.servers.iter().any(|s| {
+            s.command
+                .as_deref()
+                .and_then(|c| c.rsplit('/').next())
+                .is_some_and(|c| programs.contains(&c))
+        })
+    };
+    if team_runs(["npx", "npm"]) {
         wanted.push("npm");
+    }
+    // And those started with uvx/uv need uv, and the Python it runs them with (the
+    // image's, as for processkit's servers: uv's own downloads come from GitHub).
+    if team_runs(["uvx", "uv"]) {
+        wanted.extend(catalog::PROCESSKIT_TOOLS);
     }
     for addon in &config.addons.tools {
         if catalog.get(addon).is_none() {

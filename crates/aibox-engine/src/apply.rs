@@ -424,11 +424,12 @@ fn apply_plan_locked(
     let mut reach = judge_reach(&plan, root, options)?;
 
     if read_only {
-        let files: Vec<FileReport> = decisions
+        let mut files: Vec<FileReport> = decisions
             .into_iter()
             .zip(&all)
             .map(|(d, f)| d.into_report(f))
             .collect();
+        mask_personal_values(&mut files);
         drop(all);
         plan.warnings.extend(unowned);
         plan.warnings.append(&mut reach.notes);
@@ -719,6 +720,62 @@ fn planned_removals(
         }
     }
     Ok(removals)
+}
+
+/// Masks the values of the personal files' diffs in a dry run (the diff of the personal
+/// environment file showed each token, old and new): its output is the kind that is
+/// pasted into an issue or kept in a CI log. A variable's value is masked by its shape,
+/// in the environment file (`NAME=value`) and in the personal Compose file (`"NAME":
+/// "value"`); the committed files never hold a personal value.
+fn mask_personal_values(files: &mut [FileReport]) {
+    for f in files.iter_mut() {
+        let env_file = match f.path.as_str() {
+            aibox_config::layout::LOCAL_ENV => true,
+            aibox_config::layout::COMPOSE_LOCAL => false,
+            _ => continue,
+        };
+        if let Some(diff) = f.details.as_mut().and_then(|d| d.diff.as_mut()) {
+            *diff = diff
+                .split_inclusive('\n')
+                .map(|line| mask_assignment(line, env_file))
+                .collect::<String>();
+        }
+    }
+}
+
+/// A diff line of a personal file with a variable's value masked (see
+/// [`mask_personal_values`]): `NAME=value` in the environment file, `"NAME": value` in the
+/// Compose file; any other line as it is.
+fn mask_assignment(line: &str, env_file: bool) -> std::borrow::Cow<'_, str> {
+    use aibox_config::validate::is_env_name;
+    let body = match line.strip_prefix(['+', '-', ' ']) {
+        Some(body) if !line.starts_with("+++") && !line.starts_with("---") => body,
+        _ => return line.into(),
+    };
+    let end = if line.ends_with('\n') { "\n" } else { "" };
+    let sign = &line[..1];
+    if env_file {
+        return match body.split_once('=') {
+            Some((name, _)) if is_env_name(name) => {
+                format!("{sign}{name}={}{end}", aibox_policy::redact::MASK).into()
+            }
+            _ => line.into(),
+        };
+    }
+    let trimmed = body.trim_start();
+    let indent = &body[..body.len() - trimmed.len()];
+    if let Some((name, _)) = trimmed
+        .strip_prefix('"')
+        .and_then(|rest| rest.split_once("\": "))
+        && is_env_name(name)
+    {
+        return format!(
+            "{sign}{indent}\"{name}\": \"{}\"{end}",
+            aibox_policy::redact::MASK
+        )
+        .into();
+    }
+    line.into()
 }
 
 /// What `apply --check` reports of a read-only run's files and removals: committed files

@@ -180,7 +180,7 @@ pub enum EngineError {
     /// The plan gives the container more than the owner last approved for this checkout
     /// ([`crate::reach`]): the agent in the container can write the files it comes from.
     #[error(
-        "this apply would let the container reach more than you last approved for this \
+        "this apply would let the container reach more than you have approved for this \
          checkout:{list}"
     )]
     #[diagnostic(

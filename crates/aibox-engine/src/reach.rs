@@ -9,7 +9,9 @@
 //! `$XDG_STATE_HOME/aibox/reach/`, which the container does not see), and refuses more
 //! without an approval ([`ApplyOptions::approve_reach`](crate::ApplyOptions)). Less never
 //! needs one. A checkout without a record (its first apply) records what it has: before
-//! the first `up` no agent has run in it.
+//! the first `up` no agent has run in it. Except the team's mounts of host credential
+//! folders (`~/.ssh`, `~/.aws`, …): whoever committed `aibox.toml` chose them, and cloning
+//! a repository is no consent to hand them to its container.
 //!
 //! The reach is what the container gets from outside itself: the egress mode and, with
 //! `allowlist`, its hosts and upstream proxy; the host folders mounted; the host
@@ -149,6 +151,30 @@ impl Reach {
         }
     }
 
+    /// The team's mounts of host credential folders (`~/.ssh`, `~/.aws`, …), one line
+    /// each: the ones a clone's owner did not choose.
+    fn credential_mounts(&self) -> Vec<String> {
+        self.mounts
+            .iter()
+            .filter(|(mount, m)| {
+                let source = mount.split_once(" -> ").map_or(mount.as_str(), |(s, _)| s);
+                m.from.starts_with(TEAM) && aibox_policy::gate::is_credential_source(source)
+            })
+            .map(|(mount, m)| {
+                let how = if m.read_only {
+                    "read-only"
+                } else {
+                    "read-write"
+                };
+                format!(
+                    "{how} mount `{mount}` of a host credential folder, from {} (asked for \
+                     at a checkout's first apply too: it came with the files)",
+                    m.from
+                )
+            })
+            .collect()
+    }
+
     /// What this reach has that `approved` does not, one line each (empty when it has
     /// nothing more).
     pub fn beyond(&self, approved: &Self) -> Vec<String> {
@@ -221,7 +247,7 @@ impl Reach {
 
 /// Whether `host` is among `approved`, or under an approved `*.` wildcard (which allows
 /// every name below its domain, not the domain itself).
-fn covered(host: &str, approved: &BTreeMap<String, String>) -> bool {
+pub(crate) fn covered<V>(host: &str, approved: &BTreeMap<String, V>) -> bool {
     approved.contains_key(host)
         || approved.keys().any(|a| {
             a.strip_prefix("*.")
@@ -384,37 +410,63 @@ pub(crate) fn judge(
         });
     };
     let Some(approved) = found.approved(root)? else {
+        // A checkout's first apply records what it has, but for the host's credential
+        // folders: no agent has run in it yet, but whoever committed `aibox.toml` chose
+        // them, and a clone's owner never implied consent to that.
+        let asked = Asked {
+            approved: "approved for this checkout, the container mounts host credential folders",
+            dry_run: "`aibox apply` will ask you to approve mounts of host credential folders \
+                      (run it with `--approve-reach` if you want them)",
+        };
+        let notes = asked.judge(&reach.credential_mounts(), (approve, dry_run), found, root)?;
         return Ok(Judgement {
             approvals,
+            notes,
             ..Judgement::default()
         });
     };
-    let more = reach.beyond(&approved);
-    let mut notes = Vec::new();
-    if !more.is_empty() {
-        if approve {
-            notes.push(format!(
-                "approved for this checkout, the container now reaches more:{}",
-                listed(&more)
-            ));
-        } else if dry_run {
-            notes.push(format!(
-                "`aibox apply` will ask you to approve more reach for the container (run it \
-                 with `--approve-reach` if you made these changes):{}",
-                listed(&more)
-            ));
-        } else {
-            return Err(EngineError::ReachNotApproved {
-                list: listed(&more),
-                record: found.path_of(root).display().to_string(),
-            });
-        }
-    }
+    let asked = Asked {
+        approved: "approved for this checkout, the container now reaches more",
+        dry_run: "`aibox apply` will ask you to approve more reach for the container (run it \
+                  with `--approve-reach` if you made these changes)",
+    };
+    let notes = asked.judge(&reach.beyond(&approved), (approve, dry_run), found, root)?;
     Ok(Judgement {
         recorded: approved == *reach,
         approvals,
         notes,
     })
+}
+
+/// What a judgement says of reach that needs an approval, when it has one and in a dry
+/// run (without either, the apply is refused).
+struct Asked {
+    approved: &'static str,
+    dry_run: &'static str,
+}
+
+impl Asked {
+    /// The note on `more` (none when empty), or the refusal.
+    fn judge(
+        &self,
+        more: &[String],
+        (approve, dry_run): (bool, bool),
+        found: &Approvals,
+        root: &Utf8Path,
+    ) -> Result<Vec<String>, EngineError> {
+        if more.is_empty() {
+            Ok(Vec::new())
+        } else if approve {
+            Ok(vec![format!("{}:{}", self.approved, listed(more))])
+        } else if dry_run {
+            Ok(vec![format!("{}:{}", self.dry_run, listed(more))])
+        } else {
+            Err(EngineError::ReachNotApproved {
+                list: listed(more),
+                record: found.path_of(root).display().to_string(),
+            })
+        }
+    }
 }
 
 /// One `\n  + ...` line per entry.

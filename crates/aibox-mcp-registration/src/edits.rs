@@ -108,13 +108,22 @@ pub(crate) fn sort<V>(
     sorted
 }
 
+/// What every notice of a kept entry says ([`kept_notice`], [`is_kept_notice`]).
+const KEPT: &str = "was edited by hand since aibox wrote it";
+
 /// What `apply` says of an entry kept because it was edited by hand.
 pub(crate) fn kept_notice(file: &str, name: &str) -> String {
     format!(
-        "the `{name}` entry in {file} was edited by hand since aibox wrote it: left as it is \
-         (changes to `{name}` in aibox.toml do not reach it); move your change into \
-         aibox.toml, or delete the entry and run `aibox apply` to have it written again"
+        "the `{name}` entry in {file} {KEPT}: left as it is (changes to `{name}` in \
+         aibox.toml do not reach it); move your change into aibox.toml, or delete the entry \
+         and run `aibox apply` to have it written again"
     )
+}
+
+/// Whether a notice of [`crate::Registration`] is about an entry kept because it was
+/// edited by hand (the ledger, which is this checkout's alone, told it apart).
+pub fn is_kept_notice(notice: &str) -> bool {
+    notice.contains(KEPT)
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub mod spec;
 mod tomlfile;
 pub mod tools;
 
+pub use edits::is_kept_notice;
 pub use error::{McpError, ParseError};
 pub use hooks::{Preauth, ProcesskitWiring};
 pub use ledger::{LEDGER_PATH, Ledger};

@@ -311,12 +311,16 @@ fn env_refusal(key: &str, value: &str, strict: bool) -> Option<&'static str> {
 const LITERAL_FALLBACK: &str = "it has a secret-like name and a literal value (a `${NAME:-fallback}` fallback is a literal too)";
 
 /// Index of an argument that holds a literal credential and what it looks like: the
-/// value of a secret-named flag (`--api-key=VALUE`, `--api-key VALUE`), or any argument
+/// value of a secret-named flag (`--api-key=VALUE`, `--api-key VALUE`), a header with a
+/// literal credential (`X-API-Key: VALUE`, `Authorization: Token VALUE`), or any argument
 /// the shared rules judge a credential (a known format or a random-looking token, also
 /// after an ordinary flag).
 fn secret_arg(args: &[String]) -> Option<(usize, &'static str)> {
     if let Some(i) = secret_rules::secret_flag_value(args) {
         return Some((i, "the value of a secret-named flag"));
+    }
+    if let Some(i) = secret_rules::secret_header_value(args) {
+        return Some((i, "a header with a literal credential (`Name: value`)"));
     }
     args.iter()
         .enumerate()

@@ -330,7 +330,7 @@ fn check_leaf(file: &str, text: &str, leaf: &Leaf, kind: TextKind, out: &mut Vec
         );
         return;
     }
-    if var_name_field(leaf) {
+    if var_name_field(leaf) || host_keyed(leaf) {
         return;
     }
     let locate = || leaf_line(text, out, key, &first_line()).or_else(|| line_of(text, key));
@@ -483,6 +483,19 @@ fn var_name_field(leaf: &Leaf) -> bool {
             .path
             .iter()
             .any(|p| p == "env_vars" || p == "env_http_headers")
+}
+
+/// A value keyed by a host name, not a variable (`aibox.lock`'s `[network.allow]` and
+/// `[network.build]`: `"auth.openai.com" = ["tool codex …"]`, where the word `auth` made
+/// Codex's own host a secret-like name).
+fn host_keyed(leaf: &Leaf) -> bool {
+    let named: Vec<&str> = leaf
+        .path
+        .iter()
+        .filter(|p| !p.starts_with('['))
+        .map(String::as_str)
+        .collect();
+    matches!(named.as_slice(), ["network", "allow" | "build", _])
 }
 
 /// Fields whose values aibox writes for a program to use: environment, headers,

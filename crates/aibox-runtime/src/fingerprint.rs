@@ -86,10 +86,14 @@ impl Fingerprints {
             };
             feed(into, root, rel)?;
         }
-        let owner = project_owner(root)?;
+        let (owner, checkout) = project_owner(root)?;
         if let Some((uid, gid)) = owner {
             build.update(format!("owner {uid}:{gid}").as_bytes());
         }
+        // The checkout folder itself: one deleted and cloned again at the same path is
+        // another folder, while a container made before still mounts the old one at
+        // `/workspace` (every `exec` then fails), under the same name and files.
+        config.update(format!("checkout {}:{}", checkout.0, checkout.1).as_bytes());
         let build = format!("sha256:{}", hex::encode(build.finalize()));
         config.update(build.as_bytes());
         Ok(Self {
@@ -127,15 +131,22 @@ impl Fingerprints {
     }
 }
 
-/// The owner of the project folder, when it is a regular user (see [`Fingerprints::owner`]).
-fn project_owner(root: &Utf8Path) -> Result<Option<(u32, u32)>, RuntimeError> {
+/// A folder's device and inode numbers: which folder it is, whatever its path.
+type FolderId = (u64, u64);
+
+/// The owner of the project folder, when it is a regular user (see
+/// [`Fingerprints::owner`]), and the folder's [`FolderId`].
+fn project_owner(root: &Utf8Path) -> Result<(Option<(u32, u32)>, FolderId), RuntimeError> {
     use std::os::unix::fs::MetadataExt as _;
     let meta = fs_err::metadata(root).map_err(|source| RuntimeError::ReadProject {
         path: root.to_owned(),
         source,
     })?;
     let regular = (1000..65534).contains(&meta.uid());
-    Ok(regular.then(|| (meta.uid(), meta.gid())))
+    Ok((
+        regular.then(|| (meta.uid(), meta.gid())),
+        (meta.dev(), meta.ino()),
+    ))
 }
 
 /// Adds one file, framed by its path and length so that no two file sets hash alike.
@@ -246,6 +257,35 @@ mod tests {
             "the personal CA is built into the image"
         );
         assert_ne!(ca.config, env.config, "a new image means a new container");
+    }
+
+    /// The QA's ghost container: the checkout deleted and cloned again at the same path
+    /// has the same files but is another folder, so its container is stale (the old one
+    /// mounts the deleted folder); the image is not.
+    #[test]
+    fn the_same_files_in_a_new_folder_at_the_same_path_make_a_new_container() {
+        let (_t, files) = project();
+        let outer = tempfile::tempdir().unwrap();
+        let at = |name: &str| outer.path().join(name);
+        let cp = |from: &std::path::Path, to: &std::path::Path| {
+            let done = std::process::Command::new("cp")
+                .arg("-a")
+                .args([from, to])
+                .status()
+                .unwrap();
+            assert!(done.success());
+        };
+        cp(files.as_std_path(), &at("p"));
+        let root = Utf8PathBuf::from_path_buf(at("p")).unwrap();
+        let first = Fingerprints::of(&root).unwrap();
+        assert_eq!(Fingerprints::of(&root).unwrap(), first, "stable");
+        // Moved out of the way, a copy moved to its path: the same bytes, a new folder.
+        cp(&at("p"), &at("copy"));
+        fs_err::rename(at("p"), at("old")).unwrap();
+        fs_err::rename(at("copy"), at("p")).unwrap();
+        let again = Fingerprints::of(&root).unwrap();
+        assert_eq!(again.build, first.build);
+        assert_ne!(again.config, first.config);
     }
 
     #[test]

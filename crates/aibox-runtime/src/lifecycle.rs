@@ -1082,7 +1082,16 @@ impl Runtime {
         cmd.args(["exec", "--user", user, "--workdir", WORKSPACE_DIR])
             .arg(&found.0.id)
             .args(USERNS_PROBE);
+        let rendered = process::render(&cmd);
         let done = process::run(cmd, self.timeouts.query, &mut |_, _| {})?;
+        // 125 and up: the probe did not run (the engine's own failure: 125, an `exec` the
+        // runtime could not start: 126 on Docker, 255 on Podman, for example in a
+        // container whose workspace folder was deleted; 127: no `unshare`). That says
+        // nothing about the sandbox, and a seccomp fix would not help. `unshare` itself
+        // exits 1 when it is refused, or dies of a signal.
+        if done.status.code().is_some_and(|c| c >= 125) {
+            return Err(failed(&rendered, &done));
+        }
         let detail = done
             .stderr
             .lines()
@@ -1876,7 +1885,10 @@ fn stale_container_reason(
     if label.is_empty() || label == "none" {
         Some("was not created by aibox `up` (it has no configuration digest)")
     } else if label != prints.config {
-        Some("was created from other Compose files, settings or lifecycle commands than now")
+        Some(
+            "was created from other Compose files, settings or lifecycle commands than now, or \
+             for another folder at this path (deleted and cloned again, say)",
+        )
     } else if image_id.is_some_and(|id| id != found.image_id) {
         Some("runs an older build of the image")
     } else {

@@ -376,6 +376,46 @@ pub fn secret_flag_value<S: AsRef<str>>(words: &[S]) -> Option<usize> {
     })
 }
 
+/// Index of the word of an MCP `args` list that is an HTTP header with a literal
+/// credential, as stdio bridges take them (`--header "X-API-Key: VALUE"`,
+/// `--header=Authorization: Token VALUE`): a secret-named header with any literal value,
+/// or an `Authorization` header with anything but a scheme word and a reference
+/// (`Bearer ${TOKEN}`). A literal fallback of a reference is a literal; a `<placeholder>`
+/// is not.
+pub fn secret_header_value<S: AsRef<str>>(words: &[S]) -> Option<usize> {
+    words.iter().position(|w| {
+        let w = w.as_ref();
+        // The value of an `--option=` word.
+        let w = match w.split_once('=') {
+            Some((flag, v)) if flag.starts_with('-') => v,
+            _ => w,
+        };
+        let Some((name, value)) = w.split_once(':') else {
+            return false;
+        };
+        let name = name.trim();
+        let header = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+        let auth = name.eq_ignore_ascii_case("authorization")
+            || name.eq_ignore_ascii_case("proxy-authorization");
+        if !header || !(auth || is_secret_key(name)) {
+            return false;
+        }
+        let value = value.trim();
+        let literal = strip_references(value);
+        let literal = literal.trim();
+        if literal.is_empty() || literal.starts_with('<') {
+            return false;
+        }
+        // `Bearer ${TOKEN}`: the scheme word is all that is literal.
+        let scheme_only =
+            literal.len() < value.len() && literal.chars().all(|c| c.is_ascii_alphabetic());
+        !(auth && scheme_only)
+    })
+}
+
 /// A secret-named query parameter (or a signature) with a literal value in a URL.
 fn find_query_secret(s: &str) -> Option<&'static str> {
     for url in s.split_whitespace().filter(|w| w.contains("://")) {
@@ -482,5 +522,40 @@ mod tests {
         assert!(judge_value("https://h.invalid/x?region=eu-central-1").is_none());
         assert!(judge_value("deploy --password fake-pass").is_some());
         assert!(judge_value("echo ready").is_none());
+    }
+
+    /// The QA's shapes: a hex or short key behind a secret-named header, any literal
+    /// `Authorization` scheme; references, placeholders and other headers pass.
+    #[test]
+    fn secret_headers_in_arguments() {
+        let hex = "3f9c2a7e41b8d05c6e2f9a13b7d4c8e0";
+        let refused = [
+            format!("X-API-Key: {hex}"),
+            format!("X-Auth-Token: {hex}"),
+            format!("Authorization: Token {hex}"),
+            "Authorization: Basic ZmFrZTpmYWtl".to_owned(),
+            "X-API-Key:k8Jd2LmQ9wPzk8Jd".to_owned(),
+            "--header=X-API-Key: fake".to_owned(),
+            "X-API-Key: ${KEY:-fake}".to_owned(),
+            "proxy-authorization: fake".to_owned(),
+        ];
+        for arg in &refused {
+            let args = ["-y", "mcp-remote", "https://a.invalid/mcp", "--header", arg];
+            assert_eq!(secret_header_value(&args), Some(4), "{arg}");
+        }
+        let allowed = [
+            "X-API-Key: ${API_KEY}",
+            "Authorization: Bearer ${TOKEN}",
+            "Authorization: Token ${env:TOKEN}",
+            "X-API-Key: <your key>",
+            "X-Team: acme",
+            "Accept: application/json",
+            "https://a.invalid/mcp",
+            "Authorization:",
+            "note: keep the token in an env var",
+        ];
+        for arg in allowed {
+            assert_eq!(secret_header_value(&["--header", arg]), None, "{arg}");
+        }
     }
 }

@@ -42,6 +42,24 @@ fn duplicate_table_is_a_syntax_error() {
     insta::assert_snapshot!(render(&err));
 }
 
+/// A merge left git's conflict markers: said so, at the first marker, with how to get
+/// out (the QA got "key with no value, expected `=`").
+#[test]
+fn merge_conflict_markers_are_named() {
+    let text = "[container]\nname = \"demo\"\n\n[[ai.mcp.servers]]\n<<<<<<< HEAD\n\
+                name = \"a\"\ncommand = \"a-mcp\"\n=======\nname = \"b\"\n\
+                command = \"b-mcp\"\n>>>>>>> other\n";
+    let err = team_err(text);
+    assert_eq!(codes(&err), ["aibox::config::syntax"]);
+    let shown = render(&err);
+    assert!(shown.contains("unresolved merge conflict"), "{shown}");
+    assert!(shown.contains("aibox.toml:5:1"), "{shown}");
+    assert!(shown.contains("git checkout --theirs FILE"), "{shown}");
+    // A line of `=` alone is no conflict.
+    let err = team_err("[container]\nname = \"demo\n=======\n");
+    assert!(!render(&err).contains("merge conflict"));
+}
+
 #[test]
 fn unknown_key_with_suggestion() {
     let err = team_err("[container]\nname = \"demo\"\nbase_imgae = \"debian:12\"\n");

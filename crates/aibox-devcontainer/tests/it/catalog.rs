@@ -196,4 +196,12 @@ fn the_configuration_decides_the_tools() {
          args = [\"-y\", \"@modelcontextprotocol/server-filesystem@2025.8.21\", \"/workspace\"]\n",
     );
     assert_eq!(npx, ["ca-certificates", "curl", "git", "node", "npm"]);
+    // A team server started with uvx gets uv and the Python it runs on (QA: registered
+    // in every harness, it died with `uvx: No such file or directory`).
+    let uvx = selected(
+        "[container]\nname = \"x\"\n[context]\nmode = \"harness-only\"\n\
+         [[ai.mcp.servers]]\nname = \"fetch\"\ncommand = \"uvx\"\n\
+         args = [\"mcp-server-fetch==2026.10.24\"]\n",
+    );
+    assert_eq!(uvx, ["ca-certificates", "curl", "git", "python", "uv"]);
 }

@@ -76,8 +76,48 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         for warning in skill_hosts.iter().flat_map(|h| &h.warnings) {
             plan.warn(warning.clone());
         }
+        for warning in remote_servers_outside(config, &ctx.project.local, &list) {
+            plan.warn(warning);
+        }
     }
     Ok(())
+}
+
+/// A warning per remote MCP server whose host the allowlist does not let through: it is
+/// registered, but in the container it only ever gets the proxy's refusal.
+fn remote_servers_outside(
+    config: &aibox_config::AiboxToml,
+    local: &aibox_config::LocalToml,
+    list: &egress::Allowlist,
+) -> Vec<String> {
+    let team = config.ai.mcp.servers.iter().map(|s| (s, "aibox.toml"));
+    let personal = local.mcp.servers.iter().map(|s| (s, ".aibox-local.toml"));
+    team.chain(personal)
+        .filter(|(s, _)| s.enabled)
+        .filter_map(|(s, file)| {
+            let host = url_host(s.url.as_deref()?)?;
+            (!crate::reach::covered(&host, &list.entries)).then(|| {
+                format!(
+                    "mcp: the remote server `{}` connects to `{host}`, which the egress \
+                     allowlist does not let through: in the container it gets only the proxy's \
+                     refusal; add `{host}` to `[network] allow` in {file}",
+                    s.name
+                )
+            })
+        })
+        .collect()
+}
+
+/// The host name of an `http(s)://` URL, lowercase; `None` when it holds a variable.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => host.split(':').next()?,
+    };
+    (!host.is_empty() && !host.contains(['$', '{'])).then(|| host.to_ascii_lowercase())
 }
 
 /// The hosts the installed skills declare, as resolve read them (none without a

@@ -57,6 +57,33 @@ pub fn contribute_with(
     };
     let mut registration = register_wired(&servers, &opts, wiring, ledger.as_ref(), &mut read)
         .map_err(EngineError::from)?;
+    // `apply --check` judges the committed files as a fresh clone (CI, a teammate) does:
+    // it has no ledger, so an entry edited by hand is one to write again there. Kept here
+    // on the strength of this checkout's ledger, the same commit passed on the author's
+    // checkout and failed on every clone.
+    if ctx.options.check_only
+        && registration
+            .notices
+            .iter()
+            .any(|n| aibox_mcp_registration::is_kept_notice(n))
+    {
+        let fresh =
+            register_wired(&servers, &opts, wiring, None, &mut read).map_err(EngineError::from)?;
+        for notice in registration
+            .notices
+            .iter()
+            .filter(|n| aibox_mcp_registration::is_kept_notice(n))
+        {
+            plan.warn(format!(
+                "mcp: {notice}. This checkout's `apply` keeps it, but a fresh clone's writes \
+                 the entry again, so the check counts the file as stale"
+            ));
+        }
+        registration.files = fresh.files;
+        registration
+            .notices
+            .retain(|n| !aibox_mcp_registration::is_kept_notice(n));
+    }
     // What was left out, and why, for `mcp list`: the ledger is what is registered.
     registration
         .ledger

@@ -453,6 +453,32 @@ fn the_environment_file_of_earlier_versions_is_removed() {
     assert!(!apply(&fx.root, &opts()).unwrap().changed());
 }
 
+/// A dry run after a personal token changed shows the change to the personal files with
+/// the values masked, the old one included (the QA saw both in clear, in text and JSON).
+#[test]
+fn a_dry_run_masks_personal_values_in_its_diffs() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let old = "ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE";
+    let new = "fake-new-token-value-for-tests";
+    fx.write(
+        ".aibox-local.toml",
+        &format!("[container.environment]\nGITHUB_TOKEN = \"{new}\"\nNOTE = \"plain\"\n"),
+    );
+    let report = apply(&fx.root, &dry_run()).unwrap();
+    let diff = report
+        .files
+        .iter()
+        .find(|f| f.path == ".devcontainer/aibox-local.env")
+        .and_then(|f| f.diff())
+        .expect("the personal environment file's diff");
+    assert!(diff.contains("-GITHUB_TOKEN=***\n"), "{diff}");
+    assert!(diff.contains("+GITHUB_TOKEN=***\n"), "{diff}");
+    assert!(diff.contains("+NOTE=***\n"), "{diff}");
+    let json = serde_json::to_string(&report).unwrap();
+    assert!(!json.contains(old) && !json.contains(new), "{json}");
+}
+
 #[test]
 fn local_state_mode_is_restored() {
     let fx = Fixture::new();

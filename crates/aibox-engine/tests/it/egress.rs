@@ -450,6 +450,30 @@ fn none_mode_warns_that_allowed_hosts_are_ignored() {
     );
 }
 
+/// A remote MCP server whose host the allowlist does not let through is named at apply
+/// (the QA's got only the proxy's 403 in the container, silently); one the list covers,
+/// through a wildcard too, is not.
+#[test]
+fn a_remote_server_outside_the_allowlist_is_named() {
+    let team = format!(
+        "{TEAM}\n[[ai.mcp.servers]]\nname = \"docs\"\nurl = \"https://mcp.docs-vendor.example/mcp\"\n\n\
+         [[ai.mcp.servers]]\nname = \"pkgs\"\nurl = \"https://api.pythonhosted.org:8443/mcp\"\n"
+    );
+    let (_t, root) = project(&team);
+    let report = apply(&root, &apply_opts(None)).unwrap();
+    let named: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("the egress allowlist does not let through"))
+        .collect();
+    assert_eq!(named.len(), 1, "{:?}", report.warnings);
+    assert!(
+        named[0].contains("`docs` connects to `mcp.docs-vendor.example`")
+            && named[0].contains("`[network] allow` in aibox.toml"),
+        "{named:?}"
+    );
+}
+
 /// A skill's `metadata.processkit.hosts` (here the release's core skill) joins the
 /// allowlist with the skill as its origin: in the committed filter, the lock and
 /// `network list`. An entry that is no host name is left out, with a warning naming the

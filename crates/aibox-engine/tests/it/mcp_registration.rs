@@ -380,3 +380,52 @@ fn mcp_list_shows_a_team_server_apply_did_not_register() {
     assert!(docs.skipped.is_none(), "{docs:?}");
     assert_eq!(docs.target_file.as_deref(), Some(".mcp.json"));
 }
+
+/// A registered entry edited by hand: this checkout's `apply` keeps it (its ledger tells
+/// the edit apart), but `apply --check` judges the file as a fresh clone does, which has
+/// no ledger and writes the entry again: stale, on the author's checkout and on the
+/// clone alike (the QA saw 0 here and 1 there), with a warning that says why.
+#[test]
+fn a_hand_edited_entry_gets_the_same_check_verdict_as_on_a_fresh_clone() {
+    let f = fixture();
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    let edited = f.read(".mcp.json").replacen(
+        "\"command\": \"npx\"",
+        "\"command\": \"npx\",\n      \"timeout\": 30000",
+        1,
+    );
+    assert!(edited.contains("30000"));
+    f.write(".mcp.json", &edited);
+    let check = ApplyOptions {
+        check: true,
+        ..ApplyOptions::default()
+    };
+    let report = apply(&f.root, &check).unwrap();
+    assert!(
+        report
+            .files
+            .iter()
+            .any(|r| r.path == ".mcp.json" && r.action.changes()),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("a fresh clone's writes the entry again")),
+        "{:?}",
+        report.warnings
+    );
+    // This checkout's apply keeps the edit, as before.
+    apply(&f.root, &ApplyOptions::default()).unwrap();
+    assert!(f.read(".mcp.json").contains("30000"));
+    // The same commit without the ledger, as a clone has it: the same verdict.
+    fs_err::remove_file(f.root.join(".aibox/mcp-ledger.json")).unwrap();
+    let clone = apply(&f.root, &check).unwrap();
+    assert!(
+        clone
+            .files
+            .iter()
+            .any(|r| r.path == ".mcp.json" && r.action.changes())
+    );
+}

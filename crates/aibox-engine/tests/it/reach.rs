@@ -60,6 +60,22 @@ impl Checkout {
         fs_err::read_to_string(self.root.join(rel)).unwrap()
     }
 
+    /// A dry run writes nothing and warns with every one of `needles` in one warning.
+    fn dry_run_warns(&self, needles: &[&str]) {
+        let options = ApplyOptions {
+            dry_run: true,
+            ..self.options(false)
+        };
+        let dry = apply(&self.root, &options).unwrap();
+        assert!(
+            dry.warnings
+                .iter()
+                .any(|w| needles.iter().all(|n| w.contains(n))),
+            "{needles:?}: {:?}",
+            dry.warnings
+        );
+    }
+
     fn record_count(&self) -> usize {
         fs_err::read_dir(&self.records).map_or(0, Iterator::count)
     }
@@ -99,21 +115,7 @@ fn a_host_added_to_the_personal_file_is_refused_until_the_owner_approves_it() {
     assert_eq!(c.read(COMPOSE), compose);
 
     // A dry run shows what the apply will ask for, and writes nothing.
-    let dry = apply(
-        &c.root,
-        &ApplyOptions {
-            dry_run: true,
-            ..c.options(false)
-        },
-    )
-    .unwrap();
-    assert!(
-        dry.warnings
-            .iter()
-            .any(|w| w.contains("--approve-reach") && w.contains("exfil.example")),
-        "{:?}",
-        dry.warnings
-    );
+    c.dry_run_warns(&["--approve-reach", "exfil.example"]);
     // `--check` judges files, not who may reach what.
     apply(
         &c.root,
@@ -235,6 +237,50 @@ fn wider_egress_host_folders_host_variables_and_relaxations_are_each_asked_for()
     );
     fs_err::remove_file(c.root.join(".devcontainer.json")).unwrap();
     c.apply().unwrap();
+}
+
+/// A cloned repository's `aibox.toml` that mounts a host credential folder, even
+/// read-only, is asked for at the checkout's first apply (the QA read the cloner's SSH
+/// key from the container): refused with nothing written and no record made, listed by a
+/// dry run, applied with the approval. Other mounts, and the owner's own credential
+/// mounts in `.aibox-local.toml`, are recorded without asking as before.
+#[test]
+fn a_first_apply_asks_for_the_teams_mounts_of_host_credential_folders() {
+    let team = format!(
+        "{TEAM}\n[[container.extra_volumes]]\nsource = \"~/.ssh\"\ntarget = \"/mnt/ssh\"\n\
+         read_only = true\n\n[[security.exceptions]]\noption = \"mount:~/.ssh\"\n\
+         reason = \"deploy keys\"\n"
+    );
+    let c = Checkout::new(&team);
+    let shown = refused(&c.apply().unwrap_err());
+    assert!(
+        shown.contains(
+            "+ read-only mount `~/.ssh -> /mnt/ssh` of a host credential folder, from \
+             aibox.toml [container] extra_volumes"
+        ),
+        "{shown}"
+    );
+    assert!(!c.root.join(COMPOSE).exists(), "nothing written");
+    assert_eq!(c.record_count(), 0);
+    c.dry_run_warns(&["--approve-reach", "`~/.ssh -> /mnt/ssh`"]);
+    apply(&c.root, &c.options(true)).unwrap();
+    assert!(c.read(COMPOSE).contains("/.ssh:/mnt/ssh:ro"));
+    // Approved and recorded: the next apply does not ask.
+    c.apply().unwrap();
+
+    // Another folder of the team's, and the owner's own credential folder: as before.
+    let datasets = format!(
+        "{TEAM}\n[[container.extra_volumes]]\nsource = \"~/datasets\"\ntarget = \"/data\"\n\
+         read_only = true\n"
+    );
+    let own = "[[container.extra_volumes]]\nsource = \"~/.aws\"\ntarget = \"/mnt/aws\"\n\
+               read_only = true\n";
+    for (team, local) in [(datasets.as_str(), ""), (TEAM, own)] {
+        let c = Checkout::new(team);
+        c.write(".aibox-local.toml", local);
+        c.apply().unwrap();
+        assert_eq!(c.record_count(), 1);
+    }
 }
 
 #[test]

@@ -434,21 +434,9 @@ fn literal_secrets_are_refused() {
         remote("f", Origin::Team, "https://user:pw@x.invalid/mcp", &[]),
         stdio("g", Origin::Team, "npx", &["--api-key=abcdef"], &[]),
         stdio("h", Origin::Team, "npx", &["--token", "abcdef"], &[]),
-        remote(
-            "i",
-            Origin::Team,
-            "https://x.invalid/mcp?api_key=abcdef",
-            &[],
-        ),
     ];
     for spec in cases {
-        let err = spec.validate().unwrap_err();
-        assert!(
-            matches!(err, McpError::LiteralValue { .. }),
-            "{}: {err:?}",
-            spec.name
-        );
-        let text = err.to_string();
+        let text = literal_refused(&spec);
         assert!(
             !text.contains("FAKE") && !text.contains("abcdef"),
             "error echoes the secret: {text}"
@@ -477,6 +465,74 @@ fn literal_secrets_are_refused() {
         "uv",
         &[],
         &[("PROCESSKIT_MCP_MODE", "gateway")],
+    )
+    .validate()
+    .unwrap();
+}
+
+/// The refusal of `spec` as a literal value, as shown.
+fn literal_refused(spec: &aibox_mcp_registration::ServerSpec) -> String {
+    let err = spec.validate().unwrap_err();
+    assert!(
+        matches!(err, McpError::LiteralValue { .. }),
+        "{}: {err:?}",
+        spec.name
+    );
+    err.to_string()
+}
+
+/// A stdio bridge's header argument with a literal credential (QA: a hex key in
+/// `--header "X-API-Key: ..."` reached `aibox.toml` and every harness file); references
+/// pass.
+#[test]
+fn header_arguments_with_literal_credentials_are_refused() {
+    let cases = [
+        // A stdio bridge's header argument (QA: a hex key committed to every harness file).
+        stdio(
+            "j",
+            Origin::Team,
+            "npx",
+            &[
+                "mcp-remote@0.1.29",
+                "https://x.invalid/mcp",
+                "--header",
+                "X-API-Key: abcdef",
+            ],
+            &[],
+        ),
+        stdio(
+            "k",
+            Origin::Team,
+            "npx",
+            &[
+                "mcp-remote@0.1.29",
+                "--header",
+                "Authorization: Token abcdef",
+            ],
+            &[],
+        ),
+        remote(
+            "i",
+            Origin::Team,
+            "https://x.invalid/mcp?api_key=abcdef",
+            &[],
+        ),
+    ];
+    for spec in cases {
+        assert!(!literal_refused(&spec).contains("abcdef"));
+    }
+    stdio(
+        "ok4",
+        Origin::Team,
+        "npx",
+        &[
+            "mcp-remote@0.1.29",
+            "--header",
+            "Authorization: Bearer ${TOKEN}",
+            "--header",
+            "X-API-Key: ${API_KEY}",
+        ],
+        &[],
     )
     .validate()
     .unwrap();

@@ -33,7 +33,7 @@ mod setup;
 pub use consent::check_seccomp_profile;
 pub use devcontainer::{check_devcontainer_json, check_run_args};
 pub use inputs::{GateInputs, gate_inputs};
-pub use mounts::{check_project_volumes, check_volumes};
+pub use mounts::{check_project_volumes, check_volumes, is_credential_source};
 pub use privilege::check_container_user;
 pub use project::{check_compose, check_compose_project};
 pub(crate) use setup::compose_projects;

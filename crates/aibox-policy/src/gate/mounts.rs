@@ -218,17 +218,28 @@ struct MountClass {
     is_home: bool,
 }
 
+/// Whether a home-relative path is a host credential folder or below one.
+fn in_credential_dir(rel: &str) -> bool {
+    CREDENTIAL_DIRS
+        .iter()
+        .any(|c| rel == *c || rel.starts_with(&format!("{c}/")))
+}
+
+/// Whether a bind source as a configuration writes it (`~/.ssh`, `${HOME}/.aws/config`)
+/// is a host credential folder or below one (links are not followed: the gate does that
+/// when it judges the mount).
+pub fn is_credential_source(source: &str) -> bool {
+    resolve_source(source)
+        .is_some_and(|p| split_home(&p).0.as_deref().is_some_and(in_credential_dir))
+}
+
 /// Which rule a resolved bind source falls under, if any.
 fn classify_mount(path: &str, read_only: bool) -> Option<MountClass> {
     let in_tree = SYSTEM_TREES
         .iter()
         .any(|t| path.starts_with(&format!("{t}/")));
     let (home_rel, is_home) = split_home(path);
-    let credential = home_rel.as_deref().is_some_and(|rel| {
-        CREDENTIAL_DIRS
-            .iter()
-            .any(|c| rel == *c || rel.starts_with(&format!("{c}/")))
-    });
+    let credential = home_rel.as_deref().is_some_and(in_credential_dir);
     let (code, what, refuse) = if SYSTEM_PATHS.contains(&path) {
         (
             "aibox::policy::sensitive_mount",

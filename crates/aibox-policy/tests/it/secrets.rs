@@ -160,6 +160,15 @@ env_http_headers = { "X-Api-Key" = "API_TOKEN" }
     );
     let lock = "[processkit]\nrelease_asset_sha256 = \"4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a19\"\n";
     assert_eq!(scan_secrets("aibox.lock", lock, TextKind::Toml), vec![]);
+    // Hosts are keys of the lock's network tables, whatever words they hold (the QA:
+    // every Codex project with the allowlist failed `doctor` on `auth.openai.com`).
+    let network = "[network.allow]\n\"auth.openai.com\" = [\"tool codex 0.171.0\"]\n\
+                   \"token.corp.example\" = [\"aibox.toml [network] allow\"]\n\n\
+                   [network.build]\n\"api-key.example.org\" = [\"aibox.toml\"]\n";
+    assert_eq!(scan_secrets("aibox.lock", network, TextKind::Toml), vec![]);
+    // Elsewhere such a name still counts.
+    let other = "[tools]\n\"auth.openai.com\" = \"literal\"\n";
+    assert_ne!(scan_secrets("aibox.lock", other, TextKind::Toml), vec![]);
 }
 
 #[test]
