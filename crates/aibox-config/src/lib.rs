@@ -32,9 +32,9 @@ pub use gitignore::{LOCAL_STATE_PATHS, is_local_state, merge_gitignore};
 pub use init::{InitOptions, render_aibox_toml};
 pub use kind::ErrorKind;
 pub use load::{
-    AIBOX_TOML, ConfigError, LOCAL_TOML, Project, config_text, find_project_root, load_project,
-    load_project_with_text, parse_aibox_toml, parse_local_toml, parse_local_toml_with_team,
-    read_config_file, team_config_reads,
+    AIBOX_TOML, ConfigError, LOCAL_TOML, Project, config_text, conflict_marker, find_project_root,
+    load_project, load_project_with_text, parse_aibox_toml, parse_local_toml,
+    parse_local_toml_with_team, read_config_file, team_config_reads,
 };
 pub use model::*;
 pub use shape::closest;

@@ -422,7 +422,7 @@ fn deserialize<T: DeserializeOwned>(text: &str, src: &Source) -> Result<T, Confi
 
 /// The byte range of the first `<<<<<<<` line of `text`, when a `>>>>>>>` line follows:
 /// git's conflict markers (a line of `=` alone may be text in a multi-line string).
-fn conflict_marker(text: &str) -> Option<std::ops::Range<usize>> {
+pub fn conflict_marker(text: &str) -> Option<std::ops::Range<usize>> {
     let is = |line: &str, m: &str| {
         let bare = line.trim_end_matches(['\n', '\r']);
         bare == m || bare.strip_prefix(m).is_some_and(|r| r.starts_with(' '))

@@ -202,6 +202,22 @@ pub enum EngineError {
         record: String,
     },
 
+    /// A merge left git's conflict markers in files aibox generates or merges.
+    #[error("unresolved merge conflicts in files aibox writes:{files}")]
+    #[diagnostic(
+        code(aibox::apply::merge_conflict),
+        help(
+            "resolve aibox.toml (and .aibox-local.toml) by hand; for these files take either \
+             side, for example `git checkout --theirs -- FILE...`, then run `aibox apply`: it \
+             writes them again from the merged aibox.toml (a hand-added entry of a harness \
+             file on the side you dropped is yours to add back)"
+        )
+    )]
+    MergeConflicts {
+        /// One `\n  FILE (line N)` line per file.
+        files: String,
+    },
+
     /// The record of the approved reach cannot be read or written.
     #[error(
         "the record of this checkout's approved container reach, {path}, cannot be used: {reason}"
@@ -317,7 +333,8 @@ impl EngineError {
             | Self::ForeignFile { .. }
             | Self::EditedFile { .. }
             | Self::ExtraCa { .. }
-            | Self::ReachNotApproved { .. } => ErrorKind::User,
+            | Self::ReachNotApproved { .. }
+            | Self::MergeConflicts { .. } => ErrorKind::User,
             Self::ConfigCheck(e) => e.kind(),
             // Something in the way on disk is a disk problem like a refused write.
             // Not resolved offline: only a download (`aibox apply`) fixes it.

@@ -356,6 +356,7 @@ pub(crate) fn resolve_in(
     project: Project,
     options: &PlanOptions,
 ) -> Result<Resolved, EngineError> {
+    crate::snapshot::check_merge_conflicts(&root)?;
     let previous_lock = crate::snapshot::read_lock(&root)?;
     let security = Security::judged(&project.config, options.engine, options.check_only);
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;

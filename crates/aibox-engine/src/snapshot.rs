@@ -29,6 +29,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use aibox_config::Project;
 use aibox_config::hostpath::HostPath;
@@ -372,6 +373,39 @@ fn read_extra_ca(root: &Utf8Path, project: &Project) -> Option<ExtraCa> {
 
 /// Reads and parses `aibox.lock`; `None` when absent. A corrupt lock is an error, never
 /// silently replaced.
+/// Refuses a project whose committed files aibox writes (`aibox.lock`, the generated and
+/// the merged ones) still hold git's conflict markers, naming every one at once: one at a
+/// time, a six-harness merge took eight runs, each stopping on the next file.
+pub(crate) fn check_merge_conflicts(root: &ProjectRoot) -> Result<(), EngineError> {
+    use aibox_config::layout::{FILES, Scope};
+    let mut files = String::new();
+    for e in FILES.iter().filter(|e| {
+        // Scaffolded files are the user's, as aibox.toml is, and most of `.gitignore`:
+        // resolved by hand.
+        e.scope == Scope::Committed
+            && !e.scaffold_once
+            && e.path != aibox_config::layout::GITIGNORE
+            && e.writers.contains(aibox_config::layout::Writers::APPLY)
+            && !e.path.ends_with('/')
+            && !e.path.contains('*')
+            && e.path != aibox_config::AIBOX_TOML
+    }) {
+        let Some(bytes) = root.read(Utf8Path::new(e.path))? else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        if let Some(at) = aibox_config::conflict_marker(&text) {
+            let line = text[..at.start].matches('\n').count() + 1;
+            let _ = write!(files, "\n  {} (line {line})", e.path);
+        }
+    }
+    if files.is_empty() {
+        Ok(())
+    } else {
+        Err(EngineError::MergeConflicts { files })
+    }
+}
+
 pub(crate) fn read_lock(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
     let rel = Utf8Path::new(LOCK_FILE);
     let Some(bytes) = root.read(rel)? else {

@@ -479,6 +479,44 @@ fn a_dry_run_masks_personal_values_in_its_diffs() {
     assert!(!json.contains(old) && !json.contains(new), "{json}");
 }
 
+/// After a merge, the committed files aibox writes that still hold conflict markers are
+/// named all at once, with nothing written (the QA needed one run per file); the user's
+/// own scaffolded files are not among them.
+#[test]
+fn merge_conflicts_in_files_aibox_writes_are_named_at_once() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let conflicted = |text: &str| {
+        let mid = text[..text.len() / 2].rfind('\n').map_or(0, |i| i + 1);
+        let (head, tail) = text.split_at(mid);
+        format!("{head}<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> feature\n{tail}")
+    };
+    for rel in [
+        "aibox.lock",
+        DOCKERFILE,
+        ".devcontainer/devcontainer.json",
+        ".devcontainer/Dockerfile.local",
+        ".gitignore",
+    ] {
+        fx.write(rel, &conflicted(&fx.read(rel)));
+    }
+    let before = fx.read(DOCKERFILE);
+    let err = apply(&fx.root, &opts()).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::merge_conflict");
+    let shown = err.to_string();
+    for rel in ["aibox.lock", DOCKERFILE, ".devcontainer/devcontainer.json"] {
+        assert!(
+            shown.contains(&format!("\n  {rel} (line ")),
+            "{rel}: {shown}"
+        );
+    }
+    assert!(
+        !shown.contains("Dockerfile.local") && !shown.contains(".gitignore"),
+        "{shown}"
+    );
+    assert_eq!(fx.read(DOCKERFILE), before, "nothing written");
+}
+
 #[test]
 fn local_state_mode_is_restored() {
     let fx = Fixture::new();
