@@ -91,7 +91,7 @@ pub(crate) fn render(out: &mut String, tools: &[&Tool]) {
          && update-ca-certificates; \\\n    \
          fi\n\
          ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \\\n    \
-         UV_NATIVE_TLS=1\n\n"
+         UV_SYSTEM_CERTS=1\n\n"
     );
     for tool in tools
         .iter()

@@ -337,7 +337,9 @@ pub enum RuntimeError {
     #[error("environment variable `{name}` is not set on the host")]
     #[diagnostic(
         code(aibox::runtime::env_not_set),
-        help("set it in your shell first (`export {name}=...`), or drop `--env {name}`")
+        help(
+            "give it a value in your shell first and export it (`export {name}`), or drop `--env {name}`"
+        )
     )]
     EnvNotSet {
         /// The variable.

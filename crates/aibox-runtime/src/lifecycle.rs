@@ -571,7 +571,18 @@ impl Runtime {
         };
         check_owner(&running, target)?;
         if let Some(old) = replaced.filter(|old| Some(old) != image_id.as_ref()) {
-            self.remove_replaced_image(&old, progress);
+            self.remove_replaced_image(&old, "this build replaced", progress);
+        }
+        // The image the recreated container ran, when another checkout's rebuild replaced
+        // it: the last container off it was this one, and no `up` would remove it later
+        // (QA25: 0.7 to 1.7 GB left behind for good).
+        if let Some(old) = existing
+            .as_ref()
+            .filter(|_| recreate && !build)
+            .map(|f| &f.image_id)
+            .filter(|old| Some(*old) != image_id.as_ref())
+        {
+            self.remove_replaced_image(old, "the previous container ran", progress);
         }
         // Every service runs, not only the agent: one whose proxy stopped (or never
         // started: podman-compose 1.0 leaves a failed one `created`) has no way out.
@@ -1144,11 +1155,12 @@ impl Runtime {
         })
     }
 
-    /// Removes the image `id` a rebuild replaced when no tag names it any more (each
-    /// rebuild left one behind, a gigabyte or more: QA24). One that a tag still names is
+    /// Removes the image `id` a rebuild replaced (or the one a recreated container ran,
+    /// see [`Self::up`]) when no tag names it any more (each rebuild left one behind, a
+    /// gigabyte or more: QA24); `what` says which, in the note. One that a tag still names is
     /// someone's; one that a container still uses is refused by the engine, which is no
     /// error here: it stays, as it would have.
-    fn remove_replaced_image(&self, id: &str, progress: Progress<'_>) {
+    fn remove_replaced_image(&self, id: &str, what: &str, progress: Progress<'_>) {
         let Ok(Some((_, json))) = self.inspect_raw("image", id) else {
             return;
         };
@@ -1165,7 +1177,7 @@ impl Runtime {
             let short = id.trim_start_matches("sha256:");
             progress(&Event::Note {
                 line: format!(
-                    "removed the image this build replaced ({})",
+                    "removed the image {what} ({})",
                     short.get(..12).unwrap_or(short)
                 ),
             });

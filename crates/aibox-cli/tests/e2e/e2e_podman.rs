@@ -970,6 +970,54 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
     ok(aibox(&podman, root).arg("down"));
 }
 
+/// Two checkouts of one project share its image. One rebuilds it: the image it replaced
+/// stays while the other checkout's container runs it. When that checkout takes the
+/// change and its `up` recreates the container on the new image, the old one goes (QA25:
+/// no `up` removed it any more, 0.7 to 1.7 GB for good).
+#[test]
+fn the_last_checkout_to_move_off_a_replaced_image_removes_it() {
+    let podman = Podman::ready();
+    let mut a = TestProject::init(&podman, "shared", "claude");
+    let root = a.root.clone();
+    ok(aibox(&podman, &root).arg("up"));
+    // The second checkout: the same files in another folder (its own container).
+    let other_tmp = tempfile::tempdir().unwrap();
+    let other = Utf8PathBuf::from_path_buf(other_tmp.path().join(&a.name)).unwrap();
+    ok(Command::new("cp").args(["-a", root.as_str(), other.as_str()]));
+    let (_, other_container, image, _) = names(&podman, &other);
+    assert_eq!(image, a.image, "the checkouts share the image");
+    a.cleanup.container(&other_container);
+    ok(aibox(&podman, &other).arg("up"));
+
+    let old = a.replaced_at_rebuild(&podman);
+    let step = "RUN touch /etc/aibox-e2e-shared\n";
+    let local = ".devcontainer/Dockerfile.local";
+    let mut text = fs_err::read_to_string(root.join(local)).unwrap();
+    text.push_str(step);
+    fs_err::write(root.join(local), &text).unwrap();
+    let out = run(aibox(&podman, &root).arg("up"));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        !show(&out).contains("removed the image") && podman.image_exists(&old),
+        "the other checkout's container runs it: {}",
+        show(&out)
+    );
+
+    // The other checkout takes the change (a pull): its container moves to the new image.
+    fs_err::write(other.join(local), &text).unwrap();
+    let out = run(aibox(&podman, &other).arg("up"));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        show(&out).contains("removed the image the previous container ran")
+            && !podman.image_exists(&old),
+        "{}",
+        show(&out)
+    );
+    ok(aibox(&podman, &other).args(["exec", "--", "test", "-f", "/etc/aibox-e2e-shared"]));
+    ok(aibox(&podman, &other).arg("down"));
+    ok(aibox(&podman, &root).arg("down"));
+}
+
 /// The container user takes the UID and GID of the host user who owns the project (here
 /// not 1000), so the agent can write `/workspace`; `doctor` checks that it can, and says
 /// so when the project belongs to root.

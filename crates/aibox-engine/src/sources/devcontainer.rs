@@ -95,7 +95,7 @@ fn remote_servers_outside(
     team.chain(personal)
         .filter(|(s, _)| s.enabled)
         .filter_map(|(s, file)| {
-            let host = url_host(s.url.as_deref()?)?;
+            let host = super::url_host(s.url.as_deref()?)?;
             (!crate::reach::covered(&host, &list.entries)).then(|| {
                 format!(
                     "mcp: the remote server `{}` connects to `{host}`, which the egress \
@@ -106,18 +106,6 @@ fn remote_servers_outside(
             })
         })
         .collect()
-}
-
-/// The host name of an `http(s)://` URL, lowercase; `None` when it holds a variable.
-fn url_host(url: &str) -> Option<String> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next()?,
-        None => host.split(':').next()?,
-    };
-    (!host.is_empty() && !host.contains(['$', '{'])).then(|| host.to_ascii_lowercase())
 }
 
 /// The hosts the installed skills declare, as resolve read them (none without a

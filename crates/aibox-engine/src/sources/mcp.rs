@@ -96,6 +96,13 @@ pub fn contribute_with(
     for notice in &registration.notices {
         plan.warn(format!("mcp: {notice}"));
     }
+    for s in servers.iter().filter(|s| sends_headers_in_clear(s)) {
+        plan.warn(format!(
+            "mcp: the remote server `{}` sends its headers over plain `http://` to another \
+             machine: a token in them can be read on the way; use `https://`",
+            s.name
+        ));
+    }
     for file in registration.files {
         // A hooks file aibox emptied (harness-only, or the release dropped every hook)
         // is removed rather than left as `{}`; so is a committed file of a disabled
@@ -146,4 +153,23 @@ fn lock_npx_servers(ctx: &PlanContext, plan: &mut PlanBuilder, servers: &mut Vec
     if !npm.lock.is_empty() {
         plan.lock_mut().mcp.get_or_insert_default().npm = npm.lock.clone();
     }
+}
+
+/// A remote server with headers at an `http://` URL whose host is not this machine.
+fn sends_headers_in_clear(spec: &ServerSpec) -> bool {
+    let aibox_mcp_registration::Transport::Remote { url, headers } = &spec.transport else {
+        return false;
+    };
+    if !url.starts_with("http://") {
+        return false;
+    }
+    let Some(host) = super::url_host(url) else {
+        return false;
+    };
+    let host = host.as_str();
+    let local = matches!(
+        host,
+        "localhost" | "::1" | "host.docker.internal" | "host.containers.internal"
+    ) || host.starts_with("127.");
+    !headers.is_empty() && !local
 }

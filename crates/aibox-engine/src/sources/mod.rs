@@ -24,3 +24,15 @@ pub fn contribute_all(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), E
     gitignore::contribute(ctx, plan)?;
     Ok(())
 }
+
+/// The host name of an `http(s)://` URL, lowercase; `None` when it holds a variable.
+pub(crate) fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => host.split(':').next()?,
+    };
+    (!host.is_empty() && !host.contains(['$', '{'])).then(|| host.to_ascii_lowercase())
+}

@@ -429,3 +429,23 @@ fn a_hand_edited_entry_gets_the_same_check_verdict_as_on_a_fresh_clone() {
             .any(|r| r.path == ".mcp.json" && r.action.changes())
     );
 }
+
+/// A remote server whose headers would cross the network in clear is named at apply; one
+/// on this machine, or over `https://`, is not.
+#[test]
+fn headers_sent_over_plain_http_are_named() {
+    let toml = TOML.to_owned()
+        + "\n[[ai.mcp.servers]]\nname = \"plain\"\nurl = \"http://insecure.example.invalid/mcp\"\n\
+           headers = { Authorization = \"Bearer ${TOK}\" }\n\n\
+           [[ai.mcp.servers]]\nname = \"local\"\nurl = \"http://127.0.0.1:8808/mcp\"\n\
+           headers = { Authorization = \"Bearer ${TOK}\" }\n";
+    let f = Fixture::with(&toml);
+    let report = apply(&f.root, &ApplyOptions::default()).unwrap();
+    let clear: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("over plain `http://`"))
+        .collect();
+    assert_eq!(clear.len(), 1, "{:?}", report.warnings);
+    assert!(clear[0].contains("`plain`"), "{clear:?}");
+}

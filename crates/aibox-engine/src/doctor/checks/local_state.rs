@@ -121,7 +121,10 @@ pub(crate) fn check(run: &mut Run, root: &Utf8Path) {
                 Severity::Error,
                 ".gitignore",
                 format!("`{path}` (personal local state) is not gitignored"),
-                format!("add `{path}` to .gitignore (`aibox apply` adds missing entries)"),
+                format!(
+                    "add `{path}` to .gitignore (`aibox apply` adds missing entries); a `!` line \
+                     that makes git track it again is yours to delete"
+                ),
             )),
             None => findings.push(Finding::new(
                 "aibox::doctor::git_failed",
