@@ -371,8 +371,6 @@ fn read_extra_ca(root: &Utf8Path, project: &Project) -> Option<ExtraCa> {
         .map(|(path, text)| ExtraCa { path, text })
 }
 
-/// Reads and parses `aibox.lock`; `None` when absent. A corrupt lock is an error, never
-/// silently replaced.
 /// Refuses a project whose committed files aibox writes (`aibox.lock`, the generated and
 /// the merged ones) still hold git's conflict markers, naming every one at once: one at a
 /// time, a six-harness merge took eight runs, each stopping on the next file.
@@ -406,6 +404,8 @@ pub(crate) fn check_merge_conflicts(root: &ProjectRoot) -> Result<(), EngineErro
     }
 }
 
+/// Reads and parses `aibox.lock`; `None` when absent. A corrupt lock is an error, never
+/// silently replaced.
 pub(crate) fn read_lock(root: &ProjectRoot) -> Result<Option<Lock>, EngineError> {
     let rel = Utf8Path::new(LOCK_FILE);
     let Some(bytes) = root.read(rel)? else {

@@ -75,8 +75,9 @@ pub fn contribute_with(
             .filter(|n| aibox_mcp_registration::is_kept_notice(n))
         {
             plan.warn(format!(
-                "mcp: {notice}. This checkout's `apply` keeps it, but a fresh clone's writes \
-                 the entry again, so the check counts the file as stale"
+                "mcp: {notice}. This checkout's `apply` keeps it, but the `apply` of a fresh \
+                 clone (CI, a teammate) writes the entry again, so the check counts the file \
+                 as stale"
             ));
         }
         registration.files = fresh.files;

@@ -412,7 +412,7 @@ fn a_hand_edited_entry_gets_the_same_check_verdict_as_on_a_fresh_clone() {
         report
             .warnings
             .iter()
-            .any(|w| w.contains("a fresh clone's writes the entry again")),
+            .any(|w| w.contains("of a fresh clone (CI, a teammate) writes the entry again")),
         "{:?}",
         report.warnings
     );
