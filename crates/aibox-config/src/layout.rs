@@ -463,6 +463,24 @@ pub fn user_owned_committed() -> impl Iterator<Item = &'static str> {
         .map(|e| e.path)
 }
 
+/// Whether a file of `.devcontainer/` (the build context) is read only by Compose, so a
+/// change to it recreates the container without a build: the Compose files of the file
+/// table, their `.env`, the personal environment file, the seccomp profiles they name
+/// and the egress proxy's configuration (mounted into its container).
+pub fn read_by_compose_only(rel: &str) -> bool {
+    COMPOSE_FILES.contains(&rel)
+        || SECCOMP_PROFILES.contains(&rel)
+        || [
+            COMPOSE_ENV,
+            LOCAL_ENV,
+            EGRESS_CONF,
+            EGRESS_FILTER,
+            EGRESS_LOCAL_CONF,
+            EGRESS_LOCAL_FILTER,
+        ]
+        .contains(&rel)
+}
+
 /// Whether the clean root-relative file path `rel` (`/` separators, no trailing `/`) is
 /// covered by the table path `entry`: the exact file, anything strictly below a
 /// directory entry (not the directory itself), or what a `head/**/tail` pattern matches.

@@ -79,15 +79,31 @@ impl ApplyReport {
         // The harness files name the servers' new locked environments at once; the image
         // that holds them comes with the next build (QA: every server of a running
         // container failed after an upgrade, and nothing said why).
-        let container_files = self.files.iter().any(|f| {
-            f.action.changes() && f.path.starts_with(aibox_config::layout::DEVCONTAINER_DIR)
-        });
-        if container_files && !self.read_only {
+        // What `up` does about it is what its digests say: a file only Compose reads
+        // recreates the container, any other of the build context rebuilds the image.
+        let (mut build, mut compose) = (false, false);
+        for f in self.files.iter().filter(|f| f.action.changes()) {
+            let path = f.path.as_str();
+            if aibox_config::layout::read_by_compose_only(path) {
+                compose = true;
+            } else if path.starts_with(aibox_config::layout::DEVCONTAINER_DIR)
+                && path != aibox_config::layout::DEVCONTAINER_JSON
+            {
+                build = true;
+            }
+        }
+        if !self.read_only && build {
             lines.push((
                 Channel::Note,
                 "the container's files changed: `aibox up` rebuilds the image and recreates \
                  the container; one running now keeps the previous image until then (an MCP \
                  server whose locked environment changed does not start in it)"
+                    .to_owned(),
+            ));
+        } else if !self.read_only && compose {
+            lines.push((
+                Channel::Note,
+                "the container's settings changed: `aibox up` recreates the container with them"
                     .to_owned(),
             ));
         }

@@ -410,12 +410,7 @@ pub fn check_denies_enforceable(servers: &[EffectiveServer]) -> Result<(), McpEr
         Some(s) => Err(McpError::UnenforceableDeny {
             server: s.name.clone(),
             harness: s.harness.as_str().to_owned(),
-            patterns: s
-                .unenforced_deny
-                .iter()
-                .map(|p| format!("`{p}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            patterns: ticked(&s.unenforced_deny),
         }),
     }
 }
@@ -723,11 +718,7 @@ fn preauth_rules(
     if !team_policy.is_empty() && opts.harnesses.contains(&Harness::Claude) {
         notices.push(format!(
             "processkit pre-authorisation not merged for {}: [ai.mcp.permissions] decides their tools",
-            team_policy
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            ticked(&team_policy)
         ));
     }
     notices
@@ -755,14 +746,19 @@ fn show_preauth(report: &mut [EffectiveServer], merged: &[&str]) {
             }
         }
         s.notes.push(format!(
-            "allowed by the processkit release's pre-authorisation (`{}`), merged into {CLAUDE_SETTINGS}",
-            tools
-                .iter()
-                .map(|t| format!("{prefix}{t}"))
-                .collect::<Vec<_>>()
-                .join("`, `")
+            "allowed by the processkit release's pre-authorisation ({}), merged into {CLAUDE_SETTINGS}",
+            ticked(tools.iter().map(|t| format!("{prefix}{t}")))
         ));
     }
+}
+
+/// `items` as a list of code spans: `` `a`, `b` ``.
+fn ticked<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+    items
+        .into_iter()
+        .map(|i| format!("`{i}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The container-scoped Codex user config: personal servers and the `/workspace` trust.
@@ -824,11 +820,7 @@ fn user_notices(
     if !unexplained.is_empty() {
         notices.push(format!(
             "no MCP ledger at {LEDGER_PATH}: kept {} as not aibox's; remove any that are stale by hand once",
-            unexplained
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            ticked(unexplained)
         ));
     }
     if enabled.contains(&Harness::Opencode) && !c.opencode.is_empty() {

@@ -25,28 +25,6 @@ use crate::error::RuntimeError;
 
 use aibox_config::container::{BUILD_DIGEST_ARG, GID_ARG, UID_ARG};
 
-/// Whether a file of the build context is read only by Compose: the Compose files of the
-/// file table, their `.env`, the personal environment file, the seccomp profile they name and the egress proxy's
-/// configuration (mounted into its container, so a changed allowlist recreates the
-/// containers without a build).
-fn compose_only(rel: &str) -> bool {
-    use aibox_config::layout::{
-        COMPOSE_ENV, COMPOSE_FILES, EGRESS_CONF, EGRESS_FILTER, EGRESS_LOCAL_CONF,
-        EGRESS_LOCAL_FILTER, LOCAL_ENV, SECCOMP_PROFILES,
-    };
-    COMPOSE_FILES.contains(&rel)
-        || rel == COMPOSE_ENV
-        || rel == LOCAL_ENV
-        || SECCOMP_PROFILES.contains(&rel)
-        || [
-            EGRESS_CONF,
-            EGRESS_FILTER,
-            EGRESS_LOCAL_CONF,
-            EGRESS_LOCAL_FILTER,
-        ]
-        .contains(&rel)
-}
-
 /// The two digests of one project's dev container files, as `sha256:<hex>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprints {
@@ -79,7 +57,7 @@ impl Fingerprints {
         for rel in &files {
             let into = if rel.as_str() == aibox_config::layout::DEVCONTAINER_JSON {
                 continue;
-            } else if compose_only(rel.as_str()) {
+            } else if aibox_config::layout::read_by_compose_only(rel.as_str()) {
                 &mut config
             } else {
                 &mut build

@@ -570,19 +570,18 @@ impl Runtime {
             None => self.wait_running(target, progress)?,
         };
         check_owner(&running, target)?;
-        if let Some(old) = replaced.filter(|old| Some(old) != image_id.as_ref()) {
-            self.remove_replaced_image(&old, "this build replaced", progress);
-        }
-        // The image the recreated container ran, when another checkout's rebuild replaced
-        // it: the last container off it was this one, and no `up` would remove it later
-        // (QA25: 0.7 to 1.7 GB left behind for good).
-        if let Some(old) = existing
-            .as_ref()
-            .filter(|_| recreate && !build)
-            .map(|f| &f.image_id)
-            .filter(|old| Some(*old) != image_id.as_ref())
-        {
-            self.remove_replaced_image(old, "the previous container ran", progress);
+        // The image this `up` left: the one its build replaced, or else the one the
+        // recreated container ran (another checkout's rebuild replaced it, and no later
+        // `up` would remove it: QA25, 0.7 to 1.7 GB left for good).
+        let left = replaced
+            .map(|id| (id, "this build replaced"))
+            .or_else(|| {
+                let found = existing.as_ref().filter(|_| recreate)?;
+                Some((found.image_id.clone(), "the previous container ran"))
+            })
+            .filter(|(old, _)| Some(old) != image_id.as_ref());
+        if let Some((old, what)) = left {
+            self.remove_replaced_image(&old, what, progress);
         }
         // Every service runs, not only the agent: one whose proxy stopped (or never
         // started: podman-compose 1.0 leaves a failed one `created`) has no way out.

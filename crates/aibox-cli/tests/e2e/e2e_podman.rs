@@ -977,7 +977,7 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
 #[test]
 fn the_last_checkout_to_move_off_a_replaced_image_removes_it() {
     let podman = Podman::ready();
-    let mut a = TestProject::init(&podman, "shared", "claude");
+    let mut a = TestProject::init(&podman, "twins", "claude");
     let root = a.root.clone();
     ok(aibox(&podman, &root).arg("up"));
     // The second checkout: the same files in another folder (its own container).
@@ -990,7 +990,7 @@ fn the_last_checkout_to_move_off_a_replaced_image_removes_it() {
     ok(aibox(&podman, &other).arg("up"));
 
     let old = a.replaced_at_rebuild(&podman);
-    let step = "RUN touch /etc/aibox-e2e-shared\n";
+    let step = "RUN touch /etc/aibox-e2e-twins\n";
     let local = ".devcontainer/Dockerfile.local";
     let mut text = fs_err::read_to_string(root.join(local)).unwrap();
     text.push_str(step);
@@ -1013,7 +1013,7 @@ fn the_last_checkout_to_move_off_a_replaced_image_removes_it() {
         "{}",
         show(&out)
     );
-    ok(aibox(&podman, &other).args(["exec", "--", "test", "-f", "/etc/aibox-e2e-shared"]));
+    ok(aibox(&podman, &other).args(["exec", "--", "test", "-f", "/etc/aibox-e2e-twins"]));
     ok(aibox(&podman, &other).arg("down"));
     ok(aibox(&podman, &root).arg("down"));
 }

@@ -477,6 +477,21 @@ fn a_dry_run_masks_personal_values_in_its_diffs() {
     assert!(diff.contains("+NOTE=***\n"), "{diff}");
     let json = serde_json::to_string(&report).unwrap();
     assert!(!json.contains(old) && !json.contains(new), "{json}");
+    // Applied: a file only Compose reads changed, so `up` recreates the container; it
+    // does not rebuild the image.
+    let report = apply(&fx.root, &opts()).unwrap();
+    let notes: Vec<String> = report
+        .render_human(aibox_engine::render::HumanOptions::default())
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|l| l.contains("`aibox up` recreates the container with them"))
+            && !notes.iter().any(|l| l.contains("rebuilds the image")),
+        "{notes:?}"
+    );
 }
 
 /// After a merge, the committed files aibox writes that still hold conflict markers are
