@@ -69,6 +69,10 @@ pub const EGRESS_LOCAL_FILTER: &str = ".devcontainer/aibox-egress/egress.local.f
 pub const MCP_ENVS_DIR: &str = ".devcontainer/aibox-mcp/";
 /// `.devcontainer/.env`: the user's Compose variables, read (never written) by Compose.
 pub const COMPOSE_ENV: &str = ".devcontainer/.env";
+/// `.devcontainer/.dockerignore` (generated): keeps the files only Compose reads, the
+/// personal ones among them, out of the build context the engine is sent
+/// ([`compose_only_files`]).
+pub const DOCKERIGNORE: &str = ".devcontainer/.dockerignore";
 /// The folder of the dev container files.
 pub const DEVCONTAINER_DIR: &str = ".devcontainer/";
 /// `.devcontainer/aibox-local.env`: the personal environment Compose reads (generated
@@ -280,7 +284,7 @@ pub const FILES: &[Entry] = &[
     // only team and processkit servers, so a fresh clone sees them.
     row(CLAUDE_SETTINGS_LOCAL, Mcp, Gitignored, APPLY, NO_ROLE),
     row(".continue/mcpServers/", Other, Gitignored, NOBODY, NO_ROLE),
-    // Personal egress additions (allowed hosts, upstream proxy) for the proxy's build.
+    // Personal egress additions (allowed hosts, upstream proxy), mounted into the proxy.
     row(EGRESS_LOCAL_CONF, Devcontainer, Gitignored, APPLY, NO_ROLE),
     row(
         EGRESS_LOCAL_FILTER,
@@ -316,6 +320,7 @@ pub const FILES: &[Entry] = &[
     row(EGRESS_DOCKERFILE, Devcontainer, Committed, APPLY, NO_ROLE),
     row(EGRESS_CONF, Devcontainer, Committed, APPLY, NO_ROLE),
     row(EGRESS_FILTER, Devcontainer, Committed, APPLY, NO_ROLE),
+    row(DOCKERIGNORE, Devcontainer, Committed, APPLY, NO_ROLE),
     scaffold(DOCKERFILE_LOCAL, NO_ROLE),
     scaffold(COMPOSE_OVERRIDE, COMPOSED),
     // Compose reads it; the user owns it.
@@ -463,22 +468,26 @@ pub fn user_owned_committed() -> impl Iterator<Item = &'static str> {
         .map(|e| e.path)
 }
 
-/// Whether a file of `.devcontainer/` (the build context) is read only by Compose, so a
-/// change to it recreates the container without a build: the Compose files of the file
-/// table, their `.env`, the personal environment file, the seccomp profiles they name
-/// and the egress proxy's configuration (mounted into its container).
+/// The files of `.devcontainer/` (the build context) that only Compose reads, so a change
+/// to one recreates the container without a build: the Compose files of the file table,
+/// their `.env`, the personal environment file, the seccomp profiles they name and the
+/// egress proxy's configuration (mounted into its container). No build step reads them,
+/// and several are personal: the generated `.dockerignore` keeps them all out of the
+/// context an engine is sent.
+pub fn compose_only_files() -> impl Iterator<Item = &'static str> {
+    COMPOSE_FILES.into_iter().chain(SECCOMP_PROFILES).chain([
+        COMPOSE_ENV,
+        LOCAL_ENV,
+        EGRESS_CONF,
+        EGRESS_FILTER,
+        EGRESS_LOCAL_CONF,
+        EGRESS_LOCAL_FILTER,
+    ])
+}
+
+/// Whether a file of `.devcontainer/` is one of the [`compose_only_files`].
 pub fn read_by_compose_only(rel: &str) -> bool {
-    COMPOSE_FILES.contains(&rel)
-        || SECCOMP_PROFILES.contains(&rel)
-        || [
-            COMPOSE_ENV,
-            LOCAL_ENV,
-            EGRESS_CONF,
-            EGRESS_FILTER,
-            EGRESS_LOCAL_CONF,
-            EGRESS_LOCAL_FILTER,
-        ]
-        .contains(&rel)
+    compose_only_files().any(|f| f == rel)
 }
 
 /// Whether the clean root-relative file path `rel` (`/` separators, no trailing `/`) is

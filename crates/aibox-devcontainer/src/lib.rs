@@ -2,7 +2,7 @@
 //!
 //! [`render`] turns the configuration (plus a few facts the engine looks up, such as the
 //! text of `Dockerfile.local`) into [`PlannedFile`]s: the generated `.devcontainer/`
-//! files, the personal `.devcontainer/aibox-local.env`, the scaffold-once user files and the
+//! files (`.dockerignore` among them), the personal `.devcontainer/aibox-local.env`, the scaffold-once user files and the
 //! `.aibox-home/` skeleton. Nothing here reads or writes a file, spawns a process or
 //! looks at the clock, so identical inputs always give byte-identical output.
 
@@ -10,6 +10,7 @@ pub mod catalog;
 mod compose;
 mod devcontainer_json;
 mod dockerfile;
+mod dockerignore;
 pub mod egress;
 mod error;
 mod local_env;
@@ -226,6 +227,10 @@ pub fn render(inputs: &Inputs<'_>) -> Result<Vec<PlannedFile>, DevcontainerError
     );
     env.mode = Some(0o600);
     files.push(env);
+    files.push(PlannedFile::generated(
+        layout::DOCKERIGNORE,
+        dockerignore::render(),
+    ));
     files.push(PlannedFile::generated(
         EXTRA_CA_README_PATH,
         tools::ca_readme(),

@@ -905,7 +905,8 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
     // An image addition: the image and the container it runs are stale.
     let local = root.join(".devcontainer/Dockerfile.local");
     let mut text = fs_err::read_to_string(&local).unwrap();
-    text.push_str("RUN touch /etc/aibox-e2e-marker\n");
+    // It also copies the whole build context, to see what the engine was sent.
+    text.push_str("RUN touch /etc/aibox-e2e-marker\nCOPY . /etc/aibox-e2e-context/\n");
     fs_err::write(&local, text).unwrap();
     ok(aibox(&podman, root).arg("apply"));
     assert!(status_flag(&podman, root, "image_stale"));
@@ -930,6 +931,12 @@ fn up_rebuilds_and_recreates_what_no_longer_matches_the_files() {
         show(&out)
     );
     ok(aibox(&podman, root).args(["exec", "--", "test", "-f", "/etc/aibox-e2e-marker"]));
+    personal_files_stay_out_of_the_build_context(&ok(aibox(&podman, root).args([
+        "exec",
+        "--",
+        "find",
+        "/etc/aibox-e2e-context",
+    ])));
     assert!(!status_flag(&podman, root, "image_stale"));
     assert!(!status_flag(&podman, root, "container_stale"));
     let rebuilt_id = podman.inspect_container(container).unwrap()["Id"].clone();
@@ -1237,17 +1244,50 @@ fn a_rebuild_removes_the_image_it_replaced(
         .to_owned();
     cleanup.image(&old_id);
     let local = root.join(".devcontainer/Dockerfile.local");
-    let text = fs_err::read_to_string(&local).unwrap() + "RUN touch /etc/aibox-e2e-rebuilt\n";
+    let text = fs_err::read_to_string(&local).unwrap()
+        + "RUN touch /etc/aibox-e2e-rebuilt\nCOPY . /etc/aibox-e2e-context/\n";
     fs_err::write(&local, text).unwrap();
     ok(aibox().arg("apply"));
     let rebuilt = run(aibox().arg("up"));
     assert!(rebuilt.status.success(), "{}", show(&rebuilt));
+    personal_files_stay_out_of_the_build_context(&ok(aibox().args([
+        "exec",
+        "--",
+        "find",
+        "/etc/aibox-e2e-context",
+    ])));
     assert!(
         show(&rebuilt).contains("removed the image this build replaced")
             && docker.inspect_image(&old_id).is_none(),
         "{}",
         show(&rebuilt)
     );
+}
+
+/// What a build that copies its whole context got (`find` of the copy): the Dockerfile
+/// and the folders the image build copies, never the personal environment file or
+/// Compose overlay (the generated `.dockerignore`), which the engine is not sent.
+fn personal_files_stay_out_of_the_build_context(found: &str) {
+    let copied = |rel: &str| {
+        found
+            .lines()
+            .any(|l| l.trim_end() == format!("/etc/aibox-e2e-context/{rel}"))
+    };
+    for sent in [
+        "Dockerfile",
+        "Dockerfile.local",
+        "aibox-ca",
+        ".dockerignore",
+    ] {
+        assert!(copied(sent), "{sent} is in the build context: {found}");
+    }
+    for kept in [
+        "aibox-local.env",
+        "docker-compose.local.yml",
+        "docker-compose.yml",
+    ] {
+        assert!(!copied(kept), "{kept} reached the build context: {found}");
+    }
 }
 
 /// The real Dev Containers CLI on the same files and the same Docker Engine, with
