@@ -453,7 +453,8 @@ pub enum SkillCommand {
         /// Skill name.
         name: String,
     },
-    /// Deselect a skill (the next `apply` removes its MCP entries and unchanged files).
+    /// Deselect a skill (the next `apply` removes its MCP entries and unchanged files). A
+    /// name the installed release does not have is refused, with a suggestion.
     Disable {
         /// Skill name.
         name: String,

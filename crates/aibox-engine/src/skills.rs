@@ -329,7 +329,7 @@ pub struct Selection {
     /// The project is `harness-only`: no processkit skill is installed, so the change has
     /// no effect until `[context] mode = "processkit"`.
     pub no_effect: bool,
-    /// Set when `enable` could not check the name: the configured release is not the
+    /// Set when `enable` or `disable` could not check the name: the configured release is not the
     /// installed one, or not in the download cache. Why, for a warning.
     pub unchecked: Option<String>,
 }
@@ -354,30 +354,38 @@ pub fn enable(
         return Err(refusal);
     }
     let project = aibox_config::load_project(root)?;
-    let unchecked = if project.config.context.mode == aibox_config::ContextMode::Processkit {
-        match release_catalog(root, &project.config, cache_dir) {
-            Ok(catalog) if catalog.skills.contains_key(name) => None,
-            Ok(catalog) => {
-                return Err(ConfigEditError::UnknownSkill {
-                    name: name.to_owned(),
-                    suggestion: aibox_config::closest(
-                        name,
-                        catalog.skills.keys().map(String::as_str),
-                    )
-                    .map_or_else(
-                        || "`aibox skill list` shows the installed skills".to_owned(),
-                        |s| format!("did you mean `{s}`? (`aibox skill enable {s}`)"),
-                    ),
-                });
-            }
-            Err(why) => Some(why),
-        }
-    } else {
-        None
-    };
+    let unchecked = check_name(root, &project.config, name, cache_dir, "enable")?;
     let mut selection = toggle(root, name, true)?;
     selection.unchecked = unchecked;
     Ok(selection)
+}
+
+/// Refuses `name` when the installed release (the configured one, in the download cache)
+/// has no skill of that name, suggesting the closest (`verb`: the `aibox skill` command
+/// to suggest); `Some(why)` when it cannot tell offline, `None` when the name is known
+/// or the project installs no processkit.
+fn check_name(
+    root: &Utf8Path,
+    config: &aibox_config::AiboxToml,
+    name: &str,
+    cache_dir: Option<&Utf8Path>,
+    verb: &str,
+) -> Result<Option<String>, ConfigEditError> {
+    if config.context.mode != aibox_config::ContextMode::Processkit {
+        return Ok(None);
+    }
+    match release_catalog(root, config, cache_dir) {
+        Ok(catalog) if catalog.skills.contains_key(name) => Ok(None),
+        Ok(catalog) => Err(ConfigEditError::UnknownSkill {
+            name: name.to_owned(),
+            suggestion: aibox_config::closest(name, catalog.skills.keys().map(String::as_str))
+                .map_or_else(
+                    || "`aibox skill list` shows the installed skills".to_owned(),
+                    |s| format!("did you mean `{s}`? (`aibox skill {verb} {s}`)"),
+                ),
+        }),
+        Err(why) => Ok(Some(why)),
+    }
 }
 
 /// The catalog of the installed release, read offline from the download cache: only
@@ -458,7 +466,9 @@ fn deleted_by_hand(root: &Utf8Path, name: &str) -> Option<ConfigEditError> {
 ///
 /// A core skill of the installed release is refused, changing nothing, when that release
 /// is the configured one and is in the download cache (`cache_dir`, else the default
-/// location): `apply` would keep it whatever `[skills] exclude` says.
+/// location): `apply` would keep it whatever `[skills] exclude` says. So is a name that
+/// release has no skill of (with the closest name), unless `[skills] include` holds it:
+/// then taking it off is the cleanup asked for.
 pub fn disable(
     root: &Utf8Path,
     name: &str,
@@ -473,7 +483,14 @@ pub fn disable(
             name: name.to_owned(),
         });
     }
-    toggle(root, name, false)
+    let unchecked = if project.config.skills.include.iter().any(|n| n == name) {
+        None
+    } else {
+        check_name(root, &project.config, name, cache_dir, "disable")?
+    };
+    let mut selection = toggle(root, name, false)?;
+    selection.unchecked = unchecked;
+    Ok(selection)
 }
 
 /// Takes `name` off the list that works against `enable`, else puts it on the list that

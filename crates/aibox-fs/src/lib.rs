@@ -213,6 +213,16 @@ pub fn join_exact(dir: &str, rel: &str) -> String {
 /// Marker in the name of the writer's temp files: `.<name>.aibox-tmp.<pid>`.
 const TEMP_MARKER: &str = ".aibox-tmp.";
 
+/// Whether the file name `name` is one of the writer's temp files (a replacement being
+/// written, or a writability probe): content of no one, left only by a killed run, which
+/// [`Writer::clean_stray_temps`] removes. Readers that compare a folder with what was
+/// installed leave such files out: an interrupted apply must not make the next one see a
+/// file "added" by hand.
+#[must_use]
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.contains(TEMP_MARKER)
+}
+
 /// Whether a clean relative path lies inside [`PERIMETER`].
 pub fn in_perimeter(rel: &Utf8Path) -> bool {
     aibox_config::layout::may_write(Writers::APPLY, rel.as_str())
@@ -1462,7 +1472,7 @@ impl<'a> Writer<'a> {
                     continue;
                 };
                 let is_file = entry.file_type().is_ok_and(|t| t.is_file());
-                if is_file && name.starts_with('.') && name.contains(TEMP_MARKER) {
+                if is_file && is_temp_name(&name) {
                     let abs = dir.join(&name);
                     fs_err::remove_file(&abs).map_err(|e| WriteError::io("remove", &abs, e))?;
                     removed.push(self.root.rel(&abs));

@@ -40,6 +40,8 @@ const MANIFEST_HEADER: &str = "aibox-unpacked-release 2";
 const PACK: &str = "pack";
 /// Prefix of staging folders (followed by the pid of the process that owns them).
 const STAGING_PREFIX: &str = ".staging-";
+/// Prefix of downloads in progress (followed by the pid of the process that owns them).
+const DOWNLOAD_PREFIX: &str = ".download-";
 
 /// A digest-keyed archive cache rooted at a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,11 +111,14 @@ impl Cache {
 
     /// A temporary file in the archive folder, for a download streamed to disk (renamed
     /// into the cache by [`Self::keep_archive`] once verified, removed when dropped).
+    /// Named after this process, so the next download removes one a killed run left
+    /// (QA26: each interrupted download kept a release-sized file for good).
     pub(crate) fn temp_archive(&self) -> Result<tempfile::NamedTempFile> {
         let dir = self.root.join("archives");
         fs_err::create_dir_all(&dir).map_err(|e| ProvenanceError::io("create", &dir, e))?;
+        clean_stale(&dir, DOWNLOAD_PREFIX);
         tempfile::Builder::new()
-            .prefix(".download-")
+            .prefix(&format!("{DOWNLOAD_PREFIX}{}-", std::process::id()))
             .tempfile_in(&dir)
             .map_err(|e| ProvenanceError::io("create temporary file in", &dir, e))
     }
@@ -270,7 +275,7 @@ impl Cache {
     fn new_staging(&self) -> Result<tempfile::TempDir> {
         let base = self.root.join("unpacked");
         fs_err::create_dir_all(&base).map_err(|e| ProvenanceError::io("create", &base, e))?;
-        clean_stale_staging(&base);
+        clean_stale(&base, STAGING_PREFIX);
         tempfile::Builder::new()
             .prefix(&format!("{STAGING_PREFIX}{}-", std::process::id()))
             .tempdir_in(&base)
@@ -447,21 +452,27 @@ fn remove_store(dir: &Path) -> Result<()> {
     }
 }
 
-/// Removes staging folders whose owning process is gone (a killed unpack).
-fn clean_stale_staging(base: &Path) {
+/// Removes the entries named `prefix` + pid whose process is gone: staging folders of a
+/// killed unpack, downloads of a killed fetch.
+pub(crate) fn clean_stale(base: &Path, prefix: &str) {
     let Ok(entries) = fs_err::read_dir(base) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(STAGING_PREFIX) else {
+        let Some(rest) = name.strip_prefix(prefix) else {
             continue;
         };
         let pid = rest.split('-').next().unwrap_or_default();
         if pid == std::process::id().to_string() || process_alive(pid) {
             continue;
         }
-        let _ = fs_err::remove_dir_all(entry.path());
+        let path = entry.path();
+        let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            fs_err::remove_dir_all(path)
+        } else {
+            fs_err::remove_file(path)
+        };
     }
 }
 

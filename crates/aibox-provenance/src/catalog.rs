@@ -345,6 +345,7 @@ impl Catalog {
             });
         }
         let Some(t) = self.tiers.get(tier) else {
+            // A tier's `extends` naming no tier is the release's slip, not the user's.
             warnings.push(format!("unknown package tier `{tier}` ignored"));
             return Ok(());
         };
@@ -360,14 +361,17 @@ impl Catalog {
     /// Selection = tiers (with `extends`) + `include` − `exclude` + core skills, then
     /// every skill a selected skill `uses`, transitively (a cycle ends where it started;
     /// a dependency stays selected even when `[skills] exclude` names it, with a
-    /// warning). Unknown tier, skill and dependency names produce warnings, never errors;
-    /// a tier cycle is an error.
+    /// warning). Unknown skill and dependency names, a tier's `extends` naming no tier and
+    /// a default `packages` the release lacks produce warnings; a tier cycle, and another
+    /// name in `packages` that is no tier of the release (a typo would remove every skill
+    /// only that tier selects), are errors.
     pub fn select(
         &self,
         packages: &[String],
         include: &[String],
         exclude: &[String],
     ) -> Result<Selection> {
+        self.check_packages(packages)?;
         let mut warnings = Vec::new();
         let mut wanted = BTreeSet::new();
         for p in packages {
@@ -427,6 +431,30 @@ impl Catalog {
             skills,
             dependencies,
             warnings,
+        })
+    }
+
+    /// Refuses a name in `packages` that is not a tier of the release, with the nearest
+    /// tier name when one is close. The default (`["product"]`, what a project that never
+    /// chose gets) stays a warning: a release without that tier installs its core skills.
+    fn check_packages(&self, packages: &[String]) -> Result<()> {
+        if packages == aibox_config::ContextSection::default().packages.as_slice() {
+            return Ok(());
+        }
+        let Some(name) = packages.iter().find(|p| !self.tiers.contains_key(*p)) else {
+            return Ok(());
+        };
+        let suggestion = aibox_config::closest(name, self.tiers.keys().map(String::as_str))
+            .map_or_else(String::new, |t| format!("; did you mean `{t}`?"));
+        let known: Vec<&str> = self.tiers.keys().map(String::as_str).collect();
+        Err(ProvenanceError::UnknownPackage {
+            name: name.clone(),
+            suggestion,
+            known: if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            },
         })
     }
 

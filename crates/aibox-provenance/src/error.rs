@@ -318,6 +318,27 @@ pub enum ProvenanceError {
         chain: String,
     },
 
+    /// `[context] packages` names a package tier the release does not have. Ignoring it
+    /// (as earlier versions did, with a warning) removed every skill only that tier
+    /// selected: a typo uninstalled content.
+    #[error(
+        "`[context] packages` names `{name}`, which is not a package tier of this processkit release{suggestion}"
+    )]
+    #[diagnostic(
+        code(aibox::provenance::unknown_package),
+        help(
+            "fix the name in aibox.toml (`aibox config set context.packages '[\"…\"]'`), then run `aibox apply`; nothing was written. The release's tiers: {known}"
+        )
+    )]
+    UnknownPackage {
+        /// The name as written.
+        name: String,
+        /// `; did you mean `x`?`, or empty.
+        suggestion: String,
+        /// The release's tiers, comma-separated.
+        known: String,
+    },
+
     /// MCP configurations reference scripts that do not exist or are not allowed.
     #[error("{} MCP server script(s) missing or invalid: {}", scripts.len(), scripts.join(", "))]
     #[diagnostic(
@@ -395,6 +416,7 @@ impl ProvenanceError {
             | Self::InsecureUrl { .. }
             | Self::Version { .. }
             | Self::Config { .. }
+            | Self::UnknownPackage { .. }
             | Self::UnsafeDestination { .. }
             | Self::Record { .. } => ErrorKind::User,
             Self::Io { .. }

@@ -263,6 +263,13 @@ impl Payload {
                 continue;
             };
             let target = view.join(rel);
+            if below_a_link(&view, rel) {
+                // The copy keeps a link as a link, so a path below one leads out of the
+                // private copy (QA26: a dry run rewrote the files of a folder outside the
+                // project that a skill's `mcp` link pointed at). The apply never writes
+                // through a link either (it refuses): the review sees the link.
+                continue;
+            }
             match a {
                 crate::After::Live => {}
                 crate::After::Absent => remove_entry(&target)?,
@@ -1176,7 +1183,11 @@ fn unpack_entries(
     // checked, still under the cap; the rest of the input counts for the archive digest.
     let mut capped = archive.into_inner();
     std::io::copy(&mut capped, &mut std::io::sink()).map_err(|e| corrupt(&e))?;
-    let mut tapped = capped.inner.into_inner().into_inner();
+    let mut tapped = capped
+        .inner
+        .into_inner()
+        .into_inner()
+        .ok_or_else(|| corrupt(&"the gzip stream failed"))?;
     std::io::copy(&mut tapped, &mut std::io::sink()).map_err(|e| corrupt(&e))?;
     Ok(Entries { files, top_tag })
 }
@@ -1786,11 +1797,17 @@ impl<'p> PackWriter<'p> {
     }
 }
 
+/// Prefix of the review's temporary folders (followed by the owning process's pid).
+const REVIEW_PREFIX: &str = "aibox-review-";
+
 /// A new private temporary folder for a copy of the release folder `dir`, and the path
 /// of the copy in it (named as `dir` is, not created yet).
 fn review_folder(dir: &str) -> Result<(tempfile::TempDir, PathBuf)> {
+    // Named after this process: one an interrupted run left (Ctrl-C during the review)
+    // is removed here by the next run.
+    crate::cache::clean_stale(&std::env::temp_dir(), REVIEW_PREFIX);
     let temp = tempfile::Builder::new()
-        .prefix("aibox-review-")
+        .prefix(&format!("{REVIEW_PREFIX}{}-", std::process::id()))
         .tempdir()
         .map_err(|e| ProvenanceError::io("create a temporary folder in", "$TMPDIR", e))?;
     let name = dir.rsplit('/').next().unwrap_or(dir);
@@ -1815,6 +1832,15 @@ fn copy_as_is(from: &Path, to: &Path) -> Result<()> {
         let kind = fs_err::symlink_metadata(&src)
             .map_err(|e| ProvenanceError::io("inspect", &src, e))?
             .file_type();
+        if kind.is_file()
+            && entry
+                .file_name()
+                .to_str()
+                .is_some_and(aibox_fs::is_temp_name)
+        {
+            // A killed apply's temp file: not the skill's (the next apply removes it).
+            continue;
+        }
         if kind.is_dir() {
             copy_as_is(&src, &dst)?;
         } else if kind.is_symlink() {
@@ -1827,6 +1853,18 @@ fn copy_as_is(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether a folder on the way from `view` to its relative path `rel` is a symbolic link
+/// (or not a folder at all), so that `view.join(rel)` does not stay below `view`.
+fn below_a_link(view: &Path, rel: &str) -> bool {
+    let mut at = view.to_path_buf();
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    parts.pop();
+    parts.into_iter().any(|part| {
+        at.push(part);
+        fs_err::symlink_metadata(&at).is_ok_and(|m| !m.is_dir())
+    })
 }
 
 /// Removes whatever is at `path` (a file, a link, a folder), if anything.
@@ -2307,5 +2345,91 @@ mod tests {
             "old py"
         );
         assert!(live.join("gone.md").exists());
+    }
+
+    /// A release compressed as several gzip members (`cat a.gz b.gz`, `bgzip`, `pigz
+    /// --independent`) is read whole, as GNU gzip reads it (QA26: it was cut at its first
+    /// member and refused as "not a processkit release").
+    #[test]
+    fn a_multi_member_gzip_release_is_read_whole() {
+        use aibox_test_support::http::release::SyntheticRelease;
+        let release = SyntheticRelease::processkit_like("v0.28.3", false);
+        let whole = read_archive(&release.tar_gz(), "t", None, &ExtractLimits::default()).unwrap();
+        let plain = tar(&release.entries());
+        // Cut mid-entry, at an odd offset: members need not end at a tar block.
+        let cut = plain.len() / 2 + 7;
+        let mut members = gzip(&plain[..cut]);
+        members.extend(gzip(&plain[cut..]));
+        let split = read_archive(&members, "t", None, &ExtractLimits::default()).unwrap();
+        assert_eq!(split.files.len(), whole.files.len());
+        assert!(split.files.len() > 800, "{}", split.files.len());
+        assert!(*split.files == *whole.files);
+    }
+
+    /// A review folder an interrupted run left (its process is gone) is removed by the
+    /// next review; the new one is named after this process.
+    #[test]
+    fn a_review_folder_of_a_dead_process_is_removed() {
+        let stale = std::env::temp_dir().join("aibox-review-999999999-qa26");
+        fs_err::create_dir_all(stale.join("s")).unwrap();
+        fs_err::write(stale.join("s/server.py"), "left").unwrap();
+        let (temp, copy) = review_folder("context/skills/c/s").unwrap();
+        assert!(!stale.exists());
+        let name = temp
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            name.starts_with(&format!("aibox-review-{}-", std::process::id())),
+            "{name}"
+        );
+        assert!(copy.ends_with("s"));
+    }
+
+    /// A folder of the live skill that is a link (here to a folder outside the project)
+    /// stays a link in the view, and nothing is written or removed through it (QA26: a
+    /// dry run rewrote the outside folder's files with the release's).
+    #[test]
+    fn folder_after_never_writes_through_a_linked_folder() {
+        use crate::After;
+        let dir = "context/skills/c/s";
+        let payload = read_archive(
+            &gzip(&tar(&[
+                TarEntry::dir("processkit-v1.0.0/"),
+                TarEntry::file(
+                    "processkit-v1.0.0/context/skills/c/s/mcp/server.py",
+                    "release py",
+                ),
+                TarEntry::file("processkit-v1.0.0/context/skills/c/s/mcp/gone.md", "x"),
+            ])),
+            "t",
+            None,
+            &ExtractLimits::default(),
+        )
+        .unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs_err::write(outside.path().join("server.py"), "outside py").unwrap();
+        fs_err::write(outside.path().join("gone.md"), "outside md").unwrap();
+        let live = root.path().join(dir);
+        fs_err::create_dir_all(&live).unwrap();
+        std::os::unix::fs::symlink(outside.path(), live.join("mcp")).unwrap();
+        let after: BTreeMap<String, After> = [
+            (
+                format!("{dir}/mcp/server.py"),
+                After::Release(Arc::from("context/skills/c/s/mcp/server.py")),
+            ),
+            (format!("{dir}/mcp/gone.md"), After::Absent),
+        ]
+        .into_iter()
+        .collect();
+        let view = payload.folder_after(dir, root.path(), &after).unwrap();
+        let link = fs_err::symlink_metadata(view.path().join("mcp")).unwrap();
+        assert!(link.file_type().is_symlink());
+        let read = |p: &str| fs_err::read_to_string(outside.path().join(p)).unwrap();
+        assert_eq!(read("server.py"), "outside py");
+        assert_eq!(read("gone.md"), "outside md");
     }
 }

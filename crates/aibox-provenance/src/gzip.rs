@@ -1,11 +1,14 @@
-//! One gzip member (RFC 1952) inflated as a stream: the header checked and skipped, the
-//! deflate data inflated, and the trailer's CRC-32 and length checked at the end.
+//! A gzip file (RFC 1952) inflated as a stream: each member's header checked and skipped,
+//! its deflate data inflated, and its trailer's CRC-32 and length checked at its end;
+//! then the next member, when another gzip header follows, as GNU gzip reads them (`cat
+//! a.gz b.gz`, `bgzip` and `pigz --independent` write several; QA26: a release made so
+//! was cut at its first member and refused as "not a processkit release"). Anything
+//! else after a member is left in the input (the archive digest still covers it).
 //!
-//! `flate2`'s `GzDecoder` does the same, but computes the CRC with a table routine that
-//! costs more than the SIMD one of `crc32fast`; with the larger read buffer the caller
-//! puts on top, a release's inflating took 30 % less time (`cargo xtask bench`, cold
-//! first install). Only the first member is read, as `GzDecoder` does; what follows it
-//! is left in the input.
+//! `flate2`'s `MultiGzDecoder` does the same, but computes the CRC with a table routine
+//! that costs more than the SIMD one of `crc32fast`; with the larger read buffer the
+//! caller puts on top, a release's inflating took 30 % less time (`cargo xtask bench`,
+//! cold first install).
 
 use std::io::{BufRead, Read};
 
@@ -16,17 +19,21 @@ const FNAME: u8 = 0x08;
 const FCOMMENT: u8 = 0x10;
 const RESERVED: u8 = 0xe0;
 
-/// The decompressed bytes of the first gzip member of `R`.
+/// The first byte of a gzip header.
+const MAGIC0: u8 = 0x1f;
+
+/// The decompressed bytes of the gzip members of `R`.
 pub(crate) struct Member<R> {
-    inflate: flate2::bufread::DeflateDecoder<R>,
+    /// The current member's decoder; `None` only when starting the next one failed.
+    inflate: Option<flate2::bufread::DeflateDecoder<R>>,
     crc: crc32fast::Hasher,
-    /// The length so far, modulo 2^32 as the trailer records it.
+    /// The member's length so far, modulo 2^32 as its trailer records it.
     len: u32,
     done: bool,
 }
 
 impl<R: BufRead> Member<R> {
-    /// Reads and checks the header from `input`, which is then at the deflate data.
+    /// Reads and checks the first header from `input`, which is then at the deflate data.
     ///
     /// # Errors
     /// Not a gzip stream (magic, method, reserved flags), a header that ends early, or a
@@ -34,22 +41,30 @@ impl<R: BufRead> Member<R> {
     pub(crate) fn new(mut input: R) -> std::io::Result<Self> {
         read_header(&mut input)?;
         Ok(Self {
-            inflate: flate2::bufread::DeflateDecoder::new(input),
+            inflate: Some(flate2::bufread::DeflateDecoder::new(input)),
             crc: crc32fast::Hasher::new(),
             len: 0,
             done: false,
         })
     }
 
-    /// The input, positioned after the member once it was read to its end.
-    pub(crate) fn into_inner(self) -> R {
-        self.inflate.into_inner()
+    /// The input, positioned after the last member once it was read to its end (`None`
+    /// after an error starting a member).
+    pub(crate) fn into_inner(self) -> Option<R> {
+        self.inflate
+            .map(flate2::bufread::DeflateDecoder::into_inner)
+    }
+
+    fn decoder(&mut self) -> std::io::Result<&mut flate2::bufread::DeflateDecoder<R>> {
+        self.inflate
+            .as_mut()
+            .ok_or_else(|| invalid("the gzip stream failed before"))
     }
 
     /// The trailer after the deflate data: its CRC-32 and length against what came out.
     fn check_trailer(&mut self) -> std::io::Result<()> {
         let mut trailer = [0u8; 8];
-        self.inflate
+        self.decoder()?
             .get_mut()
             .read_exact(&mut trailer)
             .map_err(|e| match e.kind() {
@@ -66,28 +81,50 @@ impl<R: BufRead> Member<R> {
         }
         Ok(())
     }
+
+    /// After a member's trailer: starts the next member when a gzip header follows
+    /// (`true`), else leaves the input where it is.
+    fn next_member(&mut self) -> std::io::Result<bool> {
+        if self.decoder()?.get_mut().fill_buf()?.first() != Some(&MAGIC0) {
+            return Ok(false);
+        }
+        let Some(ended) = self.inflate.take() else {
+            return Err(invalid("the gzip stream failed before"));
+        };
+        // A new decoder: the old one's state is at the end of its member.
+        let mut input = ended.into_inner();
+        read_header(&mut input)?;
+        self.inflate = Some(flate2::bufread::DeflateDecoder::new(input));
+        self.crc = crc32fast::Hasher::new();
+        self.len = 0;
+        Ok(true)
+    }
 }
 
 impl<R: BufRead> Read for Member<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.done || buf.is_empty() {
-            return Ok(0);
+        loop {
+            if self.done || buf.is_empty() {
+                return Ok(0);
+            }
+            let n = self.decoder()?.read(buf)?;
+            if n == 0 {
+                // The end of the deflate data, or of the input before it (then the
+                // trailer read fails, or its CRC does not match).
+                self.check_trailer()?;
+                if !self.next_member()? {
+                    self.done = true;
+                }
+                continue;
+            }
+            self.crc.update(&buf[..n]);
+            // The trailer keeps the length modulo 2^32.
+            #[allow(clippy::cast_possible_truncation)]
+            {
+                self.len = self.len.wrapping_add(n as u32);
+            }
+            return Ok(n);
         }
-        let n = self.inflate.read(buf)?;
-        if n == 0 {
-            // The end of the deflate data, or of the input before it (then the trailer
-            // read fails, or its CRC does not match).
-            self.check_trailer()?;
-            self.done = true;
-            return Ok(0);
-        }
-        self.crc.update(&buf[..n]);
-        // The trailer keeps the length modulo 2^32.
-        #[allow(clippy::cast_possible_truncation)]
-        {
-            self.len = self.len.wrapping_add(n as u32);
-        }
-        Ok(n)
     }
 }
 
@@ -101,7 +138,7 @@ fn read_header(input: &mut impl BufRead) -> std::io::Result<()> {
     let mut crc = crc32fast::Hasher::new();
     let mut fixed = [0u8; 10];
     read_hashed(input, &mut fixed, &mut crc)?;
-    if fixed[..2] != [0x1f, 0x8b] {
+    if fixed[..2] != [MAGIC0, 0x8b] {
         return Err(invalid("not gzip data (no gzip magic number)"));
     }
     if fixed[2] != 8 {
@@ -224,17 +261,30 @@ mod tests {
     }
 
     #[test]
-    fn reads_one_member_and_leaves_what_follows() {
-        let mut two = plain(b"first");
-        let first_len = two.len();
-        two.extend(plain(b"second"));
-        let mut input = &two[..];
+    fn reads_every_member_and_leaves_what_follows() {
+        let mut three = plain(b"first ");
+        three.extend(plain(b""));
+        three.extend(plain(b"second"));
+        let members_len = three.len();
+        // Not a gzip header: left in the input (zero padding, say).
+        three.extend([0u8; 7]);
+        let mut input = &three[..];
         let mut m = Member::new(&mut input).unwrap();
         let mut out = Vec::new();
         m.read_to_end(&mut out).unwrap();
-        assert_eq!(out, b"first");
+        assert_eq!(out, b"first second");
         drop(m);
-        assert_eq!(input.len(), two.len() - first_len);
+        assert_eq!(input.len(), three.len() - members_len);
+        // A damaged second member is an error, as the first would be.
+        let mut bad = plain(b"first");
+        let mut second = plain(b"second");
+        let at = second.len() - 8;
+        second[at] ^= 1;
+        bad.extend(second);
+        assert!(err(&bad).contains("CRC-32"));
+        let mut cut = plain(b"first");
+        cut.extend(&plain(b"second")[..12]);
+        assert!(decode(&cut).is_err());
     }
 
     #[test]

@@ -304,6 +304,10 @@ pub struct InstallPlan {
 pub struct Hints<'a> {
     /// The intent record of an interrupted run (see [`plan_resume`]).
     pub interrupted: Option<&'a Intent>,
+    /// The release that run was installing, when it is not the one planned now and is at
+    /// hand (the download cache): a file that run was creating when it was killed is
+    /// then known by its bytes and removed with the rest of its work.
+    pub abandoned_release: Option<&'a Payload>,
     /// The stat cache of the last apply: unchanged files are not re-hashed.
     pub stat_cache: Option<&'a StatCache>,
 }
@@ -607,6 +611,37 @@ fn holds_prefix(path: &Path, payload: &Payload, release_path: &str) -> Result<bo
     Ok(same)
 }
 
+/// How the plan sees the file `path` (whose digest is `now`) when an unfinished run was
+/// creating it in place and was killed while writing it (it holds a prefix of that run's
+/// bytes): for the run resumed (its intent record and the release planned now), as the
+/// file that run found absent, so it is completed; for a run this plan undoes (its record
+/// and, when at hand, its release), as that run's complete file, so it goes with the
+/// rest of its work ([`restore_own`]). `None` for any other file.
+fn killed_mid_creation(
+    (root, path, now): (&Path, &str, Sha256),
+    (payload, entry, resumed): (&Payload, Option<&InstallEntry<'_>>, Option<&Intent>),
+    (abandoned_release, abandoned): (Option<&Payload>, Option<&Intent>),
+) -> Result<Option<Live>> {
+    let creating = |i: &Intent| {
+        i.writes
+            .get(path)
+            .filter(|w| w.before.is_none() && now != w.new)
+    };
+    if let Some((release_path, _, _)) = entry
+        && resumed.and_then(creating).is_some()
+        && holds_prefix(&root.join(path), payload, release_path)?
+    {
+        return Ok(Some(Live::Missing));
+    }
+    if let Some(planned) = abandoned.and_then(creating)
+        && let Some(theirs) = abandoned_release.filter(|p| p.files.contains_key(path))
+        && holds_prefix(&root.join(path), theirs, path)?
+    {
+        return Ok(Some(Live::File(planned.new)));
+    }
+    Ok(None)
+}
+
 /// Folders of the project found missing while scanning: every path below one is absent
 /// without a lookup of its own (a first install looks up `context/` once, not each of its
 /// thousands of files).
@@ -785,6 +820,37 @@ fn as_planned(live: Live, path: &str, resume: Option<&Intent>) -> Live {
     }
 }
 
+/// The action for a path an unfinished run of aibox changed (`actual` is not `planned`,
+/// the state before that run, see [`as_planned`]), when the plan would do nothing: the
+/// plan leaves the path as it was before that run, so that run's work is undone. Such
+/// a run writes and removes only untouched files, so the state before it is the
+/// release's file (written again) or none (the file it created is removed).
+fn restore_own(action: Action, actual: Live, planned: Live, upstream: Option<Sha256>) -> Action {
+    if action != Action::None || actual == planned {
+        return action;
+    }
+    match (planned, actual) {
+        (Live::File(before), _) if Some(before) == upstream => Action::Write,
+        (Live::Missing, Live::File(_)) => Action::Remove,
+        _ => action,
+    }
+}
+
+/// The record of an interrupted run as the plan takes it: resumed when it still applies
+/// ([`applicable`]), else undone when that run started from the marker in place (it
+/// never finished); ignored otherwise.
+fn unfinished(
+    interrupted: Option<&Intent>,
+    release: &VerifiedRelease,
+    b: &Basis<'_>,
+) -> (Option<Intent>, Option<Intent>) {
+    let resumed = applicable(interrupted, release, b.base_marker_sha256, &b.skills).cloned();
+    let abandoned = interrupted
+        .filter(|i| resumed.is_none() && i.base_marker_sha256 == b.base_marker_sha256)
+        .cloned();
+    (resumed, abandoned)
+}
+
 /// The intent record of an interrupted run, when it still applies: same release, same
 /// selection, and the marker it started from still in place.
 fn applicable<'a>(
@@ -827,13 +893,19 @@ type InstallSet<'a> = BTreeMap<Cow<'a, str>, InstallEntry<'a>>;
 fn classified_paths<'a, 's: 'a>(
     new_set: &'a InstallSet<'s>,
     old: Option<&'a Marker>,
+    own: Option<&'a Intent>,
 ) -> impl Iterator<Item = (&'a str, Option<&'a InstallEntry<'s>>)> + 'a {
     let recorded = old.into_iter().flat_map(|m| {
         let listed = |t: &'a PathTable<Sha256>| t.keys().map(|p| (p, None));
         merge_sorted(listed(&m.files), listed(&m.user_files))
     });
+    // And what an unfinished run of aibox wrote: a file it created that neither install
+    // has is still its work.
+    let written = own
+        .into_iter()
+        .flat_map(|i| i.writes.iter().map(|(p, _)| (p, None)));
     merge_sorted(
-        recorded,
+        merge_sorted(recorded, written),
         new_set.iter().map(|(p, entry)| (&**p, Some(entry))),
     )
 }
@@ -855,14 +927,14 @@ fn three_way(
     new_set: &InstallSet<'_>,
     old: Option<&Marker>,
     live_states: &SharedPathTable<Live>,
-    resume: Option<&Intent>,
+    own: Option<&Intent>,
     warnings: &mut Vec<String>,
 ) -> Result<ThreeWay> {
     // The previous install's digest of a path, looked up in the marker's own tables (a
     // merged copy of them was one more map of every installed path).
     // Sized once: growing by doubling held the old and the new buffer together.
     let mut t = ThreeWay {
-        decisions: Vec::with_capacity(classified_paths(new_set, old).count()),
+        decisions: Vec::with_capacity(classified_paths(new_set, old, own).count()),
         ..ThreeWay::default()
     };
     // Skill folders the previous install put there and the user deleted whole: a new
@@ -871,7 +943,7 @@ fn three_way(
     // a folder's files are consecutive. Folder → the new files left out.
     let mut deleted = DeletedFolders::default();
     let mut kept_deleted: BTreeMap<String, usize> = BTreeMap::new();
-    for (path, entry) in classified_paths(new_set, old) {
+    for (path, entry) in classified_paths(new_set, old, own) {
         let r = base_digest(old, path);
         let c = entry.map(|(_, f, _)| f.sha256);
         let actual = live_states.get(path).copied().unwrap_or(Live::Missing);
@@ -879,13 +951,14 @@ fn three_way(
             Live::File(h) => Some(h),
             _ => None,
         };
-        let live = as_planned(actual, path, resume);
+        let live = as_planned(actual, path, own);
         let PathDecision {
             class,
-            action,
+            mut action,
             user_owned,
             in_deleted_folder,
         } = decide_path((path, r, entry), old, &live, live_states, &mut deleted);
+        action = restore_own(action, actual, live, c);
         if let Some(dir) = in_deleted_folder {
             *kept_deleted.entry(dir).or_default() += 1;
         }
@@ -918,6 +991,9 @@ fn three_way(
                     t.parked
                         .push(FileWrite::from_payload(payload, release_path, to())?);
                 }
+                // A file an unfinished run created where this plan leaves none
+                // ([`restore_own`]).
+                Action::Remove => t.removals.push(path.to_owned()),
                 _ => {}
             }
             t.decisions.push(FileDecision {
@@ -939,9 +1015,20 @@ fn three_way(
                 }
                 t.removals.push(path.to_owned());
             } else if action == Action::Keep {
-                warnings.push(format!(
-                    "`{path}` was removed upstream but has local changes; kept"
-                ));
+                // Deselected (the release still ships it) is not removed upstream, and a
+                // settings file the skill writes is kept unchanged or not (QA26).
+                let gone = if payload.files.contains_key(path) {
+                    "belongs to a skill that is no longer selected"
+                } else {
+                    "was removed upstream"
+                };
+                let edited = !matches!(actual, Live::File(h) if Some(h) == r);
+                let why = if edited {
+                    "has local changes"
+                } else {
+                    "is a settings file the skill may write, which aibox never removes"
+                };
+                warnings.push(format!("`{path}` {gone} but {why}; kept"));
             }
             t.decisions.push(FileDecision {
                 path: Arc::from(path),
@@ -1089,6 +1176,7 @@ pub fn after_apply(
     // without the install set of every release file (5 ms of a 10x no-op apply).
     if let Some(m) = live.parsed_marker.as_ref()
         && live.interrupted.is_none()
+        && live.abandoned.is_none()
         && m.install.processkit_version == release.version
         && m.manifest.release_asset_sha256 == Some(release.digest)
         && m.install.skills.iter().eq(catalog
@@ -1100,10 +1188,10 @@ pub fn after_apply(
         return Ok(out);
     }
     let b = scanned_basis(release, catalog, opts, live)?;
-    let resume = live.interrupted.as_ref();
+    let own = live.interrupted.as_ref().or(live.abandoned.as_ref());
     let mut out: BTreeMap<String, BTreeMap<String, After>> = BTreeMap::new();
     let mut deleted = DeletedFolders::default();
-    for (path, entry) in classified_paths(&b.new_set, b.old) {
+    for (path, entry) in classified_paths(&b.new_set, b.old, own) {
         let Some((category, skill)) = skill_of(path) else {
             continue;
         };
@@ -1112,7 +1200,7 @@ pub fn after_apply(
             continue;
         }
         let actual = live.files.get(path).copied().unwrap_or(Live::Missing);
-        let planned = as_planned(actual, path, resume);
+        let planned = as_planned(actual, path, own);
         let base = base_digest(b.old, path);
         let decided = decide_path(
             (path, base, entry),
@@ -1121,7 +1209,8 @@ pub fn after_apply(
             &live.files,
             &mut deleted,
         );
-        let after = match (decided.action, entry) {
+        let action = restore_own(decided.action, actual, planned, entry.map(|e| e.1.sha256));
+        let after = match (action, entry) {
             (Action::Write, Some((release_path, _, _))) => After::Release(Arc::clone(release_path)),
             (Action::Remove, _) => After::Absent,
             // Kept, or nothing to do: what is there now stays (a file already equal to
@@ -1271,6 +1360,12 @@ pub struct LiveScan {
     pub files: SharedPathTable<Live>,
     /// The interrupted run's intent record, when it still applies.
     pub interrupted: Option<Intent>,
+    /// The interrupted run's intent record when it does not apply (another release or
+    /// selection) but that run started from the marker in place, so it never finished:
+    /// the files it wrote or removed are aibox's own work, put where this plan leaves
+    /// them rather than kept as local edits (QA26: pinning the old version back after a
+    /// killed upgrade kept half the new release as "your edits").
+    pub abandoned: Option<Intent>,
     /// Digest of the live snapshot's `PROVENANCE.toml` of the release's version.
     pub snapshot_provenance: Option<Sha256>,
     /// Snapshot directories of other versions (root-relative). Their files are listed
@@ -1395,13 +1490,13 @@ pub fn scan(
                 })
                 .ok(),
         };
-        let interrupted =
-            applicable(hints.interrupted, release, b.base_marker_sha256, &b.skills).cloned();
+        let (interrupted, abandoned) = unfinished(hints.interrupted, release, &b);
+        let own = interrupted.as_ref().or(abandoned.as_ref());
         let mut cache_misses = 0;
         let mut files = SharedPathTable::default();
         let mut missing = MissingDirs::default();
         // In order: the paths come sorted (the stat cache is read in that order too).
-        for (path, entry) in classified_paths(&b.new_set, b.old) {
+        for (path, entry) in classified_paths(&b.new_set, b.old, own) {
             if missing.holds(path) {
                 continue;
             }
@@ -1410,15 +1505,13 @@ pub fn scan(
                 missing.note(root, path);
             }
             if let Live::File(now) = live
-                && let Some(planned) = interrupted.as_ref().and_then(|i| i.writes.get(path))
-                && planned.before.is_none()
-                && now != planned.new
-                && let Some((release_path, _, _)) = entry
-                && holds_prefix(&root.join(path), &release.payload, release_path)?
+                && let Some(seen) = killed_mid_creation(
+                    (root, path, now),
+                    (&release.payload, entry, interrupted.as_ref()),
+                    (hints.abandoned_release, abandoned.as_ref()),
+                )?
             {
-                // The interrupted run created this file in place and was killed while
-                // writing it: it is completed as the file that run found absent.
-                live = Live::Missing;
+                live = seen;
             }
             if live != Live::Missing {
                 // Sorted and each once: appended, under the release's allocation of the
@@ -1466,6 +1559,7 @@ pub fn scan(
             parsed_marker: None,
             files,
             interrupted,
+            abandoned,
             snapshot_provenance,
             stale_snapshots,
             migration_ids,
@@ -1575,7 +1669,7 @@ pub fn plan_scanned(
         &b.new_set,
         b.old,
         &live.files,
-        resume,
+        resume.or(live.abandoned.as_ref()),
         &mut warnings,
     )?;
     // The record stays as its two tables until it is written, line by line, into its

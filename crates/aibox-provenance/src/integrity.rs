@@ -134,7 +134,8 @@ fn hash_live(path: &Path, buf: &mut [u8]) -> Option<Sha256> {
 /// of every path, sorted afterwards, was the peak of `doctor` (5.1 MB of a 30x
 /// processkit snapshot's paths). Siblings are sorted by name with a `/` after a
 /// folder's, which is the order of their paths: everything in a folder starts with its
-/// name and a `/`, so it sorts where that name with a `/` does.
+/// name and a `/`, so it sorts where that name with a `/` does. The writer's temp files
+/// a killed apply left ([`aibox_fs::is_temp_name`]) are not visited.
 pub fn walk_sorted(root: &Path, rel: &str, visit: &mut dyn FnMut(&str)) {
     let Ok(rd) = fs_err::read_dir(root.join(rel)) else {
         return;
@@ -144,6 +145,10 @@ pub fn walk_sorted(root: &Path, rel: &str, visit: &mut dyn FnMut(&str)) {
         .filter_map(|e| {
             let folder = e.file_type().ok()?.is_dir();
             let mut name = e.file_name().to_string_lossy().into_owned();
+            // A killed apply's temp file is nobody's content (the next apply removes it).
+            if !folder && aibox_fs::is_temp_name(&name) {
+                return None;
+            }
             if folder {
                 name.push('/');
             }

@@ -86,9 +86,17 @@ pub struct Origin<'a> {
     pub taken: &'a Existing,
 }
 
-/// Migration documents by id, with the version change each records (`from`, `to`) when
-/// its front matter reads.
-pub type Existing = std::collections::BTreeMap<String, Option<(String, String)>>;
+/// What is known of a migration document already in the project.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Known {
+    /// The version change it records (`from`, `to`), when its front matter reads.
+    pub change: Option<(String, String)>,
+    /// Whether it is pending (nobody has started settling it).
+    pub pending: bool,
+}
+
+/// Migration documents by id.
+pub type Existing = std::collections::BTreeMap<String, Known>;
 
 /// The migration documents in the project at `root`: pending, in progress and applied
 /// (file stems `MIG-...`).
@@ -105,23 +113,33 @@ pub fn existing_ids(root: &std::path::Path) -> Existing {
                     .ok()
                     .and_then(|t| Document::parse(&t).ok())
                     .and_then(|d| d.from_version.zip(d.to_version));
-                ids.insert(id.to_owned(), change);
+                ids.insert(
+                    id.to_owned(),
+                    Known {
+                        change,
+                        pending: dir == PENDING_DIR,
+                    },
+                );
             }
         }
     }
     ids
 }
 
-/// `MIG-<time>`, or with `-2`, `-3`, ... when a document of that id records another
-/// version change (two changes within one second: the second overwrote the first's
-/// document and parked copies). A document of the same change keeps its id: a resumed
-/// run completes its own.
+/// The id of the document for the version change `from` → `to`: the latest pending
+/// document of that change, which is brought up to date (an upgrade pinned back and
+/// made again meets the same conflicts: a second document listed them twice, and
+/// settling one left the other open, QA26); else `MIG-<time>`, or with `-2`, `-3`, ...
+/// when a document of that id records another version change (two changes within one
+/// second: the second overwrote the first's document and parked copies). A document of
+/// the same change keeps its id: a resumed run completes its own.
 fn free_id(now: &str, (from, to): (&str, &str), taken: &Existing) -> String {
+    let same = |k: &Known| k.change.as_ref().is_some_and(|(f, t)| f == from && t == to);
+    if let Some((id, _)) = taken.iter().rev().find(|(_, k)| k.pending && same(k)) {
+        return id.clone();
+    }
     let base = format!("MIG-{}", crate::time::compact(now));
-    let free = |id: &String| match taken.get(id) {
-        None => true,
-        Some(change) => change.as_ref().is_some_and(|(f, t)| f == from && t == to),
-    };
+    let free = |id: &String| taken.get(id).is_none_or(same);
     std::iter::once(base.clone())
         // One more candidate than there are documents: one of them is free.
         .chain((2..=taken.len() + 2).map(|n| format!("{base}-{n}")))

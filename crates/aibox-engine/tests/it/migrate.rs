@@ -700,6 +700,47 @@ fn a_pin_moved_back_is_a_downgrade_and_leaves_the_earlier_migration_stale() {
     );
 }
 
+/// Pinned back and then forward again, the upgrade meets the same conflicts: its first
+/// migration is brought up to date and is current again, not joined by a second one
+/// listing them twice (QA26: settling the newer left the older open, and `apply` and
+/// `doctor` kept warning about it).
+#[test]
+fn an_upgrade_made_again_reuses_its_pending_migration() {
+    let u = Upgraded::new();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    u.upgrade_to(&u.v1);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let again = u.upgrade_to(&u.v2);
+    let ids: Vec<&str> = again
+        .pending_migrations
+        .iter()
+        .map(|m| m.id.as_str())
+        .collect();
+    assert!(ids.contains(&u.id.as_str()), "{ids:?}");
+    let listing = migrate::list(&u.root).unwrap();
+    let upgrades: Vec<&str> = listing
+        .migrations
+        .iter()
+        .filter(|m| m.to_version.as_deref() == Some("v0.29.0"))
+        .map(|m| m.id.as_str())
+        .collect();
+    assert_eq!(upgrades, [u.id.as_str()]);
+    let m = listing.migrations.iter().find(|m| m.id == u.id).unwrap();
+    assert_eq!(m.state, "pending");
+    // Settling it settles the conflicts for good.
+    u.resolve(&[], Some(Resolution::Take(Side::Theirs)), false)
+        .unwrap();
+    let after = migrate::list(&u.root).unwrap();
+    assert!(
+        !after
+            .migrations
+            .iter()
+            .any(|m| m.state == "pending" && m.to_version.as_deref() == Some("v0.29.0")),
+        "{:?}",
+        after.migrations
+    );
+}
+
 /// A local directory source is read in place and then moves on (the owner edits the
 /// release there for the next version): the release `apply` installed is kept in the
 /// download cache under its tree digest, so the base version of a conflict is there to

@@ -512,6 +512,45 @@ fn bytecode_in_an_installed_skill_is_refused_naming_the_folder_to_delete() {
     );
 }
 
+/// What a killed apply leaves in a skill folder (a replacement's temp file, half
+/// written, and a writability probe) is nobody's content: the skill is still the
+/// release's, so the next apply is not refused by the review, and doctor and the
+/// integrity check do not count them as files added by hand (QA26: `SIGKILL` or Ctrl-C
+/// during an upgrade blocked every later apply until the files were found and deleted).
+#[test]
+fn a_killed_applys_temp_files_do_not_make_a_skill_third_party() {
+    let pk = install("\"product\"");
+    let (root, cache) = (pk.root.clone(), pk.cache.clone());
+    let server = fs_err::read(root.join(WORKITEM_SERVER)).unwrap();
+    let mcp = root.join(WORKITEM_SERVER).parent().unwrap().to_owned();
+    fs_err::write(
+        mcp.join(".server.py.aibox-tmp.4194305"),
+        &server[..server.len() / 2],
+    )
+    .unwrap();
+    fs_err::write(mcp.join(".aibox-probe.aibox-tmp.4194305"), "").unwrap();
+    let trust = aibox_engine::skills::trust_of_installed(&root, "workitem-management").unwrap();
+    assert_eq!(
+        trust.trust,
+        aibox_engine::skills::Trust::FirstParty,
+        "{}",
+        trust.why
+    );
+    apply(&root, &options(&cache)).unwrap();
+    let doctor = doctor_text(&root, &cache);
+    assert!(!doctor.contains("aibox-tmp"), "{doctor}");
+    let integrity = aibox_provenance::integrity(root.as_std_path()).unwrap();
+    assert_eq!(
+        integrity.status,
+        aibox_provenance::IntegrityStatus::Healthy,
+        "{integrity:?}"
+    );
+    // A file of the user's that only looks like one (no leading dot) still counts.
+    fs_err::write(mcp.join("notes.aibox-tmp.1"), "mine").unwrap();
+    let trust = aibox_engine::skills::trust_of_installed(&root, "workitem-management").unwrap();
+    assert_eq!(trust.trust, aibox_engine::skills::Trust::ThirdParty);
+}
+
 #[test]
 fn an_edited_installed_server_is_third_party_and_needs_a_consent_bound_to_its_content() {
     let pk = install("\"product\"");
@@ -675,6 +714,21 @@ fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
         fs_err::read_to_string(root.join("aibox.toml")).unwrap(),
         toml
     );
+    // QA26: `skill disable` of a typo saved it into `[skills] exclude` without a word,
+    // and the skill meant stayed installed. Refused the same way.
+    let err = aibox_engine::skills::disable(&root, "workitem-managment", Some(&cache)).unwrap_err();
+    assert_eq!(common::code(&err), "aibox::skill::unknown", "{err}");
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(
+        help.contains(
+            "did you mean `workitem-management`? (`aibox skill disable workitem-management`)"
+        ),
+        "{help}"
+    );
+    assert_eq!(
+        fs_err::read_to_string(root.join("aibox.toml")).unwrap(),
+        toml
+    );
     // Not known offline (not in this cache): accepted, and said so.
     let (_e, empty) = common::empty_project();
     let selection =
@@ -685,6 +739,14 @@ fn a_deleted_skill_folder_stays_deleted_and_is_deregistered_everywhere() {
             .as_deref()
             .is_some_and(|w| w.contains("not in the download cache")),
         "{selection:?}"
+    );
+    // A name `[skills] include` holds is taken off it, known or not (the cleanup).
+    let selection =
+        aibox_engine::skills::disable(&root, "workitem-managment", Some(&cache)).unwrap();
+    assert!(selection.unchecked.is_none(), "{selection:?}");
+    assert_eq!(
+        fs_err::read_to_string(root.join("aibox.toml")).unwrap(),
+        toml
     );
 }
 

@@ -254,6 +254,25 @@ fn a_damaged_unpacked_store_is_rebuilt_or_refused_never_installed() {
     fs_err::write(stale.join("pack"), "partial").unwrap();
     fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
     assert!(!stale.exists());
+
+    // So is a download a killed run left (QA26), when the next run downloads; one of a
+    // running process (pid 1) stays.
+    fs_err::remove_dir_all(&store).unwrap();
+    let archives = f.cache_dir.path().join("archives");
+    for entry in fs_err::read_dir(&archives).unwrap() {
+        fs_err::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let (dead, running) = (
+        archives.join(".download-999999999-x"),
+        archives.join(".download-1-x"),
+    );
+    fs_err::write(&dead, "partial").unwrap();
+    fs_err::write(&running, "in progress").unwrap();
+    let hits = f.server.hits().len();
+    fetch_release(&f.section(), f.project.path(), Some(&lock), &mut f.opts()).unwrap();
+    assert_eq!(f.server.hits().len(), hits + 1, "downloaded again");
+    assert!(!dead.exists());
+    assert!(running.exists());
 }
 
 #[test]

@@ -287,6 +287,18 @@ fn selection_changes_install_and_remove_only_untouched_files() {
         b"my notes",
         "edited file of a deselected skill kept"
     );
+    // Said as what happened: the skill was deselected, the release did not remove it
+    // (QA26).
+    assert!(
+        p.warnings.iter().any(|w| w
+            == &format!(
+                "`{edited}` belongs to a skill that is no longer selected but has local \
+                 changes; kept"
+            )),
+        "{:?}",
+        p.warnings
+    );
+    assert!(!p.warnings.iter().any(|w| w.contains("removed upstream")));
     assert!(
         root.join("context/skills/processkit/skill-gate/SKILL.md")
             .is_file(),
@@ -358,6 +370,12 @@ fn upgrade_keeps_every_local_edit_and_writes_a_migration() {
     assert_eq!(read(root, added), b"my own file\n");
     assert_eq!(read(root, settings), b"verbose = true\n");
     assert_eq!(read(root, removed_edited), b"kept schema\n");
+    assert!(
+        p.warnings.iter().any(|w| w
+            == &format!("`{removed_edited}` was removed upstream but has local changes; kept")),
+        "{:?}",
+        p.warnings
+    );
     assert_eq!(read(root, removed_skill), b"kept skill doc\n");
     assert!(!root.join(removed_skill_untouched).exists());
     assert_eq!(read(root, upstream_only), v2.files[upstream_only].0);
@@ -603,37 +621,76 @@ fn missing_scripts_stop_before_writing() {
     );
 }
 
-#[test]
-fn tier_cycle_is_an_error() {
+/// A minimal release with the package tier files `tiers` (name, YAML text).
+fn with_tiers(tiers: &[(&str, &str)]) -> SyntheticRelease {
+    let mut release = SyntheticRelease::minimal("v1.0.0");
+    for (name, yaml) in tiers {
+        release.files.insert(
+            format!(".processkit/packages/{name}.yaml"),
+            (yaml.as_bytes().to_vec(), 0o644),
+        );
+    }
+    release.restamp();
+    release
+}
+
+/// The plan of `release` into a fresh project with `packages` selected.
+fn plan_packages(
+    release: &SyntheticRelease,
+    packages: &[&str],
+) -> aibox_provenance::Result<aibox_provenance::InstallPlan> {
     let d = dirs();
-    let mut v1 = SyntheticRelease::minimal("v1.0.0");
-    v1.files.insert(
-        ".processkit/packages/a.yaml".into(),
-        (
-            b"metadata: {name: a}\nspec: {extends: [b]}\n".to_vec(),
-            0o644,
-        ),
-    );
-    v1.files.insert(
-        ".processkit/packages/b.yaml".into(),
-        (
-            b"metadata: {name: b}\nspec: {extends: [a]}\n".to_vec(),
-            0o644,
-        ),
-    );
-    v1.restamp();
-    let err = plan(
+    plan(
         d.project.path(),
         d.store.path(),
-        &v1,
+        release,
         &Setup {
-            packages: &["a"],
+            packages,
             ..Setup::default()
         },
     )
-    .unwrap_err();
+}
+
+#[test]
+fn tier_cycle_is_an_error() {
+    let v1 = with_tiers(&[
+        ("a", "metadata: {name: a}\nspec: {extends: [b]}\n"),
+        ("b", "metadata: {name: b}\nspec: {extends: [a]}\n"),
+    ]);
+    let err = plan_packages(&v1, &["a"]).unwrap_err();
     assert!(matches!(err, ProvenanceError::TierCycle { .. }), "{err}");
     assert!(err.to_string().contains("a -> b -> a"), "{err}");
+}
+
+/// A package tier the release does not have is refused, with the nearest name, before
+/// anything is planned: ignored, a typo removed every skill only that tier selected
+/// (QA26: `packages = ["prodcut"]` uninstalled 319 files). A tier's own `extends`
+/// naming no tier is the release's slip: a warning.
+#[test]
+fn an_unknown_package_tier_is_an_error_not_an_uninstall() {
+    let v1 = with_tiers(&[(
+        "product",
+        "metadata: {name: product}\nspec: {extends: [gone]}\n",
+    )]);
+    let err = plan_packages(&v1, &["prodcut"]).unwrap_err();
+    assert!(
+        matches!(err, ProvenanceError::UnknownPackage { .. }),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("`prodcut`") && text.contains("did you mean `product`?"),
+        "{text}"
+    );
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+    let ok = plan_packages(&v1, &["product"]).unwrap();
+    assert!(
+        ok.warnings
+            .iter()
+            .any(|w| w.contains("unknown package tier `gone` ignored")),
+        "{:?}",
+        ok.warnings
+    );
 }
 
 #[cfg(unix)]

@@ -140,3 +140,132 @@ fn a_complete_file_with_other_bytes_is_not_taken_for_a_partial_one() {
         );
     }
 }
+
+/// Every file below `root` (relative path → bytes), the stat cache aside.
+fn tree(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs_err::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                out.insert(rel, fs_err::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// An upgrade killed halfway (some files replaced, some created, some removed; the
+/// marker not yet written), then the old version pinned again: the plan puts every file
+/// the killed run touched back as the old release has it, and removes the ones it
+/// created. Nothing of the new release is kept as a "local edit" (QA26). A file the
+/// user edited before the upgrade stays theirs.
+#[test]
+fn pinning_the_old_version_back_after_a_killed_upgrade_undoes_its_work() {
+    let project = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let (v1, v2) = (
+        SyntheticRelease::generate("v1.0.0", false),
+        SyntheticRelease::generate("v2.0.0", true),
+    );
+    let (s1, s2) = (
+        common::publish(&v1, store.path()),
+        common::publish(&v2, store.path()),
+    );
+    let setup = Setup::default();
+    common::install_section(root, &s1, &setup);
+    let edited = "context/skills/processkit/processkit-skill-06/SKILL.md";
+    fs_err::write(root.join(edited), "my edit\n").unwrap();
+    let before = tree(root);
+
+    let upgrade = common::plan_section(root, &s2, &setup).unwrap();
+    let intent = upgrade
+        .intent
+        .as_ref()
+        .and_then(|i| Intent::parse(&i.render()))
+        .unwrap();
+    // The killed run: every write and removal done, but the marker, the lock and the
+    // snapshot not (the intent record is all that says what it did).
+    let (mut replaced, mut created) = (0, 0);
+    for w in &upgrade.writes {
+        let WriteData::Copy(from) = &w.data else {
+            continue;
+        };
+        let abs = root.join(w.path.as_str());
+        if abs.exists() {
+            replaced += 1;
+        } else {
+            created += 1;
+        }
+        fs_err::create_dir_all(abs.parent().unwrap()).unwrap();
+        fs_err::write(&abs, from.read_verified().unwrap()).unwrap();
+    }
+    for r in &upgrade.removals {
+        fs_err::remove_file(root.join(r)).unwrap();
+    }
+    assert!(
+        replaced > 5 && created >= 5,
+        "{replaced} replaced, {created} created"
+    );
+    // And one new file it was creating in place when it was killed: half written.
+    let (partial, bytes) = upgrade
+        .writes
+        .iter()
+        .find_map(|w| match &w.data {
+            WriteData::Copy(from) if !before.contains_key(w.path.as_str()) => {
+                let bytes = from.read_verified().unwrap();
+                (bytes.len() >= 4).then(|| (w.path.as_str().to_owned(), bytes))
+            }
+            _ => None,
+        })
+        .unwrap();
+    fs_err::write(root.join(&partial), &bytes[..bytes.len() / 2]).unwrap();
+
+    // Without the record, the killed run's files would be local edits, kept.
+    let blind = common::plan_section(root, &s1, &setup).unwrap();
+    assert!(
+        blind
+            .decisions
+            .iter()
+            .any(|d| d.class == Class::ChangedLocallyOnly && d.path.as_ref() != edited)
+    );
+    // With it, and the release it was installing at hand (the engine reads it from the
+    // download cache): back to v1, exactly.
+    let v2_payload = aibox_provenance::fetch_release(
+        &s2,
+        root,
+        None,
+        &mut aibox_provenance::FetchOptions::default(),
+    )
+    .unwrap()
+    .payload;
+    let hints = aibox_provenance::Hints {
+        interrupted: Some(&intent),
+        abandoned_release: Some(&v2_payload),
+        ..aibox_provenance::Hints::default()
+    };
+    let back = common::plan_section_with(root, &s1, &setup, hints).unwrap();
+    assert!(back.intent.is_some());
+    apply_plan(root, &back).unwrap();
+    common::write_lock(root, &back.lock);
+    let after = tree(root);
+    let differs: Vec<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|p| before.get(*p) != after.get(*p))
+        .filter(|p| !p.starts_with("context/.processkit-provenance.toml") && *p != "aibox.lock")
+        .collect();
+    assert!(differs.is_empty(), "{differs:?}");
+    assert_eq!(fs_err::read(root.join(edited)).unwrap(), b"my edit\n");
+    // And the next plan is a no-op.
+    assert!(common::plan_section(root, &s1, &setup).unwrap().is_noop());
+}

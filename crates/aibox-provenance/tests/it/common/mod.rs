@@ -97,12 +97,14 @@ pub fn plan_section_resuming(
 ) -> aibox_provenance::Result<InstallPlan> {
     let hints = aibox_provenance::Hints {
         interrupted: Some(interrupted),
-        stat_cache: None,
+        ..aibox_provenance::Hints::default()
     };
     plan_section_with(root, section, setup, hints)
 }
 
-fn plan_section_with(
+/// [`plan_section`] with `hints`.
+#[allow(dead_code)] // not every test module resumes
+pub fn plan_section_with(
     root: &Path,
     section: &ProcesskitSection,
     setup: &Setup<'_>,
