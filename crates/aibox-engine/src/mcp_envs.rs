@@ -56,6 +56,13 @@ pub struct McpEnvs {
 impl McpEnvs {
     /// The warnings `apply` shows (one per cause, naming the servers).
     pub fn warnings(&self) -> Vec<String> {
+        self.warnings_except(&[])
+    }
+
+    /// [`Self::warnings`] about every server but those in `gone` (registered nowhere for
+    /// another reason, which is said on its own: a script deleted by hand, QA26).
+    pub fn warnings_except(&self, gone: &[&str]) -> Vec<String> {
+        let here = |name: &&String| !gone.contains(&name.as_str());
         let mut out = Vec::new();
         if let Some(why) = &self.pk_doctor_unlocked {
             out.push(format!(
@@ -64,7 +71,7 @@ impl McpEnvs {
                 why.trim_end_matches('.')
             ));
         }
-        for (name, why) in &self.broken {
+        for (name, why) in self.broken.iter().filter(|(n, _)| here(n)) {
             let why = why.trim_end_matches('.');
             out.push(format!(
                 "MCP server `{name}` is not registered: {why}. Fix the skill's PEP 723 \
@@ -72,7 +79,7 @@ impl McpEnvs {
             ));
         }
         let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (name, why) in &self.unlocked {
+        for (name, why) in self.unlocked.iter().filter(|(n, _)| here(n)) {
             by_reason.entry(why).or_default().push(name);
         }
         for (why, names) in by_reason {
@@ -450,6 +457,12 @@ mod tests {
             warnings
                 .iter()
                 .any(|w| w.contains("1 MCP server(s) have unlocked dependencies (processkit-e)"))
+        );
+        // A server registered nowhere for another reason (its script deleted by hand) is
+        // not named again here (QA26).
+        assert!(
+            envs.warnings_except(&["processkit-d", "processkit-e"])
+                .is_empty()
         );
     }
 

@@ -275,7 +275,8 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         plan.remove_tree(dir.as_str())?;
     }
     let servers = registered_servers(resolved, &install, &deleted)?;
-    for warning in resolved.mcp_envs.warnings() {
+    let gone: Vec<&str> = deleted.iter().map(|(server, _)| server.as_str()).collect();
+    for warning in resolved.mcp_envs.warnings_except(&gone) {
         plan.warn(warning);
     }
     plan.set_processkit_servers(servers);
