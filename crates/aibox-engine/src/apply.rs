@@ -372,6 +372,22 @@ fn processkit_scan_is_stale(
     Ok(false)
 }
 
+/// Besides the planned files, where a killed run may have left temp files: the pending
+/// lock, and where an unfinished run this apply undoes was writing (see
+/// `aibox_provenance::LiveScan::abandoned`; a file it was replacing may need no write
+/// now).
+fn undone_writes(resolved: &crate::resolve::Resolved) -> impl Iterator<Item = &Utf8Path> {
+    let undone = match &resolved.processkit {
+        crate::resolve::ProcesskitState::Resolved(r) => r.scan.abandoned.as_ref(),
+        _ => None,
+    };
+    std::iter::once(Utf8Path::new(PENDING_LOCK)).chain(
+        undone
+            .into_iter()
+            .flat_map(|i| i.writes.iter().map(|(p, _)| Utf8Path::new(p))),
+    )
+}
+
 fn apply_plan_locked(
     resolved: &crate::resolve::Resolved,
     mut plan: crate::builder::Plan,
@@ -395,7 +411,7 @@ fn apply_plan_locked(
         Vec::new()
     } else {
         let written = all.iter().map(|f| f.path.as_path());
-        writer.clean_stray_temps(written.chain([Utf8Path::new(PENDING_LOCK)]))?
+        writer.clean_stray_temps(written.chain(undone_writes(resolved)))?
     };
 
     let pending = read_pending(root)?;

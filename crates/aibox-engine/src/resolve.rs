@@ -681,18 +681,23 @@ fn scan_live(
     // that run intended (see `aibox_provenance::Intent`).
     let interrupted = records::read_intent(files.get(Utf8Path::new(records::PENDING_PROCESSKIT))?);
     let stat_cache = records::read_stat_cache(root);
-    // The release an interrupted run was installing, when another is planned now: read
-    // from the download cache if it is there (never downloaded for this).
-    let abandoned_release = interrupted
+    // The release an interrupted run was installing: this one (only the selection
+    // changed since), or another, read from the download cache if it is there (never
+    // downloaded for this).
+    let cached = interrupted
         .as_ref()
         .filter(|i| i.release_asset_sha256 != release.digest)
         .and_then(|i| {
             mcp_cache(options).and_then(|c| c.unpacked(&i.release_asset_sha256).ok().flatten())
         });
+    let abandoned_release = match &interrupted {
+        Some(i) if i.release_asset_sha256 == release.digest => Some(&release.payload),
+        _ => cached.as_ref(),
+    };
     let hints = aibox_provenance::Hints {
         interrupted: interrupted.as_ref(),
         stat_cache: stat_cache.as_ref(),
-        abandoned_release: abandoned_release.as_ref(),
+        abandoned_release,
     };
     aibox_provenance::scan(root.path().as_std_path(), release, catalog, &opts, hints)
         .map_err(EngineError::from)

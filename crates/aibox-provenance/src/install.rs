@@ -270,6 +270,9 @@ pub struct InstallPlan {
     pub snapshot: Option<SnapshotPlan>,
     /// Snapshot directories of other versions to delete (regenerable).
     pub stale_snapshots: Vec<String>,
+    /// The pending migration document (id) of an unfinished run this plan undoes, to
+    /// delete with its parked copies (`<id>.upstream/`).
+    pub undone_migration: Option<String>,
     /// Migration document and parked upstream copies of conflicting files.
     pub migration: Option<Vec<FileWrite>>,
     /// New marker, written from its parts (shared: the stat cache's digests after the
@@ -304,9 +307,10 @@ pub struct InstallPlan {
 pub struct Hints<'a> {
     /// The intent record of an interrupted run (see [`plan_resume`]).
     pub interrupted: Option<&'a Intent>,
-    /// The release that run was installing, when it is not the one planned now and is at
-    /// hand (the download cache): a file that run was creating when it was killed is
-    /// then known by its bytes and removed with the rest of its work.
+    /// The release that run was installing, when at hand (the one planned now when only
+    /// the selection changed since, else from the download cache): a file that run was
+    /// creating when it was killed is then known by its bytes, and undone with the rest
+    /// of its work when the plan does not resume that run.
     pub abandoned_release: Option<&'a Payload>,
     /// The stat cache of the last apply: unchanged files are not re-hashed.
     pub stat_cache: Option<&'a StatCache>,
@@ -319,6 +323,7 @@ impl InstallPlan {
             && self.removals.is_empty()
             && self.snapshot.is_none()
             && self.stale_snapshots.is_empty()
+            && self.undone_migration.is_none()
             && self.migration.is_none()
             && !self.marker_changed
     }
@@ -1366,6 +1371,8 @@ pub struct LiveScan {
     /// them rather than kept as local edits (QA26: pinning the old version back after a
     /// killed upgrade kept half the new release as "your edits").
     pub abandoned: Option<Intent>,
+    /// The pending migration document that run wrote, if any (its id).
+    pub abandoned_migration: Option<String>,
     /// Digest of the live snapshot's `PROVENANCE.toml` of the release's version.
     pub snapshot_provenance: Option<Sha256>,
     /// Snapshot directories of other versions (root-relative). Their files are listed
@@ -1520,17 +1527,8 @@ pub fn scan(
             }
         }
         files.shrink_to_fit();
-        let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
-        let snapshot_provenance = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
-            .ok()
-            .map(|bytes| Sha256::of(&bytes));
-        let snapshot_present =
-            fs_err::symlink_metadata(root.join(&snap_dir)).is_ok_and(|m| m.is_dir());
-        let mut snapshot_files = Vec::new();
-        if snapshot_present && !snapshot_current(release, snapshot_provenance, b.same_release) {
-            list_files(root, &snap_dir, &mut snapshot_files);
-            snapshot_files.sort();
-        }
+        let (snapshot_provenance, snapshot_present, snapshot_files) =
+            scan_snapshot(root, release, b.same_release);
         let stale_snapshots = stale_snapshots(root, &release.version);
         let mcp_manifest = crate::servers::check_mcp_manifest(&release.payload, &release.version)?;
         // Only the MCP configs are read; every other path counts for script checks.
@@ -1554,12 +1552,14 @@ pub fn scan(
             (None, _) => install_hash_streamed(&release.payload, &b.new_set)?,
         };
         let migration_ids = migration_ids(root, b.old, &release.version);
+        let abandoned_migration = abandoned_migration(root, b.old, abandoned.as_ref());
         Ok(LiveScan {
             marker_sha256,
             parsed_marker: None,
             files,
             interrupted,
             abandoned,
+            abandoned_migration,
             snapshot_provenance,
             stale_snapshots,
             migration_ids,
@@ -1586,6 +1586,37 @@ fn migration_ids(root: &Path, old: Option<&Marker>, version: &str) -> crate::mig
     } else {
         crate::migration::Existing::new()
     }
+}
+
+/// The release's own snapshot folder: the digest of its `PROVENANCE.toml`, whether it is
+/// there, and its regular files (sorted) when the plan rewrites it.
+fn scan_snapshot(
+    root: &Path,
+    release: &VerifiedRelease,
+    same_release: bool,
+) -> (Option<Sha256>, bool, Vec<String>) {
+    let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
+    let provenance = fs_err::read(root.join(&snap_dir).join("PROVENANCE.toml"))
+        .ok()
+        .map(|bytes| Sha256::of(&bytes));
+    let present = fs_err::symlink_metadata(root.join(&snap_dir)).is_ok_and(|m| m.is_dir());
+    let mut files = Vec::new();
+    if present && !snapshot_current(release, provenance, same_release) {
+        list_files(root, &snap_dir, &mut files);
+        files.sort();
+    }
+    (provenance, present, files)
+}
+
+/// The pending migration document of the unfinished run `abandoned` (an upgrade from the
+/// installed `old`), when there is one ([`crate::migration::abandoned_id`]).
+fn abandoned_migration(
+    root: &Path,
+    old: Option<&Marker>,
+    abandoned: Option<&Intent>,
+) -> Option<String> {
+    let (i, m) = abandoned.zip(old)?;
+    crate::migration::abandoned_id(root, (&m.install.processkit_version, &i.version), &i.now)
 }
 
 fn stale_snapshots(root: &Path, version: &str) -> BTreeSet<String> {
@@ -1785,6 +1816,7 @@ pub fn plan_scanned(
         removals: t.removals,
         snapshot,
         stale_snapshots,
+        undone_migration: live.abandoned_migration.clone(),
         migration: None,
         marker,
         marker_changed,
@@ -1919,6 +1951,18 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
         if !s.extras.is_empty() {
             writer.prune_empty_dirs(Utf8Path::new(&s.dir))?;
         }
+    }
+    if let Some(id) = &plan.undone_migration {
+        let dir = crate::migration::PENDING_DIR;
+        writer.remove(Utf8Path::new(&format!("{dir}/{id}.md")))?;
+        let parked = format!("{dir}/{id}.upstream");
+        check_parents(root, &parked)?;
+        let mut files = Vec::new();
+        list_files(root, &parked, &mut files);
+        for f in &files {
+            writer.remove(Utf8Path::new(f))?;
+        }
+        writer.prune_empty_dirs(Utf8Path::new(&parked))?;
     }
     for s in &plan.stale_snapshots {
         check_parents(root, s)?;

@@ -126,6 +126,19 @@ pub fn existing_ids(root: &std::path::Path) -> Existing {
     ids
 }
 
+/// The pending document an unfinished run that installed `to` from `from` at `now` (its
+/// intent record's time) wrote, when a plan undoes that run: no upgrade took place, so
+/// its migration goes with the rest of its work.
+pub fn abandoned_id(root: &std::path::Path, (from, to): (&str, &str), now: &str) -> Option<String> {
+    let base = format!("MIG-{}", crate::time::compact(now));
+    existing_ids(root).into_iter().find_map(|(id, known)| {
+        let suffix = id.strip_prefix(&base)?;
+        let ours = suffix.is_empty() || suffix.starts_with('-');
+        let change = known.change.as_ref()?;
+        (ours && known.pending && change.0 == from && change.1 == to).then_some(id)
+    })
+}
+
 /// The id of the document for the version change `from` → `to`: the latest pending
 /// document of that change, which is brought up to date (an upgrade pinned back and
 /// made again meets the same conflicts: a second document listed them twice, and

@@ -79,8 +79,19 @@ fn warn_kept_agents_md(
 
 /// Plans the removal of `removals`, and of the skill folders they leave empty (QA: a
 /// disabled skill left its folder skeleton, a skill folder without a `SKILL.md`); a
-/// folder still holding a file stays.
-fn plan_removals(removals: &[String], plan: &mut PlanBuilder) -> Result<(), EngineError> {
+/// folder still holding a file stays. And of `undone_migration`, the document (and its
+/// parked copies) of an unfinished upgrade the plan undoes.
+fn plan_removals(
+    removals: &[String],
+    undone_migration: Option<&str>,
+    plan: &mut PlanBuilder,
+) -> Result<(), EngineError> {
+    // The migration of an unfinished upgrade this plan undoes: no upgrade took place.
+    if let Some(id) = undone_migration {
+        let dir = aibox_provenance::migration::PENDING_DIR;
+        plan.remove(format!("{dir}/{id}.md"))?;
+        plan.remove_tree(format!("{dir}/{id}.upstream"))?;
+    }
     let mut emptied: BTreeSet<String> = BTreeSet::new();
     for path in removals {
         plan.remove(path.as_str())?;
@@ -270,7 +281,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     )?;
     // Files the three-way plan found safe to delete (unchanged since install and gone
     // upstream or deselected), and snapshots of other versions (regenerable).
-    plan_removals(&install.removals, plan)?;
+    plan_removals(&install.removals, install.undone_migration.as_deref(), plan)?;
     for dir in &resolved.scan.stale_snapshots {
         plan.remove_tree(dir.as_str())?;
     }

@@ -304,10 +304,20 @@ fn a_new_file_killed_halfway_is_at_its_path_and_completed_by_the_next_apply() {
     assert!(after == expected, "the recovered tree differs");
 }
 
-#[test]
-fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
-    let (_d, releases) = common::empty_project();
-    let (_c, cache) = common::empty_project();
+/// Two processkit-like releases published for `apply` (v0.28.3, then v0.29.0 with
+/// changes), their configurations and a download cache.
+struct Two {
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+    cache: camino::Utf8PathBuf,
+    r1: SyntheticRelease,
+    r2: SyntheticRelease,
+    v1: String,
+    v2: String,
+}
+
+fn two_releases() -> Two {
+    let (d, releases) = common::empty_project();
+    let (c, cache) = common::empty_project();
     let (r1, r2) = (
         SyntheticRelease::processkit_like("v0.28.3", false),
         SyntheticRelease::processkit_like("v0.29.0", true),
@@ -316,6 +326,26 @@ fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
         common::release_config(&releases, &r1),
         common::release_config(&releases, &r2),
     );
+    Two {
+        _dirs: (d, c),
+        cache,
+        r1,
+        r2,
+        v1,
+        v2,
+    }
+}
+
+#[test]
+fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
+    let Two {
+        _dirs,
+        cache,
+        r1,
+        r2,
+        v1,
+        v2,
+    } = two_releases();
     // The v1 snapshot moves into place as v2's: its files that v2 has unchanged are not
     // written again.
     let moved = Moved {
@@ -347,6 +377,58 @@ fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
         !apply(&start, &common::apply_opts(Some(&cache)))
             .unwrap()
             .changed()
+    );
+}
+
+/// An upgrade killed halfway, then the previous version pinned again (QA26): the apply
+/// undoes what the killed run wrote, from its intent record and its release in the
+/// download cache, and ends in the tree the project had before the upgrade, no file of
+/// the newer release kept as a local edit; the integrity check agrees.
+#[test]
+fn pinning_back_after_a_killed_upgrade_restores_the_tree_before_it() {
+    let Two {
+        _dirs,
+        cache,
+        v1,
+        v2,
+        ..
+    } = two_releases();
+    let (_p, project) = common::empty_project();
+    fs_err::write(project.join("aibox.toml"), &v1).unwrap();
+    apply(&project, &common::apply_opts(Some(&cache))).unwrap();
+    let before = tree(&project);
+    let healthy = format!(
+        "{:?}",
+        aibox_provenance::integrity(project.as_std_path()).unwrap()
+    );
+    fs_err::write(project.join("aibox.toml"), &v2).unwrap();
+    // Past the pending records and the snapshot's move, amid the content writes.
+    let killed = !common::apply_in_child_killed_at(
+        &[
+            (CHILD_ROOT, project.as_str()),
+            (CHILD_CACHE, cache.as_str()),
+        ],
+        40,
+    );
+    assert!(killed, "the upgrade ran to its end");
+    assert!(project.join(".aibox/pending-processkit.toml").is_file());
+    assert_ne!(tree(&project), before, "the killed run changed nothing");
+
+    fs_err::write(project.join("aibox.toml"), &v1).unwrap();
+    apply(&project, &common::apply_opts(Some(&cache))).unwrap();
+    let after = tree(&project);
+    let differs: Vec<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert!(differs.is_empty(), "{differs:?}");
+    assert_eq!(
+        format!(
+            "{:?}",
+            aibox_provenance::integrity(project.as_std_path()).unwrap()
+        ),
+        healthy
     );
 }
 

@@ -212,6 +212,17 @@ fn pinning_the_old_version_back_after_a_killed_upgrade_undoes_its_work() {
     for r in &upgrade.removals {
         fs_err::remove_file(root.join(r)).unwrap();
     }
+    // Its migration document too (the engine writes in path order: `context/migrations/`
+    // comes before the skills).
+    let migration = upgrade.migration.as_ref().expect("the upgrade's migration");
+    for w in migration {
+        let WriteData::Bytes(bytes) = &w.data else {
+            continue;
+        };
+        let abs = root.join(w.path.as_str());
+        fs_err::create_dir_all(abs.parent().unwrap()).unwrap();
+        fs_err::write(&abs, bytes).unwrap();
+    }
     assert!(
         replaced > 5 && created >= 5,
         "{replaced} replaced, {created} created"
@@ -255,6 +266,10 @@ fn pinning_the_old_version_back_after_a_killed_upgrade_undoes_its_work() {
     };
     let back = common::plan_section_with(root, &s1, &setup, hints).unwrap();
     assert!(back.intent.is_some());
+    assert!(
+        back.undone_migration.is_some(),
+        "the killed run's migration"
+    );
     apply_plan(root, &back).unwrap();
     common::write_lock(root, &back.lock);
     let after = tree(root);
