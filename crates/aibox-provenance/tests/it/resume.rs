@@ -163,6 +163,40 @@ fn tree(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     out
 }
 
+/// Does what a run of `plan` killed just before its marker did: every content write
+/// and removal, and its migration document (the engine writes in path order:
+/// `context/migrations/` comes before the skills), not the marker, the lock or the
+/// snapshot (its intent record is all that says what it did). Returns how many files
+/// it replaced and created.
+fn killed_after_its_writes(root: &std::path::Path, plan: &InstallPlan) -> (usize, usize) {
+    let (mut replaced, mut created) = (0, 0);
+    let write = |path: &str, bytes: &[u8]| {
+        let abs = root.join(path);
+        fs_err::create_dir_all(abs.parent().unwrap()).unwrap();
+        fs_err::write(&abs, bytes).unwrap();
+    };
+    for w in &plan.writes {
+        let WriteData::Copy(from) = &w.data else {
+            continue;
+        };
+        if root.join(w.path.as_str()).exists() {
+            replaced += 1;
+        } else {
+            created += 1;
+        }
+        write(w.path.as_str(), &from.read_verified().unwrap());
+    }
+    for r in &plan.removals {
+        fs_err::remove_file(root.join(r)).unwrap();
+    }
+    for w in plan.migration.as_ref().expect("the upgrade's migration") {
+        if let WriteData::Bytes(bytes) = &w.data {
+            write(w.path.as_str(), bytes);
+        }
+    }
+    (replaced, created)
+}
+
 /// An upgrade killed halfway (some files replaced, some created, some removed; the
 /// marker not yet written), then the old version pinned again: the plan puts every file
 /// the killed run touched back as the old release has it, and removes the ones it
@@ -193,36 +227,7 @@ fn pinning_the_old_version_back_after_a_killed_upgrade_undoes_its_work() {
         .as_ref()
         .and_then(|i| Intent::parse(&i.render()))
         .unwrap();
-    // The killed run: every write and removal done, but the marker, the lock and the
-    // snapshot not (the intent record is all that says what it did).
-    let (mut replaced, mut created) = (0, 0);
-    for w in &upgrade.writes {
-        let WriteData::Copy(from) = &w.data else {
-            continue;
-        };
-        let abs = root.join(w.path.as_str());
-        if abs.exists() {
-            replaced += 1;
-        } else {
-            created += 1;
-        }
-        fs_err::create_dir_all(abs.parent().unwrap()).unwrap();
-        fs_err::write(&abs, from.read_verified().unwrap()).unwrap();
-    }
-    for r in &upgrade.removals {
-        fs_err::remove_file(root.join(r)).unwrap();
-    }
-    // Its migration document too (the engine writes in path order: `context/migrations/`
-    // comes before the skills).
-    let migration = upgrade.migration.as_ref().expect("the upgrade's migration");
-    for w in migration {
-        let WriteData::Bytes(bytes) = &w.data else {
-            continue;
-        };
-        let abs = root.join(w.path.as_str());
-        fs_err::create_dir_all(abs.parent().unwrap()).unwrap();
-        fs_err::write(&abs, bytes).unwrap();
-    }
+    let (replaced, created) = killed_after_its_writes(root, &upgrade);
     assert!(
         replaced > 5 && created >= 5,
         "{replaced} replaced, {created} created"
