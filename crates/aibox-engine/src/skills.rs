@@ -354,29 +354,37 @@ pub fn enable(
         return Err(refusal);
     }
     let project = aibox_config::load_project(root)?;
-    let unchecked = check_name(root, &project.config, name, cache_dir, "enable")?;
+    let catalog = installed_catalog(root, &project.config, cache_dir);
+    let unchecked = check_name(catalog.as_ref(), name, "enable")?;
     let mut selection = toggle(root, name, true)?;
     selection.unchecked = unchecked;
     Ok(selection)
 }
 
-/// Refuses `name` when the installed release (the configured one, in the download cache)
-/// has no skill of that name, suggesting the closest (`verb`: the `aibox skill` command
-/// to suggest); `Some(why)` when it cannot tell offline, `None` when the name is known
-/// or the project installs no processkit.
-fn check_name(
+/// The catalog of the installed release ([`release_catalog`]) in processkit mode, where
+/// `enable` and `disable` check names; `None` in harness-only mode.
+fn installed_catalog(
     root: &Utf8Path,
     config: &aibox_config::AiboxToml,
-    name: &str,
     cache_dir: Option<&Utf8Path>,
+) -> Option<Result<aibox_provenance::catalog::Catalog, String>> {
+    (config.context.mode == aibox_config::ContextMode::Processkit)
+        .then(|| release_catalog(root, config, cache_dir))
+}
+
+/// Refuses `name` when the installed release's `catalog` ([`installed_catalog`]) has no
+/// skill of that name, suggesting the closest (`verb`: the `aibox skill` command to
+/// suggest); `Some(why)` when it cannot tell offline, `None` when the name is known or
+/// the project installs no processkit.
+fn check_name(
+    catalog: Option<&Result<aibox_provenance::catalog::Catalog, String>>,
+    name: &str,
     verb: &str,
 ) -> Result<Option<String>, ConfigEditError> {
-    if config.context.mode != aibox_config::ContextMode::Processkit {
-        return Ok(None);
-    }
-    match release_catalog(root, config, cache_dir) {
-        Ok(catalog) if catalog.skills.contains_key(name) => Ok(None),
-        Ok(catalog) => Err(ConfigEditError::UnknownSkill {
+    match catalog {
+        None => Ok(None),
+        Some(Ok(catalog)) if catalog.skills.contains_key(name) => Ok(None),
+        Some(Ok(catalog)) => Err(ConfigEditError::UnknownSkill {
             name: name.to_owned(),
             suggestion: aibox_config::closest(name, catalog.skills.keys().map(String::as_str))
                 .map_or_else(
@@ -384,7 +392,7 @@ fn check_name(
                     |s| format!("did you mean `{s}`? (`aibox skill {verb} {s}`)"),
                 ),
         }),
-        Err(why) => Ok(Some(why)),
+        Some(Err(why)) => Ok(Some(why.clone())),
     }
 }
 
@@ -475,9 +483,9 @@ pub fn disable(
     cache_dir: Option<&Utf8Path>,
 ) -> Result<Selection, ConfigEditError> {
     let project = aibox_config::load_project(root)?;
-    if project.config.context.mode == aibox_config::ContextMode::Processkit
-        && release_catalog(root, &project.config, cache_dir)
-            .is_ok_and(|c| c.skills.get(name).is_some_and(|s| s.core))
+    let catalog = installed_catalog(root, &project.config, cache_dir);
+    if let Some(Ok(c)) = &catalog
+        && c.skills.get(name).is_some_and(|s| s.core)
     {
         return Err(ConfigEditError::CoreSkill {
             name: name.to_owned(),
@@ -486,7 +494,7 @@ pub fn disable(
     let unchecked = if project.config.skills.include.iter().any(|n| n == name) {
         None
     } else {
-        check_name(root, &project.config, name, cache_dir, "disable")?
+        check_name(catalog.as_ref(), name, "disable")?
     };
     let mut selection = toggle(root, name, false)?;
     selection.unchecked = unchecked;

@@ -24,8 +24,7 @@ const MAGIC0: u8 = 0x1f;
 
 /// The decompressed bytes of the gzip members of `R`.
 pub(crate) struct Member<R> {
-    /// The current member's decoder; `None` only when starting the next one failed.
-    inflate: Option<flate2::bufread::DeflateDecoder<R>>,
+    inflate: flate2::bufread::DeflateDecoder<R>,
     crc: crc32fast::Hasher,
     /// The member's length so far, modulo 2^32 as its trailer records it.
     len: u32,
@@ -41,30 +40,22 @@ impl<R: BufRead> Member<R> {
     pub(crate) fn new(mut input: R) -> std::io::Result<Self> {
         read_header(&mut input)?;
         Ok(Self {
-            inflate: Some(flate2::bufread::DeflateDecoder::new(input)),
+            inflate: flate2::bufread::DeflateDecoder::new(input),
             crc: crc32fast::Hasher::new(),
             len: 0,
             done: false,
         })
     }
 
-    /// The input, positioned after the last member once it was read to its end (`None`
-    /// after an error starting a member).
-    pub(crate) fn into_inner(self) -> Option<R> {
-        self.inflate
-            .map(flate2::bufread::DeflateDecoder::into_inner)
-    }
-
-    fn decoder(&mut self) -> std::io::Result<&mut flate2::bufread::DeflateDecoder<R>> {
-        self.inflate
-            .as_mut()
-            .ok_or_else(|| invalid("the gzip stream failed before"))
+    /// The input, positioned after the last member once it was read to its end.
+    pub(crate) fn into_inner(self) -> R {
+        self.inflate.into_inner()
     }
 
     /// The trailer after the deflate data: its CRC-32 and length against what came out.
     fn check_trailer(&mut self) -> std::io::Result<()> {
         let mut trailer = [0u8; 8];
-        self.decoder()?
+        self.inflate
             .get_mut()
             .read_exact(&mut trailer)
             .map_err(|e| match e.kind() {
@@ -85,16 +76,13 @@ impl<R: BufRead> Member<R> {
     /// After a member's trailer: starts the next member when a gzip header follows
     /// (`true`), else leaves the input where it is.
     fn next_member(&mut self) -> std::io::Result<bool> {
-        if self.decoder()?.get_mut().fill_buf()?.first() != Some(&MAGIC0) {
+        let input = self.inflate.get_mut();
+        if input.fill_buf()?.first() != Some(&MAGIC0) {
             return Ok(false);
         }
-        let Some(ended) = self.inflate.take() else {
-            return Err(invalid("the gzip stream failed before"));
-        };
-        // A new decoder: the old one's state is at the end of its member.
-        let mut input = ended.into_inner();
-        read_header(&mut input)?;
-        self.inflate = Some(flate2::bufread::DeflateDecoder::new(input));
+        read_header(input)?;
+        // The inflater's state is at the end of the member that ended.
+        self.inflate.reset_data();
         self.crc = crc32fast::Hasher::new();
         self.len = 0;
         Ok(true)
@@ -107,7 +95,7 @@ impl<R: BufRead> Read for Member<R> {
             if self.done || buf.is_empty() {
                 return Ok(0);
             }
-            let n = self.decoder()?.read(buf)?;
+            let n = self.inflate.read(buf)?;
             if n == 0 {
                 // The end of the deflate data, or of the input before it (then the
                 // trailer read fails, or its CRC does not match).

@@ -1551,8 +1551,8 @@ pub fn scan(
             // No thread could be started, or it died: hashed here.
             (None, _) => install_hash_streamed(&release.payload, &b.new_set)?,
         };
-        let migration_ids = migration_ids(root, b.old, &release.version);
-        let abandoned_migration = abandoned_migration(root, b.old, abandoned.as_ref());
+        let (migration_ids, abandoned_migration) =
+            migration_ids(root, b.old, &release.version, abandoned.as_ref());
         Ok(LiveScan {
             marker_sha256,
             parsed_marker: None,
@@ -1575,17 +1575,25 @@ pub fn scan(
     Ok(scan)
 }
 
-/// The snapshot folders of other versions: real directories named like versions, never a
-/// user's file or link.
-/// The project's migration documents ([`crate::migration::existing_ids`]), read only
-/// for a version change from `old` to `version`, the one plan that writes a document:
-/// every other apply (no-op ones included) leaves them unread.
-fn migration_ids(root: &Path, old: Option<&Marker>, version: &str) -> crate::migration::Existing {
-    if old.is_some_and(|m| m.install.processkit_version != version) {
-        crate::migration::existing_ids(root)
-    } else {
-        crate::migration::Existing::new()
+/// The project's migration documents ([`crate::migration::existing_ids`]), and the one
+/// the unfinished run `abandoned` wrote ([`crate::migration::abandoned_id`]). Read only
+/// for a version change from `old` to `version` (the one plan that writes a document) or
+/// with such a run to undo: every other apply (no-op ones included) leaves them unread.
+fn migration_ids(
+    root: &Path,
+    old: Option<&Marker>,
+    version: &str,
+    abandoned: Option<&Intent>,
+) -> (crate::migration::Existing, Option<String>) {
+    let changes = old.is_some_and(|m| m.install.processkit_version != version);
+    if !changes && abandoned.is_none() {
+        return (crate::migration::Existing::new(), None);
     }
+    let ids = crate::migration::existing_ids(root);
+    let undone = abandoned.zip(old).and_then(|(i, m)| {
+        crate::migration::abandoned_id(&ids, (&m.install.processkit_version, &i.version), &i.now)
+    });
+    (ids, undone)
 }
 
 /// The release's own snapshot folder: the digest of its `PROVENANCE.toml`, whether it is
@@ -1608,17 +1616,8 @@ fn scan_snapshot(
     (provenance, present, files)
 }
 
-/// The pending migration document of the unfinished run `abandoned` (an upgrade from the
-/// installed `old`), when there is one ([`crate::migration::abandoned_id`]).
-fn abandoned_migration(
-    root: &Path,
-    old: Option<&Marker>,
-    abandoned: Option<&Intent>,
-) -> Option<String> {
-    let (i, m) = abandoned.zip(old)?;
-    crate::migration::abandoned_id(root, (&m.install.processkit_version, &i.version), &i.now)
-}
-
+/// The snapshot folders of other versions: real directories named like versions, never a
+/// user's file or link.
 fn stale_snapshots(root: &Path, version: &str) -> BTreeSet<String> {
     let mut stale = BTreeSet::new();
     if let Ok(rd) = fs_err::read_dir(root.join(SNAPSHOT_DIR)) {

@@ -126,16 +126,16 @@ pub fn existing_ids(root: &std::path::Path) -> Existing {
     ids
 }
 
-/// The pending document an unfinished run that installed `to` from `from` at `now` (its
-/// intent record's time) wrote, when a plan undoes that run: no upgrade took place, so
-/// its migration goes with the rest of its work.
-pub fn abandoned_id(root: &std::path::Path, (from, to): (&str, &str), now: &str) -> Option<String> {
+/// Of the documents `existing`, the pending one an unfinished run that installed `to`
+/// from `from` at `now` (its intent record's time) wrote, when a plan undoes that run:
+/// no upgrade took place, so its migration goes with the rest of its work.
+pub fn abandoned_id(existing: &Existing, (from, to): (&str, &str), now: &str) -> Option<String> {
     let base = format!("MIG-{}", crate::time::compact(now));
-    existing_ids(root).into_iter().find_map(|(id, known)| {
+    existing.iter().find_map(|(id, known)| {
         let suffix = id.strip_prefix(&base)?;
         let ours = suffix.is_empty() || suffix.starts_with('-');
         let change = known.change.as_ref()?;
-        (ours && known.pending && change.0 == from && change.1 == to).then_some(id)
+        (ours && known.pending && change.0 == from && change.1 == to).then(|| id.clone())
     })
 }
 
