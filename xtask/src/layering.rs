@@ -167,7 +167,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
     &["builder"],
     &["resolve"],
     // What resolve composes.
-    &["pk_doctor", "network"],
+    &["pk_doctor", "network", "mcp_uvx"],
     &["mcp_envs", "skills", "consent", "base_image_pin"],
     &["snapshot", "migrate", "config_edit", "addons", "mcp_npm"],
     &["records", "init"],

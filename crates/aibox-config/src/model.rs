@@ -918,7 +918,8 @@ pub struct LocalContainer {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_volumes: Vec<ExtraVolume>,
     /// A PEM file of extra CA certificates (e.g. a company TLS-inspecting proxy's) the
-    /// image build and the container trust. Absolute, or relative to the project folder.
+    /// image build and the container trust, and aibox's own downloads (processkit
+    /// releases, registry questions) too. Absolute, or relative to the project folder.
     /// Its text is copied into the gitignored `.devcontainer/aibox-ca/`, never committed,
     /// and into the image: a file that holds a private key is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -41,7 +41,11 @@ pub fn pin(
     let project = aibox_config::load_project(root)?;
     let old = project.config.container.base_image.clone();
     let target = Target::parse(reference.unwrap_or(&old))?;
-    let digest = registry::resolve_digest(&target, opts)?;
+    let opts = aibox_provenance::HttpOptions {
+        extra_ca_pem: crate::config_check::http_extra_ca(root, &project.local),
+        ..opts.clone()
+    };
+    let digest = registry::resolve_digest(&target, &opts)?;
     let new = target.pinned(&digest);
     let changed = new != old;
     if changed && !dry_run {

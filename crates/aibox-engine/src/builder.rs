@@ -32,6 +32,8 @@ pub struct PlanContext<'a> {
     pub processkit: &'a ProcesskitState,
     /// The locked npm trees of the team servers started with `npx`.
     pub mcp_npm: &'a crate::mcp_npm::NpmEnvs,
+    /// The locked environments of the team servers started with `uvx`.
+    pub mcp_uvx: &'a crate::mcp_uvx::UvxEnvs,
     /// The project's files as resolve read them.
     pub files: &'a Snapshot,
     pub(crate) root: &'a Utf8Path,
@@ -579,6 +581,7 @@ mod tests {
             options: &options,
             processkit: &crate::resolve::ProcesskitState::NotConfigured,
             mcp_npm: &crate::mcp_npm::NpmEnvs::default(),
+            mcp_uvx: &crate::mcp_uvx::UvxEnvs::default(),
             files: &files,
             root: &project.root,
         };

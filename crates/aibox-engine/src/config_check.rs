@@ -138,6 +138,17 @@ pub(crate) fn read_extra_ca(
     Some((path, text))
 }
 
+/// The extra CA bundle for aibox's own downloads (release archives, registry
+/// questions), which pass the same TLS-inspecting proxy as the image build; `None` when
+/// unset or unusable (`apply` and `doctor` report why).
+pub(crate) fn http_extra_ca(
+    root: &Utf8Path,
+    local: &aibox_config::LocalToml,
+) -> Option<std::sync::Arc<str>> {
+    let (path, text) = read_extra_ca(root, local)?;
+    extra_ca_text(path, text).ok().map(std::sync::Arc::from)
+}
+
 /// The extra CA bundle as the image gets it (ending in a line break), or why it cannot
 /// be used: unreadable, no PEM certificate in it, or a private key in it.
 pub(crate) fn extra_ca_text(

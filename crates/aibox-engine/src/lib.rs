@@ -49,6 +49,7 @@ pub mod mcp_envs;
 mod mcp_list;
 pub mod mcp_npm;
 pub mod mcp_resolver;
+pub mod mcp_uvx;
 pub mod migrate;
 pub mod network;
 pub mod network_list;

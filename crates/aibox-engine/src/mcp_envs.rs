@@ -98,46 +98,62 @@ impl McpEnvs {
 /// malformed, in one sentence).
 pub(crate) type ServerDeps = (String, Result<Option<ScriptDeps>, String>);
 
-/// Locks `servers` (see the module docs). `exclude_newer` is the release's date;
-/// `offline` never runs the resolver.
+/// Where resolutions come from and what may be run for them: the previous lock, the
+/// resolver, whether this command may resolve at all (`offline` runs nothing), the
+/// resolution cache, and who is told before a slow resolution.
+#[derive(Clone, Copy)]
+pub(crate) struct Resolving<'a> {
+    pub previous: Option<&'a McpLock>,
+    pub resolver: &'a Resolver,
+    pub offline: bool,
+    pub cache: Option<&'a aibox_provenance::Cache>,
+    pub notice: Option<&'a crate::mcp_resolver::Notice>,
+}
+
+/// Locks `servers` (see the module docs). `exclude_newer` is the release's date.
 pub(crate) fn lock(
     servers: Vec<ServerDeps>,
     exclude_newer: Option<&str>,
-    previous: Option<&McpLock>,
-    resolver: &Resolver,
-    offline: bool,
-    cache: Option<&aibox_provenance::Cache>,
-    notice: Option<&crate::mcp_resolver::Notice>,
+    how: Resolving<'_>,
 ) -> McpEnvs {
-    let mut out = McpEnvs::default();
-    let mut groups: BTreeMap<String, (EnvSpec, Vec<String>)> = BTreeMap::new();
+    let mut broken = BTreeMap::new();
+    let mut specs = Vec::new();
     for (name, deps) in servers {
         match deps {
             Err(why) => {
-                out.broken.insert(
+                broken.insert(
                     name,
                     format!("its script's dependencies cannot be read: {why}"),
                 );
             }
             Ok(None) => {}
-            Ok(Some(deps)) => {
-                let spec = EnvSpec::new(&deps, exclude_newer);
-                groups
-                    .entry(spec.id())
-                    .or_insert_with(|| (spec, Vec::new()))
-                    .1
-                    .push(name);
-            }
+            Ok(Some(deps)) => specs.push((name, EnvSpec::new(&deps, exclude_newer))),
         }
     }
-    let mut finder = Finder {
-        previous,
-        resolver,
-        offline,
-        cache,
-        notice,
-        uv: None,
-    };
+    let mut out = lock_specs(specs, how);
+    out.broken.extend(broken);
+    // pk-doctor's script is not a server: reported on its own, never as one.
+    let pk = PK_DOCTOR_ENV;
+    out.pk_doctor_unlocked = out.broken.remove(pk).or_else(|| out.unlocked.remove(pk));
+    out.server_env.remove(pk);
+    out
+}
+
+/// Locks one environment per distinct spec of `servers` (name, spec): from the previous
+/// lock, the resolution cache or `uv` (see the module docs). Shared by the release's
+/// servers and the team's `uvx` ones ([`crate::mcp_uvx`]), which differ only in where
+/// the spec comes from.
+pub(crate) fn lock_specs(servers: Vec<(String, EnvSpec)>, how: Resolving<'_>) -> McpEnvs {
+    let mut out = McpEnvs::default();
+    let mut groups: BTreeMap<String, (EnvSpec, Vec<String>)> = BTreeMap::new();
+    for (name, spec) in servers {
+        groups
+            .entry(spec.id())
+            .or_insert_with(|| (spec, Vec::new()))
+            .1
+            .push(name);
+    }
+    let mut finder = Finder { how, uv: None };
     for (id, (spec, mut names)) in groups {
         names.sort();
         let (outcome, resolver_name) = finder.find(&id, &spec);
@@ -170,7 +186,8 @@ pub(crate) fn lock(
                     out.broken.insert(name.clone(), why.clone());
                 }
                 // Recorded, so an unchanged release does not ask again.
-                let resolver = previous
+                let resolver = how
+                    .previous
                     .and_then(|l| l.environments.get(&id))
                     .map_or(resolver_name, |e| e.resolver.clone());
                 let env = entry(resolver, Vec::new(), Some(why));
@@ -183,20 +200,12 @@ pub(crate) fn lock(
             }
         }
     }
-    // pk-doctor's script is not a server: reported on its own, never as one.
-    let pk = PK_DOCTOR_ENV;
-    out.pk_doctor_unlocked = out.broken.remove(pk).or_else(|| out.unlocked.remove(pk));
-    out.server_env.remove(pk);
     out
 }
 
 /// Where an environment's resolution comes from, in order (see the module docs).
 struct Finder<'a> {
-    previous: Option<&'a McpLock>,
-    resolver: &'a Resolver,
-    offline: bool,
-    cache: Option<&'a aibox_provenance::Cache>,
-    notice: Option<&'a crate::mcp_resolver::Notice>,
+    how: Resolving<'a>,
     /// The resolver, looked up at the first environment that needs it.
     uv: Option<Result<Uv, String>>,
 }
@@ -205,25 +214,30 @@ impl Finder<'_> {
     /// The resolution of `spec`, and the name of the resolver that was run (empty when
     /// none was).
     fn find(&mut self, id: &str, spec: &EnvSpec) -> (Result<Found, Failure>, String) {
-        let found = self.previous.and_then(|l| reuse(l, id, spec)).or_else(|| {
-            self.cache
-                .and_then(|c| c.resolution(id))
-                .and_then(|t| read_cached(&t))
-                .map(Ok)
-        });
+        let found = self
+            .how
+            .previous
+            .and_then(|l| reuse(l, id, spec))
+            .or_else(|| {
+                self.how
+                    .cache
+                    .and_then(|c| c.resolution(id))
+                    .and_then(|t| read_cached(&t))
+                    .map(Ok)
+            });
         if let Some(found) = found {
             return (found, String::new());
         }
-        if self.offline {
+        if self.how.offline {
             let why = "not locked yet, and this command never resolves; `aibox apply` does";
             return (Err(Failure::Unavailable(why.to_owned())), String::new());
         }
-        let resolver = self.resolver;
+        let resolver = self.how.resolver;
         let uv = match self.uv.get_or_insert_with(|| Uv::find(resolver)) {
             Err(why) => return (Err(Failure::Unavailable(why.clone())), String::new()),
             Ok(uv) => uv,
         };
-        if let Some(notice) = self.notice {
+        if let Some(notice) = self.how.notice {
             let cutoff = spec
                 .exclude_newer
                 .as_deref()
@@ -238,7 +252,7 @@ impl Finder<'_> {
             let resolution = pydeps::parse_requirements(&text).map_err(|e| {
                 Failure::Unavailable(format!("{} printed an unusable lock: {e}", uv.version))
             })?;
-            if let Some(cache) = self.cache {
+            if let Some(cache) = self.how.cache {
                 cache.store_resolution(id, &format!("{CACHE_HEADER}{resolver}\n{text}"));
             }
             Ok((resolver, resolution))
@@ -420,11 +434,7 @@ mod tests {
         let envs = lock(
             servers,
             Some("2026-07-23T15:43:27Z"),
-            Some(&previous),
-            &Resolver::Off,
-            false,
-            None,
-            None,
+            how(Some(&previous), &Resolver::Off),
         );
         assert_eq!(envs.server_env["processkit-a"], id);
         assert_eq!(envs.server_env["processkit-b"], id);
@@ -439,11 +449,7 @@ mod tests {
         let later = lock(
             vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],
             Some("2026-09-01T00:00:00Z"),
-            Some(&previous),
-            &Resolver::Off,
-            false,
-            None,
-            None,
+            how(Some(&previous), &Resolver::Off),
         );
         assert!(later.server_env.is_empty());
         assert!(later.unlocked.contains_key("processkit-a"));
@@ -466,6 +472,17 @@ mod tests {
         );
     }
 
+    /// Resolving with `resolver` only: no cache, no notice, not offline.
+    fn how<'a>(previous: Option<&'a McpLock>, resolver: &'a Resolver) -> Resolving<'a> {
+        Resolving {
+            previous,
+            resolver,
+            offline: false,
+            cache: None,
+            notice: None,
+        }
+    }
+
     #[test]
     fn a_missing_or_foreign_resolver_is_a_reason_not_a_failure() {
         use std::os::unix::fs::PermissionsExt as _;
@@ -476,11 +493,7 @@ mod tests {
         let envs = lock(
             vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],
             None,
-            None,
-            &Resolver::Path(not_uv),
-            false,
-            None,
-            None,
+            how(None, &Resolver::Path(not_uv)),
         );
         assert!(
             envs.unlocked["processkit-a"].contains("is not uv"),
@@ -489,11 +502,7 @@ mod tests {
         let missing = lock(
             vec![("processkit-a".to_owned(), deps(&["mcp[cli]>=1.0"]))],
             None,
-            None,
-            &Resolver::Path(dir.path().join("nope")),
-            false,
-            None,
-            None,
+            how(None, &Resolver::Path(dir.path().join("nope"))),
         );
         assert!(
             missing.unlocked["processkit-a"].contains("did not run"),

@@ -77,8 +77,11 @@ pub(crate) fn servers_planned(
 ) -> Result<(Vec<ServerSpec>, McpList), EngineError> {
     let project = &resolved.project;
     let not_resolved = resolved.not_resolved().map(ToOwned::to_owned);
-    let servers =
+    let mut servers =
         collect_servers(&project.config, &project.local, processkit).map_err(EngineError::from)?;
+    // Team servers as the harness files register them: a locked one as its installed
+    // program, which is what `mcp check` must start.
+    crate::sources::mcp::with_locked_commands(&mut servers, &resolved.mcp_npm, &resolved.mcp_uvx);
     let opts = RegisterOptions {
         harnesses: &project.config.ai.harnesses,
         permissions: &project.config.ai.mcp.permissions,

@@ -1,4 +1,4 @@
-//! What the two MCP lockers share ([`crate::mcp_envs`] with `uv`, [`crate::mcp_npm`]
+//! What the MCP lockers share ([`crate::mcp_envs`] and [`crate::mcp_uvx`] with `uv`, [`crate::mcp_npm`]
 //! with `npm`): which resolver program to run, and the two ways locking can fail.
 
 use std::path::PathBuf;
@@ -31,6 +31,18 @@ pub(crate) enum Failure {
     Unavailable(String),
 }
 
+/// Why `resolver` resolves nothing, when it is turned off (`Off`, or the tool's variable
+/// `env` set to `none`): asked before anything goes to the network on its behalf.
+pub(crate) fn turned_off(resolver: &Resolver, env: &str) -> Option<String> {
+    match resolver {
+        Resolver::Off => Some("resolving is turned off".to_owned()),
+        Resolver::Auto if std::env::var_os(env).is_some_and(|v| v == "none") => {
+            Some(format!("resolving is turned off ({env}=none)"))
+        }
+        _ => None,
+    }
+}
+
 /// The program `resolver` names and what its `--version` printed (trimmed). `env` is
 /// the tool's variable (`AIBOX_UV`), `install` says how to get the program.
 pub(crate) fn locate(
@@ -39,13 +51,13 @@ pub(crate) fn locate(
     env: &str,
     install: &str,
 ) -> Result<(PathBuf, String), String> {
+    if let Some(why) = turned_off(resolver, env) {
+        return Err(why);
+    }
     let path = match resolver {
         Resolver::Off => return Err("resolving is turned off".to_owned()),
         Resolver::Path(path) => path.clone(),
         Resolver::Auto => match std::env::var_os(env) {
-            Some(v) if v == "none" => {
-                return Err(format!("resolving is turned off ({env}=none)"));
-            }
             Some(v) if !v.is_empty() => PathBuf::from(v),
             _ => aibox_runtime::find_program(program, std::env::var_os("PATH").as_deref())
                 .ok_or_else(|| {

@@ -81,7 +81,7 @@ pub fn network_list(root: &Utf8Path) -> Result<NetworkList, EngineError> {
     let list = egress::allowlist(config, local, &tools, skills);
     let build = egress::build_registries(
         &tools,
-        &crate::sources::devcontainer::python_envs(&resolved.processkit),
+        &crate::sources::devcontainer::python_envs(&resolved.processkit, &resolved.mcp_uvx),
         &crate::sources::devcontainer::npm_envs(&resolved.mcp_npm),
         true,
     )

@@ -87,6 +87,7 @@ pub fn plan(resolved: &Resolved) -> Result<Plan, EngineError> {
         options,
         processkit: &resolved.processkit,
         mcp_npm: &resolved.mcp_npm,
+        mcp_uvx: &resolved.mcp_uvx,
         files,
         root: resolved.root(),
     };

@@ -260,6 +260,8 @@ pub struct Resolved {
     pub processkit: ProcesskitState,
     /// The locked npm trees of the team servers started with `npx`.
     pub mcp_npm: crate::mcp_npm::NpmEnvs,
+    /// The locked environments of the team servers started with `uvx`.
+    pub mcp_uvx: crate::mcp_uvx::UvxEnvs,
     /// The project files the plan reads, as they were when resolved.
     pub files: Snapshot,
     pub(crate) options: PlanOptions,
@@ -372,6 +374,22 @@ pub(crate) fn resolve_in(
         mcp_cache(options).as_ref(),
         options.notice.as_ref(),
     );
+    let index = crate::mcp_uvx::Index::from_env(aibox_provenance::HttpOptions {
+        extra_ca_pem: crate::config_check::http_extra_ca(root.path(), &project.local),
+        ..aibox_provenance::HttpOptions::default()
+    });
+    let cache = mcp_cache(options);
+    let mcp_uvx = crate::mcp_uvx::lock(
+        &project.config.ai.mcp.servers,
+        &index,
+        crate::mcp_envs::Resolving {
+            previous: previous_lock.as_ref().and_then(|l| l.mcp.as_ref()),
+            resolver: &options.python_resolver,
+            offline: options.offline,
+            cache: cache.as_ref(),
+            notice: options.notice.as_ref(),
+        },
+    );
     Ok(Resolved {
         root,
         project,
@@ -379,6 +397,7 @@ pub(crate) fn resolve_in(
         security,
         processkit,
         mcp_npm,
+        mcp_uvx,
         files,
         options: options.clone(),
     })
@@ -414,6 +433,10 @@ fn resolve_processkit(
     };
     let mut fetch = FetchOptions {
         cache,
+        http: aibox_provenance::HttpOptions {
+            extra_ca_pem: crate::config_check::http_extra_ca(root.path(), &project.local),
+            ..aibox_provenance::HttpOptions::default()
+        },
         progress: Some(&mut report),
         ..FetchOptions::default()
     };
@@ -603,11 +626,13 @@ fn lock_server_envs(
     crate::mcp_envs::lock(
         deps,
         cutoff.as_deref(),
-        previous_lock.and_then(|l| l.mcp.as_ref()),
-        &options.python_resolver,
-        options.offline,
-        cache.as_ref(),
-        options.notice.as_ref(),
+        crate::mcp_envs::Resolving {
+            previous: previous_lock.and_then(|l| l.mcp.as_ref()),
+            resolver: &options.python_resolver,
+            offline: options.offline,
+            cache: cache.as_ref(),
+            notice: options.notice.as_ref(),
+        },
     )
 }
 

@@ -180,6 +180,7 @@ pub fn latest_release(url: &str) -> Result<Release, UpdateError> {
         overall_timeout: Duration::from_secs(10),
         max_bytes: 1024 * 1024,
         max_redirects: 3,
+        extra_ca_pem: None,
     };
     let got = aibox_provenance::fetch::download(url, &opts, None).map_err(|e| {
         UpdateError::Unreachable {

@@ -3,7 +3,10 @@
 //! Nothing is printed here; the CLI renders progress from the callback.
 
 use std::io::Read;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
 use crate::digest::{Counter, Sha256};
 use crate::error::{ProvenanceError, Result};
@@ -21,6 +24,9 @@ pub struct HttpOptions {
     pub max_bytes: u64,
     /// Most redirects followed before giving up.
     pub max_redirects: u32,
+    /// PEM text of CA certificates trusted on top of the system's and Mozilla's: the
+    /// personal `container.extra_ca_certificates`, typically a TLS-inspecting proxy's CA.
+    pub extra_ca_pem: Option<Arc<str>>,
 }
 
 impl Default for HttpOptions {
@@ -31,6 +37,7 @@ impl Default for HttpOptions {
             overall_timeout: Duration::from_mins(5),
             max_bytes: 64 * 1024 * 1024,
             max_redirects: 5,
+            extra_ca_pem: None,
         }
     }
 }
@@ -102,12 +109,23 @@ fn resolve_location(base: &str, location: &str) -> String {
     }
 }
 
+/// What to do when a server's certificate chains to no trusted CA: on a company network
+/// the usual cause is a TLS-inspecting proxy whose CA this machine does not trust yet.
+const UNTRUSTED_CA_HINT: &str = "the certificate is signed by a CA aibox does not trust; \
+     behind a TLS-inspecting proxy, name its CA's PEM file in .aibox-local.toml \
+     `container.extra_ca_certificates`, or add it to the system's store (or point \
+     SSL_CERT_FILE at a bundle holding it)";
+
 /// An HTTP error in words; a timeout names the limit that was reached and its duration
 /// (ureq alone says only "timeout: global").
 pub(crate) fn describe(e: &ureq::Error, opts: &HttpOptions) -> String {
     use ureq::Timeout as T;
     let ureq::Error::Timeout(kind) = e else {
-        return e.to_string();
+        let text = e.to_string();
+        if text.contains("UnknownIssuer") {
+            return format!("{text}: {UNTRUSTED_CA_HINT}");
+        }
+        return text;
     };
     let (what, limit) = match kind {
         T::Resolve | T::Connect => ("connecting", opts.connect_timeout),
@@ -128,7 +146,7 @@ pub fn exists(url: &str, opts: &HttpOptions) -> bool {
     if check_url(url).is_err() {
         return true;
     }
-    agent(opts)
+    agent(opts, url)
         .head(url)
         .call()
         .map_or(true, |r| !matches!(r.status().as_u16(), 404 | 410))
@@ -136,9 +154,10 @@ pub fn exists(url: &str, opts: &HttpOptions) -> bool {
 
 /// The agent every download and registry question uses: `opts`' timeouts, no automatic
 /// redirects (callers check each hop), statuses returned rather than raised, no
-/// compression (digests are of the bytes served), and ureq's default TLS roots.
-pub(crate) fn agent(opts: &HttpOptions) -> ureq::Agent {
-    ureq::Agent::config_builder()
+/// compression (digests are of the bytes served). An `https` URL is checked against
+/// [`trusted_roots`]; any other needs no TLS, so the certificate stores are not read.
+pub(crate) fn agent(opts: &HttpOptions, url: &str) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
         .max_redirects(0)
         .http_status_as_error(false)
         .accept_encoding("identity")
@@ -147,9 +166,52 @@ pub(crate) fn agent(opts: &HttpOptions) -> ureq::Agent {
         .timeout_recv_body(Some(opts.overall_timeout))
         .timeout_global(Some(opts.overall_timeout))
         .timeout_per_read(Some(opts.read_timeout))
-        .user_agent(concat!("aibox/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into()
+        .user_agent(concat!("aibox/", env!("CARGO_PKG_VERSION")));
+    let config = if url.starts_with("https://") {
+        config.tls_config(
+            TlsConfig::builder()
+                .root_certs(trusted_roots(opts.extra_ca_pem.as_deref()))
+                .build(),
+        )
+    } else {
+        config
+    };
+    config.build().into()
+}
+
+/// The CA certificates aibox's downloads trust: Mozilla's set, the system's store (where
+/// a company's TLS-inspecting proxy puts its CA, so aibox reaches what curl and git
+/// reach; `SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured) and `extra_pem`'s
+/// certificates. ureq alone trusts Mozilla's set only, which fails behind such a proxy.
+/// Anything in `extra_pem` that is not a certificate is ignored (the engine refuses a
+/// file holding a key before it gets here).
+pub fn trusted_roots(extra_pem: Option<&str>) -> RootCerts {
+    static BASE: OnceLock<Arc<Vec<Certificate<'static>>>> = OnceLock::new();
+    let base = BASE.get_or_init(|| {
+        let mut roots: Vec<Certificate<'static>> = webpki_root_certs::TLS_SERVER_ROOT_CERTS
+            .iter()
+            .map(|c| Certificate::from_der(c.as_ref()))
+            .collect();
+        // Unreadable entries of the store are skipped, as curl skips them.
+        let system = rustls_native_certs::load_native_certs();
+        roots.extend(
+            system
+                .certs
+                .iter()
+                .map(|c| Certificate::from_der(c.as_ref()).to_owned()),
+        );
+        roots.sort_unstable_by(|a, b| a.der().cmp(b.der()));
+        roots.dedup_by(|a, b| a.der() == b.der());
+        Arc::new(roots)
+    });
+    let Some(extra) = extra_pem else {
+        return RootCerts::Specific(Arc::clone(base));
+    };
+    let extra = ureq::tls::parse_pem(extra.as_bytes()).filter_map(|item| match item {
+        Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+        _ => None,
+    });
+    base.iter().cloned().chain(extra).into()
 }
 
 /// Downloads `url` into memory, hashing while streaming (small files: sidecars).
@@ -167,16 +229,36 @@ pub fn download(
     })
 }
 
+/// Downloads `url` into memory asking for the media type `accept` (an index's JSON API).
+pub fn download_accepting(url: &str, accept: &str, opts: &HttpOptions) -> Result<Downloaded> {
+    let mut bytes = Vec::new();
+    let (digest, final_url) = fetch_into(url, opts, Some(accept), None, &mut bytes)?;
+    Ok(Downloaded {
+        bytes,
+        digest,
+        final_url,
+    })
+}
+
 /// Downloads `url` into `sink` (a file, for release archives), hashing while streaming.
 /// Returns the digest and the URL that finally answered.
 pub fn download_to(
     url: &str,
     opts: &HttpOptions,
+    progress: Option<ProgressFn<'_>>,
+    sink: &mut dyn std::io::Write,
+) -> Result<(Sha256, String)> {
+    fetch_into(url, opts, None, progress, sink)
+}
+
+fn fetch_into(
+    url: &str,
+    opts: &HttpOptions,
+    accept: Option<&str>,
     mut progress: Option<ProgressFn<'_>>,
     sink: &mut dyn std::io::Write,
 ) -> Result<(Sha256, String)> {
     check_url(url)?;
-    let agent = agent(opts);
     let mut current = url.to_owned();
     let mut hops = 0u32;
     loop {
@@ -184,8 +266,11 @@ pub fn download_to(
             url: u.to_owned(),
             reason: e.to_string(),
         };
-        let response = agent
-            .get(&current)
+        let mut request = agent(opts, &current).get(&current);
+        if let Some(accept) = accept {
+            request = request.header("Accept", accept);
+        }
+        let response = request
             .call()
             .map_err(|e| http_err(&current, &describe(&e, opts)))?;
         let status = response.status().as_u16();

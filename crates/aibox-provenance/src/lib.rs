@@ -32,6 +32,7 @@ pub mod statcache;
 pub mod table;
 pub mod time;
 pub mod trust;
+pub mod uvxdeps;
 pub mod yaml;
 
 pub use cache::Cache;

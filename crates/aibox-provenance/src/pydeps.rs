@@ -190,6 +190,25 @@ impl McpLock {
     pub fn is_empty(&self) -> bool {
         self.environments.is_empty() && self.hashes.is_empty() && self.npm.is_empty()
     }
+
+    /// Adds `other`'s Python environments and hashes (its npm trees are not touched).
+    /// A package pinned by both keeps every hash either lists: two resolutions with
+    /// different upload cutoffs list different files of one version (a wheel uploaded
+    /// after the earlier cutoff), and each of them is the index's file.
+    pub fn add_environments(&mut self, other: &McpLock) {
+        self.environments.extend(
+            other
+                .environments
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        for (key, list) in &other.hashes {
+            let mine = self.hashes.entry(key.clone()).or_default();
+            mine.extend(list.iter().cloned());
+            mine.sort_unstable();
+            mine.dedup();
+        }
+    }
 }
 
 /// One locked environment.
@@ -424,5 +443,42 @@ mod tests {
             let err = parse_requirements(text).unwrap_err();
             assert!(err.contains(want), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn environments_added_keep_every_hash_of_a_shared_pin() {
+        let hashes = |pairs: &[(&str, &[&str])]| -> BTreeMap<String, Vec<String>> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.iter().map(|h| (*h).to_owned()).collect()))
+                .collect()
+        };
+        let env = |dep: &str| EnvLock {
+            dependencies: vec![dep.to_owned()],
+            ..EnvLock::default()
+        };
+        let mut release = McpLock {
+            environments: [("a".to_owned(), env("x"))].into(),
+            hashes: hashes(&[("pyyaml==6.0.1", &["sha256:1", "sha256:3"])]),
+            ..McpLock::default()
+        };
+        // Resolved with a later cutoff: one more wheel of the same version.
+        let team = McpLock {
+            environments: [("b".to_owned(), env("y"))].into(),
+            hashes: hashes(&[
+                ("pyyaml==6.0.1", &["sha256:2", "sha256:3"]),
+                ("mcp==1.15.0", &["sha256:9"]),
+            ]),
+            ..McpLock::default()
+        };
+        release.add_environments(&team);
+        assert_eq!(release.environments.len(), 2);
+        assert_eq!(
+            release.hashes,
+            hashes(&[
+                ("mcp==1.15.0", &["sha256:9"]),
+                ("pyyaml==6.0.1", &["sha256:1", "sha256:2", "sha256:3"]),
+            ])
+        );
     }
 }

@@ -228,7 +228,7 @@ pub fn body_digest(url: &str, header: Option<&str>, body: &[u8]) -> Result<Strin
 /// Asks the registry which digest `target`'s tag names now.
 pub fn resolve_digest(target: &Target, opts: &HttpOptions) -> Result<String, RegistryError> {
     let url = target.manifest_url();
-    let agent = agent(opts);
+    let agent = agent(opts, &url);
     let mut token: Option<String> = None;
     for method in [Method::Head, Method::Get] {
         let mut answer = request(&agent, method, &url, token.as_deref(), opts)?;
@@ -391,6 +391,7 @@ pub fn default_options() -> HttpOptions {
         overall_timeout: Duration::from_mins(1),
         max_bytes: MAX_MANIFEST,
         max_redirects: 0,
+        extra_ca_pem: None,
     }
 }
 

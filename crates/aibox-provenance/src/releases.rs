@@ -281,7 +281,7 @@ pub fn list_releases(
 ) -> Result<ReleaseList> {
     let first = format!("{}?per_page={PER_PAGE}&page=1", api_url(source, api_base)?);
     let home = origin(&first);
-    let agent = agent(opts);
+    let agent = agent(opts, &first);
     let mut list = ReleaseList {
         api_url: first.clone(),
         releases: Vec::new(),

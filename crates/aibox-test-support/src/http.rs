@@ -95,6 +95,8 @@ type Routes = Arc<Mutex<HashMap<String, Route>>>;
 /// A loopback HTTP/1.1 server for tests; stops when dropped.
 pub struct Server {
     addr: SocketAddr,
+    /// The private CA's certificate (PEM) of an HTTPS server.
+    ca_pem: Option<String>,
     routes: Routes,
     hits: Arc<Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
@@ -104,6 +106,25 @@ pub struct Server {
 impl Server {
     /// Starts a server on `127.0.0.1:0`.
     pub fn start() -> std::io::Result<Self> {
+        Self::listen(None)
+    }
+
+    /// Starts an HTTPS server on `127.0.0.1:0` whose certificate (for `localhost` and
+    /// `127.0.0.1`) is signed by a CA generated here, trusted by no system: a client
+    /// reaches it only by trusting [`Server::ca_pem`].
+    pub fn start_tls() -> std::io::Result<Self> {
+        let (tls, ca_pem) = private_ca_tls().map_err(std::io::Error::other)?;
+        let mut server = Self::listen(Some(Arc::new(tls)))?;
+        server.ca_pem = Some(ca_pem);
+        Ok(server)
+    }
+
+    /// The PEM certificate of the CA an HTTPS server's certificate is signed by.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    fn listen(tls: Option<Arc<rustls::ServerConfig>>) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let routes: Routes = Arc::default();
@@ -116,14 +137,29 @@ impl Server {
                     if stop.load(Ordering::SeqCst) {
                         break;
                     }
-                    if let Ok(stream) = stream {
-                        serve(stream, &routes, &hits);
+                    let Ok(mut stream) = stream else { continue };
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+                    match &tls {
+                        None => serve(&mut stream, &routes, &hits),
+                        Some(config) => {
+                            let Ok(conn) = rustls::ServerConnection::new(Arc::clone(config)) else {
+                                continue;
+                            };
+                            let mut tls = rustls::StreamOwned::new(conn, stream);
+                            serve(&mut tls, &routes, &hits);
+                            tls.conn.send_close_notify();
+                            let _ = tls.flush();
+                            stream = tls.sock;
+                        }
                     }
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
                 }
             })
         };
         Ok(Self {
             addr,
+            ca_pem: None,
             routes,
             hits,
             stop,
@@ -131,9 +167,14 @@ impl Server {
         })
     }
 
-    /// `http://127.0.0.1:<port>` + `path`.
+    /// `http://127.0.0.1:<port>` + `path` (`https://` for an HTTPS server).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}{path}", self.addr)
     }
 
     /// Sets the route for an exact path.
@@ -168,9 +209,34 @@ impl Drop for Server {
     }
 }
 
-fn serve(mut stream: TcpStream, routes: &Routes, hits: &Mutex<Vec<String>>) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+/// A CA made for this server and a server configuration whose certificate it signed;
+/// the CA's certificate as PEM.
+fn private_ca_tls()
+-> Result<(rustls::ServerConfig, String), Box<dyn std::error::Error + Send + Sync>> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca.distinguished_name
+        .push(DnType::CommonName, "aibox test inspecting proxy CA");
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate()?)?;
+    let key = KeyPair::generate()?;
+    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?
+        .signed_by(&key, &ca)?;
+    let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(vec![leaf.der().clone(), ca.der().clone()], key)?;
+    Ok((config, ca.pem()))
+}
+
+fn serve(stream: &mut (impl Read + std::io::Write), routes: &Routes, hits: &Mutex<Vec<String>>) {
     // Read the request head, bounded to 16 KiB.
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
@@ -224,7 +290,6 @@ fn serve(mut stream: TcpStream, routes: &Routes, hits: &Mutex<Vec<String>>) {
     let _ = stream.write_all(out.as_bytes());
     let _ = stream.write_all(body);
     let _ = stream.flush();
-    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 #[cfg(test)]

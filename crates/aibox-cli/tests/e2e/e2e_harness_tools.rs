@@ -13,7 +13,10 @@
 //! (exit 1, with the server's stderr) on a team server that dies at start, which
 //! `doctor` reports as an error. A team server started with `npx -y <package>@<version>` is locked with the real
 //! npm, installed by the image build with `npm ci`, registered as its installed bin and
-//! started with `npm_config_offline=true` like the others. The image build reaches the
+//! started with `npm_config_offline=true` like the others. A team server started with
+//! `uvx <package>==<version>` is locked with the real uv as of that version's upload on
+//! `PyPI`, installed like the release's servers and started as its environment's
+//! executable: on mcp 1.x, where the same command unlocked dies at import. The image build reaches the
 //! package registries through this machine's TLS-inspecting proxy with the personal CA
 //! setting.
 
@@ -34,9 +37,12 @@ fn aibox(podman: &Podman, root: &Utf8Path) -> Command {
     cmd
 }
 
-/// The npx team server: a small real MCP server, pinned exactly.
-const NPX_SERVER: &str = "\n[[ai.mcp.servers]]\nname = \"memory\"\ncommand = \"npx\"\n\
-                          args = [\"-y\", \"@modelcontextprotocol/server-memory@2026.8.31\"]\n";
+/// The team servers: small real MCP servers, pinned exactly, one started with `npx` and
+/// one with `uvx` (whose `mcp>=1.0` resolves to 2.x today, where it dies at import).
+const TEAM_SERVERS: &str = "\n[[ai.mcp.servers]]\nname = \"memory\"\ncommand = \"npx\"\n\
+                            args = [\"-y\", \"@modelcontextprotocol/server-memory@2026.8.31\"]\n\
+                            \n[[ai.mcp.servers]]\nname = \"time\"\ncommand = \"uvx\"\n\
+                            args = [\"mcp-server-time==2025.9.25\", \"--local-timezone=UTC\"]\n";
 
 use aibox_test_support::show_output as show;
 
@@ -135,6 +141,7 @@ fn registered_servers_start(podman: &Podman, root: &Utf8Path) {
         "processkit-event-log",
         "processkit-note-keeper",
         "processkit-plain-server",
+        "time",
     ];
     let mcp: serde_json::Value =
         serde_json::from_str(&fs_err::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
@@ -146,7 +153,7 @@ fn registered_servers_start(podman: &Podman, root: &Utf8Path) {
         .collect();
     names.sort_unstable();
     assert_eq!(names, registered, "{mcp:#}");
-    for name in &registered[1..] {
+    for name in &registered[1..4] {
         let init = mcp_initialize(podman, root, name);
         assert_eq!(init["result"]["serverInfo"]["name"], *name, "{init}");
     }
@@ -161,6 +168,17 @@ fn registered_servers_start(podman: &Podman, root: &Utf8Path) {
         init["result"]["serverInfo"]["name"], "memory-server",
         "{init}"
     );
+    // The uvx server runs its locked environment's executable, on the mcp 1.x of the day
+    // its version was uploaded.
+    let command = mcp["mcpServers"]["time"]["command"].as_str().unwrap();
+    assert!(
+        command.starts_with("/opt/aibox/mcp/") && command.ends_with("/bin/mcp-server-time"),
+        "{mcp:#}"
+    );
+    let init = mcp_initialize(podman, root, "time");
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcp-time", "{init}");
+    let version = init["result"]["serverInfo"]["version"].as_str().unwrap();
+    assert!(version.starts_with("1."), "{init}");
     // The FastMCP servers run the locked mcp 1.x, as of the release's date.
     let init = mcp_initialize(podman, root, "processkit-note-keeper");
     let version = init["result"]["serverInfo"]["version"].as_str().unwrap();
@@ -179,6 +197,17 @@ fn registered_servers_start(podman: &Podman, root: &Utf8Path) {
                 .contains("No module named 'mcp.server.fastmcp'"),
         "the unlocked server should fail as the published ones do: {}",
         show(&shipped)
+    );
+    // And the uvx server as configured, resolved now.
+    let configured = aibox(podman, root)
+        .args(["exec", "--", "uvx", "--quiet", "mcp-server-time==2025.9.25"])
+        .output()
+        .unwrap();
+    assert!(
+        !configured.status.success()
+            && String::from_utf8_lossy(&configured.stderr).contains("McpError"),
+        "the uvx server unlocked should die at import: {}",
+        show(&configured)
     );
 }
 
@@ -258,7 +287,7 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
     // A user-chosen addon on top: npm and npx.
     ok(aibox(&podman, &root).args(["addon", "add", "npm"]));
     let toml = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
-    fs_err::write(root.join("aibox.toml"), toml + NPX_SERVER).unwrap();
+    fs_err::write(root.join("aibox.toml"), toml + TEAM_SERVERS).unwrap();
     fs_err::write(root.join(".aibox-local.toml"), local_toml_with_host_ca()).unwrap();
     let out = aibox(&podman, &root).arg("apply").output().unwrap();
     assert!(out.status.success(), "{}", show(&out));
@@ -349,7 +378,8 @@ fn mcp_check(podman: &Podman, root: &Utf8Path) {
             "memory",
             "processkit-event-log",
             "processkit-note-keeper",
-            "processkit-plain-server"
+            "processkit-plain-server",
+            "time"
         ],
         "{report}"
     );
@@ -361,10 +391,10 @@ fn mcp_check(podman: &Podman, root: &Utf8Path) {
             "one start for every harness that registers it: {report}"
         );
         let probe = &server["probe"];
-        let own_name = if server["name"] == "memory" {
-            serde_json::json!("memory-server")
-        } else {
-            server["name"].clone()
+        let own_name = match server["name"].as_str() {
+            Some("memory") => serde_json::json!("memory-server"),
+            Some("time") => serde_json::json!("mcp-time"),
+            _ => server["name"].clone(),
         };
         assert_eq!(probe["server_name"], own_name, "{report}");
         assert_eq!(probe["protocol_version"], "2025-06-18", "{report}");

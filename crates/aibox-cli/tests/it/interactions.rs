@@ -282,6 +282,53 @@ fn a_wrong_digest_exits_3() {
     assert!(!ctx.dir.join("aibox.lock").exists());
 }
 
+/// Behind a TLS-inspecting proxy the release's HTTPS answer is signed by the proxy's
+/// CA. aibox refuses it (exit 3, naming the fix), then installs once the CA is trusted
+/// the way the image build trusts it (`.aibox-local.toml` `extra_ca_certificates`), or
+/// the way curl does (the system store, here `SSL_CERT_FILE`).
+#[test]
+fn a_release_behind_a_tls_inspecting_proxy_installs_once_its_ca_is_trusted() {
+    let server = Server::start_tls().unwrap();
+    let release = SyntheticRelease::minimal("v0.0.1");
+    let archive = release.tar_gz();
+    server.route(
+        &format!("{ARCHIVE}.sha256"),
+        Route::ok(release.sidecar(&archive)),
+    );
+    server.route(ARCHIVE, Route::ok(archive));
+    let ca = server.ca_pem().unwrap();
+
+    let ctx = processkit_project(&server);
+    let out = ctx.command(&["apply", "-o", "json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let message = json(&out)["message"].to_string();
+    assert!(
+        message.contains("UnknownIssuer") && message.contains("extra_ca_certificates"),
+        "{message}"
+    );
+    assert!(!ctx.dir.join("aibox.lock").exists());
+
+    ctx.write("proxy-ca.pem", ca).write(
+        ".aibox-local.toml",
+        "[container]\nextra_ca_certificates = \"proxy-ca.pem\"\n",
+    );
+    let out = ctx.command(&["apply", "-o", "json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(ctx.dir.join("aibox.lock").exists());
+
+    let system = processkit_project(&server);
+    let bundle = system.dir.join("../system-bundle.pem");
+    fs_err::write(&bundle, ca).unwrap();
+    let out = system
+        .command(&["apply", "-o", "json"])
+        .env("SSL_CERT_FILE", &bundle)
+        .env_remove("SSL_CERT_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(system.dir.join("aibox.lock").exists());
+}
+
 /// A file where aibox needs a folder is a disk error: exit 3, nothing written.
 #[test]
 fn a_file_in_the_way_exits_3() {

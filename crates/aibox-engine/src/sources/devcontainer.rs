@@ -31,7 +31,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     inputs.security_opt = &ctx.security_opt;
     let extra_ca = read_extra_ca(ctx)?;
     inputs.extra_ca = extra_ca.as_deref();
-    let python_envs = python_envs(ctx.processkit);
+    let python_envs = python_envs(ctx.processkit, ctx.mcp_uvx);
     inputs.python_envs = &python_envs;
     let npm_envs = npm_envs(ctx.mcp_npm);
     inputs.npm_envs = &npm_envs;
@@ -118,14 +118,17 @@ fn skill_hosts<'c>(ctx: &PlanContext<'c>) -> Option<&'c crate::network::SkillsHo
 }
 
 /// The locked MCP server environments the image installs, rendered from the lock
-/// entries resolve made (none without a resolved processkit release).
+/// entries resolve made: the resolved processkit release's and the team `uvx` servers'.
 pub(crate) fn python_envs(
     processkit: &crate::resolve::ProcesskitState,
+    uvx: &crate::mcp_uvx::UvxEnvs,
 ) -> Vec<aibox_devcontainer::PythonEnv> {
-    let crate::resolve::ProcesskitState::Resolved(resolved) = processkit else {
-        return Vec::new();
-    };
-    let lock = &resolved.mcp_envs.lock;
+    // Merged as the lock records them, so each file lists what the lock lists.
+    let mut lock = aibox_provenance::pydeps::McpLock::default();
+    if let crate::resolve::ProcesskitState::Resolved(resolved) = processkit {
+        lock.add_environments(&resolved.mcp_envs.lock);
+    }
+    lock.add_environments(&uvx.envs.lock);
     lock.environments
         .iter()
         .filter(|(_, env)| env.unresolvable.is_none())

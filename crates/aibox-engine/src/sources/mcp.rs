@@ -4,8 +4,9 @@
 //! the ownership ledger (`.aibox/mcp-ledger.json`), and plans the merged files
 //! (`Ownership::Merged`) plus the ledger (`Ownership::LocalState`). All merge logic
 //! lives in `aibox-mcp-registration`; this module only does the reading, and swaps in
-//! the locked command of each team server whose `npx` package resolve locked
-//! ([`crate::mcp_npm`]; the lock's `[mcp.npm]` is written here).
+//! the locked command of each team server whose `npx` package or `uvx` release resolve
+//! locked ([`crate::mcp_npm`], [`crate::mcp_uvx`]; the lock's `[mcp.npm]` and their
+//! `[mcp.environments]` are written here).
 
 use std::collections::BTreeMap;
 
@@ -32,6 +33,7 @@ pub fn contribute_with(
     let mut servers =
         collect_servers(config, &ctx.project.local, processkit).map_err(EngineError::from)?;
     lock_npx_servers(ctx, plan, &mut servers);
+    lock_uvx_servers(ctx, plan, &mut servers);
     let ledger = ctx
         .read_text(Utf8Path::new(LEDGER_PATH))?
         .map(|text| Ledger::parse(&text))
@@ -90,6 +92,10 @@ pub fn contribute_with(
         .ledger
         .not_registered
         .clone_from(&ctx.mcp_npm.broken);
+    registration
+        .ledger
+        .not_registered
+        .extend(ctx.mcp_uvx.envs.broken.clone());
     registration.write_ledger |= !registration.ledger.not_registered.is_empty();
     // A deny the harness cannot enforce would be a silent allow: refuse it.
     aibox_mcp_registration::check_denies_enforceable(&registration.servers)
@@ -140,19 +146,52 @@ pub fn contribute_with(
 fn lock_npx_servers(ctx: &PlanContext, plan: &mut PlanBuilder, servers: &mut Vec<ServerSpec>) {
     let npm = ctx.mcp_npm;
     servers.retain(|s| s.origin != Origin::Team || !npm.broken.contains_key(&s.name));
-    for spec in servers.iter_mut().filter(|s| s.origin == Origin::Team) {
-        if let (Some((bin, bin_args)), Transport::Stdio { command, args, .. }) =
-            (npm.commands.get(&spec.name), &mut spec.transport)
-        {
-            command.clone_from(bin);
-            args.clone_from(bin_args);
-        }
-    }
+    with_locked_commands(servers, npm, ctx.mcp_uvx);
     for warning in npm.warnings() {
         plan.warn(warning);
     }
     if !npm.lock.is_empty() {
         plan.lock_mut().mcp.get_or_insert_default().npm = npm.lock.clone();
+    }
+}
+
+/// Swaps in the locked command of each team server resolve locked (an `npx` tree's bin,
+/// a `uvx` environment's executable; arguments after the package, `env` kept): what the
+/// harness files register, and so what `mcp check` starts.
+pub(crate) fn with_locked_commands(
+    servers: &mut [ServerSpec],
+    npm: &crate::mcp_npm::NpmEnvs,
+    uvx: &crate::mcp_uvx::UvxEnvs,
+) {
+    for spec in servers.iter_mut().filter(|s| s.origin == Origin::Team) {
+        let locked = npm
+            .commands
+            .get(&spec.name)
+            .or_else(|| uvx.commands.get(&spec.name));
+        if let (Some((bin, bin_args)), Transport::Stdio { command, args, .. }) =
+            (locked, &mut spec.transport)
+        {
+            command.clone_from(bin);
+            args.clone_from(bin_args);
+        }
+    }
+}
+
+/// Team servers started with `uvx`: a locked one is started as its environment's
+/// executable (its arguments and environment kept), one whose release does not exist or
+/// cannot be resolved is not registered (it could not start); the warnings say which and
+/// why, and the lock records the environments beside the release's.
+fn lock_uvx_servers(ctx: &PlanContext, plan: &mut PlanBuilder, servers: &mut Vec<ServerSpec>) {
+    let uvx = ctx.mcp_uvx;
+    servers.retain(|s| s.origin != Origin::Team || !uvx.envs.broken.contains_key(&s.name));
+    for warning in uvx.warnings() {
+        plan.warn(warning);
+    }
+    if !uvx.envs.lock.environments.is_empty() {
+        plan.lock_mut()
+            .mcp
+            .get_or_insert_default()
+            .add_environments(&uvx.envs.lock);
     }
 }
 

@@ -298,9 +298,11 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
     plan.lock_mut().processkit = Some(install.lock);
     let mcp = &resolved.mcp_envs.lock;
     if !mcp.environments.is_empty() {
-        let lock = plan.lock_mut().mcp.get_or_insert_default();
-        lock.environments.clone_from(&mcp.environments);
-        lock.hashes.clone_from(&mcp.hashes);
+        // Added to, not replaced: the team's `uvx` servers' environments are there too.
+        plan.lock_mut()
+            .mcp
+            .get_or_insert_default()
+            .add_environments(mcp);
     }
     Ok(())
 }

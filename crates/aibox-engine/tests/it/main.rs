@@ -15,6 +15,7 @@ mod error_kinds;
 mod init;
 mod lifecycle_guards;
 mod mcp_registration;
+mod mcp_uvx;
 mod migrate;
 mod pk_doctor;
 mod plan_purity;

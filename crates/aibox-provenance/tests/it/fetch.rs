@@ -69,6 +69,7 @@ fn fast_http() -> HttpOptions {
         overall_timeout: Duration::from_secs(5),
         max_bytes: 1024 * 1024,
         max_redirects: 3,
+        extra_ca_pem: None,
     }
 }
 
@@ -819,4 +820,29 @@ fn only_an_old_release_without_the_layout_is_told_it_is_too_old() {
         err.contains("`PROVENANCE.toml` is missing") && !err.contains("v0.8.0"),
         "{err}"
     );
+}
+
+/// Behind a TLS-inspecting proxy every HTTPS answer is signed by the proxy's own CA:
+/// refused (naming the fix) until that CA is trusted, then downloaded.
+#[test]
+fn https_signed_by_a_private_ca_needs_that_ca_trusted() {
+    let server = Server::start_tls().unwrap();
+    server.route("/archive", Route::ok("through the proxy"));
+    let url = server.url("/archive");
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+
+    let refused = download(&url, &fast_http(), None).unwrap_err().to_string();
+    assert!(refused.contains("UnknownIssuer"), "{refused}");
+    assert!(
+        refused.contains("extra_ca_certificates") && refused.contains("SSL_CERT_FILE"),
+        "the error names the ways to trust the CA: {refused}"
+    );
+
+    let trusting = HttpOptions {
+        extra_ca_pem: Some(server.ca_pem().unwrap().into()),
+        ..fast_http()
+    };
+    let got = download(&url, &trusting, None).unwrap();
+    assert_eq!(got.bytes, b"through the proxy");
+    assert_eq!(got.final_url, url);
 }

@@ -16,3 +16,4 @@ mod real_shape;
 mod releases;
 mod resume;
 mod upgrade_prop;
+mod uvx_index;

@@ -1,7 +1,9 @@
 //! The `mcp-dependencies` check: registered MCP servers whose dependencies are not locked
 //! (Python servers that resolve floating ranges at start, team `npx` servers whose tree
-//! npx fetches unverified), and servers left unregistered because their dependencies
+//! npx fetches unverified, team `uvx` servers uvx resolves at start), and servers left unregistered because their dependencies
 //! cannot be installed.
+
+use std::collections::BTreeMap;
 
 use aibox_policy::{Finding, Severity};
 
@@ -15,7 +17,58 @@ pub(crate) fn findings(resolved: &Resolved) -> Vec<Finding> {
         python(&release.mcp_envs, &mut out);
     }
     npm(&resolved.mcp_npm, &mut out);
+    uvx(&resolved.mcp_uvx, &mut out);
     out
+}
+
+fn uvx(envs: &crate::mcp_uvx::UvxEnvs, out: &mut Vec<Finding>) {
+    team(
+        (&envs.envs.broken, &envs.envs.unlocked),
+        [
+            "its `uvx` package, version or dependencies cannot be installed; fix it in \
+             aibox.toml [[ai.mcp.servers]], then run `aibox apply`",
+            "uvx MCP server(s) resolve their dependencies at start, to whatever is newest \
+             then",
+            "run `aibox apply` with `uv` on PATH (or `AIBOX_UV` set to it) and network access \
+             to the package index: it locks them in aibox.lock and the image installs them",
+        ],
+        out,
+    );
+}
+
+/// The findings of a team server locker: the servers not registered (`broken`, name →
+/// why) and those registered unlocked (`unlocked`); `[broken fix, what the unlocked ones
+/// do, unlocked fix]`.
+fn team(
+    (broken, unlocked): (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    [broken_fix, unlocked_do, unlocked_fix]: [&str; 3],
+    out: &mut Vec<Finding>,
+) {
+    for (name, why) in broken {
+        out.push(Finding::new(
+            "aibox::doctor::mcp_unresolvable",
+            Severity::Warning,
+            "aibox.toml",
+            format!(
+                "MCP server `{name}` is not registered: {}",
+                why.trim_end_matches('.')
+            ),
+            broken_fix,
+        ));
+    }
+    if !unlocked.is_empty() {
+        let list: Vec<String> = unlocked
+            .iter()
+            .map(|(name, why)| format!("{name} ({})", why.trim_end_matches('.')))
+            .collect();
+        out.push(Finding::new(
+            "aibox::doctor::mcp_unlocked",
+            Severity::Warning,
+            "aibox.lock",
+            format!("{} {unlocked_do}: {}", list.len(), list.join("; ")),
+            unlocked_fix,
+        ));
+    }
 }
 
 fn python(envs: &crate::mcp_envs::McpEnvs, out: &mut Vec<Finding>) {
@@ -51,39 +104,18 @@ fn python(envs: &crate::mcp_envs::McpEnvs, out: &mut Vec<Finding>) {
 }
 
 fn npm(envs: &crate::mcp_npm::NpmEnvs, out: &mut Vec<Finding>) {
-    for (name, why) in &envs.broken {
-        out.push(Finding::new(
-            "aibox::doctor::mcp_unresolvable",
-            Severity::Warning,
-            "aibox.toml",
-            format!(
-                "MCP server `{name}` is not registered: {}",
-                why.trim_end_matches('.')
-            ),
+    team(
+        (&envs.broken, &envs.unlocked),
+        [
             "its `npx` package or version does not exist; fix it in aibox.toml \
              [[ai.mcp.servers]], then run `aibox apply`",
-        ));
-    }
-    if !envs.unlocked.is_empty() {
-        let list: Vec<String> = envs
-            .unlocked
-            .iter()
-            .map(|(name, why)| format!("{name} ({})", why.trim_end_matches('.')))
-            .collect();
-        out.push(Finding::new(
-            "aibox::doctor::mcp_unlocked",
-            Severity::Warning,
-            "aibox.lock",
-            format!(
-                "{} npx MCP server(s) fetch their dependency tree unverified at start: {}",
-                list.len(),
-                list.join("; ")
-            ),
+            "npx MCP server(s) fetch their dependency tree unverified at start",
             "start them as `npx -y <package>@<exact version>` and run `aibox apply` with `npm` \
              on PATH (or `AIBOX_NPM` set to it) and access to the npm registry: it locks \
              the tree in aibox.lock and the image installs it",
-        ));
-    }
+        ],
+        out,
+    );
     if !envs.unpinned.is_empty() {
         let list: Vec<String> = envs
             .unpinned
