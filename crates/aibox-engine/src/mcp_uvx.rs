@@ -132,7 +132,8 @@ pub(crate) fn lock(servers: &[McpServer], index: &Index, how: Resolving<'_>) -> 
                     name.clone(),
                     format!(
                         "the package index ({}) has no release `{}`",
-                        index.url, run.requirement
+                        uvxdeps::redact(&index.url),
+                        run.requirement
                     ),
                 );
             }
@@ -183,8 +184,14 @@ fn ask(
             run.package, run.version
         ));
     }
+    // The index URL may carry credentials (a private index): never in a message.
     let facts = uvxdeps::release_facts(&index.url, &run.package, &run.version, &index.http)
-        .map_err(|e| format!("the package index could not date the release: {e}"))?;
+        .map_err(|e| {
+            let why = e
+                .to_string()
+                .replace(&index.url, &uvxdeps::redact(&index.url));
+            format!("the package index could not date the release: {why}")
+        })?;
     Ok(facts.map(|facts| {
         let deps = pydeps::ScriptDeps {
             requires_python: facts.requires_python,
@@ -192,4 +199,42 @@ fn ask(
         };
         EnvSpec::new(&deps, Some(&facts.cutoff))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A private index given with its credentials, as uv takes it: they reach no warning.
+    #[test]
+    fn an_index_password_is_not_repeated() {
+        let index = Index {
+            url: "http://me:fake-index-password@127.0.0.1:9/simple/".to_owned(),
+            http: aibox_provenance::HttpOptions::default(),
+        };
+        let server = McpServer {
+            name: "time".to_owned(),
+            command: Some("uvx".to_owned()),
+            args: vec!["mcp-server-time==2025.9.25".to_owned()],
+            env: std::collections::BTreeMap::new(),
+            url: None,
+            headers: std::collections::BTreeMap::new(),
+            allowed_tools: Vec::new(),
+            startup_timeout_sec: None,
+            enabled: true,
+        };
+        let resolver = crate::mcp_resolver::Resolver::Path("/nonexistent/uv".into());
+        let how = Resolving {
+            previous: None,
+            resolver: &resolver,
+            offline: false,
+            cache: None,
+            notice: None,
+        };
+        let envs = lock(&[server], &index, how);
+        let warnings = envs.warnings().join("\n");
+        assert!(warnings.contains("could not date"), "{warnings}");
+        assert!(warnings.contains("***@127.0.0.1:9"), "{warnings}");
+        assert!(!warnings.contains("fake-index-password"), "{warnings}");
+    }
 }

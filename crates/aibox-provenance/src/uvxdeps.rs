@@ -190,6 +190,19 @@ pub fn index_url(env: impl Fn(&str) -> Option<String>) -> String {
     format!("{url}/")
 }
 
+/// `url` with the credentials of its authority (`https://user:token@host/…`, as a
+/// private index is often given to uv) replaced by `***`, for every message that names it.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
 /// What the index says of one release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseFacts {
@@ -423,6 +436,23 @@ mod tests {
             ])),
             "https://new.example/pypi/simple/"
         );
+    }
+
+    #[test]
+    fn credentials_in_an_index_url_are_never_shown() {
+        assert_eq!(
+            redact("https://me:fake-token@pypi.corp.example/simple/mcp/"),
+            "https://***@pypi.corp.example/simple/mcp/"
+        );
+        assert_eq!(
+            redact("https://pypi.org/simple/"),
+            "https://pypi.org/simple/"
+        );
+        assert_eq!(
+            redact("https://pypi.org/simple/a@b/"),
+            "https://pypi.org/simple/a@b/"
+        );
+        assert_eq!(redact("not a url"), "not a url");
     }
 
     #[test]
