@@ -222,7 +222,8 @@ pub struct ApplyArgs {
     /// (for CI; local, gitignored files are not judged: the next apply creates them).
     #[arg(long)]
     pub check: bool,
-    /// Replace hand-written generated files (a backup is kept under `.aibox/backups/`).
+    /// Replace hand-written generated files, and ones a merge left with conflict markers (a
+    /// backup is kept under `.aibox/backups/`).
     #[arg(long)]
     pub force: bool,
     /// Also build the container image.

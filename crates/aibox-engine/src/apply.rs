@@ -226,13 +226,18 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     };
     // Resolved under the project lock: the previous `aibox.lock` is the one this run
     // builds on.
-    let checking;
-    let plan_options = if options.check && !options.plan.check_only {
-        checking = PlanOptions {
-            check_only: true,
+    let adjusted;
+    let check_only = options.plan.check_only || options.check;
+    let replace_conflicted = options.plan.replace_conflicted || options.force;
+    let plan_options = if check_only != options.plan.check_only
+        || replace_conflicted != options.plan.replace_conflicted
+    {
+        adjusted = PlanOptions {
+            check_only,
+            replace_conflicted,
             ..options.plan.clone()
         };
-        &checking
+        &adjusted
     } else {
         &options.plan
     };

@@ -210,7 +210,8 @@ pub enum EngineError {
             "resolve aibox.toml (and .aibox-local.toml) by hand; for these files take either \
              side, for example `git checkout --theirs -- FILE...`, then run `aibox apply`: it \
              writes them again from the merged aibox.toml (a hand-added entry of a harness \
-             file on the side you dropped is yours to add back)"
+             file on the side you dropped is yours to add back). Files under .devcontainer/, \
+             which aibox writes whole, `aibox apply --force` backs up and writes again"
         )
     )]
     MergeConflicts {

@@ -194,6 +194,12 @@ pub struct PlanOptions {
     /// running the container, and the files do not depend on the engine, so a CI runner
     /// without one can still tell whether they are current.
     pub check_only: bool,
+    /// Planned for `apply --force` (set by [`crate::apply()`]): a file aibox writes whole
+    /// (the devcontainer's and the seccomp profiles) that still holds git's conflict
+    /// markers is not refused here; the apply backs it up and writes it again, as it does
+    /// a hand-edited one. The lock and the harness files, which hold what no
+    /// configuration says, are refused all the same.
+    pub replace_conflicted: bool,
 }
 
 impl std::fmt::Debug for PlanOptions {
@@ -208,6 +214,7 @@ impl std::fmt::Debug for PlanOptions {
             .field("notice", &self.notice.is_some())
             .field("npm_resolver", &self.npm_resolver)
             .field("check_only", &self.check_only)
+            .field("replace_conflicted", &self.replace_conflicted)
             .finish()
     }
 }
@@ -224,6 +231,7 @@ impl Default for PlanOptions {
             notice: None,
             npm_resolver: crate::mcp_resolver::Resolver::default(),
             check_only: false,
+            replace_conflicted: false,
         }
     }
 }
@@ -358,7 +366,7 @@ pub(crate) fn resolve_in(
     project: Project,
     options: &PlanOptions,
 ) -> Result<Resolved, EngineError> {
-    crate::snapshot::check_merge_conflicts(&root)?;
+    crate::snapshot::check_merge_conflicts(&root, options.replace_conflicted)?;
     let previous_lock = crate::snapshot::read_lock(&root)?;
     let security = Security::judged(&project.config, options.engine, options.check_only);
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;

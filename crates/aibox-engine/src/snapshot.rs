@@ -374,10 +374,16 @@ fn read_extra_ca(root: &Utf8Path, project: &Project) -> Option<ExtraCa> {
 /// Refuses a project whose committed files aibox writes (`aibox.lock`, the generated and
 /// the merged ones) still hold git's conflict markers, naming every one at once: one at a
 /// time, a six-harness merge took eight runs, each stopping on the next file.
-pub(crate) fn check_merge_conflicts(root: &ProjectRoot) -> Result<(), EngineError> {
-    use aibox_config::layout::{FILES, Scope};
+/// With `replace_generated` (`apply --force`), files aibox writes whole are left to the
+/// apply, which backs them up and writes them again.
+pub(crate) fn check_merge_conflicts(
+    root: &ProjectRoot,
+    replace_generated: bool,
+) -> Result<(), EngineError> {
+    use aibox_config::layout::{FILES, Owner, Scope};
     let mut files = String::new();
     for e in FILES.iter().filter(|e| {
+        let whole = matches!(e.owner, Owner::Devcontainer | Owner::Policy);
         // Scaffolded files are the user's, as aibox.toml is, and most of `.gitignore`:
         // resolved by hand.
         e.scope == Scope::Committed
@@ -387,6 +393,7 @@ pub(crate) fn check_merge_conflicts(root: &ProjectRoot) -> Result<(), EngineErro
             && !e.path.ends_with('/')
             && !e.path.contains('*')
             && e.path != aibox_config::AIBOX_TOML
+            && !(replace_generated && whole)
     }) {
         let Some(bytes) = root.read(Utf8Path::new(e.path))? else {
             continue;

@@ -532,6 +532,44 @@ fn merge_conflicts_in_files_aibox_writes_are_named_at_once() {
     assert_eq!(fx.read(DOCKERFILE), before, "nothing written");
 }
 
+/// `apply --force` writes conflicted files aibox writes whole again, each backed up as a
+/// hand edit is; the lock (and the harness files), which hold what no configuration says,
+/// are still refused.
+#[test]
+fn force_writes_again_the_conflicted_files_aibox_writes_whole() {
+    let fx = Fixture::new();
+    apply(&fx.root, &opts()).unwrap();
+    let clean = fx.read(DOCKERFILE);
+    let conflicted =
+        |text: &str| format!("<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> feature\n{text}");
+    fx.write(DOCKERFILE, &conflicted(&clean));
+    fx.write("aibox.lock", &conflicted(&fx.read("aibox.lock")));
+    let forced = ApplyOptions {
+        force: true,
+        ..opts()
+    };
+    let err = apply(&fx.root, &forced).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::merge_conflict");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("aibox.lock") && !shown.contains(DOCKERFILE),
+        "{shown}"
+    );
+
+    fx.write(
+        "aibox.lock",
+        &fx.read("aibox.lock")
+            .replace("<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> feature\n", ""),
+    );
+    // Without `--force` the Dockerfile is still refused, named as a merge conflict.
+    let err = apply(&fx.root, &opts()).unwrap_err();
+    assert_eq!(code(&err), "aibox::apply::merge_conflict");
+    apply(&fx.root, &forced).unwrap();
+    assert_eq!(fx.read(DOCKERFILE), clean);
+    let backup = fx.read(&format!(".aibox/backups/{DOCKERFILE}.1"));
+    assert!(backup.starts_with("<<<<<<< HEAD"), "{backup}");
+}
+
 #[test]
 fn local_state_mode_is_restored() {
     let fx = Fixture::new();
