@@ -170,14 +170,8 @@ const ENGINE_FLOORS: &[&[&str]] = &[
     &["pk_doctor", "network", "mcp_uvx"],
     &["mcp_envs", "skills", "consent", "base_image_pin"],
     &["snapshot", "migrate", "config_edit", "addons", "mcp_npm"],
-    &["records", "init"],
-    &[
-        "writer",
-        "config_check",
-        "skill_review",
-        "mcp_resolver",
-        "versions",
-    ],
+    &["records", "init", "versions"],
+    &["writer", "config_check", "skill_review", "mcp_resolver"],
     &["security", "reach"],
     // The bottom: no arrow into the engine.
     &["error", "process", "codex_sandbox", "updates"],

@@ -87,6 +87,12 @@ const WRITE_ALLOWLIST: &[(&str, &str)] = &[
         "crates/aibox-engine/src/mcp_npm.rs",
         "npm's package.json in a temporary folder while resolving",
     ),
+    // uv reads a CA bundle only from a file (`SSL_CERT_FILE`): with a personal extra CA,
+    // the trusted roots go into a temporary file of their own, removed after resolving.
+    (
+        "crates/aibox-engine/src/mcp_envs.rs",
+        "uv's CA bundle in a temporary file while resolving",
+    ),
     // `doctor --processkit` on the host installs pk-doctor's locked requirements into a
     // virtual environment in the download cache (`pk-doctor/<id>/`), never the project.
     (

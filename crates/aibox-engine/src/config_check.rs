@@ -181,6 +181,18 @@ pub(crate) fn extra_ca_text(
                 .to_owned(),
         });
     }
+    // Blocks that say CERTIFICATE but are not one (a damaged copy) would be trusted for
+    // nothing, silently, and the refusal would then advise what the user already did.
+    let (usable, damaged) = aibox_provenance::fetch::usable_certificates(&text);
+    if usable == 0 {
+        return Err(EngineError::ExtraCa {
+            path,
+            reason: format!(
+                "none of its {damaged} certificate block(s) is a certificate (a damaged or \
+                 cut copy?); export the CA again, in PEM"
+            ),
+        });
+    }
     if !text.ends_with('\n') {
         text.push('\n');
     }

@@ -108,6 +108,9 @@ pub(crate) struct Resolving<'a> {
     pub offline: bool,
     pub cache: Option<&'a aibox_provenance::Cache>,
     pub notice: Option<&'a crate::mcp_resolver::Notice>,
+    /// The personal extra CA (PEM), which `uv` is given with the trusted roots: it goes
+    /// through the same TLS-inspecting proxy as aibox's own downloads.
+    pub extra_ca: Option<&'a str>,
 }
 
 /// Locks `servers` (see the module docs). `exclude_newer` is the release's date.
@@ -248,15 +251,17 @@ impl Finder<'_> {
                 uv.version
             ));
         }
-        let outcome = uv.compile(spec).and_then(|(resolver, text)| {
-            let resolution = pydeps::parse_requirements(&text).map_err(|e| {
-                Failure::Unavailable(format!("{} printed an unusable lock: {e}", uv.version))
-            })?;
-            if let Some(cache) = self.how.cache {
-                cache.store_resolution(id, &format!("{CACHE_HEADER}{resolver}\n{text}"));
-            }
-            Ok((resolver, resolution))
-        });
+        let outcome = uv
+            .compile(spec, self.how.extra_ca)
+            .and_then(|(resolver, text)| {
+                let resolution = pydeps::parse_requirements(&text).map_err(|e| {
+                    Failure::Unavailable(format!("{} printed an unusable lock: {e}", uv.version))
+                })?;
+                if let Some(cache) = self.how.cache {
+                    cache.store_resolution(id, &format!("{CACHE_HEADER}{resolver}\n{text}"));
+                }
+                Ok((resolver, resolution))
+            });
         (outcome, uv.version.clone())
     }
 }
@@ -319,11 +324,29 @@ impl Uv {
     }
 
     /// Resolves `spec`: the resolver's name and its hash-pinned requirements text.
-    fn compile(&self, spec: &EnvSpec) -> Result<(String, String), Failure> {
+    /// With `extra_ca`, uv reads every root aibox trusts from a bundle
+    /// (`SSL_CERT_FILE`, which replaces its own roots): the extra CA, and the system's
+    /// store and Mozilla's set beside it.
+    fn compile(&self, spec: &EnvSpec, extra_ca: Option<&str>) -> Result<(String, String), Failure> {
         let unavailable = |why: String| Failure::Unavailable(why);
         let mut input = spec.dependencies.join("\n");
         input.push('\n');
         let mut cmd = Command::new(&self.path);
+        let _bundle = match extra_ca {
+            Some(pem) => {
+                let mut file = tempfile::NamedTempFile::new()
+                    .map_err(|e| unavailable(format!("cannot write a CA bundle for uv: {e}")))?;
+                std::io::Write::write_all(
+                    &mut file,
+                    aibox_provenance::fetch::trusted_bundle_pem(Some(pem)).as_bytes(),
+                )
+                .map_err(|e| unavailable(format!("cannot write a CA bundle for uv: {e}")))?;
+                cmd.env("SSL_CERT_FILE", file.path())
+                    .env_remove("SSL_CERT_DIR");
+                Some(file)
+            }
+            None => None,
+        };
         cmd.args(["pip", "compile", "--universal", "--generate-hashes"])
             .args([
                 "--no-header",
@@ -358,6 +381,12 @@ impl Uv {
             Err(Failure::NoSolution(format!(
                 "its dependencies ({}) have no solution: {message}",
                 spec.dependencies.join(", ")
+            )))
+        } else if stderr.contains("UnknownIssuer") {
+            Err(unavailable(format!(
+                "{} failed: {message}: {}",
+                self.version,
+                aibox_provenance::fetch::UNTRUSTED_CA_HINT
             )))
         } else {
             Err(unavailable(format!("{} failed: {message}", self.version)))
@@ -480,6 +509,7 @@ mod tests {
             offline: false,
             cache: None,
             notice: None,
+            extra_ca: None,
         }
     }
 

@@ -33,12 +33,14 @@ pub struct UvxEnvs {
     pub envs: McpEnvs,
     /// Locked servers: name → the environment's executable and the server's arguments.
     pub commands: BTreeMap<String, (String, Vec<String>)>,
+    /// Said once, when the index was asked: releases their authors yanked.
+    pub notes: Vec<String>,
 }
 
 impl UvxEnvs {
     /// The warnings `apply` shows (one per cause, naming the servers).
     pub fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = self.notes.clone();
         for (name, why) in &self.envs.broken {
             out.push(format!(
                 "MCP server `{name}` is not registered: {}. Fix its package or version in \
@@ -83,8 +85,14 @@ impl Index {
 }
 
 /// Locks the enabled team stdio servers of `servers` (see the module docs); `offline`
-/// asks neither the index nor the resolver.
-pub(crate) fn lock(servers: &[McpServer], index: &Index, how: Resolving<'_>) -> UvxEnvs {
+/// asks neither the index nor the resolver. `image_python` is the Python the image
+/// installs environments with, when aibox knows it ([`distro_python`]).
+pub(crate) fn lock(
+    servers: &[McpServer],
+    index: &Index,
+    image_python: Option<ImagePython>,
+    how: Resolving<'_>,
+) -> UvxEnvs {
     let mut out = UvxEnvs::default();
     let mut runs: Vec<(String, UvxRun)> = Vec::new();
     for server in servers.iter().filter(|s| s.enabled && s.url.is_none()) {
@@ -105,44 +113,75 @@ pub(crate) fn lock(servers: &[McpServer], index: &Index, how: Resolving<'_>) -> 
         return out;
     }
     let off = crate::mcp_resolver::turned_off(how.resolver, crate::mcp_envs::UV_ENV);
+    // A recorded "no such release" or "no solution" may have come from the index in use
+    // then (a mirror not yet synced): asked again whenever this run may ask, and kept
+    // only when it cannot.
+    let online = !how.offline && off.is_none();
     let mut specs = Vec::new();
-    let mut asked: BTreeMap<String, Result<Option<EnvSpec>, String>> = BTreeMap::new();
+    let mut asked: BTreeMap<String, Result<Option<uvxdeps::ReleaseFacts>, String>> =
+        BTreeMap::new();
     for (name, run) in &runs {
-        if let Some(spec) = how
-            .previous
-            .and_then(|l| locked_spec(l, name, &run.requirement))
-        {
-            specs.push((name.clone(), spec));
-            continue;
+        let mut recorded_missing = None;
+        match how.previous.and_then(|l| locked(l, name, &run.requirement)) {
+            Some(Ok(spec)) => {
+                specs.push((name.clone(), spec));
+                continue;
+            }
+            Some(Err(why)) if !online => {
+                missing(&mut out, name, run, why);
+                continue;
+            }
+            Some(Err(why)) => recorded_missing = Some(why),
+            None => {}
         }
         let answer = if how.offline {
             Err("not locked yet, and this command never resolves; `aibox apply` does".to_owned())
         } else if let Some(why) = &off {
             Err(why.clone())
         } else {
-            asked
+            let fresh = !asked.contains_key(&run.requirement);
+            let answer = asked
                 .entry(run.requirement.clone())
                 .or_insert_with(|| ask(index, run, how.notice))
-                .clone()
+                .clone();
+            if fresh && let Ok(Some(facts)) = &answer {
+                out.notes
+                    .extend(facts.yanked.as_ref().map(|reason| yanked(run, reason)));
+            }
+            answer
         };
         match answer {
-            Ok(Some(spec)) => specs.push((name.clone(), spec)),
+            Ok(Some(facts)) => specs.push((name.clone(), spec_of(run, facts))),
             Ok(None) => {
-                out.envs.broken.insert(
-                    name.clone(),
-                    format!(
-                        "the package index ({}) has no release `{}`",
-                        uvxdeps::redact(&index.url),
-                        run.requirement
-                    ),
+                let why = format!(
+                    "the package index ({}) has no release `{}`",
+                    uvxdeps::redact(&index.url),
+                    run.requirement
                 );
+                missing(&mut out, name, run, why);
             }
-            Err(why) => {
-                out.envs.unlocked.insert(name.clone(), why);
-            }
+            Err(why) => match recorded_missing {
+                Some(recorded) => missing(&mut out, name, run, recorded),
+                None => {
+                    out.envs.unlocked.insert(name.clone(), why);
+                }
+            },
         }
     }
-    let locked = crate::mcp_envs::lock_specs(specs, how);
+    // A release the image's Python cannot install would fail the image build: left out,
+    // whatever the lock says (the base image may have changed since).
+    if let Some(python) = image_python {
+        specs.retain(
+            |(name, spec)| match python.refuses(spec.requires_python.as_deref()) {
+                Some(why) => {
+                    out.envs.broken.insert(name.clone(), why);
+                    false
+                }
+                None => true,
+            },
+        );
+    }
+    let locked = lock_retrying(specs, how, online);
     for (name, run) in runs {
         if let Some(id) = locked.server_env.get(&name) {
             let bin = format!("{}/bin/{}", pydeps::env_dir(id), run.command);
@@ -152,32 +191,219 @@ pub(crate) fn lock(servers: &[McpServer], index: &Index, how: Resolving<'_>) -> 
     out.envs.broken.extend(locked.broken);
     out.envs.unlocked.extend(locked.unlocked);
     out.envs.server_env = locked.server_env;
-    out.envs.lock = locked.lock;
+    out.envs.lock.add_environments(&locked.lock);
     out
 }
 
-/// The spec `previous` locked `name` with, when it ran the same requirement: the index's
-/// date is never asked again for an unchanged server.
-fn locked_spec(previous: &McpLock, name: &str, requirement: &str) -> Option<EnvSpec> {
+/// [`crate::mcp_envs::lock_specs`], with a recorded "no solution" of these specs resolved
+/// again when `online`; when that cannot run (no `uv`), the recorded verdict stands, so a
+/// machine without a resolver does not change the lock.
+fn lock_retrying(specs: Vec<(String, EnvSpec)>, how: Resolving<'_>, online: bool) -> McpEnvs {
+    let ids: Vec<String> = specs.iter().map(|(_, spec)| spec.id()).collect();
+    let verdicts: BTreeMap<String, pydeps::EnvLock> = how
+        .previous
+        .map(|l| {
+            l.environments
+                .iter()
+                .filter(|(id, env)| ids.contains(id) && env.unresolvable.is_some())
+                .map(|(id, env)| (id.clone(), env.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !online || verdicts.is_empty() {
+        return crate::mcp_envs::lock_specs(specs, how);
+    }
+    let names: Vec<(String, String)> = specs
+        .iter()
+        .map(|(name, spec)| (name.clone(), spec.id()))
+        .collect();
+    let mut previous = how.previous.cloned().unwrap_or_default();
     previous
         .environments
-        .values()
-        .find(|env| {
-            env.servers.iter().any(|s| s == name)
-                && env.dependencies == [requirement]
-                && env.exclude_newer.is_some()
-        })
-        .map(pydeps::EnvLock::spec)
+        .retain(|id, _| !verdicts.contains_key(id));
+    let mut locked = crate::mcp_envs::lock_specs(
+        specs,
+        Resolving {
+            previous: Some(&previous),
+            ..how
+        },
+    );
+    for (name, id) in names {
+        if let (Some(env), true) = (verdicts.get(&id), locked.unlocked.contains_key(&name)) {
+            locked.unlocked.remove(&name);
+            let why = env.unresolvable.clone().unwrap_or_default();
+            locked.broken.insert(name, why);
+            locked.lock.environments.insert(id, env.clone());
+        }
+    }
+    locked
 }
 
-/// Asks the index when `run`'s release was uploaded and which Python it needs: its
-/// environment's spec, `Ok(None)` when the index has no such release, `Err` (why) when
-/// the index could not be asked.
+/// Records `run`'s release as missing from the index (`why`): the server is not
+/// registered, and the lock keeps the answer (an `[mcp.environments]` entry without a
+/// date or requirements), so the next run neither asks again nor finds the files stale.
+fn missing(out: &mut UvxEnvs, name: &str, run: &UvxRun, why: String) {
+    let spec = EnvSpec {
+        requires_python: None,
+        dependencies: vec![run.requirement.clone()],
+        exclude_newer: None,
+    };
+    let entry = out
+        .envs
+        .lock
+        .environments
+        .entry(spec.id())
+        .or_insert_with(|| pydeps::EnvLock {
+            dependencies: spec.dependencies.clone(),
+            resolver: "package index".to_owned(),
+            unresolvable: Some(why.clone()),
+            ..pydeps::EnvLock::default()
+        });
+    entry.servers.push(name.to_owned());
+    out.envs.broken.insert(name.to_owned(), why);
+}
+
+/// The environment spec of `run`'s release as the index described it.
+fn spec_of(run: &UvxRun, facts: uvxdeps::ReleaseFacts) -> EnvSpec {
+    let deps = pydeps::ScriptDeps {
+        requires_python: facts.requires_python,
+        dependencies: vec![run.requirement.clone()],
+    };
+    EnvSpec::new(&deps, Some(&facts.cutoff))
+}
+
+/// The notice for a release its authors withdrew.
+fn yanked(run: &UvxRun, reason: &str) -> String {
+    let why = if reason.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", reason.trim_end_matches('.'))
+    };
+    format!(
+        "`{}` is yanked on the package index{why}: it is locked and installed all the same, \
+         as uv installs a pinned yanked release; pin another version in aibox.toml \
+         [[ai.mcp.servers]] unless you need this one",
+        run.requirement
+    )
+}
+
+/// What `previous` recorded for `requirement`: the spec it locked it with, or why the
+/// index has no such release. An entry of the server `name` first, then any entry of the
+/// same requirement (a renamed server, or a second one on the same package): the index
+/// is asked once per release, and an unreachable index never drops a locked server.
+fn locked(previous: &McpLock, name: &str, requirement: &str) -> Option<Result<EnvSpec, String>> {
+    let same = |env: &&pydeps::EnvLock| env.dependencies == [requirement];
+    let mut candidates: Vec<&pydeps::EnvLock> =
+        previous.environments.values().filter(same).collect();
+    candidates.sort_by_key(|env| !env.servers.iter().any(|s| s == name));
+    candidates
+        .into_iter()
+        .find_map(|env| match (&env.exclude_newer, &env.unresolvable) {
+            (Some(_), _) => Some(Ok(env.spec())),
+            (None, Some(why)) => Some(Err(why.clone())),
+            (None, None) => None,
+        })
+}
+
+/// The Python of the image's distribution, which installs every locked environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ImagePython {
+    /// The distribution release (`Debian bookworm`).
+    pub distro: &'static str,
+    /// Its `python3` version.
+    pub version: (u32, u32, u32),
+}
+
+/// The `python3` of the base image's distribution, when its reference names a release
+/// aibox knows (`debian:bookworm-slim`, `ubuntu:24.04`); `None` for any other image.
+pub(crate) fn distro_python(base_image: &str) -> Option<ImagePython> {
+    const KNOWN: [(&str, &str, (u32, u32, u32)); 7] = [
+        ("bullseye", "Debian bullseye", (3, 9, 2)),
+        ("bookworm", "Debian bookworm", (3, 11, 2)),
+        ("trixie", "Debian trixie", (3, 13, 5)),
+        ("jammy", "Ubuntu 22.04", (3, 10, 12)),
+        ("22.04", "Ubuntu 22.04", (3, 10, 12)),
+        ("noble", "Ubuntu 24.04", (3, 12, 3)),
+        ("24.04", "Ubuntu 24.04", (3, 12, 3)),
+    ];
+    // The tag (or the last path part for a local name such as `…/base:bookworm`).
+    let name = base_image.split('@').next().unwrap_or(base_image);
+    let last = name.rsplit('/').next().unwrap_or(name);
+    KNOWN
+        .iter()
+        .find(|(key, _, _)| last.contains(key))
+        .map(|&(_, distro, version)| ImagePython { distro, version })
+}
+
+impl ImagePython {
+    /// Why `requires_python` leaves this Python out (the image build would refuse the
+    /// environment), or `None` when it admits it or cannot be read.
+    pub(crate) fn refuses(self, requires_python: Option<&str>) -> Option<String> {
+        let requires = requires_python?;
+        let admits = requires
+            .split(',')
+            .all(|clause| admits(clause.trim(), self.version));
+        let (major, minor, patch) = self.version;
+        (!admits).then(|| {
+            format!(
+                "it requires Python {requires}, and the image installs it with {}'s python3 \
+                 {major}.{minor}.{patch}, where the image build would refuse it; pin a \
+                 release for that Python, or use a base image with a newer one",
+                self.distro
+            )
+        })
+    }
+}
+
+/// Whether one `requires-python` clause (`>=3.12`, `<4`, `!=3.11.*`, `~=3.10`) admits
+/// `version`, comparing release numbers as PEP 440 does (missing parts are zero); a
+/// clause aibox does not read admits it.
+fn admits(clause: &str, version: (u32, u32, u32)) -> bool {
+    let ops = ["~=", "===", "==", "!=", ">=", "<=", ">", "<"];
+    let Some(op) = ops.iter().find(|op| clause.starts_with(**op)) else {
+        return true;
+    };
+    let text = clause[op.len()..].trim();
+    let (text, wildcard) = text.strip_suffix(".*").map_or((text, false), |t| (t, true));
+    let Ok(parts) = text
+        .split('.')
+        .map(str::parse)
+        .collect::<Result<Vec<u32>, _>>()
+    else {
+        return true;
+    };
+    if parts.is_empty() || parts.len() > 3 {
+        return true;
+    }
+    let have = [version.0, version.1, version.2];
+    let mut want = [0; 3];
+    want[..parts.len()].copy_from_slice(&parts);
+    let order = have.cmp(&want);
+    let prefix = have[..parts.len()] == parts[..];
+    match *op {
+        "==" | "===" if wildcard => prefix,
+        "==" | "===" => order.is_eq(),
+        "!=" if wildcard => !prefix,
+        "!=" => !order.is_eq(),
+        ">=" => order.is_ge(),
+        "<=" => order.is_le(),
+        ">" => order.is_gt(),
+        "<" => order.is_lt(),
+        // `~=3.10` is `>=3.10, ==3.*`.
+        _ => {
+            parts.len() >= 2 && order.is_ge() && have[..parts.len() - 1] == parts[..parts.len() - 1]
+        }
+    }
+}
+
+/// Asks the index when `run`'s release was uploaded, which Python it needs and whether
+/// it was yanked; `Ok(None)` when the index has no such release, `Err` (why) when the
+/// index could not be asked.
 fn ask(
     index: &Index,
     run: &UvxRun,
     notice: Option<&crate::mcp_resolver::Notice>,
-) -> Result<Option<EnvSpec>, String> {
+) -> Result<Option<uvxdeps::ReleaseFacts>, String> {
     if let Some(notice) = notice {
         notice(&format!(
             "dating {}=={} on the package index ...",
@@ -185,20 +411,10 @@ fn ask(
         ));
     }
     // The index URL may carry credentials (a private index): never in a message.
-    let facts = uvxdeps::release_facts(&index.url, &run.package, &run.version, &index.http)
-        .map_err(|e| {
-            let why = e
-                .to_string()
-                .replace(&index.url, &uvxdeps::redact(&index.url));
-            format!("the package index could not date the release: {why}")
-        })?;
-    Ok(facts.map(|facts| {
-        let deps = pydeps::ScriptDeps {
-            requires_python: facts.requires_python,
-            dependencies: vec![run.requirement.clone()],
-        };
-        EnvSpec::new(&deps, Some(&facts.cutoff))
-    }))
+    uvxdeps::release_facts(&index.url, &run.package, &run.version, &index.http).map_err(|e| {
+        let why = uvxdeps::redact_in(&e.to_string(), &index.url);
+        format!("the package index could not date the release: {why}")
+    })
 }
 
 #[cfg(test)]
@@ -230,11 +446,63 @@ mod tests {
             offline: false,
             cache: None,
             notice: None,
+            extra_ca: None,
         };
-        let envs = lock(&[server], &index, how);
+        let envs = lock(&[server], &index, None, how);
         let warnings = envs.warnings().join("\n");
         assert!(warnings.contains("could not date"), "{warnings}");
         assert!(warnings.contains("***@127.0.0.1:9"), "{warnings}");
         assert!(!warnings.contains("fake-index-password"), "{warnings}");
+    }
+
+    #[test]
+    fn the_image_python_is_named_by_the_base_image() {
+        let bookworm = distro_python(
+            "docker.io/library/debian:bookworm-slim@sha256:abd67ffcfa541b485a3dff59865ab629aa048a6c613e639d36e7456b0b229241",
+        )
+        .unwrap();
+        assert_eq!(
+            (bookworm.distro, bookworm.version),
+            ("Debian bookworm", (3, 11, 2))
+        );
+        assert_eq!(
+            distro_python("localhost/aibox-test-base:bookworm").map(|p| p.distro),
+            Some("Debian bookworm")
+        );
+        assert_eq!(distro_python("ubuntu:24.04").map(|p| p.version.1), Some(12));
+        assert_eq!(distro_python("ghcr.io/acme/dev:latest"), None);
+        // A path part that names a release does not count, only the image's own name.
+        assert_eq!(distro_python("registry.example/bookworm/tools:1.0"), None);
+    }
+
+    #[test]
+    fn requires_python_is_read_as_pep_440_reads_it() {
+        let bookworm = distro_python("debian:bookworm").unwrap();
+        for (requires, refused) in [
+            (">=3.12", true),
+            (">=3.10", false),
+            (">=3.8.1,<4.0", false),
+            ("<3.11", true),
+            (">=3.11.3", true),
+            ("<=3.11", true),
+            ("<=3.11.2", false),
+            (">3.11", false),
+            (">3.11.2", true),
+            ("!=3.11.*", true),
+            ("==3.11.*", false),
+            ("==3.12.*", true),
+            ("~=3.10", false),
+            ("~=3.10.1", true),
+            ("something else", false),
+        ] {
+            assert_eq!(
+                bookworm.refuses(Some(requires)).is_some(),
+                refused,
+                "{requires}"
+            );
+        }
+        assert!(bookworm.refuses(None).is_none());
+        let why = bookworm.refuses(Some(">=3.12")).unwrap();
+        assert!(why.contains("Debian bookworm's python3 3.11.2"), "{why}");
     }
 }

@@ -382,20 +382,23 @@ pub(crate) fn resolve_in(
         mcp_cache(options).as_ref(),
         options.notice.as_ref(),
     );
+    let extra_ca = crate::config_check::http_extra_ca(root.path(), &project.local);
     let index = crate::mcp_uvx::Index::from_env(aibox_provenance::HttpOptions {
-        extra_ca_pem: crate::config_check::http_extra_ca(root.path(), &project.local),
+        extra_ca_pem: extra_ca.clone(),
         ..aibox_provenance::HttpOptions::default()
     });
     let cache = mcp_cache(options);
     let mcp_uvx = crate::mcp_uvx::lock(
         &project.config.ai.mcp.servers,
         &index,
+        crate::mcp_uvx::distro_python(&project.config.container.base_image),
         crate::mcp_envs::Resolving {
             previous: previous_lock.as_ref().and_then(|l| l.mcp.as_ref()),
             resolver: &options.python_resolver,
             offline: options.offline,
             cache: cache.as_ref(),
             notice: options.notice.as_ref(),
+            extra_ca: extra_ca.as_deref(),
         },
     );
     Ok(Resolved {
@@ -479,14 +482,21 @@ fn resolve_processkit(
         .filter(|_| selected.contains("pk-doctor"))
         .map(|s| format!("{}/scripts/doctor.py", s.dir))
         .filter(|p| release.payload.files.contains_key(p.as_str()));
+    let cache = mcp_cache(options);
     let mcp_envs = lock_server_envs(
         root,
         &release,
         &scan,
         &reviewed.hand_added,
         pk_doctor.as_deref(),
-        previous_lock,
-        options,
+        crate::mcp_envs::Resolving {
+            previous: previous_lock.and_then(|l| l.mcp.as_ref()),
+            resolver: &options.python_resolver,
+            offline: options.offline,
+            cache: cache.as_ref(),
+            notice: options.notice.as_ref(),
+            extra_ca: fetch.http.extra_ca_pem.as_deref(),
+        },
     );
     let wiring = release_wiring(&release)?;
     let gated_copies = GatedCopies::read(&release);
@@ -599,8 +609,7 @@ fn lock_server_envs(
     scan: &aibox_provenance::LiveScan,
     hand_added: &[(HandAdded, Vec<aibox_provenance::ProcesskitServer>)],
     pk_doctor: Option<&str>,
-    previous_lock: Option<&Lock>,
-    options: &PlanOptions,
+    how: crate::mcp_envs::Resolving<'_>,
 ) -> crate::mcp_envs::McpEnvs {
     let servers = scan
         .servers
@@ -630,18 +639,7 @@ fn lock_server_envs(
         deps.push((crate::pk_doctor::ENV_NAME.to_owned(), declared));
     }
     let cutoff = release_date(release);
-    let cache = mcp_cache(options);
-    crate::mcp_envs::lock(
-        deps,
-        cutoff.as_deref(),
-        crate::mcp_envs::Resolving {
-            previous: previous_lock.and_then(|l| l.mcp.as_ref()),
-            resolver: &options.python_resolver,
-            offline: options.offline,
-            cache: cache.as_ref(),
-            notice: options.notice.as_ref(),
-        },
-    )
+    crate::mcp_envs::lock(deps, cutoff.as_deref(), how)
 }
 
 /// The download cache, which keeps the resolutions of MCP server dependencies.

@@ -173,14 +173,17 @@ pub fn feed_url(environment: &[(String, String)]) -> String {
 /// # Errors
 /// [`UpdateError::Unreachable`] when the request fails (offline, refused, not found,
 /// timed out); [`UpdateError::BadFeed`] when the answer is not a release.
-pub fn latest_release(url: &str) -> Result<Release, UpdateError> {
+pub fn latest_release(
+    url: &str,
+    extra_ca: Option<std::sync::Arc<str>>,
+) -> Result<Release, UpdateError> {
     let opts = HttpOptions {
         connect_timeout: Duration::from_secs(3),
         read_timeout: Duration::from_secs(5),
         overall_timeout: Duration::from_secs(10),
         max_bytes: 1024 * 1024,
         max_redirects: 3,
-        extra_ca_pem: None,
+        extra_ca_pem: extra_ca,
     };
     let got = aibox_provenance::fetch::download(url, &opts, None).map_err(|e| {
         UpdateError::Unreachable {
@@ -221,6 +224,7 @@ pub fn latest_release_daily(
     url: &str,
     cache_dir: Option<&std::path::Path>,
     now: std::time::SystemTime,
+    extra_ca: Option<std::sync::Arc<str>>,
 ) -> Result<Release, UpdateError> {
     let secs = now
         .duration_since(std::time::UNIX_EPOCH)
@@ -245,7 +249,7 @@ pub fn latest_release_daily(
             ),
         });
     }
-    let answer = latest_release(url);
+    let answer = latest_release(url, extra_ca);
     if let Some(file) = record {
         let r = CheckRecord {
             url: url.to_owned(),

@@ -23,13 +23,29 @@ pub fn source_for(root: Option<&Utf8Path>, source: Option<&str>) -> Result<Strin
     Ok(section.effective_source().to_owned())
 }
 
+/// The personal extra CA of the project at `root` (`.aibox-local.toml`
+/// `container.extra_ca_certificates`), which the requests of commands run in it trust as
+/// `apply`'s do; `None` outside a project, or when it is unset or unusable.
+pub fn extra_ca_of(root: Option<&Utf8Path>) -> Option<std::sync::Arc<str>> {
+    let root = root?;
+    let project = aibox_config::load_project(root).ok()?;
+    crate::config_check::http_extra_ca(root, &project.local)
+}
+
 /// Every published release of `source`, newest version first. The API base comes from
-/// `AIBOX_GITHUB_API` when set, the token from `GITHUB_TOKEN` / `GH_TOKEN`.
-pub fn list(source: &str) -> Result<ReleaseList, EngineError> {
+/// `AIBOX_GITHUB_API` when set, the token from `GITHUB_TOKEN` / `GH_TOKEN`; `extra_ca`
+/// is trusted beside the system's roots ([`extra_ca_of`]).
+pub fn list(
+    source: &str,
+    extra_ca: Option<std::sync::Arc<str>>,
+) -> Result<ReleaseList, EngineError> {
     let api_base = std::env::var(releases::API_URL_ENV)
         .ok()
         .filter(|s| !s.trim().is_empty());
-    let opts = HttpOptions::default();
+    let opts = HttpOptions {
+        extra_ca_pem: extra_ca,
+        ..HttpOptions::default()
+    };
     Ok(releases::list_releases(
         source,
         api_base.as_deref(),
@@ -39,8 +55,12 @@ pub fn list(source: &str) -> Result<ReleaseList, EngineError> {
 }
 
 /// The newest published release of `source` (pre-releases only when `prereleases`).
-pub fn newest(source: &str, prereleases: bool) -> Result<PublishedRelease, EngineError> {
-    let list = list(source)?;
+pub fn newest(
+    source: &str,
+    prereleases: bool,
+    extra_ca: Option<std::sync::Arc<str>>,
+) -> Result<PublishedRelease, EngineError> {
+    let list = list(source, extra_ca)?;
     list.newest(prereleases).cloned().ok_or_else(|| {
         let only_pre: Vec<&str> = list
             .releases

@@ -111,7 +111,7 @@ fn resolve_location(base: &str, location: &str) -> String {
 
 /// What to do when a server's certificate chains to no trusted CA: on a company network
 /// the usual cause is a TLS-inspecting proxy whose CA this machine does not trust yet.
-const UNTRUSTED_CA_HINT: &str = "the certificate is signed by a CA aibox does not trust; \
+pub const UNTRUSTED_CA_HINT: &str = "the certificate is signed by a CA aibox does not trust; \
      behind a TLS-inspecting proxy, name its CA's PEM file in .aibox-local.toml \
      `container.extra_ca_certificates`, or add it to the system's store (or point \
      SSL_CERT_FILE at a bundle holding it)";
@@ -123,7 +123,17 @@ pub(crate) fn describe(e: &ureq::Error, opts: &HttpOptions) -> String {
     let ureq::Error::Timeout(kind) = e else {
         let text = e.to_string();
         if text.contains("UnknownIssuer") {
-            return format!("{text}: {UNTRUSTED_CA_HINT}");
+            let unread = &base().unread;
+            let store = if unread.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (part of the system's store could not be read: {}; check SSL_CERT_FILE \
+                     and SSL_CERT_DIR)",
+                    unread.join("; ")
+                )
+            };
+            return format!("{text}: {UNTRUSTED_CA_HINT}{store}");
         }
         return text;
     };
@@ -179,20 +189,23 @@ pub(crate) fn agent(opts: &HttpOptions, url: &str) -> ureq::Agent {
     config.build().into()
 }
 
-/// The CA certificates aibox's downloads trust: Mozilla's set, the system's store (where
-/// a company's TLS-inspecting proxy puts its CA, so aibox reaches what curl and git
-/// reach; `SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured) and `extra_pem`'s
-/// certificates. ureq alone trusts Mozilla's set only, which fails behind such a proxy.
-/// Anything in `extra_pem` that is not a certificate is ignored (the engine refuses a
-/// file holding a key before it gets here).
-pub fn trusted_roots(extra_pem: Option<&str>) -> RootCerts {
-    static BASE: OnceLock<Arc<Vec<Certificate<'static>>>> = OnceLock::new();
-    let base = BASE.get_or_init(|| {
+/// Mozilla's roots and the system's store, read once per process, and why any part of
+/// the store could not be read (an `SSL_CERT_FILE` naming a missing file replaces the
+/// store with nothing, silently otherwise).
+struct Base {
+    roots: Arc<Vec<Certificate<'static>>>,
+    unread: Vec<String>,
+}
+
+fn base() -> &'static Base {
+    static BASE: OnceLock<Base> = OnceLock::new();
+    BASE.get_or_init(|| {
         let mut roots: Vec<Certificate<'static>> = webpki_root_certs::TLS_SERVER_ROOT_CERTS
             .iter()
             .map(|c| Certificate::from_der(c.as_ref()))
             .collect();
-        // Unreadable entries of the store are skipped, as curl skips them.
+        // Unreadable entries of the store are skipped, as curl skips them; the errors
+        // are kept for the message of a refused certificate.
         let system = rustls_native_certs::load_native_certs();
         roots.extend(
             system
@@ -202,16 +215,75 @@ pub fn trusted_roots(extra_pem: Option<&str>) -> RootCerts {
         );
         roots.sort_unstable_by(|a, b| a.der().cmp(b.der()));
         roots.dedup_by(|a, b| a.der() == b.der());
-        Arc::new(roots)
-    });
-    let Some(extra) = extra_pem else {
-        return RootCerts::Specific(Arc::clone(base));
-    };
-    let extra = ureq::tls::parse_pem(extra.as_bytes()).filter_map(|item| match item {
+        Base {
+            roots: Arc::new(roots),
+            unread: system.errors.iter().map(ToString::to_string).collect(),
+        }
+    })
+}
+
+/// The certificates of PEM text (anything else in it is skipped).
+fn pem_certificates(pem: &str) -> impl Iterator<Item = Certificate<'static>> + '_ {
+    ureq::tls::parse_pem(pem.as_bytes()).filter_map(|item| match item {
         Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
         _ => None,
-    });
-    base.iter().cloned().chain(extra).into()
+    })
+}
+
+/// The CA certificates aibox's downloads trust: Mozilla's set, the system's store (where
+/// a company's TLS-inspecting proxy puts its CA, so aibox reaches what curl and git
+/// reach; `SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured) and `extra_pem`'s
+/// certificates. ureq alone trusts Mozilla's set only, which fails behind such a proxy.
+/// Anything in `extra_pem` that is not a certificate is ignored (the engine refuses a
+/// file holding a key, or no usable certificate, before it gets here).
+pub fn trusted_roots(extra_pem: Option<&str>) -> RootCerts {
+    let base = &base().roots;
+    match extra_pem {
+        None => RootCerts::Specific(Arc::clone(base)),
+        Some(extra) => base.iter().cloned().chain(pem_certificates(extra)).into(),
+    }
+}
+
+/// [`trusted_roots`] as one PEM bundle, for a program aibox starts that reads
+/// `SSL_CERT_FILE` in place of its own roots (uv): it then trusts what aibox trusts.
+pub fn trusted_bundle_pem(extra_pem: Option<&str>) -> String {
+    use base64::Engine as _;
+    let extra: Vec<Certificate<'static>> = extra_pem
+        .map(|p| pem_certificates(p).collect())
+        .unwrap_or_default();
+    let mut out = String::new();
+    for cert in base().roots.iter().chain(&extra) {
+        out.push_str("-----BEGIN CERTIFICATE-----\n");
+        let text = base64::engine::general_purpose::STANDARD.encode(cert.der());
+        for line in text.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
+    }
+    out
+}
+
+/// How many of `pem`'s certificate blocks are certificates a TLS client can trust, and
+/// how many are not (a damaged block, a body that is not X.509): a CA file whose every
+/// block is damaged would otherwise be accepted and silently trusted for nothing.
+pub fn usable_certificates(pem: &str) -> (usize, usize) {
+    let mut store = rustls::RootCertStore::empty();
+    let blocks: Vec<rustls::pki_types::CertificateDer<'static>> =
+        ureq::tls::parse_pem(pem.as_bytes())
+            .filter_map(|item| match item {
+                Ok(ureq::tls::PemItem::Certificate(c)) => {
+                    Some(rustls::pki_types::CertificateDer::from(c.der().to_vec()))
+                }
+                _ => None,
+            })
+            .collect();
+    let bad_blocks = pem
+        .matches("-----BEGIN CERTIFICATE-----")
+        .count()
+        .saturating_sub(blocks.len());
+    let (added, ignored) = store.add_parsable_certificates(blocks);
+    (added, ignored + bad_blocks)
 }
 
 /// Downloads `url` into memory, hashing while streaming (small files: sidecars).

@@ -151,7 +151,8 @@ impl EnvSpec {
     }
 
     /// The lowest Python the resolution must hold for: the `>=` bound of
-    /// `requires-python` (`>=3.10` gives `3.10`), else 3.10.
+    /// `requires-python` (`>=3.10` gives `3.10`, and `>=3.8.1` keeps its patch level:
+    /// resolved for 3.8.0, such a release has no solution), else 3.10.
     pub fn python_floor(&self) -> String {
         self.requires_python
             .as_deref()
@@ -161,7 +162,11 @@ impl EnvSpec {
                     let mut it = v.split('.');
                     let major: u32 = it.next()?.parse().ok()?;
                     let minor: u32 = it.next().unwrap_or("0").parse().ok()?;
-                    Some(format!("{major}.{minor}"))
+                    match it.next().map(str::parse::<u32>) {
+                        Some(Ok(patch)) if patch > 0 => Some(format!("{major}.{minor}.{patch}")),
+                        Some(Err(_)) => None,
+                        _ => Some(format!("{major}.{minor}")),
+                    }
                 })
             })
             .unwrap_or_else(|| "3.10".to_owned())
@@ -362,6 +367,18 @@ mod tests {
         let spec = EnvSpec::new(&deps, Some("2026-07-23T15:43:27Z"));
         assert_eq!(spec.python_floor(), "3.10");
         assert_eq!(spec.id().len(), 12);
+        for (requires, floor) in [
+            (">=3.8.1,<4.0", "3.8.1"),
+            (">=3.11.0", "3.11"),
+            ("<4,>=3.9", "3.9"),
+            ("~=3.10", "3.10"),
+        ] {
+            let spec = EnvSpec {
+                requires_python: Some(requires.to_owned()),
+                ..spec.clone()
+            };
+            assert_eq!(spec.python_floor(), floor, "{requires}");
+        }
         // Order and spacing of the declaration do not make another environment.
         let other = script_deps(
             "# /// script\n# dependencies = [ \"pyyaml>=6.0\" , \"mcp[cli]>=1.0\"]\n# requires-python = \">=3.10\"\n# ///\n",

@@ -203,6 +203,20 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// `text` with the credentials of `url` (its `user:password@`) replaced by `***@`
+/// wherever they appear: an error names the URL that failed, which after a redirect is
+/// not `url` itself but carries the same credentials.
+pub fn redact_in(text: &str, url: &str) -> String {
+    let Some((_, rest)) = url.split_once("://") else {
+        return text.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) if at > 0 => text.replace(&rest[..=at], "***@"),
+        _ => text.to_owned(),
+    }
+}
+
 /// What the index says of one release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseFacts {
@@ -214,6 +228,9 @@ pub struct ReleaseFacts {
     pub cutoff: String,
     /// Its `requires-python`, when its files say.
     pub requires_python: Option<String>,
+    /// Why its authors withdrew it, when every one of its files is yanked (PEP 592; the
+    /// reason may be empty). uv still installs a yanked release pinned with `==`.
+    pub yanked: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -228,6 +245,20 @@ struct File {
     upload_time: Option<String>,
     #[serde(rename = "requires-python")]
     requires_python: Option<String>,
+    /// `false`, `true` or the reason (PEP 592).
+    #[serde(default)]
+    yanked: serde_json::Value,
+}
+
+impl File {
+    /// The reason it was yanked (empty when none was given); `None` when it was not.
+    fn yanked(&self) -> Option<String> {
+        match &self.yanked {
+            serde_json::Value::Bool(true) => Some(String::new()),
+            serde_json::Value::String(reason) => Some(reason.trim().to_owned()),
+            _ => None,
+        }
+    }
 }
 
 /// The version in a distribution's file name: a wheel's second `-` field, an sdist's text
@@ -242,17 +273,23 @@ fn file_version(filename: &str) -> Option<&str> {
     stem.rsplit_once('-').map(|(_, v)| v)
 }
 
-/// A version compared the way the index spells it: lowercase, leading zeros of numeric
-/// parts dropped (`2025.09.25` is `2025.9.25`).
+/// Two versions compared as PEP 440 compares them in `==`: lowercase, leading zeros of
+/// numeric parts dropped (`2025.09.25` is `2025.9.25`), and trailing zero parts of the
+/// release too (`2025.9.25.0` and `1.0` are `2025.9.25` and `1`).
 fn same_version(a: &str, b: &str) -> bool {
     let norm = |v: &str| -> Vec<String> {
-        v.trim_start_matches(['v', 'V'])
+        let mut parts: Vec<String> = v
+            .trim_start_matches(['v', 'V'])
             .split('.')
             .map(|p| {
                 p.parse::<u64>()
                     .map_or_else(|_| p.to_ascii_lowercase(), |n| n.to_string())
             })
-            .collect()
+            .collect();
+        while parts.len() > 1 && parts.last().is_some_and(|p| p == "0") {
+            parts.pop();
+        }
+        parts
     };
     norm(a) == norm(b)
 }
@@ -298,9 +335,20 @@ pub fn parse_project(
                 .filter(|r| !r.trim().is_empty())
         })
         .map(|r| r.trim().to_owned());
+    let yanked = files
+        .iter()
+        .map(|f| f.yanked())
+        .collect::<Option<Vec<String>>>()
+        .map(|reasons| {
+            reasons
+                .into_iter()
+                .find(|r| !r.is_empty())
+                .unwrap_or_default()
+        });
     Ok(Some(ReleaseFacts {
         cutoff: crate::time::rfc3339(newest + 1),
         requires_python,
+        yanked,
     }))
 }
 
@@ -453,6 +501,18 @@ mod tests {
             "https://pypi.org/simple/a@b/"
         );
         assert_eq!(redact("not a url"), "not a url");
+        let index = "https://me:fake-token@pypi.corp.example/simple/";
+        assert_eq!(
+            redact_in(
+                "download of https://me:fake-token@pypi.corp.example/pypi/simple/x/ failed",
+                index
+            ),
+            "download of https://***@pypi.corp.example/pypi/simple/x/ failed"
+        );
+        assert_eq!(
+            redact_in("nothing secret", "https://pypi.org/simple/"),
+            "nothing secret"
+        );
     }
 
     #[test]
@@ -470,6 +530,9 @@ mod tests {
             assert_eq!(file_version(file), v, "{file}");
         }
         assert!(same_version("2025.09.25", "2025.9.25"));
+        assert!(same_version("2025.9.25.0", "2025.9.25"));
+        assert!(same_version("1", "1.0.0"));
         assert!(!same_version("5.1", "5.1.1"));
+        assert!(!same_version("1.0rc1", "1.0"));
     }
 }

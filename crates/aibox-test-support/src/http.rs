@@ -209,6 +209,22 @@ impl Drop for Server {
     }
 }
 
+/// A real CA certificate (PEM) made for tests, the same for the whole test process: what
+/// a `container.extra_ca_certificates` file holds (aibox refuses one whose blocks are not
+/// certificates).
+#[allow(clippy::expect_used)] // a test helper: failing to make a certificate fails the test
+pub fn test_ca_pem() -> &'static str {
+    static PEM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PEM.get_or_init(|| {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "aibox test proxy CA");
+        let key = rcgen::KeyPair::generate().expect("a key pair");
+        ca.self_signed(&key).expect("a self-signed CA").pem()
+    })
+}
+
 /// A CA made for this server and a server configuration whose certificate it signed;
 /// the CA's certificate as PEM.
 fn private_ca_tls()

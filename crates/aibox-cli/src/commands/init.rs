@@ -213,7 +213,8 @@ fn processkit_version(
         Some("latest") if mode == ContextMode::Processkit => {
             let source =
                 aibox_engine::versions::source_for(None, args.processkit_source.as_deref())?;
-            let newest = aibox_engine::versions::newest(&source, false)?;
+            // A new project has no personal CA setting yet: the system's roots serve.
+            let newest = aibox_engine::versions::newest(&source, false, None)?;
             render::note(
                 g.quiet,
                 &format!(

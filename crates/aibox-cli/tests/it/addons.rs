@@ -165,7 +165,7 @@ fn an_unknown_addon_is_refused_and_nothing_changes() {
 #[test]
 fn the_personal_ca_reaches_only_the_gitignored_build_context() {
     let (_tmp, root) = project();
-    let pem = "-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n";
+    let pem = aibox_test_support::http::test_ca_pem();
     let ca = root.join("my-ca.pem");
     fs_err::write(&ca, pem).unwrap();
     fs_err::write(
@@ -201,7 +201,17 @@ fn a_missing_or_non_pem_ca_file_is_refused_and_nothing_is_written() {
             "/nonexistent/aibox-test-ca.pem",
         ),
         ("aibox.toml", "no PEM certificate"),
+        // A damaged copy: it says CERTIFICATE, but no block is one.
+        (
+            "damaged.pem",
+            "none of its 1 certificate block(s) is a certificate",
+        ),
     ] {
+        fs_err::write(
+            root.join("damaged.pem"),
+            "-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
         fs_err::write(
             root.join(".aibox-local.toml"),
             format!("[container]\nextra_ca_certificates = \"{setting}\"\n"),
@@ -227,7 +237,7 @@ fn a_ca_file_with_a_private_key_is_refused_with_the_whole_message_and_valid_json
     let key = "-----BEGIN PRIVATE KEY-----\nMIIEFAKEFAKEFAKE\n-----END PRIVATE KEY-----\n";
     fs_err::write(
         root.join("withkey.pem"),
-        format!("-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n{key}"),
+        format!("{}{key}", aibox_test_support::http::test_ca_pem()),
     )
     .unwrap();
     fs_err::write(

@@ -329,6 +329,77 @@ fn a_release_behind_a_tls_inspecting_proxy_installs_once_its_ca_is_trusted() {
     assert!(system.dir.join("aibox.lock").exists());
 }
 
+/// The personal extra CA reaches the resolver too: `uv`, which `apply` starts to lock a
+/// team `uvx` server, gets a bundle of every root aibox trusts, so it passes the same
+/// TLS-inspecting proxy (here a private-CA HTTPS index) that aibox's own question passed.
+#[test]
+fn the_resolver_trusts_the_extra_ca_too() {
+    let server = Server::start_tls().unwrap();
+    let wheel = "/files/fakepkg-1.0-py3-none-any.whl";
+    let project = serde_json::json!({
+        "meta": {"api-version": "1.1"},
+        "name": "fakepkg",
+        "versions": ["1.0"],
+        "files": [{
+            "filename": "fakepkg-1.0-py3-none-any.whl",
+            "url": server.url(wheel),
+            "hashes": {"sha256": "0".repeat(64)},
+            "requires-python": ">=3.8",
+            "upload-time": "2025-01-01T00:00:00.000000Z",
+            "yanked": false
+        }]
+    });
+    server.route(
+        "/simple/fakepkg/",
+        Route {
+            headers: vec![(
+                "Content-Type".into(),
+                "application/vnd.pypi.simple.v1+json".into(),
+            )],
+            ..Route::ok(project.to_string())
+        },
+    );
+    let ctx = context();
+    ctx.write(
+        "aibox.toml",
+        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\n\
+         harnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"fake\"\ncommand = \"uvx\"\n\
+         args = [\"fakepkg==1.0\"]\n",
+    )
+    .write("proxy-ca.pem", server.ca_pem().unwrap())
+    .write(
+        ".aibox-local.toml",
+        "[container]\nextra_ca_certificates = \"proxy-ca.pem\"\n",
+    );
+    let uv_cache = tempfile::tempdir().unwrap();
+    let uv = aibox_test_support::uv();
+    // uv needs a Python to resolve for: the one that runs it, and nothing else on PATH.
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = camino::Utf8PathBuf::from(String::from_utf8(python.stdout).unwrap().trim());
+    let path = format!("{}:{}", uv.parent().unwrap(), python.parent().unwrap());
+    let out = ctx
+        .command(&["apply"])
+        .env("AIBOX_UV", uv.as_str())
+        .env("PATH", path)
+        .env("UV_INDEX_URL", server.url("/simple/"))
+        .env("UV_CACHE_DIR", uv_cache.path())
+        .env_remove("UV_DEFAULT_INDEX")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // uv got as far as the wheel (which this index does not serve): through TLS.
+    assert!(
+        server.hits().iter().any(|h| h == wheel),
+        "uv never reached the index: {:?}\n{stderr}",
+        server.hits()
+    );
+    assert!(!stderr.contains("UnknownIssuer"), "{stderr}");
+}
+
 /// A file where aibox needs a folder is a disk error: exit 3, nothing written.
 #[test]
 fn a_file_in_the_way_exits_3() {

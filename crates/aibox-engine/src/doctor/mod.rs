@@ -242,7 +242,7 @@ pub fn doctor(root: &Utf8Path, options: &DoctorOptions) -> Result<DoctorReport, 
         });
         let updates = s.spawn(|| {
             let mut part = Run::default();
-            checks::updates::check(&mut part, options);
+            checks::updates::check(&mut part, options, (project_root.path(), project.as_ref()));
             part
         });
         let lock = checks::read_lock(&project_root);

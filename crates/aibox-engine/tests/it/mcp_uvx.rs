@@ -18,9 +18,18 @@ fn toml(package: &str) -> String {
     )
 }
 
+/// Whether one of `report`'s warnings holds every one of `needles`.
+fn warned(report: &aibox_engine::ApplyReport, needles: &[&str]) -> bool {
+    report
+        .warnings
+        .iter()
+        .any(|w| needles.iter().all(|n| w.contains(n)))
+}
+
 /// The server's entry in `.mcp.json`: command and arguments.
 fn registered(f: &Fixture) -> Option<(String, Vec<String>)> {
-    let mcp: serde_json::Value = serde_json::from_str(&f.read(".mcp.json")).unwrap();
+    let text = fs_err::read_to_string(f.path(".mcp.json")).ok()?;
+    let mcp: serde_json::Value = serde_json::from_str(&text).unwrap();
     let time = mcp["mcpServers"].get("time")?;
     let args = time["args"].as_array().unwrap();
     Some((
@@ -105,16 +114,81 @@ fn a_team_uvx_server_runs_what_its_release_was_published_against() {
         again.warnings
     );
 
+    // Renamed, it is the same release: still locked, with nothing to ask or resolve.
+    fs_err::write(
+        f.path("aibox.toml"),
+        toml("mcp-server-time==2025.9.25").replace("name = \"time\"", "name = \"clock\""),
+    )
+    .unwrap();
+    let renamed = apply(&f.root, &options).unwrap();
+    assert!(renamed.warnings.is_empty(), "{:?}", renamed.warnings);
+    let mcp: serde_json::Value = serde_json::from_str(&f.read(".mcp.json")).unwrap();
+    assert_eq!(
+        mcp["mcpServers"]["clock"]["command"].as_str(),
+        Some(command.as_str())
+    );
+
     // A version the index does not have could not start: not registered, and said.
     options.plan.python_resolver = Resolver::Path(aibox_test_support::uv().into());
     fs_err::write(f.path("aibox.toml"), toml("mcp-server-time==1999.1.1")).unwrap();
     let report = apply(&f.root, &options).unwrap();
     assert!(registered(&f).is_none());
     assert!(
-        report
+        warned(&report, &["`time` is not registered", "has no release"]),
+        "{:?}",
+        report.warnings
+    );
+
+    // The answer is recorded: the next apply asks nobody and changes nothing.
+    options.plan.python_resolver = Resolver::Off;
+    let again = apply(&f.root, &options).unwrap();
+    assert!(!again.changed(), "{:?}", again.files);
+    assert!(
+        again
             .warnings
             .iter()
-            .any(|w| w.contains("`time` is not registered") && w.contains("has no release")),
+            .any(|w| w.contains("`time` is not registered") && w.contains("has no release"))
+            && !again.warnings.iter().any(|w| w.contains("not locked")),
+        "{:?}",
+        again.warnings
+    );
+}
+
+/// What the index says of a release is checked before anything is resolved: one the
+/// image's Python (Debian bookworm's 3.11 by default) cannot install is not registered
+/// (the image build would fail), and one its authors yanked is locked with a warning.
+#[test]
+fn the_index_answer_is_checked_against_the_image() {
+    let f = Fixture::with(&toml("basic-memory==0.24.1").replace("\"--local-timezone=UTC\"", ""));
+    let cache = tempfile::tempdir().unwrap();
+    let cache = camino::Utf8Path::from_path(cache.path()).unwrap();
+    let mut options = common::apply_opts(Some(cache));
+    options.plan.python_resolver = Resolver::Path(aibox_test_support::uv().into());
+    let report = apply(&f.root, &options).unwrap();
+    assert!(registered(&f).is_none());
+    assert!(
+        warned(
+            &report,
+            &[
+                "`time` is not registered",
+                "requires Python >=3.12",
+                "Debian bookworm's python3 3.11"
+            ]
+        ),
+        "{:?}",
+        report.warnings
+    );
+
+    fs_err::write(
+        f.path("aibox.toml"),
+        toml("ruff==0.12.6").replace("\"--local-timezone=UTC\"", "\"server\""),
+    )
+    .unwrap();
+    let report = apply(&f.root, &options).unwrap();
+    let (command, _) = registered(&f).unwrap();
+    assert!(command.ends_with("/bin/ruff"), "{command}");
+    assert!(
+        warned(&report, &["`ruff==0.12.6` is yanked on the package index"]),
         "{:?}",
         report.warnings
     );
@@ -137,11 +211,13 @@ fn without_a_resolver_or_in_a_form_aibox_does_not_read_it_runs_as_configured() {
         )
     );
     assert!(
-        report
-            .warnings
-            .iter()
-            .any(|w| w.contains("1 uvx MCP server(s) are not locked (time)")
-                && w.contains("resolving is turned off")),
+        warned(
+            &report,
+            &[
+                "1 uvx MCP server(s) are not locked (time)",
+                "resolving is turned off"
+            ]
+        ),
         "{:?}",
         report.warnings
     );
@@ -154,11 +230,50 @@ fn without_a_resolver_or_in_a_form_aibox_does_not_read_it_runs_as_configured() {
     .unwrap();
     let report = apply(&f.root, &options).unwrap();
     assert!(
-        report
-            .warnings
-            .iter()
-            .any(|w| w.contains("not lockable") && w.contains("`--with`")),
+        warned(&report, &["not lockable", "`--with`"]),
         "{:?}",
         report.warnings
     );
+}
+
+/// A "no solution" recorded in the lock may have come from the index of that day (a
+/// mirror not yet synced): it stands while nothing can resolve, and is asked again as
+/// soon as something can.
+#[test]
+fn a_recorded_no_solution_is_tried_again_when_it_can_be() {
+    let f = Fixture::with(&toml("mcp-server-time==2025.9.25"));
+    let cache = tempfile::tempdir().unwrap();
+    let cache = camino::Utf8Path::from_path(cache.path()).unwrap();
+    let mut options = common::apply_opts(Some(cache));
+    options.plan.python_resolver = Resolver::Path(aibox_test_support::uv().into());
+    apply(&f.root, &options).unwrap();
+    let locked = registered(&f).unwrap();
+    // As a run against an incomplete mirror would have recorded it.
+    let mut lock: toml::Table = toml::from_str(&f.read("aibox.lock")).unwrap();
+    let envs = lock["mcp"]["environments"].as_table_mut().unwrap();
+    let id = envs.keys().next().unwrap().clone();
+    let env = envs.get_mut(&id).unwrap().as_table_mut().unwrap();
+    env.insert("requirements".into(), toml::Value::Array(Vec::new()));
+    env.insert(
+        "unresolvable".into(),
+        "its dependencies have no solution (fake verdict of a mirror)".into(),
+    );
+    fs_err::write(f.path("aibox.lock"), toml::to_string(&lock).unwrap()).unwrap();
+
+    options.plan.python_resolver = Resolver::Off;
+    let kept = apply(&f.root, &options).unwrap();
+    assert!(
+        kept.warnings
+            .iter()
+            .any(|w| w.contains("`time` is not registered") && w.contains("fake verdict")),
+        "{:?}",
+        kept.warnings
+    );
+    assert!(f.read("aibox.lock").contains("fake verdict"));
+
+    options.plan.python_resolver = Resolver::Path(aibox_test_support::uv().into());
+    let retried = apply(&f.root, &options).unwrap();
+    assert!(retried.warnings.is_empty(), "{:?}", retried.warnings);
+    assert_eq!(registered(&f).unwrap(), locked);
+    assert!(!f.read("aibox.lock").contains("fake verdict"));
 }

@@ -14,8 +14,6 @@ use aibox_engine::{ApplyOptions, EngineError, PlanOptions, apply, apply_resolved
 use camino::{Utf8Path, Utf8PathBuf};
 use common::{AIBOX_TOML, Fixture};
 
-const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n";
-
 const LOCAL: &str = "[container]\nextra_ca_certificates = \"my-ca.pem\"\n\n\
                      [container.environment]\nGITHUB_TOKEN = \"ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE\"\n";
 
@@ -25,7 +23,7 @@ const LOCAL: &str = "[container]\nextra_ca_certificates = \"my-ca.pem\"\n\n\
 fn project() -> Fixture {
     let fx = Fixture::new();
     fx.write(".aibox-local.toml", LOCAL);
-    fx.write("my-ca.pem", PEM);
+    fx.write("my-ca.pem", aibox_test_support::http::test_ca_pem());
     fx.write(".gitignore", "target/\n");
     fx.write(
         ".mcp.json",
@@ -97,7 +95,10 @@ fn plan_ignores_changes_made_after_the_resolve() {
             .unwrap_or_default()
     };
     assert!(text(".devcontainer/Dockerfile").contains("RUN echo local"));
-    assert_eq!(text(".devcontainer/aibox-ca/extra-ca.crt"), PEM);
+    assert_eq!(
+        text(".devcontainer/aibox-ca/extra-ca.crt"),
+        aibox_test_support::http::test_ca_pem()
+    );
     assert!(text(".mcp.json").contains("my-server"));
     change_everything(&fx);
     assert_eq!(rendered(&resolved), before);

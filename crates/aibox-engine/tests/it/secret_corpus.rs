@@ -97,6 +97,15 @@ fn project_for(case: &Case, root: &Utf8Path) -> String {
             quoted(v)
         ),
         "ca" => {
+            // The corpus's certificate bodies are placeholders; aibox reads a CA file's
+            // certificates, so each becomes a real one.
+            let pem = aibox_test_support::http::test_ca_pem();
+            let body = pem
+                .lines()
+                .filter(|l| !l.starts_with("-----"))
+                .collect::<Vec<_>>()
+                .join("|");
+            let v = v.replace("MIIBfake", &body).replace("MIICfake", &body);
             fs_err::write(root.join("ca.crt"), v.replace('|', "\n") + "\n").unwrap();
             fs_err::write(
                 root.join(".aibox-local.toml"),

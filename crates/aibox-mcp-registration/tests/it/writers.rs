@@ -999,6 +999,12 @@ fn unpinned_team_packages_are_reported() {
         ("npx", &["-y", "@acme/docs-mcp@1.4.2"][..], false),
         ("uvx", &["mcp-server-git==0.6.2"][..], false),
         ("uvx", &["mcp-server-git"][..], true),
+        ("uvx", &["mcp-server-git@0.6.2"][..], false),
+        ("uvx", &["mcp-server-git@latest"][..], true),
+        ("uvx", &["mcp-server-git>=0.6"][..], true),
+        ("uvx", &["mcp-server-git~=0.6.2"][..], true),
+        ("uvx", &["mcp-server-git==0.6.*"][..], true),
+        ("uvx", &["mcp-server-git>=0.6,<1"][..], true),
         ("pnpm", &["dlx", "docs-mcp@2.0.0"][..], false),
         ("node", &["server.js"][..], false),
     ];

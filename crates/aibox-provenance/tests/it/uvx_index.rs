@@ -19,6 +19,7 @@ fn facts(cutoff: &str, requires_python: Option<&str>) -> ReleaseFacts {
     ReleaseFacts {
         cutoff: cutoff.to_owned(),
         requires_python: requires_python.map(str::to_owned),
+        yanked: None,
     }
 }
 
@@ -54,6 +55,23 @@ fn a_release_is_dated_by_the_last_of_its_files() {
         parse_project(&yaml, "6.0.1").unwrap(),
         Some(facts("2024-01-18T20:40:23Z", Some(">=3.6")))
     );
+}
+
+/// A release whose every file is yanked says so, with the reason when one was given; one
+/// yanked file among others does not make the release yanked.
+#[test]
+fn a_yanked_release_is_named() {
+    let answer = br#"{"files":[
+        {"filename":"x-1.0.tar.gz","upload-time":"2025-01-01T00:00:00Z","yanked":true},
+        {"filename":"x-1.0-py3-none-any.whl","upload-time":"2025-01-01T00:00:01Z","yanked":"broken wheel metadata"},
+        {"filename":"x-2.0.tar.gz","upload-time":"2025-02-01T00:00:00Z","yanked":true},
+        {"filename":"x-2.0-py3-none-any.whl","upload-time":"2025-02-01T00:00:01Z","yanked":false},
+        {"filename":"x-3.0.tar.gz","upload-time":"2025-03-01T00:00:00Z","yanked":true}
+    ]}"#;
+    let yanked = |v: &str| parse_project(answer, v).unwrap().unwrap().yanked;
+    assert_eq!(yanked("1.0").as_deref(), Some("broken wheel metadata"));
+    assert_eq!(yanked("2.0"), None);
+    assert_eq!(yanked("3.0").as_deref(), Some(""));
 }
 
 #[test]

@@ -9,8 +9,14 @@ use super::super::DoctorOptions;
 use super::super::report::Run;
 use crate::updates::{self, UpdateCheck, UpdateStatus};
 
-pub(crate) fn check(run: &mut Run, options: &DoctorOptions) {
+/// `project` (at `root`, when it loaded) gives the personal extra CA the request trusts.
+pub(crate) fn check(
+    run: &mut Run,
+    options: &DoctorOptions,
+    (root, project): (&camino::Utf8Path, Option<&aibox_config::Project>),
+) {
     const NAME: &str = "updates";
+    let extra_ca = project.and_then(|p| crate::config_check::http_extra_ca(root, &p.local));
     let url = updates::feed_url(&options.environment);
     let latest = match options.update_check {
         UpdateCheck::Never => return run.skip(NAME, "not asked"),
@@ -23,10 +29,15 @@ pub(crate) fn check(run: &mut Run, options: &DoctorOptions) {
                 || aibox_provenance::Cache::default_location().map(|c| c.root().to_owned()),
                 |d| Some(d.as_std_path().to_owned()),
             );
-            updates::latest_release_daily(&url, cache.as_deref(), std::time::SystemTime::now())
+            updates::latest_release_daily(
+                &url,
+                cache.as_deref(),
+                std::time::SystemTime::now(),
+                extra_ca,
+            )
         }
         // Asked for: always the feed itself.
-        UpdateCheck::Always => updates::latest_release(&url),
+        UpdateCheck::Always => updates::latest_release(&url, extra_ca),
     };
     let status = latest.and_then(|latest| updates::assess(&options.cli_version, latest));
     match status {
