@@ -115,7 +115,7 @@ pub(crate) fn lock(
     resolver: &Resolver,
     offline: bool,
     cache: Option<&aibox_provenance::Cache>,
-    notice: Option<&crate::mcp_resolver::Notice>,
+    (notice, extra_ca): (Option<&crate::mcp_resolver::Notice>, Option<&str>),
 ) -> NpmEnvs {
     let mut out = NpmEnvs::default();
     let groups = group(servers, &mut out);
@@ -148,7 +148,7 @@ pub(crate) fn lock(
                             spec.package, spec.version, npm.version
                         ));
                     }
-                    npm.resolve(&spec).inspect(|entry| {
+                    npm.resolve(&spec, extra_ca).inspect(|entry| {
                         if let Some(cache) = cache {
                             write_cached(cache, &id, entry);
                         }
@@ -262,7 +262,11 @@ impl Npm {
     }
 
     /// Resolves `spec` into a lock entry (no servers yet).
-    fn resolve(&self, spec: &NpmSpec) -> Result<NpmLock, Failure> {
+    /// With `extra_ca`, npm trusts every root aibox trusts, the extra CA among them
+    /// (`--cafile`, which outranks a `cafile` of the user's npmrc as Node's
+    /// `NODE_EXTRA_CA_CERTS` does not): the registry is reached through the same proxy as
+    /// aibox's downloads.
+    fn resolve(&self, spec: &NpmSpec, extra_ca: Option<&str>) -> Result<NpmLock, Failure> {
         let unavailable = |why: String| Failure::Unavailable(why);
         let dir = tempfile::tempdir()
             .map_err(|e| unavailable(format!("cannot create a temporary folder: {e}")))?;
@@ -284,6 +288,15 @@ impl Npm {
             .args(["--loglevel=error", "--color=false"])
             .env("npm_config_update_notifier", "false")
             .current_dir(dir.path());
+        if let Some(pem) = extra_ca {
+            let file = dir.path().join("ca-bundle.pem");
+            fs_err::write(
+                &file,
+                aibox_provenance::fetch::trusted_bundle_pem(Some(pem)),
+            )
+            .map_err(|e| unavailable(format!("cannot write {}: {e}", file.display())))?;
+            cmd.arg(format!("--cafile={}", file.display()));
+        }
         let out = crate::process::run_with_deadline(cmd, RESOLVE_TIMEOUT).ok_or_else(|| {
             unavailable(format!(
                 "{} did not finish within {} s",
@@ -418,7 +431,14 @@ mod tests {
             server("g", "npx", &["other@2.0.0"]),
             disabled,
         ];
-        let envs = lock(&servers, Some(&previous), &Resolver::Off, false, None, None);
+        let envs = lock(
+            &servers,
+            Some(&previous),
+            &Resolver::Off,
+            false,
+            None,
+            (None, None),
+        );
         let bin = format!("/opt/aibox/mcp-npm/{id}/node_modules/.bin/srv");
         assert_eq!(envs.commands["a"], (bin.clone(), vec!["/w".to_owned()]));
         assert_eq!(envs.commands["b"], (bin, vec![]));
@@ -438,7 +458,14 @@ mod tests {
             "{warnings}"
         );
         // Offline, nothing new is resolved and the lock still serves.
-        let offline = lock(&servers, Some(&previous), &Resolver::Auto, true, None, None);
+        let offline = lock(
+            &servers,
+            Some(&previous),
+            &Resolver::Auto,
+            true,
+            None,
+            (None, None),
+        );
         assert!(offline.commands.contains_key("a"));
         assert!(offline.unlocked["g"].contains("never resolves"));
     }
@@ -451,7 +478,14 @@ mod tests {
         fs_err::write(&fake, "#!/bin/sh\necho 'something else'\n").unwrap();
         fs_err::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         let servers = [server("a", "npx", &["srv@1.0.0"])];
-        let envs = lock(&servers, None, &Resolver::Path(fake), false, None, None);
+        let envs = lock(
+            &servers,
+            None,
+            &Resolver::Path(fake),
+            false,
+            None,
+            (None, None),
+        );
         assert!(envs.unlocked["a"].contains("is not npm"), "{envs:?}");
     }
 

@@ -371,6 +371,7 @@ pub(crate) fn resolve_in(
     let security = Security::judged(&project.config, options.engine, options.check_only);
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;
     let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), &files, options)?;
+    let extra_ca = crate::config_check::http_extra_ca(root.path(), &project.local);
     let mcp_npm = crate::mcp_npm::lock(
         &project.config.ai.mcp.servers,
         previous_lock
@@ -380,9 +381,8 @@ pub(crate) fn resolve_in(
         &options.npm_resolver,
         options.offline,
         mcp_cache(options).as_ref(),
-        options.notice.as_ref(),
+        (options.notice.as_ref(), extra_ca.as_deref()),
     );
-    let extra_ca = crate::config_check::http_extra_ca(root.path(), &project.local);
     let index = crate::mcp_uvx::Index::from_env(aibox_provenance::HttpOptions {
         extra_ca_pem: extra_ca.clone(),
         ..aibox_provenance::HttpOptions::default()

@@ -400,6 +400,53 @@ fn the_resolver_trusts_the_extra_ca_too() {
     assert!(!stderr.contains("UnknownIssuer"), "{stderr}");
 }
 
+/// And npm, which `apply` starts to lock a team `npx` server, trusts it beside its own
+/// roots (`NODE_EXTRA_CA_CERTS`): a private-CA registry is reached, not refused.
+#[test]
+fn npm_trusts_the_extra_ca_too() {
+    let server = Server::start_tls().unwrap();
+    let ctx = context();
+    ctx.write(
+        "aibox.toml",
+        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\n\
+         harnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"fake\"\ncommand = \"npx\"\n\
+         args = [\"-y\", \"fakepkg@1.0.0\"]\n",
+    )
+    .write("proxy-ca.pem", server.ca_pem().unwrap())
+    .write(
+        ".aibox-local.toml",
+        "[container]\nextra_ca_certificates = \"proxy-ca.pem\"\n",
+    );
+    let npm = aibox_test_support::npm();
+    // npm runs on the Node beside it, and nothing else on PATH.
+    let node = std::process::Command::new("node")
+        .args(["-e", "process.stdout.write(process.execPath)"])
+        .output()
+        .unwrap();
+    let node = camino::Utf8PathBuf::from(String::from_utf8(node.stdout).unwrap());
+    let npm_cache = tempfile::tempdir().unwrap();
+    let out = ctx
+        .command(&["apply"])
+        .env("AIBOX_NPM", npm.as_str())
+        .env(
+            "PATH",
+            format!("{}:{}", npm.parent().unwrap(), node.parent().unwrap()),
+        )
+        .env("npm_config_registry", server.url("/"))
+        .env("npm_config_cache", npm_cache.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The registry has no such package: npm asked for it, through TLS.
+    assert!(
+        server.hits().iter().any(|h| h == "/fakepkg"),
+        "npm never reached the registry: {:?}\n{stderr}",
+        server.hits()
+    );
+    assert!(stderr.contains("is not registered"), "{stderr}");
+}
+
 /// A file where aibox needs a folder is a disk error: exit 3, nothing written.
 #[test]
 fn a_file_in_the_way_exits_3() {
