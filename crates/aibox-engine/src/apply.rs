@@ -214,6 +214,10 @@ pub fn apply(root: &Utf8Path, options: &ApplyOptions) -> Result<ApplyReport, Eng
     let root = ProjectRoot::open(root)?;
     // An invalid configuration is reported before anything (even the lock) is created.
     let project = crate::config_check::check_project(root.path())?;
+    // So is an unusable CA file, before resolve asks the network through it.
+    if let Some((path, text)) = crate::config_check::read_extra_ca(root.path(), &project.local) {
+        crate::config_check::extra_ca_text(path, text)?;
+    }
     let guard = lock_unless_read_only(&root, options)?;
     // Read again under the project lock only when this run had to wait for it: another
     // apply (or a command it ran for) may have changed `aibox.toml` or

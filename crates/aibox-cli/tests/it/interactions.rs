@@ -400,6 +400,37 @@ fn the_resolver_trusts_the_extra_ca_too() {
     assert!(!stderr.contains("UnknownIssuer"), "{stderr}");
 }
 
+/// An unusable CA file is refused before anything goes to the network through it.
+#[test]
+fn an_unusable_ca_file_is_refused_before_the_index_is_asked() {
+    // Plain HTTP on loopback, so that any question at all shows in its hits.
+    let server = Server::start().unwrap();
+    let ctx = context();
+    ctx.write(
+        "aibox.toml",
+        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\n\
+         harnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"fake\"\ncommand = \"uvx\"\n\
+         args = [\"fakepkg==1.0\"]\n",
+    )
+    .write(
+        "proxy-ca.pem",
+        "-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n",
+    )
+    .write(
+        ".aibox-local.toml",
+        "[container]\nextra_ca_certificates = \"proxy-ca.pem\"\n",
+    );
+    let out = ctx
+        .command(&["apply", "-o", "json"])
+        .env("AIBOX_UV", aibox_test_support::uv().as_str())
+        .env("UV_INDEX_URL", server.url("/simple/"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(json(&out)["code"], "aibox::apply::extra_ca");
+    assert!(server.hits().is_empty(), "{:?}", server.hits());
+}
+
 /// And npm, which `apply` starts to lock a team `npx` server, trusts it beside its own
 /// roots (`NODE_EXTRA_CA_CERTS`): a private-CA registry is reached, not refused.
 #[test]
