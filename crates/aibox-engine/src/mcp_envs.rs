@@ -324,29 +324,25 @@ impl Uv {
     }
 
     /// Resolves `spec`: the resolver's name and its hash-pinned requirements text.
-    /// With `extra_ca`, uv reads every root aibox trusts from a bundle
-    /// (`SSL_CERT_FILE`, which replaces its own roots): the extra CA, and the system's
-    /// store and Mozilla's set beside it.
+    /// uv reads every root aibox trusts from a bundle (`SSL_CERT_FILE`, which replaces
+    /// its own Mozilla-only set): the system's store (where a company's proxy CA is, and
+    /// which includes a bundle the user named in `SSL_CERT_FILE`), Mozilla's set and
+    /// `extra_ca`. Without it, aibox would date a release through a proxy uv then fails.
     fn compile(&self, spec: &EnvSpec, extra_ca: Option<&str>) -> Result<(String, String), Failure> {
         let unavailable = |why: String| Failure::Unavailable(why);
         let mut input = spec.dependencies.join("\n");
         input.push('\n');
         let mut cmd = Command::new(&self.path);
-        let _bundle = match extra_ca {
-            Some(pem) => {
-                let mut file = tempfile::NamedTempFile::new()
-                    .map_err(|e| unavailable(format!("cannot write a CA bundle for uv: {e}")))?;
-                std::io::Write::write_all(
-                    &mut file,
-                    aibox_provenance::fetch::trusted_bundle_pem(Some(pem)).as_bytes(),
-                )
-                .map_err(|e| unavailable(format!("cannot write a CA bundle for uv: {e}")))?;
-                cmd.env("SSL_CERT_FILE", file.path())
-                    .env_remove("SSL_CERT_DIR");
-                Some(file)
-            }
-            None => None,
-        };
+        let bundle_failed =
+            |e: std::io::Error| unavailable(format!("cannot write a CA bundle for uv: {e}"));
+        let mut bundle = tempfile::NamedTempFile::new().map_err(bundle_failed)?;
+        std::io::Write::write_all(
+            &mut bundle,
+            aibox_provenance::fetch::trusted_bundle_pem(extra_ca).as_bytes(),
+        )
+        .map_err(bundle_failed)?;
+        cmd.env("SSL_CERT_FILE", bundle.path())
+            .env_remove("SSL_CERT_DIR");
         cmd.args(["pip", "compile", "--universal", "--generate-hashes"])
             .args([
                 "--no-header",

@@ -11,11 +11,14 @@
 //! hashes, and the server starts as the environment's own executable, with no resolver
 //! and no network.
 //!
-//! The index is asked once: the previous `aibox.lock` keeps the date. A version the index
-//! does not have, or whose dependencies cannot be resolved, is recorded and its servers
-//! are not registered: they could not start. Without `uv`, the index or the network the
-//! servers are registered as configured and reported as unlocked. A range or no version
-//! is not locked (the registration already asks to pin it).
+//! The index is asked once per locked release: the previous `aibox.lock` keeps the date. A
+//! version the index does not have, or whose dependencies cannot be resolved, is recorded
+//! and its servers are not registered: they could not start. Such a verdict may be the
+//! index's of that day, so a run that can ask and resolve asks again (a run that cannot
+//! keeps it); so does every apply for a release the image's Python cannot install, which
+//! depends on the base image and is not recorded. Without `uv`, the index or the network
+//! the servers are registered as configured and reported as unlocked. A range or no
+//! version is not locked (the registration asks to pin it).
 
 use std::collections::BTreeMap;
 
@@ -232,8 +235,18 @@ fn lock_retrying(specs: Vec<(String, EnvSpec)>, how: Resolving<'_>, online: bool
         if let (Some(env), true) = (verdicts.get(&id), locked.unlocked.contains_key(&name)) {
             locked.unlocked.remove(&name);
             let why = env.unresolvable.clone().unwrap_or_default();
-            locked.broken.insert(name, why);
-            locked.lock.environments.insert(id, env.clone());
+            locked.broken.insert(name.clone(), why);
+            // Kept as recorded, but for the servers configured now (a renamed one too).
+            let kept = locked
+                .lock
+                .environments
+                .entry(id)
+                .or_insert_with(|| pydeps::EnvLock {
+                    servers: Vec::new(),
+                    ..env.clone()
+                });
+            kept.servers.push(name);
+            kept.servers.sort();
         }
     }
     locked
@@ -241,7 +254,8 @@ fn lock_retrying(specs: Vec<(String, EnvSpec)>, how: Resolving<'_>, online: bool
 
 /// Records `run`'s release as missing from the index (`why`): the server is not
 /// registered, and the lock keeps the answer (an `[mcp.environments]` entry without a
-/// date or requirements), so the next run neither asks again nor finds the files stale.
+/// date or requirements), so a run that cannot ask (`--offline`, no `uv`, `doctor`) gives
+/// the same verdict and finds the files current; one that can ask asks again.
 fn missing(out: &mut UvxEnvs, name: &str, run: &UvxRun, why: String) {
     let spec = EnvSpec {
         requires_python: None,
@@ -260,6 +274,8 @@ fn missing(out: &mut UvxEnvs, name: &str, run: &UvxRun, why: String) {
             ..pydeps::EnvLock::default()
         });
     entry.servers.push(name.to_owned());
+    // In name order, as every environment's: the lock does not follow the config's order.
+    entry.servers.sort();
     out.envs.broken.insert(name.to_owned(), why);
 }
 
@@ -314,25 +330,33 @@ pub(crate) struct ImagePython {
     pub version: (u32, u32, u32),
 }
 
-/// The `python3` of the base image's distribution, when its reference names a release
-/// aibox knows (`debian:bookworm-slim`, `ubuntu:24.04`); `None` for any other image.
+/// The `python3` of the base image's distribution, when the image is Debian's or
+/// Ubuntu's own (`debian:bookworm-slim`, `docker.io/library/ubuntu:24.04`) at a release
+/// aibox knows; `None` for any other image, whose Python may be anything
+/// (`python:3.13-slim-bookworm` has its own 3.13).
 pub(crate) fn distro_python(base_image: &str) -> Option<ImagePython> {
-    const KNOWN: [(&str, &str, (u32, u32, u32)); 7] = [
-        ("bullseye", "Debian bullseye", (3, 9, 2)),
-        ("bookworm", "Debian bookworm", (3, 11, 2)),
-        ("trixie", "Debian trixie", (3, 13, 5)),
-        ("jammy", "Ubuntu 22.04", (3, 10, 12)),
-        ("22.04", "Ubuntu 22.04", (3, 10, 12)),
-        ("noble", "Ubuntu 24.04", (3, 12, 3)),
-        ("24.04", "Ubuntu 24.04", (3, 12, 3)),
+    type Release = (&'static str, &'static str, &'static str, (u32, u32, u32));
+    const KNOWN: [Release; 7] = [
+        ("debian", "bullseye", "Debian bullseye", (3, 9, 2)),
+        ("debian", "bookworm", "Debian bookworm", (3, 11, 2)),
+        ("debian", "trixie", "Debian trixie", (3, 13, 5)),
+        ("ubuntu", "jammy", "Ubuntu 22.04", (3, 10, 12)),
+        ("ubuntu", "22.04", "Ubuntu 22.04", (3, 10, 12)),
+        ("ubuntu", "noble", "Ubuntu 24.04", (3, 12, 3)),
+        ("ubuntu", "24.04", "Ubuntu 24.04", (3, 12, 3)),
     ];
-    // The tag (or the last path part for a local name such as `…/base:bookworm`).
     let name = base_image.split('@').next().unwrap_or(base_image);
     let last = name.rsplit('/').next().unwrap_or(name);
+    let (repository, tag) = last.split_once(':')?;
     KNOWN
         .iter()
-        .find(|(key, _, _)| last.contains(key))
-        .map(|&(_, distro, version)| ImagePython { distro, version })
+        .find(|(repo, release, _, _)| {
+            repository == *repo
+                && tag
+                    .strip_prefix(release)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+        })
+        .map(|&(_, _, distro, version)| ImagePython { distro, version })
 }
 
 impl ImagePython {
@@ -466,13 +490,22 @@ mod tests {
             ("Debian bookworm", (3, 11, 2))
         );
         assert_eq!(
-            distro_python("localhost/aibox-test-base:bookworm").map(|p| p.distro),
-            Some("Debian bookworm")
+            distro_python("mirror.example/library/debian:trixie-20251020").map(|p| p.distro),
+            Some("Debian trixie")
         );
         assert_eq!(distro_python("ubuntu:24.04").map(|p| p.version.1), Some(12));
-        assert_eq!(distro_python("ghcr.io/acme/dev:latest"), None);
-        // A path part that names a release does not count, only the image's own name.
-        assert_eq!(distro_python("registry.example/bookworm/tools:1.0"), None);
+        for other in [
+            "ghcr.io/acme/dev:latest",
+            // Images built on a release, with a Python of their own or an unknown one.
+            "python:3.13-slim-bookworm",
+            "localhost/aibox-test-base:bookworm",
+            "acme/dev:2024.04.15",
+            "registry.example/bookworm/tools:1.0",
+            "debian:bookwormish",
+            "debian",
+        ] {
+            assert_eq!(distro_python(other), None, "{other}");
+        }
     }
 
     #[test]

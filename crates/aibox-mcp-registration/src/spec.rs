@@ -167,11 +167,17 @@ impl ServerSpec {
             return None;
         };
         let program = command.rsplit('/').next().unwrap_or(command);
+        let uv_tool_run =
+            program == "uv" && args.len() >= 2 && args[0] == "tool" && args[1] == "run";
         let rest: &[String] = match (program, args.first().map(String::as_str)) {
             ("npx" | "uvx" | "bunx", _) => args,
             ("pnpm" | "yarn", Some("dlx")) => &args[1..],
+            ("uv", _) if uv_tool_run => &args[2..],
             _ => return None,
         };
+        if program == "uvx" || uv_tool_run {
+            return uvx_unpinned(rest);
+        }
         let package = rest.iter().find(|a| !a.starts_with('-'))?;
         if program == "uvx" {
             // A Python requirement: one exact version is `==1.2.3` or `@1.2.3`; anything
@@ -297,6 +303,52 @@ impl ServerSpec {
         }
         Ok(())
     }
+}
+
+/// The package of a `uvx` (or `uv tool run`) command line when it names no one exact
+/// version: the value of `--from` (`--from=`) when given, else the first argument that
+/// is not an option or an option's value.
+fn uvx_unpinned(args: &[String]) -> Option<String> {
+    // uvx options that take a value: their value is not the package.
+    const VALUED: [&str; 9] = [
+        "--python",
+        "-p",
+        "--with",
+        "-w",
+        "--with-requirements",
+        "--with-editable",
+        "--index",
+        "--default-index",
+        "--index-url",
+    ];
+    let mut it = args.iter();
+    let package: &str = loop {
+        let arg = it.next()?;
+        if arg == "--from" {
+            break it.next()?;
+        }
+        if let Some(value) = arg.strip_prefix("--from=") {
+            break value;
+        }
+        if VALUED.contains(&arg.as_str()) {
+            it.next();
+        } else if !arg.starts_with('-') {
+            break arg;
+        }
+    };
+    // A Python requirement: one exact version is `==1.2.3` or `@1.2.3`; anything else
+    // (`>=1`, `~=1.2`, `==1.*`, `>=1,<2`) is a range.
+    let exact = package
+        .split_once("==")
+        .or_else(|| package.split_once('@'))
+        .is_some_and(|(name, v)| {
+            !name.contains(['<', '>', '~', '!', '=', ','])
+                && v.starts_with(|c: char| c.is_ascii_digit())
+                && v.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'!' | b'-' | b'_')
+                })
+        });
+    (!exact).then(|| package.to_owned())
 }
 
 /// Why an environment value of a server may not be written, if it may not: team and

@@ -191,28 +191,17 @@ pub fn index_url(env: impl Fn(&str) -> Option<String>) -> String {
 }
 
 /// `url` with the credentials of its authority (`https://user:token@host/…`, as a
-/// private index is often given to uv) replaced by `***`, for every message that names it.
+/// private index is often given to uv) written as `***`, for every message that names it.
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://***{}", &rest[at..]),
-        None => url.to_owned(),
-    }
+    aibox_config::validate::without_userinfo(url)
 }
 
-/// `text` with the credentials of `url` (its `user:password@`) replaced by `***@`
-/// wherever they appear: an error names the URL that failed, which after a redirect is
-/// not `url` itself but carries the same credentials.
+/// `text` with the credentials of `url` (its `user:password`) written as `***` wherever
+/// they appear: an error names the URL that failed, which after a redirect is not `url`
+/// itself but carries the same credentials.
 pub fn redact_in(text: &str, url: &str) -> String {
-    let Some((_, rest)) = url.split_once("://") else {
-        return text.to_owned();
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) if at > 0 => text.replace(&rest[..=at], "***@"),
+    match aibox_config::validate::userinfo(url) {
+        Some(info) if !info.is_empty() => text.replace(info, "***"),
         _ => text.to_owned(),
     }
 }

@@ -1005,6 +1005,24 @@ fn unpinned_team_packages_are_reported() {
         ("uvx", &["mcp-server-git~=0.6.2"][..], true),
         ("uvx", &["mcp-server-git==0.6.*"][..], true),
         ("uvx", &["mcp-server-git>=0.6,<1"][..], true),
+        (
+            "uvx",
+            &["--from=mcp-server-git==0.6.2", "git-mcp"][..],
+            false,
+        ),
+        (
+            "uvx",
+            &["--from", "mcp-server-git>=0.6", "git-mcp"][..],
+            true,
+        ),
+        (
+            "uvx",
+            &["--python", "3.12", "mcp-server-git==0.6.2"][..],
+            false,
+        ),
+        ("uv", &["tool", "run", "mcp-server-git"][..], true),
+        ("uv", &["tool", "run", "mcp-server-git==0.6.2"][..], false),
+        ("uv", &["run", "server.py"][..], false),
         ("pnpm", &["dlx", "docs-mcp@2.0.0"][..], false),
         ("node", &["server.js"][..], false),
     ];
