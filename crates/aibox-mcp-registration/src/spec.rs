@@ -179,22 +179,6 @@ impl ServerSpec {
             return uvx_unpinned(rest);
         }
         let package = rest.iter().find(|a| !a.starts_with('-'))?;
-        if program == "uvx" {
-            // A Python requirement: one exact version is `==1.2.3` or `@1.2.3`; anything
-            // else (`>=1`, `~=1.2`, `==1.*`, `>=1,<2`) is a range.
-            let exact = package
-                .split_once("==")
-                .or_else(|| package.split_once('@'))
-                .is_some_and(|(name, v)| {
-                    !name.contains(['<', '>', '~', '!', '=', ','])
-                        && v.starts_with(|c: char| c.is_ascii_digit())
-                        && v.bytes().all(|b| {
-                            b.is_ascii_alphanumeric()
-                                || matches!(b, b'.' | b'+' | b'!' | b'-' | b'_')
-                        })
-                });
-            return (!exact).then(|| package.clone());
-        }
         let version = package
             .strip_prefix('@')
             .unwrap_or(package)

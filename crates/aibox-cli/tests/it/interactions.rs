@@ -329,6 +329,26 @@ fn a_release_behind_a_tls_inspecting_proxy_installs_once_its_ca_is_trusted() {
     assert!(system.dir.join("aibox.lock").exists());
 }
 
+/// A harness-only project with one team server, `command` `package`, and `ca` as its
+/// personal extra CA file.
+fn fake_server_project(command: &str, package: &str, ca: &str) -> CliContext {
+    let ctx = context();
+    ctx.write(
+        "aibox.toml",
+        &format!(
+            "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\n\
+             harnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"fake\"\n\
+             command = \"{command}\"\nargs = [\"{package}\"]\n"
+        ),
+    )
+    .write("proxy-ca.pem", ca)
+    .write(
+        ".aibox-local.toml",
+        "[container]\nextra_ca_certificates = \"proxy-ca.pem\"\n",
+    );
+    ctx
+}
+
 /// The personal extra CA reaches the resolver too: `uv`, which `apply` starts to lock a
 /// team `uvx` server, gets a bundle of every root aibox trusts, so it passes the same
 /// TLS-inspecting proxy (here a private-CA HTTPS index) that aibox's own question passed.
@@ -359,18 +379,7 @@ fn the_resolver_trusts_the_extra_ca_too() {
             ..Route::ok(project.to_string())
         },
     );
-    let ctx = context();
-    ctx.write(
-        "aibox.toml",
-        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\n\
-         harnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"fake\"\ncommand = \"uvx\"\n\
-         args = [\"fakepkg==1.0\"]\n",
-    )
-    .write("proxy-ca.pem", server.ca_pem().unwrap())
-    .write(
-        ".aibox-local.toml",
-        "[container]\nextra_ca_certificates = \"proxy-ca.pem\"\n",
-    );
+    let ctx = fake_server_project("uvx", "fakepkg==1.0", server.ca_pem().unwrap());
     let uv_cache = tempfile::tempdir().unwrap();
     let uv = aibox_test_support::uv();
     // uv needs a Python to resolve for: the one that runs it, and nothing else on PATH.
@@ -405,21 +414,8 @@ fn the_resolver_trusts_the_extra_ca_too() {
 fn an_unusable_ca_file_is_refused_before_the_index_is_asked() {
     // Plain HTTP on loopback, so that any question at all shows in its hits.
     let server = Server::start().unwrap();
-    let ctx = context();
-    ctx.write(
-        "aibox.toml",
-        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\n\
-         harnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"fake\"\ncommand = \"uvx\"\n\
-         args = [\"fakepkg==1.0\"]\n",
-    )
-    .write(
-        "proxy-ca.pem",
-        "-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n",
-    )
-    .write(
-        ".aibox-local.toml",
-        "[container]\nextra_ca_certificates = \"proxy-ca.pem\"\n",
-    );
+    let damaged = "-----BEGIN CERTIFICATE-----\nMIIFAKEFAKEFAKE\n-----END CERTIFICATE-----\n";
+    let ctx = fake_server_project("uvx", "fakepkg==1.0", damaged);
     let out = ctx
         .command(&["apply", "-o", "json"])
         .env("AIBOX_UV", aibox_test_support::uv().as_str())
@@ -436,18 +432,7 @@ fn an_unusable_ca_file_is_refused_before_the_index_is_asked() {
 #[test]
 fn npm_trusts_the_extra_ca_too() {
     let server = Server::start_tls().unwrap();
-    let ctx = context();
-    ctx.write(
-        "aibox.toml",
-        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n[ai]\n\
-         harnesses = [\"claude\"]\n\n[[ai.mcp.servers]]\nname = \"fake\"\ncommand = \"npx\"\n\
-         args = [\"-y\", \"fakepkg@1.0.0\"]\n",
-    )
-    .write("proxy-ca.pem", server.ca_pem().unwrap())
-    .write(
-        ".aibox-local.toml",
-        "[container]\nextra_ca_certificates = \"proxy-ca.pem\"\n",
-    );
+    let ctx = fake_server_project("npx", "fakepkg@1.0.0", server.ca_pem().unwrap());
     let npm = aibox_test_support::npm();
     // npm runs on the Node beside it, and nothing else on PATH.
     let node = std::process::Command::new("node")
