@@ -202,13 +202,19 @@ pub(crate) fn lock(
 /// again when `online`; when that cannot run (no `uv`), the recorded verdict stands, so a
 /// machine without a resolver does not change the lock.
 fn lock_retrying(specs: Vec<(String, EnvSpec)>, how: Resolving<'_>, online: bool) -> McpEnvs {
-    let ids: Vec<String> = specs.iter().map(|(_, spec)| spec.id()).collect();
+    // Server name → its environment's id.
+    let names: Vec<(String, String)> = specs
+        .iter()
+        .map(|(name, spec)| (name.clone(), spec.id()))
+        .collect();
     let verdicts: BTreeMap<String, pydeps::EnvLock> = how
         .previous
         .map(|l| {
             l.environments
                 .iter()
-                .filter(|(id, env)| ids.contains(id) && env.unresolvable.is_some())
+                .filter(|(id, env)| {
+                    env.unresolvable.is_some() && names.iter().any(|(_, of)| of == *id)
+                })
                 .map(|(id, env)| (id.clone(), env.clone()))
                 .collect()
         })
@@ -216,10 +222,6 @@ fn lock_retrying(specs: Vec<(String, EnvSpec)>, how: Resolving<'_>, online: bool
     if !online || verdicts.is_empty() {
         return crate::mcp_envs::lock_specs(specs, how);
     }
-    let names: Vec<(String, String)> = specs
-        .iter()
-        .map(|(name, spec)| (name.clone(), spec.id()))
-        .collect();
     let mut previous = how.previous.cloned().unwrap_or_default();
     previous
         .environments

@@ -370,8 +370,16 @@ pub(crate) fn resolve_in(
     let previous_lock = crate::snapshot::read_lock(&root)?;
     let security = Security::judged(&project.config, options.engine, options.check_only);
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;
-    let processkit = resolve_processkit(&root, &project, previous_lock.as_ref(), &files, options)?;
+    // Read and checked once: the release download, the lockers and the index question
+    // all trust it.
     let extra_ca = crate::config_check::http_extra_ca(root.path(), &project.local);
+    let processkit = resolve_processkit(
+        &root,
+        &project,
+        previous_lock.as_ref(),
+        &files,
+        (options, extra_ca.as_ref()),
+    )?;
     let mcp_npm = crate::mcp_npm::lock(
         &project.config.ai.mcp.servers,
         previous_lock
@@ -419,7 +427,7 @@ fn resolve_processkit(
     project: &Project,
     previous_lock: Option<&Lock>,
     files: &Snapshot,
-    options: &PlanOptions,
+    (options, extra_ca): (&PlanOptions, Option<&std::sync::Arc<str>>),
 ) -> Result<ProcesskitState, EngineError> {
     let config = &project.config;
     // Neither a source nor a version: nothing is pinned, so nothing is installed (a
@@ -445,7 +453,7 @@ fn resolve_processkit(
     let mut fetch = FetchOptions {
         cache,
         http: aibox_provenance::HttpOptions {
-            extra_ca_pem: crate::config_check::http_extra_ca(root.path(), &project.local),
+            extra_ca_pem: extra_ca.cloned(),
             ..aibox_provenance::HttpOptions::default()
         },
         progress: Some(&mut report),

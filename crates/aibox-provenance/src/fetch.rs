@@ -189,6 +189,35 @@ pub(crate) fn agent(opts: &HttpOptions, url: &str) -> ureq::Agent {
     config.build().into()
 }
 
+/// The agents one download needs across its redirects, each made at its first use: one
+/// for plain-HTTP loopback hops (no certificate store read) and one for HTTPS hops (the
+/// trusted roots, with the extra CA, gathered once rather than at every hop).
+struct Agents<'a> {
+    opts: &'a HttpOptions,
+    plain: Option<ureq::Agent>,
+    tls: Option<ureq::Agent>,
+}
+
+impl<'a> Agents<'a> {
+    fn new(opts: &'a HttpOptions) -> Self {
+        Self {
+            opts,
+            plain: None,
+            tls: None,
+        }
+    }
+
+    /// The agent for `url`.
+    fn get(&mut self, url: &str) -> &ureq::Agent {
+        let slot = if url.starts_with("https://") {
+            &mut self.tls
+        } else {
+            &mut self.plain
+        };
+        slot.get_or_insert_with(|| agent(self.opts, url))
+    }
+}
+
 /// Mozilla's roots and the system's store, read once per process, and why any part of
 /// the store could not be read (an `SSL_CERT_FILE` naming a missing file replaces the
 /// store with nothing, silently otherwise).
@@ -269,15 +298,9 @@ pub fn trusted_bundle_pem(extra_pem: Option<&str>) -> String {
 /// block is damaged would otherwise be accepted and silently trusted for nothing.
 pub fn usable_certificates(pem: &str) -> (usize, usize) {
     let mut store = rustls::RootCertStore::empty();
-    let blocks: Vec<rustls::pki_types::CertificateDer<'static>> =
-        ureq::tls::parse_pem(pem.as_bytes())
-            .filter_map(|item| match item {
-                Ok(ureq::tls::PemItem::Certificate(c)) => {
-                    Some(rustls::pki_types::CertificateDer::from(c.der().to_vec()))
-                }
-                _ => None,
-            })
-            .collect();
+    let blocks: Vec<rustls::pki_types::CertificateDer<'static>> = pem_certificates(pem)
+        .map(|c| rustls::pki_types::CertificateDer::from(c.der().to_vec()))
+        .collect();
     let bad_blocks = pem
         .matches("-----BEGIN CERTIFICATE-----")
         .count()
@@ -292,19 +315,22 @@ pub fn download(
     opts: &HttpOptions,
     progress: Option<ProgressFn<'_>>,
 ) -> Result<Downloaded> {
-    let mut bytes = Vec::new();
-    let (digest, final_url) = download_to(url, opts, progress, &mut bytes)?;
-    Ok(Downloaded {
-        bytes,
-        digest,
-        final_url,
-    })
+    into_memory(url, opts, None, progress)
 }
 
 /// Downloads `url` into memory asking for the media type `accept` (an index's JSON API).
 pub fn download_accepting(url: &str, accept: &str, opts: &HttpOptions) -> Result<Downloaded> {
+    into_memory(url, opts, Some(accept), None)
+}
+
+fn into_memory(
+    url: &str,
+    opts: &HttpOptions,
+    accept: Option<&str>,
+    progress: Option<ProgressFn<'_>>,
+) -> Result<Downloaded> {
     let mut bytes = Vec::new();
-    let (digest, final_url) = fetch_into(url, opts, Some(accept), None, &mut bytes)?;
+    let (digest, final_url) = fetch_into(url, opts, accept, progress, &mut bytes)?;
     Ok(Downloaded {
         bytes,
         digest,
@@ -331,6 +357,7 @@ fn fetch_into(
     sink: &mut dyn std::io::Write,
 ) -> Result<(Sha256, String)> {
     check_url(url)?;
+    let mut agents = Agents::new(opts);
     let mut current = url.to_owned();
     let mut hops = 0u32;
     loop {
@@ -338,7 +365,7 @@ fn fetch_into(
             url: u.to_owned(),
             reason: e.to_string(),
         };
-        let mut request = agent(opts, &current).get(&current);
+        let mut request = agents.get(&current).get(&current);
         if let Some(accept) = accept {
             request = request.header("Accept", accept);
         }

@@ -32,8 +32,7 @@ pub fn contribute_with(
     let config = &ctx.project.config;
     let mut servers =
         collect_servers(config, &ctx.project.local, processkit).map_err(EngineError::from)?;
-    lock_npx_servers(ctx, plan, &mut servers);
-    lock_uvx_servers(ctx, plan, &mut servers);
+    lock_team_servers(ctx, plan, &mut servers);
     let ledger = ctx
         .read_text(Utf8Path::new(LEDGER_PATH))?
         .map(|text| Ledger::parse(&text))
@@ -140,13 +139,20 @@ pub fn contribute_with(
     Ok(())
 }
 
+/// The team servers both lockers decided on: the ones that could not start are left
+/// out, the locked ones start as their installed programs, once both have had their say.
+fn lock_team_servers(ctx: &PlanContext, plan: &mut PlanBuilder, servers: &mut Vec<ServerSpec>) {
+    lock_npx_servers(ctx, plan, servers);
+    lock_uvx_servers(ctx, plan, servers);
+    with_locked_commands(servers, ctx.mcp_npm, ctx.mcp_uvx);
+}
+
 /// Team servers started with `npx`: a locked one is started as its installed bin (its
 /// arguments and environment kept), one whose package does not exist is not registered
 /// (it could not start); the warnings say which and why, and the lock records the trees.
 fn lock_npx_servers(ctx: &PlanContext, plan: &mut PlanBuilder, servers: &mut Vec<ServerSpec>) {
     let npm = ctx.mcp_npm;
     servers.retain(|s| s.origin != Origin::Team || !npm.broken.contains_key(&s.name));
-    with_locked_commands(servers, npm, ctx.mcp_uvx);
     for warning in npm.warnings() {
         plan.warn(warning);
     }

@@ -16,7 +16,8 @@ pub(crate) fn check(
     (root, project): (&camino::Utf8Path, Option<&aibox_config::Project>),
 ) {
     const NAME: &str = "updates";
-    let extra_ca = project.and_then(|p| crate::config_check::http_extra_ca(root, &p.local));
+    // Read only when the feed is asked.
+    let extra_ca = || project.and_then(|p| crate::config_check::http_extra_ca(root, &p.local));
     let url = updates::feed_url(&options.environment);
     let latest = match options.update_check {
         UpdateCheck::Never => return run.skip(NAME, "not asked"),
@@ -33,11 +34,11 @@ pub(crate) fn check(
                 &url,
                 cache.as_deref(),
                 std::time::SystemTime::now(),
-                extra_ca,
+                extra_ca(),
             )
         }
         // Asked for: always the feed itself.
-        UpdateCheck::Always => updates::latest_release(&url, extra_ca),
+        UpdateCheck::Always => updates::latest_release(&url, extra_ca()),
     };
     let status = latest.and_then(|latest| updates::assess(&options.cli_version, latest));
     match status {
