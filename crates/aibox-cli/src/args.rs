@@ -303,6 +303,9 @@ pub enum ConfigCommand {
     Get {
         /// For example `container.user`.
         key: String,
+        /// Read the personal `.aibox-local.toml` (the value as written there) instead.
+        #[arg(long)]
+        local: bool,
     },
     /// Set a value, keeping comments and order; the result is validated before saving.
     Set {
@@ -334,7 +337,9 @@ pub enum NetworkCommand {
 /// `aibox mcp ...`.
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
-    /// The effective servers per harness, with origin, target file and trust scope.
+    /// The effective servers per harness, with origin, target file and trust scope, and
+    /// the entries added by hand to the harnesses' files; `--output json` prints
+    /// `{"servers", "hand_added", "not_resolved"}`.
     List,
     /// Start each stdio server in the running container, as its harness would, and check
     /// it answers the MCP handshake (`initialize`, `tools/list`). Exit 1 when one fails.

@@ -440,13 +440,50 @@ fn set_in_table(
     if tail.is_empty() {
         match t.get_mut(head) {
             Some(Item::Value(old)) => replace_value(old, value),
+            // A table written with a header holds comments and a layout a value in its
+            // place would drop (and it would move to the top of the file): its keys are
+            // set one by one instead.
+            Some(Item::Table(_)) => {
+                return Err(bad_key(
+                    key,
+                    format!(
+                        "`{key}` is a table: setting it whole would drop its comments and \
+                         layout; set its keys one by one (`aibox config set {key}.<key> \
+                         <value>`)"
+                    ),
+                ));
+            }
+            Some(Item::ArrayOfTables(_)) => {
+                return Err(bad_key(
+                    key,
+                    format!(
+                        "`{key}` is a list of tables: setting it whole would drop its \
+                         comments and layout; set a field of one entry (`aibox config set \
+                         {key}.0.<field> <value>`){}",
+                        if key.ends_with("mcp.servers") {
+                            ", or use `aibox mcp add` and `aibox mcp remove`"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
             Some(other) => *other = Item::Value(value),
             None => {
                 let mut value = value;
                 if inline {
                     take_closing_space(t, &mut value);
                 }
-                t.insert(head, Item::Value(value));
+                match value {
+                    // At the top level a value renders above every table: a new table
+                    // gets its own header at the end of the file instead.
+                    Value::InlineTable(table) if depth == 0 && !inline => {
+                        t.insert(head, Item::Table(table.into_table()));
+                    }
+                    value => {
+                        t.insert(head, Item::Value(value));
+                    }
+                }
             }
         }
         return Ok(());

@@ -9,7 +9,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use miette::Diagnostic;
 use serde_json::Value;
 
-use crate::{AIBOX_TOML, ConfigError, ErrorKind};
+use crate::{AIBOX_TOML, ConfigError, ErrorKind, LOCAL_TOML};
 
 /// Why `get` has no value to show.
 #[derive(Debug, thiserror::Error, Diagnostic)]
@@ -31,12 +31,14 @@ pub enum GetError {
         help: String,
     },
 
-    /// Not a key of `aibox.toml`.
-    #[error("`{at}` is not a key of aibox.toml")]
+    /// Not a key of the file asked.
+    #[error("`{at}` is not a key of {file}")]
     #[diagnostic(code(aibox::config::unknown_key), help("{help}"))]
     UnknownKey {
         /// The dotted prefix up to the bad segment.
         at: String,
+        /// The file: `aibox.toml` or `.aibox-local.toml`.
+        file: &'static str,
         /// A suggestion.
         help: String,
     },
@@ -53,11 +55,11 @@ impl GetError {
 }
 
 /// The effective value at the dotted `key` of the project's `aibox.toml` at `root`
-/// (defaults included; `.aibox-local.toml` is not consulted).
+/// (defaults included; `.aibox-local.toml` is not consulted: see [`get_local`]).
 pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
     let path = root.join(AIBOX_TOML);
     let config_error = |e: ConfigError| GetError::Config(Box::new(e));
-    let text = crate::read_config_file(&path, AIBOX_TOML).map_err(config_error)?;
+    let text = crate::load::read_team(root).map_err(config_error)?;
     let mut config = crate::parse_aibox_toml(&text, AIBOX_TOML).map_err(config_error)?;
     with_derived_defaults(&mut config);
     // The model always serialises; a failure would leave `Null`, reported as unset.
@@ -76,11 +78,64 @@ pub fn get(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
             key: key.to_owned(),
             path,
         }),
+        Lookup::Unknown { at, suggestion } => {
+            // A personal key asked of the team file: say where it lives.
+            let local = crate::schema::local_toml_schema();
+            let help = if matches!(
+                lookup(&Value::Null, &local, key),
+                Lookup::Value(_) | Lookup::Unset
+            ) {
+                format!(
+                    "`{key}` is a key of the personal {LOCAL_TOML}: read it with `aibox config \
+                     get --local {key}`"
+                )
+            } else {
+                suggestion.map_or_else(
+                    || "`aibox config schema` lists every key".to_owned(),
+                    |s| format!("did you mean `{s}`? (`aibox config schema` lists every key)"),
+                )
+            };
+            Err(GetError::UnknownKey {
+                at,
+                file: AIBOX_TOML,
+                help,
+            })
+        }
+    }
+}
+
+/// The value at the dotted `key` of the project's personal `.aibox-local.toml` at `root`,
+/// as written there (the file has no defaults of its own: an absent key is unset).
+///
+/// # Errors
+/// The file is unreadable or invalid, the key is not one of the personal file, or it is
+/// not set.
+pub fn get_local(root: &Utf8Path, key: &str) -> Result<Value, GetError> {
+    let path = root.join(LOCAL_TOML);
+    let config_error = |e: ConfigError| GetError::Config(Box::new(e));
+    // Only a project's personal file: the team file must be there.
+    crate::load::read_team(root).map_err(config_error)?;
+    let local = if path.symlink_metadata().is_ok() {
+        let text = crate::read_config_file(&path, LOCAL_TOML).map_err(config_error)?;
+        crate::parse_local_toml(&text, LOCAL_TOML).map_err(config_error)?
+    } else {
+        crate::LocalToml::default()
+    };
+    let written = serde_json::to_value(&local).unwrap_or(Value::Null);
+    let schema = crate::schema::local_toml_schema();
+    match lookup(&written, &schema, key) {
+        Lookup::Value(v) if !v.is_null() => Ok(v),
+        Lookup::Value(_) | Lookup::Unset => Err(GetError::KeyNotSet {
+            help: format!("set it with `aibox config set --local {key} VALUE`"),
+            key: key.to_owned(),
+            path,
+        }),
         Lookup::Unknown { at, suggestion } => Err(GetError::UnknownKey {
             at,
+            file: LOCAL_TOML,
             help: suggestion.map_or_else(
-                || "`aibox config schema` lists every key".to_owned(),
-                |s| format!("did you mean `{s}`? (`aibox config schema` lists every key)"),
+                || "`aibox config schema --local` lists every key".to_owned(),
+                |s| format!("did you mean `{s}`? (`aibox config schema --local` lists every key)"),
             ),
         }),
     }

@@ -27,12 +27,14 @@ pub struct InitOptions {
 }
 
 impl InitOptions {
-    /// Defaults for a project called `name`: Claude, processkit mode, default image.
+    /// Defaults for a project called `name`, those `aibox init NAME --yes` takes: Claude,
+    /// context mode `harness-only` (it needs no download; set `context_mode` and a
+    /// `processkit_version` for processkit content), the default base image.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             harnesses: vec![Harness::Claude],
-            context_mode: ContextMode::Processkit,
+            context_mode: ContextMode::HarnessOnly,
             processkit_source: None,
             processkit_version: None,
             base_image: None,

@@ -36,8 +36,9 @@ pub struct Project {
 #[derive(Debug, thiserror::Error, Diagnostic)]
 pub enum ConfigError {
     /// No `aibox.toml` between the start directory and the search boundary (the root of
-    /// the git repository holding it, or the file system root).
-    #[error("no aibox.toml found in {start} or any parent directory up to {boundary}")]
+    /// the git repository holding it, or the file system root); both are the project
+    /// folder when it was named (`--project`, or an embedder's root) and holds none.
+    #[error("{}", not_found_message(start, boundary))]
     #[diagnostic(
         code(aibox::config::not_found),
         help(
@@ -141,6 +142,15 @@ impl ConfigError {
     }
 }
 
+/// [`ConfigError::NotFound`]'s message: a search up the tree, or a named folder.
+fn not_found_message(start: &Utf8Path, boundary: &Utf8Path) -> String {
+    if start == boundary {
+        format!("no aibox.toml in {start}: it is not an aibox project")
+    } else {
+        format!("no aibox.toml found in {start} or any parent directory up to {boundary}")
+    }
+}
+
 /// Walks up from `start` to the nearest directory holding `aibox.toml`.
 pub fn find_project_root(start: &Utf8Path) -> Result<Utf8PathBuf, ConfigError> {
     let mut dir = Some(start);
@@ -194,7 +204,7 @@ pub fn load_project(root: &Utf8Path) -> Result<Project, ConfigError> {
 pub fn load_project_with_text(root: &Utf8Path) -> Result<(Project, String), ConfigError> {
     let path = root.join(AIBOX_TOML);
     TEAM_READS.with(|n| n.set(n.get() + 1));
-    let text = read(&path)?;
+    let text = read_team(root)?;
     let team = parse_team(&text, path.as_str());
     let local_path = root.join(LOCAL_TOML);
     if local_path.is_dir() {
@@ -231,6 +241,26 @@ thread_local! {
 #[doc(hidden)]
 pub fn team_config_reads() -> usize {
     TEAM_READS.with(std::cell::Cell::get)
+}
+
+/// The text of the project's `aibox.toml` at `root`.
+///
+/// # Errors
+/// [`ConfigError::NotFound`] when the folder holds none (a named folder that is not a
+/// project is the user's to fix, as when the search up from the working directory finds
+/// none, not a file that failed to read); else as [`read_config_file`].
+pub(crate) fn read_team(root: &Utf8Path) -> Result<String, ConfigError> {
+    let path = root.join(AIBOX_TOML);
+    if path
+        .symlink_metadata()
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Err(ConfigError::NotFound {
+            start: root.to_owned(),
+            boundary: root.to_owned(),
+        });
+    }
+    read(&path)
 }
 
 fn read(path: &Utf8Path) -> Result<String, ConfigError> {

@@ -226,13 +226,31 @@ pub fn remove(root: &Utf8Path, names: &[String]) -> Result<bool, AddonError> {
         let table = table.as_table_like_mut().ok_or_else(|| AddonError::Shape {
             path: path.to_owned(),
         })?;
+        let commented = |text: Option<&str>| text.is_some_and(|t| t.contains('#'));
+        let key_commented = table
+            .key("tools")
+            .is_some_and(|k| commented(k.leaf_decor().prefix().and_then(|p| p.as_str())));
         if let Some(tools) = table.get_mut("tools") {
             let tools = tools.as_array_mut().ok_or_else(|| AddonError::Shape {
                 path: path.to_owned(),
             })?;
-            tools.retain(|v| !v.as_str().is_some_and(|s| names.iter().any(|n| n == s)));
-            if tools.is_empty() {
+            let asked = |v: &Value| v.as_str().is_some_and(|s| names.iter().any(|n| n == s));
+            loop {
+                let Some(i) = tools.iter().position(asked) else {
+                    break;
+                };
+                remove_entry(tools, i);
+            }
+            // An emptied list goes, unless the user wrote comments on it: `tools = []`
+            // keeps them (and the table they are in).
+            let keep = key_commented
+                || commented(tools.trailing().as_str())
+                || commented(tools.decor().suffix().and_then(|s| s.as_str()));
+            if tools.is_empty() && !keep {
                 table.remove("tools");
+            } else if tools.is_empty() && !commented(tools.trailing().as_str()) {
+                tools.set_trailing("");
+                tools.set_trailing_comma(false);
             }
         }
         if table.is_empty() {
@@ -271,6 +289,56 @@ pub fn remove(root: &Utf8Path, names: &[String]) -> Result<bool, AddonError> {
         }
         Ok(())
     })
+}
+
+/// Removes entry `i` of `array` with the comment written after it on its line (which the
+/// parser gives to what follows: the next entry, or the end of the list); the next entry
+/// takes its place on its line. Comment lines above an entry may head a group, so they
+/// stay.
+fn remove_entry(array: &mut Array, i: usize) {
+    let removed = array.remove(i);
+    let own = removed
+        .decor()
+        .prefix()
+        .and_then(|p| p.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    // What stays of the removed entry's own prefix: the lines above it, not its indent.
+    let above = &own[..own.rfind('\n').map_or(0, |n| n + 1)];
+    // `text` (what follows the entry) without the rest of the entry's line; that line's
+    // break stays when the entry shared its line with what came before (`[` or another
+    // entry).
+    let below = |text: &str, n: usize| {
+        let from = if own.contains('\n') { n + 1 } else { n };
+        format!("{above}{}", &text[from..])
+    };
+    if let Some(next) = array.get_mut(i) {
+        let prefix = next
+            .decor()
+            .prefix()
+            .and_then(|p| p.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let new = match prefix.find('\n') {
+            // The rest of the removed entry's line goes with it.
+            Some(n) => below(&prefix, n),
+            // On the same line: the next entry takes the removed one's place.
+            None => own.clone(),
+        };
+        next.decor_mut().set_prefix(new);
+    } else {
+        // The last entry: what follows it up to `]` is its suffix (without a comma after
+        // it) and the list's trailing text.
+        let suffix = removed
+            .decor()
+            .suffix()
+            .and_then(|p| p.as_str())
+            .unwrap_or_default();
+        let trailing = format!("{suffix}{}", array.trailing().as_str().unwrap_or_default());
+        if let Some(n) = trailing.find('\n') {
+            array.set_trailing(below(&trailing, n));
+        }
+    }
 }
 
 /// The document positions of every table written below `table` (arrays of tables

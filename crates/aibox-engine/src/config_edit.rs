@@ -33,6 +33,10 @@ pub struct SetReport {
     /// The seccomp consent key the settings need and lack after the edit (saved anyway:
     /// `apply` asks for it at a terminal, and refuses without one).
     pub needs_consent: Option<String>,
+    /// What the edit gives away when it records a security consent or relaxation (for
+    /// example `security.acknowledge_seccomp_unconfined = true`), to be shown to whoever
+    /// made it: a relaxation is never recorded without a word.
+    pub relaxes: Option<String>,
 }
 
 /// [`config_set`], and the seccomp consent the settings still need afterwards, found by
@@ -52,6 +56,7 @@ pub fn config_set_report(
     .map(|edited| SetReport {
         path: edited.path,
         needs_consent: edited.needs_consent,
+        relaxes: aibox_policy::relaxation(key, value),
     })
 }
 
@@ -100,7 +105,23 @@ fn edit_file(
     let path = root.join(file.file_name());
     let rel = Utf8Path::new(file.file_name());
     let project = ProjectRoot::open(root).map_err(|e| edit_error(root, e))?;
-    let text = match project.read(rel).map_err(|e| edit_error(root, e))? {
+    // Only a project is edited: an `aibox.toml` made here would lack `init`'s `.gitignore`
+    // entries, and the personal file (where tokens go) would then be committed.
+    let team = project
+        .read(Utf8Path::new(aibox_config::AIBOX_TOML))
+        .map_err(|e| edit_error(root, e))?;
+    if team.is_none() {
+        return Err(aibox_config::ConfigError::NotFound {
+            start: root.to_owned(),
+            boundary: root.to_owned(),
+        }
+        .into());
+    }
+    let read = match file {
+        ConfigFile::Team => team,
+        ConfigFile::Local => project.read(rel).map_err(|e| edit_error(root, e))?,
+    };
+    let text = match read {
         Some(bytes) => aibox_config::config_text(bytes, file.file_name())?,
         None => String::new(),
     };

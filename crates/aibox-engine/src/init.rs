@@ -91,6 +91,23 @@ pub enum InitError {
         /// The link.
         path: Utf8PathBuf,
     },
+    /// A processkit release is named for a project whose context mode installs none: it
+    /// would be left out of `aibox.toml` without a word.
+    #[error(
+        "context mode `harness-only` installs no processkit content: the processkit {what} \
+         given would be left out of aibox.toml"
+    )]
+    #[diagnostic(
+        code(aibox::init::processkit_unused),
+        help(
+            "set the context mode to `processkit` to install that release, or leave the \
+             processkit source and version out for a harness-only project"
+        )
+    )]
+    ProcesskitUnused {
+        /// What was given: `source`, `version`, or `source and version`.
+        what: &'static str,
+    },
     /// The answers produce an invalid configuration (for example an unsafe name).
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -126,6 +143,7 @@ impl InitError {
             Self::Exists { .. }
             | Self::FolderInTheWay { .. }
             | Self::NotADirectory { .. }
+            | Self::ProcesskitUnused { .. }
             | Self::Symlink { .. } => aibox_config::ErrorKind::User,
         }
     }
@@ -146,6 +164,17 @@ impl InitError {
 /// ```
 pub fn init(dir: &Utf8Path, opts: &InitOptions) -> Result<InitReport, InitError> {
     check_target(dir)?;
+    if opts.context_mode == aibox_config::ContextMode::HarnessOnly {
+        let what = match (&opts.processkit_source, &opts.processkit_version) {
+            (Some(_), Some(_)) => Some("source and version"),
+            (Some(_), None) => Some("source"),
+            (None, Some(_)) => Some("version"),
+            (None, None) => None,
+        };
+        if let Some(what) = what {
+            return Err(InitError::ProcesskitUnused { what });
+        }
+    }
     let toml_path = dir.join(AIBOX_TOML);
     let text = aibox_config::render_aibox_toml(opts);
     // Validate before touching anything: bad answers must not leave half a project. The

@@ -323,7 +323,13 @@ impl ProjectRoot {
     pub fn open(root: &Utf8Path) -> Result<Self, WriteError> {
         let canonical = fs_err::canonicalize(root).map_err(|e| WriteError::Root {
             path: root.to_string(),
-            reason: e.to_string(),
+            // The plain words for the common case; fs-err's "failed to canonicalize"
+            // names an operation the user never asked for.
+            reason: if e.kind() == std::io::ErrorKind::NotFound {
+                "the folder does not exist".to_owned()
+            } else {
+                e.to_string()
+            },
         })?;
         let root = Utf8PathBuf::from_path_buf(canonical).map_err(|p| WriteError::Root {
             path: p.display().to_string(),

@@ -46,6 +46,21 @@ impl Target {
             reason: reason.to_owned(),
         };
         let r = aibox_config::ImageRef::parse(reference.trim());
+        // What is no reference at all is said so first: "no tag" would send the user
+        // after a tag for text that is not an image name.
+        if r.name.is_empty() || r.name.chars().any(char::is_whitespace) {
+            return Err(bad("the image name is empty or holds spaces"));
+        }
+        // The pinned digest is replaced; a malformed one is a typo to show, not to drop.
+        if let Some(digest) = &r.digest
+            && !digest
+                .strip_prefix("sha256:")
+                .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(bad(
+                "the digest after `@` must be `sha256:` and 64 hex digits",
+            ));
+        }
         let tag = r.tag.clone().ok_or_else(|| RegistryError::NoTag {
             reference: reference.to_owned(),
         })?;
@@ -517,7 +532,11 @@ mod tests {
             "https://registry-1.docker.io/v2/library/debian/manifests/bookworm-slim"
         );
         assert_eq!(t.pinned("sha256:ab"), "debian:bookworm-slim@sha256:ab");
-        let t = Target::parse("docker.io/library/debian:trixie-slim@sha256:00").unwrap();
+        let pinned = format!(
+            "docker.io/library/debian:trixie-slim@sha256:{}",
+            "0".repeat(64)
+        );
+        let t = Target::parse(&pinned).unwrap();
         assert_eq!(t.host, "registry-1.docker.io");
         assert_eq!(t.repository, "library/debian");
         assert_eq!(t.name, "docker.io/library/debian");
@@ -555,6 +574,9 @@ mod tests {
             "a//b:1",
             "a:b c",
             ":tag",
+            "debian:bookworm@sha256:abc",
+            "a/b/c:d@e",
+            "not a ref",
         ] {
             let e = Target::parse(r).unwrap_err();
             assert_eq!(e.kind(), aibox_config::ErrorKind::User, "{r}: {e}");
@@ -563,6 +585,18 @@ mod tests {
             Target::parse("debian").unwrap_err(),
             RegistryError::NoTag { .. }
         ));
+        // QA28: text that is no reference, and a malformed digest, are bad references.
+        for r in ["not a ref", "debian:bookworm@sha256:abc", "a/b/c:d@e"] {
+            assert!(
+                matches!(
+                    Target::parse(r).unwrap_err(),
+                    RegistryError::BadReference { .. }
+                ),
+                "{r}"
+            );
+        }
+        let pinned = format!("debian:bookworm@sha256:{}", "a".repeat(64));
+        assert!(Target::parse(&pinned).is_ok());
     }
 
     #[test]

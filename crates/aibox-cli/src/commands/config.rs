@@ -10,7 +10,7 @@ pub fn run(g: &Global, cmd: &ConfigCommand) -> Outcome {
     match cmd {
         ConfigCommand::Schema { local } => Ok(schema(*local)),
         ConfigCommand::Validate => validate(g),
-        ConfigCommand::Get { key } => get(g, key),
+        ConfigCommand::Get { key, local } => get(g, key, *local),
         ConfigCommand::Set { key, value, local } => set(g, key, value, *local),
     }
 }
@@ -46,9 +46,13 @@ fn validate(g: &Global) -> Outcome {
     Ok(Exit::Ok)
 }
 
-fn get(g: &Global, key: &str) -> Outcome {
+fn get(g: &Global, key: &str, local: bool) -> Outcome {
     let root = project_root(g)?;
-    let value = aibox_config::get::get(&root, key)?;
+    let value = if local {
+        aibox_config::get::get_local(&root, key)?
+    } else {
+        aibox_config::get::get(&root, key)?
+    };
     json_or(
         g,
         &serde_json::json!({ "key": key, "value": value }),
@@ -85,10 +89,9 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
         }
     };
     // A consent set by hand is told what it gives away, even with `--quiet`.
-    let relaxes = aibox_policy::relaxation(key, value);
     // A setting that needs a consent is saved (`apply` asks for it at a terminal), and
     // said so: without a terminal, `apply` refuses until the consent is recorded.
-    let (path, consent) = (set.path, set.needs_consent);
+    let (path, consent, relaxes) = (set.path, set.needs_consent, set.relaxes);
     json_or(
         g,
         &serde_json::json!({ "key": key, "file": path, "relaxes": relaxes, "needs_consent": consent }),

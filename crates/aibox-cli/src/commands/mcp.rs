@@ -20,12 +20,13 @@ pub fn list(g: &Global) -> Outcome {
             "processkit servers not listed: not resolved: {reason}"
         ));
     }
-    let servers = list.servers;
-    let hand = list.hand_added;
-    json_or(g, &servers, || {
+    // JSON gets the whole list: the servers aibox registers, those added by hand and why
+    // the processkit servers are missing, as the text below tells them.
+    json_or(g, &list, || {
+        let (servers, hand) = (&list.servers, &list.hand_added);
         if g.quiet {
             // Only what needs attention: the servers a harness does not get.
-            for s in &servers {
+            for s in servers {
                 if let Some(why) = &s.skipped {
                     render::out(&format!(
                         "{} {}: not registered: {why}",
@@ -38,7 +39,7 @@ pub fn list(g: &Global) -> Outcome {
         }
         if servers.is_empty() {
             render::out("no MCP servers are configured");
-            print_hand_added(&hand);
+            print_hand_added(hand);
             return;
         }
         // One table row per server and harness; its details follow, indented.
@@ -75,7 +76,7 @@ pub fn list(g: &Global) -> Outcome {
                 render::out(&format!("    note: {note}"));
             }
         }
-        print_hand_added(&hand);
+        print_hand_added(hand);
     })?;
     Ok(Exit::Ok)
 }

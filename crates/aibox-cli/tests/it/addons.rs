@@ -144,6 +144,48 @@ fn remove_keeps_the_comment_above_addons_in_its_place() {
     );
 }
 
+/// QA28 r9: the comment written after a tool on its line goes with the tool (it moved
+/// onto the `tools = [` line), and emptying a list the user commented keeps `tools = []`
+/// with their comments (the table and its comment line were deleted).
+#[test]
+fn remove_keeps_the_users_comments_in_addons() {
+    let (_tmp, root) = project();
+    let toml = root.join("aibox.toml");
+    let base = fs_err::read_to_string(&toml).unwrap();
+    fs_err::write(
+        &toml,
+        format!(
+            "{base}\n[addons]\n# ask Kim before removing\ntools = [\n  \"python\",  # data \
+             scripts\n  # the agent's search\n  \"ripgrep\",\n]\n"
+        ),
+    )
+    .unwrap();
+    ok(&root, &["addon", "remove", "python"]);
+    assert_eq!(
+        fs_err::read_to_string(&toml).unwrap(),
+        format!(
+            "{base}\n[addons]\n# ask Kim before removing\ntools = [\n  # the agent's \
+             search\n  \"ripgrep\",\n]\n"
+        )
+    );
+    ok(&root, &["addon", "remove", "ripgrep"]);
+    assert_eq!(
+        fs_err::read_to_string(&toml).unwrap(),
+        format!(
+            "{base}\n[addons]\n# ask Kim before removing\ntools = [\n  # the agent's \
+             search\n]\n"
+        ),
+        "a comment line above an entry may head a group of them: it stays"
+    );
+    ok(&root, &["addon", "add", "python"]);
+    ok(&root, &["addon", "remove", "python"]);
+    let emptied = fs_err::read_to_string(&toml).unwrap();
+    assert!(
+        emptied.ends_with("# ask Kim before removing\ntools = [\n  # the agent's search\n]\n"),
+        "{emptied}"
+    );
+}
+
 #[test]
 fn an_unknown_addon_is_refused_and_nothing_changes() {
     let (_tmp, root) = project();

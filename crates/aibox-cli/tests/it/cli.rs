@@ -119,6 +119,116 @@ fn no_project_is_a_user_error_with_a_hint() {
     assert!(err.contains("aibox init"), "{err}");
 }
 
+/// QA28 r6: a folder without `aibox.toml` named by `--project` (or `AIBOX_PROJECT`) is
+/// the same user error as none found from the working directory (exit 2, "run `aibox
+/// init`"), not an unreadable file (exit 3); `config set` there makes no project (r13).
+#[test]
+fn a_named_folder_without_aibox_toml_is_a_user_error() {
+    let (_t, dir) = tempdir();
+    let run = |envs: &[(&str, &str)], args: &[&str]| {
+        let out = aibox_with(&dir, envs, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["code"], "aibox::config::not_found", "{json}");
+    };
+    let folder = dir.as_str();
+    run(&[], &["-o", "json", "--project", folder, "apply"]);
+    run(&[("AIBOX_PROJECT", folder)], &["-o", "json", "mcp", "list"]);
+    run(
+        &[],
+        &[
+            "-o",
+            "json",
+            "--project",
+            folder,
+            "config",
+            "get",
+            "container.name",
+        ],
+    );
+    run(
+        &[],
+        &[
+            "-o",
+            "json",
+            "--project",
+            folder,
+            "config",
+            "set",
+            "container.name",
+            "x",
+        ],
+    );
+    run(
+        &[],
+        &[
+            "-o",
+            "json",
+            "--project",
+            folder,
+            "config",
+            "set",
+            "--local",
+            "container.name",
+            "x",
+        ],
+    );
+    assert_eq!(
+        fs_err::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+/// QA28 r8: what `config set --local` writes is read back by `config get --local`; the
+/// team file's `get` points a personal key there.
+#[test]
+fn config_get_local_reads_the_personal_file() {
+    let (_t, dir) = init_project("demo", "claude");
+    let set = aibox(
+        &dir,
+        &[
+            "config",
+            "set",
+            "--local",
+            "network.upstream_proxy",
+            "proxy.corp:3128",
+        ],
+    );
+    assert!(set.status.success(), "{}", text(&set));
+    let out = aibox(
+        &dir,
+        &["config", "get", "--local", "network.upstream_proxy"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "proxy.corp:3128\n");
+    let out = aibox(&dir, &["config", "get", "network.upstream_proxy"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("config get --local network.upstream_proxy"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// QA28 r1: `mcp list -o json` has what the text shows: the servers added by hand too.
+#[test]
+fn mcp_list_json_has_the_servers_added_by_hand() {
+    let (_t, dir) = init_project("demo", "claude");
+    assert!(aibox(&dir, &["apply"]).status.success());
+    fs_err::write(
+        dir.join(".mcp.json"),
+        r#"{ "mcpServers": { "mine": { "command": "my-server" } } }"#,
+    )
+    .unwrap();
+    let out = aibox(&dir, &["-o", "json", "mcp", "list"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["servers"], serde_json::json!([]), "{list}");
+    assert_eq!(list["hand_added"][0]["name"], "mine", "{list}");
+    assert!(list["not_resolved"].is_null(), "{list}");
+}
+
 #[test]
 fn the_peak_memory_is_reported_only_when_asked() {
     let (_t, dir) = init_project("mem", "claude");

@@ -306,3 +306,26 @@ fn an_edit_keeps_crlf_line_endings_and_the_final_line_break() {
     let out = set("[container]\nname = \"e2\"\n", "container.user", "dev").unwrap();
     assert!(!out.contains('\r') && out.ends_with('\n'), "{out:?}");
 }
+
+/// A table written with a header is never replaced by a value: that dropped its comments
+/// and layout and moved it to the top of the file (QA28 r5). A new top-level table from
+/// an inline value gets its own header at the end instead.
+#[test]
+fn set_refuses_a_whole_table_and_adds_a_new_one_with_a_header() {
+    for (key, value) in [
+        ("container", r#"{name = "proj"}"#),
+        ("ai", r#"{harnesses = ["claude"]}"#),
+        ("ai.mcp.servers", r#"[{name = "x", command = "y"}]"#),
+    ] {
+        let err = set(FILE, key, value).unwrap_err().to_string();
+        assert!(
+            err.contains("set its keys one by one") || err.contains("set a field of one entry"),
+            "{key}: {err}"
+        );
+    }
+    let err = set(FILE, "ai.mcp.servers", "[]").unwrap_err().to_string();
+    assert!(err.contains("aibox mcp add"), "{err}");
+    let out = set(FILE, "skills", r#"{include = ["x"]}"#).unwrap();
+    assert!(out.starts_with(FILE), "{out}");
+    assert!(out.ends_with("\n[skills]\ninclude = [\"x\"]\n"), "{out}");
+}

@@ -17,7 +17,16 @@ fn no_uncommented_consent(text: &str) {
 
 #[test]
 fn default_options_render_valid_commented_file() {
-    let text = render_aibox_toml(&InitOptions::new("demo"));
+    // The defaults are those of `aibox init --yes`: harness-only, which needs no download
+    // (QA28 r4: processkit mode with nothing pinned warned at every apply).
+    assert_eq!(
+        InitOptions::new("demo").context_mode,
+        ContextMode::HarnessOnly
+    );
+    let text = render_aibox_toml(&InitOptions {
+        context_mode: ContextMode::Processkit,
+        ..InitOptions::new("demo")
+    });
     let cfg = parse_aibox_toml(&text, "aibox.toml").unwrap();
     assert_eq!(cfg.container.name, "demo");
     assert_eq!(cfg.ai.harnesses, [Harness::Claude]);
@@ -82,6 +91,7 @@ fn harness_only_mode() {
 #[test]
 fn strings_are_escaped() {
     let mut opts = InitOptions::new("demo");
+    opts.context_mode = ContextMode::Processkit;
     opts.processkit_source = Some("dir with \"quotes\" and \\ slash".into());
     let text = render_aibox_toml(&opts);
     let cfg = parse_aibox_toml(&text, "aibox.toml").unwrap();

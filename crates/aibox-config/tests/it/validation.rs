@@ -516,9 +516,10 @@ fn unreadable_file_is_an_io_error() {
             .ends_with("is not UTF-8 text: byte 0xFF at line 2, column 9 (byte offset 20)"),
         "{err:?}"
     );
+    // A folder without the file is not a project: the user's to fix, not the disk's.
     fs_err::remove_file(root.join("aibox.toml")).unwrap();
     let err = load_project(&root).unwrap_err();
-    assert!(matches!(err, ConfigError::Io { .. }), "{err:?}");
+    assert!(matches!(err, ConfigError::NotFound { .. }), "{err:?}");
 }
 
 #[test]
@@ -745,4 +746,64 @@ fn personal_network() {
     )
     .expect_err("ip");
     assert!(err.problems()[0].message().contains("IP address"));
+}
+
+/// A folder named as the project that holds no `aibox.toml` is the user's to fix
+/// (`not_found`, exit 2), as when the search up from the working directory finds none,
+/// not an unreadable file (QA28 r6).
+#[test]
+fn a_named_folder_without_aibox_toml_is_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+    let err = aibox_config::load_project(root).unwrap_err();
+    assert!(
+        matches!(&err, aibox_config::ConfigError::NotFound { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+    assert_eq!(
+        err.to_string(),
+        format!("no aibox.toml in {root}: it is not an aibox project")
+    );
+    let get = aibox_config::get::get(root, "container.name").unwrap_err();
+    assert_eq!(get.kind(), aibox_config::ErrorKind::User, "{get:?}");
+    let local = aibox_config::get::get_local(root, "container.environment").unwrap_err();
+    assert_eq!(local.kind(), aibox_config::ErrorKind::User, "{local:?}");
+}
+
+/// `get_local` reads the personal file as written; a personal key asked of the team file
+/// is pointed there (QA28 r8).
+#[test]
+fn personal_values_are_read_from_the_personal_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = camino::Utf8Path::from_path(dir.path()).unwrap();
+    fs_err::write(root.join("aibox.toml"), "[container]\nname = \"demo\"\n").unwrap();
+    let not_set = aibox_config::get::get_local(root, "network.upstream_proxy").unwrap_err();
+    assert!(not_set.to_string().contains("is not set"), "{not_set}");
+    fs_err::write(
+        root.join(".aibox-local.toml"),
+        "[network]\nupstream_proxy = \"proxy.corp:3128\"\nallow = [\"wiki.corp.example\"]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        aibox_config::get::get_local(root, "network.upstream_proxy").unwrap(),
+        serde_json::json!("proxy.corp:3128")
+    );
+    assert_eq!(
+        aibox_config::get::get_local(root, "network.allow").unwrap(),
+        serde_json::json!(["wiki.corp.example"])
+    );
+    let team = aibox_config::get::get(root, "network.upstream_proxy").unwrap_err();
+    let help = miette::Diagnostic::help(&team).unwrap().to_string();
+    assert!(
+        help.contains("config get --local network.upstream_proxy"),
+        "{help}"
+    );
+    let unknown = aibox_config::get::get_local(root, "network.upstream_proxi").unwrap_err();
+    assert!(
+        unknown
+            .to_string()
+            .contains("is not a key of .aibox-local.toml"),
+        "{unknown}"
+    );
 }

@@ -139,3 +139,76 @@ fn extended_gitignore_keeps_its_mode() {
     let mode = fs_err::metadata(&gi).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
 }
+
+/// QA28 r3: a processkit release named for a harness-only project was left out of
+/// `aibox.toml` without a word; the CLI refused it, an embedder got `Ok`.
+#[test]
+fn a_processkit_pin_for_a_harness_only_project_is_refused() {
+    let (_t, dir) = common::empty_project();
+    let mut opts = InitOptions::new("demo");
+    opts.processkit_version = Some("v0.28.3".to_owned());
+    let err = init(&dir, &opts).unwrap_err();
+    assert!(
+        matches!(err, InitError::ProcesskitUnused { what: "version" }),
+        "{err:?}"
+    );
+    assert_eq!(err.kind(), aibox_config::ErrorKind::User);
+    assert!(files(&dir).is_empty(), "nothing written");
+    opts.context_mode = aibox_config::ContextMode::Processkit;
+    init(&dir, &opts).unwrap();
+    assert_eq!(
+        load_project(&dir)
+            .unwrap()
+            .config
+            .processkit
+            .version
+            .as_deref(),
+        Some("v0.28.3")
+    );
+}
+
+/// QA28 r13: `config set` (team or personal) in a folder that is not a project made a
+/// bare `aibox.toml` without `init`'s `.gitignore`, so the personal file with its tokens
+/// would be committed. Both are refused, and nothing is written.
+#[test]
+fn config_set_outside_a_project_is_refused() {
+    use aibox_config::edit::ConfigFile;
+    let (_t, dir) = common::empty_project();
+    for file in [ConfigFile::Team, ConfigFile::Local] {
+        let err = aibox_engine::config_edit::config_set(&dir, file, "container.name", "demo")
+            .unwrap_err();
+        assert_eq!(err.kind(), aibox_config::ErrorKind::User, "{err:?}");
+        assert!(err.to_string().contains("not an aibox project"), "{err}");
+    }
+    assert!(files(&dir).is_empty(), "nothing written");
+}
+
+/// QA28 r10: the report of a `config set` names what a security consent gives away, so an
+/// embedder can say it as the CLI does.
+#[test]
+fn config_set_reports_what_a_consent_gives_away() {
+    use aibox_config::edit::ConfigFile;
+    let (_t, dir) = common::empty_project();
+    init(&dir, &InitOptions::new("demo")).unwrap();
+    let set = aibox_engine::config_edit::config_set_report(
+        &dir,
+        ConfigFile::Team,
+        "container.name",
+        "other",
+    )
+    .unwrap();
+    assert_eq!(set.relaxes, None);
+    let set = aibox_engine::config_edit::config_set_report(
+        &dir,
+        ConfigFile::Team,
+        "security.acknowledge_seccomp_unconfined",
+        "true",
+    )
+    .unwrap();
+    assert!(
+        set.relaxes
+            .as_deref()
+            .is_some_and(|r| r.contains("no syscall filter")),
+        "{set:?}"
+    );
+}
