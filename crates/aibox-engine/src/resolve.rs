@@ -949,6 +949,13 @@ fn review_skills(
         Ok(_) => None,
         Err(GateError::Refused { skills, help } | GateError::StaleConsent { skills, help }) => {
             let help = bytecode_help(&skills, &bytecode).unwrap_or(help);
+            let names: Vec<&str> = skills.iter().map(|s| s.skill.as_str()).collect();
+            let registered = crate::skills::still_registered_note(root, &names);
+            let help = if registered.is_empty() {
+                help
+            } else {
+                format!("{registered}.\n{help}")
+            };
             Some((skills, help))
         }
         Err(e) => return Err(EngineError::from(e)),
@@ -1083,9 +1090,13 @@ fn hand_added_servers(
     root: &Utf8Path,
     skill: &HandAdded,
 ) -> Result<Vec<aibox_provenance::ProcesskitServer>, EngineError> {
+    // Only the configuration the review judged (`<skill>/mcp/mcp-config.json`): another
+    // one deeper in the folder, or under a `.git` folder the review does not read, would
+    // register a server nobody reviewed (QA29 r1, r10).
+    let reviewed = format!("{}/mcp/mcp-config.json", skill.dir);
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     for rel in files_under(root, &skill.dir) {
-        if rel.ends_with("/mcp/mcp-config.json") || rel.ends_with("/server.py") {
+        if rel == reviewed || rel.ends_with("/server.py") {
             let data = fs_err::read(root.join(&rel))
                 .map_err(|e| EngineError::io("read", root.join(&rel), e))?;
             files.push((rel, data));
@@ -1107,7 +1118,8 @@ fn files_under(root: &Utf8Path, dir: &str) -> Vec<String> {
             let name = entry.file_name().to_string_lossy().into_owned();
             let child = rel.join(&name);
             match entry.file_type() {
-                Ok(t) if t.is_dir() => stack.push(child),
+                // As the review reads a skill: a `.git` folder is not part of it.
+                Ok(t) if t.is_dir() && name != ".git" => stack.push(child),
                 Ok(t) if t.is_file() => out.push(child.into_string()),
                 _ => {}
             }

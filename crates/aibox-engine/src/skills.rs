@@ -828,6 +828,51 @@ impl<'a> Lister<'a> {
 /// otherwise write bytecode into installed skills, and the next `apply` refuse them.
 pub(crate) const NO_BYTECODE: (&str, &str) = ("PYTHONDONTWRITEBYTECODE", "1");
 
+/// The harness files that still hold the server of skill `skill` (named as the review
+/// names it: `processkit-<skill>`, or the folder's own name when it has the prefix), by
+/// the ledger of the last apply: a skill that now fails the review keeps the
+/// registration an earlier apply gave it until an apply succeeds (QA29 r9).
+pub(crate) fn still_registered(root: &Utf8Path, skill: &str) -> Vec<String> {
+    let server = if skill.starts_with("processkit-") {
+        skill.to_owned()
+    } else {
+        format!("processkit-{skill}")
+    };
+    let Some(ledger) = fs_err::read_to_string(root.join(aibox_mcp_registration::LEDGER_PATH))
+        .ok()
+        .and_then(|text| aibox_mcp_registration::Ledger::parse(&text).ok())
+    else {
+        return Vec::new();
+    };
+    ledger
+        .files
+        .iter()
+        .filter(|(_, slots)| slots.values().any(|names| names.contains(&server)))
+        .map(|(file, _)| file.clone())
+        .collect()
+}
+
+/// What [`still_registered`] finds for the refused skills, as a clause (empty when none
+/// is registered).
+pub(crate) fn still_registered_note(root: &Utf8Path, skills: &[&str]) -> String {
+    let held: Vec<String> = skills
+        .iter()
+        .filter_map(|s| {
+            let files = still_registered(root, s);
+            (!files.is_empty()).then(|| format!("`{s}` in {}", files.join(", ")))
+        })
+        .collect();
+    if held.is_empty() {
+        return String::new();
+    }
+    format!(
+        "an earlier apply registered {}: the harnesses start its server as the files are \
+         now until an apply succeeds, so fix or remove the skill (or record a consent), or \
+         delete those entries by hand",
+        held.join("; ")
+    )
+}
+
 /// The `__pycache__` folder holding `path` when it is Python bytecode (a `.pyc` in such
 /// a folder, as Python writes beside a module it imports unless `PYTHONPYCACHEPREFIX`
 /// sends it elsewhere), else `None`.

@@ -153,7 +153,7 @@ pub struct GateReport {
 #[derive(Debug, thiserror::Error, Diagnostic)]
 pub enum GateError {
     /// Failing skills without a recorded consent.
-    #[error("refusing to register {} skill(s) that fail the third-party skill review: {}", .skills.len(), list(.skills))]
+    #[error("refusing to register {} skill(s) that fail the skill review: {}", .skills.len(), list(.skills))]
     #[diagnostic(code(aibox::skill_review::refused))]
     Refused {
         /// The refused skills.

@@ -266,6 +266,64 @@ fn hand_added_skills_are_refused_until_consent_even_when_they_claim_core() {
     assert!(mcp.contains("processkit-core-claimer"), "{mcp}");
 }
 
+/// QA29 r1, r10: a hand-added skill registers the one server of the configuration the
+/// review judged (`<skill>/mcp/mcp-config.json`): one deeper in its folder, or under a
+/// `.git` folder the review and the content digest skip, registers nothing, with a
+/// current consent too.
+#[test]
+fn only_the_reviewed_server_configuration_of_a_hand_added_skill_registers() {
+    let release = SyntheticRelease::processkit_like("v0.28.3", false);
+    let server = serve(&release);
+    let (_t, root) = empty_project();
+    let (_c, cache) = common::empty_project();
+    let toml = config(&server, "v0.28.3", "\"minimal\"", "");
+    fs_err::write(root.join("aibox.toml"), &toml).unwrap();
+    apply(&root, &options(&cache)).unwrap();
+    hand_add(&root, "net-fetch", false);
+    let dir = root.join("context/skills/engineering/net-fetch");
+    let sneaky = |name: &str| {
+        format!(
+            "{{\"mcpServers\": {{\"processkit-{name}\": {{\"command\": \"bash\", \"args\": \
+             [\"-c\", \"echo fake-payload\", \"context/skills/engineering/net-fetch/mcp/server.py\"]}}}}}}\n"
+        )
+    };
+    for (folder, name) in [
+        ("extra/net-fetch/mcp", "sneaky"),
+        (".git/net-fetch/mcp", "hidden"),
+    ] {
+        fs_err::create_dir_all(dir.join(folder)).unwrap();
+        fs_err::write(dir.join(folder).join("mcp-config.json"), sneaky(name)).unwrap();
+    }
+    let mut text = toml;
+    writeln!(text, "\n{}", consent(&root, "net-fetch", &[2])).unwrap();
+    fs_err::write(root.join("aibox.toml"), text).unwrap();
+    apply(&root, &options(&cache)).unwrap();
+    for file in [".mcp.json", ".claude/settings.json"] {
+        let written = fs_err::read_to_string(root.join(file)).unwrap_or_default();
+        assert!(
+            !written.contains("sneaky") && !written.contains("hidden"),
+            "{file}: {written}"
+        );
+    }
+    let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
+    assert!(
+        mcp.contains("processkit-net-fetch"),
+        "the reviewed server registers: {mcp}"
+    );
+    // QA29 r9: edited after the consent, the skill is refused, and the refusal says that
+    // the earlier registration is still there (the harnesses start the edited code).
+    let server_py = dir.join("mcp/server.py");
+    let code = fs_err::read_to_string(&server_py).unwrap();
+    fs_err::write(&server_py, format!("{code}\n# edited\n")).unwrap();
+    let err = apply(&root, &options(&cache)).unwrap_err();
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(
+        help.starts_with("an earlier apply registered `net-fetch` in")
+            && help.contains(".mcp.json"),
+        "{help}"
+    );
+}
+
 #[test]
 fn upgrading_keeps_local_edits_writes_the_migration_and_reregisters() {
     let v1 = SyntheticRelease::processkit_like("v0.28.3", false);

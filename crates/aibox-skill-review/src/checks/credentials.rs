@@ -10,8 +10,10 @@ use crate::python::{Kind, PyFile};
 use crate::report::Findings;
 
 /// Credential locations, as `/`-separated path component sequences.
-const CREDENTIAL_PATHS: [&str; 21] = [
+const CREDENTIAL_PATHS: [&str; 22] = [
     ".ssh",
+    // Every variable of a process, the secret ones included (`/proc/self/environ`).
+    "proc/*/environ",
     "id_rsa",
     "id_ed25519",
     "id_ecdsa",
@@ -156,7 +158,9 @@ fn env_access(rel: &str, file: &PyFile, f: &mut Findings) {
             .strip_prefix("os.environ.")
             .or_else(|| q.strip_prefix("os.environb."));
         if let Some(method) = method {
-            if matches!(method, "items" | "keys" | "values" | "copy") {
+            // Any method but the one-variable getters (told above by their literal name)
+            // reads what the review cannot name: `__getitem__`, `__iter__`, ... (QA29 r7).
+            if !matches!(method, "get" | "pop" | "setdefault") {
                 f.fail(
                     rel,
                     Some(line),
@@ -271,6 +275,12 @@ mod tests {
     #[test]
     fn credential_paths() {
         assert_eq!(credential_path("~/.ssh/id_ed25519"), Some(".ssh"));
+        assert_eq!(
+            credential_path("/proc/self/environ"),
+            Some("proc/*/environ")
+        );
+        assert_eq!(credential_path("/proc/1/environ"), Some("proc/*/environ"));
+        assert_eq!(credential_path("/proc/self/status"), None);
         assert_eq!(
             credential_path("/home/u/.config/gh/hosts.yml"),
             Some(".config/gh")

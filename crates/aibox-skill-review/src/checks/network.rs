@@ -16,9 +16,13 @@ use crate::report::Findings;
 use crate::shell;
 
 /// Modules (or dotted prefixes) whose import means network access.
-const NETWORK_MODULES: [&str; 22] = [
+const NETWORK_MODULES: [&str; 25] = [
     "socket",
+    "_socket",
     "ssl",
+    "_ssl",
+    // `open_connection`, `start_server` and friends open sockets themselves.
+    "asyncio",
     "http.client",
     "http.server",
     "urllib",

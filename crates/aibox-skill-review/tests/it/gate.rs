@@ -77,7 +77,7 @@ fn failing_skills_are_refused_until_consent_is_recorded() {
     );
     assert_eq!(
         err.to_string(),
-        "refusing to register 2 skill(s) that fail the third-party skill review: \
+        "refusing to register 2 skill(s) that fail the skill review: \
          p3-credentials (point 3); p4-tools (point 4)"
     );
     assert!(

@@ -51,13 +51,18 @@ pub(crate) fn findings(project: &Project, skills: &[crate::skills::SkillInfo]) -
             }
             SkillGate::Blocking => out.push(Finding::new(
                 "aibox::doctor::skill_review_failed",
-                Severity::Warning,
+                if held(project, s).is_empty() {
+                    Severity::Warning
+                } else {
+                    Severity::Error
+                },
                 &s.dir,
                 format!(
                     "{origin} skill `{}` fails review point(s) {}; `aibox apply` refuses to \
-                     register it",
+                     register it{}",
                     s.name,
-                    points(&s.failed_points)
+                    points(&s.failed_points),
+                    held(project, s)
                 ),
                 format!(
                     "read `aibox skill review {}`; remove it, or record the \
@@ -71,8 +76,9 @@ pub(crate) fn findings(project: &Project, skills: &[crate::skills::SkillInfo]) -
                 &s.dir,
                 format!(
                     "the review consent for {origin} skill `{}` is stale: {why}; `aibox apply` \
-                     refuses to register it",
+                     refuses to register it{}",
                     s.name,
+                    held(project, s)
                 ),
                 format!(
                     "read `aibox skill review {}` again, then replace its \
@@ -96,4 +102,16 @@ pub(crate) fn findings(project: &Project, skills: &[crate::skills::SkillInfo]) -
         ));
     }
     out
+}
+
+/// `; an earlier apply registered …` when the gated skill `s` is still registered: the
+/// harnesses start it, so it is an error, not the warning of a skill `apply` only keeps
+/// out.
+fn held(project: &Project, s: &crate::skills::SkillInfo) -> String {
+    let note = crate::skills::still_registered_note(&project.root, &[s.name.as_str()]);
+    if note.is_empty() {
+        note
+    } else {
+        format!("; {note}")
+    }
 }
