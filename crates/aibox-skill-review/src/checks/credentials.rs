@@ -158,9 +158,13 @@ fn env_access(rel: &str, file: &PyFile, f: &mut Findings) {
             .strip_prefix("os.environ.")
             .or_else(|| q.strip_prefix("os.environb."));
         if let Some(method) = method {
-            // Any method but the one-variable getters (told above by their literal name)
-            // reads what the review cannot name: `__getitem__`, `__iter__`, ... (QA29 r7).
-            if !matches!(method, "get" | "pop" | "setdefault") {
+            // Any method that reads, but the one-variable getters told above by their
+            // literal name, reads what the review cannot name: `__getitem__`, `__iter__`,
+            // `items`, ... (QA29 r7). Setting variables reads none.
+            if !matches!(
+                method,
+                "get" | "pop" | "setdefault" | "update" | "clear" | "__setitem__" | "__delitem__"
+            ) {
                 f.fail(
                     rel,
                     Some(line),

@@ -91,7 +91,7 @@ impl<'a> Skill<'a> {
 }
 
 /// Process-spawning functions whose first argument is a command line or argv.
-const SPAWNERS: [&str; 19] = [
+pub(crate) const SPAWNERS: [&str; 19] = [
     "subprocess.run",
     "subprocess.call",
     "subprocess.check_call",

@@ -359,7 +359,7 @@ fn network_functions(file: &PyFile) -> BTreeSet<String> {
     }
 }
 
-fn is_network_module(m: &str) -> bool {
+pub(crate) fn is_network_module(m: &str) -> bool {
     let hit = |list: &[&str]| {
         list.iter()
             .any(|n| m == *n || m.starts_with(&format!("{n}.")))

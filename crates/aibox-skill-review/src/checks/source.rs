@@ -23,14 +23,13 @@ const MAX_BLOB: usize = 1024;
 /// Calls that run a file as code by its path: the review cannot tie the path to a
 /// reviewed file (and `config/`, outside the content digest, may hold it), so each fails
 /// (QA29 r4).
-const FILE_AS_CODE: [&str; 9] = [
+const FILE_AS_CODE: [&str; 8] = [
     "runpy.run_path",
     "runpy.run_module",
     "importlib.machinery.SourceFileLoader",
     "importlib.machinery.SourcelessFileLoader",
     "importlib.util.spec_from_file_location",
     "importlib.util.spec_from_loader",
-    "importlib.util.module_from_spec",
     "zipimport.zipimporter",
     "imp.load_source",
 ];
@@ -343,6 +342,7 @@ fn check_python(
     };
     check_imports(skill, rel, file, declared, f);
     check_dynamic_code(rel, file, f);
+    check_rebinding(rel, file, f);
     for t in &file.toks {
         if t.is_str() && is_blob(&t.text) {
             f.fail(rel, Some(t.line), format!("string literal of {} characters of base64 or hex: an embedded payload cannot be reviewed", t.text.len()));
@@ -451,15 +451,17 @@ fn check_dynamic_code(rel: &str, file: &PyFile, f: &mut Findings) {
             continue;
         }
         if FILE_AS_CODE.contains(&call.callee.as_str()) {
-            f.fail(
-                rel,
-                Some(call.line),
-                format!(
-                    "`{}` runs a file as code by its path, which the review cannot tie to a \
-                     reviewed file; import the module instead",
-                    call.callee
-                ),
+            let message = format!(
+                "`{}` runs a file as code by its path, which the review cannot tie to a \
+                 reviewed file; import the module instead",
+                call.callee
             );
+            // A test loading the server it tests does not run with the skill.
+            if super::is_test_file(rel) {
+                f.warn(rel, Some(call.line), message);
+            } else {
+                f.fail(rel, Some(call.line), message);
+            }
             continue;
         }
         if !DYNAMIC_CODE.contains(&call.callee.as_str()) {
@@ -498,6 +500,49 @@ fn check_dynamic_code(rel: &str, file: &PyFile, f: &mut Findings) {
                     call.callee
                 ),
             );
+        }
+    }
+}
+
+/// Whether the review reads the arguments of calls to `q` (what they run, fetch or read).
+fn watched(q: &str) -> bool {
+    DYNAMIC_CODE.contains(&q)
+        || FILE_AS_CODE.contains(&q)
+        || super::SPAWNERS.contains(&q)
+        || matches!(q, "os.getenv" | "os.getenvb" | "os.environ" | "os.environb")
+        || q.starts_with("os.environ.")
+        || q.starts_with("os.environb.")
+        || (q.contains('.') && super::network::is_network_module(q))
+}
+
+/// `name = <watched callable>` (not a call): later calls through `name` would not be
+/// read for what they run, fetch or read (`g = os.getenv; g("TOKEN")`, QA29 r7), so
+/// the binding fails; calling it directly keeps the review able to read it.
+fn check_rebinding(rel: &str, file: &PyFile, f: &mut Findings) {
+    let toks = &file.toks;
+    for i in 2..toks.len() {
+        if !toks[i - 1].is_op("=") || toks[i - 2].kind != Kind::Name {
+            continue;
+        }
+        let Some((dotted, next)) = file.dotted_at(i) else {
+            continue;
+        };
+        if toks.get(next).is_some_and(|t| t.is_op("(") || t.is_op(".")) {
+            continue;
+        }
+        let q = file.qualify(&dotted);
+        if watched(&q) {
+            let message = format!(
+                "binds `{q}` to the name `{}`: calls through it are not read for what they \
+                 run, fetch or read; call `{q}` directly",
+                toks[i - 2].text
+            );
+            // Tests keep originals to patch them back, and do not run with the skill.
+            if super::is_test_file(rel) {
+                f.warn(rel, Some(toks[i].line), message);
+            } else {
+                f.fail(rel, Some(toks[i].line), message);
+            }
         }
     }
 }

@@ -1000,6 +1000,14 @@ fn raw_sockets_asyncio_and_the_process_environment_are_seen() {
         &[3],
         &["fail 3 mcp/server.py accesses the whole environment"],
     );
+    // Setting variables reads none.
+    let s = Scratch::clean();
+    s.server_code("import os\nos.environ.update({'MODE': 'x'})");
+    assert!(
+        !s.review().failed_points().contains(&3),
+        "{}",
+        s.review().render_human()
+    );
 }
 
 /// A linked `mcp/mcp-config.json` fails point 1 as a link; point 4 does not add that it
@@ -1017,5 +1025,33 @@ fn a_linked_server_config_is_told_as_a_link_only() {
         !r.render_human().contains("not UTF-8"),
         "{}",
         r.render_human()
+    );
+}
+
+/// QA29 r7: a watched callable bound to another name fails point 1 (calls through the
+/// name would not be read); an ordinary binding or a call does not.
+#[test]
+fn watched_callables_bound_to_a_name_fail() {
+    for code in [
+        "import os\nget = os.getenv\nX = get('GITHUB_TOKEN')",
+        "import subprocess\nrun = subprocess.run",
+        "import urllib.request\nfetch = urllib.request.urlopen",
+        "from os import environ\nE = environ",
+    ] {
+        let s = Scratch::clean();
+        s.server_code(code);
+        expect(
+            &s.review(),
+            &s.review().failed_points(),
+            &["fail 1 mcp/server.py binds `"],
+        );
+        assert!(s.review().failed_points().contains(&1), "{code}");
+    }
+    let s = Scratch::clean();
+    s.server_code("import os\nHOME = os.getenv('HOME')\nSEP = os.sep");
+    assert!(
+        !s.review().failed_points().contains(&1),
+        "{}",
+        s.review().render_human()
     );
 }
