@@ -72,14 +72,69 @@ fn version_is_the_workspace_version() {
     );
 }
 
+/// Every shell's script completes the commands `aibox --help` lists and not the hidden
+/// `aibox docs` (`clap_complete` offers hidden commands unless they are left out).
 #[test]
-fn completion_scripts_for_common_shells() {
+fn completion_scripts_leave_hidden_commands_out() {
     let (_t, dir) = tempdir();
-    for shell in ["bash", "zsh", "fish"] {
+    // How each script would offer `docs` as a command.
+    for (shell, offers_docs) in [
+        ("bash", "aibox__subcmd__docs"),
+        ("elvish", "cand docs "),
+        ("fish", "-a \"docs\""),
+        ("powershell", "new('docs'"),
+        ("zsh", "'docs:"),
+    ] {
         let out = aibox(&dir, &["completion", shell]);
         assert!(out.status.success(), "{}", text(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("aibox"));
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(script.contains("doctor"), "{shell}: {script}");
+        assert!(
+            !script.contains(offers_docs),
+            "{shell} offers `docs`: {script}"
+        );
     }
+    let help = aibox(&dir, &["--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    let listed: Vec<&str> = help
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        // A command's line, not its wrapped description's.
+        .filter_map(|l| l.strip_prefix("  ").filter(|l| !l.starts_with(' ')))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(listed.contains(&"doctor"), "{help}");
+    assert_eq!(bash_complete(&dir, "do"), ["doctor", "down"]);
+    let mut all = bash_complete(&dir, "");
+    all.retain(|w| !w.starts_with('-'));
+    let mut listed = listed;
+    listed.sort_unstable();
+    assert_eq!(all, listed);
+}
+
+/// What bash's completion of `aibox WORD<TAB>` offers, sorted.
+fn bash_complete(dir: &Utf8Path, word: &str) -> Vec<String> {
+    let out = Command::new("bash")
+        .current_dir(dir)
+        .args([
+            "-c",
+            r#"source <("$0" completion bash) && COMP_WORDS=(aibox "$1") && COMP_CWORD=1 \
+               && _aibox aibox "$1" aibox && printf '%s\n' "${COMPREPLY[@]}""#,
+            env!("CARGO_BIN_EXE_aibox"),
+            word,
+        ])
+        .output()
+        .expect("run bash");
+    assert!(out.status.success(), "{}", text(&out));
+    let mut words: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(ToOwned::to_owned)
+        .collect();
+    words.sort_unstable();
+    words
 }
 
 #[test]
