@@ -219,11 +219,14 @@ pub fn unapplied_settings(config: &AiboxToml, local: &aibox_config::LocalToml) -
     out
 }
 
-/// `[network]` settings that `egress = "none"` ignores (no proxy, so no host is allowed
-/// and no upstream is used), one warning per file: someone who listed hosts expects them
-/// to be reachable.
+/// `[network]` settings the egress mode ignores, one warning per file: `allow` and
+/// `upstream_proxy` count only with `egress = "allowlist"`. With `none` no host is let
+/// out, and someone who listed hosts expects them to be reachable; with `open` (the
+/// default) every host is, and someone who listed hosts expects the others to be
+/// refused.
 pub fn ignored_egress_settings(config: &AiboxToml, local: &aibox_config::LocalToml) -> Vec<String> {
-    if config.network.egress != aibox_config::EgressMode::None {
+    let mode = config.network.egress;
+    if mode == aibox_config::EgressMode::Allowlist {
         return Vec::new();
     }
     let mut out = Vec::new();
@@ -246,12 +249,38 @@ pub fn ignored_egress_settings(config: &AiboxToml, local: &aibox_config::LocalTo
         if what.is_empty() {
             continue;
         }
+        let verb = if what.len() > 1 { "are" } else { "is" };
+        let why = if mode == aibox_config::EgressMode::None {
+            "`[network] egress = \"none\"` lets nothing out of the container; set `egress = \
+             \"allowlist\"` to reach those hosts, or remove the entries"
+                .to_owned()
+        } else {
+            // Open: the container uses the engine's network directly, with no proxy to
+            // filter hosts or to forward through an upstream.
+            let (effect, fix) = match (hosts > 0, upstream) {
+                (true, true) => (
+                    "the list restricts nothing and no proxy forwards through the upstream",
+                    "to let only the allowed hosts through, by way of the upstream proxy",
+                ),
+                (true, false) => (
+                    "the list restricts nothing",
+                    "to let only the allowed hosts through",
+                ),
+                _ => (
+                    "no proxy forwards through the upstream",
+                    "for the egress proxy to forward through it",
+                ),
+            };
+            format!(
+                "`[network] egress = \"open\"` (the default) lets the container reach every \
+                 host directly, so {effect}; set `egress = \"allowlist\"` in {} {fix}, or \
+                 remove the entries",
+                aibox_config::AIBOX_TOML
+            )
+        };
         out.push(format!(
-            "config: {} in {file} {} ignored: `[network] egress = \"none\"` lets nothing out \
-             of the container; set `egress = \"allowlist\"` to reach those hosts, or remove the \
-             entries",
-            what.join(" and "),
-            if what.len() > 1 { "are" } else { "is" }
+            "config: {} in {file} {verb} ignored: {why}",
+            what.join(" and ")
         ));
     }
     out

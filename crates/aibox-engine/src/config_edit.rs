@@ -37,10 +37,15 @@ pub struct SetReport {
     /// example `security.acknowledge_seccomp_unconfined = true`), to be shown to whoever
     /// made it: a relaxation is never recorded without a word.
     pub relaxes: Option<String>,
+    /// After an edit of a `[network]` key: the settings there that the egress mode ignores
+    /// (saved anyway; `apply` warns of them too, see
+    /// [`crate::config_check::ignored_egress_settings`]).
+    pub warnings: Vec<String>,
 }
 
 /// [`config_set`], and the seccomp consent the settings still need afterwards, found by
-/// the same checks that judged the edit.
+/// the same checks that judged the edit (and, for a `[network]` key, what the egress
+/// mode ignores).
 ///
 /// # Errors
 /// As [`config_set`].
@@ -57,6 +62,12 @@ pub fn config_set_report(
         path: edited.path,
         needs_consent: edited.needs_consent,
         relaxes: aibox_policy::relaxation(key, value),
+        // Said where the user edits the network, not on every other key.
+        warnings: if key == "network" || key.starts_with("network.") {
+            edited.ignored_egress
+        } else {
+            Vec::new()
+        },
     })
 }
 
@@ -89,12 +100,14 @@ pub fn mcp_remove(
 /// Reads `file`, applies `edit` (`None`: nothing to change), runs `apply`'s checks on a
 /// team file and saves the result through the writer. Returns the path and whether the
 /// edit applied.
-/// What [`edit_file`] did: the file, whether it changed, and the seccomp consent the
-/// edited settings lack (see [`SetReport::needs_consent`]).
+/// What [`edit_file`] did: the file, whether it changed, the seccomp consent the edited
+/// settings lack (see [`SetReport::needs_consent`]) and the `[network]` settings their
+/// egress mode ignores.
 struct Edited {
     path: camino::Utf8PathBuf,
     changed: bool,
     needs_consent: Option<String>,
+    ignored_egress: Vec<String>,
 }
 
 fn edit_file(
@@ -143,6 +156,7 @@ fn edit_file(
             path,
             changed: false,
             needs_consent: None,
+            ignored_egress: Vec::new(),
         });
     };
     // The checks `apply` runs: an edit apply would refuse is refused here, the MCP
@@ -172,10 +186,12 @@ fn edit_file(
         .and_then(|t| aibox_config::parse_local_toml(t, aibox_config::LOCAL_TOML).ok())
         .unwrap_or_default();
     let mut needs_consent = None;
+    let mut ignored_egress = Vec::new();
     if let Some(config) = &config {
         crate::config_check::check_servers(config, &local)?;
         needs_consent =
             check_settings_edit(root, file, &text, other_text.as_deref(), config, &local)?;
+        ignored_egress = crate::config_check::ignored_egress_settings(config, &local);
     }
     // The personal file is where tokens go: readable by its owner only, whoever made it.
     let mode = (file == ConfigFile::Local).then_some(PERSONAL_MODE);
@@ -186,6 +202,7 @@ fn edit_file(
         path,
         changed: true,
         needs_consent,
+        ignored_egress,
     })
 }
 

@@ -27,8 +27,8 @@ pub struct NetworkList {
     /// Why the processkit release could not be resolved offline (its skills' hosts are
     /// then missing from `hosts`; `aibox apply` downloads it).
     pub not_resolved: Option<String>,
-    /// Settings the mode ignores (`[network] allow` with `egress = "none"`), as `apply`
-    /// warns of them.
+    /// Settings the mode ignores (`[network] allow` and `upstream_proxy` outside
+    /// `allowlist` mode), as `apply` warns of them.
     pub warnings: Vec<String>,
 }
 

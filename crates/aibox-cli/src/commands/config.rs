@@ -91,10 +91,17 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
     // A consent set by hand is told what it gives away, even with `--quiet`.
     // A setting that needs a consent is saved (`apply` asks for it at a terminal), and
     // said so: without a terminal, `apply` refuses until the consent is recorded.
-    let (path, consent, relaxes) = (set.path, set.needs_consent, set.relaxes);
+    let (path, consent, relaxes, warnings) =
+        (set.path, set.needs_consent, set.relaxes, set.warnings);
     json_or(
         g,
-        &serde_json::json!({ "key": key, "file": path, "relaxes": relaxes, "needs_consent": consent }),
+        &serde_json::json!({
+            "key": key,
+            "file": path,
+            "relaxes": relaxes,
+            "needs_consent": consent,
+            "warnings": warnings,
+        }),
         || {
             render::note(g.quiet, &format!("set {key} in {path}"));
             if let Some(what) = &relaxes {
@@ -107,6 +114,9 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
                      validate` refuses too); read what it allows in the security docs, then \
                      `aibox config set {consent} true`"
                 ));
+            }
+            for warning in &warnings {
+                render::warning(warning);
             }
         },
     )?;

@@ -450,6 +450,102 @@ fn none_mode_warns_that_allowed_hosts_are_ignored() {
     );
 }
 
+/// `egress = "open"` (the default) lets every host through, so `[network] allow` (team
+/// and personal) restricts nothing and the personal upstream proxy is never used: `config
+/// set` of a `[network]` key, `apply`, `network list` and `doctor` say so, naming
+/// `egress = "allowlist"` as what makes them count. In `allowlist` mode they count.
+#[test]
+fn open_mode_warns_that_allowed_hosts_restrict_nothing() {
+    use aibox_config::edit::ConfigFile;
+    use aibox_engine::config_edit::config_set_report;
+    let team = TEAM.replace("egress = \"allowlist\"\n", "");
+    let (_t, root) = project(&team);
+    let is_ignored = |w: &&String| {
+        w.contains("ignored")
+            && w.contains("egress = \"open\"")
+            && w.contains("set `egress = \"allowlist\"`")
+    };
+    let report = apply(&root, &apply_opts(None)).unwrap();
+    let ignored: Vec<&String> = report.warnings.iter().filter(is_ignored).collect();
+    assert_eq!(ignored.len(), 2, "{:?}", report.warnings);
+    assert!(
+        ignored[0].contains("aibox.toml")
+            && ignored[0].contains("2 host(s)")
+            && ignored[0].contains("the list restricts nothing"),
+        "{ignored:?}"
+    );
+    assert!(
+        ignored[1].contains(".aibox-local.toml")
+            && ignored[1].contains("2 host(s)")
+            && ignored[1].contains("upstream_proxy"),
+        "{ignored:?}"
+    );
+    let list = aibox_engine::network_list::network_list(&root).unwrap();
+    assert_eq!(list.egress, "open");
+    assert_eq!(
+        list.warnings.iter().filter(is_ignored).count(),
+        2,
+        "{list:?}"
+    );
+    let options = aibox_engine::doctor::DoctorOptions {
+        skip_engine: true,
+        update_check: aibox_engine::updates::UpdateCheck::Never,
+        ..aibox_engine::doctor::DoctorOptions::default()
+    };
+    let doctor = aibox_engine::doctor::doctor(&root, &options).unwrap();
+    assert!(
+        doctor
+            .findings
+            .iter()
+            .any(|f| f.code == "aibox::doctor::apply_warning"
+                && f.message.contains("ignored")
+                && f.message.contains("egress = \"open\"")),
+        "{}",
+        doctor.render_human()
+    );
+    // `config set`: a `[network]` key of either file is answered with what is ignored
+    // after the edit; another key is not.
+    let set =
+        config_set_report(&root, ConfigFile::Team, "network.allow", "[\"pypi.org\"]").unwrap();
+    assert_eq!(set.warnings.iter().filter(is_ignored).count(), 2, "{set:?}");
+    assert!(set.warnings[0].contains("(1 host(s))"), "{set:?}");
+    let set = config_set_report(
+        &root,
+        ConfigFile::Local,
+        "network.upstream_proxy",
+        "\"proxy.corp.example:8080\"",
+    )
+    .unwrap();
+    assert_eq!(set.warnings.iter().filter(is_ignored).count(), 2, "{set:?}");
+    let set = config_set_report(&root, ConfigFile::Team, "container.user", "\"dev\"").unwrap();
+    assert!(set.warnings.is_empty(), "{set:?}");
+    // Made to count: `allowlist` ignores nothing, and `config set` says nothing more.
+    let set =
+        config_set_report(&root, ConfigFile::Team, "network.egress", "\"allowlist\"").unwrap();
+    assert!(set.warnings.is_empty(), "{set:?}");
+    let report = apply(&root, &owner_approves()).unwrap();
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("ignored")),
+        "{:?}",
+        report.warnings
+    );
+    // Nothing listed, nothing to say.
+    let (_t, bare) = project(&team.replace("allow = [\"pypi.org\", \"*.pythonhosted.org\"]\n", ""));
+    fs_err::write(bare.join(".aibox-local.toml"), "").unwrap();
+    let report = apply(&bare, &apply_opts(None)).unwrap();
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("ignored")),
+        "{:?}",
+        report.warnings
+    );
+    assert!(
+        aibox_engine::network_list::network_list(&bare)
+            .unwrap()
+            .warnings
+            .is_empty()
+    );
+}
+
 /// A remote MCP server whose host the allowlist does not let through is named at apply
 /// (the QA's got only the proxy's 403 in the container, silently); one the list covers,
 /// through a wildcard too, is not.
