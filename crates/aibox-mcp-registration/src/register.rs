@@ -154,7 +154,9 @@ pub struct Registration {
     pub files: Vec<TargetFile>,
     /// The ledger to store at [`LEDGER_PATH`].
     pub ledger: Ledger,
-    /// Whether the ledger must be written (entries owned now, or a ledger existed).
+    /// Whether the ledger must be written: entries owned now, a ledger existed, or
+    /// entries were found without one and kept as not aibox's (the ledger, empty or not,
+    /// records that judgement, so the notice about it is given once).
     pub write_ledger: bool,
     /// Per-harness report.
     pub servers: Vec<EffectiveServer>,
@@ -651,21 +653,18 @@ pub fn register_wired(
         && files
             .iter()
             .any(|f| f.path == CODEX_HOME_CONFIG && f.changed);
-    notices.extend(user_notices(
-        servers,
-        opts,
-        &c,
-        trust_written,
-        &if ledger.is_none() {
-            found
-                .into_iter()
-                .filter(|n| !is_processkit_name(n) && !servers.iter().any(|s| &s.name == n))
-                .collect()
-        } else {
-            Vec::new()
-        },
-    ));
-    let write_ledger = ledger.is_some() || !out.files.is_empty();
+    let unexplained: Vec<String> = if ledger.is_none() {
+        found
+            .into_iter()
+            .filter(|n| !is_processkit_name(n) && !servers.iter().any(|s| &s.name == n))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    notices.extend(user_notices(servers, opts, &c, trust_written, &unexplained));
+    // Entries judged not aibox's are recorded by writing the ledger, empty if aibox owns
+    // nothing: without it the next run would judge them, and say so, again.
+    let write_ledger = ledger.is_some() || !out.files.is_empty() || !unexplained.is_empty();
     Ok(Registration {
         files,
         ledger: out,

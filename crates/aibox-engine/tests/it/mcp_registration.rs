@@ -156,6 +156,41 @@ fn unparsable_harness_file_stops_apply_and_stays_untouched() {
     );
 }
 
+/// A project where aibox registers no MCP server, with one added to `.mcp.json` by hand:
+/// the first apply says once that, without a ledger, the entry is kept as not aibox's,
+/// and records that in an empty ledger (through the plan, like every write), so later
+/// applies keep the entry without saying it again. A dry run writes no ledger.
+#[test]
+fn the_no_ledger_warning_is_given_once_when_aibox_registers_nothing() {
+    let f = Fixture::with(
+        "[container]\nname = \"demo\"\n\n[context]\nmode = \"harness-only\"\n\n\
+         [ai]\nharnesses = [\"claude\"]\n",
+    );
+    let hand = "{\"mcpServers\":{\"mine\":{\"command\":\"my-server\",\"args\":[]}}}\n";
+    f.write(".mcp.json", hand);
+    let said = |report: &aibox_engine::ApplyReport| {
+        report
+            .warnings
+            .iter()
+            .filter(|w| w.contains("no MCP ledger") && w.contains("`mine`"))
+            .count()
+    };
+    let dry = ApplyOptions {
+        dry_run: true,
+        ..ApplyOptions::default()
+    };
+    assert_eq!(said(&apply(&f.root, &dry).unwrap()), 1);
+    assert!(!f.path(".aibox/mcp-ledger.json").exists());
+    assert_eq!(said(&apply(&f.root, &ApplyOptions::default()).unwrap()), 1);
+    let ledger = aibox_mcp_registration::Ledger::parse(&f.read(".aibox/mcp-ledger.json"));
+    assert_eq!(ledger.unwrap(), aibox_mcp_registration::Ledger::new());
+    for _ in 0..2 {
+        let report = apply(&f.root, &ApplyOptions::default()).unwrap();
+        assert_eq!(said(&report), 0, "{:?}", report.warnings);
+        assert_eq!(f.read(".mcp.json"), hand);
+    }
+}
+
 #[test]
 fn literal_secret_in_team_server_is_refused() {
     let f = Fixture::with(&TOML.replace("${ACME_TOKEN}", "plain-value"));

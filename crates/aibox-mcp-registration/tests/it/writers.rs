@@ -356,6 +356,40 @@ fn without_a_ledger_only_processkit_entries_are_pruned() {
     );
 }
 
+/// A hand-added entry found without a ledger is named once: the ledger is written even
+/// when aibox registers nothing (empty), so the next run knows the entry is not aibox's and
+/// keeps it without asking again.
+#[test]
+fn the_no_ledger_notice_is_given_once_even_with_nothing_registered() {
+    let mut files = Files::new();
+    files.insert(
+        ".mcp.json".into(),
+        r#"{"mcpServers": {"mine": {"command": "my-server", "args": []}}}"#.into(),
+    );
+    let first = apply(&mut files, &[], &[Harness::Claude], &perms()).unwrap();
+    assert!(
+        first
+            .notices
+            .iter()
+            .any(|n| n.contains("no MCP ledger") && n.contains("`mine`")),
+        "{:?}",
+        first.notices
+    );
+    assert!(first.write_ledger);
+    let ledger =
+        aibox_mcp_registration::Ledger::parse(&files[aibox_mcp_registration::LEDGER_PATH]).unwrap();
+    assert_eq!(ledger, aibox_mcp_registration::Ledger::new());
+    for _ in 0..2 {
+        let again = apply(&mut files, &[], &[Harness::Claude], &perms()).unwrap();
+        assert!(again.notices.is_empty(), "{:?}", again.notices);
+        assert!(
+            json(&files[".mcp.json"])["mcpServers"]
+                .get("mine")
+                .is_some()
+        );
+    }
+}
+
 /// A teammate's fresh clone has the committed files but no ledger: entries of the current
 /// configuration are rewritten in place without a stale-entry notice.
 #[test]
