@@ -88,9 +88,9 @@ fn set(g: &Global, key: &str, value: &str, local: bool) -> Outcome {
             return Err(e.into());
         }
     };
-    // A consent set by hand is told what it gives away, even with `--quiet`.
-    // A setting that needs a consent is saved (`apply` asks for it at a terminal), and
-    // said so: without a terminal, `apply` refuses until the consent is recorded.
+    // A consent set by hand is told what it gives away, even with `--quiet`. A setting
+    // that needs a consent is saved (`apply` asks for it at a terminal), and said so:
+    // without a terminal, `apply` refuses until the consent is recorded.
     let (path, consent, relaxes, warnings) =
         (set.path, set.needs_consent, set.relaxes, set.warnings);
     json_or(
