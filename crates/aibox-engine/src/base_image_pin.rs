@@ -4,8 +4,11 @@
 //! only after an answer and only to a value `apply` accepts.
 
 use aibox_config::edit::ConfigFile;
-use aibox_provenance::registry::{self, RegistryError, Target};
+use aibox_provenance::registry::{self, Target};
 use camino::Utf8Path;
+
+// The limits `pin` takes (also at the crate root) and the error of its registry question.
+pub use aibox_provenance::{HttpOptions, registry::RegistryError};
 
 use crate::config_edit::{ConfigEditError, config_set};
 
@@ -29,19 +32,26 @@ pub struct PinReport {
     pub dry_run: bool,
 }
 
+/// The limits `aibox base-image pin` asks the registry with: short timeouts and a small
+/// body, since the answer is a manifest. [`HttpOptions::default`] is a download's limits.
+pub fn default_options() -> HttpOptions {
+    registry::default_options()
+}
+
 /// Asks the registry for the digest of `reference` (default: the configured
 /// `container.base_image`) and, unless `dry_run`, writes `name:tag@digest` into
-/// `aibox.toml`. Every error leaves the file untouched.
+/// `aibox.toml`. Every error leaves the file untouched. `opts` is usually
+/// [`default_options`]; the personal CA file is added to it.
 pub fn pin(
     root: &Utf8Path,
     reference: Option<&str>,
     dry_run: bool,
-    opts: &aibox_provenance::HttpOptions,
+    opts: &HttpOptions,
 ) -> Result<PinReport, PinError> {
     let project = aibox_config::load_project(root)?;
     let old = project.config.container.base_image.clone();
     let target = Target::parse(reference.unwrap_or(&old))?;
-    let opts = aibox_provenance::HttpOptions {
+    let opts = HttpOptions {
         extra_ca_pem: crate::config_check::http_extra_ca(root, &project.local),
         ..opts.clone()
     };

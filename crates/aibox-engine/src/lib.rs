@@ -6,6 +6,11 @@
 //! file aibox would write (with its owner) from the resolved value alone, doing no I/O;
 //! [`apply`] writes it through the single guarded writer ([`writer`]): atomic,
 //! write-if-changed, inside a closed perimeter, lock file last, under a project lock.
+//!
+//! An embedder needs this crate and `aibox-config` only: the types of the other aibox
+//! crates that the entry points take or return (a finding's [`Severity`], the
+//! [`TargetEngine`] of [`PlanOptions::engine`], [`HttpOptions`], the container's
+//! [`Status`], the errors [`EngineError`] carries, ...) are re-exported here.
 
 mod apply;
 pub mod builder;
@@ -68,3 +73,43 @@ pub use mcp_check::{
     mcp_check_resolved,
 };
 pub use mcp_list::{McpList, mcp_list, mcp_list_resolved};
+
+// The types of the crates below that the entry points take or return, so that an embedder
+// needs `aibox-engine` and `aibox-config` (the model every entry point reads) and no other
+// aibox crate. A chosen list, one group per crate: a public entry point that starts taking
+// or returning another of their types adds it here, and `tests/it/embedder_api.rs`
+// reaches each through these paths alone. The plan's building blocks (`PlanBuilder`,
+// `PlanContext`, `sources`, what `ResolvedRelease` carries) are the engine's own and keep
+// their crates' types.
+
+// The generator's error, which `EngineError` carries.
+pub use aibox_devcontainer::DevcontainerError;
+// What `mcp_list()` and `mcp_check()` report of each server, and registration's errors.
+pub use aibox_mcp_registration::{EffectiveServer, McpError, Origin};
+// Findings and their severity (`doctor::DoctorReport::findings`,
+// `doctor::DoctorReport::by_severity`, the policy gate's refusal in `PolicyError`) and
+// the Codex seccomp gate: the engine it judges (`PlanOptions::engine`) and its decision
+// (`Security`, `codex_sandbox`).
+pub use aibox_policy::{
+    Finding, PolicyError, SeccompPosture, SecurityDecision, Severity, TargetEngine,
+};
+// Limits of a network question (`base_image_pin::pin` with
+// `base_image_pin::default_options`), `aibox.lock` as planned (`Plan::lock`) and as
+// found (`Resolved::previous_lock`), the published processkit releases
+// (`versions::list`, `versions::newest`) and the errors `EngineError` and
+// `base_image_pin::PinError` carry.
+pub use aibox_provenance::{
+    HttpOptions, ProvenanceError,
+    lock::{Lock, LockError},
+    registry::RegistryError,
+    releases::{PublishedRelease, ReleaseList},
+};
+// The container engine and the container (`lifecycle`): how the engine is found
+// (`doctor::DoctorOptions::detect`, `lifecycle::LifecycleOptions`), the progress of
+// `up`, `down` and `build`, the state `status` returns, and `mcp_check()`'s probe.
+pub use aibox_runtime::{
+    ComposeKind, ContainerState, DetectEnv, Engine, Event, FoundContainer, McpProbe, Progress,
+    Runtime, RuntimeError, Status, Target, Timeouts,
+};
+// The skill review's errors, which `EngineError` carries.
+pub use aibox_skill_review::{GateError, ReviewError};

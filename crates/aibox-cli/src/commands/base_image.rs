@@ -14,7 +14,7 @@ pub fn run(g: &Global, cmd: &BaseImageCommand) -> Outcome {
 
 fn pin(g: &Global, reference: Option<&str>, dry_run: bool) -> Outcome {
     let root = project_root(g)?;
-    let opts = aibox_provenance::registry::default_options();
+    let opts = aibox_engine::base_image_pin::default_options();
     let report = aibox_engine::base_image_pin::pin(&root, reference, dry_run, &opts)?;
     json_or(g, &report, || {
         if !report.changed {

@@ -1,8 +1,8 @@
 //! `aibox doctor [--integrity|--processkit] [--report FILE] [--check-updates|--no-update-check]`: the diagnosis of
 //! `aibox_engine::doctor`; exit 1 when it found errors.
 
+use aibox_engine::doctor::Severity;
 use aibox_engine::updates::UpdateCheck;
-use aibox_policy::Severity;
 use camino::Utf8Path;
 
 use super::{Outcome, json_or, project_root};

@@ -20,9 +20,12 @@ mod checks;
 mod git;
 mod report;
 
-use aibox_policy::{Finding, Severity, TargetEngine, redact};
-use aibox_runtime::DetectEnv;
+use aibox_policy::{TargetEngine, redact};
 use camino::Utf8Path;
+
+// The types `DoctorReport` and `DoctorOptions` hold, beside them (also at the crate root).
+pub use aibox_policy::{Finding, Severity};
+pub use aibox_runtime::DetectEnv;
 
 use crate::error::EngineError;
 use crate::writer::ProjectRoot;

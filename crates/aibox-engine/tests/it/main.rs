@@ -11,6 +11,7 @@ mod crash;
 mod crash_processkit;
 mod doctor;
 mod egress;
+mod embedder_api;
 mod error_kinds;
 mod init;
 mod lifecycle_guards;
