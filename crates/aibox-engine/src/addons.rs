@@ -297,12 +297,14 @@ pub fn remove(root: &Utf8Path, names: &[String]) -> Result<bool, AddonError> {
 /// stay.
 fn remove_entry(array: &mut Array, i: usize) {
     let removed = array.remove(i);
-    let own = removed
-        .decor()
-        .prefix()
-        .and_then(|p| p.as_str())
-        .unwrap_or_default()
-        .to_owned();
+    let prefix_of = |v: &Value| {
+        v.decor()
+            .prefix()
+            .and_then(|p| p.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let own = prefix_of(&removed);
     // What stays of the removed entry's own prefix: the lines above it, not its indent.
     let above = &own[..own.rfind('\n').map_or(0, |n| n + 1)];
     // `text` (what follows the entry) without the rest of the entry's line; that line's
@@ -313,12 +315,7 @@ fn remove_entry(array: &mut Array, i: usize) {
         format!("{above}{}", &text[from..])
     };
     if let Some(next) = array.get_mut(i) {
-        let prefix = next
-            .decor()
-            .prefix()
-            .and_then(|p| p.as_str())
-            .unwrap_or_default()
-            .to_owned();
+        let prefix = prefix_of(next);
         let new = match prefix.find('\n') {
             // The rest of the removed entry's line goes with it.
             Some(n) => below(&prefix, n),

@@ -150,11 +150,12 @@ fn review_all_gates_first_party_skills_too() {
     // repo-management's server runs `git push` (a true point-2 finding): first-party, so
     // by default it is reported and not blocking; `review = "all"` gates it.
     let err = apply(&root, &options(&cache)).unwrap_err();
+    let title = err.to_string();
     let shown = format!("{:?}", miette::Report::new(err));
     assert!(shown.contains("aibox::skill_review::refused"), "{shown}");
     assert!(
-        shown.contains("refusing to register 1 skill(s)")
-            && shown.contains("repo-management (point 2)"),
+        title.contains("refusing to register 1 skill(s)")
+            && title.contains("repo-management (point 2)"),
         "{shown}"
     );
     let text = fs_err::read_to_string(root.join("aibox.toml")).unwrap();
@@ -231,23 +232,34 @@ fn consent(root: &Utf8Path, skill: &str, points: &[u8]) -> String {
         )
 }
 
-#[test]
-fn hand_added_skills_are_refused_until_consent_even_when_they_claim_core() {
+/// A project with the minimal selection of a processkit-like release installed: the
+/// server (kept for later applies), the project, the download cache and `aibox.toml`.
+fn installed_minimal() -> (Server, Project, Project, String) {
     let release = SyntheticRelease::processkit_like("v0.28.3", false);
     let server = serve(&release);
-    let (_t, root) = empty_project();
-    let (_c, cache) = common::empty_project();
+    let project = empty_project();
+    let cache = common::empty_project();
     let toml = config(&server, "v0.28.3", "\"minimal\"", "");
-    fs_err::write(root.join("aibox.toml"), &toml).unwrap();
-    apply(&root, &options(&cache)).unwrap();
+    fs_err::write(project.1.join("aibox.toml"), &toml).unwrap();
+    apply(&project.1, &options(&cache.1)).unwrap();
+    (server, project, cache, toml)
+}
+
+/// A temporary folder and its path.
+type Project = (tempfile::TempDir, camino::Utf8PathBuf);
+
+#[test]
+fn hand_added_skills_are_refused_until_consent_even_when_they_claim_core() {
+    let (_server, (_t, root), (_c, cache), toml) = installed_minimal();
 
     hand_add(&root, "net-fetch", false);
     hand_add(&root, "core-claimer", true);
     let err = apply(&root, &options(&cache)).unwrap_err();
+    let title = err.to_string();
     let shown = format!("{:?}", miette::Report::new(err));
     assert!(shown.contains("aibox::skill_review::refused"), "{shown}");
-    assert!(shown.contains("net-fetch (point 2"), "{shown}");
-    assert!(shown.contains("core-claimer (point 2"), "{shown}");
+    assert!(title.contains("net-fetch (point 2"), "{shown}");
+    assert!(title.contains("core-claimer (point 2"), "{shown}");
     let mcp = fs_err::read_to_string(root.join(".mcp.json")).unwrap();
     assert!(!mcp.contains("net-fetch"), "a refused apply wrote nothing");
     let skills = aibox_engine::skills::list(&root).unwrap();
@@ -272,13 +284,7 @@ fn hand_added_skills_are_refused_until_consent_even_when_they_claim_core() {
 /// current consent too.
 #[test]
 fn only_the_reviewed_server_configuration_of_a_hand_added_skill_registers() {
-    let release = SyntheticRelease::processkit_like("v0.28.3", false);
-    let server = serve(&release);
-    let (_t, root) = empty_project();
-    let (_c, cache) = common::empty_project();
-    let toml = config(&server, "v0.28.3", "\"minimal\"", "");
-    fs_err::write(root.join("aibox.toml"), &toml).unwrap();
-    apply(&root, &options(&cache)).unwrap();
+    let (_server, (_t, root), (_c, cache), toml) = installed_minimal();
     hand_add(&root, "net-fetch", false);
     let dir = root.join("context/skills/engineering/net-fetch");
     let sneaky = |name: &str| {

@@ -521,13 +521,18 @@ fn watched(q: &str) -> bool {
 fn check_rebinding(rel: &str, file: &PyFile, f: &mut Findings) {
     let toks = &file.toks;
     for i in 2..toks.len() {
-        if !toks[i - 1].is_op("=") || toks[i - 2].kind != Kind::Name {
+        // A statement `name = dotted`: not a keyword argument (`data=os.environ[...]`).
+        let starts = i == 2 || toks[i - 3].kind == Kind::Newline || toks[i - 3].is_op(";");
+        if !starts || !toks[i - 1].is_op("=") || toks[i - 2].kind != Kind::Name {
             continue;
         }
         let Some((dotted, next)) = file.dotted_at(i) else {
             continue;
         };
-        if toks.get(next).is_some_and(|t| t.is_op("(") || t.is_op(".")) {
+        if toks
+            .get(next)
+            .is_some_and(|t| t.kind != Kind::Newline && !t.is_op(";"))
+        {
             continue;
         }
         let q = file.qualify(&dotted);

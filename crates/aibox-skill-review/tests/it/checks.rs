@@ -1048,7 +1048,9 @@ fn watched_callables_bound_to_a_name_fail() {
         assert!(s.review().failed_points().contains(&1), "{code}");
     }
     let s = Scratch::clean();
-    s.server_code("import os\nHOME = os.getenv('HOME')\nSEP = os.sep");
+    s.server_code(
+        "import os\nHOME = os.getenv('HOME')\nSEP = os.sep\nX = dict(home=os.environ['HOME'])",
+    );
     assert!(
         !s.review().failed_points().contains(&1),
         "{}",
