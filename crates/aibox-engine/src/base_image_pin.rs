@@ -52,7 +52,8 @@ pub fn pin(
     let old = project.config.container.base_image.clone();
     let target = Target::parse(reference.unwrap_or(&old))?;
     let opts = HttpOptions {
-        extra_ca_pem: crate::config_check::http_extra_ca(root, &project.local),
+        extra_ca_pem: crate::config_check::http_extra_ca_checked(root, &project.local)
+            .map_err(|e| PinError::Settings(Box::new(e)))?,
         ..opts.clone()
     };
     let digest = registry::resolve_digest(&target, &opts)?;
@@ -88,6 +89,10 @@ pub enum PinError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Edit(#[from] ConfigEditError),
+    /// A personal setting the request needs cannot be used (the extra CA file).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Settings(Box<crate::error::EngineError>),
 }
 
 impl PinError {
@@ -97,6 +102,7 @@ impl PinError {
             Self::Config(e) => e.kind(),
             Self::Registry(e) => e.kind(),
             Self::Edit(e) => e.kind(),
+            Self::Settings(e) => e.kind(),
         }
     }
 }

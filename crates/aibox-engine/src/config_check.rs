@@ -140,13 +140,24 @@ pub(crate) fn read_extra_ca(
 
 /// The extra CA bundle for aibox's own downloads (release archives, registry
 /// questions), which pass the same TLS-inspecting proxy as the image build; `None` when
-/// unset or unusable (`apply` and `doctor` report why).
+/// unset or unusable: for commands that only read (`doctor` reports why).
 pub(crate) fn http_extra_ca(
     root: &Utf8Path,
     local: &aibox_config::LocalToml,
 ) -> Option<std::sync::Arc<str>> {
-    let (path, text) = read_extra_ca(root, local)?;
-    extra_ca_text(path, text).ok().map(std::sync::Arc::from)
+    http_extra_ca_checked(root, local).ok().flatten()
+}
+
+/// [`http_extra_ca`] for a command about to ask the network: an unusable file is its
+/// error, said before the request. Dropped instead, the request failed later as an
+/// untrusted certificate whose hint sent the user to the setting already made.
+pub(crate) fn http_extra_ca_checked(
+    root: &Utf8Path,
+    local: &aibox_config::LocalToml,
+) -> Result<Option<std::sync::Arc<str>>, crate::error::EngineError> {
+    read_extra_ca(root, local)
+        .map(|(path, text)| extra_ca_text(path, text).map(std::sync::Arc::from))
+        .transpose()
 }
 
 /// The extra CA bundle as the image gets it (ending in a line break), or why it cannot

@@ -371,8 +371,13 @@ pub(crate) fn resolve_in(
     let security = Security::judged(&project.config, options.engine, options.check_only);
     let files = Snapshot::capture(&root, &project, previous_lock.as_ref())?;
     // Read and checked once: the release download, the lockers and the index question
-    // all trust it.
-    let extra_ca = crate::config_check::http_extra_ca(root.path(), &project.local);
+    // all trust it. A run that may ask the network (`up`'s resolve among them) refuses an
+    // unusable file first; an offline one never asks, and doctor reports the file.
+    let extra_ca = if options.offline {
+        crate::config_check::http_extra_ca(root.path(), &project.local)
+    } else {
+        crate::config_check::http_extra_ca_checked(root.path(), &project.local)?
+    };
     let processkit = resolve_processkit(
         &root,
         &project,

@@ -25,11 +25,18 @@ pub fn source_for(root: Option<&Utf8Path>, source: Option<&str>) -> Result<Strin
 
 /// The personal extra CA of the project at `root` (`.aibox-local.toml`
 /// `container.extra_ca_certificates`), which the requests of commands run in it trust as
-/// `apply`'s do; `None` outside a project, or when it is unset or unusable.
-pub fn extra_ca_of(root: Option<&Utf8Path>) -> Option<std::sync::Arc<str>> {
-    let root = root?;
-    let project = aibox_config::load_project(root).ok()?;
-    crate::config_check::http_extra_ca(root, &project.local)
+/// `apply`'s do; `None` outside a project (or one that does not load), or when unset.
+///
+/// # Errors
+/// The file is set but cannot be used (`aibox::apply::extra_ca`), as `apply` refuses it.
+pub fn extra_ca_of(root: Option<&Utf8Path>) -> Result<Option<std::sync::Arc<str>>, EngineError> {
+    let Some(root) = root else {
+        return Ok(None);
+    };
+    let Ok(project) = aibox_config::load_project(root) else {
+        return Ok(None);
+    };
+    crate::config_check::http_extra_ca_checked(root, &project.local)
 }
 
 /// Every published release of `source`, newest version first. The API base comes from

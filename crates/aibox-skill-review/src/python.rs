@@ -381,6 +381,14 @@ pub(crate) struct PyFile {
     pub decorated: Vec<Decorated>,
 }
 
+/// Calls that import the module named by their first argument.
+const LITERAL_IMPORTERS: [&str; 4] = [
+    "__import__",
+    "builtins.__import__",
+    "importlib.import_module",
+    "importlib.__import__",
+];
+
 const NOT_CALLEES: [&str; 16] = [
     "def", "class", "if", "elif", "while", "for", "in", "and", "or", "not", "return", "lambda",
     "yield", "await", "assert", "with",
@@ -402,6 +410,7 @@ impl PyFile {
         file.collect_defs();
         file.collect_imports();
         file.collect_calls();
+        file.collect_literal_imports();
         file.collect_decorators();
         Ok(file)
     }
@@ -705,6 +714,37 @@ impl PyFile {
             });
         }
         self.calls = calls;
+    }
+
+    /// `__import__("m")` and `importlib.import_module("m")` of a literal name import `m`
+    /// as an `import` statement does: the checks of imports (resolution, network modules)
+    /// read them too. Only point 1's dynamic-code check saw them before, as a warning,
+    /// so `__import__("socket")` passed the network point unnoticed.
+    fn collect_literal_imports(&mut self) {
+        let mut found = Vec::new();
+        for call in &self.calls {
+            if !LITERAL_IMPORTERS.contains(&call.callee.as_str()) {
+                continue;
+            }
+            let Some(first) = self.positional(call.args.clone()).into_iter().next() else {
+                continue;
+            };
+            let Some(name) = self.literal(&first) else {
+                continue;
+            };
+            if name.is_empty() {
+                continue;
+            }
+            // `import_module(".x", package)`: relative, as `from . import x` is.
+            let module = name.trim_start_matches('.');
+            found.push(Import {
+                module: module.to_owned(),
+                level: name.len() - module.len(),
+                names: Vec::new(),
+                line: call.line,
+            });
+        }
+        self.imports.extend(found);
     }
 
     fn collect_decorators(&mut self) {

@@ -25,7 +25,8 @@ const POLICY: &str = "fixes, security fixes included, land only on the newest mi
 pub fn check(g: &Global) -> Outcome {
     let current = env!("CARGO_PKG_VERSION");
     let environment: Vec<(String, String)> = std::env::vars().collect();
-    let extra_ca = aibox_engine::versions::extra_ca_of(super::optional_project_root(g)?.as_deref());
+    let extra_ca =
+        aibox_engine::versions::extra_ca_of(super::optional_project_root(g)?.as_deref())?;
     let latest = updates::latest_release(&updates::feed_url(&environment), extra_ca)?;
     let status = updates::assess(current, latest)?;
     let report = Report {

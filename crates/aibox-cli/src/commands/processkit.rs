@@ -9,7 +9,7 @@ use crate::render;
 pub fn versions(g: &Global, source: Option<&str>) -> Outcome {
     let root = optional_project_root(g)?;
     let source = aibox_engine::versions::source_for(root.as_deref(), source)?;
-    let extra_ca = aibox_engine::versions::extra_ca_of(root.as_deref());
+    let extra_ca = aibox_engine::versions::extra_ca_of(root.as_deref())?;
     let list = aibox_engine::versions::list(&source, extra_ca)?;
     let newest = list.newest(false).map(|r| r.version.clone());
     let json = serde_json::json!({

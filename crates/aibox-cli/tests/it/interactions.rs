@@ -427,6 +427,52 @@ fn an_unusable_ca_file_is_refused_before_the_index_is_asked() {
     assert!(server.hits().is_empty(), "{:?}", server.hits());
 }
 
+/// Every command that asks the network refuses an unusable CA file first, as `apply`
+/// does: `processkit versions`, `self check`, `base-image pin` and the resolve of `up`
+/// (here through the engine's online resolve). Dropped, the request failed later as an
+/// untrusted certificate whose hint sent the user to the setting already made. An
+/// offline resolve asks nothing, so it does not judge the file.
+#[test]
+fn every_command_that_asks_the_network_refuses_an_unusable_ca_file_first() {
+    let server = Server::start().unwrap();
+    let ctx = fake_server_project("uvx", "fakepkg==1.0", "not a certificate\n");
+    let api = server.url("/api/");
+    let registry = server
+        .url("/")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let image = format!("{registry}/team/base:1");
+    for args in [
+        &["processkit", "versions", "--source", "owner/repo"][..],
+        &["self", "check"],
+        &["base-image", "pin", image.as_str()],
+    ] {
+        let mut with_json = vec!["-o", "json"];
+        with_json.extend_from_slice(args);
+        let out = ctx
+            .command(&with_json)
+            .env("AIBOX_GITHUB_API", &api)
+            .env("CI", "true")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert_eq!(json(&out)["code"], "aibox::apply::extra_ca", "{args:?}");
+    }
+    assert!(server.hits().is_empty(), "{:?}", server.hits());
+    let root = ctx.dir();
+    let err = aibox_engine::resolve(root, &aibox_engine::PlanOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, aibox_engine::EngineError::ExtraCa { .. }),
+        "{err}"
+    );
+    let offline = aibox_engine::PlanOptions {
+        offline: true,
+        ..aibox_engine::PlanOptions::default()
+    };
+    aibox_engine::resolve(root, &offline).unwrap();
+}
+
 /// And npm, which `apply` starts to lock a team `npx` server, trusts it beside its own
 /// roots (`NODE_EXTRA_CA_CERTS`): a private-CA registry is reached, not refused.
 #[test]

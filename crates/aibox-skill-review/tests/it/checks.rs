@@ -353,6 +353,28 @@ fn spawned_network_tools_fail_point_2() {
     );
 }
 
+/// A module imported by a literal name through `__import__` or `importlib.import_module`
+/// is an import like any other: a network module fails point 2 and an undeclared one point
+/// 1 (QA29: `__import__("socket")` was only point 1's warning about a literal).
+#[test]
+fn modules_imported_by_a_literal_name_are_imports() {
+    let s = Scratch::clean();
+    s.server_code(
+        "import importlib\nsock = __import__(\"socket\")\nweb = importlib.import_module(\"urllib.request\")\nextra = importlib.import_module(\"leftpad_plus\")",
+    );
+    let r = s.review();
+    expect(
+        &r,
+        &[1, 2],
+        &[
+            "fail 2 mcp/server.py imports network module `socket`",
+            "fail 2 mcp/server.py imports network module `urllib.request`",
+            "fail 1 mcp/server.py import `leftpad_plus` resolves to neither",
+            "warn 1 mcp/server.py `__import__` of a literal string",
+        ],
+    );
+}
+
 /// Tests are judged as tests: their network code, hosts and undeclared imports warn (they
 /// do not run with the skill). A host in a string of a skill without network code is not a call: it warns.
 /// With network code in the skill, the same undeclared host fails.
