@@ -383,17 +383,23 @@ fn processkit_scan_is_stale(
 
 /// Besides the planned files, where a killed run may have left temp files: the pending
 /// lock, and where an unfinished run this apply undoes was writing (see
-/// `aibox_provenance::LiveScan::abandoned`; a file it was replacing may need no write
-/// now).
+/// `aibox_provenance::LiveScan::abandoned`, or the one a resumed undo undoes, and every
+/// run an undo in their chain undid; a file it was replacing may need no write now).
 fn undone_writes(resolved: &crate::resolve::Resolved) -> impl Iterator<Item = &Utf8Path> {
     let undone = match &resolved.processkit {
-        crate::resolve::ProcesskitState::Resolved(r) => r.scan.abandoned.as_ref(),
+        crate::resolve::ProcesskitState::Resolved(r) => r.scan.abandoned.as_ref().or_else(|| {
+            r.scan
+                .interrupted
+                .as_ref()
+                .and_then(|i| i.undoes.as_deref())
+        }),
         _ => None,
     };
     std::iter::once(Utf8Path::new(PENDING_LOCK)).chain(
         undone
             .into_iter()
-            .flat_map(|i| i.writes.iter().map(|(p, _)| Utf8Path::new(p))),
+            .flat_map(aibox_provenance::Intent::chain)
+            .flat_map(|i| i.writes.keys().map(Utf8Path::new)),
     )
 }
 

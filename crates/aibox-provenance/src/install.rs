@@ -812,17 +812,21 @@ fn install_hash_streamed(payload: &Payload, set: &InstallSet<'_>) -> Result<Stri
 
 /// Resuming an interrupted plan: a file it already wrote (or removed) is seen as that
 /// plan saw it, so the classification is the interrupted plan's own.
+/// Through a record's chain ([`Intent::chain`]): what an undo left as the run it undid
+/// wrote is seen as before that run too.
 fn as_planned(live: Live, path: &str, resume: Option<&Intent>) -> Live {
-    let Some(intent) = resume else {
-        return live;
-    };
-    match (&live, intent.writes.get(path), intent.removals.get(path)) {
-        (Live::File(now), Some(planned), _) if *now == planned.new => {
-            planned.before.map_or(Live::Missing, Live::File)
-        }
-        (Live::Missing, None, Some(before)) => Live::File(*before),
-        _ => live,
-    }
+    resume
+        .into_iter()
+        .flat_map(Intent::chain)
+        .fold(live, |live, intent| {
+            match (&live, intent.writes.get(path), intent.removals.get(path)) {
+                (Live::File(now), Some(planned), _) if *now == planned.new => {
+                    planned.before.map_or(Live::Missing, Live::File)
+                }
+                (Live::Missing, None, Some(before)) => Live::File(*before),
+                _ => live,
+            }
+        })
 }
 
 /// The action for a path an unfinished run of aibox changed (`actual` is not `planned`,
@@ -905,10 +909,19 @@ fn classified_paths<'a, 's: 'a>(
         merge_sorted(listed(&m.files), listed(&m.user_files))
     });
     // And what an unfinished run of aibox wrote: a file it created that neither install
-    // has is still its work.
-    let written = own
-        .into_iter()
-        .flat_map(|i| i.writes.iter().map(|(p, _)| (p, None)));
+    // has is still its work. So is one of a run an undo in the chain had not undone yet
+    // (a chain is rare: its paths are gathered; one record is merged as it is read).
+    let written: Box<dyn Iterator<Item = (&'a str, Option<&'a InstallEntry<'s>>)> + 'a> = match own
+    {
+        Some(i) if i.undoes.is_some() => {
+            let all: BTreeSet<&str> = i.chain().flat_map(|i| i.writes.keys()).collect();
+            Box::new(all.into_iter().map(|p| (p, None)))
+        }
+        _ => Box::new(
+            own.into_iter()
+                .flat_map(|i| i.writes.iter().map(|(p, _)| (p, None))),
+        ),
+    };
     merge_sorted(
         merge_sorted(recorded, written),
         new_set.iter().map(|(p, entry)| (&**p, Some(entry))),
@@ -1527,8 +1540,10 @@ pub fn scan(
             }
         }
         files.shrink_to_fit();
+        // After an unfinished run, a snapshot's `PROVENANCE.toml` says nothing of the
+        // rest of it (that run may have moved or half-written the folder): listed.
         let (snapshot_provenance, snapshot_present, snapshot_files) =
-            scan_snapshot(root, release, b.same_release);
+            scan_snapshot(root, release, b.same_release && own.is_none());
         let stale_snapshots = stale_snapshots(root, &release.version);
         let mcp_manifest = crate::servers::check_mcp_manifest(&release.payload, &release.version)?;
         // Only the MCP configs are read; every other path counts for script checks.
@@ -1551,8 +1566,12 @@ pub fn scan(
             // No thread could be started, or it died: hashed here.
             (None, _) => install_hash_streamed(&release.payload, &b.new_set)?,
         };
+        // The run being undone: the abandoned one, or the one a resumed undo undoes.
+        let undone = abandoned
+            .as_ref()
+            .or_else(|| interrupted.as_ref().and_then(|i| i.undoes.as_deref()));
         let (migration_ids, abandoned_migration) =
-            migration_ids(root, b.old, &release.version, abandoned.as_ref());
+            migration_ids(root, b.old, &release.version, undone);
         Ok(LiveScan {
             marker_sha256,
             parsed_marker: None,
@@ -1713,10 +1732,21 @@ pub fn plan_scanned(
         now: opts.now.to_owned(),
         writes: t.intent_writes,
         removals: t.intent_removals,
+        // The run this plan undoes, kept with its own record; a resumed plan keeps what
+        // the interrupted one undid.
+        undoes: match (resume, live.abandoned.as_ref()) {
+            (Some(resumed), _) => resumed.undoes.clone(),
+            (None, abandoned) => abandoned.cloned().map(Box::new),
+        },
     };
     // The snapshot of this version, when missing or from another release.
     let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
-    let snapshot = if snapshot_current(release, live.snapshot_provenance, b.same_release) {
+    let unfinished = live.interrupted.is_some() || live.abandoned.is_some();
+    let snapshot = if snapshot_current(
+        release,
+        live.snapshot_provenance,
+        b.same_release && !unfinished,
+    ) {
         None
     } else {
         let prefix = format!("{snap_dir}/");

@@ -911,6 +911,12 @@ pub struct Intent {
     /// Every file the plan removes: project path → digest of the removed file.
     #[serde(default)]
     pub removals: PathTable<Sha256>,
+    /// The record of the unfinished run this plan undoes (and, in it, of the one that
+    /// run undid). Kept beside this plan's own: killed in turn, the next run still knows
+    /// the first run's work that this one had not undone yet; with this plan's record
+    /// alone, those files looked like local edits and stayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undoes: Option<Box<Intent>>,
 }
 
 impl Intent {
@@ -921,6 +927,33 @@ impl Intent {
     /// first install) is never held whole; only the small rest goes through the
     /// serializer.
     pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        const HEADER: &str = "# aibox: processkit install in progress; do not edit\n";
+        let plain = self
+            .chain()
+            .all(|i| i.writes.keys().chain(i.removals.keys()).all(plain_key));
+        if !plain {
+            return out.write_all(with_header(HEADER, self).as_bytes());
+        }
+        out.write_all(HEADER.as_bytes())?;
+        let mut table = String::new();
+        for intent in self.chain() {
+            intent.write_tables(&table, out)?;
+            table.push_str(if table.is_empty() {
+                "undoes"
+            } else {
+                ".undoes"
+            });
+        }
+        Ok(())
+    }
+
+    /// This record, then the one it undoes, and so on.
+    pub fn chain(&self) -> impl Iterator<Item = &Self> + '_ {
+        std::iter::successors(Some(self), |i| i.undoes.as_deref())
+    }
+
+    /// The record's head and tables under the table `prefix` (empty: the top level).
+    fn write_tables(&self, prefix: &str, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         #[derive(Serialize)]
         struct Head<'a> {
             version: &'a str,
@@ -930,25 +963,20 @@ impl Intent {
             skills: &'a [String],
             now: &'a str,
         }
-        const HEADER: &str = "# aibox: processkit install in progress; do not edit\n";
-        let plain = self
-            .writes
-            .keys()
-            .chain(self.removals.keys())
-            .all(plain_key);
         let head = toml::to_string(&Head {
             version: &self.version,
             release_asset_sha256: self.release_asset_sha256,
             base_marker_sha256: self.base_marker_sha256,
             skills: &self.skills,
             now: &self.now,
-        });
-        let (true, Ok(head)) = (plain, head) else {
-            return out.write_all(with_header(HEADER, self).as_bytes());
-        };
-        out.write_all(HEADER.as_bytes())?;
+        })
+        .map_err(std::io::Error::other)?;
+        let dot = if prefix.is_empty() { "" } else { "." };
+        if !prefix.is_empty() {
+            writeln!(out, "\n[{prefix}]")?;
+        }
         out.write_all(head.as_bytes())?;
-        out.write_all(b"\n[writes]\n")?;
+        write!(out, "\n[{prefix}{dot}writes]\n")?;
         for (path, w) in self.writes.iter() {
             out.write_all(b"\"")?;
             out.write_all(path.as_bytes())?;
@@ -960,7 +988,7 @@ impl Intent {
             }
             out.write_all(b"\" }\n")?;
         }
-        out.write_all(b"\n[removals]\n")?;
+        write!(out, "\n[{prefix}{dot}removals]\n")?;
         for (path, digest) in &self.removals {
             write_entry(out, path, *digest)?;
         }
@@ -1149,6 +1177,7 @@ mod tests {
             now: "2026-01-01T00:00:00Z".to_owned(),
             writes: IntentWrites::default(),
             removals: PathTable::new(),
+            undoes: None,
         };
         let mut full = empty.clone();
         full.base_marker_sha256 = Some(d(D2));
@@ -1170,11 +1199,21 @@ mod tests {
                 before: None,
             },
         );
+        // An undo's record holds the one it undoes, which may hold another.
+        let mut chained = full.clone();
+        let mut undone = only_removals.clone();
+        undone.version = "v2.0.0".to_owned();
+        undone.undoes = Some(Box::new(full.clone()));
+        chained.undoes = Some(Box::new(undone));
+        let mut chained_odd = full.clone();
+        chained_odd.undoes = Some(Box::new(odd.clone()));
         for (intent, plain) in [
             (empty, true),
             (full, true),
             (only_removals, true),
             (odd, false),
+            (chained, true),
+            (chained_odd, false),
         ] {
             let text = intent.render();
             assert!(
@@ -1184,6 +1223,9 @@ mod tests {
             assert_eq!(Intent::parse(&text), Some(intent.clone()), "{text}");
             // Plain paths are written a line each, others by the serializer.
             assert_eq!(text.contains("\n[writes]\n"), plain, "{text}");
+            if plain && intent.chain().count() == 3 {
+                assert!(text.contains("\n[undoes.undoes.removals]\n"), "{text}");
+            }
         }
     }
 

@@ -432,6 +432,66 @@ fn pinning_back_after_a_killed_upgrade_restores_the_tree_before_it() {
     );
 }
 
+/// The apply that undoes a killed upgrade killed in turn, at points spread over its own
+/// writes: the next apply still ends in the tree before the upgrade. The undoing run's
+/// record carries what the first run wrote and it had not restored yet; replaced by the
+/// undo's own record alone, those files looked like local edits and stayed.
+#[test]
+fn an_undo_of_a_killed_upgrade_killed_in_turn_still_restores_the_tree_before_it() {
+    let Two {
+        _dirs,
+        cache,
+        v1,
+        v2,
+        ..
+    } = two_releases();
+    let (_p, project) = common::empty_project();
+    fs_err::write(project.join("aibox.toml"), &v1).unwrap();
+    apply(&project, &common::apply_opts(Some(&cache))).unwrap();
+    let before = tree(&project);
+    let envs = [
+        (CHILD_ROOT, project.as_str()),
+        (CHILD_CACHE, cache.as_str()),
+    ];
+    fs_err::write(project.join("aibox.toml"), &v2).unwrap();
+    assert!(
+        !common::apply_in_child_killed_at(&envs, 40),
+        "the upgrade ran to its end"
+    );
+    let (_s, saved) = common::empty_project();
+    copy_tree(&project, &saved);
+    fs_err::write(project.join("aibox.toml"), &v1).unwrap();
+    let mut undone_at = Vec::new();
+    // Kill points spread over the undo's writes, denser at its start (its own record,
+    // the first restores and removals; later ones land in the snapshot's rewrite), until
+    // it runs to its end.
+    let mut n = 0;
+    loop {
+        n = n * 3 + 2;
+        fs_err::remove_dir_all(&project).unwrap();
+        fs_err::create_dir(&project).unwrap();
+        copy_tree(&saved, &project);
+        fs_err::write(project.join("aibox.toml"), &v1).unwrap();
+        if common::apply_in_child_killed_at(&envs, n) {
+            break;
+        }
+        apply(&project, &common::apply_opts(Some(&cache))).unwrap();
+        let after = tree(&project);
+        let differs: Vec<&String> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|k| before.get(*k) != after.get(*k))
+            .collect();
+        if !differs.is_empty() {
+            undone_at.push((n, differs.len(), differs[0].clone()));
+        }
+    }
+    assert!(
+        undone_at.is_empty(),
+        "killed at (write, files differing, first): {undone_at:?}"
+    );
+}
+
 /// The crash hook runs the copies on one thread (its kill points count in one order), so
 /// the parallel copies of a real apply are killed here from outside instead: `SIGKILL` at
 /// times spread over the writes of an uninterrupted child's run (from its intent record,

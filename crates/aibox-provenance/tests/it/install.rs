@@ -1015,6 +1015,7 @@ fn after_apply_of_the_installed_release_is_the_full_comparisons() {
         now: setup.now.to_owned(),
         writes: aibox_provenance::record::IntentWrites::default(),
         removals: aibox_provenance::table::PathTable::default(),
+        undoes: None,
     });
     let full =
         aibox_provenance::after_apply(&verified, &catalog, &opts, &full_scan, &dirs).unwrap();
