@@ -380,56 +380,81 @@ fn killed_processkit_upgrade_recovers_to_the_uninterrupted_tree() {
     );
 }
 
+/// v1 installed (its tree kept), then the upgrade to v2 killed amid its content writes
+/// (past the pending records and the snapshot's move), v1 pinned again.
+struct KilledUpgrade {
+    two: Two,
+    _dir: tempfile::TempDir,
+    project: camino::Utf8PathBuf,
+    before: BTreeMap<String, String>,
+    /// The integrity check's report on v1's tree.
+    healthy: String,
+}
+
+/// The integrity check's report on `project`, as text.
+fn integrity(project: &Utf8Path) -> String {
+    format!(
+        "{:?}",
+        aibox_provenance::integrity(project.as_std_path()).unwrap()
+    )
+}
+
+impl KilledUpgrade {
+    fn new() -> Self {
+        let two = two_releases();
+        let (dir, project) = common::empty_project();
+        fs_err::write(project.join("aibox.toml"), &two.v1).unwrap();
+        apply(&project, &common::apply_opts(Some(&two.cache))).unwrap();
+        let k = Self {
+            before: tree(&project),
+            healthy: integrity(&project),
+            two,
+            _dir: dir,
+            project,
+        };
+        fs_err::write(k.project.join("aibox.toml"), &k.two.v2).unwrap();
+        assert!(!k.apply_killed_at(40), "the upgrade ran to its end");
+        assert!(k.project.join(".aibox/pending-processkit.toml").is_file());
+        assert_ne!(tree(&k.project), k.before, "the killed run changed nothing");
+        fs_err::write(k.project.join("aibox.toml"), &k.two.v1).unwrap();
+        k
+    }
+
+    /// An apply in a child killed after `n` writes; `true` when it ran to its end.
+    fn apply_killed_at(&self, n: u32) -> bool {
+        common::apply_in_child_killed_at(
+            &[
+                (CHILD_ROOT, self.project.as_str()),
+                (CHILD_CACHE, self.two.cache.as_str()),
+            ],
+            n,
+        )
+    }
+
+    /// The paths whose contents differ from the tree before the upgrade, after an apply.
+    fn differs_after_apply(&self) -> Vec<String> {
+        apply(&self.project, &common::apply_opts(Some(&self.two.cache))).unwrap();
+        let after = tree(&self.project);
+        let before = &self.before;
+        before
+            .keys()
+            .chain(after.keys())
+            .filter(|k| before.get(*k) != after.get(*k))
+            .cloned()
+            .collect()
+    }
+}
+
 /// An upgrade killed halfway, then the previous version pinned again (QA26): the apply
 /// undoes what the killed run wrote, from its intent record and its release in the
 /// download cache, and ends in the tree the project had before the upgrade, no file of
 /// the newer release kept as a local edit; the integrity check agrees.
 #[test]
 fn pinning_back_after_a_killed_upgrade_restores_the_tree_before_it() {
-    let Two {
-        _dirs,
-        cache,
-        v1,
-        v2,
-        ..
-    } = two_releases();
-    let (_p, project) = common::empty_project();
-    fs_err::write(project.join("aibox.toml"), &v1).unwrap();
-    apply(&project, &common::apply_opts(Some(&cache))).unwrap();
-    let before = tree(&project);
-    let healthy = format!(
-        "{:?}",
-        aibox_provenance::integrity(project.as_std_path()).unwrap()
-    );
-    fs_err::write(project.join("aibox.toml"), &v2).unwrap();
-    // Past the pending records and the snapshot's move, amid the content writes.
-    let killed = !common::apply_in_child_killed_at(
-        &[
-            (CHILD_ROOT, project.as_str()),
-            (CHILD_CACHE, cache.as_str()),
-        ],
-        40,
-    );
-    assert!(killed, "the upgrade ran to its end");
-    assert!(project.join(".aibox/pending-processkit.toml").is_file());
-    assert_ne!(tree(&project), before, "the killed run changed nothing");
-
-    fs_err::write(project.join("aibox.toml"), &v1).unwrap();
-    apply(&project, &common::apply_opts(Some(&cache))).unwrap();
-    let after = tree(&project);
-    let differs: Vec<&String> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|k| before.get(*k) != after.get(*k))
-        .collect();
+    let k = KilledUpgrade::new();
+    let differs = k.differs_after_apply();
     assert!(differs.is_empty(), "{differs:?}");
-    assert_eq!(
-        format!(
-            "{:?}",
-            aibox_provenance::integrity(project.as_std_path()).unwrap()
-        ),
-        healthy
-    );
+    assert_eq!(integrity(&k.project), k.healthy);
 }
 
 /// The apply that undoes a killed upgrade killed in turn, at points spread over its own
@@ -438,29 +463,9 @@ fn pinning_back_after_a_killed_upgrade_restores_the_tree_before_it() {
 /// undo's own record alone, those files looked like local edits and stayed.
 #[test]
 fn an_undo_of_a_killed_upgrade_killed_in_turn_still_restores_the_tree_before_it() {
-    let Two {
-        _dirs,
-        cache,
-        v1,
-        v2,
-        ..
-    } = two_releases();
-    let (_p, project) = common::empty_project();
-    fs_err::write(project.join("aibox.toml"), &v1).unwrap();
-    apply(&project, &common::apply_opts(Some(&cache))).unwrap();
-    let before = tree(&project);
-    let envs = [
-        (CHILD_ROOT, project.as_str()),
-        (CHILD_CACHE, cache.as_str()),
-    ];
-    fs_err::write(project.join("aibox.toml"), &v2).unwrap();
-    assert!(
-        !common::apply_in_child_killed_at(&envs, 40),
-        "the upgrade ran to its end"
-    );
+    let k = KilledUpgrade::new();
     let (_s, saved) = common::empty_project();
-    copy_tree(&project, &saved);
-    fs_err::write(project.join("aibox.toml"), &v1).unwrap();
+    copy_tree(&k.project, &saved);
     let mut undone_at = Vec::new();
     // Kill points spread over the undo's writes, denser at its start (its own record,
     // the first restores and removals; later ones land in the snapshot's rewrite), until
@@ -468,22 +473,15 @@ fn an_undo_of_a_killed_upgrade_killed_in_turn_still_restores_the_tree_before_it(
     let mut n = 0;
     loop {
         n = n * 3 + 2;
-        fs_err::remove_dir_all(&project).unwrap();
-        fs_err::create_dir(&project).unwrap();
-        copy_tree(&saved, &project);
-        fs_err::write(project.join("aibox.toml"), &v1).unwrap();
-        if common::apply_in_child_killed_at(&envs, n) {
+        fs_err::remove_dir_all(&k.project).unwrap();
+        fs_err::create_dir(&k.project).unwrap();
+        copy_tree(&saved, &k.project);
+        if k.apply_killed_at(n) {
             break;
         }
-        apply(&project, &common::apply_opts(Some(&cache))).unwrap();
-        let after = tree(&project);
-        let differs: Vec<&String> = before
-            .keys()
-            .chain(after.keys())
-            .filter(|k| before.get(*k) != after.get(*k))
-            .collect();
-        if !differs.is_empty() {
-            undone_at.push((n, differs.len(), differs[0].clone()));
+        let differs = k.differs_after_apply();
+        if let Some(first) = differs.first() {
+            undone_at.push((n, differs.len(), first.clone()));
         }
     }
     assert!(
