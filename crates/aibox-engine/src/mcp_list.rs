@@ -122,6 +122,25 @@ pub(crate) fn servers_planned(
         }
         _ => effective_servers(&servers, &opts),
     };
+    // A server of a skill added by hand is registered as processkit's are, after the
+    // skill review judged it as third-party: said, since its origin reads `processkit`.
+    if let ProcesskitState::Resolved(release) = &resolved.processkit {
+        for s in &mut effective {
+            let skill = release
+                .hand_added
+                .iter()
+                .find(|(_, servers)| servers.iter().any(|x| x.name == s.name));
+            if let (aibox_mcp_registration::Origin::Processkit, Some((skill, _))) =
+                (s.origin, skill)
+            {
+                s.notes.push(format!(
+                    "from `{}`, a skill added by hand (the release does not ship it): \
+                     reviewed as third-party",
+                    skill.dir
+                ));
+            }
+        }
+    }
     // A team server the last `apply` left out is in no harness file, whatever the
     // configuration says: shown with apply's reason.
     if let Some(ledger) = &ledger {

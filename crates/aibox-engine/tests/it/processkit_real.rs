@@ -316,6 +316,30 @@ fn only_the_reviewed_server_configuration_of_a_hand_added_skill_registers() {
         mcp.contains("processkit-net-fetch"),
         "the reviewed server registers: {mcp}"
     );
+    // `mcp list` says where it comes from: its origin reads `processkit`.
+    let resolved = aibox_engine::resolve(&root, &options(&cache).plan).unwrap();
+    let list = aibox_engine::mcp_list_resolved(&resolved).unwrap();
+    let row = list
+        .servers
+        .iter()
+        .find(|s| s.name == "processkit-net-fetch")
+        .unwrap();
+    assert!(
+        row.notes
+            .iter()
+            .any(|n| n
+                .starts_with("from `context/skills/engineering/net-fetch`, a skill added by hand")),
+        "{:?}",
+        row.notes
+    );
+    assert!(
+        list.servers
+            .iter()
+            .filter(|s| s.name != "processkit-net-fetch")
+            .all(|s| s.notes.iter().all(|n| !n.contains("added by hand"))),
+        "{:?}",
+        list.servers
+    );
     // QA29 r9: edited after the consent, the skill is refused, and the refusal says that
     // the earlier registration is still there (the harnesses start the edited code).
     let server_py = dir.join("mcp/server.py");
