@@ -185,6 +185,22 @@ fn warn_changed_skills(
     deleted
 }
 
+/// For the write of a migration document: the removal of its parked copies' folder,
+/// whose planned copies the removal leaves. A document brought up to date (the same
+/// upgrade made again while it is pending) then drops the copy of a conflict gone since.
+fn plan_stale_parked_copies(w: &FileWrite, plan: &mut PlanBuilder) -> Result<(), EngineError> {
+    let pending = aibox_provenance::migration::PENDING_DIR;
+    if let Some(id) = w
+        .path
+        .as_str()
+        .strip_prefix(pending)
+        .and_then(|rest| rest.strip_prefix('/')?.strip_suffix(".md"))
+    {
+        plan.remove_tree(format!("{pending}/{id}.upstream"))?;
+    }
+    Ok(())
+}
+
 /// Adds the processkit content files (and its lock section) to the plan, from the
 /// release [`crate::resolve()`] fetched and verified.
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
@@ -270,6 +286,7 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         }
     }
     for w in install.migration.take().into_iter().flatten() {
+        plan_stale_parked_copies(&w, plan)?;
         let content = w.path.as_str().contains(".upstream/");
         add(plan, w, content)?;
     }

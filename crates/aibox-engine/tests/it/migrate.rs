@@ -707,10 +707,16 @@ fn a_pin_moved_back_is_a_downgrade_and_leaves_the_earlier_migration_stale() {
 #[test]
 fn an_upgrade_made_again_reuses_its_pending_migration() {
     let u = Upgraded::new();
+    assert!(u.parked(&u.skill).is_file());
     std::thread::sleep(std::time::Duration::from_millis(1100));
     u.upgrade_to(&u.v1);
+    // The skill's edit undone meanwhile: made again, the upgrade meets no conflict there,
+    // and the brought-up-to-date document's folder keeps no parked copy of it.
+    fs_err::write(u.root.join(&u.skill), &u.v1.files[&u.skill].0).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let again = u.upgrade_to(&u.v2);
+    assert!(!u.parked(&u.skill).exists(), "{:?}", u.parked_copies());
+    assert!(u.parked("AGENTS.md").is_file(), "{:?}", u.parked_copies());
     let ids: Vec<&str> = again
         .pending_migrations
         .iter()
