@@ -199,7 +199,7 @@ fn is_legacy_repository(repository: &str) -> bool {
 /// (a tampered lock, a failing step), and each such image held a whole tool image's
 /// layers once its tests removed their own (1.5 GB after one `cargo xtask ci`).
 pub(super) fn failed_builds(podman: &Podman, since: i64) -> Result<Vec<String>, String> {
-    let text = podman_ok(
+    let text = listing(
         podman,
         &["images", "--filter", "dangling=true", "--format", "json"],
     )?;
@@ -241,16 +241,22 @@ pub(super) fn remove_images(podman: &Podman, images: &[impl AsRef<str>]) -> Resu
 
 /// Every name of every image in the store, `REPOSITORY:TAG` a line.
 fn image_names(podman: &Podman) -> Result<String, String> {
-    let list = || podman_ok(podman, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    listing(podman, &["images", "--format", "{{.Repository}}:{{.Tag}}"])
+}
+
+/// The output of the image listing `podman ARGS`, tried again while the store changes
+/// under it.
+fn listing(podman: &Podman, args: &[&str]) -> Result<String, String> {
     // Podman 4.3 fails the whole listing when another process removes or writes an image
     // while it reads ("image not known", "layer not known", an image whose "manifest"
     // "does not exist" yet or any more); the next listing no longer sees it. While
     // end-to-end tests build and clean up beside it, three quick tries in a row all
-    // failed (ci71): wait a little between tries.
+    // failed (ci71): wait a little between tries. The dangling listing of failed builds
+    // met it too (ci106).
     let changing = |e: &str| e.contains(" not known") || e.contains("does not exist");
     let mut tries = 1;
     loop {
-        match list() {
+        match podman_ok(podman, args) {
             Err(e) if tries < 10 && changing(&e) => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(200));
