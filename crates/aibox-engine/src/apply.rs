@@ -387,12 +387,7 @@ fn processkit_scan_is_stale(
 /// run an undo in their chain undid; a file it was replacing may need no write now).
 fn undone_writes(resolved: &crate::resolve::Resolved) -> impl Iterator<Item = &Utf8Path> {
     let undone = match &resolved.processkit {
-        crate::resolve::ProcesskitState::Resolved(r) => r.scan.abandoned.as_ref().or_else(|| {
-            r.scan
-                .interrupted
-                .as_ref()
-                .and_then(|i| i.undoes.as_deref())
-        }),
+        crate::resolve::ProcesskitState::Resolved(r) => r.scan.undone(),
         _ => None,
     };
     std::iter::once(Utf8Path::new(PENDING_LOCK)).chain(

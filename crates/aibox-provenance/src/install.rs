@@ -845,6 +845,15 @@ fn restore_own(action: Action, actual: Live, planned: Live, upstream: Option<Sha
     }
 }
 
+/// The unfinished run being undone: the abandoned one, or the one a resumed undo was
+/// undoing (kept in its record, [`Intent::undoes`]).
+fn undone_of<'a>(
+    interrupted: Option<&'a Intent>,
+    abandoned: Option<&'a Intent>,
+) -> Option<&'a Intent> {
+    abandoned.or_else(|| interrupted.and_then(|i| i.undoes.as_deref()))
+}
+
 /// The record of an interrupted run as the plan takes it: resumed when it still applies
 /// ([`applicable`]), else undone when that run started from the marker in place (it
 /// never finished); ignored otherwise.
@@ -1413,6 +1422,19 @@ pub struct LiveScan {
     pub fingerprint: String,
 }
 
+impl LiveScan {
+    /// The unfinished run whose record the plan classifies with: resumed, else undone.
+    pub fn own(&self) -> Option<&Intent> {
+        self.interrupted.as_ref().or(self.abandoned.as_ref())
+    }
+
+    /// The unfinished run being undone: [`Self::abandoned`], or the one the resumed run
+    /// was undoing ([`Intent::undoes`]).
+    pub fn undone(&self) -> Option<&Intent> {
+        undone_of(self.interrupted.as_ref(), self.abandoned.as_ref())
+    }
+}
+
 /// The selection and the marker as the plan sees them.
 struct Basis<'a> {
     selection: crate::catalog::Selection,
@@ -1566,12 +1588,12 @@ pub fn scan(
             // No thread could be started, or it died: hashed here.
             (None, _) => install_hash_streamed(&release.payload, &b.new_set)?,
         };
-        // The run being undone: the abandoned one, or the one a resumed undo undoes.
-        let undone = abandoned
-            .as_ref()
-            .or_else(|| interrupted.as_ref().and_then(|i| i.undoes.as_deref()));
-        let (migration_ids, abandoned_migration) =
-            migration_ids(root, b.old, &release.version, undone);
+        let (migration_ids, abandoned_migration) = migration_ids(
+            root,
+            b.old,
+            &release.version,
+            undone_of(interrupted.as_ref(), abandoned.as_ref()),
+        );
         Ok(LiveScan {
             marker_sha256,
             parsed_marker: None,
@@ -1718,7 +1740,7 @@ pub fn plan_scanned(
         &b.new_set,
         b.old,
         &live.files,
-        resume.or(live.abandoned.as_ref()),
+        live.own(),
         &mut warnings,
     )?;
     // The record stays as its two tables until it is written, line by line, into its
@@ -1734,18 +1756,14 @@ pub fn plan_scanned(
         removals: t.intent_removals,
         // The run this plan undoes, kept with its own record; a resumed plan keeps what
         // the interrupted one undid.
-        undoes: match (resume, live.abandoned.as_ref()) {
-            (Some(resumed), _) => resumed.undoes.clone(),
-            (None, abandoned) => abandoned.cloned().map(Box::new),
-        },
+        undoes: live.undone().cloned().map(Box::new),
     };
     // The snapshot of this version, when missing or from another release.
     let snap_dir = format!("{SNAPSHOT_DIR}/{}", release.version);
-    let unfinished = live.interrupted.is_some() || live.abandoned.is_some();
     let snapshot = if snapshot_current(
         release,
         live.snapshot_provenance,
-        b.same_release && !unfinished,
+        b.same_release && live.own().is_none(),
     ) {
         None
     } else {
