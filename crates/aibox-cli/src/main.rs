@@ -24,6 +24,9 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     render::install_miette_hook(cli.global.color);
+    // Ctrl-C during an image build is handled (the build's leftovers removed, exit 130);
+    // anywhere else it ends aibox as before. Without the handler it only ends aibox.
+    let _ = aibox_runtime::interrupt::install();
     let exit = match commands::run(&cli) {
         Ok(exit) => exit.into(),
         Err(failure) => {

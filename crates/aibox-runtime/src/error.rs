@@ -91,15 +91,15 @@ pub enum RuntimeError {
         output: String,
     },
 
-    /// The image build was interrupted (Ctrl-C): the builder ended by `SIGINT`, or a
-    /// step did (exit status 130).
+    /// The image build was interrupted (Ctrl-C): aibox saw the signal (see
+    /// [`crate::interrupt`]), the builder ended by `SIGINT`, or a step did (exit status
+    /// 130). The working containers a Podman build leaves then are removed first.
     #[error("building image `{image}` was interrupted{step}")]
     #[diagnostic(
         code(aibox::runtime::interrupted),
         help(
-            "nothing is wrong with the step: run `aibox up` again to build it. An interrupted \
-             Podman build can leave working containers behind (`podman ps -a --external`); \
-             `podman rm -f` them if `podman rmi` says the image is in use"
+            "nothing is wrong with the step: run `aibox up` again to build it (the steps \
+             done before it come from the engine's cache)"
         )
     )]
     Interrupted {

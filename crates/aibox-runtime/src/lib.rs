@@ -9,10 +9,12 @@
 //! server starts (the stdio handshake, bounded), in the container through
 //! [`Runtime::exec_command`] or anywhere else.
 
+mod build_leftovers;
 mod build_log;
 pub mod detect;
 mod error;
 pub mod fingerprint;
+pub mod interrupt;
 mod lifecycle;
 pub mod mcp_probe;
 mod process;

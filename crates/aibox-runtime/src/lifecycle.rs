@@ -15,6 +15,7 @@ use aibox_config::layout;
 use camino::Utf8PathBuf;
 use serde::Serialize;
 
+use crate::build_leftovers::{self, BuildTrace};
 use crate::build_log::{self, BuildLog, BuildStep};
 use crate::detect::{ComposeKind, DetectEnv, Detected, Engine, detect};
 use crate::error::RuntimeError;
@@ -471,14 +472,25 @@ impl Runtime {
                 cmd.arg("--build-arg").arg(arg);
             }
             let mut log = BuildLog::default();
+            let mut trace = BuildTrace::default();
+            // Ctrl-C reaches the builder too; held, it does not end aibox before the
+            // build's leftovers are removed (see `crate::interrupt`).
+            let hold = crate::interrupt::hold();
             let done = process::run(cmd, self.timeouts.build, &mut |_, line| {
                 progress(&Event::Output {
                     line: line.to_owned(),
                 });
+                trace.line(line, unix_now);
                 if let Some(step) = log.line(line) {
                     progress(&Event::Step(step));
                 }
             })?;
+            let by_user = hold.interrupted();
+            drop(hold);
+            if by_user {
+                self.remove_build_leftovers(trace, progress);
+                return Err(interrupted_at(target, &log));
+            }
             if done.success()
                 && !log.says_failed()
                 && self
@@ -488,7 +500,13 @@ impl Runtime {
             {
                 return Ok(());
             }
-            if again && build_log::store_changed_under(&done.tail) && !interrupted(&done) {
+            // Ctrl-C seen by the builder alone (aibox did not install its handler, or
+            // it ignores SIGINT, as background jobs do).
+            if interrupted(&done) {
+                self.remove_build_leftovers(trace, progress);
+                return Err(interrupted_at(target, &log));
+            }
+            if again && build_log::store_changed_under(&done.tail) {
                 again = false;
                 progress(&Event::Note {
                     line: "an image the build was reading was removed meanwhile (by another \
@@ -1154,6 +1172,49 @@ impl Runtime {
         })
     }
 
+    /// Removes the working containers a Podman build that Ctrl-C ended left behind (see
+    /// [`crate::build_leftovers`]), and says so. Best effort: the interruption is the
+    /// error to report, so a failure here is a note with the commands to run instead.
+    fn remove_build_leftovers(&self, mut trace: BuildTrace, progress: Progress<'_>) {
+        if self.detected.engine.engine != Engine::Podman || trace.is_empty() {
+            return;
+        }
+        let quiet = &mut |_: Stream, _: &str| {};
+        for base in trace.bases() {
+            let mut cmd = self.engine_cmd();
+            cmd.args(["image", "inspect", "--format", "{{.Id}}", &base]);
+            if let Ok(done) = process::run(cmd, self.timeouts.query, quiet)
+                && done.success()
+            {
+                trace.resolve(&base, &done.stdout);
+            }
+        }
+        let mut cmd = self.engine_cmd();
+        cmd.args(["ps", "--all", "--external", "--format", "json"]);
+        let found = process::run(cmd, self.timeouts.query, quiet)
+            .ok()
+            .filter(process::Finished::success)
+            .and_then(|done| build_leftovers::leftovers(&done.stdout, &trace).ok());
+        let removed = found.as_ref().is_some_and(|ids| {
+            ids.is_empty() || {
+                let mut cmd = self.engine_cmd();
+                cmd.args(["rm", "--force"]).args(ids);
+                process::run(cmd, self.timeouts.stop, quiet).is_ok_and(|d| d.success())
+            }
+        });
+        let line = match (&found, removed) {
+            (Some(ids), true) if ids.is_empty() => return,
+            (Some(ids), true) => format!(
+                "removed the {} working container(s) the interrupted build left behind",
+                ids.len()
+            ),
+            _ => "the interrupted build may have left working containers behind: \
+                  `podman ps --all --external` lists them, `podman rm --force ID` removes one"
+                .to_owned(),
+        };
+        progress(&Event::Note { line });
+    }
+
     /// Removes the image `id` a rebuild replaced (or the one a recreated container ran,
     /// see [`Self::up`]) when no tag names it any more (each rebuild left one behind, a
     /// gigabyte or more: QA24); `what` says which, in the note. One that a tag still names is
@@ -1681,16 +1742,27 @@ fn interrupted(done: &process::Finished) -> bool {
         || build_log::stopped_silently(&done.tail)
 }
 
+/// The error for a build Ctrl-C ended, at the step it was in.
+fn interrupted_at(target: &Target, log: &BuildLog) -> RuntimeError {
+    RuntimeError::Interrupted {
+        image: target.image.clone(),
+        step: log
+            .failing_step()
+            .map_or_else(String::new, |s| format!(" at {s}")),
+    }
+}
+
+/// Seconds since the epoch, as the engine dates what it creates.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// The error for a failed build: the image, the failing step, the likely cause and the
 /// last lines of output (or that Ctrl-C stopped it).
 fn build_failed(target: &Target, log: &BuildLog, done: &process::Finished) -> RuntimeError {
     let step = log.failing_step();
-    if interrupted(done) {
-        return RuntimeError::Interrupted {
-            image: target.image.clone(),
-            step: step.map_or_else(String::new, |s| format!(" at {s}")),
-        };
-    }
     // A step from `Dockerfile.local` is the user's to fix; engines print it verbatim.
     let in_local = step.is_some_and(|s| {
         let local = target.root.join(aibox_config::layout::DOCKERFILE_LOCAL);

@@ -880,6 +880,141 @@ fn an_unpullable_base_image_fails_at_the_first_step(podman: &Podman, root: &Utf8
     );
 }
 
+/// `cmd` started as a terminal's foreground job would be: a process group of its own,
+/// `SIGINT` at its default (a background shell would pass it on ignored), stderr read on a
+/// thread, line by line, into the returned channel.
+fn spawn_as_foreground_job(
+    base: &Command,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::io::BufRead as _;
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = Command::new("env");
+    cmd.arg("--default-signal=INT")
+        .arg(base.get_program())
+        .args(base.get_args());
+    for (key, value) in base.get_envs() {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx, reader)
+}
+
+/// Sends Ctrl-C to the process group of `child` (see [`spawn_as_foreground_job`]) and
+/// waits for it to end; kills the group and fails after two minutes.
+fn ctrl_c(child: &mut std::process::Child, seen: &[String]) -> std::process::ExitStatus {
+    let group = format!("-{}", child.id());
+    let sent = Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > Duration::from_mins(2) {
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            panic!("no stop after Ctrl-C: {}", seen.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Ctrl-C during the image build, as a terminal sends it to its foreground job: `up`
+/// stops the build, removes the working containers Podman leaves of it (one per step,
+/// each holding a layer), and exits with 130 naming the step; no container is started.
+/// Without aibox's handling it died of the signal at once and left them all (14 after
+/// one interrupted `up`).
+#[test]
+fn ctrl_c_during_the_build_stops_up_and_removes_its_working_containers() {
+    let podman = Podman::ready();
+    let p = TestProject::init(&podman, "ctrlc", "claude");
+    let root = &p.root;
+    ok(aibox(&podman, root).arg("apply"));
+    let local = root.join(".devcontainer/Dockerfile.local");
+    let mut text = fs_err::read_to_string(&local).unwrap();
+    // A step of this test's own (an image no other build makes), then one that waits.
+    text.push_str(&["RUN echo ", &p.name, " > /etc/aibox-ctrl-c\n"].concat());
+    text.push_str("RUN echo waiting-for-ctrl-c; sleep 600\n");
+    fs_err::write(&local, text).unwrap();
+    ok(aibox(&podman, root).arg("apply"));
+
+    let (mut child, rx, reader) = spawn_as_foreground_job(aibox(&podman, root).args(["-v", "up"]));
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_mins(15);
+    while !lines
+        .iter()
+        .any(|l: &String| l.contains("| waiting-for-ctrl-c"))
+    {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => lines.push(line),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no sign of the waiting step ({e}): {}", lines.join("\n"));
+            }
+        }
+    }
+    // The step runs: Ctrl-C.
+    std::thread::sleep(Duration::from_secs(2));
+    let status = ctrl_c(&mut child, &lines);
+    reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    let all = lines.join("\n");
+    assert_eq!(status.code(), Some(130), "{status:?}: {all}");
+    for needle in [
+        "aibox::runtime::interrupted",
+        "RUN echo waiting-for-ctrl-c",
+        "working container(s) the interrupted build left behind",
+    ] {
+        assert!(all.contains(needle), "{needle}: {all}");
+    }
+    assert!(
+        podman.inspect_container(&p.container).is_none(),
+        "no container started"
+    );
+    // The waiting step's working container was made from this test's own step's image,
+    // the last one the build printed (other tests' builds beside it share the others).
+    let step_image = lines
+        .iter()
+        .filter_map(|l| l.trim().strip_prefix("| --> "))
+        .rfind(|id| id.len() >= 11 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap_or_else(|| panic!("no step image: {all}"));
+    let listed = podman.run(&["ps", "--all", "--external", "--format", "json"]);
+    assert!(listed.status.success(), "{}", show(&listed));
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&listed.stdout).unwrap();
+    let left: Vec<&serde_json::Value> = listed
+        .iter()
+        .filter(|c| {
+            c["ImageID"]
+                .as_str()
+                .is_some_and(|i| i.trim_start_matches("sha256:").starts_with(step_image))
+        })
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}\n{all}");
+}
+
 /// `status --output json` field `key` as a bool.
 fn status_flag(podman: &Podman, root: &Utf8Path, key: &str) -> bool {
     let status = status_json(podman, root);
