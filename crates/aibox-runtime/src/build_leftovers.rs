@@ -5,28 +5,32 @@
 //! previous step's image and removes them all at the end; when Ctrl-C ends `podman build`
 //! they stay, one per step, in the `storage` state, listed only by `podman ps -a
 //! --external`. Which are this build's is read from what it printed, and when: the `FROM`
-//! image at the start, then each step's image (`--> 751868356d7`, `--> Using cache
-//! 7518…`), the next step's container being made from it at once. Another build beside
+//! image, then each step's image (`--> 751868356d7`, after `--> Using cache 7518…`), the
+//! next step's container being made from it before that step's `STEP` line or just after
+//! (rootless Podman took 6 to 12 s between the two for a cached step). Another build beside
 //! this one (another project's `up`) runs from the same cached images, but makes its
-//! containers when it reaches those steps: for each image it printed this build claims
-//! one container, made from that image within seconds of the line, the nearest.
+//! containers when it reaches those steps: for each image it printed this build claims one
+//! container made from it in that span, the one nearest its start.
 
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-/// Seconds around the line naming an image in which the build made its container from
-/// it: the engine dates containers to the second, and the line reaches aibox through a
-/// pipe (and podman-compose) a moment after.
-const SLACK: std::ops::RangeInclusive<i64> = -2..=3;
+/// Seconds of slack around the span in which the build made a container: the engine
+/// dates containers to the second, and a line reaches aibox through a pipe (and
+/// podman-compose) a moment after it was printed.
+const SLACK: i64 = 2;
 
-/// An image a build ran a step from, and when aibox read the line naming it.
+/// An image a build ran a step from, and when: from the line naming it until the next
+/// `STEP` line (the build's end when none came).
 #[derive(Debug)]
 struct Seen {
     /// An image ID (short or long), or a `FROM` reference until it is resolved.
     image: Image,
     /// Seconds since the epoch.
     at: i64,
+    /// Seconds since the epoch; `None` while no later `STEP` line came.
+    until: Option<i64>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -45,30 +49,41 @@ impl BuildTrace {
     /// Reads one line of the build's output, read at `now` (seconds since the epoch).
     pub(crate) fn line(&mut self, line: &str, now: impl FnOnce() -> i64) {
         let line = line.trim();
-        let image = if let Some(rest) = line.strip_prefix("--> ") {
-            if rest.starts_with("Using cache ") {
-                // The short ID follows on a line of its own.
-                return;
-            }
+        if let Some(rest) = line.strip_prefix("--> ") {
+            // A cache hit's long ID: the short one follows on a line of its own.
             let id = rest.trim();
-            // Shorter than Podman's 11 characters would match too much.
-            if id.len() < 11 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if rest.starts_with("Using cache ")
+                // Shorter than Podman's 11 characters would match too much.
+                || id.len() < 11
+                || !id.bytes().all(|b| b.is_ascii_hexdigit())
+            {
                 return;
             }
-            Image::Id(id.to_ascii_lowercase())
+            self.seen.push(Seen {
+                image: Image::Id(id.to_ascii_lowercase()),
+                at: now(),
+                until: None,
+            });
         } else if let Some((_, instruction)) = line
             .strip_prefix("STEP ")
             .and_then(|rest| rest.split_once(": "))
-            && let Some(from) = instruction
+        {
+            let at = now();
+            for open in self.seen.iter_mut().filter(|s| s.until.is_none()) {
+                open.until = Some(at);
+            }
+            if let Some(from) = instruction
                 .strip_prefix("FROM ")
                 .or_else(|| instruction.strip_prefix("from "))
-            && let Some(image) = from.split_whitespace().next()
-        {
-            Image::Base(image.to_owned())
-        } else {
-            return;
-        };
-        self.seen.push(Seen { image, at: now() });
+                && let Some(image) = from.split_whitespace().next()
+            {
+                self.seen.push(Seen {
+                    image: Image::Base(image.to_owned()),
+                    at,
+                    until: None,
+                });
+            }
+        }
     }
 
     /// The `FROM` references not resolved yet (see [`Self::resolve`]).
@@ -114,13 +129,18 @@ struct Listed {
 }
 
 /// The IDs of the working containers of `trace`'s build in `listing` (the JSON of
-/// `podman ps -a --external --format json`): made by Buildah, in the `storage` state,
-/// for each image the build printed, the one made from it nearest the time the line was
-/// read, within [`SLACK`].
+/// `podman ps -a --external --format json`), the build having ended at `ended` (seconds
+/// since the epoch): made by Buildah, in the `storage` state, for each image the build
+/// printed the one made from it in the span it was at that step (with [`SLACK`]), the
+/// nearest the span's start.
 ///
 /// # Errors
 /// The listing is not that JSON.
-pub(crate) fn leftovers(listing: &str, trace: &BuildTrace) -> Result<Vec<String>, String> {
+pub(crate) fn leftovers(
+    listing: &str,
+    trace: &BuildTrace,
+    ended: i64,
+) -> Result<Vec<String>, String> {
     let listed: Vec<Listed> = serde_json::from_str(listing).map_err(|e| e.to_string())?;
     let mut candidates: Vec<Listed> = listed
         .into_iter()
@@ -134,6 +154,7 @@ pub(crate) fn leftovers(listing: &str, trace: &BuildTrace) -> Result<Vec<String>
         let Image::Id(id) = &seen.image else {
             continue;
         };
+        let span = seen.at - SLACK..=seen.until.unwrap_or(ended) + SLACK;
         let nearest = candidates
             .iter()
             .enumerate()
@@ -142,9 +163,7 @@ pub(crate) fn leftovers(listing: &str, trace: &BuildTrace) -> Result<Vec<String>
                     .image_id
                     .trim_start_matches("sha256:")
                     .to_ascii_lowercase();
-                !image.is_empty()
-                    && image.starts_with(id.as_str())
-                    && SLACK.contains(&(c.created - seen.at))
+                !image.is_empty() && image.starts_with(id.as_str()) && span.contains(&c.created)
             })
             .min_by_key(|(_, c)| (c.created - seen.at).abs())
             .map(|(i, _)| i);
@@ -163,16 +182,19 @@ mod tests {
     /// with the second (since the epoch) each line came.
     const OUTPUT: &[(i64, &str)] = &[
         (1000, "STEP 1/4: FROM localhost/aibox-test-base:bookworm"),
-        (1000, "STEP 2/4: USER root"),
+        (1007, "STEP 2/4: USER root"),
         (
-            1000,
+            1007,
             "--> Using cache 751868356d7d7e890f771fca9901015a272735e6d7e89472c446efa811d50a2e",
         ),
-        (1000, "--> 751868356d7"),
-        (1000, "STEP 3/4: RUN echo hi > /x"),
+        (1007, "--> 751868356d7"),
+        // Rootless Podman: the next step's container done seconds after the ID came.
+        (1015, "STEP 3/4: RUN echo hi > /x"),
         (1030, "--> 7e871f6e657"),
-        (1030, "STEP 4/4: RUN sleep 20"),
+        (1031, "STEP 4/4: RUN sleep 20"),
     ];
+    /// Ctrl-C came then.
+    const ENDED: i64 = 1060;
     const BASE: &str = "sha256:018796c7673b95a7b7e4ad665e2a0028dc33057016283bb744445e94b8825f19";
     const USER_ROOT: &str = "751868356d7d7e890f771fca9901015a272735e6d7e89472c446efa811d50a2e";
 
@@ -205,20 +227,24 @@ mod tests {
                 // Another build from the same cached images, 20 s later.
                 entry("b0", base, 1020, "storage", "buildah"),
                 entry("b1", USER_ROOT, 1021, "storage", "buildah"),
-                // This build's: from the base, from step 2's image, from step 3's.
-                entry("a1", base, 1000, "storage", "buildah"),
-                entry("a2", USER_ROOT, 1001, "storage", "buildah"),
+                // This build's: from the base, from step 2's image (just before its next
+                // step's line), from step 3's.
+                entry("a1", base, 1001, "storage", "buildah"),
+                entry("a2", USER_ROOT, 1014, "storage", "buildah"),
                 entry("a3", "7e871f6e6579aa", 1031, "Storage", "buildah"),
                 // One of the same image left by an earlier build.
                 entry("c1", USER_ROOT, 900, "storage", "buildah"),
                 // A container of the engine's own, not Buildah's.
-                entry("d1", USER_ROOT, 1000, "running", "sleep"),
+                entry("d1", USER_ROOT, 1008, "running", "sleep"),
             ]
             .join(",")
         );
-        assert_eq!(leftovers(&listing, &trace()).unwrap(), ["a1", "a2", "a3"]);
-        assert!(leftovers("[]", &trace()).unwrap().is_empty());
-        assert!(leftovers("not json", &trace()).is_err());
+        assert_eq!(
+            leftovers(&listing, &trace(), ENDED).unwrap(),
+            ["a1", "a2", "a3"]
+        );
+        assert!(leftovers("[]", &trace(), ENDED).unwrap().is_empty());
+        assert!(leftovers("not json", &trace(), ENDED).is_err());
     }
 
     #[test]
@@ -230,7 +256,7 @@ mod tests {
             entry("a1", base, 1000, "storage", "buildah"),
             entry("b1", base, 1000, "storage", "buildah")
         );
-        let claimed = leftovers(&listing, &trace()).unwrap();
+        let claimed = leftovers(&listing, &trace(), ENDED).unwrap();
         assert_eq!(claimed.len(), 1, "{claimed:?}");
     }
 
@@ -242,6 +268,6 @@ mod tests {
         trace.line("STEP 1/1: RUN true", || 0);
         assert!(trace.is_empty());
         let listing = format!("[{}]", entry("a1", USER_ROOT, 0, "storage", "buildah"));
-        assert!(leftovers(&listing, &trace).unwrap().is_empty());
+        assert!(leftovers(&listing, &trace, 0).unwrap().is_empty());
     }
 }

@@ -1194,7 +1194,7 @@ impl Runtime {
         let found = process::run(cmd, self.timeouts.query, quiet)
             .ok()
             .filter(process::Finished::success)
-            .and_then(|done| build_leftovers::leftovers(&done.stdout, &trace).ok());
+            .and_then(|done| build_leftovers::leftovers(&done.stdout, &trace, unix_now()).ok());
         let removed = found.as_ref().is_some_and(|ids| {
             ids.is_empty() || {
                 let mut cmd = self.engine_cmd();
