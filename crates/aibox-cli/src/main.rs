@@ -25,8 +25,8 @@ fn main() -> ExitCode {
     };
     render::install_miette_hook(cli.global.color);
     // Ctrl-C during an image build is handled (the build's leftovers removed, exit 130);
-    // anywhere else it ends aibox as before. Without the handler it only ends aibox.
-    let _ = aibox_runtime::interrupt::install();
+    // anywhere else it ends aibox as before. Registered only once a build starts.
+    aibox_runtime::interrupt::install();
     let exit = match commands::run(&cli) {
         Ok(exit) => exit.into(),
         Err(failure) => {

@@ -125,13 +125,12 @@ pub(crate) fn servers_planned(
     // A server of a skill added by hand is registered as processkit's are, after the
     // skill review judged it as third-party: said, since its origin reads `processkit`.
     if let ProcesskitState::Resolved(release) = &resolved.processkit {
-        for s in &mut effective {
-            let skill = release
+        let processkit = aibox_mcp_registration::Origin::Processkit;
+        for s in effective.iter_mut().filter(|s| s.origin == processkit) {
+            if let Some((skill, _)) = release
                 .hand_added
                 .iter()
-                .find(|(_, servers)| servers.iter().any(|x| x.name == s.name));
-            if let (aibox_mcp_registration::Origin::Processkit, Some((skill, _))) =
-                (s.origin, skill)
+                .find(|(_, servers)| servers.iter().any(|x| x.name == s.name))
             {
                 s.notes.push(format!(
                     "from `{}`, a skill added by hand (the release does not ship it): \

@@ -84,7 +84,7 @@ impl Migration {
     }
 
     fn parked_dir(&self) -> String {
-        format!("{}/{}.upstream", migration::PENDING_DIR, self.id)
+        migration::parked_dir(&self.id)
     }
 }
 
@@ -200,7 +200,7 @@ fn migration_of(
 ) -> Result<Migration, EngineError> {
     let mut conflicts = Vec::with_capacity(doc.conflicts.len());
     for c in doc.conflicts {
-        let copy = format!("{}/{}.upstream/{}", migration::PENDING_DIR, doc.id, c.path);
+        let copy = format!("{}/{}", migration::parked_dir(&doc.id), c.path);
         let open = root.is_file(Utf8Path::new(&copy))?;
         let changed_since = c.local.is_some() && digest_of(root, &c.path)? != c.local;
         conflicts.push(ConflictState {

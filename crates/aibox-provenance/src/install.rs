@@ -2000,9 +2000,8 @@ pub fn apply_plan(root: &Path, plan: &InstallPlan) -> Result<()> {
         }
     }
     if let Some(id) = &plan.undone_migration {
-        let dir = crate::migration::PENDING_DIR;
-        writer.remove(Utf8Path::new(&format!("{dir}/{id}.md")))?;
-        let parked = format!("{dir}/{id}.upstream");
+        writer.remove(Utf8Path::new(&crate::migration::document_path(id)))?;
+        let parked = crate::migration::parked_dir(id);
         check_parents(root, &parked)?;
         let mut files = Vec::new();
         list_files(root, &parked, &mut files);

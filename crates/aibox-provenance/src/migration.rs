@@ -21,6 +21,25 @@ use crate::install::{Action, Class, FileDecision, FileWrite, InstallPlan, WriteD
 
 /// Directory of pending migration documents.
 pub const PENDING_DIR: &str = "context/migrations/pending";
+/// The pending migration document `id` (`MIG-…`).
+pub fn document_path(id: &str) -> String {
+    format!("{PENDING_DIR}/{id}.md")
+}
+
+/// The folder of the upstream copies parked beside the pending migration document `id`.
+pub fn parked_dir(id: &str) -> String {
+    format!("{PENDING_DIR}/{id}.upstream")
+}
+
+/// The id of the pending migration document at `path`, when it is one
+/// ([`document_path`]).
+pub fn document_id(path: &str) -> Option<&str> {
+    path.strip_prefix(PENDING_DIR)?
+        .strip_prefix('/')?
+        .strip_suffix(".md")
+        .filter(|id| !id.contains('/'))
+}
+
 /// Directory of migrations someone started (processkit's `start_migration` moves them).
 pub const IN_PROGRESS_DIR: &str = "context/migrations/in-progress";
 /// Directory of finished (applied or rejected) migrations.
@@ -402,14 +421,14 @@ pub(crate) fn document(
     let mut text = t.trim_end().to_owned();
     text.push('\n');
     let mut out = vec![FileWrite {
-        path: format!("{PENDING_DIR}/{}.md", doc.id).into(),
+        path: document_path(&doc.id).into(),
         data: WriteData::Bytes(text.into_bytes()),
         executable: false,
     }];
     // Parked upstream copies are for reading and merging by hand: never executable.
     for p in parked {
         out.push(FileWrite {
-            path: format!("{PENDING_DIR}/{}.upstream/{}", doc.id, p.path).into(),
+            path: format!("{}/{}", parked_dir(&doc.id), p.path).into(),
             executable: false,
             ..p
         });
@@ -581,4 +600,27 @@ pub fn mark_applied(text: &str, now: &str) -> Option<String> {
         }
     }
     found.then(|| format!("{}{out}{}", &text[..offset], &text[offset + fm.len()..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_path_gives_back_its_id_and_nothing_else_does() {
+        let id = "MIG-20261207T120037";
+        assert_eq!(document_id(&document_path(id)), Some(id));
+        assert_eq!(
+            parked_dir(id),
+            "context/migrations/pending/MIG-20261207T120037.upstream"
+        );
+        for other in [
+            "context/migrations/pending/MIG-1.upstream/AGENTS.md",
+            "context/migrations/pending/MIG-1.upstream/x.md",
+            "context/migrations/applied/MIG-1.md",
+            "context/migrations/pendingMIG-1.md",
+        ] {
+            assert_eq!(document_id(other), None, "{other}");
+        }
+    }
 }

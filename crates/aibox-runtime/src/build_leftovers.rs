@@ -16,6 +16,8 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
+use crate::build_log::BuildStep;
+
 /// Seconds of slack around the span in which the build made a container: the engine
 /// dates containers to the second, and a line reaches aibox through a pipe (and
 /// podman-compose) a moment after it was printed.
@@ -46,32 +48,15 @@ pub(crate) struct BuildTrace {
 }
 
 impl BuildTrace {
-    /// Reads one line of the build's output, read at `now` (seconds since the epoch).
-    pub(crate) fn line(&mut self, line: &str, now: impl FnOnce() -> i64) {
-        let line = line.trim();
-        if let Some(rest) = line.strip_prefix("--> ") {
-            // A cache hit's long ID: the short one follows on a line of its own.
-            let id = rest.trim();
-            if rest.starts_with("Using cache ")
-                // Shorter than Podman's 11 characters would match too much.
-                || id.len() < 11
-                || !id.bytes().all(|b| b.is_ascii_hexdigit())
-            {
-                return;
-            }
-            self.seen.push(Seen {
-                image: Image::Id(id.to_ascii_lowercase()),
-                at: now(),
-                until: None,
-            });
-        } else if let Some((_, instruction)) = line
-            .strip_prefix("STEP ")
-            .and_then(|rest| rest.split_once(": "))
-        {
+    /// Reads one line of the build's output, read at `now` (seconds since the epoch);
+    /// `step` is the step header it is, as [`crate::build_log::BuildLog`] parsed it.
+    pub(crate) fn line(&mut self, line: &str, step: Option<&BuildStep>, now: impl Fn() -> i64) {
+        if let Some(step) = step {
             let at = now();
             for open in self.seen.iter_mut().filter(|s| s.until.is_none()) {
                 open.until = Some(at);
             }
+            let instruction = &step.instruction;
             if let Some(from) = instruction
                 .strip_prefix("FROM ")
                 .or_else(|| instruction.strip_prefix("from "))
@@ -83,6 +68,17 @@ impl BuildTrace {
                     until: None,
                 });
             }
+        } else if let Some(id) = line.trim().strip_prefix("--> ")
+            // Not a cache hit's long ID (`--> Using cache …`): the short one follows on a
+            // line of its own. Shorter than Podman's 11 characters would match too much.
+            && id.len() >= 11
+            && id.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            self.seen.push(Seen {
+                image: Image::Id(id.to_ascii_lowercase()),
+                at: now(),
+                until: None,
+            });
         }
     }
 
@@ -148,6 +144,13 @@ pub(crate) fn leftovers(
             c.state.eq_ignore_ascii_case("storage")
                 && c.command.as_deref() == Some(&["buildah".to_owned()][..])
         })
+        .map(|mut c| {
+            c.image_id = c
+                .image_id
+                .trim_start_matches("sha256:")
+                .to_ascii_lowercase();
+            c
+        })
         .collect();
     let mut claimed = Vec::new();
     for seen in &trace.seen {
@@ -159,11 +162,9 @@ pub(crate) fn leftovers(
             .iter()
             .enumerate()
             .filter(|(_, c)| {
-                let image = c
-                    .image_id
-                    .trim_start_matches("sha256:")
-                    .to_ascii_lowercase();
-                !image.is_empty() && image.starts_with(id.as_str()) && span.contains(&c.created)
+                !c.image_id.is_empty()
+                    && c.image_id.starts_with(id.as_str())
+                    && span.contains(&c.created)
             })
             .min_by_key(|(_, c)| (c.created - seen.at).abs())
             .map(|(i, _)| i);
@@ -205,11 +206,18 @@ mod tests {
         )
     }
 
-    fn trace() -> BuildTrace {
+    /// `lines` read as the build loop reads them: each through the build log first.
+    fn read(lines: &[(i64, &str)]) -> BuildTrace {
+        let mut log = crate::build_log::BuildLog::default();
         let mut trace = BuildTrace::default();
-        for (at, line) in OUTPUT {
-            trace.line(line, || *at);
+        for (at, line) in lines {
+            trace.line(line, log.line(line).as_ref(), || *at);
         }
+        trace
+    }
+
+    fn trace() -> BuildTrace {
+        let mut trace = read(OUTPUT);
         assert_eq!(
             trace.bases().into_iter().collect::<Vec<_>>(),
             ["localhost/aibox-test-base:bookworm"]
@@ -261,11 +269,21 @@ mod tests {
     }
 
     #[test]
+    fn a_stage_header_names_its_base() {
+        let trace = read(&[(0, "[1/2] STEP 1/3: FROM localhost/builder:1 AS build")]);
+        assert_eq!(
+            trace.bases().into_iter().collect::<Vec<_>>(),
+            ["localhost/builder:1"]
+        );
+    }
+
+    #[test]
     fn a_build_that_printed_no_image_claims_nothing() {
-        let mut trace = BuildTrace::default();
-        trace.line("--> abc", || 0);
-        trace.line("--> Using cache 751868356d7d7e890f771fca9901015a", || 0);
-        trace.line("STEP 1/1: RUN true", || 0);
+        let trace = read(&[
+            (0, "--> abc"),
+            (0, "--> Using cache 751868356d7d7e890f771fca9901015a"),
+            (0, "STEP 1/1: RUN true"),
+        ]);
         assert!(trace.is_empty());
         let listing = format!("[{}]", entry("a1", USER_ROOT, 0, "storage", "buildah"));
         assert!(leftovers(&listing, &trace, 0).unwrap().is_empty());

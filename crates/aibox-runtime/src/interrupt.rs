@@ -18,25 +18,39 @@ use std::sync::{Arc, OnceLock};
 
 use signal_hook::consts::SIGINT;
 
+/// Whether the process asked for this handling ([`install`]).
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
 /// True while Ctrl-C is fatal: outside a hold, and within one once the first came.
-static FATAL: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+/// Registered at the first hold, so a command that builds nothing handles no signal;
+/// `None` when `SIGINT` is ignored or the handler could not be registered.
+static FATAL: OnceLock<Option<Arc<AtomicBool>>> = OnceLock::new();
 
 /// Makes Ctrl-C during an image build recorded instead of fatal (see the module docs).
-/// Does nothing when `SIGINT` is ignored, or when that cannot be read (no `/proc`).
-///
-/// # Errors
-/// The signal handler could not be installed.
-pub fn install() -> std::io::Result<()> {
-    if FATAL.get().is_some() || !sigint_default() {
-        return Ok(());
+/// Nothing is registered until a build starts; then nothing either when `SIGINT` is
+/// ignored, or when that cannot be read (no `/proc`).
+pub fn install() {
+    ENABLED.store(true, Ordering::SeqCst);
+}
+
+/// The flag of the registered handler, registering it the first time.
+fn registered() -> Option<&'static AtomicBool> {
+    if !ENABLED.load(Ordering::SeqCst) {
+        return None;
     }
-    let fatal = Arc::new(AtomicBool::new(true));
-    // In this order, so one flag does both: a Ctrl-C that finds it set ends the process
-    // (the default action), and any Ctrl-C sets it, so the next one is fatal.
-    signal_hook::flag::register_conditional_default(SIGINT, Arc::clone(&fatal))?;
-    signal_hook::flag::register(SIGINT, Arc::clone(&fatal))?;
-    let _ = FATAL.set(fatal);
-    Ok(())
+    FATAL
+        .get_or_init(|| {
+            if !sigint_default() {
+                return None;
+            }
+            let fatal = Arc::new(AtomicBool::new(true));
+            // In this order, so one flag does both: a Ctrl-C that finds it set ends the
+            // process (the default action), and any Ctrl-C sets it, so the next is fatal.
+            signal_hook::flag::register_conditional_default(SIGINT, Arc::clone(&fatal)).ok()?;
+            signal_hook::flag::register(SIGINT, Arc::clone(&fatal)).ok()?;
+            Some(fatal)
+        })
+        .as_deref()
 }
 
 /// Whether `SIGINT` has its default action (not ignored), from `/proc/self/status`.
@@ -59,9 +73,10 @@ pub(crate) struct Hold {
     flag: Option<&'static AtomicBool>,
 }
 
-/// Starts a [`Hold`]; a no-op hold when [`install`] was not called (or did nothing).
+/// Starts a [`Hold`]; a no-op hold when [`install`] was not called (or the handler
+/// could not be registered).
 pub(crate) fn hold() -> Hold {
-    let flag = FATAL.get().map(|f| &**f);
+    let flag = registered();
     if let Some(f) = flag {
         f.store(false, Ordering::SeqCst);
     }

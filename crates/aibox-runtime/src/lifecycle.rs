@@ -480,18 +480,16 @@ impl Runtime {
                 progress(&Event::Output {
                     line: line.to_owned(),
                 });
-                trace.line(line, unix_now);
-                if let Some(step) = log.line(line) {
+                let step = log.line(line);
+                trace.line(line, step.as_ref(), unix_now);
+                if let Some(step) = step {
                     progress(&Event::Step(step));
                 }
             })?;
             let by_user = hold.interrupted();
             drop(hold);
-            if by_user {
-                self.remove_build_leftovers(trace, progress);
-                return Err(interrupted_at(target, &log));
-            }
-            if done.success()
+            if !by_user
+                && done.success()
                 && !log.says_failed()
                 && self
                     .image_facts(&target.image)?
@@ -500,9 +498,9 @@ impl Runtime {
             {
                 return Ok(());
             }
-            // Ctrl-C seen by the builder alone (aibox did not install its handler, or
-            // it ignores SIGINT, as background jobs do).
-            if interrupted(&done) {
+            // Ctrl-C that aibox held, or that the builder alone saw (aibox did not
+            // install its handler, or it ignores SIGINT, as background jobs do).
+            if by_user || interrupted(&done) {
                 self.remove_build_leftovers(trace, progress);
                 return Err(interrupted_at(target, &log));
             }
@@ -1195,22 +1193,26 @@ impl Runtime {
             .ok()
             .filter(process::Finished::success)
             .and_then(|done| build_leftovers::leftovers(&done.stdout, &trace, unix_now()).ok());
-        let removed = found.as_ref().is_some_and(|ids| {
-            ids.is_empty() || {
+        let unsure = || {
+            "the interrupted build may have left working containers behind: `podman ps \
+             --all --external` lists them, `podman rm --force ID` removes one"
+                .to_owned()
+        };
+        let line = match found {
+            None => unsure(),
+            Some(ids) if ids.is_empty() => return,
+            Some(ids) => {
                 let mut cmd = self.engine_cmd();
-                cmd.args(["rm", "--force"]).args(ids);
-                process::run(cmd, self.timeouts.stop, quiet).is_ok_and(|d| d.success())
+                cmd.args(["rm", "--force"]).args(&ids);
+                if process::run(cmd, self.timeouts.stop, quiet).is_ok_and(|d| d.success()) {
+                    format!(
+                        "removed the {} working container(s) the interrupted build left behind",
+                        ids.len()
+                    )
+                } else {
+                    unsure()
+                }
             }
-        });
-        let line = match (&found, removed) {
-            (Some(ids), true) if ids.is_empty() => return,
-            (Some(ids), true) => format!(
-                "removed the {} working container(s) the interrupted build left behind",
-                ids.len()
-            ),
-            _ => "the interrupted build may have left working containers behind: \
-                  `podman ps --all --external` lists them, `podman rm --force ID` removes one"
-                .to_owned(),
         };
         progress(&Event::Note { line });
     }

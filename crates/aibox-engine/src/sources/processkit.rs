@@ -88,9 +88,8 @@ fn plan_removals(
 ) -> Result<(), EngineError> {
     // The migration of an unfinished upgrade this plan undoes: no upgrade took place.
     if let Some(id) = undone_migration {
-        let dir = aibox_provenance::migration::PENDING_DIR;
-        plan.remove(format!("{dir}/{id}.md"))?;
-        plan.remove_tree(format!("{dir}/{id}.upstream"))?;
+        plan.remove(aibox_provenance::migration::document_path(id))?;
+        plan.remove_tree(aibox_provenance::migration::parked_dir(id))?;
     }
     let mut emptied: BTreeSet<String> = BTreeSet::new();
     for path in removals {
@@ -189,14 +188,8 @@ fn warn_changed_skills(
 /// whose planned copies the removal leaves. A document brought up to date (the same
 /// upgrade made again while it is pending) then drops the copy of a conflict gone since.
 fn plan_stale_parked_copies(w: &FileWrite, plan: &mut PlanBuilder) -> Result<(), EngineError> {
-    let pending = aibox_provenance::migration::PENDING_DIR;
-    if let Some(id) = w
-        .path
-        .as_str()
-        .strip_prefix(pending)
-        .and_then(|rest| rest.strip_prefix('/')?.strip_suffix(".md"))
-    {
-        plan.remove_tree(format!("{pending}/{id}.upstream"))?;
+    if let Some(id) = aibox_provenance::migration::document_id(w.path.as_str()) {
+        plan.remove_tree(aibox_provenance::migration::parked_dir(id))?;
     }
     Ok(())
 }
