@@ -5,7 +5,7 @@
 //! both, setup (apt, pip, npm) and then the end-to-end tests' base image when it is
 //! missing, which wait on the network and dpkg while the build keeps the CPU busy. Then
 //! the end-to-end tests and the base image test in the background, beside each other,
-//! while the foreground runs layering, tidy, the API documentation and the docs site,
+//! while the foreground runs layering, licences, tidy, the API documentation and the docs site,
 //! then the test groups fastest first (unit, `tests/it`, doc examples), then the embedder
 //! example. Why beside:
 //! the background spends most of its time waiting on Podman, the network and the harness
@@ -32,7 +32,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::{cargo, layering, prepare_demo, release, say, step, tidy};
+use crate::{cargo, layering, licenses, prepare_demo, release, say, step, tidy};
 
 /// The unit test that builds, publishes and pulls back aibox's base image with Podman and
 /// a loopback registry: end-to-end work (over a minute) inside `xtask`'s unit tests, so it
@@ -232,10 +232,13 @@ pub(crate) fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// Layering, tidy, the API documentation and the docs site (clippy ran in the build).
+/// Layering, licences, tidy, the API documentation and the docs site (clippy ran in the
+/// build).
 fn checks() -> Result<(), String> {
     say("==> layering");
     layering::check()?;
+    say("==> licenses");
+    licenses::check()?;
     say("==> tidy");
     tidy::check()?;
     api_docs()?;

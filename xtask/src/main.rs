@@ -13,7 +13,7 @@
 //!   (through it versus direct, to a test host of its own) and its memory (see
 //!   `bench_egress.rs`).
 //! - `ci`: everything a normal change can break (formatting, clippy with warnings denied,
-//!   layering, tidy, the whole test suite with the doc examples: one build, then unit,
+//!   layering, licences, tidy, the whole test suite with the doc examples: one build, then unit,
 //!   `tests/it` and doc examples, fastest first, with the end-to-end tests and the base
 //!   image test beside them in the background; and the embedder example `crates/aibox-engine/examples/embed.rs` on
 //!   the bundled example project). This is the README's test command and what `.ci/run`
@@ -24,6 +24,9 @@
 //! - `image`: aibox's base image: build, publish, verify (see `image.rs`).
 //! - `layering`: checks the dependency arrows between crates and between the engine's
 //!   modules (see `ARCHITECTURE.md`, `layering.rs`).
+//! - `licenses`: every crate built for the release's Linux targets has a licence
+//!   expression `deny.toml` allows, as the release gate's cargo-deny requires (see
+//!   `licenses.rs`).
 //! - `docs`: builds the documentation site (`docs-site/`) with the pinned mdBook library.
 //! - `release-gate`: every check a release needs (runnable from a fresh clone), then the
 //!   release binaries, `release-state.json`, `SHA256SUMS`, `evidence.json` and, with
@@ -47,6 +50,7 @@ mod bench_up;
 mod ci;
 mod image;
 mod layering;
+mod licenses;
 mod pk_doctor;
 mod release;
 mod scratch;
@@ -73,11 +77,12 @@ fn main() -> ExitCode {
         "release-state" => release::state(),
         "release-key" => release::release_key(&args[1..]),
         "layering" => layering::check(),
+        "licenses" => licenses::check(),
         // `stubs` is the old name, kept for muscle memory.
         "tidy" | "stubs" => tidy::check(),
         _ => {
             say(
-                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--runs-large N] [--baseline PATH] [--loaded] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|bench egress [--rounds N] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|tidy|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|image|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
+                "usage: cargo xtask <bench [--factors 1,10] [--runs N] [--runs-large N] [--baseline PATH] [--loaded] [--bin PATH] [--keep] [--json FILE]|bench mcp [--bin PATH] [--keep] [--json FILE]|bench up [--engines podman,docker] [--bin PATH] [--keep] [--json FILE]|bench egress [--rounds N] [--bin PATH] [--keep] [--json FILE]|ci|demo|pk-doctor|docs|image <build|publish|verify|release> --tag vX.Y.Z|layering|licenses|tidy|release-gate [--tag vX.Y.Z] [--allow-dirty] [--advisory-db DIR] [--allowed-signers FILE] [--skip ci|pk-doctor|image|binaries]|release-state|release-key <add EMAIL KEY.pub|remove KEY.pub>>",
             );
             return if task == "help" {
                 ExitCode::SUCCESS
