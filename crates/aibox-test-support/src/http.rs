@@ -243,12 +243,15 @@ fn private_ca_tls()
     let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?
         .signed_by(&key, &ca)?;
     let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())?;
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(vec![leaf.der().clone(), ca.der().clone()], key)?;
+    // ring: the provider this workspace builds rustls with (ureq's default too). rustls
+    // 0.23.48 deprecates it for its lack of post-quantum key exchange, which a loopback
+    // test server does not need.
+    #[allow(deprecated)]
+    let provider = rustls::crypto::ring::default_provider();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der().clone(), ca.der().clone()], key)?;
     Ok((config, ca.pem()))
 }
 
