@@ -1,13 +1,15 @@
 //! The image carries the tools the project needs, pinned and verified (real Podman).
 //!
-//! A three-harness processkit project on the MCP fixture pack (servers declaring
-//! `mcp[cli]>=1.0` and importing `mcp.server.fastmcp`, as the published releases do; see
+//! A four-harness processkit project (Claude Code, Codex, Gemini CLI and `OpenCode`) on
+//! the MCP fixture pack (servers declaring `mcp[cli]>=1.0` and importing
+//! `mcp.server.fastmcp`, as the published releases do; see
 //! `aibox-test-support/fixtures/mcp-pack`) and the `npm` addon is applied, its servers'
 //! dependencies locked with the real uv against the real `PyPI`, and brought up; inside the
 //! container, `aibox exec` finds every harness CLI, `uv`, `git`, `node` and `npx` at the
 //! catalog's versions, every registered MCP server, started exactly as the registered
 //! Claude Code config says with `UV_OFFLINE=1`, answers `initialize` over stdio, and the
-//! real `claude mcp list` and `gemini mcp list` report every server connected; `aibox mcp
+//! real `claude mcp list`, `gemini mcp list` and `opencode mcp list` report every server
+//! connected and `codex mcp list` every server enabled; `aibox mcp
 //! check` proves the same for every harness (exit 0), after which no server has left
 //! bytecode in an installed skill (`doctor --integrity` passes); the check then fails
 //! (exit 1, with the server's stderr) on a team server that dies at start, which
@@ -82,8 +84,11 @@ fn mcp_initialize(podman: &Podman, root: &Utf8Path, name: &str) -> serde_json::V
     aibox_test_support::mcp_initialize(exec)
 }
 
-/// The real `claude mcp list` and `gemini mcp list`, run in the container as the agent
-/// would (folder trusted), report every server connected.
+/// The real `claude mcp list`, `gemini mcp list` and `opencode mcp list`, run in the
+/// container as the agent would (folder trusted), report every server connected, and the
+/// real `codex mcp list` lists every server enabled (Codex lists its configuration without
+/// starting servers; it reads the project's `.codex/config.toml` only in the folder aibox
+/// seeds as trusted).
 fn harnesses_connect(podman: &Podman, root: &Utf8Path, servers: &[&str]) {
     // The trust a user gives the folder on first start, given up front.
     let claude_state = serde_json::json!({
@@ -106,29 +111,55 @@ fn harnesses_connect(podman: &Podman, root: &Utf8Path, servers: &[&str]) {
         ("UV_OFFLINE", "1"),
         ("npm_config_offline", "true"),
     ];
-    for cli in ["claude", "gemini"] {
+    for cli in ["claude", "gemini", "opencode", "codex"] {
         let mut cmd = aibox(podman, root);
         cmd.arg("exec");
         for (k, v) in quiet {
             cmd.env(k, v).args(["--env", k]);
         }
         let out = cmd.args(["--", cli, "mcp", "list"]).output().unwrap();
-        let text = format!(
+        // OpenCode colours its list whatever NO_COLOR says.
+        let text = strip_ansi(&format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
-        );
+        ));
         for server in servers {
+            // `memory: <command> - ✓ Connected` (Claude Code, Gemini CLI), `✓ memory
+            // connected` (OpenCode), `memory  <command>  …  enabled` (Codex's table).
             let line = text
                 .lines()
-                .find(|l| l.contains(&format!("{server}:")))
+                .find(|l| match cli {
+                    "claude" | "gemini" => l.contains(&format!("{server}:")),
+                    _ => l.split_whitespace().any(|w| w == *server),
+                })
                 .unwrap_or_else(|| panic!("{cli} mcp list does not list {server}:\n{text}"));
-            assert!(
-                line.contains("Connected") && !line.contains("Disconnected"),
-                "{cli} mcp list: {server} is not connected:\n{text}"
-            );
+            let up = match cli {
+                "claude" | "gemini" => line.contains("Connected") && !line.contains("Disconnected"),
+                "opencode" => line.contains('✓') && line.contains("connected"),
+                _ => line.split_whitespace().any(|w| w == "enabled"),
+            };
+            assert!(up, "{cli} mcp list: {server} is not connected:\n{text}");
         }
     }
+}
+
+/// `text` without its terminal colour sequences (`ESC [ … m`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Every server the lock covers (and the one without dependencies) is registered and
@@ -252,7 +283,7 @@ fn a_tampered_lock_fails_the_build(podman: &Podman, root: &Utf8Path) {
 }
 
 #[test]
-fn three_harness_processkit_image_runs_the_pinned_tools() {
+fn four_harness_processkit_image_runs_the_pinned_tools() {
     let podman = Podman::ready();
     let tmp = tempfile::tempdir().unwrap();
     let name = format!("aibox-e2e-tools-{}", std::process::id());
@@ -268,6 +299,8 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
         "codex",
         "--harness",
         "gemini",
+        "--harness",
+        "opencode",
         "--context-mode",
         "processkit",
         "--processkit-source",
@@ -317,6 +350,7 @@ fn three_harness_processkit_image_runs_the_pinned_tools() {
         ),
         ("codex", format!("codex-cli {}", version("codex"))),
         ("gemini", version("gemini-cli")),
+        ("opencode", version("opencode")),
         ("uv", format!("uv {}", version("uv"))),
         ("git", "git version ".to_owned()),
         ("node", format!("v{}", version("node"))),
@@ -360,7 +394,7 @@ fn servers_leave_the_skills_as_installed(podman: &Podman, root: &Utf8Path) {
     ok(aibox(podman, root).args(["doctor", "--integrity"]));
 }
 
-/// `aibox mcp check` on the running container: the pack's server starts for all three
+/// `aibox mcp check` on the running container: the pack's server starts for all four
 /// harnesses; a team server that dies at start fails the check (exit 1) with its stderr,
 /// and `doctor` reports it as an error.
 fn mcp_check(podman: &Podman, root: &Utf8Path) {
@@ -387,7 +421,7 @@ fn mcp_check(podman: &Podman, root: &Utf8Path) {
         assert_eq!(server["status"], "ok", "{report}");
         assert_eq!(
             server["harnesses"],
-            serde_json::json!(["claude", "codex", "gemini"]),
+            serde_json::json!(["claude", "codex", "gemini", "opencode"]),
             "one start for every harness that registers it: {report}"
         );
         let probe = &server["probe"];
@@ -440,8 +474,9 @@ fn a_dying_server_is_reported(podman: &Podman, root: &Utf8Path) {
     );
     assert!(
         stdout.contains("FAIL broken")
-            && stdout
-                .contains("exited with code 1 before answering initialize [claude, codex, gemini]"),
+            && stdout.contains(
+                "exited with code 1 before answering initialize [claude, codex, gemini, opencode]"
+            ),
         "{}",
         show(&out)
     );
