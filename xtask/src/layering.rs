@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -82,18 +81,7 @@ const FORBIDDEN_EXTERNAL: &[(&str, &[&str])] = &[
 
 /// Runs the check.
 pub fn check() -> Result<(), String> {
-    let out = Command::new(crate::cargo())
-        .args(["metadata", "--format-version", "1", "--no-deps", "--locked"])
-        .output()
-        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let meta: Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("bad cargo metadata: {e}"))?;
+    let meta = crate::cargo_metadata(&["--no-deps"])?;
     let mut problems = violations(&meta);
     problems.extend(engine_violations(ENGINE_FLOORS, &engine_sources()?));
     if problems.is_empty() {

@@ -10,8 +10,6 @@
 //! parsing for crates' `license` fields), but not licence files: a crate without a
 //! `license` field is reported, for the gate's cargo-deny to judge its file.
 
-use std::process::Command;
-
 use serde_json::Value;
 
 /// The release's targets (`cargo xtask release-gate` builds Linux binaries only).
@@ -71,63 +69,48 @@ struct Package {
 
 /// Why each package the policy does not allow is refused (empty: all allowed).
 fn violations(policy: &Policy, packages: &[Package]) -> Vec<String> {
-    let mut out = Vec::new();
-    for p in packages {
-        let Some(text) = p.license.as_deref() else {
-            out.push(format!(
-                "{} {}: no `license` field (the release gate's cargo-deny reads its licence \
-                 file; add a [licenses.clarify] entry to deny.toml if it cannot)",
-                p.name, p.version
-            ));
-            continue;
-        };
-        let expr = match spdx::Expression::parse_mode(text, spdx::ParseMode::LAX) {
-            Ok(expr) => expr,
-            Err(e) => {
-                out.push(format!(
-                    "{} {}: licence `{text}` does not parse: {e}",
-                    p.name, p.version
-                ));
-                continue;
-            }
-        };
-        let extra = policy
-            .exceptions
-            .iter()
-            .filter(|(name, _)| *name == p.name)
-            .flat_map(|(_, allow)| allow);
-        let allowed: Vec<&spdx::Licensee> = policy.allow.iter().chain(extra).collect();
-        if !expr.evaluate(|req| allowed.iter().any(|l| l.satisfies(req))) {
-            out.push(format!(
-                "{} {}: licence `{text}` is not allowed by deny.toml's [licenses] (allow it \
-                 there, for this crate alone under `exceptions` if it is build tooling, or \
-                 drop the dependency)",
-                p.name, p.version
-            ));
-        }
-    }
-    out
+    packages
+        .iter()
+        .filter_map(|p| Some(format!("{} {}: {}", p.name, p.version, refusal(policy, p)?)))
+        .collect()
+}
+
+/// Why the policy refuses `p`; `None` when it allows it.
+fn refusal(policy: &Policy, p: &Package) -> Option<String> {
+    let Some(text) = p.license.as_deref() else {
+        return Some(
+            "no `license` field (the release gate's cargo-deny reads its licence file; add a \
+             [licenses.clarify] entry to deny.toml if it cannot)"
+                .to_owned(),
+        );
+    };
+    let expr = match spdx::Expression::parse_mode(text, spdx::ParseMode::LAX) {
+        Ok(expr) => expr,
+        Err(e) => return Some(format!("licence `{text}` does not parse: {e}")),
+    };
+    let extra = policy
+        .exceptions
+        .iter()
+        .filter(|(name, _)| *name == p.name)
+        .flat_map(|(_, allow)| allow);
+    let allowed: Vec<&spdx::Licensee> = policy.allow.iter().chain(extra).collect();
+    (!expr.evaluate(|req| allowed.iter().any(|l| l.satisfies(req)))).then(|| {
+        format!(
+            "licence `{text}` is not allowed by deny.toml's [licenses] (allow it there, for \
+             this crate alone under `exceptions` if it is build tooling, or drop the \
+             dependency)"
+        )
+    })
 }
 
 /// The packages `cargo metadata` resolves for [`PLATFORMS`] (dependencies of every kind,
 /// as cargo-deny counts them).
 fn packages() -> Result<Vec<Package>, String> {
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.args(["metadata", "--format-version", "1", "--locked"]);
-    for p in PLATFORMS {
-        cmd.args(["--filter-platform", p]);
-    }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let meta: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("cargo metadata printed no JSON: {e}"))?;
+    let args: Vec<&str> = PLATFORMS
+        .iter()
+        .flat_map(|p| ["--filter-platform", p])
+        .collect();
+    let meta = crate::cargo_metadata(&args)?;
     let text = |p: &Value, key: &str| p[key].as_str().map(ToOwned::to_owned);
     Ok(meta["packages"]
         .as_array()

@@ -200,7 +200,7 @@ fn migration_of(
 ) -> Result<Migration, EngineError> {
     let mut conflicts = Vec::with_capacity(doc.conflicts.len());
     for c in doc.conflicts {
-        let copy = format!("{}/{}", migration::parked_dir(&doc.id), c.path);
+        let copy = migration::parked_copy(&doc.id, &c.path);
         let open = root.is_file(Utf8Path::new(&copy))?;
         let changed_since = c.local.is_some() && digest_of(root, &c.path)? != c.local;
         conflicts.push(ConflictState {
@@ -762,24 +762,19 @@ impl UpgradeSummary {
         if from == install.to_version {
             return None;
         }
-        let document = install
+        // The migration's writes are its document and the upstream copies parked below.
+        let id = install
             .migration
             .iter()
             .flatten()
-            .map(|w| w.path.as_str())
-            // The document sits in the pending folder; parked copies are below it.
-            .find(|p| {
-                p.rsplit_once('/')
-                    .is_some_and(|(dir, _)| dir == migration::PENDING_DIR)
-            });
+            .find_map(|w| migration::document_id(w.path.as_str()));
         let mut s = Self {
             from_version: from.to_owned(),
             to_version: install.to_version.clone(),
             direction: Direction::of(from, &install.to_version),
-            migration_document: document.map(ToOwned::to_owned),
+            migration_document: id.map(migration::document_path),
             ..Self::default()
         };
-        let parked = document.and_then(|d| d.strip_suffix(".md"));
         for d in &install.decisions {
             match (d.class, d.action) {
                 (Class::ChangedUpstreamOnly, Action::Write) => s.changed += 1,
@@ -788,8 +783,8 @@ impl UpgradeSummary {
                 _ if d.is_kept_local_edit() => s.kept_local_edits += 1,
                 (Class::Conflict, _) => s.conflicts.push(UpgradeConflict {
                     path: d.path.to_string(),
-                    upstream_copy: parked
-                        .map(|p| format!("{p}.upstream/{}", d.path))
+                    upstream_copy: id
+                        .map(|id| migration::parked_copy(id, &d.path))
                         .unwrap_or_default(),
                 }),
                 _ => {}

@@ -31,6 +31,12 @@ pub fn parked_dir(id: &str) -> String {
     format!("{PENDING_DIR}/{id}.upstream")
 }
 
+/// Where the upstream copy of the conflicting file `path` is parked for the pending
+/// migration document `id`.
+pub fn parked_copy(id: &str, path: &str) -> String {
+    format!("{}/{path}", parked_dir(id))
+}
+
 /// The id of the pending migration document at `path`, when it is one
 /// ([`document_path`]).
 pub fn document_id(path: &str) -> Option<&str> {
@@ -428,7 +434,7 @@ pub(crate) fn document(
     // Parked upstream copies are for reading and merging by hand: never executable.
     for p in parked {
         out.push(FileWrite {
-            path: format!("{}/{}", parked_dir(&doc.id), p.path).into(),
+            path: parked_copy(&doc.id, p.path.as_str()).into(),
             executable: false,
             ..p
         });
@@ -613,6 +619,10 @@ mod tests {
         assert_eq!(
             parked_dir(id),
             "context/migrations/pending/MIG-20261207T120037.upstream"
+        );
+        assert_eq!(
+            parked_copy(id, "context/a.md"),
+            "context/migrations/pending/MIG-20261207T120037.upstream/context/a.md"
         );
         for other in [
             "context/migrations/pending/MIG-1.upstream/AGENTS.md",

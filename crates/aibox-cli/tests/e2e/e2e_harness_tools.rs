@@ -117,49 +117,46 @@ fn harnesses_connect(podman: &Podman, root: &Utf8Path, servers: &[&str]) {
         for (k, v) in quiet {
             cmd.env(k, v).args(["--env", k]);
         }
-        let out = cmd.args(["--", cli, "mcp", "list"]).output().unwrap();
+        cmd.args(["--", cli, "mcp", "list"]);
+        if cli == "codex" {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
         // OpenCode colours its list whatever NO_COLOR says.
-        let text = strip_ansi(&format!(
+        let text = strip_ansi_escapes::strip_str(format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         ));
         for server in servers {
-            // `memory: <command> - ✓ Connected` (Claude Code, Gemini CLI), `✓ memory
-            // connected` (OpenCode), `memory  <command>  …  enabled` (Codex's table).
-            let line = text
-                .lines()
-                .find(|l| match cli {
-                    "claude" | "gemini" => l.contains(&format!("{server}:")),
-                    _ => l.split_whitespace().any(|w| w == *server),
-                })
-                .unwrap_or_else(|| panic!("{cli} mcp list does not list {server}:\n{text}"));
             let up = match cli {
-                "claude" | "gemini" => line.contains("Connected") && !line.contains("Disconnected"),
-                "opencode" => line.contains('✓') && line.contains("connected"),
-                _ => line.split_whitespace().any(|w| w == "enabled"),
+                // `memory: <command> - ✓ Connected`
+                "claude" | "gemini" => text
+                    .lines()
+                    .find(|l| l.contains(&format!("{server}:")))
+                    .is_some_and(|l| l.contains("Connected") && !l.contains("Disconnected")),
+                // `●  ✓ memory connected`
+                "opencode" => text.lines().any(|l| {
+                    let words: Vec<&str> = l.split_whitespace().collect();
+                    words.windows(3).any(|w| w == ["✓", server, "connected"])
+                }),
+                // Codex lists its configuration without starting servers.
+                _ => codex_entries(&text)
+                    .iter()
+                    .any(|s| s["name"] == *server && s["enabled"] == true),
             };
             assert!(up, "{cli} mcp list: {server} is not connected:\n{text}");
         }
     }
 }
 
-/// `text` without its terminal colour sequences (`ESC [ … m`).
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
+/// The entries of `codex mcp list --json` (after any warning it prints first); none when
+/// it printed no list.
+fn codex_entries(text: &str) -> Vec<serde_json::Value> {
+    text.find('[')
+        .zip(text.rfind(']'))
+        .and_then(|(start, end)| serde_json::from_str(text.get(start..=end)?).ok())
+        .unwrap_or_default()
 }
 
 /// Every server the lock covers (and the one without dependencies) is registered and

@@ -184,16 +184,6 @@ fn warn_changed_skills(
     deleted
 }
 
-/// For the write of a migration document: the removal of its parked copies' folder,
-/// whose planned copies the removal leaves. A document brought up to date (the same
-/// upgrade made again while it is pending) then drops the copy of a conflict gone since.
-fn plan_stale_parked_copies(w: &FileWrite, plan: &mut PlanBuilder) -> Result<(), EngineError> {
-    if let Some(id) = aibox_provenance::migration::document_id(w.path.as_str()) {
-        plan.remove_tree(aibox_provenance::migration::parked_dir(id))?;
-    }
-    Ok(())
-}
-
 /// Adds the processkit content files (and its lock section) to the plan, from the
 /// release [`crate::resolve()`] fetched and verified.
 pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), EngineError> {
@@ -279,9 +269,9 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
         }
     }
     for w in install.migration.take().into_iter().flatten() {
-        plan_stale_parked_copies(&w, plan)?;
-        let content = w.path.as_str().contains(".upstream/");
-        add(plan, w, content)?;
+        // Its document is aibox's record, the rest parked release copies.
+        let document = plan_stale_parked_copies(&w, plan)?;
+        add(plan, w, !document)?;
     }
     plan.write_last(aibox_provenance::record::MARKER_PATH);
     // Written from its tables (a line per installed file), never held as text.
@@ -315,6 +305,18 @@ pub fn contribute(ctx: &PlanContext, plan: &mut PlanBuilder) -> Result<(), Engin
             .add_environments(mcp);
     }
     Ok(())
+}
+
+/// Whether `w` is the migration document; for it, the removal of its parked copies'
+/// folder, whose planned copies the removal leaves. A document brought up to date (the
+/// same upgrade made again while it is pending) then drops the copy of a conflict gone
+/// since.
+fn plan_stale_parked_copies(w: &FileWrite, plan: &mut PlanBuilder) -> Result<bool, EngineError> {
+    let Some(id) = aibox_provenance::migration::document_id(w.path.as_str()) else {
+        return Ok(false);
+    };
+    plan.remove_tree(aibox_provenance::migration::parked_dir(id))?;
+    Ok(true)
 }
 
 /// The release's MCP servers (and those of hand-added skills) as registration specs,
