@@ -554,25 +554,126 @@ pub enum Live {
     Odd,
 }
 
+/// A classified path's `lstat`: absent (or below a folder found absent), its metadata,
+/// or why it could not be looked at.
+enum Looked {
+    Missing,
+    Found(std::fs::Metadata),
+    Failed(std::io::Error),
+}
+
+/// Looks `rel` up below `root`, or not at all below a folder `missing` knows is absent.
+fn look(root: &Path, rel: &str, missing: &mut MissingDirs) -> Looked {
+    if missing.holds(rel) {
+        return Looked::Missing;
+    }
+    match std::fs::symlink_metadata(root.join(rel)) {
+        Ok(m) => Looked::Found(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            missing.note(root, rel);
+            Looked::Missing
+        }
+        Err(e) => Looked::Failed(e),
+    }
+}
+
 fn live_state(
     root: &Path,
     rel: &str,
+    looked: Looked,
     cache: Option<&StatCache>,
     misses: &mut usize,
 ) -> Result<Live> {
-    let path = root.join(rel);
-    match fs_err::symlink_metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Live::Missing),
-        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Ok(Live::Odd),
-        Err(e) => Err(ProvenanceError::io("inspect", &path, e)),
-        Ok(m) if m.file_type().is_file() => {
+    match looked {
+        Looked::Missing => Ok(Live::Missing),
+        Looked::Failed(e) if e.kind() == std::io::ErrorKind::NotADirectory => Ok(Live::Odd),
+        Looked::Failed(e) => Err(ProvenanceError::io("inspect", root.join(rel), e)),
+        Looked::Found(m) if m.file_type().is_file() => {
             if let Some(h) = cache.and_then(|c| c.lookup(rel, &m)) {
                 return Ok(Live::File(h));
             }
             *misses += 1;
-            Ok(Live::File(Sha256::of_file(&path)?))
+            Ok(Live::File(Sha256::of_file(root.join(rel))?))
         }
-        Ok(_) => Ok(Live::Odd),
+        Looked::Found(_) => Ok(Live::Odd),
+    }
+}
+
+/// Classified paths whose `lstat`s one thread takes in a row: a large scan hands every
+/// other batch to a helper thread, which looks them up while this one classifies.
+const STAT_BATCH: usize = 64;
+
+/// Fewer classified paths than this are looked up without a helper thread.
+const PARALLEL_LOOKUPS: usize = 512;
+
+/// Whether the `i`-th classified path is in a batch the helper thread looks up.
+fn helpers_batch(i: usize) -> bool {
+    (i / STAT_BATCH) % 2 == 1
+}
+
+/// The lookups of a scan's classified paths, taken in their order: on the scanning
+/// thread, and for a large scan every other batch on a helper thread, ahead of it.
+struct Lookups {
+    helper: Option<std::sync::mpsc::Receiver<Vec<Looked>>>,
+    theirs: std::vec::IntoIter<Looked>,
+    missing: MissingDirs,
+}
+
+impl Lookups {
+    /// Starts the helper thread in `scope` when the plan classifies enough paths (those
+    /// of `new_set`, `old` and `own`, as [`classified_paths`] yields them).
+    fn start<'scope, 'env: 'scope, 's: 'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        root: &'env Path,
+        (new_set, old, own): (
+            &'env InstallSet<'s>,
+            Option<&'env Marker>,
+            Option<&'env Intent>,
+        ),
+    ) -> Self {
+        let many = new_set.len() + old.map_or(0, |m| m.files.len()) >= PARALLEL_LOOKUPS;
+        let helper = many.then(|| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Looked>>(2);
+            std::thread::Builder::new()
+                .name("aibox-scan".to_owned())
+                .spawn_scoped(scope, move || {
+                    let mut missing = MissingDirs::default();
+                    let mut batch = Vec::with_capacity(STAT_BATCH);
+                    let theirs = classified_paths(new_set, old, own)
+                        .enumerate()
+                        .filter(|(i, _)| helpers_batch(*i));
+                    for (_, (path, _)) in theirs {
+                        batch.push(look(root, path, &mut missing));
+                        if batch.len() == STAT_BATCH && tx.send(std::mem::take(&mut batch)).is_err()
+                        {
+                            return;
+                        }
+                    }
+                    let _ = tx.send(batch);
+                })
+                .ok()
+                .map(|_| rx)
+        });
+        Self {
+            helper: helper.flatten(),
+            theirs: Vec::new().into_iter(),
+            missing: MissingDirs::default(),
+        }
+    }
+
+    /// The lookup of the `i`-th classified path, `rel`.
+    fn look(&mut self, root: &Path, i: usize, rel: &str) -> Looked {
+        let theirs = match &self.helper {
+            Some(rx) if helpers_batch(i) => {
+                if i.is_multiple_of(STAT_BATCH) {
+                    // A helper that died leaves its batches to this thread.
+                    self.theirs = rx.recv().unwrap_or_default().into_iter();
+                }
+                self.theirs.next()
+            }
+            _ => None,
+        };
+        theirs.unwrap_or_else(|| look(root, rel, &mut self.missing))
     }
 }
 
@@ -1519,6 +1620,8 @@ pub fn scan(
         marker_sha256,
         parsed_marker.as_ref(),
     )?;
+    // Outside the threads' scope: the helpers borrow them, the scan keeps them.
+    let (interrupted, abandoned) = unfinished(hints.interrupted, release, &b);
     let mut scan = std::thread::scope(|scope| -> Result<LiveScan> {
         // The fingerprint reads every fingerprinted release file: a thread of its own
         // does that while the project is scanned.
@@ -1532,20 +1635,16 @@ pub fn scan(
                 })
                 .ok(),
         };
-        let (interrupted, abandoned) = unfinished(hints.interrupted, release, &b);
         let own = interrupted.as_ref().or(abandoned.as_ref());
         let mut cache_misses = 0;
         let mut files = SharedPathTable::default();
-        let mut missing = MissingDirs::default();
+        // The lookups are most of a large scan (a path walk each): every other batch of
+        // them is taken by a helper, ahead of this thread, which classifies in order.
+        let mut lookups = Lookups::start(scope, root, (&b.new_set, b.old, own));
         // In order: the paths come sorted (the stat cache is read in that order too).
-        for (path, entry) in classified_paths(&b.new_set, b.old, own) {
-            if missing.holds(path) {
-                continue;
-            }
-            let mut live = live_state(root, path, hints.stat_cache, &mut cache_misses)?;
-            if live == Live::Missing {
-                missing.note(root, path);
-            }
+        for (i, (path, entry)) in classified_paths(&b.new_set, b.old, own).enumerate() {
+            let looked = lookups.look(root, i, path);
+            let mut live = live_state(root, path, looked, hints.stat_cache, &mut cache_misses)?;
             if let Live::File(now) = live
                 && let Some(seen) = killed_mid_creation(
                     (root, path, now),
@@ -1598,8 +1697,8 @@ pub fn scan(
             marker_sha256,
             parsed_marker: None,
             files,
-            interrupted,
-            abandoned,
+            interrupted: None,
+            abandoned: None,
             abandoned_migration,
             snapshot_provenance,
             stale_snapshots,
@@ -1613,6 +1712,7 @@ pub fn scan(
         })
     })?;
     scan.parsed_marker = parsed_marker;
+    (scan.interrupted, scan.abandoned) = (interrupted, abandoned);
     Ok(scan)
 }
 

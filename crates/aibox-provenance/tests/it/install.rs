@@ -944,8 +944,6 @@ fn copy_sources_share_their_folder_and_release_path() {
 /// deleted, and with a file added by hand.
 #[test]
 fn after_apply_of_the_installed_release_is_the_full_comparisons() {
-    use aibox_provenance::catalog::Catalog;
-    use aibox_provenance::source::{FetchOptions, fetch_release};
     let d = dirs();
     let root = d.project.path();
     let v1 = SyntheticRelease::generate("v1.0.0", false);
@@ -976,33 +974,9 @@ fn after_apply_of_the_installed_release_is_the_full_comparisons() {
     fs_err::remove_file(root.join(first_file(&skills[2]))).unwrap();
     fs_err::write(root.join(&skills[3]).join("mine.md"), "added\n").unwrap();
 
-    let previous = common::read_lock(root);
-    let verified = fetch_release(
-        &section,
-        root,
-        previous.as_ref(),
-        &mut FetchOptions::default(),
-    )
-    .unwrap();
-    let catalog = Catalog::from_payload(&verified.payload).unwrap();
     let packages = vec!["product".to_owned()];
-    let opts = aibox_provenance::PlanOptions {
-        packages: &packages,
-        include: &[],
-        exclude: &[],
-        prefer_gateway: true,
-        src_path: None,
-        now: setup.now,
-        cli_version: "0.1.0",
-    };
-    let scan = aibox_provenance::scan(
-        root,
-        &verified,
-        &catalog,
-        &opts,
-        aibox_provenance::Hints::default(),
-    )
-    .unwrap();
+    let opts = scan_options(&packages, &[], setup.now);
+    let (verified, catalog, scan) = fetch_and_scan(root, &section, &opts);
     let dirs: std::collections::BTreeSet<&str> = skills.iter().map(String::as_str).collect();
     let quick = aibox_provenance::after_apply(&verified, &catalog, &opts, &scan, &dirs).unwrap();
     // An empty intent record takes the full comparison and changes nothing of it.
@@ -1033,4 +1007,146 @@ fn after_apply_of_the_installed_release_is_the_full_comparisons() {
         after(&skills[2], &first_file(&skills[2])),
         aibox_provenance::After::Absent
     );
+}
+
+/// A large install's scan looks its paths up on two threads, batch by batch (a helper
+/// takes every other batch): each path's live state is still what is on disk, whichever
+/// thread looked it up, for files edited, deleted, replaced by a link or a folder, below
+/// a deleted folder and below a file where a folder was.
+#[test]
+fn a_large_scan_sees_every_path_as_it_is_on_disk() {
+    use aibox_provenance::Live;
+    let d = dirs();
+    let root = d.project.path();
+    let v1 = SyntheticRelease::processkit_like("v1.0.0", false);
+    // Every skill: about 1,700 paths (the release's and its snapshot's).
+    let every: Vec<String> = v1
+        .files
+        .keys()
+        .filter_map(|p| aibox_provenance::catalog::skill_of(p))
+        .map(|(_, s)| s.to_owned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let include: Vec<&str> = every.iter().map(String::as_str).collect();
+    let setup = Setup {
+        include: &include,
+        ..Setup::default()
+    };
+    let section = common::publish(&v1, d.store.path());
+    common::install_section(root, &section, &setup);
+    let marker = aibox_provenance::record::Marker::read(root).unwrap();
+    let mut installed: Vec<String> = (marker.files.keys())
+        .chain(marker.user_files.keys())
+        .map(str::to_owned)
+        .collect();
+    installed.sort();
+    // Enough paths for the helper thread (512), in batches of 64 on both threads.
+    assert!(installed.len() > 800, "{}", installed.len());
+    let skill_dirs: Vec<&str> = installed
+        .iter()
+        .filter_map(|p| p.strip_suffix("/SKILL.md"))
+        .collect();
+    // Two skill folders: one deleted whole, one replaced by a file (its paths are then
+    // below a file: not a directory).
+    let (gone, flat) = (skill_dirs[3], skill_dirs[skill_dirs.len() - 4]);
+    fs_err::remove_dir_all(root.join(gone)).unwrap();
+    fs_err::remove_dir_all(root.join(flat)).unwrap();
+    fs_err::write(root.join(flat), "a file where a folder was\n").unwrap();
+    disturb_every_29th(root, &installed, &[gone, flat]);
+
+    let packages = vec!["product".to_owned()];
+    let (_, _, scan) = fetch_and_scan(root, &section, &scan_options(&packages, &every, setup.now));
+    let on_disk = |path: &str| match fs_err::symlink_metadata(root.join(path)) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Ok(m) if m.file_type().is_file() => Some(Live::File(aibox_provenance::Sha256::of(
+            &fs_err::read(root.join(path)).unwrap(),
+        ))),
+        _ => Some(Live::Odd),
+    };
+    let mut seen = [0usize; 3];
+    for path in &installed {
+        let expected = on_disk(path);
+        assert_eq!(scan.files.get(path).copied(), expected, "{path}");
+        seen[match expected {
+            None => 0,
+            Some(Live::Odd) => 1,
+            Some(_) => 2,
+        }] += 1;
+    }
+    assert!(seen.iter().all(|n| *n > 10), "{seen:?}");
+    assert!(scan.files.get(&format!("{flat}/SKILL.md")) == Some(&Live::Odd));
+    assert!(scan.files.get(&format!("{gone}/SKILL.md")).is_none());
+}
+
+/// Edits, deletes, or replaces by a link or a folder (in turn) every 29th of the
+/// `installed` files, those below the folders `skip` aside.
+fn disturb_every_29th(root: &Path, installed: &[String], skip: &[&str]) {
+    let spread = installed
+        .iter()
+        .filter(|p| !skip.iter().any(|dir| p.starts_with(&format!("{dir}/"))))
+        .step_by(29);
+    for (k, path) in spread.enumerate() {
+        let at = root.join(path);
+        match k % 4 {
+            0 => fs_err::write(&at, format!("edited {k}\n")).unwrap(),
+            1 => fs_err::remove_file(&at).unwrap(),
+            2 => {
+                fs_err::remove_file(&at).unwrap();
+                std::os::unix::fs::symlink("elsewhere", &at).unwrap();
+            }
+            _ => {
+                fs_err::remove_file(&at).unwrap();
+                fs_err::create_dir(&at).unwrap();
+            }
+        }
+    }
+}
+
+/// The plan options of a scan of `packages` and `include`, as of `now`.
+fn scan_options<'a>(
+    packages: &'a [String],
+    include: &'a [String],
+    now: &'a str,
+) -> aibox_provenance::PlanOptions<'a> {
+    aibox_provenance::PlanOptions {
+        packages,
+        include,
+        exclude: &[],
+        prefer_gateway: true,
+        src_path: None,
+        now,
+        cli_version: "0.1.0",
+    }
+}
+
+/// The release `section` names, fetched as the lock pins it, its catalog, and the scan
+/// of the project at `root` for it.
+fn fetch_and_scan(
+    root: &Path,
+    section: &aibox_config::ProcesskitSection,
+    opts: &aibox_provenance::PlanOptions<'_>,
+) -> (
+    aibox_provenance::source::VerifiedRelease,
+    aibox_provenance::catalog::Catalog,
+    aibox_provenance::LiveScan,
+) {
+    let previous = common::read_lock(root);
+    let verified = aibox_provenance::source::fetch_release(
+        section,
+        root,
+        previous.as_ref(),
+        &mut aibox_provenance::source::FetchOptions::default(),
+    )
+    .unwrap();
+    let catalog = aibox_provenance::catalog::Catalog::from_payload(&verified.payload).unwrap();
+    let scan = aibox_provenance::scan(
+        root,
+        &verified,
+        &catalog,
+        opts,
+        aibox_provenance::Hints::default(),
+    )
+    .unwrap();
+    (verified, catalog, scan)
 }
