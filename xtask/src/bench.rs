@@ -9,7 +9,8 @@
 //! install, a cold first install (an empty download cache, the release downloaded from
 //! a loopback server and verified against its sidecar: of a clone of a project, whose
 //! committed `aibox.lock` pins the MCP servers' dependencies, and shown beside it, of a
-//! new project, which also locks them against the package index), no-op `apply`, upgrade to the successor, `doctor --integrity`, and the
+//! new project, which also locks them against the package index with the uv this machine
+//! has, overriding the `AIBOX_UV=none` of cargo's `[env]`), no-op `apply`, upgrade to the successor, `doctor --integrity`, and the
 //! read-only `doctor`, `skill list` and `mcp list` (held to linear growth), with wall
 //! time, CPU time (GNU `time`'s `%U` and `%S`, when `/usr/bin/time` exists; wall time
 //! well above CPU time is waiting, on `fsync` or on a busy machine) and aibox's own peak
@@ -263,6 +264,10 @@ struct PrevResults {
 /// the previous aibox, which reads no local archive.
 struct Served {
     server: aibox_test_support::http::Server,
+    /// The uv a new project's cold install locks its MCP servers' dependencies with,
+    /// asking the package index (cargo's `[env]` gives aibox `AIBOX_UV=none`, which
+    /// would leave them unlocked); `None` when this machine has none.
+    uv: Option<camino::Utf8PathBuf>,
 }
 
 impl Served {
@@ -280,7 +285,10 @@ impl Served {
             );
             server.route(&path, aibox_test_support::http::Route::ok(data));
         }
-        Ok(Self { server })
+        Ok(Self {
+            server,
+            uv: aibox_test_support::find_uv(),
+        })
     }
 
     /// The `[processkit] source` the releases are served under.
@@ -306,6 +314,60 @@ fn cold_config(release: &Release, served: &Served) -> String {
         include.join(", "),
         release.version,
     )
+}
+
+/// The two cold first installs of run `run` (an empty download cache each) into `cold`
+/// and a clone of it: each must install the `files` the first install did.
+fn cold_installs(
+    ours: &dyn Fn(&Path, &Path, &[&str]) -> Command,
+    (work, run): (&Path, usize),
+    (cold, served): (&Path, &Served),
+    files: usize,
+    r: &mut Results,
+) -> Result<(), String> {
+    // Cold: an empty download cache, so the release is downloaded (from the loopback
+    // server), verified against its sidecar and unpacked first. A new project also
+    // locks its MCP servers' dependencies against the package index (network, about the
+    // same at every size); a clone of it (its `aibox.toml` and committed `aibox.lock`)
+    // reuses that lock, so its row is the download, unpack and install alone.
+    let empty = work.join(format!("cache-cold-{run}"));
+    let mut new_project = ours(cold, &empty, &["apply"]);
+    if let Some(uv) = &served.uv {
+        new_project.env("AIBOX_UV", uv);
+    }
+    r.cold_new.push(measure(
+        &mut new_project,
+        "cold first install, new project",
+        work,
+    )?);
+    let lock = fs_err::read_to_string(cold.join("aibox.lock")).unwrap_or_default();
+    if served.uv.is_some() && !lock.contains("[mcp.environments.") {
+        say(&format!(
+            "==> bench: the new project in {} did not lock its MCP servers' dependencies \
+             (no package index?): its row is without the locking",
+            cold.display()
+        ));
+    }
+    let clone = work.join(format!("clone-{run}"));
+    fs_err::create_dir_all(&clone).map_err(|e| e.to_string())?;
+    for committed in ["aibox.toml", "aibox.lock"] {
+        fs_err::copy(cold.join(committed), clone.join(committed)).map_err(|e| e.to_string())?;
+    }
+    r.cold.push(measure(
+        &mut ours(&clone, &work.join(format!("cache-clone-{run}")), &["apply"]),
+        "cold first install, clone",
+        work,
+    )?);
+    for dir in [cold, &clone] {
+        if tree_size(&dir.join("context")).0 != files {
+            return Err(format!(
+                "the cold first install in {} did not install the {files} files the first \
+                 install did",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The previous aibox (`--baseline PATH`, a binary the user built, v0.21.2 when the
@@ -475,36 +537,7 @@ fn one_run(
     let (files, bytes) = tree_size(&project.join("context"));
     let agents = fs_err::metadata(project.join("AGENTS.md")).map_or(0, |m| m.len());
     r.files = (files + usize::from(agents > 0), bytes + agents);
-    // Cold: an empty download cache, so the release is downloaded (from the loopback
-    // server), verified against its sidecar and unpacked first. A new project also
-    // locks its MCP servers' dependencies against the package index (network, about the
-    // same at every size); a clone of it (its `aibox.toml` and committed `aibox.lock`)
-    // reuses that lock, so its row is the download, unpack and install alone.
-    let empty = work.join(format!("cache-cold-{run}"));
-    r.cold_new.push(measure(
-        &mut ours(&cold, &empty, &["apply"]),
-        "cold first install, new project",
-        work,
-    )?);
-    let clone = work.join(format!("clone-{run}"));
-    fs_err::create_dir_all(&clone).map_err(|e| e.to_string())?;
-    for committed in ["aibox.toml", "aibox.lock"] {
-        fs_err::copy(cold.join(committed), clone.join(committed)).map_err(|e| e.to_string())?;
-    }
-    r.cold.push(measure(
-        &mut ours(&clone, &work.join(format!("cache-clone-{run}")), &["apply"]),
-        "cold first install, clone",
-        work,
-    )?);
-    for dir in [&cold, &clone] {
-        if tree_size(&dir.join("context")).0 != files {
-            return Err(format!(
-                "the cold first install in {} did not install the {files} files the first \
-                 install did",
-                dir.display()
-            ));
-        }
-    }
+    cold_installs(&ours, (work, run), (&cold, served), files, r)?;
     r.noop
         .push(measure(&mut aibox(&["apply"]), "no-op apply", work)?);
     // The baselines are short and swing most with a busy disk: the fastest of a few
@@ -1198,6 +1231,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
         )?;
         let runs = if factor <= 1 { runs_1x } else { runs_large };
         let served = Served::start(&[&v1, &v2])?;
+        say(&match &served.uv {
+            Some(uv) => format!(
+                "==> bench {factor}x: a new project locks its MCP servers' dependencies with \
+                 {uv}, asking the package index"
+            ),
+            None => format!(
+                "==> bench {factor}x: no uv here: a new project's MCP servers stay unlocked"
+            ),
+        });
         let prev = baseline.clone().map(|bin| Prev { bin });
         let mut r = Results::default();
         // One warm-up run fills the page cache and the archive cache. Every run works in

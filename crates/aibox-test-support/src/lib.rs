@@ -72,13 +72,26 @@ pub fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'sta
         .unwrap_or_else(|_| panic!("{what}: still running after 20 s"))
 }
 
-/// The `uv` the MCP locking tests resolve with: `AIBOX_TEST_UV`, else the one the `uv`
-/// package installed for `python3` (`scripts/setup-test-deps.sh` pins it to the tool
-/// catalog's version), else `uv` on `PATH`; panics with the set-up command when none.
+/// The `uv` the MCP locking tests resolve with: [`find_uv`]; panics with the set-up
+/// command when there is none.
 #[allow(clippy::panic)] // failing the calling test is the point
 pub fn uv() -> camino::Utf8PathBuf {
+    find_uv().unwrap_or_else(|| {
+        panic!(
+            "no uv for the MCP locking tests: run `bash scripts/setup-test-deps.sh` (it \
+             installs the pinned uv with pip) or set AIBOX_TEST_UV"
+        )
+    })
+}
+
+/// `AIBOX_TEST_UV`, else the `uv` the `uv` package installed for `python3`
+/// (`scripts/setup-test-deps.sh` pins it to the tool catalog's version), else `uv` on
+/// `PATH`; `None` when there is none.
+pub fn find_uv() -> Option<camino::Utf8PathBuf> {
     if let Some(path) = std::env::var_os("AIBOX_TEST_UV") {
-        return camino::Utf8PathBuf::from(path.to_string_lossy().into_owned());
+        return Some(camino::Utf8PathBuf::from(
+            path.to_string_lossy().into_owned(),
+        ));
     }
     let from_python = std::process::Command::new("python3")
         .args(["-c", "import sys, uv; sys.stdout.write(uv.find_uv_bin())"])
@@ -87,15 +100,9 @@ pub fn uv() -> camino::Utf8PathBuf {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
     if let Some(path) = from_python.filter(|p| camino::Utf8Path::new(p).is_file()) {
-        return camino::Utf8PathBuf::from(path);
+        return Some(camino::Utf8PathBuf::from(path));
     }
-    let Some(path) = on_path("uv") else {
-        panic!(
-            "no uv for the MCP locking tests: run `bash scripts/setup-test-deps.sh` (it \
-             installs the pinned uv with pip) or set AIBOX_TEST_UV"
-        );
-    };
-    camino::Utf8PathBuf::from(path.to_string_lossy().into_owned())
+    on_path("uv").map(|path| camino::Utf8PathBuf::from(path.to_string_lossy().into_owned()))
 }
 
 /// The `npm` the MCP locking tests resolve npx servers with: `AIBOX_TEST_NPM`, else `npm`
