@@ -1108,18 +1108,7 @@ fn http_get(url: &str, accept: Option<&str>) -> Result<Vec<u8>, String> {
     if let Some(a) = accept {
         cmd.arg("-H").arg(format!("Accept: {a}"));
     }
-    let out = cmd
-        .arg(url)
-        .output()
-        .map_err(|e| format!("cannot run curl: {e}"))?;
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        Err(format!(
-            "GET {url}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    crate::release::output_of(cmd.arg(url), &format!("curl GET {url}"))
 }
 
 fn checked(cmd: &mut Command, what: &str) -> Result<(), String> {

@@ -207,18 +207,13 @@ pub(crate) fn cargo() -> String {
 
 /// `cargo metadata --format-version 1 --locked` with `args`, parsed.
 pub(crate) fn cargo_metadata(args: &[&str]) -> Result<serde_json::Value, String> {
-    let out = Command::new(cargo())
-        .args(["metadata", "--format-version", "1", "--locked"])
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("bad cargo metadata: {e}"))
+    let out = release::output_of(
+        Command::new(cargo())
+            .args(["metadata", "--format-version", "1", "--locked"])
+            .args(args),
+        "cargo metadata",
+    )?;
+    serde_json::from_slice(&out).map_err(|e| format!("bad cargo metadata: {e}"))
 }
 
 /// A `cargo` command for a build or test run, set up by [`started_by_xtask`].

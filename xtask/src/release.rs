@@ -697,18 +697,27 @@ fn sha256_file(path: &Path) -> Result<String, String> {
 }
 
 fn git(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .args(args)
+    let out = output_of(
+        Command::new("git").args(args),
+        &format!("git {}", args.join(" ")),
+    )?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Runs `cmd` (named `what` in errors) and returns its standard output; an error carries
+/// what it printed on standard error.
+pub(crate) fn output_of(cmd: &mut Command, what: &str) -> Result<Vec<u8>, String> {
+    let out = cmd
         .output()
-        .map_err(|e| format!("git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(format!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Runs `cmd` with inherited output; an error names the command and how it ended.

@@ -603,9 +603,6 @@ fn live_state(
 /// other batch to a helper thread, which looks them up while this one classifies.
 const STAT_BATCH: usize = 64;
 
-/// Fewer classified paths than this are looked up without a helper thread.
-const PARALLEL_LOOKUPS: usize = 512;
-
 /// Whether the `i`-th classified path is in a batch the helper thread looks up.
 fn helpers_batch(i: usize) -> bool {
     (i / STAT_BATCH) % 2 == 1
@@ -631,7 +628,8 @@ impl Lookups {
             Option<&'env Intent>,
         ),
     ) -> Self {
-        let many = new_set.len() + old.map_or(0, |m| m.files.len()) >= PARALLEL_LOOKUPS;
+        let many =
+            new_set.len() + old.map_or(0, |m| m.files.len()) >= crate::statcache::PARALLEL_STATS;
         let helper = many.then(|| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Looked>>(2);
             std::thread::Builder::new()

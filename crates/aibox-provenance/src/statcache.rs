@@ -288,8 +288,9 @@ impl StatCache {
     }
 }
 
-/// From this many files on, [`StatCache::write_to`] stats on two threads.
-const PARALLEL_STATS: usize = 256;
+/// From this many files on, their stats are worth a second thread: [`StatCache::write_to`]
+/// takes them on two, as the scan does its lookups (`install::scan`).
+pub(crate) const PARALLEL_STATS: usize = 256;
 
 /// The key of the regular file `path` under `root`; `None` when it is missing or not a
 /// regular file.

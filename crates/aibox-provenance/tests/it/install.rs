@@ -1041,7 +1041,7 @@ fn a_large_scan_sees_every_path_as_it_is_on_disk() {
         .map(str::to_owned)
         .collect();
     installed.sort();
-    // Enough paths for the helper thread (512), in batches of 64 on both threads.
+    // Enough paths for the helper thread (256), in batches of 64 on both threads.
     assert!(installed.len() > 800, "{}", installed.len());
     let skill_dirs: Vec<&str> = installed
         .iter()
