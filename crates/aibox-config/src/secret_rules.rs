@@ -175,6 +175,111 @@ static PREFIX_FINDERS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>>
             .collect()
     });
 
+/// Needles found in one pass over a text (an Aho-Corasick automaton), answering which of
+/// them occur: [`CredentialScan::for_text`] searched each of its 45 needles on its own,
+/// 45 passes over every installed skill file (a fifth of `skill list`'s and `doctor`'s
+/// time at 10x processkit); the one pass takes a third of that time.
+struct NeedleSet {
+    /// The automaton; `None` only if it could not be built, and then each needle is
+    /// searched on its own (it cannot fail for a few dozen short needles).
+    search: Option<aho_corasick::AhoCorasick>,
+    needles: Vec<&'static [u8]>,
+}
+
+impl NeedleSet {
+    fn new(needles: Vec<&'static [u8]>) -> Self {
+        let search = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(&needles)
+            .ok();
+        Self { search, needles }
+    }
+
+    /// Bit `i` set when needle `i` occurs in `text` (at most 64 needles). A leftmost
+    /// search reports no two overlapping matches, so an occurrence starting inside a
+    /// reported match (`sk-` inside `sk-ant-`) is not reported itself: every needle is
+    /// tried at each position of each reported match, which finds those. An occurrence
+    /// starting anywhere else is reported, as the leftmost match from where the search
+    /// went on.
+    fn present(&self, text: &[u8]) -> u64 {
+        let at = |i: usize| 1_u64 << i;
+        let Some(search) = &self.search else {
+            return (self.needles.iter().enumerate())
+                .filter(|(_, n)| memchr::memmem::find(text, n).is_some())
+                .fold(0, |found, (i, _)| found | at(i));
+        };
+        let all = (0..self.needles.len()).fold(0, |found, i| found | at(i));
+        let mut found = 0;
+        for m in search.find_iter(text) {
+            for start in m.start()..m.end() {
+                for (i, needle) in self.needles.iter().enumerate() {
+                    if text[start..].starts_with(needle) {
+                        found |= at(i);
+                    }
+                }
+            }
+            if found == all {
+                break;
+            }
+        }
+        found
+    }
+}
+
+/// `text` with its ASCII letters lowercased (what `to_ascii_lowercase` returns), eight
+/// bytes at a time: this crate is built for size in release, where the byte loop is not
+/// vectorised, and lowercasing every installed skill file byte by byte was 8 % of
+/// `skill list`'s time at 10x processkit.
+fn ascii_lowercase(text: &[u8]) -> Vec<u8> {
+    const LOW_SEVEN: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut out = text.to_vec();
+    let mut words = out.chunks_exact_mut(8);
+    for chunk in &mut words {
+        let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) else {
+            continue;
+        };
+        let w = u64::from_le_bytes(*chunk);
+        // Per byte, with its top bit cleared (no carry leaves a byte): bit 7 of `+ 0x3f`
+        // is set from `A` (0x41) on, and of `+ 0x25` from past `Z` (0x5b) on; a byte
+        // whose own top bit is set is not ASCII and stays as it is.
+        let low = w & LOW_SEVEN;
+        let from_a = low + 0x3f3f_3f3f_3f3f_3f3f;
+        let past_z = low + 0x2525_2525_2525_2525;
+        let upper = from_a & !past_z & !w & HIGH;
+        *chunk = (w | upper >> 2).to_le_bytes();
+    }
+    words.into_remainder().make_ascii_lowercase();
+    out
+}
+
+/// Where [`EXACT_NEEDLES`] has each needle of [`CredentialScan::for_text`] that is not a
+/// [`PATTERNS`] prefix (those come first, in their order).
+const PEM_AT: usize = PATTERNS.len();
+const SCHEME_AT: usize = PEM_AT + 1;
+const JWT_AT: usize = PEM_AT + 2;
+
+/// The needles searched in the text as it is: every [`PATTERNS`] prefix, then
+/// `-----BEGIN`, `://` and `eyJ` (see the `*_AT` positions).
+static EXACT_NEEDLES: std::sync::LazyLock<NeedleSet> = std::sync::LazyLock::new(|| {
+    let mut needles: Vec<&'static [u8]> = PATTERNS.iter().map(|p| p.prefix.as_bytes()).collect();
+    needles.extend([PEM_BEGIN.needle(), SCHEME.needle(), shape::JWT.needle()]);
+    NeedleSet::new(needles)
+});
+
+/// Where [`LOWER_NEEDLES`] has each needle.
+const BEARER_AT: usize = 0;
+const BASIC_AT: usize = 1;
+const CONNECTION_AT: usize = 2;
+
+/// The needles searched in the lowercased text: `bearer `, `basic `, then every
+/// connection-string key.
+static LOWER_NEEDLES: std::sync::LazyLock<NeedleSet> = std::sync::LazyLock::new(|| {
+    let mut needles = vec![BEARER.needle(), shape::BASIC.needle()];
+    needles.extend(shape::CONNECTION_KEYS.iter().map(|(key, _)| key.as_bytes()));
+    NeedleSet::new(needles)
+});
+
 const PATTERNS: [Pattern; 36] = [
     Pattern {
         prefix: "sk-ant-",
@@ -475,20 +580,19 @@ impl CredentialScan {
     /// The rules that can match some piece of `text`.
     pub fn for_text(text: &str) -> Self {
         let bytes = text.as_bytes();
-        let lower = text.to_ascii_lowercase();
-        let lower = lower.as_bytes();
+        let exact = EXACT_NEEDLES.present(bytes);
+        let lower = LOWER_NEEDLES.present(&ascii_lowercase(bytes));
+        let has = |found: u64, i: usize| found & (1 << i) != 0;
         Self {
-            prefixes: std::array::from_fn(|i| PREFIX_FINDERS[i].find(bytes).is_some()),
+            prefixes: std::array::from_fn(|i| has(exact, i)),
             // The needle each rule of `RULES` cannot match without.
             rules: [
-                PEM_BEGIN.find(bytes).is_some(),
-                BEARER.find(lower).is_some(),
-                SCHEME.find(bytes).is_some(),
-                shape::JWT.find(bytes).is_some(),
-                shape::BASIC.find(lower).is_some(),
-                shape::CONNECTION_FINDERS
-                    .iter()
-                    .any(|f| f.find(lower).is_some()),
+                has(exact, PEM_AT),
+                has(lower, BEARER_AT),
+                has(exact, SCHEME_AT),
+                has(exact, JWT_AT),
+                has(lower, BASIC_AT),
+                lower >> CONNECTION_AT != 0,
                 shape::telegram_possible(bytes),
             ],
         }
@@ -813,5 +917,90 @@ mod tests {
         assert_eq!(strip_references("a ${open $B"), "a ${open ");
         assert_eq!(strip_references("é${X}ü$9"), "éü$9");
         assert_eq!(strip_references("{env:Y"), "{env:Y");
+    }
+
+    /// Each needle searched on its own: what the one pass of [`NeedleSet::present`]
+    /// must answer.
+    fn one_by_one(set: &NeedleSet, text: &[u8]) -> u64 {
+        (set.needles.iter().enumerate())
+            .filter(|(_, n)| memchr::memmem::find(text, n).is_some())
+            .fold(0, |found, (i, _)| found | 1 << i)
+    }
+
+    /// Needles inside, overlapping and beside each other's matches are all found: a
+    /// leftmost search reports `sk-ant-` and not the `sk-` it starts with, nor a `://`
+    /// that starts inside `hooks.slack.com/services/`-like runs.
+    #[test]
+    fn every_needle_is_found_inside_overlapping_matches() {
+        for text in [
+            "sk-ant-x",
+            "a task-list",
+            "xsk-ant-sk_live_",
+            "eyJ://eyJ",
+            "-----BEGIN -----BEGIN",
+            "ghp_gho_ghu_",
+            "AGE-SECRET-KEY-1",
+            "",
+            "plain prose",
+        ] {
+            let bytes = text.as_bytes();
+            assert_eq!(
+                EXACT_NEEDLES.present(bytes),
+                one_by_one(&EXACT_NEEDLES, bytes),
+                "{text}"
+            );
+        }
+        let lower = b"sharedaccesskey=x;password=y bearer basic pwd=";
+        assert_eq!(
+            LOWER_NEEDLES.present(lower),
+            one_by_one(&LOWER_NEEDLES, lower)
+        );
+        assert_eq!(LOWER_NEEDLES.present(lower).count_ones(), 5);
+        assert!(
+            CredentialScan::for_text("x\nAuthorization: Bearer abc\n").rules[1],
+            "`bearer ` is looked for in the lowercased text"
+        );
+    }
+
+    /// Eight bytes at a time, every byte value at every position of a word and in the
+    /// tail is lowercased as `to_ascii_lowercase` does.
+    #[test]
+    fn lowercasing_by_words_is_ascii_lowercasing() {
+        let every: Vec<u8> = (0..=255).collect();
+        for shift in 0..9 {
+            let text = &every[shift..];
+            assert_eq!(
+                ascii_lowercase(text),
+                text.to_ascii_lowercase(),
+                "from {shift}"
+            );
+        }
+        proptest::proptest!(|(text in proptest::collection::vec(proptest::num::u8::ANY, 0..64))| {
+            proptest::prop_assert_eq!(ascii_lowercase(&text), text.to_ascii_lowercase());
+        });
+    }
+
+    /// Texts made of needle pieces, whole needles and other bytes, run together so that
+    /// needles overlap, nest and cross: the one pass finds exactly the needles that the
+    /// separate searches find.
+    #[test]
+    fn one_pass_finds_what_separate_searches_find() {
+        use proptest::prelude::*;
+        let pieces: Vec<String> = (EXACT_NEEDLES.needles.iter())
+            .chain(&LOWER_NEEDLES.needles)
+            .flat_map(|n| {
+                let n = String::from_utf8_lossy(n).into_owned();
+                let half = n.len() / 2;
+                [n.clone(), n[..half].to_owned(), n[half..].to_owned()]
+            })
+            .chain(["x", " ", "-", "_", "/", ":", "=", "a"].map(str::to_owned))
+            .collect();
+        let text = proptest::collection::vec(proptest::sample::select(pieces), 0..24)
+            .prop_map(|parts| parts.concat());
+        proptest!(ProptestConfig::with_cases(2000), |(text in text)| {
+            for set in [&*EXACT_NEEDLES, &*LOWER_NEEDLES] {
+                prop_assert_eq!(set.present(text.as_bytes()), one_by_one(set, text.as_bytes()));
+            }
+        });
     }
 }

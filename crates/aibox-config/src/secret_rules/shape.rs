@@ -114,7 +114,7 @@ pub(super) fn find_basic(s: &str) -> Option<TokenHit> {
 
 /// Connection-string keys whose value is a secret, and whether the key alone is specific
 /// enough (the generic `Password=` counts only inside a `;`-separated string).
-const CONNECTION_KEYS: [(&str, bool); 6] = [
+pub(super) const CONNECTION_KEYS: [(&str, bool); 6] = [
     ("accountkey=", true),
     ("sharedaccesskey=", true),
     ("sharedaccesssignature=", true),
