@@ -188,8 +188,12 @@ struct NeedleSet {
 
 impl NeedleSet {
     fn new(needles: Vec<&'static [u8]>) -> Self {
+        // A contiguous NFA searches as fast as a DFA here (the packed prefilter does the
+        // work) and builds in less than half the time, which every command that scans
+        // a few files pays.
         let search = aho_corasick::AhoCorasick::builder()
             .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
             .build(&needles)
             .ok();
         Self { search, needles }

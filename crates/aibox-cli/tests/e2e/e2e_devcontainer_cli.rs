@@ -143,6 +143,7 @@ fn devcontainer_up_succeeds_on_generated_files() {
     cleanup.network(&internal);
 
     let (out, result) = devcontainer_up(&cli, &podman, &api, &root);
+    remove_derived_images(&podman, &name, &mut cleanup);
     assert_eq!(result["outcome"], "success", "{}", show(&out));
     assert!(out.status.success(), "{}", show(&out));
     let id = result["containerId"].as_str().unwrap().to_owned();
@@ -187,6 +188,22 @@ fn devcontainer_up_succeeds_on_generated_files() {
     );
 
     aibox_takes_it_for_this_checkouts(&podman, &root, &name, &id);
+}
+
+/// Marks for removal the images the CLI derived from ours for the project folder `folder`
+/// to give the user the host's UID (`vsc-<folder>-<hash>-uid`), found by name: called
+/// before anything is asserted, as a run where the CLI printed no result left one behind.
+fn remove_derived_images(podman: &Podman, folder: &str, cleanup: &mut Cleanup) {
+    let derived = podman.run(&[
+        "images",
+        "--format",
+        "{{.Repository}}:{{.Tag}}",
+        "--filter",
+        &format!("reference=*vsc-{folder}-*"),
+    ]);
+    for image in String::from_utf8_lossy(&derived.stdout).lines() {
+        cleanup.image(image);
+    }
 }
 
 /// The agent started by the CLI is on the network `initializeCommand` made (internal,

@@ -434,6 +434,24 @@ fn two_checkouts_of_one_project_never_share_a_container() {
         true,
         "still running after B's refused commands"
     );
+
+    // A renamed: its container is now this checkout's under a former name, which `doctor`
+    // names (and `up` or `down` would remove).
+    let toml = fs_err::read_to_string(a.root.join("aibox.toml")).unwrap();
+    let renamed = toml.replacen(
+        &format!("name = \"{}\"", a.name),
+        &format!("name = \"{}-renamed\"", a.name),
+        1,
+    );
+    assert_ne!(renamed, toml, "{toml}");
+    fs_err::write(a.root.join("aibox.toml"), renamed).unwrap();
+    let doctor = run(aibox(&podman, &a.root).args(["doctor", "--output", "json"]));
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.contains("aibox::doctor::former_container") && text.contains(&a.container),
+        "{}",
+        show(&doctor)
+    );
 }
 
 #[test]
