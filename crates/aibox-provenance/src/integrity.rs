@@ -350,10 +350,9 @@ fn snapshot_drift(
     // in path order as the files are found.
     let mut listing = sha2::Sha256::new();
     let mut found = 0_usize;
-    walk_sorted(root, &dir, &mut |path| {
+    let mut on_file = |path: &str, live: Option<Sha256>| {
         *checked += 1;
         let rel = path.strip_prefix(&prefix).unwrap_or(path);
-        let live = hash_live(&root.join(path), buf);
         if let Some(h) = live {
             let mut hex = [0_u8; 64];
             // 64 hex digits always fit.
@@ -370,7 +369,10 @@ fn snapshot_drift(
                 drift.push(format!("{path} (changed)"));
             }
         }
-    });
+    };
+    let mut batches = Batches::new(root, buf);
+    walk_sorted(root, &dir, &mut |path| batches.push(path, &mut on_file));
+    batches.flush(&mut on_file);
     // An installed file's copy the walk did not meet is gone (looked for only then).
     if found < marker.files.len() {
         for (installed, _) in &marker.files {
@@ -398,6 +400,82 @@ fn snapshot_drift(
         Some(files) => named_drift(root, &dir, &files, buf),
         None if drift.is_empty() => vec![format!("{dir}/")],
         None => drift,
+    }
+}
+
+/// Files hashed a batch at a time, in the order they were pushed: from
+/// [`PARALLEL_HASHES`] files in a batch on, its second half on a helper thread. The
+/// snapshot's files are most of what plain `doctor` hashes (every one of them, on each
+/// run), and of `doctor --integrity`'s bytes.
+struct Batches<'a> {
+    root: &'a Path,
+    paths: Vec<String>,
+    /// This thread's buffer.
+    buf: &'a mut [u8],
+    /// The helper's buffer, allocated for the first batch it takes.
+    helper_buf: Vec<u8>,
+}
+
+/// Files per batch of [`Batches`].
+const HASH_BATCH: usize = 128;
+
+/// From this many files a batch is split between two threads (below, the thread costs
+/// more than it saves).
+const PARALLEL_HASHES: usize = 32;
+
+impl<'a> Batches<'a> {
+    fn new(root: &'a Path, buf: &'a mut [u8]) -> Self {
+        Self {
+            root,
+            paths: Vec::with_capacity(HASH_BATCH),
+            buf,
+            helper_buf: Vec::new(),
+        }
+    }
+
+    /// Adds the root-relative `path`; `done` gets each path of a full batch with its
+    /// digest ([`hash_live`]), in order.
+    fn push(&mut self, path: &str, done: &mut dyn FnMut(&str, Option<Sha256>)) {
+        self.paths.push(path.to_owned());
+        if self.paths.len() == HASH_BATCH {
+            self.flush(done);
+        }
+    }
+
+    /// Hashes what is left and hands it to `done`.
+    fn flush(&mut self, done: &mut dyn FnMut(&str, Option<Sha256>)) {
+        let root = self.root;
+        let hash_all = |paths: &[String], buf: &mut [u8]| -> Vec<Option<Sha256>> {
+            paths
+                .iter()
+                .map(|p| hash_live(&root.join(p), buf))
+                .collect()
+        };
+        let digests = if self.paths.len() < PARALLEL_HASHES {
+            hash_all(&self.paths, self.buf)
+        } else {
+            let (first, second) = self.paths.split_at(self.paths.len() / 2);
+            if self.helper_buf.is_empty() {
+                self.helper_buf = vec![0; HASH_BUFFER];
+            }
+            let helper_buf = &mut self.helper_buf;
+            let buf = &mut *self.buf;
+            std::thread::scope(|scope| {
+                let helper = std::thread::Builder::new()
+                    .name("aibox-hash".to_owned())
+                    .spawn_scoped(scope, || hash_all(second, helper_buf));
+                let mut digests = hash_all(first, buf);
+                // No thread, or it died: hashed here.
+                match helper.map(std::thread::ScopedJoinHandle::join) {
+                    Ok(Ok(rest)) => digests.extend(rest),
+                    _ => digests.extend(hash_all(second, buf)),
+                }
+                digests
+            })
+        };
+        for (path, digest) in self.paths.drain(..).zip(digests) {
+            done(&path, digest);
+        }
     }
 }
 

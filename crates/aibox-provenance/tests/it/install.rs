@@ -1018,23 +1018,7 @@ fn a_large_scan_sees_every_path_as_it_is_on_disk() {
     use aibox_provenance::Live;
     let d = dirs();
     let root = d.project.path();
-    let v1 = SyntheticRelease::processkit_like("v1.0.0", false);
-    // Every skill: about 1,700 paths (the release's and its snapshot's).
-    let every: Vec<String> = v1
-        .files
-        .keys()
-        .filter_map(|p| aibox_provenance::catalog::skill_of(p))
-        .map(|(_, s)| s.to_owned())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let include: Vec<&str> = every.iter().map(String::as_str).collect();
-    let setup = Setup {
-        include: &include,
-        ..Setup::default()
-    };
-    let section = common::publish(&v1, d.store.path());
-    common::install_section(root, &section, &setup);
+    let (section, every) = install_every_skill(&d);
     let marker = aibox_provenance::record::Marker::read(root).unwrap();
     let mut installed: Vec<String> = (marker.files.keys())
         .chain(marker.user_files.keys())
@@ -1056,7 +1040,8 @@ fn a_large_scan_sees_every_path_as_it_is_on_disk() {
     disturb_every_29th(root, &installed, &[gone, flat]);
 
     let packages = vec!["product".to_owned()];
-    let (_, _, scan) = fetch_and_scan(root, &section, &scan_options(&packages, &every, setup.now));
+    let now = Setup::default().now;
+    let (_, _, scan) = fetch_and_scan(root, &section, &scan_options(&packages, &every, now));
     let on_disk = |path: &str| match fs_err::symlink_metadata(root.join(path)) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Ok(m) if m.file_type().is_file() => Some(Live::File(aibox_provenance::Sha256::of(
@@ -1077,6 +1062,73 @@ fn a_large_scan_sees_every_path_as_it_is_on_disk() {
     assert!(seen.iter().all(|n| *n > 10), "{seen:?}");
     assert!(scan.files.get(&format!("{flat}/SKILL.md")) == Some(&Live::Odd));
     assert!(scan.files.get(&format!("{gone}/SKILL.md")).is_none());
+}
+
+/// A large snapshot is hashed in batches, each split between two threads: `doctor
+/// --integrity` vouches for every file of it in order (the whole listing's digest
+/// matches), and the copies of installed files changed anywhere in it, in either half of
+/// a batch, are each named.
+#[test]
+fn a_large_snapshot_is_checked_file_by_file_in_order() {
+    let d = dirs();
+    let root = d.project.path();
+    install_every_skill(&d);
+    let marker = aibox_provenance::record::Marker::read(root).unwrap();
+    let report = integrity(root).unwrap();
+    assert_eq!(report.status, IntegrityStatus::Healthy, "{report:?}");
+    let snapshot_files = report.checked - marker.files.len() - marker.user_files.len();
+    // Several batches of 128.
+    assert!(snapshot_files > 600, "{snapshot_files}");
+
+    // Every 37th installed file's snapshot copy, edited or deleted in turn.
+    let snapshot = "context/templates/processkit/v1.0.0";
+    let mut expected = Vec::new();
+    let skill_files = marker
+        .files
+        .keys()
+        .filter(|p| p.starts_with("context/skills/"));
+    for (k, installed) in skill_files.step_by(37).enumerate() {
+        // A skill file's release path is its installed path.
+        let copy = format!("{snapshot}/{installed}");
+        assert!(root.join(&copy).is_file(), "{copy}");
+        if k % 2 == 0 {
+            fs_err::write(root.join(&copy), format!("edited {k}\n")).unwrap();
+            expected.push(format!("{copy} (changed)"));
+        } else {
+            fs_err::remove_file(root.join(&copy)).unwrap();
+            expected.push(format!("{copy} (missing)"));
+        }
+    }
+    expected.sort();
+    assert!(expected.len() > 20, "{}", expected.len());
+    let report = integrity(root).unwrap();
+    assert_eq!(report.status, IntegrityStatus::Drifted, "{report:?}");
+    assert_eq!(report.snapshot_differing, expected.len(), "{report:?}");
+    let named = aibox_provenance::SNAPSHOT_NAMED;
+    assert_eq!(report.snapshot_modified[..named], expected[..named]);
+}
+
+/// Installs a processkit-like release v1.0.0 with every skill selected (about 1,700
+/// paths: the release's and its snapshot's) into `d`'s project; returns its lock section
+/// and the skills.
+fn install_every_skill(d: &Dirs) -> (aibox_config::ProcesskitSection, Vec<String>) {
+    let v1 = SyntheticRelease::processkit_like("v1.0.0", false);
+    let every: Vec<String> = v1
+        .files
+        .keys()
+        .filter_map(|p| aibox_provenance::catalog::skill_of(p))
+        .map(|(_, s)| s.to_owned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let include: Vec<&str> = every.iter().map(String::as_str).collect();
+    let setup = Setup {
+        include: &include,
+        ..Setup::default()
+    };
+    let section = common::publish(&v1, d.store.path());
+    common::install_section(d.project.path(), &section, &setup);
+    (section, every)
 }
 
 /// Edits, deletes, or replaces by a link or a folder (in turn) every 29th of the
