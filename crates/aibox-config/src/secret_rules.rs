@@ -184,10 +184,13 @@ struct NeedleSet {
     /// searched on its own (it cannot fail for a few dozen short needles).
     search: Option<aho_corasick::AhoCorasick>,
     needles: Vec<&'static [u8]>,
+    /// A bit per needle: the answer once every needle was found.
+    all: u64,
 }
 
 impl NeedleSet {
     fn new(needles: Vec<&'static [u8]>) -> Self {
+        debug_assert!(needles.len() <= 64, "a bit per needle");
         // A contiguous NFA searches as fast as a DFA here (the packed prefilter does the
         // work) and builds in less than half the time, which every command that scans
         // a few files pays.
@@ -196,7 +199,19 @@ impl NeedleSet {
             .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
             .build(&needles)
             .ok();
-        Self { search, needles }
+        let all = (0..needles.len()).fold(0, |all, i| all | 1 << i);
+        Self {
+            search,
+            needles,
+            all,
+        }
+    }
+
+    /// [`Self::present`] by a search for each needle on its own.
+    fn each_alone(&self, text: &[u8]) -> u64 {
+        (self.needles.iter().enumerate())
+            .filter(|(_, n)| memchr::memmem::find(text, n).is_some())
+            .fold(0, |found, (i, _)| found | 1 << i)
     }
 
     /// Bit `i` set when needle `i` occurs in `text` (at most 64 needles). A leftmost
@@ -206,23 +221,19 @@ impl NeedleSet {
     /// starting anywhere else is reported, as the leftmost match from where the search
     /// went on.
     fn present(&self, text: &[u8]) -> u64 {
-        let at = |i: usize| 1_u64 << i;
         let Some(search) = &self.search else {
-            return (self.needles.iter().enumerate())
-                .filter(|(_, n)| memchr::memmem::find(text, n).is_some())
-                .fold(0, |found, (i, _)| found | at(i));
+            return self.each_alone(text);
         };
-        let all = (0..self.needles.len()).fold(0, |found, i| found | at(i));
         let mut found = 0;
         for m in search.find_iter(text) {
             for start in m.start()..m.end() {
                 for (i, needle) in self.needles.iter().enumerate() {
                     if text[start..].starts_with(needle) {
-                        found |= at(i);
+                        found |= 1 << i;
                     }
                 }
             }
-            if found == all {
+            if found == self.all {
                 break;
             }
         }
@@ -238,11 +249,8 @@ fn ascii_lowercase(text: &[u8]) -> Vec<u8> {
     const LOW_SEVEN: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut out = text.to_vec();
-    let mut words = out.chunks_exact_mut(8);
-    for chunk in &mut words {
-        let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) else {
-            continue;
-        };
+    let (words, tail) = out.as_chunks_mut::<8>();
+    for chunk in words {
         let w = u64::from_le_bytes(*chunk);
         // Per byte, with its top bit cleared (no carry leaves a byte): bit 7 of `+ 0x3f`
         // is set from `A` (0x41) on, and of `+ 0x25` from past `Z` (0x5b) on; a byte
@@ -253,7 +261,7 @@ fn ascii_lowercase(text: &[u8]) -> Vec<u8> {
         let upper = from_a & !past_z & !w & HIGH;
         *chunk = (w | upper >> 2).to_le_bytes();
     }
-    words.into_remainder().make_ascii_lowercase();
+    tail.make_ascii_lowercase();
     out
 }
 
@@ -923,14 +931,6 @@ mod tests {
         assert_eq!(strip_references("{env:Y"), "{env:Y");
     }
 
-    /// Each needle searched on its own: what the one pass of [`NeedleSet::present`]
-    /// must answer.
-    fn one_by_one(set: &NeedleSet, text: &[u8]) -> u64 {
-        (set.needles.iter().enumerate())
-            .filter(|(_, n)| memchr::memmem::find(text, n).is_some())
-            .fold(0, |found, (i, _)| found | 1 << i)
-    }
-
     /// Needles inside, overlapping and beside each other's matches are all found: a
     /// leftmost search reports `sk-ant-` and not the `sk-` it starts with, nor a `://`
     /// that starts inside `hooks.slack.com/services/`-like runs.
@@ -950,14 +950,14 @@ mod tests {
             let bytes = text.as_bytes();
             assert_eq!(
                 EXACT_NEEDLES.present(bytes),
-                one_by_one(&EXACT_NEEDLES, bytes),
+                EXACT_NEEDLES.each_alone(bytes),
                 "{text}"
             );
         }
         let lower = b"sharedaccesskey=x;password=y bearer basic pwd=";
         assert_eq!(
             LOWER_NEEDLES.present(lower),
-            one_by_one(&LOWER_NEEDLES, lower)
+            LOWER_NEEDLES.each_alone(lower)
         );
         assert_eq!(LOWER_NEEDLES.present(lower).count_ones(), 5);
         assert!(
@@ -1003,7 +1003,7 @@ mod tests {
             .prop_map(|parts| parts.concat());
         proptest!(ProptestConfig::with_cases(2000), |(text in text)| {
             for set in [&*EXACT_NEEDLES, &*LOWER_NEEDLES] {
-                prop_assert_eq!(set.present(text.as_bytes()), one_by_one(set, text.as_bytes()));
+                prop_assert_eq!(set.present(text.as_bytes()), set.each_alone(text.as_bytes()));
             }
         });
     }

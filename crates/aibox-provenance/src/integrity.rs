@@ -370,7 +370,7 @@ fn snapshot_drift(
             }
         }
     };
-    let mut batches = Batches::new(root, buf);
+    let mut batches = Batches::new(root);
     walk_sorted(root, &dir, &mut |path| batches.push(path, &mut on_file));
     batches.flush(&mut on_file);
     // An installed file's copy the walk did not meet is gone (looked for only then).
@@ -403,17 +403,13 @@ fn snapshot_drift(
     }
 }
 
-/// Files hashed a batch at a time, in the order they were pushed: from
-/// [`PARALLEL_HASHES`] files in a batch on, its second half on a helper thread. The
-/// snapshot's files are most of what plain `doctor` hashes (every one of them, on each
-/// run), and of `doctor --integrity`'s bytes.
+/// Files hashed a batch at a time, in the order they were pushed, from
+/// [`PARALLEL_HASHES`] files in a batch on with its second half on a helper thread
+/// ([`crate::halves::in_halves`]). The snapshot's files are most of what plain `doctor`
+/// hashes (every one of them, on each run), and of `doctor --integrity`'s bytes.
 struct Batches<'a> {
     root: &'a Path,
     paths: Vec<String>,
-    /// This thread's buffer.
-    buf: &'a mut [u8],
-    /// The helper's buffer, allocated for the first batch it takes.
-    helper_buf: Vec<u8>,
 }
 
 /// Files per batch of [`Batches`].
@@ -424,12 +420,10 @@ const HASH_BATCH: usize = 128;
 const PARALLEL_HASHES: usize = 32;
 
 impl<'a> Batches<'a> {
-    fn new(root: &'a Path, buf: &'a mut [u8]) -> Self {
+    fn new(root: &'a Path) -> Self {
         Self {
             root,
             paths: Vec::with_capacity(HASH_BATCH),
-            buf,
-            helper_buf: Vec::new(),
         }
     }
 
@@ -445,34 +439,13 @@ impl<'a> Batches<'a> {
     /// Hashes what is left and hands it to `done`.
     fn flush(&mut self, done: &mut dyn FnMut(&str, Option<Sha256>)) {
         let root = self.root;
-        let hash_all = |paths: &[String], buf: &mut [u8]| -> Vec<Option<Sha256>> {
-            paths
-                .iter()
-                .map(|p| hash_live(&root.join(p), buf))
-                .collect()
-        };
-        let digests = if self.paths.len() < PARALLEL_HASHES {
-            hash_all(&self.paths, self.buf)
-        } else {
-            let (first, second) = self.paths.split_at(self.paths.len() / 2);
-            if self.helper_buf.is_empty() {
-                self.helper_buf = vec![0; HASH_BUFFER];
-            }
-            let helper_buf = &mut self.helper_buf;
-            let buf = &mut *self.buf;
-            std::thread::scope(|scope| {
-                let helper = std::thread::Builder::new()
-                    .name("aibox-hash".to_owned())
-                    .spawn_scoped(scope, || hash_all(second, helper_buf));
-                let mut digests = hash_all(first, buf);
-                // No thread, or it died: hashed here.
-                match helper.map(std::thread::ScopedJoinHandle::join) {
-                    Ok(Ok(rest)) => digests.extend(rest),
-                    _ => digests.extend(hash_all(second, buf)),
-                }
-                digests
-            })
-        };
+        let digests =
+            crate::halves::in_halves(&self.paths, PARALLEL_HASHES, "aibox-hash", |part| {
+                let mut buf = vec![0; HASH_BUFFER];
+                part.iter()
+                    .map(|p| hash_live(&root.join(p), &mut buf))
+                    .collect()
+            });
         for (path, digest) in self.paths.drain(..).zip(digests) {
             done(&path, digest);
         }

@@ -17,6 +17,7 @@ pub mod error;
 pub mod extract;
 pub mod fetch;
 mod gzip;
+mod halves;
 pub mod install;
 pub mod integrity;
 pub mod lock;

@@ -224,44 +224,17 @@ impl StatCache {
             .map_or(0, |d| d.as_nanos());
         writeln!(out, "{HEADER}\nwritten {now}")?;
         // The stats are most of the time (a path walk each): a long list's second half is
-        // statted on a helper thread while this one stats and writes the first.
+        // statted on a helper thread while this one stats the first.
         let listed: Vec<(&str, Sha256)> = digests.into_iter().collect();
-        let half = if listed.len() >= PARALLEL_STATS {
-            listed.len() / 2
-        } else {
-            listed.len()
-        };
-        let (first, second) = listed.split_at(half);
-        let keys = |part: &[(&str, Sha256)]| -> Vec<Option<StatKey>> {
+        let keys = crate::halves::in_halves(&listed, PARALLEL_STATS, "aibox-stat", |part| {
             part.iter().map(|(path, _)| file_key(root, path)).collect()
-        };
-        std::thread::scope(|scope| {
-            // A short list has no second half, and no thread is started for it.
-            let helper = (!second.is_empty())
-                .then(|| {
-                    std::thread::Builder::new()
-                        .name("aibox-stat".to_owned())
-                        .spawn_scoped(scope, || keys(second))
-                        .ok()
-                })
-                .flatten();
-            for (path, digest) in first {
-                if let Some(k) = file_key(root, path) {
-                    write_entry(out, path, k, digest)?;
-                }
+        });
+        for ((path, digest), key) in listed.iter().zip(keys) {
+            if let Some(key) = key {
+                write_entry(out, path, key, digest)?;
             }
-            // No thread, or it died: statted here.
-            let rest = match helper.map(std::thread::ScopedJoinHandle::join) {
-                Some(Ok(rest)) => rest,
-                _ => keys(second),
-            };
-            for ((path, digest), k) in second.iter().zip(rest) {
-                if let Some(k) = k {
-                    write_entry(out, path, k, digest)?;
-                }
-            }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
     /// The digest the memo file `memo` (its text from [`Self::memo_text`]) holds for the one
